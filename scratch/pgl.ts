@@ -1,0 +1,14 @@
+import knexPkg from 'knex';
+import ClientPgLite from 'knex-pglite';
+import { PGlite } from '@electric-sql/pglite';
+const t0 = Date.now();
+const pg = new PGlite();
+await pg.waitReady;
+console.log('boot', Date.now()-t0);
+const db = knexPkg.knex({ client: ClientPgLite as any, dialect: 'postgres', connection: () => ({ pglite: pg }) as any });
+await db.schema.createTable('t', t => { t.bigInteger('n'); t.text('s'); t.timestamp('at', {useTz: true}).defaultTo(db.fn.now()); });
+await db('t').insert({ n: 9007199254740991, s: 'x' });
+console.log(await db('t').select('*'), await db.raw('select count(*) from t'));
+const t1=Date.now(); const dump = await pg.dumpDataDir('none'); console.log('dump', Date.now()-t1, dump.size);
+const t2=Date.now(); const pg2 = new PGlite({ loadDataDir: dump }); await pg2.waitReady; console.log('load', Date.now()-t2, (await pg2.query('select * from t')).rows);
+await db.destroy();

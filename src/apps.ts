@@ -1,0 +1,137 @@
+/**
+ * The three listeners: the merchant API ({base_url}), the platform API ({api_url}: telemetry,
+ * agent wallet, webhook signing key) and the admin API (management, loopback by default).
+ */
+import type { Express, Request } from 'express';
+import type { Config } from './config.js';
+import type { Database } from './db/knex.js';
+import type { Clock } from './kernel/clock.js';
+import type { Logger } from './kernel/logger.js';
+import { constantTimeEqual } from './kernel/secrets.js';
+import type { Services } from './services.js';
+import { createOpenApiApp, type Authenticator } from './http/openapi-app.js';
+import { composeDocument, loadDocument } from './http/spec.js';
+import { unauthorized } from './http/errors.js';
+import { notImplementedHandlers } from './http/not-implemented.js';
+import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './http/handler-maps.js';
+import type { AnyHandler } from './http/typed-handler.js';
+import { createMeHandlers } from './orgs/me.handlers.js';
+import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
+import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
+
+export interface AppDeps {
+  config: Config;
+  database: Database;
+  clock: Clock;
+  logger: Logger;
+  services: Services;
+  adminToken: string;
+}
+
+const KIB = 1024;
+/** Every body of the merchant, agent and admin APIs (the spec's 64 KiB session-creation limit). */
+export const DEFAULT_BODY_LIMIT = 64 * KIB;
+/** Telemetry ingest (documented in telemetry.yaml). */
+export const INGEST_BODY_LIMIT = 5 * KIB * KIB;
+
+const readiness = (deps: AppDeps) => async () => {
+  await deps.database.db.raw('select 1');
+};
+
+export async function createMerchantApp(deps: AppDeps): Promise<Express> {
+  const merchant = await loadDocument('merchant');
+  const document = composeDocument('Kassa merchant API', [
+    { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
+  ]);
+  const handlers = {
+    ...createMeHandlers(),
+    ...notImplementedHandlers([
+      'createCheckoutSession', 'getCheckoutSession', 'expireCheckoutSession',
+      'listProducts', 'getProduct', 'listProductsDeprecated', 'getProductDeprecated',
+      'listOrders', 'getOrder', 'listSubscriptions', 'getSubscription', 'listCustomers', 'getCustomer',
+      'listWebhookEndpoints', 'createWebhookEndpoint', 'getWebhookEndpoint', 'updateWebhookEndpoint',
+      'deleteWebhookEndpoint', 'updateWebhookEndpointByQuery', 'deleteWebhookEndpointByQuery', 'checkEntitlement',
+    ] as const),
+  } satisfies MerchantHandlers;
+  const apiKeyAuth: Authenticator = (req, op) =>
+    deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
+  return createOpenApiApp({
+    name: 'merchant',
+    document,
+    handlers: handlers as unknown as Record<string, AnyHandler>,
+    authenticators: { ApiKeyAuth: apiKeyAuth },
+    logger: deps.logger,
+    clock: deps.clock,
+    validateResponses: deps.config.nodeEnv === 'test',
+    bodyLimit: () => DEFAULT_BODY_LIMIT,
+    errorFlavor: () => 'envelope',
+    readiness: readiness(deps),
+    trustProxy: deps.config.trustProxy,
+  });
+}
+
+const usesEnvelope = (req: Request) => req.path.startsWith('/v1/agent-wallet') || req.path.startsWith('/v1/webhooks');
+
+export async function createPlatformApp(deps: AppDeps): Promise<Express> {
+  const [telemetry, agentWallet, merchant] = await Promise.all([
+    loadDocument('telemetry'),
+    loadDocument('agent-wallet'),
+    loadDocument('merchant'),
+  ]);
+  const document = composeDocument('Kassa platform API', [
+    { doc: telemetry, include: () => true },
+    { doc: agentWallet, include: () => true },
+    { doc: merchant, include: (op) => op.operationId === 'getWebhookSigningKey' },
+  ]);
+  const handlers = {
+    ...createSigningKeyHandlers(deps.services.signingKeys),
+    ...notImplementedHandlers([
+      'listProjects', 'createProject', 'getProject', 'updateProject', 'deleteProject',
+      'listTraces', 'getTrace', 'getMetrics', 'ingest', 'ingestOtlpTraces',
+    ] as const),
+    ...notImplementedHandlers([
+      'getAgentIdentity', 'listAgentPolicies', 'getAgentHistory', 'getCreditBalance', 'signTypedData',
+    ] as const),
+  } satisfies PlatformHandlers;
+  // Telemetry keys (issue 5) and agent identities (issue 6) are not issued yet: their operations
+  // answer 501 whoever calls, so there is nothing to protect until those authenticators land.
+  const notYetIssued: Authenticator = async () => undefined;
+  return createOpenApiApp({
+    name: 'platform',
+    document,
+    handlers: handlers as unknown as Record<string, AnyHandler>,
+    authenticators: { BearerAuth: notYetIssued, AgentPubkey: notYetIssued, AgentTimestamp: notYetIssued, AgentSignature: notYetIssued },
+    logger: deps.logger,
+    clock: deps.clock,
+    validateResponses: deps.config.nodeEnv === 'test',
+    bodyLimit: (req) => (req.path === '/v1/ingest' || req.path.startsWith('/v1/otlp/') ? INGEST_BODY_LIMIT : DEFAULT_BODY_LIMIT),
+    errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
+    readiness: readiness(deps),
+    trustProxy: deps.config.trustProxy,
+  });
+}
+
+export async function createAdminApp(deps: AppDeps): Promise<Express> {
+  const admin = await loadDocument('admin');
+  const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
+  const handlers = {
+    ...createOrgAdminHandlers(deps.services.orgs),
+  } satisfies AdminHandlers;
+  const adminBearer: Authenticator = async (req) => {
+    const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');
+    if (!match?.[1] || !constantTimeEqual(match[1], deps.adminToken)) throw unauthorized('Missing or invalid admin token');
+    return undefined;
+  };
+  return createOpenApiApp({
+    name: 'admin',
+    document,
+    handlers: handlers as unknown as Record<string, AnyHandler>,
+    authenticators: { AdminBearer: adminBearer },
+    logger: deps.logger,
+    clock: deps.clock,
+    validateResponses: deps.config.nodeEnv === 'test',
+    bodyLimit: () => DEFAULT_BODY_LIMIT,
+    errorFlavor: () => 'envelope',
+    readiness: readiness(deps),
+  });
+}

@@ -1,0 +1,23 @@
+/**
+ * Migrations are listed here, in order, instead of being discovered on disk: the same list works
+ * under tsx, in tests and from knexfile.ts, with no file-extension guessing.
+ */
+import type { Knex } from 'knex';
+import * as m0001 from './0001_organizations.js';
+import * as m0002 from './0002_webhook_signing_keys.js';
+
+export interface Migration {
+  up(db: Knex): Promise<void>;
+  down(db: Knex): Promise<void>;
+}
+
+const MIGRATIONS: Record<string, Migration> = {
+  '0001_organizations': m0001,
+  '0002_webhook_signing_keys': m0002,
+};
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(MIGRATIONS),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => MIGRATIONS[name]!,
+};

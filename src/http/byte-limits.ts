@@ -1,0 +1,40 @@
+/**
+ * JSON Schema's maxLength counts characters; the contract limits some strings in UTF-8 bytes
+ * (`x-max-bytes`). This is the one helper that enforces those, walking the request body along
+ * the operation's (dereferenced) request schema.
+ */
+import type { Request } from 'express';
+import { validationError } from './errors.js';
+import type { OperationInfo } from './spec.js';
+
+type Schema = {
+  'x-max-bytes'?: number;
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  additionalProperties?: Schema | boolean;
+};
+
+function walk(schema: Schema | undefined, value: unknown, path: string): void {
+  if (!schema || value === null || value === undefined) return;
+  const maxBytes = schema['x-max-bytes'];
+  if (typeof maxBytes === 'number' && typeof value === 'string' && Buffer.byteLength(value, 'utf8') > maxBytes) {
+    throw validationError(`${path} must be at most ${maxBytes} bytes in UTF-8`, { field: path });
+  }
+  if (Array.isArray(value)) {
+    value.forEach((item, index) => walk(schema.items, item, `${path}[${index}]`));
+    return;
+  }
+  if (typeof value === 'object') {
+    for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
+      const childSchema =
+        schema.properties?.[key] ?? (typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined);
+      walk(childSchema, child, `${path}.${key}`);
+    }
+  }
+}
+
+export function checkByteLimits(op: OperationInfo, req: Request): void {
+  const requestBody = op.operation.requestBody as { content?: Record<string, { schema?: Schema }> } | undefined;
+  const schema = requestBody?.content?.['application/json']?.schema;
+  if (schema && req.body !== undefined) walk(schema, req.body, 'body');
+}

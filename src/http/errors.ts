@@ -1,0 +1,184 @@
+/**
+ * The one place where anything thrown turns into an HTTP error: AppError for our own rules,
+ * express-openapi-validator and body-parser errors for the contract, database errors for outages.
+ */
+import type { components as Merchant } from '../../generated/merchant.js';
+import type { components as Telemetry } from '../../generated/telemetry.js';
+
+export type ErrorCode = Merchant['schemas']['ErrorCode'];
+export type TelemetryErrorCode = Telemetry['schemas']['TelemetryErrorCode'];
+export type ErrorEnvelope = Merchant['schemas']['ErrorEnvelope'];
+export type TelemetryErrorBody = Telemetry['schemas']['TelemetryError'];
+export type ErrorDetails = Record<string, string | number | boolean | null>;
+
+const STATUS_OF: Record<ErrorCode, number> = {
+  VALIDATION_ERROR: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  IDEMPOTENCY_KEY_REUSED: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
+  INTERNAL_ERROR: 500,
+  NOT_IMPLEMENTED: 501,
+  SERVICE_UNAVAILABLE: 503,
+};
+
+/** The telemetry API speaks lowercase codes; these are its defaults for each of ours. */
+const TELEMETRY_CODE_OF: Record<ErrorCode, TelemetryErrorCode> = {
+  VALIDATION_ERROR: 'invalid_request',
+  UNAUTHORIZED: 'unauthorized',
+  FORBIDDEN: 'unauthorized',
+  NOT_FOUND: 'not_found',
+  METHOD_NOT_ALLOWED: 'not_found',
+  CONFLICT: 'conflict',
+  IDEMPOTENCY_KEY_REUSED: 'conflict',
+  PAYLOAD_TOO_LARGE: 'payload_too_large',
+  UNSUPPORTED_MEDIA_TYPE: 'invalid_request',
+  RATE_LIMITED: 'rate_limited',
+  INTERNAL_ERROR: 'internal_error',
+  NOT_IMPLEMENTED: 'not_implemented',
+  SERVICE_UNAVAILABLE: 'service_unavailable',
+};
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly options: {
+      /** A more specific telemetry code (invalid_trace, quota_exceeded, …). */
+      telemetryCode?: TelemetryErrorCode;
+      details?: ErrorDetails;
+      headers?: Record<string, string>;
+      status?: number;
+    } = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = options.status ?? STATUS_OF[code];
+  }
+  get telemetryCode(): TelemetryErrorCode {
+    return this.options.telemetryCode ?? TELEMETRY_CODE_OF[this.code];
+  }
+}
+
+export const validationError = (message: string, details?: ErrorDetails) =>
+  new AppError('VALIDATION_ERROR', message, { details });
+export const unauthorized = (message = 'Missing or invalid API key') => new AppError('UNAUTHORIZED', message);
+export const forbidden = (message: string) => new AppError('FORBIDDEN', message);
+export const notFound = (what = 'Resource') => new AppError('NOT_FOUND', `${what} not found`);
+export const conflict = (message: string) => new AppError('CONFLICT', message);
+export const notImplemented = () =>
+  new AppError('NOT_IMPLEMENTED', 'This operation is part of the contract but not implemented yet');
+export const serviceUnavailable = (message = 'Service temporarily unavailable, retry later') =>
+  new AppError('SERVICE_UNAVAILABLE', message);
+
+interface ValidatorErrorItem {
+  path?: string;
+  message?: string;
+  errorCode?: string;
+}
+
+/** express-openapi-validator's HttpError and body-parser's errors carry a numeric status. */
+interface StatusError {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  errors?: ValidatorErrorItem[];
+  message?: string;
+  limit?: number;
+  code?: string;
+  name?: string;
+}
+
+/** `/body/pricingData/flexibleAmount` → `body.pricingData.flexibleAmount`. */
+function fieldOf(path: string | undefined): string {
+  if (!path) return 'request';
+  return path.replace(/^[./]/, '').replace(/\//g, '.');
+}
+
+function describeValidatorErrors(items: ValidatorErrorItem[]): string {
+  const lines = items.map((item) => {
+    const field = fieldOf(item.path);
+    const message = (item.message ?? 'is invalid').replace(/^must/, 'must');
+    return `${field} ${message}`;
+  });
+  // ajv reports each failed branch of a oneOf; the distinct lines are what a person needs.
+  return [...new Set(lines)].join('; ');
+}
+
+const DATABASE_OUTAGE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE',
+  '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', '53300',
+]);
+
+function isDatabaseOutage(err: StatusError): boolean {
+  if (err.name === 'KnexTimeoutError') return true;
+  if (err.code && DATABASE_OUTAGE_CODES.has(err.code)) return true;
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    err.message ?? '',
+  );
+}
+
+/** Turns anything thrown into an AppError. `internal` tells the caller to log it as a bug. */
+export function toAppError(thrown: unknown): { error: AppError; internal: boolean } {
+  if (thrown instanceof AppError) return { error: thrown, internal: thrown.status >= 500 && thrown.code === 'INTERNAL_ERROR' };
+  const err = (thrown ?? {}) as StatusError;
+  const status = err.status ?? err.statusCode;
+
+  // body-parser
+  if (err.type === 'entity.too.large') {
+    return { error: new AppError('PAYLOAD_TOO_LARGE', `Request body exceeds ${err.limit ?? 'the'} bytes`), internal: false };
+  }
+  if (err.type === 'entity.parse.failed') {
+    return { error: validationError('Malformed JSON in request body'), internal: false };
+  }
+  if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported') {
+    return { error: new AppError('UNSUPPORTED_MEDIA_TYPE', err.message ?? 'Unsupported encoding'), internal: false };
+  }
+  if (err.type === 'request.aborted') {
+    return { error: validationError('Request aborted'), internal: false };
+  }
+
+  // express-openapi-validator
+  if (Array.isArray(err.errors) && typeof status === 'number') {
+    switch (status) {
+      case 400:
+        return { error: validationError(describeValidatorErrors(err.errors)), internal: false };
+      case 401:
+        return { error: unauthorized(err.message), internal: false };
+      case 404:
+        return { error: new AppError('NOT_FOUND', 'Route not found'), internal: false };
+      case 405:
+        return { error: new AppError('METHOD_NOT_ALLOWED', 'Method not allowed on this path'), internal: false };
+      case 413:
+        return { error: new AppError('PAYLOAD_TOO_LARGE', 'Request body too large'), internal: false };
+      case 415:
+        return {
+          error: new AppError('UNSUPPORTED_MEDIA_TYPE', 'Request body must be sent as Content-Type: application/json'),
+          internal: false,
+        };
+      default:
+        // 500 from the validator is a response that broke the contract: a bug of ours.
+        return { error: new AppError('INTERNAL_ERROR', 'Internal server error'), internal: true };
+    }
+  }
+
+  if (isDatabaseOutage(err)) return { error: serviceUnavailable(), internal: false };
+  return { error: new AppError('INTERNAL_ERROR', 'Internal server error'), internal: true };
+}
+
+export function envelopeBody(error: AppError): ErrorEnvelope {
+  return { success: false, message: error.message, error: { code: error.code, message: error.message } };
+}
+
+export function telemetryBody(error: AppError, requestId: string, now: Date): TelemetryErrorBody {
+  return {
+    error: { code: error.telemetryCode, message: error.message, details: error.options.details ?? null },
+    meta: { request_id: requestId, timestamp: now.toISOString() },
+  };
+}

@@ -1,0 +1,26 @@
+/**
+ * The full operation sets each listener serves. A handler map `satisfies` one of these, so an
+ * operation added to a document without a handler (or a handler that drifts from its operation)
+ * fails to compile.
+ */
+import type { operations as MerchantOperations } from '../../generated/merchant.js';
+import type { operations as TelemetryOperations } from '../../generated/telemetry.js';
+import type { operations as AgentWalletOperations } from '../../generated/agent-wallet.js';
+import type { operations as AdminOperations } from '../../generated/admin.js';
+import type { HandlerMap } from './typed-handler.js';
+import type { MerchantAuth } from '../orgs/orgs.service.js';
+
+/** Webhook events are documented as operations of the merchant document but sent, not served. */
+type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>;
+
+export type MerchantServedOperations = Omit<MerchantOperations, 'getWebhookSigningKey' | WebhookEventOperation>;
+export type MerchantHandlers = HandlerMap<MerchantServedOperations, MerchantAuth>;
+
+/** Issue 5 replaces `unknown` with the telemetry key's identity. */
+export type TelemetryHandlers = HandlerMap<TelemetryOperations, unknown>;
+/** Issue 6 replaces `unknown` with the agent's identity. */
+export type AgentWalletHandlers = HandlerMap<AgentWalletOperations, unknown>;
+export type SigningKeyHandlers = HandlerMap<Pick<MerchantOperations, 'getWebhookSigningKey'>, undefined>;
+export type PlatformHandlers = TelemetryHandlers & AgentWalletHandlers & SigningKeyHandlers;
+
+export type AdminHandlers = HandlerMap<AdminOperations, undefined>;

@@ -1,0 +1,210 @@
+/**
+ * Builds an Express app from a composed OpenAPI document and a handler map:
+ * request id → access log → health → extra routes → authentication (by the operation's security
+ * requirement) → JSON body → express-openapi-validator → byte limits → handler → one error mapping.
+ */
+import express, { type Express, type NextFunction, type Request, type Response, Router } from 'express';
+import * as OpenApiValidator from 'express-openapi-validator';
+import type { Logger } from '../kernel/logger.js';
+import type { Clock } from '../kernel/clock.js';
+import { randomToken } from '../kernel/ids.js';
+import { AppError, envelopeBody, telemetryBody, toAppError } from './errors.js';
+import { listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
+import type { AnyHandler } from './typed-handler.js';
+import { checkByteLimits } from './byte-limits.js';
+
+/** Resolves one security scheme; returns the caller's identity or throws AppError. */
+export type Authenticator = (req: Request, op: OperationInfo) => Promise<unknown>;
+
+export type ErrorFlavor = 'envelope' | 'telemetry';
+
+export interface OpenApiAppOptions {
+  name: string;
+  document: OpenApiDocument;
+  handlers: Record<string, AnyHandler>;
+  authenticators: Record<string, Authenticator>;
+  logger: Logger;
+  clock: Clock;
+  /** Validate every response against the document (on in tests: any drift fails). */
+  validateResponses: boolean;
+  /** Largest JSON body accepted for this request. */
+  bodyLimit: (req: Request) => number;
+  errorFlavor: (req: Request) => ErrorFlavor;
+  /** Routes outside the contract (health, hosted pages, docs), mounted before validation. */
+  extraRoutes?: (router: Router) => void;
+  readiness: () => Promise<void>;
+  trustProxy?: boolean | string;
+}
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    requestId: string;
+    auth?: unknown;
+    log: Logger;
+  }
+}
+
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9_.:-]{8,128}$/;
+
+/** `/v1/orders/{id}` → `/v1/orders/:id` */
+const expressPath = (template: string): string => template.replace(/\{([^}]+)\}/g, ':$1');
+
+export function createOpenApiApp(options: OpenApiAppOptions): Express {
+  const { logger, clock } = options;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', options.trustProxy ?? false);
+  app.set('query parser', 'extended');
+
+  app.use((req, res, next) => {
+    const inbound = req.header('x-request-id');
+    req.requestId = inbound && REQUEST_ID_PATTERN.test(inbound) ? inbound : `req_${randomToken()}`;
+    res.setHeader('X-Request-Id', req.requestId);
+    req.log = logger.child({ app: options.name, requestId: req.requestId });
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      // The path only: query strings can carry e-mail addresses and references.
+      req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+    });
+    next();
+  });
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ success: true, message: 'ok', data: { status: 'ok' } });
+  });
+  app.get('/readyz', async (req, res) => {
+    try {
+      await options.readiness();
+      res.json({ success: true, message: 'ready', data: { status: 'ready' } });
+    } catch (err) {
+      req.log.warn({ err }, 'readiness check failed');
+      res.status(503).json(envelopeBody(new AppError('SERVICE_UNAVAILABLE', 'Database unreachable')));
+    }
+  });
+
+  if (options.extraRoutes) {
+    const extra = Router();
+    options.extraRoutes(extra);
+    app.use(extra);
+  }
+
+  const operations = listOperations(options.document);
+
+  // Authentication runs before body parsing and validation: an unauthenticated caller learns
+  // nothing about the request's shape, and never makes us parse a large body.
+  const authRouter = Router();
+  for (const op of operations) {
+    authRouter[op.method](expressPath(op.path), async (req: Request, _res: Response, next: NextFunction) => {
+      try {
+        req.auth = await authenticate(req, op, options.authenticators);
+        next();
+      } catch (err) {
+        next(err);
+      }
+    });
+  }
+  app.use(authRouter);
+
+  const parsers = new Map<number, express.RequestHandler>();
+  app.use((req, res, next) => {
+    const limit = options.bodyLimit(req);
+    let parser = parsers.get(limit);
+    if (!parser) {
+      parser = express.json({ limit, strict: true, type: ['application/json', 'application/*+json'] });
+      parsers.set(limit, parser);
+    }
+    parser(req, res, next);
+  });
+
+  app.use(
+    OpenApiValidator.middleware({
+      apiSpec: structuredClone(options.document) as never,
+      validateApiSpec: true,
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
+      validateResponses: options.validateResponses
+        ? {
+            removeAdditional: false,
+            onError: (error, body, req) => {
+              // A 501 for an operation whose issue has not landed is part of the plan, not drift.
+              if ((body as { error?: { code?: string } } | undefined)?.error?.code === 'NOT_IMPLEMENTED') return;
+              (req as Request).log?.error({ err: error, body }, 'response does not match the OpenAPI document');
+              throw error;
+            },
+          }
+        : false,
+      validateSecurity: false,
+      validateFormats: true,
+      ignoreUndocumented: false,
+    }),
+  );
+
+  const routes = Router();
+  for (const op of operations) {
+    const handler = options.handlers[op.operationId];
+    if (!handler) throw new Error(`${options.name}: no handler for operation ${op.operationId}`);
+    routes[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
+      try {
+        checkByteLimits(op, req);
+        const result = await handler({
+          params: req.params as never,
+          query: req.query as never,
+          headers: req.headers as never,
+          body: req.body,
+          auth: req.auth,
+          requestId: req.requestId,
+          req,
+        });
+        for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+        if (result.status === 204) res.status(204).end();
+        else res.status(result.status).json(result.body);
+      } catch (err) {
+        next(err);
+      }
+    });
+  }
+  app.use(routes);
+
+  app.use((_req, _res, next) => next(new AppError('NOT_FOUND', 'Route not found')));
+
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  app.use((thrown: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const { error, internal } = toAppError(thrown);
+    const log = req.log ?? logger;
+    if (internal) log.error({ err: thrown }, 'unhandled error');
+    else if (error.status >= 500) log.warn({ err: thrown, code: error.code }, 'request failed');
+    if (res.headersSent) return;
+    for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
+    res.status(error.status);
+    if (options.errorFlavor(req) === 'telemetry') res.json(telemetryBody(error, req.requestId, clock.now()));
+    else res.json(envelopeBody(error));
+  });
+
+  return app;
+}
+
+/** Security requirements are OR'ed; the schemes inside one requirement are AND'ed. */
+async function authenticate(
+  req: Request,
+  op: OperationInfo,
+  authenticators: Record<string, Authenticator>,
+): Promise<unknown> {
+  if (op.security.length === 0 || op.security.some((requirement) => Object.keys(requirement).length === 0)) {
+    return undefined;
+  }
+  let lastError: unknown = new AppError('UNAUTHORIZED', 'Unauthorized');
+  for (const requirement of op.security) {
+    try {
+      let identity: unknown;
+      for (const scheme of Object.keys(requirement)) {
+        const authenticator = authenticators[scheme];
+        if (!authenticator) throw new Error(`no authenticator for security scheme ${scheme}`);
+        identity = await authenticator(req, op);
+      }
+      return identity;
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError;
+}

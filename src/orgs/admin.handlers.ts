@@ -1,0 +1,70 @@
+import type { AdminHandlers } from '../http/handler-maps.js';
+import { iso, isoOrNull, page } from '../http/present.js';
+import type { ApiKey, Organization } from './orgs.repository.js';
+import type { OrgService } from './orgs.service.js';
+import type { Permission } from './permissions.js';
+
+const presentOrg = (org: Organization) => ({
+  orgId: org.id,
+  name: org.name,
+  frozen: org.frozen,
+  cardVerified: org.cardVerified,
+  cardAccountEnabled: org.cardAccountEnabled,
+  createdAt: iso(org.createdAt),
+  updatedAt: iso(org.updatedAt),
+});
+
+const presentKey = (key: ApiKey) => ({
+  apiKeyId: key.id,
+  orgId: key.orgId,
+  name: key.name,
+  prefix: key.prefix,
+  permissions: key.permissions as Permission[],
+  revoked: key.revokedAt !== null,
+  createdAt: iso(key.createdAt),
+  revokedAt: isoOrNull(key.revokedAt),
+});
+
+type OrgAdminHandlers = Pick<AdminHandlers, 'listOrgs' | 'createOrg' | 'getOrg' | 'updateOrg' | 'listApiKeys' | 'createApiKey' | 'revokeApiKey'>;
+
+export function createOrgAdminHandlers(orgs: OrgService): OrgAdminHandlers {
+  return {
+    listOrgs: async ({ query }) => {
+      const pageNumber = query.page ?? 1;
+      const size = query.size ?? 20;
+      const { records, total } = await orgs.listOrganizations(pageNumber, size);
+      return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentOrg), total, pageNumber, size) } };
+    },
+    createOrg: async ({ body }) => ({
+      status: 201,
+      body: { success: true, message: 'Organization created', data: presentOrg(await orgs.createOrganization(body)) },
+    }),
+    getOrg: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: presentOrg(await orgs.getOrganization(params.id)) },
+    }),
+    updateOrg: async ({ params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Organization updated', data: presentOrg(await orgs.updateOrganization(params.id, body)) },
+    }),
+    listApiKeys: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: (await orgs.listApiKeys(params.id)).map(presentKey) },
+    }),
+    createApiKey: async ({ params, body }) => {
+      const created = await orgs.createApiKey(params.id, body ?? {});
+      return {
+        status: 201,
+        body: {
+          success: true,
+          message: 'API key created; store it now, it is not shown again',
+          data: { ...presentKey(created), key: created.key },
+        },
+      };
+    },
+    revokeApiKey: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'API key revoked', data: presentKey(await orgs.revokeApiKey(params.id)) },
+    }),
+  };
+}

@@ -1,0 +1,157 @@
+/** Organizations and merchant API keys in PostgreSQL. The only module of this domain that speaks knex. */
+import type { Db } from '../db/knex.js';
+
+export interface Organization {
+  id: string;
+  name: string;
+  frozen: boolean;
+  cardVerified: boolean;
+  cardAccountEnabled: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ApiKey {
+  id: string;
+  orgId: string;
+  name: string;
+  prefix: string;
+  permissions: string[];
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface ApiKeyWithHash extends ApiKey {
+  keyHash: string;
+}
+
+export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>>;
+
+export interface OrgRepository {
+  insertOrganization(org: Organization): Promise<void>;
+  findOrganization(id: string): Promise<Organization | undefined>;
+  listOrganizations(page: { offset: number; limit: number }): Promise<{ records: Organization[]; total: number }>;
+  updateOrganization(id: string, patch: OrganizationPatch, now: Date): Promise<Organization | undefined>;
+  countOrganizations(): Promise<number>;
+  insertApiKey(key: ApiKeyWithHash): Promise<void>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyWithHash | undefined>;
+  listApiKeys(orgId: string): Promise<ApiKey[]>;
+  revokeApiKey(id: string, now: Date): Promise<ApiKey | undefined>;
+}
+
+interface OrganizationRow {
+  id: string;
+  name: string;
+  frozen: boolean;
+  card_verified: boolean;
+  card_account_enabled: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+interface ApiKeyRow {
+  id: string;
+  org_id: string;
+  name: string;
+  key_hash: string;
+  prefix: string;
+  permissions: string[];
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+const toOrganization = (row: OrganizationRow): Organization => ({
+  id: row.id,
+  name: row.name,
+  frozen: row.frozen,
+  cardVerified: row.card_verified,
+  cardAccountEnabled: row.card_account_enabled,
+  createdAt: new Date(row.created_at),
+  updatedAt: new Date(row.updated_at),
+});
+
+const toApiKey = (row: ApiKeyRow): ApiKeyWithHash => ({
+  id: row.id,
+  orgId: row.org_id,
+  name: row.name,
+  keyHash: row.key_hash,
+  prefix: row.prefix,
+  permissions: row.permissions,
+  createdAt: new Date(row.created_at),
+  revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
+});
+
+const withoutHash = ({ keyHash: _hash, ...key }: ApiKeyWithHash): ApiKey => key;
+
+export class KnexOrgRepository implements OrgRepository {
+  constructor(private readonly db: Db) {}
+
+  async insertOrganization(org: Organization): Promise<void> {
+    await this.db<OrganizationRow>('organizations').insert({
+      id: org.id,
+      name: org.name,
+      frozen: org.frozen,
+      card_verified: org.cardVerified,
+      card_account_enabled: org.cardAccountEnabled,
+      created_at: org.createdAt,
+      updated_at: org.updatedAt,
+    });
+  }
+
+  async findOrganization(id: string): Promise<Organization | undefined> {
+    const row = await this.db<OrganizationRow>('organizations').where({ id }).first();
+    return row ? toOrganization(row) : undefined;
+  }
+
+  async listOrganizations(page: { offset: number; limit: number }) {
+    const rows = await this.db<OrganizationRow>('organizations')
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    return { records: rows.map(toOrganization), total: await this.countOrganizations() };
+  }
+
+  async updateOrganization(id: string, patch: OrganizationPatch, now: Date): Promise<Organization | undefined> {
+    const changes: Partial<OrganizationRow> = { updated_at: now };
+    if (patch.name !== undefined) changes.name = patch.name;
+    if (patch.frozen !== undefined) changes.frozen = patch.frozen;
+    if (patch.cardVerified !== undefined) changes.card_verified = patch.cardVerified;
+    if (patch.cardAccountEnabled !== undefined) changes.card_account_enabled = patch.cardAccountEnabled;
+    const [row] = await this.db<OrganizationRow>('organizations').where({ id }).update(changes).returning('*');
+    return row ? toOrganization(row as OrganizationRow) : undefined;
+  }
+
+  async countOrganizations(): Promise<number> {
+    const row = await this.db('organizations').count<{ count: number }[]>({ count: '*' }).first();
+    return Number(row?.count ?? 0);
+  }
+
+  async insertApiKey(key: ApiKeyWithHash): Promise<void> {
+    await this.db<ApiKeyRow>('api_keys').insert({
+      id: key.id,
+      org_id: key.orgId,
+      name: key.name,
+      key_hash: key.keyHash,
+      prefix: key.prefix,
+      permissions: key.permissions,
+      created_at: key.createdAt,
+      revoked_at: key.revokedAt,
+    });
+  }
+
+  async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithHash | undefined> {
+    const row = await this.db<ApiKeyRow>('api_keys').where({ key_hash: keyHash }).first();
+    return row ? toApiKey(row) : undefined;
+  }
+
+  async listApiKeys(orgId: string): Promise<ApiKey[]> {
+    const rows = await this.db<ApiKeyRow>('api_keys').where({ org_id: orgId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
+    return rows.map((row) => withoutHash(toApiKey(row)));
+  }
+
+  async revokeApiKey(id: string, now: Date): Promise<ApiKey | undefined> {
+    await this.db<ApiKeyRow>('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: now });
+    const row = await this.db<ApiKeyRow>('api_keys').where({ id }).first();
+    return row ? withoutHash(toApiKey(row)) : undefined;
+  }
+}

@@ -1,0 +1,113 @@
+/** Organizations and merchant API keys: creation, flags, key issuance and key authentication. */
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../kernel/clock.js';
+import { newId } from '../kernel/ids.js';
+import { constantTimeEqual, sha256Hex } from '../kernel/secrets.js';
+import { AppError, forbidden, notFound, unauthorized } from '../http/errors.js';
+import type { ApiKey, Organization, OrganizationPatch, OrgRepository } from './orgs.repository.js';
+import { ALL_PERMISSIONS, type Permission } from './permissions.js';
+
+export interface MerchantAuth {
+  orgId: string;
+  apiKeyId: string;
+  permissions: string[];
+}
+
+const API_KEY_PATTERN = /^ak_[A-Za-z0-9_-]{43}$/;
+
+export class OrgService {
+  constructor(
+    private readonly repo: OrgRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  async createOrganization(input: { name: string }): Promise<Organization> {
+    const now = this.clock.now();
+    const org: Organization = {
+      id: newId('ORG'),
+      name: input.name.trim(),
+      frozen: false,
+      cardVerified: true,
+      cardAccountEnabled: true,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.repo.insertOrganization(org);
+    return org;
+  }
+
+  async getOrganization(id: string): Promise<Organization> {
+    const org = await this.repo.findOrganization(id);
+    if (!org) throw notFound('Organization');
+    return org;
+  }
+
+  listOrganizations(page: number, size: number) {
+    return this.repo.listOrganizations({ offset: (page - 1) * size, limit: size });
+  }
+
+  async updateOrganization(id: string, patch: OrganizationPatch): Promise<Organization> {
+    const updated = await this.repo.updateOrganization(
+      id,
+      { ...patch, ...(patch.name !== undefined ? { name: patch.name.trim() } : {}) },
+      this.clock.now(),
+    );
+    if (!updated) throw notFound('Organization');
+    return updated;
+  }
+
+  countOrganizations(): Promise<number> {
+    return this.repo.countOrganizations();
+  }
+
+  /** Issues `ak_` + base64url(32 random bytes). Only its SHA-256 is stored; the key is returned once. */
+  async createApiKey(orgId: string, input: { name?: string; permissions?: Permission[] }): Promise<ApiKey & { key: string }> {
+    await this.getOrganization(orgId);
+    const key = `ak_${randomBytes(32).toString('base64url')}`;
+    const apiKey: ApiKey = {
+      id: newId('AKI'),
+      orgId,
+      name: input.name ?? 'default',
+      prefix: key.slice(0, 10),
+      permissions: [...(input.permissions ?? ALL_PERMISSIONS)],
+      createdAt: this.clock.now(),
+      revokedAt: null,
+    };
+    await this.repo.insertApiKey({ ...apiKey, keyHash: sha256Hex(key) });
+    return { ...apiKey, key };
+  }
+
+  async listApiKeys(orgId: string): Promise<ApiKey[]> {
+    await this.getOrganization(orgId);
+    return this.repo.listApiKeys(orgId);
+  }
+
+  async revokeApiKey(id: string): Promise<ApiKey> {
+    const key = await this.repo.revokeApiKey(id, this.clock.now());
+    if (!key) throw notFound('API key');
+    return key;
+  }
+
+  /**
+   * Resolves `X-API-Key`. The lookup is by SHA-256 (an index hit reveals nothing about the key),
+   * and the stored hash is compared in constant time.
+   */
+  async authenticateApiKey(presented: string | undefined, requiredPermission?: string): Promise<MerchantAuth> {
+    if (!presented || !API_KEY_PATTERN.test(presented)) throw unauthorized();
+    const hash = sha256Hex(presented);
+    const key = await this.repo.findApiKeyByHash(hash);
+    if (!key || !constantTimeEqual(key.keyHash, hash) || key.revokedAt) throw unauthorized();
+    if (requiredPermission && !key.permissions.includes(requiredPermission)) {
+      throw forbidden(`This API key lacks the permission "${requiredPermission}"`);
+    }
+    return { orgId: key.orgId, apiKeyId: key.id, permissions: key.permissions };
+  }
+
+  /** Why an organization may not open a card checkout, or undefined when it may. */
+  static cardCheckoutRefusal(org: Organization): AppError | undefined {
+    if (org.frozen) return forbidden('The organization is frozen and cannot create checkout sessions');
+    if (!org.cardVerified) return forbidden('Card/USD verification of the organization is incomplete');
+    if (!org.cardAccountEnabled) return forbidden('The card payment account is missing or not enabled to receive payments');
+    return undefined;
+  }
+}
