@@ -12,6 +12,7 @@ import { SecretBox } from './kernel/secrets.js';
 import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
 import { createServices, type Services } from './services.js';
 import { createAdminApp, createMerchantApp, createPlatformApp, type AppDeps } from './apps.js';
+import { startWorker, workerJobs, type Worker } from './worker.js';
 
 async function listen(app: import('express').Express, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
@@ -76,6 +77,11 @@ async function main(): Promise<void> {
     await seedDemo(config, services, logger);
   }
 
+  let worker: Worker | undefined;
+  if (config.role !== 'api') {
+    worker = startWorker(workerJobs(deps), logger);
+  }
+
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -89,6 +95,7 @@ async function main(): Promise<void> {
         server.closeIdleConnections();
       })),
     );
+    await worker?.stop();
     await database.close();
     process.exit(0);
   };

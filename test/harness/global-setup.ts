@@ -1,0 +1,54 @@
+/**
+ * Migrates a database once per run; every test file then starts from a copy of it:
+ * - embedded (default): a PGlite data-dir dump that each file loads (~0.7 s instead of a 4 s boot + migrate);
+ * - TEST_DATABASE_URL set: a migrated template database each file clones with CREATE DATABASE … TEMPLATE.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { migrateLatest, openDatabase } from '../../src/db/knex.js';
+import { databaseUrlFor } from './postgres.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgliteSnapshot: string;
+    postgresTemplate: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const serverUrl = process.env.TEST_DATABASE_URL;
+  if (serverUrl) {
+    const template = `kassa_tpl_${randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: serverUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${template}`);
+    const database = await openDatabase({ databaseUrl: databaseUrlFor(serverUrl, template) });
+    await migrateLatest(database.db);
+    await database.close();
+    project.provide('postgresTemplate', template);
+    project.provide('pgliteSnapshot', '');
+    return async () => {
+      // Test files drop their own databases; the template goes last.
+      await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+      await admin.end();
+    };
+  }
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kassa-test-'));
+  const instance = new PGlite();
+  const database = await openDatabase({ pglite: instance });
+  await migrateLatest(database.db);
+  const dump = await instance.dumpDataDir('none');
+  const file = path.join(dir, 'migrated.tar');
+  await writeFile(file, Buffer.from(await dump.arrayBuffer()));
+  await database.close();
+  project.provide('pgliteSnapshot', file);
+  project.provide('postgresTemplate', '');
+  return async () => {
+    await rm(dir, { recursive: true, force: true });
+  };
+}
