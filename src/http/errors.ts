@@ -101,12 +101,44 @@ function fieldOf(path: string | undefined): string {
   return path.replace(/^[./]/, '').replace(/\//g, '.');
 }
 
-function describeValidatorErrors(items: ValidatorErrorItem[]): string {
-  const lines = items.map((item) => {
-    const field = fieldOf(item.path);
-    const message = (item.message ?? 'is invalid').replace(/^must/, 'must');
-    return `${field} ${message}`;
-  });
+type SchemaNode = {
+  properties?: Record<string, SchemaNode>;
+  items?: SchemaNode;
+  oneOf?: SchemaNode[];
+  not?: SchemaNode;
+  required?: string[];
+};
+
+/** The request-body schema node at a validator path such as `/body/pricingData`. */
+function bodySchemaAt(operation: unknown, path: string | undefined): SchemaNode | undefined {
+  if (!path?.startsWith('/body')) return undefined;
+  const op = operation as { requestBody?: { content?: Record<string, { schema?: SchemaNode }> } } | undefined;
+  let node = op?.requestBody?.content?.['application/json']?.schema;
+  for (const segment of path.split('/').slice(2)) {
+    node = /^\d+$/.test(segment) ? node?.items : node?.properties?.[segment];
+  }
+  return node;
+}
+
+/**
+ * ajv's words for a failed `oneOf` / `not` ("must match exactly one schema in oneOf") do not
+ * say which fields; the contract writes mutual exclusion as `oneOf: [{required:[a]},{required:[b]}]`
+ * and `not: {required:[a,b]}`, so the fields can be named.
+ */
+function explainComposite(item: ValidatorErrorItem, operation: unknown): string | undefined {
+  const node = bodySchemaAt(operation, item.path);
+  const field = fieldOf(item.path);
+  if (item.errorCode?.startsWith('oneOf') && node?.oneOf?.every((branch) => branch.required?.length === 1)) {
+    return `${field}: exactly one of ${node.oneOf.map((b) => b.required![0]).join(', ')} must be given`;
+  }
+  if (item.errorCode?.startsWith('not') && node?.not?.required) {
+    return `${field}: ${node.not.required.join(' and ')} are mutually exclusive; give at most one`;
+  }
+  return undefined;
+}
+
+function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown): string {
+  const lines = items.map((item) => explainComposite(item, operation) ?? `${fieldOf(item.path)} ${item.message ?? 'is invalid'}`);
   // ajv reports each failed branch of a oneOf; the distinct lines are what a person needs.
   return [...new Set(lines)].join('; ');
 }
@@ -124,8 +156,11 @@ function isDatabaseOutage(err: StatusError): boolean {
   );
 }
 
-/** Turns anything thrown into an AppError. `internal` tells the caller to log it as a bug. */
-export function toAppError(thrown: unknown): { error: AppError; internal: boolean } {
+/**
+ * Turns anything thrown into an AppError. `internal` tells the caller to log it as a bug.
+ * `operation` (the matched OpenAPI operation, when known) lets validation messages name fields.
+ */
+export function toAppError(thrown: unknown, operation?: unknown): { error: AppError; internal: boolean } {
   if (thrown instanceof AppError) return { error: thrown, internal: thrown.status >= 500 && thrown.code === 'INTERNAL_ERROR' };
   const err = (thrown ?? {}) as StatusError;
   const status = err.status ?? err.statusCode;
@@ -148,7 +183,7 @@ export function toAppError(thrown: unknown): { error: AppError; internal: boolea
   if (Array.isArray(err.errors) && typeof status === 'number') {
     switch (status) {
       case 400:
-        return { error: validationError(describeValidatorErrors(err.errors)), internal: false };
+        return { error: validationError(describeValidatorErrors(err.errors, operation)), internal: false };
       case 401:
         return { error: unauthorized(err.message), internal: false };
       case 404:

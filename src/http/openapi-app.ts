@@ -169,7 +169,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   app.use((thrown: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const { error, internal } = toAppError(thrown);
+    const { error, internal } = toAppError(thrown, (req as Request & { openapi?: { schema?: unknown } }).openapi?.schema);
     const log = req.log ?? logger;
     if (internal) log.error({ err: thrown }, 'unhandled error');
     else if (error.status >= 500) log.warn({ err: thrown, code: error.code }, 'request failed');

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -20,10 +20,13 @@ export const REDACTED_PATHS = [
   '*.password',
 ];
 
-export function createLogger(options: { level: string; pretty?: boolean } = { level: 'info' }): Logger {
-  return pino({
-    level: options.level,
-    base: undefined,
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-  });
+export function createLogger(options: { level: string; destination?: DestinationStream } = { level: 'info' }): Logger {
+  return pino(
+    {
+      level: options.level,
+      base: undefined,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    },
+    options.destination,
+  );
 }

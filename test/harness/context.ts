@@ -35,7 +35,14 @@ export interface TestContext {
   close(): Promise<void>;
 }
 
-export async function createTestContext(env: Record<string, string> = {}): Promise<TestContext> {
+export interface TestContextOptions {
+  env?: Record<string, string>;
+  /** Where log lines go (tests that inspect logs pass a collecting stream). */
+  logDestination?: { write(line: string): void };
+}
+
+export async function createTestContext(options: TestContextOptions = {}): Promise<TestContext> {
+  const env = options.env ?? {};
   const testDb = await freshDatabase();
   const config = loadConfig(
     {
@@ -48,7 +55,7 @@ export async function createTestContext(env: Record<string, string> = {}): Promi
     [],
   );
   const clock = new ManualClock('2026-11-22T09:00:00.000Z');
-  const logger = createLogger({ level: config.logLevel });
+  const logger = createLogger({ level: config.logLevel, destination: options.logDestination });
   const services = createServices({ db: testDb.database.db, clock, secretBox: new SecretBox(randomBytes(32)) });
   await services.signingKeys.ensureKey();
   const adminToken = `kadm_test_${randomBytes(16).toString('hex')}`;

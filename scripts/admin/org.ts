@@ -1,0 +1,59 @@
+/** `org create|update|get|list`: organizations and the flags that gate checkout creation. */
+import type { Command } from 'commander';
+import type { components } from '../../generated/admin.js';
+import { parseBool, parsePositiveInt, usageError, type CliContext } from './cli.js';
+
+type OrgUpdate = components['schemas']['OrgUpdate'];
+
+export function register(program: Command, ctx: CliContext): void {
+  const org = program.command('org').description('Organizations and their flags');
+
+  org
+    .command('create')
+    .description('Create an organization (prints it, with its orgId)')
+    .requiredOption('--name <name>', 'organization name')
+    .action(async (opts: { name: string }) => {
+      ctx.print(await ctx.call(ctx.client.POST('/v1/orgs', { body: { name: opts.name } })));
+    });
+
+  org
+    .command('update')
+    .description("Change an organization's name or flags")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .option('--name <name>', 'new name')
+    .option('--frozen <bool>', 'true|false: a frozen organization cannot create checkout sessions', parseBool)
+    .option('--card-verified <bool>', 'true|false: Card/USD verification complete', parseBool)
+    .option('--card-account-enabled <bool>', 'true|false: card payment account present and enabled', parseBool)
+    .action(async (opts: { org: string; name?: string; frozen?: boolean; cardVerified?: boolean; cardAccountEnabled?: boolean }) => {
+      const body: OrgUpdate = {};
+      if (opts.name !== undefined) body.name = opts.name;
+      if (opts.frozen !== undefined) body.frozen = opts.frozen;
+      if (opts.cardVerified !== undefined) body.cardVerified = opts.cardVerified;
+      if (opts.cardAccountEnabled !== undefined) body.cardAccountEnabled = opts.cardAccountEnabled;
+      // The API would say "must NOT have fewer than 1 properties"; name the flags instead.
+      if (Object.keys(body).length === 0) {
+        throw usageError('Nothing to update: give at least one of --name, --frozen, --card-verified, --card-account-enabled.');
+      }
+      ctx.print(await ctx.call(ctx.client.PATCH('/v1/orgs/{id}', { params: { path: { id: opts.org } }, body })));
+    });
+
+  org
+    .command('get')
+    .description('Show one organization')
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .action(async (opts: { org: string }) => {
+      ctx.print(await ctx.call(ctx.client.GET('/v1/orgs/{id}', { params: { path: { id: opts.org } } })));
+    });
+
+  org
+    .command('list')
+    .description('List organizations, newest first (one page)')
+    .option('--page <n>', 'page number, from 1 (default 1)', parsePositiveInt)
+    .option('--size <n>', 'page size (default 20, at most 100)', parsePositiveInt)
+    .action(async (opts: { page?: number; size?: number }) => {
+      const query: { page?: number; size?: number } = {};
+      if (opts.page !== undefined) query.page = opts.page;
+      if (opts.size !== undefined) query.size = opts.size;
+      ctx.print(await ctx.call(ctx.client.GET('/v1/orgs', { params: { query } })));
+    });
+}

@@ -1,0 +1,490 @@
+/**
+ * Webhook endpoints, the event outbox, deliveries and attempts in PostgreSQL. The only module of
+ * this domain (with signing-key.repository.ts) that speaks knex.
+ *
+ * Delivery rows move pending → succeeded | failed. A worker claims due rows with one statement
+ * (`FOR UPDATE SKIP LOCKED` + a lease), delivers with no transaction open, and records the outcome
+ * in one short transaction guarded by the lease token. A worker that dies after claiming leaves
+ * the lease behind; once it passes, the row is due again and the next claim notes the abandoned
+ * attempt. PGlite has a single connection, so nothing here queries `db` while a transaction is open.
+ */
+import type { Knex } from 'knex';
+import type { Db } from '../db/knex.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import type { components } from '../../generated/merchant.js';
+
+export type WebhookEventType = components['schemas']['WebhookEventType'];
+export type WebhookOrder = components['schemas']['WebhookOrder'];
+export type WebhookSubscription = components['schemas']['WebhookSubscription'];
+
+/** Types only ever sent on an operator's request, to one endpoint (never selectable). */
+export type DirectedEventType = 'webhook.test';
+export type StoredEventType = WebhookEventType | DirectedEventType;
+
+export interface OutboxEvent {
+  orgId: string;
+  type: WebhookEventType;
+  data: { order: WebhookOrder } | { subscription: WebhookSubscription };
+}
+
+export interface WebhookEndpoint {
+  id: string;
+  orgId: string;
+  name: string;
+  url: string;
+  events: WebhookEventType[];
+  enabled: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+  deletedAt: Date | null;
+}
+
+export type WebhookEndpointPatch = Partial<Pick<WebhookEndpoint, 'name' | 'url' | 'events' | 'enabled'>>;
+
+export interface StoredEvent {
+  id: string;
+  seq: number;
+  orgId: string;
+  type: StoredEventType;
+  /** The envelope's `data` object. */
+  data: Record<string, unknown>;
+  createdAt: Date;
+}
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+export interface Delivery {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  orgId: string;
+  status: DeliveryStatus;
+  attemptCount: number;
+  nextAttemptAt: Date;
+  leaseUntil: Date | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+}
+
+export interface Attempt {
+  deliveryId: string;
+  attemptNumber: number;
+  url: string;
+  statusCode: number | null;
+  durationMs: number;
+  responseBody: string | null;
+  error: string | null;
+  attemptedAt: Date;
+}
+
+export interface DeliveryWithAttempts extends Delivery {
+  eventType: StoredEventType;
+  attempts: Attempt[];
+}
+
+export interface ClaimedDelivery {
+  delivery: Delivery;
+  leaseToken: string;
+  /** The lease a previous claim left behind without recording a result, if any. */
+  abandonedLeaseUntil: Date | null;
+}
+
+/** What the worker writes when it finishes an attempt. */
+export interface DeliveryOutcome {
+  status: DeliveryStatus;
+  nextAttemptAt?: Date;
+  attemptCount?: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  now: Date;
+}
+
+interface EndpointRow {
+  id: string;
+  org_id: string;
+  name: string;
+  url: string;
+  events: string[];
+  enabled: boolean;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+}
+
+interface EventRow {
+  id: string;
+  seq: number | string;
+  org_id: string;
+  type: string;
+  payload: Record<string, unknown> | string;
+  created_at: Date;
+}
+
+interface DeliveryRow {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  org_id: string;
+  status: DeliveryStatus;
+  attempt_count: number;
+  next_attempt_at: Date;
+  lease_until: Date | null;
+  lease_token: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+}
+
+interface AttemptRow {
+  id: number;
+  delivery_id: string;
+  attempt_number: number;
+  url: string;
+  status_code: number | null;
+  duration_ms: number;
+  response_body: string | null;
+  error: string | null;
+  attempted_at: Date;
+}
+
+const dateOrNull = (d: Date | string | null): Date | null => (d === null ? null : new Date(d));
+
+const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
+  id: row.id,
+  orgId: row.org_id,
+  name: row.name,
+  url: row.url,
+  events: row.events as WebhookEventType[],
+  enabled: row.enabled,
+  createdAt: new Date(row.created_at),
+  updatedAt: new Date(row.updated_at),
+  deletedAt: dateOrNull(row.deleted_at),
+});
+
+const toEvent = (row: EventRow): StoredEvent => ({
+  id: row.id,
+  seq: Number(row.seq),
+  orgId: row.org_id,
+  type: row.type as StoredEventType,
+  data: typeof row.payload === 'string' ? (JSON.parse(row.payload) as Record<string, unknown>) : row.payload,
+  createdAt: new Date(row.created_at),
+});
+
+const toDelivery = (row: DeliveryRow): Delivery => ({
+  id: row.id,
+  eventId: row.event_id,
+  endpointId: row.endpoint_id,
+  orgId: row.org_id,
+  status: row.status,
+  attemptCount: row.attempt_count,
+  nextAttemptAt: new Date(row.next_attempt_at),
+  leaseUntil: dateOrNull(row.lease_until),
+  lastStatusCode: row.last_status_code,
+  lastError: row.last_error,
+  createdAt: new Date(row.created_at),
+  updatedAt: new Date(row.updated_at),
+  completedAt: dateOrNull(row.completed_at),
+});
+
+const toAttempt = (row: AttemptRow): Attempt => ({
+  deliveryId: row.delivery_id,
+  attemptNumber: row.attempt_number,
+  url: row.url,
+  statusCode: row.status_code,
+  durationMs: row.duration_ms,
+  responseBody: row.response_body,
+  error: row.error,
+  attemptedAt: new Date(row.attempted_at),
+});
+
+/** Delivery ids are not part of the merchant API; the prefix only helps operators read logs and CLI output. */
+export const newDeliveryId = (): string => `WHD_${randomToken()}`;
+
+function deliveryRow(eventId: string, endpointId: string, orgId: string, now: Date): DeliveryRow {
+  return {
+    id: newDeliveryId(),
+    event_id: eventId,
+    endpoint_id: endpointId,
+    org_id: orgId,
+    status: 'pending',
+    attempt_count: 0,
+    next_attempt_at: now,
+    lease_until: null,
+    lease_token: null,
+    last_status_code: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+    completed_at: null,
+  };
+}
+
+const ORDER_TYPES = new Set<WebhookEventType>(['order.pending', 'order.paid', 'order.failed']);
+
+/**
+ * Writes the event (`EVT_…`, the future `webhook-id`) and one pending delivery per enabled,
+ * live endpoint of the organization whose selection includes the type (empty selection = all).
+ *
+ * This function — unlike every other repository method — takes the CALLER's transaction: the
+ * outbox guarantee (state change and event commit together) only holds if both writes share one
+ * transaction, and the transaction belongs to the domain that changes state (orders,
+ * subscriptions). It issues no query on the pool, so it is safe on PGlite's single connection.
+ */
+export async function enqueueWebhookEvent(trx: Knex.Transaction, event: OutboxEvent, now: Date): Promise<string> {
+  const carriesOrder = 'order' in event.data;
+  if (ORDER_TYPES.has(event.type) !== carriesOrder) {
+    // A programming error in the emitting domain: refuse it rather than send a malformed event.
+    throw new Error(`webhook event ${event.type} must carry data.${ORDER_TYPES.has(event.type) ? 'order' : 'subscription'}`);
+  }
+  const id = newId('EVT');
+  await trx('webhook_events').insert({
+    id,
+    org_id: event.orgId,
+    type: event.type,
+    payload: JSON.stringify(event.data),
+    created_at: now,
+  });
+  const endpoints: Array<{ id: string }> = await trx('webhook_endpoints')
+    .select('id')
+    .where({ org_id: event.orgId, enabled: true })
+    .whereNull('deleted_at')
+    .andWhere((q) => q.whereRaw(`cardinality(events) = 0`).orWhereRaw(`? = ANY(events)`, [event.type]));
+  if (endpoints.length > 0) {
+    await trx('webhook_deliveries').insert(endpoints.map((e) => deliveryRow(id, e.id, event.orgId, now)));
+  }
+  return id;
+}
+
+export interface WebhookRepository {
+  /** Inserts unless the organization already has `cap` live endpoints; serialized per organization. */
+  insertEndpointWithinCap(endpoint: WebhookEndpoint, cap: number): Promise<boolean>;
+  findEndpoint(orgId: string, id: string): Promise<WebhookEndpoint | undefined>;
+  /** Any organization's live endpoint (admin tools). */
+  findEndpointById(id: string): Promise<WebhookEndpoint | undefined>;
+  listEndpoints(orgId: string, page: { offset: number; limit: number }): Promise<{ records: WebhookEndpoint[]; total: number }>;
+  updateEndpoint(orgId: string, id: string, patch: WebhookEndpointPatch, now: Date): Promise<WebhookEndpoint | undefined>;
+  /** Soft-deletes the endpoint and drops its queued deliveries. */
+  deleteEndpoint(orgId: string, id: string, now: Date): Promise<WebhookEndpoint | undefined>;
+
+  /** An event addressed to one endpoint only (test events), with its delivery. */
+  insertDirectedEvent(event: { orgId: string; type: DirectedEventType; data: Record<string, unknown> }, endpointId: string, now: Date): Promise<{ eventId: string; delivery: Delivery }>;
+  findEvent(id: string): Promise<StoredEvent | undefined>;
+  listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]>;
+  latestEventSeq(orgId: string): Promise<number>;
+
+  claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
+  /**
+   * Writes the attempt and, if `leaseToken` still holds the lease, the delivery's new state.
+   * Returns false when the lease was lost (the attempt is recorded anyway: it happened).
+   */
+  recordAttempt(deliveryId: string, leaseToken: string, attempt: Attempt | null, outcome: DeliveryOutcome): Promise<boolean>;
+  findDelivery(id: string): Promise<DeliveryWithAttempts | undefined>;
+  listDeliveries(orgId: string, filter: { eventId?: string }, page: { offset: number; limit: number }): Promise<{ records: DeliveryWithAttempts[]; total: number }>;
+  /** A fresh delivery (new attempt budget) of the same event to the same endpoint. */
+  insertRedelivery(of: Delivery, now: Date): Promise<Delivery>;
+}
+
+export class KnexWebhookRepository implements WebhookRepository {
+  constructor(private readonly db: Db) {}
+
+  async insertEndpointWithinCap(endpoint: WebhookEndpoint, cap: number): Promise<boolean> {
+    return this.db.transaction(async (trx) => {
+      // Row lock on the organization: two concurrent creations cannot both see 19.
+      await trx('organizations').where({ id: endpoint.orgId }).forUpdate().first('id');
+      const row = await trx('webhook_endpoints').where({ org_id: endpoint.orgId }).whereNull('deleted_at').count<{ count: number }[]>({ count: '*' }).first();
+      if (Number(row?.count ?? 0) >= cap) return false;
+      await trx<EndpointRow>('webhook_endpoints').insert({
+        id: endpoint.id,
+        org_id: endpoint.orgId,
+        name: endpoint.name,
+        url: endpoint.url,
+        events: endpoint.events,
+        enabled: endpoint.enabled,
+        created_at: endpoint.createdAt,
+        updated_at: endpoint.updatedAt,
+        deleted_at: null,
+      });
+      return true;
+    });
+  }
+
+  async findEndpoint(orgId: string, id: string): Promise<WebhookEndpoint | undefined> {
+    const row = await this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId, id }).whereNull('deleted_at').first();
+    return row ? toEndpoint(row) : undefined;
+  }
+
+  async findEndpointById(id: string): Promise<WebhookEndpoint | undefined> {
+    const row = await this.db<EndpointRow>('webhook_endpoints').where({ id }).whereNull('deleted_at').first();
+    return row ? toEndpoint(row) : undefined;
+  }
+
+  async listEndpoints(orgId: string, page: { offset: number; limit: number }) {
+    const live = () => this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId }).whereNull('deleted_at');
+    const rows = await live()
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    const count = await live().count<{ count: number }[]>({ count: '*' }).first();
+    return { records: rows.map(toEndpoint), total: Number(count?.count ?? 0) };
+  }
+
+  async updateEndpoint(orgId: string, id: string, patch: WebhookEndpointPatch, now: Date): Promise<WebhookEndpoint | undefined> {
+    const changes: Partial<EndpointRow> = { updated_at: now };
+    if (patch.name !== undefined) changes.name = patch.name;
+    if (patch.url !== undefined) changes.url = patch.url;
+    if (patch.events !== undefined) changes.events = patch.events;
+    if (patch.enabled !== undefined) changes.enabled = patch.enabled;
+    const [row] = await this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId, id }).whereNull('deleted_at').update(changes).returning('*');
+    return row ? toEndpoint(row as EndpointRow) : undefined;
+  }
+
+  async deleteEndpoint(orgId: string, id: string, now: Date): Promise<WebhookEndpoint | undefined> {
+    return this.db.transaction(async (trx) => {
+      const [row] = await trx<EndpointRow>('webhook_endpoints')
+        .where({ org_id: orgId, id })
+        .whereNull('deleted_at')
+        .update({ deleted_at: now, updated_at: now })
+        .returning('*');
+      if (!row) return undefined;
+      await trx<DeliveryRow>('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({
+        status: 'failed',
+        last_error: 'dropped: endpoint deleted',
+        lease_until: null,
+        lease_token: null,
+        updated_at: now,
+        completed_at: now,
+      });
+      return toEndpoint(row as EndpointRow);
+    });
+  }
+
+  async insertDirectedEvent(event: { orgId: string; type: DirectedEventType; data: Record<string, unknown> }, endpointId: string, now: Date) {
+    return this.db.transaction(async (trx) => {
+      const eventId = newId('EVT');
+      await trx('webhook_events').insert({ id: eventId, org_id: event.orgId, type: event.type, payload: JSON.stringify(event.data), created_at: now });
+      const row = deliveryRow(eventId, endpointId, event.orgId, now);
+      await trx('webhook_deliveries').insert(row);
+      return { eventId, delivery: toDelivery(row) };
+    });
+  }
+
+  async findEvent(id: string): Promise<StoredEvent | undefined> {
+    const row = await this.db<EventRow>('webhook_events').where({ id }).first();
+    return row ? toEvent(row) : undefined;
+  }
+
+  async listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
+    const rows = await this.db<EventRow>('webhook_events').where({ org_id: orgId }).andWhere('seq', '>', afterSeq).orderBy('seq', 'asc').limit(limit);
+    return rows.map(toEvent);
+  }
+
+  async latestEventSeq(orgId: string): Promise<number> {
+    const row = await this.db('webhook_events').where({ org_id: orgId }).max<{ max: number | string | null }[]>({ max: 'seq' }).first();
+    return Number(row?.max ?? 0);
+  }
+
+  async claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+    const leaseToken = randomToken(32);
+    const leaseUntil = new Date(now.getTime() + leaseMs);
+    // One statement, so no transaction stays open: SKIP LOCKED keeps concurrent workers off the
+    // rows this one is taking, and the lease keeps them off once it commits.
+    const result = await this.db.raw(
+      `WITH due AS (
+         SELECT id, lease_until AS previous_lease
+           FROM webhook_deliveries
+          WHERE status = 'pending'
+            AND next_attempt_at <= ?
+            AND (lease_until IS NULL OR lease_until <= ?)
+          ORDER BY next_attempt_at, id
+          LIMIT ?
+          FOR UPDATE SKIP LOCKED)
+       UPDATE webhook_deliveries AS d
+          SET attempt_count = d.attempt_count + 1, lease_until = ?, lease_token = ?, updated_at = ?
+         FROM due
+        WHERE d.id = due.id
+       RETURNING d.*, due.previous_lease`,
+      [now, now, limit, leaseUntil, leaseToken, now],
+    );
+    const rows = result.rows as Array<DeliveryRow & { previous_lease: Date | null }>;
+    return rows
+      .map((row) => ({ delivery: toDelivery(row), leaseToken, abandonedLeaseUntil: dateOrNull(row.previous_lease) }))
+      .sort((a, b) => a.delivery.nextAttemptAt.getTime() - b.delivery.nextAttemptAt.getTime());
+  }
+
+  async recordAttempt(deliveryId: string, leaseToken: string, attempt: Attempt | null, outcome: DeliveryOutcome): Promise<boolean> {
+    return this.db.transaction(async (trx) => {
+      const changes: Partial<DeliveryRow> = {
+        status: outcome.status,
+        lease_until: null,
+        lease_token: null,
+        last_status_code: outcome.lastStatusCode,
+        last_error: outcome.lastError,
+        updated_at: outcome.now,
+        completed_at: outcome.status === 'pending' ? null : outcome.now,
+      };
+      if (outcome.nextAttemptAt) changes.next_attempt_at = outcome.nextAttemptAt;
+      if (outcome.attemptCount !== undefined) changes.attempt_count = outcome.attemptCount;
+      const updated = await trx<DeliveryRow>('webhook_deliveries').where({ id: deliveryId, lease_token: leaseToken, status: 'pending' }).update(changes);
+      if (attempt) {
+        await trx<AttemptRow>('webhook_attempts').insert({
+          delivery_id: attempt.deliveryId,
+          attempt_number: attempt.attemptNumber,
+          url: attempt.url,
+          status_code: attempt.statusCode,
+          duration_ms: attempt.durationMs,
+          response_body: attempt.responseBody,
+          error: attempt.error,
+          attempted_at: attempt.attemptedAt,
+        });
+      }
+      return updated === 1;
+    });
+  }
+
+  async findDelivery(id: string): Promise<DeliveryWithAttempts | undefined> {
+    const row = await this.db('webhook_deliveries as d').join('webhook_events as e', 'e.id', 'd.event_id').where('d.id', id).first('d.*', 'e.type as event_type');
+    if (!row) return undefined;
+    const [withAttempts] = await this.attachAttempts([row as DeliveryRow & { event_type: string }]);
+    return withAttempts;
+  }
+
+  async listDeliveries(orgId: string, filter: { eventId?: string }, page: { offset: number; limit: number }) {
+    const base = () => {
+      const q = this.db('webhook_deliveries as d').join('webhook_events as e', 'e.id', 'd.event_id').where('d.org_id', orgId);
+      if (filter.eventId) q.andWhere('d.event_id', filter.eventId);
+      return q;
+    };
+    const rows = await base()
+      .select('d.*', 'e.type as event_type')
+      .orderBy([{ column: 'd.created_at', order: 'desc' }, { column: 'd.id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    const count = await base().count<{ count: number }[]>({ count: '*' }).first();
+    return { records: await this.attachAttempts(rows as Array<DeliveryRow & { event_type: string }>), total: Number(count?.count ?? 0) };
+  }
+
+  async insertRedelivery(of: Delivery, now: Date): Promise<Delivery> {
+    const row = deliveryRow(of.eventId, of.endpointId, of.orgId, now);
+    await this.db('webhook_deliveries').insert(row);
+    return toDelivery(row);
+  }
+
+  private async attachAttempts(rows: Array<DeliveryRow & { event_type: string }>): Promise<DeliveryWithAttempts[]> {
+    if (rows.length === 0) return [];
+    const attempts = await this.db<AttemptRow>('webhook_attempts')
+      .whereIn('delivery_id', rows.map((r) => r.id))
+      .orderBy([{ column: 'delivery_id' }, { column: 'attempt_number' }, { column: 'id' }]);
+    const byDelivery = new Map<string, Attempt[]>();
+    for (const a of attempts) {
+      const list = byDelivery.get(a.delivery_id) ?? [];
+      list.push(toAttempt(a));
+      byDelivery.set(a.delivery_id, list);
+    }
+    return rows.map((row) => ({ ...toDelivery(row), eventType: row.event_type as StoredEventType, attempts: byDelivery.get(row.id) ?? [] }));
+  }
+}
