@@ -1,0 +1,140 @@
+import type { Knex } from 'knex';
+
+/**
+ * Telemetry: projects, their API keys, traces and spans, metric points, metric rollups, the
+ * monthly usage counter behind the trace quota and the per-key rate-limit windows.
+ */
+export async function up(db: Knex): Promise<void> {
+  await db.schema.createTable('telemetry_projects', (t) => {
+    t.text('id').primary();
+    t.text('org_id').notNullable().references('id').inTable('organizations').onDelete('CASCADE');
+    t.text('name').notNullable();
+    t.text('slug').notNullable();
+    t.text('environment').notNullable().checkIn(['development', 'staging', 'production'], 'telemetry_projects_environment');
+    t.text('description');
+    t.double('sample_rate').notNullable().defaultTo(1);
+    t.integer('data_retention_days').notNullable().defaultTo(30);
+    t.timestamp('created_at', { useTz: true, precision: 3 }).notNullable();
+    t.timestamp('updated_at', { useTz: true, precision: 3 }).notNullable();
+    t.unique(['org_id', 'slug']);
+    t.index(['org_id', 'created_at']);
+  });
+
+  await db.schema.createTable('telemetry_api_keys', (t) => {
+    t.text('id').primary();
+    t.text('org_id').notNullable().references('id').inTable('organizations').onDelete('CASCADE');
+    // A project with active keys cannot be deleted; its revoked keys go with it.
+    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.text('name').notNullable();
+    // SHA-256 of the key: the key itself is never stored.
+    t.text('key_hash').notNullable().unique();
+    t.text('prefix').notNullable();
+    t.timestamp('created_at', { useTz: true, precision: 3 }).notNullable();
+    t.timestamp('revoked_at', { useTz: true, precision: 3 });
+    t.index(['org_id', 'created_at']);
+    t.index(['project_id']);
+  });
+
+  // One row per stored trace, kept in step with its spans at ingest so that searching never
+  // aggregates spans. Ids are the lowercase hex of the W3C ids.
+  await db.schema.createTable('telemetry_traces', (t) => {
+    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.text('trace_id').notNullable();
+    t.timestamp('start_time', { useTz: true, precision: 3 }).notNullable();
+    t.timestamp('end_time', { useTz: true, precision: 3 }).notNullable();
+    t.integer('duration_ms').notNullable();
+    t.integer('span_count').notNullable();
+    t.text('root_name').notNullable();
+    t.jsonb('root_attributes').notNullable();
+    t.text('model');
+    t.specificType('models', 'text[]').notNullable();
+    t.bigInteger('tokens_input').notNullable();
+    t.bigInteger('tokens_output').notNullable();
+    t.double('cost').notNullable();
+    t.boolean('has_error').notNullable();
+    // First ingestion: project stats and the monthly quota count traces by it.
+    t.timestamp('created_at', { useTz: true, precision: 3 }).notNullable();
+    t.timestamp('updated_at', { useTz: true, precision: 3 }).notNullable();
+    t.primary(['project_id', 'trace_id']);
+  });
+  await db.raw('CREATE INDEX telemetry_traces_search ON telemetry_traces (project_id, start_time DESC, trace_id DESC)');
+  await db.raw('CREATE INDEX telemetry_traces_created ON telemetry_traces (project_id, created_at)');
+
+  await db.schema.createTable('telemetry_spans', (t) => {
+    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.text('trace_id').notNullable();
+    t.text('span_id').notNullable();
+    t.text('parent_span_id');
+    t.text('name').notNullable();
+    t.text('kind');
+    t.timestamp('start_time', { useTz: true, precision: 3 }).notNullable();
+    t.timestamp('end_time', { useTz: true, precision: 3 }).notNullable();
+    t.integer('duration_ms').notNullable();
+    t.text('status_code').notNullable();
+    t.text('status_message');
+    t.jsonb('attributes').notNullable();
+    // Model-call fields, copied out of the (mapped) attributes for metrics and search.
+    t.text('model');
+    t.text('vendor');
+    t.bigInteger('tokens_input');
+    t.bigInteger('tokens_output');
+    t.double('cost');
+    // Re-sending a span replaces it: the key is (project, trace, span).
+    t.primary(['project_id', 'trace_id', 'span_id']);
+  });
+  // Raw model-call samples by time: metric edges finer than a minute, and rollup recomputation.
+  await db.raw('CREATE INDEX telemetry_spans_model_calls ON telemetry_spans (project_id, start_time) WHERE model IS NOT NULL');
+
+  await db.schema.createTable('telemetry_metric_points', (t) => {
+    t.bigIncrements('id').primary();
+    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.text('name').notNullable();
+    t.double('value').notNullable();
+    t.timestamp('timestamp', { useTz: true, precision: 3 }).notNullable();
+    t.jsonb('attributes').notNullable();
+    t.index(['project_id', 'timestamp']);
+  });
+
+  // Model-call metrics pre-aggregated per minute ('m'), hour ('h') and UTC day ('d'), per model
+  // and vendor ('' when absent). `stats` holds count/sum/min/max and a DDSketch of each
+  // distribution (src/telemetry/cell-stats.ts); all of it merges, so any aligned range is a merge.
+  await db.schema.createTable('telemetry_rollups', (t) => {
+    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.specificType('resolution', 'char(1)').notNullable();
+    t.timestamp('bucket_start', { useTz: true, precision: 3 }).notNullable();
+    t.text('model').notNullable();
+    t.text('vendor').notNullable();
+    t.bigInteger('requests').notNullable();
+    t.bigInteger('errors').notNullable();
+    t.binary('stats').notNullable();
+    t.primary(['project_id', 'resolution', 'bucket_start', 'model', 'vendor']);
+  });
+
+  // Traces stored per organization and calendar month (UTC): the quota counter. Not decreased
+  // by deletion, so deleting data does not buy more quota within the month.
+  await db.schema.createTable('telemetry_usage', (t) => {
+    t.text('org_id').notNullable().references('id').inTable('organizations').onDelete('CASCADE');
+    t.date('month').notNullable();
+    t.bigInteger('traces').notNullable();
+    t.primary(['org_id', 'month']);
+  });
+
+  // Fixed-window request counters per key, shared by every API process.
+  await db.schema.createTable('telemetry_rate_limits', (t) => {
+    t.text('key_id').notNullable().references('id').inTable('telemetry_api_keys').onDelete('CASCADE');
+    t.timestamp('window_start', { useTz: true, precision: 3 }).notNullable();
+    t.integer('count').notNullable();
+    t.primary(['key_id', 'window_start']);
+  });
+}
+
+export async function down(db: Knex): Promise<void> {
+  await db.schema.dropTable('telemetry_rate_limits');
+  await db.schema.dropTable('telemetry_usage');
+  await db.schema.dropTable('telemetry_rollups');
+  await db.schema.dropTable('telemetry_metric_points');
+  await db.schema.dropTable('telemetry_spans');
+  await db.schema.dropTable('telemetry_traces');
+  await db.schema.dropTable('telemetry_api_keys');
+  await db.schema.dropTable('telemetry_projects');
+}
