@@ -5,6 +5,7 @@
 import type { Knex } from 'knex';
 import * as m0001 from './0001_organizations.js';
 import * as m0002 from './0002_webhook_signing_keys.js';
+import * as m0003 from './0003_catalog.js';
 import * as m0010 from './0010_telemetry.js';
 import * as m0020 from './0020_agent_wallet.js';
 import * as m0030 from './0030_webhooks.js';
@@ -17,6 +18,7 @@ export interface Migration {
 const MIGRATIONS: Record<string, Migration> = {
   '0001_organizations': m0001,
   '0002_webhook_signing_keys': m0002,
+  '0003_catalog': m0003,
   '0010_telemetry': m0010,
   '0020_agent_wallet': m0020,
   '0030_webhooks': m0030,

@@ -1,0 +1,247 @@
+/**
+ * The catalog: products, their prices and payment links. Managed through the admin API (any
+ * organization, resources named by id), read by merchants (their own organization only) and by
+ * checkout (prices and payment links it sells).
+ */
+import type { Clock } from '../kernel/clock.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import { conflict, notFound } from '../http/errors.js';
+import type {
+  BillingInterval,
+  CatalogRepository,
+  PaymentLink,
+  Price,
+  PriceProvider,
+  PricingType,
+  Product,
+  ProductStatus,
+} from './catalog.repository.js';
+import { assertPriceRules } from './price-rules.js';
+
+export interface ProductCreateInput {
+  name: string;
+  description?: string | null;
+  /** Default PUBLISHED. */
+  status?: ProductStatus;
+}
+
+export interface ProductUpdateInput {
+  name?: string;
+  /** null clears it. */
+  description?: string | null;
+  status?: ProductStatus;
+}
+
+export interface PriceCreateInput {
+  amount: number;
+  currency: string;
+  pricingType?: PricingType;
+  billingInterval?: BillingInterval;
+  billingIntervalCount?: number;
+  pricingName?: string;
+  flexibleAmount?: boolean;
+  minAmount?: number;
+  maxAmount?: number;
+  provider?: PriceProvider;
+}
+
+export interface ProductListQuery {
+  page: number;
+  size: number;
+  search?: string;
+  /** Undefined → every status. */
+  status?: ProductStatus;
+}
+
+export interface ProductWithLinks {
+  product: Product;
+  links: Array<{ link: PaymentLink; price: Price }>;
+}
+
+/** 32 base62 characters from a CSPRNG (~190 bits): the link URL cannot be guessed from ids or from other links. */
+const PAYMENT_LINK_TOKEN_LENGTH = 32;
+
+const trimmedOrNull = (text: string | null | undefined): string | null => {
+  const trimmed = text?.trim();
+  return trimmed ? trimmed : null;
+};
+
+export class CatalogService {
+  private readonly publicBaseUrl: string;
+
+  constructor(
+    private readonly repo: CatalogRepository,
+    private readonly clock: Clock,
+    publicBaseUrl: string,
+  ) {
+    this.publicBaseUrl = publicBaseUrl.replace(/\/+$/, '');
+  }
+
+  // ---- reads used by checkout and the merchant API (scoped by organization) ----
+
+  findProduct(orgId: string, productId: string): Promise<Product | undefined> {
+    return this.repo.findProduct(orgId, productId);
+  }
+
+  async findPrice(orgId: string, priceId: string): Promise<{ price: Price; product: Product } | undefined> {
+    const price = await this.repo.findPrice(orgId, priceId);
+    if (!price) return undefined;
+    const product = await this.repo.findProduct(orgId, price.productId);
+    return product ? { price, product } : undefined;
+  }
+
+  /** The link, its price and product, whatever their state: the caller decides what an inactive link means. */
+  findPaymentLinkByToken(token: string): Promise<{ link: PaymentLink; price: Price; product: Product } | undefined> {
+    return this.repo.findPaymentLinkByToken(token);
+  }
+
+  paymentLinkUrl(link: PaymentLink): string {
+    return `${this.publicBaseUrl}/pay/${link.token}`;
+  }
+
+  /** Merchant list: `status` defaults to PUBLISHED there (the handler passes it). */
+  async listProductsWithLinks(orgId: string, query: ProductListQuery): Promise<{ records: ProductWithLinks[]; total: number }> {
+    const { records, total } = await this.repo.listProducts(orgId, this.repoQuery(query));
+    const links = await this.repo.listPaymentLinksOfProducts(orgId, records.map((p) => p.id));
+    return {
+      records: records.map((product) => ({ product, links: links.filter((l) => l.price.productId === product.id) })),
+      total,
+    };
+  }
+
+  /** Merchant read: another organization's product is the same 404 as a missing one. */
+  async getProductWithLinks(orgId: string, productId: string): Promise<ProductWithLinks> {
+    const product = await this.repo.findProduct(orgId, productId);
+    if (!product) throw notFound('Product');
+    return { product, links: await this.repo.listPaymentLinksOfProducts(orgId, [product.id]) };
+  }
+
+  // ---- management (admin API) ----
+
+  async createProduct(orgId: string, input: ProductCreateInput): Promise<Product> {
+    const now = this.clock.now();
+    const product: Product = {
+      id: newId('PRD'),
+      orgId,
+      name: input.name.trim(),
+      description: trimmedOrNull(input.description),
+      status: input.status ?? 'PUBLISHED',
+      createdAt: now,
+      updatedAt: now,
+    };
+    if (!(await this.repo.insertProduct(product))) throw notFound('Organization');
+    return product;
+  }
+
+  async getProduct(productId: string): Promise<Product> {
+    const product = await this.repo.findProductAnyOrg(productId);
+    if (!product) throw notFound('Product');
+    return product;
+  }
+
+  /** Every status may follow every other: archiving is reversible (an archived product can be published again). */
+  async updateProduct(productId: string, input: ProductUpdateInput): Promise<Product> {
+    const updated = await this.repo.updateProduct(
+      productId,
+      {
+        ...(input.name !== undefined ? { name: input.name.trim() } : {}),
+        ...(input.description !== undefined ? { description: trimmedOrNull(input.description) } : {}),
+        ...(input.status !== undefined ? { status: input.status } : {}),
+      },
+      this.clock.now(),
+    );
+    if (!updated) throw notFound('Product');
+    return updated;
+  }
+
+  archiveProduct(productId: string): Promise<Product> {
+    return this.updateProduct(productId, { status: 'ARCHIVED' });
+  }
+
+  /** Admin list of one organization's products; every status unless `status` is given. */
+  listProducts(orgId: string, query: ProductListQuery): Promise<{ records: Product[]; total: number }> {
+    return this.repo.listProducts(orgId, this.repoQuery(query));
+  }
+
+  async createPrice(productId: string, input: PriceCreateInput): Promise<Price> {
+    const product = await this.getProduct(productId);
+    if (product.status === 'ARCHIVED') throw conflict('The product is archived; publish it again (status PUBLISHED or DRAFT) before adding prices');
+    const pricingType = input.pricingType ?? 'ONE_TIME';
+    const price: Price = {
+      id: newId('PRC'),
+      orgId: product.orgId,
+      productId: product.id,
+      amount: input.amount,
+      currency: input.currency.toUpperCase(),
+      pricingType,
+      billingInterval: input.billingInterval ?? null,
+      billingIntervalCount: input.billingIntervalCount ?? 1,
+      pricingName: input.pricingName?.trim() || product.name,
+      flexibleAmount: input.flexibleAmount ?? false,
+      minAmount: input.minAmount ?? null,
+      maxAmount: input.maxAmount ?? null,
+      provider: input.provider ?? 'STRIPE',
+      active: true,
+      createdAt: this.clock.now(),
+    };
+    assertPriceRules(price);
+    await this.repo.insertPrice(price);
+    return price;
+  }
+
+  async listPrices(productId: string): Promise<Price[]> {
+    const product = await this.getProduct(productId);
+    return this.repo.listPricesOfProduct(product.orgId, product.id);
+  }
+
+  async getPrice(priceId: string): Promise<Price> {
+    const price = await this.repo.findPriceAnyOrg(priceId);
+    if (!price) throw notFound('Price');
+    return price;
+  }
+
+  /** Final: a price is never sold again once deactivated, and its payment links stop with it. */
+  async deactivatePrice(priceId: string): Promise<Price> {
+    const price = await this.repo.deactivatePrice(priceId, this.clock.now());
+    if (!price) throw notFound('Price');
+    return price;
+  }
+
+  async createPaymentLink(priceId: string, input: { name?: string } = {}): Promise<{ link: PaymentLink; price: Price }> {
+    const price = await this.getPrice(priceId);
+    if (!price.active) throw conflict('The price is inactive; payment links can only be created for active prices');
+    const product = await this.repo.findProduct(price.orgId, price.productId);
+    if (product?.status === 'ARCHIVED') throw conflict('The product is archived; payment links cannot be created for it');
+    const now = this.clock.now();
+    const link: PaymentLink = {
+      id: newId('PLK'),
+      orgId: price.orgId,
+      priceId: price.id,
+      name: input.name?.trim() || price.pricingName,
+      isActive: true,
+      token: randomToken(PAYMENT_LINK_TOKEN_LENGTH),
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.repo.insertPaymentLink(link);
+    return { link, price };
+  }
+
+  /** Idempotent: deactivating an inactive link succeeds and changes nothing. */
+  async deactivatePaymentLink(linkId: string): Promise<{ link: PaymentLink; price: Price }> {
+    const link = await this.repo.setPaymentLinkActive(linkId, false, this.clock.now());
+    if (!link) throw notFound('Payment link');
+    const price = await this.repo.findPrice(link.orgId, link.priceId);
+    if (!price) throw notFound('Payment link');
+    return { link, price };
+  }
+
+  private repoQuery(query: ProductListQuery) {
+    return {
+      status: query.status,
+      search: query.search,
+      offset: (query.page - 1) * query.size,
+      limit: query.size,
+    };
+  }
+}

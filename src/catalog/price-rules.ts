@@ -1,0 +1,77 @@
+/**
+ * The price rules that a JSON schema cannot state (they compare fields or need a currency list).
+ * Shape, ranges and the provider/pricing-type pairing are in openapi/admin.yaml (PriceCreate);
+ * these checks run after it, and again for any caller that is not the HTTP layer.
+ */
+import { validationError } from '../http/errors.js';
+import type { BillingInterval, PriceProvider, PricingType } from './catalog.repository.js';
+
+/** Crypto checkout settles in these stablecoins only (6 decimals). */
+export const CRYPTO_CURRENCIES: ReadonlySet<string> = new Set(['USDC', 'USDT']);
+
+// ICU's ISO 4217 list, read once; `Intl` carries no crypto-asset codes.
+const ISO_4217: ReadonlySet<string> = new Set(Intl.supportedValuesOf('currency'));
+
+/** An ISO 4217 code (uppercase), i.e. something the card rail can charge. */
+export const isFiatCurrency = (code: string): boolean => ISO_4217.has(code) && !CRYPTO_CURRENCIES.has(code);
+
+export interface PriceRuleInput {
+  amount: number;
+  currency: string;
+  provider: PriceProvider;
+  pricingType: PricingType;
+  billingInterval: BillingInterval | null;
+  billingIntervalCount: number;
+  flexibleAmount: boolean;
+  minAmount: number | null;
+  maxAmount: number | null;
+}
+
+/** Throws 400 VALIDATION_ERROR naming the field when a rule is broken. */
+export function assertPriceRules(input: PriceRuleInput): void {
+  if (!Number.isSafeInteger(input.amount) || input.amount < 0) {
+    throw validationError('amount must be an integer of minor units between 0 and 9007199254740991', { field: 'amount' });
+  }
+  if (input.pricingType === 'SUBSCRIPTION' && input.billingInterval === null) {
+    throw validationError('billingInterval is required for SUBSCRIPTION prices', { field: 'billingInterval' });
+  }
+  if (input.pricingType === 'ONE_TIME' && (input.billingInterval !== null || input.billingIntervalCount !== 1)) {
+    throw validationError('billingInterval and billingIntervalCount are only allowed for SUBSCRIPTION prices', { field: 'billingInterval' });
+  }
+  if (!Number.isInteger(input.billingIntervalCount) || input.billingIntervalCount < 1 || input.billingIntervalCount > 365) {
+    throw validationError('billingIntervalCount must be an integer from 1 to 365', { field: 'billingIntervalCount' });
+  }
+  if (input.provider === 'CRYPTO') {
+    if (!CRYPTO_CURRENCIES.has(input.currency)) {
+      throw validationError(`currency: CRYPTO prices take USDC or USDT, not ${input.currency}`, { field: 'currency' });
+    }
+    if (input.pricingType !== 'ONE_TIME') {
+      throw validationError('pricingType: CRYPTO prices are ONE_TIME only', { field: 'pricingType' });
+    }
+  } else if (!isFiatCurrency(input.currency)) {
+    throw validationError(
+      CRYPTO_CURRENCIES.has(input.currency)
+        ? `currency: ${input.currency} is crypto checkout's; give provider CRYPTO, or a fiat currency for card (STRIPE) prices`
+        : `currency: ${input.currency} is not an ISO 4217 currency code; card (STRIPE) prices take a fiat currency such as USD`,
+      { field: 'currency' },
+    );
+  }
+  if (!input.flexibleAmount) {
+    if (input.minAmount !== null || input.maxAmount !== null) {
+      throw validationError('minAmount and maxAmount are only allowed with flexibleAmount: true', { field: 'minAmount' });
+    }
+    return;
+  }
+  if (input.pricingType !== 'ONE_TIME') {
+    throw validationError('flexibleAmount: only ONE_TIME prices can let the buyer choose the amount', { field: 'flexibleAmount' });
+  }
+  if (input.minAmount !== null && input.maxAmount !== null && input.minAmount > input.maxAmount) {
+    throw validationError(`minAmount (${input.minAmount}) must not exceed maxAmount (${input.maxAmount})`, { field: 'minAmount' });
+  }
+  if (input.minAmount !== null && input.amount < input.minAmount) {
+    throw validationError(`amount (${input.amount}) is the suggested amount and must not be below minAmount (${input.minAmount})`, { field: 'amount' });
+  }
+  if (input.maxAmount !== null && input.amount > input.maxAmount) {
+    throw validationError(`amount (${input.amount}) is the suggested amount and must not exceed maxAmount (${input.maxAmount})`, { field: 'amount' });
+  }
+}
