@@ -16,8 +16,21 @@ import { notImplementedHandlers } from './http/not-implemented.js';
 import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './http/handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
+import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
+import { registerHostedPages } from './checkout/hosted-pages.js';
+import { createOrderHandlers } from './orders/orders.handlers.js';
 import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
 import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
+import { createCatalogHandlers } from './catalog/catalog.handlers.js';
+import { createCatalogAdminHandlers } from './catalog/catalog.admin-handlers.js';
+import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
+import { createAgentWalletHandlers } from './agent-wallet/agent.handlers.js';
+import { createAgentWalletAdminHandlers } from './agent-wallet/admin.handlers.js';
+import { createAgentAuthenticators } from './agent-wallet/request-auth.js';
+import { createTelemetryHandlers } from './telemetry/handlers.js';
+import { createTelemetryAdminHandlers } from './telemetry/admin.handlers.js';
+import { telemetryAuthenticator } from './telemetry/auth.js';
+import { refineTelemetryError } from './telemetry/errors.js';
 
 export interface AppDeps {
   config: Config;
@@ -45,13 +58,11 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
   ]);
   const handlers = {
     ...createMeHandlers(),
-    ...notImplementedHandlers([
-      'createCheckoutSession', 'getCheckoutSession', 'expireCheckoutSession',
-      'listProducts', 'getProduct', 'listProductsDeprecated', 'getProductDeprecated',
-      'listOrders', 'getOrder', 'listSubscriptions', 'getSubscription', 'listCustomers', 'getCustomer',
-      'listWebhookEndpoints', 'createWebhookEndpoint', 'getWebhookEndpoint', 'updateWebhookEndpoint',
-      'deleteWebhookEndpoint', 'updateWebhookEndpointByQuery', 'deleteWebhookEndpointByQuery', 'checkEntitlement',
-    ] as const),
+    ...createCatalogHandlers(deps.services.catalog),
+    ...createWebhookEndpointHandlers(deps.services.webhooks),
+    ...createCheckoutHandlers(deps.services.checkout, deps.config.publicBaseUrl),
+    ...createOrderHandlers(deps.services.orders, deps.clock),
+    ...notImplementedHandlers(['listSubscriptions', 'getSubscription', 'checkEntitlement'] as const),
   } satisfies MerchantHandlers;
   const apiKeyAuth: Authenticator = (req, op) =>
     deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
@@ -60,6 +71,7 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ApiKeyAuth: apiKeyAuth },
+    extraRoutes: (router) => registerHostedPages(router, deps.services.checkout, deps.logger),
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
@@ -85,27 +97,20 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   ]);
   const handlers = {
     ...createSigningKeyHandlers(deps.services.signingKeys),
-    ...notImplementedHandlers([
-      'listProjects', 'createProject', 'getProject', 'updateProject', 'deleteProject',
-      'listTraces', 'getTrace', 'getMetrics', 'ingest', 'ingestOtlpTraces',
-    ] as const),
-    ...notImplementedHandlers([
-      'getAgentIdentity', 'listAgentPolicies', 'getAgentHistory', 'getCreditBalance', 'signTypedData',
-    ] as const),
+    ...createTelemetryHandlers(deps.services.telemetry, deps.clock),
+    ...createAgentWalletHandlers(deps.services.agentWallet, { publicApiUrl: deps.config.publicApiUrl }),
   } satisfies PlatformHandlers;
-  // Telemetry keys (issue 5) and agent identities (issue 6) are not issued yet: their operations
-  // answer 501 whoever calls, so there is nothing to protect until those authenticators land.
-  const notYetIssued: Authenticator = async () => undefined;
   return createOpenApiApp({
     name: 'platform',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { BearerAuth: notYetIssued, AgentPubkey: notYetIssued, AgentTimestamp: notYetIssued, AgentSignature: notYetIssued },
+    authenticators: { BearerAuth: telemetryAuthenticator(deps.services.telemetry.keys), ...createAgentAuthenticators(deps.services.agentWallet) },
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
     bodyLimit: (req) => (req.path === '/v1/ingest' || req.path.startsWith('/v1/otlp/') ? INGEST_BODY_LIMIT : DEFAULT_BODY_LIMIT),
     errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
+    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : refineTelemetryError(error, thrown, req)),
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
   });
@@ -116,6 +121,9 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
   const handlers = {
     ...createOrgAdminHandlers(deps.services.orgs),
+    ...createCatalogAdminHandlers(deps.services.catalog, deps.services.orgs),
+    ...createAgentWalletAdminHandlers(deps.services.agentWallet),
+    ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
   } satisfies AdminHandlers;
   const adminBearer: Authenticator = async (req) => {
     const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');

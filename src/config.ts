@@ -27,6 +27,58 @@ export interface Config {
   /** Create a demo organization and key on first start with an empty embedded database. */
   seedDemo: boolean;
   trustProxy: boolean;
+  telemetry: TelemetryConfig;
+  /** Let webhook endpoints reach loopback addresses (local development and tests only; refused in production). */
+  webhookAllowLoopback: boolean;
+  /** How long the sandbox processor's asynchronous test cards stay pending. */
+  sandboxSettleDelayMs: number;
+}
+
+/** Telemetry API settings (openapi/telemetry.yaml leaves their values to the deployment). */
+export interface TelemetryConfig {
+  /** Traces an organization may store per calendar month (UTC). TELEMETRY_MONTHLY_TRACE_QUOTA. */
+  monthlyTraceQuota: number;
+  /** Requests per key per window. TELEMETRY_RATE_LIMIT. */
+  rateLimit: number;
+  /** Fixed window length. TELEMETRY_RATE_LIMIT_WINDOW_SECONDS. */
+  rateLimitWindowSeconds: number;
+  /**
+   * Per-model prices in USD per million tokens, merged over the built-in table
+   * (src/telemetry/prices.ts). TELEMETRY_PRICES, JSON: {"model": {"input": 2.5, "output": 10}}.
+   */
+  prices: Record<string, { input: number; output: number }>;
+}
+
+function positiveInt(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${name} must be a positive integer, got "${raw}"`);
+  return value;
+}
+
+function prices(env: Env, name: string): TelemetryConfig['prices'] {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError(`${name} must be JSON like {"gpt-4o": {"input": 2.5, "output": 10}}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError(`${name} must be a JSON object of model name to {input, output} USD per million tokens`);
+  }
+  const out: TelemetryConfig['prices'] = {};
+  for (const [model, price] of Object.entries(parsed as Record<string, unknown>)) {
+    const p = price as { input?: unknown; output?: unknown } | null;
+    const ok = (v: unknown) => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+    if (!p || typeof p !== 'object' || !ok(p.input) || !ok(p.output) || Object.keys(p).length !== 2) {
+      throw new ConfigError(`${name}: "${model}" must be {"input": <USD per 1M tokens>, "output": <USD per 1M tokens>}`);
+    }
+    out[model] = { input: p.input as number, output: p.output as number };
+  }
+  return out;
 }
 
 export class ConfigError extends Error {}
@@ -38,6 +90,14 @@ function port(env: Env, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0 || value > 65535) throw new ConfigError(`${name} must be a port number 0-65535, got "${raw}"`);
+  return value;
+}
+
+function nonNegativeInt(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
   return value;
 }
 
@@ -59,6 +119,13 @@ function url(env: Env, name: string, fallback: string): string {
   }
   if (!['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(`${name} must be http(s), got "${raw}"`);
   return raw.replace(/\/+$/, '');
+}
+
+function webhookAllowLoopback(env: Env): boolean {
+  const allow = bool(env, 'WEBHOOK_ALLOW_LOOPBACK', false);
+  // An SSRF hole by design: never in production, whatever else is configured.
+  if (allow && env.NODE_ENV === 'production') throw new ConfigError('WEBHOOK_ALLOW_LOOPBACK=true is for development and tests only; it is refused when NODE_ENV=production');
+  return allow;
 }
 
 export function loadConfig(env: Env = process.env, argv: string[] = process.argv.slice(2)): Config {
@@ -95,5 +162,13 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'KASSA_SEED_DEMO', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
+    sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
+    webhookAllowLoopback: webhookAllowLoopback(env),
+    telemetry: {
+      monthlyTraceQuota: positiveInt(env, 'TELEMETRY_MONTHLY_TRACE_QUOTA', 1_000_000),
+      rateLimit: positiveInt(env, 'TELEMETRY_RATE_LIMIT', 1200),
+      rateLimitWindowSeconds: positiveInt(env, 'TELEMETRY_RATE_LIMIT_WINDOW_SECONDS', 60),
+      prices: prices(env, 'TELEMETRY_PRICES'),
+    },
   };
 }

@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   await migrateLatest(database.db);
   const clock = systemClock;
   const secretBox = new SecretBox(await encryptionKeyFor(config.dataDir, config.encryptionKey));
-  const services = createServices({ db: database.db, clock, secretBox });
+  const services = createServices({ db: database.db, clock, secretBox, config, logger });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
   const deps: AppDeps = { config, database, clock, logger, services, adminToken };

@@ -6,15 +6,57 @@ import { KnexOrgRepository } from './orgs/orgs.repository.js';
 import { OrgService } from './orgs/orgs.service.js';
 import { KnexSigningKeyRepository } from './webhooks/signing-key.repository.js';
 import { SigningKeyService } from './webhooks/signing-key.service.js';
+import type { Config } from './config.js';
+import type { Logger } from './kernel/logger.js';
+import { createLogger } from './kernel/logger.js';
+import { KnexWebhookRepository } from './webhooks/webhooks.repository.js';
+import { WebhookService } from './webhooks/webhooks.service.js';
+import { DeliveryWorker } from './webhooks/delivery.worker.js';
+import { UrlGuard } from './webhooks/url-guard.js';
+import { KnexCommerceUnitOfWork } from './orders/stores.js';
+import { OrderService } from './orders/order.service.js';
+import { CheckoutSessionService } from './checkout/checkout-session.service.js';
+import { SandboxCardProcessor } from './checkout/sandbox-processor.js';
+import { KnexSandboxPaymentRepository } from './checkout/sandbox.repository.js';
+import { KnexCatalogRepository } from './catalog/catalog.repository.js';
+import { CatalogService } from './catalog/catalog.service.js';
+import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
+import { AgentWalletService } from './agent-wallet/agent-wallet.service.js';
+import { createTelemetry, type Telemetry } from './telemetry/index.js';
 
 export interface Services {
   orgs: OrgService;
   signingKeys: SigningKeyService;
+  webhooks: WebhookService;
+  /** The webhook delivery job's worker (run by src/worker.ts). */
+  webhookDelivery: DeliveryWorker;
+  agentWallet: AgentWalletService;
+  catalog: CatalogService;
+  checkout: CheckoutSessionService;
+  orders: OrderService;
+  sandboxProcessor: SandboxCardProcessor;
+  telemetry: Telemetry;
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry'>>; logger?: Logger }): Services {
+  const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
+  const webhookRepo = new KnexWebhookRepository(deps.db);
+  const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
+  const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
+  const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
+  const uow = new KnexCommerceUnitOfWork(deps.db);
+  const orders = new OrderService(uow, deps.clock);
+  const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
   return {
-    orgs: new OrgService(new KnexOrgRepository(deps.db), deps.clock),
-    signingKeys: new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock),
+    orgs,
+    catalog,
+    orders,
+    sandboxProcessor,
+    checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock),
+    signingKeys,
+    webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
+    webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' })),
+    agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
+    telemetry: createTelemetry(deps.db, deps.clock, deps.config?.telemetry),
   };
 }

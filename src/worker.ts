@@ -48,6 +48,13 @@ async function sleep(ms: number, cancelled: () => boolean): Promise<void> {
 }
 
 /** The jobs of this build; each domain adds its own. */
-export function workerJobs(_deps: import("./apps.js").AppDeps): Job[] {
-  return [];
+export function workerJobs(deps: import("./apps.js").AppDeps): Job[] {
+  return [
+    deps.services.webhookDelivery.job(),
+    // Sessions expire on read too; the sweeper makes it true for sessions nobody reads.
+    { name: 'checkout-session-expiry', intervalMs: 5_000, run: async () => (await deps.services.checkout.expireDue()) > 0 },
+    // Results of the sandbox processor's asynchronous test cards.
+    { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.services.sandboxProcessor.settleDue(deps.services.orders)) > 0 },
+    deps.services.telemetry.retention,
+  ];
 }

@@ -34,6 +34,11 @@ export interface SigningKeyRepository {
   findCurrent(): Promise<SigningKey | undefined>;
   /** The current key and retired keys still inside their publication grace period, newest first. */
   listPublished(now: Date): Promise<SigningKey[]>;
+  /**
+   * Retires the current key (still published until `publishUntil`) and inserts `next` as the
+   * current key, atomically. Throws when another rotation committed in between (unique index).
+   */
+  rotate(next: SigningKey, now: Date, publishUntil: Date): Promise<SigningKey | undefined>;
 }
 
 export class KnexSigningKeyRepository implements SigningKeyRepository {
@@ -57,7 +62,25 @@ export class KnexSigningKeyRepository implements SigningKeyRepository {
     const rows = await this.db<SigningKeyRow>('webhook_signing_keys')
       .whereNull('retired_at')
       .orWhere('publish_until', '>', now)
-      .orderBy('created_at', 'desc');
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
     return rows.map(toSigningKey);
+  }
+
+  async rotate(next: SigningKey, now: Date, publishUntil: Date): Promise<SigningKey | undefined> {
+    return this.db.transaction(async (trx) => {
+      const [retired] = await trx<SigningKeyRow>('webhook_signing_keys')
+        .whereNull('retired_at')
+        .update({ retired_at: now, publish_until: publishUntil })
+        .returning('*');
+      await trx<SigningKeyRow>('webhook_signing_keys').insert({
+        id: next.id,
+        public_key: next.publicKey.toString('base64'),
+        private_key_sealed: next.privateKeySealed,
+        created_at: next.createdAt,
+        retired_at: null,
+        publish_until: null,
+      });
+      return retired ? toSigningKey(retired as SigningKeyRow) : undefined;
+    });
   }
 }

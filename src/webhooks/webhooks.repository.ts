@@ -202,6 +202,17 @@ const toAttempt = (row: AttemptRow): Attempt => ({
   attemptedAt: new Date(row.attempted_at),
 });
 
+const attemptRow = (attempt: Attempt): Omit<AttemptRow, 'id'> => ({
+  delivery_id: attempt.deliveryId,
+  attempt_number: attempt.attemptNumber,
+  url: attempt.url,
+  status_code: attempt.statusCode,
+  duration_ms: attempt.durationMs,
+  response_body: attempt.responseBody,
+  error: attempt.error,
+  attempted_at: attempt.attemptedAt,
+});
+
 /** Delivery ids are not part of the merchant API; the prefix only helps operators read logs and CLI output. */
 export const newDeliveryId = (): string => `WHD_${randomToken()}`;
 
@@ -283,6 +294,8 @@ export interface WebhookRepository {
    * Returns false when the lease was lost (the attempt is recorded anyway: it happened).
    */
   recordAttempt(deliveryId: string, leaseToken: string, attempt: Attempt | null, outcome: DeliveryOutcome): Promise<boolean>;
+  /** An attempt row alone (an abandoned attempt noticed by the next claim). */
+  insertAttempt(attempt: Attempt): Promise<void>;
   findDelivery(id: string): Promise<DeliveryWithAttempts | undefined>;
   listDeliveries(orgId: string, filter: { eventId?: string }, page: { offset: number; limit: number }): Promise<{ records: DeliveryWithAttempts[]; total: number }>;
   /** A fresh delivery (new attempt budget) of the same event to the same endpoint. */
@@ -430,20 +443,13 @@ export class KnexWebhookRepository implements WebhookRepository {
       if (outcome.nextAttemptAt) changes.next_attempt_at = outcome.nextAttemptAt;
       if (outcome.attemptCount !== undefined) changes.attempt_count = outcome.attemptCount;
       const updated = await trx<DeliveryRow>('webhook_deliveries').where({ id: deliveryId, lease_token: leaseToken, status: 'pending' }).update(changes);
-      if (attempt) {
-        await trx<AttemptRow>('webhook_attempts').insert({
-          delivery_id: attempt.deliveryId,
-          attempt_number: attempt.attemptNumber,
-          url: attempt.url,
-          status_code: attempt.statusCode,
-          duration_ms: attempt.durationMs,
-          response_body: attempt.responseBody,
-          error: attempt.error,
-          attempted_at: attempt.attemptedAt,
-        });
-      }
+      if (attempt) await trx<AttemptRow>('webhook_attempts').insert(attemptRow(attempt));
       return updated === 1;
     });
+  }
+
+  async insertAttempt(attempt: Attempt): Promise<void> {
+    await this.db<AttemptRow>('webhook_attempts').insert(attemptRow(attempt));
   }
 
   async findDelivery(id: string): Promise<DeliveryWithAttempts | undefined> {

@@ -56,7 +56,7 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
   );
   const clock = new ManualClock('2026-11-22T09:00:00.000Z');
   const logger = createLogger({ level: config.logLevel, destination: options.logDestination });
-  const services = createServices({ db: testDb.database.db, clock, secretBox: new SecretBox(randomBytes(32)) });
+  const services = createServices({ db: testDb.database.db, clock, secretBox: new SecretBox(randomBytes(32)), config, logger });
   await services.signingKeys.ensureKey();
   const adminToken = `kadm_test_${randomBytes(16).toString('hex')}`;
   const deps: AppDeps = { config, database: testDb.database, clock, logger, services, adminToken };

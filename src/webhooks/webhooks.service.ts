@@ -1,0 +1,173 @@
+/**
+ * Webhook endpoint management (merchant API) and the operator's delivery tools (admin API):
+ * inspect deliveries, redeliver, send a test event, and the event feed behind `webhook listen`.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { unixSeconds } from '../kernel/clock.js';
+import { newId } from '../kernel/ids.js';
+import { conflict, notFound, serviceUnavailable, validationError } from '../http/errors.js';
+import { renderEnvelope, type EndpointIdentity } from './envelope.js';
+import { signWebhook, type SignedHeaders } from './signature.js';
+import type { SigningKeyService } from './signing-key.service.js';
+import { UnsafeUrlError, type UrlGuard } from './url-guard.js';
+import type {
+  Delivery,
+  DeliveryWithAttempts,
+  StoredEvent,
+  WebhookEndpoint,
+  WebhookEndpointPatch,
+  WebhookEventType,
+  WebhookRepository,
+} from './webhooks.repository.js';
+
+/** merchant.yaml Limits: "webhook endpoints — 20 per organization". */
+export const MAX_ENDPOINTS_PER_ORG = 20;
+
+/**
+ * Identity used in envelopes rendered for `webhook listen` (admin.yaml documents it): the CLI is
+ * not a registered endpoint, but the envelope's `endpoint` must still validate.
+ */
+export const LISTEN_ENDPOINT: EndpointIdentity = { id: 'WHE_000000000000000000listen', name: 'webhook listen (CLI)' };
+
+export interface EndpointInput {
+  name: string;
+  url: string;
+  events?: WebhookEventType[];
+  enabled?: boolean;
+}
+
+export interface SignedEvent {
+  event: StoredEvent;
+  headers: SignedHeaders;
+  body: string;
+}
+
+export class WebhookService {
+  constructor(
+    private readonly repo: WebhookRepository,
+    private readonly signingKeys: SigningKeyService,
+    private readonly guard: UrlGuard,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The spec's URL rules, as a 400 naming the rule (503 when DNS itself is failing). */
+  private async checkUrl(url: string): Promise<void> {
+    try {
+      await this.guard.check(url);
+    } catch (err) {
+      if (!(err instanceof UnsafeUrlError)) throw err;
+      if (err.reason === 'dns_error') throw serviceUnavailable(`${err.message}; retry later`);
+      throw validationError(`body.${err.message}`, { field: 'url', reason: err.reason });
+    }
+  }
+
+  async createEndpoint(orgId: string, input: EndpointInput): Promise<WebhookEndpoint> {
+    await this.checkUrl(input.url);
+    const now = this.clock.now();
+    const endpoint: WebhookEndpoint = {
+      id: newId('WHE'),
+      orgId,
+      name: input.name,
+      url: input.url,
+      events: input.events ?? [],
+      enabled: input.enabled ?? true,
+      createdAt: now,
+      updatedAt: now,
+      deletedAt: null,
+    };
+    if (!(await this.repo.insertEndpointWithinCap(endpoint, MAX_ENDPOINTS_PER_ORG))) {
+      throw conflict(`An organization can have at most ${MAX_ENDPOINTS_PER_ORG} webhook endpoints`);
+    }
+    return endpoint;
+  }
+
+  listEndpoints(orgId: string, page: number, size: number) {
+    return this.repo.listEndpoints(orgId, { offset: (page - 1) * size, limit: size });
+  }
+
+  async getEndpoint(orgId: string, id: string): Promise<WebhookEndpoint> {
+    const endpoint = await this.repo.findEndpoint(orgId, id);
+    if (!endpoint) throw notFound('Webhook endpoint');
+    return endpoint;
+  }
+
+  async updateEndpoint(orgId: string, id: string, patch: WebhookEndpointPatch): Promise<WebhookEndpoint> {
+    // Existence first: a foreign or unknown id is 404 whatever the body says.
+    await this.getEndpoint(orgId, id);
+    if (patch.url !== undefined) await this.checkUrl(patch.url);
+    const updated = await this.repo.updateEndpoint(orgId, id, patch, this.clock.now());
+    if (!updated) throw notFound('Webhook endpoint');
+    return updated;
+  }
+
+  async deleteEndpoint(orgId: string, id: string): Promise<WebhookEndpoint> {
+    const deleted = await this.repo.deleteEndpoint(orgId, id, this.clock.now());
+    if (!deleted) throw notFound('Webhook endpoint');
+    return deleted;
+  }
+
+  // ---------- operator tools (admin API) ----------
+
+  listDeliveries(orgId: string, eventId: string | undefined, page: number, size: number) {
+    return this.repo.listDeliveries(orgId, { eventId }, { offset: (page - 1) * size, limit: size });
+  }
+
+  async getDelivery(id: string): Promise<DeliveryWithAttempts> {
+    const delivery = await this.repo.findDelivery(id);
+    if (!delivery) throw notFound('Webhook delivery');
+    return delivery;
+  }
+
+  /**
+   * Sends the delivery's event to its endpoint again as a new delivery (fresh 12-attempt budget,
+   * same `webhook-id`, so a receiver that already processed it de-duplicates it).
+   */
+  async redeliver(deliveryId: string): Promise<DeliveryWithAttempts> {
+    const original = await this.getDelivery(deliveryId);
+    const endpoint = await this.repo.findEndpointById(original.endpointId);
+    if (!endpoint) throw conflict('The endpoint of this delivery was deleted');
+    if (!endpoint.enabled) throw conflict('The endpoint of this delivery is disabled; enable it first');
+    const fresh: Delivery = await this.repo.insertRedelivery(original, this.clock.now());
+    return { ...fresh, eventType: original.eventType, attempts: [] };
+  }
+
+  /** Queues a signed `webhook.test` event for one endpoint, whatever its event selection. */
+  async sendTest(endpointId: string): Promise<DeliveryWithAttempts> {
+    const endpoint = await this.repo.findEndpointById(endpointId);
+    if (!endpoint) throw notFound('Webhook endpoint');
+    if (!endpoint.enabled) throw conflict('The endpoint is disabled; enable it first');
+    const now = this.clock.now();
+    const { delivery } = await this.repo.insertDirectedEvent(
+      {
+        orgId: endpoint.orgId,
+        type: 'webhook.test',
+        data: { test: { message: 'Test event sent from the Kassa admin CLI; no action needed.', requestedAt: now.toISOString() } },
+      },
+      endpoint.id,
+      now,
+    );
+    return { ...delivery, eventType: 'webhook.test', attempts: [] };
+  }
+
+  /**
+   * The feed behind `webhook listen`: the organization's events after cursor `after` (a sequence
+   * number), each rendered for LISTEN_ENDPOINT and signed now with the published keys, so the
+   * local receiver verifies them exactly like real deliveries. Without `after`, returns no events
+   * and the current cursor (listening starts "from now").
+   */
+  async eventFeed(orgId: string, after: number | undefined, limit: number): Promise<{ cursor: number; events: SignedEvent[] }> {
+    if (after === undefined) return { cursor: await this.repo.latestEventSeq(orgId), events: [] };
+    const events = await this.repo.listEventsAfter(orgId, after, limit);
+    if (events.length === 0) return { cursor: after, events: [] };
+    const signers = await this.signingKeys.signers();
+    const timestamp = unixSeconds(this.clock.now());
+    return {
+      cursor: events[events.length - 1]!.seq,
+      events: events.map((event) => {
+        const body = renderEnvelope(event, LISTEN_ENDPOINT);
+        return { event, headers: signWebhook(signers, event.id, timestamp, body), body: body.toString('utf8') };
+      }),
+    };
+  }
+}
+

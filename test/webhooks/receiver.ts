@@ -1,0 +1,124 @@
+/**
+ * A real HTTPS webhook receiver on 127.0.0.1 for tests. It verifies every delivery with node:crypto
+ * alone (not with src/client/verify-webhook.ts), so a bug in our verifier cannot hide a bug in our
+ * signer. The certificate in fixtures/ is a self-signed, test-only pair (CN kassa-test-receiver,
+ * SAN 127.0.0.1, localhost, receiver.kassa.test); the delivery worker under test trusts it via its
+ * `ca` option.
+ */
+import { createPublicKey, verify } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+export const RECEIVER_CERT = readFileSync(path.join(fixtures, 'receiver-cert.pem'));
+const RECEIVER_KEY = readFileSync(path.join(fixtures, 'receiver-key.pem'));
+
+export interface Received {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  rawBody: Buffer;
+  json: any;
+}
+
+export interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Wait this long (real time) before answering: a slow receiver. */
+  delayMs?: number;
+}
+
+export interface Receiver {
+  url: (pathname?: string) => string;
+  port: number;
+  received: Received[];
+  /** What to answer to the n-th request (0-based); default 200. */
+  respond: (request: Received, index: number) => Reply;
+  /** Largest number of requests for one webhook-id in progress at the same moment. */
+  maxConcurrentPerId: () => number;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(): Promise<Receiver> {
+  const inFlight = new Map<string, number>();
+  let maxConcurrent = 0;
+  const receiver: Receiver = {
+    url: () => '',
+    port: 0,
+    received: [],
+    respond: () => ({ status: 200, body: 'ok' }),
+    maxConcurrentPerId: () => maxConcurrent,
+    close: async () => {},
+  };
+  const server = https.createServer({ cert: RECEIVER_CERT, key: RECEIVER_KEY }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const rawBody = Buffer.concat(chunks);
+      let json: unknown;
+      try {
+        json = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        json = undefined;
+      }
+      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawBody, json };
+      const index = receiver.received.length;
+      receiver.received.push(request);
+      const id = String(req.headers['webhook-id']);
+      const now = (inFlight.get(id) ?? 0) + 1;
+      inFlight.set(id, now);
+      maxConcurrent = Math.max(maxConcurrent, now);
+      const reply = receiver.respond(request, index);
+      const answer = () => {
+        inFlight.set(id, (inFlight.get(id) ?? 1) - 1);
+        if (res.destroyed) return;
+        res.writeHead(reply.status, { 'content-type': 'text/plain', ...reply.headers });
+        res.end(reply.body ?? '');
+      };
+      if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      else answer();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  receiver.port = port;
+  receiver.url = (pathname = '/hooks/kassa') => `https://127.0.0.1:${port}${pathname}`;
+  receiver.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return receiver;
+}
+
+export interface Jwk {
+  kid: string;
+  x: string;
+  kty: string;
+  crv: string;
+}
+
+/**
+ * Independent Standard Webhooks check with node:crypto: which published keys verify which
+ * `v1a` entries of the signature header. Returns the verifying key ids.
+ */
+export function verifyWithNodeCrypto(request: Received, keys: Jwk[]): string[] {
+  const id = String(request.headers['webhook-id']);
+  const timestamp = String(request.headers['webhook-timestamp']);
+  const message = Buffer.concat([Buffer.from(`${id}.${timestamp}.`), request.rawBody]);
+  const entries = String(request.headers['webhook-signature']).split(' ');
+  const verified = new Set<string>();
+  for (const entry of entries) {
+    const [version, signature] = entry.split(',');
+    if (version !== 'v1a' || !signature) continue;
+    for (const jwk of keys) {
+      const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' });
+      if (verify(null, message, key, Buffer.from(signature, 'base64'))) verified.add(jwk.kid);
+    }
+  }
+  return [...verified];
+}
