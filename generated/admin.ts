@@ -114,6 +114,430 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's wallets
+         * @description The organization's wallets, oldest first. Never includes key material.
+         */
+        get: operations["listWallets"];
+        put?: never;
+        /**
+         * Create a wallet
+         * @description Generates a secp256k1 key, seals it with `ENCRYPTION_KEY` and records the wallet's EIP-55
+         *     address. At most 5 wallets per organization: a sixth answers `409 CONFLICT`.
+         *
+         *     The wallet starts with one policy, `Default: USDC transfers up to 5 USDC`: one `ALLOW`
+         *     rule per configured chain (Base `8453` with USDC `0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913`,
+         *     Base Sepolia `84532` with USDC `0x036CbD53842c5426634e7929541eC2318f3dCF7e`) for
+         *     `TransferWithAuthorization` typed data (EIP-3009) with `value` ≤ `5000000` (5 USDC).
+         *     Everything else is denied until policies are added or changed.
+         */
+        post: operations["createWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's agents
+         * @description The organization's agents, oldest first, revoked ones included.
+         */
+        get: operations["listAgents"];
+        put?: never;
+        /**
+         * Create an agent
+         * @description Registers an agent with a key quorum holding one P-256 public key.
+         *
+         *     - With `publicKey` (standard base64 DER SPKI of a P-256 key, uncompressed point, 91
+         *       bytes) that key is registered and `agentWalletKey` is null.
+         *     - Without it Kassa generates the key pair, keeps only the public key and returns the
+         *       **Agent Wallet Key** once in `agentWalletKey`: standard base64 of the JSON
+         *       `{"privateKey": "<standard base64 PKCS#8 DER of the P-256 private key>", "walletId": "<WLT_… or null>"}`.
+         *       Store it now: it is not shown again.
+         *
+         *     `walletId` (optional) assigns a wallet of the same organization at once. A public key
+         *     can be registered only once across the deployment (`409 CONFLICT` otherwise).
+         */
+        post: operations["createAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a wallet to an agent
+         * @description Assigns a wallet of the agent's organization to the agent (`walletId: null` unassigns).
+         *     A wallet of another organization is `404`; a revoked agent is `409 CONFLICT`.
+         */
+        post: operations["assignAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an agent
+         * @description Revokes the agent identity at once: its requests answer `401` from then on. Permanent;
+         *     revoking a revoked agent succeeds and changes nothing.
+         */
+        post: operations["revokeAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an agent's key
+         * @description Replaces the public key of the agent's key quorum (the `keyQuorumId` stays). The old key
+         *     stops authenticating at once and can never be registered again. With `publicKey` that key
+         *     is registered; without it a new Agent Wallet Key is generated and returned once, as in
+         *     agent creation. A revoked agent is `409 CONFLICT`.
+         */
+        post: operations["rotateAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/wallets/{id}/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a wallet's policies
+         * @description The wallet's policies, oldest first (the order in which they are evaluated).
+         */
+        get: operations["listWalletPolicies"];
+        put?: never;
+        /**
+         * Attach a policy to a wallet
+         * @description Attaches a policy (Privy's shape: `version`, `name`, `chain_type`, `rules`). Besides the
+         *     schema, the rules are checked for meaning, and a policy that could not do what it says is
+         *     refused with `400 VALIDATION_ERROR` naming the rule, condition and problem, for example
+         *     `rules[0].conditions[2].field: 'amount' is not a field of TransferWithAuthorization`:
+         *     - rule names are unique within the policy (a denial quotes the rule's name);
+         *     - `typed_data.types` defines `primary_type` and every struct type it uses, with unique
+         *       field names and Solidity or defined struct types;
+         *     - `ethereum_typed_data_domain` fields are `name`, `version`, `chainId`,
+         *       `verifyingContract`, `salt`; `system` fields are `current_unix_timestamp`;
+         *       `ethereum_typed_data_message` fields need the rule's `typed_data` and must be a
+         *       dot path (array elements by index) that reaches a single value in its types;
+         *     - `in` takes an array of values, every other operator a single value; `gt`, `gte`, `lt`,
+         *       `lte` apply to integer fields only (`uintN`, `intN`, `chainId`, `current_unix_timestamp`);
+         *     - each value fits its field: integers as JSON integers or decimal strings, addresses as
+         *       `0x` + 40 hex characters, bytes as `0x` hex, bools as `"true"`/`"false"`, strings as strings.
+         */
+        post: operations["createWalletPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a policy
+         * @description Detaches and deletes the policy; it no longer takes part in signing decisions. Deleting a
+         *     wallet's last policy leaves it denying everything.
+         */
+        delete: operations["deletePolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/credit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read an organization's credit balance
+         * @description The sum of the organization's credit ledger, in minor units and in the unit (`USDC`, 6 decimals).
+         */
+        get: operations["getOrgCredit"];
+        put?: never;
+        /**
+         * Grant credit to an organization
+         * @description Appends a ledger entry of `amount` minor units of `unit` (`USDC`: 6 decimals, so
+         *     `5000000` is 5 USDC) and returns the new balance. The balance is never stored; it is the
+         *     sum of the entries.
+         */
+        post: operations["grantCredit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/products": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's products
+         * @description The organization's catalog products, newest first (`createdAt` descending, ties by id), in
+         *     every state unless `status` is given. `search` is a case-insensitive substring of the name,
+         *     matched literally (`%` and `_` are ordinary characters). Unknown organization → `404`.
+         */
+        get: operations["listOrgProducts"];
+        put?: never;
+        /**
+         * Create a product
+         * @description Creates a catalog product in the organization. `name` and `description` are trimmed;
+         *     `status` defaults to `PUBLISHED` (give `DRAFT` to keep it out of the merchant's default
+         *     list). Unknown organization → `404`.
+         */
+        post: operations["createProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/products/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update a product
+         * @description Changes the name, the description (`null` removes it) or the state. Any state may follow
+         *     any other, so an archived product can be published again. Sessions already created keep
+         *     their purchase snapshot. Unknown product → `404`.
+         */
+        patch: operations["updateProduct"];
+        trace?: never;
+    };
+    "/v1/products/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archive a product
+         * @description Sets the state to `ARCHIVED` (same as `PATCH` with `status: ARCHIVED`); archiving an
+         *     archived product succeeds. An archived product leaves the merchant's default list, takes no
+         *     new prices or payment links, and checkout refuses it. Its links keep their `isActive` value.
+         */
+        post: operations["archiveProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/products/{id}/prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a product's prices
+         * @description Every price of the product, inactive ones included, newest first. Unknown product → `404`.
+         */
+        get: operations["listProductPrices"];
+        put?: never;
+        /**
+         * Create a price
+         * @description Adds a price to the product (see `PriceCreate` for the rules). Rules the schema states are
+         *     checked first; the rest answer `400 VALIDATION_ERROR` with a message naming the field:
+         *     a card (`STRIPE`) price needs an ISO 4217 currency (`USDC`/`USDT` need `provider: CRYPTO`),
+         *     and with `flexibleAmount` `minAmount` ≤ `amount` ≤ `maxAmount` (each bound optional).
+         *     Unknown product → `404`; an archived product → `409 CONFLICT`.
+         */
+        post: operations["createPrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/prices/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a price
+         * @description The price is no longer sold: checkout refuses it, and every payment link of it is
+         *     deactivated in the same step. Final (create a new price instead of reactivating);
+         *     deactivating an inactive price succeeds. Unknown price → `404`.
+         */
+        post: operations["deactivatePrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/prices/{id}/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a payment link
+         * @description Creates a reusable buyer URL for the price. `name` defaults to the price's `pricingName`.
+         *     Unknown price → `404`; an inactive price or an archived product → `409 CONFLICT`.
+         */
+        post: operations["createPaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/payment-links/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a payment link
+         * @description The link's URL stops opening checkouts (`isActive: false`); checkouts already opened from it
+         *     are not affected. Deactivating an inactive link succeeds and changes nothing. Unknown link → `404`.
+         */
+        post: operations["deactivatePaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -210,6 +634,332 @@ export interface components {
             message: string;
             data: components["schemas"]["ApiKey"][];
         };
+        /** @example WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B */
+        WalletId: string;
+        /** @example AGT_4nP8sW2kQx6Lm9RtVb3cYz7D */
+        AgentId: string;
+        /**
+         * @description Standard base64 of the DER SubjectPublicKeyInfo of a P-256 public key with an
+         *     uncompressed point (91 bytes), as `X-Agent-Pubkey` carries it.
+         * @example MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==
+         */
+        P256PublicKey: string;
+        WalletCreate: {
+            /** @description Display name. Default `Wallet`. */
+            name?: string;
+        };
+        Wallet: {
+            walletId: components["schemas"]["WalletId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            /** @description EIP-55 checksummed EOA address. */
+            walletAddress: string;
+            /** @description Kassa's custody identifier of the wallet. */
+            providerWalletId: string;
+            /** @description Application id bound into wallet authorization signatures (`privy-app-id`): the organization id. */
+            appId: string;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        WalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Wallet"];
+        };
+        WalletListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Wallet"][];
+        };
+        AgentCreate: {
+            name: string;
+            publicKey?: components["schemas"]["P256PublicKey"];
+            walletId?: components["schemas"]["WalletId"];
+        };
+        AgentAssign: {
+            /** @description The wallet to assign, or null to unassign. */
+            walletId: string | null;
+        };
+        AgentRotateKey: {
+            publicKey?: components["schemas"]["P256PublicKey"];
+        };
+        Agent: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+        };
+        AgentCreated: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * @description The Agent Wallet Key, shown once: standard base64 of
+             *     `{"privateKey": "<base64 PKCS#8 DER>", "walletId": "<WLT_… or null>"}`. Null when the
+             *     caller supplied `publicKey`.
+             */
+            agentWalletKey: string | null;
+        };
+        AgentResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"];
+        };
+        AgentCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AgentCreated"];
+        };
+        AgentListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"][];
+        };
+        WalletPolicyCreate: {
+            /**
+             * @description Policy format version.
+             * @constant
+             */
+            version: "1.0";
+            name: string;
+            /** @constant */
+            chain_type: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+        };
+        WalletPolicy: {
+            id: string;
+            walletId: components["schemas"]["WalletId"];
+            name: string;
+            /** @constant */
+            version: "1.0";
+            /** @constant */
+            chainType: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        WalletPolicyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"];
+        };
+        WalletPolicyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"][];
+        };
+        /**
+         * @description Unit of the credit pool. `USDC` has 6 decimals (1 USDC = 1000000 minor units).
+         * @enum {string}
+         */
+        CreditUnit: "USDC";
+        CreditGrant: {
+            /** @description Minor units of `unit` to add. */
+            amount: number;
+            unit: components["schemas"]["CreditUnit"];
+            /** @description Why the credit was granted. Default `grant`. */
+            reason?: string;
+        };
+        CreditBalance: {
+            orgId: components["schemas"]["OrgId"];
+            unit: components["schemas"]["CreditUnit"];
+            /** @description Sum of the ledger entries, in minor units. */
+            balanceMinor: number;
+            /** @description `balanceMinor` in whole units (what the agent wallet API reports). */
+            balance: number;
+        };
+        CreditBalanceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CreditBalance"];
+        };
+        CreditGrantResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                entryId: string;
+                orgId: components["schemas"]["OrgId"];
+                amount: number;
+                unit: components["schemas"]["CreditUnit"];
+                reason: string;
+                createdAt: components["schemas"]["Timestamp"];
+                balanceMinor: number;
+                balance: number;
+            };
+        };
+        /** @example PRD_A5lXBCErn0qrd9xntgI5uTUP */
+        ProductId: string;
+        /** @example PRC_oIINlc0GLR6H44FplH00jomK */
+        PricingId: string;
+        /** @example PLK_wCrXod6nYnLTyzf6p1jCnfkJ */
+        PaymentLinkId: string;
+        /** @enum {string} */
+        ProductStatus: "PUBLISHED" | "DRAFT" | "ARCHIVED";
+        /** @enum {string} */
+        PricingType: "ONE_TIME" | "SUBSCRIPTION";
+        /** @enum {string} */
+        BillingInterval: "DAY" | "MONTH" | "YEAR";
+        /**
+         * @description The rail. `STRIPE` is card checkout (the card processor's wire value); `CRYPTO` is crypto checkout.
+         * @enum {string}
+         */
+        PriceProvider: "STRIPE" | "CRYPTO";
+        /** @description Amount in the currency's smallest unit (USD cents; USDC/USDT 1 token = 1000000). */
+        MinorUnits: number;
+        Product: {
+            productId: components["schemas"]["ProductId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            description: string | null;
+            status: components["schemas"]["ProductStatus"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ProductCreate: {
+            /** @description Trimmed; 1-255 characters. */
+            name: string;
+            /** @description Trimmed. */
+            description?: string;
+            /**
+             * @description Initial state (a product is not created archived).
+             * @default PUBLISHED
+             * @enum {string}
+             */
+            status?: "PUBLISHED" | "DRAFT";
+        };
+        ProductUpdate: {
+            name?: string;
+            /** @description New description; `null` removes it. */
+            description?: string | null;
+            status?: components["schemas"]["ProductStatus"];
+        };
+        ProductResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Product"];
+        };
+        ProductPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Product"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
+        Price: {
+            pricingId: components["schemas"]["PricingId"];
+            orgId: components["schemas"]["OrgId"];
+            productId: components["schemas"]["ProductId"];
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["MinorUnits"];
+            currency: string;
+            pricingType: components["schemas"]["PricingType"];
+            /** @description Null for `ONE_TIME`. */
+            billingInterval: components["schemas"]["BillingInterval"] | null;
+            /** @description 1 for `ONE_TIME`. */
+            billingIntervalCount: number;
+            pricingName: string;
+            flexibleAmount: boolean;
+            minAmount: number | null;
+            maxAmount: number | null;
+            provider: components["schemas"]["PriceProvider"];
+            /** @description False once deactivated; checkout refuses inactive prices. */
+            active: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description A price of the product. Defaults: `pricingType` `ONE_TIME`, `billingIntervalCount` 1,
+         *     `provider` `STRIPE` (card), `flexibleAmount` false, `pricingName` the product's name.
+         *     * `currency`: uppercase code. `STRIPE` takes an ISO 4217 fiat currency (`USD`, `EUR`, …);
+         *       `CRYPTO` takes `USDC` or `USDT` and `ONE_TIME` pricing only.
+         *     * `SUBSCRIPTION` requires `billingInterval` (with `billingIntervalCount` 1-365, default 1);
+         *       `ONE_TIME` forbids both.
+         *     * `flexibleAmount: true` lets the buyer choose the amount (`ONE_TIME` only): `amount` is the
+         *       suggested amount, `minAmount` and `maxAmount` are optional bounds with
+         *       `minAmount` ≤ `amount` ≤ `maxAmount`. Without it, `minAmount`/`maxAmount` are refused.
+         */
+        PriceCreate: {
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["MinorUnits"];
+            /** @description Uppercase ISO 4217 code (`USD`) for `STRIPE`; `USDC` or `USDT` for `CRYPTO`. */
+            currency: string;
+            /** @default ONE_TIME */
+            pricingType?: components["schemas"]["PricingType"];
+            billingInterval?: components["schemas"]["BillingInterval"];
+            /**
+             * @description Intervals per billing period (`SUBSCRIPTION` only).
+             * @default 1
+             */
+            billingIntervalCount?: number;
+            /** @description Defaults to the product name. */
+            pricingName?: string;
+            /** @default false */
+            flexibleAmount?: boolean;
+            minAmount?: components["schemas"]["MinorUnits"];
+            maxAmount?: components["schemas"]["MinorUnits"];
+            /** @default STRIPE */
+            provider?: components["schemas"]["PriceProvider"];
+        } & (unknown & unknown & unknown);
+        PriceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"];
+        };
+        PriceListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"][];
+        };
+        PaymentLink: {
+            paymentLinkId: components["schemas"]["PaymentLinkId"];
+            /** @description `{PUBLIC_BASE_URL}/pay/<token>`, the buyer URL (the token is 32 random base62 characters). */
+            paymentLinkUrl: string;
+            orgId: components["schemas"]["OrgId"];
+            pricingId: components["schemas"]["PricingId"];
+            productId: components["schemas"]["ProductId"];
+            name: string;
+            isActive: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        PaymentLinkCreate: {
+            /** @description Defaults to the price's `pricingName`. */
+            name?: string;
+        };
+        PaymentLinkResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PaymentLink"];
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -254,6 +1004,43 @@ export interface components {
         };
         /** @example AKI_7hT2nVq9ZsXw4LkP0mBcRdEf */
         ApiKeyId: string;
+        /** @description A string, a number, or (for `in`) an array of 1-1000 strings and numbers. */
+        PolicyConditionValue: string | number | (string | number)[];
+        PolicyCondition: {
+            /** @enum {string} */
+            field_source: "ethereum_typed_data_domain" | "ethereum_typed_data_message" | "system";
+            /** @description Domain field, dot path into the message, or `current_unix_timestamp` (per `field_source`). */
+            field: string;
+            /** @enum {string} */
+            operator: "eq" | "gt" | "gte" | "lt" | "lte" | "in";
+            value: components["schemas"]["PolicyConditionValue"];
+        };
+        TypedDataField: {
+            name: string;
+            /** @description Solidity type (`address`, `uint256`, `bytes32`, `string[]`) or struct type name. */
+            type: string;
+        };
+        /** @description EIP-712 type definitions, type name → ordered fields. At most 50 types. */
+        TypedDataTypes: {
+            [key: string]: components["schemas"]["TypedDataField"][];
+        };
+        /** @description Name of the struct type being signed; must be defined in `types`. */
+        PrimaryType: string;
+        PolicyRule: {
+            /** @description Rule name; quoted in the message of a request it denies. */
+            name: string;
+            /** @enum {string} */
+            method: "eth_signTypedData_v4" | "*";
+            /** @enum {string} */
+            action: "ALLOW" | "DENY";
+            /** @description All must hold for the rule to match; empty means always. */
+            conditions: components["schemas"]["PolicyCondition"][];
+            /** @description When present, the rule only matches typed data with this primary type and these type definitions. */
+            typed_data?: {
+                types: components["schemas"]["TypedDataTypes"];
+                primary_type: components["schemas"]["PrimaryType"];
+            };
+        };
     };
     responses: {
         /** @description Invalid input (`VALIDATION_ERROR`); `error.message` names the offending field. */
@@ -345,6 +1132,25 @@ export interface components {
                  *       "error": {
                  *         "code": "NOT_FOUND",
                  *         "message": "Resource not found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
+        /** @description State conflict (`CONFLICT` or `IDEMPOTENCY_KEY_REUSED`). */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "success": false,
+                 *       "message": "The resource's state does not allow this operation",
+                 *       "error": {
+                 *         "code": "CONFLICT",
+                 *         "message": "The resource's state does not allow this operation"
                  *       }
                  *     }
                  */
@@ -637,6 +1443,856 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ApiKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's wallets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WalletListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Payments"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletCreate"];
+            };
+        };
+        responses: {
+            /** @description The new wallet. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet created",
+                     *       "data": {
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Payments",
+                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "providerWalletId": "ch6b2o6w5b4e8p6tn2mzd0i4",
+                     *         "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's agents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research assistant",
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentCreate"];
+            };
+        };
+        responses: {
+            /** @description The new agent, with its Agent Wallet Key when Kassa generated it. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    assignAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentAssign"];
+            };
+        };
+        responses: {
+            /** @description The updated agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    revokeAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    rotateAgentKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["AgentRotateKey"];
+            };
+        };
+        responses: {
+            /** @description The agent with its new key (and its Agent Wallet Key when generated). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listWalletPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The wallet's policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WalletPolicyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createWalletPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "1.0",
+                 *       "name": "Only pay the API provider",
+                 *       "chain_type": "ethereum",
+                 *       "rules": [
+                 *         {
+                 *           "name": "Deny transfers to unknown recipients",
+                 *           "method": "eth_signTypedData_v4",
+                 *           "action": "DENY",
+                 *           "typed_data": {
+                 *             "primary_type": "TransferWithAuthorization",
+                 *             "types": {
+                 *               "TransferWithAuthorization": [
+                 *                 {
+                 *                   "name": "from",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "to",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "value",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validAfter",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validBefore",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "nonce",
+                 *                   "type": "bytes32"
+                 *                 }
+                 *               ]
+                 *             }
+                 *           },
+                 *           "conditions": [
+                 *             {
+                 *               "field_source": "ethereum_typed_data_message",
+                 *               "field": "to",
+                 *               "operator": "in",
+                 *               "value": [
+                 *                 "0x0000000000000000000000000000000000000bad"
+                 *               ]
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletPolicyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new policy. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deletePolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getOrgCredit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balance. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "unit": "USDC",
+                     *         "balanceMinor": 42500000,
+                     *         "balance": 42.5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditBalanceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    grantCredit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": 5000000,
+                 *       "unit": "USDC",
+                 *       "reason": "Welcome credit"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreditGrant"];
+            };
+        };
+        responses: {
+            /** @description The ledger entry and the new balance. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Credit granted",
+                     *       "data": {
+                     *         "entryId": "CRL_5mB8nW2qX7kR4tY9vL3cZ6pD",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "amount": 5000000,
+                     *         "unit": "USDC",
+                     *         "reason": "Welcome credit",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "balanceMinor": 47500000,
+                     *         "balance": 47.5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditGrantResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listOrgProducts: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /** @description Case-insensitive substring of the product name. */
+                search?: string;
+                /** @description Only products in this state (default every state). */
+                status?: components["schemas"]["ProductStatus"];
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of products. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "name": "Pro plan",
+                     *             "description": "Everything in Basic, plus priority support.",
+                     *             "status": "PUBLISHED",
+                     *             "createdAt": "2026-11-22T09:30:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan",
+                 *       "description": "Everything in Basic, plus priority support."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductCreate"];
+            };
+        };
+        responses: {
+            /** @description The new product. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product created",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan",
+                     *         "description": "Everything in Basic, plus priority support.",
+                     *         "status": "PUBLISHED",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    updateProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan (2027)",
+                 *       "status": "DRAFT"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated product. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    archiveProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived product. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listProductPrices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product's prices. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PriceListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createPrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PriceCreate"];
+            };
+        };
+        responses: {
+            /** @description The new price. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price created",
+                     *       "data": {
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Pro monthly",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": true,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deactivatePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated price. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createPaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro monthly"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PaymentLinkCreate"];
+            };
+        };
+        responses: {
+            /** @description The new payment link with its URL. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link created",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *         "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "name": "Pro monthly",
+                     *         "isActive": true,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deactivatePaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated payment link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PaymentLinkResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

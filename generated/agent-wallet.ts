@@ -47,11 +47,14 @@ export interface paths {
          *       `ethereum_typed_data_message`: `field` is a dot-separated path into `message`
          *       (for example `value` or `from.wallet`); `system`: `field` is
          *       `current_unix_timestamp` (server time in seconds).
-         *     - A condition on an absent field does not hold.
-         *     - When both sides are numeric (JSON numbers or decimal integer strings) they are
-         *       compared as arbitrary-precision numbers; otherwise `eq`/`in` compare strings,
-         *       `0x` addresses case-insensitively. `gt`, `gte`, `lt`, `lte` hold only for numeric
-         *       operands. `in` holds when the field equals any element of the array `value`.
+         *     - When both sides are integers (JSON integers or decimal integer strings such as
+         *       `"5000000"`) they are compared as arbitrary-precision integers (BigInt), so `uint256`
+         *       values beyond 2^53 compare exactly; otherwise `eq`/`in` compare strings, `0x` hex
+         *       values (addresses, bytes) case-insensitively, and a `bool` field as `"true"`/`"false"`.
+         *       `gt`, `gte`, `lt`, `lte` hold only when both sides are integers. `in` holds when the
+         *       field equals any element of the array `value`.
+         *     - A message path reaches array elements by decimal index (`items.0.amount`). A
+         *       condition on a field that is absent, or that is an object or array, does not hold.
          *     - A rule's `typed_data` matches when the request's `primary_type` equals its
          *       `primary_type` and the request's `types` define every type of its `types` with the
          *       same fields (names and types, in order); `EIP712Domain` is not compared.
@@ -75,7 +78,8 @@ export interface paths {
         /**
          * Get the wallet history
          * @description Lists the activity of the agent's assigned wallet, newest first (`createdAt`
-         *     descending, then `id` descending), at most `limit` entries. Empty when no wallet is
+         *     descending; entries of the same millisecond most recently recorded first), at most
+         *     `limit` entries. Empty when no wallet is
          *     assigned (`200` with `[]`).
          *
          *     Entry types and their statuses:
@@ -293,7 +297,7 @@ export interface components {
                 walletAddress: components["schemas"]["EthAddress"];
             };
         };
-        /** @description A string, a number, or (for `in`) an array of strings and numbers. */
+        /** @description A string, a number, or (for `in`) an array of 1-1000 strings and numbers. */
         PolicyConditionValue: string | number | (string | number)[];
         PolicyCondition: {
             /** @enum {string} */

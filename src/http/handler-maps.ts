@@ -9,6 +9,7 @@ import type { operations as AgentWalletOperations } from '../../generated/agent-
 import type { operations as AdminOperations } from '../../generated/admin.js';
 import type { HandlerMap } from './typed-handler.js';
 import type { MerchantAuth } from '../orgs/orgs.service.js';
+import type { AgentAuth } from '../agent-wallet/agent-wallet.service.js';
 
 /** Webhook events are documented as operations of the merchant document but sent, not served. */
 type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>;
@@ -18,8 +19,7 @@ export type MerchantHandlers = HandlerMap<MerchantServedOperations, MerchantAuth
 
 /** Issue 5 replaces `unknown` with the telemetry key's identity. */
 export type TelemetryHandlers = HandlerMap<TelemetryOperations, unknown>;
-/** Issue 6 replaces `unknown` with the agent's identity. */
-export type AgentWalletHandlers = HandlerMap<AgentWalletOperations, unknown>;
+export type AgentWalletHandlers = HandlerMap<AgentWalletOperations, AgentAuth>;
 export type SigningKeyHandlers = HandlerMap<Pick<MerchantOperations, 'getWebhookSigningKey'>, undefined>;
 export type PlatformHandlers = TelemetryHandlers & AgentWalletHandlers & SigningKeyHandlers;
 

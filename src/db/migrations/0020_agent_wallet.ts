@@ -72,7 +72,9 @@ export async function up(db: Knex): Promise<void> {
     t.text('primary_type');
     t.text('typed_data_hash');
     ts(t, 'created_at').notNullable();
-    t.index(['wallet_id', 'created_at', 'id']);
+    // Insertion order: "newest first" must hold even between entries of the same millisecond.
+    t.bigIncrements('seq', { primaryKey: false });
+    t.index(['wallet_id', 'created_at', 'seq']);
   });
   await db.schema.createTable('credit_ledger_entries', (t) => {
     t.text('id').primary();

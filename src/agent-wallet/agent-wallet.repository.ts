@@ -1,0 +1,453 @@
+/** Wallets, agents, key quorums, policies, history, credit ledger and replay memory in PostgreSQL. */
+import type { Knex } from 'knex';
+import type { Db } from '../db/knex.js';
+import type { PolicyRule } from './policy-engine.js';
+
+export interface Wallet {
+  id: string;
+  orgId: string;
+  name: string;
+  address: string;
+  providerWalletId: string;
+  appId: string;
+  createdAt: Date;
+}
+
+export interface WalletWithSecret extends Wallet {
+  privateKeySealed: string;
+}
+
+export interface Agent {
+  id: string;
+  orgId: string;
+  name: string;
+  walletId: string | null;
+  keyQuorumId: string;
+  /** The quorum's current public key (standard base64 DER SPKI). */
+  publicKey: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface Policy {
+  id: string;
+  orgId: string;
+  walletId: string;
+  name: string;
+  version: '1.0';
+  chainType: 'ethereum';
+  rules: PolicyRule[];
+  createdAt: Date;
+}
+
+export type HistoryType = 'sign_typed_data' | 'transfer';
+export type HistoryStatus = 'signed' | 'denied' | 'failed' | 'pending' | 'confirmed';
+
+export interface HistoryEntry {
+  id: string;
+  orgId: string;
+  walletId: string;
+  agentId: string;
+  type: HistoryType;
+  status: HistoryStatus;
+  destination: string | null;
+  amount: string | null;
+  asset: string | null;
+  chainId: number | null;
+  txHash: string | null;
+  explorerUrl: string | null;
+  failureMessage: string | null;
+  primaryType: string | null;
+  typedDataHash: string | null;
+  createdAt: Date;
+}
+
+export interface CreditEntry {
+  id: string;
+  orgId: string;
+  amount: number;
+  unit: string;
+  reason: string;
+  createdAt: Date;
+}
+
+export type InsertAgentResult = 'ok' | 'duplicate_key';
+
+export interface AgentWalletRepository {
+  organizationExists(orgId: string): Promise<boolean>;
+  /** Inserts the wallet and its first policy unless the organization already has `maxPerOrg`. */
+  insertWallet(wallet: WalletWithSecret, policy: Policy, maxPerOrg: number): Promise<'ok' | 'limit'>;
+  listWallets(orgId: string): Promise<Wallet[]>;
+  findWallet(id: string): Promise<Wallet | undefined>;
+  findWalletWithSecret(id: string, orgId: string): Promise<WalletWithSecret | undefined>;
+
+  insertAgent(agent: Agent): Promise<InsertAgentResult>;
+  findAgent(id: string): Promise<Agent | undefined>;
+  listAgents(orgId: string): Promise<Agent[]>;
+  setAgentWallet(id: string, walletId: string | null): Promise<void>;
+  revokeAgent(id: string, now: Date): Promise<void>;
+  /** Retires the quorum's current key(s) and registers `publicKey` in their place. */
+  replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult>;
+  /** The agent whose quorum holds `publicKey` as a current (not removed) key. */
+  findAgentByPublicKey(publicKey: string): Promise<Agent | undefined>;
+  quorumKeys(keyQuorumId: string): Promise<string[]>;
+
+  insertPolicy(policy: Policy): Promise<void>;
+  listPolicies(walletId: string): Promise<Policy[]>;
+  deletePolicy(id: string): Promise<Policy | undefined>;
+
+  insertHistory(entry: HistoryEntry): Promise<void>;
+  listHistory(walletId: string, limit: number): Promise<HistoryEntry[]>;
+
+  insertCreditEntry(entry: CreditEntry): Promise<void>;
+  /** SUM of the organization's ledger entries in `unit`, in minor units. */
+  creditBalance(orgId: string, unit: string): Promise<bigint>;
+
+  /** Records an accepted request signature; false when it is already remembered (a replay). */
+  rememberSignature(replayKey: string, expiresAt: Date, now: Date): Promise<boolean>;
+  deleteExpiredSignatures(now: Date): Promise<number>;
+}
+
+interface WalletRow {
+  id: string;
+  org_id: string;
+  name: string;
+  address: string;
+  private_key_sealed: string;
+  provider_wallet_id: string;
+  app_id: string;
+  created_at: Date;
+}
+
+interface AgentRow {
+  id: string;
+  org_id: string;
+  name: string;
+  wallet_id: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+  key_quorum_id: string;
+  public_key: string;
+}
+
+interface PolicyRow {
+  id: string;
+  org_id: string;
+  wallet_id: string;
+  name: string;
+  version: string;
+  chain_type: string;
+  rules: PolicyRule[] | string;
+  created_at: Date;
+}
+
+interface HistoryRow {
+  id: string;
+  org_id: string;
+  wallet_id: string;
+  agent_id: string;
+  type: string;
+  status: string;
+  destination: string | null;
+  amount: string | null;
+  asset: string | null;
+  chain_id: number | string | null;
+  tx_hash: string | null;
+  explorer_url: string | null;
+  failure_message: string | null;
+  primary_type: string | null;
+  typed_data_hash: string | null;
+  created_at: Date;
+}
+
+const toWallet = (row: WalletRow): WalletWithSecret => ({
+  id: row.id,
+  orgId: row.org_id,
+  name: row.name,
+  address: row.address,
+  privateKeySealed: row.private_key_sealed,
+  providerWalletId: row.provider_wallet_id,
+  appId: row.app_id,
+  createdAt: new Date(row.created_at),
+});
+
+const withoutSecret = ({ privateKeySealed: _sealed, ...wallet }: WalletWithSecret): Wallet => wallet;
+
+const toAgent = (row: AgentRow): Agent => ({
+  id: row.id,
+  orgId: row.org_id,
+  name: row.name,
+  walletId: row.wallet_id,
+  keyQuorumId: row.key_quorum_id,
+  publicKey: row.public_key,
+  createdAt: new Date(row.created_at),
+  revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
+});
+
+const toPolicy = (row: PolicyRow): Policy => ({
+  id: row.id,
+  orgId: row.org_id,
+  walletId: row.wallet_id,
+  name: row.name,
+  version: row.version as Policy['version'],
+  chainType: row.chain_type as Policy['chainType'],
+  rules: typeof row.rules === 'string' ? (JSON.parse(row.rules) as PolicyRule[]) : row.rules,
+  createdAt: new Date(row.created_at),
+});
+
+const toHistory = (row: HistoryRow): HistoryEntry => ({
+  id: row.id,
+  orgId: row.org_id,
+  walletId: row.wallet_id,
+  agentId: row.agent_id,
+  type: row.type as HistoryType,
+  status: row.status as HistoryStatus,
+  destination: row.destination,
+  amount: row.amount,
+  asset: row.asset,
+  chainId: row.chain_id === null ? null : Number(row.chain_id),
+  txHash: row.tx_hash,
+  explorerUrl: row.explorer_url,
+  failureMessage: row.failure_message,
+  primaryType: row.primary_type,
+  typedDataHash: row.typed_data_hash,
+  createdAt: new Date(row.created_at),
+});
+
+const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
+
+export class KnexAgentWalletRepository implements AgentWalletRepository {
+  constructor(private readonly db: Db) {}
+
+  async organizationExists(orgId: string): Promise<boolean> {
+    return (await this.db('organizations').where({ id: orgId }).first('id')) !== undefined;
+  }
+
+  async insertWallet(wallet: WalletWithSecret, policy: Policy, maxPerOrg: number): Promise<'ok' | 'limit'> {
+    return this.db.transaction(async (trx) => {
+      // Serializes wallet creation per organization, so two concurrent creations cannot both see 4.
+      await trx('organizations').where({ id: wallet.orgId }).forUpdate().first('id');
+      const row = await trx('agent_wallets').where({ org_id: wallet.orgId }).count<{ count: number | string }[]>({ count: '*' }).first();
+      if (Number(row?.count ?? 0) >= maxPerOrg) return 'limit';
+      await trx('agent_wallets').insert({
+        id: wallet.id,
+        org_id: wallet.orgId,
+        name: wallet.name,
+        address: wallet.address,
+        private_key_sealed: wallet.privateKeySealed,
+        provider_wallet_id: wallet.providerWalletId,
+        app_id: wallet.appId,
+        created_at: wallet.createdAt,
+      });
+      await this.insertPolicyWith(trx, policy);
+      return 'ok';
+    });
+  }
+
+  async listWallets(orgId: string): Promise<Wallet[]> {
+    const rows = await this.db<WalletRow>('agent_wallets').where({ org_id: orgId }).orderBy([
+      { column: 'created_at', order: 'asc' },
+      { column: 'id', order: 'asc' },
+    ]);
+    return rows.map((row) => withoutSecret(toWallet(row)));
+  }
+
+  async findWallet(id: string): Promise<Wallet | undefined> {
+    const row = await this.db<WalletRow>('agent_wallets').where({ id }).first();
+    return row ? withoutSecret(toWallet(row)) : undefined;
+  }
+
+  async findWalletWithSecret(id: string, orgId: string): Promise<WalletWithSecret | undefined> {
+    const row = await this.db<WalletRow>('agent_wallets').where({ id, org_id: orgId }).first();
+    return row ? toWallet(row) : undefined;
+  }
+
+  private agentQuery(db: Knex | Knex.Transaction = this.db) {
+    return db('agents as a')
+      .join('agent_key_quorums as q', 'q.agent_id', 'a.id')
+      .leftJoin('agent_public_keys as k', (join) => {
+        join.on('k.key_quorum_id', '=', 'q.id').andOnNull('k.removed_at');
+      })
+      .select<AgentRow[]>('a.id', 'a.org_id', 'a.name', 'a.wallet_id', 'a.created_at', 'a.revoked_at', 'q.id as key_quorum_id', 'k.public_key');
+  }
+
+  async insertAgent(agent: Agent): Promise<InsertAgentResult> {
+    try {
+      await this.db.transaction(async (trx) => {
+        await trx('agents').insert({
+          id: agent.id,
+          org_id: agent.orgId,
+          name: agent.name,
+          wallet_id: agent.walletId,
+          created_at: agent.createdAt,
+          revoked_at: agent.revokedAt,
+        });
+        await trx('agent_key_quorums').insert({
+          id: agent.keyQuorumId,
+          org_id: agent.orgId,
+          agent_id: agent.id,
+          threshold: 1,
+          created_at: agent.createdAt,
+        });
+        await trx('agent_public_keys').insert({
+          public_key: agent.publicKey,
+          key_quorum_id: agent.keyQuorumId,
+          created_at: agent.createdAt,
+          removed_at: null,
+        });
+      });
+      return 'ok';
+    } catch (err) {
+      if (isUniqueViolation(err)) return 'duplicate_key';
+      throw err;
+    }
+  }
+
+  async findAgent(id: string): Promise<Agent | undefined> {
+    const row = await this.agentQuery().where('a.id', id).first();
+    return row ? toAgent(row) : undefined;
+  }
+
+  async listAgents(orgId: string): Promise<Agent[]> {
+    const rows = await this.agentQuery().where('a.org_id', orgId).orderBy([
+      { column: 'a.created_at', order: 'asc' },
+      { column: 'a.id', order: 'asc' },
+    ]);
+    return rows.map(toAgent);
+  }
+
+  async setAgentWallet(id: string, walletId: string | null): Promise<void> {
+    await this.db('agents').where({ id }).update({ wallet_id: walletId });
+  }
+
+  async revokeAgent(id: string, now: Date): Promise<void> {
+    await this.db('agents').where({ id }).whereNull('revoked_at').update({ revoked_at: now });
+  }
+
+  async replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult> {
+    try {
+      await this.db.transaction(async (trx) => {
+        await trx('agent_public_keys').where({ key_quorum_id: keyQuorumId }).whereNull('removed_at').update({ removed_at: now });
+        await trx('agent_public_keys').insert({ public_key: publicKey, key_quorum_id: keyQuorumId, created_at: now, removed_at: null });
+      });
+      return 'ok';
+    } catch (err) {
+      if (isUniqueViolation(err)) return 'duplicate_key';
+      throw err;
+    }
+  }
+
+  async findAgentByPublicKey(publicKey: string): Promise<Agent | undefined> {
+    const row = await this.db('agent_public_keys as k')
+      .join('agent_key_quorums as q', 'q.id', 'k.key_quorum_id')
+      .join('agents as a', 'a.id', 'q.agent_id')
+      .where('k.public_key', publicKey)
+      .whereNull('k.removed_at')
+      .first<AgentRow | undefined>(
+        'a.id', 'a.org_id', 'a.name', 'a.wallet_id', 'a.created_at', 'a.revoked_at', 'q.id as key_quorum_id', 'k.public_key',
+      );
+    return row ? toAgent(row) : undefined;
+  }
+
+  async quorumKeys(keyQuorumId: string): Promise<string[]> {
+    const rows = await this.db('agent_public_keys').where({ key_quorum_id: keyQuorumId }).whereNull('removed_at').select<{ public_key: string }[]>('public_key');
+    return rows.map((row) => row.public_key);
+  }
+
+  private async insertPolicyWith(db: Knex | Knex.Transaction, policy: Policy): Promise<void> {
+    await db('agent_wallet_policies').insert({
+      id: policy.id,
+      org_id: policy.orgId,
+      wallet_id: policy.walletId,
+      name: policy.name,
+      version: policy.version,
+      chain_type: policy.chainType,
+      rules: JSON.stringify(policy.rules),
+      created_at: policy.createdAt,
+    });
+  }
+
+  insertPolicy(policy: Policy): Promise<void> {
+    return this.insertPolicyWith(this.db, policy);
+  }
+
+  async listPolicies(walletId: string): Promise<Policy[]> {
+    const rows = await this.db<PolicyRow>('agent_wallet_policies').where({ wallet_id: walletId }).orderBy([
+      { column: 'created_at', order: 'asc' },
+      { column: 'id', order: 'asc' },
+    ]);
+    return rows.map(toPolicy);
+  }
+
+  async deletePolicy(id: string): Promise<Policy | undefined> {
+    const [row] = await this.db<PolicyRow>('agent_wallet_policies').where({ id }).delete().returning('*');
+    return row ? toPolicy(row as PolicyRow) : undefined;
+  }
+
+  async insertHistory(entry: HistoryEntry): Promise<void> {
+    await this.db('agent_wallet_history').insert({
+      id: entry.id,
+      org_id: entry.orgId,
+      wallet_id: entry.walletId,
+      agent_id: entry.agentId,
+      type: entry.type,
+      status: entry.status,
+      destination: entry.destination,
+      amount: entry.amount,
+      asset: entry.asset,
+      chain_id: entry.chainId,
+      tx_hash: entry.txHash,
+      explorer_url: entry.explorerUrl,
+      failure_message: entry.failureMessage,
+      primary_type: entry.primaryType,
+      typed_data_hash: entry.typedDataHash,
+      created_at: entry.createdAt,
+    });
+  }
+
+  async listHistory(walletId: string, limit: number): Promise<HistoryEntry[]> {
+    const rows = await this.db<HistoryRow>('agent_wallet_history')
+      .where({ wallet_id: walletId })
+      .orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'seq', order: 'desc' },
+      ])
+      .limit(limit);
+    return rows.map(toHistory);
+  }
+
+  async insertCreditEntry(entry: CreditEntry): Promise<void> {
+    await this.db('credit_ledger_entries').insert({
+      id: entry.id,
+      org_id: entry.orgId,
+      amount: entry.amount,
+      unit: entry.unit,
+      reason: entry.reason,
+      created_at: entry.createdAt,
+    });
+  }
+
+  async creditBalance(orgId: string, unit: string): Promise<bigint> {
+    // SUM(bigint) is numeric: read it as text so no precision is lost on the way.
+    const row = await this.db('credit_ledger_entries')
+      .where({ org_id: orgId, unit })
+      .first<{ total: string | null }>(this.db.raw('COALESCE(SUM(amount), 0)::text AS total'));
+    return BigInt(row?.total ?? '0');
+  }
+
+  async rememberSignature(replayKey: string, expiresAt: Date, now: Date): Promise<boolean> {
+    // A row that has expired no longer protects anything: taking it over is the lazy cleanup.
+    const result = await this.db.raw(
+      `INSERT INTO agent_request_signatures (replay_key, expires_at) VALUES (?, ?)
+       ON CONFLICT (replay_key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+       WHERE agent_request_signatures.expires_at <= ?
+       RETURNING replay_key`,
+      [replayKey, expiresAt, now],
+    );
+    return (result.rows as unknown[]).length === 1;
+  }
+
+  async deleteExpiredSignatures(now: Date): Promise<number> {
+    return this.db('agent_request_signatures').where('expires_at', '<=', now).delete();
+  }
+}

@@ -1,0 +1,449 @@
+/**
+ * Agent wallets: management (wallets, agents and their key quorums, policies, credit) and the
+ * runtime an agent reaches with P-256 signed requests (identity, policies, history, credit
+ * balance, policy-checked EIP-712 signing).
+ */
+import { createHash } from 'node:crypto';
+import { getAddress, hashTypedData, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAddress, sign } from 'viem/accounts';
+import type { components } from '../../generated/agent-wallet.js';
+import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../http/errors.js';
+import { unixSeconds, type Clock } from '../kernel/clock.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import type { SecretBox } from '../kernel/secrets.js';
+import { assetName, DEFAULT_CHAINS, USDC_DECIMALS, type ChainConfig } from './chains.js';
+import { DEFAULT_POLICY_NAME, defaultPolicyRules } from './default-policy.js';
+import { evaluatePolicies, PolicyValidationError, validatePolicyRules, type PolicyRule } from './policy-engine.js';
+import {
+  authorizationBytes,
+  encodeAgentWalletKey,
+  requestPayload,
+  TIMESTAMP_TOLERANCE_SECONDS,
+} from './protocol.js';
+import { decodeBase64Strict, generateP256KeyPair, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
+import { TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
+import type {
+  Agent,
+  AgentWalletRepository,
+  HistoryEntry,
+  HistoryStatus,
+  Policy,
+  Wallet,
+  WalletWithSecret,
+} from './agent-wallet.repository.js';
+
+export type SignTypedDataRequest = components['schemas']['SignTypedDataRequest'];
+export type AgentIdentity = components['schemas']['AgentIdentity'];
+
+/** Who an authenticated agent request comes from. */
+export interface AgentAuth {
+  agentId: string;
+  orgId: string;
+  name: string;
+  keyQuorumId: string;
+  publicKey: string;
+  walletId: string | null;
+}
+
+export const MAX_WALLETS_PER_ORG = 5;
+/** Credit units and their decimals (minor units per whole unit = 10^decimals). */
+export const CREDIT_UNITS = { USDC: USDC_DECIMALS } as const;
+export type CreditUnit = keyof typeof CREDIT_UNITS;
+const DEFAULT_CREDIT_UNIT: CreditUnit = 'USDC';
+/** How often (clock time) expired replay-protection rows are swept. */
+const SWEEP_INTERVAL_MS = 60_000;
+
+const TIMESTAMP_PATTERN = /^(0|[1-9][0-9]{0,11})$/;
+
+export interface AgentWalletOptions {
+  chains?: readonly ChainConfig[];
+}
+
+/** Kassa's custody identifier of a wallet: 24 lowercase base-36 characters, like a cuid. */
+function providerWalletId(): string {
+  return randomToken(24).toLowerCase();
+}
+
+function historyId(): string {
+  // Opaque to clients (the contract only promises 1-64 characters); the prefix helps in logs.
+  return `AWH_${randomToken()}`;
+}
+
+export class AgentWalletService {
+  private readonly chains: readonly ChainConfig[];
+  private lastSweep = 0;
+
+  constructor(
+    private readonly repo: AgentWalletRepository,
+    private readonly box: SecretBox,
+    private readonly clock: Clock,
+    options: AgentWalletOptions = {},
+  ) {
+    this.chains = options.chains ?? DEFAULT_CHAINS;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Management (admin API)
+
+  private async requireOrg(orgId: string): Promise<void> {
+    if (!(await this.repo.organizationExists(orgId))) throw notFound('Organization');
+  }
+
+  private async requireWalletOf(orgId: string, walletId: string): Promise<Wallet> {
+    const wallet = await this.repo.findWallet(walletId);
+    if (!wallet || wallet.orgId !== orgId) throw notFound('Wallet');
+    return wallet;
+  }
+
+  private async requireAgent(agentId: string): Promise<Agent> {
+    const agent = await this.repo.findAgent(agentId);
+    if (!agent) throw notFound('Agent');
+    return agent;
+  }
+
+  async createWallet(orgId: string, input: { name?: string }): Promise<Wallet> {
+    await this.requireOrg(orgId);
+    const now = this.clock.now();
+    const id = newId('WLT');
+    const privateKey = generatePrivateKey();
+    const wallet: WalletWithSecret = {
+      id,
+      orgId,
+      name: input.name?.trim() || 'Wallet',
+      address: privateKeyToAddress(privateKey),
+      // The wallet id is the associated data: a sealed key copied onto another wallet row fails to open.
+      privateKeySealed: this.box.seal(Buffer.from(privateKey.slice(2), 'hex'), id),
+      providerWalletId: providerWalletId(),
+      // Kassa is the custody provider; the "application" a signature binds to is the organization.
+      appId: orgId,
+      createdAt: now,
+    };
+    const policy: Policy = {
+      id: newId('POL'),
+      orgId,
+      walletId: id,
+      name: DEFAULT_POLICY_NAME,
+      version: '1.0',
+      chainType: 'ethereum',
+      rules: defaultPolicyRules(this.chains),
+      createdAt: now,
+    };
+    const result = await this.repo.insertWallet(wallet, policy, MAX_WALLETS_PER_ORG);
+    if (result === 'limit') throw conflict(`An organization can have at most ${MAX_WALLETS_PER_ORG} wallets`);
+    const { privateKeySealed: _sealed, ...visible } = wallet;
+    return visible;
+  }
+
+  async listWallets(orgId: string): Promise<Wallet[]> {
+    await this.requireOrg(orgId);
+    return this.repo.listWallets(orgId);
+  }
+
+  private newAgentKey(publicKey: string | undefined): { publicKey: string; privateKey: string | null } {
+    if (publicKey === undefined) return generateP256KeyPair();
+    if (!p256PublicKey(publicKey)) {
+      throw validationError('publicKey: not a P-256 public key (standard base64 of a DER SubjectPublicKeyInfo, uncompressed point)');
+    }
+    return { publicKey, privateKey: null };
+  }
+
+  async createAgent(
+    orgId: string,
+    input: { name: string; publicKey?: string; walletId?: string },
+  ): Promise<{ agent: Agent; agentWalletKey: string | null }> {
+    await this.requireOrg(orgId);
+    if (input.walletId !== undefined) await this.requireWalletOf(orgId, input.walletId);
+    const key = this.newAgentKey(input.publicKey);
+    const agent: Agent = {
+      id: newId('AGT'),
+      orgId,
+      name: input.name.trim(),
+      walletId: input.walletId ?? null,
+      keyQuorumId: newId('KQ'),
+      publicKey: key.publicKey,
+      createdAt: this.clock.now(),
+      revokedAt: null,
+    };
+    if ((await this.repo.insertAgent(agent)) === 'duplicate_key') throw conflict('This public key is already registered');
+    return {
+      agent,
+      agentWalletKey: key.privateKey === null ? null : encodeAgentWalletKey({ privateKey: key.privateKey, walletId: agent.walletId }),
+    };
+  }
+
+  async listAgents(orgId: string): Promise<Agent[]> {
+    await this.requireOrg(orgId);
+    return this.repo.listAgents(orgId);
+  }
+
+  async assignWallet(agentId: string, walletId: string | null): Promise<Agent> {
+    const agent = await this.requireAgent(agentId);
+    if (walletId !== null) await this.requireWalletOf(agent.orgId, walletId);
+    if (agent.revokedAt) throw conflict('The agent is revoked');
+    await this.repo.setAgentWallet(agentId, walletId);
+    return { ...agent, walletId };
+  }
+
+  async revokeAgent(agentId: string): Promise<Agent> {
+    await this.requireAgent(agentId);
+    await this.repo.revokeAgent(agentId, this.clock.now());
+    return this.requireAgent(agentId);
+  }
+
+  async rotateKey(agentId: string, input: { publicKey?: string }): Promise<{ agent: Agent; agentWalletKey: string | null }> {
+    const agent = await this.requireAgent(agentId);
+    if (agent.revokedAt) throw conflict('The agent is revoked');
+    const key = this.newAgentKey(input.publicKey);
+    if ((await this.repo.replaceKey(agent.keyQuorumId, key.publicKey, this.clock.now())) === 'duplicate_key') {
+      throw conflict('This public key is already registered');
+    }
+    return {
+      agent: { ...agent, publicKey: key.publicKey },
+      agentWalletKey: key.privateKey === null ? null : encodeAgentWalletKey({ privateKey: key.privateKey, walletId: agent.walletId }),
+    };
+  }
+
+  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[] }): Promise<Policy> {
+    const wallet = await this.repo.findWallet(walletId);
+    if (!wallet) throw notFound('Wallet');
+    try {
+      validatePolicyRules(input.rules);
+    } catch (err) {
+      if (err instanceof PolicyValidationError) throw validationError(err.message);
+      throw err;
+    }
+    const policy: Policy = {
+      id: newId('POL'),
+      orgId: wallet.orgId,
+      walletId,
+      name: input.name.trim(),
+      version: '1.0',
+      chainType: 'ethereum',
+      rules: input.rules,
+      createdAt: this.clock.now(),
+    };
+    await this.repo.insertPolicy(policy);
+    return policy;
+  }
+
+  async listWalletPolicies(walletId: string): Promise<Policy[]> {
+    if (!(await this.repo.findWallet(walletId))) throw notFound('Wallet');
+    return this.repo.listPolicies(walletId);
+  }
+
+  async deletePolicy(policyId: string): Promise<Policy> {
+    const deleted = await this.repo.deletePolicy(policyId);
+    if (!deleted) throw notFound('Policy');
+    return deleted;
+  }
+
+  async grantCredit(orgId: string, input: { amount: number; unit: CreditUnit; reason?: string }) {
+    await this.requireOrg(orgId);
+    const entry = {
+      id: `CRL_${randomToken()}`,
+      orgId,
+      amount: input.amount,
+      unit: input.unit,
+      reason: input.reason?.trim() || 'grant',
+      createdAt: this.clock.now(),
+    };
+    await this.repo.insertCreditEntry(entry);
+    return { entry, ...(await this.creditBalance(orgId, input.unit)) };
+  }
+
+  /** The balance in minor units and in whole units of `unit`. */
+  async creditBalance(orgId: string, unit: CreditUnit = DEFAULT_CREDIT_UNIT): Promise<{ unit: CreditUnit; balanceMinor: number; balance: number }> {
+    await this.requireOrg(orgId);
+    const minor = await this.repo.creditBalance(orgId, unit);
+    const decimals = CREDIT_UNITS[unit];
+    return { unit, balanceMinor: Number(minor), balance: Number(minor) / 10 ** decimals };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Request authentication
+
+  /**
+   * Verifies the three X-Agent-* headers: well-formed, timestamp within the window, key
+   * registered and not revoked, signature valid over `METHOD\nROUTE_PATH\nTIMESTAMP`, and not a
+   * replay of an accepted signature (recognised by public key and r, so s ↔ n − s does not help).
+   */
+  async authenticateRequest(request: {
+    method: string;
+    routePath: string;
+    publicKey: string | undefined;
+    timestamp: string | undefined;
+    signature: string | undefined;
+  }): Promise<AgentAuth> {
+    const { publicKey, timestamp, signature } = request;
+    if (!publicKey) throw unauthorized('Missing X-Agent-Pubkey header');
+    if (!timestamp) throw unauthorized('Missing X-Agent-Timestamp header');
+    if (!signature) throw unauthorized('Missing X-Agent-Signature header');
+    const key = p256PublicKey(publicKey);
+    if (!key) throw unauthorized('Malformed X-Agent-Pubkey header: expected standard base64 of a P-256 SubjectPublicKeyInfo');
+    if (!TIMESTAMP_PATTERN.test(timestamp)) {
+      throw unauthorized('Malformed X-Agent-Timestamp header: expected Unix time in whole seconds');
+    }
+    const der = decodeBase64Strict(signature);
+    const parsed = der && parseDerSignature(der);
+    if (!der || !parsed) throw unauthorized('Malformed X-Agent-Signature header: expected standard base64 of a DER ECDSA signature');
+
+    const now = this.clock.now();
+    const signedAt = Number(timestamp);
+    if (Math.abs(unixSeconds(now) - signedAt) > TIMESTAMP_TOLERANCE_SECONDS) {
+      throw unauthorized(`Request timestamp is outside the allowed window of ${TIMESTAMP_TOLERANCE_SECONDS} seconds`);
+    }
+    const agent = await this.repo.findAgentByPublicKey(publicKey);
+    if (!agent) throw unauthorized('Unknown agent public key');
+    if (agent.revokedAt) throw unauthorized('Agent identity is revoked');
+    if (!verifyP256(key, requestPayload(request.method, request.routePath, timestamp), der)) {
+      throw unauthorized('Invalid agent request signature');
+    }
+
+    // Remembered until the timestamp can no longer pass the window check above.
+    const expiresAt = new Date((signedAt + TIMESTAMP_TOLERANCE_SECONDS + 1) * 1000);
+    const replayKey = createHash('sha256').update(publicKey).update(':').update(parsed.r).digest('hex');
+    if (!(await this.repo.rememberSignature(replayKey, expiresAt, now))) throw unauthorized('Replayed agent request signature');
+    if (now.getTime() - this.lastSweep >= SWEEP_INTERVAL_MS) {
+      this.lastSweep = now.getTime();
+      await this.repo.deleteExpiredSignatures(now);
+    }
+    return {
+      agentId: agent.id,
+      orgId: agent.orgId,
+      name: agent.name,
+      keyQuorumId: agent.keyQuorumId,
+      publicKey: agent.publicKey,
+      walletId: agent.walletId,
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Runtime (agent wallet API)
+
+  /** The agent's wallet, scoped to its organization (an assignment never crosses organizations). */
+  private async walletOf(auth: AgentAuth): Promise<Wallet | undefined> {
+    if (!auth.walletId) return undefined;
+    const wallet = await this.repo.findWallet(auth.walletId);
+    return wallet && wallet.orgId === auth.orgId ? wallet : undefined;
+  }
+
+  async identity(auth: AgentAuth): Promise<AgentIdentity> {
+    const wallet = await this.walletOf(auth);
+    return {
+      agentId: auth.agentId,
+      name: auth.name,
+      publicKey: auth.publicKey,
+      keyQuorumId: auth.keyQuorumId,
+      walletId: wallet?.id ?? null,
+      walletAddress: wallet?.address ?? null,
+      providerWalletId: wallet?.providerWalletId ?? null,
+      appId: wallet?.appId ?? auth.orgId,
+      revoked: false,
+    };
+  }
+
+  async policiesOf(auth: AgentAuth): Promise<Policy[]> {
+    const wallet = await this.walletOf(auth);
+    return wallet ? this.repo.listPolicies(wallet.id) : [];
+  }
+
+  async historyOf(auth: AgentAuth, limit: number): Promise<HistoryEntry[]> {
+    const wallet = await this.walletOf(auth);
+    return wallet ? this.repo.listHistory(wallet.id, limit) : [];
+  }
+
+  async creditBalanceOf(auth: AgentAuth): Promise<{ balance: number; unit: string }> {
+    const { balance, unit } = await this.creditBalance(auth.orgId);
+    return { balance, unit };
+  }
+
+  /**
+   * Checks the wallet authorization signature, the typed data and the policies, then signs with
+   * the wallet key. Every request that reaches the policy check is written to the history.
+   * `url` is the full public URL of the route (what the authorization signature covers).
+   */
+  async signTypedData(auth: AgentAuth, body: SignTypedDataRequest, url: string): Promise<{ signature: Hex; walletAddress: string }> {
+    const walletId = auth.walletId;
+    const wallet = walletId ? await this.repo.findWalletWithSecret(walletId, auth.orgId) : undefined;
+    if (!wallet) throw validationError('No wallet is assigned to this agent');
+
+    const { signature: authorization, ...unsigned } = body;
+    if (!(await this.authorizationValid(auth, authorization, authorizationBytes({ url, body: unsigned, appId: wallet.appId })))) {
+      throw forbidden('Wallet authorization signature is invalid');
+    }
+
+    let typedData: ViemTypedData;
+    try {
+      typedData = validateTypedData(body.typed_data);
+    } catch (err) {
+      if (err instanceof TypedDataError) throw validationError(err.message);
+      throw err;
+    }
+
+    const now = this.clock.now();
+    const policies = await this.repo.listPolicies(wallet.id);
+    const decision = evaluatePolicies(
+      policies,
+      { method: 'eth_signTypedData_v4', typedData: body.typed_data },
+      { nowUnix: unixSeconds(now) },
+    );
+    const hash = hashTypedData(typedData as never);
+    const record = (status: HistoryStatus, failureMessage: string | null) =>
+      this.repo.insertHistory({
+        id: historyId(),
+        orgId: auth.orgId,
+        walletId: wallet.id,
+        agentId: auth.agentId,
+        type: 'sign_typed_data',
+        status,
+        ...this.transferSummary(body.typed_data),
+        txHash: null,
+        explorerUrl: null,
+        failureMessage,
+        primaryType: body.typed_data.primary_type,
+        typedDataHash: hash,
+        createdAt: now,
+      });
+
+    if (!decision.allowed) {
+      await record('denied', decision.message);
+      throw forbidden(decision.message);
+    }
+    let signature: Hex;
+    try {
+      const privateKey = `0x${this.box.open(wallet.privateKeySealed, wallet.id).toString('hex')}` as Hex;
+      signature = await sign({ hash, privateKey, to: 'hex' });
+    } catch (err) {
+      await record('failed', 'Wallet signing failed');
+      throw new AppError('INTERNAL_ERROR', 'Wallet signing failed', { details: { cause: (err as Error).name } });
+    }
+    await record('signed', null);
+    return { signature, walletAddress: wallet.address };
+  }
+
+  /** A P-256 signature by any current key of the agent's key quorum (1-of-n). */
+  private async authorizationValid(auth: AgentAuth, signature: string, payload: Buffer): Promise<boolean> {
+    const der = decodeBase64Strict(signature);
+    if (!der || !parseDerSignature(der)) return false;
+    const keys = await this.repo.quorumKeys(auth.keyQuorumId);
+    return keys.some((k) => {
+      const key = p256PublicKey(k);
+      return key !== undefined && verifyP256(key, payload, der);
+    });
+  }
+
+  /** Destination, amount and asset of an EIP-3009 transfer authorization, for the history. */
+  private transferSummary(td: TypedDataInput): Pick<HistoryEntry, 'destination' | 'amount' | 'asset' | 'chainId'> {
+    const domain = td.domain;
+    const chainId = domain.chainId !== undefined && Number.isSafeInteger(Number(domain.chainId)) ? Number(domain.chainId) : null;
+    if (td.primary_type !== 'TransferWithAuthorization') return { destination: null, amount: null, asset: null, chainId: null };
+    const to = td.message.to;
+    const value = td.message.value;
+    return {
+      destination: typeof to === 'string' ? getAddress(to) : null,
+      amount: value === undefined || value === null ? null : String(value),
+      asset: domain.verifyingContract ? assetName(this.chains, chainId, getAddress(domain.verifyingContract)) : null,
+      chainId,
+    };
+  }
+}

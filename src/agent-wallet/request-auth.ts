@@ -1,0 +1,27 @@
+/**
+ * The AgentPubkey, AgentTimestamp and AgentSignature security schemes. They are AND'ed in one
+ * requirement and only mean something together, so the first one to run verifies all three
+ * headers and the others return the identity it computed (memoized per request).
+ */
+import type { Request } from 'express';
+import type { Authenticator } from '../http/openapi-app.js';
+import type { AgentAuth, AgentWalletService } from './agent-wallet.service.js';
+
+export function createAgentAuthenticators(service: AgentWalletService): Record<'AgentPubkey' | 'AgentTimestamp' | 'AgentSignature', Authenticator> {
+  const verified = new WeakMap<Request, Promise<AgentAuth>>();
+  const authenticate: Authenticator = (req, op) => {
+    let identity = verified.get(req);
+    if (!identity) {
+      identity = service.authenticateRequest({
+        method: req.method,
+        routePath: op.path,
+        publicKey: req.header('x-agent-pubkey'),
+        timestamp: req.header('x-agent-timestamp'),
+        signature: req.header('x-agent-signature'),
+      });
+      verified.set(req, identity);
+    }
+    return identity;
+  };
+  return { AgentPubkey: authenticate, AgentTimestamp: authenticate, AgentSignature: authenticate };
+}

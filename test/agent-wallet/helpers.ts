@@ -1,0 +1,118 @@
+/** Shared setup of the agent wallet tests: wallets and agents through the admin API, signed requests. */
+import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'vitest';
+import type { TestContext, TestOrg } from '../harness/context.js';
+import { createAgentClient, type AgentClient } from '../../src/client/agent.js';
+import { decodeAgentWalletKey, requestPayload } from '../../src/agent-wallet/protocol.js';
+import { unixSeconds } from '../../src/kernel/clock.js';
+
+export const PUBLIC_API_URL = 'http://api.test';
+export const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+export const BASE_SEPOLIA_USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
+
+export interface TestAgent {
+  agentId: string;
+  keyQuorumId: string;
+  publicKey: string;
+  privateKey: KeyObject;
+  agentWalletKey: string;
+  walletId: string | null;
+}
+
+export interface TestWallet {
+  walletId: string;
+  walletAddress: string;
+  appId: string;
+}
+
+export async function createWallet(ctx: TestContext, org: TestOrg, name?: string): Promise<TestWallet> {
+  const res = await ctx.admin.post(`/v1/orgs/${org.orgId}/wallets`).send(name ? { name } : {});
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.data;
+}
+
+export async function createAgent(ctx: TestContext, org: TestOrg, walletId?: string, name = 'Test agent'): Promise<TestAgent> {
+  const res = await ctx.admin.post(`/v1/orgs/${org.orgId}/agents`).send({ name, ...(walletId ? { walletId } : {}) });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  const key = decodeAgentWalletKey(res.body.data.agentWalletKey);
+  return {
+    agentId: res.body.data.agentId,
+    keyQuorumId: res.body.data.keyQuorumId,
+    publicKey: res.body.data.publicKey,
+    privateKey: createPrivateKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' }),
+    agentWalletKey: res.body.data.agentWalletKey,
+    walletId: key.walletId,
+  };
+}
+
+/** The three X-Agent-* headers for `method path`, signed now (or at `timestamp`). */
+export function agentHeaders(ctx: TestContext, agent: Pick<TestAgent, 'publicKey' | 'privateKey'>, method: string, path: string, timestamp?: number) {
+  const ts = String(timestamp ?? unixSeconds(ctx.clock.now()));
+  return {
+    'X-Agent-Pubkey': agent.publicKey,
+    'X-Agent-Timestamp': ts,
+    'X-Agent-Signature': sign('sha256', requestPayload(method, path, ts), agent.privateKey).toString('base64'),
+  };
+}
+
+/** The platform app on a loopback port, reachable as PUBLIC_API_URL through the returned fetch. */
+export async function listenPlatform(ctx: TestContext): Promise<{ fetch: (request: Request) => Promise<Response>; close(): Promise<void> }> {
+  const server: Server = createServer(ctx.apps.platform);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const local = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    fetch: async (request) => {
+      const body = request.method === 'GET' || request.method === 'HEAD' ? undefined : await request.text();
+      return fetch(request.url.replace(PUBLIC_API_URL, local), { method: request.method, headers: request.headers, body });
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+export function clientFor(ctx: TestContext, agent: TestAgent, transport: { fetch: (request: Request) => Promise<Response> }): AgentClient {
+  return createAgentClient({
+    agentWalletKey: agent.agentWalletKey,
+    baseUrl: PUBLIC_API_URL,
+    fetch: transport.fetch,
+    now: () => ctx.clock.now().getTime(),
+  });
+}
+
+/** An x402-style USDC TransferWithAuthorization on Base. */
+export function usdcTransfer(from: string, value: string, overrides: { chainId?: number; verifyingContract?: string; to?: string } = {}) {
+  return {
+    domain: {
+      name: 'USD Coin',
+      version: '2',
+      chainId: overrides.chainId ?? 8453,
+      verifyingContract: overrides.verifyingContract ?? BASE_USDC,
+    },
+    types: {
+      EIP712Domain: [
+        { name: 'name', type: 'string' },
+        { name: 'version', type: 'string' },
+        { name: 'chainId', type: 'uint256' },
+        { name: 'verifyingContract', type: 'address' },
+      ],
+      TransferWithAuthorization: [
+        { name: 'from', type: 'address' },
+        { name: 'to', type: 'address' },
+        { name: 'value', type: 'uint256' },
+        { name: 'validAfter', type: 'uint256' },
+        { name: 'validBefore', type: 'uint256' },
+        { name: 'nonce', type: 'bytes32' },
+      ],
+    },
+    primary_type: 'TransferWithAuthorization',
+    message: {
+      from,
+      to: overrides.to ?? '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359',
+      value,
+      validAfter: '0',
+      validBefore: '1795000000',
+      nonce: '0x9c1f4e2a7b3d5f8e6a0c2b4d6f8e1a3c5b7d9f0e2a4c6e8b1d3f5a7c9e0b2d4f',
+    },
+  };
+}

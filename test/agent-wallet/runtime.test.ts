@@ -1,0 +1,303 @@
+/**
+ * The agent wallet runtime end to end: identity, policies, history, credit balance and
+ * policy-checked EIP-712 signing through the agent client, on a real listener.
+ */
+import { sign } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recoverTypedDataAddress, type Hex } from 'viem';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { AgentApiError, type AgentClient } from '../../src/client/agent.js';
+import { authorizationBytes } from '../../src/agent-wallet/protocol.js';
+import {
+  agentHeaders,
+  clientFor,
+  createAgent,
+  createWallet,
+  listenPlatform,
+  PUBLIC_API_URL,
+  usdcTransfer,
+  type TestAgent,
+  type TestWallet,
+} from './helpers.js';
+
+const SIGN = '/v1/agent-wallet/sign-typed-data';
+
+let ctx: TestContext;
+let transport: Awaited<ReturnType<typeof listenPlatform>>;
+let wallet: TestWallet;
+let agent: TestAgent;
+let client: AgentClient;
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  transport = await listenPlatform(ctx);
+  wallet = await createWallet(ctx, ctx.orgA, 'Payments');
+  agent = await createAgent(ctx, ctx.orgA, wallet.walletId, 'Shopper');
+  client = clientFor(ctx, agent, transport);
+});
+afterAll(async () => {
+  await transport?.close();
+  await ctx?.close();
+});
+
+function toViem(td: ReturnType<typeof usdcTransfer>) {
+  const { EIP712Domain: _domain, ...types } = td.types;
+  return {
+    domain: { ...td.domain, chainId: BigInt(td.domain.chainId), verifyingContract: td.domain.verifyingContract as Hex },
+    types,
+    primaryType: 'TransferWithAuthorization' as const,
+    message: {
+      ...td.message,
+      from: td.message.from as Hex,
+      to: td.message.to as Hex,
+      value: BigInt(td.message.value),
+      validAfter: BigInt(td.message.validAfter),
+      validBefore: BigInt(td.message.validBefore),
+      nonce: td.message.nonce as Hex,
+    },
+  };
+}
+
+describe('identity', () => {
+  it('returns the agent, its key, its wallet and the values authorization signatures need', async () => {
+    const identity = await client.identity();
+    expect(identity).toEqual({
+      agentId: agent.agentId,
+      name: 'Shopper',
+      publicKey: agent.publicKey,
+      keyQuorumId: agent.keyQuorumId,
+      walletId: wallet.walletId,
+      walletAddress: wallet.walletAddress,
+      providerWalletId: expect.stringMatching(/^[a-z0-9]{24}$/),
+      appId: ctx.orgA.orgId,
+      revoked: false,
+    });
+    expect(identity.walletAddress).toMatch(/^0x[0-9a-fA-F]{40}$/);
+  });
+});
+
+describe('policies', () => {
+  it('lists the default policy: USDC TransferWithAuthorization up to 5 USDC on Base and Base Sepolia', async () => {
+    const policies = await client.policies();
+    expect(policies).toHaveLength(1);
+    expect(policies[0]!.name).toBe('Default: USDC transfers up to 5 USDC');
+    expect(policies[0]!.rules.map((r) => [r.action, r.conditions.map((c) => c.value)])).toEqual([
+      ['ALLOW', [8453, '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', '5000000']],
+      ['ALLOW', [84532, '0x036CbD53842c5426634e7929541eC2318f3dCF7e', '5000000']],
+    ]);
+  });
+});
+
+describe('sign-typed-data: x402-style USDC TransferWithAuthorization', () => {
+  it('signs 2.5 USDC on Base; the signature recovers to the wallet address', async () => {
+    const td = usdcTransfer(wallet.walletAddress, '2500000');
+    const result = await client.signTypedData(td);
+    expect(result.walletAddress).toBe(wallet.walletAddress);
+    expect(result.signature).toMatch(/^0x[0-9a-f]{130}$/);
+    const recovered = await recoverTypedDataAddress({ ...toViem(td), signature: result.signature as Hex });
+    expect(recovered).toBe(wallet.walletAddress);
+  });
+
+  it('signs exactly 5 USDC on Base Sepolia (the limit is inclusive)', async () => {
+    const td = usdcTransfer(wallet.walletAddress, '5000000', { chainId: 84532, verifyingContract: '0x036cbd53842c5426634e7929541ec2318f3dcf7e' });
+    const result = await client.signTypedData(td);
+    expect(await recoverTypedDataAddress({ ...toViem(td), signature: result.signature as Hex })).toBe(wallet.walletAddress);
+  });
+
+  it('denies 5.000001 USDC with 403 saying no rule allows it, and records the denial', async () => {
+    const err = await client.signTypedData(usdcTransfer(wallet.walletAddress, '5000001')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AgentApiError);
+    expect(err).toMatchObject({ status: 403, code: 'FORBIDDEN', message: 'No policy rule allows this request' });
+    const [latest] = await client.history({ limit: 1 });
+    expect(latest).toMatchObject({
+      agentId: agent.agentId,
+      walletId: wallet.walletId,
+      type: 'sign_typed_data',
+      status: 'denied',
+      amount: '5000001',
+      asset: 'USDC',
+      chainId: 8453,
+      destination: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359',
+      failureMessage: 'No policy rule allows this request',
+      txHash: null,
+      explorerUrl: null,
+    });
+  });
+
+  it('denies USDC on a chain that is not configured, and a token that is not USDC', async () => {
+    await expect(client.signTypedData(usdcTransfer(wallet.walletAddress, '1', { chainId: 1 }))).rejects.toMatchObject({ status: 403 });
+    await expect(
+      client.signTypedData(usdcTransfer(wallet.walletAddress, '1', { verifyingContract: '0x1111111111111111111111111111111111111111' })),
+    ).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('names the DENY rule that refused a request', async () => {
+    const blocked = '0x000000000000000000000000000000000000dEaD';
+    const res = await ctx.admin.post(`/v1/wallets/${wallet.walletId}/policies`).send({
+      version: '1.0',
+      name: 'Blocklist',
+      chain_type: 'ethereum',
+      rules: [
+        {
+          name: 'Never pay the dead address',
+          method: '*',
+          action: 'DENY',
+          conditions: [{ field_source: 'ethereum_typed_data_message', field: 'to', operator: 'eq', value: blocked.toLowerCase() }],
+          typed_data: { primary_type: 'TransferWithAuthorization', types: { TransferWithAuthorization: usdcTransfer('0x0', '0').types.TransferWithAuthorization } },
+        },
+      ],
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    await expect(client.signTypedData(usdcTransfer(wallet.walletAddress, '1000', { to: blocked }))).rejects.toMatchObject({
+      status: 403,
+      message: "Denied by policy rule 'Never pay the dead address'",
+    });
+    // Still allowed for anyone else: DENY only wins where it matches.
+    await expect(client.signTypedData(usdcTransfer(wallet.walletAddress, '1000'))).resolves.toMatchObject({ walletAddress: wallet.walletAddress });
+    await ctx.admin.delete(`/v1/policies/${res.body.data.id}`).expect(200);
+  });
+
+  it('writes every attempt to the history, newest first', async () => {
+    const history = await client.history();
+    expect(history.length).toBeGreaterThanOrEqual(6);
+    expect(history.map((h) => h.status).slice(0, 3)).toEqual(['signed', 'denied', 'denied']);
+    const created = history.map((h) => h.createdAt);
+    expect([...created].sort().reverse()).toEqual(created);
+  });
+});
+
+describe('sign-typed-data: authorization signature and validation', () => {
+  const rawSign = (body: object, headersAt?: number) =>
+    ctx.platform.post(SIGN).set(agentHeaders(ctx, agent, 'POST', SIGN, headersAt)).send(body);
+
+  const authorize = (typedData: object, appId = ctx.orgA.orgId, url = `${PUBLIC_API_URL}${SIGN}`) =>
+    sign('sha256', authorizationBytes({ url, body: { typed_data: typedData }, appId }), agent.privateKey).toString('base64');
+
+  it('accepts a body whose authorization signature it can rebuild (key order does not matter: RFC 8785)', async () => {
+    const td = usdcTransfer(wallet.walletAddress, '10');
+    const reordered = { message: td.message, primary_type: td.primary_type, types: td.types, domain: td.domain };
+    const res = await rawSign({ signature: authorize(td), typed_data: reordered });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  });
+
+  it.each([
+    ['signed for another URL', () => authorize(usdcTransfer(wallet.walletAddress, '10'), ctx.orgA.orgId, `http://evil.test${SIGN}`)],
+    ['signed for another app id', () => authorize(usdcTransfer(wallet.walletAddress, '10'), 'ORG_other')],
+    ['signed over another body', () => authorize(usdcTransfer(wallet.walletAddress, '11'))],
+    ['not a DER signature', () => Buffer.alloc(64, 7).toString('base64')],
+  ])('refuses an authorization signature %s with 403 and records nothing', async (_label, signature) => {
+    const before = (await client.history({ limit: 200 })).length;
+    const res = await rawSign({ typed_data: usdcTransfer(wallet.walletAddress, '10'), signature: signature() });
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({
+      success: false,
+      message: 'Wallet authorization signature is invalid',
+      error: { code: 'FORBIDDEN', message: 'Wallet authorization signature is invalid' },
+    });
+    expect((await client.history({ limit: 200 })).length).toBe(before);
+  });
+
+  it('refuses an authorization signature by a key outside the agent quorum', async () => {
+    const other = await createAgent(ctx, ctx.orgA, wallet.walletId, 'Other');
+    const td = usdcTransfer(wallet.walletAddress, '10');
+    const signature = sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgA.orgId }), other.privateKey).toString('base64');
+    const res = await rawSign({ typed_data: td, signature });
+    expect(res.status).toBe(403);
+  });
+
+  it.each([
+    [
+      'value not a uint256',
+      (td: ReturnType<typeof usdcTransfer>) => ({ ...td, message: { ...td.message, value: '2.5' } }),
+      'typed_data.message.value: expected uint256 (JSON integer or decimal string)',
+    ],
+    [
+      'primary type not defined',
+      (td: ReturnType<typeof usdcTransfer>) => ({ ...td, primary_type: 'Permit' }),
+      "typed_data.types must define the primary type 'Permit'",
+    ],
+    [
+      'missing message field',
+      (td: ReturnType<typeof usdcTransfer>) => ({ ...td, message: { ...td.message, nonce: undefined } }),
+      "typed_data.message: missing field 'nonce' of TransferWithAuthorization",
+    ],
+    [
+      'address with a bad checksum',
+      (td: ReturnType<typeof usdcTransfer>) => ({ ...td, message: { ...td.message, to: '0xFB6916095ca1df60bB79Ce92cE3Ea74c37c5d359' } }),
+      'typed_data.message.to: mixed-case address fails its EIP-55 checksum',
+    ],
+  ])('answers 400 for invalid typed data (%s), after the authorization check, without history', async (_label, mutate, message) => {
+    const before = (await client.history({ limit: 200 })).length;
+    const td = JSON.parse(JSON.stringify(mutate(usdcTransfer(wallet.walletAddress, '10'))));
+    const res = await rawSign({ typed_data: td, signature: authorize(td) });
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    expect(res.body.error).toEqual({ code: 'VALIDATION_ERROR', message });
+    expect((await client.history({ limit: 200 })).length).toBe(before);
+  });
+
+  it('answers 400 for an unknown field in the body (closed objects)', async () => {
+    const td = usdcTransfer(wallet.walletAddress, '10');
+    const res = await rawSign({ typed_data: { ...td, chain: 'base' }, signature: authorize(td) });
+    expect(res.status).toBe(400);
+    expect(res.body.error.message).toContain('body.typed_data.chain');
+  });
+
+  it('answers 400 "No wallet is assigned to this agent" when the agent has no wallet', async () => {
+    const walletless = await createAgent(ctx, ctx.orgA, undefined, 'Walletless');
+    const td = usdcTransfer(wallet.walletAddress, '10');
+    const res = await ctx.platform
+      .post(SIGN)
+      .set(agentHeaders(ctx, walletless, 'POST', SIGN))
+      .send({ typed_data: td, signature: authorize(td) });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toEqual({ code: 'VALIDATION_ERROR', message: 'No wallet is assigned to this agent' });
+    // Reads never need a wallet.
+    const identity = await ctx.platform.get('/v1/agent-wallet').set(agentHeaders(ctx, walletless, 'GET', '/v1/agent-wallet'));
+    expect(identity.body.data).toMatchObject({ walletId: null, walletAddress: null, providerWalletId: null, appId: ctx.orgA.orgId });
+    for (const path of ['/v1/agent-wallet/policies', '/v1/agent-wallet/history']) {
+      const res = await ctx.platform.get(path).set(agentHeaders(ctx, walletless, 'GET', path));
+      expect(res.status).toBe(200);
+      expect(res.body.data).toEqual([]);
+    }
+  });
+});
+
+describe('history limit', () => {
+  it.each([[0], [201], [-1], ['abc']])('refuses limit=%s with 400', async (limit) => {
+    const path = '/v1/agent-wallet/history';
+    const res = await ctx.platform.get(path).query({ limit }).set(agentHeaders(ctx, agent, 'GET', path));
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('VALIDATION_ERROR');
+    expect(res.body.error.message).toContain('limit');
+  });
+
+  it('honours limit 1 and 200, defaults to 50', async () => {
+    const total = (await client.history({ limit: 200 })).length;
+    expect(await client.history({ limit: 1 })).toHaveLength(1);
+    expect((await client.history()).length).toBe(Math.min(total, 50));
+  });
+
+  it('returns at most 50 by default and 200 at most when there are more', async () => {
+    // 210 denied attempts straight through the service keep this fast.
+    const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'x', keyQuorumId: agent.keyQuorumId, publicKey: agent.publicKey, walletId: wallet.walletId };
+    const td = usdcTransfer(wallet.walletAddress, '9000000');
+    const body = { typed_data: td, signature: sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgA.orgId }), agent.privateKey).toString('base64') };
+    for (let i = 0; i < 210; i++) {
+      ctx.clock.advance(10);
+      await ctx.services.agentWallet.signTypedData(auth, body, `${PUBLIC_API_URL}${SIGN}`).catch(() => undefined);
+    }
+    expect(await client.history()).toHaveLength(50);
+    const all = await client.history({ limit: 200 });
+    expect(all).toHaveLength(200);
+    expect(all[0]!.createdAt >= all[199]!.createdAt).toBe(true);
+  });
+});
+
+describe('credit balance', () => {
+  it('is 0 USDC before any grant, then the sum of the ledger', async () => {
+    expect(await client.creditBalance()).toEqual({ balance: 0, unit: 'USDC' });
+    await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/credit`).send({ amount: 40_000_000, unit: 'USDC', reason: 'Welcome' }).expect(201);
+    await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/credit`).send({ amount: 2_500_000, unit: 'USDC' }).expect(201);
+    expect(await client.creditBalance()).toEqual({ balance: 42.5, unit: 'USDC' });
+  });
+});
