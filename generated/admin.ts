@@ -538,6 +538,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/telemetry-projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's telemetry projects
+         * @description Every project of the organization, oldest first.
+         */
+        get: operations["listTelemetryProjects"];
+        put?: never;
+        /**
+         * Create a telemetry project
+         * @description Creates a project exactly as `POST /v1/projects` of the telemetry API does: `slug` derived
+         *     from `name` (unique in the organization, `-2`, `-3`, … on collision), `environment`
+         *     default `production`, `sampleRate` 1, `dataRetentionDays` 30. At most 100 projects per
+         *     organization (`409 CONFLICT`).
+         */
+        post: operations["createTelemetryProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/telemetry-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's telemetry API keys
+         * @description Keys newest first, revoked ones included. The key itself is never returned again; `prefix` identifies it.
+         */
+        get: operations["listTelemetryKeys"];
+        put?: never;
+        /**
+         * Create a telemetry API key
+         * @description Creates a key `tk_` + base64url(32 random bytes) for one project of the organization. The
+         *     full key is in this response only: Kassa stores its SHA-256 hash and a short display
+         *     prefix. A project that is not the organization's is `404 NOT_FOUND`.
+         */
+        post: operations["createTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/telemetry-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a telemetry API key
+         * @description Revokes the key at once; telemetry requests with it answer `401 unauthorized`. Revoking a revoked key succeeds and changes nothing.
+         */
+        post: operations["revokeTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -959,6 +1041,90 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["PaymentLink"];
+        };
+        /** @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F */
+        TelemetryProjectId: string;
+        /** @example TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G */
+        TelemetryKeyId: string;
+        /** @enum {string} */
+        TelemetryEnvironment: "development" | "staging" | "production";
+        TelemetryProject: {
+            projectId: components["schemas"]["TelemetryProjectId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            slug: string;
+            environment: components["schemas"]["TelemetryEnvironment"];
+            description: string | null;
+            sampleRate: number;
+            dataRetentionDays: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        TelemetryProjectCreate: {
+            name: string;
+            /** @default production */
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            description?: string;
+        };
+        TelemetryProjectResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"];
+        };
+        TelemetryProjectListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"][];
+        };
+        TelemetryKeyCreate: {
+            /** @description A project of the organization (`PRJ_…`); any other value is `404 NOT_FOUND`. */
+            projectId: string;
+            name?: string;
+        };
+        TelemetryKey: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            /** @description First characters of the key, for recognising it. */
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+        };
+        TelemetryKeyCreated: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** @description The secret key. Shown once. */
+            key: string;
+        };
+        TelemetryKeyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryKey"];
+        };
+        TelemetryKeyCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryKeyCreated"];
+        };
+        TelemetryKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryKey"][];
         };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
@@ -2293,6 +2459,200 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listTelemetryProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's projects. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TelemetryProjectListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant",
+                 *       "environment": "production",
+                 *       "description": "Customer support chatbot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryProjectCreate"];
+            };
+        };
+        responses: {
+            /** @description The new project. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project created",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listTelemetryKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's telemetry keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TelemetryKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    createTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                 *       "name": "backend"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new key, with its secret value shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry API key created; store it now, it is not shown again",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "backend",
+                     *         "prefix": "tk_Jq3xv9L",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "revokedAt": null,
+                     *         "key": "tk_Jq3xv9Lw0aB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uV1w"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryKeyCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    revokeTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TelemetryKeyResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
