@@ -34,6 +34,12 @@ export interface OpenApiAppOptions {
   extraRoutes?: (router: Router) => void;
   readiness: () => Promise<void>;
   trustProxy?: boolean | string;
+  /**
+   * Lets an API turn a generic error into a more specific one before it is rendered (the
+   * telemetry API reports schema errors inside `traces[]` as `invalid_trace`, and those of
+   * `metric`/`interval`/`aggregation` as `invalid_metric`/…). Gets what was thrown and the request.
+   */
+  refineError?: (error: AppError, thrown: unknown, req: Request) => AppError;
 }
 
 declare module 'express-serve-static-core' {
@@ -141,6 +147,10 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   const routes = Router();
   for (const op of operations) {
+    // Handlers see declared header parameters under their documented names ('Idempotency-Key').
+    const headerNames = ((op.operation.parameters as Array<{ in: string; name: string }> | undefined) ?? [])
+      .filter((p) => p.in === 'header')
+      .map((p) => p.name);
     const handler = options.handlers[op.operationId];
     if (!handler) throw new Error(`${options.name}: no handler for operation ${op.operationId}`);
     routes[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
@@ -149,7 +159,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
         const result = await handler({
           params: req.params as never,
           query: req.query as never,
-          headers: req.headers as never,
+          headers: Object.fromEntries(headerNames.map((name) => [name, req.header(name)])) as never,
           body: req.body,
           auth: req.auth,
           requestId: req.requestId,
@@ -169,7 +179,9 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   app.use((thrown: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const { error, internal } = toAppError(thrown, (req as Request & { openapi?: { schema?: unknown } }).openapi?.schema);
+    const mapped = toAppError(thrown, (req as Request & { openapi?: { schema?: unknown } }).openapi?.schema);
+    const { internal } = mapped;
+    const error = options.refineError && !internal ? options.refineError(mapped.error, thrown, req) : mapped.error;
     const log = req.log ?? logger;
     if (internal) log.error({ err: thrown }, 'unhandled error');
     else if (error.status >= 500) log.warn({ err: thrown, code: error.code }, 'request failed');

@@ -1,0 +1,38 @@
+import type { components } from '../../generated/merchant.js';
+import { iso } from '../http/present.js';
+import type { Order } from '../orders/order.repository.js';
+import type { CheckoutSession } from './checkout-session.repository.js';
+
+type ApiCheckoutSession = components['schemas']['CheckoutSession'];
+
+export const hostedPageUrl = (publicBaseUrl: string, session: CheckoutSession) => `${publicBaseUrl}/checkout/${session.pageToken}`;
+
+export function presentCheckoutSession(
+  session: CheckoutSession,
+  order: Order | undefined,
+  options: { publicBaseUrl: string; payable: boolean },
+): ApiCheckoutSession {
+  return {
+    id: session.id,
+    status: session.status,
+    // Only a payable session has a URL: a buyer can never land on a closed checkout.
+    url: options.payable ? hostedPageUrl(options.publicBaseUrl, session) : null,
+    amount: session.amount,
+    currency: session.currency,
+    quantity: session.quantity,
+    provider: session.provider,
+    createdAt: iso(session.createdAt),
+    expiresAt: iso(session.expiresAt),
+    customerId: session.customerId,
+    customerEmail: session.customerEmail,
+    merchantReference: session.merchantReference,
+    metadata: session.metadata,
+    orderId: order?.id ?? null,
+    orderStatus: order?.status ?? null,
+    paymentLinkId: session.paymentLinkId,
+    productName: session.product.name,
+    pricing: session.pricing,
+    product: session.product,
+    lastError: session.lastError,
+  };
+}

@@ -1,0 +1,214 @@
+import type { Knex } from 'knex';
+import type { Rail } from '../orders/order.repository.js';
+
+export type SessionStatus = 'CREATED' | 'COMPLETE' | 'EXPIRED' | 'FAILED';
+
+/** What the session quotes, frozen at creation (later catalog edits never change it). */
+export interface PricingSnapshot {
+  amount: number;
+  billingInterval: 'DAY' | 'MONTH' | 'YEAR' | null;
+  billingIntervalCount: number;
+  currency: string;
+  flexibleAmount: boolean;
+  maxAmount: number | null;
+  minAmount: number | null;
+  pricingId: string | null;
+  pricingName: string;
+  pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
+}
+
+export interface ProductSnapshot {
+  description: string;
+  name: string;
+  productId: string | null;
+}
+
+export interface ProviderFailure {
+  code: string;
+  occurredAt: string;
+  operation: string;
+  requestId: string;
+}
+
+export interface CheckoutSession {
+  id: string;
+  orgId: string;
+  status: SessionStatus;
+  provider: Rail;
+  amount: number;
+  currency: string;
+  quantity: number;
+  pricing: PricingSnapshot;
+  product: ProductSnapshot;
+  customerId: string | null;
+  customerEmail: string | null;
+  merchantReference: string | null;
+  metadata: Record<string, string> | null;
+  successUrl: string | null;
+  cancelUrl: string | null;
+  paymentLinkId: string | null;
+  pageToken: string;
+  lastError: ProviderFailure | null;
+  expiresAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface IdempotencyRecord {
+  orgId: string;
+  key: string;
+  requestHash: string;
+  checkoutSessionId: string;
+  createdAt: Date;
+}
+
+interface SessionRow {
+  id: string;
+  org_id: string;
+  status: SessionStatus;
+  provider: Rail;
+  amount: number | string;
+  currency: string;
+  quantity: number;
+  pricing: PricingSnapshot;
+  product: ProductSnapshot;
+  price_id: string | null;
+  customer_id: string | null;
+  customer_email: string | null;
+  merchant_reference: string | null;
+  metadata: Record<string, string> | null;
+  success_url: string | null;
+  cancel_url: string | null;
+  payment_link_id: string | null;
+  page_token: string;
+  last_error: ProviderFailure | null;
+  expires_at: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toSession = (r: SessionRow): CheckoutSession => ({
+  id: r.id,
+  orgId: r.org_id,
+  status: r.status,
+  provider: r.provider,
+  amount: Number(r.amount),
+  currency: r.currency,
+  quantity: r.quantity,
+  pricing: r.pricing,
+  product: r.product,
+  customerId: r.customer_id,
+  customerEmail: r.customer_email,
+  merchantReference: r.merchant_reference,
+  metadata: r.metadata,
+  successUrl: r.success_url,
+  cancelUrl: r.cancel_url,
+  paymentLinkId: r.payment_link_id,
+  pageToken: r.page_token,
+  lastError: r.last_error,
+  expiresAt: new Date(r.expires_at),
+  createdAt: new Date(r.created_at),
+  updatedAt: new Date(r.updated_at),
+});
+
+const json = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
+
+export interface CheckoutSessionRepository {
+  insert(session: CheckoutSession): Promise<void>;
+  find(orgId: string, id: string): Promise<CheckoutSession | undefined>;
+  /** Locks the session row for the rest of the transaction (payment results and expiry serialize on it). */
+  findForUpdate(id: string): Promise<CheckoutSession | undefined>;
+  findByPageToken(token: string): Promise<CheckoutSession | undefined>;
+  update(session: CheckoutSession): Promise<void>;
+  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
+  expireDue(now: Date, limit: number): Promise<number>;
+  findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
+  /** Inserts the record unless the key exists; waits for a concurrent insert of the same key to settle. */
+  insertIdempotencyRecord(record: IdempotencyRecord): Promise<boolean>;
+  deleteIdempotencyRecordOlderThan(orgId: string, key: string, before: Date): Promise<void>;
+}
+
+export class KnexCheckoutSessionRepository implements CheckoutSessionRepository {
+  constructor(private readonly db: Knex) {}
+
+  async insert(s: CheckoutSession): Promise<void> {
+    await this.db('checkout_sessions').insert({
+      id: s.id,
+      org_id: s.orgId,
+      status: s.status,
+      provider: s.provider,
+      amount: s.amount,
+      currency: s.currency,
+      quantity: s.quantity,
+      pricing: json(s.pricing),
+      product: json(s.product),
+      price_id: s.pricing.pricingId,
+      customer_id: s.customerId,
+      customer_email: s.customerEmail,
+      merchant_reference: s.merchantReference,
+      metadata: json(s.metadata),
+      success_url: s.successUrl,
+      cancel_url: s.cancelUrl,
+      payment_link_id: s.paymentLinkId,
+      page_token: s.pageToken,
+      last_error: json(s.lastError),
+      expires_at: s.expiresAt,
+      created_at: s.createdAt,
+      updated_at: s.updatedAt,
+    });
+  }
+
+  async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {
+    const row = await this.db<SessionRow>('checkout_sessions').where({ org_id: orgId, id }).first();
+    return row ? toSession(row) : undefined;
+  }
+
+  async findForUpdate(id: string): Promise<CheckoutSession | undefined> {
+    const row = await this.db<SessionRow>('checkout_sessions').where({ id }).forUpdate().first();
+    return row ? toSession(row) : undefined;
+  }
+
+  async findByPageToken(token: string): Promise<CheckoutSession | undefined> {
+    const row = await this.db<SessionRow>('checkout_sessions').where({ page_token: token }).first();
+    return row ? toSession(row) : undefined;
+  }
+
+  async update(s: CheckoutSession): Promise<void> {
+    await this.db('checkout_sessions').where({ id: s.id }).update({
+      status: s.status,
+      customer_id: s.customerId,
+      customer_email: s.customerEmail,
+      last_error: json(s.lastError),
+      updated_at: s.updatedAt,
+    });
+  }
+
+  async expireDue(now: Date, limit: number): Promise<number> {
+    const result = await this.db.raw(
+      `UPDATE checkout_sessions SET status = 'EXPIRED', updated_at = ?
+       WHERE id IN (SELECT id FROM checkout_sessions WHERE status = 'CREATED' AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)`,
+      [now, now, limit],
+    );
+    return Number(result.rowCount ?? result.affectedRows ?? 0);
+  }
+
+  async findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const row = await this.db('idempotency_keys').where({ org_id: orgId, key }).first();
+    return row
+      ? { orgId: row.org_id, key: row.key, requestHash: row.request_hash, checkoutSessionId: row.checkout_session_id, createdAt: new Date(row.created_at) }
+      : undefined;
+  }
+
+  async insertIdempotencyRecord(r: IdempotencyRecord): Promise<boolean> {
+    const result = await this.db.raw(
+      `INSERT INTO idempotency_keys (org_id, key, request_hash, checkout_session_id, created_at)
+       VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, key) DO NOTHING RETURNING key`,
+      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt],
+    );
+    return (result.rows as unknown[]).length === 1;
+  }
+
+  async deleteIdempotencyRecordOlderThan(orgId: string, key: string, before: Date): Promise<void> {
+    await this.db('idempotency_keys').where({ org_id: orgId, key }).andWhere('created_at', '<', before).delete();
+  }
+}

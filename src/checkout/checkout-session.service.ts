@@ -1,0 +1,345 @@
+/**
+ * Checkout sessions: idempotent creation, reads, expiry (by request, by sweeper, on read), the
+ * hosted page's payment, and sessions opened from payment links.
+ */
+import canonicalize from 'canonicalize';
+import type { components } from '../../generated/merchant.js';
+import type { Clock } from '../kernel/clock.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import { STABLECOINS } from '../kernel/money.js';
+import { sha256Hex } from '../kernel/secrets.js';
+import { AppError, conflict, notFound, validationError } from '../http/errors.js';
+import { OrgService } from '../orgs/orgs.service.js';
+import type { CatalogService } from '../catalog/catalog.service.js';
+import type { CommerceUnitOfWork } from '../orders/stores.js';
+import type { OrderService } from '../orders/order.service.js';
+import type { Order } from '../orders/order.repository.js';
+import type { CardDetails, CardProcessor } from './card-processor.js';
+import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from './checkout-session.repository.js';
+
+export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
+
+/** Idempotency keys are remembered this long; after that the same key starts a new checkout. */
+export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+const CARD_EXPIRES_IN = { min: 1800, max: 86400 };
+const DEFAULT_EXPIRES_IN = 3600;
+/** Limits of payment-link query parameters, the same as a session's `metadata`. */
+const METADATA_LIMITS = { pairs: 50, keyLength: 40, valueLength: 500 };
+const MAX_REFERENCE_BYTES = 255;
+
+export type PaymentAttempt =
+  | { kind: 'paid' | 'pending'; session: CheckoutSession; order: Order }
+  | { kind: 'declined'; session: CheckoutSession; message: string }
+  | { kind: 'not_payable'; session: CheckoutSession };
+
+export class CheckoutSessionService {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly orgs: OrgService,
+    private readonly catalog: CatalogService,
+    private readonly orders: OrderService,
+    private readonly processor: CardProcessor,
+    private readonly clock: Clock,
+  ) {}
+
+  isPayable(session: CheckoutSession): boolean {
+    return session.status === 'CREATED' && session.expiresAt.getTime() > this.clock.now().getTime();
+  }
+
+  /**
+   * Creates a session once per (organization, Idempotency-Key). Concurrent retries race on the
+   * key's primary key in PostgreSQL: one inserts, the others wait for it to commit and replay it.
+   * Nothing is stored before validation passes, so a failed creation never blocks a retry.
+   */
+  async create(orgId: string, idempotencyKey: string, body: CheckoutSessionCreate): Promise<{ session: CheckoutSession; replayed: boolean }> {
+    const now = this.clock.now();
+    const requestHash = sha256Hex(canonicalize(body) ?? '');
+    const stores = this.uow.stores;
+    await stores.sessions.deleteIdempotencyRecordOlderThan(orgId, idempotencyKey, new Date(now.getTime() - IDEMPOTENCY_TTL_MS));
+    const existing = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+    if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
+
+    const session = await this.build(orgId, body, now);
+    const created = await this.uow.transaction(async (tx) => {
+      const claimed = await tx.sessions.insertIdempotencyRecord({ orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now });
+      if (!claimed) return false;
+      await tx.sessions.insert(session);
+      return true;
+    });
+    if (created) return { session, replayed: false };
+    const winner = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+    if (!winner) throw new AppError('SERVICE_UNAVAILABLE', 'Concurrent creation with this Idempotency-Key did not settle; retry with the same key');
+    return { session: await this.replay(winner, requestHash), replayed: true };
+  }
+
+  private async replay(record: IdempotencyRecord, requestHash: string): Promise<CheckoutSession> {
+    if (record.requestHash !== requestHash) {
+      throw new AppError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with different parameters; use a new key for a new checkout');
+    }
+    const session = await this.get(record.orgId, record.checkoutSessionId);
+    if (!this.isPayable(session)) {
+      throw conflict(`The checkout session created with this Idempotency-Key can no longer be paid (status ${session.status}); use a new key to start a new checkout`);
+    }
+    return session;
+  }
+
+  private async build(orgId: string, body: CheckoutSessionCreate, now: Date): Promise<CheckoutSession> {
+    const provider = body.provider ?? 'STRIPE';
+    if (provider === 'CRYPTO') {
+      throw new AppError('NOT_IMPLEMENTED', 'Crypto checkout (provider CRYPTO) is not available in this build yet');
+    }
+    const refusal = OrgService.cardCheckoutRefusal(await this.orgs.getOrganization(orgId));
+    if (refusal) throw refusal;
+    const expiresIn = body.expiresIn ?? DEFAULT_EXPIRES_IN;
+    if (expiresIn < CARD_EXPIRES_IN.min || expiresIn > CARD_EXPIRES_IN.max) {
+      throw validationError(`body.expiresIn must be between ${CARD_EXPIRES_IN.min} and ${CARD_EXPIRES_IN.max} seconds for card checkout`);
+    }
+    const { pricing, product } = await this.resolvePurchase(orgId, body, provider);
+    const quantity = body.quantity ?? 1;
+    const amount = pricing.amount * quantity;
+    if (!Number.isSafeInteger(amount)) throw validationError('The amount times quantity exceeds the largest supported amount (2^53 - 1 minor units)');
+
+    let customerId: string | null = null;
+    let customerEmail: string | null = body.customerEmail?.trim() ?? null;
+    if (body.customerId) {
+      const customer = await this.uow.stores.customers.find(orgId, body.customerId);
+      if (!customer) throw validationError(`body.customerId ${body.customerId} is not a customer of this organization`);
+      customerId = customer.id;
+      customerEmail = customer.email;
+    }
+
+    return {
+      id: newId('CS'),
+      orgId,
+      status: 'CREATED',
+      provider,
+      amount,
+      currency: pricing.currency,
+      quantity,
+      pricing,
+      product,
+      customerId,
+      customerEmail,
+      merchantReference: body.merchantReference ?? null,
+      metadata: body.metadata ?? null,
+      successUrl: body.successUrl ?? null,
+      cancelUrl: body.cancelUrl ?? null,
+      paymentLinkId: null,
+      pageToken: randomToken(32),
+      lastError: null,
+      expiresAt: new Date(now.getTime() + expiresIn * 1000),
+      createdAt: now,
+      updatedAt: now,
+    };
+  }
+
+  private async resolvePurchase(
+    orgId: string,
+    body: CheckoutSessionCreate,
+    provider: 'STRIPE' | 'CRYPTO',
+  ): Promise<{ pricing: PricingSnapshot; product: ProductSnapshot }> {
+    if (body.pricingId) {
+      const found = await this.catalog.findPrice(orgId, body.pricingId);
+      if (!found || !found.price.active) throw validationError(`body.pricingId ${body.pricingId} is not an active price of this organization`);
+      const { price, product } = found;
+      if (product.status === 'ARCHIVED') throw validationError(`body.pricingId ${price.id} belongs to an archived product`);
+      if (price.provider !== provider) throw validationError(`body.pricingId ${price.id} is a ${price.provider} price; it cannot be sold on the ${provider} rail`);
+      if (price.flexibleAmount) {
+        throw validationError(`body.pricingId ${price.id} has a flexible amount; pass pricingData with the amount instead`);
+      }
+      return {
+        pricing: {
+          amount: price.amount,
+          billingInterval: price.billingInterval,
+          billingIntervalCount: price.billingIntervalCount,
+          currency: price.currency,
+          flexibleAmount: false,
+          maxAmount: price.maxAmount,
+          minAmount: price.minAmount,
+          pricingId: price.id,
+          pricingName: price.pricingName,
+          pricingType: price.pricingType,
+        },
+        product: { productId: product.id, name: product.name, description: product.description ?? '' },
+      };
+    }
+    const data = body.pricingData!;
+    const currency = data.currency.toUpperCase();
+    if (provider === 'STRIPE' && STABLECOINS.has(currency)) {
+      throw validationError(`body.pricingData.currency ${currency} is a crypto currency; use provider CRYPTO or a fiat currency for card checkout`);
+    }
+    let product: ProductSnapshot;
+    if (data.productId) {
+      const found = await this.catalog.findProduct(orgId, data.productId);
+      if (!found) throw validationError(`body.pricingData.productId ${data.productId} is not a product of this organization`);
+      if (found.status === 'ARCHIVED') throw validationError(`body.pricingData.productId ${found.id} is archived`);
+      product = { productId: found.id, name: found.name, description: found.description ?? '' };
+    } else {
+      const name = data.productData!.name.trim();
+      if (name.length < 1 || name.length > 255) throw validationError('body.pricingData.productData.name must be 1-255 characters after trimming whitespace');
+      product = { productId: null, name, description: data.productData!.description ?? '' };
+    }
+    const subscription = data.pricingType === 'SUBSCRIPTION';
+    return {
+      pricing: {
+        amount: data.amount,
+        billingInterval: subscription ? (data.billingInterval ?? null) : null,
+        billingIntervalCount: subscription ? (data.billingIntervalCount ?? 1) : 1,
+        currency,
+        flexibleAmount: false,
+        maxAmount: null,
+        minAmount: null,
+        pricingId: null,
+        pricingName: data.pricingName ?? product.name,
+        pricingType: subscription ? 'SUBSCRIPTION' : 'ONE_TIME',
+      },
+      product,
+    };
+  }
+
+  /** A session of the organization, moved to EXPIRED first when its expiry has passed. */
+  async get(orgId: string, id: string): Promise<CheckoutSession> {
+    const session = await this.uow.stores.sessions.find(orgId, id);
+    if (!session) throw notFound('Checkout session');
+    return this.expireIfDue(session);
+  }
+
+  private async expireIfDue(session: CheckoutSession): Promise<CheckoutSession> {
+    if (session.status !== 'CREATED' || session.expiresAt.getTime() > this.clock.now().getTime()) return session;
+    return this.uow.transaction(async (tx) => {
+      const locked = (await tx.sessions.findForUpdate(session.id))!;
+      if (locked.status !== 'CREATED') return locked;
+      const expired = { ...locked, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
+      await tx.sessions.update(expired);
+      return expired;
+    });
+  }
+
+  /** CREATED → EXPIRED; EXPIRED stays EXPIRED (success); COMPLETE and FAILED → 409. */
+  async expire(orgId: string, id: string): Promise<CheckoutSession> {
+    return this.uow.transaction(async (tx) => {
+      const found = await tx.sessions.find(orgId, id);
+      if (!found) throw notFound('Checkout session');
+      const session = (await tx.sessions.findForUpdate(found.id))!;
+      if (session.status === 'EXPIRED') return session;
+      if (session.status !== 'CREATED') throw conflict(`A ${session.status} checkout session cannot be expired`);
+      const expired = { ...session, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
+      await tx.sessions.update(expired);
+      return expired;
+    });
+  }
+
+  /** Worker pass: sessions whose expiry has passed become EXPIRED even if nobody reads them. */
+  expireDue(limit = 500): Promise<number> {
+    return this.uow.stores.sessions.expireDue(this.clock.now(), limit);
+  }
+
+  orderOf(session: CheckoutSession): Promise<Order | undefined> {
+    return this.orders.findBySession(session.id);
+  }
+
+  // ---- hosted page ----
+
+  async findByPageToken(token: string): Promise<CheckoutSession | undefined> {
+    const session = await this.uow.stores.sessions.findByPageToken(token);
+    return session ? this.expireIfDue(session) : undefined;
+  }
+
+  /** The Pay button. Declines leave the session payable with `lastError` recorded. */
+  async pay(token: string, input: { email?: string; card: CardDetails }): Promise<PaymentAttempt> {
+    const session = await this.findByPageToken(token);
+    if (!session) throw notFound('Checkout session');
+    if (!this.isPayable(session)) return { kind: 'not_payable', session };
+    const email = session.customerEmail ?? input.email?.trim();
+    if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
+      return { kind: 'declined', session, message: 'Enter a valid e-mail address.' };
+    }
+    const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: session.amount, currency: session.currency, card: input.card });
+    if (result.status === 'declined') {
+      const failed = {
+        ...session,
+        lastError: { code: result.code, occurredAt: this.clock.now().toISOString(), operation: 'charge', requestId: result.requestId },
+        updatedAt: this.clock.now(),
+      };
+      await this.uow.stores.sessions.update(failed);
+      return { kind: 'declined', session: failed, message: result.message };
+    }
+    if (result.status === 'already_accepted') {
+      const current = (await this.findByPageToken(token))!;
+      return { kind: 'not_payable', session: current };
+    }
+    const order = await this.orders.applyPaymentResult({
+      checkoutSessionId: session.id,
+      outcome: result.status === 'succeeded' ? 'succeeded' : 'pending',
+      processorPaymentId: result.paymentId,
+      customerEmail: email,
+    });
+    const updated = (await this.findByPageToken(token))!;
+    return { kind: order.status === 'PAID' ? 'paid' : 'pending', session: updated, order };
+  }
+
+  /**
+   * Opens a checkout for a payment link. Query parameters become the attempt's `metadata` (same
+   * limits as the API's); `merchant_reference` / `merchantReference` is also promoted to
+   * `merchantReference` and stays in metadata. They are untrusted: they never change the price.
+   */
+  async startFromPaymentLink(linkToken: string, query: Record<string, unknown>): Promise<CheckoutSession> {
+    const found = await this.catalog.findPaymentLinkByToken(linkToken);
+    if (!found) throw notFound('Payment link');
+    const { link, price, product } = found;
+    if (!link.isActive) throw new AppError('NOT_FOUND', 'This payment link is no longer active');
+    const metadata: Record<string, string> = {};
+    for (const [key, raw] of Object.entries(query)) {
+      if (typeof raw !== 'string') throw validationError(`Query parameter "${key}" must appear once with a plain value`);
+      if (key.length < 1 || key.length > METADATA_LIMITS.keyLength || /[[\]]/.test(key)) throw validationError(`Query parameter name "${key}" is not allowed (1-40 characters, no [ or ])`);
+      if (raw.length > METADATA_LIMITS.valueLength) throw validationError(`Query parameter "${key}" is longer than ${METADATA_LIMITS.valueLength} characters`);
+      metadata[key] = raw;
+    }
+    if (Object.keys(metadata).length > METADATA_LIMITS.pairs) throw validationError(`At most ${METADATA_LIMITS.pairs} query parameters are kept`);
+    const merchantReference = metadata.merchant_reference ?? metadata.merchantReference ?? null;
+    if (merchantReference !== null && Buffer.byteLength(merchantReference) > MAX_REFERENCE_BYTES) {
+      throw validationError(`merchant_reference must be at most ${MAX_REFERENCE_BYTES} bytes`);
+    }
+    const refusal = OrgService.cardCheckoutRefusal(await this.orgs.getOrganization(link.orgId));
+    if (price.provider === 'STRIPE' && refusal) throw refusal;
+    if (price.provider === 'CRYPTO') throw new AppError('NOT_IMPLEMENTED', 'Crypto payment links are not available in this build yet');
+    if (price.flexibleAmount) throw new AppError('NOT_IMPLEMENTED', 'Flexible-amount payment links are not available in this build yet');
+    const now = this.clock.now();
+    const session: CheckoutSession = {
+      id: newId('CS'),
+      orgId: link.orgId,
+      status: 'CREATED',
+      provider: price.provider,
+      amount: price.amount,
+      currency: price.currency,
+      quantity: 1,
+      pricing: {
+        amount: price.amount,
+        billingInterval: price.billingInterval,
+        billingIntervalCount: price.billingIntervalCount,
+        currency: price.currency,
+        flexibleAmount: price.flexibleAmount,
+        maxAmount: price.maxAmount,
+        minAmount: price.minAmount,
+        pricingId: price.id,
+        pricingName: price.pricingName,
+        pricingType: price.pricingType,
+      },
+      product: { productId: product.id, name: product.name, description: product.description ?? '' },
+      customerId: null,
+      customerEmail: null,
+      merchantReference,
+      metadata: Object.keys(metadata).length > 0 ? metadata : null,
+      successUrl: null,
+      cancelUrl: null,
+      paymentLinkId: link.id,
+      pageToken: randomToken(32),
+      lastError: null,
+      expiresAt: new Date(now.getTime() + DEFAULT_EXPIRES_IN * 1000),
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.uow.stores.sessions.insert(session);
+    return session;
+  }
+}

@@ -1,0 +1,69 @@
+import type { Knex } from 'knex';
+
+export interface Customer {
+  id: string;
+  orgId: string;
+  email: string;
+  createdAt: Date;
+}
+
+interface CustomerRow {
+  id: string;
+  org_id: string;
+  email: string;
+  created_at: Date;
+}
+
+const toCustomer = (row: CustomerRow): Customer => ({ id: row.id, orgId: row.org_id, email: row.email, createdAt: new Date(row.created_at) });
+
+export interface CustomerRepository {
+  /** The organization's customer with this e-mail (any case), created when missing; race-safe. */
+  findOrCreateByEmail(candidate: Customer): Promise<Customer>;
+  find(orgId: string, id: string): Promise<Customer | undefined>;
+  /** Customers that have at least one order, newest first. */
+  listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }): Promise<{ records: Customer[]; total: number }>;
+  findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
+}
+
+export class KnexCustomerRepository implements CustomerRepository {
+  constructor(private readonly db: Knex) {}
+
+  async findOrCreateByEmail(candidate: Customer): Promise<Customer> {
+    // DO UPDATE (a no-op write) rather than DO NOTHING so RETURNING yields the existing row too.
+    const result = await this.db.raw(
+      `INSERT INTO customers (id, org_id, email, created_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (org_id, lower(email)) DO UPDATE SET email = customers.email
+       RETURNING *`,
+      [candidate.id, candidate.orgId, candidate.email, candidate.createdAt],
+    );
+    return toCustomer(result.rows[0] as CustomerRow);
+  }
+
+  async find(orgId: string, id: string): Promise<Customer | undefined> {
+    const row = await this.db<CustomerRow>('customers').where({ org_id: orgId, id }).first();
+    return row ? toCustomer(row) : undefined;
+  }
+
+  private withOrders(orgId: string, email?: string) {
+    const query = this.db<CustomerRow>('customers as c')
+      .where('c.org_id', orgId)
+      .whereExists((sub) => sub.select(this.db.raw('1')).from('orders as o').whereRaw('o.customer_id = c.id').andWhere('o.org_id', orgId));
+    if (email) query.whereRaw('lower(c.email) = lower(?)', [email]);
+    return query;
+  }
+
+  async listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }) {
+    const rows = await this.withOrders(orgId, filter.email)
+      .select('c.*')
+      .orderBy([{ column: 'c.created_at', order: 'desc' }, { column: 'c.id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    const counted = await this.withOrders(orgId, filter.email).count<{ count: number }[]>({ count: '*' }).first();
+    return { records: (rows as CustomerRow[]).map(toCustomer), total: Number(counted?.count ?? 0) };
+  }
+
+  async findWithOrders(orgId: string, id: string): Promise<Customer | undefined> {
+    const row = await this.withOrders(orgId).andWhere('c.id', id).select('c.*').first();
+    return row ? toCustomer(row as CustomerRow) : undefined;
+  }
+}

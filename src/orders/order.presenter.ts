@@ -1,0 +1,76 @@
+/** Domain Order → the merchant API's Order and the webhook's `data.order`. */
+import type { components } from '../../generated/merchant.js';
+import { toDisplayAmount } from '../kernel/money.js';
+import { iso } from '../http/present.js';
+import type { Order, OrderStatus } from './order.repository.js';
+
+type ApiOrder = components['schemas']['Order'];
+type WebhookOrder = components['schemas']['WebhookOrder'];
+
+export const DISPLAY_STATUS: Record<OrderStatus, ApiOrder['displayStatus']> = {
+  PENDING: 'Pending',
+  PAID: 'Paid',
+  FAILED: 'Failed',
+  REFUNDED: 'Refunded',
+  UNDERPAID: 'Underpaid',
+};
+
+export function presentOrder(order: Order, now: Date): ApiOrder {
+  const out: ApiOrder = {
+    orderId: order.id,
+    id: order.id,
+    orgId: order.orgId,
+    status: order.status,
+    displayStatus: DISPLAY_STATUS[order.status],
+    amount: toDisplayAmount(order.amountCents, order.currency),
+    amountCents: order.amountCents,
+    amountRefunded: toDisplayAmount(order.amountRefundedCents, order.currency),
+    amountRefundedCents: order.amountRefundedCents,
+    currency: order.currency,
+    refunded: order.status === 'REFUNDED',
+    disputed: order.disputed,
+    customerId: order.customerId,
+    customerEmail: order.customerEmail,
+    provider: order.provider,
+    createdAt: iso(order.createdAt),
+    updatedAt: iso(order.updatedAt),
+  };
+  // Card orders only: the settlement lifecycle of a paid card payment.
+  if (order.provider === 'STRIPE' && order.settledAvailableOn) {
+    out.fundsSettled = now.getTime() >= order.settledAvailableOn.getTime();
+    out.settledAvailableOn = iso(order.settledAvailableOn);
+  }
+  if (order.chain) out.chain = order.chain;
+  if (order.fromAddress) out.fromAddress = order.fromAddress;
+  if (order.txHash) out.txHash = order.txHash;
+  if (order.productId) out.productId = order.productId;
+  if (order.productName) out.productName = order.productName;
+  if (order.paymentLinkId) out.paymentLinkId = order.paymentLinkId;
+  if (order.checkoutSessionId) out.checkoutSessionId = order.checkoutSessionId;
+  if (order.subscriptionId) out.subscriptionId = order.subscriptionId;
+  if (order.originalOrderId) out.originalOrderId = order.originalOrderId;
+  if (order.merchantReference !== null) out.merchantReference = order.merchantReference;
+  if (order.merchantMetadata) out.merchantMetadata = order.merchantMetadata;
+  if (order.note !== null) out.note = order.note;
+  return out;
+}
+
+export function presentWebhookOrder(order: Order): WebhookOrder {
+  const out: WebhookOrder = {
+    orderId: order.id,
+    orgId: order.orgId,
+    merchantReference: order.merchantReference,
+    merchantMetadata: order.merchantMetadata,
+    status: order.status,
+    provider: order.provider,
+    amountCents: order.amountCents,
+    currency: order.currency.toLowerCase(),
+    paymentLinkId: order.paymentLinkId,
+    originalOrderId: order.originalOrderId,
+    providerSubscriptionId: null,
+    createdAt: iso(order.createdAt),
+    updatedAt: iso(order.updatedAt),
+  };
+  if (order.productName) out.product = { id: order.productId, name: order.productName };
+  return out;
+}

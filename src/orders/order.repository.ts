@@ -1,0 +1,198 @@
+import type { Knex } from 'knex';
+
+export type OrderStatus = 'PENDING' | 'PAID' | 'FAILED' | 'REFUNDED' | 'UNDERPAID';
+export type Rail = 'STRIPE' | 'CRYPTO';
+
+export interface Order {
+  id: string;
+  orgId: string;
+  status: OrderStatus;
+  provider: Rail;
+  amountCents: number;
+  amountRefundedCents: number;
+  currency: string;
+  customerId: string;
+  customerEmail: string;
+  productId: string | null;
+  productName: string | null;
+  paymentLinkId: string | null;
+  checkoutSessionId: string | null;
+  subscriptionId: string | null;
+  originalOrderId: string | null;
+  merchantReference: string | null;
+  merchantMetadata: Record<string, string> | null;
+  note: string | null;
+  disputed: boolean;
+  settledAvailableOn: Date | null;
+  chain: string | null;
+  fromAddress: string | null;
+  txHash: string | null;
+  processorPaymentId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface OrderFilter {
+  status?: OrderStatus;
+  customerId?: string;
+  subscriptionId?: string;
+  merchantReference?: string;
+  productId?: string;
+  provider?: Rail;
+  fromAddress?: string;
+  createdFrom?: Date;
+  createdBefore?: Date;
+}
+
+interface OrderRow {
+  id: string;
+  org_id: string;
+  status: OrderStatus;
+  provider: Rail;
+  amount_cents: number | string;
+  amount_refunded_cents: number | string;
+  currency: string;
+  customer_id: string;
+  customer_email: string;
+  product_id: string | null;
+  product_name: string | null;
+  payment_link_id: string | null;
+  checkout_session_id: string | null;
+  subscription_id: string | null;
+  original_order_id: string | null;
+  merchant_reference: string | null;
+  merchant_metadata: Record<string, string> | null;
+  note: string | null;
+  disputed: boolean;
+  settled_available_on: Date | null;
+  chain: string | null;
+  from_address: string | null;
+  tx_hash: string | null;
+  processor_payment_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const toOrder = (r: OrderRow): Order => ({
+  id: r.id,
+  orgId: r.org_id,
+  status: r.status,
+  provider: r.provider,
+  amountCents: Number(r.amount_cents),
+  amountRefundedCents: Number(r.amount_refunded_cents),
+  currency: r.currency,
+  customerId: r.customer_id,
+  customerEmail: r.customer_email,
+  productId: r.product_id,
+  productName: r.product_name,
+  paymentLinkId: r.payment_link_id,
+  checkoutSessionId: r.checkout_session_id,
+  subscriptionId: r.subscription_id,
+  originalOrderId: r.original_order_id,
+  merchantReference: r.merchant_reference,
+  merchantMetadata: r.merchant_metadata,
+  note: r.note,
+  disputed: r.disputed,
+  settledAvailableOn: r.settled_available_on ? new Date(r.settled_available_on) : null,
+  chain: r.chain,
+  fromAddress: r.from_address,
+  txHash: r.tx_hash,
+  processorPaymentId: r.processor_payment_id,
+  createdAt: new Date(r.created_at),
+  updatedAt: new Date(r.updated_at),
+});
+
+const toRow = (o: Order): OrderRow => ({
+  id: o.id,
+  org_id: o.orgId,
+  status: o.status,
+  provider: o.provider,
+  amount_cents: o.amountCents,
+  amount_refunded_cents: o.amountRefundedCents,
+  currency: o.currency,
+  customer_id: o.customerId,
+  customer_email: o.customerEmail,
+  product_id: o.productId,
+  product_name: o.productName,
+  payment_link_id: o.paymentLinkId,
+  checkout_session_id: o.checkoutSessionId,
+  subscription_id: o.subscriptionId,
+  original_order_id: o.originalOrderId,
+  merchant_reference: o.merchantReference,
+  merchant_metadata: o.merchantMetadata,
+  note: o.note,
+  disputed: o.disputed,
+  settled_available_on: o.settledAvailableOn,
+  chain: o.chain,
+  from_address: o.fromAddress,
+  tx_hash: o.txHash,
+  processor_payment_id: o.processorPaymentId,
+  created_at: o.createdAt,
+  updated_at: o.updatedAt,
+});
+
+/** `%` and `_` in a user's search text match themselves. */
+export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+export interface OrderRepository {
+  insert(order: Order): Promise<void>;
+  find(orgId: string, id: string): Promise<Order | undefined>;
+  /** Locks the order row for the rest of the transaction. */
+  findForUpdate(orgId: string, id: string): Promise<Order | undefined>;
+  findBySession(checkoutSessionId: string): Promise<Order | undefined>;
+  update(order: Order): Promise<void>;
+  list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
+}
+
+export class KnexOrderRepository implements OrderRepository {
+  constructor(private readonly db: Knex) {}
+
+  async insert(order: Order): Promise<void> {
+    await this.db('orders').insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+  }
+
+  async find(orgId: string, id: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ org_id: orgId, id }).first();
+    return row ? toOrder(row) : undefined;
+  }
+
+  async findForUpdate(orgId: string, id: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ org_id: orgId, id }).forUpdate().first();
+    return row ? toOrder(row) : undefined;
+  }
+
+  async findBySession(checkoutSessionId: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ checkout_session_id: checkoutSessionId }).first();
+    return row ? toOrder(row) : undefined;
+  }
+
+  async update(order: Order): Promise<void> {
+    const { id, org_id, created_at, ...changes } = toRow(order);
+    await this.db('orders')
+      .where({ id, org_id })
+      .update({ ...changes, merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+  }
+
+  private filtered(orgId: string, f: OrderFilter) {
+    const q = this.db<OrderRow>('orders').where({ org_id: orgId });
+    if (f.status) q.andWhere('status', f.status);
+    if (f.customerId) q.andWhere('customer_id', f.customerId);
+    if (f.subscriptionId) q.andWhere('subscription_id', f.subscriptionId);
+    if (f.productId) q.andWhere('product_id', f.productId);
+    if (f.provider) q.andWhere('provider', f.provider);
+    if (f.fromAddress) q.andWhereRaw('lower(from_address) = lower(?)', [f.fromAddress]);
+    if (f.merchantReference) q.andWhereRaw("merchant_reference ILIKE ? ESCAPE '\\'", [`%${escapeLike(f.merchantReference)}%`]);
+    if (f.createdFrom) q.andWhere('created_at', '>=', f.createdFrom);
+    if (f.createdBefore) q.andWhere('created_at', '<', f.createdBefore);
+    return q;
+  }
+
+  async list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }) {
+    const rows = await this.filtered(orgId, filter)
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    const counted = await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
+    return { records: rows.map(toOrder), total: Number(counted?.count ?? 0) };
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * Orders: the one idempotent path that applies payment results (used by the hosted page, the
+ * sandbox processor's settlement, and any real processor's webhook), refunds, and reads.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { newId } from '../kernel/ids.js';
+import { conflict, notFound, validationError } from '../http/errors.js';
+import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
+import type { CommerceStores, CommerceUnitOfWork } from './stores.js';
+import type { Order, OrderFilter } from './order.repository.js';
+import { presentWebhookOrder } from './order.presenter.js';
+
+export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
+
+export interface PaymentResult {
+  checkoutSessionId: string;
+  outcome: PaymentOutcome;
+  processorPaymentId: string;
+  /** The buyer's e-mail when the session did not carry one. */
+  customerEmail?: string;
+}
+
+/** A paid card payment becomes available for payout two days later (sandbox schedule). */
+const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
+
+export class OrderService {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * Applies one payment result. Safe to call any number of times, in any order: the session row
+   * is locked, there is at most one order per session, and a PAID or REFUNDED order never moves
+   * back (a late `pending` or `failed` after `succeeded` changes nothing).
+   */
+  applyPaymentResult(result: PaymentResult): Promise<Order> {
+    return this.uow.transaction(async (stores) => {
+      const session = await stores.sessions.findForUpdate(result.checkoutSessionId);
+      if (!session) throw notFound('Checkout session');
+      return this.applyLocked(stores, session, result);
+    });
+  }
+
+  private async applyLocked(stores: CommerceStores, session: CheckoutSession, result: PaymentResult): Promise<Order> {
+    const now = this.clock.now();
+    const existing = await stores.orders.findBySession(session.id);
+    if (!existing) {
+      if (result.outcome === 'failed') {
+        throw new Error('a failed payment without an accepted one has no order; record it as the session lastError');
+      }
+      const customer = session.customerId
+        ? await stores.customers.find(session.orgId, session.customerId)
+        : await stores.customers.findOrCreateByEmail({
+            id: newId('CUS'),
+            orgId: session.orgId,
+            email: (session.customerEmail ?? result.customerEmail ?? '').trim(),
+            createdAt: now,
+          });
+      if (!customer || !customer.email) throw validationError('An e-mail address is required to pay');
+      const paid = result.outcome === 'succeeded';
+      const order: Order = {
+        id: newId('ORD'),
+        orgId: session.orgId,
+        status: paid ? 'PAID' : 'PENDING',
+        provider: session.provider,
+        amountCents: session.amount,
+        amountRefundedCents: 0,
+        currency: session.currency,
+        customerId: customer.id,
+        customerEmail: customer.email,
+        productId: session.product.productId,
+        productName: session.product.name,
+        paymentLinkId: session.paymentLinkId,
+        checkoutSessionId: session.id,
+        subscriptionId: null,
+        originalOrderId: null,
+        merchantReference: session.merchantReference,
+        merchantMetadata: session.metadata,
+        note: null,
+        disputed: false,
+        settledAvailableOn: paid && session.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+        chain: null,
+        fromAddress: null,
+        txHash: null,
+        processorPaymentId: result.processorPaymentId,
+        createdAt: now,
+        updatedAt: now,
+      };
+      await stores.orders.insert(order);
+      await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now });
+      await stores.emit({ orgId: order.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(order) } }, now);
+      return order;
+    }
+
+    const next = nextStatus(existing.status, result.outcome);
+    if (!next) return existing; // duplicate, late or out-of-order result: nothing changes
+    const order: Order = {
+      ...existing,
+      status: next,
+      processorPaymentId: result.processorPaymentId,
+      settledAvailableOn:
+        next === 'PAID' && existing.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : existing.settledAvailableOn,
+      updatedAt: now,
+    };
+    await stores.orders.update(order);
+    const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
+    if (session.status !== sessionStatus) await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now });
+    await stores.emit(
+      { orgId: order.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order) } },
+      now,
+    );
+    return order;
+  }
+
+  /** Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE. */
+  async refund(orgId: string, orderId: string, amount?: number): Promise<Order> {
+    return this.uow.transaction(async (stores) => {
+      const order = await stores.orders.findForUpdate(orgId, orderId);
+      if (!order) throw notFound('Order');
+      if (order.status !== 'PAID') throw conflict(`Only PAID orders can be refunded; this order is ${order.status}`);
+      const remaining = order.amountCents - order.amountRefundedCents;
+      const refundAmount = amount ?? remaining;
+      if (refundAmount < 1) throw validationError('amount must be at least 1');
+      if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
+      const refunded = order.amountRefundedCents + refundAmount;
+      const updated: Order = {
+        ...order,
+        amountRefundedCents: refunded,
+        status: refunded === order.amountCents ? 'REFUNDED' : 'PAID',
+        updatedAt: this.clock.now(),
+      };
+      await stores.orders.update(updated);
+      return updated;
+    });
+  }
+
+  async get(orgId: string, id: string): Promise<Order> {
+    const order = await this.uow.stores.orders.find(orgId, id);
+    if (!order) throw notFound('Order');
+    return order;
+  }
+
+  findBySession(checkoutSessionId: string): Promise<Order | undefined> {
+    return this.uow.stores.orders.findBySession(checkoutSessionId);
+  }
+
+  list(orgId: string, filter: OrderFilter, page: number, size: number) {
+    return this.uow.stores.orders.list(orgId, filter, { offset: (page - 1) * size, limit: size });
+  }
+
+  async getCustomer(orgId: string, id: string) {
+    const customer = await this.uow.stores.customers.findWithOrders(orgId, id);
+    if (!customer) throw notFound('Customer');
+    return customer;
+  }
+
+  listCustomers(orgId: string, filter: { email?: string }, page: number, size: number) {
+    return this.uow.stores.customers.listWithOrders(orgId, filter, { offset: (page - 1) * size, limit: size });
+  }
+}
+
+/** Order transitions a payment result may cause; undefined = no change. */
+function nextStatus(current: Order['status'], outcome: PaymentOutcome): Order['status'] | undefined {
+  switch (current) {
+    case 'PENDING':
+      return outcome === 'succeeded' ? 'PAID' : outcome === 'failed' ? 'FAILED' : undefined;
+    case 'FAILED':
+      // A processor can report success after an earlier failure (a retried asynchronous payment).
+      return outcome === 'succeeded' ? 'PAID' : undefined;
+    default:
+      // PAID, REFUNDED, UNDERPAID: protected against duplicates and regression.
+      return undefined;
+  }
+}

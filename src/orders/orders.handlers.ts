@@ -1,0 +1,52 @@
+import type { Clock } from '../kernel/clock.js';
+import type { MerchantHandlers } from '../http/handler-maps.js';
+import { page } from '../http/present.js';
+import type { OrderStatus } from './order.repository.js';
+import { presentOrder } from './order.presenter.js';
+import type { OrderService } from './order.service.js';
+
+type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listCustomers' | 'getCustomer'>;
+
+const presentCustomer = (c: { id: string; email: string }) => ({ customerId: c.id, email: c.email });
+
+export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHandlers {
+  return {
+    listOrders: async ({ auth, query }) => {
+      const pageNumber = query.page ?? 1;
+      const size = query.size ?? 20;
+      const { records, total } = await orders.list(
+        auth.orgId,
+        {
+          // `status` matches displayStatus; the spelling (Paid, PAID, paid) does not matter.
+          status: query.status ? (query.status.toUpperCase() as OrderStatus) : undefined,
+          customerId: query.customer_id,
+          subscriptionId: query.subscription_id,
+          merchantReference: query.merchant_reference,
+          productId: query.product_id,
+          provider: query.provider,
+          fromAddress: query.from_address,
+          createdFrom: query.date_from !== undefined ? new Date(query.date_from * 1000) : undefined,
+          createdBefore: query.date_to !== undefined ? new Date(query.date_to * 1000) : undefined,
+        },
+        pageNumber,
+        size,
+      );
+      const now = clock.now();
+      return { status: 200, body: { success: true, message: 'OK', data: page(records.map((o) => presentOrder(o, now)), total, pageNumber, size) } };
+    },
+    getOrder: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: presentOrder(await orders.get(auth.orgId, params.id), clock.now()) },
+    }),
+    listCustomers: async ({ auth, query }) => {
+      const pageNumber = query.page ?? 1;
+      const size = query.size ?? 20;
+      const { records, total } = await orders.listCustomers(auth.orgId, { email: query.email }, pageNumber, size);
+      return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentCustomer), total, pageNumber, size) } };
+    },
+    getCustomer: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: presentCustomer(await orders.getCustomer(auth.orgId, params.id)) },
+    }),
+  };
+}
