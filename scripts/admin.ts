@@ -15,10 +15,21 @@ import { Command, CommanderError } from 'commander';
 import { CliError, EXIT_FAILURE, EXIT_USAGE, connectionFromEnv, createAdminClient, createContext, type CliContext } from './admin/cli.js';
 import * as apikey from './admin/apikey.js';
 import * as org from './admin/org.js';
+import * as product from './admin/product.js';
+import * as price from './admin/price.js';
+import * as paymentlink from './admin/paymentlink.js';
+import * as order from './admin/order.js';
+import * as project from './admin/project.js';
+import * as telemetryKey from './admin/telemetry-key.js';
 
 const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
   apikey,
+  product,
+  price,
+  paymentlink,
+  project,
+  telemetryKey,
 ];
 
 function buildProgram(ctx: CliContext): Command {

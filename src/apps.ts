@@ -19,6 +19,7 @@ import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
+import { createOrderAdminHandlers } from './orders/orders.admin-handlers.js';
 import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
 import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
 import { createCatalogHandlers } from './catalog/catalog.handlers.js';
@@ -122,6 +123,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const handlers = {
     ...createOrgAdminHandlers(deps.services.orgs),
     ...createCatalogAdminHandlers(deps.services.catalog, deps.services.orgs),
+    ...createOrderAdminHandlers(deps.services.orders),
     ...createAgentWalletAdminHandlers(deps.services.agentWallet),
     ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
   } satisfies AdminHandlers;

@@ -8,6 +8,7 @@ import type { operations as TelemetryOperations } from '../../generated/telemetr
 import type { operations as AgentWalletOperations } from '../../generated/agent-wallet.js';
 import type { operations as AdminOperations } from '../../generated/admin.js';
 import type { HandlerMap } from './typed-handler.js';
+import type { TelemetryAuth } from '../telemetry/keys.service.js';
 import type { MerchantAuth } from '../orgs/orgs.service.js';
 import type { AgentAuth } from '../agent-wallet/agent-wallet.service.js';
 
@@ -17,8 +18,8 @@ type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>
 export type MerchantServedOperations = Omit<MerchantOperations, 'getWebhookSigningKey' | WebhookEventOperation>;
 export type MerchantHandlers = HandlerMap<MerchantServedOperations, MerchantAuth>;
 
-/** Issue 5 replaces `unknown` with the telemetry key's identity. */
-export type TelemetryHandlers = HandlerMap<TelemetryOperations, unknown>;
+/** Telemetry operations run as the key's organization and project. */
+export type TelemetryHandlers = HandlerMap<TelemetryOperations, TelemetryAuth>;
 export type AgentWalletHandlers = HandlerMap<AgentWalletOperations, AgentAuth>;
 export type SigningKeyHandlers = HandlerMap<Pick<MerchantOperations, 'getWebhookSigningKey'>, undefined>;
 export type PlatformHandlers = TelemetryHandlers & AgentWalletHandlers & SigningKeyHandlers;

@@ -1,0 +1,128 @@
+/** Telemetry API handlers ({api_url}/v1/projects, traces, metrics, ingest, OTLP). */
+import type { Clock } from '../kernel/clock.js';
+import type { TelemetryHandlers } from '../http/handler-maps.js';
+import { iso } from '../http/present.js';
+import type { IngestService } from './ingest.service.js';
+import type { MetricsService } from './metrics.service.js';
+import type { Project } from './projects.repository.js';
+import type { ProjectService, ProjectStats } from './projects.service.js';
+import type { StoredSpan, StoredTrace } from './store.repository.js';
+import type { TraceService } from './traces.service.js';
+
+export interface TelemetryServices {
+  projects: ProjectService;
+  ingest: IngestService;
+  traces: TraceService;
+  metrics: MetricsService;
+}
+
+const presentProject = (p: Project, stats?: ProjectStats) => ({
+  id: p.id,
+  name: p.name,
+  slug: p.slug,
+  environment: p.environment,
+  description: p.description,
+  settings: { sample_rate: p.sampleRate, data_retention_days: p.dataRetentionDays },
+  ...(stats ? { stats: { traces_today: stats.tracesToday, traces_this_month: stats.tracesThisMonth } } : {}),
+  created_at: iso(p.createdAt),
+  updated_at: iso(p.updatedAt),
+});
+
+const presentSummary = (t: StoredTrace) => ({
+  trace_id: t.traceId,
+  start_time: iso(t.startTime),
+  end_time: iso(t.endTime),
+  duration_ms: t.durationMs,
+  span_count: t.spanCount,
+  root_span: { name: t.rootName, attributes: t.rootAttributes },
+  llm_summary: { model: t.model, tokens_input: t.tokensInput, tokens_output: t.tokensOutput, cost: t.cost },
+  status: t.hasError ? ('error' as const) : ('ok' as const),
+});
+
+const presentSpan = (s: StoredSpan) => ({
+  span_id: s.spanId,
+  parent_span_id: s.parentSpanId,
+  name: s.name,
+  start_time: iso(s.startTime),
+  end_time: iso(s.endTime),
+  duration_ms: s.durationMs,
+  attributes: s.attributes,
+  status: s.statusMessage === null ? { code: s.statusCode } : { code: s.statusCode, message: s.statusMessage },
+});
+
+export function createTelemetryHandlers(services: TelemetryServices, clock: Clock): TelemetryHandlers {
+  const meta = (requestId: string) => ({ request_id: requestId, timestamp: clock.now().toISOString() });
+  return {
+    listProjects: async ({ auth, requestId }) => ({
+      status: 200,
+      body: { data: (await services.projects.list(auth.orgId)).map((p) => presentProject(p)), meta: meta(requestId) },
+    }),
+    createProject: async ({ auth, body, requestId }) => ({
+      status: 201,
+      body: { data: presentProject(await services.projects.create(auth.orgId, body)), meta: meta(requestId) },
+    }),
+    getProject: async ({ auth, params, requestId }) => {
+      const { project, stats } = await services.projects.getWithStats(auth.orgId, params.project_id);
+      return { status: 200, body: { data: presentProject(project, stats), meta: meta(requestId) } };
+    },
+    updateProject: async ({ auth, params, body, requestId }) => {
+      const project = await services.projects.update(auth.orgId, params.project_id, {
+        name: body.name,
+        description: body.description,
+        environment: body.environment,
+        sampleRate: body.settings?.sample_rate,
+        dataRetentionDays: body.settings?.data_retention_days,
+      });
+      return { status: 200, body: { data: presentProject(project), meta: meta(requestId) } };
+    },
+    deleteProject: async ({ auth, params, requestId }) => {
+      await services.projects.delete(auth.orgId, params.project_id);
+      return { status: 200, body: { data: { id: params.project_id, deleted: true as const }, meta: meta(requestId) } };
+    },
+    listTraces: async ({ auth, query, requestId }) => {
+      const page = await services.traces.search(auth.projectId, query);
+      return {
+        status: 200,
+        body: {
+          data: page.traces.map(presentSummary),
+          pagination: { limit: page.limit, has_more: page.hasMore, next_cursor: page.nextCursor },
+          meta: meta(requestId),
+        },
+      };
+    },
+    getTrace: async ({ auth, params, requestId }) => {
+      const { trace, spans } = await services.traces.get(auth.projectId, params.trace_id);
+      return {
+        status: 200,
+        body: {
+          data: {
+            trace_id: trace.traceId,
+            start_time: iso(trace.startTime),
+            end_time: iso(trace.endTime),
+            duration_ms: trace.durationMs,
+            spans: spans.map(presentSpan),
+          },
+          meta: meta(requestId),
+        },
+      };
+    },
+    getMetrics: async ({ auth, query, requestId }) => ({
+      status: 200,
+      body: { data: await services.metrics.query(auth.orgId, query), meta: meta(requestId) },
+    }),
+    ingest: async ({ auth, body, requestId }) => {
+      const counts = await services.ingest.ingest(auth, body);
+      return {
+        status: 202,
+        body: {
+          data: { traces_received: counts.tracesReceived, spans_received: counts.spansReceived, metrics_received: counts.metricsReceived },
+          meta: meta(requestId),
+        },
+      };
+    },
+    ingestOtlpTraces: async ({ auth, body }) => {
+      await services.ingest.ingestOtlp(auth, body);
+      return { status: 200, body: { partialSuccess: {} } };
+    },
+  };
+}

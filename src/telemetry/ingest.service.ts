@@ -1,0 +1,263 @@
+/**
+ * Ingest: validates and maps a batch (normalize.ts), samples it by trace id, and stores it in one
+ * transaction — new trace summaries, span upserts, summaries of extended traces, metric rollups,
+ * metric points and the monthly quota — so a batch is stored whole or not at all.
+ *
+ * Rollups are maintained incrementally: the model-call spans that are new to the store are merged
+ * into their minute, hour and day cells under a per-cell advisory lock. A re-sent span replaces
+ * the stored one, and its old contribution cannot be subtracted from min/max, so the minutes it
+ * touches (old and new position) are recomputed from the raw spans and their hours and days
+ * re-merged from the finer cells — the rare path, and an exact one.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { AppError, notFound } from '../http/errors.js';
+import type { components } from '../../generated/telemetry.js';
+import { CellStats } from './cell-stats.js';
+import type { TelemetryAuth } from './keys.service.js';
+import { normalizeIngest, type NormalizedBatch, type NormalizedSpan, type NormalizedTrace } from './normalize.js';
+import { normalizeOtlp } from './otlp.js';
+import type { PriceTable } from './prices.js';
+import type { ProjectRepository } from './projects.repository.js';
+import { startOfNextUtcMonth, startOfUtcMonth } from './projects.service.js';
+import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey } from './rollups.js';
+import { keepTrace, samplingThreshold } from './sampling.js';
+import type { CellKey, CellRow, IngestTx, Resolution, StoreRepository, TraceSummary } from './store.repository.js';
+
+type IngestRequest = components['schemas']['IngestRequest'];
+type OtlpRequest = components['schemas']['OtlpExportTraceServiceRequest'];
+
+export interface IngestCounts {
+  tracesReceived: number;
+  spansReceived: number;
+  metricsReceived: number;
+}
+
+export interface IngestSettings {
+  monthlyTraceQuota: number;
+}
+
+/** Root: the earliest-starting span without a parent, else the earliest-starting span (ties by span id). */
+const rootOrder = (a: NormalizedSpan, b: NormalizedSpan): number =>
+  Number(a.parentSpanId !== null) - Number(b.parentSpanId !== null) || a.startMs - b.startMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0);
+
+export function summarize(trace: NormalizedTrace): TraceSummary {
+  let startMs = Infinity;
+  let endMs = -Infinity;
+  let root: NormalizedSpan | undefined;
+  let firstModel: NormalizedSpan | undefined;
+  const models = new Set<string>();
+  let tokensInput = 0;
+  let tokensOutput = 0;
+  let cost = 0;
+  let hasError = false;
+  for (const span of trace.spans) {
+    if (span.startMs < startMs) startMs = span.startMs;
+    if (span.endMs > endMs) endMs = span.endMs;
+    if (!root || rootOrder(span, root) < 0) root = span;
+    if (span.model !== null) {
+      models.add(span.model);
+      if (!firstModel || span.startMs < firstModel.startMs || (span.startMs === firstModel.startMs && span.spanId < firstModel.spanId)) {
+        firstModel = span;
+      }
+    }
+    tokensInput += span.tokensInput ?? 0;
+    tokensOutput += span.tokensOutput ?? 0;
+    cost += span.cost ?? 0;
+    if (span.statusCode === 'ERROR') hasError = true;
+  }
+  return {
+    traceId: trace.traceId,
+    startMs,
+    endMs,
+    spanCount: trace.spans.length,
+    rootName: root!.name,
+    rootAttributes: root!.attributes,
+    model: firstModel?.model ?? null,
+    models: [...models].sort(),
+    tokensInput,
+    tokensOutput,
+    cost,
+    hasError,
+  };
+}
+
+const cellId = (k: CellKey): string => `${k.resolution}|${k.bucketMs}|${k.model}|${k.vendor}`;
+
+export class IngestService {
+  constructor(
+    private readonly store: StoreRepository,
+    private readonly projects: ProjectRepository,
+    private readonly prices: PriceTable,
+    private readonly clock: Clock,
+    private readonly settings: IngestSettings,
+  ) {}
+
+  ingest(auth: TelemetryAuth, body: IngestRequest): Promise<IngestCounts> {
+    return this.store_(auth, normalizeIngest(body, this.prices));
+  }
+
+  ingestOtlp(auth: TelemetryAuth, body: OtlpRequest): Promise<IngestCounts> {
+    return this.store_(auth, normalizeOtlp(body, this.prices));
+  }
+
+  private async store_(auth: TelemetryAuth, batch: NormalizedBatch): Promise<IngestCounts> {
+    const counts: IngestCounts = {
+      tracesReceived: batch.traces.length,
+      spansReceived: batch.spanCount,
+      metricsReceived: batch.metrics.length,
+    };
+    const project = await this.projects.findProject(auth.orgId, auth.projectId);
+    if (!project) throw notFound('Project');
+    const threshold = samplingThreshold(project.sampleRate);
+    const kept = batch.traces.filter((t) => keepTrace(t.traceId, threshold));
+    if (kept.length === 0 && batch.metrics.length === 0) return counts;
+    // One order for every lock this batch takes (trace rows, span keys): no deadlock between batches.
+    kept.sort((a, b) => (a.traceId < b.traceId ? -1 : 1));
+    const now = this.clock.now();
+
+    await this.store.transaction(async (tx) => {
+      const newTraces = await this.storeTraces(tx, project.id, kept, now);
+      await tx.insertMetricPoints(project.id, batch.metrics);
+      if (newTraces > 0) {
+        // Last: the counter row is hot (every batch of the organization), so it is held briefly.
+        const monthStart = startOfUtcMonth(now);
+        const total = await tx.addUsage(auth.orgId, monthStart, newTraces);
+        const quota = this.settings.monthlyTraceQuota;
+        if (total > quota) {
+          throw new AppError('RATE_LIMITED', `Monthly trace quota of ${quota} traces exceeded`, {
+            telemetryCode: 'quota_exceeded',
+            details: { quota, used: total - newTraces, resets_at: startOfNextUtcMonth(now).toISOString() },
+          });
+        }
+      }
+    });
+    return counts;
+  }
+
+  /** Writes traces, spans and rollups; returns how many traces were new to the store. */
+  private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date): Promise<number> {
+    if (traces.length === 0) return 0;
+    const byId = new Map(traces.map((t) => [t.traceId, t]));
+    const newIds = await tx.insertNewTraces(projectId, traces.map(summarize), now);
+    let extended: string[] = [];
+    let pending = traces.filter((t) => !newIds.has(t.traceId)).map((t) => t.traceId);
+    // A stored trace can vanish between the insert and the lock (retention); it is then new again.
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      const locked = await tx.lockTraces(projectId, pending);
+      extended = extended.concat(pending.filter((id) => locked.has(id)));
+      const vanished = pending.filter((id) => !locked.has(id));
+      if (vanished.length === 0) break;
+      if (attempt >= 3) throw new Error('traces keep vanishing during ingest');
+      const inserted = await tx.insertNewTraces(projectId, vanished.map((id) => summarize(byId.get(id)!)), now);
+      for (const id of inserted) newIds.add(id);
+      pending = vanished.filter((id) => !inserted.has(id));
+    }
+    const previous = new Map<string, { startMs: number; isModelCall: boolean }>();
+    for (const p of await tx.spansOf(projectId, extended)) previous.set(`${p.traceId}:${p.spanId}`, p);
+
+    const spans: NormalizedSpan[] = [];
+    for (const t of traces) for (const s of t.spans) spans.push(s);
+    await tx.upsertSpans(projectId, spans);
+    await tx.recomputeTraces(projectId, extended, now);
+
+    const deltas = new Map<string, { key: CellKey; stats: CellStats }>();
+    const recomputeMinutes = new Set<number>();
+    const addDelta = (key: CellKey, span: NormalizedSpan) => {
+      const id = cellId(key);
+      let entry = deltas.get(id);
+      if (!entry) deltas.set(id, (entry = { key, stats: new CellStats() }));
+      entry.stats.addSample({
+        durationMs: span.endMs - span.startMs,
+        tokensInput: span.tokensInput,
+        tokensOutput: span.tokensOutput,
+        cost: span.cost,
+        isError: span.statusCode === 'ERROR',
+      });
+    };
+    for (const span of spans) {
+      const old = previous.get(`${span.traceId}:${span.spanId}`);
+      if (old) {
+        if (old.isModelCall) recomputeMinutes.add(floorTo(old.startMs, 'm'));
+        if (span.model !== null) recomputeMinutes.add(floorTo(span.startMs, 'm'));
+        continue;
+      }
+      if (span.model === null) continue;
+      const vendor = vendorKey(span.vendor);
+      for (const resolution of ['m', 'h', 'd'] as const) {
+        addDelta({ resolution, bucketMs: floorTo(span.startMs, resolution), model: span.model, vendor }, span);
+      }
+    }
+    if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
+    return newIds.size;
+  }
+
+  private async applyRollups(
+    tx: IngestTx,
+    projectId: string,
+    deltas: Array<{ key: CellKey; stats: CellStats }>,
+    recomputeMinutes: Set<number>,
+  ): Promise<void> {
+    const recomputeHours = new Set([...recomputeMinutes].map((m) => floorTo(m, 'h')));
+    const recomputeDays = new Set([...recomputeHours].map((h) => floorTo(h, 'd')));
+    const lockKeys = new Map<string, [number, number]>();
+    const lock = (resolution: Resolution, bucketMs: number) => lockKeys.set(`${resolution}|${bucketMs}`, cellLockKey(projectId, resolution, bucketMs));
+    for (const d of deltas) lock(d.key.resolution, d.key.bucketMs);
+    for (const m of recomputeMinutes) lock('m', m);
+    for (const h of recomputeHours) lock('h', h);
+    for (const d of recomputeDays) lock('d', d);
+    await tx.lockCells([...lockKeys.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]));
+
+    // Under the locks every committed change to these cells is visible: read, merge, write.
+    const stored = new Map((await tx.readCells(projectId, deltas.map((d) => d.key))).map((row) => [cellId(row), row]));
+    const writes: CellRow[] = deltas.map(({ key, stats }) => {
+      const row = stored.get(cellId(key));
+      const merged = row ? CellStats.decode(row.requests, row.errors, row.stats) : stats;
+      if (row) merged.merge(stats);
+      return { ...key, requests: merged.requests, errors: merged.errors, stats: merged.encodeDistributions() };
+    });
+    await tx.writeCells(projectId, writes);
+
+    if (recomputeMinutes.size === 0) return;
+    const minutes = [...recomputeMinutes].sort((a, b) => a - b);
+    const samples = await tx.rawSamples(
+      [projectId],
+      minutes.map((m) => ({ fromMs: m, toMs: m + RESOLUTION_MS.m })),
+    );
+    const minuteCells = new Map<string, { key: CellKey; stats: CellStats }>();
+    for (const s of samples) {
+      const key: CellKey = { resolution: 'm', bucketMs: minutes[s.range]!, model: s.model, vendor: vendorKey(s.vendor) };
+      const id = cellId(key);
+      let entry = minuteCells.get(id);
+      if (!entry) minuteCells.set(id, (entry = { key, stats: new CellStats() }));
+      entry.stats.addSample(s);
+    }
+    await tx.deleteCells(projectId, 'm', minutes);
+    await tx.writeCells(
+      projectId,
+      [...minuteCells.values()].map(({ key, stats }) => ({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() })),
+    );
+    await this.remerge(tx, projectId, 'h', 'm', [...recomputeHours]);
+    await this.remerge(tx, projectId, 'd', 'h', [...recomputeDays]);
+  }
+
+  /** Rebuilds coarse cells as the merge of the finer cells they contain. */
+  private async remerge(tx: IngestTx, projectId: string, coarse: Resolution, fine: Resolution, buckets: number[]): Promise<void> {
+    const writes: CellRow[] = [];
+    for (const bucketMs of buckets) {
+      const rows = await tx.readCellsInRange(projectId, fine, { fromMs: bucketMs, toMs: bucketMs + RESOLUTION_MS[coarse] });
+      const merged = new Map<string, { key: CellKey; stats: CellStats }>();
+      for (const row of rows) {
+        const key: CellKey = { resolution: coarse, bucketMs, model: row.model, vendor: row.vendor };
+        const id = cellId(key);
+        let entry = merged.get(id);
+        if (!entry) merged.set(id, (entry = { key, stats: new CellStats() }));
+        entry.stats.merge(CellStats.decode(row.requests, row.errors, row.stats));
+      }
+      for (const { key, stats } of merged.values()) {
+        writes.push({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() });
+      }
+    }
+    await tx.deleteCells(projectId, coarse, buckets);
+    await tx.writeCells(projectId, writes);
+  }
+}

@@ -1,0 +1,237 @@
+/**
+ * GET /v1/metrics: one metric aggregated over time buckets across the organization's projects.
+ *
+ * Each bucket is tiled by the coarsest rollup cells that fit inside it (day, hour, minute; see
+ * rollups.ts `decompose`) plus raw model-call spans for sub-minute edges, and the pieces are
+ * merged: counts, sums, min and max exactly, percentiles through the DDSketches (relative error
+ * ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead of every span.
+ */
+import { AppError, validationError } from '../http/errors.js';
+import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
+import type { Project, ProjectRepository } from './projects.repository.js';
+import { decompose } from './rollups.js';
+import type { Resolution, StoreRepository, TimeRange } from './store.repository.js';
+
+export const METRICS = [
+  'llm.requests.total',
+  'llm.requests.errors',
+  'llm.tokens.input',
+  'llm.tokens.output',
+  'llm.tokens.total',
+  'llm.cost.total',
+  'llm.latency_ms',
+] as const;
+export type MetricName = (typeof METRICS)[number];
+export const INTERVALS = { '1m': 60_000, '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '1d': 86_400_000 } as const;
+export type IntervalName = keyof typeof INTERVALS;
+export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p99'] as const;
+export type AggregationName = (typeof AGGREGATIONS)[number];
+export type GroupBy = 'model' | 'vendor' | 'environment' | 'project';
+export const MAX_BUCKETS = 1440;
+
+const DISTRIBUTION_OF: Partial<Record<MetricName, DistributionName>> = {
+  'llm.tokens.input': 'tokensInput',
+  'llm.tokens.output': 'tokensOutput',
+  'llm.tokens.total': 'tokensTotal',
+  'llm.cost.total': 'cost',
+  'llm.latency_ms': 'latency',
+};
+const QUANTILE: Partial<Record<AggregationName, number>> = { p50: 0.5, p90: 0.9, p99: 0.99 };
+
+export interface MetricsQuery {
+  metric?: string;
+  start_time: string;
+  end_time: string;
+  interval?: string;
+  aggregation?: string;
+  group_by?: GroupBy;
+  model?: string;
+  environment?: Project['environment'];
+}
+
+export interface MetricSeries {
+  metric: MetricName;
+  aggregation: AggregationName;
+  interval: IntervalName;
+  series: Array<{ group: Record<string, string>; datapoints: Array<{ timestamp: string; value: number | null }> }>;
+}
+
+/** What a bucket of one group has gathered: request/error counts, or one distribution. */
+class Accumulator {
+  requests = 0;
+  errors = 0;
+  dist: Distribution | undefined;
+}
+
+const choice = <T extends string>(value: string | undefined, allowed: readonly T[], fallback: T | undefined): T | undefined =>
+  value === undefined ? fallback : (allowed as readonly string[]).includes(value) ? (value as T) : undefined;
+
+function invalid(code: 'invalid_metric' | 'invalid_interval' | 'invalid_aggregation', field: string, value: string | undefined, allowed: readonly string[]) {
+  return new AppError('VALIDATION_ERROR', `${field} must be one of ${allowed.join(', ')}`, {
+    telemetryCode: code,
+    details: { field, value: value ?? null },
+  });
+}
+
+export class MetricsService {
+  constructor(
+    private readonly store: StoreRepository,
+    private readonly projects: ProjectRepository,
+  ) {}
+
+  async query(orgId: string, q: MetricsQuery): Promise<MetricSeries> {
+    const metric = choice(q.metric, METRICS, undefined);
+    if (!metric) throw invalid('invalid_metric', 'metric', q.metric, METRICS);
+    const interval = choice(q.interval, Object.keys(INTERVALS) as IntervalName[], '1h');
+    if (!interval) throw invalid('invalid_interval', 'interval', q.interval, Object.keys(INTERVALS));
+    const aggregation = choice(q.aggregation, AGGREGATIONS, 'sum');
+    if (!aggregation) throw invalid('invalid_aggregation', 'aggregation', q.aggregation, AGGREGATIONS);
+    const startMs = new Date(q.start_time).getTime();
+    const endMs = new Date(q.end_time).getTime();
+    if (!(endMs > startMs)) throw validationError('end_time must be after start_time', { field: 'end_time' });
+    const step = INTERVALS[interval];
+    const buckets = Math.ceil((endMs - startMs) / step);
+    if (buckets > MAX_BUCKETS) {
+      throw new AppError('VALIDATION_ERROR', `The query would produce ${buckets} buckets; at most ${MAX_BUCKETS} are allowed`, {
+        telemetryCode: 'invalid_interval',
+        details: { field: 'interval', value: interval, buckets, max_buckets: MAX_BUCKETS },
+      });
+    }
+
+    const projects = (await this.projects.listProjects(orgId)).filter((p) => q.environment === undefined || p.environment === q.environment);
+    const environmentOf = new Map(projects.map((p) => [p.id, p.environment]));
+    const projectIds = projects.map((p) => p.id);
+    const distName = DISTRIBUTION_OF[metric];
+    const distIndex = distName ? distributionIndex(distName) : -1;
+    const groupOf = (projectId: string, model: string, vendor: string | null): string => {
+      switch (q.group_by) {
+        case 'model':
+          return model;
+        case 'vendor':
+          return vendor ? vendor : 'unknown';
+        case 'environment':
+          return environmentOf.get(projectId)!;
+        case 'project':
+          return projectId;
+        default:
+          return '';
+      }
+    };
+
+    // Every bucket's pieces, per resolution; `owner` maps a piece back to its bucket.
+    const pieces: Record<Resolution | 'raw', { ranges: TimeRange[]; owner: number[] }> = {
+      raw: { ranges: [], owner: [] },
+      m: { ranges: [], owner: [] },
+      h: { ranges: [], owner: [] },
+      d: { ranges: [], owner: [] },
+    };
+    for (let b = 0; b < buckets; b++) {
+      const from = startMs + b * step;
+      const to = Math.min(from + step, endMs);
+      const parts = decompose(from, to);
+      for (const level of ['raw', 'm', 'h', 'd'] as const) {
+        for (const range of parts[level]) {
+          pieces[level].ranges.push(range);
+          pieces[level].owner.push(b);
+        }
+      }
+    }
+
+    const groups = new Map<string, Array<Accumulator | undefined>>();
+    const accumulator = (group: string, bucket: number): Accumulator => {
+      let row = groups.get(group);
+      if (!row) groups.set(group, (row = new Array<Accumulator | undefined>(buckets)));
+      let acc = row[bucket];
+      if (!acc) row[bucket] = acc = new Accumulator();
+      return acc;
+    };
+
+    const cells = (resolution: Resolution) =>
+      this.store.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, withStats: distIndex >= 0 });
+    const [cellsM, cellsH, cellsD, samples] = await Promise.all([
+      cells('m'),
+      cells('h'),
+      cells('d'),
+      this.store.rawSamples(projectIds, pieces.raw.ranges, q.model),
+    ]);
+    for (const [resolution, rows] of [['m', cellsM], ['h', cellsH], ['d', cellsD]] as const) {
+      for (const cell of rows) {
+        const acc = accumulator(groupOf(cell.projectId, cell.model, cell.vendor), pieces[resolution].owner[cell.range]!);
+        acc.requests += cell.requests;
+        acc.errors += cell.errors;
+        if (distIndex >= 0) mergeEncodedDistribution(cell.stats!, distIndex, (acc.dist ??= new Distribution()));
+      }
+    }
+    for (const s of samples) {
+      const acc = accumulator(groupOf(s.projectId, s.model, s.vendor), pieces.raw.owner[s.range]!);
+      acc.requests++;
+      if (s.isError) acc.errors++;
+      if (distName) {
+        const value = sampleValue(distName, s);
+        if (value !== null) (acc.dist ??= new Distribution()).add(value);
+      }
+    }
+
+    const hasSamples = (acc: Accumulator | undefined): boolean => !!acc && (distIndex >= 0 ? (acc.dist?.count ?? 0) > 0 : acc.requests > 0);
+    const names = [...groups.keys()].filter((g) => groups.get(g)!.some(hasSamples)).sort();
+    if (q.group_by === undefined && names.length === 0) names.push('');
+    return {
+      metric,
+      aggregation,
+      interval,
+      series: names.map((name) => {
+        const row = groups.get(name);
+        return {
+          group: q.group_by === undefined ? {} : { [q.group_by]: name },
+          datapoints: Array.from({ length: buckets }, (_, b) => ({
+            timestamp: new Date(startMs + b * step).toISOString(),
+            value: valueOf(metric, aggregation, row?.[b], distIndex >= 0),
+          })),
+        };
+      }),
+    };
+  }
+}
+
+function sampleValue(name: DistributionName, s: { durationMs: number; tokensInput: number | null; tokensOutput: number | null; cost: number | null }): number | null {
+  switch (name) {
+    case 'latency':
+      return s.durationMs;
+    case 'tokensInput':
+      return s.tokensInput;
+    case 'tokensOutput':
+      return s.tokensOutput;
+    case 'tokensTotal':
+      return s.tokensInput === null && s.tokensOutput === null ? null : (s.tokensInput ?? 0) + (s.tokensOutput ?? 0);
+    case 'cost':
+      return s.cost;
+  }
+}
+
+/** The aggregate of one bucket; empty buckets are 0 for sum and count, null otherwise. */
+export function valueOf(metric: MetricName, aggregation: AggregationName, acc: Accumulator | undefined, distributional: boolean): number | null {
+  const q = QUANTILE[aggregation];
+  if (distributional) {
+    const d = acc?.dist;
+    const n = d?.count ?? 0;
+    if (aggregation === 'count') return n;
+    if (aggregation === 'sum') return n > 0 ? d!.sum : 0;
+    if (n === 0) return null;
+    if (aggregation === 'avg') return d!.sum / n;
+    if (aggregation === 'min') return d!.min;
+    if (aggregation === 'max') return d!.max;
+    return d!.quantile(q!);
+  }
+  // Request metrics: every model call is a sample of 1 (total) or of 0/1 (errors), so every
+  // aggregation, percentiles included, follows exactly from the two counts.
+  const n = acc?.requests ?? 0;
+  const ones = metric === 'llm.requests.total' ? n : (acc?.errors ?? 0);
+  if (aggregation === 'count') return n;
+  if (aggregation === 'sum') return ones;
+  if (n === 0) return null;
+  if (aggregation === 'avg') return ones / n;
+  if (aggregation === 'min') return ones === n ? 1 : 0;
+  if (aggregation === 'max') return ones > 0 ? 1 : 0;
+  // Sorted samples are (n − ones) zeros then ones; the lower nearest rank as for the sketches.
+  return Math.floor(q! * (n - 1)) >= n - ones ? 1 : 0;
+}

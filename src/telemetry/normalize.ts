@@ -1,0 +1,258 @@
+/**
+ * Turns a schema-valid ingest body into the rows we store, checking the rules the schema cannot
+ * express (openapi/telemetry.yaml, `ingest`): times parse and end ≥ start, ids are not all
+ * zeros, ids are unique per batch/trace, model-call attributes have their documented types. Maps
+ * OpenTelemetry GenAI attributes onto `llm.*` and prices model calls that carry no cost.
+ * Pure: no I/O, so the whole batch is checked before anything is written.
+ */
+import type { components } from '../../generated/telemetry.js';
+import { AppError, type ErrorDetails } from '../http/errors.js';
+import type { PriceTable } from './prices.js';
+
+type IngestRequest = components['schemas']['IngestRequest'];
+type IngestSpan = components['schemas']['IngestSpan'];
+export type AttributeValue = components['schemas']['AttributeValue'];
+export type Attributes = Record<string, AttributeValue>;
+export type SpanStatusCode = 'OK' | 'ERROR' | 'UNSET';
+
+export interface NormalizedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  kind: string | null;
+  startMs: number;
+  endMs: number;
+  statusCode: SpanStatusCode;
+  statusMessage: string | null;
+  attributes: Attributes;
+  model: string | null;
+  vendor: string | null;
+  tokensInput: number | null;
+  tokensOutput: number | null;
+  cost: number | null;
+}
+
+export interface NormalizedTrace {
+  traceId: string;
+  spans: NormalizedSpan[];
+}
+
+export interface NormalizedMetric {
+  name: string;
+  value: number;
+  timestampMs: number;
+  attributes: Attributes;
+}
+
+export interface NormalizedBatch {
+  traces: NormalizedTrace[];
+  metrics: NormalizedMetric[];
+  spanCount: number;
+}
+
+/** Where a problem is, for `details`: the native body, or an OTLP request's coordinates. */
+export type TraceLocation = Record<string, string | number | null>;
+
+export const invalidTrace = (message: string, details: ErrorDetails): AppError =>
+  new AppError('VALIDATION_ERROR', message, { telemetryCode: 'invalid_trace', details });
+
+const ALL_ZERO = /^0+$/;
+const MAX_NAME = 200;
+
+/** RFC 3339 text → epoch ms (truncated to the millisecond), or NaN. */
+export function parseTimestamp(text: string): number {
+  // Date.parse accepts RFC 3339 with any fraction length but not a lowercase T/Z separator.
+  return Date.parse(text.length > 10 && (text[10] === 't' || /z$/.test(text)) ? text.toUpperCase() : text);
+}
+
+const isNonNegativeInteger = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isNonNegativeNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+const isName = (v: unknown): v is string => typeof v === 'string' && v.length >= 1 && v.length <= MAX_NAME;
+
+/** Rounds a computed USD amount to 1e-12 so list prices do not show binary noise (0.0065000000000000004). */
+const roundUsd = (v: number): number => Math.round(v * 1e12) / 1e12;
+
+/**
+ * GenAI → llm.* mapping and type checks of the model-call attributes. Returns the (possibly
+ * extended) attribute map and the extracted fields, or the name of the offending attribute.
+ */
+export function mapModelCall(
+  input: Attributes,
+  prices: PriceTable,
+):
+  | { ok: true; attributes: Attributes; model: string | null; vendor: string | null; tokensInput: number | null; tokensOutput: number | null; cost: number | null }
+  | { ok: false; field: string; message: string } {
+  let attributes = input;
+  const set = (key: string, value: AttributeValue) => {
+    if (attributes === input) attributes = { ...input };
+    attributes[key] = value;
+  };
+  // Mapped only when the llm.* key is absent; the original keys stay.
+  const pick = (target: string, sources: string[]): string | undefined => {
+    if (input[target] !== undefined) return target;
+    for (const source of sources) {
+      if (input[source] !== undefined) {
+        set(target, input[source]!);
+        return source;
+      }
+    }
+    return undefined;
+  };
+  const vendorKey = pick('llm.vendor', ['gen_ai.provider.name', 'gen_ai.system']);
+  const modelKey = pick('llm.model', ['gen_ai.response.model', 'gen_ai.request.model']);
+  const inKey = pick('llm.tokens.input', ['gen_ai.usage.input_tokens']);
+  const outKey = pick('llm.tokens.output', ['gen_ai.usage.output_tokens']);
+
+  const vendor = attributes['llm.vendor'];
+  const model = attributes['llm.model'];
+  const tokensInput = attributes['llm.tokens.input'];
+  const tokensOutput = attributes['llm.tokens.output'];
+  const cost = attributes['llm.cost'];
+  const bad = (key: string, what: string) => ({ ok: false as const, field: `attributes.${key}`, message: `${key} must be ${what}` });
+  if (vendorKey && !isName(vendor)) return bad(vendorKey, `a string of 1-${MAX_NAME} characters`);
+  if (modelKey && !isName(model)) return bad(modelKey, `a string of 1-${MAX_NAME} characters`);
+  if (inKey && !isNonNegativeInteger(tokensInput)) return bad(inKey, 'a non-negative integer');
+  if (outKey && !isNonNegativeInteger(tokensOutput)) return bad(outKey, 'a non-negative integer');
+  if (cost !== undefined && !isNonNegativeNumber(cost)) return bad('llm.cost', 'a non-negative number (USD)');
+
+  let finalCost = cost === undefined ? null : (cost as number);
+  if (modelKey && finalCost === null) {
+    const computed = prices.cost(model as string, tokensInput as number | undefined, tokensOutput as number | undefined);
+    if (computed !== undefined) {
+      finalCost = roundUsd(computed);
+      set('llm.cost', finalCost);
+    }
+  }
+  return {
+    ok: true,
+    attributes,
+    model: modelKey ? (model as string) : null,
+    vendor: vendorKey ? (vendor as string) : null,
+    tokensInput: inKey ? (tokensInput as number) : null,
+    tokensOutput: outKey ? (tokensOutput as number) : null,
+    cost: finalCost,
+  };
+}
+
+/** Field names as the request spells them, for `details.field` and messages. */
+export interface FieldNames {
+  spanId: string;
+  parentSpanId: string;
+  startTime: string;
+  endTime: string;
+}
+const NATIVE_NAMES: FieldNames = { spanId: 'span_id', parentSpanId: 'parent_span_id', startTime: 'start_time', endTime: 'end_time' };
+export const OTLP_NAMES: FieldNames = { spanId: 'spanId', parentSpanId: 'parentSpanId', startTime: 'startTimeUnixNano', endTime: 'endTimeUnixNano' };
+
+export interface SpanInput {
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  kind: string | null;
+  /** Epoch ms, or NaN when the text did not parse. */
+  startMs: number;
+  endMs: number;
+  statusCode: SpanStatusCode;
+  statusMessage: string | null;
+  attributes: Attributes;
+}
+
+/**
+ * Checks one span beyond the schema and builds its row. `where` locates it in the request for
+ * `details`; `prefix` is the human path used in messages (`traces[0].spans[1]`).
+ */
+export function normalizeSpan(
+  traceId: string,
+  span: SpanInput,
+  prices: PriceTable,
+  where: TraceLocation,
+  prefix: string,
+  names: FieldNames = NATIVE_NAMES,
+): NormalizedSpan {
+  const fail = (field: string, message: string) => invalidTrace(`${prefix}: ${message}`, { ...where, field });
+  if (ALL_ZERO.test(span.spanId)) throw fail(names.spanId, `${names.spanId} must not be all zeros`);
+  if (span.parentSpanId !== null) {
+    if (ALL_ZERO.test(span.parentSpanId)) throw fail(names.parentSpanId, `${names.parentSpanId} must not be all zeros`);
+    if (span.parentSpanId === span.spanId) throw fail(names.parentSpanId, `${names.parentSpanId} must differ from ${names.spanId}`);
+  }
+  if (Number.isNaN(span.startMs)) throw fail(names.startTime, `${names.startTime} is not a valid timestamp`);
+  if (Number.isNaN(span.endMs)) throw fail(names.endTime, `${names.endTime} is not a valid timestamp`);
+  if (span.endMs < span.startMs) throw fail(names.endTime, `${names.endTime} is before ${names.startTime}`);
+  const mapped = mapModelCall(span.attributes, prices);
+  if (!mapped.ok) throw fail(mapped.field, mapped.message);
+  return {
+    traceId,
+    spanId: span.spanId,
+    parentSpanId: span.parentSpanId,
+    name: span.name,
+    kind: span.kind,
+    startMs: span.startMs,
+    endMs: span.endMs,
+    statusCode: span.statusCode,
+    statusMessage: span.statusMessage,
+    attributes: mapped.attributes,
+    model: mapped.model,
+    vendor: mapped.vendor,
+    tokensInput: mapped.tokensInput,
+    tokensOutput: mapped.tokensOutput,
+    cost: mapped.cost,
+  };
+}
+
+const EMPTY: Attributes = {};
+
+function spanInput(span: IngestSpan): SpanInput {
+  return {
+    spanId: span.span_id,
+    parentSpanId: span.parent_span_id ?? null,
+    name: span.name,
+    kind: span.kind ?? null,
+    startMs: parseTimestamp(span.start_time),
+    endMs: parseTimestamp(span.end_time),
+    statusCode: span.status?.code ?? 'UNSET',
+    statusMessage: span.status?.message ?? null,
+    attributes: (span.attributes ?? EMPTY) as Attributes,
+  };
+}
+
+/** The native `POST /v1/ingest` body. The first problem rejects the batch. */
+export function normalizeIngest(body: IngestRequest, prices: PriceTable): NormalizedBatch {
+  const traces: NormalizedTrace[] = [];
+  const seenTraces = new Set<string>();
+  let spanCount = 0;
+  (body.traces ?? []).forEach((trace, traceIndex) => {
+    const traceId = trace.trace_id;
+    const traceWhere = { trace_index: traceIndex, trace_id: traceId, span_id: null };
+    if (ALL_ZERO.test(traceId)) {
+      throw invalidTrace(`traces[${traceIndex}]: trace_id must not be all zeros`, { ...traceWhere, field: 'trace_id' });
+    }
+    if (seenTraces.has(traceId)) {
+      throw invalidTrace(`traces[${traceIndex}]: trace_id ${traceId} appears more than once in the batch`, { ...traceWhere, field: 'trace_id' });
+    }
+    seenTraces.add(traceId);
+    const seenSpans = new Set<string>();
+    const spans = trace.spans.map((span, spanIndex) => {
+      const where = { trace_index: traceIndex, trace_id: traceId, span_id: span.span_id };
+      const prefix = `traces[${traceIndex}].spans[${spanIndex}]`;
+      if (seenSpans.has(span.span_id)) {
+        throw invalidTrace(`${prefix}: span_id ${span.span_id} appears more than once in the trace`, { ...where, field: 'span_id' });
+      }
+      seenSpans.add(span.span_id);
+      return normalizeSpan(traceId, spanInput(span), prices, where, prefix);
+    });
+    spanCount += spans.length;
+    traces.push({ traceId, spans });
+  });
+
+  const metrics = (body.metrics ?? []).map((metric, metricIndex): NormalizedMetric => {
+    const timestampMs = parseTimestamp(metric.timestamp);
+    if (Number.isNaN(timestampMs)) {
+      throw new AppError('VALIDATION_ERROR', `metrics[${metricIndex}]: timestamp is not a valid timestamp`, {
+        details: { metric_index: metricIndex, field: 'timestamp' },
+      });
+    }
+    return { name: metric.name, value: metric.value, timestampMs, attributes: (metric.attributes ?? EMPTY) as Attributes };
+  });
+  return { traces, metrics, spanCount };
+}
