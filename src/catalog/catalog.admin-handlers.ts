@@ -1,0 +1,97 @@
+import type { AdminHandlers } from '../http/handler-maps.js';
+import { iso, page } from '../http/present.js';
+import type { OrgService } from '../orgs/orgs.service.js';
+import type { PaymentLink, Price, Product } from './catalog.repository.js';
+import type { CatalogService } from './catalog.service.js';
+
+const presentProduct = (product: Product) => ({
+  productId: product.id,
+  orgId: product.orgId,
+  name: product.name,
+  description: product.description,
+  status: product.status,
+  createdAt: iso(product.createdAt),
+  updatedAt: iso(product.updatedAt),
+});
+
+const presentPrice = (price: Price) => ({
+  pricingId: price.id,
+  orgId: price.orgId,
+  productId: price.productId,
+  amount: price.amount,
+  currency: price.currency,
+  pricingType: price.pricingType,
+  billingInterval: price.billingInterval,
+  billingIntervalCount: price.billingIntervalCount,
+  pricingName: price.pricingName,
+  flexibleAmount: price.flexibleAmount,
+  minAmount: price.minAmount,
+  maxAmount: price.maxAmount,
+  provider: price.provider,
+  active: price.active,
+  createdAt: iso(price.createdAt),
+});
+
+type CatalogAdminHandlers = Pick<
+  AdminHandlers,
+  | 'listOrgProducts' | 'createProduct' | 'updateProduct' | 'archiveProduct'
+  | 'listProductPrices' | 'createPrice' | 'deactivatePrice'
+  | 'createPaymentLink' | 'deactivatePaymentLink'
+>;
+
+export function createCatalogAdminHandlers(catalog: CatalogService, orgs: OrgService): CatalogAdminHandlers {
+  const presentLink = ({ link, price }: { link: PaymentLink; price: Price }) => ({
+    paymentLinkId: link.id,
+    paymentLinkUrl: catalog.paymentLinkUrl(link),
+    orgId: link.orgId,
+    pricingId: price.id,
+    productId: price.productId,
+    name: link.name,
+    isActive: link.isActive,
+    createdAt: iso(link.createdAt),
+    updatedAt: iso(link.updatedAt),
+  });
+
+  return {
+    listOrgProducts: async ({ params, query }) => {
+      // An empty page would not tell a typo'd organization id from an empty catalog.
+      await orgs.getOrganization(params.id);
+      const pageNumber = query.page ?? 1;
+      const size = query.size ?? 20;
+      const { records, total } = await catalog.listProducts(params.id, { page: pageNumber, size, search: query.search, status: query.status });
+      return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentProduct), total, pageNumber, size) } };
+    },
+    createProduct: async ({ params, body }) => ({
+      status: 201,
+      body: { success: true, message: 'Product created', data: presentProduct(await catalog.createProduct(params.id, body)) },
+    }),
+    updateProduct: async ({ params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Product updated', data: presentProduct(await catalog.updateProduct(params.id, body)) },
+    }),
+    archiveProduct: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'Product archived', data: presentProduct(await catalog.archiveProduct(params.id)) },
+    }),
+    listProductPrices: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: (await catalog.listPrices(params.id)).map(presentPrice) },
+    }),
+    createPrice: async ({ params, body }) => ({
+      status: 201,
+      body: { success: true, message: 'Price created', data: presentPrice(await catalog.createPrice(params.id, body)) },
+    }),
+    deactivatePrice: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'Price deactivated', data: presentPrice(await catalog.deactivatePrice(params.id)) },
+    }),
+    createPaymentLink: async ({ params, body }) => ({
+      status: 201,
+      body: { success: true, message: 'Payment link created', data: presentLink(await catalog.createPaymentLink(params.id, body ?? {})) },
+    }),
+    deactivatePaymentLink: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'Payment link deactivated', data: presentLink(await catalog.deactivatePaymentLink(params.id)) },
+    }),
+  };
+}
