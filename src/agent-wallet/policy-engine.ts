@@ -210,12 +210,12 @@ function resolveMessagePath(types: TypedDataTypes, primaryType: string, path: st
       if (!field) throw new PolicyValidationError(`${where}.field: '${segment}' is not a field of ${current.name}`);
       current = parseType(field.type, types)!;
     } else {
-      throw new PolicyValidationError(`${where}.field: '${walked}' is a ${current.name}, it has no field '${segment}'`);
+      throw new PolicyValidationError(`${where}.field: '${walked}' is of type ${current.name}, it has no field '${segment}'`);
     }
     walked = `${walked}.${segment}`;
   }
   if (current.kind !== 'atomic') {
-    throw new PolicyValidationError(`${where}.field: '${path}' is a ${current.name}; a condition must reach a single value`);
+    throw new PolicyValidationError(`${where}.field: '${path}' is of type ${current.name}; a condition must reach a single value`);
   }
   return current;
 }
