@@ -38,8 +38,10 @@ export interface Receiver {
   received: Received[];
   /** What to answer to the n-th request (0-based); default 200. */
   respond: (request: Received, index: number) => Reply;
-  /** Largest number of requests for one webhook-id in progress at the same moment. */
+  /** Largest number of requests for one webhook-id (to one path) in progress at the same moment. */
   maxConcurrentPerId: () => number;
+  /** Forgets received requests, the reply rule and the concurrency high-water mark. */
+  reset(): void;
   close(): Promise<void>;
 }
 
@@ -52,6 +54,11 @@ export async function startReceiver(): Promise<Receiver> {
     received: [],
     respond: () => ({ status: 200, body: 'ok' }),
     maxConcurrentPerId: () => maxConcurrent,
+    reset: () => {
+      receiver.received.length = 0;
+      receiver.respond = () => ({ status: 200, body: 'ok' });
+      maxConcurrent = 0;
+    },
     close: async () => {},
   };
   const server = https.createServer({ cert: RECEIVER_CERT, key: RECEIVER_KEY }, (req, res) => {
@@ -68,7 +75,8 @@ export async function startReceiver(): Promise<Receiver> {
       const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawBody, json };
       const index = receiver.received.length;
       receiver.received.push(request);
-      const id = String(req.headers['webhook-id']);
+      // One endpoint's delivery of one event; the same event may legitimately reach two endpoints at once.
+      const id = `${String(req.headers['webhook-id'])} ${req.url}`;
       const now = (inFlight.get(id) ?? 0) + 1;
       inFlight.set(id, now);
       maxConcurrent = Math.max(maxConcurrent, now);
