@@ -620,10 +620,224 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orders/{id}/refund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund a paid order, fully or partly
+         * @description Refunds are made by the organization's operator, never through the merchant API (the product
+         *     spec leaves refunds outside it). Without `amount` the whole refundable remainder is refunded.
+         *
+         *     * A full refund makes the order `REFUNDED` (`displayStatus` Refunded, `refunded: true`); its
+         *       checkout session stays `COMPLETE` and shows `orderStatus: REFUNDED` — the checkout is not
+         *       reopened.
+         *     * A partial refund leaves the order `PAID` and raises `amountRefunded` / `amountRefundedCents`;
+         *       further partial refunds may follow until the order is fully refunded.
+         *     * Only `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the refundable
+         *       remainder is `400`.
+         *     * Refunds emit no webhook event (the spec's order events follow payment results only).
+         */
+        post: operations["refundOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/signing-key/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the webhook signing key
+         * @description Generates a new Ed25519 key pair and makes it the current key at once. The previous current
+         *     key is retired but stays **published** (in `keys` of `GET {api_url}/v1/webhooks/signing-key`)
+         *     and **signing** for `graceSeconds` (default 604800 = 7 days, at most 90 days): during that
+         *     window every delivery carries one `v1a` signature per published key, so receivers holding
+         *     either key keep verifying while they refresh their cached copy (which they do at most every
+         *     5 minutes, and on any verification failure). After the grace period the old key is neither
+         *     published nor used. Two rotations racing each other: one wins, the other is `409`.
+         */
+        post: operations["rotateWebhookSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's webhook deliveries with their attempts
+         * @description Deliveries (one per event and endpoint, plus redeliveries and test events), newest first,
+         *     each with every attempt: HTTP status (null when no response arrived), duration, the first
+         *     2 KiB of the response body and the error. Filter by `event` (the `webhook-id`).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-deliveries/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /** Read one webhook delivery with its attempts */
+        get: operations["getWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery's event to its endpoint again
+         * @description Queues a **new** delivery of the same event to the same endpoint, with a fresh budget of 12
+         *     attempts; the worker sends it within a second or so. The `webhook-id` is the event's, as on
+         *     every delivery, so a receiver that already processed the event recognises it. Works for any
+         *     delivery (failed, succeeded or pending). `409` when the endpoint has been deleted or is
+         *     disabled.
+         */
+        post: operations["redeliverWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to one endpoint
+         * @description Queues a `webhook.test` event (see the merchant document's `webhooks`) for this endpoint
+         *     only, whatever its event selection. It is signed and delivered like any event (same
+         *     headers, retries and attempt records), so it checks the URL, TLS and the receiver's
+         *     signature verification end to end. `404` for an unknown or deleted endpoint, `409` for a
+         *     disabled one.
+         */
+        post: operations["sendTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/webhook-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Poll an organization's events, signed for local forwarding (`webhook listen`)
+         * @description The feed behind `npm run admin -- webhook listen --org ID --forward URL`. A local
+         *     development receiver cannot be registered as an endpoint (only public `https` URLs are),
+         *     so the CLI polls this operation and POSTs each event to the local URL itself.
+         *
+         *     * Without `after`: no events, and `cursor` = the organization's latest event, so listening
+         *       starts "from now".
+         *     * With `after`: up to `limit` events that came after that cursor, oldest first, and the
+         *       new `cursor`.
+         *
+         *     Each event comes rendered and signed exactly like a delivery — the `body` string is the
+         *     exact bytes to POST, `headers` are the `webhook-*` headers, signed now with every published
+         *     key — so the local receiver verifies it with the real signing-key endpoint. The envelope's
+         *     `endpoint` is the fixed pseudo-endpoint `{"id": "WHE_000000000000000000listen", "name":
+         *     "webhook listen (CLI)"}`. Every event of the organization is included (no selection), and
+         *     forwarding has no retries: the CLI prints each receiver's answer.
+         */
+        get: operations["listenWebhookEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        OrderRefund: {
+            /** @description Minor units to refund; default the whole refundable remainder. */
+            amount?: number;
+        };
+        AdminOrder: {
+            orderId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+            amountCents: number;
+            amountRefundedCents: number;
+            currency: string;
+        };
+        AdminOrderResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminOrder"];
+        };
         /**
          * @description A merchant API key permission (see the merchant document's `GET /v1/me`).
          * @enum {string}
@@ -1125,6 +1339,120 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["TelemetryKey"][];
+        };
+        SigningKeyRotate: {
+            /**
+             * @description How long the retired key stays published and signing (default 7 days, at most 90 days).
+             * @default 604800
+             */
+            graceSeconds?: number;
+        };
+        PublishedSigningKey: {
+            keyId: string;
+            publicKey: string;
+            current: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            retiredAt: string | null;
+            /**
+             * Format: date-time
+             * @description End of the grace period of a retired key.
+             */
+            publishUntil: string | null;
+        };
+        SigningKeyRotationResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /** @description The new current key. */
+                keyId: string;
+                /** @description The key it replaced. */
+                retiredKeyId: string | null;
+                keys: components["schemas"]["PublishedSigningKey"][];
+            };
+        };
+        WebhookAttempt: {
+            attemptNumber: number;
+            /** @description The URL this attempt was sent to (empty for an abandoned attempt whose endpoint is gone). */
+            url: string;
+            /** @description Null when no HTTP response arrived. */
+            statusCode: number | null;
+            durationMs: number;
+            /** @description First 2 KiB of the response body. */
+            responseBody: string | null;
+            /**
+             * @description Transport error, `timed out after 10000 ms`, `refused: …` (the host resolved to a forbidden
+             *     address), or `abandoned: …` (the worker stopped before recording a result; the attempt
+             *     may or may not have reached the receiver).
+             */
+            error: string | null;
+            attemptedAt: components["schemas"]["Timestamp"];
+        };
+        WebhookDelivery: {
+            deliveryId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @description The `webhook-id`. */
+            eventId: string;
+            /** @example order.paid */
+            eventType: string;
+            endpointId: string;
+            /**
+             * @description `failed` = dropped: a final (3xx/4xx) answer, 12 attempts used, or the endpoint deleted/disabled.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; null unless pending.
+             */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        WebhookDeliveryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WebhookDelivery"];
+        };
+        WebhookDeliveryPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["WebhookDelivery"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
+        WebhookEventFeedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                cursor: number;
+                events: {
+                    eventId: string;
+                    type: string;
+                    createdAt: components["schemas"]["Timestamp"];
+                    headers: {
+                        "webhook-id": string;
+                        "webhook-timestamp": string;
+                        "webhook-signature": string;
+                    };
+                    /** @description The exact JSON bytes to POST (UTF-8). */
+                    body: string;
+                }[];
+            };
         };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
@@ -2653,6 +2981,331 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TelemetryKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    refundOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": 500
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrderRefund"];
+            };
+        };
+        responses: {
+            /** @description The order after the refund. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Order refunded",
+                     *       "data": {
+                     *         "orderId": "ORD_4mT8pQ2wXz6Lk1aBcDeFgHiJ",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAID",
+                     *         "amountCents": 2500,
+                     *         "amountRefundedCents": 500,
+                     *         "currency": "USD"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminOrderResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    rotateWebhookSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "graceSeconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["SigningKeyRotate"];
+            };
+        };
+        responses: {
+            /** @description The new current key and every key now published. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signing key rotated",
+                     *       "data": {
+                     *         "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *         "retiredKeyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "keys": [
+                     *           {
+                     *             "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *             "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *             "current": true,
+                     *             "createdAt": "2026-11-22T10:00:00.000Z",
+                     *             "retiredAt": null,
+                     *             "publishUntil": null
+                     *           },
+                     *           {
+                     *             "keyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "publicKey": "whpk_Y9Oqupw+3RBayMLaR58By6J9ShVfudBTeHoNN0zhMpA=",
+                     *             "current": false,
+                     *             "createdAt": "2026-11-01T08:00:00.000Z",
+                     *             "retiredAt": "2026-11-22T10:00:00.000Z",
+                     *             "publishUntil": "2026-11-23T10:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyRotationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries of this event (`EVT_…`). */
+                event?: string;
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "order.paid",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "status": "succeeded",
+                     *         "attemptCount": 2,
+                     *         "nextAttemptAt": null,
+                     *         "lastStatusCode": 200,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:31:05.120Z",
+                     *         "completedAt": "2026-11-22T09:31:35.700Z",
+                     *         "attempts": [
+                     *           {
+                     *             "attemptNumber": 1,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 503,
+                     *             "durationMs": 84,
+                     *             "responseBody": "upstream unavailable",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:05.200Z"
+                     *           },
+                     *           {
+                     *             "attemptNumber": 2,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 200,
+                     *             "durationMs": 61,
+                     *             "responseBody": "ok",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:35.640Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    redeliverWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery (no attempts yet). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    sendTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery (poll `GET /v1/webhook-deliveries/{id}` for its attempts). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listenWebhookEvents: {
+        parameters: {
+            query?: {
+                /** @description Cursor returned by the previous call. */
+                after?: number;
+                /** @description Events per call, default 50. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Events after the cursor, and the next cursor. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "cursor": 42,
+                     *         "events": [
+                     *           {
+                     *             "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *             "type": "order.paid",
+                     *             "createdAt": "2026-11-22T09:31:05.120Z",
+                     *             "headers": {
+                     *               "webhook-id": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *               "webhook-timestamp": "1795340050",
+                     *               "webhook-signature": "v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ=="
+                     *             },
+                     *             "body": "{\"type\":\"order.paid\",\"timestamp\":\"2026-11-22T09:31:05.120Z\",\"apiVersion\":\"2026-11-01\",\"endpoint\":{\"id\":\"WHE_000000000000000000listen\",\"name\":\"webhook listen (CLI)\"},\"data\":{\"order\":{\"orderId\":\"ORD_Gdzyl2Q4Fu747Db4xljp1B48\"}}}"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookEventFeedResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -185,6 +185,28 @@ export interface paths {
          *     **Result.** `data.signature` is the 65-byte `r || s || v` signature (`v` 27 or 28),
          *     lowercase hex with `0x`; `data.walletAddress` is the signing wallet's EIP-55
          *     address. Body limit 64 KB.
+         *
+         *     **Worked example and test vectors.** For the request example below, sent to
+         *     `api_url` `http://localhost:3001` by an agent whose `appId` is
+         *     `ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ`, the canonical payload is this 1009-byte string
+         *     (keys sorted at every depth, no whitespace, `signature` left out of `body`, numbers in
+         *     their shortest ECMAScript form):
+         *
+         *     ```
+         *     {"body":{"typed_data":{"domain":{"chainId":8453,"name":"USD Coin","verifyingContract":"0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913","version":"2"},"message":{"from":"0x2c7536E3605D9C16a7a3D7b1898e529396a65c23","nonce":"0x9c1f4e2a7b3d5f8e6a0c2b4d6f8e1a3c5b7d9f0e2a4c6e8b1d3f5a7c9e0b2d4f","to":"0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359","validAfter":"0","validBefore":"1763800600","value":"2500000"},"primary_type":"TransferWithAuthorization","types":{"EIP712Domain":[{"name":"name","type":"string"},{"name":"version","type":"string"},{"name":"chainId","type":"uint256"},{"name":"verifyingContract","type":"address"}],"TransferWithAuthorization":[{"name":"from","type":"address"},{"name":"to","type":"address"},{"name":"value","type":"uint256"},{"name":"validAfter","type":"uint256"},{"name":"validBefore","type":"uint256"},{"name":"nonce","type":"bytes32"}]}}},"headers":{"privy-app-id":"ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"},"method":"POST","url":"http://localhost:3001/v1/agent-wallet/sign-typed-data","version":1}
+         *     ```
+         *
+         *     Its SHA-256 is `89ca99d7ce8967ef5f425ccd25a40e380804cd1a0a07ad9b46f585665cb92d15`. Under the test key of the
+         *     document description, the example's `signature`
+         *     `MEQCIC+HxfOcl7tZvK7WEKpujFqjNhYahOts+W5Tn2BQc2jJAiB40miuM4glm5+5lYrLsZ+p8XAfjD9bEadrks6OaHN3kw==` verifies over it; a new signature of the same bytes
+         *     differs (ECDSA is randomized) and verifies too. Changing any byte of the body, the
+         *     URL or the app id makes it fail (`403`).
+         *
+         *     EIP-712 vector: a wallet whose secp256k1 key is the well-known test key
+         *     `0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318` (address
+         *     `0x2c7536E3605D9C16a7a3D7b1898e529396a65c23`) hashes the example's typed data to
+         *     `0xa36cd0386d6adbbcd12d2407d099978f3f9231934c8f75a5386d1e4a0fdb7422` and signs it as the response example's
+         *     `data.signature` (secp256k1 signing is deterministic, RFC 6979).
          */
         post: operations["signTypedData"];
         delete?: never;
@@ -229,9 +251,17 @@ export interface components {
             walletId: string | null;
             /** @description EIP-55 checksummed EOA address of the assigned wallet, or null. */
             walletAddress: string | null;
-            /** @description The custody provider's (Privy's) identifier of the assigned wallet, or null. */
+            /**
+             * @description The custody provider's identifier of the assigned wallet (what Privy calls the
+             *     wallet id), or null. Kassa is its own custody provider: 24 lowercase letters and
+             *     digits, assigned at wallet creation.
+             */
             providerWalletId: string | null;
-            /** @description Custody provider application id; the `privy-app-id` header value of wallet authorization signature payloads. */
+            /**
+             * @description Custody provider application id: the `privy-app-id` header value of wallet
+             *     authorization signature payloads. Kassa is its own custody provider and uses the
+             *     organization's id (`ORG_…`), also when no wallet is assigned.
+             */
             appId: string;
             /** @description Whether the agent identity is revoked (always false in a successful response). */
             revoked: boolean;
@@ -596,12 +626,12 @@ export interface operations {
                      *       "data": {
                      *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
                      *         "name": "Research assistant",
-                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEiWHg9U4KBVl5q21G0rUkQWelFZLHDVc4m4f62JbmH7lD+CGJJek2pQT8HOYOq8tWfb5N3GrGX8YRa7CqL8Y2wQ==",
                      *         "keyQuorumId": "KQ_7jR2mV9xTq4Wn1Lc8Bz5Ks3H",
                      *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
-                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "walletAddress": "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23",
                      *         "providerWalletId": "ch6b2o6w5b4e8p6tn2mzd0i4",
-                     *         "appId": "clpispdty00ycl80fpueukbhl",
+                     *         "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "revoked": false
                      *       }
                      *     }
@@ -933,7 +963,7 @@ export interface operations {
                  *         },
                  *         "primary_type": "TransferWithAuthorization",
                  *         "message": {
-                 *           "from": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "from": "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23",
                  *           "to": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
                  *           "value": "2500000",
                  *           "validAfter": "0",
@@ -941,7 +971,7 @@ export interface operations {
                  *           "nonce": "0x9c1f4e2a7b3d5f8e6a0c2b4d6f8e1a3c5b7d9f0e2a4c6e8b1d3f5a7c9e0b2d4f"
                  *         }
                  *       },
-                 *       "signature": "MEUCIByzNAJWgBWWM966/4e8rmM5lnzKhLqzM+LO7ZGozr1AAiEAlOA6IdpVTSdzSVcPJQDNUDd1UpA5Cy9owtPCOUasRUM="
+                 *       "signature": "MEQCIC+HxfOcl7tZvK7WEKpujFqjNhYahOts+W5Tn2BQc2jJAiB40miuM4glm5+5lYrLsZ+p8XAfjD9bEadrks6OaHN3kw=="
                  *     }
                  */
                 "application/json": components["schemas"]["SignTypedDataRequest"];
@@ -959,8 +989,8 @@ export interface operations {
                      *       "success": true,
                      *       "message": "Typed data signed",
                      *       "data": {
-                     *         "signature": "0xf544d33975b1a780acb9c5f8c7cff02af14896739845469af110181b3aa8bbd27566e7b5cc4eb3de79cfd2bb205dd987952ccff88e89e08855dcafafa647c4931b",
-                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *         "signature": "0x2d4ece92e6d9e2df70d2231edc304339342d0ba7be3b43c55b62fd2b3f66320926371001600b0756c78bcced53bf46f6edfac4173665305425b1633ba90d00f01c",
+                     *         "walletAddress": "0x2c7536E3605D9C16a7a3D7b1898e529396a65c23"
                      *       }
                      *     }
                      */

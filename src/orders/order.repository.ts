@@ -137,8 +137,8 @@ export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) 
 export interface OrderRepository {
   insert(order: Order): Promise<void>;
   find(orgId: string, id: string): Promise<Order | undefined>;
-  /** Locks the order row for the rest of the transaction. */
-  findForUpdate(orgId: string, id: string): Promise<Order | undefined>;
+  /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
+  findForUpdate(id: string): Promise<Order | undefined>;
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
   update(order: Order): Promise<void>;
   list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
@@ -156,8 +156,8 @@ export class KnexOrderRepository implements OrderRepository {
     return row ? toOrder(row) : undefined;
   }
 
-  async findForUpdate(orgId: string, id: string): Promise<Order | undefined> {
-    const row = await this.db<OrderRow>('orders').where({ org_id: orgId, id }).forUpdate().first();
+  async findForUpdate(id: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ id }).forUpdate().first();
     return row ? toOrder(row) : undefined;
   }
 

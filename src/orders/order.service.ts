@@ -114,9 +114,9 @@ export class OrderService {
   }
 
   /** Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE. */
-  async refund(orgId: string, orderId: string, amount?: number): Promise<Order> {
+  async refund(orderId: string, amount?: number): Promise<Order> {
     return this.uow.transaction(async (stores) => {
-      const order = await stores.orders.findForUpdate(orgId, orderId);
+      const order = await stores.orders.findForUpdate(orderId);
       if (!order) throw notFound('Order');
       if (order.status !== 'PAID') throw conflict(`Only PAID orders can be refunded; this order is ${order.status}`);
       const remaining = order.amountCents - order.amountRefundedCents;

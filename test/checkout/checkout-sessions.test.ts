@@ -99,7 +99,7 @@ describe('POST /v1/checkout-sessions', () => {
     ['an invalid e-mail', { ...inline(), customerEmail: 'not-an-email' }, /customerEmail/],
     ['a customerEmail over 255 bytes', { ...inline(), customerEmail: `${'é'.repeat(120)}@example.com` }, /customerEmail/],
   ])('answers 400 naming the field for %s', async (_label, body, message) => {
-    let payload = body;
+    let payload: unknown = body;
     if (body === 'ORG_B_PRODUCT') {
       const other = await ctx.services.catalog.createProduct(ctx.orgB.orgId, { name: 'B product' });
       payload = { pricingData: { amount: 1, currency: 'USD', productId: other.id } };

@@ -1,0 +1,17 @@
+/** `order refund`: refunds of merchant orders (full by default, or part of the amount). */
+import type { Command } from 'commander';
+import { parsePositiveInt, type CliContext } from './cli.js';
+
+export function register(program: Command, ctx: CliContext): void {
+  const order = program.command('order').description('Merchant orders');
+
+  order
+    .command('refund')
+    .description('Refund a PAID order: the whole remainder, or --amount minor units of it')
+    .requiredOption('--order <id>', 'order id (ORD_...)')
+    .option('--amount <minorUnits>', 'amount to refund in minor units (default: everything refundable)', parsePositiveInt)
+    .action(async (opts: { order: string; amount?: number }) => {
+      const body = opts.amount !== undefined ? { amount: opts.amount } : {};
+      ctx.print(await ctx.call(ctx.client.POST('/v1/orders/{id}/refund', { params: { path: { id: opts.order } }, body })));
+    });
+}
