@@ -23,7 +23,7 @@ let server: Server;
 let adminUrl: string;
 
 function cli(args: string[]): Promise<RunResult> {
-  const env = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
+  const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
   for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
   return new Promise((resolve) => {
     execFile(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
