@@ -74,6 +74,42 @@ export interface paths {
          *
          *     Confirm payment through the orders endpoints or a verified `order.paid` webhook, never through
          *     the browser return to `successUrl` or the session status alone.
+         *
+         *     **Hosted checkout page** — `url` opens a page on `{base_url}` (`/checkout/<32-character
+         *     token>`; the session id alone never opens it) showing product, quantity and total, an e-mail
+         *     field when the session has no customer, and a card form. It uses no script and no external
+         *     asset, and is served with a strict Content-Security-Policy. After a successful payment the
+         *     buyer is redirected (`303`) to `successUrl`, or to a Kassa confirmation page when there is
+         *     none; an asynchronous payment shows a "processing" page that refreshes itself. Following
+         *     `cancelUrl` does not cancel or fail the session. An expired, complete or failed session's page
+         *     refuses payment.
+         *
+         *     **How a session leaves `CREATED`** (the product spec leaves these transitions open):
+         *     * `COMPLETE` when a payment is accepted: the order is created `PAID` (`order.paid`), or
+         *       `PENDING` (`order.pending`) for an asynchronous payment. One order per session, ever.
+         *     * `FAILED` when an accepted asynchronous payment finally fails (order `FAILED`, `order.failed`).
+         *     * A declined card does **not** change the status: `lastError` records the decline and the
+         *       buyer may try another card.
+         *     * `EXPIRED` on `POST …/expire`, or by itself once `expiresAt` passes (a background sweeper, and
+         *       a check on every read).
+         *
+         *     **Sandbox card processor** (the built-in card rail; any future expiry and any 3-4 digit CVC):
+         *
+         *     | card number | result |
+         *     |---|---|
+         *     | `4242 4242 4242 4242` | succeeds |
+         *     | `4000 0000 0000 0002` | declined, `lastError.code` `card_declined` |
+         *     | `4000 0000 0000 9995` | declined, `insufficient_funds` |
+         *     | `4000 0000 0000 0077` | accepted as pending; paid a few seconds later (`order.pending`, then `order.paid`) |
+         *     | `4000 0000 0000 0085` | accepted as pending; fails a few seconds later (`order.pending`, then `order.failed`) |
+         *     | `4000 0000 0000 0341` | succeeds now, declines on subscription renewals |
+         *
+         *     Other numbers that pass the Luhn check succeed; others are `incorrect_number`; a past expiry
+         *     is `expired_card`. A card payment's funds become available two days after payment
+         *     (`settledAvailableOn`, `fundsSettled`).
+         *
+         *     **This build** — crypto checkout (`provider: CRYPTO`) answers `501 NOT_IMPLEMENTED` until the
+         *     crypto rail ships.
          */
         post: operations["createCheckoutSession"];
         delete?: never;
@@ -974,6 +1010,33 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test event (`webhook.test`)
+         * @description **`webhook.test`** — Sent only when an operator asks for it (admin CLI
+         *     `webhook test --endpoint WHE_…`), to that one endpoint, whatever its event selection. It
+         *     carries no business data (`data.test`): answer `2xx` and do nothing else. It cannot be
+         *     selected in `events` and is never sent on its own.
+         *
+         *     It is signed, delivered and retried exactly like the other events (see `order.paid`), so it
+         *     checks the URL, TLS and the receiver's signature verification end to end. Receivers should
+         *     acknowledge event types they do not handle with `2xx` anyway.
+         */
+        post: operations["webhookTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1661,6 +1724,21 @@ export interface components {
             endpoint: components["schemas"]["WebhookEndpointRef"];
             data: {
                 subscription: components["schemas"]["WebhookSubscription"];
+            };
+        };
+        /** @description Envelope of `webhook.test` deliveries (operator-requested, one endpoint). */
+        TestWebhookEvent: {
+            /** @constant */
+            type: "webhook.test";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                test: {
+                    message: string;
+                    requestedAt: components["schemas"]["Timestamp"];
+                };
             };
         };
         /**
@@ -3488,6 +3566,80 @@ export interface operations {
                 content?: never;
             };
             /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    webhookTestEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "webhook.test",
+                 *       "timestamp": "2026-11-22T09:34:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "test": {
+                 *           "message": "Test event sent from the Kassa admin CLI; no action needed.",
+                 *           "requestedAt": "2026-11-22T09:34:10.512Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TestWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged. */
             "2XX": {
                 headers: {
                     [name: string]: unknown;
