@@ -714,7 +714,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** Read one webhook delivery with its attempts */
+        /**
+         * Read one webhook delivery with its attempts
+         * @description One delivery of any organization with every attempt, oldest attempt first.
+         */
         get: operations["getWebhookDelivery"];
         put?: never;
         post?: never;

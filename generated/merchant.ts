@@ -1291,7 +1291,11 @@ export interface components {
             flexibleAmount: boolean;
             isActive: boolean;
             name: string;
-            /** @description Buyer URL; query parameters appended to it are stored as `merchantMetadata`. */
+            /**
+             * @description Buyer URL `{base_url}/pay/<token>`, where the token is 32 random base62 characters (not the
+             *     link ID), so links cannot be guessed. Query parameters appended to it are stored as
+             *     `merchantMetadata`.
+             */
             paymentLinkUrl: string;
             pricingId: components["schemas"]["PricingId"];
             pricingType: components["schemas"]["PricingType"];
@@ -1310,6 +1314,11 @@ export interface components {
             orgId: components["schemas"]["OrgId"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+            /**
+             * @description Every payment link of every price of the product, oldest first, inactive ones included
+             *     (`isActive: false`: deactivated links, and the links of deactivated prices). Empty when
+             *     the product has none.
+             */
             paymentLinks: components["schemas"]["PaymentLink"][];
         };
         ProductPage: {
