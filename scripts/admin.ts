@@ -21,6 +21,10 @@ import * as paymentlink from './admin/paymentlink.js';
 import * as order from './admin/order.js';
 import * as project from './admin/project.js';
 import * as telemetryKey from './admin/telemetry-key.js';
+import * as wallet from './admin/wallet.js';
+import * as agent from './admin/agent.js';
+import * as policy from './admin/policy.js';
+import * as credit from './admin/credit.js';
 
 const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
@@ -30,6 +34,10 @@ const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }
   paymentlink,
   project,
   telemetryKey,
+  wallet,
+  agent,
+  policy,
+  credit,
 ];
 
 function buildProgram(ctx: CliContext): Command {

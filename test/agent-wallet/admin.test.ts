@@ -1,5 +1,5 @@
 /** Management of wallets, agents, policies and credit through the admin API, and org isolation. */
-import { createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { decodeAgentWalletKey } from '../../src/agent-wallet/protocol.js';
@@ -67,7 +67,8 @@ describe('wallets', () => {
     expect(list.body.data).toHaveLength(5);
     // Oldest first: the two created at 09:00:00.000, then the three created after.
     expect(list.body.data.slice(0, 2).map((w: TestWallet) => w.walletId)).toContain(first.walletId);
-    expect(list.body.data.map((w: TestWallet) => w.createdAt)).toEqual(list.body.data.map((w: TestWallet) => w.createdAt).sort());
+    const created = list.body.data.map((w: { createdAt: string }) => w.createdAt);
+    expect(created).toEqual([...created].sort());
     // The limit is per organization.
     await createWallet(ctx, ctx.orgB);
   });
@@ -93,7 +94,7 @@ describe('agents', () => {
     const key = decodeAgentWalletKey(res.body.data.agentWalletKey);
     expect(key.walletId).toBe(wallet.walletId);
     // The public key in the response is the one of the returned private key.
-    const derived = createPublicKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' })
+    const derived = createPublicKey(createPrivateKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' }))
       .export({ type: 'spki', format: 'der' })
       .toString('base64');
     expect(res.body.data.publicKey).toBe(derived);

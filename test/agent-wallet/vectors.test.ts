@@ -82,7 +82,7 @@ describe('request authentication vector', () => {
 });
 
 describe('wallet authorization signature vector', () => {
-  const { signature, ...unsigned } = requestExample;
+  const { signature, ...unsigned } = requestExample as { signature: string; typed_data: unknown };
 
   it('the canonical JSON of the request example is the published string', () => {
     const bytes = authorizationBytes({ url: SIGN_URL, body: unsigned, appId: APP_ID });
@@ -107,7 +107,7 @@ describe('EIP-712 vector', () => {
     expect(hashTypedData(typed as never)).toBe(TYPED_DATA_HASH);
     const signature = await privateKeyToAccount(WALLET_KEY).signTypedData(typed as never);
     expect(signature).toBe(responseExample.data.signature);
-    expect(await recoverTypedDataAddress({ ...(typed as never), signature })).toBe(responseExample.data.walletAddress);
+    expect(await recoverTypedDataAddress({ ...typed, signature } as never)).toBe(responseExample.data.walletAddress);
   });
 });
 
