@@ -203,6 +203,10 @@ export function toAppError(thrown: unknown, operation?: unknown): { error: AppEr
     }
   }
 
+  // Other client errors of the body reader (a corrupt gzip/deflate stream): the client's fault.
+  if (status === 400 && (err as { expose?: boolean }).expose) {
+    return { error: validationError('Request body could not be decoded'), internal: false };
+  }
   if (isDatabaseOutage(err)) return { error: serviceUnavailable(), internal: false };
   return { error: new AppError('INTERNAL_ERROR', 'Internal server error'), internal: true };
 }

@@ -127,7 +127,9 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     OpenApiValidator.middleware({
       apiSpec: structuredClone(options.document) as never,
       validateApiSpec: true,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true, removeAdditional: false },
+      // coerceTypes applies to bodies only (query and path parameters are always coerced by the
+      // library): a body is taken as sent, so `null` or `"12"` never silently become `""` or 12.
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
       validateResponses: options.validateResponses
         ? {
             removeAdditional: false,

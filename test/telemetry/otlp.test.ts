@@ -1,0 +1,208 @@
+/** POST /v1/otlp/v1/traces: OTLP/HTTP JSON mapped onto the same storage as native ingest. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { bearer, createProjectWithKey, spanId, traceId, type TelemetryKeyFixture } from './helpers.js';
+
+let ctx: TestContext;
+let p: TelemetryKeyFixture;
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  p = await createProjectWithKey(ctx, ctx.orgA.orgId);
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const send = (body: unknown) => ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).send(body as object);
+const nanos = (iso: string, extraNanos = 0n) => (BigInt(Date.parse(iso)) * 1_000_000n + extraNanos).toString();
+
+describe('OTLP/HTTP JSON ingest', () => {
+  it('maps resource and span attributes, ids, times, status and kind; answers an empty partialSuccess', async () => {
+    const tid = traceId();
+    const root = spanId();
+    const call = spanId();
+    const res = await send({
+      resourceSpans: [
+        {
+          resource: {
+            attributes: [
+              { key: 'service.name', value: { stringValue: 'support-bot' } },
+              { key: 'deployment', value: { stringValue: 'resource-value' } },
+            ],
+          },
+          scopeSpans: [
+            {
+              scope: { name: 'opentelemetry.instrumentation.openai', version: '0.44b0', attributes: [{ key: 'scope.only', value: { stringValue: 'dropped' } }] },
+              spans: [
+                {
+                  traceId: tid.toUpperCase(),
+                  spanId: root.toUpperCase(),
+                  parentSpanId: '',
+                  name: 'chat.handle_message',
+                  kind: 2,
+                  startTimeUnixNano: nanos('2026-11-22T09:29:58.120Z', 999_999n),
+                  endTimeUnixNano: nanos('2026-11-22T09:30:00.470Z'),
+                  status: { code: 1 },
+                  events: [{ timeUnixNano: nanos('2026-11-22T09:29:59Z'), name: 'ignored' }],
+                  links: [{ traceId: traceId(), spanId: spanId() }],
+                  droppedAttributesCount: 0,
+                  flags: 1,
+                  traceState: 'k=v',
+                },
+                {
+                  traceId: tid,
+                  spanId: call,
+                  parentSpanId: root,
+                  name: 'chat gpt-4o',
+                  kind: 3,
+                  startTimeUnixNano: Number(nanos('2026-11-22T09:29:58.320Z')),
+                  endTimeUnixNano: nanos('2026-11-22T09:30:00.450Z'),
+                  attributes: [
+                    { key: 'deployment', value: { stringValue: 'span-wins' } },
+                    { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
+                    { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+                    { key: 'gen_ai.usage.input_tokens', value: { intValue: '1200' } },
+                    { key: 'gen_ai.usage.output_tokens', value: { intValue: 350 } },
+                    { key: 'gen_ai.request.temperature', value: { doubleValue: 0.2 } },
+                    { key: 'stream', value: { boolValue: false } },
+                    { key: 'stop', value: { arrayValue: { values: [{ stringValue: '\n\n' }, { intValue: '3' }] } } },
+                    { key: 'extra', value: { kvlistValue: { values: [{ key: 'a', value: { intValue: '1' } }, { key: 'b', value: { stringValue: 'x' } }] } } },
+                    { key: 'blob', value: { bytesValue: 'AQID' } },
+                    { key: 'huge', value: { intValue: '9223372036854775807' } },
+                    { key: 'empty', value: {} },
+                    { key: 'service.name', value: {} },
+                  ],
+                  status: { code: 2, message: 'upstream timeout' },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ partialSuccess: {} });
+    expect(res.headers['x-ratelimit-limit']).toBeDefined();
+
+    const detail = await ctx.platform.get(`/v1/traces/${tid}`).set(bearer(p.key));
+    expect(detail.status).toBe(200);
+    expect(detail.body.data).toEqual({
+      trace_id: tid,
+      start_time: '2026-11-22T09:29:58.120Z',
+      end_time: '2026-11-22T09:30:00.470Z',
+      duration_ms: 2350,
+      spans: [
+        {
+          span_id: root,
+          parent_span_id: null,
+          name: 'chat.handle_message',
+          start_time: '2026-11-22T09:29:58.120Z',
+          end_time: '2026-11-22T09:30:00.470Z',
+          duration_ms: 2350,
+          attributes: { 'service.name': 'support-bot', deployment: 'resource-value' },
+          status: { code: 'OK' },
+        },
+        {
+          span_id: call,
+          parent_span_id: root,
+          name: 'chat gpt-4o',
+          start_time: '2026-11-22T09:29:58.320Z',
+          end_time: '2026-11-22T09:30:00.450Z',
+          duration_ms: 2130,
+          attributes: {
+            deployment: 'span-wins',
+            'gen_ai.provider.name': 'openai',
+            'gen_ai.request.model': 'gpt-4o',
+            'gen_ai.usage.input_tokens': 1200,
+            'gen_ai.usage.output_tokens': 350,
+            'gen_ai.request.temperature': 0.2,
+            stream: false,
+            stop: ['\n\n', 3],
+            extra: '{"a":1,"b":"x"}',
+            blob: 'AQID',
+            huge: '9223372036854775807',
+            'llm.vendor': 'openai',
+            'llm.model': 'gpt-4o',
+            'llm.tokens.input': 1200,
+            'llm.tokens.output': 350,
+            'llm.cost': 0.0065,
+          },
+          status: { code: 'ERROR', message: 'upstream timeout' },
+        },
+      ],
+    });
+    const kinds = await ctx.testDb.database.db('telemetry_spans').where({ project_id: p.projectId, trace_id: tid }).orderBy('start_time').select('kind');
+    expect(kinds.map((k: { kind: string }) => k.kind)).toEqual(['SERVER', 'CLIENT']);
+    const list = await ctx.platform.get('/v1/traces').set(bearer(p.key)).query({ status: 'error' });
+    expect(list.body.data[0]).toMatchObject({ trace_id: tid, status: 'error', llm_summary: { model: 'gpt-4o', tokens_input: 1200, tokens_output: 350, cost: 0.0065 } });
+  });
+
+  it('groups spans of several traces across resources and accepts an empty request', async () => {
+    const [t1, t2] = [traceId(), traceId()];
+    const s = (tid: string) => ({ traceId: tid, spanId: spanId(), name: 'x', startTimeUnixNano: nanos('2026-11-22T08:00:00Z'), endTimeUnixNano: nanos('2026-11-22T08:00:01Z') });
+    const res = await send({ resourceSpans: [{ scopeSpans: [{ spans: [s(t1), s(t2)] }] }, { scopeSpans: [{ spans: [s(t1)] }] }] });
+    expect(res.status).toBe(200);
+    expect((await ctx.platform.get(`/v1/traces/${t1}`).set(bearer(p.key))).body.data.spans).toHaveLength(2);
+    expect((await ctx.platform.get(`/v1/traces/${t2}`).set(bearer(p.key))).body.data.spans).toHaveLength(1);
+    expect((await send({})).status).toBe(200);
+    expect((await send({ resourceSpans: [] })).body).toEqual({ partialSuccess: {} });
+  });
+
+  describe('errors', () => {
+    const validSpan = () => ({ traceId: traceId(), spanId: spanId(), name: 'x', startTimeUnixNano: nanos('2026-11-22T08:00:00Z'), endTimeUnixNano: nanos('2026-11-22T08:00:01Z') });
+    const wrap = (...spans: unknown[]) => ({ resourceSpans: [{ scopeSpans: [{ spans: [validSpan(), ...spans] }] }] });
+
+    it('an invalid span is invalid_trace with its coordinates; nothing is stored', async () => {
+      const bad = { ...validSpan(), endTimeUnixNano: nanos('2026-11-22T07:59:59Z') };
+      const res = await send(wrap(bad));
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({
+        code: 'invalid_trace',
+        details: { resource_index: 0, scope_index: 0, span_index: 1, trace_id: bad.traceId, span_id: bad.spanId, field: 'endTimeUnixNano' },
+      });
+      expect((await ctx.platform.get(`/v1/traces/${bad.traceId}`).set(bearer(p.key))).status).toBe(404);
+    });
+
+    it.each([
+      ['nesting deeper than one level', { attributes: [{ key: 'deep', value: { arrayValue: { values: [{ arrayValue: { values: [] } }] } } }] }],
+      ['a bad span id', { spanId: 'xyz' }],
+      ['an unknown span field', { color: 'red' }],
+      ['an unknown status code', { status: { code: 7 } }],
+      ['a non-numeric time', { startTimeUnixNano: 'yesterday' }],
+      ['a string gen_ai token count', { attributes: [{ key: 'gen_ai.request.model', value: { stringValue: 'm' } }, { key: 'gen_ai.usage.input_tokens', value: { stringValue: 'ten' } }] }],
+    ])('%s → invalid_trace', async (_label, patch) => {
+      const res = await send(wrap({ ...validSpan(), ...patch }));
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_trace');
+      expect(res.body.error.details).toMatchObject({ resource_index: 0, scope_index: 0, span_index: 1 });
+    });
+
+    it('more than 200 attributes after merging resource and span attributes → invalid_trace', async () => {
+      const attrs = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ key: `${prefix}${i}`, value: { intValue: i } }));
+      const res = await send({ resourceSpans: [{ resource: { attributes: attrs('r', 150) }, scopeSpans: [{ spans: [{ ...validSpan(), attributes: attrs('s', 60) }] }] }] });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'invalid_trace', details: { field: 'attributes', span_index: 0 } });
+    });
+
+    it('a span id twice in one trace → invalid_trace', async () => {
+      const s = validSpan();
+      const res = await send(wrap(s, { ...s }));
+      expect(res.body.error).toMatchObject({ code: 'invalid_trace', details: { span_index: 2, field: 'spanId' } });
+    });
+
+    it('shape problems outside spans and the protobuf encoding → invalid_request', async () => {
+      expect((await send({ resourceSpans: [{ scopeSpans: [], extra: 1 }] })).body.error.code).toBe('invalid_request');
+      expect((await send({ resourceSpans: {} })).body.error.code).toBe('invalid_request');
+      const proto = await ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).set('Content-Type', 'application/x-protobuf').send(Buffer.from([0x0a, 0x00]));
+      expect(proto.status).toBe(400);
+      expect(proto.body.error.code).toBe('invalid_request');
+    });
+
+    it('requires a telemetry key', async () => {
+      const res = await ctx.platform.post('/v1/otlp/v1/traces').send({});
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('unauthorized');
+    });
+  });
+});
