@@ -189,6 +189,7 @@ describe('admin prices', () => {
     ['fractional amount', { amount: 1.5, currency: 'USD' }, 'amount'],
     ['amount above a safe integer', { amount: 9007199254740992, currency: 'USD' }, 'amount'],
     ['amount as a word', { amount: 'ten', currency: 'USD' }, 'amount'],
+    ['amount as a numeric string', { amount: '100', currency: 'USD' }, 'amount'],
     ['missing currency', { amount: 100 }, 'currency'],
     ['lowercase currency', { amount: 100, currency: 'usd' }, 'currency'],
     ['currency not ISO 4217', { amount: 100, currency: 'XYZ' }, 'currency'],
