@@ -818,10 +818,117 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a subscription at period end or at once
+         * @description * `atPeriodEnd: true` (default): `cancelAtPeriodEnd` becomes true and `canceledAt` is set; the
+         *       status stays `ACTIVE` until `currentPeriodEnd`, then becomes `ENDED` with `endedAt`. Sends
+         *       `subscription.updated` now and `subscription.ended` at the period end. Only an `ACTIVE`
+         *       subscription can be canceled at period end; repeating it changes nothing.
+         *     * `atPeriodEnd: false`: the status becomes `CANCELED` at once (`canceledAt`, `endedAt` set);
+         *       sends `subscription.ended`. Allowed from `ACTIVE` and `PAUSED`.
+         *
+         *     Canceling a `CANCELED`, `EXPIRED` or `ENDED` subscription is `409 CONFLICT`. The buyer can do
+         *     the period-end cancellation from the manage page linked on the checkout confirmation page.
+         */
+        post: operations["cancelSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a subscription
+         * @description `ACTIVE` → `PAUSED`: no renewal is attempted while paused (the paid period runs out normally).
+         *     Pausing a paused subscription changes nothing; other states are `409`. Sends
+         *     `subscription.updated`.
+         */
+        post: operations["pauseSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused subscription
+         * @description `PAUSED` → `ACTIVE`. When the paid period ran out during the pause, a new period starts at the
+         *     resume and is charged at once (the billing anchor moves to the resume time); otherwise billing
+         *     continues at `currentPeriodEnd`. Resuming an active subscription changes nothing; other states
+         *     are `409`. Sends `subscription.updated`.
+         */
+        post: operations["resumeSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        SubscriptionCancel: {
+            /**
+             * @description true (default) ends the subscription at the period end; false cancels it now.
+             * @default true
+             */
+            atPeriodEnd?: boolean;
+        };
+        AdminSubscription: {
+            subscriptionId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "ACTIVE" | "CANCELED" | "PAUSED" | "EXPIRED" | "ENDED";
+            cancelAtPeriodEnd: boolean;
+            currentPeriodEnd: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            canceledAt: string | null;
+            /** Format: date-time */
+            endedAt: string | null;
+        };
+        AdminSubscriptionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminSubscription"];
+        };
         OrderRefund: {
             /** @description Minor units to refund; default the whole refundable remainder. */
             amount?: number;
@@ -3314,6 +3421,115 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    cancelSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "atPeriodEnd": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionCancel"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription will end at the period end",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": true,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": "2026-11-30T10:00:00.000Z",
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    pauseSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The paused subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    resumeSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resumed subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
         };
     };

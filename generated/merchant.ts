@@ -108,8 +108,36 @@ export interface paths {
          *     is `expired_card`. A card payment's funds become available two days after payment
          *     (`settledAvailableOn`, `fundsSettled`).
          *
-         *     **This build** — crypto checkout (`provider: CRYPTO`) answers `501 NOT_IMPLEMENTED` until the
-         *     crypto rail ships.
+         *     **Crypto checkout** (`provider: CRYPTO`) — rules and decisions:
+         *     * The price must be `USDC` or `USDT` (`400` otherwise) and `ONE_TIME` (`400` for
+         *       `SUBSCRIPTION`); `expiresIn` 60-86400 (default 3600). A frozen organization gets `403`;
+         *       the card-only checks (Card/USD verification, card payment account) do not apply.
+         *     * **Chain and wallet**: the session is paid on the first configured chain (deployment order,
+         *       Base `eip155:8453` before Base Sepolia `eip155:84532` by default) that lists the token and
+         *       on which the organization has a receiving wallet (set by an operator: admin CLI
+         *       `org set-wallet`). No receiving wallet at all, or none on a chain accepting the token, is
+         *       an organization set-up problem: `403 FORBIDDEN` with a message naming it (like the card
+         *       account checks), not `400`.
+         *     * **The quote** (`crypto` in the session): chain, token contract, `recipient` and
+         *       `amountUnits`, the exact amount to send in token units (1 token = 1000000). The exact
+         *       amount identifies the session among all open sessions paying the same wallet: it is the
+         *       session `amount` plus the smallest offset (0, 1, 2, … units; below 0.01 token by default)
+         *       that no other live quote on the same chain, token and recipient holds. The database holds
+         *       one reservation row per exact amount (a unique key, so concurrent checkouts can never get
+         *       the same amount); it lasts until `expiresAt` plus a late-payment window (24 h by default),
+         *       after which the amount can be quoted again. The first open session at a given price pays
+         *       exactly the price.
+         *     * **The buyer's e-mail comes first**: every order has a customer, so the amount is quoted
+         *       ("issued") only once the session has one. With `customerId` or `customerEmail` at
+         *       creation, `crypto.amountUnits` is in this response. Without them `crypto.amountUnits` is
+         *       `null` and the hosted page asks for the buyer's e-mail before it shows the payment
+         *       instructions; `amountUnits` appears from then on. Kassa never invents a customer from the
+         *       paying wallet.
+         *     * The hosted page shows the amount in tokens, the token and its contract, the chain, the
+         *       recipient address and a QR code (an EIP-681 `ethereum:` transfer URI), and refreshes
+         *       itself every few seconds until the transfer is seen and confirmed.
+         *     * What happens on chain (transfers, confirmations, reorganizations, under/over/late
+         *       payments) is described under `GET /v1/orders/{id}`.
          */
         post: operations["createCheckoutSession"];
         delete?: never;
@@ -397,9 +425,43 @@ export interface paths {
          *     | `UNDERPAID` | `Underpaid` | crypto transfer below the quoted amount; not fulfilled |
          *
          *     **Transitions**: `PENDING` → `PAID` | `FAILED` | `UNDERPAID`; `FAILED` → `PAID` (a later
-         *     attempt of the same checkout succeeded); `PAID` → `REFUNDED` (full refund). Paid orders are
+         *     attempt of the same checkout succeeded); `FAILED` → `PENDING` (crypto: a transfer is seen
+         *     again after a reorganization); `PAID` → `REFUNDED` (full refund). Paid orders are
          *     protected against duplicate payment events and status regression: `PAID` and `REFUNDED` never
          *     return to `PENDING` or `FAILED`.
+         *
+         *     **Crypto orders** (`provider: CRYPTO`; decisions on what the product spec leaves open). A
+         *     worker follows ERC-20 `Transfer` logs to the organizations' receiving wallets on every
+         *     configured chain (by block range from a cursor stored in the database, so it resumes after
+         *     a restart and never counts a log twice). A transfer is matched to a session by its exact
+         *     amount (see the session's `crypto.amountUnits`), token, chain and recipient, within the
+         *     quote's lifetime (issue time to `expiresAt` + the late-payment window).
+         *     * First sight of a matching transfer: the order is created `PENDING` (`order.pending`) with
+         *       `chain`, `txHash`, `fromAddress` and `amountReceivedCents`, and the session becomes
+         *       `COMPLETE` (checkout consumed; funds not final).
+         *     * Once the transfer's block has the chain's configured confirmations (10 on Base, 5 on Base
+         *       Sepolia by default, the transfer's own block counting as one): `PAID` (`order.paid`), or
+         *       `UNDERPAID` (`order.failed` with `status` `UNDERPAID`) when less than the quoted amount
+         *       arrived; an underpaid session becomes `FAILED`. Top-ups are not added up: settle an
+         *       underpayment with the buyer directly.
+         *     * Overpayment: `PAID`; the excess is `amountReceivedCents - amountCents` (it is kept, not
+         *       refunded automatically). A transfer that is not exact is attributed to a session only
+         *       when exactly one open quote on that wallet, token and chain lies within 10% of it (so an
+         *       exchange's withdrawal fee still yields a visible order); otherwise it is ignored and
+         *       logged for the operator.
+         *     * Reorganization before confirmation: when the transfer disappears from the chain, the
+         *       order goes `FAILED` (`order.failed`), and the session returns to `CREATED` (payable
+         *       again, same quote) or, past `expiresAt`, to `EXPIRED`. If the transaction is mined again
+         *       (or another matching transfer arrives) the same order goes back to `PENDING`, then
+         *       `PAID`. Reorganizations deeper than the confirmation depth are logged; a `PAID` order is
+         *       never taken back.
+         *     * Late payment (first seen after the session expired, within the late-payment window):
+         *       the order is recorded and follows the same rules (`PENDING`, then `PAID` or `UNDERPAID`);
+         *       the session stays `EXPIRED`. A transfer already sent is never lost.
+         *     * A transaction pays at most one session (unique key on chain and transaction hash): a
+         *       second transfer to a session that already has a payment, or a second `Transfer` log of
+         *       the same transaction, is recorded for the operator but creates no order.
+         *     * Crypto orders have no `fundsSettled` / `settledAvailableOn`.
          *
          *     **Amounts**: `amountCents` and `amountRefundedCents` are integers in minor units; `amount` and
          *     `amountRefunded` are the same values in display units (`amountCents / 10^decimals`, 2 decimals
@@ -1212,11 +1274,13 @@ export interface components {
             tokenAddress: components["schemas"]["EvmAddress"];
             recipient: components["schemas"]["EvmAddress"];
             /**
-             * @description Exact token amount to transfer, in base units (decimal string). It identifies the
-             *     session: pay exactly this amount to `recipient`. A smaller transfer makes an `UNDERPAID`
-             *     order.
+             * @description Exact token amount to transfer, in base units (decimal string; 1 token = 1000000). It
+             *     identifies the session: the session `amount` plus the smallest offset not held by
+             *     another live quote on the same chain, token and recipient. Pay exactly this amount to
+             *     `recipient`. A smaller transfer makes an `UNDERPAID` order. `null` until the session has
+             *     a customer (the hosted page asks the buyer's e-mail first).
              */
-            amountUnits: string;
+            amountUnits: string | null;
         };
         /** @description A checkout session (`CS_…`) with its purchase snapshot. */
         CheckoutSession: {
@@ -1388,6 +1452,13 @@ export interface components {
             fromAddress?: components["schemas"]["EvmAddress"];
             /** @description Crypto orders only; transfer transaction hash. */
             txHash?: string;
+            /**
+             * @description Crypto orders only: token units the transfer carried. Below `amountCents` on an
+             *     `UNDERPAID` order; above it on an overpaid one (the excess is the difference). An exact
+             *     payment carries the session's quoted amount, which may exceed `amountCents` by the
+             *     small offset that identified the session.
+             */
+            amountReceivedCents?: components["schemas"]["MinorUnits"];
             customerId: components["schemas"]["CustomerId"];
             customerEmail: string;
             provider: components["schemas"]["Provider"];

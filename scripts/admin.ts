@@ -19,12 +19,15 @@ import * as product from './admin/product.js';
 import * as price from './admin/price.js';
 import * as paymentlink from './admin/paymentlink.js';
 import * as order from './admin/order.js';
+import * as subscription from './admin/subscription.js';
 import * as project from './admin/project.js';
 import * as telemetryKey from './admin/telemetry-key.js';
 import * as wallet from './admin/wallet.js';
 import * as agent from './admin/agent.js';
 import * as policy from './admin/policy.js';
 import * as credit from './admin/credit.js';
+import * as signingKey from './admin/signing-key.js';
+import * as webhook from './admin/webhook.js';
 
 const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
@@ -38,6 +41,8 @@ const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }
   agent,
   policy,
   credit,
+  signingKey,
+  webhook,
 ];
 
 function buildProgram(ctx: CliContext): Command {

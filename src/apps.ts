@@ -20,11 +20,13 @@ import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
 import { createOrderAdminHandlers } from './orders/orders.admin-handlers.js';
+import { createSubscriptionAdminHandlers, createSubscriptionHandlers } from './subscriptions/subscriptions.handlers.js';
 import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
 import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
 import { createCatalogHandlers } from './catalog/catalog.handlers.js';
 import { createCatalogAdminHandlers } from './catalog/catalog.admin-handlers.js';
 import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
+import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
 import { createAgentWalletHandlers } from './agent-wallet/agent.handlers.js';
 import { createAgentWalletAdminHandlers } from './agent-wallet/admin.handlers.js';
 import { createAgentAuthenticators } from './agent-wallet/request-auth.js';
@@ -63,7 +65,7 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     ...createWebhookEndpointHandlers(deps.services.webhooks),
     ...createCheckoutHandlers(deps.services.checkout, deps.config.publicBaseUrl),
     ...createOrderHandlers(deps.services.orders, deps.clock),
-    ...notImplementedHandlers(['listSubscriptions', 'getSubscription', 'checkEntitlement'] as const),
+    ...createSubscriptionHandlers(deps.services.subscriptions, deps.services.entitlements),
   } satisfies MerchantHandlers;
   const apiKeyAuth: Authenticator = (req, op) =>
     deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
@@ -72,7 +74,7 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ApiKeyAuth: apiKeyAuth },
-    extraRoutes: (router) => registerHostedPages(router, deps.services.checkout, deps.logger),
+    extraRoutes: (router) => registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger),
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
@@ -122,8 +124,10 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
   const handlers = {
     ...createOrgAdminHandlers(deps.services.orgs),
+    ...createWebhookAdminHandlers({ webhooks: deps.services.webhooks, signingKeys: deps.services.signingKeys, orgs: deps.services.orgs }),
     ...createCatalogAdminHandlers(deps.services.catalog, deps.services.orgs),
     ...createOrderAdminHandlers(deps.services.orders),
+    ...createSubscriptionAdminHandlers(deps.services.subscriptions),
     ...createAgentWalletAdminHandlers(deps.services.agentWallet),
     ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
   } satisfies AdminHandlers;

@@ -9,6 +9,7 @@
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
+import { conflict } from '../http/errors.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { components } from '../../generated/merchant.js';
 import type { SigningKey, SigningKeyRepository } from './signing-key.repository.js';
@@ -63,7 +64,14 @@ export class SigningKeyService {
   async rotate(graceSeconds: number = DEFAULT_ROTATION_GRACE_SECONDS): Promise<RotationResult> {
     const now = this.clock.now();
     const next = this.generate();
-    const retired = await this.repo.rotate(next, now, new Date(now.getTime() + graceSeconds * 1000));
+    let retired: SigningKey | undefined;
+    try {
+      retired = await this.repo.rotate(next, now, new Date(now.getTime() + graceSeconds * 1000));
+    } catch (err) {
+      // The one-current-key unique index: another rotation committed first.
+      if ((err as { code?: string }).code === '23505') throw conflict('Another signing-key rotation happened at the same time; nothing changed');
+      throw err;
+    }
     return { current: next, retired, published: await this.published() };
   }
 

@@ -4,8 +4,8 @@
  * five-hour retry schedule runs in milliseconds; only the per-attempt timeout is real time.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import Ajv2020 from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { default as addFormatsModule } from 'ajv-formats';
 import { createLogger } from '../../src/kernel/logger.js';
 import { loadDocument } from '../../src/http/spec.js';
 import { newId } from '../../src/kernel/ids.js';
@@ -126,7 +126,7 @@ describe('a delivery', () => {
     // The body is the contract's OrderWebhookEvent, checked against merchant.yaml itself.
     const doc = await loadDocument('merchant');
     const ajv = new Ajv2020({ strict: false, allErrors: true });
-    addFormats.default(ajv);
+    (addFormatsModule as unknown as { default: (a: unknown) => void }).default(ajv);
     const validate = ajv.compile((doc.components!.schemas as Record<string, object>).OrderWebhookEvent!);
     expect(validate(got.json), JSON.stringify(validate.errors)).toBe(true);
 
@@ -509,7 +509,7 @@ describe('subscription events', () => {
     await worker().runOnce();
     const doc = await loadDocument('merchant');
     const ajv = new Ajv2020({ strict: false, allErrors: true });
-    addFormats.default(ajv);
+    (addFormatsModule as unknown as { default: (a: unknown) => void }).default(ajv);
     const validate = ajv.compile((doc.components!.schemas as Record<string, object>).SubscriptionWebhookEvent!);
     expect(receiver.received).toHaveLength(1);
     expect(validate(receiver.received[0]!.json), JSON.stringify(validate.errors)).toBe(true);
