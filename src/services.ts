@@ -18,6 +18,8 @@ import { OrderService } from './orders/order.service.js';
 import { CheckoutSessionService } from './checkout/checkout-session.service.js';
 import { SandboxCardProcessor } from './checkout/sandbox-processor.js';
 import { KnexSandboxPaymentRepository } from './checkout/sandbox.repository.js';
+import { SubscriptionService } from './subscriptions/subscription.service.js';
+import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
 import { CatalogService } from './catalog/catalog.service.js';
 import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
@@ -36,6 +38,8 @@ export interface Services {
   orders: OrderService;
   sandboxProcessor: SandboxCardProcessor;
   telemetry: Telemetry;
+  subscriptions: SubscriptionService;
+  entitlements: EntitlementService;
 }
 
 export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry'>>; logger?: Logger }): Services {
@@ -47,11 +51,15 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const uow = new KnexCommerceUnitOfWork(deps.db);
   const orders = new OrderService(uow, deps.clock);
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
+  const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
+  orders.useSubscriptionStarter(subscriptions);
   return {
     orgs,
     catalog,
     orders,
     sandboxProcessor,
+    subscriptions,
+    entitlements: new EntitlementService(uow, catalog),
     checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock),
     signingKeys,
     webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),

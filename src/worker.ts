@@ -53,6 +53,8 @@ export function workerJobs(deps: import("./apps.js").AppDeps): Job[] {
     deps.services.webhookDelivery.job(),
     // Sessions expire on read too; the sweeper makes it true for sessions nobody reads.
     { name: 'checkout-session-expiry', intervalMs: 5_000, run: async () => (await deps.services.checkout.expireDue()) > 0 },
+    // Renewals, dunning retries and period-end cancellations, off the injectable clock.
+    { name: 'subscription-renewals', intervalMs: 5_000, run: async () => (await deps.services.subscriptions.processDue()) > 0 },
     // Results of the sandbox processor's asynchronous test cards.
     { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.services.sandboxProcessor.settleDue(deps.services.orders)) > 0 },
     deps.services.telemetry.retention,

@@ -19,13 +19,29 @@ export interface ChargeRequest {
 }
 
 export type ChargeResult =
-  | { status: 'succeeded'; paymentId: string }
+  /** `paymentMethod`: a reusable token of the card, for subscription renewals. */
+  | { status: 'succeeded'; paymentId: string; paymentMethod: string }
   /** Accepted; the result arrives later through OrderService.applyPaymentResult. */
-  | { status: 'pending'; paymentId: string }
+  | { status: 'pending'; paymentId: string; paymentMethod: string }
   | { status: 'declined'; code: string; message: string; requestId: string }
   /** The session already has an accepted payment (a second click, a second tab). */
   | { status: 'already_accepted' };
 
+export interface SavedMethodChargeRequest {
+  orgId: string;
+  paymentMethod: string;
+  amount: number;
+  currency: string;
+  /** The same key never charges twice (one per subscription period and attempt). */
+  idempotencyKey: string;
+}
+
+export type SavedMethodChargeResult =
+  | { status: 'succeeded'; paymentId: string }
+  | { status: 'declined'; code: string; message: string; requestId: string };
+
 export interface CardProcessor {
   charge(request: ChargeRequest): Promise<ChargeResult>;
+  /** Off-session charge of a saved payment method (subscription renewals). */
+  chargeSavedMethod(request: SavedMethodChargeRequest): Promise<SavedMethodChargeResult>;
 }

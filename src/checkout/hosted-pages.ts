@@ -11,6 +11,8 @@ import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession } from './checkout-session.repository.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 import type { Order } from '../orders/order.repository.js';
+import type { SubscriptionService } from '../subscriptions/subscription.service.js';
+import type { Subscription } from '../subscriptions/subscription.repository.js';
 
 const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
@@ -75,10 +77,11 @@ ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}
   );
 }
 
-function statusPage(session: CheckoutSession, order: Order | undefined): { status: number; html: string } {
+function statusPage(session: CheckoutSession, order: Order | undefined, subscription?: Subscription): { status: number; html: string } {
   const back = session.successUrl ? `<p class="note"><a href="${escapeHtml(session.successUrl)}">Return to the merchant</a></p>` : '';
+  const manage = subscription ? `<p class="note"><a data-testid="manage" href="/subscriptions/manage/${escapeHtml(subscription.manageToken)}">Manage your subscription</a></p>` : '';
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
-    return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${back}`) };
+    return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${manage}${back}`) };
   }
   if (order?.status === 'PENDING') {
     return {
@@ -92,6 +95,27 @@ function statusPage(session: CheckoutSession, order: Order | undefined): { statu
   return { status: 410, html: layout('Checkout closed', `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid.</div>`) };
 }
 
+const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
+
+function managePage(s: Subscription, notice?: string): string {
+  const price = `${formatMoney(s.amountCents, s.currency)} every ${s.billingIntervalCount > 1 ? `${s.billingIntervalCount} ` : ''}${s.billingInterval.toLowerCase()}${s.billingIntervalCount > 1 ? 's' : ''}`;
+  let state: string;
+  if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) state = `Canceled: access ends on ${DATE.format(s.currentPeriodEnd)}.`;
+  else if (s.status === 'ACTIVE') state = `Active: renews on ${DATE.format(s.currentPeriodEnd)}.`;
+  else if (s.status === 'PAUSED') state = 'Paused.';
+  else state = `${s.status.charAt(0)}${s.status.slice(1).toLowerCase()}${s.endedAt ? ` on ${DATE.format(s.endedAt)}` : ''}.`;
+  const cancel =
+    s.status === 'ACTIVE' && !s.cancelAtPeriodEnd
+      ? `<form method="post" action="/subscriptions/manage/${escapeHtml(s.manageToken)}/cancel"><button type="submit">Cancel at the end of the period</button></form>`
+      : '';
+  return layout(
+    `Manage ${s.productName}`,
+    `<h1>${escapeHtml(s.productName)}</h1><div class="muted">${escapeHtml(price)}</div>
+${notice ? `<div class="ok">${escapeHtml(notice)}</div>` : ''}
+<div class="total"><span>Status</span><strong data-testid="subscription-status" style="font-size:1rem">${escapeHtml(state)}</strong></div>${cancel}`,
+  );
+}
+
 function messagePage(status: number, title: string, message: string): { status: number; html: string } {
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" data-testid="status">${escapeHtml(message)}</div>`) };
 }
@@ -103,7 +127,7 @@ function parseExpiry(text: string): { expMonth: number; expYear: number } | unde
   return { expMonth: Number(match[1]), expYear: year < 100 ? 2000 + year : year };
 }
 
-export function registerHostedPages(router: Router, sessions: CheckoutSessionService, logger: Logger): void {
+export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionService, logger: Logger): void {
   const send = (res: Response, page: { status: number; html: string }) => {
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
@@ -128,7 +152,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return send(res, messagePage(404, 'Not found', 'This checkout does not exist.'));
-      send(res, statusPage(session, await sessions.orderOf(session)));
+      send(res, statusPage(session, await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
     } catch (err) {
       fail(req, res, err);
     }
@@ -156,6 +180,25 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         case 'pending':
           return res.redirect(303, `/checkout/${req.params.token}/complete`);
       }
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.get('/subscriptions/manage/:token', async (req, res) => {
+    try {
+      const subscription = await subscriptions.findByManageToken(req.params.token);
+      if (!subscription) return send(res, messagePage(404, 'Not found', 'This subscription does not exist.'));
+      send(res, { status: 200, html: managePage(subscription) });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/subscriptions/manage/:token/cancel', async (req, res) => {
+    try {
+      const subscription = await subscriptions.cancelByManageToken(req.params.token);
+      send(res, { status: 200, html: managePage(subscription, 'Your subscription will end at the end of the paid period.') });
     } catch (err) {
       fail(req, res, err);
     }

@@ -16,12 +16,12 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
-import type { CardProcessor, ChargeRequest, ChargeResult } from './card-processor.js';
+import type { CardProcessor, ChargeRequest, ChargeResult, SavedMethodChargeRequest, SavedMethodChargeResult } from './card-processor.js';
 import type { SandboxPaymentRepository } from './sandbox.repository.js';
 import type { OrderService } from '../orders/order.service.js';
 
 type Behaviour =
-  | { kind: 'succeed' }
+  | { kind: 'succeed'; declinesOnRenewal?: true }
   | { kind: 'decline'; code: string; message: string }
   | { kind: 'async'; outcome: 'succeeded' | 'failed' };
 
@@ -31,7 +31,7 @@ export const SANDBOX_CARDS: Record<string, Behaviour> = {
   '4000000000009995': { kind: 'decline', code: 'insufficient_funds', message: 'Your card has insufficient funds.' },
   '4000000000000077': { kind: 'async', outcome: 'succeeded' },
   '4000000000000085': { kind: 'async', outcome: 'failed' },
-  '4000000000000341': { kind: 'succeed' },
+  '4000000000000341': { kind: 'succeed', declinesOnRenewal: true },
 };
 
 export function luhnValid(digits: string): boolean {
@@ -80,7 +80,17 @@ export class SandboxCardProcessor implements CardProcessor {
       createdAt: now,
     });
     if (!accepted) return { status: 'already_accepted' };
-    return behaviour.kind === 'async' ? { status: 'pending', paymentId } : { status: 'succeeded', paymentId };
+    // The saved method remembers only what renewals need: last four digits and the renewal behaviour.
+    const paymentMethod = `sbx_pm_${behaviour.kind === 'succeed' && behaviour.declinesOnRenewal ? 'renewal_decline' : 'ok'}_${number.slice(-4)}`;
+    return behaviour.kind === 'async' ? { status: 'pending', paymentId, paymentMethod } : { status: 'succeeded', paymentId, paymentMethod };
+  }
+
+  /** Renewals: succeed, except for the test card documented to decline on renewal. */
+  async chargeSavedMethod(request: SavedMethodChargeRequest): Promise<SavedMethodChargeResult> {
+    if (request.paymentMethod.startsWith('sbx_pm_renewal_decline_')) {
+      return { status: 'declined', code: 'card_declined', message: 'Your card was declined.', requestId: `sbx_req_${randomToken()}` };
+    }
+    return { status: 'succeeded', paymentId: `sbx_pay_${randomToken()}` };
   }
 
   /**

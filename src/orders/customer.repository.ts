@@ -20,6 +20,7 @@ export interface CustomerRepository {
   /** The organization's customer with this e-mail (any case), created when missing; race-safe. */
   findOrCreateByEmail(candidate: Customer): Promise<Customer>;
   find(orgId: string, id: string): Promise<Customer | undefined>;
+  findByEmail(orgId: string, email: string): Promise<Customer | undefined>;
   /** Customers that have at least one order, newest first. */
   listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }): Promise<{ records: Customer[]; total: number }>;
   findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
@@ -41,6 +42,11 @@ export class KnexCustomerRepository implements CustomerRepository {
 
   async find(orgId: string, id: string): Promise<Customer | undefined> {
     const row = await this.db<CustomerRow>('customers').where({ org_id: orgId, id }).first();
+    return row ? toCustomer(row) : undefined;
+  }
+
+  async findByEmail(orgId: string, email: string): Promise<Customer | undefined> {
+    const row = await this.db<CustomerRow>('customers').where({ org_id: orgId }).andWhereRaw('lower(email) = lower(?)', [email]).first();
     return row ? toCustomer(row) : undefined;
   }
 

@@ -43,6 +43,7 @@ export function presentOrder(order: Order, now: Date): ApiOrder {
   if (order.chain) out.chain = order.chain;
   if (order.fromAddress) out.fromAddress = order.fromAddress;
   if (order.txHash) out.txHash = order.txHash;
+  if (order.provider === 'CRYPTO' && order.amountReceivedCents != null) out.amountReceivedCents = order.amountReceivedCents;
   if (order.productId) out.productId = order.productId;
   if (order.productName) out.productName = order.productName;
   if (order.paymentLinkId) out.paymentLinkId = order.paymentLinkId;
@@ -55,7 +56,8 @@ export function presentOrder(order: Order, now: Date): ApiOrder {
   return out;
 }
 
-export function presentWebhookOrder(order: Order): WebhookOrder {
+/** `crypto.recipient` (the receiving wallet) is not an order column: crypto callers pass it. */
+export function presentWebhookOrder(order: Order, crypto?: { recipient: string }): WebhookOrder {
   const out: WebhookOrder = {
     orderId: order.id,
     orgId: order.orgId,
@@ -72,5 +74,15 @@ export function presentWebhookOrder(order: Order): WebhookOrder {
     updatedAt: iso(order.updatedAt),
   };
   if (order.productName) out.product = { id: order.productId, name: order.productName };
+  // CAIP-2 chain and CAIP-10 accounts (`eip155:8453`, `eip155:8453:0x…`).
+  if (order.provider === 'CRYPTO' && order.chain && crypto) {
+    out.crypto = {
+      chainId: order.chain,
+      assetSymbol: order.currency as 'USDC' | 'USDT',
+      txHash: order.txHash,
+      payer: order.fromAddress ? `${order.chain}:${order.fromAddress}` : null,
+      recipient: `${order.chain}:${crypto.recipient}`,
+    };
+  }
   return out;
 }

@@ -27,7 +27,13 @@ export interface Order {
   chain: string | null;
   fromAddress: string | null;
   txHash: string | null;
+  /** Crypto orders: token units the transfer carried (differs from amountCents on under/overpayment). */
+  amountReceivedCents?: number | null;
   processorPaymentId: string | null;
+  /** The processor's reusable payment method (saved for subscription renewals). */
+  paymentMethod: string | null;
+  /** Billing period a subscription order pays: 0 at checkout, then 1, 2, … */
+  billingPeriod: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -68,7 +74,10 @@ interface OrderRow {
   chain: string | null;
   from_address: string | null;
   tx_hash: string | null;
+  amount_received_cents: number | string | null;
   processor_payment_id: string | null;
+  payment_method: string | null;
+  billing_period: number | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -97,7 +106,10 @@ const toOrder = (r: OrderRow): Order => ({
   chain: r.chain,
   fromAddress: r.from_address,
   txHash: r.tx_hash,
+  amountReceivedCents: r.amount_received_cents === null ? null : Number(r.amount_received_cents),
   processorPaymentId: r.processor_payment_id,
+  paymentMethod: r.payment_method,
+  billingPeriod: r.billing_period,
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
 });
@@ -126,7 +138,10 @@ const toRow = (o: Order): OrderRow => ({
   chain: o.chain,
   from_address: o.fromAddress,
   tx_hash: o.txHash,
+  amount_received_cents: o.amountReceivedCents ?? null,
   processor_payment_id: o.processorPaymentId,
+  payment_method: o.paymentMethod,
+  billing_period: o.billingPeriod,
   created_at: o.createdAt,
   updated_at: o.updatedAt,
 });
@@ -140,7 +155,10 @@ export interface OrderRepository {
   /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
   findForUpdate(id: string): Promise<Order | undefined>;
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
+  findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
   update(order: Order): Promise<void>;
+  /** PAID, unrefunded one-time orders of catalog products, of these customers and/or this payer wallet. */
+  listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]>;
   list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
 }
 
@@ -166,11 +184,26 @@ export class KnexOrderRepository implements OrderRepository {
     return row ? toOrder(row) : undefined;
   }
 
+  async findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ subscription_id: subscriptionId, billing_period: billingPeriod }).first();
+    return row ? toOrder(row) : undefined;
+  }
+
   async update(order: Order): Promise<void> {
     const { id, org_id, created_at, ...changes } = toRow(order);
     await this.db('orders')
       .where({ id, org_id })
       .update({ ...changes, merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+  }
+
+  async listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]> {
+    const q = this.db<OrderRow>('orders')
+      .where({ org_id: orgId, status: 'PAID', amount_refunded_cents: 0 })
+      .whereNull('subscription_id')
+      .whereNotNull('product_id');
+    if (subject.customerIds) q.whereIn('customer_id', subject.customerIds);
+    if (subject.fromAddress) q.andWhereRaw('lower(from_address) = lower(?)', [subject.fromAddress]);
+    return (await q).map(toOrder);
   }
 
   private filtered(orgId: string, f: OrderFilter) {

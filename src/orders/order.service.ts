@@ -16,18 +16,51 @@ export interface PaymentResult {
   checkoutSessionId: string;
   outcome: PaymentOutcome;
   processorPaymentId: string;
+  /** The processor's reusable payment method (kept for subscription renewals). */
+  paymentMethod?: string;
   /** The buyer's e-mail when the session did not carry one. */
   customerEmail?: string;
+}
+
+/** Starts the subscription of a SUBSCRIPTION checkout when its first order is paid (same transaction). */
+export interface SubscriptionStarter {
+  startFromPaidOrder(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order>;
+}
+
+/** What the chain watcher saw of a transfer matched to a crypto session (see applyCryptoTransfer). */
+export interface CryptoTransferResult {
+  checkoutSessionId: string;
+  event: 'seen' | 'confirmed' | 'removed';
+  /** CAIP-2, e.g. `eip155:8453`. */
+  chain: string;
+  txHash: string;
+  /** EIP-55 payer and receiving addresses. */
+  fromAddress: string;
+  recipient: string;
+  /** Token units the transfer carried, and the session's quoted exact amount. */
+  valueUnits: number;
+  quotedUnits: number;
 }
 
 /** A paid card payment becomes available for payout two days later (sandbox schedule). */
 const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
 export class OrderService {
+  private subscriptions: SubscriptionStarter | undefined;
+
   constructor(
     private readonly uow: CommerceUnitOfWork,
     private readonly clock: Clock,
   ) {}
+
+  /** Wired after construction: the subscription domain builds on orders, not the other way round. */
+  useSubscriptionStarter(starter: SubscriptionStarter): void {
+    this.subscriptions = starter;
+  }
+
+  private async afterPaid(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order> {
+    return this.subscriptions ? this.subscriptions.startFromPaidOrder(stores, session, order, now) : order;
+  }
 
   /**
    * Applies one payment result. Safe to call any number of times, in any order: the session row
@@ -84,13 +117,16 @@ export class OrderService {
         fromAddress: null,
         txHash: null,
         processorPaymentId: result.processorPaymentId,
+        paymentMethod: result.paymentMethod ?? null,
+        billingPeriod: null,
         createdAt: now,
         updatedAt: now,
       };
       await stores.orders.insert(order);
       await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now });
-      await stores.emit({ orgId: order.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(order) } }, now);
-      return order;
+      const linked = paid ? await this.afterPaid(stores, session, order, now) : order;
+      await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
+      return linked;
     }
 
     const next = nextStatus(existing.status, result.outcome);
@@ -106,11 +142,108 @@ export class OrderService {
     await stores.orders.update(order);
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
     if (session.status !== sessionStatus) await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now });
+    const linked = next === 'PAID' ? await this.afterPaid(stores, session, order, now) : order;
     await stores.emit(
-      { orgId: order.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order) } },
+      { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
       now,
     );
-    return order;
+    return linked;
+  }
+
+  /**
+   * Applies what the chain watcher saw of one ERC-20 transfer matched to a crypto session. Safe to
+   * repeat and to race (the session row is locked; one order per session; a transaction hash is on
+   * at most one order, by a unique index):
+   * - `seen`: creates the order PENDING (`order.pending`), or re-attaches a FAILED one (after a
+   *   reorganization); the session becomes COMPLETE unless it is already EXPIRED (a late payment).
+   * - `confirmed`: PENDING → PAID (`order.paid`), or UNDERPAID (`order.failed`) when less than the
+   *   quote arrived (the session then becomes FAILED, unless EXPIRED).
+   * - `removed` (reorganized away before confirmation): PENDING → FAILED (`order.failed`); the
+   *   session is payable again (CREATED) until its expiry.
+   * Returns `duplicate` when the session was already paid by another transfer (no order change).
+   */
+  applyCryptoTransfer(result: CryptoTransferResult): Promise<{ outcome: 'applied' | 'unchanged' | 'duplicate'; order?: Order }> {
+    return this.uow.transaction(async (stores) => {
+      const session = await stores.sessions.findForUpdate(result.checkoutSessionId);
+      if (!session) throw notFound('Checkout session');
+      const now = this.clock.now();
+      const existing = await stores.orders.findBySession(session.id);
+      const sameTx = existing?.chain === result.chain && existing?.txHash === result.txHash;
+      const emit = (order: Order, type: 'order.pending' | 'order.paid' | 'order.failed') =>
+        stores.emit({ orgId: order.orgId, type, data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
+
+      if (result.event === 'seen') {
+        if (existing && sameTx && existing.status !== 'FAILED') return { outcome: 'unchanged', order: existing };
+        if (existing && existing.status !== 'FAILED') return { outcome: 'duplicate', order: existing };
+        const customer = session.customerId
+          ? await stores.customers.find(session.orgId, session.customerId)
+          : session.customerEmail
+            ? await stores.customers.findOrCreateByEmail({ id: newId('CUS'), orgId: session.orgId, email: session.customerEmail, createdAt: now })
+            : undefined;
+        // Quotes are issued only to sessions with a customer, so this is a broken invariant, not a buyer error.
+        if (!customer) throw new Error(`crypto session ${session.id} has a matched transfer but no customer`);
+        const attached = { chain: result.chain, fromAddress: result.fromAddress, txHash: result.txHash, amountReceivedCents: result.valueUnits };
+        let order: Order;
+        if (existing) {
+          order = { ...existing, ...attached, status: 'PENDING', updatedAt: now };
+          await stores.orders.update(order);
+        } else {
+          order = {
+            id: newId('ORD'),
+            orgId: session.orgId,
+            status: 'PENDING',
+            provider: 'CRYPTO',
+            amountCents: session.amount,
+            amountRefundedCents: 0,
+            currency: session.currency,
+            customerId: customer.id,
+            customerEmail: customer.email,
+            productId: session.product.productId,
+            productName: session.product.name,
+            paymentLinkId: session.paymentLinkId,
+            checkoutSessionId: session.id,
+            subscriptionId: null,
+            originalOrderId: null,
+            merchantReference: session.merchantReference,
+            merchantMetadata: session.metadata,
+            note: null,
+            disputed: false,
+            settledAvailableOn: null,
+            ...attached,
+            processorPaymentId: null,
+            paymentMethod: null,
+            billingPeriod: null,
+            createdAt: now,
+            updatedAt: now,
+          };
+          await stores.orders.insert(order);
+        }
+        const open = session.status === 'CREATED' && session.expiresAt.getTime() > now.getTime();
+        const sessionStatus = open ? 'COMPLETE' : session.status === 'CREATED' ? 'EXPIRED' : session.status;
+        await stores.sessions.update({ ...session, status: sessionStatus, customerId: customer.id, customerEmail: customer.email, updatedAt: now });
+        await emit(order, 'order.pending');
+        return { outcome: 'applied', order };
+      }
+
+      if (!existing || !sameTx || existing.status !== 'PENDING') return { outcome: 'unchanged', order: existing };
+      if (result.event === 'confirmed') {
+        const paid = result.valueUnits >= result.quotedUnits;
+        const order: Order = { ...existing, status: paid ? 'PAID' : 'UNDERPAID', amountReceivedCents: result.valueUnits, updatedAt: now };
+        await stores.orders.update(order);
+        if (!paid && session.status === 'COMPLETE') await stores.sessions.update({ ...session, status: 'FAILED', updatedAt: now });
+        await emit(order, paid ? 'order.paid' : 'order.failed');
+        return { outcome: 'applied', order };
+      }
+      // removed: the transfer is no longer on the chain; the buyer can pay again while the session lives.
+      const order: Order = { ...existing, status: 'FAILED', updatedAt: now };
+      await stores.orders.update(order);
+      if (session.status === 'COMPLETE') {
+        const reopened = session.expiresAt.getTime() > now.getTime() ? 'CREATED' : 'EXPIRED';
+        await stores.sessions.update({ ...session, status: reopened, updatedAt: now });
+      }
+      await emit(order, 'order.failed');
+      return { outcome: 'applied', order };
+    });
   }
 
   /** Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE. */

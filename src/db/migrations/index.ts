@@ -7,9 +7,11 @@ import * as m0001 from './0001_organizations.js';
 import * as m0002 from './0002_webhook_signing_keys.js';
 import * as m0003 from './0003_catalog.js';
 import * as m0004 from './0004_checkout_orders.js';
+import * as m0005 from './0005_subscriptions.js';
 import * as m0010 from './0010_telemetry.js';
 import * as m0020 from './0020_agent_wallet.js';
 import * as m0030 from './0030_webhooks.js';
+import * as m0040 from './0040_crypto_payments.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -21,9 +23,11 @@ const MIGRATIONS: Record<string, Migration> = {
   '0002_webhook_signing_keys': m0002,
   '0003_catalog': m0003,
   '0004_checkout_orders': m0004,
+  '0005_subscriptions': m0005,
   '0010_telemetry': m0010,
   '0020_agent_wallet': m0020,
   '0030_webhooks': m0030,
+  '0040_crypto_payments': m0040,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

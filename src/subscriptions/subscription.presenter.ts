@@ -1,0 +1,52 @@
+import type { components } from '../../generated/merchant.js';
+import { iso, isoOrNull } from '../http/present.js';
+import type { Subscription } from './subscription.repository.js';
+
+type ApiSubscription = components['schemas']['Subscription'];
+type WebhookSubscription = components['schemas']['WebhookSubscription'];
+
+export function presentSubscription(s: Subscription): ApiSubscription {
+  return {
+    subscriptionId: s.id,
+    id: s.id,
+    status: s.status,
+    amountCents: s.amountCents,
+    currency: s.currency,
+    billingInterval: s.billingInterval,
+    billingIntervalCount: s.billingIntervalCount,
+    currentPeriodEnd: iso(s.currentPeriodEnd),
+    cancelAtPeriodEnd: s.cancelAtPeriodEnd,
+    canceledAt: isoOrNull(s.canceledAt),
+    endedAt: isoOrNull(s.endedAt),
+    customerId: s.customerId,
+    customerEmail: s.customerEmail,
+    initialOrderId: s.initialOrderId,
+    latestOrderId: s.latestOrderId,
+    productId: s.productId,
+    productName: s.productName,
+    createdAt: iso(s.createdAt),
+    updatedAt: iso(s.updatedAt),
+  };
+}
+
+export function presentWebhookSubscription(s: Subscription): WebhookSubscription {
+  return {
+    subscriptionId: s.id,
+    orgId: s.orgId,
+    status: s.status,
+    provider: s.provider,
+    providerSubscriptionId: null,
+    customerId: s.customerId,
+    customerEmail: s.customerEmail,
+    product: { id: s.productId, name: s.productName },
+    billingInterval: s.billingInterval,
+    amountCents: s.amountCents,
+    currency: s.currency.toLowerCase(),
+    currentPeriodEnd: iso(s.currentPeriodEnd),
+    cancelAtPeriodEnd: s.cancelAtPeriodEnd,
+    canceledAt: isoOrNull(s.canceledAt),
+    endedAt: isoOrNull(s.endedAt),
+    createdAt: iso(s.createdAt),
+    updatedAt: iso(s.updatedAt),
+  };
+}

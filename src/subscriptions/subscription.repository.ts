@@ -1,0 +1,232 @@
+import type { Knex } from 'knex';
+import type { BillingInterval } from './billing-period.js';
+
+export type SubscriptionStatus = 'ACTIVE' | 'CANCELED' | 'PAUSED' | 'EXPIRED' | 'ENDED';
+
+export interface Subscription {
+  id: string;
+  orgId: string;
+  status: SubscriptionStatus;
+  provider: 'STRIPE';
+  customerId: string;
+  customerEmail: string;
+  productId: string | null;
+  productName: string;
+  priceId: string | null;
+  amountCents: number;
+  currency: string;
+  billingInterval: BillingInterval;
+  billingIntervalCount: number;
+  currentPeriodStart: Date;
+  currentPeriodEnd: Date;
+  periodNumber: number;
+  billingAnchor: Date;
+  anchorPeriod: number;
+  cancelAtPeriodEnd: boolean;
+  canceledAt: Date | null;
+  endedAt: Date | null;
+  pausedAt: Date | null;
+  nextActionAt: Date;
+  failedAttempts: number;
+  initialOrderId: string;
+  latestOrderId: string;
+  checkoutSessionId: string;
+  paymentMethod: string;
+  manageToken: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+interface SubscriptionRow {
+  id: string;
+  org_id: string;
+  status: SubscriptionStatus;
+  provider: 'STRIPE';
+  customer_id: string;
+  customer_email: string;
+  product_id: string | null;
+  product_name: string;
+  price_id: string | null;
+  amount_cents: number | string;
+  currency: string;
+  billing_interval: BillingInterval;
+  billing_interval_count: number;
+  current_period_start: Date;
+  current_period_end: Date;
+  period_number: number;
+  billing_anchor: Date;
+  anchor_period: number;
+  cancel_at_period_end: boolean;
+  canceled_at: Date | null;
+  ended_at: Date | null;
+  paused_at: Date | null;
+  next_action_at: Date;
+  failed_attempts: number;
+  initial_order_id: string;
+  latest_order_id: string;
+  checkout_session_id: string;
+  payment_method: string;
+  manage_token: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const date = (d: Date | null) => (d ? new Date(d) : null);
+
+const toSubscription = (r: SubscriptionRow): Subscription => ({
+  id: r.id,
+  orgId: r.org_id,
+  status: r.status,
+  provider: r.provider,
+  customerId: r.customer_id,
+  customerEmail: r.customer_email,
+  productId: r.product_id,
+  productName: r.product_name,
+  priceId: r.price_id,
+  amountCents: Number(r.amount_cents),
+  currency: r.currency,
+  billingInterval: r.billing_interval,
+  billingIntervalCount: r.billing_interval_count,
+  currentPeriodStart: new Date(r.current_period_start),
+  currentPeriodEnd: new Date(r.current_period_end),
+  periodNumber: r.period_number,
+  billingAnchor: new Date(r.billing_anchor),
+  anchorPeriod: r.anchor_period,
+  cancelAtPeriodEnd: r.cancel_at_period_end,
+  canceledAt: date(r.canceled_at),
+  endedAt: date(r.ended_at),
+  pausedAt: date(r.paused_at),
+  nextActionAt: new Date(r.next_action_at),
+  failedAttempts: r.failed_attempts,
+  initialOrderId: r.initial_order_id,
+  latestOrderId: r.latest_order_id,
+  checkoutSessionId: r.checkout_session_id,
+  paymentMethod: r.payment_method,
+  manageToken: r.manage_token,
+  createdAt: new Date(r.created_at),
+  updatedAt: new Date(r.updated_at),
+});
+
+const toRow = (s: Subscription): SubscriptionRow => ({
+  id: s.id,
+  org_id: s.orgId,
+  status: s.status,
+  provider: s.provider,
+  customer_id: s.customerId,
+  customer_email: s.customerEmail,
+  product_id: s.productId,
+  product_name: s.productName,
+  price_id: s.priceId,
+  amount_cents: s.amountCents,
+  currency: s.currency,
+  billing_interval: s.billingInterval,
+  billing_interval_count: s.billingIntervalCount,
+  current_period_start: s.currentPeriodStart,
+  current_period_end: s.currentPeriodEnd,
+  period_number: s.periodNumber,
+  billing_anchor: s.billingAnchor,
+  anchor_period: s.anchorPeriod,
+  cancel_at_period_end: s.cancelAtPeriodEnd,
+  canceled_at: s.canceledAt,
+  ended_at: s.endedAt,
+  paused_at: s.pausedAt,
+  next_action_at: s.nextActionAt,
+  failed_attempts: s.failedAttempts,
+  initial_order_id: s.initialOrderId,
+  latest_order_id: s.latestOrderId,
+  checkout_session_id: s.checkoutSessionId,
+  payment_method: s.paymentMethod,
+  manage_token: s.manageToken,
+  created_at: s.createdAt,
+  updated_at: s.updatedAt,
+});
+
+export interface SubscriptionRepository {
+  insert(subscription: Subscription): Promise<void>;
+  update(subscription: Subscription): Promise<void>;
+  find(orgId: string, id: string): Promise<Subscription | undefined>;
+  findBySession(checkoutSessionId: string): Promise<Subscription | undefined>;
+  findByManageToken(token: string): Promise<Subscription | undefined>;
+  /** Locks a subscription for an admin or buyer change (waits for a running renewal). */
+  lock(id: string): Promise<Subscription | undefined>;
+  /** Ids of ACTIVE subscriptions with work due, oldest first. */
+  listDue(now: Date, limit: number): Promise<string[]>;
+  /** Locks one due subscription, skipping it when another scheduler holds it. */
+  lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
+  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }): Promise<{ records: Subscription[]; total: number }>;
+  /** ACTIVE subscriptions to catalog products of these customers. */
+  listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]>;
+}
+
+export class KnexSubscriptionRepository implements SubscriptionRepository {
+  constructor(private readonly db: Knex) {}
+
+  async insert(s: Subscription): Promise<void> {
+    await this.db('subscriptions').insert(toRow(s));
+  }
+
+  async update(s: Subscription): Promise<void> {
+    const { id, org_id, created_at, ...changes } = toRow(s);
+    await this.db('subscriptions').where({ id, org_id }).update(changes);
+  }
+
+  async find(orgId: string, id: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ org_id: orgId, id }).first();
+    return row ? toSubscription(row) : undefined;
+  }
+
+  async findBySession(checkoutSessionId: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ checkout_session_id: checkoutSessionId }).first();
+    return row ? toSubscription(row) : undefined;
+  }
+
+  async findByManageToken(token: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ manage_token: token }).first();
+    return row ? toSubscription(row) : undefined;
+  }
+
+  async lock(id: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ id }).forUpdate().first();
+    return row ? toSubscription(row) : undefined;
+  }
+
+  async listDue(now: Date, limit: number): Promise<string[]> {
+    const rows = await this.db('subscriptions').where({ status: 'ACTIVE' }).andWhere('next_action_at', '<=', now).orderBy('next_action_at').limit(limit).select('id');
+    return rows.map((r: { id: string }) => r.id);
+  }
+
+  async lockIfDue(id: string, now: Date): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions')
+      .where({ id, status: 'ACTIVE' })
+      .andWhere('next_action_at', '<=', now)
+      .forUpdate()
+      .skipLocked()
+      .first();
+    return row ? toSubscription(row) : undefined;
+  }
+
+  private filtered(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }) {
+    const q = this.db<SubscriptionRow>('subscriptions').where({ org_id: orgId });
+    if (filter.status) q.andWhere('status', filter.status);
+    if (filter.customerId) q.andWhere('customer_id', filter.customerId);
+    return q;
+  }
+
+  async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }) {
+    const rows = await this.filtered(orgId, filter)
+      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+      .offset(page.offset)
+      .limit(page.limit);
+    const counted = await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
+    return { records: rows.map(toSubscription), total: Number(counted?.count ?? 0) };
+  }
+
+  async listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]> {
+    if (customerIds.length === 0) return [];
+    const rows = await this.db<SubscriptionRow>('subscriptions')
+      .where({ org_id: orgId, status: 'ACTIVE' })
+      .whereIn('customer_id', customerIds)
+      .whereNotNull('product_id');
+    return rows.map(toSubscription);
+  }
+}

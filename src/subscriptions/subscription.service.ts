@@ -1,0 +1,277 @@
+/**
+ * Subscriptions on the card rail: started by the first successful payment of a SUBSCRIPTION
+ * checkout, renewed by the scheduler off the injectable clock, cancelled, paused and resumed by
+ * the operator (admin API) or the buyer (manage page). State table: openapi/merchant.yaml.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import { conflict, notFound } from '../http/errors.js';
+import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
+import type { CardProcessor } from '../checkout/card-processor.js';
+import type { CommerceStores, CommerceUnitOfWork } from '../orders/stores.js';
+import type { Order } from '../orders/order.repository.js';
+import { presentWebhookOrder } from '../orders/order.presenter.js';
+import type { Logger } from '../kernel/logger.js';
+import { addIntervals } from './billing-period.js';
+import type { Subscription, SubscriptionStatus } from './subscription.repository.js';
+import { presentWebhookSubscription } from './subscription.presenter.js';
+
+const DAY_MS = 24 * 3600 * 1000;
+/** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
+export const DUNNING_RETRY_DAYS = [1, 3, 5] as const;
+
+export class SubscriptionService {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly processor: CardProcessor,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  private periodEnd(s: Pick<Subscription, 'billingAnchor' | 'anchorPeriod' | 'billingInterval' | 'billingIntervalCount'>, period: number): Date {
+    return addIntervals(s.billingAnchor, s.billingInterval, s.billingIntervalCount, period - s.anchorPeriod + 1);
+  }
+
+  /**
+   * Called inside the payment-result transaction when the first order of a SUBSCRIPTION checkout
+   * becomes PAID: creates the subscription (once per session) and links the order to it.
+   */
+  async startFromPaidOrder(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order> {
+    if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return order;
+    if (await stores.subscriptions.findBySession(session.id)) return order;
+    const base = {
+      billingAnchor: now,
+      anchorPeriod: 0,
+      billingInterval: session.pricing.billingInterval,
+      billingIntervalCount: session.pricing.billingIntervalCount,
+    };
+    const currentPeriodEnd = this.periodEnd(base, 0);
+    const subscription: Subscription = {
+      ...base,
+      id: newId('SUB'),
+      orgId: session.orgId,
+      status: 'ACTIVE',
+      provider: 'STRIPE',
+      customerId: order.customerId,
+      customerEmail: order.customerEmail,
+      productId: session.product.productId,
+      productName: session.product.name,
+      priceId: session.pricing.pricingId,
+      // The recurring charge is the session's total (unit amount × quantity).
+      amountCents: session.amount,
+      currency: session.currency,
+      currentPeriodStart: now,
+      currentPeriodEnd,
+      periodNumber: 0,
+      cancelAtPeriodEnd: false,
+      canceledAt: null,
+      endedAt: null,
+      pausedAt: null,
+      nextActionAt: currentPeriodEnd,
+      failedAttempts: 0,
+      initialOrderId: order.id,
+      latestOrderId: order.id,
+      checkoutSessionId: session.id,
+      paymentMethod: order.paymentMethod ?? 'none',
+      manageToken: randomToken(32),
+      createdAt: now,
+      updatedAt: now,
+    };
+    await stores.subscriptions.insert(subscription);
+    const linked: Order = { ...order, subscriptionId: subscription.id, billingPeriod: 0 };
+    await stores.orders.update(linked);
+    await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
+    return linked;
+  }
+
+  /**
+   * Scheduler pass. Each due subscription is handled in its own transaction under a row lock taken
+   * with SKIP LOCKED, and each period's order is unique per (subscription, period): two schedulers
+   * never renew the same period twice.
+   */
+  async processDue(limit = 100): Promise<number> {
+    const now = this.clock.now();
+    const ids = await this.uow.stores.subscriptions.listDue(now, limit);
+    let handled = 0;
+    for (const id of ids) {
+      try {
+        const done = await this.uow.transaction(async (stores) => {
+          const subscription = await stores.subscriptions.lockIfDue(id, now);
+          if (!subscription) return false;
+          if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now);
+          else await this.attemptRenewal(stores, subscription, now);
+          return true;
+        });
+        if (done) handled++;
+      } catch (err) {
+        this.logger.error({ err, subscriptionId: id }, 'subscription renewal failed; it stays due');
+      }
+    }
+    return handled;
+  }
+
+  private async endAtPeriodEnd(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
+    const ended: Subscription = { ...s, status: 'ENDED', endedAt: s.currentPeriodEnd, updatedAt: now };
+    await stores.subscriptions.update(ended);
+    await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(ended) } }, now);
+  }
+
+  private async attemptRenewal(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
+    const period = s.periodNumber + 1;
+    const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
+    const charge = await this.processor.chargeSavedMethod({
+      orgId: s.orgId,
+      paymentMethod: s.paymentMethod,
+      amount: s.amountCents,
+      currency: s.currency,
+      idempotencyKey: `${s.id}:${period}:${s.failedAttempts}`,
+    });
+    const paid = charge.status === 'succeeded';
+    let order: Order;
+    if (existing) {
+      order = { ...existing, status: paid ? 'PAID' : existing.status, processorPaymentId: paid ? charge.paymentId : existing.processorPaymentId, updatedAt: now };
+      if (paid) await stores.orders.update(order);
+    } else {
+      const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+      order = {
+        id: newId('ORD'),
+        orgId: s.orgId,
+        status: paid ? 'PAID' : 'FAILED',
+        provider: 'STRIPE',
+        amountCents: s.amountCents,
+        amountRefundedCents: 0,
+        currency: s.currency,
+        customerId: s.customerId,
+        customerEmail: s.customerEmail,
+        productId: s.productId,
+        productName: s.productName,
+        paymentLinkId: initial?.paymentLinkId ?? null,
+        checkoutSessionId: null,
+        subscriptionId: s.id,
+        originalOrderId: s.initialOrderId,
+        // Renewals inherit the correlation values of the initial order.
+        merchantReference: initial?.merchantReference ?? null,
+        merchantMetadata: initial?.merchantMetadata ?? null,
+        note: null,
+        disputed: false,
+        settledAvailableOn: paid ? new Date(now.getTime() + 2 * DAY_MS) : null,
+        chain: null,
+        fromAddress: null,
+        txHash: null,
+        processorPaymentId: paid ? charge.paymentId : null,
+        paymentMethod: s.paymentMethod,
+        billingPeriod: period,
+        createdAt: now,
+        updatedAt: now,
+      };
+      await stores.orders.insert(order);
+    }
+    if (paid) {
+      if (existing?.status !== 'PAID') {
+        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+      }
+      const currentPeriodEnd = this.periodEnd(s, period);
+      const renewed: Subscription = {
+        ...s,
+        periodNumber: period,
+        currentPeriodStart: s.currentPeriodEnd,
+        currentPeriodEnd,
+        latestOrderId: order.id,
+        failedAttempts: 0,
+        nextActionAt: currentPeriodEnd,
+        updatedAt: now,
+      };
+      await stores.subscriptions.update(renewed);
+      await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(renewed) } }, now);
+      return;
+    }
+    if (!existing) await stores.emit({ orgId: s.orgId, type: 'order.failed', data: { order: presentWebhookOrder(order) } }, now);
+    const attempts = s.failedAttempts + 1;
+    const retryInDays = DUNNING_RETRY_DAYS[attempts - 1];
+    if (retryInDays === undefined) {
+      const expired: Subscription = { ...s, status: 'EXPIRED', failedAttempts: attempts, endedAt: now, updatedAt: now };
+      await stores.subscriptions.update(expired);
+      await stores.emit({ orgId: s.orgId, type: 'subscription.expired', data: { subscription: presentWebhookSubscription(expired) } }, now);
+      return;
+    }
+    await stores.subscriptions.update({ ...s, failedAttempts: attempts, nextActionAt: new Date(s.currentPeriodEnd.getTime() + retryInDays * DAY_MS), updatedAt: now });
+  }
+
+  private async change(orgId: string | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
+    return this.uow.transaction(async (stores) => {
+      const locked = await stores.subscriptions.lock(id);
+      if (!locked || (orgId && locked.orgId !== orgId)) throw notFound('Subscription');
+      return apply(locked, this.clock.now(), stores);
+    });
+  }
+
+  /** Cancels at period end (status stays ACTIVE until then) or at once (CANCELED). */
+  cancel(id: string, options: { atPeriodEnd: boolean }): Promise<Subscription> {
+    return this.change(undefined, id, async (s, now, stores) => {
+      if (s.status !== 'ACTIVE' && s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be canceled`);
+      if (options.atPeriodEnd) {
+        if (s.status !== 'ACTIVE') throw conflict('Only an ACTIVE subscription can be canceled at period end; resume it or cancel it now');
+        if (s.cancelAtPeriodEnd) return s;
+        const scheduled: Subscription = { ...s, cancelAtPeriodEnd: true, canceledAt: now, nextActionAt: s.currentPeriodEnd, updatedAt: now };
+        await stores.subscriptions.update(scheduled);
+        await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) } }, now);
+        return scheduled;
+      }
+      const canceled: Subscription = { ...s, status: 'CANCELED', canceledAt: s.canceledAt ?? now, endedAt: now, updatedAt: now };
+      await stores.subscriptions.update(canceled);
+      await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(canceled) } }, now);
+      return canceled;
+    });
+  }
+
+  cancelByManageToken(token: string): Promise<Subscription> {
+    return this.uow.stores.subscriptions.findByManageToken(token).then((s) => {
+      if (!s) throw notFound('Subscription');
+      return this.cancel(s.id, { atPeriodEnd: true });
+    });
+  }
+
+  pause(id: string): Promise<Subscription> {
+    return this.change(undefined, id, async (s, now, stores) => {
+      if (s.status === 'PAUSED') return s;
+      if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot be paused`);
+      const paused: Subscription = { ...s, status: 'PAUSED', pausedAt: now, updatedAt: now };
+      await stores.subscriptions.update(paused);
+      await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(paused) } }, now);
+      return paused;
+    });
+  }
+
+  /** Resumes; when the paid period lapsed during the pause, the next period starts (and is charged) now. */
+  resume(id: string): Promise<Subscription> {
+    return this.change(undefined, id, async (s, now, stores) => {
+      if (s.status === 'ACTIVE') return s;
+      if (s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be resumed`);
+      const lapsed = s.currentPeriodEnd.getTime() <= now.getTime();
+      const resumed: Subscription = lapsed
+        ? { ...s, status: 'ACTIVE', pausedAt: null, currentPeriodEnd: now, billingAnchor: now, anchorPeriod: s.periodNumber + 1, nextActionAt: now, failedAttempts: 0, updatedAt: now }
+        : { ...s, status: 'ACTIVE', pausedAt: null, updatedAt: now };
+      await stores.subscriptions.update(resumed);
+      await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(resumed) } }, now);
+      return resumed;
+    });
+  }
+
+  async get(orgId: string, id: string): Promise<Subscription> {
+    const found = await this.uow.stores.subscriptions.find(orgId, id);
+    if (!found) throw notFound('Subscription');
+    return found;
+  }
+
+  findBySession(checkoutSessionId: string): Promise<Subscription | undefined> {
+    return this.uow.stores.subscriptions.findBySession(checkoutSessionId);
+  }
+
+  findByManageToken(token: string): Promise<Subscription | undefined> {
+    return this.uow.stores.subscriptions.findByManageToken(token);
+  }
+
+  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: number, size: number) {
+    return this.uow.stores.subscriptions.list(orgId, filter, { offset: (page - 1) * size, limit: size });
+  }
+}
