@@ -539,13 +539,25 @@ export interface paths {
          *     | `ACTIVE` | period end, renewal paid | `ACTIVE` | new `currentPeriodEnd`, new `latestOrderId`; `subscription.updated` |
          *     | `ACTIVE` | cancellation at period end scheduled | `ACTIVE` | `cancelAtPeriodEnd` true, `canceledAt` set; `subscription.updated` |
          *     | `ACTIVE` (cancelAtPeriodEnd) | `currentPeriodEnd` reached | `ENDED` | `endedAt` set; `subscription.ended` |
-         *     | `ACTIVE` | immediate cancellation | `CANCELED` | `canceledAt` and `endedAt` set; `subscription.updated` |
+         *     | `ACTIVE`, `PAUSED` | immediate cancellation | `CANCELED` | `canceledAt` and `endedAt` set; `subscription.ended` (access stops now) |
          *     | `ACTIVE` | paused | `PAUSED` | no renewals while paused; `subscription.updated` |
-         *     | `PAUSED` | resumed | `ACTIVE` | `subscription.updated` |
+         *     | `PAUSED` | resumed before `currentPeriodEnd` | `ACTIVE` | billing continues at `currentPeriodEnd`; `subscription.updated` |
+         *     | `PAUSED` | resumed after `currentPeriodEnd` | `ACTIVE` | a new period starts at the resume and is charged at once; `subscription.updated` |
+         *     | `ACTIVE` | renewal declined at period end | `ACTIVE` | a `FAILED` renewal order (`order.failed`); retried 1, 3 and 5 days after the period end; a later success makes that order `PAID` |
          *     | `ACTIVE` | renewal failed and dunning retries (after 1 day, 3 days, 5 days) exhausted | `EXPIRED` | `endedAt` set; `subscription.expired` |
          *
+         *     Renewals run off the server clock in the background worker, at `currentPeriodEnd`. Periods are
+         *     counted from a billing anchor (the first payment), so month ends never drift: a subscription
+         *     started on January 31 renews on February 28 (or 29), March 31, April 30, … Each period's
+         *     renewal order is created at most once, even with several workers. The recurring amount is the
+         *     checkout's total (unit amount × quantity). A renewal order inherits `merchantReference` and
+         *     `merchantMetadata` from the initial order and has no `checkoutSessionId`.
+         *
          *     `currentPeriodEnd` is the paid-through time. An `ACTIVE` subscription, including one
-         *     canceled at period end that has not ended yet, grants product access.
+         *     canceled at period end that has not ended yet and one whose renewal is being retried, grants
+         *     product access. Cancellation, pause and resume are made by the operator (admin API / CLI
+         *     `subscription cancel|pause|resume`); the buyer can cancel at period end from the manage page
+         *     linked on the checkout confirmation page.
          */
         get: operations["getSubscription"];
         put?: never;
@@ -1041,7 +1053,9 @@ export interface webhooks {
         put?: never;
         /**
          * Subscription ended (`subscription.ended`)
-         * @description **`subscription.ended`** — A subscription canceled at period end reached `currentPeriodEnd` and is in its final `ENDED` state (`endedAt` set).
+         * @description **`subscription.ended`** — The subscription reached a final state in which access stops: a
+         *     subscription canceled at period end reached `currentPeriodEnd` (`ENDED`, `endedAt` set), or it
+         *     was canceled immediately (`CANCELED`, `endedAt` set).
          *
          *     Carries `data.subscription` (`WebhookSubscription`).
          *
