@@ -88,9 +88,8 @@ export interface AgentWalletRepository {
   revokeAgent(id: string, now: Date): Promise<void>;
   /** Retires the quorum's current key(s) and registers `publicKey` in their place. */
   replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult>;
-  /** The agent whose quorum holds `publicKey` as a current (not removed) key. */
-  findAgentByPublicKey(publicKey: string): Promise<Agent | undefined>;
-  quorumKeys(keyQuorumId: string): Promise<string[]>;
+  /** The agent whose quorum holds `publicKey` as a current key, with all current keys of that quorum. */
+  findAgentByPublicKey(publicKey: string): Promise<(Agent & { quorumKeys: string[] }) | undefined>;
 
   insertPolicy(policy: Policy): Promise<void>;
   listPolicies(walletId: string): Promise<Policy[]>;
@@ -337,21 +336,20 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
     }
   }
 
-  async findAgentByPublicKey(publicKey: string): Promise<Agent | undefined> {
+  async findAgentByPublicKey(publicKey: string): Promise<(Agent & { quorumKeys: string[] }) | undefined> {
+    // One round trip on the hot path: the agent, and the keys that may sign wallet authorizations.
     const row = await this.db('agent_public_keys as k')
       .join('agent_key_quorums as q', 'q.id', 'k.key_quorum_id')
       .join('agents as a', 'a.id', 'q.agent_id')
       .where('k.public_key', publicKey)
       .whereNull('k.removed_at')
-      .first<AgentRow | undefined>(
+      .first<(AgentRow & { quorum_keys: string[] }) | undefined>(
         'a.id', 'a.org_id', 'a.name', 'a.wallet_id', 'a.created_at', 'a.revoked_at', 'q.id as key_quorum_id', 'k.public_key',
+        this.db.raw(
+          'ARRAY(SELECT k2.public_key FROM agent_public_keys k2 WHERE k2.key_quorum_id = q.id AND k2.removed_at IS NULL ORDER BY k2.created_at) AS quorum_keys',
+        ),
       );
-    return row ? toAgent(row) : undefined;
-  }
-
-  async quorumKeys(keyQuorumId: string): Promise<string[]> {
-    const rows = await this.db('agent_public_keys').where({ key_quorum_id: keyQuorumId }).whereNull('removed_at').select<{ public_key: string }[]>('public_key');
-    return rows.map((row) => row.public_key);
+    return row ? { ...toAgent(row), quorumKeys: row.quorum_keys } : undefined;
   }
 
   private async insertPolicyWith(db: Knex | Knex.Transaction, policy: Policy): Promise<void> {

@@ -60,6 +60,9 @@ export function agentHeaders(ctx: TestContext, agent: Pick<TestAgent, 'publicKey
 /** The platform app on a loopback port, reachable as PUBLIC_API_URL through the returned fetch. */
 export async function listenPlatform(ctx: TestContext): Promise<{ fetch: (request: Request) => Promise<Response>; close(): Promise<void> }> {
   const server: Server = createServer(ctx.apps.platform);
+  // Tests pause between requests longer than Node's 5 s default; a socket the server closed while
+  // fetch reuses it would surface as ECONNRESET.
+  server.keepAliveTimeout = 120_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const local = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {

@@ -279,7 +279,7 @@ describe('history limit', () => {
 
   it('returns at most 50 by default and 200 at most when there are more', async () => {
     // 210 denied attempts straight through the service keep this fast.
-    const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'x', keyQuorumId: agent.keyQuorumId, publicKey: agent.publicKey, walletId: wallet.walletId };
+    const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'x', keyQuorumId: agent.keyQuorumId, publicKey: agent.publicKey, walletId: wallet.walletId, quorumKeys: [agent.publicKey] };
     const td = usdcTransfer(wallet.walletAddress, '9000000');
     const body = { typed_data: td, signature: sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgA.orgId }), agent.privateKey).toString('base64') };
     for (let i = 0; i < 210; i++) {

@@ -152,7 +152,7 @@ describe('the vectors against the server', () => {
       5,
     );
     const service = new AgentWalletService(repo, box, ctx.clock);
-    const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'Vector', keyQuorumId: agent.keyQuorumId, publicKey: SPKI, walletId };
+    const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'Vector', keyQuorumId: agent.keyQuorumId, publicKey: SPKI, walletId, quorumKeys: [SPKI] };
     const result = await service.signTypedData(auth, requestExample, SIGN_URL);
     expect(result).toEqual(responseExample.data);
     await expect(service.signTypedData(auth, requestExample, `${API_URL}/v1/agent-wallet/sign-typed-data/`)).rejects.toMatchObject({
