@@ -7,14 +7,16 @@ import type { components } from '../../generated/merchant.js';
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { STABLECOINS } from '../kernel/money.js';
+import { isFiatCurrency } from '../catalog/price-rules.js';
 import { sha256Hex } from '../kernel/secrets.js';
-import { AppError, conflict, notFound, validationError } from '../http/errors.js';
+import { AppError, conflict, forbidden, notFound, validationError } from '../http/errors.js';
 import { OrgService } from '../orgs/orgs.service.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
 import type { CommerceUnitOfWork } from '../orders/stores.js';
 import type { OrderService } from '../orders/order.service.js';
 import type { Order } from '../orders/order.repository.js';
 import type { CardDetails, CardProcessor } from './card-processor.js';
+import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from './checkout-session.repository.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
@@ -40,6 +42,8 @@ export class CheckoutSessionService {
     private readonly orders: OrderService,
     private readonly processor: CardProcessor,
     private readonly clock: Clock,
+    /** The crypto rail (`provider: CRYPTO`); absent → crypto checkout is refused. */
+    private readonly crypto?: CryptoQuoteService,
   ) {}
 
   isPayable(session: CheckoutSession): boolean {
@@ -59,11 +63,12 @@ export class CheckoutSessionService {
     const existing = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
     if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
 
-    const session = await this.build(orgId, body, now);
+    const { session, crypto } = await this.build(orgId, body, now);
     const created = await this.uow.transaction(async (tx) => {
       const claimed = await tx.sessions.insertIdempotencyRecord({ orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now });
       if (!claimed) return false;
       await tx.sessions.insert(session);
+      if (crypto) await this.crypto!.store(tx, session, crypto);
       return true;
     });
     if (created) return { session, replayed: false };
@@ -83,18 +88,19 @@ export class CheckoutSessionService {
     return session;
   }
 
-  private async build(orgId: string, body: CheckoutSessionCreate, now: Date): Promise<CheckoutSession> {
+  private async build(orgId: string, body: CheckoutSessionCreate, now: Date): Promise<{ session: CheckoutSession; crypto?: PreparedQuote }> {
     const provider = body.provider ?? 'STRIPE';
-    if (provider === 'CRYPTO') {
-      throw new AppError('NOT_IMPLEMENTED', 'Crypto checkout (provider CRYPTO) is not available in this build yet');
-    }
-    const refusal = OrgService.cardCheckoutRefusal(await this.orgs.getOrganization(orgId));
+    const org = await this.orgs.getOrganization(orgId);
+    // Card verification and the card account gate the card rail only; a frozen org opens nothing.
+    const refusal = provider === 'CRYPTO' ? OrgService.checkoutRefusal(org) : OrgService.cardCheckoutRefusal(org);
     if (refusal) throw refusal;
+    const bounds = provider === 'CRYPTO' ? CRYPTO_EXPIRES_IN : CARD_EXPIRES_IN;
     const expiresIn = body.expiresIn ?? DEFAULT_EXPIRES_IN;
-    if (expiresIn < CARD_EXPIRES_IN.min || expiresIn > CARD_EXPIRES_IN.max) {
-      throw validationError(`body.expiresIn must be between ${CARD_EXPIRES_IN.min} and ${CARD_EXPIRES_IN.max} seconds for card checkout`);
+    if (expiresIn < bounds.min || expiresIn > bounds.max) {
+      throw validationError(`body.expiresIn must be between ${bounds.min} and ${bounds.max} seconds for ${provider === 'CRYPTO' ? 'crypto' : 'card'} checkout`);
     }
     const { pricing, product } = await this.resolvePurchase(orgId, body, provider);
+    const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
     const quantity = body.quantity ?? 1;
     const amount = pricing.amount * quantity;
     if (!Number.isSafeInteger(amount)) throw validationError('The amount times quantity exceeds the largest supported amount (2^53 - 1 minor units)');
@@ -108,7 +114,7 @@ export class CheckoutSessionService {
       customerEmail = customer.email;
     }
 
-    return {
+    const session: CheckoutSession = {
       id: newId('CS'),
       orgId,
       status: 'CREATED',
@@ -131,6 +137,21 @@ export class CheckoutSessionService {
       createdAt: now,
       updatedAt: now,
     };
+    return { session, crypto };
+  }
+
+  /** 400 for a price crypto checkout cannot take; 403 when the org has no usable receiving wallet. */
+  private async prepareCrypto(orgId: string, pricing: PricingSnapshot, field: string): Promise<PreparedQuote> {
+    if (!this.crypto) throw forbidden('Crypto checkout is not enabled on this deployment');
+    this.crypto.checkPricing(pricing, field);
+    return this.crypto.prepare(orgId, pricing.currency as 'USDC' | 'USDT');
+  }
+
+  /** The crypto payment instructions of a session (API `crypto`); undefined for card sessions. */
+  async cryptoQuoteOf(session: CheckoutSession): Promise<QuoteView | undefined> {
+    if (session.provider !== 'CRYPTO' || !this.crypto) return undefined;
+    const quote = await this.crypto.quoteOf(session.id);
+    return quote ? presentQuote(quote) : undefined;
   }
 
   private async resolvePurchase(
@@ -167,6 +188,9 @@ export class CheckoutSessionService {
     const currency = data.currency.toUpperCase();
     if (provider === 'STRIPE' && STABLECOINS.has(currency)) {
       throw validationError(`body.pricingData.currency ${currency} is a crypto currency; use provider CRYPTO or a fiat currency for card checkout`);
+    }
+    if (provider === 'STRIPE' && !isFiatCurrency(currency)) {
+      throw validationError(`body.pricingData.currency ${currency} is not an ISO 4217 currency code`);
     }
     let product: ProductSnapshot;
     if (data.productId) {
@@ -249,6 +273,8 @@ export class CheckoutSessionService {
   async pay(token: string, input: { email?: string; card: CardDetails }): Promise<PaymentAttempt> {
     const session = await this.findByPageToken(token);
     if (!session) throw notFound('Checkout session');
+    // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
+    if (session.provider === 'CRYPTO') throw validationError('This checkout is paid with crypto: send the transfer shown on the checkout page');
     if (!this.isPayable(session)) return { kind: 'not_payable', session };
     const email = session.customerEmail ?? input.email?.trim();
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
@@ -272,6 +298,7 @@ export class CheckoutSessionService {
       checkoutSessionId: session.id,
       outcome: result.status === 'succeeded' ? 'succeeded' : 'pending',
       processorPaymentId: result.paymentId,
+      paymentMethod: result.paymentMethod,
       customerEmail: email,
     });
     const updated = (await this.findByPageToken(token))!;
@@ -287,7 +314,7 @@ export class CheckoutSessionService {
     const found = await this.catalog.findPaymentLinkByToken(linkToken);
     if (!found) throw notFound('Payment link');
     const { link, price, product } = found;
-    if (!link.isActive) throw new AppError('NOT_FOUND', 'This payment link is no longer active');
+    if (!link.isActive || !price.active || product.status === 'ARCHIVED') throw new AppError('NOT_FOUND', 'This payment link is no longer active');
     const metadata: Record<string, string> = {};
     for (const [key, raw] of Object.entries(query)) {
       if (typeof raw !== 'string') throw validationError(`Query parameter "${key}" must appear once with a plain value`);
@@ -300,9 +327,9 @@ export class CheckoutSessionService {
     if (merchantReference !== null && Buffer.byteLength(merchantReference) > MAX_REFERENCE_BYTES) {
       throw validationError(`merchant_reference must be at most ${MAX_REFERENCE_BYTES} bytes`);
     }
-    const refusal = OrgService.cardCheckoutRefusal(await this.orgs.getOrganization(link.orgId));
-    if (price.provider === 'STRIPE' && refusal) throw refusal;
-    if (price.provider === 'CRYPTO') throw new AppError('NOT_IMPLEMENTED', 'Crypto payment links are not available in this build yet');
+    const linkOrg = await this.orgs.getOrganization(link.orgId);
+    const refusal = price.provider === 'CRYPTO' ? OrgService.checkoutRefusal(linkOrg) : OrgService.cardCheckoutRefusal(linkOrg);
+    if (refusal) throw refusal;
     if (price.flexibleAmount) throw new AppError('NOT_IMPLEMENTED', 'Flexible-amount payment links are not available in this build yet');
     const now = this.clock.now();
     const session: CheckoutSession = {
@@ -339,7 +366,11 @@ export class CheckoutSessionService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.uow.stores.sessions.insert(session);
+    const crypto = session.provider === 'CRYPTO' ? await this.prepareCrypto(link.orgId, session.pricing, "The payment link's price") : undefined;
+    await this.uow.transaction(async (tx) => {
+      await tx.sessions.insert(session);
+      if (crypto) await this.crypto!.store(tx, session, crypto);
+    });
     return session;
   }
 }

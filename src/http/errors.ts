@@ -105,9 +105,19 @@ type SchemaNode = {
   properties?: Record<string, SchemaNode>;
   items?: SchemaNode;
   oneOf?: SchemaNode[];
+  anyOf?: SchemaNode[];
   not?: SchemaNode;
+  else?: SchemaNode;
   required?: string[];
 };
+
+/** Field names of `not: {required: [...]}` or `not: {anyOf: [{required: [...]}, …]}`. */
+function forbiddenFields(not: SchemaNode | undefined): string[] | undefined {
+  if (!not) return undefined;
+  if (not.required) return not.required;
+  if (not.anyOf?.every((b) => b.required?.length)) return not.anyOf.flatMap((b) => b.required!);
+  return undefined;
+}
 
 /** The request-body schema node at a validator path such as `/body/pricingData`. */
 function bodySchemaAt(operation: unknown, path: string | undefined): SchemaNode | undefined {
@@ -134,11 +144,18 @@ function explainComposite(item: ValidatorErrorItem, operation: unknown): string 
   if (item.errorCode?.startsWith('not') && node?.not?.required) {
     return `${field}: ${node.not.required.join(' and ')} are mutually exclusive; give at most one`;
   }
+  // if/then/else: fields that only some variants allow (billingInterval only with SUBSCRIPTION).
+  const onlyConditional = item.errorCode?.startsWith('not') ? forbiddenFields(node?.else?.not) : undefined;
+  if (onlyConditional) return `${field}: ${onlyConditional.join(', ')} ${onlyConditional.length > 1 ? 'are' : 'is'} not allowed here (see the field descriptions for when they apply)`;
   return undefined;
 }
 
+/** ajv's wording for a property forbidden by `false` (e.g. billingInterval on a ONE_TIME price). */
+const humanize = (message: string | undefined): string =>
+  !message ? 'is invalid' : message === 'boolean schema is false' ? 'is not allowed here' : message;
+
 function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown): string {
-  const lines = items.map((item) => explainComposite(item, operation) ?? `${fieldOf(item.path)} ${item.message ?? 'is invalid'}`);
+  const lines = items.map((item) => explainComposite(item, operation) ?? `${fieldOf(item.path)} ${humanize(item.message)}`);
   // ajv reports each failed branch of a oneOf; the distinct lines are what a person needs.
   return [...new Set(lines)].join('; ');
 }

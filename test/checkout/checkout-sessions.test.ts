@@ -91,6 +91,8 @@ describe('POST /v1/checkout-sessions', () => {
     ["another organization's product", 'ORG_B_PRODUCT', /productId/],
     ['an empty inline name after trimming', { pricingData: { amount: 1, currency: 'USD', productData: { name: '   ' } } }, /name/],
     ['a crypto currency on the card rail', { pricingData: { amount: 1, currency: 'USDC', productData: { name: 'x' } } }, /currency/],
+    ['a made-up currency', { pricingData: { amount: 1, currency: 'XYZ', productData: { name: 'x' } } }, /ISO 4217/],
+    ['an interval on a one-time price', { pricingData: { amount: 1, currency: 'USD', billingInterval: 'MONTH', productData: { name: 'x' } } }, /billingInterval, billingIntervalCount are not allowed here/],
     ['expiresIn below the card minimum', { ...inline(), expiresIn: 1799 }, /expiresIn/],
     ['expiresIn above the maximum', { ...inline(), expiresIn: 86401 }, /expiresIn/],
     ['an amount × quantity past 2^53', { pricingData: { amount: 9007199254740991, currency: 'USD', productData: { name: 'x' } }, quantity: 2 }, /amount/],

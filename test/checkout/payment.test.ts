@@ -274,6 +274,15 @@ describe('payment links', () => {
     expect(res.status).toBe(404);
     expect(res.text).toContain('no longer active');
   });
+
+  it('refuses a link whose product was archived', async () => {
+    const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Retired' });
+    const price = await ctx.services.catalog.createPrice(product.id, { amount: 100, currency: 'USD' });
+    const { link } = await ctx.services.catalog.createPaymentLink(price.id, {});
+    await ctx.services.catalog.archiveProduct(product.id);
+    const res = await ctx.merchant.get(pagePath(ctx.services.catalog.paymentLinkUrl(link)));
+    expect(res.status).toBe(404);
+  });
 });
 
 describe('orders and customers lists', () => {
