@@ -291,7 +291,8 @@ export interface paths {
          *     - `in` takes an array of values, every other operator a single value; `gt`, `gte`, `lt`,
          *       `lte` apply to integer fields only (`uintN`, `intN`, `chainId`, `current_unix_timestamp`);
          *     - each value fits its field: integers as JSON integers or decimal strings, addresses as
-         *       `0x` + 40 hex characters, bytes as `0x` hex, bools as `"true"`/`"false"`, strings as strings.
+         *       `0x` + 40 hex characters, bytes as `0x` hex, bools as `"true"`/`"false"`, strings as strings;
+         *     - rule names, and spend limit names, are unique within the policy.
          */
         post: operations["createWalletPolicy"];
         delete?: never;
@@ -900,10 +901,158 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/receiving-wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's crypto receiving wallets
+         * @description One address per configured chain at most, by chain id.
+         */
+        get: operations["listReceivingWallets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/receiving-wallets/{chainId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set the organization's receiving wallet on a chain
+         * @description Sets (or replaces) the address that receives the organization's crypto checkout payments on
+         *     this chain. The address is validated (`0x` + 40 hex digits; a mixed-case address must carry
+         *     a correct EIP-55 checksum) and stored in EIP-55 form; the zero address is refused. The chain
+         *     must be configured (`400` otherwise). Replacing a wallet does not change the quotes of
+         *     sessions already created: their payments, late ones included, are still recognised on the
+         *     old address until their quotes lapse.
+         */
+        put: operations["setReceivingWallet"];
+        post?: never;
+        /**
+         * Remove the organization's receiving wallet on a chain
+         * @description New crypto sessions can no longer use this chain (`403` when no other wallet fits). Quotes
+         *     already issued keep being watched until they lapse, so no payment already sent is lost.
+         */
+        delete: operations["deleteReceivingWallet"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/crypto-transfers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List ERC-20 transfers the chain watcher saw
+         * @description Every `Transfer` log to a receiving wallet, newest first: matched ones (`PENDING` waiting
+         *     for confirmations, `CONFIRMED`, `REMOVED` by a reorganization) with their session and order,
+         *     and `IGNORED` ones with the reason (`note`): no open quote matches the amount, several do,
+         *     the session already has a payment, or the transaction already pays another session. This is
+         *     where an operator finds a transfer that created no order, to settle it with the merchant.
+         */
+        get: operations["listCryptoTransfers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        ReceivingWalletSet: {
+            /** @description EVM address; mixed case must be a valid EIP-55 checksum. */
+            address: string;
+        };
+        ReceivingWallet: {
+            orgId: components["schemas"]["OrgId"];
+            chainId: number;
+            /** @description CAIP-2 chain identifier, e.g. `eip155:8453`. */
+            chain: string;
+            /** @description Configured name of the chain; null when the chain is no longer configured. */
+            chainName: string | null;
+            /** @description EIP-55 address. */
+            address: string;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ReceivingWalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ReceivingWallet"];
+        };
+        ReceivingWalletListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ReceivingWallet"][];
+        };
+        /** @enum {string} */
+        CryptoTransferStatus: "PENDING" | "CONFIRMED" | "REMOVED" | "IGNORED";
+        CryptoTransfer: {
+            id: string;
+            chainId: number;
+            txHash: string;
+            logIndex: number;
+            blockNumber: number;
+            /** @enum {string} */
+            tokenSymbol: "USDC" | "USDT";
+            tokenAddress: string;
+            fromAddress: string;
+            toAddress: string;
+            /** @description Token units (decimal string; uint256). */
+            valueUnits: string;
+            status: components["schemas"]["CryptoTransferStatus"];
+            confirmations: number;
+            checkoutSessionId: string | null;
+            orgId: string | null;
+            orderId: string | null;
+            /** @description How the transfer was matched, or why it was ignored. */
+            note: string | null;
+            seenAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        CryptoTransferPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["CryptoTransfer"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
         SubscriptionCancel: {
             /**
              * @description true (default) ends the subscription at the period end; false cancels it now.
@@ -1148,6 +1297,8 @@ export interface components {
             /** @constant */
             chain_type: "ethereum";
             rules: components["schemas"]["PolicyRule"][];
+            /** @description Rolling-window spend limits (agent wallet document, tag Policies). Default none. */
+            spend_limits?: components["schemas"]["SpendLimit"][];
         };
         WalletPolicy: {
             id: string;
@@ -1158,6 +1309,7 @@ export interface components {
             /** @constant */
             chainType: "ethereum";
             rules: components["schemas"]["PolicyRule"][];
+            spendLimits: components["schemas"]["SpendLimit"][];
             createdAt: components["schemas"]["Timestamp"];
         };
         WalletPolicyResponse: {
@@ -1644,6 +1796,27 @@ export interface components {
                 types: components["schemas"]["TypedDataTypes"];
                 primary_type: components["schemas"]["PrimaryType"];
             };
+        };
+        /**
+         * @description Ethereum address, `0x` + 40 hex characters (EIP-55 checksummed in responses).
+         * @example 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+         */
+        EthAddress: string;
+        /**
+         * @description At most `max_value` base units signed in `TransferWithAuthorization` messages over the
+         *     last `window_hours` hours, per chain and token contract.
+         */
+        SpendLimit: {
+            /** @description Quoted in the message of a request the limit denies. */
+            name: string;
+            /** @description Length of the rolling window, in hours (at most 30 days). */
+            window_hours: number;
+            /** @description Largest sum of `value` in the window, in the token's base units (USDC has 6 decimals), as a decimal string. */
+            max_value: string;
+            /** @description Only requests whose domain `chainId` is this one. Default any chain. */
+            chain_id?: number;
+            /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
+            verifying_contract?: components["schemas"]["EthAddress"];
         };
     };
     responses: {
@@ -2390,6 +2563,15 @@ export interface operations {
                  *               ]
                  *             }
                  *           ]
+                 *         }
+                 *       ],
+                 *       "spend_limits": [
+                 *         {
+                 *           "name": "Daily USDC on Base",
+                 *           "window_hours": 24,
+                 *           "max_value": "20000000",
+                 *           "chain_id": 8453,
+                 *           "verifying_contract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
                  *         }
                  *       ]
                  *     }
@@ -3530,6 +3712,148 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listReceivingWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's receiving wallets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivingWalletListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    setReceivingWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReceivingWalletSet"];
+            };
+        };
+        responses: {
+            /** @description The wallet as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Receiving wallet set",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "chainId": 8453,
+                     *         "chain": "eip155:8453",
+                     *         "chainName": "Base",
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReceivingWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    deleteReceivingWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The removed wallet. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivingWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listCryptoTransfers: {
+        parameters: {
+            query?: {
+                /** @description Only transfers matched to this organization's sessions (ignored transfers have none). */
+                orgId?: string;
+                chainId?: number;
+                status?: components["schemas"]["CryptoTransferStatus"];
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of transfers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CryptoTransferPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -18,6 +18,8 @@ import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
+import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
+import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
 import { createOrderAdminHandlers } from './orders/orders.admin-handlers.js';
 import { createSubscriptionAdminHandlers, createSubscriptionHandlers } from './subscriptions/subscriptions.handlers.js';
@@ -34,6 +36,11 @@ import { createTelemetryHandlers } from './telemetry/handlers.js';
 import { createTelemetryAdminHandlers } from './telemetry/admin.handlers.js';
 import { telemetryAuthenticator } from './telemetry/auth.js';
 import { refineTelemetryError } from './telemetry/errors.js';
+import { registerDocsRoutes } from './docs/docs.js';
+import { FixedWindowRateLimiter } from './http/rate-limit.js';
+import type { Metrics } from './observability/metrics.js';
+import { countIngest, registerMetricsRoute } from './observability/http.js';
+import { BenchFloorRepository, registerBenchFloor } from './observability/bench-floor.js';
 
 export interface AppDeps {
   config: Config;
@@ -42,6 +49,8 @@ export interface AppDeps {
   logger: Logger;
   services: Services;
   adminToken: string;
+  /** Prometheus metrics of this process; `GET /metrics` on the admin listener (absent: no metrics). */
+  metrics?: Metrics;
 }
 
 const KIB = 1024;
@@ -67,14 +76,30 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     ...createOrderHandlers(deps.services.orders, deps.clock),
     ...createSubscriptionHandlers(deps.services.subscriptions, deps.services.entitlements),
   } satisfies MerchantHandlers;
-  const apiKeyAuth: Authenticator = (req, op) =>
-    deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
+  const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
+  const apiKeyAuth: Authenticator = async (req, op) => {
+    const auth = await deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
+    limiter.hit(auth.apiKeyId);
+    return auth;
+  };
   return createOpenApiApp({
     name: 'merchant',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ApiKeyAuth: apiKeyAuth },
-    extraRoutes: (router) => registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger),
+    extraRoutes: (router) => {
+      if (deps.config.benchFloor) registerBenchFloor(router, new BenchFloorRepository(deps.database.db), deps.clock);
+      // Crypto sessions' pages first; it passes card sessions on to the card pages.
+      registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
+      registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
+      registerDocsRoutes(router, {
+        documents: ['merchant'],
+        elsewhere: [
+          { name: 'telemetry', baseUrl: deps.config.publicApiUrl },
+          { name: 'agent-wallet', baseUrl: deps.config.publicApiUrl },
+        ],
+      });
+    },
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
@@ -82,6 +107,8 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     errorFlavor: () => 'envelope',
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
+    metrics: deps.metrics,
+    hsts: deps.config.publicBaseUrl.startsWith('https:'),
   });
 }
 
@@ -100,7 +127,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   ]);
   const handlers = {
     ...createSigningKeyHandlers(deps.services.signingKeys),
-    ...createTelemetryHandlers(deps.services.telemetry, deps.clock),
+    ...countIngest(createTelemetryHandlers(deps.services.telemetry, deps.clock), deps.metrics),
     ...createAgentWalletHandlers(deps.services.agentWallet, { publicApiUrl: deps.config.publicApiUrl }),
   } satisfies PlatformHandlers;
   return createOpenApiApp({
@@ -108,6 +135,11 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { BearerAuth: telemetryAuthenticator(deps.services.telemetry.keys), ...createAgentAuthenticators(deps.services.agentWallet) },
+    extraRoutes: (router) =>
+      registerDocsRoutes(router, {
+        documents: ['telemetry', 'agent-wallet'],
+        elsewhere: [{ name: 'merchant', baseUrl: deps.config.publicBaseUrl }],
+      }),
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
@@ -116,6 +148,8 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     refineError: (error, thrown, req) => (usesEnvelope(req) ? error : refineTelemetryError(error, thrown, req)),
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
+    metrics: deps.metrics,
+    hsts: deps.config.publicApiUrl.startsWith('https:'),
   });
 }
 
@@ -127,6 +161,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...createWebhookAdminHandlers({ webhooks: deps.services.webhooks, signingKeys: deps.services.signingKeys, orgs: deps.services.orgs }),
     ...createCatalogAdminHandlers(deps.services.catalog, deps.services.orgs),
     ...createOrderAdminHandlers(deps.services.orders),
+    ...createCryptoAdminHandlers(deps.services.cryptoQuotes),
     ...createSubscriptionAdminHandlers(deps.services.subscriptions),
     ...createAgentWalletAdminHandlers(deps.services.agentWallet),
     ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
@@ -141,11 +176,18 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { AdminBearer: adminBearer },
+    // The admin listener is loopback-only by default; its reference is served there too.
+    extraRoutes: (router) => {
+      registerDocsRoutes(router, { documents: ['admin'] });
+      // Unauthenticated like /healthz, on the private listener only (README "Operating Kassa").
+      if (deps.metrics) registerMetricsRoute(router, deps.metrics);
+    },
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
     bodyLimit: () => DEFAULT_BODY_LIMIT,
     errorFlavor: () => 'envelope',
     readiness: readiness(deps),
+    metrics: deps.metrics,
   });
 }

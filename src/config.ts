@@ -3,6 +3,7 @@
  * the variable, never later at request time.
  */
 import path from 'node:path';
+import { CryptoConfigError, parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -27,11 +28,26 @@ export interface Config {
   /** Create a demo organization and key on first start with an empty embedded database. */
   seedDemo: boolean;
   trustProxy: boolean;
+  /**
+   * Merchant API requests per API key per minute, counted per process (src/http/rate-limit.ts);
+   * 0 turns the limit off. MERCHANT_RATE_LIMIT_PER_MINUTE.
+   */
+  merchantRateLimitPerMinute: number;
+  /** Mount the benchmark floor route (scripts/bench/checkout.ts). KASSA_BENCH_FLOOR; never in production. */
+  benchFloor: boolean;
   telemetry: TelemetryConfig;
   /** Let webhook endpoints reach loopback addresses (local development and tests only; refused in production). */
   webhookAllowLoopback: boolean;
+  /**
+   * How long a worker's claim on a webhook delivery lasts before another worker may retry it
+   * (a worker that died mid-delivery). WEBHOOK_DELIVERY_LEASE_SECONDS, at least 15 (the 10 s
+   * attempt timeout plus a margin), default 60.
+   */
+  webhookLeaseSeconds: number;
   /** How long the sandbox processor's asynchronous test cards stay pending. */
   sandboxSettleDelayMs: number;
+  /** Crypto checkout: watched chains, accepted tokens, matching rules (CRYPTO_* variables). */
+  crypto: CryptoConfig;
 }
 
 /** Telemetry API settings (openapi/telemetry.yaml leaves their values to the deployment). */
@@ -128,6 +144,28 @@ function webhookAllowLoopback(env: Env): boolean {
   return allow;
 }
 
+function webhookLeaseSeconds(env: Env): number {
+  const seconds = positiveInt(env, 'WEBHOOK_DELIVERY_LEASE_SECONDS', 60);
+  if (seconds < 15) throw new ConfigError(`WEBHOOK_DELIVERY_LEASE_SECONDS must be at least 15 (the 10 s attempt timeout plus a margin), got "${seconds}"`);
+  return seconds;
+}
+
+function benchFloor(env: Env): boolean {
+  const on = bool(env, 'KASSA_BENCH_FLOOR', false);
+  // An unauthenticated write route: for benchmark runs only.
+  if (on && env.NODE_ENV === 'production') throw new ConfigError('KASSA_BENCH_FLOOR=true mounts an unauthenticated benchmark route; it is refused when NODE_ENV=production');
+  return on;
+}
+
+function cryptoConfig(env: Env): CryptoConfig {
+  try {
+    return parseCryptoConfig(env);
+  } catch (err) {
+    if (err instanceof CryptoConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
 export function loadConfig(env: Env = process.env, argv: string[] = process.argv.slice(2)): Config {
   const roleFlag = argv.indexOf('--role');
   const role = (roleFlag >= 0 ? argv[roleFlag + 1] : env.KASSA_ROLE) || 'all';
@@ -162,8 +200,12 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'KASSA_SEED_DEMO', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
+    merchantRateLimitPerMinute: nonNegativeInt(env, 'MERCHANT_RATE_LIMIT_PER_MINUTE', 6000),
+    benchFloor: benchFloor(env),
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
+    webhookLeaseSeconds: webhookLeaseSeconds(env),
+    crypto: cryptoConfig(env),
     telemetry: {
       monthlyTraceQuota: positiveInt(env, 'TELEMETRY_MONTHLY_TRACE_QUOTA', 1_000_000),
       rateLimit: positiveInt(env, 'TELEMETRY_RATE_LIMIT', 1200),

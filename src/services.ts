@@ -25,6 +25,10 @@ import { CatalogService } from './catalog/catalog.service.js';
 import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
 import { AgentWalletService } from './agent-wallet/agent-wallet.service.js';
 import { createTelemetry, type Telemetry } from './telemetry/index.js';
+import type { Metrics } from './observability/metrics.js';
+import { CryptoQuoteService } from './crypto-payments/crypto-quote.service.js';
+import { ChainWatcher } from './crypto-payments/chain-watcher.js';
+import { parseCryptoConfig } from './crypto-payments/crypto-config.js';
 
 export interface Services {
   orgs: OrgService;
@@ -40,9 +44,13 @@ export interface Services {
   telemetry: Telemetry;
   subscriptions: SubscriptionService;
   entitlements: EntitlementService;
+  /** Crypto checkout: quotes, receiving wallets, transfers. */
+  cryptoQuotes: CryptoQuoteService;
+  /** The chain watcher job's worker (run by src/worker.ts). */
+  chainWatcher: ChainWatcher;
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry'>>; logger?: Logger }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
   const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
   const webhookRepo = new KnexWebhookRepository(deps.db);
   const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
@@ -53,6 +61,8 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
   const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
   orders.useSubscriptionStarter(subscriptions);
+  const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
+  const cryptoQuotes = new CryptoQuoteService(uow, orgs, cryptoConfig, deps.clock);
   return {
     orgs,
     catalog,
@@ -60,10 +70,15 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     sandboxProcessor,
     subscriptions,
     entitlements: new EntitlementService(uow, catalog),
-    checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock),
+    checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock, cryptoQuotes),
+    cryptoQuotes,
+    chainWatcher: new ChainWatcher(uow, orders, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' })),
     signingKeys,
     webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
-    webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' })),
+    webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), {
+      leaseMs: deps.config?.webhookLeaseSeconds ? deps.config.webhookLeaseSeconds * 1000 : undefined,
+      onOutcome: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
+    }),
     agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
     telemetry: createTelemetry(deps.db, deps.clock, deps.config?.telemetry),
   };

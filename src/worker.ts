@@ -58,5 +58,7 @@ export function workerJobs(deps: import("./apps.js").AppDeps): Job[] {
     // Results of the sandbox processor's asynchronous test cards.
     { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.services.sandboxProcessor.settleDue(deps.services.orders)) > 0 },
     deps.services.telemetry.retention,
+    // ERC-20 transfers to receiving wallets: crypto orders, confirmations, reorganizations.
+    deps.services.chainWatcher.job(),
   ];
 }

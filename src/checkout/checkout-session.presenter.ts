@@ -10,9 +10,9 @@ export const hostedPageUrl = (publicBaseUrl: string, session: CheckoutSession) =
 export function presentCheckoutSession(
   session: CheckoutSession,
   order: Order | undefined,
-  options: { publicBaseUrl: string; payable: boolean },
+  options: { publicBaseUrl: string; payable: boolean; crypto?: ApiCheckoutSession['crypto'] },
 ): ApiCheckoutSession {
-  return {
+  const out: ApiCheckoutSession = {
     id: session.id,
     status: session.status,
     // Only a payable session has a URL: a buyer can never land on a closed checkout.
@@ -35,4 +35,7 @@ export function presentCheckoutSession(
     product: session.product,
     lastError: session.lastError,
   };
+  // Crypto sessions only: the payment instructions (chain, token, recipient, exact amount).
+  if (options.crypto) out.crypto = options.crypto;
+  return out;
 }

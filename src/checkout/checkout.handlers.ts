@@ -7,7 +7,11 @@ type CheckoutHandlers = Pick<MerchantHandlers, 'createCheckoutSession' | 'getChe
 
 export function createCheckoutHandlers(sessions: CheckoutSessionService, publicBaseUrl: string): CheckoutHandlers {
   const present = async (session: CheckoutSession) =>
-    presentCheckoutSession(session, await sessions.orderOf(session), { publicBaseUrl, payable: sessions.isPayable(session) });
+    presentCheckoutSession(session, await sessions.orderOf(session), {
+      publicBaseUrl,
+      payable: sessions.isPayable(session),
+      crypto: await sessions.cryptoQuoteOf(session),
+    });
   return {
     createCheckoutSession: async ({ auth, headers, body }) => {
       const { session, replayed } = await sessions.create(auth.orgId, headers['Idempotency-Key'], body);

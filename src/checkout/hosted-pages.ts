@@ -14,7 +14,7 @@ import type { Order } from '../orders/order.repository.js';
 import type { SubscriptionService } from '../subscriptions/subscription.service.js';
 import type { Subscription } from '../subscriptions/subscription.repository.js';
 
-const escapeHtml = (text: string): string =>
+export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** No script at all; styles only inline; forms post to us; never framed. */
@@ -41,12 +41,12 @@ button:hover{background:#3730a3}
 a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#98a2b3}
 `;
 
-function layout(title: string, body: string, options: { refreshSeconds?: number } = {}): string {
+export function layout(title: string, body: string, options: { refreshSeconds?: number } = {}): string {
   const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}">` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main><div class="card"><div class="brand">Kassa</div>${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
 }
 
-function summary(session: CheckoutSession): string {
+export function summary(session: CheckoutSession): string {
   const unit = formatMoney(session.pricing.amount, session.currency);
   const interval = session.pricing.pricingType === 'SUBSCRIPTION' && session.pricing.billingInterval
     ? ` every ${session.pricing.billingIntervalCount > 1 ? `${session.pricing.billingIntervalCount} ` : ''}${session.pricing.billingInterval.toLowerCase()}${session.pricing.billingIntervalCount > 1 ? 's' : ''}`

@@ -103,9 +103,16 @@ export class OrgService {
     return { orgId: key.orgId, apiKeyId: key.id, permissions: key.permissions };
   }
 
+  /** Why an organization may not open a checkout on any rail (crypto checks only this). */
+  static checkoutRefusal(org: Organization): AppError | undefined {
+    if (org.frozen) return forbidden('The organization is frozen and cannot create checkout sessions');
+    return undefined;
+  }
+
   /** Why an organization may not open a card checkout, or undefined when it may. */
   static cardCheckoutRefusal(org: Organization): AppError | undefined {
-    if (org.frozen) return forbidden('The organization is frozen and cannot create checkout sessions');
+    const refusal = OrgService.checkoutRefusal(org);
+    if (refusal) return refusal;
     if (!org.cardVerified) return forbidden('Card/USD verification of the organization is incomplete');
     if (!org.cardAccountEnabled) return forbidden('The card payment account is missing or not enabled to receive payments');
     return undefined;

@@ -1,0 +1,188 @@
+/**
+ * The hosted checkout page of crypto sessions (same URL as card sessions: `/checkout/<token>`):
+ * the buyer's e-mail first, then the payment instructions (exact amount, token, chain, recipient,
+ * a QR code rendered server-side as an SVG data: URI), then the transfer's progress. No script:
+ * the page refreshes itself with a meta refresh until the payment is confirmed.
+ */
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import QRCode from 'qrcode';
+import { AppError } from '../http/errors.js';
+import type { Logger } from '../kernel/logger.js';
+import type { Clock } from '../kernel/clock.js';
+import { HOSTED_PAGE_CSP, escapeHtml, layout, summary } from '../checkout/hosted-pages.js';
+import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
+import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
+import type { Order } from '../orders/order.repository.js';
+import type { CryptoQuoteService } from './crypto-quote.service.js';
+import type { CryptoQuote, CryptoTransfer } from './crypto.repository.js';
+import type { ChainConfig } from './crypto-config.js';
+
+const REFRESH_WAITING_S = 10;
+const REFRESH_CONFIRMING_S = 4;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/** 25000037 → "25.000037"; 25000000 → "25.00". */
+export function tokenAmount(units: number): string {
+  const whole = Math.trunc(units / 1_000_000);
+  const fraction = String(units % 1_000_000).padStart(6, '0').replace(/0+$/, '');
+  return `${whole}.${fraction.padEnd(2, '0')}`;
+}
+
+/** EIP-681 request for an ERC-20 transfer, understood by mobile wallets. */
+export const paymentUri = (q: CryptoQuote) => `ethereum:${q.tokenAddress}@${q.chainId}/transfer?address=${q.recipient}&uint256=${q.amountUnits}`;
+
+type Page = { status: number; html: string };
+
+interface PageDeps {
+  sessions: CheckoutSessionService;
+  crypto: CryptoQuoteService;
+  clock: Clock;
+}
+
+function emailPage(session: CheckoutSession, error?: string): Page {
+  return {
+    status: error ? 400 : 200,
+    html: layout(
+      `Pay ${session.product.name}`,
+      `${summary(session)}
+${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
+<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/crypto-email">
+<p class="muted" style="margin-top:16px">Pay with ${escapeHtml(session.currency)} (a stablecoin transfer). Enter your e-mail to get the payment instructions; the merchant uses it for your receipt.</p>
+<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">
+<button type="submit">Continue</button>
+</form>`,
+    ),
+  };
+}
+
+const txLink = (chain: ChainConfig | undefined, hash: string) =>
+  chain ? `<a href="${escapeHtml(`${chain.explorerUrl}/tx/${hash}`)}" rel="noreferrer">${escapeHtml(`${hash.slice(0, 10)}…${hash.slice(-8)}`)}</a>` : `<code>${escapeHtml(hash)}</code>`;
+
+async function instructionsPage(session: CheckoutSession, quote: CryptoQuote, chain: ChainConfig | undefined, notice?: string): Promise<Page> {
+  const amount = tokenAmount(quote.amountUnits!);
+  const chainName = chain?.name ?? `chain ${quote.chainId}`;
+  const svg = await QRCode.toString(paymentUri(quote), { type: 'svg', errorCorrectionLevel: 'M', margin: 1 });
+  const qr = `data:image/svg+xml;base64,${Buffer.from(svg).toString('base64')}`;
+  const until = session.expiresAt.toISOString().replace('T', ' ').slice(0, 16);
+  return {
+    status: 200,
+    html: layout(
+      `Pay ${session.product.name}`,
+      `${summary(session)}
+${notice ? `<div class="error" role="alert" data-testid="notice">${escapeHtml(notice)}</div>` : ''}
+<div class="ok" data-testid="instructions">Send <strong data-testid="crypto-amount">exactly ${escapeHtml(amount)} ${escapeHtml(quote.tokenSymbol)}</strong> on <strong data-testid="crypto-chain">${escapeHtml(chainName)}</strong> (chain ID ${quote.chainId}) to the address below, in one transfer, before ${escapeHtml(until)} UTC.</div>
+<p style="text-align:center;margin:16px 0"><img src="${qr}" alt="QR code of the payment request" width="220" height="220" data-testid="crypto-qr"></p>
+<label>Recipient address</label><div data-testid="crypto-recipient"><code style="word-break:break-all">${escapeHtml(quote.recipient)}</code></div>
+<label>Amount</label><div><code data-testid="crypto-amount-units">${escapeHtml(amount)}</code> ${escapeHtml(quote.tokenSymbol)} <span class="muted">(${quote.amountUnits} base units)</span></div>
+<label>Token contract (${escapeHtml(quote.tokenSymbol)})</label><div data-testid="crypto-token"><code style="word-break:break-all">${escapeHtml(quote.tokenAddress)}</code></div>
+<p class="note">The exact amount identifies your payment: send it from a wallet or an exchange that does not deduct fees from it. Only ${escapeHtml(quote.tokenSymbol)} on ${escapeHtml(chainName)} is accepted. This page refreshes by itself and shows your payment as soon as it is seen on chain.</p>
+${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to the merchant</a></p>` : ''}`,
+      { refreshSeconds: REFRESH_WAITING_S },
+    ),
+  };
+}
+
+function progressPage(session: CheckoutSession, order: Order, transfer: CryptoTransfer | undefined, chain: ChainConfig | undefined): Page {
+  const back = session.successUrl ? `<p class="note"><a href="${escapeHtml(session.successUrl)}">Return to the merchant</a></p>` : '';
+  const tx = order.txHash ? `<p class="note">Transaction ${txLink(chain, order.txHash)}</p>` : '';
+  const received = order.amountReceivedCents != null ? `${tokenAmount(order.amountReceivedCents)} ${order.currency}` : '';
+  switch (order.status) {
+    case 'PAID':
+    case 'REFUNDED':
+      return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received (${escapeHtml(received)}). Thank you!</div>${tx}${back}`) };
+    case 'UNDERPAID':
+      return {
+        status: 200,
+        html: layout(
+          'Payment incomplete',
+          `${summary(session)}<div class="error" data-testid="status">We received ${escapeHtml(received)}, less than the amount due. Please contact the merchant to settle the difference.</div>${tx}`,
+        ),
+      };
+    case 'PENDING': {
+      const needed = chain?.confirmations ?? 1;
+      const have = Math.min(transfer?.confirmations ?? 0, needed);
+      return {
+        status: 200,
+        html: layout(
+          'Payment detected',
+          `${summary(session)}<div class="ok" data-testid="status">Payment of ${escapeHtml(received)} detected. Waiting for confirmations: ${have} of ${needed}. This page refreshes by itself.</div>${tx}`,
+          { refreshSeconds: REFRESH_CONFIRMING_S },
+        ),
+      };
+    }
+    default:
+      return {
+        status: 200,
+        html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">Your transfer is no longer on the chain and this checkout has closed. Please contact the merchant.</div>${tx}`),
+      };
+  }
+}
+
+function closedPage(session: CheckoutSession): Page {
+  return {
+    status: 410,
+    html: layout(
+      'Checkout closed',
+      `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid. A transfer you already sent is still recorded for the merchant; contact them if needed.</div>`,
+    ),
+  };
+}
+
+export async function renderCryptoCheckout(deps: PageDeps, session: CheckoutSession): Promise<Page> {
+  const order = await deps.sessions.orderOf(session);
+  let quote = await deps.crypto.quoteOf(session.id);
+  const chain = quote ? deps.crypto.chain(quote.chainId) : undefined;
+  const payable = deps.sessions.isPayable(session);
+  if (order && order.status !== 'FAILED') return progressPage(session, order, await deps.crypto.latestTransferOf(session.id), chain);
+  if (!payable || !quote) return order ? progressPage(session, order, undefined, chain) : closedPage(session);
+  if (quote.amountUnits === null) {
+    if (!session.customerEmail) return emailPage(session);
+    quote = (await deps.crypto.identifyBuyer(session.id, session.customerEmail, (s) => deps.sessions.isPayable(s)))!;
+  }
+  return instructionsPage(
+    session,
+    quote,
+    chain,
+    order ? 'Your earlier transfer is no longer on the chain (a chain reorganization). If your wallet shows it as dropped, send it again.' : undefined,
+  );
+}
+
+/** Registered before the card pages: it answers for crypto sessions and passes the rest on. */
+export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logger): void {
+  const send = (res: Response, page: Page) => {
+    res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
+  };
+  const fail = (req: Request, res: Response, err: unknown) => {
+    if (err instanceof AppError && err.status < 500) {
+      return send(res, { status: err.status === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
+    }
+    (req.log ?? logger).error({ err }, 'crypto hosted page failed');
+    send(res, { status: 500, html: layout('Something went wrong', '<h1>Something went wrong</h1><div class="error" data-testid="status">Please try again in a moment.</div>') });
+  };
+
+  router.get('/checkout/:token', async (req: Request<{ token: string }>, res: Response, next: NextFunction) => {
+    try {
+      const session = await deps.sessions.findByPageToken(req.params.token);
+      if (!session || session.provider !== 'CRYPTO') return next();
+      send(res, await renderCryptoCheckout(deps, session));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/checkout/:token/crypto-email', express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 5 }), async (req: Request<{ token: string }>, res: Response) => {
+    try {
+      const session = await deps.sessions.findByPageToken(req.params.token);
+      if (!session || session.provider !== 'CRYPTO') return send(res, { status: 404, html: layout('Not found', '<h1>Not found</h1><div class="error" data-testid="status">This checkout does not exist.</div>') });
+      const email = String((req.body as Record<string, unknown> | undefined)?.email ?? '').trim();
+      if (!session.customerEmail && deps.sessions.isPayable(session)) {
+        if (!EMAIL.test(email) || Buffer.byteLength(email) > 255) return send(res, emailPage(session, 'Enter a valid e-mail address.'));
+        await deps.crypto.identifyBuyer(session.id, email, (s) => deps.sessions.isPayable(s));
+      }
+      // Post/redirect/get: the instructions page can then refresh itself without resubmitting.
+      res.redirect(303, `/checkout/${req.params.token}`);
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+}
