@@ -42,16 +42,16 @@ export function createCryptoAdminHandlers(crypto: CryptoQuoteService): CryptoAdm
     }),
     setReceivingWallet: async ({ params, body }) => ({
       status: 200,
-      body: { success: true, message: 'Receiving wallet set', data: presentWallet(await crypto.setWallet(params.id, params.chainId, body.address)) },
+      body: { success: true, message: 'Receiving wallet set', data: presentWallet(await crypto.setWallet(params.id, Number(params.chainId), body.address)) },
     }),
     deleteReceivingWallet: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'Receiving wallet removed', data: presentWallet(await crypto.removeWallet(params.id, params.chainId)) },
+      body: { success: true, message: 'Receiving wallet removed', data: presentWallet(await crypto.removeWallet(params.id, Number(params.chainId))) },
     }),
     listCryptoTransfers: async ({ query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;
-      const { records, total } = await crypto.listTransfers({ orgId: query.orgId, chainId: query.chainId, status: query.status }, pageNumber, size);
+      const { records, total } = await crypto.listTransfers({ orgId: query.orgId, chainId: query.chainId === undefined ? undefined : Number(query.chainId), status: query.status }, pageNumber, size);
       return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentTransfer), total, pageNumber, size) } };
     },
   };

@@ -1,0 +1,81 @@
+/**
+ * A real local EVM for the crypto tests: Hardhat 2's in-process network behind its JSON-RPC HTTP
+ * server on an ephemeral port (so Kassa talks to it exactly as to a node, over viem's http
+ * transport), and the committed 6-decimal TestToken artifact (no compiler at test time).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createPublicClient, createWalletClient, getAddress, http, type Abi } from 'viem';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const artifact = JSON.parse(readFileSync(path.join(here, 'fixtures/TestToken.json'), 'utf8')) as { abi: Abi; bytecode: `0x${string}` };
+
+export interface LocalChain {
+  url: string;
+  chainId: number;
+  /** Unlocked accounts: [0] deployer, then buyers and merchants. */
+  accounts: `0x${string}`[];
+  rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  deployToken(name: string, symbol: string): Promise<`0x${string}`>;
+  mint(token: `0x${string}`, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
+  transfer(token: `0x${string}`, from: `0x${string}`, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
+  transferTwice(token: `0x${string}`, from: `0x${string}`, a: [`0x${string}`, bigint], b: [`0x${string}`, bigint]): Promise<`0x${string}`>;
+  mine(blocks?: number): Promise<void>;
+  blockNumber(): Promise<number>;
+  snapshot(): Promise<string>;
+  revert(id: string): Promise<void>;
+  increaseTime(seconds: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startLocalChain(): Promise<LocalChain> {
+  process.env.HARDHAT_CONFIG = path.join(here, 'hardhat.config.cjs');
+  const hre = ((await import('hardhat')) as unknown as { default: any }).default;
+  const { TASK_NODE_CREATE_SERVER } = (await import('hardhat/builtin-tasks/task-names.js')) as unknown as { TASK_NODE_CREATE_SERVER: string };
+  const server = await hre.run(TASK_NODE_CREATE_SERVER, { hostname: '127.0.0.1', port: 0, provider: hre.network.provider });
+  const { port } = (await server.listen()) as { port: number };
+  const url = `http://127.0.0.1:${port}`;
+  const transport = http(url, { retryCount: 0 });
+  const pub = createPublicClient({ transport });
+  const rpc = <T>(method: string, params: unknown[] = []) => hre.network.provider.request({ method, params }) as Promise<T>;
+  const accounts = ((await rpc<string[]>('eth_accounts')) as `0x${string}`[]).map((a) => getAddress(a));
+  const chainId = await pub.getChainId();
+  const wallet = (account: `0x${string}`) => createWalletClient({ account, transport, chain: { id: chainId, name: 'hardhat', nativeCurrency: { name: 'ETH', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [url] } } } });
+  const mined = async (hash: `0x${string}`) => {
+    const receipt = await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+    if (receipt.status !== 'success') throw new Error(`transaction ${hash} reverted`);
+    return hash;
+  };
+  const write = async (token: `0x${string}`, from: `0x${string}`, functionName: string, args: unknown[]) =>
+    mined(await wallet(from).writeContract({ address: token, abi: artifact.abi, functionName, args } as never));
+  return {
+    url,
+    chainId,
+    accounts,
+    rpc,
+    async deployToken(name, symbol) {
+      const hash = await wallet(accounts[0]!).deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args: [name, symbol] } as never);
+      const receipt = await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+      return getAddress(receipt.contractAddress!);
+    },
+    mint: (token, to, units) => write(token, accounts[0]!, 'mint', [to, units]),
+    transfer: (token, from, to, units) => write(token, from, 'transfer', [to, units]),
+    transferTwice: (token, from, a, b) => write(token, from, 'transferTwice', [a[0], a[1], b[0], b[1]]),
+    mine: async (blocks = 1) => {
+      await rpc('hardhat_mine', [`0x${blocks.toString(16)}`]);
+    },
+    blockNumber: async () => Number(await pub.getBlockNumber({ cacheTime: 0 })),
+    snapshot: () => rpc<string>('evm_snapshot'),
+    revert: async (id) => {
+      if (!(await rpc<boolean>('evm_revert', [id]))) throw new Error('evm_revert failed');
+    },
+    increaseTime: async (seconds) => {
+      await rpc('evm_increaseTime', [seconds]);
+      await rpc('evm_mine');
+    },
+    close: () => server.close(),
+  };
+}
+
+export const USDC = (tokens: number) => BigInt(Math.round(tokens * 1_000_000));

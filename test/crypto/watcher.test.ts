@@ -1,0 +1,412 @@
+/**
+ * Crypto checkout against a real local EVM (Hardhat 2 in-process, JSON-RPC over HTTP): sessions
+ * quote an exact amount, the chain watcher (viem getLogs by cursor) sees ERC-20 transfers, orders
+ * go PENDING → PAID / UNDERPAID with the configured confirmations, reorganizations, late payments,
+ * restarts and concurrent workers.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { getAddress } from 'viem';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { ChainWatcher } from '../../src/crypto-payments/chain-watcher.js';
+import { KnexCommerceUnitOfWork } from '../../src/orders/stores.js';
+import { createLogger } from '../../src/kernel/logger.js';
+import { startLocalChain, USDC, type LocalChain } from './chain.js';
+
+const CONFIRMATIONS = 3;
+
+let chain: LocalChain;
+let ctx: TestContext;
+let usdc: `0x${string}`;
+let usdt: `0x${string}`;
+let merchantWallet: `0x${string}`;
+let buyer: `0x${string}`;
+let stranger: `0x${string}`;
+const logLines: string[] = [];
+let keyCounter = 0;
+
+/** Passes until idle. Time moves on between passes, as it does between a worker's runs (events get distinct times). */
+async function runWatcher(watcher: ChainWatcher = ctx.services.chainWatcher): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    ctx.clock.advance(1000);
+    if (!(await watcher.runOnce())) break;
+  }
+}
+
+async function createSession(body: Record<string, unknown>, org = ctx.orgA) {
+  const res = await ctx.merchant
+    .post('/v1/checkout-sessions')
+    .set('X-API-Key', org.apiKey)
+    .set('Idempotency-Key', `crypto-${++keyCounter}`)
+    .send({ provider: 'CRYPTO', customerEmail: 'buyer@example.com', ...body });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.data;
+}
+
+const usdcSession = (amount: number, extra: Record<string, unknown> = {}) =>
+  createSession({ pricingData: { amount, currency: 'USDC', productData: { name: 'Conference ticket' } }, ...extra });
+
+async function getSession(id: string) {
+  const res = await ctx.merchant.get(`/v1/checkout-sessions/${id}`).set('X-API-Key', ctx.orgA.apiKey);
+  expect(res.status).toBe(200);
+  return res.body.data;
+}
+
+async function getOrder(id: string) {
+  const res = await ctx.merchant.get(`/v1/orders/${id}`).set('X-API-Key', ctx.orgA.apiKey);
+  expect(res.status).toBe(200);
+  return res.body.data;
+}
+
+async function events(orderId: string): Promise<Array<{ type: string; order: any }>> {
+  const rows = await ctx.testDb.database.db('webhook_events').select('type', 'payload', 'created_at').orderBy('seq');
+  return rows
+    .map((r: { type: string; payload: any }) => ({ type: r.type, order: (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload).order }))
+    .filter((e: { order?: { orderId: string } }) => e.order?.orderId === orderId);
+}
+
+async function transfersOf(txHash: string) {
+  return ctx.testDb.database.db('crypto_transfers').where({ tx_hash: txHash });
+}
+
+beforeAll(async () => {
+  chain = await startLocalChain();
+  [, merchantWallet, buyer, stranger] = chain.accounts as [`0x${string}`, `0x${string}`, `0x${string}`, `0x${string}`];
+  usdc = await chain.deployToken('USD Coin (test)', 'USDC');
+  usdt = await chain.deployToken('Tether USD (test)', 'USDT');
+  for (const who of [buyer, stranger]) {
+    await chain.mint(usdc, who, USDC(100_000));
+    await chain.mint(usdt, who, USDC(100_000));
+  }
+  ctx = await createTestContext({
+    env: {
+      LOG_LEVEL: 'warn',
+      CRYPTO_CHAINS: JSON.stringify([
+        {
+          chainId: chain.chainId,
+          name: 'Hardhat',
+          rpcUrl: chain.url,
+          confirmations: CONFIRMATIONS,
+          explorerUrl: 'https://explorer.test',
+          // Small ranges so the cursor walks several getLogs calls per pass.
+          blockRange: 4,
+          initialLookback: 1000,
+          tokens: [
+            { symbol: 'USDC', address: usdc, decimals: 6 },
+            { symbol: 'USDT', address: usdt, decimals: 6 },
+          ],
+        },
+      ]),
+    },
+    logDestination: { write: (line: string) => void logLines.push(line) },
+  });
+  const set = await ctx.admin.put(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${chain.chainId}`).send({ address: merchantWallet.toLowerCase() });
+  expect(set.status, JSON.stringify(set.body)).toBe(200);
+  expect(set.body.data.address).toBe(merchantWallet);
+}, 120_000);
+
+afterAll(async () => {
+  await ctx?.close();
+  await chain?.close();
+});
+
+describe('exact payment', () => {
+  it('creates the order PENDING on first sight, then PAID after the configured confirmations', async () => {
+    const session = await usdcSession(25_000_000, { merchantReference: 'inv-1', metadata: { cart: 'c1' } });
+    expect(session.crypto).toEqual({
+      chainId: chain.chainId,
+      chain: `eip155:${chain.chainId}`,
+      tokenSymbol: 'USDC',
+      tokenAddress: usdc,
+      recipient: merchantWallet,
+      amountUnits: expect.stringMatching(/^250000\d\d$/),
+    });
+    const amount = BigInt(session.crypto.amountUnits);
+    await runWatcher(); // the cursor starts; nothing to see yet
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, amount);
+    await runWatcher();
+
+    let read = await getSession(session.id);
+    expect(read.status).toBe('COMPLETE');
+    expect(read.url).toBeNull();
+    expect(read.orderStatus).toBe('PENDING');
+    let order = await getOrder(read.orderId);
+    expect(order).toMatchObject({
+      status: 'PENDING',
+      displayStatus: 'Pending',
+      provider: 'CRYPTO',
+      amountCents: 25_000_000,
+      amount: 25,
+      currency: 'USDC',
+      chain: `eip155:${chain.chainId}`,
+      fromAddress: buyer,
+      txHash: tx,
+      amountReceivedCents: Number(amount),
+      customerEmail: 'buyer@example.com',
+      merchantReference: 'inv-1',
+      merchantMetadata: { cart: 'c1' },
+      checkoutSessionId: session.id,
+    });
+    expect(order).not.toHaveProperty('fundsSettled');
+    expect(order).not.toHaveProperty('settledAvailableOn');
+
+    // One block on top: 2 of 3 confirmations, still pending.
+    await chain.mine(1);
+    await runWatcher();
+    expect((await getOrder(read.orderId)).status).toBe('PENDING');
+    const page = await ctx.merchant.get(new URL(session.url).pathname);
+    expect(page.text).toContain('Waiting for confirmations: 2 of 3');
+
+    await chain.mine(1);
+    await runWatcher();
+    order = await getOrder(read.orderId);
+    expect(order.status).toBe('PAID');
+    read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'COMPLETE', orderStatus: 'PAID' });
+
+    const sent = await events(order.orderId);
+    expect(sent.map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+    expect(sent[1]!.order).toMatchObject({
+      status: 'PAID',
+      provider: 'CRYPTO',
+      currency: 'usdc',
+      amountCents: 25_000_000,
+      merchantReference: 'inv-1',
+      crypto: {
+        chainId: `eip155:${chain.chainId}`,
+        assetSymbol: 'USDC',
+        txHash: tx,
+        payer: `eip155:${chain.chainId}:${buyer}`,
+        recipient: `eip155:${chain.chainId}:${merchantWallet}`,
+      },
+    });
+
+    // from_address filters orders, case-insensitively.
+    const list = await ctx.merchant.get('/v1/orders').query({ from_address: buyer.toLowerCase() }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(list.body.data.records.map((o: { orderId: string }) => o.orderId)).toContain(order.orderId);
+    const none = await ctx.merchant.get('/v1/orders').query({ from_address: stranger }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(none.body.data.records.map((o: { orderId: string }) => o.orderId)).not.toContain(order.orderId);
+    const paidPage = await ctx.merchant.get(new URL(session.url).pathname);
+    expect(paidPage.text).toContain('Payment received');
+  });
+
+  it('matches two open sessions at the same price paid in reverse order, each to its own transfer', async () => {
+    const first = await usdcSession(10_000_000);
+    const second = await usdcSession(10_000_000);
+    expect(first.crypto.amountUnits).not.toBe(second.crypto.amountUnits);
+    expect(Math.abs(Number(first.crypto.amountUnits) - Number(second.crypto.amountUnits))).toBeLessThan(10_000);
+    const txSecond = await chain.transfer(usdc, stranger, merchantWallet, BigInt(second.crypto.amountUnits));
+    const txFirst = await chain.transfer(usdc, buyer, merchantWallet, BigInt(first.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const a = await getSession(first.id);
+    const b = await getSession(second.id);
+    expect(a.orderStatus).toBe('PAID');
+    expect(b.orderStatus).toBe('PAID');
+    expect(await getOrder(a.orderId)).toMatchObject({ txHash: txFirst, fromAddress: buyer, checkoutSessionId: first.id });
+    expect(await getOrder(b.orderId)).toMatchObject({ txHash: txSecond, fromAddress: stranger, checkoutSessionId: second.id });
+  });
+});
+
+describe('amounts that are not exact', () => {
+  it('records an underpayment as UNDERPAID (order.failed), never PAID; the session fails', async () => {
+    const session = await usdcSession(40_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, USDC(39));
+    await runWatcher();
+    const pending = await getSession(session.id);
+    expect(pending.orderStatus).toBe('PENDING');
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'FAILED', orderStatus: 'UNDERPAID' });
+    const order = await getOrder(read.orderId);
+    expect(order).toMatchObject({ status: 'UNDERPAID', displayStatus: 'Underpaid', amountCents: 40_000_000, amountReceivedCents: 39_000_000, txHash: tx });
+    const sent = await events(order.orderId);
+    expect(sent.map((e) => [e.type, e.order.status])).toEqual([
+      ['order.pending', 'PENDING'],
+      ['order.failed', 'UNDERPAID'],
+    ]);
+    const underpaid = await ctx.merchant.get('/v1/orders').query({ status: 'Underpaid' }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(underpaid.body.data.records.map((o: { orderId: string }) => o.orderId)).toContain(order.orderId);
+    const page = await ctx.merchant.get(new URL(session.url).pathname);
+    expect(page.text).toContain('less than the amount due');
+  });
+
+  it('marks an overpayment PAID and records what arrived', async () => {
+    const session = await usdcSession(50_000_000);
+    await chain.transfer(usdc, buyer, merchantWallet, USDC(52.5));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'COMPLETE', orderStatus: 'PAID' });
+    const order = await getOrder(read.orderId);
+    expect(order.amountCents).toBe(50_000_000);
+    expect(order.amountReceivedCents).toBe(52_500_000);
+  });
+
+  it('ignores (but records and logs) a transfer from an unrelated sender with a non-matching amount', async () => {
+    const session = await usdcSession(60_000_000);
+    const before = (await ctx.merchant.get('/v1/orders').query({ size: 100 }).set('X-API-Key', ctx.orgA.apiKey)).body.data.total;
+    const tx = await chain.transfer(usdc, stranger, merchantWallet, USDC(1234.56));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const after = (await ctx.merchant.get('/v1/orders').query({ size: 100 }).set('X-API-Key', ctx.orgA.apiKey)).body.data.total;
+    expect(after).toBe(before);
+    expect((await getSession(session.id)).status).toBe('CREATED');
+    const [row] = await transfersOf(tx);
+    expect(row).toMatchObject({ status: 'IGNORED', checkout_session_id: null, note: 'no open quote matches this amount' });
+    expect(logLines.some((l) => l.includes(tx) && l.includes('ignored'))).toBe(true);
+    const listed = await ctx.admin.get('/v1/crypto-transfers').query({ status: 'IGNORED', chainId: chain.chainId });
+    expect(listed.status).toBe(200);
+    expect(listed.body.data.records.find((t: { txHash: string }) => t.txHash === tx)).toMatchObject({ valueUnits: '1234560000', fromAddress: stranger, orderId: null });
+    // The still-open session pays normally afterwards.
+    await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    expect((await getSession(session.id)).orderStatus).toBe('PAID');
+  });
+
+  it('accepts a USDT session on the USDT contract only', async () => {
+    const session = await createSession({ pricingData: { amount: 5_000_000, currency: 'USDT', productData: { name: 'Sticker' } } });
+    expect(session.crypto).toMatchObject({ tokenSymbol: 'USDT', tokenAddress: usdt });
+    // The same amount in USDC does not pay a USDT session.
+    const wrong = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    expect((await getSession(session.id)).orderId).toBeNull();
+    expect((await transfersOf(wrong))[0]).toMatchObject({ status: 'IGNORED' });
+    await chain.transfer(usdt, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    expect((await getSession(session.id)).orderStatus).toBe('PAID');
+  });
+});
+
+describe('one transaction, one payment', () => {
+  it('a second transfer to a paid session is recorded but changes nothing', async () => {
+    const session = await usdcSession(7_000_000);
+    await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const paid = await getSession(session.id);
+    const again = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const order = await getOrder(paid.orderId);
+    expect(order.txHash).not.toBe(again);
+    expect(order.status).toBe('PAID');
+    expect((await transfersOf(again))[0]).toMatchObject({ status: 'IGNORED', note: 'the session already has a payment (duplicate transfer)' });
+    expect((await events(order.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+  });
+
+  it('a transaction with two matching Transfer logs pays only one session', async () => {
+    const a = await usdcSession(3_000_000);
+    const b = await usdcSession(4_000_000);
+    const tx = await chain.transferTwice(usdc, buyer, [merchantWallet, BigInt(a.crypto.amountUnits)], [merchantWallet, BigInt(b.crypto.amountUnits)]);
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    expect((await getSession(a.id)).orderStatus).toBe('PAID');
+    expect((await getSession(b.id)).orderId).toBeNull();
+    const rows = await transfersOf(tx);
+    expect(rows).toHaveLength(2);
+    expect(rows.find((r: { checkout_session_id: string | null }) => r.checkout_session_id === null)).toMatchObject({ status: 'IGNORED', note: 'its transaction already pays a session' });
+  });
+});
+
+describe('late payment', () => {
+  it('records a payment that arrives after expiry on an order; the session stays EXPIRED', async () => {
+    const session = await usdcSession(8_000_000, { expiresIn: 60 });
+    ctx.clock.advance(120_000);
+    await chain.increaseTime(120);
+    expect((await getSession(session.id)).status).toBe('EXPIRED');
+    const page = await ctx.merchant.get(new URL(session.url).pathname);
+    expect(page.status).toBe(410);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    let read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'EXPIRED', url: null, orderStatus: 'PENDING' });
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'EXPIRED', orderStatus: 'PAID' });
+    expect(await getOrder(read.orderId)).toMatchObject({ status: 'PAID', txHash: tx, checkoutSessionId: session.id });
+  });
+});
+
+describe('watcher restarts and concurrency', () => {
+  it('resumes from its stored cursor and never counts a transfer twice, even when the range is rescanned', async () => {
+    const session = await usdcSession(11_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    const cursorBefore = await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first();
+    expect(Number(cursorBefore.next_block)).toBe((await chain.blockNumber()) + 1);
+
+    // A "restarted" worker: a new watcher object over the same database.
+    const fresh = () => new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
+    await chain.mine(1);
+    await runWatcher(fresh());
+    const cursorAfter = await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first();
+    expect(Number(cursorAfter.next_block)).toBe((await chain.blockNumber()) + 1);
+
+    // A crash before the cursor was saved: the same blocks are scanned again.
+    await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).update({ next_block: Number(cursorBefore.next_block) - 3, last_block_hash: null });
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher(fresh());
+    expect(await transfersOf(tx)).toHaveLength(1);
+    const read = await getSession(session.id);
+    expect(read.orderStatus).toBe('PAID');
+    expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+  });
+
+  it('two workers running at once create one order and one event per transition', async () => {
+    const session = await usdcSession(12_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    const workers = [0, 1].map(() => new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' })));
+    await Promise.all(workers.map((w) => runWatcher(w)));
+    await runWatcher(workers[1]);
+    const read = await getSession(session.id);
+    expect(read.orderStatus).toBe('PAID');
+    expect(await transfersOf(tx)).toHaveLength(1);
+    expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+  });
+});
+
+describe('chain reorganization', () => {
+  it('a transfer removed before confirmation fails the order and reopens the session; a new transfer pays it', async () => {
+    const session = await usdcSession(13_000_000);
+    await runWatcher();
+    const snapshot = await chain.snapshot();
+    const orphan = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    let read = await getSession(session.id);
+    expect(read.orderStatus).toBe('PENDING');
+    const orderId = read.orderId;
+
+    await chain.revert(snapshot);
+    await chain.mine(2); // the replacing blocks, without the transfer
+    await runWatcher();
+    read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'CREATED', orderId, orderStatus: 'FAILED' });
+    expect(read.url).toEqual(expect.any(String));
+    expect((await transfersOf(orphan))[0]).toMatchObject({ status: 'REMOVED' });
+    const page = await ctx.merchant.get(new URL(read.url).pathname);
+    expect(page.text).toContain('no longer on the chain');
+    expect(page.text).toContain('data-testid="instructions"');
+
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    expect((await getSession(session.id)).orderStatus).toBe('PENDING');
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'COMPLETE', orderId, orderStatus: 'PAID' });
+    expect(await getOrder(orderId)).toMatchObject({ txHash: tx, status: 'PAID' });
+    expect((await events(orderId)).map((e) => [e.type, e.order.status, e.order.crypto.txHash])).toEqual([
+      ['order.pending', 'PENDING', orphan],
+      ['order.failed', 'FAILED', orphan],
+      ['order.pending', 'PENDING', tx],
+      ['order.paid', 'PAID', tx],
+    ]);
+    expect(getAddress(read.crypto.recipient)).toBe(merchantWallet);
+  });
+});
