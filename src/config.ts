@@ -19,6 +19,8 @@ export interface Config {
   publicApiUrl: string;
   /** PostgreSQL connection string; unset → embedded PGlite in `dataDir`. */
   databaseUrl: string | undefined;
+  /** Connections this process may open to PostgreSQL. DATABASE_POOL_MAX, default 10. */
+  databasePoolMax: number;
   dataDir: string;
   /** Bearer token of the admin API; unset → generated into `<dataDir>/admin-token`. */
   adminToken: string | undefined;
@@ -144,6 +146,13 @@ function webhookAllowLoopback(env: Env): boolean {
   return allow;
 }
 
+function databasePoolMax(env: Env): number {
+  // Migrations hold one connection (an advisory lock) while knex migrates on another.
+  const max = positiveInt(env, 'DATABASE_POOL_MAX', 10);
+  if (max < 2) throw new ConfigError(`DATABASE_POOL_MAX must be at least 2, got "${max}"`);
+  return max;
+}
+
 function webhookLeaseSeconds(env: Env): number {
   const seconds = positiveInt(env, 'WEBHOOK_DELIVERY_LEASE_SECONDS', 60);
   if (seconds < 15) throw new ConfigError(`WEBHOOK_DELIVERY_LEASE_SECONDS must be at least 15 (the 10 s attempt timeout plus a margin), got "${seconds}"`);
@@ -194,6 +203,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     publicBaseUrl: url(env, 'PUBLIC_BASE_URL', `http://localhost:${merchantPort}`),
     publicApiUrl: url(env, 'PUBLIC_API_URL', `http://localhost:${apiPort}`),
     databaseUrl: env.DATABASE_URL || undefined,
+    databasePoolMax: databasePoolMax(env),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminToken: env.ADMIN_TOKEN || undefined,
     encryptionKey,

@@ -13,6 +13,9 @@ import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
 import { createServices, type Services } from './services.js';
 import { createAdminApp, createMerchantApp, createPlatformApp, type AppDeps } from './apps.js';
 import { startWorker, workerJobs, type Worker } from './worker.js';
+import { Metrics } from './observability/metrics.js';
+import { KnexMetricsRepository } from './observability/metrics.repository.js';
+import { createWorkerStatusApp } from './observability/http.js';
 
 async function listen(app: import('express').Express, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
@@ -50,15 +53,16 @@ async function main(): Promise<void> {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
   }
   const database: Database = await openDatabase(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: path.join(config.dataDir, 'pgdata') },
+    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax } : { dataDir: path.join(config.dataDir, 'pgdata') },
   );
   await migrateLatest(database.db);
   const clock = systemClock;
   const secretBox = new SecretBox(await encryptionKeyFor(config.dataDir, config.encryptionKey));
-  const services = createServices({ db: database.db, clock, secretBox, config, logger });
+  const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
+  const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
-  const deps: AppDeps = { config, database, clock, logger, services, adminToken };
+  const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics };
 
   const servers: Server[] = [];
   if (config.role !== 'worker') {
@@ -75,6 +79,10 @@ async function main(): Promise<void> {
       'Kassa is listening',
     );
     await seedDemo(config, services, logger);
+  } else {
+    // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
+    servers.push(await listen(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1'))), config.adminPort, config.adminHost));
+    logger.info({ status: `http://${config.adminHost}:${config.adminPort}`, database: database.kind }, 'Kassa worker started');
   }
 
   let worker: Worker | undefined;

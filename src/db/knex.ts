@@ -15,6 +15,11 @@ export type Db = Knex;
 // bigint we store stays below 2^53 (amounts are validated against Number.MAX_SAFE_INTEGER).
 pg.types.setTypeParser(20, (value: string) => Number(value));
 
+export const CONNECT_TIMEOUT_MS = 3000;
+export const ACQUIRE_TIMEOUT_MS = 5000;
+export const STATEMENT_TIMEOUT_MS = 15_000;
+export const QUERY_TIMEOUT_MS = 20_000;
+
 export interface DatabaseOptions {
   databaseUrl?: string;
   /** Folder for the embedded database; undefined → in memory. */
@@ -34,9 +39,19 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   if (options.databaseUrl) {
     const db = knexPkg.knex({
       client: 'pg',
-      connection: { connectionString: options.databaseUrl, connectionTimeoutMillis: 3000, statement_timeout: 15000 } as Knex.PgConnectionConfig,
+      // Bounded waits (README "Operating Kassa", faults): a connection attempt gives up after 3 s,
+      // waiting for a free pooled connection after 5 s, a statement after 15 s on the server and
+      // after 20 s on the client (a network partition, where the server cannot answer at all).
+      // All of them surface as 503 SERVICE_UNAVAILABLE (src/http/errors.ts).
+      connection: {
+        connectionString: options.databaseUrl,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        statement_timeout: STATEMENT_TIMEOUT_MS,
+        query_timeout: QUERY_TIMEOUT_MS,
+        keepAlive: true,
+      } as Knex.PgConnectionConfig,
       pool: { min: 0, max: options.poolMax ?? 10 },
-      acquireConnectionTimeout: 5000,
+      acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
     });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
@@ -58,8 +73,22 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   };
 }
 
+/** Key of the advisory lock that serializes the migrations of processes starting together. */
+const MIGRATION_LOCK_KEY = 0x4b617373; // "Kass"
+
 export async function migrateLatest(db: Db): Promise<void> {
-  await db.migrate.latest({ migrationSource });
+  if ((db.client as { config?: { client?: unknown } }).config?.client !== 'pg') {
+    await db.migrate.latest({ migrationSource });
+    return;
+  }
+  // Several processes (API and workers) may start at once on a fresh database; knex's own lock
+  // row fails the losers instead of making them wait, and the first `CREATE TABLE knex_migrations`
+  // races. The transaction-scoped advisory lock queues them: the first migrates, the others find
+  // nothing left to do. The lock is held on one pooled connection while knex uses another.
+  await db.transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(?)', [MIGRATION_LOCK_KEY]);
+    await db.migrate.latest({ migrationSource });
+  });
 }
 
 export async function migrateDown(db: Db): Promise<void> {

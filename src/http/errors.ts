@@ -163,12 +163,15 @@ function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown
 const DATABASE_OUTAGE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE',
   '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006', '53300',
+  // statement_timeout: the database is too slow to answer in time, the caller may retry.
+  '57014',
 ]);
 
 function isDatabaseOutage(err: StatusError): boolean {
   if (err.name === 'KnexTimeoutError') return true;
   if (err.code && DATABASE_OUTAGE_CODES.has(err.code)) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+  // `Query read timeout`: pg's client-side query_timeout (a partition: no answer at all).
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
     err.message ?? '',
   );
 }

@@ -12,6 +12,7 @@ import { AppError, envelopeBody, telemetryBody, toAppError } from './errors.js';
 import { listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
 import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
+import type { HttpMetrics } from '../observability/metrics.js';
 
 /** Resolves one security scheme; returns the caller's identity or throws AppError. */
 export type Authenticator = (req: Request, op: OperationInfo) => Promise<unknown>;
@@ -40,11 +41,17 @@ export interface OpenApiAppOptions {
    * `metric`/`interval`/`aggregation` as `invalid_metric`/…). Gets what was thrown and the request.
    */
   refineError?: (error: AppError, thrown: unknown, req: Request) => AppError;
+  /** Request duration histogram by operationId and status (src/observability/metrics.ts). */
+  metrics?: HttpMetrics;
+  /** Send Strict-Transport-Security (the listener's public URL is https). */
+  hsts?: boolean;
 }
 
 declare module 'express-serve-static-core' {
   interface Request {
     requestId: string;
+    /** The OpenAPI operation the request matched (metrics label), once routing has found it. */
+    operationId?: string;
     auth?: unknown;
     log: Logger;
   }
@@ -66,12 +73,17 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     const inbound = req.header('x-request-id');
     req.requestId = inbound && REQUEST_ID_PATTERN.test(inbound) ? inbound : `req_${randomToken()}`;
     res.setHeader('X-Request-Id', req.requestId);
+    // JSON and pages alike: never let a browser guess another content type.
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    // Meaningful only over https (a TLS-terminating load balancer passes it through).
+    if (options.hsts) res.setHeader('Strict-Transport-Security', 'max-age=31536000');
     req.log = logger.child({ app: options.name, requestId: req.requestId });
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       // The path only: query strings can carry e-mail addresses and references.
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+      options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
     });
     next();
   });
@@ -102,6 +114,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const authRouter = Router();
   for (const op of operations) {
     authRouter[op.method](expressPath(op.path), async (req: Request, _res: Response, next: NextFunction) => {
+      req.operationId = op.operationId;
       try {
         req.auth = await authenticate(req, op, options.authenticators);
         next();
@@ -195,6 +208,16 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
   });
 
   return app;
+}
+
+/**
+ * The metrics label of a request: its operationId; for routes outside the contract (hosted
+ * pages, health) the route pattern, never the raw path (ids and tokens would explode the series).
+ */
+function operationLabel(req: Request): string {
+  if (req.operationId) return req.operationId;
+  const route = (req as Request & { route?: { path?: unknown } }).route?.path;
+  return typeof route === 'string' ? route : 'unmatched';
 }
 
 /** Security requirements are OR'ed; the schemes inside one requirement are AND'ed. */

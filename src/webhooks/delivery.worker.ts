@@ -37,6 +37,8 @@ export interface DeliveryWorkerOptions {
   ca?: string | Buffer;
   /** Jitter source (tests make it deterministic). */
   random?: () => number;
+  /** Told every attempt's outcome (the process's Prometheus counters). */
+  onOutcome?: (outcome: 'succeeded' | 'retrying' | 'failed' | 'abandoned' | 'dropped') => void;
 }
 
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -99,6 +101,7 @@ export class DeliveryWorker {
         attemptedAt: claimed.abandonedLeaseUntil,
       };
       log.warn({ attempt: attemptNumber - 1 }, 'webhook attempt abandoned by a worker; retrying');
+      this.options.onOutcome?.('abandoned');
       if (attemptNumber - 1 >= MAX_ATTEMPTS) {
         await this.repo.recordAttempt(delivery.id, leaseToken, lost, {
           status: 'failed',
@@ -121,6 +124,7 @@ export class DeliveryWorker {
         lastError: !endpoint ? 'dropped: endpoint deleted' : !event ? 'dropped: event missing' : 'dropped: endpoint disabled',
         now: this.clock.now(),
       });
+      this.options.onOutcome?.('dropped');
       return;
     }
 
@@ -154,6 +158,7 @@ export class DeliveryWorker {
             now,
           },
     );
+    this.options.onOutcome?.(decision.status === 'pending' ? 'retrying' : decision.status);
     if (!stillOwned) log.warn({ attempt: attemptNumber }, 'webhook lease expired before the result was recorded; another worker owns the delivery now');
     if (decision.status === 'failed') log.warn({ attempt: attemptNumber, status: result.statusCode, why: decision.why, error: result.error }, 'webhook delivery failed');
     else log.debug({ attempt: attemptNumber, status: result.statusCode, outcome: decision.status }, 'webhook attempt');

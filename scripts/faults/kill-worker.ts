@@ -1,0 +1,242 @@
+/**
+ * `npm run fault:kill-worker`: a worker process is killed with SIGKILL in the middle of its work
+ * and a new one takes over. Two rounds on one throw-away database, with an API process and a
+ * local HTTPS webhook receiver that answers slowly (so deliveries are in flight at the kill):
+ *
+ * 1. deliveries: N card payments queue N `order.paid` events; the worker is killed once a few
+ *    have arrived; the replacement must deliver every event (nothing lost), re-send only the ones
+ *    whose attempt the dead worker left unrecorded (at least once, each recorded as `abandoned`),
+ *    and never have two attempts of one delivery in flight at once;
+ * 2. renewals: M subscriptions are made due; the worker is killed while it renews them; the
+ *    replacement must renew every one exactly once (one period-1 order, one `order.paid` for it,
+ *    one `subscription.updated` per renewal) — renewals are transactional, so a kill rolls back.
+ *
+ * (Chain watching follows the same pattern — a leased cursor and idempotent writes — and is
+ * covered by the crypto tests; it needs a chain node, which this script does not start.)
+ *
+ * FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
+ * test/faults/kill-worker.test.ts runs the same scenario and asserts on what it returns.
+ */
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import pg from 'pg';
+import {
+  DEFAULT_SERVER_URL,
+  MONTHLY,
+  ONE_TIME,
+  REPO_ROOT,
+  createCheckout,
+  createDatabase,
+  http,
+  newDeployment,
+  payOnHostedPage,
+  provisionMerchant,
+  sleep,
+  startKassa,
+  waitFor,
+  type KassaProcess,
+} from '../lib/cluster.js';
+import { startReceiver } from '../../test/webhooks/receiver.js';
+
+export const LEASE_SECONDS = 15;
+
+export interface KillWorkerReport {
+  deliveries: {
+    events: number;
+    receivedAtKill: number;
+    leasedAtKill: number;
+    /** Events the receiver never got (must be 0). */
+    lost: string[];
+    /** Events received more than once. */
+    duplicates: string[];
+    /** Duplicated events whose delivery has no `abandoned` attempt (must be 0: a duplicate is only allowed for a lost attempt). */
+    unexplainedDuplicates: string[];
+    abandonedAttempts: number;
+    notSucceeded: number;
+    maxConcurrentPerId: number;
+    secondsToDrain: number;
+  };
+  renewals: {
+    subscriptions: number;
+    renewedAtKill: number;
+    /** Subscriptions without exactly one period-1 order (must be 0). */
+    wrongOrderCount: number;
+    /** Renewal orders without exactly one order.paid event (must be 0). */
+    wrongPaidEvents: number;
+    /** Subscriptions without exactly one subscription.updated event (must be 0). */
+    wrongUpdatedEvents: number;
+    notRenewed: number;
+  };
+  logs: string;
+}
+
+export async function runKillWorker(options: { serverUrl?: string; events?: number; subscriptions?: number; log?: (line: string) => void } = {}): Promise<KillWorkerReport> {
+  const log = options.log ?? (() => {});
+  const serverUrl = options.serverUrl ?? DEFAULT_SERVER_URL;
+  const eventCount = options.events ?? 30;
+  const subscriptionCount = options.subscriptions ?? 40;
+  const db = await createDatabase(serverUrl, 'kassa_fault');
+  const direct = new pg.Client({ connectionString: db.url });
+  const receiver = await startReceiver();
+  const processes: KassaProcess[] = [];
+  const start = async (role: 'api' | 'worker', name: string) => {
+    const p = await startKassa(deployment, { role, name });
+    processes.push(p);
+    return p;
+  };
+  const deployment = newDeployment(db.url, {
+    WEBHOOK_ALLOW_LOOPBACK: 'true',
+    NODE_EXTRA_CA_CERTS: path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-cert.pem'),
+    WEBHOOK_DELIVERY_LEASE_SECONDS: String(LEASE_SECONDS),
+    MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
+  });
+  try {
+    const api = await start('api', 'api');
+    await direct.connect();
+    const merchant = await provisionMerchant(api.adminUrl, deployment.adminToken);
+    const endpoint = await http('POST', `${api.merchantUrl}/v1/webhook`, {
+      headers: { 'X-API-Key': merchant.apiKey },
+      body: { name: 'fault receiver', url: receiver.url(), events: ['order.paid'] },
+    });
+    if (endpoint.status !== 201) throw new Error(`webhook endpoint: ${endpoint.status} ${endpoint.text}`);
+
+    // ---- 1. deliveries -------------------------------------------------------------------
+    // Slow answers keep a batch of attempts in flight for most of the time.
+    receiver.respond = () => ({ status: 200, body: 'ok', delayMs: 700 });
+    for (let i = 0; i < eventCount; i++) {
+      const session = await createCheckout(api.merchantUrl, merchant.apiKey, ONE_TIME, randomUUID());
+      const status = await payOnHostedPage(session.url);
+      if (status !== 303) throw new Error(`payment answered ${status}`);
+    }
+    const events = (await direct.query(`SELECT id FROM webhook_events WHERE org_id = $1 AND type = 'order.paid'`, [merchant.orgId])).rows.map((r) => r.id as string);
+    log(`${events.length} order.paid events queued; starting worker 1`);
+    const worker1 = await start('worker', 'worker-1');
+    await waitFor('the first deliveries', async () => receiver.received.length >= 3, 60_000, 20);
+    await worker1.kill();
+    const receivedAtKill = receiver.received.length;
+    const leasedAtKill = Number(
+      (await direct.query(`SELECT count(*) AS n FROM webhook_deliveries WHERE org_id = $1 AND status = 'pending' AND lease_until > now()`, [merchant.orgId])).rows[0].n,
+    );
+    log(`worker 1 killed (SIGKILL) with ${receivedAtKill} requests received and ${leasedAtKill} deliveries leased; starting worker 2`);
+    const killedAt = Date.now();
+    const worker2 = await start('worker', 'worker-2');
+    await waitFor(
+      'every delivery to finish',
+      async () => Number((await direct.query(`SELECT count(*) AS n FROM webhook_deliveries WHERE org_id = $1 AND status = 'pending'`, [merchant.orgId])).rows[0].n) === 0,
+      LEASE_SECONDS * 1000 + 60_000,
+      250,
+    );
+    const secondsToDrain = (Date.now() - killedAt) / 1000;
+    // Requests still being answered when the delivery was recorded: let them land.
+    await sleep(1000);
+    const receivedIds = receiver.received.map((r) => String(r.headers['webhook-id']));
+    const timesReceived = new Map<string, number>();
+    for (const id of receivedIds) timesReceived.set(id, (timesReceived.get(id) ?? 0) + 1);
+    const duplicates = [...timesReceived].filter(([, n]) => n > 1).map(([id]) => id);
+    const abandoned = await direct.query(
+      `SELECT d.event_id FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.org_id = $1 AND a.error LIKE 'abandoned:%'`,
+      [merchant.orgId],
+    );
+    const abandonedEvents = new Set(abandoned.rows.map((r) => r.event_id as string));
+    const notSucceeded = Number((await direct.query(`SELECT count(*) AS n FROM webhook_deliveries WHERE org_id = $1 AND status <> 'succeeded'`, [merchant.orgId])).rows[0].n);
+    const deliveries = {
+      events: events.length,
+      receivedAtKill,
+      leasedAtKill,
+      lost: events.filter((id) => !timesReceived.has(id)),
+      duplicates,
+      unexplainedDuplicates: duplicates.filter((id) => !abandonedEvents.has(id)),
+      abandonedAttempts: abandoned.rows.length,
+      notSucceeded,
+      maxConcurrentPerId: receiver.maxConcurrentPerId(),
+      secondsToDrain,
+    };
+
+    // ---- 2. renewals ---------------------------------------------------------------------
+    await worker2.stop();
+    receiver.respond = () => ({ status: 200, body: 'ok' });
+    const subscriptionIds: string[] = [];
+    for (let i = 0; i < subscriptionCount; i++) {
+      const session = await createCheckout(api.merchantUrl, merchant.apiKey, MONTHLY, randomUUID());
+      const status = await payOnHostedPage(session.url);
+      if (status !== 303) throw new Error(`subscription payment answered ${status}`);
+    }
+    for (const row of (await direct.query(`SELECT id FROM subscriptions WHERE org_id = $1 AND status = 'ACTIVE'`, [merchant.orgId])).rows) subscriptionIds.push(row.id);
+    // Due now: the renewal of period 1 is what the next worker pass does.
+    await direct.query(`UPDATE subscriptions SET next_action_at = now() - interval '1 second' WHERE org_id = $1`, [merchant.orgId]);
+    const renewedCount = async () =>
+      Number((await direct.query(`SELECT count(*) AS n FROM orders WHERE org_id = $1 AND subscription_id IS NOT NULL AND billing_period = 1`, [merchant.orgId])).rows[0].n);
+    log(`${subscriptionIds.length} subscriptions due; starting worker 3`);
+    const worker3 = await start('worker', 'worker-3');
+    await waitFor('the first renewals', async () => (await renewedCount()) >= 3, 60_000, 5);
+    await worker3.kill();
+    const renewedAtKill = await renewedCount();
+    log(`worker 3 killed (SIGKILL) after ${renewedAtKill} of ${subscriptionIds.length} renewals; starting worker 4`);
+    await start('worker', 'worker-4');
+    await waitFor(
+      'every renewal',
+      async () => Number((await direct.query(`SELECT count(*) AS n FROM subscriptions WHERE org_id = $1 AND period_number = 1`, [merchant.orgId])).rows[0].n) === subscriptionIds.length,
+      60_000,
+      250,
+    );
+    const perSubscription = await direct.query(
+      `SELECT s.id,
+              (SELECT count(*) FROM orders o WHERE o.subscription_id = s.id AND o.billing_period = 1) AS orders,
+              (SELECT count(*) FROM webhook_events e JOIN orders o ON o.subscription_id = s.id AND o.billing_period = 1
+                 WHERE e.type = 'order.paid' AND e.payload->'order'->>'orderId' = o.id) AS paid_events,
+              (SELECT count(*) FROM webhook_events e WHERE e.type = 'subscription.updated' AND e.payload->'subscription'->>'subscriptionId' = s.id) AS updated_events,
+              s.period_number
+         FROM subscriptions s WHERE s.org_id = $1`,
+      [merchant.orgId],
+    );
+    const rows = perSubscription.rows as Array<{ orders: string; paid_events: string; updated_events: string; period_number: number }>;
+    return {
+      deliveries,
+      renewals: {
+        subscriptions: subscriptionIds.length,
+        renewedAtKill,
+        wrongOrderCount: rows.filter((r) => Number(r.orders) !== 1).length,
+        wrongPaidEvents: rows.filter((r) => Number(r.paid_events) !== 1).length,
+        wrongUpdatedEvents: rows.filter((r) => Number(r.updated_events) !== 1).length,
+        notRenewed: rows.filter((r) => r.period_number !== 1).length,
+      },
+      logs: processes.map((p) => `---- ${p.name}\n${p.output()}`).join('\n'),
+    };
+  } finally {
+    await Promise.all(processes.map((p) => p.stop()));
+    await direct.end().catch(() => {});
+    await receiver.close();
+    await db.drop();
+  }
+}
+
+async function main(): Promise<void> {
+  const report = await runKillWorker({ serverUrl: process.env.FAULT_POSTGRES_URL, log: (line) => console.log(`- ${line}`) });
+  const d = report.deliveries;
+  const r = report.renewals;
+  const checks: Array<[string, boolean]> = [
+    [`deliveries: ${d.events} events, none lost (lost: ${d.lost.length})`, d.lost.length === 0],
+    [`deliveries: all succeeded after the restart (not succeeded: ${d.notSucceeded}; drained ${d.secondsToDrain.toFixed(1)} s after the kill, lease ${LEASE_SECONDS} s)`, d.notSucceeded === 0],
+    [`deliveries: ${d.duplicates.length} sent twice, each one an attempt the dead worker left unrecorded (${d.abandonedAttempts} abandoned attempts, unexplained: ${d.unexplainedDuplicates.length})`, d.unexplainedDuplicates.length === 0],
+    [`deliveries: never two attempts of one delivery at once (max in flight per id: ${d.maxConcurrentPerId})`, d.maxConcurrentPerId <= 1],
+    [`renewals: ${r.subscriptions} subscriptions, killed after ${r.renewedAtKill}; all renewed once (not renewed: ${r.notRenewed})`, r.notRenewed === 0 && r.renewedAtKill < r.subscriptions],
+    [`renewals: exactly one period-1 order each (wrong: ${r.wrongOrderCount})`, r.wrongOrderCount === 0],
+    [`renewals: exactly one order.paid per renewal order (wrong: ${r.wrongPaidEvents})`, r.wrongPaidEvents === 0],
+    [`renewals: exactly one subscription.updated each (wrong: ${r.wrongUpdatedEvents})`, r.wrongUpdatedEvents === 0],
+  ];
+  let ok = true;
+  console.log('');
+  for (const [label, pass] of checks) {
+    console.log(`  ${pass ? 'ok  ' : 'FAIL'} ${label}`);
+    ok &&= pass;
+  }
+  process.exitCode = ok ? 0 : 1;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,371 @@
+/**
+ * Kassa as real processes, for the scale-out and fault tests, `scripts/faults/` and
+ * `scripts/bench/`: a throw-away PostgreSQL database, `node --import tsx src/main.ts --role …`
+ * children on free ports with their output captured, and a TCP proxy that can cut PostgreSQL away
+ * from them (without touching the PostgreSQL server other sessions use).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const DEFAULT_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export function databaseUrlOn(serverUrl: string, name: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+export interface ThrowAwayDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** An empty database on `serverUrl` (Kassa migrates it when it starts), dropped by `drop()`. */
+export async function createDatabase(serverUrl: string, prefix: string): Promise<ThrowAwayDatabase> {
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    name,
+    url: databaseUrlOn(serverUrl, name),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: serverUrl });
+      await c.connect();
+      try {
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      server.close(() => resolve(port));
+    });
+    server.once('error', reject);
+  });
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs: number, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+export type Role = 'api' | 'worker' | 'all';
+
+/** Settings every process of one deployment shares. */
+export interface Deployment {
+  databaseUrl: string;
+  adminToken: string;
+  /** Base64 of 32 bytes: the webhook signing key is sealed with it, so every process needs the same. */
+  encryptionKey: string;
+  env?: Record<string, string>;
+}
+
+export function newDeployment(databaseUrl: string, env: Record<string, string> = {}): Deployment {
+  return { databaseUrl, adminToken: `kadm_${randomBytes(18).toString('hex')}`, encryptionKey: randomBytes(32).toString('base64'), env };
+}
+
+export interface KassaProcess {
+  name: string;
+  role: Role;
+  merchantUrl: string;
+  apiUrl: string;
+  /** Admin API (role api/all) or the worker's status listener (role worker). */
+  adminUrl: string;
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Resolves with the exit code (or signal name) once the process is gone. */
+  exited: Promise<number | string>;
+  /** SIGTERM and wait (a clean shutdown). */
+  stop(): Promise<void>;
+  /** SIGKILL and wait (a crash). */
+  kill(): Promise<void>;
+}
+
+export interface StartOptions {
+  role: Role;
+  name?: string;
+  env?: Record<string, string>;
+  /** Wait until /readyz answers 200 (default true). */
+  waitReady?: boolean;
+  readyTimeoutMs?: number;
+  /** Echo the child's output to this process's stderr, prefixed by its name. */
+  echo?: boolean;
+}
+
+export async function startKassa(deployment: Deployment, options: StartOptions): Promise<KassaProcess> {
+  const [merchantPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const name = options.name ?? `${options.role}-${adminPort}`;
+  const merchantUrl = `http://127.0.0.1:${merchantPort}`;
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    NODE_ENV: 'development',
+    LOG_LEVEL: 'info',
+    DATABASE_URL: deployment.databaseUrl,
+    HOST: '127.0.0.1',
+    ADMIN_HOST: '127.0.0.1',
+    MERCHANT_PORT: String(merchantPort),
+    API_PORT: String(apiPort),
+    ADMIN_PORT: String(adminPort),
+    PUBLIC_BASE_URL: merchantUrl,
+    PUBLIC_API_URL: apiUrl,
+    ADMIN_TOKEN: deployment.adminToken,
+    ENCRYPTION_KEY: deployment.encryptionKey,
+    DATA_DIR: path.join(os.tmpdir(), `kassa-${name}-${randomBytes(4).toString('hex')}`),
+    KASSA_SEED_DEMO: 'false',
+    ...deployment.env,
+    ...options.env,
+  };
+  // Vitest's own variables would make the child believe it is a test worker.
+  for (const key of Object.keys(env)) if (key.startsWith('VITEST')) delete env[key];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', options.role], {
+    cwd: REPO_ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const chunks: string[] = [];
+  const collect = (chunk: Buffer) => {
+    const text = chunk.toString('utf8');
+    chunks.push(text);
+    if (options.echo) process.stderr.write(text.replace(/^(?=.)/gm, `[${name}] `));
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const until = async (signal: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
+  const proc: KassaProcess = {
+    name,
+    role: options.role,
+    merchantUrl,
+    apiUrl,
+    adminUrl,
+    child,
+    output: () => chunks.join(''),
+    exited,
+    stop: () => until('SIGTERM'),
+    kill: () => until('SIGKILL'),
+  };
+  if (options.waitReady !== false) {
+    try {
+      await waitFor(
+        `${name} to be ready`,
+        async () => {
+          if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${proc.output().slice(-2000)}`);
+          const res = await fetch(`${adminUrl}/readyz`);
+          return res.ok;
+        },
+        options.readyTimeoutMs ?? 90_000,
+        200,
+      );
+    } catch (err) {
+      await proc.kill();
+      throw err;
+    }
+  }
+  return proc;
+}
+
+/** JSON over fetch with the status kept; never throws on an HTTP error status. */
+export async function http(
+  method: string,
+  url: string,
+  options: { headers?: Record<string, string>; body?: unknown; timeoutMs?: number } = {},
+): Promise<{ status: number; headers: Headers; json: any; text: string; ms: number }> {
+  const started = performance.now();
+  const res = await fetch(url, {
+    method,
+    headers: { ...(options.body !== undefined ? { 'Content-Type': 'application/json' } : {}), ...options.headers },
+    body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
+    signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
+    redirect: 'manual',
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, json, text, ms: performance.now() - started };
+}
+
+/** An organization (card checkout is enabled by default) and a merchant API key, made through the admin API. */
+export async function provisionMerchant(adminUrl: string, adminToken: string, name = 'Scale-out merchant'): Promise<{ orgId: string; apiKey: string; apiKeyId: string }> {
+  const auth = { Authorization: `Bearer ${adminToken}` };
+  const org = await http('POST', `${adminUrl}/v1/orgs`, { headers: auth, body: { name } });
+  if (org.status !== 201) throw new Error(`org create: ${org.status} ${org.text}`);
+  const orgId = org.json.data.orgId as string;
+  const key = await http('POST', `${adminUrl}/v1/orgs/${orgId}/api-keys`, { headers: auth, body: { name: 'cluster' } });
+  if (key.status !== 201) throw new Error(`api key create: ${key.status} ${key.text}`);
+  return { orgId, apiKey: key.json.data.key as string, apiKeyId: key.json.data.apiKeyId as string };
+}
+
+/**
+ * A TCP proxy in front of PostgreSQL that the service connects through. `cut('refuse')` is
+ * PostgreSQL stopping (open connections reset, new ones refused); `cut('blackhole')` is a network
+ * partition (connections accepted or kept, but no byte goes through: bytes are held back, as TCP
+ * would keep retransmitting them, and delivered when the partition heals). `restore()` ends either.
+ */
+export interface DatabaseProxy {
+  url: string;
+  port: number;
+  cut(mode: 'refuse' | 'blackhole'): Promise<void>;
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startDatabaseProxy(targetUrl: string): Promise<DatabaseProxy> {
+  const target = new URL(targetUrl);
+  const targetHost = target.hostname;
+  const targetPort = Number(target.port || 5432);
+  const sockets = new Set<net.Socket>();
+  /** Bytes held back during a partition, delivered in order when it heals. */
+  const held: Array<{ to: net.Socket; chunk: Buffer }> = [];
+  let mode: 'open' | 'refuse' | 'blackhole' = 'open';
+  const port = await freePort();
+
+  const onConnection = (client: net.Socket) => {
+    if (mode === 'blackhole') {
+      // Accept and say nothing: the client's connect timeout has to notice.
+      sockets.add(client);
+      client.on('error', () => {});
+      client.on('close', () => sockets.delete(client));
+      client.pause();
+      return;
+    }
+    const upstream = net.connect(targetPort, targetHost);
+    sockets.add(client);
+    sockets.add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', drop);
+    upstream.on('error', drop);
+    client.on('close', () => {
+      sockets.delete(client);
+      upstream.destroy();
+    });
+    upstream.on('close', () => {
+      sockets.delete(upstream);
+      client.destroy();
+    });
+    // Piped by hand so a blackhole can stop the flow in both directions without closing anything.
+    client.on('data', (chunk: Buffer) => {
+      if (mode === 'blackhole') held.push({ to: upstream, chunk });
+      else upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (mode === 'blackhole') held.push({ to: client, chunk });
+      else client.write(chunk);
+    });
+  };
+
+  let server = net.createServer(onConnection);
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+  await listen();
+
+  const proxyUrl = new URL(targetUrl);
+  proxyUrl.hostname = '127.0.0.1';
+  proxyUrl.port = String(port);
+
+  const closeServer = () => new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
+
+  return {
+    url: proxyUrl.toString(),
+    port,
+    async cut(how) {
+      mode = how;
+      if (how === 'refuse') {
+        await Promise.all([closeServer(), Promise.resolve().then(() => sockets.forEach((s) => s.resetAndDestroy?.() ?? s.destroy()))]);
+        sockets.clear();
+      }
+    },
+    async restore() {
+      const wasRefusing = mode === 'refuse';
+      mode = 'open';
+      if (wasRefusing) {
+        server = net.createServer(onConnection);
+        await listen();
+      } else {
+        // The partition heals: what was held back arrives; connections accepted during it were
+        // never connected upstream, so they are dropped (their clients gave up on them already).
+        for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk);
+        for (const socket of sockets) if (socket.isPaused()) socket.destroy();
+      }
+    },
+    async close() {
+      mode = 'refuse';
+      sockets.forEach((s) => s.destroy());
+      await closeServer();
+    },
+  };
+}
+
+export const ONE_TIME = { pricingData: { amount: 1500, currency: 'USD', productData: { name: 'Cluster test' } }, customerEmail: 'buyer@example.com' };
+export const MONTHLY = {
+  pricingData: { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', productData: { name: 'Cluster plan' } },
+  customerEmail: 'subscriber@example.com',
+};
+
+/** POST /v1/checkout-sessions; throws unless 201. */
+export async function createCheckout(merchantUrl: string, apiKey: string, body: unknown, idempotencyKey: string): Promise<{ id: string; url: string }> {
+  const res = await http('POST', `${merchantUrl}/v1/checkout-sessions`, { headers: { 'X-API-Key': apiKey, 'Idempotency-Key': idempotencyKey }, body });
+  if (res.status !== 201) throw new Error(`create checkout: ${res.status} ${res.text}`);
+  return { id: res.json.data.id, url: res.json.data.url };
+}
+
+/** Submits the hosted page's card form the way a browser does; returns the HTTP status (303 on success). */
+export async function payOnHostedPage(sessionUrl: string, cardNumber = '4242424242424242', viaOrigin?: string): Promise<number> {
+  const url = new URL(`${sessionUrl}/pay`);
+  const target = viaOrigin ? `${viaOrigin}${url.pathname}` : url.toString();
+  const res = await fetch(target, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ email: 'buyer@example.com', cardNumber, expiry: '12/34', cvc: '123' }).toString(),
+    redirect: 'manual',
+  });
+  await res.arrayBuffer();
+  return res.status;
+}

@@ -1,0 +1,67 @@
+/**
+ * The HTTP side of observability: the `GET /metrics` route, the small status listener a
+ * `--role worker` process opens on its admin port (it has no API listener to carry `/metrics`),
+ * and the ingest counters wrapped around the telemetry handlers.
+ */
+import express, { type Express, type Router } from 'express';
+import type { TelemetryHandlers } from '../http/handler-maps.js';
+import type { Metrics } from './metrics.js';
+
+export function registerMetricsRoute(router: Router, metrics: Metrics): void {
+  router.get('/metrics', async (_req, res, next) => {
+    try {
+      const { contentType, body } = await metrics.render();
+      res.status(200).set('Content-Type', contentType).set('Cache-Control', 'no-store').send(body);
+    } catch (err) {
+      next(err);
+    }
+  });
+}
+
+/** `--role worker`: `/healthz`, `/readyz` (database reachable) and `/metrics`, nothing else. */
+export function createWorkerStatusApp(metrics: Metrics, readiness: () => Promise<void>): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/healthz', (_req, res) => void res.json({ success: true, message: 'ok', data: { status: 'ok' } }));
+  app.get('/readyz', async (_req, res) => {
+    try {
+      await readiness();
+      res.json({ success: true, message: 'ready', data: { status: 'ready' } });
+    } catch {
+      res.status(503).json({ success: false, message: 'Database unreachable', error: { code: 'SERVICE_UNAVAILABLE', message: 'Database unreachable' } });
+    }
+  });
+  const router = express.Router();
+  registerMetricsRoute(router, metrics);
+  app.use(router);
+  app.use((_req, res) => void res.status(404).json({ success: false, message: 'Route not found', error: { code: 'NOT_FOUND', message: 'Route not found' } }));
+  return app;
+}
+
+type OtlpBody = { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: unknown[] }> }> };
+
+/** Counts what the ingest operations accepted (only successful answers count). */
+export function countIngest(handlers: TelemetryHandlers, metrics: Metrics | undefined): TelemetryHandlers {
+  if (!metrics) return handlers;
+  return {
+    ...handlers,
+    ingest: async (input) => {
+      const result = await handlers.ingest(input);
+      if (result.status === 202) {
+        const data = (result.body as { data: { traces_received: number; spans_received: number; metrics_received: number } }).data;
+        metrics.telemetryIngested({ traces: data.traces_received, spans: data.spans_received, metrics: data.metrics_received });
+      }
+      return result;
+    },
+    ingestOtlpTraces: async (input) => {
+      const result = await handlers.ingestOtlpTraces(input);
+      if (result.status === 200) {
+        const body = input.body as OtlpBody;
+        let spans = 0;
+        for (const resource of body.resourceSpans ?? []) for (const scope of resource.scopeSpans ?? []) spans += scope.spans?.length ?? 0;
+        metrics.telemetryIngested({ spans });
+      }
+      return result;
+    },
+  };
+}
