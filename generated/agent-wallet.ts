@@ -79,7 +79,8 @@ export interface paths {
          * Get the wallet history
          * @description Lists the activity of the agent's assigned wallet, newest first (`createdAt`
          *     descending; entries of the same millisecond most recently recorded first), at most
-         *     `limit` entries. Empty when no wallet is
+         *     `limit` entries. The `signed` `TransferWithAuthorization` entries are what spend
+         *     limits add up. Empty when no wallet is
          *     assigned (`200` with `[]`).
          *
          *     Entry types and their statuses:
@@ -178,7 +179,8 @@ export interface paths {
          *     schema (`400`) → a wallet is assigned (`400`, "No wallet is assigned to this agent")
          *     → wallet authorization signature (`403`, "Wallet authorization signature is
          *     invalid") → typed-data validation (`400`) → policies (`403`, the message names the
-         *     denying rule, or says that no rule allows the request) → signing (`500` on runtime
+         *     denying rule, or says that no rule allows the request) → spend limits (`403`, the
+         *     message names the limit) → signing (`500` on runtime
          *     failure). Requests reaching the policy check are recorded in the history as
          *     `signed`, `denied` or `failed`.
          *
@@ -369,7 +371,25 @@ export interface components {
             /** @constant */
             chainType: "ethereum";
             rules: components["schemas"]["PolicyRule"][];
+            /** @description Rolling-window spend limits (see the Policies tag); empty when none. */
+            spendLimits: components["schemas"]["SpendLimit"][];
             createdAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description At most `max_value` base units signed in `TransferWithAuthorization` messages over the
+         *     last `window_hours` hours, per chain and token contract.
+         */
+        SpendLimit: {
+            /** @description Quoted in the message of a request the limit denies. */
+            name: string;
+            /** @description Length of the rolling window, in hours (at most 30 days). */
+            window_hours: number;
+            /** @description Largest sum of `value` in the window, in the token's base units (USDC has 6 decimals), as a decimal string. */
+            max_value: string;
+            /** @description Only requests whose domain `chainId` is this one. Default any chain. */
+            chain_id?: number;
+            /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
+            verifying_contract?: components["schemas"]["EthAddress"];
         };
         PolicyListResponse: {
             /** @constant */
@@ -489,7 +509,8 @@ export interface components {
         };
         /**
          * @description `FORBIDDEN`: the wallet authorization signature is invalid, or a policy denies the
-         *     request (the message names the denying rule, or says that no rule allows it).
+         *     request (the message names the denying rule or spend limit, or says that no rule
+         *     allows it).
          */
         SignTypedDataForbidden: {
             headers: {
@@ -784,6 +805,7 @@ export interface operations {
                      *               ]
                      *             }
                      *           ],
+                     *           "spendLimits": [],
                      *           "createdAt": "2026-11-20T10:00:00.000Z"
                      *         }
                      *       ]

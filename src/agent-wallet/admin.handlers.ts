@@ -39,6 +39,7 @@ const presentPolicy = (policy: Policy) => ({
   version: policy.version,
   chainType: policy.chainType,
   rules: policy.rules,
+  spendLimits: policy.spendLimits,
   createdAt: iso(policy.createdAt),
 });
 

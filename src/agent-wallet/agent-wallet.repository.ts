@@ -1,7 +1,7 @@
 /** Wallets, agents, key quorums, policies, history, credit ledger and replay memory in PostgreSQL. */
 import type { Knex } from 'knex';
 import type { Db } from '../db/knex.js';
-import type { PolicyRule } from './policy-engine.js';
+import type { PolicyRule, SpendLimit } from './policy-engine.js';
 
 export interface Wallet {
   id: string;
@@ -37,6 +37,7 @@ export interface Policy {
   version: '1.0';
   chainType: 'ethereum';
   rules: PolicyRule[];
+  spendLimits: SpendLimit[];
   createdAt: Date;
 }
 
@@ -54,6 +55,8 @@ export interface HistoryEntry {
   amount: string | null;
   asset: string | null;
   chainId: number | null;
+  /** Lower-case token contract of a transfer (spend limits sum per chain and contract). */
+  tokenContract: string | null;
   txHash: string | null;
   explorerUrl: string | null;
   failureMessage: string | null;
@@ -72,6 +75,13 @@ export interface CreditEntry {
 }
 
 export type InsertAgentResult = 'ok' | 'duplicate_key';
+
+export interface SpendWindow {
+  maxValue: bigint;
+  since: Date;
+}
+
+export type SpendCheck = { ok: true } | { ok: false; index: number; spent: bigint };
 
 export interface AgentWalletRepository {
   organizationExists(orgId: string): Promise<boolean>;
@@ -96,6 +106,13 @@ export interface AgentWalletRepository {
   deletePolicy(id: string): Promise<Policy | undefined>;
 
   insertHistory(entry: HistoryEntry): Promise<void>;
+  /**
+   * Inserts a `signed` transfer entry unless, for one of `windows`, the wallet's signed entries on
+   * the same chain and token since `window.since` plus `value` exceed `window.maxValue`. Entries
+   * of one wallet are checked one at a time (row lock), so concurrent requests cannot overrun.
+   */
+  insertSignedWithinLimits(entry: HistoryEntry, value: bigint, windows: SpendWindow[]): Promise<SpendCheck>;
+  markHistoryFailed(id: string, failureMessage: string): Promise<void>;
   listHistory(walletId: string, limit: number): Promise<HistoryEntry[]>;
 
   insertCreditEntry(entry: CreditEntry): Promise<void>;
@@ -137,6 +154,7 @@ interface PolicyRow {
   version: string;
   chain_type: string;
   rules: PolicyRule[] | string;
+  spend_limits: SpendLimit[] | string;
   created_at: Date;
 }
 
@@ -151,6 +169,7 @@ interface HistoryRow {
   amount: string | null;
   asset: string | null;
   chain_id: number | string | null;
+  token_contract: string | null;
   tx_hash: string | null;
   explorer_url: string | null;
   failure_message: string | null;
@@ -191,6 +210,7 @@ const toPolicy = (row: PolicyRow): Policy => ({
   version: row.version as Policy['version'],
   chainType: row.chain_type as Policy['chainType'],
   rules: typeof row.rules === 'string' ? (JSON.parse(row.rules) as PolicyRule[]) : row.rules,
+  spendLimits: typeof row.spend_limits === 'string' ? (JSON.parse(row.spend_limits) as SpendLimit[]) : row.spend_limits,
   createdAt: new Date(row.created_at),
 });
 
@@ -205,6 +225,7 @@ const toHistory = (row: HistoryRow): HistoryEntry => ({
   amount: row.amount,
   asset: row.asset,
   chainId: row.chain_id === null ? null : Number(row.chain_id),
+  tokenContract: row.token_contract,
   txHash: row.tx_hash,
   explorerUrl: row.explorer_url,
   failureMessage: row.failure_message,
@@ -361,6 +382,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
       version: policy.version,
       chain_type: policy.chainType,
       rules: JSON.stringify(policy.rules),
+      spend_limits: JSON.stringify(policy.spendLimits),
       created_at: policy.createdAt,
     });
   }
@@ -372,7 +394,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   async listPolicies(walletId: string): Promise<Policy[]> {
     const rows = await this.db<PolicyRow>('agent_wallet_policies').where({ wallet_id: walletId }).orderBy([
       { column: 'created_at', order: 'asc' },
-      { column: 'id', order: 'asc' },
+      { column: 'seq', order: 'asc' },
     ]);
     return rows.map(toPolicy);
   }
@@ -383,7 +405,36 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   async insertHistory(entry: HistoryEntry): Promise<void> {
-    await this.db('agent_wallet_history').insert({
+    await this.insertHistoryWith(this.db, entry);
+  }
+
+  async insertSignedWithinLimits(entry: HistoryEntry, value: bigint, windows: SpendWindow[]): Promise<SpendCheck> {
+    if (windows.length === 0) {
+      await this.insertHistory(entry);
+      return { ok: true };
+    }
+    return this.db.transaction(async (trx) => {
+      await trx('agent_wallets').where({ id: entry.walletId }).forUpdate().first('id');
+      for (const [index, window] of windows.entries()) {
+        // amount is a decimal string (uint256 fits no SQL integer); numeric sums it exactly.
+        const row = await trx('agent_wallet_history')
+          .where({ wallet_id: entry.walletId, type: 'sign_typed_data', status: 'signed', chain_id: entry.chainId, token_contract: entry.tokenContract })
+          .where('created_at', '>', window.since)
+          .first<{ spent: string }>(trx.raw('COALESCE(SUM(amount::numeric), 0)::text AS spent'));
+        const spent = BigInt(row?.spent ?? '0');
+        if (spent + value > window.maxValue) return { ok: false, index, spent };
+      }
+      await this.insertHistoryWith(trx, entry);
+      return { ok: true };
+    });
+  }
+
+  async markHistoryFailed(id: string, failureMessage: string): Promise<void> {
+    await this.db('agent_wallet_history').where({ id }).update({ status: 'failed', failure_message: failureMessage });
+  }
+
+  private async insertHistoryWith(db: Knex | Knex.Transaction, entry: HistoryEntry): Promise<void> {
+    await db('agent_wallet_history').insert({
       id: entry.id,
       org_id: entry.orgId,
       wallet_id: entry.walletId,
@@ -394,6 +445,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
       amount: entry.amount,
       asset: entry.asset,
       chain_id: entry.chainId,
+      token_contract: entry.tokenContract,
       tx_hash: entry.txHash,
       explorer_url: entry.explorerUrl,
       failure_message: entry.failureMessage,

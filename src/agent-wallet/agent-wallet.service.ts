@@ -13,7 +13,17 @@ import { newId, randomToken } from '../kernel/ids.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import { assetName, DEFAULT_CHAINS, USDC_DECIMALS, type ChainConfig } from './chains.js';
 import { DEFAULT_POLICY_NAME, defaultPolicyRules } from './default-policy.js';
-import { evaluatePolicies, PolicyValidationError, validatePolicyRules, type PolicyRule } from './policy-engine.js';
+import {
+  applicableSpendLimits,
+  evaluatePolicies,
+  PolicyValidationError,
+  spendLimitExceeded,
+  transferFacts,
+  validatePolicyRules,
+  validateSpendLimits,
+  type PolicyRule,
+  type SpendLimit,
+} from './policy-engine.js';
 import {
   authorizationBytes,
   encodeAgentWalletKey,
@@ -128,6 +138,7 @@ export class AgentWalletService {
       version: '1.0',
       chainType: 'ethereum',
       rules: defaultPolicyRules(this.chains),
+      spendLimits: [],
       createdAt: now,
     };
     const result = await this.repo.insertWallet(wallet, policy, MAX_WALLETS_PER_ORG);
@@ -205,11 +216,12 @@ export class AgentWalletService {
     };
   }
 
-  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[] }): Promise<Policy> {
+  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[]; spend_limits?: SpendLimit[] }): Promise<Policy> {
     const wallet = await this.repo.findWallet(walletId);
     if (!wallet) throw notFound('Wallet');
     try {
       validatePolicyRules(input.rules);
+      validateSpendLimits(input.spend_limits ?? []);
     } catch (err) {
       if (err instanceof PolicyValidationError) throw validationError(err.message);
       throw err;
@@ -222,6 +234,7 @@ export class AgentWalletService {
       version: '1.0',
       chainType: 'ethereum',
       rules: input.rules,
+      spendLimits: input.spend_limits ?? [],
       createdAt: this.clock.now(),
     };
     await this.repo.insertPolicy(policy);
@@ -393,37 +406,51 @@ export class AgentWalletService {
       { nowUnix: unixSeconds(now) },
     );
     const hash = hashTypedData(typedData as never);
-    const record = (status: HistoryStatus, failureMessage: string | null) =>
-      this.repo.insertHistory({
-        id: historyId(),
-        orgId: auth.orgId,
-        walletId: wallet.id,
-        agentId: auth.agentId,
-        type: 'sign_typed_data',
-        status,
-        ...this.transferSummary(body.typed_data),
-        txHash: null,
-        explorerUrl: null,
-        failureMessage,
-        primaryType: body.typed_data.primary_type,
-        typedDataHash: hash,
-        createdAt: now,
-      });
+    const transfer = transferFacts(body.typed_data);
+    const entry = (status: HistoryStatus, failureMessage: string | null): HistoryEntry => ({
+      id: historyId(),
+      orgId: auth.orgId,
+      walletId: wallet.id,
+      agentId: auth.agentId,
+      type: 'sign_typed_data',
+      status,
+      ...this.transferSummary(body.typed_data),
+      tokenContract: transfer?.contract ?? null,
+      txHash: null,
+      explorerUrl: null,
+      failureMessage,
+      primaryType: body.typed_data.primary_type,
+      typedDataHash: hash,
+      createdAt: now,
+    });
 
     if (!decision.allowed) {
-      await record('denied', decision.message);
+      await this.repo.insertHistory(entry('denied', decision.message));
       throw forbidden(decision.message);
     }
-    let signature: Hex;
+
+    // Recorded as signed before signing, inside the spend-limit check, so that concurrent
+    // requests count each other; a signing failure turns the entry into `failed`.
+    const signed = entry('signed', null);
+    const limits = transfer ? applicableSpendLimits(policies, transfer) : [];
+    const check = await this.repo.insertSignedWithinLimits(
+      signed,
+      transfer?.value ?? 0n,
+      limits.map((limit) => ({ maxValue: limit.maxValue, since: new Date(now.getTime() - limit.windowHours * 3_600_000) })),
+    );
+    if (!check.ok) {
+      const message = spendLimitExceeded(limits[check.index]!, check.spent, transfer!.value);
+      await this.repo.insertHistory(entry('denied', message));
+      throw forbidden(message);
+    }
     try {
       const privateKey = `0x${this.box.open(wallet.privateKeySealed, wallet.id).toString('hex')}` as Hex;
-      signature = await sign({ hash, privateKey, to: 'hex' });
+      const signature = await sign({ hash, privateKey, to: 'hex' });
+      return { signature, walletAddress: wallet.address };
     } catch (err) {
-      await record('failed', 'Wallet signing failed');
+      await this.repo.markHistoryFailed(signed.id, 'Wallet signing failed');
       throw new AppError('INTERNAL_ERROR', 'Wallet signing failed', { details: { cause: (err as Error).name } });
     }
-    await record('signed', null);
-    return { signature, walletAddress: wallet.address };
   }
 
   /** A P-256 signature by any current key of the agent's key quorum (1-of-n). */

@@ -23,6 +23,7 @@ export function createAgentWalletHandlers(service: AgentWalletService, options: 
           version: policy.version,
           chainType: policy.chainType,
           rules: policy.rules,
+          spendLimits: policy.spendLimits,
           createdAt: iso(policy.createdAt),
         })),
       },

@@ -19,6 +19,7 @@ import {
 } from './typed-data.js';
 
 export type PolicyRule = components['schemas']['PolicyRule'];
+export type SpendLimit = components['schemas']['SpendLimit'];
 export type PolicyCondition = components['schemas']['PolicyCondition'];
 export type ConditionValue = components['schemas']['PolicyConditionValue'];
 
@@ -26,6 +27,7 @@ export interface PolicyForEvaluation {
   id: string;
   name: string;
   rules: PolicyRule[];
+  spendLimits?: SpendLimit[];
 }
 
 export interface SigningRequest {
@@ -161,6 +163,50 @@ export function evaluatePolicies(policies: PolicyForEvaluation[], request: Signi
   if (allowedBy) return { allowed: true, ...allowedBy };
   return { allowed: false, policyId: null, rule: null, message: NO_ALLOWING_RULE };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Spend limits: which apply is pure; the sums come from the history (the caller's job).
+
+export const SPEND_LIMITED_TYPE = 'TransferWithAuthorization';
+
+export interface TransferFacts {
+  chainId: bigint;
+  /** Lower-case token contract. */
+  contract: string;
+  value: bigint;
+}
+
+/** Chain, token and value of an EIP-3009 transfer authorization, or undefined for anything else. */
+export function transferFacts(typedData: TypedDataInput): TransferFacts | undefined {
+  if (typedData.primary_type !== SPEND_LIMITED_TYPE) return undefined;
+  const chainId = toBigInt(typedData.domain.chainId);
+  const contract = typedData.domain.verifyingContract;
+  const value = toBigInt(typedData.message.value);
+  if (chainId === undefined || !contract || value === undefined) return undefined;
+  return { chainId, contract: contract.toLowerCase(), value };
+}
+
+export interface ApplicableLimit {
+  name: string;
+  windowHours: number;
+  maxValue: bigint;
+}
+
+/** The spend limits of all policies that cover this transfer. */
+export function applicableSpendLimits(policies: PolicyForEvaluation[], transfer: TransferFacts): ApplicableLimit[] {
+  const out: ApplicableLimit[] = [];
+  for (const policy of policies) {
+    for (const limit of policy.spendLimits ?? []) {
+      if (limit.chain_id !== undefined && BigInt(limit.chain_id) !== transfer.chainId) continue;
+      if (limit.verifying_contract !== undefined && limit.verifying_contract.toLowerCase() !== transfer.contract) continue;
+      out.push({ name: limit.name, windowHours: limit.window_hours, maxValue: BigInt(limit.max_value) });
+    }
+  }
+  return out;
+}
+
+export const spendLimitExceeded = (limit: ApplicableLimit, spent: bigint, requested: bigint) =>
+  `Denied by spend limit '${limit.name}': ${spent} signed in the last ${limit.windowHours} h + ${requested} requested exceeds ${limit.maxValue}`;
 
 // ---------------------------------------------------------------------------------------------
 // Validation (at creation: a policy that cannot mean what its author thinks is refused)
@@ -299,6 +345,14 @@ function validateCondition(condition: PolicyCondition, rule: PolicyRule, where: 
  * exist in the rule's types, operators that cannot apply, values of the wrong kind, duplicate
  * rule names (a denial quotes the rule's name, so it must identify one rule).
  */
+export function validateSpendLimits(limits: SpendLimit[]): void {
+  const names = new Set<string>();
+  limits.forEach((limit, i) => {
+    if (names.has(limit.name)) throw new PolicyValidationError(`spend_limits[${i}].name: duplicate spend limit name '${limit.name}'`);
+    names.add(limit.name);
+  });
+}
+
 export function validatePolicyRules(rules: PolicyRule[]): void {
   const names = new Set<string>();
   rules.forEach((rule, r) => {

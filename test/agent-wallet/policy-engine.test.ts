@@ -1,7 +1,11 @@
 /** The policy engine as pure functions: evaluation tables and validation messages. */
 import { describe, expect, it } from 'vitest';
 import {
+  applicableSpendLimits,
   conditionHolds,
+  spendLimitExceeded,
+  transferFacts,
+  validateSpendLimits,
   evaluatePolicies,
   NO_ALLOWING_RULE,
   validatePolicyRules,
@@ -287,5 +291,37 @@ describe('validatePolicyRules', () => {
         }),
       ]),
     ).not.toThrow();
+  });
+});
+
+describe('spend limits: which apply', () => {
+  const limits = [
+    { name: 'base usdc', window_hours: 24, max_value: '20000000', chain_id: 8453, verifying_contract: BASE_USDC.toLowerCase() },
+    { name: 'any chain', window_hours: 1, max_value: '100' },
+    { name: 'sepolia', window_hours: 1, max_value: '1', chain_id: 84532 },
+  ];
+  const policies = [{ id: 'p', name: 'p', rules: [], spendLimits: limits }];
+
+  it('reads chain, lower-case contract and value of a TransferWithAuthorization only', () => {
+    expect(transferFacts(request('2500000').typedData)).toEqual({ chainId: 8453n, contract: BASE_USDC.toLowerCase(), value: 2500000n });
+    expect(transferFacts(nestedRequest.typedData)).toBeUndefined();
+  });
+
+  it.each([
+    ['Base USDC', request('1'), ['base usdc', 'any chain']],
+    ['another token on Base', request('1', { verifyingContract: '0x4200000000000000000000000000000000000006' }), ['any chain']],
+    ['Base Sepolia', request('1', { chainId: 84532 }), ['any chain', 'sepolia']],
+  ])('%s', (_label, req, names) => {
+    expect(applicableSpendLimits(policies, transferFacts(req.typedData)!).map((l) => l.name)).toEqual(names);
+  });
+
+  it('names the limit, the window sum and the request in its denial', () => {
+    expect(spendLimitExceeded({ name: 'x', windowHours: 24, maxValue: 5n }, 4n, 2n)).toBe(
+      "Denied by spend limit 'x': 4 signed in the last 24 h + 2 requested exceeds 5",
+    );
+  });
+
+  it('refuses duplicate limit names', () => {
+    expect(() => validateSpendLimits([limits[1]!, limits[1]!])).toThrow("spend_limits[1].name: duplicate spend limit name 'any chain'");
   });
 });

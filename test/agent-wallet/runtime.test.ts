@@ -10,6 +10,7 @@ import { AgentApiError, type AgentClient } from '../../src/client/agent.js';
 import { authorizationBytes } from '../../src/agent-wallet/protocol.js';
 import {
   agentHeaders,
+  BASE_USDC,
   clientFor,
   createAgent,
   createWallet,
@@ -21,6 +22,7 @@ import {
 } from './helpers.js';
 
 const SIGN = '/v1/agent-wallet/sign-typed-data';
+const BASE_USDC_LOWER = BASE_USDC.toLowerCase();
 
 let ctx: TestContext;
 let transport: Awaited<ReturnType<typeof listenPlatform>>;
@@ -299,5 +301,103 @@ describe('credit balance', () => {
     await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/credit`).send({ amount: 40_000_000, unit: 'USDC', reason: 'Welcome' }).expect(201);
     await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/credit`).send({ amount: 2_500_000, unit: 'USDC' }).expect(201);
     expect(await client.creditBalance()).toEqual({ balance: 42.5, unit: 'USDC' });
+  });
+});
+
+describe('spend limits (rolling window)', () => {
+  let limited: TestWallet;
+  let spender: TestAgent;
+  let spenderClient: AgentClient;
+  const LIMIT_NAME = 'Daily USDC on Base';
+
+  beforeAll(async () => {
+    limited = await createWallet(ctx, ctx.orgB, 'Limited');
+    spender = await createAgent(ctx, ctx.orgB, limited.walletId, 'Spender');
+    spenderClient = clientFor(ctx, spender, transport);
+    const res = await ctx.admin.post(`/v1/wallets/${limited.walletId}/policies`).send({
+      version: '1.0',
+      name: 'Daily cap',
+      chain_type: 'ethereum',
+      rules: [{ name: 'No extra permission', method: '*', action: 'DENY', conditions: [{ field_source: 'system', field: 'current_unix_timestamp', operator: 'lt', value: 0 }] }],
+      spend_limits: [{ name: LIMIT_NAME, window_hours: 24, max_value: '6000000', chain_id: 8453, verifying_contract: BASE_USDC_LOWER }],
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.data.spendLimits).toEqual([{ name: LIMIT_NAME, window_hours: 24, max_value: '6000000', chain_id: 8453, verifying_contract: BASE_USDC_LOWER }]);
+  });
+
+  it('lists the limit with the policy', async () => {
+    const policies = await spenderClient.policies();
+    expect(policies.map((p) => p.spendLimits)).toEqual([[], [expect.objectContaining({ name: LIMIT_NAME, max_value: '6000000' })]]);
+  });
+
+  it('allows transfers while the window sum stays within the limit, inclusive, then denies naming the limit', async () => {
+    await spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '2500000'));
+    ctx.clock.advance(60_000);
+    await spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '2500000'));
+    ctx.clock.advance(60_000);
+    await expect(spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '1500000'))).rejects.toMatchObject({
+      status: 403,
+      message: `Denied by spend limit '${LIMIT_NAME}': 5000000 signed in the last 24 h + 1500000 requested exceeds 6000000`,
+    });
+    const [denied] = await spenderClient.history({ limit: 1 });
+    expect(denied).toMatchObject({ status: 'denied', amount: '1500000', failureMessage: expect.stringContaining(LIMIT_NAME) });
+    // Exactly up to the limit is fine; the denial above did not count.
+    await spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '1000000'));
+    await expect(spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '1'))).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('does not count other chains, and rules still come first', async () => {
+    await expect(
+      spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '5000000', { chainId: 84532, verifyingContract: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' })),
+    ).resolves.toMatchObject({ walletAddress: limited.walletAddress });
+    await expect(spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '5000001', { chainId: 84532, verifyingContract: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' }))).rejects.toMatchObject({
+      status: 403,
+      message: 'No policy rule allows this request',
+    });
+  });
+
+  it('frees the budget as entries leave the window', async () => {
+    // Signed so far: 2.5 at t0, 2.5 at t0+60 s, 1.0 at t0+120 s; now t0+120 s. Moving to
+    // t0+24 h+30 s drops the first one only: 3.5 USDC remain in the window.
+    ctx.clock.advance(24 * 3_600_000 - 90_000);
+    await expect(spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '2500001'))).rejects.toMatchObject({ status: 403 });
+    await spenderClient.signTypedData(usdcTransfer(limited.walletAddress, '2500000'));
+  });
+
+  it('lets concurrent requests of one wallet together stay within the limit', async () => {
+    const wallet2 = await createWallet(ctx, ctx.orgB, 'Concurrent');
+    const agent2 = await createAgent(ctx, ctx.orgB, wallet2.walletId, 'Racer');
+    await ctx.admin.post(`/v1/wallets/${wallet2.walletId}/policies`).send({
+      version: '1.0',
+      name: 'Cap',
+      chain_type: 'ethereum',
+      rules: [{ name: 'noop', method: '*', action: 'DENY', conditions: [{ field_source: 'system', field: 'current_unix_timestamp', operator: 'lt', value: 0 }] }],
+      spend_limits: [{ name: 'Three USDC', window_hours: 1, max_value: '3000000' }],
+    }).expect(201);
+    const auth = { agentId: agent2.agentId, orgId: ctx.orgB.orgId, name: 'Racer', keyQuorumId: agent2.keyQuorumId, publicKey: agent2.publicKey, walletId: wallet2.walletId, quorumKeys: [agent2.publicKey] };
+    const requests = Array.from({ length: 10 }, () => {
+      const td = usdcTransfer(wallet2.walletAddress, '1000000');
+      const signature = sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgB.orgId }), agent2.privateKey).toString('base64');
+      return ctx.services.agentWallet.signTypedData(auth, { typed_data: td, signature }, `${PUBLIC_API_URL}${SIGN}`).then(
+        () => 'signed',
+        (err: { code?: string }) => err.code,
+      );
+    });
+    const outcomes = await Promise.all(requests);
+    expect(outcomes.filter((o) => o === 'signed')).toHaveLength(3);
+    expect(outcomes.filter((o) => o === 'FORBIDDEN')).toHaveLength(7);
+  });
+
+  it('refuses duplicate spend limit names and out-of-range windows', async () => {
+    const base = { version: '1.0', name: 'Bad', chain_type: 'ethereum', rules: [{ name: 'r', method: '*', action: 'ALLOW', conditions: [] }] };
+    const dup = await ctx.admin.post(`/v1/wallets/${limited.walletId}/policies`).send({
+      ...base,
+      spend_limits: [{ name: 'a', window_hours: 1, max_value: '1' }, { name: 'a', window_hours: 2, max_value: '1' }],
+    });
+    expect(dup.status).toBe(400);
+    expect(dup.body.error.message).toBe("spend_limits[1].name: duplicate spend limit name 'a'");
+    for (const limit of [{ name: 'a', window_hours: 0, max_value: '1' }, { name: 'a', window_hours: 721, max_value: '1' }, { name: 'a', window_hours: 1, max_value: '1.5' }]) {
+      expect((await ctx.admin.post(`/v1/wallets/${limited.walletId}/policies`).send({ ...base, spend_limits: [limit] })).status).toBe(400);
+    }
   });
 });

@@ -148,7 +148,7 @@ describe('the vectors against the server', () => {
         appId: APP_ID,
         createdAt: ctx.clock.now(),
       },
-      { id: 'POL_vectorvectorvectorvect', orgId: ctx.orgA.orgId, walletId, name: 'Default', version: '1.0', chainType: 'ethereum', rules: defaultPolicyRules(DEFAULT_CHAINS), createdAt: ctx.clock.now() },
+      { id: 'POL_vectorvectorvectorvect', orgId: ctx.orgA.orgId, walletId, name: 'Default', version: '1.0', chainType: 'ethereum', rules: defaultPolicyRules(DEFAULT_CHAINS), spendLimits: [], createdAt: ctx.clock.now() },
       5,
     );
     const service = new AgentWalletService(repo, box, ctx.clock);

@@ -50,8 +50,11 @@ export async function up(db: Knex): Promise<void> {
     t.text('version').notNullable();
     t.text('chain_type').notNullable();
     t.jsonb('rules').notNullable();
+    t.jsonb('spend_limits').notNullable().defaultTo('[]');
     ts(t, 'created_at').notNullable();
-    t.index(['wallet_id', 'created_at']);
+    // Creation order is evaluation order, also between policies of the same millisecond.
+    t.bigIncrements('seq', { primaryKey: false });
+    t.index(['wallet_id', 'created_at', 'seq']);
   });
   await db.schema.createTable('agent_wallet_history', (t) => {
     t.text('id').primary();
@@ -65,6 +68,8 @@ export async function up(db: Knex): Promise<void> {
     t.text('amount');
     t.text('asset');
     t.bigInteger('chain_id');
+    // Lower-case token contract (domain verifyingContract) of a transfer: what spend limits group by.
+    t.text('token_contract');
     t.text('tx_hash');
     t.text('explorer_url');
     t.text('failure_message');
