@@ -1,4 +1,4 @@
-/** `org create|update|get|list`: organizations and the flags that gate checkout creation. */
+/** `org create|update|get|list|set-wallet|wallets|remove-wallet`: organizations, the flags that gate checkout creation, crypto receiving wallets. */
 import type { Command } from 'commander';
 import type { components } from '../../generated/admin.js';
 import { parseBool, parsePositiveInt, usageError, type CliContext } from './cli.js';
@@ -43,6 +43,37 @@ export function register(program: Command, ctx: CliContext): void {
     .requiredOption('--org <id>', 'organization id (ORG_...)')
     .action(async (opts: { org: string }) => {
       ctx.print(await ctx.call(ctx.client.GET('/v1/orgs/{id}', { params: { path: { id: opts.org } } })));
+    });
+
+  org
+    .command('set-wallet')
+    .description("Set the organization's crypto receiving wallet on a chain (validated, stored EIP-55 checksummed)")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .requiredOption('--chain <chainId>', 'EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia)', parsePositiveInt)
+    .requiredOption('--address <address>', 'receiving address 0x… (mixed case must be a valid EIP-55 checksum)')
+    .action(async (opts: { org: string; chain: number; address: string }) => {
+      ctx.print(
+        await ctx.call(
+          ctx.client.PUT('/v1/orgs/{id}/receiving-wallets/{chainId}', { params: { path: { id: opts.org, chainId: opts.chain } }, body: { address: opts.address } }),
+        ),
+      );
+    });
+
+  org
+    .command('wallets')
+    .description("List the organization's crypto receiving wallets")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .action(async (opts: { org: string }) => {
+      ctx.print(await ctx.call(ctx.client.GET('/v1/orgs/{id}/receiving-wallets', { params: { path: { id: opts.org } } })));
+    });
+
+  org
+    .command('remove-wallet')
+    .description("Remove the organization's crypto receiving wallet on a chain (issued quotes stay watched)")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .requiredOption('--chain <chainId>', 'EVM chain id', parsePositiveInt)
+    .action(async (opts: { org: string; chain: number }) => {
+      ctx.print(await ctx.call(ctx.client.DELETE('/v1/orgs/{id}/receiving-wallets/{chainId}', { params: { path: { id: opts.org, chainId: opts.chain } } })));
     });
 
   org
