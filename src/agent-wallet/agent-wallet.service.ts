@@ -17,6 +17,7 @@ import {
   applicableSpendLimits,
   evaluatePolicies,
   PolicyValidationError,
+  SPEND_LIMITED_TYPE,
   spendLimitExceeded,
   transferFacts,
   validatePolicyRules,
@@ -31,7 +32,7 @@ import {
   TIMESTAMP_TOLERANCE_SECONDS,
 } from './protocol.js';
 import { decodeBase64Strict, generateP256KeyPair, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
-import { TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
+import { isValidAddress, toBigInt, TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
 import type {
   Agent,
   AgentWalletRepository,
@@ -467,12 +468,13 @@ export class AgentWalletService {
   private transferSummary(td: TypedDataInput): Pick<HistoryEntry, 'destination' | 'amount' | 'asset' | 'chainId'> {
     const domain = td.domain;
     const chainId = domain.chainId !== undefined && Number.isSafeInteger(Number(domain.chainId)) ? Number(domain.chainId) : null;
-    if (td.primary_type !== 'TransferWithAuthorization') return { destination: null, amount: null, asset: null, chainId: null };
+    if (td.primary_type !== SPEND_LIMITED_TYPE) return { destination: null, amount: null, asset: null, chainId: null };
+    // The request's own types define the message; only EIP-3009-shaped fields are summarized.
     const to = td.message.to;
-    const value = td.message.value;
+    const value = toBigInt(td.message.value);
     return {
-      destination: typeof to === 'string' ? getAddress(to) : null,
-      amount: value === undefined || value === null ? null : String(value),
+      destination: isValidAddress(to) ? getAddress(to) : null,
+      amount: value !== undefined && value >= 0n ? value.toString() : null,
       asset: domain.verifyingContract ? assetName(this.chains, chainId, getAddress(domain.verifyingContract)) : null,
       chainId,
     };

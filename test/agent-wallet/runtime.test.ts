@@ -401,3 +401,26 @@ describe('spend limits (rolling window)', () => {
     }
   });
 });
+
+describe('history of typed data that only looks like a transfer', () => {
+  it('records a custom "TransferWithAuthorization" whose fields are not EIP-3009 shaped without destination or amount', async () => {
+    const open = await createWallet(ctx, ctx.orgB, 'Open');
+    const agentB = await createAgent(ctx, ctx.orgB, open.walletId, 'Open agent');
+    await ctx.admin.post(`/v1/wallets/${open.walletId}/policies`).send({
+      version: '1.0',
+      name: 'Allow everything',
+      chain_type: 'ethereum',
+      rules: [{ name: 'everything', method: '*', action: 'ALLOW', conditions: [] }],
+    }).expect(201);
+    const td = {
+      domain: { name: 'Notes', chainId: 8453 },
+      types: { TransferWithAuthorization: [{ name: 'to', type: 'string' }, { name: 'value', type: 'string' }] },
+      primary_type: 'TransferWithAuthorization',
+      message: { to: 'Alice', value: 'a lot' },
+    };
+    const signed = await clientFor(ctx, agentB, transport).signTypedData(td);
+    expect(signed.walletAddress).toBe(open.walletAddress);
+    const [entry] = await clientFor(ctx, agentB, transport).history({ limit: 1 });
+    expect(entry).toMatchObject({ status: 'signed', destination: null, amount: null, asset: null, chainId: 8453 });
+  });
+});
