@@ -11,6 +11,7 @@ import { ChainWatcher } from '../../src/crypto-payments/chain-watcher.js';
 import { KnexCommerceUnitOfWork } from '../../src/orders/stores.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { startLocalChain, USDC, type LocalChain } from './chain.js';
+import { createPrice, createProduct } from '../catalog/fixtures.js';
 
 const CONFIRMATIONS = 3;
 
@@ -204,6 +205,24 @@ describe('exact payment', () => {
     expect(b.orderStatus).toBe('PAID');
     expect(await getOrder(a.orderId)).toMatchObject({ txHash: txFirst, fromAddress: buyer, checkoutSessionId: first.id });
     expect(await getOrder(b.orderId)).toMatchObject({ txHash: txSecond, fromAddress: stranger, checkoutSessionId: second.id });
+  });
+});
+
+describe('product access by wallet', () => {
+  it('a paid crypto order of a catalog product grants access to the paying wallet', async () => {
+    const product = await createProduct(ctx, ctx.orgA.orgId, { name: 'E-book' });
+    const price = await createPrice(ctx, product.productId, { amount: 9_000_000, currency: 'USDC', provider: 'CRYPTO' });
+    const session = await createSession({ pricingId: price.pricingId });
+    const check = () => ctx.merchant.get('/v1/entitlements/check').query({ wallet: stranger.toLowerCase(), product_id: product.productId }).set('X-API-Key', ctx.orgA.apiKey);
+    expect((await check()).body.data.entitled).toBe(false);
+    await chain.transfer(usdc, stranger, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    expect((await check()).body.data.entitled).toBe(false); // PENDING grants nothing
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const granted = await check();
+    expect(granted.status).toBe(200);
+    expect(granted.body.data.entitled).toBe(true);
   });
 });
 
