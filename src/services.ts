@@ -72,7 +72,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     entitlements: new EntitlementService(uow, catalog),
     checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock, cryptoQuotes),
     cryptoQuotes,
-    chainWatcher: new ChainWatcher(uow, orders, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' })),
+    chainWatcher: new ChainWatcher(uow, orders, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
     signingKeys,
     webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
     webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), {

@@ -38,6 +38,8 @@ export class ChainWatcher {
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly clientFor: (chain: ChainConfig) => ChainClient = (chain) => new ViemChainClient(chain.rpcUrl),
+    /** Told, after each pass that held the cursor, how many blocks remain unscanned (Prometheus). */
+    private readonly observeLag?: (chainId: number, blocks: number) => void,
   ) {}
 
   job(): Job {
@@ -95,13 +97,16 @@ export class ChainWatcher {
         next = head + 1; // the node is behind (or the chain was reset): never skip blocks it will produce
       }
       let busy = false;
+      let scannedThrough = next - 1;
       if (next <= head) {
         const to = Math.min(head, next + chain.blockRange - 1);
         await this.scan(chain, client, recipients, next, to);
         const toBlock = await client.block(BigInt(to));
         await repo.saveCursor(chain.chainId, this.owner, to + 1, toBlock.hash, this.clock.now());
+        scannedThrough = to;
         busy = to < head;
       }
+      this.observeLag?.(chain.chainId, head - scannedThrough);
       await this.follow(chain, client, head);
       return busy;
     } finally {

@@ -136,9 +136,10 @@ export class Metrics implements HttpMetrics {
       }
     } catch {
       // A scrape must answer while the database is down (that is when it matters most); stale
-      // values would lie, so the database-derived series disappear until it is back.
+      // values would lie, so the database-derived values read NaN (unknown) until it is back.
       this.databaseUp.set(0);
-      for (const gauge of [this.outboxPending, this.outboxDue, this.outboxLeased, this.outboxOldestDue, this.cursorAge]) gauge.reset();
+      for (const gauge of [this.outboxPending, this.outboxDue, this.outboxLeased, this.outboxOldestDue]) gauge.set(NaN);
+      this.cursorAge.reset();
     }
   }
 }
