@@ -175,6 +175,13 @@ describe('creating a crypto session', () => {
     expect(again.crypto.amountUnits).toBe('5000000');
   });
 
+  it('gives concurrent checkouts distinct amounts, enforced by the reservation key (not memory)', async () => {
+    const results = await Promise.all(Array.from({ length: 6 }, () => create(crypto(4_400_000))));
+    const created = results.filter((r) => r.status === 201).map((r) => r.body.data.crypto.amountUnits);
+    expect(created.sort()).toEqual(['4400000', '4400001', '4400002']);
+    expect(results.filter((r) => r.status === 503)).toHaveLength(3);
+  });
+
   it('replays an idempotent creation with the same quote', async () => {
     const body = crypto(6_000_000);
     const first = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', 'same-crypto').send(body);
@@ -253,7 +260,7 @@ describe('hosted page', () => {
     const link = await createLink(ctx, price.pricingId);
     const opened = await ctx.merchant.get(new URL(link.paymentLinkUrl).pathname).query({ merchant_reference: 'ref-9' });
     expect(opened.status).toBe(303);
-    const page = await ctx.merchant.get(opened.headers.location);
+    const page = await ctx.merchant.get(opened.headers.location!);
     expect(page.status).toBe(200);
     expect(page.text).toContain('/crypto-email"');
     // A catalog crypto price is also usable by pricingId.
