@@ -71,6 +71,18 @@ export interface KillWorkerReport {
   logs: string;
 }
 
+async function inParallel(total: number, concurrency: number, task: () => Promise<void>): Promise<void> {
+  let started = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (started < total) {
+        started++;
+        await task();
+      }
+    }),
+  );
+}
+
 export async function runKillWorker(options: { serverUrl?: string; events?: number; subscriptions?: number; log?: (line: string) => void } = {}): Promise<KillWorkerReport> {
   const log = options.log ?? (() => {});
   const serverUrl = options.serverUrl ?? DEFAULT_SERVER_URL;
@@ -104,11 +116,11 @@ export async function runKillWorker(options: { serverUrl?: string; events?: numb
     // ---- 1. deliveries -------------------------------------------------------------------
     // Slow answers keep a batch of attempts in flight for most of the time.
     receiver.respond = () => ({ status: 200, body: 'ok', delayMs: 700 });
-    for (let i = 0; i < eventCount; i++) {
+    await inParallel(eventCount, 4, async () => {
       const session = await createCheckout(api.merchantUrl, merchant.apiKey, ONE_TIME, randomUUID());
       const status = await payOnHostedPage(session.url);
       if (status !== 303) throw new Error(`payment answered ${status}`);
-    }
+    });
     const events = (await direct.query(`SELECT id FROM webhook_events WHERE org_id = $1 AND type = 'order.paid'`, [merchant.orgId])).rows.map((r) => r.id as string);
     log(`${events.length} order.paid events queued; starting worker 1`);
     const worker1 = await start('worker', 'worker-1');
@@ -157,11 +169,11 @@ export async function runKillWorker(options: { serverUrl?: string; events?: numb
     await worker2.stop();
     receiver.respond = () => ({ status: 200, body: 'ok' });
     const subscriptionIds: string[] = [];
-    for (let i = 0; i < subscriptionCount; i++) {
+    await inParallel(subscriptionCount, 4, async () => {
       const session = await createCheckout(api.merchantUrl, merchant.apiKey, MONTHLY, randomUUID());
       const status = await payOnHostedPage(session.url);
       if (status !== 303) throw new Error(`subscription payment answered ${status}`);
-    }
+    });
     for (const row of (await direct.query(`SELECT id FROM subscriptions WHERE org_id = $1 AND status = 'ACTIVE'`, [merchant.orgId])).rows) subscriptionIds.push(row.id);
     // Due now: the renewal of period 1 is what the next worker pass does.
     await direct.query(`UPDATE subscriptions SET next_action_at = now() - interval '1 second' WHERE org_id = $1`, [merchant.orgId]);

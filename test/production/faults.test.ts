@@ -1,0 +1,58 @@
+/**
+ * The fault scenarios of scripts/faults/ (also `npm run fault:db-outage` / `fault:kill-worker`),
+ * asserted: PostgreSQL stopped under load (through a TCP proxy, so the shared server keeps
+ * running), and a worker killed with SIGKILL during deliveries and renewals. Real child
+ * processes on PostgreSQL: they run only with TEST_DATABASE_URL.
+ */
+import { describe, expect, it } from 'vitest';
+import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../scripts/faults/db-outage.js';
+import { runKillWorker } from '../../scripts/faults/kill-worker.js';
+
+const serverUrl = process.env.TEST_DATABASE_URL;
+
+describe.skipIf(!serverUrl)('faults', () => {
+  it('PostgreSQL stopped under load: fast 503 SERVICE_UNAVAILABLE, nothing half-written, recovery within 5 s without a restart', async () => {
+    const report = await runDbOutage({ serverUrl });
+    const [stopped] = report.phases;
+    expect(stopped!.requestsDuringOutage).toBeGreaterThan(0);
+    // Only 201 (committed before the cut) or the 503 envelope: never a 500, never a hang.
+    expect(stopped!.unexpected).toEqual([]);
+    expect(stopped!.statusesDuringOutage['503 SERVICE_UNAVAILABLE']).toBeGreaterThan(0);
+    expect(stopped!.maxOutageLatencyMs).toBeLessThanOrEqual(STOPPED_BOUND_MS);
+    expect(stopped!.recoveryMs).not.toBeNull();
+    expect(stopped!.recoveryMs!).toBeLessThanOrEqual(RECOVERY_BOUND_MS);
+    expect(report.bodyOf503).toEqual({
+      success: false,
+      message: 'Service temporarily unavailable, retry later',
+      error: { code: 'SERVICE_UNAVAILABLE', message: 'Service temporarily unavailable, retry later' },
+    });
+    // Atomic creations: no session without its idempotency record or the reverse, and every
+    // refused key creates (or replays) exactly one session when retried after the outage.
+    expect(report.orphans).toBe(0);
+    expect(report.retried).toBeGreaterThan(0);
+    expect(report.retryFailures).toEqual([]);
+    expect(report.duplicateSessions).toBe(0);
+    expect(report.sessionsCreated).toBe(report.keys);
+    // The outage was logged as such, not as a bug.
+    expect(report.serverLog).toContain('request failed');
+    expect(report.serverLog).not.toContain('unhandled error');
+  }, 180_000);
+
+  it('a worker killed with SIGKILL mid-delivery and mid-renewal: nothing lost, nothing duplicated beyond at-least-once', async () => {
+    const report = await runKillWorker({ serverUrl });
+    const d = report.deliveries;
+    expect(d.leasedAtKill).toBeGreaterThan(0);
+    expect(d.lost).toEqual([]);
+    expect(d.notSucceeded).toBe(0);
+    // A second copy only for an attempt the dead worker never recorded.
+    expect(d.unexplainedDuplicates).toEqual([]);
+    expect(d.abandonedAttempts).toBeGreaterThanOrEqual(d.duplicates.length);
+    expect(d.maxConcurrentPerId).toBe(1);
+    const r = report.renewals;
+    expect(r.renewedAtKill).toBeLessThan(r.subscriptions);
+    expect(r.notRenewed).toBe(0);
+    expect(r.wrongOrderCount).toBe(0);
+    expect(r.wrongPaidEvents).toBe(0);
+    expect(r.wrongUpdatedEvents).toBe(0);
+  }, 240_000);
+});
