@@ -172,8 +172,12 @@ export interface paths {
          *     as a JSON integer or a decimal string within range, arrays as JSON arrays, structs
          *     as objects). `EIP712Domain` may be given in `types`; if so it must declare exactly
          *     the fields present in `domain`, otherwise it is derived from them (order `name`,
-         *     `version`, `chainId`, `verifyingContract`, `salt`). Violations are
-         *     `400 VALIDATION_ERROR`.
+         *     `version`, `chainId`, `verifyingContract`, `salt`). A mixed-case address must carry a
+         *     valid EIP-55 checksum (all-lower or all-upper case carries none); JSON integers above
+         *     2^53 − 1 are refused (send decimal strings); `primary_type` may not be `EIP712Domain`;
+         *     structs nest at most 32 levels and fixed-size arrays have at most 1024 elements.
+         *     Violations are `400 VALIDATION_ERROR`, the message naming the path (for example
+         *     `typed_data.message.value: expected uint256 (JSON integer or decimal string)`).
          *
          *     **Order of checks.** Body size (`413`) → request authentication (`401`) → body
          *     schema (`400`) → a wallet is assigned (`400`, "No wallet is assigned to this agent")
