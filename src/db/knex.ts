@@ -53,7 +53,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       pool: { min: 0, max: options.poolMax ?? 10 },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
     });
-    return { db, kind: 'postgres', close: () => db.destroy() };
+    return {
+      db,
+      kind: 'postgres',
+      close: async () => {
+        await drainPool(db, 5000);
+        await db.destroy();
+      },
+    };
   }
   if (options.dataDir) await mkdir(options.dataDir, { recursive: true });
   const instance = options.pglite ?? new PGlite(options.dataDir);
@@ -71,6 +78,20 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       if (!instance.closed) await instance.close();
     },
   };
+}
+
+/**
+ * Waits (bounded) until no query holds or awaits a pooled connection: at shutdown the listeners
+ * are closed first, but handlers of requests whose clients already hung up may still be running,
+ * and destroying the pool under them turns their last statements into errors.
+ */
+async function drainPool(db: Db, timeoutMs: number): Promise<void> {
+  const pool = (db.client as { pool?: { numUsed(): number; numPendingAcquires(): number; numPendingCreates(): number } }).pool;
+  if (!pool) return;
+  const deadline = Date.now() + timeoutMs;
+  while (pool.numUsed() + pool.numPendingAcquires() + pool.numPendingCreates() > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /** Key of the advisory lock that serializes the migrations of processes starting together. */

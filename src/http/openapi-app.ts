@@ -85,6 +85,14 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
     });
+    // The client hung up before the answer was sent: logged and timed as 499, nginx's "client
+    // closed request" (the status the handler would have sent is not known yet).
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      req.log.info({ method: req.method, path: req.path, status: 499, ms: Math.round(ms * 10) / 10 }, 'request aborted by the client');
+      options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: 499, seconds: ms / 1000 });
+    });
     next();
   });
 
@@ -133,7 +141,14 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       parser = express.json({ limit, strict: true, type: ['application/json', 'application/*+json'] });
       parsers.set(limit, parser);
     }
-    parser(req, res, next);
+    parser(req, res, (err?: unknown) => {
+      // body-parser skips a request whose client is already gone (it hung up while we were
+      // authenticating) and leaves no body; the validator would then let a required body through.
+      if (!err && req.body === undefined && announcesBody(req) && req.socket?.readable !== true) {
+        return next(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
+      }
+      next(err);
+    });
   });
 
   app.use(
@@ -209,6 +224,9 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   return app;
 }
+
+const announcesBody = (req: Request): boolean =>
+  req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
 
 /**
  * The metrics label of a request: its operationId; for routes outside the contract (hosted
