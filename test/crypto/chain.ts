@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createPublicClient, createWalletClient, getAddress, http, type Abi } from 'viem';
+import { createPublicClient, createWalletClient, encodeFunctionData, getAddress, http, type Abi } from 'viem';
+import { mnemonicToAccount } from 'viem/accounts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifact = JSON.parse(readFileSync(path.join(here, 'fixtures/TestToken.json'), 'utf8')) as { abi: Abi; bytecode: `0x${string}` };
@@ -21,6 +22,9 @@ export interface LocalChain {
   mint(token: `0x${string}`, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
   transfer(token: `0x${string}`, from: `0x${string}`, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
   transferTwice(token: `0x${string}`, from: `0x${string}`, a: [`0x${string}`, bigint], b: [`0x${string}`, bigint]): Promise<`0x${string}`>;
+  /** A transfer signed offline by account `index` (Hardhat's default mnemonic): the same bytes can be broadcast again after a revert. */
+  signTransfer(token: `0x${string}`, index: number, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
+  sendRaw(raw: `0x${string}`): Promise<`0x${string}`>;
   mine(blocks?: number): Promise<void>;
   blockNumber(): Promise<number>;
   snapshot(): Promise<string>;
@@ -62,6 +66,21 @@ export async function startLocalChain(): Promise<LocalChain> {
     mint: (token, to, units) => write(token, accounts[0]!, 'mint', [to, units]),
     transfer: (token, from, to, units) => write(token, from, 'transfer', [to, units]),
     transferTwice: (token, from, a, b) => write(token, from, 'transferTwice', [a[0], a[1], b[0], b[1]]),
+    async signTransfer(token, index, to, units) {
+      const account = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: index });
+      const nonce = await pub.getTransactionCount({ address: account.address, blockTag: 'pending' });
+      return account.signTransaction({
+        chainId,
+        type: 'eip1559',
+        to: token,
+        nonce,
+        gas: 100_000n,
+        maxFeePerGas: 100_000_000_000n,
+        maxPriorityFeePerGas: 1_000_000_000n,
+        data: encodeFunctionData({ abi: artifact.abi, functionName: 'transfer', args: [to, units] }),
+      });
+    },
+    sendRaw: async (raw) => mined(await pub.sendRawTransaction({ serializedTransaction: raw })),
     mine: async (blocks = 1) => {
       await rpc('hardhat_mine', [`0x${blocks.toString(16)}`]);
     },

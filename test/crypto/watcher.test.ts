@@ -427,5 +427,31 @@ describe('chain reorganization', () => {
       ['order.paid', 'PAID', tx],
     ]);
     expect(getAddress(read.crypto.recipient)).toBe(merchantWallet);
+    expect(logLines.some((l) => l.includes('chain reorganization detected'))).toBe(true);
+  });
+
+  it('the same transaction mined again after a reorganization pays the same order', async () => {
+    const session = await usdcSession(14_000_000);
+    await runWatcher();
+    const raw = await chain.signTransfer(usdc, 2, merchantWallet, BigInt(session.crypto.amountUnits));
+    const snapshot = await chain.snapshot();
+    const tx = await chain.sendRaw(raw);
+    await runWatcher();
+    const orderId = (await getSession(session.id)).orderId;
+    await chain.revert(snapshot);
+    await chain.mine(2);
+    await runWatcher();
+    expect((await getSession(session.id)).orderStatus).toBe('FAILED');
+
+    expect(await chain.sendRaw(raw)).toBe(tx); // re-broadcast: same hash, another block
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    const read = await getSession(session.id);
+    expect(read).toMatchObject({ status: 'COMPLETE', orderId, orderStatus: 'PAID' });
+    expect(await getOrder(orderId)).toMatchObject({ txHash: tx, fromAddress: buyer });
+    const rows = await transfersOf(tx);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ status: 'CONFIRMED', order_id: orderId });
+    expect((await events(orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.failed', 'order.pending', 'order.paid']);
   });
 });
