@@ -931,7 +931,7 @@ export interface paths {
             path: {
                 /** @description Resource identifier. */
                 id: components["parameters"]["PathId"];
-                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default); chain ids are stored as 32-bit integers. */
                 chainId: number;
             };
             cookie?: never;
@@ -3749,7 +3749,7 @@ export interface operations {
             path: {
                 /** @description Resource identifier. */
                 id: components["parameters"]["PathId"];
-                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default); chain ids are stored as 32-bit integers. */
                 chainId: number;
             };
             cookie?: never;
@@ -3803,7 +3803,7 @@ export interface operations {
             path: {
                 /** @description Resource identifier. */
                 id: components["parameters"]["PathId"];
-                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default); chain ids are stored as 32-bit integers. */
                 chainId: number;
             };
             cookie?: never;
@@ -3830,6 +3830,7 @@ export interface operations {
             query?: {
                 /** @description Only transfers matched to this organization's sessions (ignored transfers have none). */
                 orgId?: string;
+                /** @description Only transfers on this EVM chain (chain ids are stored as 32-bit integers). */
                 chainId?: number;
                 status?: components["schemas"]["CryptoTransferStatus"];
                 /** @description Page number, starting at 1. Default 1. */

@@ -223,6 +223,11 @@ export function toAppError(thrown: unknown, operation?: unknown): { error: AppEr
     }
   }
 
+  // The router could not percent-decode a path segment (`%ED%A0%80`, a lone `%`): the client's fault.
+  if (thrown instanceof URIError && status === 400) {
+    return { error: validationError('Malformed percent-encoding in the request path'), internal: false };
+  }
+
   // Other client errors of the body reader (a corrupt gzip/deflate stream): the client's fault.
   if (status === 400 && (err as { expose?: boolean }).expose) {
     return { error: validationError('Request body could not be decoded'), internal: false };
