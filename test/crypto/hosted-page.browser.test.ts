@@ -69,7 +69,7 @@ describe.skipIf(!available)('crypto checkout page in a browser', () => {
     await expect(page.getByTestId('crypto-chain').textContent()).resolves.toBe('Hardhat');
     await expect(page.getByTestId('crypto-recipient').textContent()).resolves.toBe(chain.accounts[1]);
     // The QR code is an SVG data: URI the strict CSP lets through; the browser actually renders it.
-    const qrWidth = await page.getByTestId('crypto-qr').evaluate((img) => (img as HTMLImageElement).naturalWidth);
+    const qrWidth = await page.getByTestId('crypto-qr').evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth);
     expect(qrWidth).toBeGreaterThan(0);
     await page.screenshot({ path: 'test/e2e/.artifacts/crypto-instructions.png', fullPage: true }).catch(() => undefined);
 
