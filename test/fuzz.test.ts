@@ -68,7 +68,7 @@ beforeAll(async () => {
 
   setKnownValues([...knownIds.public, ...knownIds.admin]);
 
-  credentials = (op) => {
+  credentials = (op): Record<string, string> => {
     const schemes = op.security.flatMap((requirement) => Object.keys(requirement));
     if (schemes.includes('ApiKeyAuth')) return { 'X-API-Key': ctx.orgA.apiKey };
     if (schemes.includes('BearerAuth')) return { Authorization: `Bearer ${telemetry.key}` };
