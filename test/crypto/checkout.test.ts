@@ -277,3 +277,20 @@ describe('hosted page', () => {
     expect(page.text).not.toContain('data-testid="instructions"');
   });
 });
+
+describe('removing receiving wallets', () => {
+  it('removes a wallet (404 when there is none); without any wallet crypto checkout is 403 again', async () => {
+    const url = (chain: number) => `/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${chain}`;
+    const removed = await ctx.admin.delete(url(CHAIN_A));
+    expect(removed.status).toBe(200);
+    expect(removed.body.data).toMatchObject({ chainId: CHAIN_A, address: WALLET });
+    expect((await ctx.admin.delete(url(CHAIN_A))).status).toBe(404);
+    // USDC falls back to the next configured chain with a wallet.
+    expect((await create(crypto(9_100_000))).body.data.crypto).toMatchObject({ chainId: CHAIN_B, recipient: WALLET_B });
+    await ctx.admin.delete(url(CHAIN_B)).expect(200);
+    expect((await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets`)).body.data).toEqual([]);
+    expect((await create(crypto(9_100_000))).status).toBe(403);
+    // Another organization's wallets are its own.
+    expect((await ctx.admin.get(`/v1/orgs/ORG_unknown/receiving-wallets`)).status).toBe(404);
+  });
+});
