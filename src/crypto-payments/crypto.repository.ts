@@ -231,7 +231,8 @@ export class KnexCryptoRepository implements CryptoRepository {
   }
 
   async deleteWallet(orgId: string, chainId: number): Promise<boolean> {
-    return (await this.db('org_receiving_wallets').where({ org_id: orgId, chain_id: chainId }).delete()) > 0;
+    const deleted = await this.db('org_receiving_wallets').where({ org_id: orgId, chain_id: chainId }).delete().returning('chain_id');
+    return deleted.length > 0;
   }
 
   async watchedAddresses(chainId: number, now: Date): Promise<`0x${string}`[]> {

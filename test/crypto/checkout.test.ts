@@ -282,7 +282,7 @@ describe('removing receiving wallets', () => {
   it('removes a wallet (404 when there is none); without any wallet crypto checkout is 403 again', async () => {
     const url = (chain: number) => `/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${chain}`;
     const removed = await ctx.admin.delete(url(CHAIN_A));
-    expect(removed.status).toBe(200);
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     expect(removed.body.data).toMatchObject({ chainId: CHAIN_A, address: WALLET });
     expect((await ctx.admin.delete(url(CHAIN_A))).status).toBe(404);
     // USDC falls back to the next configured chain with a wallet.
