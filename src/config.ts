@@ -46,6 +46,12 @@ export interface Config {
    * attempt timeout plus a margin), default 60.
    */
   webhookLeaseSeconds: number;
+  /**
+   * Deliveries one worker claims and sends concurrently per pass (WEBHOOK_DELIVERY_BATCH_SIZE,
+   * default 50), and its pause when nothing was due (WEBHOOK_DELIVERY_POLL_MS, default 100).
+   */
+  webhookBatchSize: number;
+  webhookPollMs: number;
   /** How long the sandbox processor's asynchronous test cards stay pending. */
   sandboxSettleDelayMs: number;
   /** Crypto checkout: watched chains, accepted tokens, matching rules (CRYPTO_* variables). */
@@ -215,6 +221,8 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
     webhookLeaseSeconds: webhookLeaseSeconds(env),
+    webhookBatchSize: positiveInt(env, 'WEBHOOK_DELIVERY_BATCH_SIZE', 50),
+    webhookPollMs: positiveInt(env, 'WEBHOOK_DELIVERY_POLL_MS', 100),
     crypto: cryptoConfig(env),
     telemetry: {
       monthlyTraceQuota: positiveInt(env, 'TELEMETRY_MONTHLY_TRACE_QUOTA', 1_000_000),

@@ -50,7 +50,7 @@ export interface Services {
   chainWatcher: ChainWatcher;
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
   const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
   const webhookRepo = new KnexWebhookRepository(deps.db);
   const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
@@ -77,6 +77,8 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
     webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), {
       leaseMs: deps.config?.webhookLeaseSeconds ? deps.config.webhookLeaseSeconds * 1000 : undefined,
+      batchSize: deps.config?.webhookBatchSize,
+      idleIntervalMs: deps.config?.webhookPollMs,
       onOutcome: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
     }),
     agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),

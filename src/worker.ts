@@ -12,6 +12,8 @@ export interface Job {
   intervalMs: number;
   /** One pass. Returns true when it did work, so the next pass starts at once. */
   run(): Promise<boolean>;
+  /** Work a pass left running in the background, awaited when the worker stops. */
+  drain?(): Promise<void>;
 }
 
 export interface Worker {
@@ -30,6 +32,7 @@ export function startWorker(jobs: Job[], logger: Logger): Worker {
       }
       if (!busy && !stopped) await sleep(job.intervalMs, () => stopped);
     }
+    await job.drain?.();
   });
   return {
     stop: async () => {
@@ -43,7 +46,7 @@ export function startWorker(jobs: Job[], logger: Logger): Worker {
 async function sleep(ms: number, cancelled: () => boolean): Promise<void> {
   const until = Date.now() + ms;
   while (!cancelled() && Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(100, until - Date.now())));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(50, until - Date.now())));
   }
 }
 

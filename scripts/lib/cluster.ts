@@ -123,6 +123,8 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** Echo the child's output to this process's stderr, prefixed by its name. */
   echo?: boolean;
+  /** Extra node flags (e.g. --cpu-prof for profiling a benchmark run). */
+  nodeArgs?: string[];
 }
 
 export async function startKassa(deployment: Deployment, options: StartOptions): Promise<KassaProcess> {
@@ -152,7 +154,7 @@ export async function startKassa(deployment: Deployment, options: StartOptions):
   };
   // Vitest's own variables would make the child believe it is a test worker.
   for (const key of Object.keys(env)) if (key.startsWith('VITEST')) delete env[key];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--role', options.role], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts', '--role', options.role], {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

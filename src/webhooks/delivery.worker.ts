@@ -65,8 +65,38 @@ export class DeliveryWorker {
     this.random = options.random ?? Math.random;
   }
 
+  /**
+   * The worker job: keeps up to `batchSize` deliveries in flight and claims again as soon as one
+   * finishes, so a slow receiver never holds up the others (runOnce, used by tests and tools,
+   * waits for its whole batch instead). Stopping waits for the deliveries in flight.
+   */
   job(): Job {
-    return { name: 'webhook-delivery', intervalMs: this.options.idleIntervalMs ?? 1000, run: async () => (await this.runOnce()) > 0 };
+    const inFlight = new Set<Promise<void>>();
+    const run = async (): Promise<boolean> => {
+      const free = this.batchSize - inFlight.size;
+      const claimed = free > 0 ? await this.repo.claimDue(this.clock.now(), free, this.leaseMs) : [];
+      if (claimed.length > 0) {
+        const signers = await this.signingKeys.signers();
+        for (const c of claimed) {
+          const delivery: Promise<void> = this.deliver(c, signers)
+            .catch((err) => this.logger.error({ err, deliveryId: c.delivery.id }, 'webhook delivery failed unexpectedly; it is due again when its lease expires'))
+            .finally(() => inFlight.delete(delivery));
+          inFlight.add(delivery);
+        }
+      }
+      if (inFlight.size === 0) return false;
+      // Full, or nothing more was due: wait for a slot (or for a result that may free more work).
+      if (inFlight.size >= this.batchSize || claimed.length === 0) await Promise.race(inFlight);
+      return true;
+    };
+    return {
+      name: 'webhook-delivery',
+      intervalMs: this.options.idleIntervalMs ?? 1000,
+      run,
+      drain: async () => {
+        await Promise.all(inFlight);
+      },
+    };
   }
 
   /** Claims what is due and delivers it; returns how many deliveries were handled. */

@@ -7,6 +7,7 @@
  * redirects (3xx are final by the spec) and lets us stop reading a large response early.
  */
 import https from 'node:https';
+import tls from 'node:tls';
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -51,7 +52,8 @@ export function postWebhook(url: URL, headers: Record<string, string>, body: Buf
         'user-agent': USER_AGENT,
       },
       lookup: options.lookup,
-      ca: options.ca,
+      // Building a TLS context (the whole CA store) per attempt costs more than the handshake.
+      secureContext: secureContextFor(options.ca),
       agent: false,
       // autoSelectFamily is on by default in Node 20; our lookup answers both forms.
     });
@@ -88,6 +90,18 @@ export function postWebhook(url: URL, headers: Record<string, string>, body: Buf
     });
     req.end(body);
   });
+}
+
+const contexts = new Map<string | Buffer | undefined, tls.SecureContext>();
+
+/** One TLS client context per trusted-CA setting: the system store (plus NODE_EXTRA_CA_CERTS), or `ca` alone (as the `ca` option of a request would). */
+function secureContextFor(ca: string | Buffer | undefined): tls.SecureContext {
+  let context = contexts.get(ca);
+  if (!context) {
+    context = tls.createSecureContext(ca === undefined ? {} : { ca });
+    contexts.set(ca, context);
+  }
+  return context;
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
