@@ -59,8 +59,13 @@ export class CheckoutSessionService {
     const now = this.clock.now();
     const requestHash = sha256Hex(canonicalize(body) ?? '');
     const stores = this.uow.stores;
-    await stores.sessions.deleteIdempotencyRecordOlderThan(orgId, idempotencyKey, new Date(now.getTime() - IDEMPOTENCY_TTL_MS));
-    const existing = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+    const expiredBefore = new Date(now.getTime() - IDEMPOTENCY_TTL_MS);
+    let existing = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+    // A key older than the TTL starts a new checkout (deleted only then: one round trip less on every creation).
+    if (existing && existing.createdAt.getTime() < expiredBefore.getTime()) {
+      await stores.sessions.deleteIdempotencyRecordOlderThan(orgId, idempotencyKey, expiredBefore);
+      existing = undefined;
+    }
     if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
 
     const { session, crypto } = await this.build(orgId, body, now);

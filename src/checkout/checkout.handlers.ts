@@ -6,8 +6,9 @@ import { presentCheckoutSession } from './checkout-session.presenter.js';
 type CheckoutHandlers = Pick<MerchantHandlers, 'createCheckoutSession' | 'getCheckoutSession' | 'expireCheckoutSession'>;
 
 export function createCheckoutHandlers(sessions: CheckoutSessionService, publicBaseUrl: string): CheckoutHandlers {
-  const present = async (session: CheckoutSession) =>
-    presentCheckoutSession(session, await sessions.orderOf(session), {
+  /** `fresh`: just created, so no payment (and no order) can exist yet: one query less. */
+  const present = async (session: CheckoutSession, fresh = false) =>
+    presentCheckoutSession(session, fresh ? undefined : await sessions.orderOf(session), {
       publicBaseUrl,
       payable: sessions.isPayable(session),
       crypto: await sessions.cryptoQuoteOf(session),
@@ -18,7 +19,7 @@ export function createCheckoutHandlers(sessions: CheckoutSessionService, publicB
       return {
         status: 201,
         headers: replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
-        body: { success: true, message: replayed ? 'Checkout session already created with this Idempotency-Key' : 'Checkout session created', data: await present(session) },
+        body: { success: true, message: replayed ? 'Checkout session already created with this Idempotency-Key' : 'Checkout session created', data: await present(session, !replayed) },
       };
     },
     getCheckoutSession: async ({ auth, params }) => ({
