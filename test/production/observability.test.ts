@@ -18,6 +18,7 @@ import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { HOSTED_PAGE_CSP } from '../../src/checkout/hosted-pages.js';
+import { BENCH_FLOOR_TABLE_SQL } from '../../src/observability/bench-floor.js';
 import { bearer, createProjectWithKey, span, spanId, traceId } from '../telemetry/helpers.js';
 
 let ctx: TestContext;
@@ -232,5 +233,18 @@ describe('security headers', () => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     // PUBLIC_API_URL is http in this context.
     expect((await platform.get('/v1/webhooks/signing-key')).headers['strict-transport-security']).toBeUndefined();
+  });
+});
+
+describe('the benchmark floor route', () => {
+  it('exists only with KASSA_BENCH_FLOOR, and writes one row in a transaction per request', async () => {
+    expect((await merchant.post('/__bench/floor').send({})).status).toBe(404);
+    await ctx.testDb.database.db.raw(BENCH_FLOOR_TABLE_SQL);
+    const floor = supertest(await createMerchantApp({ ...ctx.deps, config: { ...ctx.config, benchFloor: true } }));
+    const res = await floor.post('/__bench/floor').send({});
+    expect(res.status).toBe(201);
+    expect(res.body.data.id).toMatch(/^BF_/);
+    const rows = await ctx.testDb.database.db('bench_floor').select('id');
+    expect(rows.map((r) => r.id)).toEqual([res.body.data.id]);
   });
 });

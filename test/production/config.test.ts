@@ -1,0 +1,45 @@
+/** The production-readiness settings: defaults and the values refused at start. */
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+const load = (env: Record<string, string>) => loadConfig(env, []);
+
+describe('production settings', () => {
+  it('have documented defaults', () => {
+    const config = load({});
+    expect(config).toMatchObject({
+      databasePoolMax: 10,
+      merchantRateLimitPerMinute: 6000,
+      webhookLeaseSeconds: 60,
+      webhookBatchSize: 50,
+      webhookPollMs: 100,
+      benchFloor: false,
+    });
+  });
+
+  it('take their environment variables', () => {
+    const config = load({
+      DATABASE_POOL_MAX: '25',
+      MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
+      WEBHOOK_DELIVERY_LEASE_SECONDS: '15',
+      WEBHOOK_DELIVERY_BATCH_SIZE: '8',
+      WEBHOOK_DELIVERY_POLL_MS: '20',
+      KASSA_BENCH_FLOOR: 'true',
+    });
+    expect(config).toMatchObject({ databasePoolMax: 25, merchantRateLimitPerMinute: 0, webhookLeaseSeconds: 15, webhookBatchSize: 8, webhookPollMs: 20, benchFloor: true });
+  });
+
+  it.each([
+    [{ DATABASE_POOL_MAX: '1' }, /DATABASE_POOL_MAX must be at least 2/],
+    [{ DATABASE_POOL_MAX: 'ten' }, /DATABASE_POOL_MAX must be a positive integer/],
+    [{ MERCHANT_RATE_LIMIT_PER_MINUTE: '-1' }, /MERCHANT_RATE_LIMIT_PER_MINUTE must be a non-negative integer/],
+    [{ WEBHOOK_DELIVERY_LEASE_SECONDS: '14' }, /WEBHOOK_DELIVERY_LEASE_SECONDS must be at least 15/],
+    [{ WEBHOOK_DELIVERY_BATCH_SIZE: '0' }, /WEBHOOK_DELIVERY_BATCH_SIZE must be a positive integer/],
+    [{ WEBHOOK_DELIVERY_POLL_MS: '1.5' }, /WEBHOOK_DELIVERY_POLL_MS must be a positive integer/],
+    [{ KASSA_BENCH_FLOOR: 'true', NODE_ENV: 'production' }, /KASSA_BENCH_FLOOR=true .* refused when NODE_ENV=production/],
+    [{ KASSA_BENCH_FLOOR: 'maybe' }, /KASSA_BENCH_FLOOR must be true or false/],
+  ])('refuse %j', (env, message) => {
+    expect(() => load(env)).toThrow(ConfigError);
+    expect(() => load(env)).toThrow(message);
+  });
+});
