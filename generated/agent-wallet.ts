@@ -621,6 +621,25 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
+        /** @description The body was sent with a content type other than `application/json` (`UNSUPPORTED_MEDIA_TYPE`). */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "success": false,
+                 *       "message": "Request body must be sent as Content-Type: application/json",
+                 *       "error": {
+                 *         "code": "UNSUPPORTED_MEDIA_TYPE",
+                 *         "message": "Request body must be sent as Content-Type: application/json"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
     };
     parameters: never;
     requestBodies: never;
@@ -1027,6 +1046,7 @@ export interface operations {
             401: components["responses"]["AgentUnauthorized"];
             403: components["responses"]["SignTypedDataForbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["SignTypedDataFailed"];
             503: components["responses"]["AgentServiceUnavailable"];
         };

@@ -12,6 +12,7 @@ import { AppError, envelopeBody, telemetryBody, toAppError } from './errors.js';
 import { listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
 import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
+import { contractRecorder } from './contract-log.js';
 import type { HttpMetrics } from '../observability/metrics.js';
 
 /** Resolves one security scheme; returns the caller's identity or throws AppError. */
@@ -64,6 +65,7 @@ const expressPath = (template: string): string => template.replace(/\{([^}]+)\}/
 
 export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const { logger, clock } = options;
+  const recordContract = contractRecorder();
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', options.trustProxy ?? false);
@@ -84,6 +86,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       // The path only: query strings can carry e-mail addresses and references.
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
+      if (req.operationId) recordContract?.(req.operationId, res.statusCode);
     });
     // The client hung up before the answer was sent: logged and timed as 499, nginx's "client
     // closed request" (the status the handler would have sent is not known yet).
