@@ -8,6 +8,7 @@ import { conflict, notFound, validationError } from '../http/errors.js';
 import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
 import type { CommerceStores, CommerceUnitOfWork } from './stores.js';
 import type { Order, OrderFilter } from './order.repository.js';
+import type { Customer } from './customer.repository.js';
 import { presentWebhookOrder } from './order.presenter.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
@@ -92,36 +93,12 @@ export class OrderService {
           });
       if (!customer || !customer.email) throw validationError('An e-mail address is required to pay');
       const paid = result.outcome === 'succeeded';
-      const order: Order = {
-        id: newId('ORD'),
-        orgId: session.orgId,
+      const order = orderForSession(session, customer, now, {
         status: paid ? 'PAID' : 'PENDING',
-        provider: session.provider,
-        amountCents: session.amount,
-        amountRefundedCents: 0,
-        currency: session.currency,
-        customerId: customer.id,
-        customerEmail: customer.email,
-        productId: session.product.productId,
-        productName: session.product.name,
-        paymentLinkId: session.paymentLinkId,
-        checkoutSessionId: session.id,
-        subscriptionId: null,
-        originalOrderId: null,
-        merchantReference: session.merchantReference,
-        merchantMetadata: session.metadata,
-        note: null,
-        disputed: false,
         settledAvailableOn: paid && session.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
-        chain: null,
-        fromAddress: null,
-        txHash: null,
         processorPaymentId: result.processorPaymentId,
         paymentMethod: result.paymentMethod ?? null,
-        billingPeriod: null,
-        createdAt: now,
-        updatedAt: now,
-      };
+      });
       await stores.orders.insert(order);
       await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now });
       const linked = paid ? await this.afterPaid(stores, session, order, now) : order;
@@ -188,34 +165,7 @@ export class OrderService {
           order = { ...existing, ...attached, status: 'PENDING', updatedAt: now };
           await stores.orders.update(order);
         } else {
-          order = {
-            id: newId('ORD'),
-            orgId: session.orgId,
-            status: 'PENDING',
-            provider: 'CRYPTO',
-            amountCents: session.amount,
-            amountRefundedCents: 0,
-            currency: session.currency,
-            customerId: customer.id,
-            customerEmail: customer.email,
-            productId: session.product.productId,
-            productName: session.product.name,
-            paymentLinkId: session.paymentLinkId,
-            checkoutSessionId: session.id,
-            subscriptionId: null,
-            originalOrderId: null,
-            merchantReference: session.merchantReference,
-            merchantMetadata: session.metadata,
-            note: null,
-            disputed: false,
-            settledAvailableOn: null,
-            ...attached,
-            processorPaymentId: null,
-            paymentMethod: null,
-            billingPeriod: null,
-            createdAt: now,
-            updatedAt: now,
-          };
+          order = orderForSession(session, customer, now, { status: 'PENDING', ...attached });
           await stores.orders.insert(order);
         }
         const open = session.status === 'CREATED' && session.expiresAt.getTime() > now.getTime();
@@ -291,6 +241,40 @@ export class OrderService {
   listCustomers(orgId: string, filter: { email?: string }, page: number, size: number) {
     return this.uow.stores.customers.listWithOrders(orgId, filter, { offset: (page - 1) * size, limit: size });
   }
+}
+
+/** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */
+function orderForSession(session: CheckoutSession, customer: Customer, now: Date, fields: Pick<Order, 'status'> & Partial<Order>): Order {
+  return {
+    id: newId('ORD'),
+    orgId: session.orgId,
+    provider: session.provider,
+    amountCents: session.amount,
+    amountRefundedCents: 0,
+    currency: session.currency,
+    customerId: customer.id,
+    customerEmail: customer.email,
+    productId: session.product.productId,
+    productName: session.product.name,
+    paymentLinkId: session.paymentLinkId,
+    checkoutSessionId: session.id,
+    subscriptionId: null,
+    originalOrderId: null,
+    merchantReference: session.merchantReference,
+    merchantMetadata: session.metadata,
+    note: null,
+    disputed: false,
+    settledAvailableOn: null,
+    chain: null,
+    fromAddress: null,
+    txHash: null,
+    processorPaymentId: null,
+    paymentMethod: null,
+    billingPeriod: null,
+    createdAt: now,
+    updatedAt: now,
+    ...fields,
+  };
 }
 
 /** Order transitions a payment result may cause; undefined = no change. */
