@@ -33,8 +33,22 @@ function walk(schema: Schema | undefined, value: unknown, path: string): void {
   }
 }
 
+/** Whether a (dereferenced, possibly cyclic) schema declares `x-max-bytes` anywhere. */
+function declaresMaxBytes(schema: unknown, seen = new Set<unknown>()): boolean {
+  if (!schema || typeof schema !== 'object' || seen.has(schema)) return false;
+  seen.add(schema);
+  if ('x-max-bytes' in (schema as object)) return true;
+  return Object.values(schema as object).some((child) => declaresMaxBytes(child, seen));
+}
+
+// Most bodies have no byte limit anywhere: skip walking them (an ingest batch has 10^5 values).
+const hasLimits = new WeakMap<object, boolean>();
+
 export function checkByteLimits(op: OperationInfo, req: Request): void {
   const requestBody = op.operation.requestBody as { content?: Record<string, { schema?: Schema }> } | undefined;
   const schema = requestBody?.content?.['application/json']?.schema;
-  if (schema && req.body !== undefined) walk(schema, req.body, 'body');
+  if (!schema || req.body === undefined) return;
+  let limited = hasLimits.get(schema);
+  if (limited === undefined) hasLimits.set(schema, (limited = declaresMaxBytes(schema)));
+  if (limited) walk(schema, req.body, 'body');
 }

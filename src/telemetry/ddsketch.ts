@@ -39,6 +39,11 @@ export class DDSketch {
   }
 
   private addToBin(index: number, weight: number): void {
+    const k = index - this.offset;
+    if (k >= 0 && k < this.counts.length) {
+      this.counts[k]! += weight;
+      return;
+    }
     this.ensure(index, index);
     this.counts[index - this.offset]! += weight;
   }

@@ -1,7 +1,8 @@
 /**
  * Ingest: validates and maps a batch (normalize.ts), samples it by trace id, and stores it in one
- * transaction — new trace summaries, span upserts, summaries of extended traces, metric rollups,
- * metric points and the monthly quota — so a batch is stored whole or not at all.
+ * transaction — new traces, extended traces (spans merged by span id, summary recomputed), model
+ * calls, metric rollups, metric points and the monthly quota — so a batch is stored whole or not
+ * at all.
  *
  * Rollups are maintained incrementally: the model-call spans that are new to the store are merged
  * into their minute, hour and day cells under a per-cell advisory lock. A re-sent span replaces
@@ -21,10 +22,13 @@ import type { ProjectRepository } from './projects.repository.js';
 import { startOfNextUtcMonth, startOfUtcMonth } from './projects.service.js';
 import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey } from './rollups.js';
 import { keepTrace, samplingThreshold } from './sampling.js';
-import type { CellKey, CellRow, IngestTx, Resolution, StoreRepository, TraceSummary } from './store.repository.js';
+import { ConcurrentInsertError, type CellKey, type CellRow, type IngestTx, type ModelCallRow, type Resolution, type SpanDoc, type StoreRepository, type TraceSummary, type TraceWrite } from './store.repository.js';
 
 type IngestRequest = components['schemas']['IngestRequest'];
 type OtlpRequest = components['schemas']['OtlpExportTraceServiceRequest'];
+
+/** After a batch meets stored traces, this many of the project's next batches look them up first. */
+const LOOKUP_FIRST_BATCHES = 20;
 
 export interface IngestCounts {
   tracesReceived: number;
@@ -83,6 +87,53 @@ export function summarize(trace: NormalizedTrace): TraceSummary {
 
 const cellId = (k: CellKey): string => `${k.resolution}|${k.bucketMs}|${k.model}|${k.vendor}`;
 
+export const toDoc = (s: NormalizedSpan): SpanDoc => ({
+  s: s.spanId,
+  p: s.parentSpanId,
+  n: s.name,
+  k: s.kind,
+  st: s.startMs,
+  et: s.endMs,
+  c: s.statusCode,
+  m: s.statusMessage,
+  a: s.attributes,
+});
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+
+/** A stored span back in normalized form; its model-call fields live in its (mapped) attributes. */
+export const fromDoc = (traceId: string, d: SpanDoc): NormalizedSpan => ({
+  traceId,
+  spanId: d.s,
+  parentSpanId: d.p,
+  name: d.n,
+  kind: d.k,
+  startMs: d.st,
+  endMs: d.et,
+  statusCode: d.c,
+  statusMessage: d.m,
+  attributes: d.a,
+  model: str(d.a['llm.model']),
+  vendor: str(d.a['llm.vendor']),
+  tokensInput: num(d.a['llm.tokens.input']),
+  tokensOutput: num(d.a['llm.tokens.output']),
+  cost: num(d.a['llm.cost']),
+});
+
+const toModelCall = (s: NormalizedSpan): ModelCallRow => ({
+  traceId: s.traceId,
+  spanId: s.spanId,
+  startMs: s.startMs,
+  model: s.model!,
+  vendor: s.vendor,
+  durationMs: s.endMs - s.startMs,
+  tokensInput: s.tokensInput,
+  tokensOutput: s.tokensOutput,
+  cost: s.cost,
+  isError: s.statusCode === 'ERROR',
+});
+
 export class IngestService {
   constructor(
     private readonly store: StoreRepository,
@@ -115,9 +166,34 @@ export class IngestService {
     kept.sort((a, b) => (a.traceId < b.traceId ? -1 : 1));
     const now = this.clock.now();
 
+    // Batches usually carry new traces only, and are inserted without looking them up first; a
+    // batch that meets a stored trace (or races another batch starting the same trace) is retried
+    // with the lookup, and the project's next batches look up first for a while (OTLP exporters
+    // often send one trace over several batches).
+    let optimistic = (this.lookupFirst.get(project.id) ?? 0) <= 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.storeBatch(auth, project.id, kept, batch, now, optimistic);
+        if (!optimistic) this.lookupFirst.set(project.id, (this.lookupFirst.get(project.id) ?? 1) - 1);
+        return counts;
+      } catch (err) {
+        if (!(err instanceof ConcurrentInsertError) || attempt >= 5) throw err;
+        if (optimistic) {
+          if (this.lookupFirst.size > 10_000) this.lookupFirst.clear();
+          this.lookupFirst.set(project.id, LOOKUP_FIRST_BATCHES);
+        }
+        optimistic = false;
+      }
+    }
+  }
+
+  /** Per project: how many more batches to store with a lookup first (a performance hint only). */
+  private readonly lookupFirst = new Map<string, number>();
+
+  private async storeBatch(auth: TelemetryAuth, projectId: string, kept: NormalizedTrace[], batch: NormalizedBatch, now: Date, optimistic: boolean): Promise<void> {
     await this.store.transaction(async (tx) => {
-      const newTraces = await this.storeTraces(tx, project.id, kept, now);
-      await tx.insertMetricPoints(project.id, batch.metrics);
+      const newTraces = await this.storeTraces(tx, projectId, kept, now, optimistic);
+      await tx.insertMetricPoints(projectId, batch.metrics);
       if (newTraces > 0) {
         // Last: the counter row is hot (every batch of the organization), so it is held briefly.
         const monthStart = startOfUtcMonth(now);
@@ -131,34 +207,41 @@ export class IngestService {
         }
       }
     });
-    return counts;
   }
 
-  /** Writes traces, spans and rollups; returns how many traces were new to the store. */
-  private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date): Promise<number> {
+  /** Writes traces (with their spans), model calls and rollups; returns how many traces were new. */
+  private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date, optimistic: boolean): Promise<number> {
     if (traces.length === 0) return 0;
     const byId = new Map(traces.map((t) => [t.traceId, t]));
-    const newIds = await tx.insertNewTraces(projectId, traces.map(summarize), now);
-    let extended: string[] = [];
-    let pending = traces.filter((t) => !newIds.has(t.traceId)).map((t) => t.traceId);
-    // A stored trace can vanish between the insert and the lock (retention); it is then new again.
-    for (let attempt = 0; pending.length > 0; attempt++) {
-      const locked = await tx.lockTraces(projectId, pending);
-      extended = extended.concat(pending.filter((id) => locked.has(id)));
-      const vanished = pending.filter((id) => !locked.has(id));
-      if (vanished.length === 0) break;
-      if (attempt >= 3) throw new Error('traces keep vanishing during ingest');
-      const inserted = await tx.insertNewTraces(projectId, vanished.map((id) => summarize(byId.get(id)!)), now);
-      for (const id of inserted) newIds.add(id);
-      pending = vanished.filter((id) => !inserted.has(id));
-    }
+    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans.map(toDoc) });
+    const { inserted, existing } = await tx.claimTraces(projectId, traces.map(write), now, { optimistic });
+
+    // Traces already stored: merge the batch's spans into the stored document (a re-sent span id
+    // replaces the stored span) and rewrite the trace with its recomputed summary.
     const previous = new Map<string, { startMs: number; isModelCall: boolean }>();
-    for (const p of await tx.spansOf(projectId, extended)) previous.set(`${p.traceId}:${p.spanId}`, p);
+    const merged: TraceWrite[] = [];
+    for (const [traceId, stored] of existing) {
+      const incoming = byId.get(traceId)!;
+      const spans = new Map(stored.spans.map((d) => [d.s, fromDoc(traceId, d)]));
+      for (const span of incoming.spans) {
+        const old = spans.get(span.spanId);
+        if (old) previous.set(`${traceId}:${span.spanId}`, { startMs: old.startMs, isModelCall: old.model !== null });
+        spans.set(span.spanId, span);
+      }
+      merged.push(write({ traceId, spans: [...spans.values()] }));
+    }
+    await tx.updateTraces(projectId, merged, now);
 
     const spans: NormalizedSpan[] = [];
     for (const t of traces) for (const s of t.spans) spans.push(s);
-    await tx.upsertSpans(projectId, spans);
-    await tx.recomputeTraces(projectId, extended, now);
+    const replacedCalls: Array<{ traceId: string; spanId: string; startMs: number }> = [];
+    for (const [key, old] of previous) {
+      if (!old.isModelCall) continue;
+      const [traceId, spanId] = key.split(':') as [string, string];
+      replacedCalls.push({ traceId, spanId, startMs: old.startMs });
+    }
+    await tx.deleteModelCalls(projectId, replacedCalls);
+    await tx.insertModelCalls(projectId, spans.filter((s) => s.model !== null).map(toModelCall));
 
     const deltas = new Map<string, { key: CellKey; stats: CellStats }>();
     const recomputeMinutes = new Set<number>();
@@ -166,13 +249,7 @@ export class IngestService {
       const id = cellId(key);
       let entry = deltas.get(id);
       if (!entry) deltas.set(id, (entry = { key, stats: new CellStats() }));
-      entry.stats.addSample({
-        durationMs: span.endMs - span.startMs,
-        tokensInput: span.tokensInput,
-        tokensOutput: span.tokensOutput,
-        cost: span.cost,
-        isError: span.statusCode === 'ERROR',
-      });
+      entry.stats.addSample(toModelCall(span));
     };
     for (const span of spans) {
       const old = previous.get(`${span.traceId}:${span.spanId}`);
@@ -182,13 +259,21 @@ export class IngestService {
         continue;
       }
       if (span.model === null) continue;
-      const vendor = vendorKey(span.vendor);
-      for (const resolution of ['m', 'h', 'd'] as const) {
-        addDelta({ resolution, bucketMs: floorTo(span.startMs, resolution), model: span.model, vendor }, span);
+      addDelta({ resolution: 'm', bucketMs: floorTo(span.startMs, 'm'), model: span.model, vendor: vendorKey(span.vendor) }, span);
+    }
+    // Hours and days get the merge of their minutes' deltas (cheaper than adding every sample thrice).
+    const minuteDeltas = [...deltas.values()];
+    for (const resolution of ['h', 'd'] as const) {
+      for (const { key, stats } of minuteDeltas) {
+        const coarse: CellKey = { ...key, resolution, bucketMs: floorTo(key.bucketMs, resolution) };
+        const id = cellId(coarse);
+        let entry = deltas.get(id);
+        if (!entry) deltas.set(id, (entry = { key: coarse, stats: new CellStats() }));
+        entry.stats.merge(stats);
       }
     }
     if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
-    return newIds.size;
+    return inserted.size;
   }
 
   private async applyRollups(

@@ -51,9 +51,6 @@ export interface NormalizedBatch {
   spanCount: number;
 }
 
-/** Where a problem is, for `details`: the native body, or an OTLP request's coordinates. */
-export type TraceLocation = Record<string, string | number | null>;
-
 export const invalidTrace = (message: string, details: ErrorDetails): AppError =>
   new AppError('VALIDATION_ERROR', message, { telemetryCode: 'invalid_trace', details });
 
@@ -73,55 +70,75 @@ const isName = (v: unknown): v is string => typeof v === 'string' && v.length >=
 /** Rounds a computed USD amount to 1e-12 so list prices do not show binary noise (0.0065000000000000004). */
 const roundUsd = (v: number): number => Math.round(v * 1e12) / 1e12;
 
+const MODEL_KEYS = [
+  'llm.vendor', 'llm.model', 'llm.tokens.input', 'llm.tokens.output', 'llm.cost',
+  'gen_ai.provider.name', 'gen_ai.system', 'gen_ai.response.model', 'gen_ai.request.model',
+  'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens',
+];
+
+/** The key an llm.* value comes from: the llm.* key itself, else the first GenAI source present. */
+function sourceKey(attrs: Attributes, target: string, first?: string, second?: string): string | undefined {
+  if (attrs[target] !== undefined) return target;
+  if (first !== undefined && attrs[first] !== undefined) return first;
+  if (second !== undefined && attrs[second] !== undefined) return second;
+  return undefined;
+}
+
+type Mapped =
+  | { ok: true; attributes: Attributes; model: string | null; vendor: string | null; tokensInput: number | null; tokensOutput: number | null; cost: number | null }
+  | { ok: false; field: string; message: string };
+
+const NOT_A_MODEL_CALL = (attributes: Attributes): Mapped => ({ ok: true, attributes, model: null, vendor: null, tokensInput: null, tokensOutput: null, cost: null });
+
+const bad = (key: string, what: string): Mapped => ({ ok: false, field: `attributes.${key}`, message: `${key} must be ${what}` });
+
 /**
  * GenAI → llm.* mapping and type checks of the model-call attributes. Returns the (possibly
  * extended) attribute map and the extracted fields, or the name of the offending attribute.
+ * Written without closures: it runs once per span of every batch.
  */
-export function mapModelCall(
-  input: Attributes,
-  prices: PriceTable,
-):
-  | { ok: true; attributes: Attributes; model: string | null; vendor: string | null; tokensInput: number | null; tokensOutput: number | null; cost: number | null }
-  | { ok: false; field: string; message: string } {
-  let attributes = input;
-  const set = (key: string, value: AttributeValue) => {
-    if (attributes === input) attributes = { ...input };
-    attributes[key] = value;
-  };
-  // Mapped only when the llm.* key is absent; the original keys stay.
-  const pick = (target: string, sources: string[]): string | undefined => {
-    if (input[target] !== undefined) return target;
-    for (const source of sources) {
-      if (input[source] !== undefined) {
-        set(target, input[source]!);
-        return source;
-      }
+export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
+  let relevant = false;
+  for (const key in input) {
+    if ((key.startsWith('llm.') || key.startsWith('gen_ai.')) && MODEL_KEYS.includes(key)) {
+      relevant = true;
+      break;
     }
-    return undefined;
-  };
-  const vendorKey = pick('llm.vendor', ['gen_ai.provider.name', 'gen_ai.system']);
-  const modelKey = pick('llm.model', ['gen_ai.response.model', 'gen_ai.request.model']);
-  const inKey = pick('llm.tokens.input', ['gen_ai.usage.input_tokens']);
-  const outKey = pick('llm.tokens.output', ['gen_ai.usage.output_tokens']);
+  }
+  if (!relevant) return NOT_A_MODEL_CALL(input);
 
-  const vendor = attributes['llm.vendor'];
-  const model = attributes['llm.model'];
-  const tokensInput = attributes['llm.tokens.input'];
-  const tokensOutput = attributes['llm.tokens.output'];
-  const cost = attributes['llm.cost'];
-  const bad = (key: string, what: string) => ({ ok: false as const, field: `attributes.${key}`, message: `${key} must be ${what}` });
+  const vendorKey = sourceKey(input, 'llm.vendor', 'gen_ai.provider.name', 'gen_ai.system');
+  const modelKey = sourceKey(input, 'llm.model', 'gen_ai.response.model', 'gen_ai.request.model');
+  const inKey = sourceKey(input, 'llm.tokens.input', 'gen_ai.usage.input_tokens');
+  const outKey = sourceKey(input, 'llm.tokens.output', 'gen_ai.usage.output_tokens');
+  const vendor = vendorKey ? input[vendorKey] : undefined;
+  const model = modelKey ? input[modelKey] : undefined;
+  const tokensInput = inKey ? input[inKey] : undefined;
+  const tokensOutput = outKey ? input[outKey] : undefined;
+  const cost = input['llm.cost'];
   if (vendorKey && !isName(vendor)) return bad(vendorKey, `a string of 1-${MAX_NAME} characters`);
   if (modelKey && !isName(model)) return bad(modelKey, `a string of 1-${MAX_NAME} characters`);
   if (inKey && !isNonNegativeInteger(tokensInput)) return bad(inKey, 'a non-negative integer');
   if (outKey && !isNonNegativeInteger(tokensOutput)) return bad(outKey, 'a non-negative integer');
   if (cost !== undefined && !isNonNegativeNumber(cost)) return bad('llm.cost', 'a non-negative number (USD)');
 
+  // Mapped only when the llm.* key is absent; the original keys stay.
+  let attributes = input;
+  const mapped = (vendorKey && vendorKey !== 'llm.vendor') || (modelKey && modelKey !== 'llm.model') || (inKey && inKey !== 'llm.tokens.input') || (outKey && outKey !== 'llm.tokens.output');
+  if (mapped) {
+    attributes = { ...input };
+    if (vendorKey) attributes['llm.vendor'] = vendor!;
+    if (modelKey) attributes['llm.model'] = model!;
+    if (inKey) attributes['llm.tokens.input'] = tokensInput!;
+    if (outKey) attributes['llm.tokens.output'] = tokensOutput!;
+  }
   let finalCost = cost === undefined ? null : (cost as number);
   if (modelKey && finalCost === null) {
     const computed = prices.cost(model as string, tokensInput as number | undefined, tokensOutput as number | undefined);
     if (computed !== undefined) {
       finalCost = roundUsd(computed);
-      set('llm.cost', finalCost);
+      if (attributes === input) attributes = { ...input };
+      attributes['llm.cost'] = finalCost;
     }
   }
   return {
@@ -145,6 +162,28 @@ export interface FieldNames {
 const NATIVE_NAMES: FieldNames = { spanId: 'span_id', parentSpanId: 'parent_span_id', startTime: 'start_time', endTime: 'end_time' };
 export const OTLP_NAMES: FieldNames = { spanId: 'spanId', parentSpanId: 'parentSpanId', startTime: 'startTimeUnixNano', endTime: 'endTimeUnixNano' };
 
+/** Where a span sits in the request: a native batch, or an OTLP request. Details are built only on failure. */
+export type SpanAt =
+  | { trace_index: number; span_index: number }
+  | { resource_index: number; scope_index: number; span_index: number };
+
+function spanError(traceId: string, span: SpanInput, at: SpanAt, field: string, message: string): AppError {
+  if ('trace_index' in at) {
+    return invalidTrace(`traces[${at.trace_index}].spans[${at.span_index}]: ${message}`, {
+      trace_index: at.trace_index,
+      trace_id: traceId,
+      span_id: span.spanId,
+      field,
+    });
+  }
+  return invalidTrace(`resourceSpans[${at.resource_index}].scopeSpans[${at.scope_index}].spans[${at.span_index}]: ${message}`, {
+    ...at,
+    trace_id: traceId,
+    span_id: span.spanId,
+    field,
+  });
+}
+
 export interface SpanInput {
   spanId: string;
   parentSpanId: string | null;
@@ -158,29 +197,20 @@ export interface SpanInput {
   attributes: Attributes;
 }
 
-/**
- * Checks one span beyond the schema and builds its row. `where` locates it in the request for
- * `details`; `prefix` is the human path used in messages (`traces[0].spans[1]`).
- */
-export function normalizeSpan(
-  traceId: string,
-  span: SpanInput,
-  prices: PriceTable,
-  where: TraceLocation,
-  prefix: string,
-  names: FieldNames = NATIVE_NAMES,
-): NormalizedSpan {
-  const fail = (field: string, message: string) => invalidTrace(`${prefix}: ${message}`, { ...where, field });
-  if (ALL_ZERO.test(span.spanId)) throw fail(names.spanId, `${names.spanId} must not be all zeros`);
+/** Checks one span beyond the schema and builds its row. `at` locates it in the request for `details`. */
+export function normalizeSpan(traceId: string, span: SpanInput, prices: PriceTable, at: SpanAt, names: FieldNames = NATIVE_NAMES): NormalizedSpan {
+  if (ALL_ZERO.test(span.spanId)) throw spanError(traceId, span, at, names.spanId, `${names.spanId} must not be all zeros`);
   if (span.parentSpanId !== null) {
-    if (ALL_ZERO.test(span.parentSpanId)) throw fail(names.parentSpanId, `${names.parentSpanId} must not be all zeros`);
-    if (span.parentSpanId === span.spanId) throw fail(names.parentSpanId, `${names.parentSpanId} must differ from ${names.spanId}`);
+    if (ALL_ZERO.test(span.parentSpanId)) throw spanError(traceId, span, at, names.parentSpanId, `${names.parentSpanId} must not be all zeros`);
+    if (span.parentSpanId === span.spanId) {
+      throw spanError(traceId, span, at, names.parentSpanId, `${names.parentSpanId} must differ from ${names.spanId}`);
+    }
   }
-  if (Number.isNaN(span.startMs)) throw fail(names.startTime, `${names.startTime} is not a valid timestamp`);
-  if (Number.isNaN(span.endMs)) throw fail(names.endTime, `${names.endTime} is not a valid timestamp`);
-  if (span.endMs < span.startMs) throw fail(names.endTime, `${names.endTime} is before ${names.startTime}`);
+  if (Number.isNaN(span.startMs)) throw spanError(traceId, span, at, names.startTime, `${names.startTime} is not a valid timestamp`);
+  if (Number.isNaN(span.endMs)) throw spanError(traceId, span, at, names.endTime, `${names.endTime} is not a valid timestamp`);
+  if (span.endMs < span.startMs) throw spanError(traceId, span, at, names.endTime, `${names.endTime} is before ${names.startTime}`);
   const mapped = mapModelCall(span.attributes, prices);
-  if (!mapped.ok) throw fail(mapped.field, mapped.message);
+  if (!mapped.ok) throw spanError(traceId, span, at, mapped.field, mapped.message);
   return {
     traceId,
     spanId: span.spanId,
@@ -232,15 +262,20 @@ export function normalizeIngest(body: IngestRequest, prices: PriceTable): Normal
     }
     seenTraces.add(traceId);
     const seenSpans = new Set<string>();
-    const spans = trace.spans.map((span, spanIndex) => {
-      const where = { trace_index: traceIndex, trace_id: traceId, span_id: span.span_id };
-      const prefix = `traces[${traceIndex}].spans[${spanIndex}]`;
+    const spans: NormalizedSpan[] = new Array(trace.spans.length);
+    for (let spanIndex = 0; spanIndex < trace.spans.length; spanIndex++) {
+      const span = trace.spans[spanIndex]!;
       if (seenSpans.has(span.span_id)) {
-        throw invalidTrace(`${prefix}: span_id ${span.span_id} appears more than once in the trace`, { ...where, field: 'span_id' });
+        throw invalidTrace(`traces[${traceIndex}].spans[${spanIndex}]: span_id ${span.span_id} appears more than once in the trace`, {
+          trace_index: traceIndex,
+          trace_id: traceId,
+          span_id: span.span_id,
+          field: 'span_id',
+        });
       }
       seenSpans.add(span.span_id);
-      return normalizeSpan(traceId, spanInput(span), prices, where, prefix);
-    });
+      spans[spanIndex] = normalizeSpan(traceId, spanInput(span), prices, { trace_index: traceIndex, span_index: spanIndex });
+    }
     spanCount += spans.length;
     traces.push({ traceId, spans });
   });

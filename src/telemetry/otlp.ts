@@ -113,8 +113,7 @@ export function normalizeOtlp(body: OtlpRequest, prices: PriceTable): Normalized
               attributes,
             },
             prices,
-            where,
-            prefix,
+            { resource_index: resourceIndex, scope_index: scopeIndex, span_index: spanIndex },
             OTLP_NAMES,
           ),
         );

@@ -1,7 +1,7 @@
 /**
  * Retention: deletes each project's data older than its `data_retention_days` — traces with all
- * their spans (by trace start time), metric points (by timestamp) and rollup cells (by bucket
- * start). The cutoff is 00:00 UTC of the day `data_retention_days` before now, so every minute,
+ * their spans (by trace start time), model calls (by span start time), metric points (by
+ * timestamp) and rollup cells (by bucket start). The cutoff is 00:00 UTC of the day `data_retention_days` before now, so every minute,
  * hour and day cell is either wholly kept or wholly deleted, and data is kept at least
  * `data_retention_days` and less than one day longer. Deletes in bounded chunks, so one pass
  * never holds long locks; the job runs again at once while there is more to delete.
@@ -35,9 +35,10 @@ export class RetentionJob implements Job {
     for (const project of await this.projects.listRetention()) {
       const cutoff = retentionCutoff(now, project.dataRetentionDays);
       const traces = await this.store.deleteExpiredTraces(project.id, cutoff, CHUNK);
+      const calls = await this.store.deleteExpiredModelCalls(project.id, cutoff, CHUNK);
       const points = await this.store.deleteExpiredMetricPoints(project.id, cutoff, CHUNK);
       await this.store.deleteExpiredRollups(project.id, cutoff);
-      if (traces === CHUNK || points === CHUNK) more = true;
+      if (traces === CHUNK || calls === CHUNK || points === CHUNK) more = true;
     }
     await this.keys.pruneRateWindows();
     return more;

@@ -1,14 +1,19 @@
 /**
- * Traces, spans, metric points, metric rollups and the usage counter in PostgreSQL — the only
- * knex of the ingest, search, metrics and retention paths.
+ * Traces (with their span documents), model calls, metric points, metric rollups and the usage
+ * counter in PostgreSQL — the only knex of the ingest, search, metrics and retention paths.
  *
- * Batches travel as one JSON parameter expanded server-side with json_to_recordset: one statement
- * and one round trip per table whatever the batch size, no per-row SQL, and the same SQL on
- * PostgreSQL and PGlite.
+ * The bulk rows of ingest (traces with their span documents, model calls) go in with COPY on
+ * PostgreSQL: no per-row SQL, no JSON parsing server-side. Elsewhere, and on PGlite (which has no
+ * COPY FROM STDIN), batches travel as one JSON parameter expanded with json_to_recordset: one
+ * statement and one round trip per table whatever the batch size.
  */
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
+import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 import type { Db } from '../db/knex.js';
-import type { Attributes, NormalizedMetric, NormalizedSpan } from './normalize.js';
+import type { Attributes, NormalizedMetric, SpanStatusCode } from './normalize.js';
 
 export type Resolution = 'm' | 'h' | 'd';
 
@@ -42,24 +47,47 @@ export interface StoredTrace {
   hasError: boolean;
 }
 
-export interface StoredSpan {
-  spanId: string;
-  parentSpanId: string | null;
-  name: string;
-  startTime: Date;
-  endTime: Date;
-  durationMs: number;
-  attributes: Attributes;
-  statusCode: 'OK' | 'ERROR' | 'UNSET';
-  statusMessage: string | null;
+/** A span as stored inside its trace's document (compact keys: the document is written often). */
+export interface SpanDoc {
+  /** span id */
+  s: string;
+  /** parent span id */
+  p: string | null;
+  /** name */
+  n: string;
+  /** kind */
+  k: string | null;
+  /** start and end, epoch ms */
+  st: number;
+  et: number;
+  /** status code and message */
+  c: SpanStatusCode;
+  m: string | null;
+  /** attributes (after GenAI mapping and pricing) */
+  a: Attributes;
 }
 
-/** The parts of a stored span that its metric contribution depends on. */
-export interface PreviousSpan {
+/** A trace row to write: its summary and all its spans. */
+export interface TraceWrite extends TraceSummary {
+  spans: SpanDoc[];
+}
+
+export interface LockedTrace {
+  spans: SpanDoc[];
+}
+
+/** One model-call span: a raw metrics sample. */
+export interface ModelCallRow {
   traceId: string;
   spanId: string;
   startMs: number;
-  isModelCall: boolean;
+  model: string;
+  vendor: string | null;
+  durationMs: number;
+  tokensInput: number | null;
+  tokensOutput: number | null;
+  cost: number | null;
+  isError: boolean;
 }
 
 export interface CellKey {
@@ -115,16 +143,36 @@ export interface TraceSearch {
   status?: 'ok' | 'error';
 }
 
+/** Another transaction stored one of the batch's new traces first; retrying the batch resolves it. */
+export class ConcurrentInsertError extends Error {
+  constructor() {
+    super('a trace of the batch was inserted concurrently');
+    this.name = 'ConcurrentInsertError';
+  }
+}
+
 /** Operations inside one ingest transaction. */
 export interface IngestTx {
-  /** Inserts summaries of traces not stored yet; returns the ids actually inserted. */
-  insertNewTraces(projectId: string, traces: TraceSummary[], now: Date): Promise<Set<string>>;
-  /** Row-locks stored traces (serialising batches that extend the same trace); returns those found. */
-  lockTraces(projectId: string, traceIds: string[]): Promise<Set<string>>;
-  spansOf(projectId: string, traceIds: string[]): Promise<PreviousSpan[]>;
-  upsertSpans(projectId: string, spans: NormalizedSpan[]): Promise<void>;
-  /** Recomputes stored trace summaries from their spans. */
-  recomputeTraces(projectId: string, traceIds: string[], now: Date): Promise<void>;
+  /**
+   * Row-locks the batch's traces that are stored (serialising batches that extend the same trace)
+   * and reads their spans, then inserts the others. Throws ConcurrentInsertError when another
+   * transaction inserted one of them meanwhile: the caller retries the whole batch.
+   *
+   * `optimistic`: skip the lookup and insert every trace at once, for batches expected to hold new
+   * traces only; a stored one then fails the insert (ConcurrentInsertError) and the caller retries
+   * without the option. The lookup costs as much as the insert's own uniqueness check.
+   */
+  claimTraces(
+    projectId: string,
+    traces: TraceWrite[],
+    now: Date,
+    options?: { optimistic?: boolean },
+  ): Promise<{ inserted: Set<string>; existing: Map<string, LockedTrace> }>;
+  /** Rewrites stored traces (summary and spans) after merging new spans in. */
+  updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void>;
+  /** Removes the model-call rows of replaced spans (located by their stored start time). */
+  deleteModelCalls(projectId: string, calls: Array<{ traceId: string; spanId: string; startMs: number }>): Promise<void>;
+  insertModelCalls(projectId: string, calls: ModelCallRow[]): Promise<void>;
   /** Transaction-scoped mutexes on rollup cells (project, resolution, bucket), taken in key order. */
   lockCells(keys: Array<[number, number]>): Promise<void>;
   readCells(projectId: string, keys: CellKey[]): Promise<CellRow[]>;
@@ -140,11 +188,12 @@ export interface IngestTx {
 export interface StoreRepository {
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
-  findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] } | undefined>;
+  findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: SpanDoc[] } | undefined>;
   queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; withStats: boolean }): Promise<QueryCellRow[]>;
   rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]>;
   /** Deletes up to `limit` traces (with their spans) starting before `cutoff`; returns how many. */
   deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number>;
+  deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredRollups(projectId: string, cutoff: Date): Promise<number>;
 }
@@ -157,6 +206,41 @@ const idArray = (ids: string[]): string => {
   return `{${ids.join(',')}}`;
 };
 
+/** A field of COPY's text format: backslash, tab, newline and carriage return escaped; null is \N. */
+function copyText(value: string | null): string {
+  if (value === null) return '\\N';
+  return /[\\\t\n\r]/.test(value)
+    ? value.replace(/[\\\t\n\r]/g, (ch) => (ch === '\\' ? '\\\\' : ch === '\t' ? '\\t' : ch === '\n' ? '\\n' : '\\r'))
+    : value;
+}
+
+/** A text[] literal with every element quoted. */
+function textArray(values: string[]): string {
+  return `{${values.map((v) => `"${v.replace(/[\\"]/g, (ch) => `\\${ch}`)}"`).join(',')}}`;
+}
+
+/** Trace rows as one JSON parameter; each row's spans array travels as JSON and is stored as its text. */
+function traceJson(traces: TraceWrite[]): string {
+  return JSON.stringify(
+    traces.map((t) => ({
+      id: t.traceId,
+      s: iso(t.startMs),
+      e: iso(t.endMs),
+      d: t.endMs - t.startMs,
+      c: t.spanCount,
+      rn: t.rootName,
+      ra: JSON.stringify(t.rootAttributes),
+      m: t.model,
+      ms: t.models,
+      ti: t.tokensInput,
+      to: t.tokensOutput,
+      cost: t.cost,
+      err: t.hasError,
+      sp: t.spans,
+    })),
+  );
+}
+
 interface TraceRow {
   trace_id: string;
   start_time: Date;
@@ -164,7 +248,7 @@ interface TraceRow {
   duration_ms: number;
   span_count: number;
   root_name: string;
-  root_attributes: Attributes;
+  root_attributes: string;
   model: string | null;
   tokens_input: number | string;
   tokens_output: number | string;
@@ -179,7 +263,7 @@ const toTrace = (r: TraceRow): StoredTrace => ({
   durationMs: Number(r.duration_ms),
   spanCount: Number(r.span_count),
   rootName: r.root_name,
-  rootAttributes: r.root_attributes,
+  rootAttributes: JSON.parse(r.root_attributes) as Attributes,
   model: r.model,
   tokensInput: Number(r.tokens_input),
   tokensOutput: Number(r.tokens_output),
@@ -218,12 +302,16 @@ async function rawSamplesQuery(db: Knex | Knex.Transaction, projectIds: string[]
   if (ranges.length === 0 || projectIds.length === 0) return [];
   const json = JSON.stringify(ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
   const result = await db.raw(
-    `SELECT x.i, s.project_id, s.model, s.vendor, s.duration_ms, s.tokens_input, s.tokens_output, s.cost,
-            s.status_code = 'ERROR' AS is_error
+    // LATERAL … OFFSET 0: one index range scan per requested range, whatever the statistics say
+    // (a join over a fresh table otherwise degenerates into filtering every row per range).
+    `SELECT x.i, s.*
        FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
-       JOIN telemetry_spans s
-         ON s.project_id = ANY(?::text[]) AND s.model IS NOT NULL AND s.start_time >= x.f AND s.start_time < x.t
-      ${model !== undefined ? 'WHERE s.model = ?' : ''}`,
+      CROSS JOIN LATERAL (
+        SELECT project_id, model, vendor, duration_ms, tokens_input, tokens_output, cost, is_error
+          FROM telemetry_model_calls
+         WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
+               ${model !== undefined ? 'AND model = ?' : ''}
+        OFFSET 0) s`,
     model !== undefined ? [json, idArray(projectIds), model] : [json, idArray(projectIds)],
   );
   return (result.rows as SampleRow[]).map(toSample);
@@ -250,129 +338,130 @@ const toCell = (r: CellDbRow): CellRow => ({
 });
 
 class KnexIngestTx implements IngestTx {
-  constructor(private readonly trx: Knex.Transaction) {}
+  constructor(
+    private readonly trx: Knex.Transaction,
+    /** Whether COPY FROM STDIN is available (node-postgres, not PGlite). */
+    private readonly copy: boolean,
+  ) {}
 
-  async insertNewTraces(projectId: string, traces: TraceSummary[], now: Date): Promise<Set<string>> {
-    if (traces.length === 0) return new Set();
-    const json = JSON.stringify(
-      traces.map((t) => ({
-        id: t.traceId,
-        s: iso(t.startMs),
-        e: iso(t.endMs),
-        d: t.endMs - t.startMs,
-        c: t.spanCount,
-        rn: t.rootName,
-        ra: t.rootAttributes,
-        m: t.model,
-        ms: t.models,
-        ti: t.tokensInput,
-        to: t.tokensOutput,
-        cost: t.cost,
-        err: t.hasError,
-      })),
-    );
+  async claimTraces(projectId: string, traces: TraceWrite[], now: Date, options: { optimistic?: boolean } = {}) {
+    const existing = options.optimistic && this.copy ? new Map<string, LockedTrace>() : await this.lockTraces(projectId, traces.map((t) => t.traceId));
+    const fresh = traces.filter((t) => !existing.has(t.traceId));
+    if (fresh.length === 0) return { inserted: new Set<string>(), existing };
+    if (this.copy) {
+      const at = now.toISOString();
+      const lines = fresh.map(
+        (t) =>
+          `${projectId}\t${t.traceId}\t${iso(t.startMs)}\t${iso(t.endMs)}\t${t.endMs - t.startMs}\t${t.spanCount}\t` +
+          `${copyText(t.rootName)}\t${copyText(JSON.stringify(t.rootAttributes))}\t${copyText(t.model)}\t` +
+          `${copyText(textArray(t.models))}\t${t.tokensInput}\t${t.tokensOutput}\t${t.cost}\t${t.hasError ? 't' : 'f'}\t` +
+          `${copyText(JSON.stringify(t.spans))}\t${at}\t${at}\n`,
+      );
+      try {
+        await this.copyIn(
+          `COPY telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
+             root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at)
+           FROM STDIN`,
+          lines,
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === '23505') throw new ConcurrentInsertError();
+        throw err;
+      }
+      return { inserted: new Set(fresh.map((t) => t.traceId)), existing };
+    }
     const result = await this.trx.raw(
       `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
                                      root_attributes, model, models, tokens_input, tokens_output, cost, has_error,
-                                     created_at, updated_at)
-       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, ?, ?
-         FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d int, c int, rn text, ra jsonb,
-                                              m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean)
+                                     spans, created_at, updated_at)
+       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?
+         FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d int, c int, rn text, ra text,
+                                              m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text)
         ORDER BY x.id
        ON CONFLICT (project_id, trace_id) DO NOTHING
        RETURNING trace_id`,
-      [projectId, now, now, json],
+      [projectId, now, now, traceJson(fresh)],
     );
-    return new Set((result.rows as Array<{ trace_id: string }>).map((r) => r.trace_id));
+    const inserted = new Set((result.rows as Array<{ trace_id: string }>).map((r) => r.trace_id));
+    if (inserted.size !== fresh.length) throw new ConcurrentInsertError();
+    return { inserted, existing };
   }
 
-  async lockTraces(projectId: string, traceIds: string[]): Promise<Set<string>> {
-    if (traceIds.length === 0) return new Set();
+  private async lockTraces(projectId: string, traceIds: string[]): Promise<Map<string, LockedTrace>> {
+    if (traceIds.length === 0) return new Map();
     const result = await this.trx.raw(
-      `SELECT trace_id FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
+      `SELECT trace_id, spans FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
       [projectId, idArray(traceIds)],
     );
-    return new Set((result.rows as Array<{ trace_id: string }>).map((r) => r.trace_id));
+    return new Map((result.rows as Array<{ trace_id: string; spans: string }>).map((r) => [r.trace_id, { spans: JSON.parse(r.spans) as SpanDoc[] }]));
   }
 
-  async spansOf(projectId: string, traceIds: string[]): Promise<PreviousSpan[]> {
-    if (traceIds.length === 0) return [];
-    const result = await this.trx.raw(
-      `SELECT trace_id, span_id, start_time, model IS NOT NULL AS is_model_call
-         FROM telemetry_spans WHERE project_id = ? AND trace_id = ANY(?::text[])`,
-      [projectId, idArray(traceIds)],
-    );
-    return (result.rows as Array<{ trace_id: string; span_id: string; start_time: Date; is_model_call: boolean }>).map((r) => ({
-      traceId: r.trace_id,
-      spanId: r.span_id,
-      startMs: new Date(r.start_time).getTime(),
-      isModelCall: r.is_model_call,
-    }));
+  /** COPY … FROM STDIN on this transaction's connection (PostgreSQL only). */
+  private async copyIn(sql: string, lines: string[]): Promise<void> {
+    const client = (this.trx as unknown as { client: { acquireConnection(): Promise<pg.PoolClient> } }).client;
+    const connection = await client.acquireConnection();
+    // A few large chunks: one per ~64 rows keeps memory flat without a write per row.
+    const chunks: string[] = [];
+    for (let i = 0; i < lines.length; i += 64) chunks.push(lines.slice(i, i + 64).join(''));
+    await pipeline(Readable.from(chunks), connection.query(copyFrom(sql)));
   }
 
-  async upsertSpans(projectId: string, spans: NormalizedSpan[]): Promise<void> {
-    if (spans.length === 0) return;
-    const json = JSON.stringify(
-      spans.map((s) => ({
-        t: s.traceId,
-        s: s.spanId,
-        p: s.parentSpanId,
-        n: s.name,
-        k: s.kind,
-        st: iso(s.startMs),
-        et: iso(s.endMs),
-        d: s.endMs - s.startMs,
-        sc: s.statusCode,
-        sm: s.statusMessage,
-        a: s.attributes,
-        m: s.model,
-        v: s.vendor,
-        ti: s.tokensInput,
-        to: s.tokensOutput,
-        c: s.cost,
-      })),
-    );
+  async updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void> {
+    if (traces.length === 0) return;
     await this.trx.raw(
-      `INSERT INTO telemetry_spans (project_id, trace_id, span_id, parent_span_id, name, kind, start_time, end_time,
-                                    duration_ms, status_code, status_message, attributes, model, vendor,
-                                    tokens_input, tokens_output, cost)
-       SELECT ?, x.t, x.s, x.p, x.n, x.k, x.st, x.et, x.d, x.sc, x.sm, x.a, x.m, x.v, x.ti, x."to", x.c
-         FROM json_to_recordset(?::json) AS x(t text, s text, p text, n text, k text, st timestamptz, et timestamptz,
-                                              d int, sc text, sm text, a jsonb, m text, v text, ti bigint, "to" bigint,
-                                              c float8)
-       ON CONFLICT (project_id, trace_id, span_id) DO UPDATE SET
-         parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind,
-         start_time = excluded.start_time, end_time = excluded.end_time, duration_ms = excluded.duration_ms,
-         status_code = excluded.status_code, status_message = excluded.status_message,
-         attributes = excluded.attributes, model = excluded.model, vendor = excluded.vendor,
-         tokens_input = excluded.tokens_input, tokens_output = excluded.tokens_output, cost = excluded.cost`,
-      [projectId, json],
-    );
-  }
-
-  async recomputeTraces(projectId: string, traceIds: string[], now: Date): Promise<void> {
-    if (traceIds.length === 0) return;
-    // Same rules as the in-memory summary of a new trace (ingest.service.ts, summarize).
-    await this.trx.raw(
+      // Rows are found by primary key one by one (LATERAL … OFFSET 0), then updated by ctid: the
+      // plan stays an index lookup per trace even when the table's statistics are stale.
       `UPDATE telemetry_traces t SET
-          start_time = a.start_time, end_time = a.end_time,
-          duration_ms = round(extract(epoch FROM a.end_time - a.start_time) * 1000)::int,
-          span_count = a.n, root_name = a.root_name, root_attributes = a.root_attributes,
-          model = a.model, models = a.models, tokens_input = a.ti, tokens_output = a.tout, cost = a.cost,
-          has_error = a.err, updated_at = ?
-        FROM (
-          SELECT trace_id, min(start_time) AS start_time, max(end_time) AS end_time, count(*)::int AS n,
-                 (array_agg(name ORDER BY parent_span_id IS NOT NULL, start_time, span_id))[1] AS root_name,
-                 (array_agg(attributes ORDER BY parent_span_id IS NOT NULL, start_time, span_id))[1] AS root_attributes,
-                 (array_agg(model ORDER BY start_time, span_id) FILTER (WHERE model IS NOT NULL))[1] AS model,
-                 coalesce(array_agg(DISTINCT model) FILTER (WHERE model IS NOT NULL), '{}') AS models,
-                 coalesce(sum(tokens_input), 0) AS ti, coalesce(sum(tokens_output), 0) AS tout,
-                 coalesce(sum(cost), 0) AS cost, bool_or(status_code = 'ERROR') AS err
-            FROM telemetry_spans WHERE project_id = ? AND trace_id = ANY(?::text[])
-           GROUP BY trace_id
-        ) a
-       WHERE t.project_id = ? AND t.trace_id = a.trace_id`,
-      [now, projectId, idArray(traceIds), projectId],
+          start_time = x.s, end_time = x.e, duration_ms = x.d, span_count = x.c, root_name = x.rn,
+          root_attributes = x.ra, model = x.m, models = x.ms, tokens_input = x.ti, tokens_output = x."to",
+          cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?
+         FROM (SELECT x.*, r.ctid AS row_ctid
+                 FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d int, c int, rn text,
+                                                      ra text, m text, ms text[], ti bigint, "to" bigint, cost float8,
+                                                      err boolean, sp text)
+                CROSS JOIN LATERAL (SELECT ctid FROM telemetry_traces WHERE project_id = ? AND trace_id = x.id OFFSET 0) r) x
+        WHERE t.ctid = x.row_ctid`,
+      [now, traceJson(traces), projectId],
+    );
+  }
+
+  async deleteModelCalls(projectId: string, calls: Array<{ traceId: string; spanId: string; startMs: number }>): Promise<void> {
+    if (calls.length === 0) return;
+    await this.trx.raw(
+      `DELETE FROM telemetry_model_calls WHERE ctid = ANY(ARRAY(
+         SELECT m.ctid FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text)
+          CROSS JOIN LATERAL (SELECT ctid FROM telemetry_model_calls
+                               WHERE project_id = ? AND start_time = x.st AND trace_id = x.t AND span_id = x.s
+                              OFFSET 0) m))`,
+      [JSON.stringify(calls.map((c) => ({ st: iso(c.startMs), t: c.traceId, s: c.spanId }))), projectId],
+    );
+  }
+
+  async insertModelCalls(projectId: string, calls: ModelCallRow[]): Promise<void> {
+    if (calls.length === 0) return;
+    if (this.copy) {
+      const num = (v: number | null) => (v === null ? '\\N' : String(v));
+      await this.copyIn(
+        `COPY telemetry_model_calls (project_id, start_time, trace_id, span_id, model, vendor, duration_ms, tokens_input,
+           tokens_output, cost, is_error) FROM STDIN`,
+        calls.map(
+          (c) =>
+            `${projectId}\t${iso(c.startMs)}\t${c.traceId}\t${c.spanId}\t${copyText(c.model)}\t${copyText(c.vendor)}\t` +
+            `${c.durationMs}\t${num(c.tokensInput)}\t${num(c.tokensOutput)}\t${num(c.cost)}\t${c.isError ? 't' : 'f'}\n`,
+        ),
+      );
+      return;
+    }
+    const json = JSON.stringify(
+      calls.map((c) => ({ st: iso(c.startMs), t: c.traceId, s: c.spanId, m: c.model, v: c.vendor, d: c.durationMs, ti: c.tokensInput, to: c.tokensOutput, c: c.cost, e: c.isError })),
+    );
+    await this.trx.raw(
+      `INSERT INTO telemetry_model_calls (project_id, start_time, trace_id, span_id, model, vendor, duration_ms,
+                                          tokens_input, tokens_output, cost, is_error)
+       SELECT ?, x.st, x.t, x.s, x.m, x.v, x.d, x.ti, x."to", x.c, x.e
+         FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text, m text, v text, d int, ti bigint,
+                                              "to" bigint, c float8, e boolean)`,
+      [projectId, json],
     );
   }
 
@@ -387,10 +476,12 @@ class KnexIngestTx implements IngestTx {
     if (keys.length === 0) return [];
     const json = JSON.stringify(keys.map((k) => ({ r: k.resolution, b: iso(k.bucketMs), m: k.model, v: k.vendor })));
     const result = await this.trx.raw(
-      `SELECT c.resolution, c.bucket_start, c.model, c.vendor, c.requests, c.errors, c.stats
+      `SELECT c.*
          FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text)
-         JOIN telemetry_rollups c
-           ON c.project_id = ? AND c.resolution = x.r AND c.bucket_start = x.b AND c.model = x.m AND c.vendor = x.v`,
+        CROSS JOIN LATERAL (
+          SELECT resolution, bucket_start, model, vendor, requests, errors, stats FROM telemetry_rollups
+           WHERE project_id = ? AND resolution = x.r AND bucket_start = x.b AND model = x.m AND vendor = x.v
+          OFFSET 0) c`,
       [json, projectId],
     );
     return (result.rows as CellDbRow[]).map(toCell);
@@ -423,9 +514,8 @@ class KnexIngestTx implements IngestTx {
   async deleteCells(projectId: string, resolution: Resolution, bucketsMs: number[]): Promise<void> {
     if (bucketsMs.length === 0) return;
     await this.trx.raw(
-      `DELETE FROM telemetry_rollups WHERE project_id = ? AND resolution = ?
-          AND bucket_start IN (SELECT value::timestamptz FROM json_array_elements_text(?::json))`,
-      [projectId, resolution, JSON.stringify(bucketsMs.map(iso))],
+      `DELETE FROM telemetry_rollups WHERE project_id = ? AND resolution = ? AND bucket_start = ANY(?::timestamptz[])`,
+      [projectId, resolution, `{${bucketsMs.map(iso).join(',')}}`],
     );
   }
 
@@ -454,23 +544,17 @@ class KnexIngestTx implements IngestTx {
   }
 }
 
-interface SpanRow {
-  span_id: string;
-  parent_span_id: string | null;
-  name: string;
-  start_time: Date;
-  end_time: Date;
-  duration_ms: number;
-  attributes: Attributes;
-  status_code: 'OK' | 'ERROR' | 'UNSET';
-  status_message: string | null;
-}
-
 export class KnexStoreRepository implements StoreRepository {
-  constructor(private readonly db: Db) {}
+  /** COPY FROM STDIN needs node-postgres; PGlite takes the JSON path. */
+  private readonly copy: boolean;
+
+  constructor(private readonly db: Db) {
+    this.copy = (db.client as { config?: { client?: unknown } }).config?.client === 'pg';
+  }
+
 
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
-    return this.db.transaction((trx) => work(new KnexIngestTx(trx)));
+    return this.db.transaction((trx) => work(new KnexIngestTx(trx, this.copy)));
   }
 
   async searchTraces(search: TraceSearch): Promise<StoredTrace[]> {
@@ -490,30 +574,11 @@ export class KnexStoreRepository implements StoreRepository {
 
   async findTrace(projectId: string, traceId: string) {
     const row = (await this.db('telemetry_traces')
-      .select(this.db.raw(TRACE_COLUMNS))
+      .select(this.db.raw(`${TRACE_COLUMNS}, spans`))
       .where({ project_id: projectId, trace_id: traceId })
-      .first()) as TraceRow | undefined;
+      .first()) as (TraceRow & { spans: string }) | undefined;
     if (!row) return undefined;
-    const spans = (await this.db('telemetry_spans')
-      .select('span_id', 'parent_span_id', 'name', 'start_time', 'end_time', 'duration_ms', 'attributes', 'status_code', 'status_message')
-      .where({ project_id: projectId, trace_id: traceId })
-      .orderBy([{ column: 'start_time', order: 'asc' }, { column: 'span_id', order: 'asc' }])) as SpanRow[];
-    return {
-      trace: toTrace(row),
-      spans: spans.map(
-        (s): StoredSpan => ({
-          spanId: s.span_id,
-          parentSpanId: s.parent_span_id,
-          name: s.name,
-          startTime: new Date(s.start_time),
-          endTime: new Date(s.end_time),
-          durationMs: Number(s.duration_ms),
-          attributes: s.attributes,
-          statusCode: s.status_code,
-          statusMessage: s.status_message,
-        }),
-      ),
-    };
+    return { trace: toTrace(row), spans: JSON.parse(row.spans) as SpanDoc[] };
   }
 
   async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; withStats: boolean }): Promise<QueryCellRow[]> {
@@ -522,11 +587,14 @@ export class KnexStoreRepository implements StoreRepository {
     const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
     if (input.model !== undefined) bindings.push(input.model);
     const result = await this.db.raw(
-      `SELECT x.i, c.project_id, c.model, c.vendor, c.requests, c.errors${input.withStats ? ', c.stats' : ''}
+      `SELECT x.i, c.*
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
-         JOIN telemetry_rollups c
-           ON c.project_id = ANY(?::text[]) AND c.resolution = ? AND c.bucket_start >= x.f AND c.bucket_start < x.t
-        ${input.model !== undefined ? 'WHERE c.model = ?' : ''}`,
+        CROSS JOIN LATERAL (
+          SELECT project_id, model, vendor, requests, errors${input.withStats ? ', stats' : ''}
+            FROM telemetry_rollups
+           WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
+                 ${input.model !== undefined ? 'AND model = ?' : ''}
+          OFFSET 0) c`,
       bindings as Knex.RawBinding[],
     );
     return (result.rows as Array<Omit<CellDbRow, 'resolution' | 'bucket_start'> & { i: number; project_id: string }>).map((r) => ({
@@ -545,28 +613,35 @@ export class KnexStoreRepository implements StoreRepository {
   }
 
   async deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number> {
-    return this.db.transaction(async (trx) => {
-      // SKIP LOCKED: a trace an ingest is extending right now is left for the next pass.
-      const doomed = await trx.raw(
-        `SELECT trace_id FROM telemetry_traces WHERE project_id = ? AND start_time < ?
-          ORDER BY start_time LIMIT ? FOR UPDATE SKIP LOCKED`,
-        [projectId, cutoff, limit],
-      );
-      const ids = (doomed.rows as Array<{ trace_id: string }>).map((r) => r.trace_id);
-      if (ids.length === 0) return 0;
-      await trx.raw(`DELETE FROM telemetry_spans WHERE project_id = ? AND trace_id = ANY(?::text[])`, [projectId, idArray(ids)]);
-      await trx.raw(`DELETE FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[])`, [projectId, idArray(ids)]);
-      return ids.length;
-    });
+    // SKIP LOCKED: a trace an ingest is extending right now is left for the next pass.
+    const result = await this.db.raw(
+      `DELETE FROM telemetry_traces WHERE project_id = ? AND trace_id IN (
+         SELECT trace_id FROM telemetry_traces WHERE project_id = ? AND start_time < ?
+          ORDER BY start_time LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING 1`,
+      [projectId, projectId, cutoff, limit],
+    );
+    return (result.rows as unknown[]).length;
+  }
+
+  async deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number> {
+    const result = await this.db.raw(
+      `DELETE FROM telemetry_model_calls WHERE ctid IN (
+         SELECT ctid FROM telemetry_model_calls WHERE project_id = ? AND start_time < ? LIMIT ?)
+       RETURNING 1`,
+      [projectId, cutoff, limit],
+    );
+    return (result.rows as unknown[]).length;
   }
 
   async deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number> {
     const result = await this.db.raw(
       `DELETE FROM telemetry_metric_points WHERE id IN (
-         SELECT id FROM telemetry_metric_points WHERE project_id = ? AND timestamp < ? LIMIT ?)`,
+         SELECT id FROM telemetry_metric_points WHERE project_id = ? AND timestamp < ? LIMIT ?)
+       RETURNING 1`,
       [projectId, cutoff, limit],
     );
-    return Number(result.rowCount ?? result.affectedRows ?? 0);
+    return (result.rows as unknown[]).length;
   }
 
   async deleteExpiredRollups(projectId: string, cutoff: Date): Promise<number> {

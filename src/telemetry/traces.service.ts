@@ -1,6 +1,6 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
 import { notFound, validationError } from '../http/errors.js';
-import type { StoreRepository, StoredSpan, StoredTrace } from './store.repository.js';
+import type { SpanDoc, StoreRepository, StoredTrace } from './store.repository.js';
 
 export interface TraceQuery {
   limit?: number;
@@ -65,9 +65,11 @@ export class TraceService {
     return { traces, hasMore, nextCursor: hasMore ? encodeCursor(traces[traces.length - 1]!) : null, limit };
   }
 
-  async get(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] }> {
+  /** The trace with its spans ordered by start time, then span id. */
+  async get(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: SpanDoc[] }> {
     const found = await this.store.findTrace(projectId, traceId);
     if (!found || found.spans.length === 0) throw notFound('Trace');
+    found.spans.sort((a, b) => a.st - b.st || (a.s < b.s ? -1 : a.s > b.s ? 1 : 0));
     return found;
   }
 }

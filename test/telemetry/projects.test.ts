@@ -245,13 +245,13 @@ describe('projects', () => {
     expect(ingest.status).toBe(202);
     const db = ctx.testDb.database.db;
     const count = async (table: string) => Number((await db(table).where({ project_id: doomed.projectId }).count({ n: '*' }).first())!.n);
-    for (const table of ['telemetry_traces', 'telemetry_spans', 'telemetry_metric_points', 'telemetry_rollups']) expect(await count(table)).toBeGreaterThan(0);
+    for (const table of ['telemetry_traces', 'telemetry_model_calls', 'telemetry_metric_points', 'telemetry_rollups']) expect(await count(table)).toBeGreaterThan(0);
 
     await ctx.admin.post(`/v1/telemetry-keys/${doomed.keyId}/revoke`);
     const res = await ctx.platform.delete(`/v1/projects/${doomed.projectId}`).set(bearer(a.key));
     expect(res.status).toBe(200);
     expect(res.body.data).toEqual({ id: doomed.projectId, deleted: true });
-    for (const table of ['telemetry_traces', 'telemetry_spans', 'telemetry_metric_points', 'telemetry_rollups', 'telemetry_api_keys']) expect(await count(table)).toBe(0);
+    for (const table of ['telemetry_traces', 'telemetry_model_calls', 'telemetry_metric_points', 'telemetry_rollups', 'telemetry_api_keys']) expect(await count(table)).toBe(0);
     expect((await ctx.platform.get(`/v1/projects/${doomed.projectId}`).set(bearer(a.key))).status).toBe(404);
     expect((await ctx.platform.delete(`/v1/projects/${doomed.projectId}`).set(bearer(a.key))).status).toBe(404);
   });

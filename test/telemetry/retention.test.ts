@@ -45,7 +45,8 @@ describe('retention job', () => {
     const kept = await seed(short, Date.parse('2026-11-15T00:00:00.000Z'));
     const keptLong = await seed(long, NOW - 20 * DAY);
     const expiredLong = await seed(long, NOW - 40 * DAY);
-    expect(await countOf('telemetry_spans', short.projectId)).toBe(4);
+    expect(await countOf('telemetry_traces', short.projectId)).toBe(2);
+    expect(await countOf('telemetry_model_calls', short.projectId)).toBe(2);
 
     expect(await ctx.services.telemetry.retention.run()).toBe(false);
 
@@ -54,7 +55,8 @@ describe('retention job', () => {
     expect(await status(short, kept)).toBe(200);
     expect(await status(long, keptLong)).toBe(200);
     expect(await status(long, expiredLong)).toBe(404);
-    expect(await countOf('telemetry_spans', short.projectId)).toBe(2);
+    expect(await countOf('telemetry_traces', short.projectId)).toBe(1);
+    expect(await countOf('telemetry_model_calls', short.projectId)).toBe(1);
     expect(await countOf('telemetry_metric_points', short.projectId)).toBe(1);
     const rollups = await ctx.testDb.database.db('telemetry_rollups').where({ project_id: short.projectId }).select('bucket_start');
     expect(rollups.length).toBe(3);
@@ -70,6 +72,7 @@ describe('retention job', () => {
     await ctx.platform.patch(`/v1/projects/${long.projectId}`).set(bearer(long.key)).send({ settings: { data_retention_days: 1 } });
     await ctx.services.telemetry.retention.run();
     expect(await countOf('telemetry_traces', long.projectId)).toBe(0);
+    expect(await countOf('telemetry_model_calls', long.projectId)).toBe(0);
     expect(await countOf('telemetry_rollups', long.projectId)).toBe(0);
   });
 

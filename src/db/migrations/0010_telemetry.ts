@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
 
 /**
- * Telemetry: projects, their API keys, traces and spans, metric points, metric rollups, the
- * monthly usage counter behind the trace quota and the per-key rate-limit windows.
+ * Telemetry: projects, their API keys, traces (with their spans), model calls, metric points,
+ * metric rollups, the monthly usage counter behind the trace quota and the per-key rate-limit
+ * windows.
  */
 export async function up(db: Knex): Promise<void> {
   await db.schema.createTable('telemetry_projects', (t) => {
@@ -35,55 +36,57 @@ export async function up(db: Knex): Promise<void> {
     t.index(['project_id']);
   });
 
-  // One row per stored trace, kept in step with its spans at ingest so that searching never
-  // aggregates spans. Ids are the lowercase hex of the W3C ids.
+  // One row per stored trace: its summary (kept in step at ingest, so searching never aggregates)
+  // and its spans as one JSON document keyed by span id inside. A trace is written as one row and
+  // one index entry instead of one per span, which is what lets ingest keep up with 25k spans/s;
+  // re-sending a span replaces it inside the document. Ids are lowercase hex, compared bytewise.
   await db.schema.createTable('telemetry_traces', (t) => {
-    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
-    t.text('trace_id').notNullable();
+    t.specificType('project_id', 'text COLLATE "C"').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.specificType('trace_id', 'text COLLATE "C"').notNullable();
     t.timestamp('start_time', { useTz: true, precision: 3 }).notNullable();
     t.timestamp('end_time', { useTz: true, precision: 3 }).notNullable();
     t.integer('duration_ms').notNullable();
     t.integer('span_count').notNullable();
     t.text('root_name').notNullable();
-    t.jsonb('root_attributes').notNullable();
+    // JSON text as produced by the service; never queried inside, so no jsonb conversion.
+    t.text('root_attributes').notNullable();
     t.text('model');
     t.specificType('models', 'text[]').notNullable();
     t.bigInteger('tokens_input').notNullable();
     t.bigInteger('tokens_output').notNullable();
     t.double('cost').notNullable();
     t.boolean('has_error').notNullable();
-    // First ingestion: project stats and the monthly quota count traces by it.
+    // [{s: span id, p: parent, n: name, k: kind, st/et: epoch ms, c: status, m: message, a: attributes}]
+    t.text('spans').notNullable();
+    // First ingestion: project stats count traces by it.
     t.timestamp('created_at', { useTz: true, precision: 3 }).notNullable();
     t.timestamp('updated_at', { useTz: true, precision: 3 }).notNullable();
     t.primary(['project_id', 'trace_id']);
   });
   await db.raw('CREATE INDEX telemetry_traces_search ON telemetry_traces (project_id, start_time DESC, trace_id DESC)');
   await db.raw('CREATE INDEX telemetry_traces_created ON telemetry_traces (project_id, created_at)');
+  // lz4 is cheaper than the default pglz for large span documents, where the server has it.
+  await db.raw(`DO $$ BEGIN
+    EXECUTE 'ALTER TABLE telemetry_traces ALTER COLUMN spans SET COMPRESSION lz4';
+  EXCEPTION WHEN others THEN NULL;
+  END $$`);
 
-  await db.schema.createTable('telemetry_spans', (t) => {
-    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
-    t.text('trace_id').notNullable();
-    t.text('span_id').notNullable();
-    t.text('parent_span_id');
-    t.text('name').notNullable();
-    t.text('kind');
+  // One narrow row per model-call span, in time order: the raw samples behind metric edges finer
+  // than a minute and rollup recomputation. Replaced on re-send (found by start time + ids).
+  await db.schema.createTable('telemetry_model_calls', (t) => {
+    t.specificType('project_id', 'text COLLATE "C"').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
     t.timestamp('start_time', { useTz: true, precision: 3 }).notNullable();
-    t.timestamp('end_time', { useTz: true, precision: 3 }).notNullable();
-    t.integer('duration_ms').notNullable();
-    t.text('status_code').notNullable();
-    t.text('status_message');
-    t.jsonb('attributes').notNullable();
-    // Model-call fields, copied out of the (mapped) attributes for metrics and search.
-    t.text('model');
+    t.specificType('trace_id', 'text COLLATE "C"').notNullable();
+    t.specificType('span_id', 'text COLLATE "C"').notNullable();
+    t.text('model').notNullable();
     t.text('vendor');
+    t.integer('duration_ms').notNullable();
     t.bigInteger('tokens_input');
     t.bigInteger('tokens_output');
     t.double('cost');
-    // Re-sending a span replaces it: the key is (project, trace, span).
-    t.primary(['project_id', 'trace_id', 'span_id']);
+    t.boolean('is_error').notNullable();
+    t.index(['project_id', 'start_time']);
   });
-  // Raw model-call samples by time: metric edges finer than a minute, and rollup recomputation.
-  await db.raw('CREATE INDEX telemetry_spans_model_calls ON telemetry_spans (project_id, start_time) WHERE model IS NOT NULL');
 
   await db.schema.createTable('telemetry_metric_points', (t) => {
     t.bigIncrements('id').primary();
@@ -99,7 +102,7 @@ export async function up(db: Knex): Promise<void> {
   // and vendor ('' when absent). `stats` holds count/sum/min/max and a DDSketch of each
   // distribution (src/telemetry/cell-stats.ts); all of it merges, so any aligned range is a merge.
   await db.schema.createTable('telemetry_rollups', (t) => {
-    t.text('project_id').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
+    t.specificType('project_id', 'text COLLATE "C"').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
     t.specificType('resolution', 'char(1)').notNullable();
     t.timestamp('bucket_start', { useTz: true, precision: 3 }).notNullable();
     t.text('model').notNullable();
@@ -109,6 +112,9 @@ export async function up(db: Knex): Promise<void> {
     t.binary('stats').notNullable();
     t.primary(['project_id', 'resolution', 'bucket_start', 'model', 'vendor']);
   });
+  // The current minute/hour/day cells are rewritten by every batch: room on the page keeps those
+  // updates HOT (no index churn, dead versions pruned in place).
+  await db.raw('ALTER TABLE telemetry_rollups SET (fillfactor = 50)');
 
   // Traces stored per organization and calendar month (UTC): the quota counter. Not decreased
   // by deletion, so deleting data does not buy more quota within the month.
@@ -118,6 +124,7 @@ export async function up(db: Knex): Promise<void> {
     t.bigInteger('traces').notNullable();
     t.primary(['org_id', 'month']);
   });
+  await db.raw('ALTER TABLE telemetry_usage SET (fillfactor = 50)');
 
   // Fixed-window request counters per key, shared by every API process.
   await db.schema.createTable('telemetry_rate_limits', (t) => {
@@ -133,7 +140,7 @@ export async function down(db: Knex): Promise<void> {
   await db.schema.dropTable('telemetry_usage');
   await db.schema.dropTable('telemetry_rollups');
   await db.schema.dropTable('telemetry_metric_points');
-  await db.schema.dropTable('telemetry_spans');
+  await db.schema.dropTable('telemetry_model_calls');
   await db.schema.dropTable('telemetry_traces');
   await db.schema.dropTable('telemetry_api_keys');
   await db.schema.dropTable('telemetry_projects');
