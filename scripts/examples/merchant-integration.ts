@@ -1,0 +1,143 @@
+/**
+ * A merchant integration, end to end, against a running Kassa:
+ *
+ *   1. start a webhook receiver that verifies every delivery from the RAW body (verifyWebhook);
+ *   2. register it as a webhook endpoint for `order.paid`;
+ *   3. create a checkout session with an Idempotency-Key (and show that a retry with the same key
+ *      returns the same session instead of a second one);
+ *   4. pay it on the hosted sandbox page the way a browser does (GET the page, POST its form with
+ *      the test card 4242 4242 4242 4242);
+ *   5. wait for the verified `order.paid` event, then read the order through the API (the webhook
+ *      says "go look"; the API is the source of truth).
+ *
+ *   KASSA_BASE_URL=http://localhost:3000 KASSA_API_URL=http://localhost:3001 KASSA_API_KEY=ak_… \
+ *     npx tsx scripts/examples/merchant-integration.ts
+ *
+ * Webhook endpoints must be public `https` URLs. To receive on this machine, run Kassa with
+ * `WEBHOOK_ALLOW_LOOPBACK=true` (development only) and make it trust the receiver's certificate:
+ * `NODE_EXTRA_CA_CERTS=test/webhooks/fixtures/receiver-cert.pem` (the default certificate below,
+ * valid for localhost; set KASSA_WEBHOOK_TLS_CERT / KASSA_WEBHOOK_TLS_KEY to use your own).
+ */
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import express from 'express';
+import { createMerchantClient, KassaApiError, verifyWebhook, WebhookVerificationError, type OrderWebhookEvent, type SigningKeyResponse, type WebhookEvent } from '../../src/client/index.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const env = (name: string, fallback?: string): string => {
+  const value = process.env[name] ?? fallback;
+  if (!value) throw new Error(`set ${name}`);
+  return value;
+};
+const log = (step: string, details: Record<string, unknown> = {}) => console.log(JSON.stringify({ step, ...details }));
+
+const baseUrl = env('KASSA_BASE_URL', 'http://localhost:3000');
+const apiUrl = env('KASSA_API_URL', 'http://localhost:3001');
+const apiKey = env('KASSA_API_KEY');
+const waitSeconds = Number(process.env.KASSA_EXAMPLE_TIMEOUT_SECONDS ?? 60);
+
+const kassa = createMerchantClient({ baseUrl, apiKey });
+
+// --- 1. The webhook receiver ------------------------------------------------------------------
+let signingKeys: SigningKeyResponse | undefined;
+async function fetchSigningKeys(): Promise<SigningKeyResponse> {
+  const res = await fetch(`${apiUrl}/v1/webhooks/signing-key`);
+  if (!res.ok) throw new Error(`signing-key endpoint answered ${res.status}`);
+  return (await res.json()) as SigningKeyResponse;
+}
+
+const seen = new Set<string>(); // a real receiver keeps this in its database (unique webhook-id)
+let resolvePaid: (event: OrderWebhookEvent) => void;
+const paid = new Promise<OrderWebhookEvent>((resolve) => (resolvePaid = resolve));
+
+const app = express();
+// express.raw, not express.json: the signature covers the exact bytes received.
+app.post('/webhooks/kassa', express.raw({ type: 'application/json', limit: '1mb' }), async (req, res) => {
+  let event: WebhookEvent;
+  try {
+    signingKeys ??= await fetchSigningKeys();
+    try {
+      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys);
+    } catch (err) {
+      // The key may have been rotated since we fetched it: refetch once, verify again.
+      if (!(err instanceof WebhookVerificationError) || err.code !== 'invalid_signature') throw err;
+      signingKeys = await fetchSigningKeys();
+      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys);
+    }
+  } catch (err) {
+    if (err instanceof WebhookVerificationError) {
+      log('webhook rejected', { code: err.code });
+      return res.status(401).json({ error: err.code });
+    }
+    return res.status(500).end(); // keys unreachable: Kassa retries later
+  }
+  const id = String(req.headers['webhook-id']);
+  res.status(204).end(); // acknowledge first, work afterwards
+  if (seen.has(id)) return;
+  seen.add(id);
+  log('webhook verified', { webhookId: id, type: event.type });
+  if (event.type === 'order.paid') resolvePaid(event);
+});
+
+const tls = {
+  cert: await readFile(process.env.KASSA_WEBHOOK_TLS_CERT ?? path.join(root, 'test/webhooks/fixtures/receiver-cert.pem')),
+  key: await readFile(process.env.KASSA_WEBHOOK_TLS_KEY ?? path.join(root, 'test/webhooks/fixtures/receiver-key.pem')),
+};
+const receiver = https.createServer(tls, app);
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const receiverUrl = `https://localhost:${(receiver.address() as AddressInfo).port}/webhooks/kassa`;
+log('receiver listening', { url: receiverUrl });
+
+let endpointId: string | undefined;
+try {
+  // --- 2. Register the endpoint ------------------------------------------------------------------
+  const endpoint = await kassa.createWebhookEndpoint({ name: 'Example receiver', url: receiverUrl, events: ['order.paid'], enabled: true });
+  endpointId = endpoint.id;
+  log('webhook endpoint registered', { endpointId, events: endpoint.events });
+
+  // --- 3. Create the checkout session, idempotently -------------------------------------------
+  const idempotencyKey = `example-order-${randomUUID()}`;
+  const purchase = {
+    pricingData: { amount: 1500, currency: 'USD', productData: { name: 'Example T-shirt', description: 'Blue, size M' } },
+    customerEmail: 'ada@example.com',
+    merchantReference: `example-${Date.now()}`,
+  };
+  const session = await kassa.createCheckoutSession(purchase, { idempotencyKey });
+  const again = await kassa.createCheckoutSession(purchase, { idempotencyKey });
+  if (again.id !== session.id) throw new Error('a retry with the same Idempotency-Key created a second session');
+  log('checkout session created', { sessionId: session.id, url: session.url, amount: session.amount, currency: session.currency, retrySameSession: true });
+
+  // --- 4. Pay on the hosted page, as a browser would ------------------------------------------
+  const page = await fetch(session.url!);
+  const html = await page.text();
+  const action = /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+  if (!page.ok || !action) throw new Error(`the hosted page did not offer a payment form (HTTP ${page.status})`);
+  const payment = await fetch(new URL(action, session.url!), {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ cardNumber: '4242 4242 4242 4242', expiry: '12/30', cvc: '123' }),
+    redirect: 'manual',
+  });
+  if (payment.status !== 303) throw new Error(`the payment form answered ${payment.status}: ${(await payment.text()).slice(0, 300)}`);
+  log('paid on the hosted page', { redirectedTo: payment.headers.get('location') });
+
+  // --- 5. Wait for the verified order.paid, then read the order --------------------------------
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no order.paid webhook within ${waitSeconds} s`)), waitSeconds * 1000).unref());
+  const event = await Promise.race([paid, timeout]);
+  const order = await kassa.getOrder(event.data.order.orderId);
+  if (order.status !== 'PAID' || order.merchantReference !== purchase.merchantReference) throw new Error(`unexpected order ${JSON.stringify(order)}`);
+  log('order read through the API', { orderId: order.orderId, status: order.status, amountCents: order.amountCents, currency: order.currency, merchantReference: order.merchantReference });
+  log('done');
+} catch (err) {
+  if (err instanceof KassaApiError) log('API error', { status: err.status, code: err.code, message: err.message, requestId: err.requestId });
+  else log('failed', { message: err instanceof Error ? err.message : String(err) });
+  process.exitCode = 1;
+} finally {
+  if (endpointId) await kassa.deleteWebhookEndpoint(endpointId).catch(() => undefined);
+  receiver.closeAllConnections();
+  receiver.close();
+}

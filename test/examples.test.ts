@@ -1,0 +1,145 @@
+/**
+ * The runnable examples of scripts/examples/ against a real server: `src/main.ts` started as a
+ * separate process (what `npm start` runs) on a temporary DATA_DIR and free ports, set up through
+ * the admin API the way an operator would, then each example run as its own process.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const ADMIN_TOKEN = `kadm_examples_${'x'.repeat(24)}`;
+
+let dataDir: string;
+let server: ChildProcess | undefined;
+let serverOutput = '';
+let ports: { merchant: number; api: number; admin: number };
+
+async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+async function waitReady(url: string, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not ready in time:\n${serverOutput.slice(-3000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+const admin = async (method: string, route: string, body?: unknown) => {
+  const res = await fetch(`http://127.0.0.1:${ports.admin}${route}`, {
+    method,
+    headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = (await res.json()) as { data: Record<string, string> };
+  expect(res.status, JSON.stringify(json)).toBeLessThan(300);
+  return json.data;
+};
+
+function runExample(file: string, env: Record<string, string>): Promise<{ code: number | null; lines: Array<Record<string, unknown>>; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join('scripts/examples', file)], {
+      cwd: ROOT,
+      env: { ...process.env, NODE_ENV: 'development', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      const lines = stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      resolve({ code, lines, output: `${stdout}\n${stderr}` });
+    });
+  });
+}
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-examples-'));
+  ports = { merchant: await freePort(), api: await freePort(), admin: await freePort() };
+  server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      // test: responses are validated against the documents, so drift fails the examples too.
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      HOST: '127.0.0.1',
+      MERCHANT_PORT: String(ports.merchant),
+      API_PORT: String(ports.api),
+      ADMIN_PORT: String(ports.admin),
+      PUBLIC_BASE_URL: `http://127.0.0.1:${ports.merchant}`,
+      PUBLIC_API_URL: `http://127.0.0.1:${ports.api}`,
+      ADMIN_TOKEN,
+      KASSA_SEED_DEMO: 'false',
+      // The example's receiver: https on localhost with a self-signed certificate.
+      WEBHOOK_ALLOW_LOOPBACK: 'true',
+      NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/webhooks/fixtures/receiver-cert.pem'),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  server.stdout!.on('data', (chunk) => (serverOutput += chunk));
+  server.stderr!.on('data', (chunk) => (serverOutput += chunk));
+  const deadline = Date.now() + 120_000;
+  for (const port of Object.values(ports)) await waitReady(`http://127.0.0.1:${port}/readyz`, deadline);
+}, 150_000);
+
+afterAll(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server!.once('exit', resolve));
+    server.kill('SIGTERM');
+    await exited;
+  }
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+}, 30_000);
+
+describe('scripts/examples', () => {
+  it('merchant-integration.ts: idempotent session, sandbox payment, verified order.paid webhook, order read back', async () => {
+    const org = await admin('POST', '/v1/orgs', { name: 'Example shop' });
+    const key = await admin('POST', `/v1/orgs/${org.orgId}/api-keys`, { name: 'example backend' });
+    const run = await runExample('merchant-integration.ts', {
+      KASSA_BASE_URL: `http://127.0.0.1:${ports.merchant}`,
+      KASSA_API_URL: `http://127.0.0.1:${ports.api}`,
+      KASSA_API_KEY: key.key!,
+    });
+    expect(run.code, run.output).toBe(0);
+    const steps = Object.fromEntries(run.lines.map((line) => [line.step, line]));
+    expect(steps['checkout session created']).toMatchObject({ amount: 1500, currency: 'USD', retrySameSession: true });
+    expect(steps['webhook verified']).toMatchObject({ type: 'order.paid' });
+    expect(steps['order read through the API']).toMatchObject({ status: 'PAID', amountCents: 1500, currency: 'USD' });
+    expect(steps.done).toBeDefined();
+    expect(run.lines.some((line) => line.step === 'webhook rejected')).toBe(false);
+  }, 120_000);
+
+  it('agent.ts: loads the Agent Wallet Key, reads its identity and gets an EIP-712 signature', async () => {
+    const org = await admin('POST', '/v1/orgs', { name: 'Example agents' });
+    const wallet = await admin('POST', `/v1/orgs/${org.orgId}/wallets`, { name: 'Shopping wallet' });
+    const agent = await admin('POST', `/v1/orgs/${org.orgId}/agents`, { name: 'Shopping agent', walletId: wallet.walletId });
+    const run = await runExample('agent.ts', { KASSA_API_URL: `http://127.0.0.1:${ports.api}`, KASSA_AGENT_WALLET_KEY: agent.agentWalletKey! });
+    expect(run.code, run.output).toBe(0);
+    const steps = Object.fromEntries(run.lines.map((line) => [line.step, line]));
+    expect(steps.identity).toMatchObject({ agentId: agent.agentId, walletId: wallet.walletId, walletAddress: wallet.walletAddress });
+    expect(steps.signed).toMatchObject({ walletAddress: wallet.walletAddress });
+    expect(steps.signed!.signature).toMatch(/^0x[0-9a-f]{130}$/);
+  }, 120_000);
+});
