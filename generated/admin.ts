@@ -2108,6 +2108,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Acme Coffee",
+                     *         "frozen": false,
+                     *         "cardVerified": true,
+                     *         "cardAccountEnabled": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrgResponse"];
                 };
             };
@@ -2145,6 +2160,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Organization updated",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Acme Coffee",
+                     *         "frozen": true,
+                     *         "cardVerified": true,
+                     *         "cardAccountEnabled": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["OrgResponse"];
                 };
             };
@@ -2175,6 +2205,39 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "apiKeyId": "AKI_lcrdhySsFQRq0E3dBrPTZPzh",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "reporting",
+                     *           "prefix": "ak_06Xwj_Y",
+                     *           "permissions": [
+                     *             "orders:read"
+                     *           ],
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         },
+                     *         {
+                     *           "apiKeyId": "AKI_H4zRU5riQRpmVqLGOyW4OVU9",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "backend",
+                     *           "prefix": "ak_IekM9wE",
+                     *           "permissions": [
+                     *             "checkout:write",
+                     *             "orders:read"
+                     *           ],
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ApiKeyListResponse"];
                 };
             };
@@ -2266,6 +2329,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "API key revoked",
+                     *       "data": {
+                     *         "apiKeyId": "AKI_H4zRU5riQRpmVqLGOyW4OVU9",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "backend",
+                     *         "prefix": "ak_IekM9wE",
+                     *         "permissions": [
+                     *           "checkout:write",
+                     *           "orders:read"
+                     *         ],
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ApiKeyResponse"];
                 };
             };
@@ -2294,6 +2376,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Treasury",
+                     *           "walletAddress": "0x3C8C3304C64DCF64Ffcda02Ee81688CB394D3845",
+                     *           "providerWalletId": "5p5bgv70ljatukjuai6ghsh9",
+                     *           "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["WalletListResponse"];
                 };
             };
@@ -2377,6 +2476,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "agentId": "AGT_XAflqCnh8V0uXmQulA8mqWE4",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research assistant",
+                     *           "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQU/YuIMcSO0eD4HXkqwH23bnt61eOKxuz0soYfRq0Kfbkg05bZjfjjJDS5VdALnlotlYbf5WLGVQk9E3ifNleA==",
+                     *           "keyQuorumId": "KQ_9kttm2wJXMGRgDpzoCSuTBN2",
+                     *           "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentListResponse"];
                 };
             };
@@ -2415,6 +2533,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent created; store the Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_XAflqCnh8V0uXmQulA8mqWE4",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research assistant",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQU/YuIMcSO0eD4HXkqwH23bnt61eOKxuz0soYfRq0Kfbkg05bZjfjjJDS5VdALnlotlYbf5WLGVQk9E3ifNleA==",
+                     *         "keyQuorumId": "KQ_9kttm2wJXMGRgDpzoCSuTBN2",
+                     *         "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnaEMvbndRcjdOS2hPa3ZseGtwV2J3VSsyUUhVWE12WVhaMS9HOVFyRnBIT2hSQU5DQUFSQlQ5aTRneHhJN1I0UGdkZVNyQWZiZHVlM3JWNDRyRzdQU3loaDlHclFwOXVTRFRsdG1OK09Na05MbFYwQXVlV2kyVmh0L2xZc1pWQ1QwVGVKODJWNCIsIndhbGxldElkIjoiV0xUX1d3RjI2VEl1eHpsTkJjRjVsT2tvOWRScCJ9"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentCreatedResponse"];
                 };
             };
@@ -2455,6 +2591,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet assigned",
+                     *       "data": {
+                     *         "agentId": "AGT_XAflqCnh8V0uXmQulA8mqWE4",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research assistant",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEQU/YuIMcSO0eD4HXkqwH23bnt61eOKxuz0soYfRq0Kfbkg05bZjfjjJDS5VdALnlotlYbf5WLGVQk9E3ifNleA==",
+                     *         "keyQuorumId": "KQ_9kttm2wJXMGRgDpzoCSuTBN2",
+                     *         "walletId": "WLT_lHrYoTzNjd7W1YTMq1d3PeZs",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentResponse"];
                 };
             };
@@ -2486,6 +2639,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent revoked",
+                     *       "data": {
+                     *         "agentId": "AGT_qhk2Yw9oACOrLHUdKOw9Nvoz",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Retired agent",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEPdw1hUD7KUG2oikF2zIGuU0UjmQWbkDJB4godTc3gjqNQkQXwia0WiXHijrn6vG8puBXUH9QaSL4ltw39eK9vw==",
+                     *         "keyQuorumId": "KQ_NR7ulQgJjRSt82yJAIKebnSQ",
+                     *         "walletId": null,
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentResponse"];
                 };
             };
@@ -2519,6 +2689,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Key rotated; store the new Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_XAflqCnh8V0uXmQulA8mqWE4",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research assistant",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEWMjbbbCsBetCh5YtaItvQWW2bpm9dIVY0S4O2XA8/gPizoyC06gofU81+eYPf1XI95drhkpAXPAusN4NMiP3fA==",
+                     *         "keyQuorumId": "KQ_9kttm2wJXMGRgDpzoCSuTBN2",
+                     *         "walletId": "WLT_lHrYoTzNjd7W1YTMq1d3PeZs",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnTWpCaEhpRWZKZXYvZGxJcWY1Tk9xS1d5U1JKWXk0TDFUcFlUQmpRZlp4cWhSQU5DQUFSWXlOdHRzS3dGNjBLSGxpMW9pMjlCWmJadW1iMTBoVmpSTGc3WmNEeitBK0xPaklMVHFDaDlUelg1NWc5L1ZjajNsMnVHU2tCYzhDNnczZzB5SS9kOCIsIndhbGxldElkIjoiV0xUX2xIcllvVHpOamQ3VzFZVE1xMWQzUGVacyJ9"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AgentCreatedResponse"];
                 };
             };
@@ -2550,6 +2738,202 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "id": "POL_tLmxDgn0Ni4179efy0GyS5Gt",
+                     *           "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *           "name": "Default: USDC transfers up to 5 USDC",
+                     *           "version": "1.0",
+                     *           "chainType": "ethereum",
+                     *           "rules": [
+                     *             {
+                     *               "name": "Allow USDC TransferWithAuthorization up to 5 USDC on Base",
+                     *               "action": "ALLOW",
+                     *               "method": "eth_signTypedData_v4",
+                     *               "conditions": [
+                     *                 {
+                     *                   "field": "chainId",
+                     *                   "value": 8453,
+                     *                   "operator": "eq",
+                     *                   "field_source": "ethereum_typed_data_domain"
+                     *                 },
+                     *                 {
+                     *                   "field": "verifyingContract",
+                     *                   "value": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *                   "operator": "eq",
+                     *                   "field_source": "ethereum_typed_data_domain"
+                     *                 },
+                     *                 {
+                     *                   "field": "value",
+                     *                   "value": "5000000",
+                     *                   "operator": "lte",
+                     *                   "field_source": "ethereum_typed_data_message"
+                     *                 }
+                     *               ],
+                     *               "typed_data": {
+                     *                 "types": {
+                     *                   "TransferWithAuthorization": [
+                     *                     {
+                     *                       "name": "from",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "to",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "value",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validAfter",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validBefore",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "nonce",
+                     *                       "type": "bytes32"
+                     *                     }
+                     *                   ]
+                     *                 },
+                     *                 "primary_type": "TransferWithAuthorization"
+                     *               }
+                     *             },
+                     *             {
+                     *               "name": "Allow USDC TransferWithAuthorization up to 5 USDC on Base Sepolia",
+                     *               "action": "ALLOW",
+                     *               "method": "eth_signTypedData_v4",
+                     *               "conditions": [
+                     *                 {
+                     *                   "field": "chainId",
+                     *                   "value": 84532,
+                     *                   "operator": "eq",
+                     *                   "field_source": "ethereum_typed_data_domain"
+                     *                 },
+                     *                 {
+                     *                   "field": "verifyingContract",
+                     *                   "value": "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
+                     *                   "operator": "eq",
+                     *                   "field_source": "ethereum_typed_data_domain"
+                     *                 },
+                     *                 {
+                     *                   "field": "value",
+                     *                   "value": "5000000",
+                     *                   "operator": "lte",
+                     *                   "field_source": "ethereum_typed_data_message"
+                     *                 }
+                     *               ],
+                     *               "typed_data": {
+                     *                 "types": {
+                     *                   "TransferWithAuthorization": [
+                     *                     {
+                     *                       "name": "from",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "to",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "value",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validAfter",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validBefore",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "nonce",
+                     *                       "type": "bytes32"
+                     *                     }
+                     *                   ]
+                     *                 },
+                     *                 "primary_type": "TransferWithAuthorization"
+                     *               }
+                     *             }
+                     *           ],
+                     *           "spendLimits": [],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "POL_xuQH1E6s7gj06JarCCWQKLAO",
+                     *           "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *           "name": "Only pay the API provider",
+                     *           "version": "1.0",
+                     *           "chainType": "ethereum",
+                     *           "rules": [
+                     *             {
+                     *               "name": "Deny transfers to unknown recipients",
+                     *               "action": "DENY",
+                     *               "method": "eth_signTypedData_v4",
+                     *               "conditions": [
+                     *                 {
+                     *                   "field": "to",
+                     *                   "value": [
+                     *                     "0x0000000000000000000000000000000000000bad"
+                     *                   ],
+                     *                   "operator": "in",
+                     *                   "field_source": "ethereum_typed_data_message"
+                     *                 }
+                     *               ],
+                     *               "typed_data": {
+                     *                 "types": {
+                     *                   "TransferWithAuthorization": [
+                     *                     {
+                     *                       "name": "from",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "to",
+                     *                       "type": "address"
+                     *                     },
+                     *                     {
+                     *                       "name": "value",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validAfter",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "validBefore",
+                     *                       "type": "uint256"
+                     *                     },
+                     *                     {
+                     *                       "name": "nonce",
+                     *                       "type": "bytes32"
+                     *                     }
+                     *                   ]
+                     *                 },
+                     *                 "primary_type": "TransferWithAuthorization"
+                     *               }
+                     *             }
+                     *           ],
+                     *           "spendLimits": [
+                     *             {
+                     *               "name": "Daily USDC on Base",
+                     *               "chain_id": 8453,
+                     *               "max_value": "20000000",
+                     *               "window_hours": 24,
+                     *               "verifying_contract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *             }
+                     *           ],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["WalletPolicyListResponse"];
                 };
             };
@@ -2646,6 +3030,77 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy created",
+                     *       "data": {
+                     *         "id": "POL_xuQH1E6s7gj06JarCCWQKLAO",
+                     *         "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *         "name": "Only pay the API provider",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [
+                     *           {
+                     *             "name": "Deny transfers to unknown recipients",
+                     *             "method": "eth_signTypedData_v4",
+                     *             "action": "DENY",
+                     *             "typed_data": {
+                     *               "primary_type": "TransferWithAuthorization",
+                     *               "types": {
+                     *                 "TransferWithAuthorization": [
+                     *                   {
+                     *                     "name": "from",
+                     *                     "type": "address"
+                     *                   },
+                     *                   {
+                     *                     "name": "to",
+                     *                     "type": "address"
+                     *                   },
+                     *                   {
+                     *                     "name": "value",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "validAfter",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "validBefore",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "nonce",
+                     *                     "type": "bytes32"
+                     *                   }
+                     *                 ]
+                     *               }
+                     *             },
+                     *             "conditions": [
+                     *               {
+                     *                 "field_source": "ethereum_typed_data_message",
+                     *                 "field": "to",
+                     *                 "operator": "in",
+                     *                 "value": [
+                     *                   "0x0000000000000000000000000000000000000bad"
+                     *                 ]
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "spendLimits": [
+                     *           {
+                     *             "name": "Daily USDC on Base",
+                     *             "window_hours": 24,
+                     *             "max_value": "20000000",
+                     *             "chain_id": 8453,
+                     *             "verifying_contract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *           }
+                     *         ],
+                     *         "createdAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["WalletPolicyResponse"];
                 };
             };
@@ -2676,6 +3131,77 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy deleted",
+                     *       "data": {
+                     *         "id": "POL_xuQH1E6s7gj06JarCCWQKLAO",
+                     *         "walletId": "WLT_WwF26TIuxzlNBcF5lOko9dRp",
+                     *         "name": "Only pay the API provider",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [
+                     *           {
+                     *             "name": "Deny transfers to unknown recipients",
+                     *             "action": "DENY",
+                     *             "method": "eth_signTypedData_v4",
+                     *             "conditions": [
+                     *               {
+                     *                 "field": "to",
+                     *                 "value": [
+                     *                   "0x0000000000000000000000000000000000000bad"
+                     *                 ],
+                     *                 "operator": "in",
+                     *                 "field_source": "ethereum_typed_data_message"
+                     *               }
+                     *             ],
+                     *             "typed_data": {
+                     *               "types": {
+                     *                 "TransferWithAuthorization": [
+                     *                   {
+                     *                     "name": "from",
+                     *                     "type": "address"
+                     *                   },
+                     *                   {
+                     *                     "name": "to",
+                     *                     "type": "address"
+                     *                   },
+                     *                   {
+                     *                     "name": "value",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "validAfter",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "validBefore",
+                     *                     "type": "uint256"
+                     *                   },
+                     *                   {
+                     *                     "name": "nonce",
+                     *                     "type": "bytes32"
+                     *                   }
+                     *                 ]
+                     *               },
+                     *               "primary_type": "TransferWithAuthorization"
+                     *             }
+                     *           }
+                     *         ],
+                     *         "spendLimits": [
+                     *           {
+                     *             "name": "Daily USDC on Base",
+                     *             "chain_id": 8453,
+                     *             "max_value": "20000000",
+                     *             "window_hours": 24,
+                     *             "verifying_contract": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"
+                     *           }
+                     *         ],
+                     *         "createdAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["WalletPolicyResponse"];
                 };
             };
@@ -2927,6 +3453,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product updated",
+                     *       "data": {
+                     *         "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan (2027)",
+                     *         "description": "1 kg, whole",
+                     *         "status": "DRAFT",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProductResponse"];
                 };
             };
@@ -2957,6 +3498,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product archived",
+                     *       "data": {
+                     *         "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan (2027)",
+                     *         "description": "1 kg, whole",
+                     *         "status": "ARCHIVED",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ProductResponse"];
                 };
             };
@@ -2985,6 +3541,48 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *           "amount": 2200,
+                     *           "currency": "EUR",
+                     *           "pricingType": "ONE_TIME",
+                     *           "billingInterval": null,
+                     *           "billingIntervalCount": 1,
+                     *           "pricingName": "One bag (EUR)",
+                     *           "flexibleAmount": false,
+                     *           "minAmount": null,
+                     *           "maxAmount": null,
+                     *           "provider": "STRIPE",
+                     *           "active": true,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         },
+                     *         {
+                     *           "pricingId": "PRC_9HeDOCSeej5u30FEhmMTGvXx",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *           "amount": 2500,
+                     *           "currency": "USD",
+                     *           "pricingType": "ONE_TIME",
+                     *           "billingInterval": null,
+                     *           "billingIntervalCount": 1,
+                     *           "pricingName": "One bag",
+                     *           "flexibleAmount": false,
+                     *           "minAmount": null,
+                     *           "maxAmount": null,
+                     *           "provider": "STRIPE",
+                     *           "active": true,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["PriceListResponse"];
                 };
             };
@@ -3071,6 +3669,29 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price deactivated",
+                     *       "data": {
+                     *         "pricingId": "PRC_9HeDOCSeej5u30FEhmMTGvXx",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *         "amount": 2500,
+                     *         "currency": "USD",
+                     *         "pricingType": "ONE_TIME",
+                     *         "billingInterval": null,
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "One bag",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["PriceResponse"];
                 };
             };
@@ -3156,6 +3777,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link deactivated",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_FZtYNzTwHBfGVCDqspqsjEbb",
+                     *         "paymentLinkUrl": "http://merchant.test/pay/1fhoNrDiLEcDpFCWpj4Bq1W62UOFiuLo",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_9HeDOCSeej5u30FEhmMTGvXx",
+                     *         "productId": "PRD_oj5h9S6bv6oDjhJZygxauLY4",
+                     *         "name": "Spring promo",
+                     *         "isActive": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["PaymentLinkResponse"];
                 };
             };
@@ -3184,6 +3822,26 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "projectId": "PRJ_YAULZhyZhhrfFKitiuic2ft3",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Support Assistant",
+                     *           "slug": "support-assistant",
+                     *           "environment": "production",
+                     *           "description": null,
+                     *           "sampleRate": 1,
+                     *           "dataRetentionDays": 30,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["TelemetryProjectListResponse"];
                 };
             };
@@ -3272,6 +3930,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "telemetryKeyId": "TKI_idLxGEy9agIEbLa7PqydnoNM",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "projectId": "PRJ_YAULZhyZhhrfFKitiuic2ft3",
+                     *           "name": "default",
+                     *           "prefix": "tk_Z2tBHo4",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["TelemetryKeyListResponse"];
                 };
             };
@@ -3357,6 +4033,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry API key revoked",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_idLxGEy9agIEbLa7PqydnoNM",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_YAULZhyZhhrfFKitiuic2ft3",
+                     *         "name": "default",
+                     *         "prefix": "tk_Z2tBHo4",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["TelemetryKeyResponse"];
                 };
             };
@@ -3510,6 +4202,36 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "deliveryId": "WHD_q8bc6dsSx8zIjxyX3eKmnL7E",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *             "eventType": "webhook.test",
+                     *             "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *             "status": "pending",
+                     *             "attemptCount": 0,
+                     *             "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *             "lastStatusCode": null,
+                     *             "lastError": null,
+                     *             "createdAt": "2026-11-22T09:00:00.000Z",
+                     *             "completedAt": null,
+                     *             "attempts": []
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["WebhookDeliveryPageResponse"];
                 };
             };
@@ -3606,6 +4328,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Redelivery queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_W6MbXBFoPG4kvkPPnsLxYR8q",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "completedAt": null,
+                     *         "attempts": []
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["WebhookDeliveryResponse"];
                 };
             };
@@ -3635,6 +4378,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Test event queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_q8bc6dsSx8zIjxyX3eKmnL7E",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "completedAt": null,
+                     *         "attempts": []
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["WebhookDeliveryResponse"];
                 };
             };
@@ -3774,6 +4538,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription paused",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAUSED",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AdminSubscriptionResponse"];
                 };
             };
@@ -3803,6 +4582,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription resumed",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["AdminSubscriptionResponse"];
                 };
             };
@@ -3832,6 +4626,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "chainId": 8453,
+                     *           "chain": "eip155:8453",
+                     *           "chainName": "Base",
+                     *           "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["ReceivingWalletListResponse"];
                 };
             };
@@ -3918,6 +4729,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Receiving wallet removed",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "chainId": 8453,
+                     *         "chain": "eip155:8453",
+                     *         "chainName": "Base",
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["ReceivingWalletResponse"];
                 };
             };
@@ -3953,6 +4779,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "CTX_4pQ8rT2vX6zB1dF5hJ9kM3nS",
+                     *             "chainId": 8453,
+                     *             "txHash": "0x9c1f4e2a7b3d5f8e6a0c2b4d6f8e1a3c5b7d9f0e2a4c6e8b1d3f5a7c9e0b2d4f",
+                     *             "logIndex": 3,
+                     *             "blockNumber": 23811042,
+                     *             "tokenSymbol": "USDC",
+                     *             "tokenAddress": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *             "fromAddress": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                     *             "toAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *             "valueUnits": "29000137",
+                     *             "status": "CONFIRMED",
+                     *             "confirmations": 12,
+                     *             "checkoutSessionId": "CS_7YtQ2mV9xTq4Wn1Lc8Bz5Ks3",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "orderId": "ORD_3kL9mN2pQ7rS5tV8wX1yZ4aB",
+                     *             "note": "exact amount",
+                     *             "seenAt": "2026-11-22T09:31:12.000Z",
+                     *             "updatedAt": "2026-11-22T09:31:40.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["CryptoTransferPageResponse"];
                 };
             };
