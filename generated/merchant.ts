@@ -778,6 +778,9 @@ export interface paths {
          *       either the old or the new key keep verifying.
          *
          *     Verify a delivery against any key of this response; see `webhooks` for the signed message.
+         *
+         *     Not rate limited (the answer is public and cacheable); `503 SERVICE_UNAVAILABLE` while the
+         *     database is unreachable.
          */
         get: operations["getWebhookSigningKey"];
         put?: never;
