@@ -233,6 +233,11 @@ export function toAppError(thrown: unknown, operation?: unknown): { error: AppEr
     return { error: validationError('Request body could not be decoded'), internal: false };
   }
   if (isDatabaseOutage(err)) return { error: serviceUnavailable(), internal: false };
+  // PostgreSQL text cannot hold U+0000 (22P05, or 22021 from a jsonb/text conversion): the input is
+  // at fault, and the statement (with its transaction) was rolled back, so nothing was written.
+  if (err.code === '22P05' || err.code === '22021' || /unsupported Unicode escape sequence|invalid byte sequence/i.test(err.message ?? '')) {
+    return { error: validationError('Text values must not contain the NUL character (\\u0000)'), internal: false };
+  }
   return { error: new AppError('INTERNAL_ERROR', 'Internal server error'), internal: true };
 }
 
