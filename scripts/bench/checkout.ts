@@ -51,7 +51,9 @@ async function main(): Promise<void> {
     MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
     DATABASE_POOL_MAX: poolMax,
   });
-  const server = await startKassa(deployment, { role: 'api', name: 'bench-api', echo: true });
+  // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the server.
+  const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean);
+  const server = await startKassa(deployment, { role: 'api', name: 'bench-api', echo: true, nodeArgs });
   try {
     const merchant = await provisionMerchant(server.adminUrl, deployment.adminToken, 'Bench');
     const sessionIds: string[] = [];
@@ -66,11 +68,19 @@ async function main(): Promise<void> {
     // Warm-up: JIT, pool connections, validator caches.
     for (const s of Object.values(scenarios)) await load({ url: server.merchantUrl, connections: 8, durationSeconds: 2, ...s, paths: [...s.paths] });
 
-    const rows: Array<{ name: string; connections: number; result: LoadResult }> = [];
+    // The server's own CPU time per request (from its /metrics): unlike req/s, it does not depend
+    // on how much CPU the rest of the machine leaves to the server.
+    const cpuSeconds = async () => {
+      const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
+      return Number(/^kassa_process_cpu_seconds_total\{[^}]*\} (\S+)$/m.exec(text)?.[1] ?? NaN);
+    };
+    const rows: Array<{ name: string; connections: number; result: LoadResult; cpuMs: number }> = [];
     for (const connections of connectionCounts) {
       for (const [name, s] of Object.entries(scenarios)) {
+        const cpuBefore = await cpuSeconds();
         const result = await load({ url: server.merchantUrl, connections, durationSeconds: duration, ...s, paths: [...s.paths] });
-        rows.push({ name, connections, result });
+        const cpuMs = ((await cpuSeconds()) - cpuBefore) * 1000 / result.requests;
+        rows.push({ name, connections, result, cpuMs });
         process.stderr.write(`  ${name} @${connections}: ${result.requestsPerSecond.toFixed(0)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms\n`);
       }
     }
@@ -81,9 +91,9 @@ async function main(): Promise<void> {
       '',
       `bench:checkout — PostgreSQL, 1 API process (pool ${poolMax}), load from a second process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(1)} at the end; ${duration} s per run`,
       '',
-      `${'route'.padEnd(34)}${pad('conns', 6)}${pad('req/s', 9)}${pad('p50 ms', 8)}${pad('p99 ms', 8)}${pad('max ms', 8)}${pad('non-2xx', 9)}${pad('errors', 8)}`,
-      ...rows.map(({ name, connections, result: r }) =>
-        `${{ floor: 'floor  POST /__bench/floor', create: 'create POST /v1/checkout-sessions', get: 'get    GET /v1/checkout-sessions/{id}' }[name]!.padEnd(34)}${pad(String(connections), 6)}${pad(r.requestsPerSecond.toFixed(0), 9)}${pad(String(r.p50), 8)}${pad(String(r.p99), 8)}${pad(String(r.max), 8)}${pad(String(r.non2xx), 9)}${pad(String(r.errors + r.timeouts), 8)}`,
+      `${'route'.padEnd(38)}${pad('conns', 6)}${pad('req/s', 9)}${pad('p50 ms', 8)}${pad('p99 ms', 8)}${pad('max ms', 8)}${pad('server CPU ms/req', 19)}${pad('non-2xx', 9)}${pad('errors', 8)}`,
+      ...rows.map(({ name, connections, result: r, cpuMs }) =>
+        `${{ floor: 'floor  POST /__bench/floor', create: 'create POST /v1/checkout-sessions', get: 'get    GET /v1/checkout-sessions/{id}' }[name]!.padEnd(38)}${pad(String(connections), 6)}${pad(r.requestsPerSecond.toFixed(0), 9)}${pad(String(r.p50), 8)}${pad(String(r.p99), 8)}${pad(String(r.max), 8)}${pad(cpuMs.toFixed(2), 19)}${pad(String(r.non2xx), 9)}${pad(String(r.errors + r.timeouts), 8)}`,
       ),
       '',
     ];
@@ -93,7 +103,11 @@ async function main(): Promise<void> {
       const ratio = of('create').requestsPerSecond / of('floor').requestsPerSecond;
       const getRatio = of('get').requestsPerSecond / of('floor').requestsPerSecond;
       const ratioOk = ratio >= 0.5;
-      lines.push(`@${connections} connections: create/floor ${(ratio * 100).toFixed(0)} % (target ≥ 50 %: ${ratioOk ? 'met' : 'MISSED'}), get/floor ${(getRatio * 100).toFixed(0)} %`);
+      const cpuOf = (name: string) => rows.find((r) => r.name === name && r.connections === connections)!.cpuMs;
+      lines.push(
+        `@${connections} connections: create/floor ${(ratio * 100).toFixed(0)} % of req/s (target ≥ 50 %: ${ratioOk ? 'met' : 'MISSED'}), get/floor ${(getRatio * 100).toFixed(0)} %; ` +
+          `by server CPU per request: create ${((cpuOf('floor') / cpuOf('create')) * 100).toFixed(0)} %, get ${((cpuOf('floor') / cpuOf('get')) * 100).toFixed(0)} % of the floor`,
+      );
       ok &&= ratioOk;
       if (connections === 64) {
         const p99Ok = of('create').p99 <= 50;

@@ -113,6 +113,34 @@ const toSession = (r: SessionRow): CheckoutSession => ({
 
 const json = (value: unknown) => (value === null || value === undefined ? null : JSON.stringify(value));
 
+/** The columns of a session row as knex inserts them (jsonb values as JSON text). */
+function sessionRow(s: CheckoutSession) {
+  return {
+    id: s.id,
+    org_id: s.orgId,
+    status: s.status,
+    provider: s.provider,
+    amount: s.amount,
+    currency: s.currency,
+    quantity: s.quantity,
+    pricing: json(s.pricing),
+    product: json(s.product),
+    price_id: s.pricing.pricingId,
+    customer_id: s.customerId,
+    customer_email: s.customerEmail,
+    merchant_reference: s.merchantReference,
+    metadata: json(s.metadata),
+    success_url: s.successUrl,
+    cancel_url: s.cancelUrl,
+    payment_link_id: s.paymentLinkId,
+    page_token: s.pageToken,
+    last_error: json(s.lastError),
+    expires_at: s.expiresAt,
+    created_at: s.createdAt,
+    updated_at: s.updatedAt,
+  };
+}
+
 export interface CheckoutSessionRepository {
   insert(session: CheckoutSession): Promise<void>;
   find(orgId: string, id: string): Promise<CheckoutSession | undefined>;
@@ -125,6 +153,12 @@ export interface CheckoutSessionRepository {
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
   /** Inserts the record unless the key exists; waits for a concurrent insert of the same key to settle. */
   insertIdempotencyRecord(record: IdempotencyRecord): Promise<boolean>;
+  /**
+   * The record and its session in one statement (atomic without an explicit transaction: one
+   * round trip instead of four). False, with nothing written, when the key already exists; like
+   * insertIdempotencyRecord it waits for a concurrent insert of the same key to settle.
+   */
+  insertWithIdempotencyRecord(record: IdempotencyRecord, session: CheckoutSession): Promise<boolean>;
   deleteIdempotencyRecordOlderThan(orgId: string, key: string, before: Date): Promise<void>;
 }
 
@@ -132,30 +166,26 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
   constructor(private readonly db: Knex) {}
 
   async insert(s: CheckoutSession): Promise<void> {
-    await this.db('checkout_sessions').insert({
-      id: s.id,
-      org_id: s.orgId,
-      status: s.status,
-      provider: s.provider,
-      amount: s.amount,
-      currency: s.currency,
-      quantity: s.quantity,
-      pricing: json(s.pricing),
-      product: json(s.product),
-      price_id: s.pricing.pricingId,
-      customer_id: s.customerId,
-      customer_email: s.customerEmail,
-      merchant_reference: s.merchantReference,
-      metadata: json(s.metadata),
-      success_url: s.successUrl,
-      cancel_url: s.cancelUrl,
-      payment_link_id: s.paymentLinkId,
-      page_token: s.pageToken,
-      last_error: json(s.lastError),
-      expires_at: s.expiresAt,
-      created_at: s.createdAt,
-      updated_at: s.updatedAt,
-    });
+    await this.db('checkout_sessions').insert(sessionRow(s));
+  }
+
+  async insertWithIdempotencyRecord(r: IdempotencyRecord, s: CheckoutSession): Promise<boolean> {
+    // The session row travels as one JSON document typed by the table's own row type, so every
+    // column gets its type without a cast per parameter; jsonb columns take the nested values.
+    const row = sessionRow(s);
+    const document = { ...row, pricing: s.pricing, product: s.product, metadata: s.metadata, last_error: s.lastError };
+    const columns = Object.keys(row).map((c) => `"${c}"`).join(', ');
+    const result = await this.db.raw(
+      `WITH claimed AS (
+         INSERT INTO idempotency_keys (org_id, key, request_hash, checkout_session_id, created_at)
+         VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, key) DO NOTHING RETURNING key)
+       INSERT INTO checkout_sessions (${columns})
+       SELECT ${Object.keys(row).map((c) => `r."${c}"`).join(', ')}
+         FROM claimed, json_populate_record(NULL::checkout_sessions, ?::json) AS r
+       RETURNING id`,
+      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, JSON.stringify(document)],
+    );
+    return (result.rows as unknown[]).length === 1;
   }
 
   async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {

@@ -69,13 +69,18 @@ export class CheckoutSessionService {
     if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
 
     const { session, crypto } = await this.build(orgId, body, now);
-    const created = await this.uow.transaction(async (tx) => {
-      const claimed = await tx.sessions.insertIdempotencyRecord({ orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now });
-      if (!claimed) return false;
-      await tx.sessions.insert(session);
-      if (crypto) await this.crypto!.store(tx, session, crypto);
-      return true;
-    });
+    const record = { orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now };
+    // A card session is the key and the session row: one statement. A crypto session also
+    // reserves its exact amount, so it needs the transaction.
+    const created = crypto
+      ? await this.uow.transaction(async (tx) => {
+          const claimed = await tx.sessions.insertIdempotencyRecord(record);
+          if (!claimed) return false;
+          await tx.sessions.insert(session);
+          await this.crypto!.store(tx, session, crypto);
+          return true;
+        })
+      : await stores.sessions.insertWithIdempotencyRecord(record, session);
     if (created) return { session, replayed: false };
     const winner = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
     if (!winner) throw new AppError('SERVICE_UNAVAILABLE', 'Concurrent creation with this Idempotency-Key did not settle; retry with the same key');

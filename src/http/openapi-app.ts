@@ -250,7 +250,8 @@ async function authenticate(
   if (op.security.length === 0 || op.security.some((requirement) => Object.keys(requirement).length === 0)) {
     return undefined;
   }
-  let lastError: unknown = new AppError('UNAUTHORIZED', 'Unauthorized');
+  // Made only when every requirement failed: an Error captures a stack trace, on every request otherwise.
+  let lastError: unknown;
   for (const requirement of op.security) {
     try {
       let identity: unknown;
@@ -264,5 +265,5 @@ async function authenticate(
       lastError = err;
     }
   }
-  throw lastError;
+  throw lastError ?? new AppError('UNAUTHORIZED', 'Unauthorized');
 }

@@ -43,7 +43,8 @@ export function postWebhook(url: URL, headers: Record<string, string>, body: Buf
       clearTimeout(timer);
       resolve({ ...result, durationMs: elapsed() });
     };
-    const req = https.request(url, {
+    // secureContext reaches tls.connect like every TLS option, though RequestOptions does not list it.
+    const requestOptions: https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = {
       method: 'POST',
       headers: {
         ...headers,
@@ -56,7 +57,8 @@ export function postWebhook(url: URL, headers: Record<string, string>, body: Buf
       secureContext: secureContextFor(options.ca),
       agent: false,
       // autoSelectFamily is on by default in Node 20; our lookup answers both forms.
-    });
+    };
+    const req = https.request(url, requestOptions);
     // The whole attempt (DNS, connect, TLS, request, response head and the body we read) shares one budget.
     const timer = setTimeout(() => {
       req.destroy(new Error(`timed out after ${options.timeoutMs} ms`));
