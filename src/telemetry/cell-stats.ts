@@ -6,7 +6,7 @@
  */
 import { ByteReader, ByteWriter, DDSketch } from './ddsketch.js';
 
-/** Order of the distributions inside an encoded cell. */
+/** The distributions of a cell, in column order (telemetry_rollups.dist_*). */
 export const DISTRIBUTIONS = ['latency', 'tokensInput', 'tokensOutput', 'tokensTotal', 'cost'] as const;
 export type DistributionName = (typeof DISTRIBUTIONS)[number];
 export const distributionIndex = (name: DistributionName): number => DISTRIBUTIONS.indexOf(name);
@@ -78,12 +78,6 @@ export class Distribution {
     this.sketch.mergeEncoded(reader);
   }
 
-  static skipEncoded(reader: ByteReader): void {
-    const count = reader.varint();
-    if (count === 0) return;
-    reader.skip(24);
-    reader.skip(reader.varint());
-  }
 }
 
 const FORMAT_VERSION = 1;
@@ -109,34 +103,29 @@ export class CellStats {
     for (let i = 0; i < this.dists.length; i++) this.dists[i]!.merge(other.dists[i]!);
   }
 
-  /** The distributions (requests and errors live in their own columns). */
-  encodeDistributions(): Buffer {
-    const writer = new ByteWriter();
-    writer.byte(FORMAT_VERSION);
-    for (const d of this.dists) d.encode(writer);
-    return writer.toBuffer();
+  /** One encoding per distribution, in DISTRIBUTIONS order (each is its own column). */
+  encodeDistributions(): Buffer[] {
+    return this.dists.map((d) => {
+      const writer = new ByteWriter();
+      writer.byte(FORMAT_VERSION);
+      d.encode(writer);
+      return writer.toBuffer();
+    });
   }
 
-  static decode(requests: number, errors: number, stats: Uint8Array): CellStats {
+  static decode(requests: number, errors: number, dists: Uint8Array[]): CellStats {
     const cell = new CellStats();
     cell.requests = requests;
     cell.errors = errors;
-    const reader = openStats(stats);
-    for (const d of cell.dists) d.mergeEncoded(reader);
+    dists.forEach((bytes, i) => mergeEncodedDistribution(bytes, cell.dists[i]!));
     return cell;
   }
 }
 
-function openStats(stats: Uint8Array): ByteReader {
-  const reader = new ByteReader(stats);
+/** Merges one encoded distribution (a rollup column) into `target`. */
+export function mergeEncodedDistribution(bytes: Uint8Array, target: Distribution): void {
+  const reader = new ByteReader(bytes);
   const version = reader.byte();
-  if (version !== FORMAT_VERSION) throw new Error(`unknown rollup stats format ${version}`);
-  return reader;
-}
-
-/** Merges only distribution `index` of an encoded cell into `target` (queries need one metric). */
-export function mergeEncodedDistribution(stats: Uint8Array, index: number, target: Distribution): void {
-  const reader = openStats(stats);
-  for (let i = 0; i < index; i++) Distribution.skipEncoded(reader);
+  if (version !== FORMAT_VERSION) throw new Error(`unknown rollup distribution format ${version}`);
   target.mergeEncoded(reader);
 }

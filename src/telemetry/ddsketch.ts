@@ -21,6 +21,9 @@ const MIN_INDEXABLE = 1e-300;
 export const binIndex = (value: number): number => Math.ceil(Math.log(value) / LOG_GAMMA);
 export const binValue = (index: number): number => (2 * Math.pow(GAMMA, index)) / (GAMMA + 1);
 
+let scratchIndex = new Float64Array(1024);
+let scratchCount = new Float64Array(1024);
+
 export class DDSketch {
   zeroCount = 0;
   count = 0;
@@ -131,12 +134,24 @@ export class DDSketch {
     const bins = reader.varint();
     this.zeroCount += zero;
     this.count += zero;
+    if (bins === 0) return;
+    // Decode first, grow the dense range once, then add: queries merge hundreds of these.
+    if (scratchIndex.length < bins) {
+      scratchIndex = new Float64Array(bins * 2);
+      scratchCount = new Float64Array(bins * 2);
+    }
     let index = 0;
     for (let b = 0; b < bins; b++) {
       index = b === 0 ? reader.zigzag() : index + reader.varint();
-      const c = reader.varint();
-      this.addToBin(index, c);
-      this.count += c;
+      scratchIndex[b] = index;
+      scratchCount[b] = reader.varint();
+    }
+    this.ensure(scratchIndex[0]!, scratchIndex[bins - 1]!);
+    const counts = this.counts;
+    const offset = this.offset;
+    for (let b = 0; b < bins; b++) {
+      counts[scratchIndex[b]! - offset]! += scratchCount[b]!;
+      this.count += scratchCount[b]!;
     }
   }
 

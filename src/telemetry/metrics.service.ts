@@ -147,7 +147,7 @@ export class MetricsService {
     };
 
     const cells = (resolution: Resolution) =>
-      this.store.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, withStats: distIndex >= 0 });
+      this.store.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, distribution: distName });
     const [cellsM, cellsH, cellsD, samples] = await Promise.all([
       cells('m'),
       cells('h'),
@@ -159,7 +159,7 @@ export class MetricsService {
         const acc = accumulator(groupOf(cell.projectId, cell.model, cell.vendor), pieces[resolution].owner[cell.range]!);
         acc.requests += cell.requests;
         acc.errors += cell.errors;
-        if (distIndex >= 0) mergeEncodedDistribution(cell.stats!, distIndex, (acc.dist ??= new Distribution()));
+        if (distIndex >= 0) mergeEncodedDistribution(cell.stats!, (acc.dist ??= new Distribution()));
       }
     }
     for (const s of samples) {

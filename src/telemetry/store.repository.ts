@@ -13,6 +13,7 @@ import type { Knex } from 'knex';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { Db } from '../db/knex.js';
+import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { Attributes, NormalizedMetric, SpanStatusCode } from './normalize.js';
 
 export type Resolution = 'm' | 'h' | 'd';
@@ -100,7 +101,8 @@ export interface CellKey {
 export interface CellRow extends CellKey {
   requests: number;
   errors: number;
-  stats: Uint8Array;
+  /** Encoded distributions, in DISTRIBUTIONS order (cell-stats.ts). */
+  stats: Uint8Array[];
 }
 
 export interface RawSample {
@@ -123,6 +125,7 @@ export interface QueryCellRow {
   vendor: string;
   requests: number;
   errors: number;
+  /** The requested distribution, encoded; null when none was requested. */
   stats: Uint8Array | null;
 }
 
@@ -189,7 +192,8 @@ export interface StoreRepository {
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
   findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: SpanDoc[] } | undefined>;
-  queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; withStats: boolean }): Promise<QueryCellRow[]>;
+  /** Cells of the given projects in the ranges; with `distribution`, that one encoded distribution each. */
+  queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
   rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]>;
   /** Deletes up to `limit` traces (with their spans) starting before `cutoff`; returns how many. */
   deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number>;
@@ -199,6 +203,15 @@ export interface StoreRepository {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+const DIST_COLUMN: Record<DistributionName, string> = {
+  latency: 'dist_latency',
+  tokensInput: 'dist_tokens_input',
+  tokensOutput: 'dist_tokens_output',
+  tokensTotal: 'dist_tokens_total',
+  cost: 'dist_cost',
+};
+/** In DISTRIBUTIONS order. */
+const DIST_COLUMNS = DISTRIBUTIONS.map((d) => DIST_COLUMN[d]).join(', ');
 const asBytes = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : Buffer.from(v as string, 'hex'));
 /** A PostgreSQL text[] literal of ids made of [0-9A-Za-z_] only (no quoting needed). */
 const idArray = (ids: string[]): string => {
@@ -324,7 +337,11 @@ interface CellDbRow {
   vendor: string;
   requests: number | string;
   errors: number | string;
-  stats: unknown;
+  dist_latency: unknown;
+  dist_tokens_input: unknown;
+  dist_tokens_output: unknown;
+  dist_tokens_total: unknown;
+  dist_cost: unknown;
 }
 
 const toCell = (r: CellDbRow): CellRow => ({
@@ -334,7 +351,7 @@ const toCell = (r: CellDbRow): CellRow => ({
   vendor: r.vendor,
   requests: Number(r.requests),
   errors: Number(r.errors),
-  stats: asBytes(r.stats),
+  stats: [r.dist_latency, r.dist_tokens_input, r.dist_tokens_output, r.dist_tokens_total, r.dist_cost].map(asBytes),
 });
 
 class KnexIngestTx implements IngestTx {
@@ -479,7 +496,7 @@ class KnexIngestTx implements IngestTx {
       `SELECT c.*
          FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text)
         CROSS JOIN LATERAL (
-          SELECT resolution, bucket_start, model, vendor, requests, errors, stats FROM telemetry_rollups
+          SELECT resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS} FROM telemetry_rollups
            WHERE project_id = ? AND resolution = x.r AND bucket_start = x.b AND model = x.m AND vendor = x.v
           OFFSET 0) c`,
       [json, projectId],
@@ -489,7 +506,7 @@ class KnexIngestTx implements IngestTx {
 
   async readCellsInRange(projectId: string, resolution: Resolution, range: TimeRange): Promise<CellRow[]> {
     const result = await this.trx.raw(
-      `SELECT resolution, bucket_start, model, vendor, requests, errors, stats FROM telemetry_rollups
+      `SELECT resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS} FROM telemetry_rollups
         WHERE project_id = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?`,
       [projectId, resolution, new Date(range.fromMs), new Date(range.toMs)],
     );
@@ -499,14 +516,25 @@ class KnexIngestTx implements IngestTx {
   async writeCells(projectId: string, rows: CellRow[]): Promise<void> {
     if (rows.length === 0) return;
     const json = JSON.stringify(
-      rows.map((c) => ({ r: c.resolution, b: iso(c.bucketMs), m: c.model, v: c.vendor, q: c.requests, e: c.errors, s: Buffer.from(c.stats).toString('base64') })),
+      rows.map((c) => ({
+        r: c.resolution,
+        b: iso(c.bucketMs),
+        m: c.model,
+        v: c.vendor,
+        q: c.requests,
+        e: c.errors,
+        s: c.stats.map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength).toString('base64')),
+      })),
     );
     await this.trx.raw(
-      `INSERT INTO telemetry_rollups (project_id, resolution, bucket_start, model, vendor, requests, errors, stats)
-       SELECT ?, x.r, x.b, x.m, x.v, x.q, x.e, decode(x.s, 'base64')
-         FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text, q bigint, e bigint, s text)
+      `INSERT INTO telemetry_rollups (project_id, resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS})
+       SELECT ?, x.r, x.b, x.m, x.v, x.q, x.e, decode(x.s[1], 'base64'), decode(x.s[2], 'base64'), decode(x.s[3], 'base64'),
+              decode(x.s[4], 'base64'), decode(x.s[5], 'base64')
+         FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text, q bigint, e bigint, s text[])
        ON CONFLICT (project_id, resolution, bucket_start, model, vendor) DO UPDATE SET
-         requests = excluded.requests, errors = excluded.errors, stats = excluded.stats`,
+         requests = excluded.requests, errors = excluded.errors, dist_latency = excluded.dist_latency,
+         dist_tokens_input = excluded.dist_tokens_input, dist_tokens_output = excluded.dist_tokens_output,
+         dist_tokens_total = excluded.dist_tokens_total, dist_cost = excluded.dist_cost`,
       [projectId, json],
     );
   }
@@ -581,7 +609,8 @@ export class KnexStoreRepository implements StoreRepository {
     return { trace: toTrace(row), spans: JSON.parse(row.spans) as SpanDoc[] };
   }
 
-  async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; withStats: boolean }): Promise<QueryCellRow[]> {
+  async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]> {
+    const column = input.distribution ? DIST_COLUMN[input.distribution] : undefined;
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
     const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
@@ -590,21 +619,21 @@ export class KnexStoreRepository implements StoreRepository {
       `SELECT x.i, c.*
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
-          SELECT project_id, model, vendor, requests, errors${input.withStats ? ', stats' : ''}
+          SELECT project_id, model, vendor, requests, errors${column ? `, ${column} AS stats` : ''}
             FROM telemetry_rollups
            WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
           OFFSET 0) c`,
       bindings as Knex.RawBinding[],
     );
-    return (result.rows as Array<Omit<CellDbRow, 'resolution' | 'bucket_start'> & { i: number; project_id: string }>).map((r) => ({
+    return (result.rows as Array<{ i: number; project_id: string; model: string; vendor: string; requests: number | string; errors: number | string }>).map((r) => ({
       range: Number(r.i),
       projectId: r.project_id,
       model: r.model,
       vendor: r.vendor,
       requests: Number(r.requests),
       errors: Number(r.errors),
-      stats: input.withStats ? asBytes(r.stats) : null,
+      stats: column ? asBytes((r as { stats?: unknown }).stats) : null,
     }));
   }
 

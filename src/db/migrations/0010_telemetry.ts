@@ -99,17 +99,21 @@ export async function up(db: Knex): Promise<void> {
   });
 
   // Model-call metrics pre-aggregated per minute ('m'), hour ('h') and UTC day ('d'), per model
-  // and vendor ('' when absent). `stats` holds count/sum/min/max and a DDSketch of each
+  // and vendor ('' when absent). Each dist_* column holds count/sum/min/max and a DDSketch of one
   // distribution (src/telemetry/cell-stats.ts); all of it merges, so any aligned range is a merge.
   await db.schema.createTable('telemetry_rollups', (t) => {
     t.specificType('project_id', 'text COLLATE "C"').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');
-    t.specificType('resolution', 'char(1)').notNullable();
+    // 'm' | 'h' | 'd' (text, not char(1): compared with text parameters, char(1) would not use the key).
+    t.specificType('resolution', 'text COLLATE "C"').notNullable();
     t.timestamp('bucket_start', { useTz: true, precision: 3 }).notNullable();
     t.text('model').notNullable();
     t.text('vendor').notNullable();
     t.bigInteger('requests').notNullable();
     t.bigInteger('errors').notNullable();
-    t.binary('stats').notNullable();
+    // One column per distribution, so a query reads only the one it aggregates.
+    for (const column of ['dist_latency', 'dist_tokens_input', 'dist_tokens_output', 'dist_tokens_total', 'dist_cost']) {
+      t.binary(column).notNullable();
+    }
     t.primary(['project_id', 'resolution', 'bucket_start', 'model', 'vendor']);
   });
   // The current minute/hour/day cells are rewritten by every batch: room on the page keeps those
