@@ -32,7 +32,9 @@ const MAX_REFERENCE_BYTES = 255;
 export type PaymentAttempt =
   | { kind: 'paid' | 'pending'; session: CheckoutSession; order: Order }
   | { kind: 'declined'; session: CheckoutSession; message: string }
-  | { kind: 'not_payable'; session: CheckoutSession };
+  | { kind: 'not_payable'; session: CheckoutSession }
+  /** The processor already accepted a payment for this session (a concurrent second attempt). */
+  | { kind: 'processing'; session: CheckoutSession };
 
 export class CheckoutSessionService {
   constructor(
@@ -301,8 +303,7 @@ export class CheckoutSessionService {
       return { kind: 'declined', session: failed, message: result.message };
     }
     if (result.status === 'already_accepted') {
-      const current = (await this.findByPageToken(token))!;
-      return { kind: 'not_payable', session: current };
+      return { kind: 'processing', session: (await this.findByPageToken(token))! };
     }
     const order = await this.orders.applyPaymentResult({
       checkoutSessionId: session.id,

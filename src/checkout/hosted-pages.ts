@@ -41,8 +41,9 @@ button:hover{background:#3730a3}
 a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#98a2b3}
 `;
 
-export function layout(title: string, body: string, options: { refreshSeconds?: number } = {}): string {
-  const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}">` : '';
+export function layout(title: string, body: string, options: { refreshSeconds?: number; refreshUrl?: string } = {}): string {
+  const target = options.refreshUrl ? `;url=${escapeHtml(options.refreshUrl)}` : '';
+  const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}${target}">` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main><div class="card"><div class="brand">Kassa</div>${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
 }
 
@@ -77,16 +78,23 @@ ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}
   );
 }
 
-function statusPage(session: CheckoutSession, order: Order | undefined, subscription?: Subscription): { status: number; html: string } {
+function statusPage(
+  session: CheckoutSession,
+  order: Order | undefined,
+  subscription?: Subscription,
+  options: { processing?: boolean } = {},
+): { status: number; html: string } {
   const back = session.successUrl ? `<p class="note"><a href="${escapeHtml(session.successUrl)}">Return to the merchant</a></p>` : '';
   const manage = subscription ? `<p class="note"><a data-testid="manage" href="/subscriptions/manage/${escapeHtml(subscription.manageToken)}">Manage your subscription</a></p>` : '';
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
     return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${manage}${back}`) };
   }
-  if (order?.status === 'PENDING') {
+  // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
+  // being written by a concurrent request (a double click): both are "processing", never "expired".
+  if (order?.status === 'PENDING' || options.processing) {
     return {
       status: 200,
-      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2 }),
+      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2, refreshUrl: `/checkout/${session.pageToken}/complete` }),
     };
   }
   if (order?.status === 'FAILED' || session.status === 'FAILED') {
@@ -174,6 +182,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
           return send(res, { status: 402, html: checkoutPage(attempt.session, attempt.message) });
         case 'not_payable':
           return send(res, statusPage(attempt.session, await sessions.orderOf(attempt.session)));
+        case 'processing':
+          return send(res, statusPage(attempt.session, await sessions.orderOf(attempt.session), undefined, { processing: true }));
         case 'paid':
           // The browser return is a convenience: merchants confirm payment through the API or webhooks.
           return res.redirect(303, attempt.session.successUrl ?? `/checkout/${req.params.token}/complete`);
