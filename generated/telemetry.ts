@@ -82,8 +82,8 @@ export interface paths {
          *     `stats`). Fields not sent are left unchanged; `settings` are merged field by
          *     field. `description: null` clears the description. Renaming does not change the
          *     `slug`. A new `sample_rate` applies to traces ingested after the update; a new
-         *     `data_retention_days` applies from the next retention run (stored data older than
-         *     the retention period is deleted). Body limit 64 KB.
+         *     `data_retention_days` applies from the next retention run (within about a minute;
+         *     stored data older than the retention period is then deleted). Body limit 64 KB.
          */
         patch: operations["updateProject"];
         trace?: never;
@@ -178,8 +178,15 @@ export interface paths {
          *     results.
          *
          *     **Aggregations.** `sum`, `avg`, `min`, `max` and `count` (number of samples) of the
-         *     samples in a bucket; `p50`, `p90`, `p99` are computed from mergeable DDSketch
-         *     sketches with relative error ≤ 1%.
+         *     samples in a bucket, exact; `p50`, `p90`, `p99` are computed from mergeable DDSketch
+         *     sketches with relative error ≤ 1%: the value returned for `pQ` is within 1% of the
+         *     sample at rank floor(Q/100 × (n − 1)) of the bucket's n sorted samples (the lower
+         *     nearest rank; never below `min` nor above `max`). For `llm.requests.total` and
+         *     `llm.requests.errors`, whose samples are 0 or 1, percentiles are exact.
+         *
+         *     **Freshness.** Metrics are pre-aggregated per minute, hour and UTC day when spans are
+         *     ingested and merged at query time (finer edges of a bucket are read from the stored
+         *     model calls), so a span counts as soon as its ingest request has answered.
          *
          *     **Buckets.** Bucket *i* covers [`start_time` + *i*·`interval`, `start_time` +
          *     (*i*+1)·`interval`), the last one ending at `end_time`; datapoint `timestamp` is the
@@ -224,8 +231,8 @@ export interface paths {
          * @description Ingests a batch of traces and metric points into the key's project.
          *
          *     **Success is durable.** `202` means the whole batch was validated and durably stored
-         *     (committed) before the response; spans are queryable from then on. Aggregates
-         *     derived from them may take a few seconds to appear in `GET /v1/metrics`.
+         *     (committed) before the response; spans are queryable from then on, in `GET /v1/traces`
+         *     and in `GET /v1/metrics` alike.
          *
          *     **All or nothing.** The first invalid trace rejects the whole batch with
          *     `400 invalid_trace` and `details {trace_index, trace_id, span_id, field}`
@@ -255,25 +262,36 @@ export interface paths {
          *     `spans_received`, but not stored and not counted against the quota.
          *
          *     **Quota.** Each organization has a monthly quota of stored traces (calendar month,
-         *     UTC; the value is set by the deployment). A batch whose new (not yet stored, not
+         *     UTC; set by the deployment, default 1 000 000, `TELEMETRY_MONTHLY_TRACE_QUOTA`). A
+         *     trace counts once, in the month it is first stored; deleting traces (project
+         *     deletion, retention) does not give quota back. A batch whose new (not yet stored, not
          *     sampled-out) traces would exceed it is rejected whole with `429 quota_exceeded`
-         *     (`details {quota, used, resets_at}`). Metric-only batches are not subject to it.
+         *     (`details {quota, used, resets_at}`). Metric-only batches, and batches that only add
+         *     spans to stored traces, are not subject to it.
          *
          *     **Rate limit.** Per key; see the `X-RateLimit-*` headers; `429 rate_limited` with
          *     `Retry-After` when exhausted.
          *
          *     **Model-call spans.** A span is a model call when it carries `llm.model` after
-         *     mapping. Attributes: `llm.vendor` (string), `llm.model` (string),
+         *     mapping. Attributes: `llm.vendor` and `llm.model` (strings of 1-200 characters),
          *     `llm.tokens.input` and `llm.tokens.output` (non-negative integers), `llm.cost`
-         *     (non-negative number, USD). OpenTelemetry GenAI attributes are mapped when the
-         *     `llm.*` key is absent (the original keys are kept):
+         *     (non-negative number, USD); these types are checked wherever the keys appear, and a
+         *     GenAI attribute mapped onto one of them must have its type (else `invalid_trace`
+         *     naming the attribute, e.g. `field: attributes.gen_ai.usage.input_tokens`).
+         *     OpenTelemetry GenAI attributes are mapped when the `llm.*` key is absent (the
+         *     original keys are kept):
          *     `gen_ai.provider.name` (else `gen_ai.system`) → `llm.vendor`;
          *     `gen_ai.response.model` (else `gen_ai.request.model`) → `llm.model`;
          *     `gen_ai.usage.input_tokens` → `llm.tokens.input`;
          *     `gen_ai.usage.output_tokens` → `llm.tokens.output`.
          *     A model-call span without `llm.cost` gets one computed from the deployment's
-         *     per-model price table (input and output token prices); when the model has no price
-         *     entry `llm.cost` stays absent and counts as 0 in trace summaries.
+         *     per-model price table (USD per million input and output tokens; a missing token count
+         *     counts 0), rounded to 1e-12 USD and stored as the span's `llm.cost` attribute. The
+         *     table ships with list prices of common OpenAI, Anthropic, Google and Mistral models
+         *     and is extended or overridden by the deployment (`TELEMETRY_PRICES`). A model is
+         *     priced by its exact name, else by the longest table entry that is a prefix of it
+         *     followed by `-` (so `gpt-4o-2024-08-06` is priced as `gpt-4o`). When the model has no
+         *     price entry `llm.cost` stays absent and counts as 0 in trace summaries.
          */
         post: operations["ingest"];
         delete?: never;
@@ -311,7 +329,8 @@ export interface paths {
          *       `stringValue`, `boolValue`, `intValue`, `doubleValue` map to scalars,
          *       `arrayValue` to an array of scalars, `kvlistValue` to the JSON text of its
          *       key → scalar object and `bytesValue` to its base64 text; nesting deeper than one
-         *       level is refused (`invalid_trace`);
+         *       level is refused (`invalid_trace` in a span's attributes, `invalid_request` in the
+         *       resource's or the scope's);
          *       the merged map is subject to the 200-key limit (`invalid_trace`);
          *     - `status.code` 0/1/2 becomes `UNSET`/`OK`/`ERROR`; `kind` 1-5 becomes
          *       `INTERNAL`/`SERVER`/`CLIENT`/`PRODUCER`/`CONSUMER` (0 = unspecified, not stored);
@@ -388,7 +407,13 @@ export interface components {
         ProjectDescription: string;
         /** @description Fraction of traces stored (1 = all, 0 = none), applied by trace id at ingest. */
         SampleRate: number;
-        /** @description Days stored traces, spans and metric points are kept (by span start time / point timestamp). */
+        /**
+         * @description Days stored data is kept. A background job deletes, about every minute, what lies
+         *     before 00:00 UTC of the day `data_retention_days` before now: traces with all their
+         *     spans (by the trace's `start_time`), the model calls behind `GET /v1/metrics` (by span
+         *     start time) and metric points (by `timestamp`). Data is thus kept at least
+         *     `data_retention_days` days and less than one day longer.
+         */
         DataRetentionDays: number;
         ProjectSettings: {
             sample_rate: components["schemas"]["SampleRate"];
@@ -729,7 +754,8 @@ export interface components {
         /**
          * @description OTLP `ExportTraceServiceRequest` in OTLP/HTTP JSON encoding (field names in
          *     lowerCamelCase, ids in hex, enums as integers, 64-bit integers as decimal strings).
-         *     At most 1000 distinct trace ids and 1000 spans per trace id per request.
+         *     At most 1000 distinct trace ids (more is `400 invalid_request`) and 1000 spans per
+         *     trace id (more is `400 invalid_trace`) per request.
          */
         OtlpExportTraceServiceRequest: {
             resourceSpans?: components["schemas"]["OtlpResourceSpans"][];
@@ -929,28 +955,6 @@ export interface components {
                  *       },
                  *       "meta": {
                  *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0UB",
-                 *         "timestamp": "2026-11-22T09:30:00.000Z"
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["TelemetryError"];
-            };
-        };
-        /** @description Part of the contract, not served by this build yet (`not_implemented`). */
-        TelemetryNotImplemented: {
-            headers: {
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "error": {
-                 *         "code": "not_implemented",
-                 *         "message": "This operation is not implemented yet",
-                 *         "details": null
-                 *       },
-                 *       "meta": {
-                 *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0UC",
                  *         "timestamp": "2026-11-22T09:30:00.000Z"
                  *       }
                  *     }
@@ -1887,7 +1891,6 @@ export interface operations {
             413: components["responses"]["TelemetryIngestPayloadTooLarge"];
             429: components["responses"]["TelemetryIngestTooManyRequests"];
             500: components["responses"]["TelemetryInternalError"];
-            501: components["responses"]["TelemetryNotImplemented"];
             503: components["responses"]["TelemetryServiceUnavailable"];
         };
     };
