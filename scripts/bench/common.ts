@@ -55,7 +55,10 @@ export interface Server {
 
 /** Starts scripts/bench/server.ts (platform API + provisioned key) and waits for its ready line. */
 export async function startServer(databaseUrlValue: string, env: Record<string, string> = {}): Promise<Server> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'scripts/bench/server.ts'], {
+  const child = spawn(
+    process.execPath,
+    // A larger young generation: ingest allocates a lot of short-lived objects per batch.
+    [...(process.env.BENCH_NODE_ARGS ?? '--max-semi-space-size=64').split(' ').filter(Boolean), '--import', 'tsx', 'scripts/bench/server.ts'], {
     cwd: REPO_ROOT,
     env: {
       ...process.env,

@@ -93,9 +93,9 @@ const NOT_A_MODEL_CALL = (attributes: Attributes): Mapped => ({ ok: true, attrib
 const bad = (key: string, what: string): Mapped => ({ ok: false, field: `attributes.${key}`, message: `${key} must be ${what}` });
 
 /**
- * GenAI → llm.* mapping and type checks of the model-call attributes. Returns the (possibly
- * extended) attribute map and the extracted fields, or the name of the offending attribute.
- * Written without closures: it runs once per span of every batch.
+ * GenAI → llm.* mapping and type checks of the model-call attributes. Returns the attribute map
+ * (extended in place with the mapped keys and a computed cost) and the extracted fields, or the
+ * offending attribute. Written without closures or copies: it runs once per span of every batch.
  */
 export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
   let relevant = false;
@@ -122,22 +122,18 @@ export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
   if (outKey && !isNonNegativeInteger(tokensOutput)) return bad(outKey, 'a non-negative integer');
   if (cost !== undefined && !isNonNegativeNumber(cost)) return bad('llm.cost', 'a non-negative number (USD)');
 
-  // Mapped only when the llm.* key is absent; the original keys stay.
-  let attributes = input;
-  const mapped = (vendorKey && vendorKey !== 'llm.vendor') || (modelKey && modelKey !== 'llm.model') || (inKey && inKey !== 'llm.tokens.input') || (outKey && outKey !== 'llm.tokens.output');
-  if (mapped) {
-    attributes = { ...input };
-    if (vendorKey) attributes['llm.vendor'] = vendor!;
-    if (modelKey) attributes['llm.model'] = model!;
-    if (inKey) attributes['llm.tokens.input'] = tokensInput!;
-    if (outKey) attributes['llm.tokens.output'] = tokensOutput!;
-  }
+  // Mapped only when the llm.* key is absent; the original keys stay. The map is the request's
+  // own (parsed for this request alone), so it is extended in place rather than copied.
+  const attributes = input;
+  if (vendorKey) attributes['llm.vendor'] = vendor!;
+  if (modelKey) attributes['llm.model'] = model!;
+  if (inKey) attributes['llm.tokens.input'] = tokensInput!;
+  if (outKey) attributes['llm.tokens.output'] = tokensOutput!;
   let finalCost = cost === undefined ? null : (cost as number);
   if (modelKey && finalCost === null) {
     const computed = prices.cost(model as string, tokensInput as number | undefined, tokensOutput as number | undefined);
     if (computed !== undefined) {
       finalCost = roundUsd(computed);
-      if (attributes === input) attributes = { ...input };
       attributes['llm.cost'] = finalCost;
     }
   }
