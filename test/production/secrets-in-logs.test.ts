@@ -34,8 +34,9 @@ beforeAll(async () => {
   const deployment = newDeployment(db?.url ?? '', { LOG_LEVEL: 'debug', MERCHANT_RATE_LIMIT_PER_MINUTE: '5' });
   adminToken = deployment.adminToken;
   encryptionKey = deployment.encryptionKey;
-  server = await startKassa(deployment, { role: 'all', name: 'logs' });
-}, 120_000);
+  // The embedded database migrates from scratch in the child: slow on a busy CI machine.
+  server = await startKassa(deployment, { role: 'all', name: 'logs', readyTimeoutMs: 170_000 });
+}, 180_000);
 
 afterAll(async () => {
   await server?.stop();
