@@ -14,7 +14,7 @@ import { loadavg } from 'node:os';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 4);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const BATCH_SPANS = Number(process.env.BENCH_BATCH_SPANS ?? 1000);
 const API_WORKERS = Number(process.env.BENCH_API_WORKERS ?? 2);
 const TARGET = 25_000;

@@ -591,7 +591,12 @@ export class KnexStoreRepository implements StoreRepository {
       q.andWhere(this.db.raw('(start_time, trace_id) < (?, ?)', [search.after.startTime, search.after.traceId]));
     }
     if (search.startTime) q.andWhere('start_time', '>=', search.startTime);
-    if (search.endTime) q.andWhere('end_time', '<=', search.endTime);
+    if (search.endTime) {
+      q.andWhere('end_time', '<=', search.endTime);
+      // Implied (a trace starts before it ends), and it lets the index scan start at end_time
+      // instead of walking down from the newest trace.
+      q.andWhere('start_time', '<=', search.endTime);
+    }
     if (search.model !== undefined) q.andWhere(this.db.raw('? = ANY(models)', [search.model]));
     if (search.minLatencyMs !== undefined) q.andWhere('duration_ms', '>=', search.minLatencyMs);
     if (search.minCost !== undefined) q.andWhere('cost', '>=', search.minCost);
