@@ -320,3 +320,31 @@ describe('sampling by trace id', () => {
     expect((await getTrace(none, s.key)).status).toBe(404);
   });
 });
+
+describe('concurrent batches', () => {
+  it('several batches extending one new trace at once store every span once, and count it once', async () => {
+    const c = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Concurrent');
+    const tid = traceId();
+    const start = Date.parse('2026-11-22T07:00:00.000Z');
+    const batches = Array.from({ length: 6 }, (_, i) => ({
+      traces: [
+        { trace_id: tid, spans: [span({ start: start + i * 10, durationMs: 100 + i, attributes: { 'llm.model': 'gpt-4o', 'llm.tokens.input': 10 } })] },
+        { trace_id: traceId(), spans: [span({ start: start + i, durationMs: 5 })] },
+      ],
+    }));
+    const results = await Promise.all(batches.map((b) => ingest(b, c.key)));
+    expect(results.map((r) => r.status)).toEqual([202, 202, 202, 202, 202, 202]);
+    const detail = (await getTrace(tid, c.key)).body.data;
+    expect(detail.spans).toHaveLength(6);
+    const summary = (await ctx.platform.get('/v1/traces').set(bearer(c.key)).query({ model: 'gpt-4o' })).body.data;
+    expect(summary).toHaveLength(1);
+    expect(summary[0]).toMatchObject({ trace_id: tid, span_count: 6, llm_summary: { tokens_input: 60 } });
+    expect((await ctx.platform.get(`/v1/projects/${c.projectId}`).set(bearer(c.key))).body.data.stats.traces_today).toBe(7);
+    const metrics = await ctx.platform.get('/v1/metrics').set(bearer(c.key)).query({
+      metric: 'llm.requests.total', aggregation: 'count', interval: '1h', group_by: 'project',
+      start_time: '2026-11-22T07:00:00Z', end_time: '2026-11-22T08:00:00Z',
+    });
+    const mine = metrics.body.data.series.find((s: { group: { project: string } }) => s.group.project === c.projectId);
+    expect(mine.datapoints[0].value).toBe(6);
+  });
+});
