@@ -151,16 +151,31 @@ export interface CheckoutSessionRepository {
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
   expireDue(now: Date, limit: number): Promise<number>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
-  /** Inserts the record unless the key exists; waits for a concurrent insert of the same key to settle. */
-  insertIdempotencyRecord(record: IdempotencyRecord): Promise<boolean>;
+  /**
+   * Inserts the record unless the key exists with a record created at or after `expiredBefore`
+   * (an older one is taken over); waits for a concurrent insert of the same key to settle.
+   */
+  insertIdempotencyRecord(record: IdempotencyRecord, expiredBefore: Date): Promise<boolean>;
   /**
    * The record and its session in one statement (atomic without an explicit transaction: one
-   * round trip instead of four). False, with nothing written, when the key already exists; like
-   * insertIdempotencyRecord it waits for a concurrent insert of the same key to settle.
+   * round trip instead of four). False, with nothing written, when the key already exists and has
+   * not expired; like insertIdempotencyRecord it takes over an expired key and waits for a
+   * concurrent insert of the same key to settle.
    */
-  insertWithIdempotencyRecord(record: IdempotencyRecord, session: CheckoutSession): Promise<boolean>;
-  deleteIdempotencyRecordOlderThan(orgId: string, key: string, before: Date): Promise<void>;
+  insertWithIdempotencyRecord(record: IdempotencyRecord, session: CheckoutSession, expiredBefore: Date): Promise<boolean>;
 }
+
+/**
+ * Claims (org_id, key): a new key is inserted; a key whose record predates the 6th parameter
+ * (the TTL) is taken over by the new session; a live key is left alone and nothing is returned.
+ * The old session of a taken-over key stays (it is only no longer reachable by the key).
+ */
+const CLAIM_IDEMPOTENCY_KEY_SQL = `INSERT INTO idempotency_keys (org_id, key, request_hash, checkout_session_id, created_at)
+       VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (org_id, key) DO UPDATE
+         SET request_hash = EXCLUDED.request_hash, checkout_session_id = EXCLUDED.checkout_session_id, created_at = EXCLUDED.created_at
+         WHERE idempotency_keys.created_at < ?
+       RETURNING key`;
 
 export class KnexCheckoutSessionRepository implements CheckoutSessionRepository {
   constructor(private readonly db: Knex) {}
@@ -169,7 +184,7 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     await this.db('checkout_sessions').insert(sessionRow(s));
   }
 
-  async insertWithIdempotencyRecord(r: IdempotencyRecord, s: CheckoutSession): Promise<boolean> {
+  async insertWithIdempotencyRecord(r: IdempotencyRecord, s: CheckoutSession, expiredBefore: Date): Promise<boolean> {
     // The session row travels as one JSON document typed by the table's own row type, so every
     // column gets its type without a cast per parameter; jsonb columns take the nested values.
     const row = sessionRow(s);
@@ -177,13 +192,12 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     const columns = Object.keys(row).map((c) => `"${c}"`).join(', ');
     const result = await this.db.raw(
       `WITH claimed AS (
-         INSERT INTO idempotency_keys (org_id, key, request_hash, checkout_session_id, created_at)
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, key) DO NOTHING RETURNING key)
+         ${CLAIM_IDEMPOTENCY_KEY_SQL})
        INSERT INTO checkout_sessions (${columns})
        SELECT ${Object.keys(row).map((c) => `r."${c}"`).join(', ')}
          FROM claimed, json_populate_record(NULL::checkout_sessions, ?::json) AS r
        RETURNING id`,
-      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, JSON.stringify(document)],
+      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, expiredBefore, JSON.stringify(document)],
     );
     return (result.rows as unknown[]).length === 1;
   }
@@ -229,16 +243,8 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
       : undefined;
   }
 
-  async insertIdempotencyRecord(r: IdempotencyRecord): Promise<boolean> {
-    const result = await this.db.raw(
-      `INSERT INTO idempotency_keys (org_id, key, request_hash, checkout_session_id, created_at)
-       VALUES (?, ?, ?, ?, ?) ON CONFLICT (org_id, key) DO NOTHING RETURNING key`,
-      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt],
-    );
+  async insertIdempotencyRecord(r: IdempotencyRecord, expiredBefore: Date): Promise<boolean> {
+    const result = await this.db.raw(CLAIM_IDEMPOTENCY_KEY_SQL, [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, expiredBefore]);
     return (result.rows as unknown[]).length === 1;
-  }
-
-  async deleteIdempotencyRecordOlderThan(orgId: string, key: string, before: Date): Promise<void> {
-    await this.db('idempotency_keys').where({ org_id: orgId, key }).andWhere('created_at', '<', before).delete();
   }
 }

@@ -11,6 +11,7 @@ import { isFiatCurrency } from '../catalog/price-rules.js';
 import { sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, validationError } from '../http/errors.js';
 import { OrgService } from '../orgs/orgs.service.js';
+import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
 import type { CommerceUnitOfWork } from '../orders/stores.js';
 import type { OrderService } from '../orders/order.service.js';
@@ -56,35 +57,51 @@ export class CheckoutSessionService {
    * Creates a session once per (organization, Idempotency-Key). Concurrent retries race on the
    * key's primary key in PostgreSQL: one inserts, the others wait for it to commit and replay it.
    * Nothing is stored before validation passes, so a failed creation never blocks a retry.
+   *
+   * A fresh key is the common case, so the key is claimed by the insert itself (one round trip
+   * for key and session) rather than looked up first; a key older than the TTL is taken over by
+   * that same insert. A request whose validation fails still replays a live key's session, as if
+   * the key had been looked up first: a retry must see the outcome of the original request.
+   * `org` is the organization as authentication read it (saves a read); absent, it is loaded.
    */
-  async create(orgId: string, idempotencyKey: string, body: CheckoutSessionCreate): Promise<{ session: CheckoutSession; replayed: boolean }> {
+  async create(
+    orgId: string,
+    idempotencyKey: string,
+    body: CheckoutSessionCreate,
+    org?: Organization,
+  ): Promise<{ session: CheckoutSession; replayed: boolean }> {
     const now = this.clock.now();
     const requestHash = sha256Hex(canonicalize(body) ?? '');
     const stores = this.uow.stores;
     const expiredBefore = new Date(now.getTime() - IDEMPOTENCY_TTL_MS);
-    let existing = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
-    // A key older than the TTL starts a new checkout (deleted only then: one round trip less on every creation).
-    if (existing && existing.createdAt.getTime() < expiredBefore.getTime()) {
-      await stores.sessions.deleteIdempotencyRecordOlderThan(orgId, idempotencyKey, expiredBefore);
-      existing = undefined;
-    }
-    if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
+    const liveRecord = async () => {
+      const record = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+      return record && record.createdAt.getTime() >= expiredBefore.getTime() ? record : undefined;
+    };
 
-    const { session, crypto } = await this.build(orgId, body, now);
+    let built: Awaited<ReturnType<CheckoutSessionService['build']>>;
+    try {
+      built = await this.build(orgId, body, now, org);
+    } catch (err) {
+      const existing = err instanceof AppError ? await liveRecord() : undefined;
+      if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
+      throw err;
+    }
+    const { session, crypto } = built;
     const record = { orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now };
     // A card session is the key and the session row: one statement. A crypto session also
     // reserves its exact amount, so it needs the transaction.
     const created = crypto
       ? await this.uow.transaction(async (tx) => {
-          const claimed = await tx.sessions.insertIdempotencyRecord(record);
+          const claimed = await tx.sessions.insertIdempotencyRecord(record, expiredBefore);
           if (!claimed) return false;
           await tx.sessions.insert(session);
           await this.crypto!.store(tx, session, crypto);
           return true;
         })
-      : await stores.sessions.insertWithIdempotencyRecord(record, session);
+      : await stores.sessions.insertWithIdempotencyRecord(record, session, expiredBefore);
     if (created) return { session, replayed: false };
-    const winner = await stores.sessions.findIdempotencyRecord(orgId, idempotencyKey);
+    const winner = await liveRecord();
     if (!winner) throw new AppError('SERVICE_UNAVAILABLE', 'Concurrent creation with this Idempotency-Key did not settle; retry with the same key');
     return { session: await this.replay(winner, requestHash), replayed: true };
   }
@@ -100,9 +117,14 @@ export class CheckoutSessionService {
     return session;
   }
 
-  private async build(orgId: string, body: CheckoutSessionCreate, now: Date): Promise<{ session: CheckoutSession; crypto?: PreparedQuote }> {
+  private async build(
+    orgId: string,
+    body: CheckoutSessionCreate,
+    now: Date,
+    knownOrg?: Organization,
+  ): Promise<{ session: CheckoutSession; crypto?: PreparedQuote }> {
     const provider = body.provider ?? 'STRIPE';
-    const org = await this.orgs.getOrganization(orgId);
+    const org = knownOrg ?? (await this.orgs.getOrganization(orgId));
     // Card verification and the card account gate the card rail only; a frozen org opens nothing.
     const refusal = provider === 'CRYPTO' ? OrgService.checkoutRefusal(org) : OrgService.cardCheckoutRefusal(org);
     if (refusal) throw refusal;

@@ -15,7 +15,7 @@ export function createCheckoutHandlers(sessions: CheckoutSessionService, publicB
     });
   return {
     createCheckoutSession: async ({ auth, headers, body }) => {
-      const { session, replayed } = await sessions.create(auth.orgId, headers['Idempotency-Key'], body);
+      const { session, replayed } = await sessions.create(auth.orgId, headers['Idempotency-Key'], body, auth.organization);
       return {
         status: 201,
         headers: replayed ? { 'Idempotent-Replayed': 'true' } : undefined,

@@ -25,6 +25,11 @@ export interface ApiKeyWithHash extends ApiKey {
   keyHash: string;
 }
 
+/** A key as authentication reads it: with its organization, so a request needs one lookup for both. */
+export interface ApiKeyWithOrganization extends ApiKeyWithHash {
+  organization: Organization;
+}
+
 export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>>;
 
 export interface OrgRepository {
@@ -34,7 +39,7 @@ export interface OrgRepository {
   updateOrganization(id: string, patch: OrganizationPatch, now: Date): Promise<Organization | undefined>;
   countOrganizations(): Promise<number>;
   insertApiKey(key: ApiKeyWithHash): Promise<void>;
-  findApiKeyByHash(keyHash: string): Promise<ApiKeyWithHash | undefined>;
+  findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined>;
   listApiKeys(orgId: string): Promise<ApiKey[]>;
   revokeApiKey(id: string, now: Date): Promise<ApiKey | undefined>;
 }
@@ -139,9 +144,14 @@ export class KnexOrgRepository implements OrgRepository {
     });
   }
 
-  async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithHash | undefined> {
-    const row = await this.db<ApiKeyRow>('api_keys').where({ key_hash: keyHash }).first();
-    return row ? toApiKey(row) : undefined;
+  async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined> {
+    // Every authenticated merchant request runs this: the organization's flags come in the same
+    // round trip, so the checkout rules need no second read.
+    const row = await this.db('api_keys as k')
+      .join('organizations as o', 'o.id', 'k.org_id')
+      .where('k.key_hash', keyHash)
+      .first<(ApiKeyRow & { org: OrganizationRow }) | undefined>('k.*', this.db.raw('row_to_json(o.*) AS org'));
+    return row ? { ...toApiKey(row), organization: toOrganization(row.org) } : undefined;
   }
 
   async listApiKeys(orgId: string): Promise<ApiKey[]> {

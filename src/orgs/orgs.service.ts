@@ -11,6 +11,8 @@ export interface MerchantAuth {
   orgId: string;
   apiKeyId: string;
   permissions: string[];
+  /** The organization as it was when the request was authenticated (read with the key). */
+  organization: Organization;
 }
 
 const API_KEY_PATTERN = /^ak_[A-Za-z0-9_-]{43}$/;
@@ -100,7 +102,7 @@ export class OrgService {
     if (requiredPermission && !key.permissions.includes(requiredPermission)) {
       throw forbidden(`This API key lacks the permission "${requiredPermission}"`);
     }
-    return { orgId: key.orgId, apiKeyId: key.id, permissions: key.permissions };
+    return { orgId: key.orgId, apiKeyId: key.id, permissions: key.permissions, organization: key.organization };
   }
 
   /** Why an organization may not open a checkout on any rail (crypto checks only this). */

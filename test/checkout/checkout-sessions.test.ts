@@ -174,12 +174,41 @@ describe('idempotency', () => {
     expect(good.status).toBe(201);
   });
 
-  it('forgets keys after 24 hours', async () => {
+  it('forgets keys after 24 hours: the key starts a new session and the old one is kept', async () => {
     const first = await create(inline(), { key: 'idem-ttl' });
     ctx.clock.advance(24 * 3600 * 1000 + 1000);
     const again = await create(inline(), { key: 'idem-ttl' });
     expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(again.body.data.id).not.toBe(first.body.data.id);
+    // The key now belongs to the new session; the old session is still readable.
+    const replay = await create(inline(), { key: 'idem-ttl' });
+    expect(replay.body.data.id).toBe(again.body.data.id);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    const old = await ctx.merchant.get(`/v1/checkout-sessions/${first.body.data.id}`).set('X-API-Key', ctx.orgA.apiKey);
+    expect(old.status).toBe(200);
+  });
+
+  it('replays the original session to a retry the organization would now refuse (frozen after the first call)', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Frozen later' });
+    const key = await ctx.services.orgs.createApiKey(org.id, {});
+    const first = await create(inline(), { key: 'idem-frozen', apiKey: key.key });
+    expect(first.status).toBe(201);
+    await ctx.services.orgs.updateOrganization(org.id, { frozen: true });
+    const retry = await create(inline(), { key: 'idem-frozen', apiKey: key.key });
+    expect(retry.status).toBe(201);
+    expect(retry.headers['idempotent-replayed']).toBe('true');
+    expect(retry.body.data.id).toBe(first.body.data.id);
+    // A new key is refused, so the replay is not a way around the freeze.
+    const fresh = await create(inline(), { key: 'idem-frozen-new', apiKey: key.key });
+    expect(fresh.status).toBe(403);
+  });
+
+  it('answers IDEMPOTENCY_KEY_REUSED, not a validation error, when a used key comes back with invalid parameters', async () => {
+    await create(inline(), { key: 'idem-invalid-retry' });
+    const res = await create({ pricingId: 'PRC_000000000000000000000000' }, { key: 'idem-invalid-retry' });
+    expect(res.status).toBe(409);
+    expect(res.body.error.code).toBe('IDEMPOTENCY_KEY_REUSED');
   });
 
   it('creates exactly one session when 20 retries with one key arrive at once', async () => {
