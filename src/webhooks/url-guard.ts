@@ -3,10 +3,11 @@
  * without this, an endpoint could point Kassa at its own admin port, the database, a private
  * network or a cloud metadata service.
  *
- * The check runs twice: when an endpoint is registered or changed (so the merchant gets a clear
- * 400), and inside the socket's DNS lookup at every delivery (DNS can change after registration —
- * "DNS rebinding"). Validating the very addresses the socket then connects to closes the window
- * between a separate check and the connection's own resolution.
+ * The check runs when an endpoint is registered or changed (so the merchant gets a clear 400),
+ * and again at delivery time (DNS can change after registration — "DNS rebinding"): the delivery
+ * connection pool (connections.ts) resolves and checks the host, then gives its sockets exactly
+ * those addresses (`pinnedLookup`), so the address checked is the address connected to. Pooled
+ * connections are reused until the host is re-resolved and re-checked (every 30 s by default).
  */
 import dns from 'node:dns';
 import net, { BlockList } from 'node:net';
@@ -172,19 +173,30 @@ export class UrlGuard {
    */
   readonly lookup: net.LookupFunction = (hostname, options, callback) => {
     this.resolveChecked(hostname).then(
-      (addresses) => {
-        const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
-        if (wanted.length === 0) {
-          callback(Object.assign(new Error(`no IPv${options.family} address for ${hostname}`), { code: 'ENOTFOUND' }), '', 4);
-        } else if (options.all) {
-          (callback as unknown as (err: null, addresses: dns.LookupAddress[]) => void)(null, wanted);
-        } else {
-          callback(null, wanted[0]!.address, wanted[0]!.family);
-        }
-      },
+      (addresses) => answerLookup(hostname, addresses, options, callback),
       (err: Error) => callback(err as NodeJS.ErrnoException, '', 4),
     );
   };
+}
+
+/**
+ * A `lookup` that answers with `addresses` alone, whatever name it is asked for: the delivery
+ * connection pool gives its sockets the addresses the guard checked, so no second, unchecked
+ * resolution can happen between the check and the connection.
+ */
+export function pinnedLookup(addresses: readonly ResolvedAddress[]): net.LookupFunction {
+  return (hostname, options, callback) => answerLookup(hostname, addresses, options, callback);
+}
+
+function answerLookup(hostname: string, addresses: readonly ResolvedAddress[], options: dns.LookupOptions, callback: Parameters<net.LookupFunction>[2]): void {
+  const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
+  if (wanted.length === 0) {
+    callback(Object.assign(new Error(`no IPv${options.family} address for ${hostname}`), { code: 'ENOTFOUND' }), '', 4);
+  } else if (options.all) {
+    (callback as unknown as (err: null, addresses: dns.LookupAddress[]) => void)(null, wanted.map((a) => ({ address: a.address, family: a.family })));
+  } else {
+    callback(null, wanted[0]!.address, wanted[0]!.family);
+  }
 }
 
 /** `[::1]` → `::1`: URL keeps brackets around IPv6 literals. */

@@ -90,6 +90,18 @@ export interface ClaimedDelivery {
   leaseToken: string;
   /** The lease a previous claim left behind without recording a result, if any. */
   abandonedLeaseUntil: Date | null;
+  /** The delivery's event, read by the claim itself (undefined if it is gone). */
+  event: StoredEvent | undefined;
+  /** Its endpoint as the claim saw it; undefined when deleted. */
+  endpoint: Pick<WebhookEndpoint, 'id' | 'name' | 'url' | 'enabled'> | undefined;
+}
+
+/** One finished attempt (or a drop without an attempt) to record; see `recordAttempts`. */
+export interface AttemptRecord {
+  deliveryId: string;
+  leaseToken: string;
+  attempt: Attempt | null;
+  outcome: DeliveryOutcome;
 }
 
 /** What the worker writes when it finishes an attempt. */
@@ -138,6 +150,17 @@ interface DeliveryRow {
   created_at: Date;
   updated_at: Date;
   completed_at: Date | null;
+}
+
+interface ClaimRow extends DeliveryRow {
+  previous_lease: Date | null;
+  event_seq: number | string | null;
+  event_type: string | null;
+  event_payload: Record<string, unknown> | string | null;
+  event_created_at: Date | null;
+  endpoint_name: string | null;
+  endpoint_url: string | null;
+  endpoint_enabled: boolean | null;
 }
 
 interface AttemptRow {
@@ -288,12 +311,18 @@ export interface WebhookRepository {
   listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]>;
   latestEventSeq(orgId: string): Promise<number>;
 
+  /** Leases up to `limit` due deliveries, each with its event and endpoint (one statement). */
   claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
   /**
    * Writes the attempt and, if `leaseToken` still holds the lease, the delivery's new state.
    * Returns false when the lease was lost (the attempt is recorded anyway: it happened).
    */
   recordAttempt(deliveryId: string, leaseToken: string, attempt: Attempt | null, outcome: DeliveryOutcome): Promise<boolean>;
+  /**
+   * `recordAttempt` for many deliveries in one statement (atomic as a whole). Returns the ids of
+   * the deliveries whose lease still held, i.e. whose new state was written.
+   */
+  recordAttempts(records: AttemptRecord[]): Promise<Set<string>>;
   /** An attempt row alone (an abandoned attempt noticed by the next claim). */
   insertAttempt(attempt: Attempt): Promise<void>;
   findDelivery(id: string): Promise<DeliveryWithAttempts | undefined>;
@@ -405,7 +434,8 @@ export class KnexWebhookRepository implements WebhookRepository {
     const leaseToken = randomToken(32);
     const leaseUntil = new Date(now.getTime() + leaseMs);
     // One statement, so no transaction stays open: SKIP LOCKED keeps concurrent workers off the
-    // rows this one is taking, and the lease keeps them off once it commits.
+    // rows this one is taking, and the lease keeps them off once it commits. The event and the
+    // endpoint come with the claim (two lookups per delivery saved).
     const result = await this.db.raw(
       `WITH due AS (
          SELECT id, lease_until AS previous_lease
@@ -415,37 +445,93 @@ export class KnexWebhookRepository implements WebhookRepository {
             AND (lease_until IS NULL OR lease_until <= ?)
           ORDER BY next_attempt_at, id
           LIMIT ?
-          FOR UPDATE SKIP LOCKED)
-       UPDATE webhook_deliveries AS d
-          SET attempt_count = d.attempt_count + 1, lease_until = ?, lease_token = ?, updated_at = ?
-         FROM due
-        WHERE d.id = due.id
-       RETURNING d.*, due.previous_lease`,
+          FOR UPDATE SKIP LOCKED),
+       claimed AS (
+         UPDATE webhook_deliveries AS d
+            SET attempt_count = d.attempt_count + 1, lease_until = ?, lease_token = ?, updated_at = ?
+           FROM due
+          WHERE d.id = due.id
+         RETURNING d.*, due.previous_lease)
+       SELECT c.*,
+              e.seq AS event_seq, e.type AS event_type, e.payload AS event_payload, e.created_at AS event_created_at,
+              ep.name AS endpoint_name, ep.url AS endpoint_url, ep.enabled AS endpoint_enabled
+         FROM claimed c
+         LEFT JOIN webhook_events e ON e.id = c.event_id
+         LEFT JOIN webhook_endpoints ep ON ep.id = c.endpoint_id AND ep.deleted_at IS NULL`,
       [now, now, limit, leaseUntil, leaseToken, now],
     );
-    const rows = result.rows as Array<DeliveryRow & { previous_lease: Date | null }>;
+    const rows = result.rows as Array<ClaimRow>;
     return rows
-      .map((row) => ({ delivery: toDelivery(row), leaseToken, abandonedLeaseUntil: dateOrNull(row.previous_lease) }))
+      .map((row) => ({
+        delivery: toDelivery(row),
+        leaseToken,
+        abandonedLeaseUntil: dateOrNull(row.previous_lease),
+        event:
+          row.event_type === null
+            ? undefined
+            : toEvent({ id: row.event_id, seq: row.event_seq!, org_id: row.org_id, type: row.event_type, payload: row.event_payload!, created_at: row.event_created_at! }),
+        endpoint: row.endpoint_url === null ? undefined : { id: row.endpoint_id, name: row.endpoint_name!, url: row.endpoint_url, enabled: row.endpoint_enabled! },
+      }))
       .sort((a, b) => a.delivery.nextAttemptAt.getTime() - b.delivery.nextAttemptAt.getTime());
   }
 
   async recordAttempt(deliveryId: string, leaseToken: string, attempt: Attempt | null, outcome: DeliveryOutcome): Promise<boolean> {
-    return this.db.transaction(async (trx) => {
-      const changes: Partial<DeliveryRow> = {
-        status: outcome.status,
-        lease_until: null,
-        lease_token: null,
-        last_status_code: outcome.lastStatusCode,
-        last_error: outcome.lastError,
-        updated_at: outcome.now,
-        completed_at: outcome.status === 'pending' ? null : outcome.now,
-      };
-      if (outcome.nextAttemptAt) changes.next_attempt_at = outcome.nextAttemptAt;
-      if (outcome.attemptCount !== undefined) changes.attempt_count = outcome.attemptCount;
-      const updated = await trx<DeliveryRow>('webhook_deliveries').where({ id: deliveryId, lease_token: leaseToken, status: 'pending' }).update(changes);
-      if (attempt) await trx<AttemptRow>('webhook_attempts').insert(attemptRow(attempt));
-      return updated === 1;
-    });
+    return (await this.recordAttempts([{ deliveryId, leaseToken, attempt, outcome }])).has(deliveryId);
+  }
+
+  async recordAttempts(records: AttemptRecord[]): Promise<Set<string>> {
+    if (records.length === 0) return new Set();
+    // One statement for the whole batch (the worker's finished attempts): the lease-token guard
+    // applies per row, the attempts are inserted whether or not the lease still held (they
+    // happened), and statement atomicity replaces the per-delivery transaction.
+    const input = records.map((r, n) => ({
+      n,
+      delivery_id: r.deliveryId,
+      lease_token: r.leaseToken,
+      status: r.outcome.status,
+      next_attempt_at: r.outcome.nextAttemptAt?.toISOString() ?? null,
+      attempt_count: r.outcome.attemptCount ?? null,
+      last_status_code: r.outcome.lastStatusCode,
+      last_error: r.outcome.lastError,
+      now: r.outcome.now.toISOString(),
+      has_attempt: r.attempt !== null,
+      attempt_number: r.attempt?.attemptNumber ?? null,
+      url: r.attempt?.url ?? null,
+      status_code: r.attempt?.statusCode ?? null,
+      duration_ms: r.attempt?.durationMs ?? null,
+      response_body: r.attempt?.responseBody ?? null,
+      error: r.attempt?.error ?? null,
+      attempted_at: r.attempt?.attemptedAt.toISOString() ?? null,
+    }));
+    const result = await this.db.raw(
+      `WITH input AS (
+         SELECT * FROM json_to_recordset(?::json) AS i(
+           delivery_id text, lease_token text, status text, next_attempt_at timestamptz, attempt_count integer,
+           last_status_code integer, last_error text, now timestamptz, has_attempt boolean,
+           attempt_number integer, url text, status_code integer, duration_ms integer, response_body text, error text,
+           attempted_at timestamptz, n integer)),
+       updated AS (
+         UPDATE webhook_deliveries AS d
+            SET status = i.status,
+                lease_until = NULL,
+                lease_token = NULL,
+                last_status_code = i.last_status_code,
+                last_error = i.last_error,
+                updated_at = i.now,
+                completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE i.now END,
+                next_attempt_at = COALESCE(i.next_attempt_at, d.next_attempt_at),
+                attempt_count = COALESCE(i.attempt_count, d.attempt_count)
+           FROM input AS i
+          WHERE d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.status = 'pending'
+         RETURNING d.id),
+       inserted AS (
+         INSERT INTO webhook_attempts (delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at)
+         SELECT delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at
+           FROM input WHERE has_attempt ORDER BY n)
+       SELECT id FROM updated`,
+      [JSON.stringify(input)],
+    );
+    return new Set((result.rows as Array<{ id: string }>).map((r) => r.id));
   }
 
   async insertAttempt(attempt: Attempt): Promise<void> {

@@ -59,6 +59,14 @@ async function deleteEndpoint(id: string) {
   expect((await asA(ctx.merchant.delete(`/v1/webhook/${id}`))).status).toBe(200);
 }
 
+/** An endpoint written straight to the database: a URL the API would refuse today (its host resolves nowhere outside the test). */
+async function storedEndpoint(url: string): Promise<string> {
+  const now = ctx.clock.now();
+  const id = newId('WHE');
+  expect(await repo.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'stored', url, events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20)).toBe(true);
+  return id;
+}
+
 const order = (status: WebhookOrder['status'] = 'PAID'): WebhookOrder => ({
   orderId: newId('ORD'),
   orgId: ctx.orgA.orgId,
@@ -161,6 +169,16 @@ describe('a delivery', () => {
     const { attempts } = await deliveryOf(eventId);
     // 101 bytes = 50 two-byte characters and half of one, which is dropped rather than mangled.
     expect(attempts[0]!.responseBody).toBe('é'.repeat(50));
+    await deleteEndpoint(endpointId);
+  });
+  it('records a response body with NUL characters (as U+FFFD: PostgreSQL text cannot hold NUL)', async () => {
+    const endpointId = await endpoint();
+    receiver.respond = () => ({ status: 200, body: 'ok\u0000done\u0000' });
+    const eventId = await emit();
+    await worker().runOnce();
+    const delivery = await deliveryOf(eventId);
+    expect(delivery).toMatchObject({ status: 'succeeded', attemptCount: 1 });
+    expect(delivery.attempts[0]!.responseBody).toBe('ok\uFFFDdone\uFFFD');
     await deleteEndpoint(endpointId);
   });
 });
@@ -348,37 +366,71 @@ describe('key rotation', () => {
 });
 
 describe('SSRF at delivery time', () => {
-  it('refuses to connect when the host now resolves to a private address (DNS rebinding), and retries', async () => {
+  it('refuses to connect once the host resolves to a private address (DNS rebinding): at the next re-resolution, and retries', async () => {
     const url = `https://receiver.kassa.test:${receiver.port}/hooks/kassa`;
     let answer = ['127.0.0.1'];
-    const resolve: Resolve = async () => answer.map((address) => ({ address, family: 4 as const }));
+    let resolutions = 0;
+    const resolve: Resolve = async () => {
+      resolutions++;
+      return answer.map((address) => ({ address, family: 4 as const }));
+    };
+    const endpointId = await storedEndpoint(url);
     // Registered while the name resolved to the (dev-allowed) loopback receiver.
-    const endpointId = (await repo.insertEndpointWithinCap(
-      { id: newId('WHE'), orgId: ctx.orgA.orgId, name: 'rebinding', url, events: [], enabled: true, createdAt: ctx.clock.now(), updatedAt: ctx.clock.now(), deletedAt: null },
-      20,
-    ))
-      ? (await repo.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 1 })).records[0]!.id
-      : '';
-    const w = worker({ resolve });
+    const w = worker({ resolve, resolveTtlMs: 30_000 });
     const first = await emit();
     await w.runOnce();
     expect((await deliveryOf(first)).status).toBe('succeeded');
     expect(receiver.received).toHaveLength(1);
+    expect(resolutions).toBe(1);
 
+    // The answer changes. Within the TTL the pooled route is used: its sockets connect to the
+    // address that was checked (127.0.0.1), never to the new, unchecked one.
     answer = ['10.0.0.5'];
     const second = await emit();
     await w.runOnce();
-    let delivery = await deliveryOf(second);
+    expect((await deliveryOf(second)).status).toBe('succeeded');
+    expect(receiver.received).toHaveLength(2);
+    expect(resolutions).toBe(1);
+
+    // Past the TTL the host is resolved and checked again: refused, and the pooled connections go.
+    ctx.clock.advance(30_000);
+    const third = await emit();
+    await w.runOnce();
+    expect(resolutions).toBe(2);
+    let delivery = await deliveryOf(third);
     expect(delivery).toMatchObject({ status: 'pending', attemptCount: 1, lastStatusCode: null });
     expect(delivery.lastError).toBe('refused: url host receiver.kassa.test resolves to 10.0.0.5 is a loopback, private, link-local, reserved or metadata address');
-    expect(receiver.received).toHaveLength(1);
+    expect(receiver.received).toHaveLength(2);
+    expect(w.pooledSockets()).toEqual({ active: 0, idle: 0 });
 
-    // One bad address among good ones is enough to refuse.
+    // A refused host is resolved again at every attempt; one bad address among good ones is enough to refuse.
     answer = ['127.0.0.1', '169.254.169.254'];
     ctx.clock.advance(30_000);
     await w.runOnce();
-    delivery = await deliveryOf(second);
+    delivery = await deliveryOf(third);
     expect(delivery.lastError).toMatch(/169\.254\.169\.254/);
+    expect(receiver.received).toHaveLength(2);
+
+    // Public (here: dev-allowed) again: delivered.
+    answer = ['127.0.0.1'];
+    ctx.clock.advance(60_000);
+    await w.runOnce();
+    expect(await deliveryOf(third)).toMatchObject({ status: 'succeeded', attemptCount: 3 });
+    expect(receiver.received).toHaveLength(3);
+    await deleteEndpoint(endpointId);
+  });
+
+  it('re-checks at every attempt with a zero TTL (the behaviour without pooling of answers)', async () => {
+    const url = `https://receiver.kassa.test:${receiver.port}/hooks/kassa`;
+    let answer = '127.0.0.1';
+    const endpointId = await storedEndpoint(url);
+    const w = worker({ resolve: async () => [{ address: answer, family: 4 }], resolveTtlMs: 0 });
+    await emit();
+    await w.runOnce();
+    answer = '192.168.1.10';
+    const second = await emit();
+    await w.runOnce();
+    expect(await deliveryOf(second)).toMatchObject({ status: 'pending', lastError: expect.stringMatching(/192\.168\.1\.10/) });
     expect(receiver.received).toHaveLength(1);
     await deleteEndpoint(endpointId);
   });
@@ -428,6 +480,41 @@ describe('crash safety', () => {
     await deleteEndpoint(endpointId);
   });
 
+  it('records finished attempts in one statement; a lost lease in the batch does not stop the others', async () => {
+    const endpointId = await endpoint();
+    const [a, b] = [await emit(), await emit()];
+    const claimed = await worker().claim();
+    expect(claimed.map((c) => c.delivery.eventId).sort()).toEqual([a, b].sort());
+    // The claim brings the event and the endpoint along.
+    expect(claimed[0]!.event).toMatchObject({ type: 'order.paid', data: { order: expect.objectContaining({ amountCents: 5800 }) } });
+    expect(claimed[0]!.endpoint).toEqual({ id: endpointId, name: 'Receiver', url: receiver.url(), enabled: true });
+    const [ca, cb] = [claimed.find((c) => c.delivery.eventId === a)!, claimed.find((c) => c.delivery.eventId === b)!];
+    const now = ctx.clock.now();
+    const attempt = (deliveryId: string) => ({ deliveryId, attemptNumber: 1, url: receiver.url(), statusCode: 200, durationMs: 3, responseBody: 'ok', error: null, attemptedAt: now });
+    const owned = await repo.recordAttempts([
+      { deliveryId: ca.delivery.id, leaseToken: ca.leaseToken, attempt: attempt(ca.delivery.id), outcome: { status: 'succeeded', lastStatusCode: 200, lastError: null, now } },
+      { deliveryId: cb.delivery.id, leaseToken: 'not-the-lease', attempt: attempt(cb.delivery.id), outcome: { status: 'succeeded', lastStatusCode: 200, lastError: null, now } },
+    ]);
+    expect([...owned]).toEqual([ca.delivery.id]);
+    expect(await deliveryOf(a)).toMatchObject({ status: 'succeeded', attemptCount: 1, lastStatusCode: 200, completedAt: now });
+    // Not owned: the state stays as the claim left it (leased, pending), but the attempt happened and is recorded.
+    const other = await deliveryOf(b);
+    expect(other).toMatchObject({ status: 'pending', attemptCount: 1, completedAt: null });
+    expect(other.leaseUntil).not.toBeNull();
+    expect(other.attempts).toEqual([expect.objectContaining({ attemptNumber: 1, statusCode: 200, responseBody: 'ok' })]);
+    // A retry schedule and an explicit attempt count go through the batch too.
+    ctx.clock.advance(120_000);
+    const [again] = await worker().claim();
+    expect(again!.delivery.eventId).toBe(b);
+    const later = ctx.clock.now();
+    const retryAt = new Date(later.getTime() + 30_000);
+    expect(await repo.recordAttempts([{ deliveryId: again!.delivery.id, leaseToken: again!.leaseToken, attempt: null, outcome: { status: 'pending', nextAttemptAt: retryAt, attemptCount: 7, lastStatusCode: 503, lastError: 'HTTP 503', now: later } }])).toEqual(
+      new Set([again!.delivery.id]),
+    );
+    expect(await deliveryOf(b)).toMatchObject({ status: 'pending', attemptCount: 7, nextAttemptAt: retryAt, leaseUntil: null, lastError: 'HTTP 503', completedAt: null });
+    await deleteEndpoint(endpointId);
+  });
+
   it('an abandoned twelfth attempt ends the delivery instead of exceeding the cap', async () => {
     const endpointId = await endpoint();
     receiver.respond = () => ({ status: 500 });
@@ -445,6 +532,31 @@ describe('crash safety', () => {
     expect(delivery).toMatchObject({ status: 'failed', attemptCount: 12, lastError: 'dropped after 12 attempts (the last one was abandoned)' });
     expect(receiver.received).toHaveLength(11);
     await deleteEndpoint(endpointId);
+  });
+});
+
+describe('the delivery job', () => {
+  it('keeps claiming new events while a slow delivery holds a slot', async () => {
+    const slow = await endpoint(receiver.url('/slow'));
+    receiver.respond = (r) => (r.path === '/slow' ? { status: 200, delayMs: 1500 } : { status: 200 });
+    await emit();
+    const w = worker({ batchSize: 4, idleIntervalMs: 50, busyPollMs: 20, timeoutMs: 5000 });
+    const { startWorker } = await import('../../src/worker.js');
+    const running = startWorker([w.job()], createLogger({ level: 'silent' }));
+    try {
+      await expect.poll(() => receiver.received.length, { timeout: 5000, interval: 10 }).toBe(1);
+      await deleteEndpoint(slow);
+      const fast = await endpoint(receiver.url('/fast'));
+      const started = performance.now();
+      const id = await emit();
+      // Delivered long before the slow one is answered.
+      await expect.poll(() => receiver.received.some((r) => r.headers['webhook-id'] === id), { timeout: 1000, interval: 10 }).toBe(true);
+      expect(performance.now() - started).toBeLessThan(1000);
+      await running.stop();
+      await deleteEndpoint(fast);
+    } finally {
+      await running.stop();
+    }
   });
 });
 

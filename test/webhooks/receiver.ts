@@ -9,6 +9,7 @@ import { createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -22,6 +23,8 @@ export interface Received {
   headers: Record<string, string | string[] | undefined>;
   rawBody: Buffer;
   json: any;
+  /** The TLS server name (SNI) the client sent, or false. */
+  servername?: string | false | null;
 }
 
 export interface Reply {
@@ -40,28 +43,52 @@ export interface Receiver {
   respond: (request: Received, index: number) => Reply;
   /** Largest number of requests for one webhook-id (to one path) in progress at the same moment. */
   maxConcurrentPerId: () => number;
-  /** Forgets received requests, the reply rule and the concurrency high-water mark. */
+  /** TLS connections accepted (handshakes completed) so far. */
+  tlsConnections: () => number;
+  /**
+   * Asked when a request starts, with its 0-based position on its connection: true closes the
+   * connection at once, before reading the request or answering (a server closing a keep-alive
+   * connection just as the client reuses it). Default: never.
+   */
+  hangUp: (requestOnConnection: number) => boolean;
+  /** Closes every connection the receiver holds (idle keep-alive ones included). */
+  closeConnections(): void;
+  /** Forgets received requests, the reply rule, the hang-up rule, the connection count and the concurrency high-water mark. */
   reset(): void;
   close(): Promise<void>;
 }
 
-export async function startReceiver(): Promise<Receiver> {
+/** `host`: the address to listen on (default 127.0.0.1); `port`: a fixed port (default: a free one). */
+export async function startReceiver(options: { host?: string; port?: number } = {}): Promise<Receiver> {
   const inFlight = new Map<string, number>();
   let maxConcurrent = 0;
+  let connections = 0;
+  const requestsOnSocket = new WeakMap<object, number>();
   const receiver: Receiver = {
     url: () => '',
     port: 0,
     received: [],
     respond: () => ({ status: 200, body: 'ok' }),
     maxConcurrentPerId: () => maxConcurrent,
+    tlsConnections: () => connections,
+    hangUp: () => false,
+    closeConnections: () => server.closeAllConnections(),
     reset: () => {
       receiver.received.length = 0;
       receiver.respond = () => ({ status: 200, body: 'ok' });
+      receiver.hangUp = () => false;
       maxConcurrent = 0;
+      connections = 0;
     },
     close: async () => {},
   };
   const server = https.createServer({ cert: RECEIVER_CERT, key: RECEIVER_KEY }, (req, res) => {
+    const position = requestsOnSocket.get(req.socket) ?? 0;
+    requestsOnSocket.set(req.socket, position + 1);
+    if (receiver.hangUp(position)) {
+      req.socket.destroy();
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -72,7 +99,7 @@ export async function startReceiver(): Promise<Receiver> {
       } catch {
         json = undefined;
       }
-      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawBody, json };
+      const request: Received = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawBody, json, servername: (req.socket as TLSSocket).servername };
       const index = receiver.received.length;
       receiver.received.push(request);
       // One endpoint's delivery of one event; the same event may legitimately reach two endpoints at once.
@@ -91,10 +118,11 @@ export async function startReceiver(): Promise<Receiver> {
       else answer();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.on('secureConnection', () => connections++);
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   receiver.port = port;
-  receiver.url = (pathname = '/hooks/kassa') => `https://127.0.0.1:${port}${pathname}`;
+  receiver.url = (pathname = '/hooks/kassa') => `https://${options.host ?? '127.0.0.1'}:${port}${pathname}`;
   receiver.close = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();
