@@ -68,6 +68,8 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const recordContract = contractRecorder();
   const app = express();
   app.disable('x-powered-by');
+  // No ETag: the contract has no conditional requests, and Express would hash every body to make one.
+  app.set('etag', false);
   app.set('trust proxy', options.trustProxy ?? false);
   app.set('query parser', 'extended');
 
