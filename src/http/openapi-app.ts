@@ -13,6 +13,7 @@ import { listOperations, type OpenApiDocument, type OperationInfo } from './spec
 import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
 import { contractRecorder } from './contract-log.js';
+import { installRouteMatcherCache } from './route-matcher-cache.js';
 import type { HttpMetrics } from '../observability/metrics.js';
 
 /** Resolves one security scheme; returns the caller's identity or throws AppError. */
@@ -66,6 +67,7 @@ const expressPath = (template: string): string => template.replace(/\{([^}]+)\}/
 export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const { logger, clock } = options;
   const recordContract = contractRecorder();
+  installRouteMatcherCache();
   const app = express();
   app.disable('x-powered-by');
   // No ETag: the contract has no conditional requests, and Express would hash every body to make one.
