@@ -669,6 +669,27 @@ describe.runIf(process.env.TEST_DATABASE_URL)('two workers on PostgreSQL', () =>
     }
   });
 
+  it('a claim plans with the ordered due index; the planner settings it needs stay inside the claim', async () => {
+    const endpointId = await endpoint();
+    for (let i = 0; i < 5; i++) await emit();
+    const { openDatabase } = await import('../../src/db/knex.js');
+    // One connection, so the statements below run on the connection the claim used.
+    const single = await openDatabase({ databaseUrl: ctx.testDb.url!, poolMax: 1 });
+    try {
+      const claimed = await new KnexWebhookRepository(single.db).claimDue(ctx.clock.now(), 3, 60_000);
+      expect(claimed).toHaveLength(3);
+      expect(claimed.every((c) => c.event?.type === 'order.paid' && c.endpoint?.id === endpointId)).toBe(true);
+      const settings = await single.db.raw(`SELECT current_setting('enable_bitmapscan') AS bitmap, current_setting('enable_sort') AS sort, pg_current_xact_id_if_assigned() AS xact`);
+      expect(settings.rows[0]).toEqual({ bitmap: 'on', sort: 'on', xact: null });
+      // A failing claim (an invalid limit) rolls back as a whole and leaves the connection usable.
+      await expect(new KnexWebhookRepository(single.db).claimDue(ctx.clock.now(), -1, 60_000)).rejects.toThrow(/LIMIT/);
+      expect((await single.db.raw(`SELECT current_setting('enable_sort') AS sort`)).rows[0]).toEqual({ sort: 'on' });
+    } finally {
+      await single.close();
+      await deleteEndpoint(endpointId);
+    }
+  });
+
   it('concurrent claims take disjoint deliveries', async () => {
     const endpointId = await endpoint();
     for (let i = 0; i < 30; i++) await emit();
