@@ -11,7 +11,13 @@
 import { createPrivateKey, createPublicKey, sign, type KeyObject } from 'node:crypto';
 import createClient, { type Client } from 'openapi-fetch';
 import type { components, paths } from '../../generated/agent-wallet.js';
-import { authorizationBytes, decodeAgentWalletKey, requestPayload, SIGN_TYPED_DATA_PATH } from '../agent-wallet/protocol.js';
+import {
+  authorizationBytes,
+  decodeAgentWalletKey,
+  requestPayload,
+  SIGN_TYPED_DATA_PATH,
+  type AuthorizationInput,
+} from '../agent-wallet/protocol.js';
 
 export type AgentIdentity = components['schemas']['AgentIdentity'];
 export type AgentPolicy = components['schemas']['Policy'];
@@ -73,11 +79,55 @@ async function unwrap<T extends { data: unknown }>(request: Promise<FetchResult<
   );
 }
 
-export function createAgentClient(options: AgentClientOptions): AgentClient {
-  const key = decodeAgentWalletKey(options.agentWalletKey);
-  const privateKey: KeyObject = createPrivateKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' });
+/** The three X-Agent-* headers of one request. */
+export interface AgentRequestHeaders {
+  'X-Agent-Pubkey': string;
+  'X-Agent-Timestamp': string;
+  'X-Agent-Signature': string;
+}
+
+/** An agent's P-256 key pair as the signing helpers take it. */
+export interface AgentKey {
+  /** The PKCS#8 private key, as a KeyObject (it never leaves this process). */
+  privateKey: KeyObject;
+  /** Standard base64 DER SPKI of the public key (the X-Agent-Pubkey value). */
+  publicKey: string;
+}
+
+/** Loads an Agent Wallet Key: the P-256 key pair and the wallet recorded at issuance. */
+export function loadAgentWalletKey(agentWalletKey: string): AgentKey & { walletId: string | null } {
+  const key = decodeAgentWalletKey(agentWalletKey);
+  const privateKey = createPrivateKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' });
   if (privateKey.asymmetricKeyDetails?.namedCurve !== 'prime256v1') throw new Error('Agent Wallet Key is not a P-256 key');
   const publicKey = createPublicKey(privateKey).export({ type: 'spki', format: 'der' }).toString('base64');
+  return { privateKey, publicKey, walletId: key.walletId };
+}
+
+/**
+ * Signs one request: P-256 (DER, base64) over `METHOD\nROUTE_PATH\nTIMESTAMP`, where ROUTE_PATH is
+ * the route as registered (`/v1/agent-wallet/history`, never the query string) and the timestamp
+ * is Unix time in whole seconds.
+ */
+export function signAgentRequest(key: AgentKey, method: string, routePath: string, timestampSeconds: number): AgentRequestHeaders {
+  const timestamp = String(timestampSeconds);
+  return {
+    'X-Agent-Pubkey': key.publicKey,
+    'X-Agent-Timestamp': timestamp,
+    'X-Agent-Signature': sign('sha256', requestPayload(method, routePath, timestamp), key.privateKey).toString('base64'),
+  };
+}
+
+/**
+ * The wallet authorization signature (the `signature` field of a sign-typed-data body): P-256
+ * (DER, base64) over the RFC 8785 canonical JSON of `{version, method, url, body, headers}`.
+ * `url` is the full public URL of the route, `body` the request body without `signature`.
+ */
+export function signWalletAuthorization(privateKey: KeyObject, input: AuthorizationInput): string {
+  return sign('sha256', authorizationBytes(input), privateKey).toString('base64');
+}
+
+export function createAgentClient(options: AgentClientOptions): AgentClient {
+  const key = loadAgentWalletKey(options.agentWalletKey);
   const baseUrl = options.baseUrl.replace(/\/+$/, '');
   const now = options.now ?? Date.now;
 
@@ -85,11 +135,9 @@ export function createAgentClient(options: AgentClientOptions): AgentClient {
   http.use({
     onRequest: ({ request, schemaPath }) => {
       // Signed over the registered route path (schemaPath), never the query string.
-      const timestamp = String(Math.floor(now() / 1000));
-      const signature = sign('sha256', requestPayload(request.method, schemaPath, timestamp), privateKey);
-      request.headers.set('X-Agent-Pubkey', publicKey);
-      request.headers.set('X-Agent-Timestamp', timestamp);
-      request.headers.set('X-Agent-Signature', signature.toString('base64'));
+      for (const [name, value] of Object.entries(signAgentRequest(key, request.method, schemaPath, Math.floor(now() / 1000)))) {
+        request.headers.set(name, value);
+      }
       return request;
     },
   });
@@ -101,10 +149,10 @@ export function createAgentClient(options: AgentClientOptions): AgentClient {
     return data;
   };
   const authorizationSignature = (body: { typed_data: TypedData }, forAppId: string) =>
-    sign('sha256', authorizationBytes({ url: `${baseUrl}${SIGN_TYPED_DATA_PATH}`, body, appId: forAppId }), privateKey).toString('base64');
+    signWalletAuthorization(key.privateKey, { url: `${baseUrl}${SIGN_TYPED_DATA_PATH}`, body, appId: forAppId });
 
   return {
-    publicKey,
+    publicKey: key.publicKey,
     walletId: key.walletId,
     http,
     identity,

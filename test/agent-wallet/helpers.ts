@@ -1,11 +1,10 @@
 /** Shared setup of the agent wallet tests: wallets and agents through the admin API, signed requests. */
-import { createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import type { TestContext, TestOrg } from '../harness/context.js';
-import { createAgentClient, type AgentClient } from '../../src/client/agent.js';
-import { decodeAgentWalletKey, requestPayload } from '../../src/agent-wallet/protocol.js';
+import { createAgentClient, loadAgentWalletKey, signAgentRequest, signWalletAuthorization, type AgentClient } from '../../src/client/agent.js';
 import { unixSeconds } from '../../src/kernel/clock.js';
 
 export const PUBLIC_API_URL = 'http://api.test';
@@ -36,12 +35,13 @@ export async function createWallet(ctx: TestContext, org: TestOrg, name?: string
 export async function createAgent(ctx: TestContext, org: TestOrg, walletId?: string, name = 'Test agent'): Promise<TestAgent> {
   const res = await ctx.admin.post(`/v1/orgs/${org.orgId}/agents`).send({ name, ...(walletId ? { walletId } : {}) });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
-  const key = decodeAgentWalletKey(res.body.data.agentWalletKey);
+  const key = loadAgentWalletKey(res.body.data.agentWalletKey);
+  expect(key.publicKey).toBe(res.body.data.publicKey);
   return {
     agentId: res.body.data.agentId,
     keyQuorumId: res.body.data.keyQuorumId,
     publicKey: res.body.data.publicKey,
-    privateKey: createPrivateKey({ key: Buffer.from(key.privateKey, 'base64'), format: 'der', type: 'pkcs8' }),
+    privateKey: key.privateKey,
     agentWalletKey: res.body.data.agentWalletKey,
     walletId: key.walletId,
   };
@@ -49,12 +49,12 @@ export async function createAgent(ctx: TestContext, org: TestOrg, walletId?: str
 
 /** The three X-Agent-* headers for `method path`, signed now (or at `timestamp`). */
 export function agentHeaders(ctx: TestContext, agent: Pick<TestAgent, 'publicKey' | 'privateKey'>, method: string, path: string, timestamp?: number) {
-  const ts = String(timestamp ?? unixSeconds(ctx.clock.now()));
-  return {
-    'X-Agent-Pubkey': agent.publicKey,
-    'X-Agent-Timestamp': ts,
-    'X-Agent-Signature': sign('sha256', requestPayload(method, path, ts), agent.privateKey).toString('base64'),
-  };
+  return { ...signAgentRequest(agent, method, path, timestamp ?? unixSeconds(ctx.clock.now())) };
+}
+
+/** The `signature` field of a sign-typed-data body for `typedData`, by `privateKey`. */
+export function authorizeTypedData(privateKey: KeyObject, typedData: object, appId: string, url = `${PUBLIC_API_URL}/v1/agent-wallet/sign-typed-data`): string {
+  return signWalletAuthorization(privateKey, { url, body: { typed_data: typedData }, appId });
 }
 
 /** The platform app on a loopback port, reachable as PUBLIC_API_URL through the returned fetch. */

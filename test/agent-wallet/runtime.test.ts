@@ -2,14 +2,13 @@
  * The agent wallet runtime end to end: identity, policies, history, credit balance and
  * policy-checked EIP-712 signing through the agent client, on a real listener.
  */
-import { sign } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recoverTypedDataAddress, type Hex } from 'viem';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { AgentApiError, type AgentClient } from '../../src/client/agent.js';
-import { authorizationBytes } from '../../src/agent-wallet/protocol.js';
 import {
   agentHeaders,
+  authorizeTypedData,
   BASE_USDC,
   clientFor,
   createAgent,
@@ -173,7 +172,7 @@ describe('sign-typed-data: authorization signature and validation', () => {
     ctx.platform.post(SIGN).set(agentHeaders(ctx, agent, 'POST', SIGN, headersAt)).send(body);
 
   const authorize = (typedData: object, appId = ctx.orgA.orgId, url = `${PUBLIC_API_URL}${SIGN}`) =>
-    sign('sha256', authorizationBytes({ url, body: { typed_data: typedData }, appId }), agent.privateKey).toString('base64');
+    authorizeTypedData(agent.privateKey, typedData, appId, url);
 
   it('accepts a body whose authorization signature it can rebuild (key order does not matter: RFC 8785)', async () => {
     const td = usdcTransfer(wallet.walletAddress, '10');
@@ -202,7 +201,7 @@ describe('sign-typed-data: authorization signature and validation', () => {
   it('refuses an authorization signature by a key outside the agent quorum', async () => {
     const other = await createAgent(ctx, ctx.orgA, wallet.walletId, 'Other');
     const td = usdcTransfer(wallet.walletAddress, '10');
-    const signature = sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgA.orgId }), other.privateKey).toString('base64');
+    const signature = authorizeTypedData(other.privateKey, td, ctx.orgA.orgId);
     const res = await rawSign({ typed_data: td, signature });
     expect(res.status).toBe(403);
   });
@@ -283,7 +282,7 @@ describe('history limit', () => {
     // 210 denied attempts straight through the service keep this fast.
     const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'x', keyQuorumId: agent.keyQuorumId, publicKey: agent.publicKey, walletId: wallet.walletId, quorumKeys: [agent.publicKey] };
     const td = usdcTransfer(wallet.walletAddress, '9000000');
-    const body = { typed_data: td, signature: sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgA.orgId }), agent.privateKey).toString('base64') };
+    const body = { typed_data: td, signature: authorizeTypedData(agent.privateKey, td, ctx.orgA.orgId) };
     for (let i = 0; i < 210; i++) {
       ctx.clock.advance(10);
       await ctx.services.agentWallet.signTypedData(auth, body, `${PUBLIC_API_URL}${SIGN}`).catch(() => undefined);
@@ -377,7 +376,7 @@ describe('spend limits (rolling window)', () => {
     const auth = { agentId: agent2.agentId, orgId: ctx.orgB.orgId, name: 'Racer', keyQuorumId: agent2.keyQuorumId, publicKey: agent2.publicKey, walletId: wallet2.walletId, quorumKeys: [agent2.publicKey] };
     const requests = Array.from({ length: 10 }, () => {
       const td = usdcTransfer(wallet2.walletAddress, '1000000');
-      const signature = sign('sha256', authorizationBytes({ url: `${PUBLIC_API_URL}${SIGN}`, body: { typed_data: td }, appId: ctx.orgB.orgId }), agent2.privateKey).toString('base64');
+      const signature = authorizeTypedData(agent2.privateKey, td, ctx.orgB.orgId);
       return ctx.services.agentWallet.signTypedData(auth, { typed_data: td, signature }, `${PUBLIC_API_URL}${SIGN}`).then(
         () => 'signed',
         (err: { code?: string }) => err.code,
