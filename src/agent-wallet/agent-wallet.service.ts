@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { getAddress, hashTypedData, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAddress, sign } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { components } from '../../generated/agent-wallet.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../http/errors.js';
 import { unixSeconds, type Clock } from '../kernel/clock.js';
@@ -32,6 +32,7 @@ import {
   TIMESTAMP_TOLERANCE_SECONDS,
 } from './protocol.js';
 import { decodeBase64Strict, generateP256KeyPair, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
+import { signDigest } from './wallet-signer.js';
 import { isValidAddress, toBigInt, TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
 import type {
   Agent,
@@ -445,9 +446,12 @@ export class AgentWalletService {
       throw forbidden(message);
     }
     try {
-      const privateKey = `0x${this.box.open(wallet.privateKeySealed, wallet.id).toString('hex')}` as Hex;
-      const signature = await sign({ hash, privateKey, to: 'hex' });
-      return { signature, walletAddress: wallet.address };
+      const privateKey = this.box.open(wallet.privateKeySealed, wallet.id);
+      try {
+        return { signature: signDigest(Buffer.from(hash.slice(2), 'hex'), privateKey), walletAddress: wallet.address };
+      } finally {
+        privateKey.fill(0);
+      }
     } catch (err) {
       await this.repo.markHistoryFailed(signed.id, 'Wallet signing failed');
       throw new AppError('INTERNAL_ERROR', 'Wallet signing failed', { details: { cause: (err as Error).name } });
