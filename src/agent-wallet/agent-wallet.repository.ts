@@ -83,13 +83,33 @@ export interface SpendWindow {
 
 export type SpendCheck = { ok: true } | { ok: false; index: number; spent: bigint };
 
+/** An accepted request signature to remember until it can no longer pass the timestamp check. */
+export interface ReplayMark {
+  replayKey: string;
+  expiresAt: Date;
+  now: Date;
+}
+
+/** What sign-typed-data needs: the wallet with its sealed key, and its policies in evaluation order. */
+export interface SigningContext {
+  wallet: WalletWithSecret | undefined;
+  policies: Policy[];
+}
+
+export interface AgentAuthentication {
+  agent: Agent & { quorumKeys: string[] };
+  /** False when the replay key was already remembered (a replay), or the agent is revoked. */
+  remembered: boolean;
+  /** When asked for: the agent's wallet (of the agent's organization only) and its policies. */
+  signing?: SigningContext;
+}
+
 export interface AgentWalletRepository {
   organizationExists(orgId: string): Promise<boolean>;
   /** Inserts the wallet and its first policy unless the organization already has `maxPerOrg`. */
   insertWallet(wallet: WalletWithSecret, policy: Policy, maxPerOrg: number): Promise<'ok' | 'limit'>;
   listWallets(orgId: string): Promise<Wallet[]>;
   findWallet(id: string): Promise<Wallet | undefined>;
-  findWalletWithSecret(id: string, orgId: string): Promise<WalletWithSecret | undefined>;
 
   insertAgent(agent: Agent): Promise<InsertAgentResult>;
   findAgent(id: string): Promise<Agent | undefined>;
@@ -98,8 +118,15 @@ export interface AgentWalletRepository {
   revokeAgent(id: string, now: Date): Promise<void>;
   /** Retires the quorum's current key(s) and registers `publicKey` in their place. */
   replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult>;
-  /** The agent whose quorum holds `publicKey` as a current key, with all current keys of that quorum. */
-  findAgentByPublicKey(publicKey: string): Promise<(Agent & { quorumKeys: string[] }) | undefined>;
+  /**
+   * One statement on the request path: the agent whose quorum holds `publicKey` as a current key
+   * (with the quorum's current keys) and, only if that agent is not revoked, `replay` remembered
+   * (false when it already was: a replay). `withSigning` also reads the agent's wallet and its
+   * policies (sign-typed-data).
+   */
+  authenticateAgent(publicKey: string, replay: ReplayMark, withSigning: boolean): Promise<AgentAuthentication | undefined>;
+  /** The wallet (of `orgId` only) with its sealed key, and its policies: one statement. */
+  findSigningContext(walletId: string, orgId: string): Promise<SigningContext>;
 
   insertPolicy(policy: Policy): Promise<void>;
   listPolicies(walletId: string): Promise<Policy[]>;
@@ -119,8 +146,6 @@ export interface AgentWalletRepository {
   /** SUM of the organization's ledger entries in `unit`, in minor units. */
   creditBalance(orgId: string, unit: string): Promise<bigint>;
 
-  /** Records an accepted request signature; false when it is already remembered (a replay). */
-  rememberSignature(replayKey: string, expiresAt: Date, now: Date): Promise<boolean>;
   deleteExpiredSignatures(now: Date): Promise<number>;
 }
 
@@ -236,6 +261,47 @@ const toHistory = (row: HistoryRow): HistoryEntry => ({
 
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: string }).code === '23505';
 
+/** The quorum's current keys, oldest first (`q` is the agent's key quorum). */
+const QUORUM_KEYS_SQL =
+  'ARRAY(SELECT k2.public_key FROM agent_public_keys k2 WHERE k2.key_quorum_id = q.id AND k2.removed_at IS NULL ORDER BY k2.created_at) AS quorum_keys';
+
+/** Columns of wallet `w` (prefixed `w_`) and its policies as one JSON array in evaluation order. */
+const SIGNING_COLUMNS_SQL = `w.id AS w_id, w.org_id AS w_org_id, w.name AS w_name, w.address AS w_address,
+  w.private_key_sealed AS w_private_key_sealed, w.provider_wallet_id AS w_provider_wallet_id, w.app_id AS w_app_id,
+  w.created_at AS w_created_at,
+  (SELECT COALESCE(json_agg(json_build_object(
+      'id', p.id, 'org_id', p.org_id, 'wallet_id', p.wallet_id, 'name', p.name, 'version', p.version,
+      'chain_type', p.chain_type, 'rules', p.rules, 'spend_limits', p.spend_limits, 'created_at', p.created_at
+    ) ORDER BY p.created_at, p.seq), '[]'::json)
+     FROM agent_wallet_policies p WHERE p.wallet_id = w.id) AS w_policies`;
+
+type SigningRow = { [K in keyof WalletRow as `w_${K}`]: WalletRow[K] | null } & { w_policies: PolicyRow[] | string };
+
+function toSigningContext(row: SigningRow): SigningContext {
+  const policies = typeof row.w_policies === 'string' ? (JSON.parse(row.w_policies) as PolicyRow[]) : row.w_policies;
+  return {
+    wallet:
+      row.w_id === null
+        ? undefined
+        : toWallet({
+            id: row.w_id,
+            org_id: row.w_org_id!,
+            name: row.w_name!,
+            address: row.w_address!,
+            private_key_sealed: row.w_private_key_sealed!,
+            provider_wallet_id: row.w_provider_wallet_id!,
+            app_id: row.w_app_id!,
+            created_at: row.w_created_at!,
+          }),
+    policies: row.w_id === null ? [] : policies.map(toPolicy),
+  };
+}
+
+const HISTORY_INSERT_SQL = `INSERT INTO agent_wallet_history
+  (id, org_id, wallet_id, agent_id, type, status, destination, amount, asset, chain_id, token_contract,
+   tx_hash, explorer_url, failure_message, primary_type, typed_data_hash, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+
 export class KnexAgentWalletRepository implements AgentWalletRepository {
   constructor(private readonly db: Db) {}
 
@@ -275,11 +341,6 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   async findWallet(id: string): Promise<Wallet | undefined> {
     const row = await this.db<WalletRow>('agent_wallets').where({ id }).first();
     return row ? withoutSecret(toWallet(row)) : undefined;
-  }
-
-  async findWalletWithSecret(id: string, orgId: string): Promise<WalletWithSecret | undefined> {
-    const row = await this.db<WalletRow>('agent_wallets').where({ id, org_id: orgId }).first();
-    return row ? toWallet(row) : undefined;
   }
 
   private agentQuery(db: Knex | Knex.Transaction = this.db) {
@@ -357,20 +418,39 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
     }
   }
 
-  async findAgentByPublicKey(publicKey: string): Promise<(Agent & { quorumKeys: string[] }) | undefined> {
-    // One round trip on the hot path: the agent, and the keys that may sign wallet authorizations.
-    const row = await this.db('agent_public_keys as k')
-      .join('agent_key_quorums as q', 'q.id', 'k.key_quorum_id')
-      .join('agents as a', 'a.id', 'q.agent_id')
-      .where('k.public_key', publicKey)
-      .whereNull('k.removed_at')
-      .first<(AgentRow & { quorum_keys: string[] }) | undefined>(
-        'a.id', 'a.org_id', 'a.name', 'a.wallet_id', 'a.created_at', 'a.revoked_at', 'q.id as key_quorum_id', 'k.public_key',
-        this.db.raw(
-          'ARRAY(SELECT k2.public_key FROM agent_public_keys k2 WHERE k2.key_quorum_id = q.id AND k2.removed_at IS NULL ORDER BY k2.created_at) AS quorum_keys',
-        ),
-      );
-    return row ? { ...toAgent(row), quorumKeys: row.quorum_keys } : undefined;
+  async authenticateAgent(publicKey: string, replay: ReplayMark, withSigning: boolean): Promise<AgentAuthentication | undefined> {
+    // A replay row that has expired no longer protects anything: taking it over is the lazy cleanup.
+    const result = await this.db.raw(
+      `WITH agent AS (
+         SELECT a.id, a.org_id, a.name, a.wallet_id, a.created_at, a.revoked_at, q.id AS key_quorum_id, k.public_key, ${QUORUM_KEYS_SQL}
+           FROM agent_public_keys k
+           JOIN agent_key_quorums q ON q.id = k.key_quorum_id
+           JOIN agents a ON a.id = q.agent_id
+          WHERE k.public_key = ? AND k.removed_at IS NULL
+       ), remembered AS (
+         INSERT INTO agent_request_signatures (replay_key, expires_at)
+         SELECT ?::text, ?::timestamptz FROM agent WHERE agent.revoked_at IS NULL
+         ON CONFLICT (replay_key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+          WHERE agent_request_signatures.expires_at <= ?::timestamptz
+         RETURNING 1
+       )
+       SELECT agent.*, EXISTS (SELECT FROM remembered) AS remembered${withSigning ? `, ${SIGNING_COLUMNS_SQL}` : ''}
+         FROM agent${withSigning ? ' LEFT JOIN agent_wallets w ON w.id = agent.wallet_id AND w.org_id = agent.org_id' : ''}`,
+      [publicKey, replay.replayKey, replay.expiresAt, replay.now],
+    );
+    const row = (result.rows as Array<AgentRow & { quorum_keys: string[]; remembered: boolean } & SigningRow>)[0];
+    if (!row) return undefined;
+    return {
+      agent: { ...toAgent(row), quorumKeys: row.quorum_keys },
+      remembered: row.remembered,
+      ...(withSigning ? { signing: toSigningContext(row) } : {}),
+    };
+  }
+
+  async findSigningContext(walletId: string, orgId: string): Promise<SigningContext> {
+    const result = await this.db.raw(`SELECT ${SIGNING_COLUMNS_SQL} FROM agent_wallets w WHERE w.id = ? AND w.org_id = ?`, [walletId, orgId]);
+    const row = (result.rows as SigningRow[])[0];
+    return row ? toSigningContext(row) : { wallet: undefined, policies: [] };
   }
 
   private async insertPolicyWith(db: Knex | Knex.Transaction, policy: Policy): Promise<void> {
@@ -434,25 +514,26 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   private async insertHistoryWith(db: Knex | Knex.Transaction, entry: HistoryEntry): Promise<void> {
-    await db('agent_wallet_history').insert({
-      id: entry.id,
-      org_id: entry.orgId,
-      wallet_id: entry.walletId,
-      agent_id: entry.agentId,
-      type: entry.type,
-      status: entry.status,
-      destination: entry.destination,
-      amount: entry.amount,
-      asset: entry.asset,
-      chain_id: entry.chainId,
-      token_contract: entry.tokenContract,
-      tx_hash: entry.txHash,
-      explorer_url: entry.explorerUrl,
-      failure_message: entry.failureMessage,
-      primary_type: entry.primaryType,
-      typed_data_hash: entry.typedDataHash,
-      created_at: entry.createdAt,
-    });
+    // On every sign-typed-data request: raw SQL, no query building.
+    await db.raw(HISTORY_INSERT_SQL, [
+      entry.id,
+      entry.orgId,
+      entry.walletId,
+      entry.agentId,
+      entry.type,
+      entry.status,
+      entry.destination,
+      entry.amount,
+      entry.asset,
+      entry.chainId,
+      entry.tokenContract,
+      entry.txHash,
+      entry.explorerUrl,
+      entry.failureMessage,
+      entry.primaryType,
+      entry.typedDataHash,
+      entry.createdAt,
+    ]);
   }
 
   async listHistory(walletId: string, limit: number): Promise<HistoryEntry[]> {
@@ -483,18 +564,6 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
       .where({ org_id: orgId, unit })
       .first<{ total: string | null }>(this.db.raw('COALESCE(SUM(amount), 0)::text AS total'));
     return BigInt(row?.total ?? '0');
-  }
-
-  async rememberSignature(replayKey: string, expiresAt: Date, now: Date): Promise<boolean> {
-    // A row that has expired no longer protects anything: taking it over is the lazy cleanup.
-    const result = await this.db.raw(
-      `INSERT INTO agent_request_signatures (replay_key, expires_at) VALUES (?, ?)
-       ON CONFLICT (replay_key) DO UPDATE SET expires_at = EXCLUDED.expires_at
-       WHERE agent_request_signatures.expires_at <= ?
-       RETURNING replay_key`,
-      [replayKey, expiresAt, now],
-    );
-    return (result.rows as unknown[]).length === 1;
   }
 
   async deleteExpiredSignatures(now: Date): Promise<number> {

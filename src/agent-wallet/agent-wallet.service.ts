@@ -40,6 +40,7 @@ import type {
   HistoryEntry,
   HistoryStatus,
   Policy,
+  SigningContext,
   Wallet,
   WalletWithSecret,
 } from './agent-wallet.repository.js';
@@ -57,6 +58,11 @@ export interface AgentAuth {
   walletId: string | null;
   /** Current keys of the agent's key quorum: who may make wallet authorization signatures. */
   quorumKeys: string[];
+  /**
+   * The wallet and policies read with the authentication, when the route signs (same statement,
+   * same snapshot); without it, signTypedData reads them itself.
+   */
+  signing?: SigningContext;
 }
 
 export const MAX_WALLETS_PER_ORG = 5;
@@ -280,17 +286,23 @@ export class AgentWalletService {
   // Request authentication
 
   /**
-   * Verifies the three X-Agent-* headers: well-formed, timestamp within the window, key
-   * registered and not revoked, signature valid over `METHOD\nROUTE_PATH\nTIMESTAMP`, and not a
-   * replay of an accepted signature (recognised by public key and r, so s ↔ n − s does not help).
+   * Verifies the three X-Agent-* headers: well-formed, timestamp within the window, signature
+   * valid over `METHOD\nROUTE_PATH\nTIMESTAMP`, key registered and not revoked, and not a replay
+   * of an accepted signature (recognised by public key and r, so s ↔ n − s does not help). The
+   * signature is checked before the database is asked: one statement then finds the agent and
+   * remembers the signature. `withSigning` (sign-typed-data) reads the wallet and its policies in
+   * that same statement.
    */
-  async authenticateRequest(request: {
-    method: string;
-    routePath: string;
-    publicKey: string | undefined;
-    timestamp: string | undefined;
-    signature: string | undefined;
-  }): Promise<AgentAuth> {
+  async authenticateRequest(
+    request: {
+      method: string;
+      routePath: string;
+      publicKey: string | undefined;
+      timestamp: string | undefined;
+      signature: string | undefined;
+    },
+    options: { withSigning?: boolean } = {},
+  ): Promise<AgentAuth> {
     const { publicKey, timestamp, signature } = request;
     if (!publicKey) throw unauthorized('Missing X-Agent-Pubkey header');
     if (!timestamp) throw unauthorized('Missing X-Agent-Timestamp header');
@@ -309,17 +321,21 @@ export class AgentWalletService {
     if (Math.abs(unixSeconds(now) - signedAt) > TIMESTAMP_TOLERANCE_SECONDS) {
       throw unauthorized(`Request timestamp is outside the allowed window of ${TIMESTAMP_TOLERANCE_SECONDS} seconds`);
     }
-    const agent = await this.repo.findAgentByPublicKey(publicKey);
-    if (!agent) throw unauthorized('Unknown agent public key');
-    if (agent.revokedAt) throw unauthorized('Agent identity is revoked');
     if (!verifyP256(key, requestPayload(request.method, request.routePath, timestamp), der)) {
       throw unauthorized('Invalid agent request signature');
     }
 
     // Remembered until the timestamp can no longer pass the window check above.
-    const expiresAt = new Date((signedAt + TIMESTAMP_TOLERANCE_SECONDS + 1) * 1000);
-    const replayKey = createHash('sha256').update(publicKey).update(':').update(parsed.r).digest('hex');
-    if (!(await this.repo.rememberSignature(replayKey, expiresAt, now))) throw unauthorized('Replayed agent request signature');
+    const replay = {
+      replayKey: createHash('sha256').update(publicKey).update(':').update(parsed.r).digest('hex'),
+      expiresAt: new Date((signedAt + TIMESTAMP_TOLERANCE_SECONDS + 1) * 1000),
+      now,
+    };
+    const found = await this.repo.authenticateAgent(publicKey, replay, options.withSigning === true);
+    if (!found) throw unauthorized('Unknown agent public key');
+    const { agent } = found;
+    if (agent.revokedAt) throw unauthorized('Agent identity is revoked');
+    if (!found.remembered) throw unauthorized('Replayed agent request signature');
     if (now.getTime() - this.lastSweep >= SWEEP_INTERVAL_MS) {
       this.lastSweep = now.getTime();
       await this.repo.deleteExpiredSignatures(now);
@@ -332,6 +348,7 @@ export class AgentWalletService {
       publicKey: agent.publicKey,
       walletId: agent.walletId,
       quorumKeys: agent.quorumKeys,
+      ...(found.signing ? { signing: found.signing } : {}),
     };
   }
 
@@ -381,11 +398,9 @@ export class AgentWalletService {
    * `url` is the full public URL of the route (what the authorization signature covers).
    */
   async signTypedData(auth: AgentAuth, body: SignTypedDataRequest, url: string): Promise<{ signature: Hex; walletAddress: string }> {
-    const walletId = auth.walletId;
-    // The policies are read alongside the wallet: two round trips in parallel instead of in turn.
-    const [wallet, policies] = walletId
-      ? await Promise.all([this.repo.findWalletWithSecret(walletId, auth.orgId), this.repo.listPolicies(walletId)])
-      : [undefined, []];
+    // Read with the authentication on the HTTP path; one statement otherwise.
+    const { wallet, policies } =
+      auth.signing ?? (auth.walletId ? await this.repo.findSigningContext(auth.walletId, auth.orgId) : { wallet: undefined, policies: [] });
     if (!wallet) throw validationError('No wallet is assigned to this agent');
 
     const { signature: authorization, ...unsigned } = body;
