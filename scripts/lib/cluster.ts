@@ -371,3 +371,57 @@ export async function payOnHostedPage(sessionUrl: string, cardNumber = '42424242
   await res.arrayBuffer();
   return res.status;
 }
+
+/** A one-time USDC crypto checkout of `units` millionths of a token; with the buyer's e-mail the exact amount is quoted at once. */
+export const cryptoOneTime = (units: number) => ({
+  provider: 'CRYPTO',
+  pricingData: { amount: units, currency: 'USDC', productData: { name: 'Cluster crypto test' } },
+  customerEmail: 'buyer@example.com',
+});
+
+/** The organization's receiving wallet on a chain, through the admin API (what `org set-wallet` does); throws unless 200. */
+export async function setReceivingWallet(adminUrl: string, adminToken: string, orgId: string, chainId: number, address: string): Promise<void> {
+  const res = await http('PUT', `${adminUrl}/v1/orgs/${orgId}/receiving-wallets/${chainId}`, { headers: { Authorization: `Bearer ${adminToken}` }, body: { address } });
+  if (res.status !== 200) throw new Error(`set receiving wallet: ${res.status} ${res.text}`);
+}
+
+/** What PostgreSQL holds for one crypto session: exactly one of each (and a PAID order) once it is paid. */
+export interface CryptoSessionTally {
+  id: string;
+  status: string;
+  orders: number;
+  orderStatus: string | null;
+  pendingEvents: number;
+  paidEvents: number;
+  /** Deliveries (outbox rows) of its order.paid events. */
+  paidDeliveries: number;
+  /** crypto_transfers rows attached to the session, ignored ones included. */
+  transfers: number;
+}
+
+export async function tallyCryptoSessions(client: pg.Client, sessionIds: string[]): Promise<CryptoSessionTally[]> {
+  const result = await client.query(
+    `SELECT s.id, s.status,
+            (SELECT count(*) FROM orders o WHERE o.checkout_session_id = s.id) AS orders,
+            (SELECT min(o.status) FROM orders o WHERE o.checkout_session_id = s.id) AS order_status,
+            (SELECT count(*) FROM webhook_events e JOIN orders o ON o.checkout_session_id = s.id
+               WHERE e.type = 'order.pending' AND e.payload->'order'->>'orderId' = o.id) AS pending_events,
+            (SELECT count(*) FROM webhook_events e JOIN orders o ON o.checkout_session_id = s.id
+               WHERE e.type = 'order.paid' AND e.payload->'order'->>'orderId' = o.id) AS paid_events,
+            (SELECT count(*) FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id JOIN orders o ON o.checkout_session_id = s.id
+               WHERE e.type = 'order.paid' AND e.payload->'order'->>'orderId' = o.id) AS paid_deliveries,
+            (SELECT count(*) FROM crypto_transfers t WHERE t.checkout_session_id = s.id) AS transfers
+       FROM checkout_sessions s WHERE s.id = ANY($1) ORDER BY s.id`,
+    [sessionIds],
+  );
+  return result.rows.map((r) => ({
+    id: r.id,
+    status: r.status,
+    orders: Number(r.orders),
+    orderStatus: r.order_status,
+    pendingEvents: Number(r.pending_events),
+    paidEvents: Number(r.paid_events),
+    paidDeliveries: Number(r.paid_deliveries),
+    transfers: Number(r.transfers),
+  }));
+}

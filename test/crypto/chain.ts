@@ -30,14 +30,66 @@ export interface LocalChain {
   snapshot(): Promise<string>;
   revert(id: string): Promise<void>;
   increaseTime(seconds: number): Promise<void>;
+  /** Sends a transfer from an unlocked account without waiting for it to be mined (with automine off, several share a block). */
+  submitTransfer(token: `0x${string}`, from: `0x${string}`, to: `0x${string}`, units: bigint): Promise<`0x${string}`>;
+  /** Turns Hardhat's one-block-per-transaction mining on or off. */
+  setAutomine(on: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startLocalChain(): Promise<LocalChain> {
+export interface LocalChainOptions {
+  /**
+   * The chain's genesis time (ISO 8601); default the config's 2026-11-22T09:00Z, which matches the
+   * test harness's ManualClock. Kassa child processes run on the real clock: pass the current time,
+   * or quotes (valid from their issue time) would not match the block times. Honoured by the first
+   * chain a process starts (Hardhat's network is created once per process).
+   */
+  initialDate?: string;
+  /**
+   * Told of every JSON-RPC request the HTTP server receives (what Kassa asked the node); the node
+   * answers once the returned promise (if any) settles, so a test can hold a request back.
+   */
+  onRequest?: (method: string, params: unknown[]) => void | Promise<void>;
+}
+
+/** CRYPTO_CHAINS for a Kassa deployment watching this chain, with `token` as its USDC. */
+export function cryptoChainsEnv(chain: LocalChain, token: `0x${string}`, settings: { confirmations: number; blockRange: number; initialLookback?: number }): string {
+  return JSON.stringify([
+    {
+      chainId: chain.chainId,
+      name: 'Hardhat',
+      rpcUrl: chain.url,
+      confirmations: settings.confirmations,
+      explorerUrl: 'https://explorer.test',
+      blockRange: settings.blockRange,
+      initialLookback: settings.initialLookback ?? 1000,
+      tokens: { USDC: token },
+    },
+  ]);
+}
+
+export async function startLocalChain(options: LocalChainOptions = {}): Promise<LocalChain> {
   process.env.HARDHAT_CONFIG = path.join(here, 'hardhat.config.cjs');
   const hre = ((await import('hardhat')) as unknown as { default: any }).default;
   const { TASK_NODE_CREATE_SERVER } = (await import('hardhat/builtin-tasks/task-names.js')) as unknown as { TASK_NODE_CREATE_SERVER: string };
-  const server = await hre.run(TASK_NODE_CREATE_SERVER, { hostname: '127.0.0.1', port: 0, provider: hre.network.provider });
+  // The provider is created lazily, from this config, on its first request.
+  if (options.initialDate) hre.config.networks.hardhat.initialDate = options.initialDate;
+  const onRequest = options.onRequest;
+  const served = onRequest
+    ? new Proxy(hre.network.provider, {
+        get(target, prop) {
+          if (prop === 'request') {
+            return async (args: { method: string; params?: unknown[] }) => {
+              await onRequest(args.method, args.params ?? []);
+              return target.request(args);
+            };
+          }
+          const value = Reflect.get(target, prop);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      })
+    : hre.network.provider;
+  const server = await hre.run(TASK_NODE_CREATE_SERVER, { hostname: '127.0.0.1', port: 0, provider: served });
   const { port } = (await server.listen()) as { port: number };
   const url = `http://127.0.0.1:${port}`;
   const transport = http(url, { retryCount: 0 });
@@ -92,6 +144,11 @@ export async function startLocalChain(): Promise<LocalChain> {
     increaseTime: async (seconds) => {
       await rpc('evm_increaseTime', [seconds]);
       await rpc('evm_mine');
+    },
+    submitTransfer: (token, from, to, units) =>
+      rpc<`0x${string}`>('eth_sendTransaction', [{ from, to: token, data: encodeFunctionData({ abi: artifact.abi, functionName: 'transfer', args: [to, units] }) }]),
+    setAutomine: async (on) => {
+      await rpc('evm_setAutomine', [on]);
     },
     close: () => server.close(),
   };

@@ -7,7 +7,12 @@
  *   `order.paid` event);
  * - webhook deliveries are claimed by one worker at a time (never two attempts of one delivery in
  *   flight), every event arrives, and the attempts both workers report add up to the deliveries;
- * - due subscription renewals are taken by both workers and each period is renewed once.
+ * - due subscription renewals are taken by both workers and each period is renewed once;
+ * - crypto checkout paid on a local EVM (Hardhat in this process, JSON-RPC over HTTP to the
+ *   workers): both workers watch the chain; every session is paid once (one order, one
+ *   `order.pending`, one `order.paid`, one transfer row), including a block that both workers are
+ *   made to scan at the same time (the cursor's lease taken from the first one mid-scan), and the
+ *   cursor reaches the head.
  * Runs only with TEST_DATABASE_URL (the embedded database is single-process by design).
  */
 import { randomUUID } from 'node:crypto';
@@ -20,20 +25,25 @@ import {
   REPO_ROOT,
   createCheckout,
   createDatabase,
+  cryptoOneTime,
   http,
   newDeployment,
   payOnHostedPage,
   provisionMerchant,
+  setReceivingWallet,
   startKassa,
+  tallyCryptoSessions,
   waitFor,
   type KassaProcess,
   type ThrowAwayDatabase,
 } from '../../scripts/lib/cluster.js';
 import { startReceiver, type Receiver } from '../webhooks/receiver.js';
+import { cryptoChainsEnv, startLocalChain, USDC, type LocalChain } from '../crypto/chain.js';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { migrationSource } from '../../src/db/migrations/index.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
+const CONFIRMATIONS = 3;
 
 describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL', () => {
   let db: ThrowAwayDatabase;
@@ -43,10 +53,45 @@ describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL
   let api2: KassaProcess;
   let workers: KassaProcess[];
   let merchant: { orgId: string; apiKey: string };
+  let chain: LocalChain;
+  let usdc: `0x${string}`;
+  /** Every eth_getLogs range the workers asked the node for. */
+  const scans: Array<[number, number]> = [];
+  /** Set by the crypto test: the first scan of `block` is held until a second scan of it arrives. */
+  let rendezvous: { block: number; release?: () => void; met: boolean } | undefined;
   const count = async (sql: string, params: unknown[] = []) => Number((await direct.query(sql, params)).rows[0].n);
 
   beforeAll(async () => {
-    db = await createDatabase(serverUrl!, 'kassa_scale');
+    [db, chain] = await Promise.all([
+      createDatabase(serverUrl!, 'kassa_scale'),
+      // Genesis now: the child processes run on the real clock, and quotes match block times.
+      startLocalChain({
+        initialDate: new Date().toISOString(),
+        onRequest: async (method, params) => {
+          if (method !== 'eth_getLogs') return;
+          const filter = params[0] as { fromBlock: string; toBlock: string };
+          const range: [number, number] = [Number(filter.fromBlock), Number(filter.toBlock)];
+          scans.push(range);
+          const r = rendezvous;
+          if (!r || r.met || range[0] > r.block || range[1] < r.block) return;
+          if (r.release) {
+            r.met = true;
+            r.release();
+            return;
+          }
+          // The first worker to scan the block waits here with the cursor's lease expired under
+          // it (as if it had stalled past the lease): the other worker takes the cursor, reads
+          // the same unsaved position and scans the same blocks while the first is mid-scan.
+          await new Promise<void>((resolve) => {
+            r.release = resolve;
+            setTimeout(resolve, 10_000);
+            direct.query(`UPDATE crypto_chain_cursors SET leased_until = now() - interval '1 second'`).catch(() => {});
+          });
+        },
+      }),
+    ]);
+    usdc = await chain.deployToken('USD Coin (test)', 'USDC');
+    for (const buyer of chain.accounts.slice(2, 4)) await chain.mint(usdc, buyer, USDC(10_000));
     receiver = await startReceiver();
     const deployment = newDeployment(db.url, {
       WEBHOOK_ALLOW_LOOPBACK: 'true',
@@ -54,6 +99,9 @@ describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL
       SANDBOX_SETTLE_DELAY_MS: '300',
       MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
       LOG_LEVEL: 'warn',
+      // Small ranges: the cursor walks the chain in several leased steps.
+      CRYPTO_CHAINS: cryptoChainsEnv(chain, usdc, { confirmations: CONFIRMATIONS, blockRange: 3 }),
+      CRYPTO_POLL_INTERVAL_MS: '200',
     });
     // All four at once on an empty database: whoever gets the advisory lock migrates.
     [api1, api2, ...workers] = await Promise.all([
@@ -70,12 +118,15 @@ describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL
       body: { name: 'Scale-out receiver', url: receiver.url(), events: ['order.paid', 'order.pending'] },
     });
     expect(endpoint.status).toBe(201);
+    await setReceivingWallet(api2.adminUrl, deployment.adminToken, merchant.orgId, chain.chainId, chain.accounts[1]!);
   }, 180_000);
 
   afterAll(async () => {
+    rendezvous?.release?.();
     await Promise.all([api1, api2, ...(workers ?? [])].filter(Boolean).map((p) => p.stop()));
     await direct?.end();
     await receiver?.close();
+    await chain?.close();
     await db?.drop();
   });
 
@@ -189,6 +240,73 @@ describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL
     expect(perSubscription.rows.map((r) => Number(r.n))).toEqual(Array(subscriptions).fill(1));
     expect(await count(`SELECT count(*) AS n FROM webhook_events WHERE org_id = $1 AND type = 'subscription.updated'`, [merchant.orgId])).toBe(subscriptions);
   });
+
+  it('crypto payments watched by both workers: each session paid once, also in a block both scan at the same time', async () => {
+    const merchantWallet = chain.accounts[1]!;
+    const [buyer1, buyer2] = chain.accounts.slice(2, 4) as [`0x${string}`, `0x${string}`];
+    const sessionCount = 12;
+    // Created over both API processes; distinct prices, so no two creations race for an amount.
+    const sessions = await Promise.all(
+      Array.from({ length: sessionCount }, async (_, i) => {
+        const res = await http('POST', `${(i % 2 ? api1 : api2).merchantUrl}/v1/checkout-sessions`, {
+          headers: { 'X-API-Key': merchant.apiKey, 'Idempotency-Key': randomUUID() },
+          body: cryptoOneTime(3_000_000 + i * 10_000),
+        });
+        expect(res.status, res.text).toBe(201);
+        expect(res.json.data.crypto).toMatchObject({ chainId: chain.chainId, tokenAddress: usdc, recipient: merchantWallet });
+        return { id: res.json.data.id as string, amount: BigInt(res.json.data.crypto.amountUnits) };
+      }),
+    );
+    const ids = sessions.map((s) => s.id);
+    // Eight payments in eight consecutive blocks, while both workers poll the chain.
+    const blocks: number[] = [];
+    for (const session of sessions.slice(0, 8)) {
+      const hash = await chain.transfer(usdc, buyer1, merchantWallet, session.amount);
+      blocks.push(Number((await chain.rpc<{ blockNumber: string }>('eth_getTransactionReceipt', [hash])).blockNumber));
+    }
+    expect(blocks.every((b, i) => i === 0 || b === blocks[i - 1]! + 1)).toBe(true);
+    // Four in one block that both workers scan at the same time (see `rendezvous`).
+    await chain.setAutomine(false);
+    const hashes: `0x${string}`[] = [];
+    try {
+      for (const [i, session] of sessions.slice(8).entries()) hashes.push(await chain.submitTransfer(usdc, i % 2 ? buyer2 : buyer1, merchantWallet, session.amount));
+      rendezvous = { block: (await chain.blockNumber()) + 1, met: false };
+      await chain.mine(1);
+    } finally {
+      await chain.setAutomine(true);
+    }
+    const shared = rendezvous.block;
+    for (const hash of hashes) {
+      const receipt = await chain.rpc<{ blockNumber: string; status: string }>('eth_getTransactionReceipt', [hash]);
+      expect([Number(receipt.blockNumber), receipt.status]).toEqual([shared, '0x1']);
+    }
+    await waitFor('both workers to scan the shared block', async () => rendezvous!.met, 15_000, 50);
+    await chain.mine(CONFIRMATIONS);
+    const head = await chain.blockNumber();
+    await waitFor(
+      'every crypto order to be PAID',
+      async () => (await tallyCryptoSessions(direct, ids)).every((t) => t.orderStatus === 'PAID'),
+      30_000,
+      200,
+    );
+    await waitFor('the cursor to reach the head', async () => (await count(`SELECT next_block AS n FROM crypto_chain_cursors WHERE chain_id = $1`, [chain.chainId])) === head + 1, 15_000, 100);
+
+    // Each session once: COMPLETE, one PAID order, one order.pending, one order.paid (one
+    // delivery of it), one transfer row; and no transfer row beyond the twelve payments.
+    expect(await tallyCryptoSessions(direct, ids)).toEqual(
+      [...ids].sort().map((id) => ({ id, status: 'COMPLETE', orders: 1, orderStatus: 'PAID', pendingEvents: 1, paidEvents: 1, paidDeliveries: 1, transfers: 1 })),
+    );
+    expect(await count(`SELECT count(*) AS n FROM crypto_transfers`)).toBe(sessionCount);
+    expect(await count(`SELECT count(*) AS n FROM crypto_transfers WHERE status = 'CONFIRMED' AND order_id IS NOT NULL`)).toBe(sessionCount);
+    // The shared block was scanned twice at once; the others were covered by the cursor's steps.
+    expect(scans.filter(([from, to]) => from <= shared && shared <= to).length).toBeGreaterThanOrEqual(2);
+    for (const block of blocks) expect(scans.some(([from, to]) => from <= block && block <= to)).toBe(true);
+    // Both workers held the cursor (each reports the lag after a pass that held it).
+    for (const worker of workers) {
+      const scrape = await http('GET', `${worker.adminUrl}/metrics`);
+      expect(scrape.text).toMatch(new RegExp(`^kassa_chain_watcher_lag_blocks\\{chain_id="${chain.chainId}"[^}]*\\} \\d+$`, 'm'));
+    }
+  }, 90_000);
 });
 
 describe.skipIf(!serverUrl)('processes starting together on an empty database', () => {
