@@ -1,7 +1,8 @@
 /**
  * `npm run fault:kill-worker`: a worker process is killed with SIGKILL in the middle of its work
- * and a new one takes over. Two rounds on one throw-away database, with an API process and a
- * local HTTPS webhook receiver that answers slowly (so deliveries are in flight at the kill):
+ * and a new one takes over. Three rounds on one throw-away database, with an API process, a
+ * local HTTPS webhook receiver that answers slowly (so deliveries are in flight at the kill) and
+ * a local EVM (Hardhat in this process, JSON-RPC over HTTP, as in the crypto tests):
  *
  * 1. deliveries: N card payments queue N `order.paid` events; the worker is killed once a few
  *    have arrived; the replacement must deliver every event (nothing lost), re-send only the ones
@@ -9,10 +10,13 @@
  *    and never have two attempts of one delivery in flight at once;
  * 2. renewals: M subscriptions are made due; the worker is killed while it renews them; the
  *    replacement must renew every one exactly once (one period-1 order, one `order.paid` for it,
- *    one `subscription.updated` per renewal) — renewals are transactional, so a kill rolls back.
- *
- * (Chain watching follows the same pattern — a leased cursor and idempotent writes — and is
- * covered by the crypto tests; it needs a chain node, which this script does not start.)
+ *    one `subscription.updated` per renewal) — renewals are transactional, so a kill rolls back;
+ * 3. chain watching: K crypto sessions are paid on chain (one block each, confirmations mined);
+ *    a worker scans them one block per pass from a slow node and is killed once the first session
+ *    is COMPLETE, holding the chain cursor's lease mid-pass. The replacement must leave the chain
+ *    alone while that lease lives (120 s in production: here it is expired by hand after 2 s),
+ *    then resume from the cursor the dead worker saved and finish every session exactly once (one
+ *    PAID order, one `order.pending`, one `order.paid`, one transfer row each).
  *
  * FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
  * test/faults/kill-worker.test.ts runs the same scenario and asserts on what it returns.
@@ -34,12 +38,20 @@ import {
   provisionMerchant,
   sleep,
   startKassa,
+  cryptoOneTime,
+  setReceivingWallet,
+  tallyCryptoSessions,
   waitFor,
   type KassaProcess,
 } from '../lib/cluster.js';
 import { startReceiver } from '../../test/webhooks/receiver.js';
+import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto/chain.js';
 
 export const LEASE_SECONDS = 15;
+/** Confirmations of the local chain in round 3. */
+const CONFIRMATIONS = 3;
+/** How long the local node takes to answer eth_getLogs in round 3 (a slow node keeps passes in flight). */
+const SLOW_LOGS_MS = 100;
 
 export interface KillWorkerReport {
   deliveries: {
@@ -68,6 +80,35 @@ export interface KillWorkerReport {
     wrongUpdatedEvents: number;
     notRenewed: number;
   };
+  chainWatching: {
+    sessions: number;
+    completedAtKill: number;
+    paidAtKill: number;
+    /** The dead worker held the chain cursor's lease at the kill (it was mid-pass). */
+    leaseHeldAtKill: boolean;
+    /** The cursor the dead worker saved last (the next block to scan). */
+    cursorAtKill: number;
+    /** eth_getLogs calls while the dead worker's lease was live (must be 0: one scanner per chain), and whether the cursor moved meanwhile. */
+    scansWhileLeased: number;
+    cursorMovedWhileLeased: boolean;
+    /** Where the replacement's first scan started (must be cursorAtKill: nothing skipped, nothing rescanned from scratch). */
+    resumedFrom: number | null;
+    /** Sessions not COMPLETE at the end (must be 0). */
+    notComplete: number;
+    /** Sessions without exactly one order, or whose order is not PAID (must be 0). */
+    wrongOrders: number;
+    /** Sessions without exactly one order.pending / order.paid event, or one delivery of it (must be 0). */
+    wrongPendingEvents: number;
+    wrongPaidEvents: number;
+    wrongPaidDeliveries: number;
+    /** Sessions without exactly one crypto_transfers row; and all rows (must equal sessions). */
+    wrongTransfers: number;
+    transferRows: number;
+    /** The cursor reached the chain head. */
+    cursorAtHead: boolean;
+    /** From the lease's expiry to every session PAID. */
+    secondsToFinish: number;
+  };
   logs: string;
 }
 
@@ -83,27 +124,49 @@ async function inParallel(total: number, concurrency: number, task: () => Promis
   );
 }
 
-export async function runKillWorker(options: { serverUrl?: string; events?: number; subscriptions?: number; log?: (line: string) => void } = {}): Promise<KillWorkerReport> {
+export async function runKillWorker(
+  options: { serverUrl?: string; events?: number; subscriptions?: number; cryptoPayments?: number; log?: (line: string) => void } = {},
+): Promise<KillWorkerReport> {
   const log = options.log ?? (() => {});
   const serverUrl = options.serverUrl ?? DEFAULT_SERVER_URL;
   const eventCount = options.events ?? 30;
   const subscriptionCount = options.subscriptions ?? 40;
+  const cryptoCount = options.cryptoPayments ?? 12;
+  /** eth_getLogs calls the workers made: when, and from which block. */
+  const scans: Array<{ at: number; from: number }> = [];
+  let slowLogs = false;
+  // Genesis now: the workers run on the real clock, and quotes match block times.
+  const chain = await startLocalChain({
+    initialDate: new Date().toISOString(),
+    onRequest: async (method, params) => {
+      if (method !== 'eth_getLogs') return;
+      scans.push({ at: Date.now(), from: Number((params[0] as { fromBlock: string }).fromBlock) });
+      if (slowLogs) await sleep(SLOW_LOGS_MS);
+    },
+  });
   const db = await createDatabase(serverUrl, 'kassa_fault');
   const direct = new pg.Client({ connectionString: db.url });
   const receiver = await startReceiver();
   const processes: KassaProcess[] = [];
-  const start = async (role: 'api' | 'worker', name: string) => {
-    const p = await startKassa(deployment, { role, name });
+  const start = async (role: 'api' | 'worker', name: string, waitReady = true) => {
+    const p = await startKassa(deployment, { role, name, waitReady });
     processes.push(p);
     return p;
   };
-  const deployment = newDeployment(db.url, {
-    WEBHOOK_ALLOW_LOOPBACK: 'true',
-    NODE_EXTRA_CA_CERTS: path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-cert.pem'),
-    WEBHOOK_DELIVERY_LEASE_SECONDS: String(LEASE_SECONDS),
-    MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
-  });
+  let deployment!: ReturnType<typeof newDeployment>;
   try {
+    const usdc = await chain.deployToken('USD Coin (test)', 'USDC');
+    const [, merchantWallet, buyer] = chain.accounts as [`0x${string}`, `0x${string}`, `0x${string}`];
+    await chain.mint(usdc, buyer, USDC(10_000));
+    deployment = newDeployment(db.url, {
+      WEBHOOK_ALLOW_LOOPBACK: 'true',
+      NODE_EXTRA_CA_CERTS: path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-cert.pem'),
+      WEBHOOK_DELIVERY_LEASE_SECONDS: String(LEASE_SECONDS),
+      MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
+      // One block per pass: scanning the payments takes many leased steps.
+      CRYPTO_CHAINS: cryptoChainsEnv(chain, usdc, { confirmations: CONFIRMATIONS, blockRange: 1 }),
+      CRYPTO_POLL_INTERVAL_MS: '200',
+    });
     const api = await start('api', 'api');
     await direct.connect();
     const merchant = await provisionMerchant(api.adminUrl, deployment.adminToken);
@@ -185,7 +248,7 @@ export async function runKillWorker(options: { serverUrl?: string; events?: numb
     await worker3.kill();
     const renewedAtKill = await renewedCount();
     log(`worker 3 killed (SIGKILL) after ${renewedAtKill} of ${subscriptionIds.length} renewals; starting worker 4`);
-    await start('worker', 'worker-4');
+    const worker4 = await start('worker', 'worker-4');
     await waitFor(
       'every renewal',
       async () => Number((await direct.query(`SELECT count(*) AS n FROM subscriptions WHERE org_id = $1 AND period_number = 1`, [merchant.orgId])).rows[0].n) === subscriptionIds.length,
@@ -203,22 +266,96 @@ export async function runKillWorker(options: { serverUrl?: string; events?: numb
       [merchant.orgId],
     );
     const rows = perSubscription.rows as Array<{ orders: string; paid_events: string; updated_events: string; period_number: number }>;
-    return {
-      deliveries,
-      renewals: {
-        subscriptions: subscriptionIds.length,
-        renewedAtKill,
-        wrongOrderCount: rows.filter((r) => Number(r.orders) !== 1).length,
-        wrongPaidEvents: rows.filter((r) => Number(r.paid_events) !== 1).length,
-        wrongUpdatedEvents: rows.filter((r) => Number(r.updated_events) !== 1).length,
-        notRenewed: rows.filter((r) => r.period_number !== 1).length,
-      },
-      logs: processes.map((p) => `---- ${p.name}\n${p.output()}`).join('\n'),
+    const renewals = {
+      subscriptions: subscriptionIds.length,
+      renewedAtKill,
+      wrongOrderCount: rows.filter((r) => Number(r.orders) !== 1).length,
+      wrongPaidEvents: rows.filter((r) => Number(r.paid_events) !== 1).length,
+      wrongUpdatedEvents: rows.filter((r) => Number(r.updated_events) !== 1).length,
+      notRenewed: rows.filter((r) => r.period_number !== 1).length,
     };
+
+    // ---- 3. chain watching --------------------------------------------------------------
+    await worker4.stop();
+    await setReceivingWallet(api.adminUrl, deployment.adminToken, merchant.orgId, chain.chainId, merchantWallet);
+    const sessionIds: string[] = [];
+    for (let i = 0; i < cryptoCount; i++) {
+      const res = await http('POST', `${api.merchantUrl}/v1/checkout-sessions`, {
+        headers: { 'X-API-Key': merchant.apiKey, 'Idempotency-Key': randomUUID() },
+        body: cryptoOneTime(2_000_000 + i * 10_000),
+      });
+      if (res.status !== 201) throw new Error(`crypto checkout: ${res.status} ${res.text}`);
+      sessionIds.push(res.json.data.id);
+      // Paid at once, one block per payment.
+      await chain.transfer(usdc, buyer, merchantWallet, BigInt(res.json.data.crypto.amountUnits));
+    }
+    await chain.mine(CONFIRMATIONS);
+    const head = await chain.blockNumber();
+    const countOf = async (status: 'COMPLETE' | 'PAID') =>
+      (await tallyCryptoSessions(direct, sessionIds)).filter((t) => (status === 'PAID' ? t.orderStatus === 'PAID' : t.status === 'COMPLETE')).length;
+    const cursor = async () =>
+      (await direct.query(`SELECT next_block, lease_owner, leased_until > now() AS leased FROM crypto_chain_cursors WHERE chain_id = $1`, [chain.chainId])).rows[0] as
+        | { next_block: string | null; lease_owner: string | null; leased: boolean | null }
+        | undefined;
+    slowLogs = true;
+    log(`${sessionIds.length} crypto sessions paid in blocks up to ${head - CONFIRMATIONS}; starting worker 5`);
+    // Not waiting for readiness: the watcher starts with the process.
+    const worker5 = await start('worker', 'worker-5', false);
+    await waitFor(
+      'the first crypto session to complete',
+      async () => {
+        if (worker5.child.exitCode !== null) throw new Error(`worker 5 exited: ${worker5.output().slice(-2000)}`);
+        return (await countOf('COMPLETE')) >= 1;
+      },
+      60_000,
+      5,
+    );
+    await worker5.kill();
+    const completedAtKill = await countOf('COMPLETE');
+    const paidAtKill = await countOf('PAID');
+    const atKill = await cursor();
+    const leaseHeldAtKill = atKill?.leased === true;
+    const cursorAtKill = Number(atKill?.next_block ?? -1);
+    log(`worker 5 killed (SIGKILL) with ${completedAtKill} of ${sessionIds.length} sessions complete (${paidAtKill} paid), cursor at block ${cursorAtKill}, lease ${leaseHeldAtKill ? 'held' : 'free'}; starting worker 6`);
+    const replacementStarted = Date.now();
+    await start('worker', 'worker-6');
+    // The dead worker's lease keeps the chain to itself until it lapses: the replacement waits.
+    await sleep(2000);
+    const scansWhileLeased = scans.filter((s) => s.at >= replacementStarted).length;
+    const cursorUnmoved = Number((await cursor())?.next_block ?? -1) === cursorAtKill;
+    // Stands in for the remaining lease time (120 s): from here on, the replacement takes over.
+    const leaseLapsed = Date.now();
+    await direct.query(`UPDATE crypto_chain_cursors SET leased_until = now() WHERE chain_id = $1`, [chain.chainId]);
+    await waitFor('every crypto session to be paid', async () => (await countOf('PAID')) === sessionIds.length, 60_000, 100);
+    const secondsToFinish = (Date.now() - leaseLapsed) / 1000;
+    const cursorAtHead = await waitFor('the cursor to reach the head', async () => Number((await cursor())?.next_block) === head + 1, 15_000, 100).catch(() => false);
+    slowLogs = false;
+    const tally = await tallyCryptoSessions(direct, sessionIds);
+    const chainWatching = {
+      sessions: sessionIds.length,
+      completedAtKill,
+      paidAtKill,
+      leaseHeldAtKill,
+      cursorAtKill,
+      scansWhileLeased,
+      cursorMovedWhileLeased: !cursorUnmoved,
+      resumedFrom: scans.find((s) => s.at >= leaseLapsed)?.from ?? null,
+      notComplete: tally.filter((t) => t.status !== 'COMPLETE').length,
+      wrongOrders: tally.filter((t) => t.orders !== 1 || t.orderStatus !== 'PAID').length,
+      wrongPendingEvents: tally.filter((t) => t.pendingEvents !== 1).length,
+      wrongPaidEvents: tally.filter((t) => t.paidEvents !== 1).length,
+      wrongPaidDeliveries: tally.filter((t) => t.paidDeliveries !== 1).length,
+      wrongTransfers: tally.filter((t) => t.transfers !== 1).length,
+      transferRows: Number((await direct.query(`SELECT count(*) AS n FROM crypto_transfers`)).rows[0].n),
+      cursorAtHead: cursorAtHead === true,
+      secondsToFinish,
+    };
+    return { deliveries, renewals, chainWatching, logs: processes.map((p) => `---- ${p.name}\n${p.output()}`).join('\n') };
   } finally {
     await Promise.all(processes.map((p) => p.stop()));
     await direct.end().catch(() => {});
     await receiver.close();
+    await chain.close();
     await db.drop();
   }
 }
@@ -227,6 +364,7 @@ async function main(): Promise<void> {
   const report = await runKillWorker({ serverUrl: process.env.FAULT_POSTGRES_URL, log: (line) => console.log(`- ${line}`) });
   const d = report.deliveries;
   const r = report.renewals;
+  const c = report.chainWatching;
   const checks: Array<[string, boolean]> = [
     [`deliveries: ${d.events} events, none lost (lost: ${d.lost.length})`, d.lost.length === 0],
     [`deliveries: all succeeded after the restart (not succeeded: ${d.notSucceeded}; drained ${d.secondsToDrain.toFixed(1)} s after the kill, lease ${LEASE_SECONDS} s)`, d.notSucceeded === 0],
@@ -236,6 +374,21 @@ async function main(): Promise<void> {
     [`renewals: exactly one period-1 order each (wrong: ${r.wrongOrderCount})`, r.wrongOrderCount === 0],
     [`renewals: exactly one order.paid per renewal order (wrong: ${r.wrongPaidEvents})`, r.wrongPaidEvents === 0],
     [`renewals: exactly one subscription.updated each (wrong: ${r.wrongUpdatedEvents})`, r.wrongUpdatedEvents === 0],
+    [
+      `chain: ${c.sessions} sessions paid on chain, worker killed mid-pass after ${c.completedAtKill} complete (${c.paidAtKill} paid) holding the cursor lease: ${c.leaseHeldAtKill}`,
+      c.leaseHeldAtKill && c.completedAtKill < c.sessions,
+    ],
+    [
+      `chain: the replacement left the chain alone while the lease lived (scans meanwhile: ${c.scansWhileLeased}, cursor moved: ${c.cursorMovedWhileLeased})`,
+      c.scansWhileLeased === 0 && !c.cursorMovedWhileLeased,
+    ],
+    [`chain: then resumed at the saved cursor (block ${c.resumedFrom ?? 'none'}, saved ${c.cursorAtKill}) and reached the head: ${c.cursorAtHead}`, c.resumedFrom === c.cursorAtKill && c.cursorAtHead],
+    [`chain: every session COMPLETE with one PAID order (not complete: ${c.notComplete}, wrong: ${c.wrongOrders}; ${c.secondsToFinish.toFixed(1)} s after the lease lapsed)`, c.notComplete === 0 && c.wrongOrders === 0],
+    [
+      `chain: one order.pending, one order.paid and one delivery of it each (wrong: ${c.wrongPendingEvents}, ${c.wrongPaidEvents}, ${c.wrongPaidDeliveries})`,
+      c.wrongPendingEvents === 0 && c.wrongPaidEvents === 0 && c.wrongPaidDeliveries === 0,
+    ],
+    [`chain: one transfer row each (wrong: ${c.wrongTransfers}; rows ${c.transferRows})`, c.wrongTransfers === 0 && c.transferRows === c.sessions],
   ];
   let ok = true;
   console.log('');

@@ -1,8 +1,9 @@
 /**
  * The fault scenarios of scripts/faults/ (also `npm run fault:db-outage` / `fault:kill-worker`),
  * asserted: PostgreSQL stopped under load (through a TCP proxy, so the shared server keeps
- * running), and a worker killed with SIGKILL during deliveries and renewals. Real child
- * processes on PostgreSQL: they run only with TEST_DATABASE_URL.
+ * running), and a worker killed with SIGKILL during deliveries, renewals and chain watching (a
+ * local Hardhat node in this process). Real child processes on PostgreSQL: they run only with
+ * TEST_DATABASE_URL.
  */
 import { describe, expect, it } from 'vitest';
 import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../scripts/faults/db-outage.js';
@@ -38,7 +39,7 @@ describe.skipIf(!serverUrl)('faults', () => {
     expect(report.serverLog).not.toContain('unhandled error');
   }, 180_000);
 
-  it('a worker killed with SIGKILL mid-delivery and mid-renewal: nothing lost, nothing duplicated beyond at-least-once', async () => {
+  it('a worker killed with SIGKILL mid-delivery, mid-renewal and mid-scan of the chain: nothing lost, nothing duplicated beyond at-least-once', async () => {
     const report = await runKillWorker({ serverUrl });
     const d = report.deliveries;
     expect(d.leasedAtKill).toBeGreaterThan(0);
@@ -54,5 +55,17 @@ describe.skipIf(!serverUrl)('faults', () => {
     expect(r.wrongOrderCount).toBe(0);
     expect(r.wrongPaidEvents).toBe(0);
     expect(r.wrongUpdatedEvents).toBe(0);
+    const c = report.chainWatching;
+    // Killed mid-pass, holding the cursor's lease, before every session was seen.
+    expect(c.leaseHeldAtKill).toBe(true);
+    expect(c.completedAtKill).toBeGreaterThanOrEqual(1);
+    expect(c.completedAtKill).toBeLessThan(c.sessions);
+    // One scanner per chain: the replacement waits for the lease, then resumes where the dead worker saved.
+    expect(c.scansWhileLeased).toBe(0);
+    expect(c.cursorMovedWhileLeased).toBe(false);
+    expect(c.resumedFrom).toBe(c.cursorAtKill);
+    expect(c.cursorAtHead).toBe(true);
+    // Every session exactly once: COMPLETE, one PAID order, one order.pending, one order.paid (one delivery of it), one transfer row.
+    expect(c).toMatchObject({ notComplete: 0, wrongOrders: 0, wrongPendingEvents: 0, wrongPaidEvents: 0, wrongPaidDeliveries: 0, wrongTransfers: 0, transferRows: c.sessions });
   }, 240_000);
 });
