@@ -19,7 +19,7 @@
  *    PAID order, one `order.pending`, one `order.paid`, one transfer row each).
  *
  * FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
- * test/faults/kill-worker.test.ts runs the same scenario and asserts on what it returns.
+ * test/production/faults.test.ts runs the same scenario and asserts on what it returns.
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
