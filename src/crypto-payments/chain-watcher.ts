@@ -215,6 +215,7 @@ export class ChainWatcher {
   }
 
   private async apply(transfer: CryptoTransfer, event: 'seen' | 'confirmed' | 'removed'): Promise<void> {
+    const statusBefore = transfer.status;
     const quote = (await this.repo().findQuote(transfer.checkoutSessionId!))!;
     const result = await this.orders.applyCryptoTransfer({
       checkoutSessionId: transfer.checkoutSessionId!,
@@ -236,7 +237,9 @@ export class ChainWatcher {
     } else if (result.order) {
       Object.assign(transfer, { orderId: result.order.id, updatedAt: now });
     }
-    await this.repo().updateTransfer(transfer);
+    // Compare-and-set: a worker holding a stale copy (its cursor lease lapsed while another took
+    // over) must not move a transfer back; what it would write, the other worker has written.
+    await this.repo().updateTransfer(transfer, statusBefore);
   }
 
   /** Confirmation tracking and reorganization handling of matched transfers, by their receipts. */
@@ -244,6 +247,9 @@ export class ChainWatcher {
     const now = this.clock.now();
     const transfers = await this.repo().transfersToFollow(chain.chainId, new Date(now.getTime() - REMOVED_FOLLOW_MS), FOLLOW_BATCH);
     for (const transfer of transfers) {
+      // Every write below is a compare-and-set on the status read here: if another worker moved
+      // the transfer on meanwhile (CONFIRMED, say), this stale copy is dropped, never written back.
+      const readStatus = transfer.status;
       const receipt = await client.receipt(transfer.txHash);
       const log = receipt?.status === 'success'
         ? receipt.logs.find(
@@ -256,12 +262,12 @@ export class ChainWatcher {
           transfer.status = 'REMOVED';
           transfer.confirmations = 0;
           transfer.updatedAt = now;
-          await this.repo().updateTransfer(transfer);
+          if (!(await this.repo().updateTransfer(transfer, readStatus))) continue;
           if (transfer.orderId) await this.apply(transfer, 'removed');
         }
         continue;
       }
-      const reappeared = transfer.status === 'REMOVED';
+      const reappeared = readStatus === 'REMOVED';
       Object.assign(transfer, {
         status: 'PENDING',
         blockNumber: Number(log.blockNumber),
@@ -270,13 +276,13 @@ export class ChainWatcher {
         confirmations: Math.max(0, head - Number(log.blockNumber) + 1),
         updatedAt: now,
       });
-      await this.repo().updateTransfer(transfer);
+      if (!(await this.repo().updateTransfer(transfer, readStatus))) continue;
       if (reappeared || transfer.orderId === null) await this.apply(transfer, 'seen');
       if (transfer.status === 'PENDING' && transfer.confirmations >= chain.confirmations) {
         await this.apply(transfer, 'confirmed');
         transfer.status = 'CONFIRMED';
         transfer.updatedAt = this.clock.now();
-        await this.repo().updateTransfer(transfer);
+        await this.repo().updateTransfer(transfer, 'PENDING');
       }
     }
   }

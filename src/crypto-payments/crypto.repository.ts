@@ -82,7 +82,11 @@ export interface CryptoRepository {
 
   /** Inserts the transfer unless (chain, tx, log index) is known; returns the stored row either way. */
   recordTransfer(transfer: CryptoTransfer): Promise<{ transfer: CryptoTransfer; inserted: boolean }>;
-  updateTransfer(transfer: CryptoTransfer): Promise<void>;
+  /**
+   * Writes the transfer. With `expectedStatus`, only if the stored status still is that one
+   * (compare-and-set): false when another worker moved the transfer on since it was read.
+   */
+  updateTransfer(transfer: CryptoTransfer, expectedStatus?: TransferStatus): Promise<boolean>;
   /** The transfer of this transaction that pays a session (one at most). */
   findPayingTransfer(chainId: number, txHash: string): Promise<CryptoTransfer | undefined>;
   /** Transfers still to follow: PENDING ones, and REMOVED ones changed after `removedSince` (re-inclusion). */
@@ -331,9 +335,11 @@ export class KnexCryptoRepository implements CryptoRepository {
     return { transfer: toTransfer(row!), inserted: false };
   }
 
-  async updateTransfer(t: CryptoTransfer): Promise<void> {
+  async updateTransfer(t: CryptoTransfer, expectedStatus?: TransferStatus): Promise<boolean> {
     const { id, ...changes } = transferRow(t);
-    await this.db('crypto_transfers').where({ id }).update(changes);
+    const query = this.db('crypto_transfers').where({ id });
+    if (expectedStatus) query.andWhere({ status: expectedStatus });
+    return (await query.update(changes)) === 1;
   }
 
   async findPayingTransfer(chainId: number, txHash: string): Promise<CryptoTransfer | undefined> {

@@ -388,6 +388,47 @@ describe('watcher restarts and concurrency', () => {
     expect(await transfersOf(tx)).toHaveLength(1);
     expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
   });
+
+  it('a worker holding a stale copy of a transfer never moves it back from CONFIRMED', async () => {
+    const session = await usdcSession(13_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await runWatcher();
+    const [pending] = await transfersOf(tx);
+    expect(pending.status).toBe('PENDING');
+
+    // Worker A read the transfers to follow (PENDING) and then stalled — its lease lapsed — while
+    // worker B confirmed the payment. A then carries on with what it read.
+    const uow = new KnexCommerceUnitOfWork(ctx.testDb.database.db);
+    const staleCopies = await uow.stores.crypto.transfersToFollow(chain.chainId, new Date(0), 100);
+    expect(staleCopies.some((t) => t.txHash === tx)).toBe(true);
+    await chain.mine(CONFIRMATIONS);
+    await runWatcher();
+    expect((await transfersOf(tx))[0].status).toBe('CONFIRMED');
+
+    const stalled = new ChainWatcher(uow, ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
+    uow.stores.crypto.transfersToFollow = async () => staleCopies;
+    // Every status the transfer has in the database after each of the stalled worker's writes.
+    const observed: string[] = [];
+    const update = uow.stores.crypto.updateTransfer.bind(uow.stores.crypto);
+    uow.stores.crypto.updateTransfer = async (...args) => {
+      const written = await update(...args);
+      observed.push((await transfersOf(tx))[0].status);
+      return written;
+    };
+    await chain.mine(1);
+    await runWatcher(stalled);
+    expect(observed.filter((status) => status !== 'CONFIRMED')).toEqual([]);
+
+    const [after] = await transfersOf(tx);
+    expect(after.status).toBe('CONFIRMED');
+    const read = await getSession(session.id);
+    expect(read.orderStatus).toBe('PAID');
+    expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+    // And the compare-and-set itself: a write expecting PENDING is refused and changes nothing.
+    const stale = staleCopies.find((t) => t.txHash === tx)!;
+    expect(await uow.stores.crypto.updateTransfer({ ...stale, confirmations: 0 }, 'PENDING')).toBe(false);
+    expect((await transfersOf(tx))[0].status).toBe('CONFIRMED');
+  });
 });
 
 describe('chain reorganization', () => {
