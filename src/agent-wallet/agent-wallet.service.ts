@@ -4,7 +4,7 @@
  * balance, policy-checked EIP-712 signing).
  */
 import { createHash } from 'node:crypto';
-import { getAddress, hashTypedData, type Hex } from 'viem';
+import { getAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { components } from '../../generated/agent-wallet.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../http/errors.js';
@@ -33,6 +33,7 @@ import {
 } from './protocol.js';
 import { decodeBase64Strict, generateP256KeyPair, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
 import { signDigest } from './wallet-signer.js';
+import { hashTypedDataCached } from './eip712-hash.js';
 import { isValidAddress, toBigInt, TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
 import type {
   Agent,
@@ -422,7 +423,7 @@ export class AgentWalletService {
       { method: 'eth_signTypedData_v4', typedData: body.typed_data },
       { nowUnix: unixSeconds(now) },
     );
-    const hash = hashTypedData(typedData as never);
+    const hash = hashTypedDataCached(typedData);
     const transfer = transferFacts(body.typed_data);
     const entry = (status: HistoryStatus, failureMessage: string | null): HistoryEntry => ({
       id: historyId(),
