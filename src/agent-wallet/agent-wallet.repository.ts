@@ -297,13 +297,77 @@ function toSigningContext(row: SigningRow): SigningContext {
   };
 }
 
+/**
+ * The statements of the request path, with numbered parameters: they run on a pooled connection
+ * directly (`query` below), without knex building or rewriting them on every request.
+ */
+const authenticateSql = (withSigning: boolean) => `WITH agent AS (
+    SELECT a.id, a.org_id, a.name, a.wallet_id, a.created_at, a.revoked_at, q.id AS key_quorum_id, k.public_key, ${QUORUM_KEYS_SQL}
+      FROM agent_public_keys k
+      JOIN agent_key_quorums q ON q.id = k.key_quorum_id
+      JOIN agents a ON a.id = q.agent_id
+     WHERE k.public_key = $1 AND k.removed_at IS NULL
+  ), remembered AS (
+    -- A replay row that has expired no longer protects anything: taking it over is the lazy cleanup.
+    INSERT INTO agent_request_signatures (replay_key, expires_at)
+    SELECT $2::text, $3::timestamptz FROM agent WHERE agent.revoked_at IS NULL
+    ON CONFLICT (replay_key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+     WHERE agent_request_signatures.expires_at <= $4::timestamptz
+    RETURNING 1
+  )
+  SELECT agent.*, EXISTS (SELECT FROM remembered) AS remembered${withSigning ? `, ${SIGNING_COLUMNS_SQL}` : ''}
+    FROM agent${withSigning ? ' LEFT JOIN agent_wallets w ON w.id = agent.wallet_id AND w.org_id = agent.org_id' : ''}`;
+const AUTHENTICATE_SQL = authenticateSql(false);
+const AUTHENTICATE_WITH_SIGNING_SQL = authenticateSql(true);
+const SIGNING_CONTEXT_SQL = `SELECT ${SIGNING_COLUMNS_SQL} FROM agent_wallets w WHERE w.id = $1 AND w.org_id = $2`;
 const HISTORY_INSERT_SQL = `INSERT INTO agent_wallet_history
   (id, org_id, wallet_id, agent_id, type, status, destination, amount, asset, chain_id, token_contract,
    tx_hash, explorer_url, failure_message, primary_type, typed_data_hash, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+/** The same, for knex inside the spend-limit transaction (each parameter appears once, in order). */
+const HISTORY_INSERT_SQL_KNEX = HISTORY_INSERT_SQL.replace(/\$\d+/g, '?');
+
+const historyValues = (entry: HistoryEntry): Knex.Value[] => [
+  entry.id,
+  entry.orgId,
+  entry.walletId,
+  entry.agentId,
+  entry.type,
+  entry.status,
+  entry.destination,
+  entry.amount,
+  entry.asset,
+  entry.chainId,
+  entry.tokenContract,
+  entry.txHash,
+  entry.explorerUrl,
+  entry.failureMessage,
+  entry.primaryType,
+  entry.typedDataHash,
+  entry.createdAt,
+];
+
+/** A pooled connection as knex hands it out: pg's Client, or the PGlite instance. */
+interface PooledConnection {
+  query(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
+}
 
 export class KnexAgentWalletRepository implements AgentWalletRepository {
   constructor(private readonly db: Db) {}
+
+  /**
+   * Runs a request-path statement ($1, $2, … parameters) on a connection of knex's pool: the same
+   * connections, type parsers and timeouts as knex's own queries, without knex's per-query work.
+   */
+  private async query<R>(text: string, values: unknown[]): Promise<R[]> {
+    const client = this.db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
+    const connection = await client.acquireConnection();
+    try {
+      return (await connection.query(text, values)).rows as R[];
+    } finally {
+      await client.releaseConnection(connection);
+    }
+  }
 
   async organizationExists(orgId: string): Promise<boolean> {
     return (await this.db('organizations').where({ id: orgId }).first('id')) !== undefined;
@@ -419,26 +483,10 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   async authenticateAgent(publicKey: string, replay: ReplayMark, withSigning: boolean): Promise<AgentAuthentication | undefined> {
-    // A replay row that has expired no longer protects anything: taking it over is the lazy cleanup.
-    const result = await this.db.raw(
-      `WITH agent AS (
-         SELECT a.id, a.org_id, a.name, a.wallet_id, a.created_at, a.revoked_at, q.id AS key_quorum_id, k.public_key, ${QUORUM_KEYS_SQL}
-           FROM agent_public_keys k
-           JOIN agent_key_quorums q ON q.id = k.key_quorum_id
-           JOIN agents a ON a.id = q.agent_id
-          WHERE k.public_key = ? AND k.removed_at IS NULL
-       ), remembered AS (
-         INSERT INTO agent_request_signatures (replay_key, expires_at)
-         SELECT ?::text, ?::timestamptz FROM agent WHERE agent.revoked_at IS NULL
-         ON CONFLICT (replay_key) DO UPDATE SET expires_at = EXCLUDED.expires_at
-          WHERE agent_request_signatures.expires_at <= ?::timestamptz
-         RETURNING 1
-       )
-       SELECT agent.*, EXISTS (SELECT FROM remembered) AS remembered${withSigning ? `, ${SIGNING_COLUMNS_SQL}` : ''}
-         FROM agent${withSigning ? ' LEFT JOIN agent_wallets w ON w.id = agent.wallet_id AND w.org_id = agent.org_id' : ''}`,
+    const [row] = await this.query<AgentRow & { quorum_keys: string[]; remembered: boolean } & SigningRow>(
+      withSigning ? AUTHENTICATE_WITH_SIGNING_SQL : AUTHENTICATE_SQL,
       [publicKey, replay.replayKey, replay.expiresAt, replay.now],
     );
-    const row = (result.rows as Array<AgentRow & { quorum_keys: string[]; remembered: boolean } & SigningRow>)[0];
     if (!row) return undefined;
     return {
       agent: { ...toAgent(row), quorumKeys: row.quorum_keys },
@@ -448,8 +496,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   async findSigningContext(walletId: string, orgId: string): Promise<SigningContext> {
-    const result = await this.db.raw(`SELECT ${SIGNING_COLUMNS_SQL} FROM agent_wallets w WHERE w.id = ? AND w.org_id = ?`, [walletId, orgId]);
-    const row = (result.rows as SigningRow[])[0];
+    const [row] = await this.query<SigningRow>(SIGNING_CONTEXT_SQL, [walletId, orgId]);
     return row ? toSigningContext(row) : { wallet: undefined, policies: [] };
   }
 
@@ -485,7 +532,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   async insertHistory(entry: HistoryEntry): Promise<void> {
-    await this.insertHistoryWith(this.db, entry);
+    await this.query(HISTORY_INSERT_SQL, historyValues(entry));
   }
 
   async insertSignedWithinLimits(entry: HistoryEntry, value: bigint, windows: SpendWindow[]): Promise<SpendCheck> {
@@ -504,36 +551,13 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
         const spent = BigInt(row?.spent ?? '0');
         if (spent + value > window.maxValue) return { ok: false, index, spent };
       }
-      await this.insertHistoryWith(trx, entry);
+      await trx.raw(HISTORY_INSERT_SQL_KNEX, historyValues(entry));
       return { ok: true };
     });
   }
 
   async markHistoryFailed(id: string, failureMessage: string): Promise<void> {
     await this.db('agent_wallet_history').where({ id }).update({ status: 'failed', failure_message: failureMessage });
-  }
-
-  private async insertHistoryWith(db: Knex | Knex.Transaction, entry: HistoryEntry): Promise<void> {
-    // On every sign-typed-data request: raw SQL, no query building.
-    await db.raw(HISTORY_INSERT_SQL, [
-      entry.id,
-      entry.orgId,
-      entry.walletId,
-      entry.agentId,
-      entry.type,
-      entry.status,
-      entry.destination,
-      entry.amount,
-      entry.asset,
-      entry.chainId,
-      entry.tokenContract,
-      entry.txHash,
-      entry.explorerUrl,
-      entry.failureMessage,
-      entry.primaryType,
-      entry.typedDataHash,
-      entry.createdAt,
-    ]);
   }
 
   async listHistory(walletId: string, limit: number): Promise<HistoryEntry[]> {
