@@ -344,7 +344,7 @@ const historyValues = (entry: HistoryEntry): Knex.Value[] => [
   entry.failureMessage,
   entry.primaryType,
   entry.typedDataHash,
-  entry.createdAt,
+  entry.createdAt.toISOString(),
 ];
 
 /** A pooled connection as knex hands it out: pg's Client, or the PGlite instance. */
@@ -485,7 +485,8 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   async authenticateAgent(publicKey: string, replay: ReplayMark, withSigning: boolean): Promise<AgentAuthentication | undefined> {
     const [row] = await this.query<AgentRow & { quorum_keys: string[]; remembered: boolean } & SigningRow>(
       withSigning ? AUTHENTICATE_WITH_SIGNING_SQL : AUTHENTICATE_SQL,
-      [publicKey, replay.replayKey, replay.expiresAt, replay.now],
+      // ISO strings: pg's own Date formatting (local time zone) is slower and means the same.
+      [publicKey, replay.replayKey, replay.expiresAt.toISOString(), replay.now.toISOString()],
     );
     if (!row) return undefined;
     return {
