@@ -199,6 +199,20 @@ describe('rejections (401 UNAUTHORIZED, envelope)', () => {
     await expect401(agentHeaders(ctx, other, 'GET', PATH), 'Agent identity is revoked');
   });
 
+  it('remembers nothing for a revoked agent or an unknown key, and checks the signature before the key', async () => {
+    const db = ctx.testDb.database.db;
+    const count = async () => Number((await db('agent_request_signatures').count({ n: '*' }).first())!.n);
+    const revoked = await createAgent(ctx, ctx.orgA);
+    await ctx.admin.post(`/v1/agents/${revoked.agentId}/revoke`).expect(200);
+    const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const stranger = { publicKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), privateKey };
+    const before = await count();
+    await expect401(agentHeaders(ctx, revoked, 'GET', PATH), 'Agent identity is revoked');
+    await expect401(agentHeaders(ctx, stranger, 'GET', PATH), 'Unknown agent public key');
+    await expect401({ ...agentHeaders(ctx, stranger, 'GET', PATH), 'X-Agent-Timestamp': String(now() - 1) }, 'Invalid agent request signature');
+    expect(await count()).toBe(before);
+  });
+
   it('refuses the old key after a rotation and accepts the new one', async () => {
     const other = await createAgent(ctx, ctx.orgA);
     const res = await ctx.admin.post(`/v1/agents/${other.agentId}/rotate-key`).send({});
