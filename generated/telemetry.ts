@@ -240,9 +240,11 @@ export interface paths {
          *     Malformed JSON, a body that is not an object, an unknown or mistyped top-level
          *     field, or an invalid metric point is `400 invalid_request` (metric problems carry
          *     `details {metric_index, field}`). Beyond the schema, the server checks:
-         *     `end_time` ≥ `start_time`; trace and span ids are not all zeros; a `trace_id`
-         *     appears once per batch and a `span_id` once per trace; the model-call attributes
-         *     below have their documented types.
+         *     `end_time` ≥ `start_time`; every span time and metric timestamp lies in
+         *     1970-01-01T00:00:00Z … 9999-12-31T23:59:59.999Z (the OTLP route too); trace and
+         *     span ids are not all zeros; a `trace_id` appears once per batch and a `span_id` once
+         *     per trace; the model-call attributes below have their documented types. Durations
+         *     have no upper bound (a trace may last decades; `duration_ms` is a 64-bit count).
          *
          *     **Limits.** Body at most 5 MB after decoding (`Content-Encoding: gzip` or
          *     `deflate` is accepted) else `413 payload_too_large`; at most 1000 traces, 1000

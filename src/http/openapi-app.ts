@@ -52,6 +52,8 @@ export interface OpenApiAppOptions {
 declare module 'express-serve-static-core' {
   interface Request {
     requestId: string;
+    /** Set by the JSON parser when the raw body spells a \uD8xx-\uDFxx escape. */
+    mayHoldLoneSurrogate?: boolean;
     /** The OpenAPI operation the request matched (metrics label), once routing has found it. */
     operationId?: string;
     auth?: unknown;
@@ -60,6 +62,20 @@ declare module 'express-serve-static-core' {
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9_.:-]{8,128}$/;
+
+/** With the u flag a surrogate pair is one code point: this matches only a lone half. */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+const wellFormed = (text: string): boolean => !LONE_SURROGATE.test(text);
+
+/** Every string (keys included) of a parsed JSON value is well-formed UTF-16. */
+function wellFormedJson(value: unknown): boolean {
+  if (typeof value === 'string') return wellFormed(value);
+  if (Array.isArray(value)) return value.every(wellFormedJson);
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).every(([key, v]) => wellFormed(key) && wellFormedJson(v));
+  }
+  return true;
+}
 
 /** `/v1/orders/{id}` → `/v1/orders/:id` */
 const expressPath = (template: string): string => template.replace(/\{([^}]+)\}/g, ':$1');
@@ -145,7 +161,16 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     const limit = options.bodyLimit(req);
     let parser = parsers.get(limit);
     if (!parser) {
-      parser = express.json({ limit, strict: true, type: ['application/json', 'application/*+json'] });
+      parser = express.json({
+        limit,
+        strict: true,
+        type: ['application/json', 'application/*+json'],
+        // Only a body that spells a surrogate escape can parse into ill-formed Unicode (raw UTF-8
+        // cannot carry a lone surrogate): one native search, and the walk only when it hits.
+        verify: (req, _res, raw) => {
+          if (raw.indexOf('\\ud') !== -1 || raw.indexOf('\\uD') !== -1) (req as Request).mayHoldLoneSurrogate = true;
+        },
+      });
       parsers.set(limit, parser);
     }
     parser(req, res, (err?: unknown) => {
@@ -153,6 +178,11 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       // authenticating) and leaves no body; the validator would then let a required body through.
       if (!err && req.body === undefined && announcesBody(req) && req.socket?.readable !== true) {
         return next(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
+      }
+      // A lone \uD800-\uDFFF escape is valid JSON but not Unicode: canonical JSON (RFC 8785),
+      // UTF-8 and PostgreSQL's json all refuse it, so it is refused here, before anything runs.
+      if (!err && req.mayHoldLoneSurrogate && !wellFormedJson(req.body)) {
+        return next(new AppError('VALIDATION_ERROR', 'Text values must be well-formed Unicode: a \\uD800-\\uDFFF escape must be half of a surrogate pair'));
       }
       next(err);
     });

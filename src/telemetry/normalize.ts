@@ -58,6 +58,15 @@ const ALL_ZERO = /^0+$/;
 const MAX_NAME = 200;
 
 /** RFC 3339 text → epoch ms (truncated to the millisecond), or NaN. */
+/**
+ * Times outside 1970-01-01T00:00:00Z … 9999-12-31T23:59:59.999Z are refused: OTLP times are
+ * unsigned nanoseconds since 1970, and past year 9999 an ISO string needs the extended ±YYYYYY
+ * form, which neither RFC 3339 clients nor PostgreSQL read.
+ */
+const MAX_TIMESTAMP_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const TIMESTAMP_RANGE_MESSAGE = 'is outside the supported range 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z';
+export const inTimestampRange = (ms: number): boolean => ms >= 0 && ms <= MAX_TIMESTAMP_MS;
+
 export function parseTimestamp(text: string): number {
   // Date.parse accepts RFC 3339 with any fraction length but not a lowercase T/Z separator.
   return Date.parse(text.length > 10 && (text[10] === 't' || /z$/.test(text)) ? text.toUpperCase() : text);
@@ -204,6 +213,8 @@ export function normalizeSpan(traceId: string, span: SpanInput, prices: PriceTab
   }
   if (Number.isNaN(span.startMs)) throw spanError(traceId, span, at, names.startTime, `${names.startTime} is not a valid timestamp`);
   if (Number.isNaN(span.endMs)) throw spanError(traceId, span, at, names.endTime, `${names.endTime} is not a valid timestamp`);
+  if (!inTimestampRange(span.startMs)) throw spanError(traceId, span, at, names.startTime, `${names.startTime} ${TIMESTAMP_RANGE_MESSAGE}`);
+  if (!inTimestampRange(span.endMs)) throw spanError(traceId, span, at, names.endTime, `${names.endTime} ${TIMESTAMP_RANGE_MESSAGE}`);
   if (span.endMs < span.startMs) throw spanError(traceId, span, at, names.endTime, `${names.endTime} is before ${names.startTime}`);
   const mapped = mapModelCall(span.attributes, prices);
   if (!mapped.ok) throw spanError(traceId, span, at, mapped.field, mapped.message);
@@ -278,8 +289,9 @@ export function normalizeIngest(body: IngestRequest, prices: PriceTable): Normal
 
   const metrics = (body.metrics ?? []).map((metric, metricIndex): NormalizedMetric => {
     const timestampMs = parseTimestamp(metric.timestamp);
-    if (Number.isNaN(timestampMs)) {
-      throw new AppError('VALIDATION_ERROR', `metrics[${metricIndex}]: timestamp is not a valid timestamp`, {
+    if (Number.isNaN(timestampMs) || !inTimestampRange(timestampMs)) {
+      const problem = Number.isNaN(timestampMs) ? 'is not a valid timestamp' : TIMESTAMP_RANGE_MESSAGE;
+      throw new AppError('VALIDATION_ERROR', `metrics[${metricIndex}]: timestamp ${problem}`, {
         details: { metric_index: metricIndex, field: 'timestamp' },
       });
     }

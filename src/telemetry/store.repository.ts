@@ -392,7 +392,7 @@ class KnexIngestTx implements IngestTx {
                                      root_attributes, model, models, tokens_input, tokens_output, cost, has_error,
                                      spans, created_at, updated_at)
        SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?
-         FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d int, c int, rn text, ra text,
+         FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text, ra text,
                                               m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text)
         ORDER BY x.id
        ON CONFLICT (project_id, trace_id) DO NOTHING
@@ -433,7 +433,7 @@ class KnexIngestTx implements IngestTx {
           root_attributes = x.ra, model = x.m, models = x.ms, tokens_input = x.ti, tokens_output = x."to",
           cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?
          FROM (SELECT x.*, r.ctid AS row_ctid
-                 FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d int, c int, rn text,
+                 FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text,
                                                       ra text, m text, ms text[], ti bigint, "to" bigint, cost float8,
                                                       err boolean, sp text)
                 CROSS JOIN LATERAL (SELECT ctid FROM telemetry_traces WHERE project_id = ? AND trace_id = x.id OFFSET 0) r) x
@@ -476,7 +476,7 @@ class KnexIngestTx implements IngestTx {
       `INSERT INTO telemetry_model_calls (project_id, start_time, trace_id, span_id, model, vendor, duration_ms,
                                           tokens_input, tokens_output, cost, is_error)
        SELECT ?, x.st, x.t, x.s, x.m, x.v, x.d, x.ti, x."to", x.c, x.e
-         FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text, m text, v text, d int, ti bigint,
+         FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text, m text, v text, d bigint, ti bigint,
                                               "to" bigint, c float8, e boolean)`,
       [projectId, json],
     );

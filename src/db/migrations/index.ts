@@ -12,6 +12,7 @@ import * as m0010 from './0010_telemetry.js';
 import * as m0020 from './0020_agent_wallet.js';
 import * as m0030 from './0030_webhooks.js';
 import * as m0040 from './0040_crypto_payments.js';
+import * as m0050 from './0050_telemetry_long_durations.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020_agent_wallet': m0020,
   '0030_webhooks': m0030,
   '0040_crypto_payments': m0040,
+  '0050_telemetry_long_durations': m0050,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
