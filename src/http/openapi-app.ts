@@ -77,6 +77,29 @@ function wellFormedJson(value: unknown): boolean {
   return true;
 }
 
+/** Names of an operation's integer query parameters. */
+function integerQueryParameters(op: OperationInfo): string[] {
+  const parameters = (op.operation.parameters as Array<{ in: string; name: string; schema?: { type?: unknown } }> | undefined) ?? [];
+  return parameters.filter((p) => p.in === 'query' && p.schema?.type === 'integer').map((p) => p.name);
+}
+
+const DECIMAL_INTEGER = /^[+-]?[0-9]+$/;
+
+/**
+ * The validator coerces query strings with Number(), which also reads `1e3`, `0x10`, ` 1` and
+ * `1e999` (Infinity, which then passes its integer check). An integer parameter is written in
+ * decimal digits; anything else is 400 before the validator sees it.
+ */
+function checkIntegerQuery(names: string[], req: Request): void {
+  for (const name of names) {
+    const value = (req.query as Record<string, unknown>)[name];
+    if (value === undefined) continue;
+    if (typeof value !== 'string' || !DECIMAL_INTEGER.test(value)) {
+      throw new AppError('VALIDATION_ERROR', `query.${name} must be an integer in decimal digits`);
+    }
+  }
+}
+
 /** `/v1/orders/{id}` → `/v1/orders/:id` */
 const expressPath = (template: string): string => template.replace(/\{([^}]+)\}/g, ':$1');
 
@@ -144,10 +167,12 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
   // nothing about the request's shape, and never makes us parse a large body.
   const authRouter = Router();
   for (const op of operations) {
+    const integerQuery = integerQueryParameters(op);
     authRouter[op.method](expressPath(op.path), async (req: Request, _res: Response, next: NextFunction) => {
       req.operationId = op.operationId;
       try {
         req.auth = await authenticate(req, op, options.authenticators);
+        checkIntegerQuery(integerQuery, req);
         next();
       } catch (err) {
         next(err);
