@@ -46,6 +46,7 @@ import { createAgentClient, loadAgentWalletKey, signAgentRequest, signWalletAuth
 import { requestPayload, SIGN_TYPED_DATA_PATH } from '../../src/agent-wallet/protocol.js';
 import { p256PublicKey, verifyP256 } from '../../src/agent-wallet/p256.js';
 import { signDigest } from '../../src/agent-wallet/wallet-signer.js';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
 
 /** `sdk`: createAgentClient (openapi-fetch over fetch); `http`: the SDK's signing helpers over node:http. */
 type LoadClient = 'sdk' | 'http';
@@ -84,16 +85,7 @@ type LoadMessage = { type: 'measuring' } | { type: 'done'; result: LoadResult };
 /** USDC on Base: the default policy allows up to 5 USDC per signature there. */
 const transfer = (from: string, i: number) => ({
   domain: { name: 'USD Coin', version: '2', chainId: 8453, verifyingContract: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' },
-  types: {
-    TransferWithAuthorization: [
-      { name: 'from', type: 'address' },
-      { name: 'to', type: 'address' },
-      { name: 'value', type: 'uint256' },
-      { name: 'validAfter', type: 'uint256' },
-      { name: 'validBefore', type: 'uint256' },
-      { name: 'nonce', type: 'bytes32' },
-    ],
-  },
+  types: TRANSFER_WITH_AUTHORIZATION_TYPES,
   primary_type: 'TransferWithAuthorization',
   message: {
     from,

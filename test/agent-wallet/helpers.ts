@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import type { TestContext, TestOrg } from '../harness/context.js';
 import { createAgentClient, loadAgentWalletKey, signAgentRequest, signWalletAuthorization, type AgentClient } from '../../src/client/agent.js';
 import { unixSeconds } from '../../src/kernel/clock.js';
+import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
 
 export const PUBLIC_API_URL = 'http://api.test';
 export const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
@@ -99,14 +100,7 @@ export function usdcTransfer(from: string, value: string, overrides: { chainId?:
         { name: 'chainId', type: 'uint256' },
         { name: 'verifyingContract', type: 'address' },
       ],
-      TransferWithAuthorization: [
-        { name: 'from', type: 'address' },
-        { name: 'to', type: 'address' },
-        { name: 'value', type: 'uint256' },
-        { name: 'validAfter', type: 'uint256' },
-        { name: 'validBefore', type: 'uint256' },
-        { name: 'nonce', type: 'bytes32' },
-      ],
+      ...structuredClone(TRANSFER_WITH_AUTHORIZATION_TYPES),
     },
     primary_type: 'TransferWithAuthorization',
     message: {
