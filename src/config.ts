@@ -52,6 +52,8 @@ export interface Config {
    */
   webhookBatchSize: number;
   webhookPollMs: number;
+  /** Settled webhook events (and their deliveries and attempts) are deleted after this many days. */
+  webhookRetentionDays: number;
   /** How long the sandbox processor's asynchronous test cards stay pending. */
   sandboxSettleDelayMs: number;
   /** Crypto checkout: watched chains, accepted tokens, matching rules (CRYPTO_* variables). */
@@ -223,6 +225,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     webhookLeaseSeconds: webhookLeaseSeconds(env),
     webhookBatchSize: positiveInt(env, 'WEBHOOK_DELIVERY_BATCH_SIZE', 50),
     webhookPollMs: positiveInt(env, 'WEBHOOK_DELIVERY_POLL_MS', 100),
+    webhookRetentionDays: positiveInt(env, 'WEBHOOK_RETENTION_DAYS', 30),
     crypto: cryptoConfig(env),
     telemetry: {
       monthlyTraceQuota: positiveInt(env, 'TELEMETRY_MONTHLY_TRACE_QUOTA', 1_000_000),

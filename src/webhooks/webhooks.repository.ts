@@ -308,6 +308,11 @@ export interface WebhookRepository {
   /** An event addressed to one endpoint only (test events), with its delivery. */
   insertDirectedEvent(event: { orgId: string; type: DirectedEventType; data: Record<string, unknown> }, endpointId: string, now: Date): Promise<{ eventId: string; delivery: Delivery }>;
   findEvent(id: string): Promise<StoredEvent | undefined>;
+  /**
+   * Deletes up to `limit` events created before `before` whose deliveries are all final
+   * (succeeded or failed), with their deliveries and attempts. Returns how many were deleted.
+   */
+  deleteSettledEventsBefore(before: Date, limit: number): Promise<number>;
   listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]>;
   latestEventSeq(orgId: string): Promise<number>;
 
@@ -337,6 +342,22 @@ export class KnexWebhookRepository implements WebhookRepository {
 
   constructor(private readonly db: Db) {
     this.simpleProtocol = (db.client as { config?: { client?: unknown } }).config?.client === 'pg';
+  }
+
+  async deleteSettledEventsBefore(before: Date, limit: number): Promise<number> {
+    // Oldest first by the created_at index; an event with a pending delivery (a retry still
+    // scheduled, or a redelivery) stays until it settles. Deliveries and attempts cascade.
+    const result = await this.db.raw(
+      `DELETE FROM webhook_events WHERE id IN (
+         SELECT e.id FROM webhook_events e
+          WHERE e.created_at < ?::timestamptz
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+          ORDER BY e.created_at
+          LIMIT ?)
+       RETURNING id`,
+      [before.toISOString(), limit],
+    );
+    return (result.rows as unknown[]).length;
   }
 
   async insertEndpointWithinCap(endpoint: WebhookEndpoint, cap: number): Promise<boolean> {

@@ -50,6 +50,15 @@ export class WebhookService {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * Retention: events older than `retentionDays` whose deliveries are all final are deleted with
+   * their deliveries and attempts, in batches. True when a full batch was deleted (more may wait).
+   */
+  async pruneSettledEvents(retentionDays: number, batch = 1000): Promise<boolean> {
+    const before = new Date(this.clock.now().getTime() - retentionDays * 86_400_000);
+    return (await this.repo.deleteSettledEventsBefore(before, batch)) === batch;
+  }
+
   /** The spec's URL rules, as a 400 naming the rule (503 when DNS itself is failing). */
   private async checkUrl(url: string): Promise<void> {
     try {

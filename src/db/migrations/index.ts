@@ -13,6 +13,7 @@ import * as m0020 from './0020_agent_wallet.js';
 import * as m0030 from './0030_webhooks.js';
 import * as m0040 from './0040_crypto_payments.js';
 import * as m0050 from './0050_telemetry_long_durations.js';
+import * as m0060 from './0060_webhook_event_retention.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0030_webhooks': m0030,
   '0040_crypto_payments': m0040,
   '0050_telemetry_long_durations': m0050,
+  '0060_webhook_event_retention': m0060,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
