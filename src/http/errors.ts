@@ -238,12 +238,6 @@ export function toAppError(thrown: unknown, operation?: unknown): { error: AppEr
   if (err.code === '22P05' || err.code === '22021' || /unsupported Unicode escape sequence|invalid byte sequence/i.test(err.message ?? '')) {
     return { error: validationError('Text values must not contain the NUL character (\\u0000)'), internal: false };
   }
-  // A lone UTF-16 surrogate escape (\uD800–\uDFFF without its pair) is valid JSON text but not
-  // Unicode; PostgreSQL's json parser refuses it (22P02) and the statement was rolled back.
-  const detail = (err as { detail?: string }).detail ?? '';
-  if (err.code === '22P02' && /surrogate/i.test(`${detail} ${err.message ?? ''}`)) {
-    return { error: validationError('Text values must be well-formed Unicode: a \\uD800-\\uDFFF escape must be half of a surrogate pair'), internal: false };
-  }
   return { error: new AppError('INTERNAL_ERROR', 'Internal server error'), internal: true };
 }
 
