@@ -21,6 +21,12 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Connections this process may open to PostgreSQL. DATABASE_POOL_MAX, default 10. */
   databasePoolMax: number;
+  /**
+   * Run the request paths' hot statements as named (prepared) statements on PostgreSQL.
+   * DATABASE_PREPARED_STATEMENTS, default true; false behind a pooler in transaction mode that
+   * cannot keep them (PgBouncer before 1.21, or with max_prepared_statements = 0).
+   */
+  databasePreparedStatements: boolean;
   dataDir: string;
   /** Bearer token of the admin API; unset → generated into `<dataDir>/admin-token`. */
   adminToken: string | undefined;
@@ -212,6 +218,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     publicApiUrl: url(env, 'PUBLIC_API_URL', `http://localhost:${apiPort}`),
     databaseUrl: env.DATABASE_URL || undefined,
     databasePoolMax: databasePoolMax(env),
+    databasePreparedStatements: bool(env, 'DATABASE_PREPARED_STATEMENTS', true),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminToken: env.ADMIN_TOKEN || undefined,
     encryptionKey,

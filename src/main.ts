@@ -53,7 +53,7 @@ async function main(): Promise<void> {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
   }
   const database: Database = await openDatabase(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax } : { dataDir: path.join(config.dataDir, 'pgdata') },
+    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements } : { dataDir: path.join(config.dataDir, 'pgdata') },
   );
   await migrateLatest(database.db);
   const clock = systemClock;

@@ -36,7 +36,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { Agent as HttpAgent, createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -47,6 +46,7 @@ import { requestPayload, SIGN_TYPED_DATA_PATH } from '../../src/agent-wallet/pro
 import { p256PublicKey, verifyP256 } from '../../src/agent-wallet/p256.js';
 import { signDigest } from '../../src/agent-wallet/wallet-signer.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
+import { postgresCpuSeconds } from './postgres-cpu.js';
 
 /** `sdk`: createAgentClient (openapi-fetch over fetch); `http`: the SDK's signing helpers over node:http. */
 type LoadClient = 'sdk' | 'http';
@@ -215,26 +215,6 @@ function floorRound(seconds: number): number {
   return ops / ((performance.now() - started) / 1000);
 }
 
-/** CPU seconds (user + system) used so far by the PostgreSQL processes serving `database`. */
-async function postgresCpuSeconds(client: pg.Client, database: string): Promise<number | null> {
-  const { rows } = await client.query<{ pid: number }>(
-    `SELECT pid FROM pg_stat_activity
-      WHERE (datname = $1 AND pid <> pg_backend_pid()) OR backend_type IN ('walwriter', 'background writer', 'checkpointer')`,
-    [database],
-  );
-  let ticks = 0;
-  try {
-    for (const { pid } of rows) {
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    }
-  } catch {
-    return null; // PostgreSQL on another machine (or /proc unreadable)
-  }
-  return ticks / 100; // USER_HZ
-}
-
 async function main(): Promise<void> {
   // Loaded here so that the load generator process never loads the server.
   const [{ loadConfig }, { migrateLatest, openDatabase }, { systemClock }, { createLogger }, { SecretBox }, { createServices }, { createPlatformApp }] =
@@ -253,7 +233,8 @@ async function main(): Promise<void> {
   await admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
-  const database = await openDatabase({ databaseUrl: url.toString(), poolMax: 10 });
+  // DATABASE_PREPARED_STATEMENTS=false measures without named statements (as the server reads it).
+  const database = await openDatabase({ databaseUrl: url.toString(), poolMax: 10, preparedStatements: process.env.DATABASE_PREPARED_STATEMENTS !== 'false' });
   const http = createServer();
   http.keepAliveTimeout = 60_000;
   let connections = 0;

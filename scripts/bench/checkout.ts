@@ -8,7 +8,8 @@
  *   and middleware (src/observability/bench-floor.ts): the least a durable create can cost;
  * - create: `POST /v1/checkout-sessions` with a fresh Idempotency-Key per request;
  * - get: `GET /v1/checkout-sessions/{id}` over 200 seeded sessions.
- * Prints req/s, p50/p99 latency and create/floor ratios. Targets: create ≥ 50 % of the floor's
+ * Prints req/s, p50/p99 latency, CPU ms per request of the server and of PostgreSQL (from /proc,
+ * when it runs on this machine), and create/floor ratios. Targets: create ≥ 50 % of the floor's
  * throughput and p99 ≤ 50 ms at 64 connections.
  *
  * BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_DURATION
@@ -23,6 +24,7 @@ import pg from 'pg';
 import { BENCH_FLOOR_TABLE_SQL } from '../../src/observability/bench-floor.js';
 import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createCheckout, createDatabase, newDeployment, provisionMerchant, startKassa } from '../lib/cluster.js';
 import type { LoadResult, LoadScenario } from './load.js';
+import { postgresCpuSeconds } from './postgres-cpu.js';
 
 const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
 const duration = Number(process.env.BENCH_DURATION ?? 10);
@@ -51,6 +53,8 @@ async function main(): Promise<void> {
     LOG_LEVEL: 'warn',
     MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
     DATABASE_POOL_MAX: poolMax,
+    // DATABASE_PREPARED_STATEMENTS=false measures the server without named statements.
+    ...(process.env.DATABASE_PREPARED_STATEMENTS ? { DATABASE_PREPARED_STATEMENTS: process.env.DATABASE_PREPARED_STATEMENTS } : {}),
   });
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the server.
   const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean);
@@ -78,13 +82,17 @@ async function main(): Promise<void> {
       const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
       return Number(/^kassa_process_cpu_seconds_total\{[^}]*\} (\S+)$/m.exec(text)?.[1] ?? NaN);
     };
-    const rows: Array<{ name: string; connections: number; result: LoadResult; cpuMs: number }> = [];
+    const databaseName = new URL(db.url).pathname.slice(1);
+    const rows: Array<{ name: string; connections: number; result: LoadResult; cpuMs: number; pgMs: number | null }> = [];
     for (const connections of connectionCounts) {
       for (const [name, s] of selected) {
         const cpuBefore = await cpuSeconds();
+        const pgBefore = await postgresCpuSeconds(direct, databaseName);
         const result = await load({ url: server.merchantUrl, connections, durationSeconds: duration, ...s, paths: [...s.paths] });
         const cpuMs = ((await cpuSeconds()) - cpuBefore) * 1000 / result.requests;
-        rows.push({ name, connections, result, cpuMs });
+        const pgAfter = await postgresCpuSeconds(direct, databaseName);
+        const pgMs = pgBefore === null || pgAfter === null ? null : ((pgAfter - pgBefore) * 1000) / result.requests;
+        rows.push({ name, connections, result, cpuMs, pgMs });
         process.stderr.write(`  ${name} @${connections}: ${result.requestsPerSecond.toFixed(0)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms\n`);
       }
     }
@@ -95,9 +103,9 @@ async function main(): Promise<void> {
       '',
       `bench:checkout — PostgreSQL, 1 API process (pool ${poolMax}), load from a second process; ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(1)} at the end; ${duration} s per run`,
       '',
-      `${'route'.padEnd(38)}${pad('conns', 6)}${pad('req/s', 9)}${pad('p50 ms', 8)}${pad('p99 ms', 8)}${pad('max ms', 8)}${pad('server CPU ms/req', 19)}${pad('non-2xx', 9)}${pad('errors', 8)}`,
-      ...rows.map(({ name, connections, result: r, cpuMs }) =>
-        `${{ floor: 'floor  POST /__bench/floor', create: 'create POST /v1/checkout-sessions', get: 'get    GET /v1/checkout-sessions/{id}' }[name]!.padEnd(38)}${pad(String(connections), 6)}${pad(r.requestsPerSecond.toFixed(0), 9)}${pad(String(r.p50), 8)}${pad(String(r.p99), 8)}${pad(String(r.max), 8)}${pad(cpuMs.toFixed(2), 19)}${pad(String(r.non2xx), 9)}${pad(String(r.errors + r.timeouts), 8)}`,
+      `${'route'.padEnd(38)}${pad('conns', 6)}${pad('req/s', 9)}${pad('p50 ms', 8)}${pad('p99 ms', 8)}${pad('max ms', 8)}${pad('server CPU ms/req', 19)}${pad('PostgreSQL CPU', 16)}${pad('non-2xx', 9)}${pad('errors', 8)}`,
+      ...rows.map(({ name, connections, result: r, cpuMs, pgMs }) =>
+        `${{ floor: 'floor  POST /__bench/floor', create: 'create POST /v1/checkout-sessions', get: 'get    GET /v1/checkout-sessions/{id}' }[name]!.padEnd(38)}${pad(String(connections), 6)}${pad(r.requestsPerSecond.toFixed(0), 9)}${pad(String(r.p50), 8)}${pad(String(r.p99), 8)}${pad(String(r.max), 8)}${pad(cpuMs.toFixed(2), 19)}${pad(pgMs === null ? 'n/a' : pgMs.toFixed(2), 16)}${pad(String(r.non2xx), 9)}${pad(String(r.errors + r.timeouts), 8)}`,
       ),
       '',
     ];

@@ -1,6 +1,6 @@
 /** Wallets, agents, key quorums, policies, history, credit ledger and replay memory in PostgreSQL. */
 import type { Knex } from 'knex';
-import type { Db } from '../db/knex.js';
+import { directStatement, type Db } from '../db/knex.js';
 import type { PolicyRule, SpendLimit } from './policy-engine.js';
 
 export interface Wallet {
@@ -348,8 +348,9 @@ const historyValues = (entry: HistoryEntry): Knex.Value[] => [
 ];
 
 /** A pooled connection as knex hands it out: pg's Client, or the PGlite instance. */
+/** A pg Client (which also takes a config object) or PGlite (text and values only). */
 interface PooledConnection {
-  query(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
+  query(text: string | { name: string; text: string; values: unknown[] }, values?: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
 export class KnexAgentWalletRepository implements AgentWalletRepository {
@@ -363,7 +364,9 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
     const client = this.db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
     const connection = await client.acquireConnection();
     try {
-      return (await connection.query(text, values)).rows as R[];
+      // Named on PostgreSQL (prepared once per connection, see PREPARED in src/db/knex.ts).
+      const statement = directStatement(this.db, text, values);
+      return (await (statement.name === undefined ? connection.query(text, values) : connection.query(statement as Required<typeof statement>))).rows as R[];
     } finally {
       await client.releaseConnection(connection);
     }

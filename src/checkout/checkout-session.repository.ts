@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { PREPARED } from '../db/knex.js';
 import type { Rail } from '../orders/order.repository.js';
 
 export type SessionStatus = 'CREATED' | 'COMPLETE' | 'EXPIRED' | 'FAILED';
@@ -86,6 +87,13 @@ interface SessionRow {
   created_at: Date;
   updated_at: Date;
 }
+
+/** The columns of SessionRow, listed: a prepared statement's result type must not change when a migration adds one. */
+const SESSION_COLUMNS_SQL = `id, org_id, status, provider, amount, currency, quantity, pricing, product, price_id, customer_id,
+  customer_email, merchant_reference, metadata, success_url, cancel_url, payment_link_id, page_token, last_error, expires_at,
+  created_at, updated_at`;
+/** GET /v1/checkout-sessions/{id}, on every read: prepared (PREPARED). */
+const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = ? AND id = ? LIMIT 1`;
 
 const toSession = (r: SessionRow): CheckoutSession => ({
   id: r.id,
@@ -198,12 +206,13 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
          FROM claimed, json_populate_record(NULL::checkout_sessions, ?::json) AS r
        RETURNING id`,
       [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, expiredBefore, JSON.stringify(document)],
-    );
+    ).options(PREPARED); // one text: sessionRow always has the same columns
     return (result.rows as unknown[]).length === 1;
   }
 
   async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {
-    const row = await this.db<SessionRow>('checkout_sessions').where({ org_id: orgId, id }).first();
+    const result = await this.db.raw(FIND_SESSION_SQL, [orgId, id]).options(PREPARED);
+    const row = (result.rows as SessionRow[])[0];
     return row ? toSession(row) : undefined;
   }
 

@@ -2,7 +2,9 @@
  * The database handle: PostgreSQL when DATABASE_URL is set, otherwise embedded PGlite (real
  * Postgres compiled to WASM) in a data folder — or in memory, for tests.
  */
+import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import knexPkg, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
@@ -20,8 +22,66 @@ export const ACQUIRE_TIMEOUT_MS = 5000;
 export const STATEMENT_TIMEOUT_MS = 15_000;
 export const QUERY_TIMEOUT_MS = 20_000;
 
+/**
+ * Query options (`.options(PREPARED)` on a knex query) marking a statement the request paths run
+ * on every call. On PostgreSQL it then runs as a named statement, prepared once per pooled
+ * connection: the server skips parsing and planning it on every execution (on the agent wallet
+ * route that halved PostgreSQL's CPU per request, 1.25 → 0.62 ms). Mark only fixed texts with an
+ * explicit column list: a prepared `SELECT *` fails ("cached plan must not change result type")
+ * once a migration adds a column under a running process. PGlite ignores the mark.
+ */
+export const PREPARED = Object.freeze({ prepared: true });
+
+const require = createRequire(import.meta.url);
+const KnexPgClient = require('knex/lib/dialects/postgres/index.js') as typeof knexPkg.Client;
+
+/** Names of prepared statement texts, fixed per text; only marked (constant) texts get here. */
+const statementNames = new Map<string, string>();
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `kassa_${createHash('sha256').update(text).digest('base64url').slice(0, 22)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+interface QueryObject {
+  sql: string;
+  options?: Record<string, unknown>;
+}
+
+/** knex's pg client, turning PREPARED-marked statements into named ones when enabled. */
+class PgClient extends KnexPgClient {
+  declare config: Knex.Config & { preparedStatements?: boolean };
+
+  _query(connection: unknown, obj: QueryObject): Promise<unknown> {
+    if (obj.options?.prepared) {
+      const { prepared: _, ...options } = obj.options;
+      obj.options = this.config.preparedStatements === false ? options : { ...options, name: statementName(obj.sql) };
+    }
+    return (KnexPgClient.prototype as unknown as { _query(c: unknown, o: QueryObject): Promise<unknown> })._query.call(this, connection, obj);
+  }
+}
+
+/** PostgreSQL over the network (pg) rather than embedded PGlite; also true for a transaction's handle. */
+export function isPostgres(db: Db): boolean {
+  return db.client instanceof PgClient;
+}
+
+/**
+ * node-postgres query config for a statement a repository runs on a pooled connection directly
+ * (without knex): named, as PREPARED does, when the database is PostgreSQL and it is enabled.
+ */
+export function directStatement(db: Db, text: string, values: unknown[]): { name?: string; text: string; values: unknown[] } {
+  if (isPostgres(db) && (db.client as PgClient).config.preparedStatements !== false) return { name: statementName(text), text, values };
+  return { text, values };
+}
+
 export interface DatabaseOptions {
   databaseUrl?: string;
+  /** Run PREPARED-marked statements as named statements (default true; PostgreSQL only). */
+  preparedStatements?: boolean;
   /** Folder for the embedded database; undefined → in memory. */
   dataDir?: string;
   /** A ready PGlite instance (tests load one from a migrated snapshot). */
@@ -37,8 +97,9 @@ export interface Database {
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const db = knexPkg.knex({
-      client: 'pg',
+    const config: Knex.Config & { preparedStatements: boolean } = {
+      client: PgClient,
+      preparedStatements: options.preparedStatements ?? true,
       // Bounded waits (README "Operating Kassa", faults): a connection attempt gives up after 3 s,
       // waiting for a free pooled connection after 5 s, a statement after 15 s on the server and
       // after 20 s on the client (a network partition, where the server cannot answer at all).
@@ -52,7 +113,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       } as Knex.PgConnectionConfig,
       pool: { min: 0, max: options.poolMax ?? 10 },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
-    });
+    };
+    const db = knexPkg.knex(config);
     return {
       db,
       kind: 'postgres',
@@ -98,7 +160,7 @@ async function drainPool(db: Db, timeoutMs: number): Promise<void> {
 const MIGRATION_LOCK_KEY = 0x4b617373; // "Kass"
 
 export async function migrateLatest(db: Db): Promise<void> {
-  if ((db.client as { config?: { client?: unknown } }).config?.client !== 'pg') {
+  if (!isPostgres(db)) {
     await db.migrate.latest({ migrationSource });
     return;
   }

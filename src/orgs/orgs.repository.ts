@@ -1,5 +1,5 @@
 /** Organizations and merchant API keys in PostgreSQL. The only module of this domain that speaks knex. */
-import type { Db } from '../db/knex.js';
+import { PREPARED, type Db } from '../db/knex.js';
 
 export interface Organization {
   id: string;
@@ -64,6 +64,12 @@ interface ApiKeyRow {
   created_at: Date;
   revoked_at: Date | null;
 }
+
+/** Prepared (PREPARED): its columns are listed, so a column added by a migration cannot change its result type. */
+const API_KEY_BY_HASH_SQL = `SELECT k.id, k.org_id, k.name, k.key_hash, k.prefix, k.permissions, k.created_at, k.revoked_at, row_to_json(o.*) AS org
+    FROM api_keys k JOIN organizations o ON o.id = k.org_id
+   WHERE k.key_hash = ?
+   LIMIT 1`;
 
 const toOrganization = (row: OrganizationRow): Organization => ({
   id: row.id,
@@ -147,10 +153,8 @@ export class KnexOrgRepository implements OrgRepository {
   async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined> {
     // Every authenticated merchant request runs this: the organization's flags come in the same
     // round trip, so the checkout rules need no second read.
-    const row = await this.db('api_keys as k')
-      .join('organizations as o', 'o.id', 'k.org_id')
-      .where('k.key_hash', keyHash)
-      .first<(ApiKeyRow & { org: OrganizationRow }) | undefined>('k.*', this.db.raw('row_to_json(o.*) AS org'));
+    const result = await this.db.raw(API_KEY_BY_HASH_SQL, [keyHash]).options(PREPARED);
+    const row = (result.rows as Array<ApiKeyRow & { org: OrganizationRow }>)[0];
     return row ? { ...toApiKey(row), organization: toOrganization(row.org) } : undefined;
   }
 

@@ -12,7 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import type { Db } from '../db/knex.js';
+import { isPostgres, type Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { Attributes, NormalizedMetric, SpanStatusCode } from './normalize.js';
 
@@ -577,7 +577,7 @@ export class KnexStoreRepository implements StoreRepository {
   private readonly copy: boolean;
 
   constructor(private readonly db: Db) {
-    this.copy = (db.client as { config?: { client?: unknown } }).config?.client === 'pg';
+    this.copy = isPostgres(db);
   }
 
 

@@ -9,7 +9,7 @@
  * attempt. PGlite has a single connection, so nothing here queries `db` while a transaction is open.
  */
 import type { Knex } from 'knex';
-import type { Db } from '../db/knex.js';
+import { isPostgres, type Db } from '../db/knex.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import type { components } from '../../generated/merchant.js';
 
@@ -341,7 +341,7 @@ export class KnexWebhookRepository implements WebhookRepository {
   private readonly simpleProtocol: boolean;
 
   constructor(private readonly db: Db) {
-    this.simpleProtocol = (db.client as { config?: { client?: unknown } }).config?.client === 'pg';
+    this.simpleProtocol = isPostgres(db);
   }
 
   async deleteSettledEventsBefore(before: Date, limit: number): Promise<number> {

@@ -9,6 +9,7 @@ describe('production settings', () => {
     const config = load({});
     expect(config).toMatchObject({
       databasePoolMax: 10,
+      databasePreparedStatements: true,
       merchantRateLimitPerMinute: 6000,
       webhookLeaseSeconds: 60,
       webhookBatchSize: 50,
@@ -20,13 +21,14 @@ describe('production settings', () => {
   it('take their environment variables', () => {
     const config = load({
       DATABASE_POOL_MAX: '25',
+      DATABASE_PREPARED_STATEMENTS: 'false',
       MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
       WEBHOOK_DELIVERY_LEASE_SECONDS: '15',
       WEBHOOK_DELIVERY_BATCH_SIZE: '8',
       WEBHOOK_DELIVERY_POLL_MS: '20',
       KASSA_BENCH_FLOOR: 'true',
     });
-    expect(config).toMatchObject({ databasePoolMax: 25, merchantRateLimitPerMinute: 0, webhookLeaseSeconds: 15, webhookBatchSize: 8, webhookPollMs: 20, benchFloor: true });
+    expect(config).toMatchObject({ databasePoolMax: 25, databasePreparedStatements: false, merchantRateLimitPerMinute: 0, webhookLeaseSeconds: 15, webhookBatchSize: 8, webhookPollMs: 20, benchFloor: true });
   });
 
   it.each([
@@ -37,6 +39,7 @@ describe('production settings', () => {
     [{ WEBHOOK_DELIVERY_BATCH_SIZE: '0' }, /WEBHOOK_DELIVERY_BATCH_SIZE must be a positive integer/],
     [{ WEBHOOK_DELIVERY_POLL_MS: '1.5' }, /WEBHOOK_DELIVERY_POLL_MS must be a positive integer/],
     [{ KASSA_BENCH_FLOOR: 'true', NODE_ENV: 'production' }, /KASSA_BENCH_FLOOR=true .* refused when NODE_ENV=production/],
+    [{ DATABASE_PREPARED_STATEMENTS: 'sometimes' }, /DATABASE_PREPARED_STATEMENTS must be true or false/],
     [{ KASSA_BENCH_FLOOR: 'maybe' }, /KASSA_BENCH_FLOOR must be true or false/],
   ])('refuse %j', (env, message) => {
     expect(() => load(env)).toThrow(ConfigError);
