@@ -9,6 +9,11 @@
  *      past the documented bound), and creations succeed again within 5 s of the restore with no
  *      restart;
  *   2. (--partition) blackholes the traffic like a network partition, then heals it.
+ * With --stop there is no proxy: the API process uses a PostgreSQL server of its own
+ * (startPrivatePostgres: initdb in a temporary folder), which is really stopped — first a clean
+ * shutdown (`pg_ctl stop -m fast`: sessions terminated with 57P01), then a crash
+ * (`-m immediate`: connections vanish, crash recovery at the next start) — and started again;
+ * recovery is counted from the moment the restarted server accepts connections.
  * Afterwards, directly on the database: no session without its idempotency record and the reverse,
  * and every key that got 503 creates (or replays) exactly one session when retried.
  *
@@ -27,6 +32,7 @@ import {
   sleep,
   startDatabaseProxy,
   startKassa,
+  startPrivatePostgres,
   type KassaProcess,
 } from '../lib/cluster.js';
 
@@ -45,8 +51,10 @@ export interface Outcome {
   sessionId?: string;
 }
 
+export type OutageMode = 'refuse' | 'blackhole' | 'stop-fast' | 'stop-immediate';
+
 export interface PhaseReport {
-  mode: 'refuse' | 'blackhole';
+  mode: OutageMode;
   /** Requests in flight when the database went away or started while it was away. */
   requestsDuringOutage: number;
   statusesDuringOutage: Record<string, number>;
@@ -96,19 +104,38 @@ const percentile = (values: number[], q: number) => {
   return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * (sorted.length - 1)))]! : 0;
 };
 
-export async function runDbOutage(options: { serverUrl?: string; partition?: boolean; clients?: number; log?: (line: string) => void } = {}): Promise<OutageReport> {
+/** How the database goes away and comes back: through the proxy, or by stopping a private server. */
+interface OutageControl {
+  cut(mode: OutageMode): Promise<void>;
+  restore(): Promise<void>;
+}
+
+const DESCRIPTION: Record<OutageMode, string> = {
+  refuse: 'stopped (connections reset, new ones refused)',
+  blackhole: 'partitioned (no byte goes through)',
+  'stop-fast': 'server stopped (pg_ctl stop -m fast: sessions terminated)',
+  'stop-immediate': 'server crashed (pg_ctl stop -m immediate: connections vanish, crash recovery at start)',
+};
+
+export async function runDbOutage(
+  options: { serverUrl?: string; partition?: boolean; stopServer?: boolean; clients?: number; log?: (line: string) => void } = {},
+): Promise<OutageReport> {
   const log = options.log ?? (() => {});
-  const serverUrl = options.serverUrl ?? DEFAULT_SERVER_URL;
   const clients = options.clients ?? 8;
+  const privateServer = options.stopServer ? await startPrivatePostgres() : undefined;
+  const serverUrl = privateServer?.url ?? options.serverUrl ?? DEFAULT_SERVER_URL;
   const db = await createDatabase(serverUrl, 'kassa_fault');
-  const proxy = await startDatabaseProxy(db.url);
+  const proxy = privateServer ? undefined : await startDatabaseProxy(db.url);
+  const control: OutageControl = privateServer
+    ? { cut: (mode) => privateServer.stop(mode === 'stop-immediate' ? 'immediate' : 'fast'), restore: () => privateServer.start() }
+    : { cut: (mode) => proxy!.cut(mode as 'refuse' | 'blackhole'), restore: () => proxy!.restore() };
   const direct = new pg.Client({ connectionString: db.url });
   let api: KassaProcess | undefined;
   try {
-    const deployment = newDeployment(proxy.url, { MERCHANT_RATE_LIMIT_PER_MINUTE: '0' });
+    const deployment = newDeployment(proxy?.url ?? db.url, { MERCHANT_RATE_LIMIT_PER_MINUTE: '0' });
     api = await startKassa(deployment, { role: 'api', name: 'api' });
     const merchant = await provisionMerchant(api.adminUrl, deployment.adminToken);
-    log(`api process up (pid ${api.child.pid}), database ${db.name} behind proxy :${proxy.port}`);
+    log(`api process up (pid ${api.child.pid}), database ${db.name} ${proxy ? `behind proxy :${proxy.port}` : `on its own PostgreSQL server :${privateServer!.port}`}`);
 
     const outcomes: Outcome[] = [];
     let running = true;
@@ -123,22 +150,24 @@ export async function runDbOutage(options: { serverUrl?: string; partition?: boo
     });
 
     const phases: PhaseReport[] = [];
-    const modes: Array<'refuse' | 'blackhole'> = options.partition ? ['refuse', 'blackhole'] : ['refuse'];
+    const modes: OutageMode[] = privateServer ? ['stop-fast', 'stop-immediate'] : options.partition ? ['refuse', 'blackhole'] : ['refuse'];
     await sleep(1500);
     for (const mode of modes) {
       // The partition outlasts the client-side query timeout, so requests stuck on a connection
       // whose bytes go nowhere have to be answered by it.
-      const outageMs = mode === 'refuse' ? 3000 : 25_000;
+      const outageMs = mode === 'blackhole' ? 25_000 : 3000;
       const cutAt = Date.now();
-      await proxy.cut(mode);
-      log(`database ${mode === 'refuse' ? 'stopped (connections reset, new ones refused)' : 'partitioned (no byte goes through)'} for ${outageMs} ms`);
+      await control.cut(mode);
+      log(`database ${DESCRIPTION[mode]} for ${outageMs} ms`);
       await sleep(outageMs);
+      const restoringAt = Date.now();
+      await control.restore();
+      // A restarted server counts as back once it accepts connections (pg_ctl start -w).
       const restoredAt = Date.now();
-      await proxy.restore();
-      log('database back');
+      log(`database back${privateServer ? ` (the server took ${restoredAt - restoringAt} ms to start)` : ''}`);
       // Keep the load on until every request started during the outage has answered, then a bit.
-      const bound = mode === 'refuse' ? STOPPED_BOUND_MS : PARTITION_BOUND_MS;
-      const settleUntil = Date.now() + Math.max(3000, mode === 'refuse' ? 3000 : bound - outageMs + 1000);
+      const bound = mode === 'blackhole' ? PARTITION_BOUND_MS : STOPPED_BOUND_MS;
+      const settleUntil = Date.now() + Math.max(3000, mode === 'blackhole' ? bound - outageMs + 1000 : 3000);
       while (Date.now() < settleUntil) await sleep(100);
       // In flight at the cut or started during the outage.
       const during = outcomes.filter((o) => o.startedAt < restoredAt && o.startedAt + o.ms > cutAt);
@@ -159,9 +188,9 @@ export async function runDbOutage(options: { serverUrl?: string; partition?: boo
     await Promise.all(loops);
 
     // One 503 body, for the envelope check.
-    await proxy.cut('refuse');
+    await control.cut(privateServer ? 'stop-fast' : 'refuse');
     const sample = await http('POST', `${api.merchantUrl}/v1/checkout-sessions`, { headers: { 'X-API-Key': merchant.apiKey, 'Idempotency-Key': randomUUID() }, body });
-    await proxy.restore();
+    await control.restore();
 
     // Retry every key that was refused: a retry with the same key must settle it exactly once.
     const refused = outcomes.filter((o) => o.status !== 201);
@@ -200,23 +229,25 @@ export async function runDbOutage(options: { serverUrl?: string; partition?: boo
   } finally {
     await direct.end().catch(() => {});
     await api?.stop();
-    await proxy.close();
-    await db.drop();
+    await proxy?.close();
+    if (privateServer) await privateServer.destroy();
+    else await db.drop();
   }
 }
 
 async function main(): Promise<void> {
   const partition = process.argv.includes('--partition');
-  const report = await runDbOutage({ serverUrl: process.env.FAULT_POSTGRES_URL, partition, log: (line) => console.log(`- ${line}`) });
+  const stopServer = process.argv.includes('--stop');
+  const report = await runDbOutage({ serverUrl: process.env.FAULT_POSTGRES_URL, partition, stopServer, log: (line) => console.log(`- ${line}`) });
   let ok = true;
   for (const phase of report.phases) {
-    const bound = phase.mode === 'refuse' ? STOPPED_BOUND_MS : PARTITION_BOUND_MS;
+    const bound = phase.mode === 'blackhole' ? PARTITION_BOUND_MS : STOPPED_BOUND_MS;
     const checks: Array<[string, boolean]> = [
       [`only 201 or 503 SERVICE_UNAVAILABLE (unexpected: ${phase.unexpected.length})`, phase.unexpected.length === 0],
       [`slowest answer during the outage ${phase.maxOutageLatencyMs} ms <= ${bound} ms`, phase.maxOutageLatencyMs <= bound],
       [`recovered ${phase.recoveryMs ?? 'never'} ms after the restore (<= ${RECOVERY_BOUND_MS} ms, no restart)`, phase.recoveryMs !== null && phase.recoveryMs <= RECOVERY_BOUND_MS],
     ];
-    console.log(`\n${phase.mode === 'refuse' ? 'PostgreSQL stopped' : 'network partition'}: ${phase.requestsDuringOutage} requests during the outage, p50 ${phase.p50OutageLatencyMs} ms`);
+    console.log(`\n${{ refuse: 'PostgreSQL stopped', blackhole: 'network partition', 'stop-fast': 'PostgreSQL server shut down', 'stop-immediate': 'PostgreSQL server crashed' }[phase.mode]}: ${phase.requestsDuringOutage} requests during the outage, p50 ${phase.p50OutageLatencyMs} ms`);
     console.log(`  statuses: ${JSON.stringify(phase.statusesDuringOutage)}`);
     for (const [label, pass] of checks) {
       console.log(`  ${pass ? 'ok  ' : 'FAIL'} ${label}`);

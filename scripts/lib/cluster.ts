@@ -1,10 +1,14 @@
 /**
  * Kassa as real processes, for the scale-out and fault tests, `scripts/faults/` and
  * `scripts/bench/`: a throw-away PostgreSQL database, `node --import tsx src/main.ts --role …`
- * children on free ports with their output captured, and a TCP proxy that can cut PostgreSQL away
- * from them (without touching the PostgreSQL server other sessions use).
+ * children on free ports with their output captured, a TCP proxy that can cut PostgreSQL away
+ * from them (without touching the PostgreSQL server other sessions use), and a private
+ * PostgreSQL server of their own that can really be stopped and started again.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chown, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
@@ -237,6 +241,77 @@ export async function provisionMerchant(adminUrl: string, adminToken: string, na
   const key = await http('POST', `${adminUrl}/v1/orgs/${orgId}/api-keys`, { headers: auth, body: { name: 'cluster' } });
   if (key.status !== 201) throw new Error(`api key create: ${key.status} ${key.text}`);
   return { orgId, apiKey: key.json.data.key as string, apiKeyId: key.json.data.apiKeyId as string };
+}
+
+/**
+ * A PostgreSQL server of its own (initdb in a temporary folder, a free port on loopback), so a
+ * fault scenario can stop the server itself — `pg_ctl stop -m fast` (a clean shutdown: sessions
+ * are terminated with 57P01) or `-m immediate` (a crash: no goodbye, crash recovery on the next
+ * start) — without touching the server other tests use. Needs PostgreSQL's server binaries
+ * (PG_BIN_DIR, else /usr/lib/postgresql/<version>/bin, else `pg_config --bindir`); as root, the
+ * server runs as the `postgres` user (it refuses root).
+ */
+export interface PrivatePostgres {
+  /** postgres://postgres@127.0.0.1:<port>/postgres */
+  url: string;
+  port: number;
+  stop(mode: 'fast' | 'immediate'): Promise<void>;
+  /** Starts the server and resolves once it accepts connections (after any crash recovery). */
+  start(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+const run = promisify(execFile);
+
+/** The folder of initdb and pg_ctl, or undefined when PostgreSQL's server binaries are not here. */
+export async function postgresBinDir(): Promise<string | undefined> {
+  const candidates: string[] = [];
+  if (process.env.PG_BIN_DIR) candidates.push(process.env.PG_BIN_DIR);
+  const versions = await readdir('/usr/lib/postgresql').catch(() => [] as string[]);
+  candidates.push(...versions.sort((a, b) => Number(b) - Number(a)).map((v) => `/usr/lib/postgresql/${v}/bin`));
+  const fromPgConfig = await run('pg_config', ['--bindir']).then((r) => r.stdout.trim(), () => undefined);
+  if (fromPgConfig) candidates.push(fromPgConfig);
+  return candidates.find((dir) => existsSync(path.join(dir, 'initdb')) && existsSync(path.join(dir, 'pg_ctl')));
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const binDir = await postgresBinDir();
+  if (!binDir) throw new Error('PostgreSQL server binaries (initdb, pg_ctl) not found: set PG_BIN_DIR');
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-pg-'));
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) {
+    const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
+    const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
+    await chown(dataDir, uid, gid);
+  }
+  const pgCommand = (tool: string, args: string[]) =>
+    asRoot ? run('runuser', ['-u', 'postgres', '--', path.join(binDir, tool), ...args]) : run(path.join(binDir, tool), args);
+  const port = await freePort();
+  await pgCommand('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  let running = false;
+  const start = async () => {
+    await pgCommand('pg_ctl', [
+      '-D', dataDir, '-l', path.join(dataDir, 'server.log'), '-w', '-t', '60',
+      '-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dataDir} -c max_connections=60 -c shared_buffers=32MB`,
+      'start',
+    ]);
+    running = true;
+  };
+  const stop = async (mode: 'fast' | 'immediate') => {
+    await pgCommand('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop']);
+    running = false;
+  };
+  await start();
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    stop,
+    start,
+    destroy: async () => {
+      if (running) await stop('immediate').catch(() => {});
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
