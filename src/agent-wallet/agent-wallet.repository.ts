@@ -1,6 +1,6 @@
 /** Wallets, agents, key quorums, policies, history, credit ledger and replay memory in PostgreSQL. */
 import type { Knex } from 'knex';
-import { directStatement, type Db } from '../db/knex.js';
+import { runStatement, type Db } from '../db/knex.js';
 import type { PolicyRule, SpendLimit } from './policy-engine.js';
 
 export interface Wallet {
@@ -299,7 +299,7 @@ function toSigningContext(row: SigningRow): SigningContext {
 
 /**
  * The statements of the request path, with numbered parameters: they run on a pooled connection
- * directly (`query` below), without knex building or rewriting them on every request.
+ * directly (runStatement in src/db/knex.ts), without knex building or rewriting them on every request.
  */
 const authenticateSql = (withSigning: boolean) => `WITH agent AS (
     SELECT a.id, a.org_id, a.name, a.wallet_id, a.created_at, a.revoked_at, q.id AS key_quorum_id, k.public_key, ${QUORUM_KEYS_SQL}
@@ -348,11 +348,6 @@ const historyValues = (entry: HistoryEntry): Knex.Value[] => [
 ];
 
 /** A pooled connection as knex hands it out: pg's Client, or the PGlite instance. */
-/** A pg Client (which also takes a config object) or PGlite (text and values only). */
-interface PooledConnection {
-  query(text: string | { name: string; text: string; values: unknown[] }, values?: unknown[]): Promise<{ rows: unknown[] }>;
-}
-
 export class KnexAgentWalletRepository implements AgentWalletRepository {
   constructor(private readonly db: Db) {}
 
@@ -360,16 +355,8 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
    * Runs a request-path statement ($1, $2, … parameters) on a connection of knex's pool: the same
    * connections, type parsers and timeouts as knex's own queries, without knex's per-query work.
    */
-  private async query<R>(text: string, values: unknown[]): Promise<R[]> {
-    const client = this.db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
-    const connection = await client.acquireConnection();
-    try {
-      // Named on PostgreSQL (prepared once per connection, see PREPARED in src/db/knex.ts).
-      const statement = directStatement(this.db, text, values);
-      return (await (statement.name === undefined ? connection.query(text, values) : connection.query(statement as Required<typeof statement>))).rows as R[];
-    } finally {
-      await client.releaseConnection(connection);
-    }
+  private query<R>(text: string, values: unknown[]): Promise<R[]> {
+    return runStatement<R>(this.db, text, values);
   }
 
   async organizationExists(orgId: string): Promise<boolean> {

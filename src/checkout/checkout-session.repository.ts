@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { PREPARED } from '../db/knex.js';
+import { runStatement } from '../db/knex.js';
 import type { Rail } from '../orders/order.repository.js';
 
 export type SessionStatus = 'CREATED' | 'COMPLETE' | 'EXPIRED' | 'FAILED';
@@ -92,8 +92,8 @@ interface SessionRow {
 const SESSION_COLUMNS_SQL = `id, org_id, status, provider, amount, currency, quantity, pricing, product, price_id, customer_id,
   customer_email, merchant_reference, metadata, success_url, cancel_url, payment_link_id, page_token, last_error, expires_at,
   created_at, updated_at`;
-/** GET /v1/checkout-sessions/{id}, on every read: prepared (PREPARED). */
-const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = ? AND id = ? LIMIT 1`;
+/** GET /v1/checkout-sessions/{id}, on every read: run directly and prepared (runStatement). */
+const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = $1 AND id = $2 LIMIT 1`;
 
 const toSession = (r: SessionRow): CheckoutSession => ({
   id: r.id,
@@ -185,6 +185,18 @@ const CLAIM_IDEMPOTENCY_KEY_SQL = `INSERT INTO idempotency_keys (org_id, key, re
          WHERE idempotency_keys.created_at < ?
        RETURNING key`;
 
+/**
+ * Checkout creation in one statement: claims the key (as above) and inserts the session only when
+ * the claim succeeded. Run directly and prepared (runStatement); the session's columns are those
+ * of sessionRow, fixed.
+ */
+const CREATE_WITH_IDEMPOTENCY_KEY_SQL = `WITH claimed AS (
+    ${CLAIM_IDEMPOTENCY_KEY_SQL.replace(/\?/g, (() => { let n = 0; return () => `$${++n}`; })())})
+  INSERT INTO checkout_sessions (${SESSION_COLUMNS_SQL})
+  SELECT ${SESSION_COLUMNS_SQL.split(',').map((c) => `r.${c.trim()}`).join(', ')}
+    FROM claimed, json_populate_record(NULL::checkout_sessions, $7::json) AS r
+  RETURNING id`;
+
 export class KnexCheckoutSessionRepository implements CheckoutSessionRepository {
   constructor(private readonly db: Knex) {}
 
@@ -197,22 +209,20 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     // column gets its type without a cast per parameter; jsonb columns take the nested values.
     const row = sessionRow(s);
     const document = { ...row, pricing: s.pricing, product: s.product, metadata: s.metadata, last_error: s.lastError };
-    const columns = Object.keys(row).map((c) => `"${c}"`).join(', ');
-    const result = await this.db.raw(
-      `WITH claimed AS (
-         ${CLAIM_IDEMPOTENCY_KEY_SQL})
-       INSERT INTO checkout_sessions (${columns})
-       SELECT ${Object.keys(row).map((c) => `r."${c}"`).join(', ')}
-         FROM claimed, json_populate_record(NULL::checkout_sessions, ?::json) AS r
-       RETURNING id`,
-      [r.orgId, r.key, r.requestHash, r.checkoutSessionId, r.createdAt, expiredBefore, JSON.stringify(document)],
-    ).options(PREPARED); // one text: sessionRow always has the same columns
-    return (result.rows as unknown[]).length === 1;
+    const rows = await runStatement(this.db, CREATE_WITH_IDEMPOTENCY_KEY_SQL, [
+      r.orgId,
+      r.key,
+      r.requestHash,
+      r.checkoutSessionId,
+      r.createdAt.toISOString(),
+      expiredBefore.toISOString(),
+      JSON.stringify(document),
+    ]);
+    return rows.length === 1;
   }
 
   async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {
-    const result = await this.db.raw(FIND_SESSION_SQL, [orgId, id]).options(PREPARED);
-    const row = (result.rows as SessionRow[])[0];
+    const [row] = await runStatement<SessionRow>(this.db, FIND_SESSION_SQL, [orgId, id]);
     return row ? toSession(row) : undefined;
   }
 

@@ -69,13 +69,27 @@ export function isPostgres(db: Db): boolean {
   return db.client instanceof PgClient;
 }
 
+/** A pg Client (which also takes a config object) or PGlite (text and values only). */
+interface PooledConnection {
+  query(text: string | { name: string; text: string; values: unknown[] }, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
 /**
- * node-postgres query config for a statement a repository runs on a pooled connection directly
- * (without knex): named, as PREPARED does, when the database is PostgreSQL and it is enabled.
+ * Runs one fixed statement with numbered parameters ($1, $2, …) on a pooled connection directly,
+ * for the statements every request runs: knex would build, rewrite and wrap it on each call
+ * (≈ 0.05 ms per statement on the request paths). Named (prepared) on PostgreSQL as PREPARED
+ * statements are, so the same rule holds: a fixed text with its columns listed. On a transaction's
+ * handle it runs on the transaction's connection (knex hands that one out and keeps it).
  */
-export function directStatement(db: Db, text: string, values: unknown[]): { name?: string; text: string; values: unknown[] } {
-  if (isPostgres(db) && (db.client as PgClient).config.preparedStatements !== false) return { name: statementName(text), text, values };
-  return { text, values };
+export async function runStatement<R>(db: Db, text: string, values: unknown[]): Promise<R[]> {
+  const client = db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
+  const connection = await client.acquireConnection();
+  try {
+    const named = isPostgres(db) && (db.client as PgClient).config.preparedStatements !== false;
+    return (await (named ? connection.query({ name: statementName(text), text, values }) : connection.query(text, values))).rows as R[];
+  } finally {
+    await client.releaseConnection(connection);
+  }
 }
 
 export interface DatabaseOptions {

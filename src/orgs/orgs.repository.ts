@@ -1,5 +1,5 @@
 /** Organizations and merchant API keys in PostgreSQL. The only module of this domain that speaks knex. */
-import { PREPARED, type Db } from '../db/knex.js';
+import { runStatement, type Db } from '../db/knex.js';
 
 export interface Organization {
   id: string;
@@ -65,10 +65,10 @@ interface ApiKeyRow {
   revoked_at: Date | null;
 }
 
-/** Prepared (PREPARED): its columns are listed, so a column added by a migration cannot change its result type. */
+/** Run directly and prepared (runStatement): its columns are listed, so a column added by a migration cannot change its result type. */
 const API_KEY_BY_HASH_SQL = `SELECT k.id, k.org_id, k.name, k.key_hash, k.prefix, k.permissions, k.created_at, k.revoked_at, row_to_json(o.*) AS org
     FROM api_keys k JOIN organizations o ON o.id = k.org_id
-   WHERE k.key_hash = ?
+   WHERE k.key_hash = $1
    LIMIT 1`;
 
 const toOrganization = (row: OrganizationRow): Organization => ({
@@ -153,8 +153,7 @@ export class KnexOrgRepository implements OrgRepository {
   async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined> {
     // Every authenticated merchant request runs this: the organization's flags come in the same
     // round trip, so the checkout rules need no second read.
-    const result = await this.db.raw(API_KEY_BY_HASH_SQL, [keyHash]).options(PREPARED);
-    const row = (result.rows as Array<ApiKeyRow & { org: OrganizationRow }>)[0];
+    const [row] = await runStatement<ApiKeyRow & { org: OrganizationRow }>(this.db, API_KEY_BY_HASH_SQL, [keyHash]);
     return row ? { ...toApiKey(row), organization: toOrganization(row.org) } : undefined;
   }
 

@@ -5,7 +5,7 @@
  * a running process, and are plain statements on PGlite.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PREPARED, directStatement, openDatabase, type Database } from '../../src/db/knex.js';
+import { PREPARED, openDatabase, runStatement, type Database } from '../../src/db/knex.js';
 import { KnexOrgRepository, type ApiKeyWithHash, type Organization } from '../../src/orgs/orgs.repository.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 
@@ -56,6 +56,20 @@ describe('prepared statements', () => {
     const found = await new KnexOrgRepository(single.db).findApiKeyByHash(key.keyHash);
     expect(found).toMatchObject({ id: key.id, orgId: org.id, permissions: ['checkout:write'], organization: { id: org.id, cardVerified: true } });
     expect(await new KnexOrgRepository(single.db).findApiKeyByHash('b'.repeat(64))).toBeUndefined();
+    expect(await runStatement(single.db, 'SELECT $1::text AS t, $2::int AS n', ['x', 2])).toEqual([{ t: 'x', n: 2 }]);
+  });
+
+  it('run on the transaction\'s own connection when given a transaction', async () => {
+    let inside: unknown;
+    await single.db
+      .transaction(async (trx) => {
+        await trx('organizations').where({ id: org.id }).update({ name: 'Renamed inside' });
+        inside = await runStatement(trx, 'SELECT name FROM organizations WHERE id = $1', [org.id]);
+        throw new Error('roll back');
+      })
+      .catch(() => {});
+    expect(inside).toEqual([{ name: 'Renamed inside' }]);
+    expect(await runStatement(single.db, 'SELECT name FROM organizations WHERE id = $1', [org.id])).toEqual([{ name: 'Prepared' }]);
   });
 
   it.runIf(!!process.env.TEST_DATABASE_URL)('are named on PostgreSQL, only when marked', async () => {
@@ -66,7 +80,8 @@ describe('prepared statements', () => {
     expect(texts).toContain('SELECT $1::int AS marked');
     expect(texts.some((t) => t.includes('FROM api_keys k JOIN organizations o'))).toBe(true);
     expect(texts.some((t) => t.includes('unmarked'))).toBe(false);
-    expect(directStatement(single.db, 'SELECT 1', [])).toMatchObject({ name: expect.stringMatching(/^kassa_/), text: 'SELECT 1' });
+    expect(await runStatement(single.db, 'SELECT $1::int AS direct', [7])).toEqual([{ direct: 7 }]);
+    expect(await preparedTexts(single)).toContain('SELECT $1::int AS direct');
   });
 
   it.runIf(!!process.env.TEST_DATABASE_URL)('are plain statements with DATABASE_PREPARED_STATEMENTS=false', async () => {
@@ -75,7 +90,8 @@ describe('prepared statements', () => {
       expect((await off.db.raw('SELECT ?::int + 1 AS n', [1]).options(PREPARED)).rows).toEqual([{ n: 2 }]);
       expect(await new KnexOrgRepository(off.db).findApiKeyByHash(key.keyHash)).toMatchObject({ id: key.id });
       expect(await preparedTexts(off)).toEqual([]);
-      expect(directStatement(off.db, 'SELECT 1', [])).toEqual({ text: 'SELECT 1', values: [] });
+      expect(await runStatement(off.db, 'SELECT $1::int AS direct', [7])).toEqual([{ direct: 7 }]);
+      expect(await preparedTexts(off)).toEqual([]);
     } finally {
       await off.close();
     }
