@@ -13,10 +13,11 @@
  *    one `subscription.updated` per renewal) — renewals are transactional, so a kill rolls back;
  * 3. chain watching: K crypto sessions are paid on chain (one block each, confirmations mined);
  *    a worker scans them one block per pass from a slow node and is killed once the first session
- *    is COMPLETE, holding the chain cursor's lease mid-pass. The replacement must leave the chain
- *    alone while that lease lives (120 s in production: here it is expired by hand after 2 s),
- *    then resume from the cursor the dead worker saved and finish every session exactly once (one
- *    PAID order, one `order.pending`, one `order.paid`, one transfer row each).
+ *    is COMPLETE, holding the chain cursor's lease mid-pass. The workers run with the shortest
+ *    lease allowed (CRYPTO_WATCHER_LEASE_SECONDS=10; 30 by default), which lapses for real: the
+ *    replacement must leave the chain alone until then, then resume from the cursor the dead
+ *    worker saved and finish every session exactly once (one PAID order, one `order.pending`, one
+ *    `order.paid`, one transfer row each).
  *
  * FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
  * test/production/faults.test.ts runs the same scenario and asserts on what it returns.
@@ -48,6 +49,8 @@ import { startReceiver } from '../../test/webhooks/receiver.js';
 import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto/chain.js';
 
 export const LEASE_SECONDS = 15;
+/** The chain watcher's cursor lease in round 3: the minimum, so the dead worker's lease is waited out. */
+export const CHAIN_LEASE_SECONDS = 10;
 /** Confirmations of the local chain in round 3. */
 const CONFIRMATIONS = 3;
 /** How long the local node takes to answer eth_getLogs in round 3 (a slow node keeps passes in flight). */
@@ -91,6 +94,10 @@ export interface KillWorkerReport {
     /** eth_getLogs calls while the dead worker's lease was live (must be 0: one scanner per chain), and whether the cursor moved meanwhile. */
     scansWhileLeased: number;
     cursorMovedWhileLeased: boolean;
+    /** From the kill to the expiry of the dead worker's last lease (at most CHAIN_LEASE_SECONDS). */
+    secondsLeaseOutlivedKill: number;
+    /** How long the replacement was up (ready) while that lease still lived: > 0, or it had nothing to leave alone. */
+    secondsReplacementWaited: number;
     /** Where the replacement's first scan started (must be cursorAtKill: nothing skipped, nothing rescanned from scratch). */
     resumedFrom: number | null;
     /** Sessions not COMPLETE at the end (must be 0). */
@@ -108,6 +115,8 @@ export interface KillWorkerReport {
     cursorAtHead: boolean;
     /** From the lease's expiry to every session PAID. */
     secondsToFinish: number;
+    /** From the kill to every session PAID: the lease's remaining life plus the replacement's scanning. */
+    secondsToRecover: number;
   };
   logs: string;
 }
@@ -166,6 +175,7 @@ export async function runKillWorker(
       // One block per pass: scanning the payments takes many leased steps.
       CRYPTO_CHAINS: cryptoChainsEnv(chain, usdc, { confirmations: CONFIRMATIONS, blockRange: 1 }),
       CRYPTO_POLL_INTERVAL_MS: '200',
+      CRYPTO_WATCHER_LEASE_SECONDS: String(CHAIN_LEASE_SECONDS),
     });
     const api = await start('api', 'api');
     await direct.connect();
@@ -294,9 +304,13 @@ export async function runKillWorker(
     const countOf = async (status: 'COMPLETE' | 'PAID') =>
       (await tallyCryptoSessions(direct, sessionIds)).filter((t) => (status === 'PAID' ? t.orderStatus === 'PAID' : t.status === 'COMPLETE')).length;
     const cursor = async () =>
-      (await direct.query(`SELECT next_block, lease_owner, leased_until > now() AS leased FROM crypto_chain_cursors WHERE chain_id = $1`, [chain.chainId])).rows[0] as
-        | { next_block: string | null; lease_owner: string | null; leased: boolean | null }
-        | undefined;
+      (
+        await direct.query(
+          `SELECT next_block, lease_owner, leased_until > now() AS leased, (extract(epoch FROM leased_until) * 1000)::float8 AS leased_until_ms
+             FROM crypto_chain_cursors WHERE chain_id = $1`,
+          [chain.chainId],
+        )
+      ).rows[0] as { next_block: string | null; lease_owner: string | null; leased: boolean | null; leased_until_ms: number | null } | undefined;
     slowLogs = true;
     log(`${sessionIds.length} crypto sessions paid in blocks up to ${head - CONFIRMATIONS}; starting worker 5`);
     // Not waiting for readiness: the watcher starts with the process.
@@ -311,6 +325,7 @@ export async function runKillWorker(
       5,
     );
     await worker5.kill();
+    const worker5KilledAt = Date.now();
     const completedAtKill = await countOf('COMPLETE');
     const paidAtKill = await countOf('PAID');
     const atKill = await cursor();
@@ -319,15 +334,30 @@ export async function runKillWorker(
     log(`worker 5 killed (SIGKILL) with ${completedAtKill} of ${sessionIds.length} sessions complete (${paidAtKill} paid), cursor at block ${cursorAtKill}, lease ${leaseHeldAtKill ? 'held' : 'free'}; starting worker 6`);
     const replacementStarted = Date.now();
     await start('worker', 'worker-6');
+    const replacementReady = Date.now();
     // The dead worker's lease keeps the chain to itself until it lapses: the replacement waits.
-    await sleep(2000);
-    const scansWhileLeased = scans.filter((s) => s.at >= replacementStarted).length;
-    const cursorUnmoved = Number((await cursor())?.next_block ?? -1) === cursorAtKill;
-    // Stands in for the remaining lease time (120 s): from here on, the replacement takes over.
-    const leaseLapsed = Date.now();
-    await direct.query(`UPDATE crypto_chain_cursors SET leased_until = now() WHERE chain_id = $1`, [chain.chainId]);
+    // Its expiry is read until the replacement takes the cursor (a renewal the dead worker sent
+    // just before the kill may still have landed after the first read).
+    const deadOwner = atKill?.lease_owner ?? null;
+    let leaseLapsed = Number(atKill?.leased_until_ms ?? worker5KilledAt);
+    let cursorUnmoved = true;
+    await waitFor(
+      "the dead worker's lease to lapse",
+      async () => {
+        const row = await cursor();
+        const held = deadOwner !== null && row?.lease_owner === deadOwner;
+        if (held) leaseLapsed = Number(row.leased_until_ms);
+        if (Date.now() < leaseLapsed) cursorUnmoved &&= Number(row?.next_block ?? -1) === cursorAtKill;
+        return !held || row.leased !== true;
+      },
+      CHAIN_LEASE_SECONDS * 1000 + 15_000,
+      50,
+    );
+    const scansWhileLeased = scans.filter((s) => s.at >= replacementStarted && s.at < leaseLapsed).length;
+    log(`worker 5's cursor lease lapsed ${((leaseLapsed - worker5KilledAt) / 1000).toFixed(1)} s after the kill; worker 6 takes the chain over`);
     await waitFor('every crypto session to be paid', async () => (await countOf('PAID')) === sessionIds.length, 60_000, 100);
-    const secondsToFinish = (Date.now() - leaseLapsed) / 1000;
+    const paidAt = Date.now();
+    const secondsToFinish = (paidAt - leaseLapsed) / 1000;
     const cursorAtHead = await waitFor('the cursor to reach the head', async () => Number((await cursor())?.next_block) === head + 1, 15_000, 100).catch(() => false);
     slowLogs = false;
     const tally = await tallyCryptoSessions(direct, sessionIds);
@@ -339,6 +369,8 @@ export async function runKillWorker(
       cursorAtKill,
       scansWhileLeased,
       cursorMovedWhileLeased: !cursorUnmoved,
+      secondsLeaseOutlivedKill: (leaseLapsed - worker5KilledAt) / 1000,
+      secondsReplacementWaited: (leaseLapsed - replacementReady) / 1000,
       resumedFrom: scans.find((s) => s.at >= leaseLapsed)?.from ?? null,
       notComplete: tally.filter((t) => t.status !== 'COMPLETE').length,
       wrongOrders: tally.filter((t) => t.orders !== 1 || t.orderStatus !== 'PAID').length,
@@ -349,6 +381,7 @@ export async function runKillWorker(
       transferRows: Number((await direct.query(`SELECT count(*) AS n FROM crypto_transfers`)).rows[0].n),
       cursorAtHead: cursorAtHead === true,
       secondsToFinish,
+      secondsToRecover: (paidAt - worker5KilledAt) / 1000,
     };
     return { deliveries, renewals, chainWatching, logs: processes.map((p) => `---- ${p.name}\n${p.output()}`).join('\n') };
   } finally {
@@ -379,11 +412,18 @@ async function main(): Promise<void> {
       c.leaseHeldAtKill && c.completedAtKill < c.sessions,
     ],
     [
-      `chain: the replacement left the chain alone while the lease lived (scans meanwhile: ${c.scansWhileLeased}, cursor moved: ${c.cursorMovedWhileLeased})`,
-      c.scansWhileLeased === 0 && !c.cursorMovedWhileLeased,
+      `chain: the dead worker's lease lapsed ${c.secondsLeaseOutlivedKill.toFixed(1)} s after the kill (lease ${CHAIN_LEASE_SECONDS} s)`,
+      c.secondsLeaseOutlivedKill <= CHAIN_LEASE_SECONDS,
+    ],
+    [
+      `chain: the replacement, up ${c.secondsReplacementWaited.toFixed(1)} s before that, left the chain alone while the lease lived (scans meanwhile: ${c.scansWhileLeased}, cursor moved: ${c.cursorMovedWhileLeased})`,
+      c.secondsReplacementWaited > 0 && c.scansWhileLeased === 0 && !c.cursorMovedWhileLeased,
     ],
     [`chain: then resumed at the saved cursor (block ${c.resumedFrom ?? 'none'}, saved ${c.cursorAtKill}) and reached the head: ${c.cursorAtHead}`, c.resumedFrom === c.cursorAtKill && c.cursorAtHead],
-    [`chain: every session COMPLETE with one PAID order (not complete: ${c.notComplete}, wrong: ${c.wrongOrders}; ${c.secondsToFinish.toFixed(1)} s after the lease lapsed)`, c.notComplete === 0 && c.wrongOrders === 0],
+    [
+      `chain: every session COMPLETE with one PAID order (not complete: ${c.notComplete}, wrong: ${c.wrongOrders}; ${c.secondsToFinish.toFixed(1)} s after the lease lapsed, recovered ${c.secondsToRecover.toFixed(1)} s after the kill)`,
+      c.notComplete === 0 && c.wrongOrders === 0,
+    ],
     [
       `chain: one order.pending, one order.paid and one delivery of it each (wrong: ${c.wrongPendingEvents}, ${c.wrongPaidEvents}, ${c.wrongPaidDeliveries})`,
       c.wrongPendingEvents === 0 && c.wrongPaidEvents === 0 && c.wrongPaidDeliveries === 0,

@@ -6,6 +6,10 @@
  * from scanning one chain at once, and every write is idempotent behind unique keys (a log is
  * recorded once per (chain, tx, log index); a transaction pays at most one session; one order per
  * session), so a crash anywhere only repeats work that changes nothing the second time.
+ *
+ * The lease is short (CRYPTO_WATCHER_LEASE_SECONDS, 30 s by default) so that a crashed worker
+ * holds its chains up for no longer than that, and a pass renews it as it goes, so that a long
+ * pass on a slow node still keeps its chain: see CursorLease.
  */
 import { randomUUID } from 'node:crypto';
 import { getAddress } from 'viem';
@@ -20,12 +24,47 @@ import type { CryptoQuote, CryptoRepository, CryptoTransfer } from './crypto.rep
 import { ViemChainClient, type ChainClient, type TransferLog } from './chain-client.js';
 import { caip2 } from './crypto-quote.service.js';
 
-const LEASE_MS = 120_000;
 /** A transfer that vanished is still looked for this long (a reorganized transaction is often mined again). */
 const REMOVED_FOLLOW_MS = 3600_000;
 const FOLLOW_BATCH = 500;
 /** Receiving addresses per eth_getLogs call (topic OR-lists have limits on public nodes). */
 const RECIPIENTS_PER_QUERY = 100;
+
+/** A pass found at a checkpoint that its chain's cursor is no longer leased to it: it stops there. */
+export class CursorLeaseLost extends Error {
+  constructor(readonly chainId: number) {
+    super(`the cursor lease of chain ${chainId} lapsed and is no longer this worker's`);
+    this.name = 'CursorLeaseLost';
+  }
+}
+
+/**
+ * A pass's hold on a chain's cursor. The pass calls keep() at its checkpoints (between RPC calls);
+ * once a third of the lease has gone by since the last renewal, keep() extends it, so a live pass
+ * always has two thirds of a lease in hand, while a dead one's lease lapses within one lease.
+ */
+class CursorLease {
+  private renewedAt: number;
+
+  constructor(
+    private readonly repo: CryptoRepository,
+    private readonly chainId: number,
+    private readonly owner: string,
+    private readonly clock: Clock,
+    private readonly leaseMs: number,
+    leasedAt: Date,
+  ) {
+    this.renewedAt = leasedAt.getTime();
+  }
+
+  /** Throws CursorLeaseLost when the lease lapsed or was taken over: nothing after it may run. */
+  async keep(): Promise<void> {
+    const now = this.clock.now();
+    if (now.getTime() - this.renewedAt <= this.leaseMs / 3) return;
+    if (!(await this.repo.renewCursorLease(this.chainId, this.owner, now, new Date(now.getTime() + this.leaseMs)))) throw new CursorLeaseLost(this.chainId);
+    this.renewedAt = now.getTime();
+  }
+}
 
 export class ChainWatcher {
   private readonly owner = `watcher-${randomUUID()}`;
@@ -79,8 +118,10 @@ export class ChainWatcher {
     const recipients = await repo.watchedAddresses(chain.chainId, now);
     if (recipients.length === 0) return false;
     await repo.ensureCursor(chain.chainId, now);
-    const cursor = await repo.leaseCursor(chain.chainId, this.owner, now, new Date(now.getTime() + LEASE_MS));
+    const leaseMs = this.config.watcherLeaseSeconds * 1000;
+    const cursor = await repo.leaseCursor(chain.chainId, this.owner, now, new Date(now.getTime() + leaseMs));
     if (!cursor) return false; // another worker has this chain
+    const lease = new CursorLease(repo, chain.chainId, this.owner, this.clock, leaseMs, now);
     try {
       const client = this.client(chain);
       const head = Number(await client.blockNumber());
@@ -100,25 +141,36 @@ export class ChainWatcher {
       let scannedThrough = next - 1;
       if (next <= head) {
         const to = Math.min(head, next + chain.blockRange - 1);
-        await this.scan(chain, client, recipients, next, to);
+        await lease.keep();
+        await this.scan(chain, client, lease, recipients, next, to);
         const toBlock = await client.block(BigInt(to));
-        await repo.saveCursor(chain.chainId, this.owner, to + 1, toBlock.hash, this.clock.now());
+        await lease.keep();
+        // keep() asks the database only once a third of the lease has gone by; saving is itself a
+        // compare-and-set on the owner, so a takeover it has not seen yet also stops the pass here.
+        if (!(await repo.saveCursor(chain.chainId, this.owner, to + 1, toBlock.hash, this.clock.now()))) throw new CursorLeaseLost(chain.chainId);
         scannedThrough = to;
         busy = to < head;
       }
       this.observeLag?.(chain.chainId, head - scannedThrough);
-      await this.follow(chain, client, head);
+      await this.follow(chain, client, lease, head);
       return busy;
+    } catch (err) {
+      if (!(err instanceof CursorLeaseLost)) throw err;
+      // Not a failure: this pass stalled past its lease and another worker carries on from the
+      // saved cursor; what this one recorded is idempotent and its unsaved progress is rescanned.
+      this.logger.warn({ chainId: chain.chainId, leaseSeconds: this.config.watcherLeaseSeconds }, 'crypto chain watcher lost its cursor lease mid-pass; pass stopped');
+      return false;
     } finally {
       await repo.releaseCursor(chain.chainId, this.owner);
     }
   }
 
-  private async scan(chain: ChainConfig, client: ChainClient, recipients: `0x${string}`[], from: number, to: number): Promise<void> {
+  private async scan(chain: ChainConfig, client: ChainClient, lease: CursorLease, recipients: `0x${string}`[], from: number, to: number): Promise<void> {
     const tokens = chain.tokens.map((t) => t.address);
     const logs: TransferLog[] = [];
     for (let i = 0; i < recipients.length; i += RECIPIENTS_PER_QUERY) {
       logs.push(...(await client.transferLogs(tokens, recipients.slice(i, i + RECIPIENTS_PER_QUERY), BigInt(from), BigInt(to))));
+      await lease.keep();
     }
     logs.sort((a, b) => (a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1));
     const blockTimes = new Map<bigint, Date>();
@@ -129,6 +181,7 @@ export class ChainWatcher {
         blockTimes.set(log.blockNumber, time);
       }
       await this.record(chain, log, time);
+      await lease.keep();
     }
   }
 
@@ -243,10 +296,11 @@ export class ChainWatcher {
   }
 
   /** Confirmation tracking and reorganization handling of matched transfers, by their receipts. */
-  private async follow(chain: ChainConfig, client: ChainClient, head: number): Promise<void> {
+  private async follow(chain: ChainConfig, client: ChainClient, lease: CursorLease, head: number): Promise<void> {
     const now = this.clock.now();
     const transfers = await this.repo().transfersToFollow(chain.chainId, new Date(now.getTime() - REMOVED_FOLLOW_MS), FOLLOW_BATCH);
     for (const transfer of transfers) {
+      await lease.keep();
       // Every write below is a compare-and-set on the status read here: if another worker moved
       // the transfer on meanwhile (CONFIRMED, say), this stale copy is dropped, never written back.
       const readStatus = transfer.status;

@@ -97,7 +97,13 @@ export interface CryptoRepository {
   ensureCursor(chainId: number, now: Date): Promise<void>;
   /** Leases the chain's cursor to `owner` until `until` unless another live lease holds it. */
   leaseCursor(chainId: number, owner: string, now: Date, until: Date): Promise<ChainCursor | undefined>;
-  saveCursor(chainId: number, owner: string, nextBlock: number, lastBlockHash: string, now: Date): Promise<void>;
+  /**
+   * Extends `owner`'s lease to `until` only while it still holds a live one (compare-and-set):
+   * false when it lapsed or another worker took the cursor over.
+   */
+  renewCursorLease(chainId: number, owner: string, now: Date, until: Date): Promise<boolean>;
+  /** Moves the cursor only while `owner` holds its lease; false when another worker took it over. */
+  saveCursor(chainId: number, owner: string, nextBlock: number, lastBlockHash: string, now: Date): Promise<boolean>;
   releaseCursor(chainId: number, owner: string): Promise<void>;
 }
 
@@ -401,10 +407,21 @@ export class KnexCryptoRepository implements CryptoRepository {
     return row ? { chainId: Number(row.chain_id), nextBlock: row.next_block === null ? null : Number(row.next_block), lastBlockHash: row.last_block_hash } : undefined;
   }
 
-  async saveCursor(chainId: number, owner: string, nextBlock: number, lastBlockHash: string, now: Date): Promise<void> {
-    await this.db('crypto_chain_cursors')
+  async renewCursorLease(chainId: number, owner: string, now: Date, until: Date): Promise<boolean> {
+    // A lapsed lease is not revived even when nobody has taken it yet: once it lapsed, the chain
+    // was free to any worker, so a pass that stalled that long gives up rather than race one.
+    const renewed = await this.db('crypto_chain_cursors')
+      .where({ chain_id: chainId, lease_owner: owner })
+      .andWhere('leased_until', '>', now)
+      .update({ leased_until: until });
+    return renewed === 1;
+  }
+
+  async saveCursor(chainId: number, owner: string, nextBlock: number, lastBlockHash: string, now: Date): Promise<boolean> {
+    const saved = await this.db('crypto_chain_cursors')
       .where({ chain_id: chainId, lease_owner: owner })
       .update({ next_block: nextBlock, last_block_hash: lastBlockHash, updated_at: now });
+    return saved === 1;
   }
 
   async releaseCursor(chainId: number, owner: string): Promise<void> {

@@ -12,7 +12,13 @@ describe('crypto configuration', () => {
       [84532, 'Base Sepolia', ['USDC:0x036CbD53842c5426634e7929541eC2318f3dCF7e']],
     ]);
     expect(crypto.chains[0]).toMatchObject({ rpcUrl: 'https://mainnet.base.org', confirmations: 10, explorerUrl: 'https://basescan.org' });
-    expect(crypto).toMatchObject({ latePaymentWindowSeconds: 86400, amountOffsetRange: 10000, matchToleranceBps: 1000 });
+    expect(crypto).toMatchObject({ latePaymentWindowSeconds: 86400, amountOffsetRange: 10000, matchToleranceBps: 1000, watcherLeaseSeconds: 30 });
+  });
+
+  it('takes the watcher lease from CRYPTO_WATCHER_LEASE_SECONDS, 10 s to an hour', () => {
+    expect(load({ CRYPTO_WATCHER_LEASE_SECONDS: '10' }).watcherLeaseSeconds).toBe(10);
+    expect(load({ CRYPTO_WATCHER_LEASE_SECONDS: '3600' }).watcherLeaseSeconds).toBe(3600);
+    expect(load({ CRYPTO_WATCHER_LEASE_SECONDS: '' }).watcherLeaseSeconds).toBe(30);
   });
 
   it('lets a known chain override only some fields, and replaces the list', () => {
@@ -34,6 +40,9 @@ describe('crypto configuration', () => {
     ['a duplicate chain', { CRYPTO_CHAINS: JSON.stringify([{ chainId: 8453 }, { chainId: 8453 }]) }, /chainId twice/],
     ['a non-http RPC', { CRYPTO_CHAINS: JSON.stringify([{ chainId: 8453, rpcUrl: 'ws://node' }]) }, /rpcUrl must be http/],
     ['a bad window', { CRYPTO_LATE_PAYMENT_WINDOW_SECONDS: '-1' }, /CRYPTO_LATE_PAYMENT_WINDOW_SECONDS/],
+    ['a watcher lease under 10 s', { CRYPTO_WATCHER_LEASE_SECONDS: '9' }, /CRYPTO_WATCHER_LEASE_SECONDS must be an integer 10-3600, got "9"/],
+    ['a watcher lease over an hour', { CRYPTO_WATCHER_LEASE_SECONDS: '3601' }, /CRYPTO_WATCHER_LEASE_SECONDS must be an integer 10-3600/],
+    ['a watcher lease that is not an integer', { CRYPTO_WATCHER_LEASE_SECONDS: '30s' }, /CRYPTO_WATCHER_LEASE_SECONDS must be an integer/],
   ])('refuses %s at start', (_name, env, message) => {
     expect(() => load(env as Record<string, string>)).toThrow(ConfigError);
     expect(() => load(env as Record<string, string>)).toThrow(message);

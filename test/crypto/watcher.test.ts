@@ -2,12 +2,14 @@
  * Crypto checkout against a real local EVM (Hardhat 2 in-process, JSON-RPC over HTTP): sessions
  * quote an exact amount, the chain watcher (viem getLogs by cursor) sees ERC-20 transfers, orders
  * go PENDING → PAID / UNDERPAID with the configured confirmations, reorganizations, late payments,
- * restarts and concurrent workers.
+ * restarts and concurrent workers, and the renewed cursor lease of long passes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getAddress } from 'viem';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { ChainWatcher } from '../../src/crypto-payments/chain-watcher.js';
+import { ViemChainClient, type ChainClient } from '../../src/crypto-payments/chain-client.js';
+import type { ChainConfig } from '../../src/crypto-payments/crypto-config.js';
 import { KnexCommerceUnitOfWork } from '../../src/orders/stores.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { startLocalChain, USDC, type LocalChain } from './chain.js';
@@ -494,5 +496,157 @@ describe('chain reorganization', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ status: 'CONFIRMED', order_id: orderId });
     expect((await events(orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.failed', 'order.pending', 'order.paid']);
+  });
+});
+
+/** The real node, with `after` told of each call once it answered (to move the clock as if the call had been slow, or to interleave another worker). */
+function hookedClient(after: (method: keyof ChainClient) => void | Promise<void>): (chain: ChainConfig) => ChainClient {
+  return (config) => {
+    const node = new ViemChainClient(config.rpcUrl);
+    const hooked = <T>(method: keyof ChainClient, answer: T) => Promise.resolve(after(method)).then(() => answer);
+    return {
+      blockNumber: async () => hooked('blockNumber', await node.blockNumber()),
+      block: async (number) => hooked('block', await node.block(number)),
+      transferLogs: async (tokens, recipients, from, to) => hooked('transferLogs', await node.transferLogs(tokens, recipients, from, to)),
+      receipt: async (txHash) => hooked('receipt', await node.receipt(txHash)),
+    };
+  };
+}
+
+describe('cursor lease', () => {
+  const cursorRow = async () =>
+    (await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first()) as { next_block: string | number; lease_owner: string | null };
+  const watcherWith = (clientFor: (chain: ChainConfig) => ChainClient, uow = new KnexCommerceUnitOfWork(ctx.testDb.database.db), logger = createLogger({ level: 'silent' })) =>
+    new ChainWatcher(uow, ctx.services.orders, ctx.config.crypto, ctx.clock, logger, clientFor);
+  const leaseMs = () => ctx.config.crypto.watcherLeaseSeconds * 1000;
+
+  it('a pass longer than the lease renews it as it goes: it completes, saves its cursor, and no other watcher gets the chain meanwhile', async () => {
+    expect(ctx.config.crypto.watcherLeaseSeconds).toBe(30);
+    await runWatcher();
+    const sessions = [await usdcSession(15_000_000), await usdcSession(16_000_000)];
+    const txs: string[] = [];
+    for (const session of sessions) txs.push(await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits)));
+    await chain.mine(CONFIRMATIONS);
+    const before = Number((await cursorRow()).next_block);
+    const chainConfig = ctx.config.crypto.chains[0]!;
+
+    // Every answer of the node takes 7 s of the watcher's clock; after each one a second watcher
+    // tries the chain. Its RPC calls would show that it got the cursor.
+    const intruderCalls: string[] = [];
+    const intruder = watcherWith(hookedClient((method) => void intruderCalls.push(method)));
+    const intruderPasses: Array<{ at: number; scanned: boolean }> = [];
+    const started = ctx.clock.now().getTime();
+    const slow = watcherWith(
+      hookedClient(async () => {
+        ctx.clock.advance(7_000);
+        intruderPasses.push({ at: ctx.clock.now().getTime(), scanned: await intruder.pass(chainConfig) });
+      }),
+    );
+    await slow.pass(chainConfig);
+
+    // The chain stayed the slow watcher's throughout...
+    expect(intruderPasses.every((p) => !p.scanned)).toBe(true);
+    expect(intruderCalls).toEqual([]);
+    // ...including after the lease it took at the start had run out.
+    expect(ctx.clock.now().getTime() - started).toBeGreaterThan(leaseMs());
+    expect(intruderPasses.filter((p) => p.at > started + leaseMs()).length).toBeGreaterThan(0);
+    const after = await cursorRow();
+    expect(Number(after.next_block)).toBe(before + chainConfig.blockRange);
+    expect(after.lease_owner).toBeNull(); // released at the end of the pass
+    for (const tx of txs) expect(await transfersOf(tx)).toHaveLength(1);
+
+    await runWatcher();
+    for (const session of sessions) {
+      const read = await getSession(session.id);
+      expect(read.orderStatus).toBe('PAID');
+      expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
+    }
+  });
+
+  it('renewing is a compare-and-set: only the holder of a live lease extends it', async () => {
+    const repo = new KnexCommerceUnitOfWork(ctx.testDb.database.db).stores.crypto;
+    const at = (ms: number) => new Date(ctx.clock.now().getTime() + ms);
+    expect(await repo.leaseCursor(chain.chainId, 'worker-x', at(0), at(30_000))).toBeDefined();
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-y', at(1_000), at(31_000))).toBe(false);
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(10_000), at(40_000))).toBe(true);
+    // Lapsed (at 40 s): not revived, even though nobody has taken it yet.
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(40_000), at(70_000))).toBe(false);
+    expect(await repo.leaseCursor(chain.chainId, 'worker-y', at(40_000), at(70_000))).toBeDefined();
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(41_000), at(71_000))).toBe(false);
+    expect(await repo.saveCursor(chain.chainId, 'worker-x', 1, '0x00', at(41_000))).toBe(false);
+    await repo.releaseCursor(chain.chainId, 'worker-y');
+    expect((await cursorRow()).lease_owner).toBeNull();
+  });
+
+  it('a watcher whose lease lapsed and was taken over stops at its next checkpoint without saving its cursor', async () => {
+    await runWatcher();
+    const session = await usdcSession(17_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    const before = await cursorRow();
+    const chainConfig = ctx.config.crypto.chains[0]!;
+
+    // B holds the cursor from its first RPC call until the test lets it go on.
+    let takenOver!: () => void;
+    const bHasTheCursor = new Promise<void>((resolve) => (takenOver = resolve));
+    let letBGoOn!: () => void;
+    const bMayGoOn = new Promise<void>((resolve) => (letBGoOn = resolve));
+    let ownerB: string | null = null;
+    const b = watcherWith(
+      hookedClient(async () => {
+        if (ownerB !== null) return;
+        ownerB = (await cursorRow()).lease_owner;
+        takenOver();
+        await bMayGoOn;
+      }),
+    );
+
+    // A stalls in eth_getLogs for longer than its lease; B's pass meanwhile takes the lapsed lease.
+    const uowA = new KnexCommerceUnitOfWork(ctx.testDb.database.db);
+    let savesByA = 0;
+    const save = uowA.stores.crypto.saveCursor.bind(uowA.stores.crypto);
+    uowA.stores.crypto.saveCursor = async (...args) => {
+      savesByA++;
+      return save(...args);
+    };
+    const linesA: string[] = [];
+    const callsA: string[] = [];
+    let passB: Promise<boolean> | undefined;
+    const a = watcherWith(
+      hookedClient(async (method) => {
+        callsA.push(method);
+        if (method !== 'transferLogs') return;
+        ctx.clock.advance(leaseMs() + 1_000);
+        passB = b.pass(chainConfig);
+        await bHasTheCursor;
+      }),
+      uowA,
+      createLogger({ level: 'warn', destination: { write: (line: string) => void linesA.push(line) } }),
+    );
+    expect(await a.runOnce()).toBe(false);
+
+    // Stopped at the checkpoint after eth_getLogs: nothing recorded, the cursor neither saved nor freed.
+    expect(callsA).toEqual(['blockNumber', 'block', 'transferLogs']);
+    expect(savesByA).toBe(0);
+    expect(await transfersOf(tx)).toHaveLength(0);
+    const during = await cursorRow();
+    expect(ownerB).toMatch(/^watcher-/);
+    expect(during.lease_owner).toBe(ownerB);
+    expect(Number(during.next_block)).toBe(Number(before.next_block));
+    // Logged as the expected outcome of a stall, not as a failure.
+    expect(linesA.map((l) => JSON.parse(l) as { level: number; msg: string })).toEqual([
+      expect.objectContaining({ level: 40, msg: 'crypto chain watcher lost its cursor lease mid-pass; pass stopped', chainId: chain.chainId }),
+    ]);
+
+    letBGoOn();
+    await passB;
+    const after = await cursorRow();
+    expect(Number(after.next_block)).toBeGreaterThan(Number(before.next_block));
+    expect(after.lease_owner).toBeNull();
+    await runWatcher();
+    const read = await getSession(session.id);
+    expect(read.orderStatus).toBe('PAID');
+    expect(await transfersOf(tx)).toHaveLength(1);
+    expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../scripts/faults/db-outage.js';
-import { runKillWorker } from '../../scripts/faults/kill-worker.js';
+import { CHAIN_LEASE_SECONDS, runKillWorker } from '../../scripts/faults/kill-worker.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
@@ -60,6 +60,9 @@ describe.skipIf(!serverUrl)('faults', () => {
     expect(c.leaseHeldAtKill).toBe(true);
     expect(c.completedAtKill).toBeGreaterThanOrEqual(1);
     expect(c.completedAtKill).toBeLessThan(c.sessions);
+    // The dead worker's lease lapsed by itself within one lease of the kill, the replacement up meanwhile.
+    expect(c.secondsLeaseOutlivedKill).toBeLessThanOrEqual(CHAIN_LEASE_SECONDS);
+    expect(c.secondsReplacementWaited).toBeGreaterThan(0);
     // One scanner per chain: the replacement waits for the lease, then resumes where the dead worker saved.
     expect(c.scansWhileLeased).toBe(0);
     expect(c.cursorMovedWhileLeased).toBe(false);
