@@ -28,11 +28,12 @@
  * had a core to itself.
  *
  * Measured on the 2-core development machine under the bench lock (see README "Agent wallets"):
- * 260-350 req/s with the SDK client, 310-375 with BENCH_CLIENT=http, p99 40-65 ms, against a floor
- * of 2,470-2,630 ops/s: a ratio of 0.10-0.15, the 0.60 target missed. Per request the server
- * spends 2.3-3.2 ms of CPU, the floor 0.38-0.41 ms per operation; the load generator (0.55-0.7 ms
- * over node:http, 1.4-1.9 ms with the SDK) and PostgreSQL (1.2-1.6 ms) take the rest of the two
- * cores, so even a free server could not reach 0.60 on this machine.
+ * 390-680 req/s with BENCH_CLIENT=http and about 500 with the SDK client, p99 26-35 ms, against a
+ * floor of 2,140-2,980 ops/s: a ratio of 0.17-0.25, the 0.60 target missed. Per request the server
+ * spends 1.5-2.5 ms of CPU, the floor 0.33-0.47 ms per operation; the load generator (0.36-0.6 ms
+ * over node:http, 1.0 ms with the SDK) and PostgreSQL (0.35-0.65 ms) take the rest of the two
+ * cores, so 60 % of the floor (1,300-1,800 req/s, at most 1.1-1.5 ms of machine CPU per request)
+ * is out of reach on this machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
