@@ -13,6 +13,10 @@
  * again and the next claim records the lost attempt as abandoned. Delivery is at least once.
  *
  * Scheduling reads the injectable Clock, so tests move through the backoff schedule instantly.
+ *
+ * An idle worker polls (WEBHOOK_DELIVERY_POLL_MS) rather than LISTENing for a NOTIFY from the
+ * producer on purpose: a transaction that NOTIFYs holds a database-wide lock through its commit,
+ * which would serialize the commits of every payment that emits an event.
  */
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../kernel/clock.js';
