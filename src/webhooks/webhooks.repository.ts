@@ -276,18 +276,17 @@ export async function enqueueWebhookEvent(trx: Knex.Transaction, event: OutboxEv
     throw new Error(`webhook event ${event.type} must carry data.${ORDER_TYPES.has(event.type) ? 'order' : 'subscription'}`);
   }
   const id = newId('EVT');
-  await trx('webhook_events').insert({
-    id,
-    org_id: event.orgId,
-    type: event.type,
-    payload: JSON.stringify(event.data),
-    created_at: now,
-  });
-  const endpoints: Array<{ id: string }> = await trx('webhook_endpoints')
-    .select('id')
-    .where({ org_id: event.orgId, enabled: true })
-    .whereNull('deleted_at')
-    .andWhere((q) => q.whereRaw(`cardinality(events) = 0`).orWhereRaw(`? = ANY(events)`, [event.type]));
+  // The event row and the endpoints it goes to in one round trip (the emitting transaction holds
+  // its locks meanwhile); the deliveries follow in a second one, when there are any.
+  const result = await trx.raw(
+    `WITH event AS (
+       INSERT INTO webhook_events (id, org_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)
+     )
+     SELECT id FROM webhook_endpoints
+      WHERE org_id = ? AND enabled AND deleted_at IS NULL AND (cardinality(events) = 0 OR ? = ANY(events))`,
+    [id, event.orgId, event.type, JSON.stringify(event.data), now, event.orgId, event.type],
+  );
+  const endpoints = result.rows as Array<{ id: string }>;
   if (endpoints.length > 0) {
     await trx('webhook_deliveries').insert(endpoints.map((e) => deliveryRow(id, e.id, event.orgId, now)));
   }
