@@ -347,7 +347,6 @@ const historyValues = (entry: HistoryEntry): Knex.Value[] => [
   entry.createdAt.toISOString(),
 ];
 
-/** A pooled connection as knex hands it out: pg's Client, or the PGlite instance. */
 export class KnexAgentWalletRepository implements AgentWalletRepository {
   constructor(private readonly db: Db) {}
 

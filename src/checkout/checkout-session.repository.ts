@@ -88,10 +88,20 @@ interface SessionRow {
   updated_at: Date;
 }
 
-/** The columns of SessionRow, listed: a prepared statement's result type must not change when a migration adds one. */
-const SESSION_COLUMNS_SQL = `id, org_id, status, provider, amount, currency, quantity, pricing, product, price_id, customer_id,
-  customer_email, merchant_reference, metadata, success_url, cancel_url, payment_link_id, page_token, last_error, expires_at,
-  created_at, updated_at`;
+/**
+ * The columns of SessionRow, listed: a prepared statement's result type must not change when a
+ * migration adds one. The type checks below keep the list, SessionRow and sessionRow() in step.
+ */
+const SESSION_COLUMNS = [
+  'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
+  'customer_email', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
+  'last_error', 'expires_at', 'created_at', 'updated_at',
+] as const;
+type SessionColumn = (typeof SESSION_COLUMNS)[number];
+type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
+const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;
+void everyColumnListed;
+const SESSION_COLUMNS_SQL = SESSION_COLUMNS.join(', ');
 /** GET /v1/checkout-sessions/{id}, on every read: run directly and prepared (runStatement). */
 const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = $1 AND id = $2 LIMIT 1`;
 
@@ -193,7 +203,7 @@ const CLAIM_IDEMPOTENCY_KEY_SQL = `INSERT INTO idempotency_keys (org_id, key, re
 const CREATE_WITH_IDEMPOTENCY_KEY_SQL = `WITH claimed AS (
     ${CLAIM_IDEMPOTENCY_KEY_SQL.replace(/\?/g, (() => { let n = 0; return () => `$${++n}`; })())})
   INSERT INTO checkout_sessions (${SESSION_COLUMNS_SQL})
-  SELECT ${SESSION_COLUMNS_SQL.split(',').map((c) => `r.${c.trim()}`).join(', ')}
+  SELECT ${SESSION_COLUMNS.map((c) => `r.${c}`).join(', ')}
     FROM claimed, json_populate_record(NULL::checkout_sessions, $7::json) AS r
   RETURNING id`;
 
