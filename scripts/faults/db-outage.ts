@@ -33,7 +33,9 @@ import {
   startDatabaseProxy,
   startKassa,
   startPrivatePostgres,
+  type DatabaseProxy,
   type KassaProcess,
+  type PrivatePostgres,
 } from '../lib/cluster.js';
 
 /** The documented worst case for a request while PostgreSQL is stopped (README "Faults"). */
@@ -123,15 +125,29 @@ export async function runDbOutage(
   const log = options.log ?? (() => {});
   const clients = options.clients ?? 8;
   const privateServer = options.stopServer ? await startPrivatePostgres() : undefined;
+  try {
+    return await outageOn(privateServer, options, log, clients);
+  } finally {
+    await privateServer?.destroy();
+  }
+}
+
+async function outageOn(
+  privateServer: PrivatePostgres | undefined,
+  options: { serverUrl?: string; partition?: boolean },
+  log: (line: string) => void,
+  clients: number,
+): Promise<OutageReport> {
   const serverUrl = privateServer?.url ?? options.serverUrl ?? DEFAULT_SERVER_URL;
   const db = await createDatabase(serverUrl, 'kassa_fault');
-  const proxy = privateServer ? undefined : await startDatabaseProxy(db.url);
+  let proxy: DatabaseProxy | undefined;
   const control: OutageControl = privateServer
     ? { cut: (mode) => privateServer.stop(mode === 'stop-immediate' ? 'immediate' : 'fast'), restore: () => privateServer.start() }
     : { cut: (mode) => proxy!.cut(mode as 'refuse' | 'blackhole'), restore: () => proxy!.restore() };
   const direct = new pg.Client({ connectionString: db.url });
   let api: KassaProcess | undefined;
   try {
+    if (!privateServer) proxy = await startDatabaseProxy(db.url);
     const deployment = newDeployment(proxy?.url ?? db.url, { MERCHANT_RATE_LIMIT_PER_MINUTE: '0' });
     api = await startKassa(deployment, { role: 'api', name: 'api' });
     const merchant = await provisionMerchant(api.adminUrl, deployment.adminToken);
@@ -230,8 +246,7 @@ export async function runDbOutage(
     await direct.end().catch(() => {});
     await api?.stop();
     await proxy?.close();
-    if (privateServer) await privateServer.destroy();
-    else await db.drop();
+    if (!privateServer) await db.drop(); // a private server goes with its folder
   }
 }
 

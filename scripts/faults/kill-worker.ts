@@ -13,9 +13,9 @@
  *    one `subscription.updated` per renewal) — renewals are transactional, so a kill rolls back;
  * 3. chain watching: K crypto sessions are paid on chain (one block each, confirmations mined);
  *    a worker scans them one block per pass from a slow node and is killed once the first session
- *    is COMPLETE, holding the chain cursor's lease mid-pass. The workers run with the shortest
- *    lease allowed (CRYPTO_WATCHER_LEASE_SECONDS=10; 30 by default), which lapses for real: the
- *    replacement must leave the chain alone until then, then resume from the cursor the dead
+ *    is COMPLETE, holding the chain cursor's lease mid-pass. The workers run with a short lease
+ *    (CRYPTO_WATCHER_LEASE_SECONDS=20; 30 by default), which lapses for real: the replacement,
+ *    started after the kill, must leave the chain alone until then, then resume from the cursor the dead
  *    worker saved and finish every session exactly once (one PAID order, one `order.pending`, one
  *    `order.paid`, one transfer row each).
  *
@@ -49,8 +49,11 @@ import { startReceiver } from '../../test/webhooks/receiver.js';
 import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto/chain.js';
 
 export const LEASE_SECONDS = 15;
-/** The chain watcher's cursor lease in round 3: the minimum, so the dead worker's lease is waited out. */
-export const CHAIN_LEASE_SECONDS = 10;
+/**
+ * The chain watcher's cursor lease in round 3, waited out for real: short, yet long enough for the
+ * replacement worker to boot (a few seconds on a loaded 2-core machine) while the lease still lives.
+ */
+export const CHAIN_LEASE_SECONDS = 20;
 /** Confirmations of the local chain in round 3. */
 const CONFIRMATIONS = 3;
 /** How long the local node takes to answer eth_getLogs in round 3 (a slow node keeps passes in flight). */

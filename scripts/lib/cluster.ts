@@ -5,9 +5,9 @@
  * from them (without touching the PostgreSQL server other sessions use), and a private
  * PostgreSQL server of their own that can really be stopped and started again.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { chown, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { chown, mkdtemp, readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
@@ -279,38 +279,46 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   if (!binDir) throw new Error('PostgreSQL server binaries (initdb, pg_ctl) not found: set PG_BIN_DIR');
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-pg-'));
   const asRoot = process.getuid?.() === 0;
-  if (asRoot) {
-    const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
-    const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
-    await chown(dataDir, uid, gid);
-  }
-  const pgCommand = (tool: string, args: string[]) =>
-    asRoot ? run('runuser', ['-u', 'postgres', '--', path.join(binDir, tool), ...args]) : run(path.join(binDir, tool), args);
+  const command = (tool: string, args: string[]): [string, string[]] =>
+    asRoot ? ['runuser', ['-u', 'postgres', '--', path.join(binDir, tool), ...args]] : [path.join(binDir, tool), args];
+  const pgCommand = (tool: string, args: string[]) => run(...command(tool, args));
+  // pg_ctl detaches the server: whatever ends this process (a failed start, a test timeout, an
+  // exception) must not leave it running or its folder behind. Synchronous, as exit handlers are.
+  const removeSync = () => {
+    const [file, args] = command('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', 'stop']);
+    spawnSync(file, args, { stdio: 'ignore' }); // "no server running" is fine
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  process.once('exit', removeSync);
   const port = await freePort();
-  await pgCommand('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-  let running = false;
-  const start = async () => {
-    await pgCommand('pg_ctl', [
+  const start = () =>
+    pgCommand('pg_ctl', [
       '-D', dataDir, '-l', path.join(dataDir, 'server.log'), '-w', '-t', '60',
       '-o', `-p ${port} -c listen_addresses=127.0.0.1 -k ${dataDir} -c max_connections=60 -c shared_buffers=32MB`,
       'start',
-    ]);
-    running = true;
+    ]).then(() => undefined);
+  const destroy = async () => {
+    process.removeListener('exit', removeSync);
+    removeSync();
   };
-  const stop = async (mode: 'fast' | 'immediate') => {
-    await pgCommand('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop']);
-    running = false;
-  };
-  await start();
+  try {
+    if (asRoot) {
+      const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
+      const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
+      await chown(dataDir, uid, gid);
+    }
+    await pgCommand('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+    await start();
+  } catch (err) {
+    await destroy();
+    throw err;
+  }
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
-    stop,
+    stop: (mode) => pgCommand('pg_ctl', ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop']).then(() => undefined),
     start,
-    destroy: async () => {
-      if (running) await stop('immediate').catch(() => {});
-      await rm(dataDir, { recursive: true, force: true });
-    },
+    destroy,
   };
 }
 

@@ -324,8 +324,6 @@ const HISTORY_INSERT_SQL = `INSERT INTO agent_wallet_history
   (id, org_id, wallet_id, agent_id, type, status, destination, amount, asset, chain_id, token_contract,
    tx_hash, explorer_url, failure_message, primary_type, typed_data_hash, created_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
-/** The same, for knex inside the spend-limit transaction (each parameter appears once, in order). */
-const HISTORY_INSERT_SQL_KNEX = HISTORY_INSERT_SQL.replace(/\$\d+/g, '?');
 
 const historyValues = (entry: HistoryEntry): Knex.Value[] => [
   entry.id,
@@ -541,7 +539,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
         const spent = BigInt(row?.spent ?? '0');
         if (spent + value > window.maxValue) return { ok: false, index, spent };
       }
-      await trx.raw(HISTORY_INSERT_SQL_KNEX, historyValues(entry));
+      await runStatement(trx, HISTORY_INSERT_SQL, historyValues(entry)); // on the transaction's connection
       return { ok: true };
     });
   }

@@ -99,8 +99,11 @@ const SESSION_COLUMNS = [
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
 type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
+type Unwritten = Exclude<SessionColumn, keyof SessionRow & keyof ReturnType<typeof sessionRow>>;
 const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;
+const everyListedColumnWritten: [Unwritten] extends [never] ? true : Unwritten = true;
 void everyColumnListed;
+void everyListedColumnWritten;
 const SESSION_COLUMNS_SQL = SESSION_COLUMNS.join(', ');
 /** GET /v1/checkout-sessions/{id}, on every read: run directly and prepared (runStatement). */
 const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = $1 AND id = $2 LIMIT 1`;

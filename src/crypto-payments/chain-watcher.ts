@@ -39,12 +39,16 @@ export class CursorLeaseLost extends Error {
 }
 
 /**
- * A pass's hold on a chain's cursor. The pass calls keep() at its checkpoints (between RPC calls);
- * once a third of the lease has gone by since the last renewal, keep() extends it, so a live pass
- * always has two thirds of a lease in hand, while a dead one's lease lapses within one lease.
+ * A pass's hold on a chain's cursor, renewed two ways: by a timer every third of the lease while
+ * the pass runs (so one slow RPC call, up to the client's timeout and retry, does not lose the
+ * chain), and at the pass's checkpoints once a third has gone by on the injectable clock. keep()
+ * at a checkpoint throws CursorLeaseLost once a renewal found another owner. A dead worker's lease
+ * lapses within one lease.
  */
 class CursorLease {
   private renewedAt: number;
+  private lost = false;
+  private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly repo: CryptoRepository,
@@ -53,16 +57,32 @@ class CursorLease {
     private readonly clock: Clock,
     private readonly leaseMs: number,
     leasedAt: Date,
+    logger: Logger,
   ) {
     this.renewedAt = leasedAt.getTime();
+    this.timer = setInterval(() => {
+      // A failed renewal (database unreachable) is not a lost lease: the pass finds out itself.
+      this.renew().catch((err: unknown) => logger.warn({ err, chainId }, 'crypto chain watcher could not renew its cursor lease'));
+    }, Math.max(1000, Math.floor(leaseMs / 3)));
+    this.timer.unref();
   }
 
-  /** Throws CursorLeaseLost when the lease lapsed or was taken over: nothing after it may run. */
+  /** Throws CursorLeaseLost when another worker took the cursor over: nothing after it may run. */
   async keep(): Promise<void> {
+    if (!this.lost && this.clock.now().getTime() - this.renewedAt > this.leaseMs / 3) await this.renew();
+    if (this.lost) throw new CursorLeaseLost(this.chainId);
+  }
+
+  /** Stops the timer (the pass is over: the cursor is released or lost). */
+  end(): void {
+    clearInterval(this.timer);
+  }
+
+  private async renew(): Promise<void> {
+    if (this.lost) return;
     const now = this.clock.now();
-    if (now.getTime() - this.renewedAt <= this.leaseMs / 3) return;
-    if (!(await this.repo.renewCursorLease(this.chainId, this.owner, now, new Date(now.getTime() + this.leaseMs)))) throw new CursorLeaseLost(this.chainId);
-    this.renewedAt = now.getTime();
+    if (await this.repo.renewCursorLease(this.chainId, this.owner, new Date(now.getTime() + this.leaseMs))) this.renewedAt = now.getTime();
+    else this.lost = true;
   }
 }
 
@@ -121,7 +141,7 @@ export class ChainWatcher {
     const leaseMs = this.config.watcherLeaseSeconds * 1000;
     const cursor = await repo.leaseCursor(chain.chainId, this.owner, now, new Date(now.getTime() + leaseMs));
     if (!cursor) return false; // another worker has this chain
-    const lease = new CursorLease(repo, chain.chainId, this.owner, this.clock, leaseMs, now);
+    const lease = new CursorLease(repo, chain.chainId, this.owner, this.clock, leaseMs, now, this.logger);
     try {
       const client = this.client(chain);
       const head = Number(await client.blockNumber());
@@ -161,6 +181,7 @@ export class ChainWatcher {
       this.logger.warn({ chainId: chain.chainId, leaseSeconds: this.config.watcherLeaseSeconds }, 'crypto chain watcher lost its cursor lease mid-pass; pass stopped');
       return false;
     } finally {
+      lease.end();
       await repo.releaseCursor(chain.chainId, this.owner);
     }
   }

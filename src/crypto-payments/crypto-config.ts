@@ -169,9 +169,9 @@ export function parseCryptoConfig(env: Env): CryptoConfig {
     matchToleranceBps: int(env, 'CRYPTO_MATCH_TOLERANCE_BPS', 1_000, 0, 5_000),
     clockSkewSeconds: int(env, 'CRYPTO_CLOCK_SKEW_SECONDS', 600, 0, 86_400),
     pollIntervalMs: int(env, 'CRYPTO_POLL_INTERVAL_MS', 4_000, 100, 3_600_000),
-    // Renewals happen between RPC calls, so one call slower than two thirds of the lease can make
-    // it lapse and cost the pass its chain: 30 s rides out the RPC client's 15 s timeout, and the
-    // 10 s floor keeps a merely sluggish node from doing so. Longer only delays a crashed worker's chains.
+    // A running pass renews its lease on a timer (every third), so the length only bounds how long
+    // a crashed worker keeps its chains from the others; below 10 s a slow database round trip
+    // during a renewal could let it lapse under a live pass.
     watcherLeaseSeconds: int(env, 'CRYPTO_WATCHER_LEASE_SECONDS', 30, 10, 3_600),
   };
 }

@@ -98,10 +98,10 @@ export interface CryptoRepository {
   /** Leases the chain's cursor to `owner` until `until` unless another live lease holds it. */
   leaseCursor(chainId: number, owner: string, now: Date, until: Date): Promise<ChainCursor | undefined>;
   /**
-   * Extends `owner`'s lease to `until` only while it still holds a live one (compare-and-set):
-   * false when it lapsed or another worker took the cursor over.
+   * Extends `owner`'s lease to `until` while `owner` still holds it (compare-and-set on the owner):
+   * false once another worker took the cursor over.
    */
-  renewCursorLease(chainId: number, owner: string, now: Date, until: Date): Promise<boolean>;
+  renewCursorLease(chainId: number, owner: string, until: Date): Promise<boolean>;
   /** Moves the cursor only while `owner` holds its lease; false when another worker took it over. */
   saveCursor(chainId: number, owner: string, nextBlock: number, lastBlockHash: string, now: Date): Promise<boolean>;
   releaseCursor(chainId: number, owner: string): Promise<void>;
@@ -407,13 +407,12 @@ export class KnexCryptoRepository implements CryptoRepository {
     return row ? { chainId: Number(row.chain_id), nextBlock: row.next_block === null ? null : Number(row.next_block), lastBlockHash: row.last_block_hash } : undefined;
   }
 
-  async renewCursorLease(chainId: number, owner: string, now: Date, until: Date): Promise<boolean> {
-    // A lapsed lease is not revived even when nobody has taken it yet: once it lapsed, the chain
-    // was free to any worker, so a pass that stalled that long gives up rather than race one.
-    const renewed = await this.db('crypto_chain_cursors')
-      .where({ chain_id: chainId, lease_owner: owner })
-      .andWhere('leased_until', '>', now)
-      .update({ leased_until: until });
+  async renewCursorLease(chainId: number, owner: string, until: Date): Promise<boolean> {
+    // A compare-and-set on the owner alone: a worker taking a lapsed lease over sets itself as
+    // owner in one statement (row lock, re-checked after the wait), so the old holder's renewal
+    // either lands first (and the lease is live again) or finds another owner. A lapsed lease
+    // nobody took is still the holder's to renew: nothing happened to the chain meanwhile.
+    const renewed = await this.db('crypto_chain_cursors').where({ chain_id: chainId, lease_owner: owner }).update({ leased_until: until });
     return renewed === 1;
   }
 

@@ -82,6 +82,9 @@ interface PooledConnection {
  * handle it runs on the transaction's connection (knex hands that one out and keeps it).
  */
 export async function runStatement<R>(db: Db, text: string, values: unknown[]): Promise<R[]> {
+  // knex keeps handing out a finished transaction's connection, which is back in the pool by then
+  // (perhaps inside another transaction): refuse, as knex's own queries on it do.
+  if ((db as Knex.Transaction).isCompleted?.()) throw new Error('Transaction query already complete');
   const client = db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
   const connection = await client.acquireConnection();
   try {

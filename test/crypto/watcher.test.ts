@@ -563,17 +563,55 @@ describe('cursor lease', () => {
     }
   });
 
-  it('renewing is a compare-and-set: only the holder of a live lease extends it', async () => {
+  it('a single slow RPC call does not lose the chain: a timer renews the lease while the pass waits', async () => {
+    await runWatcher();
+    const session = await usdcSession(17_000_000);
+    const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
+    await chain.mine(CONFIRMATIONS);
+    const chainConfig = ctx.config.crypto.chains[0]!;
+    const config = { ...ctx.config.crypto, watcherLeaseSeconds: 10 };
+    const intruderCalls: string[] = [];
+    const intruder = new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, config, ctx.clock, createLogger({ level: 'silent' }), hookedClient((m) => void intruderCalls.push(m)));
+    let stalled = false;
+    let intruderScanned: boolean | undefined;
+    const slow = new ChainWatcher(
+      new KnexCommerceUnitOfWork(ctx.testDb.database.db),
+      ctx.services.orders,
+      config,
+      ctx.clock,
+      createLogger({ level: 'silent' }),
+      hookedClient(async (method) => {
+        if (method !== 'transferLogs' || stalled) return;
+        stalled = true;
+        // One eth_getLogs answer takes 9 s of the watcher's clock (no checkpoint in between) and
+        // 4 s of real time, long enough for the renewal timer (every 3.3 s) to fire.
+        ctx.clock.advance(9_000);
+        await new Promise((resolve) => setTimeout(resolve, 4_000));
+        ctx.clock.advance(3_000); // 12 s in all: past the lease the pass took at its start
+        intruderScanned = await intruder.pass(chainConfig);
+      }),
+    );
+    await slow.pass(chainConfig);
+    expect(stalled).toBe(true);
+    expect(intruderScanned).toBe(false);
+    expect(intruderCalls).toEqual([]);
+    expect(await transfersOf(tx)).toHaveLength(1);
+    expect((await cursorRow()).lease_owner).toBeNull();
+  }, 20_000);
+
+  it('renewing is a compare-and-set on the owner: only the holder extends it, and only until another worker takes it over', async () => {
     const repo = new KnexCommerceUnitOfWork(ctx.testDb.database.db).stores.crypto;
     const at = (ms: number) => new Date(ctx.clock.now().getTime() + ms);
     expect(await repo.leaseCursor(chain.chainId, 'worker-x', at(0), at(30_000))).toBeDefined();
-    expect(await repo.renewCursorLease(chain.chainId, 'worker-y', at(1_000), at(31_000))).toBe(false);
-    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(10_000), at(40_000))).toBe(true);
-    // Lapsed (at 40 s): not revived, even though nobody has taken it yet.
-    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(40_000), at(70_000))).toBe(false);
-    expect(await repo.leaseCursor(chain.chainId, 'worker-y', at(40_000), at(70_000))).toBeDefined();
-    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(41_000), at(71_000))).toBe(false);
-    expect(await repo.saveCursor(chain.chainId, 'worker-x', 1, '0x00', at(41_000))).toBe(false);
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-y', at(31_000))).toBe(false);
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(40_000))).toBe(true);
+    // Lapsed at 40 s but nobody took it: still the holder's to renew.
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(75_000))).toBe(true);
+    expect(await repo.leaseCursor(chain.chainId, 'worker-y', at(50_000), at(80_000))).toBeUndefined();
+    // Lapsed at 75 s and taken over: the old holder can neither renew nor save.
+    expect(await repo.leaseCursor(chain.chainId, 'worker-y', at(76_000), at(106_000))).toBeDefined();
+    expect(await repo.renewCursorLease(chain.chainId, 'worker-x', at(107_000))).toBe(false);
+    expect(await repo.saveCursor(chain.chainId, 'worker-x', 1, '0x00', at(77_000))).toBe(false);
     await repo.releaseCursor(chain.chainId, 'worker-y');
     expect((await cursorRow()).lease_owner).toBeNull();
   });

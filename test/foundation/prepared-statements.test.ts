@@ -72,6 +72,14 @@ describe('prepared statements', () => {
     expect(await runStatement(single.db, 'SELECT name FROM organizations WHERE id = $1', [org.id])).toEqual([{ name: 'Prepared' }]);
   });
 
+  it('refuse a finished transaction (its connection is back in the pool)', async () => {
+    let finished: Parameters<Parameters<typeof single.db.transaction>[0]>[0] | undefined;
+    await single.db.transaction(async (trx) => {
+      finished = trx;
+    });
+    await expect(runStatement(finished!, 'SELECT 1 AS one', [])).rejects.toThrow(/Transaction query already complete/);
+  });
+
   it.runIf(!!process.env.TEST_DATABASE_URL)('are named on PostgreSQL, only when marked', async () => {
     await single.db.raw('SELECT ?::int AS marked', [1]).options(PREPARED);
     await single.db.raw('SELECT ?::int AS unmarked', [1]);
