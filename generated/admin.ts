@@ -695,6 +695,11 @@ export interface paths {
          * @description Deliveries (one per event and endpoint, plus redeliveries and test events), newest first,
          *     each with every attempt: HTTP status (null when no response arrived), duration, the first
          *     2 KiB of the response body and the error. Filter by `event` (the `webhook-id`).
+         *     History is kept for `WEBHOOK_RETENTION_DAYS` (default 30): a worker then deletes an event
+         *     whose deliveries are all final (succeeded or failed) with its deliveries and attempts,
+         *     after which they are no longer listed, `GET /v1/webhook-deliveries/{id}` and its
+         *     redelivery are `404`, and the event feed no longer returns it. An event with a pending
+         *     delivery is kept.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;

@@ -57,7 +57,6 @@ export const invalidTrace = (message: string, details: ErrorDetails): AppError =
 const ALL_ZERO = /^0+$/;
 const MAX_NAME = 200;
 
-/** RFC 3339 text → epoch ms (truncated to the millisecond), or NaN. */
 /**
  * Times outside 1970-01-01T00:00:00Z … 9999-12-31T23:59:59.999Z are refused: OTLP times are
  * unsigned nanoseconds since 1970, and past year 9999 an ISO string needs the extended ±YYYYYY
@@ -67,6 +66,7 @@ const MAX_TIMESTAMP_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 export const TIMESTAMP_RANGE_MESSAGE = 'is outside the supported range 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z';
 export const inTimestampRange = (ms: number): boolean => ms >= 0 && ms <= MAX_TIMESTAMP_MS;
 
+/** RFC 3339 text → epoch ms (truncated to the millisecond), or NaN. */
 export function parseTimestamp(text: string): number {
   // Date.parse accepts RFC 3339 with any fraction length but not a lowercase T/Z separator.
   return Date.parse(text.length > 10 && (text[10] === 't' || /z$/.test(text)) ? text.toUpperCase() : text);

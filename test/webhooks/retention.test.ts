@@ -43,6 +43,8 @@ describe('webhook history retention', () => {
     const oldPending = await eventIn('pending');
     ctx.clock.advance(30 * 86_400_000 + 60_000);
     const recent = await eventIn('succeeded');
+    const [pruned] = await db()('webhook_deliveries').where({ event_id: oldSucceeded }).pluck('id');
+    expect((await ctx.admin.get(`/v1/webhook-deliveries/${pruned}`)).status).toBe(200);
 
     expect(await ctx.services.webhooks.pruneSettledEvents(ctx.config.webhookRetentionDays)).toBe(false);
 
@@ -50,6 +52,19 @@ describe('webhook history retention', () => {
     expect(await rowsOf(oldFailed)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
     expect(await rowsOf(oldPending)).toEqual({ events: 1, deliveries: 1, attempts: 1 });
     expect(await rowsOf(recent)).toEqual({ events: 1, deliveries: 1, attempts: 1 });
+
+    // As admin.yaml documents: a pruned delivery is 404, redelivery too, and no longer listed.
+    const gone = await ctx.admin.get(`/v1/webhook-deliveries/${pruned}`);
+    expect(gone.status).toBe(404);
+    expect(gone.body.error.code).toBe('NOT_FOUND');
+    const redeliver = await ctx.admin.post(`/v1/webhook-deliveries/${pruned}/redeliver`);
+    expect(redeliver.status).toBe(404);
+    expect(redeliver.body.error.code).toBe('NOT_FOUND');
+    const listed = await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/webhook-deliveries?event=${oldSucceeded}`);
+    expect(listed.status).toBe(200);
+    expect(JSON.stringify(listed.body.data)).not.toContain(pruned);
+    const kept = await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/webhook-deliveries?event=${oldPending}`);
+    expect(JSON.stringify(kept.body.data)).toContain(oldPending);
   });
 
   it('works in batches: a full batch says more may be waiting', async () => {
