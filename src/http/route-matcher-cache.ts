@@ -18,6 +18,19 @@ type PathToRegexp = (path: string, options?: Record<string, unknown>) => unknown
 const MEMOIZED = Symbol.for('kassa.memoizedPathToRegexp');
 let installed = false;
 
+/**
+ * The validator passes `{ sensitive, strict }` booleans, up to 30 times per request: those get a
+ * two-character key (JSON.stringify cost ≈ 1 µs a call); any other options their JSON text.
+ */
+function optionsKey(options: Record<string, unknown> | undefined): string {
+  if (options === undefined) return '{}';
+  const keys = Object.keys(options);
+  if (keys.length === 2 && typeof options.sensitive === 'boolean' && typeof options.strict === 'boolean') {
+    return `${options.sensitive ? 'S' : 's'}${options.strict ? 'T' : 't'}`;
+  }
+  return JSON.stringify(options);
+}
+
 export function installRouteMatcherCache(): void {
   if (installed) return;
   installed = true;
@@ -28,7 +41,7 @@ export function installRouteMatcherCache(): void {
   const cache = new Map<string, unknown>();
   const memoized = ((path: string, options?: Parameters<PathToRegexp>[1]) => {
     if (typeof path !== 'string') return original(path, options);
-    const key = `${JSON.stringify(options ?? {})} ${path}`;
+    const key = `${optionsKey(options)} ${path}`;
     let compiled = cache.get(key);
     if (compiled === undefined) {
       compiled = original(path, options);
