@@ -36,3 +36,30 @@ describe('migrations', () => {
     expect([...names].sort()).toEqual(names);
   });
 });
+
+describe('npm run migrate (scripts/migrate.ts)', () => {
+  it('migrates an empty embedded database, then finds nothing left to do', async () => {
+    const { execFile } = await import('node:child_process');
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const path = await import('node:path');
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'kassa-migrate-'));
+    const run = () =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = execFile(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], { env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '' } }, (_err, stdout, stderr) =>
+          resolve({ code: child.exitCode, stdout, stderr }),
+        );
+      });
+    try {
+      const first = await run();
+      expect(first.stderr).toBe('');
+      expect(first.code).toBe(0);
+      expect(first.stdout).toMatch(new RegExp(`^Applied ${(await migrationSource.getMigrations([])).length} migration\\(s\\) \\(embedded database in `));
+      const second = await run();
+      expect(second.code).toBe(0);
+      expect(second.stdout).toMatch(/^Already at the latest migration/);
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

@@ -1,0 +1,29 @@
+/**
+ * `npm run migrate`: brings the database up to the latest migration and exits, for a release that
+ * migrates before it rolls out new processes (every process also migrates at start, under the
+ * same advisory lock, so running this first is optional). Reads DATABASE_URL, or DATA_DIR for
+ * the embedded database, as the service does.
+ */
+import path from 'node:path';
+import { loadConfig } from '../src/config.js';
+import { migrateLatest, openDatabase } from '../src/db/knex.js';
+import { migrationSource } from '../src/db/migrations/index.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig(process.env, []);
+  const database = await openDatabase(
+    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: 2 } : { dataDir: path.join(config.dataDir, 'pgdata') },
+  );
+  try {
+    const [, pending] = (await database.db.migrate.list({ migrationSource })) as [unknown[], unknown[]];
+    await migrateLatest(database.db);
+    process.stdout.write(`${pending.length === 0 ? 'Already at the latest migration' : `Applied ${pending.length} migration(s)`} (${database.kind === 'postgres' ? 'PostgreSQL' : `embedded database in ${config.dataDir}`})\n`);
+  } finally {
+    await database.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`migrate failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
