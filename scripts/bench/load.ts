@@ -27,10 +27,13 @@ export interface LoadResult {
   non2xx: number;
   errors: number;
   timeouts: number;
+  /** CPU time of this load generator per request (ms): it shares the machine with the server. */
+  cpuMsPerRequest: number;
 }
 
 const scenario = JSON.parse(process.argv[2] ?? '{}') as LoadScenario;
 let next = 0;
+const cpuAtStart = process.cpuUsage();
 const instance = autocannon(
   {
     url: scenario.url,
@@ -64,6 +67,10 @@ const instance = autocannon(
       non2xx: result.non2xx,
       errors: result.errors,
       timeouts: result.timeouts,
+      cpuMsPerRequest: (() => {
+        const used = process.cpuUsage(cpuAtStart);
+        return (used.user + used.system) / 1000 / Math.max(1, result.requests.total);
+      })(),
     };
     process.stdout.write(`${JSON.stringify(out)}\n`);
   },
