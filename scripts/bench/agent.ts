@@ -200,12 +200,18 @@ function floor(rounds: number): number {
   return best;
 }
 
-function floorRound(seconds: number): number {
+/** A request signature as the server verifies it: cached public key, payload, DER signature. */
+function signedRequestFixture() {
   const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const agent = { publicKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), privateKey };
   const key = p256PublicKey(agent.publicKey)!;
   const payload = requestPayload('POST', SIGN_TYPED_DATA_PATH, '1763800000');
   const signature = Buffer.from(signAgentRequest(agent, 'POST', SIGN_TYPED_DATA_PATH, 1763800000)['X-Agent-Signature'], 'base64');
+  return { key, payload, signature };
+}
+
+function floorRound(seconds: number): number {
+  const { key, payload, signature } = signedRequestFixture();
   const walletKey = randomBytes(32);
   const digests = Array.from({ length: 256 }, () => randomBytes(32));
   let ops = 0;
@@ -220,11 +226,7 @@ function floorRound(seconds: number): number {
 
 /** One P-256 verification alone, the same way (best of `rounds` one-second rounds): ops/s. */
 function verifyAlone(rounds: number): number {
-  const { publicKey, privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const agent = { publicKey: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), privateKey };
-  const key = p256PublicKey(agent.publicKey)!;
-  const payload = requestPayload('POST', SIGN_TYPED_DATA_PATH, '1763800000');
-  const signature = Buffer.from(signAgentRequest(agent, 'POST', SIGN_TYPED_DATA_PATH, 1763800000)['X-Agent-Signature'], 'base64');
+  const { key, payload, signature } = signedRequestFixture();
   let best = 0;
   for (let round = 0; round < rounds; round++) {
     let ops = 0;
