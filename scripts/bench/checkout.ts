@@ -13,8 +13,8 @@
  * server, of PostgreSQL (from /proc, when it runs on this machine) and of the load generator, the
  * create/floor ratio (median of the rounds'), and for 64 connections what Little's law and the
  * CPU per create allow on this machine, and creation's latency when held to half its saturated
- * rate (an open loop over the same 64 connections). Targets: create ≥ 50 % of the floor's throughput and
- * p99 ≤ 50 ms at 64 connections.
+ * rate (an open loop over the same 64 connections). Targets: create ≥ 50 % of the floor's
+ * throughput and p99 ≤ 50 ms at 64 connections.
  *
  * BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_DURATION
  * (seconds per route and connection count, split over the rounds; default 12), BENCH_ROUNDS,
