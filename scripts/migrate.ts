@@ -7,7 +7,6 @@
 import path from 'node:path';
 import { loadConfig } from '../src/config.js';
 import { migrateLatest, openDatabase } from '../src/db/knex.js';
-import { migrationSource } from '../src/db/migrations/index.js';
 
 async function main(): Promise<void> {
   const config = loadConfig(process.env, []);
@@ -15,9 +14,8 @@ async function main(): Promise<void> {
     config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: 2 } : { dataDir: path.join(config.dataDir, 'pgdata') },
   );
   try {
-    const [, pending] = (await database.db.migrate.list({ migrationSource })) as [unknown[], unknown[]];
-    await migrateLatest(database.db);
-    process.stdout.write(`${pending.length === 0 ? 'Already at the latest migration' : `Applied ${pending.length} migration(s)`} (${database.kind === 'postgres' ? 'PostgreSQL' : `embedded database in ${config.dataDir}`})\n`);
+    const applied = await migrateLatest(database.db);
+    process.stdout.write(`${applied === 0 ? 'Already at the latest migration' : `Applied ${applied} migration(s)`} (${database.kind === 'postgres' ? 'PostgreSQL' : `embedded database in ${config.dataDir}`})\n`);
   } finally {
     await database.close();
   }

@@ -176,18 +176,17 @@ async function drainPool(db: Db, timeoutMs: number): Promise<void> {
 /** Key of the advisory lock that serializes the migrations of processes starting together. */
 const MIGRATION_LOCK_KEY = 0x4b617373; // "Kass"
 
-export async function migrateLatest(db: Db): Promise<void> {
-  if (!isPostgres(db)) {
-    await db.migrate.latest({ migrationSource });
-    return;
-  }
+/** Applies the pending migrations; returns how many this call applied. */
+export async function migrateLatest(db: Db): Promise<number> {
+  const applied = ([, names]: [number, string[]]) => names.length;
+  if (!isPostgres(db)) return applied(await db.migrate.latest({ migrationSource }));
   // Several processes (API and workers) may start at once on a fresh database; knex's own lock
   // row fails the losers instead of making them wait, and the first `CREATE TABLE knex_migrations`
   // races. The transaction-scoped advisory lock queues them: the first migrates, the others find
   // nothing left to do. The lock is held on one pooled connection while knex uses another.
-  await db.transaction(async (trx) => {
+  return db.transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(?)', [MIGRATION_LOCK_KEY]);
-    await db.migrate.latest({ migrationSource });
+    return applied(await db.migrate.latest({ migrationSource }));
   });
 }
 
