@@ -168,7 +168,13 @@ export interface CheckoutSessionRepository {
   /** Locks the session row for the rest of the transaction (payment results and expiry serialize on it). */
   findForUpdate(id: string): Promise<CheckoutSession | undefined>;
   findByPageToken(token: string): Promise<CheckoutSession | undefined>;
-  update(session: CheckoutSession): Promise<void>;
+  /**
+   * Writes the session's changeable columns (status, customer, lastError) only while its stored
+   * status is still `expected`: false, with nothing written, when another writer moved it on.
+   */
+  update(session: CheckoutSession, expected: SessionStatus): Promise<boolean>;
+  /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
+  recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
   expireDue(now: Date, limit: number): Promise<number>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
@@ -249,14 +255,20 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return row ? toSession(row) : undefined;
   }
 
-  async update(s: CheckoutSession): Promise<void> {
-    await this.db('checkout_sessions').where({ id: s.id }).update({
+  async update(s: CheckoutSession, expected: SessionStatus): Promise<boolean> {
+    const written = await this.db('checkout_sessions').where({ id: s.id, status: expected }).update({
       status: s.status,
       customer_id: s.customerId,
       customer_email: s.customerEmail,
       last_error: json(s.lastError),
       updated_at: s.updatedAt,
     });
+    return written === 1;
+  }
+
+  async recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean> {
+    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED' }).update({ last_error: json(failure), updated_at: at });
+    return written === 1;
   }
 
   async expireDue(now: Date, limit: number): Promise<number> {

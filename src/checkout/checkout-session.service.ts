@@ -13,7 +13,7 @@ import { AppError, conflict, forbidden, notFound, validationError } from '../htt
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
-import type { CommerceUnitOfWork } from '../orders/stores.js';
+import { assertWritten, type CommerceUnitOfWork } from '../orders/stores.js';
 import type { OrderService } from '../orders/order.service.js';
 import type { Order } from '../orders/order.repository.js';
 import type { CardDetails, CardProcessor } from './card-processor.js';
@@ -268,7 +268,7 @@ export class CheckoutSessionService {
       const locked = (await tx.sessions.findForUpdate(session.id))!;
       if (locked.status !== 'CREATED') return locked;
       const expired = { ...locked, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
-      await tx.sessions.update(expired);
+      assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
       return expired;
     });
   }
@@ -282,7 +282,7 @@ export class CheckoutSessionService {
       if (session.status === 'EXPIRED') return session;
       if (session.status !== 'CREATED') throw conflict(`A ${session.status} checkout session cannot be expired`);
       const expired = { ...session, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
-      await tx.sessions.update(expired);
+      assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
       return expired;
     });
   }
@@ -316,13 +316,13 @@ export class CheckoutSessionService {
     }
     const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: session.amount, currency: session.currency, card: input.card });
     if (result.status === 'declined') {
-      const failed = {
-        ...session,
-        lastError: { code: result.code, occurredAt: this.clock.now().toISOString(), operation: 'charge', requestId: result.requestId },
-        updatedAt: this.clock.now(),
-      };
-      await this.uow.stores.sessions.update(failed);
-      return { kind: 'declined', session: failed, message: result.message };
+      const failure = { code: result.code, occurredAt: this.clock.now().toISOString(), operation: 'charge', requestId: result.requestId };
+      // Written only while the session is still open: a concurrent attempt may have paid it meanwhile.
+      if (!(await this.uow.stores.sessions.recordAttemptFailure(session.id, failure, this.clock.now()))) {
+        const current = (await this.findByPageToken(token))!;
+        return this.isPayable(current) ? { kind: 'declined', session: current, message: result.message } : { kind: 'not_payable', session: current };
+      }
+      return { kind: 'declined', session: { ...session, lastError: failure, updatedAt: this.clock.now() }, message: result.message };
     }
     if (result.status === 'already_accepted') {
       return { kind: 'processing', session: (await this.findByPageToken(token))! };

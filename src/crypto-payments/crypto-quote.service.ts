@@ -12,7 +12,7 @@
 import { getAddress, isAddress } from 'viem';
 import type { Clock } from '../kernel/clock.js';
 import { AppError, forbidden, notFound, validationError } from '../http/errors.js';
-import type { CommerceStores, CommerceUnitOfWork } from '../orders/stores.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../orders/stores.js';
 import type { CheckoutSession, PricingSnapshot } from '../checkout/checkout-session.repository.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
@@ -125,7 +125,8 @@ export class CryptoQuoteService {
       if (offset >= range) break;
       const amountUnits = quote.priceUnits + offset;
       if (await stores.crypto.reserveAmount(key, amountUnits, session.id, reservedUntil, now)) {
-        await stores.crypto.markQuoteIssued(session.id, amountUnits, now, reservedUntil);
+        // Issued under the session's row lock, so the quote cannot have been issued meanwhile.
+        assertWritten(await stores.crypto.markQuoteIssued(session.id, amountUnits, now, reservedUntil), 'crypto quote');
         return { ...quote, amountUnits, issuedAt: now, reservedUntil };
       }
     }
@@ -163,7 +164,7 @@ export class CryptoQuoteService {
       let current = session;
       if (!session.customerId && !session.customerEmail) {
         current = { ...session, customerEmail: email, updatedAt: this.clock.now() };
-        await stores.sessions.update(current);
+        assertWritten(await stores.sessions.update(current, session.status), 'checkout session');
       }
       return quote.amountUnits === null ? this.issue(stores, current, quote) : quote;
     });

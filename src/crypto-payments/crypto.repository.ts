@@ -74,7 +74,8 @@ export interface CryptoRepository {
   reservedAmounts(key: AmountKey, from: number, to: number, now: Date): Promise<Set<number>>;
   /** Takes the amount unless a live reservation holds it (an expired one is taken over). */
   reserveAmount(key: AmountKey, amountUnits: number, checkoutSessionId: string, reservedUntil: Date, now: Date): Promise<boolean>;
-  markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<void>;
+  /** Sets the reserved exact amount of a quote not issued yet; false when it already was. */
+  markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<boolean>;
   /** The quote of exactly this amount whose window [issuedAt - skew, reservedUntil] holds `at`. */
   findExactQuote(key: AmountKey, amountUnits: bigint, at: Date, skewMs: number): Promise<CryptoQuote | undefined>;
   /** Issued quotes in [min, max] whose window holds `at` and whose session has no order but a FAILED one. */
@@ -86,7 +87,8 @@ export interface CryptoRepository {
    * Writes the transfer. With `expectedStatus`, only if the stored status still is that one
    * (compare-and-set): false when another worker moved the transfer on since it was read.
    */
-  updateTransfer(transfer: CryptoTransfer, expectedStatus?: TransferStatus): Promise<boolean>;
+  /** Writes the transfer only while its stored status is still `expectedStatus`. */
+  updateTransfer(transfer: CryptoTransfer, expectedStatus: TransferStatus): Promise<boolean>;
   /** The transfer of this transaction that pays a session (one at most). */
   findPayingTransfer(chainId: number, txHash: string): Promise<CryptoTransfer | undefined>;
   /** Transfers still to follow: PENDING ones, and REMOVED ones changed after `removedSince` (re-inclusion). */
@@ -299,10 +301,12 @@ export class KnexCryptoRepository implements CryptoRepository {
     return (result.rows as unknown[]).length === 1;
   }
 
-  async markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<void> {
-    await this.db('crypto_quotes')
+  async markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<boolean> {
+    const written = await this.db('crypto_quotes')
       .where({ checkout_session_id: checkoutSessionId })
+      .whereNull('amount_units')
       .update({ amount_units: amountUnits, issued_at: issuedAt, reserved_until: reservedUntil });
+    return written === 1;
   }
 
   private quotesOn(key: AmountKey, at: Date, skewMs: number) {
@@ -341,11 +345,9 @@ export class KnexCryptoRepository implements CryptoRepository {
     return { transfer: toTransfer(row!), inserted: false };
   }
 
-  async updateTransfer(t: CryptoTransfer, expectedStatus?: TransferStatus): Promise<boolean> {
+  async updateTransfer(t: CryptoTransfer, expectedStatus: TransferStatus): Promise<boolean> {
     const { id, ...changes } = transferRow(t);
-    const query = this.db('crypto_transfers').where({ id });
-    if (expectedStatus) query.andWhere({ status: expectedStatus });
-    return (await query.update(changes)) === 1;
+    return (await this.db('crypto_transfers').where({ id, status: expectedStatus }).update(changes)) === 1;
   }
 
   async findPayingTransfer(chainId: number, txHash: string): Promise<CryptoTransfer | undefined> {

@@ -156,7 +156,8 @@ export interface OrderRepository {
   findForUpdate(id: string): Promise<Order | undefined>;
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
   findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
-  update(order: Order): Promise<void>;
+  /** Writes the order only while its stored status is still `expected`; false, with nothing written, otherwise. */
+  update(order: Order, expected: OrderStatus): Promise<boolean>;
   /** PAID, unrefunded one-time orders of catalog products, of these customers and/or this payer wallet. */
   listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]>;
   list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
@@ -189,11 +190,12 @@ export class KnexOrderRepository implements OrderRepository {
     return row ? toOrder(row) : undefined;
   }
 
-  async update(order: Order): Promise<void> {
+  async update(order: Order, expected: OrderStatus): Promise<boolean> {
     const { id, org_id, created_at, ...changes } = toRow(order);
-    await this.db('orders')
-      .where({ id, org_id })
+    const written = await this.db('orders')
+      .where({ id, org_id, status: expected })
       .update({ ...changes, merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+    return written === 1;
   }
 
   async listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]> {

@@ -6,7 +6,7 @@ import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { conflict, notFound, validationError } from '../http/errors.js';
 import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
-import type { CommerceStores, CommerceUnitOfWork } from './stores.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import type { Order, OrderFilter } from './order.repository.js';
 import type { Customer } from './customer.repository.js';
 import { presentWebhookOrder } from './order.presenter.js';
@@ -100,7 +100,7 @@ export class OrderService {
         paymentMethod: result.paymentMethod ?? null,
       });
       await stores.orders.insert(order);
-      await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now });
+      assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
       const linked = paid ? await this.afterPaid(stores, session, order, now) : order;
       await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
       return linked;
@@ -116,9 +116,9 @@ export class OrderService {
         next === 'PAID' && existing.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : existing.settledAvailableOn,
       updatedAt: now,
     };
-    await stores.orders.update(order);
+    assertWritten(await stores.orders.update(order, existing.status), 'order');
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
-    if (session.status !== sessionStatus) await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now });
+    if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
     const linked = next === 'PAID' ? await this.afterPaid(stores, session, order, now) : order;
     await stores.emit(
       { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
@@ -163,14 +163,17 @@ export class OrderService {
         let order: Order;
         if (existing) {
           order = { ...existing, ...attached, status: 'PENDING', updatedAt: now };
-          await stores.orders.update(order);
+          assertWritten(await stores.orders.update(order, existing.status), 'order');
         } else {
           order = orderForSession(session, customer, now, { status: 'PENDING', ...attached });
           await stores.orders.insert(order);
         }
         const open = session.status === 'CREATED' && session.expiresAt.getTime() > now.getTime();
         const sessionStatus = open ? 'COMPLETE' : session.status === 'CREATED' ? 'EXPIRED' : session.status;
-        await stores.sessions.update({ ...session, status: sessionStatus, customerId: customer.id, customerEmail: customer.email, updatedAt: now });
+        assertWritten(
+          await stores.sessions.update({ ...session, status: sessionStatus, customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status),
+          'checkout session',
+        );
         await emit(order, 'order.pending');
         return { outcome: 'applied', order };
       }
@@ -179,17 +182,17 @@ export class OrderService {
       if (result.event === 'confirmed') {
         const paid = result.valueUnits >= result.quotedUnits;
         const order: Order = { ...existing, status: paid ? 'PAID' : 'UNDERPAID', amountReceivedCents: result.valueUnits, updatedAt: now };
-        await stores.orders.update(order);
-        if (!paid && session.status === 'COMPLETE') await stores.sessions.update({ ...session, status: 'FAILED', updatedAt: now });
+        assertWritten(await stores.orders.update(order, 'PENDING'), 'order');
+        if (!paid && session.status === 'COMPLETE') assertWritten(await stores.sessions.update({ ...session, status: 'FAILED', updatedAt: now }, 'COMPLETE'), 'checkout session');
         await emit(order, paid ? 'order.paid' : 'order.failed');
         return { outcome: 'applied', order };
       }
       // removed: the transfer is no longer on the chain; the buyer can pay again while the session lives.
       const order: Order = { ...existing, status: 'FAILED', updatedAt: now };
-      await stores.orders.update(order);
+      assertWritten(await stores.orders.update(order, 'PENDING'), 'order');
       if (session.status === 'COMPLETE') {
         const reopened = session.expiresAt.getTime() > now.getTime() ? 'CREATED' : 'EXPIRED';
-        await stores.sessions.update({ ...session, status: reopened, updatedAt: now });
+        assertWritten(await stores.sessions.update({ ...session, status: reopened, updatedAt: now }, 'COMPLETE'), 'checkout session');
       }
       await emit(order, 'order.failed');
       return { outcome: 'applied', order };
@@ -213,7 +216,7 @@ export class OrderService {
         status: refunded === order.amountCents ? 'REFUNDED' : 'PAID',
         updatedAt: this.clock.now(),
       };
-      await stores.orders.update(updated);
+      assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
       return updated;
     });
   }

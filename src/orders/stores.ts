@@ -21,6 +21,15 @@ export interface CommerceStores {
   emit(event: OutboxEvent, now: Date): Promise<string>;
 }
 
+/**
+ * State changes are conditional writes (`… WHERE status = <the status they assume>`). Under the
+ * row's lock the condition always holds; a write that matched nothing means a path changed the
+ * row without taking its lock, and the transaction is rolled back rather than lose an update.
+ */
+export function assertWritten(written: boolean, what: string): void {
+  if (!written) throw new Error(`lost update refused: the ${what} was changed by a concurrent writer`);
+}
+
 export interface CommerceUnitOfWork {
   /** Stores outside any transaction (reads). */
   readonly stores: CommerceStores;

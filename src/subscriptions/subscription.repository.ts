@@ -143,7 +143,8 @@ const toRow = (s: Subscription): SubscriptionRow => ({
 
 export interface SubscriptionRepository {
   insert(subscription: Subscription): Promise<void>;
-  update(subscription: Subscription): Promise<void>;
+  /** Writes the subscription only while its stored status is still `expected`; false, with nothing written, otherwise. */
+  update(subscription: Subscription, expected: SubscriptionStatus): Promise<boolean>;
   find(orgId: string, id: string): Promise<Subscription | undefined>;
   findBySession(checkoutSessionId: string): Promise<Subscription | undefined>;
   findByManageToken(token: string): Promise<Subscription | undefined>;
@@ -165,9 +166,9 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     await this.db('subscriptions').insert(toRow(s));
   }
 
-  async update(s: Subscription): Promise<void> {
+  async update(s: Subscription, expected: SubscriptionStatus): Promise<boolean> {
     const { id, org_id, created_at, ...changes } = toRow(s);
-    await this.db('subscriptions').where({ id, org_id }).update(changes);
+    return (await this.db('subscriptions').where({ id, org_id, status: expected }).update(changes)) === 1;
   }
 
   async find(orgId: string, id: string): Promise<Subscription | undefined> {

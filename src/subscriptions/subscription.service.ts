@@ -8,7 +8,7 @@ import { newId, randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../http/errors.js';
 import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
 import type { CardProcessor } from '../checkout/card-processor.js';
-import type { CommerceStores, CommerceUnitOfWork } from '../orders/stores.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../orders/stores.js';
 import type { Order } from '../orders/order.repository.js';
 import { presentWebhookOrder } from '../orders/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
@@ -79,7 +79,7 @@ export class SubscriptionService {
     };
     await stores.subscriptions.insert(subscription);
     const linked: Order = { ...order, subscriptionId: subscription.id, billingPeriod: 0 };
-    await stores.orders.update(linked);
+    assertWritten(await stores.orders.update(linked, order.status), 'order');
     await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
     return linked;
   }
@@ -112,7 +112,7 @@ export class SubscriptionService {
 
   private async endAtPeriodEnd(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
     const ended: Subscription = { ...s, status: 'ENDED', endedAt: s.currentPeriodEnd, updatedAt: now };
-    await stores.subscriptions.update(ended);
+    assertWritten(await stores.subscriptions.update(ended, s.status), 'subscription');
     await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(ended) } }, now);
   }
 
@@ -130,7 +130,7 @@ export class SubscriptionService {
     let order: Order;
     if (existing) {
       order = { ...existing, status: paid ? 'PAID' : existing.status, processorPaymentId: paid ? charge.paymentId : existing.processorPaymentId, updatedAt: now };
-      if (paid) await stores.orders.update(order);
+      if (paid) assertWritten(await stores.orders.update(order, existing.status), 'order');
     } else {
       const initial = await stores.orders.find(s.orgId, s.initialOrderId);
       order = {
@@ -181,7 +181,7 @@ export class SubscriptionService {
         nextActionAt: currentPeriodEnd,
         updatedAt: now,
       };
-      await stores.subscriptions.update(renewed);
+      assertWritten(await stores.subscriptions.update(renewed, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(renewed) } }, now);
       return;
     }
@@ -190,11 +190,11 @@ export class SubscriptionService {
     const retryInDays = DUNNING_RETRY_DAYS[attempts - 1];
     if (retryInDays === undefined) {
       const expired: Subscription = { ...s, status: 'EXPIRED', failedAttempts: attempts, endedAt: now, updatedAt: now };
-      await stores.subscriptions.update(expired);
+      assertWritten(await stores.subscriptions.update(expired, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.expired', data: { subscription: presentWebhookSubscription(expired) } }, now);
       return;
     }
-    await stores.subscriptions.update({ ...s, failedAttempts: attempts, nextActionAt: new Date(s.currentPeriodEnd.getTime() + retryInDays * DAY_MS), updatedAt: now });
+    assertWritten(await stores.subscriptions.update({ ...s, failedAttempts: attempts, nextActionAt: new Date(s.currentPeriodEnd.getTime() + retryInDays * DAY_MS), updatedAt: now }, s.status), 'subscription');
   }
 
   private async change(orgId: string | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
@@ -213,12 +213,12 @@ export class SubscriptionService {
         if (s.status !== 'ACTIVE') throw conflict('Only an ACTIVE subscription can be canceled at period end; resume it or cancel it now');
         if (s.cancelAtPeriodEnd) return s;
         const scheduled: Subscription = { ...s, cancelAtPeriodEnd: true, canceledAt: now, nextActionAt: s.currentPeriodEnd, updatedAt: now };
-        await stores.subscriptions.update(scheduled);
+        assertWritten(await stores.subscriptions.update(scheduled, s.status), 'subscription');
         await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) } }, now);
         return scheduled;
       }
       const canceled: Subscription = { ...s, status: 'CANCELED', canceledAt: s.canceledAt ?? now, endedAt: now, updatedAt: now };
-      await stores.subscriptions.update(canceled);
+      assertWritten(await stores.subscriptions.update(canceled, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(canceled) } }, now);
       return canceled;
     });
@@ -236,7 +236,7 @@ export class SubscriptionService {
       if (s.status === 'PAUSED') return s;
       if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot be paused`);
       const paused: Subscription = { ...s, status: 'PAUSED', pausedAt: now, updatedAt: now };
-      await stores.subscriptions.update(paused);
+      assertWritten(await stores.subscriptions.update(paused, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(paused) } }, now);
       return paused;
     });
@@ -251,7 +251,7 @@ export class SubscriptionService {
       const resumed: Subscription = lapsed
         ? { ...s, status: 'ACTIVE', pausedAt: null, currentPeriodEnd: now, billingAnchor: now, anchorPeriod: s.periodNumber + 1, nextActionAt: now, failedAttempts: 0, updatedAt: now }
         : { ...s, status: 'ACTIVE', pausedAt: null, updatedAt: now };
-      await stores.subscriptions.update(resumed);
+      assertWritten(await stores.subscriptions.update(resumed, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(resumed) } }, now);
       return resumed;
     });
