@@ -52,5 +52,4 @@ describe('conditional state writes', () => {
     expect((await uow.stores.subscriptions.find(ctx.orgA.orgId, subscription.id))!.status).toBe('ACTIVE');
     expect(await uow.stores.subscriptions.update({ ...subscription, status: 'PAUSED', pausedAt: new Date() }, 'ACTIVE')).toBe(true);
   });
-
 });
