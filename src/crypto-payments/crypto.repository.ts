@@ -84,10 +84,9 @@ export interface CryptoRepository {
   /** Inserts the transfer unless (chain, tx, log index) is known; returns the stored row either way. */
   recordTransfer(transfer: CryptoTransfer): Promise<{ transfer: CryptoTransfer; inserted: boolean }>;
   /**
-   * Writes the transfer. With `expectedStatus`, only if the stored status still is that one
-   * (compare-and-set): false when another worker moved the transfer on since it was read.
+   * Writes the transfer only while its stored status is still `expectedStatus` (compare-and-set):
+   * false when another worker moved the transfer on since it was read.
    */
-  /** Writes the transfer only while its stored status is still `expectedStatus`. */
   updateTransfer(transfer: CryptoTransfer, expectedStatus: TransferStatus): Promise<boolean>;
   /** The transfer of this transaction that pays a session (one at most). */
   findPayingTransfer(chainId: number, txHash: string): Promise<CryptoTransfer | undefined>;
