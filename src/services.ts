@@ -13,11 +13,20 @@ import { KnexWebhookRepository } from './webhooks/webhooks.repository.js';
 import { WebhookService } from './webhooks/webhooks.service.js';
 import { DeliveryWorker } from './webhooks/delivery.worker.js';
 import { UrlGuard } from './webhooks/url-guard.js';
-import { KnexCommerceUnitOfWork } from './orders/stores.js';
+import type { Knex } from 'knex';
+import { KnexUnitOfWork } from './db/unit-of-work.js';
+import type { CommerceStores, CommerceUnitOfWork } from './commerce/stores.js';
+import { PaymentFlow } from './commerce/payment-flow.js';
+import { enqueueWebhookEvent } from './webhooks/outbox.js';
+import { KnexCheckoutSessionRepository } from './checkout/checkout-session.repository.js';
+import { KnexCustomerRepository } from './orders/customer.repository.js';
+import { KnexOrderRepository } from './orders/order.repository.js';
+import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
+import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { OrderService } from './orders/order.service.js';
 import { CheckoutSessionService } from './checkout/checkout-session.service.js';
-import { SandboxCardProcessor } from './checkout/sandbox-processor.js';
-import { KnexSandboxPaymentRepository } from './checkout/sandbox.repository.js';
+import { SandboxCardProcessor } from './processors/sandbox-processor.js';
+import { KnexSandboxPaymentRepository } from './processors/sandbox.repository.js';
 import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
@@ -40,6 +49,8 @@ export interface Services {
   catalog: CatalogService;
   checkout: CheckoutSessionService;
   orders: OrderService;
+  /** The one flow that applies payment results of every rail. */
+  payments: PaymentFlow;
   sandboxProcessor: SandboxCardProcessor;
   telemetry: Telemetry;
   subscriptions: SubscriptionService;
@@ -50,29 +61,46 @@ export interface Services {
   chainWatcher: ChainWatcher;
 }
 
+/** The commerce stores of every domain, bound to the database or to one transaction. */
+export function createCommerceUnitOfWork(db: Knex): CommerceUnitOfWork {
+  return new KnexUnitOfWork<CommerceStores>(db, (executor, transaction) => ({
+    sessions: new KnexCheckoutSessionRepository(executor),
+    orders: new KnexOrderRepository(executor),
+    customers: new KnexCustomerRepository(executor),
+    subscriptions: new KnexSubscriptionRepository(executor),
+    quotes: new KnexCryptoRepository(executor),
+    emit: (event, now) => {
+      if (!transaction) throw new Error('webhook events are emitted inside the transaction of their state change');
+      return enqueueWebhookEvent(transaction, event, now);
+    },
+  }));
+}
+
 export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
   const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
   const webhookRepo = new KnexWebhookRepository(deps.db);
   const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
   const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
   const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
-  const uow = new KnexCommerceUnitOfWork(deps.db);
+  const uow = createCommerceUnitOfWork(deps.db);
+  const payments = new PaymentFlow(uow, deps.clock);
   const orders = new OrderService(uow, deps.clock);
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
   const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
-  orders.useSubscriptionStarter(subscriptions);
   const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
-  const cryptoQuotes = new CryptoQuoteService(uow, orgs, cryptoConfig, deps.clock);
+  const cryptoRepo = new KnexCryptoRepository(deps.db);
+  const cryptoQuotes = new CryptoQuoteService(uow, cryptoRepo, orgs, cryptoConfig, deps.clock);
   return {
     orgs,
     catalog,
     orders,
+    payments,
     sandboxProcessor,
     subscriptions,
     entitlements: new EntitlementService(uow, catalog),
-    checkout: new CheckoutSessionService(uow, orgs, catalog, orders, sandboxProcessor, deps.clock, cryptoQuotes),
+    checkout: new CheckoutSessionService(uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes),
     cryptoQuotes,
-    chainWatcher: new ChainWatcher(uow, orders, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
+    chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
     signingKeys,
     webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
     webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), {

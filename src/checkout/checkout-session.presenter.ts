@@ -1,7 +1,7 @@
 import type { components } from '../../generated/merchant.js';
 import { iso } from '../http/present.js';
-import type { Order } from '../orders/order.repository.js';
-import type { CheckoutSession } from './checkout-session.repository.js';
+import type { Order } from '../commerce/model.js';
+import type { CheckoutSession } from '../commerce/model.js';
 
 type ApiCheckoutSession = components['schemas']['CheckoutSession'];
 

@@ -1,67 +1,13 @@
 import type { Knex } from 'knex';
+import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
+import type { CheckoutSessionRepository } from '../commerce/stores.js';
 import { runStatement } from '../db/knex.js';
-import type { Rail } from '../orders/order.repository.js';
 
-export type SessionStatus = 'CREATED' | 'COMPLETE' | 'EXPIRED' | 'FAILED';
 
-/** What the session quotes, frozen at creation (later catalog edits never change it). */
-export interface PricingSnapshot {
-  amount: number;
-  billingInterval: 'DAY' | 'MONTH' | 'YEAR' | null;
-  billingIntervalCount: number;
-  currency: string;
-  flexibleAmount: boolean;
-  maxAmount: number | null;
-  minAmount: number | null;
-  pricingId: string | null;
-  pricingName: string;
-  pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
-}
 
-export interface ProductSnapshot {
-  description: string;
-  name: string;
-  productId: string | null;
-}
 
-export interface ProviderFailure {
-  code: string;
-  occurredAt: string;
-  operation: string;
-  requestId: string;
-}
 
-export interface CheckoutSession {
-  id: string;
-  orgId: string;
-  status: SessionStatus;
-  provider: Rail;
-  amount: number;
-  currency: string;
-  quantity: number;
-  pricing: PricingSnapshot;
-  product: ProductSnapshot;
-  customerId: string | null;
-  customerEmail: string | null;
-  merchantReference: string | null;
-  metadata: Record<string, string> | null;
-  successUrl: string | null;
-  cancelUrl: string | null;
-  paymentLinkId: string | null;
-  pageToken: string;
-  lastError: ProviderFailure | null;
-  expiresAt: Date;
-  createdAt: Date;
-  updatedAt: Date;
-}
 
-export interface IdempotencyRecord {
-  orgId: string;
-  key: string;
-  requestHash: string;
-  checkoutSessionId: string;
-  createdAt: Date;
-}
 
 interface SessionRow {
   id: string;
@@ -162,35 +108,6 @@ function sessionRow(s: CheckoutSession) {
   };
 }
 
-export interface CheckoutSessionRepository {
-  insert(session: CheckoutSession): Promise<void>;
-  find(orgId: string, id: string): Promise<CheckoutSession | undefined>;
-  /** Locks the session row for the rest of the transaction (payment results and expiry serialize on it). */
-  findForUpdate(id: string): Promise<CheckoutSession | undefined>;
-  findByPageToken(token: string): Promise<CheckoutSession | undefined>;
-  /**
-   * Writes the session's changeable columns (status, customer, lastError) only while its stored
-   * status is still `expected`: false, with nothing written, when another writer moved it on.
-   */
-  update(session: CheckoutSession, expected: SessionStatus): Promise<boolean>;
-  /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
-  recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
-  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
-  expireDue(now: Date, limit: number): Promise<number>;
-  findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
-  /**
-   * Inserts the record unless the key exists with a record created at or after `expiredBefore`
-   * (an older one is taken over); waits for a concurrent insert of the same key to settle.
-   */
-  insertIdempotencyRecord(record: IdempotencyRecord, expiredBefore: Date): Promise<boolean>;
-  /**
-   * The record and its session in one statement (atomic without an explicit transaction: one
-   * round trip instead of four). False, with nothing written, when the key already exists and has
-   * not expired; like insertIdempotencyRecord it takes over an expired key and waits for a
-   * concurrent insert of the same key to settle.
-   */
-  insertWithIdempotencyRecord(record: IdempotencyRecord, session: CheckoutSession, expiredBefore: Date): Promise<boolean>;
-}
 
 /**
  * Claims (org_id, key): a new key is inserted; a key whose record predates the 6th parameter

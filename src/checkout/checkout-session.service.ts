@@ -13,12 +13,12 @@ import { AppError, conflict, forbidden, notFound, validationError } from '../htt
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
-import { assertWritten, type CommerceUnitOfWork } from '../orders/stores.js';
-import type { OrderService } from '../orders/order.service.js';
-import type { Order } from '../orders/order.repository.js';
-import type { CardDetails, CardProcessor } from './card-processor.js';
+import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { Order } from '../commerce/model.js';
+import type { CardDetails, CardProcessor } from '../processors/card-processor.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
-import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from './checkout-session.repository.js';
+import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
 
@@ -42,7 +42,7 @@ export class CheckoutSessionService {
     private readonly uow: CommerceUnitOfWork,
     private readonly orgs: OrgService,
     private readonly catalog: CatalogService,
-    private readonly orders: OrderService,
+    private readonly payments: PaymentFlow,
     private readonly processor: CardProcessor,
     private readonly clock: Clock,
     /** The crypto rail (`provider: CRYPTO`); absent → crypto checkout is refused. */
@@ -293,7 +293,7 @@ export class CheckoutSessionService {
   }
 
   orderOf(session: CheckoutSession): Promise<Order | undefined> {
-    return this.orders.findBySession(session.id);
+    return this.uow.stores.orders.findBySession(session.id);
   }
 
   // ---- hosted page ----
@@ -327,7 +327,7 @@ export class CheckoutSessionService {
     if (result.status === 'already_accepted') {
       return { kind: 'processing', session: (await this.findByPageToken(token))! };
     }
-    const order = await this.orders.applyPaymentResult({
+    const order = await this.payments.applyPaymentResult({
       checkoutSessionId: session.id,
       outcome: result.status === 'succeeded' ? 'succeeded' : 'pending',
       processorPaymentId: result.paymentId,

@@ -1,6 +1,6 @@
 import type { MerchantHandlers } from '../http/handler-maps.js';
 import type { CheckoutSessionService } from './checkout-session.service.js';
-import type { CheckoutSession } from './checkout-session.repository.js';
+import type { CheckoutSession } from '../commerce/model.js';
 import { presentCheckoutSession } from './checkout-session.presenter.js';
 
 type CheckoutHandlers = Pick<MerchantHandlers, 'createCheckoutSession' | 'getCheckoutSession' | 'expireCheckoutSession'>;

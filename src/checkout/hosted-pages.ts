@@ -8,11 +8,11 @@ import express, { type Request, type Response, type Router } from 'express';
 import { AppError } from '../http/errors.js';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
-import type { CheckoutSession } from './checkout-session.repository.js';
+import type { CheckoutSession } from '../commerce/model.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
-import type { Order } from '../orders/order.repository.js';
+import type { Order } from '../commerce/model.js';
 import type { SubscriptionService } from '../subscriptions/subscription.service.js';
-import type { Subscription } from '../subscriptions/subscription.repository.js';
+import type { Subscription } from '../commerce/model.js';
 
 export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);

@@ -17,10 +17,10 @@ import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { randomToken } from '../kernel/ids.js';
 import type { Job } from '../worker.js';
-import type { CommerceUnitOfWork } from '../orders/stores.js';
-import type { OrderService } from '../orders/order.service.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { ChainConfig, CryptoConfig } from './crypto-config.js';
-import type { CryptoQuote, CryptoRepository, CryptoTransfer } from './crypto.repository.js';
+import type { CryptoQuote } from '../commerce/model.js';
+import type { CryptoRepository, CryptoTransfer } from './crypto.repository.js';
 import { ViemChainClient, type ChainClient, type TransferLog } from './chain-client.js';
 import { caip2 } from './crypto-quote.service.js';
 
@@ -91,8 +91,8 @@ export class ChainWatcher {
   private readonly clients = new Map<number, ChainClient>();
 
   constructor(
-    private readonly uow: CommerceUnitOfWork,
-    private readonly orders: OrderService,
+    private readonly store: CryptoRepository,
+    private readonly payments: PaymentFlow,
     private readonly config: CryptoConfig,
     private readonly clock: Clock,
     private readonly logger: Logger,
@@ -106,7 +106,7 @@ export class ChainWatcher {
   }
 
   private repo(): CryptoRepository {
-    return this.uow.stores.crypto;
+    return this.store;
   }
 
   private client(chain: ChainConfig): ChainClient {
@@ -291,7 +291,7 @@ export class ChainWatcher {
   private async apply(transfer: CryptoTransfer, event: 'seen' | 'confirmed' | 'removed'): Promise<void> {
     const statusBefore = transfer.status;
     const quote = (await this.repo().findQuote(transfer.checkoutSessionId!))!;
-    const result = await this.orders.applyCryptoTransfer({
+    const result = await this.payments.applyCryptoTransfer({
       checkoutSessionId: transfer.checkoutSessionId!,
       event,
       chain: caip2(transfer.chainId),

@@ -10,11 +10,12 @@ import { AppError } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
 import { HOSTED_PAGE_CSP, escapeHtml, layout, summary } from '../checkout/hosted-pages.js';
-import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
+import type { CheckoutSession } from '../commerce/model.js';
 import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
-import type { Order } from '../orders/order.repository.js';
+import type { Order } from '../commerce/model.js';
 import type { CryptoQuoteService } from './crypto-quote.service.js';
-import type { CryptoQuote, CryptoTransfer } from './crypto.repository.js';
+import type { CryptoQuote } from '../commerce/model.js';
+import type { CryptoTransfer } from './crypto.repository.js';
 import type { ChainConfig } from './crypto-config.js';
 
 const REFRESH_WAITING_S = 10;

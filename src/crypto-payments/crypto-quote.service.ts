@@ -12,11 +12,12 @@
 import { getAddress, isAddress } from 'viem';
 import type { Clock } from '../kernel/clock.js';
 import { AppError, forbidden, notFound, validationError } from '../http/errors.js';
-import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../orders/stores.js';
-import type { CheckoutSession, PricingSnapshot } from '../checkout/checkout-session.repository.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
+import type { CheckoutSession, PricingSnapshot } from '../commerce/model.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
-import type { CryptoQuote, CryptoTransfer, ReceivingWallet, TransferStatus } from './crypto.repository.js';
+import type { CryptoQuote } from '../commerce/model.js';
+import type { CryptoRepository, CryptoTransfer, ReceivingWallet, TransferStatus } from './crypto.repository.js';
 
 export const CRYPTO_EXPIRES_IN = { min: 60, max: 86400 };
 const ISSUE_ATTEMPTS = 5;
@@ -51,6 +52,8 @@ export const presentQuote = (quote: CryptoQuote): QuoteView => ({
 export class CryptoQuoteService {
   constructor(
     private readonly uow: CommerceUnitOfWork,
+    /** Wallets and transfers (reads and single-statement writes outside a checkout's transaction). */
+    private readonly repo: CryptoRepository,
     private readonly orgs: OrgService,
     readonly config: CryptoConfig,
     private readonly clock: Clock,
@@ -76,7 +79,7 @@ export class CryptoQuoteService {
    * None is an organization set-up problem: 403, like the card rail's account checks.
    */
   async prepare(orgId: string, symbol: 'USDC' | 'USDT'): Promise<PreparedQuote> {
-    const wallets = await this.uow.stores.crypto.listWallets(orgId);
+    const wallets = await this.repo.listWallets(orgId);
     for (const chain of this.config.chains) {
       const token = chain.tokens.find((t) => t.symbol === symbol);
       const wallet = wallets.find((w) => w.chainId === chain.chainId);
@@ -106,7 +109,7 @@ export class CryptoQuoteService {
       reservedUntil: null,
       createdAt: session.createdAt,
     };
-    await stores.crypto.insertQuote(quote);
+    await stores.quotes.insertQuote(quote);
     if (session.customerId || session.customerEmail) return this.issue(stores, session, quote);
     return quote;
   }
@@ -119,14 +122,14 @@ export class CryptoQuoteService {
     const range = this.config.amountOffsetRange;
     if (!Number.isSafeInteger(quote.priceUnits + range)) throw validationError('The amount is too large for crypto checkout');
     for (let attempt = 0; attempt < ISSUE_ATTEMPTS; attempt++) {
-      const taken = await stores.crypto.reservedAmounts(key, quote.priceUnits, quote.priceUnits + range, now);
+      const taken = await stores.quotes.reservedAmounts(key, quote.priceUnits, quote.priceUnits + range, now);
       let offset = 0;
       while (offset < range && taken.has(quote.priceUnits + offset)) offset++;
       if (offset >= range) break;
       const amountUnits = quote.priceUnits + offset;
-      if (await stores.crypto.reserveAmount(key, amountUnits, session.id, reservedUntil, now)) {
+      if (await stores.quotes.reserveAmount(key, amountUnits, session.id, reservedUntil, now)) {
         // Issued under the session's row lock, so the quote cannot have been issued meanwhile.
-        assertWritten(await stores.crypto.markQuoteIssued(session.id, amountUnits, now, reservedUntil), 'crypto quote');
+        assertWritten(await stores.quotes.markQuoteIssued(session.id, amountUnits, now, reservedUntil), 'crypto quote');
         return { ...quote, amountUnits, issuedAt: now, reservedUntil };
       }
     }
@@ -138,17 +141,17 @@ export class CryptoQuoteService {
   }
 
   quoteOf(checkoutSessionId: string): Promise<CryptoQuote | undefined> {
-    return this.uow.stores.crypto.findQuote(checkoutSessionId);
+    return this.repo.findQuote(checkoutSessionId);
   }
 
   /** The transfer most recently attached to the session (its confirmations, for the hosted page). */
   latestTransferOf(checkoutSessionId: string): Promise<CryptoTransfer | undefined> {
-    return this.uow.stores.crypto.latestTransferOfSession(checkoutSessionId);
+    return this.repo.latestTransferOfSession(checkoutSessionId);
   }
 
   /** Operator view of seen transfers (matched and ignored). */
   listTransfers(filter: { orgId?: string; chainId?: number; status?: TransferStatus }, page: number, size: number) {
-    return this.uow.stores.crypto.listTransfers(filter, { offset: (page - 1) * size, limit: size });
+    return this.repo.listTransfers(filter, { offset: (page - 1) * size, limit: size });
   }
 
   /**
@@ -159,7 +162,7 @@ export class CryptoQuoteService {
     return this.uow.transaction(async (stores) => {
       const session = await stores.sessions.findForUpdate(checkoutSessionId);
       if (!session) throw notFound('Checkout session');
-      const quote = await stores.crypto.findQuote(session.id);
+      const quote = await stores.quotes.findQuote(session.id);
       if (!quote || !isPayable(session)) return quote;
       let current = session;
       if (!session.customerId && !session.customerEmail) {
@@ -184,18 +187,18 @@ export class CryptoQuoteService {
     const checksummed = getAddress(address);
     if (/^0x0{40}$/.test(checksummed)) throw validationError('address must not be the zero address');
     const now = this.clock.now();
-    return this.uow.stores.crypto.upsertWallet({ orgId, chainId, address: checksummed, createdAt: now, updatedAt: now });
+    return this.repo.upsertWallet({ orgId, chainId, address: checksummed, createdAt: now, updatedAt: now });
   }
 
   async listWallets(orgId: string): Promise<ReceivingWallet[]> {
     await this.orgs.getOrganization(orgId);
-    return this.uow.stores.crypto.listWallets(orgId);
+    return this.repo.listWallets(orgId);
   }
 
   async removeWallet(orgId: string, chainId: number): Promise<ReceivingWallet> {
     await this.orgs.getOrganization(orgId);
-    const wallet = await this.uow.stores.crypto.findWallet(orgId, chainId);
-    if (!wallet || !(await this.uow.stores.crypto.deleteWallet(orgId, chainId))) throw notFound('Receiving wallet');
+    const wallet = await this.repo.findWallet(orgId, chainId);
+    if (!wallet || !(await this.repo.deleteWallet(orgId, chainId))) throw notFound('Receiving wallet');
     return wallet;
   }
 }

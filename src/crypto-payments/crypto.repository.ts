@@ -1,5 +1,7 @@
 /** Storage of the crypto rail: receiving wallets, quotes, amount reservations, seen transfers, chain cursors. */
 import type { Knex } from 'knex';
+import type { AmountKey, CryptoQuote } from '../commerce/model.js';
+import type { CryptoQuoteRepository } from '../commerce/stores.js';
 
 export interface ReceivingWallet {
   orgId: string;
@@ -10,21 +12,6 @@ export interface ReceivingWallet {
   updatedAt: Date;
 }
 
-export interface CryptoQuote {
-  checkoutSessionId: string;
-  orgId: string;
-  chainId: number;
-  tokenSymbol: 'USDC' | 'USDT';
-  tokenAddress: `0x${string}`;
-  recipient: `0x${string}`;
-  /** The session's amount (token units). */
-  priceUnits: number;
-  /** The exact amount to pay: price + a reserved offset; null until issued. */
-  amountUnits: number | null;
-  issuedAt: Date | null;
-  reservedUntil: Date | null;
-  createdAt: Date;
-}
 
 export type TransferStatus = 'PENDING' | 'CONFIRMED' | 'REMOVED' | 'IGNORED';
 
@@ -60,7 +47,7 @@ export interface ChainCursor {
   lastBlockHash: string | null;
 }
 
-export interface CryptoRepository {
+export interface CryptoRepository extends CryptoQuoteRepository {
   upsertWallet(wallet: ReceivingWallet): Promise<ReceivingWallet>;
   listWallets(orgId: string): Promise<ReceivingWallet[]>;
   findWallet(orgId: string, chainId: number): Promise<ReceivingWallet | undefined>;
@@ -68,14 +55,6 @@ export interface CryptoRepository {
   /** Receiving addresses to watch on a chain: every org's wallet, plus recipients of quotes still reserved (a replaced wallet still gets its late payments). */
   watchedAddresses(chainId: number, now: Date): Promise<`0x${string}`[]>;
 
-  insertQuote(quote: CryptoQuote): Promise<void>;
-  findQuote(checkoutSessionId: string): Promise<CryptoQuote | undefined>;
-  /** Amounts in [from, to) on this (chain, token, recipient) reserved beyond `now`. */
-  reservedAmounts(key: AmountKey, from: number, to: number, now: Date): Promise<Set<number>>;
-  /** Takes the amount unless a live reservation holds it (an expired one is taken over). */
-  reserveAmount(key: AmountKey, amountUnits: number, checkoutSessionId: string, reservedUntil: Date, now: Date): Promise<boolean>;
-  /** Sets the reserved exact amount of a quote not issued yet; false when it already was. */
-  markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<boolean>;
   /** The quote of exactly this amount whose window [issuedAt - skew, reservedUntil] holds `at`. */
   findExactQuote(key: AmountKey, amountUnits: bigint, at: Date, skewMs: number): Promise<CryptoQuote | undefined>;
   /** Issued quotes in [min, max] whose window holds `at` and whose session has no order but a FAILED one. */
@@ -108,11 +87,6 @@ export interface CryptoRepository {
   releaseCursor(chainId: number, owner: string): Promise<void>;
 }
 
-export interface AmountKey {
-  chainId: number;
-  tokenAddress: string;
-  recipient: string;
-}
 
 interface QuoteRow {
   checkout_session_id: string;

@@ -1,11 +1,7 @@
 import type { Knex } from 'knex';
+import type { Customer } from '../commerce/model.js';
+import type { CustomerRepository } from '../commerce/stores.js';
 
-export interface Customer {
-  id: string;
-  orgId: string;
-  email: string;
-  createdAt: Date;
-}
 
 interface CustomerRow {
   id: string;
@@ -16,15 +12,6 @@ interface CustomerRow {
 
 const toCustomer = (row: CustomerRow): Customer => ({ id: row.id, orgId: row.org_id, email: row.email, createdAt: new Date(row.created_at) });
 
-export interface CustomerRepository {
-  /** The organization's customer with this e-mail (any case), created when missing; race-safe. */
-  findOrCreateByEmail(candidate: Customer): Promise<Customer>;
-  find(orgId: string, id: string): Promise<Customer | undefined>;
-  findByEmail(orgId: string, email: string): Promise<Customer | undefined>;
-  /** Customers that have at least one order, newest first. */
-  listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }): Promise<{ records: Customer[]; total: number }>;
-  findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
-}
 
 export class KnexCustomerRepository implements CustomerRepository {
   constructor(private readonly db: Knex) {}

@@ -1,54 +1,9 @@
 import type { Knex } from 'knex';
+import type { Order, OrderFilter, OrderStatus, Rail } from '../commerce/model.js';
+import type { OrderRepository } from '../commerce/stores.js';
 
-export type OrderStatus = 'PENDING' | 'PAID' | 'FAILED' | 'REFUNDED' | 'UNDERPAID';
-export type Rail = 'STRIPE' | 'CRYPTO';
 
-export interface Order {
-  id: string;
-  orgId: string;
-  status: OrderStatus;
-  provider: Rail;
-  amountCents: number;
-  amountRefundedCents: number;
-  currency: string;
-  customerId: string;
-  customerEmail: string;
-  productId: string | null;
-  productName: string | null;
-  paymentLinkId: string | null;
-  checkoutSessionId: string | null;
-  subscriptionId: string | null;
-  originalOrderId: string | null;
-  merchantReference: string | null;
-  merchantMetadata: Record<string, string> | null;
-  note: string | null;
-  disputed: boolean;
-  settledAvailableOn: Date | null;
-  chain: string | null;
-  fromAddress: string | null;
-  txHash: string | null;
-  /** Crypto orders: token units the transfer carried (differs from amountCents on under/overpayment). */
-  amountReceivedCents?: number | null;
-  processorPaymentId: string | null;
-  /** The processor's reusable payment method (saved for subscription renewals). */
-  paymentMethod: string | null;
-  /** Billing period a subscription order pays: 0 at checkout, then 1, 2, … */
-  billingPeriod: number | null;
-  createdAt: Date;
-  updatedAt: Date;
-}
 
-export interface OrderFilter {
-  status?: OrderStatus;
-  customerId?: string;
-  subscriptionId?: string;
-  merchantReference?: string;
-  productId?: string;
-  provider?: Rail;
-  fromAddress?: string;
-  createdFrom?: Date;
-  createdBefore?: Date;
-}
 
 interface OrderRow {
   id: string;
@@ -149,19 +104,6 @@ const toRow = (o: Order): OrderRow => ({
 /** `%` and `_` in a user's search text match themselves. */
 export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-export interface OrderRepository {
-  insert(order: Order): Promise<void>;
-  find(orgId: string, id: string): Promise<Order | undefined>;
-  /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
-  findForUpdate(id: string): Promise<Order | undefined>;
-  findBySession(checkoutSessionId: string): Promise<Order | undefined>;
-  findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
-  /** Writes the order only while its stored status is still `expected`; false, with nothing written, otherwise. */
-  update(order: Order, expected: OrderStatus): Promise<boolean>;
-  /** PAID, unrefunded one-time orders of catalog products, of these customers and/or this payer wallet. */
-  listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]>;
-  list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
-}
 
 export class KnexOrderRepository implements OrderRepository {
   constructor(private readonly db: Knex) {}

@@ -1,8 +1,8 @@
 import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../http/handler-maps.js';
 import { page } from '../http/present.js';
-import type { OrderStatus } from './order.repository.js';
-import { presentOrder } from './order.presenter.js';
+import type { OrderStatus } from '../commerce/model.js';
+import { presentOrder } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';
 
 type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listCustomers' | 'getCustomer'>;

@@ -6,8 +6,8 @@
 import type { components } from '../../generated/merchant.js';
 import { validationError } from '../http/errors.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
-import type { CommerceUnitOfWork } from '../orders/stores.js';
-import type { Customer } from '../orders/customer.repository.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Customer } from '../commerce/model.js';
 
 type EntitlementCheck = components['schemas']['EntitlementCheck'];
 type AccessType = 'ONE_TIME' | 'SUBSCRIPTION';

@@ -1,41 +1,9 @@
 import type { Knex } from 'knex';
-import type { BillingInterval } from './billing-period.js';
+import type { Subscription, SubscriptionStatus } from '../commerce/model.js';
+import type { SubscriptionRepository } from '../commerce/stores.js';
+import type { BillingInterval } from '../commerce/billing-period.js';
 
-export type SubscriptionStatus = 'ACTIVE' | 'CANCELED' | 'PAUSED' | 'EXPIRED' | 'ENDED';
 
-export interface Subscription {
-  id: string;
-  orgId: string;
-  status: SubscriptionStatus;
-  provider: 'STRIPE';
-  customerId: string;
-  customerEmail: string;
-  productId: string | null;
-  productName: string;
-  priceId: string | null;
-  amountCents: number;
-  currency: string;
-  billingInterval: BillingInterval;
-  billingIntervalCount: number;
-  currentPeriodStart: Date;
-  currentPeriodEnd: Date;
-  periodNumber: number;
-  billingAnchor: Date;
-  anchorPeriod: number;
-  cancelAtPeriodEnd: boolean;
-  canceledAt: Date | null;
-  endedAt: Date | null;
-  pausedAt: Date | null;
-  nextActionAt: Date;
-  failedAttempts: number;
-  initialOrderId: string;
-  latestOrderId: string;
-  checkoutSessionId: string;
-  paymentMethod: string;
-  manageToken: string;
-  createdAt: Date;
-  updatedAt: Date;
-}
 
 interface SubscriptionRow {
   id: string;
@@ -141,23 +109,6 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   updated_at: s.updatedAt,
 });
 
-export interface SubscriptionRepository {
-  insert(subscription: Subscription): Promise<void>;
-  /** Writes the subscription only while its stored status is still `expected`; false, with nothing written, otherwise. */
-  update(subscription: Subscription, expected: SubscriptionStatus): Promise<boolean>;
-  find(orgId: string, id: string): Promise<Subscription | undefined>;
-  findBySession(checkoutSessionId: string): Promise<Subscription | undefined>;
-  findByManageToken(token: string): Promise<Subscription | undefined>;
-  /** Locks a subscription for an admin or buyer change (waits for a running renewal). */
-  lock(id: string): Promise<Subscription | undefined>;
-  /** Ids of ACTIVE subscriptions with work due, oldest first. */
-  listDue(now: Date, limit: number): Promise<string[]>;
-  /** Locks one due subscription, skipping it when another scheduler holds it. */
-  lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
-  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }): Promise<{ records: Subscription[]; total: number }>;
-  /** ACTIVE subscriptions to catalog products of these customers. */
-  listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]>;
-}
 
 export class KnexSubscriptionRepository implements SubscriptionRepository {
   constructor(private readonly db: Knex) {}

@@ -6,15 +6,13 @@
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../http/errors.js';
-import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
-import type { CardProcessor } from '../checkout/card-processor.js';
-import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../orders/stores.js';
-import type { Order } from '../orders/order.repository.js';
-import { presentWebhookOrder } from '../orders/order.presenter.js';
+import type { CardProcessor } from '../processors/card-processor.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';
+import { presentWebhookOrder } from '../commerce/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
-import { addIntervals } from './billing-period.js';
-import type { Subscription, SubscriptionStatus } from './subscription.repository.js';
-import { presentWebhookSubscription } from './subscription.presenter.js';
+import { periodEnd } from '../commerce/billing-period.js';
+import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -27,62 +25,6 @@ export class SubscriptionService {
     private readonly clock: Clock,
     private readonly logger: Logger,
   ) {}
-
-  private periodEnd(s: Pick<Subscription, 'billingAnchor' | 'anchorPeriod' | 'billingInterval' | 'billingIntervalCount'>, period: number): Date {
-    return addIntervals(s.billingAnchor, s.billingInterval, s.billingIntervalCount, period - s.anchorPeriod + 1);
-  }
-
-  /**
-   * Called inside the payment-result transaction when the first order of a SUBSCRIPTION checkout
-   * becomes PAID: creates the subscription (once per session) and links the order to it.
-   */
-  async startFromPaidOrder(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order> {
-    if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return order;
-    if (await stores.subscriptions.findBySession(session.id)) return order;
-    const base = {
-      billingAnchor: now,
-      anchorPeriod: 0,
-      billingInterval: session.pricing.billingInterval,
-      billingIntervalCount: session.pricing.billingIntervalCount,
-    };
-    const currentPeriodEnd = this.periodEnd(base, 0);
-    const subscription: Subscription = {
-      ...base,
-      id: newId('SUB'),
-      orgId: session.orgId,
-      status: 'ACTIVE',
-      provider: 'STRIPE',
-      customerId: order.customerId,
-      customerEmail: order.customerEmail,
-      productId: session.product.productId,
-      productName: session.product.name,
-      priceId: session.pricing.pricingId,
-      // The recurring charge is the session's total (unit amount × quantity).
-      amountCents: session.amount,
-      currency: session.currency,
-      currentPeriodStart: now,
-      currentPeriodEnd,
-      periodNumber: 0,
-      cancelAtPeriodEnd: false,
-      canceledAt: null,
-      endedAt: null,
-      pausedAt: null,
-      nextActionAt: currentPeriodEnd,
-      failedAttempts: 0,
-      initialOrderId: order.id,
-      latestOrderId: order.id,
-      checkoutSessionId: session.id,
-      paymentMethod: order.paymentMethod ?? 'none',
-      manageToken: randomToken(32),
-      createdAt: now,
-      updatedAt: now,
-    };
-    await stores.subscriptions.insert(subscription);
-    const linked: Order = { ...order, subscriptionId: subscription.id, billingPeriod: 0 };
-    assertWritten(await stores.orders.update(linked, order.status), 'order');
-    await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
-    return linked;
-  }
 
   /**
    * Scheduler pass. Each due subscription is handled in its own transaction under a row lock taken
@@ -170,7 +112,7 @@ export class SubscriptionService {
       if (existing?.status !== 'PAID') {
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
       }
-      const currentPeriodEnd = this.periodEnd(s, period);
+      const currentPeriodEnd = periodEnd(s, period);
       const renewed: Subscription = {
         ...s,
         periodNumber: period,

@@ -1,8 +1,8 @@
 import type { AdminHandlers, MerchantHandlers } from '../http/handler-maps.js';
 import { iso, isoOrNull, page } from '../http/present.js';
 import type { EntitlementService } from './entitlement.service.js';
-import type { Subscription } from './subscription.repository.js';
-import { presentSubscription } from './subscription.presenter.js';
+import type { Subscription } from '../commerce/model.js';
+import { presentSubscription } from '../commerce/subscription.presenter.js';
 import type { SubscriptionService } from './subscription.service.js';
 
 export function createSubscriptionHandlers(

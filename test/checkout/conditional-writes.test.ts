@@ -3,14 +3,15 @@
  * read before another writer moved the row on is refused, and the row keeps the newer state.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KnexCommerceUnitOfWork } from '../../src/orders/stores.js';
+import type { CommerceUnitOfWork } from '../../src/commerce/stores.js';
+import { createCommerceUnitOfWork } from '../../src/services.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
 let ctx: TestContext;
-let uow: KnexCommerceUnitOfWork;
+let uow: CommerceUnitOfWork;
 beforeAll(async () => {
   ctx = await createTestContext();
-  uow = new KnexCommerceUnitOfWork(ctx.testDb.database.db);
+  uow = createCommerceUnitOfWork(ctx.testDb.database.db);
 });
 afterAll(async () => {
   await ctx?.close();

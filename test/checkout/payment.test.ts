@@ -163,9 +163,9 @@ describe('declines, duplicates and late results', () => {
     expect(orders).toHaveLength(1);
     const orderId = orders[0].id;
     // Duplicate and late results through the processor-webhook path change nothing.
-    await ctx.services.orders.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'succeeded', processorPaymentId: 'dup' });
-    await ctx.services.orders.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'pending', processorPaymentId: 'late' });
-    await ctx.services.orders.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'failed', processorPaymentId: 'late' });
+    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'succeeded', processorPaymentId: 'dup' });
+    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'pending', processorPaymentId: 'late' });
+    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'failed', processorPaymentId: 'late' });
     expect((await readOrder(orderId)).body.data.status).toBe('PAID');
     expect(await eventsOf(orderId)).toEqual(['order.paid']);
     // Paying again on the page shows the status instead of charging.
@@ -184,9 +184,9 @@ describe('asynchronous cards', () => {
     const pending = await readSession(session.id);
     expect(pending).toMatchObject({ status: 'COMPLETE', orderStatus: 'PENDING', url: null });
     expect((await ctx.merchant.get(`${pagePath(session.url)}/complete`)).text).toContain('processing');
-    expect(await ctx.services.sandboxProcessor.settleDue(ctx.services.orders)).toBe(0); // not due yet
+    expect(await ctx.services.sandboxProcessor.settleDue(ctx.services.payments)).toBe(0); // not due yet
     ctx.clock.advance(5000);
-    expect(await ctx.services.sandboxProcessor.settleDue(ctx.services.orders)).toBe(1);
+    expect(await ctx.services.sandboxProcessor.settleDue(ctx.services.payments)).toBe(1);
     const paid = (await readOrder(pending.orderId)).body.data;
     expect(paid).toMatchObject({ status: 'PAID', displayStatus: 'Paid' });
     expect(await eventsOf(pending.orderId)).toEqual(['order.pending', 'order.paid']);
@@ -197,7 +197,7 @@ describe('asynchronous cards', () => {
     const session = await newSession({ customerEmail: 'async-fail@example.com' });
     await pay(session.url, { cardNumber: '4000000000000085' });
     ctx.clock.advance(5000);
-    await ctx.services.sandboxProcessor.settleDue(ctx.services.orders);
+    await ctx.services.sandboxProcessor.settleDue(ctx.services.payments);
     const read = await readSession(session.id);
     expect(read).toMatchObject({ status: 'FAILED', orderStatus: 'FAILED', url: null });
     expect((await readOrder(read.orderId)).body.data).toMatchObject({ status: 'FAILED', displayStatus: 'Failed' });

@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getAddress } from 'viem';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { KnexCryptoRepository } from '../../src/crypto-payments/crypto.repository.js';
 import { ChainWatcher } from '../../src/crypto-payments/chain-watcher.js';
 import { ViemChainClient, type ChainClient } from '../../src/crypto-payments/chain-client.js';
 import type { ChainConfig } from '../../src/crypto-payments/crypto-config.js';
-import { KnexCommerceUnitOfWork } from '../../src/orders/stores.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { startLocalChain, USDC, type LocalChain } from './chain.js';
 import { createPrice, createProduct } from '../catalog/fixtures.js';
@@ -362,7 +362,7 @@ describe('watcher restarts and concurrency', () => {
     expect(Number(cursorBefore.next_block)).toBe((await chain.blockNumber()) + 1);
 
     // A "restarted" worker: a new watcher object over the same database.
-    const fresh = () => new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
+    const fresh = () => new ChainWatcher(new KnexCryptoRepository(ctx.testDb.database.db), ctx.services.payments, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
     await chain.mine(1);
     await runWatcher(fresh());
     const cursorAfter = await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first();
@@ -382,7 +382,7 @@ describe('watcher restarts and concurrency', () => {
     const session = await usdcSession(12_000_000);
     const tx = await chain.transfer(usdc, buyer, merchantWallet, BigInt(session.crypto.amountUnits));
     await chain.mine(CONFIRMATIONS);
-    const workers = [0, 1].map(() => new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' })));
+    const workers = [0, 1].map(() => new ChainWatcher(new KnexCryptoRepository(ctx.testDb.database.db), ctx.services.payments, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' })));
     await Promise.all(workers.map((w) => runWatcher(w)));
     await runWatcher(workers[1]);
     const read = await getSession(session.id);
@@ -400,19 +400,19 @@ describe('watcher restarts and concurrency', () => {
 
     // Worker A read the transfers to follow (PENDING) and then stalled — its lease lapsed — while
     // worker B confirmed the payment. A then carries on with what it read.
-    const uow = new KnexCommerceUnitOfWork(ctx.testDb.database.db);
-    const staleCopies = await uow.stores.crypto.transfersToFollow(chain.chainId, new Date(0), 100);
+    const repo = new KnexCryptoRepository(ctx.testDb.database.db);
+    const staleCopies = await repo.transfersToFollow(chain.chainId, new Date(0), 100);
     expect(staleCopies.some((t) => t.txHash === tx)).toBe(true);
     await chain.mine(CONFIRMATIONS);
     await runWatcher();
     expect((await transfersOf(tx))[0].status).toBe('CONFIRMED');
 
-    const stalled = new ChainWatcher(uow, ctx.services.orders, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
-    uow.stores.crypto.transfersToFollow = async () => staleCopies;
+    const stalled = new ChainWatcher(repo, ctx.services.payments, ctx.config.crypto, ctx.clock, createLogger({ level: 'silent' }));
+    repo.transfersToFollow = async () => staleCopies;
     // Every status the transfer has in the database after each of the stalled worker's writes.
     const observed: string[] = [];
-    const update = uow.stores.crypto.updateTransfer.bind(uow.stores.crypto);
-    uow.stores.crypto.updateTransfer = async (...args) => {
+    const update = repo.updateTransfer.bind(repo);
+    repo.updateTransfer = async (...args) => {
       const written = await update(...args);
       observed.push((await transfersOf(tx))[0].status);
       return written;
@@ -428,7 +428,7 @@ describe('watcher restarts and concurrency', () => {
     expect((await events(read.orderId)).map((e) => e.type)).toEqual(['order.pending', 'order.paid']);
     // And the compare-and-set itself: a write expecting PENDING is refused and changes nothing.
     const stale = staleCopies.find((t) => t.txHash === tx)!;
-    expect(await uow.stores.crypto.updateTransfer({ ...stale, confirmations: 0 }, 'PENDING')).toBe(false);
+    expect(await repo.updateTransfer({ ...stale, confirmations: 0 }, 'PENDING')).toBe(false);
     expect((await transfersOf(tx))[0].status).toBe('CONFIRMED');
   });
 });
@@ -516,8 +516,8 @@ function hookedClient(after: (method: keyof ChainClient) => void | Promise<void>
 describe('cursor lease', () => {
   const cursorRow = async () =>
     (await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first()) as { next_block: string | number; lease_owner: string | null };
-  const watcherWith = (clientFor: (chain: ChainConfig) => ChainClient, uow = new KnexCommerceUnitOfWork(ctx.testDb.database.db), logger = createLogger({ level: 'silent' })) =>
-    new ChainWatcher(uow, ctx.services.orders, ctx.config.crypto, ctx.clock, logger, clientFor);
+  const watcherWith = (clientFor: (chain: ChainConfig) => ChainClient, repo = new KnexCryptoRepository(ctx.testDb.database.db), logger = createLogger({ level: 'silent' })) =>
+    new ChainWatcher(repo, ctx.services.payments, ctx.config.crypto, ctx.clock, logger, clientFor);
   const leaseMs = () => ctx.config.crypto.watcherLeaseSeconds * 1000;
 
   it('a pass longer than the lease renews it as it goes: it completes, saves its cursor, and no other watcher gets the chain meanwhile', async () => {
@@ -571,12 +571,12 @@ describe('cursor lease', () => {
     const chainConfig = ctx.config.crypto.chains[0]!;
     const config = { ...ctx.config.crypto, watcherLeaseSeconds: 10 };
     const intruderCalls: string[] = [];
-    const intruder = new ChainWatcher(new KnexCommerceUnitOfWork(ctx.testDb.database.db), ctx.services.orders, config, ctx.clock, createLogger({ level: 'silent' }), hookedClient((m) => void intruderCalls.push(m)));
+    const intruder = new ChainWatcher(new KnexCryptoRepository(ctx.testDb.database.db), ctx.services.payments, config, ctx.clock, createLogger({ level: 'silent' }), hookedClient((m) => void intruderCalls.push(m)));
     let stalled = false;
     let intruderScanned: boolean | undefined;
     const slow = new ChainWatcher(
-      new KnexCommerceUnitOfWork(ctx.testDb.database.db),
-      ctx.services.orders,
+      new KnexCryptoRepository(ctx.testDb.database.db),
+      ctx.services.payments,
       config,
       ctx.clock,
       createLogger({ level: 'silent' }),
@@ -600,7 +600,7 @@ describe('cursor lease', () => {
   }, 20_000);
 
   it('renewing is a compare-and-set on the owner: only the holder extends it, and only until another worker takes it over', async () => {
-    const repo = new KnexCommerceUnitOfWork(ctx.testDb.database.db).stores.crypto;
+    const repo = new KnexCryptoRepository(ctx.testDb.database.db);
     const at = (ms: number) => new Date(ctx.clock.now().getTime() + ms);
     expect(await repo.leaseCursor(chain.chainId, 'worker-x', at(0), at(30_000))).toBeDefined();
     expect(await repo.renewCursorLease(chain.chainId, 'worker-y', at(31_000))).toBe(false);
@@ -640,10 +640,10 @@ describe('cursor lease', () => {
     );
 
     // A stalls in eth_getLogs for longer than its lease; B's pass meanwhile takes the lapsed lease.
-    const uowA = new KnexCommerceUnitOfWork(ctx.testDb.database.db);
+    const repoA = new KnexCryptoRepository(ctx.testDb.database.db);
     let savesByA = 0;
-    const save = uowA.stores.crypto.saveCursor.bind(uowA.stores.crypto);
-    uowA.stores.crypto.saveCursor = async (...args) => {
+    const save = repoA.saveCursor.bind(repoA);
+    repoA.saveCursor = async (...args) => {
       savesByA++;
       return save(...args);
     };
@@ -658,7 +658,7 @@ describe('cursor lease', () => {
         passB = b.pass(chainConfig);
         await bHasTheCursor;
       }),
-      uowA,
+      repoA,
       createLogger({ level: 'warn', destination: { write: (line: string) => void linesA.push(line) } }),
     );
     expect(await a.runOnce()).toBe(false);

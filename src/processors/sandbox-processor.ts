@@ -18,7 +18,7 @@ import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
 import type { CardProcessor, ChargeRequest, ChargeResult, SavedMethodChargeRequest, SavedMethodChargeResult } from './card-processor.js';
 import type { SandboxPaymentRepository } from './sandbox.repository.js';
-import type { OrderService } from '../orders/order.service.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
 
 type Behaviour =
   | { kind: 'succeed'; declinesOnRenewal?: true }
@@ -98,10 +98,10 @@ export class SandboxCardProcessor implements CardProcessor {
    * processor's webhook would use. Applying first and marking after makes a crash in between
    * harmless (the result is applied again, which changes nothing).
    */
-  async settleDue(orders: OrderService, limit = 50): Promise<number> {
+  async settleDue(payments: PaymentFlow, limit = 50): Promise<number> {
     const due = await this.payments.listDue(this.clock.now(), limit);
     for (const payment of due) {
-      await orders.applyPaymentResult({ checkoutSessionId: payment.checkoutSessionId, outcome: payment.outcome, processorPaymentId: payment.id });
+      await payments.applyPaymentResult({ checkoutSessionId: payment.checkoutSessionId, outcome: payment.outcome, processorPaymentId: payment.id });
       await this.payments.markSettled(payment.id, payment.outcome);
     }
     return due.length;

@@ -22,3 +22,8 @@ export function addIntervals(anchor: Date, interval: BillingInterval, count: num
       return addMonths(anchor, n * count * 12);
   }
 }
+
+/** When period `period` of a subscription ends (period 0 starts at the anchor). */
+export function periodEnd(s: { billingAnchor: Date; anchorPeriod: number; billingInterval: BillingInterval; billingIntervalCount: number }, period: number): Date {
+  return addIntervals(s.billingAnchor, s.billingInterval, s.billingIntervalCount, period - s.anchorPeriod + 1);
+}

@@ -2,7 +2,7 @@
 import type { components } from '../../generated/merchant.js';
 import { toDisplayAmount } from '../kernel/money.js';
 import { iso } from '../http/present.js';
-import type { Order, OrderStatus } from './order.repository.js';
+import type { Order, OrderStatus } from './model.js';
 
 type ApiOrder = components['schemas']['Order'];
 type WebhookOrder = components['schemas']['WebhookOrder'];

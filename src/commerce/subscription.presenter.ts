@@ -1,6 +1,6 @@
 import type { components } from '../../generated/merchant.js';
 import { iso, isoOrNull } from '../http/present.js';
-import type { Subscription } from './subscription.repository.js';
+import type { Subscription } from './model.js';
 
 type ApiSubscription = components['schemas']['Subscription'];
 type WebhookSubscription = components['schemas']['WebhookSubscription'];

@@ -1,0 +1,190 @@
+/**
+ * The commerce model: what checkout, orders, subscriptions and every payment processor share.
+ * Plain data, owned by no repository; the stores that persist it are declared in ./stores.ts.
+ */
+import type { BillingInterval } from './billing-period.js';
+
+// ---- checkout sessions ----
+
+export type SessionStatus = 'CREATED' | 'COMPLETE' | 'EXPIRED' | 'FAILED';
+
+/** What the session quotes, frozen at creation (later catalog edits never change it). */
+export interface PricingSnapshot {
+  amount: number;
+  billingInterval: 'DAY' | 'MONTH' | 'YEAR' | null;
+  billingIntervalCount: number;
+  currency: string;
+  flexibleAmount: boolean;
+  maxAmount: number | null;
+  minAmount: number | null;
+  pricingId: string | null;
+  pricingName: string;
+  pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
+}
+
+export interface ProductSnapshot {
+  description: string;
+  name: string;
+  productId: string | null;
+}
+
+export interface ProviderFailure {
+  code: string;
+  occurredAt: string;
+  operation: string;
+  requestId: string;
+}
+
+export interface CheckoutSession {
+  id: string;
+  orgId: string;
+  status: SessionStatus;
+  provider: Rail;
+  amount: number;
+  currency: string;
+  quantity: number;
+  pricing: PricingSnapshot;
+  product: ProductSnapshot;
+  customerId: string | null;
+  customerEmail: string | null;
+  merchantReference: string | null;
+  metadata: Record<string, string> | null;
+  successUrl: string | null;
+  cancelUrl: string | null;
+  paymentLinkId: string | null;
+  pageToken: string;
+  lastError: ProviderFailure | null;
+  expiresAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface IdempotencyRecord {
+  orgId: string;
+  key: string;
+  requestHash: string;
+  checkoutSessionId: string;
+  createdAt: Date;
+}
+
+// ---- orders and customers ----
+
+export type OrderStatus = 'PENDING' | 'PAID' | 'FAILED' | 'REFUNDED' | 'UNDERPAID';
+
+export type Rail = 'STRIPE' | 'CRYPTO';
+
+export interface Order {
+  id: string;
+  orgId: string;
+  status: OrderStatus;
+  provider: Rail;
+  amountCents: number;
+  amountRefundedCents: number;
+  currency: string;
+  customerId: string;
+  customerEmail: string;
+  productId: string | null;
+  productName: string | null;
+  paymentLinkId: string | null;
+  checkoutSessionId: string | null;
+  subscriptionId: string | null;
+  originalOrderId: string | null;
+  merchantReference: string | null;
+  merchantMetadata: Record<string, string> | null;
+  note: string | null;
+  disputed: boolean;
+  settledAvailableOn: Date | null;
+  chain: string | null;
+  fromAddress: string | null;
+  txHash: string | null;
+  /** Crypto orders: token units the transfer carried (differs from amountCents on under/overpayment). */
+  amountReceivedCents?: number | null;
+  processorPaymentId: string | null;
+  /** The processor's reusable payment method (saved for subscription renewals). */
+  paymentMethod: string | null;
+  /** Billing period a subscription order pays: 0 at checkout, then 1, 2, … */
+  billingPeriod: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface OrderFilter {
+  status?: OrderStatus;
+  customerId?: string;
+  subscriptionId?: string;
+  merchantReference?: string;
+  productId?: string;
+  provider?: Rail;
+  fromAddress?: string;
+  createdFrom?: Date;
+  createdBefore?: Date;
+}
+
+export interface Customer {
+  id: string;
+  orgId: string;
+  email: string;
+  createdAt: Date;
+}
+
+// ---- subscriptions ----
+
+export type SubscriptionStatus = 'ACTIVE' | 'CANCELED' | 'PAUSED' | 'EXPIRED' | 'ENDED';
+
+export interface Subscription {
+  id: string;
+  orgId: string;
+  status: SubscriptionStatus;
+  provider: 'STRIPE';
+  customerId: string;
+  customerEmail: string;
+  productId: string | null;
+  productName: string;
+  priceId: string | null;
+  amountCents: number;
+  currency: string;
+  billingInterval: BillingInterval;
+  billingIntervalCount: number;
+  currentPeriodStart: Date;
+  currentPeriodEnd: Date;
+  periodNumber: number;
+  billingAnchor: Date;
+  anchorPeriod: number;
+  cancelAtPeriodEnd: boolean;
+  canceledAt: Date | null;
+  endedAt: Date | null;
+  pausedAt: Date | null;
+  nextActionAt: Date;
+  failedAttempts: number;
+  initialOrderId: string;
+  latestOrderId: string;
+  checkoutSessionId: string;
+  paymentMethod: string;
+  manageToken: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+// ---- crypto quotes (the crypto rail's part of a session) ----
+
+export interface CryptoQuote {
+  checkoutSessionId: string;
+  orgId: string;
+  chainId: number;
+  tokenSymbol: 'USDC' | 'USDT';
+  tokenAddress: `0x${string}`;
+  recipient: `0x${string}`;
+  /** The session's amount (token units). */
+  priceUnits: number;
+  /** The exact amount to pay: price + a reserved offset; null until issued. */
+  amountUnits: number | null;
+  issuedAt: Date | null;
+  reservedUntil: Date | null;
+  createdAt: Date;
+}
+
+export interface AmountKey {
+  chainId: number;
+  tokenAddress: string;
+  recipient: string;
+}

@@ -1,0 +1,287 @@
+/**
+ * The one "apply a payment result" flow of every rail. Processors only build its input: the
+ * sandbox card processor and the hosted page (card), the chain watcher (crypto), next Stripe's
+ * events. In one transaction under the session's row lock: session → order → subscription →
+ * webhook event (outbox). Safe to repeat and to race: one order per session, conditional writes.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import { notFound, validationError } from '../http/errors.js';
+import { periodEnd } from './billing-period.js';
+import type { CheckoutSession, Customer, Order, Subscription } from './model.js';
+import { presentWebhookOrder } from './order.presenter.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
+import { presentWebhookSubscription } from './subscription.presenter.js';
+
+export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
+
+export interface PaymentResult {
+  checkoutSessionId: string;
+  outcome: PaymentOutcome;
+  processorPaymentId: string;
+  /** The processor's reusable payment method (kept for subscription renewals). */
+  paymentMethod?: string;
+  /** The buyer's e-mail when the session did not carry one. */
+  customerEmail?: string;
+}
+
+/** What the chain watcher saw of a transfer matched to a crypto session (see applyCryptoTransfer). */
+export interface CryptoTransferResult {
+  checkoutSessionId: string;
+  event: 'seen' | 'confirmed' | 'removed';
+  /** CAIP-2, e.g. `eip155:8453`. */
+  chain: string;
+  txHash: string;
+  /** EIP-55 payer and receiving addresses. */
+  fromAddress: string;
+  recipient: string;
+  /** Token units the transfer carried, and the session's quoted exact amount. */
+  valueUnits: number;
+  quotedUnits: number;
+}
+
+/** A paid card payment becomes available for payout two days later (sandbox schedule). */
+const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
+
+export class PaymentFlow {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * Applies one payment result. Safe to call any number of times, in any order: the session row
+   * is locked, there is at most one order per session, and a PAID or REFUNDED order never moves
+   * back (a late `pending` or `failed` after `succeeded` changes nothing).
+   */
+  applyPaymentResult(result: PaymentResult): Promise<Order> {
+    return this.uow.transaction(async (stores) => {
+      const session = await stores.sessions.findForUpdate(result.checkoutSessionId);
+      if (!session) throw notFound('Checkout session');
+      return this.applyLocked(stores, session, result);
+    });
+  }
+
+  private async applyLocked(stores: CommerceStores, session: CheckoutSession, result: PaymentResult): Promise<Order> {
+    const now = this.clock.now();
+    const existing = await stores.orders.findBySession(session.id);
+    if (!existing) {
+      if (result.outcome === 'failed') {
+        throw new Error('a failed payment without an accepted one has no order; record it as the session lastError');
+      }
+      const customer = session.customerId
+        ? await stores.customers.find(session.orgId, session.customerId)
+        : await stores.customers.findOrCreateByEmail({
+            id: newId('CUS'),
+            orgId: session.orgId,
+            email: (session.customerEmail ?? result.customerEmail ?? '').trim(),
+            createdAt: now,
+          });
+      if (!customer || !customer.email) throw validationError('An e-mail address is required to pay');
+      const paid = result.outcome === 'succeeded';
+      const order = orderForSession(session, customer, now, {
+        status: paid ? 'PAID' : 'PENDING',
+        settledAvailableOn: paid && session.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+        processorPaymentId: result.processorPaymentId,
+        paymentMethod: result.paymentMethod ?? null,
+      });
+      await stores.orders.insert(order);
+      assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
+      const linked = paid ? await this.startSubscription(stores, session, order, now) : order;
+      await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
+      return linked;
+    }
+
+    const next = nextStatus(existing.status, result.outcome);
+    if (!next) return existing; // duplicate, late or out-of-order result: nothing changes
+    const order: Order = {
+      ...existing,
+      status: next,
+      processorPaymentId: result.processorPaymentId,
+      settledAvailableOn:
+        next === 'PAID' && existing.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : existing.settledAvailableOn,
+      updatedAt: now,
+    };
+    assertWritten(await stores.orders.update(order, existing.status), 'order');
+    const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
+    if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
+    const linked = next === 'PAID' ? await this.startSubscription(stores, session, order, now) : order;
+    await stores.emit(
+      { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
+      now,
+    );
+    return linked;
+  }
+
+  /**
+   * Applies what the chain watcher saw of one ERC-20 transfer matched to a crypto session. Safe to
+   * repeat and to race (the session row is locked; one order per session; a transaction hash is on
+   * at most one order, by a unique index):
+   * - `seen`: creates the order PENDING (`order.pending`), or re-attaches a FAILED one (after a
+   *   reorganization); the session becomes COMPLETE unless it is already EXPIRED (a late payment).
+   * - `confirmed`: PENDING → PAID (`order.paid`), or UNDERPAID (`order.failed`) when less than the
+   *   quote arrived (the session then becomes FAILED, unless EXPIRED).
+   * - `removed` (reorganized away before confirmation): PENDING → FAILED (`order.failed`); the
+   *   session is payable again (CREATED) until its expiry.
+   * Returns `duplicate` when the session was already paid by another transfer (no order change).
+   */
+  applyCryptoTransfer(result: CryptoTransferResult): Promise<{ outcome: 'applied' | 'unchanged' | 'duplicate'; order?: Order }> {
+    return this.uow.transaction(async (stores) => {
+      const session = await stores.sessions.findForUpdate(result.checkoutSessionId);
+      if (!session) throw notFound('Checkout session');
+      const now = this.clock.now();
+      const existing = await stores.orders.findBySession(session.id);
+      const sameTx = existing?.chain === result.chain && existing?.txHash === result.txHash;
+      const emit = (order: Order, type: 'order.pending' | 'order.paid' | 'order.failed') =>
+        stores.emit({ orgId: order.orgId, type, data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
+
+      if (result.event === 'seen') {
+        if (existing && sameTx && existing.status !== 'FAILED') return { outcome: 'unchanged', order: existing };
+        if (existing && existing.status !== 'FAILED') return { outcome: 'duplicate', order: existing };
+        const customer = session.customerId
+          ? await stores.customers.find(session.orgId, session.customerId)
+          : session.customerEmail
+            ? await stores.customers.findOrCreateByEmail({ id: newId('CUS'), orgId: session.orgId, email: session.customerEmail, createdAt: now })
+            : undefined;
+        // Quotes are issued only to sessions with a customer, so this is a broken invariant, not a buyer error.
+        if (!customer) throw new Error(`crypto session ${session.id} has a matched transfer but no customer`);
+        const attached = { chain: result.chain, fromAddress: result.fromAddress, txHash: result.txHash, amountReceivedCents: result.valueUnits };
+        let order: Order;
+        if (existing) {
+          order = { ...existing, ...attached, status: 'PENDING', updatedAt: now };
+          assertWritten(await stores.orders.update(order, existing.status), 'order');
+        } else {
+          order = orderForSession(session, customer, now, { status: 'PENDING', ...attached });
+          await stores.orders.insert(order);
+        }
+        const open = session.status === 'CREATED' && session.expiresAt.getTime() > now.getTime();
+        const sessionStatus = open ? 'COMPLETE' : session.status === 'CREATED' ? 'EXPIRED' : session.status;
+        assertWritten(
+          await stores.sessions.update({ ...session, status: sessionStatus, customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status),
+          'checkout session',
+        );
+        await emit(order, 'order.pending');
+        return { outcome: 'applied', order };
+      }
+
+      if (!existing || !sameTx || existing.status !== 'PENDING') return { outcome: 'unchanged', order: existing };
+      if (result.event === 'confirmed') {
+        const paid = result.valueUnits >= result.quotedUnits;
+        const order: Order = { ...existing, status: paid ? 'PAID' : 'UNDERPAID', amountReceivedCents: result.valueUnits, updatedAt: now };
+        assertWritten(await stores.orders.update(order, 'PENDING'), 'order');
+        if (!paid && session.status === 'COMPLETE') assertWritten(await stores.sessions.update({ ...session, status: 'FAILED', updatedAt: now }, 'COMPLETE'), 'checkout session');
+        await emit(order, paid ? 'order.paid' : 'order.failed');
+        return { outcome: 'applied', order };
+      }
+      // removed: the transfer is no longer on the chain; the buyer can pay again while the session lives.
+      const order: Order = { ...existing, status: 'FAILED', updatedAt: now };
+      assertWritten(await stores.orders.update(order, 'PENDING'), 'order');
+      if (session.status === 'COMPLETE') {
+        const reopened = session.expiresAt.getTime() > now.getTime() ? 'CREATED' : 'EXPIRED';
+        assertWritten(await stores.sessions.update({ ...session, status: reopened, updatedAt: now }, 'COMPLETE'), 'checkout session');
+      }
+      await emit(order, 'order.failed');
+      return { outcome: 'applied', order };
+    });
+  }
+
+  /**
+   * Called inside the payment-result transaction when the first order of a SUBSCRIPTION checkout
+   * becomes PAID: creates the subscription (once per session) and links the order to it.
+   */
+  private async startSubscription(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order> {
+    if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return order;
+    if (await stores.subscriptions.findBySession(session.id)) return order;
+    const base = {
+      billingAnchor: now,
+      anchorPeriod: 0,
+      billingInterval: session.pricing.billingInterval,
+      billingIntervalCount: session.pricing.billingIntervalCount,
+    };
+    const currentPeriodEnd = periodEnd(base, 0);
+    const subscription: Subscription = {
+      ...base,
+      id: newId('SUB'),
+      orgId: session.orgId,
+      status: 'ACTIVE',
+      provider: 'STRIPE',
+      customerId: order.customerId,
+      customerEmail: order.customerEmail,
+      productId: session.product.productId,
+      productName: session.product.name,
+      priceId: session.pricing.pricingId,
+      // The recurring charge is the session's total (unit amount × quantity).
+      amountCents: session.amount,
+      currency: session.currency,
+      currentPeriodStart: now,
+      currentPeriodEnd,
+      periodNumber: 0,
+      cancelAtPeriodEnd: false,
+      canceledAt: null,
+      endedAt: null,
+      pausedAt: null,
+      nextActionAt: currentPeriodEnd,
+      failedAttempts: 0,
+      initialOrderId: order.id,
+      latestOrderId: order.id,
+      checkoutSessionId: session.id,
+      paymentMethod: order.paymentMethod ?? 'none',
+      manageToken: randomToken(32),
+      createdAt: now,
+      updatedAt: now,
+    };
+    await stores.subscriptions.insert(subscription);
+    const linked: Order = { ...order, subscriptionId: subscription.id, billingPeriod: 0 };
+    assertWritten(await stores.orders.update(linked, order.status), 'order');
+    await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
+    return linked;
+  }
+}
+
+/** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */
+function orderForSession(session: CheckoutSession, customer: Customer, now: Date, fields: Pick<Order, 'status'> & Partial<Order>): Order {
+  return {
+    id: newId('ORD'),
+    orgId: session.orgId,
+    provider: session.provider,
+    amountCents: session.amount,
+    amountRefundedCents: 0,
+    currency: session.currency,
+    customerId: customer.id,
+    customerEmail: customer.email,
+    productId: session.product.productId,
+    productName: session.product.name,
+    paymentLinkId: session.paymentLinkId,
+    checkoutSessionId: session.id,
+    subscriptionId: null,
+    originalOrderId: null,
+    merchantReference: session.merchantReference,
+    merchantMetadata: session.metadata,
+    note: null,
+    disputed: false,
+    settledAvailableOn: null,
+    chain: null,
+    fromAddress: null,
+    txHash: null,
+    processorPaymentId: null,
+    paymentMethod: null,
+    billingPeriod: null,
+    createdAt: now,
+    updatedAt: now,
+    ...fields,
+  };
+}
+
+/** Order transitions a payment result may cause; undefined = no change. */
+function nextStatus(current: Order['status'], outcome: PaymentOutcome): Order['status'] | undefined {
+  switch (current) {
+    case 'PENDING':
+      return outcome === 'succeeded' ? 'PAID' : outcome === 'failed' ? 'FAILED' : undefined;
+    case 'FAILED':
+      // A processor can report success after an earlier failure (a retried asynchronous payment).
+      return outcome === 'succeeded' ? 'PAID' : undefined;
+    default:
+      // PAID, REFUNDED, UNDERPAID: protected against duplicates and regression.
+      return undefined;
+  }
+}

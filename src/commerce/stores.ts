@@ -1,0 +1,134 @@
+/**
+ * The commerce stores: the repositories a commerce flow works with, bound to one executor — the
+ * database, or a transaction so a state change, the rows it touches and its webhook event commit
+ * together. Declared here, implemented by each domain's repository, composed in src/services.ts.
+ */
+import type { components } from '../../generated/merchant.js';
+import type { UnitOfWork } from '../kernel/unit-of-work.js';
+import type {
+  AmountKey,
+  CheckoutSession,
+  CryptoQuote,
+  Customer,
+  IdempotencyRecord,
+  Order,
+  OrderFilter,
+  OrderStatus,
+  ProviderFailure,
+  SessionStatus,
+  Subscription,
+  SubscriptionStatus,
+} from './model.js';
+
+/** A webhook event queued with the state change that caused it (the transactional outbox). */
+export interface CommerceEvent {
+  orgId: string;
+  type: components['schemas']['WebhookEventType'];
+  data: { order: components['schemas']['WebhookOrder'] } | { subscription: components['schemas']['WebhookSubscription'] };
+}
+
+export interface CheckoutSessionRepository {
+  insert(session: CheckoutSession): Promise<void>;
+  find(orgId: string, id: string): Promise<CheckoutSession | undefined>;
+  /** Locks the session row for the rest of the transaction (payment results and expiry serialize on it). */
+  findForUpdate(id: string): Promise<CheckoutSession | undefined>;
+  findByPageToken(token: string): Promise<CheckoutSession | undefined>;
+  /**
+   * Writes the session's changeable columns (status, customer, lastError) only while its stored
+   * status is still `expected`: false, with nothing written, when another writer moved it on.
+   */
+  update(session: CheckoutSession, expected: SessionStatus): Promise<boolean>;
+  /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
+  recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
+  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
+  expireDue(now: Date, limit: number): Promise<number>;
+  findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
+  /**
+   * Inserts the record unless the key exists with a record created at or after `expiredBefore`
+   * (an older one is taken over); waits for a concurrent insert of the same key to settle.
+   */
+  insertIdempotencyRecord(record: IdempotencyRecord, expiredBefore: Date): Promise<boolean>;
+  /**
+   * The record and its session in one statement (atomic without an explicit transaction: one
+   * round trip instead of four). False, with nothing written, when the key already exists and has
+   * not expired; like insertIdempotencyRecord it takes over an expired key and waits for a
+   * concurrent insert of the same key to settle.
+   */
+  insertWithIdempotencyRecord(record: IdempotencyRecord, session: CheckoutSession, expiredBefore: Date): Promise<boolean>;
+}
+
+export interface OrderRepository {
+  insert(order: Order): Promise<void>;
+  find(orgId: string, id: string): Promise<Order | undefined>;
+  /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
+  findForUpdate(id: string): Promise<Order | undefined>;
+  findBySession(checkoutSessionId: string): Promise<Order | undefined>;
+  findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
+  /** Writes the order only while its stored status is still `expected`; false, with nothing written, otherwise. */
+  update(order: Order, expected: OrderStatus): Promise<boolean>;
+  /** PAID, unrefunded one-time orders of catalog products, of these customers and/or this payer wallet. */
+  listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]>;
+  list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
+}
+
+export interface CustomerRepository {
+  /** The organization's customer with this e-mail (any case), created when missing; race-safe. */
+  findOrCreateByEmail(candidate: Customer): Promise<Customer>;
+  find(orgId: string, id: string): Promise<Customer | undefined>;
+  findByEmail(orgId: string, email: string): Promise<Customer | undefined>;
+  /** Customers that have at least one order, newest first. */
+  listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }): Promise<{ records: Customer[]; total: number }>;
+  findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
+}
+
+export interface SubscriptionRepository {
+  insert(subscription: Subscription): Promise<void>;
+  /** Writes the subscription only while its stored status is still `expected`; false, with nothing written, otherwise. */
+  update(subscription: Subscription, expected: SubscriptionStatus): Promise<boolean>;
+  find(orgId: string, id: string): Promise<Subscription | undefined>;
+  findBySession(checkoutSessionId: string): Promise<Subscription | undefined>;
+  findByManageToken(token: string): Promise<Subscription | undefined>;
+  /** Locks a subscription for an admin or buyer change (waits for a running renewal). */
+  lock(id: string): Promise<Subscription | undefined>;
+  /** Ids of ACTIVE subscriptions with work due, oldest first. */
+  listDue(now: Date, limit: number): Promise<string[]>;
+  /** Locks one due subscription, skipping it when another scheduler holds it. */
+  lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
+  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }): Promise<{ records: Subscription[]; total: number }>;
+  /** ACTIVE subscriptions to catalog products of these customers. */
+  listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]>;
+}
+
+/** The quote half of the crypto rail's storage: what a checkout transaction writes with its session. */
+export interface CryptoQuoteRepository {
+  insertQuote(quote: CryptoQuote): Promise<void>;
+  findQuote(checkoutSessionId: string): Promise<CryptoQuote | undefined>;
+  /** Amounts in [from, to) on this (chain, token, recipient) reserved beyond `now`. */
+  reservedAmounts(key: AmountKey, from: number, to: number, now: Date): Promise<Set<number>>;
+  /** Takes the amount unless a live reservation holds it (an expired one is taken over). */
+  reserveAmount(key: AmountKey, amountUnits: number, checkoutSessionId: string, reservedUntil: Date, now: Date): Promise<boolean>;
+  /** Sets the reserved exact amount of a quote not issued yet; false when it already was. */
+  markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<boolean>;
+}
+
+export interface CommerceStores {
+  sessions: CheckoutSessionRepository;
+  orders: OrderRepository;
+  customers: CustomerRepository;
+  subscriptions: SubscriptionRepository;
+  /** A crypto session's quote is stored and issued with the session. */
+  quotes: CryptoQuoteRepository;
+  /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
+  emit(event: CommerceEvent, now: Date): Promise<string>;
+}
+
+export type CommerceUnitOfWork = UnitOfWork<CommerceStores>;
+
+/**
+ * State changes are conditional writes (`… WHERE status = <the status they assume>`). Under the
+ * row's lock the condition always holds; a write that matched nothing means a path changed the
+ * row without taking its lock, and the transaction is rolled back rather than lose an update.
+ */
+export function assertWritten(written: boolean, what: string): void {
+  if (!written) throw new Error(`lost update refused: the ${what} was changed by a concurrent writer`);
+}
