@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { getAddress, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { components } from '../../generated/agent-wallet.js';
-import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../http/errors.js';
+import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
 import { unixSeconds, type Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import type { SecretBox } from '../kernel/secrets.js';

@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../kernel/errors.js';
 import type {
   BillingInterval,
   CatalogRepository,

@@ -3,7 +3,7 @@
  * Shape, ranges and the provider/pricing-type pairing are in openapi/admin.yaml (PriceCreate);
  * these checks run after it, and again for any caller that is not the HTTP layer.
  */
-import { validationError } from '../http/errors.js';
+import { validationError } from '../kernel/errors.js';
 import type { BillingInterval, PriceProvider, PricingType } from './catalog.repository.js';
 
 /** Crypto checkout settles in these stablecoins only (6 decimals). */

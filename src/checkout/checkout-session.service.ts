@@ -9,7 +9,7 @@ import { newId, randomToken } from '../kernel/ids.js';
 import { STABLECOINS } from '../kernel/money.js';
 import { isFiatCurrency } from '../catalog/price-rules.js';
 import { sha256Hex } from '../kernel/secrets.js';
-import { AppError, conflict, forbidden, notFound, validationError } from '../http/errors.js';
+import { AppError, conflict, forbidden, notFound, validationError } from '../kernel/errors.js';
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';

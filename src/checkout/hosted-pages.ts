@@ -5,7 +5,8 @@
  * under a strict Content-Security-Policy.
  */
 import express, { type Request, type Response, type Router } from 'express';
-import { AppError } from '../http/errors.js';
+import { AppError } from '../kernel/errors.js';
+import { statusOf } from '../http/errors.js';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession } from '../commerce/model.js';
@@ -140,7 +141,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
   const fail = (req: Request, res: Response, err: unknown) => {
-    if (err instanceof AppError && err.status < 500) return send(res, messagePage(err.status === 404 ? 404 : 400, err.status === 404 ? 'Not found' : 'Cannot open this checkout', err.message));
+    if (err instanceof AppError && statusOf(err) < 500) return send(res, messagePage(statusOf(err) === 404 ? 404 : 400, statusOf(err) === 404 ? 'Not found' : 'Cannot open this checkout', err.message));
     (req.log ?? logger).error({ err }, 'hosted page failed');
     send(res, messagePage(500, 'Something went wrong', 'Please try again in a moment.'));
   };

@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
-import { notFound, validationError } from '../http/errors.js';
+import { notFound, validationError } from '../kernel/errors.js';
 import { periodEnd } from './billing-period.js';
 import type { CheckoutSession, Customer, Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';

@@ -6,7 +6,8 @@
  */
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import QRCode from 'qrcode';
-import { AppError } from '../http/errors.js';
+import { AppError } from '../kernel/errors.js';
+import { statusOf } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
 import { HOSTED_PAGE_CSP, escapeHtml, layout, summary } from '../checkout/hosted-pages.js';
@@ -154,8 +155,8 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
   const fail = (req: Request, res: Response, err: unknown) => {
-    if (err instanceof AppError && err.status < 500) {
-      return send(res, { status: err.status === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
+    if (err instanceof AppError && statusOf(err) < 500) {
+      return send(res, { status: statusOf(err) === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
     }
     (req.log ?? logger).error({ err }, 'crypto hosted page failed');
     send(res, { status: 500, html: layout('Something went wrong', '<h1>Something went wrong</h1><div class="error" data-testid="status">Please try again in a moment.</div>') });

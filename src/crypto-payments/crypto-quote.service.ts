@@ -11,7 +11,7 @@
  */
 import { getAddress, isAddress } from 'viem';
 import type { Clock } from '../kernel/clock.js';
-import { AppError, forbidden, notFound, validationError } from '../http/errors.js';
+import { AppError, forbidden, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { CheckoutSession, PricingSnapshot } from '../commerce/model.js';
 import type { OrgService } from '../orgs/orgs.service.js';

@@ -4,7 +4,7 @@
  * the operation's (dereferenced) request schema.
  */
 import type { Request } from 'express';
-import { validationError } from './errors.js';
+import { validationError } from '../kernel/errors.js';
 import type { OperationInfo } from './spec.js';
 
 type Schema = {

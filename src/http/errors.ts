@@ -5,11 +5,17 @@
 import type { components as Merchant } from '../../generated/merchant.js';
 import type { components as Telemetry } from '../../generated/telemetry.js';
 
-export type ErrorCode = Merchant['schemas']['ErrorCode'];
-export type TelemetryErrorCode = Telemetry['schemas']['TelemetryErrorCode'];
+import { AppError, serviceUnavailable, unauthorized, validationError, type ErrorCode, type TelemetryErrorCode } from '../kernel/errors.js';
+
 export type ErrorEnvelope = Merchant['schemas']['ErrorEnvelope'];
 export type TelemetryErrorBody = Telemetry['schemas']['TelemetryError'];
-export type ErrorDetails = Record<string, string | number | boolean | null>;
+
+// The kernel's code lists are the documents' lists: a code added to one and not the other fails here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const errorCodesMatch: Same<ErrorCode, Merchant['schemas']['ErrorCode']> = true;
+const telemetryCodesMatch: Same<TelemetryErrorCode, Telemetry['schemas']['TelemetryErrorCode']> = true;
+void errorCodesMatch;
+void telemetryCodesMatch;
 
 const STATUS_OF: Record<ErrorCode, number> = {
   VALIDATION_ERROR: 400,
@@ -44,38 +50,9 @@ const TELEMETRY_CODE_OF: Record<ErrorCode, TelemetryErrorCode> = {
   SERVICE_UNAVAILABLE: 'service_unavailable',
 };
 
-export class AppError extends Error {
-  readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly options: {
-      /** A more specific telemetry code (invalid_trace, quota_exceeded, …). */
-      telemetryCode?: TelemetryErrorCode;
-      details?: ErrorDetails;
-      headers?: Record<string, string>;
-      status?: number;
-    } = {},
-  ) {
-    super(message);
-    this.name = 'AppError';
-    this.status = options.status ?? STATUS_OF[code];
-  }
-  get telemetryCode(): TelemetryErrorCode {
-    return this.options.telemetryCode ?? TELEMETRY_CODE_OF[this.code];
-  }
-}
-
-export const validationError = (message: string, details?: ErrorDetails) =>
-  new AppError('VALIDATION_ERROR', message, { details });
-export const unauthorized = (message = 'Missing or invalid API key') => new AppError('UNAUTHORIZED', message);
-export const forbidden = (message: string) => new AppError('FORBIDDEN', message);
-export const notFound = (what = 'Resource') => new AppError('NOT_FOUND', `${what} not found`);
-export const conflict = (message: string) => new AppError('CONFLICT', message);
-export const notImplemented = () =>
-  new AppError('NOT_IMPLEMENTED', 'This operation is part of the contract but not implemented yet');
-export const serviceUnavailable = (message = 'Service temporarily unavailable, retry later') =>
-  new AppError('SERVICE_UNAVAILABLE', message);
+/** The HTTP status of a domain error. */
+export const statusOf = (error: AppError): number => STATUS_OF[error.code];
+const telemetryCodeOf = (error: AppError): TelemetryErrorCode => error.options.telemetryCode ?? TELEMETRY_CODE_OF[error.code];
 
 interface ValidatorErrorItem {
   path?: string;
@@ -181,7 +158,7 @@ function isDatabaseOutage(err: StatusError): boolean {
  * `operation` (the matched OpenAPI operation, when known) lets validation messages name fields.
  */
 export function toAppError(thrown: unknown, operation?: unknown): { error: AppError; internal: boolean } {
-  if (thrown instanceof AppError) return { error: thrown, internal: thrown.status >= 500 && thrown.code === 'INTERNAL_ERROR' };
+  if (thrown instanceof AppError) return { error: thrown, internal: statusOf(thrown) >= 500 && thrown.code === 'INTERNAL_ERROR' };
   const err = (thrown ?? {}) as StatusError;
   const status = err.status ?? err.statusCode;
 
@@ -247,7 +224,7 @@ export function envelopeBody(error: AppError): ErrorEnvelope {
 
 export function telemetryBody(error: AppError, requestId: string, now: Date): TelemetryErrorBody {
   return {
-    error: { code: error.telemetryCode, message: error.message, details: error.options.details ?? null },
+    error: { code: telemetryCodeOf(error), message: error.message, details: error.options.details ?? null },
     meta: { request_id: requestId, timestamp: now.toISOString() },
   };
 }

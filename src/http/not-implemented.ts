@@ -1,4 +1,4 @@
-import { notImplemented } from './errors.js';
+import { AppError } from '../kernel/errors.js';
 
 /**
  * Handlers for operations that are part of the contract but whose issue has not landed: they
@@ -7,7 +7,7 @@ import { notImplemented } from './errors.js';
  */
 export function notImplementedHandlers<K extends string>(operationIds: readonly K[]): Record<K, () => Promise<never>> {
   const handler = async (): Promise<never> => {
-    throw notImplemented();
+    throw new AppError('NOT_IMPLEMENTED', 'This operation is part of the contract but not implemented yet');
   };
   return Object.fromEntries(operationIds.map((id) => [id, handler])) as Record<K, () => Promise<never>>;
 }

@@ -8,7 +8,8 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
-import { AppError, envelopeBody, telemetryBody, toAppError } from './errors.js';
+import { AppError } from '../kernel/errors.js';
+import { envelopeBody, statusOf, telemetryBody, toAppError } from './errors.js';
 import { listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
 import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
@@ -291,10 +292,10 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     const error = options.refineError && !internal ? options.refineError(mapped.error, thrown, req) : mapped.error;
     const log = req.log ?? logger;
     if (internal) log.error({ err: thrown }, 'unhandled error');
-    else if (error.status >= 500) log.warn({ err: thrown, code: error.code }, 'request failed');
+    else if (statusOf(error) >= 500) log.warn({ err: thrown, code: error.code }, 'request failed');
     if (res.headersSent) return;
     for (const [name, value] of Object.entries(error.options.headers ?? {})) res.setHeader(name, value);
-    sendJson(res, error.status, options.errorFlavor(req) === 'telemetry' ? telemetryBody(error, req.requestId, clock.now()) : envelopeBody(error));
+    sendJson(res, statusOf(error), options.errorFlavor(req) === 'telemetry' ? telemetryBody(error, req.requestId, clock.now()) : envelopeBody(error));
   });
 
   return app;

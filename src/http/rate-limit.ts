@@ -11,7 +11,7 @@
  * by the keys active in one window.
  */
 import type { Clock } from '../kernel/clock.js';
-import { AppError } from './errors.js';
+import { AppError } from '../kernel/errors.js';
 
 export class FixedWindowRateLimiter {
   private windowStart = -1;

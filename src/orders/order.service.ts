@@ -1,6 +1,6 @@
 /** Orders: refunds and reads (payment results are applied by commerce/payment-flow.ts). */
 import type { Clock } from '../kernel/clock.js';
-import { conflict, notFound, validationError } from '../http/errors.js';
+import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderFilter } from '../commerce/model.js';
 

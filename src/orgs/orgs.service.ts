@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { constantTimeEqual, sha256Hex } from '../kernel/secrets.js';
-import { AppError, forbidden, notFound, unauthorized } from '../http/errors.js';
+import { AppError, forbidden, notFound, unauthorized } from '../kernel/errors.js';
 import type { ApiKey, Organization, OrganizationPatch, OrgRepository } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
 

@@ -4,7 +4,7 @@
  * not ended). Inline products (`productData`) have no catalog id and never grant access.
  */
 import type { components } from '../../generated/merchant.js';
-import { validationError } from '../http/errors.js';
+import { validationError } from '../kernel/errors.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Customer } from '../commerce/model.js';

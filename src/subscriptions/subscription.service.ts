@@ -5,7 +5,7 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../kernel/errors.js';
 import type { CardProcessor } from '../processors/card-processor.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';

@@ -6,7 +6,7 @@
  * body over the limit says the limit.
  */
 import type { Request } from 'express';
-import { AppError, type ErrorDetails } from '../http/errors.js';
+import { AppError, type ErrorDetails } from '../kernel/errors.js';
 
 interface ValidatorItem {
   path?: string;

@@ -11,7 +11,7 @@
  * re-merged from the finer cells — the rare path, and an exact one.
  */
 import type { Clock } from '../kernel/clock.js';
-import { AppError, notFound } from '../http/errors.js';
+import { AppError, notFound } from '../kernel/errors.js';
 import type { components } from '../../generated/telemetry.js';
 import { CellStats } from './cell-stats.js';
 import type { TelemetryAuth } from './keys.service.js';

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { constantTimeEqual, sha256Hex } from '../kernel/secrets.js';
-import { AppError, notFound, unauthorized } from '../http/errors.js';
+import { AppError, notFound, unauthorized } from '../kernel/errors.js';
 import type { ProjectRepository, TelemetryKey } from './projects.repository.js';
 
 /** Who a telemetry request is: the key's organization and project. */

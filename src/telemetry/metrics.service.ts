@@ -6,7 +6,7 @@
  * merged: counts, sums, min and max exactly, percentiles through the DDSketches (relative error
  * ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead of every span.
  */
-import { AppError, validationError } from '../http/errors.js';
+import { AppError, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
 import { decompose } from './rollups.js';

@@ -6,7 +6,7 @@
  * Pure: no I/O, so the whole batch is checked before anything is written.
  */
 import type { components } from '../../generated/telemetry.js';
-import { AppError, type ErrorDetails } from '../http/errors.js';
+import { AppError, type ErrorDetails } from '../kernel/errors.js';
 import type { PriceTable } from './prices.js';
 
 type IngestRequest = components['schemas']['IngestRequest'];

@@ -4,7 +4,7 @@
  * truncated to milliseconds, resource attributes under the span's, AnyValue mapped to scalars.
  */
 import type { components } from '../../generated/telemetry.js';
-import { AppError } from '../http/errors.js';
+import { AppError } from '../kernel/errors.js';
 import { OTLP_NAMES, invalidTrace, normalizeSpan, type AttributeValue, type Attributes, type NormalizedBatch, type NormalizedTrace, type SpanStatusCode } from './normalize.js';
 import type { PriceTable } from './prices.js';
 

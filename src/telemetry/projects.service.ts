@@ -1,7 +1,7 @@
 /** Telemetry projects: creation (slug, limit), reads with statistics, updates, guarded deletion. */
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
-import { AppError, notFound } from '../http/errors.js';
+import { AppError, notFound } from '../kernel/errors.js';
 import type { Environment, Project, ProjectPatch, ProjectRepository } from './projects.repository.js';
 
 /** An organization holds at most this many projects (openapi/telemetry.yaml, createProject). */

@@ -1,5 +1,5 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
-import { notFound, validationError } from '../http/errors.js';
+import { notFound, validationError } from '../kernel/errors.js';
 import type { SpanDoc, StoreRepository, StoredTrace } from './store.repository.js';
 
 export interface TraceQuery {

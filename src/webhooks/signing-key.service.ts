@@ -9,7 +9,7 @@
 import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
-import { conflict } from '../http/errors.js';
+import { conflict } from '../kernel/errors.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { components } from '../../generated/merchant.js';
 import type { SigningKey, SigningKeyRepository } from './signing-key.repository.js';

@@ -5,7 +5,7 @@
 import type { Clock } from '../kernel/clock.js';
 import { unixSeconds } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
-import { conflict, notFound, serviceUnavailable, validationError } from '../http/errors.js';
+import { conflict, notFound, serviceUnavailable, validationError } from '../kernel/errors.js';
 import { renderEnvelope, type EndpointIdentity } from './envelope.js';
 import { signWebhook, type SignedHeaders } from './signature.js';
 import type { SigningKeyService } from './signing-key.service.js';
