@@ -635,8 +635,9 @@ export interface paths {
          *     * `name`: label, 1-100 characters.
          *     * `url`: absolute `https` URL, at most 2048 characters, without credentials
          *       (`user:password@`). The server also resolves the host and refuses (`400`) hosts that resolve
-         *       to loopback, private, link-local, unspecified or cloud-metadata addresses; the same check is
-         *       repeated at each delivery.
+         *       to an address that is not globally routable unicast (loopback, private, link-local,
+         *       metadata, and IPv6 forms carrying such an IPv4 address: see `WebhookEndpointUrl`); the
+         *       same check is repeated at each delivery.
          *     * `events`: the event selection, distinct event types; an empty list (the default)
          *       subscribes to every event, including event types added later.
          *     * `enabled`: default `true`; disabled endpoints receive nothing.
@@ -696,8 +697,8 @@ export interface paths {
         /**
          * Update a webhook endpoint
          * @description Changes some of `name`, `url`, `events` and `enabled` (at least one field). Fields follow the
-         *     creation rules: `url` must be an `https` URL without credentials whose host does not resolve
-         *     to a loopback, private, link-local, unspecified or metadata address (`400`); `events: []`
+         *     creation rules: `url` must be an `https` URL without credentials whose host resolves only to
+         *     globally routable unicast addresses (`WebhookEndpointUrl`, else `400`); `events: []`
          *     subscribes to every event. Deliveries already queued keep the URL they were queued for
          *     until their next attempt, which uses the updated endpoint. Body at most 64 KiB (`413`).
          *     Permission: `webhooks:write`.
@@ -1599,8 +1600,16 @@ export interface components {
         WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "subscription.created" | "subscription.updated" | "subscription.expired" | "subscription.ended";
         /**
          * Format: uri
-         * @description Absolute `https` URL without credentials (no `user:password@`). Hosts resolving to loopback,
-         *     private, link-local, unspecified or cloud-metadata addresses are refused (`400`).
+         * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
+         *     resolves to (or the IP literal) must be globally routable unicast, otherwise the URL is
+         *     refused (`400`): loopback, private, link-local, unique-local, unspecified, shared (CGNAT),
+         *     multicast, reserved and documentation addresses, cloud-metadata hosts, and IPv6 outside
+         *     `2000::/3`. IPv6 forms that carry an IPv4 address are judged by that IPv4 address:
+         *     IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, IPv4-translated
+         *     `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16` and Teredo `2001::/32` (its
+         *     server and its client address). In the local-use NAT64 prefix `64:ff9b:1::/48` the IPv4
+         *     address can only be read in the `/96` form `64:ff9b:1::a.b.c.d`; other addresses there are
+         *     refused. The same check runs again at each delivery on the addresses connected to.
          */
         WebhookEndpointUrl: string;
         /** @description A webhook endpoint (`WHE_…`). */

@@ -10,7 +10,7 @@ import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
 import { AppError } from '../kernel/errors.js';
 import { envelopeBody, statusOf, telemetryBody, toAppError } from './errors.js';
-import { listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
+import { HTTP_METHODS, listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
 import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
 import { contractRecorder } from './contract-log.js';
@@ -110,6 +110,24 @@ function checkIntegerQuery(names: string[], req: Request): void {
       throw new AppError('VALIDATION_ERROR', `query.${name} must be an integer in decimal digits`);
     }
   }
+}
+
+/**
+ * Query values are decoded once, by the query parser, as HTML forms and URL libraries encode them:
+ * `+` and `%20` are spaces, `%2B` is a plus. The validator would otherwise also scan the raw query
+ * and refuse any reserved character in it (`+` included) unless the parameter has `allowReserved`,
+ * so its copy of the document gives every query parameter that flag and it validates the decoded
+ * value. The published documents do not carry the flag: it would tell clients not to encode.
+ */
+function validateDecodedQueries(document: OpenApiDocument): OpenApiDocument {
+  type Parameter = { in?: string; allowReserved?: boolean };
+  for (const item of Object.values(document.paths)) {
+    const lists = [item.parameters, ...HTTP_METHODS.map((method) => (item[method] as { parameters?: unknown } | undefined)?.parameters)];
+    for (const list of lists) {
+      for (const parameter of (list as Parameter[] | undefined) ?? []) if (parameter.in === 'query') parameter.allowReserved = true;
+    }
+  }
+  return document;
 }
 
 export function createOpenApiApp(options: OpenApiAppOptions): Express {
@@ -238,7 +256,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   app.use(
     OpenApiValidator.middleware({
-      apiSpec: structuredClone(options.document) as never,
+      apiSpec: validateDecodedQueries(structuredClone(options.document)) as never,
       validateApiSpec: true,
       // coerceTypes applies to bodies only (query and path parameters are always coerced by the
       // library): a body is taken as sent, so `null` or `"12"` never silently become `""` or 12.

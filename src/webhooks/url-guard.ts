@@ -10,7 +10,8 @@
  * connections are reused until the host is re-resolved and re-checked (every 30 s by default).
  */
 import dns from 'node:dns';
-import net, { BlockList } from 'node:net';
+import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 export interface ResolvedAddress {
   address: string;
@@ -36,59 +37,41 @@ export class UnsafeUrlError extends Error {
   }
 }
 
-const loopback = new BlockList();
-loopback.addSubnet('127.0.0.0', 8, 'ipv4');
-loopback.addAddress('::1', 'ipv6');
-
-/** Addresses a webhook may never reach (loopback is here too; the dev flag lifts only that part). */
-const forbidden = new BlockList();
-for (const [net4, prefix] of [
-  ['0.0.0.0', 8], // "this network", unspecified
-  ['10.0.0.0', 8], // private
-  ['100.64.0.0', 10], // carrier-grade NAT (Alibaba Cloud metadata 100.100.100.200)
-  ['127.0.0.0', 8], // loopback
-  ['169.254.0.0', 16], // link-local (AWS/GCP/Azure metadata 169.254.169.254)
-  ['172.16.0.0', 12], // private
-  ['192.0.0.0', 24], // IETF protocol assignments (Oracle metadata 192.0.0.192)
-  ['192.0.2.0', 24], // documentation
-  ['192.88.99.0', 24], // 6to4 relay anycast
-  ['192.168.0.0', 16], // private
-  ['198.18.0.0', 15], // benchmarking
-  ['198.51.100.0', 24], // documentation
-  ['203.0.113.0', 24], // documentation
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, broadcast
-] as const) {
-  forbidden.addSubnet(net4, prefix, 'ipv4');
-}
-for (const [net6, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
-  ['100::', 64], // discard
-  ['2001:db8::', 32], // documentation
-  ['fc00::', 7], // unique local (AWS IPv6 metadata fd00:ec2::254)
-  ['fe80::', 10], // link-local
-  ['fec0::', 10], // deprecated site-local
-  ['ff00::', 8], // multicast
-] as const) {
-  forbidden.addSubnet(net6, prefix, 'ipv6');
-}
-
 /** Names of metadata services that must never be reached, whatever they resolve to. */
 const METADATA_HOSTS = new Set(['metadata', 'metadata.google.internal', 'metadata.goog', 'instance-data', 'instance-data.ec2.internal']);
 
-/** An IPv4 address embedded in an IPv6 one (`::ffff:10.0.0.1`, NAT64 `64:ff9b::a00:1`), if any. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:(?:0:)?|64:ff9b::|::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:(?:0:)?|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (hex) {
-    const hi = parseInt(hex[1]!, 16);
-    const lo = parseInt(hex[2]!, 16);
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+/** IANA's global unicast block: IPv6 outside it is reserved, local or special, never a webhook receiver. */
+const GLOBAL_UNICAST = ipaddr.IPv6.parseCIDR('2000::/3');
+
+const REFUSED = 'a loopback, private, link-local, reserved or metadata address';
+
+/**
+ * The IPv4 addresses an IPv6 address's traffic ends up at, for the forms that carry one (the
+ * kernel, a tunnel relay or a translator sends it there), so the IPv4 addresses are what is judged.
+ * `null`: a form whose IPv4 address cannot be told; `undefined`: not such a form.
+ */
+function carriedIpv4(v6: ipaddr.IPv6): ipaddr.IPv4[] | null | undefined {
+  const p = v6.parts as [number, number, number, number, number, number, number, number];
+  const ipv4 = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+  switch (v6.range() as string) {
+    case 'ipv4Mapped': // ::ffff:a.b.c.d — the socket connects over IPv4
+    case 'rfc6145': // ::ffff:0:a.b.c.d — IPv4-translated (SIIT)
+      return [ipv4(p[6], p[7])];
+    case 'rfc6052':
+      // NAT64: 64:ff9b::/96, and the local-use 64:ff9b:1::/48 where the IPv4 address sits where the
+      // operator's prefix length puts it; only its /96 form (the bits between zero) can be read.
+      return p[3] === 0 && p[4] === 0 && p[5] === 0 ? [ipv4(p[6], p[7])] : null;
+    case '6to4': // 2002:AABB:CCDD::/48 — relayed to AA.BB.CC.DD
+      return [ipv4(p[1], p[2])];
+    case 'teredo': // 2001:0:SSSS:SSSS:flags:port:CCCC:CCCC — the server, and the client's address (inverted)
+      return [ipv4(p[2], p[3]), ipv4(p[6] ^ 0xffff, p[7] ^ 0xffff)];
+    case 'unicast':
+      // IPv4-compatible ::a.b.c.d (deprecated, tunnelled to a.b.c.d); `::` and `::1` have their own range names.
+      if (p[0] === 0 && p[1] === 0 && p[2] === 0 && p[3] === 0 && p[4] === 0 && p[5] === 0) return [ipv4(p[6], p[7])];
+      return undefined;
+    default:
+      return undefined;
   }
-  return undefined;
 }
 
 export interface UrlGuardOptions {
@@ -104,15 +87,34 @@ export class UrlGuard {
     this.resolve = options.resolve ?? systemResolve;
   }
 
-  /** Why an IP address may not be reached, or undefined when it may. */
+  /**
+   * Why an IP address may not be reached, or undefined when it may: only globally routable unicast
+   * may (ipaddr.js range names), and an IPv6 form carrying an IPv4 address is judged by that address.
+   */
   refusal(address: string): string | undefined {
-    const family = net.isIP(address);
-    if (family === 0) return `"${address}" is not an IP address`;
-    const v4 = family === 6 ? embeddedIpv4(address) : address;
-    const [ip, type] = v4 ? [v4, 'ipv4' as const] : [address, 'ipv6' as const];
-    if (this.options.allowLoopback && loopback.check(ip, type)) return undefined;
-    if (forbidden.check(ip, type)) return `${address} is a loopback, private, link-local, reserved or metadata address`;
+    if (net.isIP(address) === 0) return `"${address}" is not an IP address`;
+    // ipaddr.js reads `::a.b.c.d` (IPv4-compatible, as getaddrinfo prints it) as IPv4-mapped `::ffff:a.b.c.d`.
+    const ip = ipaddr.parse(address.replace(/^::(?=\d+\.)/, '0::'));
+    if (ip.kind() === 'ipv4') return this.ipv4Refused(ip as ipaddr.IPv4, true) ? `${address} is ${REFUSED}` : undefined;
+    const v6 = ip as ipaddr.IPv6;
+    const carried = carriedIpv4(v6);
+    if (carried === null) return `${address} is ${REFUSED}`;
+    if (carried) {
+      // Loopback is lifted only where a socket reaches it directly (IPv4-mapped), not through a relay or translator.
+      const directly = v6.range() === 'ipv4Mapped';
+      const bad = carried.find((v4) => this.ipv4Refused(v4, directly));
+      return bad ? `${address} carries the IPv4 address ${bad.toString()}, ${REFUSED}` : undefined;
+    }
+    const range = v6.range();
+    if (range === 'loopback' && this.options.allowLoopback) return undefined;
+    if (range !== 'unicast' || !v6.match(GLOBAL_UNICAST)) return `${address} is ${REFUSED}`;
     return undefined;
+  }
+
+  private ipv4Refused(v4: ipaddr.IPv4, loopbackMayBeAllowed: boolean): boolean {
+    const range = v4.range();
+    if (range === 'loopback') return !(loopbackMayBeAllowed && this.options.allowLoopback);
+    return range !== 'unicast';
   }
 
   /** Parses and checks the URL's form (https, no credentials); returns the host to resolve. */

@@ -435,6 +435,38 @@ describe('SSRF at delivery time', () => {
     await deleteEndpoint(endpointId);
   });
 
+  it('refuses a host that resolves to an IPv6 form carrying a loopback, private or metadata IPv4 address', async () => {
+    const url = `https://receiver.kassa.test:${receiver.port}/hooks/kassa`;
+    let answer = '';
+    const endpointId = await storedEndpoint(url);
+    // The loopback flag is on (the receiver is on 127.0.0.1): it must not lift these either.
+    const w = worker({ resolve: async () => [{ address: answer, family: 6 }], resolveTtlMs: 0 });
+    // `::127.0.0.1` is how getaddrinfo prints the IPv4-compatible ::7f00:1.
+    const forms = ['::7f00:1', '::127.0.0.1', '::a9fe:a9fe', '64:ff9b::a00:5', '64:ff9b:1::a9fe:a9fe', '2002:7f00:1::', '2001:0:4136:e378:8000:63bf:80ff:fffe'];
+    for (const address of forms) {
+      answer = address;
+      const eventId = await emit();
+      await w.runOnce();
+      const delivery = await deliveryOf(eventId);
+      expect(delivery, address).toMatchObject({ status: 'pending', attemptCount: 1, lastStatusCode: null });
+      expect(delivery.lastError).toMatch(new RegExp(`^refused: url host receiver\\.kassa\\.test resolves to ${address.replace(/\./g, '\\.')} carries the IPv4 address `));
+    }
+    expect(receiver.received).toHaveLength(0);
+    await deleteEndpoint(endpointId);
+  });
+
+  it('refuses a stored IPv6 literal carrying a loopback IPv4 address at delivery', async () => {
+    const endpointId = await storedEndpoint(`https://[::7f00:1]:${receiver.port}/hooks/kassa`);
+    const eventId = await emit();
+    await worker().runOnce();
+    expect(await deliveryOf(eventId)).toMatchObject({
+      status: 'pending',
+      lastError: 'refused: url host ::7f00:1 carries the IPv4 address 127.0.0.1, a loopback, private, link-local, reserved or metadata address',
+    });
+    expect(receiver.received).toHaveLength(0);
+    await deleteEndpoint(endpointId);
+  });
+
   it('refuses loopback at delivery when the loopback flag is off, whatever was stored', async () => {
     const now = ctx.clock.now();
     const id = newId('WHE');

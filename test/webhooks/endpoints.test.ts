@@ -85,6 +85,35 @@ describe('POST /v1/webhook', () => {
     expect(res.body.message).toMatch(/^body\.url host .*(loopback|private|metadata)/);
   });
 
+  // IPv6 forms that carry an IPv4 address: the IPv4 address is what the traffic reaches.
+  const TRANSITION_FORMS = [
+    ['IPv4-compatible loopback', 'https://[::7f00:1]/hook'],
+    ['IPv4-compatible loopback, dotted', 'https://[::127.0.0.1]/hook'],
+    ['IPv4-compatible link-local (AWS metadata)', 'https://[::a9fe:a9fe]/latest/meta-data/'],
+    ['IPv4-translated private', 'https://[::ffff:0:10.0.0.1]/hook'],
+    ['NAT64 of a private address', 'https://[64:ff9b::10.0.0.1]/hook'],
+    ['local-use NAT64 of the metadata address', 'https://[64:ff9b:1::169.254.169.254]/hook'],
+    ['6to4 of loopback', 'https://[2002:7f00:1::]/hook'],
+    ['Teredo with a loopback client', 'https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook'],
+    ['IPv6 documentation range', 'https://[2001:db8::1]/hook'],
+    ['IPv6 outside global unicast', 'https://[4000::1]/hook'],
+  ] as const;
+
+  it.each(TRANSITION_FORMS)('refuses a URL that reaches %s through an IPv6 form (SSRF) with 400', async (_why, url) => {
+    const res = await create({ name: 'ssrf', url });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'VALIDATION_ERROR' } });
+    expect(res.body.message).toMatch(/^body\.url host .*loopback, private, link-local, reserved or metadata address$/);
+  });
+
+  it('accepts the same forms when they carry a public IPv4 address', async () => {
+    for (const url of ['https://[::ffff:93.184.216.34]/hook', 'https://[64:ff9b::93.184.216.34]/hook', 'https://[2002:5db8:d822::1]/hook']) {
+      const res = await create({ name: 'public via IPv6', url });
+      expect(res.status, url).toBe(201);
+      expect((await asA(ctx.merchant.delete(`/v1/webhook/${res.body.data.id}`))).status).toBe(200);
+    }
+  });
+
   it('refuses a host that does not resolve', async () => {
     const res = await create({ name: 'nx', url: 'https://does-not-exist.invalid/hook' });
     expect(res.status).toBe(400);
@@ -152,6 +181,17 @@ describe('PATCH /v1/webhook/{id} and PATCH /v1/webhook?id=', () => {
     expect((await asA(ctx.merchant.patch('/v1/webhook')).send({ enabled: false })).status).toBe(400);
   });
 
+  it('refuses a URL reaching a private address through an IPv6 transition form, leaving the endpoint unchanged', async () => {
+    const created = (await create({ name: 'Guarded v6', url: `${PUBLIC}/g6` })).body.data;
+    for (const url of ['https://[::7f00:1]/', 'https://[::127.0.0.1]/', 'https://[::a9fe:a9fe]/', 'https://[2002:7f00:1::]/', 'https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/']) {
+      const byPath = await asA(ctx.merchant.patch(`/v1/webhook/${created.id}`)).send({ url });
+      expect(byPath.status, url).toBe(400);
+      expect(byPath.body.error.code).toBe('VALIDATION_ERROR');
+      expect((await asA(ctx.merchant.patch(`/v1/webhook?id=${created.id}`)).send({ url })).status, url).toBe(400);
+    }
+    expect((await asA(ctx.merchant.get(`/v1/webhook/${created.id}`))).body.data).toEqual(created);
+  });
+
   it('404s another organization’s endpoint in both forms, before looking at the body', async () => {
     const created = (await create({ name: 'Mine', url: `${PUBLIC}/m` })).body.data;
     expect((await asB(ctx.merchant.patch(`/v1/webhook/${created.id}`)).send({ enabled: false })).status).toBe(404);
@@ -207,6 +247,12 @@ describe('WEBHOOK_ALLOW_LOOPBACK', () => {
       expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url: 'https://localhost:8443/hook' })).status).toBe(201);
       expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url: 'https://10.0.0.1/hook' })).status).toBe(400);
       expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url: 'https://169.254.169.254/' })).status).toBe(400);
+      // Loopback as a socket reaches it, not an IPv6 form routed elsewhere (a tunnel, a translator).
+      expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url: 'https://[::1]:8443/hook' })).status).toBe(201);
+      expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url: 'https://[::ffff:127.0.0.1]:8443/hook' })).status).toBe(201);
+      for (const url of ['https://[::7f00:1]/', 'https://[2002:7f00:1::]/', 'https://[64:ff9b::a9fe:a9fe]/']) {
+        expect((await as(dev.merchant.post('/v1/webhook')).send({ name: 'dev', url })).status, url).toBe(400);
+      }
     } finally {
       await dev.close();
     }

@@ -99,6 +99,48 @@ describe('UrlGuard', () => {
     expect(dev.refusal('10.0.0.1')).toBeDefined();
   });
 
+  it('judges IPv6 transition forms by the IPv4 address they carry, and refuses IPv6 outside global unicast', () => {
+    const refused = {
+      'IPv4-compatible loopback': '::7f00:1',
+      'IPv4-compatible link-local (metadata)': '::a9fe:a9fe',
+      'IPv4-compatible private': '::a00:1',
+      'IPv4-compatible unspecified': '::2',
+      'IPv4-mapped metadata': '::ffff:a9fe:a9fe',
+      'IPv4-translated (RFC 6145) private': '::ffff:0:a00:1',
+      'NAT64 well-known prefix, private': '64:ff9b::a00:1',
+      'NAT64 well-known prefix, loopback': '64:ff9b::7f00:1',
+      'NAT64 local-use /96, metadata': '64:ff9b:1::a9fe:a9fe',
+      'NAT64 local-use, longer prefix (IPv4 position unknown)': '64:ff9b:1:5db8:d822::1',
+      '6to4 of loopback': '2002:7f00:1::',
+      '6to4 of private': '2002:c0a8:101::1',
+      'Teredo, loopback client': '2001:0:4136:e378:8000:63bf:80ff:fffe',
+      'Teredo, private client': '2001:0:4136:e378:8000:63bf:f5ff:fffe',
+      'Teredo, private server': '2001:0:a00:1:8000:63bf:a2f7:f6f7',
+      'documentation': '2001:db8::1',
+      'benchmarking': '2001:2::1',
+      'IETF protocol assignments': '2001:1::1',
+      'outside 2000::/3': '4000::1',
+      'segment routing': '5f00::1',
+      'discard': '100::1',
+      'deprecated site-local': 'fec0::1',
+      'IPv4 shared address space (CGNAT)': '100.64.0.1',
+      'IPv4 benchmarking': '198.18.0.1',
+      'IPv4 reserved': '240.0.0.1',
+    };
+    for (const [why, address] of Object.entries(refused)) expect(guard.refusal(address), `${why}: ${address}`).toBeDefined();
+    expect(guard.refusal('::7f00:1')).toBe('::7f00:1 carries the IPv4 address 127.0.0.1, a loopback, private, link-local, reserved or metadata address');
+    expect(guard.refusal('::127.0.0.1')).toBe('::127.0.0.1 carries the IPv4 address 127.0.0.1, a loopback, private, link-local, reserved or metadata address');
+
+    // The same forms carrying a public IPv4 address reach that address: accepted.
+    const accepted = ['::ffff:808:808', '::ffff:0:808:808', '::808:808', '64:ff9b::808:808', '64:ff9b:1::5db8:d822', '2002:808:808::1', '2001:0:4136:e378:8000:63bf:a2f7:f6f7', '2001:4860:4860::8888'];
+    for (const address of accepted) expect(guard.refusal(address), address).toBeUndefined();
+
+    // The development flag lifts loopback as a socket reaches it (127/8, ::1, IPv4-mapped), not through a tunnel or translator.
+    const dev = new UrlGuard({ allowLoopback: true, resolve });
+    for (const address of ['127.0.0.2', '::1', '::ffff:7f00:1']) expect(dev.refusal(address), address).toBeUndefined();
+    for (const address of ['::7f00:1', '::127.0.0.1', '64:ff9b::7f00:1', '2002:7f00:1::', '2001:0:4136:e378:8000:63bf:80ff:fffe', '::a9fe:a9fe']) expect(dev.refusal(address), address).toBeDefined();
+  });
+
   it('is the socket lookup: answers both the single and the all-addresses forms, and fails closed', async () => {
     const lookup = (host: string, options: dns.LookupOptions) =>
       new Promise<unknown>((resolveP, reject) =>
