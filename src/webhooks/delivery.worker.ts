@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import type { Clock } from '../kernel/clock.js';
 import { unixSeconds } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
-import type { Job } from '../worker.js';
+import type { Job } from '../kernel/job.js';
 import { renderEnvelope } from './envelope.js';
 import { ReceiverConnections } from './connections.js';
 import { postWebhook, type SendResult } from './http-sender.js';
