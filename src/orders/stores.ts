@@ -3,7 +3,7 @@
  * a transaction so a state change, the rows it touches and its webhook event commit together.
  */
 import type { Knex } from 'knex';
-import { enqueueWebhookEvent, type OutboxEvent } from '../webhooks/outbox.js';
+import { enqueueWebhookEvent, type OutboxEvent } from '../webhooks/outbox.repository.js';
 import { KnexCheckoutSessionRepository, type CheckoutSessionRepository } from '../checkout/checkout-session.repository.js';
 import { KnexCustomerRepository, type CustomerRepository } from './customer.repository.js';
 import { KnexOrderRepository, type OrderRepository } from './order.repository.js';

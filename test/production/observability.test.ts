@@ -14,7 +14,7 @@ import { createWorkerStatusApp } from '../../src/observability/http.js';
 import { FixedWindowRateLimiter } from '../../src/http/rate-limit.js';
 import { ManualClock } from '../../src/kernel/clock.js';
 import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { HOSTED_PAGE_CSP } from '../../src/checkout/hosted-pages.js';
@@ -120,7 +120,7 @@ describe('GET /metrics', () => {
     expect(sample(text, 'kassa_webhook_outbox_oldest_due_seconds')).toBe(30);
 
     // Port 9 on loopback refuses the connection: a transport error, retried later.
-    const worker = new DeliveryWorker(new KnexWebhookRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
+    const worker = new DeliveryWorker(new KnexWebhookDeliveryRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
     });
     expect(await worker.runOnce()).toBe(1);

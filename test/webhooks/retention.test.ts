@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { enqueueWebhookEvent } from '../../src/webhooks/outbox.js';
+import { enqueueWebhookEvent } from '../../src/webhooks/outbox.repository.js';
 import { workerJobs } from '../../src/jobs.js';
 
 let ctx: TestContext;
