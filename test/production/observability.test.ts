@@ -18,7 +18,7 @@ import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.rep
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { HOSTED_PAGE_CSP } from '../../src/checkout/hosted-pages.js';
-import { BENCH_FLOOR_TABLE_SQL } from '../../src/observability/bench-floor.js';
+import { BENCH_FLOOR_TABLE_SQL, BenchFloorRepository, registerBenchFloor } from '../../tools/bench-floor.js';
 import { bearer, createProjectWithKey, span, spanId, traceId } from '../telemetry/helpers.js';
 
 let ctx: TestContext;
@@ -237,10 +237,11 @@ describe('security headers', () => {
 });
 
 describe('the benchmark floor route', () => {
-  it('exists only with KASSA_BENCH_FLOOR, and writes one row in a transaction per request', async () => {
+  it('is not part of the product; mounted by the benchmark harness, it writes one row in a transaction per request', async () => {
     expect((await merchant.post('/__bench/floor').send({})).status).toBe(404);
     await ctx.testDb.database.db.raw(BENCH_FLOOR_TABLE_SQL);
-    const floor = supertest(await createMerchantApp({ ...ctx.deps, config: { ...ctx.config, benchFloor: true } }));
+    const repo = new BenchFloorRepository(ctx.testDb.database.db);
+    const floor = supertest(await createMerchantApp(ctx.deps, { extraRoutes: (router) => registerBenchFloor(router, repo, ctx.clock) }));
     const res = await floor.post('/__bench/floor').send({});
     expect(res.status).toBe(201);
     expect(res.body.data.id).toMatch(/^BF_/);
