@@ -2,7 +2,7 @@
  * The three listeners: the merchant API ({base_url}), the platform API ({api_url}: telemetry,
  * agent wallet, webhook signing key) and the admin API (management, loopback by default).
  */
-import type { Express, Request } from 'express';
+import type { Express, Request, Router } from 'express';
 import type { Config } from './config.js';
 import type { Database } from './db/knex.js';
 import type { Clock } from './kernel/clock.js';
@@ -40,7 +40,6 @@ import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
-import { BenchFloorRepository, registerBenchFloor } from './observability/bench-floor.js';
 
 export interface AppDeps {
   config: Config;
@@ -63,7 +62,12 @@ const readiness = (deps: AppDeps) => async () => {
   await deps.database.db.raw('select 1');
 };
 
-export async function createMerchantApp(deps: AppDeps): Promise<Express> {
+/** Routes a harness mounts next to the merchant API's, behind the same middleware (the checkout benchmark's floor). */
+export interface MerchantAppExtras {
+  extraRoutes?: (router: Router) => void;
+}
+
+export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras = {}): Promise<Express> {
   const merchant = await loadDocument('merchant');
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
@@ -88,7 +92,7 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ApiKeyAuth: apiKeyAuth },
     extraRoutes: (router) => {
-      if (deps.config.benchFloor) registerBenchFloor(router, new BenchFloorRepository(deps.database.db), deps.clock);
+      extras.extraRoutes?.(router);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
       registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
       registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);

@@ -41,8 +41,6 @@ export interface Config {
    * 0 turns the limit off. MERCHANT_RATE_LIMIT_PER_MINUTE.
    */
   merchantRateLimitPerMinute: number;
-  /** Mount the benchmark floor route (scripts/bench/checkout.ts). KASSA_BENCH_FLOOR; never in production. */
-  benchFloor: boolean;
   telemetry: TelemetryConfig;
   /** Let webhook endpoints reach loopback addresses (local development and tests only; refused in production). */
   webhookAllowLoopback: boolean;
@@ -173,13 +171,6 @@ function webhookLeaseSeconds(env: Env): number {
   return seconds;
 }
 
-function benchFloor(env: Env): boolean {
-  const on = bool(env, 'KASSA_BENCH_FLOOR', false);
-  // An unauthenticated write route: for benchmark runs only.
-  if (on && env.NODE_ENV === 'production') throw new ConfigError('KASSA_BENCH_FLOOR=true mounts an unauthenticated benchmark route; it is refused when NODE_ENV=production');
-  return on;
-}
-
 function cryptoConfig(env: Env): CryptoConfig {
   try {
     return parseCryptoConfig(env);
@@ -226,7 +217,6 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     seedDemo: bool(env, 'KASSA_SEED_DEMO', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     merchantRateLimitPerMinute: nonNegativeInt(env, 'MERCHANT_RATE_LIMIT_PER_MINUTE', 6000),
-    benchFloor: benchFloor(env),
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
     webhookLeaseSeconds: webhookLeaseSeconds(env),

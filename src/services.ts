@@ -4,20 +4,17 @@ import type { Clock } from './kernel/clock.js';
 import type { SecretBox } from './kernel/secrets.js';
 import { KnexOrgRepository } from './orgs/orgs.repository.js';
 import { OrgService } from './orgs/orgs.service.js';
-import { KnexSigningKeyRepository } from './webhooks/signing-key.repository.js';
-import { SigningKeyService } from './webhooks/signing-key.service.js';
 import type { Config } from './config.js';
 import type { Logger } from './kernel/logger.js';
 import { createLogger } from './kernel/logger.js';
-import { KnexWebhookRepository } from './webhooks/webhooks.repository.js';
-import { WebhookService } from './webhooks/webhooks.service.js';
-import { DeliveryWorker } from './webhooks/delivery.worker.js';
-import { UrlGuard } from './webhooks/url-guard.js';
-import type { Knex } from 'knex';
+import type { SigningKeyService } from './webhooks/signing-key.service.js';
+import type { WebhookService } from './webhooks/webhooks.service.js';
+import type { DeliveryWorker } from './webhooks/delivery.worker.js';
+import { createWebhooks } from './webhooks/index.js';
 import { KnexUnitOfWork } from './db/unit-of-work.js';
 import type { CommerceStores, CommerceUnitOfWork } from './commerce/stores.js';
 import { PaymentFlow } from './commerce/payment-flow.js';
-import { enqueueWebhookEvent } from './webhooks/outbox.js';
+import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { KnexCheckoutSessionRepository } from './checkout/checkout-session.repository.js';
 import { KnexCustomerRepository } from './orders/customer.repository.js';
 import { KnexOrderRepository } from './orders/order.repository.js';
@@ -62,7 +59,7 @@ export interface Services {
 }
 
 /** The commerce stores of every domain, bound to the database or to one transaction. */
-export function createCommerceUnitOfWork(db: Knex): CommerceUnitOfWork {
+export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
   return new KnexUnitOfWork<CommerceStores>(db, (executor, transaction) => ({
     sessions: new KnexCheckoutSessionRepository(executor),
     orders: new KnexOrderRepository(executor),
@@ -77,9 +74,14 @@ export function createCommerceUnitOfWork(db: Knex): CommerceUnitOfWork {
 }
 
 export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
-  const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
-  const webhookRepo = new KnexWebhookRepository(deps.db);
-  const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
+  const webhooks = createWebhooks({
+    db: deps.db,
+    clock: deps.clock,
+    secretBox: deps.secretBox,
+    logger: deps.logger ?? createLogger({ level: 'silent' }),
+    config: deps.config,
+    onAttempt: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
+  });
   const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
   const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
   const uow = createCommerceUnitOfWork(deps.db);
@@ -101,14 +103,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     checkout: new CheckoutSessionService(uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes),
     cryptoQuotes,
     chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
-    signingKeys,
-    webhooks: new WebhookService(webhookRepo, signingKeys, urlGuard, deps.clock),
-    webhookDelivery: new DeliveryWorker(webhookRepo, signingKeys, urlGuard, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), {
-      leaseMs: deps.config?.webhookLeaseSeconds ? deps.config.webhookLeaseSeconds * 1000 : undefined,
-      batchSize: deps.config?.webhookBatchSize,
-      idleIntervalMs: deps.config?.webhookPollMs,
-      onOutcome: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
-    }),
+    ...webhooks,
     agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
     telemetry: createTelemetry(deps.db, deps.clock, deps.config?.telemetry),
   };

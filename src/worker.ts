@@ -3,18 +3,10 @@
  * watching, retention) run in the same process by default (role `all`) or alone (`--role worker`).
  * Jobs coordinate through PostgreSQL only (row locks, SKIP LOCKED, unique constraints), never
  * through memory, so any number of workers can run against one database.
+ * The jobs themselves come from src/jobs.ts, where each domain's declaration is listed.
  */
+import type { Job } from './kernel/job.js';
 import type { Logger } from './kernel/logger.js';
-
-export interface Job {
-  name: string;
-  /** Pause between two runs when the previous run found nothing to do. */
-  intervalMs: number;
-  /** One pass. Returns true when it did work, so the next pass starts at once. */
-  run(): Promise<boolean>;
-  /** Work a pass left running in the background, awaited when the worker stops. */
-  drain?(): Promise<void>;
-}
 
 export interface Worker {
   stop(): Promise<void>;
@@ -48,22 +40,4 @@ async function sleep(ms: number, cancelled: () => boolean): Promise<void> {
   while (!cancelled() && Date.now() < until) {
     await new Promise((resolve) => setTimeout(resolve, Math.min(50, until - Date.now())));
   }
-}
-
-/** The jobs of this build; each domain adds its own. */
-export function workerJobs(deps: import("./apps.js").AppDeps): Job[] {
-  return [
-    deps.services.webhookDelivery.job(),
-    // Sessions expire on read too; the sweeper makes it true for sessions nobody reads.
-    { name: 'checkout-session-expiry', intervalMs: 5_000, run: async () => (await deps.services.checkout.expireDue()) > 0 },
-    // Renewals, dunning retries and period-end cancellations, off the injectable clock.
-    { name: 'subscription-renewals', intervalMs: 5_000, run: async () => (await deps.services.subscriptions.processDue()) > 0 },
-    // Results of the sandbox processor's asynchronous test cards.
-    { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.services.sandboxProcessor.settleDue(deps.services.payments)) > 0 },
-    deps.services.telemetry.retention,
-    // Settled webhook events past WEBHOOK_RETENTION_DAYS, with their deliveries and attempts.
-    { name: 'webhook-retention', intervalMs: 60_000, run: () => deps.services.webhooks.pruneSettledEvents(deps.config.webhookRetentionDays) },
-    // ERC-20 transfers to receiving wallets: crypto orders, confirmations, reorganizations.
-    deps.services.chainWatcher.job(),
-  ];
 }

@@ -1,11 +1,11 @@
 /**
  * `npm run bench:checkout`: checkout-session creation and reads against a floor, on PostgreSQL.
  *
- * One Kassa API process (`--role api`, its own throw-away database, KASSA_BENCH_FLOOR=true) and a
- * load generator in a second process (scripts/bench/load.ts, autocannon). At 16 and 64
- * connections, the same load on:
+ * One Kassa API process (scripts/bench/checkout-server.ts: the production listeners plus the floor
+ * route, on its own throw-away database) and a load generator in a second process
+ * (scripts/bench/load.ts, autocannon). At 16 and 64 connections, the same load on:
  * - floor: `POST /__bench/floor`, one single-row INSERT in a transaction on the same server, pool
- *   and middleware (src/observability/bench-floor.ts): the least a durable create can cost;
+ *   and middleware (tools/bench-floor.ts): the least a durable create can cost;
  * - create: `POST /v1/checkout-sessions` with a fresh Idempotency-Key per request;
  * - get: `GET /v1/checkout-sessions/{id}` over 200 seeded sessions.
  * The routes take turns in BENCH_ROUNDS short rounds (default 3), so that a drift of the
@@ -26,8 +26,8 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
-import { BENCH_FLOOR_TABLE_SQL } from '../../src/observability/bench-floor.js';
-import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createCheckout, createDatabase, newDeployment, provisionMerchant, startKassa } from '../lib/cluster.js';
+import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
+import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createCheckout, createDatabase, newDeployment, provisionMerchant, startKassa } from '../../tools/cluster.js';
 import type { LoadResult, LoadScenario } from './load.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
 
@@ -79,7 +79,6 @@ async function main(): Promise<void> {
   await direct.connect();
   await direct.query(BENCH_FLOOR_TABLE_SQL);
   const deployment = newDeployment(db.url, {
-    KASSA_BENCH_FLOOR: 'true',
     LOG_LEVEL: 'warn',
     MERCHANT_RATE_LIMIT_PER_MINUTE: '0',
     DATABASE_POOL_MAX: poolMax,
@@ -88,7 +87,7 @@ async function main(): Promise<void> {
   });
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the server.
   const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean);
-  const server = await startKassa(deployment, { role: 'api', name: 'bench-api', echo: true, nodeArgs });
+  const server = await startKassa(deployment, { role: 'api', name: 'bench-api', echo: true, nodeArgs, entry: 'scripts/bench/checkout-server.ts' });
   try {
     const merchant = await provisionMerchant(server.adminUrl, deployment.adminToken, 'Bench');
     const sessionIds: string[] = [];

@@ -36,8 +36,8 @@ import { SecretBox } from '../../src/kernel/secrets.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices } from '../../src/services.js';
-import { enqueueWebhookEvent, type OutboxEvent } from '../../src/webhooks/outbox.js';
-import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createDatabase, newDeployment, sleep, startKassa, waitFor, type KassaProcess } from '../lib/cluster.js';
+import { enqueueWebhookEvent, type OutboxEvent } from '../../src/webhooks/outbox.repository.js';
+import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createDatabase, newDeployment, sleep, startKassa, waitFor, type KassaProcess } from '../../tools/cluster.js';
 
 const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 3000);

@@ -1,6 +1,6 @@
 /** Admin API handlers of wallets, agents, policies and credit (management outside the agent API). */
 import type { AdminHandlers } from '../http/handler-maps.js';
-import { iso, isoOrNull } from '../http/present.js';
+import { iso, isoOrNull } from '../kernel/present.js';
 import type { Agent, Policy, Wallet } from './agent-wallet.repository.js';
 import type { AgentWalletService } from './agent-wallet.service.js';
 

@@ -1,6 +1,6 @@
 /** Agent wallet runtime handlers: every route runs as the agent its P-256 headers authenticated. */
 import type { AgentWalletHandlers } from '../http/handler-maps.js';
-import { iso } from '../http/present.js';
+import { iso } from '../kernel/present.js';
 import type { AgentWalletService } from './agent-wallet.service.js';
 import { SIGN_TYPED_DATA_PATH } from './protocol.js';
 

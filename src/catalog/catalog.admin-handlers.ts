@@ -1,5 +1,5 @@
 import type { AdminHandlers } from '../http/handler-maps.js';
-import { iso, page } from '../http/present.js';
+import { iso, page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { PaymentLink, Price, Product } from './catalog.repository.js';
 import type { CatalogService } from './catalog.service.js';

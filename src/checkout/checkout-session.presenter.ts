@@ -1,5 +1,5 @@
 import type { components } from '../../generated/merchant.js';
-import { iso } from '../http/present.js';
+import { iso } from '../kernel/present.js';
 import type { Order } from '../commerce/model.js';
 import type { CheckoutSession } from '../commerce/model.js';
 

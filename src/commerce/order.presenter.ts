@@ -1,7 +1,7 @@
 /** Domain Order → the merchant API's Order and the webhook's `data.order`. */
 import type { components } from '../../generated/merchant.js';
 import { toDisplayAmount } from '../kernel/money.js';
-import { iso } from '../http/present.js';
+import { iso } from '../kernel/present.js';
 import type { Order, OrderStatus } from './model.js';
 
 type ApiOrder = components['schemas']['Order'];

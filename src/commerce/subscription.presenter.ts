@@ -1,5 +1,5 @@
 import type { components } from '../../generated/merchant.js';
-import { iso, isoOrNull } from '../http/present.js';
+import { iso, isoOrNull } from '../kernel/present.js';
 import type { Subscription } from './model.js';
 
 type ApiSubscription = components['schemas']['Subscription'];

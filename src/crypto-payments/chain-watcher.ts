@@ -16,7 +16,7 @@ import { getAddress } from 'viem';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { randomToken } from '../kernel/ids.js';
-import type { Job } from '../worker.js';
+import type { Job } from '../kernel/job.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { ChainConfig, CryptoConfig } from './crypto-config.js';
 import type { CryptoQuote } from '../commerce/model.js';

@@ -1,6 +1,6 @@
 import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../http/handler-maps.js';
-import { page } from '../http/present.js';
+import { page } from '../kernel/present.js';
 import type { OrderStatus } from '../commerce/model.js';
 import { presentOrder } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';

@@ -1,5 +1,5 @@
 import type { AdminHandlers } from '../http/handler-maps.js';
-import { iso, isoOrNull, page } from '../http/present.js';
+import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { ApiKey, Organization } from './orgs.repository.js';
 import type { OrgService } from './orgs.service.js';
 import type { Permission } from './permissions.js';

@@ -1,5 +1,5 @@
 import type { AdminHandlers, MerchantHandlers } from '../http/handler-maps.js';
-import { iso, isoOrNull, page } from '../http/present.js';
+import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { EntitlementService } from './entitlement.service.js';
 import type { Subscription } from '../commerce/model.js';
 import { presentSubscription } from '../commerce/subscription.presenter.js';

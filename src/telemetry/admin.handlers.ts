@@ -1,6 +1,6 @@
 /** Admin API: telemetry projects and telemetry API keys of an organization. */
 import type { AdminHandlers } from '../http/handler-maps.js';
-import { iso, isoOrNull } from '../http/present.js';
+import { iso, isoOrNull } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { TelemetryKeyService } from './keys.service.js';
 import type { Project, TelemetryKey } from './projects.repository.js';

@@ -7,7 +7,7 @@
  * never holds long locks; the job runs again at once while there is more to delete.
  */
 import type { Clock } from '../kernel/clock.js';
-import type { Job } from '../worker.js';
+import type { Job } from '../kernel/job.js';
 import type { TelemetryKeyService } from './keys.service.js';
 import type { ProjectRepository } from './projects.repository.js';
 import { startOfUtcDay } from './projects.service.js';

@@ -1,9 +1,9 @@
 import type { AdminHandlers } from '../http/handler-maps.js';
-import { iso, isoOrNull, page } from '../http/present.js';
+import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { SigningKey } from './signing-key.repository.js';
 import type { SigningKeyService } from './signing-key.service.js';
-import type { DeliveryWithAttempts } from './webhooks.repository.js';
+import type { DeliveryWithAttempts } from './webhook.model.js';
 import type { WebhookService } from './webhooks.service.js';
 
 const presentDelivery = (d: DeliveryWithAttempts) => ({

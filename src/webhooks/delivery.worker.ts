@@ -22,7 +22,7 @@ import { performance } from 'node:perf_hooks';
 import type { Clock } from '../kernel/clock.js';
 import { unixSeconds } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
-import type { Job } from '../worker.js';
+import type { Job } from '../kernel/job.js';
 import { renderEnvelope } from './envelope.js';
 import { ReceiverConnections } from './connections.js';
 import { postWebhook, type SendResult } from './http-sender.js';
@@ -30,7 +30,8 @@ import { decide, MAX_ATTEMPTS } from './retry-policy.js';
 import { signWebhook } from './signature.js';
 import type { Signer, SigningKeyService } from './signing-key.service.js';
 import { UnsafeUrlError, type UrlGuard } from './url-guard.js';
-import type { Attempt, AttemptRecord, ClaimedDelivery, DeliveryOutcome, WebhookRepository } from './webhooks.repository.js';
+import type { WebhookDeliveryRepository } from './deliveries.repository.js';
+import type { Attempt, AttemptRecord, ClaimedDelivery, DeliveryOutcome } from './webhook.model.js';
 
 export interface DeliveryWorkerOptions {
   /** Per attempt, everything included. The spec's 10 s; tests shorten it. */
@@ -72,7 +73,7 @@ export class DeliveryWorker {
   private readonly recorder: AttemptRecorder;
 
   constructor(
-    private readonly repo: WebhookRepository,
+    private readonly repo: WebhookDeliveryRepository,
     private readonly signingKeys: SigningKeyService,
     private readonly guard: UrlGuard,
     private readonly clock: Clock,
@@ -279,7 +280,7 @@ class AttemptRecorder {
   private flushing = false;
 
   constructor(
-    private readonly repo: WebhookRepository,
+    private readonly repo: WebhookDeliveryRepository,
     private readonly maxBatch = 500,
   ) {}
 

@@ -1,6 +1,6 @@
 import type { MerchantHandlers } from '../http/handler-maps.js';
-import { iso, page } from '../http/present.js';
-import type { WebhookEndpoint } from './webhooks.repository.js';
+import { iso, page } from '../kernel/present.js';
+import type { WebhookEndpoint } from './webhook.model.js';
 import type { WebhookService } from './webhooks.service.js';
 
 const present = (e: WebhookEndpoint) => ({

@@ -3,7 +3,7 @@
  * the event's stored `data`, wrapped per endpoint. Rendering is deterministic, so every attempt of
  * a delivery sends the same bytes as long as the endpoint keeps its name.
  */
-import type { StoredEvent } from './webhooks.repository.js';
+import type { StoredEvent } from './webhook.model.js';
 
 /** Carried in every envelope; changes only with a breaking change of the payloads. */
 export const WEBHOOK_API_VERSION = '2026-11-01';

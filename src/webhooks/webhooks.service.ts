@@ -10,15 +10,10 @@ import { renderEnvelope, type EndpointIdentity } from './envelope.js';
 import { signWebhook, type SignedHeaders } from './signature.js';
 import type { SigningKeyService } from './signing-key.service.js';
 import { UnsafeUrlError, type UrlGuard } from './url-guard.js';
-import type {
-  Delivery,
-  DeliveryWithAttempts,
-  StoredEvent,
-  WebhookEndpoint,
-  WebhookEndpointPatch,
-  WebhookEventType,
-  WebhookRepository,
-} from './webhooks.repository.js';
+import type { WebhookDeliveryRepository } from './deliveries.repository.js';
+import type { WebhookEndpointRepository } from './endpoints.repository.js';
+import type { WebhookOutboxRepository } from './outbox.repository.js';
+import type { Delivery, DeliveryWithAttempts, StoredEvent, WebhookEndpoint, WebhookEndpointPatch, WebhookEventType } from './webhook.model.js';
 
 /** merchant.yaml Limits: "webhook endpoints — 20 per organization". */
 export const MAX_ENDPOINTS_PER_ORG = 20;
@@ -44,7 +39,7 @@ export interface SignedEvent {
 
 export class WebhookService {
   constructor(
-    private readonly repo: WebhookRepository,
+    private readonly repos: { endpoints: WebhookEndpointRepository; outbox: WebhookOutboxRepository; deliveries: WebhookDeliveryRepository },
     private readonly signingKeys: SigningKeyService,
     private readonly guard: UrlGuard,
     private readonly clock: Clock,
@@ -56,7 +51,7 @@ export class WebhookService {
    */
   async pruneSettledEvents(retentionDays: number, batch = 1000): Promise<boolean> {
     const before = new Date(this.clock.now().getTime() - retentionDays * 86_400_000);
-    return (await this.repo.deleteSettledEventsBefore(before, batch)) === batch;
+    return (await this.repos.outbox.deleteSettledEventsBefore(before, batch)) === batch;
   }
 
   /** The spec's URL rules, as a 400 naming the rule (503 when DNS itself is failing). */
@@ -84,18 +79,18 @@ export class WebhookService {
       updatedAt: now,
       deletedAt: null,
     };
-    if (!(await this.repo.insertEndpointWithinCap(endpoint, MAX_ENDPOINTS_PER_ORG))) {
+    if (!(await this.repos.endpoints.insertEndpointWithinCap(endpoint, MAX_ENDPOINTS_PER_ORG))) {
       throw conflict(`An organization can have at most ${MAX_ENDPOINTS_PER_ORG} webhook endpoints`);
     }
     return endpoint;
   }
 
   listEndpoints(orgId: string, page: number, size: number) {
-    return this.repo.listEndpoints(orgId, { offset: (page - 1) * size, limit: size });
+    return this.repos.endpoints.listEndpoints(orgId, { offset: (page - 1) * size, limit: size });
   }
 
   async getEndpoint(orgId: string, id: string): Promise<WebhookEndpoint> {
-    const endpoint = await this.repo.findEndpoint(orgId, id);
+    const endpoint = await this.repos.endpoints.findEndpoint(orgId, id);
     if (!endpoint) throw notFound('Webhook endpoint');
     return endpoint;
   }
@@ -104,13 +99,13 @@ export class WebhookService {
     // Existence first: a foreign or unknown id is 404 whatever the body says.
     await this.getEndpoint(orgId, id);
     if (patch.url !== undefined) await this.checkUrl(patch.url);
-    const updated = await this.repo.updateEndpoint(orgId, id, patch, this.clock.now());
+    const updated = await this.repos.endpoints.updateEndpoint(orgId, id, patch, this.clock.now());
     if (!updated) throw notFound('Webhook endpoint');
     return updated;
   }
 
   async deleteEndpoint(orgId: string, id: string): Promise<WebhookEndpoint> {
-    const deleted = await this.repo.deleteEndpoint(orgId, id, this.clock.now());
+    const deleted = await this.repos.endpoints.deleteEndpoint(orgId, id, this.clock.now());
     if (!deleted) throw notFound('Webhook endpoint');
     return deleted;
   }
@@ -118,11 +113,11 @@ export class WebhookService {
   // ---------- operator tools (admin API) ----------
 
   listDeliveries(orgId: string, eventId: string | undefined, page: number, size: number) {
-    return this.repo.listDeliveries(orgId, { eventId }, { offset: (page - 1) * size, limit: size });
+    return this.repos.deliveries.listDeliveries(orgId, { eventId }, { offset: (page - 1) * size, limit: size });
   }
 
   async getDelivery(id: string): Promise<DeliveryWithAttempts> {
-    const delivery = await this.repo.findDelivery(id);
+    const delivery = await this.repos.deliveries.findDelivery(id);
     if (!delivery) throw notFound('Webhook delivery');
     return delivery;
   }
@@ -133,20 +128,20 @@ export class WebhookService {
    */
   async redeliver(deliveryId: string): Promise<DeliveryWithAttempts> {
     const original = await this.getDelivery(deliveryId);
-    const endpoint = await this.repo.findEndpointById(original.endpointId);
+    const endpoint = await this.repos.endpoints.findEndpointById(original.endpointId);
     if (!endpoint) throw conflict('The endpoint of this delivery was deleted');
     if (!endpoint.enabled) throw conflict('The endpoint of this delivery is disabled; enable it first');
-    const fresh: Delivery = await this.repo.insertRedelivery(original, this.clock.now());
+    const fresh: Delivery = await this.repos.deliveries.insertRedelivery(original, this.clock.now());
     return { ...fresh, eventType: original.eventType, attempts: [] };
   }
 
   /** Queues a signed `webhook.test` event for one endpoint, whatever its event selection. */
   async sendTest(endpointId: string): Promise<DeliveryWithAttempts> {
-    const endpoint = await this.repo.findEndpointById(endpointId);
+    const endpoint = await this.repos.endpoints.findEndpointById(endpointId);
     if (!endpoint) throw notFound('Webhook endpoint');
     if (!endpoint.enabled) throw conflict('The endpoint is disabled; enable it first');
     const now = this.clock.now();
-    const { delivery } = await this.repo.insertDirectedEvent(
+    const { delivery } = await this.repos.outbox.insertDirectedEvent(
       {
         orgId: endpoint.orgId,
         type: 'webhook.test',
@@ -165,8 +160,8 @@ export class WebhookService {
    * and the current cursor (listening starts "from now").
    */
   async eventFeed(orgId: string, after: number | undefined, limit: number): Promise<{ cursor: number; events: SignedEvent[] }> {
-    if (after === undefined) return { cursor: await this.repo.latestEventSeq(orgId), events: [] };
-    const events = await this.repo.listEventsAfter(orgId, after, limit);
+    if (after === undefined) return { cursor: await this.repos.outbox.latestEventSeq(orgId), events: [] };
+    const events = await this.repos.outbox.listEventsAfter(orgId, after, limit);
     if (events.length === 0) return { cursor: after, events: [] };
     const signers = await this.signingKeys.signers();
     const timestamp = unixSeconds(this.clock.now());

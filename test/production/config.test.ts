@@ -14,7 +14,6 @@ describe('production settings', () => {
       webhookLeaseSeconds: 60,
       webhookBatchSize: 50,
       webhookPollMs: 100,
-      benchFloor: false,
     });
   });
 
@@ -26,9 +25,8 @@ describe('production settings', () => {
       WEBHOOK_DELIVERY_LEASE_SECONDS: '15',
       WEBHOOK_DELIVERY_BATCH_SIZE: '8',
       WEBHOOK_DELIVERY_POLL_MS: '20',
-      KASSA_BENCH_FLOOR: 'true',
     });
-    expect(config).toMatchObject({ databasePoolMax: 25, databasePreparedStatements: false, merchantRateLimitPerMinute: 0, webhookLeaseSeconds: 15, webhookBatchSize: 8, webhookPollMs: 20, benchFloor: true });
+    expect(config).toMatchObject({ databasePoolMax: 25, databasePreparedStatements: false, merchantRateLimitPerMinute: 0, webhookLeaseSeconds: 15, webhookBatchSize: 8, webhookPollMs: 20 });
   });
 
   it.each([
@@ -38,9 +36,7 @@ describe('production settings', () => {
     [{ WEBHOOK_DELIVERY_LEASE_SECONDS: '14' }, /WEBHOOK_DELIVERY_LEASE_SECONDS must be at least 15/],
     [{ WEBHOOK_DELIVERY_BATCH_SIZE: '0' }, /WEBHOOK_DELIVERY_BATCH_SIZE must be a positive integer/],
     [{ WEBHOOK_DELIVERY_POLL_MS: '1.5' }, /WEBHOOK_DELIVERY_POLL_MS must be a positive integer/],
-    [{ KASSA_BENCH_FLOOR: 'true', NODE_ENV: 'production' }, /KASSA_BENCH_FLOOR=true .* refused when NODE_ENV=production/],
     [{ DATABASE_PREPARED_STATEMENTS: 'sometimes' }, /DATABASE_PREPARED_STATEMENTS must be true or false/],
-    [{ KASSA_BENCH_FLOOR: 'maybe' }, /KASSA_BENCH_FLOOR must be true or false/],
   ])('refuse %j', (env, message) => {
     expect(() => load(env)).toThrow(ConfigError);
     expect(() => load(env)).toThrow(message);

@@ -7,8 +7,8 @@
  * Runs with TEST_DATABASE_URL (the PostgreSQL pass) where PostgreSQL's server binaries are installed.
  */
 import { describe, expect, it } from 'vitest';
-import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../scripts/faults/db-outage.js';
-import { postgresBinDir } from '../../scripts/lib/cluster.js';
+import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../tools/faults/db-outage.js';
+import { postgresBinDir } from '../../tools/cluster.js';
 
 const runs = !!process.env.TEST_DATABASE_URL && (await postgresBinDir()) !== undefined;
 

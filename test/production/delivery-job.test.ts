@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { startReceiver, RECEIVER_CERT, type Receiver } from '../webhooks/receiver.js';
 import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { startWorker } from '../../src/worker.js';
@@ -42,7 +42,7 @@ describe('the delivery job', () => {
     ctx.clock.advance(1);
     for (let i = 0; i < 6; i++) await pay(ctx.orgB.apiKey, `fast-${i}`);
 
-    const worker = new DeliveryWorker(new KnexWebhookRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
+    const worker = new DeliveryWorker(new KnexWebhookDeliveryRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
       batchSize: 3,
       ca: RECEIVER_CERT,
       idleIntervalMs: 50,

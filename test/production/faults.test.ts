@@ -1,13 +1,13 @@
 /**
- * The fault scenarios of scripts/faults/ (also `npm run fault:db-outage` / `fault:kill-worker`),
+ * The fault scenarios of tools/faults/ (also `npm run fault:db-outage` / `fault:kill-worker`),
  * asserted: PostgreSQL stopped under load (through a TCP proxy, so the shared server keeps
  * running), and a worker killed with SIGKILL during deliveries, renewals and chain watching (a
  * local Hardhat node in this process). Real child processes on PostgreSQL: they run only with
  * TEST_DATABASE_URL.
  */
 import { describe, expect, it } from 'vitest';
-import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../scripts/faults/db-outage.js';
-import { CHAIN_LEASE_SECONDS, runKillWorker } from '../../scripts/faults/kill-worker.js';
+import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../tools/faults/db-outage.js';
+import { CHAIN_LEASE_SECONDS, runKillWorker } from '../../tools/faults/kill-worker.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 

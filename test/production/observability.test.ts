@@ -14,11 +14,11 @@ import { createWorkerStatusApp } from '../../src/observability/http.js';
 import { FixedWindowRateLimiter } from '../../src/http/rate-limit.js';
 import { ManualClock } from '../../src/kernel/clock.js';
 import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { HOSTED_PAGE_CSP } from '../../src/checkout/hosted-pages.js';
-import { BENCH_FLOOR_TABLE_SQL } from '../../src/observability/bench-floor.js';
+import { BENCH_FLOOR_TABLE_SQL, BenchFloorRepository, registerBenchFloor } from '../../tools/bench-floor.js';
 import { bearer, createProjectWithKey, span, spanId, traceId } from '../telemetry/helpers.js';
 
 let ctx: TestContext;
@@ -120,7 +120,7 @@ describe('GET /metrics', () => {
     expect(sample(text, 'kassa_webhook_outbox_oldest_due_seconds')).toBe(30);
 
     // Port 9 on loopback refuses the connection: a transport error, retried later.
-    const worker = new DeliveryWorker(new KnexWebhookRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
+    const worker = new DeliveryWorker(new KnexWebhookDeliveryRepository(ctx.testDb.database.db), ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
       onOutcome: (outcome) => metrics.webhookAttempt(outcome),
     });
     expect(await worker.runOnce()).toBe(1);
@@ -237,10 +237,11 @@ describe('security headers', () => {
 });
 
 describe('the benchmark floor route', () => {
-  it('exists only with KASSA_BENCH_FLOOR, and writes one row in a transaction per request', async () => {
+  it('is not part of the product; mounted by the benchmark harness, it writes one row in a transaction per request', async () => {
     expect((await merchant.post('/__bench/floor').send({})).status).toBe(404);
     await ctx.testDb.database.db.raw(BENCH_FLOOR_TABLE_SQL);
-    const floor = supertest(await createMerchantApp({ ...ctx.deps, config: { ...ctx.config, benchFloor: true } }));
+    const repo = new BenchFloorRepository(ctx.testDb.database.db);
+    const floor = supertest(await createMerchantApp(ctx.deps, { extraRoutes: (router) => registerBenchFloor(router, repo, ctx.clock) }));
     const res = await floor.post('/__bench/floor').send({});
     expect(res.status).toBe(201);
     expect(res.body.data.id).toMatch(/^BF_/);

@@ -36,7 +36,7 @@ import {
   waitFor,
   type KassaProcess,
   type ThrowAwayDatabase,
-} from '../../scripts/lib/cluster.js';
+} from '../../tools/cluster.js';
 import { startReceiver, type Receiver } from '../webhooks/receiver.js';
 import { cryptoChainsEnv, startLocalChain, USDC, type LocalChain } from '../crypto/chain.js';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';

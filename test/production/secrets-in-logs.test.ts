@@ -17,7 +17,7 @@ import {
   startKassa,
   type KassaProcess,
   type ThrowAwayDatabase,
-} from '../../scripts/lib/cluster.js';
+} from '../../tools/cluster.js';
 import { createAgentClient } from '../../src/client/agent.js';
 
 let server: KassaProcess;

@@ -1,7 +1,7 @@
 /** The retention job: data older than each project's data_retention_days goes, the rest stays. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { workerJobs } from '../../src/worker.js';
+import { workerJobs } from '../../src/jobs.js';
 import { bearer, createProjectWithKey, span, traceId, type TelemetryKeyFixture } from './helpers.js';
 
 let ctx: TestContext;

@@ -12,9 +12,10 @@ import { newId } from '../../src/kernel/ids.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { verifyWebhook } from '../../src/client/verify-webhook.js';
 import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
-import { enqueueWebhookEvent, type WebhookOrder } from '../../src/webhooks/outbox.js';
+import { enqueueWebhookEvent } from '../../src/webhooks/outbox.repository.js';
+import type { WebhookOrder } from '../../src/webhooks/webhook.model.js';
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { createAdminClient, createContext } from '../../scripts/admin/cli.js';
 import { listenOnce } from '../../scripts/admin/webhook.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
@@ -29,7 +30,7 @@ beforeAll(async () => {
   ctx = await createTestContext({ env: { WEBHOOK_ALLOW_LOOPBACK: 'true' } });
   receiver = await startReceiver();
   worker = new DeliveryWorker(
-    new KnexWebhookRepository(ctx.testDb.database.db),
+    new KnexWebhookDeliveryRepository(ctx.testDb.database.db),
     ctx.services.signingKeys,
     new UrlGuard({ allowLoopback: true }),
     ctx.clock,

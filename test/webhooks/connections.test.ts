@@ -8,20 +8,23 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/kernel/logger.js';
 import { newId } from '../../src/kernel/ids.js';
 import { DeliveryWorker, type DeliveryWorkerOptions } from '../../src/webhooks/delivery.worker.js';
-import { enqueueWebhookEvent, type WebhookOrder } from '../../src/webhooks/outbox.js';
+import { enqueueWebhookEvent, KnexWebhookOutboxRepository } from '../../src/webhooks/outbox.repository.js';
+import type { WebhookOrder } from '../../src/webhooks/webhook.model.js';
 import { UrlGuard, type Resolve } from '../../src/webhooks/url-guard.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
+import { KnexWebhookEndpointRepository } from '../../src/webhooks/endpoints.repository.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { RECEIVER_CERT, startReceiver, type Receiver } from './receiver.js';
 
 let ctx: TestContext;
 let receiver: Receiver;
-let repo: KnexWebhookRepository;
+let repos: { endpoints: KnexWebhookEndpointRepository; outbox: KnexWebhookOutboxRepository; deliveries: KnexWebhookDeliveryRepository };
 const workers: DeliveryWorker[] = [];
 
 beforeAll(async () => {
   ctx = await createTestContext({ env: { WEBHOOK_ALLOW_LOOPBACK: 'true' } });
-  repo = new KnexWebhookRepository(ctx.testDb.database.db);
+  const db = ctx.testDb.database.db;
+  repos = { endpoints: new KnexWebhookEndpointRepository(db), outbox: new KnexWebhookOutboxRepository(db), deliveries: new KnexWebhookDeliveryRepository(db) };
   receiver = await startReceiver();
 });
 afterAll(async () => {
@@ -30,8 +33,8 @@ afterAll(async () => {
 });
 afterEach(async () => {
   receiver.reset();
-  const { records } = await repo.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 100 });
-  for (const e of records) await repo.deleteEndpoint(ctx.orgA.orgId, e.id, ctx.clock.now());
+  const { records } = await repos.endpoints.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 100 });
+  for (const e of records) await repos.endpoints.deleteEndpoint(ctx.orgA.orgId, e.id, ctx.clock.now());
   // Whatever a test left pending must not be delivered by the next one.
   await ctx.testDb.database.db('webhook_deliveries').where({ status: 'pending' }).update({ status: 'failed' });
   for (const w of workers.splice(0)) w.closeConnections();
@@ -39,7 +42,7 @@ afterEach(async () => {
 
 /** Names the tests resolve themselves (the certificate covers receiver.kassa.test, 127.0.0.1 and localhost). */
 function worker(options: DeliveryWorkerOptions & { resolve?: Resolve } = {}) {
-  const w = new DeliveryWorker(repo, ctx.services.signingKeys, new UrlGuard({ allowLoopback: true, resolve: options.resolve }), ctx.clock, createLogger({ level: 'silent' }), {
+  const w = new DeliveryWorker(repos.deliveries, ctx.services.signingKeys, new UrlGuard({ allowLoopback: true, resolve: options.resolve }), ctx.clock, createLogger({ level: 'silent' }), {
     timeoutMs: 2000,
     ca: RECEIVER_CERT,
     random: () => 0.5,
@@ -52,7 +55,7 @@ function worker(options: DeliveryWorkerOptions & { resolve?: Resolve } = {}) {
 async function endpoint(url: string): Promise<string> {
   const now = ctx.clock.now();
   const id = newId('WHE');
-  expect(await repo.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'Receiver', url, events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20)).toBe(true);
+  expect(await repos.endpoints.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'Receiver', url, events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20)).toBe(true);
   return id;
 }
 
@@ -78,7 +81,7 @@ async function emit(): Promise<string> {
 }
 
 async function deliveryOf(eventId: string) {
-  const { records } = await repo.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
+  const { records } = await repos.deliveries.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
   expect(records).toHaveLength(1);
   return records[0]!;
 }
@@ -124,7 +127,7 @@ describe('keep-alive connections', () => {
     expect(await deliveryOf(good)).toMatchObject({ status: 'succeeded' });
     expect(receiver.received[0]!.headers.host).toBe(`receiver.kassa.test:${receiver.port}`);
     expect(receiver.received[0]!.servername).toBe('receiver.kassa.test');
-    await repo.deleteEndpoint(ctx.orgA.orgId, (await repo.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 1 })).records[0]!.id, ctx.clock.now());
+    await repos.endpoints.deleteEndpoint(ctx.orgA.orgId, (await repos.endpoints.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 1 })).records[0]!.id, ctx.clock.now());
 
     // Same address (127.0.0.1 is in the certificate), but a name the certificate does not carry.
     await endpoint(`https://wrong-name.kassa.test:${receiver.port}/bad`);

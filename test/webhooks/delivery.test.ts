@@ -10,21 +10,24 @@ import { createLogger } from '../../src/kernel/logger.js';
 import { loadDocument } from '../../src/http/spec.js';
 import { newId } from '../../src/kernel/ids.js';
 import { DeliveryWorker, type DeliveryWorkerOptions } from '../../src/webhooks/delivery.worker.js';
-import { enqueueWebhookEvent, type WebhookOrder, type WebhookSubscription } from '../../src/webhooks/outbox.js';
+import { enqueueWebhookEvent, KnexWebhookOutboxRepository } from '../../src/webhooks/outbox.repository.js';
+import type { WebhookOrder, WebhookSubscription } from '../../src/webhooks/webhook.model.js';
 import { UrlGuard, type Resolve } from '../../src/webhooks/url-guard.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
+import { KnexWebhookEndpointRepository } from '../../src/webhooks/endpoints.repository.js';
 import { BACKOFF_CAP_MS, MAX_ATTEMPTS } from '../../src/webhooks/retry-policy.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { RECEIVER_CERT, startReceiver, verifyWithNodeCrypto, type Jwk, type Receiver } from './receiver.js';
 
 let ctx: TestContext;
 let receiver: Receiver;
-let repo: KnexWebhookRepository;
+let repos: { endpoints: KnexWebhookEndpointRepository; outbox: KnexWebhookOutboxRepository; deliveries: KnexWebhookDeliveryRepository };
 const asA = (req: import('supertest').Test) => req.set('X-API-Key', ctx.orgA.apiKey);
 
 beforeAll(async () => {
   ctx = await createTestContext({ env: { WEBHOOK_ALLOW_LOOPBACK: 'true' } });
-  repo = new KnexWebhookRepository(ctx.testDb.database.db);
+  const db = ctx.testDb.database.db;
+  repos = { endpoints: new KnexWebhookEndpointRepository(db), outbox: new KnexWebhookOutboxRepository(db), deliveries: new KnexWebhookDeliveryRepository(db) };
   receiver = await startReceiver();
 });
 afterAll(async () => {
@@ -34,14 +37,14 @@ afterAll(async () => {
 afterEach(async () => {
   receiver.reset();
   // A failed test must not leave endpoints that receive the next test's events.
-  const { records } = await repo.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 100 });
-  for (const e of records) await repo.deleteEndpoint(ctx.orgA.orgId, e.id, ctx.clock.now());
+  const { records } = await repos.endpoints.listEndpoints(ctx.orgA.orgId, { offset: 0, limit: 100 });
+  for (const e of records) await repos.endpoints.deleteEndpoint(ctx.orgA.orgId, e.id, ctx.clock.now());
 });
 
 /** A worker as production builds it, with a short real timeout and deterministic jitter (factor 1.0). */
 function worker(options: DeliveryWorkerOptions & { allowLoopback?: boolean; resolve?: Resolve } = {}) {
   const guard = new UrlGuard({ allowLoopback: options.allowLoopback ?? true, resolve: options.resolve });
-  return new DeliveryWorker(repo, ctx.services.signingKeys, guard, ctx.clock, createLogger({ level: 'silent' }), {
+  return new DeliveryWorker(repos.deliveries, ctx.services.signingKeys, guard, ctx.clock, createLogger({ level: 'silent' }), {
     timeoutMs: 500,
     ca: RECEIVER_CERT,
     random: () => 0.5,
@@ -63,7 +66,7 @@ async function deleteEndpoint(id: string) {
 async function storedEndpoint(url: string): Promise<string> {
   const now = ctx.clock.now();
   const id = newId('WHE');
-  expect(await repo.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'stored', url, events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20)).toBe(true);
+  expect(await repos.endpoints.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'stored', url, events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20)).toBe(true);
   return id;
 }
 
@@ -91,7 +94,7 @@ async function emit(type: 'order.paid' | 'order.pending' = 'order.paid'): Promis
 }
 
 async function deliveryOf(eventId: string) {
-  const { records } = await repo.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
+  const { records } = await repos.deliveries.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
   expect(records).toHaveLength(1);
   return records[0]!;
 }
@@ -470,7 +473,7 @@ describe('SSRF at delivery time', () => {
   it('refuses loopback at delivery when the loopback flag is off, whatever was stored', async () => {
     const now = ctx.clock.now();
     const id = newId('WHE');
-    await repo.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'stored', url: receiver.url(), events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20);
+    await repos.endpoints.insertEndpointWithinCap({ id, orgId: ctx.orgA.orgId, name: 'stored', url: receiver.url(), events: [], enabled: true, createdAt: now, updatedAt: now, deletedAt: null }, 20);
     const eventId = await emit();
     await worker({ allowLoopback: false }).runOnce();
     const delivery = await deliveryOf(eventId);
@@ -506,7 +509,7 @@ describe('crash safety', () => {
     ]);
 
     // The dead worker's late result (if it ever came back) cannot overwrite the survivor's.
-    const stale = await repo.recordAttempt(claimed[0]!.delivery.id, claimed[0]!.leaseToken, null, { status: 'failed', lastStatusCode: 500, lastError: 'late', now: ctx.clock.now() });
+    const stale = await repos.deliveries.recordAttempt(claimed[0]!.delivery.id, claimed[0]!.leaseToken, null, { status: 'failed', lastStatusCode: 500, lastError: 'late', now: ctx.clock.now() });
     expect(stale).toBe(false);
     expect((await deliveryOf(eventId)).status).toBe('succeeded');
     await deleteEndpoint(endpointId);
@@ -523,7 +526,7 @@ describe('crash safety', () => {
     const [ca, cb] = [claimed.find((c) => c.delivery.eventId === a)!, claimed.find((c) => c.delivery.eventId === b)!];
     const now = ctx.clock.now();
     const attempt = (deliveryId: string) => ({ deliveryId, attemptNumber: 1, url: receiver.url(), statusCode: 200, durationMs: 3, responseBody: 'ok', error: null, attemptedAt: now });
-    const owned = await repo.recordAttempts([
+    const owned = await repos.deliveries.recordAttempts([
       { deliveryId: ca.delivery.id, leaseToken: ca.leaseToken, attempt: attempt(ca.delivery.id), outcome: { status: 'succeeded', lastStatusCode: 200, lastError: null, now } },
       { deliveryId: cb.delivery.id, leaseToken: 'not-the-lease', attempt: attempt(cb.delivery.id), outcome: { status: 'succeeded', lastStatusCode: 200, lastError: null, now } },
     ]);
@@ -540,7 +543,7 @@ describe('crash safety', () => {
     expect(again!.delivery.eventId).toBe(b);
     const later = ctx.clock.now();
     const retryAt = new Date(later.getTime() + 30_000);
-    expect(await repo.recordAttempts([{ deliveryId: again!.delivery.id, leaseToken: again!.leaseToken, attempt: null, outcome: { status: 'pending', nextAttemptAt: retryAt, attemptCount: 7, lastStatusCode: 503, lastError: 'HTTP 503', now: later } }])).toEqual(
+    expect(await repos.deliveries.recordAttempts([{ deliveryId: again!.delivery.id, leaseToken: again!.leaseToken, attempt: null, outcome: { status: 'pending', nextAttemptAt: retryAt, attemptCount: 7, lastStatusCode: 503, lastError: 'HTTP 503', now: later } }])).toEqual(
       new Set([again!.delivery.id]),
     );
     expect(await deliveryOf(b)).toMatchObject({ status: 'pending', attemptCount: 7, nextAttemptAt: retryAt, leaseUntil: null, lastError: 'HTTP 503', completedAt: null });
@@ -601,7 +604,7 @@ describe('endpoint changes after an event was queued', () => {
     expect((await asA(ctx.merchant.patch(`/v1/webhook/${disabled}`)).send({ enabled: false })).status).toBe(200);
     await worker().runOnce();
     expect(receiver.received).toHaveLength(0);
-    const { records } = await repo.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
+    const { records } = await repos.deliveries.listDeliveries(ctx.orgA.orgId, { eventId }, { offset: 0, limit: 10 });
     expect(records.map((d) => [d.endpointId, d.status, d.lastError, d.attempts.length]).sort()).toEqual(
       [
         [deleted, 'failed', 'dropped: endpoint deleted', 0],
@@ -672,7 +675,7 @@ describe.runIf(process.env.TEST_DATABASE_URL)('two workers on PostgreSQL', () =>
     const { openDatabase } = await import('../../src/db/knex.js');
     const other = await openDatabase({ databaseUrl: ctx.testDb.url! });
     try {
-      const otherRepo = new KnexWebhookRepository(other.db);
+      const otherRepo = new KnexWebhookDeliveryRepository(other.db);
       const a = worker({ batchSize: 3 });
       const b = new DeliveryWorker(otherRepo, ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), ctx.clock, createLogger({ level: 'silent' }), {
         timeoutMs: 2000,
@@ -708,13 +711,13 @@ describe.runIf(process.env.TEST_DATABASE_URL)('two workers on PostgreSQL', () =>
     // One connection, so the statements below run on the connection the claim used.
     const single = await openDatabase({ databaseUrl: ctx.testDb.url!, poolMax: 1 });
     try {
-      const claimed = await new KnexWebhookRepository(single.db).claimDue(ctx.clock.now(), 3, 60_000);
+      const claimed = await new KnexWebhookDeliveryRepository(single.db).claimDue(ctx.clock.now(), 3, 60_000);
       expect(claimed).toHaveLength(3);
       expect(claimed.every((c) => c.event?.type === 'order.paid' && c.endpoint?.id === endpointId)).toBe(true);
       const settings = await single.db.raw(`SELECT current_setting('enable_bitmapscan') AS bitmap, current_setting('enable_sort') AS sort, pg_current_xact_id_if_assigned() AS xact`);
       expect(settings.rows[0]).toEqual({ bitmap: 'on', sort: 'on', xact: null });
       // A failing claim (an invalid limit) rolls back as a whole and leaves the connection usable.
-      await expect(new KnexWebhookRepository(single.db).claimDue(ctx.clock.now(), -1, 60_000)).rejects.toThrow(/LIMIT/);
+      await expect(new KnexWebhookDeliveryRepository(single.db).claimDue(ctx.clock.now(), -1, 60_000)).rejects.toThrow(/LIMIT/);
       expect((await single.db.raw(`SELECT current_setting('enable_sort') AS sort`)).rows[0]).toEqual({ sort: 'on' });
     } finally {
       await single.close();

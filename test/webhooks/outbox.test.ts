@@ -1,15 +1,18 @@
 /** The transactional outbox: an event commits with the state change that causes it, or not at all. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { enqueueWebhookEvent, type WebhookOrder } from '../../src/webhooks/outbox.js';
-import { KnexWebhookRepository } from '../../src/webhooks/webhooks.repository.js';
+import { enqueueWebhookEvent, KnexWebhookOutboxRepository } from '../../src/webhooks/outbox.repository.js';
+import type { WebhookOrder } from '../../src/webhooks/webhook.model.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
+import { KnexWebhookEndpointRepository } from '../../src/webhooks/endpoints.repository.js';
 import { newId } from '../../src/kernel/ids.js';
 
 let ctx: TestContext;
-let repo: KnexWebhookRepository;
+let repos: { endpoints: KnexWebhookEndpointRepository; outbox: KnexWebhookOutboxRepository; deliveries: KnexWebhookDeliveryRepository };
 beforeAll(async () => {
   ctx = await createTestContext();
-  repo = new KnexWebhookRepository(ctx.testDb.database.db);
+  const db = ctx.testDb.database.db;
+  repos = { endpoints: new KnexWebhookEndpointRepository(db), outbox: new KnexWebhookOutboxRepository(db), deliveries: new KnexWebhookDeliveryRepository(db) };
   await ctx.testDb.database.db.schema.createTable('outbox_probe', (t) => {
     t.text('id').primary();
     t.text('status').notNullable();
@@ -39,7 +42,7 @@ const order = (orgId: string, status: WebhookOrder['status']): WebhookOrder => (
 async function endpoint(orgId: string, events: string[], enabled = true) {
   const now = ctx.clock.now();
   const e = { id: newId('WHE'), orgId, name: 'probe', url: 'https://hooks.example.com/x', events: events as never, enabled, createdAt: now, updatedAt: now, deletedAt: null };
-  expect(await repo.insertEndpointWithinCap(e, 20)).toBe(true);
+  expect(await repos.endpoints.insertEndpointWithinCap(e, 20)).toBe(true);
   return e.id;
 }
 
@@ -58,7 +61,7 @@ describe('enqueueWebhookEvent', () => {
     });
     expect(eventId).toMatch(/^EVT_[0-9A-Za-z]{24}$/);
     expect(await db('outbox_probe').where({ id: 'p1' }).first()).toBeTruthy();
-    const event = await repo.findEvent(eventId);
+    const event = await repos.outbox.findEvent(eventId);
     expect(event).toMatchObject({ orgId: ctx.orgA.orgId, type: 'order.paid', createdAt: now });
     expect((event!.data as { order: WebhookOrder }).order.status).toBe('PAID');
     const deliveries = await db('webhook_deliveries').where({ event_id: eventId });
@@ -78,7 +81,7 @@ describe('enqueueWebhookEvent', () => {
       }),
     ).rejects.toThrow('the order update failed');
     expect(emitted).toMatch(/^EVT_/);
-    expect(await repo.findEvent(emitted!)).toBeUndefined();
+    expect(await repos.outbox.findEvent(emitted!)).toBeUndefined();
     expect(await db('webhook_deliveries').where({ event_id: emitted! })).toHaveLength(0);
     expect(await db('outbox_probe').where({ id: 'p2' }).first()).toBeUndefined();
     expect(Number((await db('webhook_events').count({ c: '*' }).first())!.c)).toBe(before);

@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { enqueueWebhookEvent } from '../../src/webhooks/outbox.js';
-import { workerJobs } from '../../src/worker.js';
+import { enqueueWebhookEvent } from '../../src/webhooks/outbox.repository.js';
+import { workerJobs } from '../../src/jobs.js';
 
 let ctx: TestContext;
 const db = () => ctx.testDb.database.db;

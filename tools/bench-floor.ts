@@ -1,18 +1,16 @@
 /**
  * The floor of `npm run bench:checkout`: `POST /__bench/floor` does the least a durable create can
- * do — one single-row INSERT in its own transaction, on the same server, pool and middleware as
- * the merchant API (request id, access log, metrics), with no authentication, validation or
- * business rule; it answers through the handlers' JSON writer. The INSERT is one statement in autocommit (its own transaction, committed before
- * the answer), run as the create route runs its statement (runStatement, prepared): an explicit
- * BEGIN/INSERT/COMMIT through knex would cost three round trips and ≈ 0.4 ms of server CPU more,
- * and a floor that wastes time flatters every ratio taken against it. Mounted only when KASSA_BENCH_FLOOR=true (refused in production); the benchmark
- * creates the `bench_floor` table in its own throw-away database, so no migration knows about it.
+ * do: one single-row INSERT in autocommit, run the way the create route runs its statement
+ * (runStatement, prepared), on the same server, pool and middleware as the merchant API, with no
+ * authentication, validation or business rule (the README's benchmark section says why).
+ * Mounted by the benchmark's own server (scripts/bench/checkout-server.ts), never by the product;
+ * the benchmark creates the `bench_floor` table in its throw-away database (no migration knows it).
  */
 import type { Router } from 'express';
-import { runStatement, type Db } from '../db/knex.js';
-import type { Clock } from '../kernel/clock.js';
-import { randomToken } from '../kernel/ids.js';
-import { writeJson } from '../http/openapi-app.js';
+import { runStatement, type Db } from '../src/db/knex.js';
+import type { Clock } from '../src/kernel/clock.js';
+import { randomToken } from '../src/kernel/ids.js';
+import { writeJson } from '../src/http/openapi-app.js';
 
 export const BENCH_FLOOR_TABLE_SQL = 'CREATE TABLE IF NOT EXISTS bench_floor (id text PRIMARY KEY, payload jsonb NOT NULL, created_at timestamptz(3) NOT NULL)';
 

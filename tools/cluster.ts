@@ -1,5 +1,5 @@
 /**
- * Kassa as real processes, for the scale-out and fault tests, `scripts/faults/` and
+ * Kassa as real processes, for the scale-out and fault tests, `tools/faults/` and
  * `scripts/bench/`: a throw-away PostgreSQL database, `node --import tsx src/main.ts --role …`
  * children on free ports with their output captured, a TCP proxy that can cut PostgreSQL away
  * from them (without touching the PostgreSQL server other sessions use), and a private
@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
-export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export function databaseUrlOn(serverUrl: string, name: string): string {
@@ -129,6 +129,8 @@ export interface StartOptions {
   echo?: boolean;
   /** Extra node flags (e.g. --cpu-prof for profiling a benchmark run). */
   nodeArgs?: string[];
+  /** The entry point, from the repository root (default src/main.ts; a benchmark harness runs its own). */
+  entry?: string;
 }
 
 /**
@@ -165,7 +167,7 @@ export async function startKassa(deployment: Deployment, options: StartOptions):
   };
   // Vitest's own variables would make the child believe it is a test worker.
   for (const key of Object.keys(env)) if (key.startsWith('VITEST')) delete env[key];
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(options.nodeArgs ?? []), '--import', 'tsx', 'src/main.ts', '--role', options.role], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(options.nodeArgs ?? []), '--import', 'tsx', options.entry ?? 'src/main.ts', '--role', options.role], {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

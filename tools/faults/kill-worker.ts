@@ -44,7 +44,7 @@ import {
   tallyCryptoSessions,
   waitFor,
   type KassaProcess,
-} from '../lib/cluster.js';
+} from '../cluster.js';
 import { startReceiver } from '../../test/webhooks/receiver.js';
 import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto/chain.js';
 

@@ -1,6 +1,5 @@
 /**
- * Webhook endpoints, the event outbox, deliveries and attempts in PostgreSQL. The only module of
- * this domain (with signing-key.repository.ts) that speaks knex.
+ * Webhook deliveries and their attempts in PostgreSQL.
  *
  * Delivery rows move pending → succeeded | failed. A worker claims due rows with one statement
  * (`FOR UPDATE SKIP LOCKED` + a lease), delivers with no transaction open, and records the outcome
@@ -10,130 +9,8 @@
  */
 import type { Knex } from 'knex';
 import { isPostgres, type Db } from '../db/knex.js';
-import { newId, randomToken } from '../kernel/ids.js';
-import type { components } from '../../generated/merchant.js';
-
-export type WebhookEventType = components['schemas']['WebhookEventType'];
-export type WebhookOrder = components['schemas']['WebhookOrder'];
-export type WebhookSubscription = components['schemas']['WebhookSubscription'];
-
-/** Types only ever sent on an operator's request, to one endpoint (never selectable). */
-export type DirectedEventType = 'webhook.test';
-export type StoredEventType = WebhookEventType | DirectedEventType;
-
-export interface OutboxEvent {
-  orgId: string;
-  type: WebhookEventType;
-  data: { order: WebhookOrder } | { subscription: WebhookSubscription };
-}
-
-export interface WebhookEndpoint {
-  id: string;
-  orgId: string;
-  name: string;
-  url: string;
-  events: WebhookEventType[];
-  enabled: boolean;
-  createdAt: Date;
-  updatedAt: Date;
-  deletedAt: Date | null;
-}
-
-export type WebhookEndpointPatch = Partial<Pick<WebhookEndpoint, 'name' | 'url' | 'events' | 'enabled'>>;
-
-export interface StoredEvent {
-  id: string;
-  seq: number;
-  orgId: string;
-  type: StoredEventType;
-  /** The envelope's `data` object. */
-  data: Record<string, unknown>;
-  createdAt: Date;
-}
-
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
-
-export interface Delivery {
-  id: string;
-  eventId: string;
-  endpointId: string;
-  orgId: string;
-  status: DeliveryStatus;
-  attemptCount: number;
-  nextAttemptAt: Date;
-  leaseUntil: Date | null;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-  completedAt: Date | null;
-}
-
-export interface Attempt {
-  deliveryId: string;
-  attemptNumber: number;
-  url: string;
-  statusCode: number | null;
-  durationMs: number;
-  responseBody: string | null;
-  error: string | null;
-  attemptedAt: Date;
-}
-
-export interface DeliveryWithAttempts extends Delivery {
-  eventType: StoredEventType;
-  attempts: Attempt[];
-}
-
-export interface ClaimedDelivery {
-  delivery: Delivery;
-  leaseToken: string;
-  /** The lease a previous claim left behind without recording a result, if any. */
-  abandonedLeaseUntil: Date | null;
-  /** The delivery's event, read by the claim itself (undefined if it is gone). */
-  event: StoredEvent | undefined;
-  /** Its endpoint as the claim saw it; undefined when deleted. */
-  endpoint: Pick<WebhookEndpoint, 'id' | 'name' | 'url' | 'enabled'> | undefined;
-}
-
-/** One finished attempt (or a drop without an attempt) to record; see `recordAttempts`. */
-export interface AttemptRecord {
-  deliveryId: string;
-  leaseToken: string;
-  attempt: Attempt | null;
-  outcome: DeliveryOutcome;
-}
-
-/** What the worker writes when it finishes an attempt. */
-export interface DeliveryOutcome {
-  status: DeliveryStatus;
-  nextAttemptAt?: Date;
-  attemptCount?: number;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  now: Date;
-}
-
-interface EndpointRow {
-  id: string;
-  org_id: string;
-  name: string;
-  url: string;
-  events: string[];
-  enabled: boolean;
-  created_at: Date;
-  updated_at: Date;
-  deleted_at: Date | null;
-}
-
-interface EventRow {
-  id: string;
-  seq: number | string;
-  org_id: string;
-  type: string;
-  payload: Record<string, unknown> | string;
-  created_at: Date;
-}
+import { randomToken } from '../kernel/ids.js';
+import type { Attempt, AttemptRecord, ClaimedDelivery, Delivery, DeliveryOutcome, DeliveryStatus, DeliveryWithAttempts, StoredEventType } from './webhook.model.js';
 
 interface DeliveryRow {
   id: string;
@@ -177,26 +54,8 @@ interface AttemptRow {
 
 const dateOrNull = (d: Date | string | null): Date | null => (d === null ? null : new Date(d));
 
-const toEndpoint = (row: EndpointRow): WebhookEndpoint => ({
-  id: row.id,
-  orgId: row.org_id,
-  name: row.name,
-  url: row.url,
-  events: row.events as WebhookEventType[],
-  enabled: row.enabled,
-  createdAt: new Date(row.created_at),
-  updatedAt: new Date(row.updated_at),
-  deletedAt: dateOrNull(row.deleted_at),
-});
-
-const toEvent = (row: EventRow): StoredEvent => ({
-  id: row.id,
-  seq: Number(row.seq),
-  orgId: row.org_id,
-  type: row.type as StoredEventType,
-  data: typeof row.payload === 'string' ? (JSON.parse(row.payload) as Record<string, unknown>) : row.payload,
-  createdAt: new Date(row.created_at),
-});
+/** The event's payload as the driver returns jsonb: parsed (node-postgres) or text. */
+const payloadOf = (payload: Record<string, unknown> | string): Record<string, unknown> => (typeof payload === 'string' ? (JSON.parse(payload) as Record<string, unknown>) : payload);
 
 const toDelivery = (row: DeliveryRow): Delivery => ({
   id: row.id,
@@ -237,7 +96,7 @@ const attemptRow = (attempt: Attempt): Omit<AttemptRow, 'id'> => ({
 });
 
 /** Delivery ids are not part of the merchant API; the prefix only helps operators read logs and CLI output. */
-export const newDeliveryId = (): string => `WHD_${randomToken()}`;
+const newDeliveryId = (): string => `WHD_${randomToken()}`;
 
 function deliveryRow(eventId: string, endpointId: string, orgId: string, now: Date): DeliveryRow {
   return {
@@ -258,63 +117,30 @@ function deliveryRow(eventId: string, endpointId: string, orgId: string, now: Da
   };
 }
 
-const ORDER_TYPES = new Set<WebhookEventType>(['order.pending', 'order.paid', 'order.failed']);
-
 /**
- * Writes the event (`EVT_…`, the future `webhook-id`) and one pending delivery per enabled,
- * live endpoint of the organization whose selection includes the type (empty selection = all).
- *
- * This function — unlike every other repository method — takes the CALLER's transaction: the
- * outbox guarantee (state change and event commit together) only holds if both writes share one
- * transaction, and the transaction belongs to the domain that changes state (orders,
- * subscriptions). It issues no query on the pool, so it is safe on PGlite's single connection.
+ * One pending delivery of the event to each endpoint, with the caller's transaction (the outbox's
+ * when it writes an event; see outbox.repository.ts). Returns them in `endpointIds` order.
  */
-export async function enqueueWebhookEvent(trx: Knex.Transaction, event: OutboxEvent, now: Date): Promise<string> {
-  const carriesOrder = 'order' in event.data;
-  if (ORDER_TYPES.has(event.type) !== carriesOrder) {
-    // A programming error in the emitting domain: refuse it rather than send a malformed event.
-    throw new Error(`webhook event ${event.type} must carry data.${ORDER_TYPES.has(event.type) ? 'order' : 'subscription'}`);
-  }
-  const id = newId('EVT');
-  // The event row and the endpoints it goes to in one round trip (the emitting transaction holds
-  // its locks meanwhile); the deliveries follow in a second one, when there are any.
-  const result = await trx.raw(
-    `WITH event AS (
-       INSERT INTO webhook_events (id, org_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)
-     )
-     SELECT id FROM webhook_endpoints
-      WHERE org_id = ? AND enabled AND deleted_at IS NULL AND (cardinality(events) = 0 OR ? = ANY(events))`,
-    [id, event.orgId, event.type, JSON.stringify(event.data), now, event.orgId, event.type],
-  );
-  const endpoints = result.rows as Array<{ id: string }>;
-  if (endpoints.length > 0) {
-    await trx('webhook_deliveries').insert(endpoints.map((e) => deliveryRow(id, e.id, event.orgId, now)));
-  }
-  return id;
+export async function insertPendingDeliveries(trx: Knex.Transaction, eventId: string, endpointIds: string[], orgId: string, now: Date): Promise<Delivery[]> {
+  if (endpointIds.length === 0) return [];
+  const rows = endpointIds.map((endpointId) => deliveryRow(eventId, endpointId, orgId, now));
+  await trx('webhook_deliveries').insert(rows);
+  return rows.map(toDelivery);
 }
 
-export interface WebhookRepository {
-  /** Inserts unless the organization already has `cap` live endpoints; serialized per organization. */
-  insertEndpointWithinCap(endpoint: WebhookEndpoint, cap: number): Promise<boolean>;
-  findEndpoint(orgId: string, id: string): Promise<WebhookEndpoint | undefined>;
-  /** Any organization's live endpoint (admin tools). */
-  findEndpointById(id: string): Promise<WebhookEndpoint | undefined>;
-  listEndpoints(orgId: string, page: { offset: number; limit: number }): Promise<{ records: WebhookEndpoint[]; total: number }>;
-  updateEndpoint(orgId: string, id: string, patch: WebhookEndpointPatch, now: Date): Promise<WebhookEndpoint | undefined>;
-  /** Soft-deletes the endpoint and drops its queued deliveries. */
-  deleteEndpoint(orgId: string, id: string, now: Date): Promise<WebhookEndpoint | undefined>;
+/** Fails the endpoint's queued deliveries (their leases released), with the caller's transaction. */
+export async function dropPendingDeliveries(trx: Knex.Transaction, endpointId: string, reason: string, now: Date): Promise<void> {
+  await trx<DeliveryRow>('webhook_deliveries').where({ endpoint_id: endpointId, status: 'pending' }).update({
+    status: 'failed',
+    last_error: reason,
+    lease_until: null,
+    lease_token: null,
+    updated_at: now,
+    completed_at: now,
+  });
+}
 
-  /** An event addressed to one endpoint only (test events), with its delivery. */
-  insertDirectedEvent(event: { orgId: string; type: DirectedEventType; data: Record<string, unknown> }, endpointId: string, now: Date): Promise<{ eventId: string; delivery: Delivery }>;
-  findEvent(id: string): Promise<StoredEvent | undefined>;
-  /**
-   * Deletes up to `limit` events created before `before` whose deliveries are all final
-   * (succeeded or failed), with their deliveries and attempts. Returns how many were deleted.
-   */
-  deleteSettledEventsBefore(before: Date, limit: number): Promise<number>;
-  listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]>;
-  latestEventSeq(orgId: string): Promise<number>;
-
+export interface WebhookDeliveryRepository {
   /** Leases up to `limit` due deliveries, each with its event and endpoint (one statement). */
   claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]>;
   /**
@@ -335,124 +161,12 @@ export interface WebhookRepository {
   insertRedelivery(of: Delivery, now: Date): Promise<Delivery>;
 }
 
-export class KnexWebhookRepository implements WebhookRepository {
+export class KnexWebhookDeliveryRepository implements WebhookDeliveryRepository {
   /** node-postgres takes several statements in one query (simple protocol); PGlite's query does not. */
   private readonly simpleProtocol: boolean;
 
   constructor(private readonly db: Db) {
     this.simpleProtocol = isPostgres(db);
-  }
-
-  async deleteSettledEventsBefore(before: Date, limit: number): Promise<number> {
-    // Oldest first by the created_at index; an event with a pending delivery (a retry still
-    // scheduled, or a redelivery) stays until it settles. Deliveries and attempts cascade.
-    const result = await this.db.raw(
-      `DELETE FROM webhook_events WHERE id IN (
-         SELECT e.id FROM webhook_events e
-          WHERE e.created_at < ?::timestamptz
-            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
-          ORDER BY e.created_at
-          LIMIT ?)
-       RETURNING id`,
-      [before.toISOString(), limit],
-    );
-    return (result.rows as unknown[]).length;
-  }
-
-  async insertEndpointWithinCap(endpoint: WebhookEndpoint, cap: number): Promise<boolean> {
-    return this.db.transaction(async (trx) => {
-      // Row lock on the organization: two concurrent creations cannot both see 19.
-      await trx('organizations').where({ id: endpoint.orgId }).forUpdate().first('id');
-      const row = await trx('webhook_endpoints').where({ org_id: endpoint.orgId }).whereNull('deleted_at').count<{ count: number }[]>({ count: '*' }).first();
-      if (Number(row?.count ?? 0) >= cap) return false;
-      await trx<EndpointRow>('webhook_endpoints').insert({
-        id: endpoint.id,
-        org_id: endpoint.orgId,
-        name: endpoint.name,
-        url: endpoint.url,
-        events: endpoint.events,
-        enabled: endpoint.enabled,
-        created_at: endpoint.createdAt,
-        updated_at: endpoint.updatedAt,
-        deleted_at: null,
-      });
-      return true;
-    });
-  }
-
-  async findEndpoint(orgId: string, id: string): Promise<WebhookEndpoint | undefined> {
-    const row = await this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId, id }).whereNull('deleted_at').first();
-    return row ? toEndpoint(row) : undefined;
-  }
-
-  async findEndpointById(id: string): Promise<WebhookEndpoint | undefined> {
-    const row = await this.db<EndpointRow>('webhook_endpoints').where({ id }).whereNull('deleted_at').first();
-    return row ? toEndpoint(row) : undefined;
-  }
-
-  async listEndpoints(orgId: string, page: { offset: number; limit: number }) {
-    const live = () => this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId }).whereNull('deleted_at');
-    const rows = await live()
-      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-      .offset(page.offset)
-      .limit(page.limit);
-    const count = await live().count<{ count: number }[]>({ count: '*' }).first();
-    return { records: rows.map(toEndpoint), total: Number(count?.count ?? 0) };
-  }
-
-  async updateEndpoint(orgId: string, id: string, patch: WebhookEndpointPatch, now: Date): Promise<WebhookEndpoint | undefined> {
-    const changes: Partial<EndpointRow> = { updated_at: now };
-    if (patch.name !== undefined) changes.name = patch.name;
-    if (patch.url !== undefined) changes.url = patch.url;
-    if (patch.events !== undefined) changes.events = patch.events;
-    if (patch.enabled !== undefined) changes.enabled = patch.enabled;
-    const [row] = await this.db<EndpointRow>('webhook_endpoints').where({ org_id: orgId, id }).whereNull('deleted_at').update(changes).returning('*');
-    return row ? toEndpoint(row as EndpointRow) : undefined;
-  }
-
-  async deleteEndpoint(orgId: string, id: string, now: Date): Promise<WebhookEndpoint | undefined> {
-    return this.db.transaction(async (trx) => {
-      const [row] = await trx<EndpointRow>('webhook_endpoints')
-        .where({ org_id: orgId, id })
-        .whereNull('deleted_at')
-        .update({ deleted_at: now, updated_at: now })
-        .returning('*');
-      if (!row) return undefined;
-      await trx<DeliveryRow>('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({
-        status: 'failed',
-        last_error: 'dropped: endpoint deleted',
-        lease_until: null,
-        lease_token: null,
-        updated_at: now,
-        completed_at: now,
-      });
-      return toEndpoint(row as EndpointRow);
-    });
-  }
-
-  async insertDirectedEvent(event: { orgId: string; type: DirectedEventType; data: Record<string, unknown> }, endpointId: string, now: Date) {
-    return this.db.transaction(async (trx) => {
-      const eventId = newId('EVT');
-      await trx('webhook_events').insert({ id: eventId, org_id: event.orgId, type: event.type, payload: JSON.stringify(event.data), created_at: now });
-      const row = deliveryRow(eventId, endpointId, event.orgId, now);
-      await trx('webhook_deliveries').insert(row);
-      return { eventId, delivery: toDelivery(row) };
-    });
-  }
-
-  async findEvent(id: string): Promise<StoredEvent | undefined> {
-    const row = await this.db<EventRow>('webhook_events').where({ id }).first();
-    return row ? toEvent(row) : undefined;
-  }
-
-  async listEventsAfter(orgId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
-    const rows = await this.db<EventRow>('webhook_events').where({ org_id: orgId }).andWhere('seq', '>', afterSeq).orderBy('seq', 'asc').limit(limit);
-    return rows.map(toEvent);
-  }
-
-  async latestEventSeq(orgId: string): Promise<number> {
-    const row = await this.db('webhook_events').where({ org_id: orgId }).max<{ max: number | string | null }[]>({ max: 'seq' }).first();
-    return Number(row?.max ?? 0);
   }
 
   async claimDue(now: Date, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
@@ -509,7 +223,7 @@ export class KnexWebhookRepository implements WebhookRepository {
         event:
           row.event_type === null
             ? undefined
-            : toEvent({ id: row.event_id, seq: row.event_seq!, org_id: row.org_id, type: row.event_type, payload: row.event_payload!, created_at: row.event_created_at! }),
+            : { id: row.event_id, seq: Number(row.event_seq), orgId: row.org_id, type: row.event_type as StoredEventType, data: payloadOf(row.event_payload!), createdAt: new Date(row.event_created_at!) },
         endpoint: row.endpoint_url === null ? undefined : { id: row.endpoint_id, name: row.endpoint_name!, url: row.endpoint_url, enabled: row.endpoint_enabled! },
       }))
       .sort((a, b) => a.delivery.nextAttemptAt.getTime() - b.delivery.nextAttemptAt.getTime());

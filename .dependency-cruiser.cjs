@@ -1,0 +1,103 @@
+/**
+ * Import rules of the code base (docs/architecture.md explains the layers), checked in CI by
+ * `npm run lint:deps`. Violations that existed when a rule was introduced are listed in
+ * .dependency-cruiser-known-violations.json and tolerated; any new one fails. Fixing one: remove
+ * its entry (or regenerate the file with `npm run -s lint:deps:baseline`) in the same commit.
+ */
+
+/** Business domains: one folder each under src/, wired by their own module. */
+const DOMAINS = ['agent-wallet', 'catalog', 'checkout', 'commerce', 'crypto-payments', 'orders', 'orgs', 'subscriptions', 'telemetry', 'webhooks'];
+const DOMAIN = `^src/(${DOMAINS.join('|')})/`;
+/** A domain's web edge: its handlers, hosted pages and request authentication use the HTTP framework. */
+const WEB_EDGE = '(handlers|-pages|-rate-limit|request-auth|/auth|/errors)\\.ts$';
+
+/** The database drivers (as resolved: type imports of pg land in @types/pg). */
+const DRIVERS = '(^|/)node_modules/((@types/)?pg|(@types/)?pg-copy-streams|@electric-sql/pglite|knex-pglite)/';
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'A circle of imports (type-only imports included) means two modules are one; break it by moving what both need below them.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'kernel-is-the-bottom',
+      severity: 'error',
+      comment: 'src/kernel/ (clock, ids, secrets, logger, jobs, domain errors) sits below everything and imports nothing else of the product.',
+      from: { path: '^src/kernel/' },
+      to: { path: '^(src|generated)/', pathNot: '^src/kernel/' },
+    },
+    {
+      name: 'domain-not-to-http',
+      severity: 'error',
+      comment:
+        "src/http/ is framework code: a domain's services, repositories and model never import it (domain errors live in src/kernel/; the HTTP layer maps them to the envelope). Only the domain's web edge (handlers, hosted pages, request authentication) does.",
+      from: { path: DOMAIN, pathNot: WEB_EDGE },
+      to: { path: '^src/http/' },
+    },
+    {
+      name: 'http-not-to-domains',
+      severity: 'error',
+      comment: 'src/http/ knows no domain: the composition (src/apps.ts) hands domains to it.',
+      from: { path: '^src/http/' },
+      to: { path: DOMAIN },
+    },
+    {
+      name: 'knex-only-in-repositories',
+      severity: 'error',
+      comment: 'Only repositories (*.repository.ts) and src/db/ speak knex; services see repository interfaces.',
+      from: { path: '^src/', pathNot: ['^src/db/', '\\.repository\\.ts$'] },
+      to: { path: '(^|/)node_modules/knex/' },
+    },
+    {
+      name: 'drivers-only-in-db',
+      severity: 'error',
+      comment: 'The PostgreSQL / PGlite drivers are opened and configured by src/db/ alone.',
+      from: { path: '^src/', pathNot: '^src/db/' },
+      to: { path: DRIVERS },
+    },
+    {
+      name: 'product-not-to-tooling',
+      severity: 'error',
+      comment: 'Product code (src/) never imports tests, scripts or the test and benchmark tools.',
+      from: { path: '^src/' },
+      to: { path: '^(test|scripts|tools)/' },
+    },
+    {
+      name: 'generated-types-only',
+      severity: 'error',
+      comment: 'generated/ is openapi-typescript output: types only (`import type`), never loaded at run time.',
+      from: {},
+      to: { path: '^generated/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'not-to-unresolvable',
+      severity: 'error',
+      comment: 'An import that resolves to no file or package.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    // Type-only imports count: a circle through `import type` is still a circle of the design.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    doNotFollow: { path: 'node_modules' },
+    // node_modules may be a symbolic link (git worktrees); report paths as the repository sees them.
+    preserveSymlinks: true,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      mainFields: ['module', 'main', 'types', 'typings'],
+    },
+    reporterOptions: {
+      dot: {
+        collapsePattern: 'node_modules/(@[^/]+/[^/]+|[^/]+)',
+      },
+    },
+  },
+};

@@ -1,0 +1,11 @@
+/** The card processors' background jobs (run by the worker; listed in src/jobs.ts). */
+import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { Job } from '../kernel/job.js';
+import type { SandboxCardProcessor } from './sandbox-processor.js';
+
+export function processorJobs(deps: { sandboxProcessor: SandboxCardProcessor; payments: PaymentFlow }): Job[] {
+  return [
+    // Results of the sandbox processor's asynchronous test cards.
+    { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.sandboxProcessor.settleDue(deps.payments)) > 0 },
+  ];
+}
