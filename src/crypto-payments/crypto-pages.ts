@@ -9,7 +9,7 @@ import QRCode from 'qrcode';
 import { AppError } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
-import { HOSTED_PAGE_CSP, escapeHtml, layout, summary } from '../checkout/hosted-pages.js';
+import { HOSTED_PAGE_CSP, escapeHtml, layout, retryLaterPage, summary } from '../checkout/hosted-pages.js';
 import type { CheckoutSession } from '../checkout/checkout-session.repository.js';
 import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
 import type { Order } from '../orders/order.repository.js';
@@ -153,6 +153,11 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
   const fail = (req: Request, res: Response, err: unknown) => {
+    const retry = retryLaterPage(err);
+    if (retry) {
+      (req.log ?? logger).warn({ err }, 'crypto hosted page unavailable');
+      return send(res.set('Retry-After', retry.retryAfter), retry);
+    }
     if (err instanceof AppError && err.status < 500) {
       return send(res, { status: err.status === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
     }
