@@ -169,6 +169,8 @@ export interface CheckoutSessionRepository {
   findForUpdate(id: string): Promise<CheckoutSession | undefined>;
   findByPageToken(token: string): Promise<CheckoutSession | undefined>;
   update(session: CheckoutSession): Promise<void>;
+  /** Moves an open session's `expiresAt` earlier to `expiresAt` (never later); false unless it is still CREATED. */
+  bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
   expireDue(now: Date, limit: number): Promise<number>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
@@ -257,6 +259,13 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
       last_error: json(s.lastError),
       updated_at: s.updatedAt,
     });
+  }
+
+  async bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean> {
+    const changed = await this.db('checkout_sessions')
+      .where({ id, status: 'CREATED' })
+      .update({ expires_at: this.db.raw('LEAST(expires_at, ?)', [expiresAt]), updated_at: now });
+    return changed === 1;
   }
 
   async expireDue(now: Date, limit: number): Promise<number> {

@@ -145,7 +145,8 @@ export function retryLaterPage(err: unknown): { status: number; html: string; re
   if (error.status === 429) {
     return { status: 429, retryAfter, html: layout('Too many requests', `<h1>Too many requests</h1><div class="error" data-testid="status">Too many requests came from your network. Please try again in ${escapeHtml(wait)}.</div>`) };
   }
-  return { status: 503, retryAfter, html: layout('Try again shortly', `<h1>Try again shortly</h1><div class="error" data-testid="status">This checkout is busy right now. Please try again in ${escapeHtml(wait)}.</div>`) };
+  const title = Number(retryAfter) > 300 ? 'Try again later' : 'Try again shortly';
+  return { status: 503, retryAfter, html: layout(title, `<h1>${title}</h1><div class="error" data-testid="status">This checkout is busy right now. Please try again in ${escapeHtml(wait)}.</div>`) };
 }
 
 function parseExpiry(text: string): { expMonth: number; expYear: number } | undefined {

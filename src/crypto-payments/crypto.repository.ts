@@ -75,6 +75,13 @@ export interface CryptoRepository {
   /** Takes the amount unless a live reservation holds it (an expired one is taken over). */
   reserveAmount(key: AmountKey, amountUnits: number, checkoutSessionId: string, reservedUntil: Date, now: Date): Promise<boolean>;
   markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<void>;
+  /**
+   * Serializes, until the transaction ends, the issuers of payment-link sessions on this
+   * (chain, token, recipient), so their count of held amounts cannot be raced past the limit.
+   */
+  lockLinkHolds(key: AmountKey): Promise<void>;
+  /** Live reservations in [from, to) held by sessions opened from a payment link, and when the first one ends. */
+  linkHolds(key: AmountKey, from: number, to: number, now: Date): Promise<{ count: number; firstEndsAt: Date | null }>;
   /** The quote of exactly this amount whose window [issuedAt - skew, reservedUntil] holds `at`. */
   findExactQuote(key: AmountKey, amountUnits: bigint, at: Date, skewMs: number): Promise<CryptoQuote | undefined>;
   /** Issued quotes in [min, max] whose window holds `at` and whose session has no order but a FAILED one. */
@@ -303,6 +310,23 @@ export class KnexCryptoRepository implements CryptoRepository {
     await this.db('crypto_quotes')
       .where({ checkout_session_id: checkoutSessionId })
       .update({ amount_units: amountUnits, issued_at: issuedAt, reserved_until: reservedUntil });
+  }
+
+  async lockLinkHolds(key: AmountKey): Promise<void> {
+    await this.db.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`crypto-link-holds:${key.chainId}:${key.tokenAddress}:${key.recipient}`]);
+  }
+
+  async linkHolds(key: AmountKey, from: number, to: number, now: Date): Promise<{ count: number; firstEndsAt: Date | null }> {
+    const row = await this.db('crypto_amount_reservations as r')
+      .join('checkout_sessions as s', 's.id', 'r.checkout_session_id')
+      .where({ 'r.chain_id': key.chainId, 'r.token_address': key.tokenAddress, 'r.recipient': key.recipient })
+      .andWhere('r.amount_units', '>=', from)
+      .andWhere('r.amount_units', '<', to)
+      .andWhere('r.reserved_until', '>', now)
+      .whereNotNull('s.payment_link_id')
+      .first(this.db.raw('count(*) AS n'), this.db.raw('min(r.reserved_until) AS first_ends_at'));
+    const firstEndsAt = row?.first_ends_at ? new Date(row.first_ends_at) : null;
+    return { count: Number(row?.n ?? 0), firstEndsAt };
   }
 
   private quotesOn(key: AmountKey, at: Date, skewMs: number) {
