@@ -126,7 +126,9 @@ export interface paths {
          *       one reservation row per exact amount (a unique key, so concurrent checkouts can never get
          *       the same amount); it lasts until `expiresAt` plus a late-payment window (24 h by default),
          *       after which the amount can be quoted again. The first open session at a given price pays
-         *       exactly the price.
+         *       exactly the price. Sessions opened from a payment link hold their amount for a shorter
+         *       time and only up to half the amounts of a price on a wallet (decision 16), so anonymous
+         *       link visits never take the amounts this operation needs.
          *     * **The buyer's e-mail comes first**: every order has a customer, so the amount is quoted
          *       ("issued") only once the session has one. With `customerId` or `customerEmail` at
          *       creation, `crypto.amountUnits` is in this response. Without them `crypto.amountUnits` is
@@ -1376,7 +1378,8 @@ export interface components {
             /**
              * @description Buyer URL `{base_url}/pay/<token>`, where the token is 32 random base62 characters (not the
              *     link ID), so links cannot be guessed. Query parameters appended to it are stored as
-             *     `merchantMetadata`.
+             *     `merchantMetadata`. Each opening creates a checkout session (rate-limited per client
+             *     address; crypto holds are short and bounded: see decision 16 in the API description).
              */
             paymentLinkUrl: string;
             pricingId: components["schemas"]["PricingId"];

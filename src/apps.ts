@@ -18,6 +18,7 @@ import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
+import { registerHostedRateLimits } from './checkout/hosted-rate-limit.js';
 import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
 import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
@@ -93,6 +94,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     authenticators: { ApiKeyAuth: apiKeyAuth },
     extraRoutes: (router) => {
       extras.extraRoutes?.(router);
+      registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
       registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
       registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);

@@ -35,12 +35,27 @@ export interface Config {
   logLevel: string;
   /** Create a demo organization and key on first start with an empty embedded database. */
   seedDemo: boolean;
-  trustProxy: boolean;
+  /**
+   * Proxies in front of the listeners whose X-Forwarded-* headers are trusted (Express `trust
+   * proxy` hop count): the client address is the entry the outermost trusted proxy appended, so
+   * entries a client writes itself are never taken. TRUST_PROXY: false (0), true (1) or a count.
+   */
+  trustProxy: number;
   /**
    * Merchant API requests per API key per minute, counted per process (src/http/rate-limit.ts);
    * 0 turns the limit off. MERCHANT_RATE_LIMIT_PER_MINUTE.
    */
   merchantRateLimitPerMinute: number;
+  /**
+   * Hosted-page requests (checkout, payment links, subscription management) per client address
+   * per minute, counted per process; 0 turns the limit off. HOSTED_RATE_LIMIT_PER_MINUTE.
+   */
+  hostedRateLimitPerMinute: number;
+  /**
+   * Of those, requests that open or change something (opening a payment link, the crypto e-mail
+   * step, a card payment, a cancellation); 0 turns the limit off. HOSTED_WRITE_RATE_LIMIT_PER_MINUTE.
+   */
+  hostedWriteRateLimitPerMinute: number;
   telemetry: TelemetryConfig;
   /** Let webhook endpoints reach loopback addresses (local development and tests only; refused in production). */
   webhookAllowLoopback: boolean;
@@ -139,6 +154,16 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
+function trustProxy(env: Env): number {
+  const raw = env.TRUST_PROXY?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return 0;
+  if (/^\d{1,2}$/.test(raw)) return Number(raw);
+  // `true` is one load balancer: its entry is the last one, whatever the client sent before it.
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return 1;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return 0;
+  throw new ConfigError(`TRUST_PROXY must be true, false or the number of proxies in front (0-99), got "${env.TRUST_PROXY}"`);
+}
+
 function url(env: Env, name: string, fallback: string): string {
   const raw = env[name] || fallback;
   let parsed: URL;
@@ -215,8 +240,10 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     encryptionKey,
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'KASSA_SEED_DEMO', true),
-    trustProxy: bool(env, 'TRUST_PROXY', false),
+    trustProxy: trustProxy(env),
     merchantRateLimitPerMinute: nonNegativeInt(env, 'MERCHANT_RATE_LIMIT_PER_MINUTE', 6000),
+    hostedRateLimitPerMinute: nonNegativeInt(env, 'HOSTED_RATE_LIMIT_PER_MINUTE', 120),
+    hostedWriteRateLimitPerMinute: nonNegativeInt(env, 'HOSTED_WRITE_RATE_LIMIT_PER_MINUTE', 30),
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
     webhookLeaseSeconds: webhookLeaseSeconds(env),

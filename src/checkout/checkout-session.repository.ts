@@ -188,6 +188,13 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return written === 1;
   }
 
+  async bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean> {
+    const changed = await this.db('checkout_sessions')
+      .where({ id, status: 'CREATED' })
+      .update({ expires_at: this.db.raw('LEAST(expires_at, ?)', [expiresAt]), updated_at: now });
+    return changed === 1;
+  }
+
   async expireDue(now: Date, limit: number): Promise<number> {
     const result = await this.db.raw(
       `UPDATE checkout_sessions SET status = 'EXPIRED', updated_at = ?

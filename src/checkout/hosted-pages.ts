@@ -6,7 +6,7 @@
  */
 import express, { type Request, type Response, type Router } from 'express';
 import { AppError } from '../kernel/errors.js';
-import { statusOf } from '../http/errors.js';
+import { statusOf, toAppError } from '../http/errors.js';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession } from '../commerce/model.js';
@@ -21,6 +21,9 @@ export const escapeHtml = (text: string): string =>
 /** No script at all; styles only inline; forms post to us; never framed. */
 export const HOSTED_PAGE_CSP =
   "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'";
+
+/** The headers of every hosted page. */
+export const HOSTED_PAGE_HEADERS = { 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
 
 const STYLE = `
 *{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;color:#1d2330}
@@ -129,6 +132,24 @@ function messagePage(status: number, title: string, message: string): { status: 
   return { status, html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" data-testid="status">${escapeHtml(message)}</div>`) };
 }
 
+const waitText = (seconds: number) => (seconds > 90 ? `about ${Math.ceil(seconds / 60)} minutes` : `${seconds} seconds`);
+
+/**
+ * A 429 (too many requests from this client) or 503 (no exact amount free, database unreachable)
+ * as a page a buyer understands, keeping the status and Retry-After; undefined for other errors.
+ */
+export function retryLaterPage(err: unknown): { status: number; html: string; retryAfter: string } | undefined {
+  const { error } = toAppError(err);
+  if (statusOf(error) !== 429 && statusOf(error) !== 503) return undefined;
+  const retryAfter = error.options.headers?.['Retry-After'] ?? '30';
+  const wait = waitText(Number(retryAfter));
+  if (statusOf(error) === 429) {
+    return { status: 429, retryAfter, html: layout('Too many requests', `<h1>Too many requests</h1><div class="error" data-testid="status">Too many requests came from your network. Please try again in ${escapeHtml(wait)}.</div>`) };
+  }
+  const title = Number(retryAfter) > 300 ? 'Try again later' : 'Try again shortly';
+  return { status: 503, retryAfter, html: layout(title, `<h1>${title}</h1><div class="error" data-testid="status">This checkout is busy right now. Please try again in ${escapeHtml(wait)}.</div>`) };
+}
+
 function parseExpiry(text: string): { expMonth: number; expYear: number } | undefined {
   const match = /^\s*(\d{1,2})\s*\/\s*(\d{2}|\d{4})\s*$/.exec(text);
   if (!match) return undefined;
@@ -141,6 +162,11 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
   const fail = (req: Request, res: Response, err: unknown) => {
+    const retry = retryLaterPage(err);
+    if (retry) {
+      (req.log ?? logger).warn({ err }, 'hosted page unavailable');
+      return send(res.set('Retry-After', retry.retryAfter), retry);
+    }
     if (err instanceof AppError && statusOf(err) < 500) return send(res, messagePage(statusOf(err) === 404 ? 404 : 400, statusOf(err) === 404 ? 'Not found' : 'Cannot open this checkout', err.message));
     (req.log ?? logger).error({ err }, 'hosted page failed');
     send(res, messagePage(500, 'Something went wrong', 'Please try again in a moment.'));

@@ -38,6 +38,8 @@ export interface CheckoutSessionRepository {
    * status is still `expected`: false, with nothing written, when another writer moved it on.
    */
   update(session: CheckoutSession, expected: SessionStatus): Promise<boolean>;
+  /** Moves an open session's `expiresAt` earlier to `expiresAt` (never later); false unless it is still CREATED. */
+  bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean>;
   /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
   recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
@@ -109,6 +111,13 @@ export interface CryptoQuoteRepository {
   reserveAmount(key: AmountKey, amountUnits: number, checkoutSessionId: string, reservedUntil: Date, now: Date): Promise<boolean>;
   /** Sets the reserved exact amount of a quote not issued yet; false when it already was. */
   markQuoteIssued(checkoutSessionId: string, amountUnits: number, issuedAt: Date, reservedUntil: Date): Promise<boolean>;
+  /**
+   * Serializes, until the transaction ends, the issuers of payment-link sessions on this
+   * (chain, token, recipient), so their count of held amounts cannot be raced past the limit.
+   */
+  lockLinkHolds(key: AmountKey): Promise<void>;
+  /** Live reservations in [from, to) held by sessions opened from a payment link, and when the first one ends. */
+  linkHolds(key: AmountKey, from: number, to: number, now: Date): Promise<{ count: number; firstEndsAt: Date | null }>;
 }
 
 export interface CommerceStores {

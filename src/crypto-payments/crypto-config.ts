@@ -36,6 +36,18 @@ export interface CryptoConfig {
   latePaymentWindowSeconds: number;
   /** Distinct amount offsets (in token units, added to the price) available per price and wallet. */
   amountOffsetRange: number;
+  /**
+   * Sessions opened anonymously from a payment link: the buyer has this long after the e-mail step
+   * (when the amount is issued) to pay; the session's `expiresAt` is brought forward to it.
+   */
+  linkPaymentWindowSeconds: number;
+  /** Their late-payment window (instead of `latePaymentWindowSeconds`): anonymous holds stay short. */
+  linkLatePaymentWindowSeconds: number;
+  /**
+   * Exact amounts that payment-link sessions may hold at once per price, token and wallet; the
+   * rest of `amountOffsetRange` stays for sessions the merchant creates through the API.
+   */
+  linkHoldLimit: number;
   /** A non-exact transfer within this many basis points of exactly one open quote is attributed to it (under/overpayment). */
   matchToleranceBps: number;
   /** Tolerated difference between block timestamps and the server clock. */
@@ -162,10 +174,14 @@ export function parseCryptoConfig(env: Env): CryptoConfig {
     chains = parsed.map(chainEntry);
     if (new Set(chains.map((c) => c.chainId)).size !== chains.length) throw new CryptoConfigError('CRYPTO_CHAINS lists a chainId twice');
   }
+  const amountOffsetRange = int(env, 'CRYPTO_AMOUNT_OFFSET_RANGE', 10_000, 1, 1_000_000);
   return {
     chains,
     latePaymentWindowSeconds: int(env, 'CRYPTO_LATE_PAYMENT_WINDOW_SECONDS', 86_400, 0, 30 * 86_400),
-    amountOffsetRange: int(env, 'CRYPTO_AMOUNT_OFFSET_RANGE', 10_000, 1, 1_000_000),
+    amountOffsetRange,
+    linkPaymentWindowSeconds: int(env, 'CRYPTO_LINK_PAYMENT_WINDOW_SECONDS', 900, 60, 86_400),
+    linkLatePaymentWindowSeconds: int(env, 'CRYPTO_LINK_LATE_PAYMENT_WINDOW_SECONDS', 3_600, 0, 30 * 86_400),
+    linkHoldLimit: int(env, 'CRYPTO_LINK_HOLD_LIMIT', Math.max(1, Math.floor(amountOffsetRange / 2)), 1, amountOffsetRange),
     matchToleranceBps: int(env, 'CRYPTO_MATCH_TOLERANCE_BPS', 1_000, 0, 5_000),
     clockSkewSeconds: int(env, 'CRYPTO_CLOCK_SKEW_SECONDS', 600, 0, 86_400),
     pollIntervalMs: int(env, 'CRYPTO_POLL_INTERVAL_MS', 4_000, 100, 3_600_000),

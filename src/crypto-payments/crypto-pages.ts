@@ -10,7 +10,7 @@ import { AppError } from '../kernel/errors.js';
 import { statusOf } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
-import { HOSTED_PAGE_CSP, escapeHtml, layout, summary } from '../checkout/hosted-pages.js';
+import { HOSTED_PAGE_CSP, escapeHtml, layout, retryLaterPage, summary } from '../checkout/hosted-pages.js';
 import type { CheckoutSession } from '../commerce/model.js';
 import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
 import type { Order } from '../commerce/model.js';
@@ -155,6 +155,11 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
     res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
   };
   const fail = (req: Request, res: Response, err: unknown) => {
+    const retry = retryLaterPage(err);
+    if (retry) {
+      (req.log ?? logger).warn({ err }, 'crypto hosted page unavailable');
+      return send(res.set('Retry-After', retry.retryAfter), retry);
+    }
     if (err instanceof AppError && statusOf(err) < 500) {
       return send(res, { status: statusOf(err) === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
     }

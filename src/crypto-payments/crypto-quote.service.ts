@@ -5,8 +5,9 @@
  * Matching design: a session's exact amount is its price plus the smallest offset (0, 1, 2, …
  * token units, below `amountOffsetRange`) not reserved by another session on the same
  * (chain, token, recipient). The reservation is a row keyed by that amount (its primary key is the
- * guarantee, not memory) held until `expiresAt` + the late-payment window; after that the amount
- * can be reused. The amount is reserved ("issued") only once the session has a customer, so a
+ * guarantee, not memory) held until `expiresAt` + the late-payment window (shorter, and capped
+ * in number, for sessions opened anonymously from a payment link); after that the amount can be
+ * reused. The amount is reserved ("issued") only once the session has a customer, so a
  * matching transfer always has a customer for its order.
  */
 import { getAddress, isAddress } from 'viem';
@@ -114,13 +115,34 @@ export class CryptoQuoteService {
     return quote;
   }
 
-  /** Reserves the smallest free amount ≥ the price; concurrent issuers race on the reservation key. */
+  /**
+   * Reserves the smallest free amount ≥ the price; concurrent issuers race on the reservation key.
+   * A session opened from a payment link was opened by anyone, so its hold is short (the link
+   * payment window, then the link late window) and such holds are capped per price and wallet,
+   * under a lock: anonymous visitors can never take the amounts the merchant's own sessions need.
+   */
   private async issue(stores: CommerceStores, session: CheckoutSession, quote: CryptoQuote): Promise<CryptoQuote> {
     const now = this.clock.now();
     const key = { chainId: quote.chainId, tokenAddress: quote.tokenAddress, recipient: quote.recipient };
-    const reservedUntil = new Date(session.expiresAt.getTime() + this.config.latePaymentWindowSeconds * 1000);
     const range = this.config.amountOffsetRange;
     if (!Number.isSafeInteger(quote.priceUnits + range)) throw validationError('The amount is too large for crypto checkout');
+    const fromLink = session.paymentLinkId !== null;
+    let expiresAt = session.expiresAt;
+    if (fromLink) {
+      await stores.quotes.lockLinkHolds(key);
+      const held = await stores.quotes.linkHolds(key, quote.priceUnits, quote.priceUnits + range, now);
+      if (held.count >= this.config.linkHoldLimit) {
+        const wait = held.firstEndsAt ? Math.ceil((held.firstEndsAt.getTime() - now.getTime()) / 1000) : 60;
+        throw new AppError(
+          'SERVICE_UNAVAILABLE',
+          `Payment-link checkouts already hold ${held.count} exact amounts for this price on this receiving wallet (CRYPTO_LINK_HOLD_LIMIT); retry later`,
+          { headers: { 'Retry-After': String(Math.max(1, wait)) } },
+        );
+      }
+      expiresAt = new Date(Math.min(expiresAt.getTime(), now.getTime() + this.config.linkPaymentWindowSeconds * 1000));
+    }
+    const lateWindowSeconds = fromLink ? this.config.linkLatePaymentWindowSeconds : this.config.latePaymentWindowSeconds;
+    const reservedUntil = new Date(expiresAt.getTime() + lateWindowSeconds * 1000);
     for (let attempt = 0; attempt < ISSUE_ATTEMPTS; attempt++) {
       const taken = await stores.quotes.reservedAmounts(key, quote.priceUnits, quote.priceUnits + range, now);
       let offset = 0;
@@ -130,6 +152,7 @@ export class CryptoQuoteService {
       if (await stores.quotes.reserveAmount(key, amountUnits, session.id, reservedUntil, now)) {
         // Issued under the session's row lock, so the quote cannot have been issued meanwhile.
         assertWritten(await stores.quotes.markQuoteIssued(session.id, amountUnits, now, reservedUntil), 'crypto quote');
+        if (expiresAt.getTime() < session.expiresAt.getTime()) await stores.sessions.bringExpiryForward(session.id, expiresAt, now);
         return { ...quote, amountUnits, issuedAt: now, reservedUntil };
       }
     }

@@ -282,6 +282,23 @@ export class KnexCryptoRepository implements CryptoRepository {
     return written === 1;
   }
 
+  async lockLinkHolds(key: AmountKey): Promise<void> {
+    await this.db.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`crypto-link-holds:${key.chainId}:${key.tokenAddress}:${key.recipient}`]);
+  }
+
+  async linkHolds(key: AmountKey, from: number, to: number, now: Date): Promise<{ count: number; firstEndsAt: Date | null }> {
+    const row = await this.db('crypto_amount_reservations as r')
+      .join('checkout_sessions as s', 's.id', 'r.checkout_session_id')
+      .where({ 'r.chain_id': key.chainId, 'r.token_address': key.tokenAddress, 'r.recipient': key.recipient })
+      .andWhere('r.amount_units', '>=', from)
+      .andWhere('r.amount_units', '<', to)
+      .andWhere('r.reserved_until', '>', now)
+      .whereNotNull('s.payment_link_id')
+      .first(this.db.raw('count(*) AS n'), this.db.raw('min(r.reserved_until) AS first_ends_at'));
+    const firstEndsAt = row?.first_ends_at ? new Date(row.first_ends_at) : null;
+    return { count: Number(row?.n ?? 0), firstEndsAt };
+  }
+
   private quotesOn(key: AmountKey, at: Date, skewMs: number) {
     return this.db('crypto_quotes as q')
       .where({ 'q.chain_id': key.chainId, 'q.token_address': key.tokenAddress, 'q.recipient': key.recipient })

@@ -38,7 +38,8 @@ export interface OpenApiAppOptions {
   /** Routes outside the contract (health, hosted pages, docs), mounted before validation. */
   extraRoutes?: (router: Router) => void;
   readiness: () => Promise<void>;
-  trustProxy?: boolean | string;
+  /** Express `trust proxy`: how many proxies' X-Forwarded-* to believe (0: none). */
+  trustProxy?: number;
   /**
    * Lets an API turn a generic error into a more specific one before it is rendered (the
    * telemetry API reports schema errors inside `traces[]` as `invalid_trace`, and those of
@@ -140,7 +141,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
   app.disable('x-powered-by');
   // No ETag: the contract has no conditional requests, and Express would hash every body to make one.
   app.set('etag', false);
-  app.set('trust proxy', options.trustProxy ?? false);
+  app.set('trust proxy', options.trustProxy ?? 0);
   app.set('query parser', 'extended');
 
   app.use((req, res, next) => {

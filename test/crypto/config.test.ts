@@ -15,6 +15,25 @@ describe('crypto configuration', () => {
     expect(crypto).toMatchObject({ latePaymentWindowSeconds: 86400, amountOffsetRange: 10000, matchToleranceBps: 1000, watcherLeaseSeconds: 30 });
   });
 
+  it('keeps payment-link holds short and bounded: 15 min + 1 h, at most half the offset range by default', () => {
+    expect(load({})).toMatchObject({ linkPaymentWindowSeconds: 900, linkLatePaymentWindowSeconds: 3600, linkHoldLimit: 5000 });
+    expect(load({ CRYPTO_AMOUNT_OFFSET_RANGE: '3' }).linkHoldLimit).toBe(1);
+    expect(load({ CRYPTO_AMOUNT_OFFSET_RANGE: '1' }).linkHoldLimit).toBe(1);
+    expect(load({ CRYPTO_LINK_HOLD_LIMIT: '10000', CRYPTO_LINK_PAYMENT_WINDOW_SECONDS: '60', CRYPTO_LINK_LATE_PAYMENT_WINDOW_SECONDS: '0' })).toMatchObject({
+      linkHoldLimit: 10000,
+      linkPaymentWindowSeconds: 60,
+      linkLatePaymentWindowSeconds: 0,
+    });
+    for (const [env, message] of [
+      [{ CRYPTO_LINK_HOLD_LIMIT: '10001' }, /CRYPTO_LINK_HOLD_LIMIT must be an integer 1-10000/],
+      [{ CRYPTO_LINK_HOLD_LIMIT: '0' }, /CRYPTO_LINK_HOLD_LIMIT/],
+      [{ CRYPTO_LINK_PAYMENT_WINDOW_SECONDS: '59' }, /CRYPTO_LINK_PAYMENT_WINDOW_SECONDS must be an integer 60-86400/],
+    ] as const) {
+      expect(() => load(env)).toThrow(ConfigError);
+      expect(() => load(env)).toThrow(message);
+    }
+  });
+
   it('takes the watcher lease from CRYPTO_WATCHER_LEASE_SECONDS, 10 s to an hour', () => {
     expect(load({ CRYPTO_WATCHER_LEASE_SECONDS: '10' }).watcherLeaseSeconds).toBe(10);
     expect(load({ CRYPTO_WATCHER_LEASE_SECONDS: '3600' }).watcherLeaseSeconds).toBe(3600);

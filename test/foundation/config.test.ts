@@ -31,9 +31,24 @@ describe('config', () => {
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL/],
     [{ KASSA_SEED_DEMO: 'maybe' }, /KASSA_SEED_DEMO/],
     [{ KASSA_ROLE: 'boss' }, /KASSA_ROLE/],
+    [{ TRUST_PROXY: 'maybe' }, /TRUST_PROXY must be true, false or the number of proxies/],
+    [{ HOSTED_RATE_LIMIT_PER_MINUTE: '-1' }, /HOSTED_RATE_LIMIT_PER_MINUTE/],
+    [{ HOSTED_WRITE_RATE_LIMIT_PER_MINUTE: 'lots' }, /HOSTED_WRITE_RATE_LIMIT_PER_MINUTE/],
   ])('fails fast on bad configuration %o', (env, message) => {
     expect(() => loadConfig(env as Record<string, string>, [])).toThrow(ConfigError);
     expect(() => loadConfig(env as Record<string, string>, [])).toThrow(message);
+  });
+
+  it('rate-limits hosted pages per client address by default (120 requests, 30 writes a minute)', () => {
+    expect(loadConfig({}, [])).toMatchObject({ hostedRateLimitPerMinute: 120, hostedWriteRateLimitPerMinute: 30 });
+    expect(loadConfig({ HOSTED_RATE_LIMIT_PER_MINUTE: '0', HOSTED_WRITE_RATE_LIMIT_PER_MINUTE: '5' }, [])).toMatchObject({ hostedRateLimitPerMinute: 0, hostedWriteRateLimitPerMinute: 5 });
+  });
+
+  it('reads TRUST_PROXY as a number of trusted proxies: true is one load balancer, never "all"', () => {
+    expect(loadConfig({}, []).trustProxy).toBe(0);
+    expect(loadConfig({ TRUST_PROXY: 'false' }, []).trustProxy).toBe(0);
+    expect(loadConfig({ TRUST_PROXY: 'true' }, []).trustProxy).toBe(1);
+    expect(loadConfig({ TRUST_PROXY: '2' }, []).trustProxy).toBe(2);
   });
 
   it('takes the role from --role', () => {

@@ -50,6 +50,10 @@ export async function createTestContext(options: TestContextOptions = {}): Promi
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent',
       PUBLIC_BASE_URL: 'http://merchant.test',
       PUBLIC_API_URL: 'http://api.test',
+      // Every request of a test comes from one address within one frozen minute; the hosted-page
+      // limits have their own tests (test/checkout/hosted-rate-limit.test.ts).
+      HOSTED_RATE_LIMIT_PER_MINUTE: '0',
+      HOSTED_WRITE_RATE_LIMIT_PER_MINUTE: '0',
       ...env,
     },
     [],
