@@ -1173,7 +1173,12 @@ export interface components {
         HttpsUrl: string;
         /** @description Inline product for this purchase only; creates no catalog product. */
         ProductData: {
-            /** @description Product name; 1-255 characters after the server trims surrounding whitespace (a blank name is `400`). */
+            /**
+             * @description Product name; 1-255 characters (Unicode code points, as JSON Schema counts them) after
+             *     the server trims surrounding whitespace, which is not stored. A blank name, or more than
+             *     255 characters once trimmed, is `400`. The schema states no `maxLength` because it would
+             *     count the surrounding whitespace too.
+             */
             name: string;
             /** @description Product description. */
             description?: string;

@@ -234,7 +234,11 @@ export class CheckoutSessionService {
       product = { productId: found.id, name: found.name, description: found.description ?? '' };
     } else {
       const name = data.productData!.name.trim();
-      if (name.length < 1 || name.length > 255) throw validationError('body.pricingData.productData.name must be 1-255 characters after trimming whitespace');
+      // Characters are code points, as JSON Schema counts them (an emoji is one, not two).
+      const characters = [...name].length;
+      if (characters < 1 || characters > 255) {
+        throw validationError(`body.pricingData.productData.name must be 1-255 characters after trimming surrounding whitespace (it has ${characters})`);
+      }
       product = { productId: null, name, description: data.productData!.description ?? '' };
     }
     const subscription = data.pricingType === 'SUBSCRIPTION';
