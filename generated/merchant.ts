@@ -40,8 +40,11 @@ export interface paths {
          *     receiving wallet configured. Card sessions need a fiat ISO 4217 currency. Violations are
          *     `400` (price) or `403` (organization set-up).
          *
-         *     **Amount** — the session `amount` is the unit amount × `quantity`; a product above
-         *     9007199254740991 is `400`.
+         *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
+         *     rail's bounds (decision 16): card 1-99999999 minor units (999,999.99 USD), crypto
+         *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
+         *     amount and the bounds; a `pricingId` whose stored amount is outside them is refused the
+         *     same way.
          *
          *     **Expiry** — `expiresIn` seconds, default 3600. The schema allows 60-86400; the server also
          *     applies the rail's bound (card 1800-86400, crypto 60-86400) and answers `400` outside it.
@@ -1191,7 +1194,11 @@ export interface components {
          *     card sessions take fiat ISO 4217 currencies. Unknown fields (e.g. `flexibleAmount`) are `400`.
          */
         PricingData: {
-            /** @description Unit price in the currency's smallest unit (the session amount is this × `quantity`). */
+            /**
+             * @description Unit price in the currency's smallest unit (the session amount is this × `quantity`).
+             *     The session amount must lie within the rail's bounds, checked by the server: card
+             *     1-99999999, crypto 1-999999999999 (the schema's maximum is the crypto one).
+             */
             amount: number;
             /** @description ISO 4217 code such as `USD`, or `USDC`/`USDT` for crypto; case-insensitive, stored uppercase. */
             currency: string;
