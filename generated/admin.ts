@@ -506,7 +506,9 @@ export interface paths {
         /**
          * Create a payment link
          * @description Creates a reusable buyer URL for the price. `name` defaults to the price's `pricingName`.
-         *     Unknown price → `404`; an inactive price or an archived product → `409 CONFLICT`.
+         *     Unknown price → `404`; an inactive price or an archived product → `409 CONFLICT`; a price
+         *     whose amount is outside its rail's bounds (stored by an earlier release) → `400`. Opening
+         *     an existing link to such a price shows the buyer a `400` page and charges nothing.
          */
         post: operations["createPaymentLink"];
         delete?: never;
@@ -1389,6 +1391,12 @@ export interface components {
         PriceProvider: "STRIPE" | "CRYPTO";
         /** @description Amount in the currency's smallest unit (USD cents; USDC/USDT 1 token = 1000000). */
         MinorUnits: number;
+        /**
+         * @description Amount of a new price in the currency's smallest unit, within the rail's bounds (checked by
+         *     the server): `STRIPE` 1-99999999, `CRYPTO` 1-999999999999 (the schema's maximum is the
+         *     crypto one).
+         */
+        PriceAmount: number;
         Product: {
             productId: components["schemas"]["ProductId"];
             orgId: components["schemas"]["OrgId"];
@@ -1466,10 +1474,14 @@ export interface components {
          *     * `flexibleAmount: true` lets the buyer choose the amount (`ONE_TIME` only): `amount` is the
          *       suggested amount, `minAmount` and `maxAmount` are optional bounds with
          *       `minAmount` ≤ `amount` ≤ `maxAmount`. Without it, `minAmount`/`maxAmount` are refused.
+         *     * `amount`, `minAmount` and `maxAmount` lie within the rail's bounds for one payment:
+         *       `STRIPE` 1-99999999 minor units (Stripe's eight digits: 999,999.99 USD), `CRYPTO`
+         *       1-999999999999 (999,999.999999 USDC/USDT); outside them `400` naming the field. These
+         *       keep every order's display amount exact (see the merchant API, decision 17).
          */
         PriceCreate: {
             /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
-            amount: components["schemas"]["MinorUnits"];
+            amount: components["schemas"]["PriceAmount"];
             /** @description Uppercase ISO 4217 code (`USD`) for `STRIPE`; `USDC` or `USDT` for `CRYPTO`. */
             currency: string;
             /** @default ONE_TIME */
@@ -1484,8 +1496,8 @@ export interface components {
             pricingName?: string;
             /** @default false */
             flexibleAmount?: boolean;
-            minAmount?: components["schemas"]["MinorUnits"];
-            maxAmount?: components["schemas"]["MinorUnits"];
+            minAmount?: components["schemas"]["PriceAmount"];
+            maxAmount?: components["schemas"]["PriceAmount"];
             /** @default STRIPE */
             provider?: components["schemas"]["PriceProvider"];
         } & (unknown & unknown & unknown);
@@ -1735,7 +1747,7 @@ export interface components {
          *
          *     | code | HTTP | meaning |
          *     |---|---|---|
-         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, unknown query parameter) |
+         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |

@@ -456,7 +456,7 @@ export interface components {
          *
          *     | code | HTTP | meaning |
          *     |---|---|---|
-         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, unknown query parameter) |
+         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |

@@ -40,8 +40,11 @@ export interface paths {
          *     receiving wallet configured. Card sessions need a fiat ISO 4217 currency. Violations are
          *     `400` (price) or `403` (organization set-up).
          *
-         *     **Amount** — the session `amount` is the unit amount × `quantity`; a product above
-         *     9007199254740991 is `400`.
+         *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
+         *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
+         *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
+         *     amount and the bounds; a `pricingId` whose stored amount is outside them is refused the
+         *     same way.
          *
          *     **Expiry** — `expiresIn` seconds, default 3600. The schema allows 60-86400; the server also
          *     applies the rail's bound (card 1800-86400, crypto 60-86400) and answers `400` outside it.
@@ -1176,7 +1179,12 @@ export interface components {
         HttpsUrl: string;
         /** @description Inline product for this purchase only; creates no catalog product. */
         ProductData: {
-            /** @description Product name; 1-255 characters after the server trims surrounding whitespace (a blank name is `400`). */
+            /**
+             * @description Product name; 1-255 characters (Unicode code points, as JSON Schema counts them) after
+             *     the server trims surrounding whitespace, which is not stored. A blank name, or more than
+             *     255 characters once trimmed, is `400`. The schema states no `maxLength` because it would
+             *     count the surrounding whitespace too.
+             */
             name: string;
             /** @description Product description. */
             description?: string;
@@ -1189,7 +1197,11 @@ export interface components {
          *     card sessions take fiat ISO 4217 currencies. Unknown fields (e.g. `flexibleAmount`) are `400`.
          */
         PricingData: {
-            /** @description Unit price in the currency's smallest unit (the session amount is this × `quantity`). */
+            /**
+             * @description Unit price in the currency's smallest unit (the session amount is this × `quantity`).
+             *     The session amount must lie within the rail's bounds, checked by the server: card
+             *     1-99999999, crypto 1-999999999999 (the schema's maximum is the crypto one).
+             */
             amount: number;
             /** @description ISO 4217 code such as `USD`, or `USDC`/`USDT` for crypto; case-insensitive, stored uppercase. */
             currency: string;
@@ -1862,7 +1874,7 @@ export interface components {
          *
          *     | code | HTTP | meaning |
          *     |---|---|---|
-         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, unknown query parameter) |
+         *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |

@@ -376,7 +376,7 @@ export interface components {
          * @description Closed set of telemetry error codes (status mapping in the document description).
          * @enum {string}
          */
-        TelemetryErrorCode: "invalid_request" | "invalid_trace" | "invalid_metric" | "invalid_interval" | "invalid_aggregation" | "unauthorized" | "not_found" | "conflict" | "payload_too_large" | "quota_exceeded" | "rate_limited" | "internal_error" | "not_implemented" | "service_unavailable";
+        TelemetryErrorCode: "invalid_request" | "invalid_trace" | "invalid_metric" | "invalid_interval" | "invalid_aggregation" | "unauthorized" | "not_found" | "method_not_allowed" | "conflict" | "payload_too_large" | "quota_exceeded" | "rate_limited" | "internal_error" | "not_implemented" | "service_unavailable";
         /** @description A scalar, or an array of scalars. */
         ErrorDetailValue: string | number | boolean | null | (string | number | boolean | null)[];
         /** @description Body of every telemetry error response. */

@@ -16,7 +16,7 @@ import type {
   Product,
   ProductStatus,
 } from './catalog.repository.js';
-import { assertPriceRules } from './price-rules.js';
+import { assertAmountBounds, assertPriceRules } from './price-rules.js';
 
 export interface ProductCreateInput {
   name: string;
@@ -212,6 +212,8 @@ export class CatalogService {
     if (!price.active) throw conflict('The price is inactive; payment links can only be created for active prices');
     const product = await this.repo.findProduct(price.orgId, price.productId);
     if (product?.status === 'ARCHIVED') throw conflict('The product is archived; payment links cannot be created for it');
+    // A price stored before the rail's bounds were enforced cannot be sold through a new link.
+    assertAmountBounds(price.provider, price.currency, price.amount, `The amount of price ${price.id}`, { field: 'amount' });
     const now = this.clock.now();
     const link: PaymentLink = {
       id: newId('PLK'),

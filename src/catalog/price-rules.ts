@@ -3,7 +3,8 @@
  * Shape, ranges and the provider/pricing-type pairing are in openapi/admin.yaml (PriceCreate);
  * these checks run after it, and again for any caller that is not the HTTP layer.
  */
-import { validationError } from '../kernel/errors.js';
+import { validationError, type ErrorDetails } from '../kernel/errors.js';
+import { formatMoney } from '../kernel/money.js';
 import type { BillingInterval, PriceProvider, PricingType } from './catalog.repository.js';
 
 /** Crypto checkout settles in these stablecoins only (6 decimals). */
@@ -14,6 +15,29 @@ const ISO_4217: ReadonlySet<string> = new Set(Intl.supportedValuesOf('currency')
 
 /** An ISO 4217 code (uppercase), i.e. something the card rail can charge. */
 export const isFiatCurrency = (code: string): boolean => ISO_4217.has(code) && !CRYPTO_CURRENCIES.has(code);
+
+/**
+ * What one payment may amount to on each rail, in minor units. Card: at least one minor unit and
+ * at most Stripe's eight digits (999,999.99 USD, 99,999,999 JPY, 99,999.999 KWD). Crypto: the
+ * same ceiling in tokens (999,999.999999 USDC). Both stay below 10^15, so amount / 10^decimals,
+ * the orders' display `amount`, has at most 15 significant digits and is exact as a JSON number.
+ */
+export const AMOUNT_BOUNDS: Readonly<Record<PriceProvider, { min: number; max: number }>> = {
+  STRIPE: { min: 1, max: 99_999_999 },
+  CRYPTO: { min: 1, max: 999_999_999_999 },
+};
+
+const RAIL_NAME: Record<PriceProvider, string> = { STRIPE: 'card checkout', CRYPTO: 'crypto checkout' };
+
+/** Throws 400 VALIDATION_ERROR when `amount` is outside the rail's bounds; `what` names it for the caller. */
+export function assertAmountBounds(provider: PriceProvider, currency: string, amount: number, what: string, details?: ErrorDetails): void {
+  const { min, max } = AMOUNT_BOUNDS[provider];
+  if (Number.isInteger(amount) && amount >= min && amount <= max) return;
+  throw validationError(
+    `${what} is ${amount} minor units; ${RAIL_NAME[provider]} takes ${min} to ${max} (${formatMoney(min, currency)} to ${formatMoney(max, currency)})`,
+    details,
+  );
+}
 
 export interface PriceRuleInput {
   amount: number;
@@ -29,9 +53,6 @@ export interface PriceRuleInput {
 
 /** Throws 400 VALIDATION_ERROR naming the field when a rule is broken. */
 export function assertPriceRules(input: PriceRuleInput): void {
-  if (!Number.isSafeInteger(input.amount) || input.amount < 0) {
-    throw validationError('amount must be an integer of minor units between 0 and 9007199254740991', { field: 'amount' });
-  }
   if (input.pricingType === 'SUBSCRIPTION' && input.billingInterval === null) {
     throw validationError('billingInterval is required for SUBSCRIPTION prices', { field: 'billingInterval' });
   }
@@ -55,6 +76,11 @@ export function assertPriceRules(input: PriceRuleInput): void {
         : `currency: ${input.currency} is not an ISO 4217 currency code; card (STRIPE) prices take a fiat currency such as USD`,
       { field: 'currency' },
     );
+  }
+  assertAmountBounds(input.provider, input.currency, input.amount, 'amount', { field: 'amount' });
+  for (const field of ['minAmount', 'maxAmount'] as const) {
+    const bound = input[field];
+    if (bound !== null) assertAmountBounds(input.provider, input.currency, bound, field, { field });
   }
   if (!input.flexibleAmount) {
     if (input.minAmount !== null || input.maxAmount !== null) {

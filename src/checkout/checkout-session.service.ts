@@ -7,7 +7,7 @@ import type { components } from '../../generated/merchant.js';
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { STABLECOINS } from '../kernel/money.js';
-import { isFiatCurrency } from '../catalog/price-rules.js';
+import { assertAmountBounds, isFiatCurrency } from '../catalog/price-rules.js';
 import { sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, validationError } from '../kernel/errors.js';
 import { OrgService } from '../orgs/orgs.service.js';
@@ -134,10 +134,12 @@ export class CheckoutSessionService {
       throw validationError(`body.expiresIn must be between ${bounds.min} and ${bounds.max} seconds for ${provider === 'CRYPTO' ? 'crypto' : 'card'} checkout`);
     }
     const { pricing, product } = await this.resolvePurchase(orgId, body, provider);
-    const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
     const quantity = body.quantity ?? 1;
+    // The total is what is charged and what the order's display amount is derived from.
     const amount = pricing.amount * quantity;
-    if (!Number.isSafeInteger(amount)) throw validationError('The amount times quantity exceeds the largest supported amount (2^53 - 1 minor units)');
+    const unit = body.pricingId ? `The amount of body.pricingId ${body.pricingId}` : 'body.pricingData.amount';
+    assertAmountBounds(provider, pricing.currency, amount, quantity === 1 ? unit : `${unit} × body.quantity`);
+    const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
 
     let customerId: string | null = null;
     let customerEmail: string | null = body.customerEmail?.trim() ?? null;
@@ -234,7 +236,11 @@ export class CheckoutSessionService {
       product = { productId: found.id, name: found.name, description: found.description ?? '' };
     } else {
       const name = data.productData!.name.trim();
-      if (name.length < 1 || name.length > 255) throw validationError('body.pricingData.productData.name must be 1-255 characters after trimming whitespace');
+      // Characters are code points, as JSON Schema counts them (an emoji is one, not two).
+      const characters = [...name].length;
+      if (characters < 1 || characters > 255) {
+        throw validationError(`body.pricingData.productData.name must be 1-255 characters after trimming surrounding whitespace (it has ${characters})`);
+      }
       product = { productId: null, name, description: data.productData!.description ?? '' };
     }
     const subscription = data.pricingType === 'SUBSCRIPTION';
@@ -364,6 +370,8 @@ export class CheckoutSessionService {
     const refusal = price.provider === 'CRYPTO' ? OrgService.checkoutRefusal(linkOrg) : OrgService.cardCheckoutRefusal(linkOrg);
     if (refusal) throw refusal;
     if (price.flexibleAmount) throw new AppError('NOT_IMPLEMENTED', 'Flexible-amount payment links are not available in this build yet');
+    // A price stored before the rail's bounds were enforced is never charged.
+    assertAmountBounds(price.provider, price.currency, price.amount, "This payment link's price");
     const now = this.clock.now();
     const session: CheckoutSession = {
       id: newId('CS'),

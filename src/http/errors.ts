@@ -39,7 +39,7 @@ const TELEMETRY_CODE_OF: Record<ErrorCode, TelemetryErrorCode> = {
   UNAUTHORIZED: 'unauthorized',
   FORBIDDEN: 'unauthorized',
   NOT_FOUND: 'not_found',
-  METHOD_NOT_ALLOWED: 'not_found',
+  METHOD_NOT_ALLOWED: 'method_not_allowed',
   CONFLICT: 'conflict',
   IDEMPOTENCY_KEY_REUSED: 'conflict',
   PAYLOAD_TOO_LARGE: 'payload_too_large',

@@ -3,12 +3,13 @@
  * request id → access log → health → extra routes → authentication (by the operation's security
  * requirement) → JSON body → express-openapi-validator → byte limits → handler → one error mapping.
  */
+import { isUtf8 } from 'node:buffer';
 import express, { type Express, type NextFunction, type Request, type Response, Router } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
-import { AppError } from '../kernel/errors.js';
+import { AppError, validationError } from '../kernel/errors.js';
 import { envelopeBody, statusOf, telemetryBody, toAppError } from './errors.js';
 import { HTTP_METHODS, listOperations, type OpenApiDocument, type OperationInfo } from './spec.js';
 import type { AnyHandler } from './typed-handler.js';
@@ -234,7 +235,10 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
         type: ['application/json', 'application/*+json'],
         // Only a body that spells a surrogate escape can parse into ill-formed Unicode (raw UTF-8
         // cannot carry a lone surrogate): one native search, and the walk only when it hits.
-        verify: (req, _res, raw) => {
+        verify: (req, _res, raw, encoding) => {
+          // body-parser decodes with replacement characters: a non-UTF-8 byte would be stored as
+          // U+FFFD. isUtf8 is one native pass (simdutf) and allocates nothing.
+          if (encoding === 'utf-8' && !isUtf8(raw)) throw validationError('The request body is not valid UTF-8; JSON must be sent in UTF-8', { field: 'body' });
           if (raw.indexOf('\\ud') !== -1 || raw.indexOf('\\uD') !== -1) (req as Request).mayHoldLoneSurrogate = true;
         },
       });
@@ -245,6 +249,10 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       // authenticating) and leaves no body; the validator would then let a required body through.
       if (!err && req.body === undefined && announcesBody(req) && req.socket?.readable !== true) {
         return next(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
+      }
+      // Every documented body is an object; said first, not as a rule of the object's fields.
+      if (!err && req.documented && Array.isArray(req.body)) {
+        return next(validationError('The request body must be a JSON object, not an array', { field: 'body' }));
       }
       // A lone \uD800-\uDFFF escape is valid JSON but not Unicode: canonical JSON (RFC 8785),
       // UTF-8 and PostgreSQL's json all refuse it, so it is refused here, before anything runs.

@@ -28,6 +28,7 @@ export type TelemetryErrorCode =
   | 'invalid_aggregation'
   | 'unauthorized'
   | 'not_found'
+  | 'method_not_allowed'
   | 'conflict'
   | 'payload_too_large'
   | 'quota_exceeded'
