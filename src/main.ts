@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { loadConfig, ConfigError, type Config } from './config.js';
 import { migrateLatest, openDatabase, type Database } from './db/knex.js';
+import { lockDataDir, type DataDirLock } from './db/data-dir-lock.js';
 import { systemClock } from './kernel/clock.js';
 import { createLogger, type Logger } from './kernel/logger.js';
 import { SecretBox } from './kernel/secrets.js';
@@ -81,6 +82,19 @@ async function main(): Promise<void> {
   if (!config.databaseUrl && config.role !== 'all') {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
   }
+  let lock: DataDirLock | undefined;
+  if (!config.databaseUrl) {
+    const held = await lockDataDir(config.dataDir, {
+      now: clock.now(),
+      onLost: (err) => {
+        // Another process may have the folder now: stop writing to it at once, without closing.
+        process.stderr.write(`Kassa stopped: it lost its lock on DATA_DIR ${config.dataDir}, another process may have taken the folder over (${err.message})\n`);
+        process.exit(1);
+      },
+    });
+    lock = held;
+    opened.push(() => held.release());
+  }
   const database: Database = await openDatabase(
     config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements } : { dataDir: path.join(config.dataDir, 'pgdata') },
   );
@@ -145,6 +159,7 @@ async function main(): Promise<void> {
     );
     await worker?.stop();
     await database.close();
+    await lock?.release();
     process.exit(0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));

@@ -98,6 +98,30 @@ describe.skipIf(serverUrl !== undefined)('start-up on the embedded database', ()
     }
   });
 
+  it('a second process on the same DATA_DIR is refused, npm run migrate too; a SIGKILLed holder does not block the next start', async () => {
+    const first = await start();
+    await ready(first);
+
+    const second = await start();
+    expect(await outcome(second), second.output()).toBe(1);
+    expect(second.output()).toContain(`DATA_DIR ${dataDir} is in use by another Kassa process (PID ${first.child.pid}`);
+    expect(second.output()).not.toContain('Kassa is listening');
+
+    const migrate = await runMigrateScript(dataDir);
+    expect(migrate.code, migrate.output).toBe(1);
+    expect(migrate.output).toContain(`DATA_DIR ${dataDir} is in use by another Kassa process (PID ${first.child.pid}`);
+
+    // The first process still serves after the refusals.
+    expect((await fetch(`${first.adminUrl}/readyz`)).status).toBe(200);
+
+    // A crash leaves the lock behind; the next start takes it over once it is stale.
+    await first.kill();
+    const third = await start();
+    await ready(third);
+    await third.stop();
+    expect(await third.exited).toBe(0);
+  });
+
 });
 
 describe.skipIf(!serverUrl)('start-up on PostgreSQL', () => {
