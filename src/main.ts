@@ -12,6 +12,8 @@ import { createLogger, type Logger } from './kernel/logger.js';
 import { SecretBox } from './kernel/secrets.js';
 import { StartupError } from './kernel/startup-error.js';
 import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
+import { KnexKeyCheckRepository } from './encryption-key/key-check.repository.js';
+import { verifyEncryptionKey } from './encryption-key/key-check.service.js';
 import { createServices, type Services } from './services.js';
 import { createAdminApp, createMerchantApp, createPlatformApp, type AppDeps } from './apps.js';
 import { startWorker, workerJobs, type Worker } from './worker.js';
@@ -100,7 +102,11 @@ async function main(): Promise<void> {
   );
   opened.push(() => database.close());
   await migrateLatest(database.db);
-  const secretBox = new SecretBox(await encryptionKeyFor(config.dataDir, config.encryptionKey));
+  const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
+  const secretBox = new SecretBox(encryptionKey.key);
+  // Before anything is sealed with the key (the first signing key below).
+  const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
+  if (keyCheck === 'recorded') logger.info('recorded the encryption key check value: later starts with another key are refused');
   const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
   const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();

@@ -122,6 +122,56 @@ describe.skipIf(serverUrl !== undefined)('start-up on the embedded database', ()
     expect(await third.exited).toBe(0);
   });
 
+  it('refuses an encryption key other than the one that sealed the database, naming its source and printing neither key', async () => {
+    const keyFile = path.join(dataDir, 'encryption-key');
+    const sealingKey = (await readFile(keyFile, 'utf8')).trim();
+
+    const wrongEnv = newKey();
+    const viaEnv = await start({ ENCRYPTION_KEY: wrongEnv });
+    expect(await outcome(viaEnv), viaEnv.output()).toBe(1);
+    expect(viaEnv.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+    expect(viaEnv.output()).not.toContain('Kassa is listening');
+    for (const secret of [wrongEnv, sealingKey]) expect(viaEnv.output()).not.toContain(secret);
+
+    const wrongFile = newKey();
+    await writeFile(keyFile, `${wrongFile}\n`);
+    try {
+      const viaFile = await start();
+      expect(await outcome(viaFile), viaFile.output()).toBe(1);
+      expect(viaFile.output()).toContain(`The key in ${keyFile} (ENCRYPTION_KEY is not set) does not match the key that sealed this database`);
+      for (const secret of [wrongFile, sealingKey]) expect(viaFile.output()).not.toContain(secret);
+    } finally {
+      await writeFile(keyFile, `${sealingKey}\n`);
+    }
+
+    // The same key given as ENCRYPTION_KEY instead of the file opens the database.
+    const sameKey = await start({ ENCRYPTION_KEY: sealingKey });
+    await ready(sameKey);
+    await sameKey.stop();
+  });
+
+  it('a database from before the key check: a key that cannot open its sealed keys is refused, the right one records the check', async () => {
+    const sealingKey = (await readFile(path.join(dataDir, 'encryption-key'), 'utf8')).trim();
+    const embedded = new PGlite(path.join(dataDir, 'pgdata'));
+    await forgetKeyCheck((sql) => embedded.exec(sql));
+    await embedded.close();
+
+    const wrong = await start({ ENCRYPTION_KEY: newKey() });
+    expect(await outcome(wrong), wrong.output()).toBe(1);
+    expect(wrong.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+
+    const right = await start({ ENCRYPTION_KEY: sealingKey });
+    await ready(right);
+    await right.stop();
+    const after = new PGlite(path.join(dataDir, 'pgdata'));
+    expect((await after.query('SELECT count(*)::int AS n FROM encryption_key_check')).rows).toEqual([{ n: 1 }]);
+    await after.close();
+
+    // And from then on the check value alone refuses a wrong key.
+    const wrongAgain = await start({ ENCRYPTION_KEY: newKey() });
+    expect(await outcome(wrongAgain), wrongAgain.output()).toBe(1);
+    expect(wrongAgain.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+  });
 });
 
 describe.skipIf(!serverUrl)('start-up on PostgreSQL', () => {
@@ -147,6 +197,48 @@ describe.skipIf(!serverUrl)('start-up on PostgreSQL', () => {
     await direct?.end();
     await db?.drop();
     await rm(sharedDataDir, { recursive: true, force: true });
+  });
+
+  it('two processes starting together on an empty database with different keys: one runs, the other is refused', async () => {
+    const otherKey = newKey();
+    const [api, worker] = await Promise.all([start('api'), start('worker', { ENCRYPTION_KEY: otherKey })]);
+    const results = await Promise.all([outcome(api), outcome(worker)]);
+    expect(results.filter((r) => r === 'listening'), `${api.output()}\n${worker.output()}`).toHaveLength(1);
+    expect(results.filter((r) => r === 1)).toHaveLength(1);
+    const refused = results[0] === 1 ? api : worker;
+    expect(refused.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+    for (const secret of [sealingKey, otherKey]) expect(refused.output()).not.toContain(secret);
+    await Promise.all([api.stop(), worker.stop()]);
+  });
+
+  it('refuses a key that does not match, for either role; DATA_DIR is not locked with DATABASE_URL', async () => {
+    // Settle who sealed the database in case the previous test's race went to the other key.
+    await forgetKeyCheck((sql) => direct.query(sql));
+    await direct.query('DELETE FROM webhook_signing_keys');
+    const first = await start('api');
+    await ready(first);
+    // A second process on the same DATA_DIR: fine with PostgreSQL (DATA_DIR holds no database).
+    const second = await start('worker');
+    await ready(second);
+
+    for (const role of ['api', 'worker'] as const) {
+      const wrong = await start(role, { ENCRYPTION_KEY: newKey() });
+      expect(await outcome(wrong), wrong.output()).toBe(1);
+      expect(wrong.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+    }
+    await Promise.all([first.stop(), second.stop()]);
+  });
+
+  it('a database from before the key check: a key that cannot open its sealed keys is refused, the right one records the check', async () => {
+    await forgetKeyCheck((sql) => direct.query(sql));
+    const wrong = await start('worker', { ENCRYPTION_KEY: newKey() });
+    expect(await outcome(wrong), wrong.output()).toBe(1);
+    expect(wrong.output()).toContain('ENCRYPTION_KEY does not match the key that sealed this database');
+
+    const right = await start('worker');
+    await ready(right);
+    expect((await direct.query('SELECT count(*)::int AS n FROM encryption_key_check')).rows).toEqual([{ n: 1 }]);
+    await right.stop();
   });
 
   it('the worker status listener: ADMIN_PORT already in use exits 1 naming the port', async () => {
