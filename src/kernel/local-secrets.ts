@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { StartupError } from './startup-error.js';
 
 async function readOrCreate(dir: string, name: string, generate: () => string): Promise<{ value: string; created: boolean }> {
   const file = path.join(dir, name);
@@ -32,8 +33,12 @@ export async function adminTokenFor(dataDir: string, configured: string | undefi
   return (await readOrCreate(dataDir, ADMIN_TOKEN_FILE, () => `kadm_${randomBytes(32).toString('base64url')}`)).value;
 }
 
-export async function encryptionKeyFor(dataDir: string, configured: Buffer | undefined): Promise<Buffer> {
-  if (configured) return configured;
-  const { value } = await readOrCreate(dataDir, 'encryption-key', () => randomBytes(32).toString('base64'));
-  return Buffer.from(value, 'base64');
+/** The at-rest key, and where it came from in words for messages (never the key itself). */
+export async function encryptionKeyFor(dataDir: string, configured: Buffer | undefined): Promise<{ key: Buffer; source: string }> {
+  if (configured) return { key: configured, source: 'ENCRYPTION_KEY' };
+  const file = path.join(dataDir, 'encryption-key');
+  const { value, created } = await readOrCreate(dataDir, 'encryption-key', () => randomBytes(32).toString('base64'));
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32) throw new StartupError(`${file} must hold a 32-byte key, base64-encoded (openssl rand -base64 32), or set ENCRYPTION_KEY`);
+  return { key, source: `The key in ${file} (ENCRYPTION_KEY is not set${created ? '; this start generated it' : ''})` };
 }
