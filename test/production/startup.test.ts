@@ -14,7 +14,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO_ROOT, createDatabase, freePort, newDeployment, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../scripts/lib/cluster.js';
+import { REPO_ROOT, createDatabase, freePort, newDeployment, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 const CHECK_MIGRATION = '0070_encryption_key_check';

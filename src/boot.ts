@@ -1,0 +1,200 @@
+/**
+ * Starting Kassa: reads config, opens and migrates the database, starts the listeners (role `api`
+ * or `all`) and the background worker (role `worker` or `all`), and shuts down cleanly on SIGTERM.
+ * src/main.ts runs it; the checkout benchmark runs it with its floor route added.
+ */
+import { createServer, type Server } from 'node:http';
+import path from 'node:path';
+import { loadConfig, ConfigError, type Config } from './config.js';
+import { migrateLatest, openDatabase, type Database } from './db/knex.js';
+import { lockDataDir, type DataDirLock } from './db/data-dir-lock.js';
+import { systemClock } from './kernel/clock.js';
+import { createLogger, type Logger } from './kernel/logger.js';
+import { SecretBox } from './kernel/secrets.js';
+import { StartupError } from './kernel/startup-error.js';
+import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
+import { KnexKeyCheckRepository } from './encryption-key/key-check.repository.js';
+import { verifyEncryptionKey } from './encryption-key/key-check.service.js';
+import { createServices, type Services } from './services.js';
+import { createAdminApp, createMerchantApp, createPlatformApp, type AppDeps } from './apps.js';
+import type { Router } from 'express';
+import { startWorker, type Worker } from './worker.js';
+import { workerJobs } from './jobs.js';
+import { Metrics } from './observability/metrics.js';
+import { KnexMetricsRepository } from './observability/metrics.repository.js';
+import { createWorkerStatusApp } from './observability/http.js';
+
+/** Where a listener binds, with the settings that chose it (for the message when it cannot). */
+interface Address {
+  port: number;
+  portVariable: 'MERCHANT_PORT' | 'API_PORT' | 'ADMIN_PORT';
+  host: string;
+  hostVariable: 'HOST' | 'ADMIN_HOST';
+}
+
+function bindFailure(err: NodeJS.ErrnoException, { port, portVariable, host, hostVariable }: Address): StartupError {
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return new StartupError(`${portVariable} ${port} on ${host} is already in use by another process: stop that process or set ${portVariable} to a free port`);
+    case 'EACCES':
+      return new StartupError(`${portVariable} ${port} on ${host}: permission denied (ports below 1024 need privileges): set ${portVariable} to a port from 1024 up`);
+    case 'EADDRNOTAVAIL':
+      return new StartupError(`${hostVariable} ${host} is not an address of this machine (listening on ${portVariable} ${port})`);
+    default:
+      return new StartupError(`cannot listen on ${host}:${port} (${hostVariable}, ${portVariable}): ${err.message}`);
+  }
+}
+
+// Not app.listen: Express 5 hands a bind error to the listen callback as if it had listened.
+async function listen(app: import('express').Express, address: Address): Promise<Server> {
+  const server = createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => reject(bindFailure(err, address)));
+    server.listen(address.port, address.host, resolve);
+  });
+  return server;
+}
+
+/** First start on an empty embedded database: a demo organization and key, printed once. */
+async function seedDemo(config: Config, services: Services, logger: Logger): Promise<void> {
+  if (!config.seedDemo || config.databaseUrl) return;
+  if ((await services.orgs.countOrganizations()) > 0) return;
+  const org = await services.orgs.createOrganization({ name: 'Demo organization' });
+  const key = await services.orgs.createApiKey(org.id, { name: 'demo' });
+  logger.info({ orgId: org.id, apiKeyId: key.id }, 'created demo organization and API key');
+  // Printed to the terminal once, deliberately outside the logger (which never carries keys).
+  process.stdout.write(
+    [
+      '',
+      'Kassa demo organization created (shown once; set KASSA_SEED_DEMO=false to skip):',
+      `  orgId:   ${org.id}`,
+      `  API key: ${key.key}`,
+      '',
+      'Try it:',
+      `  curl -s ${config.publicBaseUrl}/v1/me -H 'X-API-Key: ${key.key}'`,
+      '',
+    ].join('\n') + '\n',
+  );
+}
+
+/** What the start opened so far, closed in reverse order when a later step fails. */
+const opened: Array<() => Promise<unknown>> = [];
+
+export interface BootOptions {
+  /** Routes mounted on the merchant listener besides the product's (the benchmark's floor route). */
+  merchantRoutes?: (router: Router, deps: AppDeps) => void;
+}
+
+async function start(options: BootOptions): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger({ level: config.logLevel });
+  const clock = systemClock;
+  if (!config.databaseUrl && config.role !== 'all') {
+    throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
+  }
+  let lock: DataDirLock | undefined;
+  if (!config.databaseUrl) {
+    const held = await lockDataDir(config.dataDir, {
+      now: clock.now(),
+      onLost: (err) => {
+        // Another process may have the folder now: stop writing to it at once, without closing.
+        process.stderr.write(`Kassa stopped: it lost its lock on DATA_DIR ${config.dataDir}, another process may have taken the folder over (${err.message})\n`);
+        process.exit(1);
+      },
+    });
+    lock = held;
+    opened.push(() => held.release());
+  }
+  const database: Database = await openDatabase(
+    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements } : { dataDir: path.join(config.dataDir, 'pgdata') },
+  );
+  opened.push(() => database.close());
+  await migrateLatest(database.db);
+  const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
+  const secretBox = new SecretBox(encryptionKey.key);
+  // Before anything is sealed with the key (the first signing key below).
+  const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
+  if (keyCheck === 'recorded') logger.info('recorded the encryption key check value: later starts with another key are refused');
+  const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
+  const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
+  await services.signingKeys.ensureKey();
+  const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
+  const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics };
+
+  const servers: Server[] = [];
+  const serve = async (app: import('express').Express, address: Address) => {
+    const server = await listen(app, address);
+    servers.push(server);
+    opened.push(() => new Promise((resolve) => {
+      server.close(resolve);
+      server.closeAllConnections();
+    }));
+  };
+  const publicAddress = (port: number, portVariable: 'MERCHANT_PORT' | 'API_PORT'): Address => ({ port, portVariable, host: config.host, hostVariable: 'HOST' });
+  const adminAddress: Address = { port: config.adminPort, portVariable: 'ADMIN_PORT', host: config.adminHost, hostVariable: 'ADMIN_HOST' };
+  if (config.role !== 'worker') {
+    const merchantRoutes = options.merchantRoutes;
+    await serve(
+      await createMerchantApp(deps, merchantRoutes && { extraRoutes: (router) => merchantRoutes(router, deps) }),
+      publicAddress(config.merchantPort, 'MERCHANT_PORT'),
+    );
+    await serve(await createPlatformApp(deps), publicAddress(config.apiPort, 'API_PORT'));
+    await serve(await createAdminApp(deps), adminAddress);
+    logger.info(
+      {
+        merchant: config.publicBaseUrl,
+        api: config.publicApiUrl,
+        admin: `http://${config.adminHost}:${config.adminPort}`,
+        database: database.kind,
+      },
+      'Kassa is listening',
+    );
+    await seedDemo(config, services, logger);
+  } else {
+    // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
+    await serve(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1'))), adminAddress);
+    logger.info({ status: `http://${config.adminHost}:${config.adminPort}`, database: database.kind }, 'Kassa worker started');
+  }
+  opened.length = 0;
+
+  let worker: Worker | undefined;
+  if (config.role !== 'api') {
+    worker = startWorker(workerJobs(deps), logger);
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 10_000);
+    force.unref();
+    await Promise.all(
+      servers.map((server) => new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      })),
+    );
+    await worker?.stop();
+    await database.close();
+    await lock?.release();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+/** Starts Kassa, or explains on stderr why it cannot and exits 1. */
+export function boot(options: BootOptions = {}): void {
+  start(options).catch(async (err) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`Configuration error: ${err.message}\n`);
+    } else if (err instanceof StartupError) {
+      process.stderr.write(`Kassa failed to start: ${err.message}\n`);
+    } else {
+      process.stderr.write(`Kassa failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+    }
+    for (const close of opened.reverse()) await close().catch(() => {});
+    process.exit(1);
+  });
+}
