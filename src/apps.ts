@@ -32,10 +32,6 @@ import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
 import { createAgentWalletHandlers } from './agent-wallet/agent.handlers.js';
 import { createAgentWalletAdminHandlers } from './agent-wallet/admin.handlers.js';
 import { createAgentAuthenticators } from './agent-wallet/request-auth.js';
-import { createTelemetryHandlers } from './telemetry/handlers.js';
-import { createTelemetryAdminHandlers } from './telemetry/admin.handlers.js';
-import { telemetryAuthenticator } from './telemetry/auth.js';
-import { refineTelemetryError } from './telemetry/errors.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -127,14 +123,14 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   ]);
   const handlers = {
     ...createSigningKeyHandlers(deps.services.signingKeys),
-    ...countIngest(createTelemetryHandlers(deps.services.telemetry, deps.clock), deps.metrics),
+    ...countIngest(deps.services.telemetry.handlers, deps.metrics),
     ...createAgentWalletHandlers(deps.services.agentWallet, { publicApiUrl: deps.config.publicApiUrl }),
   } satisfies PlatformHandlers;
   return createOpenApiApp({
     name: 'platform',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { BearerAuth: telemetryAuthenticator(deps.services.telemetry.keys), ...createAgentAuthenticators(deps.services.agentWallet) },
+    authenticators: { ...deps.services.telemetry.authenticators, ...createAgentAuthenticators(deps.services.agentWallet) },
     extraRoutes: (router) =>
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],
@@ -145,7 +141,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     validateResponses: deps.config.nodeEnv === 'test',
     bodyLimit: (req) => (req.path === '/v1/ingest' || req.path.startsWith('/v1/otlp/') ? INGEST_BODY_LIMIT : DEFAULT_BODY_LIMIT),
     errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
-    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : refineTelemetryError(error, thrown, req)),
+    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : deps.services.telemetry.refineError(error, thrown, req)),
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
@@ -164,7 +160,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...createCryptoAdminHandlers(deps.services.cryptoQuotes),
     ...createSubscriptionAdminHandlers(deps.services.subscriptions),
     ...createAgentWalletAdminHandlers(deps.services.agentWallet),
-    ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
+    ...deps.services.telemetry.adminHandlers,
   } satisfies AdminHandlers;
   const adminBearer: Authenticator = async (req) => {
     const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');

@@ -24,7 +24,7 @@ import { KnexCatalogRepository } from './catalog/catalog.repository.js';
 import { CatalogService } from './catalog/catalog.service.js';
 import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
 import { AgentWalletService } from './agent-wallet/agent-wallet.service.js';
-import { createTelemetry, type Telemetry } from './telemetry/index.js';
+import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import type { Metrics } from './observability/metrics.js';
 import { CryptoQuoteService } from './crypto-payments/crypto-quote.service.js';
 import { ChainWatcher } from './crypto-payments/chain-watcher.js';
@@ -41,7 +41,7 @@ export interface Services {
   checkout: CheckoutSessionService;
   orders: OrderService;
   sandboxProcessor: SandboxCardProcessor;
-  telemetry: Telemetry;
+  telemetry: TelemetryModule;
   subscriptions: SubscriptionService;
   entitlements: EntitlementService;
   /** Crypto checkout: quotes, receiving wallets, transfers. */
@@ -82,6 +82,6 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       onOutcome: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
     }),
     agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
-    telemetry: createTelemetry(deps.db, deps.clock, deps.config?.telemetry),
+    telemetry: createTelemetryModule({ db: deps.db, clock: deps.clock, orgs, config: deps.config?.telemetry }),
   };
 }

@@ -60,7 +60,7 @@ export function workerJobs(deps: import("./apps.js").AppDeps): Job[] {
     { name: 'subscription-renewals', intervalMs: 5_000, run: async () => (await deps.services.subscriptions.processDue()) > 0 },
     // Results of the sandbox processor's asynchronous test cards.
     { name: 'sandbox-settlement', intervalMs: 1_000, run: async () => (await deps.services.sandboxProcessor.settleDue(deps.services.orders)) > 0 },
-    deps.services.telemetry.retention,
+    ...deps.services.telemetry.jobs,
     // Settled webhook events past WEBHOOK_RETENTION_DAYS, with their deliveries and attempts.
     { name: 'webhook-retention', intervalMs: 60_000, run: () => deps.services.webhooks.pruneSettledEvents(deps.config.webhookRetentionDays) },
     // ERC-20 transfers to receiving wallets: crypto orders, confirmations, reorganizations.
