@@ -29,9 +29,6 @@ import { createCatalogHandlers } from './catalog/catalog.handlers.js';
 import { createCatalogAdminHandlers } from './catalog/catalog.admin-handlers.js';
 import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
 import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
-import { createAgentWalletHandlers } from './agent-wallet/agent.handlers.js';
-import { createAgentWalletAdminHandlers } from './agent-wallet/admin.handlers.js';
-import { createAgentAuthenticators } from './agent-wallet/request-auth.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -124,13 +121,13 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   const handlers = {
     ...createSigningKeyHandlers(deps.services.signingKeys),
     ...countIngest(deps.services.telemetry.handlers, deps.metrics),
-    ...createAgentWalletHandlers(deps.services.agentWallet, { publicApiUrl: deps.config.publicApiUrl }),
+    ...deps.services.agentWallet.handlers,
   } satisfies PlatformHandlers;
   return createOpenApiApp({
     name: 'platform',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { ...deps.services.telemetry.authenticators, ...createAgentAuthenticators(deps.services.agentWallet) },
+    authenticators: { ...deps.services.telemetry.authenticators, ...deps.services.agentWallet.authenticators },
     extraRoutes: (router) =>
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],
@@ -159,7 +156,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...createOrderAdminHandlers(deps.services.orders),
     ...createCryptoAdminHandlers(deps.services.cryptoQuotes),
     ...createSubscriptionAdminHandlers(deps.services.subscriptions),
-    ...createAgentWalletAdminHandlers(deps.services.agentWallet),
+    ...deps.services.agentWallet.adminHandlers,
     ...deps.services.telemetry.adminHandlers,
   } satisfies AdminHandlers;
   const adminBearer: Authenticator = async (req) => {

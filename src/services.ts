@@ -22,8 +22,7 @@ import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
 import { CatalogService } from './catalog/catalog.service.js';
-import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
-import { AgentWalletService } from './agent-wallet/agent-wallet.service.js';
+import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import type { Metrics } from './observability/metrics.js';
 import { CryptoQuoteService } from './crypto-payments/crypto-quote.service.js';
@@ -36,7 +35,7 @@ export interface Services {
   webhooks: WebhookService;
   /** The webhook delivery job's worker (run by src/worker.ts). */
   webhookDelivery: DeliveryWorker;
-  agentWallet: AgentWalletService;
+  agentWallet: AgentWalletModule;
   catalog: CatalogService;
   checkout: CheckoutSessionService;
   orders: OrderService;
@@ -50,7 +49,7 @@ export interface Services {
   chainWatcher: ChainWatcher;
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'publicApiUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
   const signingKeys = new SigningKeyService(new KnexSigningKeyRepository(deps.db), deps.secretBox, deps.clock);
   const webhookRepo = new KnexWebhookRepository(deps.db);
   const urlGuard = new UrlGuard({ allowLoopback: deps.config?.webhookAllowLoopback ?? false });
@@ -81,7 +80,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       idleIntervalMs: deps.config?.webhookPollMs,
       onOutcome: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
     }),
-    agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
+    agentWallet: createAgentWalletModule({ db: deps.db, secretBox: deps.secretBox, clock: deps.clock, publicApiUrl: deps.config?.publicApiUrl ?? 'http://localhost:3001' }),
     telemetry: createTelemetryModule({ db: deps.db, clock: deps.clock, orgs, config: deps.config?.telemetry }),
   };
 }
