@@ -72,8 +72,6 @@ export const unauthorized = (message = 'Missing or invalid API key') => new AppE
 export const forbidden = (message: string) => new AppError('FORBIDDEN', message);
 export const notFound = (what = 'Resource') => new AppError('NOT_FOUND', `${what} not found`);
 export const conflict = (message: string) => new AppError('CONFLICT', message);
-export const notImplemented = () =>
-  new AppError('NOT_IMPLEMENTED', 'This operation is part of the contract but not implemented yet');
 export const serviceUnavailable = (message = 'Service temporarily unavailable, retry later') =>
   new AppError('SERVICE_UNAVAILABLE', message);
 
