@@ -25,7 +25,7 @@ import { createSubscriptionAdminHandlers, createSubscriptionHandlers } from './s
 import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
 import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
 import { createCatalogHandlers } from './catalog/catalog.handlers.js';
-import { createCatalogAdminHandlers } from './catalog/catalog.admin-handlers.js';
+import { createCatalogAdminHandlers } from './catalog/admin.handlers.js';
 import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
 import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
 import { registerDocsRoutes } from './docs/docs.js';

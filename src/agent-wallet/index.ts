@@ -4,7 +4,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import { createAgentWalletAdminHandlers } from './admin.handlers.js';
 import { AgentWalletAdminService } from './admin.service.js';
-import { createAgentWalletHandlers } from './agent.handlers.js';
+import { createAgentWalletHandlers } from './agent-wallet.handlers.js';
 import { KnexAgentWalletRepository } from './agent-wallet.repository.js';
 import type { ChainConfig } from './chains.js';
 import { createAgentAuthenticators } from './request-auth.js';

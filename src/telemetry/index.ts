@@ -6,7 +6,7 @@ import type { OrgService } from '../orgs/orgs.service.js';
 import { createTelemetryAdminHandlers } from './admin.handlers.js';
 import { telemetryAuthenticator } from './auth.js';
 import { refineTelemetryError } from './errors.js';
-import { createTelemetryHandlers } from './handlers.js';
+import { createTelemetryHandlers } from './telemetry.handlers.js';
 import { KnexIngestUnitOfWork } from './ingest.repository.js';
 import { IngestService } from './ingest.service.js';
 import { TelemetryKeyService } from './keys.service.js';
