@@ -1,6 +1,6 @@
 /**
- * Compiles test/crypto/fixtures/TestToken.sol with solc-js (the `solc` npm package: no compiler
- * download) into test/crypto/fixtures/TestToken.json. Run once after editing the contract:
+ * Compiles test/crypto-payments/fixtures/TestToken.sol with solc-js (the `solc` npm package: no compiler
+ * download) into test/crypto-payments/fixtures/TestToken.json. Run once after editing the contract:
  *   npx tsx scripts/compile-test-token.ts
  * The tests read the committed artifact, so they never compile anything.
  */
@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const solc = require('solc') as { compile(input: string): string; version(): string };
 
-const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/crypto/fixtures');
+const dir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../test/crypto-payments/fixtures');
 const source = readFileSync(path.join(dir, 'TestToken.sol'), 'utf8');
 const input = {
   language: 'Solidity',

@@ -12,7 +12,6 @@ import type { Services } from './services.js';
 import { createOpenApiApp, type Authenticator } from './http/openapi-app.js';
 import { composeDocument, loadDocument } from './http/spec.js';
 import { unauthorized } from './kernel/errors.js';
-import { notImplementedHandlers } from './http/not-implemented.js';
 import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './http/handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
@@ -27,16 +26,9 @@ import { createSubscriptionAdminHandlers, createSubscriptionHandlers } from './s
 import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
 import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
 import { createCatalogHandlers } from './catalog/catalog.handlers.js';
-import { createCatalogAdminHandlers } from './catalog/catalog.admin-handlers.js';
+import { createCatalogAdminHandlers } from './catalog/admin.handlers.js';
 import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
 import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
-import { createAgentWalletHandlers } from './agent-wallet/agent.handlers.js';
-import { createAgentWalletAdminHandlers } from './agent-wallet/admin.handlers.js';
-import { createAgentAuthenticators } from './agent-wallet/request-auth.js';
-import { createTelemetryHandlers } from './telemetry/handlers.js';
-import { createTelemetryAdminHandlers } from './telemetry/admin.handlers.js';
-import { telemetryAuthenticator } from './telemetry/auth.js';
-import { refineTelemetryError } from './telemetry/errors.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -133,14 +125,14 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   ]);
   const handlers = {
     ...createSigningKeyHandlers(deps.services.signingKeys),
-    ...countIngest(createTelemetryHandlers(deps.services.telemetry, deps.clock), deps.metrics),
-    ...createAgentWalletHandlers(deps.services.agentWallet, { publicApiUrl: deps.config.publicApiUrl }),
+    ...countIngest(deps.services.telemetry.handlers, deps.metrics),
+    ...deps.services.agentWallet.handlers,
   } satisfies PlatformHandlers;
   return createOpenApiApp({
     name: 'platform',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { BearerAuth: telemetryAuthenticator(deps.services.telemetry.keys), ...createAgentAuthenticators(deps.services.agentWallet) },
+    authenticators: { ...deps.services.telemetry.authenticators, ...deps.services.agentWallet.authenticators },
     extraRoutes: (router) =>
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],
@@ -151,7 +143,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     validateResponses: deps.config.nodeEnv === 'test',
     bodyLimit: (req) => (req.path === '/v1/ingest' || req.path.startsWith('/v1/otlp/') ? INGEST_BODY_LIMIT : DEFAULT_BODY_LIMIT),
     errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
-    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : refineTelemetryError(error, thrown, req)),
+    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : deps.services.telemetry.refineError(error, thrown, req)),
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
@@ -169,8 +161,8 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...createOrderAdminHandlers(deps.services.orders),
     ...createCryptoAdminHandlers(deps.services.cryptoQuotes),
     ...createSubscriptionAdminHandlers(deps.services.subscriptions),
-    ...createAgentWalletAdminHandlers(deps.services.agentWallet),
-    ...createTelemetryAdminHandlers({ orgs: deps.services.orgs, ...deps.services.telemetry }),
+    ...deps.services.agentWallet.adminHandlers,
+    ...deps.services.telemetry.adminHandlers,
   } satisfies AdminHandlers;
   const adminBearer: Authenticator = async (req) => {
     const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');

@@ -16,7 +16,7 @@ export function workerJobs({ services, config }: { services: Services; config: P
     ...checkoutJobs(services),
     ...processorJobs(services),
     ...subscriptionJobs(services.subscriptions),
-    services.telemetry.retention,
+    ...services.telemetry.jobs,
     // ERC-20 transfers to receiving wallets: crypto orders, confirmations, reorganizations.
     services.chainWatcher.job(),
   ];

@@ -28,9 +28,8 @@ import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
 import { CatalogService } from './catalog/catalog.service.js';
-import { KnexAgentWalletRepository } from './agent-wallet/agent-wallet.repository.js';
-import { AgentWalletService } from './agent-wallet/agent-wallet.service.js';
-import { createTelemetry, type Telemetry } from './telemetry/index.js';
+import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
+import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import type { Metrics } from './observability/metrics.js';
 import { CryptoQuoteService } from './crypto-payments/crypto-quote.service.js';
 import { ChainWatcher } from './crypto-payments/chain-watcher.js';
@@ -42,14 +41,14 @@ export interface Services {
   webhooks: WebhookService;
   /** The webhook delivery job's worker (run by src/worker.ts). */
   webhookDelivery: DeliveryWorker;
-  agentWallet: AgentWalletService;
+  agentWallet: AgentWalletModule;
   catalog: CatalogService;
   checkout: CheckoutSessionService;
   orders: OrderService;
   /** The one flow that applies payment results of every rail. */
   payments: PaymentFlow;
   sandboxProcessor: SandboxCardProcessor;
-  telemetry: Telemetry;
+  telemetry: TelemetryModule;
   subscriptions: SubscriptionService;
   entitlements: EntitlementService;
   /** Crypto checkout: quotes, receiving wallets, transfers. */
@@ -73,7 +72,7 @@ export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
   }));
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'publicApiUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
   const webhooks = createWebhooks({
     db: deps.db,
     clock: deps.clock,
@@ -104,7 +103,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     cryptoQuotes,
     chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
     ...webhooks,
-    agentWallet: new AgentWalletService(new KnexAgentWalletRepository(deps.db), deps.secretBox, deps.clock),
-    telemetry: createTelemetry(deps.db, deps.clock, deps.config?.telemetry),
+    agentWallet: createAgentWalletModule({ db: deps.db, secretBox: deps.secretBox, clock: deps.clock, publicApiUrl: deps.config?.publicApiUrl ?? 'http://localhost:3001' }),
+    telemetry: createTelemetryModule({ db: deps.db, clock: deps.clock, orgs, config: deps.config?.telemetry }),
   };
 }

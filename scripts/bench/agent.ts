@@ -284,8 +284,8 @@ async function main(): Promise<void> {
     http.on('request', app);
 
     const org = await services.orgs.createOrganization({ name: 'Bench' });
-    const wallet = await services.agentWallet.createWallet(org.id, { name: 'Bench' });
-    const { agentWalletKey } = await services.agentWallet.createAgent(org.id, { name: 'Bench agent', walletId: wallet.id });
+    const wallet = await services.agentWallet.admin.createWallet(org.id, { name: 'Bench' });
+    const { agentWalletKey } = await services.agentWallet.admin.createAgent(org.id, { name: 'Bench agent', walletId: wallet.id });
 
     // BENCH_LOAD_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the load generator (run this
     // script with `npx tsx --cpu-prof …` to profile the server).

@@ -2,7 +2,7 @@
 import type { AdminHandlers } from '../http/handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { Agent, Policy, Wallet } from './agent-wallet.repository.js';
-import type { AgentWalletService } from './agent-wallet.service.js';
+import type { AgentWalletAdminService } from './admin.service.js';
 
 type AgentWalletAdminHandlers = Pick<
   AdminHandlers,
@@ -43,7 +43,7 @@ const presentPolicy = (policy: Policy) => ({
   createdAt: iso(policy.createdAt),
 });
 
-export function createAgentWalletAdminHandlers(service: AgentWalletService): AgentWalletAdminHandlers {
+export function createAgentWalletAdminHandlers(service: AgentWalletAdminService): AgentWalletAdminHandlers {
   return {
     listWallets: async ({ params }) => ({
       status: 200,

@@ -7,28 +7,16 @@ export interface ChainConfig {
   name: string;
   /** EIP-55 address of the chain's native USDC (FiatTokenV2, EIP-3009). */
   usdc: `0x${string}`;
-  /** Block explorer base; a transaction is `${explorer}/tx/${hash}`. */
-  explorer: string;
 }
 
 export const DEFAULT_CHAINS: readonly ChainConfig[] = [
-  { chainId: 8453, name: 'Base', usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', explorer: 'https://basescan.org' },
-  {
-    chainId: 84532,
-    name: 'Base Sepolia',
-    usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e',
-    explorer: 'https://sepolia.basescan.org',
-  },
+  { chainId: 8453, name: 'Base', usdc: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' },
+  { chainId: 84532, name: 'Base Sepolia', usdc: '0x036CbD53842c5426634e7929541eC2318f3dCF7e' },
 ];
 
 /** USDC has 6 decimals: 5 USDC is 5 000 000 base units. */
 export const USDC_DECIMALS = 6;
 export const DEFAULT_MAX_USDC_PER_SIGNATURE = 5n * 10n ** BigInt(USDC_DECIMALS);
-
-export function explorerTxUrl(chains: readonly ChainConfig[], chainId: number, txHash: string): string | null {
-  const chain = chains.find((c) => c.chainId === chainId);
-  return chain ? `${chain.explorer}/tx/${txHash}` : null;
-}
 
 /** `USDC` when the contract is a configured chain's USDC, otherwise the contract address itself. */
 export function assetName(chains: readonly ChainConfig[], chainId: number | null, contract: string): string {

@@ -21,7 +21,6 @@ import {
 export type PolicyRule = components['schemas']['PolicyRule'];
 export type SpendLimit = components['schemas']['SpendLimit'];
 export type PolicyCondition = components['schemas']['PolicyCondition'];
-export type ConditionValue = components['schemas']['PolicyConditionValue'];
 
 export interface PolicyForEvaluation {
   id: string;

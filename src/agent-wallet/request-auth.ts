@@ -6,9 +6,9 @@
  */
 import type { Request } from 'express';
 import type { Authenticator } from '../http/openapi-app.js';
-import type { AgentAuth, AgentWalletService } from './agent-wallet.service.js';
+import type { AgentAuth, AgentWalletRuntimeService } from './runtime.service.js';
 
-export function createAgentAuthenticators(service: AgentWalletService): Record<'AgentPubkey' | 'AgentTimestamp' | 'AgentSignature', Authenticator> {
+export function createAgentAuthenticators(service: AgentWalletRuntimeService): Record<'AgentPubkey' | 'AgentTimestamp' | 'AgentSignature', Authenticator> {
   const verified = new WeakMap<Request, Promise<AgentAuth>>();
   const authenticate: Authenticator = (req, op) => {
     let identity = verified.get(req);

@@ -10,7 +10,7 @@ import type { operations as AdminOperations } from '../../generated/admin.js';
 import type { HandlerMap } from './typed-handler.js';
 import type { TelemetryAuth } from '../telemetry/keys.service.js';
 import type { MerchantAuth } from '../orgs/orgs.service.js';
-import type { AgentAuth } from '../agent-wallet/agent-wallet.service.js';
+import type { AgentAuth } from '../agent-wallet/runtime.service.js';
 
 /** Webhook events are documented as operations of the merchant document but sent, not served. */
 type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>;

@@ -1,24 +1,43 @@
-/** The telemetry domain, wired: repositories, services, the retention job. */
+/** The telemetry module, wired: its services, its API handlers and authenticator, its jobs. */
 import type { TelemetryConfig } from '../config.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
+import type { OrgService } from '../orgs/orgs.service.js';
+import { createTelemetryAdminHandlers } from './admin.handlers.js';
+import { telemetryAuthenticator } from './auth.js';
+import { refineTelemetryError } from './errors.js';
+import { createTelemetryHandlers } from './telemetry.handlers.js';
+import { KnexIngestUnitOfWork } from './ingest.repository.js';
 import { IngestService } from './ingest.service.js';
 import { TelemetryKeyService } from './keys.service.js';
 import { MetricsService } from './metrics.service.js';
 import { PriceTable } from './prices.js';
 import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
+import type { Job } from '../kernel/job.js';
 import { RetentionJob } from './retention.job.js';
-import { KnexStoreRepository } from './store.repository.js';
+import { KnexRetentionRepository } from './retention.repository.js';
+import { KnexRollupRepository } from './rollups.repository.js';
+import { KnexTraceRepository } from './traces.repository.js';
 import { TraceService } from './traces.service.js';
 
-export interface Telemetry {
+export interface TelemetryModule {
   projects: ProjectService;
   keys: TelemetryKeyService;
   ingest: IngestService;
   traces: TraceService;
   metrics: MetricsService;
   retention: RetentionJob;
+  /** Background jobs, run by the worker. */
+  jobs: Job[];
+  /** The platform API's telemetry operations (telemetry.yaml). */
+  handlers: ReturnType<typeof createTelemetryHandlers>;
+  /** The admin API's telemetry projects and keys. */
+  adminHandlers: ReturnType<typeof createTelemetryAdminHandlers>;
+  /** telemetry.yaml's security schemes. */
+  authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
+  /** Turns an envelope error into the telemetry API's error body. */
+  refineError: typeof refineTelemetryError;
 }
 
 export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = {
@@ -28,16 +47,26 @@ export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = {
   prices: {},
 };
 
-export function createTelemetry(db: Db, clock: Clock, config: TelemetryConfig = DEFAULT_TELEMETRY_CONFIG): Telemetry {
+export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgService; config?: TelemetryConfig }): TelemetryModule {
+  const { db, clock, orgs } = deps;
+  const config = deps.config ?? DEFAULT_TELEMETRY_CONFIG;
   const projectRepo = new KnexProjectRepository(db);
-  const store = new KnexStoreRepository(db);
   const keys = new TelemetryKeyService(projectRepo, clock, { limit: config.rateLimit, windowSeconds: config.rateLimitWindowSeconds });
-  return {
+  const services = {
     projects: new ProjectService(projectRepo, clock),
     keys,
-    ingest: new IngestService(store, projectRepo, new PriceTable(config.prices), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
-    traces: new TraceService(store),
-    metrics: new MetricsService(store, projectRepo),
-    retention: new RetentionJob(projectRepo, store, keys, clock),
+    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, new PriceTable(config.prices), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
+    traces: new TraceService(new KnexTraceRepository(db)),
+    metrics: new MetricsService(new KnexRollupRepository(db), projectRepo),
+  };
+  const retention = new RetentionJob(projectRepo, new KnexRetentionRepository(db), keys, clock);
+  return {
+    ...services,
+    retention,
+    jobs: [retention],
+    handlers: createTelemetryHandlers(services, clock),
+    adminHandlers: createTelemetryAdminHandlers({ orgs, ...services }),
+    authenticators: { BearerAuth: telemetryAuthenticator(keys) },
+    refineError: refineTelemetryError,
   };
 }

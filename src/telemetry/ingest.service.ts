@@ -20,9 +20,11 @@ import { normalizeOtlp } from './otlp.js';
 import type { PriceTable } from './prices.js';
 import type { ProjectRepository } from './projects.repository.js';
 import { startOfNextUtcMonth, startOfUtcMonth } from './projects.service.js';
-import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey } from './rollups.js';
+import type { IngestTx, IngestUnitOfWork } from './ingest.repository.js';
+import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey, type Resolution } from './rollups.js';
+import type { CellKey, CellRow, ModelCallRow } from './rollups.repository.js';
 import { keepTrace, samplingThreshold } from './sampling.js';
-import { ConcurrentInsertError, type CellKey, type CellRow, type IngestTx, type ModelCallRow, type Resolution, type SpanDoc, type StoreRepository, type TraceSummary, type TraceWrite } from './store.repository.js';
+import { ConcurrentInsertError, type StoredSpan, type TraceSummary, type TraceWrite } from './traces.repository.js';
 
 type IngestRequest = components['schemas']['IngestRequest'];
 type OtlpRequest = components['schemas']['OtlpExportTraceServiceRequest'];
@@ -87,38 +89,30 @@ export function summarize(trace: NormalizedTrace): TraceSummary {
 
 const cellId = (k: CellKey): string => `${k.resolution}|${k.bucketMs}|${k.model}|${k.vendor}`;
 
-export const toDoc = (s: NormalizedSpan): SpanDoc => ({
-  s: s.spanId,
-  p: s.parentSpanId,
-  n: s.name,
-  k: s.kind,
-  st: s.startMs,
-  et: s.endMs,
-  c: s.statusCode,
-  m: s.statusMessage,
-  a: s.attributes,
+const toStoredSpan = (s: NormalizedSpan): StoredSpan => ({
+  spanId: s.spanId,
+  parentSpanId: s.parentSpanId,
+  name: s.name,
+  kind: s.kind,
+  startMs: s.startMs,
+  endMs: s.endMs,
+  statusCode: s.statusCode,
+  statusMessage: s.statusMessage,
+  attributes: s.attributes,
 });
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
 
 /** A stored span back in normalized form; its model-call fields live in its (mapped) attributes. */
-export const fromDoc = (traceId: string, d: SpanDoc): NormalizedSpan => ({
+const fromStoredSpan = (traceId: string, s: StoredSpan): NormalizedSpan => ({
   traceId,
-  spanId: d.s,
-  parentSpanId: d.p,
-  name: d.n,
-  kind: d.k,
-  startMs: d.st,
-  endMs: d.et,
-  statusCode: d.c,
-  statusMessage: d.m,
-  attributes: d.a,
-  model: str(d.a['llm.model']),
-  vendor: str(d.a['llm.vendor']),
-  tokensInput: num(d.a['llm.tokens.input']),
-  tokensOutput: num(d.a['llm.tokens.output']),
-  cost: num(d.a['llm.cost']),
+  ...s,
+  model: str(s.attributes['llm.model']),
+  vendor: str(s.attributes['llm.vendor']),
+  tokensInput: num(s.attributes['llm.tokens.input']),
+  tokensOutput: num(s.attributes['llm.tokens.output']),
+  cost: num(s.attributes['llm.cost']),
 });
 
 const toModelCall = (s: NormalizedSpan): ModelCallRow => ({
@@ -136,7 +130,7 @@ const toModelCall = (s: NormalizedSpan): ModelCallRow => ({
 
 export class IngestService {
   constructor(
-    private readonly store: StoreRepository,
+    private readonly unitOfWork: IngestUnitOfWork,
     private readonly projects: ProjectRepository,
     private readonly prices: PriceTable,
     private readonly clock: Clock,
@@ -144,14 +138,14 @@ export class IngestService {
   ) {}
 
   ingest(auth: TelemetryAuth, body: IngestRequest): Promise<IngestCounts> {
-    return this.store_(auth, normalizeIngest(body, this.prices));
+    return this.ingestBatch(auth, normalizeIngest(body, this.prices));
   }
 
   ingestOtlp(auth: TelemetryAuth, body: OtlpRequest): Promise<IngestCounts> {
-    return this.store_(auth, normalizeOtlp(body, this.prices));
+    return this.ingestBatch(auth, normalizeOtlp(body, this.prices));
   }
 
-  private async store_(auth: TelemetryAuth, batch: NormalizedBatch): Promise<IngestCounts> {
+  private async ingestBatch(auth: TelemetryAuth, batch: NormalizedBatch): Promise<IngestCounts> {
     const counts: IngestCounts = {
       tracesReceived: batch.traces.length,
       spansReceived: batch.spanCount,
@@ -191,13 +185,13 @@ export class IngestService {
   private readonly lookupFirst = new Map<string, number>();
 
   private async storeBatch(auth: TelemetryAuth, projectId: string, kept: NormalizedTrace[], batch: NormalizedBatch, now: Date, optimistic: boolean): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    await this.unitOfWork.transaction(async (tx) => {
       const newTraces = await this.storeTraces(tx, projectId, kept, now, optimistic);
-      await tx.insertMetricPoints(projectId, batch.metrics);
+      await tx.rollups.insertMetricPoints(projectId, batch.metrics);
       if (newTraces > 0) {
         // Last: the counter row is hot (every batch of the organization), so it is held briefly.
         const monthStart = startOfUtcMonth(now);
-        const total = await tx.addUsage(auth.orgId, monthStart, newTraces);
+        const total = await tx.traces.addUsage(auth.orgId, monthStart, newTraces);
         const quota = this.settings.monthlyTraceQuota;
         if (total > quota) {
           throw new AppError('RATE_LIMITED', `Monthly trace quota of ${quota} traces exceeded`, {
@@ -213,8 +207,8 @@ export class IngestService {
   private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date, optimistic: boolean): Promise<number> {
     if (traces.length === 0) return 0;
     const byId = new Map(traces.map((t) => [t.traceId, t]));
-    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans.map(toDoc) });
-    const { inserted, existing } = await tx.claimTraces(projectId, traces.map(write), now, { optimistic });
+    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans.map(toStoredSpan) });
+    const { inserted, existing } = await tx.traces.claimTraces(projectId, traces.map(write), now, { optimistic });
 
     // Traces already stored: merge the batch's spans into the stored document (a re-sent span id
     // replaces the stored span) and rewrite the trace with its recomputed summary.
@@ -222,7 +216,7 @@ export class IngestService {
     const merged: TraceWrite[] = [];
     for (const [traceId, stored] of existing) {
       const incoming = byId.get(traceId)!;
-      const spans = new Map(stored.spans.map((d) => [d.s, fromDoc(traceId, d)]));
+      const spans = new Map(stored.spans.map((s) => [s.spanId, fromStoredSpan(traceId, s)]));
       for (const span of incoming.spans) {
         const old = spans.get(span.spanId);
         if (old) previous.set(`${traceId}:${span.spanId}`, { startMs: old.startMs, isModelCall: old.model !== null });
@@ -230,7 +224,7 @@ export class IngestService {
       }
       merged.push(write({ traceId, spans: [...spans.values()] }));
     }
-    await tx.updateTraces(projectId, merged, now);
+    await tx.traces.updateTraces(projectId, merged, now);
 
     const spans: NormalizedSpan[] = [];
     for (const t of traces) for (const s of t.spans) spans.push(s);
@@ -240,8 +234,8 @@ export class IngestService {
       const [traceId, spanId] = key.split(':') as [string, string];
       replacedCalls.push({ traceId, spanId, startMs: old.startMs });
     }
-    await tx.deleteModelCalls(projectId, replacedCalls);
-    await tx.insertModelCalls(projectId, spans.filter((s) => s.model !== null).map(toModelCall));
+    await tx.rollups.deleteModelCalls(projectId, replacedCalls);
+    await tx.rollups.insertModelCalls(projectId, spans.filter((s) => s.model !== null).map(toModelCall));
 
     const deltas = new Map<string, { key: CellKey; stats: CellStats }>();
     const recomputeMinutes = new Set<number>();
@@ -290,21 +284,21 @@ export class IngestService {
     for (const m of recomputeMinutes) lock('m', m);
     for (const h of recomputeHours) lock('h', h);
     for (const d of recomputeDays) lock('d', d);
-    await tx.lockCells([...lockKeys.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]));
+    await tx.rollups.lockCells([...lockKeys.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]));
 
     // Under the locks every committed change to these cells is visible: read, merge, write.
-    const stored = new Map((await tx.readCells(projectId, deltas.map((d) => d.key))).map((row) => [cellId(row), row]));
+    const stored = new Map((await tx.rollups.readCells(projectId, deltas.map((d) => d.key))).map((row) => [cellId(row), row]));
     const writes: CellRow[] = deltas.map(({ key, stats }) => {
       const row = stored.get(cellId(key));
       const merged = row ? CellStats.decode(row.requests, row.errors, row.stats) : stats;
       if (row) merged.merge(stats);
       return { ...key, requests: merged.requests, errors: merged.errors, stats: merged.encodeDistributions() };
     });
-    await tx.writeCells(projectId, writes);
+    await tx.rollups.writeCells(projectId, writes);
 
     if (recomputeMinutes.size === 0) return;
     const minutes = [...recomputeMinutes].sort((a, b) => a - b);
-    const samples = await tx.rawSamples(
+    const samples = await tx.rollups.rawSamples(
       [projectId],
       minutes.map((m) => ({ fromMs: m, toMs: m + RESOLUTION_MS.m })),
     );
@@ -316,8 +310,8 @@ export class IngestService {
       if (!entry) minuteCells.set(id, (entry = { key, stats: new CellStats() }));
       entry.stats.addSample(s);
     }
-    await tx.deleteCells(projectId, 'm', minutes);
-    await tx.writeCells(
+    await tx.rollups.deleteCells(projectId, 'm', minutes);
+    await tx.rollups.writeCells(
       projectId,
       [...minuteCells.values()].map(({ key, stats }) => ({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() })),
     );
@@ -329,7 +323,7 @@ export class IngestService {
   private async remerge(tx: IngestTx, projectId: string, coarse: Resolution, fine: Resolution, buckets: number[]): Promise<void> {
     const writes: CellRow[] = [];
     for (const bucketMs of buckets) {
-      const rows = await tx.readCellsInRange(projectId, fine, { fromMs: bucketMs, toMs: bucketMs + RESOLUTION_MS[coarse] });
+      const rows = await tx.rollups.readCellsInRange(projectId, fine, { fromMs: bucketMs, toMs: bucketMs + RESOLUTION_MS[coarse] });
       const merged = new Map<string, { key: CellKey; stats: CellStats }>();
       for (const row of rows) {
         const key: CellKey = { resolution: coarse, bucketMs, model: row.model, vendor: row.vendor };
@@ -342,7 +336,7 @@ export class IngestService {
         writes.push({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() });
       }
     }
-    await tx.deleteCells(projectId, coarse, buckets);
-    await tx.writeCells(projectId, writes);
+    await tx.rollups.deleteCells(projectId, coarse, buckets);
+    await tx.rollups.writeCells(projectId, writes);
   }
 }

@@ -9,8 +9,8 @@
 import { AppError, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
-import { decompose } from './rollups.js';
-import type { Resolution, StoreRepository, TimeRange } from './store.repository.js';
+import type { RollupRepository } from './rollups.repository.js';
+import { decompose, type Resolution, type TimeRange } from './rollups.js';
 
 export const METRICS = [
   'llm.requests.total',
@@ -75,7 +75,7 @@ function invalid(code: 'invalid_metric' | 'invalid_interval' | 'invalid_aggregat
 
 export class MetricsService {
   constructor(
-    private readonly store: StoreRepository,
+    private readonly rollups: RollupRepository,
     private readonly projects: ProjectRepository,
   ) {}
 
@@ -147,12 +147,12 @@ export class MetricsService {
     };
 
     const cells = (resolution: Resolution) =>
-      this.store.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, distribution: distName });
+      this.rollups.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, distribution: distName });
     const [cellsM, cellsH, cellsD, samples] = await Promise.all([
       cells('m'),
       cells('h'),
       cells('d'),
-      this.store.rawSamples(projectIds, pieces.raw.ranges, q.model),
+      this.rollups.rawSamples(projectIds, pieces.raw.ranges, q.model),
     ]);
     for (const [resolution, rows] of [['m', cellsM], ['h', cellsH], ['d', cellsD]] as const) {
       for (const cell of rows) {

@@ -11,7 +11,7 @@ import type { Job } from '../kernel/job.js';
 import type { TelemetryKeyService } from './keys.service.js';
 import type { ProjectRepository } from './projects.repository.js';
 import { startOfUtcDay } from './projects.service.js';
-import type { StoreRepository } from './store.repository.js';
+import type { RetentionRepository } from './retention.repository.js';
 
 const CHUNK = 5000;
 const DAY_MS = 86_400_000;
@@ -24,7 +24,7 @@ export class RetentionJob implements Job {
 
   constructor(
     private readonly projects: ProjectRepository,
-    private readonly store: StoreRepository,
+    private readonly expired: RetentionRepository,
     private readonly keys: TelemetryKeyService,
     private readonly clock: Clock,
   ) {}
@@ -34,10 +34,10 @@ export class RetentionJob implements Job {
     let more = false;
     for (const project of await this.projects.listRetention()) {
       const cutoff = retentionCutoff(now, project.dataRetentionDays);
-      const traces = await this.store.deleteExpiredTraces(project.id, cutoff, CHUNK);
-      const calls = await this.store.deleteExpiredModelCalls(project.id, cutoff, CHUNK);
-      const points = await this.store.deleteExpiredMetricPoints(project.id, cutoff, CHUNK);
-      await this.store.deleteExpiredRollups(project.id, cutoff);
+      const traces = await this.expired.deleteExpiredTraces(project.id, cutoff, CHUNK);
+      const calls = await this.expired.deleteExpiredModelCalls(project.id, cutoff, CHUNK);
+      const points = await this.expired.deleteExpiredMetricPoints(project.id, cutoff, CHUNK);
+      await this.expired.deleteExpiredRollups(project.id, cutoff);
       if (traces === CHUNK || calls === CHUNK || points === CHUNK) more = true;
     }
     await this.keys.pruneRateWindows();

@@ -3,7 +3,13 @@
  * decomposition of a query bucket into the coarsest aligned cells that tile it (plus raw spans
  * for the sub-minute edges).
  */
-import type { Resolution, TimeRange } from './store.repository.js';
+/** Minute, hour and UTC-day cells. */
+export type Resolution = 'm' | 'h' | 'd';
+
+export interface TimeRange {
+  fromMs: number;
+  toMs: number;
+}
 
 export const RESOLUTION_MS: Record<Resolution, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
 

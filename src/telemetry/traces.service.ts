@@ -1,6 +1,6 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
 import { notFound, validationError } from '../kernel/errors.js';
-import type { SpanDoc, StoreRepository, StoredTrace } from './store.repository.js';
+import type { StoredSpan, StoredTrace, TraceRepository } from './traces.repository.js';
 
 export interface TraceQuery {
   limit?: number;
@@ -40,7 +40,7 @@ export function decodeCursor(cursor: string): { startTime: Date; traceId: string
 }
 
 export class TraceService {
-  constructor(private readonly store: StoreRepository) {}
+  constructor(private readonly traces: TraceRepository) {}
 
   async search(projectId: string, query: TraceQuery): Promise<{ traces: StoredTrace[]; hasMore: boolean; nextCursor: string | null; limit: number }> {
     const limit = query.limit ?? DEFAULT_LIMIT;
@@ -49,7 +49,7 @@ export class TraceService {
     if (startTime && endTime && endTime.getTime() <= startTime.getTime()) {
       throw validationError('end_time must be after start_time', { field: 'end_time' });
     }
-    const rows = await this.store.searchTraces({
+    const rows = await this.traces.searchTraces({
       projectId,
       limit: limit + 1,
       after: query.cursor !== undefined ? decodeCursor(query.cursor) : undefined,
@@ -66,10 +66,10 @@ export class TraceService {
   }
 
   /** The trace with its spans ordered by start time, then span id. */
-  async get(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: SpanDoc[] }> {
-    const found = await this.store.findTrace(projectId, traceId);
+  async get(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] }> {
+    const found = await this.traces.findTrace(projectId, traceId);
     if (!found || found.spans.length === 0) throw notFound('Trace');
-    found.spans.sort((a, b) => a.st - b.st || (a.s < b.s ? -1 : a.s > b.s ? 1 : 0));
+    found.spans.sort((a, b) => a.startMs - b.startMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0));
     return found;
   }
 }

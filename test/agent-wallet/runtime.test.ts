@@ -285,7 +285,7 @@ describe('history limit', () => {
     const body = { typed_data: td, signature: authorizeTypedData(agent.privateKey, td, ctx.orgA.orgId) };
     for (let i = 0; i < 210; i++) {
       ctx.clock.advance(10);
-      await ctx.services.agentWallet.signTypedData(auth, body, `${PUBLIC_API_URL}${SIGN}`).catch(() => undefined);
+      await ctx.services.agentWallet.runtime.signTypedData(auth, body, `${PUBLIC_API_URL}${SIGN}`).catch(() => undefined);
     }
     expect(await client.history()).toHaveLength(50);
     const all = await client.history({ limit: 200 });
@@ -377,7 +377,7 @@ describe('spend limits (rolling window)', () => {
     const requests = Array.from({ length: 10 }, () => {
       const td = usdcTransfer(wallet2.walletAddress, '1000000');
       const signature = authorizeTypedData(agent2.privateKey, td, ctx.orgB.orgId);
-      return ctx.services.agentWallet.signTypedData(auth, { typed_data: td, signature }, `${PUBLIC_API_URL}${SIGN}`).then(
+      return ctx.services.agentWallet.runtime.signTypedData(auth, { typed_data: td, signature }, `${PUBLIC_API_URL}${SIGN}`).then(
         () => 'signed',
         (err: { code?: string }) => err.code,
       );

@@ -14,7 +14,7 @@ import { OPENAPI_DIR } from '../../src/http/spec.js';
 import { authorizationBytes, requestPayload } from '../../src/agent-wallet/protocol.js';
 import { validateTypedData } from '../../src/agent-wallet/typed-data.js';
 import { parseDerSignature } from '../../src/agent-wallet/p256.js';
-import { AgentWalletService } from '../../src/agent-wallet/agent-wallet.service.js';
+import { AgentWalletRuntimeService } from '../../src/agent-wallet/runtime.service.js';
 import { KnexAgentWalletRepository } from '../../src/agent-wallet/agent-wallet.repository.js';
 import { defaultPolicyRules } from '../../src/agent-wallet/default-policy.js';
 import { DEFAULT_CHAINS } from '../../src/agent-wallet/chains.js';
@@ -151,7 +151,7 @@ describe('the vectors against the server', () => {
       { id: 'POL_vectorvectorvectorvect', orgId: ctx.orgA.orgId, walletId, name: 'Default', version: '1.0', chainType: 'ethereum', rules: defaultPolicyRules(DEFAULT_CHAINS), spendLimits: [], createdAt: ctx.clock.now() },
       5,
     );
-    const service = new AgentWalletService(repo, box, ctx.clock);
+    const service = new AgentWalletRuntimeService(repo, box, ctx.clock);
     const auth = { agentId: agent.agentId, orgId: ctx.orgA.orgId, name: 'Vector', keyQuorumId: agent.keyQuorumId, publicKey: SPKI, walletId, quorumKeys: [SPKI] };
     const result = await service.signTypedData(auth, requestExample, SIGN_URL);
     expect(result).toEqual(responseExample.data);

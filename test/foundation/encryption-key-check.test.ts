@@ -37,7 +37,7 @@ async function sealSecrets(signingBox: SecretBox, walletBox: SecretBox): Promise
   await createServices({ db: testDb.database.db, clock, secretBox: signingBox }).signingKeys.ensureKey();
   const walletServices = createServices({ db: testDb.database.db, clock, secretBox: walletBox });
   const org = await walletServices.orgs.createOrganization({ name: 'Key check' });
-  await walletServices.agentWallet.createWallet(org.id, { name: 'sealed' });
+  await walletServices.agentWallet.admin.createWallet(org.id, { name: 'sealed' });
 }
 
 describe('encryption key check', () => {

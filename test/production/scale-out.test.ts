@@ -38,7 +38,7 @@ import {
   type ThrowAwayDatabase,
 } from '../../tools/cluster.js';
 import { startReceiver, type Receiver } from '../webhooks/receiver.js';
-import { cryptoChainsEnv, startLocalChain, USDC, type LocalChain } from '../crypto/chain.js';
+import { cryptoChainsEnv, startLocalChain, USDC, type LocalChain } from '../crypto-payments/chain.js';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { migrationSource } from '../../src/db/migrations/index.js';
 

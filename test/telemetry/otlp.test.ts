@@ -134,7 +134,7 @@ describe('OTLP/HTTP JSON ingest', () => {
     });
     // `kind` is stored (not part of the v1 span representation).
     const stored = await ctx.testDb.database.db('telemetry_traces').where({ project_id: p.projectId, trace_id: tid }).first('spans');
-    const kinds = Object.fromEntries((JSON.parse(stored.spans) as Array<{ s: string; k: string }>).map((d) => [d.s, d.k]));
+    const kinds = Object.fromEntries((JSON.parse(stored.spans) as Array<{ span_id: string; kind: string }>).map((d) => [d.span_id, d.kind]));
     expect(kinds).toEqual({ [root]: 'SERVER', [call]: 'CLIENT' });
     const list = await ctx.platform.get('/v1/traces').set(bearer(p.key)).query({ status: 'error' });
     expect(list.body.data[0]).toMatchObject({ trace_id: tid, status: 'error', llm_summary: { model: 'gpt-4o', tokens_input: 1200, tokens_output: 350, cost: 0.0065 } });

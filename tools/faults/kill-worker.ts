@@ -46,7 +46,7 @@ import {
   type KassaProcess,
 } from '../cluster.js';
 import { startReceiver } from '../../test/webhooks/receiver.js';
-import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto/chain.js';
+import { cryptoChainsEnv, startLocalChain, USDC } from '../../test/crypto-payments/chain.js';
 
 export const LEASE_SECONDS = 15;
 /**

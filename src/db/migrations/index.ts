@@ -15,10 +15,13 @@ import * as m0040 from './0040_crypto_payments.js';
 import * as m0050 from './0050_telemetry_long_durations.js';
 import * as m0060 from './0060_webhook_event_retention.js';
 import * as m0070 from './0070_encryption_key_check.js';
+import * as m0071 from './0071_telemetry_span_document_keys.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
   down(db: Knex): Promise<void>;
+  /** `{ transaction: false }` runs the migration outside a transaction (knex's per-migration option). */
+  config?: { transaction?: boolean };
 }
 
 const MIGRATIONS: Record<string, Migration> = {
@@ -34,6 +37,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0050_telemetry_long_durations': m0050,
   '0060_webhook_event_retention': m0060,
   '0070_encryption_key_check': m0070,
+  '0071_telemetry_span_document_keys': m0071,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

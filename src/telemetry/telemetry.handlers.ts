@@ -6,7 +6,7 @@ import type { IngestService } from './ingest.service.js';
 import type { MetricsService } from './metrics.service.js';
 import type { Project } from './projects.repository.js';
 import type { ProjectService, ProjectStats } from './projects.service.js';
-import type { SpanDoc, StoredTrace } from './store.repository.js';
+import type { StoredSpan, StoredTrace } from './traces.repository.js';
 import type { TraceService } from './traces.service.js';
 
 export interface TelemetryServices {
@@ -39,15 +39,15 @@ const presentSummary = (t: StoredTrace) => ({
   status: t.hasError ? ('error' as const) : ('ok' as const),
 });
 
-const presentSpan = (s: SpanDoc) => ({
-  span_id: s.s,
-  parent_span_id: s.p,
-  name: s.n,
-  start_time: new Date(s.st).toISOString(),
-  end_time: new Date(s.et).toISOString(),
-  duration_ms: s.et - s.st,
-  attributes: s.a,
-  status: s.m === null ? { code: s.c } : { code: s.c, message: s.m },
+const presentSpan = (s: StoredSpan) => ({
+  span_id: s.spanId,
+  parent_span_id: s.parentSpanId,
+  name: s.name,
+  start_time: new Date(s.startMs).toISOString(),
+  end_time: new Date(s.endMs).toISOString(),
+  duration_ms: s.endMs - s.startMs,
+  attributes: s.attributes,
+  status: s.statusMessage === null ? { code: s.statusCode } : { code: s.statusCode, message: s.statusMessage },
 });
 
 export function createTelemetryHandlers(services: TelemetryServices, clock: Clock): TelemetryHandlers {

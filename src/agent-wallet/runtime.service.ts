@@ -1,50 +1,23 @@
 /**
- * Agent wallets: management (wallets, agents and their key quorums, policies, credit) and the
- * runtime an agent reaches with P-256 signed requests (identity, policies, history, credit
- * balance, policy-checked EIP-712 signing).
+ * The agent wallet runtime an agent reaches with P-256 signed requests: request authentication,
+ * identity, policies, history, credit balance and policy-checked EIP-712 signing.
  */
 import { createHash } from 'node:crypto';
 import { getAddress, type Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAddress } from 'viem/accounts';
 import type { components } from '../../generated/agent-wallet.js';
-import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
+import { AppError, forbidden, unauthorized, validationError } from '../kernel/errors.js';
 import { unixSeconds, type Clock } from '../kernel/clock.js';
-import { newId, randomToken } from '../kernel/ids.js';
+import { randomToken } from '../kernel/ids.js';
 import type { SecretBox } from '../kernel/secrets.js';
-import { assetName, DEFAULT_CHAINS, USDC_DECIMALS, type ChainConfig } from './chains.js';
-import { DEFAULT_POLICY_NAME, defaultPolicyRules } from './default-policy.js';
-import {
-  applicableSpendLimits,
-  evaluatePolicies,
-  PolicyValidationError,
-  SPEND_LIMITED_TYPE,
-  spendLimitExceeded,
-  transferFacts,
-  validatePolicyRules,
-  validateSpendLimits,
-  type PolicyRule,
-  type SpendLimit,
-} from './policy-engine.js';
-import {
-  authorizationBytes,
-  encodeAgentWalletKey,
-  requestPayload,
-  TIMESTAMP_TOLERANCE_SECONDS,
-} from './protocol.js';
-import { decodeBase64Strict, generateP256KeyPair, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
-import { signDigest } from './wallet-signer.js';
+import type { AgentWalletRepository, HistoryEntry, HistoryStatus, Policy, SigningContext, Wallet } from './agent-wallet.repository.js';
+import { assetName, DEFAULT_CHAINS, type ChainConfig } from './chains.js';
+import { readCreditBalance } from './credit.js';
 import { hashTypedDataCached } from './eip712-hash.js';
+import { decodeBase64Strict, p256PublicKey, parseDerSignature, verifyP256 } from './p256.js';
+import { applicableSpendLimits, evaluatePolicies, SPEND_LIMITED_TYPE, spendLimitExceeded, transferFacts } from './policy-engine.js';
+import { authorizationBytes, requestPayload, TIMESTAMP_TOLERANCE_SECONDS } from './protocol.js';
 import { isValidAddress, toBigInt, TypedDataError, validateTypedData, type TypedDataInput, type ViemTypedData } from './typed-data.js';
-import type {
-  Agent,
-  AgentWalletRepository,
-  HistoryEntry,
-  HistoryStatus,
-  Policy,
-  SigningContext,
-  Wallet,
-  WalletWithSecret,
-} from './agent-wallet.repository.js';
+import { signDigest } from './wallet-signer.js';
 
 export type SignTypedDataRequest = components['schemas']['SignTypedDataRequest'];
 export type AgentIdentity = components['schemas']['AgentIdentity'];
@@ -66,31 +39,17 @@ export interface AgentAuth {
   signing?: SigningContext;
 }
 
-export const MAX_WALLETS_PER_ORG = 5;
-/** Credit units and their decimals (minor units per whole unit = 10^decimals). */
-export const CREDIT_UNITS = { USDC: USDC_DECIMALS } as const;
-export type CreditUnit = keyof typeof CREDIT_UNITS;
-const DEFAULT_CREDIT_UNIT: CreditUnit = 'USDC';
 /** How often (clock time) expired replay-protection rows are swept. */
 const SWEEP_INTERVAL_MS = 60_000;
 
 const TIMESTAMP_PATTERN = /^(0|[1-9][0-9]{0,11})$/;
-
-export interface AgentWalletOptions {
-  chains?: readonly ChainConfig[];
-}
-
-/** Kassa's custody identifier of a wallet: 24 lowercase base-36 characters, like a cuid. */
-function providerWalletId(): string {
-  return randomToken(24).toLowerCase();
-}
 
 function historyId(): string {
   // Opaque to clients (the contract only promises 1-64 characters); the prefix helps in logs.
   return `AWH_${randomToken()}`;
 }
 
-export class AgentWalletService {
+export class AgentWalletRuntimeService {
   private readonly chains: readonly ChainConfig[];
   private lastSweep = 0;
 
@@ -98,193 +57,10 @@ export class AgentWalletService {
     private readonly repo: AgentWalletRepository,
     private readonly box: SecretBox,
     private readonly clock: Clock,
-    options: AgentWalletOptions = {},
+    options: { chains?: readonly ChainConfig[] } = {},
   ) {
     this.chains = options.chains ?? DEFAULT_CHAINS;
   }
-
-  // -------------------------------------------------------------------------------------------
-  // Management (admin API)
-
-  private async requireOrg(orgId: string): Promise<void> {
-    if (!(await this.repo.organizationExists(orgId))) throw notFound('Organization');
-  }
-
-  private async requireWalletOf(orgId: string, walletId: string): Promise<Wallet> {
-    const wallet = await this.repo.findWallet(walletId);
-    if (!wallet || wallet.orgId !== orgId) throw notFound('Wallet');
-    return wallet;
-  }
-
-  private async requireAgent(agentId: string): Promise<Agent> {
-    const agent = await this.repo.findAgent(agentId);
-    if (!agent) throw notFound('Agent');
-    return agent;
-  }
-
-  async createWallet(orgId: string, input: { name?: string }): Promise<Wallet> {
-    await this.requireOrg(orgId);
-    const now = this.clock.now();
-    const id = newId('WLT');
-    const privateKey = generatePrivateKey();
-    const wallet: WalletWithSecret = {
-      id,
-      orgId,
-      name: input.name?.trim() || 'Wallet',
-      address: privateKeyToAddress(privateKey),
-      // The wallet id is the associated data: a sealed key copied onto another wallet row fails to open.
-      privateKeySealed: this.box.seal(Buffer.from(privateKey.slice(2), 'hex'), id),
-      providerWalletId: providerWalletId(),
-      // Kassa is the custody provider; the "application" a signature binds to is the organization.
-      appId: orgId,
-      createdAt: now,
-    };
-    const policy: Policy = {
-      id: newId('POL'),
-      orgId,
-      walletId: id,
-      name: DEFAULT_POLICY_NAME,
-      version: '1.0',
-      chainType: 'ethereum',
-      rules: defaultPolicyRules(this.chains),
-      spendLimits: [],
-      createdAt: now,
-    };
-    const result = await this.repo.insertWallet(wallet, policy, MAX_WALLETS_PER_ORG);
-    if (result === 'limit') throw conflict(`An organization can have at most ${MAX_WALLETS_PER_ORG} wallets`);
-    const { privateKeySealed: _sealed, ...visible } = wallet;
-    return visible;
-  }
-
-  async listWallets(orgId: string): Promise<Wallet[]> {
-    await this.requireOrg(orgId);
-    return this.repo.listWallets(orgId);
-  }
-
-  private newAgentKey(publicKey: string | undefined): { publicKey: string; privateKey: string | null } {
-    if (publicKey === undefined) return generateP256KeyPair();
-    if (!p256PublicKey(publicKey)) {
-      throw validationError('publicKey: not a P-256 public key (standard base64 of a DER SubjectPublicKeyInfo, uncompressed point)');
-    }
-    return { publicKey, privateKey: null };
-  }
-
-  async createAgent(
-    orgId: string,
-    input: { name: string; publicKey?: string; walletId?: string },
-  ): Promise<{ agent: Agent; agentWalletKey: string | null }> {
-    await this.requireOrg(orgId);
-    if (input.walletId !== undefined) await this.requireWalletOf(orgId, input.walletId);
-    const key = this.newAgentKey(input.publicKey);
-    const agent: Agent = {
-      id: newId('AGT'),
-      orgId,
-      name: input.name.trim(),
-      walletId: input.walletId ?? null,
-      keyQuorumId: newId('KQ'),
-      publicKey: key.publicKey,
-      createdAt: this.clock.now(),
-      revokedAt: null,
-    };
-    if ((await this.repo.insertAgent(agent)) === 'duplicate_key') throw conflict('This public key is already registered');
-    return {
-      agent,
-      agentWalletKey: key.privateKey === null ? null : encodeAgentWalletKey({ privateKey: key.privateKey, walletId: agent.walletId }),
-    };
-  }
-
-  async listAgents(orgId: string): Promise<Agent[]> {
-    await this.requireOrg(orgId);
-    return this.repo.listAgents(orgId);
-  }
-
-  async assignWallet(agentId: string, walletId: string | null): Promise<Agent> {
-    const agent = await this.requireAgent(agentId);
-    if (walletId !== null) await this.requireWalletOf(agent.orgId, walletId);
-    if (agent.revokedAt) throw conflict('The agent is revoked');
-    await this.repo.setAgentWallet(agentId, walletId);
-    return { ...agent, walletId };
-  }
-
-  async revokeAgent(agentId: string): Promise<Agent> {
-    await this.requireAgent(agentId);
-    await this.repo.revokeAgent(agentId, this.clock.now());
-    return this.requireAgent(agentId);
-  }
-
-  async rotateKey(agentId: string, input: { publicKey?: string }): Promise<{ agent: Agent; agentWalletKey: string | null }> {
-    const agent = await this.requireAgent(agentId);
-    if (agent.revokedAt) throw conflict('The agent is revoked');
-    const key = this.newAgentKey(input.publicKey);
-    if ((await this.repo.replaceKey(agent.keyQuorumId, key.publicKey, this.clock.now())) === 'duplicate_key') {
-      throw conflict('This public key is already registered');
-    }
-    return {
-      agent: { ...agent, publicKey: key.publicKey },
-      agentWalletKey: key.privateKey === null ? null : encodeAgentWalletKey({ privateKey: key.privateKey, walletId: agent.walletId }),
-    };
-  }
-
-  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[]; spend_limits?: SpendLimit[] }): Promise<Policy> {
-    const wallet = await this.repo.findWallet(walletId);
-    if (!wallet) throw notFound('Wallet');
-    try {
-      validatePolicyRules(input.rules);
-      validateSpendLimits(input.spend_limits ?? []);
-    } catch (err) {
-      if (err instanceof PolicyValidationError) throw validationError(err.message);
-      throw err;
-    }
-    const policy: Policy = {
-      id: newId('POL'),
-      orgId: wallet.orgId,
-      walletId,
-      name: input.name.trim(),
-      version: '1.0',
-      chainType: 'ethereum',
-      rules: input.rules,
-      spendLimits: input.spend_limits ?? [],
-      createdAt: this.clock.now(),
-    };
-    await this.repo.insertPolicy(policy);
-    return policy;
-  }
-
-  async listWalletPolicies(walletId: string): Promise<Policy[]> {
-    if (!(await this.repo.findWallet(walletId))) throw notFound('Wallet');
-    return this.repo.listPolicies(walletId);
-  }
-
-  async deletePolicy(policyId: string): Promise<Policy> {
-    const deleted = await this.repo.deletePolicy(policyId);
-    if (!deleted) throw notFound('Policy');
-    return deleted;
-  }
-
-  async grantCredit(orgId: string, input: { amount: number; unit: CreditUnit; reason?: string }) {
-    await this.requireOrg(orgId);
-    const entry = {
-      id: `CRL_${randomToken()}`,
-      orgId,
-      amount: input.amount,
-      unit: input.unit,
-      reason: input.reason?.trim() || 'grant',
-      createdAt: this.clock.now(),
-    };
-    await this.repo.insertCreditEntry(entry);
-    return { entry, ...(await this.creditBalance(orgId, input.unit)) };
-  }
-
-  /** The balance in minor units and in whole units of `unit`. */
-  async creditBalance(orgId: string, unit: CreditUnit = DEFAULT_CREDIT_UNIT): Promise<{ unit: CreditUnit; balanceMinor: number; balance: number }> {
-    await this.requireOrg(orgId);
-    const minor = await this.repo.creditBalance(orgId, unit);
-    const decimals = CREDIT_UNITS[unit];
-    return { unit, balanceMinor: Number(minor), balance: Number(minor) / 10 ** decimals };
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Request authentication
 
   /**
    * Verifies the three X-Agent-* headers: well-formed, timestamp within the window, signature
@@ -353,9 +129,6 @@ export class AgentWalletService {
     };
   }
 
-  // -------------------------------------------------------------------------------------------
-  // Runtime (agent wallet API)
-
   /** The agent's wallet, scoped to its organization (an assignment never crosses organizations). */
   private async walletOf(auth: AgentAuth): Promise<Wallet | undefined> {
     if (!auth.walletId) return undefined;
@@ -389,7 +162,7 @@ export class AgentWalletService {
   }
 
   async creditBalanceOf(auth: AgentAuth): Promise<{ balance: number; unit: string }> {
-    const { balance, unit } = await this.creditBalance(auth.orgId);
+    const { balance, unit } = await readCreditBalance(this.repo, auth.orgId);
     return { balance, unit };
   }
 

@@ -1,10 +1,10 @@
 /** Agent wallet runtime handlers: every route runs as the agent its P-256 headers authenticated. */
 import type { AgentWalletHandlers } from '../http/handler-maps.js';
 import { iso } from '../kernel/present.js';
-import type { AgentWalletService } from './agent-wallet.service.js';
 import { SIGN_TYPED_DATA_PATH } from './protocol.js';
+import type { AgentWalletRuntimeService } from './runtime.service.js';
 
-export function createAgentWalletHandlers(service: AgentWalletService, options: { publicApiUrl: string }): AgentWalletHandlers {
+export function createAgentWalletHandlers(service: AgentWalletRuntimeService, options: { publicApiUrl: string }): AgentWalletHandlers {
   // The authorization signature covers the public URL the agent called, not whatever Host a proxy forwarded.
   const signUrl = `${options.publicApiUrl}${SIGN_TYPED_DATA_PATH}`;
   return {

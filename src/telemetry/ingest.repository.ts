@@ -1,0 +1,26 @@
+/** The ingest transaction: trace writes and rollup writes over one database transaction. */
+import { isPostgres, type Db } from '../db/knex.js';
+import { KnexRollupWriter, type RollupWriter } from './rollups.repository.js';
+import { KnexTraceWriter, type TraceWriter } from './traces.repository.js';
+
+export interface IngestTx {
+  traces: TraceWriter;
+  rollups: RollupWriter;
+}
+
+export interface IngestUnitOfWork {
+  transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T>;
+}
+
+export class KnexIngestUnitOfWork implements IngestUnitOfWork {
+  /** COPY FROM STDIN needs node-postgres; PGlite takes the JSON path. */
+  private readonly copy: boolean;
+
+  constructor(private readonly db: Db) {
+    this.copy = isPostgres(db);
+  }
+
+  transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
+    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy) }));
+  }
+}

@@ -1,0 +1,55 @@
+/** Deletion of telemetry past a project's retention, in bounded chunks (RetentionJob). */
+import type { Db } from '../db/knex.js';
+
+export interface RetentionRepository {
+  /** Deletes up to `limit` traces (with their spans) starting before `cutoff`; returns how many. */
+  deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number>;
+  deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number>;
+  deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number>;
+  deleteExpiredRollups(projectId: string, cutoff: Date): Promise<number>;
+}
+
+const deletedCount = (result: { rows: unknown[] }): number => result.rows.length;
+
+export class KnexRetentionRepository implements RetentionRepository {
+  constructor(private readonly db: Db) {}
+
+  async deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number> {
+    // SKIP LOCKED: a trace an ingest is extending right now is left for the next pass.
+    return deletedCount(
+      await this.db.raw(
+        `DELETE FROM telemetry_traces WHERE project_id = ? AND trace_id IN (
+           SELECT trace_id FROM telemetry_traces WHERE project_id = ? AND start_time < ?
+            ORDER BY start_time LIMIT ? FOR UPDATE SKIP LOCKED)
+         RETURNING 1`,
+        [projectId, projectId, cutoff, limit],
+      ),
+    );
+  }
+
+  async deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number> {
+    return deletedCount(
+      await this.db.raw(
+        `DELETE FROM telemetry_model_calls WHERE ctid IN (
+           SELECT ctid FROM telemetry_model_calls WHERE project_id = ? AND start_time < ? LIMIT ?)
+         RETURNING 1`,
+        [projectId, cutoff, limit],
+      ),
+    );
+  }
+
+  async deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number> {
+    return deletedCount(
+      await this.db.raw(
+        `DELETE FROM telemetry_metric_points WHERE id IN (
+           SELECT id FROM telemetry_metric_points WHERE project_id = ? AND timestamp < ? LIMIT ?)
+         RETURNING 1`,
+        [projectId, cutoff, limit],
+      ),
+    );
+  }
+
+  async deleteExpiredRollups(projectId: string, cutoff: Date): Promise<number> {
+    return this.db('telemetry_rollups').where('project_id', projectId).andWhere('bucket_start', '<', cutoff).delete();
+  }
+}

@@ -1,0 +1,338 @@
+/**
+ * The metrics side of telemetry: model calls (the raw samples), metric rollup cells and metric
+ * points — the writes of an ingest transaction and the reads of GET /v1/metrics.
+ */
+import type { Knex } from 'knex';
+import { copyIn, copyText, idArray } from '../db/bulk.js';
+import type { Db } from '../db/knex.js';
+import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
+import type { NormalizedMetric } from './normalize.js';
+import type { Resolution, TimeRange } from './rollups.js';
+
+/** One model-call span: a raw metrics sample. */
+export interface ModelCallRow {
+  traceId: string;
+  spanId: string;
+  startMs: number;
+  model: string;
+  vendor: string | null;
+  durationMs: number;
+  tokensInput: number | null;
+  tokensOutput: number | null;
+  cost: number | null;
+  isError: boolean;
+}
+
+export interface CellKey {
+  resolution: Resolution;
+  bucketMs: number;
+  model: string;
+  vendor: string;
+}
+
+export interface CellRow extends CellKey {
+  requests: number;
+  errors: number;
+  /** Encoded distributions, in DISTRIBUTIONS order (cell-stats.ts). */
+  stats: Uint8Array[];
+}
+
+export interface RawSample {
+  /** Index of the requested range it fell in. */
+  range: number;
+  projectId: string;
+  model: string;
+  vendor: string | null;
+  durationMs: number;
+  tokensInput: number | null;
+  tokensOutput: number | null;
+  cost: number | null;
+  isError: boolean;
+}
+
+export interface QueryCellRow {
+  range: number;
+  projectId: string;
+  model: string;
+  vendor: string;
+  requests: number;
+  errors: number;
+  /** The requested distribution, encoded; null when none was requested. */
+  stats: Uint8Array | null;
+}
+
+export interface RollupRepository {
+  /** Cells of the given projects in the ranges; with `distribution`, that one encoded distribution each. */
+  queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
+  rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]>;
+}
+
+/** Model calls, rollup cells and metric points written inside one ingest transaction. */
+export interface RollupWriter {
+  /** Removes the model-call rows of replaced spans (located by their stored start time). */
+  deleteModelCalls(projectId: string, calls: Array<{ traceId: string; spanId: string; startMs: number }>): Promise<void>;
+  insertModelCalls(projectId: string, calls: ModelCallRow[]): Promise<void>;
+  /** Transaction-scoped mutexes on rollup cells (project, resolution, bucket), taken in key order. */
+  lockCells(keys: Array<[number, number]>): Promise<void>;
+  readCells(projectId: string, keys: CellKey[]): Promise<CellRow[]>;
+  readCellsInRange(projectId: string, resolution: Resolution, range: TimeRange): Promise<CellRow[]>;
+  writeCells(projectId: string, rows: CellRow[]): Promise<void>;
+  deleteCells(projectId: string, resolution: Resolution, bucketsMs: number[]): Promise<void>;
+  rawSamples(projectIds: string[], ranges: TimeRange[]): Promise<RawSample[]>;
+  insertMetricPoints(projectId: string, points: NormalizedMetric[]): Promise<void>;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+const DIST_COLUMN: Record<DistributionName, string> = {
+  latency: 'dist_latency',
+  tokensInput: 'dist_tokens_input',
+  tokensOutput: 'dist_tokens_output',
+  tokensTotal: 'dist_tokens_total',
+  cost: 'dist_cost',
+};
+/** In DISTRIBUTIONS order. */
+const DIST_COLUMNS = DISTRIBUTIONS.map((d) => DIST_COLUMN[d]).join(', ');
+const asBytes = (v: unknown): Uint8Array => (v instanceof Uint8Array ? v : Buffer.from(v as string, 'hex'));
+
+interface SampleRow {
+  i: number;
+  project_id: string;
+  model: string;
+  vendor: string | null;
+  duration_ms: number;
+  tokens_input: number | string | null;
+  tokens_output: number | string | null;
+  cost: number | null;
+  is_error: boolean;
+}
+
+const toSample = (r: SampleRow): RawSample => ({
+  range: Number(r.i),
+  projectId: r.project_id,
+  model: r.model,
+  vendor: r.vendor,
+  durationMs: Number(r.duration_ms),
+  tokensInput: r.tokens_input === null ? null : Number(r.tokens_input),
+  tokensOutput: r.tokens_output === null ? null : Number(r.tokens_output),
+  cost: r.cost === null ? null : Number(r.cost),
+  isError: r.is_error,
+});
+
+async function rawSamplesQuery(db: Knex | Knex.Transaction, projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]> {
+  if (ranges.length === 0 || projectIds.length === 0) return [];
+  const json = JSON.stringify(ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
+  const result = await db.raw(
+    // LATERAL … OFFSET 0: one index range scan per requested range, whatever the statistics say
+    // (a join over a fresh table otherwise degenerates into filtering every row per range).
+    `SELECT x.i, s.*
+       FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
+      CROSS JOIN LATERAL (
+        SELECT project_id, model, vendor, duration_ms, tokens_input, tokens_output, cost, is_error
+          FROM telemetry_model_calls
+         WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
+               ${model !== undefined ? 'AND model = ?' : ''}
+        OFFSET 0) s`,
+    model !== undefined ? [json, idArray(projectIds), model] : [json, idArray(projectIds)],
+  );
+  return (result.rows as SampleRow[]).map(toSample);
+}
+
+interface CellDbRow {
+  resolution: string;
+  bucket_start: Date;
+  model: string;
+  vendor: string;
+  requests: number | string;
+  errors: number | string;
+  dist_latency: unknown;
+  dist_tokens_input: unknown;
+  dist_tokens_output: unknown;
+  dist_tokens_total: unknown;
+  dist_cost: unknown;
+}
+
+const toCell = (r: CellDbRow): CellRow => ({
+  resolution: r.resolution as Resolution,
+  bucketMs: new Date(r.bucket_start).getTime(),
+  model: r.model,
+  vendor: r.vendor,
+  requests: Number(r.requests),
+  errors: Number(r.errors),
+  stats: [r.dist_latency, r.dist_tokens_input, r.dist_tokens_output, r.dist_tokens_total, r.dist_cost].map(asBytes),
+});
+
+interface QueryCellDbRow {
+  i: number;
+  project_id: string;
+  model: string;
+  vendor: string;
+  requests: number | string;
+  errors: number | string;
+  stats?: unknown;
+}
+
+const toQueryCell = (r: QueryCellDbRow, withStats: boolean): QueryCellRow => ({
+  range: Number(r.i),
+  projectId: r.project_id,
+  model: r.model,
+  vendor: r.vendor,
+  requests: Number(r.requests),
+  errors: Number(r.errors),
+  stats: withStats ? asBytes(r.stats) : null,
+});
+
+export class KnexRollupRepository implements RollupRepository {
+  constructor(private readonly db: Db) {}
+
+  async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]> {
+    const column = input.distribution ? DIST_COLUMN[input.distribution] : undefined;
+    if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
+    const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
+    const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
+    if (input.model !== undefined) bindings.push(input.model);
+    const result = await this.db.raw(
+      `SELECT x.i, c.*
+         FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
+        CROSS JOIN LATERAL (
+          SELECT project_id, model, vendor, requests, errors${column ? `, ${column} AS stats` : ''}
+            FROM telemetry_rollups
+           WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
+                 ${input.model !== undefined ? 'AND model = ?' : ''}
+          OFFSET 0) c`,
+      bindings as Knex.RawBinding[],
+    );
+    return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, column !== undefined));
+  }
+
+  rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]> {
+    return rawSamplesQuery(this.db, projectIds, ranges, model);
+  }
+}
+
+export class KnexRollupWriter implements RollupWriter {
+  constructor(
+    private readonly trx: Knex.Transaction,
+    /** Whether COPY FROM STDIN is available (node-postgres, not PGlite). */
+    private readonly copy: boolean,
+  ) {}
+
+  async deleteModelCalls(projectId: string, calls: Array<{ traceId: string; spanId: string; startMs: number }>): Promise<void> {
+    if (calls.length === 0) return;
+    await this.trx.raw(
+      `DELETE FROM telemetry_model_calls WHERE ctid = ANY(ARRAY(
+         SELECT m.ctid FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text)
+          CROSS JOIN LATERAL (SELECT ctid FROM telemetry_model_calls
+                               WHERE project_id = ? AND start_time = x.st AND trace_id = x.t AND span_id = x.s
+                              OFFSET 0) m))`,
+      [JSON.stringify(calls.map((c) => ({ st: iso(c.startMs), t: c.traceId, s: c.spanId }))), projectId],
+    );
+  }
+
+  async insertModelCalls(projectId: string, calls: ModelCallRow[]): Promise<void> {
+    if (calls.length === 0) return;
+    if (this.copy) {
+      const num = (v: number | null) => (v === null ? '\\N' : String(v));
+      await copyIn(
+        this.trx,
+        `COPY telemetry_model_calls (project_id, start_time, trace_id, span_id, model, vendor, duration_ms, tokens_input,
+           tokens_output, cost, is_error) FROM STDIN`,
+        calls.map(
+          (c) =>
+            `${projectId}\t${iso(c.startMs)}\t${c.traceId}\t${c.spanId}\t${copyText(c.model)}\t${copyText(c.vendor)}\t` +
+            `${c.durationMs}\t${num(c.tokensInput)}\t${num(c.tokensOutput)}\t${num(c.cost)}\t${c.isError ? 't' : 'f'}\n`,
+        ),
+      );
+      return;
+    }
+    const json = JSON.stringify(
+      calls.map((c) => ({ st: iso(c.startMs), t: c.traceId, s: c.spanId, m: c.model, v: c.vendor, d: c.durationMs, ti: c.tokensInput, to: c.tokensOutput, c: c.cost, e: c.isError })),
+    );
+    await this.trx.raw(
+      `INSERT INTO telemetry_model_calls (project_id, start_time, trace_id, span_id, model, vendor, duration_ms,
+                                          tokens_input, tokens_output, cost, is_error)
+       SELECT ?, x.st, x.t, x.s, x.m, x.v, x.d, x.ti, x."to", x.c, x.e
+         FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text, m text, v text, d bigint, ti bigint,
+                                              "to" bigint, c float8, e boolean)`,
+      [projectId, json],
+    );
+  }
+
+  async lockCells(keys: Array<[number, number]>): Promise<void> {
+    if (keys.length === 0) return;
+    const a = `{${keys.map((k) => k[0]).join(',')}}`;
+    const b = `{${keys.map((k) => k[1]).join(',')}}`;
+    await this.trx.raw(`SELECT count(pg_advisory_xact_lock(u.a, u.b)) FROM unnest(?::int[], ?::int[]) AS u(a, b)`, [a, b]);
+  }
+
+  async readCells(projectId: string, keys: CellKey[]): Promise<CellRow[]> {
+    if (keys.length === 0) return [];
+    const json = JSON.stringify(keys.map((k) => ({ r: k.resolution, b: iso(k.bucketMs), m: k.model, v: k.vendor })));
+    const result = await this.trx.raw(
+      `SELECT c.*
+         FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text)
+        CROSS JOIN LATERAL (
+          SELECT resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS} FROM telemetry_rollups
+           WHERE project_id = ? AND resolution = x.r AND bucket_start = x.b AND model = x.m AND vendor = x.v
+          OFFSET 0) c`,
+      [json, projectId],
+    );
+    return (result.rows as CellDbRow[]).map(toCell);
+  }
+
+  async readCellsInRange(projectId: string, resolution: Resolution, range: TimeRange): Promise<CellRow[]> {
+    const result = await this.trx.raw(
+      `SELECT resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS} FROM telemetry_rollups
+        WHERE project_id = ? AND resolution = ? AND bucket_start >= ? AND bucket_start < ?`,
+      [projectId, resolution, new Date(range.fromMs), new Date(range.toMs)],
+    );
+    return (result.rows as CellDbRow[]).map(toCell);
+  }
+
+  async writeCells(projectId: string, rows: CellRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const json = JSON.stringify(
+      rows.map((c) => ({
+        r: c.resolution,
+        b: iso(c.bucketMs),
+        m: c.model,
+        v: c.vendor,
+        q: c.requests,
+        e: c.errors,
+        s: c.stats.map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength).toString('base64')),
+      })),
+    );
+    await this.trx.raw(
+      `INSERT INTO telemetry_rollups (project_id, resolution, bucket_start, model, vendor, requests, errors, ${DIST_COLUMNS})
+       SELECT ?, x.r, x.b, x.m, x.v, x.q, x.e, decode(x.s[1], 'base64'), decode(x.s[2], 'base64'), decode(x.s[3], 'base64'),
+              decode(x.s[4], 'base64'), decode(x.s[5], 'base64')
+         FROM json_to_recordset(?::json) AS x(r text, b timestamptz, m text, v text, q bigint, e bigint, s text[])
+       ON CONFLICT (project_id, resolution, bucket_start, model, vendor) DO UPDATE SET
+         requests = excluded.requests, errors = excluded.errors, dist_latency = excluded.dist_latency,
+         dist_tokens_input = excluded.dist_tokens_input, dist_tokens_output = excluded.dist_tokens_output,
+         dist_tokens_total = excluded.dist_tokens_total, dist_cost = excluded.dist_cost`,
+      [projectId, json],
+    );
+  }
+
+  async deleteCells(projectId: string, resolution: Resolution, bucketsMs: number[]): Promise<void> {
+    if (bucketsMs.length === 0) return;
+    await this.trx.raw(
+      `DELETE FROM telemetry_rollups WHERE project_id = ? AND resolution = ? AND bucket_start = ANY(?::timestamptz[])`,
+      [projectId, resolution, `{${bucketsMs.map(iso).join(',')}}`],
+    );
+  }
+
+  rawSamples(projectIds: string[], ranges: TimeRange[]): Promise<RawSample[]> {
+    return rawSamplesQuery(this.trx, projectIds, ranges);
+  }
+
+  async insertMetricPoints(projectId: string, points: NormalizedMetric[]): Promise<void> {
+    if (points.length === 0) return;
+    const json = JSON.stringify(points.map((p) => ({ n: p.name, v: p.value, t: iso(p.timestampMs), a: p.attributes })));
+    await this.trx.raw(
+      `INSERT INTO telemetry_metric_points (project_id, name, value, timestamp, attributes)
+       SELECT ?, x.n, x.v, x.t, x.a FROM json_to_recordset(?::json) AS x(n text, v float8, t timestamptz, a jsonb)`,
+      [projectId, json],
+    );
+  }
+}

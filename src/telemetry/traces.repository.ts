@@ -1,0 +1,350 @@
+/**
+ * Traces with their span documents, and the monthly trace counter behind the quota: the writes of
+ * an ingest transaction and the reads of trace search and detail.
+ *
+ * On PostgreSQL new traces go in with COPY: no per-row SQL, no JSON parsing server-side. Elsewhere,
+ * and on PGlite, a batch travels as one JSON parameter expanded with json_to_recordset: one
+ * statement and one round trip whatever the batch size.
+ */
+import type { Knex } from 'knex';
+import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
+import type { Db } from '../db/knex.js';
+import type { Attributes, SpanStatusCode } from './normalize.js';
+
+export interface TraceSummary {
+  traceId: string;
+  startMs: number;
+  endMs: number;
+  spanCount: number;
+  rootName: string;
+  rootAttributes: Attributes;
+  model: string | null;
+  models: string[];
+  tokensInput: number;
+  tokensOutput: number;
+  cost: number;
+  hasError: boolean;
+}
+
+export interface StoredTrace {
+  traceId: string;
+  startTime: Date;
+  endTime: Date;
+  durationMs: number;
+  spanCount: number;
+  rootName: string;
+  rootAttributes: Attributes;
+  model: string | null;
+  tokensInput: number;
+  tokensOutput: number;
+  cost: number;
+  hasError: boolean;
+}
+
+/** A span as stored inside its trace; its model-call fields live in its attributes. */
+export interface StoredSpan {
+  spanId: string;
+  parentSpanId: string | null;
+  name: string;
+  kind: string | null;
+  /** Epoch milliseconds. */
+  startMs: number;
+  endMs: number;
+  statusCode: SpanStatusCode;
+  statusMessage: string | null;
+  /** After GenAI mapping and pricing. */
+  attributes: Attributes;
+}
+
+/** A trace row to write: its summary and all its spans. */
+export interface TraceWrite extends TraceSummary {
+  spans: StoredSpan[];
+}
+
+export interface LockedTrace {
+  spans: StoredSpan[];
+}
+
+export interface TraceSearch {
+  projectId: string;
+  limit: number;
+  after?: { startTime: Date; traceId: string };
+  startTime?: Date;
+  endTime?: Date;
+  model?: string;
+  minLatencyMs?: number;
+  minCost?: number;
+  status?: 'ok' | 'error';
+}
+
+/** Another transaction stored one of the batch's new traces first; retrying the batch resolves it. */
+export class ConcurrentInsertError extends Error {
+  constructor() {
+    super('a trace of the batch was inserted concurrently');
+    this.name = 'ConcurrentInsertError';
+  }
+}
+
+export interface TraceRepository {
+  searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
+  findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] } | undefined>;
+}
+
+/** Trace writes inside one ingest transaction. */
+export interface TraceWriter {
+  /**
+   * Row-locks the batch's traces that are stored (serialising batches that extend the same trace)
+   * and reads their spans, then inserts the others. Throws ConcurrentInsertError when another
+   * transaction inserted one of them meanwhile: the caller retries the whole batch.
+   *
+   * `optimistic`: skip the lookup and insert every trace at once, for batches expected to hold new
+   * traces only; a stored one then fails the insert (ConcurrentInsertError) and the caller retries
+   * without the option. The lookup costs as much as the insert's own uniqueness check.
+   */
+  claimTraces(
+    projectId: string,
+    traces: TraceWrite[],
+    now: Date,
+    options?: { optimistic?: boolean },
+  ): Promise<{ inserted: Set<string>; existing: Map<string, LockedTrace> }>;
+  /** Rewrites stored traces (summary and spans) after merging new spans in. */
+  updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void>;
+  /** Adds to the organization's monthly trace counter; returns the new total. */
+  addUsage(orgId: string, monthStart: Date, traces: number): Promise<number>;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** A span in the stored document (telemetry_traces.spans, JSON text). */
+interface SpanDocument {
+  span_id: string;
+  parent_span_id: string | null;
+  name: string;
+  kind: string | null;
+  start_ms: number;
+  end_ms: number;
+  status_code: SpanStatusCode;
+  status_message: string | null;
+  attributes: Attributes;
+}
+
+/** The one-letter keys of releases before migration 0070, which a process of such a release may still write while this one rolls out. */
+interface LegacySpanDocument {
+  s: string;
+  p: string | null;
+  n: string;
+  k: string | null;
+  st: number;
+  et: number;
+  c: SpanStatusCode;
+  m: string | null;
+  a: Attributes;
+}
+
+const toSpanDocument = (s: StoredSpan): SpanDocument => ({
+  span_id: s.spanId,
+  parent_span_id: s.parentSpanId,
+  name: s.name,
+  kind: s.kind,
+  start_ms: s.startMs,
+  end_ms: s.endMs,
+  status_code: s.statusCode,
+  status_message: s.statusMessage,
+  attributes: s.attributes,
+});
+
+const fromSpanDocument = (d: SpanDocument | LegacySpanDocument): StoredSpan =>
+  'span_id' in d
+    ? {
+        spanId: d.span_id,
+        parentSpanId: d.parent_span_id,
+        name: d.name,
+        kind: d.kind,
+        startMs: d.start_ms,
+        endMs: d.end_ms,
+        statusCode: d.status_code,
+        statusMessage: d.status_message,
+        attributes: d.attributes,
+      }
+    : { spanId: d.s, parentSpanId: d.p, name: d.n, kind: d.k, startMs: d.st, endMs: d.et, statusCode: d.c, statusMessage: d.m, attributes: d.a };
+
+const spansJson = (spans: StoredSpan[]): string => JSON.stringify(spans.map(toSpanDocument));
+const parseSpans = (text: string): StoredSpan[] => (JSON.parse(text) as Array<SpanDocument | LegacySpanDocument>).map(fromSpanDocument);
+
+/** Trace rows as one JSON parameter; each row's span document travels as JSON and is stored as its text. */
+function traceJson(traces: TraceWrite[]): string {
+  return JSON.stringify(
+    traces.map((t) => ({
+      id: t.traceId,
+      s: iso(t.startMs),
+      e: iso(t.endMs),
+      d: t.endMs - t.startMs,
+      c: t.spanCount,
+      rn: t.rootName,
+      ra: JSON.stringify(t.rootAttributes),
+      m: t.model,
+      ms: t.models,
+      ti: t.tokensInput,
+      to: t.tokensOutput,
+      cost: t.cost,
+      err: t.hasError,
+      sp: t.spans.map(toSpanDocument),
+    })),
+  );
+}
+
+interface TraceRow {
+  trace_id: string;
+  start_time: Date;
+  end_time: Date;
+  duration_ms: number;
+  span_count: number;
+  root_name: string;
+  root_attributes: string;
+  model: string | null;
+  tokens_input: number | string;
+  tokens_output: number | string;
+  cost: number;
+  has_error: boolean;
+}
+
+const toTrace = (r: TraceRow): StoredTrace => ({
+  traceId: r.trace_id,
+  startTime: new Date(r.start_time),
+  endTime: new Date(r.end_time),
+  durationMs: Number(r.duration_ms),
+  spanCount: Number(r.span_count),
+  rootName: r.root_name,
+  rootAttributes: JSON.parse(r.root_attributes) as Attributes,
+  model: r.model,
+  tokensInput: Number(r.tokens_input),
+  tokensOutput: Number(r.tokens_output),
+  cost: Number(r.cost),
+  hasError: r.has_error,
+});
+
+const TRACE_COLUMNS =
+  'trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes, model, tokens_input, tokens_output, cost, has_error';
+
+export class KnexTraceRepository implements TraceRepository {
+  constructor(private readonly db: Db) {}
+
+  async searchTraces(search: TraceSearch): Promise<StoredTrace[]> {
+    const q = this.db('telemetry_traces').select(this.db.raw(TRACE_COLUMNS)).where('project_id', search.projectId);
+    if (search.after) {
+      q.andWhere(this.db.raw('(start_time, trace_id) < (?, ?)', [search.after.startTime, search.after.traceId]));
+    }
+    if (search.startTime) q.andWhere('start_time', '>=', search.startTime);
+    if (search.endTime) {
+      q.andWhere('end_time', '<=', search.endTime);
+      // Implied (a trace starts before it ends), and it lets the index scan start at end_time
+      // instead of walking down from the newest trace.
+      q.andWhere('start_time', '<=', search.endTime);
+    }
+    if (search.model !== undefined) q.andWhere(this.db.raw('? = ANY(models)', [search.model]));
+    if (search.minLatencyMs !== undefined) q.andWhere('duration_ms', '>=', search.minLatencyMs);
+    if (search.minCost !== undefined) q.andWhere('cost', '>=', search.minCost);
+    if (search.status !== undefined) q.andWhere('has_error', search.status === 'error');
+    const rows = (await q.orderBy([{ column: 'start_time', order: 'desc' }, { column: 'trace_id', order: 'desc' }]).limit(search.limit)) as TraceRow[];
+    return rows.map(toTrace);
+  }
+
+  async findTrace(projectId: string, traceId: string) {
+    const row = (await this.db('telemetry_traces')
+      .select(this.db.raw(`${TRACE_COLUMNS}, spans`))
+      .where({ project_id: projectId, trace_id: traceId })
+      .first()) as (TraceRow & { spans: string }) | undefined;
+    if (!row) return undefined;
+    return { trace: toTrace(row), spans: parseSpans(row.spans) };
+  }
+}
+
+export class KnexTraceWriter implements TraceWriter {
+  constructor(
+    private readonly trx: Knex.Transaction,
+    /** Whether COPY FROM STDIN is available (node-postgres, not PGlite). */
+    private readonly copy: boolean,
+  ) {}
+
+  async claimTraces(projectId: string, traces: TraceWrite[], now: Date, options: { optimistic?: boolean } = {}) {
+    const existing = options.optimistic && this.copy ? new Map<string, LockedTrace>() : await this.lockTraces(projectId, traces.map((t) => t.traceId));
+    const fresh = traces.filter((t) => !existing.has(t.traceId));
+    if (fresh.length === 0) return { inserted: new Set<string>(), existing };
+    if (this.copy) {
+      const at = now.toISOString();
+      const lines = fresh.map(
+        (t) =>
+          `${projectId}\t${t.traceId}\t${iso(t.startMs)}\t${iso(t.endMs)}\t${t.endMs - t.startMs}\t${t.spanCount}\t` +
+          `${copyText(t.rootName)}\t${copyText(JSON.stringify(t.rootAttributes))}\t${copyText(t.model)}\t` +
+          `${copyText(textArray(t.models))}\t${t.tokensInput}\t${t.tokensOutput}\t${t.cost}\t${t.hasError ? 't' : 'f'}\t` +
+          `${copyText(spansJson(t.spans))}\t${at}\t${at}\n`,
+      );
+      try {
+        await copyIn(
+          this.trx,
+          `COPY telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
+             root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at)
+           FROM STDIN`,
+          lines,
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === '23505') throw new ConcurrentInsertError();
+        throw err;
+      }
+      return { inserted: new Set(fresh.map((t) => t.traceId)), existing };
+    }
+    const result = await this.trx.raw(
+      `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
+                                     root_attributes, model, models, tokens_input, tokens_output, cost, has_error,
+                                     spans, created_at, updated_at)
+       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?
+         FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text, ra text,
+                                              m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text)
+        ORDER BY x.id
+       ON CONFLICT (project_id, trace_id) DO NOTHING
+       RETURNING trace_id`,
+      [projectId, now, now, traceJson(fresh)],
+    );
+    const inserted = new Set((result.rows as Array<{ trace_id: string }>).map((r) => r.trace_id));
+    if (inserted.size !== fresh.length) throw new ConcurrentInsertError();
+    return { inserted, existing };
+  }
+
+  private async lockTraces(projectId: string, traceIds: string[]): Promise<Map<string, LockedTrace>> {
+    if (traceIds.length === 0) return new Map();
+    const result = await this.trx.raw(
+      `SELECT trace_id, spans FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
+      [projectId, idArray(traceIds)],
+    );
+    return new Map((result.rows as Array<{ trace_id: string; spans: string }>).map((r) => [r.trace_id, { spans: parseSpans(r.spans) }]));
+  }
+
+  async updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void> {
+    if (traces.length === 0) return;
+    await this.trx.raw(
+      // Rows are found by primary key one by one (LATERAL … OFFSET 0), then updated by ctid: the
+      // plan stays an index lookup per trace even when the table's statistics are stale.
+      `UPDATE telemetry_traces t SET
+          start_time = x.s, end_time = x.e, duration_ms = x.d, span_count = x.c, root_name = x.rn,
+          root_attributes = x.ra, model = x.m, models = x.ms, tokens_input = x.ti, tokens_output = x."to",
+          cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?
+         FROM (SELECT x.*, r.ctid AS row_ctid
+                 FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text,
+                                                      ra text, m text, ms text[], ti bigint, "to" bigint, cost float8,
+                                                      err boolean, sp text)
+                CROSS JOIN LATERAL (SELECT ctid FROM telemetry_traces WHERE project_id = ? AND trace_id = x.id OFFSET 0) r) x
+        WHERE t.ctid = x.row_ctid`,
+      [now, traceJson(traces), projectId],
+    );
+  }
+
+  async addUsage(orgId: string, monthStart: Date, traces: number): Promise<number> {
+    const result = await this.trx.raw(
+      `INSERT INTO telemetry_usage (org_id, month, traces) VALUES (?, ?::date, ?)
+       ON CONFLICT (org_id, month) DO UPDATE SET traces = telemetry_usage.traces + excluded.traces
+       RETURNING traces`,
+      [orgId, monthStart.toISOString().slice(0, 10), traces],
+    );
+    return Number((result.rows as Array<{ traces: number | string }>)[0]!.traces);
+  }
+}
