@@ -1,8 +1,6 @@
 /**
  * Import rules of the code base (docs/architecture.md explains the layers), checked in CI by
- * `npm run lint:deps`. Violations that existed when a rule was introduced are listed in
- * .dependency-cruiser-known-violations.json and tolerated; any new one fails. Fixing one: remove
- * its entry (or regenerate the file with `npm run -s lint:deps:baseline`) in the same commit.
+ * `npm run lint:deps`: any violation fails.
  */
 
 /** Business domains: one folder each under src/, wired by their own module. */

@@ -12,7 +12,7 @@ import type { Services } from './services.js';
 import { createOpenApiApp, type Authenticator } from './http/openapi-app.js';
 import { composeDocument, loadDocument } from './http/spec.js';
 import { unauthorized } from './kernel/errors.js';
-import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './http/handler-maps.js';
+import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';

@@ -1,5 +1,5 @@
 /** Admin API handlers of wallets, agents, policies and credit (management outside the agent API). */
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { Agent, Policy, Wallet } from './agent-wallet.repository.js';
 import type { AgentWalletAdminService } from './admin.service.js';

@@ -1,5 +1,5 @@
 /** Agent wallet runtime handlers: every route runs as the agent its P-256 headers authenticated. */
-import type { AgentWalletHandlers } from '../http/handler-maps.js';
+import type { AgentWalletHandlers } from '../handler-maps.js';
 import { iso } from '../kernel/present.js';
 import { SIGN_TYPED_DATA_PATH } from './protocol.js';
 import type { AgentWalletRuntimeService } from './runtime.service.js';

@@ -1,4 +1,4 @@
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { PaymentLink, Price, Product } from './catalog.repository.js';

@@ -1,5 +1,5 @@
 /** Merchant read access to the catalog: `GET /v1/product…` and the deprecated `/v1/products…` aliases. */
-import type { MerchantHandlers } from '../http/handler-maps.js';
+import type { MerchantHandlers } from '../handler-maps.js';
 import { iso, page } from '../kernel/present.js';
 import type { ProductWithLinks, CatalogService } from './catalog.service.js';
 

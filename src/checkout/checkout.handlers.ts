@@ -1,4 +1,4 @@
-import type { MerchantHandlers } from '../http/handler-maps.js';
+import type { MerchantHandlers } from '../handler-maps.js';
 import type { CheckoutSessionService } from './checkout-session.service.js';
 import type { CheckoutSession } from '../commerce/model.js';
 import { presentCheckoutSession } from './checkout-session.presenter.js';

@@ -1,4 +1,4 @@
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, page } from '../kernel/present.js';
 import type { CryptoTransfer, ReceivingWallet } from './crypto.repository.js';
 import { caip2, type CryptoQuoteService } from './crypto-quote.service.js';

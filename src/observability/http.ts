@@ -4,7 +4,7 @@
  * and the ingest counters wrapped around the telemetry handlers.
  */
 import express, { type Express, type Router } from 'express';
-import type { TelemetryHandlers } from '../http/handler-maps.js';
+import type { TelemetryHandlers } from '../handler-maps.js';
 import type { Metrics } from './metrics.js';
 
 export function registerMetricsRoute(router: Router, metrics: Metrics): void {

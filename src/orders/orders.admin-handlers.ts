@@ -1,4 +1,4 @@
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import type { OrderService } from './order.service.js';
 
 export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandlers, 'refundOrder'> {

@@ -1,5 +1,5 @@
 import type { Clock } from '../kernel/clock.js';
-import type { MerchantHandlers } from '../http/handler-maps.js';
+import type { MerchantHandlers } from '../handler-maps.js';
 import { page } from '../kernel/present.js';
 import type { OrderStatus } from '../commerce/model.js';
 import { presentOrder } from '../commerce/order.presenter.js';

@@ -1,4 +1,4 @@
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { ApiKey, Organization } from './orgs.repository.js';
 import type { OrgService } from './orgs.service.js';

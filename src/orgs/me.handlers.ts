@@ -1,4 +1,4 @@
-import type { MerchantHandlers } from '../http/handler-maps.js';
+import type { MerchantHandlers } from '../handler-maps.js';
 
 export function createMeHandlers(): Pick<MerchantHandlers, 'getMe'> {
   return {

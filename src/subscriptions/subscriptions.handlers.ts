@@ -1,4 +1,4 @@
-import type { AdminHandlers, MerchantHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers, MerchantHandlers } from '../handler-maps.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { EntitlementService } from './entitlement.service.js';
 import type { Subscription } from '../commerce/model.js';

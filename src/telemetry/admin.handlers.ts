@@ -1,5 +1,5 @@
 /** Admin API: telemetry projects and telemetry API keys of an organization. */
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { TelemetryKeyService } from './keys.service.js';

@@ -1,6 +1,6 @@
 /** Telemetry API handlers ({api_url}/v1/projects, traces, metrics, ingest, OTLP). */
 import type { Clock } from '../kernel/clock.js';
-import type { TelemetryHandlers } from '../http/handler-maps.js';
+import type { TelemetryHandlers } from '../handler-maps.js';
 import { iso } from '../kernel/present.js';
 import type { IngestService } from './ingest.service.js';
 import type { MetricsService } from './metrics.service.js';

@@ -1,4 +1,4 @@
-import type { AdminHandlers } from '../http/handler-maps.js';
+import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { SigningKey } from './signing-key.repository.js';

@@ -1,4 +1,4 @@
-import type { MerchantHandlers } from '../http/handler-maps.js';
+import type { MerchantHandlers } from '../handler-maps.js';
 import { iso, page } from '../kernel/present.js';
 import type { WebhookEndpoint } from './webhook.model.js';
 import type { WebhookService } from './webhooks.service.js';

@@ -1,4 +1,4 @@
-import type { SigningKeyHandlers } from '../http/handler-maps.js';
+import type { SigningKeyHandlers } from '../handler-maps.js';
 import type { SigningKeyService } from './signing-key.service.js';
 
 export function createSigningKeyHandlers(signingKeys: SigningKeyService): SigningKeyHandlers {

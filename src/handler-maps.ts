@@ -1,16 +1,16 @@
 /**
  * The full operation sets each listener serves. A handler map `satisfies` one of these, so an
  * operation added to a document without a handler (or a handler that drifts from its operation)
- * fails to compile.
+ * fails to compile. Composition, not framework: it names each API's caller identity.
  */
-import type { operations as MerchantOperations } from '../../generated/merchant.js';
-import type { operations as TelemetryOperations } from '../../generated/telemetry.js';
-import type { operations as AgentWalletOperations } from '../../generated/agent-wallet.js';
-import type { operations as AdminOperations } from '../../generated/admin.js';
-import type { HandlerMap } from './typed-handler.js';
-import type { TelemetryAuth } from '../telemetry/keys.service.js';
-import type { MerchantAuth } from '../orgs/orgs.service.js';
-import type { AgentAuth } from '../agent-wallet/runtime.service.js';
+import type { operations as MerchantOperations } from '../generated/merchant.js';
+import type { operations as TelemetryOperations } from '../generated/telemetry.js';
+import type { operations as AgentWalletOperations } from '../generated/agent-wallet.js';
+import type { operations as AdminOperations } from '../generated/admin.js';
+import type { HandlerMap } from './http/typed-handler.js';
+import type { TelemetryAuth } from './telemetry/keys.service.js';
+import type { MerchantAuth } from './orgs/orgs.service.js';
+import type { AgentAuth } from './agent-wallet/runtime.service.js';
 
 /** Webhook events are documented as operations of the merchant document but sent, not served. */
 type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>;
