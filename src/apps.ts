@@ -18,6 +18,7 @@ import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
+import { guardHostedPages, hostedPageFallbacks } from './checkout/hosted-page-guard.js';
 import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
 import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
@@ -89,9 +90,11 @@ export async function createMerchantApp(deps: AppDeps): Promise<Express> {
     authenticators: { ApiKeyAuth: apiKeyAuth },
     extraRoutes: (router) => {
       if (deps.config.benchFloor) registerBenchFloor(router, new BenchFloorRepository(deps.database.db), deps.clock);
+      guardHostedPages(router);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
       registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
       registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
+      hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],
         elsewhere: [
