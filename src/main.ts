@@ -4,10 +4,11 @@
  */
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { loadConfig, ConfigError, type Config } from './config.js';
+import { configSecrets, loadConfig, ConfigError, type Config } from './config.js';
 import { migrateLatest, openDatabase, type Database } from './db/knex.js';
 import { systemClock } from './kernel/clock.js';
 import { createLogger, type Logger } from './kernel/logger.js';
+import { SecretValues } from './kernel/redaction.js';
 import { SecretBox } from './kernel/secrets.js';
 import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
 import { createServices, type Services } from './services.js';
@@ -48,7 +49,9 @@ async function seedDemo(config: Config, services: Services, logger: Logger): Pro
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const logger = createLogger({ level: config.logLevel });
+  const secretValues = new SecretValues();
+  for (const value of configSecrets(config)) secretValues.add(value);
+  const logger = createLogger({ level: config.logLevel, secretValues });
   if (!config.databaseUrl && config.role !== 'all') {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
   }
@@ -57,11 +60,15 @@ async function main(): Promise<void> {
   );
   await migrateLatest(database.db);
   const clock = systemClock;
-  const secretBox = new SecretBox(await encryptionKeyFor(config.dataDir, config.encryptionKey));
+  const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
+  secretValues.add(encryptionKey.toString('base64'));
+  secretValues.add(encryptionKey.toString('hex'));
+  const secretBox = new SecretBox(encryptionKey);
   const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
   const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
+  secretValues.add(adminToken);
   const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics };
 
   const servers: Server[] = [];
