@@ -11,6 +11,7 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { SecretValues, urlSecretParts } from '../../src/kernel/redaction.js';
 import { ViemChainClient } from '../../src/crypto-payments/chain-client.js';
+import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
 
 const CHAIN = 31337;
 const PATH_KEY = 'alchemyKey0123456789abcdefXYZ';
@@ -50,6 +51,41 @@ beforeAll(async () => {
 afterAll(async () => {
   await ctx?.close();
   await new Promise((resolve) => rpc?.close(resolve));
+});
+
+describe('the access log', () => {
+  it('names hosted pages and API operations by their route pattern, never by a path with its token', async () => {
+    const secrets: string[] = [];
+    const create = async (body: object, key: string) => {
+      const res = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', key).send(body);
+      expect(res.status).toBe(201);
+      return { id: res.body.data.id as string, path: new URL(res.body.data.url).pathname };
+    };
+    const monthly = { pricingData: { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', productData: { name: 'Plan' } }, customerEmail: 'buyer@example.com' };
+    const session = await create(monthly, 'log-1');
+    secrets.push(session.path.split('/').pop()!);
+    expect((await ctx.merchant.get(session.path)).status).toBe(200);
+    expect((await ctx.merchant.post(`${session.path}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' })).status).toBe(303);
+    const complete = await ctx.merchant.get(`${session.path}/complete`);
+    const manage = /href="(\/subscriptions\/manage\/[0-9A-Za-z]+)"/.exec(complete.text)![1]!;
+    secrets.push(manage.split('/').pop()!);
+    expect((await ctx.merchant.get(manage)).status).toBe(200);
+    expect((await ctx.merchant.post(`${manage}/cancel`)).status).toBe(200);
+    expect((await ctx.merchant.get(`${manage}/cancel`)).status).toBe(404);
+    const product = await createProduct(ctx, ctx.orgA.orgId, { name: 'Linked' });
+    const price = await createPrice(ctx, product.productId, { amount: 500, currency: 'USD' });
+    const link = new URL((await createLink(ctx, price.pricingId)).paymentLinkUrl).pathname;
+    secrets.push(link.split('/').pop()!);
+    expect((await ctx.merchant.get(link)).status).toBe(303);
+    expect((await ctx.merchant.get(`/v1/checkout-sessions/${session.id}`).set('X-API-Key', ctx.orgA.apiKey)).status).toBe(200);
+
+    const all = lines.join('');
+    for (const route of ['/checkout/{token}', '/checkout/{token}/pay', '/checkout/{token}/complete', '/subscriptions/manage/{token}', '/subscriptions/manage/{token}/cancel', '/pay/{linkToken}', '/v1/checkout-sessions/{id}']) {
+      expect(all, route).toContain(`"route":"${route}"`);
+    }
+    for (const secret of secrets) expect(all.includes(secret), `${secret} is in the log`).toBe(false);
+    expect(all).not.toContain(session.id);
+  });
 });
 
 describe('chain RPC failures', () => {
