@@ -137,5 +137,12 @@ describe('value-based redaction', () => {
     // Short or structural parts of the URL are not secrets: they stay readable.
     expect(urlSecretParts(`https://eth.example/v3/${PATH_KEY}?chain=1`)).not.toContain('v3');
     expect(JSON.parse(line).msg).toBe('node said [redacted]');
+
+    // A value registered after creation (the admin token read from DATA_DIR) counts in child loggers too.
+    captured.length = 0;
+    secrets.add('kadm_generated_later_0123456789');
+    logger.child({ app: 'merchant' }).warn({ header: 'Bearer kadm_generated_later_0123456789' }, 'late');
+    expect(captured.join('')).not.toContain('kadm_generated_later_0123456789');
+    expect(JSON.parse(captured.join('')).header).toBe('Bearer [redacted]');
   });
 });
