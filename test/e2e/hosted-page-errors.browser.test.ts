@@ -58,12 +58,12 @@ describe.skipIf(!available)('hosted page errors in a browser', () => {
     await page.fill('#exp', '12/30');
     await page.fill('#cvc', '123');
     // A second CVC field in the form, as an extension might add one.
-    await page.evaluate(() => {
+    await page.evaluate(`(() => {
       const extra = document.createElement('input');
       extra.name = 'cvc';
       extra.value = '999';
-      document.querySelector('form')!.appendChild(extra);
-    });
+      document.querySelector('form').appendChild(extra);
+    })()`);
     const [answer] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/pay')), page.click('button[type=submit]')]);
     expect(answer.status()).toBe(400);
     await expect(page.title()).resolves.toBe('Cannot send this form');
