@@ -9,6 +9,7 @@
  * Registered around the pages: guardHostedPages() before them, hostedPageFallbacks() after.
  */
 import type { NextFunction, Request, Response, Router } from 'express';
+import { AppError } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import { HOSTED_PAGE_CSP, escapeHtml, layout } from './hosted-pages.js';
 import { PageInputError, controlCharacterIn, shownName } from './hosted-form.js';
@@ -56,18 +57,28 @@ export function guardHostedPages(router: Router): void {
   });
 }
 
-/** body-parser's errors (a status and a `type`) as a page; undefined for anything else. */
-function formErrorPage(err: { status?: unknown; type?: unknown }): Page | undefined {
-  switch (err.type) {
+/** The page for what a hosted page's middleware passed on; undefined for a failure of ours. */
+function errorPage(err: unknown): { page: Page; headers?: Record<string, string> } | undefined {
+  if (err instanceof PageInputError) return { page: messagePage(err.status, err.title, err.message) };
+  // The router could not decode a path segment (`%E0%A4%A`): no token is spelled that way.
+  if (err instanceof URIError) return { page: notFoundPage() };
+  // Refusals of the application (a rate limit, a database that is down) keep their status and headers.
+  if (err instanceof AppError && err.code !== 'INTERNAL_ERROR') {
+    const title = err.status === 429 ? 'Too many requests' : err.status === 404 ? 'Not found' : err.status >= 500 ? 'Temporarily unavailable' : 'Cannot open this page';
+    return { page: messagePage(err.status, title, err.status >= 500 ? 'Please try again in a moment.' : err.message), headers: err.options.headers };
+  }
+  const { status, type } = (err ?? {}) as { status?: unknown; type?: unknown };
+  // body-parser's refusals of a form.
+  switch (type) {
     case 'parameters.too.many':
-      return messagePage(413, 'Cannot send this form', 'The form has more fields than this page takes.');
+      return { page: messagePage(413, 'Cannot send this form', 'The form has more fields than this page takes.') };
     case 'entity.too.large':
-      return messagePage(413, 'Cannot send this form', 'The form is larger than this page takes.');
+      return { page: messagePage(413, 'Cannot send this form', 'The form is larger than this page takes.') };
     case 'charset.unsupported':
     case 'encoding.unsupported':
-      return messagePage(415, 'Cannot send this form', 'The form is in an encoding this page cannot read; send it as UTF-8.');
+      return { page: messagePage(415, 'Cannot send this form', 'The form is in an encoding this page cannot read; send it as UTF-8.') };
   }
-  if (typeof err.status === 'number' && err.status >= 400 && err.status < 500) return messagePage(400, 'Cannot send this form', 'The form could not be read.');
+  if (typeof status === 'number' && status >= 400 && status < 500) return { page: messagePage(status, 'Cannot open this page', 'The request could not be read.') };
   return undefined;
 }
 
@@ -76,15 +87,9 @@ export function hostedPageFallbacks(router: Router, logger: Logger): void {
   router.use(HOSTED_PAGE_PREFIXES, (_req: Request, res: Response) => sendPage(res, notFoundPage()));
   router.use(HOSTED_PAGE_PREFIXES, (err: unknown, req: Request, res: Response, next: NextFunction) => {
     if (res.headersSent) return next(err);
-    let page: Page | undefined;
-    if (err instanceof PageInputError) page = messagePage(err.status, err.title, err.message);
-    // The router could not decode a path segment (`%E0%A4%A`): no token is spelled that way.
-    else if (err instanceof URIError) page = notFoundPage();
-    else if (err !== null && typeof err === 'object') page = formErrorPage(err);
-    if (!page) {
-      (req.log ?? logger).error({ err }, 'hosted page failed');
-      page = messagePage(500, 'Something went wrong', 'Please try again in a moment.');
-    }
-    sendPage(res, page);
+    const answer = errorPage(err);
+    if (!answer || answer.page.status >= 500) (req.log ?? logger)[answer ? 'warn' : 'error']({ err }, 'hosted page failed');
+    for (const [name, value] of Object.entries(answer?.headers ?? {})) res.setHeader(name, value);
+    sendPage(res, answer?.page ?? messagePage(500, 'Something went wrong', 'Please try again in a moment.'));
   });
 }

@@ -5,8 +5,13 @@
  * repeated form fields, too many fields, control characters in fields and in a payment link's query.
  * Run on PostgreSQL too (TEST_DATABASE_URL): PGlite and PostgreSQL refuse NUL differently.
  */
+import express, { Router } from 'express';
+import supertest from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { guardHostedPages, hostedPageFallbacks } from '../../src/checkout/hosted-page-guard.js';
+import { AppError } from '../../src/http/errors.js';
+import { createLogger } from '../../src/kernel/logger.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
 
 let ctx: TestContext;
@@ -40,7 +45,7 @@ const counts = async () => {
   return { sessions, orders, customers };
 };
 
-/** A human page: HTML with the hosted pages' headers, a 4xx status, no stack trace or JSON. */
+/** A human page: HTML with the hosted pages' headers, the expected status, no stack trace or JSON. */
 function expectHumanPage(res: { status: number; text: string; headers: Record<string, string> }, status: number | number[], shown: string): void {
   expect([status].flat(), `${shown} → ${res.status} ${res.text.slice(0, 300)}`).toContain(res.status);
   expect(res.headers['content-type'], shown).toMatch(/^text\/html/);
@@ -138,5 +143,27 @@ describe('payment links', () => {
     }
     expect(await counts()).toEqual(before);
     expect((await ctx.merchant.get(`/pay/${linkToken}?ref=ok`)).status).toBe(303);
+  });
+});
+
+describe('the hosted pages\' error page', () => {
+  it('keeps the status and headers of an application refusal (a rate limit), and shows a failure of ours as a logged 500 page', async () => {
+    const logged: string[] = [];
+    const router = Router();
+    guardHostedPages(router);
+    router.get('/checkout/:token', (_req, _res, next) => next(new AppError('RATE_LIMITED', 'Too many attempts on this checkout', { headers: { 'Retry-After': '7' } })));
+    router.get('/checkout/:token/complete', () => {
+      throw new Error('boom at the database');
+    });
+    hostedPageFallbacks(router, createLogger({ level: 'info', destination: { write: (line) => void logged.push(line) } }));
+    const app = express().use(router);
+    const limited = await supertest(app).get('/checkout/abc');
+    expectHumanPage(limited, 429, 'rate limited');
+    expect(limited.headers['retry-after']).toBe('7');
+    expect(limited.text).toContain('Too many attempts on this checkout');
+    const failed = await supertest(app).get('/checkout/abc/complete');
+    expectHumanPage(failed, 500, 'thrown');
+    expect(failed.text).not.toContain('boom');
+    expect(logged.join('')).toContain('boom at the database');
   });
 });
