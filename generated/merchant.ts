@@ -85,7 +85,13 @@ export interface paths {
          *     buyer is redirected (`303`) to `successUrl`, or to a Kassa confirmation page when there is
          *     none; an asynchronous payment shows a "processing" page that refreshes itself. Following
          *     `cancelUrl` does not cancel or fail the session. An expired, complete or failed session's page
-         *     refuses payment.
+         *     refuses payment. Input the hosted pages (checkout, payment links `/pay/<token>`, the
+         *     subscription manage page) cannot read is answered with a page a person can read and stores
+         *     nothing: `404` for a token no page can have (anything but 1-64 base64url characters) or a path
+         *     no page has; `400` naming the field for a form field sent twice (never read as its first or
+         *     last value), a field that is not plain text or holds a control character, or a control
+         *     character in a payment link's query; `413` for more form fields or bytes than the form takes;
+         *     `415` for a form in an encoding other than UTF-8 or ISO-8859-1.
          *
          *     **How a session leaves `CREATED`** (the product spec leaves these transitions open):
          *     * `COMPLETE` when a payment is accepted: the order is created `PAID` (`order.paid`), or

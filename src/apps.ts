@@ -18,6 +18,7 @@ import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
 import { registerHostedRateLimits } from './checkout/hosted-rate-limit.js';
+import { guardHostedPages, hostedPageFallbacks } from './checkout/hosted-page-guard.js';
 import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
 import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
@@ -87,9 +88,11 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     extraRoutes: (router) => {
       extras.extraRoutes?.(router);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
+      guardHostedPages(router);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
       registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
       registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
+      hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],
         elsewhere: [

@@ -5,11 +5,12 @@
  */
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
-import { loadConfig, ConfigError, type Config } from './config.js';
+import { configSecrets, loadConfig, ConfigError, type Config } from './config.js';
 import { migrateLatest, openDatabase, type Database } from './db/knex.js';
 import { lockDataDir, type DataDirLock } from './db/data-dir-lock.js';
 import { systemClock } from './kernel/clock.js';
 import { createLogger, type Logger } from './kernel/logger.js';
+import { SecretValues } from './kernel/redaction.js';
 import { SecretBox } from './kernel/secrets.js';
 import { StartupError } from './kernel/startup-error.js';
 import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
@@ -87,7 +88,9 @@ export interface BootOptions {
 
 async function start(options: BootOptions): Promise<void> {
   const config = loadConfig();
-  const logger = createLogger({ level: config.logLevel });
+  const secretValues = new SecretValues();
+  for (const value of configSecrets(config)) secretValues.add(value);
+  const logger = createLogger({ level: config.logLevel, secretValues });
   const clock = systemClock;
   if (!config.databaseUrl && config.role !== 'all') {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
@@ -111,6 +114,8 @@ async function start(options: BootOptions): Promise<void> {
   opened.push(() => database.close());
   await migrateLatest(database.db);
   const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
+  secretValues.add(encryptionKey.key.toString('base64'));
+  secretValues.add(encryptionKey.key.toString('hex'));
   const secretBox = new SecretBox(encryptionKey.key);
   // Before anything is sealed with the key (the first signing key below).
   const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
@@ -119,6 +124,7 @@ async function start(options: BootOptions): Promise<void> {
   const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
+  secretValues.add(adminToken);
   const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics };
 
   const servers: Server[] = [];

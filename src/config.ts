@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { CryptoConfigError, parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
+import { urlSecretParts } from './kernel/redaction.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -258,4 +259,24 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
       prices: prices(env, 'TELEMETRY_PRICES'),
     },
   };
+}
+
+/**
+ * The configured values that are secrets wherever they appear: the logger blanks them by value
+ * (src/kernel/redaction.ts). The admin token and encryption key, the database password, and the
+ * parts of each chain's RPC URL that may hold the provider's key.
+ */
+export function configSecrets(config: Config): string[] {
+  const secrets = [config.adminToken, config.encryptionKey?.toString('base64'), config.encryptionKey?.toString('hex')];
+  if (config.databaseUrl && URL.canParse(config.databaseUrl)) {
+    const database = new URL(config.databaseUrl);
+    secrets.push(database.password);
+    try {
+      secrets.push(decodeURIComponent(database.password));
+    } catch {
+      // Not percent-encoded text: the raw form is the one that can appear.
+    }
+  }
+  for (const chain of config.crypto.chains) secrets.push(...urlSecretParts(chain.rpcUrl));
+  return secrets.filter((value): value is string => Boolean(value));
 }

@@ -4,9 +4,10 @@
  * HTML with one stylesheet inline and no script, no external asset: it works on any phone and
  * under a strict Content-Security-Policy.
  */
-import express, { type Request, type Response, type Router } from 'express';
+import type { Request, Response, Router } from 'express';
 import { AppError } from '../kernel/errors.js';
 import { statusOf, toAppError } from '../http/errors.js';
+import { hostedForm } from './hosted-form.js';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession } from '../commerce/model.js';
@@ -193,7 +194,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     }
   });
 
-  router.post('/checkout/:token/pay', express.urlencoded({ extended: false, limit: '8kb', parameterLimit: 10 }), async (req, res) => {
+  router.post('/checkout/:token/pay', hostedForm({ limit: '8kb', parameterLimit: 10 }), async (req, res) => {
     try {
       const form = (req.body ?? {}) as Record<string, string | undefined>;
       const expiry = parseExpiry(form.expiry ?? '');

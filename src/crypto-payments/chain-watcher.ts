@@ -126,7 +126,8 @@ export class ChainWatcher {
         busy = (await this.pass(chain)) || busy;
       } catch (err) {
         // One unreachable RPC must not stop the other chains; the cursor is unchanged, so nothing is missed.
-        this.logger.error({ err, chainId: chain.chainId }, 'crypto chain watcher pass failed');
+        // By chain id and host: the RPC URL's path and query may carry the provider's key.
+        this.logger.error({ err, chainId: chain.chainId, rpcHost: rpcHostOf(chain) }, 'crypto chain watcher pass failed');
       }
     }
     return busy;
@@ -362,6 +363,8 @@ export class ChainWatcher {
     }
   }
 }
+
+const rpcHostOf = (chain: ChainConfig): string => (URL.canParse(chain.rpcUrl) ? new URL(chain.rpcUrl).host : 'unknown');
 
 function isUniqueViolation(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: string }).code === '23505';

@@ -121,13 +121,15 @@ function chainEntry(raw: unknown, index: number): ChainConfig {
   const rpcUrl = pick('rpcUrl', isString, 'an http(s) URL');
   const explorerUrl = pick('explorerUrl', isString, 'an http(s) URL');
   for (const [key, value] of [['rpcUrl', rpcUrl], ['explorerUrl', explorerUrl]] as const) {
+    // An RPC URL is not quoted back: providers put their API key in its path or query.
+    const shown = key === 'rpcUrl' ? '' : `, got "${value}"`;
     let url: URL;
     try {
       url = new URL(value);
     } catch {
-      throw new CryptoConfigError(`${where}.${key} must be an absolute URL, got "${value}"`);
+      throw new CryptoConfigError(`${where}.${key} must be an absolute URL${shown}`);
     }
-    if (!['http:', 'https:'].includes(url.protocol)) throw new CryptoConfigError(`${where}.${key} must be http(s), got "${value}"`);
+    if (!['http:', 'https:'].includes(url.protocol)) throw new CryptoConfigError(`${where}.${key} must be http(s)${shown || `, got ${url.protocol}`}`);
   }
   const tokensRaw = entry.tokens ?? base?.tokens;
   if (!Array.isArray(tokensRaw) && (typeof tokensRaw !== 'object' || tokensRaw === null)) {

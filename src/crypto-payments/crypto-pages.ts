@@ -4,13 +4,14 @@
  * a QR code rendered server-side as an SVG data: URI), then the transfer's progress. No script:
  * the page refreshes itself with a meta refresh until the payment is confirmed.
  */
-import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import type { NextFunction, Request, Response, Router } from 'express';
 import QRCode from 'qrcode';
 import { AppError } from '../kernel/errors.js';
 import { statusOf } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
 import { HOSTED_PAGE_CSP, escapeHtml, layout, retryLaterPage, summary } from '../checkout/hosted-pages.js';
+import { hostedForm } from '../checkout/hosted-form.js';
 import type { CheckoutSession } from '../commerce/model.js';
 import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
 import type { Order } from '../commerce/model.js';
@@ -177,7 +178,7 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
     }
   });
 
-  router.post('/checkout/:token/crypto-email', express.urlencoded({ extended: false, limit: '4kb', parameterLimit: 5 }), async (req: Request<{ token: string }>, res: Response) => {
+  router.post('/checkout/:token/crypto-email', hostedForm({ limit: '4kb', parameterLimit: 5 }), async (req: Request<{ token: string }>, res: Response) => {
     try {
       const session = await deps.sessions.findByPageToken(req.params.token);
       if (!session || session.provider !== 'CRYPTO') return send(res, { status: 404, html: layout('Not found', '<h1>Not found</h1><div class="error" data-testid="status">This checkout does not exist.</div>') });

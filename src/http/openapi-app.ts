@@ -157,8 +157,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The path only: query strings can carry e-mail addresses and references.
-      req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+      req.log.info({ method: req.method, route: routeOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
       if (req.operationId) recordContract?.(req.operationId, res.statusCode);
     });
@@ -167,7 +166,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     res.on('close', () => {
       if (res.writableFinished) return;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      req.log.info({ method: req.method, path: req.path, status: 499, ms: Math.round(ms * 10) / 10 }, 'request aborted by the client');
+      req.log.info({ method: req.method, route: routeOf(req), status: 499, ms: Math.round(ms * 10) / 10 }, 'request aborted by the client');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: 499, seconds: ms / 1000 });
     });
     next();
@@ -352,6 +351,19 @@ function operationLabel(req: Request): string {
   if (req.operationId) return req.operationId;
   const route = (req as Request & { route?: { path?: unknown } }).route?.path;
   return typeof route === 'string' ? route : 'unmatched';
+}
+
+/**
+ * What the access log names a request by: its route pattern, never its path or query. Paths carry
+ * bearer tokens (`/subscriptions/manage/<token>` cancels a subscription, `/checkout/<token>` shows
+ * the buyer's e-mail) and ids; queries e-mail addresses and references. Documented operations by
+ * their OpenAPI path (`/v1/orders/{orderId}`), other routes by their Express pattern in the same
+ * notation (`/checkout/{token}`), a request no route took as `(unmatched)`.
+ */
+function routeOf(req: Request): string {
+  if (req.documented) return req.documented.entry.op.path;
+  const route = (req as Request & { route?: { path?: unknown } }).route?.path;
+  return typeof route === 'string' ? route.replace(/:(\w+)/g, '{$1}') : '(unmatched)';
 }
 
 /** Security requirements are OR'ed; the schemes inside one requirement are AND'ed. */

@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
+import type { SecretValues } from './redaction.js';
 
 export type { Logger };
 
@@ -20,12 +21,24 @@ export const REDACTED_PATHS = [
   '*.password',
 ];
 
-export function createLogger(options: { level: string; destination?: DestinationStream } = { level: 'info' }): Logger {
+export interface LoggerOptions {
+  level: string;
+  destination?: DestinationStream;
+  /**
+   * Secret values blanked wherever they appear in a line (messages and error texts included),
+   * whatever field carries them; values registered after creation count too.
+   */
+  secretValues?: SecretValues;
+}
+
+export function createLogger(options: LoggerOptions = { level: 'info' }): Logger {
+  const secrets = options.secretValues;
   return pino(
     {
       level: options.level,
       base: undefined,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      ...(secrets ? { hooks: { streamWrite: (line: string) => (secrets.size > 0 ? secrets.scrub(line) : line) } } : {}),
     },
     options.destination,
   );

@@ -18,7 +18,7 @@ describe('logging', () => {
     await ctx.merchant.get('/v1/me').set('X-API-Key', `${ctx.orgA.apiKey}x`);
     await ctx.admin.get('/v1/orgs');
     const all = lines.join('');
-    expect(all).toContain('"path":"/v1/me"');
+    expect(all).toContain('"route":"/v1/me"');
     expect(all).toContain('"status":401');
     expect(all).not.toContain(ctx.orgA.apiKey);
     expect(all).not.toContain(ctx.adminToken);

@@ -59,7 +59,7 @@ describe('a request whose client hung up before its body was read', () => {
     await lookedUp;
     // Whatever the handler would do (a few queries, then a crash on the missing body) has time to happen.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const logged = lines.filter((l) => l.includes('"path":"/v1/checkout-sessions"')).map((l) => JSON.parse(l));
+    const logged = lines.filter((l) => l.includes('"route":"/v1/checkout-sessions"')).map((l) => JSON.parse(l));
     expect(logged).toEqual([expect.objectContaining({ status: 499, msg: 'request aborted by the client' })]);
     expect(lines.join('')).not.toContain('unhandled error');
     expect(Number((await ctx.testDb.database.db('checkout_sessions').count({ n: '*' }).first())!.n)).toBe(before);

@@ -1,20 +1,28 @@
 /**
  * No secret reaches a log: a real server process (`src/main.ts`, debug level) is driven with
- * every kind of credential and card data it accepts, valid and invalid, and its whole output
- * (stdout and stderr, from start to shutdown) is searched for each of them. Runs on the embedded
- * database, or on PostgreSQL when TEST_DATABASE_URL is set.
+ * every kind of credential and card data it accepts, valid and invalid, the bearer tokens of the
+ * hosted pages' paths, and a chain RPC URL carrying a provider key in its path and query (the node
+ * refuses it and echoes the key); its whole output (stdout and stderr, from start to shutdown) is
+ * searched for each of them. Runs on the embedded database, or on PostgreSQL when
+ * TEST_DATABASE_URL is set.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  MONTHLY,
   ONE_TIME,
   createCheckout,
+  cryptoOneTime,
   createDatabase,
   http,
   newDeployment,
   payOnHostedPage,
   provisionMerchant,
+  setReceivingWallet,
   startKassa,
+  waitFor,
   type KassaProcess,
   type ThrowAwayDatabase,
 } from '../../tools/cluster.js';
@@ -26,12 +34,37 @@ let adminToken: string;
 let encryptionKey: string;
 let output = '';
 const secrets: Record<string, string> = {};
+const CHAIN = 31337;
+let rpcNode: Server;
+let rpcHost: string;
+
+/** A chain node that refuses the provider key of its URL and, as some providers do, repeats it. */
+async function startRefusingNode(pathKey: string, queryKey: string): Promise<void> {
+  rpcNode = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(401, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32001, message: `invalid API key ${pathKey} or ${queryKey}` } }));
+    });
+  });
+  await new Promise<void>((resolve) => rpcNode.listen(0, '127.0.0.1', resolve));
+  rpcHost = `127.0.0.1:${(rpcNode.address() as AddressInfo).port}`;
+}
 
 beforeAll(async () => {
   const serverUrl = process.env.TEST_DATABASE_URL;
   db = serverUrl ? await createDatabase(serverUrl, 'kassa_logs') : undefined;
+  secrets['RPC key in the URL path'] = `rpcPathKey${randomBytes(12).toString('hex')}`;
+  secrets['RPC key in the URL query'] = `rpcQueryKey${randomBytes(12).toString('hex')}`;
+  await startRefusingNode(secrets['RPC key in the URL path'], secrets['RPC key in the URL query']);
+  const chains = [{
+    chainId: CHAIN, name: 'Local', rpcUrl: `http://${rpcHost}/v2/${secrets['RPC key in the URL path']}?apikey=${secrets['RPC key in the URL query']}`,
+    confirmations: 1, explorerUrl: 'https://local.test', blockRange: 10, initialLookback: 0, tokens: { USDC: '0x5FbDB2315678afecb367f032d93F642f64180aa3' },
+  }];
   // Without DATABASE_URL the process opens its own embedded database in a temporary DATA_DIR.
-  const deployment = newDeployment(db?.url ?? '', { LOG_LEVEL: 'debug', MERCHANT_RATE_LIMIT_PER_MINUTE: '5' });
+  const deployment = newDeployment(db?.url ?? '', {
+    LOG_LEVEL: 'debug', MERCHANT_RATE_LIMIT_PER_MINUTE: '5', CRYPTO_CHAINS: JSON.stringify(chains), CRYPTO_POLL_INTERVAL_MS: '200',
+  });
   adminToken = deployment.adminToken;
   encryptionKey = deployment.encryptionKey;
   // The embedded database migrates from scratch in the child: slow on a busy CI machine.
@@ -41,7 +74,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
   await db?.drop();
+  await new Promise((resolve) => rpcNode?.close(resolve));
 });
+
+const tokenOf = (url: string) => new URL(url).pathname.split('/')[2]!;
 
 describe('logs of a real run', () => {
   it('never contain an API key, token, Agent Wallet Key or card number it handled', async () => {
@@ -93,15 +129,49 @@ describe('logs of a real run', () => {
     });
     expect(smuggled.status).toBe(401);
 
+    // The hosted pages' bearer tokens, through every page: the access log names routes, not paths.
+    secrets['paid checkout page token'] = tokenOf(paid.url);
+    secrets['declined checkout page token'] = tokenOf(declined.url);
+    const pages = await provisionMerchant(server.adminUrl, adminToken, 'Log audit pages');
+    secrets['second merchant API key'] = pages.apiKey;
+    const subscription = await createCheckout(server.merchantUrl, pages.apiKey, MONTHLY, 'logs-sub');
+    secrets['subscription checkout page token'] = tokenOf(subscription.url);
+    expect((await http('GET', subscription.url)).status).toBe(200);
+    expect(await payOnHostedPage(subscription.url)).toBe(303);
+    const complete = await http('GET', `${subscription.url}/complete`);
+    const manage = /href="(\/subscriptions\/manage\/[0-9A-Za-z]+)"/.exec(complete.text)![1]!;
+    secrets['subscription manage token'] = manage.split('/').pop()!;
+    expect((await http('GET', `${server.merchantUrl}${manage}`)).status).toBe(200);
+    expect((await http('GET', `${server.merchantUrl}${manage}/nope`)).status).toBe(404);
+    expect((await http('POST', `${server.merchantUrl}${manage}/cancel`)).status).toBe(200);
+    const product = await http('POST', `${server.adminUrl}/v1/orgs/${pages.orgId}/products`, { headers: admin, body: { name: 'Linked' } });
+    const price = await http('POST', `${server.adminUrl}/v1/products/${product.json.data.productId}/prices`, { headers: admin, body: { amount: 500, currency: 'USD' } });
+    const link = await http('POST', `${server.adminUrl}/v1/prices/${price.json.data.pricingId}/payment-links`, { headers: admin });
+    expect(link.status).toBe(201);
+    secrets['payment link token'] = tokenOf(link.json.data.paymentLinkUrl);
+    const opened = await http('GET', `${link.json.data.paymentLinkUrl}?ref=logs`);
+    expect(opened.status).toBe(303);
+    secrets['payment link checkout page token'] = opened.headers.get('location')!.split('/').pop()!;
+
+    // A crypto session gives the chain watcher an address to watch: its passes fail on the refusing node.
+    await setReceivingWallet(server.adminUrl, adminToken, pages.orgId, CHAIN, '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed');
+    const crypto = await createCheckout(server.merchantUrl, pages.apiKey, cryptoOneTime(2_000_000), 'logs-crypto');
+    secrets['crypto checkout page token'] = tokenOf(crypto.url);
+    expect((await http('GET', crypto.url)).status).toBe(200);
+    await waitFor('a failed chain watcher pass', async () => server.output().includes('crypto chain watcher pass failed'), 60_000);
+
     secrets['admin token'] = adminToken;
     secrets['encryption key'] = encryptionKey;
     await server.stop();
     output = server.output();
     // The run did log (requests, failures), so an empty log cannot pass for a clean one.
-    expect(output).toContain('"path":"/v1/me"');
+    expect(output).toContain('"route":"/v1/me"');
     expect(output).toContain('"status":401');
     expect(output).toContain('"status":429');
     expect(output).toContain('shutting down');
+    for (const route of ['/checkout/{token}', '/checkout/{token}/pay', '/subscriptions/manage/{token}/cancel', '/pay/{linkToken}']) expect(output).toContain(`"route":"${route}"`);
+    expect(output).toContain('"msg":"crypto chain watcher pass failed"');
+    expect(output).toContain(`"rpcHost":"${rpcHost}"`);
     for (const [what, value] of Object.entries(secrets)) {
       expect(value.length, what).toBeGreaterThan(12);
       expect(output.includes(value), `${what} appears in the logs`).toBe(false);
