@@ -17,8 +17,9 @@ import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
-import { registerHostedRateLimits } from './checkout/hosted-rate-limit.js';
-import { guardHostedPages, hostedPageFallbacks } from './checkout/hosted-page-guard.js';
+import { registerHostedRateLimits } from './pages/rate-limit.js';
+import { guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
+import { registerManagePages } from './subscriptions/manage-pages.js';
 import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
 import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
 import { createOrderHandlers } from './orders/orders.handlers.js';
@@ -92,6 +93,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
       registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
       registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
+      registerManagePages(router, deps.services.subscriptions, deps.logger);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],

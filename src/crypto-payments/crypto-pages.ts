@@ -6,15 +6,12 @@
  */
 import type { NextFunction, Request, Response, Router } from 'express';
 import QRCode from 'qrcode';
-import { AppError } from '../kernel/errors.js';
-import { statusOf } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
-import { HOSTED_PAGE_CSP, escapeHtml, layout, retryLaterPage, summary } from '../checkout/hosted-pages.js';
-import { hostedForm } from '../checkout/hosted-form.js';
-import type { CheckoutSession } from '../commerce/model.js';
-import type { CheckoutSessionService } from '../checkout/checkout-session.service.js';
-import type { Order } from '../commerce/model.js';
+import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type Page } from '../pages/page.js';
+import { summary } from '../pages/checkout-summary.js';
+import { hostedForm } from '../pages/form.js';
+import type { CheckoutSession, Order } from '../commerce/model.js';
 import type { CryptoQuoteService } from './crypto-quote.service.js';
 import type { CryptoQuote } from '../commerce/model.js';
 import type { CryptoTransfer } from './crypto.repository.js';
@@ -34,10 +31,15 @@ export function tokenAmount(units: number): string {
 /** EIP-681 request for an ERC-20 transfer, understood by mobile wallets. */
 export const paymentUri = (q: CryptoQuote) => `ethereum:${q.tokenAddress}@${q.chainId}/transfer?address=${q.recipient}&uint256=${q.amountUnits}`;
 
-type Page = { status: number; html: string };
+/** What the page needs of checkout (a structural view: crypto-payments does not import checkout). */
+interface SessionPages {
+  findByPageToken(token: string): Promise<CheckoutSession | undefined>;
+  isPayable(session: CheckoutSession): boolean;
+  orderOf(session: CheckoutSession): Promise<Order | undefined>;
+}
 
 interface PageDeps {
-  sessions: CheckoutSessionService;
+  sessions: SessionPages;
   crypto: CryptoQuoteService;
   clock: Clock;
 }
@@ -152,27 +154,13 @@ export async function renderCryptoCheckout(deps: PageDeps, session: CheckoutSess
 
 /** Registered before the card pages: it answers for crypto sessions and passes the rest on. */
 export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logger): void {
-  const send = (res: Response, page: Page) => {
-    res.status(page.status).set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' }).type('html').send(page.html);
-  };
-  const fail = (req: Request, res: Response, err: unknown) => {
-    const retry = retryLaterPage(err);
-    if (retry) {
-      (req.log ?? logger).warn({ err }, 'crypto hosted page unavailable');
-      return send(res.set('Retry-After', retry.retryAfter), retry);
-    }
-    if (err instanceof AppError && statusOf(err) < 500) {
-      return send(res, { status: statusOf(err) === 404 ? 404 : 400, html: layout('Cannot open this checkout', `<h1>Cannot open this checkout</h1><div class="error" data-testid="status">${escapeHtml(err.message)}</div>`) });
-    }
-    (req.log ?? logger).error({ err }, 'crypto hosted page failed');
-    send(res, { status: 500, html: layout('Something went wrong', '<h1>Something went wrong</h1><div class="error" data-testid="status">Please try again in a moment.</div>') });
-  };
+  const fail = pageFailure(logger);
 
   router.get('/checkout/:token', async (req: Request<{ token: string }>, res: Response, next: NextFunction) => {
     try {
       const session = await deps.sessions.findByPageToken(req.params.token);
       if (!session || session.provider !== 'CRYPTO') return next();
-      send(res, await renderCryptoCheckout(deps, session));
+      sendPage(res, await renderCryptoCheckout(deps, session));
     } catch (err) {
       fail(req, res, err);
     }
@@ -181,10 +169,10 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
   router.post('/checkout/:token/crypto-email', hostedForm({ limit: '4kb', parameterLimit: 5 }), async (req: Request<{ token: string }>, res: Response) => {
     try {
       const session = await deps.sessions.findByPageToken(req.params.token);
-      if (!session || session.provider !== 'CRYPTO') return send(res, { status: 404, html: layout('Not found', '<h1>Not found</h1><div class="error" data-testid="status">This checkout does not exist.</div>') });
+      if (!session || session.provider !== 'CRYPTO') return sendPage(res, notFoundPage('This checkout does not exist.'));
       const email = String((req.body as Record<string, unknown> | undefined)?.email ?? '').trim();
       if (!session.customerEmail && deps.sessions.isPayable(session)) {
-        if (!EMAIL.test(email) || Buffer.byteLength(email) > 255) return send(res, emailPage(session, 'Enter a valid e-mail address.'));
+        if (!EMAIL.test(email) || Buffer.byteLength(email) > 255) return sendPage(res, emailPage(session, 'Enter a valid e-mail address.'));
         await deps.crypto.identifyBuyer(session.id, email, (s) => deps.sessions.isPayable(s));
       }
       // Post/redirect/get: the instructions page can then refresh itself without resubmitting.

@@ -9,7 +9,7 @@ import express, { Router } from 'express';
 import supertest from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { guardHostedPages, hostedPageFallbacks } from '../../src/checkout/hosted-page-guard.js';
+import { guardHostedPages, hostedPageFallbacks } from '../../src/pages/guard.js';
 import { AppError } from '../../src/kernel/errors.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';

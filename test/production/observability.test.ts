@@ -17,7 +17,7 @@ import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
 import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
-import { HOSTED_PAGE_CSP } from '../../src/checkout/hosted-pages.js';
+import { HOSTED_PAGE_CSP } from '../../src/pages/page.js';
 import { BENCH_FLOOR_TABLE_SQL, BenchFloorRepository, registerBenchFloor } from '../../tools/bench-floor.js';
 import { bearer, createProjectWithKey, span, spanId, traceId } from '../telemetry/helpers.js';
 

@@ -3,7 +3,7 @@
  * the subscription manage page). Whatever a browser, a crawler or an attacker sends there is
  * answered with a human page and a 4xx before it reaches a service or the database: a token no
  * page can have is 404, a form or query a page cannot read is 400/413/415 naming the problem
- * (forms: src/checkout/hosted-form.ts). Any other path under a hosted prefix is a 404 page too,
+ * (forms: src/pages/form.ts). Any other path under a hosted prefix is a 404 page too,
  * and an unexpected failure a 500 page (logged), never the JSON error body of the APIs.
  *
  * Registered around the pages: guardHostedPages() before them, hostedPageFallbacks() after.
@@ -12,8 +12,8 @@ import type { NextFunction, Request, Response, Router } from 'express';
 import { AppError } from '../kernel/errors.js';
 import { statusOf } from '../http/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import { HOSTED_PAGE_CSP, escapeHtml, layout } from './hosted-pages.js';
-import { PageInputError, controlCharacterIn, shownName } from './hosted-form.js';
+import { messagePage, notFoundPage, sendPage, type Page } from './page.js';
+import { PageInputError, controlCharacterIn, shownName } from './form.js';
 
 /** Path prefixes of the buyer-facing pages; nothing of the APIs lives under them. */
 export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage'];
@@ -27,26 +27,6 @@ const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/
  * which PostgreSQL cannot hold, spaces, slashes, non-ASCII, 5000 characters) names no page.
  */
 const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
-
-interface Page {
-  status: number;
-  html: string;
-}
-
-function sendPage(res: Response, page: Page): void {
-  res
-    .status(page.status)
-    .set({ 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' })
-    .type('html')
-    .send(page.html);
-}
-
-const messagePage = (status: number, title: string, message: string): Page => ({
-  status,
-  html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" role="alert" data-testid="status">${escapeHtml(message)}</div>`),
-});
-
-const notFoundPage = (): Page => messagePage(404, 'Not found', 'This page does not exist. Check the link you were given.');
 
 /** Before the pages: the token every page looks up, and the query string every page gets. */
 export function guardHostedPages(router: Router): void {

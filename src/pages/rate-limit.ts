@@ -7,7 +7,7 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { Clock } from '../kernel/clock.js';
 import { FixedWindowRateLimiter, clientAddressKey } from '../http/rate-limit.js';
-import { HOSTED_PAGE_HEADERS, retryLaterPage } from './hosted-pages.js';
+import { retryLaterPage, sendPage } from './page.js';
 
 const HOSTED_PATH = /^\/(checkout|pay|subscriptions\/manage)\//;
 
@@ -26,7 +26,7 @@ export function registerHostedRateLimits(router: Router, limits: { perMinute: nu
     } catch (err) {
       const page = retryLaterPage(err);
       if (!page) return next(err);
-      return res.status(page.status).set(HOSTED_PAGE_HEADERS).set('Retry-After', page.retryAfter).type('html').send(page.html);
+      return sendPage(res, page);
     }
     next();
   });
