@@ -3,8 +3,9 @@
  * Graphviz `dot`) and the figures that tell whether the architecture holds: modules, import
  * circles, imports between domains and the domain pairs that import each other.
  *
- * `--figures` prints the figures only (no Graphviz needed). The rules themselves are checked by
- * `npm run lint:deps` (.dependency-cruiser.cjs).
+ * `--figures` prints the figures only (no Graphviz needed); with `--check` it also fails when a
+ * domain folder imports one that imports it back, directly or around a circle (module circles
+ * are dependency-cruiser's `no-circular`). `npm run lint:deps` runs both checks.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,7 @@ const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..
 const DEPCRUISE = path.join(REPO_ROOT, 'node_modules', '.bin', 'depcruise');
 const SVG = path.join(REPO_ROOT, 'docs', 'architecture', 'modules.svg');
 /** Folders under src/ that are not business domains. */
-const NOT_DOMAINS = new Set(['http', 'kernel', 'db', 'client', 'docs', 'observability']);
+const NOT_DOMAINS = new Set(['http', 'pages', 'kernel', 'db', 'client', 'docs', 'observability']);
 
 interface Module {
   source: string;
@@ -71,7 +72,7 @@ const folderOf = (file: string): string => {
   return parts.length > 2 ? parts[1]! : '(composition)';
 };
 
-function figures(): string {
+function figures(): { text: string; folderCircles: string[][] } {
   const modules = (JSON.parse(cruise('json')) as { modules: Module[] }).modules.filter((m) => m.source.startsWith('src/'));
   const graph = new Map<string, Set<string>>();
   const folders = new Map<string, Set<string>>();
@@ -92,17 +93,24 @@ function figures(): string {
   }
   const moduleCircles = circles(graph);
   const pairs = [...folders].flatMap(([from, tos]) => [...tos].filter((to) => from < to && folders.get(to)?.has(from)).map((to) => `${from} ↔ ${to}`));
-  return [
+  const folderCircles = circles(folders);
+  const text = [
     `modules in src/: ${modules.length} (${imports} imports between them)`,
     `import circles (type-only imports included): ${moduleCircles.length}, through ${moduleCircles.reduce((n, c) => n + c.length, 0)} modules`,
     ...moduleCircles.map((c) => `  ${c.join(', ')}`),
     `imports from one domain into another: ${crossDomain} (domains: the folders of src/ except ${[...NOT_DOMAINS].join(', ')})`,
     `domain pairs importing each other: ${pairs.length}${pairs.length ? ` (${pairs.join(', ')})` : ''}`,
-    `domain folders in circles: ${circles(folders).map((c) => c.join(' → ')).join('; ') || 'none'}`,
+    `domain folders in circles: ${folderCircles.map((c) => c.join(' → ')).join('; ') || 'none'}`,
   ].join('\n');
+  return { text, folderCircles };
 }
 
-process.stdout.write(`${figures()}\n`);
+const { text, folderCircles } = figures();
+process.stdout.write(`${text}\n`);
+if (process.argv.includes('--check') && folderCircles.length > 0) {
+  process.stderr.write('domain folders import each other in a circle: move what both need into commerce/ or kernel/, or invert the dependency\n');
+  process.exit(1);
+}
 if (!process.argv.includes('--figures')) {
   // The product's own modules; packages would double the picture and say little.
   const dotSource = cruise('dot', '--include-only', '^src/');
