@@ -333,7 +333,7 @@ export class CheckoutSessionService {
     if (result.status === 'already_accepted') {
       return { kind: 'processing', session: (await this.findByPageToken(token))! };
     }
-    const order = await this.payments.applyPaymentResult({
+    const { order } = await this.payments.applyPaymentResult({
       checkoutSessionId: session.id,
       outcome: result.status === 'succeeded' ? 'succeeded' : 'pending',
       processorPaymentId: result.paymentId,

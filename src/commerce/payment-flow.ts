@@ -43,6 +43,12 @@ export interface CryptoTransferResult {
 /** A paid card payment becomes available for payout two days later (sandbox schedule). */
 const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
+/** What applying a card payment result did (see applyPaymentResult). */
+export interface PaymentApplied {
+  outcome: 'applied' | 'unchanged' | 'duplicate_payment';
+  order: Order;
+}
+
 export class PaymentFlow {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -53,8 +59,11 @@ export class PaymentFlow {
    * Applies one payment result. Safe to call any number of times, in any order: the session row
    * is locked, there is at most one order per session, and a PAID or REFUNDED order never moves
    * back (a late `pending` or `failed` after `succeeded` changes nothing).
+   *
+   * `duplicate_payment`: a second, different payment succeeded for a session that is already
+   * paid. Nothing changes here; the processor that reported it must refund it.
    */
-  applyPaymentResult(result: PaymentResult): Promise<Order> {
+  applyPaymentResult(result: PaymentResult): Promise<PaymentApplied> {
     return this.uow.transaction(async (stores) => {
       const session = await stores.sessions.findForUpdate(result.checkoutSessionId);
       if (!session) throw notFound('Checkout session');
@@ -62,7 +71,7 @@ export class PaymentFlow {
     });
   }
 
-  private async applyLocked(stores: CommerceStores, session: CheckoutSession, result: PaymentResult): Promise<Order> {
+  private async applyLocked(stores: CommerceStores, session: CheckoutSession, result: PaymentResult): Promise<PaymentApplied> {
     const now = this.clock.now();
     const existing = await stores.orders.findBySession(session.id);
     if (!existing) {
@@ -89,11 +98,16 @@ export class PaymentFlow {
       assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
       const linked = paid ? await this.startSubscription(stores, session, order, now) : order;
       await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
-      return linked;
+      return { outcome: 'applied', order: linked };
     }
 
     const next = nextStatus(existing.status, result.outcome);
-    if (!next) return existing; // duplicate, late or out-of-order result: nothing changes
+    if (!next) {
+      const secondPayment =
+        result.outcome === 'succeeded' && (existing.status === 'PAID' || existing.status === 'REFUNDED') && existing.processorPaymentId !== result.processorPaymentId;
+      // A repeated, late or out-of-order result of the same payment changes nothing either.
+      return { outcome: secondPayment ? 'duplicate_payment' : 'unchanged', order: existing };
+    }
     const order: Order = {
       ...existing,
       status: next,
@@ -110,7 +124,7 @@ export class PaymentFlow {
       { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
       now,
     );
-    return linked;
+    return { outcome: 'applied', order: linked };
   }
 
   /**

@@ -163,9 +163,14 @@ describe('declines, duplicates and late results', () => {
     expect(orders).toHaveLength(1);
     const orderId = orders[0].id;
     // Duplicate and late results through the processor-webhook path change nothing.
-    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'succeeded', processorPaymentId: 'dup' });
-    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'pending', processorPaymentId: 'late' });
-    await ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'failed', processorPaymentId: 'late' });
+    const paidBy = orders[0].processor_payment_id as string;
+    const apply = (outcome: 'succeeded' | 'pending' | 'failed', processorPaymentId: string) =>
+      ctx.services.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome, processorPaymentId });
+    expect((await apply('succeeded', paidBy)).outcome).toBe('unchanged');
+    // A second, different payment of a paid session is reported, so its processor can refund it.
+    expect((await apply('succeeded', 'dup')).outcome).toBe('duplicate_payment');
+    expect((await apply('pending', 'late')).outcome).toBe('unchanged');
+    expect((await apply('failed', 'late')).outcome).toBe('unchanged');
     expect((await readOrder(orderId)).body.data.status).toBe('PAID');
     expect(await eventsOf(orderId)).toEqual(['order.paid']);
     // Paying again on the page shows the status instead of charging.
