@@ -545,7 +545,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
   }
 
   async markHistoryFailed(id: string, failureMessage: string): Promise<void> {
-    await this.db('agent_wallet_history').where({ id }).update({ status: 'failed', failure_message: failureMessage });
+    await this.db('agent_wallet_history').where({ id, status: 'signed' }).update({ status: 'failed', failure_message: failureMessage });
   }
 
   async listHistory(walletId: string, limit: number): Promise<HistoryEntry[]> {
