@@ -183,7 +183,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     // The admin listener is loopback-only by default; its reference is served there too.
     extraRoutes: (router) => {
       registerDocsRoutes(router, { documents: ['admin'] });
-      // Unauthenticated like /healthz, on the private listener only (README "Operating Kassa").
+      // Unauthenticated like /healthz, on the private listener only (docs/operations.md).
       if (deps.metrics) registerMetricsRoute(router, deps.metrics);
     },
     logger: deps.logger,

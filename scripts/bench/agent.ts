@@ -29,7 +29,7 @@
  * time per operation over the server's CPU per request is what the ratio would be if the server
  * had a core to itself.
  *
- * Measured on the 2-core development machine under the bench lock (see README "Agent wallets"):
+ * Measured on the 2-core development machine under the bench lock (see docs/benchmarks.md):
  * 390-680 req/s with BENCH_CLIENT=http and about 500 with the SDK client, p99 26-35 ms, against a
  * floor of 2,140-2,980 ops/s: a ratio of 0.17-0.25, the 0.60 target missed. Per request the server
  * spends 1.5-2.5 ms of CPU, the floor 0.33-0.47 ms per operation; the load generator (0.36-0.6 ms

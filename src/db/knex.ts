@@ -117,7 +117,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const config: Knex.Config & { preparedStatements: boolean } = {
       client: PgClient,
       preparedStatements: options.preparedStatements ?? true,
-      // Bounded waits (README "Operating Kassa", faults): a connection attempt gives up after 3 s,
+      // Bounded waits (docs/operations.md, faults): a connection attempt gives up after 3 s,
       // waiting for a free pooled connection after 5 s, a statement after 15 s on the server and
       // after 20 s on the client (a network partition, where the server cannot answer at all).
       // All of them surface as 503 SERVICE_UNAVAILABLE (src/http/errors.ts).

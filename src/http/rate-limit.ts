@@ -7,7 +7,7 @@
  * serializes on that row's lock held until its commit is flushed; for the API whose hot path is
  * checkout creation that costs more than the protection is worth. The price: the limit holds per
  * API process, so behind a load balancer with N processes a key can make up to N times the limit
- * (README "Operating Kassa" says how to size it). Windows are aligned on the epoch, so all keys
+ * (docs/operations.md says how to size it). Windows are aligned on the epoch, so all keys
  * change window together and the previous window's counters are dropped at once: memory is bounded
  * by the keys active in one window.
  */

@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics of one process (prom-client), served at `GET /metrics` on the admin listener
- * (see README "Operating Kassa"). Two kinds:
+ * (see docs/operations.md). Two kinds:
  *
  * - per-process counters and histograms, fed by the code that does the work: HTTP request
  *   durations by operationId and status, webhook attempt outcomes (worker processes), telemetry

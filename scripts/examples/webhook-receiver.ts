@@ -1,0 +1,40 @@
+/**
+ * The smallest webhook receiver that is safe to trust: it verifies every delivery's Ed25519
+ * signature over the RAW body against Kassa's published signing key before reading it, answers
+ * 401 when that fails and 204 otherwise, and prints one line per event. The README's quick start
+ * runs it with `webhook listen --forward`; copy it into your backend as a starting point.
+ *
+ *   npx tsx scripts/examples/webhook-receiver.ts   # http://localhost:4000/webhooks/kassa
+ *
+ * PORT (default 4000) and KASSA_API_URL (default http://localhost:3001, where the signing key is
+ * published) change where it listens and where it fetches the key.
+ */
+import express from 'express';
+import { WebhookVerificationError, WebhookVerifier, type WebhookEvent } from '../../src/client/index.js';
+
+const port = Number(process.env.PORT ?? 4000);
+const apiUrl = process.env.KASSA_API_URL ?? 'http://localhost:3001';
+
+const verifier = new WebhookVerifier({ signingKeyUrl: `${apiUrl}/v1/webhooks/signing-key` });
+const app = express();
+
+// express.raw, never express.json: re-serialized JSON no longer matches the signature.
+app.post('/webhooks/kassa', express.raw({ type: 'application/json', limit: '1mb' }), async (req, res) => {
+  let event: WebhookEvent;
+  try {
+    event = await verifier.verify(req.body as Buffer, req.headers);
+  } catch (err) {
+    if (err instanceof WebhookVerificationError) {
+      console.log(`rejected ${String(req.headers['webhook-id'] ?? '(no webhook-id)')}: ${err.code}`);
+      res.status(401).json({ error: err.code });
+      return;
+    }
+    throw err; // the signing key could not be fetched: a 5xx, and Kassa retries
+  }
+  // Acknowledge first, work afterwards; de-duplicate on webhook-id (delivery is at least once).
+  res.status(204).end();
+  const subject = 'order' in event.data ? ` ${event.data.order.orderId} ${event.data.order.status}` : '';
+  console.log(`verified ${event.type}${subject} (${String(req.headers['webhook-id'])})`);
+});
+
+app.listen(port, () => console.log(`webhook receiver listening on http://localhost:${port}/webhooks/kassa`));
