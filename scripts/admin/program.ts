@@ -30,6 +30,8 @@ export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext):
   product,
   price,
   paymentlink,
+  order,
+  subscription,
   project,
   telemetryKey,
   wallet,
