@@ -221,7 +221,7 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     expect(again.deliveryId).not.toBe(queued.deliveryId);
   });
 
-  it('webhook listen forwards a new event to a local receiver and stops on SIGINT', async () => {
+  it('webhook listen --verbose forwards a new event to a local receiver, reports each poll, and stops on SIGINT', async () => {
     const received: string[] = [];
     const receiver = http.createServer((req, res) => {
       received.push(String(req.headers['webhook-id']));
@@ -230,7 +230,7 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const forward = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
     const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'webhook', 'listen', '--org', ctx.orgA.orgId, '--forward', forward, '--interval-ms', '200'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'webhook', 'listen', '--org', ctx.orgA.orgId, '--forward', forward, '--interval-ms', '200', '--verbose'], {
       cwd: repoRoot,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -248,6 +248,9 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
       expect(line).toMatchObject({ type: 'order.paid', status: 204, error: null });
       expect(received).toContain(line.eventId);
       expect(orderId).toMatch(/^ORD_/);
+      // Verbose: the polling chatter goes to stderr; stdout keeps one JSON line per forwarded event.
+      expect(stderr).toMatch(/^poll: [1-9]\d* event\(s\), cursor \d+$/m);
+      expect(stdout.trim().split('\n').every((l) => JSON.parse(l).eventId)).toBe(true);
     } finally {
       child.kill('SIGINT');
       const code = await exited;
