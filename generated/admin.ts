@@ -816,6 +816,9 @@ export interface paths {
          *     `endpoint` is the fixed pseudo-endpoint `{"id": "WHE_000000000000000000listen", "name":
          *     "webhook listen (CLI)"}`. Every event of the organization is included (no selection), and
          *     forwarding has no retries: the CLI prints each receiver's answer.
+         *
+         *     The server logs successful calls of this operation at `debug` level (a listening CLI polls
+         *     once a second); refused ones are logged like every other request.
          */
         get: operations["listenWebhookEvents"];
         put?: never;

@@ -7,11 +7,14 @@
  * a second and POSTs each new event to the local URL itself. The server renders and signs every
  * event exactly like a delivery (same headers, `v1a` signatures with the published keys), so the
  * local receiver runs its real verification against `GET {api_url}/v1/webhooks/signing-key`.
- * Listening starts "from now"; there are no retries (it prints each answer). Unlike the other
- * commands it streams: one JSON line per forwarded event on stdout, until Ctrl-C.
+ * Listening starts "from now"; there are no retries of a forward (it prints each answer). Unlike
+ * the other commands it streams: one JSON line per forwarded event on stdout, until Ctrl-C. When
+ * the server goes away (a restart), it says so once on stderr, retries with capped exponential
+ * backoff and jitter, says so once when it is back, and carries on from its cursor.
  */
 import type { Command } from 'commander';
-import { parsePositiveInt, usageError, type CliContext } from './cli.js';
+import { setTimeout as sleepFor } from 'node:timers/promises';
+import { CliError, parsePositiveInt, usageError, type CliContext } from './cli.js';
 
 /** What one forward produced (one NDJSON line of `webhook listen`). */
 export interface ForwardResult {
@@ -122,25 +125,110 @@ export function register(program: Command, ctx: CliContext): void {
 
   webhook
     .command('listen')
-    .description("Forward the organization's new events, signed, to a local receiver (development); one JSON line per event, until Ctrl-C")
+    .description("Forward the organization's new events, signed, to a local receiver (development); one JSON line per event, until Ctrl-C; reconnects when the server restarts")
     .requiredOption('--org <id>', 'organization id (ORG_...)')
     .requiredOption('--forward <url>', 'local receiver, e.g. http://localhost:4000/webhooks', parseForwardUrl)
     .option('--interval-ms <n>', 'pause between polls (default 1000)', parsePositiveInt)
-    .action(async (opts: { org: string; forward: string; intervalMs?: number }) => {
-      let stopped = false;
-      const stop = () => {
-        stopped = true;
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      let { cursor } = await listenOnce(ctx, opts.org, undefined, opts.forward);
-      process.stderr.write(`Listening for events of ${opts.org}; forwarding to ${opts.forward} (Ctrl-C to stop)\n`);
-      while (!stopped) {
-        await sleep(opts.intervalMs ?? 1000);
-        if (stopped) break;
-        const round = await listenOnce(ctx, opts.org, cursor, opts.forward);
-        cursor = round.cursor;
-        for (const result of round.forwarded) process.stdout.write(`${JSON.stringify(result)}\n`);
+    .option('--verbose', 'also print a line per poll and per reconnection attempt (stderr)')
+    .action(async (opts: { org: string; forward: string; intervalMs?: number; verbose?: boolean }) => {
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      try {
+        await listen(ctx, {
+          orgId: opts.org,
+          forwardUrl: opts.forward,
+          intervalMs: opts.intervalMs ?? 1000,
+          verbose: opts.verbose ?? false,
+          signal: stop.signal,
+          out: (line) => process.stdout.write(`${line}\n`),
+          status: (line) => process.stderr.write(`${line}\n`),
+        });
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
       }
     });
+}
+
+/** Reconnection backoff: from half a second, doubling, at most 30 s between attempts. */
+export const RECONNECT_BASE_MS = 500;
+export const RECONNECT_CAP_MS = 30_000;
+
+/**
+ * The pause before reconnection attempt `attempt` (0-based): the capped exponential delay, half of
+ * it fixed and half random ("equal jitter"), so listeners restarted together do not poll in step.
+ */
+export function reconnectDelayMs(attempt: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(RECONNECT_CAP_MS, RECONNECT_BASE_MS * 2 ** Math.min(attempt, 30));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+/**
+ * Worth retrying: the server is away (unreachable, answered something else while starting) or
+ * answered 5xx (its database restarting). A 4xx (wrong token, unknown organization) is final.
+ */
+function isTransient(err: unknown): boolean {
+  if (!(err instanceof CliError)) return false;
+  if (err.code === 'SERVER_UNREACHABLE' || err.code === 'BAD_RESPONSE') return true;
+  return err.status !== null && err.status >= 500;
+}
+
+export interface ListenOptions {
+  orgId: string;
+  forwardUrl: string;
+  intervalMs: number;
+  verbose: boolean;
+  signal: AbortSignal;
+  /** One NDJSON line per forwarded event. */
+  out(line: string): void;
+  /** Human status lines (stderr). */
+  status(line: string): void;
+  random?: () => number;
+}
+
+/** Sleeps, or returns early (false) when listening was stopped. */
+async function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await sleepFor(ms, undefined, { signal });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The `webhook listen` loop. The first poll must reach the server (a wrong ADMIN_URL or token
+ * fails at once); after that, losing the server is expected (restarts) and retried.
+ */
+export async function listen(ctx: CliContext, options: ListenOptions): Promise<void> {
+  const { orgId, forwardUrl, signal } = options;
+  let { cursor } = await listenOnce(ctx, orgId, undefined, forwardUrl);
+  options.status(`Listening for events of ${orgId}; forwarding to ${forwardUrl} (Ctrl-C to stop)`);
+  let lostSince: number | null = null;
+  let attempt = 0;
+  let wait = options.intervalMs;
+  while (await pause(wait, signal)) {
+    try {
+      const round = await listenOnce(ctx, orgId, cursor, forwardUrl);
+      if (lostSince !== null) {
+        options.status(`Reconnected to the admin API after ${Math.round((performance.now() - lostSince) / 1000)} s; forwarding the events since then`);
+        lostSince = null;
+        attempt = 0;
+      }
+      cursor = round.cursor;
+      for (const result of round.forwarded) options.out(JSON.stringify(result));
+      if (options.verbose) options.status(`poll: ${round.forwarded.length} event(s), cursor ${cursor}`);
+      wait = options.intervalMs;
+    } catch (err) {
+      if (!isTransient(err)) throw err;
+      if (lostSince === null) {
+        lostSince = performance.now();
+        options.status(`Lost the connection: ${(err as Error).message} Reconnecting with backoff (Ctrl-C to stop).`);
+      }
+      wait = reconnectDelayMs(attempt++, options.random);
+      if (options.verbose) options.status(`reconnect attempt ${attempt} failed (${(err as CliError).code}); next in ${wait} ms`);
+    }
+  }
 }

@@ -157,7 +157,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      req.log.info({ method: req.method, route: routeOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
+      req.log[accessLogLevel(req, res.statusCode)]({ method: req.method, route: routeOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
       if (req.operationId) recordContract?.(req.operationId, res.statusCode);
     });
@@ -364,6 +364,14 @@ function routeOf(req: Request): string {
   if (req.documented) return req.documented.entry.op.path;
   const route = (req as Request & { route?: { path?: unknown } }).route?.path;
   return typeof route === 'string' ? route.replace(/:(\w+)/g, '{$1}') : '(unmatched)';
+}
+
+/**
+ * Operations marked `x-access-log: debug` in their document are polled (the `webhook listen` feed,
+ * once a second): their successful requests are logged at debug level so they do not drown the log.
+ */
+function accessLogLevel(req: Request, status: number): 'info' | 'debug' {
+  return status < 400 && req.documented?.entry.op.operation['x-access-log'] === 'debug' ? 'debug' : 'info';
 }
 
 /** Security requirements are OR'ed; the schemes inside one requirement are AND'ed. */

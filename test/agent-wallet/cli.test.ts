@@ -117,6 +117,40 @@ describe('agent wallet CLI', { timeout: 120_000 }, () => {
     expect((await fails(['policy', 'create', '--wallet', walletId, '--file', notJson])).code).toBe(2);
   });
 
+  it('policy list output is policy create input: list → file → create on another wallet gives the same policies', async () => {
+    const source = await ok(['wallet', 'create', '--org', ctx.orgA.orgId, '--name', 'Source']);
+    const target = await ok(['wallet', 'create', '--org', ctx.orgA.orgId, '--name', 'Target']);
+    await ok(['policy', 'create', '--wallet', source.walletId, '--file', path.join(repoRoot, 'scripts/examples/agent-wallet-policy.json')]);
+    const definition = ({ name, version, chainType, rules, spendLimits }: Record<string, unknown>) => ({ name, version, chainType, rules, spendLimits });
+
+    // The whole list: every policy attached in order.
+    const listed = await run(['policy', 'list', '--wallet', source.walletId]);
+    expect(listed.code).toBe(0);
+    const file = path.join(tmp, 'listed.json');
+    await writeFile(file, listed.stdout);
+    const copies = await ok(['policy', 'create', '--wallet', target.walletId, '--file', file]);
+    const sourcePolicies = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+    expect(sourcePolicies).toHaveLength(2);
+    expect(copies.map((p: Record<string, unknown>) => p.walletId)).toEqual([target.walletId, target.walletId]);
+    const targetPolicies = await ok(['policy', 'list', '--wallet', target.walletId]);
+    // The target's own default policy first, then the two copies, identical in definition.
+    expect(targetPolicies.slice(1).map(definition)).toEqual(sourcePolicies.map(definition));
+    expect(sourcePolicies[1]!.spendLimits).toHaveLength(1);
+
+    // One listed policy on its own: the same object `policy create` printed.
+    const one = path.join(tmp, 'one.json');
+    await writeFile(one, JSON.stringify(sourcePolicies[1]));
+    expect(definition(await ok(['policy', 'create', '--wallet', target.walletId, '--file', one]))).toEqual(definition(sourcePolicies[1]!));
+
+    // Both spellings of one field: which one was meant is unclear, so nothing is sent.
+    const both = path.join(tmp, 'both.json');
+    await writeFile(both, JSON.stringify({ ...sourcePolicies[1], chain_type: 'ethereum' }));
+    const refused = await fails(['policy', 'create', '--wallet', target.walletId, '--file', both]);
+    expect(refused.code).toBe(2);
+    expect(refused.error.message).toContain('both chainType and chain_type');
+    expect(await ok(['policy', 'list', '--wallet', target.walletId])).toHaveLength(4);
+  });
+
   it('agent assign / rotate-key / revoke', async () => {
     expect((await ok(['agent', 'assign', '--agent', agentId, '--unassign'])).walletId).toBeNull();
     expect((await ok(['agent', 'assign', '--agent', agentId, '--wallet', walletId])).walletId).toBe(walletId);

@@ -24,6 +24,19 @@ describe('logging', () => {
     expect(all).not.toContain(ctx.adminToken);
   });
 
+  it('logs the webhook listen poll (x-access-log: debug) at debug level when it succeeds, at info when refused', async () => {
+    lines.length = 0;
+    expect((await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/webhook-events`)).status).toBe(200);
+    expect((await ctx.admin.get('/v1/orgs/ORG_000000000000000000000000/webhook-events')).status).toBe(404);
+    await ctx.admin.get('/v1/orgs');
+    const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request');
+    const levelOf = (route: string, status: number) => requests.find((r) => r.route === route && r.status === status)?.level;
+    // pino's numeric levels: 20 debug, 30 info.
+    expect(levelOf('/v1/orgs/{id}/webhook-events', 200)).toBe(20);
+    expect(levelOf('/v1/orgs/{id}/webhook-events', 404)).toBe(30);
+    expect(levelOf('/v1/orgs', 200)).toBe(30);
+  });
+
   it('redacts credential headers even when a whole request is logged by mistake', () => {
     const captured: string[] = [];
     const logger = createLogger({ level: 'info', destination: { write: (l) => void captured.push(l) } });
