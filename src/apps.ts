@@ -14,24 +14,8 @@ import { composeDocument, loadDocument } from './http/spec.js';
 import { unauthorized } from './kernel/errors.js';
 import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
-import { createMeHandlers } from './orgs/me.handlers.js';
-import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
-import { registerHostedPages } from './checkout/hosted-pages.js';
 import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
-import { registerManagePages } from './subscriptions/manage-pages.js';
-import { registerCryptoPages } from './crypto-payments/crypto-pages.js';
-import { createCryptoAdminHandlers } from './crypto-payments/admin.handlers.js';
-import { createOrderHandlers } from './orders/orders.handlers.js';
-import { createOrderAdminHandlers } from './orders/admin.handlers.js';
-import { createSubscriptionHandlers } from './subscriptions/subscriptions.handlers.js';
-import { createSubscriptionAdminHandlers } from './subscriptions/admin.handlers.js';
-import { createOrgAdminHandlers } from './orgs/admin.handlers.js';
-import { createSigningKeyHandlers } from './webhooks/signing-key.handlers.js';
-import { createCatalogHandlers } from './catalog/catalog.handlers.js';
-import { createCatalogAdminHandlers } from './catalog/admin.handlers.js';
-import { createWebhookEndpointHandlers } from './webhooks/endpoints.handlers.js';
-import { createWebhookAdminHandlers } from './webhooks/admin.handlers.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -68,13 +52,14 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
   ]);
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions } = deps.services.modules;
   const handlers = {
-    ...createMeHandlers(),
-    ...createCatalogHandlers(deps.services.catalog),
-    ...createWebhookEndpointHandlers(deps.services.webhooks),
-    ...createCheckoutHandlers(deps.services.checkout, deps.config.publicBaseUrl),
-    ...createOrderHandlers(deps.services.orders, deps.clock),
-    ...createSubscriptionHandlers(deps.services.subscriptions, deps.services.entitlements),
+    ...orgs.handlers.merchant,
+    ...catalog.handlers.merchant,
+    ...webhooks.handlers.merchant,
+    ...checkout.handlers.merchant,
+    ...orders.handlers.merchant,
+    ...subscriptions.handlers.merchant,
   } satisfies MerchantHandlers;
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {
@@ -91,10 +76,8 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       extras.extraRoutes?.(router);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
-      // Crypto sessions' pages first; it passes card sessions on to the card pages.
-      registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
-      registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
-      registerManagePages(router, deps.services.subscriptions, deps.logger);
+      checkout.pages(router);
+      subscriptions.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],
@@ -129,16 +112,17 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     { doc: agentWallet, include: () => true },
     { doc: merchant, include: (op) => op.operationId === 'getWebhookSigningKey' },
   ]);
+  const modules = deps.services.modules;
   const handlers = {
-    ...createSigningKeyHandlers(deps.services.signingKeys),
-    ...countIngest(deps.services.telemetry.handlers, deps.metrics),
-    ...deps.services.agentWallet.handlers,
+    ...modules.webhooks.handlers.platform,
+    ...countIngest(modules.telemetry.handlers.platform, deps.metrics),
+    ...modules.agentWallet.handlers.platform,
   } satisfies PlatformHandlers;
   return createOpenApiApp({
     name: 'platform',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { ...deps.services.telemetry.authenticators, ...deps.services.agentWallet.authenticators },
+    authenticators: { ...modules.telemetry.authenticators, ...modules.agentWallet.authenticators },
     extraRoutes: (router) =>
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],
@@ -149,7 +133,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     validateResponses: deps.config.nodeEnv === 'test',
     bodyLimit: (req) => (req.path === '/v1/ingest' || req.path.startsWith('/v1/otlp/') ? INGEST_BODY_LIMIT : DEFAULT_BODY_LIMIT),
     errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
-    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : deps.services.telemetry.refineError(error, thrown, req)),
+    refineError: (error, thrown, req) => (usesEnvelope(req) ? error : modules.telemetry.refineError(error, thrown, req)),
     readiness: readiness(deps),
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
@@ -160,15 +144,16 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
 export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const admin = await loadDocument('admin');
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
+  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry } = deps.services.modules;
   const handlers = {
-    ...createOrgAdminHandlers(deps.services.orgs),
-    ...createWebhookAdminHandlers({ webhooks: deps.services.webhooks, signingKeys: deps.services.signingKeys, orgs: deps.services.orgs }),
-    ...createCatalogAdminHandlers(deps.services.catalog, deps.services.orgs),
-    ...createOrderAdminHandlers(deps.services.orders),
-    ...createCryptoAdminHandlers(deps.services.cryptoQuotes),
-    ...createSubscriptionAdminHandlers(deps.services.subscriptions),
-    ...deps.services.agentWallet.adminHandlers,
-    ...deps.services.telemetry.adminHandlers,
+    ...orgs.handlers.admin,
+    ...webhooks.handlers.admin,
+    ...catalog.handlers.admin,
+    ...orders.handlers.admin,
+    ...cryptoPayments.handlers.admin,
+    ...subscriptions.handlers.admin,
+    ...agentWallet.handlers.admin,
+    ...telemetry.handlers.admin,
   } satisfies AdminHandlers;
   const adminBearer: Authenticator = async (req) => {
     const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');

@@ -1,61 +1,84 @@
-/** Wires repositories into domain services. Handlers receive services, never the database. */
+/** Calls each domain's module. Handlers receive services, never the database. */
 import type { Db } from './db/knex.js';
 import type { Clock } from './kernel/clock.js';
 import type { SecretBox } from './kernel/secrets.js';
-import { KnexOrgRepository } from './orgs/orgs.repository.js';
-import { OrgService } from './orgs/orgs.service.js';
 import type { Config } from './config.js';
 import type { Logger } from './kernel/logger.js';
 import { createLogger } from './kernel/logger.js';
-import type { SigningKeyService } from './webhooks/signing-key.service.js';
-import type { WebhookService } from './webhooks/webhooks.service.js';
-import type { DeliveryWorker } from './webhooks/delivery.worker.js';
-import { createWebhooks } from './webhooks/index.js';
+import type { Metrics } from './observability/metrics.js';
 import { KnexUnitOfWork } from './db/unit-of-work.js';
 import type { CommerceStores, CommerceUnitOfWork } from './commerce/stores.js';
 import { PaymentFlow } from './commerce/payment-flow.js';
-import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { KnexCheckoutSessionRepository } from './checkout/checkout-session.repository.js';
 import { KnexCustomerRepository } from './orders/customer.repository.js';
 import { KnexOrderRepository } from './orders/order.repository.js';
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
-import { OrderService } from './orders/order.service.js';
-import { CheckoutSessionService } from './checkout/checkout-session.service.js';
-import { SandboxCardProcessor } from './processors/sandbox-processor.js';
-import { KnexSandboxPaymentRepository } from './processors/sandbox.repository.js';
-import { SubscriptionService } from './subscriptions/subscription.service.js';
-import { EntitlementService } from './subscriptions/entitlement.service.js';
-import { KnexCatalogRepository } from './catalog/catalog.repository.js';
-import { CatalogService } from './catalog/catalog.service.js';
-import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
-import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
-import type { Metrics } from './observability/metrics.js';
-import { CryptoQuoteService } from './crypto-payments/crypto-quote.service.js';
-import { ChainWatcher } from './crypto-payments/chain-watcher.js';
+import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { parseCryptoConfig } from './crypto-payments/crypto-config.js';
+import { createOrgsModule, type OrgsModule } from './orgs/index.js';
+import { createCatalogModule, type CatalogModule } from './catalog/index.js';
+import { createProcessorsModule, type ProcessorsModule } from './processors/index.js';
+import { createSubscriptionsModule, type SubscriptionsModule } from './subscriptions/index.js';
+import { createCryptoPaymentsModule, type CryptoPaymentsModule } from './crypto-payments/index.js';
+import { createCheckoutModule, type CheckoutModule } from './checkout/index.js';
+import { createOrdersModule, type OrdersModule } from './orders/index.js';
+import { createWebhooksModule, type WebhooksModule } from './webhooks/index.js';
+import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
+import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 
-export interface Services {
-  orgs: OrgService;
-  signingKeys: SigningKeyService;
-  webhooks: WebhookService;
-  /** The webhook delivery job's worker (run by src/worker.ts). */
-  webhookDelivery: DeliveryWorker;
+/** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
+export interface Modules {
+  orgs: OrgsModule;
+  catalog: CatalogModule;
+  processors: ProcessorsModule;
+  subscriptions: SubscriptionsModule;
+  cryptoPayments: CryptoPaymentsModule;
+  checkout: CheckoutModule;
+  orders: OrdersModule;
+  webhooks: WebhooksModule;
+  telemetry: TelemetryModule;
   agentWallet: AgentWalletModule;
-  catalog: CatalogService;
-  checkout: CheckoutSessionService;
-  orders: OrderService;
+}
+
+/** The domain services by name (what scripts and tests call), and the modules they come from. */
+export interface Services {
+  orgs: OrgsModule['orgs'];
+  signingKeys: WebhooksModule['signingKeys'];
+  webhooks: WebhooksModule['webhooks'];
+  /** The webhook delivery job's worker. */
+  webhookDelivery: WebhooksModule['webhookDelivery'];
+  agentWallet: AgentWalletModule;
+  catalog: CatalogModule['catalog'];
+  checkout: CheckoutModule['checkout'];
+  orders: OrdersModule['orders'];
   /** The one flow that applies payment results of every rail. */
   payments: PaymentFlow;
-  sandboxProcessor: SandboxCardProcessor;
+  sandboxProcessor: ProcessorsModule['sandboxProcessor'];
   telemetry: TelemetryModule;
-  subscriptions: SubscriptionService;
-  entitlements: EntitlementService;
-  /** Crypto checkout: quotes, receiving wallets, transfers. */
-  cryptoQuotes: CryptoQuoteService;
-  /** The chain watcher job's worker (run by src/worker.ts). */
-  chainWatcher: ChainWatcher;
+  subscriptions: SubscriptionsModule['subscriptions'];
+  entitlements: SubscriptionsModule['entitlements'];
+  cryptoQuotes: CryptoPaymentsModule['cryptoQuotes'];
+  /** The chain watcher job's worker. */
+  chainWatcher: CryptoPaymentsModule['chainWatcher'];
+  modules: Modules;
 }
+
+export type ServicesConfig = Partial<
+  Pick<
+    Config,
+    | 'webhookAllowLoopback'
+    | 'webhookLeaseSeconds'
+    | 'webhookBatchSize'
+    | 'webhookPollMs'
+    | 'webhookRetentionDays'
+    | 'publicBaseUrl'
+    | 'publicApiUrl'
+    | 'sandboxSettleDelayMs'
+    | 'telemetry'
+    | 'crypto'
+  >
+>;
 
 /** The commerce stores of every domain, bound to the database or to one transaction. */
 export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
@@ -72,38 +95,67 @@ export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
   }));
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'publicApiUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
-  const webhooks = createWebhooks({
-    db: deps.db,
-    clock: deps.clock,
-    secretBox: deps.secretBox,
-    logger: deps.logger ?? createLogger({ level: 'silent' }),
-    config: deps.config,
-    onAttempt: deps.metrics && ((outcome) => deps.metrics!.webhookAttempt(outcome)),
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: ServicesConfig; logger?: Logger; metrics?: Metrics }): Services {
+  const { db, clock, secretBox, metrics } = deps;
+  const config = deps.config ?? {};
+  const logger = deps.logger ?? createLogger({ level: 'silent' });
+  const uow = createCommerceUnitOfWork(db);
+  const payments = new PaymentFlow(uow, clock);
+
+  const orgsModule = createOrgsModule({ db, clock });
+  const { orgs } = orgsModule;
+  const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
+  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000 });
+  const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, catalog: catalogModule.catalog, clock, logger });
+  const cryptoModule = createCryptoPaymentsModule({
+    db,
+    uow,
+    orgs,
+    payments,
+    config: config.crypto ?? parseCryptoConfig({}),
+    clock,
+    logger,
+    observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),
   });
-  const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
-  const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
-  const uow = createCommerceUnitOfWork(deps.db);
-  const payments = new PaymentFlow(uow, deps.clock);
-  const orders = new OrderService(uow, deps.clock);
-  const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
-  const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
-  const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
-  const cryptoRepo = new KnexCryptoRepository(deps.db);
-  const cryptoQuotes = new CryptoQuoteService(uow, cryptoRepo, orgs, cryptoConfig, deps.clock);
+  const modules: Modules = {
+    orgs: orgsModule,
+    catalog: catalogModule,
+    processors: processorsModule,
+    subscriptions: subscriptionsModule,
+    cryptoPayments: cryptoModule,
+    checkout: createCheckoutModule({
+      uow,
+      orgs,
+      catalog: catalogModule.catalog,
+      payments,
+      cardProcessor: processorsModule.sandboxProcessor,
+      cryptoQuotes: cryptoModule.cryptoQuotes,
+      subscriptions: subscriptionsModule.subscriptions,
+      clock,
+      logger,
+      publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+    }),
+    orders: createOrdersModule({ uow, clock }),
+    webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
+    telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry }),
+    agentWallet: createAgentWalletModule({ db, secretBox, clock, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
+  };
   return {
     orgs,
-    catalog,
-    orders,
+    catalog: modules.catalog.catalog,
+    checkout: modules.checkout.checkout,
+    orders: modules.orders.orders,
     payments,
-    sandboxProcessor,
-    subscriptions,
-    entitlements: new EntitlementService(uow, catalog),
-    checkout: new CheckoutSessionService(uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes),
-    cryptoQuotes,
-    chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
-    ...webhooks,
-    agentWallet: createAgentWalletModule({ db: deps.db, secretBox: deps.secretBox, clock: deps.clock, publicApiUrl: deps.config?.publicApiUrl ?? 'http://localhost:3001' }),
-    telemetry: createTelemetryModule({ db: deps.db, clock: deps.clock, orgs, config: deps.config?.telemetry }),
+    sandboxProcessor: modules.processors.sandboxProcessor,
+    subscriptions: modules.subscriptions.subscriptions,
+    entitlements: modules.subscriptions.entitlements,
+    cryptoQuotes: modules.cryptoPayments.cryptoQuotes,
+    chainWatcher: modules.cryptoPayments.chainWatcher,
+    signingKeys: modules.webhooks.signingKeys,
+    webhooks: modules.webhooks.webhooks,
+    webhookDelivery: modules.webhooks.webhookDelivery,
+    telemetry: modules.telemetry,
+    agentWallet: modules.agentWallet,
+    modules,
   };
 }

@@ -15,10 +15,12 @@ export interface AgentWalletModule {
   admin: AgentWalletAdminService;
   /** What authenticated agents do (agent wallet API). */
   runtime: AgentWalletRuntimeService;
-  /** The platform API's agent wallet operations (agent-wallet.yaml). */
-  handlers: ReturnType<typeof createAgentWalletHandlers>;
-  /** The admin API's wallets, agents, policies and credit. */
-  adminHandlers: ReturnType<typeof createAgentWalletAdminHandlers>;
+  handlers: {
+    /** The platform API's agent wallet operations (agent-wallet.yaml). */
+    platform: ReturnType<typeof createAgentWalletHandlers>;
+    /** The admin API's wallets, agents, policies and credit. */
+    admin: ReturnType<typeof createAgentWalletAdminHandlers>;
+  };
   /** agent-wallet.yaml's security schemes. */
   authenticators: ReturnType<typeof createAgentAuthenticators>;
 }
@@ -37,8 +39,7 @@ export function createAgentWalletModule(deps: {
   return {
     admin,
     runtime,
-    handlers: createAgentWalletHandlers(runtime, { publicApiUrl: deps.publicApiUrl }),
-    adminHandlers: createAgentWalletAdminHandlers(admin),
+    handlers: { platform: createAgentWalletHandlers(runtime, { publicApiUrl: deps.publicApiUrl }), admin: createAgentWalletAdminHandlers(admin) },
     authenticators: createAgentAuthenticators(runtime),
   };
 }

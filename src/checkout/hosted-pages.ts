@@ -66,7 +66,7 @@ function parseExpiry(text: string): { expMonth: number; expYear: number } | unde
 }
 
 /** The subscription a paid checkout started (its manage link on the paid page). */
-interface SubscriptionOfSession {
+export interface SubscriptionOfSession {
   findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken'> | undefined>;
 }
 

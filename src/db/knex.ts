@@ -25,10 +25,10 @@ export const QUERY_TIMEOUT_MS = 20_000;
 /**
  * Query options (`.options(PREPARED)` on a knex query) marking a statement the request paths run
  * on every call. On PostgreSQL it then runs as a named statement, prepared once per pooled
- * connection: the server skips parsing and planning it on every execution (on the agent wallet
- * route that halved PostgreSQL's CPU per request, 1.25 → 0.62 ms). Mark only fixed texts with an
- * explicit column list: a prepared `SELECT *` fails ("cached plan must not change result type")
- * once a migration adds a column under a running process. PGlite ignores the mark.
+ * connection: the server skips parsing and planning it on every execution (what it saves:
+ * docs/benchmarks.md). Mark only fixed texts with an explicit column list: a prepared `SELECT *`
+ * fails ("cached plan must not change result type") once a migration adds a column under a
+ * running process. PGlite ignores the mark.
  */
 export const PREPARED = Object.freeze({ prepared: true });
 
@@ -76,10 +76,10 @@ interface PooledConnection {
 
 /**
  * Runs one fixed statement with numbered parameters ($1, $2, …) on a pooled connection directly,
- * for the statements every request runs: knex would build, rewrite and wrap it on each call
- * (≈ 0.05 ms per statement on the request paths). Named (prepared) on PostgreSQL as PREPARED
- * statements are, so the same rule holds: a fixed text with its columns listed. On a transaction's
- * handle it runs on the transaction's connection (knex hands that one out and keeps it).
+ * for the statements every request runs: knex would build, rewrite and wrap it on each call.
+ * Named (prepared) on PostgreSQL as PREPARED statements are, so the same rule holds: a fixed text
+ * with its columns listed. On a transaction's handle it runs on the transaction's connection
+ * (knex hands that one out and keeps it).
  */
 export async function runStatement<R>(db: Db, text: string, values: unknown[]): Promise<R[]> {
   // knex keeps handing out a finished transaction's connection, which is back in the pool by then

@@ -2,7 +2,7 @@
  * The published contract: the bundled OpenAPI documents at `/openapi/<name>.yaml|json` and the
  * rendered reference at `/docs` on each listener. The HTML is rendered ahead of time by
  * `npm run docs` (Redocly, inlined bundle: no network at view time) into `docs-dist/`; a
- * listener never renders at request time (Redoc's server-side render costs ~2 s of CPU per
+ * listener never renders at request time (Redoc's server-side render takes seconds of CPU per
  * document), so an unbuilt `docs-dist/` is answered with a page that says how to build it.
  */
 import { readFile, stat } from 'node:fs/promises';

@@ -3,8 +3,9 @@
  *
  * Express would walk one route layer per operation, twice (authentication before the body is
  * read, the handler after validation), paying its router's bookkeeping for every layer it tries
- * (up to 2 × 30 on the merchant API); a lookup here costs 0.1-1 µs. This table matches with the same path-to-regexp options as Express's router (case
- * insensitive, optional trailing slash, `{name}` segments percent-decoded) and keeps its rules:
+ * (up to 2 × 30 on the merchant API). This table matches with the same path-to-regexp options as
+ * Express's router (case insensitive, optional trailing slash, `{name}` segments percent-decoded)
+ * and keeps its rules:
  * operations are tried in document order, HEAD falls back to GET, and a segment that cannot be
  * percent-decoded is a 400 URIError, as the router throws it.
  */

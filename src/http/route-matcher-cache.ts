@@ -1,10 +1,9 @@
 /**
  * express-openapi-validator 5.6 compiles a path-to-regexp matcher for every documented route on
- * every request while it looks for the request's operation (openapi.metadata.js `lookupRoute`):
- * ~50–120 µs per request here, a tenth of a checkout creation's CPU. Upstream has the fix open
- * (cdimascio/express-openapi-validator#1217, "perf: cache route matchers"); until it ships, the
- * compiled matchers are memoized where the validator looks them up: the `pathToRegexp` export of
- * the path-to-regexp module it loads (it calls it through the module object on every request).
+ * every request while it looks for the request's operation (openapi.metadata.js `lookupRoute`;
+ * the cost is in docs/benchmarks.md). Until the upstream fix ships
+ * (cdimascio/express-openapi-validator#1217), the compiled matchers are memoized where the
+ * validator looks them up: the `pathToRegexp` export of the path-to-regexp module it loads.
  *
  * Safe because pathToRegexp is a pure function of (path, options) and its result — a RegExp
  * without the g/y flags plus its keys — is only read by callers. The cache is bounded by the
@@ -20,7 +19,7 @@ let installed = false;
 
 /**
  * The validator passes `{ sensitive, strict }` booleans, up to 30 times per request: those get a
- * two-character key (JSON.stringify cost ≈ 1 µs a call); any other options their JSON text.
+ * two-character key instead of a JSON.stringify each time; any other options their JSON text.
  */
 function optionsKey(options: Record<string, unknown> | undefined): string {
   if (options === undefined) return '{}';

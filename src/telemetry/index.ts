@@ -28,12 +28,14 @@ export interface TelemetryModule {
   traces: TraceService;
   metrics: MetricsService;
   retention: RetentionJob;
-  /** Background jobs, run by the worker. */
-  jobs: Job[];
-  /** The platform API's telemetry operations (telemetry.yaml). */
-  handlers: ReturnType<typeof createTelemetryHandlers>;
-  /** The admin API's telemetry projects and keys. */
-  adminHandlers: ReturnType<typeof createTelemetryAdminHandlers>;
+  /** Background jobs, made afresh for each worker. */
+  jobs(): Job[];
+  handlers: {
+    /** The platform API's telemetry operations (telemetry.yaml). */
+    platform: ReturnType<typeof createTelemetryHandlers>;
+    /** The admin API's telemetry projects and keys. */
+    admin: ReturnType<typeof createTelemetryAdminHandlers>;
+  };
   /** telemetry.yaml's security schemes. */
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
   /** Turns an envelope error into the telemetry API's error body. */
@@ -63,9 +65,8 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
   return {
     ...services,
     retention,
-    jobs: [retention],
-    handlers: createTelemetryHandlers(services, clock),
-    adminHandlers: createTelemetryAdminHandlers({ orgs, ...services }),
+    jobs: () => [retention],
+    handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }) },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,
   };

@@ -1,9 +1,9 @@
 /**
  * Keep-alive connections to webhook receivers that keep the SSRF guarantee.
  *
- * A fresh TLS connection per attempt costs a handshake (≈ 4 ms of CPU on each side): at a few
- * hundred deliveries per second that is the whole budget. So connections are kept alive and
- * reused, but only in a way that preserves "the address checked is the address connected to":
+ * A fresh TLS connection per attempt costs a full handshake on both sides, more CPU than the
+ * delivery itself (docs/benchmarks.md). So connections are kept alive and reused, but only in a
+ * way that preserves "the address checked is the address connected to":
  *
  * - a *route* is one checked resolution of a receiver's host: the guard resolves the name and
  *   checks every address (`UrlGuard.resolveChecked`), exactly as at registration;

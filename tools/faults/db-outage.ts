@@ -18,7 +18,7 @@
  * and every key that got 503 creates (or replays) exactly one session when retried.
  *
  * BENCH/FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
- * test/production/faults.test.ts runs the same scenario and asserts on what it returns.
+ * test/process/faults.test.ts runs the same scenario and asserts on what it returns.
  */
 import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';

@@ -20,7 +20,7 @@
  *    `order.paid`, one transfer row each).
  *
  * FAULT_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres) is the server.
- * test/production/faults.test.ts runs the same scenario and asserts on what it returns.
+ * test/process/faults.test.ts runs the same scenario and asserts on what it returns.
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';

@@ -38,7 +38,7 @@ export async function up(db: Knex): Promise<void> {
 
   // One row per stored trace: its summary (kept in step at ingest, so searching never aggregates)
   // and its spans as one JSON document keyed by span id inside. A trace is written as one row and
-  // one index entry instead of one per span, which is what lets ingest keep up with 25k spans/s;
+  // one index entry instead of one per span, which keeps ingest's writes per span small;
   // re-sending a span replaces it inside the document. Ids are lowercase hex, compared bytewise.
   await db.schema.createTable('telemetry_traces', (t) => {
     t.specificType('project_id', 'text COLLATE "C"').notNullable().references('id').inTable('telemetry_projects').onDelete('CASCADE');

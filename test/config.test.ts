@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 describe('config', () => {
   it('has working defaults: ports 3000/3001/3002, admin on loopback, embedded database', () => {

@@ -1,6 +1,6 @@
 /** The production-readiness settings: defaults and the values refused at start. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
 
 const load = (env: Record<string, string>) => loadConfig(env, []);
 

@@ -2,7 +2,7 @@
  * `npm run fault:db-outage -- --stop`, asserted: the API process's own PostgreSQL server is
  * really stopped under load — a clean shutdown (`pg_ctl stop -m fast`, sessions terminated with
  * 57P01) and a crash (`-m immediate`, crash recovery at the next start) — and started again.
- * test/production/faults.test.ts cuts the shared server away through a proxy instead; this one
+ * test/process/faults.test.ts cuts the shared server away through a proxy instead; this one
  * shows the error codes a real server sends while it shuts down and recovers also answer 503.
  * Runs with TEST_DATABASE_URL (the PostgreSQL pass) where PostgreSQL's server binaries are installed.
  */

@@ -1,0 +1,27 @@
+/** The catalog module, wired: products and prices, and their merchant and admin handlers. */
+import type { Db } from '../db/knex.js';
+import type { Clock } from '../kernel/clock.js';
+import type { OrgService } from '../orgs/orgs.service.js';
+import { createCatalogAdminHandlers } from './admin.handlers.js';
+import { createCatalogHandlers } from './catalog.handlers.js';
+import { KnexCatalogRepository } from './catalog.repository.js';
+import { CatalogService } from './catalog.service.js';
+
+export interface CatalogModule {
+  catalog: CatalogService;
+  handlers: {
+    merchant: ReturnType<typeof createCatalogHandlers>;
+    admin: ReturnType<typeof createCatalogAdminHandlers>;
+  };
+}
+
+export function createCatalogModule(deps: {
+  db: Db;
+  clock: Clock;
+  orgs: OrgService;
+  /** The merchant listener's public URL: product checkout links point there. */
+  publicBaseUrl: string;
+}): CatalogModule {
+  const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.publicBaseUrl);
+  return { catalog, handlers: { merchant: createCatalogHandlers(catalog), admin: createCatalogAdminHandlers(catalog, deps.orgs) } };
+}

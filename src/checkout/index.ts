@@ -1,0 +1,52 @@
+/** The checkout module, wired: checkout sessions, their handlers, the expiry job and the hosted checkout pages. */
+import type { Router } from 'express';
+import type { CatalogService } from '../catalog/catalog.service.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import { registerCryptoPages } from '../crypto-payments/crypto-pages.js';
+import type { CryptoQuoteService } from '../crypto-payments/crypto-quote.service.js';
+import type { Clock } from '../kernel/clock.js';
+import type { Job } from '../kernel/job.js';
+import type { Logger } from '../kernel/logger.js';
+import type { OrgService } from '../orgs/orgs.service.js';
+import type { CardProcessor } from '../processors/card-processor.js';
+import { CheckoutSessionService } from './checkout-session.service.js';
+import { checkoutJobs } from './checkout.jobs.js';
+import { createCheckoutHandlers } from './checkout.handlers.js';
+import { registerHostedPages, type SubscriptionOfSession } from './hosted-pages.js';
+
+export interface CheckoutModule {
+  checkout: CheckoutSessionService;
+  handlers: { merchant: ReturnType<typeof createCheckoutHandlers> };
+  /** Background jobs, made afresh for each worker. */
+  jobs(): Job[];
+  /** The hosted checkout pages, `/checkout/<token>`, of card and crypto sessions (merchant listener). */
+  pages(router: Router): void;
+}
+
+export function createCheckoutModule(deps: {
+  uow: CommerceUnitOfWork;
+  orgs: OrgService;
+  catalog: CatalogService;
+  payments: PaymentFlow;
+  cardProcessor: CardProcessor;
+  cryptoQuotes: CryptoQuoteService;
+  /** The success page links a subscription's manage page. */
+  subscriptions: SubscriptionOfSession;
+  clock: Clock;
+  logger: Logger;
+  /** The merchant listener's public URL: session URLs point there. */
+  publicBaseUrl: string;
+}): CheckoutModule {
+  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes);
+  return {
+    checkout,
+    handlers: { merchant: createCheckoutHandlers(checkout, deps.publicBaseUrl) },
+    jobs: () => checkoutJobs({ checkout }),
+    pages: (router) => {
+      // Crypto sessions' pages first; they pass card sessions on to the card pages.
+      registerCryptoPages(router, { sessions: checkout, crypto: deps.cryptoQuotes, clock: deps.clock }, deps.logger);
+      registerHostedPages(router, checkout, deps.subscriptions, deps.logger);
+    },
+  };
+}

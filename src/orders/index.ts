@@ -1,0 +1,19 @@
+/** The orders module, wired: the order service and its merchant and admin (refund) handlers. */
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Clock } from '../kernel/clock.js';
+import { createOrderAdminHandlers } from './admin.handlers.js';
+import { OrderService } from './order.service.js';
+import { createOrderHandlers } from './orders.handlers.js';
+
+export interface OrdersModule {
+  orders: OrderService;
+  handlers: {
+    merchant: ReturnType<typeof createOrderHandlers>;
+    admin: ReturnType<typeof createOrderAdminHandlers>;
+  };
+}
+
+export function createOrdersModule(deps: { uow: CommerceUnitOfWork; clock: Clock }): OrdersModule {
+  const orders = new OrderService(deps.uow, deps.clock);
+  return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders) } };
+}

@@ -1,0 +1,20 @@
+/** The organizations module, wired: the org service (API keys, permissions) and its handlers. */
+import type { Db } from '../db/knex.js';
+import type { Clock } from '../kernel/clock.js';
+import { createOrgAdminHandlers } from './admin.handlers.js';
+import { createMeHandlers } from './me.handlers.js';
+import { KnexOrgRepository } from './orgs.repository.js';
+import { OrgService } from './orgs.service.js';
+
+export interface OrgsModule {
+  orgs: OrgService;
+  handlers: {
+    merchant: ReturnType<typeof createMeHandlers>;
+    admin: ReturnType<typeof createOrgAdminHandlers>;
+  };
+}
+
+export function createOrgsModule(deps: { db: Db; clock: Clock }): OrgsModule {
+  const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
+  return { orgs, handlers: { merchant: createMeHandlers(), admin: createOrgAdminHandlers(orgs) } };
+}

@@ -1,0 +1,46 @@
+/** The subscriptions module, wired: renewals, entitlements, their handlers, the renewal job and the manage pages. */
+import type { Router } from 'express';
+import type { CatalogService } from '../catalog/catalog.service.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Clock } from '../kernel/clock.js';
+import type { Job } from '../kernel/job.js';
+import type { Logger } from '../kernel/logger.js';
+import type { CardProcessor } from '../processors/card-processor.js';
+import { createSubscriptionAdminHandlers } from './admin.handlers.js';
+import { EntitlementService } from './entitlement.service.js';
+import { registerManagePages } from './manage-pages.js';
+import { subscriptionJobs } from './subscription.jobs.js';
+import { SubscriptionService } from './subscription.service.js';
+import { createSubscriptionHandlers } from './subscriptions.handlers.js';
+
+export interface SubscriptionsModule {
+  subscriptions: SubscriptionService;
+  entitlements: EntitlementService;
+  handlers: {
+    merchant: ReturnType<typeof createSubscriptionHandlers>;
+    admin: ReturnType<typeof createSubscriptionAdminHandlers>;
+  };
+  /** Background jobs, made afresh for each worker. */
+  jobs(): Job[];
+  /** The customer's subscription management pages (merchant listener). */
+  pages(router: Router): void;
+}
+
+export function createSubscriptionsModule(deps: {
+  uow: CommerceUnitOfWork;
+  /** Charges renewals on the customer's saved payment method. */
+  cardProcessor: CardProcessor;
+  catalog: CatalogService;
+  clock: Clock;
+  logger: Logger;
+}): SubscriptionsModule {
+  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger);
+  const entitlements = new EntitlementService(deps.uow, deps.catalog);
+  return {
+    subscriptions,
+    entitlements,
+    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions) },
+    jobs: () => subscriptionJobs(subscriptions),
+    pages: (router) => registerManagePages(router, subscriptions, deps.logger),
+  };
+}
