@@ -11,5 +11,5 @@ export function summary(session: CheckoutSession): string {
   return `<h1 data-testid="product-name">${escapeHtml(session.product.name)}</h1>
 ${session.product.description ? `<div class="muted">${escapeHtml(session.product.description)}</div>` : ''}
 <div class="muted" data-testid="quantity">${session.quantity} × ${escapeHtml(unit)}${escapeHtml(interval)}</div>
-<div class="total"><span>Total</span><strong data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
+<div class="total"><span>Total</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
 }

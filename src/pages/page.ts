@@ -25,14 +25,18 @@ export const HOSTED_PAGE_CSP =
 /** The headers of every hosted page. */
 export const HOSTED_PAGE_HEADERS = { 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
 
+// An amount never wraps: when the total row is too narrow (the largest amounts on a 360 px phone)
+// it moves below its label. Long unbroken names wrap anywhere rather than widen the page.
 const STYLE = `
 *{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;color:#1d2330}
 main{max-width:440px;margin:0 auto;padding:24px 16px}
 .card{background:#fff;border-radius:14px;box-shadow:0 1px 3px rgba(16,24,40,.1),0 8px 24px rgba(16,24,40,.06);padding:24px}
 .brand{font-weight:700;letter-spacing:.02em;color:#4338ca;margin-bottom:16px}
 h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem}
-.total{display:flex;justify-content:space-between;align-items:baseline;border-top:1px solid #eaecf0;margin-top:16px;padding-top:16px}
-.total strong{font-size:1.5rem}
+.card,footer{overflow-wrap:anywhere}
+.total{display:flex;flex-wrap:wrap;justify-content:space-between;align-items:baseline;column-gap:12px;border-top:1px solid #eaecf0;margin-top:16px;padding-top:16px}
+.total>span{flex:none}.total strong{font-size:1.5rem}
+.total .amount{white-space:nowrap;margin-left:auto;font-size:clamp(1.125rem,5.5vw,1.5rem)}
 label{display:block;font-size:.85rem;font-weight:600;margin:14px 0 6px}
 input{width:100%;font:inherit;padding:12px;border:1px solid #d0d5dd;border-radius:10px;background:#fff}
 input:focus{outline:2px solid #6366f1;border-color:#6366f1}
