@@ -92,9 +92,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.
-      registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock }, deps.logger);
-      registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.logger);
-      registerManagePages(router, deps.services.subscriptions, deps.logger);
+      registerCryptoPages(router, { sessions: deps.services.checkout, crypto: deps.services.cryptoQuotes, clock: deps.clock, merchants: deps.services.orgs }, deps.logger);
+      registerHostedPages(router, deps.services.checkout, deps.services.subscriptions, deps.services.orgs, deps.logger);
+      registerManagePages(router, deps.services.subscriptions, deps.services.orgs, deps.logger);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],

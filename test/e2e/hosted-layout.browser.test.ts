@@ -1,7 +1,8 @@
 /**
  * The hosted pages' layout at its extremes, measured in a real browser (headless Chromium through
  * playwright-core) on a 360 px wide phone: the largest accepted amount of each rail (card
- * 99999999 minor units, crypto 999999999999 units) and a 255-character product name. The amount
+ * 99999999 minor units, crypto 999999999999 units), a 255-character product name and a
+ * 100-character merchant display name, on the checkout and the paid pages. The amount
  * must stay on one line beside or below its "Total" label without overlapping it, and nothing may
  * overflow the page horizontally. Screenshots go to test/e2e/.artifacts/.
  */
@@ -21,6 +22,7 @@ const CHAIN = 31337;
 const WALLET = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 const CARD_MAX = 99_999_999;
 const CRYPTO_MAX = 999_999_999_999;
+const LONG_MERCHANT = `Société Coopérative de Torréfaction${'X'.repeat(65)}`;
 const LONG_NAME = `Annual enterprise licence ${'with priority support and onboarding '.repeat(6)}`.slice(0, 255);
 
 let ctx: TestContext;
@@ -101,6 +103,7 @@ describe.skipIf(!available)('hosted page layout at the largest amounts on a 360 
       },
     });
     await ctx.admin.put(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${CHAIN}`).send({ address: WALLET }).expect(200);
+    await ctx.admin.patch(`/v1/orgs/${ctx.orgA.orgId}`).send({ displayName: LONG_MERCHANT }).expect(200);
     server = ctx.apps.merchant.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -127,6 +130,31 @@ describe.skipIf(!available)('hosted page layout at the largest amounts on a 360 
     expect((await page.goto(url))!.status()).toBe(200);
     await page.screenshot({ path: `${ARTIFACTS}/layout-${file}.png`, fullPage: true });
     expectHolds(await measure(page), shown);
+    await expect(page.getByTestId('merchant').textContent()).resolves.toBe(LONG_MERCHANT);
+    await page.close();
+  });
+
+  it('the paid page (receipt, reference, return link) at the card maximum', async () => {
+    const url = await cardSession('layout-paid', CARD_MAX, 'USD', LONG_NAME, {
+      customerEmail: 'ada@example.com',
+      merchantReference: `ref-${'9'.repeat(120)}`,
+      successUrl: 'https://shop.example/thanks',
+    });
+    const page = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    await page.goto(url);
+    await page.fill('#card', '4242 4242 4242 4242');
+    await page.fill('#exp', '12/30');
+    await page.fill('#cvc', '123');
+    // The payment redirects to the merchant's successUrl (not served here); reopening the link shows the receipt.
+    const [paid] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/pay')), page.click('button[type=submit]')]);
+    expect(paid.status()).toBe(303);
+    expect(await paid.headerValue('location')).toBe('https://shop.example/thanks');
+    expect((await page.goto(url))!.status()).toBe(200);
+    await expect(page.getByTestId('status').textContent()).resolves.toBe('Payment received. Thank you!');
+    await expect(page.getByTestId('order-id').textContent()).resolves.toMatch(/^ORD_/);
+    await expect(page.getByTestId('return').textContent()).resolves.toBe(`Return to ${LONG_MERCHANT}`);
+    await page.screenshot({ path: `${ARTIFACTS}/layout-paid-usd-max.png`, fullPage: true });
+    expectHolds(await measure(page), 'USD 999,999.99');
     await page.close();
   });
 
