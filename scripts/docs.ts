@@ -41,15 +41,19 @@ const REDOCLY_WORDMARK = `data:image/svg+xml,${encodeURIComponent(
 
 async function withoutRemoteAssets(file: string): Promise<void> {
   const html = (await readFile(file, 'utf8')).replace(REDOCLY_LOGO, REDOCLY_WORDMARK);
-  // A newer Redocly that fetches something else from its CDN must fail here, not in a reader's browser.
+  // A newer Redocly that fetches something else from its CDN, or reports readers' visits, must
+  // fail here, not in a reader's browser.
   const remote = /https:\/\/cdn\.redoc\.ly\/[^`'"\s)]*/.exec(html);
   if (remote) throw new Error(`${path.basename(file)} still loads ${remote[0]} at view time; make it local in scripts/docs.ts`);
+  if (!html.includes('"disableTelemetry":true')) throw new Error(`${path.basename(file)} was rendered with Redoc's telemetry on`);
   await writeFile(file, html);
 }
 
 function run(command: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    // REDOCLY_TELEMETRY=off: the rendered pages would otherwise report every reader's visit to
+    // otel.cloud.redocly.com (Redoc's disableTelemetry follows it), and the CLI its own runs.
+    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, REDOCLY_TELEMETRY: 'off' } });
     let output = '';
     child.stdout.on('data', (chunk) => (output += chunk));
     child.stderr.on('data', (chunk) => (output += chunk));

@@ -128,6 +128,7 @@ describe('npm run docs', () => {
     expect(html).not.toMatch(/<script[^>]+src=/);
     expect(html).not.toMatch(/<link[^>]+href="https?:/);
     expect(html).not.toContain('cdn.redoc.ly'); // the attribution's logo is inlined (test/e2e/docs-offline.browser.test.ts loads it)
+    expect(html).toContain('"disableTelemetry":true'); // no beacon to otel.cloud.redocly.com per reader
     const doc = await loadDocument('agent-wallet');
     for (const op of listOperations(doc)) expect(html).toContain(String(op.operation.summary));
     const index = await readFile(path.join(out, 'index.html'), 'utf8');

@@ -1,7 +1,8 @@
 /**
  * The rendered API reference opens offline: every document rendered by `npm run docs` and served
  * at `/docs/<name>`, and the `/docs` index, load in headless Chromium with every request outside
- * the local server aborted, and not one request fails.
+ * the local server aborted, and not one request fails or leaves the machine (no CDN asset, no
+ * telemetry beacon), even seconds after loading.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -65,6 +66,8 @@ describe.skipIf(!available)('the API reference with the network blocked', () => 
     page.on('requestfailed', (request) => failed.push(`${request.url()} (${request.failure()?.errorText})`));
     const response = await page.goto(url, { waitUntil: 'load' });
     await page.waitForLoadState('networkidle');
+    // Telemetry is sent in batches a few seconds after the page loads: leave it the time to try.
+    await page.waitForTimeout(6000);
     await page.screenshot({ path: `${ARTIFACTS}/${screenshot}.png` });
     await page.close();
     return { failed, blocked, status: response!.status() };
