@@ -23,6 +23,8 @@ export interface paths {
          *     card payment account start as `cardVerified: true`, `cardAccountEnabled: true` so a
          *     self-hosted merchant can take sandbox card payments at once; set them to `false` to model an
          *     organization whose onboarding is incomplete (checkout creation then answers `403`).
+         *     `displayName` is what buyers see on the hosted pages (whom they pay); without one the pages
+         *     show `name`.
          */
         post: operations["createOrg"];
         delete?: never;
@@ -52,8 +54,9 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update an organization's name or flags
-         * @description Changes the name or the flags that gate checkout creation: `frozen` (a frozen organization
+         * Update an organization's name, display name or flags
+         * @description Changes the name, the display name buyers see on the hosted pages (`displayName`; `null`
+         *     makes the pages show `name` again), or the flags that gate checkout creation: `frozen` (a frozen organization
          *     cannot create sessions), `cardVerified` (Card/USD verification complete) and
          *     `cardAccountEnabled` (card payment account present and enabled to receive payments).
          *     Any of them false makes `POST /v1/checkout-sessions` answer `403 FORBIDDEN` with a message
@@ -1115,6 +1118,12 @@ export interface components {
         Org: {
             orgId: components["schemas"]["OrgId"];
             name: string;
+            /**
+             * @description The name buyers see on every hosted page (checkout, status, payment-link and
+             *     subscription pages), HTML-escaped, above "Secured by Kassa". The organization's `name`
+             *     until a display name is set.
+             */
+            displayName: string;
             /** @description A frozen organization cannot create checkout sessions. */
             frozen: boolean;
             /** @description Card/USD verification complete. */
@@ -1126,9 +1135,13 @@ export interface components {
         };
         OrgCreate: {
             name: string;
+            /** @description What buyers see on the hosted pages (surrounding whitespace is trimmed); defaults to `name`. */
+            displayName?: string;
         };
         OrgUpdate: {
             name?: string;
+            /** @description What buyers see on the hosted pages (trimmed); `null` shows `name` again. */
+            displayName?: string | null;
             frozen?: boolean;
             cardVerified?: boolean;
             cardAccountEnabled?: boolean;
@@ -2036,6 +2049,7 @@ export interface operations {
                      *           {
                      *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *             "name": "Acme Coffee",
+                     *             "displayName": "Acme Coffee Roasters",
                      *             "frozen": false,
                      *             "cardVerified": true,
                      *             "cardAccountEnabled": true,
@@ -2071,7 +2085,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "Acme Coffee"
+                 *       "name": "Acme Coffee",
+                 *       "displayName": "Acme Coffee Roasters"
                  *     }
                  */
                 "application/json": components["schemas"]["OrgCreate"];
@@ -2091,6 +2106,7 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "name": "Acme Coffee",
+                     *         "displayName": "Acme Coffee Roasters",
                      *         "frozen": false,
                      *         "cardVerified": true,
                      *         "cardAccountEnabled": true,
@@ -2135,6 +2151,7 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "name": "Acme Coffee",
+                     *         "displayName": "Acme Coffee Roasters",
                      *         "frozen": false,
                      *         "cardVerified": true,
                      *         "cardAccountEnabled": true,
@@ -2187,6 +2204,7 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "name": "Acme Coffee",
+                     *         "displayName": "Acme Coffee Roasters",
                      *         "frozen": true,
                      *         "cardVerified": true,
                      *         "cardAccountEnabled": true,

@@ -81,9 +81,15 @@ export interface paths {
          *     **Hosted checkout page** — `url` opens a page on `{base_url}` (`/checkout/<32-character
          *     token>`; the session id alone never opens it) showing product, quantity and total, an e-mail
          *     field when the session has no customer, and a card form. It uses no script and no external
-         *     asset, and is served with a strict Content-Security-Policy. After a successful payment the
+         *     asset, and is served with a strict Content-Security-Policy. Every hosted page is headed by
+         *     the organization's display name (whom the buyer pays; set by the operator, the organization
+         *     name by default) and says "Secured by Kassa" in its footer. After a successful payment the
          *     buyer is redirected (`303`) to `successUrl`, or to a Kassa confirmation page when there is
-         *     none; an asynchronous payment shows a "processing" page that refreshes itself. Following
+         *     none; an asynchronous payment shows a "processing" page that refreshes itself until the
+         *     confirmation page. The confirmation page is the same whichever way the buyer reaches it
+         *     (no `successUrl`, a settled asynchronous payment, the session's `url` opened again after
+         *     paying): the order id, the session's `merchantReference` when set, and a "Return to
+         *     <merchant>" link to `successUrl` when set; it never redirects by itself. Following
          *     `cancelUrl` does not cancel or fail the session. An expired, complete or failed session's page
          *     refuses payment. Input the hosted pages (checkout, payment links `/pay/<token>`, the
          *     subscription manage page) cannot read is answered with a page a person can read and stores

@@ -137,10 +137,20 @@ describe('admin CLI', () => {
     expect(result.stderr).toBe('');
     expect(() => JSON.parse(result.stdout)).toThrow();
     const lines = result.stdout.split('\n');
-    expect(lines.some((l) => /│ orgId\s+│ name\s+│ frozen/.test(l))).toBe(true);
+    expect(lines.some((l) => /│ orgId\s+│ name\s+│ displayName\s+│ frozen/.test(l))).toBe(true);
     expect(lines.some((l) => l.includes(orgId) && l.includes('CLI Coffee'))).toBe(true);
     expect(lines.some((l) => l.includes(ctx.orgA.orgId))).toBe(true);
     expect(result.stdout).toMatch(/total: 3 +page: 1 +size: 20 +pages: 1/);
+  });
+
+  it('org create and update set the display name buyers see; --no-display-name shows the name again', async () => {
+    const created = jsonOut(await runAsAdmin(['org', 'create', '--name', 'Legal Name GmbH', '--display-name', 'Corner Café']));
+    expect(created).toMatchObject({ name: 'Legal Name GmbH', displayName: 'Corner Café' });
+    const renamed = jsonOut(await runAsAdmin(['org', 'update', '--org', created.orgId, '--display-name', 'Corner Café & Bakery']));
+    expect(renamed.displayName).toBe('Corner Café & Bakery');
+    const reset = jsonOut(await runAsAdmin(['org', 'update', '--org', created.orgId, '--no-display-name']));
+    expect(reset.displayName).toBe('Legal Name GmbH');
+    expect((await ctx.services.orgs.getOrganization(created.orgId)).displayName).toBeNull();
   });
 
   it('a boolean flag outside true|false is a usage error (exit 2) and sends nothing', async () => {

@@ -12,27 +12,32 @@ export function register(program: Command, ctx: CliContext): void {
     .command('create')
     .description('Create an organization (prints it, with its orgId)')
     .requiredOption('--name <name>', 'organization name')
-    .action(async (opts: { name: string }) => {
-      ctx.print(await ctx.call(ctx.client.POST('/v1/orgs', { body: { name: opts.name } })));
+    .option('--display-name <name>', 'the name buyers see on the hosted pages (default: --name)')
+    .action(async (opts: { name: string; displayName?: string }) => {
+      const body = opts.displayName !== undefined ? { name: opts.name, displayName: opts.displayName } : { name: opts.name };
+      ctx.print(await ctx.call(ctx.client.POST('/v1/orgs', { body })));
     });
 
   org
     .command('update')
-    .description("Change an organization's name or flags")
+    .description("Change an organization's name, display name or flags")
     .requiredOption('--org <id>', 'organization id (ORG_...)')
     .option('--name <name>', 'new name')
+    .option('--display-name <name>', 'the name buyers see on the hosted pages')
+    .option('--no-display-name', 'show the organization name on the hosted pages again')
     .option('--frozen <bool>', 'true|false: a frozen organization cannot create checkout sessions', parseBool)
     .option('--card-verified <bool>', 'true|false: Card/USD verification complete', parseBool)
     .option('--card-account-enabled <bool>', 'true|false: card payment account present and enabled', parseBool)
-    .action(async (opts: { org: string; name?: string; frozen?: boolean; cardVerified?: boolean; cardAccountEnabled?: boolean }) => {
+    .action(async (opts: { org: string; name?: string; displayName?: string | false; frozen?: boolean; cardVerified?: boolean; cardAccountEnabled?: boolean }) => {
       const body: OrgUpdate = {};
       if (opts.name !== undefined) body.name = opts.name;
+      if (opts.displayName !== undefined) body.displayName = opts.displayName === false ? null : opts.displayName;
       if (opts.frozen !== undefined) body.frozen = opts.frozen;
       if (opts.cardVerified !== undefined) body.cardVerified = opts.cardVerified;
       if (opts.cardAccountEnabled !== undefined) body.cardAccountEnabled = opts.cardAccountEnabled;
       // The API would say "must NOT have fewer than 1 properties"; name the flags instead.
       if (Object.keys(body).length === 0) {
-        throw usageError('Nothing to update: give at least one of --name, --frozen, --card-verified, --card-account-enabled.');
+        throw usageError('Nothing to update: give at least one of --name, --display-name, --no-display-name, --frozen, --card-verified, --card-account-enabled.');
       }
       ctx.print(await ctx.call(ctx.client.PATCH('/v1/orgs/{id}', { params: { path: { id: opts.org } }, body })));
     });

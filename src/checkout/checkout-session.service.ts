@@ -349,6 +349,11 @@ export class CheckoutSessionService {
    * limits as the API's); `merchant_reference` / `merchantReference` is also promoted to
    * `merchantReference` and stays in metadata. They are untrusted: they never change the price.
    */
+  /** The organization a payment link belongs to (its error pages show whose link it is). */
+  async paymentLinkOrgId(linkToken: string): Promise<string | undefined> {
+    return (await this.catalog.findPaymentLinkByToken(linkToken))?.link.orgId;
+  }
+
   async startFromPaymentLink(linkToken: string, query: Record<string, unknown>): Promise<CheckoutSession> {
     const found = await this.catalog.findPaymentLinkByToken(linkToken);
     if (!found) throw notFound('Payment link');

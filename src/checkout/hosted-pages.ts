@@ -9,11 +9,11 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession, Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
-import { escapeHtml, layout, notFoundPage, pageFailure, sendPage } from '../pages/page.js';
-import { summary } from '../pages/checkout-summary.js';
+import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames } from '../pages/page.js';
+import { receipt, summary } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 
-function checkoutPage(session: CheckoutSession, error?: string): string {
+function checkoutPage(session: CheckoutSession, merchant: string | undefined, error?: string): string {
   const emailField = session.customerEmail
     ? `<div class="muted" style="margin-top:14px">Paying as ${escapeHtml(session.customerEmail)}</div>`
     : `<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">`;
@@ -28,34 +28,43 @@ ${emailField}
 <div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123" required maxlength="4"></div></div>
 <button type="submit">Pay ${escapeHtml(formatMoney(session.amount, session.currency))}</button>
 </form>
-${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to the merchant</a></p>` : ''}
+${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
+    { merchant },
   );
 }
 
+/**
+ * The page after paying (and of a session that can no longer be paid). A paid card payment with a
+ * `successUrl` is redirected there at once; this page is what the buyer sees without one, after an
+ * asynchronous payment settles, or on opening the checkout link again: the same receipt each time.
+ */
 function statusPage(
   session: CheckoutSession,
+  merchant: string | undefined,
   order: Order | undefined,
   subscription?: Pick<Subscription, 'manageToken'>,
   options: { processing?: boolean } = {},
 ): { status: number; html: string } {
-  const back = session.successUrl ? `<p class="note"><a href="${escapeHtml(session.successUrl)}">Return to the merchant</a></p>` : '';
   const manage = subscription ? `<p class="note"><a data-testid="manage" href="/subscriptions/manage/${escapeHtml(subscription.manageToken)}">Manage your subscription</a></p>` : '';
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
-    return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${manage}${back}`) };
+    return {
+      status: 200,
+      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${manage}`, { merchant }),
+    };
   }
   // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
   // being written by a concurrent request (a double click): both are "processing", never "expired".
   if (order?.status === 'PENDING' || options.processing) {
     return {
       status: 200,
-      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2, refreshUrl: `/checkout/${session.pageToken}/complete` }),
+      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2, refreshUrl: `/checkout/${session.pageToken}/complete`, merchant }),
     };
   }
   if (order?.status === 'FAILED' || session.status === 'FAILED') {
-    return { status: 200, html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">The payment failed. Please contact the merchant.</div>`) };
+    return { status: 200, html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">The payment failed. Please contact the merchant.</div>`, { merchant }) };
   }
-  return { status: 410, html: layout('Checkout closed', `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid.</div>`) };
+  return { status: 410, html: layout('Checkout closed', `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid.</div>`, { merchant }) };
 }
 
 function parseExpiry(text: string): { expMonth: number; expYear: number } | undefined {
@@ -70,15 +79,16 @@ export interface SubscriptionOfSession {
   findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken'> | undefined>;
 }
 
-export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, logger: Logger): void {
+export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, merchants: MerchantNames, logger: Logger): void {
   const fail = pageFailure(logger);
 
   router.get('/checkout/:token', async (req, res) => {
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
-      sendPage(res, statusPage(session, await sessions.orderOf(session)));
+      const merchant = await merchants.displayNameOf(session.orgId);
+      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
+      sendPage(res, statusPage(session, merchant, await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
     } catch (err) {
       fail(req, res, err);
     }
@@ -88,7 +98,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      sendPage(res, statusPage(session, await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
+      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
     } catch (err) {
       fail(req, res, err);
     }
@@ -100,18 +110,19 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const expiry = parseExpiry(form.expiry ?? '');
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      if (!expiry) return sendPage(res, { status: 400, html: checkoutPage(current, 'Enter the card expiry as MM/YY.') });
+      const merchant = await merchants.displayNameOf(current.orgId);
+      if (!expiry) return sendPage(res, { status: 400, html: checkoutPage(current, merchant, 'Enter the card expiry as MM/YY.') });
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
         card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry },
       });
       switch (attempt.kind) {
         case 'declined':
-          return sendPage(res, { status: 402, html: checkoutPage(attempt.session, attempt.message) });
+          return sendPage(res, { status: 402, html: checkoutPage(attempt.session, merchant, attempt.message) });
         case 'not_payable':
-          return sendPage(res, statusPage(attempt.session, await sessions.orderOf(attempt.session)));
+          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session)));
         case 'processing':
-          return sendPage(res, statusPage(attempt.session, await sessions.orderOf(attempt.session), undefined, { processing: true }));
+          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session), undefined, { processing: true }));
         case 'paid':
           // The browser return is a convenience: merchants confirm payment through the API or webhooks.
           return res.redirect(303, attempt.session.successUrl ?? `/checkout/${req.params.token}/complete`);
@@ -128,7 +139,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const session = await sessions.startFromPaymentLink(req.params.linkToken, req.query as Record<string, unknown>);
       res.redirect(303, `/checkout/${session.pageToken}`);
     } catch (err) {
-      fail(req, res, err);
+      // A refused link (inactive, bad query, merchant frozen) still says whose link it is.
+      const orgId = await sessions.paymentLinkOrgId(req.params.linkToken).catch(() => undefined);
+      fail(req, res, err, orgId ? await merchants.displayNameOf(orgId).catch(() => undefined) : undefined);
     }
   });
 }

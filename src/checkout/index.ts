@@ -45,8 +45,8 @@ export function createCheckoutModule(deps: {
     jobs: () => checkoutJobs({ checkout }),
     pages: (router) => {
       // Crypto sessions' pages first; they pass card sessions on to the card pages.
-      registerCryptoPages(router, { sessions: checkout, crypto: deps.cryptoQuotes, clock: deps.clock }, deps.logger);
-      registerHostedPages(router, checkout, deps.subscriptions, deps.logger);
+      registerCryptoPages(router, { sessions: checkout, crypto: deps.cryptoQuotes, clock: deps.clock, merchants: deps.orgs }, deps.logger);
+      registerHostedPages(router, checkout, deps.subscriptions, deps.orgs, deps.logger);
     },
   };
 }

@@ -8,8 +8,8 @@ import type { NextFunction, Request, Response, Router } from 'express';
 import QRCode from 'qrcode';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
-import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type Page } from '../pages/page.js';
-import { summary } from '../pages/checkout-summary.js';
+import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page } from '../pages/page.js';
+import { receipt, summary } from '../pages/checkout-summary.js';
 import { hostedForm } from '../pages/form.js';
 import type { CheckoutSession, Order } from '../commerce/model.js';
 import type { CryptoQuoteService } from './crypto-quote.service.js';
@@ -42,9 +42,10 @@ interface PageDeps {
   sessions: SessionPages;
   crypto: CryptoQuoteService;
   clock: Clock;
+  merchants: MerchantNames;
 }
 
-function emailPage(session: CheckoutSession, error?: string): Page {
+function emailPage(session: CheckoutSession, merchant: string | undefined, error?: string): Page {
   return {
     status: error ? 400 : 200,
     html: layout(
@@ -56,6 +57,7 @@ ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(erro
 <label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">
 <button type="submit">Continue</button>
 </form>`,
+      { merchant },
     ),
   };
 }
@@ -63,7 +65,7 @@ ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(erro
 const txLink = (chain: ChainConfig | undefined, hash: string) =>
   chain ? `<a href="${escapeHtml(`${chain.explorerUrl}/tx/${hash}`)}" rel="noreferrer">${escapeHtml(`${hash.slice(0, 10)}…${hash.slice(-8)}`)}</a>` : `<code>${escapeHtml(hash)}</code>`;
 
-async function instructionsPage(session: CheckoutSession, quote: CryptoQuote, chain: ChainConfig | undefined, notice?: string): Promise<Page> {
+async function instructionsPage(session: CheckoutSession, merchant: string | undefined, quote: CryptoQuote, chain: ChainConfig | undefined, notice?: string): Promise<Page> {
   const amount = tokenAmount(quote.amountUnits!);
   const chainName = chain?.name ?? `chain ${quote.chainId}`;
   const svg = await QRCode.toString(paymentUri(quote), { type: 'svg', errorCorrectionLevel: 'M', margin: 1 });
@@ -81,26 +83,29 @@ ${notice ? `<div class="error" role="alert" data-testid="notice">${escapeHtml(no
 <label>Amount</label><div><code data-testid="crypto-amount-units">${escapeHtml(amount)}</code> ${escapeHtml(quote.tokenSymbol)} <span class="muted">(${quote.amountUnits} base units)</span></div>
 <label>Token contract (${escapeHtml(quote.tokenSymbol)})</label><div data-testid="crypto-token"><code style="word-break:break-all">${escapeHtml(quote.tokenAddress)}</code></div>
 <p class="note">The exact amount identifies your payment: send it from a wallet or an exchange that does not deduct fees from it. Only ${escapeHtml(quote.tokenSymbol)} on ${escapeHtml(chainName)} is accepted. This page refreshes by itself and shows your payment as soon as it is seen on chain.</p>
-${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to the merchant</a></p>` : ''}`,
-      { refreshSeconds: REFRESH_WAITING_S },
+${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : ''}`,
+      { refreshSeconds: REFRESH_WAITING_S, merchant },
     ),
   };
 }
 
-function progressPage(session: CheckoutSession, order: Order, transfer: CryptoTransfer | undefined, chain: ChainConfig | undefined): Page {
-  const back = session.successUrl ? `<p class="note"><a href="${escapeHtml(session.successUrl)}">Return to the merchant</a></p>` : '';
+function progressPage(session: CheckoutSession, merchant: string | undefined, order: Order, transfer: CryptoTransfer | undefined, chain: ChainConfig | undefined): Page {
   const tx = order.txHash ? `<p class="note">Transaction ${txLink(chain, order.txHash)}</p>` : '';
   const received = order.amountReceivedCents != null ? `${tokenAmount(order.amountReceivedCents)} ${order.currency}` : '';
   switch (order.status) {
     case 'PAID':
     case 'REFUNDED':
-      return { status: 200, html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received (${escapeHtml(received)}). Thank you!</div>${tx}${back}`) };
+      return {
+        status: 200,
+        html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received (${escapeHtml(received)}). Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${tx}`, { merchant }),
+      };
     case 'UNDERPAID':
       return {
         status: 200,
         html: layout(
           'Payment incomplete',
           `${summary(session)}<div class="error" data-testid="status">We received ${escapeHtml(received)}, less than the amount due. Please contact the merchant to settle the difference.</div>${tx}`,
+          { merchant },
         ),
       };
     case 'PENDING': {
@@ -111,24 +116,25 @@ function progressPage(session: CheckoutSession, order: Order, transfer: CryptoTr
         html: layout(
           'Payment detected',
           `${summary(session)}<div class="ok" data-testid="status">Payment of ${escapeHtml(received)} detected. Waiting for confirmations: ${have} of ${needed}. This page refreshes by itself.</div>${tx}`,
-          { refreshSeconds: REFRESH_CONFIRMING_S },
+          { refreshSeconds: REFRESH_CONFIRMING_S, merchant },
         ),
       };
     }
     default:
       return {
         status: 200,
-        html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">Your transfer is no longer on the chain and this checkout has closed. Please contact the merchant.</div>${tx}`),
+        html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">Your transfer is no longer on the chain and this checkout has closed. Please contact the merchant.</div>${tx}`, { merchant }),
       };
   }
 }
 
-function closedPage(session: CheckoutSession): Page {
+function closedPage(session: CheckoutSession, merchant: string | undefined): Page {
   return {
     status: 410,
     html: layout(
       'Checkout closed',
       `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid. A transfer you already sent is still recorded for the merchant; contact them if needed.</div>`,
+      { merchant },
     ),
   };
 }
@@ -138,14 +144,16 @@ export async function renderCryptoCheckout(deps: PageDeps, session: CheckoutSess
   let quote = await deps.crypto.quoteOf(session.id);
   const chain = quote ? deps.crypto.chain(quote.chainId) : undefined;
   const payable = deps.sessions.isPayable(session);
-  if (order && order.status !== 'FAILED') return progressPage(session, order, await deps.crypto.latestTransferOf(session.id), chain);
-  if (!payable || !quote) return order ? progressPage(session, order, undefined, chain) : closedPage(session);
+  const merchant = await deps.merchants.displayNameOf(session.orgId);
+  if (order && order.status !== 'FAILED') return progressPage(session, merchant, order, await deps.crypto.latestTransferOf(session.id), chain);
+  if (!payable || !quote) return order ? progressPage(session, merchant, order, undefined, chain) : closedPage(session, merchant);
   if (quote.amountUnits === null) {
-    if (!session.customerEmail) return emailPage(session);
+    if (!session.customerEmail) return emailPage(session, merchant);
     quote = (await deps.crypto.identifyBuyer(session.id, session.customerEmail, (s) => deps.sessions.isPayable(s)))!;
   }
   return instructionsPage(
     session,
+    merchant,
     quote,
     chain,
     order ? 'Your earlier transfer is no longer on the chain (a chain reorganization). If your wallet shows it as dropped, send it again.' : undefined,
@@ -172,7 +180,7 @@ export function registerCryptoPages(router: Router, deps: PageDeps, logger: Logg
       if (!session || session.provider !== 'CRYPTO') return sendPage(res, notFoundPage('This checkout does not exist.'));
       const email = String((req.body as Record<string, unknown> | undefined)?.email ?? '').trim();
       if (!session.customerEmail && deps.sessions.isPayable(session)) {
-        if (!EMAIL.test(email) || Buffer.byteLength(email) > 255) return sendPage(res, emailPage(session, 'Enter a valid e-mail address.'));
+        if (!EMAIL.test(email) || Buffer.byteLength(email) > 255) return sendPage(res, emailPage(session, await deps.merchants.displayNameOf(session.orgId), 'Enter a valid e-mail address.'));
         await deps.crypto.identifyBuyer(session.id, email, (s) => deps.sessions.isPayable(s));
       }
       // Post/redirect/get: the instructions page can then refresh itself without resubmitting.

@@ -66,20 +66,22 @@ async function titleOf(name: DocumentName): Promise<{ title: string; summary: st
 
 /**
  * The index page, used both by the listeners (`/docs`) and by `npm run docs` (`index.html`).
- * `href(name)` says where a document's rendered page lives; `raw(name)` where its files do.
+ * `href(name)` says where a document's rendered page lives; `raw(name)` where its files do;
+ * `built: false` marks a document whose page `npm run docs` has not rendered yet.
  */
-export async function renderIndex(entries: ReadonlyArray<{ name: DocumentName; href: string; raw?: string }>): Promise<string> {
+export async function renderIndex(entries: ReadonlyArray<{ name: DocumentName; href: string; raw?: string; built?: boolean }>): Promise<string> {
   const items = await Promise.all(
-    entries.map(async ({ name, href, raw }) => {
+    entries.map(async ({ name, href, raw, built }) => {
       const { title, summary } = await titleOf(name);
       const files = raw ? ` · <a href="${escapeHtml(raw)}.yaml">YAML</a> · <a href="${escapeHtml(raw)}.json">JSON</a>` : '';
-      return `<li><a href="${escapeHtml(href)}"><strong>${escapeHtml(title)}</strong></a>${files}${summary ? `<br><span class="muted">${escapeHtml(summary)}</span>` : ''}</li>`;
+      const state = built === false ? ' <span class="muted" data-testid="not-built">(page not built)</span>' : '';
+      return `<li><a href="${escapeHtml(href)}"><strong>${escapeHtml(title)}</strong></a>${state}${files}${summary ? `<br><span class="muted">${escapeHtml(summary)}</span>` : ''}</li>`;
     }),
   );
-  return page(
-    'Kassa API reference',
-    `<h1>Kassa API reference</h1><p class="muted">Rendered from the OpenAPI 3.1 documents in <code>openapi/</code>, the source of truth of every request and response.</p><ul>${items.join('')}</ul>`,
-  );
+  const intro = entries.some((entry) => entry.built === false)
+    ? '<p data-testid="intro">The reference pages are not built yet: run <code>npm run docs</code> in the Kassa directory (it renders them offline into <code>docs-dist/</code>) and reload this page. The OpenAPI 3.1 documents themselves, the source of truth of every request and response, are served now as YAML and JSON.</p>'
+    : '<p class="muted" data-testid="intro">Rendered from the OpenAPI 3.1 documents in <code>openapi/</code>, the source of truth of every request and response.</p>';
+  return page('Kassa API reference', `<h1>Kassa API reference</h1>${intro}<ul>${items.join('')}</ul>`);
 }
 
 function notBuiltPage(name: DocumentName): string {
@@ -98,21 +100,20 @@ const exists = (file: string) =>
 export function registerDocsRoutes(router: Router, options: DocsRoutesOptions): void {
   const docsDir = options.docsDir ?? DOCS_DIR;
   const served = new Set<string>(options.documents);
-  let index: Promise<string> | undefined;
 
   const html = (res: Response, status: number, body: string) => {
     res.status(status).type('html').setHeader('Cache-Control', 'no-cache').send(body);
   };
 
+  // Built per request (a stat per document): the index must say so once `npm run docs` has run.
   router.get(['/docs', '/docs/'], async (_req: Request, res: Response, next: NextFunction) => {
     try {
-      index ??= renderIndex([
-        ...options.documents.map((name) => ({ name, href: `/docs/${name}`, raw: `/openapi/${name}` })),
-        ...(options.elsewhere ?? []).map(({ name, baseUrl }) => ({ name, href: `${baseUrl}/docs/${name}`, raw: `${baseUrl}/openapi/${name}` })),
-      ]);
-      html(res, 200, await index);
+      const local = await Promise.all(
+        options.documents.map(async (name) => ({ name, href: `/docs/${name}`, raw: `/openapi/${name}`, built: await exists(path.join(docsDir, `${name}.html`)) })),
+      );
+      const remote = (options.elsewhere ?? []).map(({ name, baseUrl }) => ({ name, href: `${baseUrl}/docs/${name}`, raw: `${baseUrl}/openapi/${name}` }));
+      html(res, 200, await renderIndex([...local, ...remote]));
     } catch (err) {
-      index = undefined;
       next(err);
     }
   });

@@ -1,12 +1,13 @@
 import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { ApiKey, Organization } from './orgs.repository.js';
-import type { OrgService } from './orgs.service.js';
+import { OrgService } from './orgs.service.js';
 import type { Permission } from './permissions.js';
 
 const presentOrg = (org: Organization) => ({
   orgId: org.id,
   name: org.name,
+  displayName: OrgService.displayName(org),
   frozen: org.frozen,
   cardVerified: org.cardVerified,
   cardAccountEnabled: org.cardAccountEnabled,

@@ -4,6 +4,8 @@ import { runStatement, type Db } from '../db/knex.js';
 export interface Organization {
   id: string;
   name: string;
+  /** What buyers see on hosted pages; null shows `name`. */
+  displayName: string | null;
   frozen: boolean;
   cardVerified: boolean;
   cardAccountEnabled: boolean;
@@ -30,7 +32,7 @@ export interface ApiKeyWithOrganization extends ApiKeyWithHash {
   organization: Organization;
 }
 
-export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>>;
+export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>>;
 
 export interface OrgRepository {
   insertOrganization(org: Organization): Promise<void>;
@@ -47,6 +49,7 @@ export interface OrgRepository {
 interface OrganizationRow {
   id: string;
   name: string;
+  display_name: string | null;
   frozen: boolean;
   card_verified: boolean;
   card_account_enabled: boolean;
@@ -74,6 +77,7 @@ const API_KEY_BY_HASH_SQL = `SELECT k.id, k.org_id, k.name, k.key_hash, k.prefix
 const toOrganization = (row: OrganizationRow): Organization => ({
   id: row.id,
   name: row.name,
+  displayName: row.display_name ?? null,
   frozen: row.frozen,
   cardVerified: row.card_verified,
   cardAccountEnabled: row.card_account_enabled,
@@ -101,6 +105,7 @@ export class KnexOrgRepository implements OrgRepository {
     await this.db<OrganizationRow>('organizations').insert({
       id: org.id,
       name: org.name,
+      display_name: org.displayName,
       frozen: org.frozen,
       card_verified: org.cardVerified,
       card_account_enabled: org.cardAccountEnabled,
@@ -125,6 +130,7 @@ export class KnexOrgRepository implements OrgRepository {
   async updateOrganization(id: string, patch: OrganizationPatch, now: Date): Promise<Organization | undefined> {
     const changes: Partial<OrganizationRow> = { updated_at: now };
     if (patch.name !== undefined) changes.name = patch.name;
+    if (patch.displayName !== undefined) changes.display_name = patch.displayName;
     if (patch.frozen !== undefined) changes.frozen = patch.frozen;
     if (patch.cardVerified !== undefined) changes.card_verified = patch.cardVerified;
     if (patch.cardAccountEnabled !== undefined) changes.card_account_enabled = patch.cardAccountEnabled;

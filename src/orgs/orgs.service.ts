@@ -23,11 +23,12 @@ export class OrgService {
     private readonly clock: Clock,
   ) {}
 
-  async createOrganization(input: { name: string }): Promise<Organization> {
+  async createOrganization(input: { name: string; displayName?: string }): Promise<Organization> {
     const now = this.clock.now();
     const org: Organization = {
       id: newId('ORG'),
       name: input.name.trim(),
+      displayName: input.displayName?.trim() ?? null,
       frozen: false,
       cardVerified: true,
       cardAccountEnabled: true,
@@ -51,11 +52,25 @@ export class OrgService {
   async updateOrganization(id: string, patch: OrganizationPatch): Promise<Organization> {
     const updated = await this.repo.updateOrganization(
       id,
-      { ...patch, ...(patch.name !== undefined ? { name: patch.name.trim() } : {}) },
+      {
+        ...patch,
+        ...(patch.name !== undefined ? { name: patch.name.trim() } : {}),
+        ...(typeof patch.displayName === 'string' ? { displayName: patch.displayName.trim() } : {}),
+      },
       this.clock.now(),
     );
     if (!updated) throw notFound('Organization');
     return updated;
+  }
+
+  /** The name a buyer sees on the organization's hosted pages; undefined for an unknown id. */
+  async displayNameOf(orgId: string): Promise<string | undefined> {
+    const org = await this.repo.findOrganization(orgId);
+    return org ? OrgService.displayName(org) : undefined;
+  }
+
+  static displayName(org: Organization): string {
+    return org.displayName ?? org.name;
   }
 
   countOrganizations(): Promise<number> {

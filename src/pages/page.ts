@@ -15,6 +15,12 @@ export interface Page {
   headers?: Record<string, string>;
 }
 
+/** Whom the buyer pays: the organization's display name on its hosted pages. */
+export interface MerchantNames {
+  /** Undefined for an unknown organization. */
+  displayNameOf(orgId: string): Promise<string | undefined>;
+}
+
 export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
@@ -25,14 +31,19 @@ export const HOSTED_PAGE_CSP =
 /** The headers of every hosted page. */
 export const HOSTED_PAGE_HEADERS = { 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
 
+// An amount never wraps: when the total row is too narrow (the largest amounts on a 360 px phone)
+// it moves below its label. Long unbroken names wrap anywhere rather than widen the page.
 const STYLE = `
 *{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;color:#1d2330}
 main{max-width:440px;margin:0 auto;padding:24px 16px}
 .card{background:#fff;border-radius:14px;box-shadow:0 1px 3px rgba(16,24,40,.1),0 8px 24px rgba(16,24,40,.06);padding:24px}
 .brand{font-weight:700;letter-spacing:.02em;color:#4338ca;margin-bottom:16px}
+.receipt{display:grid;grid-template-columns:auto 1fr;gap:4px 12px;margin:16px 0 0;font-size:.9rem}.receipt dt{color:#667085}.receipt dd{margin:0;min-width:0}
 h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem}
-.total{display:flex;justify-content:space-between;align-items:baseline;border-top:1px solid #eaecf0;margin-top:16px;padding-top:16px}
-.total strong{font-size:1.5rem}
+.card,footer{overflow-wrap:anywhere}
+.total{display:flex;flex-wrap:wrap;justify-content:space-between;align-items:baseline;column-gap:12px;border-top:1px solid #eaecf0;margin-top:16px;padding-top:16px}
+.total>span{flex:none}.total strong{font-size:1.5rem}
+.total .amount{white-space:nowrap;margin-left:auto;font-size:clamp(1.125rem,5.5vw,1.5rem)}
 label{display:block;font-size:.85rem;font-weight:600;margin:14px 0 6px}
 input{width:100%;font:inherit;padding:12px;border:1px solid #d0d5dd;border-radius:10px;background:#fff}
 input:focus{outline:2px solid #6366f1;border-color:#6366f1}
@@ -45,22 +56,30 @@ button:hover{background:#3730a3}
 a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#98a2b3}
 `;
 
-export function layout(title: string, body: string, options: { refreshSeconds?: number; refreshUrl?: string } = {}): string {
+export interface LayoutOptions {
+  refreshSeconds?: number;
+  refreshUrl?: string;
+  /** The organization's display name, the page's heading line; pages that know no merchant say "Kassa". */
+  merchant?: string;
+}
+
+export function layout(title: string, body: string, options: LayoutOptions = {}): string {
   const target = options.refreshUrl ? `;url=${escapeHtml(options.refreshUrl)}` : '';
+  const brand = options.merchant ? `<div class="brand" data-testid="merchant">${escapeHtml(options.merchant)}</div>` : '<div class="brand">Kassa</div>';
   const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}${target}">` : '';
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main><div class="card"><div class="brand">Kassa</div>${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main><div class="card">${brand}${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
 }
 
 export function sendPage(res: Response, page: Page): void {
   res.status(page.status).set(HOSTED_PAGE_HEADERS).set(page.headers ?? {}).type('html').send(page.html);
 }
 
-export const messagePage = (status: number, title: string, message: string): Page => ({
+export const messagePage = (status: number, title: string, message: string, merchant?: string): Page => ({
   status,
-  html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" role="alert" data-testid="status">${escapeHtml(message)}</div>`),
+  html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" role="alert" data-testid="status">${escapeHtml(message)}</div>`, { merchant }),
 });
 
-export const notFoundPage = (message = 'This page does not exist. Check the link you were given.'): Page => messagePage(404, 'Not found', message);
+export const notFoundPage = (message = 'This page does not exist. Check the link you were given.', merchant?: string): Page => messagePage(404, 'Not found', message, merchant);
 
 const waitText = (seconds: number) => (seconds > 90 ? `about ${Math.ceil(seconds / 60)} minutes` : `${seconds} seconds`);
 
@@ -68,33 +87,34 @@ const waitText = (seconds: number) => (seconds > 90 ? `about ${Math.ceil(seconds
  * A 429 (too many requests from this client) or 503 (no exact amount free, database unreachable)
  * as a page a buyer understands, keeping the status and Retry-After; undefined for other errors.
  */
-export function retryLaterPage(err: unknown): Page | undefined {
+export function retryLaterPage(err: unknown, merchant?: string): Page | undefined {
   const { error } = toAppError(err);
   if (statusOf(error) !== 429 && statusOf(error) !== 503) return undefined;
   const retryAfter = error.options.headers?.['Retry-After'] ?? '30';
   const wait = waitText(Number(retryAfter));
   if (statusOf(error) === 429) {
-    return { status: 429, headers: { 'Retry-After': retryAfter }, html: layout('Too many requests', `<h1>Too many requests</h1><div class="error" data-testid="status">Too many requests came from your network. Please try again in ${escapeHtml(wait)}.</div>`) };
+    return { status: 429, headers: { 'Retry-After': retryAfter }, html: layout('Too many requests', `<h1>Too many requests</h1><div class="error" data-testid="status">Too many requests came from your network. Please try again in ${escapeHtml(wait)}.</div>`, { merchant }) };
   }
   const title = Number(retryAfter) > 300 ? 'Try again later' : 'Try again shortly';
-  return { status: 503, headers: { 'Retry-After': retryAfter }, html: layout(title, `<h1>${title}</h1><div class="error" data-testid="status">This checkout is busy right now. Please try again in ${escapeHtml(wait)}.</div>`) };
+  return { status: 503, headers: { 'Retry-After': retryAfter }, html: layout(title, `<h1>${title}</h1><div class="error" data-testid="status">This checkout is busy right now. Please try again in ${escapeHtml(wait)}.</div>`, { merchant }) };
 }
 
 /**
  * What a page route answers when it throws: a try-again page (429, 503), the refusal's message
- * (404, or 400 for any other client error), or a logged 500 page for a failure of ours.
+ * (404, or 400 for any other client error), or a logged 500 page for a failure of ours; under
+ * the merchant's name when the route knows it.
  */
 export function pageFailure(logger: Logger, title = 'Cannot open this checkout') {
-  return (req: Request, res: Response, err: unknown): void => {
-    const retry = retryLaterPage(err);
+  return (req: Request, res: Response, err: unknown, merchant?: string): void => {
+    const retry = retryLaterPage(err, merchant);
     if (retry) {
       (req.log ?? logger).warn({ err }, 'hosted page unavailable');
       return sendPage(res, retry);
     }
     if (err instanceof AppError && statusOf(err) < 500) {
-      return sendPage(res, statusOf(err) === 404 ? notFoundPage(err.message) : messagePage(400, title, err.message));
+      return sendPage(res, statusOf(err) === 404 ? notFoundPage(err.message, merchant) : messagePage(400, title, err.message, merchant));
     }
     (req.log ?? logger).error({ err }, 'hosted page failed');
-    sendPage(res, messagePage(500, 'Something went wrong', 'Please try again in a moment.'));
+    sendPage(res, messagePage(500, 'Something went wrong', 'Please try again in a moment.', merchant));
   };
 }

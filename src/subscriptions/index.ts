@@ -5,6 +5,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
+import type { MerchantNames } from '../pages/page.js';
 import type { CardProcessor } from '../processors/card-processor.js';
 import { createSubscriptionAdminHandlers } from './admin.handlers.js';
 import { EntitlementService } from './entitlement.service.js';
@@ -31,6 +32,8 @@ export function createSubscriptionsModule(deps: {
   /** Charges renewals on the customer's saved payment method. */
   cardProcessor: CardProcessor;
   catalog: CatalogService;
+  /** Whose subscription the manage page shows (the organization's display name). */
+  merchants: MerchantNames;
   clock: Clock;
   logger: Logger;
 }): SubscriptionsModule {
@@ -41,6 +44,6 @@ export function createSubscriptionsModule(deps: {
     entitlements,
     handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions) },
     jobs: () => subscriptionJobs(subscriptions),
-    pages: (router) => registerManagePages(router, subscriptions, deps.logger),
+    pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger),
   };
 }

@@ -12,6 +12,7 @@ import { freshDatabase, type TestDatabase } from '../harness/database.js';
 const org: Organization = {
   id: 'org_prepared',
   name: 'Prepared',
+  displayName: null,
   frozen: false,
   cardVerified: true,
   cardAccountEnabled: true,

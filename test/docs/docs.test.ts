@@ -3,7 +3,7 @@
  * `npm run docs` output, and the reference's completeness (summary, description and examples
  * for every operation, request and response).
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -97,6 +97,26 @@ describe('/docs', () => {
     // A document this listener does not serve is not looked up on disk.
     expect((await supertest(app).get('/docs/admin')).status).toBe(404);
   });
+
+  it('the index says the pages are not built until they are, then that they are rendered', async () => {
+    const dir = path.join(tmp, 'index-state');
+    await mkdir(dir, { recursive: true });
+    const app = express();
+    const router = express.Router();
+    registerDocsRoutes(router, { documents: ['merchant'], docsDir: dir });
+    app.use(router);
+    const before = await supertest(app).get('/docs');
+    expect(before.status).toBe(200);
+    expect(before.text).not.toContain('Rendered from');
+    expect(before.text).toContain('The reference pages are not built yet: run <code>npm run docs</code>');
+    expect(before.text).toContain('(page not built)');
+
+    // The same running listener notices the rendered page: the index is not cached from the first request.
+    await writeFile(path.join(dir, 'merchant.html'), '<!doctype html><title>rendered</title>');
+    const after = await supertest(app).get('/docs');
+    expect(after.text).toContain('Rendered from the OpenAPI 3.1 documents in <code>openapi/</code>');
+    expect(after.text).not.toContain('not built');
+  });
 });
 
 describe('npm run docs', () => {
@@ -107,6 +127,8 @@ describe('npm run docs', () => {
     // Redoc's script is inlined: the page opens offline.
     expect(html).not.toMatch(/<script[^>]+src=/);
     expect(html).not.toMatch(/<link[^>]+href="https?:/);
+    expect(html).not.toContain('cdn.redoc.ly'); // the attribution's logo is inlined (test/e2e/docs-offline.browser.test.ts loads it)
+    expect(html).toContain('"disableTelemetry":true'); // no beacon to otel.cloud.redocly.com per reader
     const doc = await loadDocument('agent-wallet');
     for (const op of listOperations(doc)) expect(html).toContain(String(op.operation.summary));
     const index = await readFile(path.join(out, 'index.html'), 'utf8');

@@ -1,0 +1,88 @@
+/**
+ * The rendered API reference opens offline: every document rendered by `npm run docs` and served
+ * at `/docs/<name>`, and the `/docs` index, load in headless Chromium with every request outside
+ * the local server aborted, and not one request fails or leaves the machine (no CDN asset, no
+ * telemetry beacon), even seconds after loading.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import express from 'express';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser } from 'playwright-core';
+import { DOCUMENT_NAMES, registerDocsRoutes } from '../../src/docs/docs.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const available = existsSync(CHROMIUM);
+if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
+
+const ARTIFACTS = 'test/e2e/.artifacts';
+const run = promisify(execFile);
+
+let tmp: string;
+let server: Server;
+let origin: string;
+let browser: Browser;
+
+describe.skipIf(!available)('the API reference with the network blocked', () => {
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    tmp = await mkdtemp(path.join(os.tmpdir(), 'kassa-docs-offline-'));
+    await run('npx', ['tsx', 'scripts/docs.ts', '--out', tmp], { timeout: 120_000 });
+    const app = express();
+    const router = express.Router();
+    registerDocsRoutes(router, { documents: DOCUMENT_NAMES, docsDir: tmp });
+    app.use(router);
+    server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => server?.close(resolve));
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  /** Opens a page with everything but the local server aborted; returns the requests that failed. */
+  async function openOffline(url: string, screenshot: string): Promise<{ failed: string[]; blocked: string[]; status: number }> {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const blocked: string[] = [];
+    const failed: string[] = [];
+    await page.route('**/*', (route) => {
+      const { hostname, protocol } = new URL(route.request().url());
+      if (protocol === 'data:' || protocol === 'blob:' || hostname === '127.0.0.1') return route.continue();
+      blocked.push(route.request().url());
+      return route.abort('internetdisconnected');
+    });
+    page.on('requestfailed', (request) => failed.push(`${request.url()} (${request.failure()?.errorText})`));
+    const response = await page.goto(url, { waitUntil: 'load' });
+    await page.waitForLoadState('networkidle');
+    // Telemetry is sent in batches a few seconds after the page loads: leave it the time to try.
+    await page.waitForTimeout(6000);
+    await page.screenshot({ path: `${ARTIFACTS}/${screenshot}.png` });
+    await page.close();
+    return { failed, blocked, status: response!.status() };
+  }
+
+  it.each(DOCUMENT_NAMES.map((name) => [name]))('/docs/%s renders with no request leaving the machine', async (name) => {
+    const result = await openOffline(`${origin}/docs/${name}`, `docs-${name}`);
+    expect(result.status).toBe(200);
+    expect(result.blocked).toEqual([]);
+    expect(result.failed).toEqual([]);
+  });
+
+  it('/docs (the index) loads with no failed request', async () => {
+    const result = await openOffline(`${origin}/docs`, 'docs-index');
+    expect(result.status).toBe(200);
+    expect(result.failed).toEqual([]);
+  });
+});
