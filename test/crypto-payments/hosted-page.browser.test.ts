@@ -3,17 +3,14 @@
  * chain: gives an e-mail, gets the instructions with a rendered QR code, pays from a wallet, and
  * watches the page update itself (meta refresh, no script) to "detected" and then "received".
  */
-import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { startLocalChain, USDC, type LocalChain } from './chain.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
 
 let chain: LocalChain;
 let ctx: TestContext;
@@ -22,7 +19,7 @@ let origin: string;
 let browser: Browser;
 let usdc: `0x${string}`;
 
-describe.skipIf(!available)('crypto checkout page in a browser', () => {
+describe.skipIf(!chromiumAvailable)('crypto checkout page in a browser', () => {
   beforeAll(async () => {
     chain = await startLocalChain();
     usdc = await chain.deployToken('USD Coin (test)', 'USDC');
@@ -38,10 +35,7 @@ describe.skipIf(!available)('crypto checkout page in a browser', () => {
     server = ctx.apps.merchant.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }, 120_000);
   afterAll(async () => {
     await browser?.close();

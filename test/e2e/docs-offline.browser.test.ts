@@ -5,7 +5,7 @@
  * telemetry beacon), even seconds after loading.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,12 +14,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import type { Browser } from 'playwright-core';
 import { DOCUMENT_NAMES, registerDocsRoutes } from '../../src/docs/docs.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
 
 const ARTIFACTS = 'test/e2e/.artifacts';
 const run = promisify(execFile);
@@ -29,7 +27,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!available)('the API reference with the network blocked', () => {
+describe.skipIf(!chromiumAvailable)('the API reference with the network blocked', () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     tmp = await mkdtemp(path.join(os.tmpdir(), 'kassa-docs-offline-'));
@@ -41,10 +39,7 @@ describe.skipIf(!available)('the API reference with the network blocked', () => 
     server = app.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

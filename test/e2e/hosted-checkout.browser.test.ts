@@ -3,32 +3,26 @@
  * sees the purchase, is declined once, pays, lands on the confirmation page; the merchant then
  * sees the PAID order through the API.
  */
-import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
 
 let ctx: TestContext;
 let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!available)('hosted checkout in a browser', () => {
+describe.skipIf(!chromiumAvailable)('hosted checkout in a browser', () => {
   beforeAll(async () => {
     ctx = await createTestContext();
     server = ctx.apps.merchant.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -6,16 +6,14 @@
  * must stay on one line beside or below its "Total" label without overlapping it, and nothing may
  * overflow the page horizontally. Screenshots go to test/e2e/.artifacts/.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import type { Browser, Page } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
 
 const ARTIFACTS = 'test/e2e/.artifacts';
 const CHAIN = 31337;
@@ -94,7 +92,7 @@ async function cardSession(key: string, amount: number, currency: string, name: 
   return `${origin}${new URL(res.body.data.url).pathname}`;
 }
 
-describe.skipIf(!available)('hosted page layout at the largest amounts on a 360 px screen', () => {
+describe.skipIf(!chromiumAvailable)('hosted page layout at the largest amounts on a 360 px screen', () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     ctx = await createTestContext({
@@ -107,10 +105,7 @@ describe.skipIf(!available)('hosted page layout at the largest amounts on a 360 
     server = ctx.apps.merchant.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -3,17 +3,14 @@
  * page cannot serve them right now: the "try again" page (503) when no exact crypto amount is
  * free, and the "too many requests" page (429) past the per-address limit. No chain is contacted.
  */
-import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const available = existsSync(CHROMIUM);
-if (!available && process.env.CI) throw new Error(`CI needs Chromium at ${CHROMIUM} (.ci/run installs it with apt-get)`);
 
 const CHAIN = 31337;
 const WALLET = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
@@ -23,7 +20,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!available)('hosted pages under load, in a browser', () => {
+describe.skipIf(!chromiumAvailable)('hosted pages under load, in a browser', () => {
   beforeAll(async () => {
     ctx = await createTestContext({
       env: {
@@ -36,10 +33,7 @@ describe.skipIf(!available)('hosted pages under load, in a browser', () => {
     server = ctx.apps.merchant.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
