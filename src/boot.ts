@@ -146,7 +146,9 @@ async function start(options: BootOptions): Promise<void> {
     opened.push(() => held.release());
   }
   const database: Database = await openDatabase(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements } : { dataDir: path.join(config.dataDir, 'pgdata') },
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements, logger }
+      : { dataDir: path.join(config.dataDir, 'pgdata'), logger },
   );
   opened.push(() => database.close());
   await migrateLatest(database.db);
