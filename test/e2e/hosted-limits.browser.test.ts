@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { chromium, type Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
@@ -23,7 +24,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!available)('hosted pages under load, in a browser', () => {
+describe.skipIf(!available)(skippedUnless('hosted pages under load, in a browser', 'chromium'), () => {
   beforeAll(async () => {
     ctx = await createTestContext({
       env: {

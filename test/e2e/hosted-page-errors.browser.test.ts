@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { chromium, type Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
@@ -20,7 +21,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!available)('hosted page errors in a browser', () => {
+describe.skipIf(!available)(skippedUnless('hosted page errors in a browser', 'chromium'), () => {
   beforeAll(async () => {
     ctx = await createTestContext();
     server = ctx.apps.merchant.listen(0, '127.0.0.1');

@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { createDatabase, newDeployment, provisionMerchant, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
@@ -27,7 +28,7 @@ async function startUntil(start: () => Promise<KassaProcess>, expected: RegExp):
 }
 
 // The embedded database is used by the child processes whatever the suite runs on: once is enough.
-describe.skipIf(serverUrl !== undefined)('start-up guidance on the embedded database (run without TEST_DATABASE_URL)', () => {
+describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up guidance on the embedded database', 'embeddedOnly'), () => {
   const deployment = newDeployment('');
   let dataDir: string;
   const start = (env: Record<string, string> = {}) => () =>
@@ -65,7 +66,7 @@ describe.skipIf(serverUrl !== undefined)('start-up guidance on the embedded data
   }, 300_000);
 });
 
-describe.skipIf(!serverUrl)('start-up guidance on PostgreSQL (PostgreSQL only: set TEST_DATABASE_URL)', () => {
+describe.skipIf(!serverUrl)(skippedUnless('start-up guidance on PostgreSQL', 'postgresOnly'), () => {
   let database: ThrowAwayDatabase;
   beforeAll(async () => {
     database = await createDatabase(serverUrl!, 'kassa_greet');
