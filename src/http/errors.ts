@@ -148,10 +148,14 @@ function describeHeader(item: ValidatorErrorItem, operation: unknown): string | 
 }
 
 /** `required` failures of the branches of a oneOf that explainComposite names as a whole. */
-function isExplainedBranch(item: ValidatorErrorItem, explainedOneOfs: Set<string>): boolean {
+function isExplainedBranch(item: ValidatorErrorItem, explainedOneOfs: Set<string>, operation: unknown): boolean {
   if (!item.errorCode?.startsWith('required') || !item.path) return false;
-  const parent = item.path.slice(0, Math.max(item.path.lastIndexOf('/'), item.path.lastIndexOf('.')));
-  return explainedOneOfs.has(parent);
+  const cut = Math.max(item.path.lastIndexOf('/'), item.path.lastIndexOf('.'));
+  const parent = item.path.slice(0, cut);
+  if (!explainedOneOfs.has(parent)) return false;
+  // Only the alternatives themselves: a field the object always requires is still named.
+  const alternatives = bodySchemaAt(operation, parent)?.oneOf?.flatMap((branch) => branch.required ?? []) ?? [];
+  return alternatives.includes(item.path.slice(cut + 1));
 }
 
 /**
@@ -164,7 +168,7 @@ function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown
   const fieldLines: string[] = [];
   const headerLines: string[] = [];
   for (const { item, composite } of explained) {
-    if (!composite && isExplainedBranch(item, explainedOneOfs)) continue;
+    if (!composite && isExplainedBranch(item, explainedOneOfs, operation)) continue;
     const header = describeHeader(item, operation);
     if (header) headerLines.push(header);
     else fieldLines.push(composite ?? `${fieldOf(item.path)} ${humanize(item.message)}`);

@@ -93,6 +93,9 @@ describe('request validation (merchant API)', () => {
     // Only the header missing: its message alone, written with the header's documented name.
     const onlyHeader = await noKey(validSession());
     expect(onlyHeader.body.error.message).toBe('the Idempotency-Key header is required');
+    // The same inside pricingData: the choice named once, not ajv's line for each alternative.
+    const noProduct = await post({ pricingData: { amount: 1500, currency: 'USD' } });
+    expect(noProduct.body.error.message).toBe('body.pricingData: exactly one of productId, productData must be given');
   });
 
   it('counts customerEmail and merchantReference in UTF-8 bytes, not characters', async () => {
