@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/harness/global-setup.ts'],
+    // The default output, then one line per reason why tests did not run here.
+    reporters: ['default', './test/harness/skip-summary-reporter.ts'],
     environment: 'node',
     pool: 'forks',
     // Two cores here; each file boots its own database.

@@ -480,7 +480,13 @@ export interface components {
             message: string;
             error: {
                 code: components["schemas"]["ErrorCode"];
-                /** @description Human-readable explanation; names the offending field for validation errors. */
+                /**
+                 * @description Human-readable explanation; names the offending field for validation errors. When
+                 *     several things are wrong, every problem is named, separated by `; `, in this order:
+                 *     the body's fields, path and query parameters first, then headers (a missing
+                 *     `Idempotency-Key` reads "the Idempotency-Key header is required" and comes last).
+                 *     The first message is about what the caller wrote; adding a header is one line.
+                 */
                 message: string;
             };
         };
@@ -564,7 +570,10 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description Invalid input (`VALIDATION_ERROR`); `error.message` names the offending field. */
+        /**
+         * @description Invalid input (`VALIDATION_ERROR`); `error.message` names every offending field, body and
+         *     parameters first, headers last.
+         */
         BadRequest: {
             headers: {
                 [name: string]: unknown;

@@ -56,26 +56,63 @@ async function listen(app: import('express').Express, address: Address): Promise
   return server;
 }
 
-/** First start on an empty embedded database: a demo organization and key, printed once. */
-async function seedDemo(config: Config, services: Services, logger: Logger): Promise<void> {
-  if (!config.seedDemo || config.databaseUrl) return;
-  if ((await services.orgs.countOrganizations()) > 0) return;
-  const org = await services.orgs.createOrganization({ name: 'Demo organization' });
-  const key = await services.orgs.createApiKey(org.id, { name: 'demo' });
-  logger.info({ orgId: org.id, apiKeyId: key.id }, 'created demo organization and API key');
-  // Printed to the terminal once, deliberately outside the logger (which never carries keys).
-  process.stdout.write(
-    [
-      '',
-      'Kassa demo organization created (shown once; set KASSA_SEED_DEMO=false to skip):',
-      `  orgId:   ${org.id}`,
-      `  API key: ${key.key}`,
-      '',
-      'Try it:',
-      `  curl -s ${config.publicBaseUrl}/v1/me -H 'X-API-Key: ${key.key}'`,
-      '',
-    ].join('\n') + '\n',
-  );
+const ADMIN_CLI = 'npm run -s admin --';
+// An organization's name is anyone's text: no terminal control sequences reach the operator's screen.
+const printable = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+
+/**
+ * Tells the operator what to do next on every start of the API: the demo organization and key on
+ * the first start of an empty embedded database (the key shown that once), else the organization
+ * to use, or how to create one. Plain text for a terminal; one log line in production.
+ */
+async function greet(config: Config, services: Services, logger: Logger): Promise<void> {
+  const say = (lines: string[]) => {
+    if (config.nodeEnv === 'production') logger.info(lines.map((line) => line.trim()).filter(Boolean).join(' '));
+    else process.stdout.write(['', ...lines, ''].join('\n') + '\n');
+  };
+  const count = await services.orgs.countOrganizations();
+  if (count === 0 && config.seedDemo && !config.databaseUrl) {
+    const org = await services.orgs.createOrganization({ name: 'Demo organization' });
+    const key = await services.orgs.createApiKey(org.id, { name: 'demo' });
+    logger.info({ orgId: org.id, apiKeyId: key.id }, 'created demo organization and API key');
+    // Printed to the terminal once, deliberately outside the logger (which never carries keys).
+    process.stdout.write(
+      [
+        '',
+        'Kassa demo organization created (shown once; set KASSA_SEED_DEMO=false to skip):',
+        `  orgId:   ${org.id}`,
+        `  API key: ${key.key}`,
+        '',
+        'Try it:',
+        `  curl -s ${config.publicBaseUrl}/v1/me -H 'X-API-Key: ${key.key}'`,
+        '',
+      ].join('\n') + '\n',
+    );
+    return;
+  }
+  if (count === 0) {
+    const why = config.databaseUrl ? 'the demo organization is only created on the embedded database' : 'KASSA_SEED_DEMO=false';
+    say([
+      `Kassa has no organization yet (${why}). Create one, then an API key for it:`,
+      `  ${ADMIN_CLI} org create --name "My shop"`,
+      `  ${ADMIN_CLI} apikey create --org ORG_… --name backend`,
+    ]);
+    return;
+  }
+  if (count === 1) {
+    const [org] = (await services.orgs.listOrganizations(1, 1)).records;
+    // API keys are stored hashed: the one printed at creation cannot be shown again.
+    say([
+      `Kassa organization: ${org!.id} (${printable(org!.name)}). API keys are shown only when created; to make a new one:`,
+      `  ${ADMIN_CLI} apikey create --org ${org!.id} --name backend`,
+    ]);
+    return;
+  }
+  say([
+    `Kassa has ${count} organizations. List them, then make an API key for one (keys are shown only when created):`,
+    `  ${ADMIN_CLI} org list`,
+    `  ${ADMIN_CLI} apikey create --org ORG_… --name backend`,
+  ]);
 }
 
 /** What the start opened so far, closed in reverse order when a later step fails. */
@@ -109,7 +146,9 @@ async function start(options: BootOptions): Promise<void> {
     opened.push(() => held.release());
   }
   const database: Database = await openDatabase(
-    config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements } : { dataDir: path.join(config.dataDir, 'pgdata') },
+    config.databaseUrl
+      ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements, logger }
+      : { dataDir: path.join(config.dataDir, 'pgdata'), logger },
   );
   opened.push(() => database.close());
   await migrateLatest(database.db);
@@ -155,7 +194,7 @@ async function start(options: BootOptions): Promise<void> {
       },
       'Kassa is listening',
     );
-    await seedDemo(config, services, logger);
+    await greet(config, services, logger);
   } else {
     // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
     await serve(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1'))), adminAddress);

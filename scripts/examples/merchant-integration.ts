@@ -1,8 +1,10 @@
 /**
- * A merchant integration, end to end, against a running Kassa:
+ * A merchant integration, end to end, against a running Kassa (`npm start`, no extra settings):
  *
  *   1. start a webhook receiver that verifies every delivery from the RAW body (verifyWebhook);
- *   2. register it as a webhook endpoint for `order.paid`;
+ *   2. connect it through the local loop: the admin CLI's `webhook listen --forward`, which takes
+ *      the organization's events from the server and POSTs them, signed exactly like deliveries,
+ *      to this receiver (a machine without a public https URL cannot register an endpoint);
  *   3. create a checkout session with an Idempotency-Key (and show that a retry with the same key
  *      returns the same session instead of a second one);
  *   4. pay it on the hosted sandbox page the way a browser does (GET the page, POST its form with
@@ -10,17 +12,17 @@
  *   5. wait for the verified `order.paid` event, then read the order through the API (the webhook
  *      says "go look"; the API is the source of truth).
  *
- *   KASSA_BASE_URL=http://localhost:3000 KASSA_API_URL=http://localhost:3001 KASSA_API_KEY=ak_… \
- *     npx tsx scripts/examples/merchant-integration.ts
+ *   KASSA_API_KEY=ak_… npx tsx scripts/examples/merchant-integration.ts
  *
- * Webhook endpoints must be public `https` URLs. To receive on this machine, run Kassa with
- * `WEBHOOK_ALLOW_LOOPBACK=true` (development only) and make it trust the receiver's certificate:
- * `NODE_EXTRA_CA_CERTS=test/webhooks/fixtures/receiver-cert.pem` (the default certificate below,
- * valid for localhost; set KASSA_WEBHOOK_TLS_CERT / KASSA_WEBHOOK_TLS_KEY to use your own).
+ * KASSA_BASE_URL / KASSA_API_URL default to the ports `npm start` uses. The CLI finds the admin
+ * API and its token as usual (ADMIN_URL or ADMIN_PORT, ADMIN_TOKEN or <DATA_DIR>/admin-token), so
+ * run this from the folder the server runs in. In production the receiver is instead registered
+ * once at its public https URL (`kassa.createWebhookEndpoint({ url, events: ['order.paid'] })`)
+ * and verifies deliveries with the very same code.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import https from 'node:https';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,21 +85,30 @@ app.post('/webhooks/kassa', express.raw({ type: 'application/json', limit: '1mb'
   if (event.type === 'order.paid') resolvePaid(event);
 });
 
-const tls = {
-  cert: await readFile(process.env.KASSA_WEBHOOK_TLS_CERT ?? path.join(root, 'test/webhooks/fixtures/receiver-cert.pem')),
-  key: await readFile(process.env.KASSA_WEBHOOK_TLS_KEY ?? path.join(root, 'test/webhooks/fixtures/receiver-key.pem')),
-};
-const receiver = https.createServer(tls, app);
+const receiver = http.createServer(app);
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-const receiverUrl = `https://localhost:${(receiver.address() as AddressInfo).port}/webhooks/kassa`;
+const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/webhooks/kassa`;
 log('receiver listening', { url: receiverUrl });
 
-let endpointId: string | undefined;
+let listener: ChildProcess | undefined;
 try {
-  // --- 2. Register the endpoint ------------------------------------------------------------------
-  const endpoint = await kassa.createWebhookEndpoint({ name: 'Example receiver', url: receiverUrl, events: ['order.paid'], enabled: true });
-  endpointId = endpoint.id;
-  log('webhook endpoint registered', { endpointId, events: endpoint.events });
+  // --- 2. The local loop: `npm run -s admin -- webhook listen --org ORG_… --forward <receiverUrl>` -
+  const { orgId } = await kassa.me();
+  const cli = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/admin.ts'), 'webhook', 'listen', '--org', orgId, '--forward', receiverUrl], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  listener = cli;
+  // Listening starts "from now": wait until the CLI says it listens before paying.
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    cli.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (/listening/i.test(output)) resolve();
+    });
+    cli.once('exit', (code) => reject(new Error(`webhook listen exited (${code}): ${output.trim()}`)));
+    setTimeout(() => reject(new Error(`webhook listen did not start within ${waitSeconds} s: ${output.trim()}`)), waitSeconds * 1000).unref();
+  });
+  log('forwarding events to the receiver', { orgId, command: `npm run -s admin -- webhook listen --org ${orgId} --forward ${receiverUrl}` });
 
   // --- 3. Create the checkout session, idempotently -------------------------------------------
   const idempotencyKey = `example-order-${randomUUID()}`;
@@ -137,7 +148,7 @@ try {
   else log('failed', { message: err instanceof Error ? err.message : String(err) });
   process.exitCode = 1;
 } finally {
-  if (endpointId) await kassa.deleteWebhookEndpoint(endpointId).catch(() => undefined);
+  listener?.kill('SIGTERM');
   receiver.closeAllConnections();
   receiver.close();
 }

@@ -9,6 +9,7 @@ import knexPkg, { type Knex } from 'knex';
 import pg from 'pg';
 import ClientPgLite from 'knex-pglite';
 import { PGlite } from '@electric-sql/pglite';
+import type { Logger } from '../kernel/logger.js';
 import { migrationSource } from './migrations/index.js';
 
 export type Db = Knex;
@@ -104,6 +105,22 @@ export interface DatabaseOptions {
   /** A ready PGlite instance (tests load one from a migrated snapshot). */
   pglite?: PGlite;
   poolMax?: number;
+  /**
+   * Where knex's own warnings go (a refused connection, a deprecation). Without one knex writes
+   * them to the console, past the log level and the secret scrubbing of the application's logger.
+   */
+  logger?: Logger;
+}
+
+/** knex's `log` option on top of the application's logger. */
+function knexLog(logger: Logger): Knex.Config['log'] {
+  const child = logger.child({ component: 'knex' });
+  return {
+    warn: (message: string) => child.warn(message),
+    error: (message: string) => child.error(message),
+    deprecate: (method: string, alternative: string) => child.warn(`${method} is deprecated, use ${alternative}`),
+    debug: (message: string) => child.debug(message),
+  };
 }
 
 export interface Database {
@@ -130,6 +147,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       } as Knex.PgConnectionConfig,
       pool: { min: 0, max: options.poolMax ?? 10 },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
+      ...(options.logger ? { log: knexLog(options.logger) } : {}),
     };
     const db = knexPkg.knex(config);
     return {
@@ -148,6 +166,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     client: ClientPgLite as unknown as typeof knexPkg.Client,
     dialect: 'postgres',
     connection: () => ({ pglite: instance }) as never,
+    ...(options.logger ? { log: knexLog(options.logger) } : {}),
   });
   return {
     db,

@@ -131,10 +131,50 @@ function explainComposite(item: ValidatorErrorItem, operation: unknown): string 
 const humanize = (message: string | undefined): string =>
   !message ? 'is invalid' : message === 'boolean schema is false' ? 'is not allowed here' : message;
 
+/** The documented spelling of a header parameter (`idempotency-key` → `Idempotency-Key`). */
+function headerNameOf(lowercase: string, operation: unknown): string {
+  const parameters = (operation as { parameters?: { in?: string; name?: string }[] } | undefined)?.parameters ?? [];
+  const declared = parameters.find((p) => p.in === 'header' && p.name?.toLowerCase() === lowercase)?.name;
+  return declared ?? lowercase.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => dash + letter.toUpperCase());
+}
+
+/** A header's own words: "headers.idempotency-key must have required property …" says it badly. */
+function describeHeader(item: ValidatorErrorItem, operation: unknown): string | undefined {
+  const name = /^[./]headers[./](.+)$/.exec(item.path ?? '')?.[1];
+  if (!name) return undefined;
+  const header = headerNameOf(name, operation);
+  if (item.errorCode?.startsWith('required')) return `the ${header} header is required`;
+  return `the ${header} header ${humanize(item.message)}`;
+}
+
+/** `required` failures of the branches of a oneOf that explainComposite names as a whole. */
+function isExplainedBranch(item: ValidatorErrorItem, explainedOneOfs: Set<string>, operation: unknown): boolean {
+  if (!item.errorCode?.startsWith('required') || !item.path) return false;
+  const cut = Math.max(item.path.lastIndexOf('/'), item.path.lastIndexOf('.'));
+  const parent = item.path.slice(0, cut);
+  if (!explainedOneOfs.has(parent)) return false;
+  // Only the alternatives themselves: a field the object always requires is still named.
+  const alternatives = bodySchemaAt(operation, parent)?.oneOf?.flatMap((branch) => branch.required ?? []) ?? [];
+  return alternatives.includes(item.path.slice(cut + 1));
+}
+
+/**
+ * The request's fields (body, path, query) come before its headers: a wrong field is what the
+ * caller must rethink, a missing Idempotency-Key is one line to add (rule written in openapi/).
+ */
 function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown): string {
-  const lines = items.map((item) => explainComposite(item, operation) ?? `${fieldOf(item.path)} ${humanize(item.message)}`);
+  const explained = items.map((item) => ({ item, composite: explainComposite(item, operation) }));
+  const explainedOneOfs = new Set(explained.filter((e) => e.composite && e.item.errorCode?.startsWith('oneOf')).map((e) => e.item.path ?? ''));
+  const fieldLines: string[] = [];
+  const headerLines: string[] = [];
+  for (const { item, composite } of explained) {
+    if (!composite && isExplainedBranch(item, explainedOneOfs, operation)) continue;
+    const header = describeHeader(item, operation);
+    if (header) headerLines.push(header);
+    else fieldLines.push(composite ?? `${fieldOf(item.path)} ${humanize(item.message)}`);
+  }
   // ajv reports each failed branch of a oneOf; the distinct lines are what a person needs.
-  return [...new Set(lines)].join('; ');
+  return [...new Set([...fieldLines, ...headerLines])].join('; ');
 }
 
 const DATABASE_OUTAGE_CODES = new Set([

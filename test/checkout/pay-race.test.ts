@@ -4,6 +4,7 @@
  * a concurrent successful one committed must not reopen the paid session.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
@@ -14,7 +15,7 @@ const DECLINING_ATTEMPTS = 6;
 let ctx: TestContext;
 let priceId: string;
 
-describe.skipIf(!onPostgres)('concurrent payment attempts on one checkout (PostgreSQL only: PGlite has one connection)', () => {
+describe.skipIf(!onPostgres)(skippedUnless('concurrent payment attempts on one checkout (PGlite has one connection)', 'postgresOnly'), () => {
   beforeAll(async () => {
     ctx = await createTestContext();
     const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Ebook' });

@@ -5,6 +5,7 @@
  * statement at a time, so a race cannot happen there).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { MAX_PROJECTS_PER_ORG } from '../../src/telemetry/projects.service.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
@@ -61,7 +62,7 @@ describe('admin API conflicts', () => {
   });
 });
 
-describe.runIf(process.env.TEST_DATABASE_URL)('signing-key rotations racing each other (PostgreSQL)', () => {
+describe.runIf(process.env.TEST_DATABASE_URL)(skippedUnless('signing-key rotations racing each other', 'postgresOnly'), () => {
   it('rotateWebhookSigningKey: one wins (201), the other is 409 and changes nothing', async () => {
     const db = ctx.testDb.database.db;
     const before = (await ctx.platform.get('/v1/webhooks/signing-key')).body.data.keyId as string;

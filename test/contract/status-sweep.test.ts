@@ -271,9 +271,12 @@ describe('500 when something unexpected fails inside an operation', () => {
 
 describe('503 while the database is unreachable', () => {
   let down: { listeners: Record<AppName, Listener>; close(): Promise<void>; deps: AppDeps };
+  // knex's warnings about each refused connection, kept for the last test instead of printed.
+  const knexLines: string[] = [];
   beforeAll(async () => {
     // Nothing listens on port 1: every connection attempt is refused at once.
-    down = (await appsOver(await openDatabase({ databaseUrl: 'postgres://kassa@127.0.0.1:1/kassa' }))) as never;
+    const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void knexLines.push(line) } });
+    down = (await appsOver(await openDatabase({ databaseUrl: 'postgres://kassa@127.0.0.1:1/kassa', logger }))) as never;
   }, 120_000);
   afterAll(async () => down?.close());
 
@@ -291,5 +294,12 @@ describe('503 while the database is unreachable', () => {
     expectStatus(op, response, 503);
     const code = op.flavor === 'telemetry' ? 'service_unavailable' : 'SERVICE_UNAVAILABLE';
     expect((response.json as { error: { code: string } }).error.code).toBe(code);
+  });
+
+  it("knex's connection warnings went to the application's logger (as warn lines), not to the console", () => {
+    const lines = knexLines.map((line) => JSON.parse(line) as { level: number; component?: string; msg: string });
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.every((line) => line.level === 40 && line.component === 'knex')).toBe(true);
+    expect(lines[0]!.msg).toMatch(/^Acquire connection error: Error: connect ECONNREFUSED 127\.0\.0\.1:1/);
   });
 });

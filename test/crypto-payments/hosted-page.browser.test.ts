@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { startLocalChain, USDC, type LocalChain } from './chain.js';
@@ -19,7 +20,7 @@ let origin: string;
 let browser: Browser;
 let usdc: `0x${string}`;
 
-describe.skipIf(!chromiumAvailable)('crypto checkout page in a browser', () => {
+describe.skipIf(!chromiumAvailable)(skippedUnless('crypto checkout page in a browser', 'chromium'), () => {
   beforeAll(async () => {
     chain = await startLocalChain();
     usdc = await chain.deployToken('USD Coin (test)', 'USDC');

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { migrateDown, migrateLatest } from '../../src/db/knex.js';
 import { migrationSource } from '../../src/db/migrations/index.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
@@ -39,7 +40,7 @@ describe('migrations', () => {
 
 describe('npm run migrate (scripts/migrate.ts)', () => {
   // The script runs on the embedded database here whatever the suite runs on: once is enough.
-  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)('migrates an empty embedded database, then finds nothing left to do', async () => {
+  it.skipIf(process.env.TEST_DATABASE_URL !== undefined)(skippedUnless('migrates an empty embedded database, then finds nothing left to do', 'embeddedOnly'), async () => {
     const { execFile } = await import('node:child_process');
     const { mkdtemp, rm } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');

@@ -5,6 +5,7 @@
  * a running process, and are plain statements on PGlite.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { PREPARED, openDatabase, runStatement, type Database } from '../../src/db/knex.js';
 import { KnexOrgRepository, type ApiKeyWithHash, type Organization } from '../../src/orgs/orgs.repository.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
@@ -81,7 +82,7 @@ describe('prepared statements', () => {
     await expect(runStatement(finished!, 'SELECT 1 AS one', [])).rejects.toThrow(/Transaction query already complete/);
   });
 
-  it.runIf(!!process.env.TEST_DATABASE_URL)('are named on PostgreSQL, only when marked', async () => {
+  it.runIf(!!process.env.TEST_DATABASE_URL)(skippedUnless('are named on PostgreSQL, only when marked', 'postgresOnly'), async () => {
     await single.db.raw('SELECT ?::int AS marked', [1]).options(PREPARED);
     await single.db.raw('SELECT ?::int AS unmarked', [1]);
     await new KnexOrgRepository(single.db).findApiKeyByHash(key.keyHash);
@@ -93,7 +94,7 @@ describe('prepared statements', () => {
     expect(await preparedTexts(single)).toContain('SELECT $1::int AS direct');
   });
 
-  it.runIf(!!process.env.TEST_DATABASE_URL)('are plain statements with DATABASE_PREPARED_STATEMENTS=false', async () => {
+  it.runIf(!!process.env.TEST_DATABASE_URL)(skippedUnless('are plain statements with DATABASE_PREPARED_STATEMENTS=false', 'postgresOnly'), async () => {
     const off = await openDatabase({ databaseUrl: test.url!, poolMax: 1, preparedStatements: false });
     try {
       expect((await off.db.raw('SELECT ?::int + 1 AS n', [1]).options(PREPARED)).rows).toEqual([{ n: 2 }]);

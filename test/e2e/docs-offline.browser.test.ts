@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { DOCUMENT_NAMES, registerDocsRoutes } from '../../src/docs/docs.js';
 
@@ -27,7 +28,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!chromiumAvailable)('the API reference with the network blocked', () => {
+describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the network blocked', 'chromium'), () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     tmp = await mkdtemp(path.join(os.tmpdir(), 'kassa-docs-offline-'));

@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser, Page } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
@@ -92,7 +93,7 @@ async function cardSession(key: string, amount: number, currency: string, name: 
   return `${origin}${new URL(res.body.data.url).pathname}`;
 }
 
-describe.skipIf(!chromiumAvailable)('hosted page layout at the largest amounts on a 360 px screen', () => {
+describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page layout at the largest amounts on a 360 px screen', 'chromium'), () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     ctx = await createTestContext({

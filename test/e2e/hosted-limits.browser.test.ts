@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
@@ -20,7 +21,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!chromiumAvailable)('hosted pages under load, in a browser', () => {
+describe.skipIf(!chromiumAvailable)(skippedUnless('hosted pages under load, in a browser', 'chromium'), () => {
   beforeAll(async () => {
     ctx = await createTestContext({
       env: {

@@ -8,6 +8,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
@@ -17,7 +18,7 @@ let server: Server;
 let origin: string;
 let browser: Browser;
 
-describe.skipIf(!chromiumAvailable)('hosted page errors in a browser', () => {
+describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page errors in a browser', 'chromium'), () => {
   beforeAll(async () => {
     ctx = await createTestContext();
     server = ctx.apps.merchant.listen(0, '127.0.0.1');

@@ -83,6 +83,21 @@ describe('request validation (merchant API)', () => {
     expect(missing.body.error.message).toMatch(/idempotency-key/i);
   });
 
+  it('when several things are wrong, names the body fields first and a missing header last, once each', async () => {
+    const noKey = (body: object) => ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).send(body);
+    const neither = await noKey({ quantity: 1 });
+    expect(neither.status).toBe(400);
+    expect(neither.body.error.message).toBe('body: exactly one of pricingId, pricingData must be given; the Idempotency-Key header is required');
+    const both = await noKey({ ...validSession(), pricingId: 'PRC_x' });
+    expect(both.body.error.message).toBe('body: exactly one of pricingId, pricingData must be given; the Idempotency-Key header is required');
+    // Only the header missing: its message alone, written with the header's documented name.
+    const onlyHeader = await noKey(validSession());
+    expect(onlyHeader.body.error.message).toBe('the Idempotency-Key header is required');
+    // The same inside pricingData: the choice named once, not ajv's line for each alternative.
+    const noProduct = await post({ pricingData: { amount: 1500, currency: 'USD' } });
+    expect(noProduct.body.error.message).toBe('body.pricingData: exactly one of productId, productData must be given');
+  });
+
   it('counts customerEmail and merchantReference in UTF-8 bytes, not characters', async () => {
     // 128 two-byte characters: 128 characters (under maxLength 255) but 256 bytes.
     const res = await post({ ...validSession(), merchantReference: 'é'.repeat(128) });

@@ -7,12 +7,13 @@
  * Runs with TEST_DATABASE_URL (the PostgreSQL pass) where PostgreSQL's server binaries are installed.
  */
 import { describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../tools/faults/db-outage.js';
 import { postgresBinDir } from '../../tools/cluster.js';
 
 const runs = !!process.env.TEST_DATABASE_URL && (await postgresBinDir()) !== undefined;
 
-describe.skipIf(!runs)('PostgreSQL server stopped and crashed under load', () => {
+describe.skipIf(!runs)(skippedUnless('PostgreSQL server stopped and crashed under load', 'postgresServerBinaries'), () => {
   it('answers 201 or a fast 503 SERVICE_UNAVAILABLE, loses nothing, and recovers within 5 s of the server accepting connections', async () => {
     const report = await runDbOutage({ stopServer: true });
     expect(report.phases.map((p) => p.mode)).toEqual(['stop-fast', 'stop-immediate']);

@@ -6,12 +6,13 @@
  * TEST_DATABASE_URL.
  */
 import { describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { RECOVERY_BOUND_MS, STOPPED_BOUND_MS, runDbOutage } from '../../tools/faults/db-outage.js';
 import { CHAIN_LEASE_SECONDS, runKillWorker } from '../../tools/faults/kill-worker.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
-describe.skipIf(!serverUrl)('faults', () => {
+describe.skipIf(!serverUrl)(skippedUnless('faults', 'postgresOnly'), () => {
   it('PostgreSQL stopped under load: fast 503 SERVICE_UNAVAILABLE, nothing half-written, recovery within 5 s without a restart', async () => {
     const report = await runDbOutage({ serverUrl });
     const [stopped] = report.phases;

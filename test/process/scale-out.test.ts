@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import {
   MONTHLY,
   ONE_TIME,
@@ -45,7 +46,7 @@ import { migrationSource } from '../../src/db/migrations/index.js';
 const serverUrl = process.env.TEST_DATABASE_URL;
 const CONFIRMATIONS = 3;
 
-describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL', () => {
+describe.skipIf(!serverUrl)(skippedUnless('two API processes and two workers on one PostgreSQL', 'postgresOnly'), () => {
   let db: ThrowAwayDatabase;
   let direct: pg.Client;
   let receiver: Receiver;
@@ -309,7 +310,7 @@ describe.skipIf(!serverUrl)('two API processes and two workers on one PostgreSQL
   }, 90_000);
 });
 
-describe.skipIf(!serverUrl)('processes starting together on an empty database', () => {
+describe.skipIf(!serverUrl)(skippedUnless('processes starting together on an empty database', 'postgresOnly'), () => {
   it('migrate once: knex alone fails the losers of the race, the advisory lock queues them', async () => {
     for (const locked of [false, true]) {
       const db = await createDatabase(serverUrl!, 'kassa_migrace');

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { REPO_ROOT, createDatabase, freePort, newDeployment, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
@@ -65,7 +66,7 @@ async function forgetKeyCheck(run: (sql: string) => Promise<unknown>): Promise<v
 }
 
 // The embedded database is used by the child processes whatever the suite runs on: once is enough.
-describe.skipIf(serverUrl !== undefined)('start-up on the embedded database', () => {
+describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up on the embedded database', 'embeddedOnly'), () => {
   const deployment = newDeployment('');
   let dataDir: string;
   const running: KassaProcess[] = [];
@@ -174,7 +175,7 @@ describe.skipIf(serverUrl !== undefined)('start-up on the embedded database', ()
   });
 });
 
-describe.skipIf(!serverUrl)('start-up on PostgreSQL', () => {
+describe.skipIf(!serverUrl)(skippedUnless('start-up on PostgreSQL', 'postgresOnly'), () => {
   let db: ThrowAwayDatabase;
   let direct: pg.Client;
   const running: KassaProcess[] = [];

@@ -4,6 +4,7 @@
  * when TEST_DATABASE_URL is set.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { randomBytes } from 'node:crypto';
 import { openDatabase, type Database } from '../../src/db/knex.js';
 import { SecretBox } from '../../src/kernel/secrets.js';
@@ -14,7 +15,7 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 let ctx: TestContext;
 let second: Database;
 
-describe.skipIf(!onPostgres)('renewals with two schedulers on PostgreSQL', () => {
+describe.skipIf(!onPostgres)(skippedUnless('renewals with two schedulers on PostgreSQL', 'postgresOnly'), () => {
   beforeAll(async () => {
     ctx = await createTestContext();
     second = await openDatabase({ databaseUrl: ctx.testDb.url! });

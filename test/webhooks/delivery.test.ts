@@ -4,6 +4,7 @@
  * five-hour retry schedule runs in milliseconds; only the per-attempt timeout is real time.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { default as addFormatsModule } from 'ajv-formats';
 import { createLogger } from '../../src/kernel/logger.js';
@@ -665,7 +666,7 @@ describe('subscription events', () => {
   });
 });
 
-describe.runIf(process.env.TEST_DATABASE_URL)('two workers on PostgreSQL', () => {
+describe.runIf(process.env.TEST_DATABASE_URL)(skippedUnless('two workers on PostgreSQL', 'postgresOnly'), () => {
   it('never deliver the same attempt twice at once', async () => {
     const endpointId = await endpoint();
     receiver.respond = () => ({ status: 200, delayMs: 20 });

@@ -1,0 +1,28 @@
+/**
+ * One line per reason at the end of a run: how many tests did not run here, and what makes them
+ * run ("17 tests skipped (PostgreSQL only: set TEST_DATABASE_URL=… to run)"). The default
+ * reporter counts skipped tests without saying why.
+ */
+import type { Reporter, TestModule, Vitest } from 'vitest/node';
+import { SKIP_REASONS } from './skip-reasons.js';
+
+export default class SkipSummaryReporter implements Reporter {
+  private vitest: Vitest | undefined;
+
+  onInit(vitest: Vitest): void {
+    this.vitest = vitest;
+  }
+
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
+    // With -t, every test outside the pattern counts as skipped: no reason to report then.
+    if (this.vitest?.config.testNamePattern) return;
+    const counts = new Map<string, number>();
+    for (const module of testModules) {
+      for (const test of module.children.allTests('skipped')) {
+        const reason = Object.values(SKIP_REASONS).find((text) => test.fullName.includes(`(${text})`));
+        if (reason) counts.set(reason, (counts.get(reason) ?? 0) + 1);
+      }
+    }
+    for (const [reason, count] of counts) process.stdout.write(`   ${count} test${count === 1 ? '' : 's'} skipped (${reason})\n`);
+  }
+}
