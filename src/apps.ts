@@ -17,6 +17,7 @@ import type { AnyHandler } from './http/typed-handler.js';
 import { createMeHandlers } from './orgs/me.handlers.js';
 import { createCheckoutHandlers } from './checkout/checkout.handlers.js';
 import { registerHostedPages } from './checkout/hosted-pages.js';
+import { registerStripeEventRoute } from './processors/stripe-events.handlers.js';
 import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
 import { registerManagePages } from './subscriptions/manage-pages.js';
@@ -89,6 +90,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     authenticators: { ApiKeyAuth: apiKeyAuth },
     extraRoutes: (router) => {
       extras.extraRoutes?.(router);
+      if (deps.services.stripeEvents) registerStripeEventRoute(router, deps.services.stripeEvents);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
       // Crypto sessions' pages first; it passes card sessions on to the card pages.

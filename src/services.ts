@@ -24,6 +24,8 @@ import { OrderService } from './orders/order.service.js';
 import { CheckoutSessionService } from './checkout/checkout-session.service.js';
 import { SandboxCardProcessor } from './processors/sandbox-processor.js';
 import { KnexSandboxPaymentRepository } from './processors/sandbox.repository.js';
+import { createStripeClient, StripeCheckout, StripeEventService } from './processors/stripe-processor.js';
+import { KnexStripeEventRepository } from './processors/stripe-event.repository.js';
 import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
@@ -48,6 +50,8 @@ export interface Services {
   /** The one flow that applies payment results of every rail. */
   payments: PaymentFlow;
   sandboxProcessor: SandboxCardProcessor;
+  /** Stripe's webhook events, when Stripe is the card processor (config cardProcessor). */
+  stripeEvents?: StripeEventService;
   telemetry: TelemetryModule;
   subscriptions: SubscriptionService;
   entitlements: EntitlementService;
@@ -72,7 +76,7 @@ export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
   }));
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'publicApiUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto'>>; logger?: Logger; metrics?: Metrics }): Services {
+export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: Partial<Pick<Config, 'webhookAllowLoopback' | 'webhookLeaseSeconds' | 'webhookBatchSize' | 'webhookPollMs' | 'publicBaseUrl' | 'publicApiUrl' | 'sandboxSettleDelayMs' | 'telemetry' | 'crypto' | 'cardProcessor'>>; logger?: Logger; metrics?: Metrics }): Services {
   const webhooks = createWebhooks({
     db: deps.db,
     clock: deps.clock,
@@ -91,6 +95,9 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
   const cryptoRepo = new KnexCryptoRepository(deps.db);
   const cryptoQuotes = new CryptoQuoteService(uow, cryptoRepo, orgs, cryptoConfig, deps.clock);
+  const cardProcessor = deps.config?.cardProcessor;
+  const stripe = cardProcessor?.kind === 'stripe' ? createStripeClient(cardProcessor) : undefined;
+  const logger = deps.logger ?? createLogger({ level: 'silent' });
   return {
     orgs,
     catalog,
@@ -99,7 +106,14 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     sandboxProcessor,
     subscriptions,
     entitlements: new EntitlementService(uow, catalog),
-    checkout: new CheckoutSessionService(uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes),
+    checkout: new CheckoutSessionService(
+      uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes,
+      stripe && new StripeCheckout(stripe, deps.config?.publicBaseUrl ?? 'http://localhost:3000', logger),
+    ),
+    stripeEvents:
+      stripe && cardProcessor?.kind === 'stripe'
+        ? new StripeEventService(stripe, cardProcessor.webhookSecret, new KnexStripeEventRepository(deps.db), uow, payments, deps.clock, logger)
+        : undefined,
     cryptoQuotes,
     chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
     ...webhooks,

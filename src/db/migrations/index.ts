@@ -16,6 +16,7 @@ import * as m0050 from './0050_telemetry_long_durations.js';
 import * as m0060 from './0060_webhook_event_retention.js';
 import * as m0070 from './0070_encryption_key_check.js';
 import * as m0071 from './0071_telemetry_span_document_keys.js';
+import * as m0073 from './0073_stripe_card_processor.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0060_webhook_event_retention': m0060,
   '0070_encryption_key_check': m0070,
   '0071_telemetry_span_document_keys': m0071,
+  '0073_stripe_card_processor': m0073,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
