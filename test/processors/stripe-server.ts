@@ -36,6 +36,7 @@ export class FakeStripe {
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   private server: Server | undefined;
+  private baseUrl = 'http://stripe.invalid';
 
   constructor(
     private readonly options: {
@@ -43,6 +44,8 @@ export class FakeStripe {
       webhookSecret: string;
       /** Stripe's clock, so tests can use Kassa's manual clock. */
       now: () => Date;
+      /** Kassa's event endpoint: the hosted page's Pay button sends the events there, as Stripe would. */
+      eventsUrl?: string;
     },
   ) {}
 
@@ -51,6 +54,24 @@ export class FakeStripe {
     // The SDK sends `expand[0]=payment_intent`.
     app.set('query parser', 'extended');
     app.use(express.urlencoded({ extended: true }));
+    // Stripe's hosted payment page (no API key: the buyer's browser opens it).
+    app.get('/c/pay/:id', (req, res) => {
+      const session = this.sessions.get(req.params.id);
+      if (!session || session.status !== 'open') return void res.status(404).type('html').send('<h1>This checkout is no longer available</h1>');
+      const email = session.customer_email ? `<p>Paying as ${session.customer_email}</p>` : '<input id="email" name="email" type="email" required>';
+      res.type('html').send(
+        `<!doctype html><title>Stripe Checkout (test)</title><h1 data-testid="stripe-amount">${session.currency?.toUpperCase()} ${((session.amount_total ?? 0) / 100).toFixed(2)}</h1>` +
+          `<form method="post">${email}<button type="submit">Pay</button></form><a href="${session.cancel_url}">Back</a>`,
+      );
+    });
+    app.post('/c/pay/:id', async (req, res) => {
+      const session = this.sessions.get(req.params.id);
+      if (!session || session.status !== 'open') return void res.status(404).send('gone');
+      const paid = this.complete(session.id, { email: session.customer_email ?? String(req.body.email) });
+      res.redirect(303, paid.success_url!);
+      // Like Stripe, the event is sent on its own, after the buyer was sent back.
+      void this.send(this.event('checkout.session.completed', paid)).catch(() => undefined);
+    });
     app.use((req, res, next) => {
       if (req.header('authorization') !== `Bearer ${this.options.secretKey}`) {
         return void this.error(res, 401, { type: 'invalid_request_error', message: 'Invalid API Key provided' });
@@ -84,7 +105,16 @@ export class FakeStripe {
     this.server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
     });
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this.baseUrl;
+  }
+
+  /** Posts a signed event to Kassa's endpoint over HTTP, as Stripe does; returns the status. */
+  async send(event: Stripe.Event): Promise<number> {
+    if (!this.options.eventsUrl) throw new Error('no eventsUrl to send events to');
+    const { payload, signature } = this.signed(event);
+    const res = await fetch(this.options.eventsUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signature }, body: payload });
+    return res.status;
   }
 
   async stop(): Promise<void> {
@@ -244,7 +274,7 @@ export class FakeStripe {
       success_url: p.success_url,
       total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: 0 },
       ui_mode: 'hosted',
-      url: `https://checkout.stripe.test/c/pay/${sessionId}`,
+      url: `${this.baseUrl}/c/pay/${sessionId}`,
       wallet_options: null,
     };
     this.sessions.set(sessionId, session);
