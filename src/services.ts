@@ -24,7 +24,7 @@ import { OrderService } from './orders/order.service.js';
 import { CheckoutSessionService } from './checkout/checkout-session.service.js';
 import { SandboxCardProcessor } from './processors/sandbox-processor.js';
 import { KnexSandboxPaymentRepository } from './processors/sandbox.repository.js';
-import { createStripeClient, StripeCheckout, StripeEventService } from './processors/stripe-processor.js';
+import { createStripeClient, StripeCheckout, StripeEventService, StripeRefunds } from './processors/stripe-processor.js';
 import { KnexStripeEventRepository } from './processors/stripe-event.repository.js';
 import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
@@ -89,7 +89,6 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
   const uow = createCommerceUnitOfWork(deps.db);
   const payments = new PaymentFlow(uow, deps.clock);
-  const orders = new OrderService(uow, deps.clock);
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
   const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
   const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
@@ -98,6 +97,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const cardProcessor = deps.config?.cardProcessor;
   const stripe = cardProcessor?.kind === 'stripe' ? createStripeClient(cardProcessor) : undefined;
   const logger = deps.logger ?? createLogger({ level: 'silent' });
+  const orders = new OrderService(uow, deps.clock, stripe && new StripeRefunds(stripe, logger));
   return {
     orgs,
     catalog,

@@ -62,3 +62,15 @@ export interface HostedCardCheckout {
   /** Closes it so it can no longer be paid: `closed`, or `completed` when the buyer already paid. */
   close(processorSessionId: string): Promise<'closed' | 'completed'>;
 }
+
+/** Payment ids of Stripe PaymentIntents: orders paid through Stripe are refunded through Stripe. */
+export const isStripePaymentId = (processorPaymentId: string | null): processorPaymentId is string => processorPaymentId?.startsWith('pi_') === true;
+
+/** Refunds of card payments taken by a real processor (Stripe). */
+export interface CardRefunds {
+  /**
+   * Refunds `amount` minor units of the payment. The same idempotency key never refunds twice.
+   * SERVICE_UNAVAILABLE when the processor cannot be reached; CONFLICT when it refuses.
+   */
+  refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }>;
+}

@@ -9,9 +9,9 @@ import type { CheckoutSession } from '../commerce/model.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
-import { type AppError, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
+import { type AppError, conflict, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import type { HostedCardCheckout } from './card-processor.js';
+import type { CardRefunds, HostedCardCheckout } from './card-processor.js';
 import type { StripeEventRepository } from './stripe-event.repository.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
@@ -100,6 +100,30 @@ export class StripeCheckout implements HostedCardCheckout {
     const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId } : undefined;
     this.logger.warn({ err: stripe ? undefined : err, stripe }, `Stripe: could not ${what}`);
     return serviceUnavailable(message);
+  }
+}
+
+/** Refunds through Stripe (`POST /v1/refunds` on the order's PaymentIntent). */
+export class StripeRefunds implements CardRefunds {
+  constructor(
+    private readonly stripe: Stripe,
+    private readonly logger: Logger,
+  ) {}
+
+  async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }> {
+    try {
+      const refund = await this.stripe.refunds.create({ payment_intent: input.processorPaymentId, amount: input.amount }, { idempotencyKey: input.idempotencyKey });
+      return { refundId: refund.id };
+    } catch (err) {
+      // Stripe refused it (already refunded, disputed, a key reused with another amount): not retryable as is.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a refund');
+        throw conflict(`Stripe refused the refund: ${err.message}`);
+      }
+      const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+      this.logger.warn({ err: stripe ? undefined : err, stripe }, 'Stripe: could not create a refund');
+      throw serviceUnavailable('Stripe could not be reached to refund the payment; nothing was refunded in Kassa, retry');
+    }
   }
 }
 

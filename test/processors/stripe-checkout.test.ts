@@ -297,6 +297,59 @@ describe('expiring a Stripe-backed session from the API', () => {
   });
 });
 
+describe('refunds of orders paid through Stripe (admin API)', () => {
+  async function paidOrder() {
+    const session = await newSession();
+    const paid = stripe.complete(await stripeIdOf(session.id), { email: 'refund@example.com' });
+    await deliver(stripe.signed(stripe.event('checkout.session.completed', paid)));
+    return { orderId: (await readSession(session.id)).orderId as string, intentId: paid.payment_intent as string };
+  }
+  const refund = (orderId: string, body?: object) => ctx.admin.post(`/v1/orders/${orderId}/refund`).send(body ?? {});
+  const refundsOf = (intentId: string) => [...stripe.refunds.values()].filter((r) => r.payment_intent === intentId).map((r) => r.amount);
+
+  it('refunds partly then fully through Stripe, each refund keyed by the refunded total it starts from', async () => {
+    const { orderId, intentId } = await paidOrder();
+    const before = stripe.requests.length;
+    const partial = await refund(orderId, { amount: 200 });
+    expect(partial.status).toBe(200);
+    expect(partial.body.data).toMatchObject({ status: 'PAID', amountRefundedCents: 200 });
+    const full = await refund(orderId);
+    expect(full.body.data).toMatchObject({ status: 'REFUNDED', amountRefundedCents: 1200 });
+    expect(refundsOf(intentId)).toEqual([200, 1000]);
+    expect(stripe.requests.slice(before).map((r) => r.idempotencyKey)).toEqual([`kassa_refund_${orderId}_0`, `kassa_refund_${orderId}_200`]);
+  });
+
+  it('answers 503 and refunds nothing in Kassa when Stripe cannot be reached; the retry refunds once', async () => {
+    const { orderId, intentId } = await paidOrder();
+    stripe.failNext('error500', 3);
+    const res = await refund(orderId, { amount: 300 });
+    expect(res.status).toBe(503);
+    expect((await ctx.merchant.get(`/v1/orders/${orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.amountRefundedCents).toBe(0);
+    expect((await refund(orderId, { amount: 300 })).status).toBe(200);
+    expect(refundsOf(intentId)).toEqual([300]);
+  });
+
+  it('answers 409 when Stripe refuses the refund, leaving the order as it was', async () => {
+    const { orderId, intentId } = await paidOrder();
+    // Refunded in the Stripe Dashboard meanwhile (Kassa does not yet read charge.refunded).
+    stripe.refundInDashboard(intentId, 1200);
+    const res = await refund(orderId, { amount: 100 });
+    expect(res.status).toBe(409);
+    expect(res.body.error.message).toMatch(/Stripe refused the refund/);
+    expect((await ctx.merchant.get(`/v1/orders/${orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data).toMatchObject({ status: 'PAID', amountRefundedCents: 0 });
+  });
+
+  it('concurrent refunds of one order never refund more in Stripe than Kassa records (meaningful on PostgreSQL)', async () => {
+    for (let round = 0; round < 5; round++) {
+      const { orderId, intentId } = await paidOrder();
+      const answers = await Promise.all([refund(orderId, { amount: 500 }), refund(orderId, { amount: 400 }), refund(orderId, { amount: 500 }), refund(orderId, { amount: 300 })]);
+      expect(answers.every((a) => a.status === 200 || a.status === 400 || a.status === 409)).toBe(true);
+      const recorded = (await ctx.merchant.get(`/v1/orders/${orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.amountRefundedCents;
+      expect(refundsOf(intentId).reduce((a, b) => a + b, 0)).toBe(recorded);
+    }
+  });
+});
+
 describe('Stripe unreachable', () => {
   it('a create while the Stripe server is down answers 503 and stores nothing', async () => {
     await stripe.stop();

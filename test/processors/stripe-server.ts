@@ -29,6 +29,7 @@ const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 export class FakeStripe {
   readonly sessions = new Map<string, Stripe.Checkout.Session>();
   readonly intents = new Map<string, Stripe.PaymentIntent>();
+  readonly refunds = new Map<string, Stripe.Refund>();
   /** Every request received, in order (retries included). */
   readonly requests: StripeRequest[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
@@ -101,6 +102,7 @@ export class FakeStripe {
         return { status: 200, body: this.expireNow(session.id) };
       }),
     );
+    app.post('/v1/refunds', (req, res) => this.idempotent(req, res, () => this.createRefund(req.body)));
     app.use((req, res) => this.error(res, 404, { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path})` }));
     this.server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -160,6 +162,13 @@ export class FakeStripe {
   /** Stripe's own expiry of an open session (its expires_at passed, or an API call). */
   expireNow(sessionId: string): Stripe.Checkout.Session {
     return this.update(sessionId, { status: 'expired', url: null });
+  }
+
+  /** A refund made outside Kassa (in the Stripe Dashboard). */
+  refundInDashboard(paymentIntentId: string, amount: number): Stripe.Refund {
+    const answer = this.createRefund({ payment_intent: paymentIntentId, amount: String(amount) });
+    if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
+    return answer.body as Stripe.Refund;
   }
 
   /** A Stripe event about this session as it is now (or as given: a stale copy). */
@@ -279,6 +288,37 @@ export class FakeStripe {
     };
     this.sessions.set(sessionId, session);
     return { status: 200, body: session };
+  }
+
+  private createRefund(params: Record<string, unknown>): { status: number; body: unknown } {
+    const intent = this.intents.get(String(params.payment_intent));
+    if (!intent) return { status: 404, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such payment_intent: '${String(params.payment_intent)}'`, param: 'payment_intent' } } };
+    const refundedSoFar = [...this.refunds.values()].filter((r) => r.payment_intent === intent.id).reduce((sum, r) => sum + r.amount, 0);
+    const amount = params.amount === undefined ? intent.amount_received - refundedSoFar : Number(params.amount);
+    if (intent.status !== 'succeeded' || !Number.isSafeInteger(amount) || amount < 1 || refundedSoFar + amount > intent.amount_received) {
+      return { status: 400, body: { error: { type: 'invalid_request_error', code: 'amount_too_large', message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${intent.amount_received - refundedSoFar})`, param: 'amount' } } };
+    }
+    const refund: Stripe.Refund = {
+      id: id('re'),
+      object: 'refund',
+      amount,
+      balance_transaction: null,
+      charge: null,
+      created: this.seconds(),
+      currency: intent.currency,
+      customer: null,
+      customer_account: null,
+      metadata: {},
+      payment_intent: intent.id,
+      payment_method: null,
+      reason: null,
+      receipt_number: null,
+      source_transfer_reversal: null,
+      status: 'succeeded',
+      transfer_reversal: null,
+    };
+    this.refunds.set(refund.id, refund);
+    return { status: 200, body: refund };
   }
 
   private createIntent(session: Stripe.Checkout.Session, status: Stripe.PaymentIntent.Status): Stripe.PaymentIntent {
