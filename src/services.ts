@@ -24,8 +24,8 @@ import { OrderService } from './orders/order.service.js';
 import { CheckoutSessionService } from './checkout/checkout-session.service.js';
 import { SandboxCardProcessor } from './processors/sandbox-processor.js';
 import { KnexSandboxPaymentRepository } from './processors/sandbox.repository.js';
-import { createStripeClient, StripeCheckout, StripeEventService, StripeRefunds } from './processors/stripe-processor.js';
-import { KnexStripeEventRepository } from './processors/stripe-event.repository.js';
+import { createStripeModule } from './processors/stripe-module.js';
+import type { StripeEventService } from './processors/stripe-processor.js';
 import { SubscriptionService } from './subscriptions/subscription.service.js';
 import { EntitlementService } from './subscriptions/entitlement.service.js';
 import { KnexCatalogRepository } from './catalog/catalog.repository.js';
@@ -89,15 +89,13 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.config?.publicBaseUrl ?? 'http://localhost:3000');
   const uow = createCommerceUnitOfWork(deps.db);
   const payments = new PaymentFlow(uow, deps.clock);
+  const stripe = createStripeModule({ config: deps.config?.cardProcessor, db: deps.db, uow, payments, clock: deps.clock, logger: deps.logger ?? createLogger({ level: 'silent' }), publicBaseUrl: deps.config?.publicBaseUrl ?? 'http://localhost:3000' });
+  const orders = new OrderService(uow, deps.clock, stripe?.refunds);
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.config?.sandboxSettleDelayMs ?? 5000);
   const subscriptions = new SubscriptionService(uow, sandboxProcessor, deps.clock, deps.logger ?? createLogger({ level: 'silent' }));
   const cryptoConfig = deps.config?.crypto ?? parseCryptoConfig({});
   const cryptoRepo = new KnexCryptoRepository(deps.db);
   const cryptoQuotes = new CryptoQuoteService(uow, cryptoRepo, orgs, cryptoConfig, deps.clock);
-  const cardProcessor = deps.config?.cardProcessor;
-  const stripe = cardProcessor?.kind === 'stripe' ? createStripeClient(cardProcessor) : undefined;
-  const logger = deps.logger ?? createLogger({ level: 'silent' });
-  const orders = new OrderService(uow, deps.clock, stripe && new StripeRefunds(stripe, logger));
   return {
     orgs,
     catalog,
@@ -106,14 +104,8 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     sandboxProcessor,
     subscriptions,
     entitlements: new EntitlementService(uow, catalog),
-    checkout: new CheckoutSessionService(
-      uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes,
-      stripe && new StripeCheckout(stripe, deps.config?.publicBaseUrl ?? 'http://localhost:3000', logger),
-    ),
-    stripeEvents:
-      stripe && cardProcessor?.kind === 'stripe'
-        ? new StripeEventService(stripe, cardProcessor.webhookSecret, new KnexStripeEventRepository(deps.db), uow, payments, deps.clock, logger)
-        : undefined,
+    checkout: new CheckoutSessionService(uow, orgs, catalog, payments, sandboxProcessor, deps.clock, cryptoQuotes, stripe?.checkout),
+    stripeEvents: stripe?.events,
     cryptoQuotes,
     chainWatcher: new ChainWatcher(cryptoRepo, payments, cryptoConfig, deps.clock, deps.logger ?? createLogger({ level: 'silent' }), undefined, deps.metrics && ((chainId, blocks) => deps.metrics!.chainWatcherLag(chainId, blocks))),
     ...webhooks,
