@@ -133,6 +133,29 @@ describe('the hosted page on Stripe', () => {
   });
 });
 
+describe('payment links on Stripe', () => {
+  it("opening a link creates the session with its Stripe checkout, and Kassa's page sends the buyer on to Stripe", async () => {
+    const { link } = await ctx.services.catalog.createPaymentLink(priceId, {});
+    const open = await ctx.merchant.get(`${pagePath(ctx.services.catalog.paymentLinkUrl(link))}?merchant_reference=link-1`);
+    expect(open.status).toBe(303);
+    const page = await ctx.merchant.get(open.headers.location as string);
+    expect(page.status).toBe(303);
+    const stripeSession = [...stripe.sessions.values()].find((s) => s.url === page.headers.location)!;
+    expect(stripeSession).toMatchObject({ status: 'open', amount_total: 1200, currency: 'eur' });
+    const row = await ctx.testDb.database.db('checkout_sessions').where({ id: stripeSession.client_reference_id }).first();
+    expect(row).toMatchObject({ payment_link_id: link.id, merchant_reference: 'link-1', processor_session_id: stripeSession.id });
+  });
+
+  it('a link opened while Stripe is unreachable shows a temporary-failure page and stores no session', async () => {
+    const { link } = await ctx.services.catalog.createPaymentLink(priceId, {});
+    stripe.failNext('error500', 3);
+    const open = await ctx.merchant.get(pagePath(ctx.services.catalog.paymentLinkUrl(link)));
+    expect(open.status).toBe(503);
+    expect(open.headers['content-type']).toMatch(/text\/html/);
+    expect(await ctx.testDb.database.db('checkout_sessions').where({ payment_link_id: link.id }).first()).toBeUndefined();
+  });
+});
+
 describe("Stripe's events", () => {
   it('one-time happy path: create → redirect → buyer pays on Stripe → checkout.session.completed → order PAID with order.paid', async () => {
     const session = await newSession();

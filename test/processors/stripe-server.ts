@@ -75,7 +75,8 @@ export class FakeStripe {
     });
     app.use((req, res, next) => {
       if (req.header('authorization') !== `Bearer ${this.options.secretKey}`) {
-        return void this.error(res, 401, { type: 'invalid_request_error', message: 'Invalid API Key provided' });
+        // Echoes the key it was sent, as a careless upstream might: logs must blank it by value.
+        return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
       this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {} });
       const failure = req.method === 'POST' || req.method === 'GET' ? this.failures.shift() : undefined;
@@ -187,7 +188,11 @@ export class FakeStripe {
 
   /** The body and Stripe-Signature header Stripe would send for this event (`secret` to sign it wrongly). */
   signed(event: Stripe.Event, secret = this.options.webhookSecret): { payload: string; signature: string } {
-    const payload = JSON.stringify(event, null, 2);
+    return this.signPayload(JSON.stringify(event, null, 2), secret);
+  }
+
+  /** Any payload signed as Stripe signs events. */
+  signPayload(payload: string, secret = this.options.webhookSecret): { payload: string; signature: string } {
     return { payload, signature: this.sdk.webhooks.generateTestHeaderString({ payload, secret, timestamp: this.seconds() }) };
   }
 
