@@ -651,6 +651,11 @@ export interface paths {
          *     * Only `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the refundable
          *       remainder is `400`.
          *     * Refunds emit no webhook event (the spec's order events follow payment results only).
+         *     * An order paid through Stripe is refunded through Stripe first, one refund at a time per
+         *       order, with an idempotency key naming the refunded total it starts from (a retry never
+         *       refunds twice). `503` when Stripe cannot be reached (nothing recorded; retry); `409` when
+         *       Stripe refuses the refund (for instance, it was already refunded in the Stripe Dashboard)
+         *       or when Stripe is no longer the deployment's card processor.
          */
         post: operations["refundOrder"];
         delete?: never;

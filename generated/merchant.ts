@@ -40,6 +40,13 @@ export interface paths {
          *     receiving wallet configured. Card sessions need a fiat ISO 4217 currency. Violations are
          *     `400` (price) or `403` (organization set-up).
          *
+         *     **Card processor** — on a deployment whose card processor is Stripe, a card session opens a
+         *     Stripe Checkout Session before anything is stored; `url` stays on `{base_url}` and redirects
+         *     (`303`) to Stripe's payment page while the session is payable, then shows the session's
+         *     status. When Stripe cannot be reached (after retries), the answer is `503
+         *     SERVICE_UNAVAILABLE` and nothing is stored, not even the `Idempotency-Key`: retry with the
+         *     same key. `SUBSCRIPTION` prices are refused on Stripe with `403` in this version.
+         *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
          *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
@@ -227,6 +234,11 @@ export interface paths {
          *     | `FAILED` | always | unchanged | `409 CONFLICT` |
          *
          *     Sessions also expire by themselves (`CREATED` → `EXPIRED`) once `expiresAt` passes.
+         *
+         *     On a deployment whose card processor is Stripe, the Stripe Checkout Session is expired
+         *     first, so it can no longer be paid there: `409 CONFLICT` when the buyer has just paid it
+         *     (the order follows from Stripe's event), `503` when Stripe cannot be reached (nothing
+         *     changed; retry).
          *
          *     For crypto sessions the receiving address is not revoked and a transfer already sent is not
          *     undone (a transfer that still arrives is recorded on an order). For a payment-link session

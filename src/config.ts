@@ -76,9 +76,21 @@ export interface Config {
   webhookRetentionDays: number;
   /** How long the sandbox processor's asynchronous test cards stay pending. */
   sandboxSettleDelayMs: number;
+  /** Which card processor takes card checkouts (docs/card-processors.md). */
+  cardProcessor: CardProcessorConfig;
   /** Crypto checkout: watched chains, accepted tokens, matching rules (CRYPTO_* variables). */
   crypto: CryptoConfig;
 }
+
+/**
+ * The sandbox (no setup; test cards on Kassa's own page) or Stripe (STRIPE_SECRET_KEY and
+ * STRIPE_WEBHOOK_SECRET). `apiBaseUrl` (STRIPE_API_BASE_URL) points the SDK at another
+ * Stripe-shaped server: stripe-mock in development, the test harness's server in tests.
+ * `timeoutMs` (STRIPE_TIMEOUT_MS, default 10 000) bounds each attempt of a call to Stripe.
+ */
+export type CardProcessorConfig =
+  | { kind: 'sandbox' }
+  | { kind: 'stripe'; secretKey: string; webhookSecret: string; apiBaseUrl: string | undefined; timeoutMs: number };
 
 /** Telemetry API settings (openapi/telemetry.yaml leaves their values to the deployment). */
 export interface TelemetryConfig {
@@ -184,6 +196,33 @@ function webhookAllowLoopback(env: Env): boolean {
   return allow;
 }
 
+function cardProcessor(env: Env): CardProcessorConfig {
+  const secretKey = env.STRIPE_SECRET_KEY || undefined;
+  const webhookSecret = env.STRIPE_WEBHOOK_SECRET || undefined;
+  const production = env.NODE_ENV === 'production';
+  if (!secretKey && !webhookSecret) {
+    if (env.STRIPE_API_BASE_URL) throw new ConfigError('STRIPE_API_BASE_URL is set without STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET');
+    // The sandbox accepts test card numbers as payment: production must not take it by accident.
+    if (production && !bool(env, 'KASSA_ALLOW_SANDBOX_IN_PRODUCTION', false)) {
+      throw new ConfigError(
+        'NODE_ENV=production with the sandbox card processor: set STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET to take real card payments, or KASSA_ALLOW_SANDBOX_IN_PRODUCTION=true to run the sandbox on purpose',
+      );
+    }
+    return { kind: 'sandbox' };
+  }
+  if (!secretKey || !webhookSecret) throw new ConfigError('STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET are set together: one without the other cannot take card payments');
+  // Secret (sk_) or restricted (rk_) keys; a publishable key (pk_) cannot create sessions.
+  if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(secretKey)) throw new ConfigError('STRIPE_SECRET_KEY must be a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)');
+  if (!/^whsec_[A-Za-z0-9+/=_-]+$/.test(webhookSecret)) throw new ConfigError("STRIPE_WEBHOOK_SECRET must be the endpoint's signing secret (whsec_…)");
+  let apiBaseUrl: string | undefined;
+  if (env.STRIPE_API_BASE_URL) {
+    apiBaseUrl = url(env, 'STRIPE_API_BASE_URL', '');
+    // The secret key travels to this address: never in clear text, or anywhere but Stripe, in production.
+    if (production) throw new ConfigError('STRIPE_API_BASE_URL is for development and tests only; it is refused when NODE_ENV=production');
+  }
+  return { kind: 'stripe', secretKey, webhookSecret, apiBaseUrl, timeoutMs: positiveInt(env, 'STRIPE_TIMEOUT_MS', 10_000) };
+}
+
 function databasePoolMax(env: Env): number {
   // Migrations hold one connection (an advisory lock) while knex migrates on another.
   const max = positiveInt(env, 'DATABASE_POOL_MAX', 10);
@@ -252,6 +291,8 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     webhookPollMs: positiveInt(env, 'WEBHOOK_DELIVERY_POLL_MS', 100),
     webhookRetentionDays: positiveInt(env, 'WEBHOOK_RETENTION_DAYS', 30),
     crypto: cryptoConfig(env),
+    // Last: a configuration error elsewhere is named before the card processor's production check.
+    cardProcessor: cardProcessor(env),
     telemetry: {
       monthlyTraceQuota: positiveInt(env, 'TELEMETRY_MONTHLY_TRACE_QUOTA', 1_000_000),
       rateLimit: positiveInt(env, 'TELEMETRY_RATE_LIMIT', 1200),
@@ -263,8 +304,8 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
 
 /**
  * The configured values that are secrets wherever they appear: the logger blanks them by value
- * (src/kernel/redaction.ts). The admin token and encryption key, the database password, and the
- * parts of each chain's RPC URL that may hold the provider's key.
+ * (src/kernel/redaction.ts). The admin token and encryption key, the database password, the
+ * parts of each chain's RPC URL that may hold the provider's key, and the Stripe secrets.
  */
 export function configSecrets(config: Config): string[] {
   const secrets = [config.adminToken, config.encryptionKey?.toString('base64'), config.encryptionKey?.toString('hex')];
@@ -278,5 +319,6 @@ export function configSecrets(config: Config): string[] {
     }
   }
   for (const chain of config.crypto.chains) secrets.push(...urlSecretParts(chain.rpcUrl));
+  if (config.cardProcessor.kind === 'stripe') secrets.push(config.cardProcessor.secretKey, config.cardProcessor.webhookSecret);
   return secrets.filter((value): value is string => Boolean(value));
 }

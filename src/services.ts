@@ -15,6 +15,8 @@ import { KnexOrderRepository } from './orders/order.repository.js';
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
+import { createStripeModule } from './processors/stripe-module.js';
+import type { StripeEventService } from './processors/stripe-processor.js';
 import { parseCryptoConfig } from './crypto-payments/crypto-config.js';
 import { createOrgsModule, type OrgsModule } from './orgs/index.js';
 import { createCatalogModule, type CatalogModule } from './catalog/index.js';
@@ -55,6 +57,8 @@ export interface Services {
   /** The one flow that applies payment results of every rail. */
   payments: PaymentFlow;
   sandboxProcessor: ProcessorsModule['sandboxProcessor'];
+  /** Stripe's webhook events, when Stripe is the card processor (config cardProcessor). */
+  stripeEvents?: StripeEventService;
   telemetry: TelemetryModule;
   subscriptions: SubscriptionsModule['subscriptions'];
   entitlements: SubscriptionsModule['entitlements'];
@@ -72,6 +76,7 @@ export type ServicesConfig = Partial<
     | 'webhookBatchSize'
     | 'webhookPollMs'
     | 'webhookRetentionDays'
+    | 'cardProcessor'
     | 'publicBaseUrl'
     | 'publicApiUrl'
     | 'sandboxSettleDelayMs'
@@ -101,6 +106,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const logger = deps.logger ?? createLogger({ level: 'silent' });
   const uow = createCommerceUnitOfWork(db);
   const payments = new PaymentFlow(uow, clock);
+  const stripe = createStripeModule({ config: config.cardProcessor, db, uow, payments, clock, logger, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
 
   const orgsModule = createOrgsModule({ db, clock });
   const { orgs } = orgsModule;
@@ -134,8 +140,9 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       clock,
       logger,
       publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+      stripeCheckout: stripe?.checkout,
     }),
-    orders: createOrdersModule({ uow, clock }),
+    orders: createOrdersModule({ uow, clock, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
     telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry }),
     agentWallet: createAgentWalletModule({ db, secretBox, clock, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
@@ -156,6 +163,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     webhookDelivery: modules.webhooks.webhookDelivery,
     telemetry: modules.telemetry,
     agentWallet: modules.agentWallet,
+    stripeEvents: stripe?.events,
     modules,
   };
 }

@@ -270,7 +270,7 @@ async function main(): Promise<void> {
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     // The public URL is the listener itself: the authorization signatures cover this URL.
     const apiUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-    const config = loadConfig({ NODE_ENV: 'production', LOG_LEVEL: 'silent', PUBLIC_API_URL: apiUrl }, []);
+    const config = loadConfig({ NODE_ENV: 'production', KASSA_ALLOW_SANDBOX_IN_PRODUCTION: 'true', LOG_LEVEL: 'silent', PUBLIC_API_URL: apiUrl }, []);
     const services = createServices({ db: database.db, clock: systemClock, secretBox: new SecretBox(randomBytes(32)), config });
     await services.signingKeys.ensureKey();
     const app = await createPlatformApp({

@@ -18,7 +18,7 @@ import { SecretBox } from '../../src/kernel/secrets.js';
 import { createServices } from '../../src/services.js';
 import { createPlatformApp } from '../../src/apps.js';
 
-const config = loadConfig({ ...process.env, NODE_ENV: 'production' }, []);
+const config = loadConfig({ ...process.env, NODE_ENV: 'production', KASSA_ALLOW_SANDBOX_IN_PRODUCTION: 'true' }, []);
 const logger = createLogger({ level: config.logLevel });
 const workers = Number(process.env.BENCH_API_WORKERS ?? 1);
 

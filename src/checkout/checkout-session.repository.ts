@@ -29,6 +29,8 @@ interface SessionRow {
   payment_link_id: string | null;
   page_token: string;
   last_error: ProviderFailure | null;
+  processor_session_id: string | null;
+  processor_url: string | null;
   expires_at: Date;
   created_at: Date;
   updated_at: Date;
@@ -41,7 +43,7 @@ interface SessionRow {
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
   'customer_email', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
-  'last_error', 'expires_at', 'created_at', 'updated_at',
+  'last_error', 'processor_session_id', 'processor_url', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
 type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
@@ -73,6 +75,8 @@ const toSession = (r: SessionRow): CheckoutSession => ({
   paymentLinkId: r.payment_link_id,
   pageToken: r.page_token,
   lastError: r.last_error,
+  processorSessionId: r.processor_session_id,
+  processorUrl: r.processor_url,
   expiresAt: new Date(r.expires_at),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
@@ -102,6 +106,8 @@ function sessionRow(s: CheckoutSession) {
     payment_link_id: s.paymentLinkId,
     page_token: s.pageToken,
     last_error: json(s.lastError),
+    processor_session_id: s.processorSessionId,
+    processor_url: s.processorUrl,
     expires_at: s.expiresAt,
     created_at: s.createdAt,
     updated_at: s.updatedAt,

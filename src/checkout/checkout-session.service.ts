@@ -16,7 +16,7 @@ import type { CatalogService } from '../catalog/catalog.service.js';
 import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
-import type { CardDetails, CardProcessor } from '../processors/card-processor.js';
+import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
 
@@ -47,6 +47,8 @@ export class CheckoutSessionService {
     private readonly clock: Clock,
     /** The crypto rail (`provider: CRYPTO`); absent → crypto checkout is refused. */
     private readonly crypto?: CryptoQuoteService,
+    /** A card processor with its own checkout page (Stripe); absent → the sandbox takes cards on Kassa's page. */
+    private readonly hosted?: HostedCardCheckout,
   ) {}
 
   isPayable(session: CheckoutSession): boolean {
@@ -87,8 +89,16 @@ export class CheckoutSessionService {
       if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
       throw err;
     }
-    const { session, crypto } = built;
+    const { crypto } = built;
+    let session = built.session;
     const record = { orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now };
+    if (this.hosted && session.provider === 'STRIPE') {
+      // The processor's checkout is opened before anything is stored (a create that cannot reach
+      // it leaves nothing behind), so a retry of a stored key must not open a second one.
+      const existing = await liveRecord();
+      if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
+      session = await this.openHosted(session);
+    }
     // A card session is the key and the session row: one statement. A crypto session also
     // reserves its exact amount, so it needs the transaction.
     const created = crypto
@@ -101,9 +111,16 @@ export class CheckoutSessionService {
         })
       : await stores.sessions.insertWithIdempotencyRecord(record, session, expiredBefore);
     if (created) return { session, replayed: false };
+    // A concurrent request with the same key won: the checkout opened for this one is closed unused.
+    if (session.processorSessionId) await this.hosted!.close(session.processorSessionId).catch(() => undefined);
     const winner = await liveRecord();
     if (!winner) throw new AppError('SERVICE_UNAVAILABLE', 'Concurrent creation with this Idempotency-Key did not settle; retry with the same key');
     return { session: await this.replay(winner, requestHash), replayed: true };
+  }
+
+  private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {
+    const opened = await this.hosted!.open(session);
+    return { ...session, processorSessionId: opened.processorSessionId, processorUrl: opened.url };
   }
 
   private async replay(record: IdempotencyRecord, requestHash: string): Promise<CheckoutSession> {
@@ -169,6 +186,8 @@ export class CheckoutSessionService {
       paymentLinkId: null,
       pageToken: randomToken(32),
       lastError: null,
+      processorSessionId: null,
+      processorUrl: null,
       expiresAt: new Date(now.getTime() + expiresIn * 1000),
       createdAt: now,
       updatedAt: now,
@@ -279,8 +298,17 @@ export class CheckoutSessionService {
     });
   }
 
-  /** CREATED → EXPIRED; EXPIRED stays EXPIRED (success); COMPLETE and FAILED → 409. */
+  /**
+   * CREATED → EXPIRED; EXPIRED stays EXPIRED (success); COMPLETE and FAILED → 409. A session on
+   * a hosted processor's checkout has that checkout closed first, so it cannot be paid afterwards.
+   */
   async expire(orgId: string, id: string): Promise<CheckoutSession> {
+    const before = await this.uow.stores.sessions.find(orgId, id);
+    if (before?.status === 'CREATED' && before.processorSessionId && this.hosted) {
+      if ((await this.hosted.close(before.processorSessionId)) === 'completed') {
+        throw conflict('The buyer has just paid this checkout; it can no longer be expired');
+      }
+    }
     return this.uow.transaction(async (tx) => {
       const found = await tx.sessions.find(orgId, id);
       if (!found) throw notFound('Checkout session');
@@ -315,6 +343,8 @@ export class CheckoutSessionService {
     if (!session) throw notFound('Checkout session');
     // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
     if (session.provider === 'CRYPTO') throw validationError('This checkout is paid with crypto: send the transfer shown on the checkout page');
+    // Card data never reaches Kassa when the processor has its own checkout page.
+    if (session.processorUrl) throw validationError("This checkout is paid on the card processor's page, not with a card posted here");
     if (!this.isPayable(session)) return { kind: 'not_payable', session };
     const email = session.customerEmail ?? input.email?.trim();
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
@@ -408,15 +438,18 @@ export class CheckoutSessionService {
       paymentLinkId: link.id,
       pageToken: randomToken(32),
       lastError: null,
+      processorSessionId: null,
+      processorUrl: null,
       expiresAt: new Date(now.getTime() + DEFAULT_EXPIRES_IN * 1000),
       createdAt: now,
       updatedAt: now,
     };
     const crypto = session.provider === 'CRYPTO' ? await this.prepareCrypto(link.orgId, session.pricing, "The payment link's price") : undefined;
+    const opened = this.hosted && session.provider === 'STRIPE' ? await this.openHosted(session) : session;
     await this.uow.transaction(async (tx) => {
-      await tx.sessions.insert(session);
+      await tx.sessions.insert(opened);
       if (crypto) await this.crypto!.store(tx, session, crypto);
     });
-    return session;
+    return opened;
   }
 }

@@ -87,6 +87,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await merchants.displayNameOf(session.orgId);
+      // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
+      if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
       if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
       sendPage(res, statusPage(session, merchant, await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
     } catch (err) {
@@ -98,7 +100,26 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
+      // Back from the processor's page before its event arrived: processing, not "expired".
+      const awaitingEvent = sessions.isPayable(session) && session.processorUrl !== null;
+      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), await sessions.orderOf(session), await subscriptions.findBySession(session.id), { processing: awaitingEvent }));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  // The processor's page sends the buyer here when they leave it without paying.
+  router.get('/checkout/:token/canceled', async (req, res) => {
+    try {
+      const session = await sessions.findByPageToken(req.params.token);
+      if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      const merchant = await merchants.displayNameOf(session.orgId);
+      if (!sessions.isPayable(session)) return sendPage(res, statusPage(session, merchant, await sessions.orderOf(session)));
+      const back = session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : '';
+      sendPage(res, {
+        status: 200,
+        html: layout('Payment not completed', `${summary(session)}<div class="muted" data-testid="status">You left the payment page without paying.</div><p class="note"><a data-testid="resume" href="/checkout/${escapeHtml(session.pageToken)}">Return to payment</a></p>${back}`, { merchant }),
+      });
     } catch (err) {
       fail(req, res, err);
     }

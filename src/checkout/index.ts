@@ -9,7 +9,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { OrgService } from '../orgs/orgs.service.js';
-import type { CardProcessor } from '../processors/card-processor.js';
+import type { CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CheckoutSessionService } from './checkout-session.service.js';
 import { checkoutJobs } from './checkout.jobs.js';
 import { createCheckoutHandlers } from './checkout.handlers.js';
@@ -37,8 +37,10 @@ export function createCheckoutModule(deps: {
   logger: Logger;
   /** The merchant listener's public URL: session URLs point there. */
   publicBaseUrl: string;
+  /** A card processor with its own checkout page (Stripe); absent → the sandbox takes cards on Kassa's page. */
+  stripeCheckout?: HostedCardCheckout;
 }): CheckoutModule {
-  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes);
+  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout);
   return {
     checkout,
     handlers: { merchant: createCheckoutHandlers(checkout, deps.publicBaseUrl) },

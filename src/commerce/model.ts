@@ -54,6 +54,9 @@ export interface CheckoutSession {
   paymentLinkId: string | null;
   pageToken: string;
   lastError: ProviderFailure | null;
+  /** The card processor's own checkout (Stripe Checkout Session id) and its page; null on the sandbox and crypto. */
+  processorSessionId: string | null;
+  processorUrl: string | null;
   expiresAt: Date;
   createdAt: Date;
   updatedAt: Date;

@@ -1,7 +1,7 @@
 /**
  * The one "apply a payment result" flow of every rail. Processors only build its input: the
- * sandbox card processor and the hosted page (card), the chain watcher (crypto), next Stripe's
- * events. In one transaction under the session's row lock: session → order → subscription →
+ * sandbox card processor and the hosted page (card), Stripe's events (card), the chain watcher
+ * (crypto). In one transaction under the session's row lock: session → order → subscription →
  * webhook event (outbox). Safe to repeat and to race: one order per session, conditional writes.
  */
 import type { Clock } from '../kernel/clock.js';
@@ -125,6 +125,21 @@ export class PaymentFlow {
       now,
     );
     return { outcome: 'applied', order: linked };
+  }
+
+  /**
+   * The processor closed its checkout unpaid (Stripe's `checkout.session.expired`): an open
+   * session becomes EXPIRED; a session in any other status (paid meanwhile) is left as it is.
+   */
+  expireUnpaid(checkoutSessionId: string): Promise<CheckoutSession> {
+    return this.uow.transaction(async (stores) => {
+      const session = await stores.sessions.findForUpdate(checkoutSessionId);
+      if (!session) throw notFound('Checkout session');
+      if (session.status !== 'CREATED') return session;
+      const expired: CheckoutSession = { ...session, status: 'EXPIRED', updatedAt: this.clock.now() };
+      assertWritten(await stores.sessions.update(expired, 'CREATED'), 'checkout session');
+      return expired;
+    });
   }
 
   /**

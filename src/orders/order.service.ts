@@ -3,14 +3,22 @@ import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderFilter } from '../commerce/model.js';
+import { isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
 export class OrderService {
   constructor(
     private readonly uow: CommerceUnitOfWork,
     private readonly clock: Clock,
+    /** Refunds through Stripe, when it is the card processor. */
+    private readonly cardRefunds?: CardRefunds,
   ) {}
 
-  /** Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE. */
+  /**
+   * Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE.
+   * An order paid through Stripe is refunded there first, under the order's row lock (one refund
+   * at a time per order), with an idempotency key naming the refunded total it starts from: a
+   * retry after Kassa failed to record a refund Stripe made replays that refund, never a second.
+   */
   async refund(orderId: string, amount?: number): Promise<Order> {
     return this.uow.transaction(async (stores) => {
       const order = await stores.orders.findForUpdate(orderId);
@@ -20,6 +28,10 @@ export class OrderService {
       const refundAmount = amount ?? remaining;
       if (refundAmount < 1) throw validationError('amount must be at least 1');
       if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
+      if (isStripePaymentId(order.processorPaymentId)) {
+        if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+        await this.cardRefunds.refund({ processorPaymentId: order.processorPaymentId, amount: refundAmount, idempotencyKey: `kassa_refund_${order.id}_${order.amountRefundedCents}` });
+      }
       const refunded = order.amountRefundedCents + refundAmount;
       const updated: Order = {
         ...order,

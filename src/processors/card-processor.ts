@@ -3,6 +3,8 @@
  * implementation is the sandbox processor (sandbox-processor.ts), whose test cards are documented
  * in openapi/merchant.yaml (createCheckoutSession).
  */
+import type { CheckoutSession } from '../commerce/model.js';
+
 export interface CardDetails {
   number: string;
   expMonth: number;
@@ -44,4 +46,31 @@ export interface CardProcessor {
   charge(request: ChargeRequest): Promise<ChargeResult>;
   /** Off-session charge of a saved payment method (subscription renewals). */
   chargeSavedMethod(request: SavedMethodChargeRequest): Promise<SavedMethodChargeResult>;
+}
+
+/**
+ * A processor whose own page takes the card (Stripe Checkout): Kassa's checkout page sends the
+ * buyer there, and the result comes back as the processor's events. Card data never reaches Kassa.
+ */
+export interface HostedCardCheckout {
+  /**
+   * Opens the processor's checkout for a new Kassa session (not yet stored). Retrying with the
+   * same session is safe (an idempotency key derived from its ids). SERVICE_UNAVAILABLE when the
+   * processor cannot be reached; FORBIDDEN for a purchase this deployment cannot sell there.
+   */
+  open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string }>;
+  /** Closes it so it can no longer be paid: `closed`, or `completed` when the buyer already paid. */
+  close(processorSessionId: string): Promise<'closed' | 'completed'>;
+}
+
+/** Payment ids of Stripe PaymentIntents: orders paid through Stripe are refunded through Stripe. */
+export const isStripePaymentId = (processorPaymentId: string | null): processorPaymentId is string => processorPaymentId?.startsWith('pi_') === true;
+
+/** Refunds of card payments taken by a real processor (Stripe). */
+export interface CardRefunds {
+  /**
+   * Refunds `amount` minor units of the payment. The same idempotency key never refunds twice.
+   * SERVICE_UNAVAILABLE when the processor cannot be reached; CONFLICT when it refuses.
+   */
+  refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }>;
 }

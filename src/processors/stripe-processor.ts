@@ -1,0 +1,213 @@
+/**
+ * The Stripe card processor (docs/card-processors.md): a Kassa card session opens a Stripe
+ * Checkout Session, Stripe's page takes the card, and Stripe's events come back through
+ * StripeEventService, which applies them with the same PaymentFlow as the sandbox.
+ */
+import Stripe from 'stripe';
+import type { CardProcessorConfig } from '../config.js';
+import type { CheckoutSession } from '../commerce/model.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Clock } from '../kernel/clock.js';
+import { type AppError, conflict, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
+import type { CardRefunds, HostedCardCheckout } from './card-processor.js';
+import type { StripeEventRepository } from './stripe-event.repository.js';
+
+export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
+
+/** The SDK client: its own retries (with the same idempotency key) on network errors, 409, 429 and 5xx. */
+export function createStripeClient(config: StripeConfig): Stripe {
+  const base = config.apiBaseUrl ? new URL(config.apiBaseUrl) : undefined;
+  return new Stripe(config.secretKey, {
+    maxNetworkRetries: 2,
+    timeout: config.timeoutMs,
+    appInfo: { name: 'Kassa' },
+    ...(base && {
+      host: base.hostname,
+      port: base.port ? Number(base.port) : base.protocol === 'http:' ? 80 : 443,
+      protocol: base.protocol === 'http:' ? 'http' : 'https',
+    }),
+  });
+}
+
+/** Metadata on Stripe's objects naming Kassa's: how an event finds its way back. */
+export const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
+export const KASSA_ORG_KEY = 'kassa_org_id';
+
+export class StripeCheckout implements HostedCardCheckout {
+  constructor(
+    private readonly stripe: Stripe,
+    /** Kassa's public base URL: Stripe sends the buyer back to Kassa's own pages. */
+    private readonly publicBaseUrl: string,
+    private readonly logger: Logger,
+  ) {}
+
+  async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string }> {
+    if (session.pricing.pricingType !== 'ONE_TIME') {
+      throw forbidden('Subscription prices cannot be sold on the Stripe card processor of this deployment yet; use a one-time price');
+    }
+    const ids = { [KASSA_SESSION_KEY]: session.id, [KASSA_ORG_KEY]: session.orgId };
+    const page = `${this.publicBaseUrl}/checkout/${session.pageToken}`;
+    const params: Stripe.Checkout.SessionCreateParams = {
+      mode: 'payment',
+      line_items: [
+        {
+          quantity: session.quantity,
+          price_data: {
+            currency: session.currency.toLowerCase(),
+            unit_amount: session.pricing.amount,
+            product_data: { name: session.product.name, ...(session.product.description && { description: session.product.description }) },
+          },
+        },
+      ],
+      ...(session.customerEmail && { customer_email: session.customerEmail }),
+      client_reference_id: session.id,
+      metadata: ids,
+      payment_intent_data: { metadata: ids },
+      expires_at: Math.floor(session.expiresAt.getTime() / 1000),
+      success_url: `${page}/complete`,
+      cancel_url: `${page}/canceled`,
+    };
+    try {
+      const created = await this.stripe.checkout.sessions.create(params, { idempotencyKey: `kassa_checkout_${session.orgId}_${session.id}` });
+      if (!created.url) throw new Error(`Stripe returned Checkout Session ${created.id} without a url`);
+      return { processorSessionId: created.id, url: created.url };
+    } catch (err) {
+      throw this.unreachable(err, 'create a Checkout Session', 'The card processor could not open the checkout; retry with the same Idempotency-Key');
+    }
+  }
+
+  async close(processorSessionId: string): Promise<'closed' | 'completed'> {
+    try {
+      const current = await this.stripe.checkout.sessions.retrieve(processorSessionId);
+      if (current.status === 'complete') return 'completed';
+      if (current.status === 'expired') return 'closed';
+      const expired = await this.stripe.checkout.sessions.expire(processorSessionId, {}, { idempotencyKey: `kassa_expire_${processorSessionId}` });
+      return expired.status === 'complete' ? 'completed' : 'closed';
+    } catch (err) {
+      // The buyer completed it between our read and the expiry: Stripe refuses to expire it.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError) {
+        const current = await this.stripe.checkout.sessions.retrieve(processorSessionId).catch(() => undefined);
+        if (current?.status === 'complete') return 'completed';
+        if (current?.status === 'expired') return 'closed';
+      }
+      throw this.unreachable(err, 'expire a Checkout Session', 'The card processor could not be reached to close the checkout; retry');
+    }
+  }
+
+  private unreachable(err: unknown, what: string, message: string): AppError {
+    const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+    this.logger.warn({ err: stripe ? undefined : err, stripe }, `Stripe: could not ${what}`);
+    return serviceUnavailable(message);
+  }
+}
+
+/** Refunds through Stripe (`POST /v1/refunds` on the order's PaymentIntent). */
+export class StripeRefunds implements CardRefunds {
+  constructor(
+    private readonly stripe: Stripe,
+    private readonly logger: Logger,
+  ) {}
+
+  async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }> {
+    try {
+      const refund = await this.stripe.refunds.create({ payment_intent: input.processorPaymentId, amount: input.amount }, { idempotencyKey: input.idempotencyKey });
+      return { refundId: refund.id };
+    } catch (err) {
+      // Stripe refused it (already refunded, disputed, a key reused with another amount): not retryable as is.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a refund');
+        throw conflict(`Stripe refused the refund: ${err.message}`);
+      }
+      const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+      this.logger.warn({ err: stripe ? undefined : err, stripe }, 'Stripe: could not create a refund');
+      throw serviceUnavailable('Stripe could not be reached to refund the payment; nothing was refunded in Kassa, retry');
+    }
+  }
+}
+
+/** What receiving one Stripe event did. */
+export type StripeEventOutcome = 'applied' | 'duplicate' | 'ignored';
+
+/**
+ * Stripe's webhook events. Each is verified with the endpoint's signing secret, applied at most
+ * once by event id (remembered after it was applied: applying is idempotent, so a crash in
+ * between only applies it again), and applied from the object's current state read back from
+ * Stripe, never from the event's copy: events arrive late, twice, and out of order.
+ */
+export class StripeEventService {
+  constructor(
+    private readonly stripe: Stripe,
+    private readonly webhookSecret: string,
+    private readonly events: StripeEventRepository,
+    private readonly uow: CommerceUnitOfWork,
+    private readonly payments: PaymentFlow,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  async receive(payload: Buffer, signature: string | undefined): Promise<StripeEventOutcome> {
+    let event: Stripe.Event;
+    try {
+      // Stripe's default tolerance (300 s), measured on Kassa's clock.
+      event = this.stripe.webhooks.constructEvent(payload, signature ?? '', this.webhookSecret, 300, undefined, Math.floor(this.clock.now().getTime() / 1000));
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw validationError('The Stripe-Signature header does not verify this payload with the endpoint secret');
+      throw validationError('The payload is not a Stripe event');
+    }
+    if (await this.events.isProcessed(event.id)) return 'duplicate';
+    const outcome = await this.apply(event);
+    await this.events.markProcessed(event.id, event.type, this.clock.now());
+    return outcome;
+  }
+
+  private async apply(event: Stripe.Event): Promise<StripeEventOutcome> {
+    switch (event.type) {
+      case 'checkout.session.completed':
+      case 'checkout.session.async_payment_succeeded':
+      case 'checkout.session.async_payment_failed':
+      case 'checkout.session.expired':
+        return this.applyCheckoutSession(event.data.object.id);
+      default:
+        // Acknowledged, so Stripe stops sending it; the endpoint's event list should not include it.
+        return 'ignored';
+    }
+  }
+
+  /** Applies what the Checkout Session is now, whichever of its events arrived. */
+  private async applyCheckoutSession(stripeSessionId: string): Promise<StripeEventOutcome> {
+    let current: Stripe.Checkout.Session;
+    try {
+      current = await this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent'] });
+    } catch (err) {
+      const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+      this.logger.warn({ stripe, stripeSessionId }, 'Stripe: could not read a Checkout Session back; Stripe redelivers the event');
+      throw serviceUnavailable('Stripe could not be reached to read the Checkout Session back; redeliver the event');
+    }
+    const kassaId = current.client_reference_id;
+    const orgId = current.metadata?.[KASSA_ORG_KEY];
+    const session = kassaId && orgId ? await this.uow.stores.sessions.find(orgId, kassaId) : undefined;
+    // Another integration's session on the same Stripe account, or one Kassa never stored (a create that lost its race).
+    if (!session || session.processorSessionId !== current.id) return 'ignored';
+
+    if (current.status === 'expired') {
+      await this.payments.expireUnpaid(session.id);
+      return 'applied';
+    }
+    if (current.status !== 'complete') return 'ignored';
+    const intent = typeof current.payment_intent === 'object' ? current.payment_intent : null;
+    const paymentId = intent?.id ?? (typeof current.payment_intent === 'string' ? current.payment_intent : null) ?? current.id;
+    const base = { checkoutSessionId: session.id, processorPaymentId: paymentId, customerEmail: current.customer_details?.email ?? undefined };
+    if (current.payment_status === 'paid' || current.payment_status === 'no_payment_required') {
+      await this.payments.applyPaymentResult({ ...base, outcome: 'succeeded' });
+    } else if (intent && (intent.status === 'requires_payment_method' || intent.status === 'canceled')) {
+      // An asynchronous payment that failed: the order exists as PENDING first, as on the sandbox.
+      await this.payments.applyPaymentResult({ ...base, outcome: 'pending' });
+      await this.payments.applyPaymentResult({ ...base, outcome: 'failed' });
+    } else {
+      await this.payments.applyPaymentResult({ ...base, outcome: 'pending' });
+    }
+    return 'applied';
+  }
+}
