@@ -140,7 +140,24 @@ export interface StartOptions {
  */
 export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=32'];
 
+/** A start that lost a port to another process between freePort() and its bind. */
+class PortTaken extends Error {}
+
+/**
+ * Starts a Kassa process on free ports. freePort() cannot reserve a port, so another process may
+ * bind it first; Kassa then exits naming the port, and the start is retried on fresh ports.
+ */
 export async function startKassa(deployment: Deployment, options: StartOptions): Promise<KassaProcess> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startKassaOnce(deployment, options);
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt >= 5) throw err;
+    }
+  }
+}
+
+async function startKassaOnce(deployment: Deployment, options: StartOptions): Promise<KassaProcess> {
   const [merchantPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const name = options.name ?? `${options.role}-${adminPort}`;
   const merchantUrl = `http://127.0.0.1:${merchantPort}`;
@@ -201,21 +218,30 @@ export async function startKassa(deployment: Deployment, options: StartOptions):
     kill: () => until('SIGKILL'),
   };
   if (options.waitReady !== false) {
+    // A process that exits while starting fails the wait at once, not at its timeout.
+    const exitedEarly = exited.then((code) => {
+      const output = proc.output();
+      if (/is already in use by another process/.test(output)) throw new PortTaken(`${name}: a port was taken before it could bind`);
+      throw new Error(`${name} exited with ${code}: ${output.slice(-2000)}`);
+    });
     try {
-      await waitFor(
-        `${name} to be ready`,
-        async () => {
-          if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${proc.output().slice(-2000)}`);
-          const res = await fetch(`${adminUrl}/readyz`);
-          return res.ok;
-        },
-        options.readyTimeoutMs ?? 90_000,
-        200,
-      );
+      await Promise.race([
+        exitedEarly,
+        waitFor(
+          `${name} to be ready`,
+          async () => {
+            const res = await fetch(`${adminUrl}/readyz`);
+            return res.ok;
+          },
+          options.readyTimeoutMs ?? 90_000,
+          200,
+        ),
+      ]);
     } catch (err) {
       await proc.kill();
       throw err;
     }
+    exitedEarly.catch(() => {}); // once ready, a later exit is the caller's business
   }
   return proc;
 }
