@@ -3,10 +3,8 @@
  * chain: gives an e-mail, gets the instructions with a rendered QR code, pays from a wallet, and
  * watches the page update itself (meta refresh, no script) to "detected" and then "received".
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
@@ -15,7 +13,7 @@ import { startLocalChain, USDC, type LocalChain } from './chain.js';
 
 let chain: LocalChain;
 let ctx: TestContext;
-let server: Server;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
 let origin: string;
 let browser: Browser;
 let usdc: `0x${string}`;
@@ -33,14 +31,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('crypto checkout page in a bro
       },
     });
     await ctx.admin.put(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${chain.chainId}`).send({ address: chain.accounts[1] }).expect(200);
-    server = ctx.apps.merchant.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    served = await serveOnLoopback(ctx.apps.merchant);
+    origin = served.origin;
     browser = await launchChromium();
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
-    await new Promise((resolve) => server?.close(resolve));
+    await served?.close();
     await ctx?.close();
     await chain?.close();
   });

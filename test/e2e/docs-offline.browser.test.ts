@@ -7,14 +7,12 @@
 import { execFile } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { DOCUMENT_NAMES, registerDocsRoutes } from '../../src/docs/docs.js';
@@ -24,7 +22,7 @@ const ARTIFACTS = 'test/e2e/.artifacts';
 const run = promisify(execFile);
 
 let tmp: string;
-let server: Server;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
 let origin: string;
 let browser: Browser;
 
@@ -37,14 +35,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
     const router = express.Router();
     registerDocsRoutes(router, { documents: DOCUMENT_NAMES, docsDir: tmp });
     app.use(router);
-    server = app.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    served = await serveOnLoopback(app);
+    origin = served.origin;
     browser = await launchChromium();
   }, 180_000);
   afterAll(async () => {
     await browser?.close();
-    await new Promise((resolve) => server?.close(resolve));
+    await served?.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 

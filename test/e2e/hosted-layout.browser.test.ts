@@ -7,14 +7,11 @@
  * overflow the page horizontally. Screenshots go to test/e2e/.artifacts/.
  */
 import { mkdirSync } from 'node:fs';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser, Page } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
-
 
 const ARTIFACTS = 'test/e2e/.artifacts';
 const CHAIN = 31337;
@@ -25,7 +22,7 @@ const LONG_MERCHANT = `Société Coopérative de Torréfaction${'X'.repeat(65)}`
 const LONG_NAME = `Annual enterprise licence ${'with priority support and onboarding '.repeat(6)}`.slice(0, 255);
 
 let ctx: TestContext;
-let server: Server;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
 let origin: string;
 let browser: Browser;
 
@@ -103,14 +100,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page layout at the lar
     });
     await ctx.admin.put(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${CHAIN}`).send({ address: WALLET }).expect(200);
     await ctx.admin.patch(`/v1/orgs/${ctx.orgA.orgId}`).send({ displayName: LONG_MERCHANT }).expect(200);
-    server = ctx.apps.merchant.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    served = await serveOnLoopback(ctx.apps.merchant);
+    origin = served.origin;
     browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
-    await new Promise((resolve) => server?.close(resolve));
+    await served?.close();
     await ctx?.close();
   });
 
@@ -141,8 +137,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page layout at the lar
     await page.fill('#card', '4242 4242 4242 4242');
     await page.fill('#exp', '12/30');
     await page.fill('#cvc', '123');
-    // The payment redirects to the merchant's successUrl (not served here); reopening the link shows the receipt.
-    const [paid] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/pay')), page.click('button[type=submit]')]);
+    // The payment redirects to the merchant's successUrl, which does not resolve here: that
+    // navigation must have failed before the next one starts. Reopening the link shows the receipt.
+    const [paid] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/pay')),
+      page.waitForEvent('requestfailed', (r) => r.url().startsWith('https://shop.example/')),
+      page.click('button[type=submit]'),
+    ]);
     expect(paid.status()).toBe(303);
     expect(await paid.headerValue('location')).toBe('https://shop.example/thanks');
     expect((await page.goto(url))!.status()).toBe(200);

@@ -3,21 +3,18 @@
  * page cannot serve them right now: the "try again" page (503) when no exact crypto amount is
  * free, and the "too many requests" page (429) past the per-address limit. No chain is contacted.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
 
-
 const CHAIN = 31337;
 const WALLET = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 
 let ctx: TestContext;
-let server: Server;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
 let origin: string;
 let browser: Browser;
 
@@ -31,14 +28,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted pages under load, in a
       },
     });
     await ctx.admin.put(`/v1/orgs/${ctx.orgA.orgId}/receiving-wallets/${CHAIN}`).send({ address: WALLET }).expect(200);
-    server = ctx.apps.merchant.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    served = await serveOnLoopback(ctx.apps.merchant);
+    origin = served.origin;
     browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
-    await new Promise((resolve) => server?.close(resolve));
+    await served?.close();
     await ctx?.close();
   });
 

@@ -4,31 +4,28 @@
  * with a field twice (as a misbehaving extension or autofill can make it): a page a person can
  * read, with the right status, never a stack trace or a JSON body.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromiumAvailable, launchChromium } from '../harness/browser.js';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import type { Browser } from 'playwright-core';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
 
 let ctx: TestContext;
-let server: Server;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
 let origin: string;
 let browser: Browser;
 
 describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page errors in a browser', 'chromium'), () => {
   beforeAll(async () => {
     ctx = await createTestContext();
-    server = ctx.apps.merchant.listen(0, '127.0.0.1');
-    await new Promise((resolve) => server.once('listening', resolve));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    served = await serveOnLoopback(ctx.apps.merchant);
+    origin = served.origin;
     browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
-    await new Promise((resolve) => server?.close(resolve));
+    await served?.close();
     await ctx?.close();
   });
 
