@@ -137,8 +137,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page layout at the lar
     await page.fill('#card', '4242 4242 4242 4242');
     await page.fill('#exp', '12/30');
     await page.fill('#cvc', '123');
-    // The payment redirects to the merchant's successUrl, which does not resolve here: that
-    // navigation must have failed before the next one starts. Reopening the link shows the receipt.
+    // The payment redirects to the merchant's successUrl, which does not resolve here; the browser
+    // then loads its own error page into this tab, so the receipt is opened in a fresh tab.
     const [paid] = await Promise.all([
       page.waitForResponse((r) => r.url().endsWith('/pay')),
       page.waitForEvent('requestfailed', (r) => r.url().startsWith('https://shop.example/')),
@@ -146,13 +146,15 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page layout at the lar
     ]);
     expect(paid.status()).toBe(303);
     expect(await paid.headerValue('location')).toBe('https://shop.example/thanks');
-    expect((await page.goto(url))!.status()).toBe(200);
-    await expect(page.getByTestId('status').textContent()).resolves.toBe('Payment received. Thank you!');
-    await expect(page.getByTestId('order-id').textContent()).resolves.toMatch(/^ORD_/);
-    await expect(page.getByTestId('return').textContent()).resolves.toBe(`Return to ${LONG_MERCHANT}`);
-    await page.screenshot({ path: `${ARTIFACTS}/layout-paid-usd-max.png`, fullPage: true });
-    expectHolds(await measure(page), 'USD 999,999.99');
     await page.close();
+    const receipt = await browser.newPage({ viewport: { width: 360, height: 740 } });
+    expect((await receipt.goto(url))!.status()).toBe(200);
+    await expect(receipt.getByTestId('status').textContent()).resolves.toBe('Payment received. Thank you!');
+    await expect(receipt.getByTestId('order-id').textContent()).resolves.toMatch(/^ORD_/);
+    await expect(receipt.getByTestId('return').textContent()).resolves.toBe(`Return to ${LONG_MERCHANT}`);
+    await receipt.screenshot({ path: `${ARTIFACTS}/layout-paid-usd-max.png`, fullPage: true });
+    expectHolds(await measure(receipt), 'USD 999,999.99');
+    await receipt.close();
   });
 
   it('crypto checkout at 999,999.999999 USDC', async () => {
