@@ -65,6 +65,58 @@ export interface paths {
         patch: operations["updateOrg"];
         trace?: never;
     };
+    "/v1/orgs/{id}/stripe-account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read the organization's Stripe connected account
+         * @description The Stripe connected account (Stripe Connect) the organization's card payments are
+         *     transferred to, or `accountId: null` when none is bound (its payments stay on the
+         *     platform's own Stripe account). Kassa uses destination charges: the platform's account
+         *     owns the Checkout Session, its events and its refunds, and each payment is transferred to
+         *     the bound account (docs/card-processors.md).
+         */
+        get: operations["getStripeAccount"];
+        /**
+         * Bind the organization to a Stripe connected account
+         * @description Binds (or replaces) the connected account that receives the organization's card payments.
+         *     `accountId` is a Stripe account id (`acct_` and letters and digits; anything else is `400`).
+         *     When Stripe is the card processor, Kassa first reads the account from Stripe: an account
+         *     that is not connected to the platform, or whose `transfers` capability is not active
+         *     (onboarding unfinished, or restricted), is refused with `400`; `503` when Stripe cannot be
+         *     reached (nothing is stored). On the sandbox card processor the id is stored as given and
+         *     takes effect once Stripe is configured. An account already bound to another organization
+         *     is `409` (one organization per connected account); unknown organization `404`.
+         *
+         *     Changing the binding affects card sessions created afterwards only. A session records the
+         *     account it was opened for: sessions already open (their Stripe Checkout Session carries
+         *     the old destination and cannot be changed) are still paid to the old account, and an
+         *     order's refund reverses the transfer to the account its session recorded, whatever the
+         *     binding is at refund time. Expire open sessions (`POST /v1/checkout-sessions/{id}/expire`)
+         *     if they must not be paid to the old account.
+         */
+        put: operations["setStripeAccount"];
+        post?: never;
+        /**
+         * Unbind the organization's Stripe connected account
+         * @description Card sessions created afterwards are paid to the platform's own Stripe account. As with a
+         *     change, sessions already open are still paid to the account they were opened for, and
+         *     refunds of orders paid to it still reverse that transfer. Idempotent: unbinding an
+         *     organization with no account answers `200` with `accountId: null`.
+         */
+        delete: operations["deleteStripeAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/orgs/{id}/api-keys": {
         parameters: {
             query?: never;
@@ -1005,6 +1057,23 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        StripeAccountBind: {
+            /** @description The Stripe connected account id, as Stripe shows it (`acct_…`). */
+            accountId: string;
+        };
+        StripeAccountBinding: {
+            orgId: components["schemas"]["OrgId"];
+            /** @description The bound connected account; null when none is bound. */
+            accountId: string | null;
+            /** @description When the current account was bound; null when none is. */
+            boundAt: components["schemas"]["Timestamp"] | null;
+        };
+        StripeAccountBindingResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["StripeAccountBinding"];
+        };
         ReceivingWalletSet: {
             /** @description EVM address; mixed case must be a valid EIP-55 checksum. */
             address: string;
@@ -2235,6 +2304,135 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getStripeAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's binding. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "accountId": "acct_1Q2w3E4r5T6y7U8i",
+                     *         "boundAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StripeAccountBindingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setStripeAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "accountId": "acct_1Q2w3E4r5T6y7U8i"
+                 *     }
+                 */
+                "application/json": components["schemas"]["StripeAccountBind"];
+            };
+        };
+        responses: {
+            /** @description The binding as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Stripe account bound",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "accountId": "acct_1Q2w3E4r5T6y7U8i",
+                     *         "boundAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StripeAccountBindingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteStripeAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The binding after the change (`accountId` null). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Stripe account unbound",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "accountId": null,
+                     *         "boundAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["StripeAccountBindingResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -15,6 +15,12 @@ const presentOrg = (org: Organization) => ({
   updatedAt: iso(org.updatedAt),
 });
 
+const presentStripeAccount = (org: Organization) => ({
+  orgId: org.id,
+  accountId: org.stripeAccountId,
+  boundAt: isoOrNull(org.stripeAccountBoundAt),
+});
+
 const presentKey = (key: ApiKey) => ({
   apiKeyId: key.id,
   orgId: key.orgId,
@@ -26,7 +32,10 @@ const presentKey = (key: ApiKey) => ({
   revokedAt: isoOrNull(key.revokedAt),
 });
 
-type OrgAdminHandlers = Pick<AdminHandlers, 'listOrgs' | 'createOrg' | 'getOrg' | 'updateOrg' | 'listApiKeys' | 'createApiKey' | 'revokeApiKey'>;
+type OrgAdminHandlers = Pick<
+  AdminHandlers,
+  'listOrgs' | 'createOrg' | 'getOrg' | 'updateOrg' | 'getStripeAccount' | 'setStripeAccount' | 'deleteStripeAccount' | 'listApiKeys' | 'createApiKey' | 'revokeApiKey'
+>;
 
 export function createOrgAdminHandlers(orgs: OrgService): OrgAdminHandlers {
   return {
@@ -47,6 +56,18 @@ export function createOrgAdminHandlers(orgs: OrgService): OrgAdminHandlers {
     updateOrg: async ({ params, body }) => ({
       status: 200,
       body: { success: true, message: 'Organization updated', data: presentOrg(await orgs.updateOrganization(params.id, body)) },
+    }),
+    getStripeAccount: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: presentStripeAccount(await orgs.getOrganization(params.id)) },
+    }),
+    setStripeAccount: async ({ params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Stripe account bound', data: presentStripeAccount(await orgs.bindStripeAccount(params.id, body.accountId)) },
+    }),
+    deleteStripeAccount: async ({ params }) => ({
+      status: 200,
+      body: { success: true, message: 'Stripe account unbound', data: presentStripeAccount(await orgs.unbindStripeAccount(params.id)) },
     }),
     listApiKeys: async ({ params }) => ({
       status: 200,

@@ -4,7 +4,7 @@ import type { Clock } from '../kernel/clock.js';
 import { createOrgAdminHandlers } from './admin.handlers.js';
 import { createMeHandlers } from './me.handlers.js';
 import { KnexOrgRepository } from './orgs.repository.js';
-import { OrgService } from './orgs.service.js';
+import { OrgService, type ConnectedAccountCheck } from './orgs.service.js';
 
 export interface OrgsModule {
   orgs: OrgService;
@@ -14,7 +14,12 @@ export interface OrgsModule {
   };
 }
 
-export function createOrgsModule(deps: { db: Db; clock: Clock }): OrgsModule {
-  const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock);
+export function createOrgsModule(deps: {
+  db: Db;
+  clock: Clock;
+  /** Checks Stripe connected accounts before they are bound, when Stripe is the card processor. */
+  connectedAccounts?: ConnectedAccountCheck;
+}): OrgsModule {
+  const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock, deps.connectedAccounts);
   return { orgs, handlers: { merchant: createMeHandlers(), admin: createOrgAdminHandlers(orgs) } };
 }

@@ -9,6 +9,9 @@ export interface Organization {
   frozen: boolean;
   cardVerified: boolean;
   cardAccountEnabled: boolean;
+  /** The Stripe connected account (`acct_…`) its card payments are transferred to (destination charges); null: the platform keeps them. */
+  stripeAccountId: string | null;
+  stripeAccountBoundAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -40,6 +43,11 @@ export interface OrgRepository {
   listOrganizations(page: { offset: number; limit: number }): Promise<{ records: Organization[]; total: number }>;
   updateOrganization(id: string, patch: OrganizationPatch, now: Date): Promise<Organization | undefined>;
   countOrganizations(): Promise<number>;
+  /**
+   * Binds (or, with null, unbinds) the organization's Stripe connected account: undefined for an
+   * unknown organization, 'taken' when another organization is bound to that account.
+   */
+  setStripeAccount(id: string, accountId: string | null, now: Date): Promise<Organization | 'taken' | undefined>;
   insertApiKey(key: ApiKeyWithHash): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined>;
   listApiKeys(orgId: string): Promise<ApiKey[]>;
@@ -53,6 +61,8 @@ interface OrganizationRow {
   frozen: boolean;
   card_verified: boolean;
   card_account_enabled: boolean;
+  stripe_account_id: string | null;
+  stripe_account_bound_at: Date | string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -81,6 +91,9 @@ const toOrganization = (row: OrganizationRow): Organization => ({
   frozen: row.frozen,
   cardVerified: row.card_verified,
   cardAccountEnabled: row.card_account_enabled,
+  // Absent in rows read while the 0078 migration had not run yet (a rolling start).
+  stripeAccountId: row.stripe_account_id ?? null,
+  stripeAccountBoundAt: row.stripe_account_bound_at ? new Date(row.stripe_account_bound_at) : null,
   createdAt: new Date(row.created_at),
   updatedAt: new Date(row.updated_at),
 });
@@ -109,6 +122,8 @@ export class KnexOrgRepository implements OrgRepository {
       frozen: org.frozen,
       card_verified: org.cardVerified,
       card_account_enabled: org.cardAccountEnabled,
+      stripe_account_id: org.stripeAccountId,
+      stripe_account_bound_at: org.stripeAccountBoundAt,
       created_at: org.createdAt,
       updated_at: org.updatedAt,
     });
@@ -141,6 +156,19 @@ export class KnexOrgRepository implements OrgRepository {
   async countOrganizations(): Promise<number> {
     const row = await this.db('organizations').count<{ count: number }[]>({ count: '*' }).first();
     return Number(row?.count ?? 0);
+  }
+
+  async setStripeAccount(id: string, accountId: string | null, now: Date): Promise<Organization | 'taken' | undefined> {
+    try {
+      const [row] = await this.db<OrganizationRow>('organizations')
+        .where({ id })
+        .update({ stripe_account_id: accountId, stripe_account_bound_at: accountId ? now : null, updated_at: now })
+        .returning('*');
+      return row ? toOrganization(row as OrganizationRow) : undefined;
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') return 'taken';
+      throw err;
+    }
   }
 
   async insertApiKey(key: ApiKeyWithHash): Promise<void> {

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { constantTimeEqual, sha256Hex } from '../kernel/secrets.js';
-import { AppError, forbidden, notFound, unauthorized } from '../kernel/errors.js';
+import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
 import type { ApiKey, Organization, OrganizationPatch, OrgRepository } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
 
@@ -17,10 +17,23 @@ export interface MerchantAuth {
 
 const API_KEY_PATTERN = /^ak_[A-Za-z0-9_-]{43}$/;
 
+/** A Stripe account id as the admin API accepts it (openapi/admin.yaml, StripeAccountBind). */
+export const STRIPE_ACCOUNT_ID_PATTERN = /^acct_[A-Za-z0-9]{8,250}$/;
+
+/**
+ * Asks the card processor about a connected account before it is bound (Stripe: the account is
+ * connected to the platform and can receive transfers). Absent when Stripe is not the card processor.
+ */
+export interface ConnectedAccountCheck {
+  /** VALIDATION_ERROR for an account that cannot be paid; SERVICE_UNAVAILABLE when the processor cannot be reached. */
+  verify(accountId: string): Promise<void>;
+}
+
 export class OrgService {
   constructor(
     private readonly repo: OrgRepository,
     private readonly clock: Clock,
+    private readonly connectedAccounts?: ConnectedAccountCheck,
   ) {}
 
   async createOrganization(input: { name: string; displayName?: string }): Promise<Organization> {
@@ -32,6 +45,8 @@ export class OrgService {
       frozen: false,
       cardVerified: true,
       cardAccountEnabled: true,
+      stripeAccountId: null,
+      stripeAccountBoundAt: null,
       createdAt: now,
       updatedAt: now,
     };
@@ -61,6 +76,30 @@ export class OrgService {
     );
     if (!updated) throw notFound('Organization');
     return updated;
+  }
+
+  /**
+   * Binds the organization's card payments to a Stripe connected account (destination charges).
+   * Sessions already open keep the account they were opened for (it is recorded on each), so a
+   * change never re-routes a payment in flight nor the refunds of an order already paid.
+   */
+  async bindStripeAccount(orgId: string, accountId: string): Promise<Organization> {
+    if (!STRIPE_ACCOUNT_ID_PATTERN.test(accountId)) throw validationError('body.accountId must be a Stripe account id (acct_ followed by letters and digits)');
+    await this.getOrganization(orgId);
+    await this.connectedAccounts?.verify(accountId);
+    return this.storeStripeAccount(orgId, accountId);
+  }
+
+  /** Unbinds it: new card sessions are paid to the platform's own Stripe account. */
+  unbindStripeAccount(orgId: string): Promise<Organization> {
+    return this.storeStripeAccount(orgId, null);
+  }
+
+  private async storeStripeAccount(orgId: string, accountId: string | null): Promise<Organization> {
+    const stored = await this.repo.setStripeAccount(orgId, accountId, this.clock.now());
+    if (stored === 'taken') throw conflict('This Stripe account is bound to another organization; unbind it there first');
+    if (!stored) throw notFound('Organization');
+    return stored;
   }
 
   /** The name a buyer sees on the organization's hosted pages; undefined for an unknown id. */

@@ -17,6 +17,8 @@ const org: Organization = {
   frozen: false,
   cardVerified: true,
   cardAccountEnabled: true,
+  stripeAccountId: null,
+  stripeAccountBoundAt: null,
   createdAt: new Date('2026-01-01T00:00:00Z'),
   updatedAt: new Date('2026-01-01T00:00:00Z'),
 };
