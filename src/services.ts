@@ -108,7 +108,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const payments = new PaymentFlow(uow, clock);
   const stripe = createStripeModule({ config: config.cardProcessor, db, uow, payments, clock, logger, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
 
-  const orgsModule = createOrgsModule({ db, clock });
+  const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts });
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000 });

@@ -31,6 +31,7 @@ interface SessionRow {
   last_error: ProviderFailure | null;
   processor_session_id: string | null;
   processor_url: string | null;
+  processor_account_id: string | null;
   expires_at: Date;
   created_at: Date;
   updated_at: Date;
@@ -43,7 +44,7 @@ interface SessionRow {
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
   'customer_email', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
-  'last_error', 'processor_session_id', 'processor_url', 'expires_at', 'created_at', 'updated_at',
+  'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
 type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
@@ -77,6 +78,7 @@ const toSession = (r: SessionRow): CheckoutSession => ({
   lastError: r.last_error,
   processorSessionId: r.processor_session_id,
   processorUrl: r.processor_url,
+  processorAccountId: r.processor_account_id,
   expiresAt: new Date(r.expires_at),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
@@ -108,6 +110,7 @@ function sessionRow(s: CheckoutSession) {
     last_error: json(s.lastError),
     processor_session_id: s.processorSessionId,
     processor_url: s.processorUrl,
+    processor_account_id: s.processorAccountId,
     expires_at: s.expiresAt,
     created_at: s.createdAt,
     updated_at: s.updatedAt,

@@ -118,6 +118,11 @@ export class CheckoutSessionService {
     return { session: await this.replay(winner, requestHash), replayed: true };
   }
 
+  /** The Stripe connected account a new card session pays (the org's binding), recorded on the session. */
+  private connectedAccountOf(org: Organization, provider: CheckoutSession['provider']): string | null {
+    return this.hosted && provider === 'STRIPE' ? org.stripeAccountId : null;
+  }
+
   private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {
     const opened = await this.hosted!.open(session);
     return { ...session, processorSessionId: opened.processorSessionId, processorUrl: opened.url };
@@ -188,6 +193,7 @@ export class CheckoutSessionService {
       lastError: null,
       processorSessionId: null,
       processorUrl: null,
+      processorAccountId: this.connectedAccountOf(org, provider),
       expiresAt: new Date(now.getTime() + expiresIn * 1000),
       createdAt: now,
       updatedAt: now,
@@ -440,6 +446,7 @@ export class CheckoutSessionService {
       lastError: null,
       processorSessionId: null,
       processorUrl: null,
+      processorAccountId: this.connectedAccountOf(linkOrg, price.provider),
       expiresAt: new Date(now.getTime() + DEFAULT_EXPIRES_IN * 1000),
       createdAt: now,
       updatedAt: now,

@@ -57,6 +57,12 @@ export interface CheckoutSession {
   /** The card processor's own checkout (Stripe Checkout Session id) and its page; null on the sandbox and crypto. */
   processorSessionId: string | null;
   processorUrl: string | null;
+  /**
+   * The Stripe connected account this session's payment is transferred to (a destination charge),
+   * fixed when the session is opened: refunds reverse that transfer even after the binding changed.
+   * Null: the platform's own account (and on the sandbox and crypto).
+   */
+  processorAccountId: string | null;
   expiresAt: Date;
   createdAt: Date;
   updatedAt: Date;

@@ -1,7 +1,7 @@
 /** Orders: refunds and reads (payment results are applied by commerce/payment-flow.ts). */
 import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
-import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderFilter } from '../commerce/model.js';
 import { isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
@@ -18,6 +18,7 @@ export class OrderService {
    * An order paid through Stripe is refunded there first, under the order's row lock (one refund
    * at a time per order), with an idempotency key naming the refunded total it starts from: a
    * retry after Kassa failed to record a refund Stripe made replays that refund, never a second.
+   * A payment transferred to a connected account is refunded with its transfer reversed.
    */
   async refund(orderId: string, amount?: number): Promise<Order> {
     return this.uow.transaction(async (stores) => {
@@ -30,7 +31,12 @@ export class OrderService {
       if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
       if (isStripePaymentId(order.processorPaymentId)) {
         if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
-        await this.cardRefunds.refund({ processorPaymentId: order.processorPaymentId, amount: refundAmount, idempotencyKey: `kassa_refund_${order.id}_${order.amountRefundedCents}` });
+        await this.cardRefunds.refund({
+          processorPaymentId: order.processorPaymentId,
+          amount: refundAmount,
+          idempotencyKey: `kassa_refund_${order.id}_${order.amountRefundedCents}`,
+          reverseTransfer: (await this.connectedAccountPaid(stores, order)) !== null,
+        });
       }
       const refunded = order.amountRefundedCents + refundAmount;
       const updated: Order = {
@@ -42,6 +48,16 @@ export class OrderService {
       assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
       return updated;
     });
+  }
+
+  /**
+   * The Stripe connected account the order's payment was transferred to, as its checkout session
+   * recorded it (a renewal: its subscription's session), never the organization's binding now.
+   */
+  private async connectedAccountPaid(stores: CommerceStores, order: Order): Promise<string | null> {
+    const sessionId = order.checkoutSessionId ?? (order.subscriptionId ? (await stores.subscriptions.find(order.orgId, order.subscriptionId))?.checkoutSessionId : undefined);
+    const session = sessionId ? await stores.sessions.find(order.orgId, sessionId) : undefined;
+    return session?.processorAccountId ?? null;
   }
 
   async get(orgId: string, id: string): Promise<Order> {

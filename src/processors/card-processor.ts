@@ -72,5 +72,11 @@ export interface CardRefunds {
    * Refunds `amount` minor units of the payment. The same idempotency key never refunds twice.
    * SERVICE_UNAVAILABLE when the processor cannot be reached; CONFLICT when it refuses.
    */
-  refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }>;
+  refund(input: {
+    processorPaymentId: string;
+    amount: number;
+    idempotencyKey: string;
+    /** The payment was transferred to a connected account (destination charge): take the refund back from it. */
+    reverseTransfer?: boolean;
+  }): Promise<{ refundId: string }>;
 }

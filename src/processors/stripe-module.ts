@@ -7,11 +7,13 @@ import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { KnexStripeEventRepository } from './stripe-event.repository.js';
 import { createStripeClient, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
+import { StripeConnectedAccounts } from './stripe-connect.js';
 
 export interface StripeModule {
   checkout: StripeCheckout;
   refunds: StripeRefunds;
   events: StripeEventService;
+  connectedAccounts: StripeConnectedAccounts;
 }
 
 /** Undefined unless Stripe is the configured card processor. */
@@ -29,6 +31,7 @@ export function createStripeModule(deps: {
   return {
     checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
+    connectedAccounts: new StripeConnectedAccounts(stripe, deps.logger),
     events: new StripeEventService(stripe, deps.config.webhookSecret, new KnexStripeEventRepository(deps.db), deps.uow, deps.payments, deps.clock, deps.logger),
   };
 }

@@ -13,6 +13,7 @@ import { type AppError, conflict, forbidden, serviceUnavailable, validationError
 import type { Logger } from '../kernel/logger.js';
 import type { CardRefunds, HostedCardCheckout } from './card-processor.js';
 import type { StripeEventRepository } from './stripe-event.repository.js';
+import { destinationTransfer, isDestinationRefusal } from './stripe-connect.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -64,7 +65,7 @@ export class StripeCheckout implements HostedCardCheckout {
       ...(session.customerEmail && { customer_email: session.customerEmail }),
       client_reference_id: session.id,
       metadata: ids,
-      payment_intent_data: { metadata: ids },
+      payment_intent_data: { metadata: ids, ...destinationTransfer(session) },
       expires_at: Math.floor(session.expiresAt.getTime() / 1000),
       success_url: `${page}/complete`,
       cancel_url: `${page}/canceled`,
@@ -74,6 +75,7 @@ export class StripeCheckout implements HostedCardCheckout {
       if (!created.url) throw new Error(`Stripe returned Checkout Session ${created.id} without a url`);
       return { processorSessionId: created.id, url: created.url };
     } catch (err) {
+      if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
       throw this.unreachable(err, 'create a Checkout Session', 'The card processor could not open the checkout; retry with the same Idempotency-Key');
     }
   }
@@ -110,9 +112,10 @@ export class StripeRefunds implements CardRefunds {
     private readonly logger: Logger,
   ) {}
 
-  async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string }): Promise<{ refundId: string }> {
+  async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string; reverseTransfer?: boolean }): Promise<{ refundId: string }> {
     try {
-      const refund = await this.stripe.refunds.create({ payment_intent: input.processorPaymentId, amount: input.amount }, { idempotencyKey: input.idempotencyKey });
+      const params: Stripe.RefundCreateParams = { payment_intent: input.processorPaymentId, amount: input.amount, ...(input.reverseTransfer && { reverse_transfer: true }) };
+      const refund = await this.stripe.refunds.create(params, { idempotencyKey: input.idempotencyKey });
       return { refundId: refund.id };
     } catch (err) {
       // Stripe refused it (already refunded, disputed, a key reused with another amount): not retryable as is.
