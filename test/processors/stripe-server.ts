@@ -4,7 +4,10 @@
  * shape that drifts from Stripe's fails to compile. It keeps Checkout Sessions and PaymentIntents,
  * honours Idempotency-Key like Stripe (same key and parameters: the same answer replayed;
  * different parameters: a 400 idempotency_error), and has test hooks for what a buyer or Stripe
- * does on its side: pay, pay asynchronously, let a session expire, fail or hang.
+ * does on its side: pay, pay asynchronously, let a session expire, fail or hang. For Stripe
+ * Connect it keeps connected accounts, checks a Checkout Session's transfer destination against
+ * them, moves each paid destination charge to its account as a transfer, and records the transfer
+ * reversals of refunds made with `reverse_transfer`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +33,12 @@ export class FakeStripe {
   readonly sessions = new Map<string, Stripe.Checkout.Session>();
   readonly intents = new Map<string, Stripe.PaymentIntent>();
   readonly refunds = new Map<string, Stripe.Refund>();
+  /** Connected accounts of the platform (Stripe Connect). */
+  readonly accounts = new Map<string, Stripe.Account>();
+  /** The destination a Checkout Session's payment is transferred to (its `payment_intent_data[transfer_data]`). */
+  readonly destinations = new Map<string, string>();
+  /** Transfers of paid destination charges, by PaymentIntent, and the reversals refunds made of them. */
+  readonly transfers = new Map<string, { destination: string; amount: number; reversed: number }>();
   /** Every request received, in order (retries included). */
   readonly requests: StripeRequest[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
@@ -104,6 +113,11 @@ export class FakeStripe {
       }),
     );
     app.post('/v1/refunds', (req, res) => this.idempotent(req, res, () => this.createRefund(req.body)));
+    app.get('/v1/accounts/:id', (req, res) => {
+      const account = this.accounts.get(req.params.id);
+      if (!account) return void this.error(res, 404, { type: 'invalid_request_error', message: `No such account: '${req.params.id}'` });
+      res.json(account);
+    });
     app.use((req, res) => this.error(res, 404, { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path})` }));
     this.server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -135,6 +149,30 @@ export class FakeStripe {
 
   // ---- what happens on Stripe's side ----
 
+  /** A connected account of the platform; `transfers` is its capability to receive transfers (onboarding done: active). */
+  connectAccount(transfers: 'active' | 'inactive' | 'pending' = 'active'): Stripe.Account {
+    const account: Stripe.Account = {
+      id: `acct_${randomBytes(8).toString('hex')}`,
+      object: 'account',
+      capabilities: { transfers },
+      charges_enabled: transfers === 'active',
+      country: 'US',
+      created: this.seconds(),
+      details_submitted: transfers !== 'inactive',
+      email: null,
+      payouts_enabled: transfers === 'active',
+      type: 'express',
+    };
+    this.accounts.set(account.id, account);
+    return account;
+  }
+
+  /** The account is restricted in Stripe (its transfers capability lapses). */
+  restrictAccount(accountId: string): void {
+    const account = this.accounts.get(accountId)!;
+    this.accounts.set(accountId, { ...account, capabilities: { ...account.capabilities, transfers: 'inactive' }, charges_enabled: false });
+  }
+
   /**
    * The buyer pays on Stripe's page: `paid` at once (a card), or `processing` (an asynchronous
    * method, settled later by settleAsync). Returns the session as Stripe now has it.
@@ -157,6 +195,10 @@ export class FakeStripe {
     const session = this.mustGet(sessionId);
     const intent = this.intents.get(session.payment_intent as string)!;
     this.intents.set(intent.id, { ...intent, status: outcome === 'succeeded' ? 'succeeded' : 'requires_payment_method', amount_received: outcome === 'succeeded' ? intent.amount : 0 });
+    if (outcome === 'succeeded' && intent.transfer_data) {
+      const destination = typeof intent.transfer_data.destination === 'string' ? intent.transfer_data.destination : intent.transfer_data.destination.id;
+      this.transfers.set(intent.id, { destination, amount: intent.amount, reversed: 0 });
+    }
     return outcome === 'succeeded' ? this.update(sessionId, { payment_status: 'paid' }) : session;
   }
 
@@ -215,6 +257,7 @@ export class FakeStripe {
       expires_at?: string;
       success_url?: string;
       cancel_url?: string;
+      payment_intent_data?: { transfer_data?: { destination?: string } };
     };
     const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
     if (p.mode !== 'payment') return invalid('This fake takes mode=payment only', 'mode');
@@ -229,6 +272,15 @@ export class FakeStripe {
     const expiresAt = p.expires_at ? Number(p.expires_at) : now + 24 * 3600;
     if (!(expiresAt >= now + 1800 && expiresAt <= now + 24 * 3600)) return invalid('expires_at must be 30 minutes to 24 hours from now', 'expires_at');
     if (!p.success_url) return invalid('success_url is required', 'success_url');
+    const destination = p.payment_intent_data?.transfer_data?.destination;
+    if (destination !== undefined) {
+      const account = this.accounts.get(destination);
+      const param = 'payment_intent_data[transfer_data][destination]';
+      if (!account) return invalid(`No such destination: '${destination}'`, param);
+      if (account.capabilities?.transfers !== 'active') {
+        return invalid('Your destination account needs to have at least one of the following capabilities enabled: transfers, crypto_transfers, legacy_payments', param);
+      }
+    }
     const sessionId = id('cs_test');
     const session: Stripe.Checkout.Session = {
       id: sessionId,
@@ -292,6 +344,7 @@ export class FakeStripe {
       wallet_options: null,
     };
     this.sessions.set(sessionId, session);
+    if (destination) this.destinations.set(sessionId, destination);
     return { status: 200, body: session };
   }
 
@@ -303,6 +356,9 @@ export class FakeStripe {
     if (intent.status !== 'succeeded' || !Number.isSafeInteger(amount) || amount < 1 || refundedSoFar + amount > intent.amount_received) {
       return { status: 400, body: { error: { type: 'invalid_request_error', code: 'amount_too_large', message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${intent.amount_received - refundedSoFar})`, param: 'amount' } } };
     }
+    const transfer = this.transfers.get(intent.id);
+    const reverse = params.reverse_transfer === 'true' && transfer !== undefined;
+    if (reverse) transfer.reversed += amount;
     const refund: Stripe.Refund = {
       id: id('re'),
       object: 'refund',
@@ -320,13 +376,14 @@ export class FakeStripe {
       receipt_number: null,
       source_transfer_reversal: null,
       status: 'succeeded',
-      transfer_reversal: null,
+      transfer_reversal: reverse ? id('trr') : null,
     };
     this.refunds.set(refund.id, refund);
     return { status: 200, body: refund };
   }
 
   private createIntent(session: Stripe.Checkout.Session, status: Stripe.PaymentIntent.Status): Stripe.PaymentIntent {
+    const destination = this.destinations.get(session.id);
     const intent: Stripe.PaymentIntent = {
       id: id('pi'),
       object: 'payment_intent',
@@ -369,9 +426,11 @@ export class FakeStripe {
       statement_descriptor: null,
       statement_descriptor_suffix: null,
       status,
+      transfer_data: destination ? { destination } : null,
       transfer_group: null,
     };
     this.intents.set(intent.id, intent);
+    if (destination && status === 'succeeded') this.transfers.set(intent.id, { destination, amount: intent.amount_received, reversed: 0 });
     return intent;
   }
 
