@@ -1,4 +1,7 @@
-/** `org create|update|get|list|set-wallet|wallets|remove-wallet`: organizations, the flags that gate checkout creation, crypto receiving wallets. */
+/**
+ * `org create|update|get|list|set-wallet|wallets|remove-wallet|set-stripe-account|stripe-account|remove-stripe-account`:
+ * organizations, the flags that gate checkout creation, crypto receiving wallets, the Stripe connected account.
+ */
 import type { Command } from 'commander';
 import type { components } from '../../generated/admin.js';
 import { parseBool, parsePositiveInt, usageError, type CliContext } from './cli.js';
@@ -79,6 +82,31 @@ export function register(program: Command, ctx: CliContext): void {
     .requiredOption('--chain <chainId>', 'EVM chain id', parsePositiveInt)
     .action(async (opts: { org: string; chain: number }) => {
       ctx.print(await ctx.call(ctx.client.DELETE('/v1/orgs/{id}/receiving-wallets/{chainId}', { params: { path: { id: opts.org, chainId: opts.chain } } })));
+    });
+
+  org
+    .command('set-stripe-account')
+    .description("Bind the organization's card payments to a Stripe connected account (destination charges; checked with Stripe when it is the card processor)")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .requiredOption('--account <acct>', 'Stripe connected account id (acct_...)')
+    .action(async (opts: { org: string; account: string }) => {
+      ctx.print(await ctx.call(ctx.client.PUT('/v1/orgs/{id}/stripe-account', { params: { path: { id: opts.org } }, body: { accountId: opts.account } })));
+    });
+
+  org
+    .command('stripe-account')
+    .description("Show the organization's Stripe connected account (accountId null when none)")
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .action(async (opts: { org: string }) => {
+      ctx.print(await ctx.call(ctx.client.GET('/v1/orgs/{id}/stripe-account', { params: { path: { id: opts.org } } })));
+    });
+
+  org
+    .command('remove-stripe-account')
+    .description('Unbind it: new card sessions pay the platform account (open sessions keep theirs)')
+    .requiredOption('--org <id>', 'organization id (ORG_...)')
+    .action(async (opts: { org: string }) => {
+      ctx.print(await ctx.call(ctx.client.DELETE('/v1/orgs/{id}/stripe-account', { params: { path: { id: opts.org } } })));
     });
 
   org
