@@ -4,6 +4,11 @@
  * (./stripe-server.ts) with the payment transferred to the account, paid through Stripe's signed
  * events, and refunded through the admin API with the transfer reversed.
  */
+import { execFile } from 'node:child_process';
+import http, { type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
@@ -201,6 +206,43 @@ describe('destination charges', () => {
     expect(res.body.error.message).toMatch(/Stripe connected account cannot receive payments/);
     expect(await ctx.testDb.database.db('idempotency_keys').where({ key: 'restricted-account' }).first()).toBeUndefined();
     expect((await unbind(ctx.orgA.orgId)).status).toBe(200);
+  });
+});
+
+describe('the admin CLI on Stripe', () => {
+  const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  let server: Server;
+  let adminUrl: string;
+  beforeAll(async () => {
+    server = await new Promise<Server>((resolve) => {
+      const s = http.createServer(ctx.apps.admin).listen(0, '127.0.0.1', () => resolve(s));
+    });
+    adminUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  /** `scripts/admin.ts` as a child process, as users run it. */
+  const cli = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
+      for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
+      execFile(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
+      });
+    });
+
+  it('org set-stripe-account binds a connected account checked with Stripe, refuses an unknown one (exit 1, the 400), and org remove-stripe-account unbinds', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'CLI platform merchant' });
+    const unknown = await cli(['org', 'set-stripe-account', '--org', org.id, '--account', 'acct_1UnknownToStripe']);
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stderr)).toMatchObject({ error: { code: 'VALIDATION_ERROR', status: 400 } });
+    const account = stripe.connectAccount();
+    const bound = await cli(['org', 'set-stripe-account', '--org', org.id, '--account', account.id]);
+    expect(bound.stderr).toBe('');
+    expect(JSON.parse(bound.stdout)).toMatchObject({ orgId: org.id, accountId: account.id });
+    expect(JSON.parse((await cli(['org', 'stripe-account', '--org', org.id])).stdout).accountId).toBe(account.id);
+    expect(JSON.parse((await cli(['org', 'remove-stripe-account', '--org', org.id])).stdout)).toEqual({ orgId: org.id, accountId: null, boundAt: null });
   });
 });
 
