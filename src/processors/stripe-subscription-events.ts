@@ -139,9 +139,12 @@ export class StripeSubscriptionEvents {
     const sub = await this.read(() => this.stripe.subscriptions.retrieve(subscriptionId), 'read a subscription back');
     const invoiceId = idOf(session.invoice) ?? idOf(sub.latest_invoice);
     const invoice = invoiceId ? await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back') : undefined;
+    // The first invoice's period, not the subscription's current one: Stripe may have renewed it since.
+    const line = invoice && subscriptionLine(invoice);
+    const period = line ? { periodStart: new Date(line.period.start * 1000), periodEnd: new Date(line.period.end * 1000) } : periodOf(sub);
     return {
       processorPaymentId: (invoice && paymentIntentOf(invoice)) ?? invoiceId ?? subscriptionId,
-      processorSubscription: { id: sub.id, ...periodOf(sub) },
+      processorSubscription: { id: sub.id, ...period },
     };
   }
 
@@ -156,7 +159,7 @@ export class StripeSubscriptionEvents {
     const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
     if (!subscriptionId || invoice.billing_reason !== 'subscription_cycle') return 'ignored';
     const outcome = invoice.status === 'paid' ? 'paid' : invoice.status === 'open' && invoice.attempted ? 'failed' : undefined;
-    const line = invoice.lines.data.find((l) => l.parent?.subscription_item_details) ?? invoice.lines.data[0];
+    const line = subscriptionLine(invoice);
     if (!outcome || !line) return 'ignored';
     const renewal = {
       processorSubscriptionId: subscriptionId,
@@ -198,6 +201,11 @@ export class StripeSubscriptionEvents {
       throw unreachable(this.logger, err, what, 'Stripe could not be reached to read the object back; redeliver the event');
     }
   }
+}
+
+/** The invoice line of the subscription's item: its period is the billing period paid (the invoice's own period is not). */
+function subscriptionLine(invoice: Stripe.Invoice): Stripe.InvoiceLineItem | undefined {
+  return invoice.lines.data.find((l) => l.parent?.subscription_item_details) ?? invoice.lines.data[0];
 }
 
 /** The PaymentIntent that paid an invoice (`payments` expanded), if any. */
