@@ -101,7 +101,11 @@ export class ProcessorBillingFlow {
       const s = await this.lockByProcessorId(stores, renewal.processorSubscriptionId);
       if (!s) return 'unknown';
       const now = this.clock.now();
-      const period = periodNumberOf(s, renewal.periodStart);
+      let period = periodNumberOf(s, renewal.periodStart);
+      // The processor moved the billing cycle (an anchor reset in the Stripe Dashboard): a later
+      // period is the next one, and periods are counted from its start from now on.
+      const reanchored = period === undefined && renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime();
+      if (reanchored) period = s.periodNumber + 1;
       if (period === undefined || period < 1) return 'unchanged';
       const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
       const paid = renewal.outcome === 'paid';
@@ -129,6 +133,7 @@ export class ProcessorBillingFlow {
           nextActionAt: renewal.periodEnd,
           latestOrderId: order!.id,
           failedAttempts: 0,
+          ...(reanchored && { billingAnchor: renewal.periodStart, anchorPeriod: period }),
         };
       } else if (!paid && existing?.status !== 'PAID' && period > s.periodNumber && renewal.attemptCount > s.failedAttempts) {
         next = { ...s, failedAttempts: renewal.attemptCount };

@@ -158,7 +158,8 @@ export class StripeSubscriptionEvents {
     const invoice = await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back');
     const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
     if (!subscriptionId || invoice.billing_reason !== 'subscription_cycle') return 'ignored';
-    const outcome = invoice.status === 'paid' ? 'paid' : invoice.status === 'open' && invoice.attempted ? 'failed' : undefined;
+    // Open after an attempt: Stripe is retrying; uncollectible: Stripe's dunning gave up on it.
+    const outcome = invoice.status === 'paid' ? 'paid' : (invoice.status === 'open' && invoice.attempted) || invoice.status === 'uncollectible' ? 'failed' : undefined;
     const line = subscriptionLine(invoice);
     if (!outcome || !line) return 'ignored';
     const renewal = {

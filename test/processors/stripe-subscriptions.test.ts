@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Stripe from 'stripe';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { FakeStripe } from './stripe-server.js';
+import { FakeStripe, stripePeriodEnd } from './stripe-server.js';
 
 const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
@@ -124,6 +124,8 @@ describe('subscription lifecycle on Stripe', () => {
     expect(first.processor_payment_id).toMatch(/^pi_/);
     expect(await entitled(email)).toBe(true);
     expect(await subscriptionEvents(subscriptionId)).toEqual(['subscription.created', 'order.paid']);
+    const created = await db()('webhook_events').where({ type: 'subscription.created' }).orderBy('seq', 'desc').first();
+    expect(created.payload.subscription).toMatchObject({ subscriptionId, provider: 'STRIPE', providerSubscriptionId: stripeSub.id });
 
     const invoices: Stripe.Invoice[] = [];
     for (let n = 0; n < 3; n++) {
@@ -386,6 +388,22 @@ describe('duplicate, replayed and out-of-order Billing events', () => {
     await deliver(stripe.event('checkout.session.completed', paid));
     expect((await orderRows(subscriptionId)).length).toBe(2);
     expect((await eventsAbout(subscriptionId)).filter((t) => t === 'subscription.created')).toHaveLength(1);
+  });
+
+  it('a billing cycle moved in the Stripe Dashboard: the next cycle invoice is the next period, and periods count from the new anchor', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('anchor@example.com');
+    const item = stripeSub.items.data[0]!;
+    const anchor = item.current_period_start + 5 * 86400;
+    const end = stripePeriodEnd(anchor, 'month', 1, 1);
+    stripe.changeInDashboard(stripeSub.id, { billing_cycle_anchor: anchor, items: { ...stripeSub.items, data: [{ ...item, current_period_start: anchor, current_period_end: end }] } });
+    const first = stripe.renew(stripeSub.id, 'paid');
+    const second = stripe.renew(stripeSub.id, 'paid');
+    await deliver(stripe.invoiceEvent('invoice.paid', first));
+    await deliver(stripe.invoiceEvent('invoice.paid', second));
+    await deliver(stripe.invoiceEvent('invoice.paid', first));
+    const orders = await orderRows(subscriptionId);
+    expect(orders.map((o: { billing_period: number }) => o.billing_period)).toEqual([0, 1, 2]);
+    expect((await readSubscription(subscriptionId)).currentPeriodEnd).toBe(new Date(second.lines.data[0]!.period.end * 1000).toISOString());
   });
 
   it('the first invoice (subscription_create) is the checkout order, not a renewal', async () => {
