@@ -52,7 +52,7 @@ function periodOf(sub: Stripe.Subscription): { periodStart: Date; periodEnd: Dat
  * |---|---|
  * | `active`, `trialing`, `past_due` (Stripe retrying) | ACTIVE (`cancelAtPeriodEnd` as Stripe's) |
  * | any of those with `pause_collection` set, or `paused` | PAUSED |
- * | `canceled` after `cancel_at_period_end` / `cancel_at` | ENDED |
+ * | `canceled` at its period end or `cancel_at` (a scheduled cancellation) | ENDED |
  * | `canceled` by Stripe's dunning (`payment_failed`, `payment_disputed`), `unpaid`, `incomplete_expired` | EXPIRED |
  * | `canceled` otherwise (cancel now) | CANCELED |
  * | `incomplete` (first payment pending) | nothing yet |
@@ -68,7 +68,11 @@ export function stripeSubscriptionState(sub: Stripe.Subscription): ProcessorSubs
     case 'canceled': {
       const reason = sub.cancellation_details?.reason;
       if (reason === 'payment_failed' || reason === 'payment_disputed') return { ...base, status: 'EXPIRED' };
-      const scheduled = sub.cancel_at_period_end || (sub.cancel_at !== null && sub.ended_at !== null && sub.ended_at >= sub.cancel_at);
+      // Ended when it was scheduled to (period end, `cancel_at`), not earlier: a cancel-now of a
+      // subscription already set to cancel at period end is CANCELED.
+      const endedAt = sub.ended_at ?? Number.MAX_SAFE_INTEGER;
+      const periodEnd = sub.items.data[0]?.current_period_end ?? Number.MAX_SAFE_INTEGER;
+      const scheduled = sub.ended_at !== null && ((sub.cancel_at !== null && endedAt >= sub.cancel_at) || endedAt >= periodEnd);
       return { ...base, status: scheduled ? 'ENDED' : 'CANCELED' };
     }
     case 'paused':

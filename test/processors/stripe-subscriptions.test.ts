@@ -287,6 +287,15 @@ describe('pause, resume and cancel now on Stripe', () => {
     expect((await eventsAbout(subscriptionId)).filter((t) => t === 'subscription.ended')).toHaveLength(1);
   });
 
+  it('cancel now of a subscription already set to cancel at period end is CANCELED (not ENDED)', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('cancel-twice@example.com');
+    expect((await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: true })).status).toBe(200);
+    const now = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(now.body.data).toMatchObject({ status: 'CANCELED' });
+    await deliver(stripe.subscriptionEvent('customer.subscription.deleted', stripe.subscriptions.get(stripeSub.id)!));
+    expect((await readSubscription(subscriptionId)).status).toBe('CANCELED');
+  });
+
   it("the buyer's manage page cancels at period end through Stripe", async () => {
     const { stripeSub, subscriptionId } = await subscribe('manage@example.com');
     const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token as string;
