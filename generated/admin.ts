@@ -912,6 +912,12 @@ export interface paths {
          *
          *     Canceling a `CANCELED`, `EXPIRED` or `ENDED` subscription is `409 CONFLICT`. The buyer can do
          *     the period-end cancellation from the manage page linked on the checkout confirmation page.
+         *
+         *     **Stripe** — a subscription bought through Stripe Checkout is renewed by Stripe Billing, so
+         *     the change is made in Stripe first (`cancel_at_period_end`, or an immediate cancel), with an
+         *     idempotency key, and the answer shows the state Stripe returned. At the period end Stripe's
+         *     `customer.subscription.deleted` makes it `ENDED`. `503` when Stripe cannot be reached
+         *     (nothing changed, in Kassa or Stripe; retry), `409` when Stripe refuses.
          */
         post: operations["cancelSubscription"];
         delete?: never;
@@ -937,6 +943,10 @@ export interface paths {
          * @description `ACTIVE` → `PAUSED`: no renewal is attempted while paused (the paid period runs out normally).
          *     Pausing a paused subscription changes nothing; other states are `409`. Sends
          *     `subscription.updated`.
+         *
+         *     **Stripe** — sets the Stripe subscription's `pause_collection` (`behavior: void`: invoices
+         *     made during the pause are voided, never charged) first; `503` when Stripe cannot be reached
+         *     (nothing changed; retry).
          */
         post: operations["pauseSubscription"];
         delete?: never;
@@ -963,6 +973,10 @@ export interface paths {
          *     resume and is charged at once (the billing anchor moves to the resume time); otherwise billing
          *     continues at `currentPeriodEnd`. Resuming an active subscription changes nothing; other states
          *     are `409`. Sends `subscription.updated`.
+         *
+         *     **Stripe** — clears the Stripe subscription's `pause_collection` first; billing continues on
+         *     Stripe's own cycle (no charge at the resume; Stripe's next invoice renews it). `503` when
+         *     Stripe cannot be reached (nothing changed; retry).
          */
         post: operations["resumeSubscription"];
         delete?: never;

@@ -45,7 +45,9 @@ export interface paths {
          *     (`303`) to Stripe's payment page while the session is payable, then shows the session's
          *     status. When Stripe cannot be reached (after retries), the answer is `503
          *     SERVICE_UNAVAILABLE` and nothing is stored, not even the `Idempotency-Key`: retry with the
-         *     same key. `SUBSCRIPTION` prices are refused on Stripe with `403` in this version.
+         *     same key. A `SUBSCRIPTION` price opens the Stripe Checkout Session in subscription mode (the
+         *     price's interval and interval count as Stripe's `recurring`); Stripe bills at most every three
+         *     years, so a longer period (over 36 months, 3 years or 1095 days) is `400` on Stripe.
          *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
@@ -587,6 +589,19 @@ export interface paths {
          *     product access. Cancellation, pause and resume are made by the operator (admin API / CLI
          *     `subscription cancel|pause|resume`); the buyer can cancel at period end from the manage page
          *     linked on the checkout confirmation page.
+         *
+         *     **On Stripe** (the deployment's card processor is Stripe) Stripe Billing owns the renewal
+         *     schedule and Kassa's renewal worker never charges these subscriptions; Kassa follows Stripe's
+         *     events, reading each object back from Stripe. A paid renewal invoice is the period's renewal
+         *     order (one per period, however often or late the invoice's events arrive) and moves
+         *     `currentPeriodEnd` to the end of the period it paid — `currentPeriodEnd` stays the paid-through
+         *     time, so it does not move ahead of payment. A failed renewal invoice is a `FAILED` renewal order
+         *     while Stripe retries (the subscription stays `ACTIVE`, as in the table); a retry Stripe
+         *     collects makes it `PAID`. Stripe's states map as: `active`, `trialing`, `past_due` → `ACTIVE`;
+         *     `pause_collection` set or `paused` → `PAUSED`; `canceled` after a period-end cancellation →
+         *     `ENDED`; `canceled` by Stripe's dunning, `unpaid`, `incomplete_expired` → `EXPIRED`
+         *     (`subscription.expired`); other cancellations → `CANCELED`. `CANCELED`, `ENDED` and `EXPIRED`
+         *     never change again.
          */
         get: operations["getSubscription"];
         put?: never;

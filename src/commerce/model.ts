@@ -170,6 +170,8 @@ export interface Subscription {
   checkoutSessionId: string;
   paymentMethod: string;
   manageToken: string;
+  /** The processor's own subscription (Stripe `sub_…`) when its billing renews it; null when Kassa's renewal job does. */
+  processorSubscriptionId: string | null;
   createdAt: Date;
   updatedAt: Date;
 }

@@ -23,6 +23,8 @@ export interface PaymentResult {
   paymentMethod?: string;
   /** The buyer's e-mail when the session did not carry one. */
   customerEmail?: string;
+  /** A subscription the processor's billing renews (Stripe): its id and first billing period. */
+  processorSubscription?: { id: string; periodStart: Date; periodEnd: Date };
 }
 
 /** What the chain watcher saw of a transfer matched to a crypto session (see applyCryptoTransfer). */
@@ -96,7 +98,7 @@ export class PaymentFlow {
       });
       await stores.orders.insert(order);
       assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
-      const linked = paid ? await this.startSubscription(stores, session, order, now) : order;
+      const linked = paid ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : order;
       await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
       return { outcome: 'applied', order: linked };
     }
@@ -119,7 +121,7 @@ export class PaymentFlow {
     assertWritten(await stores.orders.update(order, existing.status), 'order');
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
     if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
-    const linked = next === 'PAID' ? await this.startSubscription(stores, session, order, now) : order;
+    const linked = next === 'PAID' ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : order;
     await stores.emit(
       { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
       now,
@@ -216,18 +218,26 @@ export class PaymentFlow {
 
   /**
    * Called inside the payment-result transaction when the first order of a SUBSCRIPTION checkout
-   * becomes PAID: creates the subscription (once per session) and links the order to it.
+   * becomes PAID: creates the subscription (once per session) and links the order to it. One the
+   * processor's billing renews starts on the processor's first period (its renewals arrive as
+   * events; Kassa's renewal job leaves it alone).
    */
-  private async startSubscription(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<Order> {
+  private async startSubscription(
+    stores: CommerceStores,
+    session: CheckoutSession,
+    order: Order,
+    now: Date,
+    processor?: PaymentResult['processorSubscription'],
+  ): Promise<Order> {
     if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return order;
     if (await stores.subscriptions.findBySession(session.id)) return order;
     const base = {
-      billingAnchor: now,
+      billingAnchor: processor?.periodStart ?? now,
       anchorPeriod: 0,
       billingInterval: session.pricing.billingInterval,
       billingIntervalCount: session.pricing.billingIntervalCount,
     };
-    const currentPeriodEnd = periodEnd(base, 0);
+    const currentPeriodEnd = processor?.periodEnd ?? periodEnd(base, 0);
     const subscription: Subscription = {
       ...base,
       id: newId('SUB'),
@@ -242,7 +252,7 @@ export class PaymentFlow {
       // The recurring charge is the session's total (unit amount × quantity).
       amountCents: session.amount,
       currency: session.currency,
-      currentPeriodStart: now,
+      currentPeriodStart: base.billingAnchor,
       currentPeriodEnd,
       periodNumber: 0,
       cancelAtPeriodEnd: false,
@@ -256,6 +266,7 @@ export class PaymentFlow {
       checkoutSessionId: session.id,
       paymentMethod: order.paymentMethod ?? 'none',
       manageToken: randomToken(32),
+      processorSubscriptionId: processor?.id ?? null,
       createdAt: now,
       updatedAt: now,
     };

@@ -90,9 +90,11 @@ export interface SubscriptionRepository {
   find(orgId: string, id: string): Promise<Subscription | undefined>;
   findBySession(checkoutSessionId: string): Promise<Subscription | undefined>;
   findByManageToken(token: string): Promise<Subscription | undefined>;
+  /** The subscription a processor's billing renews, by the processor's id (Stripe `sub_…`). */
+  findByProcessorSubscription(processorSubscriptionId: string): Promise<Subscription | undefined>;
   /** Locks a subscription for an admin or buyer change (waits for a running renewal). */
   lock(id: string): Promise<Subscription | undefined>;
-  /** Ids of ACTIVE subscriptions with work due, oldest first. */
+  /** Ids of ACTIVE subscriptions with work due, oldest first (never those a processor's billing renews). */
   listDue(now: Date, limit: number): Promise<string[]>;
   /** Locks one due subscription, skipping it when another scheduler holds it. */
   lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;

@@ -35,7 +35,8 @@ export function presentWebhookSubscription(s: Subscription): WebhookSubscription
     orgId: s.orgId,
     status: s.status,
     provider: s.provider,
-    providerSubscriptionId: null,
+    // The processor's own subscription (Stripe `sub_…`) when its billing renews it.
+    providerSubscriptionId: s.processorSubscriptionId,
     customerId: s.customerId,
     customerEmail: s.customerEmail,
     product: { id: s.productId, name: s.productName },

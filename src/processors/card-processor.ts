@@ -4,6 +4,7 @@
  * in openapi/merchant.yaml (createCheckoutSession).
  */
 import type { CheckoutSession } from '../commerce/model.js';
+import type { ProcessorSubscriptionState } from '../commerce/processor-billing.js';
 
 export interface CardDetails {
   number: string;
@@ -79,4 +80,17 @@ export interface CardRefunds {
     /** The payment was transferred to a connected account (destination charge): take the refund back from it. */
     reverseTransfer?: boolean;
   }): Promise<{ refundId: string }>;
+}
+
+/** A change to a subscription that a processor's billing renews (Stripe Billing). */
+export type SubscriptionChange = 'cancel_at_period_end' | 'cancel_now' | 'pause' | 'resume';
+
+/** Subscriptions renewed by a real processor's billing: changes are made there first. */
+export interface ProcessorSubscriptionBilling {
+  /**
+   * Makes the change in the processor and returns the subscription as the processor now has it.
+   * The same idempotency key never changes twice. SERVICE_UNAVAILABLE when the processor cannot be
+   * reached; CONFLICT when it refuses.
+   */
+  change(processorSubscriptionId: string, change: SubscriptionChange, idempotencyKey: string): Promise<ProcessorSubscriptionState>;
 }

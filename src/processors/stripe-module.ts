@@ -8,12 +8,16 @@ import type { Logger } from '../kernel/logger.js';
 import { KnexStripeEventRepository } from './stripe-event.repository.js';
 import { createStripeClient, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
 import { StripeConnectedAccounts } from './stripe-connect.js';
+import { StripeSubscriptionBilling, StripeSubscriptionEvents } from './stripe-subscription-events.js';
+import { ProcessorBillingFlow } from '../commerce/processor-billing.js';
 
 export interface StripeModule {
   checkout: StripeCheckout;
   refunds: StripeRefunds;
   events: StripeEventService;
   connectedAccounts: StripeConnectedAccounts;
+  /** Cancel, pause and resume of Stripe-billed subscriptions, made in Stripe first. */
+  subscriptions: StripeSubscriptionBilling;
 }
 
 /** Undefined unless Stripe is the configured card processor. */
@@ -32,6 +36,16 @@ export function createStripeModule(deps: {
     checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts: new StripeConnectedAccounts(stripe, deps.logger),
-    events: new StripeEventService(stripe, deps.config.webhookSecret, new KnexStripeEventRepository(deps.db), deps.uow, deps.payments, deps.clock, deps.logger),
+    events: new StripeEventService(
+      stripe,
+      deps.config.webhookSecret,
+      new KnexStripeEventRepository(deps.db),
+      deps.uow,
+      deps.payments,
+      deps.clock,
+      deps.logger,
+      new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger),
+    ),
+    subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
   };
 }

@@ -14,6 +14,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { CardRefunds, HostedCardCheckout } from './card-processor.js';
 import type { StripeEventRepository } from './stripe-event.repository.js';
 import { destinationTransfer, isDestinationRefusal } from './stripe-connect.js';
+import { stripeRecurring, type StripeSubscriptionEvents } from './stripe-subscription-events.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -45,13 +46,11 @@ export class StripeCheckout implements HostedCardCheckout {
   ) {}
 
   async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string }> {
-    if (session.pricing.pricingType !== 'ONE_TIME') {
-      throw forbidden('Subscription prices cannot be sold on the Stripe card processor of this deployment yet; use a one-time price');
-    }
+    const recurring = stripeRecurring(session);
     const ids = { [KASSA_SESSION_KEY]: session.id, [KASSA_ORG_KEY]: session.orgId };
     const page = `${this.publicBaseUrl}/checkout/${session.pageToken}`;
     const params: Stripe.Checkout.SessionCreateParams = {
-      mode: 'payment',
+      mode: recurring ? 'subscription' : 'payment',
       line_items: [
         {
           quantity: session.quantity,
@@ -59,13 +58,16 @@ export class StripeCheckout implements HostedCardCheckout {
             currency: session.currency.toLowerCase(),
             unit_amount: session.pricing.amount,
             product_data: { name: session.product.name, ...(session.product.description && { description: session.product.description }) },
+            ...(recurring && { recurring }),
           },
         },
       ],
       ...(session.customerEmail && { customer_email: session.customerEmail }),
       client_reference_id: session.id,
       metadata: ids,
-      payment_intent_data: { metadata: ids, ...destinationTransfer(session) },
+      ...(recurring
+        ? { subscription_data: { metadata: ids, ...destinationTransfer(session) } }
+        : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
       expires_at: Math.floor(session.expiresAt.getTime() / 1000),
       success_url: `${page}/complete`,
       cancel_url: `${page}/canceled`,
@@ -148,6 +150,7 @@ export class StripeEventService {
     private readonly payments: PaymentFlow,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    private readonly subscriptions: StripeSubscriptionEvents,
   ) {}
 
   async receive(payload: Buffer, signature: string | undefined): Promise<StripeEventOutcome> {
@@ -172,6 +175,12 @@ export class StripeEventService {
       case 'checkout.session.async_payment_failed':
       case 'checkout.session.expired':
         return this.applyCheckoutSession(event.data.object.id);
+      case 'invoice.paid':
+      case 'invoice.payment_failed':
+        return this.subscriptions.applyInvoice(event.data.object.id, (id) => this.applyCheckoutSession(id));
+      case 'customer.subscription.updated':
+      case 'customer.subscription.deleted':
+        return this.subscriptions.applySubscription(event.data.object.id, (id) => this.applyCheckoutSession(id));
       default:
         // Acknowledged, so Stripe stops sending it; the endpoint's event list should not include it.
         return 'ignored';
@@ -201,7 +210,9 @@ export class StripeEventService {
     if (current.status !== 'complete') return 'ignored';
     const intent = typeof current.payment_intent === 'object' ? current.payment_intent : null;
     const paymentId = intent?.id ?? (typeof current.payment_intent === 'string' ? current.payment_intent : null) ?? current.id;
-    const base = { checkoutSessionId: session.id, processorPaymentId: paymentId, customerEmail: current.customer_details?.email ?? undefined };
+    // A subscription checkout: its first invoice's payment, and the Stripe subscription Kassa's starts from.
+    const subscription = current.mode === 'subscription' ? await this.subscriptions.firstPayment(current) : undefined;
+    const base = { checkoutSessionId: session.id, processorPaymentId: paymentId, customerEmail: current.customer_details?.email ?? undefined, ...subscription };
     if (current.payment_status === 'paid' || current.payment_status === 'no_payment_required') {
       await this.payments.applyPaymentResult({ ...base, outcome: 'succeeded' });
     } else if (intent && (intent.status === 'requires_payment_method' || intent.status === 'canceled')) {

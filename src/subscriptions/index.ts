@@ -6,7 +6,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { MerchantNames } from '../pages/page.js';
-import type { CardProcessor } from '../processors/card-processor.js';
+import type { CardProcessor, ProcessorSubscriptionBilling } from '../processors/card-processor.js';
 import { createSubscriptionAdminHandlers } from './admin.handlers.js';
 import { EntitlementService } from './entitlement.service.js';
 import { registerManagePages } from './manage-pages.js';
@@ -36,8 +36,10 @@ export function createSubscriptionsModule(deps: {
   merchants: MerchantNames;
   clock: Clock;
   logger: Logger;
+  /** Stripe Billing, when Stripe is the card processor. */
+  subscriptionBilling?: ProcessorSubscriptionBilling;
 }): SubscriptionsModule {
-  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger);
+  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling);
   const entitlements = new EntitlementService(deps.uow, deps.catalog);
   return {
     subscriptions,

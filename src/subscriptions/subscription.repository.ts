@@ -35,6 +35,7 @@ interface SubscriptionRow {
   checkout_session_id: string;
   payment_method: string;
   manage_token: string;
+  processor_subscription_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -71,6 +72,7 @@ const toSubscription = (r: SubscriptionRow): Subscription => ({
   checkoutSessionId: r.checkout_session_id,
   paymentMethod: r.payment_method,
   manageToken: r.manage_token,
+  processorSubscriptionId: r.processor_subscription_id,
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
 });
@@ -105,6 +107,7 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   checkout_session_id: s.checkoutSessionId,
   payment_method: s.paymentMethod,
   manage_token: s.manageToken,
+  processor_subscription_id: s.processorSubscriptionId,
   created_at: s.createdAt,
   updated_at: s.updatedAt,
 });
@@ -137,19 +140,32 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     return row ? toSubscription(row) : undefined;
   }
 
+  async findByProcessorSubscription(processorSubscriptionId: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ processor_subscription_id: processorSubscriptionId }).first();
+    return row ? toSubscription(row) : undefined;
+  }
+
   async lock(id: string): Promise<Subscription | undefined> {
     const row = await this.db<SubscriptionRow>('subscriptions').where({ id }).forUpdate().first();
     return row ? toSubscription(row) : undefined;
   }
 
   async listDue(now: Date, limit: number): Promise<string[]> {
-    const rows = await this.db('subscriptions').where({ status: 'ACTIVE' }).andWhere('next_action_at', '<=', now).orderBy('next_action_at').limit(limit).select('id');
+    // Subscriptions a processor's billing renews (Stripe) are never due here.
+    const rows = await this.db('subscriptions')
+      .where({ status: 'ACTIVE' })
+      .whereNull('processor_subscription_id')
+      .andWhere('next_action_at', '<=', now)
+      .orderBy('next_action_at')
+      .limit(limit)
+      .select('id');
     return rows.map((r: { id: string }) => r.id);
   }
 
   async lockIfDue(id: string, now: Date): Promise<Subscription | undefined> {
     const row = await this.db<SubscriptionRow>('subscriptions')
       .where({ id, status: 'ACTIVE' })
+      .whereNull('processor_subscription_id')
       .andWhere('next_action_at', '<=', now)
       .forUpdate()
       .skipLocked()

@@ -6,7 +6,8 @@
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
-import type { CardProcessor } from '../processors/card-processor.js';
+import type { CardProcessor, ProcessorSubscriptionBilling, SubscriptionChange } from '../processors/card-processor.js';
+import { applyProcessorState } from '../commerce/processor-billing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';
 import { presentWebhookOrder } from '../commerce/order.presenter.js';
@@ -24,6 +25,8 @@ export class SubscriptionService {
     private readonly processor: CardProcessor,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** Stripe Billing, when Stripe is the card processor: changes to the subscriptions it renews are made there first. */
+    private readonly billing?: ProcessorSubscriptionBilling,
   ) {}
 
   /**
@@ -147,6 +150,17 @@ export class SubscriptionService {
     });
   }
 
+  /**
+   * A subscription a processor's billing renews (Stripe) is changed there first, under its row
+   * lock, with an idempotency key naming the state the change starts from (a retry after a lost
+   * answer replays it); Kassa then takes the processor's answer. Unreachable → 503, nothing changed.
+   */
+  private async viaProcessor(stores: CommerceStores, s: Subscription, change: SubscriptionChange, now: Date): Promise<Subscription> {
+    if (!this.billing) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+    const state = await this.billing.change(s.processorSubscriptionId!, change, `kassa_subscription_${change}_${s.id}_${s.updatedAt.getTime()}`);
+    return applyProcessorState(stores, s, state, now);
+  }
+
   /** Cancels at period end (status stays ACTIVE until then) or at once (CANCELED). */
   cancel(id: string, options: { atPeriodEnd: boolean }): Promise<Subscription> {
     return this.change(undefined, id, async (s, now, stores) => {
@@ -154,11 +168,13 @@ export class SubscriptionService {
       if (options.atPeriodEnd) {
         if (s.status !== 'ACTIVE') throw conflict('Only an ACTIVE subscription can be canceled at period end; resume it or cancel it now');
         if (s.cancelAtPeriodEnd) return s;
+        if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'cancel_at_period_end', now);
         const scheduled: Subscription = { ...s, cancelAtPeriodEnd: true, canceledAt: now, nextActionAt: s.currentPeriodEnd, updatedAt: now };
         assertWritten(await stores.subscriptions.update(scheduled, s.status), 'subscription');
         await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) } }, now);
         return scheduled;
       }
+      if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'cancel_now', now);
       const canceled: Subscription = { ...s, status: 'CANCELED', canceledAt: s.canceledAt ?? now, endedAt: now, updatedAt: now };
       assertWritten(await stores.subscriptions.update(canceled, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(canceled) } }, now);
@@ -177,6 +193,7 @@ export class SubscriptionService {
     return this.change(undefined, id, async (s, now, stores) => {
       if (s.status === 'PAUSED') return s;
       if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot be paused`);
+      if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'pause', now);
       const paused: Subscription = { ...s, status: 'PAUSED', pausedAt: now, updatedAt: now };
       assertWritten(await stores.subscriptions.update(paused, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(paused) } }, now);
@@ -189,6 +206,8 @@ export class SubscriptionService {
     return this.change(undefined, id, async (s, now, stores) => {
       if (s.status === 'ACTIVE') return s;
       if (s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be resumed`);
+      // On Stripe, billing continues on Stripe's cycle (invoices during the pause were voided).
+      if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'resume', now);
       const lapsed = s.currentPeriodEnd.getTime() <= now.getTime();
       const resumed: Subscription = lapsed
         ? { ...s, status: 'ACTIVE', pausedAt: null, currentPeriodEnd: now, billingAnchor: now, anchorPeriod: s.periodNumber + 1, nextActionAt: now, failedAttempts: 0, updatedAt: now }

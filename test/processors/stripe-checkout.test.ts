@@ -14,7 +14,6 @@ const EVENTS = '/v1/processors/stripe/events';
 let ctx: TestContext;
 let stripe: FakeStripe;
 let priceId: string;
-let subscriptionPriceId: string;
 beforeAll(async () => {
   stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx.clock.now() });
   const base = await stripe.start();
@@ -23,7 +22,6 @@ beforeAll(async () => {
   });
   const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Ebook', description: 'A good read' });
   priceId = (await ctx.services.catalog.createPrice(product.id, { amount: 1200, currency: 'EUR' })).id;
-  subscriptionPriceId = (await ctx.services.catalog.createPrice(product.id, { amount: 500, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
 });
 afterAll(async () => {
   await stripe?.stop();
@@ -104,13 +102,6 @@ describe('creating a card session on Stripe', () => {
     expect(Number((await ctx.testDb.database.db('checkout_sessions').count('* as n'))[0]!.n)).toBe(sessionsBefore);
     expect(await ctx.testDb.database.db('idempotency_keys').where({ key: `down-${failure}` }).first()).toBeUndefined();
     expect((await create({}, `down-${failure}`)).status).toBe(201);
-  });
-
-  it('refuses subscription prices on Stripe for now with a clear 403, storing nothing', async () => {
-    const res = await create({ pricingId: subscriptionPriceId }, 'sub-on-stripe');
-    expect(res.status).toBe(403);
-    expect(res.body.error.message).toMatch(/Subscription prices cannot be sold on the Stripe card processor/);
-    expect(await ctx.testDb.database.db('idempotency_keys').where({ key: 'sub-on-stripe' }).first()).toBeUndefined();
   });
 });
 

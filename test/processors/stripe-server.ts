@@ -4,10 +4,13 @@
  * shape that drifts from Stripe's fails to compile. It keeps Checkout Sessions and PaymentIntents,
  * honours Idempotency-Key like Stripe (same key and parameters: the same answer replayed;
  * different parameters: a 400 idempotency_error), and has test hooks for what a buyer or Stripe
- * does on its side: pay, pay asynchronously, let a session expire, fail or hang. For Stripe
- * Connect it keeps connected accounts, checks a Checkout Session's transfer destination against
- * them, moves each paid destination charge to its account as a transfer, and records the transfer
- * reversals of refunds made with `reverse_transfer`.
+ * does on its side: pay, pay asynchronously, let a session expire, fail or hang. Subscription
+ * checkouts make Stripe Billing objects (Subscription, Invoice with its payments), and Billing's
+ * side is driven by hooks: renew a period (invoice paid or failed), retry a failed invoice, end a
+ * subscription at its period end or after dunning. For Stripe Connect it keeps connected
+ * accounts, checks a Checkout Session's transfer destination against them, moves each paid
+ * destination charge to its account as a transfer, and records the transfer reversals of refunds
+ * made with `reverse_transfer`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +19,8 @@ import express, { type Request, type Response } from 'express';
 import Stripe from 'stripe';
 
 type CheckoutEventType = Extract<Stripe.Event, { data: { object: Stripe.Checkout.Session } }>['type'];
+type InvoiceEventType = 'invoice.paid' | 'invoice.payment_failed';
+type SubscriptionEventType = 'customer.subscription.updated' | 'customer.subscription.deleted';
 
 export interface StripeRequest {
   method: string;
@@ -39,12 +44,19 @@ export class FakeStripe {
   readonly destinations = new Map<string, string>();
   /** Transfers of paid destination charges, by PaymentIntent, and the reversals refunds made of them. */
   readonly transfers = new Map<string, { destination: string; amount: number; reversed: number }>();
+  readonly subscriptions = new Map<string, Stripe.Subscription>();
+  readonly invoices = new Map<string, Stripe.Invoice>();
   /** Every request received, in order (retries included). */
   readonly requests: StripeRequest[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
   private readonly failures: Failure[] = [];
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
+  /** What a subscription checkout's Subscription is made from when it completes. */
+  private readonly pendingSubscriptions = new Map<
+    string,
+    { interval: Stripe.Price.Recurring.Interval; intervalCount: number; unitAmount: number; quantity: number; productName: string; metadata: Record<string, string> }
+  >();
   private server: Server | undefined;
   private baseUrl = 'http://stripe.invalid';
 
@@ -88,7 +100,7 @@ export class FakeStripe {
         return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
       this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {} });
-      const failure = req.method === 'POST' || req.method === 'GET' ? this.failures.shift() : undefined;
+      const failure = req.method === 'POST' || req.method === 'GET' || req.method === 'DELETE' ? this.failures.shift() : undefined;
       if (failure === 'hang') return void this.hanging.add(res);
       if (failure === 'error500') return void this.error(res, 500, { type: 'api_error', message: 'An unknown error occurred' });
       next();
@@ -117,6 +129,28 @@ export class FakeStripe {
       const account = this.accounts.get(req.params.id);
       if (!account) return void this.error(res, 404, { type: 'invalid_request_error', message: `No such account: '${req.params.id}'` });
       res.json(account);
+    });
+    app.get('/v1/subscriptions/:id', (req, res) => {
+      const sub = this.subscriptions.get(req.params.id);
+      if (!sub) return void res.status(404).json(missingObject('subscription', req.params.id));
+      res.json(sub);
+    });
+    app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
+    app.delete('/v1/subscriptions/:id', (req, res) =>
+      this.idempotent(req, res, () => {
+        const sub = this.subscriptions.get(req.params.id as string);
+        if (!sub) return { status: 404, body: missingObject('subscription', req.params.id as string) };
+        if (sub.status === 'canceled') return { status: 400, body: { error: { type: 'invalid_request_error', message: `No such subscription: '${sub.id}' (it is canceled)` } } };
+        return { status: 200, body: this.endSubscription(sub.id, 'cancellation_requested') };
+      }),
+    );
+    app.get('/v1/invoices/:id', (req, res) => {
+      const invoice = this.invoices.get(req.params.id);
+      if (!invoice) return void res.status(404).json(missingObject('invoice', req.params.id));
+      const expand = ([] as unknown[]).concat((req.query.expand as unknown) ?? []);
+      // `payments` is includable only: left out unless expanded, as Stripe does.
+      const { payments, ...rest } = invoice;
+      res.json(expand.includes('payments') ? invoice : (rest satisfies Stripe.Invoice));
     });
     app.use((req, res) => this.error(res, 404, { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path})` }));
     this.server = await new Promise<Server>((resolve) => {
@@ -181,6 +215,18 @@ export class FakeStripe {
     const session = this.mustGet(sessionId);
     if (session.status !== 'open') throw new Error(`cannot complete a ${session.status} session`);
     const paid = (buyer.outcome ?? 'paid') === 'paid';
+    if (session.mode === 'subscription') {
+      if (!paid) throw new Error('this fake pays subscription checkouts by card only');
+      const { subscription, invoice } = this.startSubscription(session, buyer.email);
+      return this.update(sessionId, {
+        status: 'complete',
+        payment_status: 'paid',
+        subscription: subscription.id,
+        invoice: invoice.id,
+        customer: subscription.customer as string,
+        customer_details: { address: null, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
+      });
+    }
     const intent = this.createIntent(session, paid ? 'succeeded' : 'processing');
     return this.update(sessionId, {
       status: 'complete',
@@ -216,6 +262,19 @@ export class FakeStripe {
 
   /** A Stripe event about this session as it is now (or as given: a stale copy). */
   event(type: CheckoutEventType, session: Stripe.Checkout.Session = this.latest()): Stripe.Event {
+    return this.eventOf(type, session);
+  }
+
+  /** A Stripe Billing event about this invoice (or subscription) as given: now, or a stale copy. */
+  invoiceEvent(type: InvoiceEventType, invoice: Stripe.Invoice): Stripe.Event {
+    return this.eventOf(type, invoice);
+  }
+
+  subscriptionEvent(type: SubscriptionEventType, subscription: Stripe.Subscription): Stripe.Event {
+    return this.eventOf(type, subscription);
+  }
+
+  private eventOf(type: Stripe.Event['type'], object: Stripe.Checkout.Session | Stripe.Invoice | Stripe.Subscription): Stripe.Event {
     const base = {
       id: id('evt'),
       object: 'event' as const,
@@ -225,7 +284,7 @@ export class FakeStripe {
       pending_webhooks: 1,
       request: { id: null, idempotency_key: null },
     };
-    return { ...base, type, data: { object: session } } as Extract<Stripe.Event, { type: CheckoutEventType }>;
+    return { ...base, type, data: { object } } as Stripe.Event;
   }
 
   /** The body and Stripe-Signature header Stripe would send for this event (`secret` to sign it wrongly). */
@@ -245,12 +304,381 @@ export class FakeStripe {
     return all[all.length - 1]!;
   }
 
+  // ---- Stripe Billing's side ----
+
+  /**
+   * The subscription's period ends and Billing invoices the next one: the subscription moves to
+   * the next period and its `subscription_cycle` invoice is paid (`active`) or its payment fails
+   * (`past_due`, Stripe's dunning retries it). Returns the invoice as Stripe now has it.
+   */
+  renew(subscriptionId: string, outcome: 'paid' | 'failed' = 'paid'): Stripe.Invoice {
+    const sub = this.mustGetSubscription(subscriptionId);
+    if (sub.status === 'canceled') throw new Error('a canceled subscription does not renew');
+    const item = sub.items.data[0]!;
+    const recurring = item.price.recurring!;
+    const start = item.current_period_end;
+    const end = stripePeriodEnd(sub.billing_cycle_anchor, recurring.interval, recurring.interval_count, this.periodIndex(sub) + 2);
+    const moved = this.setSubscription(subscriptionId, {
+      items: { ...sub.items, data: [{ ...item, current_period_start: start, current_period_end: end }] },
+      status: outcome === 'paid' ? 'active' : 'past_due',
+    });
+    const invoice = this.createInvoice(moved, 'subscription_cycle', { start, end }, outcome);
+    this.setSubscription(subscriptionId, { latest_invoice: invoice.id });
+    return invoice;
+  }
+
+  /** Stripe's dunning retries a failed invoice: paid now (the subscription is `active` again) or failed once more. */
+  retryInvoice(invoiceId: string, outcome: 'paid' | 'failed'): Stripe.Invoice {
+    const invoice = this.invoices.get(invoiceId)!;
+    if (invoice.status !== 'open') throw new Error(`cannot retry a ${invoice.status} invoice`);
+    const subscriptionId = invoice.parent!.subscription_details!.subscription as string;
+    if (outcome === 'paid') this.setSubscription(subscriptionId, { status: 'active' });
+    return this.settleInvoice(invoice, outcome);
+  }
+
+  /** The period end of a subscription set to cancel at period end: Billing ends it. */
+  endAtPeriodEnd(subscriptionId: string): Stripe.Subscription {
+    const sub = this.mustGetSubscription(subscriptionId);
+    if (!sub.cancel_at_period_end) throw new Error('this subscription is not set to cancel at period end');
+    return this.endSubscription(subscriptionId, 'cancellation_requested', sub.items.data[0]!.current_period_end);
+  }
+
+  /** Stripe's dunning gives up on a failed invoice (the account's setting "cancel the subscription"). */
+  giveUp(subscriptionId: string): Stripe.Subscription {
+    return this.endSubscription(subscriptionId, 'payment_failed');
+  }
+
+  /** A change made in the Stripe Dashboard (outside Kassa). */
+  changeInDashboard(subscriptionId: string, changes: Partial<Stripe.Subscription>): Stripe.Subscription {
+    return this.setSubscription(subscriptionId, changes);
+  }
+
+  /** The subscription made by a completed subscription checkout. */
+  subscriptionOf(checkoutSessionId: string): Stripe.Subscription {
+    return this.mustGetSubscription(this.mustGet(checkoutSessionId).subscription as string);
+  }
+
+  private startSubscription(session: Stripe.Checkout.Session, email: string): { subscription: Stripe.Subscription; invoice: Stripe.Invoice } {
+    const plan = this.pendingSubscriptions.get(session.id)!;
+    const now = this.seconds();
+    const subscriptionId = id('sub');
+    const productId = id('prod');
+    const priceId = id('price');
+    const customerId = id('cus');
+    const end = stripePeriodEnd(now, plan.interval, plan.intervalCount, 1);
+    const price: Stripe.Price = {
+      id: priceId,
+      object: 'price',
+      active: false,
+      billing_scheme: 'per_unit',
+      created: now,
+      currency: session.currency!,
+      custom_unit_amount: null,
+      livemode: false,
+      lookup_key: null,
+      metadata: {},
+      nickname: null,
+      product: productId,
+      recurring: { interval: plan.interval, interval_count: plan.intervalCount, meter: null, trial_period_days: null, usage_type: 'licensed' },
+      tax_behavior: 'unspecified',
+      tiers_mode: null,
+      transform_quantity: null,
+      type: 'recurring',
+      unit_amount: plan.unitAmount,
+      unit_amount_decimal: Stripe.Decimal.from(plan.unitAmount),
+    };
+    const stripePlan: Stripe.Plan = {
+      id: priceId,
+      object: 'plan',
+      active: false,
+      amount: plan.unitAmount,
+      amount_decimal: Stripe.Decimal.from(plan.unitAmount),
+      billing_scheme: 'per_unit',
+      created: now,
+      currency: session.currency!,
+      interval: plan.interval,
+      interval_count: plan.intervalCount,
+      livemode: false,
+      metadata: {},
+      meter: null,
+      nickname: null,
+      product: productId,
+      tiers_mode: null,
+      transform_usage: null,
+      trial_period_days: null,
+      usage_type: 'licensed',
+    };
+    const item: Stripe.SubscriptionItem = {
+      id: id('si'),
+      object: 'subscription_item',
+      billing_thresholds: null,
+      created: now,
+      current_period_end: end,
+      current_period_start: now,
+      current_trial: null,
+      discounts: [],
+      metadata: {},
+      plan: stripePlan,
+      price,
+      quantity: plan.quantity,
+      subscription: subscriptionId,
+      tax_rates: [],
+    };
+    const subscription: Stripe.Subscription = {
+      id: subscriptionId,
+      object: 'subscription',
+      application: null,
+      application_fee_percent: null,
+      automatic_tax: { disabled_reason: null, enabled: false, liability: null },
+      billing_cycle_anchor: now,
+      billing_cycle_anchor_config: null,
+      billing_mode: { flexible: null, type: 'classic' },
+      billing_schedules: [],
+      billing_thresholds: null,
+      cancel_at: null,
+      cancel_at_period_end: false,
+      canceled_at: null,
+      cancellation_details: { comment: null, feedback: null, feedback_option: null, reason: null },
+      collection_method: 'charge_automatically',
+      created: now,
+      currency: session.currency!,
+      customer: customerId,
+      customer_account: null,
+      days_until_due: null,
+      default_payment_method: id('pm'),
+      default_source: null,
+      description: null,
+      discounts: [],
+      ended_at: null,
+      invoice_settings: { account_tax_ids: null, custom_fields: null, description: null, footer: null, issuer: { type: 'self' } },
+      items: { object: 'list', data: [item], has_more: false, url: `/v1/subscription_items?subscription=${subscriptionId}` },
+      latest_invoice: null,
+      livemode: false,
+      managed_payments: null,
+      metadata: plan.metadata,
+      next_pending_invoice_item_invoice: null,
+      on_behalf_of: null,
+      pause_collection: null,
+      payment_settings: null,
+      pending_invoice_item_interval: null,
+      pending_setup_intent: null,
+      pending_update: null,
+      schedule: null,
+      start_date: now,
+      status: 'active',
+      test_clock: null,
+      transfer_data: null,
+      trial_end: null,
+      trial_settings: null,
+      trial_start: null,
+    };
+    void email;
+    this.subscriptions.set(subscriptionId, subscription);
+    const invoice = this.createInvoice(subscription, 'subscription_create', { start: now, end }, 'paid');
+    this.setSubscription(subscriptionId, { latest_invoice: invoice.id });
+    return { subscription: this.subscriptions.get(subscriptionId)!, invoice };
+  }
+
+  private createInvoice(sub: Stripe.Subscription, reason: Stripe.Invoice.BillingReason, period: { start: number; end: number }, outcome: 'paid' | 'failed'): Stripe.Invoice {
+    const item = sub.items.data[0]!;
+    const amount = (item.price.unit_amount ?? 0) * (item.quantity ?? 1);
+    const invoiceId = id('in');
+    const now = this.seconds();
+    const line: Stripe.InvoiceLineItem = {
+      id: id('il'),
+      object: 'line_item',
+      amount,
+      currency: sub.currency,
+      description: null,
+      discount_amounts: [],
+      discountable: true,
+      discounts: [],
+      invoice: invoiceId,
+      livemode: false,
+      metadata: {},
+      parent: {
+        invoice_item_details: null,
+        subscription_item_details: { invoice_item: null, proration: false, proration_details: null, subscription: sub.id, subscription_item: item.id },
+        type: 'subscription_item_details',
+      },
+      period,
+      pretax_credit_amounts: [],
+      pricing: null,
+      quantity: item.quantity ?? 1,
+      quantity_decimal: Stripe.Decimal.from(item.quantity ?? 1),
+      subscription: sub.id,
+      subtotal: amount,
+      taxes: [],
+    };
+    const invoice: Stripe.Invoice = {
+      id: invoiceId,
+      object: 'invoice',
+      account_country: 'US',
+      account_name: 'Kassa test merchant',
+      account_tax_ids: null,
+      amount_due: amount,
+      amount_overpaid: 0,
+      amount_paid: 0,
+      amount_remaining: amount,
+      amount_shipping: 0,
+      application: null,
+      attempt_count: 0,
+      attempted: false,
+      automatic_tax: { disabled_reason: null, enabled: false, liability: null, provider: null, status: null },
+      automatically_finalizes_at: null,
+      billing_reason: reason,
+      collection_method: 'charge_automatically',
+      created: now,
+      currency: sub.currency,
+      custom_fields: null,
+      customer: sub.customer,
+      customer_account: null,
+      customer_address: null,
+      customer_email: null,
+      customer_name: null,
+      customer_phone: null,
+      customer_shipping: null,
+      customer_tax_exempt: 'none',
+      default_payment_method: null,
+      default_source: null,
+      default_tax_rates: [],
+      description: null,
+      discounts: [],
+      due_date: null,
+      effective_at: now,
+      ending_balance: 0,
+      footer: null,
+      from_invoice: null,
+      issuer: { type: 'self' },
+      last_finalization_error: null,
+      latest_revision: null,
+      lines: { object: 'list', data: [line], has_more: false, url: `/v1/invoices/${invoiceId}/lines` },
+      livemode: false,
+      metadata: {},
+      next_payment_attempt: null,
+      number: null,
+      on_behalf_of: null,
+      parent: { quote_details: null, subscription_details: { metadata: sub.metadata, subscription: sub.id }, type: 'subscription_details' },
+      payment_settings: { default_mandate: null, payment_method_options: null, payment_method_types: null },
+      payments: { object: 'list', data: [], has_more: false, url: `/v1/invoice_payments?invoice=${invoiceId}` },
+      // Stripe's invoice-level period is the one before the line's (pending items); Kassa must read the line.
+      period_end: period.start,
+      period_start: period.start,
+      post_payment_credit_notes_amount: 0,
+      pre_payment_credit_notes_amount: 0,
+      receipt_number: null,
+      rendering: null,
+      shipping_cost: null,
+      shipping_details: null,
+      starting_balance: 0,
+      statement_descriptor: null,
+      status: 'open',
+      status_transitions: { finalized_at: now, marked_uncollectible_at: null, paid_at: null, voided_at: null },
+      subtotal: amount,
+      subtotal_excluding_tax: amount,
+      test_clock: null,
+      total: amount,
+      total_discount_amounts: [],
+      total_excluding_tax: amount,
+      total_pretax_credit_amounts: [],
+      total_taxes: [],
+      webhooks_delivered_at: null,
+    };
+    this.invoices.set(invoiceId, invoice);
+    return this.settleInvoice(invoice, outcome);
+  }
+
+  /** One payment attempt of an open invoice: a PaymentIntent that succeeded or was declined. */
+  private settleInvoice(invoice: Stripe.Invoice, outcome: 'paid' | 'failed'): Stripe.Invoice {
+    const intent = this.createIntentFor(invoice.amount_due, invoice.currency, outcome === 'paid' ? 'succeeded' : 'requires_payment_method');
+    const now = this.seconds();
+    const payment: Stripe.InvoicePayment = {
+      id: id('inpay'),
+      object: 'invoice_payment',
+      amount_paid: outcome === 'paid' ? invoice.amount_due : null,
+      amount_requested: invoice.amount_due,
+      created: now,
+      currency: invoice.currency,
+      invoice: invoice.id,
+      is_default: true,
+      livemode: false,
+      payment: { payment_intent: intent.id, type: 'payment_intent' },
+      status: outcome === 'paid' ? 'paid' : 'open',
+      status_transitions: { canceled_at: null, paid_at: outcome === 'paid' ? now : null },
+    };
+    const paid = outcome === 'paid';
+    const next: Stripe.Invoice = {
+      ...invoice,
+      attempt_count: invoice.attempt_count + 1,
+      attempted: true,
+      status: paid ? 'paid' : 'open',
+      amount_paid: paid ? invoice.amount_due : 0,
+      amount_remaining: paid ? 0 : invoice.amount_due,
+      payments: { ...invoice.payments!, data: [...invoice.payments!.data, payment] },
+      status_transitions: { ...invoice.status_transitions, paid_at: paid ? now : null },
+    };
+    this.invoices.set(invoice.id, next);
+    return next;
+  }
+
+  private updateSubscription(subscriptionId: string, params: Record<string, unknown>): { status: number; body: unknown } {
+    const sub = this.subscriptions.get(subscriptionId);
+    if (!sub) return { status: 404, body: missingObject('subscription', subscriptionId) };
+    if (sub.status === 'canceled') {
+      return { status: 400, body: { error: { type: 'invalid_request_error', message: 'A canceled subscription can only update its cancellation_details and metadata.' } } };
+    }
+    const changes: Partial<Stripe.Subscription> = {};
+    if (params.cancel_at_period_end !== undefined) {
+      const on = params.cancel_at_period_end === 'true';
+      Object.assign(changes, { cancel_at_period_end: on, canceled_at: on ? this.seconds() : null, cancel_at: on ? sub.items.data[0]!.current_period_end : null });
+    }
+    if (params.pause_collection !== undefined) {
+      const pause = params.pause_collection as '' | { behavior?: string };
+      changes.pause_collection = pause === '' ? null : { behavior: (pause.behavior ?? 'void') as Stripe.Subscription.PauseCollection.Behavior, resumes_at: null };
+    }
+    return { status: 200, body: this.setSubscription(subscriptionId, changes) };
+  }
+
+  private endSubscription(subscriptionId: string, reason: Stripe.Subscription.CancellationDetails.Reason, endedAt = this.seconds()): Stripe.Subscription {
+    const sub = this.mustGetSubscription(subscriptionId);
+    return this.setSubscription(subscriptionId, {
+      status: 'canceled',
+      canceled_at: sub.canceled_at ?? this.seconds(),
+      ended_at: endedAt,
+      cancellation_details: { ...sub.cancellation_details!, reason },
+    });
+  }
+
+  private periodIndex(sub: Stripe.Subscription): number {
+    const item = sub.items.data[0]!;
+    const { interval, interval_count } = item.price.recurring!;
+    let n = 0;
+    while (stripePeriodEnd(sub.billing_cycle_anchor, interval, interval_count, n) < item.current_period_start) n++;
+    return n;
+  }
+
+  private setSubscription(subscriptionId: string, changes: Partial<Stripe.Subscription>): Stripe.Subscription {
+    const next = { ...this.mustGetSubscription(subscriptionId), ...changes };
+    this.subscriptions.set(subscriptionId, next);
+    return next;
+  }
+
+  private mustGetSubscription(subscriptionId: string): Stripe.Subscription {
+    const sub = this.subscriptions.get(subscriptionId);
+    if (!sub) throw new Error(`no Subscription ${subscriptionId}`);
+    return sub;
+  }
+
   // ---- the API ----
 
   private createSession(params: Record<string, unknown>): { status: number; body: unknown } {
     const p = params as {
       mode?: string;
-      line_items?: Array<{ quantity?: string; price_data?: { currency?: string; unit_amount?: string; product_data?: { name?: string } } }>;
+      line_items?: Array<{
+        quantity?: string;
+        price_data?: { currency?: string; unit_amount?: string; product_data?: { name?: string }; recurring?: { interval?: string; interval_count?: string } };
+      }>;
+      subscription_data?: { metadata?: Record<string, string>; transfer_data?: { destination?: string } };
       customer_email?: string;
       client_reference_id?: string;
       metadata?: Record<string, string>;
@@ -260,8 +688,15 @@ export class FakeStripe {
       payment_intent_data?: { transfer_data?: { destination?: string } };
     };
     const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
-    if (p.mode !== 'payment') return invalid('This fake takes mode=payment only', 'mode');
+    if (p.mode !== 'payment' && p.mode !== 'subscription') return invalid('This fake takes mode=payment or mode=subscription', 'mode');
     const item = p.line_items?.[0];
+    const recurring = item?.price_data?.recurring;
+    if (p.mode === 'subscription') {
+      if (!recurring?.interval || !['day', 'week', 'month', 'year'].includes(recurring.interval)) return invalid('mode=subscription needs line_items[0].price_data.recurring.interval', 'line_items');
+      if (p.payment_intent_data) return invalid('You can not pass `payment_intent_data` in `subscription` mode.', 'payment_intent_data');
+    } else if (recurring || p.subscription_data) {
+      return invalid('You must be in `subscription` mode to pass recurring prices or `subscription_data`.', 'mode');
+    }
     const quantity = Number(item?.quantity ?? 1);
     const unitAmount = Number(item?.price_data?.unit_amount);
     const currency = item?.price_data?.currency;
@@ -272,10 +707,10 @@ export class FakeStripe {
     const expiresAt = p.expires_at ? Number(p.expires_at) : now + 24 * 3600;
     if (!(expiresAt >= now + 1800 && expiresAt <= now + 24 * 3600)) return invalid('expires_at must be 30 minutes to 24 hours from now', 'expires_at');
     if (!p.success_url) return invalid('success_url is required', 'success_url');
-    const destination = p.payment_intent_data?.transfer_data?.destination;
+    const destination = p.payment_intent_data?.transfer_data?.destination ?? p.subscription_data?.transfer_data?.destination;
     if (destination !== undefined) {
       const account = this.accounts.get(destination);
-      const param = 'payment_intent_data[transfer_data][destination]';
+      const param = `${p.mode === 'subscription' ? 'subscription_data' : 'payment_intent_data'}[transfer_data][destination]`;
       if (!account) return invalid(`No such destination: '${destination}'`, param);
       if (account.capabilities?.transfers !== 'active') {
         return invalid('Your destination account needs to have at least one of the following capabilities enabled: transfers, crypto_transfers, legacy_payments', param);
@@ -318,7 +753,7 @@ export class FakeStripe {
       locale: null,
       managed_payments: null,
       metadata: p.metadata ?? {},
-      mode: 'payment',
+      mode: p.mode,
       origin_context: null,
       payment_intent: null,
       payment_link: null,
@@ -345,6 +780,16 @@ export class FakeStripe {
     };
     this.sessions.set(sessionId, session);
     if (destination) this.destinations.set(sessionId, destination);
+    if (p.mode === 'subscription') {
+      this.pendingSubscriptions.set(sessionId, {
+        interval: recurring!.interval as Stripe.Price.Recurring.Interval,
+        intervalCount: Number(recurring!.interval_count ?? 1),
+        unitAmount,
+        quantity,
+        productName: item.price_data!.product_data!.name!,
+        metadata: p.subscription_data?.metadata ?? {},
+      });
+    }
     return { status: 200, body: session };
   }
 
@@ -383,14 +828,17 @@ export class FakeStripe {
   }
 
   private createIntent(session: Stripe.Checkout.Session, status: Stripe.PaymentIntent.Status): Stripe.PaymentIntent {
-    const destination = this.destinations.get(session.id);
+    return this.createIntentFor(session.amount_total ?? 0, session.currency ?? 'usd', status, session.metadata ?? {}, this.destinations.get(session.id));
+  }
+
+  private createIntentFor(amount: number, currency: string, status: Stripe.PaymentIntent.Status, metadata: Record<string, string> = {}, destination?: string): Stripe.PaymentIntent {
     const intent: Stripe.PaymentIntent = {
       id: id('pi'),
       object: 'payment_intent',
       allowed_payment_method_types: null,
-      amount: session.amount_total ?? 0,
+      amount,
       amount_capturable: 0,
-      amount_received: status === 'succeeded' ? (session.amount_total ?? 0) : 0,
+      amount_received: status === 'succeeded' ? amount : 0,
       application: null,
       application_fee_amount: null,
       automatic_payment_methods: null,
@@ -400,7 +848,7 @@ export class FakeStripe {
       client_secret: null,
       confirmation_method: 'automatic',
       created: this.seconds(),
-      currency: session.currency ?? 'usd',
+      currency,
       customer: null,
       customer_account: null,
       description: null,
@@ -409,7 +857,7 @@ export class FakeStripe {
       latest_charge: null,
       livemode: false,
       managed_payments: null,
-      metadata: session.metadata ?? {},
+      metadata,
       next_action: null,
       on_behalf_of: null,
       payment_method: id('pm'),
@@ -474,6 +922,22 @@ export class FakeStripe {
   private error(res: Response, status: number, error: { type: string; message: string }): void {
     res.status(status).set('Request-Id', id('req')).json({ error });
   }
+}
+
+function missingObject(kind: string, objectId: string) {
+  return { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such ${kind}: '${objectId}'`, param: 'id' } };
+}
+
+/** Stripe's calendar: `from` + n intervals; months clamp to the anchor day (Jan 31 → Feb 28 → Mar 31). */
+export function stripePeriodEnd(anchor: number, interval: Stripe.Price.Recurring.Interval, count: number, n: number): number {
+  const a = new Date(anchor * 1000);
+  if (interval === 'day' || interval === 'week') return anchor + n * count * (interval === 'week' ? 7 : 1) * 86400;
+  const months = (interval === 'year' ? 12 : 1) * count * n;
+  const total = a.getUTCMonth() + months;
+  const year = a.getUTCFullYear() + Math.floor(total / 12);
+  const month = total % 12;
+  const lastDay = new Date(Date.UTC(year, month + 1, 0)).getUTCDate();
+  return Date.UTC(year, month, Math.min(a.getUTCDate(), lastDay), a.getUTCHours(), a.getUTCMinutes(), a.getUTCSeconds()) / 1000;
 }
 
 function missingBody(sessionId: string) {

@@ -1,0 +1,205 @@
+/**
+ * Subscriptions whose renewals a processor's billing runs (Stripe Billing): what the processor
+ * reports — a renewal invoice paid or failed, the subscription's state now — applied to Kassa's
+ * subscription under its row lock, with conditional writes and the outbox, like PaymentFlow does
+ * for checkout results. The first order and the subscription itself come from PaymentFlow
+ * (applyPaymentResult with `processorSubscription`). Safe to repeat and to reorder.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { newId } from '../kernel/ids.js';
+import { addIntervals } from './billing-period.js';
+import type { Order, Subscription } from './model.js';
+import { presentWebhookOrder } from './order.presenter.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
+import { presentWebhookSubscription } from './subscription.presenter.js';
+
+/** What the processor's billing says of one subscription now. */
+export interface ProcessorSubscriptionState {
+  /** INCOMPLETE: its first payment has not gone through (nothing to apply yet). */
+  status: 'ACTIVE' | 'PAUSED' | 'CANCELED' | 'ENDED' | 'EXPIRED' | 'INCOMPLETE';
+  cancelAtPeriodEnd: boolean;
+  canceledAt: Date | null;
+  endedAt: Date | null;
+}
+
+/** One renewal invoice of a processor-billed subscription, as the processor has it now. */
+export interface ProcessorRenewal {
+  processorSubscriptionId: string;
+  outcome: 'paid' | 'failed';
+  /** The billing period the invoice pays for. */
+  periodStart: Date;
+  periodEnd: Date;
+  /** The payment (Stripe PaymentIntent) when known: refunds go through it. */
+  processorPaymentId: string | null;
+  /** Payment attempts made so far (Stripe's dunning). */
+  attemptCount: number;
+}
+
+export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
+
+const TERMINAL: ReadonlySet<Subscription['status']> = new Set(['CANCELED', 'ENDED', 'EXPIRED']);
+const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
+
+/**
+ * Writes the processor's state onto a subscription locked by the caller. Terminal states never
+ * move back (a late `active` after `canceled` changes nothing); an unchanged state writes nothing.
+ */
+export async function applyProcessorState(stores: CommerceStores, s: Subscription, state: ProcessorSubscriptionState, now: Date): Promise<Subscription> {
+  if (TERMINAL.has(s.status) || state.status === 'INCOMPLETE') return s;
+  const status = state.status;
+  const next: Subscription = {
+    ...s,
+    status,
+    cancelAtPeriodEnd: state.cancelAtPeriodEnd,
+    canceledAt: status === 'CANCELED' || status === 'ENDED' || state.cancelAtPeriodEnd ? (state.canceledAt ?? s.canceledAt ?? now) : null,
+    pausedAt: status === 'PAUSED' ? (s.pausedAt ?? now) : null,
+    endedAt: TERMINAL.has(status) ? (state.endedAt ?? now) : null,
+  };
+  const same =
+    next.status === s.status &&
+    next.cancelAtPeriodEnd === s.cancelAtPeriodEnd &&
+    next.canceledAt?.getTime() === s.canceledAt?.getTime() &&
+    next.pausedAt?.getTime() === s.pausedAt?.getTime() &&
+    next.endedAt?.getTime() === s.endedAt?.getTime();
+  if (same) return s;
+  const written: Subscription = { ...next, updatedAt: now };
+  assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
+  const type = status === 'EXPIRED' ? 'subscription.expired' : TERMINAL.has(status) ? 'subscription.ended' : 'subscription.updated';
+  await stores.emit({ orgId: s.orgId, type, data: { subscription: presentWebhookSubscription(written) } }, now);
+  return written;
+}
+
+export class ProcessorBillingFlow {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * Reads the processor's state with the subscription row locked and applies it, so of two
+   * concurrent syncs the later one reads (and writes) the newer state. `unknown`: no Kassa
+   * subscription has this processor id (yet).
+   */
+  sync(processorSubscriptionId: string, read: () => Promise<ProcessorSubscriptionState>): Promise<BillingApplied> {
+    return this.uow.transaction(async (stores) => {
+      const s = await this.lockByProcessorId(stores, processorSubscriptionId);
+      if (!s) return 'unknown';
+      const applied = await applyProcessorState(stores, s, await read(), this.clock.now());
+      return applied === s ? 'unchanged' : 'applied';
+    });
+  }
+
+  /**
+   * A renewal invoice paid or failed. One order per billing period (a unique index), whichever
+   * invoice event arrives, how often and in which order: `paid` makes it PAID (`order.paid`) and
+   * moves the paid-through period forward (`subscription.updated`); `failed` records a FAILED
+   * order (`order.failed`, once) and the dunning attempt count. A later `paid` turns a FAILED
+   * order PAID, as Kassa's own dunning does.
+   */
+  applyRenewal(renewal: ProcessorRenewal): Promise<BillingApplied> {
+    return this.uow.transaction(async (stores) => {
+      const s = await this.lockByProcessorId(stores, renewal.processorSubscriptionId);
+      if (!s) return 'unknown';
+      const now = this.clock.now();
+      let period = periodNumberOf(s, renewal.periodStart);
+      // The processor moved the billing cycle (an anchor reset in the Stripe Dashboard): a later
+      // period is the next one, and periods are counted from its start from now on.
+      const reanchored = period === undefined && renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime();
+      if (reanchored) period = s.periodNumber + 1;
+      if (period === undefined || period < 1) return 'unchanged';
+      const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
+      const paid = renewal.outcome === 'paid';
+      let order = existing;
+      let changed = false;
+      if (!existing) {
+        order = await renewalOrder(stores, s, period, paid, renewal.processorPaymentId, now);
+        await stores.orders.insert(order);
+        await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order) } }, now);
+        changed = true;
+      } else if (paid && (existing.status === 'FAILED' || existing.status === 'PENDING')) {
+        order = { ...existing, status: 'PAID', processorPaymentId: renewal.processorPaymentId ?? existing.processorPaymentId, settledAvailableOn: new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS), updatedAt: now };
+        assertWritten(await stores.orders.update(order, existing.status), 'order');
+        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+        changed = true;
+      }
+
+      let next: Subscription = s;
+      if (paid && renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime() && !TERMINAL.has(s.status)) {
+        next = {
+          ...s,
+          periodNumber: period,
+          currentPeriodStart: renewal.periodStart,
+          currentPeriodEnd: renewal.periodEnd,
+          nextActionAt: renewal.periodEnd,
+          latestOrderId: order!.id,
+          failedAttempts: 0,
+          ...(reanchored && { billingAnchor: renewal.periodStart, anchorPeriod: period }),
+        };
+      } else if (!paid && existing?.status !== 'PAID' && period > s.periodNumber && renewal.attemptCount > s.failedAttempts) {
+        next = { ...s, failedAttempts: renewal.attemptCount };
+      }
+      if (next !== s) {
+        const written = { ...next, updatedAt: now };
+        assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
+        if (paid) await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(written) } }, now);
+        changed = true;
+      }
+      return changed ? 'applied' : 'unchanged';
+    });
+  }
+
+  private async lockByProcessorId(stores: CommerceStores, processorSubscriptionId: string): Promise<Subscription | undefined> {
+    const found = await stores.subscriptions.findByProcessorSubscription(processorSubscriptionId);
+    return found && (await stores.subscriptions.lock(found.id));
+  }
+}
+
+/**
+ * The Kassa period number of a billing period starting at `start`: periods are counted from the
+ * billing anchor (the processor's first period start) with the same calendar arithmetic as
+ * Stripe's (month ends clamp), so each invoice maps to one period whatever order they arrive in.
+ */
+function periodNumberOf(s: Subscription, start: Date): number | undefined {
+  const target = Math.floor(start.getTime() / 1000);
+  for (let n = 0; n <= 100_000; n++) {
+    const at = Math.floor(addIntervals(s.billingAnchor, s.billingInterval, s.billingIntervalCount, n).getTime() / 1000);
+    if (at === target) return s.anchorPeriod + n;
+    if (at > target) return undefined;
+  }
+  return undefined;
+}
+
+async function renewalOrder(stores: CommerceStores, s: Subscription, period: number, paid: boolean, processorPaymentId: string | null, now: Date): Promise<Order> {
+  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+  return {
+    id: newId('ORD'),
+    orgId: s.orgId,
+    status: paid ? 'PAID' : 'FAILED',
+    provider: 'STRIPE',
+    amountCents: s.amountCents,
+    amountRefundedCents: 0,
+    currency: s.currency,
+    customerId: s.customerId,
+    customerEmail: s.customerEmail,
+    productId: s.productId,
+    productName: s.productName,
+    paymentLinkId: initial?.paymentLinkId ?? null,
+    checkoutSessionId: null,
+    subscriptionId: s.id,
+    originalOrderId: s.initialOrderId,
+    // Renewals inherit the correlation values of the initial order.
+    merchantReference: initial?.merchantReference ?? null,
+    merchantMetadata: initial?.merchantMetadata ?? null,
+    note: null,
+    disputed: false,
+    settledAvailableOn: paid ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+    chain: null,
+    fromAddress: null,
+    txHash: null,
+    processorPaymentId,
+    paymentMethod: s.paymentMethod,
+    billingPeriod: period,
+    createdAt: now,
+    updatedAt: now,
+  };
+}

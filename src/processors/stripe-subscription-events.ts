@@ -1,0 +1,220 @@
+/**
+ * Subscriptions on the Stripe card processor (docs/card-processors.md): Stripe Billing owns the
+ * renewal schedule. A subscription checkout opens a Checkout Session in `mode: 'subscription'`;
+ * Stripe's invoice and subscription events come back here and are applied from the objects read
+ * back from Stripe (never the event's copy) through ProcessorBillingFlow. Cancel, pause and resume
+ * by the operator or the buyer are made in Stripe first (StripeSubscriptionBilling).
+ */
+import Stripe from 'stripe';
+import type { CheckoutSession } from '../commerce/model.js';
+import type { PaymentResult } from '../commerce/payment-flow.js';
+import type { BillingApplied, ProcessorBillingFlow, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import { conflict, serviceUnavailable, validationError } from '../kernel/errors.js';
+import type { Logger } from '../kernel/logger.js';
+import type { ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
+
+/** Metadata on Stripe's objects naming Kassa's (the same keys as stripe-processor.ts). */
+const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
+const KASSA_ORG_KEY = 'kassa_org_id';
+
+/** Stripe bills at most every three years (3 years, 36 months, 1095 days). */
+const MAX_INTERVAL_COUNT = { DAY: 1095, MONTH: 36, YEAR: 3 } as const;
+
+/**
+ * `price_data.recurring` of a subscription session's line item, from Kassa's pricing snapshot;
+ * undefined for a one-time price. A period Stripe cannot bill is refused before anything is made.
+ */
+export function stripeRecurring(session: CheckoutSession): Stripe.Checkout.SessionCreateParams.LineItem.PriceData.Recurring | undefined {
+  const { pricingType, billingInterval, billingIntervalCount } = session.pricing;
+  if (pricingType !== 'SUBSCRIPTION' || !billingInterval) return undefined;
+  if (billingIntervalCount > MAX_INTERVAL_COUNT[billingInterval]) {
+    throw validationError(
+      `Stripe bills subscriptions at most every three years; this price renews every ${billingIntervalCount} ${billingInterval.toLowerCase()}s (at most ${MAX_INTERVAL_COUNT[billingInterval]} on Stripe)`,
+    );
+  }
+  return { interval: billingInterval.toLowerCase() as 'day' | 'month' | 'year', interval_count: billingIntervalCount };
+}
+
+const at = (seconds: number | null | undefined) => (seconds == null ? null : new Date(seconds * 1000));
+const idOf = (ref: string | { id: string } | null | undefined) => (ref == null ? null : typeof ref === 'string' ? ref : ref.id);
+
+/** The billing period of a Stripe subscription (on its item since API 2025-03-31). */
+function periodOf(sub: Stripe.Subscription): { periodStart: Date; periodEnd: Date } {
+  const item = sub.items.data[0];
+  if (!item) throw new Error(`Stripe subscription ${sub.id} has no item`);
+  return { periodStart: new Date(item.current_period_start * 1000), periodEnd: new Date(item.current_period_end * 1000) };
+}
+
+/**
+ * Kassa's reading of a Stripe subscription's state:
+ * | Stripe | Kassa |
+ * |---|---|
+ * | `active`, `trialing`, `past_due` (Stripe retrying) | ACTIVE (`cancelAtPeriodEnd` as Stripe's) |
+ * | any of those with `pause_collection` set, or `paused` | PAUSED |
+ * | `canceled` at its period end or `cancel_at` (a scheduled cancellation) | ENDED |
+ * | `canceled` by Stripe's dunning (`payment_failed`, `payment_disputed`), `unpaid`, `incomplete_expired` | EXPIRED |
+ * | `canceled` otherwise (cancel now) | CANCELED |
+ * | `incomplete` (first payment pending) | nothing yet |
+ */
+export function stripeSubscriptionState(sub: Stripe.Subscription): ProcessorSubscriptionState {
+  const base = { cancelAtPeriodEnd: sub.cancel_at_period_end, canceledAt: at(sub.canceled_at), endedAt: at(sub.ended_at) };
+  switch (sub.status) {
+    case 'incomplete':
+      return { ...base, status: 'INCOMPLETE' };
+    case 'incomplete_expired':
+    case 'unpaid':
+      return { ...base, status: 'EXPIRED' };
+    case 'canceled': {
+      const reason = sub.cancellation_details?.reason;
+      if (reason === 'payment_failed' || reason === 'payment_disputed') return { ...base, status: 'EXPIRED' };
+      // Ended when it was scheduled to (period end, `cancel_at`), not earlier: a cancel-now of a
+      // subscription already set to cancel at period end is CANCELED.
+      const endedAt = sub.ended_at ?? Number.MAX_SAFE_INTEGER;
+      const periodEnd = sub.items.data[0]?.current_period_end ?? Number.MAX_SAFE_INTEGER;
+      const scheduled = sub.ended_at !== null && ((sub.cancel_at !== null && endedAt >= sub.cancel_at) || endedAt >= periodEnd);
+      return { ...base, status: scheduled ? 'ENDED' : 'CANCELED' };
+    }
+    case 'paused':
+      return { ...base, status: 'PAUSED' };
+    default:
+      return { ...base, status: sub.pause_collection ? 'PAUSED' : 'ACTIVE' };
+  }
+}
+
+function unreachable(logger: Logger, err: unknown, what: string, message: string) {
+  const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+  logger.warn({ err: stripe ? undefined : err, stripe }, `Stripe: could not ${what}`);
+  return serviceUnavailable(message);
+}
+
+/** Cancel, pause and resume made in Stripe Billing; Kassa then applies Stripe's answer. */
+export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
+  constructor(
+    private readonly stripe: Stripe,
+    private readonly logger: Logger,
+  ) {}
+
+  async change(processorSubscriptionId: string, change: SubscriptionChange, idempotencyKey: string): Promise<ProcessorSubscriptionState> {
+    const options = { idempotencyKey };
+    try {
+      const answer =
+        change === 'cancel_now'
+          ? await this.stripe.subscriptions.cancel(processorSubscriptionId, {}, options)
+          : await this.stripe.subscriptions.update(
+              processorSubscriptionId,
+              change === 'cancel_at_period_end'
+                ? { cancel_at_period_end: true }
+                : change === 'pause'
+                  ? { pause_collection: { behavior: 'void' } }
+                  : { pause_collection: '' },
+              options,
+            );
+      return stripeSubscriptionState(answer);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a subscription change');
+        throw conflict(`Stripe refused the change: ${err.message}`);
+      }
+      throw unreachable(this.logger, err, `${change} a subscription`, 'Stripe could not be reached to change the subscription; nothing was changed in Kassa, retry');
+    }
+  }
+}
+
+/** Applies a Stripe Checkout Session (StripeEventService's own path): how a subscription Kassa does not know yet is started. */
+export type ApplyCheckoutSession = (stripeCheckoutSessionId: string) => Promise<unknown>;
+
+/** Stripe's invoice and subscription events, and the subscription half of a completed subscription checkout. */
+export class StripeSubscriptionEvents {
+  constructor(
+    private readonly stripe: Stripe,
+    private readonly uow: CommerceUnitOfWork,
+    private readonly billing: ProcessorBillingFlow,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * What a completed subscription checkout adds to its payment result: the Stripe subscription
+   * and its first period, and the first invoice's PaymentIntent (refunds go through it).
+   */
+  async firstPayment(session: Stripe.Checkout.Session): Promise<Pick<PaymentResult, 'processorPaymentId' | 'processorSubscription'> | undefined> {
+    const subscriptionId = idOf(session.subscription);
+    if (!subscriptionId) return undefined;
+    const sub = await this.read(() => this.stripe.subscriptions.retrieve(subscriptionId), 'read a subscription back');
+    const invoiceId = idOf(session.invoice) ?? idOf(sub.latest_invoice);
+    const invoice = invoiceId ? await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back') : undefined;
+    // The first invoice's period, not the subscription's current one: Stripe may have renewed it since.
+    const line = invoice && subscriptionLine(invoice);
+    const period = line ? { periodStart: new Date(line.period.start * 1000), periodEnd: new Date(line.period.end * 1000) } : periodOf(sub);
+    return {
+      processorPaymentId: (invoice && paymentIntentOf(invoice)) ?? invoiceId ?? subscriptionId,
+      processorSubscription: { id: sub.id, ...period },
+    };
+  }
+
+  /**
+   * `invoice.paid` / `invoice.payment_failed`: a renewal (`subscription_cycle`) invoice becomes a
+   * renewal order, as the invoice is now. The first invoice (`subscription_create`) is the
+   * checkout's order (checkout.session.completed); other invoices (prorations, manual) are not
+   * Kassa's renewals and are ignored.
+   */
+  async applyInvoice(invoiceId: string, applyCheckout: ApplyCheckoutSession): Promise<'applied' | 'ignored'> {
+    const invoice = await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back');
+    const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
+    if (!subscriptionId || invoice.billing_reason !== 'subscription_cycle') return 'ignored';
+    // Open after an attempt: Stripe is retrying; uncollectible: Stripe's dunning gave up on it.
+    const outcome = invoice.status === 'paid' ? 'paid' : (invoice.status === 'open' && invoice.attempted) || invoice.status === 'uncollectible' ? 'failed' : undefined;
+    const line = subscriptionLine(invoice);
+    if (!outcome || !line) return 'ignored';
+    const renewal = {
+      processorSubscriptionId: subscriptionId,
+      outcome,
+      periodStart: new Date(line.period.start * 1000),
+      periodEnd: new Date(line.period.end * 1000),
+      processorPaymentId: paymentIntentOf(invoice) ?? invoice.id,
+      attemptCount: invoice.attempt_count,
+    } as const;
+    return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
+  }
+
+  /** `customer.subscription.updated` / `.deleted`: Kassa's subscription takes Stripe's state, read back under its row lock. */
+  async applySubscription(subscriptionId: string, applyCheckout: ApplyCheckoutSession): Promise<'applied' | 'ignored'> {
+    const sync = () => this.billing.sync(subscriptionId, async () => stripeSubscriptionState(await this.read(() => this.stripe.subscriptions.retrieve(subscriptionId), 'read a subscription back')));
+    return this.known(await sync(), subscriptionId, applyCheckout, sync);
+  }
+
+  /**
+   * A subscription event that arrived before its checkout's: the checkout is applied first (it
+   * starts Kassa's subscription), then the event. Stripe subscriptions Kassa did not create
+   * (another integration on the same account) are ignored.
+   */
+  private async known(applied: BillingApplied, subscriptionId: string, applyCheckout: ApplyCheckoutSession, again: () => Promise<BillingApplied>): Promise<'applied' | 'ignored'> {
+    if (applied !== 'unknown') return 'applied';
+    const sub = await this.read(() => this.stripe.subscriptions.retrieve(subscriptionId), 'read a subscription back');
+    const kassaId = sub.metadata?.[KASSA_SESSION_KEY];
+    const orgId = sub.metadata?.[KASSA_ORG_KEY];
+    const session = kassaId && orgId ? await this.uow.stores.sessions.find(orgId, kassaId) : undefined;
+    if (!session?.processorSessionId) return 'ignored';
+    await applyCheckout(session.processorSessionId);
+    return (await again()) === 'unknown' ? 'ignored' : 'applied';
+  }
+
+  private async read<T>(call: () => Promise<T>, what: string): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw unreachable(this.logger, err, what, 'Stripe could not be reached to read the object back; redeliver the event');
+    }
+  }
+}
+
+/** The invoice line of the subscription's item: its period is the billing period paid (the invoice's own period is not). */
+function subscriptionLine(invoice: Stripe.Invoice): Stripe.InvoiceLineItem | undefined {
+  return invoice.lines.data.find((l) => l.parent?.subscription_item_details) ?? invoice.lines.data[0];
+}
+
+/** The PaymentIntent that paid an invoice (`payments` expanded), if any. */
+function paymentIntentOf(invoice: Stripe.Invoice): string | null {
+  const paid = invoice.payments?.data.find((p) => p.status === 'paid') ?? invoice.payments?.data[0];
+  return idOf(paid?.payment.payment_intent);
+}
