@@ -106,12 +106,20 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const logger = deps.logger ?? createLogger({ level: 'silent' });
   const uow = createCommerceUnitOfWork(db);
   const payments = new PaymentFlow(uow, clock);
-  const stripe = createStripeModule({ config: config.cardProcessor, db, uow, payments, clock, logger, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
-
   const orgsModule = createOrgsModule({ db, clock });
   const { orgs } = orgsModule;
+  const stripe = createStripeModule({
+    config: config.cardProcessor,
+    db,
+    uow,
+    payments,
+    clock,
+    logger,
+    publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+    isOwnOrganization: async (orgId) => (await orgs.displayNameOf(orgId)) !== undefined,
+  });
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
-  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000 });
+  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
   const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, catalog: catalogModule.catalog, merchants: orgsModule.orgs, clock, logger });
   const cryptoModule = createCryptoPaymentsModule({
     db,
