@@ -12,7 +12,7 @@ import { randomToken } from '../kernel/ids.js';
 import type { Logger } from '../kernel/logger.js';
 import type { StripeEventRepository } from './stripe-event.repository.js';
 import type { StripeEventService } from './stripe-processor.js';
-import { BACKGROUND, withStripeRetries } from './stripe-retry.js';
+import { BACKGROUND, type StripeRetryPolicy, withStripeRetries } from './stripe-retry.js';
 
 const CURSOR = 'events';
 /** Stripe keeps events for 30 days: a cursor older than that has lost events. */
@@ -29,6 +29,10 @@ export interface ReconcilerOptions {
   initialLookbackS?: number;
   /** How long a pass may hold the cursor before another worker may take it over. */
   leaseMs?: number;
+  /** Events per page of Stripe's list (at most 100). */
+  pageSize?: number;
+  /** Retries of the list call (BACKGROUND by default). */
+  listRetries?: StripeRetryPolicy;
 }
 
 export class StripeEventReconciler {
@@ -94,8 +98,9 @@ export class StripeEventReconciler {
     let startingAfter: string | undefined;
     for (;;) {
       const page = await withStripeRetries(
-        () => this.stripe.events.list({ types: [...this.options.types], created: { gte: from, lt: until }, limit: 100, ...(startingAfter && { starting_after: startingAfter }) }),
-        BACKGROUND,
+        () =>
+          this.stripe.events.list({ types: [...this.options.types], created: { gte: from, lt: until }, limit: this.options.pageSize ?? 100, ...(startingAfter && { starting_after: startingAfter }) }),
+        this.options.listRetries ?? BACKGROUND,
       );
       events.push(...page.data);
       if (!page.has_more || page.data.length === 0) break;

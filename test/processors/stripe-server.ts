@@ -21,6 +21,7 @@ export interface StripeRequest {
   path: string;
   idempotencyKey: string | undefined;
   body: Record<string, unknown>;
+  query?: Record<string, unknown>;
 }
 
 /**
@@ -43,7 +44,7 @@ export class FakeStripe {
   /** Every request received, in order (retries included); `at`: when (ms since the epoch, real time). */
   readonly requests: (StripeRequest & { at: number })[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
-  private readonly failures: Failure[] = [];
+  private readonly failures: { failure: Failure; path?: string }[] = [];
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   private server: Server | undefined;
@@ -88,8 +89,9 @@ export class FakeStripe {
         // Echoes the key it was sent, as a careless upstream might: logs must blank it by value.
         return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
-      this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {}, at: Date.now() });
-      const failure = req.method === 'POST' || req.method === 'GET' ? this.failures.shift() : undefined;
+      this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {}, query: req.query as Record<string, unknown>, at: Date.now() });
+      const queued = this.failures.findIndex((f) => !f.path || req.path.startsWith(f.path));
+      const failure = queued >= 0 ? this.failures.splice(queued, 1)[0]!.failure : undefined;
       if (failure === 'hang') return void this.hanging.add(res);
       if (failure === 'error500') return void this.error(res, 500, { type: 'api_error', message: 'An unknown error occurred' });
       if (failure === 'unauthorized') return void this.error(res, 401, { type: 'invalid_request_error', message: 'Invalid API Key provided: sk_test_****' });
@@ -157,9 +159,9 @@ export class FakeStripe {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
-  /** The next `count` requests fail this way (then answers resume). */
-  failNext(failure: Failure, count = 1): void {
-    for (let i = 0; i < count; i++) this.failures.push(failure);
+  /** The next `count` requests (to paths starting with `path`, when given) fail this way; then answers resume. */
+  failNext(failure: Failure, count = 1, path?: string): void {
+    for (let i = 0; i < count; i++) this.failures.push({ failure, path });
   }
 
   // ---- what happens on Stripe's side ----
