@@ -73,7 +73,9 @@ export class StripeEventReconciler {
       const listed = await this.list(from, until);
       let through = until;
       let applied = 0;
-      for (const event of listed) {
+      for (const [index, event] of listed.entries()) {
+        // A long pass saves its progress and renews its lease as it goes; having lost the lease, it stops.
+        if (index > 0 && index % 50 === 0 && !(await this.save(event.created))) return false;
         try {
           if ((await this.events.process(event)) === 'applied') applied++;
         } catch (err) {
@@ -83,13 +85,19 @@ export class StripeEventReconciler {
           break;
         }
       }
-      const saved = await this.repo.saveCursor(CURSOR, this.owner, through, new Date(this.clock.now().getTime() + this.leaseMs), this.clock.now());
+      const saved = await this.save(through);
       if (!saved) this.logger.warn('Stripe reconciliation: the cursor lease was taken over during a pass; its events were de-duplicated by id');
       if (applied > 0) this.logger.info({ applied, through }, 'Stripe reconciliation applied events whose webhooks had not arrived');
       return applied > 0 || (saved && through === until && until <= nowS);
     } finally {
       await this.repo.releaseCursor(CURSOR, this.owner);
     }
+  }
+
+  /** Every event created before `through` was applied: the cursor moves there (never back), the lease is renewed. */
+  private save(through: number): Promise<boolean> {
+    const now = this.clock.now();
+    return this.repo.saveCursor(CURSOR, this.owner, through, new Date(now.getTime() + this.leaseMs), now);
   }
 
   /** Events created in [from, until), oldest first (Stripe lists newest first; pages through `starting_after`). */
