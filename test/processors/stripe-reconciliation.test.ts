@@ -113,6 +113,20 @@ describe('the stripe-reconciliation job', () => {
     expect(await s.readOrder(orderId)).toMatchObject({ disputed: true });
   });
 
+  it("a worker that died holding the cursor's lease blocks the others only until the lease lapses", async () => {
+    const repo = new KnexStripeEventRepository(s.ctx.testDb.database.db);
+    const now = s.ctx.clock.now();
+    expect(await repo.leaseCursor('events', 'crashed-worker', now, new Date(now.getTime() + 5 * 60_000))).toBeDefined();
+    const { sessionId } = await paidWithoutWebhook('after-crash@example.com');
+    expect(await job.run()).toBe(false);
+    expect((await s.readSession(sessionId)).status).toBe('CREATED');
+    s.ctx.clock.advance(5 * 60_000 + 1_000);
+    expect(await job.run()).toBe(true);
+    expect((await s.readSession(sessionId)).orderStatus).toBe('PAID');
+    // The dead worker's late save cannot move the cursor: the lease is no longer its.
+    expect(await repo.saveCursor('events', 'crashed-worker', 1, now, now)).toBe(false);
+  });
+
   it('lists only the event types Kassa handles', async () => {
     const before = s.stripe.requests.length;
     await job.run();
