@@ -107,6 +107,25 @@ describe('charge.refunded', () => {
     expect(refundsOf(intentId)).toEqual([200, 100, 900]);
   });
 
+  it('answers 503 and records nothing when the charge cannot be read back; the redelivery applies it', async () => {
+    const { orderId, intentId } = await s.paidOrder('unreachable@example.com');
+    s.stripe.refundInDashboard(intentId, 250);
+    const event = s.stripe.lastEvent('charge.refunded');
+    s.stripe.failNext('error500', 3, '/v1/charges/');
+    expect((await s.deliver(event)).status).toBe(503);
+    expect(await s.readOrder(orderId)).toMatchObject({ amountRefundedCents: 0 });
+    expect((await s.deliver(event)).body.outcome).toBe('applied');
+    expect(await s.readOrder(orderId)).toMatchObject({ amountRefundedCents: 250 });
+  });
+
+  it("an event about a charge Stripe does not have for this account is acknowledged and ignored", async () => {
+    const { intentId } = await s.paidOrder('other-account@example.com');
+    s.stripe.refundInDashboard(intentId, 100);
+    const event = s.stripe.lastEvent('charge.refunded');
+    const foreign = { ...event, id: `${event.id}_foreign`, data: { object: { ...(event.data.object as object), id: 'ch_not_here' } } } as typeof event;
+    expect((await s.deliver(foreign)).body).toEqual({ received: true, outcome: 'ignored' });
+  });
+
   it('a refund event that arrives before the payment event applies the payment first, then the refund', async () => {
     const session = await s.newSession();
     const stripeId = await s.stripeIdOf(session.id);
