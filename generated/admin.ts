@@ -707,7 +707,10 @@ export interface paths {
          *       order, with an idempotency key naming the refunded total it starts from (a retry never
          *       refunds twice). `503` when Stripe cannot be reached (nothing recorded; retry); `409` when
          *       Stripe refuses the refund (for instance, it was already refunded in the Stripe Dashboard)
-         *       or when Stripe is no longer the deployment's card processor.
+         *       or when Stripe is no longer the deployment's card processor. Refunds made in the Stripe
+         *       Dashboard reach the order through Stripe's `charge.refunded` event: the refunded amount
+         *       follows Stripe's total for the payment, so a refund made here is never counted twice, and
+         *       the refundable remainder is what Stripe has not refunded yet.
          */
         post: operations["refundOrder"];
         delete?: never;
@@ -2010,6 +2013,8 @@ export interface components {
         /** @description A dependency is unavailable (`SERVICE_UNAVAILABLE`); retry later (with the same `Idempotency-Key` for creations). */
         ServiceUnavailable: {
             headers: {
+                /** @description Seconds to wait before retrying, when known (the card processor asked Kassa to slow down for longer than a request waits). */
+                "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {

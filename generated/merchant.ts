@@ -49,6 +49,18 @@ export interface paths {
          *     price's interval and interval count as Stripe's `recurring`); Stripe bills at most every three
          *     years, so a longer period (over 36 months, 3 years or 1095 days) is `400` on Stripe.
          *
+         *     **Card processor failures** (Stripe) — Stripe's `429` is retried after its `Retry-After`
+         *     (at most three attempts, waiting at most 2 s each), `5xx` and timeouts by the Stripe SDK
+         *     (two retries), all with one idempotency key so Stripe never makes two sessions. A
+         *     `Retry-After` longer than that is answered `503` with `Retry-After`. What no retry can fix
+         *     is not a `503`: Stripe refusing the purchase itself (for example a total below Stripe's
+         *     minimum charge, or a currency Stripe does not take for the account) is `400
+         *     VALIDATION_ERROR` with Stripe's reason; Stripe refusing the deployment's secret key is `403`
+         *     (card payment account not usable). Nothing is stored in either case. A Stripe Checkout
+         *     Session that Stripe made for a create Kassa then answered `503` (the answer was lost) is
+         *     never shown to anyone; should it be paid all the same, Kassa refunds that payment in full
+         *     when Stripe's event (or reconciliation) reports it.
+         *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
          *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
@@ -1507,12 +1519,22 @@ export interface components {
             amountCents: components["schemas"]["MinorUnits"];
             /** @description Refunded amount in display units. */
             amountRefunded: number;
-            /** @description Refunded amount in minor units; 0 when nothing was refunded. */
+            /**
+             * @description Refunded amount in minor units; 0 when nothing was refunded. On Stripe it follows the
+             *     charge's refunded total, whether a refund was made through Kassa or in Stripe's
+             *     Dashboard (each counted once); it only grows, and reaching `amountCents` makes the
+             *     order `REFUNDED`.
+             */
             amountRefundedCents: components["schemas"]["MinorUnits"];
             currency: components["schemas"]["Currency"];
             /** @description True when fully refunded (`status` `REFUNDED`); a partial refund leaves it false with `amountRefunded` > 0. */
             refunded: boolean;
-            /** @description True when a dispute (chargeback) was opened on the payment. */
+            /**
+             * @description True when a dispute (chargeback) was opened on the payment. It stays true once set,
+             *     whether the dispute is later won or lost (like Stripe's `Charge.disputed`); the outcome
+             *     does not change `status` or `amountRefunded` (a lost dispute is not a refund). Opening or
+             *     closing a dispute sends no webhook: order events follow payment results only.
+             */
             disputed: boolean;
             /** @description Card orders only; payout-eligibility state. Omitted for rails without a settlement lifecycle. */
             fundsSettled?: boolean;
@@ -2113,6 +2135,8 @@ export interface components {
         /** @description A dependency is unavailable (`SERVICE_UNAVAILABLE`); retry later (with the same `Idempotency-Key` for creations). */
         ServiceUnavailable: {
             headers: {
+                /** @description Seconds to wait before retrying, when known (the card processor asked Kassa to slow down for longer than a request waits). */
+                "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {

@@ -86,11 +86,12 @@ export interface Config {
  * The sandbox (no setup; test cards on Kassa's own page) or Stripe (STRIPE_SECRET_KEY and
  * STRIPE_WEBHOOK_SECRET). `apiBaseUrl` (STRIPE_API_BASE_URL) points the SDK at another
  * Stripe-shaped server: stripe-mock in development, the test harness's server in tests.
- * `timeoutMs` (STRIPE_TIMEOUT_MS, default 10 000) bounds each attempt of a call to Stripe.
+ * `timeoutMs` (STRIPE_TIMEOUT_MS, default 10 000) bounds each attempt of a call to Stripe;
+ * `reconcileIntervalMs` (STRIPE_RECONCILE_INTERVAL_MS, default 60 000) paces the reconciliation job.
  */
 export type CardProcessorConfig =
   | { kind: 'sandbox' }
-  | { kind: 'stripe'; secretKey: string; webhookSecret: string; apiBaseUrl: string | undefined; timeoutMs: number };
+  | { kind: 'stripe'; secretKey: string; webhookSecret: string; apiBaseUrl: string | undefined; timeoutMs: number; reconcileIntervalMs: number };
 
 /** Telemetry API settings (openapi/telemetry.yaml leaves their values to the deployment). */
 export interface TelemetryConfig {
@@ -220,7 +221,15 @@ function cardProcessor(env: Env): CardProcessorConfig {
     // The secret key travels to this address: never in clear text, or anywhere but Stripe, in production.
     if (production) throw new ConfigError('STRIPE_API_BASE_URL is for development and tests only; it is refused when NODE_ENV=production');
   }
-  return { kind: 'stripe', secretKey, webhookSecret, apiBaseUrl, timeoutMs: positiveInt(env, 'STRIPE_TIMEOUT_MS', 10_000) };
+  return {
+    kind: 'stripe',
+    secretKey,
+    webhookSecret,
+    apiBaseUrl,
+    timeoutMs: positiveInt(env, 'STRIPE_TIMEOUT_MS', 10_000),
+    // How often the worker reads Stripe's event list for events whose webhook was missed.
+    reconcileIntervalMs: positiveInt(env, 'STRIPE_RECONCILE_INTERVAL_MS', 60_000),
+  };
 }
 
 function databasePoolMax(env: Env): number {

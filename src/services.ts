@@ -106,12 +106,24 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const logger = deps.logger ?? createLogger({ level: 'silent' });
   const uow = createCommerceUnitOfWork(db);
   const payments = new PaymentFlow(uow, clock);
-  const stripe = createStripeModule({ config: config.cardProcessor, db, uow, payments, clock, logger, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
+  // Stripe's module asks the orgs module whether an organization is this deployment's (orphan
+  // sessions) only when an event arrives, after both exist; orgs checks connected accounts with Stripe.
+  const isOwnOrganization = async (orgId: string) => (await orgsModule.orgs.displayNameOf(orgId)) !== undefined;
+  const stripe = createStripeModule({
+    config: config.cardProcessor,
+    db,
+    uow,
+    payments,
+    clock,
+    logger,
+    publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+    isOwnOrganization,
+  });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts });
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
-  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000 });
+  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
   const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, catalog: catalogModule.catalog, merchants: orgsModule.orgs, clock, logger, subscriptionBilling: stripe?.subscriptions });
   const cryptoModule = createCryptoPaymentsModule({
     db,

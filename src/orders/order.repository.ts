@@ -127,6 +127,11 @@ export class KnexOrderRepository implements OrderRepository {
     return row ? toOrder(row) : undefined;
   }
 
+  async findByProcessorPaymentId(processorPaymentId: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ processor_payment_id: processorPaymentId }).orderBy('created_at').first();
+    return row ? toOrder(row) : undefined;
+  }
+
   async findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ subscription_id: subscriptionId, billing_period: billingPeriod }).first();
     return row ? toOrder(row) : undefined;

@@ -20,7 +20,9 @@ export function createProcessorsModule(deps: {
   payments: PaymentFlow;
   /** How long an asynchronous test card stays processing. */
   sandboxSettleDelayMs: number;
+  /** Stripe's reconciliation from its event list, when Stripe is the card processor. */
+  stripeReconciliationJob?: () => Job;
 }): ProcessorsModule {
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.sandboxSettleDelayMs);
-  return { sandboxProcessor, jobs: () => processorJobs({ sandboxProcessor, payments: deps.payments }) };
+  return { sandboxProcessor, jobs: () => processorJobs({ sandboxProcessor, payments: deps.payments, stripeReconciliationJob: deps.stripeReconciliationJob }) };
 }

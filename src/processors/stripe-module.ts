@@ -6,10 +6,12 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { KnexStripeEventRepository } from './stripe-event.repository.js';
-import { createStripeClient, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
+import { createStripeClient, STRIPE_EVENT_TYPES, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
 import { StripeConnectedAccounts } from './stripe-connect.js';
+import { StripeEventReconciler } from './stripe-reconciliation.js';
 import { StripeSubscriptionBilling, StripeSubscriptionEvents } from './stripe-subscription-events.js';
 import { ProcessorBillingFlow } from '../commerce/processor-billing.js';
+import type { Job } from '../kernel/job.js';
 
 export interface StripeModule {
   checkout: StripeCheckout;
@@ -18,6 +20,8 @@ export interface StripeModule {
   connectedAccounts: StripeConnectedAccounts;
   /** Cancel, pause and resume of Stripe-billed subscriptions, made in Stripe first. */
   subscriptions: StripeSubscriptionBilling;
+  /** The reconciliation job, made afresh for each worker (its own name on the cursor's lease). */
+  reconciliationJob(): Job;
 }
 
 /** Undefined unless Stripe is the configured card processor. */
@@ -29,23 +33,24 @@ export function createStripeModule(deps: {
   clock: Clock;
   logger: Logger;
   publicBaseUrl: string;
+  /** Whether this deployment has the organization: orphan Checkout Sessions of another deployment are left alone. */
+  isOwnOrganization: (orgId: string) => Promise<boolean>;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
+  const { reconcileIntervalMs, webhookSecret } = deps.config;
   const stripe = createStripeClient(deps.config);
+  const repo = new KnexStripeEventRepository(deps.db);
+  const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger);
+  const events = new StripeEventService(stripe, webhookSecret, repo, deps.uow, deps.payments, deps.clock, deps.logger, subscriptionEvents, deps.isOwnOrganization);
   return {
     checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts: new StripeConnectedAccounts(stripe, deps.logger),
-    events: new StripeEventService(
-      stripe,
-      deps.config.webhookSecret,
-      new KnexStripeEventRepository(deps.db),
-      deps.uow,
-      deps.payments,
-      deps.clock,
-      deps.logger,
-      new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger),
-    ),
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
+    events,
+    reconciliationJob: () => {
+      const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });
+      return { name: 'stripe-reconciliation', intervalMs: reconcileIntervalMs, run: () => reconciler.run() };
+    },
   };
 }

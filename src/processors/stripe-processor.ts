@@ -9,12 +9,15 @@ import type { CheckoutSession } from '../commerce/model.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
-import { type AppError, conflict, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
+import { AppError, conflict, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CardRefunds, HostedCardCheckout } from './card-processor.js';
 import type { StripeEventRepository } from './stripe-event.repository.js';
 import { destinationTransfer, isDestinationRefusal } from './stripe-connect.js';
 import { stripeRecurring, type StripeSubscriptionEvents } from './stripe-subscription-events.js';
+import { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './stripe-metadata.js';
+import { StripePaymentEvents } from './stripe-payment-events.js';
+import { INTERACTIVE, retryAfterMs, withStripeRetries } from './stripe-retry.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -33,9 +36,7 @@ export function createStripeClient(config: StripeConfig): Stripe {
   });
 }
 
-/** Metadata on Stripe's objects naming Kassa's: how an event finds its way back. */
-export const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
-export const KASSA_ORG_KEY = 'kassa_org_id';
+export { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './stripe-metadata.js';
 
 export class StripeCheckout implements HostedCardCheckout {
   constructor(
@@ -73,12 +74,13 @@ export class StripeCheckout implements HostedCardCheckout {
       cancel_url: `${page}/canceled`,
     };
     try {
-      const created = await this.stripe.checkout.sessions.create(params, { idempotencyKey: `kassa_checkout_${session.orgId}_${session.id}` });
+      const idempotencyKey = `kassa_checkout_${session.orgId}_${session.id}`;
+      const created = await withStripeRetries(() => this.stripe.checkout.sessions.create(params, { idempotencyKey }), INTERACTIVE);
       if (!created.url) throw new Error(`Stripe returned Checkout Session ${created.id} without a url`);
       return { processorSessionId: created.id, url: created.url };
     } catch (err) {
       if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
-      throw this.unreachable(err, 'create a Checkout Session', 'The card processor could not open the checkout; retry with the same Idempotency-Key');
+      throw this.refused(err) ?? this.unreachable(err, 'create a Checkout Session', 'The card processor could not open the checkout; retry with the same Idempotency-Key');
     }
   }
 
@@ -87,7 +89,7 @@ export class StripeCheckout implements HostedCardCheckout {
       const current = await this.stripe.checkout.sessions.retrieve(processorSessionId);
       if (current.status === 'complete') return 'completed';
       if (current.status === 'expired') return 'closed';
-      const expired = await this.stripe.checkout.sessions.expire(processorSessionId, {}, { idempotencyKey: `kassa_expire_${processorSessionId}` });
+      const expired = await withStripeRetries(() => this.stripe.checkout.sessions.expire(processorSessionId, {}, { idempotencyKey: `kassa_expire_${processorSessionId}` }), INTERACTIVE);
       return expired.status === 'complete' ? 'completed' : 'closed';
     } catch (err) {
       // The buyer completed it between our read and the expiry: Stripe refuses to expire it.
@@ -100,10 +102,33 @@ export class StripeCheckout implements HostedCardCheckout {
     }
   }
 
+  /**
+   * A permanent refusal of the create: retrying the same request cannot succeed, so it is no 503.
+   * Stripe's 400 (an amount below Stripe's minimum, a currency Stripe does not take) → 400 with
+   * Stripe's reason; Stripe refusing Kassa's key (401, 403) → 403, the card payment account is
+   * not usable. Undefined for what a retry may fix (429, 5xx, network).
+   */
+  private refused(err: unknown): AppError | undefined {
+    if (!(err instanceof Stripe.errors.StripeError)) return undefined;
+    const stripe = { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId };
+    if (err instanceof Stripe.errors.StripeInvalidRequestError) {
+      this.logger.info({ stripe }, 'Stripe refused to create a Checkout Session');
+      return validationError(`The card processor refused this checkout${err.code ? ` (${err.code})` : ''}: ${err.message}`);
+    }
+    if (err instanceof Stripe.errors.StripeAuthenticationError || err instanceof Stripe.errors.StripePermissionError) {
+      this.logger.error({ stripe }, 'Stripe refused the secret key (STRIPE_SECRET_KEY): card checkout cannot be opened');
+      return forbidden('The card payment account is not usable: the card processor refused this deployment\'s credentials');
+    }
+    return undefined;
+  }
+
   private unreachable(err: unknown, what: string, message: string): AppError {
     const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId } : undefined;
     this.logger.warn({ err: stripe ? undefined : err, stripe }, `Stripe: could not ${what}`);
-    return serviceUnavailable(message);
+    // Rate limited longer than Kassa waits: the client is told when Stripe expects to take calls again.
+    const wait = retryAfterMs(err);
+    const error = serviceUnavailable(message);
+    return wait === undefined ? error : new AppError(error.code, message, { headers: { 'Retry-After': String(Math.ceil(wait / 1000)) } });
   }
 }
 
@@ -117,7 +142,7 @@ export class StripeRefunds implements CardRefunds {
   async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string; reverseTransfer?: boolean }): Promise<{ refundId: string }> {
     try {
       const params: Stripe.RefundCreateParams = { payment_intent: input.processorPaymentId, amount: input.amount, ...(input.reverseTransfer && { reverse_transfer: true }) };
-      const refund = await this.stripe.refunds.create(params, { idempotencyKey: input.idempotencyKey });
+      const refund = await withStripeRetries(() => this.stripe.refunds.create(params, { idempotencyKey: input.idempotencyKey }), INTERACTIVE);
       return { refundId: refund.id };
     } catch (err) {
       // Stripe refused it (already refunded, disputed, a key reused with another amount): not retryable as is.
@@ -132,8 +157,24 @@ export class StripeRefunds implements CardRefunds {
   }
 }
 
-/** What receiving one Stripe event did. */
-export type StripeEventOutcome = 'applied' | 'duplicate' | 'ignored';
+/**
+ * The event types StripeEventService.apply handles: the events to select on Stripe's webhook
+ * endpoint (docs/card-processors.md), and those reconciliation reads from Stripe's event list.
+ */
+export const STRIPE_EVENT_TYPES = [
+  'checkout.session.completed',
+  'checkout.session.async_payment_succeeded',
+  'checkout.session.async_payment_failed',
+  'checkout.session.expired',
+  'payment_intent.payment_failed',
+  'charge.refunded',
+  'charge.dispute.created',
+  'charge.dispute.closed',
+  'invoice.paid',
+  'invoice.payment_failed',
+  'customer.subscription.updated',
+  'customer.subscription.deleted',
+] as const satisfies readonly Stripe.Event.Type[];
 
 /**
  * Stripe's webhook events. Each is verified with the endpoint's signing secret, applied at most
@@ -142,6 +183,8 @@ export type StripeEventOutcome = 'applied' | 'duplicate' | 'ignored';
  * Stripe, never from the event's copy: events arrive late, twice, and out of order.
  */
 export class StripeEventService {
+  private readonly paymentEvents: StripePaymentEvents;
+
   constructor(
     private readonly stripe: Stripe,
     private readonly webhookSecret: string,
@@ -151,7 +194,11 @@ export class StripeEventService {
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly subscriptions: StripeSubscriptionEvents,
-  ) {}
+    /** Whether this deployment has the organization (orphan Checkout Sessions: stripe-payment-events.ts). */
+    isOwnOrganization: (orgId: string) => Promise<boolean>,
+  ) {
+    this.paymentEvents = new StripePaymentEvents(stripe, uow, payments, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
+  }
 
   async receive(payload: Buffer, signature: string | undefined): Promise<StripeEventOutcome> {
     let event: Stripe.Event;
@@ -162,6 +209,11 @@ export class StripeEventService {
       if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw validationError('The Stripe-Signature header does not verify this payload with the endpoint secret');
       throw validationError('The payload is not a Stripe event');
     }
+    return this.process(event);
+  }
+
+  /** Applies a verified event (a webhook's, or one read from Stripe's event list) once by id. */
+  async process(event: Stripe.Event): Promise<StripeEventOutcome> {
     if (await this.events.isProcessed(event.id)) return 'duplicate';
     const outcome = await this.apply(event);
     await this.events.markProcessed(event.id, event.type, this.clock.now());
@@ -181,6 +233,13 @@ export class StripeEventService {
       case 'customer.subscription.updated':
       case 'customer.subscription.deleted':
         return this.subscriptions.applySubscription(event.data.object.id, (id) => this.applyCheckoutSession(id));
+      case 'payment_intent.payment_failed':
+        return this.paymentEvents.paymentFailed(event);
+      case 'charge.refunded':
+        return this.paymentEvents.chargeRefunded(event);
+      case 'charge.dispute.created':
+      case 'charge.dispute.closed':
+        return this.paymentEvents.dispute(event);
       default:
         // Acknowledged, so Stripe stops sending it; the endpoint's event list should not include it.
         return 'ignored';
@@ -191,7 +250,7 @@ export class StripeEventService {
   private async applyCheckoutSession(stripeSessionId: string): Promise<StripeEventOutcome> {
     let current: Stripe.Checkout.Session;
     try {
-      current = await this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent'] });
+      current = await withStripeRetries(() => this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent'] }), INTERACTIVE);
     } catch (err) {
       const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
       this.logger.warn({ stripe, stripeSessionId }, 'Stripe: could not read a Checkout Session back; Stripe redelivers the event');
@@ -200,8 +259,8 @@ export class StripeEventService {
     const kassaId = current.client_reference_id;
     const orgId = current.metadata?.[KASSA_ORG_KEY];
     const session = kassaId && orgId ? await this.uow.stores.sessions.find(orgId, kassaId) : undefined;
-    // Another integration's session on the same Stripe account, or one Kassa never stored (a create that lost its race).
-    if (!session || session.processorSessionId !== current.id) return 'ignored';
+    // One Kassa never stored (a create that timed out or lost its race: refunded if paid), or another integration's.
+    if (!session || session.processorSessionId !== current.id) return this.paymentEvents.refundOrphan(current);
 
     if (current.status === 'expired') {
       await this.payments.expireUnpaid(session.id);

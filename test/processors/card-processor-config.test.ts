@@ -10,7 +10,7 @@ describe('card processor selection', () => {
   });
 
   it('is Stripe when both Stripe secrets are set, with a 10 s timeout per attempt by default', () => {
-    expect(loadConfig(STRIPE, []).cardProcessor).toEqual({ kind: 'stripe', secretKey: 'sk_test_abc123', webhookSecret: 'whsec_abc123', apiBaseUrl: undefined, timeoutMs: 10_000 });
+    expect(loadConfig(STRIPE, []).cardProcessor).toEqual({ kind: 'stripe', secretKey: 'sk_test_abc123', webhookSecret: 'whsec_abc123', apiBaseUrl: undefined, timeoutMs: 10_000, reconcileIntervalMs: 60_000 });
     expect(loadConfig({ ...STRIPE, STRIPE_SECRET_KEY: 'rk_live_xyz', NODE_ENV: 'production' }, []).cardProcessor.kind).toBe('stripe');
   });
 

@@ -345,7 +345,7 @@ describe('refunds of orders paid through Stripe (admin API)', () => {
 
   it('answers 409 when Stripe refuses the refund, leaving the order as it was', async () => {
     const { orderId, intentId } = await paidOrder();
-    // Refunded in the Stripe Dashboard meanwhile (Kassa does not yet read charge.refunded).
+    // Refunded in the Stripe Dashboard meanwhile, its charge.refunded event not yet arrived.
     stripe.refundInDashboard(intentId, 1200);
     const res = await refund(orderId, { amount: 100 });
     expect(res.status).toBe(409);

@@ -4,13 +4,15 @@
  * shape that drifts from Stripe's fails to compile. It keeps Checkout Sessions and PaymentIntents,
  * honours Idempotency-Key like Stripe (same key and parameters: the same answer replayed;
  * different parameters: a 400 idempotency_error), and has test hooks for what a buyer or Stripe
- * does on its side: pay, pay asynchronously, let a session expire, fail or hang. Subscription
- * checkouts make Stripe Billing objects (Subscription, Invoice with its payments), and Billing's
- * side is driven by hooks: renew a period (invoice paid or failed), retry a failed invoice, end a
- * subscription at its period end or after dunning. For Stripe Connect it keeps connected
- * accounts, checks a Checkout Session's transfer destination against them, moves each paid
- * destination charge to its account as a transfer, and records the transfer reversals of refunds
- * made with `reverse_transfer`.
+ * does on its side: pay, pay asynchronously, decline a card, let a session expire, refund in the
+ * Dashboard, open and close disputes, fail, rate-limit or hang. Every change on Stripe's side
+ * records the event Stripe would send (`log`), listed by `GET /v1/events` with Stripe's paging.
+ * Subscription checkouts make Stripe Billing objects (Subscription, Invoice with its payments),
+ * and Billing's side is driven by hooks: renew a period (invoice paid or failed), retry a failed
+ * invoice, end a subscription at its period end or after dunning. For Stripe Connect it keeps
+ * connected accounts, checks a Checkout Session's transfer destination against them, moves each
+ * paid destination charge to its account as a transfer, and records the transfer reversals of
+ * refunds made with `reverse_transfer`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -27,10 +29,15 @@ export interface StripeRequest {
   path: string;
   idempotencyKey: string | undefined;
   body: Record<string, unknown>;
+  query?: Record<string, unknown>;
 }
 
-/** What the next calls to an endpoint do instead of answering (`error500`: Stripe's api_error). */
-export type Failure = 'error500' | 'hang';
+/**
+ * What the next calls do instead of answering: `error500` (Stripe's api_error), `hang` (no answer),
+ * `answerThenHang` (the call takes effect, the answer never leaves: a timeout after Stripe acted),
+ * `unauthorized` (Stripe refuses the key), `rateLimit:<seconds>` (429 with that Retry-After).
+ */
+export type Failure = 'error500' | 'hang' | 'answerThenHang' | 'unauthorized' | `rateLimit:${number}`;
 
 const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
@@ -46,10 +53,14 @@ export class FakeStripe {
   readonly transfers = new Map<string, { destination: string; amount: number; reversed: number }>();
   readonly subscriptions = new Map<string, Stripe.Subscription>();
   readonly invoices = new Map<string, Stripe.Invoice>();
-  /** Every request received, in order (retries included). */
-  readonly requests: StripeRequest[] = [];
+  readonly charges = new Map<string, Stripe.Charge>();
+  readonly disputes = new Map<string, Stripe.Dispute>();
+  /** Every event Stripe would have sent, oldest first (what `GET /v1/events` lists, newest first). */
+  readonly log: Stripe.Event[] = [];
+  /** Every request received, in order (retries included); `at`: when (ms since the epoch, real time). */
+  readonly requests: (StripeRequest & { at: number })[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
-  private readonly failures: Failure[] = [];
+  private readonly failures: { failure: Failure; path?: string }[] = [];
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   /** What a subscription checkout's Subscription is made from when it completes. */
@@ -92,17 +103,28 @@ export class FakeStripe {
       const paid = this.complete(session.id, { email: session.customer_email ?? String(req.body.email) });
       res.redirect(303, paid.success_url!);
       // Like Stripe, the event is sent on its own, after the buyer was sent back.
-      void this.send(this.event('checkout.session.completed', paid)).catch(() => undefined);
+      void this.send(this.log[this.log.length - 1]!).catch(() => undefined);
     });
     app.use((req, res, next) => {
       if (req.header('authorization') !== `Bearer ${this.options.secretKey}`) {
         // Echoes the key it was sent, as a careless upstream might: logs must blank it by value.
         return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
-      this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {} });
-      const failure = req.method === 'POST' || req.method === 'GET' || req.method === 'DELETE' ? this.failures.shift() : undefined;
+      this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {}, query: req.query as Record<string, unknown>, at: Date.now() });
+      const queued = this.failures.findIndex((f) => !f.path || req.path.startsWith(f.path));
+      const failure = queued >= 0 ? this.failures.splice(queued, 1)[0]!.failure : undefined;
       if (failure === 'hang') return void this.hanging.add(res);
       if (failure === 'error500') return void this.error(res, 500, { type: 'api_error', message: 'An unknown error occurred' });
+      if (failure === 'unauthorized') return void this.error(res, 401, { type: 'invalid_request_error', message: 'Invalid API Key provided: sk_test_****' });
+      if (failure?.startsWith('rateLimit:')) {
+        res.set('Retry-After', failure.slice('rateLimit:'.length));
+        return void this.error(res, 429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' });
+      }
+      if (failure === 'answerThenHang') {
+        // The handler runs (and Stripe stores its idempotent answer); the answer is never sent.
+        this.hanging.add(res);
+        res.json = () => res;
+      }
       next();
     });
     app.post('/v1/checkout/sessions', (req, res) => this.idempotent(req, res, () => this.createSession(req.body)));
@@ -152,6 +174,15 @@ export class FakeStripe {
       const { payments, ...rest } = invoice;
       res.json(expand.includes('payments') ? invoice : (rest satisfies Stripe.Invoice));
     });
+    const retrieve = <T>(objects: Map<string, T>, kind: string) => (req: Request, res: Response) => {
+      const found = objects.get(req.params.id as string);
+      if (!found) return void res.status(404).json({ error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such ${kind}: '${req.params.id}'`, param: 'id' } });
+      res.json(found);
+    };
+    app.get('/v1/payment_intents/:id', retrieve(this.intents, 'payment_intent'));
+    app.get('/v1/charges/:id', retrieve(this.charges, 'charge'));
+    app.get('/v1/disputes/:id', retrieve(this.disputes, 'dispute'));
+    app.get('/v1/events', (req, res) => res.json(this.listEvents(req.query as EventListQuery)));
     app.use((req, res) => this.error(res, 404, { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path})` }));
     this.server = await new Promise<Server>((resolve) => {
       const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -176,9 +207,9 @@ export class FakeStripe {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
-  /** The next `count` requests fail this way (then answers resume). */
-  failNext(failure: Failure, count = 1): void {
-    for (let i = 0; i < count; i++) this.failures.push(failure);
+  /** The next `count` requests (to paths starting with `path`, when given) fail this way; then answers resume. */
+  failNext(failure: Failure, count = 1, path?: string): void {
+    for (let i = 0; i < count; i++) this.failures.push({ failure, path });
   }
 
   // ---- what happens on Stripe's side ----
@@ -218,7 +249,7 @@ export class FakeStripe {
     if (session.mode === 'subscription') {
       if (!paid) throw new Error('this fake pays subscription checkouts by card only');
       const { subscription, invoice } = this.startSubscription(session, buyer.email);
-      return this.update(sessionId, {
+      const completed = this.update(sessionId, {
         status: 'complete',
         payment_status: 'paid',
         subscription: subscription.id,
@@ -226,31 +257,126 @@ export class FakeStripe {
         customer: subscription.customer as string,
         customer_details: { address: null, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
       });
+      this.record('checkout.session.completed', completed);
+      return completed;
     }
-    const intent = this.createIntent(session, paid ? 'succeeded' : 'processing');
-    return this.update(sessionId, {
+    const earlier = typeof session.payment_intent === 'string' ? this.intents.get(session.payment_intent) : undefined;
+    const intent = this.setIntentStatus(earlier ?? this.createIntent(session, 'requires_payment_method'), paid ? 'succeeded' : 'processing');
+    this.createCharge(intent, buyer.email, paid ? 'succeeded' : 'pending');
+    const completed = this.update(sessionId, {
       status: 'complete',
       payment_status: paid ? 'paid' : 'unpaid',
       payment_intent: intent.id,
       customer_details: { address: null, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
     });
+    this.record('checkout.session.completed', completed);
+    return completed;
+  }
+
+  /** A card declined on Stripe's page: the session stays open; its PaymentIntent records the error. */
+  declineAttempt(sessionId: string, declineCode = 'insufficient_funds'): Stripe.PaymentIntent {
+    const session = this.mustGet(sessionId);
+    if (session.status !== 'open') throw new Error(`cannot pay a ${session.status} session`);
+    const earlier = typeof session.payment_intent === 'string' ? this.intents.get(session.payment_intent) : undefined;
+    const intent: Stripe.PaymentIntent = {
+      ...(earlier ?? this.createIntent(session, 'requires_payment_method')),
+      status: 'requires_payment_method',
+      last_payment_error: { type: 'card_error', code: 'card_declined', decline_code: declineCode, message: 'Your card was declined.', charge: id('ch') },
+    };
+    this.intents.set(intent.id, intent);
+    this.update(sessionId, { payment_intent: intent.id });
+    this.record('payment_intent.payment_failed', intent);
+    return intent;
   }
 
   /** An asynchronous payment settles: its session is paid, or its PaymentIntent asks for another method. */
   settleAsync(sessionId: string, outcome: 'succeeded' | 'failed'): Stripe.Checkout.Session {
     const session = this.mustGet(sessionId);
-    const intent = this.intents.get(session.payment_intent as string)!;
-    this.intents.set(intent.id, { ...intent, status: outcome === 'succeeded' ? 'succeeded' : 'requires_payment_method', amount_received: outcome === 'succeeded' ? intent.amount : 0 });
-    if (outcome === 'succeeded' && intent.transfer_data) {
-      const destination = typeof intent.transfer_data.destination === 'string' ? intent.transfer_data.destination : intent.transfer_data.destination.id;
-      this.transfers.set(intent.id, { destination, amount: intent.amount, reversed: 0 });
+    const intent = this.setIntentStatus(this.intents.get(session.payment_intent as string)!, outcome === 'succeeded' ? 'succeeded' : 'requires_payment_method');
+    const charge = this.charges.get(intent.latest_charge as string)!;
+    this.charges.set(charge.id, { ...charge, status: outcome === 'succeeded' ? 'succeeded' : 'failed', paid: outcome === 'succeeded', amount_captured: outcome === 'succeeded' ? charge.amount : 0 });
+    if (outcome === 'failed') {
+      this.intents.set(intent.id, { ...intent, last_payment_error: { type: 'card_error', code: 'payment_method_provider_decline', message: 'The payment failed.', charge: charge.id } });
+      this.record('checkout.session.async_payment_failed', session);
+      this.record('payment_intent.payment_failed', this.intents.get(intent.id)!);
+      return session;
     }
-    return outcome === 'succeeded' ? this.update(sessionId, { payment_status: 'paid' }) : session;
+    const paid = this.update(sessionId, { payment_status: 'paid' });
+    this.record('checkout.session.async_payment_succeeded', paid);
+    return paid;
+  }
+
+  /** The buyer's bank opens a dispute (chargeback) on the payment. */
+  openDispute(paymentIntentId: string, reason = 'fraudulent'): Stripe.Dispute {
+    const intent = this.intents.get(paymentIntentId)!;
+    const charge = this.charges.get(intent.latest_charge as string)!;
+    this.charges.set(charge.id, { ...charge, disputed: true });
+    const dispute: Stripe.Dispute = {
+      id: id('dp'),
+      object: 'dispute',
+      amount: charge.amount,
+      balance_transactions: [],
+      charge: charge.id,
+      created: this.seconds(),
+      currency: charge.currency,
+      enhanced_eligibility_types: [],
+      evidence: {
+        access_activity_log: null,
+        billing_address: null,
+        cancellation_policy: null,
+        cancellation_policy_disclosure: null,
+        cancellation_rebuttal: null,
+        customer_communication: null,
+        customer_email_address: null,
+        customer_name: null,
+        customer_purchase_ip: null,
+        customer_signature: null,
+        duplicate_charge_documentation: null,
+        duplicate_charge_explanation: null,
+        duplicate_charge_id: null,
+        enhanced_evidence: {},
+        product_description: null,
+        receipt: null,
+        refund_policy: null,
+        refund_policy_disclosure: null,
+        refund_refusal_explanation: null,
+        service_date: null,
+        service_documentation: null,
+        shipping_address: null,
+        shipping_carrier: null,
+        shipping_date: null,
+        shipping_documentation: null,
+        shipping_tracking_number: null,
+        uncategorized_file: null,
+        uncategorized_text: null,
+      },
+      evidence_details: { due_by: this.seconds() + 7 * 24 * 3600, enhanced_eligibility: {}, has_evidence: false, past_due: false, submission_count: 0, submission_method: 'not_submitted' },
+      intended_submission_method: null,
+      is_charge_refundable: false,
+      livemode: false,
+      metadata: {},
+      payment_intent: intent.id,
+      reason,
+      status: 'needs_response',
+    };
+    this.disputes.set(dispute.id, dispute);
+    this.record('charge.dispute.created', dispute);
+    return dispute;
+  }
+
+  /** The card network decides the dispute. */
+  closeDispute(disputeId: string, outcome: 'won' | 'lost'): Stripe.Dispute {
+    const closed: Stripe.Dispute = { ...this.disputes.get(disputeId)!, status: outcome };
+    this.disputes.set(disputeId, closed);
+    this.record('charge.dispute.closed', closed);
+    return closed;
   }
 
   /** Stripe's own expiry of an open session (its expires_at passed, or an API call). */
   expireNow(sessionId: string): Stripe.Checkout.Session {
-    return this.update(sessionId, { status: 'expired', url: null });
+    const expired = this.update(sessionId, { status: 'expired', url: null });
+    this.record('checkout.session.expired', expired);
+    return expired;
   }
 
   /** A refund made outside Kassa (in the Stripe Dashboard). */
@@ -260,21 +386,29 @@ export class FakeStripe {
     return answer.body as Stripe.Refund;
   }
 
+  /** The latest recorded event of this type (about this object, when given). */
+  lastEvent(type: Stripe.Event.Type, objectId?: string): Stripe.Event {
+    const found = [...this.log].reverse().find((e) => e.type === type && (!objectId || (e.data.object as { id?: string }).id === objectId));
+    if (!found) throw new Error(`no ${type} event${objectId ? ` about ${objectId}` : ''} was recorded`);
+    return found;
+  }
+
   /** A Stripe event about this session as it is now (or as given: a stale copy). */
   event(type: CheckoutEventType, session: Stripe.Checkout.Session = this.latest()): Stripe.Event {
-    return this.eventOf(type, session);
+    return this.eventFor(type, session);
   }
 
   /** A Stripe Billing event about this invoice (or subscription) as given: now, or a stale copy. */
   invoiceEvent(type: InvoiceEventType, invoice: Stripe.Invoice): Stripe.Event {
-    return this.eventOf(type, invoice);
+    return this.eventFor(type, invoice);
   }
 
   subscriptionEvent(type: SubscriptionEventType, subscription: Stripe.Subscription): Stripe.Event {
-    return this.eventOf(type, subscription);
+    return this.eventFor(type, subscription);
   }
 
-  private eventOf(type: Stripe.Event['type'], object: Stripe.Checkout.Session | Stripe.Invoice | Stripe.Subscription): Stripe.Event {
+  /** A Stripe event of any type about an object (not recorded: see `record`). */
+  eventFor(type: Stripe.Event.Type, object: { id: string }): Stripe.Event {
     const base = {
       id: id('evt'),
       object: 'event' as const,
@@ -284,7 +418,36 @@ export class FakeStripe {
       pending_webhooks: 1,
       request: { id: null, idempotency_key: null },
     };
-    return { ...base, type, data: { object } } as Stripe.Event;
+    return { ...base, type, data: { object } } as unknown as Stripe.Event;
+  }
+
+  /** Records the event Stripe sends for a change on its side (listed by `GET /v1/events`). */
+  private record(type: Stripe.Event.Type, object: { id: string }): Stripe.Event {
+    const event = this.eventFor(type, structuredClone(object));
+    this.log.push(event);
+    return event;
+  }
+
+  /** Stripe's `GET /v1/events`: newest first, filtered by types and created, paged by event id. */
+  private listEvents(query: EventListQuery): Stripe.ApiList<Stripe.Event> {
+    const types = query.types ? ([] as string[]).concat(query.types) : query.type ? [query.type] : undefined;
+    const created = typeof query.created === 'object' ? query.created : undefined;
+    const bound = (name: keyof NonNullable<EventListQuery['created']>) => (created?.[name] === undefined ? undefined : Number(created[name]));
+    const [gt, gte, lt, lte] = [bound('gt'), bound('gte'), bound('lt'), bound('lte')];
+    let matching = this.log
+      .map((event, seq) => ({ event, seq }))
+      .filter(({ event: e }) => (!types || types.includes(e.type)) && (gt === undefined || e.created > gt) && (gte === undefined || e.created >= gte) && (lt === undefined || e.created < lt) && (lte === undefined || e.created <= lte))
+      .sort((a, b) => b.event.created - a.event.created || b.seq - a.seq)
+      .map(({ event }) => event);
+    const limit = Math.min(Number(query.limit ?? 10), 100);
+    if (query.starting_after) matching = matching.slice(matching.findIndex((e) => e.id === query.starting_after) + 1);
+    let page = matching.slice(0, limit);
+    if (query.ending_before) {
+      const before = matching.slice(0, Math.max(matching.findIndex((e) => e.id === query.ending_before), 0));
+      page = before.slice(-limit);
+      return { object: 'list', data: page, has_more: before.length > limit, url: '/v1/events' };
+    }
+    return { object: 'list', data: page, has_more: matching.length > limit, url: '/v1/events' };
   }
 
   /** The body and Stripe-Signature header Stripe would send for this event (`secret` to sign it wrongly). */
@@ -591,6 +754,8 @@ export class FakeStripe {
   /** One payment attempt of an open invoice: a PaymentIntent that succeeded or was declined. */
   private settleInvoice(invoice: Stripe.Invoice, outcome: 'paid' | 'failed'): Stripe.Invoice {
     const intent = this.createIntentFor(invoice.amount_due, invoice.currency, outcome === 'paid' ? 'succeeded' : 'requires_payment_method');
+    // Each attempt is a charge on the customer's card, as Stripe makes for an invoice's PaymentIntent.
+    this.createCharge(intent, invoice.customer_email ?? '', outcome === 'paid' ? 'succeeded' : 'failed');
     const now = this.seconds();
     const payment: Stripe.InvoicePayment = {
       id: id('inpay'),
@@ -703,6 +868,10 @@ export class FakeStripe {
     if (!item || p.line_items!.length !== 1 || !currency || !Number.isSafeInteger(unitAmount) || !item.price_data?.product_data?.name) {
       return invalid('line_items[0] needs price_data with currency, unit_amount and product_data.name', 'line_items');
     }
+    // Stripe's minimum charge (50 cents in USD and EUR): a permanent refusal, however often retried.
+    if (['usd', 'eur'].includes(currency) && unitAmount * quantity < 50) {
+      return { status: 400, body: { error: { type: 'invalid_request_error', code: 'amount_too_small', message: 'The Checkout Session\'s total amount due must add up to at least €0.50 eur', param: 'line_items[0][price_data][unit_amount]' } } };
+    }
     const now = this.seconds();
     const expiresAt = p.expires_at ? Number(p.expires_at) : now + 24 * 3600;
     if (!(expiresAt >= now + 1800 && expiresAt <= now + 24 * 3600)) return invalid('expires_at must be 30 minutes to 24 hours from now', 'expires_at');
@@ -795,6 +964,8 @@ export class FakeStripe {
 
   private createRefund(params: Record<string, unknown>): { status: number; body: unknown } {
     const intent = this.intents.get(String(params.payment_intent));
+    const alreadyRefunded = intent && this.charges.get(intent.latest_charge as string)?.refunded;
+    if (alreadyRefunded) return { status: 400, body: { error: { type: 'invalid_request_error', code: 'charge_already_refunded', message: `Charge ${intent.latest_charge as string} has already been refunded.` } } };
     if (!intent) return { status: 404, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such payment_intent: '${String(params.payment_intent)}'`, param: 'payment_intent' } } };
     const refundedSoFar = [...this.refunds.values()].filter((r) => r.payment_intent === intent.id).reduce((sum, r) => sum + r.amount, 0);
     const amount = params.amount === undefined ? intent.amount_received - refundedSoFar : Number(params.amount);
@@ -824,7 +995,74 @@ export class FakeStripe {
       transfer_reversal: reverse ? id('trr') : null,
     };
     this.refunds.set(refund.id, refund);
-    return { status: 200, body: refund };
+    const charge = this.charges.get(intent.latest_charge as string)!;
+    const refunded = { ...charge, amount_refunded: charge.amount_refunded + amount, refunded: charge.amount_refunded + amount === charge.amount };
+    this.charges.set(charge.id, refunded);
+    this.refunds.set(refund.id, { ...refund, charge: charge.id });
+    this.record('charge.refunded', refunded);
+    return { status: 200, body: this.refunds.get(refund.id) };
+  }
+
+  private setIntentStatus(intent: Stripe.PaymentIntent, status: Stripe.PaymentIntent.Status): Stripe.PaymentIntent {
+    const next: Stripe.PaymentIntent = { ...intent, status, amount_received: status === 'succeeded' ? intent.amount : 0, ...(status === 'succeeded' && { last_payment_error: null }) };
+    this.intents.set(intent.id, next);
+    // A destination charge's payment moves to the connected account once it succeeds.
+    if (status === 'succeeded' && next.transfer_data && !this.transfers.has(next.id)) {
+      const destination = typeof next.transfer_data.destination === 'string' ? next.transfer_data.destination : next.transfer_data.destination.id;
+      this.transfers.set(next.id, { destination, amount: next.amount, reversed: 0 });
+    }
+    return next;
+  }
+
+  private createCharge(intent: Stripe.PaymentIntent, email: string, status: Stripe.Charge.Status): Stripe.Charge {
+    const succeeded = status === 'succeeded';
+    const charge: Stripe.Charge = {
+      id: id('ch'),
+      object: 'charge',
+      amount: intent.amount,
+      amount_captured: succeeded ? intent.amount : 0,
+      amount_refunded: 0,
+      application: null,
+      application_fee: null,
+      application_fee_amount: null,
+      balance_transaction: null,
+      billing_details: { address: null, email, name: null, phone: null, tax_id: null },
+      calculated_statement_descriptor: null,
+      captured: succeeded,
+      created: this.seconds(),
+      currency: intent.currency,
+      customer: null,
+      description: null,
+      disputed: false,
+      failure_balance_transaction: null,
+      failure_code: null,
+      failure_message: null,
+      fraud_details: null,
+      livemode: false,
+      metadata: intent.metadata,
+      on_behalf_of: null,
+      outcome: null,
+      paid: succeeded,
+      payment_intent: intent.id,
+      payment_method: intent.payment_method as string,
+      payment_method_details: null,
+      receipt_email: null,
+      receipt_number: null,
+      receipt_url: null,
+      refunded: false,
+      review: null,
+      shipping: null,
+      source: null,
+      source_transfer: null,
+      statement_descriptor: null,
+      statement_descriptor_suffix: null,
+      status,
+      transfer_data: null,
+      transfer_group: null,
+    };
+    this.charges.set(charge.id, charge);
+    this.intents.set(intent.id, { ...this.intents.get(intent.id)!, latest_charge: charge.id });
+    return charge;
   }
 
   private createIntent(session: Stripe.Checkout.Session, status: Stripe.PaymentIntent.Status): Stripe.PaymentIntent {
@@ -919,7 +1157,7 @@ export class FakeStripe {
     res.status(404).json(missingBody(sessionId));
   }
 
-  private error(res: Response, status: number, error: { type: string; message: string }): void {
+  private error(res: Response, status: number, error: { type: string; message: string; code?: string }): void {
     res.status(status).set('Request-Id', id('req')).json({ error });
   }
 }
@@ -938,6 +1176,16 @@ export function stripePeriodEnd(anchor: number, interval: Stripe.Price.Recurring
   const month = total % 12;
   const lastDay = new Date(Date.UTC(year, month + 1, 0)).getUTCDate();
   return Date.UTC(year, month, Math.min(a.getUTCDate(), lastDay), a.getUTCHours(), a.getUTCMinutes(), a.getUTCSeconds()) / 1000;
+}
+
+/** The query of `GET /v1/events` as the SDK sends it (`types[0]=…`, `created[gte]=…`). */
+interface EventListQuery {
+  type?: string;
+  types?: string | string[];
+  created?: { gt?: string; gte?: string; lt?: string; lte?: string };
+  limit?: string;
+  starting_after?: string;
+  ending_before?: string;
 }
 
 function missingBody(sessionId: string) {

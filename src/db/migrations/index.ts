@@ -19,6 +19,7 @@ import * as m0071 from './0071_telemetry_span_document_keys.js';
 import * as m0072 from './0072_organization_display_name.js';
 import * as m0073 from './0073_stripe_card_processor.js';
 import * as m0074 from './0074_stripe_subscriptions.js';
+import * as m0076 from './0076_stripe_event_reconciliation.js';
 import * as m0078 from './0078_stripe_connected_accounts.js';
 
 export interface Migration {
@@ -45,6 +46,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0072_organization_display_name': m0072,
   '0073_stripe_card_processor': m0073,
   '0074_stripe_subscriptions': m0074,
+  '0076_stripe_event_reconciliation': m0076,
   '0078_stripe_connected_accounts': m0078,
 };
 
