@@ -63,5 +63,5 @@ describe('npm run migrate (scripts/migrate.ts)', () => {
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 180_000); // two cold starts of PGlite (WebAssembly) + every migration; about a minute on a loaded 2-core machine
 });
