@@ -8,6 +8,7 @@
  *   npm run bench -- --short            # CI-sized runs (BENCH_SHORT=1)
  *   npm run bench -- --only checkout,agent
  *   npm run bench -- --no-docs          # print the summaries, leave the docs alone
+ *   npm run bench -- --render           # run nothing: rewrite the docs from docs/benchmarks.json
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -53,25 +54,28 @@ function targetRows(targets: Target[]): string[] {
 }
 
 function figureRows(figures: Record<string, unknown>): string[] {
-  const entries = Object.entries(figures);
+  const isRoute = (v: unknown) => typeof v === 'object' && v !== null && 'serverCpuMsPerRequest' in v && 'route' in v;
+  const routes = Object.values(figures).filter(isRoute) as Array<Record<string, unknown>>;
+  const rest = Object.entries(figures).filter(([, v]) => !isRoute(v));
+  const lines: string[] = [];
   // Route tables (bench:checkout): one row per route and connection count.
-  if (entries.every(([, v]) => typeof v === 'object' && v !== null && 'serverCpuMsPerRequest' in v)) {
-    return [
+  if (routes.length > 0) {
+    lines.push(
       '| route | connections | req/s | p50 ms | p99 ms | server CPU ms/req | PostgreSQL CPU ms/req | load generator CPU ms/req |',
       '|---|---|---|---|---|---|---|---|',
-      ...entries.map(([, v]) => {
-        const r = v as Record<string, unknown>;
-        return `| ${fmt(r.route)} | ${fmt(r.connections)} | ${fmt(r.requestsPerSecond)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.serverCpuMsPerRequest)} | ${fmt(r.postgresCpuMsPerRequest)} | ${fmt(r.loadGeneratorCpuMsPerRequest)} |`;
-      }),
-    ];
+      ...routes.map((r) => `| ${fmt(r.route)} | ${fmt(r.connections)} | ${fmt(r.requestsPerSecond)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.serverCpuMsPerRequest)} | ${fmt(r.postgresCpuMsPerRequest)} | ${fmt(r.loadGeneratorCpuMsPerRequest)} |`),
+    );
   }
+  if (rest.length === 0) return lines;
   const flat: Array<[string, unknown]> = [];
   const walk = (prefix: string, value: unknown) => {
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) for (const [k, v] of Object.entries(value)) walk(prefix ? `${prefix} · ${k}` : k, v);
     else flat.push([prefix, Array.isArray(value) ? value.map(fmt).join(', ') : value]);
   };
-  walk('', figures);
-  return ['| figure | value |', '|---|---|', ...flat.map(([k, v]) => `| ${k} | ${fmt(v)} |`)];
+  for (const [k, v] of rest) walk(k, v);
+  if (lines.length > 0) lines.push('');
+  lines.push('| figure | value |', '|---|---|', ...flat.map(([k, v]) => `| ${k} | ${fmt(v)} |`));
+  return lines;
 }
 
 function section(results: Array<Summary | { bench: string; error: string }>): string {
@@ -94,7 +98,8 @@ function section(results: Array<Summary | { bench: string; error: string }>): st
 
 async function main(): Promise<void> {
   const results: Array<Summary | { bench: string; error: string }> = [];
-  for (const name of BENCHES.filter((b) => !only || only.includes(b))) results.push(await runBench(name));
+  const renderOnly = argv.includes('--render');
+  for (const name of BENCHES.filter((b) => !renderOnly && (!only || only.includes(b)))) results.push(await runBench(name));
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   if (!writeDocs) return;
   // Benchmarks not run this time keep their last saved summary.
