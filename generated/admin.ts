@@ -160,7 +160,7 @@ export interface paths {
         put?: never;
         /**
          * Revoke a merchant API key
-         * @description Revokes the key at once; requests with it answer `401`. Revoking a revoked key succeeds and changes nothing.
+         * @description Revokes the key; requests with it answer `401` at once on this process and within 5 seconds on every other Kassa process (each keeps the keys it has seen for at most that long). Revoking a revoked key succeeds and changes nothing.
          */
         post: operations["revokeApiKey"];
         delete?: never;

@@ -124,7 +124,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
-  const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, catalog: catalogModule.catalog, merchants: orgsModule.orgs, clock, logger, subscriptionBilling: stripe?.subscriptions });
+  const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, db, merchants: orgsModule.orgs, clock, logger, subscriptionBilling: stripe?.subscriptions });
   const cryptoModule = createCryptoPaymentsModule({
     db,
     uow,

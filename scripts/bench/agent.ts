@@ -50,6 +50,7 @@ import { p256PublicKey, verifyP256 } from '../../src/agent-wallet/p256.js';
 import { signDigest } from '../../src/agent-wallet/wallet-signer.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
+import { emit, report, round, shortRun, summary, target } from './summary.js';
 
 /** `sdk`: createAgentClient (openapi-fetch over fetch); `http`: the SDK's signing helpers over node:http. */
 type LoadClient = 'sdk' | 'http';
@@ -58,8 +59,8 @@ const serverUrl = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const CLIENT: LoadClient = process.env.BENCH_CLIENT === 'http' ? 'http' : 'sdk';
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 3);
-const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? 10);
-const FLOOR_ROUNDS = 5;
+const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? (shortRun ? 4 : 10));
+const FLOOR_ROUNDS = shortRun ? 2 : 5;
 const TARGET_RATIO = 0.6;
 
 interface LoadJob {
@@ -363,7 +364,31 @@ async function main(): Promise<void> {
           ]),
       '',
     ];
-    process.stdout.write(lines.join('\n'));
+    report(lines.join('\n'));
+    const serverMsPerRequest = serverMs / (result.signed + result.failed);
+    emit(
+      summary('agent', {
+        settings: { client: CLIENT, concurrency: CONCURRENCY, seconds: DURATION_SECONDS },
+        figures: {
+          requestsPerSecond: round(rps),
+          p50Ms: round(result.p50),
+          p99Ms: round(result.p99),
+          serverCpuMsPerRequest: round(serverMsPerRequest),
+          postgresCpuMsPerRequest: pgMs === null ? null : round(pgMs),
+          loadGeneratorCpuMsPerRequest: round(loadMs),
+          machineBoundRequestsPerSecond: bound === null ? null : round(bound),
+        },
+        floors: {
+          floorOpsPerSecond: round(floorOps),
+          floorOpMs: round(floorMs),
+          routeCryptoMs: { what: 'the floor op (P-256 verify + secp256k1 sign) + one more P-256 verify, one thread', ms: round(floorMs + verifyMs) },
+        },
+        targets: [
+          target('route crypto / server CPU per request', (floorMs + verifyMs) / serverMsPerRequest, 'ratio', 0.4, false),
+          target('requests/s / floor ops/s', ratio, 'ratio', TARGET_RATIO, false),
+        ],
+      }),
+    );
   } finally {
     child?.kill();
     http.closeAllConnections();

@@ -11,8 +11,9 @@
  */
 import { cpuMeter, createDatabase, makeBatch, percentile, prng, startServer, table } from './common.js';
 import { loadavg } from 'node:os';
+import { emit, report, round, shortRun, summary, target } from './summary.js';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? (shortRun ? 6 : 20));
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const BATCH_SPANS = Number(process.env.BENCH_BATCH_SPANS ?? 1000);
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
     const serverPerSpan = cpu.server / r.spans;
     const pgPerSpan = cpu.postgres / r.spans;
     const idleCapacity = Math.min(Math.min(2, API_WORKERS) / serverPerSpan, 2 / (serverPerSpan + pgPerSpan));
-    process.stdout.write(
+    report(
       `\nKassa telemetry ingest benchmark (PostgreSQL, POST /v1/ingest)\n${table([
         ['spans ingested', r.spans.toLocaleString('en-US')],
         ['duration (s)', r.elapsed.toFixed(1)],
@@ -94,6 +95,24 @@ async function main(): Promise<void> {
         ['machine load average (1 min) at start', load.toFixed(1)],
         ['target spans/s', `>= ${TARGET.toLocaleString('en-US')} ${rate >= TARGET ? '(met)' : '(NOT met)'}`],
       ])}\n`,
+    );
+    emit(
+      summary('ingest', {
+        settings: { seconds: SECONDS, concurrency: CONCURRENCY, spansPerRequest: BATCH_SPANS, apiProcesses: API_WORKERS },
+        figures: {
+          spansPerSecond: round(rate),
+          latencyP50Ms: round(percentile(r.latencies, 0.5)),
+          latencyP99Ms: round(percentile(r.latencies, 0.99)),
+          serverCpuMicrosecondsPerSpan: round(serverPerSpan * 1e6),
+          postgresCpuMicrosecondsPerSpan: round(pgPerSpan * 1e6),
+          cpuBoundCapacitySpansPerSecond: round(idleCapacity),
+        },
+        floors: {},
+        targets: [
+          target('server CPU per span', serverPerSpan * 1e6, 'µs', 35, true),
+          target('spans/s sustained', rate, 'spans/s', TARGET, false),
+        ],
+      }),
     );
   } finally {
     await server.stop();

@@ -13,10 +13,11 @@
  */
 import pg from 'pg';
 import { createDatabase, makeBatch, percentile, prng, startServer, table } from './common.js';
+import { emit, report, round, shortRun, summary, target } from './summary.js';
 
-const SPANS = Number(process.env.BENCH_SPANS ?? 5_000_000);
+const SPANS = Number(process.env.BENCH_SPANS ?? (shortRun ? 200_000 : 5_000_000));
 const BATCH_SPANS = 1000;
-const RUNS = Number(process.env.BENCH_RUNS ?? 40);
+const RUNS = Number(process.env.BENCH_RUNS ?? (shortRun ? 15 : 40));
 const METRICS_TARGET_MS = 150;
 const SEARCH_TARGET_MS = 50;
 const DAY = 86_400_000;
@@ -109,7 +110,7 @@ async function main(): Promise<void> {
     const row = (label: string, t: number[]): [string, string] => [label, `p50 ${ms(percentile(t, 0.5))}  p95 ${ms(percentile(t, 0.95))}`];
     const p95Metrics = percentile(metricsAligned, 0.95);
     const p95Search = percentile(allSearch, 0.95);
-    process.stdout.write(
+    report(
       `\nKassa telemetry query benchmark (PostgreSQL; latency in ms over ${RUNS} runs each)\n${table([
         ['spans seeded (7 days)', seeded.toLocaleString('en-US')],
         ['seeding time (s) / spans/s', `${seedSeconds.toFixed(0)} / ${Math.round(seeded / seedSeconds).toLocaleString('en-US')}`],
@@ -121,6 +122,24 @@ async function main(): Promise<void> {
         ['target metrics p95 <= 150 ms (aligned 1h)', `${ms(p95Metrics)} ${p95Metrics <= METRICS_TARGET_MS ? '(met)' : '(NOT met)'}`],
         ['target trace search p95 <= 50 ms', `${ms(p95Search)} ${p95Search <= SEARCH_TARGET_MS ? '(met)' : '(NOT met)'}`],
       ])}\n`,
+    );
+    const p95 = (t: number[]) => round(percentile(t, 0.95));
+    emit(
+      summary('metrics', {
+        settings: { spans: seeded, runs: RUNS },
+        figures: {
+          metricsAlignedHourly: { p50Ms: round(percentile(metricsAligned, 0.5)), p95Ms: p95(metricsAligned) },
+          metricsUnaligned: { p50Ms: round(percentile(metricsUnaligned, 0.5)), p95Ms: p95(metricsUnaligned) },
+          metricsDaily: { p50Ms: round(percentile(metricsDaily, 0.5)), p95Ms: p95(metricsDaily) },
+          traceSearches: Object.fromEntries(searchResults.map(([label, t]) => [label, { p50Ms: round(percentile(t, 0.5)), p95Ms: p95(t) }])),
+        },
+        floors: {},
+        targets: [
+          target(`metrics p95, aligned 1h, ${seeded} spans`, p95Metrics, 'ms', METRICS_TARGET_MS, true),
+          target(`metrics p95, unaligned ends, ${seeded} spans`, percentile(metricsUnaligned, 0.95), 'ms', METRICS_TARGET_MS, true),
+          target('trace search p95', p95Search, 'ms', SEARCH_TARGET_MS, true),
+        ],
+      }),
     );
   } finally {
     await server.stop();

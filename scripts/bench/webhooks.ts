@@ -37,13 +37,14 @@ import { createLogger } from '../../src/kernel/logger.js';
 import { loadConfig } from '../../src/config.js';
 import { createServices } from '../../src/services.js';
 import { enqueueWebhookEvent, type OutboxEvent } from '../../src/webhooks/outbox.repository.js';
+import { emit, report, round, shortRun, summary, target } from './summary.js';
 import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createDatabase, newDeployment, sleep, startKassa, waitFor, type KassaProcess } from '../../tools/cluster.js';
 
 const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
-const EVENTS = Number(process.env.BENCH_EVENTS ?? 3000);
+const EVENTS = Number(process.env.BENCH_EVENTS ?? (shortRun ? 1000 : 3000));
 /** Steady rate; unset → half the throughput just measured (at or above capacity, latency only measures the queue). */
 const RATE_SETTING = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : undefined;
-const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? (shortRun ? 4 : 10));
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
 const CERT = path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-cert.pem');
 const KEY = path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-key.pem');
@@ -177,7 +178,26 @@ async function main(): Promise<void> {
       `throughput ${perSecond.toFixed(0)} deliveries/s (target ≥ 1000: ${perSecond >= 1000 ? 'met' : 'MISSED'}); steady p50 ${fmt(percentile(latencies, 0.5))} ms (target ≤ 100: ${percentile(latencies, 0.5) <= 100 ? 'met' : 'MISSED'})`,
       '(the worker, the receiver, this process and PostgreSQL share these CPUs; on a loaded machine every figure is pessimistic)',
     ];
-    process.stdout.write(`${lines.join('\n')}\n`);
+    report(lines.join('\n'));
+    const result = summary('webhooks', {
+      settings: { events: EVENTS, workers: WORKERS, steadySeconds: LATENCY_SECONDS },
+      figures: {
+        deliveriesPerSecond: round(perSecond),
+        workerCpuMsPerDelivery: round(cpuMsPerDelivery),
+        commitsPerDelivery: round(commitsPerDelivery),
+        steadyRate: round(offeredRate),
+        steadyP50Ms: round(percentile(latencies, 0.5)),
+        steadyP99Ms: round(percentile(latencies, 0.99)),
+        duplicates,
+      },
+      floors: {},
+      targets: [
+        target('worker CPU per delivery', cpuMsPerDelivery, 'ms', 0.5, true),
+        target('deliveries/s draining a backlog', perSecond, 'deliveries/s', 1000, false),
+        target('steady commit → arrival p50', percentile(latencies, 0.5), 'ms', 100, true),
+      ],
+    });
+    emit(result);
     process.exitCode = perSecond >= 1000 && percentile(latencies, 0.5) <= 100 ? 0 : 1;
   } finally {
     await Promise.all(workers.map((w) => w.stop()));

@@ -1,6 +1,6 @@
 import type { components } from '../../generated/merchant.js';
 import { iso } from '../kernel/present.js';
-import type { Order } from '../commerce/model.js';
+import type { SessionOrder } from '../commerce/stores.js';
 import type { CheckoutSession } from '../commerce/model.js';
 
 type ApiCheckoutSession = components['schemas']['CheckoutSession'];
@@ -9,7 +9,7 @@ export const hostedPageUrl = (publicBaseUrl: string, session: CheckoutSession) =
 
 export function presentCheckoutSession(
   session: CheckoutSession,
-  order: Order | undefined,
+  order: SessionOrder | undefined,
   options: { publicBaseUrl: string; payable: boolean; crypto?: ApiCheckoutSession['crypto'] },
 ): ApiCheckoutSession {
   const out: ApiCheckoutSession = {

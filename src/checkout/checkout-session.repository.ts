@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
-import type { CheckoutSessionRepository } from '../commerce/stores.js';
+import type { CheckoutSession, IdempotencyRecord, OrderStatus, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
+import type { CheckoutSessionRepository, SessionOrder } from '../commerce/stores.js';
 import { runStatement } from '../db/knex.js';
 
 
@@ -56,6 +56,13 @@ void everyListedColumnWritten;
 const SESSION_COLUMNS_SQL = SESSION_COLUMNS.join(', ');
 /** GET /v1/checkout-sessions/{id}, on every read: run directly and prepared (runStatement). */
 const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = $1 AND id = $2 LIMIT 1`;
+/**
+ * GET /v1/checkout-sessions/{id}: the session and what it shows of its order (orders has one row
+ * at most per session, unique checkout_session_id) in one prepared statement, not two round trips.
+ */
+const FIND_SESSION_WITH_ORDER_SQL = `SELECT ${SESSION_COLUMNS.map((c) => `s.${c}`).join(', ')}, o.id AS order_id, o.status AS order_status
+    FROM checkout_sessions s LEFT JOIN orders o ON o.checkout_session_id = s.id
+   WHERE s.org_id = $1 AND s.id = $2 LIMIT 1`;
 
 const toSession = (r: SessionRow): CheckoutSession => ({
   id: r.id,
@@ -169,6 +176,12 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
   async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {
     const [row] = await runStatement<SessionRow>(this.db, FIND_SESSION_SQL, [orgId, id]);
     return row ? toSession(row) : undefined;
+  }
+
+  async findWithOrder(orgId: string, id: string): Promise<{ session: CheckoutSession; order: SessionOrder | null } | undefined> {
+    const [row] = await runStatement<SessionRow & { order_id: string | null; order_status: OrderStatus | null }>(this.db, FIND_SESSION_WITH_ORDER_SQL, [orgId, id]);
+    if (!row) return undefined;
+    return { session: toSession(row), order: row.order_id === null ? null : { id: row.order_id, status: row.order_status! } };
   }
 
   async findForUpdate(id: string): Promise<CheckoutSession | undefined> {

@@ -13,7 +13,7 @@ import { AppError, conflict, forbidden, notFound, validationError } from '../ker
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
-import { assertWritten, type CommerceUnitOfWork } from '../commerce/stores.js';
+import { assertWritten, type CommerceUnitOfWork, type SessionOrder } from '../commerce/stores.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
@@ -291,6 +291,14 @@ export class CheckoutSessionService {
     const session = await this.uow.stores.sessions.find(orgId, id);
     if (!session) throw notFound('Checkout session');
     return this.expireIfDue(session);
+  }
+
+  /** The session (expired first when its time has passed) with the id and status of its order. */
+  async getWithOrder(orgId: string, id: string): Promise<{ session: CheckoutSession; order: SessionOrder | null }> {
+    const found = await this.uow.stores.sessions.findWithOrder(orgId, id);
+    if (!found) throw notFound('Checkout session');
+    // Expiry never makes or changes an order: the order read with the session still holds.
+    return { session: await this.expireIfDue(found.session), order: found.order };
   }
 
   private async expireIfDue(session: CheckoutSession): Promise<CheckoutSession> {

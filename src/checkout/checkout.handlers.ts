@@ -1,14 +1,18 @@
 import type { MerchantHandlers } from '../handler-maps.js';
 import type { CheckoutSessionService } from './checkout-session.service.js';
 import type { CheckoutSession } from '../commerce/model.js';
+import type { SessionOrder } from '../commerce/stores.js';
 import { presentCheckoutSession } from './checkout-session.presenter.js';
 
 type CheckoutHandlers = Pick<MerchantHandlers, 'createCheckoutSession' | 'getCheckoutSession' | 'expireCheckoutSession'>;
 
 export function createCheckoutHandlers(sessions: CheckoutSessionService, publicBaseUrl: string): CheckoutHandlers {
-  /** `fresh`: just created, so no payment (and no order) can exist yet: one query less. */
-  const present = async (session: CheckoutSession, fresh = false) =>
-    presentCheckoutSession(session, fresh ? undefined : await sessions.orderOf(session), {
+  /**
+   * `order`: undefined to look it up; null when there is none (just created, so no payment can
+   * exist yet), or as read with the session (GET): one query less either way.
+   */
+  const present = async (session: CheckoutSession, order?: SessionOrder | null) =>
+    presentCheckoutSession(session, order === undefined ? await sessions.orderOf(session) : (order ?? undefined), {
       publicBaseUrl,
       payable: sessions.isPayable(session),
       crypto: await sessions.cryptoQuoteOf(session),
@@ -19,12 +23,12 @@ export function createCheckoutHandlers(sessions: CheckoutSessionService, publicB
       return {
         status: 201,
         headers: replayed ? { 'Idempotent-Replayed': 'true' } : undefined,
-        body: { success: true, message: replayed ? 'Checkout session already created with this Idempotency-Key' : 'Checkout session created', data: await present(session, !replayed) },
+        body: { success: true, message: replayed ? 'Checkout session already created with this Idempotency-Key' : 'Checkout session created', data: await present(session, replayed ? undefined : null) },
       };
     },
     getCheckoutSession: async ({ auth, params }) => ({
       status: 200,
-      body: { success: true, message: 'OK', data: await present(await sessions.get(auth.orgId, params.id)) },
+      body: { success: true, message: 'OK', data: await sessions.getWithOrder(auth.orgId, params.id).then(({ session, order }) => present(session, order)) },
     }),
     expireCheckoutSession: async ({ auth, params }) => ({
       status: 200,

@@ -27,9 +27,14 @@ export interface CommerceEvent {
   data: { order: components['schemas']['WebhookOrder'] } | { subscription: components['schemas']['WebhookSubscription'] };
 }
 
+/** What a checkout session shows of its order. */
+export type SessionOrder = Pick<Order, 'id' | 'status'>;
+
 export interface CheckoutSessionRepository {
   insert(session: CheckoutSession): Promise<void>;
   find(orgId: string, id: string): Promise<CheckoutSession | undefined>;
+  /** The session with the id and status of its order (null before a payment made one), in one read. */
+  findWithOrder(orgId: string, id: string): Promise<{ session: CheckoutSession; order: SessionOrder | null } | undefined>;
   /** Locks the session row for the rest of the transaction (payment results and expiry serialize on it). */
   findForUpdate(id: string): Promise<CheckoutSession | undefined>;
   findByPageToken(token: string): Promise<CheckoutSession | undefined>;

@@ -225,6 +225,9 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   const parsers = new Map<number, express.RequestHandler>();
   app.use((req, res, next) => {
+    // What body-parser checks first (type-is hasBody): no length, no chunks, no body. Skipping it
+    // here saves its per-request setup on every GET.
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return next();
     const limit = options.bodyLimit(req);
     let parser = parsers.get(limit);
     if (!parser) {

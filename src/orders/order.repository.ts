@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Order, OrderFilter, OrderStatus, Rail } from '../commerce/model.js';
 import type { OrderRepository } from '../commerce/stores.js';
+import { runStatement } from '../db/knex.js';
 
 
 
@@ -101,6 +102,28 @@ const toRow = (o: Order): OrderRow => ({
   updated_at: o.updatedAt,
 });
 
+/** The columns of OrderRow, listed: a prepared statement's result type must not change when a migration adds one. */
+const ORDER_COLUMNS = [
+  'id', 'org_id', 'status', 'provider', 'amount_cents', 'amount_refunded_cents', 'currency', 'customer_id', 'customer_email',
+  'product_id', 'product_name', 'payment_link_id', 'checkout_session_id', 'subscription_id', 'original_order_id',
+  'merchant_reference', 'merchant_metadata', 'note', 'disputed', 'settled_available_on', 'chain', 'from_address', 'tx_hash',
+  'amount_received_cents', 'processor_payment_id', 'payment_method', 'billing_period', 'created_at', 'updated_at',
+] as const;
+type Unlisted = Exclude<keyof OrderRow, (typeof ORDER_COLUMNS)[number]>;
+const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;
+void everyColumnListed;
+const ORDER_COLUMNS_SQL = ORDER_COLUMNS.join(', ');
+/** GET /v1/orders/{id}: run directly and prepared (runStatement). */
+const FIND_ORDER_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 AND id = $2 LIMIT 1`;
+/**
+ * GET /v1/orders without filters (the dashboard's first page): the page and the total in one
+ * prepared statement; the window count is the count the separate query made, in the same scan.
+ */
+const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL}, count(*) OVER () AS total_count FROM orders WHERE org_id = $1
+   ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
+
+const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v === undefined);
+
 /** `%` and `_` in a user's search text match themselves. */
 export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
@@ -113,7 +136,7 @@ export class KnexOrderRepository implements OrderRepository {
   }
 
   async find(orgId: string, id: string): Promise<Order | undefined> {
-    const row = await this.db<OrderRow>('orders').where({ org_id: orgId, id }).first();
+    const [row] = await runStatement<OrderRow>(this.db, FIND_ORDER_SQL, [orgId, id]);
     return row ? toOrder(row) : undefined;
   }
 
@@ -170,11 +193,18 @@ export class KnexOrderRepository implements OrderRepository {
   }
 
   async list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }) {
-    const rows = await this.filtered(orgId, filter)
-      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-      .offset(page.offset)
-      .limit(page.limit);
-    const counted = await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
-    return { records: rows.map(toOrder), total: Number(counted?.count ?? 0) };
+    // The total comes with the page (count(*) OVER ()): one round trip, unless the page is empty.
+    type PageRow = OrderRow & { total_count: string | number };
+    const rows = noFilter(filter)
+      ? await runStatement<PageRow>(this.db, LIST_ORDERS_SQL, [orgId, page.offset, page.limit])
+      : ((await this.filtered(orgId, filter)
+          .select(this.db.raw('orders.*, count(*) OVER () AS total_count'))
+          .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+          .offset(page.offset)
+          .limit(page.limit)) as unknown as PageRow[]);
+    if (rows.length > 0) return { records: rows.map(toOrder), total: Number(rows[0]!.total_count) };
+    // Past the last page (or nothing at all): the rows say nothing of the total.
+    const counted = page.offset === 0 ? { count: 0 } : await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
+    return { records: [], total: Number(counted?.count ?? 0) };
   }
 }

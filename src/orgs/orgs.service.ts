@@ -6,6 +6,7 @@ import { constantTimeEqual, sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
 import type { ApiKey, Organization, OrganizationPatch, OrgRepository } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
+import { ApiKeyCache } from './api-key-cache.js';
 
 export interface MerchantAuth {
   orgId: string;
@@ -30,11 +31,15 @@ export interface ConnectedAccountCheck {
 }
 
 export class OrgService {
+  private readonly keys: ApiKeyCache;
+
   constructor(
     private readonly repo: OrgRepository,
     private readonly clock: Clock,
     private readonly connectedAccounts?: ConnectedAccountCheck,
-  ) {}
+  ) {
+    this.keys = new ApiKeyCache(clock);
+  }
 
   async createOrganization(input: { name: string; displayName?: string }): Promise<Organization> {
     const now = this.clock.now();
@@ -75,6 +80,8 @@ export class OrgService {
       this.clock.now(),
     );
     if (!updated) throw notFound('Organization');
+    // Authentication hands the organization's flags to the request: the next one sees these.
+    this.keys.clear();
     return updated;
   }
 
@@ -99,6 +106,8 @@ export class OrgService {
     const stored = await this.repo.setStripeAccount(orgId, accountId, this.clock.now());
     if (stored === 'taken') throw conflict('This Stripe account is bound to another organization; unbind it there first');
     if (!stored) throw notFound('Organization');
+    // New sessions read the binding from the organization authentication hands them.
+    this.keys.clear();
     return stored;
   }
 
@@ -140,18 +149,20 @@ export class OrgService {
 
   async revokeApiKey(id: string): Promise<ApiKey> {
     const key = await this.repo.revokeApiKey(id, this.clock.now());
+    this.keys.clear();
     if (!key) throw notFound('API key');
     return key;
   }
 
   /**
    * Resolves `X-API-Key`. The lookup is by SHA-256 (an index hit reveals nothing about the key),
-   * and the stored hash is compared in constant time.
+   * and the stored hash is compared in constant time. Keys are cached for a bounded time
+   * (src/orgs/api-key-cache.ts: revocation takes effect within API_KEY_CACHE_TTL_MS everywhere).
    */
   async authenticateApiKey(presented: string | undefined, requiredPermission?: string): Promise<MerchantAuth> {
     if (!presented || !API_KEY_PATTERN.test(presented)) throw unauthorized();
     const hash = sha256Hex(presented);
-    const key = await this.repo.findApiKeyByHash(hash);
+    const key = await this.keys.get(hash, () => this.repo.findApiKeyByHash(hash));
     if (!key || !constantTimeEqual(key.keyHash, hash) || key.revokedAt) throw unauthorized();
     if (requiredPermission && !key.permissions.includes(requiredPermission)) {
       throw forbidden(`This API key lacks the permission "${requiredPermission}"`);

@@ -5,9 +5,7 @@
  */
 import type { components } from '../../generated/merchant.js';
 import { validationError } from '../kernel/errors.js';
-import type { CatalogService } from '../catalog/catalog.service.js';
-import type { CommerceUnitOfWork } from '../commerce/stores.js';
-import type { Customer } from '../commerce/model.js';
+import type { EntitlementRepository } from './entitlement.repository.js';
 
 type EntitlementCheck = components['schemas']['EntitlementCheck'];
 type AccessType = 'ONE_TIME' | 'SUBSCRIPTION';
@@ -20,40 +18,20 @@ export interface EntitlementQuery {
 }
 
 export class EntitlementService {
-  constructor(
-    private readonly uow: CommerceUnitOfWork,
-    private readonly catalog: CatalogService,
-  ) {}
+  constructor(private readonly repo: EntitlementRepository) {}
 
   async check(orgId: string, query: EntitlementQuery): Promise<EntitlementCheck> {
     if (!query.customerId && !query.email && !query.wallet) {
       throw validationError('Give at least one of customer_id, email and wallet');
     }
-    const stores = this.uow.stores;
-    // Several identifiers must all point at the same buyer.
-    let customer: Customer | undefined;
-    let unknown = false;
-    if (query.customerId) {
-      customer = await stores.customers.find(orgId, query.customerId);
-      unknown ||= !customer;
-    }
-    if (query.email) {
-      const byEmail = await stores.customers.findByEmail(orgId, query.email);
-      unknown ||= !byEmail || (customer !== undefined && customer.id !== byEmail.id);
-      customer ??= byEmail;
-    }
-
+    // One read (src/subscriptions/entitlement.repository.ts): several identifiers must all point at
+    // the same buyer (else `unknown`, and nothing is granted); a wallet alone never matches a
+    // subscription (card-rail only); a one-time order's grant wins over a subscription's.
+    const access = await this.repo.readAccess(orgId, { customerId: query.customerId, email: query.email, wallet: query.wallet }, query.productId);
+    const { unknown, customer } = access;
     const granted = new Map<string, { productName: string; type: AccessType }>();
-    if (!unknown) {
-      const customerIds = customer ? [customer.id] : undefined;
-      const orders = await stores.orders.listAccessGranting(orgId, { customerIds, fromAddress: query.wallet });
-      for (const order of orders) granted.set(order.productId!, { productName: order.productName ?? '', type: 'ONE_TIME' });
-      // Subscriptions are card-rail only: a wallet alone never matches one.
-      if (customer && !query.wallet) {
-        for (const s of await stores.subscriptions.listActiveForCustomers(orgId, [customer.id])) {
-          if (!granted.has(s.productId!)) granted.set(s.productId!, { productName: s.productName, type: 'SUBSCRIPTION' });
-        }
-      }
+    for (const g of access.grants) {
+      if (g.type === 'ONE_TIME' || !granted.has(g.productId)) granted.set(g.productId, { productName: g.productName, type: g.type });
     }
     const products = [...granted.entries()]
       .map(([productId, g]) => ({ productId, productName: g.productName, type: g.type }))
@@ -69,12 +47,12 @@ export class EntitlementService {
       return { ...base, entitled: products.length > 0, productId: null, productName: null, type: null };
     }
     const grant = granted.get(query.productId);
-    const product = grant ? undefined : await this.catalog.findProduct(orgId, query.productId);
+    const productName = access.queriedProductName;
     return {
       ...base,
       entitled: grant !== undefined,
-      productId: grant || product ? query.productId : null,
-      productName: grant?.productName ?? product?.name ?? null,
+      productId: grant || productName !== null ? query.productId : null,
+      productName: grant?.productName ?? productName ?? null,
       type: grant?.type ?? null,
     };
   }

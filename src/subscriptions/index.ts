@@ -1,6 +1,5 @@
 /** The subscriptions module, wired: renewals, entitlements, their handlers, the renewal job and the manage pages. */
 import type { Router } from 'express';
-import type { CatalogService } from '../catalog/catalog.service.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
@@ -9,6 +8,8 @@ import type { MerchantNames } from '../pages/page.js';
 import type { CardProcessor, ProcessorSubscriptionBilling } from '../processors/card-processor.js';
 import { createSubscriptionAdminHandlers } from './admin.handlers.js';
 import { EntitlementService } from './entitlement.service.js';
+import { KnexEntitlementRepository } from './entitlement.repository.js';
+import type { Db } from '../db/knex.js';
 import { registerManagePages } from './manage-pages.js';
 import { subscriptionJobs } from './subscription.jobs.js';
 import { SubscriptionService } from './subscription.service.js';
@@ -31,7 +32,7 @@ export function createSubscriptionsModule(deps: {
   uow: CommerceUnitOfWork;
   /** Charges renewals on the customer's saved payment method. */
   cardProcessor: CardProcessor;
-  catalog: CatalogService;
+  db: Db;
   /** Whose subscription the manage page shows (the organization's display name). */
   merchants: MerchantNames;
   clock: Clock;
@@ -40,7 +41,7 @@ export function createSubscriptionsModule(deps: {
   subscriptionBilling?: ProcessorSubscriptionBilling;
 }): SubscriptionsModule {
   const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling);
-  const entitlements = new EntitlementService(deps.uow, deps.catalog);
+  const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db));
   return {
     subscriptions,
     entitlements,

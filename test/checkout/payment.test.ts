@@ -321,4 +321,18 @@ describe('orders and customers lists', () => {
     expect(res.body.data).toMatchObject({ page: 2, current: 2, size: 2 });
     expect(res.body.data.pages).toBe(Math.ceil(res.body.data.total / 2));
   });
+
+  it('counts the total the same on every page, past the last one, and with filters', async () => {
+    const list = async (q: string) => (await ctx.merchant.get(`/v1/orders?${q}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    const first = await list('size=1');
+    expect(first.total).toBeGreaterThan(1);
+    expect(first.records).toHaveLength(1);
+    expect((await list(`size=1&page=${first.total}`)).total).toBe(first.total);
+    const past = await list(`size=1&page=${first.total + 1}`);
+    expect(past).toMatchObject({ total: first.total, records: [] });
+    const paid = await list('status=paid&size=1');
+    expect(paid.total).toBeGreaterThan(0);
+    expect((await list(`status=paid&size=1&page=${paid.total + 5}`))).toMatchObject({ total: paid.total, records: [] });
+    expect((await list('provider=CRYPTO&size=1'))).toMatchObject({ total: 0, records: [] });
+  });
 });

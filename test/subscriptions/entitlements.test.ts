@@ -77,6 +77,25 @@ describe('GET /v1/entitlements/check', () => {
     expect((await check(q)).body.data).toMatchObject({ entitled: false, type: null });
   });
 
+  it("names the product asked about only when it is the organization's, whoever asks", async () => {
+    const order = await buy({ pricingId: ebook.priceId }, 'namer@example.com');
+    const unknownBuyer = await check(`customer_id=CUS_${'x'.repeat(24)}&product_id=${ebook.productId}`);
+    expect(unknownBuyer.status).toBe(200);
+    expect(unknownBuyer.body.data).toEqual({ entitled: false, customerId: null, email: null, wallet: null, productId: ebook.productId, productName: 'Ebook', type: null, products: [] });
+    const elsewhere = await ctx.services.catalog.createProduct(ctx.orgB.orgId, { name: 'Not yours' });
+    expect((await check(`customer_id=${order.customerId}&product_id=${elsewhere.id}`)).body.data).toMatchObject({
+      entitled: false,
+      customerId: order.customerId,
+      email: 'namer@example.com',
+      productId: null,
+      productName: null,
+      type: null,
+      products: [{ productId: ebook.productId, productName: 'Ebook', type: 'ONE_TIME' }],
+    });
+    // The same buyer named twice (id and e-mail, in another case) is one buyer.
+    expect((await check(`customer_id=${order.customerId}&email=NAMER@example.com&product_id=${ebook.productId}`)).body.data).toMatchObject({ entitled: true, type: 'ONE_TIME' });
+  });
+
   it('never grants access for inline products, even after payment', async () => {
     const order = await buy({ pricingData: { amount: 100, currency: 'USD', productData: { name: 'Inline thing' } } }, 'inline@example.com');
     expect((await check(`customer_id=${order.customerId}`)).body.data).toMatchObject({ entitled: false, products: [] });

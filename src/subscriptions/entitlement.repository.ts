@@ -1,0 +1,78 @@
+/**
+ * The access check's read (`GET /v1/entitlements/check`, which a merchant's app calls on every
+ * page view): who the identifiers name, what they are granted and the asked-for product's name,
+ * in one prepared statement over customers, orders, subscriptions and products instead of up to
+ * four round trips. A read model only: it writes nothing, and the rules it encodes are those of
+ * src/subscriptions/entitlement.service.ts, which decides from its rows.
+ */
+import { runStatement, type Db } from '../db/knex.js';
+
+export interface AccessRead {
+  /** An identifier named nobody, or two named different customers. */
+  unknown: boolean;
+  customer: { id: string; email: string } | null;
+  /** One-time orders first, then subscriptions (the service lets an order's grant win). */
+  grants: Array<{ type: 'ONE_TIME' | 'SUBSCRIPTION'; productId: string; productName: string }>;
+  /** The name of the product asked about, when it is a product of the organization. */
+  queriedProductName: string | null;
+}
+
+export interface EntitlementRepository {
+  readAccess(orgId: string, subject: { customerId?: string; email?: string; wallet?: string }, productId?: string): Promise<AccessRead>;
+}
+
+/**
+ * $1 org, $2 customer id, $3 e-mail, $4 wallet, $5 product id (each null when not given). The
+ * first row carries the subject; each grant is a row (none: one row with a null grant).
+ */
+const READ_ACCESS_SQL = `
+WITH by_id AS (SELECT id, email FROM customers WHERE org_id = $1 AND id = $2::text),
+     by_email AS (SELECT id, email FROM customers WHERE org_id = $1 AND lower(email) = lower($3::text) LIMIT 1),
+     subject AS (
+       SELECT ($2::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM by_id))
+           OR ($3::text IS NOT NULL AND (NOT EXISTS (SELECT 1 FROM by_email)
+                 OR (EXISTS (SELECT 1 FROM by_id) AND (SELECT id FROM by_id) IS DISTINCT FROM (SELECT id FROM by_email)))) AS unknown,
+              coalesce((SELECT id FROM by_id), (SELECT id FROM by_email)) AS customer_id,
+              coalesce((SELECT email FROM by_id), (SELECT email FROM by_email)) AS customer_email)
+SELECT s.unknown, s.customer_id, s.customer_email, g.kind, g.product_id, g.product_name,
+       (SELECT name FROM products WHERE org_id = $1 AND id = $5::text) AS queried_product_name
+  FROM subject s
+  LEFT JOIN LATERAL (
+    SELECT 1 AS rank, 'ONE_TIME' AS kind, o.product_id, coalesce(o.product_name, '') AS product_name
+      FROM orders o
+     WHERE NOT s.unknown AND o.org_id = $1 AND o.status = 'PAID' AND o.amount_refunded_cents = 0
+       AND o.subscription_id IS NULL AND o.product_id IS NOT NULL
+       AND (s.customer_id IS NULL OR o.customer_id = s.customer_id)
+       AND ($4::text IS NULL OR lower(o.from_address) = lower($4::text))
+    UNION ALL
+    SELECT 2, 'SUBSCRIPTION', sub.product_id, sub.product_name
+      FROM subscriptions sub
+     WHERE NOT s.unknown AND s.customer_id IS NOT NULL AND $4::text IS NULL
+       AND sub.org_id = $1 AND sub.status = 'ACTIVE' AND sub.customer_id = s.customer_id AND sub.product_id IS NOT NULL
+  ) g ON true
+ ORDER BY g.rank NULLS FIRST`;
+
+interface AccessRow {
+  unknown: boolean;
+  customer_id: string | null;
+  customer_email: string | null;
+  kind: 'ONE_TIME' | 'SUBSCRIPTION' | null;
+  product_id: string | null;
+  product_name: string | null;
+  queried_product_name: string | null;
+}
+
+export class KnexEntitlementRepository implements EntitlementRepository {
+  constructor(private readonly db: Db) {}
+
+  async readAccess(orgId: string, subject: { customerId?: string; email?: string; wallet?: string }, productId?: string): Promise<AccessRead> {
+    const rows = await runStatement<AccessRow>(this.db, READ_ACCESS_SQL, [orgId, subject.customerId ?? null, subject.email ?? null, subject.wallet ?? null, productId ?? null]);
+    const first = rows[0]!;
+    return {
+      unknown: first.unknown,
+      customer: first.customer_id === null ? null : { id: first.customer_id, email: first.customer_email! },
+      grants: rows.filter((r) => r.kind !== null).map((r) => ({ type: r.kind!, productId: r.product_id!, productName: r.product_name ?? '' })),
+      queriedProductName: first.queried_product_name,
+    };
+  }
+}
