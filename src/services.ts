@@ -121,6 +121,14 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     config: config.crypto ?? parseCryptoConfig({}),
     clock,
     logger,
+    secretBox,
+    prices: {
+      productOfPrice: async (orgId, priceId) => {
+        const found = await catalogModule.catalog.findPrice(orgId, priceId);
+        return found && { productId: found.product.id, name: found.product.name };
+      },
+    },
+    paywallUrlPrefix: `${(config.publicBaseUrl ?? 'http://localhost:3000').replace(/\/+$/, '')}/x402/prices/`,
     observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),
   });
   const modules: Modules = {

@@ -65,6 +65,8 @@ export interface OrderRepository {
   /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
   findForUpdate(id: string): Promise<Order | undefined>;
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
+  /** The order a chain transaction paid (at most one, by a unique index). */
+  findByChainTx(chain: string, txHash: string): Promise<Order | undefined>;
   findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
   /** Writes the order only while its stored status is still `expected`; false, with nothing written, otherwise. */
   update(order: Order, expected: OrderStatus): Promise<boolean>;

@@ -127,6 +127,11 @@ export class KnexOrderRepository implements OrderRepository {
     return row ? toOrder(row) : undefined;
   }
 
+  async findByChainTx(chain: string, txHash: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ chain, tx_hash: txHash }).first();
+    return row ? toOrder(row) : undefined;
+  }
+
   async findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ subscription_id: subscriptionId, billing_period: billingPeriod }).first();
     return row ? toOrder(row) : undefined;

@@ -18,6 +18,7 @@ import * as m0070 from './0070_encryption_key_check.js';
 import * as m0071 from './0071_telemetry_span_document_keys.js';
 import * as m0072 from './0072_organization_display_name.js';
 import * as m0073 from './0073_stripe_card_processor.js';
+import * as m0081 from './0081_x402.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -42,6 +43,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0071_telemetry_span_document_keys': m0071,
   '0072_organization_display_name': m0072,
   '0073_stripe_card_processor': m0073,
+  '0081_x402': m0081,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
