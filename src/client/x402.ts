@@ -5,7 +5,7 @@
  *
  *   const agent = createAgentClient({ agentWalletKey, baseUrl });
  *   const signer = await createAgentX402Signer(agent);
- *   const client = recordPaymentContext(new x402Client({ spendControls: false }), signer)
+ *   const client = recordPaymentContext(new x402Client().setSpendControls(false), signer)
  *     .register('eip155:*', new ExactEvmScheme(signer));
  *   const pay = wrapFetchWithPayment(fetch, client);
  *
