@@ -282,7 +282,10 @@ export class PaymentFlow {
         createdAt: now,
         updatedAt: now,
       };
-      await stores.orders.insert(order);
+      // A concurrent settle of the same transaction may have inserted it since the read above.
+      if (!(await stores.orders.insertUnlessTxRecorded(order))) {
+        return { outcome: 'unchanged', order: (await stores.orders.findByChainTx(result.chain, result.txHash))! };
+      }
       await stores.emit({ orgId: order.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
       return { outcome: 'applied', order };
     });

@@ -65,6 +65,8 @@ export interface OrderRepository {
   /** Locks the order row for the rest of the transaction (admin operations name orders by id alone). */
   findForUpdate(id: string): Promise<Order | undefined>;
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
+  /** Inserts a chain-paid order unless its (chain, txHash) is already on an order (then false, nothing written; waits for a concurrent insert). */
+  insertUnlessTxRecorded(order: Order): Promise<boolean>;
   /** The order a chain transaction paid (at most one, by a unique index). */
   findByChainTx(chain: string, txHash: string): Promise<Order | undefined>;
   findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;

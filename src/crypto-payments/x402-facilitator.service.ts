@@ -256,12 +256,12 @@ export class X402FacilitatorService {
         }
         continue;
       }
-      if (existing.status === 'SUBMITTED' && existing.txHash) {
-        // Submitted by a settle that did not finish (or is still waiting): wait for the same transaction.
+      const stale = this.clock.now().getTime() - existing.updatedAt.getTime() > STALE_CLAIM_MS;
+      if (existing.status === 'SUBMITTED' && existing.txHash && stale) {
+        // Submitted by a settle that did not finish: confirm and record the same transaction.
         return this.confirmAndRecord(payment, existing, existing.txHash as Hex);
       }
-      const stale = this.clock.now().getTime() - existing.updatedAt.getTime() > STALE_CLAIM_MS;
-      if (stale) {
+      if (existing.status === 'SUBMITTING' && stale) {
         const now = this.clock.now();
         if (await this.repo.transition(existing.id, 'SUBMITTING', { updatedAt: now }, existing.updatedAt)) {
           return this.submitAndRecord(payment, { ...existing, updatedAt: now });

@@ -112,6 +112,16 @@ export class KnexOrderRepository implements OrderRepository {
     await this.db('orders').insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
   }
 
+  async insertUnlessTxRecorded(order: Order): Promise<boolean> {
+    // No conflict target: the partial unique index on (chain, tx_hash) is the one a fresh id can meet.
+    const rows = await this.db('orders')
+      .insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null })
+      .onConflict()
+      .ignore()
+      .returning('id');
+    return rows.length === 1;
+  }
+
   async find(orgId: string, id: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ org_id: orgId, id }).first();
     return row ? toOrder(row) : undefined;

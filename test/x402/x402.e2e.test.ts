@@ -72,7 +72,7 @@ describe('Kassa as the facilitator of @x402/express, paid by @x402/fetch with th
     const worker = new DeliveryWorker(new KnexWebhookDeliveryRepository(world.ctx.testDb.database.db), world.ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), world.ctx.clock, createLogger({ level: 'silent' }), { timeoutMs: 2000, ca: RECEIVER_CERT, random: () => 0.5 });
     expect(await worker.runOnce()).toBeGreaterThanOrEqual(1);
     const keys = (await world.ctx.platform.get('/v1/webhooks/signing-key')).body;
-    const delivery = receiver.received.find((r) => r.json?.data?.order?.orderId === order.orderId ?? order.id);
+    const delivery = receiver.received.find((r) => r.json?.data?.order?.orderId === order.orderId);
     expect(delivery).toBeDefined();
     const event = verifyWebhook<OrderWebhookEvent>(delivery!.rawBody, delivery!.headers as Record<string, string>, keys, { now: world.ctx.clock.now() });
     expect(event.type).toBe('order.paid');
