@@ -9,12 +9,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import express from 'express';
 import { expect } from 'vitest';
 import { createPublicClient, createWalletClient, getAddress, http, type Abi } from 'viem';
 import { HTTPFacilitatorClient } from '@x402/core/server';
-import { paymentMiddleware, x402ResourceServer } from '@x402/express';
-import { ExactEvmScheme as ExactEvmServerScheme } from '@x402/evm/exact/server';
+import { createPaidApp } from '../../scripts/examples/x402-merchant.js';
 import { startLocalChain, type LocalChain } from '../crypto-payments/chain.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createAgent, createWallet, listenPlatform } from '../agent-wallet/helpers.js';
@@ -35,6 +33,9 @@ export interface X402World {
   payTo: `0x${string}`;
   relayer: `0x${string}`;
   agent: AgentClient;
+  /** The agent's Agent Wallet Key and its transport to Kassa's platform API. */
+  agentWalletKey: string;
+  agentFetch: (request: Request) => Promise<Response>;
   agentWallet: `0x${string}`;
   balanceOf(owner: `0x${string}`): Promise<bigint>;
   /** A facilitator client as a merchant's middleware builds it (the org's API key in X-API-Key). */
@@ -98,7 +99,6 @@ export async function startX402World(options: { env?: Record<string, string> } =
     const headers = { 'X-API-Key': apiKey };
     return new HTTPFacilitatorClient({ url: `${merchant.url}/v1/x402`, createAuthHeaders: async () => ({ supported: headers, verify: headers, settle: headers }) });
   };
-  const price = (units: bigint) => ({ asset: token, amount: units.toString(), extra: { name: 'USD Coin', version: '2' } });
 
   const apps: Server[] = [];
   return {
@@ -110,26 +110,23 @@ export async function startX402World(options: { env?: Record<string, string> } =
     payTo,
     relayer,
     agent,
+    agentWalletKey: testAgent.agentWalletKey,
+    agentFetch: platform.fetch,
     agentWallet,
     balanceOf,
     facilitator,
     async startMerchantApp() {
-      const app = express();
-      const resourceServer = new x402ResourceServer(facilitator()).register(network, new ExactEvmServerScheme());
-      app.use(
-        paymentMiddleware(
-          {
-            'GET /report': { accepts: { scheme: 'exact', price: price(USDC(1)), network, payTo, maxTimeoutSeconds: 120 }, description: 'Weather report' },
-            'GET /expensive': { accepts: { scheme: 'exact', price: price(USDC(6)), network, payTo, maxTimeoutSeconds: 120 }, description: 'Expensive report' },
-          },
-          resourceServer,
-        ),
-      );
-      app.get('/report', (_req, res) => {
-        res.json({ report: 'sunny' });
-      });
-      app.get('/expensive', (_req, res) => {
-        res.json({ report: 'very sunny' });
+      // The documented merchant example (docs/x402-merchants.md), pointed at this Kassa.
+      const app = createPaidApp({
+        kassaUrl: merchant.url,
+        apiKey: ctx.orgA.apiKey,
+        network,
+        payTo,
+        asset: { address: token, name: 'USD Coin', version: '2' },
+        routes: {
+          'GET /report': { units: USDC(1), description: 'Weather report', body: { report: 'sunny' } },
+          'GET /expensive': { units: USDC(6), description: 'Expensive report', body: { report: 'very sunny' } },
+        },
       });
       const { server, url } = await listen(app);
       apps.push(server);

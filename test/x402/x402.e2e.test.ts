@@ -4,7 +4,9 @@
  * Kassa's agent-wallet signer (every signature a policy-checked sign-typed-data request).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { wrapFetchWithPayment, x402Client, decodePaymentResponseHeader } from '@x402/fetch';
+import { x402Client, decodePaymentResponseHeader } from '@x402/fetch';
+import { createX402Fetch } from '../../scripts/examples/x402-agent-pay.js';
+import { PUBLIC_API_URL } from '../agent-wallet/helpers.js';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { createLogger } from '../../src/kernel/logger.js';
 import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
@@ -22,9 +24,10 @@ let merchantApp: { url: string; close(): Promise<void> };
 let signer: AgentX402Signer;
 let receiver: Receiver;
 
-/** @x402/fetch with Kassa's signer; Kassa's policy is the spending authority (the client's own caps are off). */
-const payingFetch = (fetchImpl: typeof fetch = fetch) =>
-  wrapFetchWithPayment(fetchImpl, recordPaymentContext(new x402Client().setSpendControls(false), signer).register('eip155:*', new ExactEvmScheme(signer)));
+/** The documented agent example (docs/x402-agents.md): @x402/fetch with Kassa's agent-wallet signer. */
+const payingFetch = (resourceFetch: typeof fetch = fetch) =>
+  (async (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
+    (await createX402Fetch({ agentWalletKey: world.agentWalletKey, apiUrl: PUBLIC_API_URL, agentFetch: world.agentFetch, resourceFetch, now: () => world.ctx.clock.now().getTime() }))(input, init)) as typeof fetch;
 
 const ordersOfA = async () => (await world.ctx.merchant.get('/v1/orders').set('X-API-Key', world.ctx.orgA.apiKey)).body.data.records as any[];
 
