@@ -1247,6 +1247,7 @@ export interface components {
     schemas: {
         /** @description CAIP-2 network identifier, for example `eip155:8453`. */
         X402Network: string;
+        /** @description x402 v2 PaymentRequirements. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
         X402PaymentRequirements: {
             scheme: string;
             network: components["schemas"]["X402Network"];
@@ -1256,22 +1257,26 @@ export interface components {
             amount: string;
             payTo: string;
             maxTimeoutSeconds: number;
-            /** @description EIP-712 domain `name` and `version` of the token. */
+            /** @description Free-form: the EIP-712 domain `name` and `version` of the token, and any other scheme data. */
             extra?: Record<string, never>;
         };
+        /** @description x402 v2 PaymentPayload. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
         X402PaymentPayload: {
             /** @constant */
             x402Version: 2;
+            /** @description The paid resource. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
             resource?: {
                 url: string;
                 description?: string;
                 mimeType?: string;
             };
             accepted: components["schemas"]["X402PaymentRequirements"];
-            /** @description For `exact` on EVM with EIP-3009: `{signature, authorization: {from, to, value, validAfter, validBefore, nonce}}`. */
+            /** @description Free-form, the scheme's payload; for `exact` on EVM with EIP-3009: `{signature, authorization: {from, to, value, validAfter, validBefore, nonce}}`. */
             payload: Record<string, never>;
+            /** @description Free-form x402 extension data (ignored). */
             extensions?: Record<string, never>;
         };
+        /** @description The body of x402 v2 `verify` and `settle`. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
         X402FacilitatorRequest: {
             /** @constant */
             x402Version: 2;
@@ -3223,6 +3228,53 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "resource": {
+                 *           "url": "https://merchant.example/report",
+                 *           "description": "Weather report"
+                 *         },
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:8453",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "amount": "10000",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "maxTimeoutSeconds": 120,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x2d6a7588d6acca505cbf0d9a4a227e0c52c6c34008c8e8986a1283259764173608a2ce6496642e377d6da8dbbf5836e9bd15092f9ecab05ded3d6293af148b571c",
+                 *           "authorization": {
+                 *             "from": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "value": "10000",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795660920",
+                 *             "nonce": "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480"
+                 *           }
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:8453",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "amount": "10000",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "maxTimeoutSeconds": 120,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["X402FacilitatorRequest"];
             };
         };
@@ -3253,6 +3305,53 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "resource": {
+                 *           "url": "https://merchant.example/report",
+                 *           "description": "Weather report"
+                 *         },
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:8453",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "amount": "10000",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "maxTimeoutSeconds": 120,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x2d6a7588d6acca505cbf0d9a4a227e0c52c6c34008c8e8986a1283259764173608a2ce6496642e377d6da8dbbf5836e9bd15092f9ecab05ded3d6293af148b571c",
+                 *           "authorization": {
+                 *             "from": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "value": "10000",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795660920",
+                 *             "nonce": "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480"
+                 *           }
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:8453",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "amount": "10000",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "maxTimeoutSeconds": 120,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["X402FacilitatorRequest"];
             };
         };
