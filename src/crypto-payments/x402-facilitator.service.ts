@@ -292,7 +292,7 @@ export class X402FacilitatorService {
       throw err;
     }
     const relayer = await this.repo.findRelayer();
-    if (!relayer) return fail('unexpected_settle_error', 'No x402 relayer is configured (npm run -s admin -- x402 relayer create)');
+    if (!relayer) return fail('unexpected_settle_error', 'No x402 relayer is configured (npm run -s admin -- x402 relayer-create)');
     const key = this.box.open(relayer.privateKeySealed, `x402-relayer:${relayer.id}`);
     let txHash: Hex;
     try {
