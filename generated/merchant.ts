@@ -851,7 +851,7 @@ export interface paths {
          * Settle an x402 payment on chain and record it as a paid order
          * @description x402 v2 `settle`. Runs every check of `verify`, then submits
          *     `transferWithAuthorization` from Kassa's relayer account (created by the operator with
-         *     `npm run -s admin -- x402 relayer create` and funded with gas), waits for the chain's
+         *     `npm run -s admin -- x402 relayer-create` and funded with gas), waits for the chain's
          *     configured confirmations and answers `success: true` with the transaction hash.
          *
          *     **Once per authorization.** An authorization (chain, token, `from`, nonce) is settled at
@@ -865,10 +865,8 @@ export interface paths {
          *     through the same flow as checkout payments, and emits the signed `order.paid` webhook.
          *     The payer becomes a customer identified by its wallet: decision (x402 carries no e-mail
          *     address): its `email` is `<lower-case address>@x402.invalid` (a reserved domain that never
-         *     receives mail), and entitlement checks find it with `wallet`. The order's product is
-         *     the catalog price's product when the resource is Kassa's own paywall
-         *     (`GET /x402/prices/{priceId}`), otherwise an inline product named after
-         *     `resource.description` or the resource URL.
+         *     receives mail), and entitlement checks find it with `wallet`. The order has no catalog
+         *     product: its product name is `resource.description`, else the resource URL.
          *
          *     A payment that fails is `200` with `success: false`, an `errorReason` and `errorMessage`
          *     (on-chain revert: `invalid_exact_evm_transaction_failed`, no order).
