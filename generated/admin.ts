@@ -1070,6 +1070,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/x402/relayer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The x402 relayer account
+         * @description The account that submits EIP-3009 authorizations when Kassa settles x402 payments as a
+         *     facilitator (merchant API `settleX402Payment`). One account serves every chain; the
+         *     operator funds it with each chain's gas token. `404` until it is created.
+         */
+        get: operations["getX402Relayer"];
+        put?: never;
+        /**
+         * Create the x402 relayer account
+         * @description Generates the relayer's secp256k1 key on the server and stores it sealed with the
+         *     deployment's encryption key (like agent wallet keys); only the address is ever returned.
+         *     Decision: created once (`409 CONFLICT` afterwards) so that a funded relayer is never
+         *     replaced by accident.
+         */
+        post: operations["createX402Relayer"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1090,6 +1119,16 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["StripeAccountBinding"];
+        };
+        X402RelayerResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                address: string;
+                /** Format: date-time */
+                createdAt: string;
+            };
         };
         ReceivingWalletSet: {
             /** @description EVM address; mixed case must be a valid EIP-55 checksum. */
@@ -1205,7 +1244,7 @@ export interface components {
          * @description A merchant API key permission (see the merchant document's `GET /v1/me`).
          * @enum {string}
          */
-        Permission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read";
+        Permission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle";
         Org: {
             orgId: components["schemas"]["OrgId"];
             name: string;
@@ -5088,6 +5127,64 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getX402Relayer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The relayer. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402RelayerResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createX402Relayer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new relayer; fund its address with gas. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402RelayerResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -316,6 +316,16 @@ export interface components {
         SignTypedDataRequest: {
             typed_data: components["schemas"]["TypedData"];
             /**
+             * @description What the signature pays for, when the agent knows it (the SDK's x402 signer sends the
+             *     x402 resource URL). Recorded in the history entry's `resourceUrl`; it is covered by the
+             *     wallet authorization signature like the rest of the body, and never changes what the
+             *     policies decide.
+             */
+            payment_context?: {
+                /** Format: uri */
+                resource_url: string;
+            };
+            /**
              * @description Wallet authorization signature: standard base64 of a DER P-256 / SHA-256
              *     signature by a key of the agent's key quorum over the JCS payload described in
              *     the operation.
@@ -422,6 +432,8 @@ export interface components {
             asset: string | null;
             /** @description EIP-155 chain id, or null. */
             chainId: number | null;
+            /** @description What was paid for (the x402 resource URL from `payment_context`), or null. */
+            resourceUrl: string | null;
             /** @description Transaction hash, or null. */
             txHash: string | null;
             /**
@@ -885,6 +897,7 @@ export interface operations {
                      *           "amount": "2500000",
                      *           "asset": "USDC",
                      *           "chainId": 8453,
+                     *           "resourceUrl": null,
                      *           "txHash": "0x3f1c5e6a9b2d4f8e7c0a1b3d5e7f9a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b1d3f",
                      *           "explorerUrl": "https://basescan.org/tx/0x3f1c5e6a9b2d4f8e7c0a1b3d5e7f9a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b1d3f",
                      *           "failureMessage": null,
@@ -900,6 +913,7 @@ export interface operations {
                      *           "amount": "7000000",
                      *           "asset": "USDC",
                      *           "chainId": 8453,
+                     *           "resourceUrl": "https://api.example.com/reports/weather",
                      *           "txHash": null,
                      *           "explorerUrl": null,
                      *           "failureMessage": "No policy rule allows this request",

@@ -281,7 +281,7 @@ export interface paths {
          *     permissions. Any valid key may call it; no parameters.
          *
          *     `permissions` is a list from the closed set `checkout:write`, `catalog:read`, `orders:read`,
-         *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`. A new key gets
+         *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`, `x402:settle`. A new key gets
          *     all of them. An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
          *
          *     | operation | permission |
@@ -293,6 +293,7 @@ export interface paths {
          *     | listCustomers, getCustomer | `customers:read` |
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
+         *     | getX402Supported, verifyX402Payment, settleX402Payment | `x402:settle` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -811,6 +812,99 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/x402/supported": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * x402 payment kinds this facilitator settles for the organization
+         * @description x402 v2 `supported`: one kind (`x402Version` 2, scheme `exact`, CAIP-2 `network`) per
+         *     configured chain on which the organization has a receiving wallet. `signers` lists, per
+         *     network family (`eip155:*`), the relayer address that submits the authorizations (empty
+         *     until the operator created the relayer). No extensions are offered.
+         */
+        get: operations["getX402Supported"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/x402/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an x402 payment without moving funds
+         * @description x402 v2 `verify`. Checks, without submitting anything: the payload's `accepted` terms equal
+         *     `paymentRequirements` (scheme `exact`, network, asset, amount, payee); the network is a
+         *     configured chain, the asset one of its configured stablecoins, and `payTo` the
+         *     organization's receiving wallet there; the EIP-3009 authorization pays exactly `amount` to
+         *     `payTo`; its EIP-712 signature (domain `extra.name`, `extra.version`, chain id, asset)
+         *     recovers to `from`; its validity window holds now (Kassa's clock, with 6 seconds of margin
+         *     for settlement, as the reference facilitator); its nonce is unused, both in Kassa's
+         *     settlements and on chain (`authorizationState`); and `from` holds the amount. A
+         *     payment that fails a check is `200` with `isValid: false`, an `invalidReason` from the
+         *     x402 vocabulary and a human `invalidMessage` (decision: the answer is about the payment,
+         *     not the request, so it is not a 4xx; the x402 clients read both).
+         */
+        post: operations["verifyX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/x402/settle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Settle an x402 payment on chain and record it as a paid order
+         * @description x402 v2 `settle`. Runs every check of `verify`, then submits
+         *     `transferWithAuthorization` from Kassa's relayer account (created by the operator with
+         *     `npm run -s admin -- x402 relayer-create` and funded with gas), waits for the chain's
+         *     configured confirmations and answers `success: true` with the transaction hash.
+         *
+         *     **Once per authorization.** An authorization (chain, token, `from`, nonce) is settled at
+         *     most once: settling the same payload again, concurrently or later, submits nothing and
+         *     answers the first settlement's result (the same `transaction`); a different payload
+         *     reusing the nonce is refused (`invalid_exact_evm_nonce_already_used`). The
+         *     token contract refuses a used nonce too, so funds never move twice.
+         *
+         *     **Every settlement is an order.** A settled payment creates a `PAID` order (provider
+         *     `CRYPTO`, `chain`, `txHash`, `fromAddress`, the amount in token units, currency the token)
+         *     through the same flow as checkout payments, and emits the signed `order.paid` webhook.
+         *     The payer becomes a customer identified by its wallet: decision (x402 carries no e-mail
+         *     address): its `email` is `<lower-case address>@x402.invalid` (a reserved domain that never
+         *     receives mail), and entitlement checks find it with `wallet`. The order has no catalog
+         *     product: its product name is `resource.description`, else the resource URL.
+         *
+         *     A payment that fails is `200` with `success: false`, an `errorReason` and `errorMessage`
+         *     (on-chain revert: `invalid_exact_evm_transaction_failed`, no order).
+         */
+        post: operations["settleX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks/signing-key": {
         parameters: {
             query?: never;
@@ -1176,6 +1270,72 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        /** @description CAIP-2 network identifier, for example `eip155:8453`. */
+        X402Network: string;
+        /** @description x402 v2 PaymentRequirements. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
+        X402PaymentRequirements: {
+            scheme: string;
+            network: components["schemas"]["X402Network"];
+            /** @description Token contract address. */
+            asset: string;
+            /** @description Token base units. */
+            amount: string;
+            payTo: string;
+            maxTimeoutSeconds: number;
+            /** @description Free-form: the EIP-712 domain `name` and `version` of the token, and any other scheme data. */
+            extra?: Record<string, never>;
+        };
+        /** @description x402 v2 PaymentPayload. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
+        X402PaymentPayload: {
+            /** @constant */
+            x402Version: 2;
+            /** @description The paid resource. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
+            resource?: {
+                url: string;
+                description?: string;
+                mimeType?: string;
+            };
+            accepted: components["schemas"]["X402PaymentRequirements"];
+            /** @description Free-form, the scheme's payload; for `exact` on EVM with EIP-3009: `{signature, authorization: {from, to, value, validAfter, validBefore, nonce}}`. */
+            payload: Record<string, never>;
+            /** @description Free-form x402 extension data (ignored). */
+            extensions?: Record<string, never>;
+        };
+        /** @description The body of x402 v2 `verify` and `settle`. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */
+        X402FacilitatorRequest: {
+            /** @constant */
+            x402Version: 2;
+            paymentPayload: components["schemas"]["X402PaymentPayload"];
+            paymentRequirements: components["schemas"]["X402PaymentRequirements"];
+        };
+        X402VerifyResponse: {
+            isValid: boolean;
+            invalidReason?: string;
+            invalidMessage?: string;
+            payer?: string;
+        };
+        X402SettleResponse: {
+            success: boolean;
+            errorReason?: string;
+            errorMessage?: string;
+            payer?: string;
+            /** @description Transaction hash, or empty when nothing was settled. */
+            transaction: string;
+            network: components["schemas"]["X402Network"];
+        };
+        X402SupportedResponse: {
+            kinds: {
+                /** @constant */
+                x402Version: 2;
+                /** @constant */
+                scheme: "exact";
+                network: components["schemas"]["X402Network"];
+            }[];
+            extensions: string[];
+            signers: {
+                [key: string]: string[];
+            };
+        };
         /**
          * @description Payment rail / channel. `STRIPE` is the card processor's wire value (written
          *     `CARD_PROCESSOR` in the product spec); `CRYPTO` is crypto checkout (USDC/USDT).
@@ -1416,7 +1576,7 @@ export interface components {
             data: components["schemas"]["CheckoutSession"];
         };
         /** @enum {string} */
-        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read";
+        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle";
         ApiKeyInfo: {
             apiKeyId: components["schemas"]["ApiKeyId"];
             orgId: components["schemas"]["OrgId"];
@@ -3049,6 +3209,214 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getX402Supported: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The supported kinds. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "kinds": [
+                     *         {
+                     *           "x402Version": 2,
+                     *           "scheme": "exact",
+                     *           "network": "eip155:8453"
+                     *         }
+                     *       ],
+                     *       "extensions": [],
+                     *       "signers": {
+                     *         "eip155:*": [
+                     *           "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402SupportedResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyX402Payment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "resource": {
+                 *           "url": "https://merchant.example/report",
+                 *           "description": "Weather report"
+                 *         },
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:8453",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "amount": "10000",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "maxTimeoutSeconds": 120,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x2d6a7588d6acca505cbf0d9a4a227e0c52c6c34008c8e8986a1283259764173608a2ce6496642e377d6da8dbbf5836e9bd15092f9ecab05ded3d6293af148b571c",
+                 *           "authorization": {
+                 *             "from": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "value": "10000",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795660920",
+                 *             "nonce": "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480"
+                 *           }
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:8453",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "amount": "10000",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "maxTimeoutSeconds": 120,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["X402FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The verification result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["X402VerifyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    settleX402Payment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "x402Version": 2,
+                 *       "paymentPayload": {
+                 *         "x402Version": 2,
+                 *         "resource": {
+                 *           "url": "https://merchant.example/report",
+                 *           "description": "Weather report"
+                 *         },
+                 *         "accepted": {
+                 *           "scheme": "exact",
+                 *           "network": "eip155:8453",
+                 *           "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *           "amount": "10000",
+                 *           "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *           "maxTimeoutSeconds": 120,
+                 *           "extra": {
+                 *             "name": "USD Coin",
+                 *             "version": "2"
+                 *           }
+                 *         },
+                 *         "payload": {
+                 *           "signature": "0x2d6a7588d6acca505cbf0d9a4a227e0c52c6c34008c8e8986a1283259764173608a2ce6496642e377d6da8dbbf5836e9bd15092f9ecab05ded3d6293af148b571c",
+                 *           "authorization": {
+                 *             "from": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                 *             "to": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *             "value": "10000",
+                 *             "validAfter": "0",
+                 *             "validBefore": "1795660920",
+                 *             "nonce": "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480"
+                 *           }
+                 *         }
+                 *       },
+                 *       "paymentRequirements": {
+                 *         "scheme": "exact",
+                 *         "network": "eip155:8453",
+                 *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                 *         "amount": "10000",
+                 *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                 *         "maxTimeoutSeconds": 120,
+                 *         "extra": {
+                 *           "name": "USD Coin",
+                 *           "version": "2"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["X402FacilitatorRequest"];
+            };
+        };
+        responses: {
+            /** @description The settlement result. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "payer": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                     *       "transaction": "0x8f3c0d5e2b1a4f6e9d7c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e",
+                     *       "network": "eip155:8453"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402SettleResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -53,8 +53,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments } = deps.services.modules;
   const handlers = {
+    ...cryptoPayments.handlers.merchant,
     ...orgs.handlers.merchant,
     ...catalog.handlers.merchant,
     ...webhooks.handlers.merchant,

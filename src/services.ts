@@ -17,7 +17,8 @@ import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { createStripeModule } from './processors/stripe-module.js';
 import type { StripeEventService } from './processors/stripe-processor.js';
-import { parseCryptoConfig } from './crypto-payments/crypto-config.js';
+import { parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
+import type { ChainConfig as AgentWalletChain } from './agent-wallet/chains.js';
 import { createOrgsModule, type OrgsModule } from './orgs/index.js';
 import { createCatalogModule, type CatalogModule } from './catalog/index.js';
 import { createProcessorsModule, type ProcessorsModule } from './processors/index.js';
@@ -85,6 +86,16 @@ export type ServicesConfig = Partial<
   >
 >;
 
+/** The chains with a USDC token, as the agent wallet's default policy and history name them. */
+function agentWalletChains(crypto: CryptoConfig): AgentWalletChain[] | undefined {
+  const chains = crypto.chains.flatMap((chain) => {
+    const usdc = chain.tokens.find((t) => t.symbol === 'USDC');
+    return usdc ? [{ chainId: chain.chainId, name: chain.name, usdc: usdc.address }] : [];
+  });
+  // With the crypto rail disabled (CRYPTO_CHAINS=[]) agent wallets keep the built-in chains.
+  return chains.length > 0 ? chains : undefined;
+}
+
 /** The commerce stores of every domain, bound to the database or to one transaction. */
 export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
   return new KnexUnitOfWork<CommerceStores>(db, (executor, transaction) => ({
@@ -133,6 +144,14 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     config: config.crypto ?? parseCryptoConfig({}),
     clock,
     logger,
+    secretBox,
+    prices: {
+      productOfPrice: async (orgId, priceId) => {
+        const found = await catalogModule.catalog.findPrice(orgId, priceId);
+        return found && { productId: found.product.id, name: found.product.name };
+      },
+    },
+    paywallUrlPrefix: `${(config.publicBaseUrl ?? 'http://localhost:3000').replace(/\/+$/, '')}/x402/prices/`,
     observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),
   });
   const modules: Modules = {
@@ -157,7 +176,14 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     orders: createOrdersModule({ uow, clock, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
     telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry }),
-    agentWallet: createAgentWalletModule({ db, secretBox, clock, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
+    agentWallet: createAgentWalletModule({
+      db,
+      secretBox,
+      clock,
+      publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001',
+      // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
+      chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
+    }),
   };
   return {
     orgs,

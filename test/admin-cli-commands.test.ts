@@ -43,7 +43,7 @@ function documentedCommands(): string[] {
   const found = new Set<string>();
   for (const block of doc.matchAll(/```sh\n([\s\S]*?)```/g)) {
     for (const line of block[1]!.split('\n')) {
-      const match = /^npm run -s admin -- ([a-z][a-z-]*) ([a-z][a-z-]*)/.exec(line.trim());
+      const match = /^npm run -s admin -- ([a-z][a-z0-9-]*) ([a-z][a-z0-9-]*)/.exec(line.trim());
       if (match) found.add(`${match[1]} ${match[2]}`);
     }
   }
@@ -215,6 +215,12 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
   it('signing-key rotate', async () => {
     const rotated = await ok(['signing-key', 'rotate', '--grace-seconds', '3600']);
     expect(rotated.keys.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('x402 relayer-create / relayer: created once (the key stays sealed), shown by address', async () => {
+    const created = await ok(['x402', 'relayer-create']);
+    expect(created.address).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(await ok(['x402', 'relayer'])).toEqual(created);
   });
 
   it('webhook test / deliveries / delivery / redeliver', async () => {

@@ -23,6 +23,7 @@ import * as policy from './policy.js';
 import * as credit from './credit.js';
 import * as signingKey from './signing-key.js';
 import * as webhook from './webhook.js';
+import * as x402 from './x402.js';
 
 export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
@@ -40,6 +41,7 @@ export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext):
   credit,
   signingKey,
   webhook,
+  x402,
 ];
 
 export function buildProgram(ctx: CliContext): Command {

@@ -43,6 +43,7 @@ export function createAgentWalletHandlers(service: AgentWalletRuntimeService, op
           amount: entry.amount,
           asset: entry.asset,
           chainId: entry.chainId,
+          resourceUrl: entry.resourceUrl,
           txHash: entry.txHash,
           explorerUrl: entry.explorerUrl,
           failureMessage: entry.failureMessage,

@@ -55,6 +55,8 @@ export interface HistoryEntry {
   amount: string | null;
   asset: string | null;
   chainId: number | null;
+  /** What the signature paid for (an x402 resource URL), when the agent said. */
+  resourceUrl: string | null;
   /** Lower-case token contract of a transfer (spend limits sum per chain and contract). */
   tokenContract: string | null;
   txHash: string | null;
@@ -194,6 +196,7 @@ interface HistoryRow {
   amount: string | null;
   asset: string | null;
   chain_id: number | string | null;
+  resource_url: string | null;
   token_contract: string | null;
   tx_hash: string | null;
   explorer_url: string | null;
@@ -250,6 +253,7 @@ const toHistory = (row: HistoryRow): HistoryEntry => ({
   amount: row.amount,
   asset: row.asset,
   chainId: row.chain_id === null ? null : Number(row.chain_id),
+  resourceUrl: row.resource_url ?? null,
   tokenContract: row.token_contract,
   txHash: row.tx_hash,
   explorerUrl: row.explorer_url,
@@ -322,8 +326,8 @@ const AUTHENTICATE_WITH_SIGNING_SQL = authenticateSql(true);
 const SIGNING_CONTEXT_SQL = `SELECT ${SIGNING_COLUMNS_SQL} FROM agent_wallets w WHERE w.id = $1 AND w.org_id = $2`;
 const HISTORY_INSERT_SQL = `INSERT INTO agent_wallet_history
   (id, org_id, wallet_id, agent_id, type, status, destination, amount, asset, chain_id, token_contract,
-   tx_hash, explorer_url, failure_message, primary_type, typed_data_hash, created_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+   tx_hash, explorer_url, failure_message, primary_type, typed_data_hash, created_at, resource_url)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`;
 
 const historyValues = (entry: HistoryEntry): Knex.Value[] => [
   entry.id,
@@ -343,6 +347,7 @@ const historyValues = (entry: HistoryEntry): Knex.Value[] => [
   entry.primaryType,
   entry.typedDataHash,
   entry.createdAt.toISOString(),
+  entry.resourceUrl,
 ];
 
 export class KnexAgentWalletRepository implements AgentWalletRepository {

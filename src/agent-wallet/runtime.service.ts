@@ -206,6 +206,7 @@ export class AgentWalletRuntimeService {
       type: 'sign_typed_data',
       status,
       ...this.transferSummary(body.typed_data),
+      resourceUrl: body.payment_context?.resource_url ?? null,
       tokenContract: transfer?.contract ?? null,
       txHash: null,
       explorerUrl: null,

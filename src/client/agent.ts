@@ -25,6 +25,7 @@ export type AgentHistoryEntry = components['schemas']['HistoryEntry'];
 export type TypedData = components['schemas']['TypedData'];
 export type SignTypedDataResult = components['schemas']['SignTypedDataResponse']['data'];
 export type CreditBalance = components['schemas']['CreditBalanceResponse']['data'];
+export type PaymentContext = NonNullable<components['schemas']['SignTypedDataRequest']['payment_context']>;
 
 /** An error answer of the API: HTTP status plus the envelope's code and message. */
 export class AgentApiError extends Error {
@@ -60,10 +61,13 @@ export interface AgentClient {
   policies(): Promise<AgentPolicy[]>;
   history(options?: { limit?: number }): Promise<AgentHistoryEntry[]>;
   creditBalance(): Promise<CreditBalance>;
-  /** Signs EIP-712 typed data with the assigned wallet (uint256 values as decimal strings). */
-  signTypedData(typedData: TypedData): Promise<SignTypedDataResult>;
+  /**
+   * Signs EIP-712 typed data with the assigned wallet (uint256 values as decimal strings).
+   * `paymentContext` says what the signature pays for (recorded in the wallet's history).
+   */
+  signTypedData(typedData: TypedData, options?: { paymentContext?: PaymentContext }): Promise<SignTypedDataResult>;
   /** The `signature` field of a sign-typed-data body: P-256 over the RFC 8785 payload. */
-  authorizationSignature(body: { typed_data: TypedData }, appId: string): string;
+  authorizationSignature(body: { typed_data: TypedData; payment_context?: PaymentContext }, appId: string): string;
 }
 
 type FetchResult<T> = { data?: T; error?: unknown; response: Response };
@@ -148,7 +152,7 @@ export function createAgentClient(options: AgentClientOptions): AgentClient {
     appId = data.appId;
     return data;
   };
-  const authorizationSignature = (body: { typed_data: TypedData }, forAppId: string) =>
+  const authorizationSignature = (body: { typed_data: TypedData; payment_context?: PaymentContext }, forAppId: string) =>
     signWalletAuthorization(key.privateKey, { url: `${baseUrl}${SIGN_TYPED_DATA_PATH}`, body, appId: forAppId });
 
   return {
@@ -161,9 +165,9 @@ export function createAgentClient(options: AgentClientOptions): AgentClient {
       unwrap(http.GET('/v1/agent-wallet/history', { params: { query: opts.limit === undefined ? {} : { limit: opts.limit } } })),
     creditBalance: () => unwrap(http.GET('/v1/agent-wallet/credit-balance')),
     authorizationSignature,
-    signTypedData: async (typedData) => {
+    signTypedData: async (typedData, opts = {}) => {
       if (appId === undefined) await identity();
-      const body = { typed_data: typedData };
+      const body = { typed_data: typedData, ...(opts.paymentContext ? { payment_context: opts.paymentContext } : {}) };
       return unwrap(http.POST('/v1/agent-wallet/sign-typed-data', { body: { ...body, signature: authorizationSignature(body, appId!) } }));
     },
   };

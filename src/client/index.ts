@@ -48,7 +48,16 @@ export {
   type TypedData,
   type SignTypedDataResult,
   type CreditBalance,
+  type PaymentContext,
 } from './agent.js';
+export {
+  createAgentX402Signer,
+  recordPaymentContext,
+  X402PaymentRefusedError,
+  type AgentX402Signer,
+  type PaymentTerms,
+  type X402TypedDataRequest,
+} from './x402.js';
 export {
   verifyWebhook,
   WebhookVerifier,

@@ -42,6 +42,27 @@ export interface CryptoTransferResult {
   quotedUnits: number;
 }
 
+/** An x402 payment Kassa settled on chain as facilitator (see applyX402Settlement). */
+export interface X402SettlementResult {
+  orgId: string;
+  /** CAIP-2, e.g. `eip155:8453`. */
+  chain: string;
+  txHash: string;
+  /** EIP-55 payer and receiving addresses. */
+  fromAddress: string;
+  recipient: string;
+  /** Token units transferred, and the token (`USDC`). */
+  valueUnits: number;
+  currency: string;
+  /** The settlement's id (kept as the processor payment id). */
+  settlementId: string;
+  /** The catalog product paid for, when the resource is tied to one; else an inline name. */
+  product: { productId: string | null; name: string };
+}
+
+/** x402 carries no e-mail: a payer is a customer known by its wallet, at a reserved domain that never receives mail. */
+export const x402CustomerEmail = (address: string): string => `${address.toLowerCase()}@x402.invalid`;
+
 /** A paid card payment becomes available for payout two days later (sandbox schedule). */
 const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
@@ -247,6 +268,62 @@ export class PaymentFlow {
         assertWritten(await stores.sessions.update({ ...session, status: reopened, updatedAt: now }, 'COMPLETE'), 'checkout session');
       }
       await emit(order, 'order.failed');
+      return { outcome: 'applied', order };
+    });
+  }
+
+  /**
+   * Records a settled x402 payment as a PAID order (provider CRYPTO, no checkout session) and
+   * emits `order.paid`, in one transaction. Safe to repeat and to race: a transaction hash is on
+   * at most one order (unique index), and an existing order for it is returned unchanged.
+   */
+  applyX402Settlement(result: X402SettlementResult): Promise<{ outcome: 'applied' | 'unchanged'; order: Order }> {
+    return this.uow.transaction(async (stores) => {
+      const existing = await stores.orders.findByChainTx(result.chain, result.txHash);
+      if (existing) return { outcome: 'unchanged', order: existing };
+      const now = this.clock.now();
+      const customer = await stores.customers.findOrCreateByEmail({
+        id: newId('CUS'),
+        orgId: result.orgId,
+        email: x402CustomerEmail(result.fromAddress),
+        createdAt: now,
+      });
+      const order: Order = {
+        id: newId('ORD'),
+        orgId: result.orgId,
+        status: 'PAID',
+        provider: 'CRYPTO',
+        amountCents: result.valueUnits,
+        amountRefundedCents: 0,
+        currency: result.currency,
+        customerId: customer.id,
+        customerEmail: customer.email,
+        productId: result.product.productId,
+        productName: result.product.name,
+        paymentLinkId: null,
+        checkoutSessionId: null,
+        subscriptionId: null,
+        originalOrderId: null,
+        merchantReference: null,
+        merchantMetadata: null,
+        note: null,
+        disputed: false,
+        settledAvailableOn: null,
+        chain: result.chain,
+        fromAddress: result.fromAddress,
+        txHash: result.txHash,
+        amountReceivedCents: result.valueUnits,
+        processorPaymentId: result.settlementId,
+        paymentMethod: null,
+        billingPeriod: null,
+        createdAt: now,
+        updatedAt: now,
+      };
+      // A concurrent settle of the same transaction may have inserted it since the read above.
+      if (!(await stores.orders.insertUnlessTxRecorded(order))) {
+        return { outcome: 'unchanged', order: (await stores.orders.findByChainTx(result.chain, result.txHash))! };
+      }
+      await stores.emit({ orgId: order.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
       return { outcome: 'applied', order };
     });
   }

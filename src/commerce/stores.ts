@@ -72,6 +72,10 @@ export interface OrderRepository {
   findBySession(checkoutSessionId: string): Promise<Order | undefined>;
   /** The order a processor's payment (Stripe PaymentIntent) paid. */
   findByProcessorPaymentId(processorPaymentId: string): Promise<Order | undefined>;
+  /** Inserts a chain-paid order unless its (chain, txHash) is already on an order (then false, nothing written; waits for a concurrent insert). */
+  insertUnlessTxRecorded(order: Order): Promise<boolean>;
+  /** The order a chain transaction paid (at most one, by a unique index). */
+  findByChainTx(chain: string, txHash: string): Promise<Order | undefined>;
   findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined>;
   /** Writes the order only while its stored status is still `expected`; false, with nothing written, otherwise. */
   update(order: Order, expected: OrderStatus): Promise<boolean>;

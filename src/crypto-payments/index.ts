@@ -11,13 +11,23 @@ import { ChainWatcher } from './chain-watcher.js';
 import type { CryptoConfig } from './crypto-config.js';
 import { CryptoQuoteService } from './crypto-quote.service.js';
 import { KnexCryptoRepository } from './crypto.repository.js';
+import type { SecretBox } from '../kernel/secrets.js';
+import { X402FacilitatorService, type CatalogPriceLookup, type X402Chain } from './x402-facilitator.service.js';
+import { createX402AdminHandlers, createX402MerchantHandlers } from './x402.handlers.js';
+import { KnexX402Repository } from './x402.repository.js';
+import type { ChainConfig } from './crypto-config.js';
 
 export interface CryptoPaymentsModule {
   /** Crypto checkout: quotes, receiving wallets, transfers. */
   cryptoQuotes: CryptoQuoteService;
   /** Watches the chains for transfers to receiving wallets and applies them as payments. */
   chainWatcher: ChainWatcher;
-  handlers: { admin: ReturnType<typeof createCryptoAdminHandlers> };
+  /** Kassa as an x402 facilitator for the organizations' receiving wallets. */
+  x402: X402FacilitatorService;
+  handlers: {
+    admin: ReturnType<typeof createCryptoAdminHandlers> & ReturnType<typeof createX402AdminHandlers>;
+    merchant: ReturnType<typeof createX402MerchantHandlers>;
+  };
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
 }
@@ -31,16 +41,30 @@ export function createCryptoPaymentsModule(deps: {
   config: CryptoConfig;
   clock: Clock;
   logger: Logger;
+  /** Seals the x402 relayer's key. */
+  secretBox: SecretBox;
+  /** The product of a catalog price (x402 paywall settlements name their price). */
+  prices?: CatalogPriceLookup;
+  /** Where Kassa's own x402 paywall resources live (`{base_url}/x402/prices/`). */
+  paywallUrlPrefix?: string;
+  /** Tests: the chain access of the x402 facilitator. */
+  x402ChainFor?: (chain: ChainConfig) => X402Chain;
   /** Told how many blocks remain unscanned after each pass (Prometheus). */
   observeLag?: (chainId: number, blocks: number) => void;
 }): CryptoPaymentsModule {
   const repo = new KnexCryptoRepository(deps.db);
   const cryptoQuotes = new CryptoQuoteService(deps.uow, repo, deps.orgs, deps.config, deps.clock);
   const chainWatcher = new ChainWatcher(repo, deps.payments, deps.config, deps.clock, deps.logger, undefined, deps.observeLag);
+  const x402 = new X402FacilitatorService(new KnexX402Repository(deps.db), repo, deps.payments, deps.config, deps.secretBox, deps.clock, deps.logger, {
+    ...(deps.x402ChainFor ? { chainFor: deps.x402ChainFor } : {}),
+    ...(deps.prices ? { prices: deps.prices } : {}),
+    ...(deps.paywallUrlPrefix ? { paywallUrlPrefix: deps.paywallUrlPrefix } : {}),
+  });
   return {
     cryptoQuotes,
     chainWatcher,
-    handlers: { admin: createCryptoAdminHandlers(cryptoQuotes) },
+    x402,
+    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402) },
     jobs: () => [chainWatcher.job()],
   };
 }

@@ -135,6 +135,16 @@ export class KnexOrderRepository implements OrderRepository {
     await this.db('orders').insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
   }
 
+  async insertUnlessTxRecorded(order: Order): Promise<boolean> {
+    // No conflict target: the partial unique index on (chain, tx_hash) is the one a fresh id can meet.
+    const rows = await this.db('orders')
+      .insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null })
+      .onConflict()
+      .ignore()
+      .returning('id');
+    return rows.length === 1;
+  }
+
   async find(orgId: string, id: string): Promise<Order | undefined> {
     const [row] = await runStatement<OrderRow>(this.db, FIND_ORDER_SQL, [orgId, id]);
     return row ? toOrder(row) : undefined;
@@ -152,6 +162,11 @@ export class KnexOrderRepository implements OrderRepository {
 
   async findByProcessorPaymentId(processorPaymentId: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ processor_payment_id: processorPaymentId }).orderBy('created_at').first();
+    return row ? toOrder(row) : undefined;
+  }
+
+  async findByChainTx(chain: string, txHash: string): Promise<Order | undefined> {
+    const row = await this.db<OrderRow>('orders').where({ chain, tx_hash: txHash }).first();
     return row ? toOrder(row) : undefined;
   }
 

@@ -11,4 +11,5 @@ export const ALL_PERMISSIONS: readonly Permission[] = [
   'customers:read',
   'webhooks:write',
   'entitlements:read',
+  'x402:settle',
 ];

@@ -21,6 +21,7 @@ import * as m0073 from './0073_stripe_card_processor.js';
 import * as m0074 from './0074_stripe_subscriptions.js';
 import * as m0076 from './0076_stripe_event_reconciliation.js';
 import * as m0078 from './0078_stripe_connected_accounts.js';
+import * as m0081 from './0081_x402.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -48,6 +49,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0074_stripe_subscriptions': m0074,
   '0076_stripe_event_reconciliation': m0076,
   '0078_stripe_connected_accounts': m0078,
+  '0081_x402': m0081,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

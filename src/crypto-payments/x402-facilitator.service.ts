@@ -1,0 +1,452 @@
+/**
+ * Kassa as an x402 v2 facilitator (`exact` scheme, EIP-3009 transferWithAuthorization) for an
+ * organization's receiving wallets: `supported`, `verify` (no funds move) and `settle` (the
+ * relayer submits the authorization, waits for the chain's confirmations, and the payment becomes
+ * a PAID order through PaymentFlow). One settlement row per authorization makes a payload settle
+ * once, however often or concurrently it is sent; the token's own nonce check backs it on chain.
+ */
+import { createHash } from 'node:crypto';
+import {
+  createPublicClient,
+  createWalletClient,
+  getAddress,
+  http,
+  isAddress,
+  parseAbi,
+  parseSignature,
+  recoverTypedDataAddress,
+  type Chain,
+  type Hex,
+} from 'viem';
+import { generatePrivateKey, privateKeyToAccount, privateKeyToAddress } from 'viem/accounts';
+import canonicalize from 'canonicalize';
+import type { components } from '../../generated/merchant.js';
+import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { Clock } from '../kernel/clock.js';
+import { conflict, notFound } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { Logger } from '../kernel/logger.js';
+import type { SecretBox } from '../kernel/secrets.js';
+import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
+import type { CryptoRepository } from './crypto.repository.js';
+import type { X402Relayer, X402Repository, X402Settlement } from './x402.repository.js';
+
+export type X402FacilitatorRequest = components['schemas']['X402FacilitatorRequest'];
+export type X402VerifyResponse = components['schemas']['X402VerifyResponse'];
+export type X402SettleResponse = components['schemas']['X402SettleResponse'];
+export type X402SupportedResponse = components['schemas']['X402SupportedResponse'];
+
+const EIP3009_ABI = parseAbi([
+  'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
+  'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
+  'function balanceOf(address account) view returns (uint256)',
+]);
+
+const AUTHORIZATION_TYPES = {
+  TransferWithAuthorization: [
+    { name: 'from', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'value', type: 'uint256' },
+    { name: 'validAfter', type: 'uint256' },
+    { name: 'validBefore', type: 'uint256' },
+    { name: 'nonce', type: 'bytes32' },
+  ],
+} as const;
+
+/** Seconds an authorization must still be valid for when verified (time to submit it), as the reference facilitator. */
+const VALIDITY_MARGIN_SECONDS = 6;
+/** A claim left SUBMITTING this long (its process died before submitting) may be taken over. */
+const STALE_CLAIM_MS = 120_000;
+/** How long a second settle of the same payload waits for the first one's outcome. */
+const WAIT_FOR_SETTLEMENT_MS = 90_000;
+const RELAYER_ID = 'default';
+
+class Invalid extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+    readonly payer?: string,
+  ) {
+    super(message);
+  }
+}
+
+interface CheckedPayment {
+  chain: ChainConfig;
+  token: TokenConfig;
+  payTo: `0x${string}`;
+  from: `0x${string}`;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+  signature: Hex;
+  payloadHash: string;
+  resource: { url: string; description?: string } | undefined;
+  /** Kassa's settlement of this authorization, when one exists. */
+  recorded: X402Settlement | undefined;
+}
+
+/** Reads and submissions on one chain (viem over the chain's RPC URL). */
+export interface X402Chain {
+  authorizationUsed(token: `0x${string}`, from: `0x${string}`, nonce: Hex): Promise<boolean>;
+  balanceOf(token: `0x${string}`, owner: `0x${string}`): Promise<bigint>;
+  /** Simulates the call from the relayer: throws with the revert reason when it would fail. */
+  simulate(relayer: `0x${string}`, token: `0x${string}`, args: TransferArgs): Promise<void>;
+  submit(relayerKey: Hex, token: `0x${string}`, args: TransferArgs): Promise<Hex>;
+  /** Waits until the transaction has `confirmations` blocks (its own included); its status. */
+  waitFor(txHash: Hex, confirmations: number): Promise<'success' | 'reverted'>;
+}
+
+type TransferArgs = readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, Hex, number, Hex, Hex];
+
+export function viemX402Chain(chain: ChainConfig): X402Chain {
+  const transport = http(chain.rpcUrl, { retryCount: 1 });
+  const viemChain: Chain = {
+    id: chain.chainId,
+    name: chain.name,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [chain.rpcUrl] } },
+  };
+  const client = createPublicClient({ chain: viemChain, transport, pollingInterval: 250 });
+  return {
+    authorizationUsed: (token, from, nonce) =>
+      client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'authorizationState', args: [from, nonce] }),
+    balanceOf: (token, owner) => client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'balanceOf', args: [owner] }),
+    simulate: async (relayer, token, args) => {
+      await client.simulateContract({ account: relayer, address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
+    },
+    submit: async (relayerKey, token, args) => {
+      const wallet = createWalletClient({ account: privateKeyToAccount(relayerKey), chain: viemChain, transport });
+      return wallet.writeContract({ address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
+    },
+    waitFor: async (txHash, confirmations) => {
+      const receipt = await client.waitForTransactionReceipt({ hash: txHash, confirmations: Math.max(1, confirmations), timeout: 600_000 });
+      return receipt.status;
+    },
+  };
+}
+
+export interface CatalogPriceLookup {
+  /** The product a catalog price belongs to (paywall resources name their price). */
+  productOfPrice(orgId: string, priceId: string): Promise<{ productId: string; name: string } | undefined>;
+}
+
+export class X402FacilitatorService {
+  private readonly chains = new Map<number, X402Chain>();
+
+  constructor(
+    private readonly repo: X402Repository,
+    private readonly wallets: Pick<CryptoRepository, 'listWallets' | 'findWallet'>,
+    private readonly payments: PaymentFlow,
+    private readonly config: CryptoConfig,
+    private readonly box: SecretBox,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; prices?: CatalogPriceLookup; paywallUrlPrefix?: string } = {},
+  ) {}
+
+  private chainClient(chain: ChainConfig): X402Chain {
+    let client = this.chains.get(chain.chainId);
+    if (!client) {
+      client = (this.options.chainFor ?? viemX402Chain)(chain);
+      this.chains.set(chain.chainId, client);
+    }
+    return client;
+  }
+
+  /** Creates the relayer account (once): its key is generated here and stored sealed. */
+  async createRelayer(): Promise<{ address: string; createdAt: Date }> {
+    const key = generatePrivateKey();
+    const relayer: X402Relayer = {
+      id: RELAYER_ID,
+      address: privateKeyToAddress(key),
+      // The row id is the associated data: a sealed key copied elsewhere fails to open.
+      privateKeySealed: this.box.seal(Buffer.from(key.slice(2), 'hex'), `x402-relayer:${RELAYER_ID}`),
+      createdAt: this.clock.now(),
+    };
+    if (!(await this.repo.insertRelayer(relayer))) throw conflict('The x402 relayer exists already');
+    return { address: relayer.address, createdAt: relayer.createdAt };
+  }
+
+  async relayer(): Promise<{ address: string; createdAt: Date }> {
+    const relayer = await this.repo.findRelayer();
+    if (!relayer) throw notFound('x402 relayer');
+    return { address: relayer.address, createdAt: relayer.createdAt };
+  }
+
+  async supported(orgId: string): Promise<X402SupportedResponse> {
+    const wallets = await this.wallets.listWallets(orgId);
+    const kinds = this.config.chains
+      .filter((chain) => wallets.some((w) => w.chainId === chain.chainId))
+      .map((chain) => ({ x402Version: 2 as const, scheme: 'exact' as const, network: `eip155:${chain.chainId}` }));
+    const relayer = await this.repo.findRelayer();
+    return { kinds, extensions: [], signers: relayer ? { 'eip155:*': [relayer.address] } : {} };
+  }
+
+  async verify(orgId: string, request: X402FacilitatorRequest): Promise<X402VerifyResponse> {
+    try {
+      const payment = await this.check(orgId, request);
+      // A settled (or settling) authorization is never valid again; a failed one moved nothing.
+      if (payment.recorded && payment.recorded.status !== 'FAILED') {
+        throw new Invalid('invalid_exact_evm_nonce_already_used', 'This authorization was already settled', payment.from);
+      }
+      await this.checkOnChain(payment);
+      return { isValid: true, payer: payment.from };
+    } catch (err) {
+      if (err instanceof Invalid) return { isValid: false, invalidReason: err.reason, invalidMessage: err.message, ...(err.payer ? { payer: err.payer } : {}) };
+      throw err;
+    }
+  }
+
+  async settle(orgId: string, request: X402FacilitatorRequest): Promise<X402SettleResponse> {
+    const network = request.paymentRequirements.network;
+    let payment: CheckedPayment;
+    try {
+      payment = await this.check(orgId, request);
+    } catch (err) {
+      if (err instanceof Invalid) return this.failure(network, err.reason, err.message, err.payer);
+      throw err;
+    }
+    const now = this.clock.now();
+    const candidate: X402Settlement = {
+      id: newId('X4S'),
+      orgId,
+      chainId: payment.chain.chainId,
+      token: payment.token.address,
+      payer: payment.from,
+      nonce: payment.nonce,
+      payTo: payment.payTo,
+      value: payment.value.toString(),
+      payloadHash: payment.payloadHash,
+      resourceUrl: payment.resource?.url ?? null,
+      priceId: this.paywallPriceId(payment.resource?.url),
+      status: 'SUBMITTING',
+      txHash: null,
+      orderId: null,
+      errorReason: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+    const claimed = await this.repo.claim(candidate);
+    if (claimed) return this.submitAndRecord(payment, claimed);
+    return this.followExisting(payment, candidate);
+  }
+
+  /** Another settle of this authorization got there first: answer its outcome (or take over a dead claim). */
+  private async followExisting(payment: CheckedPayment, candidate: X402Settlement): Promise<X402SettleResponse> {
+    const network = `eip155:${payment.chain.chainId}`;
+    const deadline = Date.now() + WAIT_FOR_SETTLEMENT_MS;
+    for (;;) {
+      const existing = await this.repo.findByAuthorization(candidate.chainId, candidate.token, candidate.payer, candidate.nonce);
+      if (!existing) {
+        const claimed = await this.repo.claim(candidate);
+        if (claimed) return this.submitAndRecord(payment, claimed);
+        continue;
+      }
+      if (existing.orgId !== candidate.orgId || existing.payloadHash !== candidate.payloadHash) {
+        return this.failure(network, 'invalid_exact_evm_nonce_already_used', 'This authorization nonce was already used by another payment', payment.from);
+      }
+      if (existing.status === 'SETTLED') return { success: true, payer: payment.from, transaction: existing.txHash!, network };
+      if (existing.status === 'FAILED') {
+        // A failed settlement moved nothing (reverted or never sent); the same payload may try again.
+        const now = this.clock.now();
+        if (await this.repo.transition(existing.id, 'FAILED', { status: 'SUBMITTING', txHash: null, errorReason: null, updatedAt: now })) {
+          return this.submitAndRecord(payment, { ...existing, status: 'SUBMITTING', txHash: null, updatedAt: now });
+        }
+        continue;
+      }
+      const stale = this.clock.now().getTime() - existing.updatedAt.getTime() > STALE_CLAIM_MS;
+      if (existing.status === 'SUBMITTED' && existing.txHash && stale) {
+        // Submitted by a settle that did not finish: confirm and record the same transaction.
+        return this.confirmAndRecord(payment, existing, existing.txHash as Hex);
+      }
+      if (existing.status === 'SUBMITTING' && stale) {
+        const now = this.clock.now();
+        if (await this.repo.transition(existing.id, 'SUBMITTING', { updatedAt: now }, existing.updatedAt)) {
+          return this.submitAndRecord(payment, { ...existing, updatedAt: now });
+        }
+        continue;
+      }
+      if (Date.now() > deadline) {
+        return this.failure(network, 'settlement_pending', 'Another settlement of this payment is still in progress; retry later', payment.from);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  private async submitAndRecord(payment: CheckedPayment, claim: X402Settlement): Promise<X402SettleResponse> {
+    const network = `eip155:${payment.chain.chainId}`;
+    const fail = async (reason: string, message: string) => {
+      await this.repo.transition(claim.id, claim.status === 'SUBMITTED' ? 'SUBMITTED' : 'SUBMITTING', {
+        status: 'FAILED',
+        errorReason: reason,
+        updatedAt: this.clock.now(),
+      });
+      return this.failure(network, reason, message, payment.from);
+    };
+    try {
+      await this.checkOnChain(payment);
+    } catch (err) {
+      if (err instanceof Invalid) return fail(err.reason, err.message);
+      throw err;
+    }
+    const relayer = await this.repo.findRelayer();
+    if (!relayer) return fail('unexpected_settle_error', 'No x402 relayer is configured (npm run -s admin -- x402 relayer-create)');
+    const key = this.box.open(relayer.privateKeySealed, `x402-relayer:${relayer.id}`);
+    let txHash: Hex;
+    try {
+      txHash = await this.chainClient(payment.chain).submit(`0x${key.toString('hex')}`, payment.token.address, transferArgs(payment));
+    } catch (err) {
+      this.logger.warn({ err: { name: (err as Error).name }, chainId: payment.chain.chainId }, 'x402 settlement submission failed');
+      return fail('invalid_exact_evm_transaction_failed', 'The chain refused the transferWithAuthorization transaction');
+    } finally {
+      key.fill(0);
+    }
+    const submitted = { ...claim, status: 'SUBMITTED' as const, txHash };
+    await this.repo.transition(claim.id, 'SUBMITTING', { status: 'SUBMITTED', txHash, updatedAt: this.clock.now() });
+    return this.confirmAndRecord(payment, submitted, txHash);
+  }
+
+  private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex): Promise<X402SettleResponse> {
+    const network = `eip155:${payment.chain.chainId}`;
+    const status = await this.chainClient(payment.chain).waitFor(txHash, payment.chain.confirmations);
+    if (status !== 'success') {
+      await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: 'invalid_exact_evm_transaction_failed', updatedAt: this.clock.now() });
+      return this.failure(network, 'invalid_exact_evm_transaction_failed', `Transaction ${txHash} reverted`, payment.from);
+    }
+    const recipient = payment.payTo;
+    const product = await this.productFor(settlement.orgId, settlement.priceId, payment.resource);
+    const { order } = await this.payments.applyX402Settlement({
+      orgId: settlement.orgId,
+      chain: network,
+      txHash,
+      fromAddress: payment.from,
+      recipient,
+      valueUnits: Number(payment.value),
+      currency: payment.token.symbol,
+      settlementId: settlement.id,
+      product,
+    });
+    await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'SETTLED', orderId: order.id, updatedAt: this.clock.now() });
+    return { success: true, payer: payment.from, transaction: txHash, network };
+  }
+
+  private async productFor(orgId: string, priceId: string | null, resource: CheckedPayment['resource']) {
+    if (priceId && this.options.prices) {
+      const product = await this.options.prices.productOfPrice(orgId, priceId);
+      if (product) return product;
+    }
+    const name = resource?.description?.trim() || resource?.url || 'x402 payment';
+    return { productId: null, name: name.slice(0, 255) };
+  }
+
+  private paywallPriceId(url: string | undefined): string | null {
+    const prefix = this.options.paywallUrlPrefix;
+    if (!url || !prefix || !url.startsWith(prefix)) return null;
+    const id = url.slice(prefix.length).split(/[/?#]/)[0];
+    return id || null;
+  }
+
+  private failure(network: string, reason: string, message: string, payer?: string): X402SettleResponse {
+    return { success: false, errorReason: reason, errorMessage: message, transaction: '', network, ...(payer ? { payer } : {}) };
+  }
+
+  /** Every check that needs no chain: terms, payee, token, amount, signature, window, Kassa's own record of the nonce. */
+  private async check(orgId: string, request: X402FacilitatorRequest): Promise<CheckedPayment> {
+    const { paymentPayload, paymentRequirements: req } = request;
+    const accepted = paymentPayload.accepted;
+    if (req.scheme !== 'exact' || accepted.scheme !== 'exact') throw new Invalid('invalid_exact_evm_scheme', 'Only the exact scheme is supported');
+    if (accepted.network !== req.network) throw new Invalid('invalid_exact_evm_network_mismatch', 'The payment was made for another network');
+    const chainMatch = /^eip155:([0-9]{1,12})$/.exec(req.network);
+    const chain = chainMatch ? this.config.chains.find((c) => c.chainId === Number(chainMatch[1])) : undefined;
+    if (!chain) throw new Invalid('invalid_network', `Network ${req.network} is not configured on this facilitator`);
+    const token = chain.tokens.find((t) => t.address.toLowerCase() === req.asset.toLowerCase());
+    if (!token) throw new Invalid('invalid_payment_requirements', `Asset ${req.asset} is not a configured stablecoin on ${chain.name}`);
+    if (accepted.asset.toLowerCase() !== req.asset.toLowerCase() || accepted.amount !== req.amount || accepted.payTo.toLowerCase() !== req.payTo.toLowerCase()) {
+      throw new Invalid('invalid_payment_requirements', 'The payment accepted other terms than these requirements');
+    }
+    const wallet = await this.wallets.findWallet(orgId, chain.chainId);
+    if (!wallet || !isAddress(req.payTo, { strict: false }) || getAddress(req.payTo) !== wallet.address) {
+      throw new Invalid('invalid_exact_evm_recipient_mismatch', `payTo must be the organization's receiving wallet on ${chain.name}`);
+    }
+    const extra = req.extra as { name?: unknown; version?: unknown } | undefined;
+    if (typeof extra?.name !== 'string' || typeof extra?.version !== 'string') {
+      throw new Invalid('invalid_exact_evm_missing_eip712_domain', 'paymentRequirements.extra must give the token\'s EIP-712 name and version');
+    }
+
+    const payload = paymentPayload.payload as { signature?: unknown; authorization?: Record<string, unknown> };
+    const auth = payload.authorization;
+    if (!auth || typeof payload.signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(payload.signature)) {
+      throw new Invalid('unsupported_payload_type', 'Expected an EIP-3009 payload: {signature, authorization}');
+    }
+    const address = (v: unknown) => (typeof v === 'string' && isAddress(v, { strict: false }) ? getAddress(v) : undefined);
+    const uint = (v: unknown) => (typeof v === 'string' && /^[0-9]{1,78}$/.test(v) ? BigInt(v) : undefined);
+    const from = address(auth.from);
+    const to = address(auth.to);
+    const value = uint(auth.value);
+    const validAfter = uint(auth.validAfter);
+    const validBefore = uint(auth.validBefore);
+    const nonce = typeof auth.nonce === 'string' && /^0x[0-9a-fA-F]{64}$/.test(auth.nonce) ? (auth.nonce.toLowerCase() as Hex) : undefined;
+    if (!from || !to || value === undefined || validAfter === undefined || validBefore === undefined || !nonce) {
+      throw new Invalid('invalid_exact_evm_authorization_value', 'The authorization is malformed');
+    }
+    if (to !== wallet.address) throw new Invalid('invalid_exact_evm_recipient_mismatch', 'The authorization pays another address than payTo', from);
+    if (value !== BigInt(req.amount)) {
+      throw new Invalid('invalid_exact_evm_payload_authorization_value_mismatch', `The authorization is for ${value} units, the price is ${req.amount}`, from);
+    }
+    const signature = payload.signature as Hex;
+    let signer: string;
+    try {
+      signer = await recoverTypedDataAddress({
+        domain: { name: extra.name, version: extra.version, chainId: chain.chainId, verifyingContract: token.address },
+        types: AUTHORIZATION_TYPES,
+        primaryType: 'TransferWithAuthorization',
+        message: { from, to, value, validAfter, validBefore, nonce },
+        signature,
+      });
+    } catch {
+      throw new Invalid('invalid_exact_evm_failed_to_parse_signature', 'The signature cannot be parsed', from);
+    }
+    if (signer !== from) throw new Invalid('invalid_exact_evm_signature', 'The signature is not by the authorization\'s from address', from);
+    const nowSeconds = BigInt(Math.floor(this.clock.now().getTime() / 1000));
+    if (validBefore < nowSeconds + BigInt(VALIDITY_MARGIN_SECONDS)) {
+      throw new Invalid('invalid_exact_evm_payload_authorization_valid_before', `The authorization expired at ${new Date(Number(validBefore) * 1000).toISOString()}`, from);
+    }
+    if (validAfter > nowSeconds) {
+      throw new Invalid('invalid_exact_evm_payload_authorization_valid_after', `The authorization is valid only from ${new Date(Number(validAfter) * 1000).toISOString()}`, from);
+    }
+    // One canonical form of the whole payment: the same payload settles to the same result.
+    const payloadHash = createHash('sha256')
+      .update(canonicalize({ orgId, network: req.network, asset: token.address, payTo: wallet.address, from, value: value.toString(), validAfter: validAfter.toString(), validBefore: validBefore.toString(), nonce, signature: signature.toLowerCase() })!)
+      .digest('hex');
+    const resource = paymentPayload.resource ? { url: paymentPayload.resource.url, ...(paymentPayload.resource.description ? { description: paymentPayload.resource.description } : {}) } : undefined;
+    const recorded = await this.repo.findByAuthorization(chain.chainId, token.address, from, nonce);
+    return { chain, token, payTo: wallet.address, from, value, validAfter, validBefore, nonce, signature, payloadHash, resource, recorded };
+  }
+
+  /** The chain's view: nonce unused, balance sufficient, and the call would succeed from the relayer. */
+  private async checkOnChain(payment: CheckedPayment): Promise<void> {
+    const chain = this.chainClient(payment.chain);
+    if (await chain.authorizationUsed(payment.token.address, payment.from, payment.nonce)) {
+      throw new Invalid('invalid_exact_evm_nonce_already_used', 'This authorization nonce is already used on chain', payment.from);
+    }
+    if ((await chain.balanceOf(payment.token.address, payment.from)) < payment.value) {
+      throw new Invalid('invalid_exact_evm_insufficient_balance', `The payer holds less than ${payment.value} units`, payment.from);
+    }
+    const relayer = await this.repo.findRelayer();
+    if (relayer) {
+      try {
+        await chain.simulate(relayer.address, payment.token.address, transferArgs(payment));
+      } catch {
+        throw new Invalid('invalid_exact_evm_transaction_simulation_failed', 'The token contract would refuse this authorization', payment.from);
+      }
+    }
+  }
+}
+
+function transferArgs(p: CheckedPayment): TransferArgs {
+  const { r, s, v, yParity } = parseSignature(p.signature);
+  const vNumber = v !== undefined ? Number(v) : yParity + 27;
+  return [p.from, p.payTo, p.value, p.validAfter, p.validBefore, p.nonce, vNumber, r, s];
+}

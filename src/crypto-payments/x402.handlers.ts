@@ -1,0 +1,23 @@
+/** The x402 facilitator on the merchant API (bodies are x402's own objects) and its relayer on the admin API. */
+import type { AdminHandlers, MerchantHandlers } from '../handler-maps.js';
+import { iso } from '../kernel/present.js';
+import type { X402FacilitatorService } from './x402-facilitator.service.js';
+
+type X402MerchantHandlers = Pick<MerchantHandlers, 'getX402Supported' | 'verifyX402Payment' | 'settleX402Payment'>;
+type X402AdminHandlers = Pick<AdminHandlers, 'getX402Relayer' | 'createX402Relayer'>;
+
+export function createX402MerchantHandlers(facilitator: X402FacilitatorService): X402MerchantHandlers {
+  return {
+    getX402Supported: async ({ auth }) => ({ status: 200, body: await facilitator.supported(auth.orgId) }),
+    verifyX402Payment: async ({ auth, body }) => ({ status: 200, body: await facilitator.verify(auth.orgId, body) }),
+    settleX402Payment: async ({ auth, body }) => ({ status: 200, body: await facilitator.settle(auth.orgId, body) }),
+  };
+}
+
+export function createX402AdminHandlers(facilitator: X402FacilitatorService): X402AdminHandlers {
+  const present = (r: { address: string; createdAt: Date }) => ({ address: r.address, createdAt: iso(r.createdAt) });
+  return {
+    getX402Relayer: async () => ({ status: 200, body: { success: true, message: 'OK', data: present(await facilitator.relayer()) } }),
+    createX402Relayer: async () => ({ status: 201, body: { success: true, message: 'x402 relayer created', data: present(await facilitator.createRelayer()) } }),
+  };
+}

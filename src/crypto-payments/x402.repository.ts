@@ -1,0 +1,148 @@
+/**
+ * x402 facilitator storage: the relayer account (its key sealed) and the settlements. A
+ * settlement row is the claim on one EIP-3009 authorization (chain, token, payer, nonce): whoever
+ * inserts it submits the transaction; everyone else reads its outcome.
+ */
+import type { Db } from '../db/knex.js';
+
+export type X402SettlementStatus = 'SUBMITTING' | 'SUBMITTED' | 'SETTLED' | 'FAILED';
+
+export interface X402Relayer {
+  id: string;
+  address: `0x${string}`;
+  privateKeySealed: string;
+  createdAt: Date;
+}
+
+export interface X402Settlement {
+  id: string;
+  orgId: string;
+  chainId: number;
+  token: string;
+  payer: string;
+  nonce: string;
+  payTo: string;
+  value: string;
+  payloadHash: string;
+  resourceUrl: string | null;
+  priceId: string | null;
+  status: X402SettlementStatus;
+  txHash: string | null;
+  orderId: string | null;
+  errorReason: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface X402Repository {
+  findRelayer(): Promise<X402Relayer | undefined>;
+  /** False when a relayer exists already (nothing written). */
+  insertRelayer(relayer: X402Relayer): Promise<boolean>;
+  /** Inserts the claim; undefined when the authorization already has a settlement row. */
+  claim(settlement: X402Settlement): Promise<X402Settlement | undefined>;
+  findByAuthorization(chainId: number, token: string, payer: string, nonce: string): Promise<X402Settlement | undefined>;
+  /** Writes `patch` only while the row is still in `expected` (and, when given, last updated at `updatedAt`). */
+  transition(
+    id: string,
+    expected: X402SettlementStatus,
+    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason'>> & { updatedAt: Date },
+    expectedUpdatedAt?: Date,
+  ): Promise<boolean>;
+}
+
+interface SettlementRow {
+  id: string;
+  org_id: string;
+  chain_id: string | number;
+  token: string;
+  payer: string;
+  nonce: string;
+  pay_to: string;
+  value: string;
+  payload_hash: string;
+  resource_url: string | null;
+  price_id: string | null;
+  status: string;
+  tx_hash: string | null;
+  order_id: string | null;
+  error_reason: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+const toSettlement = (r: SettlementRow): X402Settlement => ({
+  id: r.id,
+  orgId: r.org_id,
+  chainId: Number(r.chain_id),
+  token: r.token,
+  payer: r.payer,
+  nonce: r.nonce,
+  payTo: r.pay_to,
+  value: r.value,
+  payloadHash: r.payload_hash,
+  resourceUrl: r.resource_url,
+  priceId: r.price_id,
+  status: r.status as X402SettlementStatus,
+  txHash: r.tx_hash,
+  orderId: r.order_id,
+  errorReason: r.error_reason,
+  createdAt: new Date(r.created_at),
+  updatedAt: new Date(r.updated_at),
+});
+
+export class KnexX402Repository implements X402Repository {
+  constructor(private readonly db: Db) {}
+
+  async findRelayer(): Promise<X402Relayer | undefined> {
+    const row = await this.db('x402_relayers').where({ id: 'default' }).first();
+    return row
+      ? { id: row.id, address: row.address, privateKeySealed: row.private_key_sealed, createdAt: new Date(row.created_at) }
+      : undefined;
+  }
+
+  async insertRelayer(relayer: X402Relayer): Promise<boolean> {
+    const rows = await this.db('x402_relayers')
+      .insert({ id: relayer.id, address: relayer.address, private_key_sealed: relayer.privateKeySealed, created_at: relayer.createdAt })
+      .onConflict('id')
+      .ignore()
+      .returning('id');
+    return rows.length === 1;
+  }
+
+  async claim(s: X402Settlement): Promise<X402Settlement | undefined> {
+    // ON CONFLICT without a target: the unique expression index on the authorization decides.
+    const result = await this.db.raw(
+      `INSERT INTO x402_settlements (id, org_id, chain_id, token, payer, nonce, pay_to, value, payload_hash, resource_url, price_id,
+         status, tx_hash, order_id, error_reason, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?, ?)
+       ON CONFLICT DO NOTHING RETURNING *`,
+      [s.id, s.orgId, s.chainId, s.token, s.payer, s.nonce, s.payTo, s.value, s.payloadHash, s.resourceUrl, s.priceId, s.status, s.createdAt, s.updatedAt],
+    );
+    const row = (result.rows as SettlementRow[])[0];
+    return row ? toSettlement(row) : undefined;
+  }
+
+  async findByAuthorization(chainId: number, token: string, payer: string, nonce: string): Promise<X402Settlement | undefined> {
+    const row = await this.db<SettlementRow>('x402_settlements')
+      .where({ chain_id: chainId })
+      .whereRaw('lower(token) = lower(?) AND lower(payer) = lower(?) AND lower(nonce) = lower(?)', [token, payer, nonce])
+      .first();
+    return row ? toSettlement(row as SettlementRow) : undefined;
+  }
+
+  async transition(
+    id: string,
+    expected: X402SettlementStatus,
+    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason'>> & { updatedAt: Date },
+    expectedUpdatedAt?: Date,
+  ): Promise<boolean> {
+    const columns: Record<string, unknown> = { updated_at: patch.updatedAt };
+    if (patch.status !== undefined) columns.status = patch.status;
+    if (patch.txHash !== undefined) columns.tx_hash = patch.txHash;
+    if (patch.orderId !== undefined) columns.order_id = patch.orderId;
+    if (patch.errorReason !== undefined) columns.error_reason = patch.errorReason;
+    const query = this.db('x402_settlements').where({ id, status: expected });
+    if (expectedUpdatedAt) query.where({ updated_at: expectedUpdatedAt });
+    return (await query.update(columns)) === 1;
+  }
+}

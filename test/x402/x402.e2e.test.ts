@@ -1,0 +1,207 @@
+/**
+ * x402 on both sides, proven with the official packages on a local chain: an Express app behind
+ * @x402/express uses Kassa as its facilitator, and an agent pays it through @x402/fetch with
+ * Kassa's agent-wallet signer (every signature a policy-checked sign-typed-data request).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { x402Client, decodePaymentResponseHeader } from '@x402/fetch';
+import { createX402Fetch } from '../../scripts/examples/x402-agent-pay.js';
+import { PUBLIC_API_URL } from '../agent-wallet/helpers.js';
+import { ExactEvmScheme } from '@x402/evm/exact/client';
+import { createLogger } from '../../src/kernel/logger.js';
+import { DeliveryWorker } from '../../src/webhooks/delivery.worker.js';
+import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
+import { UrlGuard } from '../../src/webhooks/url-guard.js';
+import { verifyWebhook, type OrderWebhookEvent } from '../../src/client/verify-webhook.js';
+import { createAgentX402Signer, recordPaymentContext, type AgentX402Signer } from '../../src/client/x402.js';
+import { x402CustomerEmail } from '../../src/commerce/payment-flow.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
+import { RECEIVER_CERT, startReceiver, type Receiver } from '../webhooks/receiver.js';
+import { startX402World, USDC, type X402World } from './harness.js';
+
+let world: X402World;
+let merchantApp: { url: string; close(): Promise<void> };
+let signer: AgentX402Signer;
+let receiver: Receiver;
+
+/** The documented agent example (docs/x402-agents.md): @x402/fetch with Kassa's agent-wallet signer. */
+const payingFetch = (resourceFetch: typeof fetch = fetch) =>
+  (async (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
+    (await createX402Fetch({ agentWalletKey: world.agentWalletKey, apiUrl: PUBLIC_API_URL, agentFetch: world.agentFetch, resourceFetch, now: () => world.ctx.clock.now().getTime() }))(input, init)) as typeof fetch;
+
+const ordersOfA = async () => (await world.ctx.merchant.get('/v1/orders').set('X-API-Key', world.ctx.orgA.apiKey)).body.data.records as any[];
+
+beforeAll(async () => {
+  world = await startX402World();
+  merchantApp = await world.startMerchantApp();
+  signer = await createAgentX402Signer(world.agent);
+  receiver = await startReceiver();
+  const endpoint = await world.ctx.merchant.post('/v1/webhook').set('X-API-Key', world.ctx.orgA.apiKey).send({ name: 'x402 orders', url: receiver.url('/hooks'), events: ['order.paid'] });
+  expect(endpoint.status, JSON.stringify(endpoint.body)).toBe(201);
+}, 120_000);
+
+afterAll(async () => {
+  await receiver?.close();
+  await world?.close();
+});
+
+describe('Kassa as the facilitator of @x402/express, paid by @x402/fetch with the agent wallet signer', () => {
+  it('supported: the organization\'s receiving-wallet chains and the relayer; another key without a wallet gets none', async () => {
+    const supported = await world.facilitator().getSupported();
+    expect(supported.kinds).toEqual([{ x402Version: 2, scheme: 'exact', network: world.network }]);
+    expect(supported.signers).toEqual({ 'eip155:*': [world.relayer] });
+    expect((await world.facilitator(world.ctx.orgB.apiKey).getSupported()).kinds).toEqual([]);
+    const unauthenticated = await fetch(`${world.merchantUrl}/v1/x402/supported`);
+    expect(unauthenticated.status).toBe(401);
+  });
+
+  it('serves the resource, moves the funds once, records a PAID order, a verified order.paid webhook and the history entry', async () => {
+    const before = { agent: await world.balanceOf(world.agentWallet), merchant: await world.balanceOf(world.payTo) };
+    const res = await payingFetch()(`${merchantApp.url}/report`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ report: 'sunny' });
+    const settlement = decodePaymentResponseHeader(res.headers.get('PAYMENT-RESPONSE')!);
+    expect(settlement).toMatchObject({ success: true, network: world.network, payer: world.agentWallet });
+    expect(settlement.transaction).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await world.balanceOf(world.agentWallet)).toBe(before.agent - USDC(1));
+    expect(await world.balanceOf(world.payTo)).toBe(before.merchant + USDC(1));
+
+    const order = (await ordersOfA()).find((o) => o.txHash === settlement.transaction);
+    expect(order).toMatchObject({ status: 'PAID', provider: 'CRYPTO', chain: world.network, fromAddress: world.agentWallet, amountCents: 1_000_000, currency: 'USDC' });
+    const customers = (await world.ctx.merchant.get('/v1/customers').set('X-API-Key', world.ctx.orgA.apiKey)).body.data.records as any[];
+    expect(customers.map((c) => c.email)).toContain(x402CustomerEmail(world.agentWallet));
+
+    // The merchant's webhook endpoint gets order.paid, signed by Kassa and verified with the SDK.
+    const worker = new DeliveryWorker(new KnexWebhookDeliveryRepository(world.ctx.testDb.database.db), world.ctx.services.signingKeys, new UrlGuard({ allowLoopback: true }), world.ctx.clock, createLogger({ level: 'silent' }), { timeoutMs: 2000, ca: RECEIVER_CERT, random: () => 0.5 });
+    expect(await worker.runOnce()).toBeGreaterThanOrEqual(1);
+    const keys = (await world.ctx.platform.get('/v1/webhooks/signing-key')).body;
+    const delivery = receiver.received.find((r) => r.json?.data?.order?.orderId === order.orderId);
+    expect(delivery).toBeDefined();
+    const event = verifyWebhook<OrderWebhookEvent>(delivery!.rawBody, delivery!.headers as Record<string, string>, keys, { now: world.ctx.clock.now() });
+    expect(event.type).toBe('order.paid');
+    expect(event.data.order).toMatchObject({ status: 'PAID', provider: 'CRYPTO', crypto: { txHash: settlement.transaction, chainId: world.network } });
+
+    // The wallet's history names what was paid for.
+    const history = await world.agent.history({ limit: 5 });
+    expect(history[0]).toMatchObject({
+      status: 'signed',
+      resourceUrl: `${merchantApp.url}/report`,
+      amount: '1000000',
+      asset: 'USDC',
+      chainId: world.chain.chainId,
+      destination: world.payTo,
+    });
+  });
+
+  it('refuses a 6 USDC resource before signing (default policy: at most 5 USDC), with a clear error; nothing moves', async () => {
+    const before = await world.balanceOf(world.agentWallet);
+    const ordersBefore = (await ordersOfA()).length;
+    const error = await payingFetch()(`${merchantApp.url}/expensive`).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    expect(error?.message).toContain('Kassa agent wallet refused to sign the x402 payment (403 FORBIDDEN)');
+    expect(await world.balanceOf(world.agentWallet)).toBe(before);
+    expect((await ordersOfA()).length).toBe(ordersBefore);
+    const [denied] = await world.agent.history({ limit: 1 });
+    expect(denied).toMatchObject({ status: 'denied', amount: '6000000', resourceUrl: `${merchantApp.url}/expensive` });
+  });
+
+  it('refuses a replayed payment: the same PAYMENT-SIGNATURE again gets 402 and moves nothing', async () => {
+    let paymentHeader: string | undefined;
+    const recording: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      paymentHeader ??= request.headers.get('PAYMENT-SIGNATURE') ?? undefined;
+      return fetch(request);
+    };
+    expect((await payingFetch(recording)(`${merchantApp.url}/report`)).status).toBe(200);
+    expect(paymentHeader).toBeDefined();
+    const balance = await world.balanceOf(world.agentWallet);
+    const orders = (await ordersOfA()).length;
+    const replay = await fetch(`${merchantApp.url}/report`, { headers: { 'PAYMENT-SIGNATURE': paymentHeader! } });
+    expect(replay.status).toBe(402);
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+    expect((await ordersOfA()).length).toBe(orders);
+  });
+
+  it('refuses an expired authorization: verify says valid_before, nothing is settled', async () => {
+    const balance = await world.balanceOf(world.agentWallet);
+    // The payment is signed now, then reaches the facilitator after its validBefore (Kassa's clock).
+    const late: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      if (request.headers.has('PAYMENT-SIGNATURE')) world.ctx.clock.set(Date.now() + 3_600_000);
+      return fetch(request);
+    };
+    const started = world.ctx.clock.now();
+    try {
+      const res = await payingFetch(late)(`${merchantApp.url}/report`);
+      expect(res.status).toBe(402);
+    } finally {
+      world.ctx.clock.set(started);
+    }
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+  });
+});
+
+describe('settling one payload', () => {
+  /** A payment payload for `/report`, signed through the official client, not yet sent. */
+  async function signedPayload() {
+    const res = await fetch(`${merchantApp.url}/report`);
+    expect(res.status).toBe(402);
+    const { x402HTTPClient } = await import('@x402/fetch');
+    const client = recordPaymentContext(new x402Client().setSpendControls(false), signer).register('eip155:*', new ExactEvmScheme(signer));
+    const http = new x402HTTPClient(client);
+    const required = http.getPaymentRequiredResponse((name) => res.headers.get(name), await res.json().catch(() => undefined));
+    const payload = await client.createPaymentPayload(required);
+    return { payload, requirements: payload.accepted };
+  }
+
+  it('twice in a row moves funds once and answers the same transaction; verify then refuses it', async () => {
+    const { payload, requirements } = await signedPayload();
+    const facilitator = world.facilitator();
+    expect(await facilitator.verify(payload, requirements)).toMatchObject({ isValid: true, payer: world.agentWallet });
+    const balance = await world.balanceOf(world.agentWallet);
+    const first = await facilitator.settle(payload, requirements);
+    const second = await facilitator.settle(payload, requirements);
+    expect(first).toMatchObject({ success: true, network: world.network });
+    expect(second.transaction).toBe(first.transaction);
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
+    expect((await ordersOfA()).filter((o) => o.txHash === first.transaction)).toHaveLength(1);
+    expect(await facilitator.verify(payload, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_nonce_already_used' });
+  });
+
+  it('an expired authorization is refused by verify and settle (valid_before), nothing moves', async () => {
+    const { payload, requirements } = await signedPayload();
+    const facilitator = world.facilitator();
+    const balance = await world.balanceOf(world.agentWallet);
+    const started = world.ctx.clock.now();
+    world.ctx.clock.set(Number((payload.payload as { authorization: { validBefore: string } }).authorization.validBefore) * 1000);
+    try {
+      expect(await facilitator.verify(payload, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_payload_authorization_valid_before' });
+      expect(await facilitator.settle(payload, requirements)).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_payload_authorization_valid_before', transaction: '' });
+    } finally {
+      world.ctx.clock.set(started);
+    }
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+  });
+
+  it('another organization\'s key cannot settle a payment to this organization\'s wallet', async () => {
+    const { payload, requirements } = await signedPayload();
+    const result = await world.facilitator(world.ctx.orgB.apiKey).verify(payload, requirements);
+    expect(result).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_recipient_mismatch' });
+  });
+
+  describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent settles', 'postgresOnly'), () => {
+    it('8 concurrent settles of one payload, 5 rounds: funds move once per payload, one order, one transaction', async () => {
+      for (let round = 0; round < 5; round++) {
+        const { payload, requirements } = await signedPayload();
+        const balance = await world.balanceOf(world.agentWallet);
+        const results = await Promise.all(Array.from({ length: 8 }, () => world.facilitator().settle(payload, requirements)));
+        expect(results.every((r) => r.success)).toBe(true);
+        expect(new Set(results.map((r) => r.transaction)).size).toBe(1);
+        expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
+        expect((await ordersOfA()).filter((o) => o.txHash === results[0]!.transaction)).toHaveLength(1);
+      }
+    });
+  });
+});
