@@ -44,7 +44,10 @@ describe('OTLP/HTTP JSON ingest', () => {
                   startTimeUnixNano: nanos('2026-11-22T09:29:58.120Z', 999_999n),
                   endTimeUnixNano: nanos('2026-11-22T09:30:00.470Z'),
                   status: { code: 1 },
-                  events: [{ timeUnixNano: nanos('2026-11-22T09:29:59Z'), name: 'ignored' }],
+                  events: [
+                    { timeUnixNano: nanos('2026-11-22T09:29:59Z'), name: 'cache.lookup', attributes: [{ key: 'hit', value: { boolValue: true } }] },
+                    { name: 'no time' },
+                  ],
                   links: [{ traceId: traceId(), spanId: spanId() }],
                   droppedAttributesCount: 0,
                   flags: 1,
@@ -89,6 +92,7 @@ describe('OTLP/HTTP JSON ingest', () => {
     expect(detail.status).toBe(200);
     expect(detail.body.data).toEqual({
       trace_id: tid,
+      name: 'chat.handle_message',
       start_time: '2026-11-22T09:29:58.120Z',
       end_time: '2026-11-22T09:30:00.470Z',
       duration_ms: 2350,
@@ -102,6 +106,10 @@ describe('OTLP/HTTP JSON ingest', () => {
           duration_ms: 2350,
           attributes: { 'service.name': 'support-bot', deployment: 'resource-value' },
           status: { code: 'OK' },
+          events: [
+            { name: 'cache.lookup', time: '2026-11-22T09:29:59.000Z', attributes: { hit: true } },
+            { name: 'no time', time: null, attributes: {} },
+          ],
         },
         {
           span_id: call,
@@ -155,13 +163,39 @@ describe('OTLP/HTTP JSON ingest', () => {
     const validSpan = () => ({ traceId: traceId(), spanId: spanId(), name: 'x', startTimeUnixNano: nanos('2026-11-22T08:00:00Z'), endTimeUnixNano: nanos('2026-11-22T08:00:01Z') });
     const wrap = (...spans: unknown[]) => ({ resourceSpans: [{ scopeSpans: [{ spans: [validSpan(), ...spans] }] }] });
 
-    it('an invalid span is invalid_trace with its coordinates; nothing is stored', async () => {
+    it('an invalid span is rejected alone: partialSuccess counts it, the other spans are stored', async () => {
+      const good = validSpan();
       const bad = { ...validSpan(), endTimeUnixNano: nanos('2026-11-22T07:59:59Z') };
-      const res = await send(wrap(bad));
+      const wrongType = { ...validSpan(), attributes: [{ key: 'gen_ai.request.model', value: { stringValue: 'm' } }, { key: 'gen_ai.usage.input_tokens', value: { stringValue: 'ten' } }] };
+      const res = await send({ resourceSpans: [{ scopeSpans: [{ spans: [good, bad, wrongType] }] }] });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        partialSuccess: {
+          rejectedSpans: '2',
+          errorMessage: '2 spans rejected; first: resourceSpans[0].scopeSpans[0].spans[1]: endTimeUnixNano is before startTimeUnixNano',
+        },
+      });
+      expect((await ctx.platform.get(`/v1/traces/${good.traceId}`).set(bearer(p.key))).status).toBe(200);
+      expect((await ctx.platform.get(`/v1/traces/${bad.traceId}`).set(bearer(p.key))).status).toBe(404);
+      expect((await ctx.platform.get(`/v1/traces/${wrongType.traceId}`).set(bearer(p.key))).status).toBe(404);
+    });
+
+    it('a span of a trace is rejected while its siblings are stored (a repeated span id)', async () => {
+      const s = validSpan();
+      const sibling = { ...validSpan(), traceId: s.traceId };
+      const res = await send({ resourceSpans: [{ scopeSpans: [{ spans: [s, { ...s, name: 'again' }, sibling] }] }] });
+      expect(res.body.partialSuccess).toEqual({ rejectedSpans: '1', errorMessage: expect.stringContaining(`spans[1]: spanId ${s.spanId} appears more than once`) });
+      const stored = await ctx.platform.get(`/v1/traces/${s.traceId}`).set(bearer(p.key));
+      expect(stored.body.data.spans.map((x: { span_id: string; name: string }) => [x.span_id, x.name]).sort()).toEqual([[s.spanId, 'x'], [sibling.spanId, 'x']].sort());
+    });
+
+    it('when every span is rejected the answer is 400 invalid_trace with the first one\'s coordinates', async () => {
+      const bad = { ...validSpan(), endTimeUnixNano: nanos('2026-11-22T07:59:59Z') };
+      const res = await send({ resourceSpans: [{ scopeSpans: [{ spans: [bad, { ...validSpan(), spanId: '0000000000000000' }] }] }] });
       expect(res.status).toBe(400);
       expect(res.body.error).toMatchObject({
         code: 'invalid_trace',
-        details: { resource_index: 0, scope_index: 0, span_index: 1, trace_id: bad.traceId, span_id: bad.spanId, field: 'endTimeUnixNano' },
+        details: { resource_index: 0, scope_index: 0, span_index: 0, trace_id: bad.traceId, span_id: bad.spanId, field: 'endTimeUnixNano' },
       });
       expect((await ctx.platform.get(`/v1/traces/${bad.traceId}`).set(bearer(p.key))).status).toBe(404);
     });
@@ -172,33 +206,32 @@ describe('OTLP/HTTP JSON ingest', () => {
       ['an unknown span field', { color: 'red' }],
       ['an unknown status code', { status: { code: 7 } }],
       ['a non-numeric time', { startTimeUnixNano: 'yesterday' }],
-      ['a string gen_ai token count', { attributes: [{ key: 'gen_ai.request.model', value: { stringValue: 'm' } }, { key: 'gen_ai.usage.input_tokens', value: { stringValue: 'ten' } }] }],
-    ])('%s → invalid_trace', async (_label, patch) => {
-      const res = await send(wrap({ ...validSpan(), ...patch }));
+    ])('%s breaks the schema: the request is malformed (400 invalid_trace), nothing stored', async (_label, patch) => {
+      const body = wrap({ ...validSpan(), ...patch });
+      const res = await send(body);
       expect(res.status).toBe(400);
       expect(res.body.error.code).toBe('invalid_trace');
       expect(res.body.error.details).toMatchObject({ resource_index: 0, scope_index: 0, span_index: 1 });
+      const first = body.resourceSpans[0]!.scopeSpans[0]!.spans[0] as { traceId: string };
+      expect((await ctx.platform.get(`/v1/traces/${first.traceId}`).set(bearer(p.key))).status).toBe(404);
     });
 
-    it('more than 200 attributes after merging resource and span attributes → invalid_trace', async () => {
+    it('more than 200 attributes after merging resource and span attributes → the span is rejected', async () => {
       const attrs = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ key: `${prefix}${i}`, value: { intValue: i } }));
       const res = await send({ resourceSpans: [{ resource: { attributes: attrs('r', 150) }, scopeSpans: [{ spans: [{ ...validSpan(), attributes: attrs('s', 60) }] }] }] });
       expect(res.status).toBe(400);
       expect(res.body.error).toMatchObject({ code: 'invalid_trace', details: { field: 'attributes', span_index: 0 } });
     });
 
-    it('a span id twice in one trace → invalid_trace', async () => {
-      const s = validSpan();
-      const res = await send(wrap(s, { ...s }));
-      expect(res.body.error).toMatchObject({ code: 'invalid_trace', details: { span_index: 2, field: 'spanId' } });
-    });
-
-    it('shape problems outside spans and the protobuf encoding → invalid_request', async () => {
+    it('shape problems outside spans → invalid_request; a body protobuf cannot read → invalid_request', async () => {
       expect((await send({ resourceSpans: [{ scopeSpans: [], extra: 1 }] })).body.error.code).toBe('invalid_request');
       expect((await send({ resourceSpans: {} })).body.error.code).toBe('invalid_request');
-      const proto = await ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).set('Content-Type', 'application/x-protobuf').send(Buffer.from([0x0a, 0x00]));
+      const proto = await ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).set('Content-Type', 'application/x-protobuf').send(Buffer.from([0x0a, 0xff, 0x01]));
       expect(proto.status).toBe(400);
-      expect(proto.body.error.code).toBe('invalid_request');
+      expect(proto.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'body' } });
+      const other = await ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).set('Content-Type', 'text/plain').send('hello');
+      expect(other.status).toBe(400);
+      expect(other.body.error.code).toBe('invalid_request');
     });
 
     it('requires a telemetry key', async () => {
