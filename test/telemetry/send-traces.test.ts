@@ -5,7 +5,7 @@
  * OpenAI-shaped server — and its Collector configuration is parsed and its exporter's request
  * sent to the endpoint it names. The page's code blocks are these files, byte for byte.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -15,12 +15,15 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { encodeOtlpTraceRequest } from '../../src/telemetry/otlp-protobuf.js';
 import { bearer, createProjectWithKey, spanId, traceId, type TelemetryKeyFixture } from './helpers.js';
 import { serveRecording, type RecordingServer } from './otlp-server.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const EXAMPLES = 'scripts/examples/telemetry';
+const PYTHON = process.env.KASSA_TEST_PYTHON ?? 'python3';
+const hasPythonOtel = spawnSync(PYTHON, ['-c', 'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http'], { stdio: 'ignore' }).status === 0;
 
 let ctx: TestContext;
 let p: TelemetryKeyFixture;
@@ -71,7 +74,8 @@ afterAll(async () => {
 /** Runs an example as its own process with only the documented variables added; its last stdout line is JSON. */
 async function runExample(file: string, env: Record<string, string>): Promise<Record<string, string>> {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_') && !k.startsWith('TRACELOOP_') && !k.startsWith('OPENAI_')));
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(EXAMPLES, file)], { cwd: ROOT, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, args] = file.endsWith('.py') ? [PYTHON, [path.join(EXAMPLES, file)]] : [process.execPath, ['--import', 'tsx', path.join(EXAMPLES, file)]];
+  const child = spawn(command, args, { cwd: ROOT, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -150,6 +154,24 @@ describe('the Node snippets, run as documented', () => {
   });
 });
 
+describe.skipIf(!hasPythonOtel)(skippedUnless('the Python snippet, run as documented', 'pythonOpenTelemetry'), () => {
+  it('OpenTelemetry Python SDK (http/protobuf, gzip): the span is stored with model, tokens and cost', async () => {
+    const before = kassa.exchanges.length;
+    const out = await runExample('otel-python.py', {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `${kassa.origin}/v1/otlp`,
+      OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer%20${p.key}`,
+      OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip',
+      OTEL_SERVICE_NAME: 'support-bot',
+    });
+    expect(kassa.exchanges.slice(before)).toEqual([
+      expect.objectContaining({ path: '/v1/otlp/v1/traces', contentType: 'application/x-protobuf', contentEncoding: 'gzip', status: 200 }),
+    ]);
+    const detail = await ctx.platform.get(`/v1/traces/${out.trace_id}`).set(bearer(p.key));
+    expect(detail.status).toBe(200);
+    expect(detail.body.data.spans[0].attributes).toMatchObject({ 'service.name': 'support-bot', 'llm.model': 'gpt-4o', 'llm.tokens.input': 1200, 'llm.cost': 0.0065 });
+  });
+});
+
 describe('the OpenTelemetry Collector configuration', () => {
   it("parses, and its otlphttp exporter's request (endpoint + /v1/traces, headers, gzip, proto) is stored", async () => {
     const config = parseYaml(await readFile(path.join(ROOT, EXAMPLES, 'otel-collector.yaml'), 'utf8')) as {
@@ -182,7 +204,7 @@ describe('the OpenTelemetry Collector configuration', () => {
 describe('docs/send-traces.md', () => {
   it('shows these files as they are', async () => {
     const page = await readFile(path.join(ROOT, 'docs/send-traces.md'), 'utf8');
-    for (const file of ['otel-node.ts', 'openllmetry-node.ts', 'otel-collector.yaml']) {
+    for (const file of ['otel-node.ts', 'openllmetry-node.ts', 'otel-collector.yaml', 'otel-python.py']) {
       const text = await readFile(path.join(ROOT, EXAMPLES, file), 'utf8');
       expect(page, file).toContain(text);
     }
