@@ -234,7 +234,7 @@ describe('OTLP/HTTP JSON ingest', () => {
       expect(proto.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'body' } });
       const other = await ctx.platform.post('/v1/otlp/v1/traces').set(bearer(p.key)).set('Content-Type', 'text/plain').send('hello');
       expect(other.status).toBe(400);
-      expect(other.body.error.code).toBe('invalid_request');
+      expect(other.body.error).toMatchObject({ code: 'invalid_request', message: 'Request body must be sent as Content-Type: application/x-protobuf or application/json' });
     });
 
     it('requires a telemetry key', async () => {
