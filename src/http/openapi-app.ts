@@ -1,7 +1,8 @@
 /**
  * Builds an Express app from a composed OpenAPI document and a handler map:
  * request id → access log → health → extra routes → authentication (by the operation's security
- * requirement) → JSON body → express-openapi-validator → byte limits → handler → one error mapping.
+ * requirement) → JSON body (or an operation's BodyCodec: OTLP protobuf) → express-openapi-validator
+ * → byte limits → handler → one error mapping.
  */
 import { isUtf8 } from 'node:buffer';
 import express, { type Express, type NextFunction, type Request, type Response, Router } from 'express';
