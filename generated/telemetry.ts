@@ -312,12 +312,19 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Ingest traces over OTLP/HTTP (JSON)
-         * @description OTLP/HTTP trace receiver (JSON encoding, `Content-Type: application/json`). Point an
+         * Ingest traces over OTLP/HTTP (protobuf or JSON)
+         * @description OTLP/HTTP trace receiver, as the OTLP specification defines it: the protobuf encoding
+         *     (`Content-Type: application/x-protobuf`, the default of OpenTelemetry SDKs and the
+         *     only one of the Python SDK) and the JSON encoding (`application/json`). Point an
          *     OpenTelemetry exporter at it with `OTEL_EXPORTER_OTLP_ENDPOINT={api_url}/v1/otlp`,
-         *     `OTEL_EXPORTER_OTLP_PROTOCOL=http/json` and
-         *     `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer <API_KEY>`. The protobuf encoding
-         *     (`application/x-protobuf`) is not accepted: `400 invalid_request`.
+         *     `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` (or `http/json`) and
+         *     `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer <API_KEY>`. Either body may be sent
+         *     with `Content-Encoding: gzip` (or `deflate`); the 5 MB body limit applies to the
+         *     decompressed bytes, and decompression stops there (`413 payload_too_large`). A
+         *     protobuf body is decoded with the official opentelemetry-proto definitions into the
+         *     JSON form below and checked by the same rules; a body protobuf cannot read is
+         *     `400 invalid_request` (`details.field: body`). Protobuf strings are read as UTF-8 with
+         *     invalid bytes replaced by U+FFFD (the JSON encoding refuses them instead).
          *
          *     The request is an OTLP `ExportTraceServiceRequest` and maps to the same storage,
          *     with the same validation, limits, upsert, sampling, quota, rate limit and attribute
@@ -333,18 +340,55 @@ export interface paths {
          *       key → scalar object and `bytesValue` to its base64 text; nesting deeper than one
          *       level is refused (`invalid_trace` in a span's attributes, `invalid_request` in the
          *       resource's or the scope's);
-         *       the merged map is subject to the 200-key limit (`invalid_trace`);
+         *       the merged map is subject to the 200-key limit;
          *     - `status.code` 0/1/2 becomes `UNSET`/`OK`/`ERROR`; `kind` 1-5 becomes
          *       `INTERNAL`/`SERVER`/`CLIENT`/`PRODUCER`/`CONSUMER` (0 = unspecified, not stored);
-         *     - events, links, trace state, flags and dropped counts are accepted and discarded.
+         *     - span events are kept (the first 128 per span) and returned in the span's `events`;
+         *       links, trace state, flags and dropped counts are accepted and discarded.
          *
-         *     Acceptance is all or nothing (OTLP `partialSuccess` is always empty). An invalid span
-         *     is `400 invalid_trace` with `details {resource_index, scope_index, span_index,
-         *     trace_id, span_id, field}`; other shape problems are `invalid_request`. Errors use
-         *     the telemetry error body, not `google.rpc.Status`; OTLP clients retry on 429 and 503
-         *     and do not retry on 400 and 413, as the OTLP specification prescribes. Unlike the
-         *     OTLP specification (which asks receivers to ignore unknown fields), this contract
-         *     rejects unknown fields like every other route of the API.
+         *     GenAI conventions as emitted by OpenTelemetry and OpenLLMetry (Traceloop) are mapped
+         *     onto `llm.*` (on both ingest routes; the original attributes stay, unknown attributes
+         *     are kept as sent): model and vendor as for `POST /v1/ingest`; input tokens from
+         *     `gen_ai.usage.input_tokens`, else `gen_ai.usage.prompt_tokens`; output tokens from
+         *     `gen_ai.usage.output_tokens`, else `gen_ai.usage.completion_tokens`;
+         *     `llm.tokens.total` from `gen_ai.usage.total_tokens` or `llm.usage.total_tokens`;
+         *     `llm.tokens.cache_read`, `llm.tokens.cache_creation` and `llm.tokens.reasoning` from
+         *     `gen_ai.usage.cache_read_input_tokens`, `gen_ai.usage.cache_creation_input_tokens`
+         *     and `gen_ai.usage.reasoning_tokens` (all non-negative integers; cost and metrics use
+         *     input and output tokens); `llm.operation` from `gen_ai.operation.name`, else
+         *     `llm.request.type`. A trace's `name` is its root span's `traceloop.workflow.name`,
+         *     else its `traceloop.entity.name`, else the root span's name. Prompts and completions
+         *     (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.input.messages`,
+         *     `gen_ai.output.messages`, `gen_ai.system_instructions` attributes, and every string
+         *     attribute of a span event) are kept up to 16 384 characters each; a longer value is
+         *     cut and ends with `…[truncated]`.
+         *
+         *     Acceptance is per span (OTLP partial success). A span that breaks a rule the schema
+         *     cannot express (end before start, a time out of range, all-zero ids, a span id
+         *     repeated in its trace, a GenAI attribute of the wrong type, more than 200 merged
+         *     attributes, more than 1000 spans of one trace) is rejected alone: the other spans
+         *     are stored and the answer is `200` with `partialSuccess {rejectedSpans, errorMessage}`
+         *     (the count, and the first reason with the span's coordinates). When every span of
+         *     the request is rejected the answer is that first reason as `400 invalid_trace` with
+         *     `details {resource_index, scope_index, span_index, trace_id, span_id, field}`. A
+         *     request that breaks the schema (a malformed id, an unknown field, a wrong type) is
+         *     malformed as a whole: `400` (`invalid_trace` inside a span, else `invalid_request`),
+         *     nothing stored. Sampled-out spans are not rejections. Unlike the OTLP specification
+         *     (which asks receivers to ignore unknown fields), this contract rejects unknown JSON
+         *     fields like every other route of the API; protobuf decoding skips unknown fields.
+         *
+         *     Retries follow the OTLP specification: `429` (`rate_limited` with `Retry-After`, or
+         *     `quota_exceeded`) and `503 service_unavailable` (with `Retry-After`) are retryable;
+         *     `400`, `401` and `413` are not. Errors use the telemetry error body (JSON, whatever
+         *     the request's encoding), not `google.rpc.Status`.
+         *
+         *     OTLP metrics are not accepted: `POST /v1/otlp/v1/metrics` is no route of this API
+         *     (`404 not_found`, which OTLP exporters do not retry). Kassa's metrics
+         *     (`GET /v1/metrics`: requests, errors, tokens, cost, latency) are computed from the
+         *     model-call spans it stores, so traces feed them; storing OTLP metric points too would
+         *     count each model call twice. Export traces only (`OTEL_METRICS_EXPORTER=none`, or
+         *     `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT={api_url}/v1/otlp/v1/traces` when metrics go
+         *     elsewhere).
          */
         post: operations["ingestOtlpTraces"];
         delete?: never;
@@ -512,7 +556,27 @@ export interface components {
             duration_ms: number;
             attributes: components["schemas"]["Attributes"];
             status: components["schemas"]["SpanStatus"];
+            /**
+             * @description The span's events as sent over OTLP (absent when it has none): prompts and
+             *     completions recorded as events, exceptions, logs. String attribute values are cut
+             *     at 16 384 characters (ending with `…[truncated]`).
+             */
+            events?: components["schemas"]["SpanEvent"][];
         };
+        SpanEvent: {
+            name: string;
+            /**
+             * Format: date-time
+             * @description Event time (UTC, milliseconds); null when the event carried none.
+             */
+            time: string | null;
+            attributes: components["schemas"]["Attributes"];
+        };
+        /**
+         * @description The trace's name: the root span's `traceloop.workflow.name` attribute (OpenLLMetry
+         *     workflows), else its `traceloop.entity.name`, else the root span's name.
+         */
+        TraceName: string;
         /**
          * @description `error` when any span of the trace has status `ERROR`, else `ok`.
          * @enum {string}
@@ -525,6 +589,7 @@ export interface components {
          */
         TraceSummary: {
             trace_id: components["schemas"]["TraceId"];
+            name: components["schemas"]["TraceName"];
             start_time: components["schemas"]["Timestamp"];
             end_time: components["schemas"]["Timestamp"];
             duration_ms: number;
@@ -548,6 +613,7 @@ export interface components {
         };
         TraceDetail: {
             trace_id: components["schemas"]["TraceId"];
+            name: components["schemas"]["TraceName"];
             start_time: components["schemas"]["Timestamp"];
             end_time: components["schemas"]["Timestamp"];
             duration_ms: number;
@@ -762,7 +828,11 @@ export interface components {
         OtlpExportTraceServiceRequest: {
             resourceSpans?: components["schemas"]["OtlpResourceSpans"][];
         };
-        /** @description OTLP `ExportTraceServiceResponse`; `partialSuccess` is always empty (all-or-nothing acceptance). */
+        /**
+         * @description OTLP `ExportTraceServiceResponse`. `partialSuccess` is empty when every span was
+         *     stored; otherwise `rejectedSpans` (int64, decimal text) counts the rejected spans and
+         *     `errorMessage` gives the first reason.
+         */
         OtlpExportTraceServiceResponse: {
             partialSuccess: {
                 rejectedSpans?: components["schemas"]["OtlpInt64"];
@@ -1416,6 +1486,7 @@ export interface operations {
                      *       "data": [
                      *         {
                      *           "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                     *           "name": "chat.handle_message",
                      *           "start_time": "2026-11-22T09:29:58.120Z",
                      *           "end_time": "2026-11-22T09:30:00.470Z",
                      *           "duration_ms": 2350,
@@ -1482,6 +1553,7 @@ export interface operations {
                      * @example {
                      *       "data": {
                      *         "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                     *         "name": "chat.handle_message",
                      *         "start_time": "2026-11-22T09:29:58.120Z",
                      *         "end_time": "2026-11-22T09:30:00.470Z",
                      *         "duration_ms": 2350,
@@ -1868,10 +1940,15 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["OtlpExportTraceServiceRequest"];
+                "application/x-protobuf": string;
             };
         };
         responses: {
-            /** @description All spans accepted and durably stored (OTLP `ExportTraceServiceResponse`). */
+            /**
+             * @description The spans that were not rejected are durably stored (OTLP
+             *     `ExportTraceServiceResponse`, in the request's encoding); `partialSuccess` counts the
+             *     rejected ones.
+             */
             200: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
@@ -1880,12 +1957,8 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "partialSuccess": {}
-                     *     }
-                     */
                     "application/json": components["schemas"]["OtlpExportTraceServiceResponse"];
+                    "application/x-protobuf": string;
                 };
             };
             400: components["responses"]["TelemetryIngestBadRequest"];

@@ -126,6 +126,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ...modules.telemetry.authenticators, ...modules.agentWallet.authenticators },
+    bodyCodecs: modules.telemetry.bodyCodecs,
     extraRoutes: (router) =>
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],

@@ -140,7 +140,7 @@ export const MODELS = [
  * A realistic batch: traces of a chat handler with a retrieval span and one or two model calls
  * (GenAI attributes), starting between `fromMs` and `toMs`. Returns the JSON body and its span count.
  */
-export function makeBatch(rand: () => number, spansTarget: number, fromMs: number, toMs: number): { body: string; spans: number } {
+export function makeBatch(rand: () => number, spansTarget: number, fromMs: number, toMs: number): { body: string; spans: number; traces: BenchTrace[] } {
   const traces = [];
   let spans = 0;
   while (spans < spansTarget) {
@@ -177,7 +177,22 @@ export function makeBatch(rand: () => number, spansTarget: number, fromMs: numbe
     traces.push({ trace_id: hex(rand, 16), spans: list });
     spans += list.length;
   }
-  return { body: JSON.stringify({ traces }), spans };
+  return { body: JSON.stringify({ traces }), spans, traces: traces as BenchTrace[] };
+}
+
+/** A native ingest trace as makeBatch builds it. */
+export interface BenchTrace {
+  trace_id: string;
+  spans: Array<{
+    span_id: string;
+    parent_span_id: string | null;
+    name: string;
+    kind?: string;
+    start_time: string;
+    end_time: string;
+    attributes: Record<string, string | number | boolean>;
+    status?: { code: string };
+  }>;
 }
 
 const TICKS_PER_SECOND = 100;

@@ -1,7 +1,8 @@
 /**
  * Builds an Express app from a composed OpenAPI document and a handler map:
  * request id → access log → health → extra routes → authentication (by the operation's security
- * requirement) → JSON body → express-openapi-validator → byte limits → handler → one error mapping.
+ * requirement) → JSON body (or an operation's BodyCodec: OTLP protobuf) → express-openapi-validator
+ * → byte limits → handler → one error mapping.
  */
 import { isUtf8 } from 'node:buffer';
 import express, { type Express, type NextFunction, type Request, type Response, Router } from 'express';
@@ -51,6 +52,19 @@ export interface OpenApiAppOptions {
   metrics?: HttpMetrics;
   /** Send Strict-Transport-Security (the listener's public URL is https). */
   hsts?: boolean;
+  /** Request encodings besides JSON, by operationId (OTLP/HTTP protobuf). */
+  bodyCodecs?: Record<string, BodyCodec>;
+}
+
+/**
+ * A binary encoding of an operation's body: decoded to the JSON form the document validates (so
+ * every rule of the contract applies to it unchanged), and a success answer encoded back in it.
+ * Error answers stay JSON.
+ */
+export interface BodyCodec {
+  mediaType: string;
+  decodeRequest: (raw: Buffer) => unknown;
+  encodeResponse: (body: unknown) => Buffer;
 }
 
 declare module 'express-serve-static-core' {
@@ -60,6 +74,8 @@ declare module 'express-serve-static-core' {
     mayHoldLoneSurrogate?: boolean;
     /** The OpenAPI operation the request matched (metrics label), once routing has found it. */
     operationId?: string;
+    /** Set when the body came in a BodyCodec's encoding: the success answer goes back in it. */
+    bodyCodec?: BodyCodec;
     /** The documented operation this request matched, with its decoded path parameters. */
     documented?: RoutedRequest<DocumentedOperation>;
     auth?: unknown;
@@ -223,8 +239,35 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     app.use((req, res, next) => (req.documented ? next() : extra(req, res, next)));
   }
 
+  // A codec's body is read raw (gzip and deflate inflated, the limit applying to the inflated
+  // bytes, so a compression bomb stops at the limit) and decoded before validation.
+  const rawParsers = new Map<number, express.RequestHandler>();
+  app.use((req, res, next) => {
+    const codec = req.documented && options.bodyCodecs?.[req.documented.entry.op.operationId];
+    if (!codec || !req.is(codec.mediaType)) return next();
+    const limit = options.bodyLimit(req);
+    let parser = rawParsers.get(limit);
+    if (!parser) rawParsers.set(limit, (parser = express.raw({ limit, type: () => true })));
+    parser(req, res, (err?: unknown) => {
+      if (err) return next(err);
+      if (req.body === undefined && announcesBody(req) && req.socket?.readable !== true) {
+        return next(Object.assign(new Error('request aborted'), { type: 'request.aborted', status: 400 }));
+      }
+      try {
+        req.body = codec.decodeRequest(Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
+      } catch (decodeError) {
+        return next(decodeError);
+      }
+      // From here on the request is its JSON form: the validator checks it against the JSON schema.
+      req.headers['content-type'] = 'application/json';
+      req.bodyCodec = codec;
+      next();
+    });
+  });
+
   const parsers = new Map<number, express.RequestHandler>();
   app.use((req, res, next) => {
+    if (req.bodyCodec) return next();
     // What body-parser checks first (type-is hasBody): no length, no chunks, no body. Skipping it
     // here saves its per-request setup on every GET.
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return next();
@@ -304,7 +347,12 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       });
       for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
       if (result.status === 204) res.status(204).end();
-      else sendJson(res, result.status, result.body);
+      else if (req.bodyCodec) {
+        const bytes = req.bodyCodec.encodeResponse(result.body);
+        res.status(result.status).setHeader('Content-Type', req.bodyCodec.mediaType);
+        res.setHeader('Content-Length', bytes.length);
+        res.end(bytes);
+      } else sendJson(res, result.status, result.body);
     } catch (err) {
       next(err);
     }

@@ -61,4 +61,7 @@ export const unauthorized = (message = 'Missing or invalid API key') => new AppE
 export const forbidden = (message: string) => new AppError('FORBIDDEN', message);
 export const notFound = (what = 'Resource') => new AppError('NOT_FOUND', `${what} not found`);
 export const conflict = (message: string) => new AppError('CONFLICT', message);
-export const serviceUnavailable = (message = 'Service temporarily unavailable, retry later') => new AppError('SERVICE_UNAVAILABLE', message);
+/** Retry-After on every 503: OTLP exporters and HTTP clients wait that long before retrying. */
+export const SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+export const serviceUnavailable = (message = 'Service temporarily unavailable, retry later') =>
+  new AppError('SERVICE_UNAVAILABLE', message, { headers: { 'Retry-After': String(SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS) } });

@@ -59,6 +59,8 @@ export function countIngest(handlers: TelemetryHandlers, metrics: Metrics | unde
         const body = input.body as OtlpBody;
         let spans = 0;
         for (const resource of body.resourceSpans ?? []) for (const scope of resource.scopeSpans ?? []) spans += scope.spans?.length ?? 0;
+        // Spans rejected one by one (OTLP partial success) were not ingested.
+        spans -= Number(result.body.partialSuccess.rejectedSpans ?? 0);
         metrics.telemetryIngested({ spans });
       }
       return result;

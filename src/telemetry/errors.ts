@@ -106,7 +106,8 @@ function refineValidation(error: AppError, items: ValidatorItem[], req: Request)
 
 export function refineTelemetryError(error: AppError, thrown: unknown, req: Request): AppError {
   if (error.code === 'UNSUPPORTED_MEDIA_TYPE') {
-    return new AppError('VALIDATION_ERROR', 'Request body must be sent as Content-Type: application/json', { details: { field: 'content-type' } });
+    const types = req.path === '/v1/otlp/v1/traces' ? 'application/x-protobuf or application/json' : 'application/json';
+    return new AppError('VALIDATION_ERROR', `Request body must be sent as Content-Type: ${types}`, { details: { field: 'content-type' } });
   }
   if (error.code === 'PAYLOAD_TOO_LARGE' && error.options.details === undefined) {
     const limit = (thrown as { limit?: number } | undefined)?.limit;

@@ -7,6 +7,7 @@ import { createTelemetryAdminHandlers } from './admin.handlers.js';
 import { telemetryAuthenticator } from './auth.js';
 import { refineTelemetryError } from './errors.js';
 import { createTelemetryHandlers } from './telemetry.handlers.js';
+import { PROTOBUF_MEDIA_TYPE, decodeOtlpTraceRequest, encodeOtlpTraceResponse } from './otlp-protobuf.js';
 import { KnexIngestUnitOfWork } from './ingest.repository.js';
 import { IngestService } from './ingest.service.js';
 import { TelemetryKeyService } from './keys.service.js';
@@ -40,6 +41,8 @@ export interface TelemetryModule {
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
   /** Turns an envelope error into the telemetry API's error body. */
   refineError: typeof refineTelemetryError;
+  /** Body encodings besides JSON, by operationId: OTLP/HTTP protobuf. */
+  bodyCodecs: Record<string, { mediaType: string; decodeRequest: (raw: Buffer) => unknown; encodeResponse: (body: unknown) => Buffer }>;
 }
 
 export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = {
@@ -69,5 +72,6 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }) },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,
+    bodyCodecs: { ingestOtlpTraces: { mediaType: PROTOBUF_MEDIA_TYPE, decodeRequest: decodeOtlpTraceRequest, encodeResponse: encodeOtlpTraceResponse } },
   };
 }

@@ -16,7 +16,7 @@ import type { components } from '../../generated/telemetry.js';
 import { CellStats } from './cell-stats.js';
 import type { TelemetryAuth } from './keys.service.js';
 import { normalizeIngest, type NormalizedBatch, type NormalizedSpan, type NormalizedTrace } from './normalize.js';
-import { normalizeOtlp } from './otlp.js';
+import { normalizeOtlp, type OtlpRejections } from './otlp.js';
 import type { PriceTable } from './prices.js';
 import type { ProjectRepository } from './projects.repository.js';
 import { startOfNextUtcMonth, startOfUtcMonth } from './projects.service.js';
@@ -99,6 +99,7 @@ const toStoredSpan = (s: NormalizedSpan): StoredSpan => ({
   statusCode: s.statusCode,
   statusMessage: s.statusMessage,
   attributes: s.attributes,
+  ...(s.events ? { events: s.events } : {}),
 });
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
@@ -141,8 +142,10 @@ export class IngestService {
     return this.ingestBatch(auth, normalizeIngest(body, this.prices));
   }
 
-  ingestOtlp(auth: TelemetryAuth, body: OtlpRequest): Promise<IngestCounts> {
-    return this.ingestBatch(auth, normalizeOtlp(body, this.prices));
+  /** Spans that break a rule are rejected alone and reported (OTLP partial success); the rest are stored. */
+  async ingestOtlp(auth: TelemetryAuth, body: OtlpRequest): Promise<IngestCounts & { rejected: OtlpRejections }> {
+    const batch = normalizeOtlp(body, this.prices);
+    return { ...(await this.ingestBatch(auth, batch)), rejected: batch.rejected };
   }
 
   private async ingestBatch(auth: TelemetryAuth, batch: NormalizedBatch): Promise<IngestCounts> {

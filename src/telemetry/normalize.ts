@@ -31,6 +31,15 @@ export interface NormalizedSpan {
   tokensInput: number | null;
   tokensOutput: number | null;
   cost: number | null;
+  /** OTLP span events (prompts and completions among them); absent when the span has none. */
+  events?: SpanEvent[];
+}
+
+export interface SpanEvent {
+  name: string;
+  /** Null when the event carries no time, or one outside the supported range. */
+  timeMs: number | null;
+  attributes: Attributes;
 }
 
 export interface NormalizedTrace {
@@ -83,7 +92,49 @@ const MODEL_KEYS = [
   'llm.vendor', 'llm.model', 'llm.tokens.input', 'llm.tokens.output', 'llm.cost',
   'gen_ai.provider.name', 'gen_ai.system', 'gen_ai.response.model', 'gen_ai.request.model',
   'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens',
+  // Older GenAI and OpenLLMetry (Traceloop) spellings.
+  'gen_ai.usage.prompt_tokens', 'gen_ai.usage.completion_tokens', 'gen_ai.usage.total_tokens', 'llm.usage.total_tokens',
+  'gen_ai.usage.cache_read_input_tokens', 'gen_ai.usage.cache_creation_input_tokens', 'gen_ai.usage.reasoning_tokens',
+  'gen_ai.operation.name', 'llm.request.type',
 ];
+
+/**
+ * Token counts beyond input/output, mapped onto `llm.tokens.*` (first source present wins) and
+ * checked like the others; they do not enter cost or the metrics, which count input and output.
+ */
+const EXTRA_TOKEN_KEYS: Array<[target: string, first: string, second?: string]> = [
+  ['llm.tokens.total', 'gen_ai.usage.total_tokens', 'llm.usage.total_tokens'],
+  ['llm.tokens.cache_read', 'gen_ai.usage.cache_read_input_tokens'],
+  ['llm.tokens.cache_creation', 'gen_ai.usage.cache_creation_input_tokens'],
+  ['llm.tokens.reasoning', 'gen_ai.usage.reasoning_tokens'],
+];
+
+/**
+ * Prompt and completion text (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.input.messages`,
+ * `gen_ai.output.messages`, `gen_ai.system_instructions`, and every string of a span event) is
+ * kept up to this many characters; a longer value is cut and ends with TRUNCATED_MARK.
+ */
+export const CONTENT_CAP_CHARS = 16_384;
+export const TRUNCATED_MARK = '…[truncated]';
+
+export const isContentKey = (key: string): boolean =>
+  key.startsWith('gen_ai.') &&
+  (key.startsWith('gen_ai.prompt') ||
+    key.startsWith('gen_ai.completion') ||
+    key === 'gen_ai.input.messages' ||
+    key === 'gen_ai.output.messages' ||
+    key === 'gen_ai.system_instructions');
+
+export const capContent = (value: string): string =>
+  value.length <= CONTENT_CAP_CHARS ? value : value.slice(0, CONTENT_CAP_CHARS - TRUNCATED_MARK.length) + TRUNCATED_MARK;
+
+/** Cuts over-long prompt/completion values in place. */
+function capContentAttributes(attrs: Attributes): void {
+  for (const key in attrs) {
+    const value = attrs[key];
+    if (typeof value === 'string' && value.length > CONTENT_CAP_CHARS && isContentKey(key)) attrs[key] = capContent(value);
+  }
+}
 
 /** The key an llm.* value comes from: the llm.* key itself, else the first GenAI source present. */
 function sourceKey(attrs: Attributes, target: string, first?: string, second?: string): string | undefined {
@@ -118,8 +169,9 @@ export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
 
   const vendorKey = sourceKey(input, 'llm.vendor', 'gen_ai.provider.name', 'gen_ai.system');
   const modelKey = sourceKey(input, 'llm.model', 'gen_ai.response.model', 'gen_ai.request.model');
-  const inKey = sourceKey(input, 'llm.tokens.input', 'gen_ai.usage.input_tokens');
-  const outKey = sourceKey(input, 'llm.tokens.output', 'gen_ai.usage.output_tokens');
+  const inKey = sourceKey(input, 'llm.tokens.input', 'gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens');
+  const outKey = sourceKey(input, 'llm.tokens.output', 'gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens');
+  const operationKey = sourceKey(input, 'llm.operation', 'gen_ai.operation.name', 'llm.request.type');
   const vendor = vendorKey ? input[vendorKey] : undefined;
   const model = modelKey ? input[modelKey] : undefined;
   const tokensInput = inKey ? input[inKey] : undefined;
@@ -130,6 +182,11 @@ export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
   if (inKey && !isNonNegativeInteger(tokensInput)) return bad(inKey, 'a non-negative integer');
   if (outKey && !isNonNegativeInteger(tokensOutput)) return bad(outKey, 'a non-negative integer');
   if (cost !== undefined && !isNonNegativeNumber(cost)) return bad('llm.cost', 'a non-negative number (USD)');
+  if (operationKey && !isName(input[operationKey])) return bad(operationKey, `a string of 1-${MAX_NAME} characters`);
+  for (const [target, first, second] of EXTRA_TOKEN_KEYS) {
+    const key = sourceKey(input, target, first, second);
+    if (key && !isNonNegativeInteger(input[key])) return bad(key, 'a non-negative integer');
+  }
 
   // Mapped only when the llm.* key is absent; the original keys stay. The map is the request's
   // own (parsed for this request alone), so it is extended in place rather than copied.
@@ -138,6 +195,11 @@ export function mapModelCall(input: Attributes, prices: PriceTable): Mapped {
   if (modelKey) attributes['llm.model'] = model!;
   if (inKey) attributes['llm.tokens.input'] = tokensInput!;
   if (outKey) attributes['llm.tokens.output'] = tokensOutput!;
+  if (operationKey) attributes['llm.operation'] = input[operationKey]!;
+  for (const [target, first, second] of EXTRA_TOKEN_KEYS) {
+    const key = sourceKey(input, target, first, second);
+    if (key) attributes[target] = input[key]!;
+  }
   let finalCost = cost === undefined ? null : (cost as number);
   if (modelKey && finalCost === null) {
     const computed = prices.cost(model as string, tokensInput as number | undefined, tokensOutput as number | undefined);
@@ -216,6 +278,7 @@ export function normalizeSpan(traceId: string, span: SpanInput, prices: PriceTab
   if (!inTimestampRange(span.startMs)) throw spanError(traceId, span, at, names.startTime, `${names.startTime} ${TIMESTAMP_RANGE_MESSAGE}`);
   if (!inTimestampRange(span.endMs)) throw spanError(traceId, span, at, names.endTime, `${names.endTime} ${TIMESTAMP_RANGE_MESSAGE}`);
   if (span.endMs < span.startMs) throw spanError(traceId, span, at, names.endTime, `${names.endTime} is before ${names.startTime}`);
+  capContentAttributes(span.attributes);
   const mapped = mapModelCall(span.attributes, prices);
   if (!mapped.ok) throw spanError(traceId, span, at, mapped.field, mapped.message);
   return {

@@ -4,6 +4,7 @@ import type { TelemetryHandlers } from '../handler-maps.js';
 import { iso } from '../kernel/present.js';
 import type { IngestService } from './ingest.service.js';
 import type { MetricsService } from './metrics.service.js';
+import type { Attributes } from './normalize.js';
 import type { Project } from './projects.repository.js';
 import type { ProjectService, ProjectStats } from './projects.service.js';
 import type { StoredSpan, StoredTrace } from './traces.repository.js';
@@ -28,8 +29,15 @@ const presentProject = (p: Project, stats?: ProjectStats) => ({
   updated_at: iso(p.updatedAt),
 });
 
+/** OpenLLMetry names a trace by its workflow (or entity) on the root span; else the root span's name. */
+const traceName = (rootName: string, rootAttributes: Attributes): string => {
+  const workflow = rootAttributes['traceloop.workflow.name'] ?? rootAttributes['traceloop.entity.name'];
+  return typeof workflow === 'string' && workflow.length > 0 ? workflow : rootName;
+};
+
 const presentSummary = (t: StoredTrace) => ({
   trace_id: t.traceId,
+  name: traceName(t.rootName, t.rootAttributes),
   start_time: iso(t.startTime),
   end_time: iso(t.endTime),
   duration_ms: t.durationMs,
@@ -48,7 +56,13 @@ const presentSpan = (s: StoredSpan) => ({
   duration_ms: s.endMs - s.startMs,
   attributes: s.attributes,
   status: s.statusMessage === null ? { code: s.statusCode } : { code: s.statusCode, message: s.statusMessage },
+  ...(s.events
+    ? { events: s.events.map((e) => ({ name: e.name, time: e.timeMs === null ? null : new Date(e.timeMs).toISOString(), attributes: e.attributes })) }
+    : {}),
 });
+
+const rejectionMessage = (count: number, first: string | null): string =>
+  `${count} span${count === 1 ? '' : 's'} rejected${first ? `; first: ${first}` : ''}`;
 
 export function createTelemetryHandlers(services: TelemetryServices, clock: Clock): TelemetryHandlers {
   const meta = (requestId: string) => ({ request_id: requestId, timestamp: clock.now().toISOString() });
@@ -97,6 +111,7 @@ export function createTelemetryHandlers(services: TelemetryServices, clock: Cloc
         body: {
           data: {
             trace_id: trace.traceId,
+            name: traceName(trace.rootName, trace.rootAttributes),
             start_time: iso(trace.startTime),
             end_time: iso(trace.endTime),
             duration_ms: trace.durationMs,
@@ -121,8 +136,9 @@ export function createTelemetryHandlers(services: TelemetryServices, clock: Cloc
       };
     },
     ingestOtlpTraces: async ({ auth, body }) => {
-      await services.ingest.ingestOtlp(auth, body);
-      return { status: 200, body: { partialSuccess: {} } };
+      const { rejected } = await services.ingest.ingestOtlp(auth, body);
+      const partialSuccess = rejected.count === 0 ? {} : { rejectedSpans: String(rejected.count), errorMessage: rejectionMessage(rejected.count, rejected.firstMessage) };
+      return { status: 200, body: { partialSuccess } };
     },
   };
 }

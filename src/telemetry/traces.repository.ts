@@ -9,7 +9,7 @@
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
-import type { Attributes, SpanStatusCode } from './normalize.js';
+import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
 
 export interface TraceSummary {
   traceId: string;
@@ -54,6 +54,8 @@ export interface StoredSpan {
   statusMessage: string | null;
   /** After GenAI mapping and pricing. */
   attributes: Attributes;
+  /** OTLP span events; absent when the span has none. */
+  events?: SpanEvent[];
 }
 
 /** A trace row to write: its summary and all its spans. */
@@ -126,6 +128,7 @@ interface SpanDocument {
   status_code: SpanStatusCode;
   status_message: string | null;
   attributes: Attributes;
+  events?: Array<{ name: string; time_ms: number | null; attributes: Attributes }>;
 }
 
 /** The one-letter keys of releases before migration 0070, which a process of such a release may still write while this one rolls out. */
@@ -151,6 +154,7 @@ const toSpanDocument = (s: StoredSpan): SpanDocument => ({
   status_code: s.statusCode,
   status_message: s.statusMessage,
   attributes: s.attributes,
+  ...(s.events ? { events: s.events.map((e) => ({ name: e.name, time_ms: e.timeMs, attributes: e.attributes })) } : {}),
 });
 
 const fromSpanDocument = (d: SpanDocument | LegacySpanDocument): StoredSpan =>
@@ -165,6 +169,7 @@ const fromSpanDocument = (d: SpanDocument | LegacySpanDocument): StoredSpan =>
         statusCode: d.status_code,
         statusMessage: d.status_message,
         attributes: d.attributes,
+        ...(d.events ? { events: d.events.map((e) => ({ name: e.name, timeMs: e.time_ms, attributes: e.attributes })) } : {}),
       }
     : { spanId: d.s, parentSpanId: d.p, name: d.n, kind: d.k, startMs: d.st, endMs: d.et, statusCode: d.c, statusMessage: d.m, attributes: d.a };
 

@@ -294,6 +294,8 @@ describe('503 while the database is unreachable', () => {
     expectStatus(op, response, 503);
     const code = op.flavor === 'telemetry' ? 'service_unavailable' : 'SERVICE_UNAVAILABLE';
     expect((response.json as { error: { code: string } }).error.code).toBe(code);
+    // Clients (OTLP exporters among them) are told when to retry.
+    expect(response.headers['retry-after']).toBe('5');
   });
 
   it("knex's connection warnings went to the application's logger (as warn lines), not to the console", () => {

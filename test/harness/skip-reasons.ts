@@ -7,6 +7,7 @@ export const SKIP_REASONS = {
   embeddedOnly: 'embedded database only: run without TEST_DATABASE_URL',
   postgresServerBinaries: 'PostgreSQL server binaries only: set TEST_DATABASE_URL and PG_BIN_DIR (or install postgresql) to run',
   chromium: 'needs Chromium at /usr/bin/chromium',
+  pythonOpenTelemetry: 'needs Python with opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http: set KASSA_TEST_PYTHON or install them for python3',
 } as const;
 
 /** `name (reason)`: the form the reporter finds again. */

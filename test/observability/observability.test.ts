@@ -142,6 +142,13 @@ describe('GET /metrics', () => {
     const text = await scrape();
     expect(sample(text, 'kassa_telemetry_ingested_total', { kind: 'traces' })).toBe(1);
     expect(sample(text, 'kassa_telemetry_ingested_total', { kind: 'spans' })).toBe(2);
+
+    // OTLP: a span rejected alone (partial success) is not counted.
+    const nanos = (ms: number) => (BigInt(ms) * 1_000_000n).toString();
+    const otlpSpan = (endMs: number) => ({ traceId: traceId(), spanId: spanId(), name: 'x', startTimeUnixNano: nanos(start), endTimeUnixNano: nanos(endMs) });
+    const partial = await platform.post('/v1/otlp/v1/traces').set(bearer(key.key)).send({ resourceSpans: [{ scopeSpans: [{ spans: [otlpSpan(start + 5), otlpSpan(start - 5)] }] }] });
+    expect(partial.body.partialSuccess.rejectedSpans).toBe('1');
+    expect(sample(await scrape(), 'kassa_telemetry_ingested_total', { kind: 'spans' })).toBe(3);
   });
 
   it('shows chain watcher lag per chain, and answers without the database-derived series while PostgreSQL is down', async () => {

@@ -48,6 +48,7 @@ describe('storing a batch', () => {
     expect(detail.status).toBe(200);
     expect(detail.body.data).toEqual({
       trace_id: tid,
+      name: 'chat.handle_message',
       start_time: '2026-11-22T09:29:58.120Z',
       end_time: '2026-11-22T09:30:00.470Z',
       duration_ms: 2350,
@@ -285,6 +286,7 @@ describe('re-sending and extending traces', () => {
     summary = (await ctx.platform.get('/v1/traces').set(bearer(p.key)).query({ model: 'b' })).body.data.find((t: { trace_id: string }) => t.trace_id === tid);
     expect(summary).toEqual({
       trace_id: tid,
+      name: 'root',
       start_time: new Date(T0 - 500).toISOString(),
       end_time: new Date(T0 + 6000).toISOString(),
       duration_ms: 6500,

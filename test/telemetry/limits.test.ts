@@ -1,5 +1,7 @@
 /** The monthly trace quota (quota_exceeded) and the per-key rate limit (rate_limited + headers). */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeOtlpTraceRequest } from '../../src/telemetry/otlp-protobuf.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { bearer, createProjectWithKey, keyFor, span, traceId, type TelemetryKeyFixture } from './helpers.js';
 
@@ -105,5 +107,46 @@ describe('per-key rate limit', () => {
     const left = await ctx.testDb.database.db('telemetry_rate_limits').where('window_start', '<', new Date('2026-11-22T11:58:00.000Z')).count({ n: '*' }).first();
     expect(Number(left!.n)).toBe(0);
     ctx.clock.set('2026-11-22T09:00:00.000Z');
+  });
+});
+
+describe('OTLP/HTTP under the same limits', () => {
+  const otlpSpan = (tid = traceId()) => ({
+    traceId: tid,
+    spanId: randomBytes(8).toString('hex'),
+    name: 'chat',
+    startTimeUnixNano: (BigInt(T0) * 1_000_000n).toString(),
+    endTimeUnixNano: (BigInt(T0 + 5) * 1_000_000n).toString(),
+  });
+  const protobuf = (key: string, spans: unknown[]) =>
+    ctx.platform
+      .post('/v1/otlp/v1/traces')
+      .set(bearer(key))
+      .set('Content-Type', 'application/x-protobuf')
+      .send(encodeOtlpTraceRequest({ resourceSpans: [{ scopeSpans: [{ spans }] }] }));
+
+  it('the monthly quota (429 quota_exceeded, nothing stored), sampling, and the key project only', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'OTLP limits' });
+    const a = await createProjectWithKey(ctx, org.id, 'A');
+    const b = await createProjectWithKey(ctx, org.id, 'B');
+    const over = [otlpSpan(), otlpSpan(), otlpSpan(), otlpSpan()];
+    const res = await protobuf(a.key, over);
+    expect(res.status).toBe(429);
+    expect(res.body.error).toMatchObject({ code: 'quota_exceeded', details: { quota: 3, used: 0 } });
+    expect((await ctx.platform.get(`/v1/traces/${over[0]!.traceId}`).set(bearer(a.key))).status).toBe(404);
+
+    await ctx.platform.patch(`/v1/projects/${a.projectId}`).set(bearer(a.key)).send({ settings: { sample_rate: 0 } });
+    const sampledOut = otlpSpan();
+    expect((await protobuf(a.key, [sampledOut])).status).toBe(200);
+    expect((await ctx.platform.get(`/v1/traces/${sampledOut.traceId}`).set(bearer(a.key))).status).toBe(404);
+    // A second key of project A: the first has used up its rate-limit window (5 requests).
+    const a2 = await keyFor(ctx, org.id, a.projectId);
+    await ctx.platform.patch(`/v1/projects/${a.projectId}`).set(bearer(a2.key)).send({ settings: { sample_rate: 1 } });
+
+    const kept = [otlpSpan(), otlpSpan(), otlpSpan()];
+    expect((await protobuf(a2.key, kept)).status).toBe(200);
+    expect((await ctx.platform.get(`/v1/traces/${kept[0]!.traceId}`).set(bearer(a2.key))).status).toBe(200);
+    // Project B's key does not see project A's traces.
+    expect((await ctx.platform.get(`/v1/traces/${kept[0]!.traceId}`).set(bearer(b.key))).status).toBe(404);
   });
 });

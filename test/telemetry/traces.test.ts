@@ -94,6 +94,7 @@ describe('GET /v1/traces', () => {
     const first = sorted[0]!;
     expect(res.body.data[0]).toEqual({
       trace_id: first.traceId,
+      name: res.body.data[0].root_span.name,
       start_time: new Date(first.startMs).toISOString(),
       end_time: new Date(first.endMs).toISOString(),
       duration_ms: first.endMs - first.startMs,
