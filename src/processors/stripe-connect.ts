@@ -8,6 +8,7 @@ import Stripe from 'stripe';
 import type { CheckoutSession } from '../commerce/model.js';
 import { serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
+import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
 
 /**
  * The transfer of a session's payment to its connected account, to spread into the Checkout
@@ -33,7 +34,7 @@ export class StripeConnectedAccounts {
   async verify(accountId: string): Promise<void> {
     let account: Stripe.Account;
     try {
-      account = await this.stripe.accounts.retrieve(accountId);
+      account = await withStripeRetries(() => this.stripe.accounts.retrieve(accountId), INTERACTIVE);
     } catch (err) {
       // Unknown, or not connected to this platform (Stripe answers 404 or 403 for another platform's account).
       if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripePermissionError) {

@@ -86,7 +86,7 @@ export class StripeCheckout implements HostedCardCheckout {
 
   async close(processorSessionId: string): Promise<'closed' | 'completed'> {
     try {
-      const current = await this.stripe.checkout.sessions.retrieve(processorSessionId);
+      const current = await withStripeRetries(() => this.stripe.checkout.sessions.retrieve(processorSessionId), INTERACTIVE);
       if (current.status === 'complete') return 'completed';
       if (current.status === 'expired') return 'closed';
       const expired = await withStripeRetries(() => this.stripe.checkout.sessions.expire(processorSessionId, {}, { idempotencyKey: `kassa_expire_${processorSessionId}` }), INTERACTIVE);

@@ -13,6 +13,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import { conflict, serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
+import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
 
 /** Metadata on Stripe's objects naming Kassa's (the same keys as stripe-processor.ts). */
 const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
@@ -98,18 +99,22 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
   async change(processorSubscriptionId: string, change: SubscriptionChange, idempotencyKey: string): Promise<ProcessorSubscriptionState> {
     const options = { idempotencyKey };
     try {
-      const answer =
-        change === 'cancel_now'
-          ? await this.stripe.subscriptions.cancel(processorSubscriptionId, {}, options)
-          : await this.stripe.subscriptions.update(
-              processorSubscriptionId,
-              change === 'cancel_at_period_end'
-                ? { cancel_at_period_end: true }
-                : change === 'pause'
-                  ? { pause_collection: { behavior: 'void' } }
-                  : { pause_collection: '' },
-              options,
-            );
+      // The idempotency key makes a retried change (after Stripe's 429) safe.
+      const answer = await withStripeRetries(
+        () =>
+          change === 'cancel_now'
+            ? this.stripe.subscriptions.cancel(processorSubscriptionId, {}, options)
+            : this.stripe.subscriptions.update(
+                processorSubscriptionId,
+                change === 'cancel_at_period_end'
+                  ? { cancel_at_period_end: true }
+                  : change === 'pause'
+                    ? { pause_collection: { behavior: 'void' } }
+                    : { pause_collection: '' },
+                options,
+              ),
+        INTERACTIVE,
+      );
       return stripeSubscriptionState(answer);
     } catch (err) {
       if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
@@ -201,7 +206,7 @@ export class StripeSubscriptionEvents {
 
   private async read<T>(call: () => Promise<T>, what: string): Promise<T> {
     try {
-      return await call();
+      return await withStripeRetries(call, INTERACTIVE);
     } catch (err) {
       throw unreachable(this.logger, err, what, 'Stripe could not be reached to read the object back; redeliver the event');
     }

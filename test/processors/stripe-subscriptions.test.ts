@@ -325,6 +325,20 @@ describe('Stripe unreachable on a subscription change', () => {
     expect((await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/${change.path}`).send(change.body)).status).toBe(200);
   });
 
+  it("Stripe's 429 on a change and on a read-back is retried after its Retry-After, with the same idempotency key", async () => {
+    const { stripeSub, subscriptionId } = await subscribe('rate-limited@example.com');
+    stripe.failNext('rateLimit:0', 2, `/v1/subscriptions/${stripeSub.id}`);
+    const res = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/pause`).send();
+    expect(res.status).toBe(200);
+    expect(res.body.data.status).toBe('PAUSED');
+    const attempts = stripe.requests.filter((r) => r.method === 'POST' && r.path === `/v1/subscriptions/${stripeSub.id}`);
+    expect(attempts.length).toBe(3);
+    expect(new Set(attempts.map((r) => r.idempotencyKey)).size).toBe(1);
+    const event = stripe.subscriptionEvent('customer.subscription.updated', stripe.subscriptions.get(stripeSub.id)!);
+    stripe.failNext('rateLimit:0', 1, `/v1/subscriptions/${stripeSub.id}`);
+    expect((await deliver(event)).status).toBe(200);
+  });
+
   it("the buyer's manage page answers a 503 page and changes nothing", async () => {
     const { subscriptionId } = await subscribe('manage-down@example.com');
     const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token as string;
