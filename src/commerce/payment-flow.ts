@@ -12,6 +12,7 @@ import type { CheckoutSession, Customer, Order, Subscription } from './model.js'
 import { presentWebhookOrder } from './order.presenter.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
+import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -64,7 +65,6 @@ export interface X402SettlementResult {
 export const x402CustomerEmail = (address: string): string => `${address.toLowerCase()}@x402.invalid`;
 
 /** A paid card payment becomes available for payout two days later (sandbox schedule). */
-const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
 /** What applying a card payment result did (see applyPaymentResult). */
 export interface PaymentApplied {

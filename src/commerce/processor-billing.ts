@@ -6,10 +6,10 @@
  * (applyPaymentResult with `processorSubscription`). Safe to repeat and to reorder.
  */
 import type { Clock } from '../kernel/clock.js';
-import { newId } from '../kernel/ids.js';
 import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
+import { CARD_SETTLEMENT_DELAY_MS, renewalOrder } from './renewal-order.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 
@@ -38,7 +38,6 @@ export interface ProcessorRenewal {
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
 
 const TERMINAL: ReadonlySet<Subscription['status']> = new Set(['CANCELED', 'ENDED', 'EXPIRED']);
-const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
 /**
  * Writes the processor's state onto a subscription locked by the caller. Terminal states never
@@ -169,37 +168,3 @@ function periodNumberOf(s: Subscription, start: Date): number | undefined {
   return undefined;
 }
 
-async function renewalOrder(stores: CommerceStores, s: Subscription, period: number, paid: boolean, processorPaymentId: string | null, now: Date): Promise<Order> {
-  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
-  return {
-    id: newId('ORD'),
-    orgId: s.orgId,
-    status: paid ? 'PAID' : 'FAILED',
-    provider: 'STRIPE',
-    amountCents: s.amountCents,
-    amountRefundedCents: 0,
-    currency: s.currency,
-    customerId: s.customerId,
-    customerEmail: s.customerEmail,
-    productId: s.productId,
-    productName: s.productName,
-    paymentLinkId: initial?.paymentLinkId ?? null,
-    checkoutSessionId: null,
-    subscriptionId: s.id,
-    originalOrderId: s.initialOrderId,
-    // Renewals inherit the correlation values of the initial order.
-    merchantReference: initial?.merchantReference ?? null,
-    merchantMetadata: initial?.merchantMetadata ?? null,
-    note: null,
-    disputed: false,
-    settledAvailableOn: paid ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
-    chain: null,
-    fromAddress: null,
-    txHash: null,
-    processorPaymentId,
-    paymentMethod: s.paymentMethod,
-    billingPeriod: period,
-    createdAt: now,
-    updatedAt: now,
-  };
-}

@@ -4,7 +4,7 @@
  * the operator (admin API) or the buyer (manage page). State table: openapi/merchant.yaml.
  */
 import type { Clock } from '../kernel/clock.js';
-import { newId, randomToken } from '../kernel/ids.js';
+import { randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
 import type { CardProcessor, ProcessorSubscriptionBilling, SubscriptionChange } from '../processors/card-processor.js';
 import { applyProcessorState } from '../commerce/processor-billing.js';
@@ -14,6 +14,7 @@ import { presentWebhookOrder } from '../commerce/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
 import { periodEnd } from '../commerce/billing-period.js';
 import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
+import { renewalOrder } from '../commerce/renewal-order.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -77,38 +78,7 @@ export class SubscriptionService {
       order = { ...existing, status: paid ? 'PAID' : existing.status, processorPaymentId: paid ? charge.paymentId : existing.processorPaymentId, updatedAt: now };
       if (paid) assertWritten(await stores.orders.update(order, existing.status), 'order');
     } else {
-      const initial = await stores.orders.find(s.orgId, s.initialOrderId);
-      order = {
-        id: newId('ORD'),
-        orgId: s.orgId,
-        status: paid ? 'PAID' : 'FAILED',
-        provider: 'STRIPE',
-        amountCents: s.amountCents,
-        amountRefundedCents: 0,
-        currency: s.currency,
-        customerId: s.customerId,
-        customerEmail: s.customerEmail,
-        productId: s.productId,
-        productName: s.productName,
-        paymentLinkId: initial?.paymentLinkId ?? null,
-        checkoutSessionId: null,
-        subscriptionId: s.id,
-        originalOrderId: s.initialOrderId,
-        // Renewals inherit the correlation values of the initial order.
-        merchantReference: initial?.merchantReference ?? null,
-        merchantMetadata: initial?.merchantMetadata ?? null,
-        note: null,
-        disputed: false,
-        settledAvailableOn: paid ? new Date(now.getTime() + 2 * DAY_MS) : null,
-        chain: null,
-        fromAddress: null,
-        txHash: null,
-        processorPaymentId: paid ? charge.paymentId : null,
-        paymentMethod: s.paymentMethod,
-        billingPeriod: period,
-        createdAt: now,
-        updatedAt: now,
-      };
+      order = await renewalOrder(stores, s, period, paid, paid ? charge.paymentId : null, now);
       await stores.orders.insert(order);
     }
     if (paid) {

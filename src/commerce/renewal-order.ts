@@ -1,0 +1,45 @@
+/**
+ * The order of one renewal period of a subscription, however it was charged (Kassa's renewal job
+ * on the sandbox, Stripe Billing's invoice): correlation values come from the initial order.
+ */
+import type { Order, Subscription } from './model.js';
+import type { CommerceStores } from './stores.js';
+import { newId } from '../kernel/ids.js';
+
+/** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
+export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
+
+export async function renewalOrder(stores: CommerceStores, s: Subscription, period: number, paid: boolean, processorPaymentId: string | null, now: Date): Promise<Order> {
+  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+  return {
+    id: newId('ORD'),
+    orgId: s.orgId,
+    status: paid ? 'PAID' : 'FAILED',
+    provider: 'STRIPE',
+    amountCents: s.amountCents,
+    amountRefundedCents: 0,
+    currency: s.currency,
+    customerId: s.customerId,
+    customerEmail: s.customerEmail,
+    productId: s.productId,
+    productName: s.productName,
+    paymentLinkId: initial?.paymentLinkId ?? null,
+    checkoutSessionId: null,
+    subscriptionId: s.id,
+    originalOrderId: s.initialOrderId,
+    // Renewals inherit the correlation values of the initial order.
+    merchantReference: initial?.merchantReference ?? null,
+    merchantMetadata: initial?.merchantMetadata ?? null,
+    note: null,
+    disputed: false,
+    settledAvailableOn: paid ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+    chain: null,
+    fromAddress: null,
+    txHash: null,
+    processorPaymentId,
+    paymentMethod: s.paymentMethod,
+    billingPeriod: period,
+    createdAt: now,
+    updatedAt: now,
+  };
+}
