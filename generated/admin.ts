@@ -5159,6 +5159,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402RelayerResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
@@ -5180,9 +5181,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "x402 relayer created",
+                     *       "data": {
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["X402RelayerResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];

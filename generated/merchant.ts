@@ -3249,6 +3249,7 @@ export interface operations {
                     "application/json": components["schemas"]["X402SupportedResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];

@@ -28,7 +28,8 @@ beforeAll(async () => {
     headers: { 'X-API-Key': merchant.apiKey, 'Idempotency-Key': 'logs-1' },
     body: { pricingData: { amount: 1000, currency: 'USD', productData: { name: 'Log test' } } },
   });
-  expect(created.status).toBe(503);
+  // Stripe refusing the secret key is permanent: 403, not a 503 to retry (docs/card-processors.md, Failures).
+  expect(created.status).toBe(403);
   // An event of a session Kassa cannot read back (the key is refused): 503; a forged one: 400.
   const event = JSON.stringify({ id: 'evt_logs', object: 'event', type: 'checkout.session.completed', data: { object: { id: 'cs_test_unknown', object: 'checkout.session' } } });
   for (const [secret, status] of [[webhookSecret, 503], ['whsec_forged', 400]] as const) {
