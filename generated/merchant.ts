@@ -293,7 +293,7 @@ export interface paths {
          *     | listCustomers, getCustomer | `customers:read` |
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
-         *     | getX402Supported, verifyX402Payment, settleX402Payment | `x402:settle` |
+         *     | getX402Supported, verifyX402Payment, settleX402Payment, putX402Paywall, deleteX402Paywall | `x402:settle` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -905,6 +905,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/x402/paywalls/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sell a catalog price to agents at Kassa's own x402 URL (no code)
+         * @description Turns the catalog price `{id}` (`PRC_…`, the organization's) into an x402 resource served by
+         *     Kassa itself at `{base_url}/x402/prices/{id}` (the answer's `url`), for merchants who do not
+         *     run x402 middleware. Calling it again changes `contentUrl`; `DELETE` turns it off.
+         *
+         *     That URL answers `GET` without a payment with `402` and the price's x402 v2 terms in the
+         *     `PAYMENT-REQUIRED` header (base64 JSON): scheme `exact`, one entry of `accepts` per
+         *     configured chain with a USDC token on which the organization has a receiving wallet, `asset`
+         *     that USDC, `amount` the price converted to token units exactly (a USDC price: its amount;
+         *     a USD price: cents × 10,000, decision: 1 USD is paid as 1 USDC), `payTo` the receiving
+         *     wallet, `maxTimeoutSeconds` 300. A request carrying a valid `PAYMENT-SIGNATURE` is settled
+         *     through `POST /v1/x402/settle`'s path (a `PAID` order of the price's product, `order.paid`,
+         *     the payer as customer, entitlements) and answered with a `PAYMENT-RESPONSE` header and:
+         *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","data":{orderId,
+         *       pricingId, productId, amount, currency, network, asset, amountUnits, payer, payTo,
+         *       transaction, paidAt}}`, signed exactly like a webhook delivery (`webhook-id`,
+         *       `webhook-timestamp`, `webhook-signature` with the key at
+         *       `GET {api_url}/v1/webhooks/signing-key`), so the merchant's webhook verifier checks it;
+         *     * with `contentUrl`: `303` to it, the order id appended as the `kassa_order_id` query
+         *       parameter (check it with `GET /v1/entitlements/check` or `GET /v1/orders/{id}`).
+         *
+         *     A payment is good for one answer: a payload that was already settled is refused (`402`,
+         *     error `invalid_exact_evm_nonce_already_used`). Other refusals of the payment (wrong amount,
+         *     expired, bad signature) are `402` with the reason as the `PAYMENT-REQUIRED` `error`.
+         *     An unknown or turned-off paywall answers `404`, a price deactivated since `410` (JSON for
+         *     clients that do not accept `text/html`, a page otherwise). The URL is rate-limited per
+         *     client address like the hosted pages.
+         *
+         *     `400` when the price cannot be sold this way (decisions): a `SUBSCRIPTION` price (x402 pays
+         *     per request, it has no renewals), a `flexibleAmount` price (x402 needs one amount), a
+         *     currency other than USD or USDC (the `exact` scheme pays with USDC's EIP-3009), a
+         *     deactivated price, or a `contentUrl` that is not an absolute `http(s)` URL. `404` when the
+         *     organization has no such price.
+         */
+        put: operations["putX402Paywall"];
+        post?: never;
+        /**
+         * Turn a price's x402 paywall off
+         * @description Removes the paywall of price `{id}`: its URL answers `404` from then on. Orders it already
+         *     recorded stay. `404` when the organization has no paywall on that price.
+         */
+        delete: operations["deleteX402Paywall"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks/signing-key": {
         parameters: {
             query?: never;
@@ -1313,6 +1372,26 @@ export interface components {
             invalidReason?: string;
             invalidMessage?: string;
             payer?: string;
+        };
+        X402PaywallRequest: {
+            /** @description Absolute http(s) URL paid requests are redirected to (303); absent or null for a signed receipt. */
+            contentUrl?: string | null;
+        };
+        X402Paywall: {
+            pricingId: string;
+            /** @description The x402 resource: `{base_url}/x402/prices/{pricingId}`. */
+            url: string;
+            contentUrl: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        X402PaywallResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["X402Paywall"];
         };
         X402SettleResponse: {
             success: boolean;
@@ -3418,6 +3497,98 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    putX402Paywall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["X402PaywallRequest"];
+            };
+        };
+        responses: {
+            /** @description The paywall is on. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "x402 paywall saved",
+                     *       "data": {
+                     *         "pricingId": "PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *         "url": "https://pay.example.com/x402/prices/PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *         "contentUrl": "https://shop.example.com/reports/latest",
+                     *         "createdAt": "2026-11-20T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-20T08:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402PaywallResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteX402Paywall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The paywall was removed; the removed paywall. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "x402 paywall removed",
+                     *       "data": {
+                     *         "pricingId": "PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *         "url": "https://pay.example.com/x402/prices/PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *         "contentUrl": null,
+                     *         "createdAt": "2026-11-20T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-20T08:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402PaywallResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -81,6 +81,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       guardHostedPages(router);
       checkout.pages(router);
       subscriptions.pages(router);
+      cryptoPayments.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant'],

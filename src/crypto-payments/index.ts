@@ -15,6 +15,9 @@ import type { SecretBox } from '../kernel/secrets.js';
 import { X402FacilitatorService, type CatalogPriceLookup, type X402Chain } from './x402-facilitator.service.js';
 import { createX402AdminHandlers, createX402MerchantHandlers } from './x402.handlers.js';
 import { KnexX402Repository } from './x402.repository.js';
+import { X402PaywallService, type PaywallCatalog, type ReceiptSigner } from './x402-paywall.service.js';
+import { registerX402Pages } from './x402-pages.js';
+import type { Router } from 'express';
 import type { ChainConfig } from './crypto-config.js';
 
 export interface CryptoPaymentsModule {
@@ -24,6 +27,10 @@ export interface CryptoPaymentsModule {
   chainWatcher: ChainWatcher;
   /** Kassa as an x402 facilitator for the organizations' receiving wallets. */
   x402: X402FacilitatorService;
+  /** Catalog prices sold per request at Kassa's own x402 URL. */
+  x402Paywalls: X402PaywallService;
+  /** The public x402 paywall URLs, `/x402/prices/<id>` (merchant listener). */
+  pages(router: Router): void;
   handlers: {
     admin: ReturnType<typeof createCryptoAdminHandlers> & ReturnType<typeof createX402AdminHandlers>;
     merchant: ReturnType<typeof createX402MerchantHandlers>;
@@ -46,7 +53,11 @@ export function createCryptoPaymentsModule(deps: {
   /** The product of a catalog price (x402 paywall settlements name their price). */
   prices?: CatalogPriceLookup;
   /** Where Kassa's own x402 paywall resources live (`{base_url}/x402/prices/`). */
-  paywallUrlPrefix?: string;
+  paywallUrlPrefix: string;
+  /** The catalog prices paywalls sell. */
+  paywallCatalog: PaywallCatalog;
+  /** Signs paywall receipts like webhook deliveries. */
+  signReceipt: ReceiptSigner;
   /** Tests: the chain access of the x402 facilitator. */
   x402ChainFor?: (chain: ChainConfig) => X402Chain;
   /** Told how many blocks remain unscanned after each pass (Prometheus). */
@@ -55,16 +66,20 @@ export function createCryptoPaymentsModule(deps: {
   const repo = new KnexCryptoRepository(deps.db);
   const cryptoQuotes = new CryptoQuoteService(deps.uow, repo, deps.orgs, deps.config, deps.clock);
   const chainWatcher = new ChainWatcher(repo, deps.payments, deps.config, deps.clock, deps.logger, undefined, deps.observeLag);
-  const x402 = new X402FacilitatorService(new KnexX402Repository(deps.db), repo, deps.payments, deps.config, deps.secretBox, deps.clock, deps.logger, {
+  const x402Repo = new KnexX402Repository(deps.db);
+  const x402 = new X402FacilitatorService(x402Repo, repo, deps.payments, deps.config, deps.secretBox, deps.clock, deps.logger, {
     ...(deps.x402ChainFor ? { chainFor: deps.x402ChainFor } : {}),
     ...(deps.prices ? { prices: deps.prices } : {}),
-    ...(deps.paywallUrlPrefix ? { paywallUrlPrefix: deps.paywallUrlPrefix } : {}),
+    paywallUrlPrefix: deps.paywallUrlPrefix,
   });
+  const x402Paywalls = new X402PaywallService(x402Repo, deps.paywallCatalog, repo, deps.config, x402, deps.signReceipt, deps.clock, deps.paywallUrlPrefix);
   return {
     cryptoQuotes,
     chainWatcher,
     x402,
-    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402) },
+    x402Paywalls,
+    pages: (router) => registerX402Pages(router, x402Paywalls, deps.logger),
+    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls) },
     jobs: () => [chainWatcher.job()],
   };
 }

@@ -40,6 +40,8 @@ const EIP3009_ABI = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
   'function authorizationState(address authorizer, bytes32 nonce) view returns (bool)',
   'function balanceOf(address account) view returns (uint256)',
+  'function name() view returns (string)',
+  'function version() view returns (string)',
 ]);
 
 const AUTHORIZATION_TYPES = {
@@ -60,6 +62,13 @@ const STALE_CLAIM_MS = 120_000;
 /** How long a second settle of the same payload waits for the first one's outcome. */
 const WAIT_FOR_SETTLEMENT_MS = 90_000;
 const RELAYER_ID = 'default';
+
+/** A settle's answer, the order it recorded (when it succeeded) and whether this call recorded it. */
+export interface Settled {
+  response: X402SettleResponse;
+  orderId?: string;
+  recordedHere?: boolean;
+}
 
 class Invalid extends Error {
   constructor(
@@ -94,6 +103,8 @@ export interface X402Chain {
   /** Simulates the call from the relayer: throws with the revert reason when it would fail. */
   simulate(relayer: `0x${string}`, token: `0x${string}`, args: TransferArgs): Promise<void>;
   submit(relayerKey: Hex, token: `0x${string}`, args: TransferArgs): Promise<Hex>;
+  /** The token's EIP-712 domain name and version (FiatToken's `name()` and `version()`). */
+  tokenDomain(token: `0x${string}`): Promise<{ name: string; version: string }>;
   /** Waits until the transaction has `confirmations` blocks (its own included); its status. */
   waitFor(txHash: Hex, confirmations: number): Promise<'success' | 'reverted'>;
 }
@@ -113,6 +124,13 @@ export function viemX402Chain(chain: ChainConfig): X402Chain {
     authorizationUsed: (token, from, nonce) =>
       client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'authorizationState', args: [from, nonce] }),
     balanceOf: (token, owner) => client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'balanceOf', args: [owner] }),
+    tokenDomain: async (token) => {
+      const [name, version] = await Promise.all([
+        client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'name' }),
+        client.readContract({ address: token, abi: EIP3009_ABI, functionName: 'version' }),
+      ]);
+      return { name, version };
+    },
     simulate: async (relayer, token, args) => {
       await client.simulateContract({ account: relayer, address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },
@@ -146,13 +164,29 @@ export class X402FacilitatorService {
     private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; prices?: CatalogPriceLookup; paywallUrlPrefix?: string } = {},
   ) {}
 
-  private chainClient(chain: ChainConfig): X402Chain {
+  /** The chain access of one configured chain (one client per chain and process). */
+  chainClient(chain: ChainConfig): X402Chain {
     let client = this.chains.get(chain.chainId);
     if (!client) {
       client = (this.options.chainFor ?? viemX402Chain)(chain);
       this.chains.set(chain.chainId, client);
     }
     return client;
+  }
+
+  private readonly domains = new Map<string, Promise<{ name: string; version: string }>>();
+
+  /** A token's EIP-712 domain (name, version), read from the chain once per process. */
+  tokenDomain(chain: ChainConfig, token: `0x${string}`): Promise<{ name: string; version: string }> {
+    const key = `${chain.chainId}:${token}`;
+    let domain = this.domains.get(key);
+    if (!domain) {
+      domain = this.chainClient(chain).tokenDomain(token);
+      // A failed read (RPC down) is not remembered.
+      domain.catch(() => this.domains.delete(key));
+      this.domains.set(key, domain);
+    }
+    return domain;
   }
 
   /** Creates the relayer account (once): its key is generated here and stored sealed. */
@@ -200,6 +234,14 @@ export class X402FacilitatorService {
   }
 
   async settle(orgId: string, request: X402FacilitatorRequest): Promise<X402SettleResponse> {
+    return (await this.settleRecorded(orgId, request)).response;
+  }
+
+  /**
+   * settle(), also telling which order the payment became and whether this call recorded it
+   * (a replay of a settled payload gets the first settlement's answer, recordedHere false).
+   */
+  async settleRecorded(orgId: string, request: X402FacilitatorRequest): Promise<Settled> {
     const network = request.paymentRequirements.network;
     let payment: CheckedPayment;
     try {
@@ -234,7 +276,7 @@ export class X402FacilitatorService {
   }
 
   /** Another settle of this authorization got there first: answer its outcome (or take over a dead claim). */
-  private async followExisting(payment: CheckedPayment, candidate: X402Settlement): Promise<X402SettleResponse> {
+  private async followExisting(payment: CheckedPayment, candidate: X402Settlement): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
     const deadline = Date.now() + WAIT_FOR_SETTLEMENT_MS;
     for (;;) {
@@ -247,7 +289,7 @@ export class X402FacilitatorService {
       if (existing.orgId !== candidate.orgId || existing.payloadHash !== candidate.payloadHash) {
         return this.failure(network, 'invalid_exact_evm_nonce_already_used', 'This authorization nonce was already used by another payment', payment.from);
       }
-      if (existing.status === 'SETTLED') return { success: true, payer: payment.from, transaction: existing.txHash!, network };
+      if (existing.status === 'SETTLED') return { response: { success: true, payer: payment.from, transaction: existing.txHash!, network }, orderId: existing.orderId ?? undefined, recordedHere: false };
       if (existing.status === 'FAILED') {
         // A failed settlement moved nothing (reverted or never sent); the same payload may try again.
         const now = this.clock.now();
@@ -275,7 +317,7 @@ export class X402FacilitatorService {
     }
   }
 
-  private async submitAndRecord(payment: CheckedPayment, claim: X402Settlement): Promise<X402SettleResponse> {
+  private async submitAndRecord(payment: CheckedPayment, claim: X402Settlement): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
     const fail = async (reason: string, message: string) => {
       await this.repo.transition(claim.id, claim.status === 'SUBMITTED' ? 'SUBMITTED' : 'SUBMITTING', {
@@ -308,28 +350,39 @@ export class X402FacilitatorService {
     return this.confirmAndRecord(payment, submitted, txHash);
   }
 
-  private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex): Promise<X402SettleResponse> {
+  private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
     const status = await this.chainClient(payment.chain).waitFor(txHash, payment.chain.confirmations);
     if (status !== 'success') {
       await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: 'invalid_exact_evm_transaction_failed', updatedAt: this.clock.now() });
       return this.failure(network, 'invalid_exact_evm_transaction_failed', `Transaction ${txHash} reverted`, payment.from);
     }
-    const recipient = payment.payTo;
-    const product = await this.productFor(settlement.orgId, settlement.priceId, payment.resource);
+    const { orderId, recordedHere } = await this.recordSettled(settlement, payment.chain, payment.token, txHash, payment.resource);
+    return { response: { success: true, payer: payment.from, transaction: txHash, network }, orderId, recordedHere };
+  }
+
+  /** The confirmed transaction of a SUBMITTED settlement becomes its PAID order (once) and the settlement SETTLED. */
+  private async recordSettled(
+    settlement: X402Settlement,
+    chain: ChainConfig,
+    token: TokenConfig,
+    txHash: Hex,
+    resource: CheckedPayment['resource'],
+  ): Promise<{ orderId: string; recordedHere: boolean }> {
+    const product = await this.productFor(settlement.orgId, settlement.priceId, resource);
     const { order } = await this.payments.applyX402Settlement({
       orgId: settlement.orgId,
-      chain: network,
+      chain: `eip155:${chain.chainId}`,
       txHash,
-      fromAddress: payment.from,
-      recipient,
-      valueUnits: Number(payment.value),
-      currency: payment.token.symbol,
+      fromAddress: getAddress(settlement.payer),
+      recipient: getAddress(settlement.payTo),
+      valueUnits: Number(settlement.value),
+      currency: token.symbol,
       settlementId: settlement.id,
       product,
     });
-    await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'SETTLED', orderId: order.id, updatedAt: this.clock.now() });
-    return { success: true, payer: payment.from, transaction: txHash, network };
+    const recordedHere = await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'SETTLED', orderId: order.id, updatedAt: this.clock.now() });
+    return { orderId: order.id, recordedHere };
   }
 
   private async productFor(orgId: string, priceId: string | null, resource: CheckedPayment['resource']) {
@@ -348,8 +401,8 @@ export class X402FacilitatorService {
     return id || null;
   }
 
-  private failure(network: string, reason: string, message: string, payer?: string): X402SettleResponse {
-    return { success: false, errorReason: reason, errorMessage: message, transaction: '', network, ...(payer ? { payer } : {}) };
+  private failure(network: string, reason: string, message: string, payer?: string): Settled {
+    return { response: { success: false, errorReason: reason, errorMessage: message, transaction: '', network, ...(payer ? { payer } : {}) } };
   }
 
   /** Every check that needs no chain: terms, payee, token, amount, signature, window, Kassa's own record of the nonce. */

@@ -34,7 +34,22 @@ export interface X402Settlement {
   updatedAt: Date;
 }
 
+/** A catalog price exposed as Kassa's own x402 resource (`{base_url}/x402/prices/{priceId}`). */
+export interface X402Paywall {
+  priceId: string;
+  orgId: string;
+  /** Where a paid request is redirected (303); null: Kassa answers with a signed receipt. */
+  contentUrl: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
 export interface X402Repository {
+  /** Creates the paywall or changes its content URL; the stored row. */
+  upsertPaywall(paywall: X402Paywall): Promise<X402Paywall>;
+  findPaywall(priceId: string): Promise<X402Paywall | undefined>;
+  /** False when the organization has no paywall on that price. */
+  deletePaywall(orgId: string, priceId: string): Promise<boolean>;
   findRelayer(): Promise<X402Relayer | undefined>;
   /** False when a relayer exists already (nothing written). */
   insertRelayer(relayer: X402Relayer): Promise<boolean>;
@@ -90,8 +105,43 @@ const toSettlement = (r: SettlementRow): X402Settlement => ({
   updatedAt: new Date(r.updated_at),
 });
 
+interface PaywallRow {
+  price_id: string;
+  org_id: string;
+  content_url: string | null;
+  created_at: Date | string;
+  updated_at: Date | string;
+}
+
+const toPaywall = (r: PaywallRow): X402Paywall => ({
+  priceId: r.price_id,
+  orgId: r.org_id,
+  contentUrl: r.content_url,
+  createdAt: new Date(r.created_at),
+  updatedAt: new Date(r.updated_at),
+});
+
 export class KnexX402Repository implements X402Repository {
   constructor(private readonly db: Db) {}
+
+  async upsertPaywall(p: X402Paywall): Promise<X402Paywall> {
+    const rows = (await this.db('x402_paywalls')
+      .insert({ price_id: p.priceId, org_id: p.orgId, content_url: p.contentUrl, created_at: p.createdAt, updated_at: p.updatedAt })
+      .onConflict('price_id')
+      .merge(['content_url', 'updated_at'])
+      .returning('*')) as PaywallRow[];
+    return toPaywall(rows[0]!);
+  }
+
+  async findPaywall(priceId: string): Promise<X402Paywall | undefined> {
+    const row = (await this.db('x402_paywalls').where({ price_id: priceId }).first()) as PaywallRow | undefined;
+    return row ? toPaywall(row) : undefined;
+  }
+
+  async deletePaywall(orgId: string, priceId: string): Promise<boolean> {
+    const rows = await this.db('x402_paywalls').where({ org_id: orgId, price_id: priceId }).delete().returning('price_id');
+    return rows.length === 1;
+  }
 
   async findRelayer(): Promise<X402Relayer | undefined> {
     const row = await this.db('x402_relayers').where({ id: 'default' }).first();

@@ -16,7 +16,7 @@ import { messagePage, notFoundPage, sendPage, type Page } from './page.js';
 import { PageInputError, controlCharacterIn, shownName } from './form.js';
 
 /** Path prefixes of the buyer-facing pages; nothing of the APIs lives under them. */
-export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage'];
+export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage', '/x402/prices'];
 
 /** Routes whose first segment after the prefix is a page token (or a payment link's token). */
 const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token'];

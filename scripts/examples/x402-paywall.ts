@@ -1,0 +1,56 @@
+/**
+ * Charging agents without code (docs/x402-merchants.md, "Paywalls without code"): a catalog price
+ * becomes an x402 resource served by Kassa at `{base_url}/x402/prices/{id}`; any x402 client (an
+ * agent with @x402/fetch, see x402-agent-pay.ts) pays it there and gets a receipt signed like a
+ * webhook, or a redirect to `contentUrl`.
+ *
+ *   KASSA_URL=http://localhost:3000 KASSA_API_KEY=<merchant key with x402:settle> \
+ *     npx tsx scripts/examples/x402-paywall.ts PRC_… [https://shop.example/content]
+ */
+import { pathToFileURL } from 'node:url';
+import { verifyWebhook, type SigningKeyResponse } from '../../src/client/verify-webhook.js';
+
+export interface PaywallOptions {
+  /** Kassa's merchant API (`{base_url}`). */
+  kassaUrl: string;
+  apiKey: string;
+  pricingId: string;
+  /** Where paid requests are redirected; omitted: Kassa answers with a signed receipt. */
+  contentUrl?: string;
+  fetch?: typeof fetch;
+}
+
+/** Turns the paywall on (again: changes its contentUrl); returns `{ pricingId, url, contentUrl, … }`. */
+export async function enablePaywall(options: PaywallOptions): Promise<{ pricingId: string; url: string; contentUrl: string | null }> {
+  const res = await (options.fetch ?? fetch)(`${options.kassaUrl}/v1/x402/paywalls/${encodeURIComponent(options.pricingId)}`, {
+    method: 'PUT',
+    headers: { 'X-API-Key': options.apiKey, 'Content-Type': 'application/json' },
+    body: JSON.stringify(options.contentUrl ? { contentUrl: options.contentUrl } : {}),
+  });
+  const body = (await res.json()) as { data: { pricingId: string; url: string; contentUrl: string | null }; message: string };
+  if (res.status !== 200) throw new Error(`Kassa refused the paywall (${res.status}): ${body.message}`);
+  return body.data;
+}
+
+export interface PaywallReceipt {
+  type: 'x402.receipt';
+  data: { orderId: string; pricingId: string; productId: string; amount: number; currency: string; network: string; asset: string; amountUnits: string; payer: string; payTo: string; transaction: string; paidAt: string };
+}
+
+/**
+ * Checks a paywall's 200 answer: the receipt is signed like a webhook delivery, so the webhook
+ * verifier checks it against `GET {api_url}/v1/webhooks/signing-key`. A receipt shown later
+ * (not at once) needs a wider `toleranceSeconds`.
+ */
+export async function verifyReceipt(res: Response, signingKeys: SigningKeyResponse, options: { now?: Date; toleranceSeconds?: number } = {}): Promise<PaywallReceipt> {
+  const rawBody = Buffer.from(await res.arrayBuffer());
+  return verifyWebhook<PaywallReceipt>(rawBody, res.headers, signingKeys, options);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const [pricingId, contentUrl] = process.argv.slice(2);
+  const apiKey = process.env.KASSA_API_KEY;
+  if (!pricingId || !apiKey) throw new Error('usage: KASSA_API_KEY=… npx tsx scripts/examples/x402-paywall.ts <pricingId> [contentUrl]');
+  const paywall = await enablePaywall({ kassaUrl: process.env.KASSA_URL ?? 'http://localhost:3000', apiKey, pricingId, ...(contentUrl ? { contentUrl } : {}) });
+  console.log(JSON.stringify(paywall));
+}

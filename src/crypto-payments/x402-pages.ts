@@ -1,0 +1,82 @@
+/**
+ * The public URL of Kassa's x402 paywalls, `{base_url}/x402/prices/{id}` (see X402PaywallService):
+ * x402 v2 over HTTP headers (`PAYMENT-REQUIRED`, `PAYMENT-SIGNATURE`, `PAYMENT-RESPONSE`) for
+ * machines, a short page for a person who opens it in a browser. Never a 500 for what a client
+ * sends: an id no price can have is 404, an undecodable payment header a 402 naming it.
+ */
+import type { Request, Response, Router } from 'express';
+import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
+import type { Logger } from '../kernel/logger.js';
+import { escapeHtml, layout, messagePage, pageFailure, sendPage } from '../pages/page.js';
+import type { PaywallAnswer, X402PaywallService } from './x402-paywall.service.js';
+
+export const PAYWALL_PATH_PREFIX = '/x402/prices/';
+/** Price ids are `PRC_` and base62; anything else names no paywall. */
+const PRICE_ID = /^PRC_[A-Za-z0-9]{1,60}$/;
+
+/** A browser (it asks for HTML) gets a page; every other client the JSON body. */
+const wantsHtml = (req: Request) => req.accepts(['application/json', 'text/html']) === 'text/html' && !req.header('payment-signature');
+
+type Header = Parameters<typeof encodePaymentRequiredHeader>[0];
+type SettleHeader = Parameters<typeof encodePaymentResponseHeader>[0];
+
+function send(req: Request, res: Response, answer: PaywallAnswer): void {
+  res.set('Cache-Control', 'no-store');
+  switch (answer.kind) {
+    case 'not_found':
+    case 'gone': {
+      const status = answer.kind === 'gone' ? 410 : 404;
+      if (wantsHtml(req)) return sendPage(res, messagePage(status, status === 410 ? 'No longer sold' : 'Not found', answer.message));
+      res.status(status).json({ success: false, message: answer.message, error: { code: 'NOT_FOUND', message: answer.message } });
+      return;
+    }
+    case 'payment_required': {
+      res.set('PAYMENT-REQUIRED', encodePaymentRequiredHeader(answer.paymentRequired as unknown as Header));
+      if (answer.settlement) res.set('PAYMENT-RESPONSE', encodePaymentResponseHeader(answer.settlement as unknown as SettleHeader));
+      if (wantsHtml(req)) {
+        return sendPage(res, {
+          status: 402,
+          html: layout(
+            'Payment required',
+            `<h1>${escapeHtml(answer.productName)}</h1><div class="note" data-testid="status">This resource is sold per request to x402 clients (for example an AI agent with a wallet): the payment terms are in this answer's PAYMENT-REQUIRED header.</div>`,
+          ),
+        });
+      }
+      res.status(402).json(answer.paymentRequired);
+      return;
+    }
+    case 'redirect':
+      res.set('PAYMENT-RESPONSE', encodePaymentResponseHeader(answer.settlement as unknown as SettleHeader));
+      res.redirect(303, answer.location);
+      return;
+    case 'receipt':
+      res.set('PAYMENT-RESPONSE', encodePaymentResponseHeader(answer.settlement as unknown as SettleHeader));
+      res.status(200).set(answer.headers).type('application/json').send(answer.body);
+      return;
+  }
+}
+
+export function registerX402Pages(router: Router, paywalls: X402PaywallService, logger: Logger): void {
+  const fail = pageFailure(logger, 'Cannot open this resource');
+  router.get(`${PAYWALL_PATH_PREFIX}:id`, async (req: Request<{ id: string }>, res: Response) => {
+    try {
+      const id = req.params.id;
+      if (!PRICE_ID.test(id)) return send(req, res, { kind: 'not_found', message: 'No x402 resource is sold at this address.' });
+      const header = req.header('payment-signature');
+      let payment: Parameters<X402PaywallService['answer']>[1];
+      let paymentError: string | undefined;
+      if (header) {
+        try {
+          payment = decodePaymentSignatureHeader(header) as unknown as typeof payment;
+          if (!payment || typeof payment !== 'object' || typeof payment.accepted !== 'object' || typeof payment.payload !== 'object') throw new Error('not a payment payload');
+        } catch {
+          payment = undefined;
+          paymentError = 'invalid_payload: the PAYMENT-SIGNATURE header is not a base64 JSON x402 payment payload';
+        }
+      }
+      send(req, res, await paywalls.answer(id, payment, paymentError));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+}
