@@ -20,6 +20,9 @@ import { registerX402Pages } from './x402-pages.js';
 import type { Router } from 'express';
 import type { ChainConfig } from './crypto-config.js';
 
+/** How often the worker looks for x402 settlements left SUBMITTED (they are stale after two minutes anyway). */
+const X402_FINISHER_INTERVAL_MS = 30_000;
+
 export interface CryptoPaymentsModule {
   /** Crypto checkout: quotes, receiving wallets, transfers. */
   cryptoQuotes: CryptoQuoteService;
@@ -80,6 +83,6 @@ export function createCryptoPaymentsModule(deps: {
     x402Paywalls,
     pages: (router) => registerX402Pages(router, x402Paywalls, deps.logger),
     handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls) },
-    jobs: () => [chainWatcher.job()],
+    jobs: () => [chainWatcher.job(), { name: 'x402-settlement-finisher', intervalMs: X402_FINISHER_INTERVAL_MS, run: async () => (await x402.finishSubmitted()) > 0 }],
   };
 }

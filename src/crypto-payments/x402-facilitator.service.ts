@@ -63,11 +63,11 @@ const STALE_CLAIM_MS = 120_000;
 const WAIT_FOR_SETTLEMENT_MS = 90_000;
 const RELAYER_ID = 'default';
 
-/** A settle's answer, the order it recorded (when it succeeded) and whether this call recorded it. */
+/** A settle's answer, the order it recorded (when it succeeded) and whether this call submitted its transaction. */
 export interface Settled {
   response: X402SettleResponse;
   orderId?: string;
-  recordedHere?: boolean;
+  submittedHere?: boolean;
 }
 
 class Invalid extends Error {
@@ -105,6 +105,11 @@ export interface X402Chain {
   submit(relayerKey: Hex, token: `0x${string}`, args: TransferArgs): Promise<Hex>;
   /** The token's EIP-712 domain name and version (FiatToken's `name()` and `version()`). */
   tokenDomain(token: `0x${string}`): Promise<{ name: string; version: string }>;
+  /** The mined transaction's status and block; null when it is not in the canonical chain. */
+  receipt(txHash: Hex): Promise<{ status: 'success' | 'reverted'; blockNumber: bigint; blockHash: Hex } | null>;
+  /** Whether the node knows the transaction at all (mined or pending). */
+  transactionKnown(txHash: Hex): Promise<boolean>;
+  blockNumber(): Promise<bigint>;
   /** Waits until the transaction has `confirmations` blocks (its own included); its status. */
   waitFor(txHash: Hex, confirmations: number): Promise<'success' | 'reverted'>;
 }
@@ -138,6 +143,25 @@ export function viemX402Chain(chain: ChainConfig): X402Chain {
       const wallet = createWalletClient({ account: privateKeyToAccount(relayerKey), chain: viemChain, transport });
       return wallet.writeContract({ address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },
+    receipt: async (hash) => {
+      try {
+        const receipt = await client.getTransactionReceipt({ hash });
+        return { status: receipt.status, blockNumber: receipt.blockNumber, blockHash: receipt.blockHash };
+      } catch (err) {
+        if ((err as Error).name === 'TransactionReceiptNotFoundError') return null;
+        throw err;
+      }
+    },
+    transactionKnown: async (hash) => {
+      try {
+        await client.getTransaction({ hash });
+        return true;
+      } catch (err) {
+        if ((err as Error).name === 'TransactionNotFoundError') return false;
+        throw err;
+      }
+    },
+    blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
     waitFor: async (txHash, confirmations) => {
       const receipt = await client.waitForTransactionReceipt({ hash: txHash, confirmations: Math.max(1, confirmations), timeout: 600_000 });
       return receipt.status;
@@ -238,8 +262,8 @@ export class X402FacilitatorService {
   }
 
   /**
-   * settle(), also telling which order the payment became and whether this call recorded it
-   * (a replay of a settled payload gets the first settlement's answer, recordedHere false).
+   * settle(), also telling which order the payment became and whether this call submitted its
+   * transaction (a replay of a settled payload gets the first settlement's answer, submittedHere false).
    */
   async settleRecorded(orgId: string, request: X402FacilitatorRequest): Promise<Settled> {
     const network = request.paymentRequirements.network;
@@ -275,6 +299,55 @@ export class X402FacilitatorService {
     return this.followExisting(payment, candidate);
   }
 
+  /**
+   * One pass of the finisher job: settlements left SUBMITTED for longer than STALE_CLAIM_MS (the
+   * settle that submitted them died or gave up before recording) are leased and finished from the
+   * chain: a confirmed transaction becomes the order (once, whoever else records it too), a
+   * reverted one FAILED, a dropped one (unknown to the node) FAILED so that the payload can be
+   * settled again; a pending or not yet confirmed one is looked at again once stale. Safe with any
+   * number of workers: the lease skips rows another worker holds, and every write is conditional.
+   * Returns how many settlements it finished.
+   */
+  async finishSubmitted(limit = 50): Promise<number> {
+    const now = this.clock.now();
+    const leased = await this.repo.leaseStale('SUBMITTED', new Date(now.getTime() - STALE_CLAIM_MS), now, limit);
+    let finished = 0;
+    for (const settlement of leased) {
+      try {
+        if (await this.finish(settlement)) finished++;
+      } catch (err) {
+        // One unreachable RPC must not stop the others; the row is looked at again once stale.
+        this.logger.warn({ err, settlementId: settlement.id, chainId: settlement.chainId }, 'x402 settlement could not be finished; retrying later');
+      }
+    }
+    return finished;
+  }
+
+  private async finish(settlement: X402Settlement): Promise<boolean> {
+    const chain = this.config.chains.find((c) => c.chainId === settlement.chainId);
+    const token = chain?.tokens.find((t) => t.address.toLowerCase() === settlement.token.toLowerCase());
+    // A chain or token no longer configured: left as it is for the operator.
+    if (!chain || !token || !settlement.txHash) return false;
+    const client = this.chainClient(chain);
+    const txHash = settlement.txHash as Hex;
+    const receipt = await client.receipt(txHash);
+    const fail = (reason: string) =>
+      this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: reason, updatedAt: this.clock.now() }, settlement.updatedAt);
+    if (receipt?.status === 'reverted') return fail('invalid_exact_evm_transaction_failed');
+    if (receipt) {
+      const confirmations = (await client.blockNumber()) - receipt.blockNumber + 1n;
+      if (confirmations < BigInt(Math.max(1, chain.confirmations))) return false;
+      await this.recordSettled(settlement, chain, token, txHash, settlement.resourceUrl ? { url: settlement.resourceUrl } : undefined);
+      this.logger.info({ settlementId: settlement.id, txHash }, 'x402 settlement finished by the finisher job');
+      return true;
+    }
+    if (await client.transactionKnown(txHash)) return false;
+    // Dropped. The nonce decides: unused, the payload may be settled again; used, another transaction spent it.
+    const used = await client.authorizationUsed(token.address, getAddress(settlement.payer), settlement.nonce as Hex);
+    this.logger.warn({ settlementId: settlement.id, txHash, nonceUsed: used }, 'x402 settlement transaction dropped');
+    return fail(used ? 'invalid_exact_evm_nonce_already_used' : 'invalid_exact_evm_transaction_failed');
+  }
+
   /** Another settle of this authorization got there first: answer its outcome (or take over a dead claim). */
   private async followExisting(payment: CheckedPayment, candidate: X402Settlement): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
@@ -289,7 +362,7 @@ export class X402FacilitatorService {
       if (existing.orgId !== candidate.orgId || existing.payloadHash !== candidate.payloadHash) {
         return this.failure(network, 'invalid_exact_evm_nonce_already_used', 'This authorization nonce was already used by another payment', payment.from);
       }
-      if (existing.status === 'SETTLED') return { response: { success: true, payer: payment.from, transaction: existing.txHash!, network }, orderId: existing.orderId ?? undefined, recordedHere: false };
+      if (existing.status === 'SETTLED') return { response: { success: true, payer: payment.from, transaction: existing.txHash!, network }, orderId: existing.orderId ?? undefined, submittedHere: false };
       if (existing.status === 'FAILED') {
         // A failed settlement moved nothing (reverted or never sent); the same payload may try again.
         const now = this.clock.now();
@@ -301,7 +374,7 @@ export class X402FacilitatorService {
       const stale = this.clock.now().getTime() - existing.updatedAt.getTime() > STALE_CLAIM_MS;
       if (existing.status === 'SUBMITTED' && existing.txHash && stale) {
         // Submitted by a settle that did not finish: confirm and record the same transaction.
-        return this.confirmAndRecord(payment, existing, existing.txHash as Hex);
+        return this.confirmAndRecord(payment, existing, existing.txHash as Hex, false);
       }
       if (existing.status === 'SUBMITTING' && stale) {
         const now = this.clock.now();
@@ -347,18 +420,18 @@ export class X402FacilitatorService {
     }
     const submitted = { ...claim, status: 'SUBMITTED' as const, txHash };
     await this.repo.transition(claim.id, 'SUBMITTING', { status: 'SUBMITTED', txHash, updatedAt: this.clock.now() });
-    return this.confirmAndRecord(payment, submitted, txHash);
+    return this.confirmAndRecord(payment, submitted, txHash, true);
   }
 
-  private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex): Promise<Settled> {
+  private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex, submittedHere: boolean): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
     const status = await this.chainClient(payment.chain).waitFor(txHash, payment.chain.confirmations);
     if (status !== 'success') {
       await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: 'invalid_exact_evm_transaction_failed', updatedAt: this.clock.now() });
       return this.failure(network, 'invalid_exact_evm_transaction_failed', `Transaction ${txHash} reverted`, payment.from);
     }
-    const { orderId, recordedHere } = await this.recordSettled(settlement, payment.chain, payment.token, txHash, payment.resource);
-    return { response: { success: true, payer: payment.from, transaction: txHash, network }, orderId, recordedHere };
+    const orderId = await this.recordSettled(settlement, payment.chain, payment.token, txHash, payment.resource);
+    return { response: { success: true, payer: payment.from, transaction: txHash, network }, orderId, submittedHere };
   }
 
   /** The confirmed transaction of a SUBMITTED settlement becomes its PAID order (once) and the settlement SETTLED. */
@@ -368,7 +441,7 @@ export class X402FacilitatorService {
     token: TokenConfig,
     txHash: Hex,
     resource: CheckedPayment['resource'],
-  ): Promise<{ orderId: string; recordedHere: boolean }> {
+  ): Promise<string> {
     const product = await this.productFor(settlement.orgId, settlement.priceId, resource);
     const { order } = await this.payments.applyX402Settlement({
       orgId: settlement.orgId,
@@ -381,8 +454,9 @@ export class X402FacilitatorService {
       settlementId: settlement.id,
       product,
     });
-    const recordedHere = await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'SETTLED', orderId: order.id, updatedAt: this.clock.now() });
-    return { orderId: order.id, recordedHere };
+    // Conditional: whoever confirmed the same transaction first (a settle, the finisher job) wrote it already.
+    await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'SETTLED', orderId: order.id, updatedAt: this.clock.now() });
+    return order.id;
   }
 
   private async productFor(orgId: string, priceId: string | null, resource: CheckedPayment['resource']) {

@@ -134,7 +134,7 @@ export class X402PaywallService {
     const request = { x402Version: 2, paymentPayload, paymentRequirements: requirements } as unknown as FacilitatorRequest;
     const settled = await this.facilitator.settleRecorded(paywall.orgId, request);
     if (!settled.response.success) return required(settled.response.errorReason ?? 'payment refused', settled.response);
-    if (!settled.recordedHere || !settled.orderId) {
+    if (!settled.submittedHere || !settled.orderId) {
       return required('invalid_exact_evm_nonce_already_used', { success: false, errorReason: 'invalid_exact_evm_nonce_already_used', errorMessage: 'This payment was already used', transaction: '', network: requirements.network });
     }
     if (paywall.contentUrl) {

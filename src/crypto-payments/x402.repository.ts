@@ -56,6 +56,12 @@ export interface X402Repository {
   /** Inserts the claim; undefined when the authorization already has a settlement row. */
   claim(settlement: X402Settlement): Promise<X402Settlement | undefined>;
   findByAuthorization(chainId: number, token: string, payer: string, nonce: string): Promise<X402Settlement | undefined>;
+  /**
+   * Up to `limit` settlements in `status` last updated before `before`, each leased by moving its
+   * `updated_at` to `now` (rows another worker is leasing are skipped): nobody else takes them
+   * until they are stale again.
+   */
+  leaseStale(status: X402SettlementStatus, before: Date, now: Date, limit: number): Promise<X402Settlement[]>;
   /** Writes `patch` only while the row is still in `expected` (and, when given, last updated at `updatedAt`). */
   transition(
     id: string,
@@ -178,6 +184,18 @@ export class KnexX402Repository implements X402Repository {
       .whereRaw('lower(token) = lower(?) AND lower(payer) = lower(?) AND lower(nonce) = lower(?)', [token, payer, nonce])
       .first();
     return row ? toSettlement(row as SettlementRow) : undefined;
+  }
+
+  async leaseStale(status: X402SettlementStatus, before: Date, now: Date, limit: number): Promise<X402Settlement[]> {
+    const result = await this.db.raw(
+      `UPDATE x402_settlements SET updated_at = ?
+       WHERE id IN (SELECT id FROM x402_settlements WHERE status = ? AND tx_hash IS NOT NULL AND updated_at < ?
+                    ORDER BY updated_at LIMIT ? FOR UPDATE SKIP LOCKED)
+         AND status = ? AND updated_at < ?
+       RETURNING *`,
+      [now, status, before, limit, status, before],
+    );
+    return (result.rows as SettlementRow[]).map(toSettlement);
   }
 
   async transition(

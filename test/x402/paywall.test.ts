@@ -196,7 +196,7 @@ describe('the public paywall URL', () => {
     expect((await world.ctx.admin.post(`/v1/prices/${price.pricingId}/deactivate`)).status).toBe(200);
     const gone = await fetch(paywallUrl(price.pricingId));
     expect(gone.status).toBe(410);
-    expect((await gone.json()).success).toBe(false);
+    expect(((await gone.json()) as { success: boolean }).success).toBe(false);
     expect((await fetch(paywallUrl(price.pricingId), { headers: { Accept: 'text/html' } })).status).toBe(410);
     for (const id of ['PRC_000000000000000000000000', 'PRC_%00', 'nope', `PRC_${'a'.repeat(500)}`, '%E0%A4%A']) {
       const json = await fetch(`${world.merchantUrl}/x402/prices/${id}`);
