@@ -275,13 +275,22 @@ export class PaymentFlow {
   /**
    * Records a settled x402 payment as a PAID order (provider CRYPTO, no checkout session) and
    * emits `order.paid`, in one transaction. Safe to repeat and to race: a transaction hash is on
-   * at most one order (unique index), and an existing order for it is returned unchanged.
+   * at most one order (unique index), and an existing order for it is returned unchanged — unless
+   * a reorganization had failed it (see applyX402Removed) and its transaction is back on the
+   * chain: then it is PAID again (`order.paid`), as the watcher re-attaches a reappeared transfer.
    */
   applyX402Settlement(result: X402SettlementResult): Promise<{ outcome: 'applied' | 'unchanged'; order: Order }> {
     return this.uow.transaction(async (stores) => {
-      const existing = await stores.orders.findByChainTx(result.chain, result.txHash);
-      if (existing) return { outcome: 'unchanged', order: existing };
+      const found = await stores.orders.findByChainTx(result.chain, result.txHash);
+      const existing = found && (await stores.orders.findForUpdate(found.id));
       const now = this.clock.now();
+      if (existing?.status === 'FAILED') {
+        const order: Order = { ...existing, status: 'PAID', updatedAt: now };
+        assertWritten(await stores.orders.update(order, 'FAILED'), 'order');
+        await stores.emit({ orgId: order.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
+        return { outcome: 'applied', order };
+      }
+      if (existing) return { outcome: 'unchanged', order: existing };
       const customer = await stores.customers.findOrCreateByEmail({
         id: newId('CUS'),
         orgId: result.orgId,
@@ -325,6 +334,25 @@ export class PaymentFlow {
       }
       await stores.emit({ orgId: order.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
       return { outcome: 'applied', order };
+    });
+  }
+
+  /**
+   * An x402 settlement's transaction is no longer on the canonical chain (a reorganization): its
+   * PAID order becomes FAILED (`order.failed`), as a crypto checkout's vanished transfer fails its
+   * order; it is PAID again if the transaction comes back (applyX402Settlement). Any other status
+   * (refunded, failed already) is left as it is. Under the order's row lock.
+   */
+  applyX402Removed(result: { chain: string; txHash: string; recipient: string }): Promise<{ outcome: 'applied' | 'unchanged'; order?: Order }> {
+    return this.uow.transaction(async (stores) => {
+      const found = await stores.orders.findByChainTx(result.chain, result.txHash);
+      const existing = found && (await stores.orders.findForUpdate(found.id));
+      if (!existing || existing.status !== 'PAID') return { outcome: 'unchanged' as const, ...(existing ? { order: existing } : {}) };
+      const now = this.clock.now();
+      const order: Order = { ...existing, status: 'FAILED', updatedAt: now };
+      assertWritten(await stores.orders.update(order, 'PAID'), 'order');
+      await stores.emit({ orgId: order.orgId, type: 'order.failed', data: { order: presentWebhookOrder(order, { recipient: result.recipient }) } }, now);
+      return { outcome: 'applied' as const, order };
     });
   }
 

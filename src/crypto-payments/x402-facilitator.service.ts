@@ -59,6 +59,9 @@ const AUTHORIZATION_TYPES = {
 const VALIDITY_MARGIN_SECONDS = 6;
 /** A claim left SUBMITTING this long (its process died before submitting) may be taken over. */
 const STALE_CLAIM_MS = 120_000;
+/** How long a settled transaction is followed for reorganizations (as the chain watcher follows a vanished transfer). */
+const REORG_FOLLOW_MS = 3600_000;
+const REORG_FOLLOW_BATCH = 500;
 /** How long a second settle of the same payload waits for the first one's outcome. */
 const WAIT_FOR_SETTLEMENT_MS = 90_000;
 const RELAYER_ID = 'default';
@@ -323,6 +326,63 @@ export class X402FacilitatorService {
     return finished;
   }
 
+  /**
+   * The finisher job's reorganization check, as the chain watcher's for checkout transfers: each
+   * settlement settled within REORG_FOLLOW_MS is looked up by its receipt. Gone from the canonical
+   * chain (or reverted there) → REMOVED and its order FAILED (`order.failed`); back with the
+   * chain's confirmations → SETTLED and its order PAID again (`order.paid`). Every write is a
+   * compare-and-set on the status read, so two workers apply each change once. Returns how many changed.
+   */
+  async followSettled(): Promise<number> {
+    const now = this.clock.now();
+    const settlements = await this.repo.settledSince(new Date(now.getTime() - REORG_FOLLOW_MS), REORG_FOLLOW_BATCH);
+    let changed = 0;
+    for (const settlement of settlements) {
+      try {
+        if (await this.followOne(settlement)) changed++;
+      } catch (err) {
+        this.logger.warn({ err, settlementId: settlement.id, chainId: settlement.chainId }, 'x402 settlement could not be checked for a reorganization; retrying later');
+      }
+    }
+    return changed;
+  }
+
+  private async followOne(settlement: X402Settlement): Promise<boolean> {
+    const chain = this.config.chains.find((c) => c.chainId === settlement.chainId);
+    const token = chain?.tokens.find((t) => t.address.toLowerCase() === settlement.token.toLowerCase());
+    if (!chain || !token) return false;
+    const client = this.chainClient(chain);
+    const txHash = settlement.txHash as Hex;
+    const receipt = await client.receipt(txHash);
+    const onChain = receipt?.status === 'success';
+    const network = `eip155:${chain.chainId}`;
+    if (settlement.status === 'SETTLED' && !onChain) {
+      if (!(await this.repo.transition(settlement.id, 'SETTLED', { status: 'REMOVED', updatedAt: this.clock.now() }))) return false;
+      this.logger.warn({ settlementId: settlement.id, txHash, chainId: chain.chainId }, 'settled x402 transaction vanished from the chain (reorganization); its order is failed');
+      await this.payments.applyX402Removed({ chain: network, txHash, recipient: getAddress(settlement.payTo) });
+      return true;
+    }
+    if (settlement.status === 'REMOVED' && onChain) {
+      const confirmations = (await client.blockNumber()) - receipt.blockNumber + 1n;
+      if (confirmations < BigInt(Math.max(1, chain.confirmations))) return false;
+      if (!(await this.repo.transition(settlement.id, 'REMOVED', { status: 'SETTLED', updatedAt: this.clock.now() }))) return false;
+      this.logger.info({ settlementId: settlement.id, txHash }, 'reorganized x402 transaction is back on the chain; its order is paid again');
+      await this.payments.applyX402Settlement({
+        orgId: settlement.orgId,
+        chain: network,
+        txHash,
+        fromAddress: getAddress(settlement.payer),
+        recipient: getAddress(settlement.payTo),
+        valueUnits: Number(settlement.value),
+        currency: token.symbol,
+        settlementId: settlement.id,
+        product: await this.productFor(settlement.orgId, settlement.priceId, settlement.resourceUrl ? { url: settlement.resourceUrl } : undefined),
+      });
+      return true;
+    }
+    return false;
+  }
+
   private async finish(settlement: X402Settlement): Promise<boolean> {
     const chain = this.config.chains.find((c) => c.chainId === settlement.chainId);
     const token = chain?.tokens.find((t) => t.address.toLowerCase() === settlement.token.toLowerCase());
@@ -361,6 +421,9 @@ export class X402FacilitatorService {
       }
       if (existing.orgId !== candidate.orgId || existing.payloadHash !== candidate.payloadHash) {
         return this.failure(network, 'invalid_exact_evm_nonce_already_used', 'This authorization nonce was already used by another payment', payment.from);
+      }
+      if (existing.status === 'REMOVED') {
+        return this.failure(network, 'invalid_exact_evm_transaction_failed', `Transaction ${existing.txHash} was reorganized off the chain; it counts again if it is mined again`, payment.from);
       }
       if (existing.status === 'SETTLED') return { response: { success: true, payer: payment.from, transaction: existing.txHash!, network }, orderId: existing.orderId ?? undefined, submittedHere: false };
       if (existing.status === 'FAILED') {

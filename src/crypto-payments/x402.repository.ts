@@ -5,7 +5,8 @@
  */
 import type { Db } from '../db/knex.js';
 
-export type X402SettlementStatus = 'SUBMITTING' | 'SUBMITTED' | 'SETTLED' | 'FAILED';
+/** REMOVED: settled, then its transaction left the canonical chain (a reorganization); SETTLED again if it comes back. */
+export type X402SettlementStatus = 'SUBMITTING' | 'SUBMITTED' | 'SETTLED' | 'REMOVED' | 'FAILED';
 
 export interface X402Relayer {
   id: string;
@@ -62,6 +63,8 @@ export interface X402Repository {
    * until they are stale again.
    */
   leaseStale(status: X402SettlementStatus, before: Date, now: Date, limit: number): Promise<X402Settlement[]>;
+  /** SETTLED and REMOVED settlements last updated at or after `since` (the reorganization window), oldest first. */
+  settledSince(since: Date, limit: number): Promise<X402Settlement[]>;
   /** Writes `patch` only while the row is still in `expected` (and, when given, last updated at `updatedAt`). */
   transition(
     id: string,
@@ -196,6 +199,16 @@ export class KnexX402Repository implements X402Repository {
       [now, status, before, limit, status, before],
     );
     return (result.rows as SettlementRow[]).map(toSettlement);
+  }
+
+  async settledSince(since: Date, limit: number): Promise<X402Settlement[]> {
+    const rows = await this.db<SettlementRow>('x402_settlements')
+      .whereIn('status', ['SETTLED', 'REMOVED'])
+      .where('updated_at', '>=', since)
+      .whereNotNull('tx_hash')
+      .orderBy('updated_at')
+      .limit(limit);
+    return (rows as SettlementRow[]).map(toSettlement);
   }
 
   async transition(

@@ -5,6 +5,7 @@
  * nothing is recorded), as a process dying at that point would leave it.
  */
 import { randomBytes } from 'node:crypto';
+import { createPublicClient, http, serializeTransaction, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader } from '@x402/core/http';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
@@ -30,8 +31,9 @@ const db = () => world.ctx.testDb.database.db;
 const settlementOf = async (txHashOrNonce: string) =>
   (await db()('x402_settlements').where({ tx_hash: txHashOrNonce }).orWhere({ nonce: txHashOrNonce }).first()) as { id: string; status: string; tx_hash: string | null; order_id: string | null; error_reason: string | null };
 const ordersWithTx = async (txHash: string) => (await db()('orders').where({ tx_hash: txHash })) as Array<{ id: string; status: string }>;
-const paidEventsOf = async (orderId: string) =>
-  (await db()('webhook_events').where({ type: 'order.paid' })).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId)).length;
+const eventsOf = async (orderId: string, type: string) =>
+  (await db()('webhook_events').where({ type })).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId)).length;
+const paidEventsOf = (orderId: string) => eventsOf(orderId, 'order.paid');
 
 /** A payment of the paywall's price, signed by the agent through the official client, not yet sent. */
 async function signedRequest(): Promise<X402FacilitatorRequest> {
@@ -141,5 +143,44 @@ describe('the x402 settlement finisher job', () => {
         }
       }
     }, 300_000);
+  });
+
+  it('a settled payment reorganized off the chain: settlement REMOVED, order FAILED (order.failed); mined again: PAID again (order.paid)', async () => {
+    const pub = createPublicClient({ transport: http(world.chain.url) });
+    const snapshot = await world.chain.snapshot();
+    const balance = await world.balanceOf(world.agentWallet);
+    const request = await signedRequest();
+    const settled = await facilitator().settle(world.ctx.orgA.orgId, request);
+    expect(settled.success).toBe(true);
+    const txHash = settled.transaction as Hex;
+    const sent = await pub.getTransaction({ hash: txHash });
+    const [order] = await ordersWithTx(txHash);
+    expect(order).toMatchObject({ status: 'PAID' });
+    expect(await facilitator().followSettled()).toBe(0);
+
+    // The blocks since the snapshot are replaced (evm_revert): the transfer is no longer on the chain.
+    await world.chain.revert(snapshot);
+    await world.chain.mine(2);
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+    expect(await facilitator().followSettled()).toBe(1);
+    expect(await settlementOf(txHash)).toMatchObject({ status: 'REMOVED' });
+    expect((await ordersWithTx(txHash))[0]).toMatchObject({ id: order!.id, status: 'FAILED' });
+    expect(await eventsOf(order!.id, 'order.failed')).toBe(1);
+    expect(await facilitator().followSettled()).toBe(0);
+    // Settling the payload again meanwhile does not submit a second transaction.
+    expect(await facilitator().settle(world.ctx.orgA.orgId, request)).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_transaction_failed' });
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+
+    // The relayer's signed transaction is mined again (as a node re-includes it after a reorganization).
+    const raw = serializeTransaction(
+      { type: 'eip1559', chainId: world.chain.chainId, nonce: sent.nonce, gas: sent.gas, maxFeePerGas: sent.maxFeePerGas!, maxPriorityFeePerGas: sent.maxPriorityFeePerGas!, to: sent.to!, value: sent.value, data: sent.input, accessList: sent.accessList ?? [] },
+      { r: sent.r, s: sent.s, yParity: sent.yParity! },
+    );
+    expect(await world.chain.sendRaw(raw)).toBe(txHash);
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(0.01));
+    expect(await facilitator().followSettled()).toBe(1);
+    expect(await settlementOf(txHash)).toMatchObject({ status: 'SETTLED', order_id: order!.id });
+    expect((await ordersWithTx(txHash))).toEqual([expect.objectContaining({ id: order!.id, status: 'PAID' })]);
+    expect(await paidEventsOf(order!.id)).toBe(2);
   });
 });
