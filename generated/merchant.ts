@@ -893,7 +893,19 @@ export interface paths {
          *     The payer becomes a customer identified by its wallet: decision (x402 carries no e-mail
          *     address): its `email` is `<lower-case address>@x402.invalid` (a reserved domain that never
          *     receives mail), and entitlement checks find it with `wallet`. The order has no catalog
-         *     product: its product name is `resource.description`, else the resource URL.
+         *     product (unless the resource is a Kassa paywall, `putX402Paywall`): its product name is
+         *     `resource.description`, else the resource URL.
+         *
+         *     **Unfinished settlements.** A settlement whose settle died after submitting the
+         *     transaction is finished by the worker's `x402-settlement-finisher` job once it has been
+         *     left for two minutes: confirmed, it becomes the order; reverted or dropped, it fails (a
+         *     dropped one may be settled again).
+         *
+         *     **Reorganizations** (decision: as the chain watcher treats crypto checkout transfers): for
+         *     an hour after settling, a transaction no longer on the canonical chain makes its order
+         *     `FAILED` (`order.failed`); mined again, the same order is `PAID` again (`order.paid`).
+         *     Meanwhile a settle of the same payload answers `success: false`
+         *     (`invalid_exact_evm_transaction_failed`) and submits nothing.
          *
          *     A payment that fails is `200` with `success: false`, an `errorReason` and `errorMessage`
          *     (on-chain revert: `invalid_exact_evm_transaction_failed`, no order).

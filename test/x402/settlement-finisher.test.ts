@@ -143,6 +143,24 @@ describe('the x402 settlement finisher job', () => {
         }
       }
     }, 300_000);
+
+    it('two workers, 3 reorganization checks each at once, 5 rounds of 2 settlements reorganized away: each order failed once', async () => {
+      const second = otherWorker();
+      for (let round = 0; round < 5; round++) {
+        const snapshot = await world.chain.snapshot();
+        const hashes: string[] = [];
+        for (let i = 0; i < 2; i++) hashes.push((await facilitator().settle(world.ctx.orgA.orgId, await signedRequest())).transaction);
+        await world.chain.revert(snapshot);
+        await world.chain.mine(2);
+        const counts = await Promise.all([0, 1, 2].flatMap(() => [facilitator().followSettled(), second.followSettled()]));
+        expect(counts.reduce((a, b) => a + b, 0)).toBe(2);
+        for (const txHash of hashes) {
+          const [order] = await ordersWithTx(txHash);
+          expect(order).toMatchObject({ status: 'FAILED' });
+          expect(await eventsOf(order!.id, 'order.failed')).toBe(1);
+        }
+      }
+    }, 300_000);
   });
 
   it('a settled payment reorganized off the chain: settlement REMOVED, order FAILED (order.failed); mined again: PAID again (order.paid)', async () => {
