@@ -953,14 +953,16 @@ export interface paths {
          *     A payment is good for one answer: a payload that was already settled is refused (`402`,
          *     error `invalid_exact_evm_nonce_already_used`). Other refusals of the payment (wrong amount,
          *     expired, bad signature) are `402` with the reason as the `PAYMENT-REQUIRED` `error`.
-         *     An unknown or turned-off paywall answers `404`, a price deactivated since `410` (JSON for
+         *     An unknown or turned-off paywall answers `404`, a price deactivated (or a product archived)
+         *     since `410` (JSON for
          *     clients that do not accept `text/html`, a page otherwise). The URL is rate-limited per
          *     client address like the hosted pages.
          *
          *     `400` when the price cannot be sold this way (decisions): a `SUBSCRIPTION` price (x402 pays
          *     per request, it has no renewals), a `flexibleAmount` price (x402 needs one amount), a
          *     currency other than USD or USDC (the `exact` scheme pays with USDC's EIP-3009), a
-         *     deactivated price, or a `contentUrl` that is not an absolute `http(s)` URL. `404` when the
+         *     deactivated price or archived product, or a `contentUrl` that is not an absolute `http(s)`
+         *     URL. `HEAD` gets the terms and never settles a payment. `404` when the
          *     organization has no such price.
          */
         put: operations["putX402Paywall"];

@@ -23,6 +23,7 @@ describe('job registry', () => {
       'subscription-renewals': 5_000,
       'telemetry-retention': 60_000,
       'crypto-chain-watcher': ctx.config.crypto.pollIntervalMs,
+      'x402-settlement-finisher': 30_000,
     });
     expect(new Set(jobs.map((job) => job.name)).size).toBe(jobs.length);
   });

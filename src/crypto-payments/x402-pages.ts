@@ -62,7 +62,8 @@ export function registerX402Pages(router: Router, paywalls: X402PaywallService, 
     try {
       const id = req.params.id;
       if (!PRICE_ID.test(id)) return send(req, res, { kind: 'not_found', message: 'No x402 resource is sold at this address.' });
-      const header = req.header('payment-signature');
+      // HEAD has no body to carry the receipt: it gets the terms, and a payment is never settled for it.
+      const header = req.method === 'HEAD' ? undefined : req.header('payment-signature');
       let payment: Parameters<X402PaywallService['answer']>[1];
       let paymentError: string | undefined;
       if (header) {

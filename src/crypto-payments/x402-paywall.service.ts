@@ -38,7 +38,7 @@ export interface PaywallPrice {
 }
 
 export interface PaywallCatalog {
-  findPrice(orgId: string, priceId: string): Promise<{ price: PaywallPrice; product: { id: string; name: string } } | undefined>;
+  findPrice(orgId: string, priceId: string): Promise<{ price: PaywallPrice; product: { id: string; name: string; status: string } } | undefined>;
 }
 
 /** Signs a receipt body like a webhook delivery: the `webhook-id`, `webhook-timestamp`, `webhook-signature` headers. */
@@ -96,7 +96,10 @@ export class X402PaywallService {
     if (price.pricingType !== 'ONE_TIME') throw validationError('A SUBSCRIPTION price cannot be an x402 paywall: x402 pays per request; use a ONE_TIME price');
     if (price.flexibleAmount) throw validationError('A flexibleAmount price cannot be an x402 paywall: x402 needs one amount');
     if (!PAYWALL_CURRENCIES.has(price.currency)) throw validationError(`An x402 paywall is paid in USDC: its price must be in USD or USDC, not ${price.currency}`);
+    // Orders keep token units as a JavaScript number.
+    if (usdcUnits(price.amount, price.currency) > BigInt(Number.MAX_SAFE_INTEGER)) throw validationError('This price is too large to be paid in USDC units');
     if (!price.active) throw validationError('This price is deactivated and can no longer be sold');
+    if (found.product.status === 'ARCHIVED') throw validationError('This price\'s product is archived and can no longer be sold');
     if (contentUrl != null && !isHttpUrl(contentUrl)) throw validationError('contentUrl must be an absolute http(s) URL', { field: 'contentUrl' });
     const now = this.clock.now();
     return this.view(await this.repo.upsertPaywall({ priceId: price.id, orgId, contentUrl: contentUrl ?? null, createdAt: now, updatedAt: now }));
@@ -113,7 +116,7 @@ export class X402PaywallService {
     const paywall = await this.repo.findPaywall(priceId);
     const found = paywall && (await this.catalog.findPrice(paywall.orgId, priceId));
     if (!paywall || !found) return { kind: 'not_found', message: 'No x402 resource is sold at this address.' };
-    if (!found.price.active) return { kind: 'gone', message: 'This price is no longer sold.' };
+    if (!found.price.active || found.product.status === 'ARCHIVED') return { kind: 'gone', message: 'This price is no longer sold.' };
     const terms = await this.terms(paywall.orgId, found.price, found.product.name);
     const required = (error?: string, settlement?: SettleResponse): PaywallAnswer => ({
       kind: 'payment_required',

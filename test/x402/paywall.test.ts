@@ -144,6 +144,22 @@ describe('the public paywall URL', () => {
     await expect(verifyReceipt(forged, keys, { now: world.ctx.clock.now() })).rejects.toThrow();
   });
 
+  it('HEAD gets the terms and never settles a payment it carries', async () => {
+    let paymentHeader: string | undefined;
+    const withholding: typeof fetch = async (input, init) => {
+      const request = new Request(input, init);
+      paymentHeader ??= request.headers.get('PAYMENT-SIGNATURE') ?? undefined;
+      // The payment is kept, never delivered: the agent sees a 402 again.
+      return fetch(paywallUrl(usdcPrice.pricingId));
+    };
+    await payingFetch(withholding)(paywallUrl(usdcPrice.pricingId));
+    const balance = await world.balanceOf(world.agentWallet);
+    const head = await fetch(paywallUrl(usdcPrice.pricingId), { method: 'HEAD', headers: { 'PAYMENT-SIGNATURE': paymentHeader! } });
+    expect(head.status).toBe(402);
+    expect(head.headers.get('PAYMENT-RESPONSE')).toBeNull();
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+  });
+
   it('refuses a replayed payment (402, nonce already used) and moves nothing', async () => {
     let paymentHeader: string | undefined;
     const recording: typeof fetch = async (input, init) => {
@@ -198,6 +214,12 @@ describe('the public paywall URL', () => {
     expect(gone.status).toBe(410);
     expect(((await gone.json()) as { success: boolean }).success).toBe(false);
     expect((await fetch(paywallUrl(price.pricingId), { headers: { Accept: 'text/html' } })).status).toBe(410);
+    const archivedProduct = await createProduct(world.ctx, world.ctx.orgA.orgId, { name: 'Old report' });
+    const archivedPrice = await createPrice(world.ctx, archivedProduct.productId, { amount: 100, currency: 'USD' });
+    await enablePaywall({ kassaUrl: world.merchantUrl, apiKey: apiKey(), pricingId: archivedPrice.pricingId });
+    expect((await world.ctx.admin.post(`/v1/products/${archivedProduct.productId}/archive`)).status).toBe(200);
+    expect((await fetch(paywallUrl(archivedPrice.pricingId))).status).toBe(410);
+    expect((await merchant().put(`/v1/x402/paywalls/${archivedPrice.pricingId}`).set('X-API-Key', apiKey()).send({})).status).toBe(400);
     for (const id of ['PRC_000000000000000000000000', 'PRC_%00', 'nope', `PRC_${'a'.repeat(500)}`, '%E0%A4%A']) {
       const json = await fetch(`${world.merchantUrl}/x402/prices/${id}`);
       expect(json.status, id).toBe(404);
