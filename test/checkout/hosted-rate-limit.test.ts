@@ -135,3 +135,14 @@ describe('client address keys', () => {
     expect(clientAddressKey('not an address')).toBe('unknown');
   });
 });
+
+describe('x402 paywall URLs', () => {
+  it('are limited like the pages; a request carrying a payment (PAYMENT-SIGNATURE) counts as a write', async () => {
+    nextMinute(direct);
+    const path = '/x402/prices/PRC_000000000000000000000000';
+    for (let i = 0; i < WRITE_LIMIT; i++) expect((await direct.merchant.get(path).set('PAYMENT-SIGNATURE', 'e30=')).status).toBe(404);
+    expectRateLimitedPage(await direct.merchant.get(path).set('PAYMENT-SIGNATURE', 'e30='), 60);
+    for (let i = WRITE_LIMIT + 1; i < PAGE_LIMIT; i++) expect((await direct.merchant.get(path)).status).toBe(404);
+    expectRateLimitedPage(await direct.merchant.get(path), 60);
+  });
+});
