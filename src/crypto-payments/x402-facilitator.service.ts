@@ -179,6 +179,7 @@ export interface CatalogPriceLookup {
 
 export class X402FacilitatorService {
   private readonly chains = new Map<number, X402Chain>();
+  private readonly domains = new Map<string, Promise<{ name: string; version: string }>>();
 
   constructor(
     private readonly repo: X402Repository,
@@ -200,8 +201,6 @@ export class X402FacilitatorService {
     }
     return client;
   }
-
-  private readonly domains = new Map<string, Promise<{ name: string; version: string }>>();
 
   /** A token's EIP-712 domain (name, version), read from the chain once per process. */
   tokenDomain(chain: ChainConfig, token: `0x${string}`): Promise<{ name: string; version: string }> {
