@@ -8,6 +8,7 @@
  *     npx tsx scripts/examples/x402-paywall.ts PRC_… [https://shop.example/content]
  */
 import { pathToFileURL } from 'node:url';
+import { createMerchantClient, type X402Paywall } from '../../src/client/merchant.js';
 import { verifyWebhook, type SigningKeyResponse } from '../../src/client/verify-webhook.js';
 
 export interface PaywallOptions {
@@ -17,19 +18,12 @@ export interface PaywallOptions {
   pricingId: string;
   /** Where paid requests are redirected; omitted: Kassa answers with a signed receipt. */
   contentUrl?: string;
-  fetch?: typeof fetch;
 }
 
-/** Turns the paywall on (again: changes its contentUrl); returns `{ pricingId, url, contentUrl, … }`. */
-export async function enablePaywall(options: PaywallOptions): Promise<{ pricingId: string; url: string; contentUrl: string | null }> {
-  const res = await (options.fetch ?? fetch)(`${options.kassaUrl}/v1/x402/paywalls/${encodeURIComponent(options.pricingId)}`, {
-    method: 'PUT',
-    headers: { 'X-API-Key': options.apiKey, 'Content-Type': 'application/json' },
-    body: JSON.stringify(options.contentUrl ? { contentUrl: options.contentUrl } : {}),
-  });
-  const body = (await res.json()) as { data: { pricingId: string; url: string; contentUrl: string | null }; message: string };
-  if (res.status !== 200) throw new Error(`Kassa refused the paywall (${res.status}): ${body.message}`);
-  return body.data;
+/** Turns the paywall on (again: changes its contentUrl) with the SDK; returns `{ pricingId, url, contentUrl, … }`. */
+export async function enablePaywall(options: PaywallOptions): Promise<X402Paywall> {
+  const kassa = createMerchantClient({ baseUrl: options.kassaUrl, apiKey: options.apiKey });
+  return kassa.putX402Paywall(options.pricingId, options.contentUrl ? { contentUrl: options.contentUrl } : {});
 }
 
 export interface PaywallReceipt {

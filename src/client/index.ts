@@ -27,6 +27,7 @@ export {
   type Entitlements,
   type Me,
   type MerchantSchemas,
+  type X402Paywall,
 } from './merchant.js';
 export {
   createTelemetryClient,

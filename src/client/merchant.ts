@@ -35,6 +35,7 @@ type Ok<K extends keyof operations> = operations[K]['responses'] extends Record<
 export type CheckoutSessionCreate = JsonBody<'createCheckoutSession'>;
 export type CheckoutSession = Ok<'getCheckoutSession'>;
 export type Order = Ok<'getOrder'>;
+export type X402Paywall = Ok<'putX402Paywall'>;
 export type OrderList = Ok<'listOrders'>;
 export type Product = Ok<'getProduct'>;
 export type ProductList = Ok<'listProducts'>;
@@ -81,6 +82,10 @@ export interface MerchantClient {
   updateWebhookEndpoint(id: string, body: WebhookEndpointUpdate): Promise<WebhookEndpoint>;
   deleteWebhookEndpoint(id: string): Promise<Ok<'deleteWebhookEndpoint'>>;
   checkEntitlement(query: Query<'checkEntitlement'>): Promise<Entitlements>;
+  /** Sells a one-time catalog price per request at Kassa's own x402 URL (the answer's `url`); again: changes `contentUrl`. */
+  putX402Paywall(pricingId: string, body?: JsonBody<'putX402Paywall'>): Promise<X402Paywall>;
+  /** Turns a price's x402 paywall off. */
+  deleteX402Paywall(pricingId: string): Promise<X402Paywall>;
   me(): Promise<Me>;
 }
 
@@ -128,6 +133,8 @@ export function createMerchantClient(options: MerchantClientOptions): MerchantCl
     updateWebhookEndpoint: (endpointId, body) => unwrapEnvelope(http.PATCH('/v1/webhook/{id}', { ...id(endpointId), body })),
     deleteWebhookEndpoint: (endpointId) => unwrapEnvelope(http.DELETE('/v1/webhook/{id}', id(endpointId))),
     checkEntitlement: (q) => unwrapEnvelope(http.GET('/v1/entitlements/check', query(q))),
+    putX402Paywall: (pricingId, body = {}) => unwrapEnvelope(http.PUT('/v1/x402/paywalls/{id}', { ...id(pricingId), body })),
+    deleteX402Paywall: (pricingId) => unwrapEnvelope(http.DELETE('/v1/x402/paywalls/{id}', id(pricingId))),
     me: () => unwrapEnvelope(http.GET('/v1/me')),
   };
 }

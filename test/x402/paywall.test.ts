@@ -8,6 +8,7 @@ import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { x402Client } from '@x402/fetch';
 import { createX402Fetch } from '../../scripts/examples/x402-agent-pay.js';
 import { enablePaywall, verifyReceipt } from '../../scripts/examples/x402-paywall.js';
+import { createMerchantClient } from '../../src/client/merchant.js';
 import { createAgentX402Signer, recordPaymentContext, type AgentX402Signer } from '../../src/client/x402.js';
 import { x402CustomerEmail } from '../../src/commerce/payment-flow.js';
 import { PUBLIC_API_URL } from '../agent-wallet/helpers.js';
@@ -83,9 +84,9 @@ describe('turning a paywall on and off (merchant API)', () => {
     const price = await createPrice(world.ctx, product.productId, { amount: 25, currency: 'USD' });
     expect((await merchant().put(`/v1/x402/paywalls/${price.pricingId}`).set('X-API-Key', apiKey()).send({})).status).toBe(200);
     expect((await fetch(paywallUrl(price.pricingId))).status).toBe(402);
-    const removed = await merchant().delete(`/v1/x402/paywalls/${price.pricingId}`).set('X-API-Key', apiKey());
-    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
-    expect(removed.body.data.pricingId).toBe(price.pricingId);
+    // The SDK's method, as a merchant's server calls it.
+    const removed = await createMerchantClient({ baseUrl: world.merchantUrl, apiKey: apiKey() }).deleteX402Paywall(price.pricingId);
+    expect(removed).toMatchObject({ pricingId: price.pricingId, contentUrl: null });
     expect((await fetch(paywallUrl(price.pricingId))).status).toBe(404);
     expect((await merchant().delete(`/v1/x402/paywalls/${price.pricingId}`).set('X-API-Key', apiKey())).status).toBe(404);
   });
