@@ -152,7 +152,7 @@ export class MetricsService {
       cells('m'),
       cells('h'),
       cells('d'),
-      this.rollups.rawSamples(projectIds, pieces.raw.ranges, q.model),
+      this.rollups.rawAggregates({ projectIds, ranges: pieces.raw.ranges, model: q.model, distribution: distName }),
     ]);
     for (const [resolution, rows] of [['m', cellsM], ['h', cellsH], ['d', cellsD]] as const) {
       for (const cell of rows) {
@@ -164,11 +164,11 @@ export class MetricsService {
     }
     for (const s of samples) {
       const acc = accumulator(groupOf(s.projectId, s.model, s.vendor), pieces.raw.owner[s.range]!);
-      acc.requests++;
-      if (s.isError) acc.errors++;
-      if (distName) {
-        const value = sampleValue(distName, s);
-        if (value !== null) (acc.dist ??= new Distribution()).add(value);
+      acc.requests += s.requests;
+      acc.errors += s.errors;
+      if (s.values.length > 0) {
+        const dist = (acc.dist ??= new Distribution());
+        for (const value of s.values) dist.add(value);
       }
     }
 
@@ -190,21 +190,6 @@ export class MetricsService {
         };
       }),
     };
-  }
-}
-
-function sampleValue(name: DistributionName, s: { durationMs: number; tokensInput: number | null; tokensOutput: number | null; cost: number | null }): number | null {
-  switch (name) {
-    case 'latency':
-      return s.durationMs;
-    case 'tokensInput':
-      return s.tokensInput;
-    case 'tokensOutput':
-      return s.tokensOutput;
-    case 'tokensTotal':
-      return s.tokensInput === null && s.tokensOutput === null ? null : (s.tokensInput ?? 0) + (s.tokensOutput ?? 0);
-    case 'cost':
-      return s.cost;
   }
 }
 
