@@ -4,7 +4,7 @@
  */
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray } from '../db/bulk.js';
-import type { Db } from '../db/knex.js';
+import { isPostgres, type Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { NormalizedMetric } from './normalize.js';
 import type { Resolution, TimeRange } from './rollups.js';
@@ -216,6 +216,20 @@ const toQueryCell = (r: QueryCellDbRow, withStats: boolean): QueryCellRow => ({
 export class KnexRollupRepository implements RollupRepository {
   constructor(private readonly db: Db) {}
 
+  /**
+   * A metrics read with PostgreSQL's JIT compilation off. The planner sees a range list of unknown
+   * length (json_to_recordset counts as 100 rows) times a generic range estimate, so a statement
+   * that runs in tens of milliseconds looks costly enough to compile, and compiling takes longer
+   * than running it (docs/benchmarks.md). SET LOCAL keeps the setting to this transaction.
+   */
+  private async read(sql: string, bindings: Knex.RawBinding[]): Promise<{ rows: unknown[] }> {
+    if (!isPostgres(this.db)) return (await this.db.raw(sql, bindings)) as { rows: unknown[] };
+    return this.db.transaction(async (trx) => {
+      await trx.raw('SET LOCAL jit = off');
+      return (await trx.raw(sql, bindings)) as { rows: unknown[] };
+    });
+  }
+
   async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]> {
     const column = input.distribution ? DIST_COLUMN[input.distribution] : undefined;
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
@@ -224,7 +238,7 @@ export class KnexRollupRepository implements RollupRepository {
     if (input.model !== undefined) bindings.push(input.model);
     // Added up in the database, range by range (small in-memory groups): an unaligned range reads
     // dozens of minute cells per model, and a row per cell costs more to parse than to merge.
-    const result = await this.db.raw(
+    const result = await this.read(
       `SELECT x.i, c.*
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
@@ -247,7 +261,7 @@ export class KnexRollupRepository implements RollupRepository {
     const value = input.distribution ? SAMPLE_VALUE[input.distribution] : undefined;
     // The samples travel as one text list per group (string_agg skips calls without the value);
     // float8 and bigint print exactly, so the sketch sees the same numbers as from rows.
-    const result = await this.db.raw(
+    const result = await this.read(
       `SELECT x.i, s.*
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
