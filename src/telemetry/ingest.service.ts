@@ -89,19 +89,6 @@ export function summarize(trace: NormalizedTrace): TraceSummary {
 
 const cellId = (k: CellKey): string => `${k.resolution}|${k.bucketMs}|${k.model}|${k.vendor}`;
 
-const toStoredSpan = (s: NormalizedSpan): StoredSpan => ({
-  spanId: s.spanId,
-  parentSpanId: s.parentSpanId,
-  name: s.name,
-  kind: s.kind,
-  startMs: s.startMs,
-  endMs: s.endMs,
-  statusCode: s.statusCode,
-  statusMessage: s.statusMessage,
-  attributes: s.attributes,
-  ...(s.events ? { events: s.events } : {}),
-});
-
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
 
@@ -210,7 +197,8 @@ export class IngestService {
   private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date, optimistic: boolean): Promise<number> {
     if (traces.length === 0) return 0;
     const byId = new Map(traces.map((t) => [t.traceId, t]));
-    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans.map(toStoredSpan) });
+    // A normalized span is a stored span with extra fields, which the span document leaves out.
+    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans });
     const { inserted, existing } = await tx.traces.claimTraces(projectId, traces.map(write), now, { optimistic });
 
     // Traces already stored: merge the batch's spans into the stored document (a re-sent span id
