@@ -5,10 +5,10 @@
  * at all.
  *
  * Rollups are maintained incrementally: the model-call spans that are new to the store are merged
- * into their minute, hour and day cells under a per-cell advisory lock. A re-sent span replaces
- * the stored one, and its old contribution cannot be subtracted from min/max, so the minutes it
- * touches (old and new position) are recomputed from the raw spans and their hours and days
- * re-merged from the finer cells — the rare path, and an exact one.
+ * into their minute, five-minute, hour and day cells under a per-cell advisory lock. A re-sent
+ * span replaces the stored one, and its old contribution cannot be subtracted from min/max, so the
+ * minutes it touches (old and new position) are recomputed from the raw spans and their
+ * five-minute cells, hours and days re-merged from the finer cells — the rare path, and an exact one.
  */
 import type { Clock } from '../kernel/clock.js';
 import { AppError, notFound } from '../kernel/errors.js';
@@ -246,9 +246,9 @@ export class IngestService {
       if (span.model === null) continue;
       addDelta({ resolution: 'm', bucketMs: floorTo(span.startMs, 'm'), model: span.model, vendor: vendorKey(span.vendor) }, span);
     }
-    // Hours and days get the merge of their minutes' deltas (cheaper than adding every sample thrice).
+    // Coarser cells get the merge of their minutes' deltas (cheaper than adding every sample again).
     const minuteDeltas = [...deltas.values()];
-    for (const resolution of ['h', 'd'] as const) {
+    for (const resolution of ['5m', 'h', 'd'] as const) {
       for (const { key, stats } of minuteDeltas) {
         const coarse: CellKey = { ...key, resolution, bucketMs: floorTo(key.bucketMs, resolution) };
         const id = cellId(coarse);
@@ -267,12 +267,14 @@ export class IngestService {
     deltas: Array<{ key: CellKey; stats: CellStats }>,
     recomputeMinutes: Set<number>,
   ): Promise<void> {
+    const recomputeFives = new Set([...recomputeMinutes].map((m) => floorTo(m, '5m')));
     const recomputeHours = new Set([...recomputeMinutes].map((m) => floorTo(m, 'h')));
     const recomputeDays = new Set([...recomputeHours].map((h) => floorTo(h, 'd')));
     const lockKeys = new Map<string, [number, number]>();
     const lock = (resolution: Resolution, bucketMs: number) => lockKeys.set(`${resolution}|${bucketMs}`, cellLockKey(projectId, resolution, bucketMs));
     for (const d of deltas) lock(d.key.resolution, d.key.bucketMs);
     for (const m of recomputeMinutes) lock('m', m);
+    for (const f of recomputeFives) lock('5m', f);
     for (const h of recomputeHours) lock('h', h);
     for (const d of recomputeDays) lock('d', d);
     await tx.rollups.lockCells([...lockKeys.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]));
@@ -306,6 +308,7 @@ export class IngestService {
       projectId,
       [...minuteCells.values()].map(({ key, stats }) => ({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() })),
     );
+    await this.remerge(tx, projectId, '5m', 'm', [...recomputeFives]);
     await this.remerge(tx, projectId, 'h', 'm', [...recomputeHours]);
     await this.remerge(tx, projectId, 'd', 'h', [...recomputeDays]);
   }

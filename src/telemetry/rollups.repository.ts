@@ -79,6 +79,8 @@ export interface RollupRepository {
   queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
   /** Model calls of the given projects in the ranges, added up per range, project, model and vendor. */
   rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]>;
+  /** From when (epoch ms) the cells of a resolution added after the first release are complete. */
+  completeFrom(resolution: Resolution): Promise<number>;
 }
 
 /** Model calls, rollup cells and metric points written inside one ingest transaction. */
@@ -251,6 +253,12 @@ export class KnexRollupRepository implements RollupRepository {
       bindings as Knex.RawBinding[],
     );
     return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, column !== undefined));
+  }
+
+  async completeFrom(resolution: Resolution): Promise<number> {
+    const row = (await this.db('telemetry_rollup_levels').where({ resolution }).first('complete_from')) as { complete_from: Date | string } | undefined;
+    // Resolutions of the first release (minute, hour, day) have no row: complete from the start.
+    return row ? new Date(row.complete_from).getTime() : 0;
   }
 
   async rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]> {

@@ -1,17 +1,17 @@
 /**
- * Time arithmetic of the metric rollups: minute, hour and UTC-day cells, their lock keys, and the
- * decomposition of a query bucket into the coarsest aligned cells that tile it (plus raw spans
- * for the sub-minute edges).
+ * Time arithmetic of the metric rollups: minute, five-minute, hour and UTC-day cells, their lock
+ * keys, and the decomposition of a query bucket into the coarsest aligned cells that tile it
+ * (plus raw spans for the sub-minute edges).
  */
-/** Minute, hour and UTC-day cells. */
-export type Resolution = 'm' | 'h' | 'd';
+/** Minute, five-minute, hour and UTC-day cells. */
+export type Resolution = 'm' | '5m' | 'h' | 'd';
 
 export interface TimeRange {
   fromMs: number;
   toMs: number;
 }
 
-export const RESOLUTION_MS: Record<Resolution, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+export const RESOLUTION_MS: Record<Resolution, number> = { m: 60_000, '5m': 300_000, h: 3_600_000, d: 86_400_000 };
 
 /** Epoch ms is UTC, and every resolution divides a UTC day, so plain flooring aligns to UTC. */
 export const floorTo = (ms: number, resolution: Resolution): number => Math.floor(ms / RESOLUTION_MS[resolution]) * RESOLUTION_MS[resolution];
@@ -39,33 +39,40 @@ export const cellLockKey = (projectId: string, resolution: Resolution, bucketMs:
 export interface Decomposition {
   raw: TimeRange[];
   m: TimeRange[];
+  '5m': TimeRange[];
   h: TimeRange[];
   d: TimeRange[];
 }
 
-const ORDER: Resolution[] = ['d', 'h', 'm'];
+const ORDER: Resolution[] = ['d', 'h', '5m', 'm'];
+const WITHOUT_FIVE_MINUTES: Resolution[] = ['d', 'h', 'm'];
 
 /**
- * Tiles [from, to) with day cells where whole days fit, hours where whole hours fit, minutes,
- * and raw spans for what is left (sub-minute edges). Each piece lies inside the bucket.
+ * Tiles [from, to) with day cells where whole days fit, hours where whole hours fit, five-minute
+ * cells, minutes, and raw spans for what is left (sub-minute edges). Each piece lies inside the
+ * bucket. Five-minute cells are used only from `fiveMinutesFromMs` on (before it they may be
+ * incomplete, see migration 0088); earlier parts of the range are tiled without them.
  */
-export function decompose(fromMs: number, toMs: number): Decomposition {
-  const out: Decomposition = { raw: [], m: [], h: [], d: [] };
-  const visit = (a: number, b: number, level: number): void => {
+export function decompose(fromMs: number, toMs: number, fiveMinutesFromMs = 0): Decomposition {
+  const out: Decomposition = { raw: [], m: [], '5m': [], h: [], d: [] };
+  const visit = (order: Resolution[], a: number, b: number, level: number): void => {
     if (a >= b) return;
-    for (let l = level; l < ORDER.length; l++) {
-      const resolution = ORDER[l]!;
+    for (let l = level; l < order.length; l++) {
+      const resolution = order[l]!;
       const lo = ceilTo(a, resolution);
       const hi = floorTo(b, resolution);
       if (lo < hi) {
         out[resolution].push({ fromMs: lo, toMs: hi });
-        visit(a, lo, l + 1);
-        visit(hi, b, l + 1);
+        visit(order, a, lo, l + 1);
+        visit(order, hi, b, l + 1);
         return;
       }
     }
     out.raw.push({ fromMs: a, toMs: b });
   };
-  visit(fromMs, toMs, 0);
+  // The boundary is a day boundary (or the epoch), so splitting there loses no day cell.
+  const split = Math.min(Math.max(fiveMinutesFromMs, fromMs), toMs);
+  visit(WITHOUT_FIVE_MINUTES, fromMs, split, 0);
+  visit(ORDER, split, toMs, 0);
   return out;
 }
