@@ -5,7 +5,7 @@
  * minute; see rollups.ts `decompose`) plus raw model-call spans for sub-minute edges, and the
  * pieces are merged: counts, sums, min and max exactly, percentiles through the DDSketches
  * (relative error ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead
- * of every span; the same query with unaligned ends about a dozen cells per bucket.
+ * of every span; the same query with unaligned ends about 15 per bucket.
  */
 import { AppError, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';

@@ -1,6 +1,6 @@
 /**
  * Five-minute metric rollup cells (resolution '5m', between the minute and the hour), so a query
- * bucket that is not aligned to hours merges about a dozen cells per model instead of up to 59
+ * bucket that is not aligned to hours merges about 15 cells per model instead of up to 59
  * minutes (issue 21). Ingest writes them from now on; cells are not back-filled (merging the
  * stored sketches takes the application's code), so the table below records from when they are
  * complete: on a database without rollups, from the beginning; otherwise from the start of the
