@@ -2,7 +2,7 @@
  * GET /v1/metrics: one metric aggregated over time buckets across the organization's projects.
  *
  * Each bucket is tiled by the coarsest rollup cells that fit inside it (day, hour, five minutes,
- * minute; see rollups.ts `decompose`) plus raw model-call spans for sub-minute edges, and the
+ * minute, ten seconds; see rollups.ts `decompose`) plus raw model-call spans for the edges, and the
  * pieces are merged: counts, sums, min and max exactly, percentiles through the DDSketches
  * (relative error ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead
  * of every span; the same query with unaligned ends about 15 per bucket.
@@ -11,7 +11,7 @@ import { AppError, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
 import type { RollupRepository } from './rollups.repository.js';
-import { decompose, type Resolution, type TimeRange } from './rollups.js';
+import { decompose, type CompleteFrom, type Resolution, type TimeRange } from './rollups.js';
 
 export const METRICS = [
   'llm.requests.total',
@@ -75,8 +75,8 @@ function invalid(code: 'invalid_metric' | 'invalid_interval' | 'invalid_aggregat
 }
 
 export class MetricsService {
-  /** From when five-minute cells are complete (fixed by migration 0088), read once. */
-  private fiveMinutesFrom: Promise<number> | undefined;
+  /** From when the cells of later resolutions are complete (fixed by their migrations), read once. */
+  private completeFrom: Promise<CompleteFrom> | undefined;
 
   constructor(
     private readonly rollups: RollupRepository,
@@ -125,17 +125,18 @@ export class MetricsService {
     // Every bucket's pieces, per resolution; `owner` maps a piece back to its bucket.
     const pieces: Record<Resolution | 'raw', { ranges: TimeRange[]; owner: number[] }> = {
       raw: { ranges: [], owner: [] },
+      '10s': { ranges: [], owner: [] },
       m: { ranges: [], owner: [] },
       '5m': { ranges: [], owner: [] },
       h: { ranges: [], owner: [] },
       d: { ranges: [], owner: [] },
     };
-    const fiveMinutesFrom = await (this.fiveMinutesFrom ??= this.rollups.completeFrom('5m'));
+    const completeFrom = await (this.completeFrom ??= this.rollups.completeFrom());
     for (let b = 0; b < buckets; b++) {
       const from = startMs + b * step;
       const to = Math.min(from + step, endMs);
-      const parts = decompose(from, to, fiveMinutesFrom);
-      for (const level of ['raw', 'm', '5m', 'h', 'd'] as const) {
+      const parts = decompose(from, to, completeFrom);
+      for (const level of ['raw', '10s', 'm', '5m', 'h', 'd'] as const) {
         for (const range of parts[level]) {
           pieces[level].ranges.push(range);
           pieces[level].owner.push(b);
@@ -154,14 +155,15 @@ export class MetricsService {
 
     const cells = (resolution: Resolution) =>
       this.rollups.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, distribution: distName });
-    const [cellsM, cells5m, cellsH, cellsD, samples] = await Promise.all([
+    const [cells10s, cellsM, cells5m, cellsH, cellsD, samples] = await Promise.all([
+      cells('10s'),
       cells('m'),
       cells('5m'),
       cells('h'),
       cells('d'),
       this.rollups.rawAggregates({ projectIds, ranges: pieces.raw.ranges, model: q.model, distribution: distName }),
     ]);
-    for (const [resolution, rows] of [['m', cellsM], ['5m', cells5m], ['h', cellsH], ['d', cellsD]] as const) {
+    for (const [resolution, rows] of [['10s', cells10s], ['m', cellsM], ['5m', cells5m], ['h', cellsH], ['d', cellsD]] as const) {
       for (const cell of rows) {
         const acc = accumulator(groupOf(cell.projectId, cell.model, cell.vendor), pieces[resolution].owner[cell.range]!);
         acc.requests += cell.requests;

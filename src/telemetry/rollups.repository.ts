@@ -7,7 +7,7 @@ import { copyIn, copyText, idArray } from '../db/bulk.js';
 import { isPostgres, type Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { NormalizedMetric } from './normalize.js';
-import type { Resolution, TimeRange } from './rollups.js';
+import type { CompleteFrom, Resolution, TimeRange } from './rollups.js';
 
 /** One model-call span: a raw metrics sample. */
 export interface ModelCallRow {
@@ -79,8 +79,8 @@ export interface RollupRepository {
   queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
   /** Model calls of the given projects in the ranges, added up per range, project, model and vendor. */
   rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]>;
-  /** From when (epoch ms) the cells of a resolution added after the first release are complete. */
-  completeFrom(resolution: Resolution): Promise<number>;
+  /** From when (epoch ms) the cells of each resolution added after the first release are complete. */
+  completeFrom(): Promise<CompleteFrom>;
 }
 
 /** Model calls, rollup cells and metric points written inside one ingest transaction. */
@@ -255,10 +255,10 @@ export class KnexRollupRepository implements RollupRepository {
     return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, column !== undefined));
   }
 
-  async completeFrom(resolution: Resolution): Promise<number> {
-    const row = (await this.db('telemetry_rollup_levels').where({ resolution }).first('complete_from')) as { complete_from: Date | string } | undefined;
+  async completeFrom(): Promise<CompleteFrom> {
     // Resolutions of the first release (minute, hour, day) have no row: complete from the start.
-    return row ? new Date(row.complete_from).getTime() : 0;
+    const rows = (await this.db('telemetry_rollup_levels').select('resolution', 'complete_from')) as Array<{ resolution: Resolution; complete_from: Date | string }>;
+    return Object.fromEntries(rows.map((r) => [r.resolution, new Date(r.complete_from).getTime()]));
   }
 
   async rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]> {
