@@ -122,10 +122,15 @@ export class CellStats {
   }
 }
 
-/** Merges one encoded distribution (a rollup column) into `target`. */
+/**
+ * Merges an encoded distribution (a rollup column) into `target`; also several written one after
+ * another, as a query that concatenates the column over many cells returns them.
+ */
 export function mergeEncodedDistribution(bytes: Uint8Array, target: Distribution): void {
   const reader = new ByteReader(bytes);
-  const version = reader.byte();
-  if (version !== FORMAT_VERSION) throw new Error(`unknown rollup distribution format ${version}`);
-  target.mergeEncoded(reader);
+  while (reader.pos < bytes.length) {
+    const version = reader.byte();
+    if (version !== FORMAT_VERSION) throw new Error(`unknown rollup distribution format ${version}`);
+    target.mergeEncoded(reader);
+  }
 }

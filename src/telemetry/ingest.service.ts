@@ -5,10 +5,11 @@
  * at all.
  *
  * Rollups are maintained incrementally: the model-call spans that are new to the store are merged
- * into their minute, hour and day cells under a per-cell advisory lock. A re-sent span replaces
- * the stored one, and its old contribution cannot be subtracted from min/max, so the minutes it
- * touches (old and new position) are recomputed from the raw spans and their hours and days
- * re-merged from the finer cells — the rare path, and an exact one.
+ * into their ten-second, minute, five-minute, hour and day cells under a per-cell advisory lock.
+ * A re-sent span replaces the stored one, and its old contribution cannot be subtracted from
+ * min/max, so the minutes it touches (old and new position) are recomputed from the raw spans
+ * (with their ten-second cells) and their five-minute cells, hours and days re-merged from the
+ * finer cells — the rare path, and an exact one.
  */
 import type { Clock } from '../kernel/clock.js';
 import { AppError, notFound } from '../kernel/errors.js';
@@ -88,19 +89,6 @@ export function summarize(trace: NormalizedTrace): TraceSummary {
 }
 
 const cellId = (k: CellKey): string => `${k.resolution}|${k.bucketMs}|${k.model}|${k.vendor}`;
-
-const toStoredSpan = (s: NormalizedSpan): StoredSpan => ({
-  spanId: s.spanId,
-  parentSpanId: s.parentSpanId,
-  name: s.name,
-  kind: s.kind,
-  startMs: s.startMs,
-  endMs: s.endMs,
-  statusCode: s.statusCode,
-  statusMessage: s.statusMessage,
-  attributes: s.attributes,
-  ...(s.events ? { events: s.events } : {}),
-});
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
@@ -210,7 +198,8 @@ export class IngestService {
   private async storeTraces(tx: IngestTx, projectId: string, traces: NormalizedTrace[], now: Date, optimistic: boolean): Promise<number> {
     if (traces.length === 0) return 0;
     const byId = new Map(traces.map((t) => [t.traceId, t]));
-    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans.map(toStoredSpan) });
+    // A normalized span is a stored span with extra fields, which the span document leaves out.
+    const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans });
     const { inserted, existing } = await tx.traces.claimTraces(projectId, traces.map(write), now, { optimistic });
 
     // Traces already stored: merge the batch's spans into the stored document (a re-sent span id
@@ -256,19 +245,21 @@ export class IngestService {
         continue;
       }
       if (span.model === null) continue;
-      addDelta({ resolution: 'm', bucketMs: floorTo(span.startMs, 'm'), model: span.model, vendor: vendorKey(span.vendor) }, span);
+      addDelta({ resolution: '10s', bucketMs: floorTo(span.startMs, '10s'), model: span.model, vendor: vendorKey(span.vendor) }, span);
     }
-    // Hours and days get the merge of their minutes' deltas (cheaper than adding every sample thrice).
-    const minuteDeltas = [...deltas.values()];
-    for (const resolution of ['h', 'd'] as const) {
-      for (const { key, stats } of minuteDeltas) {
+    // Coarser cells get the merge of the next finer deltas (cheaper than adding every sample again).
+    const mergeInto = (resolution: Resolution, finer: Array<{ key: CellKey; stats: CellStats }>) => {
+      for (const { key, stats } of finer) {
         const coarse: CellKey = { ...key, resolution, bucketMs: floorTo(key.bucketMs, resolution) };
         const id = cellId(coarse);
         let entry = deltas.get(id);
         if (!entry) deltas.set(id, (entry = { key: coarse, stats: new CellStats() }));
         entry.stats.merge(stats);
       }
-    }
+    };
+    mergeInto('m', [...deltas.values()]);
+    const minuteDeltas = [...deltas.values()].filter((d) => d.key.resolution === 'm');
+    for (const resolution of ['5m', 'h', 'd'] as const) mergeInto(resolution, minuteDeltas);
     if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
     return inserted.size;
   }
@@ -279,12 +270,16 @@ export class IngestService {
     deltas: Array<{ key: CellKey; stats: CellStats }>,
     recomputeMinutes: Set<number>,
   ): Promise<void> {
+    const recomputeFives = new Set([...recomputeMinutes].map((m) => floorTo(m, '5m')));
     const recomputeHours = new Set([...recomputeMinutes].map((m) => floorTo(m, 'h')));
     const recomputeDays = new Set([...recomputeHours].map((h) => floorTo(h, 'd')));
     const lockKeys = new Map<string, [number, number]>();
     const lock = (resolution: Resolution, bucketMs: number) => lockKeys.set(`${resolution}|${bucketMs}`, cellLockKey(projectId, resolution, bucketMs));
     for (const d of deltas) lock(d.key.resolution, d.key.bucketMs);
+    const tenSeconds = [...recomputeMinutes].sort((a, b) => a - b).flatMap((m) => Array.from({ length: 6 }, (_, i) => m + i * RESOLUTION_MS['10s']));
+    for (const t of tenSeconds) lock('10s', t);
     for (const m of recomputeMinutes) lock('m', m);
+    for (const f of recomputeFives) lock('5m', f);
     for (const h of recomputeHours) lock('h', h);
     for (const d of recomputeDays) lock('d', d);
     await tx.rollups.lockCells([...lockKeys.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]));
@@ -300,24 +295,31 @@ export class IngestService {
     await tx.rollups.writeCells(projectId, writes);
 
     if (recomputeMinutes.size === 0) return;
-    const minutes = [...recomputeMinutes].sort((a, b) => a - b);
+    // The ten-second and minute cells of the touched minutes, rebuilt from the raw spans.
     const samples = await tx.rollups.rawSamples(
       [projectId],
-      minutes.map((m) => ({ fromMs: m, toMs: m + RESOLUTION_MS.m })),
+      tenSeconds.map((t) => ({ fromMs: t, toMs: t + RESOLUTION_MS['10s'] })),
     );
-    const minuteCells = new Map<string, { key: CellKey; stats: CellStats }>();
+    const rebuilt = new Map<string, { key: CellKey; stats: CellStats }>();
     for (const s of samples) {
-      const key: CellKey = { resolution: 'm', bucketMs: minutes[s.range]!, model: s.model, vendor: vendorKey(s.vendor) };
-      const id = cellId(key);
-      let entry = minuteCells.get(id);
-      if (!entry) minuteCells.set(id, (entry = { key, stats: new CellStats() }));
-      entry.stats.addSample(s);
+      const tenSecond = tenSeconds[s.range]!;
+      for (const key of [
+        { resolution: '10s', bucketMs: tenSecond, model: s.model, vendor: vendorKey(s.vendor) },
+        { resolution: 'm', bucketMs: floorTo(tenSecond, 'm'), model: s.model, vendor: vendorKey(s.vendor) },
+      ] satisfies CellKey[]) {
+        const id = cellId(key);
+        let entry = rebuilt.get(id);
+        if (!entry) rebuilt.set(id, (entry = { key, stats: new CellStats() }));
+        entry.stats.addSample(s);
+      }
     }
-    await tx.rollups.deleteCells(projectId, 'm', minutes);
+    await tx.rollups.deleteCells(projectId, '10s', tenSeconds);
+    await tx.rollups.deleteCells(projectId, 'm', [...recomputeMinutes]);
     await tx.rollups.writeCells(
       projectId,
-      [...minuteCells.values()].map(({ key, stats }) => ({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() })),
+      [...rebuilt.values()].map(({ key, stats }) => ({ ...key, requests: stats.requests, errors: stats.errors, stats: stats.encodeDistributions() })),
     );
+    await this.remerge(tx, projectId, '5m', 'm', [...recomputeFives]);
     await this.remerge(tx, projectId, 'h', 'm', [...recomputeHours]);
     await this.remerge(tx, projectId, 'd', 'h', [...recomputeDays]);
   }

@@ -4,10 +4,10 @@
  */
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray } from '../db/bulk.js';
-import type { Db } from '../db/knex.js';
+import { isPostgres, type Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { NormalizedMetric } from './normalize.js';
-import type { Resolution, TimeRange } from './rollups.js';
+import type { CompleteFrom, Resolution, TimeRange } from './rollups.js';
 
 /** One model-call span: a raw metrics sample. */
 export interface ModelCallRow {
@@ -50,6 +50,7 @@ export interface RawSample {
   isError: boolean;
 }
 
+/** The cells of one requested range and one project, model and vendor, added up. */
 export interface QueryCellRow {
   range: number;
   projectId: string;
@@ -57,14 +58,29 @@ export interface QueryCellRow {
   vendor: string;
   requests: number;
   errors: number;
-  /** The requested distribution, encoded; null when none was requested. */
+  /** The requested distribution of each cell, encoded one after another; null when none was requested. */
   stats: Uint8Array | null;
 }
 
+/** The model calls of one requested range and one project, model and vendor, added up. */
+export interface RawAggregate {
+  range: number;
+  projectId: string;
+  model: string;
+  vendor: string | null;
+  requests: number;
+  errors: number;
+  /** The requested distribution's sample of each call that has one (empty when none was requested). */
+  values: number[];
+}
+
 export interface RollupRepository {
-  /** Cells of the given projects in the ranges; with `distribution`, that one encoded distribution each. */
+  /** Cells of the given projects in the ranges, added up per range, project, model and vendor. */
   queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
-  rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]>;
+  /** Model calls of the given projects in the ranges, added up per range, project, model and vendor. */
+  rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]>;
+  /** From when (epoch ms) the cells of each resolution added after the first release are complete. */
+  completeFrom(): Promise<CompleteFrom>;
 }
 
 /** Model calls, rollup cells and metric points written inside one ingest transaction. */
@@ -118,7 +134,7 @@ const toSample = (r: SampleRow): RawSample => ({
   isError: r.is_error,
 });
 
-async function rawSamplesQuery(db: Knex | Knex.Transaction, projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]> {
+async function rawSamplesQuery(db: Knex | Knex.Transaction, projectIds: string[], ranges: TimeRange[]): Promise<RawSample[]> {
   if (ranges.length === 0 || projectIds.length === 0) return [];
   const json = JSON.stringify(ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
   const result = await db.raw(
@@ -130,9 +146,8 @@ async function rawSamplesQuery(db: Knex | Knex.Transaction, projectIds: string[]
         SELECT project_id, model, vendor, duration_ms, tokens_input, tokens_output, cost, is_error
           FROM telemetry_model_calls
          WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
-               ${model !== undefined ? 'AND model = ?' : ''}
         OFFSET 0) s`,
-    model !== undefined ? [json, idArray(projectIds), model] : [json, idArray(projectIds)],
+    [json, idArray(projectIds)],
   );
   return (result.rows as SampleRow[]).map(toSample);
 }
@@ -161,6 +176,25 @@ const toCell = (r: CellDbRow): CellRow => ({
   stats: [r.dist_latency, r.dist_tokens_input, r.dist_tokens_output, r.dist_tokens_total, r.dist_cost].map(asBytes),
 });
 
+/** Each distribution's sample of a model call, as SQL over telemetry_model_calls (cell-stats.ts `addSample`). */
+const SAMPLE_VALUE: Record<DistributionName, string> = {
+  latency: 'duration_ms',
+  tokensInput: 'tokens_input',
+  tokensOutput: 'tokens_output',
+  tokensTotal: 'CASE WHEN tokens_input IS NULL AND tokens_output IS NULL THEN NULL ELSE coalesce(tokens_input, 0) + coalesce(tokens_output, 0) END',
+  cost: 'cost',
+};
+
+interface RawAggregateDbRow {
+  i: number;
+  project_id: string;
+  model: string;
+  vendor: string | null;
+  requests: number | string;
+  errors: number | string;
+  vals?: string | null;
+}
+
 interface QueryCellDbRow {
   i: number;
   project_id: string;
@@ -184,28 +218,78 @@ const toQueryCell = (r: QueryCellDbRow, withStats: boolean): QueryCellRow => ({
 export class KnexRollupRepository implements RollupRepository {
   constructor(private readonly db: Db) {}
 
+  /**
+   * A metrics read with PostgreSQL's JIT compilation off. The planner sees a range list of unknown
+   * length (json_to_recordset counts as 100 rows) times a generic range estimate, so a statement
+   * that runs in tens of milliseconds looks costly enough to compile, and compiling takes longer
+   * than running it (docs/benchmarks.md). SET LOCAL keeps the setting to this transaction.
+   */
+  private async read(sql: string, bindings: Knex.RawBinding[]): Promise<{ rows: unknown[] }> {
+    if (!isPostgres(this.db)) return (await this.db.raw(sql, bindings)) as { rows: unknown[] };
+    return this.db.transaction(async (trx) => {
+      await trx.raw('SET LOCAL jit = off');
+      return (await trx.raw(sql, bindings)) as { rows: unknown[] };
+    });
+  }
+
   async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]> {
     const column = input.distribution ? DIST_COLUMN[input.distribution] : undefined;
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
     const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
     if (input.model !== undefined) bindings.push(input.model);
-    const result = await this.db.raw(
+    // Added up in the database, range by range (small in-memory groups): an unaligned range reads
+    // dozens of minute cells per model, and a row per cell costs more to parse than to merge.
+    const result = await this.read(
       `SELECT x.i, c.*
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
-          SELECT project_id, model, vendor, requests, errors${column ? `, ${column} AS stats` : ''}
+          SELECT project_id, model, vendor, sum(requests) AS requests, sum(errors) AS errors
+                 ${column ? `, string_agg(${column}, ''::bytea) AS stats` : ''}
             FROM telemetry_rollups
            WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
-          OFFSET 0) c`,
+           GROUP BY project_id, model, vendor) c`,
       bindings as Knex.RawBinding[],
     );
     return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, column !== undefined));
   }
 
-  rawSamples(projectIds: string[], ranges: TimeRange[], model?: string): Promise<RawSample[]> {
-    return rawSamplesQuery(this.db, projectIds, ranges, model);
+  async completeFrom(): Promise<CompleteFrom> {
+    // Resolutions of the first release (minute, hour, day) have no row: complete from the start.
+    const rows = (await this.db('telemetry_rollup_levels').select('resolution', 'complete_from')) as Array<{ resolution: Resolution; complete_from: Date | string }>;
+    return Object.fromEntries(rows.map((r) => [r.resolution, new Date(r.complete_from).getTime()]));
+  }
+
+  async rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]> {
+    if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
+    const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
+    const bindings: unknown[] = [json, idArray(input.projectIds)];
+    if (input.model !== undefined) bindings.push(input.model);
+    const value = input.distribution ? SAMPLE_VALUE[input.distribution] : undefined;
+    // The samples travel as one text list per group (string_agg skips calls without the value);
+    // float8 and bigint print exactly, so the sketch sees the same numbers as from rows.
+    const result = await this.read(
+      `SELECT x.i, s.*
+         FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
+        CROSS JOIN LATERAL (
+          SELECT project_id, model, vendor, count(*) AS requests, count(*) FILTER (WHERE is_error) AS errors
+                 ${value ? `, string_agg((${value})::text, ',') AS vals` : ''}
+            FROM telemetry_model_calls
+           WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
+                 ${input.model !== undefined ? 'AND model = ?' : ''}
+           GROUP BY project_id, model, vendor) s`,
+      bindings as Knex.RawBinding[],
+    );
+    return (result.rows as RawAggregateDbRow[]).map((r) => ({
+      range: Number(r.i),
+      projectId: r.project_id,
+      model: r.model,
+      vendor: r.vendor,
+      requests: Number(r.requests),
+      errors: Number(r.errors),
+      values: r.vals ? r.vals.split(',').map(Number) : [],
+    }));
   }
 }
 

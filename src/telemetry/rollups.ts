@@ -1,17 +1,17 @@
 /**
- * Time arithmetic of the metric rollups: minute, hour and UTC-day cells, their lock keys, and the
- * decomposition of a query bucket into the coarsest aligned cells that tile it (plus raw spans
- * for the sub-minute edges).
+ * Time arithmetic of the metric rollups: ten-second, minute, five-minute, hour and UTC-day cells,
+ * their lock keys, and the decomposition of a query bucket into the coarsest aligned cells that
+ * tile it (plus raw spans for the sub-ten-second edges).
  */
-/** Minute, hour and UTC-day cells. */
-export type Resolution = 'm' | 'h' | 'd';
+/** Ten-second, minute, five-minute, hour and UTC-day cells. */
+export type Resolution = '10s' | 'm' | '5m' | 'h' | 'd';
 
 export interface TimeRange {
   fromMs: number;
   toMs: number;
 }
 
-export const RESOLUTION_MS: Record<Resolution, number> = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+export const RESOLUTION_MS: Record<Resolution, number> = { '10s': 10_000, m: 60_000, '5m': 300_000, h: 3_600_000, d: 86_400_000 };
 
 /** Epoch ms is UTC, and every resolution divides a UTC day, so plain flooring aligns to UTC. */
 export const floorTo = (ms: number, resolution: Resolution): number => Math.floor(ms / RESOLUTION_MS[resolution]) * RESOLUTION_MS[resolution];
@@ -38,34 +38,48 @@ export const cellLockKey = (projectId: string, resolution: Resolution, bucketMs:
 
 export interface Decomposition {
   raw: TimeRange[];
+  '10s': TimeRange[];
   m: TimeRange[];
+  '5m': TimeRange[];
   h: TimeRange[];
   d: TimeRange[];
 }
 
-const ORDER: Resolution[] = ['d', 'h', 'm'];
+/** Coarsest first. */
+const ORDER: Resolution[] = ['d', 'h', '5m', 'm', '10s'];
+
+/** From when (epoch ms) each resolution's cells are complete; a resolution not listed, from the start. */
+export type CompleteFrom = Partial<Record<Resolution, number>>;
 
 /**
- * Tiles [from, to) with day cells where whole days fit, hours where whole hours fit, minutes,
- * and raw spans for what is left (sub-minute edges). Each piece lies inside the bucket.
+ * Tiles [from, to) with day cells where whole days fit, hours where whole hours fit, five-minute
+ * cells, minutes, ten-second cells, and raw spans for what is left. Each piece lies inside the
+ * bucket. A resolution added by a later release (five-minute and ten-second cells, migrations
+ * 0088 and 0089) is used only from when its cells are complete; earlier parts of the range are
+ * tiled without it. Those points are day boundaries, so splitting there loses no cell.
  */
-export function decompose(fromMs: number, toMs: number): Decomposition {
-  const out: Decomposition = { raw: [], m: [], h: [], d: [] };
-  const visit = (a: number, b: number, level: number): void => {
+export function decompose(fromMs: number, toMs: number, completeFrom: CompleteFrom = {}): Decomposition {
+  const out: Decomposition = { raw: [], '10s': [], m: [], '5m': [], h: [], d: [] };
+  const visit = (order: Resolution[], a: number, b: number, level: number): void => {
     if (a >= b) return;
-    for (let l = level; l < ORDER.length; l++) {
-      const resolution = ORDER[l]!;
+    for (let l = level; l < order.length; l++) {
+      const resolution = order[l]!;
       const lo = ceilTo(a, resolution);
       const hi = floorTo(b, resolution);
       if (lo < hi) {
         out[resolution].push({ fromMs: lo, toMs: hi });
-        visit(a, lo, l + 1);
-        visit(hi, b, l + 1);
+        visit(order, a, lo, l + 1);
+        visit(order, hi, b, l + 1);
         return;
       }
     }
     out.raw.push({ fromMs: a, toMs: b });
   };
-  visit(fromMs, toMs, 0);
+  const cuts = [...new Set(Object.values(completeFrom))].filter((t) => t > fromMs && t < toMs).sort((a, b) => a - b);
+  const bounds = [fromMs, ...cuts, toMs];
+  for (let i = 0; i + 1 < bounds.length; i++) {
+    const a = bounds[i]!;
+    visit(ORDER.filter((r) => (completeFrom[r] ?? 0) <= a), a, bounds[i + 1]!, 0);
+  }
   return out;
 }

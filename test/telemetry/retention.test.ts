@@ -59,7 +59,8 @@ describe('retention job', () => {
     expect(await countOf('telemetry_model_calls', short.projectId)).toBe(1);
     expect(await countOf('telemetry_metric_points', short.projectId)).toBe(1);
     const rollups = await ctx.testDb.database.db('telemetry_rollups').where({ project_id: short.projectId }).select('bucket_start');
-    expect(rollups.length).toBe(3);
+    // The kept model call's ten-second, minute, five-minute, hour and day cells.
+    expect(rollups.length).toBe(5);
     for (const r of rollups) expect(new Date(r.bucket_start).getTime()).toBeGreaterThanOrEqual(Date.parse('2026-11-15T00:00:00.000Z'));
 
     // Metrics no longer count the deleted data.
