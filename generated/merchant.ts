@@ -1726,9 +1726,15 @@ export interface components {
             paymentLinkId?: components["schemas"]["PaymentLinkId"];
             /** @description Present on orders associated with a session. */
             checkoutSessionId?: components["schemas"]["CheckoutSessionId"];
-            /** @description Present on orders of a recurring payment. */
+            /**
+             * @description Present on orders of a recurring payment: the first, each renewal, and on Stripe each
+             *     other invoice of the subscription paid with money (`billing_reason`
+             *     `subscription_update` prorations after a change made in Stripe's Dashboard, `manual`,
+             *     …), which becomes an order of its own for the invoice's amount, with no billing period
+             *     (Kassa has no plan-change API; that revenue is in Stripe, so it is in Kassa).
+             */
             subscriptionId?: components["schemas"]["SubscriptionId"];
-            /** @description Absent on the initial payment of a subscription; on each renewal the initial order's ID. */
+            /** @description Absent on the initial payment of a subscription; on each renewal (and each other invoice order of it) the initial order's ID. */
             originalOrderId?: components["schemas"]["OrderId"];
             /** @description Business correlation value (untrusted). */
             merchantReference?: string;
