@@ -1233,6 +1233,17 @@ export interface components {
             amountCents: number;
             amountRefundedCents: number;
             currency: string;
+            /**
+             * @description The payment the refund was made on, as in the merchant API's Order: the Stripe
+             *     PaymentIntent (`pi_…`) on Stripe, where the refund shows in the Stripe Dashboard; the
+             *     sandbox payment (`sbx_pay_…`) on the sandbox; null on CRYPTO.
+             */
+            providerPaymentId: string | null;
+            /**
+             * @description The payment's status as the processor last reported it (merchant API, Order); a refund leaves it `succeeded`.
+             * @example succeeded
+             */
+            providerStatus: string | null;
         };
         AdminOrderResponse: {
             /** @constant */
@@ -4404,7 +4415,9 @@ export interface operations {
                      *         "status": "PAID",
                      *         "amountCents": 2500,
                      *         "amountRefundedCents": 500,
-                     *         "currency": "USD"
+                     *         "currency": "USD",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded"
                      *       }
                      *     }
                      */

@@ -19,7 +19,7 @@ export const DISPLAY_STATUS: Record<OrderStatus, ApiOrder['displayStatus']> = {
  * The card processor's payment and its status (Stripe's PaymentIntent, or the sandbox's); null on
  * CRYPTO, whose payment is the transfer (`txHash`): an x402 settlement id stays internal.
  */
-function providerPayment(order: Order): { providerPaymentId: string | null; providerStatus: string | null } {
+export function providerPayment(order: Order): { providerPaymentId: string | null; providerStatus: string | null } {
   if (order.provider !== 'STRIPE') return { providerPaymentId: null, providerStatus: null };
   return { providerPaymentId: order.processorPaymentId, providerStatus: order.processorStatus };
 }

@@ -370,7 +370,9 @@ describe('refunds of orders paid through Stripe (admin API)', () => {
     expect(partial.status).toBe(200);
     expect(partial.body.data).toMatchObject({ status: 'PAID', amountRefundedCents: 200 });
     const full = await refund(orderId);
-    expect(full.body.data).toMatchObject({ status: 'REFUNDED', amountRefundedCents: 1200 });
+    // The PaymentIntent the refunds were made on; refunds leave its status succeeded, as Stripe does.
+    expect(full.body.data).toMatchObject({ status: 'REFUNDED', amountRefundedCents: 1200, providerPaymentId: intentId, providerStatus: 'succeeded' });
+    expect(await readOrder(orderId)).toMatchObject({ status: 'REFUNDED', refunded: true, providerPaymentId: intentId, providerStatus: 'succeeded' });
     expect(refundsOf(intentId)).toEqual([200, 1000]);
     expect(stripe.requests.slice(before).map((r) => r.idempotencyKey)).toEqual([`kassa_refund_${orderId}_0`, `kassa_refund_${orderId}_200`]);
   });
