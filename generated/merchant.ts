@@ -455,8 +455,10 @@ export interface paths {
          *     Permission: `orders:read`.
          *
          *     The order is the source of truth for payment: fulfil only for `status` `PAID` (read here or
-         *     from a verified `order.paid` webhook). The order never exposes payment-provider identifiers
-         *     or provider account identifiers.
+         *     from a verified `order.paid` webhook). It names its payment at the card processor
+         *     (`providerPaymentId`, e.g. the Stripe PaymentIntent, and `providerStatus`, that payment's
+         *     status as the processor reported it) so the payment can be found there; it never exposes
+         *     the processor account it was paid into (a Stripe connected account) or any credential.
          *
          *     **Status mapping** (`status` → `displayStatus`):
          *
