@@ -152,9 +152,11 @@ export class StripeSubscriptionEvents {
     const line = invoice && subscriptionLine(invoice);
     const period = line ? { periodStart: new Date(line.period.start * 1000), periodEnd: new Date(line.period.end * 1000) } : periodOf(sub);
     const payment = invoice && paymentOf(invoice);
+    // An invoice Stripe settled without a PaymentIntent names the payment itself, with its own status.
+    const processorStatus = payment ? payment.processorStatus : invoice?.status;
     return {
       processorPaymentId: payment?.processorPaymentId ?? invoiceId ?? subscriptionId,
-      ...(payment?.processorStatus && { processorStatus: payment.processorStatus }),
+      ...(processorStatus && { processorStatus }),
       processorSubscription: { id: sub.id, ...period },
     };
   }
@@ -246,12 +248,13 @@ function subscriptionLine(invoice: Stripe.Invoice): Stripe.InvoiceLineItem | und
 }
 
 /**
- * The PaymentIntent that paid an invoice, else its latest attempt (`payments` and their
- * PaymentIntents expanded), and the PaymentIntent's status; undefined when it has none.
+ * The PaymentIntent that paid a paid invoice, or the latest attempt of an unpaid one (`payments`
+ * and their PaymentIntents expanded), and its status. Undefined when that payment is no
+ * PaymentIntent: a paid invoice settled otherwise (marked paid out of band, a payment record).
  */
 function paymentOf(invoice: Stripe.Invoice): { processorPaymentId: string; processorStatus: string | null } | undefined {
   const payments = invoice.payments?.data ?? [];
-  const chosen = payments.find((p) => p.status === 'paid') ?? payments[payments.length - 1];
+  const chosen = invoice.status === 'paid' ? payments.find((p) => p.status === 'paid') : payments[payments.length - 1];
   const intent = chosen?.payment.payment_intent;
   if (!intent) return undefined;
   return typeof intent === 'string' ? { processorPaymentId: intent, processorStatus: null } : { processorPaymentId: intent.id, processorStatus: intent.status };

@@ -520,6 +520,39 @@ export class FakeStripe {
     return invoice;
   }
 
+  /**
+   * An invoice outside the cycle whose card payment failed, then marked paid in the Dashboard
+   * (paid out of band): its paid payment is a payment record, not a PaymentIntent.
+   */
+  invoicePaidOutOfBand(subscriptionId: string, reason: 'subscription_update' | 'manual', amount: number): Stripe.Invoice {
+    const open = this.invoiceOutsideCycle(subscriptionId, reason, amount, 'failed');
+    const now = this.seconds();
+    const record: Stripe.InvoicePayment = {
+      id: id('inpay'),
+      object: 'invoice_payment',
+      amount_paid: open.amount_due,
+      amount_requested: open.amount_due,
+      created: now,
+      currency: open.currency,
+      invoice: open.id,
+      is_default: false,
+      livemode: false,
+      payment: { payment_record: id('pr'), type: 'payment_record' },
+      status: 'paid',
+      status_transitions: { canceled_at: null, paid_at: now },
+    };
+    const paid: Stripe.Invoice = {
+      ...open,
+      status: 'paid',
+      amount_paid: open.amount_due,
+      amount_remaining: 0,
+      payments: { ...open.payments!, data: [...open.payments!.data, record] },
+      status_transitions: { ...open.status_transitions, paid_at: now },
+    };
+    this.invoices.set(paid.id, paid);
+    return paid;
+  }
+
   /** The period end of a subscription set to cancel at period end: Billing ends it. */
   endAtPeriodEnd(subscriptionId: string): Stripe.Subscription {
     const sub = this.mustGetSubscription(subscriptionId);

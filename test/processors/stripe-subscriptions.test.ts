@@ -298,6 +298,17 @@ describe('invoices outside the billing cycle (made in the Stripe Dashboard)', ()
     expect((await deliver(stripe.invoiceEvent('invoice.paid', collected))).body.outcome).toBe('applied');
     expect((await ordersOf(subscriptionId)).map((o) => o.amountCents).sort((a, b) => a - b)).toEqual([300, 500, 900]);
   });
+
+  it('an invoice marked paid out of band (no PaymentIntent paid it) is an order named by the invoice, with its status', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('out-of-band@example.com');
+    const invoice = stripe.invoicePaidOutOfBand(stripeSub.id, 'manual', 1200);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', invoice))).body.outcome).toBe('applied');
+    const extra = (await ordersOf(subscriptionId)).find((o) => o.amountCents === 1200)!;
+    // Not the failed card attempt's PaymentIntent: the invoice itself, as Stripe has it paid.
+    expect(await readOrder(extra.id)).toMatchObject({ status: 'PAID', providerPaymentId: invoice.id, providerStatus: 'paid' });
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', invoice))).body.outcome).toBe('applied');
+    expect((await ordersOf(subscriptionId)).filter((o) => o.amountCents === 1200)).toHaveLength(1);
+  });
 });
 
 describe('dunning on Stripe', () => {
