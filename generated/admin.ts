@@ -703,6 +703,10 @@ export interface paths {
          *     * Only `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the refundable
          *       remainder is `400`.
          *     * Refunds emit no webhook event (the spec's order events follow payment results only).
+         *     * An order Stripe settled without a card payment (its `providerPaymentId` is an invoice
+         *       `in_…`: marked paid out of band, or nothing to charge) is `409`: there is no payment to
+         *       refund through Stripe, and Kassa never records a refund Stripe did not make; credit it in
+         *       the Stripe Dashboard.
          *     * An order paid through Stripe is refunded through Stripe first, one refund at a time per
          *       order, with an idempotency key naming the refunded total it starts from (a retry never
          *       refunds twice). `503` when Stripe cannot be reached (nothing recorded; retry); `409` when

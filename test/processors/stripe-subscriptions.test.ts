@@ -308,6 +308,11 @@ describe('invoices outside the billing cycle (made in the Stripe Dashboard)', ()
     expect(await readOrder(extra.id)).toMatchObject({ status: 'PAID', providerPaymentId: invoice.id, providerStatus: 'paid' });
     expect((await deliver(stripe.invoiceEvent('invoice.paid', invoice))).body.outcome).toBe('applied');
     expect((await ordersOf(subscriptionId)).filter((o) => o.amountCents === 1200)).toHaveLength(1);
+    // No card payment to refund through Stripe: refused, and no refund is recorded that Stripe never made.
+    const refund = await ctx.admin.post(`/v1/orders/${extra.id}/refund`).send({});
+    expect(refund.status).toBe(409);
+    expect(refund.body.error.message).toContain(invoice.id);
+    expect(await readOrder(extra.id)).toMatchObject({ status: 'PAID', amountRefundedCents: 0 });
   });
 });
 
