@@ -703,6 +703,10 @@ export interface paths {
          *     * Only `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the refundable
          *       remainder is `400`.
          *     * Refunds emit no webhook event (the spec's order events follow payment results only).
+         *     * An order Stripe settled without a card payment (its `providerPaymentId` is an invoice
+         *       `in_…`: marked paid out of band, or nothing to charge) is `409`: there is no payment to
+         *       refund through Stripe, and Kassa never records a refund Stripe did not make; credit it in
+         *       the Stripe Dashboard.
          *     * An order paid through Stripe is refunded through Stripe first, one refund at a time per
          *       order, with an idempotency key naming the refunded total it starts from (a retry never
          *       refunds twice). `503` when Stripe cannot be reached (nothing recorded; retry); `409` when
@@ -1233,6 +1237,17 @@ export interface components {
             amountCents: number;
             amountRefundedCents: number;
             currency: string;
+            /**
+             * @description The payment the refund was made on, as in the merchant API's Order: the Stripe
+             *     PaymentIntent (`pi_…`) on Stripe, where the refund shows in the Stripe Dashboard; the
+             *     sandbox payment (`sbx_pay_…`) on the sandbox; null on CRYPTO.
+             */
+            providerPaymentId: string | null;
+            /**
+             * @description The payment's status as the processor last reported it (merchant API, Order); a refund leaves it `succeeded`.
+             * @example succeeded
+             */
+            providerStatus: string | null;
         };
         AdminOrderResponse: {
             /** @constant */
@@ -4404,7 +4419,9 @@ export interface operations {
                      *         "status": "PAID",
                      *         "amountCents": 2500,
                      *         "amountRefundedCents": 500,
-                     *         "currency": "USD"
+                     *         "currency": "USD",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded"
                      *       }
                      *     }
                      */

@@ -455,8 +455,10 @@ export interface paths {
          *     Permission: `orders:read`.
          *
          *     The order is the source of truth for payment: fulfil only for `status` `PAID` (read here or
-         *     from a verified `order.paid` webhook). The order never exposes payment-provider identifiers
-         *     or provider account identifiers.
+         *     from a verified `order.paid` webhook). It names its payment at the card processor
+         *     (`providerPaymentId`, e.g. the Stripe PaymentIntent, and `providerStatus`, that payment's
+         *     status as the processor reported it) so the payment can be found there; it never exposes
+         *     the processor account it was paid into (a Stripe connected account) or any credential.
          *
          *     **Status mapping** (`status` → `displayStatus`):
          *
@@ -1753,8 +1755,9 @@ export interface components {
          */
         OrderDisplayStatus: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid";
         /**
-         * @description An order (`ORD_…`): the payment state of a purchase. Never exposes payment-provider or
-         *     provider-account identifiers.
+         * @description An order (`ORD_…`): the payment state of a purchase. Names the payment at the card
+         *     processor (`providerPaymentId`, `providerStatus`) so it can be found there; never the
+         *     processor account it was paid into (a Stripe connected account) or any credential.
          */
         Order: {
             orderId: components["schemas"]["OrderId"];
@@ -1809,6 +1812,8 @@ export interface components {
             customerId: components["schemas"]["CustomerId"];
             customerEmail: string;
             provider: components["schemas"]["Provider"];
+            providerPaymentId: components["schemas"]["ProviderPaymentId"];
+            providerStatus: components["schemas"]["ProviderStatus"];
             /** @description Catalog product; omitted for inline products. */
             productId?: components["schemas"]["ProductId"];
             productName?: string;
@@ -1816,9 +1821,15 @@ export interface components {
             paymentLinkId?: components["schemas"]["PaymentLinkId"];
             /** @description Present on orders associated with a session. */
             checkoutSessionId?: components["schemas"]["CheckoutSessionId"];
-            /** @description Present on orders of a recurring payment. */
+            /**
+             * @description Present on orders of a recurring payment: the first, each renewal, and on Stripe each
+             *     other invoice of the subscription paid with money (`billing_reason`
+             *     `subscription_update` prorations after a change made in Stripe's Dashboard, `manual`,
+             *     …), which becomes an order of its own for the invoice's amount, with no billing period
+             *     (Kassa has no plan-change API; that revenue is in Stripe, so it is in Kassa).
+             */
             subscriptionId?: components["schemas"]["SubscriptionId"];
-            /** @description Absent on the initial payment of a subscription; on each renewal the initial order's ID. */
+            /** @description Absent on the initial payment of a subscription; on each renewal (and each other invoice order of it) the initial order's ID. */
             originalOrderId?: components["schemas"]["OrderId"];
             /** @description Business correlation value (untrusted). */
             merchantReference?: string;
@@ -2080,6 +2091,41 @@ export interface components {
             /** @description CAIP-10 receiving account, e.g. `eip155:8453:0x…`. */
             recipient: string;
         };
+        /**
+         * @description The order's payment at the card processor, to find it there (Stripe's Dashboard or API).
+         *     Not in the product spec's Order; Kassa adds it as Stripe and Polar expose theirs:
+         *     - `provider` `STRIPE`, on Stripe: the PaymentIntent (`pi_…`) — of the Checkout Session, of
+         *       a subscription's first invoice, or of the invoice a renewal or another subscription
+         *       invoice order was paid with. An invoice Stripe settled without a PaymentIntent (paid
+         *       out of band, nothing to charge) is named by the invoice (`in_…`).
+         *     - `STRIPE` on the sandbox card processor (development): the sandbox payment
+         *       (`sbx_pay_…`); null on a renewal the sandbox declined (no payment was made).
+         *     - `CRYPTO`: null. The payment is the on-chain transfer, already named by `chain` and
+         *       `txHash` (orders) and `crypto.txHash` (webhooks); no processor stands in between.
+         *
+         *     Set when the order is made; it changes only when another payment pays the same order (a
+         *     failed renewal Stripe's retry collects).
+         * @example pi_3QhTJ2LkdIwHu7ix0y2VbsQe
+         */
+        ProviderPaymentId: string | null;
+        /**
+         * @description The status of `providerPaymentId` as the processor reported it, taken with each change
+         *     of the order's `status` (from the object Kassa reads back from Stripe, in the same
+         *     conditional write, so an older report never replaces a newer one):
+         *     - Stripe: the PaymentIntent's `status` as Stripe reports it — `succeeded` (order `PAID`),
+         *       `processing` (`PENDING`: an asynchronous payment), `requires_payment_method` or
+         *       `canceled` (`FAILED`). When the payment is an invoice (`in_…`), the invoice's status
+         *       (`paid`). Refunds and disputes leave it `succeeded`, as Stripe does: they are
+         *       `amountRefunded`/`refunded` and `disputed`.
+         *     - sandbox: the sandbox payment's status in the same words (`succeeded`, `processing`,
+         *       `requires_payment_method`).
+         *     - `CRYPTO`: null; `status` and `amountReceivedCents` say what the chain did.
+         *
+         *     The values are Stripe's and may grow with Stripe's API: read `status` for the order's
+         *     state, and this for the processor's detail.
+         * @example succeeded
+         */
+        ProviderStatus: string | null;
         /** @description Order payload of `order.*` events (`data.order`). */
         WebhookOrder: {
             orderId: components["schemas"]["OrderId"];
@@ -2106,6 +2152,8 @@ export interface components {
             originalOrderId: components["schemas"]["OrderId"] | null;
             /** @description Payment-channel subscription attribution when applicable. */
             providerSubscriptionId: string | null;
+            providerPaymentId: components["schemas"]["ProviderPaymentId"];
+            providerStatus: components["schemas"]["ProviderStatus"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3696,6 +3744,8 @@ export interface operations {
                  *           },
                  *           "originalOrderId": null,
                  *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": null,
+                 *           "providerStatus": null,
                  *           "createdAt": "2026-11-22T09:34:10.002Z",
                  *           "updatedAt": "2026-11-22T09:34:10.002Z"
                  *         }
@@ -3794,6 +3844,8 @@ export interface operations {
                  *           "paymentLinkId": null,
                  *           "originalOrderId": null,
                  *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                 *           "providerStatus": "succeeded",
                  *           "createdAt": "2026-11-22T09:31:02.417Z",
                  *           "updatedAt": "2026-11-22T09:31:05.120Z"
                  *         }
@@ -3892,6 +3944,8 @@ export interface operations {
                  *           "paymentLinkId": null,
                  *           "originalOrderId": null,
                  *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTK9LkdIwHu7ix1aZc4fWb",
+                 *           "providerStatus": "requires_payment_method",
                  *           "createdAt": "2026-11-22T09:31:02.417Z",
                  *           "updatedAt": "2026-11-22T09:31:05.120Z"
                  *         }

@@ -108,7 +108,16 @@ export interface Order {
   txHash: string | null;
   /** Crypto orders: token units the transfer carried (differs from amountCents on under/overpayment). */
   amountReceivedCents?: number | null;
+  /**
+   * The card processor's payment: the Stripe PaymentIntent (`pi_…`; an invoice `in_…` Stripe
+   * settled without one), or the sandbox's (`sbx_pay_…`). The id of x402 settlements on CRYPTO.
+   */
   processorPaymentId: string | null;
+  /**
+   * That payment's status as the processor reported it when Kassa last applied a change of the
+   * order's status (Stripe's PaymentIntent statuses; the sandbox uses the same words). Null on CRYPTO.
+   */
+  processorStatus: string | null;
   /** The processor's reusable payment method (saved for subscription renewals). */
   paymentMethod: string | null;
   /** Billing period a subscription order pays: 0 at checkout, then 1, 2, … */

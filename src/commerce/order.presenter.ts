@@ -15,6 +15,15 @@ export const DISPLAY_STATUS: Record<OrderStatus, ApiOrder['displayStatus']> = {
   UNDERPAID: 'Underpaid',
 };
 
+/**
+ * The card processor's payment and its status (Stripe's PaymentIntent, or the sandbox's); null on
+ * CRYPTO, whose payment is the transfer (`txHash`): an x402 settlement id stays internal.
+ */
+export function providerPayment(order: Order): { providerPaymentId: string | null; providerStatus: string | null } {
+  if (order.provider !== 'STRIPE') return { providerPaymentId: null, providerStatus: null };
+  return { providerPaymentId: order.processorPaymentId, providerStatus: order.processorStatus };
+}
+
 export function presentOrder(order: Order, now: Date): ApiOrder {
   const out: ApiOrder = {
     orderId: order.id,
@@ -32,6 +41,7 @@ export function presentOrder(order: Order, now: Date): ApiOrder {
     customerId: order.customerId,
     customerEmail: order.customerEmail,
     provider: order.provider,
+    ...providerPayment(order),
     createdAt: iso(order.createdAt),
     updatedAt: iso(order.updatedAt),
   };
@@ -70,6 +80,7 @@ export function presentWebhookOrder(order: Order, crypto?: { recipient: string }
     paymentLinkId: order.paymentLinkId,
     originalOrderId: order.originalOrderId,
     providerSubscriptionId: null,
+    ...providerPayment(order),
     createdAt: iso(order.createdAt),
     updatedAt: iso(order.updatedAt),
   };

@@ -20,6 +20,11 @@ export interface PaymentResult {
   checkoutSessionId: string;
   outcome: PaymentOutcome;
   processorPaymentId: string;
+  /**
+   * The payment's status as the processor reports it (Stripe's PaymentIntent status). Omitted, it
+   * is the outcome in Stripe's words, as the sandbox reports it (see outcomeProcessorStatus).
+   */
+  processorStatus?: string;
   /** The processor's reusable payment method (kept for subscription renewals). */
   paymentMethod?: string;
   /** The buyer's e-mail when the session did not carry one. */
@@ -64,7 +69,10 @@ export interface X402SettlementResult {
 /** x402 carries no e-mail: a payer is a customer known by its wallet, at a reserved domain that never receives mail. */
 export const x402CustomerEmail = (address: string): string => `${address.toLowerCase()}@x402.invalid`;
 
-/** A paid card payment becomes available for payout two days later (sandbox schedule). */
+/** A payment outcome in the words of Stripe's PaymentIntent statuses: how the sandbox reports its payments. */
+export function outcomeProcessorStatus(outcome: PaymentOutcome): string {
+  return outcome === 'succeeded' ? 'succeeded' : outcome === 'pending' ? 'processing' : 'requires_payment_method';
+}
 
 /** What applying a card payment result did (see applyPaymentResult). */
 export interface PaymentApplied {
@@ -115,6 +123,7 @@ export class PaymentFlow {
         status: paid ? 'PAID' : 'PENDING',
         settledAvailableOn: paid && session.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
         processorPaymentId: result.processorPaymentId,
+        processorStatus: result.processorStatus ?? outcomeProcessorStatus(result.outcome),
         paymentMethod: result.paymentMethod ?? null,
       });
       await stores.orders.insert(order);
@@ -135,6 +144,9 @@ export class PaymentFlow {
       ...existing,
       status: next,
       processorPaymentId: result.processorPaymentId,
+      // Written with the status change it explains, under the same conditional write: a stale
+      // result (one that changes no status) never overwrites a newer processor status.
+      processorStatus: result.processorStatus ?? outcomeProcessorStatus(result.outcome),
       settledAvailableOn:
         next === 'PAID' && existing.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : existing.settledAvailableOn,
       updatedAt: now,
@@ -323,6 +335,7 @@ export class PaymentFlow {
         txHash: result.txHash,
         amountReceivedCents: result.valueUnits,
         processorPaymentId: result.settlementId,
+        processorStatus: null,
         paymentMethod: null,
         billingPeriod: null,
         createdAt: now,
@@ -444,6 +457,7 @@ function orderForSession(session: CheckoutSession, customer: Customer, now: Date
     fromAddress: null,
     txHash: null,
     processorPaymentId: null,
+    processorStatus: null,
     paymentMethod: null,
     billingPeriod: null,
     createdAt: now,

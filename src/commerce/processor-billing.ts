@@ -31,8 +31,26 @@ export interface ProcessorRenewal {
   periodEnd: Date;
   /** The payment (Stripe PaymentIntent) when known: refunds go through it. */
   processorPaymentId: string | null;
+  /** That payment's status as the processor reports it (Stripe's PaymentIntent status). */
+  processorStatus: string | null;
+  /** What the invoice charges (or charged): the subscription's amount unless its price was changed in the processor. */
+  amountCents: number;
   /** Payment attempts made so far (Stripe's dunning). */
   attemptCount: number;
+}
+
+/**
+ * A paid invoice of a processor-billed subscription that is not one of its billing periods: a
+ * proration after a plan or quantity change made in the processor (Stripe's `subscription_update`),
+ * or an invoice made by hand for the subscription (`manual`). Kassa has no plan-change API, so
+ * these come from the processor's dashboard; they are revenue, so each becomes an order.
+ */
+export interface ProcessorExtraInvoice {
+  processorSubscriptionId: string;
+  /** The payment (Stripe PaymentIntent), or the invoice itself when it was paid without one: one order per value. */
+  processorPaymentId: string;
+  processorStatus: string | null;
+  amountCents: number;
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -111,12 +129,19 @@ export class ProcessorBillingFlow {
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await renewalOrder(stores, s, period, paid, renewal.processorPaymentId, now);
+        order = await renewalOrder(stores, s, period, paid, renewal, now);
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order) } }, now);
         changed = true;
       } else if (paid && (existing.status === 'FAILED' || existing.status === 'PENDING')) {
-        order = { ...existing, status: 'PAID', processorPaymentId: renewal.processorPaymentId ?? existing.processorPaymentId, settledAvailableOn: new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS), updatedAt: now };
+        order = {
+          ...existing,
+          status: 'PAID',
+          processorPaymentId: renewal.processorPaymentId ?? existing.processorPaymentId,
+          processorStatus: renewal.processorStatus ?? existing.processorStatus,
+          settledAvailableOn: new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS),
+          updatedAt: now,
+        };
         assertWritten(await stores.orders.update(order, existing.status), 'order');
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
         changed = true;
@@ -144,6 +169,26 @@ export class ProcessorBillingFlow {
         changed = true;
       }
       return changed ? 'applied' : 'unchanged';
+    });
+  }
+
+  /**
+   * A paid invoice outside the billing periods (ProcessorExtraInvoice): a PAID order for its
+   * amount, linked to the subscription and its first order like a renewal but with no billing
+   * period (`order.paid`). One order per payment, checked under the subscription's row lock, so
+   * a repeated or concurrent event finds the order the first one made. The subscription's period
+   * and amount are not changed (its renewals carry their own invoices' amounts).
+   */
+  applyExtraInvoice(invoice: ProcessorExtraInvoice): Promise<BillingApplied> {
+    return this.uow.transaction(async (stores) => {
+      const s = await this.lockByProcessorId(stores, invoice.processorSubscriptionId);
+      if (!s) return 'unknown';
+      if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return 'unchanged';
+      const now = this.clock.now();
+      const order: Order = { ...(await renewalOrder(stores, s, 0, true, invoice, now)), billingPeriod: null };
+      await stores.orders.insert(order);
+      await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+      return 'applied';
     });
   }
 

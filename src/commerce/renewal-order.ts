@@ -9,14 +9,22 @@ import { newId } from '../kernel/ids.js';
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
-export async function renewalOrder(stores: CommerceStores, s: Subscription, period: number, paid: boolean, processorPaymentId: string | null, now: Date): Promise<Order> {
+export async function renewalOrder(
+  stores: CommerceStores,
+  s: Subscription,
+  period: number,
+  paid: boolean,
+  /** The payment; `amountCents` what the processor's invoice charged, when not the subscription's amount (a price changed in Stripe). */
+  payment: { processorPaymentId: string | null; processorStatus: string | null; amountCents?: number },
+  now: Date,
+): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   return {
     id: newId('ORD'),
     orgId: s.orgId,
     status: paid ? 'PAID' : 'FAILED',
     provider: 'STRIPE',
-    amountCents: s.amountCents,
+    amountCents: payment.amountCents ?? s.amountCents,
     amountRefundedCents: 0,
     currency: s.currency,
     customerId: s.customerId,
@@ -36,7 +44,8 @@ export async function renewalOrder(stores: CommerceStores, s: Subscription, peri
     chain: null,
     fromAddress: null,
     txHash: null,
-    processorPaymentId,
+    processorPaymentId: payment.processorPaymentId,
+    processorStatus: payment.processorStatus,
     paymentMethod: s.paymentMethod,
     billingPeriod: period,
     createdAt: now,

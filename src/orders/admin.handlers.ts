@@ -1,4 +1,5 @@
 import type { AdminHandlers } from '../handler-maps.js';
+import { providerPayment } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';
 
 export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandlers, 'refundOrder'> {
@@ -17,6 +18,7 @@ export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandle
             amountCents: order.amountCents,
             amountRefundedCents: order.amountRefundedCents,
             currency: order.currency,
+            ...providerPayment(order),
           },
         },
       };

@@ -32,6 +32,7 @@ interface OrderRow {
   tx_hash: string | null;
   amount_received_cents: number | string | null;
   processor_payment_id: string | null;
+  processor_status: string | null;
   payment_method: string | null;
   billing_period: number | null;
   created_at: Date;
@@ -64,6 +65,7 @@ const toOrder = (r: OrderRow): Order => ({
   txHash: r.tx_hash,
   amountReceivedCents: r.amount_received_cents === null ? null : Number(r.amount_received_cents),
   processorPaymentId: r.processor_payment_id,
+  processorStatus: r.processor_status,
   paymentMethod: r.payment_method,
   billingPeriod: r.billing_period,
   createdAt: new Date(r.created_at),
@@ -96,6 +98,7 @@ const toRow = (o: Order): OrderRow => ({
   tx_hash: o.txHash,
   amount_received_cents: o.amountReceivedCents ?? null,
   processor_payment_id: o.processorPaymentId,
+  processor_status: o.processorStatus,
   payment_method: o.paymentMethod,
   billing_period: o.billingPeriod,
   created_at: o.createdAt,
@@ -107,7 +110,7 @@ const ORDER_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount_cents', 'amount_refunded_cents', 'currency', 'customer_id', 'customer_email',
   'product_id', 'product_name', 'payment_link_id', 'checkout_session_id', 'subscription_id', 'original_order_id',
   'merchant_reference', 'merchant_metadata', 'note', 'disputed', 'settled_available_on', 'chain', 'from_address', 'tx_hash',
-  'amount_received_cents', 'processor_payment_id', 'payment_method', 'billing_period', 'created_at', 'updated_at',
+  'amount_received_cents', 'processor_payment_id', 'processor_status', 'payment_method', 'billing_period', 'created_at', 'updated_at',
 ] as const;
 type Unlisted = Exclude<keyof OrderRow, (typeof ORDER_COLUMNS)[number]>;
 const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;

@@ -3,7 +3,7 @@ import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderFilter } from '../commerce/model.js';
-import { isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
+import { isStripeInvoiceSettlement, isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
 export class OrderService {
   constructor(
@@ -29,6 +29,10 @@ export class OrderService {
       const refundAmount = amount ?? remaining;
       if (refundAmount < 1) throw validationError('amount must be at least 1');
       if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
+      // Recording a refund Stripe never made would show money returned that was not.
+      if (isStripeInvoiceSettlement(order.processorPaymentId)) {
+        throw conflict(`This order was settled in Stripe without a card payment (${order.processorPaymentId}); refund it in the Stripe Dashboard (a credit note)`);
+      }
       if (isStripePaymentId(order.processorPaymentId)) {
         if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
         await this.cardRefunds.refund({

@@ -67,6 +67,14 @@ export interface HostedCardCheckout {
 /** Payment ids of Stripe PaymentIntents: orders paid through Stripe are refunded through Stripe. */
 export const isStripePaymentId = (processorPaymentId: string | null): processorPaymentId is string => processorPaymentId?.startsWith('pi_') === true;
 
+/**
+ * Orders Stripe settled without a PaymentIntent (an invoice marked paid out of band or with
+ * nothing to charge, named by the invoice `in_…`, or the subscription `sub_…` when Stripe named no
+ * invoice): there is no card payment Kassa could refund.
+ */
+export const isStripeInvoiceSettlement = (processorPaymentId: string | null): boolean =>
+  processorPaymentId?.startsWith('in_') === true || processorPaymentId?.startsWith('sub_') === true;
+
 /** Refunds of card payments taken by a real processor (Stripe). */
 export interface CardRefunds {
   /**

@@ -271,7 +271,13 @@ export class StripeEventService {
     const paymentId = intent?.id ?? (typeof current.payment_intent === 'string' ? current.payment_intent : null) ?? current.id;
     // A subscription checkout: its first invoice's payment, and the Stripe subscription Kassa's starts from.
     const subscription = current.mode === 'subscription' ? await this.subscriptions.firstPayment(current) : undefined;
-    const base = { checkoutSessionId: session.id, processorPaymentId: paymentId, customerEmail: current.customer_details?.email ?? undefined, ...subscription };
+    const base = {
+      checkoutSessionId: session.id,
+      processorPaymentId: paymentId,
+      ...(intent && { processorStatus: intent.status }),
+      customerEmail: current.customer_details?.email ?? undefined,
+      ...subscription,
+    };
     if (current.payment_status === 'paid' || current.payment_status === 'no_payment_required') {
       await this.payments.applyPaymentResult({ ...base, outcome: 'succeeded' });
     } else if (intent && (intent.status === 'requires_payment_method' || intent.status === 'canceled')) {

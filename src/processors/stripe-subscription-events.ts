@@ -142,31 +142,53 @@ export class StripeSubscriptionEvents {
    * What a completed subscription checkout adds to its payment result: the Stripe subscription
    * and its first period, and the first invoice's PaymentIntent (refunds go through it).
    */
-  async firstPayment(session: Stripe.Checkout.Session): Promise<Pick<PaymentResult, 'processorPaymentId' | 'processorSubscription'> | undefined> {
+  async firstPayment(session: Stripe.Checkout.Session): Promise<Pick<PaymentResult, 'processorPaymentId' | 'processorStatus' | 'processorSubscription'> | undefined> {
     const subscriptionId = idOf(session.subscription);
     if (!subscriptionId) return undefined;
     const sub = await this.read(() => this.stripe.subscriptions.retrieve(subscriptionId), 'read a subscription back');
     const invoiceId = idOf(session.invoice) ?? idOf(sub.latest_invoice);
-    const invoice = invoiceId ? await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back') : undefined;
+    const invoice = invoiceId ? await this.readInvoice(invoiceId) : undefined;
     // The first invoice's period, not the subscription's current one: Stripe may have renewed it since.
     const line = invoice && subscriptionLine(invoice);
     const period = line ? { periodStart: new Date(line.period.start * 1000), periodEnd: new Date(line.period.end * 1000) } : periodOf(sub);
+    const payment = invoice && paymentOf(invoice);
+    // An invoice Stripe settled without a PaymentIntent names the payment itself, with its own status.
+    const processorStatus = payment ? payment.processorStatus : invoice?.status;
     return {
-      processorPaymentId: (invoice && paymentIntentOf(invoice)) ?? invoiceId ?? subscriptionId,
+      processorPaymentId: payment?.processorPaymentId ?? invoiceId ?? subscriptionId,
+      ...(processorStatus && { processorStatus }),
       processorSubscription: { id: sub.id, ...period },
     };
   }
 
   /**
-   * `invoice.paid` / `invoice.payment_failed`: a renewal (`subscription_cycle`) invoice becomes a
-   * renewal order, as the invoice is now. The first invoice (`subscription_create`) is the
-   * checkout's order (checkout.session.completed); other invoices (prorations, manual) are not
-   * Kassa's renewals and are ignored.
+   * `invoice.paid` / `invoice.payment_failed`, as the invoice is now:
+   * - a renewal (`subscription_cycle`) becomes the period's renewal order, for the invoice's amount;
+   * - the first invoice (`subscription_create`) is the checkout's order (checkout.session.completed);
+   * - any other invoice of the subscription (`subscription_update` prorations after a change in
+   *   Stripe's Dashboard, `manual`, `subscription_threshold`, …) becomes an order of its own once
+   *   it is paid with money (ProcessorBillingFlow.applyExtraInvoice); unpaid or zero ones are
+   *   ignored with a log line (Stripe sends `invoice.paid` again when it collects one).
+   * Invoices without a subscription (one-off Dashboard invoices) are not Kassa's and are ignored.
    */
   async applyInvoice(invoiceId: string, applyCheckout: ApplyCheckoutSession): Promise<'applied' | 'ignored'> {
-    const invoice = await this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments'] }), 'read an invoice back');
+    const invoice = await this.readInvoice(invoiceId);
     const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
-    if (!subscriptionId || invoice.billing_reason !== 'subscription_cycle') return 'ignored';
+    if (!subscriptionId || invoice.billing_reason === 'subscription_create') return 'ignored';
+    const payment = paymentOf(invoice);
+    if (invoice.billing_reason !== 'subscription_cycle') {
+      if (invoice.status !== 'paid' || invoice.amount_paid <= 0) {
+        this.logger.info({ invoiceId, billingReason: invoice.billing_reason, invoiceStatus: invoice.status }, 'Stripe: an invoice outside the billing cycle with nothing paid is not an order');
+        return 'ignored';
+      }
+      const extra = {
+        processorSubscriptionId: subscriptionId,
+        processorPaymentId: payment?.processorPaymentId ?? invoice.id,
+        processorStatus: payment?.processorStatus ?? invoice.status,
+        amountCents: invoice.amount_paid,
+      };
+      return this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
+    }
     // Open after an attempt: Stripe is retrying; uncollectible: Stripe's dunning gave up on it.
     const outcome = invoice.status === 'paid' ? 'paid' : (invoice.status === 'open' && invoice.attempted) || invoice.status === 'uncollectible' ? 'failed' : undefined;
     const line = subscriptionLine(invoice);
@@ -176,10 +198,17 @@ export class StripeSubscriptionEvents {
       outcome,
       periodStart: new Date(line.period.start * 1000),
       periodEnd: new Date(line.period.end * 1000),
-      processorPaymentId: paymentIntentOf(invoice) ?? invoice.id,
+      processorPaymentId: payment?.processorPaymentId ?? invoice.id,
+      processorStatus: payment?.processorStatus ?? invoice.status,
+      amountCents: outcome === 'paid' ? invoice.amount_paid : invoice.amount_due,
       attemptCount: invoice.attempt_count,
     } as const;
     return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
+  }
+
+  /** An invoice as Stripe has it now, with its payments and their PaymentIntents (the order's payment and its status). */
+  private readInvoice(invoiceId: string): Promise<Stripe.Invoice> {
+    return this.read(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments', 'payments.data.payment.payment_intent'] }), 'read an invoice back');
   }
 
   /** `customer.subscription.updated` / `.deleted`: Kassa's subscription takes Stripe's state, read back under its row lock. */
@@ -218,8 +247,15 @@ function subscriptionLine(invoice: Stripe.Invoice): Stripe.InvoiceLineItem | und
   return invoice.lines.data.find((l) => l.parent?.subscription_item_details) ?? invoice.lines.data[0];
 }
 
-/** The PaymentIntent that paid an invoice (`payments` expanded), if any. */
-function paymentIntentOf(invoice: Stripe.Invoice): string | null {
-  const paid = invoice.payments?.data.find((p) => p.status === 'paid') ?? invoice.payments?.data[0];
-  return idOf(paid?.payment.payment_intent);
+/**
+ * The PaymentIntent that paid a paid invoice, or the latest attempt of an unpaid one (`payments`
+ * and their PaymentIntents expanded), and its status. Undefined when that payment is no
+ * PaymentIntent: a paid invoice settled otherwise (marked paid out of band, a payment record).
+ */
+function paymentOf(invoice: Stripe.Invoice): { processorPaymentId: string; processorStatus: string | null } | undefined {
+  const payments = invoice.payments?.data ?? [];
+  const chosen = invoice.status === 'paid' ? payments.find((p) => p.status === 'paid') : payments[payments.length - 1];
+  const intent = chosen?.payment.payment_intent;
+  if (!intent) return undefined;
+  return typeof intent === 'string' ? { processorPaymentId: intent, processorStatus: null } : { processorPaymentId: intent.id, processorStatus: intent.status };
 }

@@ -15,6 +15,7 @@ import type { Logger } from '../kernel/logger.js';
 import { periodEnd } from '../commerce/billing-period.js';
 import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
 import { renewalOrder } from '../commerce/renewal-order.js';
+import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -75,10 +76,14 @@ export class SubscriptionService {
     const paid = charge.status === 'succeeded';
     let order: Order;
     if (existing) {
-      order = { ...existing, status: paid ? 'PAID' : existing.status, processorPaymentId: paid ? charge.paymentId : existing.processorPaymentId, updatedAt: now };
+      order = paid ? { ...existing, status: 'PAID', processorPaymentId: charge.paymentId, processorStatus: outcomeProcessorStatus('succeeded'), updatedAt: now } : existing;
       if (paid) assertWritten(await stores.orders.update(order, existing.status), 'order');
     } else {
-      order = await renewalOrder(stores, s, period, paid, paid ? charge.paymentId : null, now);
+      // A declined sandbox charge has no payment id; its status says why the order failed.
+      const payment = paid
+        ? { processorPaymentId: charge.paymentId, processorStatus: outcomeProcessorStatus('succeeded') }
+        : { processorPaymentId: null, processorStatus: outcomeProcessorStatus('failed') };
+      order = await renewalOrder(stores, s, period, paid, payment, now);
       await stores.orders.insert(order);
     }
     if (paid) {

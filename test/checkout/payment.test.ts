@@ -37,6 +37,11 @@ const readSession = async (id: string, apiKey = ctx.orgA.apiKey) =>
 const readOrder = async (id: string, apiKey = ctx.orgA.apiKey) => ctx.merchant.get(`/v1/orders/${id}`).set('X-API-Key', apiKey);
 const eventsOf = async (orderId: string) =>
   (await ctx.testDb.database.db('webhook_events').orderBy('created_at')).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId)).map((e: { type: string }) => e.type);
+/** The `data.order` of the order's webhook events in the outbox (what is signed and sent), oldest first. */
+const orderPayloads = async (orderId: string): Promise<Array<Record<string, unknown>>> =>
+  (await ctx.testDb.database.db('webhook_events').orderBy('seq'))
+    .map((e: { payload: unknown }) => (typeof e.payload === 'string' ? JSON.parse(e.payload) : e.payload).order)
+    .filter((o: { orderId?: string } | undefined) => o?.orderId === orderId);
 
 describe('hosted checkout page', () => {
   it('shows the product, quantity and amount, with a strict CSP and no script', async () => {
@@ -96,8 +101,11 @@ describe('a successful card payment', () => {
     });
     expect(order).not.toHaveProperty('subscriptionId');
     expect(order).not.toHaveProperty('originalOrderId');
-    expect(JSON.stringify(order)).not.toMatch(/sbx_pay_/); // no processor identifiers
+    // The sandbox's own payment, its status in Stripe's words (documented on the Order schema).
+    expect(order.providerPaymentId).toMatch(/^sbx_pay_[0-9A-Za-z_-]+$/);
+    expect(order.providerStatus).toBe('succeeded');
     expect(await eventsOf(read.orderId)).toEqual(['order.paid']);
+    expect(await orderPayloads(read.orderId)).toEqual([expect.objectContaining({ providerPaymentId: order.providerPaymentId, providerStatus: 'succeeded' })]);
   });
 
   it('takes the e-mail on the page when the session has none, and reuses the customer by e-mail (any case)', async () => {
@@ -193,8 +201,13 @@ describe('asynchronous cards', () => {
     ctx.clock.advance(5000);
     expect(await ctx.services.sandboxProcessor.settleDue(ctx.services.payments)).toBe(1);
     const paid = (await readOrder(pending.orderId)).body.data;
-    expect(paid).toMatchObject({ status: 'PAID', displayStatus: 'Paid' });
+    expect(paid).toMatchObject({ status: 'PAID', displayStatus: 'Paid', providerStatus: 'succeeded' });
+    expect(paid.providerPaymentId).toMatch(/^sbx_pay_/);
     expect(await eventsOf(pending.orderId)).toEqual(['order.pending', 'order.paid']);
+    expect((await orderPayloads(pending.orderId)).map((o) => [o.providerPaymentId, o.providerStatus])).toEqual([
+      [paid.providerPaymentId, 'processing'],
+      [paid.providerPaymentId, 'succeeded'],
+    ]);
     expect((await ctx.merchant.get(`${pagePath(session.url)}/complete`)).text).toContain('Payment received');
   });
 
@@ -205,8 +218,9 @@ describe('asynchronous cards', () => {
     await ctx.services.sandboxProcessor.settleDue(ctx.services.payments);
     const read = await readSession(session.id);
     expect(read).toMatchObject({ status: 'FAILED', orderStatus: 'FAILED', url: null });
-    expect((await readOrder(read.orderId)).body.data).toMatchObject({ status: 'FAILED', displayStatus: 'Failed' });
+    expect((await readOrder(read.orderId)).body.data).toMatchObject({ status: 'FAILED', displayStatus: 'Failed', providerStatus: 'requires_payment_method' });
     expect(await eventsOf(read.orderId)).toEqual(['order.pending', 'order.failed']);
+    expect((await orderPayloads(read.orderId)).map((o) => o.providerStatus)).toEqual(['processing', 'requires_payment_method']);
     const expire = await ctx.merchant.post(`/v1/checkout-sessions/${session.id}/expire`).set('X-API-Key', ctx.orgA.apiKey);
     expect(expire.status).toBe(409);
   });

@@ -163,6 +163,8 @@ describe('exact payment', () => {
     await runWatcher();
     order = await getOrder(read.orderId);
     expect(order.status).toBe('PAID');
+    // No processor stands between buyer and merchant: the payment is the transfer (txHash).
+    expect(order).toMatchObject({ providerPaymentId: null, providerStatus: null, txHash: tx });
     read = await getSession(session.id);
     expect(read).toMatchObject({ status: 'COMPLETE', orderStatus: 'PAID' });
 
@@ -174,6 +176,8 @@ describe('exact payment', () => {
       currency: 'usdc',
       amountCents: 25_000_000,
       merchantReference: 'inv-1',
+      providerPaymentId: null,
+      providerStatus: null,
       crypto: {
         chainId: `eip155:${chain.chainId}`,
         assetSymbol: 'USDC',

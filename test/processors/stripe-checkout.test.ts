@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { FakeStripe } from './stripe-server.js';
+import { receiveOrderWebhooks, type OrderWebhooks } from './order-webhooks.js';
 
 const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
@@ -14,16 +15,19 @@ const EVENTS = '/v1/processors/stripe/events';
 let ctx: TestContext;
 let stripe: FakeStripe;
 let priceId: string;
+let webhooks: OrderWebhooks;
 beforeAll(async () => {
   stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx.clock.now() });
   const base = await stripe.start();
   ctx = await createTestContext({
-    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500' },
+    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500', WEBHOOK_ALLOW_LOOPBACK: 'true' },
   });
   const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Ebook', description: 'A good read' });
   priceId = (await ctx.services.catalog.createPrice(product.id, { amount: 1200, currency: 'EUR' })).id;
+  webhooks = await receiveOrderWebhooks(ctx);
 });
 afterAll(async () => {
+  await webhooks?.close();
   await stripe?.stop();
   await ctx?.close();
 });
@@ -43,6 +47,7 @@ const orderEvents = async (orderId: string) =>
   (await ctx.testDb.database.db('webhook_events').orderBy('created_at')).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId)).map((e: { type: string }) => e.type);
 const deliver = (signed: { payload: string; signature: string }) =>
   ctx.merchant.post(EVENTS).set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
+const readOrder = async (orderId: string) => (await ctx.merchant.get(`/v1/orders/${orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
 const stripeIdOf = async (kassaId: string) => (await sessionRow(kassaId)).processor_session_id as string;
 
 describe('creating a card session on Stripe', () => {
@@ -160,8 +165,14 @@ describe("Stripe's events", () => {
     expect(read).toMatchObject({ status: 'COMPLETE', orderStatus: 'PAID', customerEmail: 'Payer@Example.com' });
     const order = (await ctx.merchant.get(`/v1/orders/${read.orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
     expect(order).toMatchObject({ status: 'PAID', provider: 'STRIPE', amountCents: 1200, currency: 'EUR' });
-    // The API shows no processor payment id (the spec has none); the PaymentIntent is kept for refunds.
-    expect((await ctx.testDb.database.db('orders').where({ id: read.orderId }).first()).processor_payment_id).toBe(paid.payment_intent);
+    // The PaymentIntent and its status as Stripe reports it, in the API (GET and list) and in the signed order.paid.
+    expect(paid.payment_intent).toMatch(/^pi_/);
+    expect(order).toMatchObject({ providerPaymentId: paid.payment_intent, providerStatus: 'succeeded' });
+    const listed = (await ctx.merchant.get('/v1/orders?size=100').set('X-API-Key', ctx.orgA.apiKey)).body.data.records.find((o: { orderId: string }) => o.orderId === read.orderId);
+    expect(listed).toMatchObject({ providerPaymentId: paid.payment_intent, providerStatus: 'succeeded' });
+    expect(await webhooks.received(read.orderId)).toEqual([
+      { type: 'order.paid', order: expect.objectContaining({ status: 'PAID', providerPaymentId: paid.payment_intent, providerStatus: 'succeeded' }) },
+    ]);
     expect(await orderEvents(read.orderId)).toEqual(['order.paid']);
     const page = await ctx.merchant.get(pagePath(session.url));
     expect(page.status).toBe(200);
@@ -242,6 +253,37 @@ describe("Stripe's events", () => {
     const badRead = await readSession(bad.id);
     expect(badRead).toMatchObject({ status: 'FAILED', orderStatus: 'FAILED' });
     expect(await orderEvents(badRead.orderId)).toEqual(['order.pending', 'order.failed']);
+  });
+
+  it('providerStatus follows the PaymentIntent of an asynchronous payment (processing → succeeded, or requires_payment_method) in the API and the signed webhooks', async () => {
+    const good = await newSession();
+    const goodId = await stripeIdOf(good.id);
+    const intentId = stripe.complete(goodId, { email: 'async-status@example.com', outcome: 'processing' }).payment_intent as string;
+    await deliver(stripe.signed(stripe.lastEvent('checkout.session.completed', goodId)));
+    const { orderId } = await readSession(good.id);
+    expect(await readOrder(orderId)).toMatchObject({ status: 'PENDING', providerPaymentId: intentId, providerStatus: 'processing' });
+    await deliver(stripe.signed(stripe.event('checkout.session.async_payment_succeeded', stripe.settleAsync(goodId, 'succeeded'))));
+    expect(await readOrder(orderId)).toMatchObject({ status: 'PAID', providerPaymentId: intentId, providerStatus: 'succeeded' });
+    expect((await webhooks.received(orderId)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus])).toEqual([
+      ['order.pending', intentId, 'processing'],
+      ['order.paid', intentId, 'succeeded'],
+    ]);
+    // A late result from before (a stale read of the PaymentIntent) changes no status, so it writes no providerStatus either.
+    const late = await ctx.services.payments.applyPaymentResult({ checkoutSessionId: good.id, outcome: 'pending', processorPaymentId: intentId, processorStatus: 'processing' });
+    expect(late.outcome).toBe('unchanged');
+    expect(await readOrder(orderId)).toMatchObject({ status: 'PAID', providerStatus: 'succeeded' });
+
+    const bad = await newSession();
+    const badId = await stripeIdOf(bad.id);
+    const badIntent = stripe.complete(badId, { email: 'async-status@example.com', outcome: 'processing' }).payment_intent as string;
+    await deliver(stripe.signed(stripe.lastEvent('checkout.session.completed', badId)));
+    await deliver(stripe.signed(stripe.event('checkout.session.async_payment_failed', stripe.settleAsync(badId, 'failed'))));
+    const badOrder = (await readSession(bad.id)).orderId;
+    expect(await readOrder(badOrder)).toMatchObject({ status: 'FAILED', providerPaymentId: badIntent, providerStatus: 'requires_payment_method' });
+    expect((await webhooks.received(badOrder)).map((w) => [w.type, w.order.providerStatus])).toEqual([
+      ['order.pending', 'processing'],
+      ['order.failed', 'requires_payment_method'],
+    ]);
   });
 
   it('answers 503 when Stripe cannot be read back, without remembering the event (Stripe redelivers it)', async () => {
@@ -328,7 +370,9 @@ describe('refunds of orders paid through Stripe (admin API)', () => {
     expect(partial.status).toBe(200);
     expect(partial.body.data).toMatchObject({ status: 'PAID', amountRefundedCents: 200 });
     const full = await refund(orderId);
-    expect(full.body.data).toMatchObject({ status: 'REFUNDED', amountRefundedCents: 1200 });
+    // The PaymentIntent the refunds were made on; refunds leave its status succeeded, as Stripe does.
+    expect(full.body.data).toMatchObject({ status: 'REFUNDED', amountRefundedCents: 1200, providerPaymentId: intentId, providerStatus: 'succeeded' });
+    expect(await readOrder(orderId)).toMatchObject({ status: 'REFUNDED', refunded: true, providerPaymentId: intentId, providerStatus: 'succeeded' });
     expect(refundsOf(intentId)).toEqual([200, 1000]);
     expect(stripe.requests.slice(before).map((r) => r.idempotencyKey)).toEqual([`kassa_refund_${orderId}_0`, `kassa_refund_${orderId}_200`]);
   });

@@ -172,7 +172,16 @@ export class FakeStripe {
       const expand = ([] as unknown[]).concat((req.query.expand as unknown) ?? []);
       // `payments` is includable only: left out unless expanded, as Stripe does.
       const { payments, ...rest } = invoice;
-      res.json(expand.includes('payments') ? invoice : (rest satisfies Stripe.Invoice));
+      if (!expand.includes('payments')) return void res.json(rest satisfies Stripe.Invoice);
+      if (!expand.includes('payments.data.payment.payment_intent')) return void res.json(invoice);
+      const withIntents: Stripe.ApiList<Stripe.InvoicePayment> = {
+        ...payments!,
+        data: payments!.data.map((p) => {
+          const intent = typeof p.payment.payment_intent === 'string' ? this.intents.get(p.payment.payment_intent) : undefined;
+          return intent ? { ...p, payment: { ...p.payment, payment_intent: intent } } : p;
+        }),
+      };
+      res.json({ ...invoice, payments: withIntents } satisfies Stripe.Invoice);
     });
     const retrieve = <T>(objects: Map<string, T>, kind: string) => (req: Request, res: Response) => {
       const found = objects.get(req.params.id as string);
@@ -499,6 +508,51 @@ export class FakeStripe {
     return this.settleInvoice(invoice, outcome);
   }
 
+  /**
+   * An invoice of the subscription outside its cycle, made in the Dashboard: a proration after a
+   * plan or quantity change (`subscription_update`, its line a proration for the rest of the
+   * current period) or a `manual` one, charged at once for `amount`. Returns it as Stripe has it.
+   */
+  invoiceOutsideCycle(subscriptionId: string, reason: 'subscription_update' | 'manual', amount: number, outcome: 'paid' | 'failed' = 'paid'): Stripe.Invoice {
+    const sub = this.mustGetSubscription(subscriptionId);
+    const item = sub.items.data[0]!;
+    const invoice = this.createInvoice(sub, reason, { start: this.seconds(), end: item.current_period_end }, outcome, amount);
+    return invoice;
+  }
+
+  /**
+   * An invoice outside the cycle whose card payment failed, then marked paid in the Dashboard
+   * (paid out of band): its paid payment is a payment record, not a PaymentIntent.
+   */
+  invoicePaidOutOfBand(subscriptionId: string, reason: 'subscription_update' | 'manual', amount: number): Stripe.Invoice {
+    const open = this.invoiceOutsideCycle(subscriptionId, reason, amount, 'failed');
+    const now = this.seconds();
+    const record: Stripe.InvoicePayment = {
+      id: id('inpay'),
+      object: 'invoice_payment',
+      amount_paid: open.amount_due,
+      amount_requested: open.amount_due,
+      created: now,
+      currency: open.currency,
+      invoice: open.id,
+      is_default: false,
+      livemode: false,
+      payment: { payment_record: id('pr'), type: 'payment_record' },
+      status: 'paid',
+      status_transitions: { canceled_at: null, paid_at: now },
+    };
+    const paid: Stripe.Invoice = {
+      ...open,
+      status: 'paid',
+      amount_paid: open.amount_due,
+      amount_remaining: 0,
+      payments: { ...open.payments!, data: [...open.payments!.data, record] },
+      status_transitions: { ...open.status_transitions, paid_at: now },
+    };
+    this.invoices.set(paid.id, paid);
+    return paid;
+  }
+
   /** The period end of a subscription set to cancel at period end: Billing ends it. */
   endAtPeriodEnd(subscriptionId: string): Stripe.Subscription {
     const sub = this.mustGetSubscription(subscriptionId);
@@ -642,9 +696,16 @@ export class FakeStripe {
     return { subscription: this.subscriptions.get(subscriptionId)!, invoice };
   }
 
-  private createInvoice(sub: Stripe.Subscription, reason: Stripe.Invoice.BillingReason, period: { start: number; end: number }, outcome: 'paid' | 'failed'): Stripe.Invoice {
+  private createInvoice(
+    sub: Stripe.Subscription,
+    reason: Stripe.Invoice.BillingReason,
+    period: { start: number; end: number },
+    outcome: 'paid' | 'failed',
+    /** Set: a proration line of this amount instead of the item's price for the period. */
+    proratedAmount?: number,
+  ): Stripe.Invoice {
     const item = sub.items.data[0]!;
-    const amount = (item.price.unit_amount ?? 0) * (item.quantity ?? 1);
+    const amount = proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1);
     const invoiceId = id('in');
     const now = this.seconds();
     const line: Stripe.InvoiceLineItem = {
@@ -661,7 +722,7 @@ export class FakeStripe {
       metadata: {},
       parent: {
         invoice_item_details: null,
-        subscription_item_details: { invoice_item: null, proration: false, proration_details: null, subscription: sub.id, subscription_item: item.id },
+        subscription_item_details: { invoice_item: null, proration: proratedAmount !== undefined, proration_details: null, subscription: sub.id, subscription_item: item.id },
         type: 'subscription_item_details',
       },
       period,

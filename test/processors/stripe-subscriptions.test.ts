@@ -9,6 +9,7 @@ import type Stripe from 'stripe';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { FakeStripe, stripePeriodEnd } from './stripe-server.js';
+import { receiveOrderWebhooks, type OrderWebhooks } from './order-webhooks.js';
 
 const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
@@ -19,17 +20,20 @@ let ctx: TestContext;
 let stripe: FakeStripe;
 let productId: string;
 let monthlyPriceId: string;
+let webhooks: OrderWebhooks;
 beforeAll(async () => {
   stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx.clock.now() });
   const base = await stripe.start();
   ctx = await createTestContext({
-    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500' },
+    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500', WEBHOOK_ALLOW_LOOPBACK: 'true' },
   });
   const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Pro plan', description: 'Everything' });
   productId = product.id;
   monthlyPriceId = (await ctx.services.catalog.createPrice(product.id, { amount: 500, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+  webhooks = await receiveOrderWebhooks(ctx);
 });
 afterAll(async () => {
+  await webhooks?.close();
   await stripe?.stop();
   await ctx?.close();
 });
@@ -42,6 +46,12 @@ const sessionRow = (id: string) => db()('checkout_sessions').where({ id }).first
 const deliver = (event: Stripe.Event) => {
   const signed = stripe.signed(event);
   return ctx.merchant.post(EVENTS).set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
+};
+const readOrder = async (id: string) => (await ctx.merchant.get(`/v1/orders/${id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+/** The PaymentIntent that paid (else last tried to pay) an invoice, as Stripe has it. */
+const intentOf = (invoice: Stripe.Invoice) => {
+  const payments = stripe.invoices.get(invoice.id)!.payments!.data;
+  return ((payments.find((p) => p.status === 'paid') ?? payments[payments.length - 1])!.payment.payment_intent) as string;
 };
 const readSubscription = async (id: string) => (await ctx.merchant.get(`/v1/subscriptions/${id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
 const ordersOf = async (subscriptionId: string) =>
@@ -204,6 +214,105 @@ describe('subscription lifecycle on Stripe', () => {
     expect((await orderRows(subscriptionId)).length).toBe(before.orders);
     expect(stripe.requests.length).toBe(before.requests);
     expect(await readSubscription(subscriptionId)).toEqual(before.sub);
+  });
+});
+
+describe('providerPaymentId and providerStatus of subscription orders on Stripe', () => {
+  it("the first order carries the first invoice's PaymentIntent, each renewal its invoice's; failed and retried renewals follow its status — in the API and the signed webhooks", async () => {
+    const { stripeSessionId, stripeSub, subscriptionId } = await subscribe('provider-ids@example.com');
+    const [first] = await orderRows(subscriptionId);
+    const firstIntent = intentOf(stripe.invoices.get(stripe.sessions.get(stripeSessionId)!.invoice as string)!);
+    expect(firstIntent).toMatch(/^pi_/);
+    expect(await readOrder(first.id)).toMatchObject({ status: 'PAID', providerPaymentId: firstIntent, providerStatus: 'succeeded' });
+    expect(await webhooks.received(first.id)).toEqual([{ type: 'order.paid', order: expect.objectContaining({ providerPaymentId: firstIntent, providerStatus: 'succeeded' }) }]);
+
+    const paid = stripe.renew(stripeSub.id, 'paid');
+    await deliver(stripe.invoiceEvent('invoice.paid', paid));
+    const renewal = (await orderRows(subscriptionId))[1];
+    expect(intentOf(paid)).not.toBe(firstIntent);
+    expect(await readOrder(renewal.id)).toMatchObject({ status: 'PAID', originalOrderId: first.id, providerPaymentId: intentOf(paid), providerStatus: 'succeeded' });
+    expect((await webhooks.received(renewal.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus])).toEqual([['order.paid', intentOf(paid), 'succeeded']]);
+
+    const failed = stripe.renew(stripeSub.id, 'failed');
+    await deliver(stripe.invoiceEvent('invoice.payment_failed', failed));
+    const dunned = (await orderRows(subscriptionId))[2];
+    const failedIntent = intentOf(failed);
+    expect(await readOrder(dunned.id)).toMatchObject({ status: 'FAILED', providerPaymentId: failedIntent, providerStatus: 'requires_payment_method' });
+    const retried = stripe.retryInvoice(failed.id, 'paid');
+    await deliver(stripe.invoiceEvent('invoice.paid', retried));
+    // The retry is a new PaymentIntent in this fake (Stripe may reuse the invoice's): the order names the one that paid.
+    expect(await readOrder(dunned.id)).toMatchObject({ status: 'PAID', providerPaymentId: intentOf(retried), providerStatus: 'succeeded' });
+    expect((await webhooks.received(dunned.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus])).toEqual([
+      ['order.failed', failedIntent, 'requires_payment_method'],
+      ['order.paid', intentOf(retried), 'succeeded'],
+    ]);
+  });
+});
+
+describe('invoices outside the billing cycle (made in the Stripe Dashboard)', () => {
+  it('a paid proration (subscription_update) becomes a PAID order for its amount, linked to the subscription; the period and the renewals are unchanged', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('proration@example.com');
+    const before = await readSubscription(subscriptionId);
+    const [first] = await orderRows(subscriptionId);
+    const proration = stripe.invoiceOutsideCycle(stripeSub.id, 'subscription_update', 250);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', proration))).body.outcome).toBe('applied');
+    const orders = await ordersOf(subscriptionId);
+    expect(orders).toHaveLength(2);
+    const extra = orders.find((o) => o.id !== first.id)!;
+    expect(await readOrder(extra.id)).toMatchObject({
+      status: 'PAID',
+      amountCents: 250,
+      currency: 'EUR',
+      subscriptionId,
+      originalOrderId: first.id,
+      customerEmail: 'proration@example.com',
+      productName: 'Pro plan',
+      providerPaymentId: intentOf(proration),
+      providerStatus: 'succeeded',
+      fundsSettled: false,
+    });
+    expect(await webhooks.received(extra.id)).toEqual([{ type: 'order.paid', order: expect.objectContaining({ amountCents: 250, providerPaymentId: intentOf(proration) }) }]);
+    expect(await readSubscription(subscriptionId)).toMatchObject({ currentPeriodEnd: before.currentPeriodEnd, latestOrderId: before.latestOrderId, amountCents: 500 });
+
+    // Replayed (another event id) and repeated: still one order for the invoice.
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', proration))).body.outcome).toBe('applied');
+    expect(await ordersOf(subscriptionId)).toHaveLength(2);
+    // The next cycle is still period 1, and refunds of the proration go through its PaymentIntent.
+    await deliver(stripe.invoiceEvent('invoice.paid', stripe.renew(stripeSub.id, 'paid')));
+    expect((await orderRows(subscriptionId)).map((o: { billing_period: number | null }) => o.billing_period)).toEqual([0, 1, null]);
+    expect((await ctx.admin.post(`/v1/orders/${extra.id}/refund`).send({})).status).toBe(200);
+    expect([...stripe.refunds.values()].some((r) => r.payment_intent === intentOf(proration) && r.amount === 250)).toBe(true);
+  });
+
+  it('a paid manual invoice of the subscription is an order too; unpaid and zero-amount ones are not (their later invoice.paid is)', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('manual-invoice@example.com');
+    const manual = stripe.invoiceOutsideCycle(stripeSub.id, 'manual', 900);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', manual))).body.outcome).toBe('applied');
+    const unpaid = stripe.invoiceOutsideCycle(stripeSub.id, 'subscription_update', 300, 'failed');
+    expect((await deliver(stripe.invoiceEvent('invoice.payment_failed', unpaid))).body.outcome).toBe('ignored');
+    const credit = stripe.invoiceOutsideCycle(stripeSub.id, 'subscription_update', 0);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', credit))).body.outcome).toBe('ignored');
+    expect((await ordersOf(subscriptionId)).map((o) => o.amountCents).sort((a, b) => a - b)).toEqual([500, 900]);
+    // Stripe's retry collects the unpaid proration: now it is revenue, and an order.
+    const collected = stripe.retryInvoice(unpaid.id, 'paid');
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', collected))).body.outcome).toBe('applied');
+    expect((await ordersOf(subscriptionId)).map((o) => o.amountCents).sort((a, b) => a - b)).toEqual([300, 500, 900]);
+  });
+
+  it('an invoice marked paid out of band (no PaymentIntent paid it) is an order named by the invoice, with its status', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('out-of-band@example.com');
+    const invoice = stripe.invoicePaidOutOfBand(stripeSub.id, 'manual', 1200);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', invoice))).body.outcome).toBe('applied');
+    const extra = (await ordersOf(subscriptionId)).find((o) => o.amountCents === 1200)!;
+    // Not the failed card attempt's PaymentIntent: the invoice itself, as Stripe has it paid.
+    expect(await readOrder(extra.id)).toMatchObject({ status: 'PAID', providerPaymentId: invoice.id, providerStatus: 'paid' });
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', invoice))).body.outcome).toBe('applied');
+    expect((await ordersOf(subscriptionId)).filter((o) => o.amountCents === 1200)).toHaveLength(1);
+    // No card payment to refund through Stripe: refused, and no refund is recorded that Stripe never made.
+    const refund = await ctx.admin.post(`/v1/orders/${extra.id}/refund`).send({});
+    expect(refund.status).toBe(409);
+    expect(refund.body.error.message).toContain(invoice.id);
+    expect(await readOrder(extra.id)).toMatchObject({ status: 'PAID', amountRefundedCents: 0 });
   });
 });
 
@@ -457,6 +566,20 @@ describe.skipIf(!onPostgres)(skippedUnless('races of Billing events and subscrip
       const orders = await orderRows(subscriptionId);
       expect(orders.length).toBe(round + 1);
       expect((await eventsAbout(orders[round].id))).toEqual(['order.paid']);
+    }
+  });
+
+  it('concurrent deliveries of one proration invoice.paid (and of replays) make one order — 10 rounds', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('race-proration@example.com');
+    for (let round = 1; round <= 10; round++) {
+      const invoice = stripe.invoiceOutsideCycle(stripeSub.id, 'subscription_update', 100 + round);
+      const event = stripe.invoiceEvent('invoice.paid', invoice);
+      const replay = stripe.invoiceEvent('invoice.paid', invoice);
+      const answers = await Promise.all([deliver(event), deliver(replay), deliver(event), deliver(replay)]);
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      const orders = await db()('orders').where({ subscription_id: subscriptionId, amount_cents: 100 + round });
+      expect(orders.length).toBe(1);
+      expect(await eventsAbout(orders[0].id)).toEqual(['order.paid']);
     }
   });
 

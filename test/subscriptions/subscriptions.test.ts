@@ -86,7 +86,10 @@ describe('a whole subscription life', () => {
     for (const renewal of [second!, third!]) {
       expect(renewal).toMatchObject({ status: 'PAID', subscriptionId, originalOrderId: first.orderId, merchantReference: first.merchantReference, merchantMetadata: { plan: 'pro' }, amountCents: 900 });
       expect(renewal).not.toHaveProperty('checkoutSessionId');
+      // The sandbox's charge of the saved card: its own payment id, its status in Stripe's words.
+      expect(renewal).toMatchObject({ providerPaymentId: expect.stringMatching(/^sbx_pay_/), providerStatus: 'succeeded' });
     }
+    expect(second!.providerPaymentId).not.toBe(third!.providerPaymentId);
     const renewed = (await getSub(subscriptionId)).body.data;
     expect(renewed).toMatchObject({ status: 'ACTIVE', currentPeriodEnd: '2026-04-30T10:00:00.000Z', latestOrderId: third!.orderId });
 
@@ -123,6 +126,8 @@ describe('failed renewals', () => {
     expect(await runScheduler()).toBe(1);
     let orders = await ordersOf(subscriptionId);
     expect(orders.map((o) => o.status)).toEqual(['FAILED', 'PAID']);
+    // A declined sandbox charge made no payment: no id, and the status that says why.
+    expect(orders[0]).toMatchObject({ providerPaymentId: null, providerStatus: 'requires_payment_method' });
     expect((await getSub(subscriptionId)).body.data.status).toBe('ACTIVE');
     for (const day of ['2026-06-02', '2026-06-04']) {
       at(`${day}T00:00:00.000Z`);

@@ -78,6 +78,8 @@ function order(orgId: string): WebhookOrder {
     },
     originalOrderId: null,
     providerSubscriptionId: null,
+    providerPaymentId: null,
+    providerStatus: null,
     createdAt: '2026-11-22T09:00:00.000Z',
     updatedAt: '2026-11-22T09:00:00.000Z',
   };

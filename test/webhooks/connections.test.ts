@@ -72,6 +72,8 @@ const order = (): WebhookOrder => ({
   paymentLinkId: null,
   originalOrderId: null,
   providerSubscriptionId: null,
+  providerPaymentId: null,
+  providerStatus: null,
   createdAt: '2026-11-22T09:00:00.000Z',
   updatedAt: '2026-11-22T09:00:01.000Z',
 });

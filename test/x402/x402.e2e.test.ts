@@ -80,6 +80,9 @@ describe('Kassa as the facilitator of @x402/express, paid by @x402/fetch with th
     const event = verifyWebhook<OrderWebhookEvent>(delivery!.rawBody, delivery!.headers as Record<string, string>, keys, { now: world.ctx.clock.now() });
     expect(event.type).toBe('order.paid');
     expect(event.data.order).toMatchObject({ status: 'PAID', provider: 'CRYPTO', crypto: { txHash: settlement.transaction, chainId: world.network } });
+    // CRYPTO: the payment is the transfer (txHash); the settlement id stays Kassa's own.
+    expect(event.data.order).toMatchObject({ providerPaymentId: null, providerStatus: null });
+    expect(order).toMatchObject({ providerPaymentId: null, providerStatus: null });
 
     // The wallet's history names what was paid for.
     const history = await world.agent.history({ limit: 5 });

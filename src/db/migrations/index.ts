@@ -22,6 +22,7 @@ import * as m0074 from './0074_stripe_subscriptions.js';
 import * as m0076 from './0076_stripe_event_reconciliation.js';
 import * as m0078 from './0078_stripe_connected_accounts.js';
 import * as m0081 from './0081_x402.js';
+import * as m0082 from './0082_order_processor_status.js';
 import * as m0084 from './0084_x402_paywalls.js';
 import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
@@ -53,6 +54,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0076_stripe_event_reconciliation': m0076,
   '0078_stripe_connected_accounts': m0078,
   '0081_x402': m0081,
+  '0082_order_processor_status': m0082,
   '0084_x402_paywalls': m0084,
   '0088_telemetry_five_minute_rollups': m0088,
   '0089_telemetry_ten_second_rollups': m0089,
