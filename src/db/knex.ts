@@ -18,6 +18,24 @@ export type Db = Knex;
 // bigint we store stays below 2^53 (amounts are validated against Number.MAX_SAFE_INTEGER).
 pg.types.setTypeParser(20, (value: string) => Number(value));
 
+const parsePostgresDate = pg.types.getTypeParser(1184) as (value: string) => Date | number | null;
+/** What PostgreSQL prints for a timestamptz of years 1000-9999 AD whose offset is whole minutes. */
+const PLAIN_TIMESTAMPTZ = /^[1-9]\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?[+-]\d\d(?::\d\d)?$/;
+
+/**
+ * timestamptz as pg's own parser (postgres-date) reads it, by the engine's ISO 8601 parser when
+ * the text is the plain form (every read parses a few, a page of orders dozens); anything else
+ * (BC, infinity, years below 1000, offsets with seconds) goes to postgres-date.
+ */
+export function parseTimestamptz(value: string): Date | number | null {
+  if (!PLAIN_TIMESTAMPTZ.test(value)) return parsePostgresDate(value);
+  // `+05` → `+05:00`: ISO 8601 as Date.parse reads it wants the minutes.
+  const zone = value.length - (value[value.length - 3] === ':' ? 6 : 3);
+  const iso = `${value.slice(0, 10)}T${value.slice(11, zone)}${value.slice(zone, zone + 3)}:${value.length - zone === 6 ? value.slice(zone + 4) : '00'}`;
+  return new Date(iso);
+}
+pg.types.setTypeParser(1184, parseTimestamptz);
+
 export const CONNECT_TIMEOUT_MS = 3000;
 export const ACQUIRE_TIMEOUT_MS = 5000;
 export const STATEMENT_TIMEOUT_MS = 15_000;
