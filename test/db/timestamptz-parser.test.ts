@@ -1,6 +1,6 @@
 /**
  * timestamptz values read through pg come out as the same Date (or ±Infinity) that pg's own
- * parser (postgres-date) makes: the plain form by Date's ISO 8601 parser, the rest by postgres-date.
+ * parser (postgres-date) makes: the plain form read from its digits, the rest by postgres-date.
  * On PostgreSQL, also what the server prints in several session time zones.
  */
 import { createRequire } from 'node:module';
