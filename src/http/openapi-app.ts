@@ -18,6 +18,7 @@ import { checkByteLimits } from './byte-limits.js';
 import { contractRecorder } from './contract-log.js';
 import { installRouteMatcherCache } from './route-matcher-cache.js';
 import { OperationTable, type RoutedRequest } from './operation-table.js';
+import { parameterFastPath, type FastPathCheck } from './parameter-fast-path.js';
 import type { HttpMetrics } from '../observability/metrics.js';
 
 /** Resolves one security scheme; returns the caller's identity or throws AppError. */
@@ -54,6 +55,12 @@ export interface OpenApiAppOptions {
   hsts?: boolean;
   /** Request encodings besides JSON, by operationId (OTLP/HTTP protobuf). */
   bodyCodecs?: Record<string, BodyCodec>;
+  /**
+   * Let requests with only plain string parameters and no body that pass the same checks skip
+   * express-openapi-validator (src/http/parameter-fast-path.ts). Default true; tests turn it off
+   * to compare.
+   */
+  parameterFastPath?: boolean;
 }
 
 /**
@@ -78,6 +85,8 @@ declare module 'express-serve-static-core' {
     bodyCodec?: BodyCodec;
     /** The documented operation this request matched, with its decoded path parameters. */
     documented?: RoutedRequest<DocumentedOperation>;
+    /** Its parameters passed the fast path's checks: express-openapi-validator is skipped. */
+    parametersChecked?: boolean;
     auth?: unknown;
     log: Logger;
   }
@@ -89,6 +98,7 @@ interface DocumentedOperation {
   handler: AnyHandler;
   integerQuery: string[];
   headerNames: string[];
+  fastPath: FastPathCheck | undefined;
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9_.:-]{8,128}$/;
@@ -147,6 +157,14 @@ function validateDecodedQueries(document: OpenApiDocument): OpenApiDocument {
   }
   return document;
 }
+
+/**
+ * express-openapi-validator 5.6's middlewares by function name: those that only check a request
+ * (security and multipart do nothing here) and those that find its route. Any other (a response
+ * stage, one a new version adds) always runs; test/http/parameter-fast-path.test.ts notices a rename.
+ */
+export const REQUEST_STAGES = new Set(['securityMiddleware', 'multipartMiddleware', 'requestMiddleware']);
+export const LOOKUP_STAGES = new Set(['pathParamsMiddleware', 'metadataMiddleware']);
 
 export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const { logger, clock } = options;
@@ -212,6 +230,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       integerQuery: integerQueryParameters(op),
       // Handlers see declared header parameters under their documented names ('Idempotency-Key').
       headerNames: ((op.operation.parameters as Array<{ in: string; name: string }> | undefined) ?? []).filter((p) => p.in === 'header').map((p) => p.name),
+      fastPath: options.parameterFastPath === false ? undefined : parameterFastPath(options.document, op),
     });
   }
 
@@ -308,8 +327,13 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     });
   });
 
-  app.use(
-    OpenApiValidator.middleware({
+  app.use((req, _res, next) => {
+    const routed = req.documented;
+    if (routed?.entry.fastPath && !req.bodyCodec) req.parametersChecked = routed.entry.fastPath(req, routed.params);
+    next();
+  });
+
+  const validator = OpenApiValidator.middleware({
       apiSpec: validateDecodedQueries(structuredClone(options.document)) as never,
       validateApiSpec: true,
       // coerceTypes applies to bodies only (query and path parameters are always coerced by the
@@ -327,7 +351,14 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       validateSecurity: false,
       validateFormats: true,
       ignoreUndocumented: false,
-    }),
+    });
+  // A request whose parameters the fast path checked skips the validator's request stages; with
+  // response validation on (tests), the route lookup stays, as the response stage needs it.
+  const skipped = options.validateResponses ? REQUEST_STAGES : new Set([...REQUEST_STAGES, ...LOOKUP_STAGES]);
+  app.use(
+    validator.map((middleware) =>
+      skipped.has(middleware.name) ? (req: Request, res: Response, next: NextFunction) => (req.parametersChecked ? next() : middleware(req, res, next)) : middleware,
+    ),
   );
 
   app.use(async (req: Request, res: Response, next: NextFunction) => {

@@ -1,11 +1,12 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** SHA-256 hex of a secret; API keys are stored only in this form. */
-export const sha256Hex = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
+// One-shot crypto.hash (Node ≥ 20.12): no Hash object per call; every merchant request hashes its key.
+export const sha256Hex = (value: string): string => hash('sha256', value, 'hex');
 
 /** Constant-time equality of two strings: both are hashed first so lengths leak nothing either. */
 export function constantTimeEqual(a: string, b: string): boolean {
-  return timingSafeEqual(createHash('sha256').update(a).digest(), createHash('sha256').update(b).digest());
+  return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer'));
 }
 
 /**
