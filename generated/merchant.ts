@@ -2150,7 +2150,16 @@ export interface components {
             crypto?: components["schemas"]["WebhookOrderCrypto"];
             /** @description Initial order of the subscription on renewals; null otherwise. */
             originalOrderId: components["schemas"]["OrderId"] | null;
-            /** @description Payment-channel subscription attribution when applicable. */
+            /**
+             * @description Payment-channel subscription attribution when applicable: the processor's subscription
+             *     (Stripe `sub_…`, the same value as the subscription payload's `providerSubscriptionId`)
+             *     when the order belongs to a subscription whose renewals the processor's billing runs —
+             *     its first order, each renewal order and each paid invoice outside the billing cycle.
+             *     Null for one-time orders, crypto orders and orders of subscriptions Kassa renews itself
+             *     (the sandbox card processor). Kassa's own subscription id is not in this payload: read
+             *     the order (`GET /v1/orders/{id}`, `subscriptionId`).
+             * @example sub_1QhTJ2LkdIwHu7ixa8Hf3kLm
+             */
             providerSubscriptionId: string | null;
             providerPaymentId: components["schemas"]["ProviderPaymentId"];
             providerStatus: components["schemas"]["ProviderStatus"];

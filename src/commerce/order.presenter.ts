@@ -2,7 +2,7 @@
 import type { components } from '../../generated/merchant.js';
 import { toDisplayAmount } from '../kernel/money.js';
 import { iso } from '../kernel/present.js';
-import type { Order, OrderStatus } from './model.js';
+import type { Order, OrderStatus, Subscription } from './model.js';
 
 type ApiOrder = components['schemas']['Order'];
 type WebhookOrder = components['schemas']['WebhookOrder'];
@@ -66,8 +66,24 @@ export function presentOrder(order: Order, now: Date): ApiOrder {
   return out;
 }
 
-/** `crypto.recipient` (the receiving wallet) is not an order column: crypto callers pass it. */
-export function presentWebhookOrder(order: Order, crypto?: { recipient: string }): WebhookOrder {
+/** What a webhook order payload needs beyond the order's own columns; callers pass what their flow already holds. */
+export interface WebhookOrderContext {
+  /** The receiving wallet of a crypto order (not an order column). */
+  recipient?: string;
+  /**
+   * The subscription the order belongs to, when the caller has it: its processor's subscription
+   * (Stripe `sub_…`) is the payload's `providerSubscriptionId`.
+   */
+  subscription?: Pick<Subscription, 'id' | 'processorSubscriptionId'>;
+}
+
+/**
+ * `providerSubscriptionId`: the processor's subscription when its billing renews the order's
+ * subscription (first order, renewals and out-of-cycle invoices alike); null for one-time orders
+ * and for subscriptions Kassa renews itself. A subscription other than the order's is ignored.
+ */
+export function presentWebhookOrder(order: Order, context: WebhookOrderContext = {}): WebhookOrder {
+  const { recipient, subscription } = context;
   const out: WebhookOrder = {
     orderId: order.id,
     orgId: order.orgId,
@@ -79,20 +95,20 @@ export function presentWebhookOrder(order: Order, crypto?: { recipient: string }
     currency: order.currency.toLowerCase(),
     paymentLinkId: order.paymentLinkId,
     originalOrderId: order.originalOrderId,
-    providerSubscriptionId: null,
+    providerSubscriptionId: subscription && order.subscriptionId === subscription.id ? subscription.processorSubscriptionId : null,
     ...providerPayment(order),
     createdAt: iso(order.createdAt),
     updatedAt: iso(order.updatedAt),
   };
   if (order.productName) out.product = { id: order.productId, name: order.productName };
   // CAIP-2 chain and CAIP-10 accounts (`eip155:8453`, `eip155:8453:0x…`).
-  if (order.provider === 'CRYPTO' && order.chain && crypto) {
+  if (order.provider === 'CRYPTO' && order.chain && recipient !== undefined) {
     out.crypto = {
       chainId: order.chain,
       assetSymbol: order.currency as 'USDC' | 'USDT',
       txHash: order.txHash,
       payer: order.fromAddress ? `${order.chain}:${order.fromAddress}` : null,
-      recipient: `${order.chain}:${crypto.recipient}`,
+      recipient: `${order.chain}:${recipient}`,
     };
   }
   return out;

@@ -128,8 +128,8 @@ export class PaymentFlow {
       });
       await stores.orders.insert(order);
       assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
-      const linked = paid ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : order;
-      await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked) } }, now);
+      const { order: linked, subscription } = paid ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
+      await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked, { subscription }) } }, now);
       return { outcome: 'applied', order: linked };
     }
 
@@ -154,9 +154,9 @@ export class PaymentFlow {
     assertWritten(await stores.orders.update(order, existing.status), 'order');
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
     if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
-    const linked = next === 'PAID' ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : order;
+    const { order: linked, subscription } = next === 'PAID' ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
     await stores.emit(
-      { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked) } },
+      { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked, { subscription }) } },
       now,
     );
     return { outcome: 'applied', order: linked };
@@ -373,7 +373,8 @@ export class PaymentFlow {
    * Called inside the payment-result transaction when the first order of a SUBSCRIPTION checkout
    * becomes PAID: creates the subscription (once per session) and links the order to it. One the
    * processor's billing renews starts on the processor's first period (its renewals arrive as
-   * events; Kassa's renewal job leaves it alone).
+   * events; Kassa's renewal job leaves it alone). Returns the subscription too, for the order's
+   * webhook payload (`providerSubscriptionId`).
    */
   private async startSubscription(
     stores: CommerceStores,
@@ -381,9 +382,10 @@ export class PaymentFlow {
     order: Order,
     now: Date,
     processor?: PaymentResult['processorSubscription'],
-  ): Promise<Order> {
-    if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return order;
-    if (await stores.subscriptions.findBySession(session.id)) return order;
+  ): Promise<{ order: Order; subscription?: Subscription }> {
+    if (session.pricing.pricingType !== 'SUBSCRIPTION' || !session.pricing.billingInterval) return { order };
+    const started = await stores.subscriptions.findBySession(session.id);
+    if (started) return { order, subscription: started };
     const base = {
       billingAnchor: processor?.periodStart ?? now,
       anchorPeriod: 0,
@@ -427,7 +429,7 @@ export class PaymentFlow {
     const linked: Order = { ...order, subscriptionId: subscription.id, billingPeriod: 0 };
     assertWritten(await stores.orders.update(linked, order.status), 'order');
     await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
-    return linked;
+    return { order: linked, subscription };
   }
 }
 

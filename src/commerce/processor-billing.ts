@@ -131,7 +131,7 @@ export class ProcessorBillingFlow {
       if (!existing) {
         order = await renewalOrder(stores, s, period, paid, renewal, now);
         await stores.orders.insert(order);
-        await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order) } }, now);
+        await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
       } else if (paid && (existing.status === 'FAILED' || existing.status === 'PENDING')) {
         order = {
@@ -143,7 +143,7 @@ export class ProcessorBillingFlow {
           updatedAt: now,
         };
         assertWritten(await stores.orders.update(order, existing.status), 'order');
-        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
       }
 
@@ -187,7 +187,7 @@ export class ProcessorBillingFlow {
       const now = this.clock.now();
       const order: Order = { ...(await renewalOrder(stores, s, 0, true, invoice, now)), billingPeriod: null };
       await stores.orders.insert(order);
-      await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+      await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       return 'applied';
     });
   }

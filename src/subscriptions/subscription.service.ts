@@ -88,7 +88,7 @@ export class SubscriptionService {
     }
     if (paid) {
       if (existing?.status !== 'PAID') {
-        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order) } }, now);
+        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       }
       const currentPeriodEnd = periodEnd(s, period);
       const renewed: Subscription = {
@@ -105,7 +105,7 @@ export class SubscriptionService {
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(renewed) } }, now);
       return;
     }
-    if (!existing) await stores.emit({ orgId: s.orgId, type: 'order.failed', data: { order: presentWebhookOrder(order) } }, now);
+    if (!existing) await stores.emit({ orgId: s.orgId, type: 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
     const attempts = s.failedAttempts + 1;
     const retryInDays = DUNNING_RETRY_DAYS[attempts - 1];
     if (retryInDays === undefined) {

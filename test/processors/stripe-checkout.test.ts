@@ -171,7 +171,7 @@ describe("Stripe's events", () => {
     const listed = (await ctx.merchant.get('/v1/orders?size=100').set('X-API-Key', ctx.orgA.apiKey)).body.data.records.find((o: { orderId: string }) => o.orderId === read.orderId);
     expect(listed).toMatchObject({ providerPaymentId: paid.payment_intent, providerStatus: 'succeeded' });
     expect(await webhooks.received(read.orderId)).toEqual([
-      { type: 'order.paid', order: expect.objectContaining({ status: 'PAID', providerPaymentId: paid.payment_intent, providerStatus: 'succeeded' }) },
+      { type: 'order.paid', order: expect.objectContaining({ status: 'PAID', providerPaymentId: paid.payment_intent, providerStatus: 'succeeded', providerSubscriptionId: null }) },
     ]);
     expect(await orderEvents(read.orderId)).toEqual(['order.paid']);
     const page = await ctx.merchant.get(pagePath(session.url));

@@ -67,7 +67,7 @@ const eventsAbout = async (...ids: string[]) =>
   (await db()('webhook_events').orderBy('seq'))
     .filter((e: { payload: unknown }) => ids.some((id) => JSON.stringify(e.payload).includes(id)))
     .map((e: { type: string }) => e.type);
-/** Events about a subscription and its orders (order payloads do not name the subscription). */
+/** Events about a subscription and its orders (order payloads name Stripe's subscription, not Kassa's). */
 const subscriptionEvents = async (subscriptionId: string) => eventsAbout(subscriptionId, ...(await orderRows(subscriptionId)).map((o: { id: string }) => o.id));
 const entitled = async (email: string) =>
   (await ctx.merchant.get(`/v1/entitlements/check?email=${encodeURIComponent(email)}&product_id=${productId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.entitled as boolean;
@@ -217,21 +217,25 @@ describe('subscription lifecycle on Stripe', () => {
   });
 });
 
-describe('providerPaymentId and providerStatus of subscription orders on Stripe', () => {
-  it("the first order carries the first invoice's PaymentIntent, each renewal its invoice's; failed and retried renewals follow its status — in the API and the signed webhooks", async () => {
+describe('providerPaymentId, providerStatus and providerSubscriptionId of subscription orders on Stripe', () => {
+  it("the first order carries the first invoice's PaymentIntent, each renewal its invoice's; failed and retried renewals follow its status — in the API and the signed webhooks, which name Stripe's subscription", async () => {
     const { stripeSessionId, stripeSub, subscriptionId } = await subscribe('provider-ids@example.com');
     const [first] = await orderRows(subscriptionId);
     const firstIntent = intentOf(stripe.invoices.get(stripe.sessions.get(stripeSessionId)!.invoice as string)!);
     expect(firstIntent).toMatch(/^pi_/);
     expect(await readOrder(first.id)).toMatchObject({ status: 'PAID', providerPaymentId: firstIntent, providerStatus: 'succeeded' });
-    expect(await webhooks.received(first.id)).toEqual([{ type: 'order.paid', order: expect.objectContaining({ providerPaymentId: firstIntent, providerStatus: 'succeeded' }) }]);
+    expect(await webhooks.received(first.id)).toEqual([
+      { type: 'order.paid', order: expect.objectContaining({ providerPaymentId: firstIntent, providerStatus: 'succeeded', providerSubscriptionId: stripeSub.id }) },
+    ]);
 
     const paid = stripe.renew(stripeSub.id, 'paid');
     await deliver(stripe.invoiceEvent('invoice.paid', paid));
     const renewal = (await orderRows(subscriptionId))[1];
     expect(intentOf(paid)).not.toBe(firstIntent);
     expect(await readOrder(renewal.id)).toMatchObject({ status: 'PAID', originalOrderId: first.id, providerPaymentId: intentOf(paid), providerStatus: 'succeeded' });
-    expect((await webhooks.received(renewal.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus])).toEqual([['order.paid', intentOf(paid), 'succeeded']]);
+    expect((await webhooks.received(renewal.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus, w.order.providerSubscriptionId])).toEqual([
+      ['order.paid', intentOf(paid), 'succeeded', stripeSub.id],
+    ]);
 
     const failed = stripe.renew(stripeSub.id, 'failed');
     await deliver(stripe.invoiceEvent('invoice.payment_failed', failed));
@@ -242,9 +246,9 @@ describe('providerPaymentId and providerStatus of subscription orders on Stripe'
     await deliver(stripe.invoiceEvent('invoice.paid', retried));
     // The retry is a new PaymentIntent in this fake (Stripe may reuse the invoice's): the order names the one that paid.
     expect(await readOrder(dunned.id)).toMatchObject({ status: 'PAID', providerPaymentId: intentOf(retried), providerStatus: 'succeeded' });
-    expect((await webhooks.received(dunned.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus])).toEqual([
-      ['order.failed', failedIntent, 'requires_payment_method'],
-      ['order.paid', intentOf(retried), 'succeeded'],
+    expect((await webhooks.received(dunned.id)).map((w) => [w.type, w.order.providerPaymentId, w.order.providerStatus, w.order.providerSubscriptionId])).toEqual([
+      ['order.failed', failedIntent, 'requires_payment_method', stripeSub.id],
+      ['order.paid', intentOf(retried), 'succeeded', stripeSub.id],
     ]);
   });
 });
@@ -271,7 +275,9 @@ describe('invoices outside the billing cycle (made in the Stripe Dashboard)', ()
       providerStatus: 'succeeded',
       fundsSettled: false,
     });
-    expect(await webhooks.received(extra.id)).toEqual([{ type: 'order.paid', order: expect.objectContaining({ amountCents: 250, providerPaymentId: intentOf(proration) }) }]);
+    expect(await webhooks.received(extra.id)).toEqual([
+      { type: 'order.paid', order: expect.objectContaining({ amountCents: 250, providerPaymentId: intentOf(proration), providerSubscriptionId: stripeSub.id }) },
+    ]);
     expect(await readSubscription(subscriptionId)).toMatchObject({ currentPeriodEnd: before.currentPeriodEnd, latestOrderId: before.latestOrderId, amountCents: 500 });
 
     // Replayed (another event id) and repeated: still one order for the invoice.

@@ -115,6 +115,13 @@ describe('a whole subscription life', () => {
       'subscription.updated', // cancel at period end scheduled
       'subscription.ended',
     ]);
+    // Kassa renews sandbox subscriptions itself: its order payloads name no processor subscription.
+    const orderIds = new Set([first.orderId, second!.orderId, third!.orderId]);
+    const orderPayloads = (await ctx.testDb.database.db('webhook_events').orderBy('seq'))
+      .filter((e: { type: string; payload: { order?: { orderId: string } } }) => e.type.startsWith('order.') && orderIds.has(e.payload.order!.orderId))
+      .map((e: { payload: { order: unknown } }) => e.payload.order);
+    expect(orderPayloads).toHaveLength(3);
+    for (const payload of orderPayloads) expect(payload).toMatchObject({ providerSubscriptionId: null });
   });
 });
 
