@@ -124,9 +124,10 @@ export class X402PaywallService {
       productName: found.product.name,
       ...(settlement ? { settlement } : {}),
     });
+    // Terms nobody can pay say why, so the merchant testing the URL sees what to configure.
+    if (terms.accepts.length === 0) return required('This resource cannot be paid right now: the merchant has no receiving wallet on a USDC chain');
     if (paymentError) return required(paymentError);
     if (!payment) return required();
-    if (terms.accepts.length === 0) return required('This resource cannot be paid right now: the merchant has no receiving wallet on a USDC chain');
     const accepted = payment.accepted;
     const requirements = terms.accepts.find(
       (r) => r.network === accepted?.network && r.asset.toLowerCase() === String(accepted?.asset).toLowerCase() && r.scheme === accepted?.scheme,

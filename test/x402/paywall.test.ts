@@ -109,6 +109,18 @@ describe('the public paywall URL', () => {
     expect(page.headers.get('PAYMENT-REQUIRED')).toBeTruthy();
   });
 
+  it('an organization with no receiving wallet on a USDC chain gets terms that say so (402, no accepts, an error naming the wallet)', async () => {
+    const orgB = world.ctx.orgB;
+    const productB = await createProduct(world.ctx, orgB.orgId, { name: 'Unpayable report' });
+    const priceB = await createPrice(world.ctx, productB.productId, { amount: 100, currency: 'USD' });
+    expect((await merchant().put(`/v1/x402/paywalls/${priceB.pricingId}`).set('X-API-Key', orgB.apiKey).send({})).status).toBe(200);
+    const res = await fetch(paywallUrl(priceB.pricingId));
+    expect(res.status).toBe(402);
+    const required = decodePaymentRequiredHeader(res.headers.get('PAYMENT-REQUIRED')!);
+    expect(required.accepts).toEqual([]);
+    expect(required.error).toContain('no receiving wallet');
+  });
+
   it('converts a USD price exactly: 25 cents is 250000 USDC units', async () => {
     const price = await createPrice(world.ctx, product.productId, { amount: 25, currency: 'USD' });
     expect((await merchant().put(`/v1/x402/paywalls/${price.pricingId}`).set('X-API-Key', apiKey()).send({})).status).toBe(200);
