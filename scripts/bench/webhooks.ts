@@ -43,7 +43,7 @@ const EVENTS = Number(process.env.BENCH_EVENTS ?? (shortRun ? 1000 : 3000));
 const RATE_SETTING = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : undefined;
 const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? (shortRun ? 4 : 10));
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1);
-const WARMUP_EVENTS = Number(process.env.BENCH_WARMUP_EVENTS ?? (shortRun ? 300 : 1000));
+const WARMUP_EVENTS = Number(process.env.BENCH_WARMUP_EVENTS ?? 1000);
 const CERT = path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-cert.pem');
 const KEY = path.join(REPO_ROOT, 'test/webhooks/fixtures/receiver-key.pem');
 
