@@ -8,7 +8,7 @@
  * attempt. PGlite has a single connection, so nothing here queries `db` while a transaction is open.
  */
 import type { Knex } from 'knex';
-import { isPostgres, type Db } from '../db/knex.js';
+import { isPostgres, runStatement, type Db } from '../db/knex.js';
 import { randomToken } from '../kernel/ids.js';
 import type { Attempt, AttemptRecord, ClaimedDelivery, Delivery, DeliveryOutcome, DeliveryStatus, DeliveryWithAttempts, StoredEventType } from './webhook.model.js';
 
@@ -161,6 +161,36 @@ export interface WebhookDeliveryRepository {
   insertRedelivery(of: Delivery, now: Date): Promise<Delivery>;
 }
 
+/**
+ * The worker's batch of finished attempts, one statement (see recordAttempts). Run directly and
+ * prepared (runStatement): a fixed text whose only result column is named.
+ */
+const RECORD_ATTEMPTS_SQL = `WITH input AS (
+         SELECT * FROM json_to_recordset($1::json) AS i(
+           delivery_id text, lease_token text, status text, next_attempt_at timestamptz, attempt_count integer,
+           last_status_code integer, last_error text, now timestamptz, has_attempt boolean,
+           attempt_number integer, url text, status_code integer, duration_ms integer, response_body text, error text,
+           attempted_at timestamptz, n integer)),
+       updated AS (
+         UPDATE webhook_deliveries AS d
+            SET status = i.status,
+                lease_until = NULL,
+                lease_token = NULL,
+                last_status_code = i.last_status_code,
+                last_error = i.last_error,
+                updated_at = i.now,
+                completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE i.now END,
+                next_attempt_at = COALESCE(i.next_attempt_at, d.next_attempt_at),
+                attempt_count = COALESCE(i.attempt_count, d.attempt_count)
+           FROM input AS i
+          WHERE d.id = ANY($2::text[]) AND d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.status = 'pending'
+         RETURNING d.id),
+       inserted AS (
+         INSERT INTO webhook_attempts (delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at)
+         SELECT delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at
+           FROM input WHERE has_attempt ORDER BY n)
+       SELECT id FROM updated`;
+
 export class KnexWebhookDeliveryRepository implements WebhookDeliveryRepository {
   /** node-postgres takes several statements in one query (simple protocol); PGlite's query does not. */
   private readonly simpleProtocol: boolean;
@@ -257,37 +287,10 @@ export class KnexWebhookDeliveryRepository implements WebhookDeliveryRepository 
       error: r.attempt?.error ?? null,
       attempted_at: r.attempt?.attemptedAt.toISOString() ?? null,
     }));
-    const result = await this.db.raw(
-      `WITH input AS (
-         SELECT * FROM json_to_recordset(?::json) AS i(
-           delivery_id text, lease_token text, status text, next_attempt_at timestamptz, attempt_count integer,
-           last_status_code integer, last_error text, now timestamptz, has_attempt boolean,
-           attempt_number integer, url text, status_code integer, duration_ms integer, response_body text, error text,
-           attempted_at timestamptz, n integer)),
-       updated AS (
-         UPDATE webhook_deliveries AS d
-            SET status = i.status,
-                lease_until = NULL,
-                lease_token = NULL,
-                last_status_code = i.last_status_code,
-                last_error = i.last_error,
-                updated_at = i.now,
-                completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE i.now END,
-                next_attempt_at = COALESCE(i.next_attempt_at, d.next_attempt_at),
-                attempt_count = COALESCE(i.attempt_count, d.attempt_count)
-           FROM input AS i
-          WHERE d.id = ANY(?::text[]) AND d.id = i.delivery_id AND d.lease_token = i.lease_token AND d.status = 'pending'
-         RETURNING d.id),
-       inserted AS (
-         INSERT INTO webhook_attempts (delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at)
-         SELECT delivery_id, attempt_number, url, status_code, duration_ms, response_body, error, attempted_at
-           FROM input WHERE has_attempt ORDER BY n)
-       SELECT id FROM updated`,
-      // The id array lets the planner see how few rows it updates (primary-key lookups); joined
-      // with the JSON rows alone it hashed the whole table.
-      [JSON.stringify(input), records.map((r) => r.deliveryId)],
-    );
-    return new Set((result.rows as Array<{ id: string }>).map((r) => r.id));
+    // The id array lets the planner see how few rows it updates (primary-key lookups); joined
+    // with the JSON rows alone it hashed the whole table.
+    const rows = await runStatement<{ id: string }>(this.db, RECORD_ATTEMPTS_SQL, [JSON.stringify(input), records.map((r) => r.deliveryId)]);
+    return new Set(rows.map((r) => r.id));
   }
 
   async insertAttempt(attempt: Attempt): Promise<void> {

@@ -25,7 +25,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { Job } from '../kernel/job.js';
 import { renderEnvelope } from './envelope.js';
 import { ReceiverConnections } from './connections.js';
-import { postWebhook, type SendResult } from './http-sender.js';
+import { postWebhook, requestTarget, type RequestTarget, type SendResult } from './http-sender.js';
 import { decide, MAX_ATTEMPTS } from './retry-policy.js';
 import { signWebhook } from './signature.js';
 import type { Signer, SigningKeyService } from './signing-key.service.js';
@@ -61,6 +61,7 @@ export interface DeliveryWorkerOptions {
 }
 
 export const DELIVERY_TIMEOUT_MS = 10_000;
+const MAX_CACHED_TARGETS = 10_000;
 
 export class DeliveryWorker {
   private readonly timeoutMs: number;
@@ -71,6 +72,8 @@ export class DeliveryWorker {
   private readonly random: () => number;
   private readonly connections: ReceiverConnections;
   private readonly recorder: AttemptRecorder;
+  /** Endpoint URLs parsed and checked in form (guard.parse), by their text: parsed once, not per attempt. */
+  private readonly targets = new Map<string, RequestTarget>();
 
   constructor(
     private readonly repo: WebhookDeliveryRepository,
@@ -257,11 +260,17 @@ export class DeliveryWorker {
 
   private async send(rawUrl: string, headers: Record<string, string>, body: Buffer): Promise<SendResult> {
     try {
-      const url = this.guard.parse(rawUrl);
+      let target = this.targets.get(rawUrl);
+      if (!target) {
+        target = requestTarget(this.guard.parse(rawUrl));
+        // Endpoint URLs are few; the bound only keeps a worker that meets very many from growing.
+        if (this.targets.size >= MAX_CACHED_TARGETS) this.targets.clear();
+        this.targets.set(rawUrl, target);
+      }
       // The host's checked route: resolved and checked by the guard (IP literals included), its
       // pooled sockets connected to those addresses only.
-      const connection = await this.connections.connectionFor(url);
-      return await postWebhook(url, headers, body, { timeoutMs: this.timeoutMs, connection, maxResponseBytes: this.maxResponseBytes });
+      const connection = await this.connections.connectionFor(target.url);
+      return await postWebhook(target, headers, body, { timeoutMs: this.timeoutMs, connection, maxResponseBytes: this.maxResponseBytes });
     } catch (err) {
       if (err instanceof UnsafeUrlError) return { statusCode: null, retryAfter: undefined, responseBody: null, error: `refused: ${err.message}`, durationMs: 0 };
       throw err;

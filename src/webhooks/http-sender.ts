@@ -10,6 +10,7 @@
 import https from 'node:https';
 import type tls from 'node:tls';
 import { performance } from 'node:perf_hooks';
+import { urlToHttpOptions } from 'node:url';
 import type { Connection } from './connections.js';
 
 export interface SendOptions {
@@ -34,7 +35,17 @@ const USER_AGENT = 'Kassa-Webhooks/1.0 (+https://www.standardwebhooks.com/)';
 /** Errors of a pooled socket the receiver closed while we were starting to use it. */
 const STALE_SOCKET_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
-export function postWebhook(url: URL, headers: Record<string, string>, body: Buffer, options: SendOptions): Promise<SendResult> {
+/** A receiver URL as request options, converted once per URL rather than by node:https on every request. */
+export interface RequestTarget {
+  url: URL;
+  options: Readonly<https.RequestOptions>;
+}
+
+export function requestTarget(url: URL): RequestTarget {
+  return { url, options: Object.freeze(urlToHttpOptions(url)) };
+}
+
+export function postWebhook(target: RequestTarget, headers: Record<string, string>, body: Buffer, options: SendOptions): Promise<SendResult> {
   // A duration, not a point in time: monotonic, and unaffected by the injectable Clock on purpose.
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
@@ -66,7 +77,7 @@ export function postWebhook(url: URL, headers: Record<string, string>, body: Buf
       // A one-off connection has the pooled one's pinned lookup and TLS context (secureContext
       // reaches tls.connect like every TLS option, though RequestOptions does not list it).
       const connect: https.RequestOptions & Pick<tls.ConnectionOptions, 'secureContext'> = pooled ? { agent } : { agent: false, lookup, secureContext };
-      const request = https.request(url, { method: 'POST', headers: requestHeaders, ...connect });
+      const request = https.request({ ...target.options, method: 'POST', headers: requestHeaders, ...connect });
       req = request;
       let responded = false;
       request.on('error', (err) => {
