@@ -1,8 +1,15 @@
-import { defineConfig } from 'vitest/config';
+import { readFileSync } from 'node:fs';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+/** Test files that touch no database (test/database-free.json, proven by npm run lint:deps). */
+const databaseFree: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('./test/database-free.json', import.meta.url), 'utf8')).files;
+// The PostgreSQL run repeats what depends on the database; the PGlite run runs everything.
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...(onPostgres ? Object.keys(databaseFree) : [])],
     globalSetup: ['test/harness/global-setup.ts'],
     // The default output, then one line per reason why tests did not run here.
     reporters: ['default', './test/harness/skip-summary-reporter.ts'],
