@@ -17,6 +17,7 @@ const databaseFree = require('./test/database-free.json').files;
 const pathPattern = (file) => `^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
 const DATABASE_FREE_TESTS = Object.keys(databaseFree).map(pathPattern);
 const DATABASE_FREE_SPAWNED = Object.values(databaseFree).flatMap((entry) => entry.spawns ?? []).map(pathPattern);
+const OWN_PROCESS_TESTS = Object.keys(require('./test/own-process.json').files).map(pathPattern);
 const DATABASE_FREE_NON_SPAWNING = Object.entries(databaseFree).filter(([, entry]) => !entry.spawns).map(([file]) => pathPattern(file));
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -93,6 +94,14 @@ module.exports = {
       comment: 'A file test/database-free.json lists starts child processes without naming the scripts it starts ("spawns"), so nothing proves they touch no database.',
       from: { path: DATABASE_FREE_NON_SPAWNING },
       to: { path: '^(node:)?child_process$', reachable: true },
+    },
+    {
+      name: 'hardhat-tests-in-own-process',
+      severity: 'error',
+      comment:
+        'A test file that reaches Hardhat must run in a worker process of its own (Hardhat keeps one runtime per process; the other files share their workers): list it in test/own-process.json.',
+      from: { path: '^test/.*\\.test\\.ts$', pathNot: OWN_PROCESS_TESTS },
+      to: { path: '(^|/)node_modules/hardhat/', reachable: true },
     },
     {
       name: 'not-to-unresolvable',

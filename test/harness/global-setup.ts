@@ -39,7 +39,13 @@ async function prebuildEntries(): Promise<() => Promise<void>> {
   };
 }
 
-export default async function setup(project: TestProject) {
+interface Prepared {
+  pgliteSnapshot: string;
+  postgresTemplate: string;
+  teardown(): Promise<void>;
+}
+
+async function prepare(): Promise<Prepared> {
   const removePrebuilt = await prebuildEntries();
   const serverUrl = process.env.TEST_DATABASE_URL;
   if (serverUrl) {
@@ -50,13 +56,15 @@ export default async function setup(project: TestProject) {
     const database = await openDatabase({ databaseUrl: databaseUrlFor(serverUrl, template) });
     await migrateLatest(database.db);
     await database.close();
-    project.provide('postgresTemplate', template);
-    project.provide('pgliteSnapshot', '');
-    return async () => {
-      // Test files drop their own databases; the template goes last.
-      await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
-      await admin.end();
-      await removePrebuilt();
+    return {
+      pgliteSnapshot: '',
+      postgresTemplate: template,
+      teardown: async () => {
+        // Test files drop their own databases; the template goes last.
+        await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
+        await admin.end();
+        await removePrebuilt();
+      },
     };
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), 'kassa-test-'));
@@ -67,10 +75,29 @@ export default async function setup(project: TestProject) {
   const file = path.join(dir, 'migrated.tar');
   await writeFile(file, Buffer.from(await dump.arrayBuffer()));
   await database.close();
-  project.provide('pgliteSnapshot', file);
-  project.provide('postgresTemplate', '');
+  return {
+    pgliteSnapshot: file,
+    postgresTemplate: '',
+    teardown: async () => {
+      await rm(dir, { recursive: true, force: true });
+      await removePrebuilt();
+    },
+  };
+}
+
+/** Each project of vitest.config.ts runs this in the one main process: prepare once, clean up after the last. */
+const shared = globalThis as { kassaTestSetup?: { projects: number; prepared: Promise<Prepared> } };
+
+export default async function setup(project: TestProject) {
+  shared.kassaTestSetup ??= { projects: 0, prepared: prepare() };
+  const state = shared.kassaTestSetup;
+  state.projects++;
+  const prepared = await state.prepared;
+  project.provide('pgliteSnapshot', prepared.pgliteSnapshot);
+  project.provide('postgresTemplate', prepared.postgresTemplate);
   return async () => {
-    await rm(dir, { recursive: true, force: true });
-    await removePrebuilt();
+    if (--state.projects > 0) return;
+    shared.kassaTestSetup = undefined;
+    await prepared.teardown();
   };
 }
