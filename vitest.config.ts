@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { configDefaults, defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/harness/sequencer.js';
 
 /** Test files that touch no database (test/database-free.json, proven by npm run lint:deps). */
 const databaseFree: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('./test/database-free.json', import.meta.url), 'utf8')).files;
@@ -24,6 +25,7 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 180_000,
     env: { NODE_ENV: 'test' },
+    sequence: { sequencer: LongestFirstSequencer },
     projects: [
       // One worker process runs file after file: src/ and its dependencies are imported once per
       // worker instead of once per file. Each file still gets its own database and apps.
