@@ -12,6 +12,14 @@ const WEB_EDGE = '(handlers|-pages|-rate-limit|request-auth|/auth|/errors)\\.ts$
 /** The database drivers (as resolved: type imports of pg land in @types/pg). */
 const DRIVERS = '(^|/)node_modules/((@types/)?pg|(@types/)?pg-copy-streams|@electric-sql/pglite|knex-pglite)/';
 
+/** test/database-free.json: files the PostgreSQL run leaves out, and the scripts they start. */
+const databaseFree = require('./test/database-free.json').files;
+const pathPattern = (file) => `^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`;
+const DATABASE_FREE_TESTS = Object.keys(databaseFree).map(pathPattern);
+const DATABASE_FREE_SPAWNED = Object.values(databaseFree).flatMap((entry) => entry.spawns ?? []).map(pathPattern);
+const OWN_PROCESS_TESTS = Object.keys(require('./test/own-process.json').files).map(pathPattern);
+const DATABASE_FREE_NON_SPAWNING = Object.entries(databaseFree).filter(([, entry]) => !entry.spawns).map(([file]) => pathPattern(file));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -71,6 +79,29 @@ module.exports = {
       comment: 'generated/ is openapi-typescript output: types only (`import type`), never loaded at run time.',
       from: {},
       to: { path: '^generated/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'database-free-tests-reach-no-database',
+      severity: 'error',
+      comment:
+        'A file test/database-free.json lists (the PostgreSQL run leaves it out), or a script it starts, reaches a database: a driver, knex, src/db/, the test database harness, or Kassa as a process. Take it off the list.',
+      from: { path: [...DATABASE_FREE_TESTS, ...DATABASE_FREE_SPAWNED] },
+      to: { path: [DRIVERS, '(^|/)node_modules/knex/', '^src/db/', '^test/harness/(database|context)\\.ts$', '^tools/(cluster|node-entry)\\.ts$'], reachable: true },
+    },
+    {
+      name: 'database-free-tests-start-no-process',
+      severity: 'error',
+      comment: 'A file test/database-free.json lists starts child processes without naming the scripts it starts ("spawns"), so nothing proves they touch no database.',
+      from: { path: DATABASE_FREE_NON_SPAWNING },
+      to: { path: '^(node:)?child_process$', reachable: true },
+    },
+    {
+      name: 'hardhat-tests-in-own-process',
+      severity: 'error',
+      comment:
+        'A test file that reaches Hardhat must run in a worker process of its own (Hardhat keeps one runtime per process; the other files share their workers): list it in test/own-process.json.',
+      from: { path: '^test/.*\\.test\\.ts$', pathNot: OWN_PROCESS_TESTS },
+      to: { path: '(^|/)node_modules/hardhat/', reachable: true },
     },
     {
       name: 'not-to-unresolvable',

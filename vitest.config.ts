@@ -1,9 +1,19 @@
-import { defineConfig } from 'vitest/config';
+import { readFileSync } from 'node:fs';
+import { configDefaults, defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/harness/sequencer.js';
+
+/** Test files that touch no database (test/database-free.json, proven by npm run lint:deps). */
+const databaseFree: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('./test/database-free.json', import.meta.url), 'utf8')).files;
+// The PostgreSQL run repeats what depends on the database; the PGlite run runs everything.
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
+/**
+ * Files that need a worker process of their own (test/own-process.json): Hardhat keeps one runtime
+ * per process (a global context, its chain, a config read once), and these start a local chain.
+ */
+const ownProcess = Object.keys(JSON.parse(readFileSync(new URL('./test/own-process.json', import.meta.url), 'utf8')).files);
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/harness/global-setup.ts'],
     // The default output, then one line per reason why tests did not run here.
     reporters: ['default', './test/harness/skip-summary-reporter.ts'],
     environment: 'node',
@@ -15,5 +25,12 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 180_000,
     env: { NODE_ENV: 'test' },
+    sequence: { sequencer: LongestFirstSequencer },
+    projects: [
+      // One worker process runs file after file: src/ and its dependencies are imported once per
+      // worker instead of once per file. Each file still gets its own database and apps.
+      { extends: true, test: { name: 'shared', isolate: false, globalSetup: ['test/harness/global-setup.ts'], include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ownProcess, ...(onPostgres ? Object.keys(databaseFree) : [])] } },
+      { extends: true, test: { name: 'own-process', isolate: true, globalSetup: ['test/harness/global-setup.ts'], include: ownProcess } },
+    ],
   },
 });

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAdminClient, createContext } from '../scripts/admin/cli.js';
 import { buildProgram } from '../scripts/admin/program.js';
 import { createTestContext, type TestContext } from './harness/context.js';
+import { nodeEntryArgs } from '../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -57,7 +58,7 @@ function cli(args: string[]): Promise<RunResult> {
   const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
   for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
   return new Promise((resolve) => {
-    execFile(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
       if (code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
       resolve({ code, stdout, stderr });
@@ -246,7 +247,7 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const forward = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
     const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
-    const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'webhook', 'listen', '--org', ctx.orgA.orgId, '--forward', forward, '--interval-ms', '200', '--verbose'], {
+    const child = spawn(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), 'webhook', 'listen', '--org', ctx.orgA.orgId, '--forward', forward, '--interval-ms', '200', '--verbose'], {
       cwd: repoRoot,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -27,7 +27,10 @@ let ctx: TestContext;
 let server: Server;
 let adminUrl: string;
 
-/** Runs `scripts/admin.ts` with a clean admin environment plus `env`. */
+/**
+ * Runs `scripts/admin.ts` with a clean admin environment plus `env`, through tsx as `npm run admin`
+ * does (the other CLI tests run the suite's prebuilt module of the same entry: tools/node-entry.ts).
+ */
 function run(args: string[], env: Record<string, string> = {}): Promise<RunResult> {
   const base = { ...process.env };
   for (const name of ['ADMIN_URL', 'ADMIN_HOST', 'ADMIN_PORT', 'ADMIN_TOKEN', 'DATA_DIR']) delete base[name];

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN_FILE } from '../src/kernel/local-secrets.js';
+import { nodeEntryArgs } from '../tools/node-entry.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 let adminToken: string;
@@ -78,7 +79,7 @@ function runExample(file: string, env: Record<string, string>): Promise<{ code: 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-examples-'));
   ports = { merchant: await freePort(), api: await freePort(), admin: await freePort() };
-  server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  server = spawn(process.execPath, nodeEntryArgs('src/main.ts'), {
     cwd: ROOT,
     env: {
       ...process.env,

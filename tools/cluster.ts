@@ -1,9 +1,10 @@
 /**
  * Kassa as real processes, for the scale-out and fault tests, `tools/faults/` and
  * `scripts/bench/`: a throw-away PostgreSQL database, `node --import tsx src/main.ts --role …`
- * children on free ports with their output captured, a TCP proxy that can cut PostgreSQL away
- * from them (without touching the PostgreSQL server other sessions use), and a private
- * PostgreSQL server of their own that can really be stopped and started again.
+ * children (in the test suite, its prebuilt module: tools/node-entry.ts) on free ports with their
+ * output captured, a TCP proxy that can cut PostgreSQL away from them (without touching the
+ * PostgreSQL server other sessions use), and a private PostgreSQL server of their own that can
+ * really be stopped and started again.
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
@@ -15,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { nodeEntryArgs } from './node-entry.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -187,7 +189,7 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
   };
   // Vitest's own variables would make the child believe it is a test worker.
   for (const key of Object.keys(env)) if (key.startsWith('VITEST')) delete env[key];
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(options.nodeArgs ?? []), '--import', 'tsx', options.entry ?? 'src/main.ts', '--role', options.role], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(options.nodeArgs ?? []), ...nodeEntryArgs(options.entry ?? 'src/main.ts'), '--role', options.role], {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { hashTypedData } from 'viem';
 import { hashTypedDataCached } from '../../src/agent-wallet/eip712-hash.js';
 import { validateTypedData, type TypedDataInput } from '../../src/agent-wallet/typed-data.js';
-import { usdcTransfer } from './helpers.js';
+import { usdcTransfer } from './typed-data-fixtures.js';
 
 const hex = (bytes: number) => fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => `0x${Buffer.from(b).toString('hex')}`);
 const address = hex(20);

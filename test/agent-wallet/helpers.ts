@@ -6,10 +6,10 @@ import { expect } from 'vitest';
 import type { TestContext, TestOrg } from '../harness/context.js';
 import { createAgentClient, loadAgentWalletKey, signAgentRequest, signWalletAuthorization, type AgentClient } from '../../src/client/agent.js';
 import { unixSeconds } from '../../src/kernel/clock.js';
-import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
+
+export { BASE_USDC, usdcTransfer } from './typed-data-fixtures.js';
 
 export const PUBLIC_API_URL = 'http://api.test';
-export const BASE_USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 export const BASE_SEPOLIA_USDC = '0x036CbD53842c5426634e7929541eC2318f3dCF7e';
 
 export interface TestAgent {
@@ -82,34 +82,4 @@ export function clientFor(ctx: TestContext, agent: TestAgent, transport: { fetch
     fetch: transport.fetch,
     now: () => ctx.clock.now().getTime(),
   });
-}
-
-/** An x402-style USDC TransferWithAuthorization on Base. */
-export function usdcTransfer(from: string, value: string, overrides: { chainId?: number; verifyingContract?: string; to?: string } = {}) {
-  return {
-    domain: {
-      name: 'USD Coin',
-      version: '2',
-      chainId: overrides.chainId ?? 8453,
-      verifyingContract: overrides.verifyingContract ?? BASE_USDC,
-    },
-    types: {
-      EIP712Domain: [
-        { name: 'name', type: 'string' },
-        { name: 'version', type: 'string' },
-        { name: 'chainId', type: 'uint256' },
-        { name: 'verifyingContract', type: 'address' },
-      ],
-      ...structuredClone(TRANSFER_WITH_AUTHORIZATION_TYPES),
-    },
-    primary_type: 'TransferWithAuthorization',
-    message: {
-      from,
-      to: overrides.to ?? '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359',
-      value,
-      validAfter: '0',
-      validBefore: '1795000000',
-      nonce: '0x9c1f4e2a7b3d5f8e6a0c2b4d6f8e1a3c5b7d9f0e2a4c6e8b1d3f5a7c9e0b2d4f',
-    },
-  };
 }

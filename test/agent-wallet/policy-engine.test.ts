@@ -15,7 +15,7 @@ import {
 } from '../../src/agent-wallet/policy-engine.js';
 import { defaultPolicyRules, TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
 import { DEFAULT_CHAINS } from '../../src/agent-wallet/chains.js';
-import { usdcTransfer, BASE_USDC } from './helpers.js';
+import { usdcTransfer, BASE_USDC } from './typed-data-fixtures.js';
 
 const NOW = 1_795_000_000;
 const ctx = { nowUnix: NOW };

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { hashTypedData } from 'viem';
 import { validateTypedData, type TypedDataInput } from '../../src/agent-wallet/typed-data.js';
-import { usdcTransfer } from './helpers.js';
+import { usdcTransfer } from './typed-data-fixtures.js';
 
 const FROM = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
 

@@ -1,8 +1,10 @@
 /**
  * One line per reason at the end of a run: how many tests did not run here, and what makes them
  * run ("17 tests skipped (PostgreSQL only: set TEST_DATABASE_URL=… to run)"). The default
- * reporter counts skipped tests without saying why.
+ * reporter counts skipped tests without saying why. On PostgreSQL it also names the test files
+ * left out as database-free (test/database-free.json) and why each touches no database.
  */
+import { readFileSync } from 'node:fs';
 import type { Reporter, TestModule, Vitest } from 'vitest/node';
 import { SKIP_REASONS } from './skip-reasons.js';
 
@@ -24,5 +26,10 @@ export default class SkipSummaryReporter implements Reporter {
       }
     }
     for (const [reason, count] of counts) process.stdout.write(`   ${count} test${count === 1 ? '' : 's'} skipped (${reason})\n`);
+    if (process.env.TEST_DATABASE_URL) {
+      const files: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('../database-free.json', import.meta.url), 'utf8')).files;
+      process.stdout.write(`   ${Object.keys(files).length} test files not run on PostgreSQL: they touch no database (test/database-free.json, proven by npm run lint:deps); the PGlite run runs them\n`);
+      for (const [file, { reason }] of Object.entries(files)) process.stdout.write(`     ${file}: ${reason}\n`);
+    }
   }
 }

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RECONNECT_CAP_MS, reconnectDelayMs } from '../../scripts/admin/webhook.js';
+import { nodeEntryArgs } from '../../tools/node-entry.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const ADMIN_TOKEN = `kadm_listen_${'x'.repeat(24)}`;
@@ -38,7 +39,7 @@ async function until(condition: () => boolean | Promise<boolean>, what: () => st
 
 async function startServer(): Promise<void> {
   serverOutput = '';
-  server = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  server = spawn(process.execPath, nodeEntryArgs('src/main.ts'), {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -123,7 +124,7 @@ describe('webhook listen across a server restart', () => {
     const forward = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
 
     const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: `http://127.0.0.1:${ports.admin}`, ADMIN_TOKEN };
-    const listener = spawn(process.execPath, ['--import', 'tsx', 'scripts/admin.ts', 'webhook', 'listen', '--org', org.orgId, '--forward', forward, '--interval-ms', '200'], {
+    const listener = spawn(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), 'webhook', 'listen', '--org', org.orgId, '--forward', forward, '--interval-ms', '200'], {
       cwd: ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
