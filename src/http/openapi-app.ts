@@ -193,7 +193,8 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log[accessLogLevel(req, res.statusCode)]({ method: req.method, route: routeOf(req), status: res.statusCode, ms: Math.round(ms * 10) / 10 }, 'request');
       options.metrics?.observeHttp({ app: options.name, operation: operationLabel(req), method: req.method, status: res.statusCode, seconds: ms / 1000 });
-      if (req.operationId) recordContract?.(req.operationId, res.statusCode);
+      // A HEAD request reaches a GET operation's route but is not that documented operation.
+      if (req.operationId && req.documented?.entry.op.method === req.method.toLowerCase()) recordContract?.(req.operationId, res.statusCode);
     });
     // The client hung up before the answer was sent: logged and timed as 499, nginx's "client
     // closed request" (the status the handler would have sent is not known yet).
