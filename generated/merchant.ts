@@ -941,7 +941,8 @@ export interface paths {
          *     configured chain with a USDC token on which the organization has a receiving wallet, `asset`
          *     that USDC, `amount` the price converted to token units exactly (a USDC price: its amount;
          *     a USD price: cents × 10,000, decision: 1 USD is paid as 1 USDC), `payTo` the receiving
-         *     wallet, `maxTimeoutSeconds` 300. A request carrying a valid `PAYMENT-SIGNATURE` is settled
+         *     wallet, `maxTimeoutSeconds` 300. With no such wallet, `accepts` is empty and the terms'
+         *     `error` says so (the paywall stays on, payable once a wallet is added). A request carrying a valid `PAYMENT-SIGNATURE` is settled
          *     through `POST /v1/x402/settle`'s path (a `PAID` order of the price's product, `order.paid`,
          *     the payer as customer, entitlements) and answered with a `PAYMENT-RESPONSE` header and:
          *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","data":{orderId,
