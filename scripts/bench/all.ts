@@ -7,6 +7,7 @@
  *   npm run bench                       # every benchmark, full length
  *   npm run bench -- --short            # CI-sized runs (BENCH_SHORT=1)
  *   npm run bench -- --only checkout,agent
+ *   npm run bench -- --runs 3          # the whole sequence three times: each target's spread
  *   npm run bench -- --no-docs          # print the summaries, leave the docs alone
  *   npm run bench -- --render           # run nothing: rewrite the docs from docs/benchmarks.json
  */
@@ -26,8 +27,19 @@ const BENCHES = ['checkout', 'agent', 'ingest', 'metrics', 'webhooks'] as const;
 const onlyIndex = argv.indexOf('--only');
 const only = onlyIndex >= 0 ? argv[onlyIndex + 1]?.split(',') : undefined;
 const writeDocs = !argv.includes('--no-docs');
+const runsIndex = argv.indexOf('--runs');
+const runs = runsIndex >= 0 ? Number(argv[runsIndex + 1]) : 1;
+if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs takes a whole number ≥ 1, not ${argv[runsIndex + 1]}`);
 
-function runBench(name: string): Promise<Summary | { bench: string; error: string }> {
+/** One run's targets of a benchmark, kept beside the last run's full summary when `--runs` > 1. */
+interface RunTargets {
+  date: string;
+  loadAverage: number[];
+  targets: Array<Pick<Target, 'name' | 'value' | 'met'>>;
+}
+type Result = (Summary & { runs?: RunTargets[] }) | { bench: string; error: string };
+
+function runBench(name: string): Promise<Result> {
   return new Promise((resolve) => {
     const args = ['--import', 'tsx', `scripts/bench/${name}.ts`, '--json', ...(shortRun ? ['--short'] : [])];
     process.stderr.write(`\n== bench:${name}${shortRun ? ' (short)' : ''}\n`);
@@ -78,9 +90,26 @@ function figureRows(figures: Record<string, unknown>): string[] {
   return lines;
 }
 
-function section(results: Array<Summary | { bench: string; error: string }>): string {
+/** Each target's value in every run (in run order), its range and in how many runs it was met. */
+function spreadRows(runsOfBench: RunTargets[]): string[] {
+  const names = runsOfBench[0]!.targets.map((t) => t.name);
+  return [
+    `Spread over ${runsOfBench.length} runs of the whole sequence (load average at each run's end: ${runsOfBench.map((r) => r.loadAverage[0]).map(fmt).join(', ')}):`,
+    '',
+    `| target | ${runsOfBench.map((_, i) => `run ${i + 1}`).join(' | ')} | range | met in |`,
+    `|---|${runsOfBench.map(() => '---|').join('')}---|---|`,
+    ...names.map((name) => {
+      const values = runsOfBench.map((r) => r.targets.find((t) => t.name === name));
+      const numbers = values.filter((v) => v !== undefined).map((v) => v.value);
+      const met = values.filter((v) => v?.met).length;
+      return `| ${name} | ${values.map((v) => (v ? fmt(v.value) : 'n/a')).join(' | ')} | ${fmt(Math.min(...numbers))}–${fmt(Math.max(...numbers))} | ${met} of ${runsOfBench.length} |`;
+    }),
+  ];
+}
+
+function section(results: Result[]): string {
   const m = machine();
-  const lines = [BEGIN, '', `Written ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC by \`npm run bench${shortRun ? ' -- --short' : ''}\` (each benchmark's own date below), on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, ${m.platform}, Node ${m.node}.`, ''];
+  const lines = [BEGIN, '', `Written ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC by \`npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}\` (each benchmark's own date below), on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, ${m.platform}, Node ${m.node}.`, ''];
   for (const r of results) {
     lines.push(`### bench:${r.bench}`, '');
     if ('error' in r) {
@@ -89,6 +118,7 @@ function section(results: Array<Summary | { bench: string; error: string }>): st
     }
     lines.push(`${r.date.slice(0, 16).replace('T', ' ')} UTC, load average ${r.machine.loadAverage.join(' / ')} at the end; settings ${JSON.stringify(r.settings)}.`, '');
     lines.push(...targetRows(r.targets), '');
+    if (r.runs && r.runs.length > 1) lines.push(...spreadRows(r.runs), '', 'The tables below are the last run\'s.', '');
     if (Object.keys(r.floors).length > 0) lines.push(`Floors: \`${JSON.stringify(r.floors)}\``, '');
     lines.push(...figureRows(r.figures), '');
   }
@@ -97,13 +127,29 @@ function section(results: Array<Summary | { bench: string; error: string }>): st
 }
 
 async function main(): Promise<void> {
-  const results: Array<Summary | { bench: string; error: string }> = [];
   const renderOnly = argv.includes('--render');
-  for (const name of BENCHES.filter((b) => !renderOnly && (!only || only.includes(b)))) results.push(await runBench(name));
+  const selected = BENCHES.filter((b) => !renderOnly && (!only || only.includes(b)));
+  // The whole sequence again per run (not one benchmark N times in a row), so a drift of the
+  // machine's speed spreads over every benchmark alike.
+  const byRun: Result[][] = [];
+  for (let run = 0; run < runs; run++) {
+    if (runs > 1) process.stderr.write(`\n=== run ${run + 1} of ${runs}\n`);
+    const results: Result[] = [];
+    for (const name of selected) results.push(await runBench(name));
+    byRun.push(results);
+  }
+  const results: Result[] = byRun.at(-1) ?? [];
+  if (runs > 1) {
+    for (const last of results) {
+      if ('error' in last) continue;
+      last.runs = byRun.flatMap((run) => run.filter((r): r is Summary => r.bench === last.bench && !('error' in r)))
+        .map((r) => ({ date: r.date, loadAverage: r.machine.loadAverage, targets: r.targets.map((t) => ({ name: t.name, value: t.value, met: t.met })) }));
+    }
+  }
   process.stdout.write(`${JSON.stringify(results, null, 2)}\n`);
   if (!writeDocs) return;
   // Benchmarks not run this time keep their last saved summary.
-  let saved: Array<Summary | { bench: string; error: string }> = [];
+  let saved: Result[] = [];
   try {
     saved = JSON.parse(readFileSync(JSON_OUT, 'utf8'));
   } catch {
@@ -117,7 +163,7 @@ async function main(): Promise<void> {
   if (begin < 0 || end < begin) throw new Error(`docs/benchmarks.md has no ${BEGIN} … ${END} section`);
   writeFileSync(DOC, `${doc.slice(0, begin)}${section(merged)}${doc.slice(end + END.length)}`);
   process.stderr.write(`wrote ${path.relative(REPO_ROOT, DOC)} and ${path.relative(REPO_ROOT, JSON_OUT)}\n`);
-  process.exitCode = results.some((r) => 'error' in r) ? 1 : 0;
+  process.exitCode = byRun.flat().some((r) => 'error' in r) ? 1 : 0;
 }
 
 main().catch((err) => {
