@@ -2,12 +2,17 @@
  * `npm run bench:agent`: signed `POST /v1/agent-wallet/sign-typed-data` requests per second
  * through the whole stack against PostgreSQL, compared with a floor.
  *
- * - Server: this process runs the real platform app (createPlatformApp: HTTP, OpenAPI
+ * - Server: Kassa in a process of its own, started as `npm start --role api` starts it (the same
+ *   node flags, production settings, the platform listener's whole stack: HTTP, OpenAPI
  *   validation, P-256 request authentication with replay memory, wallet authorization signature,
- *   typed-data validation, policies, EIP-712 hashing and signing, history write) on a throw-away
- *   database on BENCH_DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432/postgres),
- *   dropped afterwards. The wallet has the default policy a new wallet gets (no spend limit).
- * - Load: a second process (this file with `--load`) keeps BENCH_CONCURRENCY requests in flight
+ *   typed-data validation, policies, EIP-712 hashing and signing, history write, request metrics)
+ *   on a throw-away database on BENCH_DATABASE_URL's server (default
+ *   postgres://postgres@127.0.0.1:5432/postgres), dropped afterwards; the organization, wallet
+ *   and agent are made through its admin API. The wallet has the default policy a new wallet gets
+ *   (no spend limit). Its CPU time is read from its /metrics (process.cpuUsage: all its threads)
+ *   when the measured window starts and ends. BENCH_SERVER_NODE_ARGS="--cpu-prof
+ *   --cpu-prof-dir=…" profiles it.
+ * - Load: another process (this file with `--load`) keeps BENCH_CONCURRENCY requests in flight
  *   (default 8), each signed just in time (headers and wallet authorization) over a transfer with
  *   a fresh EIP-3009 nonce; BENCH_WARMUP seconds of warm-up (default 3), then BENCH_DURATION
  *   seconds measured (default 10). BENCH_CLIENT=sdk (default) sends with the agent client,
@@ -24,7 +29,7 @@
  * Prints req/s, p50/p99 latency, the floor, the ratio requests/floor (target ≥ 0.60), the machine
  * bound (the req/s of a server that spent nothing but the route's own cryptography, sharing the
  * cores with PostgreSQL and the load generator at their measured CPU per request), and the CPU
- * time per request of the server process (process.cpuUsage: all its threads), of the load
+ * time per request of the server process (all its threads, user and system), of the load
  * generator and of the database's PostgreSQL processes (from /proc when PostgreSQL runs on this
  * machine). The three share this machine's CPUs, so req/s is bounded by their sum; the floor's
  * time per operation over the server's CPU per request is what the ratio would be if the server
@@ -40,8 +45,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { Agent as HttpAgent, createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -50,6 +54,7 @@ import { requestPayload, SIGN_TYPED_DATA_PATH } from '../../src/agent-wallet/pro
 import { p256PublicKey, verifyP256 } from '../../src/agent-wallet/p256.js';
 import { signDigest } from '../../src/agent-wallet/wallet-signer.js';
 import { TRANSFER_WITH_AUTHORIZATION_TYPES } from '../../src/agent-wallet/default-policy.js';
+import { createDatabase, http, newDeployment, startKassa, type KassaProcess } from '../../tools/cluster.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
 import { emit, report, round, shortRun, summary, target } from './summary.js';
 
@@ -189,7 +194,7 @@ async function runLoad(job: LoadJob, send: (message: LoadMessage) => void): Prom
 }
 
 // ---------------------------------------------------------------------------------------------
-// Server, floor and report (this process)
+// Server process, floor and report (this process)
 
 /**
  * One P-256 verification + one secp256k1 signature, in a bare loop: operations per second, the
@@ -256,68 +261,58 @@ function verifyAlone(rounds: number): number {
 }
 
 async function main(): Promise<void> {
-  // Loaded here so that the load generator process never loads the server.
-  const [{ loadConfig }, { migrateLatest, openDatabase }, { systemClock }, { createLogger }, { SecretBox }, { createServices }, { createPlatformApp }] =
-    await Promise.all([
-      import('../../src/config.js'),
-      import('../../src/db/knex.js'),
-      import('../../src/kernel/clock.js'),
-      import('../../src/kernel/logger.js'),
-      import('../../src/kernel/secrets.js'),
-      import('../../src/services.js'),
-      import('../../src/apps.js'),
-    ]);
-  const name = `kassa_bench_${randomBytes(5).toString('hex')}`;
+  const db = await createDatabase(serverUrl, 'kassa_bench');
+  const name = new URL(db.url).pathname.slice(1);
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  // DATABASE_PREPARED_STATEMENTS=false measures without named statements (as the server reads it).
-  const database = await openDatabase({ databaseUrl: url.toString(), poolMax: 10, preparedStatements: process.env.DATABASE_PREPARED_STATEMENTS !== 'false' });
-  const http = createServer();
-  http.keepAliveTimeout = 60_000;
-  let connections = 0;
-  http.on('connection', () => connections++);
   let child: ChildProcess | undefined;
+  let server: KassaProcess | undefined;
   try {
-    await migrateLatest(database.db);
-    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-    // The public URL is the listener itself: the authorization signatures cover this URL.
-    const apiUrl = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
-    const config = loadConfig({ NODE_ENV: 'production', KASSA_ALLOW_SANDBOX_IN_PRODUCTION: 'true', LOG_LEVEL: 'silent', PUBLIC_API_URL: apiUrl }, []);
-    const services = createServices({ db: database.db, clock: systemClock, secretBox: new SecretBox(randomBytes(32)), config });
-    await services.signingKeys.ensureKey();
-    const app = await createPlatformApp({
-      config,
-      database,
-      clock: systemClock,
-      logger: createLogger({ level: 'silent' }),
-      services,
-      adminToken: randomBytes(24).toString('hex'),
+    // Started as `npm start --role api` starts it (its node flags, production settings on
+    // PostgreSQL), in a process of its own: its CPU time is the server's and nothing else's.
+    // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles it.
+    const deployment = newDeployment(db.url, {
+      NODE_ENV: 'production',
+      KASSA_ALLOW_SANDBOX_IN_PRODUCTION: 'true',
+      LOG_LEVEL: 'warn',
+      DATABASE_POOL_MAX: '10',
+      // DATABASE_PREPARED_STATEMENTS=false measures without named statements.
+      ...(process.env.DATABASE_PREPARED_STATEMENTS ? { DATABASE_PREPARED_STATEMENTS: process.env.DATABASE_PREPARED_STATEMENTS } : {}),
     });
-    http.on('request', app);
+    const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean);
+    server = await startKassa(deployment, { role: 'api', name: 'bench-agent', nodeArgs });
+    const apiUrl = server.apiUrl;
+    const adminApi = (path: string, body: unknown) =>
+      http('POST', `${server!.adminUrl}${path}`, { headers: { Authorization: `Bearer ${deployment.adminToken}` }, body }).then((res) => {
+        if (res.status !== 201) throw new Error(`POST ${path}: ${res.status} ${res.text}`);
+        return res.json.data;
+      });
+    // The server's own CPU time (its /metrics: process.cpuUsage, all its threads), in ms.
+    const serverCpuMs = async () => {
+      const text = await (await fetch(`${server!.adminUrl}/metrics`)).text();
+      const read = (metric: string) => Number(new RegExp(`^kassa_${metric}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+      return { user: read('process_cpu_user_seconds_total'), system: read('process_cpu_system_seconds_total') };
+    };
 
-    const org = await services.orgs.createOrganization({ name: 'Bench' });
-    const wallet = await services.agentWallet.admin.createWallet(org.id, { name: 'Bench' });
-    const { agentWalletKey } = await services.agentWallet.admin.createAgent(org.id, { name: 'Bench agent', walletId: wallet.id });
+    const { orgId } = await adminApi('/v1/orgs', { name: 'Bench' });
+    const wallet: { walletId: string; walletAddress: string } = await adminApi(`/v1/orgs/${orgId}/wallets`, { name: 'Bench' });
+    const { agentWalletKey } = await adminApi(`/v1/orgs/${orgId}/agents`, { name: 'Bench agent', walletId: wallet.walletId });
 
-    // BENCH_LOAD_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the load generator (run this
-    // script with `npx tsx --cpu-prof …` to profile the server).
+    // BENCH_LOAD_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the load generator.
     const loadNodeArgs = process.env.BENCH_LOAD_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
     const load = spawn(process.execPath, [...loadNodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), '--load'], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     child = load;
     const exited = new Promise<never>((_, reject) => load.once('exit', (code) => reject(new Error(`load generator exited with ${code}`))));
-    let cpuAtStart: NodeJS.CpuUsage | undefined;
+    let cpuAtStart: Promise<{ user: number; system: number }> | undefined;
     let pgAtStart: number | null = null;
     const result = await Promise.race([
       exited,
       new Promise<LoadResult>((resolve) => {
         load.on('message', (message: LoadMessage) => {
           if (message.type === 'measuring') {
-            cpuAtStart = process.cpuUsage();
+            cpuAtStart = serverCpuMs();
             void postgresCpuSeconds(admin, name).then((s) => (pgAtStart = s));
           } else resolve(message.result);
         });
@@ -325,7 +320,7 @@ async function main(): Promise<void> {
           client: CLIENT,
           baseUrl: apiUrl,
           agentWalletKey: agentWalletKey!,
-          walletAddress: wallet.address,
+          walletAddress: wallet.walletAddress,
           concurrency: CONCURRENCY,
           warmupSeconds: WARMUP_SECONDS,
           durationSeconds: DURATION_SECONDS,
@@ -333,18 +328,20 @@ async function main(): Promise<void> {
         load.send(job);
       }),
     ]);
-    const serverCpu = process.cpuUsage(cpuAtStart);
+    const [cpuAtEnd, cpuBefore] = await Promise.all([serverCpuMs(), cpuAtStart!]);
+    const serverCpu = { user: cpuAtEnd.user - cpuBefore.user, system: cpuAtEnd.system - cpuBefore.system };
     const pgAtEnd = await postgresCpuSeconds(admin, name);
     if (load.connected) load.disconnect();
 
-    const [counted] = await database.db('agent_wallet_history').where({ status: 'signed' }).count<{ n: number }[]>({ n: '*' });
-    const signedRows = Number(counted!.n);
+    const direct = new pg.Client({ connectionString: db.url });
+    await direct.connect();
+    const signedRows = Number((await direct.query(`SELECT count(*) AS n FROM agent_wallet_history WHERE status = 'signed'`).finally(() => direct.end())).rows[0].n);
     if (result.signed === 0) throw new Error(`bench: nothing was signed (${result.firstFailure ?? 'no request made'})`);
 
     const floorOps = floor(FLOOR_ROUNDS);
     const rps = result.signed / result.seconds;
     const perRequest = (ms: number) => (ms / (result.signed + result.failed)).toFixed(2);
-    const serverMs = (serverCpu.user + serverCpu.system) / 1000;
+    const serverMs = serverCpu.user + serverCpu.system;
     const floorMs = 1000 / floorOps;
     const ratio = rps / floorOps;
     const cpuRatio = floorMs / (serverMs / (result.signed + result.failed));
@@ -358,13 +355,13 @@ async function main(): Promise<void> {
     const cores = os.cpus().length;
     const bound = pgMs === null ? null : (cores * 1000) / (floorMs + verifyMs + pgMs + loadMs);
     const lines = [
-      `bench:agent — POST ${SIGN_TYPED_DATA_PATH} on PostgreSQL: this process serves (createPlatformApp), the agent client loads from a second process (${
+      `bench:agent — POST ${SIGN_TYPED_DATA_PATH} on PostgreSQL: a Kassa API process serves (as npm start), the agent client loads from a third process (${
         CLIENT === 'sdk' ? 'createAgentClient' : "the client's signing helpers over node:http"
       })`,
       `  ${os.cpus().length} CPUs, concurrency ${CONCURRENCY}, ${DURATION_SECONDS} s measured after ${WARMUP_SECONDS} s warm-up, load average ${os.loadavg()[0]!.toFixed(1)} at the end`,
       `  signed requests/s:        ${rps.toFixed(1)}  (${result.signed} signed, ${result.failed} failed${result.firstFailure ? `: ${result.firstFailure}` : ''}; ${signedRows} signed history rows in all)`,
-      `  latency:                  p50 ${result.p50.toFixed(1)} ms, p99 ${result.p99.toFixed(1)} ms, max ${result.max.toFixed(1)} ms (${connections} connections opened in all)`,
-      `  CPU ms per request:       server ${perRequest(serverMs)} (all threads), load generator ${perRequest(result.cpuMs)}, PostgreSQL ${
+      `  latency:                  p50 ${result.p50.toFixed(1)} ms, p99 ${result.p99.toFixed(1)} ms, max ${result.max.toFixed(1)} ms`,
+      `  CPU ms per request:       server ${perRequest(serverMs)} (all threads; user ${perRequest(serverCpu.user)}, system ${perRequest(serverCpu.system)}), load generator ${perRequest(result.cpuMs)}, PostgreSQL ${
         pgAtStart !== null && pgAtEnd !== null ? perRequest((pgAtEnd - pgAtStart) * 1000) : 'n/a'
       }`,
       `  floor (P-256 verify + secp256k1 sign, one thread, per CPU second, best of ${FLOOR_ROUNDS} s): ${floorOps.toFixed(1)} ops/s (${floorMs.toFixed(3)} ms per op)`,
@@ -405,11 +402,9 @@ async function main(): Promise<void> {
     );
   } finally {
     child?.kill();
-    http.closeAllConnections();
-    await new Promise<void>((resolve) => (http.listening ? http.close(() => resolve()) : resolve()));
-    await database.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await server?.stop();
     await admin.end();
+    await db.drop();
   }
 }
 
