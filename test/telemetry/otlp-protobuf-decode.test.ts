@@ -75,8 +75,15 @@ function expectSameOutcome(raw: Uint8Array): Outcome {
 }
 
 const U64 = 2n ** 64n;
-const uint64 = fc.oneof(fc.bigInt({ min: 0n, max: U64 - 1n }), fc.bigInt({ min: 0n, max: 2n ** 53n + 10n }), fc.bigInt({ min: 2n ** 53n - 10n, max: 2n ** 53n + 10n }));
-const int64 = fc.oneof(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.bigInt({ min: -(2n ** 53n) - 5n, max: 2n ** 53n + 5n }), fc.integer({ min: -1000, max: 1000 }).map(BigInt));
+/** Values around the edges the conversion to text treats differently: 2^53 (exact numbers), 2^63 (sign), 2^64. */
+const near = (edges: bigint[], min: bigint, max: bigint) =>
+  fc.tuple(fc.constantFrom(...edges), fc.integer({ min: -3, max: 3 })).map(([edge, offset]) => edge + BigInt(offset)).filter((v) => v >= min && v <= max);
+const uint64 = fc.oneof(fc.bigInt({ min: 0n, max: U64 - 1n }), fc.bigInt({ min: 0n, max: 2n ** 53n + 10n }), near([0n, 2n ** 32n, 2n ** 53n, 2n ** 63n, U64 - 1n], 0n, U64 - 1n));
+const int64 = fc.oneof(
+  fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+  fc.integer({ min: -1000, max: 1000 }).map(BigInt),
+  near([0n, 2n ** 32n, -(2n ** 32n), 2n ** 53n, -(2n ** 53n), 2n ** 63n - 1n, -(2n ** 63n)], -(2n ** 63n), 2n ** 63n - 1n),
+);
 const Long = protobuf.util.Long as unknown as { fromString(text: string, unsigned: boolean): unknown };
 const ulong = uint64.map((v) => Long.fromString(v.toString(), true));
 const slong = int64.map((v) => Long.fromString(v.toString(), false));
@@ -252,6 +259,19 @@ describe('decodeOtlpTraceRequest (protobuf → OTLP JSON form) matches decode + 
     );
     fc.assert(fc.property(fc.uint8Array({ maxLength: 64 }), (raw) => void expectSameOutcome(raw)), { numRuns: 1500, seed: 25 });
     expect([...failures].some((m) => m.includes('index out of range'))).toBe(true);
+  });
+
+  it('64-bit values at the edges: fixed64 times and int64 attribute values', () => {
+    const edges = [0n, 1n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 53n + 1n, 2n ** 63n - 1n, 2n ** 63n, U64 - 1n];
+    for (const edge of [...edges, ...edges.map((v) => -v)]) {
+      const signed = BigInt.asIntN(64, edge);
+      const unsigned = BigInt.asUintN(64, edge);
+      const message = {
+        resourceSpans: [{ scopeSpans: [{ spans: [{ startTimeUnixNano: Long.fromString(unsigned.toString(), true), attributes: [{ key: 'n', value: { intValue: Long.fromString(signed.toString(), false) } }] }] }] }],
+      };
+      const result = expectSameOutcome(encode(message));
+      expect(result).toMatchObject({ ok: true, json: { resourceSpans: [{ scopeSpans: [{ spans: [{ startTimeUnixNano: unsigned.toString(), attributes: [{ value: { intValue: signed.toString() } }] }] }] }] } });
+    }
   });
 
   it('fixed cases: empty body, empty resourceSpans, non-protobuf text, a bad varint, duplicate oneof members', () => {
