@@ -1,8 +1,11 @@
 /**
  * OTLP/HTTP protobuf (`application/x-protobuf`) ⇄ the OTLP JSON form the contract validates
- * (openapi/telemetry.yaml, ingestOtlpTraces). Decoding and encoding use the protobufjs code that
- * OpenTelemetry JS generates from the official opentelemetry-proto definitions
- * (@opentelemetry/otlp-transformer, pinned: the module is reached by path).
+ * (openapi/telemetry.yaml, ingestOtlpTraces). Encoding uses the protobufjs code that OpenTelemetry
+ * JS generates from the official opentelemetry-proto definitions (@opentelemetry/otlp-transformer,
+ * pinned: the module is reached by path); decoding reads the same messages with protobufjs's
+ * Reader, by the field numbers of that generated code. The pin holds the two together: after an
+ * upgrade, test/telemetry/otlp-protobuf-decode.test.ts (whose reference is the generated decode)
+ * says whether a field was added.
  */
 import { createRequire } from 'node:module';
 import protobuf from 'protobufjs/minimal.js';
