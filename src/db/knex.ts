@@ -22,6 +22,11 @@ const parsePostgresDate = pg.types.getTypeParser(1184) as (value: string) => Dat
 /** What PostgreSQL prints for a timestamptz of years 1000-9999 AD whose offset is whole minutes. */
 const PLAIN_TIMESTAMPTZ = /^[1-9]\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?[+-]\d\d(?::\d\d)?$/;
 
+// Module-level, not closures inside parseTimestamptz: tsx (esbuild keepNames) wraps a function
+// expression bound to a name in a `__name()` call each time it is created, i.e. on every value.
+const digitAt = (value: string, i: number): number => value.charCodeAt(i) - 48;
+const twoDigitsAt = (value: string, i: number): number => digitAt(value, i) * 10 + digitAt(value, i + 1);
+
 /**
  * timestamptz as pg's own parser (postgres-date) reads it, from the digits when the text is the
  * plain form (every read parses a few, a page of orders dozens); anything else (BC, infinity,
@@ -29,16 +34,22 @@ const PLAIN_TIMESTAMPTZ = /^[1-9]\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?[+-
  */
 export function parseTimestamptz(value: string): Date | number | null {
   if (!PLAIN_TIMESTAMPTZ.test(value)) return parsePostgresDate(value);
-  const digit = (i: number) => value.charCodeAt(i) - 48;
-  const two = (i: number) => digit(i) * 10 + digit(i + 1);
   // Milliseconds are the first three fraction digits: Date keeps no more, postgres-date neither.
   let ms = 0;
   let i = 19;
   if (value[i] === '.') {
-    for (let scale = 100; ++i < value.length && value[i] !== '+' && value[i] !== '-'; scale /= 10) if (scale >= 1) ms += digit(i) * scale;
+    for (let scale = 100; ++i < value.length && value[i] !== '+' && value[i] !== '-'; scale /= 10) if (scale >= 1) ms += digitAt(value, i) * scale;
   }
-  const offsetMinutes = (value[i] === '-' ? -1 : 1) * (two(i + 1) * 60 + (value.length > i + 3 ? two(i + 4) : 0));
-  const utc = Date.UTC(digit(0) * 1000 + digit(1) * 100 + two(2), two(5) - 1, two(8), two(11), two(14), two(17), ms);
+  const offsetMinutes = (value[i] === '-' ? -1 : 1) * (twoDigitsAt(value, i + 1) * 60 + (value.length > i + 3 ? twoDigitsAt(value, i + 4) : 0));
+  const utc = Date.UTC(
+    digitAt(value, 0) * 1000 + digitAt(value, 1) * 100 + twoDigitsAt(value, 2),
+    twoDigitsAt(value, 5) - 1,
+    twoDigitsAt(value, 8),
+    twoDigitsAt(value, 11),
+    twoDigitsAt(value, 14),
+    twoDigitsAt(value, 17),
+    ms,
+  );
   return new Date(utc - offsetMinutes * 60_000);
 }
 pg.types.setTypeParser(1184, parseTimestamptz);
