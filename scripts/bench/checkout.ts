@@ -9,6 +9,9 @@
  * the same closed-loop load on:
  * - floor: `POST /__bench/floor`, one single-row INSERT in autocommit on the same server, pool and
  *   middleware (tools/bench-floor.ts): the least a durable create can cost;
+ * - read: `GET /__bench/read/{id}` over a copy of the 200 seeded sessions (tools/bench-floor.ts):
+ *   one prepared SELECT by primary key answered as the row's JSON, no authentication: the least a
+ *   read by id can cost on this stack. Its ratio to the floor is printed as a reference, not a target;
  * - create: `POST /v1/checkout-sessions` with a fresh Idempotency-Key per request;
  * - get: `GET /v1/checkout-sessions/{id}` over 200 seeded sessions;
  * - order: `GET /v1/orders/{id}` over 100 paid orders (a catalog product, paid on the hosted page);
@@ -31,7 +34,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
+import { BENCH_FLOOR_TABLE_SQL, BENCH_READ_TABLE_SQL } from '../../tools/bench-floor.js';
 import { DEFAULT_SERVER_URL, ONE_TIME, REPO_ROOT, createCheckout, createDatabase, http, newDeployment, payOnHostedPage, provisionMerchant, startKassa } from '../../tools/cluster.js';
 import type { LoadResult, LoadScenario } from './load.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
@@ -46,6 +49,7 @@ const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? (shortRun ? 2 : 3)
 const READS = ['get', 'order', 'orders', 'entitlement'] as const;
 const LABELS: Record<string, string> = {
   floor: 'floor  POST /__bench/floor',
+  read: 'read   GET /__bench/read/{id}',
   create: 'create POST /v1/checkout-sessions',
   get: 'get    GET /v1/checkout-sessions/{id}',
   order: 'order  GET /v1/orders/{id}',
@@ -129,10 +133,12 @@ async function main(): Promise<void> {
     const sessionIds: string[] = [];
     for (let i = 0; i < 200; i++) sessionIds.push((await createCheckout(server.merchantUrl, merchant.apiKey, ONE_TIME, randomUUID())).id);
     const paid = await seedPaidOrders(server, deployment.adminToken, merchant, 100);
+    await direct.query(BENCH_READ_TABLE_SQL);
     const body = JSON.stringify(ONE_TIME);
     const read = { method: 'GET', headers: { 'x-api-key': merchant.apiKey } } as const;
     const scenarios = {
       floor: { method: 'POST', paths: ['/__bench/floor'], headers: { 'content-type': 'application/json' }, body: '{}' },
+      read: { method: 'GET', headers: {}, paths: sessionIds.map((id) => `/__bench/read/${id}`) },
       create: { method: 'POST', paths: ['/v1/checkout-sessions'], headers: { 'content-type': 'application/json', 'x-api-key': merchant.apiKey }, body, freshIdempotencyKey: true },
       get: { ...read, paths: sessionIds.map((id) => `/v1/checkout-sessions/${id}`) },
       order: { ...read, paths: paid.orders.map((o) => `/v1/orders/${o.orderId}`) },
@@ -218,6 +224,11 @@ async function main(): Promise<void> {
       const floor = of('floor')!;
       // floor CPU / route CPU, round by round: ≥ 1 means the route costs the server no more than the floor.
       const cpuRatios = (row: Row) => row.cpuPerRequest.map((ms, i) => floor.cpuPerRequest[i]! / ms);
+      const minimalRead = of('read');
+      if (minimalRead) {
+        const ratios = cpuRatios(minimalRead);
+        lines.push(`reference @${connections} (not a target): floor / minimal read (one prepared SELECT by id, no auth) server CPU per request ${median(ratios).toFixed(3)}; rounds ${ratios.map((r) => r.toFixed(3)).join(', ')}`);
+      }
       const create = of('create');
       if (create) targets.push(target(`create @${connections}: floor / create server CPU per request`, median(cpuRatios(create)), 'ratio', 0.5, false, { rounds: cpuRatios(create) }));
       for (const name of READS) {

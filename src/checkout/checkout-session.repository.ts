@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { CheckoutSession, IdempotencyRecord, OrderStatus, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
 import type { CheckoutSessionRepository, SessionOrder } from '../commerce/stores.js';
+import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
 
 
@@ -54,17 +55,19 @@ const everyListedColumnWritten: [Unwritten] extends [never] ? true : Unwritten =
 void everyColumnListed;
 void everyListedColumnWritten;
 const SESSION_COLUMNS_SQL = SESSION_COLUMNS.join(', ');
-/** GET /v1/checkout-sessions/{id}, on every read: run directly and prepared (runStatement). */
-const FIND_SESSION_SQL = `SELECT ${SESSION_COLUMNS_SQL} FROM checkout_sessions WHERE org_id = $1 AND id = $2 LIMIT 1`;
+const SESSION_TIMESTAMPS: ReadonlySet<SessionColumn> = new Set(['expires_at', 'created_at', 'updated_at']);
+/** A session found by id, as one json column (src/db/json-row.ts): run directly and prepared (runStatement). */
+const FIND_SESSION_SQL = `SELECT ${jsonRowSql('s', SESSION_COLUMNS, SESSION_TIMESTAMPS)} AS row FROM checkout_sessions s WHERE s.org_id = $1 AND s.id = $2 LIMIT 1`;
 /**
  * GET /v1/checkout-sessions/{id}: the session and what it shows of its order (orders has one row
  * at most per session, unique checkout_session_id) in one prepared statement, not two round trips.
  */
-const FIND_SESSION_WITH_ORDER_SQL = `SELECT ${SESSION_COLUMNS.map((c) => `s.${c}`).join(', ')}, o.id AS order_id, o.status AS order_status
+const FIND_SESSION_WITH_ORDER_SQL = `SELECT ${jsonRowSql('s', SESSION_COLUMNS, SESSION_TIMESTAMPS, { order_id: 'o.id', order_status: 'o.status' })} AS row
     FROM checkout_sessions s LEFT JOIN orders o ON o.checkout_session_id = s.id
    WHERE s.org_id = $1 AND s.id = $2 LIMIT 1`;
 
-const toSession = (r: SessionRow): CheckoutSession => ({
+/** Timestamps are Dates as knex reads a row, epoch milliseconds in a json row. */
+const toSession = (r: SessionRow | JsonRow<SessionRow>): CheckoutSession => ({
   id: r.id,
   orgId: r.org_id,
   status: r.status,
@@ -174,13 +177,14 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
   }
 
   async find(orgId: string, id: string): Promise<CheckoutSession | undefined> {
-    const [row] = await runStatement<SessionRow>(this.db, FIND_SESSION_SQL, [orgId, id]);
-    return row ? toSession(row) : undefined;
+    const [found] = await runStatement<{ row: JsonRow<SessionRow> }>(this.db, FIND_SESSION_SQL, [orgId, id]);
+    return found ? toSession(found.row) : undefined;
   }
 
   async findWithOrder(orgId: string, id: string): Promise<{ session: CheckoutSession; order: SessionOrder | null } | undefined> {
-    const [row] = await runStatement<SessionRow & { order_id: string | null; order_status: OrderStatus | null }>(this.db, FIND_SESSION_WITH_ORDER_SQL, [orgId, id]);
-    if (!row) return undefined;
+    const [found] = await runStatement<{ row: JsonRow<SessionRow> & { order_id: string | null; order_status: OrderStatus | null } }>(this.db, FIND_SESSION_WITH_ORDER_SQL, [orgId, id]);
+    if (!found) return undefined;
+    const { row } = found;
     return { session: toSession(row), order: row.order_id === null ? null : { id: row.order_id, status: row.order_status! } };
   }
 

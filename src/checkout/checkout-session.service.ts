@@ -298,11 +298,17 @@ export class CheckoutSessionService {
     const found = await this.uow.stores.sessions.findWithOrder(orgId, id);
     if (!found) throw notFound('Checkout session');
     // Expiry never makes or changes an order: the order read with the session still holds.
+    // A session not due is answered without the async hop of expireIfDue (every read by id).
+    if (!this.isDue(found.session)) return found;
     return { session: await this.expireIfDue(found.session), order: found.order };
   }
 
+  private isDue(session: CheckoutSession): boolean {
+    return session.status === 'CREATED' && session.expiresAt.getTime() <= this.clock.now().getTime();
+  }
+
   private async expireIfDue(session: CheckoutSession): Promise<CheckoutSession> {
-    if (session.status !== 'CREATED' || session.expiresAt.getTime() > this.clock.now().getTime()) return session;
+    if (!this.isDue(session)) return session;
     return this.uow.transaction(async (tx) => {
       const locked = (await tx.sessions.findForUpdate(session.id))!;
       if (locked.status !== 'CREATED') return locked;

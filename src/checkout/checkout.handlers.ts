@@ -15,7 +15,8 @@ export function createCheckoutHandlers(sessions: CheckoutSessionService, publicB
     presentCheckoutSession(session, order === undefined ? await sessions.orderOf(session) : (order ?? undefined), {
       publicBaseUrl,
       payable: sessions.isPayable(session),
-      crypto: await sessions.cryptoQuoteOf(session),
+      // Only a crypto session has a quote: the others skip the await.
+      crypto: session.provider === 'CRYPTO' ? await sessions.cryptoQuoteOf(session) : undefined,
     });
   return {
     createCheckoutSession: async ({ auth, headers, body }) => {

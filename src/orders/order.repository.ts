@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Order, OrderFilter, OrderStatus, Rail } from '../commerce/model.js';
 import type { OrderRepository } from '../commerce/stores.js';
+import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
 
 
@@ -39,7 +40,13 @@ interface OrderRow {
   updated_at: Date;
 }
 
-const toOrder = (r: OrderRow): Order => ({
+/**
+ * Timestamps are Dates as pg and PGlite read a column (used as they are, not copied: a page of
+ * orders holds 60), epoch milliseconds in a json row (src/db/json-row.ts).
+ */
+const asDate = (value: Date | number): Date => (typeof value === 'number' ? new Date(value) : value);
+
+const toOrder = (r: OrderRow | JsonRow<OrderRow>): Order => ({
   id: r.id,
   orgId: r.org_id,
   status: r.status,
@@ -59,7 +66,7 @@ const toOrder = (r: OrderRow): Order => ({
   merchantMetadata: r.merchant_metadata,
   note: r.note,
   disputed: r.disputed,
-  settledAvailableOn: r.settled_available_on,
+  settledAvailableOn: r.settled_available_on === null ? null : asDate(r.settled_available_on),
   chain: r.chain,
   fromAddress: r.from_address,
   txHash: r.tx_hash,
@@ -68,9 +75,8 @@ const toOrder = (r: OrderRow): Order => ({
   processorStatus: r.processor_status,
   paymentMethod: r.payment_method,
   billingPeriod: r.billing_period,
-  // pg and PGlite already read timestamptz as a Date: no copy (a page of orders holds 60).
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
+  createdAt: asDate(r.created_at),
+  updatedAt: asDate(r.updated_at),
 });
 
 const toRow = (o: Order): OrderRow => ({
@@ -117,8 +123,8 @@ type Unlisted = Exclude<keyof OrderRow, (typeof ORDER_COLUMNS)[number]>;
 const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;
 void everyColumnListed;
 const ORDER_COLUMNS_SQL = ORDER_COLUMNS.join(', ');
-/** GET /v1/orders/{id}: run directly and prepared (runStatement). */
-const FIND_ORDER_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 AND id = $2 LIMIT 1`;
+/** GET /v1/orders/{id}: as one json column (src/db/json-row.ts), run directly and prepared (runStatement). */
+const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settled_available_on', 'created_at', 'updated_at']))} AS row FROM orders o WHERE o.org_id = $1 AND o.id = $2 LIMIT 1`;
 /**
  * GET /v1/orders without filters (the dashboard's first page): the page and the total in one
  * prepared statement; the window count is the count the separate query made, in the same scan.
@@ -150,8 +156,8 @@ export class KnexOrderRepository implements OrderRepository {
   }
 
   async find(orgId: string, id: string): Promise<Order | undefined> {
-    const [row] = await runStatement<OrderRow>(this.db, FIND_ORDER_SQL, [orgId, id]);
-    return row ? toOrder(row) : undefined;
+    const [found] = await runStatement<{ row: JsonRow<OrderRow> }>(this.db, FIND_ORDER_SQL, [orgId, id]);
+    return found ? toOrder(found.row) : undefined;
   }
 
   async findForUpdate(id: string): Promise<Order | undefined> {

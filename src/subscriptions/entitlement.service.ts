@@ -17,6 +17,8 @@ export interface EntitlementQuery {
   productId?: string;
 }
 
+const byProductId = (a: { productId: string }, b: { productId: string }) => (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0);
+
 export class EntitlementService {
   constructor(private readonly repo: EntitlementRepository) {}
 
@@ -33,23 +35,23 @@ export class EntitlementService {
     for (const g of access.grants) {
       if (g.type === 'ONE_TIME' || !granted.has(g.productId)) granted.set(g.productId, { productName: g.productName, type: g.type });
     }
-    const products = [...granted.entries()]
-      .map(([productId, g]) => ({ productId, productName: g.productName, type: g.type }))
-      .sort((a, b) => (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0));
-
-    const base = {
-      customerId: unknown ? null : (customer?.id ?? null),
-      email: unknown ? null : (customer?.email ?? null),
-      wallet: query.wallet ?? null,
-      products,
-    };
+    // Built without spreads or array chains: this runs on every page view of a merchant's app.
+    const products: EntitlementCheck['products'] = [];
+    for (const [productId, g] of granted) products.push({ productId, productName: g.productName, type: g.type });
+    if (products.length > 1) products.sort(byProductId);
+    const customerId = unknown ? null : (customer?.id ?? null);
+    const email = unknown ? null : (customer?.email ?? null);
+    const wallet = query.wallet ?? null;
     if (!query.productId) {
-      return { ...base, entitled: products.length > 0, productId: null, productName: null, type: null };
+      return { customerId, email, wallet, products, entitled: products.length > 0, productId: null, productName: null, type: null };
     }
     const grant = granted.get(query.productId);
     const productName = access.queriedProductName;
     return {
-      ...base,
+      customerId,
+      email,
+      wallet,
+      products,
       entitled: grant !== undefined,
       productId: grant || productName !== null ? query.productId : null,
       productName: grant?.productName ?? productName ?? null,

@@ -18,7 +18,7 @@ import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.rep
 import { UrlGuard } from '../../src/webhooks/url-guard.js';
 import { createLogger } from '../../src/kernel/logger.js';
 import { HOSTED_PAGE_CSP } from '../../src/pages/page.js';
-import { BENCH_FLOOR_TABLE_SQL, BenchFloorRepository, registerBenchFloor } from '../../tools/bench-floor.js';
+import { BENCH_FLOOR_TABLE_SQL, BENCH_READ_TABLE_SQL, BenchFloorRepository, registerBenchFloor } from '../../tools/bench-floor.js';
 import { bearer, createProjectWithKey, span, spanId, traceId } from '../telemetry/helpers.js';
 
 let ctx: TestContext;
@@ -254,5 +254,17 @@ describe('the benchmark floor route', () => {
     expect(res.body.data.id).toMatch(/^BF_/);
     const rows = await ctx.testDb.database.db('bench_floor').select('id');
     expect(rows.map((r) => r.id)).toEqual([res.body.data.id]);
+  });
+
+  it('has a minimal read beside it: one row of a copy of checkout_sessions by id, as JSON, without authentication', async () => {
+    expect((await merchant.get('/__bench/read/cs_bench').set('X-API-Key', ctx.orgA.apiKey)).status).toBe(404);
+    for (const statement of BENCH_READ_TABLE_SQL.split(';')) await ctx.testDb.database.db.raw(statement);
+    await ctx.testDb.database.db('bench_read').insert({ id: 'cs_bench', org_id: 'org_bench', status: 'CREATED', amount: 1500, metadata: JSON.stringify({ a: 'b' }) });
+    const read = supertest(await createMerchantApp(ctx.deps, { extraRoutes: (router) => registerBenchFloor(router, new BenchFloorRepository(ctx.testDb.database.db), ctx.clock) }));
+    const res = await read.get('/__bench/read/cs_bench');
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ id: 'cs_bench', org_id: 'org_bench', status: 'CREATED', amount: 1500, metadata: { a: 'b' }, customer_email: null });
+    expect(Object.keys(res.body.data)).toContain('page_token');
+    expect((await read.get('/__bench/read/cs_none')).status).toBe(404);
   });
 });
