@@ -164,7 +164,9 @@ export class OrgService {
     const hash = sha256Hex(presented);
     const key = await this.keys.get(hash, () => this.repo.findApiKeyByHash(hash));
     // Found by its hash (the cache's key, the repository's WHERE key_hash): comparing the hashes
-    // again could only be true, and cost two more SHA-256 per request.
+    // again could only be true, and cost two more SHA-256 per request. The lookup's timing can
+    // tell an attacker only about hashes of keys they chose, never a stored key (SHA-256 has no
+    // known preimage attack), which is why the lookup by hash needs no constant-time compare.
     if (!key || key.revokedAt) throw unauthorized();
     if (requiredPermission && !key.permissions.includes(requiredPermission)) {
       throw forbidden(`This API key lacks the permission "${requiredPermission}"`);
