@@ -43,7 +43,7 @@ const SPAN_IDS = ['traceId', 'spanId', 'parentSpanId'] as const;
  * A protobuf `ExportTraceServiceRequest` → its OTLP JSON form; a body protobuf cannot read is 400.
  * Read straight into the JSON form with the protobufjs Reader rather than decode + toObject: no
  * message objects, and no Long → decimal, bytes → base64 → hex round trips (what it saves:
- * docs/benchmarks.md). Each reader below does what the generated `decode` of its message does, the
+ * docs/benchmarks.md). Each message below is read as the generated `decode` of it reads it, the
  * same Reader calls in the same order (field number only, wire type unchecked, unknown fields
  * skipped, a repeated singular field's last value kept), so a bad body fails at the same byte with
  * the same message; test/telemetry/otlp-protobuf-decode.test.ts pins it to decode + toObject.
@@ -51,15 +51,7 @@ const SPAN_IDS = ['traceId', 'spanId', 'parentSpanId'] as const;
 export function decodeOtlpTraceRequest(raw: Uint8Array): Json {
   try {
     const reader = Reader.create(raw);
-    const request: Json = {};
-    let resourceSpans: Json[] | undefined;
-    while (reader.pos < reader.len) {
-      const tag = reader.uint32();
-      if (tag >>> 3 === 1) (resourceSpans ??= []).push(readResourceSpans(reader, reader.uint32()));
-      else reader.skipType(tag & 7);
-    }
-    if (resourceSpans) request.resourceSpans = resourceSpans;
-    return request;
+    return readMessage(reader, reader.len, EXPORT_TRACE_SERVICE_REQUEST);
   } catch (err) {
     throw validationError(`The request body is not a protobuf ExportTraceServiceRequest: ${(err as Error).message}`, { field: 'body' });
   }
@@ -88,354 +80,87 @@ function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** OTLP JSON writes trace and span ids as hex, other bytes as base64. */
-function readHex(reader: ProtoReader): string {
-  return asBuffer(reader.bytes()).toString('hex');
-}
+/**
+ * How one field of a message is read into its JSON form. A message is its fields by number, as
+ * opentelemetry-proto declares them; a number it does not list is skipped by its wire type.
+ */
+type FieldReader = (reader: ProtoReader, out: Json) => void;
+type Message = Readonly<Record<number, FieldReader>>;
 
-function readResourceSpans(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let scopeSpans: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.resource = readResource(reader, reader.uint32());
-        break;
-      case 2:
-        (scopeSpans ??= []).push(readScopeSpans(reader, reader.uint32()));
-        break;
-      case 3:
-        out.schemaUrl = reader.string();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (scopeSpans) out.scopeSpans = scopeSpans;
-  return out;
-}
-
-function readResource(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let attributes: Json[] | undefined;
-  let entityRefs: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        (attributes ??= []).push(readKeyValue(reader, reader.uint32()));
-        break;
-      case 2:
-        out.droppedAttributesCount = reader.uint32();
-        break;
-      case 3:
-        (entityRefs ??= []).push(readEntityRef(reader, reader.uint32()));
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (attributes) out.attributes = attributes;
-  if (entityRefs) out.entityRefs = entityRefs;
-  return out;
-}
-
-function readEntityRef(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let idKeys: string[] | undefined;
-  let descriptionKeys: string[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.schemaUrl = reader.string();
-        break;
-      case 2:
-        out.type = reader.string();
-        break;
-      case 3:
-        (idKeys ??= []).push(reader.string());
-        break;
-      case 4:
-        (descriptionKeys ??= []).push(reader.string());
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (idKeys) out.idKeys = idKeys;
-  if (descriptionKeys) out.descriptionKeys = descriptionKeys;
-  return out;
-}
-
-function readScopeSpans(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let spans: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.scope = readScope(reader, reader.uint32());
-        break;
-      case 2:
-        (spans ??= []).push(readSpan(reader, reader.uint32()));
-        break;
-      case 3:
-        out.schemaUrl = reader.string();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (spans) out.spans = spans;
-  return out;
-}
-
-function readScope(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let attributes: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.name = reader.string();
-        break;
-      case 2:
-        out.version = reader.string();
-        break;
-      case 3:
-        (attributes ??= []).push(readKeyValue(reader, reader.uint32()));
-        break;
-      case 4:
-        out.droppedAttributesCount = reader.uint32();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (attributes) out.attributes = attributes;
-  return out;
-}
-
-function readSpan(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let attributes: Json[] | undefined;
-  let events: Json[] | undefined;
-  let links: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.traceId = readHex(reader);
-        break;
-      case 2:
-        out.spanId = readHex(reader);
-        break;
-      case 3:
-        out.traceState = reader.string();
-        break;
-      case 4:
-        out.parentSpanId = readHex(reader);
-        break;
-      case 16:
-        out.flags = reader.fixed32();
-        break;
-      case 5:
-        out.name = reader.string();
-        break;
-      case 6:
-        out.kind = reader.int32();
-        break;
-      case 7:
-        out.startTimeUnixNano = unsignedDecimal(reader.fixed64());
-        break;
-      case 8:
-        out.endTimeUnixNano = unsignedDecimal(reader.fixed64());
-        break;
-      case 9:
-        (attributes ??= []).push(readKeyValue(reader, reader.uint32()));
-        break;
-      case 10:
-        out.droppedAttributesCount = reader.uint32();
-        break;
-      case 11:
-        (events ??= []).push(readEvent(reader, reader.uint32()));
-        break;
-      case 12:
-        out.droppedEventsCount = reader.uint32();
-        break;
-      case 13:
-        (links ??= []).push(readLink(reader, reader.uint32()));
-        break;
-      case 14:
-        out.droppedLinksCount = reader.uint32();
-        break;
-      case 15:
-        out.status = readStatus(reader, reader.uint32());
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (attributes) out.attributes = attributes;
-  if (events) out.events = events;
-  if (links) out.links = links;
-  return out;
-}
-
-function readEvent(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let attributes: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.timeUnixNano = unsignedDecimal(reader.fixed64());
-        break;
-      case 2:
-        out.name = reader.string();
-        break;
-      case 3:
-        (attributes ??= []).push(readKeyValue(reader, reader.uint32()));
-        break;
-      case 4:
-        out.droppedAttributesCount = reader.uint32();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (attributes) out.attributes = attributes;
-  return out;
-}
-
-function readLink(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let attributes: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.traceId = readHex(reader);
-        break;
-      case 2:
-        out.spanId = readHex(reader);
-        break;
-      case 3:
-        out.traceState = reader.string();
-        break;
-      case 4:
-        (attributes ??= []).push(readKeyValue(reader, reader.uint32()));
-        break;
-      case 5:
-        out.droppedAttributesCount = reader.uint32();
-        break;
-      case 6:
-        out.flags = reader.fixed32();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  if (attributes) out.attributes = attributes;
-  return out;
-}
-
-function readStatus(reader: ProtoReader, length: number): Json {
+function readMessage(reader: ProtoReader, length: number, message: Message): Json {
   const end = reader.pos + length;
   const out: Json = {};
   while (reader.pos < end) {
     const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 2:
-        out.message = reader.string();
-        break;
-      case 3:
-        out.code = reader.int32();
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  return out;
-}
-
-function readKeyValue(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.key = reader.string();
-        break;
-      case 2:
-        out.value = readAnyValue(reader, reader.uint32());
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  return out;
-}
-
-/** Every member of the oneof that is on the wire is kept, as decode does (the schema then refuses two). */
-function readAnyValue(reader: ProtoReader, length: number): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    switch (tag >>> 3) {
-      case 1:
-        out.stringValue = reader.string();
-        break;
-      case 2:
-        out.boolValue = reader.bool();
-        break;
-      case 3:
-        out.intValue = signedDecimal(reader.int64());
-        break;
-      case 4:
-        out.doubleValue = reader.double();
-        break;
-      case 5:
-        out.arrayValue = readValues(reader, reader.uint32(), readAnyValue);
-        break;
-      case 6:
-        out.kvlistValue = readValues(reader, reader.uint32(), readKeyValue);
-        break;
-      case 7:
-        out.bytesValue = asBuffer(reader.bytes()).toString('base64');
-        break;
-      default:
-        reader.skipType(tag & 7);
-    }
-  }
-  return out;
-}
-
-/** ArrayValue and KeyValueList: `repeated … values = 1`. */
-function readValues(reader: ProtoReader, length: number, readItem: (reader: ProtoReader, length: number) => Json): Json {
-  const end = reader.pos + length;
-  const out: Json = {};
-  let values: Json[] | undefined;
-  while (reader.pos < end) {
-    const tag = reader.uint32();
-    if (tag >>> 3 === 1) (values ??= []).push(readItem(reader, reader.uint32()));
+    const field = message[tag >>> 3];
+    if (field) field(reader, out);
     else reader.skipType(tag & 7);
   }
-  if (values) out.values = values;
   return out;
 }
+
+const string = (name: string): FieldReader => (reader, out) => { out[name] = reader.string(); };
+const uint32 = (name: string): FieldReader => (reader, out) => { out[name] = reader.uint32(); };
+const int32 = (name: string): FieldReader => (reader, out) => { out[name] = reader.int32(); };
+const fixed32 = (name: string): FieldReader => (reader, out) => { out[name] = reader.fixed32(); };
+/** OTLP JSON writes trace and span ids as hex, other bytes as base64. */
+const hex = (name: string): FieldReader => (reader, out) => { out[name] = asBuffer(reader.bytes()).toString('hex'); };
+const unixNano = (name: string): FieldReader => (reader, out) => { out[name] = unsignedDecimal(reader.fixed64()); };
+const repeatedString = (name: string): FieldReader => (reader, out) => { ((out[name] ??= []) as string[]).push(reader.string()); };
+/** A nested message; `message` is a thunk (resolved once) because AnyValue and KeyValue contain each other. */
+const nested = (name: string, message: () => Message): FieldReader => {
+  let resolved: Message | undefined;
+  return (reader, out) => { out[name] = readMessage(reader, reader.uint32(), (resolved ??= message())); };
+};
+const repeated = (name: string, message: () => Message): FieldReader => {
+  let resolved: Message | undefined;
+  return (reader, out) => { ((out[name] ??= []) as Json[]).push(readMessage(reader, reader.uint32(), (resolved ??= message()))); };
+};
+
+/** Every member of the oneof that is on the wire is kept, as decode does (the schema then refuses two). */
+const ANY_VALUE: Message = {
+  1: string('stringValue'),
+  2: (reader, out) => { out.boolValue = reader.bool(); },
+  3: (reader, out) => { out.intValue = signedDecimal(reader.int64()); },
+  4: (reader, out) => { out.doubleValue = reader.double(); },
+  5: nested('arrayValue', () => ARRAY_VALUE),
+  6: nested('kvlistValue', () => KEY_VALUE_LIST),
+  7: (reader, out) => { out.bytesValue = asBuffer(reader.bytes()).toString('base64'); },
+};
+const KEY_VALUE: Message = { 1: string('key'), 2: nested('value', () => ANY_VALUE) };
+const ARRAY_VALUE: Message = { 1: repeated('values', () => ANY_VALUE) };
+const KEY_VALUE_LIST: Message = { 1: repeated('values', () => KEY_VALUE) };
+const attributes = (): Message => KEY_VALUE;
+
+const ENTITY_REF: Message = { 1: string('schemaUrl'), 2: string('type'), 3: repeatedString('idKeys'), 4: repeatedString('descriptionKeys') };
+const RESOURCE: Message = { 1: repeated('attributes', attributes), 2: uint32('droppedAttributesCount'), 3: repeated('entityRefs', () => ENTITY_REF) };
+const SCOPE: Message = { 1: string('name'), 2: string('version'), 3: repeated('attributes', attributes), 4: uint32('droppedAttributesCount') };
+const STATUS: Message = { 2: string('message'), 3: int32('code') };
+const EVENT: Message = { 1: unixNano('timeUnixNano'), 2: string('name'), 3: repeated('attributes', attributes), 4: uint32('droppedAttributesCount') };
+const LINK: Message = {
+  1: hex('traceId'), 2: hex('spanId'), 3: string('traceState'), 4: repeated('attributes', attributes), 5: uint32('droppedAttributesCount'), 6: fixed32('flags'),
+};
+const SPAN: Message = {
+  1: hex('traceId'),
+  2: hex('spanId'),
+  3: string('traceState'),
+  4: hex('parentSpanId'),
+  5: string('name'),
+  6: int32('kind'),
+  7: unixNano('startTimeUnixNano'),
+  8: unixNano('endTimeUnixNano'),
+  9: repeated('attributes', attributes),
+  10: uint32('droppedAttributesCount'),
+  11: repeated('events', () => EVENT),
+  12: uint32('droppedEventsCount'),
+  13: repeated('links', () => LINK),
+  14: uint32('droppedLinksCount'),
+  15: nested('status', () => STATUS),
+  16: fixed32('flags'),
+};
+const SCOPE_SPANS: Message = { 1: nested('scope', () => SCOPE), 2: repeated('spans', () => SPAN), 3: string('schemaUrl') };
+const RESOURCE_SPANS: Message = { 1: nested('resource', () => RESOURCE), 2: repeated('scopeSpans', () => SCOPE_SPANS), 3: string('schemaUrl') };
+const EXPORT_TRACE_SERVICE_REQUEST: Message = { 1: repeated('resourceSpans', () => RESOURCE_SPANS) };
 
 /** The JSON `ExportTraceServiceResponse` the handler returns → protobuf bytes. */
 export function encodeOtlpTraceResponse(body: unknown): Buffer {
