@@ -672,6 +672,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/metrics/commerce": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Commerce metrics
+         * @description The organization's business as figures over time, per currency: what the console's home page
+         *     shows, for API keys too. Permission: `orders:read`.
+         *
+         *     **Range and buckets.** `start_date` and `end_date` are calendar dates in `time_zone` (an IANA
+         *     name, default `UTC`), both included. Buckets are whole `interval`s (`day`, `week` starting on
+         *     Monday, or `month`): the range is widened to the start of `start_date`'s bucket and the end of
+         *     `end_date`'s, and every bucket is listed, with zeros where nothing happened. At most 400
+         *     buckets; more is `400 VALIDATION_ERROR`. Each bucket gives its first local date (`date`) and
+         *     its bounds as instants (`start` included, `end` excluded), so a bucket that contains a
+         *     daylight-saving change is 23 or 25 hours long. Rows are placed by their local date in
+         *     `time_zone`.
+         *
+         *     **What is counted** (each figure is exact over the rows it summarises; amounts are integers in
+         *     minor units, never converted between currencies):
+         *
+         *     | figure | definition |
+         *     |---|---|
+         *     | `successfulPayments`, `grossVolume` | orders created in the bucket that were paid (status `PAID` or `REFUNDED`), and the sum of their `amountCents` |
+         *     | `refundedVolume`, `netVolume` | the sum of those orders' `amountRefundedCents` as it stands now, and `grossVolume − refundedVolume`: a refund counts against the bucket of the payment it refunds, so a past bucket's net volume can go down later |
+         *     | `failedPayments` | orders created in the bucket with status `FAILED` (a card declined on the hosted page before any order exists is not an order) |
+         *     | `newSubscriptions`, `churnedSubscriptions` | subscriptions that started (`createdAt`) or ended (`endedAt`: canceled now, ended at period end, expired after failed renewals) in the bucket |
+         *     | `activeSubscriptions`, `mrr` | subscriptions started and not ended at the bucket's `end` (for the bucket in progress: now), whatever their state in between (a pause or a renewal being retried does not remove one), and the sum of their monthly recurring revenue: each subscription's amount per month, rounded half up to a minor unit (`MONTH`: amount ÷ count; `YEAR`: amount ÷ (12 × count); `DAY`: amount × 365 ÷ (12 × count)) |
+         *     | `checkoutSessionsCreated`, `checkoutSessionsCompleted` | checkout sessions created in the bucket, and how many of those are `COMPLETE` now (the conversion is their ratio) |
+         *     | `newCustomers` (not per currency) | customers created in the bucket (a customer is created by their first checkout) |
+         *
+         *     `totals` sums each bucket figure over the range; `activeSubscriptions` and `mrr` in `totals`
+         *     are the values at the end of the last bucket. A currency is listed when any figure of it is
+         *     not zero in the range; `currency` narrows the answer to one. Today against yesterday is
+         *     `interval=day` with `start_date` yesterday and `end_date` today.
+         */
+        get: operations["getCommerceMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhook": {
         parameters: {
             query?: never;
@@ -1860,6 +1908,74 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["OrderPage"];
+        };
+        CommerceMetricsBucket: {
+            /**
+             * Format: date
+             * @description First local date of the bucket.
+             */
+            date: string;
+            /**
+             * Format: date-time
+             * @description The bucket starts at this instant (included).
+             */
+            start: string;
+            /**
+             * Format: date-time
+             * @description The bucket ends at this instant (excluded).
+             */
+            end: string;
+        };
+        CommerceCurrencyFigures: {
+            successfulPayments: number;
+            grossVolume: components["schemas"]["MinorUnits"];
+            refundedVolume: components["schemas"]["MinorUnits"];
+            /** @description grossVolume − refundedVolume, in minor units. */
+            netVolume: number;
+            failedPayments: number;
+            newSubscriptions: number;
+            churnedSubscriptions: number;
+            activeSubscriptions: number;
+            mrr: components["schemas"]["MinorUnits"];
+            checkoutSessionsCreated: number;
+            checkoutSessionsCompleted: number;
+        };
+        CommerceCurrencyMetrics: {
+            currency: components["schemas"]["Currency"];
+            totals: components["schemas"]["CommerceCurrencyFigures"];
+            /** @description One entry per bucket, in the order of `buckets`. */
+            series: components["schemas"]["CommerceCurrencyFigures"][];
+        };
+        CustomerFigures: {
+            newCustomers: number;
+        };
+        CommerceMetrics: {
+            /**
+             * Format: date
+             * @description First local date of the first bucket.
+             */
+            startDate: string;
+            /**
+             * Format: date
+             * @description Last local date of the last bucket.
+             */
+            endDate: string;
+            /** @enum {string} */
+            interval: "day" | "week" | "month";
+            timeZone: string;
+            buckets: components["schemas"]["CommerceMetricsBucket"][];
+            customers: {
+                totals: components["schemas"]["CustomerFigures"];
+                series: components["schemas"]["CustomerFigures"][];
+            };
+            /** @description One entry per currency with any activity in the range, sorted by currency code. */
+            currencies: components["schemas"]["CommerceCurrencyMetrics"][];
+        };
+        CommerceMetricsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CommerceMetrics"];
         };
         /** @enum {string} */
         SubscriptionStatus: "ACTIVE" | "CANCELED" | "PAUSED" | "EXPIRED" | "ENDED";
@@ -3063,6 +3179,58 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCommerceMetrics: {
+        parameters: {
+            query: {
+                /**
+                 * @description First local date of the range (`YYYY-MM-DD`, in `time_zone`).
+                 * @example 2026-11-01
+                 */
+                start_date: string;
+                /**
+                 * @description Last local date of the range, included (`YYYY-MM-DD`); not before `start_date`.
+                 * @example 2026-11-30
+                 */
+                end_date: string;
+                /**
+                 * @description Bucket size (default `day`); weeks start on Monday.
+                 * @example day
+                 */
+                interval?: "day" | "week" | "month";
+                /**
+                 * @description IANA time zone of the dates and buckets (default `UTC`), e.g. `Europe/Paris`. An unknown name is `400 VALIDATION_ERROR`.
+                 * @example Europe/Paris
+                 */
+                time_zone?: string;
+                /**
+                 * @description Only this currency (uppercase or lowercase).
+                 * @example USD
+                 */
+                currency?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures per currency and bucket. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CommerceMetricsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -53,7 +53,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics } = deps.services.modules;
   const handlers = {
     ...cryptoPayments.handlers.merchant,
     ...orgs.handlers.merchant,
@@ -62,6 +62,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...checkout.handlers.merchant,
     ...orders.handlers.merchant,
     ...subscriptions.handlers.merchant,
+    ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {

@@ -48,6 +48,7 @@ export type WebhookEndpointCreate = JsonBody<'createWebhookEndpoint'>;
 export type WebhookEndpointUpdate = JsonBody<'updateWebhookEndpoint'>;
 export type Entitlements = Ok<'checkEntitlement'>;
 export type Me = Ok<'getMe'>;
+export type CommerceMetrics = Ok<'getCommerceMetrics'>;
 export type { Schemas as MerchantSchemas };
 
 export interface MerchantClientOptions extends RetryOptions {
@@ -82,6 +83,8 @@ export interface MerchantClient {
   updateWebhookEndpoint(id: string, body: WebhookEndpointUpdate): Promise<WebhookEndpoint>;
   deleteWebhookEndpoint(id: string): Promise<Ok<'deleteWebhookEndpoint'>>;
   checkEntitlement(query: Query<'checkEntitlement'>): Promise<Entitlements>;
+  /** Volume, payments, subscriptions and conversion per currency and local-date bucket. */
+  getCommerceMetrics(query: Query<'getCommerceMetrics'>): Promise<CommerceMetrics>;
   /** Sells a one-time catalog price per request at Kassa's own x402 URL (the answer's `url`); again: changes `contentUrl`. */
   putX402Paywall(pricingId: string, body?: JsonBody<'putX402Paywall'>): Promise<X402Paywall>;
   /** Turns a price's x402 paywall off. */
@@ -133,6 +136,7 @@ export function createMerchantClient(options: MerchantClientOptions): MerchantCl
     updateWebhookEndpoint: (endpointId, body) => unwrapEnvelope(http.PATCH('/v1/webhook/{id}', { ...id(endpointId), body })),
     deleteWebhookEndpoint: (endpointId) => unwrapEnvelope(http.DELETE('/v1/webhook/{id}', id(endpointId))),
     checkEntitlement: (q) => unwrapEnvelope(http.GET('/v1/entitlements/check', query(q))),
+    getCommerceMetrics: (q) => unwrapEnvelope(http.GET('/v1/metrics/commerce', query(q))),
     putX402Paywall: (pricingId, body = {}) => unwrapEnvelope(http.PUT('/v1/x402/paywalls/{id}', { ...id(pricingId), body })),
     deleteX402Paywall: (pricingId) => unwrapEnvelope(http.DELETE('/v1/x402/paywalls/{id}', id(pricingId))),
     me: () => unwrapEnvelope(http.GET('/v1/me')),

@@ -1,0 +1,238 @@
+/**
+ * Commerce metrics (getCommerceMetrics): the organization's volume, payments, subscriptions and
+ * checkout conversion per currency and local-date bucket. Definitions live in the operation's
+ * OpenAPI description; this service turns the read model's grouped rows into whole series.
+ */
+import { validationError } from '../kernel/errors.js';
+import type { BucketRow, BucketUnit, CommerceMetricsRepository, MetricsRange } from './commerce-metrics.repository.js';
+
+/** At most this many buckets in one answer (13 months of days, 7 years of weeks, 33 years of months). */
+export const MAX_BUCKETS = 400;
+
+export interface CurrencyFigures {
+  successfulPayments: number;
+  grossVolume: number;
+  refundedVolume: number;
+  netVolume: number;
+  failedPayments: number;
+  newSubscriptions: number;
+  churnedSubscriptions: number;
+  activeSubscriptions: number;
+  mrr: number;
+  checkoutSessionsCreated: number;
+  checkoutSessionsCompleted: number;
+}
+
+export interface CommerceMetrics {
+  startDate: string;
+  endDate: string;
+  interval: BucketUnit;
+  timeZone: string;
+  buckets: BucketRow[];
+  customers: { totals: { newCustomers: number }; series: { newCustomers: number }[] };
+  currencies: { currency: string; totals: CurrencyFigures; series: CurrencyFigures[] }[];
+}
+
+export interface CommerceMetricsQuery {
+  startDate: string;
+  endDate: string;
+  interval: BucketUnit;
+  timeZone: string;
+  currency?: string;
+}
+
+const DAY_MS = 86_400_000;
+const utcDay = (date: string) => Date.parse(`${date}T00:00:00Z`) / DAY_MS;
+
+/** How many buckets the range spans, from its dates alone (calendar arithmetic needs no time zone). */
+export function bucketCount(startDate: string, endDate: string, unit: BucketUnit): number {
+  const start = utcDay(startDate);
+  const end = utcDay(endDate);
+  if (unit === 'day') return end - start + 1;
+  if (unit === 'week') {
+    // 1970-01-01 was a Thursday: days since the Monday before it, divided by 7, number the weeks.
+    const week = (day: number) => Math.floor((day + 3) / 7);
+    return week(end) - week(start) + 1;
+  }
+  const month = (date: string) => Number(date.slice(0, 4)) * 12 + Number(date.slice(5, 7));
+  return month(endDate) - month(startDate) + 1;
+}
+
+/** The format check lets 2026-02-30 through; a date is real when it survives a round trip. */
+const isCalendarDate = (date: string) => {
+  const t = Date.parse(`${date}T00:00:00Z`);
+  return Number.isFinite(t) && new Date(t).toISOString().slice(0, 10) === date;
+};
+
+function isKnownTimeZone(timeZone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const zero = (): CurrencyFigures => ({
+  successfulPayments: 0,
+  grossVolume: 0,
+  refundedVolume: 0,
+  netVolume: 0,
+  failedPayments: 0,
+  newSubscriptions: 0,
+  churnedSubscriptions: 0,
+  activeSubscriptions: 0,
+  mrr: 0,
+  checkoutSessionsCreated: 0,
+  checkoutSessionsCompleted: 0,
+});
+
+/** Figures that add up across buckets (the others are states at a bucket's end). */
+const FLOWS = [
+  'successfulPayments',
+  'grossVolume',
+  'refundedVolume',
+  'netVolume',
+  'failedPayments',
+  'newSubscriptions',
+  'churnedSubscriptions',
+  'checkoutSessionsCreated',
+  'checkoutSessionsCompleted',
+] as const satisfies readonly (keyof CurrencyFigures)[];
+
+export class CommerceMetricsService {
+  constructor(private readonly repository: CommerceMetricsRepository) {}
+
+  async metrics(orgId: string, query: CommerceMetricsQuery): Promise<CommerceMetrics> {
+    const { startDate, endDate, interval, timeZone } = query;
+    for (const [name, date] of [['start_date', startDate], ['end_date', endDate]] as const)
+      if (!isCalendarDate(date)) throw validationError(`${name} must be a calendar date (YYYY-MM-DD): ${date} does not exist`);
+    if (startDate < '1970-01-01') throw validationError('start_date must be 1970-01-01 or later');
+    if (endDate < startDate) throw validationError('end_date must not be before start_date');
+    const count = bucketCount(startDate, endDate, interval);
+    if (count > MAX_BUCKETS) throw validationError(`The range spans ${count} buckets of a ${interval}; at most ${MAX_BUCKETS} are allowed`);
+    if (!isKnownTimeZone(timeZone)) throw validationError(`Unknown time zone "${timeZone}": use an IANA name such as Europe/Paris`);
+
+    const buckets = await this.repository.buckets(interval, timeZone, startDate, endDate);
+    const first = buckets[0];
+    const last = buckets[buckets.length - 1];
+    if (!first || !last) throw new Error('a range of dates has at least one bucket');
+    const range: MetricsRange = {
+      orgId,
+      unit: interval,
+      timeZone,
+      start: first.start,
+      end: last.end,
+      currency: query.currency?.toUpperCase(),
+    };
+    const [orders, starts, ends, base, sessions, customers] = [
+      await this.repository.orderFigures(range),
+      await this.repository.subscriptionStarts(range),
+      await this.repository.subscriptionEnds(range),
+      await this.repository.subscriptionsActiveAtStart(range),
+      await this.repository.sessionFigures(range),
+      await this.repository.customerFigures(range),
+    ];
+
+    const index = new Map(buckets.map((b, i) => [b.date, i]));
+    const series = new Map<string, CurrencyFigures[]>();
+    /** The bucket's figures of a currency; undefined for a row outside every bucket (a local midnight a zone skipped). */
+    const at = (currency: string, bucket: string): CurrencyFigures | undefined => {
+      const i = index.get(bucket);
+      if (i === undefined) return undefined;
+      let list = series.get(currency);
+      if (!list) series.set(currency, (list = buckets.map(zero)));
+      return list[i];
+    };
+    for (const r of orders) {
+      const f = at(r.currency, r.bucket);
+      if (!f) continue;
+      f.successfulPayments += r.successful;
+      f.grossVolume += r.gross;
+      f.refundedVolume += r.refunded;
+      f.netVolume += r.gross - r.refunded;
+      f.failedPayments += r.failed;
+    }
+    for (const r of sessions) {
+      const f = at(r.currency, r.bucket);
+      if (!f) continue;
+      f.checkoutSessionsCreated += r.created;
+      f.checkoutSessionsCompleted += r.completed;
+    }
+    // Active subscriptions and MRR at each bucket's end: those active at the range's start, plus
+    // the starts and minus the ends of every bucket up to it.
+    const delta = new Map<string, { count: number[]; mrr: number[] }>();
+    const deltaOf = (currency: string) => {
+      let d = delta.get(currency);
+      if (!d) delta.set(currency, (d = { count: buckets.map(() => 0), mrr: buckets.map(() => 0) }));
+      return d;
+    };
+    const addDelta = (currency: string, bucket: string, count: number, mrr: number) => {
+      const i = index.get(bucket);
+      if (i === undefined) return;
+      const d = deltaOf(currency);
+      d.count[i] = (d.count[i] ?? 0) + count;
+      d.mrr[i] = (d.mrr[i] ?? 0) + mrr;
+    };
+    for (const r of starts) {
+      const f = at(r.currency, r.bucket);
+      if (!f) continue;
+      f.newSubscriptions += r.count;
+      addDelta(r.currency, r.bucket, r.count, r.mrr);
+    }
+    for (const r of ends) {
+      const f = at(r.currency, r.bucket);
+      if (!f) continue;
+      f.churnedSubscriptions += r.count;
+      addDelta(r.currency, r.bucket, -r.count, -r.mrr);
+    }
+    const baseOf = new Map(base.map((b) => [b.currency, b]));
+    for (const currency of new Set([...delta.keys(), ...baseOf.keys()])) {
+      let count = baseOf.get(currency)?.count ?? 0;
+      let mrr = baseOf.get(currency)?.mrr ?? 0;
+      const d = delta.get(currency);
+      buckets.forEach((b, i) => {
+        count += d?.count[i] ?? 0;
+        mrr += d?.mrr[i] ?? 0;
+        const f = at(currency, b.date)!;
+        f.activeSubscriptions = count;
+        f.mrr = mrr;
+      });
+    }
+
+    const currencies = [...series.entries()]
+      .filter(([, list]) => list.some((f) => Object.values(f).some((v) => v !== 0)))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([currency, list]) => {
+        const totals = zero();
+        for (const f of list) for (const k of FLOWS) totals[k] += f[k];
+        const end = list[list.length - 1];
+        totals.activeSubscriptions = end?.activeSubscriptions ?? 0;
+        totals.mrr = end?.mrr ?? 0;
+        return { currency, totals, series: list };
+      });
+
+    const newCustomers = buckets.map(() => 0);
+    for (const r of customers) {
+      const i = index.get(r.bucket);
+      if (i !== undefined) newCustomers[i] = (newCustomers[i] ?? 0) + r.count;
+    }
+    return {
+      startDate: first.date,
+      endDate: lastDateOf(last, interval),
+      interval,
+      timeZone,
+      buckets,
+      customers: { totals: { newCustomers: newCustomers.reduce((a, b) => a + b, 0) }, series: newCustomers.map((n) => ({ newCustomers: n })) },
+      currencies,
+    };
+  }
+}
+
+/** The last local date of a bucket (its first date plus the unit, less a day). */
+function lastDateOf(bucket: BucketRow, unit: BucketUnit): string {
+  const first = new Date(`${bucket.date}T00:00:00Z`);
+  if (unit === 'day') return bucket.date;
+  if (unit === 'week') return new Date(first.getTime() + 6 * DAY_MS).toISOString().slice(0, 10);
+  return new Date(Date.UTC(first.getUTCFullYear(), first.getUTCMonth() + 1, 0)).toISOString().slice(0, 10);
+}
