@@ -39,6 +39,7 @@ export class StripePaymentEvents {
     const intent = await this.readBack('PaymentIntent', () => this.stripe.paymentIntents.retrieve(event.data.object.id));
     const session = intent && (await this.kassaSession(intent.metadata));
     if (!intent || !session) return 'ignored';
+    if (!(await this.isSessionsOwnIntent(session, intent.id))) return 'ignored';
     // An asynchronous payment that failed after the session completed: its order fails with the session.
     if (session.status === 'COMPLETE' && session.processorSessionId) return this.applyCheckoutSession(session.processorSessionId);
     const error = intent.last_payment_error;
@@ -113,6 +114,18 @@ export class StripePaymentEvents {
     if (!session?.processorSessionId) return undefined;
     await this.applyCheckoutSession(session.processorSessionId);
     return this.uow.stores.orders.findByProcessorPaymentId(intentId);
+  }
+
+  /**
+   * Metadata is whatever the maker of a PaymentIntent wrote (another integration on the account,
+   * a call to Stripe's API by hand): an intent is a session's own only when the session's Checkout
+   * Session, read back from Stripe, names it as its PaymentIntent.
+   */
+  private async isSessionsOwnIntent(session: CheckoutSession, intentId: string): Promise<boolean> {
+    const checkout = session.processorSessionId ? await this.readBack('Checkout Session', () => this.stripe.checkout.sessions.retrieve(session.processorSessionId!)) : undefined;
+    if (idOf(checkout?.payment_intent) === intentId) return true;
+    this.logger.warn({ paymentIntentId: intentId, checkoutSessionId: session.id }, "Stripe: a PaymentIntent's metadata names a Kassa session it does not belong to; ignored");
+    return false;
   }
 
   private async kassaSession(metadata: Stripe.Metadata | null | undefined): Promise<CheckoutSession | undefined> {

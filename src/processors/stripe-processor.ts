@@ -18,6 +18,7 @@ import { stripeRecurring, type StripeSubscriptionEvents } from './stripe-subscri
 import { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './stripe-metadata.js';
 import { StripePaymentEvents } from './stripe-payment-events.js';
 import { INTERACTIVE, retryAfterMs, withStripeRetries } from './stripe-retry.js';
+import { verifiedStripeEvent } from './stripe-event-intake.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -176,6 +177,8 @@ export const STRIPE_EVENT_TYPES = [
   'customer.subscription.deleted',
 ] as const satisfies readonly Stripe.Event.Type[];
 
+const HANDLED_TYPES: ReadonlySet<string> = new Set(STRIPE_EVENT_TYPES);
+
 /**
  * Stripe's webhook events. Each is verified with the endpoint's signing secret, applied at most
  * once by event id (remembered after it was applied: applying is idempotent, so a crash in
@@ -200,15 +203,9 @@ export class StripeEventService {
     this.paymentEvents = new StripePaymentEvents(stripe, uow, payments, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
   }
 
+  /** A delivery to the endpoint: verified and checked (stripe-event-intake.ts, 400 otherwise), then processed. */
   async receive(payload: Buffer, signature: string | undefined): Promise<StripeEventOutcome> {
-    let event: Stripe.Event;
-    try {
-      // Stripe's default tolerance (300 s), measured on Kassa's clock.
-      event = this.stripe.webhooks.constructEvent(payload, signature ?? '', this.webhookSecret, 300, undefined, Math.floor(this.clock.now().getTime() / 1000));
-    } catch (err) {
-      if (err instanceof Stripe.errors.StripeSignatureVerificationError) throw validationError('The Stripe-Signature header does not verify this payload with the endpoint secret');
-      throw validationError('The payload is not a Stripe event');
-    }
+    const event = verifiedStripeEvent(this.stripe, { payload, signature, secret: this.webhookSecret, now: this.clock.now(), handledTypes: HANDLED_TYPES });
     return this.process(event);
   }
 
@@ -252,6 +249,12 @@ export class StripeEventService {
     try {
       current = await withStripeRetries(() => this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent'] }), INTERACTIVE);
     } catch (err) {
+      // Not on this account (another account's or mode's event, or one Stripe no longer has): a
+      // redelivery cannot change that, so it is acknowledged, as unknown charges and disputes are.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing') {
+        this.logger.warn({ stripeSessionId }, 'Stripe: an event names a Checkout Session Stripe does not have for this account; acknowledged and ignored');
+        return 'ignored';
+      }
       const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
       this.logger.warn({ stripe, stripeSessionId }, 'Stripe: could not read a Checkout Session back; Stripe redelivers the event');
       throw serviceUnavailable('Stripe could not be reached to read the Checkout Session back; redeliver the event');

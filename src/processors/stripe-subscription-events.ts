@@ -117,12 +117,34 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
       );
       return stripeSubscriptionState(answer);
     } catch (err) {
+      if (change === 'cancel_now' && err instanceof Stripe.errors.StripeInvalidRequestError) {
+        const canceled = await this.alreadyCanceled(processorSubscriptionId);
+        if (canceled) return canceled;
+      }
       if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
         this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a subscription change');
         throw conflict(`Stripe refused the change: ${err.message}`);
       }
       throw unreachable(this.logger, err, `${change} a subscription`, 'Stripe could not be reached to change the subscription; nothing was changed in Kassa, retry');
     }
+  }
+
+  /**
+   * Cancel now is `DELETE /v1/subscriptions/{id}`, where Stripe ignores idempotency keys: a retry
+   * after a lost answer (the SDK's, or the merchant's after a 503) finds the subscription canceled,
+   * which Stripe answers as `resource_missing` ("No such subscription"). Read back, a subscription
+   * that is canceled is the cancel done: its state is the answer. Undefined when Stripe has no such
+   * subscription at all or it is not canceled (a refusal stays a refusal).
+   */
+  private async alreadyCanceled(processorSubscriptionId: string): Promise<ProcessorSubscriptionState | undefined> {
+    let current: Stripe.Subscription;
+    try {
+      current = await withStripeRetries(() => this.stripe.subscriptions.retrieve(processorSubscriptionId), INTERACTIVE);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError) return undefined;
+      throw unreachable(this.logger, err, 'read a subscription back after its cancel', 'Stripe could not be reached to confirm the cancel; retry');
+    }
+    return current.status === 'canceled' ? stripeSubscriptionState(current) : undefined;
   }
 }
 

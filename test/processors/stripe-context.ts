@@ -22,8 +22,10 @@ export interface StripeContext {
   readSession(id: string): Promise<Record<string, unknown> & { status: string; orderId: string; orderStatus: string; lastError: unknown }>;
   readOrder(orderId: string): Promise<Record<string, unknown>>;
   stripeIdOf(kassaSessionId: string): Promise<string>;
-  /** Posts the event to Kassa's endpoint, signed as Stripe signs (`secret` to sign it wrongly). */
-  deliver(event: Stripe.Event, secret?: string): Promise<import('supertest').Response>;
+  /** Posts the event to Kassa's endpoint, signed as Stripe signs (`secret` to sign it wrongly, `timestamp` to sign it at another time). */
+  deliver(event: Stripe.Event, secret?: string, timestamp?: number): Promise<import('supertest').Response>;
+  /** Posts any payload to Kassa's endpoint, validly signed (at `timestamp`, else now). */
+  deliverPayload(payload: string, timestamp?: number): Promise<import('supertest').Response>;
   /** Webhook event types queued for an order, oldest first. */
   orderEvents(orderId: string): Promise<string[]>;
   /** A session paid on Stripe and its event applied: its order and PaymentIntent. */
@@ -31,12 +33,13 @@ export interface StripeContext {
   close(): Promise<void>;
 }
 
-export async function createStripeContext(env: Record<string, string> = {}): Promise<StripeContext> {
+export async function createStripeContext(env: Record<string, string> = {}, options: { logDestination?: { write(line: string): void } } = {}): Promise<StripeContext> {
   let ctx: TestContext | undefined;
   const stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx!.clock.now() });
   const base = await stripe.start();
   ctx = await createTestContext({
     env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500', ...env },
+    ...options,
   });
   const c = ctx;
   const product = await c.services.catalog.createProduct(c.orgA.orgId, { name: 'Ebook', description: 'A good read' });
@@ -46,10 +49,10 @@ export async function createStripeContext(env: Record<string, string> = {}): Pro
     c.merchant.post('/v1/checkout-sessions').set('X-API-Key', c.orgA.apiKey).set('Idempotency-Key', key).send({ pricingId: priceId, ...body });
   const stripeIdOf = async (id: string) => (await c.testDb.database.db('checkout_sessions').where({ id }).first()).processor_session_id as string;
   const readSession = async (id: string) => (await c.merchant.get(`/v1/checkout-sessions/${id}`).set('X-API-Key', c.orgA.apiKey)).body.data;
-  const deliver = (event: Stripe.Event, secret?: string) => {
-    const signed = stripe.signed(event, secret);
-    return c.merchant.post(EVENTS_PATH).set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
-  };
+  const post = (signed: { payload: string; signature: string }) =>
+    c.merchant.post(EVENTS_PATH).set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
+  const deliver = (event: Stripe.Event, secret?: string, timestamp?: number) => post(stripe.signed(event, secret, timestamp));
+  const deliverPayload = (payload: string, timestamp?: number) => post(stripe.signPayload(payload, undefined, timestamp));
   const newSession = async (body: object = {}) => {
     const res = await create(body);
     expect(res.status).toBe(201);
@@ -65,6 +68,7 @@ export async function createStripeContext(env: Record<string, string> = {}): Pro
     readOrder: async (orderId) => (await c.merchant.get(`/v1/orders/${orderId}`).set('X-API-Key', c.orgA.apiKey)).body.data,
     stripeIdOf,
     deliver,
+    deliverPayload,
     orderEvents: async (orderId) =>
       (await c.testDb.database.db('webhook_events').orderBy('created_at'))
         .filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId))

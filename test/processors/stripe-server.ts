@@ -70,6 +70,11 @@ export class FakeStripe {
   >();
   private server: Server | undefined;
   private baseUrl = 'http://stripe.invalid';
+  /**
+   * How far Stripe's clock runs ahead of Kassa's: what a request that takes that long to reach
+   * Stripe sees (Stripe checks `expires_at` against its own creation time), or a skewed clock.
+   */
+  clockAheadSeconds = 0;
 
   constructor(
     private readonly options: {
@@ -158,14 +163,13 @@ export class FakeStripe {
       res.json(sub);
     });
     app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
-    app.delete('/v1/subscriptions/:id', (req, res) =>
-      this.idempotent(req, res, () => {
-        const sub = this.subscriptions.get(req.params.id as string);
-        if (!sub) return { status: 404, body: missingObject('subscription', req.params.id as string) };
-        if (sub.status === 'canceled') return { status: 400, body: { error: { type: 'invalid_request_error', message: `No such subscription: '${sub.id}' (it is canceled)` } } };
-        return { status: 200, body: this.endSubscription(sub.id, 'cancellation_requested') };
-      }),
-    );
+    // Cancel. Stripe ignores Idempotency-Key on DELETE (nothing is replayed), and answers a cancel
+    // of a canceled subscription as if it did not exist (404 resource_missing), though GET still reads it.
+    app.delete('/v1/subscriptions/:id', (req, res) => {
+      const sub = this.subscriptions.get(req.params.id);
+      if (!sub || sub.status === 'canceled') return void res.status(404).json(missingObject('subscription', req.params.id));
+      res.json(this.endSubscription(sub.id, 'cancellation_requested'));
+    });
     app.get('/v1/invoices/:id', (req, res) => {
       const invoice = this.invoices.get(req.params.id);
       if (!invoice) return void res.status(404).json(missingObject('invoice', req.params.id));
@@ -294,6 +298,20 @@ export class FakeStripe {
     };
     this.intents.set(intent.id, intent);
     this.update(sessionId, { payment_intent: intent.id });
+    this.record('payment_intent.payment_failed', intent);
+    return intent;
+  }
+
+  /**
+   * A PaymentIntent made outside any Checkout Session (by another integration on the account, or
+   * by hand with the API, so its metadata says whatever its maker wrote) whose card was declined.
+   */
+  declineStandaloneIntent(amount: number, currency: string, metadata: Record<string, string>, declineCode = 'card_declined'): Stripe.PaymentIntent {
+    const intent: Stripe.PaymentIntent = {
+      ...this.createIntentFor(amount, currency, 'requires_payment_method', metadata),
+      last_payment_error: { type: 'card_error', code: 'card_declined', decline_code: declineCode, message: 'Your card was declined.', charge: id('ch') },
+    };
+    this.intents.set(intent.id, intent);
     this.record('payment_intent.payment_failed', intent);
     return intent;
   }
@@ -459,14 +477,17 @@ export class FakeStripe {
     return { object: 'list', data: page, has_more: matching.length > limit, url: '/v1/events' };
   }
 
-  /** The body and Stripe-Signature header Stripe would send for this event (`secret` to sign it wrongly). */
-  signed(event: Stripe.Event, secret = this.options.webhookSecret): { payload: string; signature: string } {
-    return this.signPayload(JSON.stringify(event, null, 2), secret);
+  /**
+   * The body and Stripe-Signature header Stripe would send for this event (`secret` to sign it
+   * wrongly; `timestamp`, seconds since the epoch, to sign it at another time than now).
+   */
+  signed(event: Stripe.Event, secret = this.options.webhookSecret, timestamp = this.seconds()): { payload: string; signature: string } {
+    return this.signPayload(JSON.stringify(event, null, 2), secret, timestamp);
   }
 
   /** Any payload signed as Stripe signs events. */
-  signPayload(payload: string, secret = this.options.webhookSecret): { payload: string; signature: string } {
-    return { payload, signature: this.sdk.webhooks.generateTestHeaderString({ payload, secret, timestamp: this.seconds() }) };
+  signPayload(payload: string, secret = this.options.webhookSecret, timestamp = this.seconds()): { payload: string; signature: string } {
+    return { payload, signature: this.sdk.webhooks.generateTestHeaderString({ payload, secret, timestamp }) };
   }
 
   /** The session created last. */
@@ -1211,7 +1232,7 @@ export class FakeStripe {
   }
 
   private seconds(): number {
-    return Math.floor(this.options.now().getTime() / 1000);
+    return Math.floor(this.options.now().getTime() / 1000) + this.clockAheadSeconds;
   }
 
   private missing(res: Response, sessionId: string): void {

@@ -411,6 +411,40 @@ describe('pause, resume and cancel now on Stripe', () => {
     expect((await readSubscription(subscriptionId)).status).toBe('CANCELED');
   });
 
+  it('cancel now whose answer was lost: the retry finds the subscription already canceled (Stripe ignores idempotency keys on DELETE) and that is success', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('cancel-lost-answer@example.com');
+    // Stripe cancels, the answer never arrives; the SDK's retry DELETE gets Stripe's answer for a canceled subscription.
+    stripe.failNext('answerThenHang', 1, `/v1/subscriptions/${stripeSub.id}`);
+    const res = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ status: 'CANCELED' });
+    expect(stripe.requests.filter((r) => r.method === 'DELETE' && r.path === `/v1/subscriptions/${stripeSub.id}`)).toHaveLength(2);
+    expect((await eventsAbout(subscriptionId)).filter((t) => t === 'subscription.ended')).toHaveLength(1);
+  });
+
+  it('cancel now answered 503 after Stripe canceled (every answer lost): the merchant\'s retry is a success, not a 409', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('cancel-retry-after-503@example.com');
+    stripe.failNext('answerThenHang', 1, `/v1/subscriptions/${stripeSub.id}`);
+    stripe.failNext('hang', 2, `/v1/subscriptions/${stripeSub.id}`);
+    const lost = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(lost.status).toBe(503);
+    expect(stripe.subscriptions.get(stripeSub.id)!.status).toBe('canceled');
+    expect((await readSubscription(subscriptionId)).status).toBe('ACTIVE');
+    const retry = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(retry.status).toBe(200);
+    expect(retry.body.data).toMatchObject({ status: 'CANCELED' });
+    await deliver(stripe.subscriptionEvent('customer.subscription.deleted', stripe.subscriptions.get(stripeSub.id)!));
+    expect((await eventsAbout(subscriptionId)).filter((t) => t === 'subscription.ended')).toHaveLength(1);
+  });
+
+  it('cancel now of a subscription Stripe does not have at all is still refused (409), nothing changed', async () => {
+    const { stripeSub, subscriptionId } = await subscribe('cancel-missing@example.com');
+    stripe.subscriptions.delete(stripeSub.id);
+    const res = await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status).toBe(409);
+    expect((await readSubscription(subscriptionId)).status).toBe('ACTIVE');
+  });
+
   it("the buyer's manage page cancels at period end through Stripe", async () => {
     const { stripeSub, subscriptionId } = await subscribe('manage@example.com');
     const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token as string;
