@@ -1891,11 +1891,27 @@ export interface components {
         };
         OrderPage: {
             records: components["schemas"]["Order"][];
+            /**
+             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
+             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             *     false. See decision 18 (lists at scale).
+             */
             total: number;
             page: number;
             size: number;
             pages: number;
             current: number;
+            /** @description Whether `total` (and so `pages`) is an exact count rather than an estimate. */
+            totalExact: boolean;
+            /**
+             * @description Whether records follow this page in the direction of paging: older ones (newer ones with
+             *     `ending_before`). Exact, unlike an estimated `total`: iterate until it is false.
+             */
+            hasMore: boolean;
+            /** @description The last record's id when older records follow it; pass it as `starting_after` for the next page. */
+            nextCursor: string | null;
+            /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
+            previousCursor: string | null;
         };
         OrderResponse: {
             /** @constant */
@@ -2010,11 +2026,27 @@ export interface components {
         };
         SubscriptionPage: {
             records: components["schemas"]["Subscription"][];
+            /**
+             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
+             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             *     false. See decision 18 (lists at scale).
+             */
             total: number;
             page: number;
             size: number;
             pages: number;
             current: number;
+            /** @description Whether `total` (and so `pages`) is an exact count rather than an estimate. */
+            totalExact: boolean;
+            /**
+             * @description Whether records follow this page in the direction of paging: older ones (newer ones with
+             *     `ending_before`). Exact, unlike an estimated `total`: iterate until it is false.
+             */
+            hasMore: boolean;
+            /** @description The last record's id when older records follow it; pass it as `starting_after` for the next page. */
+            nextCursor: string | null;
+            /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
+            previousCursor: string | null;
         };
         SubscriptionResponse: {
             /** @constant */
@@ -2035,11 +2067,27 @@ export interface components {
         };
         CustomerPage: {
             records: components["schemas"]["Customer"][];
+            /**
+             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
+             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             *     false. See decision 18 (lists at scale).
+             */
             total: number;
             page: number;
             size: number;
             pages: number;
             current: number;
+            /** @description Whether `total` (and so `pages`) is an exact count rather than an estimate. */
+            totalExact: boolean;
+            /**
+             * @description Whether records follow this page in the direction of paging: older ones (newer ones with
+             *     `ending_before`). Exact, unlike an estimated `total`: iterate until it is false.
+             */
+            hasMore: boolean;
+            /** @description The last record's id when older records follow it; pass it as `starting_after` for the next page. */
+            nextCursor: string | null;
+            /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
+            previousCursor: string | null;
         };
         CustomerResponse: {
             /** @constant */
@@ -2647,6 +2695,21 @@ export interface components {
         Page: number;
         /** @description Page size, at most 100. Default 20. */
         Size: number;
+        /**
+         * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+         *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+         *     `pages` count within that rest. The record need not match the filters; an id that is not
+         *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+         *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+         *     page reads every record it skips). Not combinable with `ending_before`.
+         */
+        StartingAfter: string;
+        /**
+         * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+         *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+         *     answered newest first. Same rules as `starting_after`; not combinable with it.
+         */
+        EndingBefore: string;
     };
     requestBodies: never;
     headers: {
@@ -2954,6 +3017,21 @@ export interface operations {
                 /** @description Page size, at most 100. Default 20. */
                 size?: components["parameters"]["Size"];
                 /**
+                 * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+                 *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+                 *     `pages` count within that rest. The record need not match the filters; an id that is not
+                 *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+                 *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+                 *     page reads every record it skips). Not combinable with `ending_before`.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+                 *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+                 *     answered newest first. Same rules as `starting_after`; not combinable with it.
+                 */
+                ending_before?: components["parameters"]["EndingBefore"];
+                /**
                  * @description Matches `displayStatus`, case-insensitively. The accepted spellings are the display form,
                  *     the uppercase form and the lowercase form of each value.
                  * @example Paid
@@ -3057,6 +3135,21 @@ export interface operations {
                 page?: components["parameters"]["Page"];
                 /** @description Page size, at most 100. Default 20. */
                 size?: components["parameters"]["Size"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+                 *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+                 *     `pages` count within that rest. The record need not match the filters; an id that is not
+                 *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+                 *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+                 *     page reads every record it skips). Not combinable with `ending_before`.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+                 *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+                 *     answered newest first. Same rules as `starting_after`; not combinable with it.
+                 */
+                ending_before?: components["parameters"]["EndingBefore"];
                 /** @description Only subscriptions in this state. */
                 status?: components["schemas"]["SubscriptionStatus"];
                 /**
@@ -3125,6 +3218,21 @@ export interface operations {
                 page?: components["parameters"]["Page"];
                 /** @description Page size, at most 100. Default 20. */
                 size?: components["parameters"]["Size"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+                 *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+                 *     `pages` count within that rest. The record need not match the filters; an id that is not
+                 *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+                 *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+                 *     page reads every record it skips). Not combinable with `ending_before`.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+                 *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+                 *     answered newest first. Same rules as `starting_after`; not combinable with it.
+                 */
+                ending_before?: components["parameters"]["EndingBefore"];
                 /**
                  * @description Only the customer with this e-mail address (exact, case-insensitive).
                  * @example ada@example.com

@@ -5,6 +5,7 @@
  */
 import type { components } from '../../generated/merchant.js';
 import type { UnitOfWork } from '../kernel/unit-of-work.js';
+import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
 import type {
   AmountKey,
   CheckoutSession,
@@ -81,7 +82,9 @@ export interface OrderRepository {
   update(order: Order, expected: OrderStatus): Promise<boolean>;
   /** PAID, unrefunded one-time orders of catalog products, of these customers and/or this payer wallet. */
   listAccessGranting(orgId: string, subject: { customerIds?: string[]; fromAddress?: string }): Promise<Order[]>;
-  list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }): Promise<{ records: Order[]; total: number }>;
+  /** The sort key of one of the organization's orders (a list cursor), if it is one. */
+  keyset(orgId: string, id: string): Promise<Keyset | undefined>;
+  list(orgId: string, filter: OrderFilter, window: ListWindow): Promise<ListPage<Order>>;
 }
 
 export interface CustomerRepository {
@@ -90,7 +93,8 @@ export interface CustomerRepository {
   find(orgId: string, id: string): Promise<Customer | undefined>;
   findByEmail(orgId: string, email: string): Promise<Customer | undefined>;
   /** Customers that have at least one order, newest first. */
-  listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }): Promise<{ records: Customer[]; total: number }>;
+  listWithOrders(orgId: string, filter: { email?: string }, window: ListWindow): Promise<ListPage<Customer>>;
+  keyset(orgId: string, id: string): Promise<Keyset | undefined>;
   findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
 }
 
@@ -109,7 +113,8 @@ export interface SubscriptionRepository {
   listDue(now: Date, limit: number): Promise<string[]>;
   /** Locks one due subscription, skipping it when another scheduler holds it. */
   lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
-  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }): Promise<{ records: Subscription[]; total: number }>;
+  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>>;
+  keyset(orgId: string, id: string): Promise<Keyset | undefined>;
   /** ACTIVE subscriptions to catalog products of these customers. */
   listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]>;
 }

@@ -230,12 +230,26 @@ export async function migrateLatest(db: Db): Promise<number> {
   if (!isPostgres(db)) return applied(await db.migrate.latest({ migrationSource }));
   // Several processes (API and workers) may start at once on a fresh database; knex's own lock
   // row fails the losers instead of making them wait, and the first `CREATE TABLE knex_migrations`
-  // races. The transaction-scoped advisory lock queues them: the first migrates, the others find
-  // nothing left to do. The lock is held on one pooled connection while knex uses another.
-  return db.transaction(async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(?)', [MIGRATION_LOCK_KEY]);
-    return applied(await db.migrate.latest({ migrationSource }));
-  });
+  // races. An advisory lock queues them: the first migrates, the others find nothing left to do.
+  // A session lock, taken by polling on a connection outside any transaction: an open transaction
+  // (or a statement blocked on the lock) holds a snapshot, and CREATE INDEX CONCURRENTLY (0120)
+  // waits for every older snapshot to end, which would be the lock holder's own migration.
+  const client = db.client as { acquireConnection(): Promise<PooledConnection>; releaseConnection(c: PooledConnection): Promise<unknown> };
+  const connection = await client.acquireConnection();
+  try {
+    for (;;) {
+      const { rows } = await connection.query('SELECT pg_try_advisory_lock($1) AS locked', [MIGRATION_LOCK_KEY]);
+      if ((rows[0] as { locked: boolean }).locked) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    try {
+      return applied(await db.migrate.latest({ migrationSource }));
+    } finally {
+      await connection.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    await client.releaseConnection(connection);
+  }
 }
 
 export async function migrateDown(db: Db): Promise<void> {

@@ -18,3 +18,24 @@ export const isoOrNull = (d: Date | null | undefined): string | null => (d ? iso
 export function page<T>(records: T[], total: number, pageNumber: number, size: number) {
   return { records, total, page: pageNumber, size, pages: Math.ceil(total / size), current: pageNumber };
 }
+
+/**
+ * A page of a cursor-capable list (orders, customers, subscriptions): the seed's fields, plus
+ * whether the total is exact, whether more follow, and the ids to pass as `starting_after`
+ * (nextCursor) and `ending_before` (previousCursor) for the neighbouring pages, null at either end.
+ */
+export function listPage<T extends { id: string }, P>(
+  result: { records: T[]; total: number; totalExact: boolean; hasMore: boolean; hasOlder: boolean; hasNewer: boolean },
+  present: (record: T, index: number) => P,
+  pageNumber: number,
+  size: number,
+) {
+  const { records } = result;
+  return {
+    ...page(records.map((r, i) => present(r, i)), result.total, pageNumber, size),
+    totalExact: result.totalExact,
+    hasMore: result.hasMore,
+    nextCursor: result.hasOlder ? records.at(-1)!.id : null,
+    previousCursor: result.hasNewer ? records[0]!.id : null,
+  };
+}

@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import type { Customer } from '../commerce/model.js';
 import type { CustomerRepository } from '../commerce/stores.js';
+import { readListPage } from '../db/list-page.js';
+import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
 
 
 interface CustomerRow {
@@ -45,15 +47,16 @@ export class KnexCustomerRepository implements CustomerRepository {
     return query;
   }
 
-  async listWithOrders(orgId: string, filter: { email?: string }, page: { offset: number; limit: number }) {
-    const rows = await this.withOrders(orgId, filter.email)
-      .select('c.*')
-      .orderBy([{ column: 'c.created_at', order: 'desc' }, { column: 'c.id', order: 'desc' }])
-      .offset(page.offset)
-      .limit(page.limit);
-    const counted = await this.withOrders(orgId, filter.email).count<{ count: number }[]>({ count: '*' }).first();
-    return { records: (rows as CustomerRow[]).map(toCustomer), total: Number(counted?.count ?? 0) };
+  async keyset(orgId: string, id: string): Promise<Keyset | undefined> {
+    const row = await this.db<CustomerRow>('customers').where({ org_id: orgId, id }).first('created_at', 'id');
+    return row ? { createdAt: new Date(row.created_at), id: row.id } : undefined;
   }
+
+  async listWithOrders(orgId: string, filter: { email?: string }, window: ListWindow): Promise<ListPage<Customer>> {
+    const page = await readListPage<CustomerRow & Record<string, unknown>>(this.db, { filtered: () => this.withOrders(orgId, filter.email), createdAt: 'c.created_at', id: 'c.id', select: 'c.*' }, window);
+    return { ...page, records: page.records.map(toCustomer) };
+  }
+
 
   async findWithOrders(orgId: string, id: string): Promise<Customer | undefined> {
     const row = await this.withOrders(orgId).andWhere('c.id', id).select('c.*').first();

@@ -3,6 +3,8 @@ import type { Order, OrderFilter, OrderStatus, Rail } from '../commerce/model.js
 import type { OrderRepository } from '../commerce/stores.js';
 import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
+import { estimatedCount, readListPage } from '../db/list-page.js';
+import { EXACT_TOTAL_BOUND, type Keyset, type ListPage, type ListWindow } from '../kernel/list.js';
 
 
 
@@ -126,11 +128,13 @@ const ORDER_COLUMNS_SQL = ORDER_COLUMNS.join(', ');
 /** GET /v1/orders/{id}: as one json column (src/db/json-row.ts), run directly and prepared (runStatement). */
 const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settled_available_on', 'created_at', 'updated_at']))} AS row FROM orders o WHERE o.org_id = $1 AND o.id = $2 LIMIT 1`;
 /**
- * GET /v1/orders without filters (the dashboard's first page): the page and the total in one
- * prepared statement; the window count is the count the separate query made, in the same scan.
+ * GET /v1/orders without filters (the dashboard's first page): prepared, over the index
+ * (org_id, created_at, id); LIMIT is the page size + 1 (the extra row says more follow).
  */
-const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL}, count(*) OVER () AS total_count FROM orders WHERE org_id = $1
-   ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
+const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
+/** Its total, counted up to a bound (src/db/list-page.ts): an index-only scan that stops there. */
+const COUNT_ORDERS_SQL = 'SELECT count(*) AS n FROM (SELECT 1 FROM orders WHERE org_id = $1 LIMIT $2) capped';
+const FIND_KEYSET_SQL = 'SELECT created_at, id FROM orders WHERE org_id = $1 AND id = $2';
 
 const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v === undefined);
 
@@ -217,19 +221,25 @@ export class KnexOrderRepository implements OrderRepository {
     return q;
   }
 
-  async list(orgId: string, filter: OrderFilter, page: { offset: number; limit: number }) {
-    // The total comes with the page (count(*) OVER ()): one round trip, unless the page is empty.
-    type PageRow = OrderRow & { total_count: string | number };
-    const rows = noFilter(filter)
-      ? await runStatement<PageRow>(this.db, LIST_ORDERS_SQL, [orgId, page.offset, page.limit])
-      : ((await this.filtered(orgId, filter)
-          .select(this.db.raw('orders.*, count(*) OVER () AS total_count'))
-          .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-          .offset(page.offset)
-          .limit(page.limit)) as unknown as PageRow[]);
-    if (rows.length > 0) return { records: rows.map(toOrder), total: Number(rows[0]!.total_count) };
-    // Past the last page (or nothing at all): the rows say nothing of the total.
-    const counted = page.offset === 0 ? { count: 0 } : await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
-    return { records: [], total: Number(counted?.count ?? 0) };
+  async keyset(orgId: string, id: string): Promise<Keyset | undefined> {
+    const [row] = await runStatement<{ created_at: Date; id: string }>(this.db, FIND_KEYSET_SQL, [orgId, id]);
+    return row ? { createdAt: row.created_at, id: row.id } : undefined;
   }
+
+  async list(orgId: string, filter: OrderFilter, window: ListWindow): Promise<ListPage<Order>> {
+    if (noFilter(filter) && !window.startingAfter && !window.endingBefore) {
+      const fetched = await runStatement<OrderRow>(this.db, LIST_ORDERS_SQL, [orgId, window.offset, window.limit + 1]);
+      const hasMore = fetched.length > window.limit;
+      const records = (hasMore ? fetched.slice(0, window.limit) : fetched).map(toOrder);
+      const sides = { hasMore, hasOlder: hasMore, hasNewer: window.offset > 0 && records.length > 0 };
+      if (window.offset === 0 && !hasMore) return { records, total: records.length, totalExact: true, ...sides };
+      const [{ n }] = (await runStatement<{ n: string }>(this.db, COUNT_ORDERS_SQL, [orgId, EXACT_TOTAL_BOUND + 1])) as [{ n: string }];
+      if (Number(n) <= EXACT_TOTAL_BOUND) return { records, total: Number(n), totalExact: true, ...sides };
+      const total = Math.max(EXACT_TOTAL_BOUND + 1, await estimatedCount(this.db, this.filtered(orgId, filter)));
+      return { records, total, totalExact: false, ...sides };
+    }
+    const page = await readListPage<OrderRow & Record<string, unknown>>(this.db, { filtered: () => this.filtered(orgId, filter), createdAt: 'created_at', id: 'id', select: ORDER_COLUMNS_SQL }, window);
+    return { ...page, records: page.records.map(toOrder) };
+  }
+
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderFilter } from '../commerce/model.js';
+import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import { isStripeInvoiceSettlement, isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
 export class OrderService {
@@ -74,8 +75,9 @@ export class OrderService {
     return this.uow.stores.orders.findBySession(checkoutSessionId);
   }
 
-  list(orgId: string, filter: OrderFilter, page: number, size: number) {
-    return this.uow.stores.orders.list(orgId, filter, { offset: (page - 1) * size, limit: size });
+  async list(orgId: string, filter: OrderFilter, request: ListRequest) {
+    const orders = this.uow.stores.orders;
+    return orders.list(orgId, filter, await resolveWindow(request, (id) => orders.keyset(orgId, id), 'order'));
   }
 
   async getCustomer(orgId: string, id: string) {
@@ -84,8 +86,9 @@ export class OrderService {
     return customer;
   }
 
-  listCustomers(orgId: string, filter: { email?: string }, page: number, size: number) {
-    return this.uow.stores.customers.listWithOrders(orgId, filter, { offset: (page - 1) * size, limit: size });
+  async listCustomers(orgId: string, filter: { email?: string }, request: ListRequest) {
+    const customers = this.uow.stores.customers;
+    return customers.listWithOrders(orgId, filter, await resolveWindow(request, (id) => customers.keyset(orgId, id), 'customer'));
   }
 }
 

@@ -1,6 +1,6 @@
 import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../handler-maps.js';
-import { page } from '../kernel/present.js';
+import { listPage } from '../kernel/present.js';
 import type { OrderStatus } from '../commerce/model.js';
 import { presentOrder } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';
@@ -14,7 +14,7 @@ export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHa
     listOrders: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;
-      const { records, total } = await orders.list(
+      const result = await orders.list(
         auth.orgId,
         {
           // `status` matches displayStatus; the spelling (Paid, PAID, paid) does not matter.
@@ -28,11 +28,10 @@ export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHa
           createdFrom: query.date_from !== undefined ? new Date(query.date_from * 1000) : undefined,
           createdBefore: query.date_to !== undefined ? new Date(query.date_to * 1000) : undefined,
         },
-        pageNumber,
-        size,
+        { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before },
       );
       const now = clock.now();
-      return { status: 200, body: { success: true, message: 'OK', data: page(records.map((o) => presentOrder(o, now)), total, pageNumber, size) } };
+      return { status: 200, body: { success: true, message: 'OK', data: listPage(result, (o) => presentOrder(o, now), pageNumber, size) } };
     },
     getOrder: async ({ auth, params }) => ({
       status: 200,
@@ -41,8 +40,8 @@ export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHa
     listCustomers: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;
-      const { records, total } = await orders.listCustomers(auth.orgId, { email: query.email }, pageNumber, size);
-      return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentCustomer), total, pageNumber, size) } };
+      const result = await orders.listCustomers(auth.orgId, { email: query.email }, { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before });
+      return { status: 200, body: { success: true, message: 'OK', data: listPage(result, presentCustomer, pageNumber, size) } };
     },
     getCustomer: async ({ auth, params }) => ({
       status: 200,

@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import type { Subscription, SubscriptionStatus } from '../commerce/model.js';
 import type { SubscriptionRepository } from '../commerce/stores.js';
+import { readListPage } from '../db/list-page.js';
+import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
 import type { BillingInterval } from '../commerce/billing-period.js';
 
 
@@ -180,14 +182,16 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     return q;
   }
 
-  async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: { offset: number; limit: number }) {
-    const rows = await this.filtered(orgId, filter)
-      .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-      .offset(page.offset)
-      .limit(page.limit);
-    const counted = await this.filtered(orgId, filter).count<{ count: number }[]>({ count: '*' }).first();
-    return { records: rows.map(toSubscription), total: Number(counted?.count ?? 0) };
+  async keyset(orgId: string, id: string): Promise<Keyset | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ org_id: orgId, id }).first('created_at', 'id');
+    return row ? { createdAt: new Date(row.created_at), id: row.id } : undefined;
   }
+
+  async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>> {
+    const page = await readListPage<SubscriptionRow & Record<string, unknown>>(this.db, { filtered: () => this.filtered(orgId, filter), createdAt: 'created_at', id: 'id', select: '*' }, window);
+    return { ...page, records: page.records.map(toSubscription) };
+  }
+
 
   async listActiveForCustomers(orgId: string, customerIds: string[]): Promise<Subscription[]> {
     if (customerIds.length === 0) return [];

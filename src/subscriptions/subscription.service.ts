@@ -3,6 +3,7 @@
  * checkout, renewed by the scheduler off the injectable clock, cancelled, paused and resumed by
  * the operator (admin API) or the buyer (manage page). State table: openapi/merchant.yaml.
  */
+import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
@@ -207,7 +208,8 @@ export class SubscriptionService {
     return this.uow.stores.subscriptions.findByManageToken(token);
   }
 
-  list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, page: number, size: number) {
-    return this.uow.stores.subscriptions.list(orgId, filter, { offset: (page - 1) * size, limit: size });
+  async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, request: ListRequest) {
+    const subscriptions = this.uow.stores.subscriptions;
+    return subscriptions.list(orgId, filter, await resolveWindow(request, (id) => subscriptions.keyset(orgId, id), 'subscription'));
   }
 }

@@ -1,5 +1,5 @@
 import type { MerchantHandlers } from '../handler-maps.js';
-import { iso, isoOrNull, page } from '../kernel/present.js';
+import { iso, isoOrNull, listPage } from '../kernel/present.js';
 import type { EntitlementService } from './entitlement.service.js';
 import type { Subscription } from '../commerce/model.js';
 import { presentSubscription } from '../commerce/subscription.presenter.js';
@@ -13,8 +13,8 @@ export function createSubscriptionHandlers(
     listSubscriptions: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;
-      const { records, total } = await subscriptions.list(auth.orgId, { status: query.status, customerId: query.customer_id }, pageNumber, size);
-      return { status: 200, body: { success: true, message: 'OK', data: page(records.map(presentSubscription), total, pageNumber, size) } };
+      const result = await subscriptions.list(auth.orgId, { status: query.status, customerId: query.customer_id }, { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before });
+      return { status: 200, body: { success: true, message: 'OK', data: listPage(result, presentSubscription, pageNumber, size) } };
     },
     getSubscription: async ({ auth, params }) => ({
       status: 200,

@@ -27,6 +27,7 @@ import * as m0084 from './0084_x402_paywalls.js';
 import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
 import * as m0105 from './0105_x402_relayer_nonces.js';
+import * as m0120 from './0120_list_indexes.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -60,6 +61,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0088_telemetry_five_minute_rollups': m0088,
   '0089_telemetry_ten_second_rollups': m0089,
   '0105_x402_relayer_nonces': m0105,
+  '0120_list_indexes': m0120,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
