@@ -26,6 +26,9 @@ import * as m0082 from './0082_order_processor_status.js';
 import * as m0084 from './0084_x402_paywalls.js';
 import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
+import * as m0130 from './0130_order_refunds_disputes.js';
+import * as m0131 from './0131_subscription_payment_action.js';
+import * as m0132 from './0132_stripe_account_state.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -58,6 +61,9 @@ const MIGRATIONS: Record<string, Migration> = {
   '0084_x402_paywalls': m0084,
   '0088_telemetry_five_minute_rollups': m0088,
   '0089_telemetry_ten_second_rollups': m0089,
+  '0130_order_refunds_disputes': m0130,
+  '0131_subscription_payment_action': m0131,
+  '0132_stripe_account_state': m0132,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
