@@ -86,9 +86,11 @@ export class StripePaymentEvents {
       throw this.unreachable(err, 'list a charge\'s refunds');
     }
     const seen = new Set<string>();
+    // Stripe lists newest first: reversed, then ordered by creation (stable within one second).
     return all
+      .reverse()
       .filter((r) => !seen.has(r.id) && seen.add(r.id))
-      .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id))
+      .sort((a, b) => a.created - b.created)
       .map((r) => ({
         processorRefundId: r.id,
         amountCents: r.amount,
