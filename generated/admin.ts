@@ -82,6 +82,12 @@ export interface paths {
          *     platform's own Stripe account). Kassa uses destination charges: the platform's account
          *     owns the Checkout Session, its events and its refunds, and each payment is transferred to
          *     the bound account (docs/card-processors.md).
+         *
+         *     `state` is what Stripe last said of the account: Kassa applies Connect's `account.updated`
+         *     (select it, with "events on connected accounts", on the Stripe webhook endpoint). An
+         *     account that lost its `transfers` or `card_payments` capability, or whose
+         *     `charges_enabled` is false, shows `usable: false` and the cause in `problem`; the admin
+         *     CLI's `org stripe-account --org ORG_…` prints it.
          */
         get: operations["getStripeAccount"];
         /**
@@ -702,7 +708,14 @@ export interface paths {
          *       further partial refunds may follow until the order is fully refunded.
          *     * Only `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the refundable
          *       remainder is `400`.
-         *     * Refunds emit no webhook event (the spec's order events follow payment results only).
+         *     * Each refund emits the signed `order.refunded` webhook (merchant API, beyond the product
+         *       spec's event list) with this refund (`data.refund`: amount, `reason`, `source: kassa`)
+         *       and the order's refunded total after it; the order's refunds are listed by the merchant
+         *       API's `GET /v1/orders/{id}/refunds`.
+         *     * `reason` (`requested_by_customer`, `duplicate`, `fraudulent`) is recorded with the refund
+         *       and passed to Stripe as the refund's `reason` (Stripe uses `fraudulent` to block the card).
+         *     * A Stripe refund that fails later (Stripe's `refund.failed`) is taken back out of the
+         *       refunded total, a `REFUNDED` order is `PAID` again, and `order.refund_failed` is emitted.
          *     * An order Stripe settled without a card payment (its `providerPaymentId` is an invoice
          *       `in_…`: marked paid out of band, or nothing to charge) is `409`: there is no payment to
          *       refund through Stripe, and Kassa never records a refund Stripe did not make; credit it in
@@ -1112,11 +1125,42 @@ export interface components {
             accountId: string;
         };
         StripeAccountBinding: {
+            /**
+             * @description What Stripe last reported of the bound account (Connect's `account.updated`, read back
+             *     from Stripe); null while no account is bound or Stripe has not reported on it since it
+             *     was bound (binding checked its `transfers` capability then).
+             */
+            state: components["schemas"]["StripeAccountState"] | null;
             orgId: components["schemas"]["OrgId"];
             /** @description The bound connected account; null when none is bound. */
             accountId: string | null;
             /** @description When the current account was bound; null when none is. */
             boundAt: components["schemas"]["Timestamp"] | null;
+        };
+        StripeAccountState: {
+            /** @description Stripe's `charges_enabled` of the account. */
+            chargesEnabled: boolean;
+            /**
+             * @description The account's `transfers` capability (`active`, `inactive`, `pending`); null when it has none.
+             * @example inactive
+             */
+            transfers: string | null;
+            /**
+             * @description The account's `card_payments` capability (`active`, `inactive`, `pending`); null when it has none (a destination-charge account needs only `transfers`).
+             * @example active
+             */
+            cardPayments: string | null;
+            /**
+             * @description False when Stripe says the account cannot be paid: `charges_enabled` false, `transfers`
+             *     not `active`, or a `card_payments` capability that is present but not `active`. Card
+             *     checkout sessions of the organization are then refused (`403`, naming the cause) until
+             *     Stripe reports the account usable again or the account is unbound.
+             */
+            usable: boolean;
+            /** @description What makes it unusable, in words (the same text the refused checkout shows); null when usable. */
+            problem: string | null;
+            /** @description When Kassa applied Stripe's report. */
+            checkedAt: components["schemas"]["Timestamp"];
         };
         StripeAccountBindingResponse: {
             /** @constant */
@@ -1228,6 +1272,11 @@ export interface components {
         OrderRefund: {
             /** @description Minor units to refund; default the whole refundable remainder. */
             amount?: number;
+            /**
+             * @description Why the refund is made (Stripe's `reason`, passed to Stripe); recorded with the refund.
+             * @enum {string}
+             */
+            reason?: "requested_by_customer" | "duplicate" | "fraudulent";
         };
         AdminOrder: {
             orderId: string;
@@ -2406,7 +2455,15 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "accountId": "acct_1Q2w3E4r5T6y7U8i",
-                     *         "boundAt": "2026-11-22T09:30:00.000Z"
+                     *         "boundAt": "2026-11-22T09:30:00.000Z",
+                     *         "state": {
+                     *           "chargesEnabled": false,
+                     *           "transfers": "inactive",
+                     *           "cardPayments": "active",
+                     *           "usable": false,
+                     *           "problem": "Stripe reports the connected account acct_1Q2w3E4r5T6y7U8i cannot take payments: charges_enabled is false, its transfers capability is inactive",
+                     *           "checkedAt": "2026-11-24T08:12:40.000Z"
+                     *         }
                      *       }
                      *     }
                      */
@@ -2454,7 +2511,8 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "accountId": "acct_1Q2w3E4r5T6y7U8i",
-                     *         "boundAt": "2026-11-22T09:30:00.000Z"
+                     *         "boundAt": "2026-11-22T09:30:00.000Z",
+                     *         "state": null
                      *       }
                      *     }
                      */
@@ -2496,7 +2554,8 @@ export interface operations {
                      *       "data": {
                      *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
                      *         "accountId": null,
-                     *         "boundAt": null
+                     *         "boundAt": null,
+                     *         "state": null
                      *       }
                      *     }
                      */
@@ -4396,7 +4455,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "amount": 500
+                 *       "amount": 500,
+                 *       "reason": "requested_by_customer"
                  *     }
                  */
                 "application/json": components["schemas"]["OrderRefund"];

@@ -537,6 +537,63 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orders/{id}/refunds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an order's refunds
+         * @description The order's refunds, oldest first: each refund made through Kassa (admin API or CLI) or
+         *     outside it (the Stripe Dashboard, Stripe itself), with its amount, reason, status and where
+         *     it was made. The order's `amountRefundedCents` is the sum of those that are `pending` or
+         *     `succeeded`. Each one was announced by `order.refunded` (and a failed one by
+         *     `order.refund_failed`). `404` when the order does not exist or belongs to another
+         *     organization. Permission: `orders:read`.
+         */
+        get: operations["listOrderRefunds"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orders/{id}/disputes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an order's disputes
+         * @description The disputes (chargebacks and inquiries) of the order's payment, oldest first, as Stripe
+         *     last reported them: amount, reason, status, evidence due date and, once closed, the
+         *     outcome. Decision: a sub-resource of the order rather than a field of it, so reading and
+         *     listing orders costs no more. The order's `disputed` stays as it was (true once any
+         *     dispute was opened). Each dispute was announced by `order.dispute_created` and, once
+         *     decided, `order.dispute_closed`. `404` when the order does not exist or belongs to another
+         *     organization. Permission: `orders:read`.
+         */
+        get: operations["listOrderDisputes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/subscriptions": {
         parameters: {
             query?: never;
@@ -1364,6 +1421,151 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "order.refunded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Order refunded (`order.refunded`)
+         * @description **`order.refunded`** — A refund of the order was made, full or partial: through Kassa (admin API
+         *     `POST /v1/orders/{id}/refund`, admin CLI `order refund`), in the Stripe Dashboard, or by Stripe
+         *     itself. One event per refund. `data.refund` is this refund (`amountCents` is its amount, `source`
+         *     where it was made, `reason` when one was given); `data.order.amountRefundedCents` is the order's
+         *     refunded total after it, and `data.order.status` is `REFUNDED` once that total reaches
+         *     `amountCents` (`PAID` before). A refund Stripe reports as `pending` counts at once (as Stripe's
+         *     `amount_refunded` does); if it fails later, `order.refund_failed` follows.
+         *             Delivered, signed and retried exactly like `order.paid` (see its description): de-duplicate
+         *             by `webhook-id`; each refund or dispute change is emitted once, however often Stripe
+         *             reports it (Kassa keys refunds and disputes by Stripe's id). Beyond the product spec's event
+         *             list (which names payment results only): a decision of this deployment, as every
+         *             `order.refund*` / `order.dispute_*` event. Receivers that do not handle it should answer `2xx`.
+         */
+        post: operations["orderRefundedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.refund_failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund failed (`order.refund_failed`)
+         * @description **`order.refund_failed`** — A refund already reported by `order.refunded` failed or was canceled
+         *     at the processor (Stripe's `refund.failed`, or `charge.refund.updated` / `refund.updated` with
+         *     status `failed` or `canceled`): the money stayed with the merchant. Its amount is taken back out:
+         *     `data.order.amountRefundedCents` is the total after that, and a `REFUNDED` order is `PAID` again.
+         *     `data.refund.status` is `failed` or `canceled`, `failureReason` Stripe's reason (for instance
+         *     `expired_or_canceled_card`). Contact the buyer about another way to return the money, or refund again.
+         *             Delivered, signed and retried exactly like `order.paid` (see its description): de-duplicate
+         *             by `webhook-id`; each refund or dispute change is emitted once, however often Stripe
+         *             reports it (Kassa keys refunds and disputes by Stripe's id). Beyond the product spec's event
+         *             list (which names payment results only): a decision of this deployment, as every
+         *             `order.refund*` / `order.dispute_*` event. Receivers that do not handle it should answer `2xx`.
+         */
+        post: operations["orderRefundFailedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.dispute_created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dispute opened (`order.dispute_created`)
+         * @description **`order.dispute_created`** — The buyer's bank opened a dispute (a chargeback, or an inquiry:
+         *     `status` `warning_needs_response`) on the order's payment (Stripe's `charge.dispute.created`).
+         *     `data.dispute` is the dispute: answer it in the Stripe Dashboard before `evidenceDueBy`. The order's
+         *     `disputed` becomes true (and stays true); its `status` and `amountRefundedCents` do not change.
+         *             Delivered, signed and retried exactly like `order.paid` (see its description): de-duplicate
+         *             by `webhook-id`; each refund or dispute change is emitted once, however often Stripe
+         *             reports it (Kassa keys refunds and disputes by Stripe's id). Beyond the product spec's event
+         *             list (which names payment results only): a decision of this deployment, as every
+         *             `order.refund*` / `order.dispute_*` event. Receivers that do not handle it should answer `2xx`.
+         */
+        post: operations["orderDisputeCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "order.dispute_closed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dispute closed (`order.dispute_closed`)
+         * @description **`order.dispute_closed`** — A dispute of the order was decided (Stripe's
+         *     `charge.dispute.closed`): `data.dispute.outcome` is `won` (the merchant keeps the money: `status`
+         *     `won`, an inquiry closed as `warning_closed`, or `prevented`) or `lost` (the amount went back to
+         *     the buyer's bank; a lost dispute is not a refund, so `amountRefundedCents` does not change). A
+         *     dispute whose opening Kassa never saw is reported by `order.dispute_created` first.
+         *             Delivered, signed and retried exactly like `order.paid` (see its description): de-duplicate
+         *             by `webhook-id`; each refund or dispute change is emitted once, however often Stripe
+         *             reports it (Kassa keys refunds and disputes by Stripe's id). Beyond the product spec's event
+         *             list (which names payment results only): a decision of this deployment, as every
+         *             `order.refund*` / `order.dispute_*` event. Receivers that do not handle it should answer `2xx`.
+         */
+        post: operations["orderDisputeClosedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "subscription.action_required": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Renewal needs the buyer (`subscription.action_required`)
+         * @description **`subscription.action_required`** — A renewal could not be charged without the buyer (Stripe's
+         *     `invoice.payment_action_required`: the bank asks for 3-D Secure on the off-session charge). The
+         *     subscription stays `ACTIVE` while Stripe waits (its renewal order is `FAILED` until paid); send the
+         *     buyer to `data.subscription.paymentAction.hostedInvoiceUrl`, Stripe's page where they confirm the
+         *     payment (Kassa's buyer e-mails and portal show the same link). When the invoice is paid the
+         *     renewal order becomes `PAID` and `subscription.updated` carries the subscription without
+         *     `paymentAction`. Delivered, signed and retried exactly like the other events (see `order.paid`);
+         *     emitted once per invoice, however often Stripe reports it.
+         */
+        post: operations["subscriptionActionRequiredEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -2021,6 +2223,7 @@ export interface components {
             /** @description Catalog product; null for inline products. */
             productId: components["schemas"]["ProductId"] | null;
             productName: string;
+            paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -2101,8 +2304,119 @@ export interface components {
             message: string;
             data: components["schemas"]["CustomerPage"];
         };
+        /** @example RFD_7hQ2mXc9Lp4Rt6Wv1Yz3Ab5D */
+        RefundId: string;
+        /**
+         * @description One refund of an order (`RFD_…`), made through Kassa or at the processor, as the processor
+         *     last reported it. Decisions (the product spec leaves refunds open): every refund is
+         *     recorded once, keyed by the processor's refund id (Stripe `re_…`), and counts in the
+         *     order's `amountRefundedCents` while its `status` is `pending` or `succeeded`.
+         */
+        Refund: {
+            refundId: components["schemas"]["RefundId"];
+            orderId: components["schemas"]["OrderId"];
+            /** @description This refund's amount in minor units. */
+            amountCents: components["schemas"]["MinorUnits"];
+            currency: components["schemas"]["LowercaseCurrency"];
+            /** @description Why it was made, when given (Stripe's `reason`); null otherwise. */
+            reason: components["schemas"]["RefundReason"] | null;
+            /**
+             * @description Stripe's refund status (`requires_action` is reported as `pending`); `succeeded` on the
+             *     sandbox and crypto, whose refunds are records only. `failed` and `canceled` no longer
+             *     count in the order's refunded total.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed" | "canceled";
+            /**
+             * @description `kassa`: made through Kassa (admin API or CLI); `dashboard`: made outside Kassa, in the
+             *     Stripe Dashboard or by Stripe, and read from Stripe's events.
+             * @enum {string}
+             */
+            source: "kassa" | "dashboard";
+            /**
+             * @description The processor's refund (Stripe `re_…`); null on the sandbox and crypto.
+             * @example re_3QhTJ2LkdIwHu7ix0b8sKq1P
+             */
+            providerRefundId: string | null;
+            /** @description Stripe's `failure_reason` of a failed refund; null otherwise. */
+            failureReason: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description Why a refund is made, in Stripe's words (passed to Stripe as the refund's `reason`).
+         * @enum {string}
+         */
+        RefundReason: "requested_by_customer" | "duplicate" | "fraudulent";
+        /** @example DSP_2kLm9Qr4Tx7Vz1Bc3Df5Gh8J */
+        DisputeId: string;
+        /**
+         * @description One dispute of an order's payment (`DSP_…`): a chargeback, or an inquiry (`warning_*`
+         *     statuses), as Stripe last reported it (`charge.dispute.created`, `.updated`, `.closed`).
+         *     The order's `disputed` flag says whether it ever had one; this says what became of each.
+         */
+        Dispute: {
+            disputeId: components["schemas"]["DisputeId"];
+            orderId: components["schemas"]["OrderId"];
+            /** @description Stripe's dispute (`du_…` or `dp_…`). */
+            providerDisputeId: string;
+            /** @description The disputed amount in minor units. */
+            amountCents: components["schemas"]["MinorUnits"];
+            currency: components["schemas"]["LowercaseCurrency"];
+            /** @description Stripe's reason (`fraudulent`, `product_not_received`, `duplicate`, `subscription_canceled`, …). */
+            reason: string;
+            /**
+             * @description Stripe's dispute status: `warning_needs_response`, `warning_under_review`,
+             *     `needs_response`, `under_review` while open; `won`, `lost`, `warning_closed`,
+             *     `prevented` when closed. Stripe's values, which may grow with Stripe's API.
+             * @example needs_response
+             */
+            status: string;
+            /** @description Until when evidence can be submitted (in the Stripe Dashboard); null when Stripe gives none. */
+            evidenceDueBy: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description Null while open. `won`: the merchant keeps the money (`won`, `warning_closed`,
+             *     `prevented`); `lost`: the disputed amount went back to the buyer's bank.
+             * @enum {string|null}
+             */
+            outcome: "won" | "lost" | null;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+            /** @description When Kassa learnt it was closed; null while open. */
+            closedAt: components["schemas"]["Timestamp"] | null;
+        };
+        RefundListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Refund"][];
+        };
+        DisputeListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Dispute"][];
+        };
+        /**
+         * @description A renewal waiting for the buyer (Stripe's `invoice.payment_action_required`: 3-D Secure on
+         *     the off-session charge). Present only while it waits: it disappears when the invoice is
+         *     paid (`invoice.paid`) or the subscription ends.
+         */
+        SubscriptionPaymentAction: {
+            /** @description Stripe's invoice (`in_…`) of the renewal. */
+            invoiceId: string;
+            /**
+             * Format: uri
+             * @description Stripe's hosted invoice page, where the buyer confirms the payment. Send the buyer
+             *     there (the `subscription.action_required` event carries it too); it is Stripe's link
+             *     for this one invoice and pays nothing else.
+             */
+            hostedInvoiceUrl: string;
+            /** @description When Kassa learnt the buyer must act. */
+            requiredAt: components["schemas"]["Timestamp"];
+        };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "subscription.created" | "subscription.updated" | "subscription.expired" | "subscription.ended";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.expired" | "subscription.ended";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -2303,11 +2617,20 @@ export interface components {
             } | null;
             /**
              * @description Canonical payment state; mirrors the event type (`order.pending` → `PENDING`, `order.paid`
-             *     → `PAID`, `order.failed` → `FAILED`, or `UNDERPAID` for a short crypto transfer).
+             *     → `PAID`, `order.failed` → `FAILED`, or `UNDERPAID` for a short crypto transfer). On
+             *     refund and dispute events it is the order's status after the change: `REFUNDED` once
+             *     `amountRefundedCents` reaches `amountCents`, `PAID` otherwise (a failed refund takes a
+             *     `REFUNDED` order back to `PAID`); a dispute never changes it.
              */
             status: components["schemas"]["OrderStatus"];
             provider: components["schemas"]["Provider"];
             amountCents: components["schemas"]["MinorUnits"];
+            /**
+             * @description The order's refunded total in minor units when the event was emitted (the merchant
+             *     API's `amountRefundedCents`): after this refund on `order.refunded`, after the failed
+             *     refund was taken back out on `order.refund_failed`; 0 until a refund is made.
+             */
+            amountRefundedCents: components["schemas"]["MinorUnits"];
             currency: components["schemas"]["LowercaseCurrency"];
             product?: components["schemas"]["WebhookProductRef"];
             /** @description Originating payment link when known. */
@@ -2351,6 +2674,7 @@ export interface components {
             cancelAtPeriodEnd: boolean;
             canceledAt: components["schemas"]["Timestamp"] | null;
             endedAt: components["schemas"]["Timestamp"] | null;
+            paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -2371,10 +2695,36 @@ export interface components {
                 order: components["schemas"]["WebhookOrder"];
             };
         };
+        /** @description Envelope of `order.refunded` and `order.refund_failed` deliveries. */
+        RefundWebhookEvent: {
+            /** @enum {string} */
+            type: "order.refunded" | "order.refund_failed";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                order: components["schemas"]["WebhookOrder"];
+                refund: components["schemas"]["Refund"];
+            };
+        };
+        /** @description Envelope of `order.dispute_created` and `order.dispute_closed` deliveries. */
+        DisputeWebhookEvent: {
+            /** @enum {string} */
+            type: "order.dispute_created" | "order.dispute_closed";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                order: components["schemas"]["WebhookOrder"];
+                dispute: components["schemas"]["Dispute"];
+            };
+        };
         /** @description Envelope of `subscription.*` deliveries. */
         SubscriptionWebhookEvent: {
             /** @enum {string} */
-            type: "subscription.created" | "subscription.updated" | "subscription.expired" | "subscription.ended";
+            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.expired" | "subscription.ended";
             timestamp: components["schemas"]["Timestamp"];
             /** @constant */
             apiVersion: "2026-11-01";
@@ -3117,6 +3467,109 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OrderResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrderRefunds: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order's refunds (empty when it has none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "refundId": "RFD_7hQ2mXc9Lp4Rt6Wv1Yz3Ab5D",
+                     *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *           "amountCents": 1500,
+                     *           "currency": "usd",
+                     *           "reason": "requested_by_customer",
+                     *           "status": "succeeded",
+                     *           "source": "kassa",
+                     *           "providerRefundId": "re_3QhTJ2LkdIwHu7ix0b8sKq1P",
+                     *           "failureReason": null,
+                     *           "createdAt": "2026-11-24T14:02:09.000Z",
+                     *           "updatedAt": "2026-11-24T14:02:09.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RefundListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrderDisputes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order's disputes (empty when it has none). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "disputeId": "DSP_2kLm9Qr4Tx7Vz1Bc3Df5Gh8J",
+                     *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *           "providerDisputeId": "du_1QhTJ2LkdIwHu7ixQ3nB5vPc",
+                     *           "amountCents": 5800,
+                     *           "currency": "usd",
+                     *           "reason": "fraudulent",
+                     *           "status": "needs_response",
+                     *           "evidenceDueBy": "2026-12-01T23:59:59.000Z",
+                     *           "outcome": null,
+                     *           "createdAt": "2026-11-24T14:02:09.000Z",
+                     *           "updatedAt": "2026-11-24T14:02:09.000Z",
+                     *           "closedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DisputeListResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4015,6 +4468,7 @@ export interface operations {
                  *           "status": "PENDING",
                  *           "provider": "CRYPTO",
                  *           "amountCents": 25000000,
+                 *           "amountRefundedCents": 0,
                  *           "currency": "usdc",
                  *           "product": {
                  *             "id": null,
@@ -4122,6 +4576,7 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -4222,6 +4677,7 @@ export interface operations {
                  *           "status": "FAILED",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -4628,6 +5084,568 @@ export interface operations {
                  *           "cancelAtPeriodEnd": true,
                  *           "canceledAt": "2027-01-02T17:04:11.250Z",
                  *           "endedAt": "2027-01-22T09:30:00.000Z",
+                 *           "createdAt": "2026-11-22T09:30:04.000Z",
+                 *           "updatedAt": "2026-12-22T09:30:04.512Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    orderRefundedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "order.refunded",
+                 *       "timestamp": "2026-11-24T14:02:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "order": {
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "merchantReference": "invoice-10042",
+                 *           "merchantMetadata": {
+                 *             "cartId": "c_981"
+                 *           },
+                 *           "status": "PAID",
+                 *           "provider": "STRIPE",
+                 *           "amountCents": 5800,
+                 *           "amountRefundedCents": 1500,
+                 *           "currency": "usd",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "paymentLinkId": null,
+                 *           "originalOrderId": null,
+                 *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                 *           "providerStatus": "succeeded",
+                 *           "createdAt": "2026-11-22T09:31:02.417Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         },
+                 *         "refund": {
+                 *           "refundId": "RFD_7hQ2mXc9Lp4Rt6Wv1Yz3Ab5D",
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "reason": "requested_by_customer",
+                 *           "status": "succeeded",
+                 *           "source": "dashboard",
+                 *           "providerRefundId": "re_3QhTJ2LkdIwHu7ix0b8sKq1P",
+                 *           "failureReason": null,
+                 *           "createdAt": "2026-11-24T14:02:09.000Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RefundWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    orderRefundFailedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "order.refund_failed",
+                 *       "timestamp": "2026-11-24T14:02:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "order": {
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "merchantReference": "invoice-10042",
+                 *           "merchantMetadata": {
+                 *             "cartId": "c_981"
+                 *           },
+                 *           "status": "PAID",
+                 *           "provider": "STRIPE",
+                 *           "amountCents": 5800,
+                 *           "amountRefundedCents": 0,
+                 *           "currency": "usd",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "paymentLinkId": null,
+                 *           "originalOrderId": null,
+                 *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                 *           "providerStatus": "succeeded",
+                 *           "createdAt": "2026-11-22T09:31:02.417Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         },
+                 *         "refund": {
+                 *           "refundId": "RFD_7hQ2mXc9Lp4Rt6Wv1Yz3Ab5D",
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "reason": "requested_by_customer",
+                 *           "status": "failed",
+                 *           "source": "dashboard",
+                 *           "providerRefundId": "re_3QhTJ2LkdIwHu7ix0b8sKq1P",
+                 *           "failureReason": "expired_or_canceled_card",
+                 *           "createdAt": "2026-11-24T14:02:09.000Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RefundWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    orderDisputeCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "order.dispute_created",
+                 *       "timestamp": "2026-11-24T14:02:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "order": {
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "merchantReference": "invoice-10042",
+                 *           "merchantMetadata": {
+                 *             "cartId": "c_981"
+                 *           },
+                 *           "status": "PAID",
+                 *           "provider": "STRIPE",
+                 *           "amountCents": 5800,
+                 *           "amountRefundedCents": 0,
+                 *           "currency": "usd",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "paymentLinkId": null,
+                 *           "originalOrderId": null,
+                 *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                 *           "providerStatus": "succeeded",
+                 *           "createdAt": "2026-11-22T09:31:02.417Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         },
+                 *         "dispute": {
+                 *           "disputeId": "DSP_2kLm9Qr4Tx7Vz1Bc3Df5Gh8J",
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "providerDisputeId": "du_1QhTJ2LkdIwHu7ixQ3nB5vPc",
+                 *           "amountCents": 5800,
+                 *           "currency": "usd",
+                 *           "reason": "fraudulent",
+                 *           "status": "needs_response",
+                 *           "evidenceDueBy": "2026-12-01T23:59:59.000Z",
+                 *           "outcome": null,
+                 *           "createdAt": "2026-11-24T14:02:09.000Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z",
+                 *           "closedAt": null
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["DisputeWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    orderDisputeClosedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "order.dispute_closed",
+                 *       "timestamp": "2026-11-24T14:02:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "order": {
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "merchantReference": "invoice-10042",
+                 *           "merchantMetadata": {
+                 *             "cartId": "c_981"
+                 *           },
+                 *           "status": "PAID",
+                 *           "provider": "STRIPE",
+                 *           "amountCents": 5800,
+                 *           "amountRefundedCents": 0,
+                 *           "currency": "usd",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "paymentLinkId": null,
+                 *           "originalOrderId": null,
+                 *           "providerSubscriptionId": null,
+                 *           "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                 *           "providerStatus": "succeeded",
+                 *           "createdAt": "2026-11-22T09:31:02.417Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z"
+                 *         },
+                 *         "dispute": {
+                 *           "disputeId": "DSP_2kLm9Qr4Tx7Vz1Bc3Df5Gh8J",
+                 *           "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                 *           "providerDisputeId": "du_1QhTJ2LkdIwHu7ixQ3nB5vPc",
+                 *           "amountCents": 5800,
+                 *           "currency": "usd",
+                 *           "reason": "fraudulent",
+                 *           "status": "lost",
+                 *           "evidenceDueBy": "2026-12-01T23:59:59.000Z",
+                 *           "outcome": "lost",
+                 *           "createdAt": "2026-11-24T14:02:09.000Z",
+                 *           "updatedAt": "2026-11-24T14:02:10.512Z",
+                 *           "closedAt": "2026-12-20T10:00:00.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["DisputeWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    subscriptionActionRequiredEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "subscription.action_required",
+                 *       "timestamp": "2026-11-24T14:02:10.512Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment"
+                 *       },
+                 *       "data": {
+                 *         "subscription": {
+                 *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "status": "ACTIVE",
+                 *           "provider": "STRIPE",
+                 *           "providerSubscriptionId": "sub_1QhTJ2LkdIwHu7ixa8Hf3kLm",
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerEmail": "ada@example.com",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "billingInterval": "MONTH",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "currentPeriodEnd": "2026-12-22T09:30:00.000Z",
+                 *           "cancelAtPeriodEnd": false,
+                 *           "canceledAt": null,
+                 *           "endedAt": null,
+                 *           "paymentAction": {
+                 *             "invoiceId": "in_1QkX8vLkdIwHu7ixR2mT0aZb",
+                 *             "hostedInvoiceUrl": "https://invoice.stripe.com/i/acct_1Q2w3E4r5T6y7U8i/test_YWNjdF8xUTJ3",
+                 *             "requiredAt": "2026-12-22T09:30:04.512Z"
+                 *           },
                  *           "createdAt": "2026-11-22T09:30:04.000Z",
                  *           "updatedAt": "2026-12-22T09:30:04.512Z"
                  *         }

@@ -12,6 +12,7 @@ import { PaymentFlow } from './commerce/payment-flow.js';
 import { KnexCheckoutSessionRepository } from './checkout/checkout-session.repository.js';
 import { KnexCustomerRepository } from './orders/customer.repository.js';
 import { KnexOrderRepository } from './orders/order.repository.js';
+import { KnexDisputeRepository, KnexRefundRepository } from './orders/refund.repository.js';
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
@@ -106,6 +107,8 @@ export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
     orders: new KnexOrderRepository(executor),
     customers: new KnexCustomerRepository(executor),
     subscriptions: new KnexSubscriptionRepository(executor),
+    refunds: new KnexRefundRepository(executor),
+    disputes: new KnexDisputeRepository(executor),
     quotes: new KnexCryptoRepository(executor),
     emit: (event, now) => {
       if (!transaction) throw new Error('webhook events are emitted inside the transaction of their state change');
@@ -132,6 +135,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     logger,
     publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
     isOwnOrganization,
+    recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
   });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts });

@@ -129,13 +129,13 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
   });
 
   it('org set-stripe-account / stripe-account / remove-stripe-account (sandbox: stored as given, not checked with Stripe)', async () => {
-    expect(await ok(['org', 'stripe-account', '--org', orgId])).toEqual({ orgId, accountId: null, boundAt: null });
+    expect(await ok(['org', 'stripe-account', '--org', orgId])).toEqual({ orgId, accountId: null, boundAt: null, state: null });
     expect(await ok(['org', 'set-stripe-account', '--org', orgId, '--account', 'acct_1Q2w3E4r5T6y7U8i'])).toMatchObject({ orgId, accountId: 'acct_1Q2w3E4r5T6y7U8i' });
     expect(await ok(['org', 'stripe-account', '--org', orgId])).toMatchObject({ accountId: 'acct_1Q2w3E4r5T6y7U8i' });
     const malformed = await cli(['org', 'set-stripe-account', '--org', orgId, '--account', 'acct_!']);
     expect(malformed.code).toBe(1);
     expect(JSON.parse(malformed.stderr)).toMatchObject({ error: { code: 'VALIDATION_ERROR', status: 400 } });
-    expect(await ok(['org', 'remove-stripe-account', '--org', orgId])).toEqual({ orgId, accountId: null, boundAt: null });
+    expect(await ok(['org', 'remove-stripe-account', '--org', orgId])).toEqual({ orgId, accountId: null, boundAt: null, state: null });
   });
 
   it('apikey create / list / revoke', async () => {

@@ -118,9 +118,16 @@ export class CheckoutSessionService {
     return { session: await this.replay(winner, requestHash), replayed: true };
   }
 
-  /** The Stripe connected account a new card session pays (the org's binding), recorded on the session. */
+  /**
+   * The Stripe connected account a new card session pays (the org's binding), recorded on the
+   * session. Refused (403, naming the cause) when Stripe has reported that account unable to take
+   * payments (Connect `account.updated`), rather than a Stripe refusal at the create.
+   */
   private connectedAccountOf(org: Organization, provider: CheckoutSession['provider']): string | null {
-    return this.hosted && provider === 'STRIPE' ? org.stripeAccountId : null;
+    if (!this.hosted || provider !== 'STRIPE') return null;
+    const problem = OrgService.stripeAccountProblem(org);
+    if (problem) throw forbidden(`${problem}; card checkout is unavailable for this organization until Stripe reports the account usable again`);
+    return org.stripeAccountId;
   }
 
   private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {

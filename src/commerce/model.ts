@@ -126,6 +126,56 @@ export interface Order {
   updatedAt: Date;
 }
 
+/** Why a refund was made, in Stripe's words (passed to Stripe's `reason`). */
+export type RefundReason = 'requested_by_customer' | 'duplicate' | 'fraudulent';
+
+/**
+ * A refund's state in Stripe's words (`requires_action` counts as `pending`): `pending` and
+ * `succeeded` count in the order's `amountRefundedCents`; `failed` and `canceled` no longer do.
+ */
+export type RefundStatus = 'pending' | 'succeeded' | 'failed' | 'canceled';
+
+/** One refund of an order: made through Kassa (`kassa`) or outside it, seen in the processor's events (`dashboard`: the Stripe Dashboard, Stripe itself). */
+export interface OrderRefund {
+  id: string;
+  orgId: string;
+  orderId: string;
+  amountCents: number;
+  currency: string;
+  reason: RefundReason | null;
+  status: RefundStatus;
+  source: 'kassa' | 'dashboard';
+  /** Stripe's refund (`re_…`); null on the sandbox and crypto. */
+  processorRefundId: string | null;
+  /** Stripe's `failure_reason` of a failed refund. */
+  failureReason: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** Stripe's dispute statuses; those in DISPUTE_CLOSED are final. Kept as text: Stripe may add more. */
+export type DisputeStatus = string;
+export const DISPUTE_CLOSED: ReadonlySet<string> = new Set(['won', 'lost', 'warning_closed', 'prevented']);
+
+/** One dispute (chargeback or inquiry) of an order's payment, as the processor last reported it. */
+export interface OrderDispute {
+  id: string;
+  orgId: string;
+  orderId: string;
+  processorDisputeId: string;
+  amountCents: number;
+  currency: string;
+  /** Stripe's reason (`fraudulent`, `product_not_received`, …). */
+  reason: string;
+  status: DisputeStatus;
+  evidenceDueBy: Date | null;
+  /** Set when closed: `won` (the merchant keeps the money: won, an inquiry closed, a prevented dispute) or `lost`. */
+  outcome: 'won' | 'lost' | null;
+  createdAt: Date;
+  updatedAt: Date;
+  closedAt: Date | null;
+}
+
 export interface OrderFilter {
   status?: OrderStatus;
   customerId?: string;
@@ -148,6 +198,12 @@ export interface Customer {
 // ---- subscriptions ----
 
 export type SubscriptionStatus = 'ACTIVE' | 'CANCELED' | 'PAUSED' | 'EXPIRED' | 'ENDED';
+
+export interface SubscriptionPaymentAction {
+  invoiceId: string;
+  url: string;
+  requiredAt: Date;
+}
 
 export interface Subscription {
   id: string;
@@ -181,6 +237,11 @@ export interface Subscription {
   manageToken: string;
   /** The processor's own subscription (Stripe `sub_…`) when its billing renews it; null when Kassa's renewal job does. */
   processorSubscriptionId: string | null;
+  /**
+   * A renewal waiting for the buyer (Stripe's `invoice.payment_action_required`, e.g. 3-D Secure):
+   * the invoice and the processor's hosted page where the buyer completes it; null otherwise.
+   */
+  paymentAction: SubscriptionPaymentAction | null;
   createdAt: Date;
   updatedAt: Date;
 }

@@ -1,8 +1,8 @@
 /** Domain Order → the merchant API's Order and the webhook's `data.order`. */
 import type { components } from '../../generated/merchant.js';
 import { toDisplayAmount } from '../kernel/money.js';
-import { iso } from '../kernel/present.js';
-import type { Order, OrderStatus, Subscription } from './model.js';
+import { iso, isoOrNull } from '../kernel/present.js';
+import type { Order, OrderDispute, OrderRefund, OrderStatus, Subscription } from './model.js';
 
 type ApiOrder = components['schemas']['Order'];
 type WebhookOrder = components['schemas']['WebhookOrder'];
@@ -92,6 +92,7 @@ export function presentWebhookOrder(order: Order, context: WebhookOrderContext =
     status: order.status,
     provider: order.provider,
     amountCents: order.amountCents,
+    amountRefundedCents: order.amountRefundedCents,
     currency: order.currency.toLowerCase(),
     paymentLinkId: order.paymentLinkId,
     originalOrderId: order.originalOrderId,
@@ -112,4 +113,37 @@ export function presentWebhookOrder(order: Order, context: WebhookOrderContext =
     };
   }
   return out;
+}
+
+export function presentRefund(r: OrderRefund): components['schemas']['Refund'] {
+  return {
+    refundId: r.id,
+    orderId: r.orderId,
+    amountCents: r.amountCents,
+    currency: r.currency.toLowerCase(),
+    reason: r.reason,
+    status: r.status,
+    source: r.source,
+    providerRefundId: r.processorRefundId,
+    failureReason: r.failureReason,
+    createdAt: iso(r.createdAt),
+    updatedAt: iso(r.updatedAt),
+  };
+}
+
+export function presentDispute(d: OrderDispute): components['schemas']['Dispute'] {
+  return {
+    disputeId: d.id,
+    orderId: d.orderId,
+    providerDisputeId: d.processorDisputeId,
+    amountCents: d.amountCents,
+    currency: d.currency.toLowerCase(),
+    reason: d.reason,
+    status: d.status,
+    evidenceDueBy: isoOrNull(d.evidenceDueBy),
+    outcome: d.outcome,
+    createdAt: iso(d.createdAt),
+    updatedAt: iso(d.updatedAt),
+    closedAt: isoOrNull(d.closedAt),
+  };
 }

@@ -178,41 +178,6 @@ export class PaymentFlow {
   }
 
   /**
-   * The processor's refunded total of an order's payment (Stripe's `amount_refunded`, which
-   * counts refunds made through Kassa and in Stripe's Dashboard alike). Reconciles to it under
-   * the order's row lock: the refunded amount only grows (a total Kassa already recorded, or a
-   * stale lower one, changes nothing), and reaching the order's amount makes it REFUNDED. Emits no
-   * webhook: the spec's order events follow payment results only.
-   */
-  applyRefundedTotal(orderId: string, refundedTotal: number): Promise<{ outcome: 'applied' | 'unchanged'; order: Order }> {
-    return this.uow.transaction(async (stores) => {
-      const order = await stores.orders.findForUpdate(orderId);
-      if (!order) throw notFound('Order');
-      const refunded = Math.min(refundedTotal, order.amountCents);
-      if (order.status !== 'PAID' || refunded <= order.amountRefundedCents) return { outcome: 'unchanged' as const, order };
-      const updated: Order = { ...order, amountRefundedCents: refunded, status: refunded === order.amountCents ? 'REFUNDED' : 'PAID', updatedAt: this.clock.now() };
-      assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
-      return { outcome: 'applied' as const, order: updated };
-    });
-  }
-
-  /**
-   * A dispute (chargeback) was opened on the order's payment: `disputed` becomes true and stays
-   * true whatever the dispute's outcome (as Stripe's `Charge.disputed`). Status and refunded
-   * amount are unchanged (a lost dispute is not a refund). No webhook (no spec event for it).
-   */
-  markDisputed(orderId: string): Promise<{ outcome: 'applied' | 'unchanged'; order: Order }> {
-    return this.uow.transaction(async (stores) => {
-      const order = await stores.orders.findForUpdate(orderId);
-      if (!order) throw notFound('Order');
-      if (order.disputed) return { outcome: 'unchanged' as const, order };
-      const updated: Order = { ...order, disputed: true, updatedAt: this.clock.now() };
-      assertWritten(await stores.orders.update(updated, order.status), 'order');
-      return { outcome: 'applied' as const, order: updated };
-    });
-  }
-
-  /**
    * Applies what the chain watcher saw of one ERC-20 transfer matched to a crypto session. Safe to
    * repeat and to race (the session row is locked; one order per session; a transaction hash is on
    * at most one order, by a unique index):
@@ -422,6 +387,7 @@ export class PaymentFlow {
       paymentMethod: order.paymentMethod ?? 'none',
       manageToken: randomToken(32),
       processorSubscriptionId: processor?.id ?? null,
+      paymentAction: null,
       createdAt: now,
       updatedAt: now,
     };

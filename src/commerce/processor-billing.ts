@@ -37,6 +37,16 @@ export interface ProcessorRenewal {
   amountCents: number;
   /** Payment attempts made so far (Stripe's dunning). */
   attemptCount: number;
+  /** The processor's invoice (Stripe `in_…`): paid, it clears a payment action waiting on it. */
+  invoiceId?: string;
+}
+
+/** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
+export interface ProcessorActionRequired {
+  processorSubscriptionId: string;
+  invoiceId: string;
+  /** The processor's hosted page for that invoice (Stripe's `hosted_invoice_url`). */
+  url: string;
 }
 
 /**
@@ -71,6 +81,8 @@ export async function applyProcessorState(stores: CommerceStores, s: Subscriptio
     canceledAt: status === 'CANCELED' || status === 'ENDED' || state.cancelAtPeriodEnd ? (state.canceledAt ?? s.canceledAt ?? now) : null,
     pausedAt: status === 'PAUSED' ? (s.pausedAt ?? now) : null,
     endedAt: TERMINAL.has(status) ? (state.endedAt ?? now) : null,
+    // An ended subscription has nothing left for the buyer to pay.
+    paymentAction: TERMINAL.has(status) ? null : s.paymentAction,
   };
   const same =
     next.status === s.status &&
@@ -148,6 +160,8 @@ export class ProcessorBillingFlow {
       }
 
       let next: Subscription = s;
+      // The invoice the buyer had to act on is paid (or a later period is): nothing waits for them any more.
+      const actionDone = paid && s.paymentAction !== null && (renewal.invoiceId === s.paymentAction.invoiceId || renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime());
       if (paid && renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime() && !TERMINAL.has(s.status)) {
         next = {
           ...s,
@@ -157,8 +171,11 @@ export class ProcessorBillingFlow {
           nextActionAt: renewal.periodEnd,
           latestOrderId: order!.id,
           failedAttempts: 0,
+          paymentAction: null,
           ...(reanchored && { billingAnchor: renewal.periodStart, anchorPeriod: period }),
         };
+      } else if (actionDone) {
+        next = { ...s, paymentAction: null };
       } else if (!paid && existing?.status !== 'PAID' && period > s.periodNumber && renewal.attemptCount > s.failedAttempts) {
         next = { ...s, failedAttempts: renewal.attemptCount };
       }
@@ -188,6 +205,25 @@ export class ProcessorBillingFlow {
       const order: Order = { ...(await renewalOrder(stores, s, 0, true, invoice, now)), billingPeriod: null };
       await stores.orders.insert(order);
       await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
+      return 'applied';
+    });
+  }
+
+  /**
+   * A renewal invoice waits for the buyer (3-D Secure): the subscription records the invoice and
+   * the processor's page for it and `subscription.action_required` is emitted, once per invoice.
+   * It stays ACTIVE (the processor keeps retrying; the renewal order is FAILED until paid). Paid
+   * (applyRenewal) or ended (applyProcessorState), the action is cleared.
+   */
+  applyActionRequired(action: ProcessorActionRequired): Promise<BillingApplied> {
+    return this.uow.transaction(async (stores) => {
+      const s = await this.lockByProcessorId(stores, action.processorSubscriptionId);
+      if (!s) return 'unknown';
+      if (TERMINAL.has(s.status) || (s.paymentAction?.invoiceId === action.invoiceId && s.paymentAction.url === action.url)) return 'unchanged';
+      const now = this.clock.now();
+      const written: Subscription = { ...s, paymentAction: { invoiceId: action.invoiceId, url: action.url, requiredAt: s.paymentAction?.invoiceId === action.invoiceId ? s.paymentAction.requiredAt : now }, updatedAt: now };
+      assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
+      await stores.emit({ orgId: s.orgId, type: 'subscription.action_required', data: { subscription: presentWebhookSubscription(written) } }, now);
       return 'applied';
     });
   }

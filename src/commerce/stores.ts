@@ -13,7 +13,10 @@ import type {
   Customer,
   IdempotencyRecord,
   Order,
+  OrderDispute,
   OrderFilter,
+  OrderRefund,
+  RefundStatus,
   OrderStatus,
   ProviderFailure,
   SessionStatus,
@@ -25,7 +28,11 @@ import type {
 export interface CommerceEvent {
   orgId: string;
   type: components['schemas']['WebhookEventType'];
-  data: { order: components['schemas']['WebhookOrder'] } | { subscription: components['schemas']['WebhookSubscription'] };
+  data:
+    | { order: components['schemas']['WebhookOrder'] }
+    | { order: components['schemas']['WebhookOrder']; refund: components['schemas']['Refund'] }
+    | { order: components['schemas']['WebhookOrder']; dispute: components['schemas']['Dispute'] }
+    | { subscription: components['schemas']['WebhookSubscription'] };
 }
 
 /** What a checkout session shows of its order. */
@@ -87,6 +94,24 @@ export interface OrderRepository {
   list(orgId: string, filter: OrderFilter, window: ListWindow): Promise<ListPage<Order>>;
 }
 
+export interface RefundRepository {
+  insert(refund: OrderRefund): Promise<void>;
+  /** Writes status, failure reason and updatedAt only while the stored status is still `expected`. */
+  update(refund: OrderRefund, expected: RefundStatus): Promise<boolean>;
+  findByProcessorId(processorRefundId: string): Promise<OrderRefund | undefined>;
+  /** The order's refunds, oldest first. */
+  listForOrder(orgId: string, orderId: string): Promise<OrderRefund[]>;
+}
+
+export interface DisputeRepository {
+  insert(dispute: OrderDispute): Promise<void>;
+  /** Writes the changeable fields only while the stored status is still `expected`. */
+  update(dispute: OrderDispute, expected: string): Promise<boolean>;
+  findByProcessorId(processorDisputeId: string): Promise<OrderDispute | undefined>;
+  /** The order's disputes, oldest first. */
+  listForOrder(orgId: string, orderId: string): Promise<OrderDispute[]>;
+}
+
 export interface CustomerRepository {
   /** The organization's customer with this e-mail (any case), created when missing; race-safe. */
   findOrCreateByEmail(candidate: Customer): Promise<Customer>;
@@ -143,6 +168,8 @@ export interface CommerceStores {
   orders: OrderRepository;
   customers: CustomerRepository;
   subscriptions: SubscriptionRepository;
+  refunds: RefundRepository;
+  disputes: DisputeRepository;
   /** A crypto session's quote is stored and issued with the session. */
   quotes: CryptoQuoteRepository;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */

@@ -2,6 +2,12 @@ import type { components } from '../../generated/merchant.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { Subscription } from './model.js';
 
+/** The renewal waiting for the buyer, when one is (omitted otherwise, as the API documents). */
+function paymentAction(s: Subscription): { paymentAction?: ApiSubscription['paymentAction'] } {
+  if (!s.paymentAction) return {};
+  return { paymentAction: { invoiceId: s.paymentAction.invoiceId, hostedInvoiceUrl: s.paymentAction.url, requiredAt: iso(s.paymentAction.requiredAt) } };
+}
+
 type ApiSubscription = components['schemas']['Subscription'];
 type WebhookSubscription = components['schemas']['WebhookSubscription'];
 
@@ -24,6 +30,7 @@ export function presentSubscription(s: Subscription): ApiSubscription {
     latestOrderId: s.latestOrderId,
     productId: s.productId,
     productName: s.productName,
+    ...paymentAction(s),
     createdAt: iso(s.createdAt),
     updatedAt: iso(s.updatedAt),
   };
@@ -47,6 +54,7 @@ export function presentWebhookSubscription(s: Subscription): WebhookSubscription
     cancelAtPeriodEnd: s.cancelAtPeriodEnd,
     canceledAt: isoOrNull(s.canceledAt),
     endedAt: isoOrNull(s.endedAt),
+    ...paymentAction(s),
     createdAt: iso(s.createdAt),
     updatedAt: iso(s.updatedAt),
   };

@@ -5,7 +5,7 @@ import type { OrderService } from './order.service.js';
 export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandlers, 'refundOrder'> {
   return {
     refundOrder: async ({ params, body }) => {
-      const order = await orders.refund(params.id, body?.amount);
+      const order = await orders.refund(params.id, body?.amount, body?.reason);
       return {
         status: 200,
         body: {

@@ -2,7 +2,8 @@
 import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
-import type { Order, OrderFilter } from '../commerce/model.js';
+import type { Order, OrderDispute, OrderFilter, OrderRefund, RefundReason } from '../commerce/model.js';
+import { countsAsRefunded, recordRefund } from '../commerce/refund-flow.js';
 import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import { isStripeInvoiceSettlement, isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
@@ -20,8 +21,11 @@ export class OrderService {
    * at a time per order), with an idempotency key naming the refunded total it starts from: a
    * retry after Kassa failed to record a refund Stripe made replays that refund, never a second.
    * A payment transferred to a connected account is refunded with its transfer reversed.
+   * The refund is recorded (order_refunds, with its reason) and announced (`order.refunded`) in
+   * the transaction that updates the order; a refund Stripe's event already recorded (the same
+   * `re_…`, replayed by the idempotency key) is not counted again.
    */
-  async refund(orderId: string, amount?: number): Promise<Order> {
+  async refund(orderId: string, amount?: number, reason?: RefundReason): Promise<Order> {
     return this.uow.transaction(async (stores) => {
       const order = await stores.orders.findForUpdate(orderId);
       if (!order) throw notFound('Order');
@@ -36,23 +40,35 @@ export class OrderService {
       }
       if (isStripePaymentId(order.processorPaymentId)) {
         if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
-        await this.cardRefunds.refund({
+        const made = await this.cardRefunds.refund({
           processorPaymentId: order.processorPaymentId,
           amount: refundAmount,
           idempotencyKey: `kassa_refund_${order.id}_${order.amountRefundedCents}`,
           reverseTransfer: (await this.connectedAccountPaid(stores, order)) !== null,
+          ...(reason && { reason }),
         });
+        if (await stores.refunds.findByProcessorId(made.refundId)) return order;
+        const status = made.status ?? 'succeeded';
+        // Stripe answered with a refund that already failed: nothing was returned, so nothing is counted.
+        if (!countsAsRefunded(status)) throw conflict(`Stripe could not make the refund (${made.failureReason ?? status}); nothing was refunded`);
+        const recorded = await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status, source: 'kassa', processorRefundId: made.refundId, failureReason: null }, this.clock.now());
+        return recorded.order;
       }
-      const refunded = order.amountRefundedCents + refundAmount;
-      const updated: Order = {
-        ...order,
-        amountRefundedCents: refunded,
-        status: refunded === order.amountCents ? 'REFUNDED' : 'PAID',
-        updatedAt: this.clock.now(),
-      };
-      assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
-      return updated;
+      // The sandbox and crypto: the refund is Kassa's record (money is returned outside Kassa).
+      return (await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status: 'succeeded', source: 'kassa', processorRefundId: null, failureReason: null }, this.clock.now())).order;
     });
+  }
+
+  /** The order's refunds, oldest first (404 for an order of another organization). */
+  async listRefunds(orgId: string, orderId: string): Promise<OrderRefund[]> {
+    await this.get(orgId, orderId);
+    return this.uow.stores.refunds.listForOrder(orgId, orderId);
+  }
+
+  /** The order's disputes, oldest first (404 for an order of another organization). */
+  async listDisputes(orgId: string, orderId: string): Promise<OrderDispute[]> {
+    await this.get(orgId, orderId);
+    return this.uow.stores.disputes.listForOrder(orgId, orderId);
   }
 
   /**

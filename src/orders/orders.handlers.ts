@@ -2,10 +2,10 @@ import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../handler-maps.js';
 import { listPage } from '../kernel/present.js';
 import type { OrderStatus } from '../commerce/model.js';
-import { presentOrder } from '../commerce/order.presenter.js';
+import { presentDispute, presentOrder, presentRefund } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';
 
-type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listCustomers' | 'getCustomer'>;
+type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listOrderRefunds' | 'listOrderDisputes' | 'listCustomers' | 'getCustomer'>;
 
 const presentCustomer = (c: { id: string; email: string }) => ({ customerId: c.id, email: c.email });
 
@@ -36,6 +36,14 @@ export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHa
     getOrder: async ({ auth, params }) => ({
       status: 200,
       body: { success: true, message: 'OK', data: presentOrder(await orders.get(auth.orgId, params.id), clock.now()) },
+    }),
+    listOrderRefunds: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: (await orders.listRefunds(auth.orgId, params.id)).map(presentRefund) },
+    }),
+    listOrderDisputes: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: (await orders.listDisputes(auth.orgId, params.id)).map(presentDispute) },
     }),
     listCustomers: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;

@@ -15,11 +15,23 @@ const presentOrg = (org: Organization) => ({
   updatedAt: iso(org.updatedAt),
 });
 
-const presentStripeAccount = (org: Organization) => ({
-  orgId: org.id,
-  accountId: org.stripeAccountId,
-  boundAt: isoOrNull(org.stripeAccountBoundAt),
-});
+const presentStripeAccount = (org: Organization) => {
+  const state = org.stripeAccountId ? org.stripeAccountState : null;
+  const problem = OrgService.stripeAccountProblem(org) ?? null;
+  return {
+    orgId: org.id,
+    accountId: org.stripeAccountId,
+    boundAt: isoOrNull(org.stripeAccountBoundAt),
+    state: state && {
+      chargesEnabled: state.chargesEnabled,
+      transfers: state.transfers,
+      cardPayments: state.cardPayments,
+      usable: problem === null,
+      problem,
+      checkedAt: iso(state.checkedAt),
+    },
+  };
+};
 
 const presentKey = (key: ApiKey) => ({
   apiKeyId: key.id,

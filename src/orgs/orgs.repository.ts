@@ -12,8 +12,19 @@ export interface Organization {
   /** The Stripe connected account (`acct_…`) its card payments are transferred to (destination charges); null: the platform keeps them. */
   stripeAccountId: string | null;
   stripeAccountBoundAt: Date | null;
+  /** What Stripe last said of that account (Connect `account.updated`); null until it says anything after the binding. */
+  stripeAccountState: StripeAccountState | null;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** A connected account's state as Stripe reported it (the processors domain reads it back from Stripe). */
+export interface StripeAccountState {
+  chargesEnabled: boolean;
+  /** Capability statuses (`active`, `inactive`, `pending`); null when the account has none. */
+  transfers: string | null;
+  cardPayments: string | null;
+  checkedAt: Date;
 }
 
 export interface ApiKey {
@@ -48,6 +59,8 @@ export interface OrgRepository {
    * unknown organization, 'taken' when another organization is bound to that account.
    */
   setStripeAccount(id: string, accountId: string | null, now: Date): Promise<Organization | 'taken' | undefined>;
+  /** Stores Stripe's report on the organization bound to `accountId`; undefined when none is. */
+  setStripeAccountState(accountId: string, state: StripeAccountState): Promise<Organization | undefined>;
   insertApiKey(key: ApiKeyWithHash): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined>;
   listApiKeys(orgId: string): Promise<ApiKey[]>;
@@ -63,6 +76,10 @@ interface OrganizationRow {
   card_account_enabled: boolean;
   stripe_account_id: string | null;
   stripe_account_bound_at: Date | string | null;
+  stripe_account_charges_enabled?: boolean | null;
+  stripe_account_transfers?: string | null;
+  stripe_account_card_payments?: string | null;
+  stripe_account_checked_at?: Date | string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -94,6 +111,15 @@ const toOrganization = (row: OrganizationRow): Organization => ({
   // Absent in rows read while the 0078 migration had not run yet (a rolling start).
   stripeAccountId: row.stripe_account_id ?? null,
   stripeAccountBoundAt: row.stripe_account_bound_at ? new Date(row.stripe_account_bound_at) : null,
+  // Absent before the 0132 migration; null until Stripe reports on the bound account.
+  stripeAccountState: row.stripe_account_checked_at
+    ? {
+        chargesEnabled: row.stripe_account_charges_enabled ?? false,
+        transfers: row.stripe_account_transfers ?? null,
+        cardPayments: row.stripe_account_card_payments ?? null,
+        checkedAt: new Date(row.stripe_account_checked_at),
+      }
+    : null,
   createdAt: new Date(row.created_at),
   updatedAt: new Date(row.updated_at),
 });
@@ -162,13 +188,35 @@ export class KnexOrgRepository implements OrgRepository {
     try {
       const [row] = await this.db<OrganizationRow>('organizations')
         .where({ id })
-        .update({ stripe_account_id: accountId, stripe_account_bound_at: accountId ? now : null, updated_at: now })
+        // A new binding starts with no report of Stripe's: the old account's state is not the new one's.
+        .update({
+          stripe_account_id: accountId,
+          stripe_account_bound_at: accountId ? now : null,
+          stripe_account_charges_enabled: null,
+          stripe_account_transfers: null,
+          stripe_account_card_payments: null,
+          stripe_account_checked_at: null,
+          updated_at: now,
+        })
         .returning('*');
       return row ? toOrganization(row as OrganizationRow) : undefined;
     } catch (err) {
       if ((err as { code?: string }).code === '23505') return 'taken';
       throw err;
     }
+  }
+
+  async setStripeAccountState(accountId: string, state: StripeAccountState): Promise<Organization | undefined> {
+    const [row] = await this.db<OrganizationRow>('organizations')
+      .where({ stripe_account_id: accountId })
+      .update({
+        stripe_account_charges_enabled: state.chargesEnabled,
+        stripe_account_transfers: state.transfers,
+        stripe_account_card_payments: state.cardPayments,
+        stripe_account_checked_at: state.checkedAt,
+      })
+      .returning('*');
+    return row ? toOrganization(row as OrganizationRow) : undefined;
   }
 
   async insertApiKey(key: ApiKeyWithHash): Promise<void> {

@@ -4,7 +4,7 @@ import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
-import type { ApiKey, Organization, OrganizationPatch, OrgRepository } from './orgs.repository.js';
+import type { ApiKey, Organization, OrganizationPatch, OrgRepository, StripeAccountState } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
 import { ApiKeyCache } from './api-key-cache.js';
 
@@ -52,6 +52,7 @@ export class OrgService {
       cardAccountEnabled: true,
       stripeAccountId: null,
       stripeAccountBoundAt: null,
+      stripeAccountState: null,
       createdAt: now,
       updatedAt: now,
     };
@@ -109,6 +110,33 @@ export class OrgService {
     // New sessions read the binding from the organization authentication hands them.
     this.keys.clear();
     return stored;
+  }
+
+  /**
+   * Records what Stripe now says of a connected account (Connect `account.updated`) on the
+   * organization bound to it; false when none is. Authentication hands the organization to new
+   * checkouts, so the cache is emptied: an account that cannot be paid refuses the next one.
+   */
+  async recordStripeAccountState(report: Omit<StripeAccountState, 'checkedAt'> & { accountId: string }): Promise<boolean> {
+    const { accountId, ...state } = report;
+    const org = await this.repo.setStripeAccountState(accountId, { ...state, checkedAt: this.clock.now() });
+    this.keys.clear();
+    return org !== undefined;
+  }
+
+  /**
+   * Why the organization's connected account cannot take card payments, as Stripe last reported
+   * it (charges disabled, `transfers` not active, a `card_payments` capability not active);
+   * undefined when it can, when none is bound, or before Stripe reported on it.
+   */
+  static stripeAccountProblem(org: Pick<Organization, 'stripeAccountId' | 'stripeAccountState'>): string | undefined {
+    const state = org.stripeAccountState;
+    if (!org.stripeAccountId || !state) return undefined;
+    const causes: string[] = [];
+    if (!state.chargesEnabled) causes.push('charges_enabled is false');
+    if (state.transfers !== 'active') causes.push(`its transfers capability is ${state.transfers ?? 'missing'}`);
+    if (state.cardPayments !== null && state.cardPayments !== 'active') causes.push(`its card_payments capability is ${state.cardPayments}`);
+    return causes.length === 0 ? undefined : `Stripe reports the connected account ${org.stripeAccountId} cannot take payments: ${causes.join(', ')}`;
   }
 
   /** The name a buyer sees on the organization's hosted pages; undefined for an unknown id. */

@@ -3,7 +3,7 @@
  * implementation is the sandbox processor (sandbox-processor.ts), whose test cards are documented
  * in openapi/merchant.yaml (createCheckoutSession).
  */
-import type { CheckoutSession } from '../commerce/model.js';
+import type { CheckoutSession, RefundReason, RefundStatus } from '../commerce/model.js';
 import type { ProcessorSubscriptionState } from '../commerce/processor-billing.js';
 
 export interface CardDetails {
@@ -87,7 +87,9 @@ export interface CardRefunds {
     idempotencyKey: string;
     /** The payment was transferred to a connected account (destination charge): take the refund back from it. */
     reverseTransfer?: boolean;
-  }): Promise<{ refundId: string }>;
+    /** Why (Stripe's `reason`). */
+    reason?: RefundReason;
+  }): Promise<{ refundId: string; status?: RefundStatus; failureReason?: string | null }>;
 }
 
 /** A change to a subscription that a processor's billing renews (Stripe Billing). */

@@ -24,12 +24,43 @@ export function isDestinationRefusal(err: unknown): boolean {
   return err instanceof Stripe.errors.StripeInvalidRequestError && /transfer_data|destination/.test(`${err.param ?? ''} ${err.message}`);
 }
 
+/** What Stripe says of a connected account now (Connect `account.updated`, read back). */
+export interface ConnectedAccountState {
+  accountId: string;
+  chargesEnabled: boolean;
+  /** The `transfers` and `card_payments` capabilities' statuses (`active`, `inactive`, `pending`); null when the account has none. */
+  transfers: string | null;
+  cardPayments: string | null;
+}
+
 /** Checks a connected account with Stripe before an organization is bound to it (OrgService's ConnectedAccountCheck). */
 export class StripeConnectedAccounts {
   constructor(
     private readonly stripe: Stripe,
     private readonly logger: Logger,
   ) {}
+
+  /**
+   * The account as Stripe has it now (for `account.updated`: never the event's copy); undefined
+   * when it is not (or no longer) connected to this platform. 503 when Stripe cannot be reached.
+   */
+  async read(accountId: string): Promise<ConnectedAccountState | undefined> {
+    let account: Stripe.Account;
+    try {
+      account = await withStripeRetries(() => this.stripe.accounts.retrieve(accountId), INTERACTIVE);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripePermissionError) return undefined;
+      const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+      this.logger.warn({ err: stripe ? undefined : err, stripe }, 'Stripe: could not read a connected account back');
+      throw serviceUnavailable('Stripe could not be reached to read the connected account back; redeliver the event');
+    }
+    return {
+      accountId: account.id,
+      chargesEnabled: account.charges_enabled ?? false,
+      transfers: account.capabilities?.transfers ?? null,
+      cardPayments: account.capabilities?.card_payments ?? null,
+    };
+  }
 
   async verify(accountId: string): Promise<void> {
     let account: Stripe.Account;

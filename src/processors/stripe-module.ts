@@ -11,6 +11,8 @@ import { StripeConnectedAccounts } from './stripe-connect.js';
 import { StripeEventReconciler } from './stripe-reconciliation.js';
 import { StripeSubscriptionBilling, StripeSubscriptionEvents } from './stripe-subscription-events.js';
 import { ProcessorBillingFlow } from '../commerce/processor-billing.js';
+import { RefundFlow } from '../commerce/refund-flow.js';
+import type { ConnectedAccountState } from './stripe-connect.js';
 import type { Job } from '../kernel/job.js';
 
 export interface StripeModule {
@@ -35,17 +37,36 @@ export function createStripeModule(deps: {
   publicBaseUrl: string;
   /** Whether this deployment has the organization: orphan Checkout Sessions of another deployment are left alone. */
   isOwnOrganization: (orgId: string) => Promise<boolean>;
+  /** Records what Stripe says of a connected account (Connect `account.updated`); false when no organization is bound to it. */
+  recordConnectedAccount?: (state: ConnectedAccountState) => Promise<boolean>;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
   const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger);
-  const events = new StripeEventService(stripe, webhookSecret, repo, deps.uow, deps.payments, deps.clock, deps.logger, subscriptionEvents, deps.isOwnOrganization);
+  const connectedAccounts = new StripeConnectedAccounts(stripe, deps.logger);
+  const accountUpdated = async (accountId: string) => {
+    const state = await connectedAccounts.read(accountId);
+    return state && deps.recordConnectedAccount && (await deps.recordConnectedAccount(state)) ? ('applied' as const) : ('ignored' as const);
+  };
+  const events = new StripeEventService(
+    stripe,
+    webhookSecret,
+    repo,
+    deps.uow,
+    deps.payments,
+    deps.clock,
+    deps.logger,
+    subscriptionEvents,
+    deps.isOwnOrganization,
+    new RefundFlow(deps.uow, deps.clock),
+    accountUpdated,
+  );
   return {
     checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
-    connectedAccounts: new StripeConnectedAccounts(stripe, deps.logger),
+    connectedAccounts,
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
     events,
     reconciliationJob: () => {

@@ -1,19 +1,23 @@
 /**
  * Stripe's payment events beyond the Checkout Session's own (docs/card-processors.md): a declined
- * attempt (`payment_intent.payment_failed`), refunds (`charge.refunded`, made through Kassa or in
- * Stripe's Dashboard), disputes (`charge.dispute.created` / `.closed`), and the refund of an
+ * attempt (`payment_intent.payment_failed`), refunds (`charge.refunded`, `refund.*`, made through
+ * Kassa or in Stripe's Dashboard, and their failures), disputes (`charge.dispute.*`), and the refund of an
  * orphan Checkout Session (one Kassa opened but never stored) that a buyer paid. Like every Stripe
  * event, each reads the object back from Stripe and applies what it is now, through PaymentFlow.
  */
 import Stripe from 'stripe';
-import type { CheckoutSession, Order, ProviderFailure } from '../commerce/model.js';
-import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { CheckoutSession, Order, ProviderFailure, RefundReason } from '../commerce/model.js';
+import type { ProcessorRefund, RefundFlow } from '../commerce/refund-flow.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import { serviceUnavailable } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './stripe-metadata.js';
 import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
+import { refundStatus } from './stripe-refund-status.js';
+
+/** Stripe's refund reasons Kassa takes; Stripe's own (`expired_uncaptured_charge`, …) are recorded without one. */
+const REFUND_REASONS: readonly RefundReason[] = ['requested_by_customer', 'duplicate', 'fraudulent'];
 
 const idOf = (ref: string | { id: string } | null | undefined): string | undefined => (typeof ref === 'string' ? ref : ref?.id);
 
@@ -21,7 +25,7 @@ export class StripePaymentEvents {
   constructor(
     private readonly stripe: Stripe,
     private readonly uow: CommerceUnitOfWork,
-    private readonly payments: PaymentFlow,
+    private readonly refunds: RefundFlow,
     private readonly clock: Clock,
     private readonly logger: Logger,
     /** Whether this deployment has an organization with this id: only then is an orphan Kassa's to refund. */
@@ -53,17 +57,56 @@ export class StripePaymentEvents {
     return (await this.uow.stores.sessions.recordAttemptFailure(session.id, failure, this.clock.now())) ? 'applied' : 'ignored';
   }
 
-  /** Reconciles the order's refunded amount to the charge's `amount_refunded` (see PaymentFlow.applyRefundedTotal). */
-  async chargeRefunded(event: Stripe.ChargeRefundedEvent): Promise<StripeEventOutcome> {
-    const charge = await this.readBack('Charge', () => this.stripe.charges.retrieve(event.data.object.id));
+  /**
+   * A refund made, changed or failed, whoever made it (Kassa, the Stripe Dashboard, Stripe):
+   * `charge.refunded` (about the Charge), `refund.created` / `refund.updated` / `refund.failed` and
+   * `charge.refund.updated` (about the Refund). Each reads the charge's refunds back from Stripe
+   * with the order locked and applies them (RefundFlow.applyProcessorRefunds): every refund is
+   * counted and announced once, a failed one is taken back out.
+   */
+  async refundsChanged(event: Stripe.ChargeRefundedEvent | Stripe.RefundCreatedEvent | Stripe.RefundUpdatedEvent | Stripe.RefundFailedEvent | Stripe.ChargeRefundUpdatedEvent): Promise<StripeEventOutcome> {
+    let chargeId: string | undefined;
+    if (event.type === 'charge.refunded') chargeId = event.data.object.id;
+    else {
+      const refund = await this.readBack('Refund', () => this.stripe.refunds.retrieve(event.data.object.id));
+      chargeId = idOf(refund?.charge);
+    }
+    const charge = chargeId && (await this.readBack('Charge', () => this.stripe.charges.retrieve(chargeId)));
     const order = charge && (await this.orderOf(idOf(charge.payment_intent)));
     if (!charge || !order) return 'ignored';
-    await this.payments.applyRefundedTotal(order.id, charge.amount_refunded);
-    return 'applied';
+    const applied = await this.refunds.applyProcessorRefunds(order.id, () => this.refundsOf(charge.id));
+    return applied.outcome === 'applied' ? 'applied' : 'ignored';
   }
 
-  /** Opened or closed (won or lost), a dispute marks the order `disputed` (PaymentFlow.markDisputed). */
-  async dispute(event: Stripe.ChargeDisputeCreatedEvent | Stripe.ChargeDisputeClosedEvent): Promise<StripeEventOutcome> {
+  /** Every refund of a charge as Stripe has it now, oldest first. */
+  private async refundsOf(chargeId: string): Promise<ProcessorRefund[]> {
+    const all: Stripe.Refund[] = [];
+    try {
+      await withStripeRetries(() => this.stripe.refunds.list({ charge: chargeId, limit: 100 }).autoPagingEach((r) => void all.push(r)), INTERACTIVE);
+    } catch (err) {
+      throw this.unreachable(err, 'list a charge\'s refunds');
+    }
+    const seen = new Set<string>();
+    // Stripe lists newest first: reversed, then ordered by creation (stable within one second).
+    return all
+      .reverse()
+      .filter((r) => !seen.has(r.id) && seen.add(r.id))
+      .sort((a, b) => a.created - b.created)
+      .map((r) => ({
+        processorRefundId: r.id,
+        amountCents: r.amount,
+        status: refundStatus(r.status),
+        reason: REFUND_REASONS.find((known) => known === r.reason) ?? null,
+        failureReason: r.failure_reason ?? null,
+      }));
+  }
+
+  /**
+   * Opened, updated or closed (won or lost), a dispute is recorded as the order's dispute and
+   * announced (RefundFlow.applyDispute: `order.dispute_created`, `order.dispute_closed`); the
+   * order's `disputed` becomes true for good.
+   */
+  async dispute(event: Stripe.ChargeDisputeCreatedEvent | Stripe.ChargeDisputeUpdatedEvent | Stripe.ChargeDisputeClosedEvent): Promise<StripeEventOutcome> {
     const dispute = await this.readBack('Dispute', () => this.stripe.disputes.retrieve(event.data.object.id));
     if (!dispute) return 'ignored';
     let intentId = idOf(dispute.payment_intent);
@@ -73,8 +116,16 @@ export class StripePaymentEvents {
     }
     const order = await this.orderOf(intentId);
     if (!order) return 'ignored';
-    await this.payments.markDisputed(order.id);
-    return 'applied';
+    const dueBy = dispute.evidence_details?.due_by;
+    const applied = await this.refunds.applyDispute(order.id, {
+      processorDisputeId: dispute.id,
+      amountCents: dispute.amount,
+      currency: dispute.currency,
+      reason: dispute.reason,
+      status: dispute.status,
+      evidenceDueBy: dueBy ? new Date(dueBy * 1000) : null,
+    });
+    return applied.outcome === 'applied' ? 'applied' : 'ignored';
   }
 
   /**

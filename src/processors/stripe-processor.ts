@@ -5,8 +5,9 @@
  */
 import Stripe from 'stripe';
 import type { CardProcessorConfig } from '../config.js';
-import type { CheckoutSession } from '../commerce/model.js';
+import type { CheckoutSession, RefundStatus } from '../commerce/model.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { RefundFlow } from '../commerce/refund-flow.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import { AppError, conflict, forbidden, serviceUnavailable, validationError } from '../kernel/errors.js';
@@ -19,6 +20,7 @@ import { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './str
 import { StripePaymentEvents } from './stripe-payment-events.js';
 import { INTERACTIVE, retryAfterMs, withStripeRetries } from './stripe-retry.js';
 import { verifiedStripeEvent } from './stripe-event-intake.js';
+import { refundStatus } from './stripe-refund-status.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -140,11 +142,16 @@ export class StripeRefunds implements CardRefunds {
     private readonly logger: Logger,
   ) {}
 
-  async refund(input: { processorPaymentId: string; amount: number; idempotencyKey: string; reverseTransfer?: boolean }): Promise<{ refundId: string }> {
+  async refund(input: Parameters<CardRefunds['refund']>[0]): Promise<{ refundId: string; status: RefundStatus; failureReason: string | null }> {
     try {
-      const params: Stripe.RefundCreateParams = { payment_intent: input.processorPaymentId, amount: input.amount, ...(input.reverseTransfer && { reverse_transfer: true }) };
+      const params: Stripe.RefundCreateParams = {
+        payment_intent: input.processorPaymentId,
+        amount: input.amount,
+        ...(input.reverseTransfer && { reverse_transfer: true }),
+        ...(input.reason && { reason: input.reason }),
+      };
       const refund = await withStripeRetries(() => this.stripe.refunds.create(params, { idempotencyKey: input.idempotencyKey }), INTERACTIVE);
-      return { refundId: refund.id };
+      return { refundId: refund.id, status: refundStatus(refund.status), failureReason: refund.failure_reason ?? null };
     } catch (err) {
       // Stripe refused it (already refunded, disputed, a key reused with another amount): not retryable as is.
       if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
@@ -169,10 +176,17 @@ export const STRIPE_EVENT_TYPES = [
   'checkout.session.expired',
   'payment_intent.payment_failed',
   'charge.refunded',
+  'charge.refund.updated',
+  'refund.created',
+  'refund.updated',
+  'refund.failed',
   'charge.dispute.created',
+  'charge.dispute.updated',
   'charge.dispute.closed',
   'invoice.paid',
   'invoice.payment_failed',
+  'invoice.payment_action_required',
+  'account.updated',
   'customer.subscription.updated',
   'customer.subscription.deleted',
 ] as const satisfies readonly Stripe.Event.Type[];
@@ -199,8 +213,11 @@ export class StripeEventService {
     private readonly subscriptions: StripeSubscriptionEvents,
     /** Whether this deployment has the organization (orphan Checkout Sessions: stripe-payment-events.ts). */
     isOwnOrganization: (orgId: string) => Promise<boolean>,
+    refunds: RefundFlow,
+    /** Connect's `account.updated`: what Stripe now says of a connected account (stripe-connect.ts). */
+    private readonly accountUpdated: (accountId: string) => Promise<StripeEventOutcome> = async () => 'ignored',
   ) {
-    this.paymentEvents = new StripePaymentEvents(stripe, uow, payments, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
+    this.paymentEvents = new StripePaymentEvents(stripe, uow, refunds, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
   }
 
   /** A delivery to the endpoint: verified and checked (stripe-event-intake.ts, 400 otherwise), then processed. */
@@ -227,14 +244,23 @@ export class StripeEventService {
       case 'invoice.paid':
       case 'invoice.payment_failed':
         return this.subscriptions.applyInvoice(event.data.object.id, (id) => this.applyCheckoutSession(id));
+      case 'invoice.payment_action_required':
+        return this.subscriptions.applyActionRequired(event.data.object.id, (id) => this.applyCheckoutSession(id));
+      case 'account.updated':
+        return this.accountUpdated(event.data.object.id);
       case 'customer.subscription.updated':
       case 'customer.subscription.deleted':
         return this.subscriptions.applySubscription(event.data.object.id, (id) => this.applyCheckoutSession(id));
       case 'payment_intent.payment_failed':
         return this.paymentEvents.paymentFailed(event);
       case 'charge.refunded':
-        return this.paymentEvents.chargeRefunded(event);
+      case 'charge.refund.updated':
+      case 'refund.created':
+      case 'refund.updated':
+      case 'refund.failed':
+        return this.paymentEvents.refundsChanged(event);
       case 'charge.dispute.created':
+      case 'charge.dispute.updated':
       case 'charge.dispute.closed':
         return this.paymentEvents.dispute(event);
       default:

@@ -224,8 +224,23 @@ export class StripeSubscriptionEvents {
       processorStatus: payment?.processorStatus ?? invoice.status,
       amountCents: outcome === 'paid' ? invoice.amount_paid : invoice.amount_due,
       attemptCount: invoice.attempt_count,
+      invoiceId: invoice.id,
     } as const;
     return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
+  }
+
+  /**
+   * `invoice.payment_action_required`: a renewal's off-session charge needs the buyer (3-D
+   * Secure). While the invoice, read back, is still open with a hosted page, the subscription
+   * records that page for the buyer (ProcessorBillingFlow.applyActionRequired); an invoice paid
+   * or voided since, or the first invoice (Checkout asks the buyer itself), changes nothing.
+   */
+  async applyActionRequired(invoiceId: string, applyCheckout: ApplyCheckoutSession): Promise<'applied' | 'ignored'> {
+    const invoice = await this.readInvoice(invoiceId);
+    const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
+    if (!subscriptionId || invoice.billing_reason === 'subscription_create' || invoice.status !== 'open' || !invoice.hosted_invoice_url) return 'ignored';
+    const action = { processorSubscriptionId: subscriptionId, invoiceId: invoice.id, url: invoice.hosted_invoice_url };
+    return this.known(await this.billing.applyActionRequired(action), subscriptionId, applyCheckout, () => this.billing.applyActionRequired(action));
   }
 
   /** An invoice as Stripe has it now, with its payments and their PaymentIntents (the order's payment and its status). */

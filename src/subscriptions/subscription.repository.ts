@@ -38,6 +38,9 @@ interface SubscriptionRow {
   payment_method: string;
   manage_token: string;
   processor_subscription_id: string | null;
+  action_invoice_id: string | null;
+  action_url: string | null;
+  action_required_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -75,6 +78,10 @@ const toSubscription = (r: SubscriptionRow): Subscription => ({
   paymentMethod: r.payment_method,
   manageToken: r.manage_token,
   processorSubscriptionId: r.processor_subscription_id,
+  paymentAction:
+    r.action_invoice_id && r.action_url && r.action_required_at
+      ? { invoiceId: r.action_invoice_id, url: r.action_url, requiredAt: new Date(r.action_required_at) }
+      : null,
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
 });
@@ -110,6 +117,9 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   payment_method: s.paymentMethod,
   manage_token: s.manageToken,
   processor_subscription_id: s.processorSubscriptionId,
+  action_invoice_id: s.paymentAction?.invoiceId ?? null,
+  action_url: s.paymentAction?.url ?? null,
+  action_required_at: s.paymentAction?.requiredAt ?? null,
   created_at: s.createdAt,
   updated_at: s.updatedAt,
 });

@@ -14,7 +14,8 @@ import type { Delivery, DirectedEventType, StoredEvent, StoredEventType, Webhook
 export interface OutboxEvent {
   orgId: string;
   type: WebhookEventType;
-  data: { order: WebhookOrder } | { subscription: WebhookSubscription };
+  /** `order.refund*` also carry `refund`, `order.dispute_*` also `dispute` (merchant.yaml). */
+  data: ({ order: WebhookOrder } & Record<string, unknown>) | { subscription: WebhookSubscription };
 }
 
 interface EventRow {
@@ -35,7 +36,14 @@ const toEvent = (row: EventRow): StoredEvent => ({
   createdAt: new Date(row.created_at),
 });
 
-const ORDER_TYPES = new Set<WebhookEventType>(['order.pending', 'order.paid', 'order.failed']);
+const ORDER_TYPES = new Set<WebhookEventType>(['order.pending', 'order.paid', 'order.failed', 'order.refunded', 'order.refund_failed', 'order.dispute_created', 'order.dispute_closed']);
+/** What else an order event carries beside `data.order`. */
+const ORDER_EXTRA: Partial<Record<WebhookEventType, string>> = {
+  'order.refunded': 'refund',
+  'order.refund_failed': 'refund',
+  'order.dispute_created': 'dispute',
+  'order.dispute_closed': 'dispute',
+};
 
 /**
  * Writes the event (`EVT_…`, the future `webhook-id`) and one pending delivery per enabled,
@@ -52,6 +60,8 @@ export async function enqueueWebhookEvent(trx: Knex.Transaction, event: OutboxEv
     // A programming error in the emitting domain: refuse it rather than send a malformed event.
     throw new Error(`webhook event ${event.type} must carry data.${ORDER_TYPES.has(event.type) ? 'order' : 'subscription'}`);
   }
+  const extra = ORDER_EXTRA[event.type];
+  if (extra && !(extra in event.data)) throw new Error(`webhook event ${event.type} must carry data.${extra}`);
   const id = newId('EVT');
   // The event row and the endpoints it goes to in one round trip (the emitting transaction holds
   // its locks meanwhile); the deliveries follow in a second one, when there are any.

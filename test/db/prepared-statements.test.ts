@@ -19,6 +19,7 @@ const org: Organization = {
   cardAccountEnabled: true,
   stripeAccountId: null,
   stripeAccountBoundAt: null,
+  stripeAccountState: null,
   createdAt: new Date('2026-01-01T00:00:00Z'),
   updatedAt: new Date('2026-01-01T00:00:00Z'),
 };

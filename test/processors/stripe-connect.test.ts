@@ -61,13 +61,18 @@ async function pay(session: { id: string; stripeId: string }, apiKey: string) {
   expect(read.orderStatus).toBe('PAID');
   return { orderId: read.orderId as string, intentId: paid.payment_intent as string };
 }
+/** A Stripe event posted to Kassa's endpoint, signed as Stripe signs. */
+const deliver = (event: import('stripe').Stripe.Event) => {
+  const { signature, payload } = stripe.signed(event);
+  return ctx.merchant.post(EVENTS).set('Content-Type', 'application/json').set('Stripe-Signature', signature).send(payload);
+};
 const refund = (orderId: string, amount?: number) => ctx.admin.post(`/v1/orders/${orderId}/refund`).send(amount === undefined ? {} : { amount });
 const refundRequests = (since: number) => stripe.requests.slice(since).filter((r) => r.path === '/v1/refunds');
 
 describe('binding an organization to a Stripe connected account (admin API)', () => {
   it('reads null while unbound, binds a connected account, reads it back, and unbinds it', async () => {
     const org = await ctx.services.orgs.createOrganization({ name: 'Bind me' });
-    expect((await binding(org.id)).body.data).toEqual({ orgId: org.id, accountId: null, boundAt: null });
+    expect((await binding(org.id)).body.data).toEqual({ orgId: org.id, accountId: null, boundAt: null, state: null });
     const account = stripe.connectAccount();
     const set = await bind(org.id, account.id);
     expect(set.status).toBe(200);
@@ -76,7 +81,7 @@ describe('binding an organization to a Stripe connected account (admin API)', ()
     expect(stripe.requests.at(-1)).toMatchObject({ method: 'GET', path: `/v1/accounts/${account.id}` });
     const cleared = await unbind(org.id);
     expect(cleared.status).toBe(200);
-    expect(cleared.body.data).toEqual({ orgId: org.id, accountId: null, boundAt: null });
+    expect(cleared.body.data).toEqual({ orgId: org.id, accountId: null, boundAt: null, state: null });
     expect((await unbind(org.id)).status).toBe(200);
     expect(await storedAccount(org.id)).toBeNull();
   });
@@ -208,6 +213,42 @@ describe('destination charges', () => {
     expect(await ctx.testDb.database.db('idempotency_keys').where({ key: 'restricted-account' }).first()).toBeUndefined();
     expect((await unbind(ctx.orgA.orgId)).status).toBe(200);
   });
+
+  it("account.updated: an account losing a capability is recorded when Stripe says so; the operator sees it and card checkout is refused with the cause, until Stripe reports it usable again", async () => {
+    const account = stripe.connectAccount();
+    expect((await bind(ctx.orgA.orgId, account.id)).status).toBe(200);
+    const restricted = stripe.restrictAccount(account.id);
+    expect((await deliver(restricted)).body).toEqual({ received: true, outcome: 'applied' });
+    // Redelivered: applied once.
+    expect((await deliver(restricted)).body.outcome).toBe('duplicate');
+    const seen = (await binding(ctx.orgA.orgId)).body.data;
+    const problem = `Stripe reports the connected account ${account.id} cannot take payments: charges_enabled is false, its transfers capability is inactive`;
+    expect(seen).toMatchObject({ accountId: account.id, state: { chargesEnabled: false, transfers: 'inactive', cardPayments: null, usable: false, problem, checkedAt: ctx.clock.now().toISOString() } });
+
+    // Refused before Stripe is asked: a clear 403 naming the cause, nothing stored.
+    const before = stripe.requests.length;
+    const res = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', 'lost-capability').send({ pricingId: priceA });
+    expect(res.status).toBe(403);
+    expect(res.body.error).toMatchObject({ code: 'FORBIDDEN', message: expect.stringContaining(`${problem}; card checkout is unavailable`) });
+    expect(stripe.requests.slice(before).filter((r) => r.path === '/v1/checkout/sessions')).toEqual([]);
+    expect(await ctx.testDb.database.db('idempotency_keys').where({ key: 'lost-capability' }).first()).toBeUndefined();
+    // The other organization is not affected.
+    expect((await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgB.apiKey).set('Idempotency-Key', 'other-org').send({ pricingId: priceB })).status).toBe(201);
+
+    // card_payments lapsing is a cause too; transfers back alone is not enough.
+    await deliver(stripe.updateAccount(account.id, { capabilities: { transfers: 'active', card_payments: 'inactive' }, charges_enabled: true }));
+    expect((await binding(ctx.orgA.orgId)).body.data.state).toMatchObject({ usable: false, problem: expect.stringMatching(/its card_payments capability is inactive$/) });
+
+    await deliver(stripe.updateAccount(account.id, { capabilities: { transfers: 'active', card_payments: 'active' }, charges_enabled: true }));
+    expect((await binding(ctx.orgA.orgId)).body.data.state).toMatchObject({ usable: true, problem: null });
+    expect((await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', 'usable-again').send({ pricingId: priceA })).status).toBe(201);
+    expect((await unbind(ctx.orgA.orgId)).body.data).toEqual({ orgId: ctx.orgA.orgId, accountId: null, boundAt: null, state: null });
+  });
+
+  it('account.updated about an account no organization is bound to is acknowledged and ignored', async () => {
+    const account = stripe.connectAccount();
+    expect((await deliver(stripe.restrictAccount(account.id))).body).toEqual({ received: true, outcome: 'ignored' });
+  });
 });
 
 describe('the admin CLI on Stripe', () => {
@@ -243,7 +284,7 @@ describe('the admin CLI on Stripe', () => {
     expect(bound.stderr).toBe('');
     expect(JSON.parse(bound.stdout)).toMatchObject({ orgId: org.id, accountId: account.id });
     expect(JSON.parse((await cli(['org', 'stripe-account', '--org', org.id])).stdout).accountId).toBe(account.id);
-    expect(JSON.parse((await cli(['org', 'remove-stripe-account', '--org', org.id])).stdout)).toEqual({ orgId: org.id, accountId: null, boundAt: null });
+    expect(JSON.parse((await cli(['org', 'remove-stripe-account', '--org', org.id])).stdout)).toEqual({ orgId: org.id, accountId: null, boundAt: null, state: null });
   });
 });
 

@@ -152,6 +152,14 @@ export class FakeStripe {
       }),
     );
     app.post('/v1/refunds', (req, res) => this.idempotent(req, res, () => this.createRefund(req.body)));
+    // Stripe's list: newest first, filtered by charge, paged by `starting_after`.
+    app.get('/v1/refunds', (req, res) => {
+      const all = [...this.refunds.values()].filter((r) => !req.query.charge || r.charge === req.query.charge).reverse();
+      const after = req.query.starting_after ? all.findIndex((r) => r.id === req.query.starting_after) + 1 : 0;
+      const limit = Number(req.query.limit ?? 10);
+      const data = all.slice(after, after + limit);
+      res.json({ object: 'list', url: '/v1/refunds', has_more: after + limit < all.length, data } satisfies Stripe.ApiList<Stripe.Refund>);
+    });
     app.get('/v1/accounts/:id', (req, res) => {
       const account = this.accounts.get(req.params.id);
       if (!account) return void this.error(res, 404, { type: 'invalid_request_error', message: `No such account: '${req.params.id}'` });
@@ -195,6 +203,7 @@ export class FakeStripe {
     app.get('/v1/payment_intents/:id', retrieve(this.intents, 'payment_intent'));
     app.get('/v1/charges/:id', retrieve(this.charges, 'charge'));
     app.get('/v1/disputes/:id', retrieve(this.disputes, 'dispute'));
+    app.get('/v1/refunds/:id', retrieve(this.refunds, 'refund'));
     app.get('/v1/events', (req, res) => res.json(this.listEvents(req.query as EventListQuery)));
     app.use((req, res) => this.error(res, 404, { type: 'invalid_request_error', message: `Unrecognized request URL (${req.method}: ${req.path})` }));
     this.server = await new Promise<Server>((resolve) => {
@@ -245,10 +254,18 @@ export class FakeStripe {
     return account;
   }
 
-  /** The account is restricted in Stripe (its transfers capability lapses). */
-  restrictAccount(accountId: string): void {
-    const account = this.accounts.get(accountId)!;
-    this.accounts.set(accountId, { ...account, capabilities: { ...account.capabilities, transfers: 'inactive' }, charges_enabled: false });
+  /** The account is restricted in Stripe (its transfers capability lapses); Stripe sends Connect's `account.updated`. */
+  restrictAccount(accountId: string): Stripe.Event {
+    return this.updateAccount(accountId, { capabilities: { ...this.accounts.get(accountId)!.capabilities, transfers: 'inactive' }, charges_enabled: false });
+  }
+
+  /** A change of a connected account on Stripe's side (onboarding, a review, a lapsed capability): Connect's `account.updated`, with `account` set. */
+  updateAccount(accountId: string, changes: Partial<Stripe.Account>): Stripe.Event {
+    const account = { ...this.accounts.get(accountId)!, ...changes };
+    this.accounts.set(accountId, account);
+    const event = { ...this.record('account.updated', account), account: accountId } as Stripe.Event;
+    this.log[this.log.length - 1] = event;
+    return event;
   }
 
   /**
@@ -411,6 +428,39 @@ export class FakeStripe {
     const answer = this.createRefund({ payment_intent: paymentIntentId, amount: String(amount) });
     if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
     return answer.body as Stripe.Refund;
+  }
+
+  /**
+   * A refund fails after it was made (the buyer's card was closed, say): Stripe takes it back out
+   * of the charge's `amount_refunded` and sends `refund.failed` and `charge.refund.updated`.
+   */
+  failRefund(refundId: string, failureReason: Stripe.Refund['failure_reason'] = 'expired_or_canceled_card'): Stripe.Refund {
+    const refund = this.refunds.get(refundId)!;
+    const failed: Stripe.Refund = { ...refund, status: 'failed', failure_reason: failureReason };
+    this.refunds.set(refundId, failed);
+    const charge = this.charges.get(refund.charge as string)!;
+    this.charges.set(charge.id, { ...charge, amount_refunded: charge.amount_refunded - refund.amount, refunded: false });
+    this.record('charge.refund.updated', failed);
+    this.record('refund.failed', failed);
+    return failed;
+  }
+
+  /**
+   * A renewal whose off-session charge the bank sends to 3-D Secure: the invoice stays open, its
+   * PaymentIntent `requires_action`, with a hosted page for the buyer; Stripe sends
+   * `invoice.payment_failed` and `invoice.payment_action_required`. `retryInvoice(…, 'paid')`
+   * is the buyer confirming on that page.
+   */
+  renewRequiringAction(subscriptionId: string): Stripe.Invoice {
+    const failed = this.renew(subscriptionId, 'failed');
+    const attempt = failed.payments!.data.at(-1)!;
+    const intentId = attempt.payment.payment_intent as string;
+    this.intents.set(intentId, { ...this.intents.get(intentId)!, status: 'requires_action' });
+    const invoice: Stripe.Invoice = { ...failed, hosted_invoice_url: `${this.baseUrl}/i/${failed.id}` };
+    this.invoices.set(invoice.id, invoice);
+    this.record('invoice.payment_failed', invoice);
+    this.record('invoice.payment_action_required', invoice);
+    return invoice;
   }
 
   /** The latest recorded event of this type (about this object, when given). */
@@ -1049,7 +1099,7 @@ export class FakeStripe {
     const alreadyRefunded = intent && this.charges.get(intent.latest_charge as string)?.refunded;
     if (alreadyRefunded) return { status: 400, body: { error: { type: 'invalid_request_error', code: 'charge_already_refunded', message: `Charge ${intent.latest_charge as string} has already been refunded.` } } };
     if (!intent) return { status: 404, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such payment_intent: '${String(params.payment_intent)}'`, param: 'payment_intent' } } };
-    const refundedSoFar = [...this.refunds.values()].filter((r) => r.payment_intent === intent.id).reduce((sum, r) => sum + r.amount, 0);
+    const refundedSoFar = [...this.refunds.values()].filter((r) => r.payment_intent === intent.id && r.status !== 'failed' && r.status !== 'canceled').reduce((sum, r) => sum + r.amount, 0);
     const amount = params.amount === undefined ? intent.amount_received - refundedSoFar : Number(params.amount);
     if (intent.status !== 'succeeded' || !Number.isSafeInteger(amount) || amount < 1 || refundedSoFar + amount > intent.amount_received) {
       return { status: 400, body: { error: { type: 'invalid_request_error', code: 'amount_too_large', message: `Refund amount (${amount}) is greater than unrefunded amount on charge (${intent.amount_received - refundedSoFar})`, param: 'amount' } } };
@@ -1070,7 +1120,7 @@ export class FakeStripe {
       metadata: {},
       payment_intent: intent.id,
       payment_method: null,
-      reason: null,
+      reason: (params.reason as Stripe.Refund.Reason | undefined) ?? null,
       receipt_number: null,
       source_transfer_reversal: null,
       status: 'succeeded',
@@ -1082,6 +1132,7 @@ export class FakeStripe {
     this.charges.set(charge.id, refunded);
     this.refunds.set(refund.id, { ...refund, charge: charge.id });
     this.record('charge.refunded', refunded);
+    this.record('refund.created', this.refunds.get(refund.id)!);
     return { status: 200, body: this.refunds.get(refund.id) };
   }
 

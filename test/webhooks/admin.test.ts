@@ -66,6 +66,7 @@ function order(orgId: string): WebhookOrder {
     status: 'PAID',
     provider: 'CRYPTO',
     amountCents: 25_000_000,
+    amountRefundedCents: 0,
     currency: 'usdc',
     product: { id: null, name: 'Conference ticket' },
     paymentLinkId: null,

@@ -67,6 +67,7 @@ const order = (): WebhookOrder => ({
   status: 'PAID',
   provider: 'STRIPE',
   amountCents: 5800,
+  amountRefundedCents: 0,
   currency: 'usd',
   product: { id: newId('PRD'), name: 'Pro plan' },
   paymentLinkId: null,

@@ -79,6 +79,7 @@ const order = (status: WebhookOrder['status'] = 'PAID'): WebhookOrder => ({
   status,
   provider: 'STRIPE',
   amountCents: 5800,
+  amountRefundedCents: 0,
   currency: 'usd',
   product: { id: newId('PRD'), name: 'Pro plan' },
   paymentLinkId: null,

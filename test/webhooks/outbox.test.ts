@@ -30,6 +30,7 @@ const order = (orgId: string, status: WebhookOrder['status']): WebhookOrder => (
   status,
   provider: 'STRIPE',
   amountCents: 5800,
+  amountRefundedCents: 0,
   currency: 'usd',
   product: { id: null, name: 'Pro plan' },
   paymentLinkId: null,

@@ -28,6 +28,9 @@ import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
 import * as m0105 from './0105_x402_relayer_nonces.js';
 import * as m0120 from './0120_list_indexes.js';
+import * as m0130 from './0130_order_refunds_disputes.js';
+import * as m0131 from './0131_subscription_payment_action.js';
+import * as m0132 from './0132_stripe_account_state.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -62,6 +65,9 @@ const MIGRATIONS: Record<string, Migration> = {
   '0089_telemetry_ten_second_rollups': m0089,
   '0105_x402_relayer_nonces': m0105,
   '0120_list_indexes': m0120,
+  '0130_order_refunds_disputes': m0130,
+  '0131_subscription_payment_action': m0131,
+  '0132_stripe_account_state': m0132,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
