@@ -16,7 +16,8 @@ import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handle
 import type { AnyHandler } from './http/typed-handler.js';
 import { registerStripeEventRoute } from './processors/stripe-events.handlers.js';
 import { registerHostedRateLimits } from './pages/rate-limit.js';
-import { guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
+import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
+import { refuseCrossSiteForms } from './pages/cross-site.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -79,6 +80,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       if (deps.services.stripeEvents) registerStripeEventRoute(router, deps.services.stripeEvents);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
+      refuseCrossSiteForms(router, HOSTED_FORM_PREFIXES, deps.config.publicBaseUrl);
       checkout.pages(router);
       subscriptions.pages(router);
       cryptoPayments.pages(router);
