@@ -54,8 +54,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, portal } = deps.services.modules;
   const handlers = {
+    ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
     ...orgs.handlers.merchant,
     ...catalog.handlers.merchant,
@@ -83,6 +84,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       refuseCrossSiteForms(router, HOSTED_FORM_PREFIXES, deps.config.publicBaseUrl);
       checkout.pages(router);
       subscriptions.pages(router);
+      portal.pages(router);
       cryptoPayments.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {

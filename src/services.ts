@@ -30,6 +30,7 @@ import { createOrdersModule, type OrdersModule } from './orders/index.js';
 import { createWebhooksModule, type WebhooksModule } from './webhooks/index.js';
 import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
+import { createPortalModule, type PortalModule } from './portal/index.js';
 
 /** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
 export interface Modules {
@@ -43,6 +44,7 @@ export interface Modules {
   webhooks: WebhooksModule;
   telemetry: TelemetryModule;
   agentWallet: AgentWalletModule;
+  portal: PortalModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -136,7 +138,27 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
-  const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, db, merchants: orgsModule.orgs, clock, logger, subscriptionBilling: stripe?.subscriptions });
+  const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
+  const subscriptionsModule = createSubscriptionsModule({
+    uow,
+    cardProcessor: processorsModule.sandboxProcessor,
+    db,
+    merchants: orgsModule.orgs,
+    clock,
+    logger,
+    subscriptionBilling: stripe?.subscriptions,
+    portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
+  });
+  const portalModule = createPortalModule({
+    db,
+    uow,
+    subscriptions: subscriptionsModule.subscriptions,
+    entitlements: subscriptionsModule.entitlements,
+    merchants: orgsModule.orgs,
+    clock,
+    logger,
+    publicBaseUrl,
+  });
   const cryptoModule = createCryptoPaymentsModule({
     db,
     uow,
@@ -176,6 +198,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       logger,
       publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
       stripeCheckout: stripe?.checkout,
+      portal: portalModule.checkoutEntry,
     }),
     orders: createOrdersModule({ uow, clock, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
@@ -188,6 +211,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
       chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
     }),
+    portal: portalModule,
   };
   return {
     orgs,

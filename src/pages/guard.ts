@@ -25,7 +25,7 @@ export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage
 export const HOSTED_FORM_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage', '/portal'];
 
 /** Routes whose first segment after the prefix is a page token (or a payment link's token). */
-const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token'];
+const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token', '/portal/enter/:token', '/portal/o/:token', '/portal/orders/:token', '/portal/subscriptions/:token'];
 
 /**
  * Page, manage and payment-link tokens are 32 base62 characters (randomToken). Any base64url text
