@@ -61,6 +61,14 @@ export interface paths {
          *     never shown to anyone; should it be paid all the same, Kassa refunds that payment in full
          *     when Stripe's event (or reconciliation) reports it.
          *
+         *     **Connected account no longer usable** (Stripe Connect) — when Stripe has reported
+         *     (`account.updated`) that the organization's bound connected account lost its `transfers`
+         *     or `card_payments` capability, or that its `charges_enabled` is false, card sessions are
+         *     refused with `403 FORBIDDEN` before Stripe is called, and the message names the account
+         *     and the cause (for example `… its transfers capability is inactive`). The operator sees the
+         *     same state in the admin API (`GET /v1/orgs/{id}/stripe-account`, `state`). It clears when
+         *     Stripe reports the account usable again, or when the account is unbound or replaced.
+         *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
          *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
@@ -699,6 +707,43 @@ export interface paths {
         get: operations["listCustomers"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customer-portal-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a customer portal session
+         * @description Creates a short-lived link to the **customer portal** for one customer of the organization,
+         *     named by `customerId` (`CUS_…`, as in `order.*` and `subscription.*` webhooks and the
+         *     subscription API) or by `customerEmail` (exactly one of the two). Redirect the buyer's browser
+         *     to `url` right away (Stripe's billing portal sessions and Polar's customer sessions work the
+         *     same way): the portal lists the customer's orders with printable receipts, their
+         *     subscriptions (cancel at period end after a confirmation, undo that, and — when
+         *     `allowCancelNow` is true — cancel at once) and the products they are entitled to.
+         *
+         *     Decisions: the link is valid for **10 minutes** (`expiresAt`) and works **once**; opening it
+         *     shows a "Continue" button (a GET never uses the link, so mail scanners and link previews
+         *     cannot spend it), which starts a portal session of **1 hour** in an HttpOnly cookie bound to
+         *     this customer and organization (not extended; the buyer asks for a new link afterwards).
+         *     Kassa stores only a SHA-256 hash of the link's token and of the session's. `returnUrl` is
+         *     shown in the portal as the way back to the merchant. The buyer can also reach the portal
+         *     without the merchant: from the paid checkout page (for an hour after paying), and, when the
+         *     deployment sends e-mail (`SMTP_URL`), from `{base_url}/portal/o/{organizationId}`, which
+         *     e-mails a 30-minute link to a customer's own address. Permission: `checkout:write` (the
+         *     key that sends buyers to checkout sends them here too).
+         */
+        post: operations["createCustomerPortalSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2292,6 +2337,41 @@ export interface components {
             /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
             previousCursor: string | null;
         };
+        /** @description Exactly one of `customerId` and `customerEmail`. */
+        CreateCustomerPortalSessionRequest: {
+            /** @description The customer (`CUS_…`). */
+            customerId?: string;
+            /**
+             * Format: email
+             * @description The customer's e-mail address (exact, case-insensitive).
+             */
+            customerEmail?: string;
+            /** @description The merchant's page the portal links back to (absolute HTTPS URL). */
+            returnUrl?: components["schemas"]["HttpsUrl"];
+            /**
+             * @description Offer "cancel now" (ends the subscription at once, no refund) besides cancel at period end.
+             * @default false
+             */
+            allowCancelNow?: boolean;
+        };
+        CustomerPortalSession: {
+            id: string;
+            customerId: string;
+            /**
+             * Format: uri
+             * @description The one-time link to send the buyer to (valid until `expiresAt`). A bearer credential for the portal; do not log or store it.
+             */
+            url: string;
+            /** Format: date-time */
+            expiresAt: string;
+            returnUrl: string | null;
+        };
+        CustomerPortalSessionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CustomerPortalSession"];
+        };
         CustomerResponse: {
             /** @constant */
             success: true;
@@ -2991,6 +3071,25 @@ export interface components {
                  *       "error": {
                  *         "code": "NOT_FOUND",
                  *         "message": "Resource not found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
+        /** @description The body was sent with a content type other than `application/json` (`UNSUPPORTED_MEDIA_TYPE`). */
+        "responses-UnsupportedMediaType": {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "success": false,
+                 *       "message": "Request body must be sent as Content-Type: application/json",
+                 *       "error": {
+                 *         "code": "UNSUPPORTED_MEDIA_TYPE",
+                 *         "message": "Request body must be sent as Content-Type: application/json"
                  *       }
                  *     }
                  */
@@ -3710,6 +3809,57 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createCustomerPortalSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateCustomerPortalSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The portal link. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerPortalSessionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No customer of the organization has this id or e-mail (`NOT_FOUND`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": false,
+                     *       "message": "Customer not found",
+                     *       "error": {
+                     *         "code": "NOT_FOUND",
+                     *         "message": "Customer not found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -16,7 +16,8 @@ import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handle
 import type { AnyHandler } from './http/typed-handler.js';
 import { registerStripeEventRoute } from './processors/stripe-events.handlers.js';
 import { registerHostedRateLimits } from './pages/rate-limit.js';
-import { guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
+import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
+import { refuseCrossSiteForms } from './pages/cross-site.js';
 import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
@@ -53,8 +54,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal } = deps.services.modules;
   const handlers = {
+    ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
     ...orgs.handlers.merchant,
     ...catalog.handlers.merchant,
@@ -80,8 +82,10 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       if (deps.services.stripeEvents) registerStripeEventRoute(router, deps.services.stripeEvents);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
+      refuseCrossSiteForms(router, HOSTED_FORM_PREFIXES, deps.config.publicBaseUrl);
       checkout.pages(router);
       subscriptions.pages(router);
+      portal.pages(router);
       cryptoPayments.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {

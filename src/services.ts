@@ -32,6 +32,7 @@ import { createWebhooksModule, type WebhooksModule } from './webhooks/index.js';
 import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
+import { createPortalModule, type PortalModule } from './portal/index.js';
 
 /** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
 export interface Modules {
@@ -46,6 +47,7 @@ export interface Modules {
   telemetry: TelemetryModule;
   agentWallet: AgentWalletModule;
   commerceMetrics: CommerceMetricsModule;
+  portal: PortalModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -142,7 +144,27 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
-  const subscriptionsModule = createSubscriptionsModule({ uow, cardProcessor: processorsModule.sandboxProcessor, db, merchants: orgsModule.orgs, clock, logger, subscriptionBilling: stripe?.subscriptions });
+  const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
+  const subscriptionsModule = createSubscriptionsModule({
+    uow,
+    cardProcessor: processorsModule.sandboxProcessor,
+    db,
+    merchants: orgsModule.orgs,
+    clock,
+    logger,
+    subscriptionBilling: stripe?.subscriptions,
+    portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
+  });
+  const portalModule = createPortalModule({
+    db,
+    uow,
+    subscriptions: subscriptionsModule.subscriptions,
+    entitlements: subscriptionsModule.entitlements,
+    merchants: orgsModule.orgs,
+    clock,
+    logger,
+    publicBaseUrl,
+  });
   const cryptoModule = createCryptoPaymentsModule({
     db,
     uow,
@@ -182,6 +204,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       logger,
       publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
       stripeCheckout: stripe?.checkout,
+      portal: portalModule.checkoutEntry,
     }),
     orders: createOrdersModule({ uow, clock, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
@@ -195,6 +218,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
     }),
     commerceMetrics: createCommerceMetricsModule({ db }),
+    portal: portalModule,
   };
   return {
     orgs,

@@ -4,7 +4,7 @@
  * HTML with one stylesheet inline and no script, no external asset: it works on any phone and
  * under a strict Content-Security-Policy.
  */
-import type { Router } from 'express';
+import type { Response, Router } from 'express';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession, Order, Subscription } from '../commerce/model.js';
@@ -44,13 +44,17 @@ function statusPage(
   merchant: string | undefined,
   order: Order | undefined,
   subscription?: Pick<Subscription, 'manageToken'>,
-  options: { processing?: boolean } = {},
+  options: { processing?: boolean; portalOpen?: boolean } = {},
 ): { status: number; html: string } {
   const manage = subscription ? `<p class="note"><a data-testid="manage" href="/subscriptions/manage/${escapeHtml(subscription.manageToken)}">Manage your subscription</a></p>` : '';
+  // A form, not a link: the portal session starts on this page's POST, never from a URL that could travel.
+  const portal = options.portalOpen
+    ? `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/portal"><button type="submit" class="secondary" data-testid="open-portal">Your orders and receipts</button></form>`
+    : '';
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
     return {
       status: 200,
-      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${manage}`, { merchant }),
+      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${manage}${portal}`, { merchant }),
     };
   }
   // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
@@ -74,12 +78,19 @@ function parseExpiry(text: string): { expMonth: number; expYear: number } | unde
   return { expMonth: Number(match[1]), expYear: year < 100 ? 2000 + year : year };
 }
 
+/** The customer portal, opened from the paid page for a while after paying (src/portal). */
+export interface CheckoutPortalEntry {
+  isOpen(order: Pick<Order, 'status' | 'updatedAt'> | undefined): boolean;
+  /** Starts a portal session for the buyer (sets its cookie on `res`); false when no longer offered. */
+  enter(res: Response, session: CheckoutSession, order: Order | undefined): Promise<boolean>;
+}
+
 /** The subscription a paid checkout started (its manage link on the paid page). */
 export interface SubscriptionOfSession {
   findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken'> | undefined>;
 }
 
-export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, merchants: MerchantNames, logger: Logger): void {
+export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, merchants: MerchantNames, logger: Logger, portal?: CheckoutPortalEntry): void {
   const fail = pageFailure(logger);
 
   router.get('/checkout/:token', async (req, res) => {
@@ -90,7 +101,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
       if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
-      sendPage(res, statusPage(session, merchant, await sessions.orderOf(session), await subscriptions.findBySession(session.id)));
+      const order = await sessions.orderOf(session);
+      sendPage(res, statusPage(session, merchant, order, await subscriptions.findBySession(session.id), { portalOpen: portal?.isOpen(order) }));
     } catch (err) {
       fail(req, res, err);
     }
@@ -102,7 +114,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
       // Back from the processor's page before its event arrived: processing, not "expired".
       const awaitingEvent = sessions.isPayable(session) && session.processorUrl !== null;
-      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), await sessions.orderOf(session), await subscriptions.findBySession(session.id), { processing: awaitingEvent }));
+      const order = await sessions.orderOf(session);
+      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order) }));
     } catch (err) {
       fail(req, res, err);
     }
@@ -150,6 +163,19 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         case 'pending':
           return res.redirect(303, `/checkout/${req.params.token}/complete`);
       }
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/checkout/:token/portal', hostedForm({ limit: '1kb', parameterLimit: 2 }), async (req, res) => {
+    try {
+      const session = await sessions.findByPageToken(req.params.token);
+      if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      const order = await sessions.orderOf(session);
+      if (portal && (await portal.enter(res, session, order))) return res.redirect(303, '/portal');
+      // Past the window (or never paid): the receipt page again, without the button.
+      res.redirect(303, `/checkout/${req.params.token}/complete`);
     } catch (err) {
       fail(req, res, err);
     }

@@ -13,7 +13,7 @@ import type { CardProcessor, HostedCardCheckout } from '../processors/card-proce
 import { CheckoutSessionService } from './checkout-session.service.js';
 import { checkoutJobs } from './checkout.jobs.js';
 import { createCheckoutHandlers } from './checkout.handlers.js';
-import { registerHostedPages, type SubscriptionOfSession } from './hosted-pages.js';
+import { registerHostedPages, type CheckoutPortalEntry, type SubscriptionOfSession } from './hosted-pages.js';
 
 export interface CheckoutModule {
   checkout: CheckoutSessionService;
@@ -39,6 +39,8 @@ export function createCheckoutModule(deps: {
   publicBaseUrl: string;
   /** A card processor with its own checkout page (Stripe); absent → the sandbox takes cards on Kassa's page. */
   stripeCheckout?: HostedCardCheckout;
+  /** The paid page's way into the customer portal. */
+  portal?: CheckoutPortalEntry;
 }): CheckoutModule {
   const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout);
   return {
@@ -48,7 +50,7 @@ export function createCheckoutModule(deps: {
     pages: (router) => {
       // Crypto sessions' pages first; they pass card sessions on to the card pages.
       registerCryptoPages(router, { sessions: checkout, crypto: deps.cryptoQuotes, clock: deps.clock, merchants: deps.orgs }, deps.logger);
-      registerHostedPages(router, checkout, deps.subscriptions, deps.orgs, deps.logger);
+      registerHostedPages(router, checkout, deps.subscriptions, deps.orgs, deps.logger, deps.portal);
     },
   };
 }

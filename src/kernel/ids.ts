@@ -28,6 +28,6 @@ export function randomToken(length = 24): string {
 
 export type IdPrefix =
   | 'ORG' | 'AKI' | 'WSK' | 'PRD' | 'PRC' | 'PLK' | 'CS' | 'ORD' | 'CUS' | 'SUB' | 'WHE' | 'EVT'
-  | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP';
+  | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP' | 'CPS' | 'EML';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;

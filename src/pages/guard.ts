@@ -16,10 +16,16 @@ import { messagePage, notFoundPage, sendPage, type Page } from './page.js';
 import { PageInputError, controlCharacterIn, shownName } from './form.js';
 
 /** Path prefixes of the buyer-facing pages; nothing of the APIs lives under them. */
-export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage', '/x402/prices'];
+export const HOSTED_PAGE_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage', '/portal', '/x402/prices'];
+
+/**
+ * Prefixes of the hosted pages whose POSTs are a buyer's forms (src/pages/cross-site.ts refuses
+ * them from another site). Not the x402 paywall: programs call it, like an API, with a payment header.
+ */
+export const HOSTED_FORM_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage', '/portal'];
 
 /** Routes whose first segment after the prefix is a page token (or a payment link's token). */
-const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token'];
+const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token', '/portal/enter/:token', '/portal/o/:token', '/portal/orders/:token', '/portal/subscriptions/:token'];
 
 /**
  * Page, manage and payment-link tokens are 32 base62 characters (randomToken). Any base64url text

@@ -50,6 +50,15 @@ input:focus{outline:2px solid #6366f1;border-color:#6366f1}
 .row{display:flex;gap:12px}.row>div{flex:1}
 button{width:100%;margin-top:20px;padding:14px;font:inherit;font-weight:700;color:#fff;background:#4338ca;border:0;border-radius:10px;cursor:pointer}
 button:hover{background:#3730a3}
+a.button{display:block;text-align:center;margin-top:12px;padding:13px;font-weight:700;border-radius:10px;text-decoration:none}
+.secondary{background:#fff;color:#3730a3;border:1px solid #a5b4fc}a.secondary:hover,button.secondary:hover{background:#eef2ff}
+button.danger{background:#b42318}button.danger:hover{background:#912018}
+button.link{width:auto;margin:0;padding:0;background:none;color:#4338ca;font-weight:600;text-decoration:underline}
+h2{font-size:1.05rem;margin:24px 0 8px}h3{font-size:1rem;margin:0 0 2px}
+.items{list-style:none;margin:0;padding:0}.item{border-top:1px solid #eaecf0;padding:12px 0}.item form button,.item a.button{margin-top:10px}
+.visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+@media print{body{background:#fff}.card{box-shadow:none}.noprint,footer{display:none}}
+a:focus-visible,button:focus-visible{outline:3px solid #6366f1;outline-offset:2px}
 .error{background:#fef3f2;color:#b42318;border:1px solid #fecdca;border-radius:10px;padding:10px 12px;margin-top:16px}
 .ok{background:#ecfdf3;color:#067647;border:1px solid #abefc6;border-radius:10px;padding:10px 12px;margin-top:16px}
 .note{margin-top:16px;font-size:.8rem;color:#667085}.note code{background:#f2f4f7;padding:1px 4px;border-radius:4px}

@@ -10,7 +10,7 @@ import type { Clock } from '../kernel/clock.js';
 import { FixedWindowRateLimiter, clientAddressKey } from '../http/rate-limit.js';
 import { retryLaterPage, sendPage } from './page.js';
 
-const HOSTED_PATH = /^\/(checkout|pay|subscriptions\/manage|x402\/prices)\//;
+const HOSTED_PATH = /^\/(checkout|pay|subscriptions\/manage|x402\/prices|portal)(\/|$)/;
 
 /** GET (and HEAD) of /pay/… opens a checkout session: a write, like every form post. */
 const isWrite = (req: Request) => req.path.startsWith('/pay/') || (req.method !== 'GET' && req.method !== 'HEAD') || req.header('payment-signature') !== undefined;

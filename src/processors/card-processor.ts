@@ -93,7 +93,8 @@ export interface CardRefunds {
 }
 
 /** A change to a subscription that a processor's billing renews (Stripe Billing). */
-export type SubscriptionChange = 'cancel_at_period_end' | 'cancel_now' | 'pause' | 'resume';
+/** `keep_renewing` undoes a scheduled `cancel_at_period_end` before the period ends. */
+export type SubscriptionChange = 'cancel_at_period_end' | 'keep_renewing' | 'cancel_now' | 'pause' | 'resume';
 
 /** Subscriptions renewed by a real processor's billing: changes are made there first. */
 export interface ProcessorSubscriptionBilling {

@@ -108,7 +108,9 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
                 processorSubscriptionId,
                 change === 'cancel_at_period_end'
                   ? { cancel_at_period_end: true }
-                  : change === 'pause'
+                  : change === 'keep_renewing'
+                    ? { cancel_at_period_end: false }
+                    : change === 'pause'
                     ? { pause_collection: { behavior: 'void' } }
                     : { pause_collection: '' },
                 options,

@@ -39,6 +39,8 @@ export function createSubscriptionsModule(deps: {
   logger: Logger;
   /** Stripe Billing, when Stripe is the card processor. */
   subscriptionBilling?: ProcessorSubscriptionBilling;
+  /** The customer portal's sign-in page of an organization, linked from the manage page (called per request). */
+  portalUrlOf?: (orgId: string) => string;
 }): SubscriptionsModule {
   const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling);
   const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db));
@@ -47,6 +49,6 @@ export function createSubscriptionsModule(deps: {
     entitlements,
     handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions) },
     jobs: () => subscriptionJobs(subscriptions),
-    pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger),
+    pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };
 }

@@ -22,6 +22,12 @@ const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
 export const DUNNING_RETRY_DAYS = [1, 3, 5] as const;
 
+/** The buyer a portal session is bound to: a change through the portal must be to one of their subscriptions. */
+export interface SubscriptionOwner {
+  orgId: string;
+  customerId: string;
+}
+
 export class SubscriptionService {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -118,10 +124,11 @@ export class SubscriptionService {
     assertWritten(await stores.subscriptions.update({ ...s, failedAttempts: attempts, nextActionAt: new Date(s.currentPeriodEnd.getTime() + retryInDays * DAY_MS), updatedAt: now }, s.status), 'subscription');
   }
 
-  private async change(orgId: string | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
+  /** Applies a change under the subscription's row lock; `owner` (the portal's buyer) must own it, else 404. */
+  private async change(owner: SubscriptionOwner | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
     return this.uow.transaction(async (stores) => {
       const locked = await stores.subscriptions.lock(id);
-      if (!locked || (orgId && locked.orgId !== orgId)) throw notFound('Subscription');
+      if (!locked || (owner && (locked.orgId !== owner.orgId || locked.customerId !== owner.customerId))) throw notFound('Subscription');
       return apply(locked, this.clock.now(), stores);
     });
   }
@@ -138,8 +145,8 @@ export class SubscriptionService {
   }
 
   /** Cancels at period end (status stays ACTIVE until then) or at once (CANCELED). */
-  cancel(id: string, options: { atPeriodEnd: boolean }): Promise<Subscription> {
-    return this.change(undefined, id, async (s, now, stores) => {
+  cancel(id: string, options: { atPeriodEnd: boolean }, owner?: SubscriptionOwner): Promise<Subscription> {
+    return this.change(owner, id, async (s, now, stores) => {
       if (s.status !== 'ACTIVE' && s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be canceled`);
       if (options.atPeriodEnd) {
         if (s.status !== 'ACTIVE') throw conflict('Only an ACTIVE subscription can be canceled at period end; resume it or cancel it now');
@@ -163,6 +170,34 @@ export class SubscriptionService {
       if (!s) throw notFound('Subscription');
       return this.cancel(s.id, { atPeriodEnd: true });
     });
+  }
+
+  /**
+   * Undoes a scheduled cancellation (cancel at period end) while the period runs: the subscription
+   * renews again. Nothing to undo (not scheduled) returns it unchanged; an ended one is 409.
+   */
+  keepRenewing(id: string, owner?: SubscriptionOwner): Promise<Subscription> {
+    return this.change(owner, id, async (s, now, stores) => {
+      if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot be renewed again; start a new one`);
+      if (!s.cancelAtPeriodEnd) return s;
+      if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'keep_renewing', now);
+      const kept: Subscription = { ...s, cancelAtPeriodEnd: false, canceledAt: null, updatedAt: now };
+      assertWritten(await stores.subscriptions.update(kept, s.status), 'subscription');
+      await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(kept) } }, now);
+      return kept;
+    });
+  }
+
+  keepRenewingByManageToken(token: string): Promise<Subscription> {
+    return this.uow.stores.subscriptions.findByManageToken(token).then((s) => {
+      if (!s) throw notFound('Subscription');
+      return this.keepRenewing(s.id);
+    });
+  }
+
+  /** A buyer's subscriptions (the portal), newest first. */
+  listOfCustomer(orgId: string, customerId: string): Promise<Subscription[]> {
+    return this.uow.stores.subscriptions.list(orgId, { customerId }, { offset: 0, limit: 100 }).then((page) => page.records);
   }
 
   pause(id: string): Promise<Subscription> {

@@ -448,7 +448,7 @@ describe('pause, resume and cancel now on Stripe', () => {
   it("the buyer's manage page cancels at period end through Stripe", async () => {
     const { stripeSub, subscriptionId } = await subscribe('manage@example.com');
     const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token as string;
-    const res = await ctx.merchant.post(`/subscriptions/manage/${token}/cancel`).type('form').send({});
+    const res = await ctx.merchant.post(`/subscriptions/manage/${token}/cancel`).type('form').send({ confirm: 'yes' });
     expect(res.status).toBe(200);
     expect(res.text).toContain('will end at the end of the paid period');
     expect(stripe.subscriptions.get(stripeSub.id)!.cancel_at_period_end).toBe(true);
@@ -492,7 +492,7 @@ describe('Stripe unreachable on a subscription change', () => {
     const { subscriptionId } = await subscribe('manage-down@example.com');
     const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token as string;
     stripe.failNext('hang', 3);
-    const res = await ctx.merchant.post(`/subscriptions/manage/${token}/cancel`).type('form').send({});
+    const res = await ctx.merchant.post(`/subscriptions/manage/${token}/cancel`).type('form').send({ confirm: 'yes' });
     expect(res.status).toBe(503);
     expect(res.headers['content-type']).toMatch(/text\/html/);
     expect((await readSubscription(subscriptionId)).cancelAtPeriodEnd).toBe(false);

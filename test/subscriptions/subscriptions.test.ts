@@ -216,7 +216,7 @@ describe('the buyer manage page', () => {
     expect(link).toBeDefined();
     const page = await ctx.merchant.get(link!);
     expect(page.text).toContain('Active: renews on 1 December 2026');
-    const canceled = await ctx.merchant.post(`${link}/cancel`);
+    const canceled = await ctx.merchant.post(`${link}/cancel`).type('form').send({ confirm: 'yes' });
     expect(canceled.status).toBe(200);
     expect(canceled.text).toContain('access ends on 1 December 2026');
     expect((await getSub(subscriptionId)).body.data).toMatchObject({ status: 'ACTIVE', cancelAtPeriodEnd: true });

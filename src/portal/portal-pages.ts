@@ -1,0 +1,312 @@
+/**
+ * The customer portal's pages under `/portal` (see portal.service.ts for how a buyer gets in).
+ * Same layout, headers, rate limits, input guard and cross-site check as the checkout pages;
+ * every POST also carries the session's form token (`csrf`), and the session cookie is HttpOnly,
+ * SameSite=Lax, Path=/portal (Secure on an https PUBLIC_BASE_URL).
+ */
+import type { Request, Response, Router } from 'express';
+import { formatMoney } from '../kernel/money.js';
+import type { Logger } from '../kernel/logger.js';
+import type { Order, Subscription } from '../commerce/model.js';
+import { hostedForm } from '../pages/form.js';
+import { escapeHtml, layout, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page } from '../pages/page.js';
+import { cancelConfirmation, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
+import type { PortalSession } from './portal.repository.js';
+import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
+
+export const PORTAL_COOKIE = 'kassa_portal';
+const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+function cookieToken(req: Request): string | undefined {
+  for (const part of (req.header('cookie') ?? '').split(';')) {
+    const [name, ...value] = part.trim().split('=');
+    if (name === PORTAL_COOKIE) return value.join('=');
+  }
+  return undefined;
+}
+
+/** "Card ending in 4242", "USDC on chain 8453": what the buyer recognizes, never a full identifier. */
+export function paymentMethodSummary(order: Order): string {
+  if (order.provider === 'CRYPTO') return `${order.currency} transfer${order.chain ? ` on ${order.chain}` : ''}${order.txHash ? ` (${order.txHash.slice(0, 10)}…)` : ''}`;
+  const last4 = /_(\d{4})$/.exec(order.paymentMethod ?? '')?.[1];
+  return last4 ? `Card ending in ${last4}` : 'Card';
+}
+
+const orderStatusText = (o: Order) =>
+  o.status === 'REFUNDED' ? 'Refunded' : o.amountRefundedCents > 0 ? `Paid, ${formatMoney(o.amountRefundedCents, o.currency)} refunded` : o.status === 'UNDERPAID' ? 'Underpaid' : 'Paid';
+
+const hidden = (csrf: string) => `<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">`;
+
+function subscriptionItem(s: Subscription, session: PortalSession, csrf: string): string {
+  const base = `/portal/subscriptions/${escapeHtml(s.id)}`;
+  const actions: string[] = [];
+  if (s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) actions.push(`<a class="button secondary" data-testid="cancel-${escapeHtml(s.id)}" href="${base}/cancel">Cancel subscription…</a>`);
+  if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
+  if (session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
+  return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
+<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${actions.join('')}</li>`;
+}
+
+function orderItem(o: Order): string {
+  return `<li class="item" data-testid="order"><h3>${escapeHtml(o.productName ?? 'Purchase')}</h3>
+<div class="muted">${escapeHtml(DATE.format(o.createdAt))} · ${escapeHtml(formatMoney(o.amountCents, o.currency))} · ${escapeHtml(orderStatusText(o))}</div>
+<a href="/portal/orders/${escapeHtml(o.id)}" data-testid="receipt-link">Receipt<span class="visually-hidden"> for ${escapeHtml(o.productName ?? 'this purchase')}, ${escapeHtml(DATE.format(o.createdAt))}</span></a></li>`;
+}
+
+const section = (title: string, id: string, body: string) => `<section aria-labelledby="${id}"><h2 id="${id}">${title}</h2>${body}</section>`;
+
+/** What the paid checkout page uses to open the portal (src/checkout/hosted-pages.ts). */
+export function checkoutPortalEntry(portal: PortalService, options: { secureCookie: boolean }) {
+  return {
+    isOpen: (order: Pick<Order, 'status' | 'updatedAt'> | undefined) => portal.checkoutEntryOpen(order),
+    /** Opens a portal session for the paid checkout's buyer (its cookie set on `res`); false once the window closed. */
+    enter: async (res: Response, session: Parameters<PortalService['enterFromCheckout']>[0], order: Order | undefined): Promise<boolean> => {
+      const entered = await portal.enterFromCheckout(session, order);
+      if (!entered) return false;
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, { httpOnly: true, sameSite: 'lax', secure: options.secureCookie, path: '/portal', maxAge: SESSION_TTL_MS });
+      return true;
+    },
+  };
+}
+
+export function registerPortalPages(router: Router, portal: PortalService, merchants: MerchantNames, logger: Logger, options: { secureCookie: boolean }): void {
+  const fail = pageFailure(logger, 'Cannot open your account');
+  const cookieAttributes = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: options.secureCookie, path: '/portal', maxAge: maxAgeMs });
+
+  const signedOut = (merchant?: string): Page => ({
+    status: 401,
+    html: layout(
+      'Sign in to your account',
+      `<h1>Your session has ended</h1><div class="error" role="alert" data-testid="status">Open your account again from the link in your e-mail, from the merchant's site, or from your receipt.</div>`,
+      { merchant },
+    ),
+  });
+
+  /** The session of this request, or a signed-out page sent. */
+  async function sessionOf(req: Request, res: Response): Promise<{ session: PortalSession; token: string; merchant: string | undefined } | undefined> {
+    const token = cookieToken(req);
+    const session = await portal.authenticate(token);
+    if (!session || !token) {
+      sendPage(res, signedOut());
+      return undefined;
+    }
+    return { session, token, merchant: await merchants.displayNameOf(session.orgId) };
+  }
+
+  /** A POST of a signed-in form: the session, after its form token was checked. */
+  async function formSession(req: Request, res: Response) {
+    const found = await sessionOf(req, res);
+    if (!found) return undefined;
+    if (!portal.csrfValid(found.token, (req.body as Record<string, string | undefined>)?.csrf)) {
+      sendPage(res, messagePage(403, 'Form expired', 'This form is no longer valid. Go back to your account and try again.', found.merchant));
+      return undefined;
+    }
+    return found;
+  }
+
+  async function overviewPage(session: PortalSession, token: string, merchant: string | undefined, notice?: string): Promise<Page> {
+    const { customer, orders, subscriptions, products } = await portal.overview(session);
+    const csrf = portal.csrfToken(token);
+    const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : '';
+    const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
+    const ords = orders.length ? `<ul class="items">${orders.map(orderItem).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
+    const prods = products.length ? `<ul class="items">${products.map((p) => `<li class="item" data-testid="product">${escapeHtml(p.productName)} <span class="muted">(${p.type === 'SUBSCRIPTION' ? 'subscription' : 'purchased'})</span></li>`).join('')}</ul>` : '<p class="muted">None right now.</p>';
+    return {
+      status: 200,
+      html: layout(
+        'Your account',
+        `<h1>Your account</h1><div class="muted" data-testid="customer-email">Signed in as ${escapeHtml(customer.email)}</div>
+${notice ? `<div class="ok" role="status" data-testid="notice">${escapeHtml(notice)}</div>` : ''}
+${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
+<form method="post" action="/portal/sign-out">${hidden(csrf)}<button type="submit" class="link" data-testid="sign-out">Sign out</button></form>${back}`,
+        { merchant },
+      ),
+    };
+  }
+
+  router.get('/portal', async (req, res) => {
+    try {
+      const found = await sessionOf(req, res);
+      if (found) sendPage(res, await overviewPage(found.session, found.token, found.merchant));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.get('/portal/orders/:token', async (req, res) => {
+    try {
+      const found = await sessionOf(req, res);
+      if (!found) return;
+      const order = await portal.order(found.session, req.params.token);
+      const merchant = found.merchant ?? 'the merchant';
+      const refunded = order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '';
+      sendPage(res, {
+        status: 200,
+        html: layout(
+          `Receipt ${order.id}`,
+          `<h1>Receipt</h1><div class="muted">${escapeHtml(DATE.format(order.createdAt))}</div>
+<dl class="receipt" data-testid="receipt"><dt>Paid to</dt><dd data-testid="receipt-merchant">${escapeHtml(merchant)}</dd>
+<dt>Product</dt><dd data-testid="receipt-product">${escapeHtml(order.productName ?? 'Purchase')}</dd>
+<dt>Amount</dt><dd data-testid="receipt-amount">${escapeHtml(formatMoney(order.amountCents, order.currency))}</dd>
+<dt>Tax</dt><dd>None charged</dd>
+<dt>Total</dt><dd data-testid="receipt-total"><strong>${escapeHtml(formatMoney(order.amountCents, order.currency))}</strong></dd>${refunded}
+<dt>Date</dt><dd>${escapeHtml(DATE.format(order.createdAt))}</dd>
+<dt>Payment</dt><dd data-testid="receipt-method">${escapeHtml(paymentMethodSummary(order))}</dd>
+<dt>Order</dt><dd><code data-testid="receipt-order">${escapeHtml(order.id)}</code></dd>${order.merchantReference ? `<dt>Reference</dt><dd>${escapeHtml(order.merchantReference)}</dd>` : ''}</dl>
+<p class="note noprint"><a href="/portal" data-testid="back">Back to your account</a> · Print this page to keep a copy.</p>`,
+          { merchant: found.merchant },
+        ),
+      });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.get('/portal/subscriptions/:token/cancel', async (req, res) => {
+    try {
+      const found = await sessionOf(req, res);
+      if (!found) return;
+      const s = await portal.subscription(found.session, req.params.token);
+      const now = req.query.now === '1' && found.session.allowCancelNow;
+      const csrf = hidden(portal.csrfToken(found.token));
+      if (now) {
+        return sendPage(res, {
+          status: 200,
+          html: layout(
+            `Cancel ${s.productName} now?`,
+            `<h1>Cancel ${escapeHtml(s.productName)} now?</h1><p data-testid="confirm-text">Your subscription ends immediately and you lose access now. The current period is not refunded.</p>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/cancel">${csrf}<input type="hidden" name="when" value="now"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" data-testid="confirm-cancel">Yes, cancel now</button></form>
+<p><a class="button secondary" href="/portal" data-testid="back">No, keep my subscription</a></p>`,
+            { merchant: found.merchant },
+          ),
+        });
+      }
+      if (s.status !== 'ACTIVE' || s.cancelAtPeriodEnd) return sendPage(res, await overviewPage(found.session, found.token, found.merchant));
+      sendPage(res, { status: 200, html: cancelConfirmation(s, found.merchant, { action: `/portal/subscriptions/${s.id}/cancel`, back: '/portal', hidden: csrf }) });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/subscriptions/:token/cancel', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
+    try {
+      const found = await formSession(req, res);
+      if (!found) return;
+      const form = req.body as Record<string, string | undefined>;
+      if (form.confirm !== 'yes') return res.redirect(303, `/portal/subscriptions/${encodeURIComponent(req.params.token)}/cancel`);
+      const s = form.when === 'now' ? await portal.cancelNow(found.session, req.params.token) : await portal.cancelAtPeriodEnd(found.session, req.params.token);
+      const notice = s.status === 'CANCELED' ? `${s.productName} is canceled.` : `${s.productName} will end on ${DATE.format(s.currentPeriodEnd)}; you will not be charged again.`;
+      sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/subscriptions/:token/resume', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
+    try {
+      const found = await formSession(req, res);
+      if (!found) return;
+      const s = await portal.keepRenewing(found.session, req.params.token);
+      sendPage(res, await overviewPage(found.session, found.token, found.merchant, `${s.productName} continues and renews on ${DATE.format(s.currentPeriodEnd)}.`));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/sign-out', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
+    try {
+      const found = await formSession(req, res);
+      if (!found) return;
+      await portal.signOut(found.token);
+      res.clearCookie(PORTAL_COOKIE, { path: '/portal' });
+      sendPage(res, { status: 200, html: layout('Signed out', `<h1>Signed out</h1><div class="ok" role="status" data-testid="status">You are signed out of your account.</div>`, { merchant: found.merchant }) });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  // ---- entry ----
+
+  const linkGone = (merchant?: string, orgId?: string): Page => ({
+    status: 410,
+    html: layout(
+      'Link expired',
+      `<h1>This link has expired</h1><div class="error" role="alert" data-testid="status">Links to your account work once, for a few minutes.${orgId && portal.canEmailLinks ? '' : ' Ask the merchant for a new one.'}</div>${
+        orgId && portal.canEmailLinks ? `<p><a class="button" href="/portal/o/${escapeHtml(orgId)}" data-testid="sign-in">Get a new link by e-mail</a></p>` : ''
+      }`,
+      { merchant },
+    ),
+  });
+
+  // A GET never uses the link: mail scanners and link previews fetch it before the buyer does.
+  router.get('/portal/enter/:token', async (req, res) => {
+    try {
+      const session = await portal.findEnterable(req.params.token);
+      if (!session) return sendPage(res, linkGone());
+      const merchant = await merchants.displayNameOf(session.orgId);
+      sendPage(res, {
+        status: 200,
+        html: layout(
+          'Open your account',
+          `<h1>Your account with ${escapeHtml(merchant ?? 'this merchant')}</h1><p class="muted">Your orders, receipts and subscriptions.</p>
+<form method="post" action="/portal/enter/${escapeHtml(req.params.token)}"><button type="submit" data-testid="enter">Continue to your account</button></form>`,
+          { merchant },
+        ),
+      });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/enter/:token', hostedForm({ limit: '1kb', parameterLimit: 2 }), async (req, res) => {
+    try {
+      const entered = await portal.enter(req.params.token);
+      if (!entered) return sendPage(res, linkGone());
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, cookieAttributes(SESSION_TTL_MS));
+      res.redirect(303, '/portal');
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  const signInPage = (orgId: string, merchant: string | undefined, status = 200, notice?: string): Page => ({
+    status,
+    html: layout(
+      'Sign in to your account',
+      `<h1>Your orders and subscriptions</h1>${
+        portal.canEmailLinks
+          ? `${notice ? `<div class="ok" role="status" data-testid="status">${escapeHtml(notice)}</div>` : `<p class="muted">Enter the e-mail address you paid with. We will send you a link that opens your account.</p>`}
+<form method="post" action="/portal/o/${escapeHtml(orgId)}"><label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255"><button type="submit" data-testid="send-link">E-mail me a link</button></form>`
+          : `<div class="muted" data-testid="status">Ask ${escapeHtml(merchant ?? 'the merchant')} for a link to your account, or use the link on your receipt page.</div>`
+      }`,
+      { merchant },
+    ),
+  });
+
+  router.get('/portal/o/:token', async (req, res) => {
+    try {
+      const merchant = await merchants.displayNameOf(req.params.token);
+      if (merchant === undefined) return sendPage(res, notFoundPage());
+      sendPage(res, signInPage(req.params.token, merchant));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/o/:token', hostedForm({ limit: '2kb', parameterLimit: 3 }), async (req, res) => {
+    try {
+      const orgId = req.params.token;
+      const merchant = await merchants.displayNameOf(orgId);
+      if (merchant === undefined) return sendPage(res, notFoundPage());
+      if (!portal.canEmailLinks) return sendPage(res, signInPage(orgId, merchant));
+      const email = ((req.body as Record<string, string | undefined>).email ?? '').trim();
+      if (!EMAIL.test(email) || email.length > 255) return sendPage(res, signInPage(orgId, merchant, 400, 'Enter the e-mail address you paid with.'));
+      await portal.requestSignInLink(orgId, email);
+      // The same answer whether or not the address bought anything here.
+      sendPage(res, signInPage(orgId, merchant, 200, `If ${email} has purchases with ${merchant}, a link to your account is on its way. It works once, for 30 minutes.`));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+}

@@ -1,0 +1,120 @@
+/** Customer portal sessions (migration 0140): only token hashes are stored. */
+import type { Knex } from 'knex';
+
+export type PortalOrigin = 'api' | 'checkout' | 'email';
+
+export interface PortalSession {
+  id: string;
+  orgId: string;
+  customerId: string;
+  origin: PortalOrigin;
+  returnUrl: string | null;
+  allowCancelNow: boolean;
+  linkExpiresAt: Date;
+  enteredAt: Date | null;
+  sessionExpiresAt: Date | null;
+  createdAt: Date;
+}
+
+interface PortalSessionRow {
+  id: string;
+  org_id: string;
+  customer_id: string;
+  origin: PortalOrigin;
+  return_url: string | null;
+  allow_cancel_now: boolean;
+  link_token_hash: string;
+  link_expires_at: Date;
+  entered_at: Date | null;
+  session_token_hash: string | null;
+  session_expires_at: Date | null;
+  created_at: Date;
+}
+
+const toSession = (r: PortalSessionRow): PortalSession => ({
+  id: r.id,
+  orgId: r.org_id,
+  customerId: r.customer_id,
+  origin: r.origin,
+  returnUrl: r.return_url,
+  allowCancelNow: r.allow_cancel_now,
+  linkExpiresAt: new Date(r.link_expires_at),
+  enteredAt: r.entered_at ? new Date(r.entered_at) : null,
+  sessionExpiresAt: r.session_expires_at ? new Date(r.session_expires_at) : null,
+  createdAt: new Date(r.created_at),
+});
+
+export interface PortalSessionRepository {
+  insert(session: PortalSession, linkTokenHash: string): Promise<void>;
+  /** The session whose entry link this is, unused and unexpired at `now`. */
+  findEnterable(linkTokenHash: string, now: Date): Promise<PortalSession | undefined>;
+  /**
+   * Uses the entry link once: records the session token's hash and expiry only while the link is
+   * still unused and unexpired (a conditional write), so two concurrent uses open one session.
+   */
+  enter(linkTokenHash: string, sessionTokenHash: string, sessionExpiresAt: Date, now: Date): Promise<PortalSession | undefined>;
+  findBySessionToken(sessionTokenHash: string, now: Date): Promise<PortalSession | undefined>;
+  /** Ends a session (sign out): its cookie opens nothing any more. */
+  end(sessionTokenHash: string, now: Date): Promise<void>;
+  /** Deletes sessions whose link and session both expired before `before`. */
+  deleteExpired(before: Date, limit: number): Promise<number>;
+}
+
+export class KnexPortalSessionRepository implements PortalSessionRepository {
+  constructor(private readonly db: Knex) {}
+
+  async insert(s: PortalSession, linkTokenHash: string): Promise<void> {
+    await this.db('customer_portal_sessions').insert({
+      id: s.id,
+      org_id: s.orgId,
+      customer_id: s.customerId,
+      origin: s.origin,
+      return_url: s.returnUrl,
+      allow_cancel_now: s.allowCancelNow,
+      link_token_hash: linkTokenHash,
+      link_expires_at: s.linkExpiresAt,
+      created_at: s.createdAt,
+    });
+  }
+
+  async findEnterable(linkTokenHash: string, now: Date): Promise<PortalSession | undefined> {
+    const row = await this.db<PortalSessionRow>('customer_portal_sessions')
+      .where({ link_token_hash: linkTokenHash })
+      .whereNull('entered_at')
+      .andWhere('link_expires_at', '>', now)
+      .first();
+    return row ? toSession(row) : undefined;
+  }
+
+  async enter(linkTokenHash: string, sessionTokenHash: string, sessionExpiresAt: Date, now: Date): Promise<PortalSession | undefined> {
+    const rows = await this.db<PortalSessionRow>('customer_portal_sessions')
+      .where({ link_token_hash: linkTokenHash })
+      .whereNull('entered_at')
+      .andWhere('link_expires_at', '>', now)
+      .update({ entered_at: now, session_token_hash: sessionTokenHash, session_expires_at: sessionExpiresAt })
+      .returning('*');
+    const row = (rows as PortalSessionRow[])[0];
+    return row ? toSession(row) : undefined;
+  }
+
+  async findBySessionToken(sessionTokenHash: string, now: Date): Promise<PortalSession | undefined> {
+    const row = await this.db<PortalSessionRow>('customer_portal_sessions')
+      .where({ session_token_hash: sessionTokenHash })
+      .andWhere('session_expires_at', '>', now)
+      .first();
+    return row ? toSession(row) : undefined;
+  }
+
+  async end(sessionTokenHash: string, now: Date): Promise<void> {
+    await this.db('customer_portal_sessions').where({ session_token_hash: sessionTokenHash }).update({ session_expires_at: now });
+  }
+
+  async deleteExpired(before: Date, limit: number): Promise<number> {
+    const ids = this.db('customer_portal_sessions')
+      .where('link_expires_at', '<', before)
+      .andWhere((q) => q.whereNull('session_expires_at').orWhere('session_expires_at', '<', before))
+      .select('id')
+      .limit(limit);
+    return this.db('customer_portal_sessions').whereIn('id', ids).delete();
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * The customer portal: a buyer's own view of one merchant — their orders with receipts, their
+ * subscriptions (cancel at period end after a confirmation, undo it, cancel now where the merchant
+ * allowed it) and the products they are entitled to — without an account.
+ *
+ * Entry is a short-lived, single-use link, exchanged once for a portal session (an HttpOnly cookie)
+ * bound to one customer of one organization:
+ *  - the merchant's server asks for it (`POST /v1/customer-portal-sessions`): link valid
+ *    LINK_TTL_MS (10 minutes), meant to be followed at once (a redirect);
+ *  - the buyer asks for it on the portal's sign-in page: the link is e-mailed to the customer's
+ *    address (valid EMAIL_LINK_TTL_MS, 30 minutes), and only when SMTP is configured;
+ *  - the paid checkout's page opens a session directly (a POST from that page, for
+ *    CHECKOUT_ENTRY_MS, 1 hour, after the payment): the checkout URL never becomes a portal key.
+ * A portal session lasts SESSION_TTL_MS (1 hour) from entry and is not extended. Both tokens are
+ * 32 random base62 characters, stored only as SHA-256 hashes, never logged.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { conflict, notFound, validationError } from '../kernel/errors.js';
+import { newId, randomToken } from '../kernel/ids.js';
+import { sha256Hex, constantTimeEqual } from '../kernel/secrets.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { CheckoutSession, Customer, Order, Subscription } from '../commerce/model.js';
+import type { PortalOrigin, PortalSession, PortalSessionRepository } from './portal.repository.js';
+
+export const LINK_TTL_MS = 10 * 60_000;
+export const EMAIL_LINK_TTL_MS = 30 * 60_000;
+export const SESSION_TTL_MS = 60 * 60_000;
+export const CHECKOUT_ENTRY_MS = 60 * 60_000;
+
+/** What the portal needs of the subscriptions domain. */
+export interface PortalSubscriptions {
+  listOfCustomer(orgId: string, customerId: string): Promise<Subscription[]>;
+  cancel(id: string, options: { atPeriodEnd: boolean }, owner: { orgId: string; customerId: string }): Promise<Subscription>;
+  keepRenewing(id: string, owner: { orgId: string; customerId: string }): Promise<Subscription>;
+}
+
+/** The products a customer may use (the entitlement check). */
+export interface PortalEntitlements {
+  check(orgId: string, query: { customerId: string }): Promise<{ products: Array<{ productId: string; productName: string; type: string }> }>;
+}
+
+/** Sends the sign-in link (src/buyer-emails); absent when no SMTP server is configured. */
+export interface PortalSignInMailer {
+  sendSignInLink(input: { orgId: string; to: string; url: string; expiresAt: Date }): Promise<void>;
+}
+
+export interface PortalOverview {
+  customer: Customer;
+  orders: Order[];
+  subscriptions: Subscription[];
+  products: Array<{ productId: string; productName: string; type: string }>;
+}
+
+export interface CreatedPortalLink {
+  id: string;
+  customerId: string;
+  url: string;
+  expiresAt: Date;
+  returnUrl: string | null;
+}
+
+export class PortalService {
+  private readonly baseUrl: string;
+
+  constructor(
+    private readonly repo: PortalSessionRepository,
+    private readonly uow: CommerceUnitOfWork,
+    private readonly subscriptions: PortalSubscriptions,
+    private readonly entitlements: PortalEntitlements,
+    private readonly clock: Clock,
+    publicBaseUrl: string,
+    /** A getter: the e-mail module is composed after this one. */
+    private readonly mailerOf: () => PortalSignInMailer | undefined = () => undefined,
+  ) {
+    this.baseUrl = publicBaseUrl.replace(/\/+$/, '');
+  }
+
+  /** Whether the sign-in page can e-mail links (SMTP configured). */
+  get canEmailLinks(): boolean {
+    return this.mailerOf() !== undefined;
+  }
+
+  /** The portal's sign-in page of an organization: what e-mails and the manage page link to (no token in it). */
+  signInUrl(orgId: string): string {
+    return `${this.baseUrl}/portal/o/${orgId}`;
+  }
+
+  private async newLink(customer: Customer, origin: PortalOrigin, ttlMs: number, options: { returnUrl?: string | null; allowCancelNow?: boolean }): Promise<CreatedPortalLink & { token: string }> {
+    const now = this.clock.now();
+    const token = randomToken(32);
+    const session: PortalSession = {
+      id: newId('CPS'),
+      orgId: customer.orgId,
+      customerId: customer.id,
+      origin,
+      returnUrl: options.returnUrl ?? null,
+      allowCancelNow: options.allowCancelNow ?? false,
+      linkExpiresAt: new Date(now.getTime() + ttlMs),
+      enteredAt: null,
+      sessionExpiresAt: null,
+      createdAt: now,
+    };
+    await this.repo.insert(session, sha256Hex(token));
+    return { id: session.id, customerId: customer.id, url: `${this.baseUrl}/portal/enter/${token}`, expiresAt: session.linkExpiresAt, returnUrl: session.returnUrl, token };
+  }
+
+  /** The merchant API: a link for one customer (by id or e-mail) of the caller's organization. */
+  async createForMerchant(orgId: string, input: { customerId?: string; customerEmail?: string; returnUrl?: string; allowCancelNow?: boolean }): Promise<CreatedPortalLink> {
+    if ((input.customerId === undefined) === (input.customerEmail === undefined)) throw validationError('Give exactly one of customerId and customerEmail');
+    const customers = this.uow.stores.customers;
+    const customer = input.customerId !== undefined ? await customers.find(orgId, input.customerId) : await customers.findByEmail(orgId, input.customerEmail!);
+    if (!customer) throw notFound('Customer');
+    const { token: _token, ...link } = await this.newLink(customer, 'api', LINK_TTL_MS, input);
+    return link;
+  }
+
+  /**
+   * The buyer's "e-mail me a link" on the sign-in page. The answer never says whether the address
+   * is a customer (the page shows the same text either way); a link goes out only to a customer's
+   * own address, only when SMTP is configured.
+   */
+  async requestSignInLink(orgId: string, email: string): Promise<void> {
+    const mailer = this.mailerOf();
+    if (!mailer) throw conflict('This merchant cannot e-mail sign-in links; ask the merchant for a link to your account');
+    const customer = await this.uow.stores.customers.findByEmail(orgId, email);
+    if (!customer) return;
+    const link = await this.newLink(customer, 'email', EMAIL_LINK_TTL_MS, {});
+    await mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });
+  }
+
+  /** The paid checkout page's "open your account": a session at once, for an hour after the payment. */
+  async enterFromCheckout(session: CheckoutSession, order: Order | undefined): Promise<{ cookieToken: string; session: PortalSession } | undefined> {
+    if (!order || order.status !== 'PAID') return undefined;
+    if (this.clock.now().getTime() - order.updatedAt.getTime() > CHECKOUT_ENTRY_MS) return undefined;
+    const customer = await this.uow.stores.customers.find(session.orgId, order.customerId);
+    if (!customer) return undefined;
+    const link = await this.newLink(customer, 'checkout', LINK_TTL_MS, { returnUrl: session.successUrl });
+    return this.enter(link.token);
+  }
+
+  /** Whether a checkout page may still offer "open your account". */
+  checkoutEntryOpen(order: Pick<Order, 'status' | 'updatedAt'> | undefined): boolean {
+    return order?.status === 'PAID' && this.clock.now().getTime() - order.updatedAt.getTime() <= CHECKOUT_ENTRY_MS;
+  }
+
+  /** The session an entry link would open (unused, unexpired), for its "continue" page. */
+  findEnterable(linkToken: string): Promise<PortalSession | undefined> {
+    return this.repo.findEnterable(sha256Hex(linkToken), this.clock.now());
+  }
+
+  /** Uses an entry link once: the new session's cookie token, or undefined (used, expired, unknown). */
+  async enter(linkToken: string): Promise<{ cookieToken: string; session: PortalSession } | undefined> {
+    const now = this.clock.now();
+    const cookieToken = randomToken(32);
+    const session = await this.repo.enter(sha256Hex(linkToken), sha256Hex(cookieToken), new Date(now.getTime() + SESSION_TTL_MS), now);
+    return session && { cookieToken, session };
+  }
+
+  authenticate(cookieToken: string | undefined): Promise<PortalSession | undefined> {
+    if (!cookieToken || !/^[0-9A-Za-z]{32}$/.test(cookieToken)) return Promise.resolve(undefined);
+    return this.repo.findBySessionToken(sha256Hex(cookieToken), this.clock.now());
+  }
+
+  async signOut(cookieToken: string): Promise<void> {
+    await this.repo.end(sha256Hex(cookieToken), this.clock.now());
+  }
+
+  /** The forms' anti-forgery token: derived from the session's cookie token, so never stored. */
+  csrfToken(cookieToken: string): string {
+    return sha256Hex(`kassa-portal-form:${cookieToken}`);
+  }
+
+  csrfValid(cookieToken: string, sent: string | undefined): boolean {
+    return typeof sent === 'string' && constantTimeEqual(sent, this.csrfToken(cookieToken));
+  }
+
+  async overview(session: PortalSession): Promise<PortalOverview> {
+    const stores = this.uow.stores;
+    const customer = await stores.customers.find(session.orgId, session.customerId);
+    if (!customer) throw notFound('Customer');
+    const [orders, subscriptions, access] = await Promise.all([
+      stores.orders.list(session.orgId, { customerId: session.customerId }, { offset: 0, limit: 100 }),
+      this.subscriptions.listOfCustomer(session.orgId, session.customerId),
+      this.entitlements.check(session.orgId, { customerId: session.customerId }),
+    ]);
+    // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
+    const shown = orders.records.filter((o) => o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID');
+    return { customer, orders: shown, subscriptions, products: access.products };
+  }
+
+  /** One of the session's customer's orders (404 for anyone else's). */
+  async order(session: PortalSession, orderId: string): Promise<Order> {
+    const order = await this.uow.stores.orders.find(session.orgId, orderId);
+    if (!order || order.customerId !== session.customerId) throw notFound('Order');
+    return order;
+  }
+
+  cancelAtPeriodEnd(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: true }, session);
+  }
+
+  cancelNow(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    if (!session.allowCancelNow) throw conflict('Cancelling at once is not offered here; cancel at the end of the period instead');
+    return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }, session);
+  }
+
+  keepRenewing(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    return this.subscriptions.keepRenewing(subscriptionId, session);
+  }
+
+  async subscription(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    const found = (await this.subscriptions.listOfCustomer(session.orgId, session.customerId)).find((s) => s.id === subscriptionId);
+    if (!found) throw notFound('Subscription');
+    return found;
+  }
+
+  /** Housekeeping: sessions whose link and session both expired a day ago. */
+  deleteExpired(limit = 500): Promise<number> {
+    return this.repo.deleteExpired(new Date(this.clock.now().getTime() - 24 * 3600_000), limit);
+  }
+}

@@ -1,0 +1,253 @@
+/**
+ * The customer portal (issue 28 §1): the merchant API's short-lived, single-use link, its exchange
+ * for a session cookie bound to one customer of one organization, the portal's lists, receipts and
+ * subscription actions, and the ways a buyer gets there without the merchant.
+ */
+import supertest from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from '../harness/context.js';
+
+let ctx: TestContext;
+let subPrice: string;
+let oneTimePrice: string;
+let productId: string;
+let n = 0;
+const ORIGIN = 'http://merchant.test';
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Pro plan' });
+  productId = product.id;
+  subPrice = (await ctx.services.catalog.createPrice(product.id, { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', billingIntervalCount: 1 })).id;
+  const ebook = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Ebook' });
+  oneTimePrice = (await ctx.services.catalog.createPrice(ebook.id, { amount: 1250, currency: 'USD' })).id;
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const http = () => supertest(ctx.apps.merchant);
+
+async function buy(email: string, pricingId: string, apiKey = ctx.orgA.apiKey, extra: object = {}) {
+  const created = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', apiKey).set('Idempotency-Key', `portal-${++n}`).send({ pricingId, customerEmail: email, merchantReference: `ref-${n}`, ...extra });
+  expect(created.status).toBe(201);
+  const path = new URL(created.body.data.url).pathname;
+  const paid = await http().post(`${path}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' });
+  expect(paid.status).toBe(303);
+  const session = (await ctx.merchant.get(`/v1/checkout-sessions/${created.body.data.id}`).set('X-API-Key', apiKey)).body.data;
+  const order = (await ctx.merchant.get(`/v1/orders/${session.orderId}`).set('X-API-Key', apiKey)).body.data;
+  return { path, order, customerId: order.customerId as string, subscriptionId: order.subscriptionId as string | null };
+}
+
+const createPortal = (body: object, apiKey = ctx.orgA.apiKey) => ctx.merchant.post('/v1/customer-portal-sessions').set('X-API-Key', apiKey).send(body);
+
+/** Follows a portal link as a browser would: the continue page, then its POST; returns the session cookie. */
+async function enter(url: string): Promise<string> {
+  const path = new URL(url).pathname;
+  const page = await http().get(path);
+  expect(page.status).toBe(200);
+  expect(page.text).toContain(`action="${path}"`);
+  const entered = await http().post(path).set('Origin', ORIGIN).type('form').send({});
+  expect(entered.status).toBe(303);
+  expect(entered.headers.location).toBe('/portal');
+  const cookie = [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!;
+  expect(cookie).toMatch(/HttpOnly/);
+  expect(cookie).toMatch(/SameSite=Lax/);
+  expect(cookie).toMatch(/Path=\/portal/);
+  return cookie.split(';')[0]!;
+}
+
+const csrfOf = (html: string) => /name="csrf" value="([0-9a-f]{64})"/.exec(html)?.[1];
+
+describe('POST /v1/customer-portal-sessions', () => {
+  it('creates a 10-minute link by customer id or e-mail; unknown, cross-organization and ambiguous requests are refused', async () => {
+    const { customerId } = await buy('ada@example.com', oneTimePrice);
+    const byId = await createPortal({ customerId, returnUrl: 'https://shop.example.com/account' });
+    expect(byId.status).toBe(201);
+    expect(byId.body.data).toMatchObject({ customerId, returnUrl: 'https://shop.example.com/account', expiresAt: '2026-11-22T09:10:00.000Z' });
+    expect(byId.body.data.url).toMatch(/^http:\/\/merchant\.test\/portal\/enter\/[0-9A-Za-z]{32}$/);
+    expect(byId.body.data.id).toMatch(/^CPS_/);
+    const byEmail = await createPortal({ customerEmail: 'ADA@example.com' });
+    expect(byEmail.status).toBe(201);
+    expect(byEmail.body.data).toMatchObject({ customerId, returnUrl: null });
+
+    // Only a hash of the link's token is stored.
+    const token = byId.body.data.url.split('/').pop();
+    const rows = JSON.stringify(await ctx.testDb.database.db('customer_portal_sessions').select());
+    expect(rows).not.toContain(token);
+
+    expect((await createPortal({ customerEmail: 'nobody@example.com' })).status).toBe(404);
+    expect((await createPortal({ customerId }, ctx.orgB.apiKey)).status).toBe(404);
+    const both = await createPortal({ customerId, customerEmail: 'ada@example.com' });
+    expect(both.status).toBe(400);
+    expect(both.body.error.code).toBe('VALIDATION_ERROR');
+    expect((await createPortal({})).status).toBe(400);
+    expect((await createPortal({ customerId, returnUrl: 'javascript:alert(1)' })).status).toBe(400);
+    expect((await ctx.merchant.post('/v1/customer-portal-sessions').send({ customerId })).status).toBe(401);
+  });
+
+  it('is refused to a key without checkout:write', async () => {
+    const key = await ctx.services.orgs.createApiKey(ctx.orgA.orgId, { name: 'read-only', permissions: ['orders:read'] });
+    const res = await createPortal({ customerEmail: 'ada@example.com' }, key.key);
+    expect(res.status).toBe(403);
+  });
+});
+
+describe('entering the portal', () => {
+  it('a GET never uses the link; the POST uses it once; a used or expired link is a 410 page', async () => {
+    const { customerId } = await buy('once@example.com', oneTimePrice);
+    const link = (await createPortal({ customerId })).body.data.url as string;
+    await http().get(new URL(link).pathname); // a mail scanner's preview
+    const cookie = await enter(link);
+    expect(cookie).toMatch(/^kassa_portal=[0-9A-Za-z]{32}$/);
+    const again = await http().post(new URL(link).pathname).set('Origin', ORIGIN).type('form').send({});
+    expect(again.status).toBe(410);
+    expect((await http().get(new URL(link).pathname)).status).toBe(410);
+
+    const late = (await createPortal({ customerId })).body.data.url as string;
+    ctx.clock.advance(10 * 60_000 + 1);
+    expect((await http().post(new URL(late).pathname).type('form').send({})).status).toBe(410);
+    // The session cookie itself is not stored either.
+    const rows = JSON.stringify(await ctx.testDb.database.db('customer_portal_sessions').select());
+    expect(rows).not.toContain(cookie.split('=')[1]);
+  });
+
+  it('a session lasts an hour and ends on sign-out', async () => {
+    const { customerId } = await buy('hour@example.com', oneTimePrice);
+    const cookie = await enter((await createPortal({ customerId })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.status).toBe(200);
+    ctx.clock.advance(59 * 60_000);
+    expect((await http().get('/portal').set('Cookie', cookie)).status).toBe(200);
+    ctx.clock.advance(60_001);
+    const ended = await http().get('/portal').set('Cookie', cookie);
+    expect(ended.status).toBe(401);
+    expect(ended.text).toContain('Your session has ended');
+
+    const fresh = await enter((await createPortal({ customerId })).body.data.url);
+    const page = await http().get('/portal').set('Cookie', fresh);
+    const out = await http().post('/portal/sign-out').set('Cookie', fresh).type('form').send({ csrf: csrfOf(page.text)! });
+    expect(out.status).toBe(200);
+    expect((await http().get('/portal').set('Cookie', fresh)).status).toBe(401);
+    expect((await http().get('/portal')).status).toBe(401);
+    expect((await http().get('/portal').set('Cookie', 'kassa_portal=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status).toBe(401);
+  });
+});
+
+describe('the portal', () => {
+  it("lists the customer's orders with receipts, subscriptions and products; another customer's order is not there", async () => {
+    const email = 'lists@example.com';
+    const ebook = await buy(email, oneTimePrice);
+    const sub = await buy(email, subPrice);
+    const other = await buy('someone-else@example.com', oneTimePrice);
+    const cookie = await enter((await createPortal({ customerEmail: email, returnUrl: 'https://shop.example.com/account' })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.status).toBe(200);
+    expect(home.headers['content-security-policy']).toContain("default-src 'none'");
+    expect(home.headers['cache-control']).toBe('no-store');
+    expect(home.text).toContain('Signed in as lists@example.com');
+    expect(home.text).toContain(`/portal/orders/${ebook.order.orderId}`);
+    expect(home.text).toContain(`/portal/orders/${sub.order.orderId}`);
+    expect(home.text).not.toContain(other.order.orderId);
+    expect(home.text).toContain('Active: renews on');
+    expect(home.text).toContain('USD 9.00 every month');
+    expect(home.text).toContain('href="https://shop.example.com/account"');
+    expect(home.text).toMatch(/data-testid="product">Ebook/);
+    expect(home.text).toMatch(/data-testid="product">Pro plan/);
+
+    const receipt = await http().get(`/portal/orders/${ebook.order.orderId}`).set('Cookie', cookie);
+    expect(receipt.status).toBe(200);
+    for (const shown of ['Org A', 'Ebook', 'USD 12.50', 'None charged', '22 November 2026', 'Card ending in 4242', ebook.order.orderId, ebook.order.merchantReference]) expect(receipt.text).toContain(shown);
+    expect((await http().get(`/portal/orders/${other.order.orderId}`).set('Cookie', cookie)).status).toBe(404);
+    expect((await http().get('/portal/orders/ORD_nope').set('Cookie', cookie)).status).toBe(404);
+    expect((await http().get(`/portal/orders/${ebook.order.orderId}`)).status).toBe(401);
+  });
+
+  it('cancels at period end after a confirmation, with the form token and from our own site only; then keeps it', async () => {
+    const email = 'cancel@example.com';
+    const { subscriptionId } = await buy(email, subPrice);
+    const cookie = await enter((await createPortal({ customerEmail: email })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toContain(`href="/portal/subscriptions/${subscriptionId}/cancel"`);
+    expect(home.text).not.toContain('Cancel now');
+    const confirm = await http().get(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie);
+    expect(confirm.status).toBe(200);
+    expect(confirm.text).toContain('You keep access until');
+    const csrf = csrfOf(confirm.text)!;
+    const row = () => ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first();
+
+    expect((await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).type('form').send({ confirm: 'yes' })).status).toBe(403);
+    expect((await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).type('form').send({ confirm: 'yes', csrf: 'f'.repeat(64) })).status).toBe(403);
+    expect((await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).set('Origin', 'https://evil.example').type('form').send({ confirm: 'yes', csrf })).status).toBe(403);
+    const unconfirmed = await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).type('form').send({ csrf });
+    expect(unconfirmed.status).toBe(303);
+    expect((await row()).cancel_at_period_end).toBe(false);
+
+    const done = await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ confirm: 'yes', csrf });
+    expect(done.status).toBe(200);
+    expect(done.text).toContain('you will not be charged again');
+    expect(done.text).toContain('Canceled: access ends on');
+    expect((await row()).cancel_at_period_end).toBe(true);
+
+    const kept = await http().post(`/portal/subscriptions/${subscriptionId}/resume`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ csrf });
+    expect(kept.status).toBe(200);
+    expect(kept.text).toContain('continues and renews');
+    expect((await row()).cancel_at_period_end).toBe(false);
+  });
+
+  it("cannot touch another customer's subscription, and cancels now only where the merchant allowed it", async () => {
+    const mine = await buy('mine@example.com', subPrice);
+    const theirs = await buy('theirs@example.com', subPrice);
+    const cookie = await enter((await createPortal({ customerEmail: 'mine@example.com' })).body.data.url);
+    const csrf = csrfOf((await http().get('/portal').set('Cookie', cookie)).text)!;
+    const foreign = await http().post(`/portal/subscriptions/${theirs.subscriptionId}/cancel`).set('Cookie', cookie).type('form').send({ confirm: 'yes', csrf });
+    expect(foreign.status).toBe(404);
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: theirs.subscriptionId }).first()).cancel_at_period_end).toBe(false);
+    const notAllowed = await http().post(`/portal/subscriptions/${mine.subscriptionId}/cancel`).set('Cookie', cookie).type('form').send({ confirm: 'yes', csrf, when: 'now' });
+    expect(notAllowed.status).toBe(400);
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: mine.subscriptionId }).first()).status).toBe('ACTIVE');
+
+    const allowed = await enter((await createPortal({ customerEmail: 'mine@example.com', allowCancelNow: true })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', allowed);
+    expect(home.text).toContain(`href="/portal/subscriptions/${mine.subscriptionId}/cancel?now=1"`);
+    const confirm = await http().get(`/portal/subscriptions/${mine.subscriptionId}/cancel?now=1`).set('Cookie', allowed);
+    expect(confirm.text).toContain('ends immediately');
+    const now = await http().post(`/portal/subscriptions/${mine.subscriptionId}/cancel`).set('Cookie', allowed).type('form').send({ confirm: 'yes', csrf: csrfOf(confirm.text)!, when: 'now' });
+    expect(now.status).toBe(200);
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: mine.subscriptionId }).first()).status).toBe('CANCELED');
+  });
+});
+
+describe('reaching the portal without the merchant', () => {
+  it('the paid checkout page opens it for an hour after paying (a POST from that page)', async () => {
+    const { path, order } = await buy('success@example.com', oneTimePrice);
+    const complete = await http().get(`${path}/complete`);
+    expect(complete.text).toContain(`action="${path}/portal"`);
+    const opened = await http().post(`${path}/portal`).set('Origin', ORIGIN).type('form').send({});
+    expect(opened.status).toBe(303);
+    expect(opened.headers.location).toBe('/portal');
+    const cookie = [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toContain(order.orderId);
+    expect((await http().post(`${path}/portal`).set('Origin', 'https://evil.example').type('form').send({})).status).toBe(403);
+
+    ctx.clock.advance(60 * 60_000 + 1);
+    expect((await http().get(`${path}/complete`)).text).not.toContain(`${path}/portal`);
+    const late = await http().post(`${path}/portal`).type('form').send({});
+    expect(late.status).toBe(303);
+    expect(late.headers.location).toBe(`${path}/complete`);
+    expect(late.headers['set-cookie']).toBeUndefined();
+  });
+
+  it("the manage page links to the merchant's portal sign-in page, which without SMTP says to ask the merchant", async () => {
+    const { subscriptionId } = await buy('manage-link@example.com', subPrice);
+    const token = (await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first()).manage_token;
+    const manage = await http().get(`/subscriptions/manage/${token}`);
+    expect(manage.text).toContain(`href="http://merchant.test/portal/o/${ctx.orgA.orgId}"`);
+    const signIn = await http().get(`/portal/o/${ctx.orgA.orgId}`);
+    expect(signIn.status).toBe(200);
+    expect(signIn.text).toContain('Ask Org A for a link');
+    expect(signIn.text).not.toContain('<form');
+    expect((await http().get('/portal/o/ORG_unknown')).status).toBe(404);
+  });
+});
