@@ -1044,9 +1044,20 @@ export interface paths {
          *     through the same flow as checkout payments, and emits the signed `order.paid` webhook.
          *     The payer becomes a customer identified by its wallet: decision (x402 carries no e-mail
          *     address): its `email` is `<lower-case address>@x402.invalid` (a reserved domain that never
-         *     receives mail), and entitlement checks find it with `wallet`. The order has no catalog
-         *     product (unless the resource is a Kassa paywall, `putX402Paywall`): its product name is
-         *     `resource.description`, else the resource URL.
+         *     receives mail), and entitlement checks find it with `wallet`.
+         *
+         *     **What the order sells** (decision): only what the merchant authenticated decides it —
+         *     `paymentRequirements`, sent by the merchant's server with its API key — never
+         *     `paymentPayload`, which the buyer writes (its `resource.url` and `resource.description`
+         *     are not read at all). A route names the catalog price it sells with
+         *     `paymentRequirements.extra.kassaPricingId` (`PRC_…`; with `@x402/express`, in the route's
+         *     `price.extra` next to the token's `name` and `version`): the order is then of that price's
+         *     product (its name, its entitlement). The price must be the organization's, `ONE_TIME`, a
+         *     fixed amount, active, of a product not archived, in the token's currency (a `USD` price is
+         *     paid 1:1 in USDC), and `amount` exactly that price in token units; otherwise `verify` and
+         *     `settle` refuse the payment with `invalid_payment_requirements`. Without
+         *     `kassaPricingId` the order has no catalog product and grants no entitlement; its product
+         *     name is `x402 payment`.
          *
          *     **Unfinished settlements.** A settlement whose settle died after submitting the
          *     transaction is finished by the worker's `x402-settlement-finisher` job once it has been
@@ -1653,7 +1664,7 @@ export interface components {
             amount: string;
             payTo: string;
             maxTimeoutSeconds: number;
-            /** @description Free-form: the EIP-712 domain `name` and `version` of the token, and any other scheme data. */
+            /** @description Free-form: the EIP-712 domain `name` and `version` of the token, optionally `kassaPricingId` (the catalog price a merchant's route sells, see `settleX402Payment`), and any other scheme data. */
             extra?: Record<string, never>;
         };
         /** @description x402 v2 PaymentPayload. Free-form beyond the listed fields (x402 objects are open; fields Kassa does not use are ignored). */

@@ -174,12 +174,6 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     clock,
     logger,
     secretBox,
-    prices: {
-      productOfPrice: async (orgId, priceId) => {
-        const found = await catalogModule.catalog.findPrice(orgId, priceId);
-        return found && { productId: found.product.id, name: found.product.name };
-      },
-    },
     paywallUrlPrefix: `${(config.publicBaseUrl ?? 'http://localhost:3000').replace(/\/+$/, '')}/x402/prices/`,
     paywallCatalog: { findPrice: (orgId, priceId) => catalogModule.catalog.findPrice(orgId, priceId) },
     // The webhooks module is built below; receipts are signed only once requests arrive.

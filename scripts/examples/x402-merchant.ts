@@ -23,8 +23,12 @@ export interface PaidAppOptions {
   payTo: string;
   /** The stablecoin and its EIP-712 domain (USDC: name "USD Coin", version "2"). */
   asset: { address: string; name: string; version: string };
-  /** Priced routes: `GET /path` → token base units. */
-  routes: Record<string, { units: bigint; description: string; body: unknown }>;
+  /**
+   * Priced routes: `GET /path` → token base units. `pricingId` (optional) names the Kassa catalog
+   * price the route sells (`extra.kassaPricingId`): the order is then of that price's product and
+   * grants its entitlement; `units` must be that price's amount in token units.
+   */
+  routes: Record<string, { units: bigint; description: string; body: unknown; pricingId?: string }>;
 }
 
 export function createPaidApp(options: PaidAppOptions): Express {
@@ -43,7 +47,7 @@ export function createPaidApp(options: PaidAppOptions): Express {
           scheme: 'exact',
           network: options.network,
           payTo: options.payTo,
-          price: { asset: options.asset.address, amount: r.units.toString(), extra: { name: options.asset.name, version: options.asset.version } },
+          price: { asset: options.asset.address, amount: r.units.toString(), extra: { name: options.asset.name, version: options.asset.version, ...(r.pricingId ? { kassaPricingId: r.pricingId } : {}) } },
           maxTimeoutSeconds: 120,
         },
         description: r.description,

@@ -12,7 +12,7 @@ import type { CryptoConfig } from './crypto-config.js';
 import { CryptoQuoteService } from './crypto-quote.service.js';
 import { KnexCryptoRepository } from './crypto.repository.js';
 import type { SecretBox } from '../kernel/secrets.js';
-import { X402FacilitatorService, type CatalogPriceLookup, type X402Chain } from './x402-facilitator.service.js';
+import { X402FacilitatorService, type X402Chain } from './x402-facilitator.service.js';
 import { createX402AdminHandlers, createX402MerchantHandlers } from './x402.handlers.js';
 import { KnexX402Repository } from './x402.repository.js';
 import { X402PaywallService, type PaywallCatalog, type ReceiptSigner } from './x402-paywall.service.js';
@@ -53,11 +53,9 @@ export function createCryptoPaymentsModule(deps: {
   logger: Logger;
   /** Seals the x402 relayer's key. */
   secretBox: SecretBox;
-  /** The product of a catalog price (x402 paywall settlements name their price). */
-  prices?: CatalogPriceLookup;
   /** Where Kassa's own x402 paywall resources live (`{base_url}/x402/prices/`). */
   paywallUrlPrefix: string;
-  /** The catalog prices paywalls sell. */
+  /** The catalog prices x402 sells: paywalls, and prices merchants' routes name. */
   paywallCatalog: PaywallCatalog;
   /** Signs paywall receipts like webhook deliveries. */
   signReceipt: ReceiptSigner;
@@ -72,8 +70,7 @@ export function createCryptoPaymentsModule(deps: {
   const x402Repo = new KnexX402Repository(deps.db);
   const x402 = new X402FacilitatorService(x402Repo, repo, deps.payments, deps.config, deps.secretBox, deps.clock, deps.logger, {
     ...(deps.x402ChainFor ? { chainFor: deps.x402ChainFor } : {}),
-    ...(deps.prices ? { prices: deps.prices } : {}),
-    paywallUrlPrefix: deps.paywallUrlPrefix,
+    catalog: deps.paywallCatalog,
   });
   const x402Paywalls = new X402PaywallService(x402Repo, deps.paywallCatalog, repo, deps.config, x402, deps.signReceipt, deps.clock, deps.paywallUrlPrefix);
   return {

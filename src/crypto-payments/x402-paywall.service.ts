@@ -9,13 +9,14 @@
 import type { components } from '../../generated/merchant.js';
 import type { Clock } from '../kernel/clock.js';
 import { notFound, validationError } from '../kernel/errors.js';
-import { decimalsOf } from '../kernel/money.js';
 import type { CryptoConfig } from './crypto-config.js';
 import type { CryptoRepository } from './crypto.repository.js';
 import type { X402FacilitatorService } from './x402-facilitator.service.js';
+import { X402_REASONS } from './x402-reasons.js';
+import { usdcUnits, type CatalogPrice, type X402Catalog } from './x402-sale.js';
+import { buyerPayment } from './x402-terms.js';
 import type { X402Paywall, X402Repository } from './x402.repository.js';
 
-type FacilitatorRequest = components['schemas']['X402FacilitatorRequest'];
 /** x402's PaymentRequirements as Kassa offers them (`extra` carries the token's EIP-712 domain). */
 type PaymentRequirements = Omit<components['schemas']['X402PaymentRequirements'], 'extra'> & { extra: { name: string; version: string } };
 type PaymentPayload = components['schemas']['X402PaymentPayload'];
@@ -25,21 +26,9 @@ type SettleResponse = components['schemas']['X402SettleResponse'];
 const MAX_TIMEOUT_SECONDS = 300;
 /** Price currencies the `exact` scheme (USDC's EIP-3009) can take; USD is paid 1:1 in USDC. */
 const PAYWALL_CURRENCIES = new Set(['USD', 'USDC']);
-const USDC_DECIMALS = 6;
 
-/** What the paywall needs of a catalog price (a structural view: crypto-payments does not import catalog). */
-export interface PaywallPrice {
-  id: string;
-  amount: number;
-  currency: string;
-  pricingType: string;
-  flexibleAmount: boolean;
-  active: boolean;
-}
-
-export interface PaywallCatalog {
-  findPrice(orgId: string, priceId: string): Promise<{ price: PaywallPrice; product: { id: string; name: string; status: string } } | undefined>;
-}
+export type PaywallPrice = CatalogPrice;
+export type PaywallCatalog = X402Catalog;
 
 /** Signs a receipt body like a webhook delivery: the `webhook-id`, `webhook-timestamp`, `webhook-signature` headers. */
 export type ReceiptSigner = (id: string, timestampSeconds: number, body: Buffer) => Promise<Record<string, string>>;
@@ -60,10 +49,7 @@ export type PaywallAnswer =
 
 export type PaywallView = components['schemas']['X402Paywall'];
 
-/** Price minor units → USDC units, exactly (a currency with more decimals than USDC is refused before). */
-export function usdcUnits(amount: number, currency: string): bigint {
-  return BigInt(amount) * 10n ** BigInt(USDC_DECIMALS - decimalsOf(currency));
-}
+export { usdcUnits };
 
 export class X402PaywallService {
   private readonly urlPrefix: string;
@@ -133,13 +119,15 @@ export class X402PaywallService {
       (r) => r.network === accepted?.network && r.asset.toLowerCase() === String(accepted?.asset).toLowerCase() && r.scheme === accepted?.scheme,
     );
     if (!requirements) return required('The payment is for a network or asset this resource does not accept');
-    // Kassa's own resource, whatever the client echoed: the settlement is tied to this price.
-    const paymentPayload = { ...payment, resource: terms.resource };
-    const request = { x402Version: 2, paymentPayload, paymentRequirements: requirements } as unknown as FacilitatorRequest;
-    const settled = await this.facilitator.settleRecorded(paywall.orgId, request);
-    if (!settled.response.success) return required(settled.response.errorReason ?? 'payment refused', settled.response);
+    // Kassa's own terms: the paywall record decides what is sold; the client's payload only pays.
+    const settled = await this.facilitator.settlePaywall(paywall.orgId, buyerPayment(payment), {
+      requirements,
+      sale: this.facilitator.sales.ofPaywall(found.price, found.product),
+      resourceUrl: terms.resource.url,
+    });
+    if (!settled.response.success) return required(settled.response.errorReason ?? X402_REASONS.unexpected, settled.response);
     if (!settled.submittedHere || !settled.orderId) {
-      return required('invalid_exact_evm_nonce_already_used', { success: false, errorReason: 'invalid_exact_evm_nonce_already_used', errorMessage: 'This payment was already used', transaction: '', network: requirements.network });
+      return required(X402_REASONS.nonceUsed, { success: false, errorReason: X402_REASONS.nonceUsed, errorMessage: 'This payment was already used', transaction: '', network: requirements.network });
     }
     if (paywall.contentUrl) {
       const location = new URL(paywall.contentUrl);

@@ -69,7 +69,7 @@ export interface X402Repository {
   transition(
     id: string,
     expected: X402SettlementStatus,
-    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason'>> & { updatedAt: Date },
+    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason' | 'priceId'>> & { updatedAt: Date },
     expectedUpdatedAt?: Date,
   ): Promise<boolean>;
 }
@@ -214,7 +214,7 @@ export class KnexX402Repository implements X402Repository {
   async transition(
     id: string,
     expected: X402SettlementStatus,
-    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason'>> & { updatedAt: Date },
+    patch: Partial<Pick<X402Settlement, 'status' | 'txHash' | 'orderId' | 'errorReason' | 'priceId'>> & { updatedAt: Date },
     expectedUpdatedAt?: Date,
   ): Promise<boolean> {
     const columns: Record<string, unknown> = { updated_at: patch.updatedAt };
@@ -222,6 +222,7 @@ export class KnexX402Repository implements X402Repository {
     if (patch.txHash !== undefined) columns.tx_hash = patch.txHash;
     if (patch.orderId !== undefined) columns.order_id = patch.orderId;
     if (patch.errorReason !== undefined) columns.error_reason = patch.errorReason;
+    if (patch.priceId !== undefined) columns.price_id = patch.priceId;
     const query = this.db('x402_settlements').where({ id, status: expected });
     if (expectedUpdatedAt) query.where({ updated_at: expectedUpdatedAt });
     return (await query.update(columns)) === 1;

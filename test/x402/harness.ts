@@ -41,7 +41,7 @@ export interface X402World {
   /** A facilitator client as a merchant's middleware builds it (the org's API key in X-API-Key). */
   facilitator(apiKey?: string): HTTPFacilitatorClient;
   /** An Express app protected by @x402/express; routes `/report` (1 USDC) and `/expensive` (6 USDC). */
-  startMerchantApp(): Promise<{ url: string; close(): Promise<void> }>;
+  startMerchantApp(routes?: Parameters<typeof createPaidApp>[0]['routes']): Promise<{ url: string; close(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -115,7 +115,7 @@ export async function startX402World(options: { env?: Record<string, string> } =
     agentWallet,
     balanceOf,
     facilitator,
-    async startMerchantApp() {
+    async startMerchantApp(routes) {
       // The documented merchant example (docs/x402-merchants.md), pointed at this Kassa.
       const app = createPaidApp({
         kassaUrl: merchant.url,
@@ -123,7 +123,7 @@ export async function startX402World(options: { env?: Record<string, string> } =
         network,
         payTo,
         asset: { address: token, name: 'USD Coin', version: '2' },
-        routes: {
+        routes: routes ?? {
           'GET /report': { units: USDC(1), description: 'Weather report', body: { report: 'sunny' } },
           'GET /expensive': { units: USDC(6), description: 'Expensive report', body: { report: 'very sunny' } },
         },
