@@ -1108,9 +1108,13 @@ export interface paths {
          *     the payer as customer, entitlements) and answered with a `PAYMENT-RESPONSE` header and:
          *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","data":{orderId,
          *       pricingId, productId, amount, currency, network, asset, amountUnits, payer, payTo,
-         *       transaction, paidAt}}`, signed exactly like a webhook delivery (`webhook-id`,
-         *       `webhook-timestamp`, `webhook-signature` with the key at
-         *       `GET {api_url}/v1/webhooks/signing-key`), so the merchant's webhook verifier checks it;
+         *       transaction, paidAt}}`, signed with the key at `GET {api_url}/v1/webhooks/signing-key`
+         *       in the headers of a webhook delivery (`webhook-id`, `webhook-timestamp`,
+         *       `webhook-signature`) but for another purpose (decision): the signature entries are
+         *       `x402r1,<base64>` over `kassa/x402-receipt/v1` and a newline before
+         *       `webhook-id.webhook-timestamp.body`, so a receipt never verifies as a webhook delivery
+         *       nor a delivery as a receipt. Check it with the SDK's `verifyX402Receipt` (not
+         *       `verifyWebhook`, which refuses it with `not_a_webhook`);
          *     * with `contentUrl`: `303` to it, the order id appended as the `kassa_order_id` query
          *       parameter (check it with `GET /v1/entitlements/check` or `GET /v1/orders/{id}`).
          *
@@ -2769,10 +2773,19 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
-        /** @description The endpoint this delivery is for. */
+        /**
+         * @description The endpoint this delivery is for, and its organization. One signing key serves every
+         *     organization (`GET {api_url}/v1/webhooks/signing-key`), so a valid signature does not say
+         *     whom a delivery is for: a receiver checks `orgId` (and `id`) against its own (the SDK's
+         *     `verifyWebhook` does with `expectedOrganizationId` / `expectedEndpointId`), or another
+         *     organization's delivery for the same `merchantReference` would pass. `orgId` is the same
+         *     as `data.order.orgId` / `data.subscription.orgId`; `webhook.test` deliveries carry it only
+         *     here.
+         */
         WebhookEndpointRef: {
             id: components["schemas"]["WebhookEndpointId"];
             name: string;
+            orgId: components["schemas"]["OrgId"];
         };
         /** @description Envelope of `order.*` deliveries. */
         OrderWebhookEvent: {
@@ -4618,7 +4631,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -4724,7 +4738,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -4825,7 +4840,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -4926,7 +4942,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "subscription": {
@@ -5025,7 +5042,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "subscription": {
@@ -5124,7 +5142,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "subscription": {
@@ -5223,7 +5242,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "subscription": {
@@ -5884,7 +5904,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "test": {

@@ -3,7 +3,7 @@
  * agent wallet, webhook signing key) and the admin API (management, loopback by default).
  */
 import type { Express, Request, Router } from 'express';
-import type { Config } from './config.js';
+import { isLoopbackHost, type Config } from './config.js';
 import type { Database } from './db/knex.js';
 import type { Clock } from './kernel/clock.js';
 import type { Logger } from './kernel/logger.js';
@@ -39,6 +39,10 @@ const KIB = 1024;
 export const DEFAULT_BODY_LIMIT = 64 * KIB;
 /** Telemetry ingest (documented in telemetry.yaml). */
 export const INGEST_BODY_LIMIT = 5 * KIB * KIB;
+
+/** `/metrics` of an admin listener bound beyond loopback asks for the admin token (docs/operations.md). */
+export const metricsAccess = (config: Pick<Config, 'adminHost'>, adminToken: string) =>
+  isLoopbackHost(config.adminHost) ? {} : { token: adminToken };
 
 const readiness = (deps: AppDeps) => async () => {
   await deps.database.db.raw('select 1');
@@ -178,8 +182,9 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     // The admin listener is loopback-only by default; its reference is served there too.
     extraRoutes: (router) => {
       registerDocsRoutes(router, { documents: ['admin'] });
-      // Unauthenticated like /healthz, on the private listener only (docs/operations.md).
-      if (deps.metrics) registerMetricsRoute(router, deps.metrics);
+      // On loopback unauthenticated like /healthz; beyond it (ADMIN_TLS_TERMINATED) behind the
+      // admin token. The reference above stays open: it is the published admin.yaml, no data.
+      if (deps.metrics) registerMetricsRoute(router, deps.metrics, metricsAccess(deps.config, deps.adminToken));
     },
     logger: deps.logger,
     clock: deps.clock,

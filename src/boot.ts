@@ -17,7 +17,7 @@ import { adminTokenFor, encryptionKeyFor } from './kernel/local-secrets.js';
 import { KnexKeyCheckRepository } from './encryption-key/key-check.repository.js';
 import { verifyEncryptionKey } from './encryption-key/key-check.service.js';
 import { createServices, type Services } from './services.js';
-import { createAdminApp, createMerchantApp, createPlatformApp, type AppDeps } from './apps.js';
+import { createAdminApp, createMerchantApp, createPlatformApp, metricsAccess, type AppDeps } from './apps.js';
 import type { Router } from 'express';
 import { startWorker, type Worker } from './worker.js';
 import { workerJobs } from './jobs.js';
@@ -197,7 +197,7 @@ async function start(options: BootOptions): Promise<void> {
     await greet(config, services, logger);
   } else {
     // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
-    await serve(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1'))), adminAddress);
+    await serve(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1')), metricsAccess(config, adminToken)), adminAddress);
     logger.info({ status: `http://${config.adminHost}:${config.adminPort}`, database: database.kind }, 'Kassa worker started');
   }
   opened.length = 0;

@@ -5,6 +5,7 @@
 import path from 'node:path';
 import { CryptoConfigError, parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
 import { urlSecretParts } from './kernel/redaction.js';
+import { estimateTokenEntropyBits } from './kernel/token-strength.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
@@ -16,6 +17,13 @@ export interface Config {
   apiPort: number;
   adminPort: number;
   adminHost: string;
+  /**
+   * ADMIN_TLS_TERMINATED=true: the admin listener is bound beyond loopback on purpose, behind a
+   * proxy that terminates TLS (the admin token must not cross a network in clear text). Required
+   * for a non-loopback ADMIN_HOST in production; such a listener also asks for the admin token
+   * on `/metrics`.
+   */
+  adminTlsTerminated: boolean;
   publicBaseUrl: string;
   publicApiUrl: string;
   /** PostgreSQL connection string; unset → embedded PGlite in `dataDir`. */
@@ -245,6 +253,37 @@ function webhookLeaseSeconds(env: Env): number {
   return seconds;
 }
 
+/** Loopback: 127.0.0.0/8, ::1 (and its IPv4-mapped forms), localhost. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return bare === 'localhost' || bare === '::1' || /^(::ffff:)?127(\.\d{1,3}){3}$/.test(bare);
+}
+
+/** At least 128 bits, as a generator gives: a hand-typed token is guessed long before 24 characters run out. */
+const ADMIN_TOKEN_MIN_BITS = 128;
+
+function adminListener(env: Env): { adminHost: string; adminToken: string | undefined; adminTlsTerminated: boolean } {
+  const adminToken = env.ADMIN_TOKEN || undefined;
+  if (env.ADMIN_TOKEN !== undefined && env.ADMIN_TOKEN.length < 24) {
+    throw new ConfigError('ADMIN_TOKEN must be at least 24 characters');
+  }
+  const adminHost = env.ADMIN_HOST || '127.0.0.1';
+  const adminTlsTerminated = bool(env, 'ADMIN_TLS_TERMINATED', false);
+  if (env.NODE_ENV === 'production') {
+    if (adminToken && estimateTokenEntropyBits(adminToken) < ADMIN_TOKEN_MIN_BITS) {
+      throw new ConfigError(
+        `ADMIN_TOKEN looks hand-made: production needs at least ${ADMIN_TOKEN_MIN_BITS} bits from a random generator. Generate one with \`openssl rand -hex 32\` (or leave ADMIN_TOKEN unset: Kassa then generates one into DATA_DIR/admin-token)`,
+      );
+    }
+    if (!isLoopbackHost(adminHost) && !adminTlsTerminated) {
+      throw new ConfigError(
+        `ADMIN_HOST ${adminHost} is not a loopback address: in production the admin API (and its bearer token) would travel in clear text. Keep ADMIN_HOST=127.0.0.1, or put a TLS-terminating proxy in front of it and set ADMIN_TLS_TERMINATED=true`,
+      );
+    }
+  }
+  return { adminHost, adminToken, adminTlsTerminated };
+}
+
 function cryptoConfig(env: Env): CryptoConfig {
   try {
     return parseCryptoConfig(env);
@@ -265,9 +304,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     encryptionKey = Buffer.from(env.ENCRYPTION_KEY, 'base64');
     if (encryptionKey.length !== 32) throw new ConfigError('ENCRYPTION_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)');
   }
-  if (env.ADMIN_TOKEN !== undefined && env.ADMIN_TOKEN.length < 24) {
-    throw new ConfigError('ADMIN_TOKEN must be at least 24 characters');
-  }
+  const admin = adminListener(env);
   if (env.DATABASE_URL && !/^postgres(ql)?:\/\//.test(env.DATABASE_URL)) {
     throw new ConfigError('DATABASE_URL must be a postgres:// or postgresql:// connection string');
   }
@@ -278,14 +315,15 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     merchantPort,
     apiPort,
     adminPort: port(env, 'ADMIN_PORT', 3002),
-    adminHost: env.ADMIN_HOST || '127.0.0.1',
+    adminHost: admin.adminHost,
+    adminTlsTerminated: admin.adminTlsTerminated,
     publicBaseUrl: url(env, 'PUBLIC_BASE_URL', `http://localhost:${merchantPort}`),
     publicApiUrl: url(env, 'PUBLIC_API_URL', `http://localhost:${apiPort}`),
     databaseUrl: env.DATABASE_URL || undefined,
     databasePoolMax: databasePoolMax(env),
     databasePreparedStatements: bool(env, 'DATABASE_PREPARED_STATEMENTS', true),
     dataDir: path.resolve(env.DATA_DIR || './data'),
-    adminToken: env.ADMIN_TOKEN || undefined,
+    adminToken: admin.adminToken,
     encryptionKey,
     logLevel: env.LOG_LEVEL || 'info',
     seedDemo: bool(env, 'KASSA_SEED_DEMO', true),

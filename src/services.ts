@@ -16,7 +16,7 @@ import { KnexDisputeRepository, KnexRefundRepository } from './orders/refund.rep
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
-import { signWebhook } from './webhooks/signature.js';
+import { signX402Receipt } from './webhooks/signature.js';
 import { createStripeModule } from './processors/stripe-module.js';
 import type { StripeEventService } from './processors/stripe-processor.js';
 import { parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
@@ -177,7 +177,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     paywallUrlPrefix: `${(config.publicBaseUrl ?? 'http://localhost:3000').replace(/\/+$/, '')}/x402/prices/`,
     paywallCatalog: { findPrice: (orgId, priceId) => catalogModule.catalog.findPrice(orgId, priceId) },
     // The webhooks module is built below; receipts are signed only once requests arrive.
-    signReceipt: async (id, timestampSeconds, body) => ({ ...signWebhook(await modules.webhooks.signingKeys.signers(), id, timestampSeconds, body) }),
+    signReceipt: async (id, timestampSeconds, body) => ({ ...signX402Receipt(await modules.webhooks.signingKeys.signers(), id, timestampSeconds, body) }),
     observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),
   });
   const modules: Modules = {

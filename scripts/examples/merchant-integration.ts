@@ -43,6 +43,9 @@ const apiKey = env('KASSA_API_KEY');
 const waitSeconds = Number(process.env.KASSA_EXAMPLE_TIMEOUT_SECONDS ?? 60);
 
 const kassa = createMerchantClient({ baseUrl, apiKey });
+// Whom deliveries must be for: one signing key serves every organization of a Kassa server, so the
+// receiver also checks that a delivery names this organization (docs/webhooks.md).
+const { orgId } = await kassa.me();
 
 // --- 1. The webhook receiver ------------------------------------------------------------------
 let signingKeys: SigningKeyResponse | undefined;
@@ -63,12 +66,12 @@ app.post('/webhooks/kassa', express.raw({ type: 'application/json', limit: '1mb'
   try {
     signingKeys ??= await fetchSigningKeys();
     try {
-      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys);
+      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys, { expectedOrganizationId: orgId });
     } catch (err) {
       // The key may have been rotated since we fetched it: refetch once, verify again.
       if (!(err instanceof WebhookVerificationError) || err.code !== 'invalid_signature') throw err;
       signingKeys = await fetchSigningKeys();
-      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys);
+      event = verifyWebhook(req.body as Buffer, req.headers, signingKeys, { expectedOrganizationId: orgId });
     }
   } catch (err) {
     if (err instanceof WebhookVerificationError) {
@@ -93,7 +96,6 @@ log('receiver listening', { url: receiverUrl });
 let listener: ChildProcess | undefined;
 try {
   // --- 2. The local loop: `npm run -s admin -- webhook listen --org ORG_… --forward <receiverUrl>` -
-  const { orgId } = await kassa.me();
   const cli = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/admin.ts'), 'webhook', 'listen', '--org', orgId, '--forward', receiverUrl], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });

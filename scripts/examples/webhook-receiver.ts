@@ -1,21 +1,34 @@
 /**
  * The smallest webhook receiver that is safe to trust: it verifies every delivery's Ed25519
- * signature over the RAW body against Kassa's published signing key before reading it, answers
- * 401 when that fails and 204 otherwise, and prints one line per event. The README's quick start
- * runs it with `webhook listen --forward`; copy it into your backend as a starting point.
+ * signature over the RAW body against Kassa's published signing key before reading it, and that
+ * the delivery is for this receiver's organization (one signing key serves every organization of
+ * a Kassa server, so a signature alone does not say whom a delivery is for), answers 401 when
+ * either fails and 204 otherwise, and prints one line per event. The README's quick start runs it
+ * with `webhook listen --forward`; copy it into your backend as a starting point.
  *
- *   npx tsx scripts/examples/webhook-receiver.ts   # http://localhost:4000/webhooks/kassa
+ *   KASSA_ORG=ORG_… npx tsx scripts/examples/webhook-receiver.ts   # http://localhost:4000/webhooks/kassa
  *
- * PORT (default 4000) and KASSA_API_URL (default http://localhost:3001, where the signing key is
- * published) change where it listens and where it fetches the key.
+ * KASSA_ORG (required) is your organization (`npm start` printed it; `GET /v1/me` answers it).
+ * KASSA_WEBHOOK_ENDPOINT_ID (optional, `WHE_…`) also refuses deliveries made to your other
+ * endpoints. PORT (default 4000) and KASSA_API_URL (default http://localhost:3001, where the
+ * signing key is published) change where it listens and where it fetches the key.
  */
 import express from 'express';
 import { WebhookVerificationError, WebhookVerifier, type WebhookEvent } from '../../src/client/index.js';
 
 const port = Number(process.env.PORT ?? 4000);
 const apiUrl = process.env.KASSA_API_URL ?? 'http://localhost:3001';
+const orgId = process.env.KASSA_ORG;
+if (!orgId) {
+  console.error('Set KASSA_ORG to your organization id (ORG_…, printed by npm start, or data.orgId of GET /v1/me): deliveries for any other organization are refused.');
+  process.exit(1);
+}
 
-const verifier = new WebhookVerifier({ signingKeyUrl: `${apiUrl}/v1/webhooks/signing-key` });
+const verifier = new WebhookVerifier({
+  signingKeyUrl: `${apiUrl}/v1/webhooks/signing-key`,
+  expectedOrganizationId: orgId,
+  ...(process.env.KASSA_WEBHOOK_ENDPOINT_ID ? { expectedEndpointId: process.env.KASSA_WEBHOOK_ENDPOINT_ID } : {}),
+});
 const app = express();
 
 // express.raw, never express.json: re-serialized JSON no longer matches the signature.

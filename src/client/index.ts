@@ -61,6 +61,7 @@ export {
 } from './x402.js';
 export {
   verifyWebhook,
+  verifyX402Receipt,
   WebhookVerifier,
   WebhookVerificationError,
   DEFAULT_TOLERANCE_SECONDS,
@@ -72,6 +73,8 @@ export {
   type WebhookSigningKey,
   type SigningKeyResponse,
   type VerifyOptions,
+  type SignatureOptions,
+  type X402Receipt,
   type WebhookVerifierOptions,
   type WebhookVerificationErrorCode,
 } from './verify-webhook.js';

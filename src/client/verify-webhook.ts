@@ -15,6 +15,14 @@
  *
  * Throws WebhookVerificationError (check `.code`) and answer such requests with 401.
  * `WebhookVerifier` adds the fetching, 5-minute caching and refresh-on-failure of the key document.
+ *
+ * One signing key serves every organization of a Kassa server: a valid signature says Kassa sent
+ * it, not that it is for you. Pass `expectedOrganizationId` (your `ORG_…`, `GET /v1/me`) and, when
+ * you know it, `expectedEndpointId` (your `WHE_…`): a delivery for anyone else is refused with
+ * `wrong_organization` / `wrong_endpoint`. Without them the checks are skipped (as before).
+ *
+ * x402 paywall receipts are signed with the same key over a separate domain: `verifyX402Receipt`
+ * checks them, and `verifyWebhook` refuses them (`not_a_webhook`), and the other way round.
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import type { components } from '../../generated/merchant.js';
@@ -33,11 +41,21 @@ export type WebhookHeaders =
   | { get(name: string): string | null }
   | Record<string, string | string[] | undefined>;
 
-export interface VerifyOptions {
+export interface SignatureOptions {
   /** The receiver's clock (default: now). */
   now?: Date | number;
   /** Largest accepted distance between `webhook-timestamp` and `now`, in seconds (default 300). */
   toleranceSeconds?: number;
+}
+
+export interface VerifyOptions extends SignatureOptions {
+  /**
+   * Your organization (`ORG_…`): a delivery whose `endpoint.orgId` (or `data.order.orgId` /
+   * `data.subscription.orgId`) names another one, or none, is refused with `wrong_organization`.
+   */
+  expectedOrganizationId?: string;
+  /** Your endpoint (`WHE_…`): a delivery made to another endpoint is refused with `wrong_endpoint`. */
+  expectedEndpointId?: string;
 }
 
 export type WebhookVerificationErrorCode =
@@ -47,7 +65,11 @@ export type WebhookVerificationErrorCode =
   | 'unsupported_signature_version'
   | 'invalid_signature'
   | 'invalid_signing_keys'
-  | 'invalid_body';
+  | 'invalid_body'
+  | 'wrong_organization'
+  | 'wrong_endpoint'
+  | 'not_a_webhook'
+  | 'not_a_receipt';
 
 export class WebhookVerificationError extends Error {
   constructor(
@@ -61,6 +83,9 @@ export class WebhookVerificationError extends Error {
 
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 const SIGNATURE_VERSION = 'v1a';
+/** x402 paywall receipts: their own label, and a domain before what is signed (src/webhooks/signature.ts). */
+const RECEIPT_SIGNATURE_VERSION = 'x402r1';
+const RECEIPT_SIGNING_DOMAIN = 'kassa/x402-receipt/v1\n';
 
 function header(headers: WebhookHeaders, name: string): string | undefined {
   if (typeof (headers as { get?: unknown }).get === 'function') {
@@ -117,18 +142,23 @@ function bodyBytes(rawBody: unknown): Buffer {
   throw new WebhookVerificationError('invalid_body', 'rawBody must be the raw request body (Buffer, Uint8Array or string), not parsed JSON');
 }
 
-/** Verifies one delivery and returns its parsed envelope; throws WebhookVerificationError otherwise. */
-export function verifyWebhook<E = WebhookEvent>(
-  rawBody: Uint8Array | string,
-  headers: WebhookHeaders,
-  signingKeyResponse: SigningKeyResponse,
-  options: VerifyOptions = {},
-): E {
+interface Domain {
+  version: string;
+  prefix: string;
+}
+const WEBHOOK_DOMAIN: Domain = { version: SIGNATURE_VERSION, prefix: '' };
+const RECEIPT_DOMAIN: Domain = { version: RECEIPT_SIGNATURE_VERSION, prefix: RECEIPT_SIGNING_DOMAIN };
+
+/** The signature check shared by deliveries and receipts; returns the parsed body. */
+function verifySigned(rawBody: Uint8Array | string, headers: WebhookHeaders, signingKeyResponse: SigningKeyResponse, options: SignatureOptions, domain: Domain): unknown {
   const body = bodyBytes(rawBody);
   const id = required(headers, 'webhook-id');
   const timestamp = required(headers, 'webhook-timestamp');
   const signatureHeader = required(headers, 'webhook-signature');
 
+  // Printable ASCII only: a header cannot carry a newline, and neither may an id that a caller
+  // passes some other way (the receipt domain ends in one, so it can never be smuggled in here).
+  if (!/^[\x21-\x7e]{1,256}$/.test(id)) throw new WebhookVerificationError('missing_header', 'webhook-id is not a printable token');
   if (!/^[0-9]{1,15}$/.test(timestamp)) throw new WebhookVerificationError('invalid_timestamp', 'webhook-timestamp is not Unix seconds');
   const nowMs = options.now === undefined ? Date.now() : new Date(options.now).getTime();
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
@@ -137,27 +167,100 @@ export function verifyWebhook<E = WebhookEvent>(
   }
 
   const keys = publicKeys(signingKeyResponse);
-  const message = Buffer.concat([Buffer.from(`${id}.${timestamp}.`, 'utf8'), body]);
+  const message = Buffer.concat([Buffer.from(`${domain.prefix}${id}.${timestamp}.`, 'utf8'), body]);
   let supported = 0;
+  const versions = new Set<string>();
   for (const entry of signatureHeader.split(' ')) {
     const comma = entry.indexOf(',');
+    if (comma > 0) versions.add(entry.slice(0, comma));
     // Entries of other versions (v1 HMAC, future ones) are ignored, as Standard Webhooks requires.
-    if (comma < 0 || entry.slice(0, comma) !== SIGNATURE_VERSION) continue;
+    if (comma < 0 || entry.slice(0, comma) !== domain.version) continue;
     supported++;
     const signature = Buffer.from(entry.slice(comma + 1), 'base64');
     if (signature.length !== 64) continue;
     for (const key of keys) {
       if (verify(null, message, key, signature)) {
         try {
-          return JSON.parse(body.toString('utf8')) as E;
+          return JSON.parse(body.toString('utf8'));
         } catch {
           throw new WebhookVerificationError('invalid_body', 'The signed body is not JSON');
         }
       }
     }
   }
-  if (supported === 0) throw new WebhookVerificationError('unsupported_signature_version', `webhook-signature has no ${SIGNATURE_VERSION} entry`);
+  if (supported === 0) {
+    if (domain === WEBHOOK_DOMAIN && versions.has(RECEIPT_SIGNATURE_VERSION)) {
+      throw new WebhookVerificationError('not_a_webhook', 'This is an x402 paywall receipt, not a webhook delivery (check receipts with verifyX402Receipt)');
+    }
+    throw new WebhookVerificationError('unsupported_signature_version', `webhook-signature has no ${domain.version} entry`);
+  }
   throw new WebhookVerificationError('invalid_signature', 'No signature matches a published key');
+}
+
+/** The organization a delivery names: its endpoint's, else its order's or subscription's. */
+function organizationOf(event: unknown): string | undefined {
+  const e = event as { endpoint?: { orgId?: unknown }; data?: { order?: { orgId?: unknown }; subscription?: { orgId?: unknown } } } | null;
+  const named = [e?.endpoint?.orgId, e?.data?.order?.orgId, e?.data?.subscription?.orgId].filter((v): v is string => typeof v === 'string');
+  // Kassa never sends two different ones; a body that does is not for anyone in particular.
+  if (new Set(named).size > 1) return undefined;
+  return named[0];
+}
+
+/** Verifies one delivery and returns its parsed envelope; throws WebhookVerificationError otherwise. */
+export function verifyWebhook<E = WebhookEvent>(
+  rawBody: Uint8Array | string,
+  headers: WebhookHeaders,
+  signingKeyResponse: SigningKeyResponse,
+  options: VerifyOptions = {},
+): E {
+  const event = verifySigned(rawBody, headers, signingKeyResponse, options, WEBHOOK_DOMAIN);
+  if (options.expectedOrganizationId !== undefined) {
+    const orgId = organizationOf(event);
+    if (orgId !== options.expectedOrganizationId) {
+      throw new WebhookVerificationError(
+        'wrong_organization',
+        orgId ? `This delivery is for organization ${orgId}, not ${options.expectedOrganizationId}` : `This delivery names no organization; expected ${options.expectedOrganizationId}`,
+      );
+    }
+  }
+  if (options.expectedEndpointId !== undefined) {
+    const endpointId = (event as { endpoint?: { id?: unknown } } | null)?.endpoint?.id;
+    if (endpointId !== options.expectedEndpointId) {
+      throw new WebhookVerificationError('wrong_endpoint', `This delivery is for endpoint ${String(endpointId)}, not ${options.expectedEndpointId}`);
+    }
+  }
+  return event as E;
+}
+
+/** An x402 paywall receipt (`{"type": "x402.receipt", "data": {orderId, pricingId, productId, …}}`). */
+export interface X402Receipt {
+  type: 'x402.receipt';
+  timestamp: string;
+  data: {
+    orderId: string;
+    pricingId: string;
+    productId: string;
+    amount: number;
+    currency: string;
+    network: string;
+    asset: string;
+    amountUnits: string;
+    payer: string;
+    payTo: string;
+    transaction: string;
+    paidAt: string;
+  };
+}
+
+/**
+ * Verifies the signed receipt a Kassa x402 paywall answers a paid request with (its body and its
+ * `webhook-*` headers) against the same published keys; a webhook delivery is refused
+ * (`unsupported_signature_version`: it carries no `x402r1` entry).
+ */
+export function verifyX402Receipt<R = X402Receipt>(rawBody: Uint8Array | string, headers: WebhookHeaders, signingKeyResponse: SigningKeyResponse, options: SignatureOptions = {}): R {
+  const receipt = verifySigned(rawBody, headers, signingKeyResponse, options, RECEIPT_DOMAIN);
+  if ((receipt as { type?: unknown } | null)?.type !== 'x402.receipt') throw new WebhookVerificationError('not_a_receipt', 'The signed body is not an x402 receipt');
+  return receipt as R;
 }
 
 export interface WebhookVerifierOptions {
@@ -171,6 +274,10 @@ export interface WebhookVerifierOptions {
   /** Clock for the cache and the timestamp check (default Date.now). */
   now?: () => number;
   toleranceSeconds?: number;
+  /** Refuse deliveries for any other organization (see VerifyOptions). */
+  expectedOrganizationId?: string;
+  /** Refuse deliveries made to any other endpoint (see VerifyOptions). */
+  expectedEndpointId?: string;
 }
 
 /**
@@ -209,7 +316,8 @@ export class WebhookVerifier {
   }
 
   async verify<E = WebhookEvent>(rawBody: Uint8Array | string, headers: WebhookHeaders): Promise<E> {
-    const options = { now: this.now(), toleranceSeconds: this.options.toleranceSeconds };
+    const { toleranceSeconds, expectedOrganizationId, expectedEndpointId } = this.options;
+    const options: VerifyOptions = { now: this.now(), toleranceSeconds, expectedOrganizationId, expectedEndpointId };
     try {
       return verifyWebhook<E>(rawBody, headers, await this.keys(false), options);
     } catch (err) {

@@ -5,10 +5,27 @@
  */
 import express, { type Express, type Router } from 'express';
 import type { TelemetryHandlers } from '../handler-maps.js';
+import { constantTimeEqual } from '../kernel/secrets.js';
 import type { Metrics } from './metrics.js';
 
-export function registerMetricsRoute(router: Router, metrics: Metrics): void {
-  router.get('/metrics', async (_req, res, next) => {
+export interface MetricsAccess {
+  /**
+   * Bearer token `/metrics` asks for (the admin token) when the listener is reachable beyond
+   * loopback; unset → open, for a scraper on the same host or private network (docs/operations.md).
+   */
+  token?: string;
+}
+
+export function registerMetricsRoute(router: Router, metrics: Metrics, access: MetricsAccess = {}): void {
+  router.get('/metrics', async (req, res, next) => {
+    if (access.token !== undefined) {
+      const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');
+      if (!match?.[1] || !constantTimeEqual(match[1], access.token)) {
+        const message = 'Missing or invalid admin token: /metrics on an admin listener beyond loopback needs Authorization: Bearer <ADMIN_TOKEN>';
+        res.status(401).set('WWW-Authenticate', 'Bearer').json({ success: false, message, error: { code: 'UNAUTHORIZED', message } });
+        return;
+      }
+    }
     try {
       const { contentType, body } = await metrics.render();
       res.status(200).set('Content-Type', contentType).set('Cache-Control', 'no-store').send(body);
@@ -19,7 +36,7 @@ export function registerMetricsRoute(router: Router, metrics: Metrics): void {
 }
 
 /** `--role worker`: `/healthz`, `/readyz` (database reachable) and `/metrics`, nothing else. */
-export function createWorkerStatusApp(metrics: Metrics, readiness: () => Promise<void>): Express {
+export function createWorkerStatusApp(metrics: Metrics, readiness: () => Promise<void>, access: MetricsAccess = {}): Express {
   const app = express();
   app.disable('x-powered-by');
   app.get('/healthz', (_req, res) => void res.json({ success: true, message: 'ok', data: { status: 'ok' } }));
@@ -32,7 +49,7 @@ export function createWorkerStatusApp(metrics: Metrics, readiness: () => Promise
     }
   });
   const router = express.Router();
-  registerMetricsRoute(router, metrics);
+  registerMetricsRoute(router, metrics, access);
   app.use(router);
   app.use((_req, res) => void res.status(404).json({ success: false, message: 'Route not found', error: { code: 'NOT_FOUND', message: 'Route not found' } }));
   return app;

@@ -20,7 +20,9 @@ export function renderEnvelope(event: StoredEvent, endpoint: EndpointIdentity): 
       // When the event happened (its outbox row was written), not when this attempt is made.
       timestamp: event.createdAt.toISOString(),
       apiVersion: WEBHOOK_API_VERSION,
-      endpoint: { id: endpoint.id, name: endpoint.name },
+      // Whom the delivery is for: one signing key serves every organization, so a receiver checks
+      // these (verifyWebhook's expectedOrganizationId / expectedEndpointId), not the signature alone.
+      endpoint: { id: endpoint.id, name: endpoint.name, orgId: event.orgId },
       data: event.data,
     }),
     'utf8',

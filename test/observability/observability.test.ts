@@ -175,6 +175,35 @@ describe('GET /metrics', () => {
   });
 });
 
+describe('the admin listener beyond loopback (issue 27, item 8)', () => {
+  // Decision (docs/operations.md): /metrics asks for the admin token once the admin listener binds
+  // beyond loopback (ADMIN_TLS_TERMINATED=true in production); /docs stays open everywhere (the
+  // admin API's reference is the published openapi/admin.yaml, no data); /healthz and /readyz too.
+  const exposed = () => ({ ...ctx.deps, metrics, config: { ...ctx.deps.config, adminHost: '0.0.0.0', adminTlsTerminated: true } });
+
+  it('/metrics needs the admin token (401 without or with a wrong one), /docs, /healthz and /readyz do not', async () => {
+    const app = supertest(await createAdminApp(exposed()));
+    const anonymous = await app.get('/metrics');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body.error.code).toBe('UNAUTHORIZED');
+    expect(anonymous.text).not.toContain('kassa_http_request_duration_seconds');
+    expect((await app.get('/metrics').set('Authorization', 'Bearer wrong-token-wrong-token-wrong')).status).toBe(401);
+    const scraped = await app.get('/metrics').set('Authorization', `Bearer ${ctx.adminToken}`);
+    expect(scraped.status).toBe(200);
+    expect(scraped.text).toContain('# TYPE kassa_http_request_duration_seconds histogram');
+    expect((await app.get('/docs')).status).toBe(200);
+    expect((await app.get('/healthz')).status).toBe(200);
+    expect((await app.get('/readyz')).status).toBe(200);
+  });
+
+  it("a worker's status listener beyond loopback asks for the token on /metrics too", async () => {
+    const app = supertest(createWorkerStatusApp(metrics, async () => {}, { token: ctx.adminToken }));
+    expect((await app.get('/metrics')).status).toBe(401);
+    expect((await app.get('/metrics').set('Authorization', `Bearer ${ctx.adminToken}`)).text).toContain('kassa_webhook_attempts_total');
+    expect((await app.get('/readyz')).status).toBe(200);
+  });
+});
+
 describe('per-API-key rate limit on the merchant API', () => {
   it('answers 429 RATE_LIMITED with Retry-After once a key exceeds its window, and counts each key alone', async () => {
     // A fresh window, so earlier tests' requests do not count.

@@ -135,7 +135,7 @@ describe('a delivery', () => {
       type: 'order.paid',
       timestamp: eventTime.toISOString(),
       apiVersion: '2026-11-01',
-      endpoint: { id: endpointId, name: 'Receiver' },
+      endpoint: { id: endpointId, name: 'Receiver', orgId: ctx.orgA.orgId },
       data: { order: expect.objectContaining({ status: 'PAID', amountCents: 5800, currency: 'usd', orgId: ctx.orgA.orgId }) },
     });
     // The body is the contract's OrderWebhookEvent, checked against merchant.yaml itself.
