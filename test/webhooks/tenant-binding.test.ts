@@ -42,6 +42,7 @@ const order = (orgId: string): WebhookOrder => ({
   status: 'PAID',
   provider: 'STRIPE',
   amountCents: 1500,
+  amountRefundedCents: 0,
   currency: 'usd',
   product: { id: newId('PRD'), name: 'T-shirt' },
   paymentLinkId: null,
