@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import {
   createPublicClient,
   createWalletClient,
+  encodeFunctionData,
   getAddress,
   http,
   isAddress,
@@ -29,6 +30,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
 import type { CryptoRepository } from './crypto.repository.js';
+import { viemRelayer, type RelayerNonces } from './relayer.js';
 import type { X402Relayer, X402Repository, X402Settlement } from './x402.repository.js';
 
 export type X402FacilitatorRequest = components['schemas']['X402FacilitatorRequest'];
@@ -119,7 +121,9 @@ export interface X402Chain {
 
 type TransferArgs = readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, Hex, number, Hex, Hex];
 
-export function viemX402Chain(chain: ChainConfig): X402Chain {
+/** With `nonces`, submissions take their nonce from it (one per transaction across processes; src/crypto-payments/relayer.ts). */
+export function viemX402Chain(chain: ChainConfig, nonces?: RelayerNonces): X402Chain {
+  const relayed = nonces && viemRelayer(chain, nonces);
   const transport = http(chain.rpcUrl, { retryCount: 1 });
   const viemChain: Chain = {
     id: chain.chainId,
@@ -143,6 +147,7 @@ export function viemX402Chain(chain: ChainConfig): X402Chain {
       await client.simulateContract({ account: relayer, address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },
     submit: async (relayerKey, token, args) => {
+      if (relayed) return relayed.submit(relayerKey, token, encodeFunctionData({ abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args }));
       const wallet = createWalletClient({ account: privateKeyToAccount(relayerKey), chain: viemChain, transport });
       return wallet.writeContract({ address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },
@@ -189,14 +194,14 @@ export class X402FacilitatorService {
     private readonly box: SecretBox,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; prices?: CatalogPriceLookup; paywallUrlPrefix?: string } = {},
+    private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; prices?: CatalogPriceLookup; paywallUrlPrefix?: string; relayerNonces?: RelayerNonces } = {},
   ) {}
 
   /** The chain access of one configured chain (one client per chain and process). */
   chainClient(chain: ChainConfig): X402Chain {
     let client = this.chains.get(chain.chainId);
     if (!client) {
-      client = (this.options.chainFor ?? viemX402Chain)(chain);
+      client = this.options.chainFor ? this.options.chainFor(chain) : viemX402Chain(chain, this.options.relayerNonces);
       this.chains.set(chain.chainId, client);
     }
     return client;
