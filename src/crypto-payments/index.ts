@@ -15,6 +15,8 @@ import type { SecretBox } from '../kernel/secrets.js';
 import { X402FacilitatorService, type X402Chain } from './x402-facilitator.service.js';
 import { createX402AdminHandlers, createX402MerchantHandlers } from './x402.handlers.js';
 import { KnexX402Repository } from './x402.repository.js';
+import { RelayerNonces } from './relayer.js';
+import { KnexRelayerNonceRepository } from './relayer.repository.js';
 import { X402PaywallService, type PaywallCatalog, type ReceiptSigner } from './x402-paywall.service.js';
 import { registerX402Pages } from './x402-pages.js';
 import type { Router } from 'express';
@@ -71,6 +73,8 @@ export function createCryptoPaymentsModule(deps: {
   const x402 = new X402FacilitatorService(x402Repo, repo, deps.payments, deps.config, deps.secretBox, deps.clock, deps.logger, {
     ...(deps.x402ChainFor ? { chainFor: deps.x402ChainFor } : {}),
     catalog: deps.paywallCatalog,
+    // Every process holding the relayer key takes its nonces from the database (issue 27).
+    relayerNonces: new RelayerNonces(new KnexRelayerNonceRepository(deps.db), deps.clock, deps.logger),
   });
   const x402Paywalls = new X402PaywallService(x402Repo, deps.paywallCatalog, repo, deps.config, x402, deps.signReceipt, deps.clock, deps.paywallUrlPrefix);
   return {

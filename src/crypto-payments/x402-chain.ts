@@ -3,9 +3,10 @@
  * token's reads, the simulation and submission of `transferWithAuthorization` from the relayer,
  * and the receipts of what was submitted.
  */
-import { createPublicClient, createWalletClient, http, parseAbi, type Chain, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, encodeFunctionData, http, parseAbi, type Chain, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { ChainConfig } from './crypto-config.js';
+import { viemRelayer, type RelayerNonces } from './relayer.js';
 
 export const EIP3009_ABI = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -36,7 +37,9 @@ export interface X402Chain {
   waitFor(txHash: Hex, confirmations: number): Promise<'success' | 'reverted'>;
 }
 
-export function viemX402Chain(chain: ChainConfig): X402Chain {
+/** With `nonces`, submissions take their nonce from it (one per transaction across processes; src/crypto-payments/relayer.ts). */
+export function viemX402Chain(chain: ChainConfig, nonces?: RelayerNonces): X402Chain {
+  const relayed = nonces && viemRelayer(chain, nonces);
   const transport = http(chain.rpcUrl, { retryCount: 1 });
   const viemChain: Chain = {
     id: chain.chainId,
@@ -60,6 +63,7 @@ export function viemX402Chain(chain: ChainConfig): X402Chain {
       await client.simulateContract({ account: relayer, address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },
     submit: async (relayerKey, token, args) => {
+      if (relayed) return relayed.submit(relayerKey, token, encodeFunctionData({ abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args }));
       const wallet = createWalletClient({ account: privateKeyToAccount(relayerKey), chain: viemChain, transport });
       return wallet.writeContract({ address: token, abi: EIP3009_ABI, functionName: 'transferWithAuthorization', args });
     },

@@ -19,6 +19,7 @@ import type { SecretBox } from '../kernel/secrets.js';
 import type { ChainConfig, CryptoConfig } from './crypto-config.js';
 import type { CryptoRepository } from './crypto.repository.js';
 import { viemX402Chain, type X402Chain } from './x402-chain.js';
+import type { RelayerNonces } from './relayer.js';
 import { X402_REASONS, X402Refusal } from './x402-reasons.js';
 import { X402Sales, type X402Catalog } from './x402-sale.js';
 import { settleFailure, X402Settler, type Settled } from './x402-settlement.js';
@@ -51,7 +52,7 @@ export class X402FacilitatorService {
     private readonly box: SecretBox,
     private readonly clock: Clock,
     logger: Logger,
-    private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; catalog?: X402Catalog } = {},
+    private readonly options: { chainFor?: (chain: ChainConfig) => X402Chain; catalog?: X402Catalog; relayerNonces?: RelayerNonces } = {},
   ) {
     const chainOf = (chain: ChainConfig) => this.chainClient(chain);
     this.sales = new X402Sales(options.catalog);
@@ -63,7 +64,7 @@ export class X402FacilitatorService {
   chainClient(chain: ChainConfig): X402Chain {
     let client = this.chains.get(chain.chainId);
     if (!client) {
-      client = (this.options.chainFor ?? viemX402Chain)(chain);
+      client = this.options.chainFor ? this.options.chainFor(chain) : viemX402Chain(chain, this.options.relayerNonces);
       this.chains.set(chain.chainId, client);
     }
     return client;

@@ -16,6 +16,8 @@ import { startX402World, TOKEN_ARTIFACT, USDC, type X402World } from './harness.
 
 const ROUNDS = Number(process.env.KASSA_RELAYER_ROUNDS ?? 6);
 const PRICE_UNITS = 10_000n;
+/** Generous: a loaded machine (the suite's two workers, other jobs) makes each round several times slower. */
+const ROUNDS_TIMEOUT = 60_000 + ROUNDS * 40_000;
 
 let world: X402World;
 let payers: PrivateKeyAccount[];
@@ -74,7 +76,7 @@ beforeAll(async () => {
   expect((await world.ctx.merchant.put(`/v1/x402/paywalls/${pricingId}`).set('X-API-Key', world.ctx.orgA.apiKey).send({})).status).toBe(200);
   terms = { chainId: world.chain.chainId, network: world.network, token: world.token, payTo: world.payTo, amount: PRICE_UNITS };
   payers = await fundedPayers({ rpcUrl: world.chain.url, chainId: world.chain.chainId, token: world.token, abi: TOKEN_ARTIFACT.abi, minter: world.chain.accounts[0]!, count: 8, units: USDC(100) });
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await world?.close();
@@ -84,11 +86,11 @@ describe('concurrent x402 payments share one relayer', () => {
   describe('automine (one block per transaction)', () => {
     it('4 concurrent paywall payments all succeed, round after round', async () => {
       await expectAllPaid(4, payPaywall);
-    }, 300_000);
+    }, ROUNDS_TIMEOUT);
 
     it('8 concurrent settles through the facilitator API all succeed', async () => {
       await expectAllPaid(8, settleViaApi);
-    }, 300_000);
+    }, ROUNDS_TIMEOUT);
   });
 
   describe('interval mining (a block every second, several transactions per block)', () => {
@@ -103,10 +105,41 @@ describe('concurrent x402 payments share one relayer', () => {
 
     it('4 concurrent paywall payments all succeed', async () => {
       await expectAllPaid(4, payPaywall);
-    }, 300_000);
+    }, ROUNDS_TIMEOUT);
 
     it('8 concurrent settles through the facilitator API all succeed', async () => {
       await expectAllPaid(8, settleViaApi);
-    }, 300_000);
+    }, ROUNDS_TIMEOUT);
+  });
+
+  describe('a transaction the node lost', () => {
+    beforeAll(async () => {
+      await world.chain.rpc('evm_setAutomine', [false]);
+    });
+    afterAll(async () => {
+      await world.chain.rpc('evm_setAutomine', [true]);
+    });
+
+    const submitted = async (n: number) => {
+      for (let i = 0; i < 400; i++) {
+        const rows = (await world.ctx.testDb.database.db('x402_settlements').where({ status: 'SUBMITTED' }).whereNotNull('tx_hash').orderBy('updated_at')) as Array<{ tx_hash: `0x${string}` }>;
+        if (rows.length >= n) return rows.map((r) => r.tx_hash);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error(`fewer than ${n} settlements were submitted`);
+    };
+
+    it('its settle still succeeds: the next settle broadcasts it again (same hash), both are mined', async () => {
+      const first = settleViaApi(payers[0]!);
+      const [lost] = await submitted(1);
+      expect(await world.chain.rpc('hardhat_dropTransaction', [lost])).toBe(true);
+      const second = settleViaApi(payers[1]!);
+      const hashes = await submitted(2);
+      expect(hashes).toContain(lost);
+      await world.chain.mine();
+      expect(await Promise.all([first, second])).toEqual(['ok', 'ok']);
+      const settled = (await world.ctx.testDb.database.db('x402_settlements').whereIn('tx_hash', hashes)) as Array<{ status: string }>;
+      expect(settled.map((s) => s.status)).toEqual(['SETTLED', 'SETTLED']);
+    }, 60_000);
   });
 });

@@ -18,6 +18,8 @@ import { startLocalChain, type LocalChain } from '../crypto-payments/chain.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 
 const ROUNDS = Number(process.env.KASSA_RELAYER_ROUNDS ?? 6);
+/** Generous: a loaded machine (the suite's two workers, other jobs) makes each round several times slower. */
+const ROUNDS_TIMEOUT = 60_000 + ROUNDS * 30_000;
 
 let chain: LocalChain;
 let testDb: TestDatabase;
@@ -53,7 +55,7 @@ async function submitConcurrently(relayers: Array<ReturnType<typeof viemRelayer>
 beforeAll(async () => {
   [chain, testDb] = await Promise.all([startLocalChain(), freshDatabase()]);
   chainConfig = { chainId: chain.chainId, name: 'Hardhat', rpcUrl: chain.url, confirmations: 1, explorerUrl: 'https://explorer.test', blockRange: 100, initialLookback: 100, tokens: [] } as unknown as ChainConfig;
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await testDb?.drop();
@@ -70,7 +72,7 @@ describe('concurrent submissions of one relayer key', () => {
     const key = await fundedKey();
     const relayer = viemRelayer(chainConfig, nonces());
     for (let round = 0; round < ROUNDS; round++) await submitConcurrently([relayer], key, 8);
-  }, 120_000);
+  }, ROUNDS_TIMEOUT);
 
   it('8 at once, interval mining (several per block), one instance', async () => {
     const key = await fundedKey();
@@ -78,7 +80,7 @@ describe('concurrent submissions of one relayer key', () => {
     await chain.rpc('evm_setIntervalMining', [500]);
     const relayer = viemRelayer(chainConfig, nonces());
     for (let round = 0; round < ROUNDS; round++) await submitConcurrently([relayer], key, 8);
-  }, 120_000);
+  }, ROUNDS_TIMEOUT);
 
   describe.skipIf(!process.env.TEST_DATABASE_URL)('two instances with their own database pools (as two API processes), PostgreSQL', () => {
     let second: Database;
@@ -96,7 +98,7 @@ describe('concurrent submissions of one relayer key', () => {
       await chain.rpc('evm_setAutomine', [false]);
       await chain.rpc('evm_setIntervalMining', [500]);
       for (let round = 0; round < ROUNDS; round++) await submitConcurrently(relayers, key, 8);
-    }, 180_000);
+    }, 2 * ROUNDS_TIMEOUT);
   });
 });
 
