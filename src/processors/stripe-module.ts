@@ -43,7 +43,7 @@ export function createStripeModule(deps: {
   const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger);
   const events = new StripeEventService(stripe, webhookSecret, repo, deps.uow, deps.payments, deps.clock, deps.logger, subscriptionEvents, deps.isOwnOrganization);
   return {
-    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
+    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts: new StripeConnectedAccounts(stripe, deps.logger),
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
