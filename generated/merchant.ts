@@ -77,6 +77,12 @@ export interface paths {
          *
          *     **Expiry** — `expiresIn` seconds, default 3600. The schema allows 60-86400; the server also
          *     applies the rail's bound (card 1800-86400, crypto 60-86400) and answers `400` outside it.
+         *     With Stripe as the card processor, Stripe's Checkout Session must live at least 30 minutes
+         *     from Stripe's own creation time, which comes a little after the request: a card session is
+         *     therefore never given less than 1860 s (Stripe's minimum plus one minute for latency), and
+         *     the Kassa session expires with Stripe's. `expiresAt` in the answer is the real expiry, never
+         *     earlier than `expiresIn` asked. A create Stripe still refuses for its expiry (a request
+         *     slower than that minute) is a `503` to retry with the same `Idempotency-Key`.
          *
          *     **Byte limits** — `customerEmail` and `merchantReference` are limited to 255 **bytes** of
          *     UTF-8 (vendor extension `x-max-bytes`); JSON Schema counts characters, so the byte check is
@@ -1867,7 +1873,7 @@ export interface components {
             /** @description Where the buyer is sent when leaving checkout (absolute HTTPS URL); leaving does not cancel the session. */
             cancelUrl?: components["schemas"]["HttpsUrl"];
             /**
-             * @description Seconds until the session expires. Card 1800-86400, crypto 60-86400 (rail bound checked by the server).
+             * @description Seconds until the session expires. Card 1800-86400, crypto 60-86400 (rail bound checked by the server). On Stripe a card session lives at least 1860 s (Stripe's 30-minute minimum plus latency headroom); `expiresAt` says when it expires.
              * @default 3600
              */
             expiresIn?: number;

@@ -132,7 +132,7 @@ export class CheckoutSessionService {
 
   private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {
     const opened = await this.hosted!.open(session);
-    return { ...session, processorSessionId: opened.processorSessionId, processorUrl: opened.url };
+    return { ...session, processorSessionId: opened.processorSessionId, processorUrl: opened.url, expiresAt: opened.expiresAt };
   }
 
   private async replay(record: IdempotencyRecord, requestHash: string): Promise<CheckoutSession> {

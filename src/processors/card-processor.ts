@@ -58,8 +58,10 @@ export interface HostedCardCheckout {
    * Opens the processor's checkout for a new Kassa session (not yet stored). Retrying with the
    * same session is safe (an idempotency key derived from its ids). SERVICE_UNAVAILABLE when the
    * processor cannot be reached; FORBIDDEN for a purchase this deployment cannot sell there.
+   * `expiresAt`: when the processor's checkout expires, never earlier than the session's own
+   * (a processor may need a longer minimum); the session takes it, so both expire together.
    */
-  open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string }>;
+  open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }>;
   /** Closes it so it can no longer be paid: `closed`, or `completed` when the buyer already paid. */
   close(processorSessionId: string): Promise<'closed' | 'completed'>;
 }

@@ -44,6 +44,8 @@ export function verifiedStripeEvent(
     throw validationError('The payload is not a Stripe event (not JSON)');
   }
   const signedAt = signatureTimestamp(input.signature!);
+  // `t=abc` parses to NaN, which no age comparison refuses; the HMAC alone does not make it fresh.
+  if (!Number.isSafeInteger(signedAt)) throw validationError('The Stripe-Signature timestamp is not a number of seconds');
   if (signedAt - Math.floor(nowMs / 1000) > SIGNATURE_TOLERANCE_SECONDS) throw tooFar('ahead');
   return applicableEvent(parsed, input.handledTypes);
 }

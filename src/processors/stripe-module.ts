@@ -64,7 +64,7 @@ export function createStripeModule(deps: {
     accountUpdated,
   );
   return {
-    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.logger),
+    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts,
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),

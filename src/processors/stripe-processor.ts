@@ -41,16 +41,37 @@ export function createStripeClient(config: StripeConfig): Stripe {
 
 export { KASSA_ORG_KEY, KASSA_SESSION_KEY, type StripeEventOutcome } from './stripe-metadata.js';
 
+/** Stripe refuses a Checkout Session whose `expires_at` is less than 30 minutes after Stripe creates it. */
+export const STRIPE_MIN_EXPIRY_SECONDS = 1800;
+/**
+ * How much later than Kassa's clock read it Stripe may create the session: the create's latency,
+ * the SDK's retries of a request that never reached Stripe, and a little clock skew.
+ */
+export const STRIPE_EXPIRY_HEADROOM_SECONDS = 60;
+
+/**
+ * The Checkout Session's `expires_at` (seconds): the Kassa session's expiry, but never less than
+ * Stripe's 30-minute minimum plus the headroom from now, so a session asked for the documented
+ * minimum (`expiresIn` 1800) is not refused when the create reaches Stripe a little later. Kassa's
+ * session then expires at the same moment (see StripeCheckout.open).
+ */
+export function stripeExpiresAt(kassaExpiresAt: Date, now: Date): number {
+  return Math.max(Math.ceil(kassaExpiresAt.getTime() / 1000), Math.ceil(now.getTime() / 1000) + STRIPE_MIN_EXPIRY_SECONDS + STRIPE_EXPIRY_HEADROOM_SECONDS);
+}
+
 export class StripeCheckout implements HostedCardCheckout {
   constructor(
     private readonly stripe: Stripe,
     /** Kassa's public base URL: Stripe sends the buyer back to Kassa's own pages. */
     private readonly publicBaseUrl: string,
+    private readonly clock: Clock,
     private readonly logger: Logger,
   ) {}
 
-  async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string }> {
+  /** `expiresAt`: when the Stripe Checkout Session expires, which the Kassa session takes (never earlier than it asked). */
+  async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }> {
     const recurring = stripeRecurring(session);
+    const expiresAt = stripeExpiresAt(session.expiresAt, this.clock.now());
     const ids = { [KASSA_SESSION_KEY]: session.id, [KASSA_ORG_KEY]: session.orgId };
     const page = `${this.publicBaseUrl}/checkout/${session.pageToken}`;
     const params: Stripe.Checkout.SessionCreateParams = {
@@ -72,7 +93,7 @@ export class StripeCheckout implements HostedCardCheckout {
       ...(recurring
         ? { subscription_data: { metadata: ids, ...destinationTransfer(session) } }
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
-      expires_at: Math.floor(session.expiresAt.getTime() / 1000),
+      expires_at: expiresAt,
       success_url: `${page}/complete`,
       cancel_url: `${page}/canceled`,
     };
@@ -80,9 +101,15 @@ export class StripeCheckout implements HostedCardCheckout {
       const idempotencyKey = `kassa_checkout_${session.orgId}_${session.id}`;
       const created = await withStripeRetries(() => this.stripe.checkout.sessions.create(params, { idempotencyKey }), INTERACTIVE);
       if (!created.url) throw new Error(`Stripe returned Checkout Session ${created.id} without a url`);
-      return { processorSessionId: created.id, url: created.url };
+      return { processorSessionId: created.id, url: created.url, expiresAt: new Date(expiresAt * 1000) };
     } catch (err) {
       if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
+      // Not the merchant's input (expiresIn was checked): the create reached Stripe later than the
+      // headroom covers, or this server's clock is off. A retry computes the expiry afresh.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param === 'expires_at') {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId }, expiresAt }, "Stripe refused the Checkout Session's expires_at: the create took longer than the headroom, or this server's clock is off");
+        throw serviceUnavailable("The card processor measured the checkout's expiry from a later time than this server's (a slow request or a clock off); retry with the same Idempotency-Key");
+      }
       throw this.refused(err) ?? this.unreachable(err, 'create a Checkout Session', 'The card processor could not open the checkout; retry with the same Idempotency-Key');
     }
   }

@@ -31,7 +31,7 @@ beforeAll(async () => {
   // Stripe refusing the secret key is permanent: 403, not a 503 to retry (docs/card-processors.md, Failures).
   expect(created.status).toBe(403);
   // An event of a session Kassa cannot read back (the key is refused): 503; a forged one: 400.
-  const event = JSON.stringify({ id: 'evt_logs', object: 'event', type: 'checkout.session.completed', data: { object: { id: 'cs_test_unknown', object: 'checkout.session' } } });
+  const event = JSON.stringify({ id: 'evt_logs', object: 'event', type: 'checkout.session.completed', created: Math.floor(Date.now() / 1000), data: { object: { id: 'cs_test_unknown', object: 'checkout.session' } } });
   for (const [secret, status] of [[webhookSecret, 503], ['whsec_forged', 400]] as const) {
     const { payload, signature } = stripe.signPayload(event, secret);
     const res = await fetch(`${server.merchantUrl}/v1/processors/stripe/events`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Stripe-Signature': signature }, body: payload });

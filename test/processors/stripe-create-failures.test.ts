@@ -4,7 +4,7 @@
  * permanent refusals answered with the 4xx that says why (never a 503 a retry cannot fix).
  * Nothing is stored on any failure, so the same Idempotency-Key then succeeds.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createStripeContext, type StripeContext } from './stripe-context.js';
 
 let s: StripeContext;
@@ -91,5 +91,51 @@ describe('permanent refusals are not 503', () => {
     expect(JSON.stringify(res.body)).not.toContain('sk_test');
     expect(createCalls(before)).toHaveLength(1);
     expect((await stored('bad-key')).key).toBeUndefined();
+  });
+});
+
+describe("expires_at under latency (Stripe's 30-minute minimum counts from Stripe's own creation time)", () => {
+  afterEach(() => {
+    s.stripe.clockAheadSeconds = 0;
+  });
+  const nowMs = () => s.ctx.clock.now().getTime();
+
+  it('expiresIn 1800, the documented minimum, opens when the create reaches Stripe seconds later; Kassa expires when Stripe does', async () => {
+    s.stripe.clockAheadSeconds = 5;
+    const res = await s.create({ expiresIn: 1800 });
+    expect(res.status).toBe(201);
+    const stripeSession = s.stripe.sessions.get(await s.stripeIdOf(res.body.data.id))!;
+    expect(stripeSession.expires_at - stripeSession.created).toBeGreaterThanOrEqual(1800);
+    // One expiry on both sides: never earlier than asked, at most the one-minute headroom later.
+    const expiresAt = Date.parse(res.body.data.expiresAt);
+    expect(expiresAt / 1000).toBe(stripeSession.expires_at);
+    expect(expiresAt - nowMs()).toBeGreaterThanOrEqual(1800_000);
+    expect(expiresAt - nowMs()).toBeLessThanOrEqual(1860_000);
+    expect((await s.readSession(res.body.data.id)).expiresAt).toBe(res.body.data.expiresAt);
+  });
+
+  it('a create that takes up to the headroom (59 s) to reach Stripe still opens', async () => {
+    s.stripe.clockAheadSeconds = 59;
+    expect((await s.create({ expiresIn: 1800 })).status).toBe(201);
+    expect((await s.create({ expiresIn: 1830 })).status).toBe(201);
+  });
+
+  it('a longer expiry is sent to Stripe as asked', async () => {
+    s.stripe.clockAheadSeconds = 5;
+    const res = await s.create({ expiresIn: 7200 });
+    expect(res.status).toBe(201);
+    expect(Date.parse(res.body.data.expiresAt)).toBe(nowMs() + 7200_000);
+    expect(s.stripe.sessions.get(await s.stripeIdOf(res.body.data.id))!.expires_at).toBe((nowMs() + 7200_000) / 1000);
+  });
+
+  it('a create that reaches Stripe later than the headroom covers answers 503 (retry), not 400, and stores nothing; the retry opens', async () => {
+    const counts = await stored('too-slow');
+    s.stripe.clockAheadSeconds = 120;
+    const res = await s.create({ expiresIn: 1800 }, 'too-slow');
+    expect(res.status).toBe(503);
+    expect(res.body).toMatchObject({ success: false, error: { code: 'SERVICE_UNAVAILABLE' } });
+    expect(await stored('too-slow')).toEqual(counts);
+    s.stripe.clockAheadSeconds = 0;
+    expect((await s.create({ expiresIn: 1800 }, 'too-slow')).status).toBe(201);
   });
 });

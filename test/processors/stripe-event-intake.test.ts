@@ -5,9 +5,10 @@
  * events about Checkout Sessions Stripe does not have (acknowledged and logged, not 503), and a
  * declined PaymentIntent that names a Kassa session it does not belong to (ignored).
  */
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Stripe from 'stripe';
-import { createStripeContext, type StripeContext } from './stripe-context.js';
+import { createStripeContext, EVENTS_PATH, WEBHOOK_SECRET, type StripeContext } from './stripe-context.js';
 
 let s: StripeContext;
 const logLines: string[] = [];
@@ -66,12 +67,21 @@ describe("the signature's age (Stripe's 5-minute tolerance, on Kassa's clock)", 
     expect((await s.deliver(skewed.event, undefined, nowSeconds() + 299)).body.outcome).toBe('applied');
   });
 
+  it('a timestamp that is not a number is refused even when the HMAC over it matches (no age could be checked)', async () => {
+    const { session, event } = await paidOnStripe('nan@example.com');
+    const payload = JSON.stringify(event);
+    const v1 = createHmac('sha256', WEBHOOK_SECRET).update(`NaN.${payload}`).digest('hex');
+    const res = await s.ctx.merchant.post(EVENTS_PATH).set('Content-Type', 'application/json').set('Stripe-Signature', `t=NaN,v1=${v1}`).send(payload);
+    expect(res.status).toBe(400);
+    expect((await s.readSession(session.id)).status).toBe('CREATED');
+  });
+
   it("measures the age on Kassa's injectable clock, not the machine's", async () => {
     const { session, event } = await paidOnStripe('clock@example.com');
     const signedAt = nowSeconds();
     const signed = s.stripe.signed(event, undefined, signedAt);
     s.ctx.clock.advance(301_000);
-    const post = () => s.ctx.merchant.post('/v1/processors/stripe/events').set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
+    const post = () => s.ctx.merchant.post(EVENTS_PATH).set('Content-Type', 'application/json').set('Stripe-Signature', signed.signature).send(signed.payload);
     expect((await post()).status).toBe(400);
     s.ctx.clock.advance(-2_000);
     expect((await post()).body.outcome).toBe('applied');
