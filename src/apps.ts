@@ -11,7 +11,7 @@ import { constantTimeEqual } from './kernel/secrets.js';
 import type { Services } from './services.js';
 import { createOpenApiApp, type Authenticator } from './http/openapi-app.js';
 import { composeDocument, loadDocument } from './http/spec.js';
-import { unauthorized } from './kernel/errors.js';
+import { AppError, unauthorized } from './kernel/errors.js';
 import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
 import { registerStripeEventRoute } from './processors/stripe-events.handlers.js';
@@ -32,6 +32,19 @@ export interface AppDeps {
   adminToken: string;
   /** Prometheus metrics of this process; `GET /metrics` on the admin listener (absent: no metrics). */
   metrics?: Metrics;
+  /**
+   * False until the start is complete (every listener up, the demo organization created): until
+   * then `/readyz` answers 503 "starting", so a load balancer or script never sees ready early.
+   * Absent (tests): ready as soon as the database answers.
+   */
+  started?: () => boolean;
+}
+
+/** What `/readyz` throws while the process is still starting. */
+export class StillStarting extends Error {
+  constructor() {
+    super('Kassa is starting');
+  }
 }
 
 const KIB = 1024;
@@ -45,6 +58,7 @@ export const metricsAccess = (config: Pick<Config, 'adminHost'>, adminToken: str
   isLoopbackHost(config.adminHost) ? {} : { token: adminToken };
 
 const readiness = (deps: AppDeps) => async () => {
+  if (deps.started && !deps.started()) throw new StillStarting();
   await deps.database.db.raw('select 1');
 };
 
@@ -114,6 +128,21 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
 
 const usesEnvelope = (req: Request) => req.path.startsWith('/v1/agent-wallet') || req.path.startsWith('/v1/webhooks');
 
+/**
+ * An OTLP exporter pointed at `{api_url}` instead of `{api_url}/v1/otlp` POSTs /v1/traces,
+ * /v1/metrics or /v1/logs: the answer (405 on the two paths that exist for GET, 404 on the other)
+ * names the endpoint it wanted, not a bare "method not allowed".
+ */
+function registerOtlpPathHints(router: Router, apiUrl: string): void {
+  const fix = `Set OTEL_EXPORTER_OTLP_ENDPOINT=${apiUrl}/v1/otlp (the exporter appends /v1/traces): OTLP/HTTP traces go to POST /v1/otlp/v1/traces`;
+  const hints: Record<string, AppError> = {
+    '/v1/traces': new AppError('METHOD_NOT_ALLOWED', `POST /v1/traces is not the OTLP endpoint (GET /v1/traces lists traces). ${fix}`),
+    '/v1/metrics': new AppError('METHOD_NOT_ALLOWED', `POST /v1/metrics is not an OTLP endpoint (GET /v1/metrics reads metrics; Kassa computes them from traces, so set OTEL_METRICS_EXPORTER=none). ${fix}`),
+    '/v1/logs': new AppError('NOT_FOUND', `POST /v1/logs: Kassa takes no OTLP logs (set OTEL_LOGS_EXPORTER=none). ${fix}`),
+  };
+  router.post(Object.keys(hints), (req, _res, next) => next(hints[req.path]));
+}
+
 export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   const [telemetry, agentWallet, merchant] = await Promise.all([
     loadDocument('telemetry'),
@@ -137,11 +166,13 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     handlers: handlers as unknown as Record<string, AnyHandler>,
     authenticators: { ...modules.telemetry.authenticators, ...modules.agentWallet.authenticators },
     bodyCodecs: modules.telemetry.bodyCodecs,
-    extraRoutes: (router) =>
+    extraRoutes: (router) => {
       registerDocsRoutes(router, {
         documents: ['telemetry', 'agent-wallet'],
         elsewhere: [{ name: 'merchant', baseUrl: deps.config.publicBaseUrl }],
-      }),
+      });
+      registerOtlpPathHints(router, deps.config.publicApiUrl);
+    },
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',

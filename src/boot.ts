@@ -164,7 +164,10 @@ async function start(options: BootOptions): Promise<void> {
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
   secretValues.add(adminToken);
-  const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics };
+  // Ready means ready: /readyz says 503 "starting" until every listener is up and the operator
+  // has been greeted (the demo organization exists), not as soon as the first listener opens.
+  let started = false;
+  const deps: AppDeps = { config, database, clock, logger, services, adminToken, metrics, started: () => started };
 
   const servers: Server[] = [];
   const serve = async (app: import('express').Express, address: Address) => {
@@ -195,9 +198,14 @@ async function start(options: BootOptions): Promise<void> {
       'Kassa is listening',
     );
     await greet(config, services, logger);
+    started = true;
   } else {
     // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
-    await serve(createWorkerStatusApp(metrics, async () => void (await database.db.raw('select 1')), metricsAccess(config, adminToken)), adminAddress);
+    const workerReadiness = async () => {
+      if (!started) throw new Error('Kassa is starting');
+      await database.db.raw('select 1');
+    };
+    await serve(createWorkerStatusApp(metrics, workerReadiness, metricsAccess(config, adminToken)), adminAddress);
     logger.info({ status: `http://${config.adminHost}:${config.adminPort}`, database: database.kind }, 'Kassa worker started');
   }
   opened.length = 0;
@@ -206,6 +214,7 @@ async function start(options: BootOptions): Promise<void> {
   if (config.role !== 'api') {
     worker = startWorker(workerJobs(deps), logger);
   }
+  started = true;
 
   let stopping = false;
   const shutdown = async (signal: string) => {

@@ -9,7 +9,7 @@
 import { pathToFileURL } from 'node:url';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { decodePaymentResponseHeader, wrapFetchWithPayment, x402Client } from '@x402/fetch';
-import { createAgentClient, createAgentX402Signer, recordPaymentContext } from '../../src/client/index.js';
+import { AgentApiError, createAgentClient, createAgentX402Signer, recordPaymentContext } from '../../src/client/index.js';
 
 export interface X402FetchOptions {
   agentWalletKey: string;
@@ -35,12 +35,32 @@ export async function createX402Fetch(options: X402FetchOptions): Promise<typeof
   return wrapFetchWithPayment(options.resourceFetch ?? fetch, client);
 }
 
+/**
+ * Why a payment did not happen, in one line: the wallet's refusal (policy, spend limit, revoked
+ * agent) arrives wrapped by @x402/fetch, so the causes are walked to the Kassa API error.
+ */
+export function explainFailure(err: unknown): { message: string; status?: number; code?: string } {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof AgentApiError) return { message: `Kassa refused to sign the payment: ${e.message}`, status: e.status, code: e.code };
+  }
+  return { message: err instanceof Error ? err.message : String(err) };
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const agentWalletKey = process.env.KASSA_AGENT_WALLET_KEY;
   const url = process.argv[2];
-  if (!agentWalletKey || !url) throw new Error('usage: KASSA_AGENT_WALLET_KEY=… npx tsx scripts/examples/x402-agent-pay.ts <resource URL>');
-  const pay = await createX402Fetch({ agentWalletKey, apiUrl: process.env.KASSA_API_URL ?? 'http://localhost:3001' });
-  const res = await pay(url);
-  const receipt = res.headers.get('PAYMENT-RESPONSE');
-  console.log(JSON.stringify({ status: res.status, body: await res.text(), settlement: receipt ? decodePaymentResponseHeader(receipt) : null }));
+  if (!agentWalletKey || !url) {
+    console.error('usage: KASSA_API_URL=http://localhost:3001 KASSA_AGENT_WALLET_KEY=… npx tsx scripts/examples/x402-agent-pay.ts <resource URL>');
+    process.exit(2);
+  }
+  try {
+    const pay = await createX402Fetch({ agentWalletKey, apiUrl: process.env.KASSA_API_URL ?? 'http://localhost:3001' });
+    const res = await pay(url);
+    const receipt = res.headers.get('PAYMENT-RESPONSE');
+    console.log(JSON.stringify({ status: res.status, body: await res.text(), settlement: receipt ? decodePaymentResponseHeader(receipt) : null }));
+  } catch (err) {
+    // A refusal is an answer, not a crash: one line saying why, exit code 1, no stack trace.
+    console.error(JSON.stringify({ step: 'payment refused', ...explainFailure(err) }));
+    process.exit(1);
+  }
 }

@@ -215,8 +215,10 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
       await options.readiness();
       res.json({ success: true, message: 'ready', data: { status: 'ready' } });
     } catch (err) {
-      req.log.warn({ err }, 'readiness check failed');
-      res.status(503).json(envelopeBody(new AppError('SERVICE_UNAVAILABLE', 'Database unreachable')));
+      // Starting: not a fault, not worth a warning (a load balancer polls it from the first moment).
+      const starting = err instanceof Error && err.message === 'Kassa is starting';
+      if (!starting) req.log.warn({ err }, 'readiness check failed');
+      res.status(503).json(envelopeBody(new AppError('SERVICE_UNAVAILABLE', starting ? 'Kassa is starting' : 'Database unreachable')));
     }
   });
 

@@ -44,8 +44,9 @@ export function createWorkerStatusApp(metrics: Metrics, readiness: () => Promise
     try {
       await readiness();
       res.json({ success: true, message: 'ready', data: { status: 'ready' } });
-    } catch {
-      res.status(503).json({ success: false, message: 'Database unreachable', error: { code: 'SERVICE_UNAVAILABLE', message: 'Database unreachable' } });
+    } catch (err) {
+      const message = err instanceof Error && err.message === 'Kassa is starting' ? err.message : 'Database unreachable';
+      res.status(503).json({ success: false, message, error: { code: 'SERVICE_UNAVAILABLE', message } });
     }
   });
   const router = express.Router();

@@ -99,6 +99,37 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up on the embedded
     }
   });
 
+  it('/readyz answers 200 only once the start is complete: every listener up, "Kassa is listening" logged, the demo organization created (issue 27, item 11)', async () => {
+    const fresh = await mkdtemp(path.join(os.tmpdir(), 'kassa-ready-'));
+    try {
+      const proc = await start({ DATA_DIR: fresh, KASSA_SEED_DEMO: 'true' });
+      // Polled as a load balancer would, on the first listener to open, from the moment of spawn.
+      const seen = await waitFor(
+        'the merchant listener to answer /readyz 200',
+        async () => {
+          if (proc.child.exitCode !== null) throw new Error(`exited ${proc.child.exitCode}: ${proc.output().slice(-2000)}`);
+          const status = await fetch(`${proc.merchantUrl}/readyz`).then((res) => res.status, () => 0);
+          if (status === 200) return { output: proc.output(), admin: await fetch(`${proc.adminUrl}/readyz`).then((res) => res.status, () => 0) };
+          // Before it is ready: no answer yet, or 503 with the envelope.
+          if (status !== 0) expect(status).toBe(503);
+          return undefined;
+        },
+        200_000,
+        10,
+      );
+      expect(seen.admin).toBe(200);
+      // The child wrote these before it turned ready; give the pipe a moment to deliver them.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(seen.output + proc.output()).toContain('Kassa is listening');
+      expect(proc.output()).toContain('Kassa demo organization created');
+      const orgId = /orgId:\s+(ORG_\w+)/.exec(proc.output())?.[1];
+      expect(orgId).toBeDefined();
+      await proc.stop();
+    } finally {
+      await rm(fresh, { recursive: true, force: true });
+    }
+  }, 240_000);
+
   it('a second process on the same DATA_DIR is refused, npm run migrate too; a SIGKILLed holder does not block the next start', async () => {
     const first = await start();
     await ready(first);

@@ -297,6 +297,26 @@ describe('empty buckets and empty results', () => {
     await check({ metric: 'llm.requests.total', aggregation: 'sum', interval: '1h', start: DAY0, end: DAY0 + 2.5 * 3_600_000 });
   });
 
+  // Issue 27, item 11: a sum of latencies (1,001 ms for two calls) means nothing; latency
+  // defaults to avg, every additive metric (requests, errors, tokens, cost) to sum.
+  it.each([
+    ['llm.latency_ms', 'avg'],
+    ['llm.requests.total', 'sum'],
+    ['llm.requests.errors', 'sum'],
+    ['llm.tokens.total', 'sum'],
+    ['llm.cost.total', 'sum'],
+  ] as const)('without aggregation, %s is aggregated by %s', async (metric, aggregation) => {
+    const query = { metric, interval: '1h', start_time: '2026-11-18T00:00:00Z', end_time: '2026-11-18T06:00:00Z' };
+    const res = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query(query);
+    expect(res.status).toBe(200);
+    expect(res.body.data.aggregation).toBe(aggregation);
+    const explicit = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query({ ...query, aggregation });
+    expect(res.body.data.series).toEqual(explicit.body.data.series);
+    // An explicit aggregation still wins.
+    const summed = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query({ ...query, aggregation: 'sum' });
+    expect(summed.body.data.aggregation).toBe('sum');
+  });
+
   it("does not count another organization's data, or non-model spans", async () => {
     const total = [...samples.values()].length;
     const res = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query({ metric: 'llm.requests.total', aggregation: 'count', interval: '1d', start_time: new Date(DAY0).toISOString(), end_time: new Date(DAY0 + 3 * 86_400_000).toISOString() });
