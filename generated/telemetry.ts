@@ -1652,13 +1652,13 @@ export interface operations {
                 interval?: string;
                 /**
                  * @description Aggregation of the samples of a bucket. One of `sum`, `avg`, `min`, `max`,
-                 *     `count`, `p50`, `p90`, `p99`. Anything else is `400 invalid_aggregation`.
+                 *     `count`, `p50`, `p90`, `p99`; default `sum` for every metric, as the product spec
+                 *     defines it. Anything else is `400 invalid_aggregation`.
                  *
-                 *     Default, per metric (decision): `sum` for the metrics that add up
-                 *     (`llm.requests.total`, `llm.requests.errors`, `llm.tokens.input`,
-                 *     `llm.tokens.output`, `llm.tokens.total`, `llm.cost.total`) and `avg` for
-                 *     `llm.latency_ms` (a sum of latencies means nothing). The answer's `aggregation` names
-                 *     the one applied.
+                 *     `sum` suits the metrics that add up (`llm.requests.total`, `llm.requests.errors`,
+                 *     `llm.tokens.input`, `llm.tokens.output`, `llm.tokens.total`, `llm.cost.total`); for
+                 *     `llm.latency_ms` a sum of latencies is rarely what is wanted: ask for `avg` or a
+                 *     percentile (`p50`, `p90`, `p99`). The answer's `aggregation` names the one applied.
                  * @example sum
                  */
                 aggregation?: string;

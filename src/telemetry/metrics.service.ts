@@ -27,19 +27,6 @@ export const INTERVALS = { '1m': 60_000, '5m': 300_000, '15m': 900_000, '1h': 3_
 export type IntervalName = keyof typeof INTERVALS;
 export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p99'] as const;
 export type AggregationName = (typeof AGGREGATIONS)[number];
-/**
- * The aggregation a query without one gets: a sum where values add up (requests, errors, tokens,
- * cost), the mean for latency, whose sum over a bucket means nothing (telemetry.yaml).
- */
-export const DEFAULT_AGGREGATION: Record<MetricName, AggregationName> = {
-  'llm.requests.total': 'sum',
-  'llm.requests.errors': 'sum',
-  'llm.tokens.input': 'sum',
-  'llm.tokens.output': 'sum',
-  'llm.tokens.total': 'sum',
-  'llm.cost.total': 'sum',
-  'llm.latency_ms': 'avg',
-};
 export type GroupBy = 'model' | 'vendor' | 'environment' | 'project';
 export const MAX_BUCKETS = 1440;
 
@@ -101,7 +88,7 @@ export class MetricsService {
     if (!metric) throw invalid('invalid_metric', 'metric', q.metric, METRICS);
     const interval = choice(q.interval, Object.keys(INTERVALS) as IntervalName[], '1h');
     if (!interval) throw invalid('invalid_interval', 'interval', q.interval, Object.keys(INTERVALS));
-    const aggregation = choice(q.aggregation, AGGREGATIONS, DEFAULT_AGGREGATION[metric]);
+    const aggregation = choice(q.aggregation, AGGREGATIONS, 'sum');
     if (!aggregation) throw invalid('invalid_aggregation', 'aggregation', q.aggregation, AGGREGATIONS);
     const startMs = new Date(q.start_time).getTime();
     const endMs = new Date(q.end_time).getTime();
