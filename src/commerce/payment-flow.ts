@@ -192,6 +192,7 @@ export class PaymentFlow {
       if (order.status !== 'PAID' || refunded <= order.amountRefundedCents) return { outcome: 'unchanged' as const, order };
       const updated: Order = { ...order, amountRefundedCents: refunded, status: refunded === order.amountCents ? 'REFUNDED' : 'PAID', updatedAt: this.clock.now() };
       assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
+      await stores.notifyBuyerOfRefund(updated, refunded - order.amountRefundedCents, updated.updatedAt);
       return { outcome: 'applied' as const, order: updated };
     });
   }

@@ -50,6 +50,7 @@ export class OrderService {
         updatedAt: this.clock.now(),
       };
       assertWritten(await stores.orders.update(updated, 'PAID'), 'order');
+      await stores.notifyBuyerOfRefund(updated, refundAmount, updated.updatedAt);
       return updated;
     });
   }

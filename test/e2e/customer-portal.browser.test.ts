@@ -39,7 +39,7 @@ async function axeViolations(page: Page): Promise<string[]> {
 async function tabTo(page: Page, selector: string, max = 40): Promise<void> {
   for (let i = 0; i < max; i++) {
     await page.keyboard.press('Tab');
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+    if (await page.evaluate(`document.activeElement?.matches(${JSON.stringify(selector)}) ?? false`)) return;
   }
   throw new Error(`${selector} is not reachable with Tab`);
 }
@@ -51,7 +51,7 @@ async function activate(page: Page, selector: string): Promise<void> {
 
 async function check(page: Page, name: string): Promise<void> {
   expect(await axeViolations(page), `${name}: axe`).toEqual([]);
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
   expect(overflow, `${name}: horizontal overflow`).toBeLessThanOrEqual(0);
   await page.screenshot({ path: `${ARTIFACTS}/portal-${name}.png`, fullPage: true });
 }

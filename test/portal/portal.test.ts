@@ -250,4 +250,11 @@ describe('reaching the portal without the merchant', () => {
     expect(signIn.text).not.toContain('<form');
     expect((await http().get('/portal/o/ORG_unknown')).status).toBe(404);
   });
+
+  it('without SMTP_URL nothing is queued for e-mail, whatever happened', async () => {
+    expect(ctx.config.smtp).toBeUndefined();
+    expect(ctx.services.modules.buyerEmails).toBeUndefined();
+    expect(await ctx.testDb.database.db('buyer_emails').count<{ count: number }[]>({ count: '*' }).first()).toMatchObject({ count: expect.anything() });
+    expect(Number((await ctx.testDb.database.db('buyer_emails').count<{ count: number }[]>({ count: '*' }).first())?.count)).toBe(0);
+  });
 });

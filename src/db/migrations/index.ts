@@ -27,6 +27,7 @@ import * as m0084 from './0084_x402_paywalls.js';
 import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
 import * as m0140 from './0140_customer_portal_sessions.js';
+import * as m0141 from './0141_buyer_emails.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -60,6 +61,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0088_telemetry_five_minute_rollups': m0088,
   '0089_telemetry_ten_second_rollups': m0089,
   '0140_customer_portal_sessions': m0140,
+  '0141_buyer_emails': m0141,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
