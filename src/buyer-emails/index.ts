@@ -34,6 +34,6 @@ export function createBuyerEmailsModule(deps: {
   const emails = new BuyerEmailService(new KnexBuyerEmailRepository(deps.db), deps.uow, transport as MailTransport, deps.smtp.from, deps.merchants, deps.portalUrlOf, deps.clock, deps.logger);
   return {
     emails,
-    jobs: () => [{ name: 'buyer-emails.send', intervalMs: 1000, run: () => emails.sendDue() }],
+    jobs: () => [{ name: 'buyer-emails', intervalMs: 1000, run: () => emails.sendDue() }],
   };
 }

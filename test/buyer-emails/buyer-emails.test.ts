@@ -178,6 +178,11 @@ describe('what each change sends', () => {
 });
 
 describe('the outbox', () => {
+  it('is sent by the worker job buyer-emails, registered only with SMTP_URL', async () => {
+    const { workerJobs } = await import('../../src/jobs.js');
+    expect(workerJobs(ctx.deps).filter((job) => job.name === 'buyer-emails').map((job) => job.intervalMs)).toEqual([1000]);
+  });
+
   it('queues nothing for a rolled-back transaction', async () => {
     const { orderId } = await buy('rollback@example.com', oneTimePrice);
     await send();
