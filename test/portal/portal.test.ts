@@ -112,6 +112,15 @@ describe('entering the portal', () => {
     expect(rows).not.toContain(cookie.split('=')[1]);
   });
 
+  it('two concurrent uses of one link open exactly one session (20 rounds)', async () => {
+    const { customerId } = await buy('race@example.com', oneTimePrice);
+    for (let round = 0; round < 20; round++) {
+      const path = new URL((await createPortal({ customerId })).body.data.url).pathname;
+      const answers = await Promise.all([1, 2, 3].map(() => http().post(path).type('form').send({})));
+      expect(answers.map((a) => a.status).sort(), `round ${round}`).toEqual([303, 410, 410]);
+    }
+  });
+
   it('a session lasts an hour and ends on sign-out', async () => {
     const { customerId } = await buy('hour@example.com', oneTimePrice);
     const cookie = await enter((await createPortal({ customerId })).body.data.url);
