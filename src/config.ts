@@ -88,6 +88,12 @@ export interface Config {
   cardProcessor: CardProcessorConfig;
   /** Crypto checkout: watched chains, accepted tokens, matching rules (CRYPTO_* variables). */
   crypto: CryptoConfig;
+  /**
+   * Buyer e-mails (receipts, subscription changes, refunds; docs/buyer-emails.md): SMTP_URL
+   * (smtp:// or smtps://, nodemailer's options in the query) and SMTP_FROM, the operator's sender
+   * address (each organization's display name is the sender name). Unset: no e-mail at all.
+   */
+  smtp: { url: string; from: string } | undefined;
 }
 
 /**
@@ -196,6 +202,21 @@ function url(env: Env, name: string, fallback: string): string {
   }
   if (!['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(`${name} must be http(s), got "${raw}"`);
   return raw.replace(/\/+$/, '');
+}
+
+function smtp(env: Env): Config['smtp'] {
+  const raw = env.SMTP_URL;
+  if (!raw) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError('SMTP_URL must be an smtp:// or smtps:// URL');
+  }
+  if (parsed.protocol !== 'smtp:' && parsed.protocol !== 'smtps:') throw new ConfigError(`SMTP_URL must be an smtp:// or smtps:// URL, got ${parsed.protocol}`);
+  const from = env.SMTP_FROM ?? '';
+  if (!/^[^\s@<>"]+@[^\s@<>"]+$/.test(from)) throw new ConfigError('SMTP_FROM must be the sender address (receipts@pay.example.com) when SMTP_URL is set');
+  return { url: raw, from };
 }
 
 function webhookAllowLoopback(env: Env): boolean {
@@ -333,6 +354,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     hostedWriteRateLimitPerMinute: nonNegativeInt(env, 'HOSTED_WRITE_RATE_LIMIT_PER_MINUTE', 30),
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
+    smtp: smtp(env),
     webhookLeaseSeconds: webhookLeaseSeconds(env),
     webhookBatchSize: positiveInt(env, 'WEBHOOK_DELIVERY_BATCH_SIZE', 50),
     webhookPollMs: positiveInt(env, 'WEBHOOK_DELIVERY_POLL_MS', 100),
@@ -367,5 +389,15 @@ export function configSecrets(config: Config): string[] {
   }
   for (const chain of config.crypto.chains) secrets.push(...urlSecretParts(chain.rpcUrl));
   if (config.cardProcessor.kind === 'stripe') secrets.push(config.cardProcessor.secretKey, config.cardProcessor.webhookSecret);
+  // The SMTP password (SMTP_URL's user info), raw and decoded.
+  if (config.smtp && URL.canParse(config.smtp.url)) {
+    const password = new URL(config.smtp.url).password;
+    secrets.push(password);
+    try {
+      secrets.push(decodeURIComponent(password));
+    } catch {
+      // Not percent-encoded text.
+    }
+  }
   return secrets.filter((value): value is string => Boolean(value));
 }

@@ -17,6 +17,9 @@ import { KnexSubscriptionRepository } from './subscriptions/subscription.reposit
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { signX402Receipt } from './webhooks/signature.js';
+import { enqueueBuyerEmail, owedByEvent } from './buyer-emails/buyer-email.repository.js';
+import { createBuyerEmailsModule, type BuyerEmailsModule } from './buyer-emails/index.js';
+import type { MailTransport } from './buyer-emails/buyer-email.service.js';
 import { createStripeModule } from './processors/stripe-module.js';
 import type { StripeEventService } from './processors/stripe-processor.js';
 import { parseCryptoConfig, type CryptoConfig } from './crypto-payments/crypto-config.js';
@@ -48,6 +51,8 @@ export interface Modules {
   agentWallet: AgentWalletModule;
   commerceMetrics: CommerceMetricsModule;
   portal: PortalModule;
+  /** Absent unless SMTP_URL is configured. */
+  buyerEmails?: BuyerEmailsModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -89,8 +94,12 @@ export type ServicesConfig = Partial<
     | 'sandboxSettleDelayMs'
     | 'telemetry'
     | 'crypto'
+    | 'smtp'
   >
->;
+> & {
+  /** Tests: the buyer e-mails' transport instead of nodemailer on SMTP_URL. */
+  mailTransport?: MailTransport;
+};
 
 /** The chains with a USDC token, as the agent wallet's default policy and history name them. */
 function agentWalletChains(crypto: CryptoConfig): AgentWalletChain[] | undefined {
@@ -103,7 +112,11 @@ function agentWalletChains(crypto: CryptoConfig): AgentWalletChain[] | undefined
 }
 
 /** The commerce stores of every domain, bound to the database or to one transaction. */
-export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
+export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolean } = {}): CommerceUnitOfWork {
+  const inTransaction = <T>(transaction: T | undefined, what: string): T => {
+    if (!transaction) throw new Error(`${what} are queued inside the transaction of their state change`);
+    return transaction;
+  };
   return new KnexUnitOfWork<CommerceStores>(db, (executor, transaction) => ({
     sessions: new KnexCheckoutSessionRepository(executor),
     orders: new KnexOrderRepository(executor),
@@ -112,9 +125,20 @@ export function createCommerceUnitOfWork(db: Db): CommerceUnitOfWork {
     refunds: new KnexRefundRepository(executor),
     disputes: new KnexDisputeRepository(executor),
     quotes: new KnexCryptoRepository(executor),
-    emit: (event, now) => {
-      if (!transaction) throw new Error('webhook events are emitted inside the transaction of their state change');
-      return enqueueWebhookEvent(transaction, event, now);
+    emit: async (event, now) => {
+      const trx = inTransaction(transaction, 'webhook events');
+      const id = await enqueueWebhookEvent(trx, event, now);
+      // The buyer's e-mail about the same change, in the same transaction (none when it rolls back).
+      if (options.buyerEmails) {
+        const owed = await owedByEvent(trx, event);
+        if (owed) await enqueueBuyerEmail(trx, owed, now);
+      }
+      return id;
+    },
+    notifyBuyerOfRefund: async (order, refundCents, now) => {
+      const trx = inTransaction(transaction, 'buyer e-mails');
+      if (!options.buyerEmails || refundCents < 1) return;
+      await enqueueBuyerEmail(trx, { orgId: order.orgId, kind: 'refund_issued', to: order.customerEmail, orderId: order.id, amountCents: refundCents, dedupeKey: `refund:${order.id}:${order.amountRefundedCents}` }, now);
     },
   }));
 }
@@ -123,7 +147,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
   const { db, clock, secretBox, metrics } = deps;
   const config = deps.config ?? {};
   const logger = deps.logger ?? createLogger({ level: 'silent' });
-  const uow = createCommerceUnitOfWork(db);
+  const uow = createCommerceUnitOfWork(db, { buyerEmails: config.smtp !== undefined });
   const payments = new PaymentFlow(uow, clock);
   // Stripe's module asks the orgs module whether an organization is this deployment's (orphan
   // sessions) only when an event arrives, after both exist; orgs checks connected accounts with Stripe.
@@ -164,7 +188,20 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     clock,
     logger,
     publicBaseUrl,
+    signInMailer: () => buyerEmailsModule?.emails,
   });
+  const buyerEmailsModule: BuyerEmailsModule | undefined = config.smtp
+    ? createBuyerEmailsModule({
+        db,
+        uow,
+        smtp: config.smtp,
+        merchants: orgsModule.orgs,
+        portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
+        clock,
+        logger,
+        transport: config.mailTransport,
+      })
+    : undefined;
   const cryptoModule = createCryptoPaymentsModule({
     db,
     uow,
@@ -213,6 +250,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     }),
     commerceMetrics: createCommerceMetricsModule({ db }),
     portal: portalModule,
+    buyerEmails: buyerEmailsModule,
   };
   return {
     orgs,

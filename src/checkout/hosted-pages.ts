@@ -80,7 +80,7 @@ function parseExpiry(text: string): { expMonth: number; expYear: number } | unde
 
 /** The customer portal, opened from the paid page for a while after paying (src/portal). */
 export interface CheckoutPortalEntry {
-  isOpen(order: Pick<Order, 'status' | 'updatedAt'> | undefined): boolean;
+  isOpen(order: Pick<Order, 'status' | 'createdAt'> | undefined): boolean;
   /** Starts a portal session for the buyer (sets its cookie on `res`); false when no longer offered. */
   enter(res: Response, session: CheckoutSession, order: Order | undefined): Promise<boolean>;
 }

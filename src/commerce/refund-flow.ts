@@ -56,6 +56,8 @@ export async function recordRefund(
   const updated: Order = { ...order, amountRefundedCents: refunded, status: statusFor(order, refunded), updatedAt: now };
   assertWritten(await stores.orders.update(updated, order.status), 'order');
   await stores.emit({ orgId: order.orgId, type: 'order.refunded', data: { order: presentWebhookOrder(updated), refund: presentRefund(row) } }, now);
+  // The buyer hears of it too (an e-mail, when SMTP is configured), in the same transaction.
+  await stores.notifyBuyerOfRefund(updated, refunded - order.amountRefundedCents, now);
   return { order: updated, refund: row };
 }
 

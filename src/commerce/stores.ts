@@ -174,6 +174,13 @@ export interface CommerceStores {
   quotes: CryptoQuoteRepository;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
+  /**
+   * A refund was recorded on the order (`refundCents` of it, `order` as it is after): queues the
+   * buyer's "refund issued" e-mail in this transaction when buyer e-mails are on (SMTP_URL), else
+   * nothing. Called wherever a refund is recorded (orders/order.service.ts refund,
+   * commerce/payment-flow.ts applyRefundedTotal); an `order.refunded` webhook belongs next to it.
+   */
+  notifyBuyerOfRefund(order: Order, refundCents: number, now: Date): Promise<void>;
 }
 
 export type CommerceUnitOfWork = UnitOfWork<CommerceStores>;

@@ -62,7 +62,7 @@ a:focus-visible,button:focus-visible{outline:3px solid #6366f1;outline-offset:2p
 .error{background:#fef3f2;color:#b42318;border:1px solid #fecdca;border-radius:10px;padding:10px 12px;margin-top:16px}
 .ok{background:#ecfdf3;color:#067647;border:1px solid #abefc6;border-radius:10px;padding:10px 12px;margin-top:16px}
 .note{margin-top:16px;font-size:.8rem;color:#667085}.note code{background:#f2f4f7;padding:1px 4px;border-radius:4px}
-a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#98a2b3}
+a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#5b6474}
 `;
 
 export interface LayoutOptions {

@@ -37,7 +37,7 @@ export function createPortalModule(deps: {
     portal,
     handlers: { merchant: createPortalHandlers(portal) },
     checkoutEntry: checkoutPortalEntry(portal, { secureCookie: deps.publicBaseUrl.startsWith('https:') }),
-    jobs: () => [{ name: 'portal.sessions.cleanup', intervalMs: 15 * 60_000, run: async () => (await portal.deleteExpired()) > 0 }],
+    jobs: () => [{ name: 'portal-session-cleanup', intervalMs: 15 * 60_000, run: async () => (await portal.deleteExpired()) > 0 }],
     pages: (router) => registerPortalPages(router, portal, deps.merchants, deps.logger, { secureCookie: deps.publicBaseUrl.startsWith('https:') }),
   };
 }

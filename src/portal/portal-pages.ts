@@ -59,7 +59,7 @@ const section = (title: string, id: string, body: string) => `<section aria-labe
 /** What the paid checkout page uses to open the portal (src/checkout/hosted-pages.ts). */
 export function checkoutPortalEntry(portal: PortalService, options: { secureCookie: boolean }) {
   return {
-    isOpen: (order: Pick<Order, 'status' | 'updatedAt'> | undefined) => portal.checkoutEntryOpen(order),
+    isOpen: (order: Pick<Order, 'status' | 'createdAt'> | undefined) => portal.checkoutEntryOpen(order),
     /** Opens a portal session for the paid checkout's buyer (its cookie set on `res`); false once the window closed. */
     enter: async (res: Response, session: Parameters<PortalService['enterFromCheckout']>[0], order: Order | undefined): Promise<boolean> => {
       const entered = await portal.enterFromCheckout(session, order);

@@ -125,13 +125,14 @@ export class PortalService {
     const customer = await this.uow.stores.customers.findByEmail(orgId, email);
     if (!customer) return;
     const link = await this.newLink(customer, 'email', EMAIL_LINK_TTL_MS, {});
-    await mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });
+    // Not awaited: the page answers as fast for a customer as for an unknown address (the mailer never rejects).
+    void mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });
   }
 
   /** The paid checkout page's "open your account": a session at once, for an hour after the payment. */
   async enterFromCheckout(session: CheckoutSession, order: Order | undefined): Promise<{ cookieToken: string; session: PortalSession } | undefined> {
     if (!order || order.status !== 'PAID') return undefined;
-    if (this.clock.now().getTime() - order.updatedAt.getTime() > CHECKOUT_ENTRY_MS) return undefined;
+    if (!this.checkoutEntryOpen(order)) return undefined;
     const customer = await this.uow.stores.customers.find(session.orgId, order.customerId);
     if (!customer) return undefined;
     const link = await this.newLink(customer, 'checkout', LINK_TTL_MS, { returnUrl: session.successUrl });
@@ -139,8 +140,9 @@ export class PortalService {
   }
 
   /** Whether a checkout page may still offer "open your account". */
-  checkoutEntryOpen(order: Pick<Order, 'status' | 'updatedAt'> | undefined): boolean {
-    return order?.status === 'PAID' && this.clock.now().getTime() - order.updatedAt.getTime() <= CHECKOUT_ENTRY_MS;
+  checkoutEntryOpen(order: Pick<Order, 'status' | 'createdAt'> | undefined): boolean {
+    // From the order's creation (the payment), so a later change to the order (a partial refund) never reopens it.
+    return order?.status === 'PAID' && this.clock.now().getTime() - order.createdAt.getTime() <= CHECKOUT_ENTRY_MS;
   }
 
   /** The session an entry link would open (unused, unexpired), for its "continue" page. */

@@ -112,6 +112,15 @@ describe('entering the portal', () => {
     expect(rows).not.toContain(cookie.split('=')[1]);
   });
 
+  it('two concurrent uses of one link open exactly one session (20 rounds)', async () => {
+    const { customerId } = await buy('race@example.com', oneTimePrice);
+    for (let round = 0; round < 20; round++) {
+      const path = new URL((await createPortal({ customerId })).body.data.url).pathname;
+      const answers = await Promise.all([1, 2, 3].map(() => http().post(path).type('form').send({})));
+      expect(answers.map((a) => a.status).sort(), `round ${round}`).toEqual([303, 410, 410]);
+    }
+  });
+
   it('a session lasts an hour and ends on sign-out', async () => {
     const { customerId } = await buy('hour@example.com', oneTimePrice);
     const cookie = await enter((await createPortal({ customerId })).body.data.url);
@@ -249,5 +258,12 @@ describe('reaching the portal without the merchant', () => {
     expect(signIn.text).toContain('Ask Org A for a link');
     expect(signIn.text).not.toContain('<form');
     expect((await http().get('/portal/o/ORG_unknown')).status).toBe(404);
+  });
+
+  it('without SMTP_URL nothing is queued for e-mail, whatever happened', async () => {
+    expect(ctx.config.smtp).toBeUndefined();
+    expect(ctx.services.modules.buyerEmails).toBeUndefined();
+    expect(await ctx.testDb.database.db('buyer_emails').count<{ count: number }[]>({ count: '*' }).first()).toMatchObject({ count: expect.anything() });
+    expect(Number((await ctx.testDb.database.db('buyer_emails').count<{ count: number }[]>({ count: '*' }).first())?.count)).toBe(0);
   });
 });

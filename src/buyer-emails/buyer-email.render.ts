@@ -1,0 +1,132 @@
+/**
+ * The buyer e-mails' words: subject, plain text and HTML (inline styles only, no images, no
+ * script), each with the merchant's portal sign-in link. No e-mail carries a bearer token: the
+ * portal link opens the sign-in page, which e-mails a 30-minute single-use link to the customer's
+ * own address (the only e-mail that carries a token, and only for as long as it is meant to work).
+ */
+import { formatMoney } from '../kernel/money.js';
+import type { Order, Subscription } from '../commerce/model.js';
+import type { BuyerEmailKind } from './buyer-email.repository.js';
+
+export interface EmailContext {
+  kind: BuyerEmailKind;
+  merchant: string;
+  order?: Order;
+  subscription?: Subscription;
+  /** refund_issued: this refund. */
+  refundCents?: number | null;
+  portalUrl: string;
+}
+
+export interface RenderedEmail {
+  subject: string;
+  text: string;
+  html: string;
+}
+
+const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
+const esc = (text: string): string => text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+function price(s: Subscription): string {
+  return `${formatMoney(s.amountCents, s.currency)} every ${s.billingIntervalCount > 1 ? `${s.billingIntervalCount} ` : ''}${s.billingInterval.toLowerCase()}${s.billingIntervalCount > 1 ? 's' : ''}`;
+}
+
+/** Lines of the message body (paragraphs) and the facts table, per kind. */
+function content(c: EmailContext): { subject: string; heading: string; paragraphs: string[]; facts: Array<[string, string]> } {
+  const o = c.order;
+  const s = c.subscription;
+  const product = o?.productName ?? s?.productName ?? 'your purchase';
+  const orderFacts: Array<[string, string]> = o
+    ? [
+        ['Product', product],
+        ['Amount', formatMoney(o.amountCents, o.currency)],
+        ['Tax', 'None charged'],
+        ['Date', DATE.format(o.createdAt)],
+        ['Order', o.id],
+      ]
+    : [];
+  switch (c.kind) {
+    case 'payment_receipt':
+      return { subject: `Your receipt from ${c.merchant}`, heading: 'Thank you for your payment', paragraphs: [`${c.merchant} received your payment for ${product}.`], facts: orderFacts };
+    case 'subscription_started':
+      return {
+        subject: `Your ${product} subscription with ${c.merchant}`,
+        heading: 'Your subscription has started',
+        paragraphs: [`You are subscribed to ${product} (${s ? price(s) : ''}).`, s ? `It renews on ${DATE.format(s.currentPeriodEnd)}. You can cancel at any time from your account.` : ''],
+        facts: orderFacts,
+      };
+    case 'renewal_succeeded':
+      return {
+        subject: `${product}: renewed`,
+        heading: 'Your subscription renewed',
+        paragraphs: [`Your ${product} subscription with ${c.merchant} renewed${s ? `; the next renewal is on ${DATE.format(s.currentPeriodEnd)}` : ''}.`],
+        facts: orderFacts,
+      };
+    case 'renewal_failed':
+      return {
+        subject: `${product}: your payment did not go through`,
+        heading: 'We could not renew your subscription',
+        paragraphs: [
+          `The payment for your ${product} subscription with ${c.merchant} was declined.`,
+          'What to do: make sure the card you subscribed with is valid and has funds. We will try again automatically over the next few days; if every attempt fails, the subscription ends. You can also cancel it from your account, or contact the merchant to pay another way.',
+        ],
+        facts: orderFacts,
+      };
+    case 'subscription_canceled':
+      return {
+        subject: `${product}: canceled`,
+        heading: 'Your subscription is canceled',
+        paragraphs: [`Your ${product} subscription with ${c.merchant} will not renew.`, s ? `You keep access until ${DATE.format(s.currentPeriodEnd)}, and you will not be charged again. Changed your mind? Keep it from your account before then.` : ''],
+        facts: [],
+      };
+    case 'subscription_ended':
+      return {
+        subject: `${product}: your subscription has ended`,
+        heading: 'Your subscription has ended',
+        paragraphs: [`Your ${product} subscription with ${c.merchant} ended${s?.endedAt ? ` on ${DATE.format(s.endedAt)}` : ''}. You will not be charged again.`],
+        facts: [],
+      };
+    case 'refund_issued':
+      return {
+        subject: `${c.merchant} refunded ${o && c.refundCents ? formatMoney(c.refundCents, o.currency) : 'your payment'}`,
+        heading: 'Your refund is on its way',
+        paragraphs: [
+          `${c.merchant} refunded ${o && c.refundCents ? formatMoney(c.refundCents, o.currency) : 'your payment'} for ${product}.`,
+          'It goes back to the card or account you paid with; depending on your bank this takes 5–10 business days to show.',
+        ],
+        facts: o ? [...orderFacts.slice(0, 2), ['Refunded', formatMoney(c.refundCents ?? o.amountRefundedCents, o.currency)], ['Order', o.id]] : [],
+      };
+  }
+}
+
+export function renderBuyerEmail(c: EmailContext): RenderedEmail {
+  const { subject, heading, paragraphs, facts } = content(c);
+  const body = paragraphs.filter((p) => p !== '');
+  const text = [
+    heading,
+    '',
+    ...body.flatMap((p) => [p, '']),
+    ...facts.map(([k, v]) => `${k}: ${v}`),
+    ...(facts.length ? [''] : []),
+    `Your orders, receipts and subscriptions with ${c.merchant}: ${c.portalUrl}`,
+    '',
+    `${c.merchant} · sent by Kassa`,
+  ].join('\n');
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(subject)}</title></head><body style="margin:0;background:#f4f5f7;font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d2330">
+<div style="max-width:520px;margin:0 auto;padding:24px 16px"><div style="background:#fff;border-radius:14px;padding:24px">
+<div style="font-weight:700;color:#4338ca;margin-bottom:16px">${esc(c.merchant)}</div>
+<h1 style="font-size:1.25rem;margin:0 0 12px">${esc(heading)}</h1>
+${body.map((p) => `<p>${esc(p)}</p>`).join('\n')}
+${facts.length ? `<table role="presentation" style="font-size:.9rem;border-collapse:collapse">${facts.map(([k, v]) => `<tr><td style="color:#5b6474;padding:2px 12px 2px 0">${esc(k)}</td><td>${esc(v)}</td></tr>`).join('')}</table>` : ''}
+<p style="margin-top:20px"><a href="${esc(c.portalUrl)}" style="color:#4338ca">Your orders, receipts and subscriptions</a></p>
+</div><p style="text-align:center;font-size:.8rem;color:#5b6474">${esc(c.merchant)} · sent by Kassa</p></div></body></html>`;
+  return { subject, text, html };
+}
+
+/** The portal sign-in e-mail: the one e-mail with a token, valid as long as the link works. */
+export function renderSignInEmail(input: { merchant: string; url: string; expiresAt: Date }): RenderedEmail {
+  const subject = `Your link to your ${input.merchant} account`;
+  const text = `Open your orders, receipts and subscriptions with ${input.merchant}:\n\n${input.url}\n\nThe link works once, until ${input.expiresAt.toISOString().slice(11, 16)} UTC. If you did not ask for it, ignore this e-mail.\n\n${input.merchant} · sent by Kassa`;
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(subject)}</title></head><body style="font:16px/1.5 system-ui,sans-serif;color:#1d2330"><p>Open your orders, receipts and subscriptions with ${esc(input.merchant)}:</p><p><a href="${esc(input.url)}" style="color:#4338ca">Open your account</a></p><p style="color:#5b6474">The link works once, until ${esc(input.expiresAt.toISOString().slice(11, 16))} UTC. If you did not ask for it, ignore this e-mail.</p></body></html>`;
+  return { subject, text, html };
+}
