@@ -78,6 +78,26 @@ describe('order.refunded', () => {
     expect([last.order.status, last.order.amountRefundedCents, (last.data.refund as { amountCents: number }).amountCents]).toEqual(['REFUNDED', 1200, 700]);
   });
 
+  it('the delivery log and the `webhook listen` feed show the new events', async () => {
+    const org = s.ctx.orgA.orgId;
+    const cursor = (await s.ctx.admin.get(`/v1/orgs/${org}/webhook-events`)).body.data.cursor as number;
+    const { orderId, intentId } = await s.paidOrder('listen@example.com');
+    s.stripe.refundInDashboard(intentId, 100);
+    expect((await s.deliver(s.stripe.lastEvent('charge.refunded'))).body.outcome).toBe('applied');
+    const dispute = s.stripe.openDispute(intentId);
+    expect((await s.deliver(s.stripe.lastEvent('charge.dispute.created', dispute.id))).body.outcome).toBe('applied');
+    await webhooks.received(orderId);
+
+    const feed = (await s.ctx.admin.get(`/v1/orgs/${org}/webhook-events?after=${cursor}`)).body.data.events as Array<{ type: string; body: string }>;
+    const about = feed.filter((e) => e.body.includes(orderId));
+    expect(about.map((e) => e.type)).toEqual(['order.paid', 'order.refunded', 'order.dispute_created']);
+    expect(JSON.parse(about[1]!.body).data).toMatchObject({ order: { orderId, amountRefundedCents: 100 }, refund: { amountCents: 100, source: 'dashboard' } });
+
+    const log = (await s.ctx.admin.get(`/v1/orgs/${org}/webhook-deliveries?size=100`)).body.data.records as Array<{ eventType: string; status: string }>;
+    expect(log.filter((d) => d.eventType === 'order.refunded' || d.eventType === 'order.dispute_created').every((d) => d.status === 'succeeded')).toBe(true);
+    expect(log.map((d) => d.eventType)).toEqual(expect.arrayContaining(['order.refunded', 'order.dispute_created']));
+  });
+
   it("an order's refunds and disputes are its organization's only (404 for another's), and an unknown reason is a 400", async () => {
     const { orderId, intentId } = await s.paidOrder('tenant@example.com');
     expect((await merchantGet(`/v1/orders/${orderId}/refunds`, s.ctx.orgB.apiKey)).status).toBe(404);
