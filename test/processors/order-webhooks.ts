@@ -14,7 +14,9 @@ import { RECEIVER_CERT, startReceiver, verifyWithNodeCrypto, type Jwk } from '..
 
 export interface OrderWebhooks {
   /** Delivers what is due and answers the verified `order.*` payloads received about the order, oldest first. */
-  received(orderId: string): Promise<Array<{ type: string; order: WebhookOrder; data: Record<string, unknown> }>>;
+  received(orderId: string): Promise<Array<{ type: string; order: WebhookOrder }>>;
+  /** The same with each event's whole `data` (`refund`, `dispute` beside `order`). */
+  receivedWithData(orderId: string): Promise<Array<{ type: string; order: WebhookOrder; data: Record<string, unknown> }>>;
   /** Delivers what is due and answers every verified delivery received, oldest first. */
   all(): Promise<Array<{ type: string; data: Record<string, unknown>; webhookId: string }>>;
   close(): Promise<void>;
@@ -32,8 +34,11 @@ export async function receiveOrderWebhooks(ctx: TestContext, events: string[] = 
     ca: RECEIVER_CERT,
     random: () => 0.5,
   });
-  return {
+  const result: OrderWebhooks = {
     async received(orderId) {
+      return (await result.receivedWithData(orderId)).map(({ type, order }) => ({ type, order }));
+    },
+    async receivedWithData(orderId) {
       while ((await worker.runOnce()) > 0);
       const keys = (await ctx.platform.get('/v1/webhooks/signing-key')).body.data.keys as Jwk[];
       return receiver.received
@@ -53,4 +58,5 @@ export async function receiveOrderWebhooks(ctx: TestContext, events: string[] = 
     },
     close: () => receiver.close(),
   };
+  return result;
 }

@@ -30,7 +30,7 @@ const merchantGet = (path: string, apiKey = s.ctx.orgA.apiKey) => s.ctx.merchant
 const refund = (orderId: string, body: object) => s.ctx.admin.post(`/v1/orders/${orderId}/refund`).send(body);
 const chargeOf = (intentId: string) => s.stripe.intents.get(intentId)!.latest_charge as string;
 /** The verified deliveries about the order of these types, as received. */
-const delivered = async (orderId: string, ...types: string[]) => (await webhooks.received(orderId)).filter((r) => types.includes(r.type));
+const delivered = async (orderId: string, ...types: string[]) => (await webhooks.receivedWithData(orderId)).filter((r) => types.includes(r.type));
 
 describe('order.refunded', () => {
   it('a partial refund from the admin API and one made in the Stripe Dashboard: two signed order.refunded with each amount and the total after it; duplicates add nothing', async () => {
