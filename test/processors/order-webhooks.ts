@@ -18,7 +18,7 @@ export interface OrderWebhooks {
   /** The same with each event's whole `data` (`refund`, `dispute` beside `order`). */
   receivedWithData(orderId: string): Promise<Array<{ type: string; order: WebhookOrder; data: Record<string, unknown> }>>;
   /** Delivers what is due and answers every verified delivery received, oldest first. */
-  all(): Promise<Array<{ type: string; data: Record<string, unknown>; webhookId: string }>>;
+  all(): Promise<Array<{ type: string; data: Record<string, unknown>; webhookId: string; body: unknown }>>;
   close(): Promise<void>;
 }
 
@@ -53,7 +53,7 @@ export async function receiveOrderWebhooks(ctx: TestContext, events: string[] = 
       const keys = (await ctx.platform.get('/v1/webhooks/signing-key')).body.data.keys as Jwk[];
       return receiver.received.map((r) => {
         expect(verifyWithNodeCrypto(r, keys)).not.toEqual([]);
-        return { type: r.json.type as string, data: r.json.data as Record<string, unknown>, webhookId: String(r.headers['webhook-id']) };
+        return { type: r.json.type as string, data: r.json.data as Record<string, unknown>, webhookId: String(r.headers['webhook-id']), body: r.json as unknown };
       });
     },
     close: () => receiver.close(),

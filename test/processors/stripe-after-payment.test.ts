@@ -6,7 +6,10 @@
  * disputes as objects, and a renewal that needs the buyer's 3-D Secure.
  */
 import type Stripe from 'stripe';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { default as addFormatsModule } from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDocument } from '../../src/http/spec.js';
 import { createStripeContext, type StripeContext } from './stripe-context.js';
 import { receiveOrderWebhooks, type OrderWebhooks } from './order-webhooks.js';
 
@@ -248,5 +251,28 @@ describe('invoice.payment_action_required (3-D Secure on a renewal)', () => {
     s.stripe.retryInvoice(invoice.id, 'paid');
     expect((await s.deliver(s.stripe.lastEvent('invoice.payment_action_required', invoice.id))).body.outcome).toBe('ignored');
     expect((await readSubscription(subscriptionId)).paymentAction).toBeUndefined();
+  });
+});
+
+describe('the payloads', () => {
+  it("every delivery received above is its event's envelope in merchant.yaml (RefundWebhookEvent, DisputeWebhookEvent, SubscriptionWebhookEvent)", async () => {
+    const doc = await loadDocument('merchant');
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    (addFormatsModule as unknown as { default: (a: unknown) => void }).default(ajv);
+    const schemas = doc.components!.schemas as Record<string, object>;
+    const envelope: Record<string, string> = {
+      'order.refunded': 'RefundWebhookEvent',
+      'order.refund_failed': 'RefundWebhookEvent',
+      'order.dispute_created': 'DisputeWebhookEvent',
+      'order.dispute_closed': 'DisputeWebhookEvent',
+      'subscription.action_required': 'SubscriptionWebhookEvent',
+      'subscription.updated': 'SubscriptionWebhookEvent',
+    };
+    const received = await webhooks.all();
+    expect(new Set(received.map((r) => r.type))).toEqual(new Set(Object.keys(envelope)));
+    for (const r of received) {
+      const validate = ajv.compile(schemas[envelope[r.type]!]!);
+      expect(validate(r.body), `${r.type}: ${JSON.stringify(validate.errors)}`).toBe(true);
+    }
   });
 });
