@@ -61,6 +61,14 @@ export interface paths {
          *     never shown to anyone; should it be paid all the same, Kassa refunds that payment in full
          *     when Stripe's event (or reconciliation) reports it.
          *
+         *     **Connected account no longer usable** (Stripe Connect) — when Stripe has reported
+         *     (`account.updated`) that the organization's bound connected account lost its `transfers`
+         *     or `card_payments` capability, or that its `charges_enabled` is false, card sessions are
+         *     refused with `403 FORBIDDEN` before Stripe is called, and the message names the account
+         *     and the cause (for example `… its transfers capability is inactive`). The operator sees the
+         *     same state in the admin API (`GET /v1/orgs/{id}/stripe-account`, `state`). It clears when
+         *     Stripe reports the account usable again, or when the account is unbound or replaced.
+         *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
          *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
