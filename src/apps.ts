@@ -14,7 +14,7 @@ import { composeDocument, loadDocument } from './http/spec.js';
 import { AppError, unauthorized } from './kernel/errors.js';
 import type { AdminHandlers, MerchantHandlers, PlatformHandlers } from './handler-maps.js';
 import type { AnyHandler } from './http/typed-handler.js';
-import { registerStripeEventRoute } from './processors/stripe-events.handlers.js';
+import { registerStripeEventRoute, STRIPE_CONNECT_EVENTS_PATH } from './processors/stripe-events.handlers.js';
 import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
 import { refuseCrossSiteForms } from './pages/cross-site.js';
@@ -98,6 +98,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     extraRoutes: (router) => {
       extras.extraRoutes?.(router);
       if (deps.services.stripeEvents) registerStripeEventRoute(router, deps.services.stripeEvents);
+      if (deps.services.stripeConnectEvents) registerStripeEventRoute(router, deps.services.stripeConnectEvents, STRIPE_CONNECT_EVENTS_PATH);
       registerHostedRateLimits(router, { perMinute: deps.config.hostedRateLimitPerMinute, writesPerMinute: deps.config.hostedWriteRateLimitPerMinute }, deps.clock);
       guardHostedPages(router);
       refuseCrossSiteForms(router, HOSTED_FORM_PREFIXES, deps.config.publicBaseUrl);

@@ -105,7 +105,16 @@ export interface Config {
  */
 export type CardProcessorConfig =
   | { kind: 'sandbox' }
-  | { kind: 'stripe'; secretKey: string; webhookSecret: string; apiBaseUrl: string | undefined; timeoutMs: number; reconcileIntervalMs: number };
+  | {
+      kind: 'stripe';
+      secretKey: string;
+      webhookSecret: string;
+      /** STRIPE_CONNECT_WEBHOOK_SECRET: the signing secret of the Connect endpoint ("events on connected accounts": `account.updated`); optional. */
+      connectWebhookSecret?: string;
+      apiBaseUrl: string | undefined;
+      timeoutMs: number;
+      reconcileIntervalMs: number;
+    };
 
 /** Telemetry API settings (openapi/telemetry.yaml leaves their values to the deployment). */
 export interface TelemetryConfig {
@@ -244,6 +253,10 @@ function cardProcessor(env: Env): CardProcessorConfig {
   // Secret (sk_) or restricted (rk_) keys; a publishable key (pk_) cannot create sessions.
   if (!/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/.test(secretKey)) throw new ConfigError('STRIPE_SECRET_KEY must be a Stripe secret or restricted key (sk_test_…, sk_live_…, rk_…)');
   if (!/^whsec_[A-Za-z0-9+/=_-]+$/.test(webhookSecret)) throw new ConfigError("STRIPE_WEBHOOK_SECRET must be the endpoint's signing secret (whsec_…)");
+  const connectWebhookSecret = env.STRIPE_CONNECT_WEBHOOK_SECRET || undefined;
+  if (connectWebhookSecret && !/^whsec_[A-Za-z0-9+/=_-]+$/.test(connectWebhookSecret)) {
+    throw new ConfigError("STRIPE_CONNECT_WEBHOOK_SECRET must be the Connect endpoint's signing secret (whsec_…)");
+  }
   let apiBaseUrl: string | undefined;
   if (env.STRIPE_API_BASE_URL) {
     apiBaseUrl = url(env, 'STRIPE_API_BASE_URL', '');
@@ -254,6 +267,7 @@ function cardProcessor(env: Env): CardProcessorConfig {
     kind: 'stripe',
     secretKey,
     webhookSecret,
+    ...(connectWebhookSecret && { connectWebhookSecret }),
     apiBaseUrl,
     timeoutMs: positiveInt(env, 'STRIPE_TIMEOUT_MS', 10_000),
     // How often the worker reads Stripe's event list for events whose webhook was missed.
@@ -388,7 +402,7 @@ export function configSecrets(config: Config): string[] {
     }
   }
   for (const chain of config.crypto.chains) secrets.push(...urlSecretParts(chain.rpcUrl));
-  if (config.cardProcessor.kind === 'stripe') secrets.push(config.cardProcessor.secretKey, config.cardProcessor.webhookSecret);
+  if (config.cardProcessor.kind === 'stripe') secrets.push(config.cardProcessor.secretKey, config.cardProcessor.webhookSecret, config.cardProcessor.connectWebhookSecret);
   // The SMTP password (SMTP_URL's user info), raw and decoded.
   if (config.smtp && URL.canParse(config.smtp.url)) {
     const password = new URL(config.smtp.url).password;

@@ -71,6 +71,8 @@ export interface Services {
   sandboxProcessor: ProcessorsModule['sandboxProcessor'];
   /** Stripe's webhook events, when Stripe is the card processor (config cardProcessor). */
   stripeEvents?: StripeEventService;
+  /** Stripe Connect's events (`account.updated`), when STRIPE_CONNECT_WEBHOOK_SECRET is set. */
+  stripeConnectEvents?: StripeEventService;
   telemetry: TelemetryModule;
   subscriptions: SubscriptionsModule['subscriptions'];
   entitlements: SubscriptionsModule['entitlements'];
@@ -269,6 +271,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     telemetry: modules.telemetry,
     agentWallet: modules.agentWallet,
     stripeEvents: stripe?.events,
+    stripeConnectEvents: stripe?.connectEvents,
     modules,
   };
 }

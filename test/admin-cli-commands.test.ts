@@ -160,12 +160,21 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     expect(await ok(['price', 'deactivate', '--id', spare])).toMatchObject({ active: false });
   });
 
-  it('order refund: part of a paid order, then the rest', async () => {
+  it('order refund: part of a paid order (with a reason), then the rest; each refund is listed and announced', async () => {
     const { orderId } = await paidOrder(oneTimePriceId);
-    const partial = await ok(['order', 'refund', '--order', orderId, '--amount', '1000']);
+    const partial = await ok(['order', 'refund', '--order', orderId, '--amount', '1000', '--reason', 'duplicate']);
     expect(partial).toMatchObject({ orderId, status: 'PAID', amountRefundedCents: 1000 });
     const full = await ok(['order', 'refund', '--order', orderId]);
     expect(full).toMatchObject({ orderId, status: 'REFUNDED', amountRefundedCents: 2500 });
+    const refunds = (await asA(ctx.merchant.get(`/v1/orders/${orderId}/refunds`))).body.data;
+    expect(refunds.map((r: { amountCents: number; reason: string | null; source: string }) => [r.amountCents, r.reason, r.source])).toEqual([
+      [1000, 'duplicate', 'kassa'],
+      [1500, null, 'kassa'],
+    ]);
+    const announced = (await ctx.testDb.database.db('webhook_events').where({ type: 'order.refunded' }).orderBy('seq')).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orderId));
+    expect(announced.map((e: { payload: unknown }) => (typeof e.payload === 'string' ? JSON.parse(e.payload) : e.payload).order.amountRefundedCents)).toEqual([1000, 2500]);
+    // An unknown reason is refused by the CLI itself.
+    expect((await cli(['order', 'refund', '--order', orderId, '--reason', 'because'])).code).not.toBe(0);
     expect((await asA(ctx.merchant.get(`/v1/orders/${orderId}`))).body.data).toMatchObject({ status: 'REFUNDED' });
     // A refunded order has nothing left to refund: the API's 409, relayed with exit 1.
     const again = await cli(['order', 'refund', '--order', orderId]);

@@ -46,8 +46,34 @@ app.post('/webhooks/kassa', express.raw({ type: 'application/json', limit: '1mb'
   }
   // Acknowledge first, work afterwards; de-duplicate on webhook-id (delivery is at least once).
   res.status(204).end();
-  const subject = 'order' in event.data ? ` ${event.data.order.orderId} ${event.data.order.status}` : '';
-  console.log(`verified ${event.type}${subject} (${String(req.headers['webhook-id'])})`);
+  console.log(`verified ${event.type}${describe(event)} (${String(req.headers['webhook-id'])})`);
 });
+
+/** One line of what the event says: the order or subscription, and what changed about it. */
+function describe(event: WebhookEvent): string {
+  switch (event.type) {
+    case 'order.refunded':
+    case 'order.refund_failed': {
+      const { order, refund } = event.data;
+      // refund.amountCents: this refund; order.amountRefundedCents: the order's refunded total after it.
+      return ` ${order.orderId} ${order.status} refund ${refund.refundId} ${refund.amountCents} ${refund.status}, refunded ${order.amountRefundedCents}/${order.amountCents} ${order.currency}`;
+    }
+    case 'order.dispute_created':
+    case 'order.dispute_closed': {
+      const { order, dispute } = event.data;
+      // Answer an open dispute in the Stripe Dashboard before evidenceDueBy.
+      return ` ${order.orderId} dispute ${dispute.disputeId} ${dispute.reason} ${dispute.status}${dispute.outcome ? ` (${dispute.outcome})` : ` evidence due ${dispute.evidenceDueBy ?? 'n/a'}`}`;
+    }
+    case 'subscription.action_required': {
+      const { subscription } = event.data;
+      // Send the buyer to Stripe's page for the renewal that needs them (3-D Secure).
+      return ` ${subscription.subscriptionId} needs the buyer: ${subscription.paymentAction?.hostedInvoiceUrl ?? '(already paid)'}`;
+    }
+    default:
+      if ('order' in event.data) return ` ${event.data.order.orderId} ${event.data.order.status}`;
+      if ('subscription' in event.data) return ` ${event.data.subscription.subscriptionId} ${event.data.subscription.status}`;
+      return '';
+  }
+}
 
 app.listen(port, () => console.log(`webhook receiver listening on http://localhost:${port}/webhooks/kassa`));

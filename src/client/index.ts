@@ -67,6 +67,8 @@ export {
   DEFAULT_TOLERANCE_SECONDS,
   type WebhookEvent,
   type OrderWebhookEvent,
+  type RefundWebhookEvent,
+  type DisputeWebhookEvent,
   type SubscriptionWebhookEvent,
   type TestWebhookEvent,
   type WebhookHeaders,

@@ -30,8 +30,12 @@ import type { components } from '../../generated/merchant.js';
 export type OrderWebhookEvent = components['schemas']['OrderWebhookEvent'];
 export type SubscriptionWebhookEvent = components['schemas']['SubscriptionWebhookEvent'];
 export type TestWebhookEvent = components['schemas']['TestWebhookEvent'];
+/** `order.refunded` / `order.refund_failed`: `data.order` and `data.refund`. */
+export type RefundWebhookEvent = components['schemas']['RefundWebhookEvent'];
+/** `order.dispute_created` / `order.dispute_closed`: `data.order` and `data.dispute`. */
+export type DisputeWebhookEvent = components['schemas']['DisputeWebhookEvent'];
 /** Every envelope Kassa sends; switch on `type`. */
-export type WebhookEvent = OrderWebhookEvent | SubscriptionWebhookEvent | TestWebhookEvent;
+export type WebhookEvent = OrderWebhookEvent | RefundWebhookEvent | DisputeWebhookEvent | SubscriptionWebhookEvent | TestWebhookEvent;
 
 export type WebhookSigningKey = components['schemas']['WebhookSigningKey'];
 /** The signing-key document, as its envelope or as the envelope's `data`. */

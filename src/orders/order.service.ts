@@ -43,11 +43,13 @@ export class OrderService {
         const made = await this.cardRefunds.refund({
           processorPaymentId: order.processorPaymentId,
           amount: refundAmount,
-          idempotencyKey: `kassa_refund_${order.id}_${order.amountRefundedCents}`,
+          idempotencyKey: await this.refundKey(stores, order),
           reverseTransfer: (await this.connectedAccountPaid(stores, order)) !== null,
           ...(reason && { reason }),
         });
-        if (await stores.refunds.findByProcessorId(made.refundId)) return order;
+        const known = await stores.refunds.findByProcessorId(made.refundId);
+        if (known && !countsAsRefunded(known.status)) throw conflict(`Stripe answered with refund ${made.refundId}, which already ${known.status}; nothing was refunded`);
+        if (known) return order;
         const status = made.status ?? 'succeeded';
         // Stripe answered with a refund that already failed: nothing was returned, so nothing is counted.
         if (!countsAsRefunded(status)) throw conflict(`Stripe could not make the refund (${made.failureReason ?? status}); nothing was refunded`);
@@ -57,6 +59,16 @@ export class OrderService {
       // The sandbox and crypto: the refund is Kassa's record (money is returned outside Kassa).
       return (await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status: 'succeeded', source: 'kassa', processorRefundId: null, failureReason: null }, this.clock.now())).order;
     });
+  }
+
+  /**
+   * The idempotency key of the order's next Stripe refund: the refunded total it starts from (a
+   * retry after a crash replays the refund Stripe made), and how many of its refunds failed since
+   * (after a failure the total is back where it was, and the same key would replay the failed one).
+   */
+  private async refundKey(stores: CommerceStores, order: Order): Promise<string> {
+    const failed = (await stores.refunds.listForOrder(order.orgId, order.id)).filter((r) => !countsAsRefunded(r.status)).length;
+    return `kassa_refund_${order.id}_${order.amountRefundedCents}${failed > 0 ? `_f${failed}` : ''}`;
   }
 
   /** The order's refunds, oldest first (404 for an order of another organization). */

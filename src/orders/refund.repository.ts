@@ -66,7 +66,7 @@ export class KnexRefundRepository implements RefundRepository {
   }
 
   async listForOrder(orgId: string, orderId: string): Promise<OrderRefund[]> {
-    const rows = await this.db<RefundRow>('order_refunds').where({ org_id: orgId, order_id: orderId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    const rows = await this.db<RefundRow>('order_refunds').where({ org_id: orgId, order_id: orderId }).orderBy('seq');
     return rows.map(toRefund);
   }
 }
@@ -144,7 +144,7 @@ export class KnexDisputeRepository implements DisputeRepository {
   }
 
   async listForOrder(orgId: string, orderId: string): Promise<OrderDispute[]> {
-    const rows = await this.db<DisputeRow>('order_disputes').where({ org_id: orgId, order_id: orderId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    const rows = await this.db<DisputeRow>('order_disputes').where({ org_id: orgId, order_id: orderId }).orderBy('seq');
     return rows.map(toDispute);
   }
 }

@@ -7,9 +7,11 @@ import express, { type Router } from 'express';
 import type { StripeEventService } from './stripe-processor.js';
 
 export const STRIPE_EVENTS_PATH = '/v1/processors/stripe/events';
+/** Where a Connect endpoint ("events on connected accounts") points: its own signing secret, STRIPE_CONNECT_WEBHOOK_SECRET. */
+export const STRIPE_CONNECT_EVENTS_PATH = '/v1/processors/stripe/connect-events';
 
-export function registerStripeEventRoute(router: Router, events: StripeEventService): void {
-  router.post(STRIPE_EVENTS_PATH, express.raw({ type: () => true, limit: '1mb' }), async (req, res, next) => {
+export function registerStripeEventRoute(router: Router, events: StripeEventService, path = STRIPE_EVENTS_PATH): void {
+  router.post(path, express.raw({ type: () => true, limit: '1mb' }), async (req, res, next) => {
     try {
       const payload = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const outcome = await events.receive(payload, req.header('stripe-signature'));

@@ -19,6 +19,8 @@ export interface StripeModule {
   checkout: StripeCheckout;
   refunds: StripeRefunds;
   events: StripeEventService;
+  /** Connect's events (`account.updated`), verified with the Connect endpoint's secret; absent without STRIPE_CONNECT_WEBHOOK_SECRET. */
+  connectEvents?: StripeEventService;
   connectedAccounts: StripeConnectedAccounts;
   /** Cancel, pause and resume of Stripe-billed subscriptions, made in Stripe first. */
   subscriptions: StripeSubscriptionBilling;
@@ -50,9 +52,9 @@ export function createStripeModule(deps: {
     const state = await connectedAccounts.read(accountId);
     return state && deps.recordConnectedAccount && (await deps.recordConnectedAccount(state)) ? ('applied' as const) : ('ignored' as const);
   };
-  const events = new StripeEventService(
+  const eventService = (secret: string) => new StripeEventService(
     stripe,
-    webhookSecret,
+    secret,
     repo,
     deps.uow,
     deps.payments,
@@ -63,12 +65,15 @@ export function createStripeModule(deps: {
     new RefundFlow(deps.uow, deps.clock),
     accountUpdated,
   );
+  const events = eventService(webhookSecret);
   return {
     checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts,
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
     events,
+    // Stripe signs each endpoint's deliveries with its own secret: Connect's endpoint posts to its own path.
+    ...(deps.config.connectWebhookSecret && { connectEvents: eventService(deps.config.connectWebhookSecret) }),
     reconciliationJob: () => {
       const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });
       return { name: 'stripe-reconciliation', intervalMs: reconcileIntervalMs, run: () => reconciler.run() };

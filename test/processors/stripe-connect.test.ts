@@ -17,6 +17,9 @@ import { nodeEntryArgs } from '../../tools/node-entry.js';
 
 const SECRET_KEY = 'sk_test_kassaconnect';
 const WEBHOOK_SECRET = 'whsec_kassaconnectsecret';
+/** The Connect endpoint's own secret ("events on connected accounts" is a separate endpoint in Stripe). */
+const CONNECT_WEBHOOK_SECRET = 'whsec_kassaconnectendpoint';
+const CONNECT_EVENTS = '/v1/processors/stripe/connect-events';
 const EVENTS = '/v1/processors/stripe/events';
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 
@@ -28,7 +31,7 @@ beforeAll(async () => {
   stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx.clock.now() });
   const base = await stripe.start();
   ctx = await createTestContext({
-    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500' },
+    env: { STRIPE_SECRET_KEY: SECRET_KEY, STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_CONNECT_WEBHOOK_SECRET: CONNECT_WEBHOOK_SECRET, STRIPE_API_BASE_URL: base, STRIPE_TIMEOUT_MS: '500' },
   });
   const productA = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Course' });
   priceA = (await ctx.services.catalog.createPrice(productA.id, { amount: 5000, currency: 'USD' })).id;
@@ -61,10 +64,10 @@ async function pay(session: { id: string; stripeId: string }, apiKey: string) {
   expect(read.orderStatus).toBe('PAID');
   return { orderId: read.orderId as string, intentId: paid.payment_intent as string };
 }
-/** A Stripe event posted to Kassa's endpoint, signed as Stripe signs. */
-const deliver = (event: import('stripe').Stripe.Event) => {
-  const { signature, payload } = stripe.signed(event);
-  return ctx.merchant.post(EVENTS).set('Content-Type', 'application/json').set('Stripe-Signature', signature).send(payload);
+/** A Connect event posted to Kassa's Connect endpoint, signed as Stripe signs with that endpoint's secret. */
+const deliver = (event: import('stripe').Stripe.Event, secret = CONNECT_WEBHOOK_SECRET) => {
+  const { signature, payload } = stripe.signed(event, secret);
+  return ctx.merchant.post(CONNECT_EVENTS).set('Content-Type', 'application/json').set('Stripe-Signature', signature).send(payload);
 };
 const refund = (orderId: string, amount?: number) => ctx.admin.post(`/v1/orders/${orderId}/refund`).send(amount === undefined ? {} : { amount });
 const refundRequests = (since: number) => stripe.requests.slice(since).filter((r) => r.path === '/v1/refunds');
@@ -218,6 +221,9 @@ describe('destination charges', () => {
     const account = stripe.connectAccount();
     expect((await bind(ctx.orgA.orgId, account.id)).status).toBe(200);
     const restricted = stripe.restrictAccount(account.id);
+    // Signed with the platform endpoint's secret, it is not the Connect endpoint's: refused, nothing recorded.
+    expect((await deliver(restricted, WEBHOOK_SECRET)).status).toBe(400);
+    expect((await binding(ctx.orgA.orgId)).body.data.state).toBeNull();
     expect((await deliver(restricted)).body).toEqual({ received: true, outcome: 'applied' });
     // Redelivered: applied once.
     expect((await deliver(restricted)).body.outcome).toBe('duplicate');

@@ -500,7 +500,8 @@ export class FakeStripe {
 
   /** Records the event Stripe sends for a change on its side (listed by `GET /v1/events`). */
   private record(type: Stripe.Event.Type, object: { id: string }): Stripe.Event {
-    const event = this.eventFor(type, structuredClone(object));
+    // A copy as Stripe would send it (JSON: the SDK's Decimal amounts as their strings), not a live reference.
+    const event = this.eventFor(type, JSON.parse(JSON.stringify(object)) as { id: string });
     this.log.push(event);
     return event;
   }

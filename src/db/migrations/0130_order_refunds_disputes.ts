@@ -8,8 +8,10 @@
 import type { Knex } from 'knex';
 
 export async function up(db: Knex): Promise<void> {
+  // seq: the order they were recorded in (two refunds can share a timestamp).
   await db.raw(`CREATE TABLE order_refunds (
     id text PRIMARY KEY,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
     org_id text NOT NULL,
     order_id text NOT NULL REFERENCES orders(id),
     amount_cents bigint NOT NULL CHECK (amount_cents > 0),
@@ -23,9 +25,10 @@ export async function up(db: Knex): Promise<void> {
     updated_at timestamptz NOT NULL
   )`);
   await db.raw('CREATE UNIQUE INDEX order_refunds_processor_refund ON order_refunds (processor_refund_id) WHERE processor_refund_id IS NOT NULL');
-  await db.raw('CREATE INDEX order_refunds_order ON order_refunds (order_id, created_at)');
+  await db.raw('CREATE INDEX order_refunds_order ON order_refunds (order_id, seq)');
   await db.raw(`CREATE TABLE order_disputes (
     id text PRIMARY KEY,
+    seq bigint GENERATED ALWAYS AS IDENTITY,
     org_id text NOT NULL,
     order_id text NOT NULL REFERENCES orders(id),
     processor_dispute_id text NOT NULL UNIQUE,
@@ -39,7 +42,7 @@ export async function up(db: Knex): Promise<void> {
     updated_at timestamptz NOT NULL,
     closed_at timestamptz
   )`);
-  await db.raw('CREATE INDEX order_disputes_order ON order_disputes (order_id, created_at)');
+  await db.raw('CREATE INDEX order_disputes_order ON order_disputes (order_id, seq)');
 }
 
 export async function down(db: Knex): Promise<void> {
