@@ -95,7 +95,7 @@ describe('the x402 settlement finisher job', () => {
     expect(workerJobs({ services: world.ctx.services }).map((j) => j.name)).toContain('x402-settlement-finisher');
   });
 
-  it('records a settlement left SUBMITTED once it is stale: one PAID order of the price\'s product, one order.paid', async () => {
+  it('records a settlement left SUBMITTED once it is stale: one PAID order, one order.paid', async () => {
     const balance = await world.balanceOf(world.agentWallet);
     const txHash = await settleAndCrash(await signedRequest());
     expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(0.01));
