@@ -855,7 +855,14 @@ export interface paths {
          *     `payTo`; its EIP-712 signature (domain `extra.name`, `extra.version`, chain id, asset)
          *     recovers to `from`; its validity window holds now (Kassa's clock, with 6 seconds of margin
          *     for settlement, as the reference facilitator); its nonce is unused, both in Kassa's
-         *     settlements and on chain (`authorizationState`); and `from` holds the amount. A
+         *     settlements and on chain (`authorizationState`); and `from` holds the amount.
+         *     `value`, `validAfter` and `validBefore` are uint256 written in decimal or as `0x` hex
+         *     (decision: what the scheme allows, as the official facilitator reads them); out of range
+         *     or anything else is `invalid_exact_evm_authorization_value`. Smart-contract wallet payers
+         *     are refused (decision: Kassa submits the `(v, r, s)` form of `transferWithAuthorization`):
+         *     an ERC-6492 signature with `eip6492_factory_not_allowed` (the official facilitator's
+         *     answer when no deployment factory is allowed, its default), any other signature that is
+         *     not a 65-byte ECDSA signature by `from` (ERC-1271) with `invalid_exact_evm_signature`. A
          *     payment that fails a check is `200` with `isValid: false`, an `invalidReason` from the
          *     x402 vocabulary and a human `invalidMessage` (decision: the answer is about the payment,
          *     not the request, so it is not a 4xx; the x402 clients read both). The chain's node
@@ -883,7 +890,10 @@ export interface paths {
          * @description x402 v2 `settle`. Runs every check of `verify`, then submits
          *     `transferWithAuthorization` from Kassa's relayer account (created by the operator with
          *     `npm run -s admin -- x402 relayer-create` and funded with gas), waits for the chain's
-         *     configured confirmations and answers `success: true` with the transaction hash.
+         *     configured confirmations, checks that the mined receipt's `Transfer` event moves exactly
+         *     the authorized value of that token from the payer to `payTo` (otherwise the settlement
+         *     fails with `invalid_exact_evm_transfer_event_mismatch` and no order is recorded, as the
+         *     official facilitator), and answers `success: true` with the transaction hash.
          *
          *     **Once per authorization, one success.** An authorization (chain, token, `from`, nonce) is
          *     settled at most once, and exactly one `settle` call is answered `success: true`: the one
@@ -996,9 +1006,11 @@ export interface paths {
          *     `error` says so (the paywall stays on, payable once a wallet is added). A request carrying a valid `PAYMENT-SIGNATURE` is settled
          *     through `POST /v1/x402/settle`'s path (a `PAID` order of the price's product, `order.paid`,
          *     the payer as customer, entitlements) and answered with a `PAYMENT-RESPONSE` header and:
-         *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","data":{orderId,
-         *       pricingId, productId, amount, currency, network, asset, amountUnits, payer, payTo,
-         *       transaction, paidAt}}`, signed exactly like a webhook delivery (`webhook-id`,
+         *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","timestamp":…,
+         *       "data":{orderId, pricingId, productId, amount, currency, network, asset, amountUnits,
+         *       payer, payTo, transaction, paidAt}}` (`timestamp`: when the receipt was signed, ISO 8601,
+         *       equal to `data.paidAt` and to the `webhook-timestamp` header's second; the top level has
+         *       the shape of a webhook delivery), signed exactly like a webhook delivery (`webhook-id`,
          *       `webhook-timestamp`, `webhook-signature` with the key at
          *       `GET {api_url}/v1/webhooks/signing-key`), so the merchant's webhook verifier checks it;
          *     * with `contentUrl`: `303` to it, the order id appended as the `kassa_order_id` query

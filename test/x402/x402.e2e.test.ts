@@ -3,6 +3,7 @@
  * @x402/express uses Kassa as its facilitator, and an agent pays it through @x402/fetch with
  * Kassa's agent-wallet signer (every signature a policy-checked sign-typed-data request).
  */
+import { serializeErc6492Signature } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { x402Client, decodePaymentResponseHeader } from '@x402/fetch';
 import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
@@ -200,6 +201,34 @@ describe('settling one payload', () => {
       world.ctx.clock.set(started);
     }
     expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+  });
+
+  it('accepts authorization value, validAfter and validBefore written as 0x hex integers (as the official facilitator) and settles them once', async () => {
+    const { payload, requirements } = await signedPayload();
+    const auth = (payload.payload as { authorization: Record<string, string> }).authorization;
+    const hex = (v: string) => `0x${BigInt(v).toString(16)}`;
+    const hexed = { ...payload, payload: { ...payload.payload, authorization: { ...auth, value: hex(auth.value!), validAfter: hex(auth.validAfter!), validBefore: hex(auth.validBefore!) } } };
+    const facilitator = world.facilitator();
+    expect(await facilitator.verify(hexed, requirements)).toMatchObject({ isValid: true, payer: world.agentWallet });
+    const balance = await world.balanceOf(world.agentWallet);
+    expect(await facilitator.settle(hexed, requirements)).toMatchObject({ success: true });
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
+    // The decimal form is the same authorization: refused as already used.
+    expect(await facilitator.settle(payload, requirements)).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
+    // Out of uint256: refused with the code of a malformed authorization.
+    const huge = { ...payload, payload: { ...payload.payload, authorization: { ...auth, value: `0x1${'0'.repeat(64)}` } } };
+    expect(await facilitator.verify(huge, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_authorization_value' });
+  });
+
+  it('refuses smart-contract wallet signatures with reason codes: ERC-6492 eip6492_factory_not_allowed, other non-ECDSA (ERC-1271) invalid_exact_evm_signature', async () => {
+    const { payload, requirements } = await signedPayload();
+    const inner = (payload.payload as { signature: `0x${string}` }).signature;
+    const with6492 = { ...payload, payload: { ...payload.payload, signature: serializeErc6492Signature({ address: world.relayer, data: '0xdeadbeef', signature: inner }) } };
+    const erc1271 = { ...payload, payload: { ...payload.payload, signature: `${inner}${'ab'.repeat(40)}` } };
+    const facilitator = world.facilitator();
+    expect(await facilitator.verify(with6492, requirements)).toMatchObject({ isValid: false, invalidReason: 'eip6492_factory_not_allowed', payer: world.agentWallet });
+    expect(await facilitator.settle(with6492, requirements)).toMatchObject({ success: false, errorReason: 'eip6492_factory_not_allowed' });
+    expect(await facilitator.verify(erc1271, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_signature', payer: world.agentWallet });
   });
 
   it('another organization\'s key cannot settle a payment to this organization\'s wallet', async () => {
