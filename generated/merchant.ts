@@ -307,7 +307,7 @@ export interface paths {
          *     | listCustomers, getCustomer | `customers:read` |
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
-         *     | getX402Supported, verifyX402Payment, settleX402Payment, putX402Paywall, deleteX402Paywall | `x402:settle` |
+         *     | getX402Supported, verifyX402Payment, settleX402Payment, getX402Settlement, putX402Paywall, deleteX402Paywall | `x402:settle` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -1011,10 +1011,19 @@ export interface paths {
          *     `payTo`; its EIP-712 signature (domain `extra.name`, `extra.version`, chain id, asset)
          *     recovers to `from`; its validity window holds now (Kassa's clock, with 6 seconds of margin
          *     for settlement, as the reference facilitator); its nonce is unused, both in Kassa's
-         *     settlements and on chain (`authorizationState`); and `from` holds the amount. A
+         *     settlements and on chain (`authorizationState`); and `from` holds the amount.
+         *     `value`, `validAfter` and `validBefore` are uint256 written in decimal or as `0x` hex
+         *     (decision: what the scheme allows, as the official facilitator reads them); out of range
+         *     or anything else is `invalid_exact_evm_authorization_value`. Smart-contract wallet payers
+         *     are refused (decision: Kassa submits the `(v, r, s)` form of `transferWithAuthorization`):
+         *     an ERC-6492 signature with `eip6492_factory_not_allowed` (the official facilitator's
+         *     answer when no deployment factory is allowed, its default), any other signature that is
+         *     not a 65-byte ECDSA signature by `from` (ERC-1271) with `invalid_exact_evm_signature`. A
          *     payment that fails a check is `200` with `isValid: false`, an `invalidReason` from the
          *     x402 vocabulary and a human `invalidMessage` (decision: the answer is about the payment,
-         *     not the request, so it is not a 4xx; the x402 clients read both).
+         *     not the request, so it is not a 4xx; the x402 clients read both). The chain's node
+         *     unreachable: `503` `SERVICE_UNAVAILABLE` with `Retry-After` (decision: retry later, the
+         *     payment itself was not judged).
          */
         post: operations["verifyX402Payment"];
         delete?: never;
@@ -1037,13 +1046,20 @@ export interface paths {
          * @description x402 v2 `settle`. Runs every check of `verify`, then submits
          *     `transferWithAuthorization` from Kassa's relayer account (created by the operator with
          *     `npm run -s admin -- x402 relayer-create` and funded with gas), waits for the chain's
-         *     configured confirmations and answers `success: true` with the transaction hash.
+         *     configured confirmations, checks that the mined receipt's `Transfer` event moves exactly
+         *     the authorized value of that token from the payer to `payTo` (otherwise the settlement
+         *     fails with `invalid_exact_evm_transfer_event_mismatch` and no order is recorded, as the
+         *     official facilitator), and answers `success: true` with the transaction hash.
          *
-         *     **Once per authorization.** An authorization (chain, token, `from`, nonce) is settled at
-         *     most once: settling the same payload again, concurrently or later, submits nothing and
-         *     answers the first settlement's result (the same `transaction`); a different payload
-         *     reusing the nonce is refused (`invalid_exact_evm_nonce_already_used`). The
-         *     token contract refuses a used nonce too, so funds never move twice.
+         *     **Once per authorization, one success.** An authorization (chain, token, `from`, nonce) is
+         *     settled at most once, and exactly one `settle` call is answered `success: true`: the one
+         *     that submitted its transaction (decision: as the official `@x402/evm` facilitator, so
+         *     that one payment buys one response — `@x402/express` answers the others `402`). Settling
+         *     the same payload again, concurrently or later, submits nothing and answers
+         *     `success: false` with `invalid_exact_evm_nonce_already_used`; so does a different payload
+         *     reusing the nonce. The token contract refuses a used nonce too, so funds never move twice.
+         *     A merchant whose settle answer was lost (a timeout, a crash) does not settle again: it
+         *     looks the outcome up with `GET /v1/x402/settlements` (`getX402Settlement`).
          *
          *     **Every settlement is an order.** A settled payment creates a `PAID` order (provider
          *     `CRYPTO`, `chain`, `txHash`, `fromAddress`, the amount in token units, currency the token)
@@ -1078,8 +1094,42 @@ export interface paths {
          *
          *     A payment that fails is `200` with `success: false`, an `errorReason` and `errorMessage`
          *     (on-chain revert: `invalid_exact_evm_transaction_failed`, no order).
+         *
+         *     **Chain node unreachable** (decision): `503` `SERVICE_UNAVAILABLE` with `Retry-After`
+         *     (as `verify`), never a refusal of the payment. When nothing was submitted the claim is
+         *     released and the same payload can be settled again; when the node went away after the
+         *     transaction was submitted, the worker finishes the settlement and `getX402Settlement`
+         *     tells its outcome.
          */
         post: operations["settleX402Payment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/x402/settlements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Look up the settlement of one x402 authorization
+         * @description The organization's settlement of one EIP-3009 authorization, named by its `network`,
+         *     `asset`, payer (`authorization.from`) and `nonce` (all in the payment payload the merchant
+         *     sent to `settle`). The way to recover a lost `settle` answer: a second `settle` of the same
+         *     payload is refused (`invalid_exact_evm_nonce_already_used`), this lookup says what
+         *     happened. `status`: `SUBMITTING` (claimed, not yet sent), `SUBMITTED` (sent, waiting for
+         *     confirmations; finished by the worker if its settle died), `SETTLED` (`transaction`
+         *     confirmed, `orderId` the `PAID` order), `FAILED` (nothing moved, `errorReason`; the payload
+         *     may be settled again), `REMOVED` (reorganized off the chain, its order `FAILED`).
+         *     `404` when the organization has no settlement of that authorization.
+         */
+        get: operations["getX402Settlement"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1112,21 +1162,27 @@ export interface paths {
          *     `error` says so (the paywall stays on, payable once a wallet is added). A request carrying a valid `PAYMENT-SIGNATURE` is settled
          *     through `POST /v1/x402/settle`'s path (a `PAID` order of the price's product, `order.paid`,
          *     the payer as customer, entitlements) and answered with a `PAYMENT-RESPONSE` header and:
-         *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","data":{orderId,
-         *       pricingId, productId, amount, currency, network, asset, amountUnits, payer, payTo,
-         *       transaction, paidAt}}`, signed with the key at `GET {api_url}/v1/webhooks/signing-key`
-         *       in the headers of a webhook delivery (`webhook-id`, `webhook-timestamp`,
-         *       `webhook-signature`) but for another purpose (decision): the signature entries are
-         *       `x402r1,<base64>` over `kassa/x402-receipt/v1` and a newline before
-         *       `webhook-id.webhook-timestamp.body`, so a receipt never verifies as a webhook delivery
-         *       nor a delivery as a receipt. Check it with the SDK's `verifyX402Receipt` (not
-         *       `verifyWebhook`, which refuses it with `not_a_webhook`);
+         *     * without `contentUrl`: `200` and a receipt `{"type":"x402.receipt","timestamp":…,
+         *       "data":{orderId, pricingId, productId, amount, currency, network, asset, amountUnits,
+         *       payer, payTo, transaction, paidAt}}` (`timestamp`: when the receipt was signed, ISO 8601,
+         *       equal to `data.paidAt` and to the `webhook-timestamp` header's second), signed with the
+         *       key at `GET {api_url}/v1/webhooks/signing-key` in the headers of a webhook delivery
+         *       (`webhook-id`, `webhook-timestamp`, `webhook-signature`) but for another purpose
+         *       (decision): the signature entries are `x402r1,<base64>` over `kassa/x402-receipt/v1` and
+         *       a newline before `webhook-id.webhook-timestamp.body`, so a receipt never verifies as a
+         *       webhook delivery nor a delivery as a receipt. Check it with the SDK's `verifyX402Receipt`
+         *       (not `verifyWebhook`, which refuses it with `not_a_webhook`);
          *     * with `contentUrl`: `303` to it, the order id appended as the `kassa_order_id` query
          *       parameter (check it with `GET /v1/entitlements/check` or `GET /v1/orders/{id}`).
          *
          *     A payment is good for one answer: a payload that was already settled is refused (`402`,
          *     error `invalid_exact_evm_nonce_already_used`). Other refusals of the payment (wrong amount,
-         *     expired, bad signature) are `402` with the reason as the `PAYMENT-REQUIRED` `error`.
+         *     expired, bad signature) are `402` with the reason as the `PAYMENT-REQUIRED` `error`: an
+         *     x402 reason code, never prose (`invalid_payload` for a header that is not base64 JSON of an
+         *     object, `invalid_payment_requirements` for terms of another network, asset or scheme, the
+         *     facilitator's `invalid_exact_evm_*` codes otherwise); the human message is in the
+         *     `PAYMENT-RESPONSE` header's `errorMessage` when a settlement was tried. The chain's node
+         *     unreachable: `503` with `Retry-After` (JSON envelope `SERVICE_UNAVAILABLE`, or a page).
          *     An unknown or turned-off paywall answers `404`, a price deactivated (or a product archived)
          *     since `410` (JSON for
          *     clients that do not accept `text/html`, a page otherwise). The URL is rate-limited per
@@ -1734,6 +1790,34 @@ export interface components {
             /** @description Transaction hash, or empty when nothing was settled. */
             transaction: string;
             network: components["schemas"]["X402Network"];
+        };
+        X402Settlement: {
+            settlementId: string;
+            /** @enum {string} */
+            status: "SUBMITTING" | "SUBMITTED" | "SETTLED" | "FAILED" | "REMOVED";
+            network: components["schemas"]["X402Network"];
+            asset: string;
+            payer: string;
+            payTo: string;
+            /** @description Token base units. */
+            amount: string;
+            nonce: string;
+            /** @description The relayer's transaction hash, once submitted. */
+            transaction: string | null;
+            /** @description The `PAID` order, once settled. */
+            orderId: string | null;
+            /** @description x402 reason code of a `FAILED` settlement. */
+            errorReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        X402SettlementResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["X402Settlement"];
         };
         X402SupportedResponse: {
             kinds: {
@@ -4478,6 +4562,75 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getX402Settlement: {
+        parameters: {
+            query: {
+                /**
+                 * @description CAIP-2 network of the payment.
+                 * @example eip155:8453
+                 */
+                network: components["schemas"]["X402Network"];
+                /**
+                 * @description Token contract address (case-insensitive).
+                 * @example 0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913
+                 */
+                asset: string;
+                /**
+                 * @description The authorization's `from` address (case-insensitive).
+                 * @example 0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984
+                 */
+                payer: string;
+                /**
+                 * @description The authorization's 32-byte `nonce` (case-insensitive).
+                 * @example 0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480
+                 */
+                nonce: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settlement. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "settlementId": "X4S_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *         "status": "SETTLED",
+                     *         "network": "eip155:8453",
+                     *         "asset": "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913",
+                     *         "payer": "0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984",
+                     *         "payTo": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "amount": "10000",
+                     *         "nonce": "0xf3746613c2d920b5fdabc0856f2aeb2d4f88ee6037b8cc5d04a71a4462f13480",
+                     *         "transaction": "0x8f3c0d5e2b1a4f6e9d7c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e",
+                     *         "orderId": "ORD_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *         "errorReason": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:04.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["X402SettlementResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

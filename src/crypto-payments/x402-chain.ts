@@ -3,8 +3,9 @@
  * token's reads, the simulation and submission of `transferWithAuthorization` from the relayer,
  * and the receipts of what was submitted.
  */
-import { createPublicClient, createWalletClient, encodeFunctionData, http, parseAbi, type Chain, type Hex } from 'viem';
+import { BaseError, createPublicClient, getAddress, createWalletClient, encodeFunctionData, http, HttpRequestError, parseAbi, TimeoutError, type Chain, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { AppError, serviceUnavailable } from '../kernel/errors.js';
 import type { ChainConfig } from './crypto-config.js';
 import { viemRelayer, type RelayerNonces } from './relayer.js';
 
@@ -16,8 +17,18 @@ export const EIP3009_ABI = parseAbi([
   'function version() view returns (string)',
 ]);
 
+const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
+
 /** `transferWithAuthorization`'s arguments: from, to, value, validAfter, validBefore, nonce, v, r, s. */
 export type TransferArgs = readonly [`0x${string}`, `0x${string}`, bigint, bigint, bigint, Hex, number, Hex, Hex];
+
+/** An ERC-20 Transfer event of a receipt. */
+export interface TokenTransfer {
+  token: `0x${string}`;
+  from: `0x${string}`;
+  to: `0x${string}`;
+  value: bigint;
+}
 
 /** Reads and submissions on one chain (viem over the chain's RPC URL). */
 export interface X402Chain {
@@ -28,13 +39,49 @@ export interface X402Chain {
   submit(relayerKey: Hex, token: `0x${string}`, args: TransferArgs): Promise<Hex>;
   /** The token's EIP-712 domain name and version (FiatToken's `name()` and `version()`). */
   tokenDomain(token: `0x${string}`): Promise<{ name: string; version: string }>;
-  /** The mined transaction's status and block; null when it is not in the canonical chain. */
-  receipt(txHash: Hex): Promise<{ status: 'success' | 'reverted'; blockNumber: bigint; blockHash: Hex } | null>;
+  /** The mined transaction's status, block and Transfer events; null when it is not in the canonical chain. */
+  receipt(txHash: Hex): Promise<{ status: 'success' | 'reverted'; blockNumber: bigint; blockHash: Hex; transfers: TokenTransfer[] } | null>;
   /** Whether the node knows the transaction at all (mined or pending). */
   transactionKnown(txHash: Hex): Promise<boolean>;
   blockNumber(): Promise<bigint>;
-  /** Waits until the transaction has `confirmations` blocks (its own included); its status. */
-  waitFor(txHash: Hex, confirmations: number): Promise<'success' | 'reverted'>;
+  /** Waits until the transaction has `confirmations` blocks (its own included); its status and Transfer events. */
+  waitFor(txHash: Hex, confirmations: number): Promise<{ status: 'success' | 'reverted'; transfers: TokenTransfer[] }>;
+}
+
+/** The ERC-20 Transfer events among a receipt's logs. */
+export function transfersOf(logs: ReadonlyArray<{ address: `0x${string}`; topics: readonly Hex[]; data: Hex }>): TokenTransfer[] {
+  const transfers: TokenTransfer[] = [];
+  for (const log of logs) {
+    if (log.topics[0] !== TRANSFER_TOPIC || log.topics.length !== 3) continue;
+    transfers.push({ token: getAddress(log.address), from: getAddress(`0x${log.topics[1]!.slice(26)}`), to: getAddress(`0x${log.topics[2]!.slice(26)}`), value: BigInt(log.data) });
+  }
+  return transfers;
+}
+
+/** A node that did not answer (connection refused, HTTP error status, timeout), as opposed to an answer refusing the call. */
+export function isNodeUnreachable(err: unknown): boolean {
+  if (err instanceof AppError) return err.code === 'SERVICE_UNAVAILABLE';
+  if (err instanceof BaseError) return Boolean(err.walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError));
+  return err instanceof TypeError && /fetch failed/i.test(err.message);
+}
+
+/**
+ * Every call of `access`, with an unreachable node turned into a 503 (`Retry-After`): verify,
+ * settle and the paywall answer "try again" rather than a 500 or a refusal of the payment.
+ */
+export function unavailableWhenUnreachable(chain: ChainConfig, access: X402Chain): X402Chain {
+  const wrapped = {} as Record<string, unknown>;
+  for (const [name, fn] of Object.entries(access) as Array<[string, (...args: unknown[]) => Promise<unknown>]>) {
+    wrapped[name] = async (...args: unknown[]) => {
+      try {
+        return await fn(...args);
+      } catch (err) {
+        if (isNodeUnreachable(err)) throw serviceUnavailable(`The node of ${chain.name} (eip155:${chain.chainId}) is unreachable; retry later`);
+        throw err;
+      }
+    };
+  }
+  return wrapped as unknown as X402Chain;
 }
 
 /** With `nonces`, submissions take their nonce from it (one per transaction across processes; src/crypto-payments/relayer.ts). */
@@ -70,7 +117,7 @@ export function viemX402Chain(chain: ChainConfig, nonces?: RelayerNonces): X402C
     receipt: async (hash) => {
       try {
         const receipt = await client.getTransactionReceipt({ hash });
-        return { status: receipt.status, blockNumber: receipt.blockNumber, blockHash: receipt.blockHash };
+        return { status: receipt.status, blockNumber: receipt.blockNumber, blockHash: receipt.blockHash, transfers: transfersOf(receipt.logs) };
       } catch (err) {
         if ((err as Error).name === 'TransactionReceiptNotFoundError') return null;
         throw err;
@@ -88,7 +135,7 @@ export function viemX402Chain(chain: ChainConfig, nonces?: RelayerNonces): X402C
     blockNumber: () => client.getBlockNumber({ cacheTime: 0 }),
     waitFor: async (txHash, confirmations) => {
       const receipt = await client.waitForTransactionReceipt({ hash: txHash, confirmations: Math.max(1, confirmations), timeout: 600_000 });
-      return receipt.status;
+      return { status: receipt.status, transfers: transfersOf(receipt.logs) };
     },
   };
 }

@@ -18,7 +18,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { ChainConfig, CryptoConfig } from './crypto-config.js';
 import type { CryptoRepository } from './crypto.repository.js';
-import { viemX402Chain, type X402Chain } from './x402-chain.js';
+import { unavailableWhenUnreachable, viemX402Chain, type X402Chain } from './x402-chain.js';
 import type { RelayerNonces } from './relayer.js';
 import { X402_REASONS, X402Refusal } from './x402-reasons.js';
 import { X402Sales, type X402Catalog } from './x402-sale.js';
@@ -34,6 +34,7 @@ export type X402FacilitatorRequest = components['schemas']['X402FacilitatorReque
 export type X402VerifyResponse = components['schemas']['X402VerifyResponse'];
 export type X402SettleResponse = components['schemas']['X402SettleResponse'];
 export type X402SupportedResponse = components['schemas']['X402SupportedResponse'];
+export type X402SettlementView = components['schemas']['X402Settlement'];
 
 const RELAYER_ID = 'default';
 
@@ -64,7 +65,7 @@ export class X402FacilitatorService {
   chainClient(chain: ChainConfig): X402Chain {
     let client = this.chains.get(chain.chainId);
     if (!client) {
-      client = this.options.chainFor ? this.options.chainFor(chain) : viemX402Chain(chain, this.options.relayerNonces);
+      client = unavailableWhenUnreachable(chain, this.options.chainFor ? this.options.chainFor(chain) : viemX402Chain(chain, this.options.relayerNonces));
       this.chains.set(chain.chainId, client);
     }
     return client;
@@ -162,6 +163,31 @@ export class X402FacilitatorService {
     const payment = await this.verifier.check(orgId, buyerPayment(request.paymentPayload), requirements);
     const sale = await this.sales.ofRequirements(orgId, requirements, payment.token);
     return { payment, terms: { requirements, sale, resourceUrl: null } };
+  }
+
+  /**
+   * The organization's settlement of one authorization (network, asset, payer, nonce): how a
+   * merchant whose settle answer was lost learns the outcome without settling again.
+   */
+  async settlement(orgId: string, query: { network: string; asset: string; payer: string; nonce: string }): Promise<X402SettlementView> {
+    const chainId = /^eip155:([0-9]{1,12})$/.exec(query.network)?.[1];
+    const found = chainId ? await this.settler.find(orgId, Number(chainId), query.asset, query.payer, query.nonce) : undefined;
+    if (!found) throw notFound('x402 settlement');
+    return {
+      settlementId: found.id,
+      status: found.status,
+      network: `eip155:${found.chainId}`,
+      asset: found.token,
+      payer: found.payer,
+      payTo: found.payTo,
+      amount: found.value,
+      nonce: found.nonce,
+      transaction: found.txHash,
+      orderId: found.orderId,
+      errorReason: found.errorReason,
+      createdAt: found.createdAt.toISOString(),
+      updatedAt: found.updatedAt.toISOString(),
+    };
   }
 
   finishSubmitted(limit?: number): Promise<number> {

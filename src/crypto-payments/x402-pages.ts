@@ -6,9 +6,11 @@
  */
 import type { Request, Response, Router } from 'express';
 import { decodePaymentSignatureHeader, encodePaymentRequiredHeader, encodePaymentResponseHeader } from '@x402/core/http';
+import { AppError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import { escapeHtml, layout, messagePage, pageFailure, sendPage } from '../pages/page.js';
 import type { PaywallAnswer, X402PaywallService } from './x402-paywall.service.js';
+import { X402_REASONS } from './x402-reasons.js';
 
 export const PAYWALL_PATH_PREFIX = '/x402/prices/';
 /** Price ids are `PRC_` and base62; anything else names no paywall. */
@@ -69,14 +71,21 @@ export function registerX402Pages(router: Router, paywalls: X402PaywallService, 
       if (header) {
         try {
           payment = decodePaymentSignatureHeader(header) as unknown as typeof payment;
-          if (!payment || typeof payment !== 'object' || typeof payment.accepted !== 'object' || typeof payment.payload !== 'object') throw new Error('not a payment payload');
+          // Only the outer shape here; every field inside is checked by the facilitator's verification.
+          if (payment === null || typeof payment !== 'object' || Array.isArray(payment)) throw new Error('not a payment payload');
         } catch {
           payment = undefined;
-          paymentError = 'invalid_payload: the PAYMENT-SIGNATURE header is not a base64 JSON x402 payment payload';
+          paymentError = X402_REASONS.payload;
         }
       }
       send(req, res, await paywalls.answer(id, payment, paymentError));
     } catch (err) {
+      // The chain's node unreachable (503, Retry-After): an x402 client gets the envelope, a browser the page.
+      if (err instanceof AppError && err.code === 'SERVICE_UNAVAILABLE' && !wantsHtml(req)) {
+        logger.warn({ err }, 'x402 paywall unavailable');
+        res.status(503).set({ 'Cache-Control': 'no-store', ...err.options.headers }).json({ success: false, message: err.message, error: { code: err.code, message: err.message } });
+        return;
+      }
       fail(req, res, err);
     }
   });

@@ -114,11 +114,12 @@ export class X402PaywallService {
     if (terms.accepts.length === 0) return required('This resource cannot be paid right now: the merchant has no receiving wallet on a USDC chain');
     if (paymentError) return required(paymentError);
     if (!payment) return required();
-    const accepted = payment.accepted;
+    const accepted = (payment.accepted ?? undefined) as { network?: unknown; asset?: unknown; scheme?: unknown } | undefined;
     const requirements = terms.accepts.find(
       (r) => r.network === accepted?.network && r.asset.toLowerCase() === String(accepted?.asset).toLowerCase() && r.scheme === accepted?.scheme,
     );
-    if (!requirements) return required('The payment is for a network or asset this resource does not accept');
+    // A network, asset or scheme this resource does not accept (or no accepted terms at all).
+    if (!requirements) return required(typeof accepted === 'object' ? X402_REASONS.requirements : X402_REASONS.payload);
     // Kassa's own terms: the paywall record decides what is sold; the client's payload only pays.
     const settled = await this.facilitator.settlePaywall(paywall.orgId, buyerPayment(payment), {
       requirements,

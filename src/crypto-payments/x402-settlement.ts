@@ -14,7 +14,7 @@ import { newId } from '../kernel/ids.js';
 import type { Logger } from '../kernel/logger.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
-import type { X402Chain } from './x402-chain.js';
+import { isNodeUnreachable, type TokenTransfer, type X402Chain } from './x402-chain.js';
 import { X402_REASONS, X402Refusal, type X402Reason } from './x402-reasons.js';
 import type { X402Sales } from './x402-sale.js';
 import type { MerchantTerms, Sale } from './x402-terms.js';
@@ -40,6 +40,15 @@ export interface Settled {
 
 export function settleFailure(network: string, reason: X402Reason, message: string, payer?: string): Settled {
   return { response: { success: false, errorReason: reason, errorMessage: message, transaction: '', network, ...(payer ? { payer } : {}) } };
+}
+
+/**
+ * Whether the mined receipt moves exactly the authorized value of the settlement's token from the
+ * payer to payTo (one Transfer event), as the official facilitator checks before answering success.
+ */
+export function movesAuthorizedValue(settlement: Pick<X402Settlement, 'token' | 'payer' | 'payTo' | 'value'>, transfers: TokenTransfer[]): boolean {
+  const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+  return transfers.some((t) => same(t.token, settlement.token) && same(t.from, settlement.payer) && same(t.to, settlement.payTo) && t.value === BigInt(settlement.value));
 }
 
 export class X402Settler {
@@ -78,8 +87,25 @@ export class X402Settler {
       updatedAt: now,
     };
     const claimed = await this.repo.claim(candidate);
-    if (claimed) return this.submitAndRecord(payment, claimed, terms.sale);
-    return this.followExisting(payment, candidate, terms.sale);
+    const settled = claimed ? await this.submitAndRecord(payment, claimed, terms.sale) : await this.followExisting(payment, candidate, terms.sale);
+    // One success per payment, as the official facilitator: only the call that submitted the
+    // transaction answers it; every other settle of the payload (repeated, concurrent, or one that
+    // finished another's transaction) is refused. A lost answer is looked up, never settled again.
+    if (settled.response.success && !settled.submittedHere) {
+      return settleFailure(
+        settled.response.network,
+        X402_REASONS.nonceUsed,
+        `This payment was already settled (transaction ${settled.response.transaction}); look the settlement up with GET /v1/x402/settlements`,
+        payment.from,
+      );
+    }
+    return settled;
+  }
+
+  /** The organization's settlement of one authorization, when there is one. */
+  async find(orgId: string, chainId: number, token: string, payer: string, nonce: string): Promise<X402Settlement | undefined> {
+    const settlement = await this.repo.findByAuthorization(chainId, token, payer, nonce);
+    return settlement?.orgId === orgId ? settlement : undefined;
   }
 
   /**
@@ -173,6 +199,7 @@ export class X402Settler {
     if (receipt) {
       const confirmations = (await client.blockNumber()) - receipt.blockNumber + 1n;
       if (confirmations < BigInt(Math.max(1, chain.confirmations))) return false;
+      if (!movesAuthorizedValue(settlement, receipt.transfers)) return fail(X402_REASONS.transferEventMismatch);
       await this.recordSettled(settlement, chain, token, txHash, await this.sales.ofSettlement(settlement.orgId, settlement.priceId));
       this.logger.info({ settlementId: settlement.id, txHash }, 'x402 settlement finished by the finisher job');
       return true;
@@ -245,6 +272,8 @@ export class X402Settler {
       await this.verifier.checkOnChain(payment);
     } catch (err) {
       if (err instanceof X402Refusal) return fail(err.reason, err.message);
+      // Node unreachable (503): nothing was sent; the claim is released so that a retry settles.
+      if (isNodeUnreachable(err)) await fail(X402_REASONS.unexpected, 'The chain node was unreachable');
       throw err;
     }
     const relayer = await this.repo.findRelayer();
@@ -255,7 +284,10 @@ export class X402Settler {
       txHash = await this.chainOf(payment.chain).submit(`0x${key.toString('hex')}`, payment.token.address, transferArgs(payment));
     } catch (err) {
       this.logger.warn({ err: { name: (err as Error).name }, chainId: payment.chain.chainId }, 'x402 settlement submission failed');
-      return fail(X402_REASONS.transactionFailed, 'The chain refused the transferWithAuthorization transaction');
+      const refused = await fail(X402_REASONS.transactionFailed, 'The chain refused the transferWithAuthorization transaction');
+      // Nothing was accepted by the node: the claim is released (FAILED), the caller told to retry (503).
+      if (isNodeUnreachable(err)) throw err;
+      return refused;
     } finally {
       key.fill(0);
     }
@@ -266,10 +298,15 @@ export class X402Settler {
 
   private async confirmAndRecord(payment: CheckedPayment, settlement: X402Settlement, txHash: Hex, sale: Sale, submittedHere: boolean): Promise<Settled> {
     const network = `eip155:${payment.chain.chainId}`;
-    const status = await this.chainOf(payment.chain).waitFor(txHash, payment.chain.confirmations);
+    const { status, transfers } = await this.chainOf(payment.chain).waitFor(txHash, payment.chain.confirmations);
     if (status !== 'success') {
       await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: X402_REASONS.transactionFailed, updatedAt: this.clock.now() });
       return settleFailure(network, X402_REASONS.transactionFailed, `Transaction ${txHash} reverted`, payment.from);
+    }
+    if (!movesAuthorizedValue(settlement, transfers)) {
+      await this.repo.transition(settlement.id, 'SUBMITTED', { status: 'FAILED', errorReason: X402_REASONS.transferEventMismatch, updatedAt: this.clock.now() });
+      this.logger.warn({ settlementId: settlement.id, txHash }, 'x402 transaction mined without the authorized Transfer event; not recorded as paid');
+      return settleFailure(network, X402_REASONS.transferEventMismatch, `Transaction ${txHash} did not transfer ${settlement.value} units from the payer to payTo`, payment.from);
     }
     const orderId = await this.recordSettled(settlement, payment.chain, payment.token, txHash, sale);
     return { response: { success: true, payer: payment.from, transaction: txHash, network }, orderId, submittedHere };

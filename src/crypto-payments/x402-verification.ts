@@ -4,12 +4,12 @@
  * decides what is sold (x402-sale.ts) or moves funds (x402-settlement.ts).
  */
 import { createHash } from 'node:crypto';
-import { getAddress, isAddress, parseSignature, recoverTypedDataAddress, type Hex } from 'viem';
+import { getAddress, isAddress, isErc6492Signature, parseSignature, recoverTypedDataAddress, type Hex } from 'viem';
 import canonicalize from 'canonicalize';
 import type { Clock } from '../kernel/clock.js';
 import type { ChainConfig, CryptoConfig, TokenConfig } from './crypto-config.js';
 import type { CryptoRepository } from './crypto.repository.js';
-import type { TransferArgs, X402Chain } from './x402-chain.js';
+import { isNodeUnreachable, type TransferArgs, type X402Chain } from './x402-chain.js';
 import { X402_REASONS, X402Refusal } from './x402-reasons.js';
 import type { BuyerPayment, PaymentRequirements } from './x402-terms.js';
 import type { X402Repository, X402Settlement } from './x402.repository.js';
@@ -85,11 +85,16 @@ export class X402Verifier {
 
     const payload = buyer.payload;
     const auth = isObject(payload) ? payload.authorization : undefined;
-    if (!isObject(payload) || !isObject(auth) || typeof payload.signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(payload.signature)) {
+    if (!isObject(payload) || !isObject(auth) || typeof payload.signature !== 'string' || !/^0x(?:[0-9a-fA-F]{2})+$/.test(payload.signature)) {
       throw new X402Refusal(X402_REASONS.unsupportedPayload, 'Expected an EIP-3009 payload: {signature, authorization}');
     }
     const address = (v: unknown) => (typeof v === 'string' && isAddress(v, { strict: false }) ? getAddress(v) : undefined);
-    const uint = (v: unknown) => (typeof v === 'string' && /^[0-9]{1,78}$/.test(v) ? BigInt(v) : undefined);
+    // uint256 as the scheme allows (the official facilitator reads them with BigInt): decimal, or 0x hex.
+    const uint = (v: unknown) => {
+      if (typeof v !== 'string' || !/^(?:[0-9]{1,78}|0x[0-9a-fA-F]{1,64})$/.test(v)) return undefined;
+      const n = BigInt(v);
+      return n < 2n ** 256n ? n : undefined;
+    };
     const from = address(auth.from);
     const to = address(auth.to);
     const value = uint(auth.value);
@@ -104,6 +109,12 @@ export class X402Verifier {
       throw new X402Refusal(X402_REASONS.valueMismatch, `The authorization is for ${value} units, the price is ${req.amount}`, from);
     }
     const signature = payload.signature as Hex;
+    // Smart-contract wallets are refused (documented): Kassa relays the (v, r, s) form of
+    // transferWithAuthorization, which only an ECDSA key's signature fits. An ERC-6492 signature
+    // (a wallet not yet deployed) gets the code the official facilitator gives with no allowed
+    // deployment factory (its default); any other non-ECDSA signature (ERC-1271) is not by `from`.
+    if (isErc6492Signature(signature)) throw new X402Refusal(X402_REASONS.factoryNotAllowed, 'Smart-wallet (ERC-6492) signatures are not accepted: pay from an externally owned account', from);
+    if (signature.length !== 132) throw new X402Refusal(X402_REASONS.signature, 'Only a 65-byte ECDSA signature by the from address is accepted (no ERC-1271 smart-wallet signatures)', from);
     let signer: string;
     try {
       signer = await recoverTypedDataAddress({
@@ -144,7 +155,8 @@ export class X402Verifier {
     if (relayer) {
       try {
         await chain.simulate(relayer.address, payment.token.address, transferArgs(payment));
-      } catch {
+      } catch (err) {
+        if (isNodeUnreachable(err)) throw err;
         throw new X402Refusal(X402_REASONS.simulation, 'The token contract would refuse this authorization', payment.from);
       }
     }

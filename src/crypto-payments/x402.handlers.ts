@@ -4,7 +4,7 @@ import { iso } from '../kernel/present.js';
 import type { X402FacilitatorService } from './x402-facilitator.service.js';
 import type { X402PaywallService } from './x402-paywall.service.js';
 
-type X402MerchantHandlers = Pick<MerchantHandlers, 'getX402Supported' | 'verifyX402Payment' | 'settleX402Payment' | 'putX402Paywall' | 'deleteX402Paywall'>;
+type X402MerchantHandlers = Pick<MerchantHandlers, 'getX402Supported' | 'verifyX402Payment' | 'settleX402Payment' | 'getX402Settlement' | 'putX402Paywall' | 'deleteX402Paywall'>;
 type X402AdminHandlers = Pick<AdminHandlers, 'getX402Relayer' | 'createX402Relayer'>;
 
 export function createX402MerchantHandlers(facilitator: X402FacilitatorService, paywalls: X402PaywallService): X402MerchantHandlers {
@@ -20,6 +20,10 @@ export function createX402MerchantHandlers(facilitator: X402FacilitatorService, 
     getX402Supported: async ({ auth }) => ({ status: 200, body: await facilitator.supported(auth.orgId) }),
     verifyX402Payment: async ({ auth, body }) => ({ status: 200, body: await facilitator.verify(auth.orgId, body) }),
     settleX402Payment: async ({ auth, body }) => ({ status: 200, body: await facilitator.settle(auth.orgId, body) }),
+    getX402Settlement: async ({ auth, query }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: await facilitator.settlement(auth.orgId, query) },
+    }),
   };
 }
 

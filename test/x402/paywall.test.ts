@@ -2,6 +2,7 @@
  * Kassa's own x402 paywalls (no merchant code): a catalog price sold at `/x402/prices/{id}`,
  * paid by the official @x402/fetch with Kassa's agent-wallet signer on a local chain.
  */
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
@@ -205,6 +206,58 @@ describe('the public paywall URL', () => {
     expect(decodePaymentRequiredHeader(garbage.headers.get('PAYMENT-REQUIRED')!).error).toContain('invalid_payload');
     expect(await world.balanceOf(world.agentWallet)).toBe(balance);
   });
+
+  it('a decodable but wrong PAYMENT-SIGNATURE (payload or accepted null, arrays, numbers, a broken authorization) is a 402 with a reason code, never a 500', async () => {
+    const required = decodePaymentRequiredHeader((await fetch(paywallUrl(usdcPrice.pricingId))).headers.get('PAYMENT-REQUIRED')!);
+    const accepted = required.accepts[0]!;
+    const authorization = { from: world.agentWallet, to: world.payTo, value: '500000', validAfter: '0', validBefore: '99999999999', nonce: `0x${'1'.repeat(64)}` };
+    const shapes: unknown[] = [
+      { x402Version: 2, accepted, payload: null },
+      { x402Version: 2, accepted: null, payload: null },
+      { x402Version: 2, accepted, payload: [] },
+      { x402Version: 2, accepted, payload: { signature: null, authorization: null } },
+      { x402Version: 2, accepted, payload: { signature: `0x${'ab'.repeat(65)}`, authorization: null } },
+      { x402Version: 2, accepted, payload: { signature: `0x${'ab'.repeat(65)}`, authorization: { ...authorization, validAfter: `9${'9'.repeat(70)}` } } },
+      { x402Version: 2, accepted: { ...accepted, amount: null, payTo: 7 }, payload: { signature: 1, authorization } },
+      { x402Version: 2, accepted: [accepted], payload: {} },
+      { accepted },
+      [],
+      42,
+      'text',
+      null,
+    ];
+    for (const shape of shapes) {
+      const header = Buffer.from(JSON.stringify(shape)).toString('base64');
+      const res = await fetch(paywallUrl(usdcPrice.pricingId), { headers: { 'PAYMENT-SIGNATURE': header } });
+      expect(res.status, JSON.stringify(shape)).toBe(402);
+      expect(decodePaymentRequiredHeader(res.headers.get('PAYMENT-REQUIRED')!).error, JSON.stringify(shape)).toMatch(/^[a-z0-9_]+$/);
+    }
+  });
+
+  it('fuzz (fast-check, bounded): any decodable PAYMENT-SIGNATURE is answered 402 with an x402 reason code, never 5xx, and moves nothing', async () => {
+    const required = decodePaymentRequiredHeader((await fetch(paywallUrl(usdcPrice.pricingId))).headers.get('PAYMENT-REQUIRED')!);
+    const accepted = required.accepts[0]!;
+    const hex = (bytes: number) => fc.uint8Array({ minLength: bytes, maxLength: bytes }).map((b) => `0x${Buffer.from(b).toString('hex')}`);
+    const uintText = fc.oneof(fc.bigInt({ min: 0n, max: 2n ** 256n }).map(String), fc.bigInt({ min: 0n, max: 2n ** 256n }).map((n) => `0x${n.toString(16)}`), fc.string());
+    const authorization = fc.record(
+      { from: fc.oneof(fc.constant(world.agentWallet), hex(20), fc.anything()), to: fc.oneof(fc.constant(world.payTo), hex(20), fc.anything()), value: fc.oneof(fc.constant('500000'), uintText), validAfter: uintText, validBefore: uintText, nonce: fc.oneof(hex(32), fc.anything()) },
+      { requiredKeys: [] },
+    );
+    const payload = fc.oneof(fc.anything(), fc.record({ signature: fc.oneof(hex(65), hex(200), fc.anything()), authorization: fc.oneof(authorization, fc.anything()) }, { requiredKeys: [] }));
+    const acceptedArb = fc.oneof(fc.constant(accepted), fc.anything(), fc.record({ scheme: fc.oneof(fc.constant('exact'), fc.string()), network: fc.oneof(fc.constant(accepted.network), fc.string()), asset: fc.oneof(fc.constant(accepted.asset), fc.anything()), amount: fc.oneof(fc.constant(accepted.amount), fc.anything()), payTo: fc.oneof(fc.constant(accepted.payTo), fc.anything()) }, { requiredKeys: [] }));
+    const shape = fc.oneof(fc.anything(), fc.record({ x402Version: fc.oneof(fc.constant(2), fc.anything()), accepted: acceptedArb, payload, resource: fc.anything() }, { requiredKeys: [] }));
+    const balance = await world.balanceOf(world.agentWallet);
+    await fc.assert(
+      fc.asyncProperty(shape, async (value) => {
+        const header = Buffer.from(JSON.stringify(value) ?? 'null').toString('base64');
+        const res = await fetch(paywallUrl(usdcPrice.pricingId), { headers: { 'PAYMENT-SIGNATURE': header } });
+        expect(res.status).toBe(402);
+        expect(decodePaymentRequiredHeader(res.headers.get('PAYMENT-REQUIRED')!).error).toMatch(/^[a-z0-9_]+$/);
+      }),
+      { numRuns: 150, seed: Number(process.env.FUZZ_SEED ?? 27) },
+    );
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance);
+  }, 120_000);
 
   it('with a contentUrl, a paid request is redirected there (303) with the order id', async () => {
     const price = await createPrice(world.ctx, product.productId, { amount: 100_000, currency: 'USDC', provider: 'CRYPTO' });

@@ -95,7 +95,7 @@ describe('the x402 settlement finisher job', () => {
     expect(workerJobs({ services: world.ctx.services }).map((j) => j.name)).toContain('x402-settlement-finisher');
   });
 
-  it('records a settlement left SUBMITTED once it is stale: one PAID order of the price\'s product, one order.paid', async () => {
+  it('records a settlement left SUBMITTED once it is stale: one PAID order, one order.paid', async () => {
     const balance = await world.balanceOf(world.agentWallet);
     const txHash = await settleAndCrash(await signedRequest());
     expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(0.01));
@@ -124,6 +124,33 @@ describe('the x402 settlement finisher job', () => {
     expect(retried.success).toBe(true);
     expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(0.01));
     expect(await ordersWithTx(retried.transaction)).toHaveLength(1);
+  });
+
+  it('a mined transaction without the authorized Transfer event is not recorded as paid (invalid_exact_evm_transfer_event_mismatch), by settle or by the finisher', async () => {
+    const { waitFor, receipt } = chainAccess;
+    // The receipt's Transfer moves one unit less than authorized (as a fee-taking token would).
+    const lessOne = <T extends { transfers: Array<{ value: bigint }> } | null>(r: T): T => (r ? { ...r, transfers: r.transfers.map((t) => ({ ...t, value: t.value - 1n })) } : r);
+    chainAccess.waitFor = async (...args) => lessOne(await waitFor(...args));
+    try {
+      const request = await signedRequest();
+      const nonce = (request.paymentPayload.payload as unknown as { authorization: { nonce: string } }).authorization.nonce;
+      expect(await facilitator().settle(world.ctx.orgA.orgId, request)).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_transfer_event_mismatch' });
+      const settlement = await settlementOf(nonce);
+      expect(settlement).toMatchObject({ status: 'FAILED', error_reason: 'invalid_exact_evm_transfer_event_mismatch', order_id: null });
+      expect(await ordersWithTx(settlement.tx_hash!)).toHaveLength(0);
+    } finally {
+      Object.assign(chainAccess, { waitFor });
+    }
+    const txHash = await settleAndCrash(await signedRequest());
+    chainAccess.receipt = async (...args) => lessOne(await receipt(...args));
+    try {
+      later(121_000);
+      expect(await facilitator().finishSubmitted()).toBe(1);
+      expect(await settlementOf(txHash)).toMatchObject({ status: 'FAILED', error_reason: 'invalid_exact_evm_transfer_event_mismatch', order_id: null });
+      expect(await ordersWithTx(txHash)).toHaveLength(0);
+    } finally {
+      Object.assign(chainAccess, { receipt });
+    }
   });
 
   describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('two workers finishing at once', 'postgresOnly'), () => {

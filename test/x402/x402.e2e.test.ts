@@ -3,8 +3,10 @@
  * @x402/express uses Kassa as its facilitator, and an agent pays it through @x402/fetch with
  * Kassa's agent-wallet signer (every signature a policy-checked sign-typed-data request).
  */
+import { serializeErc6492Signature } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { x402Client, decodePaymentResponseHeader } from '@x402/fetch';
+import { decodePaymentRequiredHeader, encodePaymentSignatureHeader } from '@x402/core/http';
 import { createX402Fetch } from '../../scripts/examples/x402-agent-pay.js';
 import { PUBLIC_API_URL } from '../agent-wallet/helpers.js';
 import { ExactEvmScheme } from '@x402/evm/exact/client';
@@ -159,7 +161,7 @@ describe('settling one payload', () => {
     return { payload, requirements: payload.accepted };
   }
 
-  it('twice in a row moves funds once and answers the same transaction; verify then refuses it', async () => {
+  it('twice in a row moves funds once and succeeds once (the second: nonce already used, as the official facilitator); verify then refuses it', async () => {
     const { payload, requirements } = await signedPayload();
     const facilitator = world.facilitator();
     expect(await facilitator.verify(payload, requirements)).toMatchObject({ isValid: true, payer: world.agentWallet });
@@ -167,10 +169,23 @@ describe('settling one payload', () => {
     const first = await facilitator.settle(payload, requirements);
     const second = await facilitator.settle(payload, requirements);
     expect(first).toMatchObject({ success: true, network: world.network });
-    expect(second.transaction).toBe(first.transaction);
+    expect(second).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used', transaction: '' });
     expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
     expect((await ordersOfA()).filter((o) => o.txHash === first.transaction)).toHaveLength(1);
     expect(await facilitator.verify(payload, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_nonce_already_used' });
+
+    // The lost answer is looked up, not settled again: the settlement, its transaction and order.
+    const authorization = (payload.payload as { authorization: { from: string; nonce: string } }).authorization;
+    const query = { network: world.network, asset: world.token, payer: authorization.from.toLowerCase(), nonce: authorization.nonce };
+    const lookup = (q: Record<string, string>, key = world.ctx.orgA.apiKey) => world.ctx.merchant.get('/v1/x402/settlements').query(q).set('X-API-Key', key);
+    const found = await lookup(query);
+    expect(found.status, JSON.stringify(found.body)).toBe(200);
+    const order = (await ordersOfA()).find((o) => o.txHash === first.transaction);
+    expect(found.body.data).toMatchObject({ status: 'SETTLED', network: world.network, payer: world.agentWallet, payTo: world.payTo, amount: '1000000', transaction: first.transaction, orderId: order.orderId, errorReason: null });
+    expect((await lookup({ ...query, nonce: `0x${'0'.repeat(64)}` })).status).toBe(404);
+    expect((await lookup(query, world.ctx.orgB.apiKey)).status).toBe(404);
+    expect((await lookup({ ...query, network: 'eip155:1' })).status).toBe(404);
+    expect((await lookup({ ...query, nonce: 'nope' })).status).toBe(400);
   });
 
   it('an expired authorization is refused by verify and settle (valid_before), nothing moves', async () => {
@@ -188,6 +203,34 @@ describe('settling one payload', () => {
     expect(await world.balanceOf(world.agentWallet)).toBe(balance);
   });
 
+  it('accepts authorization value, validAfter and validBefore written as 0x hex integers (as the official facilitator) and settles them once', async () => {
+    const { payload, requirements } = await signedPayload();
+    const auth = (payload.payload as { authorization: Record<string, string> }).authorization;
+    const hex = (v: string) => `0x${BigInt(v).toString(16)}`;
+    const hexed = { ...payload, payload: { ...payload.payload, authorization: { ...auth, value: hex(auth.value!), validAfter: hex(auth.validAfter!), validBefore: hex(auth.validBefore!) } } };
+    const facilitator = world.facilitator();
+    expect(await facilitator.verify(hexed, requirements)).toMatchObject({ isValid: true, payer: world.agentWallet });
+    const balance = await world.balanceOf(world.agentWallet);
+    expect(await facilitator.settle(hexed, requirements)).toMatchObject({ success: true });
+    expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
+    // The decimal form is the same authorization: refused as already used.
+    expect(await facilitator.settle(payload, requirements)).toMatchObject({ success: false, errorReason: 'invalid_exact_evm_nonce_already_used' });
+    // Out of uint256: refused with the code of a malformed authorization.
+    const huge = { ...payload, payload: { ...payload.payload, authorization: { ...auth, value: `0x1${'0'.repeat(64)}` } } };
+    expect(await facilitator.verify(huge, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_authorization_value' });
+  });
+
+  it('refuses smart-contract wallet signatures with reason codes: ERC-6492 eip6492_factory_not_allowed, other non-ECDSA (ERC-1271) invalid_exact_evm_signature', async () => {
+    const { payload, requirements } = await signedPayload();
+    const inner = (payload.payload as { signature: `0x${string}` }).signature;
+    const with6492 = { ...payload, payload: { ...payload.payload, signature: serializeErc6492Signature({ address: world.relayer, data: '0xdeadbeef', signature: inner }) } };
+    const erc1271 = { ...payload, payload: { ...payload.payload, signature: `${inner}${'ab'.repeat(40)}` } };
+    const facilitator = world.facilitator();
+    expect(await facilitator.verify(with6492, requirements)).toMatchObject({ isValid: false, invalidReason: 'eip6492_factory_not_allowed', payer: world.agentWallet });
+    expect(await facilitator.settle(with6492, requirements)).toMatchObject({ success: false, errorReason: 'eip6492_factory_not_allowed' });
+    expect(await facilitator.verify(erc1271, requirements)).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_signature', payer: world.agentWallet });
+  });
+
   it('another organization\'s key cannot settle a payment to this organization\'s wallet', async () => {
     const { payload, requirements } = await signedPayload();
     const result = await world.facilitator(world.ctx.orgB.apiKey).verify(payload, requirements);
@@ -195,16 +238,37 @@ describe('settling one payload', () => {
   });
 
   describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent settles', 'postgresOnly'), () => {
-    it('8 concurrent settles of one payload, 5 rounds: funds move once per payload, one order, one transaction', async () => {
+    it('8 concurrent settles of one payload, 5 rounds: one success, funds move once per payload, one order, one transaction', async () => {
       for (let round = 0; round < 5; round++) {
         const { payload, requirements } = await signedPayload();
         const balance = await world.balanceOf(world.agentWallet);
         const results = await Promise.all(Array.from({ length: 8 }, () => world.facilitator().settle(payload, requirements)));
-        expect(results.every((r) => r.success)).toBe(true);
-        expect(new Set(results.map((r) => r.transaction)).size).toBe(1);
+        const successes = results.filter((r) => r.success);
+        expect(successes).toHaveLength(1);
+        expect(results.filter((r) => !r.success).map((r) => r.errorReason)).toEqual(Array(7).fill('invalid_exact_evm_nonce_already_used'));
         expect(await world.balanceOf(world.agentWallet)).toBe(balance - USDC(1));
-        expect((await ordersOfA()).filter((o) => o.txHash === results[0]!.transaction)).toHaveLength(1);
+        expect((await ordersOfA()).filter((o) => o.txHash === successes[0]!.transaction)).toHaveLength(1);
       }
     });
+
+    it('the same PAYMENT-SIGNATURE 3 times at once to an @x402/express route, 20 rounds: one 200 and two 402s each round, funds move once', async () => {
+      const cheap = await world.startMerchantApp({ 'GET /cheap': { units: USDC(0.01), description: 'Cheap', body: { ok: true } } });
+      const failures: string[] = [];
+      try {
+        for (let round = 0; round < 20; round++) {
+          const terms = await fetch(`${cheap.url}/cheap`);
+          const client = recordPaymentContext(new x402Client().setSpendControls(false), signer).register('eip155:*', new ExactEvmScheme(signer));
+          const payload = await client.createPaymentPayload(decodePaymentRequiredHeader(terms.headers.get('PAYMENT-REQUIRED')!));
+          const header = encodePaymentSignatureHeader(payload);
+          const balance = await world.balanceOf(world.agentWallet);
+          const statuses = (await Promise.all([0, 1, 2].map(() => fetch(`${cheap.url}/cheap`, { headers: { 'PAYMENT-SIGNATURE': header } })))).map((r) => r.status).sort();
+          const moved = balance - (await world.balanceOf(world.agentWallet));
+          if (statuses.join() !== '200,402,402' || moved !== USDC(0.01)) failures.push(`round ${round}: ${statuses.join()} moved ${moved}`);
+        }
+      } finally {
+        await cheap.close();
+      }
+      expect(failures).toEqual([]);
+    }, 300_000);
   });
 });
