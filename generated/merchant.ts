@@ -2244,8 +2244,8 @@ export interface components {
         OrderPage: {
             records: components["schemas"]["Order"][];
             /**
-             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
-             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             * @description Records in the list (after the cursor, when one is given). Exact up to 1000; beyond
+             *     that an estimate from the database's statistics (at least 1001), and `totalExact` is
              *     false. See decision 18 (lists at scale).
              */
             total: number;
@@ -2380,8 +2380,8 @@ export interface components {
         SubscriptionPage: {
             records: components["schemas"]["Subscription"][];
             /**
-             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
-             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             * @description Records in the list (after the cursor, when one is given). Exact up to 1000; beyond
+             *     that an estimate from the database's statistics (at least 1001), and `totalExact` is
              *     false. See decision 18 (lists at scale).
              */
             total: number;
@@ -2421,8 +2421,8 @@ export interface components {
         CustomerPage: {
             records: components["schemas"]["Customer"][];
             /**
-             * @description Records in the list (after the cursor, when one is given). Exact up to 10000; beyond
-             *     that an estimate from the database's statistics (at least 10001), and `totalExact` is
+             * @description Records in the list (after the cursor, when one is given). Exact up to 1000; beyond
+             *     that an estimate from the database's statistics (at least 1001), and `totalExact` is
              *     false. See decision 18 (lists at scale).
              */
             total: number;

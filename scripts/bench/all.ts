@@ -23,7 +23,7 @@ const JSON_OUT = path.join(REPO_ROOT, 'docs', 'benchmarks.json');
 const BEGIN = '<!-- bench:generated:begin (npm run bench writes this section; do not edit by hand) -->';
 const END = '<!-- bench:generated:end -->';
 
-const BENCHES = ['checkout', 'agent', 'ingest', 'metrics', 'webhooks'] as const;
+const BENCHES = ['checkout', 'agent', 'ingest', 'metrics', 'webhooks', 'growth'] as const;
 const onlyIndex = argv.indexOf('--only');
 const only = onlyIndex >= 0 ? argv[onlyIndex + 1]?.split(',') : undefined;
 const writeDocs = !argv.includes('--no-docs');
@@ -63,6 +63,28 @@ function targetRows(targets: Target[]): string[] {
     '|---|---|---|---|---|',
     ...targets.map((t) => `| ${t.name} | ${fmt(t.value)} ${t.unit} | ${t.atMost ? '≤' : '≥'} ${fmt(t.target)} | ${t.met ? 'yes' : '**no**'} | ${t.rounds ? t.rounds.map(fmt).join(', ') : ''}${t.note ? ` ${t.note}` : ''} |`),
   ];
+}
+
+/**
+ * bench:growth: one row per request with its cost on both organizations (server + PostgreSQL CPU
+ * per request; before/after when measured with BENCH_GROWTH_BEFORE), then each list's plan.
+ */
+function growthRows(figures: Record<string, unknown>): string[] {
+  const requests = figures.requests as Record<string, Record<string, number>>;
+  const withBefore = Object.values(requests).some((r) => r.beforeLargeMs !== undefined);
+  const lines = [
+    `| request |${withBefore ? ' before: small ms | before: large ms | before: large wall ms |' : ''} small: server + PostgreSQL ms | large: server + PostgreSQL ms | large wall ms | growth large/small |`,
+    `|---|${withBefore ? '---|---|---|' : ''}---|---|---|---|`,
+    ...Object.entries(requests).map(([name, r]) =>
+      `| \`${name}\` |${withBefore ? ` ${fmt(r.beforeSmallMs)} | ${fmt(r.beforeLargeMs)} | ${fmt(r.beforeLargeWallMs)} |` : ''} ${fmt(r.smallServerMs)} + ${fmt(r.smallPostgresMs)} | ${fmt(r.largeServerMs)} + ${fmt(r.largePostgresMs)} | ${fmt(r.largeWallMs)} | ×${fmt(r.ratio)} |`),
+    '',
+  ];
+  const rest = Object.fromEntries(Object.entries(figures).filter(([k]) => k !== 'requests' && k !== 'plans'));
+  lines.push(...figureRows(rest), '');
+  const plans = (figures.plans ?? {}) as Record<string, string>;
+  lines.push('Plans on the large organization (`EXPLAIN (ANALYZE, BUFFERS)` of the queries the repositories run for each first page):', '');
+  for (const [name, plan] of Object.entries(plans)) lines.push(`<details><summary>${name}</summary>`, '', '```text', plan, '```', '', '</details>', '');
+  return lines;
 }
 
 function figureRows(figures: Record<string, unknown>): string[] {
@@ -120,7 +142,7 @@ function section(results: Result[]): string {
     lines.push(...targetRows(r.targets), '');
     if (r.runs && r.runs.length > 1) lines.push(...spreadRows(r.runs), '', 'The tables below are the last run\'s.', '');
     if (Object.keys(r.floors).length > 0) lines.push(`Floors: \`${JSON.stringify(r.floors)}\``, '');
-    lines.push(...figureRows(r.figures), '');
+    lines.push(...(r.bench === 'growth' ? growthRows(r.figures) : figureRows(r.figures)), '');
   }
   lines.push(END);
   return lines.join('\n');

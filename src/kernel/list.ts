@@ -6,7 +6,7 @@ import { validationError } from './errors.js';
  */
 
 /** Lists with at most this many matching rows report an exact `total`; larger ones an estimate. */
-export const EXACT_TOTAL_BOUND = 10_000;
+export const EXACT_TOTAL_BOUND = 1_000;
 
 /** The position of a list's row: its sort key (`created_at DESC, id DESC`). */
 export interface Keyset {

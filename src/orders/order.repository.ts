@@ -131,9 +131,9 @@ const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settle
  * GET /v1/orders without filters (the dashboard's first page): prepared, over the index
  * (org_id, created_at, id); LIMIT is the page size + 1 (the extra row says more follow).
  */
-const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
+export const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
 /** Its total, counted up to a bound (src/db/list-page.ts): an index-only scan that stops there. */
-const COUNT_ORDERS_SQL = 'SELECT count(*) AS n FROM (SELECT 1 FROM orders WHERE org_id = $1 LIMIT $2) capped';
+export const COUNT_ORDERS_SQL = 'SELECT count(*) AS n FROM (SELECT 1 FROM orders WHERE org_id = $1 LIMIT $2) capped';
 const FIND_KEYSET_SQL = 'SELECT created_at, id FROM orders WHERE org_id = $1 AND id = $2';
 
 const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v === undefined);

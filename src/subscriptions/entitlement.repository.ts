@@ -36,7 +36,7 @@ const GRANTING = "o.org_id = $1 AND o.status = 'PAID' AND o.amount_refunded_cent
  * The customer and the wallet-only cases are separate branches, each an index condition (an OR of
  * the two made the planner read every paid order of the organization).
  */
-const READ_ACCESS_SQL = `
+export const READ_ACCESS_SQL = `
 WITH RECURSIVE
      by_id AS (SELECT id, email FROM customers WHERE org_id = $1 AND id = $2::text),
      by_email AS (SELECT id, email FROM customers WHERE org_id = $1 AND lower(email) = lower($3::text) LIMIT 1),

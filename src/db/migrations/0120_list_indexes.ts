@@ -12,7 +12,9 @@
  * concurrent writers) builds them plainly.
  */
 import type { Knex } from 'knex';
-import { isPostgres } from '../knex.js';
+
+/** A PostgreSQL server (not embedded PGlite, whose knex client carries its `pglite` instance). */
+const isPostgres = (db: Knex): boolean => !('pglite' in (db.client as object));
 
 export const config = { transaction: false };
 
