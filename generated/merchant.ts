@@ -5501,7 +5501,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -5615,7 +5616,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -5729,7 +5731,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -5844,7 +5847,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "order": {
@@ -5959,7 +5963,8 @@ export interface operations {
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
-                 *         "name": "Fulfilment"
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
                  *         "subscription": {
