@@ -85,8 +85,18 @@ export class RefundFlow {
       if (order.status !== 'PAID' && order.status !== 'REFUNDED') return { outcome: 'unchanged' as const, order };
       const now = this.clock.now();
       let changed = false;
+      // Refunded cents that no refund row accounts for: totals counted before refunds were rows
+      // (migration 0130). Stripe's refunds met for the first time adopt them before anything new counts.
+      const rows = await stores.refunds.listForOrder(order.orgId, order.id);
+      let uncovered = order.amountRefundedCents - rows.filter((r) => countsAsRefunded(r.status)).reduce((sum, r) => sum + r.amountCents, 0);
       for (const reported of await read()) {
         const known = await stores.refunds.findByProcessorId(reported.processorRefundId);
+        if (!known && countsAsRefunded(reported.status) && reported.amountCents <= uncovered) {
+          await stores.refunds.insert({ ...reported, source: 'dashboard', id: newId('RFD'), orgId: order.orgId, orderId: order.id, currency: order.currency, createdAt: now, updatedAt: now });
+          uncovered -= reported.amountCents;
+          changed = true;
+          continue;
+        }
         if (!known) {
           ({ order } = await recordRefund(stores, order, { ...reported, source: 'dashboard' }, now));
           changed = true;

@@ -113,6 +113,27 @@ describe('order.refunded', () => {
   });
 });
 
+describe('refunds recorded before refunds were rows (upgrade)', () => {
+  it('a Dashboard refund already counted in amountRefunded is adopted, not counted or announced again; a later one is', async () => {
+    const { orderId, intentId } = await s.paidOrder('legacy-refund@example.com');
+    // As an order refunded before migration 0130 stands: its total counted, no refund row.
+    const earlier = s.stripe.refundInDashboard(intentId, 300);
+    await s.ctx.testDb.database.db('orders').where({ id: orderId }).update({ amount_refunded_cents: 300 });
+
+    expect((await s.deliver(s.stripe.lastEvent('refund.created', earlier.id))).status).toBe(200);
+    expect(await s.readOrder(orderId)).toMatchObject({ status: 'PAID', amountRefundedCents: 300 });
+    expect(await s.orderEvents(orderId)).toEqual(['order.paid']);
+    // The refund is now a row of the order, so the next event about it is known.
+    const listed = await merchantGet(`/v1/orders/${orderId}/refunds`);
+    expect(listed.body.data.map((r: { amountCents: number; providerRefundId: string }) => [r.amountCents, r.providerRefundId])).toEqual([[300, earlier.id]]);
+
+    const later = s.stripe.refundInDashboard(intentId, 100);
+    expect((await s.deliver(s.stripe.lastEvent('refund.created', later.id))).body.outcome).toBe('applied');
+    expect(await s.readOrder(orderId)).toMatchObject({ status: 'PAID', amountRefundedCents: 400 });
+    expect(await s.orderEvents(orderId)).toEqual(['order.paid', 'order.refunded']);
+  });
+});
+
 describe('refund failures', () => {
   it('refund.failed takes the amount back out: REFUNDED becomes PAID again, one order.refund_failed however often Stripe says so', async () => {
     const { orderId, intentId } = await s.paidOrder('refund-fails@example.com');
