@@ -30,6 +30,7 @@ import { createOrdersModule, type OrdersModule } from './orders/index.js';
 import { createWebhooksModule, type WebhooksModule } from './webhooks/index.js';
 import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
+import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
 /** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
 export interface Modules {
@@ -43,6 +44,8 @@ export interface Modules {
   webhooks: WebhooksModule;
   telemetry: TelemetryModule;
   agentWallet: AgentWalletModule;
+  /** People: users, memberships, console sessions, invites, the audit log. */
+  accounts: AccountsModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -188,6 +191,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
       chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
     }),
+    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),
   };
   return {
     orgs,

@@ -26,6 +26,7 @@ import * as m0082 from './0082_order_processor_status.js';
 import * as m0084 from './0084_x402_paywalls.js';
 import * as m0088 from './0088_telemetry_five_minute_rollups.js';
 import * as m0089 from './0089_telemetry_ten_second_rollups.js';
+import * as m0150 from './0150_accounts.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -58,6 +59,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0084_x402_paywalls': m0084,
   '0088_telemetry_five_minute_rollups': m0088,
   '0089_telemetry_ten_second_rollups': m0089,
+  '0150_accounts': m0150,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
