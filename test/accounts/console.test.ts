@@ -14,7 +14,7 @@ let ownerA: Member;
 beforeAll(async () => {
   ctx = await createTestContext({ env: { TRUST_PROXY: '1' } });
   ownerA = await signUp(ctx, ctx.orgA.orgId, 'owner');
-}, 60_000);
+}, 180_000);
 afterAll(async () => {
   await ctx?.close();
 });
@@ -125,6 +125,25 @@ describe('invites and sign-in', () => {
     expect(first.status).toBe(200);
     expect(sessionCookieOf(first)).not.toBe(sessionCookieOf(second));
     expect(first.body.data.csrfToken).not.toBe(second.body.data.csrfToken);
+  });
+});
+
+describe('one-time sign-in links (first run in development)', () => {
+  it('signs the demo owner in once; used again or after 15 minutes it is 404', async () => {
+    const accounts = ctx.services.modules.accounts.accounts;
+    const { user } = await accounts.ensureMember(ctx.orgB.orgId, uniqueEmail('demo-owner'), 'owner');
+    const first = await accounts.createSignInLink(ctx.orgB.orgId, user.id);
+    const token = linkToken(first.url);
+    const redeemed = await ctx.merchant.post('/v1/console/sign-in-links/redeem').set('Origin', ORIGIN).send({ token });
+    expect(redeemed.status).toBe(200);
+    expect(redeemed.body.data).toMatchObject({ role: 'owner', organization: { orgId: ctx.orgB.orgId } });
+    expect(sessionCookieOf(redeemed)).toBeDefined();
+    expect((await ctx.merchant.post('/v1/console/sign-in-links/redeem').set('Origin', ORIGIN).send({ token })).status).toBe(404);
+    const late = await accounts.createSignInLink(ctx.orgB.orgId, user.id);
+    ctx.clock.advance(15 * 60_000);
+    expect((await ctx.merchant.post('/v1/console/sign-in-links/redeem').set('Origin', ORIGIN).send({ token: linkToken(late.url) })).status).toBe(404);
+    // A link of another kind is not a sign-in link.
+    expect((await ctx.merchant.post('/v1/console/sign-in-links/redeem').set('Origin', ORIGIN).send({ token: token.replace('ksil_', 'kinv_') })).status).toBe(404);
   });
 });
 
@@ -319,7 +338,7 @@ describe('roles × operations', () => {
   const members = new Map<Role, Member>();
   beforeAll(async () => {
     for (const role of ROLES) members.set(role, await signUp(ctx, ctx.orgA.orgId, role));
-  }, 60_000);
+  }, 180_000);
 
   for (const role of ROLES) {
     for (const operation of Object.keys(calls) as OperationClass[]) {
