@@ -450,3 +450,48 @@ describe('audit log', () => {
     await expect(db.raw('DELETE FROM audit_log')).rejects.toThrow(/append-only/);
   });
 });
+
+describe('every console operation, refused', () => {
+  it('every state-changing session operation refuses a request without X-CSRF-Token (403), before doing anything', async () => {
+    const { contractOperations } = await import('../fuzz/operations.js');
+    const ops = (await contractOperations()).filter((op) => op.document === 'console' && op.method !== 'get' && op.security.some((r) => 'ConsoleSession' in r));
+    expect(ops.length).toBeGreaterThan(8);
+    for (const op of ops) {
+      const path = op.path.replace('{id}', 'ZZZ_000000000000000000000000');
+      const res = await ctx.merchant[op.method as 'post'](path).set('Cookie', ownerA.cookie).set('Origin', ORIGIN).send({});
+      expect(res.status, `${op.operationId} ${res.text}`).toBe(403);
+      expect(res.body.error.message).toContain('X-CSRF-Token');
+    }
+    // Nothing was done: the session still works.
+    expect((await as(ownerA, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
+  });
+
+  it('every operation that starts a session refuses another origin (403)', async () => {
+    for (const [path, body] of [
+      ['/v1/console/sign-in', { email: ownerA.email, password: PASSWORD }],
+      ['/v1/console/invites/accept', { token: 'kinv_x', password: PASSWORD }],
+      ['/v1/console/password-resets/complete', { token: 'krst_x', password: PASSWORD }],
+      ['/v1/console/sign-in-links/redeem', { token: 'ksil_x' }],
+    ] as const) {
+      const res = await ctx.merchant.post(path).set('Origin', 'https://evil.example').send(body);
+      expect(res.status, path).toBe(403);
+    }
+  });
+
+  it('a viewer cannot list invites (403)', async () => {
+    const viewer = await signUp(ctx, ctx.orgA.orgId, 'viewer');
+    expect((await as(viewer, ctx.merchant.get('/v1/console/invites'))).status).toBe(403);
+  });
+
+  it('inviting a member again is 409, by the console and by the operator; an invite that became moot is 409 when accepted', async () => {
+    const member = await signUp(ctx, ctx.orgA.orgId, 'viewer');
+    expect((await as(ownerA, ctx.merchant.post('/v1/console/invites')).send({ email: member.email, role: 'support' })).status).toBe(409);
+    expect((await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email: member.email.toUpperCase(), role: 'support' })).status).toBe(409);
+    const email = uniqueEmail('twice-invited');
+    const first = await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email, role: 'viewer' });
+    const second = await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email, role: 'support' });
+    expect((await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(first.body.data.url), password: PASSWORD })).status).toBe(200);
+    const moot = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(second.body.data.url), password: PASSWORD });
+    expect(moot.status).toBe(409);
+  });
+});
