@@ -24,6 +24,7 @@ describe('job registry', () => {
       'telemetry-retention': 60_000,
       'crypto-chain-watcher': ctx.config.crypto.pollIntervalMs,
       'x402-settlement-finisher': 30_000,
+      'account-retention': 3_600_000,
     });
     expect(new Set(jobs.map((job) => job.name)).size).toBe(jobs.length);
   });

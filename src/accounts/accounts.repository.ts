@@ -110,6 +110,12 @@ export interface AccountRepository {
   failures(key: string, now: Date, windowMs: number): Promise<{ count: number; windowStartedAt: Date } | undefined>;
   clearFailures(key: string): Promise<void>;
 
+  /**
+   * Removes what is past keeping, at most `limit` rows of each kind: audit entries older than
+   * `auditBefore`, sessions ended or expired before `endedBefore`, links spent, revoked or expired
+   * before it, and sign-in failure windows that ended before it. The number of rows removed.
+   */
+  removeExpired(auditBefore: Date, endedBefore: Date, limit: number): Promise<number>;
   insertAudit(entry: AuditEntry): Promise<void>;
   listAudit(orgId: string, page: { offset: number; limit: number }): Promise<{ records: AuditEntry[]; total: number }>;
 }
@@ -403,6 +409,25 @@ export class KnexAccountRepository implements AccountRepository {
 
   async clearFailures(key: string): Promise<void> {
     await this.db('sign_in_failures').where({ throttle_key: key }).delete();
+  }
+
+  async removeExpired(auditBefore: Date, endedBefore: Date, limit: number): Promise<number> {
+    const batch = (table: string, column: string, where: (q: import('knex').Knex.QueryBuilder) => void) =>
+      this.db(table).whereIn(column, (sub) => {
+        sub.select(column).from(table);
+        where(sub);
+        sub.limit(limit);
+      })
+        .delete()
+        .returning(column)
+        .then((rows: unknown[]) => rows.length);
+    const counts = await Promise.all([
+      batch('audit_log', 'id', (q) => q.where('created_at', '<', auditBefore)),
+      batch('console_sessions', 'id', (q) => q.where((w) => w.where('expires_at', '<', endedBefore).orWhere('revoked_at', '<', endedBefore))),
+      batch('account_links', 'id', (q) => q.where((w) => w.where('expires_at', '<', endedBefore).orWhere('used_at', '<', endedBefore).orWhere('revoked_at', '<', endedBefore))),
+      batch('sign_in_failures', 'throttle_key', (q) => q.where('window_started_at', '<', endedBefore)),
+    ]);
+    return counts.reduce((a, b) => a + b, 0);
   }
 
   async insertAudit(e: AuditEntry): Promise<void> {

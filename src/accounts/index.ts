@@ -12,6 +12,8 @@ import { AuditLog } from './audit.service.js';
 import { createConsoleHandlers } from './console.handlers.js';
 import { createAccountsAdminHandlers } from './admin.handlers.js';
 import { consoleOrigin, createSessionAuthenticator } from './request-auth.js';
+import { accountRetentionJob } from './accounts.jobs.js';
+import type { Job } from '../kernel/job.js';
 
 export interface AccountsModule {
   accounts: AccountService;
@@ -21,6 +23,7 @@ export interface AccountsModule {
     admin: ReturnType<typeof createAccountsAdminHandlers>;
   };
   authenticators: { ConsoleSession: ReturnType<typeof createSessionAuthenticator> };
+  jobs(): Job[];
 }
 
 export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgService; publicBaseUrl: string }): AccountsModule {
@@ -36,5 +39,6 @@ export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgServ
       admin: createAccountsAdminHandlers(accounts),
     },
     authenticators: { ConsoleSession: createSessionAuthenticator(accounts, where) },
+    jobs: () => [accountRetentionJob(repo, deps.clock)],
   };
 }

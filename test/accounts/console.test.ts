@@ -444,6 +444,20 @@ describe('audit log', () => {
     if (put.status < 300) expect(log.body.data.records.some((r: { actorType: string; actorId: string }) => r.actorType === 'api_key' && r.actorId === ctx.orgA.apiKeyId)).toBe(true);
   });
 
+  it('keeps entries 400 days: the retention job removes older ones (and ended sessions), nothing younger', async () => {
+    const db = ctx.testDb.database.db;
+    const old = new Date(ctx.clock.now().getTime() - 420 * 24 * 3600_000);
+    await db('audit_log').insert({ id: 'AUD_retention00000000000000', org_id: ctx.orgA.orgId, actor_type: 'operator', action: 'test', summary: 'old', created_at: old });
+    const before = Number((await db('audit_log').count<{ count: number }[]>({ count: '*' }))[0]!.count);
+    const job = (await import('../../src/jobs.js')).workerJobs(ctx.deps).find((j) => j.name === 'account-retention')!;
+    expect(await job.run()).toBe(true);
+    expect(await db('audit_log').where({ id: 'AUD_retention00000000000000' }).first()).toBeUndefined();
+    expect(Number((await db('audit_log').count<{ count: number }[]>({ count: '*' }))[0]!.count)).toBe(before - 1);
+    // Sessions ended more than a day ago are gone; live ones stay.
+    expect(Number((await db('console_sessions').whereNull('revoked_at').where('expires_at', '>', ctx.clock.now()).count<{ count: number }[]>({ count: '*' }))[0]!.count)).toBeGreaterThan(0);
+    expect((await as(ownerA, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
+  });
+
   it('is append-only: rows cannot be changed or deleted', async () => {
     const db = ctx.testDb.database.db;
     await expect(db.raw("UPDATE audit_log SET summary = 'rewritten'")).rejects.toThrow(/append-only/);
