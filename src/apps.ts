@@ -99,7 +99,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       cryptoPayments.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
-        documents: ['merchant'],
+        documents: ['merchant', 'console'],
         elsewhere: [
           { name: 'telemetry', baseUrl: deps.config.publicApiUrl },
           { name: 'agent-wallet', baseUrl: deps.config.publicApiUrl },
