@@ -4,7 +4,7 @@
  */
 
 /** Business domains: one folder each under src/, wired by their own module. */
-const DOMAINS = ['agent-wallet', 'catalog', 'checkout', 'commerce', 'crypto-payments', 'encryption-key', 'orders', 'orgs', 'processors', 'subscriptions', 'telemetry', 'webhooks'];
+const DOMAINS = ['accounts', 'agent-wallet', 'catalog', 'checkout', 'commerce', 'crypto-payments', 'encryption-key', 'orders', 'orgs', 'processors', 'subscriptions', 'telemetry', 'webhooks'];
 const DOMAIN = `^src/(${DOMAINS.join('|')})/`;
 /** A domain's web edge: its handlers, hosted pages and request authentication use the HTTP framework. */
 const WEB_EDGE = '(handlers|-pages|-rate-limit|request-auth|/auth|/errors)\\.ts$';

@@ -1116,10 +1116,99 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Invite a person to an organization
+         * @description The operator's door to the console's invites (`admin user invite --org … --email … --role owner`
+         *     prints the link): how an organization gets its first owner. The invite is single-use,
+         *     valid 7 days, stored as its token's SHA-256, and its link is in this answer only.
+         *     Accepting it (console document, `POST /v1/console/invites/accept`) creates the account or
+         *     adds the membership. `409` when the address is already a member.
+         */
+        post: operations["createOrgInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/password-reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a password reset link for a person
+         * @description A single-use link valid one hour (`admin user reset-password --email …` prints it; it
+         *     will be e-mailed once outgoing mail exists). Using it sets a new password and signs the
+         *     account out everywhere. `404` for an address without an account.
+         */
+        post: operations["createPasswordResetLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        OrgInviteCreate: {
+            /** Format: email */
+            email: string;
+            /**
+             * @description The member's role (permission table in the console document).
+             * @enum {string}
+             */
+            role: "owner" | "admin" | "developer" | "support" | "viewer";
+        };
+        OrgInviteResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                inviteId: string;
+                orgId: components["schemas"]["OrgId"];
+                email: string;
+                /** @enum {string} */
+                role: "owner" | "admin" | "developer" | "support" | "viewer";
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @description The invite link (its token is in the fragment). Shown once. */
+                url: string;
+            };
+        };
+        PasswordResetCreate: {
+            /** Format: email */
+            email: string;
+        };
+        PasswordResetLinkResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                userId: string;
+                email: string;
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @description The reset link (its token is in the fragment). Shown once. */
+                url: string;
+            };
+        };
         StripeAccountBind: {
             /** @description The Stripe connected account id, as Stripe shows it (`acct_…`). */
             accountId: string;
@@ -5274,6 +5363,109 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createOrgInvite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com",
+                 *       "role": "owner"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrgInviteCreate"];
+            };
+        };
+        responses: {
+            /** @description The invite and its link, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Invite created; send the link, it is not shown again",
+                     *       "data": {
+                     *         "inviteId": "LNK_5tGh7JkL9mNb2VcX4zAq6WsE",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "email": "ada@example.com",
+                     *         "role": "owner",
+                     *         "expiresAt": "2026-11-29T09:00:00.000Z",
+                     *         "url": "http://localhost:3000/console/accept-invite#token=kinv_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrgInviteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPasswordResetLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "email": "ada@example.com"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasswordResetCreate"];
+            };
+        };
+        responses: {
+            /** @description The link, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Password reset link created; it is not shown again",
+                     *       "data": {
+                     *         "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *         "email": "ada@example.com",
+                     *         "expiresAt": "2026-11-22T10:00:00.000Z",
+                     *         "url": "http://localhost:3000/console/reset-password#token=krst_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasswordResetLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { listOperations, loadDocument, type DocumentName } from '../src/http/spec.js';
 
 export const DEFAULT_LOG_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../coverage/contract');
-const DOCUMENTS: DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin'];
+const DOCUMENTS: DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin', 'console'];
 
 export interface AllowedGap {
   /** An operationId, or `*` for every operation of `document` documenting `status`. */

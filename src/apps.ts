@@ -22,6 +22,16 @@ import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
+import { audited } from './accounts/audit.handlers.js';
+import type { ConsoleHandlers } from './handler-maps.js';
+
+/**
+ * Merchant operations that are commerce traffic, not management: not written to the audit log
+ * (checkout sessions are the checkout's own record; x402 settlements are the chain's).
+ */
+const NOT_AUDITED = new Set(['createCheckoutSession', 'expireCheckoutSession', 'verifyX402Payment', 'settleX402Payment']);
+/** Admin operations whose service writes its own, more telling, audit entry. */
+const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
 
 export interface AppDeps {
   config: Config;
@@ -68,12 +78,13 @@ export interface MerchantAppExtras {
 }
 
 export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras = {}): Promise<Express> {
-  const merchant = await loadDocument('merchant');
+  const [merchant, consoleDoc] = await Promise.all([loadDocument('merchant'), loadDocument('console')]);
   const document = composeDocument('Kassa merchant API', [
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
+    { doc: consoleDoc, include: () => true },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal } = deps.services.modules;
-  const handlers = {
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts } = deps.services.modules;
+  const merchantHandlers = {
     ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
     ...orgs.handlers.merchant,
@@ -84,6 +95,10 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
+  const handlers = {
+    ...audited(merchantHandlers, accounts.audit, { door: 'merchant', skip: NOT_AUDITED }),
+    ...(accounts.handlers.console satisfies ConsoleHandlers),
+  };
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {
     const auth = await deps.services.orgs.authenticateApiKey(req.header('x-api-key'), op.operation['x-permission'] as string | undefined);
@@ -94,7 +109,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     name: 'merchant',
     document,
     handlers: handlers as unknown as Record<string, AnyHandler>,
-    authenticators: { ApiKeyAuth: apiKeyAuth },
+    authenticators: { ApiKeyAuth: apiKeyAuth, ...accounts.authenticators },
     extraRoutes: (router) => {
       extras.extraRoutes?.(router);
       if (deps.services.stripeEvents) registerStripeEventRoute(router, deps.services.stripeEvents);
@@ -108,7 +123,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       cryptoPayments.pages(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
-        documents: ['merchant'],
+        documents: ['merchant', 'console'],
         elsewhere: [
           { name: 'telemetry', baseUrl: deps.config.publicApiUrl },
           { name: 'agent-wallet', baseUrl: deps.config.publicApiUrl },
@@ -190,8 +205,9 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
 export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const admin = await loadDocument('admin');
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
-  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry } = deps.services.modules;
-  const handlers = {
+  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry, accounts } = deps.services.modules;
+  const adminHandlers = {
+    ...accounts.handlers.admin,
     ...orgs.handlers.admin,
     ...webhooks.handlers.admin,
     ...catalog.handlers.admin,
@@ -201,6 +217,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...agentWallet.handlers.admin,
     ...telemetry.handlers.admin,
   } satisfies AdminHandlers;
+  const handlers = audited(adminHandlers, accounts.audit, { door: 'admin', skip: AUDITED_BY_SERVICE });
   const adminBearer: Authenticator = async (req) => {
     const match = /^Bearer (.+)$/.exec(req.header('authorization') ?? '');
     if (!match?.[1] || !constantTimeEqual(match[1], deps.adminToken)) throw unauthorized('Missing or invalid admin token');

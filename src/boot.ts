@@ -75,6 +75,9 @@ async function greet(config: Config, services: Services, logger: Logger): Promis
     const org = await services.orgs.createOrganization({ name: 'Demo organization' });
     const key = await services.orgs.createApiKey(org.id, { name: 'demo' });
     logger.info({ orgId: org.id, apiKeyId: key.id }, 'created demo organization and API key');
+    // The demo organization's owner, with a one-time sign-in link for the console (development
+    // only: never in production, where the operator invites the first owner with the CLI).
+    const signIn = config.nodeEnv === 'production' ? undefined : await demoOwnerSignInLink(services, org.id);
     // Printed to the terminal once, deliberately outside the logger (which never carries keys).
     process.stdout.write(
       [
@@ -86,6 +89,14 @@ async function greet(config: Config, services: Services, logger: Logger): Promis
         'Try it:',
         `  curl -s ${config.publicBaseUrl}/v1/me -H 'X-API-Key: ${key.key}'`,
         '',
+        ...(signIn
+          ? [
+              `Console: a one-time sign-in link for the demo owner (${signIn.email}), valid 15 minutes:`,
+              `  ${signIn.url}`,
+              `  (the console posts its token to POST /v1/console/sign-in-links/redeem; afterwards: ${ADMIN_CLI} user reset-password --email ${signIn.email})`,
+              '',
+            ]
+          : []),
       ].join('\n') + '\n',
     );
     return;
@@ -113,6 +124,16 @@ async function greet(config: Config, services: Services, logger: Logger): Promis
     `  ${ADMIN_CLI} org list`,
     `  ${ADMIN_CLI} apikey create --org ORG_… --name backend`,
   ]);
+}
+
+const DEMO_OWNER_EMAIL = 'owner@demo.kassa.localhost';
+
+/** Makes the demo owner (no password yet) and a one-time sign-in link for them. */
+async function demoOwnerSignInLink(services: Services, orgId: string): Promise<{ email: string; url: string }> {
+  const accounts = services.modules.accounts.accounts;
+  const { user } = await accounts.ensureMember(orgId, DEMO_OWNER_EMAIL, 'owner', 'Demo owner');
+  const { url } = await accounts.createSignInLink(orgId, user.id);
+  return { email: DEMO_OWNER_EMAIL, url };
 }
 
 /** What the start opened so far, closed in reverse order when a later step fails. */

@@ -7,10 +7,12 @@ import type { operations as MerchantOperations } from '../generated/merchant.js'
 import type { operations as TelemetryOperations } from '../generated/telemetry.js';
 import type { operations as AgentWalletOperations } from '../generated/agent-wallet.js';
 import type { operations as AdminOperations } from '../generated/admin.js';
+import type { operations as ConsoleOperations } from '../generated/console.js';
 import type { HandlerMap } from './http/typed-handler.js';
 import type { TelemetryAuth } from './telemetry/keys.service.js';
 import type { MerchantAuth } from './orgs/orgs.service.js';
 import type { AgentAuth } from './agent-wallet/runtime.service.js';
+import type { SessionAuth } from './accounts/accounts.service.js';
 
 /** Webhook events are documented as operations of the merchant document but sent, not served. */
 type WebhookEventOperation = Extract<keyof MerchantOperations, `${string}Event`>;
@@ -25,3 +27,9 @@ export type SigningKeyHandlers = HandlerMap<Pick<MerchantOperations, 'getWebhook
 export type PlatformHandlers = TelemetryHandlers & AgentWalletHandlers & SigningKeyHandlers;
 
 export type AdminHandlers = HandlerMap<AdminOperations, undefined>;
+
+/**
+ * The console document (served on the merchant listener): a member's session. The operations
+ * that start a session (`security: []`) run without one; their handlers never read `auth`.
+ */
+export type ConsoleHandlers = HandlerMap<ConsoleOperations, SessionAuth>;

@@ -36,6 +36,7 @@ import { createTelemetryModule, type TelemetryModule } from './telemetry/index.j
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
+import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
 /** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
 export interface Modules {
@@ -53,6 +54,8 @@ export interface Modules {
   portal: PortalModule;
   /** Absent unless SMTP_URL is configured. */
   buyerEmails?: BuyerEmailsModule;
+  /** People: users, memberships, console sessions, invites, the audit log. */
+  accounts: AccountsModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -253,6 +256,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     commerceMetrics: createCommerceMetricsModule({ db }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
+    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),
   };
   return {
     orgs,

@@ -227,6 +227,17 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     expect(rotated.keys.length).toBeGreaterThanOrEqual(2);
   });
 
+  it('user invite / reset-password: print single-use links (the first owner of an organization)', async () => {
+    const invite = await ok(['user', 'invite', '--org', orgId, '--email', 'first-owner@example.com', '--role', 'owner']);
+    expect(invite).toMatchObject({ orgId, email: 'first-owner@example.com', role: 'owner' });
+    expect(invite.url).toMatch(/\/console\/accept-invite#token=kinv_/);
+    const token = new URL(invite.url).hash.slice('#token='.length);
+    const accepted = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', 'http://merchant.test').send({ token, password: 'correct horse battery staple' });
+    expect(accepted.status).toBe(200);
+    const reset = await ok(['user', 'reset-password', '--email', 'first-owner@example.com']);
+    expect(reset.url).toMatch(/\/console\/reset-password#token=krst_/);
+  });
+
   it('x402 relayer-create / relayer: created once (the key stays sealed), shown by address', async () => {
     const created = await ok(['x402', 'relayer-create']);
     expect(created.address).toMatch(/^0x[0-9a-fA-F]{40}$/);

@@ -9,6 +9,7 @@
  *
  * KASSA_FUZZ_RUNS (default 15) sets the runs per operation and mode; KASSA_FUZZ_SEED replays a run.
  */
+import { signUp } from './accounts/helpers.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './harness/context.js';
@@ -29,6 +30,8 @@ import { createProjectWithKey } from './telemetry/helpers.js';
 import { createLink, createPrice, createProduct } from './catalog/fixtures.js';
 
 const RUNS = Number(process.env.KASSA_FUZZ_RUNS ?? 15);
+/** Console operations that would sign the fuzzer's own session out (or replace it). */
+const SESSION_ENDING = new Set(['signOut', 'signOutEverywhere', 'switchOrganization']);
 const SEED = process.env.KASSA_FUZZ_SEED ? Number(process.env.KASSA_FUZZ_SEED) : undefined;
 
 let ctx: TestContext;
@@ -67,10 +70,16 @@ beforeAll(async () => {
   };
 
   setKnownValues([...knownIds.public, ...knownIds.admin]);
+  const consoleOwner = await signUp(ctx, ctx.orgA.orgId, 'owner');
 
   credentials = (op): Record<string, string> => {
     const schemes = op.security.flatMap((requirement) => Object.keys(requirement));
     if (schemes.includes('ApiKeyAuth')) return { 'X-API-Key': ctx.orgA.apiKey };
+    if (schemes.includes('ConsoleSession')) {
+      // Operations that end or replace the session are fuzzed signed out (401): the run keeps its session.
+      if (SESSION_ENDING.has(op.operationId)) return {};
+      return { Cookie: consoleOwner.cookie, 'X-CSRF-Token': consoleOwner.csrf, Origin: 'http://merchant.test' };
+    }
     if (schemes.includes('BearerAuth')) return { Authorization: `Bearer ${telemetry.key}` };
     if (schemes.includes('AdminBearer')) return { Authorization: `Bearer ${ctx.adminToken}` };
     if (schemes.includes('AgentSignature')) return agentHeaders(ctx, agent, op.method.toUpperCase(), op.path);

@@ -25,6 +25,7 @@ describe('job registry', () => {
       'crypto-chain-watcher': ctx.config.crypto.pollIntervalMs,
       'x402-settlement-finisher': 30_000,
       'portal-session-cleanup': 15 * 60_000,
+      'account-retention': 3_600_000,
     });
     expect(new Set(jobs.map((job) => job.name)).size).toBe(jobs.length);
   });

@@ -24,6 +24,7 @@ import * as credit from './credit.js';
 import * as signingKey from './signing-key.js';
 import * as webhook from './webhook.js';
 import * as x402 from './x402.js';
+import * as user from './user.js';
 
 export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
@@ -42,6 +43,7 @@ export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext):
   signingKey,
   webhook,
   x402,
+  user,
 ];
 
 export function buildProgram(ctx: CliContext): Command {

@@ -13,7 +13,7 @@ import YAML from 'yaml';
 import { bundleDocument, loadDocument, type DocumentName } from '../http/spec.js';
 
 export const DOCS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../docs-dist');
-export const DOCUMENT_NAMES: readonly DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin'];
+export const DOCUMENT_NAMES: readonly DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin', 'console'];
 
 const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);

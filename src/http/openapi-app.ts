@@ -21,7 +21,13 @@ import { OperationTable, type RoutedRequest } from './operation-table.js';
 import { parameterFastPath, type FastPathCheck } from './parameter-fast-path.js';
 import type { HttpMetrics } from '../observability/metrics.js';
 
-/** Resolves one security scheme; returns the caller's identity or throws AppError. */
+/**
+ * Resolves one security scheme; returns the caller's identity or throws AppError. An authenticator
+ * that found none of its credentials in the request throws one marked by `credentialsAbsent`:
+ * when an operation accepts several schemes, another scheme's error is reported instead.
+ */
+export const credentialsAbsent = <E extends Error>(error: E): E => Object.assign(error, { credentialsAbsent: true });
+
 export type Authenticator = (req: Request, op: OperationInfo) => Promise<unknown>;
 
 export type ErrorFlavor = 'envelope' | 'telemetry';
@@ -479,7 +485,9 @@ async function authenticate(
       }
       return identity;
     } catch (err) {
-      lastError = err;
+      // A scheme whose credentials were not sent at all says less than one that refused them:
+      // a key without the permission stays 403 though the cookie alternative found no cookie.
+      if (lastError === undefined || !(err as { credentialsAbsent?: boolean }).credentialsAbsent) lastError = err;
     }
   }
   throw lastError ?? new AppError('UNAUTHORIZED', 'Unauthorized');

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { $RefParser } from '@apidevtools/json-schema-ref-parser';
 
 export const OPENAPI_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../openapi');
-export type DocumentName = 'merchant' | 'telemetry' | 'agent-wallet' | 'admin';
+export type DocumentName = 'merchant' | 'telemetry' | 'agent-wallet' | 'admin' | 'console';
 
 export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];

@@ -35,6 +35,10 @@ export interface ApiKey {
   permissions: string[];
   createdAt: Date;
   revokedAt: Date | null;
+  /** Who made it: `user:USR_…` (a member, in the console), `operator` or null (the admin API, before accounts existed). */
+  createdBy?: string | null;
+  /** Its last use, a minute coarse; null: never used. */
+  lastUsedAt?: Date | null;
 }
 
 export interface ApiKeyWithHash extends ApiKey {
@@ -64,7 +68,8 @@ export interface OrgRepository {
   insertApiKey(key: ApiKeyWithHash): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined>;
   listApiKeys(orgId: string): Promise<ApiKey[]>;
-  revokeApiKey(id: string, now: Date): Promise<ApiKey | undefined>;
+  revokeApiKey(id: string, now: Date, orgId?: string): Promise<ApiKey | undefined>;
+  touchApiKey(id: string, now: Date): Promise<void>;
 }
 
 interface OrganizationRow {
@@ -93,6 +98,8 @@ interface ApiKeyRow {
   permissions: string[];
   created_at: Date;
   revoked_at: Date | null;
+  created_by?: string | null;
+  last_used_at?: Date | null;
 }
 
 /** Run directly and prepared (runStatement): its columns are listed, so a column added by a migration cannot change its result type. */
@@ -133,6 +140,8 @@ const toApiKey = (row: ApiKeyRow): ApiKeyWithHash => ({
   permissions: row.permissions,
   createdAt: new Date(row.created_at),
   revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
+  createdBy: row.created_by ?? null,
+  lastUsedAt: row.last_used_at ? new Date(row.last_used_at) : null,
 });
 
 const withoutHash = ({ keyHash: _hash, ...key }: ApiKeyWithHash): ApiKey => key;
@@ -229,6 +238,7 @@ export class KnexOrgRepository implements OrgRepository {
       permissions: key.permissions,
       created_at: key.createdAt,
       revoked_at: key.revokedAt,
+      created_by: key.createdBy ?? null,
     });
   }
 
@@ -244,9 +254,14 @@ export class KnexOrgRepository implements OrgRepository {
     return rows.map((row) => withoutHash(toApiKey(row)));
   }
 
-  async revokeApiKey(id: string, now: Date): Promise<ApiKey | undefined> {
-    await this.db<ApiKeyRow>('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: now });
-    const row = await this.db<ApiKeyRow>('api_keys').where({ id }).first();
+  async revokeApiKey(id: string, now: Date, orgId?: string): Promise<ApiKey | undefined> {
+    const scope = orgId ? { id, org_id: orgId } : { id };
+    await this.db<ApiKeyRow>('api_keys').where(scope).whereNull('revoked_at').update({ revoked_at: now });
+    const row = await this.db<ApiKeyRow>('api_keys').where(scope).first();
     return row ? withoutHash(toApiKey(row)) : undefined;
+  }
+
+  async touchApiKey(id: string, now: Date): Promise<void> {
+    await this.db<ApiKeyRow>('api_keys').where({ id }).where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', now)).update({ last_used_at: now });
   }
 }

@@ -8,9 +8,14 @@ import type { ApiKey, Organization, OrganizationPatch, OrgRepository, StripeAcco
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
 import { ApiKeyCache } from './api-key-cache.js';
 
+/** Who a request acts as: an API key, or a member signed in to the console (their session). */
+export type Actor = { type: 'api_key'; id: string } | { type: 'user'; id: string; sessionId?: string };
+
 export interface MerchantAuth {
   orgId: string;
+  /** The API key's id; for a console session (src/accounts), the session's id (rate limits count per session). */
   apiKeyId: string;
+  actor: Actor;
   permissions: string[];
   /** The organization as it was when the request was authenticated (read with the key). */
   organization: Organization;
@@ -154,7 +159,7 @@ export class OrgService {
   }
 
   /** Issues `ak_` + base64url(32 random bytes). Only its SHA-256 is stored; the key is returned once. */
-  async createApiKey(orgId: string, input: { name?: string; permissions?: Permission[] }): Promise<ApiKey & { key: string }> {
+  async createApiKey(orgId: string, input: { name?: string; permissions?: Permission[]; createdBy?: string }): Promise<ApiKey & { key: string }> {
     await this.getOrganization(orgId);
     const key = `ak_${randomBytes(32).toString('base64url')}`;
     const apiKey: ApiKey = {
@@ -165,6 +170,8 @@ export class OrgService {
       permissions: [...(input.permissions ?? ALL_PERMISSIONS)],
       createdAt: this.clock.now(),
       revokedAt: null,
+      createdBy: input.createdBy ?? null,
+      lastUsedAt: null,
     };
     await this.repo.insertApiKey({ ...apiKey, keyHash: sha256Hex(key) });
     return { ...apiKey, key };
@@ -175,8 +182,9 @@ export class OrgService {
     return this.repo.listApiKeys(orgId);
   }
 
-  async revokeApiKey(id: string): Promise<ApiKey> {
-    const key = await this.repo.revokeApiKey(id, this.clock.now());
+  /** Revokes a key; with orgId, only a key of that organization (another's is not found). */
+  async revokeApiKey(id: string, orgId?: string): Promise<ApiKey> {
+    const key = await this.repo.revokeApiKey(id, this.clock.now(), orgId);
     this.keys.clear();
     if (!key) throw notFound('API key');
     return key;
@@ -199,8 +207,24 @@ export class OrgService {
     if (requiredPermission && !key.permissions.includes(requiredPermission)) {
       throw forbidden(`This API key lacks the permission "${requiredPermission}"`);
     }
-    return { orgId: key.orgId, apiKeyId: key.id, permissions: key.permissions, organization: key.organization };
+    this.noteUse(key.id);
+    return { orgId: key.orgId, apiKeyId: key.id, actor: { type: 'api_key', id: key.id }, permissions: key.permissions, organization: key.organization };
   }
+
+  /**
+   * Records that a key was used, at most once a minute per key and process, after the answer's
+   * work (not awaited): the console lists keys with their last use, a minute coarse.
+   */
+  private noteUse(keyId: string): void {
+    const now = this.clock.now();
+    const last = this.lastNoted.get(keyId);
+    if (last !== undefined && now.getTime() - last < 60_000) return;
+    if (this.lastNoted.size > 10_000) this.lastNoted.clear();
+    this.lastNoted.set(keyId, now.getTime());
+    this.repo.touchApiKey(keyId, now).catch(() => this.lastNoted.delete(keyId));
+  }
+
+  private readonly lastNoted = new Map<string, number>();
 
   /** Why an organization may not open a checkout on any rail (crypto checks only this). */
   static checkoutRefusal(org: Organization): AppError | undefined {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { listOperations, loadDocument, type DocumentName } from '../../src/http/spec.js';
 
-const DOCUMENTS: DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin'];
+const DOCUMENTS: DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin', 'console'];
 
 type Schema = Record<string, unknown>;
 

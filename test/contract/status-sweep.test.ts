@@ -29,6 +29,7 @@ import { contractOperations, expectErrorBody, listen, type AppName, type Contrac
 import { arbitraryFor, encodeURIComponentSafe, type Schema } from '../fuzz/schema-arbitrary.js';
 import { agentHeaders, createAgent, createWallet, type TestAgent } from '../agent-wallet/helpers.js';
 import { createProjectWithKey } from '../telemetry/helpers.js';
+import { signUp } from '../accounts/helpers.js';
 
 // Collected before the tests are declared: one test per operation and status.
 const operations: ContractOperation[] = await contractOperations();
@@ -36,12 +37,16 @@ let ctx: TestContext;
 let listeners: Record<AppName, Listener>;
 let telemetryKey: string;
 let agent: TestAgent;
+/** A console session of an owner of org A (console document operations). */
+let consoleSession: ConsoleCredentials;
 
 beforeAll(async () => {
   ctx = await createTestContext();
   listeners = { merchant: await listen(ctx.apps.merchant), platform: await listen(ctx.apps.platform), admin: await listen(ctx.apps.admin) };
   telemetryKey = (await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sweep')).key;
   agent = await createAgent(ctx, ctx.orgA, (await createWallet(ctx, ctx.orgA)).walletId);
+  const owner = await signUp(ctx, ctx.orgA.orgId, 'owner');
+  consoleSession = { cookie: owner.cookie, csrf: owner.csrf };
 }, 120_000);
 
 afterAll(async () => {
@@ -51,9 +56,20 @@ afterAll(async () => {
 
 const documenting = (status: number) => operations.filter((op) => op.statuses.includes(status));
 
-function credentialsFor(op: ContractOperation, c: { apiKey: string; telemetryKey: string; adminToken: string; agent?: TestAgent; clock: ManualClock }): Record<string, string> {
+interface ConsoleCredentials {
+  cookie: string;
+  csrf: string;
+}
+/** A well-formed session nobody holds (for the apps over a broken database). */
+const UNKNOWN_SESSION: ConsoleCredentials = { cookie: `__Host-kassa_session=kss_${'A'.repeat(43)}`, csrf: 'x' };
+
+function credentialsFor(op: ContractOperation, c: { apiKey: string; telemetryKey: string; adminToken: string; agent?: TestAgent; clock: ManualClock; console?: ConsoleCredentials }): Record<string, string> {
   const schemes = op.security.flatMap((r) => Object.keys(r));
   if (schemes.includes('ApiKeyAuth')) return { 'X-API-Key': c.apiKey };
+  if (schemes.includes('ConsoleSession')) {
+    const session = c.console ?? UNKNOWN_SESSION;
+    return { Cookie: session.cookie, 'X-CSRF-Token': session.csrf, Origin: 'http://merchant.test' };
+  }
   if (schemes.includes('BearerAuth')) return { Authorization: `Bearer ${c.telemetryKey}` };
   if (schemes.includes('AdminBearer')) return { Authorization: `Bearer ${c.adminToken}` };
   if (schemes.includes('AgentSignature') && c.agent) return agentHeaders({ clock: c.clock } as TestContext, c.agent, op.method.toUpperCase(), op.path);
@@ -115,7 +131,9 @@ function expectStatus(op: ContractOperation, response: RawResponse, status: numb
 const ids = (ops: ContractOperation[]) => ops.map((op) => [op.operationId, op] as const);
 
 describe('statuses every operation documents', () => {
-  it.each(ids(documenting(401)))('401 %s without credentials', async (_id, op) => {
+  // Operations open to anyone that answer 401 for wrong credentials in their body (console sign-in, invites) are tested where those are.
+  const needingCredentials = (op: ContractOperation) => op.security.length > 0 && op.security.every((r) => Object.keys(r).length > 0);
+  it.each(ids(documenting(401).filter(needingCredentials)))('401 %s without credentials', async (_id, op) => {
     const response = await listeners[op.app].send(skeleton(op, {}));
     expectStatus(op, response, 401);
     const code = op.flavor === 'telemetry' ? 'unauthorized' : 'UNAUTHORIZED';
@@ -124,21 +142,21 @@ describe('statuses every operation documents', () => {
 
   it.each(ids(documenting(400)))('400 %s with an unknown query parameter', async (_id, op) => {
     ctx.clock.advance(1_000);
-    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock });
+    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock, console: consoleSession });
     const response = await listeners[op.app].send(skeleton(op, headers, 'zz_unknown=1'));
     expectStatus(op, response, 400);
     expect(response.text).toContain('zz_unknown');
   });
 
   it.each(ids(documenting(404)))('404 %s for an unknown identifier', async (_id, op) => {
-    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock });
+    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock, console: consoleSession });
     const response = await listeners[op.app].send(skeleton(op, headers));
     expectStatus(op, response, 404);
   });
 
   it.each(ids(documenting(413)))('413 %s with a body over its limit', async (_id, op) => {
     ctx.clock.advance(1_000);
-    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock });
+    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock, console: consoleSession });
     const request = skeleton(op, headers);
     const limit = op.operationId === 'ingest' || op.operationId === 'ingestOtlpTraces' ? 5 * 1024 * 1024 : 64 * 1024;
     request.body = JSON.stringify({ padding: 'A'.repeat(limit + 1) });
@@ -149,7 +167,7 @@ describe('statuses every operation documents', () => {
   // The envelope APIs answer 415; the telemetry API reports it as `400 invalid_request` (its own codes).
   it.each(ids(operations.filter((op) => op.body)))('415 %s with a non-JSON body (400 invalid_request on telemetry)', async (_id, op) => {
     ctx.clock.advance(1_000);
-    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock });
+    const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock, console: consoleSession });
     const request = skeleton(op, headers);
     request.headers = { ...request.headers, 'Content-Type': 'text/plain' };
     request.body = 'name=not json';
@@ -163,7 +181,8 @@ describe('statuses every operation documents', () => {
     }
   });
 
-  const permissionOps = () => documenting(403).filter((op) => op.app === 'merchant' && typeof op.operation['x-permission'] === 'string');
+  // The console document's permissions are a member's role's (test/accounts/console.test.ts, roles × operations).
+  const permissionOps = () => documenting(403).filter((op) => op.document === 'merchant' && typeof op.operation['x-permission'] === 'string');
   it('403 for every merchant operation called with a key that lacks its permission', async () => {
     const keys = new Map<Permission, string>();
     for (const missing of ALL_PERMISSIONS) {
@@ -196,7 +215,8 @@ describe('429 once a key has spent its rate limit', () => {
   });
 
   it('every merchant operation answers 429 RATE_LIMITED with Retry-After', async () => {
-    const ops = documenting(429).filter((op) => op.app === 'merchant');
+    // Sign-in throttling (the console document's 429) has its own test (test/accounts/console.test.ts).
+    const ops = documenting(429).filter((op) => op.document === 'merchant');
     expect(ops.length).toBeGreaterThan(20);
     const first = await merchant.send({ method: 'GET', path: '/v1/me', headers: { 'X-API-Key': limited.orgA.apiKey } });
     expect(first.status).toBe(200);

@@ -32,6 +32,7 @@ afterAll(async () => {
 describe('raw documents at /openapi/<name>.yaml|json', () => {
   const cases: Array<[keyof TestContext['apps'], DocumentName]> = [
     ['merchant', 'merchant'],
+    ['merchant', 'console'],
     ['platform', 'telemetry'],
     ['platform', 'agent-wallet'],
     ['admin', 'admin'],

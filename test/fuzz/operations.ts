@@ -32,7 +32,7 @@ export interface ContractOperation extends OperationInfo {
 
 export async function contractOperations(): Promise<ContractOperation[]> {
   const out: ContractOperation[] = [];
-  for (const document of ['merchant', 'telemetry', 'agent-wallet', 'admin'] as const) {
+  for (const document of ['merchant', 'telemetry', 'agent-wallet', 'admin', 'console'] as const) {
     const doc = await loadDocument(document);
     for (const op of listOperations(doc)) {
       const o = op.operation as {
@@ -47,7 +47,8 @@ export async function contractOperations(): Promise<ContractOperation[]> {
       out.push({
         ...op,
         document,
-        app: document === 'admin' ? 'admin' : document === 'merchant' && op.operationId !== 'getWebhookSigningKey' ? 'merchant' : 'platform',
+        // The console document is served on the merchant listener.
+        app: document === 'admin' ? 'admin' : (document === 'merchant' && op.operationId !== 'getWebhookSigningKey') || document === 'console' ? 'merchant' : 'platform',
         flavor: document === 'telemetry' ? 'telemetry' : 'envelope',
         parameters: [...pathLevel, ...(o.parameters ?? [])].filter((p) => p.in !== ('cookie' as string)),
         body: json ? { schema: json.schema, required: o.requestBody?.required ?? false } : undefined,

@@ -1,6 +1,7 @@
 /**
  * No secret reaches a log: a real server process (`src/main.ts`, debug level) is driven with
- * every kind of credential and card data it accepts, valid and invalid, the bearer tokens of the
+ * every kind of credential and card data it accepts, valid and invalid (console passwords, session
+ * cookies, CSRF, invite and password reset tokens included), the bearer tokens of the
  * hosted pages' paths, and a chain RPC URL carrying a provider key in its path and query (the node
  * refuses it and echoes the key); its whole output (stdout and stderr, from start to shutdown) is
  * searched for each of them. Runs on the embedded database, or on PostgreSQL when
@@ -80,7 +81,7 @@ afterAll(async () => {
 const tokenOf = (url: string) => new URL(url).pathname.split('/')[2]!;
 
 describe('logs of a real run', () => {
-  it('never contain an API key, token, Agent Wallet Key or card number it handled', async () => {
+  it('never contain an API key, token, Agent Wallet Key, card number, password, console session, invite or reset token it handled', async () => {
     const merchant = await provisionMerchant(server.adminUrl, adminToken, 'Log audit');
     secrets['merchant API key'] = merchant.apiKey;
     const me = (key: string) => http('GET', `${server.merchantUrl}/v1/me`, { headers: { 'X-API-Key': key } });
@@ -159,6 +160,37 @@ describe('logs of a real run', () => {
     secrets['crypto checkout page token'] = tokenOf(crypto.url);
     expect((await http('GET', crypto.url)).status).toBe(200);
     await waitFor('a failed chain watcher pass', async () => server.output().includes('crypto chain watcher pass failed'), 60_000);
+
+    // People (console document): an invite accepted with a password, the session and its CSRF
+    // token in use, a wrong password and an unknown address, a password reset and its new password.
+    const invite = await http('POST', `${server.adminUrl}/v1/orgs/${pages.orgId}/invites`, { headers: admin, body: { email: 'logs-owner@example.com', role: 'owner' } });
+    expect(invite.status).toBe(201);
+    const linkToken = (url: string) => new URL(url).hash.slice('#token='.length);
+    secrets['invite token'] = linkToken(invite.json.data.url);
+    secrets['member password'] = `pw-${randomBytes(12).toString('hex')}`;
+    const accepted = await http('POST', `${server.merchantUrl}/v1/console/invites/accept`, { body: { token: secrets['invite token'], password: secrets['member password'] } });
+    expect(accepted.status).toBe(200);
+    secrets['console session token'] = /__Host-kassa_session=([^;]+)/.exec(accepted.headers.get('set-cookie')!)![1]!;
+    secrets['console CSRF token'] = accepted.json.data.csrfToken;
+    const cookie = { Cookie: `__Host-kassa_session=${secrets['console session token']}` };
+    expect((await http('GET', `${server.merchantUrl}/v1/console/session`, { headers: cookie })).status).toBe(200);
+    const consoleKey = await http('POST', `${server.merchantUrl}/v1/console/api-keys`, { headers: { ...cookie, 'X-CSRF-Token': secrets['console CSRF token']! }, body: { name: 'console' } });
+    expect(consoleKey.status).toBe(201);
+    secrets['API key made in the console'] = consoleKey.json.data.key;
+    expect((await http('POST', `${server.merchantUrl}/v1/console/invites`, { headers: cookie, body: { email: 'x@example.com', role: 'viewer' } })).status).toBe(403);
+    secrets['a wrong password'] = `wrong-${randomBytes(12).toString('hex')}`;
+    expect((await http('POST', `${server.merchantUrl}/v1/console/sign-in`, { body: { email: 'logs-owner@example.com', password: secrets['a wrong password'] } })).status).toBe(401);
+    expect((await http('POST', `${server.merchantUrl}/v1/console/sign-in`, { body: { email: 'nobody@example.com', password: secrets['a wrong password'] } })).status).toBe(401);
+    const reset = await http('POST', `${server.adminUrl}/v1/users/password-reset`, { headers: admin, body: { email: 'logs-owner@example.com' } });
+    expect(reset.status).toBe(201);
+    secrets['password reset token'] = linkToken(reset.json.data.url);
+    secrets['new password'] = `new-${randomBytes(12).toString('hex')}`;
+    expect((await http('POST', `${server.merchantUrl}/v1/console/password-resets/complete`, { body: { token: secrets['password reset token'], password: secrets['new password'] } })).status).toBe(204);
+    // The reset signed the session out: the cookie is refused now.
+    expect((await http('GET', `${server.merchantUrl}/v1/console/session`, { headers: cookie })).status).toBe(401);
+    const signedIn = await http('POST', `${server.merchantUrl}/v1/console/sign-in`, { body: { email: 'logs-owner@example.com', password: secrets['new password'] } });
+    expect(signedIn.status).toBe(200);
+    secrets['second console session token'] = /__Host-kassa_session=([^;]+)/.exec(signedIn.headers.get('set-cookie')!)![1]!;
 
     secrets['admin token'] = adminToken;
     secrets['encryption key'] = encryptionKey;

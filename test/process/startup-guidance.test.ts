@@ -42,15 +42,20 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up guidance on the
   });
 
   it('first start prints the demo key once; the second reminds of the org id and how to make a new key, without the key', async () => {
-    const first = await startUntil(start({ KASSA_SEED_DEMO: 'true' }), /API key: ak_\S+/);
+    const first = await startUntil(start({ KASSA_SEED_DEMO: 'true' }), /\/console\/sign-in-link#token=ksil_\S+/);
     const orgId = /orgId: +(ORG_\w+)/.exec(first)![1]!;
     const apiKey = /API key: (ak_\S+)/.exec(first)![1]!;
+    // The demo owner's one-time console sign-in link (development, embedded database only).
+    const signInLink = /(http\S+\/console\/sign-in-link#token=ksil_[A-Za-z0-9_-]{43})/.exec(first)![1]!;
+    expect(first).toContain('one-time sign-in link for the demo owner');
 
     const second = await startUntil(start({ KASSA_SEED_DEMO: 'true' }), /Kassa organization: ORG_/);
     expect(second).toContain(`Kassa organization: ${orgId} (Demo organization)`);
     expect(second).toContain(`npm run -s admin -- apikey create --org ${orgId} --name backend`);
     expect(second).not.toContain(apiKey);
     expect(second).not.toContain('API key:');
+    expect(second).not.toContain(signInLink.split('#token=')[1]!);
+    expect(second).not.toContain('sign-in link');
   }, 300_000);
 
   it('with KASSA_SEED_DEMO=false on an empty database, says how to create an organization', async () => {

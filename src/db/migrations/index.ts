@@ -33,6 +33,7 @@ import * as m0131 from './0131_subscription_payment_action.js';
 import * as m0132 from './0132_stripe_account_state.js';
 import * as m0140 from './0140_customer_portal_sessions.js';
 import * as m0141 from './0141_buyer_emails.js';
+import * as m0150 from './0150_accounts.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -72,6 +73,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0132_stripe_account_state': m0132,
   '0140_customer_portal_sessions': m0140,
   '0141_buyer_emails': m0141,
+  '0150_accounts': m0150,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,25 @@
+/**
+ * Retention of the accounts tables: audit entries are kept AUDIT_RETENTION_DAYS (400) days
+ * (the table itself refuses an earlier delete); ended sessions, spent or expired links and old
+ * sign-in failure windows are removed a day after they stopped mattering.
+ */
+import type { Job } from '../kernel/job.js';
+import type { Clock } from '../kernel/clock.js';
+import type { AccountRepository } from './accounts.repository.js';
+import { AUDIT_RETENTION_DAYS } from './audit.service.js';
+
+const DAY = 24 * 3600_000;
+const BATCH = 1000;
+
+export function accountRetentionJob(repo: AccountRepository, clock: Clock): Job {
+  return {
+    name: 'account-retention',
+    intervalMs: 3600_000,
+    run: async () => {
+      const now = clock.now().getTime();
+      // A day's margin past the retention period: the table's trigger measures it by the database clock.
+      const removed = await repo.removeExpired(new Date(now - (AUDIT_RETENTION_DAYS + 1) * DAY), new Date(now - DAY), BATCH);
+      return removed > 0;
+    },
+  };
+}

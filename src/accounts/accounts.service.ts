@@ -1,0 +1,404 @@
+/**
+ * People of an organization: users, memberships with a role, password sign-in with throttling,
+ * server-side console sessions, and single-use links (invites, password resets, one-time sign-in
+ * links). One service whichever door a request came through (console session, admin API / CLI).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../kernel/clock.js';
+import { newId } from '../kernel/ids.js';
+import { sha256Hex } from '../kernel/secrets.js';
+import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
+import type { OrgService, MerchantAuth, Actor } from '../orgs/orgs.service.js';
+import type { Organization } from '../orgs/orgs.repository.js';
+import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, Membership, User, UserWithPassword } from './accounts.repository.js';
+import { ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, dummyHash, hashPassword, verifyPassword } from './passwords.js';
+import type { AuditLog } from './audit.service.js';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+
+/** Session lifetimes: signed out after 2 hours without a request, and 12 hours after sign-in whatever happens. */
+export const SESSION_IDLE_MS = 2 * HOUR;
+export const SESSION_ABSOLUTE_MS = 12 * HOUR;
+/** last_seen_at is written at most once a minute per session (idle expiry is that coarse). */
+const TOUCH_EVERY_MS = MINUTE;
+
+export const LINK_TTL_MS: Record<LinkKind, number> = { invite: 7 * 24 * HOUR, password_reset: HOUR, sign_in: 15 * MINUTE };
+const LINK_PREFIX: Record<LinkKind, string> = { invite: 'kinv_', password_reset: 'krst_', sign_in: 'ksil_' };
+/** Where the console takes each link; the token travels in the fragment, which browsers never send to a server (no log can hold it). */
+const LINK_PATH: Record<LinkKind, string> = { invite: '/console/accept-invite', password_reset: '/console/reset-password', sign_in: '/console/sign-in-link' };
+
+/** Password guessing: per account (e-mail address, known or not) and per client address, in a 15-minute window. */
+export const THROTTLE_WINDOW_MS = 15 * MINUTE;
+export const ACCOUNT_FAILURE_LIMIT = 5;
+export const ADDRESS_FAILURE_LIMIT = 20;
+
+const SESSION_TOKEN = /^kss_[A-Za-z0-9_-]{43}$/;
+const LINK_TOKEN = /^k(inv|rst|sil)_[A-Za-z0-9_-]{43}$/;
+
+/** What a console request runs as: an organization, the member's permissions, and who they are. */
+export interface SessionAuth extends MerchantAuth {
+  userId: string;
+  sessionId: string;
+  role: Role;
+  memberPermissions: MemberPermission[];
+  /** A new session token when this request rotated the session (the member's role changed): the cookie to set. */
+  rotatedToken?: string;
+  /** The CSRF token of the session (derived from its token; see csrfTokenOf). */
+  csrfToken: string;
+  /** The session's absolute expiry. */
+  expiresAt: Date;
+}
+
+export interface SignedIn {
+  token: string;
+  csrfToken: string;
+  session: ConsoleSession;
+  user: User;
+  membership: Membership;
+  organization: Organization;
+}
+
+const newToken = (prefix: string) => `${prefix}${randomBytes(32).toString('base64url')}`;
+
+/**
+ * The CSRF token of a session: SHA-256 of its token under a label. The console sends it in
+ * `X-CSRF-Token`; it is derived, not stored, and says nothing of the session token.
+ */
+export const csrfTokenOf = (sessionToken: string): string => sha256Hex(`kassa-csrf:${sessionToken}`);
+
+const normalizeEmail = (email: string) => email.trim();
+
+function checkPassword(password: string): void {
+  if ([...password].length < MIN_PASSWORD_LENGTH) throw validationError(`body.password must be at least ${MIN_PASSWORD_LENGTH} characters`, { field: 'password' });
+  if ([...password].length > MAX_PASSWORD_LENGTH) throw validationError(`body.password must be at most ${MAX_PASSWORD_LENGTH} characters`, { field: 'password' });
+}
+
+const rateLimited = (retryAfterMs: number) => {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new AppError('RATE_LIMITED', `Too many failed sign-ins; retry after ${seconds} s`, { headers: { 'Retry-After': String(seconds) } });
+};
+
+export class AccountService {
+  constructor(
+    private readonly repo: AccountRepository,
+    private readonly orgs: OrgService,
+    private readonly audit: AuditLog,
+    private readonly clock: Clock,
+    private readonly publicBaseUrl: string,
+  ) {}
+
+  // ---- sign-in -------------------------------------------------------------------------------
+
+  /**
+   * Password sign-in. An unknown e-mail address gets the same answer, after the same work (a
+   * dummy hash is verified), as a wrong password; both count towards the same throttles.
+   */
+  async signIn(input: { email: string; password: string; orgId?: string; clientAddress: string | null }): Promise<SignedIn> {
+    const now = this.clock.now();
+    const email = normalizeEmail(input.email);
+    const accountKey = `account:${email.toLowerCase()}`;
+    const addressKey = `address:${input.clientAddress ?? 'unknown'}`;
+    await this.checkThrottle(accountKey, ACCOUNT_FAILURE_LIMIT, now);
+    await this.checkThrottle(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    const user = await this.repo.findUserByEmail(email);
+    const valid = await verifyPassword(user?.passwordHash ?? (await dummyHash()), input.password);
+    if (!user || !user.passwordHash || !valid) {
+      await this.repo.recordFailure(accountKey, now, THROTTLE_WINDOW_MS);
+      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      throw unauthorized('Invalid e-mail address or password');
+    }
+    await this.repo.clearFailures(accountKey);
+    const membership = await this.pickMembership(user.id, input.orgId);
+    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password', clientAddress: input.clientAddress });
+    return signedIn;
+  }
+
+  private async checkThrottle(key: string, limit: number, now: Date): Promise<void> {
+    const state = await this.repo.failures(key, now, THROTTLE_WINDOW_MS);
+    if (state && state.count >= limit) throw rateLimited(state.windowStartedAt.getTime() + THROTTLE_WINDOW_MS - now.getTime());
+  }
+
+  private async pickMembership(userId: string, orgId?: string): Promise<Membership> {
+    const memberships = await this.repo.membershipsOf(userId);
+    const chosen = orgId ? memberships.find((m) => m.orgId === orgId) : memberships[0];
+    if (!chosen) {
+      if (orgId) throw notFound('Organization');
+      throw forbidden('This account is not a member of any organization');
+    }
+    return chosen;
+  }
+
+  private async startSession(user: UserWithPassword | User, membership: Membership, clientAddress: string | null, expiresAt?: Date): Promise<SignedIn> {
+    const now = this.clock.now();
+    const token = newToken('kss_');
+    const session: ConsoleSession = {
+      id: newId('SES'),
+      userId: user.id,
+      orgId: membership.orgId,
+      createdAt: now,
+      lastSeenAt: now,
+      expiresAt: expiresAt ?? new Date(now.getTime() + SESSION_ABSOLUTE_MS),
+      revokedAt: null,
+      clientAddress,
+    };
+    await this.repo.insertSession(session, sha256Hex(token));
+    const organization = await this.orgs.getOrganization(membership.orgId);
+    const { passwordHash: _hash, ...plainUser } = user as UserWithPassword;
+    return { token, csrfToken: csrfTokenOf(token), session, user: plainUser, membership, organization };
+  }
+
+  /**
+   * Resolves the session cookie to the same kind of principal an API key gives (organization,
+   * permissions, actor). Refused when unknown, revoked, idle too long, past its absolute expiry,
+   * or when the user is no longer a member. A session older than the member's last role change is
+   * rotated: a new token (the cookie the answer sets), the old one revoked.
+   */
+  async authenticateSession(presented: string | undefined, requiredPermission?: string): Promise<SessionAuth> {
+    if (!presented || !SESSION_TOKEN.test(presented)) throw unauthorized('Missing or invalid API key or console session');
+    const now = this.clock.now();
+    const session = await this.repo.findSessionByTokenHash(sha256Hex(presented));
+    const refused = unauthorized('The console session has expired or was signed out; sign in again');
+    if (!session || session.revokedAt || !session.role) throw refused;
+    if (now >= session.expiresAt || now.getTime() - session.lastSeenAt.getTime() >= SESSION_IDLE_MS) throw refused;
+    let token = presented;
+    let sessionId = session.id;
+    let rotatedToken: string | undefined;
+    if (session.roleChangedAt && session.roleChangedAt > session.createdAt) {
+      // Only one of two concurrent requests rotates; the other's old token is refused from now on.
+      if (!(await this.repo.revokeSession(session.id, now))) throw refused;
+      const user = await this.repo.findUser(session.userId);
+      const membership = user && (await this.repo.findMembership(session.orgId, session.userId));
+      if (!user || !membership) throw refused;
+      const rotated = await this.startSession(user, membership, session.clientAddress, session.expiresAt);
+      token = rotatedToken = rotated.token;
+      sessionId = rotated.session.id;
+    } else if (now.getTime() - session.lastSeenAt.getTime() >= TOUCH_EVERY_MS) {
+      await this.repo.touchSession(session.id, now);
+    }
+    const memberPermissions = [...ROLE_PERMISSIONS[session.role]];
+    if (requiredPermission && !(memberPermissions as string[]).includes(requiredPermission)) {
+      throw forbidden(`The role "${session.role}" lacks the permission "${requiredPermission}"`);
+    }
+    const organization = await this.orgs.getOrganization(session.orgId);
+    return {
+      orgId: session.orgId,
+      apiKeyId: sessionId,
+      permissions: memberPermissions,
+      organization,
+      actor: { type: 'user', id: session.userId, sessionId },
+      userId: session.userId,
+      sessionId,
+      role: session.role,
+      memberPermissions,
+      rotatedToken,
+      csrfToken: csrfTokenOf(token),
+      expiresAt: session.expiresAt,
+    };
+  }
+
+  async describeSession(auth: SessionAuth) {
+    const user = await this.repo.findUser(auth.userId);
+    if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
+    const memberships = await this.repo.membershipsOf(auth.userId);
+    const { passwordHash: _hash, ...plainUser } = user;
+    return { user: plainUser, memberships };
+  }
+
+  async signOut(auth: SessionAuth): Promise<void> {
+    await this.repo.revokeSession(auth.sessionId, this.clock.now());
+  }
+
+  /** Revokes every session of the user, in every organization ("sign out everywhere"). */
+  async signOutEverywhere(auth: SessionAuth, clientAddress: string | null): Promise<number> {
+    const count = await this.repo.revokeSessionsOfUser(auth.userId, this.clock.now());
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'session.sign_out_everywhere', target: { type: 'user', id: auth.userId }, summary: `revoked ${count} session(s)`, clientAddress });
+    return count;
+  }
+
+  /** Moves the console to another organization of the user: a new session (rotation), the old one revoked. */
+  async switchOrganization(auth: SessionAuth, orgId: string, clientAddress: string | null): Promise<SignedIn> {
+    const membership = await this.repo.findMembership(orgId, auth.userId);
+    if (!membership) throw notFound('Organization');
+    const user = await this.repo.findUser(auth.userId);
+    if (!user) throw unauthorized();
+    await this.repo.revokeSession(auth.sessionId, this.clock.now());
+    return this.startSession(user, membership, clientAddress);
+  }
+
+  // ---- single-use links ----------------------------------------------------------------------
+
+  private async issueLink(kind: LinkKind, fields: { orgId: string | null; userId: string | null; email: string; role: Role | null; createdBy: Actor | { type: 'operator' } }) {
+    const now = this.clock.now();
+    const token = newToken(LINK_PREFIX[kind]);
+    const link: AccountLink = {
+      id: newId('LNK'),
+      kind,
+      orgId: fields.orgId,
+      userId: fields.userId,
+      email: fields.email,
+      role: fields.role,
+      createdBy: fields.createdBy.type === 'operator' ? 'operator' : `${fields.createdBy.type}:${fields.createdBy.id}`,
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + LINK_TTL_MS[kind]),
+      usedAt: null,
+      revokedAt: null,
+    };
+    await this.repo.insertLink(link, sha256Hex(token));
+    return { link, token, url: `${this.publicBaseUrl.replace(/\/+$/, '')}${LINK_PATH[kind]}#token=${token}` };
+  }
+
+  private async consume(kind: LinkKind, token: string): Promise<AccountLink> {
+    const link = LINK_TOKEN.test(token) ? await this.repo.consumeLink(kind, sha256Hex(token), this.clock.now()) : undefined;
+    // Unknown, used, revoked and expired links look alike to the holder.
+    if (!link) throw notFound('Link (it may have been used already or expired)');
+    return link;
+  }
+
+  /**
+   * Invites an e-mail address to an organization with a role. By a member: only roles they may
+   * grant (an admin never makes owners). By the operator (admin API / CLI): any role.
+   */
+  async invite(input: { orgId: string; email: string; role: Role; by: { type: 'operator' } | { type: 'user'; id: string; role: Role } ; clientAddress: string | null }) {
+    await this.orgs.getOrganization(input.orgId);
+    if (input.by.type === 'user' && !mayGrant(input.by.role, input.role)) throw forbidden(`The role "${input.by.role}" cannot invite a member with the role "${input.role}"`);
+    const email = normalizeEmail(input.email);
+    const user = await this.repo.findUserByEmail(email);
+    if (user && (await this.repo.findMembership(input.orgId, user.id))) throw conflict('This e-mail address is already a member of the organization');
+    const actor = input.by.type === 'operator' ? ({ type: 'operator' } as const) : ({ type: 'user', id: input.by.id } as const);
+    const issued = await this.issueLink('invite', { orgId: input.orgId, userId: null, email, role: input.role, createdBy: actor });
+    await this.audit.record({ orgId: input.orgId, actor, action: 'invite.create', target: { type: 'invite', id: issued.link.id }, summary: `invited ${email} as ${input.role}`, clientAddress: input.clientAddress });
+    return issued;
+  }
+
+  listInvites(orgId: string): Promise<AccountLink[]> {
+    return this.repo.listInvites(orgId);
+  }
+
+  async revokeInvite(orgId: string, id: string, actor: Actor, clientAddress: string | null): Promise<AccountLink> {
+    const link = await this.repo.revokeInvite(orgId, id, this.clock.now());
+    if (!link) throw notFound('Invite');
+    await this.audit.record({ orgId, actor, action: 'invite.revoke', target: { type: 'invite', id }, summary: `revoked the invite of ${link.email}`, clientAddress });
+    return link;
+  }
+
+  /**
+   * Accepts an invite: the link is spent first (one request wins), then the account is found or
+   * made. A new account sets its password here; an existing one proves it with its password.
+   */
+  async acceptInvite(input: { token: string; password: string; name?: string; clientAddress: string | null }): Promise<SignedIn> {
+    if (input.password) checkPasswordShapeForExisting(input.password);
+    const link = await this.consume('invite', input.token);
+    const now = this.clock.now();
+    let user = await this.repo.findUserByEmail(link.email);
+    if (user?.passwordHash) {
+      if (!(await verifyPassword(user.passwordHash, input.password))) throw unauthorized('This e-mail address has an account: accept with its password');
+    } else {
+      checkPassword(input.password);
+      const passwordHash = await hashPassword(input.password);
+      if (user) await this.repo.setPassword(user.id, passwordHash, now);
+      else {
+        user = { id: newId('USR'), email: link.email, name: input.name?.trim() || null, passwordHash, createdAt: now, updatedAt: now };
+        await this.repo.insertUser(user);
+      }
+    }
+    const membership: Membership = { orgId: link.orgId!, userId: user.id, role: link.role!, createdAt: now, roleChangedAt: now };
+    if ((await this.repo.insertMembership(membership)) === 'exists') throw conflict('This account is already a member of the organization');
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'member.join', target: { type: 'user', id: user.id }, summary: `accepted the invite ${link.id} as ${membership.role}`, clientAddress: input.clientAddress });
+    return this.startSession(user, membership, input.clientAddress);
+  }
+
+  /** A password reset link for an account (the operator's CLI prints it; e-mailed once outgoing mail exists). */
+  async createPasswordReset(email: string, clientAddress: string | null) {
+    const user = await this.repo.findUserByEmail(normalizeEmail(email));
+    if (!user) throw notFound('User');
+    const issued = await this.issueLink('password_reset', { orgId: null, userId: user.id, email: user.email, role: null, createdBy: { type: 'operator' } });
+    await this.audit.record({ orgId: null, actor: { type: 'operator' }, action: 'password_reset.create', target: { type: 'user', id: user.id }, summary: 'issued a password reset link', clientAddress });
+    return { ...issued, user };
+  }
+
+  /** Sets a new password from a reset link; every session of the account is signed out. */
+  async completePasswordReset(input: { token: string; password: string; clientAddress: string | null }): Promise<void> {
+    checkPassword(input.password);
+    const link = await this.consume('password_reset', input.token);
+    const now = this.clock.now();
+    await this.repo.setPassword(link.userId!, await hashPassword(input.password), now);
+    await this.repo.revokeSessionsOfUser(link.userId!, now);
+    await this.repo.clearFailures(`account:${link.email.toLowerCase()}`);
+    for (const m of await this.repo.membershipsOf(link.userId!)) {
+      await this.audit.record({ orgId: m.orgId, actor: { type: 'user', id: link.userId! }, action: 'password_reset.complete', target: { type: 'user', id: link.userId! }, summary: 'set a new password; every session signed out', clientAddress: input.clientAddress });
+    }
+  }
+
+  /** A one-time sign-in link for a member (first run on the embedded database in development). */
+  async createSignInLink(orgId: string, userId: string) {
+    const user = await this.repo.findUser(userId);
+    if (!user) throw notFound('User');
+    return this.issueLink('sign_in', { orgId, userId, email: user.email, role: null, createdBy: { type: 'operator' } });
+  }
+
+  async redeemSignInLink(input: { token: string; clientAddress: string | null }): Promise<SignedIn> {
+    const link = await this.consume('sign_in', input.token);
+    const user = await this.repo.findUser(link.userId!);
+    const membership = user && (await this.repo.findMembership(link.orgId!, user.id));
+    if (!user || !membership) throw notFound('Link (it may have been used already or expired)');
+    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a one-time link', clientAddress: input.clientAddress });
+    return signedIn;
+  }
+
+  /** Makes (or finds) a user and makes them a member; the demo organization's owner on first run. */
+  async ensureMember(orgId: string, email: string, role: Role, name?: string): Promise<{ user: User; membership: Membership }> {
+    const now = this.clock.now();
+    let user: UserWithPassword | undefined = await this.repo.findUserByEmail(email);
+    if (!user) {
+      user = { id: newId('USR'), email, name: name ?? null, passwordHash: null, createdAt: now, updatedAt: now };
+      await this.repo.insertUser(user);
+    }
+    await this.repo.insertMembership({ orgId, userId: user.id, role, createdAt: now, roleChangedAt: now });
+    const membership = (await this.repo.findMembership(orgId, user.id))!;
+    const { passwordHash: _hash, ...plainUser } = user;
+    return { user: plainUser, membership };
+  }
+
+  // ---- members -------------------------------------------------------------------------------
+
+  async listMembers(orgId: string): Promise<Member[]> {
+    return this.repo.listMembers(orgId);
+  }
+
+  /**
+   * Changes a member's role. Their sessions are rotated on their next request (the role is read
+   * on every request, so the new permissions apply at once). An admin neither grants nor changes
+   * the owner role; the last owner cannot be demoted.
+   */
+  async changeRole(auth: { orgId: string; role: Role; actor: Actor }, userId: string, role: Role, clientAddress: string | null): Promise<Member> {
+    const current = await this.repo.findMembership(auth.orgId, userId);
+    if (!current) throw notFound('Member');
+    if (!mayGrant(auth.role, role) || !mayGrant(auth.role, current.role)) throw forbidden(`The role "${auth.role}" cannot change a member from "${current.role}" to "${role}"`);
+    const changed = await this.repo.changeMembership(auth.orgId, userId, role, this.clock.now());
+    if (changed === undefined || changed === 'removed') throw notFound('Member');
+    if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.role_change', target: { type: 'user', id: userId }, summary: `role ${current.role} → ${role}`, clientAddress });
+    return (await this.repo.listMembers(auth.orgId)).find((m) => m.userId === userId)!;
+  }
+
+  /** Removes a member; their sessions in this organization are revoked at once. */
+  async removeMember(auth: { orgId: string; role: Role; actor: Actor }, userId: string, clientAddress: string | null): Promise<void> {
+    const current = await this.repo.findMembership(auth.orgId, userId);
+    if (!current) throw notFound('Member');
+    if (!mayGrant(auth.role, current.role)) throw forbidden(`The role "${auth.role}" cannot remove a member with the role "${current.role}"`);
+    const changed = await this.repo.changeMembership(auth.orgId, userId, null, this.clock.now());
+    if (changed === undefined) throw notFound('Member');
+    if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
+    const revoked = await this.repo.revokeSessionsOfUser(userId, this.clock.now(), auth.orgId);
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.remove', target: { type: 'user', id: userId }, summary: `removed (${current.role}); ${revoked} session(s) revoked`, clientAddress });
+  }
+}
+
+/** An existing account's password is checked, not its strength; only its length bound keeps hashing cheap to refuse. */
+function checkPasswordShapeForExisting(password: string): void {
+  if ([...password].length > MAX_PASSWORD_LENGTH) throw validationError(`body.password must be at most ${MAX_PASSWORD_LENGTH} characters`, { field: 'password' });
+}

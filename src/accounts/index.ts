@@ -1,0 +1,44 @@
+/**
+ * The accounts module, wired: people (users, memberships, roles), console sessions, single-use
+ * links, the audit log; the console document's handlers, the operator's, and the session
+ * authenticator. docs/accounts.md describes the design.
+ */
+import type { Db } from '../db/knex.js';
+import type { Clock } from '../kernel/clock.js';
+import type { OrgService } from '../orgs/orgs.service.js';
+import { KnexAccountRepository } from './accounts.repository.js';
+import { AccountService } from './accounts.service.js';
+import { AuditLog } from './audit.service.js';
+import { createConsoleHandlers } from './console.handlers.js';
+import { createAccountsAdminHandlers } from './admin.handlers.js';
+import { consoleOrigin, createSessionAuthenticator } from './request-auth.js';
+import { accountRetentionJob } from './accounts.jobs.js';
+import type { Job } from '../kernel/job.js';
+
+export interface AccountsModule {
+  accounts: AccountService;
+  audit: AuditLog;
+  handlers: {
+    console: ReturnType<typeof createConsoleHandlers>;
+    admin: ReturnType<typeof createAccountsAdminHandlers>;
+  };
+  authenticators: { ConsoleSession: ReturnType<typeof createSessionAuthenticator> };
+  jobs(): Job[];
+}
+
+export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgService; publicBaseUrl: string }): AccountsModule {
+  const repo = new KnexAccountRepository(deps.db);
+  const audit = new AuditLog(repo, deps.clock);
+  const accounts = new AccountService(repo, deps.orgs, audit, deps.clock, deps.publicBaseUrl);
+  const where = consoleOrigin(deps.publicBaseUrl);
+  return {
+    accounts,
+    audit,
+    handlers: {
+      console: createConsoleHandlers({ accounts, orgs: deps.orgs, audit, clock: deps.clock, where }),
+      admin: createAccountsAdminHandlers(accounts),
+    },
+    authenticators: { ConsoleSession: createSessionAuthenticator(accounts, where) },
+    jobs: () => [accountRetentionJob(repo, deps.clock)],
+  };
+}
