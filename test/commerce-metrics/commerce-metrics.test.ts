@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import type { CurrencyFigures as Figures } from '../../src/commerce-metrics/commerce-metrics.service.js';
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -16,19 +17,6 @@ afterAll(async () => {
 });
 
 type Interval = 'day' | 'week' | 'month';
-interface Figures {
-  successfulPayments: number;
-  grossVolume: number;
-  refundedVolume: number;
-  netVolume: number;
-  failedPayments: number;
-  newSubscriptions: number;
-  churnedSubscriptions: number;
-  activeSubscriptions: number;
-  mrr: number;
-  checkoutSessionsCreated: number;
-  checkoutSessionsCompleted: number;
-}
 interface Metrics {
   startDate: string;
   endDate: string;
