@@ -70,8 +70,9 @@ describe('the access log', () => {
     const manage = /href="(\/subscriptions\/manage\/[0-9A-Za-z]+)"/.exec(complete.text)![1]!;
     secrets.push(manage.split('/').pop()!);
     expect((await ctx.merchant.get(manage)).status).toBe(200);
-    expect((await ctx.merchant.post(`${manage}/cancel`)).status).toBe(200);
-    expect((await ctx.merchant.get(`${manage}/cancel`)).status).toBe(404);
+    // The confirmation page (GET), then the confirmed cancellation (POST with confirm=yes).
+    expect((await ctx.merchant.get(`${manage}/cancel`)).status).toBe(200);
+    expect((await ctx.merchant.post(`${manage}/cancel`).type('form').send({ confirm: 'yes' })).status).toBe(200);
     const product = await createProduct(ctx, ctx.orgA.orgId, { name: 'Linked' });
     const price = await createPrice(ctx, product.productId, { amount: 500, currency: 'USD' });
     const link = new URL((await createLink(ctx, price.pricingId)).paymentLinkUrl).pathname;
