@@ -41,10 +41,23 @@ const CANDIDATES: Record<string, string[]> = {
   text: ['R&D + QA #1/2=3 50% ?:@,', 'R&D+QA#1/2=3%?:@,', 'SUB_R&D+QA#1/2=3%?:@,'],
   email: ['r&d+qa#1/2=3@example.com'],
   'date-time': ['2026-11-22T09:00:00+01:00'],
+  // A calendar date holds no reserved character.
+  date: [],
 };
 
-/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses). */
-const CANNOT_HOLD_RESERVED = ['merchant listOrders from_address', 'merchant checkEntitlement wallet'];
+/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses, dates, zone names, currency codes, CAIP-2 networks). */
+const CANNOT_HOLD_RESERVED = [
+  'merchant listOrders from_address',
+  'merchant getCommerceMetrics start_date',
+  'merchant getCommerceMetrics end_date',
+  'merchant getCommerceMetrics time_zone',
+  'merchant getCommerceMetrics currency',
+  'merchant checkEntitlement wallet',
+  'merchant getX402Settlement network',
+  'merchant getX402Settlement asset',
+  'merchant getX402Settlement payer',
+  'merchant getX402Settlement nonce',
+];
 
 /** Bodies for operations that require one (the query is what is tested). */
 const BODIES: Record<string, unknown> = { updateWebhookEndpointByQuery: { enabled: false } };
@@ -60,6 +73,7 @@ function plainValue(p: Parameter): string {
   const s = p.schema ?? {};
   if (s.enum) return String(s.enum[0]);
   if (s.type === 'integer' || s.type === 'number') return '1';
+  if (s.format === 'date') return '2026-11-22';
   return sampleFor(s) ?? 'x';
 }
 
@@ -160,7 +174,7 @@ describe('free-text query parameters of the four documents', () => {
 
   it('are found in the documents (the table is not empty), and those that cannot hold a reserved character are known', () => {
     expect(CASES.map((c) => c.label)).toEqual(expect.arrayContaining(['merchant listProductsDeprecated search', 'admin listOrgProducts search', 'telemetry listTraces model', 'merchant listCustomers email']));
-    expect(cannotHoldReserved).toEqual(CANNOT_HOLD_RESERVED);
+    expect(cannotHoldReserved, JSON.stringify(cannotHoldReserved)).toEqual(CANNOT_HOLD_RESERVED);
   });
 
   it.each(CASES)('$label: form and percent encodings read the same, encoded reserved characters as themselves', async (c) => {
