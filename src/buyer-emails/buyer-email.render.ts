@@ -32,7 +32,7 @@ function price(s: Subscription): string {
 }
 
 /** Lines of the message body (paragraphs) and the facts table, per kind. */
-function content(c: EmailContext): { subject: string; heading: string; paragraphs: string[]; facts: Array<[string, string]> } {
+function content(c: EmailContext): { subject: string; heading: string; paragraphs: string[]; facts: Array<[string, string]>; action?: { label: string; url: string } } {
   const o = c.order;
   const s = c.subscription;
   const product = o?.productName ?? s?.productName ?? 'your purchase';
@@ -72,6 +72,23 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         ],
         facts: orderFacts,
       };
+    case 'renewal_action_required': {
+      // Stripe's hosted invoice page (https, Stripe's own): where the bank's check (3-D Secure) is done.
+      // Read when the e-mail is sent: once the buyer confirmed, the page is gone from the subscription.
+      const url = s?.paymentAction && /^https?:\/\//.test(s.paymentAction.url) ? s.paymentAction.url : undefined;
+      return {
+        subject: `${product}: confirm your payment to keep your subscription`,
+        heading: 'Your renewal needs your confirmation',
+        paragraphs: [
+          `Your bank asks you to confirm the renewal payment${s ? ` of ${formatMoney(s.amountCents, s.currency)}` : ''} for your ${product} subscription with ${c.merchant}. Until you do, the renewal is not paid.`,
+          url
+            ? 'Confirm it on the secure payment page (the button below, also in your account). If you have already confirmed it, there is nothing to do.'
+            : 'It no longer needs you: the payment was confirmed or the renewal settled since. Your account shows where your subscription stands.',
+        ],
+        facts: [],
+        ...(url ? { action: { label: 'Confirm your payment', url } } : {}),
+      };
+    }
     case 'subscription_canceled':
       return {
         subject: `${product}: canceled`,
@@ -100,7 +117,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
 }
 
 export function renderBuyerEmail(c: EmailContext): RenderedEmail {
-  const { subject, heading, paragraphs, facts } = content(c);
+  const { subject, heading, paragraphs, facts, action } = content(c);
   const body = paragraphs.filter((p) => p !== '');
   const text = [
     heading,
@@ -108,6 +125,7 @@ export function renderBuyerEmail(c: EmailContext): RenderedEmail {
     ...body.flatMap((p) => [p, '']),
     ...facts.map(([k, v]) => `${k}: ${v}`),
     ...(facts.length ? [''] : []),
+    ...(action ? [`${action.label}: ${action.url}`, ''] : []),
     `Your orders, receipts and subscriptions with ${c.merchant}: ${c.portalUrl}`,
     '',
     `${c.merchant} · sent by Kassa`,
@@ -117,6 +135,7 @@ export function renderBuyerEmail(c: EmailContext): RenderedEmail {
 <div style="font-weight:700;color:#4338ca;margin-bottom:16px">${esc(c.merchant)}</div>
 <h1 style="font-size:1.25rem;margin:0 0 12px">${esc(heading)}</h1>
 ${body.map((p) => `<p>${esc(p)}</p>`).join('\n')}
+${action ? `<p style="margin:20px 0"><a href="${esc(action.url)}" style="display:inline-block;background:#4338ca;color:#fff;text-decoration:none;font-weight:600;padding:10px 18px;border-radius:8px">${esc(action.label)}</a></p>` : ''}
 ${facts.length ? `<table role="presentation" style="font-size:.9rem;border-collapse:collapse">${facts.map(([k, v]) => `<tr><td style="color:#5b6474;padding:2px 12px 2px 0">${esc(k)}</td><td>${esc(v)}</td></tr>`).join('')}</table>` : ''}
 <p style="margin-top:20px"><a href="${esc(c.portalUrl)}" style="color:#4338ca">Your orders, receipts and subscriptions</a></p>
 </div><p style="text-align:center;font-size:.8rem;color:#5b6474">${esc(c.merchant)} · sent by Kassa</p></div></body></html>`;

@@ -10,6 +10,7 @@ export type BuyerEmailKind =
   | 'subscription_started'
   | 'renewal_succeeded'
   | 'renewal_failed'
+  | 'renewal_action_required'
   | 'subscription_canceled'
   | 'subscription_ended'
   | 'refund_issued';
@@ -140,6 +141,8 @@ export interface CommerceEventLike {
  *    renewal_succeeded; the first order of a subscription → none (subscription_started says it);
  *  - order.failed of a renewal → renewal_failed (once per renewal order: dunning retries update it);
  *  - subscription.created → subscription_started;
+ *  - subscription.action_required → renewal_action_required (once per processor invoice: the buyer
+ *    confirms the renewal's payment on the processor's page, e.g. 3-D Secure);
  *  - subscription.updated that scheduled a cancellation (cancel at period end) → subscription_canceled,
  *    once per cancellation (its canceledAt);
  *  - subscription.ended / subscription.expired → subscription_ended.
@@ -157,7 +160,7 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
   }
   const id = event.data.subscription?.subscriptionId ?? event.data.subscription?.id;
   if (!id) return undefined;
-  const s = await trx('subscriptions').where({ id, org_id: event.orgId }).first('id', 'customer_email', 'latest_order_id', 'cancel_at_period_end', 'canceled_at', 'status');
+  const s = await trx('subscriptions').where({ id, org_id: event.orgId }).first('id', 'customer_email', 'latest_order_id', 'cancel_at_period_end', 'canceled_at', 'status', 'action_invoice_id');
   if (!s) return undefined;
   const base = { orgId: event.orgId, to: s.customer_email as string, subscriptionId: s.id as string };
   switch (event.type) {
@@ -168,6 +171,9 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
         return { ...base, kind: 'subscription_canceled', dedupeKey: `canceled:${s.id}:${new Date(s.canceled_at as Date).getTime()}` };
       }
       return undefined;
+    case 'subscription.action_required':
+      if (!s.action_invoice_id) return undefined;
+      return { ...base, kind: 'renewal_action_required', dedupeKey: `action:${s.id}:${s.action_invoice_id as string}` };
     case 'subscription.ended':
     case 'subscription.expired':
       return { ...base, kind: 'subscription_ended', dedupeKey: `ended:${s.id}` };

@@ -10,7 +10,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
 import { escapeHtml, layout, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page } from '../pages/page.js';
-import { cancelConfirmation, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
+import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
 import type { PortalSession } from './portal.repository.js';
 import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
 
@@ -45,7 +45,7 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
   if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
   if (session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
-<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${actions.join('')}</li>`;
+<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
 }
 
 function orderItem(o: Order): string {

@@ -20,8 +20,26 @@ export function subscriptionPrice(s: Pick<Subscription, 'amountCents' | 'currenc
   return `${formatMoney(s.amountCents, s.currency)} every ${s.billingIntervalCount > 1 ? `${s.billingIntervalCount} ` : ''}${s.billingInterval.toLowerCase()}${s.billingIntervalCount > 1 ? 's' : ''}`;
 }
 
+/** The processor's page where the buyer confirms a renewal's payment (Stripe's hosted invoice page), when one waits. */
+export function paymentActionUrl(s: Subscription): string | undefined {
+  const url = s.status === 'ACTIVE' || s.status === 'PAUSED' ? s.paymentAction?.url : undefined;
+  return url && /^https?:\/\//.test(url) ? url : undefined;
+}
+
+/**
+ * A renewal waiting for the buyer (3-D Secure on an off-session charge): what is asked and a
+ * "Confirm your payment" link to the processor's page. Empty when nothing waits.
+ */
+export function paymentActionBlock(s: Subscription, testId: string): string {
+  const url = paymentActionUrl(s);
+  if (!url) return '';
+  return `<div class="error" data-testid="payment-action">Your bank asks you to confirm the renewal payment of ${escapeHtml(formatMoney(s.amountCents, s.currency))}. Until you do, the renewal is not paid.</div>
+<a class="button" href="${escapeHtml(url)}" rel="noreferrer" data-testid="${escapeHtml(testId)}">Confirm your payment<span class="visually-hidden"> for ${escapeHtml(s.productName)} on the payment provider's secure page</span></a>`;
+}
+
 /** One line on where the subscription stands ("Active: renews on 1 December 2026."). */
 export function subscriptionState(s: Subscription): string {
+  if (s.status === 'ACTIVE' && paymentActionUrl(s)) return 'Active: the renewal payment needs your confirmation.';
   if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) return `Canceled: access ends on ${DATE.format(s.currentPeriodEnd)}.`;
   if (s.status === 'ACTIVE') return `Active: renews on ${DATE.format(s.currentPeriodEnd)}.`;
   if (s.status === 'PAUSED') return 'Paused.';
@@ -47,7 +65,7 @@ function managePage(s: Subscription, merchant: string | undefined, options: Mana
     `Manage ${s.productName}`,
     `<h1>${escapeHtml(s.productName)}</h1><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
 ${options.notice ? `<div class="ok" role="status">${escapeHtml(options.notice)}</div>` : ''}
-<div class="total"><span>Status</span><strong data-testid="subscription-status" style="font-size:1rem">${escapeHtml(subscriptionState(s))}</strong></div>${actions}${portal}`,
+<div class="total"><span>Status</span><strong data-testid="subscription-status" style="font-size:1rem">${escapeHtml(subscriptionState(s))}</strong></div>${paymentActionBlock(s, 'confirm-payment')}${actions}${portal}`,
     { merchant },
   );
 }

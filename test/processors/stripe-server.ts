@@ -55,6 +55,8 @@ export class FakeStripe {
   readonly invoices = new Map<string, Stripe.Invoice>();
   readonly charges = new Map<string, Stripe.Charge>();
   readonly disputes = new Map<string, Stripe.Dispute>();
+  /** Invoices the buyer confirmed on the hosted invoice page, in order. */
+  readonly invoicesConfirmed: string[] = [];
   /** Every event Stripe would have sent, oldest first (what `GET /v1/events` lists, newest first). */
   readonly log: Stripe.Event[] = [];
   /** Every request received, in order (retries included); `at`: when (ms since the epoch, real time). */
@@ -109,6 +111,27 @@ export class FakeStripe {
       res.redirect(303, paid.success_url!);
       // Like Stripe, the event is sent on its own, after the buyer was sent back.
       void this.send(this.log[this.log.length - 1]!).catch(() => undefined);
+    });
+    // Stripe's hosted invoice page (`hosted_invoice_url`): the buyer confirms an open invoice's
+    // payment there (3-D Secure on a renewal); paid, the invoice's `invoice.paid` is recorded and sent.
+    app.get('/i/:id', (req, res) => {
+      const invoice = this.invoices.get(req.params.id);
+      if (!invoice) return void res.status(404).type('html').send('<h1>No such invoice</h1>');
+      const amount = `${invoice.currency.toUpperCase()} ${(invoice.amount_due / 100).toFixed(2)}`;
+      if (invoice.status !== 'open') return void res.type('html').send(`<!doctype html><title>Invoice paid (test)</title><h1 data-testid="invoice-status">Invoice paid: ${amount}</h1>`);
+      res.type('html').send(
+        `<!doctype html><title>Stripe invoice (test)</title><h1 data-testid="invoice-amount">${amount}</h1><p>Your bank asks you to confirm this payment.</p>` +
+          `<form method="post"><button type="submit" data-testid="confirm-invoice">Confirm payment</button></form>`,
+      );
+    });
+    app.post('/i/:id', async (req, res) => {
+      const invoice = this.invoices.get(req.params.id);
+      if (!invoice || invoice.status !== 'open') return void res.status(404).send('gone');
+      const paid = this.retryInvoice(invoice.id, 'paid');
+      this.invoicesConfirmed.push(paid.id);
+      const event = this.record('invoice.paid', paid);
+      res.redirect(303, `/i/${paid.id}`);
+      void this.send(event).catch(() => undefined);
     });
     app.use((req, res, next) => {
       if (req.header('authorization') !== `Bearer ${this.options.secretKey}`) {
