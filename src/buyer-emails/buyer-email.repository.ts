@@ -139,7 +139,8 @@ export interface CommerceEventLike {
  * the change it is about):
  *  - order.paid of a one-time purchase → payment_receipt; of a renewal (billing period ≥ 1) →
  *    renewal_succeeded; the first order of a subscription → none (subscription_started says it);
- *  - order.failed of a renewal → renewal_failed (once per renewal order: dunning retries update it);
+ *  - order.failed of a renewal → renewal_failed (once per renewal order: dunning retries update it),
+ *    except when the processor's payment waits for the buyer (`requires_action`, 3-D Secure);
  *  - subscription.created → subscription_started;
  *  - subscription.action_required → renewal_action_required (once per processor invoice: the buyer
  *    confirms the renewal's payment on the processor's page, e.g. 3-D Secure);
@@ -149,12 +150,14 @@ export interface CommerceEventLike {
  */
 export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLike): Promise<OwedEmail | undefined> {
   if (event.data.order) {
-    const order = await trx('orders').where({ id: event.data.order.orderId, org_id: event.orgId }).first('id', 'customer_email', 'subscription_id', 'billing_period');
+    const order = await trx('orders').where({ id: event.data.order.orderId, org_id: event.orgId }).first('id', 'customer_email', 'subscription_id', 'billing_period', 'processor_status');
     if (!order) return undefined;
     const renewal = order.subscription_id !== null && Number(order.billing_period ?? 0) > 0;
     const base = { orgId: event.orgId, to: order.customer_email as string, orderId: order.id as string, subscriptionId: (order.subscription_id as string | null) ?? undefined };
     if (event.type === 'order.paid' && order.subscription_id === null) return { ...base, kind: 'payment_receipt', dedupeKey: `receipt:${order.id}` };
     if (event.type === 'order.paid' && renewal) return { ...base, kind: 'renewal_succeeded', dedupeKey: `renewal:${order.id}` };
+    // A renewal the bank sends to 3-D Secure was not declined: subscription.action_required's e-mail says what to do.
+    if (event.type === 'order.failed' && renewal && order.processor_status === 'requires_action') return undefined;
     if (event.type === 'order.failed' && renewal) return { ...base, kind: 'renewal_failed', dedupeKey: `renewal_failed:${order.id}` };
     return undefined;
   }
