@@ -51,6 +51,7 @@ input:focus{outline:2px solid #6366f1;border-color:#6366f1}
 button{width:100%;margin-top:20px;padding:14px;font:inherit;font-weight:700;color:#fff;background:#4338ca;border:0;border-radius:10px;cursor:pointer}
 button:hover{background:#3730a3}
 a.button{display:block;text-align:center;margin-top:12px;padding:13px;font-weight:700;border-radius:10px;text-decoration:none}
+a.primary{background:#4338ca;color:#fff}a.primary:hover{background:#3730a3}
 .secondary{background:#fff;color:#3730a3;border:1px solid #a5b4fc}a.secondary:hover,button.secondary:hover{background:#eef2ff}
 button.danger{background:#b42318}button.danger:hover{background:#912018}
 button.link{width:auto;margin:0;padding:0;background:none;color:#4338ca;font-weight:600;text-decoration:underline}

@@ -34,7 +34,7 @@ export function paymentActionBlock(s: Subscription, testId: string): string {
   const url = paymentActionUrl(s);
   if (!url) return '';
   return `<div class="error" data-testid="payment-action">Your bank asks you to confirm the renewal payment of ${escapeHtml(formatMoney(s.amountCents, s.currency))}. Until you do, the renewal is not paid.</div>
-<a class="button" href="${escapeHtml(url)}" rel="noreferrer" data-testid="${escapeHtml(testId)}">Confirm your payment<span class="visually-hidden"> for ${escapeHtml(s.productName)} on the payment provider's secure page</span></a>`;
+<a class="button primary" href="${escapeHtml(url)}" rel="noreferrer" data-testid="${escapeHtml(testId)}">Confirm your payment<span class="visually-hidden"> for ${escapeHtml(s.productName)} on the payment provider's secure page</span></a>`;
 }
 
 /** One line on where the subscription stands ("Active: renews on 1 December 2026."). */

@@ -4,7 +4,8 @@
  * their subscription, orders and products, cancels at period end through the confirmation step,
  * keeps the subscription after all, opens a receipt; the manage page's cancel confirmation and the
  * paid checkout page's way into the portal too. Every page passes axe-core (WCAG 2 A/AA rules) with
- * no serious or critical violation. Screenshots go to test/e2e/.artifacts/portal-*.png.
+ * no serious or critical violation. Screenshots go to test/e2e/.artifacts/screenshots/portal-*.png.
+ * A renewal waiting for the buyer's 3-D Secure shows "Confirm your payment", reachable by keyboard.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -15,7 +16,7 @@ import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/b
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
-const ARTIFACTS = process.env.KASSA_SHOTS_DIR ?? 'test/e2e/.artifacts';
+const ARTIFACTS = process.env.KASSA_SHOTS_DIR ?? 'test/e2e/.artifacts/screenshots';
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let ctx: TestContext;
@@ -117,10 +118,28 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the customer portal in a brow
       await activate(page, '[data-testid^=keep-]');
       await expect(page.getByTestId('subscription-status').textContent()).resolves.toContain('Active: renews on');
 
+      // A renewal the bank sends to 3-D Secure (as Stripe's invoice.payment_action_required records it):
+      // the status says so and "Confirm your payment" leads to the processor's page, by keyboard too.
+      const subscriptionId = (await ctx.testDb.database.db('subscriptions').where({ customer_email: email }).first()).id as string;
+      const invoiceUrl = `https://invoice.stripe.com/i/acct_test/test_${viewport.name}`;
+      await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).update({ action_invoice_id: `in_${viewport.name}`, action_url: invoiceUrl, action_required_at: ctx.clock.now() });
+      await page.goto(`${origin}/portal`);
+      await expect(page.getByTestId('subscription-status').textContent()).resolves.toContain('needs your confirmation');
+      await tabTo(page, `[data-testid=confirm-payment-${subscriptionId}]`);
+      expect(await page.evaluate('document.activeElement.getAttribute("href")')).toBe(invoiceUrl);
+      await check(page, `${viewport.name}-action-required`);
+      await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).update({ action_invoice_id: null, action_url: null, action_required_at: null });
+      await page.goto(`${origin}/portal`);
+      expect(await page.getByTestId('payment-action').count()).toBe(0);
+
       await activate(page, '[data-testid=receipt-link]');
       await expect(page.getByTestId('receipt-merchant').textContent()).resolves.toBe('Org A');
       await expect(page.getByTestId('receipt-method').textContent()).resolves.toBe('Card ending in 4242');
       await check(page, `${viewport.name}-receipt`);
+      await activate(page, '[data-testid=back]');
+      await activate(page, '[data-testid=sign-out]');
+      await expect(page.getByTestId('status').textContent()).resolves.toContain('You are signed out');
+      await check(page, `${viewport.name}-signed-out`);
       expect(errors).toEqual([]);
       await context.close();
     });

@@ -227,6 +227,31 @@ describe('the portal', () => {
   });
 });
 
+describe('a renewal waiting for the buyer (3-D Secure)', () => {
+  it('the portal and the manage page show "Confirm your payment" to the processor\'s page while it waits, and nothing once it is settled; only an http(s) page is linked', async () => {
+    const { customerId, subscriptionId } = await buy('sca-pages@example.com', subPrice);
+    const db = () => ctx.testDb.database.db('subscriptions').where({ id: subscriptionId });
+    const token = (await db().first()).manage_token as string;
+    const cookie = await enter((await createPortal({ customerId })).body.data.url);
+    const url = 'https://invoice.stripe.com/i/acct_1/test_YWNjdF8x?s=ap';
+    await db().update({ action_invoice_id: 'in_sca', action_url: url, action_required_at: ctx.clock.now() });
+    const portal = await http().get('/portal').set('Cookie', cookie);
+    expect(portal.text).toContain('Active: the renewal payment needs your confirmation.');
+    expect(portal.text).toContain(`href="https://invoice.stripe.com/i/acct_1/test_YWNjdF8x?s=ap" rel="noreferrer" data-testid="confirm-payment-${subscriptionId}">Confirm your payment`);
+    expect(portal.text).toContain('Your bank asks you to confirm the renewal payment of USD 9.00.');
+    const manage = await http().get(`/subscriptions/manage/${token}`);
+    expect(manage.text).toContain('data-testid="confirm-payment">Confirm your payment');
+    // Whatever the processor said, the page never links a script URL.
+    await db().update({ action_url: 'javascript:alert(1)' });
+    expect((await http().get('/portal').set('Cookie', cookie)).text).not.toContain('Confirm your payment');
+    await db().update({ action_invoice_id: null, action_url: null, action_required_at: null });
+    for (const page of [await http().get('/portal').set('Cookie', cookie), await http().get(`/subscriptions/manage/${token}`)]) {
+      expect(page.text).not.toContain('Confirm your payment');
+      expect(page.text).toContain('Active: renews on');
+    }
+  });
+});
+
 describe('reaching the portal without the merchant', () => {
   it('the paid checkout page opens it for an hour after paying (a POST from that page)', async () => {
     const { path, order } = await buy('success@example.com', oneTimePrice);
