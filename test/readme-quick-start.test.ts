@@ -150,7 +150,7 @@ afterAll(async () => {
 
 describe('README quick start', () => {
   it('has the blocks this test knows, starting with install + start', () => {
-    expect(blocks).toHaveLength(10);
+    expect(blocks).toHaveLength(11);
     expect(blocks[0]!.trim()).toBe('npm install && npm start');
     expect(readme).not.toMatch(/\]\(\.\.\//); // no link out of the repository
   });
@@ -192,14 +192,22 @@ describe('README quick start', () => {
     expect(replay).toMatch(/"success":false/);
     expect(replay).toMatch(/"code":"CONFLICT"/);
 
-    // 6. registering an endpoint (the placeholder host replaced).
-    const registered = await run(blocks[6]!);
+    // 6. the buyer's way back: a single-use portal link for Ada, whose page offers to continue to her account.
+    const portal = await run(blocks[6]!);
+    const link = /"url":"(http:\/\/localhost:\d+\/portal\/enter\/[0-9A-Za-z]{32})"/.exec(portal)?.[1];
+    expect(link, portal).toBeDefined();
+    const continuePage = await fetch(link!);
+    expect(continuePage.status).toBe(200);
+    expect(await continuePage.text()).toContain('Continue to your account');
+
+    // 7. registering an endpoint (the placeholder host replaced).
+    const registered = await run(blocks[7]!);
     expect(registered).toMatch(/"success":true/);
 
-    // 7. telemetry: project, key, ingest, read back.
-    expect(await run(blocks[7]!)).toMatch(/"projectId": "PRJ_\w+"/);
-    expect(await run(blocks[8]!)).toMatch(/"key": "tk_[\w-]+"/);
-    const telemetry = await run(blocks[9]!);
+    // 8. telemetry: project, key, ingest, read back.
+    expect(await run(blocks[8]!)).toMatch(/"projectId": "PRJ_\w+"/);
+    expect(await run(blocks[9]!)).toMatch(/"key": "tk_[\w-]+"/);
+    const telemetry = await run(blocks[10]!);
     expect(telemetry).toContain('"traces_received":1');
     expect(telemetry).toMatch(/"data":\[\{"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"/);
     expect(telemetry).toMatch(/"spans":\[\{"span_id":"00f067aa0ba902b7"/);
