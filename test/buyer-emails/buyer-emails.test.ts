@@ -6,49 +6,13 @@
  * worker's claim retried after its lease with the same Message-ID); a server that refuses (5xx
  * fails, 4xx retries) and one that is down (retried); the portal's e-mailed sign-in link.
  */
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
-import { SMTPServer, type SMTPServerDataStream } from 'smtp-server';
 import supertest from 'supertest';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createCommerceUnitOfWork } from '../../src/services.js';
 import { createBuyerEmailsModule } from '../../src/buyer-emails/index.js';
 import { createLogger } from '../../src/kernel/logger.js';
-
-interface Received {
-  from: string;
-  to: string[];
-  raw: string;
-}
-
-/** Undoes quoted-printable (soft breaks, =XX bytes) enough to read the parts. */
-const decoded = (raw: string) => Buffer.from(raw.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('utf8');
-
-async function startSmtp(options: { refuse?: { code: number; message: string } } = {}) {
-  const received: Received[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS', 'AUTH'],
-    logger: false,
-    onRcptTo(address, _session, callback) {
-      if (options.refuse) return callback(Object.assign(new Error(options.refuse.message), { responseCode: options.refuse.code }));
-      callback();
-    },
-    onData(stream: SMTPServerDataStream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on('data', (c: Buffer) => chunks.push(c));
-      stream.on('end', () => {
-        received.push({ from: String(session.envelope.mailFrom && session.envelope.mailFrom.address), to: session.envelope.rcptTo.map((r) => r.address), raw: decoded(Buffer.concat(chunks).toString('latin1')) });
-        callback();
-      });
-    },
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server.server, 'listening');
-  const port = (server.server.address() as AddressInfo).port;
-  return { received, url: `smtp://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
+import { startSmtp, type ReceivedMail as Received } from './smtp.js';
 
 let smtp: Awaited<ReturnType<typeof startSmtp>>;
 let ctx: TestContext;
