@@ -11,13 +11,16 @@
  * admin API and one made in the Stripe Dashboard → two `order.refunded` with each amount → a
  * dispute opened then closed → the Dashboard refund fails → amountRefunded back down → a renewal
  * needing 3-D Secure → the e-mail and the portal's "Confirm your payment" → Stripe's hosted
- * invoice page → paid: ACTIVE again and the link gone.
+ * invoice page → paid: ACTIVE again and the link gone. The portal's pages on the way are checked
+ * with axe-core on a desktop and a 390 px phone, and the sign-in and "Confirm your payment" steps
+ * are done with the keyboard only; screenshots in test/e2e/.artifacts/screenshots/scenario-*.png.
  */
 import { mkdirSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
+import { activate, axeViolations, tabTo } from '../harness/accessibility.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { createStripeContext, type StripeContext } from '../processors/stripe-context.js';
 import { receiveOrderWebhooks, type OrderWebhooks } from '../processors/order-webhooks.js';
@@ -58,6 +61,17 @@ async function waitForMail(match: RegExp, from: number): Promise<ReceivedMail> {
 }
 
 const shot = (name: string) => page.screenshot({ path: `${SHOTS}/scenario-${name}.png`, fullPage: true });
+
+/** No serious axe-core violation, no sideways scrolling, and a screenshot: on a desktop, then on a 390 px phone. */
+async function check(name: string): Promise<void> {
+  for (const viewport of [{ name: 'desktop', width: 1280, height: 900 }, { name: 'phone', width: 390, height: 844 }]) {
+    await page.setViewportSize(viewport);
+    expect(await axeViolations(page), `${name} (${viewport.name}): axe`).toEqual([]);
+    expect((await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number, `${name} (${viewport.name}): overflow`).toBeLessThanOrEqual(0);
+    await shot(`${name}-${viewport.name}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
 const merchantGet = (path: string) => s.ctx.merchant.get(path).set('X-API-Key', s.ctx.orgA.apiKey);
 
 async function clickAndLoad(selector: string): Promise<void> {
@@ -76,7 +90,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the after-payment scenario in
     const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: 'Pro plan', description: 'Everything, monthly' });
     priceId = (await s.ctx.services.catalog.createPrice(product.id, { amount: 900, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
     browser = await launchChromium();
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    // bypassCSP: the pages forbid scripts, and axe-core is one.
+    context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
     page = await context.newPage();
   });
   afterAll(async () => {
@@ -126,16 +141,20 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the after-payment scenario in
   });
 
   it('follows the e-mail to the portal: asks for a link, gets it by e-mail, opens the account', async () => {
+    // With the keyboard only, as on the other portal pages.
     await page.goto(portalSignIn);
-    await page.fill('#email', BUYER);
+    await check('sign-in');
+    await tabTo(page, '#email');
+    await page.keyboard.type(BUYER);
     const from = smtp.received.length;
-    await clickAndLoad('[data-testid=send-link]');
+    await activate(page, '[data-testid=send-link]');
     await expect(page.getByTestId('status').textContent()).resolves.toContain('a link to your account is on its way');
+    await check('link-sent');
     const mail = await waitForMail(/\/portal\/enter\//, from);
     expect(mail.to).toEqual([BUYER]);
     const link = /(http:\/\/127\.0\.0\.1:\d+\/portal\/enter\/[0-9A-Za-z]{32})/.exec(mail.raw)![1]!;
     await page.goto(link);
-    await clickAndLoad('[data-testid=enter]');
+    await activate(page, '[data-testid=enter]');
     expect(new URL(page.url()).pathname).toBe('/portal');
     await expect(page.getByTestId('customer-email').textContent()).resolves.toContain(BUYER);
     await expect(page.getByTestId('subscription-status').textContent()).resolves.toContain('Active: renews on');
@@ -221,8 +240,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the after-payment scenario in
     await expect(page.getByTestId('subscription-status').textContent()).resolves.toContain('needs your confirmation');
     const confirm = page.getByTestId(`confirm-payment-${subscriptionId}`);
     expect(await confirm.getAttribute('href')).toBe(invoice.hosted_invoice_url);
-    await shot('action-required');
-    await clickAndLoad(`[data-testid=confirm-payment-${subscriptionId}]`);
+    await check('action-required');
+    await activate(page, `[data-testid=confirm-payment-${subscriptionId}]`);
     expect(page.url()).toBe(invoice.hosted_invoice_url);
     await clickAndLoad('[data-testid=confirm-invoice]');
     await expect(page.getByTestId('invoice-status').textContent()).resolves.toContain('Invoice paid');
@@ -240,6 +259,6 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the after-payment scenario in
     expect(updates.filter((d) => d.type === 'subscription.action_required')).toHaveLength(1);
     expect(updates.at(-1)!.data.subscription).not.toHaveProperty('paymentAction');
     expect((await sendEmails()).map((m) => /Your subscription renewed/.test(m.raw))).toEqual([true]);
-    await shot('recovered');
+    await check('recovered');
   });
 });

@@ -7,17 +7,16 @@
  * no serious or critical violation. Screenshots go to test/e2e/.artifacts/screenshots/portal-*.png.
  * A renewal waiting for the buyer's 3-D Secure shows "Confirm your payment", reachable by keyboard.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync } from 'node:fs';
 import supertest from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
+import { activate, axeViolations, tabTo } from '../harness/accessibility.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 
 const ARTIFACTS = process.env.KASSA_SHOTS_DIR ?? 'test/e2e/.artifacts/screenshots';
-const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
 let ctx: TestContext;
 let served: Awaited<ReturnType<typeof serveOnLoopback>>;
@@ -26,29 +25,6 @@ let browser: Browser;
 let subPrice: string;
 let oneTimePrice: string;
 let n = 0;
-
-/** axe-core's serious and critical violations of the page (the pages' CSP forbids scripts, so the context bypasses it). */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.evaluate(AXE_SOURCE);
-  const result = (await page.evaluate(`axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } })`)) as {
-    violations: Array<{ id: string; impact: string; nodes: Array<{ target: string[] }> }>;
-  };
-  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.nodes.map((x) => x.target.join(' ')).join(', ')}`);
-}
-
-/** Presses Tab until the focused element matches `selector` (keyboard-only navigation), then Enter. */
-async function tabTo(page: Page, selector: string, max = 40): Promise<void> {
-  for (let i = 0; i < max; i++) {
-    await page.keyboard.press('Tab');
-    if (await page.evaluate(`document.activeElement?.matches(${JSON.stringify(selector)}) ?? false`)) return;
-  }
-  throw new Error(`${selector} is not reachable with Tab`);
-}
-
-async function activate(page: Page, selector: string): Promise<void> {
-  await tabTo(page, selector);
-  await Promise.all([page.waitForLoadState('load'), page.waitForNavigation(), page.keyboard.press('Enter')]);
-}
 
 async function check(page: Page, name: string): Promise<void> {
   expect(await axeViolations(page), `${name}: axe`).toEqual([]);
