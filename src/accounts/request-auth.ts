@@ -71,7 +71,10 @@ export function createSessionAuthenticator(accounts: AccountService, where: Cons
   return async (req, op) => {
     const token = readCookie(req, SESSION_COOKIE);
     if (token === undefined) throw credentialsAbsent(unauthorized());
-    const auth: SessionAuth = await accounts.authenticateSession(token, op.operation['x-permission'] as string | undefined);
+    const auth: SessionAuth = await accounts.authenticateSession(token, op.operation['x-permission'] as string | undefined, {
+      // Operations a restricted session (second factor required, no passkey yet) may still call.
+      secondFactorSetup: op.operation['x-second-factor-setup'] === true,
+    });
     if (!SAFE_METHODS.has(req.method)) {
       checkOrigin(req, where);
       const presented = req.header(CSRF_HEADER);
