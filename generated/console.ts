@@ -1239,7 +1239,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1367,7 +1367,7 @@ export interface operations {
             /** @description The invite is spent and the member signed in. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1493,7 +1493,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1657,7 +1657,7 @@ export interface operations {
             /** @description The new session. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1806,7 +1806,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set, as by a password sign-in. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1938,7 +1938,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
