@@ -45,10 +45,10 @@ async function signInOptions() {
   return res.body.data as { challengeId: string; publicKey: { challenge: string; rpId: string } };
 }
 
-async function auditActions(orgId: string, owner: Member): Promise<Array<{ action: string; summary: string; targetId: string | null }>> {
+/** The audit log of the owner's organization, newest first. */
+async function auditActions(owner: Member): Promise<Array<{ action: string; summary: string; targetId: string | null }>> {
   const res = await as(owner, ctx.merchant.get('/v1/console/audit-log?size=100'));
   expect(res.status).toBe(200);
-  void orgId;
   return res.body.data.records;
 }
 
@@ -71,7 +71,7 @@ describe('registration', () => {
     // The next options exclude it.
     const next = await registrationOptions(owner);
     expect((next.publicKey as unknown as { excludeCredentials: Array<{ id: string }> }).excludeCredentials.map((c) => c.id)).toEqual([json.id]);
-    const audit = await auditActions(ctx.orgA.orgId, owner);
+    const audit = await auditActions(owner);
     expect(audit.find((e) => e.action === 'passkey.add' && e.targetId === added.body.data.passkeyId)?.summary).toBe('added the passkey "Laptop"');
   });
 
@@ -305,7 +305,7 @@ describe('removing passkeys', () => {
     expect(removed.status).toBe(204);
     expect((await as(member, ctx.merchant.get('/v1/console/passkeys'))).body.data).toEqual([]);
     expect((await as(member, ctx.merchant.delete(`/v1/console/passkeys/${passkeyId}`))).status).toBe(404);
-    const audit = await auditActions(ctx.orgA.orgId, owner);
+    const audit = await auditActions(owner);
     expect(audit.some((e) => e.action === 'passkey.remove' && e.targetId === passkeyId)).toBe(true);
     // The password alone signs in again.
     expect((await signIn(ctx, member.email, PASSWORD, fromNewAddress())).status).toBe(200);
@@ -409,5 +409,20 @@ describe('an organization that requires a second factor', () => {
     const b = await as(ownerB, ctx.merchant.get('/v1/console/organization/security'));
     expect(b.status).toBe(200);
     expect(b.body.data.membersWithoutPasskey.map((m: { userId: string }) => m.userId)).not.toContain(owner.userId);
+  });
+});
+
+describe('challenges are kept server-side and cleaned up', () => {
+  it('only the SHA-256 of a challenge id is stored; the retention job removes challenges a day past their expiry', async () => {
+    const db = ctx.testDb.database.db;
+    const options = await signInOptions();
+    const rows = await db('webauthn_challenges').select('id_hash', 'challenge', 'purpose');
+    expect(rows.some((r: { id_hash: string }) => r.id_hash === options.challengeId)).toBe(false);
+    expect(rows.some((r: { challenge: string; purpose: string }) => r.challenge === options.publicKey.challenge && r.purpose === 'sign_in')).toBe(true);
+    ctx.clock.advance(24 * 3600_000 + 10 * 60_000);
+    const job = ctx.services.modules.accounts.jobs().find((j) => j.name === 'account-retention')!;
+    await job.run();
+    const left = await db('webauthn_challenges').where({ challenge: options.publicKey.challenge }).first();
+    expect(left).toBeUndefined();
   });
 });
