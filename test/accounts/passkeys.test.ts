@@ -394,6 +394,8 @@ describe('an organization that requires a second factor', () => {
     const audit = (await as(owner, ctx.merchant.get('/v1/console/audit-log?size=100'))).body.data.records as Array<{ action: string; summary: string }>;
     expect(audit.filter((e) => e.action === 'organization.second_factor_requirement').map((e) => e.summary)).toEqual(['now requires a second factor (passkey) of every member']);
 
+    // A later moment: the log lists newest first by time (the test clock is frozen otherwise).
+    ctx.clock.advance(1_000);
     const off = await as(owner, ctx.merchant.put('/v1/console/organization/security')).send({ requireSecondFactor: false });
     expect(off.status).toBe(200);
     const after = (await as(owner, ctx.merchant.get('/v1/console/audit-log?size=100'))).body.data.records as Array<{ action: string; summary: string }>;
