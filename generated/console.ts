@@ -16,7 +16,10 @@ export interface paths {
         /**
          * Sign in with an e-mail address and a password
          * @description Starts a session in the member's first organization (the oldest membership); switch with
-         *     `PUT /v1/console/session/organization`. Wrong password and unknown address are the same
+         *     `PUT /v1/console/session/organization`. An account with a passkey gets no session yet:
+         *     the answer is `202` with a second-factor challenge, to be answered with
+         *     `POST /v1/console/sign-in/second-factor` within five minutes (so a known password alone
+         *     never signs in such an account). Wrong password and unknown address are the same
          *     `401`. `403` when the request comes from another origin, or the account belongs to no
          *     organization. `429` past the failure limits (see the document's description).
          */
@@ -167,6 +170,201 @@ export interface paths {
          * @description Revokes every session of the signed-in user, in every organization, this one included, and clears the cookie.
          */
         post: operations["signOutEverywhere"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/sign-in/second-factor": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End a password sign-in with a passkey
+         * @description The second step of `POST /v1/console/sign-in` for an account with a passkey: send the
+         *     `challengeId` of its `202` answer and the credential `navigator.credentials.get()` returned
+         *     for its `publicKey` options (serialized with `PublicKeyCredential.toJSON()`). The passkey
+         *     must be one of that account's; the challenge is spent by this request whatever its outcome
+         *     and lives five minutes. Unknown, spent or expired challenges, another account's passkey,
+         *     a bad signature, another origin or RP ID, and a signature counter that did not move
+         *     forwards are all the same `401` (sign in with the password again). Failures count towards
+         *     the sign-in throttles (`429`). `403` when the request comes from another origin.
+         */
+        post: operations["completeSecondFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/passkeys/sign-in-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a passwordless sign-in with a passkey
+         * @description Options for `navigator.credentials.get({ publicKey })` (decode `challenge` from base64url
+         *     first, or use `PublicKeyCredential.parseRequestOptionsFromJSON`). No e-mail address is
+         *     asked and no credential listed: the browser offers the passkeys it holds for this site
+         *     (discoverable credentials), and every caller gets the same kind of answer, so nothing
+         *     tells whether an account exists. User verification is required (PIN, biometrics): a
+         *     passkey sign-in is two factors at once. The challenge is single-use and lives five minutes.
+         *     `403` when the request comes from another origin.
+         */
+        post: operations["createPasskeySignInOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/passkeys/sign-in": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with a passkey
+         * @description Ends a passwordless sign-in: the `challengeId` of `POST /v1/console/passkeys/sign-in-options`
+         *     and the credential `navigator.credentials.get()` returned (`PublicKeyCredential.toJSON()`).
+         *     Starts a session in the account's first organization, with the same cookie, lifetimes and
+         *     rotation as a password sign-in; it satisfies an organization's second-factor requirement.
+         *     The challenge is spent by this request whatever its outcome. Unknown, spent or expired
+         *     challenges, unknown passkeys, a bad signature, no user verification, another origin or RP
+         *     ID, and a signature counter that did not move forwards are all the same `401`. Failures
+         *     count per client address (`429` past 20 in 15 minutes). `403` when the request comes from
+         *     another origin, or the account belongs to no organization.
+         */
+        post: operations["signInWithPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/passkeys/registration-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start adding a passkey to the signed-in account
+         * @description Options for `navigator.credentials.create({ publicKey })` (or
+         *     `PublicKeyCredential.parseCreationOptionsFromJSON`): the relying party is this listener
+         *     (`rp.id` is the host of `PUBLIC_BASE_URL`), the user handle is the account's id, the
+         *     account's passkeys are excluded, and a discoverable credential is required (so the
+         *     passkey also signs in without a password). The challenge is bound to this account,
+         *     single-use, and lives five minutes. Allowed in a restricted session (see the document's
+         *     description).
+         */
+        post: operations["createPasskeyRegistrationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/passkeys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the signed-in account's passkeys
+         * @description The account's own passkeys, oldest first (never another account's, whatever the role). Allowed in a restricted session.
+         */
+        get: operations["listPasskeys"];
+        put?: never;
+        /**
+         * Add a passkey to the signed-in account
+         * @description Verifies what `navigator.credentials.create()` returned (`PublicKeyCredential.toJSON()`)
+         *     for the options of `POST /v1/console/passkeys/registration-options` and stores the
+         *     passkey (its public key and signature counter; nothing secret). The challenge is spent by
+         *     this request whatever its outcome. `400` when the challenge is unknown, spent, expired or
+         *     another account's, or the credential does not verify (another origin or RP ID, a bad
+         *     attestation); `409` when that credential is already registered. From then on, a password
+         *     sign-in of this account needs the passkey too. Recorded in the audit log of each of the
+         *     account's organizations (`passkey.add`). Allowed in a restricted session, which it lifts.
+         */
+        post: operations["registerPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/passkeys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove one of the signed-in account's passkeys
+         * @description Removes the passkey; it signs in no more. Another account's passkey is `404`, whatever the
+         *     role. `409` for the account's last passkey while one of its organizations requires a
+         *     second factor (register another first, as GitHub keeps 2FA on in such organizations).
+         *     Sessions stay. Recorded in the audit log of each of the account's organizations
+         *     (`passkey.remove`).
+         */
+        delete: operations["deletePasskey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/organization/security": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether the organization requires a second factor, and who has none
+         * @description The organization's second-factor requirement and its members without a passkey (oldest membership first). Owners and admins.
+         */
+        get: operations["getOrganizationSecurity"];
+        /**
+         * Require (or stop requiring) a second factor of every member
+         * @description Owners only (`403` for an admin, as on GitHub where only owners set the 2FA requirement).
+         *     Turning it on needs a passkey on the owner's own account first (`409`), so nobody locks
+         *     themselves out. From the next request on, a member without a passkey has a restricted
+         *     session (see the document's description) until they register one; members with a passkey
+         *     already needed it at every password sign-in. Nobody is removed from the organization.
+         *     Recorded in the audit log (`organization.second_factor_requirement`) when it changes;
+         *     setting the current value again changes nothing.
+         */
+        put: operations["updateOrganizationSecurity"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -402,6 +600,7 @@ export interface components {
             /** @description Send as `X-CSRF-Token` on every state-changing request. */
             csrfToken: string;
             expiresAt: components["schemas"]["Timestamp"];
+            secondFactor: components["schemas"]["SecondFactorState"];
         };
         ConsoleApiKey: {
             apiKeyId: components["schemas"]["ApiKeyId"];
@@ -559,6 +758,200 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["Invite"][];
+        };
+        /** @description Bytes in base64url. */
+        Base64Url: string;
+        /** @description The id of a ceremony's server-side challenge (`kwc_…`), from its options answer. Single-use, five minutes. */
+        ChallengeId: string;
+        /** @enum {string} */
+        AuthenticatorTransport: "ble" | "cable" | "hybrid" | "internal" | "nfc" | "smart-card" | "usb";
+        /** @description The credential's `clientExtensionResults`, free-form (each WebAuthn extension defines its own output); not used by Kassa. */
+        ClientExtensionResults: Record<string, never>;
+        /** @description A `PublicKeyCredential` from `navigator.credentials.create()`, as `toJSON()` serializes it. */
+        PasskeyAttestationCredential: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            /** @enum {string} */
+            authenticatorAttachment?: "platform" | "cross-platform";
+            clientExtensionResults: components["schemas"]["ClientExtensionResults"];
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                attestationObject: components["schemas"]["Base64Url"];
+                authenticatorData?: components["schemas"]["Base64Url"];
+                transports?: components["schemas"]["AuthenticatorTransport"][];
+                publicKeyAlgorithm?: number;
+                publicKey?: components["schemas"]["Base64Url"];
+            };
+        };
+        /** @description A `PublicKeyCredential` from `navigator.credentials.get()`, as `toJSON()` serializes it. */
+        PasskeyAssertionCredential: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            /** @enum {string} */
+            authenticatorAttachment?: "platform" | "cross-platform";
+            clientExtensionResults: components["schemas"]["ClientExtensionResults"];
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                authenticatorData: components["schemas"]["Base64Url"];
+                signature: components["schemas"]["Base64Url"];
+                userHandle?: components["schemas"]["Base64Url"];
+            };
+        };
+        PasskeyRegistration: {
+            challengeId: components["schemas"]["ChallengeId"];
+            /** @description A name the member recognises the passkey by (default `Passkey`). */
+            name?: string;
+            credential: components["schemas"]["PasskeyAttestationCredential"];
+        };
+        PasskeyAssertion: {
+            challengeId: components["schemas"]["ChallengeId"];
+            credential: components["schemas"]["PasskeyAssertionCredential"];
+        };
+        CredentialDescriptor: {
+            id: components["schemas"]["Base64Url"];
+            /** @constant */
+            type: "public-key";
+            transports?: components["schemas"]["AuthenticatorTransport"][];
+        };
+        /** @description `PublicKeyCredentialCreationOptionsJSON` (WebAuthn Level 3): binary fields in base64url. */
+        PasskeyCreationOptions: {
+            challenge: components["schemas"]["Base64Url"];
+            rp: {
+                name: string;
+                /** @description The RP ID: the host of `PUBLIC_BASE_URL`. */
+                id: string;
+            };
+            user: {
+                id: components["schemas"]["Base64Url"];
+                name: string;
+                displayName: string;
+            };
+            pubKeyCredParams: {
+                /** @description A COSE algorithm: -8 Ed25519, -7 ES256, -257 RS256. */
+                alg: number;
+                /** @constant */
+                type: "public-key";
+            }[];
+            /** @description Milliseconds. */
+            timeout?: number;
+            /** @enum {string} */
+            attestation?: "none" | "indirect" | "direct" | "enterprise";
+            excludeCredentials?: components["schemas"]["CredentialDescriptor"][];
+            authenticatorSelection?: {
+                /** @enum {string} */
+                authenticatorAttachment?: "platform" | "cross-platform";
+                /** @enum {string} */
+                residentKey?: "discouraged" | "preferred" | "required";
+                requireResidentKey?: boolean;
+                /** @enum {string} */
+                userVerification?: "discouraged" | "preferred" | "required";
+            };
+            extensions?: {
+                credProps?: boolean;
+            };
+            hints?: ("security-key" | "client-device" | "hybrid")[];
+        };
+        /** @description `PublicKeyCredentialRequestOptionsJSON` (WebAuthn Level 3): binary fields in base64url. */
+        PasskeyRequestOptions: {
+            challenge: components["schemas"]["Base64Url"];
+            /** @description The RP ID: the host of `PUBLIC_BASE_URL`. */
+            rpId: string;
+            /** @description Milliseconds. */
+            timeout?: number;
+            /** @enum {string} */
+            userVerification?: "discouraged" | "preferred" | "required";
+            /** @description The account's passkeys (second factor); absent for a passwordless sign-in. */
+            allowCredentials?: components["schemas"]["CredentialDescriptor"][];
+        };
+        PasskeyRegistrationOptions: {
+            challengeId: components["schemas"]["ChallengeId"];
+            publicKey: components["schemas"]["PasskeyCreationOptions"];
+        };
+        PasskeyAuthenticationOptions: {
+            challengeId: components["schemas"]["ChallengeId"];
+            publicKey: components["schemas"]["PasskeyRequestOptions"];
+        };
+        SecondFactorRequired: {
+            /** @constant */
+            secondFactorRequired: true;
+            challengeId: components["schemas"]["ChallengeId"];
+            publicKey: components["schemas"]["PasskeyRequestOptions"];
+        };
+        /** @description The organization's second-factor requirement, whether the account has a passkey, and whether this session is restricted to registering one. */
+        SecondFactorState: {
+            required: boolean;
+            enrolled: boolean;
+            restricted: boolean;
+        };
+        Passkey: {
+            /** @description `PKY_…` */
+            passkeyId: string;
+            name: string;
+            /**
+             * @description `multiDevice`: a synced passkey.
+             * @enum {string}
+             */
+            deviceType: "singleDevice" | "multiDevice";
+            backedUp: boolean;
+            transports: components["schemas"]["AuthenticatorTransport"][];
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            lastUsedAt: string | null;
+        };
+        OrganizationSecurity: {
+            requireSecondFactor: boolean;
+            /** Format: date-time */
+            updatedAt: string | null;
+            /** @description Who last changed it (`user:USR_…`). */
+            updatedBy: string | null;
+            membersWithoutPasskey: {
+                userId: string;
+                email: string;
+                role: components["schemas"]["Role"];
+            }[];
+        };
+        OrganizationSecurityUpdate: {
+            requireSecondFactor: boolean;
+        };
+        SecondFactorRequiredResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["SecondFactorRequired"];
+        };
+        PasskeyRegistrationOptionsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PasskeyRegistrationOptions"];
+        };
+        PasskeyAuthenticationOptionsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PasskeyAuthenticationOptions"];
+        };
+        PasskeyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Passkey"];
+        };
+        PasskeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Passkey"][];
+        };
+        OrganizationSecurityResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["OrganizationSecurity"];
         };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
@@ -846,7 +1239,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -893,11 +1286,52 @@ export interface operations {
                      *           }
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z"
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": false,
+                     *           "restricted": false
+                     *         }
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["ConsoleSessionResponse"];
+                };
+            };
+            /** @description The password is right and the account has a passkey; no session yet. Answer the challenge with `POST /v1/console/sign-in/second-factor`. */
+            202: {
+                headers: {
+                    /** @description `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "A passkey is required to finish signing in",
+                     *       "data": {
+                     *         "secondFactorRequired": true,
+                     *         "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                     *         "publicKey": {
+                     *           "rpId": "merchant.example.com",
+                     *           "challenge": "3q2-7wAAAAB8o0GzOqz3nRkVqk1Zb5lYcm9s6m3yXGQ",
+                     *           "timeout": 300000,
+                     *           "userVerification": "preferred",
+                     *           "allowCredentials": [
+                     *             {
+                     *               "id": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                     *               "type": "public-key",
+                     *               "transports": [
+                     *                 "internal"
+                     *               ]
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SecondFactorRequiredResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -933,7 +1367,7 @@ export interface operations {
             /** @description The invite is spent and the member signed in. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -980,7 +1414,12 @@ export interface operations {
                      *           }
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z"
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": false,
+                     *           "restricted": false
+                     *         }
                      *       }
                      *     }
                      */
@@ -1054,7 +1493,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1101,7 +1540,12 @@ export interface operations {
                      *           }
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z"
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": false,
+                     *           "restricted": false
+                     *         }
                      *       }
                      *     }
                      */
@@ -1174,7 +1618,12 @@ export interface operations {
                      *           }
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z"
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": false,
+                     *           "restricted": false
+                     *         }
                      *       }
                      *     }
                      */
@@ -1208,7 +1657,7 @@ export interface operations {
             /** @description The new session. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1255,7 +1704,12 @@ export interface operations {
                      *           }
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z"
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": false,
+                     *           "restricted": false
+                     *         }
                      *       }
                      *     }
                      */
@@ -1314,6 +1768,543 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    completeSecondFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                 *       "credential": {
+                 *         "id": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "rawId": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0In0",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ",
+                 *           "signature": "MEUCIQDk9sWbX1x2h7Xf3Jd9fD0a9sQ",
+                 *           "userHandle": "VVNSXzRiUWs4VHpZdzJOY0hzN0xwRDFtQWU5Ug"
+                 *         },
+                 *         "clientExtensionResults": {},
+                 *         "authenticatorAttachment": "platform"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasskeyAssertion"];
+            };
+        };
+        responses: {
+            /** @description Signed in; the session cookie is set, as by a password sign-in. */
+            200: {
+                headers: {
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. */
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signed in",
+                     *       "data": {
+                     *         "sessionId": "SES_9sKq2LmZx8YwT4nBv6cR1dPe",
+                     *         "user": {
+                     *           "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *           "email": "ada@example.com",
+                     *           "name": "Ada"
+                     *         },
+                     *         "organization": {
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Demo organization"
+                     *         },
+                     *         "role": "viewer",
+                     *         "permissions": [
+                     *           "catalog:read",
+                     *           "orders:read",
+                     *           "subscriptions:read",
+                     *           "customers:read",
+                     *           "entitlements:read"
+                     *         ],
+                     *         "memberships": [
+                     *           {
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "name": "Demo organization",
+                     *             "role": "viewer"
+                     *           }
+                     *         ],
+                     *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": false,
+                     *           "enrolled": true,
+                     *           "restricted": false
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleSessionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPasskeySignInOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ceremony's options and the id of its server-side challenge. */
+            200: {
+                headers: {
+                    /** @description `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                     *         "publicKey": {
+                     *           "rpId": "merchant.example.com",
+                     *           "challenge": "3q2-7wAAAAB8o0GzOqz3nRkVqk1Zb5lYcm9s6m3yXGQ",
+                     *           "timeout": 300000,
+                     *           "userVerification": "required"
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyAuthenticationOptionsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    signInWithPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                 *       "credential": {
+                 *         "id": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "rawId": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uZ2V0In0",
+                 *           "authenticatorData": "SZYN5YgOjGh0NBcPZHZgW4_krrmihjLHmVzzuoMdl2MFAAAAAQ",
+                 *           "signature": "MEUCIQDk9sWbX1x2h7Xf3Jd9fD0a9sQ",
+                 *           "userHandle": "VVNSXzRiUWs4VHpZdzJOY0hzN0xwRDFtQWU5Ug"
+                 *         },
+                 *         "clientExtensionResults": {}
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasskeyAssertion"];
+            };
+        };
+        responses: {
+            /** @description Signed in; the session cookie is set. */
+            200: {
+                headers: {
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. */
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signed in",
+                     *       "data": {
+                     *         "sessionId": "SES_9sKq2LmZx8YwT4nBv6cR1dPe",
+                     *         "user": {
+                     *           "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *           "email": "ada@example.com",
+                     *           "name": "Ada"
+                     *         },
+                     *         "organization": {
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Demo organization"
+                     *         },
+                     *         "role": "viewer",
+                     *         "permissions": [
+                     *           "catalog:read",
+                     *           "orders:read",
+                     *           "subscriptions:read",
+                     *           "customers:read",
+                     *           "entitlements:read"
+                     *         ],
+                     *         "memberships": [
+                     *           {
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "name": "Demo organization",
+                     *             "role": "viewer"
+                     *           }
+                     *         ],
+                     *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
+                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "secondFactor": {
+                     *           "required": true,
+                     *           "enrolled": true,
+                     *           "restricted": false
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleSessionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPasskeyRegistrationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ceremony's options and the id of its server-side challenge. */
+            200: {
+                headers: {
+                    /** @description `no-store`. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                     *         "publicKey": {
+                     *           "challenge": "3q2-7wAAAAB8o0GzOqz3nRkVqk1Zb5lYcm9s6m3yXGQ",
+                     *           "rp": {
+                     *             "name": "Kassa",
+                     *             "id": "merchant.example.com"
+                     *           },
+                     *           "user": {
+                     *             "id": "VVNSXzRiUWs4VHpZdzJOY0hzN0xwRDFtQWU5Ug",
+                     *             "name": "ada@example.com",
+                     *             "displayName": "Ada"
+                     *           },
+                     *           "pubKeyCredParams": [
+                     *             {
+                     *               "alg": -8,
+                     *               "type": "public-key"
+                     *             },
+                     *             {
+                     *               "alg": -7,
+                     *               "type": "public-key"
+                     *             },
+                     *             {
+                     *               "alg": -257,
+                     *               "type": "public-key"
+                     *             }
+                     *           ],
+                     *           "timeout": 300000,
+                     *           "attestation": "none",
+                     *           "excludeCredentials": [],
+                     *           "authenticatorSelection": {
+                     *             "residentKey": "required",
+                     *             "userVerification": "preferred",
+                     *             "requireResidentKey": true
+                     *           },
+                     *           "extensions": {
+                     *             "credProps": true
+                     *           },
+                     *           "hints": []
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyRegistrationOptionsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listPasskeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The passkeys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "passkeyId": "PKY_7hT2nVq9ZsXw4LkP0mBcRdEf",
+                     *           "name": "Laptop",
+                     *           "deviceType": "multiDevice",
+                     *           "backedUp": true,
+                     *           "transports": [
+                     *             "internal",
+                     *             "hybrid"
+                     *           ],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "lastUsedAt": "2026-11-23T08:15:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    registerPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "challengeId": "kwc_Qm9vdHN0cmFwIGNoYWxsZW5nZSBpZCBmb3IgZG9jcyBleGFt",
+                 *       "name": "Laptop",
+                 *       "credential": {
+                 *         "id": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "rawId": "hV2s0aW5fY3JlZGVudGlhbF9pZA",
+                 *         "type": "public-key",
+                 *         "response": {
+                 *           "clientDataJSON": "eyJ0eXBlIjoid2ViYXV0aG4uY3JlYXRlIn0",
+                 *           "attestationObject": "o2NmbXRkbm9uZWdhdHRTdG10oGhhdXRoRGF0YVjF",
+                 *           "transports": [
+                 *             "internal",
+                 *             "hybrid"
+                 *           ]
+                 *         },
+                 *         "clientExtensionResults": {
+                 *           "credProps": {
+                 *             "rk": true
+                 *           }
+                 *         },
+                 *         "authenticatorAttachment": "platform"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PasskeyRegistration"];
+            };
+        };
+        responses: {
+            /** @description The passkey is added. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Passkey added",
+                     *       "data": {
+                     *         "passkeyId": "PKY_7hT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "name": "Laptop",
+                     *         "deviceType": "multiDevice",
+                     *         "backedUp": true,
+                     *         "transports": [
+                     *           "internal",
+                     *           "hybrid"
+                     *         ],
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastUsedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PasskeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deletePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrganizationSecurity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's security settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "requireSecondFactor": true,
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedBy": "user:USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *         "membersWithoutPasskey": [
+                     *           {
+                     *             "userId": "USR_8nBv6CxZ4lKj2HgF0dSaP9oI",
+                     *             "email": "grace@example.com",
+                     *             "role": "support"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrganizationSecurityResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateOrganizationSecurity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "requireSecondFactor": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrganizationSecurityUpdate"];
+            };
+        };
+        responses: {
+            /** @description The organization's security settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Second-factor requirement updated",
+                     *       "data": {
+                     *         "requireSecondFactor": true,
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedBy": "user:USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *         "membersWithoutPasskey": []
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrganizationSecurityResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -7,11 +7,12 @@ import type { Job } from '../kernel/job.js';
 import type { Clock } from '../kernel/clock.js';
 import type { AccountRepository } from './accounts.repository.js';
 import { AUDIT_RETENTION_DAYS } from './audit.service.js';
+import type { PasskeyService } from './passkeys.service.js';
 
 const DAY = 24 * 3600_000;
 const BATCH = 1000;
 
-export function accountRetentionJob(repo: AccountRepository, clock: Clock): Job {
+export function accountRetentionJob(repo: AccountRepository, clock: Clock, passkeys?: Pick<PasskeyService, 'removeExpiredChallenges'>): Job {
   return {
     name: 'account-retention',
     intervalMs: 3600_000,
@@ -19,7 +20,9 @@ export function accountRetentionJob(repo: AccountRepository, clock: Clock): Job 
       const now = clock.now().getTime();
       // A day's margin past the retention period: the table's trigger measures it by the database clock.
       const removed = await repo.removeExpired(new Date(now - (AUDIT_RETENTION_DAYS + 1) * DAY), new Date(now - DAY), BATCH);
-      return removed > 0;
+      // WebAuthn challenges (five minutes each) go a day after they expired, spent or not.
+      const challenges = passkeys ? await passkeys.removeExpiredChallenges(new Date(now - DAY), BATCH) : 0;
+      return removed + challenges > 0;
     },
   };
 }

@@ -42,6 +42,10 @@ export interface ConsoleSession {
 export interface SessionWithRole extends ConsoleSession {
   role: Role | null;
   roleChangedAt: Date | null;
+  /** The organization requires a second factor (src/accounts/passkeys.service.ts). */
+  secondFactorRequired: boolean;
+  /** The user has at least one passkey. */
+  hasPasskey: boolean;
 }
 
 export type LinkKind = 'invite' | 'password_reset' | 'sign_in';
@@ -328,10 +332,25 @@ export class KnexAccountRepository implements AccountRepository {
       .leftJoin('memberships as m', function on() {
         this.on('m.org_id', '=', 's.org_id').andOn('m.user_id', '=', 's.user_id');
       })
+      .leftJoin('organization_security as o', 'o.org_id', 's.org_id')
       .where('s.token_hash', tokenHash)
-      .select<Array<SessionRow & { role: Role | null; role_changed_at: Date | null }>>('s.*', 'm.role', 'm.role_changed_at')
+      .select<Array<SessionRow & { role: Role | null; role_changed_at: Date | null; require_second_factor: boolean | null; has_passkey: boolean }>>(
+        's.*',
+        'm.role',
+        'm.role_changed_at',
+        'o.require_second_factor',
+        this.db.raw('EXISTS (SELECT 1 FROM passkeys p WHERE p.user_id = s.user_id) AS has_passkey'),
+      )
       .first();
-    return row ? { ...toSession(row), role: row.role ?? null, roleChangedAt: dateOrNull(row.role_changed_at ?? null) } : undefined;
+    return row
+      ? {
+          ...toSession(row),
+          role: row.role ?? null,
+          roleChangedAt: dateOrNull(row.role_changed_at ?? null),
+          secondFactorRequired: row.require_second_factor === true,
+          hasPasskey: row.has_passkey === true,
+        }
+      : undefined;
   }
 
   async touchSession(id: string, now: Date): Promise<void> {

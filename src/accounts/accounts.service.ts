@@ -14,6 +14,9 @@ import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, 
 import { ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { AuditLog } from './audit.service.js';
+import type { AuthenticationOptions, PasskeyService, RegistrationOptions } from './passkeys.service.js';
+import type { OrganizationSecurity, Passkey } from './passkeys.repository.js';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -49,6 +52,16 @@ export interface SessionAuth extends MerchantAuth {
   csrfToken: string;
   /** The session's absolute expiry. */
   expiresAt: Date;
+  /**
+   * The organization requires a second factor and the user has no passkey: the session may only
+   * register one (operations marked `x-second-factor-setup`), read itself and sign out.
+   */
+  restricted: boolean;
+}
+
+/** The password was right, and the account has a passkey: the sign-in ends with it (no session yet). */
+export interface SecondFactorPending extends AuthenticationOptions {
+  kind: 'second_factor';
 }
 
 export interface SignedIn {
@@ -87,15 +100,17 @@ export class AccountService {
     private readonly audit: AuditLog,
     private readonly clock: Clock,
     private readonly publicBaseUrl: string,
+    private readonly passkeys: PasskeyService,
   ) {}
 
   // ---- sign-in -------------------------------------------------------------------------------
 
   /**
    * Password sign-in. An unknown e-mail address gets the same answer, after the same work (a
-   * dummy hash is verified), as a wrong password; both count towards the same throttles.
+   * dummy hash is verified), as a wrong password; both count towards the same throttles. An
+   * account with a passkey does not get a session yet: the answer is a second-factor challenge.
    */
-  async signIn(input: { email: string; password: string; orgId?: string; clientAddress: string | null }): Promise<SignedIn> {
+  async signIn(input: { email: string; password: string; orgId?: string; clientAddress: string | null }): Promise<SignedIn | SecondFactorPending> {
     const now = this.clock.now();
     const email = normalizeEmail(input.email);
     const accountKey = `account:${email.toLowerCase()}`;
@@ -111,6 +126,9 @@ export class AccountService {
     }
     await this.repo.clearFailures(accountKey);
     const membership = await this.pickMembership(user.id, input.orgId);
+    if ((await this.passkeys.list(user.id)).length > 0) {
+      return { kind: 'second_factor', ...(await this.passkeys.secondFactorOptions(user.id, membership.orgId)) };
+    }
     const signedIn = await this.startSession(user, membership, input.clientAddress);
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password', clientAddress: input.clientAddress });
     return signedIn;
@@ -156,7 +174,7 @@ export class AccountService {
    * or when the user is no longer a member. A session older than the member's last role change is
    * rotated: a new token (the cookie the answer sets), the old one revoked.
    */
-  async authenticateSession(presented: string | undefined, requiredPermission?: string): Promise<SessionAuth> {
+  async authenticateSession(presented: string | undefined, requiredPermission?: string, options: { secondFactorSetup?: boolean } = {}): Promise<SessionAuth> {
     if (!presented || !SESSION_TOKEN.test(presented)) throw unauthorized('Missing or invalid API key or console session');
     const now = this.clock.now();
     const session = await this.repo.findSessionByTokenHash(sha256Hex(presented));
@@ -178,6 +196,10 @@ export class AccountService {
     } else if (now.getTime() - session.lastSeenAt.getTime() >= TOUCH_EVERY_MS) {
       await this.repo.touchSession(session.id, now);
     }
+    const restricted = session.secondFactorRequired && !session.hasPasskey;
+    if (restricted && !options.secondFactorSetup) {
+      throw forbidden('This organization requires a second factor: register a passkey (POST /v1/console/passkeys/registration-options) before anything else');
+    }
     const memberPermissions = [...ROLE_PERMISSIONS[session.role]];
     if (requiredPermission && !(memberPermissions as string[]).includes(requiredPermission)) {
       throw forbidden(`The role "${session.role}" lacks the permission "${requiredPermission}"`);
@@ -196,15 +218,18 @@ export class AccountService {
       rotatedToken,
       csrfToken: csrfTokenOf(token),
       expiresAt: session.expiresAt,
+      restricted,
     };
   }
 
-  async describeSession(auth: SessionAuth) {
+  async describeSession(auth: Pick<SessionAuth, 'userId' | 'orgId'>) {
     const user = await this.repo.findUser(auth.userId);
     if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
     const memberships = await this.repo.membershipsOf(auth.userId);
     const { passwordHash: _hash, ...plainUser } = user;
-    return { user: plainUser, memberships };
+    const required = (await this.passkeys.repository.security(auth.orgId)).requireSecondFactor;
+    const enrolled = (await this.passkeys.list(auth.userId)).length > 0;
+    return { user: plainUser, memberships, secondFactor: { required, enrolled, restricted: required && !enrolled } };
   }
 
   async signOut(auth: SessionAuth): Promise<void> {
@@ -361,6 +386,131 @@ export class AccountService {
     const membership = (await this.repo.findMembership(orgId, user.id))!;
     const { passwordHash: _hash, ...plainUser } = user;
     return { user: plainUser, membership };
+  }
+
+  // ---- passkeys and the second factor --------------------------------------------------------
+
+  /** Ends a password sign-in with the account's passkey: a session, as a password sign-in without a passkey gets one. */
+  async completeSecondFactor(input: { challengeId: string; credential: AuthenticationResponseJSON; clientAddress: string | null }): Promise<SignedIn> {
+    const now = this.clock.now();
+    const addressKey = `address:${input.clientAddress ?? 'unknown'}`;
+    await this.checkThrottle(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    const challenge = await this.passkeys.consume(input.challengeId, 'second_factor');
+    const failed = unauthorized('Passkey sign-in failed: sign in with the password again');
+    if (!challenge || !challenge.userId || !challenge.orgId) {
+      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      throw failed;
+    }
+    const user = await this.repo.findUser(challenge.userId);
+    const accountKey = user ? `account:${user.email.toLowerCase()}` : null;
+    try {
+      await this.passkeys.authenticate(challenge, input.credential);
+    } catch (error) {
+      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      if (accountKey) await this.repo.recordFailure(accountKey, now, THROTTLE_WINDOW_MS);
+      throw error;
+    }
+    const membership = user && (await this.repo.findMembership(challenge.orgId, user.id));
+    if (!user || !membership) throw failed;
+    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password and a passkey', clientAddress: input.clientAddress });
+    return signedIn;
+  }
+
+  /** Options of a passwordless sign-in: the same for every caller (no e-mail address asked, nothing to enumerate). */
+  passkeySignInOptions(): Promise<AuthenticationOptions> {
+    return this.passkeys.signInOptions();
+  }
+
+  /**
+   * Passwordless sign-in: a discoverable passkey with user verification is both factors, so it
+   * satisfies an organization's second-factor requirement. Same session rules as a password sign-in.
+   */
+  async signInWithPasskey(input: { challengeId: string; credential: AuthenticationResponseJSON; orgId?: string; clientAddress: string | null }): Promise<SignedIn> {
+    const now = this.clock.now();
+    const addressKey = `address:${input.clientAddress ?? 'unknown'}`;
+    await this.checkThrottle(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    const challenge = await this.passkeys.consume(input.challengeId, 'sign_in');
+    let passkey: Passkey;
+    try {
+      if (!challenge) throw unauthorized('Passkey sign-in failed: request new options and try again');
+      passkey = await this.passkeys.authenticate(challenge, input.credential);
+    } catch (error) {
+      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      throw error;
+    }
+    const user = await this.repo.findUser(passkey.userId);
+    if (!user) throw unauthorized('Passkey sign-in failed: request new options and try again');
+    const membership = await this.pickMembership(user.id, input.orgId);
+    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: `signed in with the passkey ${passkey.id}`, clientAddress: input.clientAddress });
+    return signedIn;
+  }
+
+  async passkeyRegistrationOptions(auth: SessionAuth): Promise<RegistrationOptions> {
+    const user = await this.repo.findUser(auth.userId);
+    if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
+    return this.passkeys.registrationOptions(user);
+  }
+
+  listPasskeys(auth: SessionAuth): Promise<Passkey[]> {
+    return this.passkeys.list(auth.userId);
+  }
+
+  /** Adds a passkey to the signed-in user; recorded in the audit log of each of their organizations. */
+  async registerPasskey(auth: SessionAuth, input: { challengeId: string; credential: RegistrationResponseJSON; name?: string }, clientAddress: string | null): Promise<Passkey> {
+    const passkey = await this.passkeys.register(auth.userId, input);
+    await this.auditEveryOrganization(auth.userId, { actor: auth.actor, action: 'passkey.add', target: { type: 'passkey', id: passkey.id }, summary: `added the passkey "${passkey.name}"`, clientAddress });
+    return passkey;
+  }
+
+  /**
+   * Removes one of the user's own passkeys (another user's is 404). The last one stays while an
+   * organization of the user requires a second factor (409), as GitHub keeps 2FA on then.
+   */
+  async removePasskey(auth: SessionAuth, id: string, clientAddress: string | null): Promise<void> {
+    const keepOne = await this.passkeyRepo().anyMembershipRequiresSecondFactor(auth.userId);
+    const removed = await this.passkeys.remove(auth.userId, id, keepOne);
+    if (removed === undefined) throw notFound('Passkey');
+    if (removed === 'last') throw conflict('An organization of this account requires a second factor: register another passkey before removing the last one');
+    await this.auditEveryOrganization(auth.userId, { actor: auth.actor, action: 'passkey.remove', target: { type: 'passkey', id: removed.id }, summary: `removed the passkey "${removed.name}"`, clientAddress });
+  }
+
+  async organizationSecurity(orgId: string): Promise<OrganizationSecurity & { membersWithoutPasskey: Array<{ userId: string; email: string; role: string }> }> {
+    const repo = this.passkeyRepo();
+    return { ...(await repo.security(orgId)), membersWithoutPasskey: await repo.membersWithoutPasskey(orgId) };
+  }
+
+  /**
+   * Turns the organization's second-factor requirement on or off: owners only (as on GitHub), and
+   * an owner turning it on must have a passkey already (nobody locks themselves into a restricted
+   * session). Members without a passkey get restricted sessions from their next request on.
+   */
+  async setRequireSecondFactor(auth: SessionAuth, required: boolean, clientAddress: string | null) {
+    if (auth.role !== 'owner') throw forbidden('Only an owner can change whether the organization requires a second factor');
+    const repo = this.passkeyRepo();
+    const before = await repo.security(auth.orgId);
+    if (required && (await this.passkeys.list(auth.userId)).length === 0) throw conflict('Register a passkey yourself before requiring a second factor of every member');
+    if (before.requireSecondFactor !== required) {
+      await repo.setRequireSecondFactor(auth.orgId, required, `user:${auth.userId}`, this.clock.now());
+      await this.audit.record({
+        orgId: auth.orgId,
+        actor: auth.actor,
+        action: 'organization.second_factor_requirement',
+        target: { type: 'organization', id: auth.orgId },
+        summary: required ? 'now requires a second factor (passkey) of every member' : 'no longer requires a second factor',
+        clientAddress,
+      });
+    }
+    return this.organizationSecurity(auth.orgId);
+  }
+
+  private passkeyRepo() {
+    return this.passkeys.repository;
+  }
+
+  private async auditEveryOrganization(userId: string, entry: Omit<Parameters<AuditLog['record']>[0], 'orgId'>) {
+    for (const m of await this.repo.membershipsOf(userId)) await this.audit.record({ ...entry, orgId: m.orgId });
   }
 
   // ---- members -------------------------------------------------------------------------------

@@ -10,6 +10,13 @@ import type { Permission } from '../orgs/permissions.js';
 import type { AccountService, SessionAuth, SignedIn } from './accounts.service.js';
 import type { AccountLink, AuditEntry, Member } from './accounts.repository.js';
 import type { AuditLog } from './audit.service.js';
+import type { Passkey } from './passkeys.repository.js';
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
+} from '@simplewebauthn/server';
 import { keyPermissionsOf, type Role } from './roles.js';
 import { ROLE_PERMISSIONS } from './roles.js';
 import { checkOrigin, clearedSessionCookie, sessionCookie, type ConsoleOrigin } from './request-auth.js';
@@ -43,6 +50,52 @@ const presentInvite = (link: AccountLink, now: Date) => ({
   expiresAt: iso(link.expiresAt),
 });
 
+type Transport = 'ble' | 'cable' | 'hybrid' | 'internal' | 'nfc' | 'smart-card' | 'usb';
+const TRANSPORTS = new Set<string>(['ble', 'cable', 'hybrid', 'internal', 'nfc', 'smart-card', 'usb']);
+const transports = (list: readonly string[] | undefined): Transport[] => (list ?? []).filter((t): t is Transport => TRANSPORTS.has(t));
+
+const presentPasskey = (p: Passkey) => ({
+  passkeyId: p.id,
+  name: p.name,
+  deviceType: p.deviceType,
+  backedUp: p.backedUp,
+  transports: transports(p.transports),
+  createdAt: iso(p.createdAt),
+  lastUsedAt: isoOrNull(p.lastUsedAt),
+});
+
+const presentSecurity = (s: Awaited<ReturnType<AccountService['organizationSecurity']>>) => ({
+  requireSecondFactor: s.requireSecondFactor,
+  updatedAt: isoOrNull(s.updatedAt),
+  updatedBy: s.updatedBy,
+  membersWithoutPasskey: s.membersWithoutPasskey.map((m) => ({ userId: m.userId, email: m.email, role: m.role as Role })),
+});
+
+const descriptors = (list: PublicKeyCredentialRequestOptionsJSON['allowCredentials']) =>
+  list?.map((c) => ({ id: c.id, type: 'public-key' as const, ...(c.transports ? { transports: transports(c.transports) } : {}) }));
+
+/** The library's options, as the contract names them (its types are wider than what it emits). */
+const presentRequestOptions = (o: PublicKeyCredentialRequestOptionsJSON) => ({
+  challenge: o.challenge,
+  rpId: o.rpId!,
+  ...(o.timeout !== undefined ? { timeout: o.timeout } : {}),
+  ...(o.userVerification ? { userVerification: o.userVerification } : {}),
+  ...(o.allowCredentials ? { allowCredentials: descriptors(o.allowCredentials) } : {}),
+});
+
+const presentCreationOptions = (o: PublicKeyCredentialCreationOptionsJSON) => ({
+  challenge: o.challenge,
+  rp: { name: o.rp.name, id: o.rp.id! },
+  user: { id: o.user.id, name: o.user.name, displayName: o.user.displayName },
+  pubKeyCredParams: o.pubKeyCredParams.map((p) => ({ alg: p.alg, type: 'public-key' as const })),
+  ...(o.timeout !== undefined ? { timeout: o.timeout } : {}),
+  ...(o.attestation ? { attestation: o.attestation } : {}),
+  excludeCredentials: descriptors(o.excludeCredentials) ?? [],
+  ...(o.authenticatorSelection ? { authenticatorSelection: o.authenticatorSelection } : {}),
+  ...(o.extensions ? { extensions: { ...(o.extensions.credProps !== undefined ? { credProps: o.extensions.credProps } : {}) } } : {}),
+  hints: (o.hints ?? []) as Array<'security-key' | 'client-device' | 'hybrid'>,
+});
+
 const presentAudit = (e: AuditEntry) => ({
   auditId: e.id,
   actorType: e.actorType,
@@ -59,7 +112,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
   const { accounts, orgs, audit, clock, where } = deps;
 
   const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string }, expiresAt: Date) => {
-    const { user, memberships } = await accounts.describeSession(auth as SessionAuth);
+    const { user, memberships, secondFactor } = await accounts.describeSession(auth);
     const named = await Promise.all(memberships.map(async (m) => ({ orgId: m.orgId, name: OrgServiceName(await orgs.getOrganization(m.orgId)), role: m.role })));
     const current = named.find((m) => m.orgId === auth.orgId);
     return {
@@ -71,6 +124,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
       memberships: named,
       csrfToken: auth.csrfToken,
       expiresAt: iso(expiresAt),
+      secondFactor,
     };
   };
 
@@ -91,8 +145,48 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
   return {
     signIn: async ({ body, req }) => {
       checkOrigin(req, where);
-      return started(await accounts.signIn({ email: body.email, password: body.password, clientAddress: clientAddress(req) }), 'Signed in');
+      const result = await accounts.signIn({ email: body.email, password: body.password, clientAddress: clientAddress(req) });
+      if ('kind' in result) {
+        return {
+          status: 202 as const,
+          headers: { 'Cache-Control': 'no-store' },
+          body: { success: true as const, message: 'A passkey is required to finish signing in', data: { secondFactorRequired: true as const, challengeId: result.challengeId, publicKey: presentRequestOptions(result.publicKey) } },
+        };
+      }
+      return started(result, 'Signed in');
     },
+
+    completeSecondFactor: async ({ body, req }) => {
+      checkOrigin(req, where);
+      return started(await accounts.completeSecondFactor({ challengeId: body.challengeId, credential: body.credential as AuthenticationResponseJSON, clientAddress: clientAddress(req) }), 'Signed in');
+    },
+    createPasskeySignInOptions: async ({ req }) => {
+      checkOrigin(req, where);
+      const options = await accounts.passkeySignInOptions();
+      return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { success: true, message: 'OK', data: { challengeId: options.challengeId, publicKey: presentRequestOptions(options.publicKey) } } };
+    },
+    signInWithPasskey: async ({ body, req }) => {
+      checkOrigin(req, where);
+      return started(await accounts.signInWithPasskey({ challengeId: body.challengeId, credential: body.credential as AuthenticationResponseJSON, clientAddress: clientAddress(req) }), 'Signed in');
+    },
+    createPasskeyRegistrationOptions: async ({ auth }) => {
+      const options = await accounts.passkeyRegistrationOptions(auth);
+      return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { success: true, message: 'OK', data: { challengeId: options.challengeId, publicKey: presentCreationOptions(options.publicKey) } } };
+    },
+    listPasskeys: async ({ auth }) => ({ status: 200, body: { success: true, message: 'OK', data: (await accounts.listPasskeys(auth)).map(presentPasskey) } }),
+    registerPasskey: async ({ auth, body, req }) => {
+      const passkey = await accounts.registerPasskey(auth, { challengeId: body.challengeId, credential: body.credential as RegistrationResponseJSON, name: body.name }, clientAddress(req));
+      return { status: 201, body: { success: true, message: 'Passkey added', data: presentPasskey(passkey) } };
+    },
+    deletePasskey: async ({ auth, params, req }) => {
+      await accounts.removePasskey(auth, params.id, clientAddress(req));
+      return { status: 204, body: undefined };
+    },
+    getOrganizationSecurity: async ({ auth }) => ({ status: 200, body: { success: true, message: 'OK', data: presentSecurity(await accounts.organizationSecurity(auth.orgId)) } }),
+    updateOrganizationSecurity: async ({ auth, body, req }) => ({
+      status: 200,
+      body: { success: true, message: 'Second-factor requirement updated', data: presentSecurity(await accounts.setRequireSecondFactor(auth, body.requireSecondFactor, clientAddress(req))) },
+    }),
     acceptInvite: async ({ body, req }) => {
       checkOrigin(req, where);
       return started(await accounts.acceptInvite({ token: body.token, password: body.password, name: body.name, clientAddress: clientAddress(req) }), 'Invite accepted');

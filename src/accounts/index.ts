@@ -14,9 +14,12 @@ import { createAccountsAdminHandlers } from './admin.handlers.js';
 import { consoleOrigin, createSessionAuthenticator } from './request-auth.js';
 import { accountRetentionJob } from './accounts.jobs.js';
 import type { Job } from '../kernel/job.js';
+import { KnexPasskeyRepository } from './passkeys.repository.js';
+import { PasskeyService, relyingPartyOf } from './passkeys.service.js';
 
 export interface AccountsModule {
   accounts: AccountService;
+  passkeys: PasskeyService;
   audit: AuditLog;
   handlers: {
     console: ReturnType<typeof createConsoleHandlers>;
@@ -29,16 +32,18 @@ export interface AccountsModule {
 export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgService; publicBaseUrl: string }): AccountsModule {
   const repo = new KnexAccountRepository(deps.db);
   const audit = new AuditLog(repo, deps.clock);
-  const accounts = new AccountService(repo, deps.orgs, audit, deps.clock, deps.publicBaseUrl);
+  const passkeys = new PasskeyService(new KnexPasskeyRepository(deps.db), deps.clock, relyingPartyOf(deps.publicBaseUrl));
+  const accounts = new AccountService(repo, deps.orgs, audit, deps.clock, deps.publicBaseUrl, passkeys);
   const where = consoleOrigin(deps.publicBaseUrl);
   return {
     accounts,
+    passkeys,
     audit,
     handlers: {
       console: createConsoleHandlers({ accounts, orgs: deps.orgs, audit, clock: deps.clock, where }),
       admin: createAccountsAdminHandlers(accounts),
     },
     authenticators: { ConsoleSession: createSessionAuthenticator(accounts, where) },
-    jobs: () => [accountRetentionJob(repo, deps.clock)],
+    jobs: () => [accountRetentionJob(repo, deps.clock, passkeys)],
   };
 }

@@ -13,18 +13,20 @@ export const SESSION_COOKIE = '__Host-kassa_session';
 export const CSRF_HEADER = 'x-csrf-token';
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
-
-/** Where the console is served, and whether its cookie may go without `Secure` (plain http on a loopback host only). */
+/** Where the console is served, and whether its cookie says `Secure` (always: see consoleOrigin). */
 export interface ConsoleOrigin {
   origin: string;
   secureCookie: boolean;
 }
 
+/**
+ * The console's origin. Its cookie is always `Secure`: a `__Host-` cookie without `Secure` is
+ * refused by every browser, and browsers keep `Secure` cookies of http://localhost (a secure
+ * context), so `Secure` costs plain-http loopback development nothing
+ * (test/e2e/passkeys.browser.test.ts signs in on http://localhost).
+ */
 export function consoleOrigin(publicBaseUrl: string): ConsoleOrigin {
-  const url = new URL(publicBaseUrl);
-  const loopback = LOOPBACK_HOSTS.has(url.hostname) || url.hostname.endsWith('.localhost');
-  return { origin: url.origin, secureCookie: url.protocol === 'https:' || !loopback };
+  return { origin: new URL(publicBaseUrl).origin, secureCookie: true };
 }
 
 /** The value of one cookie of the request (the first of that name), undefined when absent. */
@@ -71,7 +73,10 @@ export function createSessionAuthenticator(accounts: AccountService, where: Cons
   return async (req, op) => {
     const token = readCookie(req, SESSION_COOKIE);
     if (token === undefined) throw credentialsAbsent(unauthorized());
-    const auth: SessionAuth = await accounts.authenticateSession(token, op.operation['x-permission'] as string | undefined);
+    const auth: SessionAuth = await accounts.authenticateSession(token, op.operation['x-permission'] as string | undefined, {
+      // Operations a restricted session (second factor required, no passkey yet) may still call.
+      secondFactorSetup: op.operation['x-second-factor-setup'] === true,
+    });
     if (!SAFE_METHODS.has(req.method)) {
       checkOrigin(req, where);
       const presented = req.header(CSRF_HEADER);

@@ -30,6 +30,6 @@ export type IdPrefix =
   | 'ORG' | 'AKI' | 'WSK' | 'PRD' | 'PRC' | 'PLK' | 'CS' | 'ORD' | 'CUS' | 'SUB' | 'WHE' | 'EVT'
   | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP' | 'CPS' | 'EML'
   // accounts: users, console sessions, single-use links (invites, resets, sign-in links), audit entries
-  | 'USR' | 'SES' | 'LNK' | 'AUD';
+  | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;

@@ -2,7 +2,9 @@
  * Secrets that reach a log inside text rather than under a named field: the bearer tokens of the
  * hosted pages' paths (the access log names the route pattern instead), a chain RPC provider's key
  * in the node URL's path or query (a failed call is logged with the chain id and host only, even
- * when the provider echoes the key), and any value registered with the logger as secret.
+ * when the provider echoes the key), any value registered with the logger as secret, and the
+ * console's secrets: passwords, session and CSRF tokens, invite tokens, and passkey material
+ * (ceremony challenges and their ids, clientDataJSON, attestation objects, signatures).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +14,8 @@ import { createLogger } from '../../src/kernel/logger.js';
 import { SecretValues, urlSecretParts } from '../../src/kernel/redaction.js';
 import { ViemChainClient } from '../../src/crypto-payments/chain-client.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
+import { ORIGIN, PASSWORD, linkToken, sessionCookieOf } from '../accounts/helpers.js';
+import { SoftAuthenticator } from '../accounts/soft-authenticator.js';
 
 const CHAIN = 31337;
 const PATH_KEY = 'alchemyKey0123456789abcdefXYZ';
@@ -86,6 +90,66 @@ describe('the access log', () => {
     }
     for (const secret of secrets) expect(all.includes(secret), `${secret} is in the log`).toBe(false);
     expect(all).not.toContain(session.id);
+  });
+});
+
+describe('console sign-in and passkeys', () => {
+  it('no password, session or CSRF token, invite token, nor passkey challenge or credential material in any line', async () => {
+    const before = lines.length;
+    const secrets: string[] = [PASSWORD];
+    const email = 'log-secrets-member@example.com';
+    const invite = await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email, role: 'owner' });
+    const inviteToken = linkToken(invite.body.data.url);
+    secrets.push(inviteToken);
+    const accepted = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: inviteToken, password: PASSWORD });
+    expect(accepted.status).toBe(200);
+    const cookie = sessionCookieOf(accepted)!;
+    const csrf = accepted.body.data.csrfToken as string;
+    secrets.push(cookie.split('=')[1]!, csrf);
+    const write = (req: import('supertest').Test) => req.set('Cookie', cookie).set('Origin', ORIGIN).set('X-CSRF-Token', csrf);
+
+    const authenticator = new SoftAuthenticator();
+    const options = await write(ctx.merchant.post('/v1/console/passkeys/registration-options'));
+    expect(options.status).toBe(200);
+    secrets.push(options.body.data.challengeId, options.body.data.publicKey.challenge);
+    const { credential, json } = authenticator.create(options.body.data.publicKey, ORIGIN);
+    secrets.push(json.response.clientDataJSON, json.response.attestationObject);
+    expect((await write(ctx.merchant.post('/v1/console/passkeys')).send({ challengeId: options.body.data.challengeId, credential: json })).status).toBe(201);
+
+    // A failed registration (an answer to another challenge): the library's message names both challenges.
+    const other = await write(ctx.merchant.post('/v1/console/passkeys/registration-options'));
+    secrets.push(other.body.data.challengeId, other.body.data.publicKey.challenge);
+    const wrong = authenticator.create({ ...other.body.data.publicKey, challenge: 'c29tZS1vdGhlci1jaGFsbGVuZ2UtdmFsdWU' }, ORIGIN);
+    secrets.push(wrong.json.response.clientDataJSON, wrong.json.response.attestationObject);
+    expect((await write(ctx.merchant.post('/v1/console/passkeys')).send({ challengeId: other.body.data.challengeId, credential: wrong.json })).status).toBe(400);
+
+    // Password, then the passkey.
+    const first = await ctx.merchant.post('/v1/console/sign-in').set('Origin', ORIGIN).send({ email, password: PASSWORD });
+    expect(first.status).toBe(202);
+    secrets.push(first.body.data.challengeId, first.body.data.publicKey.challenge);
+    const assertion = authenticator.get(first.body.data.publicKey, ORIGIN, credential);
+    secrets.push(assertion.response.clientDataJSON, assertion.response.signature);
+    const second = await ctx.merchant.post('/v1/console/sign-in/second-factor').set('Origin', ORIGIN).send({ challengeId: first.body.data.challengeId, credential: assertion });
+    expect(second.status).toBe(200);
+    secrets.push(sessionCookieOf(second)!.split('=')[1]!);
+    // Replayed: refused.
+    expect((await ctx.merchant.post('/v1/console/sign-in/second-factor').set('Origin', ORIGIN).send({ challengeId: first.body.data.challengeId, credential: assertion })).status).toBe(401);
+
+    // Passwordless, then a malformed answer (the validator's message must not echo it).
+    const pw = await ctx.merchant.post('/v1/console/passkeys/sign-in-options').set('Origin', ORIGIN);
+    secrets.push(pw.body.data.challengeId, pw.body.data.publicKey.challenge);
+    const passwordless = authenticator.get(pw.body.data.publicKey, ORIGIN, credential);
+    secrets.push(passwordless.response.clientDataJSON, passwordless.response.signature);
+    const signedIn = await ctx.merchant.post('/v1/console/passkeys/sign-in').set('Origin', ORIGIN).send({ challengeId: pw.body.data.challengeId, credential: passwordless });
+    expect(signedIn.status).toBe(200);
+    secrets.push(sessionCookieOf(signedIn)!.split('=')[1]!);
+    const malformedSignature = 'bm90LWEtc2lnbmF0dXJlLWJ1dC1zZWNyZXQtbG9va2luZw';
+    secrets.push(malformedSignature);
+    expect((await ctx.merchant.post('/v1/console/passkeys/sign-in').set('Origin', ORIGIN).send({ challengeId: pw.body.data.challengeId, credential: { ...passwordless, response: { ...passwordless.response, signature: `${malformedSignature}!!` } } })).status).toBe(400);
+
+    const logged = lines.slice(before).join('');
+    expect(logged).toContain('"route":"/v1/console/passkeys"');
+    for (const secret of secrets) expect(logged.includes(secret), `${secret.slice(0, 12)}… is in the log`).toBe(false);
   });
 });
 

@@ -1,0 +1,239 @@
+/** Passkeys, WebAuthn ceremony challenges and organizations' second-factor switch. The only knex user of this part of the domain. */
+import type { Db } from '../db/knex.js';
+
+export type DeviceType = 'singleDevice' | 'multiDevice';
+
+export interface Passkey {
+  id: string;
+  userId: string;
+  /** The credential's id, base64url, as the authenticator gave it. */
+  credentialId: string;
+  /** The COSE public key, base64url. */
+  publicKey: string;
+  counter: number;
+  transports: string[];
+  deviceType: DeviceType;
+  backedUp: boolean;
+  name: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+}
+
+export type ChallengePurpose = 'registration' | 'sign_in' | 'second_factor';
+
+export interface Challenge {
+  purpose: ChallengePurpose;
+  challenge: string;
+  userId: string | null;
+  orgId: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+export interface OrganizationSecurity {
+  orgId: string;
+  requireSecondFactor: boolean;
+  updatedAt: Date | null;
+  updatedBy: string | null;
+}
+
+export interface PasskeyRepository {
+  insertPasskey(passkey: Passkey): Promise<'inserted' | 'exists'>;
+  listPasskeys(userId: string): Promise<Passkey[]>;
+  findPasskeyByCredentialId(credentialId: string): Promise<Passkey | undefined>;
+  /**
+   * Deletes one of the user's passkeys. When `keepOne` is set, refuses ('last') to delete the
+   * user's only passkey; the user's passkeys are locked first, so two concurrent deletions cannot
+   * both pass that check.
+   */
+  deletePasskey(userId: string, id: string, keepOne: boolean): Promise<Passkey | 'last' | undefined>;
+  /**
+   * Records a use: the counter moves only forwards (a conditional update; false when another
+   * request already moved it to this value or beyond, which is a replayed or cloned authenticator).
+   */
+  recordUse(id: string, expectedCounter: number, newCounter: number, now: Date): Promise<boolean>;
+
+  insertChallenge(idHash: string, challenge: Challenge): Promise<void>;
+  /** Spends a live challenge of that purpose: one caller wins; undefined when unknown, used or expired. */
+  consumeChallenge(idHash: string, purpose: ChallengePurpose, now: Date): Promise<Challenge | undefined>;
+  removeExpiredChallenges(before: Date, limit: number): Promise<number>;
+
+  security(orgId: string): Promise<OrganizationSecurity>;
+  setRequireSecondFactor(orgId: string, required: boolean, by: string, now: Date): Promise<OrganizationSecurity>;
+  /** Whether any organization the user belongs to requires a second factor. */
+  anyMembershipRequiresSecondFactor(userId: string): Promise<boolean>;
+  /** Members of the organization without a passkey. */
+  membersWithoutPasskey(orgId: string): Promise<Array<{ userId: string; email: string; role: string }>>;
+}
+
+interface PasskeyRow {
+  id: string;
+  user_id: string;
+  credential_id: string;
+  public_key: string;
+  counter: string | number;
+  transports: string;
+  device_type: DeviceType;
+  backed_up: boolean;
+  name: string;
+  created_at: Date;
+  last_used_at: Date | null;
+}
+interface ChallengeRow {
+  id_hash: string;
+  purpose: ChallengePurpose;
+  challenge: string;
+  user_id: string | null;
+  org_id: string | null;
+  created_at: Date;
+  expires_at: Date;
+  used_at: Date | null;
+}
+interface SecurityRow {
+  org_id: string;
+  require_second_factor: boolean;
+  updated_at: Date;
+  updated_by: string;
+}
+
+const toPasskey = (row: PasskeyRow): Passkey => ({
+  id: row.id,
+  userId: row.user_id,
+  credentialId: row.credential_id,
+  publicKey: row.public_key,
+  counter: Number(row.counter),
+  transports: JSON.parse(row.transports) as string[],
+  deviceType: row.device_type,
+  backedUp: row.backed_up,
+  name: row.name,
+  createdAt: new Date(row.created_at),
+  lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+});
+const toChallenge = (row: ChallengeRow): Challenge => ({
+  purpose: row.purpose,
+  challenge: row.challenge,
+  userId: row.user_id,
+  orgId: row.org_id,
+  createdAt: new Date(row.created_at),
+  expiresAt: new Date(row.expires_at),
+});
+
+export class KnexPasskeyRepository implements PasskeyRepository {
+  constructor(private readonly db: Db) {}
+
+  async insertPasskey(p: Passkey): Promise<'inserted' | 'exists'> {
+    const rows = await this.db<PasskeyRow>('passkeys')
+      .insert({
+        id: p.id,
+        user_id: p.userId,
+        credential_id: p.credentialId,
+        public_key: p.publicKey,
+        counter: p.counter,
+        transports: JSON.stringify(p.transports),
+        device_type: p.deviceType,
+        backed_up: p.backedUp,
+        name: p.name,
+        created_at: p.createdAt,
+        last_used_at: p.lastUsedAt,
+      })
+      .onConflict('credential_id')
+      .ignore()
+      .returning('id');
+    return rows.length > 0 ? 'inserted' : 'exists';
+  }
+
+  async listPasskeys(userId: string): Promise<Passkey[]> {
+    const rows = await this.db<PasskeyRow>('passkeys').where({ user_id: userId }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+    return rows.map(toPasskey);
+  }
+
+  async findPasskeyByCredentialId(credentialId: string): Promise<Passkey | undefined> {
+    const row = await this.db<PasskeyRow>('passkeys').where({ credential_id: credentialId }).first();
+    return row ? toPasskey(row) : undefined;
+  }
+
+  async deletePasskey(userId: string, id: string, keepOne: boolean): Promise<Passkey | 'last' | undefined> {
+    return this.db.transaction(async (trx) => {
+      const mine = await trx<PasskeyRow>('passkeys').where({ user_id: userId }).forUpdate().select('*');
+      const target = mine.find((row) => row.id === id);
+      if (!target) return undefined;
+      if (keepOne && mine.length <= 1) return 'last';
+      await trx('passkeys').where({ id, user_id: userId }).delete();
+      return toPasskey(target);
+    });
+  }
+
+  async recordUse(id: string, expectedCounter: number, newCounter: number, now: Date): Promise<boolean> {
+    // Authenticators that keep no counter report 0 every time (synced passkeys); those cannot regress.
+    const query = this.db<PasskeyRow>('passkeys').where({ id });
+    if (newCounter === 0 && expectedCounter === 0) query.where({ counter: 0 });
+    else query.where('counter', '<', newCounter).where({ counter: expectedCounter });
+    const count = await query.update({ counter: newCounter, last_used_at: now });
+    return count > 0;
+  }
+
+  async insertChallenge(idHash: string, c: Challenge): Promise<void> {
+    await this.db<ChallengeRow>('webauthn_challenges').insert({
+      id_hash: idHash,
+      purpose: c.purpose,
+      challenge: c.challenge,
+      user_id: c.userId,
+      org_id: c.orgId,
+      created_at: c.createdAt,
+      expires_at: c.expiresAt,
+      used_at: null,
+    });
+  }
+
+  async consumeChallenge(idHash: string, purpose: ChallengePurpose, now: Date): Promise<Challenge | undefined> {
+    const [row] = await this.db<ChallengeRow>('webauthn_challenges')
+      .where({ id_hash: idHash, purpose })
+      .whereNull('used_at')
+      .where('expires_at', '>', now)
+      .update({ used_at: now })
+      .returning('*');
+    return row ? toChallenge(row as ChallengeRow) : undefined;
+  }
+
+  async removeExpiredChallenges(before: Date, limit: number): Promise<number> {
+    const rows = await this.db('webauthn_challenges')
+      .whereIn('id_hash', (sub) => sub.select('id_hash').from('webauthn_challenges').where('expires_at', '<', before).limit(limit))
+      .delete()
+      .returning('id_hash');
+    return rows.length;
+  }
+
+  async security(orgId: string): Promise<OrganizationSecurity> {
+    const row = await this.db<SecurityRow>('organization_security').where({ org_id: orgId }).first();
+    return row
+      ? { orgId, requireSecondFactor: row.require_second_factor, updatedAt: new Date(row.updated_at), updatedBy: row.updated_by }
+      : { orgId, requireSecondFactor: false, updatedAt: null, updatedBy: null };
+  }
+
+  async setRequireSecondFactor(orgId: string, required: boolean, by: string, now: Date): Promise<OrganizationSecurity> {
+    await this.db<SecurityRow>('organization_security')
+      .insert({ org_id: orgId, require_second_factor: required, updated_at: now, updated_by: by })
+      .onConflict('org_id')
+      .merge();
+    return { orgId, requireSecondFactor: required, updatedAt: now, updatedBy: by };
+  }
+
+  async anyMembershipRequiresSecondFactor(userId: string): Promise<boolean> {
+    const row = await this.db('memberships as m')
+      .join('organization_security as s', 's.org_id', 'm.org_id')
+      .where('m.user_id', userId)
+      .where('s.require_second_factor', true)
+      .first('m.org_id');
+    return row !== undefined;
+  }
+
+  async membersWithoutPasskey(orgId: string): Promise<Array<{ userId: string; email: string; role: string }>> {
+    const rows = await this.db('memberships as m')
+      .join('users as u', 'u.id', 'm.user_id')
+      .where('m.org_id', orgId)
+      .whereNotExists((q) => q.select(this.db.raw('1')).from('passkeys as p').whereRaw('p.user_id = m.user_id'))
+      .orderBy([{ column: 'm.created_at' }, { column: 'm.user_id' }])
+      .select<Array<{ user_id: string; email: string; role: string }>>('m.user_id', 'u.email', 'm.role');
+    return rows.map((r) => ({ userId: r.user_id, email: r.email, role: r.role }));
+  }
+}
