@@ -1,5 +1,6 @@
 /** Management of wallets, agents, policies and credit through the admin API, and org isolation. */
 import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { decodeAgentWalletKey } from '../../src/agent-wallet/protocol.js';
@@ -33,7 +34,8 @@ describe('wallets', () => {
       appId: ctx.orgA.orgId,
       createdAt: '2026-11-22T09:00:00.000Z',
     });
-    expect(first.walletAddress).not.toBe(first.walletAddress.toLowerCase());
+    // EIP-55: the checksummed spelling (an address whose letters all checksum to lower case is rare but real).
+    expect(first.walletAddress).toBe(getAddress(first.walletAddress));
     const row = await ctx.testDb.database.db('agent_wallets').where({ id: first.walletId }).first();
     // Sealed (AES-GCM), never the raw 32-byte key in hex.
     expect(row.private_key_sealed).toMatch(/^v1\./);
