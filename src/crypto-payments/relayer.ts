@@ -10,7 +10,10 @@
  * ahead (the node has not seen, or has lost, a transaction Kassa sent). A node that says the
  * nonce is used ("nonce too low", "replacement transaction underpriced": another sender of the
  * key, or a node behind another) makes the submission re-read the chain and take the next free
- * nonce; "already known" means these very bytes are in the node, so they count as sent.
+ * nonce; "already known" means these very bytes are in the node, so they count as sent. Before a
+ * broadcast that answered with an error (a dropped connection, a refusal) is taken as not sent,
+ * the node is asked for the transaction of these very bytes: when it has it (pending or mined),
+ * the answer was lost and the transaction is sent (its settlement follows it by hash).
  *
  * Recovery (docs/x402-merchants.md, "Several API processes, one relayer"): a transaction the node
  * no longer knows (dropped from its mempool, a restarted node) leaves a gap that would hold every
@@ -107,6 +110,12 @@ export class RelayerNonces {
         const refusal = nonceRefusal(err);
         if (refusal === 'known') {
           // These very bytes reached the node already (an earlier broadcast whose answer was lost).
+        } else if (refusal !== 'ahead' && (await this.nodeHas(node, txHash))) {
+          // The node took the transaction and its answer was lost (a dropped connection; a retry of
+          // the same bytes told "nonce too low" by this very transaction, mined): it is sent. Taking
+          // the next nonce would send the transfer a second time; failing would leave a mined
+          // transfer unrecorded.
+          this.logger.warn({ chainId, relayer: address, nonce, txHash, err: { name: (err as Error).name } }, 'x402 relayer broadcast answered with an error, but the node has the transaction: counted as sent');
         } else if ((refusal === 'used' || refusal === 'ahead') && attempt < MAX_NONCE_ATTEMPTS) {
           const { pending } = await node.transactionCounts(address);
           const next = refusal === 'used' ? Math.max(nonce + 1, pending) : pending;
@@ -119,6 +128,15 @@ export class RelayerNonces {
       }
       await locked.recordSent({ nonce, txHash, raw, sentAt: this.clock.now() }, nonce + 1, this.clock.now());
       return txHash;
+    }
+  }
+
+  /** Whether the node has the transaction (mined or pending); false when it cannot say (unreachable). */
+  private async nodeHas(node: RelayerNode, txHash: Hex): Promise<boolean> {
+    try {
+      return await node.known(txHash);
+    } catch {
+      return false;
     }
   }
 
