@@ -38,6 +38,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ChainConfig } from './crypto-config.js';
 import type { LockedRelayerNonce, RelayerNonceRepository } from './relayer.repository.js';
+import { viemChainOf } from './viem-chain.js';
 
 /** What the relayer asks of a chain's node. */
 export interface RelayerNode {
@@ -175,13 +176,7 @@ const BASE_FEE_HEADROOM = 2;
 /** A chain's relayer submissions over viem: prepare (gas, fees), then sign and send through RelayerNonces. */
 export function viemRelayer(chain: ChainConfig, nonces: RelayerNonces) {
   const transport = http(chain.rpcUrl, { retryCount: 1 });
-  const viemChain: Chain = {
-    id: chain.chainId,
-    name: chain.name,
-    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [chain.rpcUrl] } },
-    fees: { baseFeeMultiplier: BASE_FEE_HEADROOM },
-  };
+  const viemChain: Chain = { ...viemChainOf(chain), fees: { baseFeeMultiplier: BASE_FEE_HEADROOM } };
   const client = createPublicClient({ chain: viemChain, transport });
   const node: RelayerNode = {
     transactionCounts: async (address) => {
