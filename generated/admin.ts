@@ -684,6 +684,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/orders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's orders
+         * @description The organization's orders (`ORD_…`), newest first: the merchant API's `listOrders` for an
+         *     operator, with the same filters (combined with AND), the same `page`/`size` pagination
+         *     and the same keyset cursors (`starting_after` / `ending_before`, from a page's
+         *     `nextCursor` / `previousCursor`), answered by the same service, and each record the
+         *     merchant API's `Order`. See the merchant document's `listOrders` for what each filter
+         *     matches and `getOrder` for the status mapping. Unknown organization → `404` (an empty
+         *     page would not tell a mistyped id from an organization with no orders); a cursor that is
+         *     not one of this organization's orders → `400`.
+         */
+        get: operations["listOrgOrders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/orders/{orderId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The order's id (`ORD_…`). */
+                orderId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Read one order of an organization
+         * @description One order, as the merchant API's `getOrder` returns it to the organization (the same
+         *     service and presentation). `404` when the organization does not exist, and when the order
+         *     does not exist or belongs to another organization (the same answer, so an operator who
+         *     mixed up organizations is told, not shown another tenant's order under the wrong one).
+         */
+        get: operations["getOrgOrder"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/orders/{id}/refund": {
         parameters: {
             query?: never;
@@ -2140,6 +2198,201 @@ export interface components {
             /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
             verifying_contract?: components["schemas"]["EthAddress"];
         };
+        /**
+         * @description Payment rail / channel. `STRIPE` is the card processor's wire value (written
+         *     `CARD_PROCESSOR` in the product spec); `CRYPTO` is crypto checkout (USDC/USDT).
+         * @enum {string}
+         */
+        Provider: "STRIPE" | "CRYPTO";
+        /** @example ORD_Gdzyl2Q4Fu747Db4xljp1B48 */
+        OrderId: string;
+        /**
+         * @description Canonical order status.
+         * @enum {string}
+         */
+        OrderStatus: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+        /**
+         * @description Human-facing status (`PENDING`→`Pending`, `PAID`→`Paid`, `FAILED`→`Failed`, `REFUNDED`→`Refunded`, `UNDERPAID`→`Underpaid`).
+         * @enum {string}
+         */
+        OrderDisplayStatus: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid";
+        /**
+         * @description Currency code as stored, uppercase (ISO 4217 such as `USD`, or `USDC`/`USDT`).
+         * @example USD
+         */
+        Currency: string;
+        /**
+         * @description EVM account or contract address, `0x` + 40 hex digits (EIP-55 checksum case when known).
+         * @example 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+         */
+        EvmAddress: string;
+        /** @example CUS_hk60G7KOFpB5lxQ84MRIHi9l */
+        CustomerId: string;
+        /**
+         * @description The order's payment at the card processor, to find it there (Stripe's Dashboard or API).
+         *     Not in the product spec's Order; Kassa adds it as Stripe and Polar expose theirs:
+         *     - `provider` `STRIPE`, on Stripe: the PaymentIntent (`pi_…`) — of the Checkout Session, of
+         *       a subscription's first invoice, or of the invoice a renewal or another subscription
+         *       invoice order was paid with. An invoice Stripe settled without a PaymentIntent (paid
+         *       out of band, nothing to charge) is named by the invoice (`in_…`).
+         *     - `STRIPE` on the sandbox card processor (development): the sandbox payment
+         *       (`sbx_pay_…`); null on a renewal the sandbox declined (no payment was made).
+         *     - `CRYPTO`: null. The payment is the on-chain transfer, already named by `chain` and
+         *       `txHash` (orders) and `crypto.txHash` (webhooks); no processor stands in between.
+         *
+         *     Set when the order is made; it changes only when another payment pays the same order (a
+         *     failed renewal Stripe's retry collects).
+         * @example pi_3QhTJ2LkdIwHu7ix0y2VbsQe
+         */
+        ProviderPaymentId: string | null;
+        /**
+         * @description The status of `providerPaymentId` as the processor reported it, taken with each change
+         *     of the order's `status` (from the object Kassa reads back from Stripe, in the same
+         *     conditional write, so an older report never replaces a newer one):
+         *     - Stripe: the PaymentIntent's `status` as Stripe reports it — `succeeded` (order `PAID`),
+         *       `processing` (`PENDING`: an asynchronous payment), `requires_payment_method` or
+         *       `canceled` (`FAILED`). When the payment is an invoice (`in_…`), the invoice's status
+         *       (`paid`). Refunds and disputes leave it `succeeded`, as Stripe does: they are
+         *       `amountRefunded`/`refunded` and `disputed`.
+         *     - sandbox: the sandbox payment's status in the same words (`succeeded`, `processing`,
+         *       `requires_payment_method`).
+         *     - `CRYPTO`: null; `status` and `amountReceivedCents` say what the chain did.
+         *
+         *     The values are Stripe's and may grow with Stripe's API: read `status` for the order's
+         *     state, and this for the processor's detail.
+         * @example succeeded
+         */
+        ProviderStatus: string | null;
+        /** @example CS_Xb193l7DGAIP1S65nNJfJRhr */
+        CheckoutSessionId: string;
+        /** @example SUB_1FgLxGBRkS5pUWbs0iMK3fhF */
+        SubscriptionId: string;
+        /** @description Map of string to string (untrusted correlation data). */
+        StringMap: {
+            [key: string]: string;
+        };
+        /**
+         * @description An order (`ORD_…`): the payment state of a purchase. Names the payment at the card
+         *     processor (`providerPaymentId`, `providerStatus`) so it can be found there; never the
+         *     processor account it was paid into (a Stripe connected account) or any credential.
+         */
+        Order: {
+            orderId: components["schemas"]["OrderId"];
+            /**
+             * @deprecated
+             * @description Deprecated; same value as `orderId`.
+             */
+            id: components["schemas"]["OrderId"];
+            orgId: components["schemas"]["OrgId"];
+            status: components["schemas"]["OrderStatus"];
+            displayStatus: components["schemas"]["OrderDisplayStatus"];
+            /** @description Amount in display units (`amountCents / 10^decimals`; 2 decimals for fiat, 6 for USDC/USDT). */
+            amount: number;
+            /** @description Stored amount in minor units. */
+            amountCents: components["schemas"]["MinorUnits"];
+            /** @description Refunded amount in display units. */
+            amountRefunded: number;
+            /**
+             * @description Refunded amount in minor units; 0 when nothing was refunded. On Stripe it follows the
+             *     charge's refunded total, whether a refund was made through Kassa or in Stripe's
+             *     Dashboard (each counted once); it only grows, and reaching `amountCents` makes the
+             *     order `REFUNDED`.
+             */
+            amountRefundedCents: components["schemas"]["MinorUnits"];
+            currency: components["schemas"]["Currency"];
+            /** @description True when fully refunded (`status` `REFUNDED`); a partial refund leaves it false with `amountRefunded` > 0. */
+            refunded: boolean;
+            /**
+             * @description True when a dispute (chargeback) was opened on the payment. It stays true once set,
+             *     whether the dispute is later won or lost (like Stripe's `Charge.disputed`); the outcome
+             *     does not change `status` or `amountRefunded` (a lost dispute is not a refund). Opening or
+             *     closing a dispute sends no webhook: order events follow payment results only.
+             */
+            disputed: boolean;
+            /** @description Card orders only; payout-eligibility state. Omitted for rails without a settlement lifecycle. */
+            fundsSettled?: boolean;
+            /** @description Card orders only; the provider's estimated availability time, not a payout guarantee. Omitted like `fundsSettled`. */
+            settledAvailableOn?: components["schemas"]["Timestamp"];
+            /** @description Crypto orders only; CAIP-2 chain identifier, e.g. `eip155:8453`. */
+            chain?: string;
+            /** @description Crypto orders only; buyer wallet address. */
+            fromAddress?: components["schemas"]["EvmAddress"];
+            /** @description Crypto orders only; transfer transaction hash. */
+            txHash?: string;
+            /**
+             * @description Crypto orders only: token units the transfer carried. Below `amountCents` on an
+             *     `UNDERPAID` order; above it on an overpaid one (the excess is the difference). An exact
+             *     payment carries the session's quoted amount, which may exceed `amountCents` by the
+             *     small offset that identified the session.
+             */
+            amountReceivedCents?: components["schemas"]["MinorUnits"];
+            customerId: components["schemas"]["CustomerId"];
+            customerEmail: string;
+            provider: components["schemas"]["Provider"];
+            providerPaymentId: components["schemas"]["ProviderPaymentId"];
+            providerStatus: components["schemas"]["ProviderStatus"];
+            /** @description Catalog product; omitted for inline products. */
+            productId?: components["schemas"]["ProductId"];
+            productName?: string;
+            /** @description Originating payment link; omitted otherwise. */
+            paymentLinkId?: components["schemas"]["PaymentLinkId"];
+            /** @description Present on orders associated with a session. */
+            checkoutSessionId?: components["schemas"]["CheckoutSessionId"];
+            /**
+             * @description Present on orders of a recurring payment: the first, each renewal, and on Stripe each
+             *     other invoice of the subscription paid with money (`billing_reason`
+             *     `subscription_update` prorations after a change made in Stripe's Dashboard, `manual`,
+             *     …), which becomes an order of its own for the invoice's amount, with no billing period
+             *     (Kassa has no plan-change API; that revenue is in Stripe, so it is in Kassa).
+             */
+            subscriptionId?: components["schemas"]["SubscriptionId"];
+            /** @description Absent on the initial payment of a subscription; on each renewal (and each other invoice order of it) the initial order's ID. */
+            originalOrderId?: components["schemas"]["OrderId"];
+            /** @description Business correlation value (untrusted). */
+            merchantReference?: string;
+            /** @description From session `metadata` or payment-link query parameters (untrusted). */
+            merchantMetadata?: components["schemas"]["StringMap"];
+            /** @description Buyer-supplied note; untrusted. */
+            note?: string;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        OrderPage: {
+            records: components["schemas"]["Order"][];
+            /**
+             * @description Records in the list (after the cursor, when one is given). Exact up to 1000; beyond
+             *     that an estimate from the database's statistics (at least 1001), and `totalExact` is
+             *     false. See decision 18 (lists at scale).
+             */
+            total: number;
+            page: number;
+            size: number;
+            pages: number;
+            current: number;
+            /** @description Whether `total` (and so `pages`) is an exact count rather than an estimate. */
+            totalExact: boolean;
+            /**
+             * @description Whether records follow this page in the direction of paging: older ones (newer ones with
+             *     `ending_before`). Exact, unlike an estimated `total`: iterate until it is false.
+             */
+            hasMore: boolean;
+            /** @description The last record's id when older records follow it; pass it as `starting_after` for the next page. */
+            nextCursor: string | null;
+            /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
+            previousCursor: string | null;
+        };
+        OrderPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["OrderPage"];
+        };
+        OrderResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Order"];
+        };
     };
     responses: {
         /**
@@ -2307,6 +2560,21 @@ export interface components {
         Size: number;
         /** @description Resource identifier. */
         PathId: string;
+        /**
+         * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+         *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+         *     `pages` count within that rest. The record need not match the filters; an id that is not
+         *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+         *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+         *     page reads every record it skips). Not combinable with `ending_before`.
+         */
+        StartingAfter: string;
+        /**
+         * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+         *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+         *     answered newest first. Same rules as `starting_after`; not combinable with it.
+         */
+        EndingBefore: string;
     };
     requestBodies: never;
     headers: never;
@@ -4521,6 +4789,200 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["TelemetryKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgOrders: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `nextCursor` of a page). The list then holds
+                 *     only the records after it (older, in the list's newest-first order), and `page`, `total` and
+                 *     `pages` count within that rest. The record need not match the filters; an id that is not
+                 *     one of the organization's records of this kind is `400 VALIDATION_ERROR`. A page reached
+                 *     this way costs what the first page costs, however deep in the list it lies (an `offset`
+                 *     page reads every record it skips). Not combinable with `ending_before`.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /**
+                 * @description A cursor: the id of a record of this list (the `previousCursor` of a page). The list then
+                 *     holds only the records before it (newer), the `size` nearest to it on `page` 1, still
+                 *     answered newest first. Same rules as `starting_after`; not combinable with it.
+                 */
+                ending_before?: components["parameters"]["EndingBefore"];
+                /**
+                 * @description Matches `displayStatus`, case-insensitively (display, uppercase or lowercase form).
+                 * @example Paid
+                 */
+                status?: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid" | "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID" | "pending" | "paid" | "failed" | "refunded" | "underpaid";
+                /**
+                 * @description Only orders of this customer (`CUS_…`).
+                 * @example CUS_kvKSK6W134ASZZSRg8DGOZss
+                 */
+                customer_id?: string;
+                /**
+                 * @description Only orders of this subscription (`SUB_…`): its initial order and renewals.
+                 * @example SUB_1FgLxGBRkS5pUWbs0iMK3fhF
+                 */
+                subscription_id?: string;
+                /**
+                 * @description Contains-match on `merchantReference` (case-sensitive).
+                 * @example invoice-100
+                 */
+                merchant_reference?: string;
+                /**
+                 * @description Only orders of this catalog product (`PRD_…`).
+                 * @example PRD_A5lXBCErn0qrd9xntgI5uTUP
+                 */
+                product_id?: string;
+                /** @description Payment-channel identifier (`STRIPE` for card, `CRYPTO`). */
+                provider?: components["schemas"]["Provider"];
+                /**
+                 * @description Buyer wallet address of crypto orders; matched case-insensitively.
+                 * @example 0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984
+                 */
+                from_address?: string;
+                /**
+                 * @description Only orders created at or after this Unix time (seconds).
+                 * @example 1795305600
+                 */
+                date_from?: number;
+                /**
+                 * @description Only orders created strictly before this Unix time (seconds).
+                 * @example 1795392000
+                 */
+                date_to?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of orders. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *             "id": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "status": "PAID",
+                     *             "displayStatus": "Paid",
+                     *             "amount": 58,
+                     *             "amountCents": 5800,
+                     *             "amountRefunded": 0,
+                     *             "amountRefundedCents": 0,
+                     *             "currency": "USD",
+                     *             "refunded": false,
+                     *             "disputed": false,
+                     *             "provider": "STRIPE",
+                     *             "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *             "providerStatus": "succeeded",
+                     *             "customerId": "CUS_kvKSK6W134ASZZSRg8DGOZss",
+                     *             "customerEmail": "buyer@example.com",
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "productName": "Pro plan",
+                     *             "checkoutSessionId": "CS_Xb193l7DGAIP1S65nNJfJRhr",
+                     *             "merchantReference": "invoice-10042",
+                     *             "createdAt": "2026-11-22T09:31:02.417Z",
+                     *             "updatedAt": "2026-11-22T09:31:05.870Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1,
+                     *         "totalExact": true,
+                     *         "hasMore": false,
+                     *         "nextCursor": null,
+                     *         "previousCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrderPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrgOrder: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The order's id (`ORD_…`). */
+                orderId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *         "id": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAID",
+                     *         "displayStatus": "Paid",
+                     *         "amount": 58,
+                     *         "amountCents": 5800,
+                     *         "amountRefunded": 0,
+                     *         "amountRefundedCents": 0,
+                     *         "currency": "USD",
+                     *         "refunded": false,
+                     *         "disputed": false,
+                     *         "provider": "STRIPE",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded",
+                     *         "customerId": "CUS_kvKSK6W134ASZZSRg8DGOZss",
+                     *         "customerEmail": "buyer@example.com",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "productName": "Pro plan",
+                     *         "checkoutSessionId": "CS_Xb193l7DGAIP1S65nNJfJRhr",
+                     *         "createdAt": "2026-11-22T09:31:02.417Z",
+                     *         "updatedAt": "2026-11-22T09:31:05.870Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrderResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

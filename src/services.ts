@@ -242,7 +242,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       stripeCheckout: stripe?.checkout,
       portal: portalModule.checkoutEntry,
     }),
-    orders: createOrdersModule({ uow, clock, cardRefunds: stripe?.refunds }),
+    orders: createOrdersModule({ uow, clock, orgs, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
     telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry }),
     agentWallet: createAgentWalletModule({

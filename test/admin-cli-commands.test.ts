@@ -182,6 +182,37 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     expect(JSON.parse(again.stderr).error).toMatchObject({ code: 'CONFLICT', status: 409 });
   });
 
+  it('order list / get: the merchant API\'s filters as options, JSON or --table; another organization\'s order is NOT_FOUND', async () => {
+    const { orderId } = await paidOrder(oneTimePriceId);
+    const second = (await paidOrder(oneTimePriceId)).orderId;
+    const all = await ok(['order', 'list', '--org', ctx.orgA.orgId, '--size', '100']);
+    expect(all.records.map((o: { orderId: string }) => o.orderId)).toEqual(expect.arrayContaining([orderId, second]));
+    // The same page the merchant API gives the organization for the same filters.
+    const filtered = await ok(['order', 'list', '--org', ctx.orgA.orgId, '--status', 'paid', '--product', productId, '--provider', 'stripe', '--since', '2026-01-01', '--before', '2100-01-01T00:00:00Z', '--size', '1']);
+    const merchant = (await asA(ctx.merchant.get(`/v1/orders?status=paid&product_id=${productId}&provider=STRIPE&date_from=1767225600&date_to=4102444800&size=1`))).body.data;
+    expect(filtered).toEqual(merchant);
+    expect(filtered.records).toHaveLength(1);
+    const next = await ok(['order', 'list', '--org', ctx.orgA.orgId, '--status', 'paid', '--product', productId, '--size', '1', '--starting-after', filtered.nextCursor]);
+    expect(next.records[0].orderId).not.toBe(filtered.records[0].orderId);
+    expect((await ok(['order', 'list', '--org', ctx.orgA.orgId, '--size', '1', '--ending-before', next.records[0].orderId])).records).toHaveLength(1);
+    expect(await ok(['order', 'get', '--org', ctx.orgA.orgId, '--order', orderId])).toEqual((await asA(ctx.merchant.get(`/v1/orders/${orderId}`))).body.data);
+    const table = await cli(['order', 'list', '--org', ctx.orgA.orgId, '--size', '2', '--table']);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/│ orderId +│/);
+    expect(table.stdout).toContain('nextCursor: ');
+    // Another organization's order, an unknown organization: the API's 404, exit 1.
+    for (const args of [['order', 'get', '--org', ctx.orgB.orgId, '--order', orderId], ['order', 'list', '--org', 'ORG_000000000000000000000000']]) {
+      const missing = await cli(args);
+      expect(missing.code).toBe(1);
+      expect(JSON.parse(missing.stderr).error).toMatchObject({ code: 'NOT_FOUND', status: 404 });
+    }
+    // A date the CLI cannot read is a usage error (exit 2); a status the API does not know, its 400.
+    expect((await cli(['order', 'list', '--org', ctx.orgA.orgId, '--since', 'yesterday'])).code).toBe(2);
+    const badStatus = await cli(['order', 'list', '--org', ctx.orgA.orgId, '--status', 'shipped']);
+    expect(badStatus.code).toBe(1);
+    expect(JSON.parse(badStatus.stderr).error).toMatchObject({ code: 'VALIDATION_ERROR', status: 400 });
+  });
+
   it('subscription pause / resume / cancel', async () => {
     const { subscriptionId } = await paidOrder(subscriptionPriceId);
     expect(subscriptionId).toMatch(/^SUB_/);

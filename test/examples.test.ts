@@ -53,16 +53,20 @@ const admin = async (method: string, route: string, body?: unknown) => {
 };
 
 function runExample(file: string, env: Record<string, string>): Promise<{ code: number | null; lines: Array<Record<string, unknown>>; output: string }> {
+  return run(spawn(process.execPath, ['--import', 'tsx', path.join('scripts/examples', file)], { cwd: ROOT, env: { ...process.env, NODE_ENV: 'development', ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+/** A documented shell line, run with bash from the repository root as a reader pastes it. */
+function runShellLine(line: string): Promise<{ code: number | null; lines: Array<Record<string, unknown>>; output: string }> {
+  return run(spawn('bash', ['-c', line], { cwd: ROOT, env: { ...process.env, NODE_ENV: 'development' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
+function run(child: ChildProcess): Promise<{ code: number | null; lines: Array<Record<string, unknown>>; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join('scripts/examples', file)], {
-      cwd: ROOT,
-      env: { ...process.env, NODE_ENV: 'development', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
     const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
     child.on('error', reject);
     child.on('exit', (code) => {
@@ -133,11 +137,14 @@ describe('scripts/examples', () => {
     expect(run.lines.some((line) => line.step === 'webhook rejected')).toBe(false);
   }, 120_000);
 
-  it('agent.ts: loads the Agent Wallet Key, reads its identity and gets an EIP-712 signature', async () => {
+  it('agent.ts, run by docs/agent-wallet.md\'s command line: loads the Agent Wallet Key, reads its identity and gets an EIP-712 signature', async () => {
     const org = await admin('POST', '/v1/orgs', { name: 'Example agents' });
     const wallet = await admin('POST', `/v1/orgs/${org.orgId}/wallets`, { name: 'Shopping wallet' });
     const agent = await admin('POST', `/v1/orgs/${org.orgId}/agents`, { name: 'Shopping agent', walletId: wallet.walletId });
-    const run = await runExample('agent.ts', { KASSA_API_URL: `http://127.0.0.1:${ports.api}`, KASSA_AGENT_WALLET_KEY: agent.agentWalletKey! });
+    // docs/agent-wallet.md's command line itself, with the reader's URL and key filled in.
+    const documented = (await readFile(path.join(ROOT, 'docs/agent-wallet.md'), 'utf8')).split('\n').find((l) => l.includes('npx tsx scripts/examples/agent.ts'))!;
+    expect(documented).toContain("KASSA_AGENT_WALLET_KEY='…'");
+    const run = await runShellLine(documented.replace('http://localhost:3001', `http://127.0.0.1:${ports.api}`).replace("'…'", `'${agent.agentWalletKey!}'`));
     expect(run.code, run.output).toBe(0);
     const steps = Object.fromEntries(run.lines.map((line) => [line.step, line]));
     expect(steps.identity).toMatchObject({ agentId: agent.agentId, walletId: wallet.walletId, walletAddress: wallet.walletAddress });

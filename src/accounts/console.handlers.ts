@@ -6,7 +6,7 @@ import { iso, isoOrNull, page } from '../kernel/present.js';
 import { forbidden } from '../kernel/errors.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { ApiKey } from '../orgs/orgs.repository.js';
-import type { Permission } from '../orgs/permissions.js';
+import { presentApiKey } from '../orgs/api-key.presenter.js';
 import type { AccountService, SessionAuth, SignedIn } from './accounts.service.js';
 import type { AccountLink, AuditEntry, Member } from './accounts.repository.js';
 import type { AuditLog } from './audit.service.js';
@@ -24,14 +24,7 @@ import { checkOrigin, clearedSessionCookie, sessionCookie, type ConsoleOrigin } 
 export const clientAddress = (req: Request): string | null => req.ip ?? null;
 
 const presentKey = (key: ApiKey) => ({
-  apiKeyId: key.id,
-  orgId: key.orgId,
-  name: key.name,
-  prefix: key.prefix,
-  permissions: key.permissions as Permission[],
-  revoked: key.revokedAt !== null,
-  createdAt: iso(key.createdAt),
-  revokedAt: isoOrNull(key.revokedAt),
+  ...presentApiKey(key),
   createdBy: key.createdBy ?? null,
   lastUsedAt: isoOrNull(key.lastUsedAt ?? null),
 });

@@ -10,7 +10,10 @@
  * ahead (the node has not seen, or has lost, a transaction Kassa sent). A node that says the
  * nonce is used ("nonce too low", "replacement transaction underpriced": another sender of the
  * key, or a node behind another) makes the submission re-read the chain and take the next free
- * nonce; "already known" means these very bytes are in the node, so they count as sent.
+ * nonce; "already known" means these very bytes are in the node, so they count as sent. Before a
+ * broadcast that answered with an error (a dropped connection, a refusal) is taken as not sent,
+ * the node is asked for the transaction of these very bytes: when it has it (pending or mined),
+ * the answer was lost and the transaction is sent (its settlement follows it by hash).
  *
  * Recovery (docs/x402-merchants.md, "Several API processes, one relayer"): a transaction the node
  * no longer knows (dropped from its mempool, a restarted node) leaves a gap that would hold every
@@ -35,6 +38,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import type { ChainConfig } from './crypto-config.js';
 import type { LockedRelayerNonce, RelayerNonceRepository } from './relayer.repository.js';
+import { viemChainOf } from './viem-chain.js';
 
 /** What the relayer asks of a chain's node. */
 export interface RelayerNode {
@@ -107,6 +111,12 @@ export class RelayerNonces {
         const refusal = nonceRefusal(err);
         if (refusal === 'known') {
           // These very bytes reached the node already (an earlier broadcast whose answer was lost).
+        } else if (refusal !== 'ahead' && (await this.nodeHas(node, txHash))) {
+          // The node took the transaction and its answer was lost (a dropped connection; a retry of
+          // the same bytes told "nonce too low" by this very transaction, mined): it is sent. Taking
+          // the next nonce would send the transfer a second time; failing would leave a mined
+          // transfer unrecorded.
+          this.logger.warn({ chainId, relayer: address, nonce, txHash, err: { name: (err as Error).name } }, 'x402 relayer broadcast answered with an error, but the node has the transaction: counted as sent');
         } else if ((refusal === 'used' || refusal === 'ahead') && attempt < MAX_NONCE_ATTEMPTS) {
           const { pending } = await node.transactionCounts(address);
           const next = refusal === 'used' ? Math.max(nonce + 1, pending) : pending;
@@ -119,6 +129,15 @@ export class RelayerNonces {
       }
       await locked.recordSent({ nonce, txHash, raw, sentAt: this.clock.now() }, nonce + 1, this.clock.now());
       return txHash;
+    }
+  }
+
+  /** Whether the node has the transaction (mined or pending); false when it cannot say (unreachable). */
+  private async nodeHas(node: RelayerNode, txHash: Hex): Promise<boolean> {
+    try {
+      return await node.known(txHash);
+    } catch {
+      return false;
     }
   }
 
@@ -157,13 +176,7 @@ const BASE_FEE_HEADROOM = 2;
 /** A chain's relayer submissions over viem: prepare (gas, fees), then sign and send through RelayerNonces. */
 export function viemRelayer(chain: ChainConfig, nonces: RelayerNonces) {
   const transport = http(chain.rpcUrl, { retryCount: 1 });
-  const viemChain: Chain = {
-    id: chain.chainId,
-    name: chain.name,
-    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [chain.rpcUrl] } },
-    fees: { baseFeeMultiplier: BASE_FEE_HEADROOM },
-  };
+  const viemChain: Chain = { ...viemChainOf(chain), fees: { baseFeeMultiplier: BASE_FEE_HEADROOM } };
   const client = createPublicClient({ chain: viemChain, transport });
   const node: RelayerNode = {
     transactionCounts: async (address) => {

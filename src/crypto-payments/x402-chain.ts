@@ -3,11 +3,12 @@
  * token's reads, the simulation and submission of `transferWithAuthorization` from the relayer,
  * and the receipts of what was submitted.
  */
-import { BaseError, createPublicClient, getAddress, createWalletClient, encodeFunctionData, http, HttpRequestError, parseAbi, TimeoutError, type Chain, type Hex } from 'viem';
+import { BaseError, createPublicClient, getAddress, createWalletClient, encodeFunctionData, http, HttpRequestError, parseAbi, TimeoutError, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { AppError, serviceUnavailable } from '../kernel/errors.js';
 import type { ChainConfig } from './crypto-config.js';
 import { viemRelayer, type RelayerNonces } from './relayer.js';
+import { viemChainOf } from './viem-chain.js';
 
 export const EIP3009_ABI = parseAbi([
   'function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s)',
@@ -88,12 +89,7 @@ export function unavailableWhenUnreachable(chain: ChainConfig, access: X402Chain
 export function viemX402Chain(chain: ChainConfig, nonces?: RelayerNonces): X402Chain {
   const relayed = nonces && viemRelayer(chain, nonces);
   const transport = http(chain.rpcUrl, { retryCount: 1 });
-  const viemChain: Chain = {
-    id: chain.chainId,
-    name: chain.name,
-    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
-    rpcUrls: { default: { http: [chain.rpcUrl] } },
-  };
+  const viemChain = viemChainOf(chain);
   const client = createPublicClient({ chain: viemChain, transport, pollingInterval: 250 });
   return {
     authorizationUsed: (token, from, nonce) =>

@@ -1,9 +1,21 @@
+import type { Clock } from '../kernel/clock.js';
 import type { AdminHandlers } from '../handler-maps.js';
-import { providerPayment } from '../commerce/order.presenter.js';
+import { presentOrder, providerPayment } from '../commerce/order.presenter.js';
+import type { OrgService } from '../orgs/orgs.service.js';
 import type { OrderService } from './order.service.js';
+import { listOrderPage } from './orders.handlers.js';
 
-export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandlers, 'refundOrder'> {
+export function createOrderAdminHandlers(orders: OrderService, orgs: OrgService, clock: Clock): Pick<AdminHandlers, 'listOrgOrders' | 'getOrgOrder' | 'refundOrder'> {
   return {
+    listOrgOrders: async ({ params, query }) => {
+      // An empty page would not tell a mistyped organization id from an organization with no orders.
+      await orgs.getOrganization(params.id);
+      return { status: 200, body: { success: true, message: 'OK', data: await listOrderPage(orders, clock, params.id, query ?? {}) } };
+    },
+    getOrgOrder: async ({ params }) => {
+      await orgs.getOrganization(params.id);
+      return { status: 200, body: { success: true, message: 'OK', data: presentOrder(await orders.get(params.id, params.orderId), clock.now()) } };
+    },
     refundOrder: async ({ params, body }) => {
       const order = await orders.refund(params.id, body?.amount, body?.reason);
       return {

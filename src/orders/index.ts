@@ -1,6 +1,7 @@
-/** The orders module, wired: the order service and its merchant and admin (refund) handlers. */
+/** The orders module, wired: the order service and its merchant and admin (read, refund) handlers. */
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
+import type { OrgService } from '../orgs/orgs.service.js';
 import type { CardRefunds } from '../processors/card-processor.js';
 import { createOrderAdminHandlers } from './admin.handlers.js';
 import { OrderService } from './order.service.js';
@@ -17,9 +18,11 @@ export interface OrdersModule {
 export function createOrdersModule(deps: {
   uow: CommerceUnitOfWork;
   clock: Clock;
+  /** Admin reads check the organization exists (404 rather than an empty page). */
+  orgs: OrgService;
   /** Refunds through the card processor that took the payment (Stripe), when there is one. */
   cardRefunds?: CardRefunds;
 }): OrdersModule {
   const orders = new OrderService(deps.uow, deps.clock, deps.cardRefunds);
-  return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders) } };
+  return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders, deps.orgs, deps.clock) } };
 }

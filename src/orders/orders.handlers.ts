@@ -1,5 +1,5 @@
 import type { Clock } from '../kernel/clock.js';
-import type { MerchantHandlers } from '../handler-maps.js';
+import type { MerchantHandlers, MerchantServedOperations } from '../handler-maps.js';
 import { listPage } from '../kernel/present.js';
 import type { OrderStatus } from '../commerce/model.js';
 import { presentDispute, presentOrder, presentRefund } from '../commerce/order.presenter.js';
@@ -7,32 +7,40 @@ import type { OrderService } from './order.service.js';
 
 type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listOrderRefunds' | 'listOrderDisputes' | 'listCustomers' | 'getCustomer'>;
 
+type ListOrdersQuery = NonNullable<MerchantServedOperations['listOrders']['parameters']['query']>;
+
+/**
+ * One page of an organization's orders for a `listOrders`-shaped query: the merchant API's list
+ * and the admin API's `listOrgOrders` (same filters, pagination and cursors) both answer with it.
+ */
+export async function listOrderPage(orders: OrderService, clock: Clock, orgId: string, query: ListOrdersQuery) {
+  const pageNumber = query.page ?? 1;
+  const size = query.size ?? 20;
+  const result = await orders.list(
+    orgId,
+    {
+      // `status` matches displayStatus; the spelling (Paid, PAID, paid) does not matter.
+      status: query.status ? (query.status.toUpperCase() as OrderStatus) : undefined,
+      customerId: query.customer_id,
+      subscriptionId: query.subscription_id,
+      merchantReference: query.merchant_reference,
+      productId: query.product_id,
+      provider: query.provider,
+      fromAddress: query.from_address,
+      createdFrom: query.date_from !== undefined ? new Date(query.date_from * 1000) : undefined,
+      createdBefore: query.date_to !== undefined ? new Date(query.date_to * 1000) : undefined,
+    },
+    { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before },
+  );
+  const now = clock.now();
+  return listPage(result, (o) => presentOrder(o, now), pageNumber, size);
+}
+
 const presentCustomer = (c: { id: string; email: string }) => ({ customerId: c.id, email: c.email });
 
 export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHandlers {
   return {
-    listOrders: async ({ auth, query }) => {
-      const pageNumber = query.page ?? 1;
-      const size = query.size ?? 20;
-      const result = await orders.list(
-        auth.orgId,
-        {
-          // `status` matches displayStatus; the spelling (Paid, PAID, paid) does not matter.
-          status: query.status ? (query.status.toUpperCase() as OrderStatus) : undefined,
-          customerId: query.customer_id,
-          subscriptionId: query.subscription_id,
-          merchantReference: query.merchant_reference,
-          productId: query.product_id,
-          provider: query.provider,
-          fromAddress: query.from_address,
-          createdFrom: query.date_from !== undefined ? new Date(query.date_from * 1000) : undefined,
-          createdBefore: query.date_to !== undefined ? new Date(query.date_to * 1000) : undefined,
-        },
-        { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before },
-      );
-      const now = clock.now();
-      return { status: 200, body: { success: true, message: 'OK', data: listPage(result, (o) => presentOrder(o, now), pageNumber, size) } };
-    },
+    listOrders: async ({ auth, query }) => ({ status: 200, body: { success: true, message: 'OK', data: await listOrderPage(orders, clock, auth.orgId, query) } }),
     getOrder: async ({ auth, params }) => ({
       status: 200,
       body: { success: true, message: 'OK', data: presentOrder(await orders.get(auth.orgId, params.id), clock.now()) },

@@ -1,8 +1,8 @@
 import type { AdminHandlers } from '../handler-maps.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
-import type { ApiKey, Organization } from './orgs.repository.js';
+import { presentApiKey } from './api-key.presenter.js';
+import type { Organization } from './orgs.repository.js';
 import { OrgService } from './orgs.service.js';
-import type { Permission } from './permissions.js';
 
 const presentOrg = (org: Organization) => ({
   orgId: org.id,
@@ -32,17 +32,6 @@ const presentStripeAccount = (org: Organization) => {
     },
   };
 };
-
-const presentKey = (key: ApiKey) => ({
-  apiKeyId: key.id,
-  orgId: key.orgId,
-  name: key.name,
-  prefix: key.prefix,
-  permissions: key.permissions as Permission[],
-  revoked: key.revokedAt !== null,
-  createdAt: iso(key.createdAt),
-  revokedAt: isoOrNull(key.revokedAt),
-});
 
 type OrgAdminHandlers = Pick<
   AdminHandlers,
@@ -83,7 +72,7 @@ export function createOrgAdminHandlers(orgs: OrgService): OrgAdminHandlers {
     }),
     listApiKeys: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'OK', data: (await orgs.listApiKeys(params.id)).map(presentKey) },
+      body: { success: true, message: 'OK', data: (await orgs.listApiKeys(params.id)).map(presentApiKey) },
     }),
     createApiKey: async ({ params, body }) => {
       const created = await orgs.createApiKey(params.id, body ?? {});
@@ -92,13 +81,13 @@ export function createOrgAdminHandlers(orgs: OrgService): OrgAdminHandlers {
         body: {
           success: true,
           message: 'API key created; store it now, it is not shown again',
-          data: { ...presentKey(created), key: created.key },
+          data: { ...presentApiKey(created), key: created.key },
         },
       };
     },
     revokeApiKey: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'API key revoked', data: presentKey(await orgs.revokeApiKey(params.id)) },
+      body: { success: true, message: 'API key revoked', data: presentApiKey(await orgs.revokeApiKey(params.id)) },
     }),
   };
 }

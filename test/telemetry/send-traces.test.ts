@@ -72,7 +72,7 @@ afterAll(async () => {
 });
 
 /** Runs an example as its own process with only the documented variables added; its last stdout line is JSON. */
-async function runExample(file: string, env: Record<string, string>): Promise<Record<string, string>> {
+async function runExample(file: string, env: Record<string, string>, outcome: { refused?: true } = {}): Promise<Record<string, string>> {
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_') && !k.startsWith('TRACELOOP_') && !k.startsWith('OPENAI_')));
   const [command, args] = file.endsWith('.py') ? [PYTHON, [path.join(EXAMPLES, file)]] : [process.execPath, ['--import', 'tsx', path.join(EXAMPLES, file)]];
   const child = spawn(command, args, { cwd: ROOT, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -81,6 +81,11 @@ async function runExample(file: string, env: Record<string, string>): Promise<Re
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const [code] = (await once(child, 'exit')) as [number | null];
+  if (outcome.refused) {
+    // The exporter's flush rejects with the server's refusal.
+    expect(stderr).toMatch(/OTLPExporterError: Unauthorized/);
+    return {};
+  }
   expect(code, `${file} failed:\n${stdout}\n${stderr}`).toBe(0);
   const last = stdout.trim().split('\n').at(-1)!;
   return JSON.parse(last) as Record<string, string>;
@@ -151,6 +156,21 @@ describe('the Node snippets, run as documented', () => {
     expect(await metric('llm.requests.total')).toBe(1);
     expect(await metric('llm.tokens.input')).toBe(1200);
     expect(await metric('llm.cost.total')).toBeCloseTo(0.0065, 9);
+  });
+});
+
+describe('TRACELOOP_HEADERS in Node, as docs/send-traces.md warns', () => {
+  it("the Python form (Bearer%20…) is sent as is by the Node SDK and refused with 401; the page's Node form is accepted (above)", async () => {
+    const before = kassa.exchanges.length;
+    await runExample('openllmetry-node.ts', {
+      TRACELOOP_BASE_URL: `${kassa.origin}/v1/otlp`,
+      TRACELOOP_HEADERS: `Authorization=Bearer%20${p.key}`,
+      OPENAI_API_KEY: 'sk-local-test',
+      OPENAI_BASE_URL: `${openaiOrigin}/v1`,
+    }, { refused: true });
+    const exports = kassa.exchanges.slice(before).filter((e) => e.path === '/v1/otlp/v1/traces');
+    expect(exports.length).toBeGreaterThan(0);
+    expect(exports.every((e) => e.status === 401)).toBe(true);
   });
 });
 

@@ -53,7 +53,7 @@ const listen = async (handler: Parameters<typeof createServer>[1]): Promise<{ se
 };
 const closeServer = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
 
-export async function startX402World(options: { env?: Record<string, string> } = {}): Promise<X402World> {
+export async function startX402World(options: { env?: Record<string, string>; /** The RPC URL Kassa is configured with (default: the chain's own). */ rpcUrl?: (chainUrl: string) => string } = {}): Promise<X402World> {
   const chain = await startLocalChain();
   const transport = http(chain.url, { retryCount: 0 });
   const pub = createPublicClient({ transport });
@@ -72,7 +72,7 @@ export async function startX402World(options: { env?: Record<string, string> } =
     env: {
       WEBHOOK_ALLOW_LOOPBACK: 'true',
       CRYPTO_CHAINS: JSON.stringify([
-        { chainId: chain.chainId, name: 'Hardhat', rpcUrl: chain.url, confirmations: 1, explorerUrl: 'https://explorer.test', blockRange: 100, initialLookback: 100, tokens: { USDC: token } },
+        { chainId: chain.chainId, name: 'Hardhat', rpcUrl: options.rpcUrl?.(chain.url) ?? chain.url, confirmations: 1, explorerUrl: 'https://explorer.test', blockRange: 100, initialLookback: 100, tokens: { USDC: token } },
       ]),
       ...options.env,
     },

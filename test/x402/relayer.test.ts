@@ -15,6 +15,7 @@ import { KnexRelayerNonceRepository } from '../../src/crypto-payments/relayer.re
 import { RelayerNonces, nonceRefusal, viemRelayer, type RelayerNode } from '../../src/crypto-payments/relayer.js';
 import type { ChainConfig } from '../../src/crypto-payments/crypto-config.js';
 import { startLocalChain, type LocalChain } from '../crypto-payments/chain.js';
+import { droppingProxy } from './dropping-proxy.js';
 import { freshDatabase, type TestDatabase } from '../harness/database.js';
 
 const ROUNDS = Number(process.env.KASSA_RELAYER_ROUNDS ?? 6);
@@ -172,6 +173,51 @@ describe('recovery', () => {
     );
     expect((await receiptOf(hash)).status).toBe('success');
     expect((await pub().getTransaction({ hash })).nonce).toBe(1);
+  });
+
+  // The money bug: the node takes the transaction, then the connection drops before its answer.
+  // The submission used to count it as not sent: viem's retry of the same bytes met "nonce too low"
+  // (its own transaction, mined), the relayer took the next nonce and sent the transfer again (an
+  // x402 claim then saw that copy revert and was FAILED while the first transfer was mined), or,
+  // without a retry, the error failed the claim. The relayer now asks the node for these very
+  // bytes' transaction before it decides that a broadcast failed.
+  it('a broadcast whose answer is lost (connection dropped after the node took it) is the transaction sent: its hash, no second transaction', async () => {
+    const key = await fundedKey();
+    const account = privateKeyToAccount(key);
+    const proxy = await droppingProxy(() => chain.url);
+    try {
+      const relayer = viemRelayer({ ...chainConfig, rpcUrl: proxy.url }, nonces());
+      const hash = await relayer.submit(key, sink, '0x');
+      expect(proxy.dropped).toBe(1);
+      expect((await receiptOf(hash)).status).toBe('success');
+      expect((await pub().getTransaction({ hash })).nonce).toBe(0);
+      // One transaction of the relayer, not a second copy.
+      expect(await pub().getTransactionCount({ address: account.address, blockTag: 'latest' })).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a transport error after the node took the bytes (no retry) is the transaction sent, not a failure; a refusal with nothing sent still fails', async () => {
+    const key = await fundedKey();
+    const account = privateKeyToAccount(key);
+    const base = viemRelayer(chainConfig, nonces());
+    let mode: 'lose-answer' | 'refuse' = 'lose-answer';
+    const node: RelayerNode = {
+      ...base.node,
+      sendRaw: async (raw) => {
+        if (mode === 'refuse') throw new Error('socket hang up');
+        await base.node.sendRaw(raw);
+        throw Object.assign(new TypeError('fetch failed'), { cause: new Error('other side closed') });
+      },
+    };
+    const sign = (value: bigint) => (nonce: number) =>
+      account.signTransaction({ chainId: chain.chainId, type: 'eip1559', to: sink, value, nonce, gas: 21_000n, maxFeePerGas: 100_000_000_000n, maxPriorityFeePerGas: 1_000_000_000n });
+    const hash = await nonces().send(chain.chainId, account.address, node, sign(1n));
+    expect((await receiptOf(hash)).status).toBe('success');
+    mode = 'refuse';
+    await expect(nonces().send(chain.chainId, account.address, node, sign(2n))).rejects.toThrow('socket hang up');
+    expect(await pub().getTransactionCount({ address: account.address, blockTag: 'latest' })).toBe(1);
   });
 
   it('reads the refusals of Hardhat and geth', () => {
