@@ -339,6 +339,167 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook delivery log
+         * @description The organization's deliveries (one per event and endpoint, plus redeliveries and test
+         *     events), newest first (`createdAt`, then `deliveryId`, descending), without their attempts
+         *     and payload (read one delivery for those). Filters combine (AND). Paging is by keyset:
+         *     pass a page's `nextCursor` as `starting_after` for the next, older page; a page costs the
+         *     same however deep it lies and never repeats or skips a delivery when new ones arrive.
+         *     History is kept for `WEBHOOK_RETENTION_DAYS` (default 30) once every delivery of an event
+         *     is final. Reading the log needs `webhooks:write` (owner, admin, developer): payloads hold
+         *     customers' e-mail addresses.
+         */
+        get: operations["listConsoleWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One webhook delivery with its payload and attempts
+         * @description The delivery, its endpoint (name and URL as they are now; `deleted` when it was deleted),
+         *     the exact JSON envelope every attempt sends (`payload`; the bytes are its compact JSON
+         *     form, signed per attempt), and every attempt oldest first: HTTP status (null when no
+         *     response arrived), duration, the first 2 KiB of the response body, and the error.
+         *     Another organization's delivery is `404`, like an unknown one.
+         */
+        get: operations["getConsoleWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery's event to its endpoint again
+         * @description Queues a **new** delivery of the same event to the same endpoint, with a fresh budget of
+         *     12 attempts (the worker sends it within a second or so). The `webhook-id` is the event's,
+         *     so a receiver that already processed the event recognises it. Works for any delivery
+         *     (failed, succeeded or pending). `409` when the endpoint was deleted or is disabled;
+         *     another organization's delivery is `404`. The same service as the operator's
+         *     `POST /v1/webhook-deliveries/{id}/redeliver`.
+         */
+        post: operations["redeliverConsoleWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to one endpoint
+         * @description Queues a `webhook.test` event (see the merchant document's `webhooks`) for this endpoint
+         *     only, whatever its event selection, signed and delivered like any event (same headers,
+         *     retries and attempt records): it checks the URL, TLS and the receiver's signature
+         *     verification end to end. Poll `GET /v1/console/webhook-deliveries/{id}` for its attempts.
+         *     `404` for an unknown, deleted or another organization's endpoint, `409` for a disabled one.
+         */
+        post: operations["sendConsoleTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The published webhook signing keys
+         * @description The Ed25519 keys that sign deliveries: the current key first, then retired keys still in
+         *     their grace period (still published and signing). The public document receivers fetch is
+         *     `GET {api_url}/v1/webhooks/signing-key`. The private halves never leave Kassa.
+         */
+        get: operations["listConsoleWebhookSigningKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the webhook signing key
+         * @description Makes a new Ed25519 key current at once; the previous key stays **published and signing**
+         *     for `graceSeconds` (default 7 days, at most 7 days here), so receivers holding either key
+         *     keep verifying while they refresh their copy. The same service as the operator's
+         *     `POST /v1/webhooks/signing-key/rotate`.
+         *
+         *     **One key signs for every organization of this Kassa** (each envelope names its
+         *     organization and endpoint; receivers check those), so a rotation here is seen by all of
+         *     them: harmless during the grace period, but every published key adds a signature to each
+         *     delivery. A member may therefore rotate only when the current key is at least 24 hours
+         *     old (`409` otherwise, naming when); the operator's admin API has no such wait (and a
+         *     grace period of up to 90 days). Two rotations racing: one wins, the other is `409`.
+         */
+        post: operations["rotateConsoleWebhookSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -560,6 +721,107 @@ export interface components {
             message: string;
             data: components["schemas"]["Invite"][];
         };
+        ConsoleWebhookDeliverySummary: {
+            deliveryId: string;
+            /** @description The `webhook-id`. */
+            eventId: string;
+            /** @example order.paid */
+            eventType: string;
+            endpointId: string;
+            /** @description The order the event is about (`data.order.orderId`); null for other events. */
+            orderId: string | null;
+            /**
+             * @description `failed` = dropped: a final (3xx/4xx) answer, 12 attempts used, or the endpoint deleted/disabled.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; null unless pending.
+             */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+        };
+        ConsoleWebhookDelivery: {
+            deliveryId: string;
+            eventId: string;
+            eventType: string;
+            endpointId: string;
+            orderId: string | null;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /** Format: date-time */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+            endpoint: {
+                id: string;
+                name: string;
+                url: string;
+                deleted: boolean;
+            };
+            /** @description The envelope every attempt of this delivery sends (merchant document, `webhooks`). */
+            payload: {
+                type: string;
+                timestamp: string;
+                apiVersion: string;
+                /** @description Whom the delivery is for: `id`, `name`, `orgId`. */
+                endpoint: {
+                    [key: string]: unknown;
+                };
+                /** @description The event's data (its type's schema in the merchant document). */
+                data: {
+                    [key: string]: unknown;
+                };
+            };
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        ConsoleWebhookDeliveryLogResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["ConsoleWebhookDeliverySummary"][];
+                /** @description More deliveries follow this page. */
+                hasMore: boolean;
+                /** @description `starting_after` of the next page; null on the last. */
+                nextCursor: string | null;
+            };
+        };
+        ConsoleWebhookDeliveryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDelivery"];
+        };
+        ConsoleWebhookDeliverySummaryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDeliverySummary"];
+        };
+        ConsoleSigningKeyRotate: {
+            /**
+             * @description How long the retired key stays published and signing (default and at most 7 days).
+             * @default 604800
+             */
+            graceSeconds?: number;
+        };
+        ConsoleSigningKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PublishedSigningKey"][];
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -610,6 +872,48 @@ export interface components {
         };
         /** @example AKI_7hT2nVq9ZsXw4LkP0mBcRdEf */
         ApiKeyId: string;
+        WebhookAttempt: {
+            attemptNumber: number;
+            /** @description The URL this attempt was sent to (empty for an abandoned attempt whose endpoint is gone). */
+            url: string;
+            /** @description Null when no HTTP response arrived. */
+            statusCode: number | null;
+            durationMs: number;
+            /** @description First 2 KiB of the response body. */
+            responseBody: string | null;
+            /**
+             * @description Transport error, `timed out after 10000 ms`, `refused: …` (the host resolved to a forbidden
+             *     address), or `abandoned: …` (the worker stopped before recording a result; the attempt
+             *     may or may not have reached the receiver).
+             */
+            error: string | null;
+            attemptedAt: components["schemas"]["Timestamp"];
+        };
+        PublishedSigningKey: {
+            keyId: string;
+            publicKey: string;
+            current: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            retiredAt: string | null;
+            /**
+             * Format: date-time
+             * @description End of the grace period of a retired key.
+             */
+            publishUntil: string | null;
+        };
+        SigningKeyRotationResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /** @description The new current key. */
+                keyId: string;
+                /** @description The key it replaced. */
+                retiredKeyId: string | null;
+                keys: components["schemas"]["PublishedSigningKey"][];
+            };
+        };
     };
     responses: {
         /**
@@ -1789,6 +2093,373 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state (`failed` = dropped for good). */
+                status?: "pending" | "succeeded" | "failed";
+                /** @description Only deliveries of events of this type (`order.paid`, `webhook.test`, …). */
+                event_type?: string;
+                /** @description Only deliveries to this endpoint (`WHE_…`; a deleted endpoint's too). Another organization's id matches nothing. */
+                endpoint_id?: string;
+                /** @description Only deliveries of events about this order (`ORD_…`, the event's `data.order.orderId`). */
+                order_id?: string;
+                /** @description Only deliveries of this event (`EVT_…`, the `webhook-id`). */
+                event_id?: string;
+                /**
+                 * @description A cursor: the `nextCursor` of the previous page (a delivery id). The page holds the
+                 *     deliveries after it. An id that is not one of the organization's deliveries (or has
+                 *     passed the retention period) is `400 VALIDATION_ERROR`.
+                 */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the log. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *             "eventType": "order.paid",
+                     *             "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *             "status": "failed",
+                     *             "attemptCount": 1,
+                     *             "nextAttemptAt": null,
+                     *             "lastStatusCode": 410,
+                     *             "lastError": null,
+                     *             "createdAt": "2026-11-22T09:31:05.120Z",
+                     *             "completedAt": "2026-11-22T09:31:05.300Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": true,
+                     *         "nextCursor": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryLogResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "succeeded",
+                     *         "attemptCount": 2,
+                     *         "nextAttemptAt": null,
+                     *         "lastStatusCode": 200,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:31:05.120Z",
+                     *         "completedAt": "2026-11-22T09:31:35.700Z",
+                     *         "endpoint": {
+                     *           "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *           "name": "Shop",
+                     *           "url": "https://shop.example.com/hooks/kassa",
+                     *           "deleted": false
+                     *         },
+                     *         "payload": {
+                     *           "type": "webhook.test",
+                     *           "timestamp": "2026-11-22T09:31:05.120Z",
+                     *           "apiVersion": "2026-11-01",
+                     *           "endpoint": {
+                     *             "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "name": "Shop",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                     *           },
+                     *           "data": {
+                     *             "test": {
+                     *               "message": "Test event sent from the Kassa console; no action needed.",
+                     *               "requestedAt": "2026-11-22T09:31:05.120Z"
+                     *             }
+                     *           }
+                     *         },
+                     *         "attempts": [
+                     *           {
+                     *             "attemptNumber": 1,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 503,
+                     *             "durationMs": 84,
+                     *             "responseBody": "upstream unavailable",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:05.200Z"
+                     *           },
+                     *           {
+                     *             "attemptNumber": 2,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 200,
+                     *             "durationMs": 61,
+                     *             "responseBody": "ok",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:35.640Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeliverConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery (no attempts yet). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Redelivery queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_W6MbXBFoPG4kvkPPnsLxYR8q",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "order.paid",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T10:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T10:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendConsoleTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Test event queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_q8bc6dsSx8zIjxyX3eKmnL7E",
+                     *         "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *           "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *           "current": true,
+                     *           "createdAt": "2026-11-22T10:00:00.000Z",
+                     *           "retiredAt": null,
+                     *           "publishUntil": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleSigningKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleWebhookSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "graceSeconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleSigningKeyRotate"];
+            };
+        };
+        responses: {
+            /** @description The new current key and every key now published. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signing key rotated",
+                     *       "data": {
+                     *         "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *         "retiredKeyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "keys": [
+                     *           {
+                     *             "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *             "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *             "current": true,
+                     *             "createdAt": "2026-11-22T10:00:00.000Z",
+                     *             "retiredAt": null,
+                     *             "publishUntil": null
+                     *           },
+                     *           {
+                     *             "keyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "publicKey": "whpk_Y9Oqupw+3RBayMLaR58By6J9ShVfudBTeHoNN0zhMpA=",
+                     *             "current": false,
+                     *             "createdAt": "2026-11-01T08:00:00.000Z",
+                     *             "retiredAt": "2026-11-22T10:00:00.000Z",
+                     *             "publishUntil": "2026-11-23T10:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyRotationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
