@@ -500,6 +500,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/telemetry-projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry projects
+         * @description Every project of the organization, oldest first (at most 100, not paginated).
+         */
+        get: operations["listConsoleTelemetryProjects"];
+        put?: never;
+        /**
+         * Create a telemetry project
+         * @description The same rules as the telemetry API's `createProject` and the operator's: the `slug` is
+         *     derived from `name` (unique in the organization: `-2`, `-3`, … on collision) and never
+         *     changes; sampling starts at 1 (every trace) and retention at 30 days; an organization
+         *     holds at most 100 projects (`409`). Send traces to it with a telemetry key
+         *     (`POST /v1/console/telemetry-keys`).
+         */
+        post: operations["createConsoleTelemetryProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a telemetry project with its trace counts
+         * @description The project and `stats`: stored traces by first ingestion time, `tracesToday` since 00:00
+         *     UTC and `tracesThisMonth` since the first of the month (sampled-out traces are not
+         *     counted). Another organization's project is `404`.
+         */
+        get: operations["getConsoleTelemetryProject"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a telemetry project and all its data
+         * @description **Irreversible.** Deletes the project with every trace, span and metric point. A project
+         *     with active (unrevoked) telemetry keys is `409`: revoke them first
+         *     (`POST /v1/console/telemetry-keys/{id}/revoke`).
+         */
+        delete: operations["deleteConsoleTelemetryProject"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a telemetry project
+         * @description Changes the fields sent; `description: null` clears it. Renaming keeps the `slug`. A new
+         *     `sampleRate` applies to traces ingested afterwards; a new `dataRetentionDays` from the next
+         *     retention run (within about a minute: stored data older than the period is then
+         *     **deleted**). The same service as the telemetry API's `updateProject`.
+         */
+        patch: operations["updateConsoleTelemetryProject"];
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry keys
+         * @description Every telemetry key of the organization (revoked ones too), newest first, optionally of
+         *     one project. The key itself is never shown again after its creation: `prefix` helps
+         *     recognise it. `lastUsedAt` is the start of the last rate-limit window (a minute by
+         *     default) in which the key authenticated a request; null when never used since it was
+         *     created (or since this was recorded).
+         */
+        get: operations["listConsoleTelemetryKeys"];
+        put?: never;
+        /**
+         * Create a telemetry key for a project
+         * @description Issues a telemetry key (`tk_…`) for one project of the organization and returns it
+         *     **once** (Kassa keeps only its SHA-256; the answer is `Cache-Control: no-store` and the
+         *     key is in no log or audit entry). Another organization's or an unknown project is `404`.
+         */
+        post: operations["createConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a telemetry key
+         * @description The key stops authenticating at once (`401` on the telemetry API). Revoking a revoked key
+         *     answers it unchanged. Another organization's or an unknown key is `404`.
+         */
+        post: operations["revokeConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -822,6 +942,87 @@ export interface components {
             message: string;
             data: components["schemas"]["PublishedSigningKey"][];
         };
+        ConsoleTelemetryProjectUpdate: {
+            name?: string;
+            /** @description New description; `null` clears it. */
+            description?: string | null;
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            /** @description Fraction of traces stored (1 = all, 0 = none), applied by trace id at ingest. */
+            sampleRate?: number;
+            /** @description Days stored data is kept. */
+            dataRetentionDays?: number;
+        };
+        ConsoleTelemetryProjectWithStatsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                projectId: components["schemas"]["TelemetryProjectId"];
+                orgId: components["schemas"]["OrgId"];
+                name: string;
+                slug: string;
+                environment: components["schemas"]["TelemetryEnvironment"];
+                description: string | null;
+                sampleRate: number;
+                dataRetentionDays: number;
+                createdAt: components["schemas"]["Timestamp"];
+                updatedAt: components["schemas"]["Timestamp"];
+                stats: {
+                    tracesToday: number;
+                    tracesThisMonth: number;
+                };
+            };
+        };
+        ConsoleTelemetryKey: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            /** @description First characters of the key, for recognising it. */
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the last rate-limit window in which the key was used (a minute coarse by default).
+             */
+            lastUsedAt: string | null;
+        };
+        ConsoleTelemetryKeyCreated: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+            /** @description The secret key. Shown once. */
+            key: string;
+        };
+        ConsoleTelemetryKeyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"];
+        };
+        ConsoleTelemetryKeyCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKeyCreated"];
+        };
+        ConsoleTelemetryKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"][];
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -913,6 +1114,47 @@ export interface components {
                 retiredKeyId: string | null;
                 keys: components["schemas"]["PublishedSigningKey"][];
             };
+        };
+        /** @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F */
+        TelemetryProjectId: string;
+        /** @enum {string} */
+        TelemetryEnvironment: "development" | "staging" | "production";
+        TelemetryProject: {
+            projectId: components["schemas"]["TelemetryProjectId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            slug: string;
+            environment: components["schemas"]["TelemetryEnvironment"];
+            description: string | null;
+            sampleRate: number;
+            dataRetentionDays: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        TelemetryProjectListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"][];
+        };
+        TelemetryProjectCreate: {
+            name: string;
+            /** @default production */
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            description?: string;
+        };
+        TelemetryProjectResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"];
+        };
+        /** @example TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G */
+        TelemetryKeyId: string;
+        TelemetryKeyCreate: {
+            /** @description A project of the organization (`PRJ_…`); any other value is `404 NOT_FOUND`. */
+            projectId: string;
+            name?: string;
         };
     };
     responses: {
@@ -2460,6 +2702,396 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The projects. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Support Assistant",
+                     *           "slug": "support-assistant",
+                     *           "environment": "production",
+                     *           "description": "Customer support chatbot",
+                     *           "sampleRate": 1,
+                     *           "dataRetentionDays": 30,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "updatedAt": "2026-11-20T14:12:03.512Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant",
+                 *       "environment": "production",
+                 *       "description": "Customer support chatbot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryProjectCreate"];
+            };
+        };
+        responses: {
+            /** @description The new project. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project created",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-20T14:12:03.512Z",
+                     *         "stats": {
+                     *           "tracesToday": 1284,
+                     *           "tracesThisMonth": 40211
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryProjectWithStatsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project and its data are deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant (EU)",
+                 *       "sampleRate": 0.5,
+                 *       "dataRetentionDays": 14
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleTelemetryProjectUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project updated",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant (EU)",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 0.5,
+                     *         "dataRetentionDays": 14,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryKeys: {
+        parameters: {
+            query?: {
+                /** @description Only the keys of this project (`PRJ_…`); another organization's matches nothing. */
+                project_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "name": "production ingest",
+                     *           "prefix": "tk_Zx8cV7b",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "revokedAt": null,
+                     *           "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                 *       "name": "production ingest"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The key, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key created; store it now, it is not shown again",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "revokedAt": null,
+                     *         "lastUsedAt": null,
+                     *         "key": "tk_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key revoked",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:30:00.000Z",
+                     *         "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newId } from '../../src/kernel/ids.js';
 import { KnexWebhookDeliveryRepository } from '../../src/webhooks/deliveries.repository.js';
 import { enqueueWebhookEvent } from '../../src/webhooks/outbox.repository.js';
+import type { WebhookOrder } from '../../src/webhooks/webhook.model.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { ORIGIN, as, sessionCookieOf, signIn, signUp, type Member } from './helpers.js';
 
@@ -24,7 +25,7 @@ const URL_A = 'https://127.0.0.1:9/hooks/a';
 const asA = (req: import('supertest').Test) => req.set('X-API-Key', ctx.orgA.apiKey);
 
 async function emit(orgId: string, orderId = newId('ORD'), type: 'order.paid' | 'order.failed' = 'order.paid'): Promise<string> {
-  return ctx.testDb.database.db.transaction((trx) => enqueueWebhookEvent(trx, { orgId, type, data: { order: { orderId, orgId, status: 'PAID' } } }, ctx.clock.now()));
+  return ctx.testDb.database.db.transaction((trx) => enqueueWebhookEvent(trx, { orgId, type, data: { order: { orderId, orgId, status: 'PAID' } as unknown as WebhookOrder } }, ctx.clock.now()));
 }
 
 async function refresh(member: Member): Promise<Member> {
@@ -50,7 +51,8 @@ afterAll(async () => {
 });
 // Tests move the clock by a day: members sign in afresh before each.
 beforeEach(async () => {
-  [dev, support, viewer, ownerA, ownerB] = await Promise.all([dev, support, viewer, ownerA, ownerB].map(refresh));
+  const fresh = await Promise.all([dev, support, viewer, ownerA, ownerB].map(refresh));
+  [dev, support, viewer, ownerA, ownerB] = fresh as [Member, Member, Member, Member, Member];
 });
 
 describe('the delivery log', () => {
