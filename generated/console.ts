@@ -620,6 +620,249 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/agent-wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agent wallets
+         * @description The organization's wallets (at most 5), oldest first. A wallet is one EVM account whose
+         *     key Kassa holds sealed; `chains` lists the chains this Kassa signs for, with the wallet's
+         *     address on each (the same address on every EVM chain).
+         */
+        get: operations["listConsoleAgentWallets"];
+        put?: never;
+        /**
+         * Create an agent wallet
+         * @description Generates the wallet's key (sealed at rest; never shown) and gives the wallet the
+         *     **default policy** "Default: USDC transfers up to 5 USDC": for each chain this Kassa signs
+         *     for, one rule that allows an EIP-712 `TransferWithAuthorization` (EIP-3009, what an x402
+         *     payment is) on that chain's USDC contract of at most 5 USDC (5000000 base units) per
+         *     signature. Everything else is denied: add policies to allow more, delete the default one
+         *     to allow less. An organization has at most 5 wallets (`409`). The same service as the
+         *     operator's `POST /v1/orgs/{id}/wallets`.
+         */
+        post: operations["createConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-wallets/{id}/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a wallet's policies
+         * @description The wallet's policies in evaluation order (oldest first). A signing request is allowed
+         *     when a rule of some policy allows it and none denies it; with no policy everything is
+         *     denied (the agent wallet document, tag Policies, describes rules and spend limits). A new
+         *     wallet starts with the default policy (see `POST /v1/console/agent-wallets`). Another
+         *     organization's wallet is `404`.
+         */
+        get: operations["listConsoleAgentWalletPolicies"];
+        put?: never;
+        /**
+         * Add a policy to a wallet
+         * @description Validates the rules and spend limits exactly as the operator's
+         *     `POST /v1/wallets/{id}/policies` does (`400` naming the rule) and adds the policy; it
+         *     applies to the next signing request. Another organization's wallet is `404`.
+         */
+        post: operations["createConsoleAgentWalletPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a wallet policy
+         * @description Removes the policy; it no longer applies from the next signing request. Deleting a
+         *     wallet's last allowing policy (the default one included) denies everything. Another
+         *     organization's or an unknown policy is `404`.
+         */
+        delete: operations["deleteConsoleAgentPolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agents
+         * @description Every agent (revoked ones too), oldest first, with its public key and assigned wallet.
+         */
+        get: operations["listConsoleAgents"];
+        put?: never;
+        /**
+         * Create an agent
+         * @description Registers an agent. Without `publicKey` Kassa generates a P-256 key pair and returns the
+         *     **Agent Wallet Key** (the private key and the wallet id, base64) **once** — the answer is
+         *     `Cache-Control: no-store`, and the key is in no log or audit entry; give it to the agent
+         *     (`KASSA_AGENT_WALLET_KEY`). With `publicKey` the agent keeps its own private key and
+         *     `agentWalletKey` is null. `walletId` (optional) assigns one of the organization's wallets
+         *     (another organization's is `404`); an already registered public key is `409`.
+         */
+        post: operations["createConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a wallet to an agent (or unassign)
+         * @description The agent signs with this wallet from its next request (`walletId: null` unassigns: it
+         *     then signs nothing). Another organization's agent or wallet is `404`; a revoked agent is
+         *     `409`.
+         */
+        post: operations["assignConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an agent
+         * @description The agent's key stops authenticating at once (`401` on the agent wallet API); its history
+         *     stays. Revoking a revoked agent answers it unchanged. Another organization's agent is `404`.
+         */
+        post: operations["revokeConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an agent's key
+         * @description Replaces the agent's key at once (the old key stops authenticating). Without `publicKey`
+         *     the new **Agent Wallet Key** is returned **once** (`Cache-Control: no-store`); with it,
+         *     `agentWalletKey` is null. A revoked agent or an already registered key is `409`; another
+         *     organization's agent is `404`.
+         */
+        post: operations["rotateConsoleAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-credit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's credit balance
+         * @description The organization-level credit pool (the sum of its credit ledger entries, granted by the
+         *     operator), in minor units and whole units of `unit`: what agents read with
+         *     `GET /v1/agent-wallet/credit-balance`. Not a wallet's on-chain balance.
+         */
+        get: operations["getConsoleAgentCredit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agents' signing history
+         * @description What the organization's agents asked their wallets to sign, newest first (`createdAt`,
+         *     then recording order), the entries `GET /v1/agent-wallet/history` shows an agent:
+         *     `sign_typed_data` entries are `signed`, `denied` (by policy or spend limit:
+         *     `failureMessage` names the rule) or `failed`; for an x402 payment (EIP-3009
+         *     `TransferWithAuthorization`) `resourceUrl` is what it paid for, `amount` the value in
+         *     base units of `asset` and `destination` the payee. Filter by wallet, agent and status
+         *     (another organization's wallet or agent matches nothing). Keyset pages: pass a page's
+         *     `nextCursor` as `starting_after`.
+         */
+        get: operations["listConsoleAgentHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1023,6 +1266,44 @@ export interface components {
             message: string;
             data: components["schemas"]["ConsoleTelemetryKey"][];
         };
+        ConsoleAgentWallet: {
+            walletId: components["schemas"]["WalletId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            /** @description EIP-55 checksummed EOA address. */
+            walletAddress: string;
+            providerWalletId: string;
+            appId: string;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description The chains this Kassa signs for, with the wallet's address on each. */
+            chains: {
+                chainId: number;
+                name: string;
+                address: string;
+            }[];
+        };
+        ConsoleAgentWalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"];
+        };
+        ConsoleAgentWalletListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"][];
+        };
+        ConsoleAgentHistoryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["HistoryEntry"][];
+                hasMore: boolean;
+                nextCursor: string | null;
+            };
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -1155,6 +1436,228 @@ export interface components {
             /** @description A project of the organization (`PRJ_…`); any other value is `404 NOT_FOUND`. */
             projectId: string;
             name?: string;
+        };
+        /** @example WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B */
+        WalletId: string;
+        WalletCreate: {
+            /** @description Display name. Default `Wallet`. */
+            name?: string;
+        };
+        /** @description A string, a number, or (for `in`) an array of 1-1000 strings and numbers. */
+        PolicyConditionValue: string | number | (string | number)[];
+        PolicyCondition: {
+            /** @enum {string} */
+            field_source: "ethereum_typed_data_domain" | "ethereum_typed_data_message" | "system";
+            /** @description Domain field, dot path into the message, or `current_unix_timestamp` (per `field_source`). */
+            field: string;
+            /** @enum {string} */
+            operator: "eq" | "gt" | "gte" | "lt" | "lte" | "in";
+            value: components["schemas"]["PolicyConditionValue"];
+        };
+        TypedDataField: {
+            name: string;
+            /** @description Solidity type (`address`, `uint256`, `bytes32`, `string[]`) or struct type name. */
+            type: string;
+        };
+        /** @description EIP-712 type definitions, type name → ordered fields. At most 50 types. */
+        TypedDataTypes: {
+            [key: string]: components["schemas"]["TypedDataField"][];
+        };
+        /** @description Name of the struct type being signed; must be defined in `types`. */
+        PrimaryType: string;
+        PolicyRule: {
+            /** @description Rule name; quoted in the message of a request it denies. */
+            name: string;
+            /** @enum {string} */
+            method: "eth_signTypedData_v4" | "*";
+            /** @enum {string} */
+            action: "ALLOW" | "DENY";
+            /** @description All must hold for the rule to match; empty means always. */
+            conditions: components["schemas"]["PolicyCondition"][];
+            /** @description When present, the rule only matches typed data with this primary type and these type definitions. */
+            typed_data?: {
+                types: components["schemas"]["TypedDataTypes"];
+                primary_type: components["schemas"]["PrimaryType"];
+            };
+        };
+        /**
+         * @description Ethereum address, `0x` + 40 hex characters (EIP-55 checksummed in responses).
+         * @example 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+         */
+        EthAddress: string;
+        /**
+         * @description At most `max_value` base units signed in `TransferWithAuthorization` messages over the
+         *     last `window_hours` hours, per chain and token contract.
+         */
+        SpendLimit: {
+            /** @description Quoted in the message of a request the limit denies. */
+            name: string;
+            /** @description Length of the rolling window, in hours (at most 30 days). */
+            window_hours: number;
+            /** @description Largest sum of `value` in the window, in the token's base units (USDC has 6 decimals), as a decimal string. */
+            max_value: string;
+            /** @description Only requests whose domain `chainId` is this one. Default any chain. */
+            chain_id?: number;
+            /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
+            verifying_contract?: components["schemas"]["EthAddress"];
+        };
+        WalletPolicy: {
+            id: string;
+            walletId: components["schemas"]["WalletId"];
+            name: string;
+            /** @constant */
+            version: "1.0";
+            /** @constant */
+            chainType: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            spendLimits: components["schemas"]["SpendLimit"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        WalletPolicyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"][];
+        };
+        WalletPolicyCreate: {
+            /**
+             * @description Policy format version.
+             * @constant
+             */
+            version: "1.0";
+            name: string;
+            /** @constant */
+            chain_type: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            /** @description Rolling-window spend limits (agent wallet document, tag Policies). Default none. */
+            spend_limits?: components["schemas"]["SpendLimit"][];
+        };
+        WalletPolicyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"];
+        };
+        /** @example AGT_4nP8sW2kQx6Lm9RtVb3cYz7D */
+        AgentId: string;
+        /**
+         * @description Standard base64 of the DER SubjectPublicKeyInfo of a P-256 public key with an
+         *     uncompressed point (91 bytes), as `X-Agent-Pubkey` carries it.
+         * @example MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==
+         */
+        P256PublicKey: string;
+        Agent: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+        };
+        AgentListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"][];
+        };
+        AgentCreate: {
+            name: string;
+            publicKey?: components["schemas"]["P256PublicKey"];
+            walletId?: components["schemas"]["WalletId"];
+        };
+        AgentCreated: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * @description The Agent Wallet Key, shown once: standard base64 of
+             *     `{"privateKey": "<base64 PKCS#8 DER>", "walletId": "<WLT_… or null>"}`. Null when the
+             *     caller supplied `publicKey`.
+             */
+            agentWalletKey: string | null;
+        };
+        AgentCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AgentCreated"];
+        };
+        AgentAssign: {
+            /** @description The wallet to assign, or null to unassign. */
+            walletId: string | null;
+        };
+        AgentResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"];
+        };
+        AgentRotateKey: {
+            publicKey?: components["schemas"]["P256PublicKey"];
+        };
+        /**
+         * @description Unit of the credit pool. `USDC` has 6 decimals (1 USDC = 1000000 minor units).
+         * @enum {string}
+         */
+        CreditUnit: "USDC";
+        CreditBalance: {
+            orgId: components["schemas"]["OrgId"];
+            unit: components["schemas"]["CreditUnit"];
+            /** @description Sum of the ledger entries, in minor units. */
+            balanceMinor: number;
+            /** @description `balanceMinor` in whole units (what the agent wallet API reports). */
+            balance: number;
+        };
+        CreditBalanceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CreditBalance"];
+        };
+        HistoryEntry: {
+            /** @description Opaque entry identifier. */
+            id: string;
+            /** @description Agent that initiated the activity. */
+            agentId: components["schemas"]["AgentId"];
+            walletId: components["schemas"]["WalletId"];
+            /** @enum {string} */
+            type: "sign_typed_data" | "transfer";
+            /**
+             * @description `signed`/`denied`/`failed` for `sign_typed_data`; `pending`/`confirmed`/`failed` for `transfer`.
+             * @enum {string}
+             */
+            status: "signed" | "denied" | "failed" | "pending" | "confirmed";
+            /** @description Recipient address, or null. */
+            destination: string | null;
+            /** @description Amount in the asset's base units as a decimal string (USDC has 6 decimals), or null. */
+            amount: string | null;
+            /** @description Token symbol (for example `USDC`) or token contract address, or null. */
+            asset: string | null;
+            /** @description EIP-155 chain id, or null. */
+            chainId: number | null;
+            /** @description What was paid for (the x402 resource URL from `payment_context`), or null. */
+            resourceUrl: string | null;
+            /** @description Transaction hash, or null. */
+            txHash: string | null;
+            /**
+             * Format: uri
+             * @description Block explorer link of `txHash`, or null.
+             */
+            explorerUrl: string | null;
+            /** @description Why the entry is `denied` or `failed`, or null. */
+            failureMessage: string | null;
+            createdAt: components["schemas"]["Timestamp"];
         };
     };
     responses: {
@@ -3092,6 +3595,689 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The wallets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research agents",
+                     *           "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *           "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "chains": [
+                     *             {
+                     *               "chainId": 8453,
+                     *               "name": "Base",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             },
+                     *             {
+                     *               "chainId": 84532,
+                     *               "name": "Base Sepolia",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research agents"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletCreate"];
+            };
+        };
+        responses: {
+            /** @description The new wallet. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet created",
+                     *       "data": {
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research agents",
+                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *         "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "chains": [
+                     *           {
+                     *             "chainId": 8453,
+                     *             "name": "Base",
+                     *             "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWalletPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "id": "POL_7kD2mQ9xLw4Rz8Tn1Vb6Yc3F",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "name": "Default: USDC transfers up to 5 USDC",
+                     *           "version": "1.0",
+                     *           "chainType": "ethereum",
+                     *           "rules": [],
+                     *           "spendLimits": [],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWalletPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "1.0",
+                 *       "name": "Deny large transfers",
+                 *       "chain_type": "ethereum",
+                 *       "rules": [
+                 *         {
+                 *           "name": "Deny over 50 USDC",
+                 *           "method": "eth_signTypedData_v4",
+                 *           "action": "DENY",
+                 *           "typed_data": {
+                 *             "primary_type": "TransferWithAuthorization",
+                 *             "types": {
+                 *               "TransferWithAuthorization": [
+                 *                 {
+                 *                   "name": "from",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "to",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "value",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validAfter",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validBefore",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "nonce",
+                 *                   "type": "bytes32"
+                 *                 }
+                 *               ]
+                 *             }
+                 *           },
+                 *           "conditions": [
+                 *             {
+                 *               "field_source": "ethereum_typed_data_message",
+                 *               "field": "value",
+                 *               "operator": "gt",
+                 *               "value": "50000000"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletPolicyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new policy. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy created",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [
+                     *           {
+                     *             "name": "Deny over 50 USDC",
+                     *             "method": "eth_signTypedData_v4",
+                     *             "action": "DENY",
+                     *             "conditions": [
+                     *               {
+                     *                 "field_source": "ethereum_typed_data_message",
+                     *                 "field": "value",
+                     *                 "operator": "gt",
+                     *                 "value": "50000000"
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleAgentPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy deleted",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research bot",
+                     *           "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *           "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research bot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentCreate"];
+            };
+        };
+        responses: {
+            /** @description The agent, with its Agent Wallet Key shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent created; store the Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": null,
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    assignConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentAssign"];
+            };
+        };
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet assigned",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent revoked",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleAgentKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["AgentRotateKey"];
+            };
+        };
+        responses: {
+            /** @description The agent with its new key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Key rotated; store the new Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleAgentCredit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balance. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "unit": "USDC",
+                     *         "balanceMinor": 12500000,
+                     *         "balance": 12.5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditBalanceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentHistory: {
+        parameters: {
+            query?: {
+                /** @description Only this wallet's entries (`WLT_…`). */
+                wallet_id?: string;
+                /** @description Only this agent's entries (`AGT_…`). */
+                agent_id?: string;
+                /** @description Only entries with this status. */
+                status?: "signed" | "denied" | "failed" | "pending" | "confirmed";
+                /** @description The `nextCursor` of the previous page (an entry id); one that is not the organization's is `400 VALIDATION_ERROR`. */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "AWH_3qW7eR1tY5uI9oP2aS6dF4gH",
+                     *             "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *             "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *             "type": "sign_typed_data",
+                     *             "status": "denied",
+                     *             "destination": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *             "amount": "7000000",
+                     *             "asset": "USDC",
+                     *             "chainId": 8453,
+                     *             "resourceUrl": "https://api.example.com/reports/weather",
+                     *             "txHash": null,
+                     *             "explorerUrl": null,
+                     *             "failureMessage": "No policy rule allows this request",
+                     *             "createdAt": "2026-11-22T09:30:02.000Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": false,
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentHistoryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

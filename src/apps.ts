@@ -99,7 +99,11 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   // API's state changes (the accounts domain's write their own, more telling, entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
-    ...audited({ ...webhooks.handlers.console, ...deps.services.modules.telemetry.handlers.console }, accounts.audit, { door: 'merchant' }),
+    ...audited(
+      { ...webhooks.handlers.console, ...deps.services.modules.telemetry.handlers.console, ...deps.services.modules.agentWallet.handlers.console },
+      accounts.audit,
+      { door: 'merchant' },
+    ),
   } satisfies ConsoleHandlers;
   const handlers = {
     ...audited(merchantHandlers, accounts.audit, { door: 'merchant', skip: NOT_AUDITED }),
