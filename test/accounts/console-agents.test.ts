@@ -157,6 +157,9 @@ describe('agents', () => {
     expect(audit.text).not.toContain(rotated.body.data.agentWalletKey);
     const mine = audit.body.data.records.filter((e: { actorId: string }) => e.actorId === dev.userId).map((e: { action: string }) => e.action);
     expect(mine).toEqual(expect.arrayContaining(['createConsoleAgent', 'assignConsoleAgentWallet', 'rotateConsoleAgentKey', 'revokeConsoleAgent', 'createConsoleAgentWallet']));
+    // A creation names what it created.
+    const created = audit.body.data.records.find((e: { action: string; targetId: string }) => e.action === 'createConsoleAgent' && e.targetId === agent.agentId);
+    expect(created).toMatchObject({ targetType: 'agents', summary: 'POST /v1/console/agents (fields: name, walletId)' });
   });
 
   it('another organization’s agent is 404 for assign, revoke and rotate, and is not listed', async () => {
