@@ -95,9 +95,19 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
+  // The console's management operations of the other domains are audited like the merchant
+  // API's state changes (the accounts domain's write their own, more telling, entries).
+  const consoleHandlers = {
+    ...accounts.handlers.console,
+    ...audited(
+      { ...webhooks.handlers.console, ...deps.services.modules.telemetry.handlers.console, ...deps.services.modules.agentWallet.handlers.console },
+      accounts.audit,
+      { door: 'merchant' },
+    ),
+  } satisfies ConsoleHandlers;
   const handlers = {
     ...audited(merchantHandlers, accounts.audit, { door: 'merchant', skip: NOT_AUDITED }),
-    ...(accounts.handlers.console satisfies ConsoleHandlers),
+    ...consoleHandlers,
   };
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {

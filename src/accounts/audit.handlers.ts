@@ -23,6 +23,15 @@ function targetOf(path: string, params: Record<string, unknown>): { type: string
   return { type: segments.at(-1) ?? 'api', id: null };
 }
 
+/** The id of the object an answer carries (`id`, or its first `…Id` field other than `orgId`). */
+function createdId(data: unknown): string | null {
+  if (!data || typeof data !== 'object' || Array.isArray(data)) return null;
+  const record = data as Record<string, unknown>;
+  if (typeof record.id === 'string') return record.id;
+  const key = Object.keys(record).find((k) => k.endsWith('Id') && k !== 'orgId' && typeof record[k] === 'string');
+  return key ? (record[key] as string) : null;
+}
+
 export function audited<M extends object>(handlers: M, audit: AuditLog, options: { door: 'merchant' | 'admin'; skip?: ReadonlySet<string> }): M {
   const wrapped: Record<string, AnyHandler> = {};
   for (const [operationId, handler] of Object.entries(handlers as Record<string, AnyHandler>)) {
@@ -36,9 +45,11 @@ export function audited<M extends object>(handlers: M, audit: AuditLog, options:
       if (SAFE_METHODS.has(req.method) || result.status >= 300) return result;
       const path = req.documented?.entry.op.path ?? req.path;
       const params = (input.params ?? {}) as Record<string, unknown>;
-      const target = targetOf(path, params);
       const auth = input.auth as MerchantAuth | undefined;
       const data = (result.body as { data?: { orgId?: unknown } } | undefined)?.data;
+      const target = targetOf(path, params);
+      // A creation (`POST /v1/console/agents`) names no id in its path: the target is what it created.
+      if (target.id === null) target.id = createdId(data);
       const orgId = auth?.orgId ?? (target.type === 'orgs' ? target.id : typeof data?.orgId === 'string' ? data.orgId : null);
       const fields = input.body && typeof input.body === 'object' ? Object.keys(input.body as object) : [];
       try {

@@ -101,7 +101,17 @@ const presentAudit = (e: AuditEntry) => ({
   createdAt: iso(e.createdAt),
 });
 
-export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): ConsoleHandlers {
+/** The console operations of the accounts domain (the other domains' are theirs: webhooks, telemetry, agent wallets). */
+export type AccountsConsoleHandlers = Pick<
+  ConsoleHandlers,
+  | 'signIn' | 'acceptInvite' | 'completePasswordReset' | 'redeemSignInLink' | 'getConsoleSession' | 'switchOrganization' | 'signOut' | 'signOutEverywhere'
+  | 'listConsoleApiKeys' | 'createConsoleApiKey' | 'revokeConsoleApiKey'
+  | 'listMembers' | 'updateMemberRole' | 'removeMember' | 'listInvites' | 'createInvite' | 'revokeInvite' | 'listAuditLog'
+  | 'completeSecondFactor' | 'createPasskeySignInOptions' | 'signInWithPasskey' | 'createPasskeyRegistrationOptions' | 'listPasskeys'
+  | 'registerPasskey' | 'deletePasskey' | 'getOrganizationSecurity' | 'updateOrganizationSecurity'
+>;
+
+export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountsConsoleHandlers {
   const { accounts, orgs, audit, clock, where } = deps;
 
   const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string }, expiresAt: Date) => {
