@@ -10,6 +10,7 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { skippedUnless } from '../harness/skip-reasons.js';
 import { RECONNECT_CAP_MS, reconnectDelayMs } from '../../scripts/admin/webhook.js';
 import { nodeEntryArgs } from '../../tools/node-entry.js';
 
@@ -97,18 +98,23 @@ async function payOrder(apiKey: string, pricingId: string): Promise<string> {
   return read.orderId;
 }
 
+/** Kassa runs here on the embedded database whatever TEST_DATABASE_URL says (as a new user's first start), so the PostgreSQL run would repeat it unchanged. */
+const embeddedOnly = process.env.TEST_DATABASE_URL !== undefined;
+
 beforeAll(async () => {
+  if (embeddedOnly) return;
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-listen-'));
   ports = { merchant: await freePort(), api: await freePort(), admin: await freePort() };
   await startServer();
 }, 150_000);
 
 afterAll(async () => {
+  if (embeddedOnly) return;
   await stopServer();
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 }, 30_000);
 
-describe('webhook listen across a server restart', () => {
+describe.skipIf(embeddedOnly)(skippedUnless('webhook listen across a server restart', 'embeddedOnly'), () => {
   it('stays alive, says once that it lost and regained the server, and forwards the next event', { timeout: 400_000 }, async () => {
     const org = await admin('POST', '/v1/orgs', { name: 'Listening shop' });
     const { key } = await admin('POST', `/v1/orgs/${org.orgId}/api-keys`, { name: 'backend' });
