@@ -552,6 +552,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/orders/{id}/refund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund an order, fully or partly
+         * @description The admin API's refund (`POST /v1/orders/{id}/refund`, one service and one refund flow),
+         *     for an order of the session's organization (another organization's order is `404`).
+         *     Without `amount` the whole refundable remainder is refunded; a partial refund leaves the
+         *     order `PAID` with a higher `amountRefundedCents`, the last one makes it `REFUNDED`. Only
+         *     `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the remainder
+         *     is `400`. `reason` is recorded with the refund and passed to Stripe. An order paid through
+         *     Stripe is refunded there first: `503` when Stripe cannot be reached (nothing recorded;
+         *     retry with the same key), `409` when Stripe refuses. Each refund sends `order.refunded`
+         *     and is listed by the merchant API's `GET /v1/orders/{id}/refunds`.
+         *
+         *     **Idempotency** — `Idempotency-Key` is required (the console makes one per refund form).
+         *     Keys are scoped to the organization and kept 24 hours. The same key with the same order,
+         *     amount and reason answers `200` with the order as it is now and `Idempotent-Replayed:
+         *     true`, refunding nothing more (a double click or a retry never refunds twice); the same
+         *     key with other parameters is `409 IDEMPOTENCY_KEY_REUSED`. A refund that failed keeps no
+         *     key. Recorded in the audit log as `order.refund`.
+         */
+        post: operations["refundConsoleOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a subscription at period end or at once
+         * @description The admin API's cancellation (one service), for a subscription of the session's
+         *     organization (another organization's is `404`). `atPeriodEnd: true` (default) keeps it
+         *     `ACTIVE` until `currentPeriodEnd` and then ends it (`cancelAtPeriodEnd: true`; asking
+         *     again changes nothing); only an `ACTIVE` subscription can be scheduled. `atPeriodEnd:
+         *     false` ends an `ACTIVE` or `PAUSED` subscription now (`CANCELED`, `subscription.ended`).
+         *     Other states are `409`. A subscription Stripe bills is changed in Stripe first (`503`
+         *     when Stripe cannot be reached; nothing changed). Recorded as `subscription.cancel`.
+         */
+        post: operations["cancelConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a subscription
+         * @description `ACTIVE` → `PAUSED`: no renewal is attempted while paused (the paid period runs out
+         *     normally; on Stripe, invoices made during the pause are voided). Pausing a paused
+         *     subscription changes nothing; other states are `409`; another organization's
+         *     subscription `404`; Stripe unreachable `503`. Sends `subscription.updated`. Recorded as
+         *     `subscription.pause`.
+         */
+        post: operations["pauseConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused subscription
+         * @description `PAUSED` → `ACTIVE`; when the paid period lapsed during the pause, the next period starts
+         *     (and is charged) now. Resuming an active subscription changes nothing; other states are
+         *     `409`; another organization's subscription `404`; Stripe unreachable `503`. Recorded as
+         *     `subscription.resume`.
+         */
+        post: operations["resumeConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1004,6 +1124,66 @@ export interface components {
         PaymentLinkCreate: {
             /** @description Defaults to the price's `pricingName`. */
             name?: string;
+        };
+        OrderRefund: {
+            /** @description Minor units to refund; default the whole refundable remainder. */
+            amount?: number;
+            /**
+             * @description Why the refund is made (Stripe's `reason`, passed to Stripe); recorded with the refund.
+             * @enum {string}
+             */
+            reason?: "requested_by_customer" | "duplicate" | "fraudulent";
+        };
+        AdminOrder: {
+            orderId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+            amountCents: number;
+            amountRefundedCents: number;
+            currency: string;
+            /**
+             * @description The payment the refund was made on, as in the merchant API's Order: the Stripe
+             *     PaymentIntent (`pi_…`) on Stripe, where the refund shows in the Stripe Dashboard; the
+             *     sandbox payment (`sbx_pay_…`) on the sandbox; null on CRYPTO.
+             */
+            providerPaymentId: string | null;
+            /**
+             * @description The payment's status as the processor last reported it (merchant API, Order); a refund leaves it `succeeded`.
+             * @example succeeded
+             */
+            providerStatus: string | null;
+        };
+        AdminOrderResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminOrder"];
+        };
+        SubscriptionCancel: {
+            /**
+             * @description true (default) ends the subscription at the period end; false cancels it now.
+             * @default true
+             */
+            atPeriodEnd?: boolean;
+        };
+        AdminSubscription: {
+            subscriptionId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "ACTIVE" | "CANCELED" | "PAUSED" | "EXPIRED" | "ENDED";
+            cancelAtPeriodEnd: boolean;
+            currentPeriodEnd: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            canceledAt: string | null;
+            /** Format: date-time */
+            endedAt: string | null;
+        };
+        AdminSubscriptionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminSubscription"];
         };
     };
     responses: {
@@ -2737,6 +2917,218 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    refundConsoleOrder: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1-255 characters, ASCII 0x21-0x7E; one per refund (a UUID is fine).
+                 * @example 3f0c9a5e-7b1d-4c2a-9e8f-5d6c7b8a9f01
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": 500,
+                 *       "reason": "requested_by_customer"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrderRefund"];
+            };
+        };
+        responses: {
+            /** @description The order after the refund (or, replayed, as it is now). */
+            200: {
+                headers: {
+                    /** @description `true` when this answer replays an earlier request with the same key; absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Order partially refunded",
+                     *       "data": {
+                     *         "orderId": "ORD_4mT8pQ2wXz6Lk1aBcDeFgHiJ",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAID",
+                     *         "amountCents": 2500,
+                     *         "amountRefundedCents": 500,
+                     *         "currency": "USD",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminOrderResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    cancelConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "atPeriodEnd": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionCancel"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription will end at the period end",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": true,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": "2026-11-30T10:00:00.000Z",
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pauseConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The paused subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription paused",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAUSED",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resumeConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resumed subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription resumed",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -42,6 +42,10 @@ const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
   deactivateConsolePrice: { action: 'price.deactivate', target: 'price' },
   createConsolePaymentLink: { action: 'payment_link.create', target: 'payment_link', idFrom: 'result' },
   deactivateConsolePaymentLink: { action: 'payment_link.deactivate', target: 'payment_link' },
+  refundConsoleOrder: { action: 'order.refund', target: 'order' },
+  cancelConsoleSubscription: { action: 'subscription.cancel', target: 'subscription' },
+  pauseConsoleSubscription: { action: 'subscription.pause', target: 'subscription' },
+  resumeConsoleSubscription: { action: 'subscription.resume', target: 'subscription' },
 };
 /** Admin operations whose service writes its own, more telling, audit entry. */
 const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
@@ -113,6 +117,8 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...audited(
       {
         ...catalog.handlers.console,
+        ...orders.handlers.console,
+        ...subscriptions.handlers.console,
       },
       accounts.audit,
       { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },
