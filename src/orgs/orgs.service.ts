@@ -172,6 +172,12 @@ export class OrgService {
     return org ? OrgService.displayName(org) : undefined;
   }
 
+  /** The display name with the branding, for the hosted pages, the portal and buyer e-mails. */
+  async brandedOf(orgId: string): Promise<{ name: string; brand: { logoUrl: string | null; accentColor: string | null } } | undefined> {
+    const org = await this.repo.findOrganization(orgId);
+    return org ? { name: OrgService.displayName(org), brand: org.branding } : undefined;
+  }
+
   static displayName(org: Organization): string {
     return org.displayName ?? org.name;
   }

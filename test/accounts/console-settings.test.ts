@@ -158,3 +158,37 @@ describe('receiving wallets', () => {
     expect((await ctx.merchant.put(`/v1/console/receiving-wallets/${chainId}`).send({ address: ADDRESS })).status).toBe(401);
   });
 });
+
+describe('branding on the buyer side', () => {
+  it('the hosted checkout page shows the logo and the accent (readable text colour); the CSP lets the https logo load', async () => {
+    await update(ownerA, { displayName: 'Branded Beans', branding: { logoUrl: 'https://cdn.example.com/beans.png', accentColor: '#FACC15' } });
+    const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Beans' });
+    const price = await ctx.services.catalog.createPrice(product.id, { amount: 1200, currency: 'USD' });
+    const created = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', `brand-${Date.now()}`).send({ pricingId: price.id });
+    expect(created.status).toBe(201);
+    const page = await ctx.merchant.get(new URL(created.body.data.url).pathname);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<img src="https://cdn.example.com/beans.png" alt="" data-testid="merchant-logo"');
+    expect(page.text).toContain('data-testid="merchant">Branded Beans<');
+    // Yellow: black text on the buttons; the merchant line keeps the default ink (yellow on white is unreadable).
+    expect(page.text).toContain('background:#facc15;color:#000000');
+    expect(page.text).toContain('.brand,a,button.link{color:#1d2330}');
+    expect(page.headers['content-security-policy']).toContain("img-src 'self' data: https:");
+
+    await update(ownerA, { branding: { accentColor: '#0f766e', logoUrl: null } });
+    const again = await ctx.merchant.get(new URL(created.body.data.url).pathname);
+    expect(again.text).not.toContain('merchant-logo');
+    expect(again.text).toContain('background:#0f766e;color:#ffffff');
+    expect(again.text).toContain('.brand,a,button.link{color:#0f766e}');
+  });
+
+  it('buyer e-mails carry the logo and a readable accent', async () => {
+    const { renderBuyerEmail } = await import('../../src/buyer-emails/buyer-email.render.js');
+    const branded = renderBuyerEmail({ kind: 'payment_receipt', merchant: 'Branded Beans', brand: { logoUrl: 'https://cdn.example.com/beans.png', accentColor: '#0f766e' }, portalUrl: 'https://pay.example.com/portal/o/ORG_1' });
+    expect(branded.html).toContain('<img src="https://cdn.example.com/beans.png" alt="Branded Beans"');
+    expect(branded.html).toContain('color:#0f766e');
+    const pale = renderBuyerEmail({ kind: 'payment_receipt', merchant: 'Pale', brand: { logoUrl: null, accentColor: '#facc15' }, portalUrl: 'https://pay.example.com/portal/o/ORG_1' });
+    expect(pale.html).not.toContain('#facc15');
+    expect(pale.html).not.toContain('<img');
+  });
+});
