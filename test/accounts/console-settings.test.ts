@@ -182,6 +182,15 @@ describe('branding on the buyer side', () => {
     expect(again.text).toContain('.brand,a,button.link{color:#0f766e}');
   });
 
+  it("the customer portal's pages carry the branding too", async () => {
+    await update(ownerA, { displayName: 'Portal Beans', branding: { logoUrl: 'https://cdn.example.com/portal.png', accentColor: '#be123c' } });
+    const page = await ctx.merchant.get(`/portal/o/${ctx.orgA.orgId}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('<img src="https://cdn.example.com/portal.png"');
+    expect(page.text).toContain('data-testid="merchant">Portal Beans<');
+    expect(page.text).toContain('background:#be123c;color:#ffffff');
+  });
+
   it('buyer e-mails carry the logo and a readable accent', async () => {
     const { renderBuyerEmail } = await import('../../src/buyer-emails/buyer-email.render.js');
     const branded = renderBuyerEmail({ kind: 'payment_receipt', merchant: 'Branded Beans', brand: { logoUrl: 'https://cdn.example.com/beans.png', accentColor: '#0f766e' }, portalUrl: 'https://pay.example.com/portal/o/ORG_1' });
