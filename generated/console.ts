@@ -933,7 +933,7 @@ export interface components {
             actorType: "user" | "api_key" | "operator" | "system";
             /** @description The user (`USR_…`) or API key (`AKI_…`); null for the operator. */
             actorId: string | null;
-            /** @description What was done: `member.role_change`, `session.sign_in`, or the operationId of a merchant, console or admin API operation. */
+            /** @description What was done: `member.role_change`, `session.sign_in`, a console management action (`product.create`, `price.deactivate`, `payment_link.create`, `order.refund`, `subscription.cancel`, `organization.update`, `receiving_wallet.set`, …), or the operationId of a merchant or admin API operation. */
             action: string;
             targetType: string | null;
             targetId: string | null;
