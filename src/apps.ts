@@ -22,7 +22,7 @@ import { registerDocsRoutes } from './docs/docs.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
-import { audited } from './accounts/audit.handlers.js';
+import { audited, type AuditAction } from './accounts/audit.handlers.js';
 import type { ConsoleHandlers } from './handler-maps.js';
 
 /**
@@ -30,6 +30,26 @@ import type { ConsoleHandlers } from './handler-maps.js';
  * (checkout sessions are the checkout's own record; x402 settlements are the chain's).
  */
 const NOT_AUDITED = new Set(['createCheckoutSession', 'expireCheckoutSession', 'verifyX402Payment', 'settleX402Payment']);
+/**
+ * The console's management operations served by the domains (their service does the work for
+ * every door): each success is written to the audit log under a telling action name.
+ */
+const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
+  createConsoleProduct: { action: 'product.create', target: 'product', idFrom: 'result' },
+  updateConsoleProduct: { action: 'product.update', target: 'product' },
+  archiveConsoleProduct: { action: 'product.archive', target: 'product' },
+  createConsolePrice: { action: 'price.create', target: 'price', idFrom: 'result' },
+  deactivateConsolePrice: { action: 'price.deactivate', target: 'price' },
+  createConsolePaymentLink: { action: 'payment_link.create', target: 'payment_link', idFrom: 'result' },
+  deactivateConsolePaymentLink: { action: 'payment_link.deactivate', target: 'payment_link' },
+  refundConsoleOrder: { action: 'order.refund', target: 'order' },
+  cancelConsoleSubscription: { action: 'subscription.cancel', target: 'subscription' },
+  pauseConsoleSubscription: { action: 'subscription.pause', target: 'subscription' },
+  resumeConsoleSubscription: { action: 'subscription.resume', target: 'subscription' },
+  updateConsoleOrganization: { action: 'organization.update', target: 'organization', idFrom: 'org' },
+  setConsoleReceivingWallet: { action: 'receiving_wallet.set', target: 'receiving_wallet' },
+  deleteConsoleReceivingWallet: { action: 'receiving_wallet.delete', target: 'receiving_wallet' },
+};
 /** Admin operations whose service writes its own, more telling, audit entry. */
 const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
 
@@ -95,14 +115,21 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
-  // The console's management operations of the other domains are audited like the merchant
-  // API's state changes (the accounts domain's write their own, more telling, entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
     ...audited(
-      { ...webhooks.handlers.console, ...deps.services.modules.telemetry.handlers.console, ...deps.services.modules.agentWallet.handlers.console },
+      {
+        ...catalog.handlers.console,
+        ...orders.handlers.console,
+        ...subscriptions.handlers.console,
+        ...orgs.handlers.console,
+        ...cryptoPayments.handlers.console,
+        ...webhooks.handlers.console,
+        ...deps.services.modules.telemetry.handlers.console,
+        ...deps.services.modules.agentWallet.handlers.console,
+      },
       accounts.audit,
-      { door: 'merchant' },
+      { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },
     ),
   } satisfies ConsoleHandlers;
   const handlers = {

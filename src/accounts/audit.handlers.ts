@@ -23,16 +23,32 @@ function targetOf(path: string, params: Record<string, unknown>): { type: string
   return { type: segments.at(-1) ?? 'api', id: null };
 }
 
-/** The id of the object an answer carries (`id`, or its first `…Id` field other than `orgId`). */
-function createdId(data: unknown): string | null {
-  if (!data || typeof data !== 'object' || Array.isArray(data)) return null;
-  const record = data as Record<string, unknown>;
-  if (typeof record.id === 'string') return record.id;
-  const key = Object.keys(record).find((k) => k.endsWith('Id') && k !== 'orgId' && typeof record[k] === 'string');
-  return key ? (record[key] as string) : null;
+/**
+ * A telling name for an operation's entry (`product.create`) and the kind of its target; the
+ * target's id is the path's parameter (`{id}`, else the first), (`idFrom: 'result'`) the first
+ * `…Id` of the answer's data other than `orgId` (what a creation made), or (`'org'`) the
+ * caller's organization.
+ */
+export interface AuditAction {
+  action: string;
+  target: string;
+  idFrom?: 'path' | 'result' | 'org';
 }
 
-export function audited<M extends object>(handlers: M, audit: AuditLog, options: { door: 'merchant' | 'admin'; skip?: ReadonlySet<string> }): M {
+/** The first `…Id` field of an answer's data other than `orgId`: the id of what was made. */
+function madeId(data: Record<string, unknown> | undefined): string | null {
+  if (typeof data?.id === 'string') return data.id;
+  for (const [key, value] of Object.entries(data ?? {})) {
+    if (key !== 'orgId' && key.endsWith('Id') && typeof value === 'string') return value;
+  }
+  return null;
+}
+
+export function audited<M extends object>(
+  handlers: M,
+  audit: AuditLog,
+  options: { door: 'merchant' | 'admin' | 'console'; skip?: ReadonlySet<string>; actions?: Readonly<Record<string, AuditAction>> },
+): M {
   const wrapped: Record<string, AnyHandler> = {};
   for (const [operationId, handler] of Object.entries(handlers as Record<string, AnyHandler>)) {
     if (options.skip?.has(operationId)) {
@@ -45,18 +61,24 @@ export function audited<M extends object>(handlers: M, audit: AuditLog, options:
       if (SAFE_METHODS.has(req.method) || result.status >= 300) return result;
       const path = req.documented?.entry.op.path ?? req.path;
       const params = (input.params ?? {}) as Record<string, unknown>;
-      const auth = input.auth as MerchantAuth | undefined;
       const data = (result.body as { data?: { orgId?: unknown } } | undefined)?.data;
-      const target = targetOf(path, params);
+      const named = options.actions?.[operationId];
+      const auth = input.auth as MerchantAuth | undefined;
+      const namedId = () => {
+        if (named?.idFrom === 'result') return madeId(data);
+        if (named?.idFrom === 'org') return auth?.orgId ?? null;
+        return String(params.id ?? Object.values(params)[0] ?? '') || null;
+      };
+      const target = named ? { type: named.target, id: namedId() } : targetOf(path, params);
       // A creation (`POST /v1/console/agents`) names no id in its path: the target is what it created.
-      if (target.id === null) target.id = createdId(data);
+      if (target.id === null) target.id = madeId(data as Record<string, unknown> | undefined);
       const orgId = auth?.orgId ?? (target.type === 'orgs' ? target.id : typeof data?.orgId === 'string' ? data.orgId : null);
       const fields = input.body && typeof input.body === 'object' ? Object.keys(input.body as object) : [];
       try {
         await audit.record({
           orgId,
           actor: auth?.actor ?? { type: 'operator' },
-          action: operationId,
+          action: named?.action ?? operationId,
           target,
           summary: `${req.method} ${path}${fields.length > 0 ? ` (fields: ${fields.join(', ')})` : ''}`,
           clientAddress: clientAddress(req),

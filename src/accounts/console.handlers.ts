@@ -102,7 +102,7 @@ const presentAudit = (e: AuditEntry) => ({
 });
 
 /** The console operations of the accounts domain (the other domains' are theirs: webhooks, telemetry, agent wallets). */
-export type AccountsConsoleHandlers = Pick<
+export type AccountConsoleHandlers = Pick<
   ConsoleHandlers,
   | 'signIn' | 'acceptInvite' | 'completePasswordReset' | 'redeemSignInLink' | 'getConsoleSession' | 'switchOrganization' | 'signOut' | 'signOutEverywhere'
   | 'listConsoleApiKeys' | 'createConsoleApiKey' | 'revokeConsoleApiKey'
@@ -111,7 +111,7 @@ export type AccountsConsoleHandlers = Pick<
   | 'registerPasskey' | 'deletePasskey' | 'getOrganizationSecurity' | 'updateOrganizationSecurity'
 >;
 
-export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountsConsoleHandlers {
+export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountConsoleHandlers {
   const { accounts, orgs, audit, clock, where } = deps;
 
   const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string }, expiresAt: Date) => {

@@ -7,10 +7,20 @@
 import { formatMoney } from '../kernel/money.js';
 import type { Order, Subscription } from '../commerce/model.js';
 import type { BuyerEmailKind } from './buyer-email.repository.js';
+import type { Brand } from '../pages/page.js';
+import { contrastRatio } from '../kernel/colour.js';
+
+/** Kassa's indigo, or the organization's accent where it keeps 4.5:1 on the white card. */
+const inkOf = (brand: Brand | undefined): string => {
+  const accent = brand?.accentColor;
+  return accent && /^#[0-9a-f]{6}$/.test(accent) && contrastRatio(accent, '#ffffff') >= 4.5 ? accent : '#4338ca';
+};
 
 export interface EmailContext {
   kind: BuyerEmailKind;
   merchant: string;
+  /** The organization's branding: its logo above the name, its accent on the name and link (when readable on white). */
+  brand?: Brand;
   order?: Order;
   subscription?: Subscription;
   /** refund_issued: this refund. */
@@ -132,12 +142,12 @@ export function renderBuyerEmail(c: EmailContext): RenderedEmail {
   ].join('\n');
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(subject)}</title></head><body style="margin:0;background:#f4f5f7;font:16px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d2330">
 <div style="max-width:520px;margin:0 auto;padding:24px 16px"><div style="background:#fff;border-radius:14px;padding:24px">
-<div style="font-weight:700;color:#4338ca;margin-bottom:16px">${esc(c.merchant)}</div>
+${c.brand?.logoUrl?.startsWith('https://') ? `<img src="${esc(c.brand.logoUrl)}" alt="${esc(c.merchant)}" height="40" style="display:block;max-height:40px;max-width:160px;margin-bottom:8px">` : ''}<div style="font-weight:700;color:${inkOf(c.brand)};margin-bottom:16px">${esc(c.merchant)}</div>
 <h1 style="font-size:1.25rem;margin:0 0 12px">${esc(heading)}</h1>
 ${body.map((p) => `<p>${esc(p)}</p>`).join('\n')}
 ${action ? `<p style="margin:20px 0"><a href="${esc(action.url)}" style="display:inline-block;background:#4338ca;color:#fff;text-decoration:none;font-weight:600;padding:10px 18px;border-radius:8px">${esc(action.label)}</a></p>` : ''}
 ${facts.length ? `<table role="presentation" style="font-size:.9rem;border-collapse:collapse">${facts.map(([k, v]) => `<tr><td style="color:#5b6474;padding:2px 12px 2px 0">${esc(k)}</td><td>${esc(v)}</td></tr>`).join('')}</table>` : ''}
-<p style="margin-top:20px"><a href="${esc(c.portalUrl)}" style="color:#4338ca">Your orders, receipts and subscriptions</a></p>
+<p style="margin-top:20px"><a href="${esc(c.portalUrl)}" style="color:${inkOf(c.brand)}">Your orders, receipts and subscriptions</a></p>
 </div><p style="text-align:center;font-size:.8rem;color:#5b6474">${esc(c.merchant)} · sent by Kassa</p></div></body></html>`;
   return { subject, text, html };
 }

@@ -11,7 +11,7 @@
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
-import type { MerchantNames } from '../pages/page.js';
+import { merchantName, pageMerchantOf, type MerchantNames } from '../pages/page.js';
 import type { BuyerEmail, BuyerEmailRepository } from './buyer-email.repository.js';
 import { renderBuyerEmail, renderSignInEmail, type RenderedEmail } from './buyer-email.render.js';
 
@@ -50,9 +50,17 @@ export class BuyerEmailService {
     const [order, subscription, merchant] = await Promise.all([
       email.orderId ? stores.orders.find(email.orgId, email.orderId) : undefined,
       email.subscriptionId ? stores.subscriptions.find(email.orgId, email.subscriptionId) : undefined,
-      this.merchants.displayNameOf(email.orgId),
+      pageMerchantOf(this.merchants, email.orgId),
     ]);
-    return renderBuyerEmail({ kind: email.kind, merchant: merchant ?? 'the merchant', order, subscription, refundCents: email.amountCents, portalUrl: this.portalUrlOf(email.orgId) });
+    return renderBuyerEmail({
+      kind: email.kind,
+      merchant: merchantName(merchant) ?? 'the merchant',
+      brand: typeof merchant === 'object' ? merchant.brand : undefined,
+      order,
+      subscription,
+      refundCents: email.amountCents,
+      portalUrl: this.portalUrlOf(email.orgId),
+    });
   }
 
   /** One pass of the sending job: claims due e-mails and sends them; true when it sent or retried any. */

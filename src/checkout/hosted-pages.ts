@@ -9,11 +9,11 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession, Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
-import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames } from '../pages/page.js';
+import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { receipt, summary } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 
-function checkoutPage(session: CheckoutSession, merchant: string | undefined, error?: string): string {
+function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string): string {
   const emailField = session.customerEmail
     ? `<div class="muted" style="margin-top:14px">Paying as ${escapeHtml(session.customerEmail)}</div>`
     : `<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">`;
@@ -28,7 +28,7 @@ ${emailField}
 <div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123" required maxlength="4"></div></div>
 <button type="submit">Pay ${escapeHtml(formatMoney(session.amount, session.currency))}</button>
 </form>
-${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : ''}
+${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
     { merchant },
   );
@@ -41,7 +41,7 @@ ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}
  */
 function statusPage(
   session: CheckoutSession,
-  merchant: string | undefined,
+  merchant: PageMerchant | undefined,
   order: Order | undefined,
   subscription?: Pick<Subscription, 'manageToken'>,
   options: { processing?: boolean; portalOpen?: boolean } = {},
@@ -54,7 +54,7 @@ function statusPage(
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
     return {
       status: 200,
-      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${manage}${portal}`, { merchant }),
+      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant')}${manage}${portal}`, { merchant }),
     };
   }
   // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
@@ -97,7 +97,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      const merchant = await merchants.displayNameOf(session.orgId);
+      const merchant = await pageMerchantOf(merchants, session.orgId);
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
       if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
@@ -115,7 +115,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       // Back from the processor's page before its event arrived: processing, not "expired".
       const awaitingEvent = sessions.isPayable(session) && session.processorUrl !== null;
       const order = await sessions.orderOf(session);
-      sendPage(res, statusPage(session, await merchants.displayNameOf(session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order) }));
+      sendPage(res, statusPage(session, await pageMerchantOf(merchants, session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order) }));
     } catch (err) {
       fail(req, res, err);
     }
@@ -126,9 +126,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     try {
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      const merchant = await merchants.displayNameOf(session.orgId);
+      const merchant = await pageMerchantOf(merchants, session.orgId);
       if (!sessions.isPayable(session)) return sendPage(res, statusPage(session, merchant, await sessions.orderOf(session)));
-      const back = session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : '';
+      const back = session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
       sendPage(res, {
         status: 200,
         html: layout('Payment not completed', `${summary(session)}<div class="muted" data-testid="status">You left the payment page without paying.</div><p class="note"><a data-testid="resume" href="/checkout/${escapeHtml(session.pageToken)}">Return to payment</a></p>${back}`, { merchant }),
@@ -144,7 +144,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const expiry = parseExpiry(form.expiry ?? '');
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
-      const merchant = await merchants.displayNameOf(current.orgId);
+      const merchant = await pageMerchantOf(merchants, current.orgId);
       if (!expiry) return sendPage(res, { status: 400, html: checkoutPage(current, merchant, 'Enter the card expiry as MM/YY.') });
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
@@ -188,7 +188,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     } catch (err) {
       // A refused link (inactive, bad query, merchant frozen) still says whose link it is.
       const orgId = await sessions.paymentLinkOrgId(req.params.linkToken).catch(() => undefined);
-      fail(req, res, err, orgId ? await merchants.displayNameOf(orgId).catch(() => undefined) : undefined);
+      fail(req, res, err, orgId ? await pageMerchantOf(merchants, orgId).catch(() => undefined) : undefined);
     }
   });
 }

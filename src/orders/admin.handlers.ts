@@ -1,9 +1,21 @@
 import type { Clock } from '../kernel/clock.js';
 import type { AdminHandlers } from '../handler-maps.js';
 import { presentOrder, providerPayment } from '../commerce/order.presenter.js';
+import type { Order } from '../commerce/model.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { OrderService } from './order.service.js';
 import { listOrderPage } from './orders.handlers.js';
+
+/** An order after a refund, as the admin and console answers show it. */
+export const presentAdminOrder = (order: Order) => ({
+  orderId: order.id,
+  orgId: order.orgId,
+  status: order.status,
+  amountCents: order.amountCents,
+  amountRefundedCents: order.amountRefundedCents,
+  currency: order.currency,
+  ...providerPayment(order),
+});
 
 export function createOrderAdminHandlers(orders: OrderService, orgs: OrgService, clock: Clock): Pick<AdminHandlers, 'listOrgOrders' | 'getOrgOrder' | 'refundOrder'> {
   return {
@@ -23,15 +35,7 @@ export function createOrderAdminHandlers(orders: OrderService, orgs: OrgService,
         body: {
           success: true,
           message: order.status === 'REFUNDED' ? 'Order fully refunded' : 'Order partially refunded',
-          data: {
-            orderId: order.id,
-            orgId: order.orgId,
-            status: order.status,
-            amountCents: order.amountCents,
-            amountRefundedCents: order.amountRefundedCents,
-            currency: order.currency,
-            ...providerPayment(order),
-          },
+          data: presentAdminOrder(order),
         },
       };
     },

@@ -7,6 +7,7 @@ import type { Request, Response } from 'express';
 import { AppError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
 import { statusOf, toAppError } from '../http/errors.js';
+import { contrastRatio, textColourOn } from '../kernel/colour.js';
 
 export interface Page {
   status: number;
@@ -19,6 +20,41 @@ export interface Page {
 export interface MerchantNames {
   /** Undefined for an unknown organization. */
   displayNameOf(orgId: string): Promise<string | undefined>;
+  /** The display name with the organization's branding (logo, accent colour); undefined for an unknown organization. */
+  brandedOf?(orgId: string): Promise<BrandedMerchant | undefined>;
+}
+
+/** An organization's branding: an https logo URL and an accent colour `#rrggbb`, each optional. */
+export interface Brand {
+  logoUrl: string | null;
+  accentColor: string | null;
+}
+
+/** A merchant's line on a page: its name, and its branding when it has one. */
+export interface BrandedMerchant {
+  name: string;
+  brand: Brand;
+}
+
+/** What a page says of its merchant: a name, or a name with its branding. */
+export type PageMerchant = string | BrandedMerchant;
+
+/** The merchant line of a page: branded when the organization service offers it. */
+export const pageMerchantOf = (merchants: MerchantNames, orgId: string): Promise<PageMerchant | undefined> =>
+  merchants.brandedOf ? merchants.brandedOf(orgId) : merchants.displayNameOf(orgId);
+
+export const merchantName = (merchant: PageMerchant | undefined): string | undefined => (typeof merchant === 'string' ? merchant : merchant?.name);
+
+/**
+ * The branding's styles: the accent on buttons (text black or white by WCAG contrast), and on the
+ * merchant line and links only where it keeps 4.5:1 on the white card (else the default ink).
+ */
+function brandStyle(brand: Brand | undefined): string {
+  const accent = brand?.accentColor;
+  if (!accent || !/^#[0-9a-f]{6}$/.test(accent)) return '';
+  const text = textColourOn(accent);
+  const ink = contrastRatio(accent, '#ffffff') >= 4.5 ? accent : '#1d2330';
+  return `<style>button:not(.secondary):not(.danger):not(.link){background:${accent};color:${text}}button:not(.secondary):not(.danger):not(.link):hover{background:${accent};filter:brightness(.92)}.brand,a,button.link{color:${ink}}.secondary{color:${ink};border-color:${ink}}</style>`;
 }
 
 export const escapeHtml = (text: string): string =>
@@ -26,7 +62,7 @@ export const escapeHtml = (text: string): string =>
 
 /** No script at all; styles only inline; forms post to us; never framed. */
 export const HOSTED_PAGE_CSP =
-  "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'";
+  "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data: https:; form-action 'self' https:; frame-ancestors 'none'; base-uri 'none'";
 
 /** The headers of every hosted page. */
 export const HOSTED_PAGE_HEADERS = { 'Content-Security-Policy': HOSTED_PAGE_CSP, 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
@@ -69,27 +105,33 @@ a{color:#4338ca}footer{text-align:center;margin-top:16px;font-size:.8rem;color:#
 export interface LayoutOptions {
   refreshSeconds?: number;
   refreshUrl?: string;
-  /** The organization's display name, the page's heading line; pages that know no merchant say "Kassa". */
-  merchant?: string;
+  /** The organization's display name (and branding), the page's heading line; pages that know no merchant say "Kassa". */
+  merchant?: PageMerchant;
 }
 
 export function layout(title: string, body: string, options: LayoutOptions = {}): string {
   const target = options.refreshUrl ? `;url=${escapeHtml(options.refreshUrl)}` : '';
-  const brand = options.merchant ? `<div class="brand" data-testid="merchant">${escapeHtml(options.merchant)}</div>` : '<div class="brand">Kassa</div>';
+  const name = merchantName(options.merchant);
+  const branding = typeof options.merchant === 'object' ? options.merchant.brand : undefined;
+  // The logo is decorative next to the name (alt=""), at most 40 px high.
+  const logo = branding?.logoUrl?.startsWith('https://')
+    ? `<img src="${escapeHtml(branding.logoUrl)}" alt="" data-testid="merchant-logo" style="display:block;max-height:40px;max-width:160px;margin-bottom:8px">`
+    : '';
+  const brand = name ? `${logo}<div class="brand" data-testid="merchant">${escapeHtml(name)}</div>` : '<div class="brand">Kassa</div>';
   const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}${target}">` : '';
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body><main><div class="card">${brand}${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style>${brandStyle(branding)}</head><body><main><div class="card">${brand}${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
 }
 
 export function sendPage(res: Response, page: Page): void {
   res.status(page.status).set(HOSTED_PAGE_HEADERS).set(page.headers ?? {}).type('html').send(page.html);
 }
 
-export const messagePage = (status: number, title: string, message: string, merchant?: string): Page => ({
+export const messagePage = (status: number, title: string, message: string, merchant?: PageMerchant): Page => ({
   status,
   html: layout(title, `<h1>${escapeHtml(title)}</h1><div class="error" role="alert" data-testid="status">${escapeHtml(message)}</div>`, { merchant }),
 });
 
-export const notFoundPage = (message = 'This page does not exist. Check the link you were given.', merchant?: string): Page => messagePage(404, 'Not found', message, merchant);
+export const notFoundPage = (message = 'This page does not exist. Check the link you were given.', merchant?: PageMerchant): Page => messagePage(404, 'Not found', message, merchant);
 
 const waitText = (seconds: number) => (seconds > 90 ? `about ${Math.ceil(seconds / 60)} minutes` : `${seconds} seconds`);
 
@@ -97,7 +139,7 @@ const waitText = (seconds: number) => (seconds > 90 ? `about ${Math.ceil(seconds
  * A 429 (too many requests from this client) or 503 (no exact amount free, database unreachable)
  * as a page a buyer understands, keeping the status and Retry-After; undefined for other errors.
  */
-export function retryLaterPage(err: unknown, merchant?: string): Page | undefined {
+export function retryLaterPage(err: unknown, merchant?: PageMerchant): Page | undefined {
   const { error } = toAppError(err);
   if (statusOf(error) !== 429 && statusOf(error) !== 503) return undefined;
   const retryAfter = error.options.headers?.['Retry-After'] ?? '30';
@@ -115,7 +157,7 @@ export function retryLaterPage(err: unknown, merchant?: string): Page | undefine
  * the merchant's name when the route knows it.
  */
 export function pageFailure(logger: Logger, title = 'Cannot open this checkout') {
-  return (req: Request, res: Response, err: unknown, merchant?: string): void => {
+  return (req: Request, res: Response, err: unknown, merchant?: PageMerchant): void => {
     const retry = retryLaterPage(err, merchant);
     if (retry) {
       (req.log ?? logger).warn({ err }, 'hosted page unavailable');

@@ -9,7 +9,7 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
-import { escapeHtml, layout, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page } from '../pages/page.js';
+import { escapeHtml, layout, merchantName, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
 import type { PortalSession } from './portal.repository.js';
 import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
@@ -74,7 +74,7 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
   const fail = pageFailure(logger, 'Cannot open your account');
   const cookieAttributes = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: options.secureCookie, path: '/portal', maxAge: maxAgeMs });
 
-  const signedOut = (merchant?: string): Page => ({
+  const signedOut = (merchant?: PageMerchant): Page => ({
     status: 401,
     html: layout(
       'Sign in to your account',
@@ -84,14 +84,14 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
   });
 
   /** The session of this request, or a signed-out page sent. */
-  async function sessionOf(req: Request, res: Response): Promise<{ session: PortalSession; token: string; merchant: string | undefined } | undefined> {
+  async function sessionOf(req: Request, res: Response): Promise<{ session: PortalSession; token: string; merchant: PageMerchant | undefined } | undefined> {
     const token = cookieToken(req);
     const session = await portal.authenticate(token);
     if (!session || !token) {
       sendPage(res, signedOut());
       return undefined;
     }
-    return { session, token, merchant: await merchants.displayNameOf(session.orgId) };
+    return { session, token, merchant: await pageMerchantOf(merchants, session.orgId) };
   }
 
   /** A POST of a signed-in form: the session, after its form token was checked. */
@@ -105,10 +105,10 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
     return found;
   }
 
-  async function overviewPage(session: PortalSession, token: string, merchant: string | undefined, notice?: string): Promise<Page> {
+  async function overviewPage(session: PortalSession, token: string, merchant: PageMerchant | undefined, notice?: string): Promise<Page> {
     const { customer, orders, subscriptions, products } = await portal.overview(session);
     const csrf = portal.csrfToken(token);
-    const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : '';
+    const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
     const ords = orders.length ? `<ul class="items">${orders.map(orderItem).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
     const prods = products.length ? `<ul class="items">${products.map((p) => `<li class="item" data-testid="product">${escapeHtml(p.productName)} <span class="muted">(${p.type === 'SUBSCRIPTION' ? 'subscription' : 'purchased'})</span></li>`).join('')}</ul>` : '<p class="muted">None right now.</p>';
@@ -139,7 +139,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
       const found = await sessionOf(req, res);
       if (!found) return;
       const order = await portal.order(found.session, req.params.token);
-      const merchant = found.merchant ?? 'the merchant';
+      const merchant = merchantName(found.merchant) ?? 'the merchant';
       const refunded = order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '';
       sendPage(res, {
         status: 200,
@@ -228,7 +228,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
 
   // ---- entry ----
 
-  const linkGone = (merchant?: string, orgId?: string): Page => ({
+  const linkGone = (merchant?: PageMerchant, orgId?: string): Page => ({
     status: 410,
     html: layout(
       'Link expired',
@@ -244,12 +244,12 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
     try {
       const session = await portal.findEnterable(req.params.token);
       if (!session) return sendPage(res, linkGone());
-      const merchant = await merchants.displayNameOf(session.orgId);
+      const merchant = await pageMerchantOf(merchants, session.orgId);
       sendPage(res, {
         status: 200,
         html: layout(
           'Open your account',
-          `<h1>Your account with ${escapeHtml(merchant ?? 'this merchant')}</h1><p class="muted">Your orders, receipts and subscriptions.</p>
+          `<h1>Your account with ${escapeHtml(merchantName(merchant) ?? 'this merchant')}</h1><p class="muted">Your orders, receipts and subscriptions.</p>
 <form method="post" action="/portal/enter/${escapeHtml(req.params.token)}"><button type="submit" data-testid="enter">Continue to your account</button></form>`,
           { merchant },
         ),
@@ -270,7 +270,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
     }
   });
 
-  const signInPage = (orgId: string, merchant: string | undefined, status = 200, notice?: string): Page => ({
+  const signInPage = (orgId: string, merchant: PageMerchant | undefined, status = 200, notice?: string): Page => ({
     status,
     html: layout(
       'Sign in to your account',
@@ -278,7 +278,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
         portal.canEmailLinks
           ? `${notice ? `<div class="ok" role="status" data-testid="status">${escapeHtml(notice)}</div>` : `<p class="muted">Enter the e-mail address you paid with. We will send you a link that opens your account.</p>`}
 <form method="post" action="/portal/o/${escapeHtml(orgId)}"><label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255"><button type="submit" data-testid="send-link">E-mail me a link</button></form>`
-          : `<div class="muted" data-testid="status">Ask ${escapeHtml(merchant ?? 'the merchant')} for a link to your account, or use the link on your receipt page.</div>`
+          : `<div class="muted" data-testid="status">Ask ${escapeHtml(merchantName(merchant) ?? 'the merchant')} for a link to your account, or use the link on your receipt page.</div>`
       }`,
       { merchant },
     ),
@@ -286,7 +286,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
 
   router.get('/portal/o/:token', async (req, res) => {
     try {
-      const merchant = await merchants.displayNameOf(req.params.token);
+      const merchant = await pageMerchantOf(merchants, req.params.token);
       if (merchant === undefined) return sendPage(res, notFoundPage());
       sendPage(res, signInPage(req.params.token, merchant));
     } catch (err) {
@@ -297,14 +297,14 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
   router.post('/portal/o/:token', hostedForm({ limit: '2kb', parameterLimit: 3 }), async (req, res) => {
     try {
       const orgId = req.params.token;
-      const merchant = await merchants.displayNameOf(orgId);
+      const merchant = await pageMerchantOf(merchants, orgId);
       if (merchant === undefined) return sendPage(res, notFoundPage());
       if (!portal.canEmailLinks) return sendPage(res, signInPage(orgId, merchant));
       const email = ((req.body as Record<string, string | undefined>).email ?? '').trim();
       if (!EMAIL.test(email) || email.length > 255) return sendPage(res, signInPage(orgId, merchant, 400, 'Enter the e-mail address you paid with.'));
       await portal.requestSignInLink(orgId, email);
       // The same answer whether or not the address bought anything here.
-      sendPage(res, signInPage(orgId, merchant, 200, `If ${email} has purchases with ${merchant}, a link to your account is on its way. It works once, for 30 minutes.`));
+      sendPage(res, signInPage(orgId, merchant, 200, `If ${email} has purchases with ${merchantName(merchant)}, a link to your account is on its way. It works once, for 30 minutes.`));
     } catch (err) {
       fail(req, res, err);
     }

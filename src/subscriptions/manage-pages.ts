@@ -10,7 +10,7 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
-import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames } from '../pages/page.js';
+import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames, type PageMerchant } from '../pages/page.js';
 import type { SubscriptionService } from './subscription.service.js';
 
 const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
@@ -71,7 +71,7 @@ ${options.notice ? `<div class="ok" role="status">${escapeHtml(options.notice)}<
 }
 
 /** The confirmation step of a cancellation: what ends when, and a way back that changes nothing. */
-export function cancelConfirmation(s: Subscription, merchant: string | undefined, form: { action: string; back: string; hidden?: string }): string {
+export function cancelConfirmation(s: Subscription, merchant: PageMerchant | undefined, form: { action: string; back: string; hidden?: string }): string {
   return layout(
     `Cancel ${s.productName}?`,
     `<h1>Cancel ${escapeHtml(s.productName)}?</h1><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
