@@ -846,7 +846,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -933,7 +933,7 @@ export interface operations {
             /** @description The invite is spent and the member signed in. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1054,7 +1054,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1208,7 +1208,7 @@ export interface operations {
             /** @description The new session. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };

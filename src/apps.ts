@@ -19,6 +19,7 @@ import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
 import { refuseCrossSiteForms } from './pages/cross-site.js';
 import { registerDocsRoutes } from './docs/docs.js';
+import { registerConsoleRoutes } from './console/serve.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
@@ -121,6 +122,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       subscriptions.pages(router);
       portal.pages(router);
       cryptoPayments.pages(router);
+      registerConsoleRoutes(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant', 'console'],

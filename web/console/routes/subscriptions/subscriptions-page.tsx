@@ -1,0 +1,10 @@
+import { PageHeader } from '../../components/ui';
+
+export function SubscriptionsPage() {
+  return (
+    <>
+      <PageHeader title="Subscriptions" />
+      <p>Coming in this version.</p>
+    </>
+  );
+}
