@@ -36,7 +36,8 @@ const NOT_BUILT =
 export function registerConsoleRoutes(router: Router, options: { distDir?: string } = {}): void {
   const distDir = options.distDir ?? CONSOLE_DIST_DIR;
   const assetsDir = path.join(distDir, 'assets');
-  router.get('/console', (_req, res) => res.redirect(301, '/console/'));
+  // Express matches '/console' for '/console/' too (non-strict routing): only the bare path redirects.
+  router.get('/console', (req, res, next) => (req.originalUrl.split('?')[0] === '/console' ? res.redirect(301, '/console/') : next()));
   router.get('/console/assets/:file', async (req: Request, res: Response, next: NextFunction) => {
     const file = String(req.params.file);
     const type = CONTENT_TYPES[path.extname(file)];

@@ -103,6 +103,7 @@ export async function startConsoleHarness(options: { env?: Record<string, string
 
   const check = async (page: Page, name: string) => {
     const original = page.viewportSize() ?? DESKTOP;
+    try {
     for (const [label, size] of [['desktop', DESKTOP], ['390', PHONE]] as const) {
       await page.setViewportSize(size);
       // uPlot and the layout settle on the resize before the measurements.
@@ -112,7 +113,9 @@ export async function startConsoleHarness(options: { env?: Record<string, string
       expect(overflow, `${name} at ${label}: horizontal overflow`).toBeLessThanOrEqual(0);
       await page.screenshot({ path: `${CONSOLE_SCREENSHOTS}/${name}-${label}.png`, fullPage: true });
     }
-    await page.setViewportSize(original);
+    } finally {
+      await page.setViewportSize(original);
+    }
   };
 
   return {
@@ -138,4 +141,57 @@ export async function startConsoleHarness(options: { env?: Record<string, string
     // Exposed for tests that need a signed-out page.
     ...({ newPage } as object),
   } as ConsoleHarness & { newPage: typeof newPage };
+}
+
+let seq = 0;
+const seedId = (prefix: string) => `${prefix}_console${String(++seq).padStart(17, '0')}`;
+
+export interface SeededCommerce {
+  customers: Array<{ id: string; email: string }>;
+  cardOrderId: string;
+  cryptoOrderId: string;
+  subscriptionId: string;
+  orderIds: string[];
+}
+
+/**
+ * Rows for the list and detail pages, written straight into the tables (as the commerce-metrics
+ * test does): `orders` orders over the last days (one card order with a Stripe payment id, one
+ * crypto order with a transaction on Base), three customers, one subscription with its order.
+ */
+export async function seedCommerce(ctx: TestContext, orgId: string, orders = 30): Promise<SeededCommerce> {
+  const db = ctx.testDb.database.db;
+  const now = ctx.clock.now().getTime();
+  const customers = [0, 1, 2].map((i) => ({ id: seedId('CUS'), email: `buyer${i}@console.test` }));
+  await db('customers').insert(customers.map((c, i) => ({ id: c.id, org_id: orgId, email: c.email, created_at: new Date(now - i * 3_600_000) })));
+  const orderIds: string[] = [];
+  const rows: object[] = [];
+  for (let i = 0; i < orders; i++) {
+    const customer = customers[i % 3]!;
+    const id = seedId('ORD');
+    orderIds.push(id);
+    const created = new Date(now - i * 5 * 3_600_000);
+    const crypto = i === 1;
+    rows.push({
+      id, org_id: orgId, status: i % 7 === 3 ? 'FAILED' : 'PAID', provider: crypto ? 'CRYPTO' : 'STRIPE',
+      amount_cents: crypto ? 25_000_000 : 1000 + i * 100, amount_refunded_cents: 0, currency: crypto ? 'USDC' : 'USD',
+      customer_id: customer.id, customer_email: customer.email, product_name: i % 2 ? 'Pro plan' : 'Conference ticket',
+      merchant_reference: `invoice-${1000 + i}`, created_at: created, updated_at: new Date(created.getTime() + 60_000),
+      ...(crypto
+        ? { chain: 'eip155:8453', from_address: '0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984', tx_hash: `0x${'4e3a'.repeat(16)}` }
+        : { processor_payment_id: `pi_console${i}` }),
+    });
+  }
+  await db('orders').insert(rows);
+  const subscriptionId = seedId('SUB');
+  const start = new Date(now - 86_400_000);
+  await db('subscriptions').insert({
+    id: subscriptionId, org_id: orgId, status: 'ACTIVE', provider: 'STRIPE', customer_id: customers[0]!.id, customer_email: customers[0]!.email,
+    product_name: 'Pro plan', amount_cents: 2900, currency: 'USD', billing_interval: 'MONTH', billing_interval_count: 1,
+    current_period_start: start, current_period_end: new Date(start.getTime() + 30 * 86_400_000), billing_anchor: start,
+    next_action_at: new Date(start.getTime() + 30 * 86_400_000), initial_order_id: orderIds[0], latest_order_id: orderIds[0],
+    checkout_session_id: seedId('CS'), payment_method: 'pm', manage_token: seedId('mt'), created_at: start, updated_at: start,
+  });
+  await db('orders').where({ id: orderIds[0] }).update({ subscription_id: subscriptionId, billing_period: 0 });
+  return { customers, cardOrderId: orderIds[0]!, cryptoOrderId: orderIds[1]!, subscriptionId, orderIds };
 }

@@ -13,6 +13,10 @@ import { SignInPage } from './routes/sign-in/sign-in-page';
 import { SignInLinkPage } from './routes/sign-in/sign-in-link-page';
 import { HomePage } from './routes/home/home-page';
 import { OrdersPage } from './routes/orders/orders-page';
+import { OrderDetailPage } from './routes/orders/order-detail-page';
+import { SubscriptionDetailPage } from './routes/subscriptions/subscription-detail-page';
+import { CustomerDetailPage } from './routes/customers/customer-detail-page';
+import { LinkPasswordPage } from './routes/sign-in/link-password-page';
 import { SubscriptionsPage } from './routes/subscriptions/subscriptions-page';
 import { CustomersPage } from './routes/customers/customers-page';
 import { CatalogPage } from './routes/catalog/catalog-page';
@@ -23,7 +27,7 @@ import { TelemetryPage } from './routes/telemetry/telemetry-page';
 import { NotFoundPage } from './routes/not-found';
 
 /** Pages a signed-out visitor may see. */
-const PUBLIC_PATHS = ['/console/sign-in', '/console/sign-in-link'];
+const PUBLIC_PATHS = ['/console/sign-in', '/console/sign-in-link', '/console/accept-invite', '/console/reset-password'];
 
 function SignedIn() {
   return (
@@ -31,11 +35,11 @@ function SignedIn() {
       <Router>
         <Route path="/console/" component={HomePage} />
         <Route path="/console/orders" component={OrdersPage} />
-        <Route path="/console/orders/:id" component={OrdersPage} />
+        <Route path="/console/orders/:id" component={OrderDetailPage} />
         <Route path="/console/subscriptions" component={SubscriptionsPage} />
-        <Route path="/console/subscriptions/:id" component={SubscriptionsPage} />
+        <Route path="/console/subscriptions/:id" component={SubscriptionDetailPage} />
         <Route path="/console/customers" component={CustomersPage} />
-        <Route path="/console/customers/:id" component={CustomersPage} />
+        <Route path="/console/customers/:id" component={CustomerDetailPage} />
         <Route path="/console/catalog/:rest*" component={CatalogPage} />
         <Route path="/console/developers/:rest*" component={DevelopersPage} />
         <Route path="/console/agents/:rest*" component={AgentsPage} />
@@ -56,6 +60,8 @@ function Gate() {
     if (!loading && session && path === '/console/sign-in') route('/console/', true);
   }, [loading, session, isPublic, path, url, route]);
   if (path === '/console/sign-in-link') return <SignInLinkPage />;
+  if (path === '/console/accept-invite') return <LinkPasswordPage kind="invite" />;
+  if (path === '/console/reset-password') return <LinkPasswordPage kind="reset" />;
   if (loading) return <Loading label="Loading the console…" />;
   if (!session) return <SignInPage />;
   return <SignedIn />;

@@ -30,7 +30,7 @@ export function HomePage() {
   const todayMetrics = useCommerceMetrics({ start: addDays(today, -1), end: today, interval: 'day', timeZone });
   const series = useCommerceMetrics({ ...range, timeZone });
   const figure = FIGURES.find((f) => f.key === query.figure) ?? FIGURES[0]!;
-  const starts = useMemo(() => series.data?.buckets.map((b) => Date.parse(b.start) / 1000) ?? [], [series.data]);
+  const labels = useMemo(() => series.data?.buckets.map((b) => b.date) ?? [], [series.data]);
   return (
     <>
       <PageHeader title="Home" />
@@ -93,7 +93,7 @@ export function HomePage() {
               <h3>
                 {figure.label} · {currency.currency}
               </h3>
-              <SeriesChart title={`${figure.label} in ${currency.currency}`} labels={series.data!.buckets.map((b) => b.date)} starts={starts} values={values} currency={figure.money ? currency.currency : undefined} />
+              <SeriesChart title={`${figure.label} in ${currency.currency}`} labels={labels} values={values} currency={figure.money ? currency.currency : undefined} />
               <details>
                 <summary>Table</summary>
                 <table>
