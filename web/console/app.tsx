@@ -62,6 +62,9 @@ function Gate() {
   if (path === '/console/sign-in-link') return <SignInLinkPage />;
   if (path === '/console/accept-invite') return <LinkPasswordPage kind="invite" />;
   if (path === '/console/reset-password') return <LinkPasswordPage kind="reset" />;
+  // While the session loads, the page renders and asks for its data at once (one round trip
+  // instead of two); a visitor without a session is sent to sign-in when the answer comes.
+  if (loading && !isPublic) return <SignedIn />;
   if (loading) return <Loading label="Loading the console…" />;
   if (!session) return <SignInPage />;
   return <SignedIn />;

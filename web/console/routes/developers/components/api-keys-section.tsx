@@ -12,7 +12,7 @@ import { consoleTimeZone } from '../../../shared/time-zone';
 import { KEY_PERMISSIONS, createApiKey, revokeApiKey, useApiKeys, type KeyPermission } from '../use-developers';
 
 export function ApiKeysSection() {
-  const { can } = useSession();
+  const { can, session } = useSession();
   const keys = useApiKeys();
   const [name, setName] = useState('');
   const [permissions, setPermissions] = useState<KeyPermission[]>([]);
@@ -29,6 +29,7 @@ export function ApiKeysSection() {
       keys.reload();
     }
   };
+  if (!session) return <Loading />;
   if (!can('api_keys:manage')) return <p>Your role cannot manage API keys.</p>;
   return (
     <section aria-labelledby="keys-title">
