@@ -339,6 +339,339 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/products": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's products
+         * @description The organization's products newest first (`createdAt` descending, ties by id), in every
+         *     state unless `status` is given (`ARCHIVED` lists the archive). `search` is a
+         *     case-insensitive substring of the name, matched literally. Any member may read the
+         *     catalog; changing it needs `catalog:write`.
+         */
+        get: operations["listConsoleProducts"];
+        put?: never;
+        /**
+         * Create a product
+         * @description Creates a product in the organization (the same rules as the admin API's
+         *     `POST /v1/orgs/{id}/products`): `name` and `description` are trimmed; `status` defaults to
+         *     `PUBLISHED` (`DRAFT` keeps it out of the merchant API's default list). Recorded in the
+         *     audit log as `product.create`.
+         */
+        post: operations["createConsoleProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/products/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Edit a product
+         * @description Changes the name, the description (`null` removes it) or the state. Any state may follow
+         *     any other, so an archived product can be published again. Checkout sessions already
+         *     created keep their purchase snapshot. Another organization's product is `404`, like a
+         *     missing one. Recorded as `product.update` (with the names of the fields changed).
+         */
+        patch: operations["updateConsoleProduct"];
+        trace?: never;
+    };
+    "/v1/console/products/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archive a product
+         * @description Sets the product's state to `ARCHIVED`: it leaves the merchant API's default list, its
+         *     payment links stop selling and no price can be added. Reversible with
+         *     `PATCH /v1/console/products/{id}` (`status: PUBLISHED`). Archiving an archived product
+         *     changes nothing. Recorded as `product.archive`.
+         */
+        post: operations["archiveConsoleProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/products/{id}/prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a product's prices
+         * @description Every price of the product, inactive ones included, newest first. Another organization's product is `404`.
+         */
+        get: operations["listConsoleProductPrices"];
+        put?: never;
+        /**
+         * Add a price to a product
+         * @description The same rules as the admin API's `POST /v1/products/{id}/prices` (see `PriceCreate`):
+         *     a card (`STRIPE`) price needs an ISO 4217 currency (`USDC`/`USDT` need `provider:
+         *     CRYPTO`); with `flexibleAmount`, `minAmount` ≤ `amount` ≤ `maxAmount`; amounts within the
+         *     rail's bounds (`400 VALIDATION_ERROR` naming the field). An archived product is
+         *     `409 CONFLICT`; another organization's product `404`. Prices cannot be edited (orders
+         *     and subscriptions point at them): deactivate and add a new one. Recorded as `price.create`.
+         */
+        post: operations["createConsolePrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/prices/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a price
+         * @description Final: the price is never sold again and its payment links stop with it; orders and
+         *     subscriptions already made on it are untouched. Deactivating an inactive price changes
+         *     nothing. Another organization's price is `404`. Recorded as `price.deactivate`.
+         */
+        post: operations["deactivateConsolePrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's payment links
+         * @description Payment links newest first (`createdAt` descending, ties by id), each with its buyer URL
+         *     and what it sells (product name, price amount and currency), so a list needs no other
+         *     request. Filter by `productId`, `pricingId` or `active`. An id of another organization
+         *     simply matches nothing.
+         */
+        get: operations["listConsolePaymentLinks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/prices/{id}/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a payment link for a price
+         * @description A reusable buyer URL (`paymentLinkUrl`, `{base_url}/pay/<32 random characters>`) for the
+         *     price; `name` defaults to the price's `pricingName`. An inactive price or an archived
+         *     product is `409 CONFLICT`; a price whose amount is outside its rail's bounds `400`;
+         *     another organization's price `404`. Recorded as `payment_link.create`.
+         */
+        post: operations["createConsolePaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/payment-links/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a payment link
+         * @description The link's URL stops selling (the buyer sees that it is no longer available). Deactivating
+         *     an inactive link changes nothing. Another organization's link is `404`. Recorded as
+         *     `payment_link.deactivate`.
+         */
+        post: operations["deactivateConsolePaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/orders/{id}/refund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund an order, fully or partly
+         * @description The admin API's refund (`POST /v1/orders/{id}/refund`, one service and one refund flow),
+         *     for an order of the session's organization (another organization's order is `404`).
+         *     Without `amount` the whole refundable remainder is refunded; a partial refund leaves the
+         *     order `PAID` with a higher `amountRefundedCents`, the last one makes it `REFUNDED`. Only
+         *     `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the remainder
+         *     is `400`. `reason` is recorded with the refund and passed to Stripe. An order paid through
+         *     Stripe is refunded there first: `503` when Stripe cannot be reached (nothing recorded;
+         *     retry with the same key), `409` when Stripe refuses. Each refund sends `order.refunded`
+         *     and is listed by the merchant API's `GET /v1/orders/{id}/refunds`.
+         *
+         *     **Idempotency** — `Idempotency-Key` is required (the console makes one per refund form).
+         *     Keys are scoped to the organization and kept 24 hours. The same key with the same order,
+         *     amount and reason answers `200` with the order as it is now and `Idempotent-Replayed:
+         *     true`, refunding nothing more (a double click or a retry never refunds twice); the same
+         *     key with other parameters is `409 IDEMPOTENCY_KEY_REUSED`. A refund that failed keeps no
+         *     key. Recorded in the audit log as `order.refund`.
+         */
+        post: operations["refundConsoleOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a subscription at period end or at once
+         * @description The admin API's cancellation (one service), for a subscription of the session's
+         *     organization (another organization's is `404`). `atPeriodEnd: true` (default) keeps it
+         *     `ACTIVE` until `currentPeriodEnd` and then ends it (`cancelAtPeriodEnd: true`; asking
+         *     again changes nothing); only an `ACTIVE` subscription can be scheduled. `atPeriodEnd:
+         *     false` ends an `ACTIVE` or `PAUSED` subscription now (`CANCELED`, `subscription.ended`).
+         *     Other states are `409`. A subscription Stripe bills is changed in Stripe first (`503`
+         *     when Stripe cannot be reached; nothing changed). Recorded as `subscription.cancel`.
+         */
+        post: operations["cancelConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a subscription
+         * @description `ACTIVE` → `PAUSED`: no renewal is attempted while paused (the paid period runs out
+         *     normally; on Stripe, invoices made during the pause are voided). Pausing a paused
+         *     subscription changes nothing; other states are `409`; another organization's
+         *     subscription `404`; Stripe unreachable `503`. Sends `subscription.updated`. Recorded as
+         *     `subscription.pause`.
+         */
+        post: operations["pauseConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused subscription
+         * @description `PAUSED` → `ACTIVE`; when the paid period lapsed during the pause, the next period starts
+         *     (and is charged) now. Resuming an active subscription changes nothing; other states are
+         *     `409`; another organization's subscription `404`; Stripe unreachable `503`. Recorded as
+         *     `subscription.resume`.
+         */
+        post: operations["resumeConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -560,6 +893,45 @@ export interface components {
             message: string;
             data: components["schemas"]["Invite"][];
         };
+        /** @description A payment link with what it sells, for lists that need no second request. */
+        ConsolePaymentLink: {
+            paymentLinkId: string;
+            /** @description `{base_url}/pay/<token>`, the buyer URL (the token is 32 random base62 characters). */
+            paymentLinkUrl: string;
+            orgId: components["schemas"]["OrgId"];
+            pricingId: string;
+            productId: string;
+            name: string;
+            /** @description False once the link or its price was deactivated. */
+            isActive: boolean;
+            productName: string;
+            /** @description The price's amount in minor units (the suggested amount of a flexible price). */
+            amount: number;
+            currency: string;
+            /** @enum {string} */
+            pricingType: "ONE_TIME" | "SUBSCRIPTION";
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ConsolePaymentLinkResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsolePaymentLink"];
+        };
+        ConsolePaymentLinkPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["ConsolePaymentLink"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -610,6 +982,209 @@ export interface components {
         };
         /** @example AKI_7hT2nVq9ZsXw4LkP0mBcRdEf */
         ApiKeyId: string;
+        /** @enum {string} */
+        ProductStatus: "PUBLISHED" | "DRAFT" | "ARCHIVED";
+        /** @example PRD_A5lXBCErn0qrd9xntgI5uTUP */
+        ProductId: string;
+        Product: {
+            productId: components["schemas"]["ProductId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            description: string | null;
+            status: components["schemas"]["ProductStatus"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ProductPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Product"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
+        ProductCreate: {
+            /** @description Trimmed; 1-255 characters. */
+            name: string;
+            /** @description Trimmed. */
+            description?: string;
+            /**
+             * @description Initial state (a product is not created archived).
+             * @default PUBLISHED
+             * @enum {string}
+             */
+            status?: "PUBLISHED" | "DRAFT";
+        };
+        ProductResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Product"];
+        };
+        ProductUpdate: {
+            name?: string;
+            /** @description New description; `null` removes it. */
+            description?: string | null;
+            status?: components["schemas"]["ProductStatus"];
+        };
+        /** @example PRC_oIINlc0GLR6H44FplH00jomK */
+        PricingId: string;
+        /** @description Amount in the currency's smallest unit (USD cents; USDC/USDT 1 token = 1000000). */
+        MinorUnits: number;
+        /** @enum {string} */
+        PricingType: "ONE_TIME" | "SUBSCRIPTION";
+        /** @enum {string} */
+        BillingInterval: "DAY" | "MONTH" | "YEAR";
+        /**
+         * @description The rail. `STRIPE` is card checkout (the card processor's wire value); `CRYPTO` is crypto checkout.
+         * @enum {string}
+         */
+        PriceProvider: "STRIPE" | "CRYPTO";
+        Price: {
+            pricingId: components["schemas"]["PricingId"];
+            orgId: components["schemas"]["OrgId"];
+            productId: components["schemas"]["ProductId"];
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["MinorUnits"];
+            currency: string;
+            pricingType: components["schemas"]["PricingType"];
+            /** @description Null for `ONE_TIME`. */
+            billingInterval: components["schemas"]["BillingInterval"] | null;
+            /** @description 1 for `ONE_TIME`. */
+            billingIntervalCount: number;
+            pricingName: string;
+            flexibleAmount: boolean;
+            minAmount: number | null;
+            maxAmount: number | null;
+            provider: components["schemas"]["PriceProvider"];
+            /** @description False once deactivated; checkout refuses inactive prices. */
+            active: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        PriceListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"][];
+        };
+        /**
+         * @description Amount of a new price in the currency's smallest unit, within the rail's bounds (checked by
+         *     the server): `STRIPE` 1-99999999, `CRYPTO` 1-999999999999 (the schema's maximum is the
+         *     crypto one).
+         */
+        PriceAmount: number;
+        /**
+         * @description A price of the product. Defaults: `pricingType` `ONE_TIME`, `billingIntervalCount` 1,
+         *     `provider` `STRIPE` (card), `flexibleAmount` false, `pricingName` the product's name.
+         *     * `currency`: uppercase code. `STRIPE` takes an ISO 4217 fiat currency (`USD`, `EUR`, …);
+         *       `CRYPTO` takes `USDC` or `USDT` and `ONE_TIME` pricing only.
+         *     * `SUBSCRIPTION` requires `billingInterval` (with `billingIntervalCount` 1-365, default 1);
+         *       `ONE_TIME` forbids both.
+         *     * `flexibleAmount: true` lets the buyer choose the amount (`ONE_TIME` only): `amount` is the
+         *       suggested amount, `minAmount` and `maxAmount` are optional bounds with
+         *       `minAmount` ≤ `amount` ≤ `maxAmount`. Without it, `minAmount`/`maxAmount` are refused.
+         *     * `amount`, `minAmount` and `maxAmount` lie within the rail's bounds for one payment:
+         *       `STRIPE` 1-99999999 minor units (Stripe's eight digits: 999,999.99 USD), `CRYPTO`
+         *       1-999999999999 (999,999.999999 USDC/USDT); outside them `400` naming the field. These
+         *       keep every order's display amount exact (see the merchant API, decision 17).
+         */
+        PriceCreate: {
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["PriceAmount"];
+            /** @description Uppercase ISO 4217 code (`USD`) for `STRIPE`; `USDC` or `USDT` for `CRYPTO`. */
+            currency: string;
+            /** @default ONE_TIME */
+            pricingType?: components["schemas"]["PricingType"];
+            billingInterval?: components["schemas"]["BillingInterval"];
+            /**
+             * @description Intervals per billing period (`SUBSCRIPTION` only).
+             * @default 1
+             */
+            billingIntervalCount?: number;
+            /** @description Defaults to the product name. */
+            pricingName?: string;
+            /** @default false */
+            flexibleAmount?: boolean;
+            minAmount?: components["schemas"]["PriceAmount"];
+            maxAmount?: components["schemas"]["PriceAmount"];
+            /** @default STRIPE */
+            provider?: components["schemas"]["PriceProvider"];
+        } & (unknown & unknown & unknown);
+        PriceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"];
+        };
+        PaymentLinkCreate: {
+            /** @description Defaults to the price's `pricingName`. */
+            name?: string;
+        };
+        OrderRefund: {
+            /** @description Minor units to refund; default the whole refundable remainder. */
+            amount?: number;
+            /**
+             * @description Why the refund is made (Stripe's `reason`, passed to Stripe); recorded with the refund.
+             * @enum {string}
+             */
+            reason?: "requested_by_customer" | "duplicate" | "fraudulent";
+        };
+        AdminOrder: {
+            orderId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+            amountCents: number;
+            amountRefundedCents: number;
+            currency: string;
+            /**
+             * @description The payment the refund was made on, as in the merchant API's Order: the Stripe
+             *     PaymentIntent (`pi_…`) on Stripe, where the refund shows in the Stripe Dashboard; the
+             *     sandbox payment (`sbx_pay_…`) on the sandbox; null on CRYPTO.
+             */
+            providerPaymentId: string | null;
+            /**
+             * @description The payment's status as the processor last reported it (merchant API, Order); a refund leaves it `succeeded`.
+             * @example succeeded
+             */
+            providerStatus: string | null;
+        };
+        AdminOrderResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminOrder"];
+        };
+        SubscriptionCancel: {
+            /**
+             * @description true (default) ends the subscription at the period end; false cancels it now.
+             * @default true
+             */
+            atPeriodEnd?: boolean;
+        };
+        AdminSubscription: {
+            subscriptionId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "ACTIVE" | "CANCELED" | "PAUSED" | "EXPIRED" | "ENDED";
+            cancelAtPeriodEnd: boolean;
+            currentPeriodEnd: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            canceledAt: string | null;
+            /** Format: date-time */
+            endedAt: string | null;
+        };
+        AdminSubscriptionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminSubscription"];
+        };
     };
     responses: {
         /**
@@ -1789,6 +2364,771 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleProducts: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /** @description Case-insensitive substring of the product name. */
+                search?: string;
+                /** @description Only products in this state (default every state). */
+                status?: components["schemas"]["ProductStatus"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of products. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "name": "Pro plan",
+                     *             "description": "Everything in Basic, plus priority support.",
+                     *             "status": "PUBLISHED",
+                     *             "createdAt": "2026-11-22T09:30:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan",
+                 *       "description": "Everything in Basic, plus priority support."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductCreate"];
+            };
+        };
+        responses: {
+            /** @description The new product. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product created",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan",
+                     *         "description": "Everything in Basic, plus priority support.",
+                     *         "status": "PUBLISHED",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan (2027)",
+                 *       "status": "DRAFT"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductUpdate"];
+            };
+        };
+        responses: {
+            /** @description The product after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product updated",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan (2027)",
+                     *         "description": "Everything in Basic, plus priority support.",
+                     *         "status": "DRAFT",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    archiveConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived product. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product archived",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan",
+                     *         "description": null,
+                     *         "status": "ARCHIVED",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleProductPrices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product's prices. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *           "amount": 1500,
+                     *           "currency": "USD",
+                     *           "pricingType": "SUBSCRIPTION",
+                     *           "billingInterval": "MONTH",
+                     *           "billingIntervalCount": 1,
+                     *           "pricingName": "Pro monthly",
+                     *           "flexibleAmount": false,
+                     *           "minAmount": null,
+                     *           "maxAmount": null,
+                     *           "provider": "STRIPE",
+                     *           "active": true,
+                     *           "createdAt": "2026-11-22T09:30:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsolePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PriceCreate"];
+            };
+        };
+        responses: {
+            /** @description The new price. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price created",
+                     *       "data": {
+                     *         "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Pro monthly",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": true,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deactivateConsolePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated price. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price deactivated",
+                     *       "data": {
+                     *         "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "ONE_TIME",
+                     *         "billingInterval": null,
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Pro plan",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsolePaymentLinks: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /** @description Only links selling a price of this product. */
+                productId?: string;
+                /** @description Only links of this price. */
+                pricingId?: string;
+                /** @description `true`: only links that are on; `false`: only deactivated ones (default both). */
+                active?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of payment links. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *             "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "name": "Pro monthly",
+                     *             "isActive": true,
+                     *             "productName": "Pro plan",
+                     *             "amount": 1500,
+                     *             "currency": "USD",
+                     *             "pricingType": "SUBSCRIPTION",
+                     *             "createdAt": "2026-11-22T09:30:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsolePaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro monthly"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PaymentLinkCreate"];
+            };
+        };
+        responses: {
+            /** @description The new payment link with its URL. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link created",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *         "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "name": "Pro monthly",
+                     *         "isActive": true,
+                     *         "productName": "Pro plan",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deactivateConsolePaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link deactivated",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *         "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "name": "Pro monthly",
+                     *         "isActive": false,
+                     *         "productName": "Pro plan",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    refundConsoleOrder: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1-255 characters, ASCII 0x21-0x7E; one per refund (a UUID is fine).
+                 * @example 3f0c9a5e-7b1d-4c2a-9e8f-5d6c7b8a9f01
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": 500,
+                 *       "reason": "requested_by_customer"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrderRefund"];
+            };
+        };
+        responses: {
+            /** @description The order after the refund (or, replayed, as it is now). */
+            200: {
+                headers: {
+                    /** @description `true` when this answer replays an earlier request with the same key; absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Order partially refunded",
+                     *       "data": {
+                     *         "orderId": "ORD_4mT8pQ2wXz6Lk1aBcDeFgHiJ",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAID",
+                     *         "amountCents": 2500,
+                     *         "amountRefundedCents": 500,
+                     *         "currency": "USD",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminOrderResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    cancelConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "atPeriodEnd": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionCancel"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription will end at the period end",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": true,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": "2026-11-30T10:00:00.000Z",
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pauseConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The paused subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription paused",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAUSED",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resumeConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resumed subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription resumed",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
