@@ -672,6 +672,530 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook delivery log
+         * @description The organization's deliveries (one per event and endpoint, plus redeliveries and test
+         *     events), newest first (`createdAt`, then `deliveryId`, descending), without their attempts
+         *     and payload (read one delivery for those). Filters combine (AND). Paging is by keyset:
+         *     pass a page's `nextCursor` as `starting_after` for the next, older page; a page costs the
+         *     same however deep it lies and never repeats or skips a delivery when new ones arrive.
+         *     History is kept for `WEBHOOK_RETENTION_DAYS` (default 30) once every delivery of an event
+         *     is final. Reading the log needs `webhooks:write` (owner, admin, developer): payloads hold
+         *     customers' e-mail addresses.
+         */
+        get: operations["listConsoleWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One webhook delivery with its payload and attempts
+         * @description The delivery, its endpoint (name and URL as they are now; `deleted` when it was deleted),
+         *     the exact JSON envelope every attempt sends (`payload`; the bytes are its compact JSON
+         *     form, signed per attempt), and every attempt oldest first: HTTP status (null when no
+         *     response arrived), duration, the first 2 KiB of the response body, and the error.
+         *     Another organization's delivery is `404`, like an unknown one.
+         */
+        get: operations["getConsoleWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery's event to its endpoint again
+         * @description Queues a **new** delivery of the same event to the same endpoint, with a fresh budget of
+         *     12 attempts (the worker sends it within a second or so). The `webhook-id` is the event's,
+         *     so a receiver that already processed the event recognises it. Works for any delivery
+         *     (failed, succeeded or pending). `409` when the endpoint was deleted or is disabled;
+         *     another organization's delivery is `404`. The same service as the operator's
+         *     `POST /v1/webhook-deliveries/{id}/redeliver`.
+         */
+        post: operations["redeliverConsoleWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to one endpoint
+         * @description Queues a `webhook.test` event (see the merchant document's `webhooks`) for this endpoint
+         *     only, whatever its event selection, signed and delivered like any event (same headers,
+         *     retries and attempt records): it checks the URL, TLS and the receiver's signature
+         *     verification end to end. Poll `GET /v1/console/webhook-deliveries/{id}` for its attempts.
+         *     `404` for an unknown, deleted or another organization's endpoint, `409` for a disabled one.
+         */
+        post: operations["sendConsoleTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The published webhook signing keys
+         * @description The Ed25519 keys that sign deliveries: the current key first, then retired keys still in
+         *     their grace period (still published and signing). The public document receivers fetch is
+         *     `GET {api_url}/v1/webhooks/signing-key`. The private halves never leave Kassa.
+         */
+        get: operations["listConsoleWebhookSigningKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the webhook signing key
+         * @description Makes a new Ed25519 key current at once; the previous key stays **published and signing**
+         *     for `graceSeconds` (default 7 days, at most 7 days here), so receivers holding either key
+         *     keep verifying while they refresh their copy. The same service as the operator's
+         *     `POST /v1/webhooks/signing-key/rotate`.
+         *
+         *     **One key signs for every organization of this Kassa** (each envelope names its
+         *     organization and endpoint; receivers check those), so a rotation here is seen by all of
+         *     them: harmless during the grace period, but every published key adds a signature to each
+         *     delivery. A member may therefore rotate only when the current key is at least 24 hours
+         *     old (`409` otherwise, naming when); the operator's admin API has no such wait (and a
+         *     grace period of up to 90 days). Two rotations racing: one wins, the other is `409`.
+         */
+        post: operations["rotateConsoleWebhookSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry projects
+         * @description Every project of the organization, oldest first (at most 100, not paginated).
+         */
+        get: operations["listConsoleTelemetryProjects"];
+        put?: never;
+        /**
+         * Create a telemetry project
+         * @description The same rules as the telemetry API's `createProject` and the operator's: the `slug` is
+         *     derived from `name` (unique in the organization: `-2`, `-3`, … on collision) and never
+         *     changes; sampling starts at 1 (every trace) and retention at 30 days; an organization
+         *     holds at most 100 projects (`409`). Send traces to it with a telemetry key
+         *     (`POST /v1/console/telemetry-keys`).
+         */
+        post: operations["createConsoleTelemetryProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a telemetry project with its trace counts
+         * @description The project and `stats`: stored traces by first ingestion time, `tracesToday` since 00:00
+         *     UTC and `tracesThisMonth` since the first of the month (sampled-out traces are not
+         *     counted). Another organization's project is `404`.
+         */
+        get: operations["getConsoleTelemetryProject"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a telemetry project and all its data
+         * @description **Irreversible.** Deletes the project with every trace, span and metric point. A project
+         *     with active (unrevoked) telemetry keys is `409`: revoke them first
+         *     (`POST /v1/console/telemetry-keys/{id}/revoke`).
+         */
+        delete: operations["deleteConsoleTelemetryProject"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a telemetry project
+         * @description Changes the fields sent; `description: null` clears it. Renaming keeps the `slug`. A new
+         *     `sampleRate` applies to traces ingested afterwards; a new `dataRetentionDays` from the next
+         *     retention run (within about a minute: stored data older than the period is then
+         *     **deleted**). The same service as the telemetry API's `updateProject`.
+         */
+        patch: operations["updateConsoleTelemetryProject"];
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry keys
+         * @description Every telemetry key of the organization (revoked ones too), newest first, optionally of
+         *     one project. The key itself is never shown again after its creation: `prefix` helps
+         *     recognise it. `lastUsedAt` is the start of the last rate-limit window (a minute by
+         *     default) in which the key authenticated a request; null when never used since it was
+         *     created (or since this was recorded).
+         */
+        get: operations["listConsoleTelemetryKeys"];
+        put?: never;
+        /**
+         * Create a telemetry key for a project
+         * @description Issues a telemetry key (`tk_…`) for one project of the organization and returns it
+         *     **once** (Kassa keeps only its SHA-256; the answer is `Cache-Control: no-store` and the
+         *     key is in no log or audit entry). Another organization's or an unknown project is `404`.
+         */
+        post: operations["createConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a telemetry key
+         * @description The key stops authenticating at once (`401` on the telemetry API). Revoking a revoked key
+         *     answers it unchanged. Another organization's or an unknown key is `404`.
+         */
+        post: operations["revokeConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agent wallets
+         * @description The organization's wallets (at most 5), oldest first. A wallet is one EVM account whose
+         *     key Kassa holds sealed; `chains` lists the chains this Kassa signs for, with the wallet's
+         *     address on each (the same address on every EVM chain).
+         */
+        get: operations["listConsoleAgentWallets"];
+        put?: never;
+        /**
+         * Create an agent wallet
+         * @description Generates the wallet's key (sealed at rest; never shown) and gives the wallet the
+         *     **default policy** "Default: USDC transfers up to 5 USDC": for each chain this Kassa signs
+         *     for, one rule that allows an EIP-712 `TransferWithAuthorization` (EIP-3009, what an x402
+         *     payment is) on that chain's USDC contract of at most 5 USDC (5000000 base units) per
+         *     signature. Everything else is denied: add policies to allow more, delete the default one
+         *     to allow less. An organization has at most 5 wallets (`409`). The same service as the
+         *     operator's `POST /v1/orgs/{id}/wallets`.
+         */
+        post: operations["createConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-wallets/{id}/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a wallet's policies
+         * @description The wallet's policies in evaluation order (oldest first). A signing request is allowed
+         *     when a rule of some policy allows it and none denies it; with no policy everything is
+         *     denied (the agent wallet document, tag Policies, describes rules and spend limits). A new
+         *     wallet starts with the default policy (see `POST /v1/console/agent-wallets`). Another
+         *     organization's wallet is `404`.
+         */
+        get: operations["listConsoleAgentWalletPolicies"];
+        put?: never;
+        /**
+         * Add a policy to a wallet
+         * @description Validates the rules and spend limits exactly as the operator's
+         *     `POST /v1/wallets/{id}/policies` does (`400` naming the rule) and adds the policy; it
+         *     applies to the next signing request. Another organization's wallet is `404`.
+         */
+        post: operations["createConsoleAgentWalletPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a wallet policy
+         * @description Removes the policy; it no longer applies from the next signing request. Deleting a
+         *     wallet's last allowing policy (the default one included) denies everything. Another
+         *     organization's or an unknown policy is `404`.
+         */
+        delete: operations["deleteConsoleAgentPolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agents
+         * @description Every agent (revoked ones too), oldest first, with its public key and assigned wallet.
+         */
+        get: operations["listConsoleAgents"];
+        put?: never;
+        /**
+         * Create an agent
+         * @description Registers an agent. Without `publicKey` Kassa generates a P-256 key pair and returns the
+         *     **Agent Wallet Key** (the private key and the wallet id, base64) **once** — the answer is
+         *     `Cache-Control: no-store`, and the key is in no log or audit entry; give it to the agent
+         *     (`KASSA_AGENT_WALLET_KEY`). With `publicKey` the agent keeps its own private key and
+         *     `agentWalletKey` is null. `walletId` (optional) assigns one of the organization's wallets
+         *     (another organization's is `404`); an already registered public key is `409`.
+         */
+        post: operations["createConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a wallet to an agent (or unassign)
+         * @description The agent signs with this wallet from its next request (`walletId: null` unassigns: it
+         *     then signs nothing). Another organization's agent or wallet is `404`; a revoked agent is
+         *     `409`.
+         */
+        post: operations["assignConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an agent
+         * @description The agent's key stops authenticating at once (`401` on the agent wallet API); its history
+         *     stays. Revoking a revoked agent answers it unchanged. Another organization's agent is `404`.
+         */
+        post: operations["revokeConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an agent's key
+         * @description Replaces the agent's key at once (the old key stops authenticating). Without `publicKey`
+         *     the new **Agent Wallet Key** is returned **once** (`Cache-Control: no-store`); with it,
+         *     `agentWalletKey` is null. A revoked agent or an already registered key is `409`; another
+         *     organization's agent is `404`.
+         */
+        post: operations["rotateConsoleAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-credit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's credit balance
+         * @description The organization-level credit pool (the sum of its credit ledger entries, granted by the
+         *     operator), in minor units and whole units of `unit`: what agents read with
+         *     `GET /v1/agent-wallet/credit-balance`. Not a wallet's on-chain balance.
+         */
+        get: operations["getConsoleAgentCredit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agents' signing history
+         * @description What the organization's agents asked their wallets to sign, newest first (`createdAt`,
+         *     then recording order), the entries `GET /v1/agent-wallet/history` shows an agent:
+         *     `sign_typed_data` entries are `signed`, `denied` (by policy or spend limit:
+         *     `failureMessage` names the rule) or `failed`; for an x402 payment (EIP-3009
+         *     `TransferWithAuthorization`) `resourceUrl` is what it paid for, `amount` the value in
+         *     base units of `asset` and `destination` the payee. Filter by wallet, agent and status
+         *     (another organization's wallet or agent matches nothing). Keyset pages: pass a page's
+         *     `nextCursor` as `starting_after`.
+         */
+        get: operations["listConsoleAgentHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -932,6 +1456,226 @@ export interface components {
                 current: number;
             };
         };
+        ConsoleWebhookDeliverySummary: {
+            deliveryId: string;
+            /** @description The `webhook-id`. */
+            eventId: string;
+            /** @example order.paid */
+            eventType: string;
+            endpointId: string;
+            /** @description The order the event is about (`data.order.orderId`); null for other events. */
+            orderId: string | null;
+            /**
+             * @description `failed` = dropped: a final (3xx/4xx) answer, 12 attempts used, or the endpoint deleted/disabled.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; null unless pending.
+             */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+        };
+        ConsoleWebhookDelivery: {
+            deliveryId: string;
+            eventId: string;
+            eventType: string;
+            endpointId: string;
+            orderId: string | null;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /** Format: date-time */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+            endpoint: {
+                id: string;
+                name: string;
+                url: string;
+                deleted: boolean;
+            };
+            /** @description The envelope every attempt of this delivery sends (merchant document, `webhooks`). */
+            payload: {
+                type: string;
+                timestamp: string;
+                apiVersion: string;
+                /** @description Whom the delivery is for: `id`, `name`, `orgId`. */
+                endpoint: {
+                    [key: string]: unknown;
+                };
+                /** @description The event's data (its type's schema in the merchant document). */
+                data: {
+                    [key: string]: unknown;
+                };
+            };
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        ConsoleWebhookDeliveryLogResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["ConsoleWebhookDeliverySummary"][];
+                /** @description More deliveries follow this page. */
+                hasMore: boolean;
+                /** @description `starting_after` of the next page; null on the last. */
+                nextCursor: string | null;
+            };
+        };
+        ConsoleWebhookDeliveryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDelivery"];
+        };
+        ConsoleWebhookDeliverySummaryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDeliverySummary"];
+        };
+        ConsoleSigningKeyRotate: {
+            /**
+             * @description How long the retired key stays published and signing (default and at most 7 days).
+             * @default 604800
+             */
+            graceSeconds?: number;
+        };
+        ConsoleSigningKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PublishedSigningKey"][];
+        };
+        ConsoleTelemetryProjectUpdate: {
+            name?: string;
+            /** @description New description; `null` clears it. */
+            description?: string | null;
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            /** @description Fraction of traces stored (1 = all, 0 = none), applied by trace id at ingest. */
+            sampleRate?: number;
+            /** @description Days stored data is kept. */
+            dataRetentionDays?: number;
+        };
+        ConsoleTelemetryProjectWithStatsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                projectId: components["schemas"]["TelemetryProjectId"];
+                orgId: components["schemas"]["OrgId"];
+                name: string;
+                slug: string;
+                environment: components["schemas"]["TelemetryEnvironment"];
+                description: string | null;
+                sampleRate: number;
+                dataRetentionDays: number;
+                createdAt: components["schemas"]["Timestamp"];
+                updatedAt: components["schemas"]["Timestamp"];
+                stats: {
+                    tracesToday: number;
+                    tracesThisMonth: number;
+                };
+            };
+        };
+        ConsoleTelemetryKey: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            /** @description First characters of the key, for recognising it. */
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the last rate-limit window in which the key was used (a minute coarse by default).
+             */
+            lastUsedAt: string | null;
+        };
+        ConsoleTelemetryKeyCreated: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+            /** @description The secret key. Shown once. */
+            key: string;
+        };
+        ConsoleTelemetryKeyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"];
+        };
+        ConsoleTelemetryKeyCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKeyCreated"];
+        };
+        ConsoleTelemetryKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"][];
+        };
+        ConsoleAgentWallet: {
+            walletId: components["schemas"]["WalletId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            /** @description EIP-55 checksummed EOA address. */
+            walletAddress: string;
+            providerWalletId: string;
+            appId: string;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description The chains this Kassa signs for, with the wallet's address on each. */
+            chains: {
+                chainId: number;
+                name: string;
+                address: string;
+            }[];
+        };
+        ConsoleAgentWalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"];
+        };
+        ConsoleAgentWalletListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"][];
+        };
+        ConsoleAgentHistoryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["HistoryEntry"][];
+                hasMore: boolean;
+                nextCursor: string | null;
+            };
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -1184,6 +1928,311 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["AdminSubscription"];
+        };
+        WebhookAttempt: {
+            attemptNumber: number;
+            /** @description The URL this attempt was sent to (empty for an abandoned attempt whose endpoint is gone). */
+            url: string;
+            /** @description Null when no HTTP response arrived. */
+            statusCode: number | null;
+            durationMs: number;
+            /** @description First 2 KiB of the response body. */
+            responseBody: string | null;
+            /**
+             * @description Transport error, `timed out after 10000 ms`, `refused: …` (the host resolved to a forbidden
+             *     address), or `abandoned: …` (the worker stopped before recording a result; the attempt
+             *     may or may not have reached the receiver).
+             */
+            error: string | null;
+            attemptedAt: components["schemas"]["Timestamp"];
+        };
+        PublishedSigningKey: {
+            keyId: string;
+            publicKey: string;
+            current: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            retiredAt: string | null;
+            /**
+             * Format: date-time
+             * @description End of the grace period of a retired key.
+             */
+            publishUntil: string | null;
+        };
+        SigningKeyRotationResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /** @description The new current key. */
+                keyId: string;
+                /** @description The key it replaced. */
+                retiredKeyId: string | null;
+                keys: components["schemas"]["PublishedSigningKey"][];
+            };
+        };
+        /** @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F */
+        TelemetryProjectId: string;
+        /** @enum {string} */
+        TelemetryEnvironment: "development" | "staging" | "production";
+        TelemetryProject: {
+            projectId: components["schemas"]["TelemetryProjectId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            slug: string;
+            environment: components["schemas"]["TelemetryEnvironment"];
+            description: string | null;
+            sampleRate: number;
+            dataRetentionDays: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        TelemetryProjectListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"][];
+        };
+        TelemetryProjectCreate: {
+            name: string;
+            /** @default production */
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            description?: string;
+        };
+        TelemetryProjectResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"];
+        };
+        /** @example TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G */
+        TelemetryKeyId: string;
+        TelemetryKeyCreate: {
+            /** @description A project of the organization (`PRJ_…`); any other value is `404 NOT_FOUND`. */
+            projectId: string;
+            name?: string;
+        };
+        /** @example WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B */
+        WalletId: string;
+        WalletCreate: {
+            /** @description Display name. Default `Wallet`. */
+            name?: string;
+        };
+        /** @description A string, a number, or (for `in`) an array of 1-1000 strings and numbers. */
+        PolicyConditionValue: string | number | (string | number)[];
+        PolicyCondition: {
+            /** @enum {string} */
+            field_source: "ethereum_typed_data_domain" | "ethereum_typed_data_message" | "system";
+            /** @description Domain field, dot path into the message, or `current_unix_timestamp` (per `field_source`). */
+            field: string;
+            /** @enum {string} */
+            operator: "eq" | "gt" | "gte" | "lt" | "lte" | "in";
+            value: components["schemas"]["PolicyConditionValue"];
+        };
+        TypedDataField: {
+            name: string;
+            /** @description Solidity type (`address`, `uint256`, `bytes32`, `string[]`) or struct type name. */
+            type: string;
+        };
+        /** @description EIP-712 type definitions, type name → ordered fields. At most 50 types. */
+        TypedDataTypes: {
+            [key: string]: components["schemas"]["TypedDataField"][];
+        };
+        /** @description Name of the struct type being signed; must be defined in `types`. */
+        PrimaryType: string;
+        PolicyRule: {
+            /** @description Rule name; quoted in the message of a request it denies. */
+            name: string;
+            /** @enum {string} */
+            method: "eth_signTypedData_v4" | "*";
+            /** @enum {string} */
+            action: "ALLOW" | "DENY";
+            /** @description All must hold for the rule to match; empty means always. */
+            conditions: components["schemas"]["PolicyCondition"][];
+            /** @description When present, the rule only matches typed data with this primary type and these type definitions. */
+            typed_data?: {
+                types: components["schemas"]["TypedDataTypes"];
+                primary_type: components["schemas"]["PrimaryType"];
+            };
+        };
+        /**
+         * @description Ethereum address, `0x` + 40 hex characters (EIP-55 checksummed in responses).
+         * @example 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+         */
+        EthAddress: string;
+        /**
+         * @description At most `max_value` base units signed in `TransferWithAuthorization` messages over the
+         *     last `window_hours` hours, per chain and token contract.
+         */
+        SpendLimit: {
+            /** @description Quoted in the message of a request the limit denies. */
+            name: string;
+            /** @description Length of the rolling window, in hours (at most 30 days). */
+            window_hours: number;
+            /** @description Largest sum of `value` in the window, in the token's base units (USDC has 6 decimals), as a decimal string. */
+            max_value: string;
+            /** @description Only requests whose domain `chainId` is this one. Default any chain. */
+            chain_id?: number;
+            /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
+            verifying_contract?: components["schemas"]["EthAddress"];
+        };
+        WalletPolicy: {
+            id: string;
+            walletId: components["schemas"]["WalletId"];
+            name: string;
+            /** @constant */
+            version: "1.0";
+            /** @constant */
+            chainType: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            spendLimits: components["schemas"]["SpendLimit"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        WalletPolicyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"][];
+        };
+        WalletPolicyCreate: {
+            /**
+             * @description Policy format version.
+             * @constant
+             */
+            version: "1.0";
+            name: string;
+            /** @constant */
+            chain_type: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            /** @description Rolling-window spend limits (agent wallet document, tag Policies). Default none. */
+            spend_limits?: components["schemas"]["SpendLimit"][];
+        };
+        WalletPolicyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"];
+        };
+        /** @example AGT_4nP8sW2kQx6Lm9RtVb3cYz7D */
+        AgentId: string;
+        /**
+         * @description Standard base64 of the DER SubjectPublicKeyInfo of a P-256 public key with an
+         *     uncompressed point (91 bytes), as `X-Agent-Pubkey` carries it.
+         * @example MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==
+         */
+        P256PublicKey: string;
+        Agent: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+        };
+        AgentListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"][];
+        };
+        AgentCreate: {
+            name: string;
+            publicKey?: components["schemas"]["P256PublicKey"];
+            walletId?: components["schemas"]["WalletId"];
+        };
+        AgentCreated: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * @description The Agent Wallet Key, shown once: standard base64 of
+             *     `{"privateKey": "<base64 PKCS#8 DER>", "walletId": "<WLT_… or null>"}`. Null when the
+             *     caller supplied `publicKey`.
+             */
+            agentWalletKey: string | null;
+        };
+        AgentCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AgentCreated"];
+        };
+        AgentAssign: {
+            /** @description The wallet to assign, or null to unassign. */
+            walletId: string | null;
+        };
+        AgentResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"];
+        };
+        AgentRotateKey: {
+            publicKey?: components["schemas"]["P256PublicKey"];
+        };
+        /**
+         * @description Unit of the credit pool. `USDC` has 6 decimals (1 USDC = 1000000 minor units).
+         * @enum {string}
+         */
+        CreditUnit: "USDC";
+        CreditBalance: {
+            orgId: components["schemas"]["OrgId"];
+            unit: components["schemas"]["CreditUnit"];
+            /** @description Sum of the ledger entries, in minor units. */
+            balanceMinor: number;
+            /** @description `balanceMinor` in whole units (what the agent wallet API reports). */
+            balance: number;
+        };
+        CreditBalanceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CreditBalance"];
+        };
+        HistoryEntry: {
+            /** @description Opaque entry identifier. */
+            id: string;
+            /** @description Agent that initiated the activity. */
+            agentId: components["schemas"]["AgentId"];
+            walletId: components["schemas"]["WalletId"];
+            /** @enum {string} */
+            type: "sign_typed_data" | "transfer";
+            /**
+             * @description `signed`/`denied`/`failed` for `sign_typed_data`; `pending`/`confirmed`/`failed` for `transfer`.
+             * @enum {string}
+             */
+            status: "signed" | "denied" | "failed" | "pending" | "confirmed";
+            /** @description Recipient address, or null. */
+            destination: string | null;
+            /** @description Amount in the asset's base units as a decimal string (USDC has 6 decimals), or null. */
+            amount: string | null;
+            /** @description Token symbol (for example `USDC`) or token contract address, or null. */
+            asset: string | null;
+            /** @description EIP-155 chain id, or null. */
+            chainId: number | null;
+            /** @description What was paid for (the x402 resource URL from `payment_context`), or null. */
+            resourceUrl: string | null;
+            /** @description Transaction hash, or null. */
+            txHash: string | null;
+            /**
+             * Format: uri
+             * @description Block explorer link of `txHash`, or null.
+             */
+            explorerUrl: string | null;
+            /** @description Why the entry is `denied` or `failed`, or null. */
+            failureMessage: string | null;
+            createdAt: components["schemas"]["Timestamp"];
         };
     };
     responses: {
@@ -3129,6 +4178,1446 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state (`failed` = dropped for good). */
+                status?: "pending" | "succeeded" | "failed";
+                /** @description Only deliveries of events of this type (`order.paid`, `webhook.test`, …). */
+                event_type?: string;
+                /** @description Only deliveries to this endpoint (`WHE_…`; a deleted endpoint's too). Another organization's id matches nothing. */
+                endpoint_id?: string;
+                /** @description Only deliveries of events about this order (`ORD_…`, the event's `data.order.orderId`). */
+                order_id?: string;
+                /** @description Only deliveries of this event (`EVT_…`, the `webhook-id`). */
+                event_id?: string;
+                /**
+                 * @description A cursor: the `nextCursor` of the previous page (a delivery id). The page holds the
+                 *     deliveries after it. An id that is not one of the organization's deliveries (or has
+                 *     passed the retention period) is `400 VALIDATION_ERROR`.
+                 */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the log. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *             "eventType": "order.paid",
+                     *             "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *             "status": "failed",
+                     *             "attemptCount": 1,
+                     *             "nextAttemptAt": null,
+                     *             "lastStatusCode": 410,
+                     *             "lastError": null,
+                     *             "createdAt": "2026-11-22T09:31:05.120Z",
+                     *             "completedAt": "2026-11-22T09:31:05.300Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": true,
+                     *         "nextCursor": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryLogResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "succeeded",
+                     *         "attemptCount": 2,
+                     *         "nextAttemptAt": null,
+                     *         "lastStatusCode": 200,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:31:05.120Z",
+                     *         "completedAt": "2026-11-22T09:31:35.700Z",
+                     *         "endpoint": {
+                     *           "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *           "name": "Shop",
+                     *           "url": "https://shop.example.com/hooks/kassa",
+                     *           "deleted": false
+                     *         },
+                     *         "payload": {
+                     *           "type": "webhook.test",
+                     *           "timestamp": "2026-11-22T09:31:05.120Z",
+                     *           "apiVersion": "2026-11-01",
+                     *           "endpoint": {
+                     *             "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "name": "Shop",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                     *           },
+                     *           "data": {
+                     *             "test": {
+                     *               "message": "Test event sent from the Kassa console; no action needed.",
+                     *               "requestedAt": "2026-11-22T09:31:05.120Z"
+                     *             }
+                     *           }
+                     *         },
+                     *         "attempts": [
+                     *           {
+                     *             "attemptNumber": 1,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 503,
+                     *             "durationMs": 84,
+                     *             "responseBody": "upstream unavailable",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:05.200Z"
+                     *           },
+                     *           {
+                     *             "attemptNumber": 2,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 200,
+                     *             "durationMs": 61,
+                     *             "responseBody": "ok",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:35.640Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeliverConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery (no attempts yet). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Redelivery queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_W6MbXBFoPG4kvkPPnsLxYR8q",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "order.paid",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T10:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T10:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendConsoleTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Test event queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_q8bc6dsSx8zIjxyX3eKmnL7E",
+                     *         "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *           "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *           "current": true,
+                     *           "createdAt": "2026-11-22T10:00:00.000Z",
+                     *           "retiredAt": null,
+                     *           "publishUntil": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleSigningKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleWebhookSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "graceSeconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleSigningKeyRotate"];
+            };
+        };
+        responses: {
+            /** @description The new current key and every key now published. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signing key rotated",
+                     *       "data": {
+                     *         "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *         "retiredKeyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "keys": [
+                     *           {
+                     *             "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *             "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *             "current": true,
+                     *             "createdAt": "2026-11-22T10:00:00.000Z",
+                     *             "retiredAt": null,
+                     *             "publishUntil": null
+                     *           },
+                     *           {
+                     *             "keyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "publicKey": "whpk_Y9Oqupw+3RBayMLaR58By6J9ShVfudBTeHoNN0zhMpA=",
+                     *             "current": false,
+                     *             "createdAt": "2026-11-01T08:00:00.000Z",
+                     *             "retiredAt": "2026-11-22T10:00:00.000Z",
+                     *             "publishUntil": "2026-11-23T10:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyRotationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The projects. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Support Assistant",
+                     *           "slug": "support-assistant",
+                     *           "environment": "production",
+                     *           "description": "Customer support chatbot",
+                     *           "sampleRate": 1,
+                     *           "dataRetentionDays": 30,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "updatedAt": "2026-11-20T14:12:03.512Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant",
+                 *       "environment": "production",
+                 *       "description": "Customer support chatbot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryProjectCreate"];
+            };
+        };
+        responses: {
+            /** @description The new project. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project created",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-20T14:12:03.512Z",
+                     *         "stats": {
+                     *           "tracesToday": 1284,
+                     *           "tracesThisMonth": 40211
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryProjectWithStatsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project and its data are deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant (EU)",
+                 *       "sampleRate": 0.5,
+                 *       "dataRetentionDays": 14
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleTelemetryProjectUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project updated",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant (EU)",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 0.5,
+                     *         "dataRetentionDays": 14,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryKeys: {
+        parameters: {
+            query?: {
+                /** @description Only the keys of this project (`PRJ_…`); another organization's matches nothing. */
+                project_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "name": "production ingest",
+                     *           "prefix": "tk_Zx8cV7b",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "revokedAt": null,
+                     *           "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                 *       "name": "production ingest"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The key, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key created; store it now, it is not shown again",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "revokedAt": null,
+                     *         "lastUsedAt": null,
+                     *         "key": "tk_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key revoked",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:30:00.000Z",
+                     *         "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The wallets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research agents",
+                     *           "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *           "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "chains": [
+                     *             {
+                     *               "chainId": 8453,
+                     *               "name": "Base",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             },
+                     *             {
+                     *               "chainId": 84532,
+                     *               "name": "Base Sepolia",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research agents"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletCreate"];
+            };
+        };
+        responses: {
+            /** @description The new wallet. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet created",
+                     *       "data": {
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research agents",
+                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *         "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "chains": [
+                     *           {
+                     *             "chainId": 8453,
+                     *             "name": "Base",
+                     *             "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWalletPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "id": "POL_7kD2mQ9xLw4Rz8Tn1Vb6Yc3F",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "name": "Default: USDC transfers up to 5 USDC",
+                     *           "version": "1.0",
+                     *           "chainType": "ethereum",
+                     *           "rules": [],
+                     *           "spendLimits": [],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWalletPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "1.0",
+                 *       "name": "Deny large transfers",
+                 *       "chain_type": "ethereum",
+                 *       "rules": [
+                 *         {
+                 *           "name": "Deny over 50 USDC",
+                 *           "method": "eth_signTypedData_v4",
+                 *           "action": "DENY",
+                 *           "typed_data": {
+                 *             "primary_type": "TransferWithAuthorization",
+                 *             "types": {
+                 *               "TransferWithAuthorization": [
+                 *                 {
+                 *                   "name": "from",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "to",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "value",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validAfter",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validBefore",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "nonce",
+                 *                   "type": "bytes32"
+                 *                 }
+                 *               ]
+                 *             }
+                 *           },
+                 *           "conditions": [
+                 *             {
+                 *               "field_source": "ethereum_typed_data_message",
+                 *               "field": "value",
+                 *               "operator": "gt",
+                 *               "value": "50000000"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletPolicyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new policy. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy created",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [
+                     *           {
+                     *             "name": "Deny over 50 USDC",
+                     *             "method": "eth_signTypedData_v4",
+                     *             "action": "DENY",
+                     *             "conditions": [
+                     *               {
+                     *                 "field_source": "ethereum_typed_data_message",
+                     *                 "field": "value",
+                     *                 "operator": "gt",
+                     *                 "value": "50000000"
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleAgentPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy deleted",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research bot",
+                     *           "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *           "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research bot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentCreate"];
+            };
+        };
+        responses: {
+            /** @description The agent, with its Agent Wallet Key shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent created; store the Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": null,
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    assignConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentAssign"];
+            };
+        };
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet assigned",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent revoked",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleAgentKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["AgentRotateKey"];
+            };
+        };
+        responses: {
+            /** @description The agent with its new key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Key rotated; store the new Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleAgentCredit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balance. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "unit": "USDC",
+                     *         "balanceMinor": 12500000,
+                     *         "balance": 12.5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditBalanceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentHistory: {
+        parameters: {
+            query?: {
+                /** @description Only this wallet's entries (`WLT_…`). */
+                wallet_id?: string;
+                /** @description Only this agent's entries (`AGT_…`). */
+                agent_id?: string;
+                /** @description Only entries with this status. */
+                status?: "signed" | "denied" | "failed" | "pending" | "confirmed";
+                /** @description The `nextCursor` of the previous page (an entry id); one that is not the organization's is `400 VALIDATION_ERROR`. */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "AWH_3qW7eR1tY5uI9oP2aS6dF4gH",
+                     *             "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *             "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *             "type": "sign_typed_data",
+                     *             "status": "denied",
+                     *             "destination": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *             "amount": "7000000",
+                     *             "asset": "USDC",
+                     *             "chainId": 8453,
+                     *             "resourceUrl": "https://api.example.com/reports/weather",
+                     *             "txHash": null,
+                     *             "explorerUrl": null,
+                     *             "failureMessage": "No policy rule allows this request",
+                     *             "createdAt": "2026-11-22T09:30:02.000Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": false,
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentHistoryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -113,6 +113,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
+  // The console's management operations of the other domains are audited like the merchant
+  // API's state changes, with a telling action name where one is given (the accounts domain's
+  // write their own entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
     ...audited(
@@ -120,6 +123,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
         ...catalog.handlers.console,
         ...orders.handlers.console,
         ...subscriptions.handlers.console,
+        ...webhooks.handlers.console,
+        ...deps.services.modules.telemetry.handlers.console,
+        ...deps.services.modules.agentWallet.handlers.console,
       },
       accounts.audit,
       { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },

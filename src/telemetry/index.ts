@@ -4,6 +4,7 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { createTelemetryAdminHandlers } from './admin.handlers.js';
+import { createTelemetryConsoleHandlers } from './console.handlers.js';
 import { telemetryAuthenticator } from './auth.js';
 import { refineTelemetryError } from './errors.js';
 import { createTelemetryHandlers } from './telemetry.handlers.js';
@@ -36,6 +37,8 @@ export interface TelemetryModule {
     platform: ReturnType<typeof createTelemetryHandlers>;
     /** The admin API's telemetry projects and keys. */
     admin: ReturnType<typeof createTelemetryAdminHandlers>;
+    /** A member's projects and keys (console document). */
+    console: ReturnType<typeof createTelemetryConsoleHandlers>;
   };
   /** telemetry.yaml's security schemes. */
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
@@ -69,7 +72,11 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     ...services,
     retention,
     jobs: () => [retention],
-    handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }) },
+    handlers: {
+      platform: createTelemetryHandlers(services, clock),
+      admin: createTelemetryAdminHandlers({ orgs, ...services }),
+      console: createTelemetryConsoleHandlers(services),
+    },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,
     bodyCodecs: { ingestOtlpTraces: { mediaType: PROTOBUF_MEDIA_TYPE, decodeRequest: decodeOtlpTraceRequest, encodeResponse: encodeOtlpTraceResponse } },
