@@ -17,6 +17,8 @@ import { OrderDetailPage } from './routes/orders/order-detail-page';
 import { SubscriptionDetailPage } from './routes/subscriptions/subscription-detail-page';
 import { CustomerDetailPage } from './routes/customers/customer-detail-page';
 import { LinkPasswordPage } from './routes/sign-in/link-password-page';
+import { RefundForm } from './routes/orders/components/refund-form';
+import { SubscriptionActions } from './routes/subscriptions/components/subscription-actions';
 import { SubscriptionsPage } from './routes/subscriptions/subscriptions-page';
 import { CustomersPage } from './routes/customers/customers-page';
 import { CatalogPage } from './routes/catalog/catalog-page';
@@ -29,15 +31,26 @@ import { NotFoundPage } from './routes/not-found';
 /** Pages a signed-out visitor may see. */
 const PUBLIC_PATHS = ['/console/sign-in', '/console/sign-in-link', '/console/accept-invite', '/console/reset-password'];
 
+/** The order page with the refund form for roles that may refund (the API decides anyway). */
+function OrderDetailWithActions() {
+  const { can } = useSession();
+  return <OrderDetailPage extra={can('orders:refund') ? (order, reload) => <RefundForm order={order} onRefunded={reload} /> : undefined} />;
+}
+
+function SubscriptionDetailWithActions() {
+  const { can } = useSession();
+  return <SubscriptionDetailPage extra={can('subscriptions:manage') ? (s, reload) => <SubscriptionActions subscription={s} onChanged={reload} /> : undefined} />;
+}
+
 function SignedIn() {
   return (
     <Layout>
       <Router>
         <Route path="/console/" component={HomePage} />
         <Route path="/console/orders" component={OrdersPage} />
-        <Route path="/console/orders/:id" component={OrderDetailPage} />
+        <Route path="/console/orders/:id" component={OrderDetailWithActions} />
         <Route path="/console/subscriptions" component={SubscriptionsPage} />
-        <Route path="/console/subscriptions/:id" component={SubscriptionDetailPage} />
+        <Route path="/console/subscriptions/:id" component={SubscriptionDetailWithActions} />
         <Route path="/console/customers" component={CustomersPage} />
         <Route path="/console/customers/:id" component={CustomerDetailPage} />
         <Route path="/console/catalog/:rest*" component={CatalogPage} />

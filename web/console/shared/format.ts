@@ -153,3 +153,26 @@ export function classifySearch(text: string): { kind: 'order' | 'customer' | 'su
   if (/^[^@\s]+@[^@\s]+$/.test(value)) return { kind: 'email', value };
   return { kind: 'reference', value };
 }
+
+/**
+ * What a person typed as an amount (`12.5`, `1,234.56`, `25`) in minor units of the currency, or
+ * undefined when it is not an amount (too many decimals, letters, negative, zero).
+ */
+export function parseMoney(text: string, currency: string): number | undefined {
+  const cleaned = text.trim().replace(/[\s,_]/g, '');
+  const decimals = currencyDecimals(currency);
+  const match = /^(\d+)(?:\.(\d*))?$/.exec(cleaned);
+  if (!match) return undefined;
+  const fraction = match[2] ?? '';
+  if (fraction.length > decimals) return undefined;
+  const minor = Number(match[1]! + fraction.padEnd(decimals, '0'));
+  return Number.isSafeInteger(minor) && minor > 0 ? minor : undefined;
+}
+
+/** Minor units as the plain number a form field shows (`1050`, USD → `10.50`). */
+export function minorToInput(minor: number, currency: string): string {
+  const decimals = currencyDecimals(currency);
+  if (decimals === 0) return String(minor);
+  const digits = String(minor).padStart(decimals + 1, '0');
+  return `${digits.slice(0, -decimals)}.${digits.slice(-decimals)}`;
+}

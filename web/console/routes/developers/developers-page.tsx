@@ -4,10 +4,12 @@ import { PageHeader } from '../../components/ui';
 import { Tabs } from '../../components/tabs';
 import { ApiKeysSection } from './components/api-keys-section';
 import { WebhookEndpointsSection } from './components/webhook-endpoints-section';
+import { DeliveriesSection, DeliverySection } from './components/deliveries-section';
 
 export const DEVELOPER_TABS = [
   { href: '/console/developers', label: 'API keys' },
   { href: '/console/developers/webhooks', label: 'Webhook endpoints' },
+  { href: '/console/developers/deliveries', label: 'Deliveries' },
 ];
 
 export function DevelopersPage() {
@@ -20,7 +22,15 @@ export function DevelopersPage() {
         </a>
       </PageHeader>
       <Tabs label="Developers" tabs={DEVELOPER_TABS} />
-      {path === '/console/developers/webhooks' ? <WebhookEndpointsSection /> : <ApiKeysSection />}
+      {path === '/console/developers/webhooks' ? (
+        <WebhookEndpointsSection />
+      ) : path === '/console/developers/deliveries' ? (
+        <DeliveriesSection />
+      ) : path.startsWith('/console/developers/deliveries/') ? (
+        <DeliverySection id={decodeURIComponent(path.slice('/console/developers/deliveries/'.length))} />
+      ) : (
+        <ApiKeysSection />
+      )}
     </>
   );
 }

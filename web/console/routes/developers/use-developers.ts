@@ -41,3 +41,15 @@ export const createWebhookEndpoint = (body: { name: string; url: string; events:
 export const updateWebhookEndpoint = (id: string, body: { name?: string; url?: string; events?: WebhookEventType[]; enabled?: boolean }) =>
   merchantApi.PATCH('/v1/webhook/{id}', { params: { path: { id } }, body }).then((r) => ({ ...r, data: r.data?.data }));
 export const deleteWebhookEndpoint = (id: string) => merchantApi.DELETE('/v1/webhook/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data ?? {} }));
+
+export type DeliveriesQuery = { status?: 'pending' | 'succeeded' | 'failed'; event_type?: string; order_id?: string; starting_after?: string };
+
+export function useDeliveries(query: DeliveriesQuery) {
+  return useApi(() => consoleApi.GET('/v1/console/webhook-deliveries', { params: { query: { size: 25, ...query } } }).then((r) => ({ ...r, data: r.data?.data })), [JSON.stringify(query)]);
+}
+
+export function useDelivery(id: string) {
+  return useApi(() => consoleApi.GET('/v1/console/webhook-deliveries/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}
+
+export const redeliver = (id: string) => consoleApi.POST('/v1/console/webhook-deliveries/{id}/redeliver', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
