@@ -5317,7 +5317,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "Research bot"
+                 *       "name": "Research bot",
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
                  *     }
                  */
                 "application/json": components["schemas"]["AgentCreate"];
@@ -5340,7 +5341,7 @@ export interface operations {
                      *         "name": "Research bot",
                      *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
                      *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
-                     *         "walletId": null,
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
                      *         "revoked": false,
                      *         "createdAt": "2026-11-22T09:00:00.000Z",
                      *         "revokedAt": null,

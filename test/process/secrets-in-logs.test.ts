@@ -177,6 +177,19 @@ describe('logs of a real run', () => {
     const consoleKey = await http('POST', `${server.merchantUrl}/v1/console/api-keys`, { headers: { ...cookie, 'X-CSRF-Token': secrets['console CSRF token']! }, body: { name: 'console' } });
     expect(consoleKey.status).toBe(201);
     secrets['API key made in the console'] = consoleKey.json.data.key;
+    // The console's developer tools: a telemetry key and Agent Wallet Keys (created, rotated).
+    const writing = { ...cookie, 'X-CSRF-Token': secrets['console CSRF token']! };
+    const consoleProject = await http('POST', `${server.merchantUrl}/v1/console/telemetry-projects`, { headers: writing, body: { name: 'Console logs' } });
+    expect(consoleProject.status).toBe(201);
+    const consoleTelemetryKey = await http('POST', `${server.merchantUrl}/v1/console/telemetry-keys`, { headers: writing, body: { projectId: consoleProject.json.data.projectId } });
+    expect(consoleTelemetryKey.status).toBe(201);
+    secrets['telemetry key made in the console'] = consoleTelemetryKey.json.data.key;
+    const consoleAgent = await http('POST', `${server.merchantUrl}/v1/console/agents`, { headers: writing, body: { name: 'Console agent' } });
+    expect(consoleAgent.status).toBe(201);
+    secrets['Agent Wallet Key made in the console'] = consoleAgent.json.data.agentWalletKey;
+    const rotatedAgent = await http('POST', `${server.merchantUrl}/v1/console/agents/${consoleAgent.json.data.agentId}/rotate-key`, { headers: writing, body: {} });
+    expect(rotatedAgent.status).toBe(200);
+    secrets['Agent Wallet Key rotated in the console'] = rotatedAgent.json.data.agentWalletKey;
     expect((await http('POST', `${server.merchantUrl}/v1/console/invites`, { headers: cookie, body: { email: 'x@example.com', role: 'viewer' } })).status).toBe(403);
     secrets['a wrong password'] = `wrong-${randomBytes(12).toString('hex')}`;
     expect((await http('POST', `${server.merchantUrl}/v1/console/sign-in`, { body: { email: 'logs-owner@example.com', password: secrets['a wrong password'] } })).status).toBe(401);
