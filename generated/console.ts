@@ -1196,6 +1196,121 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/organization": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's name, display name and branding
+         * @description What the settings page shows, and what the console may use for its own header. Every
+         *     member may read it (no permission beyond membership); changing it needs `settings:manage`.
+         */
+        get: operations["getConsoleOrganization"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the display name or the branding
+         * @description `displayName` is the name buyers see on the hosted pages, the customer portal and buyer
+         *     e-mails (`null`: the organization's `name`, which only the operator changes). `branding`
+         *     changes only the fields given (`null` clears one):
+         *     * `logoUrl` — an absolute `https` URL of an image (at most 2048 characters, no user or
+         *       password), loaded by the buyer's browser or mail client from there (decision: no
+         *       uploads and no `data:` images, which many mail clients refuse; an http image would be
+         *       blocked on https pages). Shown at most 40 px high.
+         *     * `accentColor` — `#rrggbb`, stored in lower case: the colour of the hosted pages'
+         *       buttons and the merchant line. The text on it is black or white, whichever contrasts
+         *       more (WCAG relative luminance; the answer's `accentTextColor`), so any colour stays
+         *       readable.
+         *
+         *     `400 VALIDATION_ERROR` names the field. Recorded as `organization.update`.
+         */
+        patch: operations["updateConsoleOrganization"];
+        trace?: never;
+    };
+    "/v1/console/card-processor": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Which card processor takes the organization's card payments
+         * @description Read-only: the deployment's card processor (`sandbox`: test cards, no money moves;
+         *     `stripe`) and, on Stripe, the Stripe Connect account the organization's payments are
+         *     transferred to with what Stripe last reported of it (`usable`, `problem`,
+         *     capabilities). Binding an account is the operator's (admin API
+         *     `PUT /v1/orgs/{id}/stripe-account`).
+         */
+        get: operations["getConsoleCardProcessor"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/receiving-wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's crypto receiving wallets and the chains it may use
+         * @description The addresses that receive the organization's crypto checkout payments, one per chain at
+         *     most, and every chain the deployment is configured for (`chains`), so a settings page can
+         *     offer the missing ones.
+         */
+        get: operations["listConsoleReceivingWallets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/receiving-wallets/{chainId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set the receiving wallet on a chain
+         * @description The admin API's rule (one service): `0x` + 40 hex digits, a mixed-case address must carry
+         *     a correct EIP-55 checksum, stored in EIP-55 form; the zero address and a chain that is
+         *     not configured are `400`. Replacing a wallet leaves quotes already issued on the old
+         *     address, so no payment in flight is lost. Recorded as `receiving_wallet.set`.
+         */
+        put: operations["setConsoleReceivingWallet"];
+        post?: never;
+        /**
+         * Remove the receiving wallet on a chain
+         * @description New crypto sessions can no longer use this chain; quotes already issued keep being watched
+         *     until they lapse. `404` when the organization has no wallet there. Recorded as
+         *     `receiving_wallet.delete`.
+         */
+        delete: operations["deleteConsoleReceivingWallet"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1206,7 +1321,7 @@ export interface components {
          */
         Role: "owner" | "admin" | "developer" | "support" | "viewer";
         /** @enum {string} */
-        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage";
+        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
         /**
          * @description A merchant API key permission.
          * @enum {string}
@@ -1674,6 +1789,70 @@ export interface components {
                 records: components["schemas"]["HistoryEntry"][];
                 hasMore: boolean;
                 nextCursor: string | null;
+            };
+        };
+        Branding: {
+            /** @description An https URL of the logo; null: none. */
+            logoUrl: string | null;
+            /** @description Buttons and the merchant line; null: Kassa's indigo. */
+            accentColor: string | null;
+            /**
+             * @description The text colour on the accent (black or white, whichever contrasts more).
+             * @enum {string}
+             */
+            accentTextColor: "#000000" | "#ffffff";
+        };
+        OrganizationSettings: {
+            orgId: components["schemas"]["OrgId"];
+            /** @description The organization's name (set by the operator). */
+            name: string;
+            /** @description What buyers see; null: `name`. */
+            displayName: string | null;
+            branding: components["schemas"]["Branding"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        OrganizationSettingsUpdate: {
+            displayName?: string | null;
+            branding?: {
+                /** @description An absolute https URL; null removes the logo. */
+                logoUrl?: string | null;
+                /** @description `#rrggbb`; null restores the default. */
+                accentColor?: string | null;
+            };
+        };
+        OrganizationSettingsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["OrganizationSettings"];
+        };
+        CardProcessorStatusResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /**
+                 * @description The deployment's card processor.
+                 * @enum {string}
+                 */
+                processor: "sandbox" | "stripe";
+                /** @description On Stripe, the organization's Stripe Connect binding (`accountId` null: the platform keeps its payments); null on the sandbox. */
+                connectedAccount: components["schemas"]["StripeAccountBinding"] | null;
+            };
+        };
+        ConsoleReceivingWalletsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /** @description The chains the deployment is configured for. */
+                chains: {
+                    chainId: number;
+                    /** @description CAIP-2, e.g. `eip155:8453`. */
+                    chain: string;
+                    chainName: string;
+                }[];
+                wallets: components["schemas"]["ReceivingWallet"][];
             };
         };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
@@ -2234,6 +2413,66 @@ export interface components {
             failureMessage: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        StripeAccountState: {
+            /** @description Stripe's `charges_enabled` of the account. */
+            chargesEnabled: boolean;
+            /**
+             * @description The account's `transfers` capability (`active`, `inactive`, `pending`); null when it has none.
+             * @example inactive
+             */
+            transfers: string | null;
+            /**
+             * @description The account's `card_payments` capability (`active`, `inactive`, `pending`); null when it has none (a destination-charge account needs only `transfers`).
+             * @example active
+             */
+            cardPayments: string | null;
+            /**
+             * @description False when Stripe says the account cannot be paid: `charges_enabled` false, `transfers`
+             *     not `active`, or a `card_payments` capability that is present but not `active`. Card
+             *     checkout sessions of the organization are then refused (`403`, naming the cause) until
+             *     Stripe reports the account usable again or the account is unbound.
+             */
+            usable: boolean;
+            /** @description What makes it unusable, in words (the same text the refused checkout shows); null when usable. */
+            problem: string | null;
+            /** @description When Kassa applied Stripe's report. */
+            checkedAt: components["schemas"]["Timestamp"];
+        };
+        StripeAccountBinding: {
+            /**
+             * @description What Stripe last reported of the bound account (Connect's `account.updated`, read back
+             *     from Stripe); null while no account is bound or Stripe has not reported on it since it
+             *     was bound (binding checked its `transfers` capability then).
+             */
+            state: components["schemas"]["StripeAccountState"] | null;
+            orgId: components["schemas"]["OrgId"];
+            /** @description The bound connected account; null when none is bound. */
+            accountId: string | null;
+            /** @description When the current account was bound; null when none is. */
+            boundAt: components["schemas"]["Timestamp"] | null;
+        };
+        ReceivingWallet: {
+            orgId: components["schemas"]["OrgId"];
+            chainId: number;
+            /** @description CAIP-2 chain identifier, e.g. `eip155:8453`. */
+            chain: string;
+            /** @description Configured name of the chain; null when the chain is no longer configured. */
+            chainName: string | null;
+            /** @description EIP-55 address. */
+            address: string;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ReceivingWalletSet: {
+            /** @description EVM address; mixed case must be a valid EIP-55 checksum. */
+            address: string;
+        };
+        ReceivingWalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ReceivingWallet"];
+        };
     };
     responses: {
         /**
@@ -2507,7 +2746,8 @@ export interface operations {
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
-                     *           "subscriptions:manage"
+                     *           "subscriptions:manage",
+                     *           "settings:manage"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -2594,7 +2834,8 @@ export interface operations {
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
-                     *           "subscriptions:manage"
+                     *           "subscriptions:manage",
+                     *           "settings:manage"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -2715,7 +2956,8 @@ export interface operations {
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
-                     *           "subscriptions:manage"
+                     *           "subscriptions:manage",
+                     *           "settings:manage"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -2788,7 +3030,8 @@ export interface operations {
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
-                     *           "subscriptions:manage"
+                     *           "subscriptions:manage",
+                     *           "settings:manage"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -2869,7 +3112,8 @@ export interface operations {
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
-                     *           "subscriptions:manage"
+                     *           "subscriptions:manage",
+                     *           "settings:manage"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -5619,6 +5863,305 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization's settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Acme Coffee",
+                     *         "displayName": "Acme Coffee Roasters",
+                     *         "branding": {
+                     *           "logoUrl": "https://cdn.acme.example/logo.png",
+                     *           "accentColor": "#0f766e",
+                     *           "accentTextColor": "#ffffff"
+                     *         },
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrganizationSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "displayName": "Acme Coffee Roasters",
+                 *       "branding": {
+                 *         "logoUrl": "https://cdn.acme.example/logo.png",
+                 *         "accentColor": "#0F766E"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrganizationSettingsUpdate"];
+            };
+        };
+        responses: {
+            /** @description The settings after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Settings updated",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Acme Coffee",
+                     *         "displayName": "Acme Coffee Roasters",
+                     *         "branding": {
+                     *           "logoUrl": "https://cdn.acme.example/logo.png",
+                     *           "accentColor": "#0f766e",
+                     *           "accentTextColor": "#ffffff"
+                     *         },
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrganizationSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleCardProcessor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The card processor and the connected account. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "processor": "stripe",
+                     *         "connectedAccount": {
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "accountId": "acct_1Q2w3E4r5T6y7U8i",
+                     *           "boundAt": "2026-11-22T09:30:00.000Z",
+                     *           "state": {
+                     *             "chargesEnabled": true,
+                     *             "transfers": "active",
+                     *             "cardPayments": "active",
+                     *             "usable": true,
+                     *             "problem": null,
+                     *             "checkedAt": "2026-11-24T08:12:40.000Z"
+                     *           }
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CardProcessorStatusResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleReceivingWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Wallets and configured chains. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "chains": [
+                     *           {
+                     *             "chainId": 8453,
+                     *             "chain": "eip155:8453",
+                     *             "chainName": "Base"
+                     *           },
+                     *           {
+                     *             "chainId": 84532,
+                     *             "chain": "eip155:84532",
+                     *             "chainName": "Base Sepolia"
+                     *           }
+                     *         ],
+                     *         "wallets": [
+                     *           {
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "chainId": 8453,
+                     *             "chain": "eip155:8453",
+                     *             "chainName": "Base",
+                     *             "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *             "createdAt": "2026-11-22T09:00:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleReceivingWalletsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setConsoleReceivingWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReceivingWalletSet"];
+            };
+        };
+        responses: {
+            /** @description The wallet as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Receiving wallet set",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "chainId": 8453,
+                     *         "chain": "eip155:8453",
+                     *         "chainName": "Base",
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReceivingWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleReceivingWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description EVM chain id of a configured chain (8453 Base, 84532 Base Sepolia by default). */
+                chainId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The removed wallet. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Receiving wallet removed",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "chainId": 8453,
+                     *         "chain": "eip155:8453",
+                     *         "chainName": "Base",
+                     *         "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReceivingWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -47,6 +47,9 @@ const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
   cancelConsoleSubscription: { action: 'subscription.cancel', target: 'subscription' },
   pauseConsoleSubscription: { action: 'subscription.pause', target: 'subscription' },
   resumeConsoleSubscription: { action: 'subscription.resume', target: 'subscription' },
+  updateConsoleOrganization: { action: 'organization.update', target: 'organization', idFrom: 'org' },
+  setConsoleReceivingWallet: { action: 'receiving_wallet.set', target: 'receiving_wallet' },
+  deleteConsoleReceivingWallet: { action: 'receiving_wallet.delete', target: 'receiving_wallet' },
 };
 /** Admin operations whose service writes its own, more telling, audit entry. */
 const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
@@ -126,6 +129,8 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
         ...webhooks.handlers.console,
         ...deps.services.modules.telemetry.handlers.console,
         ...deps.services.modules.agentWallet.handlers.console,
+        ...orgs.handlers.console,
+        ...cryptoPayments.handlers.console,
       },
       accounts.audit,
       { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },

@@ -169,7 +169,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
   });
 
-  const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts });
+  const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });

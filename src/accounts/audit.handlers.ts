@@ -25,13 +25,14 @@ function targetOf(path: string, params: Record<string, unknown>): { type: string
 
 /**
  * A telling name for an operation's entry (`product.create`) and the kind of its target; the
- * target's id is the path's `{id}`, or (`idFrom: 'result'`) the first `…Id` of the answer's data
- * other than `orgId` (what a creation made).
+ * target's id is the path's parameter (`{id}`, else the first), (`idFrom: 'result'`) the first
+ * `…Id` of the answer's data other than `orgId` (what a creation made), or (`'org'`) the
+ * caller's organization.
  */
 export interface AuditAction {
   action: string;
   target: string;
-  idFrom?: 'path' | 'result';
+  idFrom?: 'path' | 'result' | 'org';
 }
 
 /** The first `…Id` field of an answer's data other than `orgId`: the id of what was made. */
@@ -61,10 +62,13 @@ export function audited<M extends object>(
       const params = (input.params ?? {}) as Record<string, unknown>;
       const data = (result.body as { data?: { orgId?: unknown } } | undefined)?.data;
       const named = options.actions?.[operationId];
-      const target = named
-        ? { type: named.target, id: named.idFrom === 'result' ? madeId(data) : String(params.id ?? '') || null }
-        : targetOf(path, params);
       const auth = input.auth as MerchantAuth | undefined;
+      const namedId = () => {
+        if (named?.idFrom === 'result') return madeId(data);
+        if (named?.idFrom === 'org') return auth?.orgId ?? null;
+        return String(params.id ?? Object.values(params)[0] ?? '') || null;
+      };
+      const target = named ? { type: named.target, id: namedId() } : targetOf(path, params);
       const orgId = auth?.orgId ?? (target.type === 'orgs' ? target.id : typeof data?.orgId === 'string' ? data.orgId : null);
       const fields = input.body && typeof input.body === 'object' ? Object.keys(input.body as object) : [];
       try {

@@ -19,6 +19,7 @@ export const MANAGEMENT_PERMISSIONS = [
   'agents:manage',
   'orders:refund',
   'subscriptions:manage',
+  'settings:manage',
 ] as const;
 export type ManagementPermission = (typeof MANAGEMENT_PERMISSIONS)[number];
 export type MemberPermission = Permission | ManagementPermission;

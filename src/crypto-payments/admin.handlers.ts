@@ -5,16 +5,19 @@ import { caip2, type CryptoQuoteService } from './crypto-quote.service.js';
 
 type CryptoAdminHandlers = Pick<AdminHandlers, 'listReceivingWallets' | 'setReceivingWallet' | 'deleteReceivingWallet' | 'listCryptoTransfers'>;
 
+/** A receiving wallet as the admin and console answers show it. */
+export const presentWallet = (crypto: CryptoQuoteService, w: ReceivingWallet) => ({
+  orgId: w.orgId,
+  chainId: w.chainId,
+  chain: caip2(w.chainId),
+  chainName: crypto.chain(w.chainId)?.name ?? null,
+  address: w.address,
+  createdAt: iso(w.createdAt),
+  updatedAt: iso(w.updatedAt),
+});
+
 export function createCryptoAdminHandlers(crypto: CryptoQuoteService): CryptoAdminHandlers {
-  const presentWallet = (w: ReceivingWallet) => ({
-    orgId: w.orgId,
-    chainId: w.chainId,
-    chain: caip2(w.chainId),
-    chainName: crypto.chain(w.chainId)?.name ?? null,
-    address: w.address,
-    createdAt: iso(w.createdAt),
-    updatedAt: iso(w.updatedAt),
-  });
+  const presentOne = (w: ReceivingWallet) => presentWallet(crypto, w);
   const presentTransfer = (t: CryptoTransfer) => ({
     id: t.id,
     chainId: t.chainId,
@@ -38,15 +41,15 @@ export function createCryptoAdminHandlers(crypto: CryptoQuoteService): CryptoAdm
   return {
     listReceivingWallets: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'OK', data: (await crypto.listWallets(params.id)).map(presentWallet) },
+      body: { success: true, message: 'OK', data: (await crypto.listWallets(params.id)).map(presentOne) },
     }),
     setReceivingWallet: async ({ params, body }) => ({
       status: 200,
-      body: { success: true, message: 'Receiving wallet set', data: presentWallet(await crypto.setWallet(params.id, Number(params.chainId), body.address)) },
+      body: { success: true, message: 'Receiving wallet set', data: presentOne(await crypto.setWallet(params.id, Number(params.chainId), body.address)) },
     }),
     deleteReceivingWallet: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'Receiving wallet removed', data: presentWallet(await crypto.removeWallet(params.id, Number(params.chainId))) },
+      body: { success: true, message: 'Receiving wallet removed', data: presentOne(await crypto.removeWallet(params.id, Number(params.chainId))) },
     }),
     listCryptoTransfers: async ({ query }) => {
       const pageNumber = query.page ?? 1;

@@ -7,6 +7,7 @@ import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { createCryptoAdminHandlers } from './admin.handlers.js';
+import { createCryptoConsoleHandlers } from './console.handlers.js';
 import { ChainWatcher } from './chain-watcher.js';
 import type { CryptoConfig } from './crypto-config.js';
 import { CryptoQuoteService } from './crypto-quote.service.js';
@@ -39,6 +40,7 @@ export interface CryptoPaymentsModule {
   handlers: {
     admin: ReturnType<typeof createCryptoAdminHandlers> & ReturnType<typeof createX402AdminHandlers>;
     merchant: ReturnType<typeof createX402MerchantHandlers>;
+    console: ReturnType<typeof createCryptoConsoleHandlers>;
   };
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
@@ -83,7 +85,7 @@ export function createCryptoPaymentsModule(deps: {
     x402,
     x402Paywalls,
     pages: (router) => registerX402Pages(router, x402Paywalls, deps.logger),
-    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls) },
+    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls), console: createCryptoConsoleHandlers(cryptoQuotes) },
     jobs: () => [chainWatcher.job(), { name: 'x402-settlement-finisher', intervalMs: X402_FINISHER_INTERVAL_MS, run: async () => (await x402.finishSubmitted()) + (await x402.followSettled()) > 0 }],
   };
 }

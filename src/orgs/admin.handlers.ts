@@ -15,7 +15,8 @@ const presentOrg = (org: Organization) => ({
   updatedAt: iso(org.updatedAt),
 });
 
-const presentStripeAccount = (org: Organization) => {
+/** The organization's Stripe Connect binding, as the admin and console answers show it. */
+export const presentStripeAccount = (org: Organization) => {
   const state = org.stripeAccountId ? org.stripeAccountState : null;
   const problem = OrgService.stripeAccountProblem(org) ?? null;
   return {

@@ -3,6 +3,7 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import { createOrgAdminHandlers } from './admin.handlers.js';
 import { createMeHandlers } from './me.handlers.js';
+import { createOrgConsoleHandlers } from './console.handlers.js';
 import { KnexOrgRepository } from './orgs.repository.js';
 import { OrgService, type ConnectedAccountCheck } from './orgs.service.js';
 
@@ -11,6 +12,7 @@ export interface OrgsModule {
   handlers: {
     merchant: ReturnType<typeof createMeHandlers>;
     admin: ReturnType<typeof createOrgAdminHandlers>;
+    console: ReturnType<typeof createOrgConsoleHandlers>;
   };
 }
 
@@ -19,7 +21,9 @@ export function createOrgsModule(deps: {
   clock: Clock;
   /** Checks Stripe connected accounts before they are bound, when Stripe is the card processor. */
   connectedAccounts?: ConnectedAccountCheck;
+  /** The deployment's card processor, shown on the console's settings (default sandbox). */
+  cardProcessor?: 'sandbox' | 'stripe';
 }): OrgsModule {
   const orgs = new OrgService(new KnexOrgRepository(deps.db), deps.clock, deps.connectedAccounts);
-  return { orgs, handlers: { merchant: createMeHandlers(), admin: createOrgAdminHandlers(orgs) } };
+  return { orgs, handlers: { merchant: createMeHandlers(), admin: createOrgAdminHandlers(orgs), console: createOrgConsoleHandlers(orgs, deps.cardProcessor ?? 'sandbox') } };
 }

@@ -14,8 +14,16 @@ export interface Organization {
   stripeAccountBoundAt: Date | null;
   /** What Stripe last said of that account (Connect `account.updated`); null until it says anything after the binding. */
   stripeAccountState: StripeAccountState | null;
+  /** Branding of its hosted pages and buyer e-mails; null fields: Kassa's defaults. */
+  branding: Branding;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** An https URL of the logo, and an accent colour `#rrggbb` (lower case). */
+export interface Branding {
+  logoUrl: string | null;
+  accentColor: string | null;
 }
 
 /** A connected account's state as Stripe reported it (the processors domain reads it back from Stripe). */
@@ -50,7 +58,7 @@ export interface ApiKeyWithOrganization extends ApiKeyWithHash {
   organization: Organization;
 }
 
-export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>>;
+export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>> & { branding?: Partial<Branding> };
 
 export interface OrgRepository {
   insertOrganization(org: Organization): Promise<void>;
@@ -85,6 +93,8 @@ interface OrganizationRow {
   stripe_account_transfers?: string | null;
   stripe_account_card_payments?: string | null;
   stripe_account_checked_at?: Date | string | null;
+  brand_logo_url?: string | null;
+  brand_accent_color?: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -127,6 +137,8 @@ const toOrganization = (row: OrganizationRow): Organization => ({
         checkedAt: new Date(row.stripe_account_checked_at),
       }
     : null,
+  // Absent before the 0176 migration.
+  branding: { logoUrl: row.brand_logo_url ?? null, accentColor: row.brand_accent_color ?? null },
   createdAt: new Date(row.created_at),
   updatedAt: new Date(row.updated_at),
 });
@@ -184,6 +196,8 @@ export class KnexOrgRepository implements OrgRepository {
     if (patch.frozen !== undefined) changes.frozen = patch.frozen;
     if (patch.cardVerified !== undefined) changes.card_verified = patch.cardVerified;
     if (patch.cardAccountEnabled !== undefined) changes.card_account_enabled = patch.cardAccountEnabled;
+    if (patch.branding?.logoUrl !== undefined) changes.brand_logo_url = patch.branding.logoUrl;
+    if (patch.branding?.accentColor !== undefined) changes.brand_accent_color = patch.branding.accentColor;
     const [row] = await this.db<OrganizationRow>('organizations').where({ id }).update(changes).returning('*');
     return row ? toOrganization(row as OrganizationRow) : undefined;
   }

@@ -58,6 +58,7 @@ export class OrgService {
       stripeAccountId: null,
       stripeAccountBoundAt: null,
       stripeAccountState: null,
+      branding: { logoUrl: null, accentColor: null },
       createdAt: now,
       updatedAt: now,
     };
@@ -89,6 +90,27 @@ export class OrgService {
     // Authentication hands the organization's flags to the request: the next one sees these.
     this.keys.clear();
     return updated;
+  }
+
+  /**
+   * The settings a member changes from the console: the display name buyers see (null: `name`)
+   * and the branding of the hosted pages and buyer e-mails. The logo is an https URL (at most
+   * 2048 characters, no user or password in it): buyers' browsers and mail clients load it from
+   * there; the accent colour is `#rrggbb`, stored in lower case (pages pick the text colour on it
+   * by contrast). Null clears either.
+   */
+  async updateSettings(orgId: string, input: { displayName?: string | null; branding?: { logoUrl?: string | null; accentColor?: string | null } }): Promise<Organization> {
+    const branding: { logoUrl?: string | null; accentColor?: string | null } = {};
+    if (input.branding?.logoUrl !== undefined) branding.logoUrl = input.branding.logoUrl === null ? null : checkedLogoUrl(input.branding.logoUrl);
+    if (input.branding?.accentColor !== undefined) {
+      const colour = input.branding.accentColor;
+      if (colour !== null && !/^#[0-9a-fA-F]{6}$/.test(colour)) throw validationError('branding.accentColor must be a colour #rrggbb (six hexadecimal digits)', { field: 'branding.accentColor' });
+      branding.accentColor = colour === null ? null : colour.toLowerCase();
+    }
+    return this.updateOrganization(orgId, {
+      ...(input.displayName !== undefined ? { displayName: input.displayName } : {}),
+      ...(input.branding !== undefined ? { branding } : {}),
+    });
   }
 
   /**
@@ -240,4 +262,18 @@ export class OrgService {
     if (!org.cardAccountEnabled) return forbidden('The card payment account is missing or not enabled to receive payments');
     return undefined;
   }
+}
+
+/** A logo address buyers' browsers may load: https only, no credentials, at most 2048 characters. */
+function checkedLogoUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw validationError('branding.logoUrl must be an absolute https URL', { field: 'branding.logoUrl' });
+  }
+  if (url.protocol !== 'https:') throw validationError('branding.logoUrl must be an https URL (pages served over https cannot show an http image)', { field: 'branding.logoUrl' });
+  if (url.username || url.password) throw validationError('branding.logoUrl must not contain a user name or password', { field: 'branding.logoUrl' });
+  if (url.href.length > 2048) throw validationError('branding.logoUrl must be at most 2048 characters', { field: 'branding.logoUrl' });
+  return url.href;
 }

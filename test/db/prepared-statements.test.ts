@@ -20,6 +20,7 @@ const org: Organization = {
   stripeAccountId: null,
   stripeAccountBoundAt: null,
   stripeAccountState: null,
+  branding: { logoUrl: null, accentColor: null },
   createdAt: new Date('2026-01-01T00:00:00Z'),
   updatedAt: new Date('2026-01-01T00:00:00Z'),
 };

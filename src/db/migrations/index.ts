@@ -35,6 +35,7 @@ import * as m0140 from './0140_customer_portal_sessions.js';
 import * as m0141 from './0141_buyer_emails.js';
 import * as m0150 from './0150_accounts.js';
 import * as m0175 from './0175_refund_idempotency_keys.js';
+import * as m0176 from './0176_org_branding.js';
 import * as m0180 from './0180_console_developer_lists.js';
 
 export interface Migration {
@@ -77,6 +78,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0141_buyer_emails': m0141,
   '0150_accounts': m0150,
   '0175_refund_idempotency_keys': m0175,
+  '0176_org_branding': m0176,
   '0180_console_developer_lists': m0180,
 };
 

@@ -1,0 +1,34 @@
+/**
+ * The console's receiving wallets (openapi/console.yaml, tag Settings): the admin API's
+ * CryptoQuoteService methods for the member's organization, with the configured chains for a
+ * settings page. Audited at composition.
+ */
+import type { ConsoleHandlers } from '../handler-maps.js';
+import { presentWallet } from './admin.handlers.js';
+import { caip2, type CryptoQuoteService } from './crypto-quote.service.js';
+
+export function createCryptoConsoleHandlers(
+  crypto: CryptoQuoteService,
+): Pick<ConsoleHandlers, 'listConsoleReceivingWallets' | 'setConsoleReceivingWallet' | 'deleteConsoleReceivingWallet'> {
+  return {
+    listConsoleReceivingWallets: async ({ auth }) => ({
+      status: 200,
+      body: {
+        success: true,
+        message: 'OK',
+        data: {
+          chains: crypto.config.chains.map((c) => ({ chainId: c.chainId, chain: caip2(c.chainId), chainName: c.name })),
+          wallets: (await crypto.listWallets(auth.orgId)).map((w) => presentWallet(crypto, w)),
+        },
+      },
+    }),
+    setConsoleReceivingWallet: async ({ auth, params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Receiving wallet set', data: presentWallet(crypto, await crypto.setWallet(auth.orgId, Number(params.chainId), body.address)) },
+    }),
+    deleteConsoleReceivingWallet: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'Receiving wallet removed', data: presentWallet(crypto, await crypto.removeWallet(auth.orgId, Number(params.chainId))) },
+    }),
+  };
+}
