@@ -11,10 +11,14 @@ import {
   formatMoney,
   localDate,
   localMidnightUnix,
+  minorToInput,
+  parseMoney,
   queryToFilters,
   rangeFor,
 } from '../../web/console/shared/format.js';
 import { safeNext } from '../../web/console/routes/sign-in/next.js';
+import { explorerTxUrl, stripeDashboardUrl } from '../../web/console/shared/links.js';
+import { orderTimeline } from '../../web/console/routes/orders/components/order-timeline-entries.js';
 
 describe('money', () => {
   it('formats minor units by the currency’s decimals, without floating point', () => {
@@ -102,5 +106,38 @@ describe('filters ↔ URL', () => {
     expect(safeNext('//evil.example/console/')).toBe('/console/');
     expect(safeNext('/console/\\evil')).toBe('/console/');
     expect(safeNext(undefined)).toBe('/console/');
+  });
+});
+
+describe('amounts typed in forms, processor links, the order timeline', () => {
+  it('reads an amount in the currency’s units as minor units, or refuses it', () => {
+    expect(parseMoney('24.50', 'USD')).toBe(2450);
+    expect(parseMoney(' 1,234.5 ', 'USD')).toBe(123450);
+    expect(parseMoney('10', 'JPY')).toBe(10);
+    expect(parseMoney('1.5', 'JPY')).toBeUndefined();
+    expect(parseMoney('0.000001', 'USDC')).toBe(1);
+    expect(parseMoney('1.001', 'USD')).toBeUndefined();
+    expect(parseMoney('0', 'USD')).toBeUndefined();
+    expect(parseMoney('-5', 'USD')).toBeUndefined();
+    expect(parseMoney('5e3', 'USD')).toBeUndefined();
+    expect(minorToInput(2450, 'USD')).toBe('24.50');
+    expect(minorToInput(5, 'USD')).toBe('0.05');
+    expect(minorToInput(500, 'JPY')).toBe('500');
+  });
+
+  it('links a payment to the processor’s own page', () => {
+    expect(stripeDashboardUrl('pi_123')).toBe('https://dashboard.stripe.com/payments/pi_123');
+    expect(stripeDashboardUrl('sub_1')).toBe('https://dashboard.stripe.com/subscriptions/sub_1');
+    expect(stripeDashboardUrl('sandbox_1')).toBeUndefined();
+    expect(explorerTxUrl('eip155:8453', `0x${'ab'.repeat(32)}`)).toBe(`https://basescan.org/tx/0x${'ab'.repeat(32)}`);
+    expect(explorerTxUrl('eip155:31337', `0x${'ab'.repeat(32)}`)).toBeUndefined();
+    expect(explorerTxUrl('eip155:1', '0xnot-a-hash')).toBeUndefined();
+  });
+
+  it('orders an order’s history: created, paid, refunds and disputes by time', () => {
+    const order = { orderId: 'ORD_1', status: 'PAID', amountCents: 5000, currency: 'USD', createdAt: '2026-11-22T09:00:00.000Z', updatedAt: '2026-11-22T09:01:00.000Z' } as Parameters<typeof orderTimeline>[0];
+    const refund = { amountCents: 1000, currency: 'USD', status: 'succeeded', reason: 'duplicate', createdAt: '2026-11-23T10:00:00.000Z' } as Parameters<typeof orderTimeline>[1][number];
+    const dispute = { amountCents: 4000, currency: 'USD', createdAt: '2026-11-22T12:00:00.000Z', closedAt: '2026-11-24T12:00:00.000Z', outcome: 'won' } as Parameters<typeof orderTimeline>[2][number];
+    expect(orderTimeline(order, [refund], [dispute]).map((e) => e.label)).toEqual(['Created', 'Paid $50.00', 'Dispute opened: $40.00', 'Refunded $10.00 (duplicate)', 'Dispute closed: won']);
   });
 });

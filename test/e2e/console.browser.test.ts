@@ -98,7 +98,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console: frame, sign-in, navi
       expect(outline, `${label}: visible focus`).not.toBe('none');
       await page.keyboard.press('Enter');
       await page.getByRole('heading', { name: label === 'Agent wallets' ? 'Agent wallets' : label, level: 1 }).waitFor();
-      expect(await page.locator('nav a[aria-current=page]').textContent()).toBe(label);
+      expect(await page.locator('nav#nav a[aria-current=page]').textContent()).toBe(label);
     }
     expect(h.pageErrors).toEqual([]);
   });
