@@ -19,6 +19,7 @@ import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
 import { refuseCrossSiteForms } from './pages/cross-site.js';
 import { registerDocsRoutes } from './docs/docs.js';
+import { registerConsoleRoutes } from './console/serve.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
@@ -115,6 +116,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
+  // The console's management operations of the other domains are audited like the merchant
+  // API's state changes, with a telling action name where one is given (the accounts domain's
+  // write their own entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
     ...audited(
@@ -122,6 +126,9 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
         ...catalog.handlers.console,
         ...orders.handlers.console,
         ...subscriptions.handlers.console,
+        ...webhooks.handlers.console,
+        ...deps.services.modules.telemetry.handlers.console,
+        ...deps.services.modules.agentWallet.handlers.console,
         ...orgs.handlers.console,
         ...cryptoPayments.handlers.console,
         ...webhooks.handlers.console,
@@ -158,6 +165,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       subscriptions.pages(router);
       portal.pages(router);
       cryptoPayments.pages(router);
+      registerConsoleRoutes(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant', 'console'],

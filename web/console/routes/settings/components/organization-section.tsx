@@ -1,0 +1,90 @@
+/**
+ * The organization as buyers see it: display name and branding (logo, accent colour) used on the
+ * hosted checkout, portal and e-mails; the card processor's state and the receiving wallets.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { ErrorNotice, Fields, Loading } from '../../../components/ui';
+import { consoleApi } from '../../../shared/api';
+import { useApi, useAction } from '../../../shared/use-api';
+import { useSession } from '../../../shared/session';
+
+const useOrganization = () => useApi(() => consoleApi.GET('/v1/console/organization').then((r) => ({ ...r, data: r.data?.data })), []);
+const useCardProcessor = () => useApi(() => consoleApi.GET('/v1/console/card-processor').then((r) => ({ ...r, data: r.data?.data as Record<string, unknown> | undefined })), []);
+const useReceivingWallets = () => useApi(() => consoleApi.GET('/v1/console/receiving-wallets').then((r) => ({ ...r, data: r.data?.data as unknown })), []);
+const save = (body: { displayName: string | null; branding: { logoUrl: string | null; accentColor: string | null } }) =>
+  consoleApi.PATCH('/v1/console/organization', { body }).then((r) => ({ ...r, data: r.data?.data }));
+
+const show = (value: unknown): string => (value === null || value === undefined ? '—' : typeof value === 'object' ? JSON.stringify(value) : String(value));
+
+export function OrganizationSection() {
+  const { can } = useSession();
+  const organization = useOrganization();
+  const processor = useCardProcessor();
+  const wallets = useReceivingWallets();
+  const [displayName, setDisplayName] = useState('');
+  const [logoUrl, setLogoUrl] = useState('');
+  const [accent, setAccent] = useState('');
+  const [saved, setSaved] = useState(false);
+  const update = useAction(save);
+  useEffect(() => {
+    const o = organization.data;
+    if (!o) return;
+    setDisplayName(o.displayName ?? '');
+    setLogoUrl(o.branding.logoUrl ?? '');
+    setAccent(o.branding.accentColor ?? '');
+  }, [organization.data]);
+  return (
+    <section aria-labelledby="organization-title">
+      <h2 id="organization-title">Organization</h2>
+      <ErrorNotice message={organization.error} retry={organization.reload} />
+      {!organization.data && !organization.error && <Loading />}
+      {organization.data && (
+        <form
+          class="card"
+          aria-labelledby="branding-title"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setSaved(false);
+            if (await update.run({ displayName: displayName.trim() || null, branding: { logoUrl: logoUrl.trim() || null, accentColor: accent.trim() || null } })) {
+              setSaved(true);
+              organization.reload();
+            }
+          }}
+        >
+          <h3 id="branding-title">What buyers see (checkout, portal, e-mails)</h3>
+          <label for="display-name">Display name (empty: {organization.data.name})</label>
+          <input id="display-name" maxLength={255} value={displayName} onInput={(e) => setDisplayName(e.currentTarget.value)} disabled={!can('settings:manage')} />
+          <label for="logo-url">Logo URL (https)</label>
+          <input id="logo-url" type="url" placeholder="https://shop.example.com/logo.png" value={logoUrl} onInput={(e) => setLogoUrl(e.currentTarget.value)} disabled={!can('settings:manage')} />
+          <label for="accent">Accent colour (#rrggbb, empty: Kassa's indigo)</label>
+          <input id="accent" pattern="^#[0-9a-fA-F]{6}$" placeholder="#4338ca" value={accent} onInput={(e) => setAccent(e.currentTarget.value)} disabled={!can('settings:manage')} />
+          <ErrorNotice message={update.error} />
+          {saved && (
+            <p class="notice success" role="status">
+              Saved: the hosted pages show it from now on.
+            </p>
+          )}
+          {can('settings:manage') && (
+            <button type="submit" class="primary" disabled={update.pending}>
+              Save
+            </button>
+          )}
+        </form>
+      )}
+      {can('settings:manage') && (
+        <>
+      <h3>Card processor</h3>
+      <ErrorNotice message={processor.error} retry={processor.reload} />
+      {processor.data && <div class="card"><Fields items={Object.entries(processor.data).map(([k, v]) => [k, show(v)])} /></div>}
+      <h3>Receiving wallets</h3>
+      <ErrorNotice message={wallets.error} retry={wallets.reload} />
+      {wallets.data !== undefined && (
+        <pre class="mono small payload" tabIndex={0} aria-label="Receiving wallets">
+          {JSON.stringify(wallets.data, null, 2)}
+        </pre>
+      )}
+        </>
+      )}
+    </section>
+  );
+}
