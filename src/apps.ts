@@ -83,7 +83,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
     { doc: consoleDoc, include: () => true },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts, telemetry } = deps.services.modules;
   const merchantHandlers = {
     ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
@@ -97,7 +97,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   } satisfies MerchantHandlers;
   const handlers = {
     ...audited(merchantHandlers, accounts.audit, { door: 'merchant', skip: NOT_AUDITED }),
-    ...(accounts.handlers.console satisfies ConsoleHandlers),
+    ...({ ...accounts.handlers.console, ...telemetry.handlers.console } satisfies ConsoleHandlers),
   };
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {

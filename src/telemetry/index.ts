@@ -7,12 +7,15 @@ import { createTelemetryAdminHandlers } from './admin.handlers.js';
 import { telemetryAuthenticator } from './auth.js';
 import { refineTelemetryError } from './errors.js';
 import { createTelemetryHandlers } from './telemetry.handlers.js';
+import { createTelemetryConsoleHandlers } from './console.handlers.js';
 import { PROTOBUF_MEDIA_TYPE, decodeOtlpTraceRequest, encodeOtlpTraceResponse } from './otlp-protobuf.js';
 import { KnexIngestUnitOfWork } from './ingest.repository.js';
 import { IngestService } from './ingest.service.js';
 import { TelemetryKeyService } from './keys.service.js';
 import { MetricsService } from './metrics.service.js';
 import { PriceTable } from './prices.js';
+import { KnexModelPriceRepository } from './model-prices.repository.js';
+import { ModelPriceService } from './model-prices.service.js';
 import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
 import type { Job } from '../kernel/job.js';
@@ -28,6 +31,7 @@ export interface TelemetryModule {
   ingest: IngestService;
   traces: TraceService;
   metrics: MetricsService;
+  prices: ModelPriceService;
   retention: RetentionJob;
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
@@ -36,6 +40,8 @@ export interface TelemetryModule {
     platform: ReturnType<typeof createTelemetryHandlers>;
     /** The admin API's telemetry projects and keys. */
     admin: ReturnType<typeof createTelemetryAdminHandlers>;
+    /** The console's telemetry operations (console.yaml, merchant listener, a member's session). */
+    console: ReturnType<typeof createTelemetryConsoleHandlers>;
   };
   /** telemetry.yaml's security schemes. */
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
@@ -57,10 +63,12 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
   const config = deps.config ?? DEFAULT_TELEMETRY_CONFIG;
   const projectRepo = new KnexProjectRepository(db);
   const keys = new TelemetryKeyService(projectRepo, clock, { limit: config.rateLimit, windowSeconds: config.rateLimitWindowSeconds });
+  const prices = new ModelPriceService(new KnexModelPriceRepository(db), projectRepo, new PriceTable(config.prices), clock);
   const services = {
     projects: new ProjectService(projectRepo, clock),
     keys,
-    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, new PriceTable(config.prices), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
+    prices,
+    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
     traces: new TraceService(new KnexTraceRepository(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo),
   };
@@ -69,7 +77,7 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     ...services,
     retention,
     jobs: () => [retention],
-    handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }) },
+    handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }), console: createTelemetryConsoleHandlers(services) },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,
     bodyCodecs: { ingestOtlpTraces: { mediaType: PROTOBUF_MEDIA_TYPE, decodeRequest: decodeOtlpTraceRequest, encodeResponse: encodeOtlpTraceResponse } },

@@ -7,7 +7,7 @@
  * (relative error ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead
  * of every span; the same query with unaligned ends about 15 per bucket.
  */
-import { AppError, validationError } from '../kernel/errors.js';
+import { AppError, notFound, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
 import type { RollupRepository } from './rollups.repository.js';
@@ -48,6 +48,8 @@ export interface MetricsQuery {
   group_by?: GroupBy;
   model?: string;
   environment?: Project['environment'];
+  /** Only this project of the organization (another's, or none, is 404). */
+  project_id?: string;
 }
 
 export interface MetricSeries {
@@ -102,7 +104,9 @@ export class MetricsService {
       });
     }
 
-    const projects = (await this.projects.listProjects(orgId)).filter((p) => q.environment === undefined || p.environment === q.environment);
+    const all = await this.projects.listProjects(orgId);
+    if (q.project_id !== undefined && !all.some((p) => p.id === q.project_id)) throw notFound('Project');
+    const projects = all.filter((p) => (q.environment === undefined || p.environment === q.environment) && (q.project_id === undefined || p.id === q.project_id));
     const environmentOf = new Map(projects.map((p) => [p.id, p.environment]));
     const projectIds = projects.map((p) => p.id);
     const distName = DISTRIBUTION_OF[metric];
