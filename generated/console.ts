@@ -1064,7 +1064,7 @@ export interface components {
             /** @enum {string} */
             metric: "llm.requests.total" | "llm.requests.errors" | "llm.tokens.input" | "llm.tokens.output" | "llm.tokens.total" | "llm.cost.total" | "llm.latency_ms";
             /** @enum {string} */
-            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p99";
+            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p95" | "p99";
             /** @enum {string} */
             interval: "1m" | "5m" | "15m" | "1h" | "1d";
             series: {

@@ -292,7 +292,7 @@ export interface paths {
          *     results.
          *
          *     **Aggregations.** `sum`, `avg`, `min`, `max` and `count` (number of samples) of the
-         *     samples in a bucket, exact; `p50`, `p90`, `p99` are computed from mergeable DDSketch
+         *     samples in a bucket, exact; `p50`, `p90`, `p95`, `p99` are computed from mergeable DDSketch
          *     sketches with relative error ≤ 1%: the value returned for `pQ` is within 1% of the
          *     sample at rank floor(Q/100 × (n − 1)) of the bucket's n sorted samples (the lower
          *     nearest rank; never below `min` nor above `max`). For `llm.requests.total` and
@@ -829,7 +829,7 @@ export interface components {
             /** @enum {string} */
             metric: "llm.requests.total" | "llm.requests.errors" | "llm.tokens.input" | "llm.tokens.output" | "llm.tokens.total" | "llm.cost.total" | "llm.latency_ms";
             /** @enum {string} */
-            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p99";
+            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p95" | "p99";
             /** @enum {string} */
             interval: "1m" | "5m" | "15m" | "1h" | "1d";
             series: {
@@ -2242,13 +2242,13 @@ export interface operations {
                 interval?: string;
                 /**
                  * @description Aggregation of the samples of a bucket. One of `sum`, `avg`, `min`, `max`,
-                 *     `count`, `p50`, `p90`, `p99`; default `sum` for every metric, as the product spec
+                 *     `count`, `p50`, `p90`, `p95`, `p99`; default `sum` for every metric, as the product spec
                  *     defines it. Anything else is `400 invalid_aggregation`.
                  *
                  *     `sum` suits the metrics that add up (`llm.requests.total`, `llm.requests.errors`,
                  *     `llm.tokens.input`, `llm.tokens.output`, `llm.tokens.total`, `llm.cost.total`); for
                  *     `llm.latency_ms` a sum of latencies is rarely what is wanted: ask for `avg` or a
-                 *     percentile (`p50`, `p90`, `p99`). The answer's `aggregation` names the one applied.
+                 *     percentile (`p50`, `p90`, `p95`, `p99`). The answer's `aggregation` names the one applied.
                  * @example sum
                  */
                 aggregation?: string;

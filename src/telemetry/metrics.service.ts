@@ -25,7 +25,7 @@ export const METRICS = [
 export type MetricName = (typeof METRICS)[number];
 export const INTERVALS = { '1m': 60_000, '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '1d': 86_400_000 } as const;
 export type IntervalName = keyof typeof INTERVALS;
-export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p99'] as const;
+export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p95', 'p99'] as const;
 export type AggregationName = (typeof AGGREGATIONS)[number];
 export type GroupBy = 'model' | 'vendor' | 'environment' | 'project';
 export const MAX_BUCKETS = 1440;
@@ -37,7 +37,7 @@ const DISTRIBUTION_OF: Partial<Record<MetricName, DistributionName>> = {
   'llm.cost.total': 'cost',
   'llm.latency_ms': 'latency',
 };
-const QUANTILE: Partial<Record<AggregationName, number>> = { p50: 0.5, p90: 0.9, p99: 0.99 };
+const QUANTILE: Partial<Record<AggregationName, number>> = { p50: 0.5, p90: 0.9, p95: 0.95, p99: 0.99 };
 
 export interface MetricsQuery {
   metric?: string;

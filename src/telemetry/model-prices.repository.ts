@@ -50,7 +50,8 @@ export class KnexModelPriceRepository implements ModelPriceRepository {
   }
 
   async deletePrice(projectId: string, model: string): Promise<boolean> {
-    const n = await this.db('telemetry_model_prices').where({ project_id: projectId, model }).delete();
-    return n > 0;
+    // RETURNING, not the affected-row count: the PGlite driver does not report the count.
+    const rows = await this.db('telemetry_model_prices').where({ project_id: projectId, model }).delete().returning('model');
+    return rows.length > 0;
   }
 }
