@@ -339,7 +339,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects": {
+    "/v1/console/products": {
         parameters: {
             query?: never;
             header?: never;
@@ -347,10 +347,152 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the organization's telemetry projects
-         * @description The organization's telemetry projects, oldest first, as the telemetry API's `listProjects` answers them.
+         * List the organization's products
+         * @description The organization's products newest first (`createdAt` descending, ties by id), in every
+         *     state unless `status` is given (`ARCHIVED` lists the archive). `search` is a
+         *     case-insensitive substring of the name, matched literally. Any member may read the
+         *     catalog; changing it needs `catalog:write`.
          */
-        get: operations["listConsoleTelemetryProjects"];
+        get: operations["listConsoleProducts"];
+        put?: never;
+        /**
+         * Create a product
+         * @description Creates a product in the organization (the same rules as the admin API's
+         *     `POST /v1/orgs/{id}/products`): `name` and `description` are trimmed; `status` defaults to
+         *     `PUBLISHED` (`DRAFT` keeps it out of the merchant API's default list). Recorded in the
+         *     audit log as `product.create`.
+         */
+        post: operations["createConsoleProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/products/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Edit a product
+         * @description Changes the name, the description (`null` removes it) or the state. Any state may follow
+         *     any other, so an archived product can be published again. Checkout sessions already
+         *     created keep their purchase snapshot. Another organization's product is `404`, like a
+         *     missing one. Recorded as `product.update` (with the names of the fields changed).
+         */
+        patch: operations["updateConsoleProduct"];
+        trace?: never;
+    };
+    "/v1/console/products/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archive a product
+         * @description Sets the product's state to `ARCHIVED`: it leaves the merchant API's default list, its
+         *     payment links stop selling and no price can be added. Reversible with
+         *     `PATCH /v1/console/products/{id}` (`status: PUBLISHED`). Archiving an archived product
+         *     changes nothing. Recorded as `product.archive`.
+         */
+        post: operations["archiveConsoleProduct"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/products/{id}/prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a product's prices
+         * @description Every price of the product, inactive ones included, newest first. Another organization's product is `404`.
+         */
+        get: operations["listConsoleProductPrices"];
+        put?: never;
+        /**
+         * Add a price to a product
+         * @description The same rules as the admin API's `POST /v1/products/{id}/prices` (see `PriceCreate`):
+         *     a card (`STRIPE`) price needs an ISO 4217 currency (`USDC`/`USDT` need `provider:
+         *     CRYPTO`); with `flexibleAmount`, `minAmount` ≤ `amount` ≤ `maxAmount`; amounts within the
+         *     rail's bounds (`400 VALIDATION_ERROR` naming the field). An archived product is
+         *     `409 CONFLICT`; another organization's product `404`. Prices cannot be edited (orders
+         *     and subscriptions point at them): deactivate and add a new one. Recorded as `price.create`.
+         */
+        post: operations["createConsolePrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/prices/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a price
+         * @description Final: the price is never sold again and its payment links stop with it; orders and
+         *     subscriptions already made on it are untouched. Deactivating an inactive price changes
+         *     nothing. Another organization's price is `404`. Recorded as `price.deactivate`.
+         */
+        post: operations["deactivateConsolePrice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's payment links
+         * @description Payment links newest first (`createdAt` descending, ties by id), each with its buyer URL
+         *     and what it sells (product name, price amount and currency), so a list needs no other
+         *     request. Filter by `productId`, `pricingId` or `active`. An id of another organization
+         *     simply matches nothing.
+         */
+        get: operations["listConsolePaymentLinks"];
         put?: never;
         post?: never;
         delete?: never;
@@ -359,7 +501,702 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/traces": {
+    "/v1/console/prices/{id}/payment-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a payment link for a price
+         * @description A reusable buyer URL (`paymentLinkUrl`, `{base_url}/pay/<32 random characters>`) for the
+         *     price; `name` defaults to the price's `pricingName`. An inactive price or an archived
+         *     product is `409 CONFLICT`; a price whose amount is outside its rail's bounds `400`;
+         *     another organization's price `404`. Recorded as `payment_link.create`.
+         */
+        post: operations["createConsolePaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/payment-links/{id}/deactivate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate a payment link
+         * @description The link's URL stops selling (the buyer sees that it is no longer available). Deactivating
+         *     an inactive link changes nothing. Another organization's link is `404`. Recorded as
+         *     `payment_link.deactivate`.
+         */
+        post: operations["deactivateConsolePaymentLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/orders/{id}/refund": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refund an order, fully or partly
+         * @description The admin API's refund (`POST /v1/orders/{id}/refund`, one service and one refund flow),
+         *     for an order of the session's organization (another organization's order is `404`).
+         *     Without `amount` the whole refundable remainder is refunded; a partial refund leaves the
+         *     order `PAID` with a higher `amountRefundedCents`, the last one makes it `REFUNDED`. Only
+         *     `PAID` orders can be refunded (`409 CONFLICT` otherwise); an amount above the remainder
+         *     is `400`. `reason` is recorded with the refund and passed to Stripe. An order paid through
+         *     Stripe is refunded there first: `503` when Stripe cannot be reached (nothing recorded;
+         *     retry with the same key), `409` when Stripe refuses. Each refund sends `order.refunded`
+         *     and is listed by the merchant API's `GET /v1/orders/{id}/refunds`.
+         *
+         *     **Idempotency** — `Idempotency-Key` is required (the console makes one per refund form).
+         *     Keys are scoped to the organization and kept 24 hours. The same key with the same order,
+         *     amount and reason answers `200` with the order as it is now and `Idempotent-Replayed:
+         *     true`, refunding nothing more (a double click or a retry never refunds twice); the same
+         *     key with other parameters is `409 IDEMPOTENCY_KEY_REUSED`. A refund that failed keeps no
+         *     key. Recorded in the audit log as `order.refund`.
+         */
+        post: operations["refundConsoleOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a subscription at period end or at once
+         * @description The admin API's cancellation (one service), for a subscription of the session's
+         *     organization (another organization's is `404`). `atPeriodEnd: true` (default) keeps it
+         *     `ACTIVE` until `currentPeriodEnd` and then ends it (`cancelAtPeriodEnd: true`; asking
+         *     again changes nothing); only an `ACTIVE` subscription can be scheduled. `atPeriodEnd:
+         *     false` ends an `ACTIVE` or `PAUSED` subscription now (`CANCELED`, `subscription.ended`).
+         *     Other states are `409`. A subscription Stripe bills is changed in Stripe first (`503`
+         *     when Stripe cannot be reached; nothing changed). Recorded as `subscription.cancel`.
+         */
+        post: operations["cancelConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a subscription
+         * @description `ACTIVE` → `PAUSED`: no renewal is attempted while paused (the paid period runs out
+         *     normally; on Stripe, invoices made during the pause are voided). Pausing a paused
+         *     subscription changes nothing; other states are `409`; another organization's
+         *     subscription `404`; Stripe unreachable `503`. Sends `subscription.updated`. Recorded as
+         *     `subscription.pause`.
+         */
+        post: operations["pauseConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/subscriptions/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused subscription
+         * @description `PAUSED` → `ACTIVE`; when the paid period lapsed during the pause, the next period starts
+         *     (and is charged) now. Resuming an active subscription changes nothing; other states are
+         *     `409`; another organization's subscription `404`; Stripe unreachable `503`. Recorded as
+         *     `subscription.resume`.
+         */
+        post: operations["resumeConsoleSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The webhook delivery log
+         * @description The organization's deliveries (one per event and endpoint, plus redeliveries and test
+         *     events), newest first (`createdAt`, then `deliveryId`, descending), without their attempts
+         *     and payload (read one delivery for those). Filters combine (AND). Paging is by keyset:
+         *     pass a page's `nextCursor` as `starting_after` for the next, older page; a page costs the
+         *     same however deep it lies and never repeats or skips a delivery when new ones arrive.
+         *     History is kept for `WEBHOOK_RETENTION_DAYS` (default 30) once every delivery of an event
+         *     is final. Reading the log needs `webhooks:write` (owner, admin, developer): payloads hold
+         *     customers' e-mail addresses.
+         */
+        get: operations["listConsoleWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One webhook delivery with its payload and attempts
+         * @description The delivery, its endpoint (name and URL as they are now; `deleted` when it was deleted),
+         *     the exact JSON envelope every attempt sends (`payload`; the bytes are its compact JSON
+         *     form, signed per attempt), and every attempt oldest first: HTTP status (null when no
+         *     response arrived), duration, the first 2 KiB of the response body, and the error.
+         *     Another organization's delivery is `404`, like an unknown one.
+         */
+        get: operations["getConsoleWebhookDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-deliveries/{id}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery's event to its endpoint again
+         * @description Queues a **new** delivery of the same event to the same endpoint, with a fresh budget of
+         *     12 attempts (the worker sends it within a second or so). The `webhook-id` is the event's,
+         *     so a receiver that already processed the event recognises it. Works for any delivery
+         *     (failed, succeeded or pending). `409` when the endpoint was deleted or is disabled;
+         *     another organization's delivery is `404`. The same service as the operator's
+         *     `POST /v1/webhook-deliveries/{id}/redeliver`.
+         */
+        post: operations["redeliverConsoleWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to one endpoint
+         * @description Queues a `webhook.test` event (see the merchant document's `webhooks`) for this endpoint
+         *     only, whatever its event selection, signed and delivered like any event (same headers,
+         *     retries and attempt records): it checks the URL, TLS and the receiver's signature
+         *     verification end to end. Poll `GET /v1/console/webhook-deliveries/{id}` for its attempts.
+         *     `404` for an unknown, deleted or another organization's endpoint, `409` for a disabled one.
+         */
+        post: operations["sendConsoleTestWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The published webhook signing keys
+         * @description The Ed25519 keys that sign deliveries: the current key first, then retired keys still in
+         *     their grace period (still published and signing). The public document receivers fetch is
+         *     `GET {api_url}/v1/webhooks/signing-key`. The private halves never leave Kassa.
+         */
+        get: operations["listConsoleWebhookSigningKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/webhook-signing-keys/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the webhook signing key
+         * @description Makes a new Ed25519 key current at once; the previous key stays **published and signing**
+         *     for `graceSeconds` (default 7 days, at most 7 days here), so receivers holding either key
+         *     keep verifying while they refresh their copy. The same service as the operator's
+         *     `POST /v1/webhooks/signing-key/rotate`.
+         *
+         *     **One key signs for every organization of this Kassa** (each envelope names its
+         *     organization and endpoint; receivers check those), so a rotation here is seen by all of
+         *     them: harmless during the grace period, but every published key adds a signature to each
+         *     delivery. A member may therefore rotate only when the current key is at least 24 hours
+         *     old (`409` otherwise, naming when); the operator's admin API has no such wait (and a
+         *     grace period of up to 90 days). Two rotations racing: one wins, the other is `409`.
+         */
+        post: operations["rotateConsoleWebhookSigningKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry projects
+         * @description Every project of the organization, oldest first (at most 100, not paginated).
+         */
+        get: operations["listConsoleTelemetryProjects"];
+        put?: never;
+        /**
+         * Create a telemetry project
+         * @description The same rules as the telemetry API's `createProject` and the operator's: the `slug` is
+         *     derived from `name` (unique in the organization: `-2`, `-3`, … on collision) and never
+         *     changes; sampling starts at 1 (every trace) and retention at 30 days; an organization
+         *     holds at most 100 projects (`409`). Send traces to it with a telemetry key
+         *     (`POST /v1/console/telemetry-keys`).
+         */
+        post: operations["createConsoleTelemetryProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a telemetry project with its trace counts
+         * @description The project and `stats`: stored traces by first ingestion time, `tracesToday` since 00:00
+         *     UTC and `tracesThisMonth` since the first of the month (sampled-out traces are not
+         *     counted). Another organization's project is `404`.
+         */
+        get: operations["getConsoleTelemetryProject"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a telemetry project and all its data
+         * @description **Irreversible.** Deletes the project with every trace, span and metric point. A project
+         *     with active (unrevoked) telemetry keys is `409`: revoke them first
+         *     (`POST /v1/console/telemetry-keys/{id}/revoke`).
+         */
+        delete: operations["deleteConsoleTelemetryProject"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a telemetry project
+         * @description Changes the fields sent; `description: null` clears it. Renaming keeps the `slug`. A new
+         *     `sampleRate` applies to traces ingested afterwards; a new `dataRetentionDays` from the next
+         *     retention run (within about a minute: stored data older than the period is then
+         *     **deleted**). The same service as the telemetry API's `updateProject`.
+         */
+        patch: operations["updateConsoleTelemetryProject"];
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's telemetry keys
+         * @description Every telemetry key of the organization (revoked ones too), newest first, optionally of
+         *     one project. The key itself is never shown again after its creation: `prefix` helps
+         *     recognise it. `lastUsedAt` is the start of the last rate-limit window (a minute by
+         *     default) in which the key authenticated a request; null when never used since it was
+         *     created (or since this was recorded).
+         */
+        get: operations["listConsoleTelemetryKeys"];
+        put?: never;
+        /**
+         * Create a telemetry key for a project
+         * @description Issues a telemetry key (`tk_…`) for one project of the organization and returns it
+         *     **once** (Kassa keeps only its SHA-256; the answer is `Cache-Control: no-store` and the
+         *     key is in no log or audit entry). Another organization's or an unknown project is `404`.
+         */
+        post: operations["createConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke a telemetry key
+         * @description The key stops authenticating at once (`401` on the telemetry API). Revoking a revoked key
+         *     answers it unchanged. Another organization's or an unknown key is `404`.
+         */
+        post: operations["revokeConsoleTelemetryKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-wallets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agent wallets
+         * @description The organization's wallets (at most 5), oldest first. A wallet is one EVM account whose
+         *     key Kassa holds sealed; `chains` lists the chains this Kassa signs for, with the wallet's
+         *     address on each (the same address on every EVM chain).
+         */
+        get: operations["listConsoleAgentWallets"];
+        put?: never;
+        /**
+         * Create an agent wallet
+         * @description Generates the wallet's key (sealed at rest; never shown) and gives the wallet the
+         *     **default policy** "Default: USDC transfers up to 5 USDC": for each chain this Kassa signs
+         *     for, one rule that allows an EIP-712 `TransferWithAuthorization` (EIP-3009, what an x402
+         *     payment is) on that chain's USDC contract of at most 5 USDC (5000000 base units) per
+         *     signature. Everything else is denied: add policies to allow more, delete the default one
+         *     to allow less. An organization has at most 5 wallets (`409`). The same service as the
+         *     operator's `POST /v1/orgs/{id}/wallets`.
+         */
+        post: operations["createConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-wallets/{id}/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a wallet's policies
+         * @description The wallet's policies in evaluation order (oldest first). A signing request is allowed
+         *     when a rule of some policy allows it and none denies it; with no policy everything is
+         *     denied (the agent wallet document, tag Policies, describes rules and spend limits). A new
+         *     wallet starts with the default policy (see `POST /v1/console/agent-wallets`). Another
+         *     organization's wallet is `404`.
+         */
+        get: operations["listConsoleAgentWalletPolicies"];
+        put?: never;
+        /**
+         * Add a policy to a wallet
+         * @description Validates the rules and spend limits exactly as the operator's
+         *     `POST /v1/wallets/{id}/policies` does (`400` naming the rule) and adds the policy; it
+         *     applies to the next signing request. Another organization's wallet is `404`.
+         */
+        post: operations["createConsoleAgentWalletPolicy"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-policies/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a wallet policy
+         * @description Removes the policy; it no longer applies from the next signing request. Deleting a
+         *     wallet's last allowing policy (the default one included) denies everything. Another
+         *     organization's or an unknown policy is `404`.
+         */
+        delete: operations["deleteConsoleAgentPolicy"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's agents
+         * @description Every agent (revoked ones too), oldest first, with its public key and assigned wallet.
+         */
+        get: operations["listConsoleAgents"];
+        put?: never;
+        /**
+         * Create an agent
+         * @description Registers an agent. Without `publicKey` Kassa generates a P-256 key pair and returns the
+         *     **Agent Wallet Key** (the private key and the wallet id, base64) **once** — the answer is
+         *     `Cache-Control: no-store`, and the key is in no log or audit entry; give it to the agent
+         *     (`KASSA_AGENT_WALLET_KEY`). With `publicKey` the agent keeps its own private key and
+         *     `agentWalletKey` is null. `walletId` (optional) assigns one of the organization's wallets
+         *     (another organization's is `404`); an already registered public key is `409`.
+         */
+        post: operations["createConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a wallet to an agent (or unassign)
+         * @description The agent signs with this wallet from its next request (`walletId: null` unassigns: it
+         *     then signs nothing). Another organization's agent or wallet is `404`; a revoked agent is
+         *     `409`.
+         */
+        post: operations["assignConsoleAgentWallet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an agent
+         * @description The agent's key stops authenticating at once (`401` on the agent wallet API); its history
+         *     stays. Revoking a revoked agent answers it unchanged. Another organization's agent is `404`.
+         */
+        post: operations["revokeConsoleAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agents/{id}/rotate-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an agent's key
+         * @description Replaces the agent's key at once (the old key stops authenticating). Without `publicKey`
+         *     the new **Agent Wallet Key** is returned **once** (`Cache-Control: no-store`); with it,
+         *     `agentWalletKey` is null. A revoked agent or an already registered key is `409`; another
+         *     organization's agent is `404`.
+         */
+        post: operations["rotateConsoleAgentKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-credit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's credit balance
+         * @description The organization-level credit pool (the sum of its credit ledger entries, granted by the
+         *     operator), in minor units and whole units of `unit`: what agents read with
+         *     `GET /v1/agent-wallet/credit-balance`. Not a wallet's on-chain balance.
+         */
+        get: operations["getConsoleAgentCredit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/agent-history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The agents' signing history
+         * @description What the organization's agents asked their wallets to sign, newest first (`createdAt`,
+         *     then recording order), the entries `GET /v1/agent-wallet/history` shows an agent:
+         *     `sign_typed_data` entries are `signed`, `denied` (by policy or spend limit:
+         *     `failureMessage` names the rule) or `failed`; for an x402 payment (EIP-3009
+         *     `TransferWithAuthorization`) `resourceUrl` is what it paid for, `amount` the value in
+         *     base units of `asset` and `destination` the payee. Filter by wallet, agent and status
+         *     (another organization's wallet or agent matches nothing). Keyset pages: pass a page's
+         *     `nextCursor` as `starting_after`.
+         */
+        get: operations["listConsoleAgentHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/traces": {
         parameters: {
             query?: never;
             header?: never;
@@ -388,7 +1225,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/traces/{trace_id}": {
+    "/v1/console/telemetry-projects/{project_id}/traces/{trace_id}": {
         parameters: {
             query?: never;
             header?: never;
@@ -417,7 +1254,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/sessions": {
+    "/v1/console/telemetry-projects/{project_id}/sessions": {
         parameters: {
             query?: never;
             header?: never;
@@ -444,7 +1281,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/users": {
+    "/v1/console/telemetry-projects/{project_id}/users": {
         parameters: {
             query?: never;
             header?: never;
@@ -471,7 +1308,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/metrics": {
+    "/v1/console/telemetry-projects/{project_id}/metrics": {
         parameters: {
             query?: never;
             header?: never;
@@ -502,7 +1339,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/console/telemetry/projects/{project_id}/model-prices": {
+    "/v1/console/telemetry-projects/{project_id}/model-prices": {
         parameters: {
             query?: never;
             header?: never;
@@ -758,11 +1595,264 @@ export interface components {
             message: string;
             data: components["schemas"]["Invite"][];
         };
-        ConsoleTelemetryProjectListResponse: {
+        /** @description A payment link with what it sells, for lists that need no second request. */
+        ConsolePaymentLink: {
+            paymentLinkId: string;
+            /** @description `{base_url}/pay/<token>`, the buyer URL (the token is 32 random base62 characters). */
+            paymentLinkUrl: string;
+            orgId: components["schemas"]["OrgId"];
+            pricingId: string;
+            productId: string;
+            name: string;
+            /** @description False once the link or its price was deactivated. */
+            isActive: boolean;
+            productName: string;
+            /** @description The price's amount in minor units (the suggested amount of a flexible price). */
+            amount: number;
+            currency: string;
+            /** @enum {string} */
+            pricingType: "ONE_TIME" | "SUBSCRIPTION";
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ConsolePaymentLinkResponse: {
             /** @constant */
             success: true;
             message: string;
-            data: components["schemas"]["Project"][];
+            data: components["schemas"]["ConsolePaymentLink"];
+        };
+        ConsolePaymentLinkPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["ConsolePaymentLink"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
+        ConsoleWebhookDeliverySummary: {
+            deliveryId: string;
+            /** @description The `webhook-id`. */
+            eventId: string;
+            /** @example order.paid */
+            eventType: string;
+            endpointId: string;
+            /** @description The order the event is about (`data.order.orderId`); null for other events. */
+            orderId: string | null;
+            /**
+             * @description `failed` = dropped: a final (3xx/4xx) answer, 12 attempts used, or the endpoint deleted/disabled.
+             * @enum {string}
+             */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due; null unless pending.
+             */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+        };
+        ConsoleWebhookDelivery: {
+            deliveryId: string;
+            eventId: string;
+            eventType: string;
+            endpointId: string;
+            orderId: string | null;
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attemptCount: number;
+            /** Format: date-time */
+            nextAttemptAt: string | null;
+            lastStatusCode: number | null;
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            completedAt: string | null;
+            endpoint: {
+                id: string;
+                name: string;
+                url: string;
+                deleted: boolean;
+            };
+            /** @description The envelope every attempt of this delivery sends (merchant document, `webhooks`). */
+            payload: {
+                type: string;
+                timestamp: string;
+                apiVersion: string;
+                /** @description Whom the delivery is for: `id`, `name`, `orgId`. */
+                endpoint: {
+                    [key: string]: unknown;
+                };
+                /** @description The event's data (its type's schema in the merchant document). */
+                data: {
+                    [key: string]: unknown;
+                };
+            };
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
+        ConsoleWebhookDeliveryLogResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["ConsoleWebhookDeliverySummary"][];
+                /** @description More deliveries follow this page. */
+                hasMore: boolean;
+                /** @description `starting_after` of the next page; null on the last. */
+                nextCursor: string | null;
+            };
+        };
+        ConsoleWebhookDeliveryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDelivery"];
+        };
+        ConsoleWebhookDeliverySummaryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleWebhookDeliverySummary"];
+        };
+        ConsoleSigningKeyRotate: {
+            /**
+             * @description How long the retired key stays published and signing (default and at most 7 days).
+             * @default 604800
+             */
+            graceSeconds?: number;
+        };
+        ConsoleSigningKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PublishedSigningKey"][];
+        };
+        ConsoleTelemetryProjectUpdate: {
+            name?: string;
+            /** @description New description; `null` clears it. */
+            description?: string | null;
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            /** @description Fraction of traces stored (1 = all, 0 = none), applied by trace id at ingest. */
+            sampleRate?: number;
+            /** @description Days stored data is kept. */
+            dataRetentionDays?: number;
+        };
+        ConsoleTelemetryProjectWithStatsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                projectId: components["schemas"]["TelemetryProjectId"];
+                orgId: components["schemas"]["OrgId"];
+                name: string;
+                slug: string;
+                environment: components["schemas"]["TelemetryEnvironment"];
+                description: string | null;
+                sampleRate: number;
+                dataRetentionDays: number;
+                createdAt: components["schemas"]["Timestamp"];
+                updatedAt: components["schemas"]["Timestamp"];
+                stats: {
+                    tracesToday: number;
+                    tracesThisMonth: number;
+                };
+            };
+        };
+        ConsoleTelemetryKey: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            /** @description First characters of the key, for recognising it. */
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the last rate-limit window in which the key was used (a minute coarse by default).
+             */
+            lastUsedAt: string | null;
+        };
+        ConsoleTelemetryKeyCreated: {
+            telemetryKeyId: components["schemas"]["TelemetryKeyId"];
+            orgId: components["schemas"]["OrgId"];
+            projectId: components["schemas"]["TelemetryProjectId"];
+            name: string;
+            prefix: string;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** Format: date-time */
+            lastUsedAt: string | null;
+            /** @description The secret key. Shown once. */
+            key: string;
+        };
+        ConsoleTelemetryKeyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"];
+        };
+        ConsoleTelemetryKeyCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKeyCreated"];
+        };
+        ConsoleTelemetryKeyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleTelemetryKey"][];
+        };
+        ConsoleAgentWallet: {
+            walletId: components["schemas"]["WalletId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            /** @description EIP-55 checksummed EOA address. */
+            walletAddress: string;
+            providerWalletId: string;
+            appId: string;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description The chains this Kassa signs for, with the wallet's address on each. */
+            chains: {
+                chainId: number;
+                name: string;
+                address: string;
+            }[];
+        };
+        ConsoleAgentWalletResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"];
+        };
+        ConsoleAgentWalletListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleAgentWallet"][];
+        };
+        ConsoleAgentHistoryResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["HistoryEntry"][];
+                hasMore: boolean;
+                nextCursor: string | null;
+            };
         };
         ConsoleTraceListResponse: {
             /** @constant */
@@ -875,49 +1965,513 @@ export interface components {
         };
         /** @example AKI_7hT2nVq9ZsXw4LkP0mBcRdEf */
         ApiKeyId: string;
-        /** @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F */
-        ProjectId: string;
-        /** @description Display name, 1-100 characters. */
-        ProjectName: string;
+        /** @enum {string} */
+        ProductStatus: "PUBLISHED" | "DRAFT" | "ARCHIVED";
+        /** @example PRD_A5lXBCErn0qrd9xntgI5uTUP */
+        ProductId: string;
+        Product: {
+            productId: components["schemas"]["ProductId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            description: string | null;
+            status: components["schemas"]["ProductStatus"];
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        ProductPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Product"][];
+                total: number;
+                page: number;
+                size: number;
+                pages: number;
+                current: number;
+            };
+        };
+        ProductCreate: {
+            /** @description Trimmed; 1-255 characters. */
+            name: string;
+            /** @description Trimmed. */
+            description?: string;
+            /**
+             * @description Initial state (a product is not created archived).
+             * @default PUBLISHED
+             * @enum {string}
+             */
+            status?: "PUBLISHED" | "DRAFT";
+        };
+        ProductResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Product"];
+        };
+        ProductUpdate: {
+            name?: string;
+            /** @description New description; `null` removes it. */
+            description?: string | null;
+            status?: components["schemas"]["ProductStatus"];
+        };
+        /** @example PRC_oIINlc0GLR6H44FplH00jomK */
+        PricingId: string;
+        /** @description Amount in the currency's smallest unit (USD cents; USDC/USDT 1 token = 1000000). */
+        MinorUnits: number;
+        /** @enum {string} */
+        PricingType: "ONE_TIME" | "SUBSCRIPTION";
+        /** @enum {string} */
+        BillingInterval: "DAY" | "MONTH" | "YEAR";
         /**
-         * @description Deployment environment of a project.
+         * @description The rail. `STRIPE` is card checkout (the card processor's wire value); `CRYPTO` is crypto checkout.
          * @enum {string}
          */
-        Environment: "development" | "staging" | "production";
-        /** @description Fraction of traces stored (1 = all, 0 = none), applied by trace id at ingest. */
-        SampleRate: number;
+        PriceProvider: "STRIPE" | "CRYPTO";
+        Price: {
+            pricingId: components["schemas"]["PricingId"];
+            orgId: components["schemas"]["OrgId"];
+            productId: components["schemas"]["ProductId"];
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["MinorUnits"];
+            currency: string;
+            pricingType: components["schemas"]["PricingType"];
+            /** @description Null for `ONE_TIME`. */
+            billingInterval: components["schemas"]["BillingInterval"] | null;
+            /** @description 1 for `ONE_TIME`. */
+            billingIntervalCount: number;
+            pricingName: string;
+            flexibleAmount: boolean;
+            minAmount: number | null;
+            maxAmount: number | null;
+            provider: components["schemas"]["PriceProvider"];
+            /** @description False once deactivated; checkout refuses inactive prices. */
+            active: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        PriceListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"][];
+        };
         /**
-         * @description Days stored data is kept. A background job deletes, about every minute, what lies
-         *     before 00:00 UTC of the day `data_retention_days` before now: traces with all their
-         *     spans (by the trace's `start_time`), the model calls behind `GET /v1/metrics` (by span
-         *     start time) and metric points (by `timestamp`). Data is thus kept at least
-         *     `data_retention_days` days and less than one day longer.
+         * @description Amount of a new price in the currency's smallest unit, within the rail's bounds (checked by
+         *     the server): `STRIPE` 1-99999999, `CRYPTO` 1-999999999999 (the schema's maximum is the
+         *     crypto one).
          */
-        DataRetentionDays: number;
-        ProjectSettings: {
-            sample_rate: components["schemas"]["SampleRate"];
-            data_retention_days: components["schemas"]["DataRetentionDays"];
-        };
-        /** @description Stored traces by first ingestion time (UTC day and calendar month). */
-        ProjectStats: {
-            traces_today: number;
-            traces_this_month: number;
-        };
-        /** @description A telemetry project. `stats` is present only in `getProject`. */
-        Project: {
-            id: components["schemas"]["ProjectId"];
-            name: components["schemas"]["ProjectName"];
+        PriceAmount: number;
+        /**
+         * @description A price of the product. Defaults: `pricingType` `ONE_TIME`, `billingIntervalCount` 1,
+         *     `provider` `STRIPE` (card), `flexibleAmount` false, `pricingName` the product's name.
+         *     * `currency`: uppercase code. `STRIPE` takes an ISO 4217 fiat currency (`USD`, `EUR`, …);
+         *       `CRYPTO` takes `USDC` or `USDT` and `ONE_TIME` pricing only.
+         *     * `SUBSCRIPTION` requires `billingInterval` (with `billingIntervalCount` 1-365, default 1);
+         *       `ONE_TIME` forbids both.
+         *     * `flexibleAmount: true` lets the buyer choose the amount (`ONE_TIME` only): `amount` is the
+         *       suggested amount, `minAmount` and `maxAmount` are optional bounds with
+         *       `minAmount` ≤ `amount` ≤ `maxAmount`. Without it, `minAmount`/`maxAmount` are refused.
+         *     * `amount`, `minAmount` and `maxAmount` lie within the rail's bounds for one payment:
+         *       `STRIPE` 1-99999999 minor units (Stripe's eight digits: 999,999.99 USD), `CRYPTO`
+         *       1-999999999999 (999,999.999999 USDC/USDT); outside them `400` naming the field. These
+         *       keep every order's display amount exact (see the merchant API, decision 17).
+         */
+        PriceCreate: {
+            /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
+            amount: components["schemas"]["PriceAmount"];
+            /** @description Uppercase ISO 4217 code (`USD`) for `STRIPE`; `USDC` or `USDT` for `CRYPTO`. */
+            currency: string;
+            /** @default ONE_TIME */
+            pricingType?: components["schemas"]["PricingType"];
+            billingInterval?: components["schemas"]["BillingInterval"];
             /**
-             * @description URL-safe name derived from `name` at creation; unique within the organization.
-             * @example support-assistant
+             * @description Intervals per billing period (`SUBSCRIPTION` only).
+             * @default 1
              */
+            billingIntervalCount?: number;
+            /** @description Defaults to the product name. */
+            pricingName?: string;
+            /** @default false */
+            flexibleAmount?: boolean;
+            minAmount?: components["schemas"]["PriceAmount"];
+            maxAmount?: components["schemas"]["PriceAmount"];
+            /** @default STRIPE */
+            provider?: components["schemas"]["PriceProvider"];
+        } & (unknown & unknown & unknown);
+        PriceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Price"];
+        };
+        PaymentLinkCreate: {
+            /** @description Defaults to the price's `pricingName`. */
+            name?: string;
+        };
+        OrderRefund: {
+            /** @description Minor units to refund; default the whole refundable remainder. */
+            amount?: number;
+            /**
+             * @description Why the refund is made (Stripe's `reason`, passed to Stripe); recorded with the refund.
+             * @enum {string}
+             */
+            reason?: "requested_by_customer" | "duplicate" | "fraudulent";
+        };
+        AdminOrder: {
+            orderId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+            amountCents: number;
+            amountRefundedCents: number;
+            currency: string;
+            /**
+             * @description The payment the refund was made on, as in the merchant API's Order: the Stripe
+             *     PaymentIntent (`pi_…`) on Stripe, where the refund shows in the Stripe Dashboard; the
+             *     sandbox payment (`sbx_pay_…`) on the sandbox; null on CRYPTO.
+             */
+            providerPaymentId: string | null;
+            /**
+             * @description The payment's status as the processor last reported it (merchant API, Order); a refund leaves it `succeeded`.
+             * @example succeeded
+             */
+            providerStatus: string | null;
+        };
+        AdminOrderResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminOrder"];
+        };
+        SubscriptionCancel: {
+            /**
+             * @description true (default) ends the subscription at the period end; false cancels it now.
+             * @default true
+             */
+            atPeriodEnd?: boolean;
+        };
+        AdminSubscription: {
+            subscriptionId: string;
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            status: "ACTIVE" | "CANCELED" | "PAUSED" | "EXPIRED" | "ENDED";
+            cancelAtPeriodEnd: boolean;
+            currentPeriodEnd: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            canceledAt: string | null;
+            /** Format: date-time */
+            endedAt: string | null;
+        };
+        AdminSubscriptionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AdminSubscription"];
+        };
+        WebhookAttempt: {
+            attemptNumber: number;
+            /** @description The URL this attempt was sent to (empty for an abandoned attempt whose endpoint is gone). */
+            url: string;
+            /** @description Null when no HTTP response arrived. */
+            statusCode: number | null;
+            durationMs: number;
+            /** @description First 2 KiB of the response body. */
+            responseBody: string | null;
+            /**
+             * @description Transport error, `timed out after 10000 ms`, `refused: …` (the host resolved to a forbidden
+             *     address), or `abandoned: …` (the worker stopped before recording a result; the attempt
+             *     may or may not have reached the receiver).
+             */
+            error: string | null;
+            attemptedAt: components["schemas"]["Timestamp"];
+        };
+        PublishedSigningKey: {
+            keyId: string;
+            publicKey: string;
+            current: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            retiredAt: string | null;
+            /**
+             * Format: date-time
+             * @description End of the grace period of a retired key.
+             */
+            publishUntil: string | null;
+        };
+        SigningKeyRotationResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /** @description The new current key. */
+                keyId: string;
+                /** @description The key it replaced. */
+                retiredKeyId: string | null;
+                keys: components["schemas"]["PublishedSigningKey"][];
+            };
+        };
+        /** @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F */
+        TelemetryProjectId: string;
+        /** @enum {string} */
+        TelemetryEnvironment: "development" | "staging" | "production";
+        TelemetryProject: {
+            projectId: components["schemas"]["TelemetryProjectId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
             slug: string;
-            environment: components["schemas"]["Environment"];
+            environment: components["schemas"]["TelemetryEnvironment"];
             description: string | null;
-            settings: components["schemas"]["ProjectSettings"];
-            stats?: components["schemas"]["ProjectStats"];
-            created_at: components["schemas"]["Timestamp"];
-            updated_at: components["schemas"]["Timestamp"];
+            sampleRate: number;
+            dataRetentionDays: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        TelemetryProjectListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"][];
+        };
+        TelemetryProjectCreate: {
+            name: string;
+            /** @default production */
+            environment?: components["schemas"]["TelemetryEnvironment"];
+            description?: string;
+        };
+        TelemetryProjectResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TelemetryProject"];
+        };
+        /** @example TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G */
+        TelemetryKeyId: string;
+        TelemetryKeyCreate: {
+            /** @description A project of the organization (`PRJ_…`); any other value is `404 NOT_FOUND`. */
+            projectId: string;
+            name?: string;
+        };
+        /** @example WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B */
+        WalletId: string;
+        WalletCreate: {
+            /** @description Display name. Default `Wallet`. */
+            name?: string;
+        };
+        /** @description A string, a number, or (for `in`) an array of 1-1000 strings and numbers. */
+        PolicyConditionValue: string | number | (string | number)[];
+        PolicyCondition: {
+            /** @enum {string} */
+            field_source: "ethereum_typed_data_domain" | "ethereum_typed_data_message" | "system";
+            /** @description Domain field, dot path into the message, or `current_unix_timestamp` (per `field_source`). */
+            field: string;
+            /** @enum {string} */
+            operator: "eq" | "gt" | "gte" | "lt" | "lte" | "in";
+            value: components["schemas"]["PolicyConditionValue"];
+        };
+        TypedDataField: {
+            name: string;
+            /** @description Solidity type (`address`, `uint256`, `bytes32`, `string[]`) or struct type name. */
+            type: string;
+        };
+        /** @description EIP-712 type definitions, type name → ordered fields. At most 50 types. */
+        TypedDataTypes: {
+            [key: string]: components["schemas"]["TypedDataField"][];
+        };
+        /** @description Name of the struct type being signed; must be defined in `types`. */
+        PrimaryType: string;
+        PolicyRule: {
+            /** @description Rule name; quoted in the message of a request it denies. */
+            name: string;
+            /** @enum {string} */
+            method: "eth_signTypedData_v4" | "*";
+            /** @enum {string} */
+            action: "ALLOW" | "DENY";
+            /** @description All must hold for the rule to match; empty means always. */
+            conditions: components["schemas"]["PolicyCondition"][];
+            /** @description When present, the rule only matches typed data with this primary type and these type definitions. */
+            typed_data?: {
+                types: components["schemas"]["TypedDataTypes"];
+                primary_type: components["schemas"]["PrimaryType"];
+            };
+        };
+        /**
+         * @description Ethereum address, `0x` + 40 hex characters (EIP-55 checksummed in responses).
+         * @example 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed
+         */
+        EthAddress: string;
+        /**
+         * @description At most `max_value` base units signed in `TransferWithAuthorization` messages over the
+         *     last `window_hours` hours, per chain and token contract.
+         */
+        SpendLimit: {
+            /** @description Quoted in the message of a request the limit denies. */
+            name: string;
+            /** @description Length of the rolling window, in hours (at most 30 days). */
+            window_hours: number;
+            /** @description Largest sum of `value` in the window, in the token's base units (USDC has 6 decimals), as a decimal string. */
+            max_value: string;
+            /** @description Only requests whose domain `chainId` is this one. Default any chain. */
+            chain_id?: number;
+            /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
+            verifying_contract?: components["schemas"]["EthAddress"];
+        };
+        WalletPolicy: {
+            id: string;
+            walletId: components["schemas"]["WalletId"];
+            name: string;
+            /** @constant */
+            version: "1.0";
+            /** @constant */
+            chainType: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            spendLimits: components["schemas"]["SpendLimit"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        WalletPolicyListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"][];
+        };
+        WalletPolicyCreate: {
+            /**
+             * @description Policy format version.
+             * @constant
+             */
+            version: "1.0";
+            name: string;
+            /** @constant */
+            chain_type: "ethereum";
+            rules: components["schemas"]["PolicyRule"][];
+            /** @description Rolling-window spend limits (agent wallet document, tag Policies). Default none. */
+            spend_limits?: components["schemas"]["SpendLimit"][];
+        };
+        WalletPolicyResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["WalletPolicy"];
+        };
+        /** @example AGT_4nP8sW2kQx6Lm9RtVb3cYz7D */
+        AgentId: string;
+        /**
+         * @description Standard base64 of the DER SubjectPublicKeyInfo of a P-256 public key with an
+         *     uncompressed point (91 bytes), as `X-Agent-Pubkey` carries it.
+         * @example MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==
+         */
+        P256PublicKey: string;
+        Agent: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+        };
+        AgentListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"][];
+        };
+        AgentCreate: {
+            name: string;
+            publicKey?: components["schemas"]["P256PublicKey"];
+            walletId?: components["schemas"]["WalletId"];
+        };
+        AgentCreated: {
+            agentId: components["schemas"]["AgentId"];
+            orgId: components["schemas"]["OrgId"];
+            name: string;
+            publicKey: components["schemas"]["P256PublicKey"];
+            keyQuorumId: string;
+            walletId: string | null;
+            revoked: boolean;
+            createdAt: components["schemas"]["Timestamp"];
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * @description The Agent Wallet Key, shown once: standard base64 of
+             *     `{"privateKey": "<base64 PKCS#8 DER>", "walletId": "<WLT_… or null>"}`. Null when the
+             *     caller supplied `publicKey`.
+             */
+            agentWalletKey: string | null;
+        };
+        AgentCreatedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["AgentCreated"];
+        };
+        AgentAssign: {
+            /** @description The wallet to assign, or null to unassign. */
+            walletId: string | null;
+        };
+        AgentResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Agent"];
+        };
+        AgentRotateKey: {
+            publicKey?: components["schemas"]["P256PublicKey"];
+        };
+        /**
+         * @description Unit of the credit pool. `USDC` has 6 decimals (1 USDC = 1000000 minor units).
+         * @enum {string}
+         */
+        CreditUnit: "USDC";
+        CreditBalance: {
+            orgId: components["schemas"]["OrgId"];
+            unit: components["schemas"]["CreditUnit"];
+            /** @description Sum of the ledger entries, in minor units. */
+            balanceMinor: number;
+            /** @description `balanceMinor` in whole units (what the agent wallet API reports). */
+            balance: number;
+        };
+        CreditBalanceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CreditBalance"];
+        };
+        HistoryEntry: {
+            /** @description Opaque entry identifier. */
+            id: string;
+            /** @description Agent that initiated the activity. */
+            agentId: components["schemas"]["AgentId"];
+            walletId: components["schemas"]["WalletId"];
+            /** @enum {string} */
+            type: "sign_typed_data" | "transfer";
+            /**
+             * @description `signed`/`denied`/`failed` for `sign_typed_data`; `pending`/`confirmed`/`failed` for `transfer`.
+             * @enum {string}
+             */
+            status: "signed" | "denied" | "failed" | "pending" | "confirmed";
+            /** @description Recipient address, or null. */
+            destination: string | null;
+            /** @description Amount in the asset's base units as a decimal string (USDC has 6 decimals), or null. */
+            amount: string | null;
+            /** @description Token symbol (for example `USDC`) or token contract address, or null. */
+            asset: string | null;
+            /** @description EIP-155 chain id, or null. */
+            chainId: number | null;
+            /** @description What was paid for (the x402 resource URL from `payment_context`), or null. */
+            resourceUrl: string | null;
+            /** @description Transaction hash, or null. */
+            txHash: string | null;
+            /**
+             * Format: uri
+             * @description Block explorer link of `txHash`, or null.
+             */
+            explorerUrl: string | null;
+            /** @description Why the entry is `denied` or `failed`, or null. */
+            failureMessage: string | null;
+            createdAt: components["schemas"]["Timestamp"];
         };
         /**
          * @description W3C trace id, 32 lowercase hex characters (not all zeros).
@@ -1390,7 +2944,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1478,7 +3032,7 @@ export interface operations {
             /** @description The invite is spent and the member signed in. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1600,7 +3154,7 @@ export interface operations {
             /** @description Signed in; the session cookie is set. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -1756,7 +3310,7 @@ export interface operations {
             /** @description The new session. */
             200: {
                 headers: {
-                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure` (Secure left out only when `PUBLIC_BASE_URL` is http on a loopback host). The session token is never in a body. */
+                    /** @description `__Host-kassa_session=kss_…; Path=/; HttpOnly; SameSite=Lax; Secure`. The session token is never in a body. */
                     "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
@@ -2342,6 +3896,1138 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listConsoleProducts: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /** @description Case-insensitive substring of the product name. */
+                search?: string;
+                /** @description Only products in this state (default every state). */
+                status?: components["schemas"]["ProductStatus"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of products. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "name": "Pro plan",
+                     *             "description": "Everything in Basic, plus priority support.",
+                     *             "status": "PUBLISHED",
+                     *             "createdAt": "2026-11-22T09:30:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan",
+                 *       "description": "Everything in Basic, plus priority support."
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductCreate"];
+            };
+        };
+        responses: {
+            /** @description The new product. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product created",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan",
+                     *         "description": "Everything in Basic, plus priority support.",
+                     *         "status": "PUBLISHED",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro plan (2027)",
+                 *       "status": "DRAFT"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ProductUpdate"];
+            };
+        };
+        responses: {
+            /** @description The product after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product updated",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan (2027)",
+                     *         "description": "Everything in Basic, plus priority support.",
+                     *         "status": "DRAFT",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    archiveConsoleProduct: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived product. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Product archived",
+                     *       "data": {
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Pro plan",
+                     *         "description": null,
+                     *         "status": "ARCHIVED",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleProductPrices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product's prices. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *           "amount": 1500,
+                     *           "currency": "USD",
+                     *           "pricingType": "SUBSCRIPTION",
+                     *           "billingInterval": "MONTH",
+                     *           "billingIntervalCount": 1,
+                     *           "pricingName": "Pro monthly",
+                     *           "flexibleAmount": false,
+                     *           "minAmount": null,
+                     *           "maxAmount": null,
+                     *           "provider": "STRIPE",
+                     *           "active": true,
+                     *           "createdAt": "2026-11-22T09:30:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsolePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PriceCreate"];
+            };
+        };
+        responses: {
+            /** @description The new price. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price created",
+                     *       "data": {
+                     *         "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Pro monthly",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": true,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deactivateConsolePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated price. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price deactivated",
+                     *       "data": {
+                     *         "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "ONE_TIME",
+                     *         "billingInterval": null,
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Pro plan",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsolePaymentLinks: {
+        parameters: {
+            query?: {
+                /** @description Page number, starting at 1. Default 1. */
+                page?: components["parameters"]["Page"];
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+                /** @description Only links selling a price of this product. */
+                productId?: string;
+                /** @description Only links of this price. */
+                pricingId?: string;
+                /** @description `true`: only links that are on; `false`: only deactivated ones (default both). */
+                active?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of payment links. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *             "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "name": "Pro monthly",
+                     *             "isActive": true,
+                     *             "productName": "Pro plan",
+                     *             "amount": 1500,
+                     *             "currency": "USD",
+                     *             "pricingType": "SUBSCRIPTION",
+                     *             "createdAt": "2026-11-22T09:30:00.000Z",
+                     *             "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *           }
+                     *         ],
+                     *         "total": 1,
+                     *         "page": 1,
+                     *         "size": 20,
+                     *         "pages": 1,
+                     *         "current": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsolePaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Pro monthly"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PaymentLinkCreate"];
+            };
+        };
+        responses: {
+            /** @description The new payment link with its URL. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link created",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *         "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "name": "Pro monthly",
+                     *         "isActive": true,
+                     *         "productName": "Pro plan",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deactivateConsolePaymentLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deactivated link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Payment link deactivated",
+                     *       "data": {
+                     *         "paymentLinkId": "PLK_wCrXod6nYnLTyzf6p1jCnfkJ",
+                     *         "paymentLinkUrl": "http://localhost:3000/pay/4fG7hJ2kL9mN0pQ3rS6tV8wX1yZ5aB7c",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "pricingId": "PRC_oIINlc0GLR6H44FplH00jomK",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "name": "Pro monthly",
+                     *         "isActive": false,
+                     *         "productName": "Pro plan",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-23T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsolePaymentLinkResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    refundConsoleOrder: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description 1-255 characters, ASCII 0x21-0x7E; one per refund (a UUID is fine).
+                 * @example 3f0c9a5e-7b1d-4c2a-9e8f-5d6c7b8a9f01
+                 */
+                "Idempotency-Key": string;
+            };
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "amount": 500,
+                 *       "reason": "requested_by_customer"
+                 *     }
+                 */
+                "application/json": components["schemas"]["OrderRefund"];
+            };
+        };
+        responses: {
+            /** @description The order after the refund (or, replayed, as it is now). */
+            200: {
+                headers: {
+                    /** @description `true` when this answer replays an earlier request with the same key; absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Order partially refunded",
+                     *       "data": {
+                     *         "orderId": "ORD_4mT8pQ2wXz6Lk1aBcDeFgHiJ",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAID",
+                     *         "amountCents": 2500,
+                     *         "amountRefundedCents": 500,
+                     *         "currency": "USD",
+                     *         "providerPaymentId": "pi_3QhTJ2LkdIwHu7ix0y2VbsQe",
+                     *         "providerStatus": "succeeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminOrderResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    cancelConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "atPeriodEnd": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionCancel"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription will end at the period end",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": true,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": "2026-11-30T10:00:00.000Z",
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pauseConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The paused subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription paused",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "PAUSED",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resumeConsoleSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resumed subscription. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription resumed",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_8kT2nVq9ZsXw4LkP0mBcRdEf",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "status": "ACTIVE",
+                     *         "cancelAtPeriodEnd": false,
+                     *         "currentPeriodEnd": "2026-12-22T09:00:00.000Z",
+                     *         "canceledAt": null,
+                     *         "endedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminSubscriptionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Only deliveries in this state (`failed` = dropped for good). */
+                status?: "pending" | "succeeded" | "failed";
+                /** @description Only deliveries of events of this type (`order.paid`, `webhook.test`, …). */
+                event_type?: string;
+                /** @description Only deliveries to this endpoint (`WHE_…`; a deleted endpoint's too). Another organization's id matches nothing. */
+                endpoint_id?: string;
+                /** @description Only deliveries of events about this order (`ORD_…`, the event's `data.order.orderId`). */
+                order_id?: string;
+                /** @description Only deliveries of this event (`EVT_…`, the `webhook-id`). */
+                event_id?: string;
+                /**
+                 * @description A cursor: the `nextCursor` of the previous page (a delivery id). The page holds the
+                 *     deliveries after it. An id that is not one of the organization's deliveries (or has
+                 *     passed the retention period) is `400 VALIDATION_ERROR`.
+                 */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the log. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *             "eventType": "order.paid",
+                     *             "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "orderId": "ORD_Gdzyl2Q4Fu747Db4xljp1B48",
+                     *             "status": "failed",
+                     *             "attemptCount": 1,
+                     *             "nextAttemptAt": null,
+                     *             "lastStatusCode": 410,
+                     *             "lastError": null,
+                     *             "createdAt": "2026-11-22T09:31:05.120Z",
+                     *             "completedAt": "2026-11-22T09:31:05.300Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": true,
+                     *         "nextCursor": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryLogResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "deliveryId": "WHD_c0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "succeeded",
+                     *         "attemptCount": 2,
+                     *         "nextAttemptAt": null,
+                     *         "lastStatusCode": 200,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:31:05.120Z",
+                     *         "completedAt": "2026-11-22T09:31:35.700Z",
+                     *         "endpoint": {
+                     *           "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *           "name": "Shop",
+                     *           "url": "https://shop.example.com/hooks/kassa",
+                     *           "deleted": false
+                     *         },
+                     *         "payload": {
+                     *           "type": "webhook.test",
+                     *           "timestamp": "2026-11-22T09:31:05.120Z",
+                     *           "apiVersion": "2026-11-01",
+                     *           "endpoint": {
+                     *             "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *             "name": "Shop",
+                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                     *           },
+                     *           "data": {
+                     *             "test": {
+                     *               "message": "Test event sent from the Kassa console; no action needed.",
+                     *               "requestedAt": "2026-11-22T09:31:05.120Z"
+                     *             }
+                     *           }
+                     *         },
+                     *         "attempts": [
+                     *           {
+                     *             "attemptNumber": 1,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 503,
+                     *             "durationMs": 84,
+                     *             "responseBody": "upstream unavailable",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:05.200Z"
+                     *           },
+                     *           {
+                     *             "attemptNumber": 2,
+                     *             "url": "https://shop.example.com/hooks/kassa",
+                     *             "statusCode": 200,
+                     *             "durationMs": 61,
+                     *             "responseBody": "ok",
+                     *             "error": null,
+                     *             "attemptedAt": "2026-11-22T09:31:35.640Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeliverConsoleWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery (no attempts yet). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Redelivery queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_W6MbXBFoPG4kvkPPnsLxYR8q",
+                     *         "eventId": "EVT_0dPxoL5gyLRj2MYnw3oioObo",
+                     *         "eventType": "order.paid",
+                     *         "endpointId": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T10:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T10:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    sendConsoleTestWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queued delivery. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Test event queued",
+                     *       "data": {
+                     *         "deliveryId": "WHD_q8bc6dsSx8zIjxyX3eKmnL7E",
+                     *         "eventId": "EVT_CwyTmEDscWdNfon0LsFoabq5",
+                     *         "eventType": "webhook.test",
+                     *         "endpointId": "WHE_zIRpk50g51dK1XWepqvjihTU",
+                     *         "orderId": null,
+                     *         "status": "pending",
+                     *         "attemptCount": 0,
+                     *         "nextAttemptAt": "2026-11-22T09:00:00.000Z",
+                     *         "lastStatusCode": null,
+                     *         "lastError": null,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "completedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleWebhookDeliverySummaryResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleWebhookSigningKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *           "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *           "current": true,
+                     *           "createdAt": "2026-11-22T10:00:00.000Z",
+                     *           "retiredAt": null,
+                     *           "publishUntil": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleSigningKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleWebhookSigningKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "graceSeconds": 86400
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleSigningKeyRotate"];
+            };
+        };
+        responses: {
+            /** @description The new current key and every key now published. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Signing key rotated",
+                     *       "data": {
+                     *         "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *         "retiredKeyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "keys": [
+                     *           {
+                     *             "keyId": "WSK_9xQ2mV7kLp3ZrT8wYb1NcD4e",
+                     *             "publicKey": "whpk_Ew/hVMd3PMVlCN0Z9Lj7egOWIZs4GMVWj+8UWNasATU=",
+                     *             "current": true,
+                     *             "createdAt": "2026-11-22T10:00:00.000Z",
+                     *             "retiredAt": null,
+                     *             "publishUntil": null
+                     *           },
+                     *           {
+                     *             "keyId": "WSK_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *             "publicKey": "whpk_Y9Oqupw+3RBayMLaR58By6J9ShVfudBTeHoNN0zhMpA=",
+                     *             "current": false,
+                     *             "createdAt": "2026-11-01T08:00:00.000Z",
+                     *             "retiredAt": "2026-11-22T10:00:00.000Z",
+                     *             "publishUntil": "2026-11-23T10:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SigningKeyRotationResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     listConsoleTelemetryProjects: {
         parameters: {
             query?: never;
@@ -2357,7 +5043,1055 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ConsoleTelemetryProjectListResponse"];
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Support Assistant",
+                     *           "slug": "support-assistant",
+                     *           "environment": "production",
+                     *           "description": "Customer support chatbot",
+                     *           "sampleRate": 1,
+                     *           "dataRetentionDays": 30,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "updatedAt": "2026-11-20T14:12:03.512Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant",
+                 *       "environment": "production",
+                 *       "description": "Customer support chatbot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryProjectCreate"];
+            };
+        };
+        responses: {
+            /** @description The new project. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project created",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 1,
+                     *         "dataRetentionDays": 30,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-20T14:12:03.512Z",
+                     *         "stats": {
+                     *           "tracesToday": 1284,
+                     *           "tracesThisMonth": 40211
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryProjectWithStatsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project and its data are deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleTelemetryProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Support Assistant (EU)",
+                 *       "sampleRate": 0.5,
+                 *       "dataRetentionDays": 14
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConsoleTelemetryProjectUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated project. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry project updated",
+                     *       "data": {
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Support Assistant (EU)",
+                     *         "slug": "support-assistant",
+                     *         "environment": "production",
+                     *         "description": "Customer support chatbot",
+                     *         "sampleRate": 0.5,
+                     *         "dataRetentionDays": 14,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "updatedAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryProjectResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryKeys: {
+        parameters: {
+            query?: {
+                /** @description Only the keys of this project (`PRJ_…`); another organization's matches nothing. */
+                project_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *           "name": "production ingest",
+                     *           "prefix": "tk_Zx8cV7b",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-01T08:00:00.000Z",
+                     *           "revokedAt": null,
+                     *           "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                 *       "name": "production ingest"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TelemetryKeyCreate"];
+            };
+        };
+        responses: {
+            /** @description The key, shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key created; store it now, it is not shown again",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z",
+                     *         "revokedAt": null,
+                     *         "lastUsedAt": null,
+                     *         "key": "tk_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleTelemetryKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Telemetry key revoked",
+                     *       "data": {
+                     *         "telemetryKeyId": "TKI_5mQ8wR2xZt7Lp4KvNc9bYd3G",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "projectId": "PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F",
+                     *         "name": "production ingest",
+                     *         "prefix": "tk_Zx8cV7b",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-01T08:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T09:30:00.000Z",
+                     *         "lastUsedAt": "2026-11-22T09:29:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleTelemetryKeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWallets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The wallets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research agents",
+                     *           "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *           "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *           "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "chains": [
+                     *             {
+                     *               "chainId": 8453,
+                     *               "name": "Base",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             },
+                     *             {
+                     *               "chainId": 84532,
+                     *               "name": "Base Sepolia",
+                     *               "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research agents"
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletCreate"];
+            };
+        };
+        responses: {
+            /** @description The new wallet. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet created",
+                     *       "data": {
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research agents",
+                     *         "walletAddress": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+                     *         "providerWalletId": "k3v9x2m8q1w7e5r4t6y0u2i8",
+                     *         "appId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "chains": [
+                     *           {
+                     *             "chainId": 8453,
+                     *             "name": "Base",
+                     *             "address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentWalletPolicies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "id": "POL_7kD2mQ9xLw4Rz8Tn1Vb6Yc3F",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "name": "Default: USDC transfers up to 5 USDC",
+                     *           "version": "1.0",
+                     *           "chainType": "ethereum",
+                     *           "rules": [],
+                     *           "spendLimits": [],
+                     *           "createdAt": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgentWalletPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "1.0",
+                 *       "name": "Deny large transfers",
+                 *       "chain_type": "ethereum",
+                 *       "rules": [
+                 *         {
+                 *           "name": "Deny over 50 USDC",
+                 *           "method": "eth_signTypedData_v4",
+                 *           "action": "DENY",
+                 *           "typed_data": {
+                 *             "primary_type": "TransferWithAuthorization",
+                 *             "types": {
+                 *               "TransferWithAuthorization": [
+                 *                 {
+                 *                   "name": "from",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "to",
+                 *                   "type": "address"
+                 *                 },
+                 *                 {
+                 *                   "name": "value",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validAfter",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "validBefore",
+                 *                   "type": "uint256"
+                 *                 },
+                 *                 {
+                 *                   "name": "nonce",
+                 *                   "type": "bytes32"
+                 *                 }
+                 *               ]
+                 *             }
+                 *           },
+                 *           "conditions": [
+                 *             {
+                 *               "field_source": "ethereum_typed_data_message",
+                 *               "field": "value",
+                 *               "operator": "gt",
+                 *               "value": "50000000"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WalletPolicyCreate"];
+            };
+        };
+        responses: {
+            /** @description The new policy. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy created",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [
+                     *           {
+                     *             "name": "Deny over 50 USDC",
+                     *             "method": "eth_signTypedData_v4",
+                     *             "action": "DENY",
+                     *             "conditions": [
+                     *               {
+                     *                 "field_source": "ethereum_typed_data_message",
+                     *                 "field": "value",
+                     *                 "operator": "gt",
+                     *                 "value": "50000000"
+                     *               }
+                     *             ]
+                     *           }
+                     *         ],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleAgentPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Policy deleted",
+                     *       "data": {
+                     *         "id": "POL_9pR3sT5uV7wX1yZ2aB4cD6eF",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "name": "Deny large transfers",
+                     *         "version": "1.0",
+                     *         "chainType": "ethereum",
+                     *         "rules": [],
+                     *         "spendLimits": [],
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WalletPolicyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agents. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *           "name": "Research bot",
+                     *           "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *           "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *           "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *           "revoked": false,
+                     *           "createdAt": "2026-11-22T09:00:00.000Z",
+                     *           "revokedAt": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Research bot"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentCreate"];
+            };
+        };
+        responses: {
+            /** @description The agent, with its Agent Wallet Key shown once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent created; store the Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": null,
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    assignConsoleAgentWallet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentAssign"];
+            };
+        };
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Wallet assigned",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeConsoleAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked agent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Agent revoked",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": true,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": "2026-11-22T10:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateConsoleAgentKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["AgentRotateKey"];
+            };
+        };
+        responses: {
+            /** @description The agent with its new key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Key rotated; store the new Agent Wallet Key now, it is not shown again",
+                     *       "data": {
+                     *         "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "name": "Research bot",
+                     *         "publicKey": "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz57tQzmSl5uihPxB8zT1juDiEg9de7/VU6jSuaN1KJFTMUQwxwXLOpkyio9o+jIG9p0yv9604fc1qcSMbVySiQ==",
+                     *         "keyQuorumId": "KQ_8bN3vC5xZ7lK9jH1gF2dS4aQ",
+                     *         "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *         "revoked": false,
+                     *         "createdAt": "2026-11-22T09:00:00.000Z",
+                     *         "revokedAt": null,
+                     *         "agentWalletKey": "eyJwcml2YXRlS2V5IjoiTUlHSEFnRUFNQk1HQnlxR1NNNDlBZ0VHQ0NxR1NNNDlBd0VIQkcwd2F3SUJBUVFnIiwid2FsbGV0SWQiOm51bGx9"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCreatedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleAgentCredit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The balance. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "unit": "USDC",
+                     *         "balanceMinor": 12500000,
+                     *         "balance": 12.5
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditBalanceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleAgentHistory: {
+        parameters: {
+            query?: {
+                /** @description Only this wallet's entries (`WLT_…`). */
+                wallet_id?: string;
+                /** @description Only this agent's entries (`AGT_…`). */
+                agent_id?: string;
+                /** @description Only entries with this status. */
+                status?: "signed" | "denied" | "failed" | "pending" | "confirmed";
+                /** @description The `nextCursor` of the previous page (an entry id); one that is not the organization's is `400 VALIDATION_ERROR`. */
+                starting_after?: string;
+                /** @description Page size, at most 100. Default 20. */
+                size?: components["parameters"]["Size"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "AWH_3qW7eR1tY5uI9oP2aS6dF4gH",
+                     *             "agentId": "AGT_4nP8sW2kQx6Lm9RtVb3cYz7D",
+                     *             "walletId": "WLT_2hF6dN8pYr3Qm5Xv1Tc9Lg4B",
+                     *             "type": "sign_typed_data",
+                     *             "status": "denied",
+                     *             "destination": "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+                     *             "amount": "7000000",
+                     *             "asset": "USDC",
+                     *             "chainId": 8453,
+                     *             "resourceUrl": "https://api.example.com/reports/weather",
+                     *             "txHash": null,
+                     *             "explorerUrl": null,
+                     *             "failureMessage": "No policy rule allows this request",
+                     *             "createdAt": "2026-11-22T09:30:02.000Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": false,
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleAgentHistoryResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2603,20 +6337,11 @@ export interface operations {
     getConsoleTelemetryMetrics: {
         parameters: {
             query: {
-                /**
-                 * @description As `getMetrics`.
-                 * @example llm.requests.total
-                 */
+                /** @description As `getMetrics`. */
                 metric: string;
-                /**
-                 * @description Start of the range (inclusive).
-                 * @example 2026-11-21T00:00:00Z
-                 */
+                /** @description Start of the range (inclusive). */
                 start_time: string;
-                /**
-                 * @description End of the range (exclusive).
-                 * @example 2026-11-22T00:00:00Z
-                 */
+                /** @description End of the range (exclusive). */
                 end_time: string;
                 /** @description As `getMetrics` (`1m`, `5m`, `15m`, `1h`, `1d`; default `1h`). */
                 interval?: string;

@@ -19,10 +19,11 @@ import { registerHostedRateLimits } from './pages/rate-limit.js';
 import { HOSTED_FORM_PREFIXES, guardHostedPages, hostedPageFallbacks } from './pages/guard.js';
 import { refuseCrossSiteForms } from './pages/cross-site.js';
 import { registerDocsRoutes } from './docs/docs.js';
+import { registerConsoleRoutes } from './console/serve.js';
 import { FixedWindowRateLimiter } from './http/rate-limit.js';
 import type { Metrics } from './observability/metrics.js';
 import { countIngest, registerMetricsRoute } from './observability/http.js';
-import { audited } from './accounts/audit.handlers.js';
+import { audited, type AuditAction } from './accounts/audit.handlers.js';
 import type { ConsoleHandlers } from './handler-maps.js';
 
 /**
@@ -30,6 +31,23 @@ import type { ConsoleHandlers } from './handler-maps.js';
  * (checkout sessions are the checkout's own record; x402 settlements are the chain's).
  */
 const NOT_AUDITED = new Set(['createCheckoutSession', 'expireCheckoutSession', 'verifyX402Payment', 'settleX402Payment']);
+/**
+ * The console's management operations served by the domains (their service does the work for
+ * every door): each success is written to the audit log under a telling action name.
+ */
+const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
+  createConsoleProduct: { action: 'product.create', target: 'product', idFrom: 'result' },
+  updateConsoleProduct: { action: 'product.update', target: 'product' },
+  archiveConsoleProduct: { action: 'product.archive', target: 'product' },
+  createConsolePrice: { action: 'price.create', target: 'price', idFrom: 'result' },
+  deactivateConsolePrice: { action: 'price.deactivate', target: 'price' },
+  createConsolePaymentLink: { action: 'payment_link.create', target: 'payment_link', idFrom: 'result' },
+  deactivateConsolePaymentLink: { action: 'payment_link.deactivate', target: 'payment_link' },
+  refundConsoleOrder: { action: 'order.refund', target: 'order' },
+  cancelConsoleSubscription: { action: 'subscription.cancel', target: 'subscription' },
+  pauseConsoleSubscription: { action: 'subscription.pause', target: 'subscription' },
+  resumeConsoleSubscription: { action: 'subscription.resume', target: 'subscription' },
+};
 /** Admin operations whose service writes its own, more telling, audit entry. */
 const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
 
@@ -83,7 +101,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
     { doc: consoleDoc, include: () => true },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts, telemetry } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts } = deps.services.modules;
   const merchantHandlers = {
     ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
@@ -95,9 +113,27 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
   } satisfies MerchantHandlers;
+  // The console's management operations of the other domains are audited like the merchant
+  // API's state changes, with a telling action name where one is given (the accounts domain's
+  // write their own entries).
+  const consoleHandlers = {
+    ...accounts.handlers.console,
+    ...audited(
+      {
+        ...catalog.handlers.console,
+        ...orders.handlers.console,
+        ...subscriptions.handlers.console,
+        ...webhooks.handlers.console,
+        ...deps.services.modules.telemetry.handlers.console,
+        ...deps.services.modules.agentWallet.handlers.console,
+      },
+      accounts.audit,
+      { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },
+    ),
+  } satisfies ConsoleHandlers;
   const handlers = {
     ...audited(merchantHandlers, accounts.audit, { door: 'merchant', skip: NOT_AUDITED }),
-    ...({ ...accounts.handlers.console, ...telemetry.handlers.console } satisfies ConsoleHandlers),
+    ...consoleHandlers,
   };
   const limiter = new FixedWindowRateLimiter(deps.config.merchantRateLimitPerMinute, 60_000, deps.clock);
   const apiKeyAuth: Authenticator = async (req, op) => {
@@ -121,6 +157,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
       subscriptions.pages(router);
       portal.pages(router);
       cryptoPayments.pages(router);
+      registerConsoleRoutes(router);
       hostedPageFallbacks(router, deps.logger);
       registerDocsRoutes(router, {
         documents: ['merchant', 'console'],

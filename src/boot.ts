@@ -24,6 +24,7 @@ import { workerJobs } from './jobs.js';
 import { Metrics } from './observability/metrics.js';
 import { KnexMetricsRepository } from './observability/metrics.repository.js';
 import { createWorkerStatusApp } from './observability/http.js';
+import { buildConsole } from './console/build.js';
 
 /** Where a listener binds, with the settings that chose it (for the message when it cannot). */
 interface Address {
@@ -93,10 +94,7 @@ async function greet(config: Config, services: Services, logger: Logger): Promis
           ? [
               `Console: a one-time sign-in link for the demo owner (${signIn.email}), valid 15 minutes:`,
               `  ${signIn.url}`,
-              // The browser console's pages (issue 30) are not served yet: say so rather than let the link 404 unexplained.
-              `  (the console's pages are not in this version yet, so the link itself answers 404; its token (after #token=)`,
-              `  signs in through the console API today: POST /v1/console/sign-in-links/redeem, docs/accounts.md.`,
-              `  Afterwards: ${ADMIN_CLI} user reset-password --email ${signIn.email})`,
+              `  (to sign in with a password afterwards: ${ADMIN_CLI} user reset-password --email ${signIn.email})`,
               '',
             ]
           : []),
@@ -205,6 +203,12 @@ async function start(options: BootOptions): Promise<void> {
   const publicAddress = (port: number, portVariable: 'MERCHANT_PORT' | 'API_PORT'): Address => ({ port, portVariable, host: config.host, hostVariable: 'HOST' });
   const adminAddress: Address = { port: config.adminPort, portVariable: 'ADMIN_PORT', host: config.adminHost, hostVariable: 'ADMIN_HOST' };
   if (config.role !== 'worker') {
+    // The console's bundles (web/dist/) are rebuilt when its sources changed since `npm install`;
+    // a failed build leaves the API serving and says why (the console answers "not built").
+    await buildConsole().then(
+      (built) => built.built && logger.info({ script: built.script }, 'built the console (its sources changed)'),
+      (err: Error) => logger.error({ err: err.message }, 'could not build the console (npm run build:console says why)'),
+    );
     const merchantRoutes = options.merchantRoutes;
     await serve(
       await createMerchantApp(deps, merchantRoutes && { extraRoutes: (router) => merchantRoutes(router, deps) }),

@@ -33,7 +33,14 @@ export type AdminHandlers = HandlerMap<AdminOperations, undefined>;
  * that start a session (`security: []`) run without one; their handlers never read `auth`.
  */
 export type ConsoleHandlers = HandlerMap<ConsoleOperations, SessionAuth>;
-/** The console's telemetry operations (`…ConsoleTelemetry…`), served by the telemetry module; the rest by accounts. */
-export type ConsoleTelemetryOperation = Extract<keyof ConsoleOperations, `${string}ConsoleTelemetry${string}`>;
-export type ConsoleTelemetryHandlers = HandlerMap<Pick<ConsoleOperations, ConsoleTelemetryOperation>, SessionAuth>;
-export type AccountsConsoleHandlers = HandlerMap<Omit<ConsoleOperations, ConsoleTelemetryOperation>, SessionAuth>;
+/** The telemetry explorer's console operations, served by the telemetry module (explorer.handlers.ts). */
+export type ConsoleExplorerOperation =
+  | 'listConsoleTelemetryTraces'
+  | 'getConsoleTelemetryTrace'
+  | 'listConsoleTelemetrySessions'
+  | 'listConsoleTelemetryUsers'
+  | 'getConsoleTelemetryMetrics'
+  | 'listConsoleTelemetryModelPrices'
+  | 'setConsoleTelemetryModelPrice'
+  | 'deleteConsoleTelemetryModelPrice';
+export type ConsoleExplorerHandlers = Pick<ConsoleHandlers, ConsoleExplorerOperation>;

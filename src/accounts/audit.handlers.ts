@@ -23,7 +23,30 @@ function targetOf(path: string, params: Record<string, unknown>): { type: string
   return { type: segments.at(-1) ?? 'api', id: null };
 }
 
-export function audited<M extends object>(handlers: M, audit: AuditLog, options: { door: 'merchant' | 'admin'; skip?: ReadonlySet<string> }): M {
+/**
+ * A telling name for an operation's entry (`product.create`) and the kind of its target; the
+ * target's id is the path's `{id}`, or (`idFrom: 'result'`) the first `…Id` of the answer's data
+ * other than `orgId` (what a creation made).
+ */
+export interface AuditAction {
+  action: string;
+  target: string;
+  idFrom?: 'path' | 'result';
+}
+
+/** The first `…Id` field of an answer's data other than `orgId`: the id of what was made. */
+function madeId(data: Record<string, unknown> | undefined): string | null {
+  for (const [key, value] of Object.entries(data ?? {})) {
+    if (key !== 'orgId' && key.endsWith('Id') && typeof value === 'string') return value;
+  }
+  return null;
+}
+
+export function audited<M extends object>(
+  handlers: M,
+  audit: AuditLog,
+  options: { door: 'merchant' | 'admin' | 'console'; skip?: ReadonlySet<string>; actions?: Readonly<Record<string, AuditAction>> },
+): M {
   const wrapped: Record<string, AnyHandler> = {};
   for (const [operationId, handler] of Object.entries(handlers as Record<string, AnyHandler>)) {
     if (options.skip?.has(operationId)) {
@@ -36,16 +59,19 @@ export function audited<M extends object>(handlers: M, audit: AuditLog, options:
       if (SAFE_METHODS.has(req.method) || result.status >= 300) return result;
       const path = req.documented?.entry.op.path ?? req.path;
       const params = (input.params ?? {}) as Record<string, unknown>;
-      const target = targetOf(path, params);
-      const auth = input.auth as MerchantAuth | undefined;
       const data = (result.body as { data?: { orgId?: unknown } } | undefined)?.data;
+      const named = options.actions?.[operationId];
+      const target = named
+        ? { type: named.target, id: named.idFrom === 'result' ? madeId(data) : String(params.id ?? '') || null }
+        : targetOf(path, params);
+      const auth = input.auth as MerchantAuth | undefined;
       const orgId = auth?.orgId ?? (target.type === 'orgs' ? target.id : typeof data?.orgId === 'string' ? data.orgId : null);
       const fields = input.body && typeof input.body === 'object' ? Object.keys(input.body as object) : [];
       try {
         await audit.record({
           orgId,
           actor: auth?.actor ?? { type: 'operator' },
-          action: operationId,
+          action: named?.action ?? operationId,
           target,
           summary: `${req.method} ${path}${fields.length > 0 ? ` (fields: ${fields.join(', ')})` : ''}`,
           clientAddress: clientAddress(req),

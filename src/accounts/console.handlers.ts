@@ -1,6 +1,6 @@
 /** The console document's operations (openapi/console.yaml): thin, the rules are in the services. */
 import type { Request } from 'express';
-import type { AccountsConsoleHandlers } from '../handler-maps.js';
+import type { ConsoleHandlers } from '../handler-maps.js';
 import type { Clock } from '../kernel/clock.js';
 import { iso, isoOrNull, page } from '../kernel/present.js';
 import { forbidden } from '../kernel/errors.js';
@@ -55,7 +55,15 @@ const presentAudit = (e: AuditEntry) => ({
   createdAt: iso(e.createdAt),
 });
 
-export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountsConsoleHandlers {
+/** The console operations of this module: sessions, members, invites, API keys, the audit log (other domains serve the rest). */
+export type AccountConsoleHandlers = Pick<
+  ConsoleHandlers,
+  | 'signIn' | 'acceptInvite' | 'completePasswordReset' | 'redeemSignInLink' | 'getConsoleSession' | 'switchOrganization'
+  | 'signOut' | 'signOutEverywhere' | 'listConsoleApiKeys' | 'createConsoleApiKey' | 'revokeConsoleApiKey'
+  | 'listMembers' | 'updateMemberRole' | 'removeMember' | 'listInvites' | 'createInvite' | 'revokeInvite' | 'listAuditLog'
+>;
+
+export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountConsoleHandlers {
   const { accounts, orgs, audit, clock, where } = deps;
 
   const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string }, expiresAt: Date) => {

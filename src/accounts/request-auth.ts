@@ -13,18 +13,19 @@ export const SESSION_COOKIE = '__Host-kassa_session';
 export const CSRF_HEADER = 'x-csrf-token';
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
-const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
-
-/** Where the console is served, and whether its cookie may go without `Secure` (plain http on a loopback host only). */
+/**
+ * Where the console is served. The cookie is always `Secure`: a `__Host-` cookie without it is
+ * refused by browsers (Chromium drops it even from http://127.0.0.1), and browsers accept
+ * `Secure` cookies from plain-http loopback origins (localhost, 127.0.0.1), where `npm start`
+ * serves the console.
+ */
 export interface ConsoleOrigin {
   origin: string;
   secureCookie: boolean;
 }
 
 export function consoleOrigin(publicBaseUrl: string): ConsoleOrigin {
-  const url = new URL(publicBaseUrl);
-  const loopback = LOOPBACK_HOSTS.has(url.hostname) || url.hostname.endsWith('.localhost');
-  return { origin: url.origin, secureCookie: url.protocol === 'https:' || !loopback };
+  return { origin: new URL(publicBaseUrl).origin, secureCookie: true };
 }
 
 /** The value of one cookie of the request (the first of that name), undefined when absent. */

@@ -10,7 +10,7 @@ type AgentWalletAdminHandlers = Pick<
   | 'listWalletPolicies' | 'createWalletPolicy' | 'deletePolicy' | 'getOrgCredit' | 'grantCredit'
 >;
 
-const presentWallet = (wallet: Wallet) => ({
+export const presentWallet = (wallet: Wallet) => ({
   walletId: wallet.id,
   orgId: wallet.orgId,
   name: wallet.name,
@@ -20,7 +20,7 @@ const presentWallet = (wallet: Wallet) => ({
   createdAt: iso(wallet.createdAt),
 });
 
-const presentAgent = (agent: Agent) => ({
+export const presentAgent = (agent: Agent) => ({
   agentId: agent.id,
   orgId: agent.orgId,
   name: agent.name,
@@ -32,7 +32,7 @@ const presentAgent = (agent: Agent) => ({
   revokedAt: isoOrNull(agent.revokedAt),
 });
 
-const presentPolicy = (policy: Policy) => ({
+export const presentPolicy = (policy: Policy) => ({
   id: policy.id,
   walletId: policy.walletId,
   name: policy.name,

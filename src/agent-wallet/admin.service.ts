@@ -6,7 +6,7 @@ import { conflict, notFound, validationError } from '../kernel/errors.js';
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import type { SecretBox } from '../kernel/secrets.js';
-import type { Agent, AgentWalletRepository, Policy, Wallet, WalletWithSecret } from './agent-wallet.repository.js';
+import type { Agent, AgentWalletRepository, HistoryFilter, Policy, Wallet, WalletWithSecret } from './agent-wallet.repository.js';
 import { DEFAULT_CHAINS, type ChainConfig } from './chains.js';
 import { readCreditBalance, type CreditBalance, type CreditUnit } from './credit.js';
 import { DEFAULT_POLICY_NAME, defaultPolicyRules } from './default-policy.js';
@@ -43,10 +43,23 @@ export class AgentWalletAdminService {
     return wallet;
   }
 
-  private async requireAgent(agentId: string): Promise<Agent> {
+  /** With `orgId` (a member's door) another organization's agent is the same 404 as an unknown one. */
+  private async requireAgent(agentId: string, orgId?: string): Promise<Agent> {
     const agent = await this.repo.findAgent(agentId);
-    if (!agent) throw notFound('Agent');
+    if (!agent || (orgId !== undefined && agent.orgId !== orgId)) throw notFound('Agent');
     return agent;
+  }
+
+  /** A wallet of any organization (the operator) or, with `orgId`, of that organization only. */
+  private async requireWallet(walletId: string, orgId?: string): Promise<Wallet> {
+    const wallet = await this.repo.findWallet(walletId);
+    if (!wallet || (orgId !== undefined && wallet.orgId !== orgId)) throw notFound('Wallet');
+    return wallet;
+  }
+
+  /** The chains a wallet signs for: its one EVM address is its address on each. */
+  walletChains(): readonly ChainConfig[] {
+    return this.chains;
   }
 
   async createWallet(orgId: string, input: { name?: string }): Promise<Wallet> {
@@ -125,22 +138,22 @@ export class AgentWalletAdminService {
     return this.repo.listAgents(orgId);
   }
 
-  async assignWallet(agentId: string, walletId: string | null): Promise<Agent> {
-    const agent = await this.requireAgent(agentId);
+  async assignWallet(agentId: string, walletId: string | null, orgId?: string): Promise<Agent> {
+    const agent = await this.requireAgent(agentId, orgId);
     if (walletId !== null) await this.requireWalletOf(agent.orgId, walletId);
     if (agent.revokedAt) throw conflict('The agent is revoked');
     await this.repo.setAgentWallet(agentId, walletId);
     return { ...agent, walletId };
   }
 
-  async revokeAgent(agentId: string): Promise<Agent> {
-    await this.requireAgent(agentId);
+  async revokeAgent(agentId: string, orgId?: string): Promise<Agent> {
+    await this.requireAgent(agentId, orgId);
     await this.repo.revokeAgent(agentId, this.clock.now());
     return this.requireAgent(agentId);
   }
 
-  async rotateKey(agentId: string, input: { publicKey?: string }): Promise<{ agent: Agent; agentWalletKey: string | null }> {
-    const agent = await this.requireAgent(agentId);
+  async rotateKey(agentId: string, input: { publicKey?: string }, orgId?: string): Promise<{ agent: Agent; agentWalletKey: string | null }> {
+    const agent = await this.requireAgent(agentId, orgId);
     if (agent.revokedAt) throw conflict('The agent is revoked');
     const key = this.newAgentKey(input.publicKey);
     if ((await this.repo.replaceKey(agent.keyQuorumId, key.publicKey, this.clock.now())) === 'duplicate_key') {
@@ -152,9 +165,8 @@ export class AgentWalletAdminService {
     };
   }
 
-  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[]; spend_limits?: SpendLimit[] }): Promise<Policy> {
-    const wallet = await this.repo.findWallet(walletId);
-    if (!wallet) throw notFound('Wallet');
+  async createPolicy(walletId: string, input: { name: string; rules: PolicyRule[]; spend_limits?: SpendLimit[] }, orgId?: string): Promise<Policy> {
+    const wallet = await this.requireWallet(walletId, orgId);
     try {
       validatePolicyRules(input.rules);
       validateSpendLimits(input.spend_limits ?? []);
@@ -177,13 +189,13 @@ export class AgentWalletAdminService {
     return policy;
   }
 
-  async listWalletPolicies(walletId: string): Promise<Policy[]> {
-    if (!(await this.repo.findWallet(walletId))) throw notFound('Wallet');
+  async listWalletPolicies(walletId: string, orgId?: string): Promise<Policy[]> {
+    await this.requireWallet(walletId, orgId);
     return this.repo.listPolicies(walletId);
   }
 
-  async deletePolicy(policyId: string): Promise<Policy> {
-    const deleted = await this.repo.deletePolicy(policyId);
+  async deletePolicy(policyId: string, orgId?: string): Promise<Policy> {
+    const deleted = await this.repo.deletePolicy(policyId, orgId);
     if (!deleted) throw notFound('Policy');
     return deleted;
   }
@@ -200,6 +212,17 @@ export class AgentWalletAdminService {
     };
     await this.repo.insertCreditEntry(entry);
     return { entry, ...(await this.creditBalance(orgId, input.unit)) };
+  }
+
+  /**
+   * The signing history of the organization (what `GET /v1/agent-wallet/history` shows an agent
+   * of its wallet), optionally of one wallet or agent of it, newest first, in keyset pages after
+   * the entry `startingAfter` (unknown or foreign: 400).
+   */
+  async history(orgId: string, filter: HistoryFilter, startingAfter: string | undefined, limit: number) {
+    const page = await this.repo.listHistoryPage(orgId, filter, startingAfter, limit);
+    if (!page.cursorFound) throw validationError('query.starting_after: no history entry of this organization has this id; start again without it', { field: 'starting_after' });
+    return { records: page.records, hasMore: page.hasMore, nextCursor: page.hasMore ? page.records.at(-1)!.id : null };
   }
 
   /** The balance in minor units and in whole units of `unit`. */

@@ -3,6 +3,25 @@ import type { AgentWalletHandlers } from '../handler-maps.js';
 import { iso } from '../kernel/present.js';
 import { SIGN_TYPED_DATA_PATH } from './protocol.js';
 import type { AgentWalletRuntimeService } from './runtime.service.js';
+import type { HistoryEntry } from './agent-wallet.repository.js';
+
+/** A history entry as agent-wallet.yaml's HistoryEntry (the console's history shows the same). */
+export const presentHistoryEntry = (entry: HistoryEntry) => ({
+  id: entry.id,
+  agentId: entry.agentId,
+  walletId: entry.walletId,
+  type: entry.type,
+  status: entry.status,
+  destination: entry.destination,
+  amount: entry.amount,
+  asset: entry.asset,
+  chainId: entry.chainId,
+  resourceUrl: entry.resourceUrl,
+  txHash: entry.txHash,
+  explorerUrl: entry.explorerUrl,
+  failureMessage: entry.failureMessage,
+  createdAt: iso(entry.createdAt),
+});
 
 export function createAgentWalletHandlers(service: AgentWalletRuntimeService, options: { publicApiUrl: string }): AgentWalletHandlers {
   // The authorization signature covers the public URL the agent called, not whatever Host a proxy forwarded.
@@ -33,22 +52,7 @@ export function createAgentWalletHandlers(service: AgentWalletRuntimeService, op
       body: {
         success: true,
         message: 'History retrieved',
-        data: (await service.historyOf(auth, query.limit ?? 50)).map((entry) => ({
-          id: entry.id,
-          agentId: entry.agentId,
-          walletId: entry.walletId,
-          type: entry.type,
-          status: entry.status,
-          destination: entry.destination,
-          amount: entry.amount,
-          asset: entry.asset,
-          chainId: entry.chainId,
-          resourceUrl: entry.resourceUrl,
-          txHash: entry.txHash,
-          explorerUrl: entry.explorerUrl,
-          failureMessage: entry.failureMessage,
-          createdAt: iso(entry.createdAt),
-        })),
+        data: (await service.historyOf(auth, query.limit ?? 50)).map(presentHistoryEntry),
       },
     }),
     getCreditBalance: async ({ auth }) => ({

@@ -67,6 +67,12 @@ export interface HistoryEntry {
   createdAt: Date;
 }
 
+export interface HistoryFilter {
+  walletId?: string;
+  agentId?: string;
+  status?: HistoryStatus;
+}
+
 export interface CreditEntry {
   id: string;
   orgId: string;
@@ -132,7 +138,13 @@ export interface AgentWalletRepository {
 
   insertPolicy(policy: Policy): Promise<void>;
   listPolicies(walletId: string): Promise<Policy[]>;
-  deletePolicy(id: string): Promise<Policy | undefined>;
+  /** Deletes the policy (with `orgId`: only that organization's). */
+  deletePolicy(id: string, orgId?: string): Promise<Policy | undefined>;
+  /**
+   * The organization's history newest first (created_at, seq), optionally of one wallet, one
+   * agent, one status, after the entry `after`; `limit + 1` rows read to tell `hasMore`.
+   */
+  listHistoryPage(orgId: string, filter: HistoryFilter, after: string | undefined, limit: number): Promise<{ records: HistoryEntry[]; hasMore: boolean; cursorFound: boolean }>;
 
   insertHistory(entry: HistoryEntry): Promise<void>;
   /**
@@ -519,9 +531,33 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
     return rows.map(toPolicy);
   }
 
-  async deletePolicy(id: string): Promise<Policy | undefined> {
-    const [row] = await this.db<PolicyRow>('agent_wallet_policies').where({ id }).delete().returning('*');
+  async deletePolicy(id: string, orgId?: string): Promise<Policy | undefined> {
+    const [row] = await this.db<PolicyRow>('agent_wallet_policies')
+      .where({ id, ...(orgId !== undefined ? { org_id: orgId } : {}) })
+      .delete()
+      .returning('*');
     return row ? toPolicy(row as PolicyRow) : undefined;
+  }
+
+  async listHistoryPage(orgId: string, filter: HistoryFilter, after: string | undefined, limit: number) {
+    let position: { created_at: Date; seq: number | string } | undefined;
+    if (after !== undefined) {
+      position = await this.db('agent_wallet_history').where({ id: after, org_id: orgId }).first('created_at', 'seq');
+      if (!position) return { records: [], hasMore: false, cursorFound: false };
+    }
+    // The indexes of migration 0180: by organization, or by agent (wallets have theirs since 0020).
+    const q = this.db<HistoryRow>('agent_wallet_history').where({ org_id: orgId });
+    if (filter.walletId) q.andWhere({ wallet_id: filter.walletId });
+    if (filter.agentId) q.andWhere({ agent_id: filter.agentId });
+    if (filter.status) q.andWhere({ status: filter.status });
+    if (position) q.andWhereRaw('(created_at, seq) < (?::timestamptz, ?::bigint)', [new Date(position.created_at).toISOString(), String(position.seq)]);
+    const rows = await q
+      .orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'seq', order: 'desc' },
+      ])
+      .limit(limit + 1);
+    return { records: rows.slice(0, limit).map(toHistory), hasMore: rows.length > limit, cursorFound: true };
   }
 
   async insertHistory(entry: HistoryEntry): Promise<void> {

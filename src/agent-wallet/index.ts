@@ -3,6 +3,7 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import { createAgentWalletAdminHandlers } from './admin.handlers.js';
+import { createAgentWalletConsoleHandlers } from './console.handlers.js';
 import { AgentWalletAdminService } from './admin.service.js';
 import { createAgentWalletHandlers } from './agent-wallet.handlers.js';
 import { KnexAgentWalletRepository } from './agent-wallet.repository.js';
@@ -20,6 +21,8 @@ export interface AgentWalletModule {
     platform: ReturnType<typeof createAgentWalletHandlers>;
     /** The admin API's wallets, agents, policies and credit. */
     admin: ReturnType<typeof createAgentWalletAdminHandlers>;
+    /** A member's wallets, agents, policies, credit and history (console document). */
+    console: ReturnType<typeof createAgentWalletConsoleHandlers>;
   };
   /** agent-wallet.yaml's security schemes. */
   authenticators: ReturnType<typeof createAgentAuthenticators>;
@@ -39,7 +42,11 @@ export function createAgentWalletModule(deps: {
   return {
     admin,
     runtime,
-    handlers: { platform: createAgentWalletHandlers(runtime, { publicApiUrl: deps.publicApiUrl }), admin: createAgentWalletAdminHandlers(admin) },
+    handlers: {
+      platform: createAgentWalletHandlers(runtime, { publicApiUrl: deps.publicApiUrl }),
+      admin: createAgentWalletAdminHandlers(admin),
+      console: createAgentWalletConsoleHandlers(admin),
+    },
     authenticators: createAgentAuthenticators(runtime),
   };
 }

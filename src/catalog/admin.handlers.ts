@@ -1,36 +1,9 @@
 import type { AdminHandlers } from '../handler-maps.js';
-import { iso, page } from '../kernel/present.js';
+import { page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
-import type { PaymentLink, Price, Product } from './catalog.repository.js';
+import type { PaymentLink, Price } from './catalog.repository.js';
+import { presentLink as presentLinkWithUrl, presentPrice, presentProduct } from './catalog.presenter.js';
 import type { CatalogService } from './catalog.service.js';
-
-const presentProduct = (product: Product) => ({
-  productId: product.id,
-  orgId: product.orgId,
-  name: product.name,
-  description: product.description,
-  status: product.status,
-  createdAt: iso(product.createdAt),
-  updatedAt: iso(product.updatedAt),
-});
-
-const presentPrice = (price: Price) => ({
-  pricingId: price.id,
-  orgId: price.orgId,
-  productId: price.productId,
-  amount: price.amount,
-  currency: price.currency,
-  pricingType: price.pricingType,
-  billingInterval: price.billingInterval,
-  billingIntervalCount: price.billingIntervalCount,
-  pricingName: price.pricingName,
-  flexibleAmount: price.flexibleAmount,
-  minAmount: price.minAmount,
-  maxAmount: price.maxAmount,
-  provider: price.provider,
-  active: price.active,
-  createdAt: iso(price.createdAt),
-});
 
 type CatalogAdminHandlers = Pick<
   AdminHandlers,
@@ -40,17 +13,7 @@ type CatalogAdminHandlers = Pick<
 >;
 
 export function createCatalogAdminHandlers(catalog: CatalogService, orgs: OrgService): CatalogAdminHandlers {
-  const presentLink = ({ link, price }: { link: PaymentLink; price: Price }) => ({
-    paymentLinkId: link.id,
-    paymentLinkUrl: catalog.paymentLinkUrl(link),
-    orgId: link.orgId,
-    pricingId: price.id,
-    productId: price.productId,
-    name: link.name,
-    isActive: link.isActive,
-    createdAt: iso(link.createdAt),
-    updatedAt: iso(link.updatedAt),
-  });
+  const presentLink = (found: { link: PaymentLink; price: Price }) => presentLinkWithUrl(catalog.paymentLinkUrl(found.link), found);
 
   return {
     listOrgProducts: async ({ params, query }) => {

@@ -86,6 +86,16 @@ export interface CatalogRepository {
   setPaymentLinkActive(id: string, isActive: boolean, now: Date): Promise<PaymentLink | undefined>;
   /** Every link of every price of these products (one organization), oldest first. */
   listPaymentLinksOfProducts(orgId: string, productIds: string[]): Promise<Array<{ link: PaymentLink; price: Price }>>;
+  /** One organization's links newest first, each with its price and product (the console's list). */
+  listPaymentLinks(orgId: string, query: PaymentLinkQuery): Promise<{ records: Array<{ link: PaymentLink; price: Price; product: Product }>; total: number }>;
+}
+
+export interface PaymentLinkQuery {
+  productId?: string;
+  priceId?: string;
+  active?: boolean;
+  offset: number;
+  limit: number;
 }
 
 interface ProductRow {
@@ -349,5 +359,38 @@ export class KnexCatalogRepository implements CatalogRepository {
       link: toPaymentLink(unalias<PaymentLinkRow>(row, 'l', LINK_COLUMNS)),
       price: toPrice(unalias<PriceRow>(row, 'r', PRICE_COLUMNS)),
     }));
+  }
+
+  async listPaymentLinks(orgId: string, query: PaymentLinkQuery): Promise<{ records: Array<{ link: PaymentLink; price: Price; product: Product }>; total: number }> {
+    // The joins follow the (org_id, …) foreign keys, so the three rows belong to one organization.
+    const filtered = (qb: Knex.QueryBuilder) => {
+      qb.join('prices as r', function () {
+        this.on('r.id', '=', 'l.price_id').andOn('r.org_id', '=', 'l.org_id');
+      })
+        .join('products as p', function () {
+          this.on('p.id', '=', 'r.product_id').andOn('p.org_id', '=', 'r.org_id');
+        })
+        .where('l.org_id', orgId);
+      if (query.productId !== undefined) qb.andWhere('r.product_id', query.productId);
+      if (query.priceId !== undefined) qb.andWhere('l.price_id', query.priceId);
+      if (query.active !== undefined) qb.andWhere('l.is_active', query.active);
+      return qb;
+    };
+    const [rows, countRow] = await Promise.all([
+      filtered(this.db('payment_links as l'))
+        .orderBy([{ column: 'l.created_at', order: 'desc' }, { column: 'l.id', order: 'desc' }])
+        .offset(query.offset)
+        .limit(query.limit)
+        .select([...aliased('l', LINK_COLUMNS), ...aliased('r', PRICE_COLUMNS), ...aliased('p', PRODUCT_COLUMNS)]),
+      filtered(this.db('payment_links as l').count({ count: '*' })).first(),
+    ]);
+    return {
+      records: (rows as Record<string, unknown>[]).map((row) => ({
+        link: toPaymentLink(unalias<PaymentLinkRow>(row, 'l', LINK_COLUMNS)),
+        price: toPrice(unalias<PriceRow>(row, 'r', PRICE_COLUMNS)),
+        product: toProduct(unalias<ProductRow>(row, 'p', PRODUCT_COLUMNS)),
+      })),
+      total: Number((countRow as { count?: number } | undefined)?.count ?? 0),
+    };
   }
 }

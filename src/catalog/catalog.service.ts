@@ -1,7 +1,9 @@
 /**
  * The catalog: products, their prices and payment links. Managed through the admin API (any
- * organization, resources named by id), read by merchants (their own organization only) and by
- * checkout (prices and payment links it sells).
+ * organization, resources named by id) and the console (a member's organization: the management
+ * methods take an optional `orgId` scope, and a resource of another organization is the same 404
+ * as a missing one), read by merchants (their own organization only) and by checkout (prices and
+ * payment links it sells).
  */
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
@@ -133,14 +135,16 @@ export class CatalogService {
     return product;
   }
 
-  async getProduct(productId: string): Promise<Product> {
-    const product = await this.repo.findProductAnyOrg(productId);
+  /** `orgId` given: only that organization's product (the console); absent: any (the operator). */
+  async getProduct(productId: string, orgId?: string): Promise<Product> {
+    const product = orgId === undefined ? await this.repo.findProductAnyOrg(productId) : await this.repo.findProduct(orgId, productId);
     if (!product) throw notFound('Product');
     return product;
   }
 
   /** Every status may follow every other: archiving is reversible (an archived product can be published again). */
-  async updateProduct(productId: string, input: ProductUpdateInput): Promise<Product> {
+  async updateProduct(productId: string, input: ProductUpdateInput, orgId?: string): Promise<Product> {
+    if (orgId !== undefined) await this.getProduct(productId, orgId);
     const updated = await this.repo.updateProduct(
       productId,
       {
@@ -154,8 +158,8 @@ export class CatalogService {
     return updated;
   }
 
-  archiveProduct(productId: string): Promise<Product> {
-    return this.updateProduct(productId, { status: 'ARCHIVED' });
+  archiveProduct(productId: string, orgId?: string): Promise<Product> {
+    return this.updateProduct(productId, { status: 'ARCHIVED' }, orgId);
   }
 
   /** Admin list of one organization's products; every status unless `status` is given. */
@@ -163,8 +167,8 @@ export class CatalogService {
     return this.repo.listProducts(orgId, this.repoQuery(query));
   }
 
-  async createPrice(productId: string, input: PriceCreateInput): Promise<Price> {
-    const product = await this.getProduct(productId);
+  async createPrice(productId: string, input: PriceCreateInput, orgId?: string): Promise<Price> {
+    const product = await this.getProduct(productId, orgId);
     if (product.status === 'ARCHIVED') throw conflict('The product is archived; publish it again (status PUBLISHED or DRAFT) before adding prices');
     const pricingType = input.pricingType ?? 'ONE_TIME';
     const price: Price = {
@@ -189,26 +193,27 @@ export class CatalogService {
     return price;
   }
 
-  async listPrices(productId: string): Promise<Price[]> {
-    const product = await this.getProduct(productId);
+  async listPrices(productId: string, orgId?: string): Promise<Price[]> {
+    const product = await this.getProduct(productId, orgId);
     return this.repo.listPricesOfProduct(product.orgId, product.id);
   }
 
-  async getPrice(priceId: string): Promise<Price> {
-    const price = await this.repo.findPriceAnyOrg(priceId);
+  async getPrice(priceId: string, orgId?: string): Promise<Price> {
+    const price = orgId === undefined ? await this.repo.findPriceAnyOrg(priceId) : await this.repo.findPrice(orgId, priceId);
     if (!price) throw notFound('Price');
     return price;
   }
 
   /** Final: a price is never sold again once deactivated, and its payment links stop with it. */
-  async deactivatePrice(priceId: string): Promise<Price> {
+  async deactivatePrice(priceId: string, orgId?: string): Promise<Price> {
+    if (orgId !== undefined) await this.getPrice(priceId, orgId);
     const price = await this.repo.deactivatePrice(priceId, this.clock.now());
     if (!price) throw notFound('Price');
     return price;
   }
 
-  async createPaymentLink(priceId: string, input: { name?: string } = {}): Promise<{ link: PaymentLink; price: Price }> {
-    const price = await this.getPrice(priceId);
+  async createPaymentLink(priceId: string, input: { name?: string } = {}, orgId?: string): Promise<{ link: PaymentLink; price: Price }> {
+    const price = await this.getPrice(priceId, orgId);
     if (!price.active) throw conflict('The price is inactive; payment links can only be created for active prices');
     const product = await this.repo.findProduct(price.orgId, price.productId);
     if (product?.status === 'ARCHIVED') throw conflict('The product is archived; payment links cannot be created for it');
@@ -230,12 +235,30 @@ export class CatalogService {
   }
 
   /** Idempotent: deactivating an inactive link succeeds and changes nothing. */
-  async deactivatePaymentLink(linkId: string): Promise<{ link: PaymentLink; price: Price }> {
+  async deactivatePaymentLink(linkId: string, orgId?: string): Promise<{ link: PaymentLink; price: Price }> {
+    if (orgId !== undefined) {
+      const existing = await this.repo.findPaymentLinkAnyOrg(linkId);
+      if (existing?.orgId !== orgId) throw notFound('Payment link');
+    }
     const link = await this.repo.setPaymentLinkActive(linkId, false, this.clock.now());
     if (!link) throw notFound('Payment link');
     const price = await this.repo.findPrice(link.orgId, link.priceId);
     if (!price) throw notFound('Payment link');
     return { link, price };
+  }
+
+  /** One organization's payment links, newest first, with what each sells. */
+  listPaymentLinks(
+    orgId: string,
+    query: { page: number; size: number; productId?: string; priceId?: string; active?: boolean },
+  ): Promise<{ records: Array<{ link: PaymentLink; price: Price; product: Product }>; total: number }> {
+    return this.repo.listPaymentLinks(orgId, {
+      productId: query.productId,
+      priceId: query.priceId,
+      active: query.active,
+      offset: (query.page - 1) * query.size,
+      limit: query.size,
+    });
   }
 
   private repoQuery(query: ProductListQuery) {

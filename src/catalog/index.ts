@@ -1,9 +1,10 @@
-/** The catalog module, wired: products and prices, and their merchant and admin handlers. */
+/** The catalog module, wired: products and prices, and their merchant, admin and console handlers. */
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { createCatalogAdminHandlers } from './admin.handlers.js';
 import { createCatalogHandlers } from './catalog.handlers.js';
+import { createCatalogConsoleHandlers } from './console.handlers.js';
 import { KnexCatalogRepository } from './catalog.repository.js';
 import { CatalogService } from './catalog.service.js';
 
@@ -12,6 +13,7 @@ export interface CatalogModule {
   handlers: {
     merchant: ReturnType<typeof createCatalogHandlers>;
     admin: ReturnType<typeof createCatalogAdminHandlers>;
+    console: ReturnType<typeof createCatalogConsoleHandlers>;
   };
 }
 
@@ -23,5 +25,5 @@ export function createCatalogModule(deps: {
   publicBaseUrl: string;
 }): CatalogModule {
   const catalog = new CatalogService(new KnexCatalogRepository(deps.db), deps.clock, deps.publicBaseUrl);
-  return { catalog, handlers: { merchant: createCatalogHandlers(catalog), admin: createCatalogAdminHandlers(catalog, deps.orgs) } };
+  return { catalog, handlers: { merchant: createCatalogHandlers(catalog), admin: createCatalogAdminHandlers(catalog, deps.orgs), console: createCatalogConsoleHandlers(catalog) } };
 }

@@ -101,6 +101,22 @@ export interface RefundRepository {
   findByProcessorId(processorRefundId: string): Promise<OrderRefund | undefined>;
   /** The order's refunds, oldest first. */
   listForOrder(orgId: string, orderId: string): Promise<OrderRefund[]>;
+  /** The refund request made with this Idempotency-Key since `notBefore`, if any. */
+  findIdempotencyKey(orgId: string, key: string, notBefore: Date): Promise<RefundIdempotencyRecord | undefined>;
+  /**
+   * Claims the key (taking over a record older than `expiredBefore`); false when a live record
+   * holds it (a concurrent request with the same key won).
+   */
+  claimIdempotencyKey(record: RefundIdempotencyRecord, expiredBefore: Date): Promise<boolean>;
+}
+
+/** A refund request's Idempotency-Key: which order and which parameters it was used for. */
+export interface RefundIdempotencyRecord {
+  orgId: string;
+  key: string;
+  requestHash: string;
+  orderId: string;
+  createdAt: Date;
 }
 
 export interface DisputeRepository {

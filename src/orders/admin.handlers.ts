@@ -1,6 +1,18 @@
 import type { AdminHandlers } from '../handler-maps.js';
 import { providerPayment } from '../commerce/order.presenter.js';
+import type { Order } from '../commerce/model.js';
 import type { OrderService } from './order.service.js';
+
+/** An order after a refund, as the admin and console answers show it. */
+export const presentAdminOrder = (order: Order) => ({
+  orderId: order.id,
+  orgId: order.orgId,
+  status: order.status,
+  amountCents: order.amountCents,
+  amountRefundedCents: order.amountRefundedCents,
+  currency: order.currency,
+  ...providerPayment(order),
+});
 
 export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandlers, 'refundOrder'> {
   return {
@@ -11,15 +23,7 @@ export function createOrderAdminHandlers(orders: OrderService): Pick<AdminHandle
         body: {
           success: true,
           message: order.status === 'REFUNDED' ? 'Order fully refunded' : 'Order partially refunded',
-          data: {
-            orderId: order.id,
-            orgId: order.orgId,
-            status: order.status,
-            amountCents: order.amountCents,
-            amountRefundedCents: order.amountRefundedCents,
-            currency: order.currency,
-            ...providerPayment(order),
-          },
+          data: presentAdminOrder(order),
         },
       };
     },

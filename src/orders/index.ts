@@ -5,12 +5,14 @@ import type { CardRefunds } from '../processors/card-processor.js';
 import { createOrderAdminHandlers } from './admin.handlers.js';
 import { OrderService } from './order.service.js';
 import { createOrderHandlers } from './orders.handlers.js';
+import { createOrderConsoleHandlers } from './console.handlers.js';
 
 export interface OrdersModule {
   orders: OrderService;
   handlers: {
     merchant: ReturnType<typeof createOrderHandlers>;
     admin: ReturnType<typeof createOrderAdminHandlers>;
+    console: ReturnType<typeof createOrderConsoleHandlers>;
   };
 }
 
@@ -21,5 +23,5 @@ export function createOrdersModule(deps: {
   cardRefunds?: CardRefunds;
 }): OrdersModule {
   const orders = new OrderService(deps.uow, deps.clock, deps.cardRefunds);
-  return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders) } };
+  return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders), console: createOrderConsoleHandlers(orders) } };
 }

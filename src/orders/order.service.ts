@@ -1,11 +1,15 @@
 /** Orders: refunds and reads (payment results are applied by commerce/payment-flow.ts). */
+import { createHash } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
-import { conflict, notFound, validationError } from '../kernel/errors.js';
+import { AppError, conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, OrderDispute, OrderFilter, OrderRefund, RefundReason } from '../commerce/model.js';
 import { countsAsRefunded, recordRefund } from '../commerce/refund-flow.js';
 import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import { isStripeInvoiceSettlement, isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
+
+/** A refund's Idempotency-Key is remembered this long (like checkout sessions' keys). */
+export const REFUND_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 
 export class OrderService {
   constructor(
@@ -29,36 +33,67 @@ export class OrderService {
     return this.uow.transaction(async (stores) => {
       const order = await stores.orders.findForUpdate(orderId);
       if (!order) throw notFound('Order');
-      if (order.status !== 'PAID') throw conflict(`Only PAID orders can be refunded; this order is ${order.status}`);
-      const remaining = order.amountCents - order.amountRefundedCents;
-      const refundAmount = amount ?? remaining;
-      if (refundAmount < 1) throw validationError('amount must be at least 1');
-      if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
-      // Recording a refund Stripe never made would show money returned that was not.
-      if (isStripeInvoiceSettlement(order.processorPaymentId)) {
-        throw conflict(`This order was settled in Stripe without a card payment (${order.processorPaymentId}); refund it in the Stripe Dashboard (a credit note)`);
-      }
-      if (isStripePaymentId(order.processorPaymentId)) {
-        if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
-        const made = await this.cardRefunds.refund({
-          processorPaymentId: order.processorPaymentId,
-          amount: refundAmount,
-          idempotencyKey: await this.refundKey(stores, order),
-          reverseTransfer: (await this.connectedAccountPaid(stores, order)) !== null,
-          ...(reason && { reason }),
-        });
-        const known = await stores.refunds.findByProcessorId(made.refundId);
-        if (known && !countsAsRefunded(known.status)) throw conflict(`Stripe answered with refund ${made.refundId}, which already ${known.status}; nothing was refunded`);
-        if (known) return order;
-        const status = made.status ?? 'succeeded';
-        // Stripe answered with a refund that already failed: nothing was returned, so nothing is counted.
-        if (!countsAsRefunded(status)) throw conflict(`Stripe could not make the refund (${made.failureReason ?? status}); nothing was refunded`);
-        const recorded = await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status, source: 'kassa', processorRefundId: made.refundId, failureReason: null }, this.clock.now());
-        return recorded.order;
-      }
-      // The sandbox and crypto: the refund is Kassa's record (money is returned outside Kassa).
-      return (await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status: 'succeeded', source: 'kassa', processorRefundId: null, failureReason: null }, this.clock.now())).order;
+      return this.refundLocked(stores, order, amount, reason);
     });
+  }
+
+  /**
+   * The console's refund: the same refund, of an order of `orgId` only (another organization's is
+   * 404), once per Idempotency-Key. The key is claimed in the refund's transaction, under the
+   * order's row lock, so a repeated request waits for the first and then replays its answer (the
+   * order as it is now, `replayed`); a key used for other parameters is IDEMPOTENCY_KEY_REUSED. A
+   * refund that fails rolls the claim back with it: the same key may be retried.
+   */
+  async refundOnce(input: { orgId: string; orderId: string; amount?: number; reason?: RefundReason; idempotencyKey: string }): Promise<{ order: Order; replayed: boolean }> {
+    const requestHash = createHash('sha256').update(JSON.stringify([input.orderId, input.amount ?? null, input.reason ?? null])).digest('hex');
+    return this.uow.transaction(async (stores) => {
+      const order = await stores.orders.findForUpdate(input.orderId);
+      if (!order || order.orgId !== input.orgId) throw notFound('Order');
+      const now = this.clock.now();
+      const expiredBefore = new Date(now.getTime() - REFUND_IDEMPOTENCY_TTL_MS);
+      const reused = () => new AppError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used for another refund request; use a new key for a new refund');
+      const record = await stores.refunds.findIdempotencyKey(input.orgId, input.idempotencyKey, expiredBefore);
+      if (record) {
+        if (record.requestHash !== requestHash) throw reused();
+        return { order, replayed: true };
+      }
+      const claimed = await stores.refunds.claimIdempotencyKey({ orgId: input.orgId, key: input.idempotencyKey, requestHash, orderId: order.id, createdAt: now }, expiredBefore);
+      // Another order's refund holds the key (the same order's would have waited for this lock).
+      if (!claimed) throw reused();
+      return { order: await this.refundLocked(stores, order, input.amount, input.reason), replayed: false };
+    });
+  }
+
+  private async refundLocked(stores: CommerceStores, order: Order, amount: number | undefined, reason: RefundReason | undefined): Promise<Order> {
+    if (order.status !== 'PAID') throw conflict(`Only PAID orders can be refunded; this order is ${order.status}`);
+    const remaining = order.amountCents - order.amountRefundedCents;
+    const refundAmount = amount ?? remaining;
+    if (refundAmount < 1) throw validationError('amount must be at least 1');
+    if (refundAmount > remaining) throw validationError(`amount exceeds the refundable ${remaining} (minor units)`);
+    // Recording a refund Stripe never made would show money returned that was not.
+    if (isStripeInvoiceSettlement(order.processorPaymentId)) {
+      throw conflict(`This order was settled in Stripe without a card payment (${order.processorPaymentId}); refund it in the Stripe Dashboard (a credit note)`);
+    }
+    if (isStripePaymentId(order.processorPaymentId)) {
+      if (!this.cardRefunds) throw conflict('This order was paid through Stripe; it can be refunded only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+      const made = await this.cardRefunds.refund({
+        processorPaymentId: order.processorPaymentId,
+        amount: refundAmount,
+        idempotencyKey: await this.refundKey(stores, order),
+        reverseTransfer: (await this.connectedAccountPaid(stores, order)) !== null,
+        ...(reason && { reason }),
+      });
+      const known = await stores.refunds.findByProcessorId(made.refundId);
+      if (known && !countsAsRefunded(known.status)) throw conflict(`Stripe answered with refund ${made.refundId}, which already ${known.status}; nothing was refunded`);
+      if (known) return order;
+      const status = made.status ?? 'succeeded';
+      // Stripe answered with a refund that already failed: nothing was returned, so nothing is counted.
+      if (!countsAsRefunded(status)) throw conflict(`Stripe could not make the refund (${made.failureReason ?? status}); nothing was refunded`);
+      const recorded = await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status, source: 'kassa', processorRefundId: made.refundId, failureReason: null }, this.clock.now());
+      return recorded.order;
+    }
+    // The sandbox and crypto: the refund is Kassa's record (money is returned outside Kassa).
+    return (await recordRefund(stores, order, { amountCents: refundAmount, reason: reason ?? null, status: 'succeeded', source: 'kassa', processorRefundId: null, failureReason: null }, this.clock.now())).order;
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { OrderDispute, OrderRefund, RefundReason, RefundStatus } from '../commerce/model.js';
-import type { DisputeRepository, RefundRepository } from '../commerce/stores.js';
+import type { DisputeRepository, RefundIdempotencyRecord, RefundRepository } from '../commerce/stores.js';
 
 interface RefundRow {
   id: string;
@@ -51,6 +51,22 @@ export class KnexRefundRepository implements RefundRepository {
       created_at: r.createdAt,
       updated_at: r.updatedAt,
     });
+  }
+
+  async findIdempotencyKey(orgId: string, key: string, notBefore: Date): Promise<RefundIdempotencyRecord | undefined> {
+    const row = await this.db('refund_idempotency_keys').where({ org_id: orgId, key }).andWhere('created_at', '>=', notBefore).first();
+    return row ? { orgId: row.org_id, key: row.key, requestHash: row.request_hash, orderId: row.order_id, createdAt: new Date(row.created_at) } : undefined;
+  }
+
+  async claimIdempotencyKey(r: RefundIdempotencyRecord, expiredBefore: Date): Promise<boolean> {
+    const result = await this.db.raw(
+      `INSERT INTO refund_idempotency_keys (org_id, key, request_hash, order_id, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (org_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, order_id = EXCLUDED.order_id, created_at = EXCLUDED.created_at
+         WHERE refund_idempotency_keys.created_at < ?
+       RETURNING key`,
+      [r.orgId, r.key, r.requestHash, r.orderId, r.createdAt, expiredBefore],
+    );
+    return (result.rows as unknown[]).length === 1;
   }
 
   async update(r: OrderRefund, expected: RefundStatus): Promise<boolean> {

@@ -3,7 +3,8 @@ import type { SubscriptionService } from './subscription.service.js';
 import type { Subscription } from '../commerce/model.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 
-const presentAdmin = (s: Subscription) => ({
+/** A subscription after a change, as the admin and console answers show it. */
+export const presentAdminSubscription = (s: Subscription) => ({
   subscriptionId: s.id,
   orgId: s.orgId,
   status: s.status,
@@ -20,15 +21,15 @@ export function createSubscriptionAdminHandlers(
     cancelSubscription: async ({ params, body }) => {
       const atPeriodEnd = body?.atPeriodEnd ?? true;
       const s = await subscriptions.cancel(params.id, { atPeriodEnd });
-      return { status: 200, body: { success: true, message: atPeriodEnd ? 'Subscription will end at the period end' : 'Subscription canceled', data: presentAdmin(s) } };
+      return { status: 200, body: { success: true, message: atPeriodEnd ? 'Subscription will end at the period end' : 'Subscription canceled', data: presentAdminSubscription(s) } };
     },
     pauseSubscription: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'Subscription paused', data: presentAdmin(await subscriptions.pause(params.id)) },
+      body: { success: true, message: 'Subscription paused', data: presentAdminSubscription(await subscriptions.pause(params.id)) },
     }),
     resumeSubscription: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'Subscription resumed', data: presentAdmin(await subscriptions.resume(params.id)) },
+      body: { success: true, message: 'Subscription resumed', data: presentAdminSubscription(await subscriptions.resume(params.id)) },
     }),
   };
 }

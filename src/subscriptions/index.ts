@@ -7,6 +7,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { MerchantNames } from '../pages/page.js';
 import type { CardProcessor, ProcessorSubscriptionBilling } from '../processors/card-processor.js';
 import { createSubscriptionAdminHandlers } from './admin.handlers.js';
+import { createSubscriptionConsoleHandlers } from './console.handlers.js';
 import { EntitlementService } from './entitlement.service.js';
 import { KnexEntitlementRepository } from './entitlement.repository.js';
 import type { Db } from '../db/knex.js';
@@ -21,6 +22,7 @@ export interface SubscriptionsModule {
   handlers: {
     merchant: ReturnType<typeof createSubscriptionHandlers>;
     admin: ReturnType<typeof createSubscriptionAdminHandlers>;
+    console: ReturnType<typeof createSubscriptionConsoleHandlers>;
   };
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
@@ -47,7 +49,7 @@ export function createSubscriptionsModule(deps: {
   return {
     subscriptions,
     entitlements,
-    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions) },
+    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions), console: createSubscriptionConsoleHandlers(subscriptions) },
     jobs: () => subscriptionJobs(subscriptions),
     pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };

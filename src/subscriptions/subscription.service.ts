@@ -22,10 +22,13 @@ const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
 export const DUNNING_RETRY_DAYS = [1, 3, 5] as const;
 
-/** The buyer a portal session is bound to: a change through the portal must be to one of their subscriptions. */
+/**
+ * Whose subscription a change may touch: the portal's buyer (organization and customer) or a
+ * console member (organization only). Any other subscription is 404. The operator passes none.
+ */
 export interface SubscriptionOwner {
   orgId: string;
-  customerId: string;
+  customerId?: string;
 }
 
 export class SubscriptionService {
@@ -128,7 +131,7 @@ export class SubscriptionService {
   private async change(owner: SubscriptionOwner | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
     return this.uow.transaction(async (stores) => {
       const locked = await stores.subscriptions.lock(id);
-      if (!locked || (owner && (locked.orgId !== owner.orgId || locked.customerId !== owner.customerId))) throw notFound('Subscription');
+      if (!locked || (owner && (locked.orgId !== owner.orgId || (owner.customerId !== undefined && locked.customerId !== owner.customerId)))) throw notFound('Subscription');
       return apply(locked, this.clock.now(), stores);
     });
   }
@@ -200,8 +203,8 @@ export class SubscriptionService {
     return this.uow.stores.subscriptions.list(orgId, { customerId }, { offset: 0, limit: 100 }).then((page) => page.records);
   }
 
-  pause(id: string): Promise<Subscription> {
-    return this.change(undefined, id, async (s, now, stores) => {
+  pause(id: string, owner?: SubscriptionOwner): Promise<Subscription> {
+    return this.change(owner, id, async (s, now, stores) => {
       if (s.status === 'PAUSED') return s;
       if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot be paused`);
       if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'pause', now);
@@ -213,8 +216,8 @@ export class SubscriptionService {
   }
 
   /** Resumes; when the paid period lapsed during the pause, the next period starts (and is charged) now. */
-  resume(id: string): Promise<Subscription> {
-    return this.change(undefined, id, async (s, now, stores) => {
+  resume(id: string, owner?: SubscriptionOwner): Promise<Subscription> {
+    return this.change(owner, id, async (s, now, stores) => {
       if (s.status === 'ACTIVE') return s;
       if (s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be resumed`);
       // On Stripe, billing continues on Stripe's cycle (invoices during the pause were voided).

@@ -6,7 +6,7 @@ import type { TelemetryKeyService } from './keys.service.js';
 import type { Project, TelemetryKey } from './projects.repository.js';
 import type { ProjectService } from './projects.service.js';
 
-const presentProject = (p: Project) => ({
+export const presentProject = (p: Project) => ({
   projectId: p.id,
   orgId: p.orgId,
   name: p.name,
@@ -19,7 +19,7 @@ const presentProject = (p: Project) => ({
   updatedAt: iso(p.updatedAt),
 });
 
-const presentKey = (k: TelemetryKey) => ({
+export const presentTelemetryKey = (k: TelemetryKey) => ({
   telemetryKeyId: k.id,
   orgId: k.orgId,
   projectId: k.projectId,
@@ -47,7 +47,7 @@ export function createTelemetryAdminHandlers(deps: { orgs: OrgService; projects:
     }),
     listTelemetryKeys: async ({ params }) => {
       await deps.orgs.getOrganization(params.id);
-      return { status: 200, body: { success: true, message: 'OK', data: (await deps.keys.list(params.id)).map(presentKey) } };
+      return { status: 200, body: { success: true, message: 'OK', data: (await deps.keys.list(params.id)).map(presentTelemetryKey) } };
     },
     createTelemetryKey: async ({ params, body }) => {
       await deps.orgs.getOrganization(params.id);
@@ -57,13 +57,13 @@ export function createTelemetryAdminHandlers(deps: { orgs: OrgService; projects:
         body: {
           success: true,
           message: 'Telemetry API key created; store it now, it is not shown again',
-          data: { ...presentKey(created), key: created.key },
+          data: { ...presentTelemetryKey(created), key: created.key },
         },
       };
     },
     revokeTelemetryKey: async ({ params }) => ({
       status: 200,
-      body: { success: true, message: 'Telemetry API key revoked', data: presentKey(await deps.keys.revoke(params.id)) },
+      body: { success: true, message: 'Telemetry API key revoked', data: presentTelemetryKey(await deps.keys.revoke(params.id)) },
     }),
   };
 }

@@ -1,59 +1,76 @@
 /**
- * The console's telemetry operations (console.yaml, `/v1/console/telemetry/projects/{project_id}/…`):
- * the telemetry API's reads for one project of the session's organization, answered by the same
- * services and presenters as the telemetry API, in the console's envelope. The project is looked
- * up within the session's organization first: another organization's project is 404.
+ * The console's telemetry operations (openapi/console.yaml, tag Telemetry): a member's door to
+ * the same ProjectService and TelemetryKeyService as the telemetry and admin APIs, scoped to the
+ * session's organization (another organization's project or key is 404).
  */
-import type { ConsoleTelemetryHandlers } from '../handler-maps.js';
-import type { MetricsService } from './metrics.service.js';
-import type { ModelPriceService } from './model-prices.service.js';
+import type { ConsoleHandlers } from '../handler-maps.js';
+import { isoOrNull } from '../kernel/present.js';
+import type { TelemetryKeyService } from './keys.service.js';
+import type { TelemetryKey } from './projects.repository.js';
 import type { ProjectService } from './projects.service.js';
-import { pagination, presentPrice, presentProject, presentSession, presentSpan, presentSummary, presentUser, traceName } from './telemetry.handlers.js';
-import type { TraceService } from './traces.service.js';
+import { presentProject, presentTelemetryKey } from './admin.handlers.js';
 
-const ok = <T>(data: T) => ({ status: 200 as const, body: { success: true as const, message: 'OK', data } });
+type TelemetryConsoleHandlers = Pick<
+  ConsoleHandlers,
+  | 'listConsoleTelemetryProjects'
+  | 'createConsoleTelemetryProject'
+  | 'getConsoleTelemetryProject'
+  | 'updateConsoleTelemetryProject'
+  | 'deleteConsoleTelemetryProject'
+  | 'listConsoleTelemetryKeys'
+  | 'createConsoleTelemetryKey'
+  | 'revokeConsoleTelemetryKey'
+>;
 
-export function createTelemetryConsoleHandlers(services: {
-  projects: ProjectService;
-  traces: TraceService;
-  metrics: MetricsService;
-  prices: ModelPriceService;
-}): ConsoleTelemetryHandlers {
-  /** The project's id once it is known to be the organization's (else 404). */
-  const project = async (orgId: string, projectId: string): Promise<string> => (await services.projects.get(orgId, projectId)).id;
+const presentKey = (k: TelemetryKey) => ({ ...presentTelemetryKey(k), lastUsedAt: isoOrNull(k.lastUsedAt) });
+
+export function createTelemetryConsoleHandlers(deps: { projects: ProjectService; keys: TelemetryKeyService }): TelemetryConsoleHandlers {
+  const { projects, keys } = deps;
   return {
-    listConsoleTelemetryProjects: async ({ auth }) => ok((await services.projects.list(auth.orgId)).map((p) => presentProject(p))),
-    listConsoleTelemetryTraces: async ({ auth, params, query }) => {
-      const page = await services.traces.search(await project(auth.orgId, params.project_id), query);
-      return ok({ items: page.traces.map(presentSummary), pagination: pagination(page) });
+    listConsoleTelemetryProjects: async ({ auth }) => ({ status: 200, body: { success: true, message: 'OK', data: (await projects.list(auth.orgId)).map(presentProject) } }),
+    createConsoleTelemetryProject: async ({ auth, body }) => ({
+      status: 201,
+      body: { success: true, message: 'Telemetry project created', data: presentProject(await projects.create(auth.orgId, body)) },
+    }),
+    getConsoleTelemetryProject: async ({ auth, params }) => {
+      const { project, stats } = await projects.getWithStats(auth.orgId, params.id);
+      return { status: 200, body: { success: true, message: 'OK', data: { ...presentProject(project), stats: { tracesToday: stats.tracesToday, tracesThisMonth: stats.tracesThisMonth } } } };
     },
-    getConsoleTelemetryTrace: async ({ auth, params }) => {
-      const { trace, spans } = await services.traces.get(await project(auth.orgId, params.project_id), params.trace_id);
-      return ok({
-        trace_id: trace.traceId,
-        name: traceName(trace.rootName, trace.rootAttributes),
-        start_time: trace.startTime.toISOString(),
-        end_time: trace.endTime.toISOString(),
-        duration_ms: trace.durationMs,
-        spans: spans.map(presentSpan),
-      });
+    updateConsoleTelemetryProject: async ({ auth, params, body }) => ({
+      status: 200,
+      body: {
+        success: true,
+        message: 'Telemetry project updated',
+        data: presentProject(
+          await projects.update(auth.orgId, params.id, {
+            name: body.name,
+            description: body.description,
+            environment: body.environment,
+            sampleRate: body.sampleRate,
+            dataRetentionDays: body.dataRetentionDays,
+          }),
+        ),
+      },
+    }),
+    deleteConsoleTelemetryProject: async ({ auth, params }) => {
+      await projects.delete(auth.orgId, params.id);
+      return { status: 204, body: undefined };
     },
-    listConsoleTelemetrySessions: async ({ auth, params, query }) => {
-      const page = await services.traces.sessions(await project(auth.orgId, params.project_id), query);
-      return ok({ items: page.sessions.map(presentSession), pagination: pagination(page) });
+    listConsoleTelemetryKeys: async ({ auth, query }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: (await keys.list(auth.orgId, query.project_id)).map(presentKey) },
+    }),
+    createConsoleTelemetryKey: async ({ auth, body }) => {
+      const created = await keys.create(auth.orgId, body);
+      return {
+        status: 201,
+        headers: { 'Cache-Control': 'no-store' },
+        body: { success: true, message: 'Telemetry key created; store it now, it is not shown again', data: { ...presentKey(created), key: created.key } },
+      };
     },
-    listConsoleTelemetryUsers: async ({ auth, params, query }) => {
-      const page = await services.traces.users(await project(auth.orgId, params.project_id), query);
-      return ok({ items: page.users.map(presentUser), pagination: pagination(page) });
-    },
-    getConsoleTelemetryMetrics: async ({ auth, params, query }) =>
-      ok(await services.metrics.query(auth.orgId, { ...query, project_id: params.project_id })),
-    listConsoleTelemetryModelPrices: async ({ auth, params }) => ok((await services.prices.list(auth.orgId, params.project_id)).map(presentPrice)),
-    setConsoleTelemetryModelPrice: async ({ auth, params, body }) =>
-      ok(presentPrice(await services.prices.set(auth.orgId, params.project_id, { model: body.model, input: body.input_per_million, output: body.output_per_million }))),
-    deleteConsoleTelemetryModelPrice: async ({ auth, params, query }) => {
-      await services.prices.delete(auth.orgId, params.project_id, query.model);
-      return ok({ model: query.model, deleted: true as const });
-    },
+    revokeConsoleTelemetryKey: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'Telemetry key revoked', data: presentKey(await keys.revoke(params.id, auth.orgId)) },
+    }),
   };
 }

@@ -4,10 +4,10 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { createTelemetryAdminHandlers } from './admin.handlers.js';
+import { createTelemetryConsoleHandlers } from './console.handlers.js';
 import { telemetryAuthenticator } from './auth.js';
 import { refineTelemetryError } from './errors.js';
 import { createTelemetryHandlers } from './telemetry.handlers.js';
-import { createTelemetryConsoleHandlers } from './console.handlers.js';
 import { PROTOBUF_MEDIA_TYPE, decodeOtlpTraceRequest, encodeOtlpTraceResponse } from './otlp-protobuf.js';
 import { KnexIngestUnitOfWork } from './ingest.repository.js';
 import { IngestService } from './ingest.service.js';
@@ -16,6 +16,7 @@ import { MetricsService } from './metrics.service.js';
 import { PriceTable } from './prices.js';
 import { KnexModelPriceRepository } from './model-prices.repository.js';
 import { ModelPriceService } from './model-prices.service.js';
+import { createTelemetryExplorerHandlers } from './explorer.handlers.js';
 import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
 import type { Job } from '../kernel/job.js';
@@ -40,8 +41,8 @@ export interface TelemetryModule {
     platform: ReturnType<typeof createTelemetryHandlers>;
     /** The admin API's telemetry projects and keys. */
     admin: ReturnType<typeof createTelemetryAdminHandlers>;
-    /** The console's telemetry operations (console.yaml, merchant listener, a member's session). */
-    console: ReturnType<typeof createTelemetryConsoleHandlers>;
+    /** A member's projects and keys, and the explorer's reads and prices (console document). */
+    console: ReturnType<typeof createTelemetryConsoleHandlers> & ReturnType<typeof createTelemetryExplorerHandlers>;
   };
   /** telemetry.yaml's security schemes. */
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
@@ -77,7 +78,11 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     ...services,
     retention,
     jobs: () => [retention],
-    handlers: { platform: createTelemetryHandlers(services, clock), admin: createTelemetryAdminHandlers({ orgs, ...services }), console: createTelemetryConsoleHandlers(services) },
+    handlers: {
+      platform: createTelemetryHandlers(services, clock),
+      admin: createTelemetryAdminHandlers({ orgs, ...services }),
+      console: { ...createTelemetryConsoleHandlers(services), ...createTelemetryExplorerHandlers(services) },
+    },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,
     bodyCodecs: { ingestOtlpTraces: { mediaType: PROTOBUF_MEDIA_TYPE, decodeRequest: decodeOtlpTraceRequest, encodeResponse: encodeOtlpTraceResponse } },

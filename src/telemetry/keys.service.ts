@@ -57,17 +57,19 @@ export class TelemetryKeyService {
       prefix: key.slice(0, 10),
       createdAt: this.clock.now(),
       revokedAt: null,
+      lastUsedAt: null,
     };
     await this.repo.insertKey({ ...record, keyHash: sha256Hex(key) });
     return { ...record, key };
   }
 
-  list(orgId: string): Promise<TelemetryKey[]> {
-    return this.repo.listKeys(orgId);
+  list(orgId: string, projectId?: string): Promise<TelemetryKey[]> {
+    return this.repo.listKeys(orgId, projectId);
   }
 
-  async revoke(id: string): Promise<TelemetryKey> {
-    const key = await this.repo.revokeKey(id, this.clock.now());
+  /** Revokes a key; with `orgId` (a member's door) another organization's key is the same 404 as an unknown one. */
+  async revoke(id: string, orgId?: string): Promise<TelemetryKey> {
+    const key = await this.repo.revokeKey(id, this.clock.now(), orgId);
     if (!key) throw notFound('Telemetry API key');
     return key;
   }

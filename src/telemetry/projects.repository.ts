@@ -24,6 +24,8 @@ export interface TelemetryKey {
   prefix: string;
   createdAt: Date;
   revokedAt: Date | null;
+  /** The start of the last rate-limit window (a minute by default) in which the key was used. */
+  lastUsedAt: Date | null;
 }
 
 export interface TelemetryKeyWithHash extends TelemetryKey {
@@ -65,8 +67,9 @@ export interface ProjectRepository {
    * trip. Revoked keys are returned (so the caller can refuse them) but not counted.
    */
   authenticate(keyHash: string, windowStart: Date): Promise<{ key: TelemetryKeyWithHash; requests: number } | undefined>;
-  listKeys(orgId: string): Promise<TelemetryKey[]>;
-  revokeKey(id: string, now: Date): Promise<TelemetryKey | undefined>;
+  listKeys(orgId: string, projectId?: string): Promise<TelemetryKey[]>;
+  /** Revokes the key (with `orgId`: only that organization's); undefined when there is no such key. */
+  revokeKey(id: string, now: Date, orgId?: string): Promise<TelemetryKey | undefined>;
   deleteRateWindowsBefore(before: Date): Promise<number>;
 }
 
@@ -92,6 +95,7 @@ interface KeyRow {
   prefix: string;
   created_at: Date;
   revoked_at: Date | null;
+  last_used_at?: Date | null;
 }
 
 const toProject = (row: ProjectRow): Project => ({
@@ -116,6 +120,7 @@ const toKey = (row: KeyRow): TelemetryKeyWithHash => ({
   prefix: row.prefix,
   createdAt: new Date(row.created_at),
   revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
+  lastUsedAt: row.last_used_at ? new Date(row.last_used_at) : null,
 });
 
 const withoutHash = ({ keyHash: _hash, ...key }: TelemetryKeyWithHash): TelemetryKey => key;
@@ -232,25 +237,31 @@ export class KnexProjectRepository implements ProjectRepository {
          SELECT id, ?, 1 FROM k WHERE revoked_at IS NULL AND set_config('synchronous_commit', 'off', true) IS NOT NULL
          ON CONFLICT (key_id, window_start) DO UPDATE SET count = telemetry_rate_limits.count + 1
          RETURNING count
+       ), touched AS (
+         -- The key's last use, written once per window (its first request): the window's start.
+         UPDATE telemetry_api_keys SET last_used_at = ?
+          WHERE id = (SELECT id FROM k) AND (SELECT count FROM counted) = 1
+         RETURNING 1
        )
        SELECT k.*, (SELECT count FROM counted) AS requests FROM k`,
-      [keyHash, windowStart],
+      [keyHash, windowStart, windowStart],
     );
     const row = (result.rows as Array<KeyRow & { requests: number | null }>)[0];
     if (!row) return undefined;
     return { key: toKey(row), requests: Number(row.requests ?? 0) };
   }
 
-  async listKeys(orgId: string): Promise<TelemetryKey[]> {
+  async listKeys(orgId: string, projectId?: string): Promise<TelemetryKey[]> {
     const rows = await this.db<KeyRow>('telemetry_api_keys')
-      .where({ org_id: orgId })
+      .where({ org_id: orgId, ...(projectId !== undefined ? { project_id: projectId } : {}) })
       .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
     return rows.map((row) => withoutHash(toKey(row)));
   }
 
-  async revokeKey(id: string, now: Date): Promise<TelemetryKey | undefined> {
-    await this.db<KeyRow>('telemetry_api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: now });
-    const row = await this.db<KeyRow>('telemetry_api_keys').where({ id }).first();
+  async revokeKey(id: string, now: Date, orgId?: string): Promise<TelemetryKey | undefined> {
+    const scope = orgId === undefined ? { id } : { id, org_id: orgId };
+    await this.db<KeyRow>('telemetry_api_keys').where(scope).whereNull('revoked_at').update({ revoked_at: now });
+    const row = await this.db<KeyRow>('telemetry_api_keys').where(scope).first();
     return row ? withoutHash(toKey(row)) : undefined;
   }
 

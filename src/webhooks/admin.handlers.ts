@@ -3,8 +3,18 @@ import { iso, isoOrNull, page } from '../kernel/present.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { SigningKey } from './signing-key.repository.js';
 import type { SigningKeyService } from './signing-key.service.js';
-import type { DeliveryWithAttempts } from './webhook.model.js';
+import type { Attempt, DeliveryWithAttempts } from './webhook.model.js';
 import type { WebhookService } from './webhooks.service.js';
+
+export const presentAttempt = (a: Attempt) => ({
+  attemptNumber: a.attemptNumber,
+  url: a.url,
+  statusCode: a.statusCode,
+  durationMs: a.durationMs,
+  responseBody: a.responseBody,
+  error: a.error,
+  attemptedAt: iso(a.attemptedAt),
+});
 
 const presentDelivery = (d: DeliveryWithAttempts) => ({
   deliveryId: d.id,
@@ -19,18 +29,10 @@ const presentDelivery = (d: DeliveryWithAttempts) => ({
   lastError: d.lastError,
   createdAt: iso(d.createdAt),
   completedAt: isoOrNull(d.completedAt),
-  attempts: d.attempts.map((a) => ({
-    attemptNumber: a.attemptNumber,
-    url: a.url,
-    statusCode: a.statusCode,
-    durationMs: a.durationMs,
-    responseBody: a.responseBody,
-    error: a.error,
-    attemptedAt: iso(a.attemptedAt),
-  })),
+  attempts: d.attempts.map(presentAttempt),
 });
 
-const presentKey = (k: SigningKey) => ({
+export const presentSigningKey = (k: SigningKey) => ({
   keyId: k.id,
   publicKey: `whpk_${k.publicKey.toString('base64')}`,
   current: k.retiredAt === null,
@@ -54,7 +56,7 @@ export function createWebhookAdminHandlers(deps: { webhooks: WebhookService; sig
         body: {
           success: true,
           message: 'Signing key rotated',
-          data: { keyId: rotation.current.id, retiredKeyId: rotation.retired?.id ?? null, keys: rotation.published.map(presentKey) },
+          data: { keyId: rotation.current.id, retiredKeyId: rotation.retired?.id ?? null, keys: rotation.published.map(presentSigningKey) },
         },
       };
     },

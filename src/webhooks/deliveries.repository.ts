@@ -10,7 +10,7 @@
 import type { Knex } from 'knex';
 import { isPostgres, runStatement, type Db } from '../db/knex.js';
 import { randomToken } from '../kernel/ids.js';
-import type { Attempt, AttemptRecord, ClaimedDelivery, Delivery, DeliveryOutcome, DeliveryStatus, DeliveryWithAttempts, StoredEventType } from './webhook.model.js';
+import type { Attempt, AttemptRecord, ClaimedDelivery, Delivery, DeliveryOutcome, DeliveryStatus, DeliveryWithAttempts, StoredEvent, StoredEventType } from './webhook.model.js';
 
 interface DeliveryRow {
   id: string;
@@ -159,6 +159,34 @@ export interface WebhookDeliveryRepository {
   listDeliveries(orgId: string, filter: { eventId?: string }, page: { offset: number; limit: number }): Promise<{ records: DeliveryWithAttempts[]; total: number }>;
   /** A fresh delivery (new attempt budget) of the same event to the same endpoint. */
   insertRedelivery(of: Delivery, now: Date): Promise<Delivery>;
+  /**
+   * The delivery log (console): an organization's deliveries newest first (created_at, id), after
+   * the delivery `after` when given, without attempts; `limit + 1` rows read to tell `hasMore`.
+   */
+  listDeliveryLog(orgId: string, filter: DeliveryLogFilter, after: { createdAt: Date; id: string } | undefined, limit: number): Promise<{ records: DeliveryLogEntry[]; hasMore: boolean }>;
+  /** One delivery with its attempts, its event (payload) and its endpoint, deleted or not. */
+  findDeliveryDetail(id: string): Promise<DeliveryDetail | undefined>;
+}
+
+export interface DeliveryLogFilter {
+  status?: DeliveryStatus;
+  eventType?: string;
+  endpointId?: string;
+  eventId?: string;
+  /** The order the event is about (`data.order.orderId`). */
+  orderId?: string;
+}
+
+export interface DeliveryLogEntry extends Delivery {
+  eventType: StoredEventType;
+  /** The order the event is about, when it is about one. */
+  orderId: string | null;
+}
+
+export interface DeliveryDetail extends DeliveryWithAttempts {
+  orderId: string | null;
+  event: StoredEvent;
+  endpoint: { id: string; name: string; url: string; deleted: boolean };
 }
 
 /**
@@ -323,6 +351,54 @@ export class KnexWebhookDeliveryRepository implements WebhookDeliveryRepository 
     const row = deliveryRow(of.eventId, of.endpointId, of.orgId, now);
     await this.db('webhook_deliveries').insert(row);
     return toDelivery(row);
+  }
+
+  async listDeliveryLog(orgId: string, filter: DeliveryLogFilter, after: { createdAt: Date; id: string } | undefined, limit: number) {
+    const q = this.db('webhook_deliveries as d')
+      .join('webhook_events as e', 'e.id', 'd.event_id')
+      .where('d.org_id', orgId)
+      .select('d.*', 'e.type as event_type', this.db.raw(`e.payload #>> '{order,orderId}' as order_id`));
+    if (filter.status) q.andWhere('d.status', filter.status);
+    if (filter.eventType) q.andWhere('e.type', filter.eventType);
+    if (filter.endpointId) q.andWhere('d.endpoint_id', filter.endpointId);
+    if (filter.eventId) q.andWhere('d.event_id', filter.eventId);
+    // The expression of the index webhook_events_order (migration 0180), with the event's organization.
+    if (filter.orderId) q.andWhere('e.org_id', orgId).andWhereRaw(`e.payload #>> '{order,orderId}' = ?`, [filter.orderId]);
+    if (after) q.andWhereRaw('(d.created_at, d.id) < (?::timestamptz, ?)', [after.createdAt.toISOString(), after.id]);
+    const rows = (await q
+      .orderBy([{ column: 'd.created_at', order: 'desc' }, { column: 'd.id', order: 'desc' }])
+      .limit(limit + 1)) as Array<DeliveryRow & { event_type: string; order_id: string | null }>;
+    return {
+      records: rows.slice(0, limit).map((row) => ({ ...toDelivery(row), eventType: row.event_type as StoredEventType, orderId: row.order_id ?? null })),
+      hasMore: rows.length > limit,
+    };
+  }
+
+  async findDeliveryDetail(id: string): Promise<DeliveryDetail | undefined> {
+    const row = (await this.db('webhook_deliveries as d')
+      .join('webhook_events as e', 'e.id', 'd.event_id')
+      .join('webhook_endpoints as ep', 'ep.id', 'd.endpoint_id')
+      .where('d.id', id)
+      .first(
+        'd.*',
+        'e.type as event_type',
+        'e.seq as event_seq',
+        'e.payload as event_payload',
+        'e.created_at as event_created_at',
+        'ep.name as endpoint_name',
+        'ep.url as endpoint_url',
+        'ep.deleted_at as endpoint_deleted_at',
+      )) as (DeliveryRow & { event_type: string; event_seq: number | string; event_payload: Record<string, unknown> | string; event_created_at: Date; endpoint_name: string; endpoint_url: string; endpoint_deleted_at: Date | null }) | undefined;
+    if (!row) return undefined;
+    const [withAttempts] = await this.attachAttempts([row]);
+    const data = payloadOf(row.event_payload);
+    const order = data.order as { orderId?: unknown } | undefined;
+    return {
+      ...withAttempts!,
+      orderId: typeof order?.orderId === 'string' ? order.orderId : null,
+      event: { id: row.event_id, seq: Number(row.event_seq), orgId: row.org_id, type: row.event_type as StoredEventType, data, createdAt: new Date(row.event_created_at) },
+      endpoint: { id: row.endpoint_id, name: row.endpoint_name, url: row.endpoint_url, deleted: row.endpoint_deleted_at !== null },
+    };
   }
 
   private async attachAttempts(rows: Array<DeliveryRow & { event_type: string }>): Promise<DeliveryWithAttempts[]> {

@@ -7,6 +7,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { SecretBox } from '../kernel/secrets.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { createWebhookAdminHandlers } from './admin.handlers.js';
+import { createWebhookConsoleHandlers } from './console.handlers.js';
 import { KnexWebhookDeliveryRepository } from './deliveries.repository.js';
 import { DeliveryWorker, type DeliveryWorkerOptions } from './delivery.worker.js';
 import { createWebhookEndpointHandlers } from './endpoints.handlers.js';
@@ -30,6 +31,8 @@ export interface WebhooksModule {
     /** The signing key's public half, served on the platform listener. */
     platform: ReturnType<typeof createSigningKeyHandlers>;
     admin: ReturnType<typeof createWebhookAdminHandlers>;
+    /** A member's delivery log, redelivery, test event and signing key (console document). */
+    console: ReturnType<typeof createWebhookConsoleHandlers>;
   };
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
@@ -70,6 +73,7 @@ export function createWebhooksModule(deps: {
       merchant: createWebhookEndpointHandlers(webhooks),
       platform: createSigningKeyHandlers(signingKeys),
       admin: createWebhookAdminHandlers({ webhooks, signingKeys, orgs: deps.orgs }),
+      console: createWebhookConsoleHandlers({ webhooks, signingKeys }),
     },
     jobs: () => webhookJobs({ delivery: webhookDelivery, webhooks, retentionDays }),
   };

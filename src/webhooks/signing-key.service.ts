@@ -61,8 +61,20 @@ export class SigningKeyService {
     await this.repo.insertIfNoCurrent(this.generate());
   }
 
-  async rotate(graceSeconds: number = DEFAULT_ROTATION_GRACE_SECONDS): Promise<RotationResult> {
+  /**
+   * `minKeyAgeSeconds`: refuse (409) while the current key is younger than that. The one key signs
+   * for every organization, so a member's rotation (console) waits a day between rotations: each
+   * rotation adds a published key (one more signature per delivery) for its grace period.
+   */
+  async rotate(graceSeconds: number = DEFAULT_ROTATION_GRACE_SECONDS, options: { minKeyAgeSeconds?: number } = {}): Promise<RotationResult> {
     const now = this.clock.now();
+    if (options.minKeyAgeSeconds !== undefined) {
+      const current = await this.repo.findCurrent();
+      if (current && now.getTime() - current.createdAt.getTime() < options.minKeyAgeSeconds * 1000) {
+        const hours = Math.round(options.minKeyAgeSeconds / 3600);
+        throw conflict(`The signing key was rotated less than ${hours} hours ago (at ${current.createdAt.toISOString()}); rotate again after ${new Date(current.createdAt.getTime() + options.minKeyAgeSeconds * 1000).toISOString()}`);
+      }
+    }
     const next = this.generate();
     let retired: SigningKey | undefined;
     try {

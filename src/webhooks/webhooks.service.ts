@@ -10,7 +10,7 @@ import { renderEnvelope, type EndpointIdentity } from './envelope.js';
 import { signWebhook, type SignedHeaders } from './signature.js';
 import type { SigningKeyService } from './signing-key.service.js';
 import { UnsafeUrlError, type UrlGuard } from './url-guard.js';
-import type { WebhookDeliveryRepository } from './deliveries.repository.js';
+import type { DeliveryDetail, DeliveryLogFilter, WebhookDeliveryRepository } from './deliveries.repository.js';
 import type { WebhookEndpointRepository } from './endpoints.repository.js';
 import type { WebhookOutboxRepository } from './outbox.repository.js';
 import type { Delivery, DeliveryWithAttempts, StoredEvent, WebhookEndpoint, WebhookEndpointPatch, WebhookEventType } from './webhook.model.js';
@@ -116,18 +116,45 @@ export class WebhookService {
     return this.repos.deliveries.listDeliveries(orgId, { eventId }, { offset: (page - 1) * size, limit: size });
   }
 
-  async getDelivery(id: string): Promise<DeliveryWithAttempts> {
+  /** One delivery; with `orgId` (a member's or a key's door) another organization's is the same 404 as an unknown one. */
+  async getDelivery(id: string, orgId?: string): Promise<DeliveryWithAttempts> {
     const delivery = await this.repos.deliveries.findDelivery(id);
-    if (!delivery) throw notFound('Webhook delivery');
+    if (!delivery || (orgId !== undefined && delivery.orgId !== orgId)) throw notFound('Webhook delivery');
     return delivery;
+  }
+
+  /**
+   * The delivery log: the organization's deliveries newest first, filtered, a keyset page after
+   * the delivery `startingAfter` (an id of an earlier page; unknown or foreign is a 400).
+   */
+  async deliveryLog(orgId: string, filter: DeliveryLogFilter, startingAfter: string | undefined, limit: number) {
+    let after: { createdAt: Date; id: string } | undefined;
+    if (startingAfter !== undefined) {
+      const cursor = await this.repos.deliveries.findDelivery(startingAfter);
+      if (!cursor || cursor.orgId !== orgId) throw validationError('query.starting_after: no delivery of this organization has this id (it may have passed the retention period); start again without it', { field: 'starting_after' });
+      after = { createdAt: cursor.createdAt, id: cursor.id };
+    }
+    const { records, hasMore } = await this.repos.deliveries.listDeliveryLog(orgId, filter, after, limit);
+    return { records, hasMore, nextCursor: hasMore ? records.at(-1)!.id : null };
+  }
+
+  /**
+   * One delivery of the organization with its attempts and the exact envelope it sends (the
+   * event's `data` wrapped for its endpoint, as every attempt renders it).
+   */
+  async deliveryDetail(id: string, orgId: string): Promise<DeliveryDetail & { payload: Record<string, unknown> }> {
+    const detail = await this.repos.deliveries.findDeliveryDetail(id);
+    if (!detail || detail.orgId !== orgId) throw notFound('Webhook delivery');
+    const payload = JSON.parse(renderEnvelope(detail.event, detail.endpoint).toString('utf8')) as Record<string, unknown>;
+    return { ...detail, payload };
   }
 
   /**
    * Sends the delivery's event to its endpoint again as a new delivery (fresh 12-attempt budget,
    * same `webhook-id`, so a receiver that already processed it de-duplicates it).
    */
-  async redeliver(deliveryId: string): Promise<DeliveryWithAttempts> {
-    const original = await this.getDelivery(deliveryId);
+  async redeliver(deliveryId: string, orgId?: string): Promise<DeliveryWithAttempts> {
+    const original = await this.getDelivery(deliveryId, orgId);
     const endpoint = await this.repos.endpoints.findEndpointById(original.endpointId);
     if (!endpoint) throw conflict('The endpoint of this delivery was deleted');
     if (!endpoint.enabled) throw conflict('The endpoint of this delivery is disabled; enable it first');
@@ -135,9 +162,13 @@ export class WebhookService {
     return { ...fresh, eventType: original.eventType, attempts: [] };
   }
 
-  /** Queues a signed `webhook.test` event for one endpoint, whatever its event selection. */
-  async sendTest(endpointId: string): Promise<DeliveryWithAttempts> {
-    const endpoint = await this.repos.endpoints.findEndpointById(endpointId);
+  /**
+   * Queues a signed `webhook.test` event for one endpoint, whatever its event selection. With
+   * `orgId` only an endpoint of that organization (another's is 404). `from` names who asked, in
+   * the test event's message.
+   */
+  async sendTest(endpointId: string, options: { orgId?: string; from?: string } = {}): Promise<DeliveryWithAttempts> {
+    const endpoint = options.orgId === undefined ? await this.repos.endpoints.findEndpointById(endpointId) : await this.repos.endpoints.findEndpoint(options.orgId, endpointId);
     if (!endpoint) throw notFound('Webhook endpoint');
     if (!endpoint.enabled) throw conflict('The endpoint is disabled; enable it first');
     const now = this.clock.now();
@@ -145,7 +176,7 @@ export class WebhookService {
       {
         orgId: endpoint.orgId,
         type: 'webhook.test',
-        data: { test: { message: 'Test event sent from the Kassa admin CLI; no action needed.', requestedAt: now.toISOString() } },
+        data: { test: { message: `Test event sent from ${options.from ?? 'the Kassa admin CLI'}; no action needed.`, requestedAt: now.toISOString() } },
       },
       endpoint.id,
       now,

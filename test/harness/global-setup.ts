@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { buildConsole } from '../../src/console/build.js';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { PREBUILT_ENTRIES_ENV } from '../../tools/node-entry.js';
 import { databaseUrlFor } from './postgres.js';
@@ -46,7 +47,8 @@ interface Prepared {
 }
 
 async function prepare(): Promise<Prepared> {
-  const removePrebuilt = await prebuildEntries();
+  // The browser console's bundles too (web/dist/), which the console's browser tests load.
+  const [removePrebuilt] = await Promise.all([prebuildEntries(), buildConsole()]);
   const serverUrl = process.env.TEST_DATABASE_URL;
   if (serverUrl) {
     const template = `kassa_tpl_${randomBytes(6).toString('hex')}`;

@@ -34,6 +34,8 @@ import * as m0132 from './0132_stripe_account_state.js';
 import * as m0140 from './0140_customer_portal_sessions.js';
 import * as m0141 from './0141_buyer_emails.js';
 import * as m0150 from './0150_accounts.js';
+import * as m0175 from './0175_refund_idempotency_keys.js';
+import * as m0180 from './0180_console_developer_lists.js';
 import * as m0190 from './0190_telemetry_explorer.js';
 
 export interface Migration {
@@ -75,6 +77,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0140_customer_portal_sessions': m0140,
   '0141_buyer_emails': m0141,
   '0150_accounts': m0150,
+  '0175_refund_idempotency_keys': m0175,
+  '0180_console_developer_lists': m0180,
   '0190_telemetry_explorer': m0190,
 };
 

@@ -1,0 +1,44 @@
+/** The catalog's API shapes, shared by the admin and console handlers. */
+import { iso } from '../kernel/present.js';
+import type { PaymentLink, Price, Product } from './catalog.repository.js';
+
+export const presentProduct = (product: Product) => ({
+  productId: product.id,
+  orgId: product.orgId,
+  name: product.name,
+  description: product.description,
+  status: product.status,
+  createdAt: iso(product.createdAt),
+  updatedAt: iso(product.updatedAt),
+});
+
+export const presentPrice = (price: Price) => ({
+  pricingId: price.id,
+  orgId: price.orgId,
+  productId: price.productId,
+  amount: price.amount,
+  currency: price.currency,
+  pricingType: price.pricingType,
+  billingInterval: price.billingInterval,
+  billingIntervalCount: price.billingIntervalCount,
+  pricingName: price.pricingName,
+  flexibleAmount: price.flexibleAmount,
+  minAmount: price.minAmount,
+  maxAmount: price.maxAmount,
+  provider: price.provider,
+  active: price.active,
+  createdAt: iso(price.createdAt),
+});
+
+/** A payment link with its URL (the service knows the public base URL). */
+export const presentLink = (url: string, { link, price }: { link: PaymentLink; price: Price }) => ({
+  paymentLinkId: link.id,
+  paymentLinkUrl: url,
+  orgId: link.orgId,
+  pricingId: price.id,
+  productId: price.productId,
+  name: link.name,
+  isActive: link.isActive,
+  createdAt: iso(link.createdAt),
+  updatedAt: iso(link.updatedAt),
+});

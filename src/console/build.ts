@@ -1,0 +1,127 @@
+/**
+ * Builds the browser console (`web/console/`, Preact) into `web/dist/` with esbuild: one
+ * JavaScript and one CSS bundle with content-hashed names under `web/dist/assets/`, an
+ * `index.html` that names them, and `manifest.json` holding the fingerprint of the sources it was
+ * built from. `npm install` builds it (postinstall), `npm start` rebuilds it when the sources
+ * changed (the fingerprint differs), the test run builds it once in its global setup. Files are
+ * written through a temporary name and renamed, so two processes building at once (or a listener
+ * reading meanwhile) never see half a file.
+ */
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CONSOLE_SOURCE_DIR = path.join(REPO_ROOT, 'web', 'console');
+export const CONSOLE_DIST_DIR = path.join(REPO_ROOT, 'web', 'dist');
+/** What the build reads besides web/console: the generated contract types, the locked versions, this file. */
+const EXTRA_INPUTS = [path.join(REPO_ROOT, 'package-lock.json'), fileURLToPath(import.meta.url)];
+
+export interface ConsoleManifest {
+  fingerprint: string;
+  /** Paths under `/console/` of the bundles, e.g. `assets/main-3KQ2ZL7P.js`. */
+  script: string;
+  style: string;
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries
+    .filter((e) => e.isFile() && !e.name.endsWith('.test.ts') && !e.name.endsWith('.test.tsx'))
+    .map((e) => path.join(e.parentPath, e.name))
+    .sort();
+}
+
+/** SHA-256 over every source file's path and content (generated/ included: the client's types). */
+export async function consoleFingerprint(): Promise<string> {
+  const hash = createHash('sha256');
+  const files = [...(await filesUnder(CONSOLE_SOURCE_DIR)), ...(await filesUnder(path.join(REPO_ROOT, 'generated'))), ...EXTRA_INPUTS];
+  for (const file of files) {
+    hash.update(path.relative(REPO_ROOT, file)).update('\0').update(await readFile(file)).update('\0');
+  }
+  return hash.digest('hex');
+}
+
+export async function readConsoleManifest(distDir = CONSOLE_DIST_DIR): Promise<ConsoleManifest | undefined> {
+  try {
+    return JSON.parse(await readFile(path.join(distDir, 'manifest.json'), 'utf8')) as ConsoleManifest;
+  } catch {
+    return undefined;
+  }
+}
+
+async function writeAtomically(file: string, contents: string | Uint8Array): Promise<void> {
+  const temporary = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  await writeFile(temporary, contents);
+  await rename(temporary, file);
+}
+
+export function consoleIndexHtml(manifest: Pick<ConsoleManifest, 'script' | 'style'>): string {
+  return [
+    '<!doctype html>',
+    '<html lang="en">',
+    '<head>',
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width,initial-scale=1">',
+    '<title>Kassa console</title>',
+    `<link rel="stylesheet" href="/console/${manifest.style}">`,
+    `<script type="module" src="/console/${manifest.script}"></script>`,
+    '</head>',
+    '<body><div id="app"><noscript>The Kassa console needs JavaScript.</noscript></div></body>',
+    '</html>',
+    '',
+  ].join('\n');
+}
+
+/** Builds when the sources changed since the last build (or always with `force`); returns the manifest in force. */
+export async function buildConsole(options: { force?: boolean; distDir?: string } = {}): Promise<ConsoleManifest & { built: boolean }> {
+  const distDir = options.distDir ?? CONSOLE_DIST_DIR;
+  const fingerprint = await consoleFingerprint();
+  const previous = await readConsoleManifest(distDir);
+  if (!options.force && previous?.fingerprint === fingerprint) {
+    const present = await Promise.all([previous.script, previous.style].map((f) => stat(path.join(distDir, f)).then(() => true, () => false)));
+    if (present.every(Boolean)) return { ...previous, built: false };
+  }
+  // esbuild is loaded only when a build is due: a started listener with an up-to-date build never pays for it.
+  const { build } = await import('esbuild');
+  const result = await build({
+    entryPoints: { main: path.join(CONSOLE_SOURCE_DIR, 'main.tsx') },
+    bundle: true,
+    format: 'esm',
+    splitting: false,
+    minify: true,
+    sourcemap: false,
+    target: ['chrome111', 'firefox114', 'safari16.4'],
+    jsx: 'automatic',
+    jsxImportSource: 'preact',
+    tsconfig: path.join(CONSOLE_SOURCE_DIR, 'tsconfig.json'),
+    entryNames: '[name]-[hash]',
+    assetNames: '[name]-[hash]',
+    outdir: path.join(distDir, 'assets'),
+    write: false,
+    metafile: true,
+    legalComments: 'none',
+    logLevel: 'silent',
+    define: { 'process.env.NODE_ENV': '"production"' },
+  });
+  await mkdir(path.join(distDir, 'assets'), { recursive: true });
+  let script = '';
+  let style = '';
+  for (const file of result.outputFiles) {
+    await writeAtomically(file.path, file.contents);
+    const relative = path.relative(distDir, file.path).split(path.sep).join('/');
+    if (relative.endsWith('.js')) script = relative;
+    if (relative.endsWith('.css')) style = relative;
+  }
+  if (!script || !style) throw new Error('the console build produced no script or no stylesheet');
+  const manifest: ConsoleManifest = { fingerprint, script, style };
+  await writeAtomically(path.join(distDir, 'index.html'), consoleIndexHtml(manifest));
+  await writeAtomically(path.join(distDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+  // Keep this build's and the previous build's assets (a page loaded before the rebuild still asks for them).
+  const keep = new Set([script, style, previous?.script, previous?.style].filter(Boolean).map((f) => path.basename(f!)));
+  for (const name of await readdir(path.join(distDir, 'assets'))) {
+    if (!keep.has(name) && !name.endsWith('.tmp')) await rm(path.join(distDir, 'assets', name), { force: true });
+  }
+  return { ...manifest, built: true };
+}

@@ -1,0 +1,106 @@
+/** The console's pure helpers (web/console/shared/format.ts): money, dates, ranges, filters ↔ URL. */
+import { describe, expect, it } from 'vitest';
+import {
+  addDays,
+  addMonths,
+  classifySearch,
+  currencyDecimals,
+  filtersToQuery,
+  formatChange,
+  formatDateTime,
+  formatMoney,
+  localDate,
+  localMidnightUnix,
+  queryToFilters,
+  rangeFor,
+} from '../../web/console/shared/format.js';
+import { safeNext } from '../../web/console/routes/sign-in/next.js';
+
+describe('money', () => {
+  it('formats minor units by the currency’s decimals, without floating point', () => {
+    expect(formatMoney(5800, 'USD')).toBe('$58.00');
+    expect(formatMoney(5, 'usd')).toBe('$0.05');
+    expect(formatMoney(123456789, 'EUR')).toBe('€1,234,567.89');
+    expect(formatMoney(500, 'JPY')).toBe('¥500');
+    expect(formatMoney(25_000_000, 'USDC')).toBe('25.00 USDC');
+    expect(formatMoney(1_234_567, 'USDT')).toBe('1.234567 USDT');
+    expect(formatMoney(9_007_199_254_740_991, 'USD')).toBe('$90,071,992,547,409.91');
+    expect(formatMoney(-1000, 'USD')).toBe('−$10.00');
+    expect(currencyDecimals('USDC')).toBe(6);
+    expect(currencyDecimals('KWD')).toBe(3);
+    expect(formatMoney(1234, 'EUR', 'de-DE')).toBe('12,34 €');
+  });
+});
+
+describe('time', () => {
+  it('formats an instant in a time zone, and a missing one as a dash', () => {
+    expect(formatDateTime('2026-11-22T09:31:02.417Z', 'UTC')).toBe('Nov 22, 2026, 09:31');
+    expect(formatDateTime('2026-11-22T23:31:02.417Z', 'Europe/Paris')).toBe('Nov 23, 2026, 00:31');
+    expect(formatDateTime(null)).toBe('—');
+    expect(formatDateTime('not a date')).toBe('—');
+  });
+
+  it('finds local dates and midnights across time zones and DST', () => {
+    expect(localDate(new Date('2026-11-22T23:30:00Z'), 'Europe/Paris')).toBe('2026-11-23');
+    expect(localDate(new Date('2026-11-22T03:30:00Z'), 'America/New_York')).toBe('2026-11-21');
+    expect(localMidnightUnix('2026-11-22', 'UTC')).toBe(Date.parse('2026-11-22T00:00:00Z') / 1000);
+    expect(localMidnightUnix('2026-11-22', 'Europe/Paris')).toBe(Date.parse('2026-11-21T23:00:00Z') / 1000);
+    // The day summer time starts in Paris (the clocks jump at 02:00): midnight is still +01:00.
+    expect(localMidnightUnix('2026-03-29', 'Europe/Paris')).toBe(Date.parse('2026-03-28T23:00:00Z') / 1000);
+    expect(localMidnightUnix('2026-03-30', 'Europe/Paris')).toBe(Date.parse('2026-03-29T22:00:00Z') / 1000);
+  });
+
+  it('moves dates on the calendar, clamping month ends', () => {
+    expect(addDays('2026-03-01', -1)).toBe('2026-02-28');
+    expect(addDays('2028-02-28', 1)).toBe('2028-02-29');
+    expect(addMonths('2026-01-31', 1)).toBe('2026-02-28');
+    expect(addMonths('2026-12-15', 1)).toBe('2027-01-15');
+    expect(addMonths('2026-03-31', -1)).toBe('2026-02-28');
+  });
+
+  it('gives the home page’s ranges ending today', () => {
+    expect(rangeFor('7d', '2026-11-28')).toEqual({ start: '2026-11-22', end: '2026-11-28', interval: 'day' });
+    expect(rangeFor('30d', '2026-11-28')).toEqual({ start: '2026-10-30', end: '2026-11-28', interval: 'day' });
+    expect(rangeFor('90d', '2026-11-28')).toEqual({ start: '2026-08-31', end: '2026-11-28', interval: 'week' });
+    expect(rangeFor('12m', '2026-11-28')).toEqual({ start: '2025-12-01', end: '2026-11-28', interval: 'month' });
+  });
+
+  it('says a change from yesterday in words a reader takes in at once', () => {
+    expect(formatChange(150, 100)).toBe('+50%');
+    expect(formatChange(97, 100)).toBe('−3%');
+    expect(formatChange(100, 100)).toBe('0%');
+    expect(formatChange(5, 0)).toBe('new');
+    expect(formatChange(0, 0)).toBe('—');
+    expect(formatChange(1, 3)).toBe('−66.7%');
+  });
+});
+
+describe('filters ↔ URL', () => {
+  it('writes the same filters as the same query, without empty values', () => {
+    expect(filtersToQuery({ status: 'paid', customer_id: '', provider: undefined, page: null })).toBe('?status=paid');
+    expect(filtersToQuery({ b: '2', a: 'x y&z' })).toBe('?a=x+y%26z&b=2');
+    expect(filtersToQuery({})).toBe('');
+    expect(filtersToQuery({ date_from: 0 })).toBe('?date_from=0');
+  });
+
+  it('reads back only the known keys, trimmed', () => {
+    expect(queryToFilters({ status: ' paid ', nonsense: 'x', provider: '' }, ['status', 'provider'] as const)).toEqual({ status: 'paid' });
+  });
+
+  it('tells what a search is', () => {
+    expect(classifySearch(' ORD_abc ')).toEqual({ kind: 'order', value: 'ORD_abc' });
+    expect(classifySearch('CUS_1').kind).toBe('customer');
+    expect(classifySearch('SUB_1').kind).toBe('subscription');
+    expect(classifySearch(`0x${'a'.repeat(64)}`).kind).toBe('tx');
+    expect(classifySearch('ada@example.com').kind).toBe('email');
+    expect(classifySearch('invoice-10042').kind).toBe('reference');
+  });
+
+  it('returns after sign-in only to a console page', () => {
+    expect(safeNext('/console/orders?status=paid')).toBe('/console/orders?status=paid');
+    expect(safeNext('https://evil.example/')).toBe('/console/');
+    expect(safeNext('//evil.example/console/')).toBe('/console/');
+    expect(safeNext('/console/\\evil')).toBe('/console/');
+    expect(safeNext(undefined)).toBe('/console/');
+  });
+});

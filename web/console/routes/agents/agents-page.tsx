@@ -1,0 +1,10 @@
+import { PageHeader } from '../../components/ui';
+
+export function AgentsPage() {
+  return (
+    <>
+      <PageHeader title="Agent wallets" />
+      <p>Coming in this version.</p>
+    </>
+  );
+}

@@ -1,0 +1,20 @@
+/** Typed data hooks over the customers operations of the merchant API. */
+import type { components, operations } from '../../../../generated/merchant';
+import { merchantApi } from '../../shared/api';
+import { useApi } from '../../shared/use-api';
+
+export type Customer = components['schemas']['Customer'];
+export type CustomersQuery = NonNullable<operations['listCustomers']['parameters']['query']>;
+
+export function useCustomers(query: CustomersQuery) {
+  return useApi(() => merchantApi.GET('/v1/customers', { params: { query } }).then((r) => ({ ...r, data: r.data?.data })), [JSON.stringify(query)]);
+}
+
+export function useCustomer(id: string) {
+  return useApi(() => merchantApi.GET('/v1/customers/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}
+
+/** The catalog products the customer has access to now (one-time purchase or active subscription). */
+export function useCustomerEntitlements(id: string) {
+  return useApi(() => merchantApi.GET('/v1/entitlements/check', { params: { query: { customer_id: id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}

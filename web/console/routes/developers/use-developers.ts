@@ -1,0 +1,43 @@
+/** Typed data hooks and actions over the API keys (console document) and webhook endpoints (merchant document). */
+import type { components as ConsoleComponents } from '../../../../generated/console';
+import type { components as MerchantComponents } from '../../../../generated/merchant';
+import { consoleApi, merchantApi } from '../../shared/api';
+import { useApi } from '../../shared/use-api';
+
+export type ApiKey = ConsoleComponents['schemas']['ConsoleApiKey'];
+export type KeyPermission = ConsoleComponents['schemas']['KeyPermission'];
+export type WebhookEndpoint = MerchantComponents['schemas']['WebhookEndpoint'];
+export type WebhookEventType = MerchantComponents['schemas']['WebhookEventType'];
+
+export const KEY_PERMISSIONS: KeyPermission[] = ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle'];
+export const EVENT_TYPES: WebhookEventType[] = [
+  'order.pending',
+  'order.paid',
+  'order.failed',
+  'order.refunded',
+  'order.refund_failed',
+  'order.dispute_created',
+  'order.dispute_closed',
+  'subscription.created',
+  'subscription.updated',
+  'subscription.action_required',
+  'subscription.expired',
+  'subscription.ended',
+];
+
+export function useApiKeys() {
+  return useApi(() => consoleApi.GET('/v1/console/api-keys').then((r) => ({ ...r, data: r.data?.data })), []);
+}
+
+export const createApiKey = (name: string, permissions: KeyPermission[]) => consoleApi.POST('/v1/console/api-keys', { body: { name, permissions } }).then((r) => ({ ...r, data: r.data?.data }));
+export const revokeApiKey = (id: string) => consoleApi.POST('/v1/console/api-keys/{id}/revoke', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
+
+export function useWebhookEndpoints() {
+  return useApi(() => merchantApi.GET('/v1/webhook', { params: { query: { size: 100 } } }).then((r) => ({ ...r, data: r.data?.data })), []);
+}
+
+export const createWebhookEndpoint = (body: { name: string; url: string; events: WebhookEventType[]; enabled: boolean }) =>
+  merchantApi.POST('/v1/webhook', { body }).then((r) => ({ ...r, data: r.data?.data }));
+export const updateWebhookEndpoint = (id: string, body: { name?: string; url?: string; events?: WebhookEventType[]; enabled?: boolean }) =>
+  merchantApi.PATCH('/v1/webhook/{id}', { params: { path: { id } }, body }).then((r) => ({ ...r, data: r.data?.data }));
+export const deleteWebhookEndpoint = (id: string) => merchantApi.DELETE('/v1/webhook/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data ?? {} }));

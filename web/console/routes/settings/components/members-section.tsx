@@ -1,0 +1,189 @@
+/** Members and their roles; invites (the link shown once, with a copy button), revoke. */
+import { useState } from 'preact/hooks';
+import { ConfirmButton } from '../../../components/confirm';
+import { Badge, CopyButton, ErrorNotice, Loading, Time } from '../../../components/ui';
+import { errorMessage } from '../../../shared/api';
+import { useSession } from '../../../shared/session';
+import { useAction } from '../../../shared/use-api';
+import { consoleTimeZone } from '../../../shared/time-zone';
+import { ROLES, changeRole, createInvite, removeMember, revokeInvite, useInvites, useMembers, type Role } from '../use-settings';
+
+export function MembersSection() {
+  const { session } = useSession();
+  const members = useMembers();
+  const invites = useInvites();
+  const timeZone = consoleTimeZone();
+  const [email, setEmail] = useState('');
+  const [role, setRole] = useState<Role>('viewer');
+  const [link, setLink] = useState<{ email: string; url: string } | undefined>();
+  const invite = useAction(createInvite);
+  const roleChange = useAction(changeRole);
+  return (
+    <>
+      <section aria-labelledby="members-title">
+        <h2 id="members-title">Members</h2>
+        <ErrorNotice message={members.error ?? roleChange.error} retry={members.reload} />
+        {!members.data && !members.error && <Loading />}
+        {members.data && (
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Member</th>
+                  <th scope="col">Role</th>
+                  <th scope="col" class="hide-narrow">
+                    Joined
+                  </th>
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {members.data.map((m) => (
+                  <tr key={m.userId}>
+                    <td>
+                      {m.name ?? m.email}
+                      <div class="muted small">{m.email}</div>
+                    </td>
+                    <td>
+                      <select
+                        aria-label={`Role of ${m.email}`}
+                        value={m.role}
+                        onChange={async (e) => {
+                          if (await roleChange.run(m.userId, e.currentTarget.value as Role)) members.reload();
+                          else members.reload();
+                        }}
+                      >
+                        {ROLES.map((r) => (
+                          <option key={r} value={r}>
+                            {r}
+                          </option>
+                        ))}
+                      </select>
+                    </td>
+                    <td class="hide-narrow">
+                      <Time iso={m.joinedAt} timeZone={timeZone} />
+                    </td>
+                    <td>
+                      {m.userId !== session?.user.userId && (
+                        <ConfirmButton
+                          label={`Remove ${m.email}`}
+                          title={`Remove ${m.email}?`}
+                          confirmLabel="Remove member"
+                          danger
+                          onConfirm={async () => {
+                            const answer = await removeMember(m.userId);
+                            if (answer.error) return errorMessage(answer.error, answer.response);
+                            members.reload();
+                          }}
+                        >
+                          <p>Their sessions in this organization end at once.</p>
+                        </ConfirmButton>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+      <section aria-labelledby="invites-title">
+        <h2 id="invites-title">Invites</h2>
+        {link && (
+          <div class="secret" role="status">
+            <div>
+              Send this link to <strong>{link.email}</strong> (valid 7 days, shown once):
+              <div>
+                <code data-testid="invite-url">{link.url}</code>
+              </div>
+            </div>
+            <CopyButton text={link.url} label="Copy link" />
+          </div>
+        )}
+        <form
+          class="toolbar"
+          aria-label="Invite a member"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            const created = await invite.run(email, role);
+            if (created) {
+              setLink({ email: created.email, url: created.url });
+              setEmail('');
+              invites.reload();
+            }
+          }}
+        >
+          <label>
+            E-mail address
+            <input type="email" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+          </label>
+          <label>
+            Role
+            <select value={role} onChange={(e) => setRole(e.currentTarget.value as Role)}>
+              {ROLES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
+            </select>
+          </label>
+          <button type="submit" class="primary" disabled={invite.pending}>
+            Invite
+          </button>
+        </form>
+        <ErrorNotice message={invite.error} />
+        <ErrorNotice message={invites.error} retry={invites.reload} />
+        {invites.data && invites.data.length > 0 && (
+          <div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">E-mail</th>
+                  <th scope="col">Role</th>
+                  <th scope="col">Status</th>
+                  <th scope="col" class="hide-narrow">
+                    Expires
+                  </th>
+                  <th scope="col">
+                    <span class="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {invites.data.map((i) => (
+                  <tr key={i.inviteId}>
+                    <td>{i.email}</td>
+                    <td>{i.role}</td>
+                    <td>
+                      <Badge tone={i.status === 'PENDING' ? 'warn' : 'neutral'}>{i.status.toLowerCase()}</Badge>
+                    </td>
+                    <td class="hide-narrow">
+                      <Time iso={i.expiresAt} timeZone={timeZone} />
+                    </td>
+                    <td>
+                      {i.status === 'PENDING' && (
+                        <ConfirmButton
+                          label={`Revoke invite for ${i.email}`}
+                          title={`Revoke the invite for ${i.email}?`}
+                          confirmLabel="Revoke invite"
+                          danger
+                          onConfirm={async () => {
+                            const answer = await revokeInvite(i.inviteId);
+                            if (answer.error) return errorMessage(answer.error, answer.response);
+                            invites.reload();
+                          }}
+                        />
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </section>
+    </>
+  );
+}

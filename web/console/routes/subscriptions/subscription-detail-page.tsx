@@ -1,0 +1,53 @@
+/** One subscription: price and period, status history as far as the API tells it, its orders (initial and renewals). */
+import type { ComponentChildren } from 'preact';
+import { useRoute } from 'preact-iso';
+import { ErrorNotice, Fields, Loading, Money, PageHeader, Time } from '../../components/ui';
+import { consoleTimeZone } from '../../shared/time-zone';
+import { OrdersTable } from '../orders/components/orders-table';
+import { useOrders } from '../orders/use-orders';
+import { SubscriptionStatus, every } from './components/subscriptions-table';
+import { useSubscription, type Subscription } from './use-subscriptions';
+
+export function SubscriptionDetailPage(props: { extra?: (subscription: Subscription, reload: () => void) => ComponentChildren }) {
+  const { params } = useRoute();
+  const id = params.id!;
+  const timeZone = consoleTimeZone();
+  const subscription = useSubscription(id);
+  const orders = useOrders({ subscription_id: id, size: 50 });
+  const s = subscription.data;
+  return (
+    <>
+      <PageHeader title={s ? `Subscription ${s.subscriptionId}` : 'Subscription'} />
+      <p>
+        <a href="/console/subscriptions">← Subscriptions</a>
+      </p>
+      <ErrorNotice message={subscription.error} retry={subscription.reload} />
+      {!s && !subscription.error && <Loading />}
+      {s && (
+        <>
+          <div class="card">
+            <Fields
+              items={[
+                ['Price', <><Money minor={s.amountCents} currency={s.currency} /> {every(s)}</>],
+                ['Status', <SubscriptionStatus subscription={s} />],
+                ['Product', s.productName ?? '—'],
+                ['Customer', <a href={`/console/customers/${s.customerId}`}>{s.customerEmail}</a>],
+                ['Started', <Time iso={s.createdAt} timeZone={timeZone} />],
+                ['Current period ends', <Time iso={s.currentPeriodEnd} timeZone={timeZone} />],
+                ['Canceled', <Time iso={s.canceledAt} timeZone={timeZone} />],
+                ['Ended', <Time iso={s.endedAt} timeZone={timeZone} />],
+              ]}
+            />
+          </div>
+          {props.extra?.(s, () => {
+            subscription.reload();
+            orders.reload();
+          })}
+          <h2>Payments (initial order and renewals)</h2>
+          <ErrorNotice message={orders.error} retry={orders.reload} />
+          {orders.data && <OrdersTable orders={orders.data.records} timeZone={timeZone} caption="The subscription's orders" />}
+        </>
+      )}
+    </>
+  );
+}

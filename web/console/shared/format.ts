@@ -1,0 +1,155 @@
+/**
+ * Pure formatting of money, time and list filters (no DOM, no state): tested by
+ * test/console/format.test.ts.
+ */
+
+/** Decimals of a stored currency: 6 for the stablecoins Kassa takes, else what ISO 4217 says (Intl knows). */
+export function currencyDecimals(currency: string): number {
+  const code = currency.toUpperCase();
+  if (code === 'USDC' || code === 'USDT') return 6;
+  try {
+    return new Intl.NumberFormat('en', { style: 'currency', currency: code }).resolvedOptions().maximumFractionDigits ?? 2;
+  } catch {
+    return 2;
+  }
+}
+
+/**
+ * An amount in minor units as money: `formatMoney(5800, 'USD')` → `$58.00`; stablecoins as
+ * `25.00 USDC` (trailing zeros beyond cents dropped). Integer arithmetic on the digits, so a
+ * large amount never loses a unit to floating point.
+ */
+export function formatMoney(minor: number, currency: string, locale = 'en-US'): string {
+  const code = currency.toUpperCase();
+  const decimals = currencyDecimals(code);
+  const negative = minor < 0;
+  const digits = String(Math.abs(Math.trunc(minor))).padStart(decimals + 1, '0');
+  const whole = digits.slice(0, digits.length - decimals);
+  let fraction = decimals > 0 ? digits.slice(digits.length - decimals) : '';
+  if (decimals > 2) fraction = fraction.replace(/0+$/, '').padEnd(2, '0');
+  const grouped = new Intl.NumberFormat(locale, { useGrouping: true }).format(BigInt(whole));
+  const decimalSeparator = new Intl.NumberFormat(locale).formatToParts(1.5).find((p) => p.type === 'decimal')?.value ?? '.';
+  const number = fraction ? `${grouped}${decimalSeparator}${fraction}` : grouped;
+  const sign = negative ? '−' : '';
+  if (code === 'USDC' || code === 'USDT') return `${sign}${number} ${code}`;
+  try {
+    const parts = new Intl.NumberFormat(locale, { style: 'currency', currency: code }).formatToParts(0);
+    const symbol = parts.find((p) => p.type === 'currency')?.value ?? code;
+    const symbolFirst = parts.findIndex((p) => p.type === 'currency') < parts.findIndex((p) => p.type === 'integer');
+    return symbolFirst ? `${sign}${symbol}${number}` : `${sign}${number} ${symbol}`;
+  } catch {
+    return `${sign}${number} ${code}`;
+  }
+}
+
+/** A timestamp in a time zone, e.g. `Nov 22, 2026, 09:31`; `—` for nothing. */
+export function formatDateTime(iso: string | null | undefined, timeZone = 'UTC', locale = 'en-US'): string {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return '—';
+  return new Intl.DateTimeFormat(locale, { timeZone, year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(date);
+}
+
+/** The local calendar date (`YYYY-MM-DD`) of an instant in a time zone. */
+export function localDate(instant: Date, timeZone: string): string {
+  const parts = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).formatToParts(instant);
+  const get = (type: string) => parts.find((p) => p.type === type)?.value ?? '';
+  return `${get('year')}-${get('month')}-${get('day')}`;
+}
+
+/** `YYYY-MM-DD` plus `days` (negative: back), on the calendar (no time zone involved). */
+export function addDays(date: string, days: number): string {
+  const [y, m, d] = date.split('-').map(Number) as [number, number, number];
+  const moved = new Date(Date.UTC(y, m - 1, d + days));
+  return moved.toISOString().slice(0, 10);
+}
+
+/** `YYYY-MM-DD` plus `months`, clamped to the month's last day (Jan 31 + 1 month → Feb 28/29). */
+export function addMonths(date: string, months: number): string {
+  const [y, m, d] = date.split('-').map(Number) as [number, number, number];
+  const first = new Date(Date.UTC(y, m - 1 + months, 1));
+  const last = new Date(Date.UTC(first.getUTCFullYear(), first.getUTCMonth() + 1, 0)).getUTCDate();
+  first.setUTCDate(Math.min(d, last));
+  return first.toISOString().slice(0, 10);
+}
+
+export type RangeKey = '7d' | '30d' | '90d' | '12m';
+export interface DateRange {
+  start: string;
+  end: string;
+  interval: 'day' | 'week' | 'month';
+}
+
+/** The home page's ranges, ending today (local date), with the bucket size that keeps a chart readable. */
+export function rangeFor(key: RangeKey, today: string): DateRange {
+  switch (key) {
+    case '7d':
+      return { start: addDays(today, -6), end: today, interval: 'day' };
+    case '30d':
+      return { start: addDays(today, -29), end: today, interval: 'day' };
+    case '90d':
+      return { start: addDays(today, -89), end: today, interval: 'week' };
+    case '12m':
+      return { start: addMonths(addDays(today, 1 - Number(today.slice(8, 10))), -11), end: today, interval: 'month' };
+  }
+}
+
+/** Relative change as text: `+12.5%`, `−3%`, `new` (from zero), `—` (both zero). */
+export function formatChange(current: number, previous: number): string {
+  if (previous === 0) return current === 0 ? '—' : 'new';
+  const change = ((current - previous) / Math.abs(previous)) * 100;
+  const rounded = Math.round(change * 10) / 10;
+  if (rounded === 0) return '0%';
+  return `${rounded > 0 ? '+' : '−'}${Math.abs(rounded)}%`;
+}
+
+/**
+ * A list's filters as the page URL's query and back: empty values are left out and keys keep a
+ * stable order, so the same filters always make the same URL (a deep link, a bookmark).
+ */
+export function filtersToQuery(filters: Record<string, string | number | undefined | null>): string {
+  const params = new URLSearchParams();
+  for (const key of Object.keys(filters).sort()) {
+    const value = filters[key];
+    if (value === undefined || value === null || value === '') continue;
+    params.set(key, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+/** Only the known keys of a URL query, trimmed; anything else (a typo, an old link) is ignored. */
+export function queryToFilters<K extends string>(query: Record<string, string | undefined>, keys: readonly K[]): Partial<Record<K, string>> {
+  const filters: Partial<Record<K, string>> = {};
+  for (const key of keys) {
+    const value = query[key]?.trim();
+    if (value) filters[key] = value;
+  }
+  return filters;
+}
+
+/** A local date (`YYYY-MM-DD`) at midnight in a time zone, as Unix seconds (the orders list's `date_from`/`date_to`). */
+export function localMidnightUnix(date: string, timeZone: string): number {
+  const [y, m, d] = date.split('-').map(Number) as [number, number, number];
+  const utcGuess = Date.UTC(y, m - 1, d);
+  // The zone's offset at that instant, applied twice to land on the local midnight across a DST change.
+  const offsetAt = (ms: number) => {
+    const parts = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' }).formatToParts(new Date(ms));
+    const get = (type: string) => Number(parts.find((p) => p.type === type)?.value);
+    return Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'), get('second')) - ms;
+  };
+  let ms = utcGuess - offsetAt(utcGuess);
+  ms = utcGuess - offsetAt(ms);
+  return Math.floor(ms / 1000);
+}
+
+/** What a search box's text is: an object id goes to its page, an e-mail or anything else filters. */
+export function classifySearch(text: string): { kind: 'order' | 'customer' | 'subscription' | 'email' | 'tx' | 'reference'; value: string } {
+  const value = text.trim();
+  if (/^ORD_/i.test(value)) return { kind: 'order', value };
+  if (/^CUS_/i.test(value)) return { kind: 'customer', value };
+  if (/^SUB_/i.test(value)) return { kind: 'subscription', value };
+  if (/^0x[0-9a-fA-F]{64}$/.test(value)) return { kind: 'tx', value };
+  if (/^[^@\s]+@[^@\s]+$/.test(value)) return { kind: 'email', value };
+  return { kind: 'reference', value };
+}
