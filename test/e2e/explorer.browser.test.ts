@@ -84,6 +84,27 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     await h.check(page, 'explorer-trace');
   });
 
+  it("the metrics page shows GET /v1/metrics' figures by hour, and a bucket opens its traces", async () => {
+    await page.goto(`${h.origin}/console/telemetry/${p.projectId}/metrics`);
+    await page.getByRole('table', { name: 'Metrics by hour' }).waitFor();
+    const buckets = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.bucket!));
+    expect(buckets).toHaveLength(24);
+    const end = new Date(Date.parse(buckets[23]!) + 3_600_000).toISOString();
+    for (const [field, metric, aggregation] of [['requests', 'llm.requests.total', 'sum'], ['tokens_in', 'llm.tokens.input', 'sum'], ['p95', 'llm.latency_ms', 'p95']] as const) {
+      const api = await h.ctx.platform.get('/v1/metrics').set(bearer(p.key)).query({ metric, aggregation, interval: '1h', start_time: buckets[0], end_time: end, project_id: p.projectId });
+      const values = (api.body.data.series[0]?.datapoints ?? []).map((d: { value: number | null }) => (d.value === null ? '—' : String(Math.round(d.value * 100) / 100)));
+      const shown = await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts();
+      expect(shown, field).toEqual(values);
+    }
+    const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r.querySelector('td[data-field="requests"]') as HTMLElement).innerText !== '0'));
+    expect(busy).toBeGreaterThanOrEqual(0);
+    await page.locator('tr[data-bucket]').nth(busy).getByRole('link').click();
+    await page.getByRole('heading', { name: 'Traces', level: 1 }).waitFor();
+    expect(page.url()).toContain('start_time=');
+    await page.locator('tr[data-trace-id]').first().waitFor();
+    await h.check(page, 'explorer-bucket-traces');
+  });
+
   it("follows a session: its traces in conversation order", async () => {
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/sessions`);
     await page.getByRole('link', { name: 'conv-1' }).click();

@@ -1,9 +1,10 @@
 /**
  * The telemetry explorer's routes: /console/telemetry (projects), …/{project}/traces,
- * …/{project}/traces/{trace}?span=…, …/{project}/sessions.
+ * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics.
  */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
+import { MetricsPage } from './metrics-page';
 import { SessionsPage } from './sessions-page';
 import { TracePage } from './trace-page';
 import { TracesPage } from './traces-page';
@@ -15,6 +16,7 @@ export function TelemetryPage() {
   const [projectId, section, id] = parts;
   if (projectId && section === 'traces' && id) return <TracePage projectId={projectId} traceId={id} />;
   if (projectId && section === 'sessions') return <SessionsPage projectId={projectId} />;
+  if (projectId && section === 'metrics') return <MetricsPage projectId={projectId} />;
   if (projectId) return <TracesPage projectId={projectId} />;
   return <Projects />;
 }

@@ -63,7 +63,7 @@ export function TracePage(props: { projectId: string; traceId: string }) {
               ['Spans', <span data-field="span-count">{spans.length}</span>],
             ]}
           />
-          <div class="waterfall" role="tree" aria-label="Spans" style={{ height: `${VIEW_ROWS * ROW_HEIGHT}px`, overflowY: 'auto', position: 'relative' }} onScroll={(e) => setScrollTop((e.currentTarget as HTMLElement).scrollTop)} tabIndex={0}>
+          <div class="waterfall" role="tree" aria-label="Spans" style={{ height: `${Math.min(rows.length, VIEW_ROWS) * ROW_HEIGHT + 4}px`, overflowY: 'auto', position: 'relative' }} onScroll={(e) => setScrollTop((e.currentTarget as HTMLElement).scrollTop)} tabIndex={0}>
             <div style={{ height: `${rows.length * ROW_HEIGHT}px`, position: 'relative' }}>
               {visible.map((row, i) => {
                 const s = row.span;

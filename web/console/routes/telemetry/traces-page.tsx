@@ -63,24 +63,24 @@ export function TracesPage(props: { projectId: string }) {
   return (
     <>
       <PageHeader title="Traces">
-        <a href={`${base}/sessions`}>Sessions</a>
+        <a href={`${base}/sessions`}>Sessions</a> <a href={`${base}/metrics`}>Metrics</a>
       </PageHeader>
       <form class="toolbar" onSubmit={apply} aria-label="Trace filters">
         <label>
           Range
-          <select name="range" defaultValue={filters.range ?? '24h'}>
-            <option value="1h">Last hour</option>
-            <option value="24h">Last 24 hours</option>
-            <option value="7d">Last 7 days</option>
-            <option value="30d">Last 30 days</option>
+          <select name="range">
+            <option value="1h" selected={(filters.range ?? '24h') === '1h'}>Last hour</option>
+            <option value="24h" selected={(filters.range ?? '24h') === '24h'}>Last 24 hours</option>
+            <option value="7d" selected={(filters.range ?? '24h') === '7d'}>Last 7 days</option>
+            <option value="30d" selected={(filters.range ?? '24h') === '30d'}>Last 30 days</option>
           </select>
         </label>
         <label>
           Status
-          <select name="status" defaultValue={filters.status ?? ''}>
-            <option value="">Any</option>
-            <option value="ok">OK</option>
-            <option value="error">Error</option>
+          <select name="status">
+            <option value="" selected={(filters.status ?? '') === ''}>Any</option>
+            <option value="ok" selected={(filters.status ?? '') === 'ok'}>OK</option>
+            <option value="error" selected={(filters.status ?? '') === 'error'}>Error</option>
           </select>
         </label>
         <label>
@@ -117,11 +117,11 @@ export function TracesPage(props: { projectId: string }) {
         </label>
         <label>
           Sort
-          <select name="sort" defaultValue={filters.sort ?? '-start_time'}>
-            <option value="-start_time">Newest first</option>
-            <option value="start_time">Oldest first</option>
-            <option value="-duration_ms">Slowest first</option>
-            <option value="-cost">Most expensive first</option>
+          <select name="sort">
+            <option value="-start_time" selected={(filters.sort ?? '-start_time') === '-start_time'}>Newest first</option>
+            <option value="start_time" selected={(filters.sort ?? '-start_time') === 'start_time'}>Oldest first</option>
+            <option value="-duration_ms" selected={(filters.sort ?? '-start_time') === '-duration_ms'}>Slowest first</option>
+            <option value="-cost" selected={(filters.sort ?? '-start_time') === '-cost'}>Most expensive first</option>
           </select>
         </label>
         <button type="submit">Apply</button>
