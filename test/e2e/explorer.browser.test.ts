@@ -10,6 +10,9 @@ import { skippedUnless } from '../harness/skip-reasons.js';
 import { startConsoleHarness, type ConsoleHarness } from '../harness/console-browser.js';
 import { bearer, createProjectWithKey, span, traceId, type TelemetryKeyFixture } from '../telemetry/helpers.js';
 
+/** What the page's elements offer the evaluated callbacks (the Node type-check has no DOM types). */
+type El = { dataset: Record<string, string | undefined>; innerText: string; querySelector(selector: string): El | null };
+
 let h: ConsoleHarness;
 let p: TelemetryKeyFixture;
 let page: Page;
@@ -57,7 +60,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     await page.getByRole('heading', { name: 'Traces', level: 1 }).waitFor();
     await page.locator('tr[data-trace-id]').first().waitFor();
     const api = (await h.ctx.platform.get('/v1/traces').set(bearer(p.key))).body.data as Array<{ trace_id: string; name: string; span_count: number }>;
-    const shown = await page.locator('tr[data-trace-id]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.traceId));
+    const shown = await page.locator('tr[data-trace-id]').evaluateAll((rows) => rows.map((r) => (r as unknown as El).dataset.traceId));
     expect(shown).toEqual(api.map((t) => t.trace_id));
     const chatRow = page.locator(`tr[data-trace-id="${ids.chat}"]`);
     await expect(chatRow.innerText()).resolves.toContain('support_chat');
@@ -79,7 +82,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     expect(page.url()).toContain(`?span=${api.spans[1]!.span_id}`);
     const chat = page.getByLabel('Conversation');
     await chat.waitFor();
-    expect(await chat.locator('[data-role]').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.role))).toEqual(['system', 'user', 'assistant']);
+    expect(await chat.locator('[data-role]').evaluateAll((els) => els.map((e) => (e as unknown as El).dataset.role))).toEqual(['system', 'user', 'assistant']);
     await expect(chat.innerText()).resolves.toContain('Order 1234 shipped yesterday.');
     await h.check(page, 'explorer-trace');
   });
@@ -87,7 +90,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
   it("the metrics page shows GET /v1/metrics' figures by hour, and a bucket opens its traces", async () => {
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/metrics`);
     await page.getByRole('table', { name: 'Metrics by hour' }).waitFor();
-    const buckets = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.bucket!));
+    const buckets = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.map((r) => (r as unknown as El).dataset.bucket!));
     expect(buckets).toHaveLength(24);
     const end = new Date(Date.parse(buckets[23]!) + 3_600_000).toISOString();
     for (const [field, metric, aggregation] of [['requests', 'llm.requests.total', 'sum'], ['tokens_in', 'llm.tokens.input', 'sum'], ['p95', 'llm.latency_ms', 'p95']] as const) {
@@ -96,7 +99,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
       const shown = await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts();
       expect(shown, field).toEqual(values);
     }
-    const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r.querySelector('td[data-field="requests"]') as HTMLElement).innerText !== '0'));
+    const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r as unknown as El).querySelector('td[data-field="requests"]')!.innerText !== '0'));
     expect(busy).toBeGreaterThanOrEqual(0);
     await page.locator('tr[data-bucket]').nth(busy).getByRole('link').click();
     await page.getByRole('heading', { name: 'Traces', level: 1 }).waitFor();
@@ -109,7 +112,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/sessions`);
     await page.getByRole('link', { name: 'conv-1' }).click();
     await page.locator('tr[data-trace-id]').first().waitFor();
-    const shown = await page.locator('tr[data-trace-id]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.traceId));
+    const shown = await page.locator('tr[data-trace-id]').evaluateAll((rows) => rows.map((r) => (r as unknown as El).dataset.traceId));
     expect(shown).toEqual([ids.chat, ids.second]);
     expect(h.pageErrors).toEqual([]);
   });
