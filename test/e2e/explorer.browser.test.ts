@@ -108,6 +108,21 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     await h.check(page, 'explorer-bucket-traces');
   });
 
+  it('the price table: the API\'s entries, and a developer sets an override by keyboard', async () => {
+    await page.goto(`${h.origin}/console/telemetry/${p.projectId}/prices`);
+    await page.getByRole('table', { name: 'Model prices' }).waitFor();
+    const api = (await h.ctx.platform.get(`/v1/projects/${p.projectId}/model-prices`).set(bearer(p.key))).body.data as Array<{ model: string }>;
+    expect(await page.locator('tr[data-model]').count()).toBe(api.length);
+    await page.getByLabel('Model', { exact: true }).fill('my-finetune');
+    await page.getByLabel('Input').fill('3');
+    await page.getByLabel('Output').fill('12');
+    await page.getByLabel('Output').press('Enter');
+    await page.locator('tr[data-model="my-finetune"]').waitFor();
+    const after = (await h.ctx.platform.get(`/v1/projects/${p.projectId}/model-prices`).set(bearer(p.key))).body.data as Array<{ model: string; source: string }>;
+    expect(after).toContainEqual({ model: 'my-finetune', input_per_million: 3, output_per_million: 12, source: 'project' });
+    await h.check(page, 'explorer-prices');
+  });
+
   it("follows a session: its traces in conversation order", async () => {
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/sessions`);
     await page.getByRole('link', { name: 'conv-1' }).click();

@@ -1,10 +1,11 @@
 /**
  * The telemetry explorer's routes: /console/telemetry (projects), …/{project}/traces,
- * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics.
+ * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics, …/{project}/prices.
  */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { MetricsPage } from './metrics-page';
+import { PricesPage } from './prices-page';
 import { SessionsPage } from './sessions-page';
 import { TracePage } from './trace-page';
 import { TracesPage } from './traces-page';
@@ -17,6 +18,7 @@ export function TelemetryPage() {
   if (projectId && section === 'traces' && id) return <TracePage projectId={projectId} traceId={id} />;
   if (projectId && section === 'sessions') return <SessionsPage projectId={projectId} />;
   if (projectId && section === 'metrics') return <MetricsPage projectId={projectId} />;
+  if (projectId && section === 'prices') return <PricesPage projectId={projectId} />;
   if (projectId) return <TracesPage projectId={projectId} />;
   return <Projects />;
 }
