@@ -6337,11 +6337,20 @@ export interface operations {
     getConsoleTelemetryMetrics: {
         parameters: {
             query: {
-                /** @description As `getMetrics`. */
+                /**
+                 * @description As `getMetrics`.
+                 * @example llm.requests.total
+                 */
                 metric: string;
-                /** @description Start of the range (inclusive). */
+                /**
+                 * @description Start of the range (inclusive).
+                 * @example 2026-11-21T00:00:00Z
+                 */
                 start_time: string;
-                /** @description End of the range (exclusive). */
+                /**
+                 * @description End of the range (exclusive).
+                 * @example 2026-11-22T00:00:00Z
+                 */
                 end_time: string;
                 /** @description As `getMetrics` (`1m`, `5m`, `15m`, `1h`, `1d`; default `1h`). */
                 interval?: string;
