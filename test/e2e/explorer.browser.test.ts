@@ -129,6 +129,15 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     await page.locator('tr[data-trace-id]').first().waitFor();
     const shown = await page.locator('tr[data-trace-id]').evaluateAll((rows) => rows.map((r) => (r as unknown as El).dataset.traceId));
     expect(shown).toEqual([ids.chat, ids.second]);
+    // A user's page: the API's totals, and their sessions one click away.
+    await page.goto(`${h.origin}/console/telemetry/${p.projectId}/users`);
+    await page.locator('tr[data-user="user-42"]').waitFor();
+    const api = (await h.ctx.platform.get('/v1/users').set(bearer(p.key))).body.data as Array<{ user_id: string; trace_count: number }>;
+    expect(await page.locator('tr[data-user]').count()).toBe(api.length);
+    await page.getByRole('link', { name: 'user-42' }).click();
+    await page.getByRole('heading', { name: 'Sessions of user-42', level: 1 }).waitFor();
+    await page.getByRole('link', { name: 'conv-1' }).waitFor();
+    await h.check(page, 'explorer-user-sessions');
     expect(h.pageErrors).toEqual([]);
   });
 });

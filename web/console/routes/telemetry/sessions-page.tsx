@@ -12,7 +12,7 @@ export function SessionsPage(props: { projectId: string }) {
   return (
     <>
       <PageHeader title={filters.user_id ? `Sessions of ${filters.user_id}` : 'Sessions'}>
-        <a href={`${base}/traces`}>Traces</a>
+        <a href={`${base}/users`}>Users</a> <a href={`${base}/traces`}>Traces</a>
       </PageHeader>
       <ErrorNotice message={sessions.error} retry={sessions.reload} />
       {!sessions.data && sessions.loading && <Loading />}

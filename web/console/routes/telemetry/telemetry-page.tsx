@@ -1,6 +1,6 @@
 /**
  * The telemetry explorer's routes: /console/telemetry (projects), …/{project}/traces,
- * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics, …/{project}/prices.
+ * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics, …/{project}/prices, …/{project}/users.
  */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
@@ -9,6 +9,7 @@ import { PricesPage } from './prices-page';
 import { SessionsPage } from './sessions-page';
 import { TracePage } from './trace-page';
 import { TracesPage } from './traces-page';
+import { UsersPage } from './users-page';
 import { useProjects } from './use-telemetry';
 
 export function TelemetryPage() {
@@ -19,6 +20,7 @@ export function TelemetryPage() {
   if (projectId && section === 'sessions') return <SessionsPage projectId={projectId} />;
   if (projectId && section === 'metrics') return <MetricsPage projectId={projectId} />;
   if (projectId && section === 'prices') return <PricesPage projectId={projectId} />;
+  if (projectId && section === 'users') return <UsersPage projectId={projectId} />;
   if (projectId) return <TracesPage projectId={projectId} />;
   return <Projects />;
 }

@@ -25,3 +25,9 @@ export const useSessions = (projectId: string, query: GroupQuery) =>
     () => consoleApi.GET('/v1/console/telemetry-projects/{project_id}/sessions', { params: { path: { project_id: projectId }, query } }).then((r) => ({ ...r, data: r.data?.data })),
     [projectId, JSON.stringify(query)],
   );
+
+export const useUsers = (projectId: string, query: GroupQuery) =>
+  useApi(
+    () => consoleApi.GET('/v1/console/telemetry-projects/{project_id}/users', { params: { path: { project_id: projectId }, query } }).then((r) => ({ ...r, data: r.data?.data })),
+    [projectId, JSON.stringify(query)],
+  );
