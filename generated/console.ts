@@ -1509,6 +1509,184 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/telemetry-projects/{project_id}/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List and search a project's traces
+         * @description The telemetry API's `GET /v1/traces` for one project of the session's organization: the
+         *     same filters, sorts, keyset cursor and trace summaries, answered by the same service.
+         *     A project that is not the organization's is `404 NOT_FOUND`.
+         */
+        get: operations["listConsoleTelemetryTraces"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/traces/{trace_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+                /** @description W3C trace id, 32 lowercase hex characters. */
+                trace_id: components["schemas"]["TraceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a trace with its spans
+         * @description The telemetry API's `GET /v1/traces/{trace_id}` for one project of the organization (spans by start time, then span id). Another organization's project, or a trace it does not hold, is `404 NOT_FOUND`.
+         */
+        get: operations["getConsoleTelemetryTrace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a project's sessions
+         * @description The telemetry API's `GET /v1/sessions` for one project of the organization.
+         */
+        get: operations["listConsoleTelemetrySessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a project's end users
+         * @description The telemetry API's `GET /v1/users` for one project of the organization.
+         */
+        get: operations["listConsoleTelemetryUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Query a project's aggregated metrics
+         * @description The telemetry API's `GET /v1/metrics` narrowed to one project (its `project_id`
+         *     filter): the same metrics, buckets, aggregations and figures. The console sends its
+         *     range's start at the viewer's local midnight or hour, so buckets follow the viewer's
+         *     time zone. Unknown metric, interval or aggregation, too many buckets, or `end_time`
+         *     not after `start_time` are `400 VALIDATION_ERROR`.
+         */
+        get: operations["getConsoleTelemetryMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/telemetry-projects/{project_id}/model-prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The project's model price table
+         * @description The telemetry API's `listModelPrices`.
+         */
+        get: operations["listConsoleTelemetryModelPrices"];
+        /**
+         * Override a model's price for the project
+         * @description The telemetry API's `setModelPrice` (applies to spans ingested afterwards; at most 500 overrides, `409 CONFLICT`).
+         */
+        put: operations["setConsoleTelemetryModelPrice"];
+        post?: never;
+        /**
+         * Remove the project's override of a model's price
+         * @description The telemetry API's `deleteModelPrice`; a model without an override is `404 NOT_FOUND`.
+         */
+        delete: operations["deleteConsoleTelemetryModelPrice"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1519,7 +1697,7 @@ export interface components {
          */
         Role: "owner" | "admin" | "developer" | "support" | "viewer";
         /** @enum {string} */
-        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
+        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:read" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
         /**
          * @description A merchant API key permission.
          * @enum {string}
@@ -2248,6 +2426,67 @@ export interface components {
                 wallets: components["schemas"]["ReceivingWallet"][];
             };
         };
+        ConsoleTraceListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                items: components["schemas"]["TraceSummary"][];
+                pagination: components["schemas"]["CursorPagination"];
+            };
+        };
+        ConsoleTraceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TraceDetail"];
+        };
+        ConsoleSessionListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                items: components["schemas"]["SessionSummary"][];
+                pagination: components["schemas"]["CursorPagination"];
+            };
+        };
+        ConsoleUserListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                items: components["schemas"]["UserSummary"][];
+                pagination: components["schemas"]["CursorPagination"];
+            };
+        };
+        ConsoleMetricSeriesResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["MetricSeries"];
+        };
+        ConsoleModelPriceListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ModelPriceEntry"][];
+        };
+        ConsoleModelPriceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ModelPriceEntry"];
+        };
+        ConsoleModelPriceDeletedResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                model: string;
+                /** @constant */
+                deleted: true;
+            };
+        };
         /** @example ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ */
         OrgId: string;
         /**
@@ -2866,6 +3105,183 @@ export interface components {
             message: string;
             data: components["schemas"]["ReceivingWallet"];
         };
+        /**
+         * @description W3C trace id, 32 lowercase hex characters (not all zeros).
+         * @example 4bf92f3577b34da6a3ce929d0e0e4736
+         */
+        TraceId: string;
+        /**
+         * @description The trace's name: the root span's `traceloop.workflow.name` attribute (OpenLLMetry
+         *     workflows), else its `traceloop.entity.name`, else the root span's name.
+         */
+        TraceName: string;
+        AttributeScalar: string | number | boolean;
+        /** @description A string, number or boolean, or an array of those. */
+        AttributeValue: string | number | boolean | components["schemas"]["AttributeScalar"][];
+        /**
+         * @description Attribute map: key (1-256 characters, for example `llm.model`) to a string, number,
+         *     boolean or array of those. At most 200 keys.
+         */
+        Attributes: {
+            [key: string]: components["schemas"]["AttributeValue"];
+        };
+        /**
+         * @description `error` when any span of the trace has status `ERROR`, else `ok`.
+         * @enum {string}
+         */
+        TraceStatus: "ok" | "error";
+        /**
+         * @description Summary of a stored trace. `start_time` is the earliest span start, `end_time` the
+         *     latest span end. `root_span` is the earliest-starting span without a parent (or,
+         *     if every span has a parent, the earliest-starting span).
+         */
+        TraceSummary: {
+            trace_id: components["schemas"]["TraceId"];
+            name: components["schemas"]["TraceName"];
+            start_time: components["schemas"]["Timestamp"];
+            end_time: components["schemas"]["Timestamp"];
+            duration_ms: number;
+            span_count: number;
+            root_span: {
+                name: string;
+                attributes: components["schemas"]["Attributes"];
+            };
+            /**
+             * @description Totals over the trace's model-call spans: `model` is the `llm.model` of the
+             *     earliest-starting model-call span (null when there is none); tokens and cost
+             *     (USD; spans without `llm.cost` count 0) are sums.
+             */
+            llm_summary: {
+                model: string | null;
+                tokens_input: number;
+                tokens_output: number;
+                cost: number;
+            };
+            status: components["schemas"]["TraceStatus"];
+            /** @description The trace's session (see `listTraces`); null when no span names one. */
+            session_id?: string | null;
+            /** @description The trace's end user (see `listTraces`); null when no span names one. */
+            user_id?: string | null;
+        };
+        CursorPagination: {
+            /** @description Page size used. */
+            limit: number;
+            /** @description Whether more traces follow this page. */
+            has_more: boolean;
+            /** @description Cursor for the next page; null when `has_more` is false. */
+            next_cursor: string | null;
+        };
+        /**
+         * @description W3C span id, 16 lowercase hex characters (not all zeros).
+         * @example 00f067aa0ba902b7
+         */
+        SpanId: string;
+        /** @enum {string} */
+        SpanStatusCode: "OK" | "ERROR" | "UNSET";
+        SpanStatus: {
+            code: components["schemas"]["SpanStatusCode"];
+            /** @description Error description, usually with `ERROR`. */
+            message?: string;
+        };
+        SpanEvent: {
+            name: string;
+            /**
+             * Format: date-time
+             * @description Event time (UTC, milliseconds); null when the event carried none.
+             */
+            time: string | null;
+            attributes: components["schemas"]["Attributes"];
+        };
+        Span: {
+            span_id: components["schemas"]["SpanId"];
+            /** @description Parent span id, or null for a root span. */
+            parent_span_id: string | null;
+            name: string;
+            start_time: components["schemas"]["Timestamp"];
+            end_time: components["schemas"]["Timestamp"];
+            /** @description `end_time` − `start_time` in whole milliseconds. */
+            duration_ms: number;
+            attributes: components["schemas"]["Attributes"];
+            status: components["schemas"]["SpanStatus"];
+            /**
+             * @description The span's events as sent over OTLP (absent when it has none): prompts and
+             *     completions recorded as events, exceptions, logs. String attribute values are cut
+             *     at 16 384 characters (ending with `…[truncated]`).
+             */
+            events?: components["schemas"]["SpanEvent"][];
+        };
+        TraceDetail: {
+            trace_id: components["schemas"]["TraceId"];
+            name: components["schemas"]["TraceName"];
+            start_time: components["schemas"]["Timestamp"];
+            end_time: components["schemas"]["Timestamp"];
+            duration_ms: number;
+            spans: components["schemas"]["Span"][];
+        };
+        SessionSummary: {
+            session_id: string;
+            /** @description The smallest `user_id` among the session's traces; null when none names one. */
+            user_id: string | null;
+            trace_count: number;
+            first_start: components["schemas"]["Timestamp"];
+            last_end: components["schemas"]["Timestamp"];
+            tokens_input: number;
+            tokens_output: number;
+            /** @description USD. */
+            cost: number;
+            /** @description Traces with status `error`. */
+            error_count: number;
+        };
+        UserSummary: {
+            user_id: string;
+            /** @description Distinct sessions among the user's traces. */
+            session_count: number;
+            trace_count: number;
+            first_start: components["schemas"]["Timestamp"];
+            last_end: components["schemas"]["Timestamp"];
+            tokens_input: number;
+            tokens_output: number;
+            /** @description USD. */
+            cost: number;
+            /** @description Traces with status `error`. */
+            error_count: number;
+        };
+        MetricSeries: {
+            /** @enum {string} */
+            metric: "llm.requests.total" | "llm.requests.errors" | "llm.tokens.input" | "llm.tokens.output" | "llm.tokens.total" | "llm.cost.total" | "llm.latency_ms";
+            /** @enum {string} */
+            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p95" | "p99";
+            /** @enum {string} */
+            interval: "1m" | "5m" | "15m" | "1h" | "1d";
+            series: {
+                /** @description Dimension to value, e.g. `{"model": "gpt-4o"}`; `{}` without `group_by`. */
+                group: {
+                    [key: string]: string;
+                };
+                datapoints: {
+                    timestamp: components["schemas"]["Timestamp"];
+                    /** @description Aggregate of the bucket; null for an empty bucket with avg, min, max or percentiles. */
+                    value: number | null;
+                }[];
+            }[];
+        };
+        ModelPriceEntry: {
+            model: string;
+            input_per_million: number;
+            output_per_million: number;
+            /**
+             * @description Where the price comes from: built in, `TELEMETRY_PRICES`, or the project's override.
+             * @enum {string}
+             */
+            source: "default" | "deployment" | "project";
+        };
+        ModelPrice: {
+            model: string;
+            /** @description USD per million input tokens. */
+            input_per_million: number;
+            /** @description USD per million output tokens. */
+            output_per_million: number;
+        };
     };
     responses: {
         /**
@@ -3073,6 +3489,64 @@ export interface components {
         Page: number;
         /** @description Page size, at most 100. Default 20. */
         Size: number;
+        /**
+         * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+         *     unknown or another organization's is the same `404 not_found`.
+         * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+         */
+        ProjectId: string;
+        /** @description Page size. Default 50, maximum 100. */
+        TraceQueryLimit: number;
+        /**
+         * @description Opaque cursor from `pagination.next_cursor` of the previous page.
+         * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
+         */
+        TraceQueryCursor: string;
+        /**
+         * @description Only traces starting at or after this time.
+         * @example 2026-11-22T00:00:00Z
+         */
+        TraceQueryStartTime: string;
+        /**
+         * @description Only traces ending at or before this time.
+         * @example 2026-11-22T12:00:00Z
+         */
+        TraceQueryEndTime: string;
+        /**
+         * @description Only traces with a model-call span of this `llm.model`.
+         * @example gpt-4o
+         */
+        TraceQueryModel: string;
+        /** @description Only traces whose `duration_ms` is at least this value. */
+        TraceQueryMinLatencyMs: number;
+        /** @description Only traces whose `llm_summary.cost` (USD) is at least this value. */
+        TraceQueryMinCost: number;
+        /** @description Only traces with this status. */
+        TraceQueryStatus: "ok" | "error";
+        /** @description Only the trace with this id. */
+        TraceQueryTraceIdFilter: components["schemas"]["TraceId"];
+        /**
+         * @description Attribute filter, with `attribute_value`. Only traces with a span carrying this attribute with that value.
+         * @example service.name
+         */
+        TraceQueryAttributeKey: string;
+        /**
+         * @description Attribute filter, with `attribute_key`; compared as text.
+         * @example support-bot
+         */
+        TraceQueryAttributeValue: string;
+        /**
+         * @description Only traces of this session.
+         * @example conv-8f14e45f
+         */
+        TraceQuerySessionId: string;
+        /**
+         * @description Only traces of this end user.
+         * @example user-42
+         */
+        TraceQueryUserId: string;
+        /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
+        TraceQuerySort: "-start_time" | "start_time" | "-duration_ms" | "duration_ms" | "-cost" | "cost";
     };
     requestBodies: never;
     headers: never;
@@ -3136,6 +3610,7 @@ export interface operations {
                      *           "members:manage",
                      *           "audit:read",
                      *           "catalog:write",
+                     *           "telemetry:read",
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
@@ -3265,6 +3740,7 @@ export interface operations {
                      *           "members:manage",
                      *           "audit:read",
                      *           "catalog:write",
+                     *           "telemetry:read",
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
@@ -3392,6 +3868,7 @@ export interface operations {
                      *           "members:manage",
                      *           "audit:read",
                      *           "catalog:write",
+                     *           "telemetry:read",
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
@@ -3471,6 +3948,7 @@ export interface operations {
                      *           "members:manage",
                      *           "audit:read",
                      *           "catalog:write",
+                     *           "telemetry:read",
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
@@ -3558,6 +4036,7 @@ export interface operations {
                      *           "members:manage",
                      *           "audit:read",
                      *           "catalog:write",
+                     *           "telemetry:read",
                      *           "telemetry:manage",
                      *           "agents:manage",
                      *           "orders:refund",
@@ -7147,6 +7626,411 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ReceivingWalletResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryTraces: {
+        parameters: {
+            query?: {
+                /** @description Page size. Default 50, maximum 100. */
+                limit?: components["parameters"]["TraceQueryLimit"];
+                /**
+                 * @description Opaque cursor from `pagination.next_cursor` of the previous page.
+                 * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
+                 */
+                cursor?: components["parameters"]["TraceQueryCursor"];
+                /**
+                 * @description Only traces starting at or after this time.
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                start_time?: components["parameters"]["TraceQueryStartTime"];
+                /**
+                 * @description Only traces ending at or before this time.
+                 * @example 2026-11-22T12:00:00Z
+                 */
+                end_time?: components["parameters"]["TraceQueryEndTime"];
+                /**
+                 * @description Only traces with a model-call span of this `llm.model`.
+                 * @example gpt-4o
+                 */
+                model?: components["parameters"]["TraceQueryModel"];
+                /** @description Only traces whose `duration_ms` is at least this value. */
+                min_latency_ms?: components["parameters"]["TraceQueryMinLatencyMs"];
+                /** @description Only traces whose `llm_summary.cost` (USD) is at least this value. */
+                min_cost?: components["parameters"]["TraceQueryMinCost"];
+                /** @description Only traces with this status. */
+                status?: components["parameters"]["TraceQueryStatus"];
+                /** @description Only the trace with this id. */
+                trace_id?: components["parameters"]["TraceQueryTraceIdFilter"];
+                /**
+                 * @description Attribute filter, with `attribute_value`. Only traces with a span carrying this attribute with that value.
+                 * @example service.name
+                 */
+                attribute_key?: components["parameters"]["TraceQueryAttributeKey"];
+                /**
+                 * @description Attribute filter, with `attribute_key`; compared as text.
+                 * @example support-bot
+                 */
+                attribute_value?: components["parameters"]["TraceQueryAttributeValue"];
+                /**
+                 * @description Only traces of this session.
+                 * @example conv-8f14e45f
+                 */
+                session_id?: components["parameters"]["TraceQuerySessionId"];
+                /**
+                 * @description Only traces of this end user.
+                 * @example user-42
+                 */
+                user_id?: components["parameters"]["TraceQueryUserId"];
+                /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
+                sort?: components["parameters"]["TraceQuerySort"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of trace summaries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleTraceListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTelemetryTrace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+                /** @description W3C trace id, 32 lowercase hex characters. */
+                trace_id: components["schemas"]["TraceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trace. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleTraceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetrySessions: {
+        parameters: {
+            query?: {
+                /** @description Page size. Default 50, maximum 100. */
+                limit?: components["parameters"]["TraceQueryLimit"];
+                /**
+                 * @description Opaque cursor from `pagination.next_cursor` of the previous page.
+                 * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
+                 */
+                cursor?: components["parameters"]["TraceQueryCursor"];
+                /**
+                 * @description Only traces starting at or after this time.
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                start_time?: components["parameters"]["TraceQueryStartTime"];
+                /**
+                 * @description Only traces ending at or before this time.
+                 * @example 2026-11-22T12:00:00Z
+                 */
+                end_time?: components["parameters"]["TraceQueryEndTime"];
+                /**
+                 * @description Only traces of this end user.
+                 * @example user-42
+                 */
+                user_id?: components["parameters"]["TraceQueryUserId"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of sessions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSessionListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryUsers: {
+        parameters: {
+            query?: {
+                /** @description Page size. Default 50, maximum 100. */
+                limit?: components["parameters"]["TraceQueryLimit"];
+                /**
+                 * @description Opaque cursor from `pagination.next_cursor` of the previous page.
+                 * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
+                 */
+                cursor?: components["parameters"]["TraceQueryCursor"];
+                /**
+                 * @description Only traces starting at or after this time.
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                start_time?: components["parameters"]["TraceQueryStartTime"];
+                /**
+                 * @description Only traces ending at or before this time.
+                 * @example 2026-11-22T12:00:00Z
+                 */
+                end_time?: components["parameters"]["TraceQueryEndTime"];
+                /**
+                 * @description Only traces of this end user.
+                 * @example user-42
+                 */
+                user_id?: components["parameters"]["TraceQueryUserId"];
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of users. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleUserListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTelemetryMetrics: {
+        parameters: {
+            query: {
+                /**
+                 * @description As `getMetrics`.
+                 * @example llm.requests.total
+                 */
+                metric: string;
+                /**
+                 * @description Start of the range (inclusive).
+                 * @example 2026-11-21T00:00:00Z
+                 */
+                start_time: string;
+                /**
+                 * @description End of the range (exclusive).
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                end_time: string;
+                /** @description As `getMetrics` (`1m`, `5m`, `15m`, `1h`, `1d`; default `1h`). */
+                interval?: string;
+                /** @description As `getMetrics` (default `sum`). */
+                aggregation?: string;
+                /** @description As `getMetrics`. */
+                group_by?: "model" | "vendor";
+                /** @description Only model-call spans with this `llm.model`. */
+                model?: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metric series. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleMetricSeriesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleTelemetryModelPrices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The effective price table. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleModelPriceListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setConsoleTelemetryModelPrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "my-finetune",
+                 *       "input_per_million": 3,
+                 *       "output_per_million": 12
+                 *     }
+                 */
+                "application/json": components["schemas"]["ModelPrice"];
+            };
+        };
+        responses: {
+            /** @description The override. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleModelPriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteConsoleTelemetryModelPrice: {
+        parameters: {
+            query: {
+                model: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The override is removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleModelPriceDeletedResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -114,6 +114,28 @@ export interface paths {
          *     - `model`: at least one model-call span of the trace has `llm.model` equal to the value.
          *     - `min_latency_ms`: trace `duration_ms` ≥ value; `min_cost`: `llm_summary.cost` ≥ value.
          *     - `status`: trace `status`.
+         *     - `trace_id`: that one trace (a page of zero or one).
+         *     - `attribute_key` with `attribute_value` (both or neither, else `400 invalid_request`): a
+         *       span of the trace has that attribute with that value, compared as text (`42`, `true`).
+         *       Every span attribute whose value is a string, number or boolean counts when `key=value`
+         *       is at most 256 characters, up to 256 pairs per trace; message content keys
+         *       (`gen_ai.prompt.*`, `gen_ai.completion.*`, `gen_ai.input.messages`,
+         *       `gen_ai.output.messages`, `gen_ai.system_instructions`, `llm.prompts.*`,
+         *       `llm.completions.*`, `traceloop.entity.input`/`output`) are not searchable.
+         *     - `session_id`: the trace's `session_id`; `user_id`: the trace's `user_id` (see below).
+         *
+         *     **Sessions and users.** A trace's `session_id` is the first non-empty value of
+         *     `session.id` or OpenLLMetry's `traceloop.association.properties.session_id` among its
+         *     spans (the root span first, then by start time); its `user_id` likewise from `user.id`,
+         *     `enduser.id` or `traceloop.association.properties.user_id`. Values over 256 characters
+         *     are ignored. A session's traces in conversation order are
+         *     `GET /v1/traces?session_id=…&sort=start_time`; sessions and users with their totals are
+         *     `GET /v1/sessions` and `GET /v1/users`. Traces stored before this release have neither.
+         *
+         *     **Sort.** `sort` orders by `start_time` (default `-start_time`, newest first),
+         *     `duration_ms` or `cost` (`llm_summary.cost`); a leading `-` is descending. Ties are
+         *     broken by `trace_id` in the same direction. The cursor belongs to its sort: a cursor
+         *     sent with another `sort` is `400 invalid_request`.
          */
         get: operations["listTraces"];
         put?: never;
@@ -143,6 +165,98 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List sessions
+         * @description The sessions of the key's project (traces sharing a `session_id`, see `listTraces`)
+         *     with their totals over the traces in the range: trace count, first start, last end,
+         *     tokens, cost (USD) and traces with an error. Newest activity (`last_end`) first, then
+         *     `session_id` descending; keyset cursor as in `listTraces`. `user_id` narrows to one end
+         *     user's sessions (a user's sessions, cost and tokens). A session's traces in order:
+         *     `GET /v1/traces?session_id=…&sort=start_time`.
+         */
+        get: operations["listSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List end users
+         * @description The end users of the key's project (traces sharing a `user_id`, see `listTraces`) with
+         *     their totals over the traces in the range: sessions, traces, first start, last end,
+         *     tokens, cost (USD) and traces with an error. Newest activity first, then `user_id`
+         *     descending; keyset cursor as in `listTraces`. `user_id` reads one user's totals.
+         */
+        get: operations["listUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/projects/{project_id}/model-prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The model price table of a project
+         * @description The prices Kassa uses to compute `llm.cost` for the project's model-call spans that
+         *     arrive without one: the built-in list prices (`source: default`), the deployment's
+         *     `TELEMETRY_PRICES` (`source: deployment`) and the project's own overrides
+         *     (`source: project`), which win. Sorted by `model`. USD per million tokens. A model is
+         *     priced by its exact name, else by the longest entry followed by `-` that starts it
+         *     (`gpt-4o-2024-08-06` is priced as `gpt-4o`).
+         */
+        get: operations["listModelPrices"];
+        /**
+         * Override a model's price for a project
+         * @description Sets the project's price of one model (creates or replaces the override). It applies to
+         *     model-call spans ingested after the answer that carry no `llm.cost`; stored spans,
+         *     traces and metrics keep the cost they were stored with. A project holds at most 500
+         *     overrides (`409 conflict`). Body limit 64 KB.
+         */
+        put: operations["setModelPrice"];
+        post?: never;
+        /**
+         * Remove a project's override of a model's price
+         * @description Removes the project's override of `model`: new spans of that model are priced by the
+         *     deployment's table again. A model without an override is `404 not_found`.
+         */
+        delete: operations["deleteModelPrice"];
         options?: never;
         head?: never;
         patch?: never;
@@ -178,7 +292,7 @@ export interface paths {
          *     results.
          *
          *     **Aggregations.** `sum`, `avg`, `min`, `max` and `count` (number of samples) of the
-         *     samples in a bucket, exact; `p50`, `p90`, `p99` are computed from mergeable DDSketch
+         *     samples in a bucket, exact; `p50`, `p90`, `p95`, `p99` are computed from mergeable DDSketch
          *     sketches with relative error ≤ 1%: the value returned for `pQ` is within 1% of the
          *     sample at rank floor(Q/100 × (n − 1)) of the bucket's n sorted samples (the lower
          *     nearest rank; never below `min` nor above `max`). For `llm.requests.total` and
@@ -610,6 +724,10 @@ export interface components {
                 cost: number;
             };
             status: components["schemas"]["TraceStatus"];
+            /** @description The trace's session (see `listTraces`); null when no span names one. */
+            session_id?: string | null;
+            /** @description The trace's end user (see `listTraces`); null when no span names one. */
+            user_id?: string | null;
         };
         TraceDetail: {
             trace_id: components["schemas"]["TraceId"];
@@ -636,11 +754,82 @@ export interface components {
             data: components["schemas"]["TraceDetail"];
             meta: components["schemas"]["Meta"];
         };
+        SessionSummary: {
+            session_id: string;
+            /** @description The smallest `user_id` among the session's traces; null when none names one. */
+            user_id: string | null;
+            trace_count: number;
+            first_start: components["schemas"]["Timestamp"];
+            last_end: components["schemas"]["Timestamp"];
+            tokens_input: number;
+            tokens_output: number;
+            /** @description USD. */
+            cost: number;
+            /** @description Traces with status `error`. */
+            error_count: number;
+        };
+        SessionListResponse: {
+            data: components["schemas"]["SessionSummary"][];
+            pagination: components["schemas"]["CursorPagination"];
+            meta: components["schemas"]["Meta"];
+        };
+        UserSummary: {
+            user_id: string;
+            /** @description Distinct sessions among the user's traces. */
+            session_count: number;
+            trace_count: number;
+            first_start: components["schemas"]["Timestamp"];
+            last_end: components["schemas"]["Timestamp"];
+            tokens_input: number;
+            tokens_output: number;
+            /** @description USD. */
+            cost: number;
+            /** @description Traces with status `error`. */
+            error_count: number;
+        };
+        UserListResponse: {
+            data: components["schemas"]["UserSummary"][];
+            pagination: components["schemas"]["CursorPagination"];
+            meta: components["schemas"]["Meta"];
+        };
+        ModelPrice: {
+            model: string;
+            /** @description USD per million input tokens. */
+            input_per_million: number;
+            /** @description USD per million output tokens. */
+            output_per_million: number;
+        };
+        ModelPriceEntry: {
+            model: string;
+            input_per_million: number;
+            output_per_million: number;
+            /**
+             * @description Where the price comes from: built in, `TELEMETRY_PRICES`, or the project's override.
+             * @enum {string}
+             */
+            source: "default" | "deployment" | "project";
+        };
+        ModelPriceListResponse: {
+            data: components["schemas"]["ModelPriceEntry"][];
+            meta: components["schemas"]["Meta"];
+        };
+        ModelPriceResponse: {
+            data: components["schemas"]["ModelPriceEntry"];
+            meta: components["schemas"]["Meta"];
+        };
+        DeleteModelPriceResponse: {
+            data: {
+                model: string;
+                /** @constant */
+                deleted: true;
+            };
+            meta: components["schemas"]["Meta"];
+        };
         MetricSeries: {
             /** @enum {string} */
             metric: "llm.requests.total" | "llm.requests.errors" | "llm.tokens.input" | "llm.tokens.output" | "llm.tokens.total" | "llm.cost.total" | "llm.latency_ms";
             /** @enum {string} */
-            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p99";
+            aggregation: "sum" | "avg" | "min" | "max" | "count" | "p50" | "p90" | "p95" | "p99";
             /** @enum {string} */
             interval: "1m" | "5m" | "15m" | "1h" | "1d";
             series: {
@@ -1065,6 +1254,58 @@ export interface components {
          * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
          */
         ProjectId: string;
+        /** @description Page size. Default 50, maximum 100. */
+        TraceQueryLimit: number;
+        /**
+         * @description Opaque cursor from `pagination.next_cursor` of the previous page.
+         * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
+         */
+        TraceQueryCursor: string;
+        /**
+         * @description Only traces starting at or after this time.
+         * @example 2026-11-22T00:00:00Z
+         */
+        TraceQueryStartTime: string;
+        /**
+         * @description Only traces ending at or before this time.
+         * @example 2026-11-22T12:00:00Z
+         */
+        TraceQueryEndTime: string;
+        /**
+         * @description Only traces with a model-call span of this `llm.model`.
+         * @example gpt-4o
+         */
+        TraceQueryModel: string;
+        /** @description Only traces whose `duration_ms` is at least this value. */
+        TraceQueryMinLatencyMs: number;
+        /** @description Only traces whose `llm_summary.cost` (USD) is at least this value. */
+        TraceQueryMinCost: number;
+        /** @description Only traces with this status. */
+        TraceQueryStatus: "ok" | "error";
+        /** @description Only the trace with this id. */
+        TraceQueryTraceIdFilter: components["schemas"]["TraceId"];
+        /**
+         * @description Attribute filter, with `attribute_value`. Only traces with a span carrying this attribute with that value.
+         * @example service.name
+         */
+        TraceQueryAttributeKey: string;
+        /**
+         * @description Attribute filter, with `attribute_key`; compared as text.
+         * @example support-bot
+         */
+        TraceQueryAttributeValue: string;
+        /**
+         * @description Only traces of this session.
+         * @example conv-8f14e45f
+         */
+        TraceQuerySessionId: string;
+        /**
+         * @description Only traces of this end user.
+         * @example user-42
+         */
+        TraceQueryUserId: string;
+        /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
+        TraceQuerySort: "-start_time" | "start_time" | "-duration_ms" | "duration_ms" | "-cost" | "cost";
     };
     requestBodies: never;
     headers: {
@@ -1438,33 +1679,57 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Page size. Default 50, maximum 100. */
-                limit?: number;
+                limit?: components["parameters"]["TraceQueryLimit"];
                 /**
                  * @description Opaque cursor from `pagination.next_cursor` of the previous page.
                  * @example eyJ0IjoiMjAyNi0xMS0yMlQwOToyOTo1OC4xMjBaIiwiaWQiOiI0YmY5MmYzNTc3YjM0ZGE2YTNjZTkyOWQwZTBlNDczNiJ9
                  */
-                cursor?: string;
+                cursor?: components["parameters"]["TraceQueryCursor"];
                 /**
                  * @description Only traces starting at or after this time.
                  * @example 2026-11-22T00:00:00Z
                  */
-                start_time?: string;
+                start_time?: components["parameters"]["TraceQueryStartTime"];
                 /**
                  * @description Only traces ending at or before this time.
                  * @example 2026-11-22T12:00:00Z
                  */
-                end_time?: string;
+                end_time?: components["parameters"]["TraceQueryEndTime"];
                 /**
                  * @description Only traces with a model-call span of this `llm.model`.
                  * @example gpt-4o
                  */
-                model?: string;
+                model?: components["parameters"]["TraceQueryModel"];
                 /** @description Only traces whose `duration_ms` is at least this value. */
-                min_latency_ms?: number;
+                min_latency_ms?: components["parameters"]["TraceQueryMinLatencyMs"];
                 /** @description Only traces whose `llm_summary.cost` (USD) is at least this value. */
-                min_cost?: number;
+                min_cost?: components["parameters"]["TraceQueryMinCost"];
                 /** @description Only traces with this status. */
-                status?: "ok" | "error";
+                status?: components["parameters"]["TraceQueryStatus"];
+                /** @description Only the trace with this id. */
+                trace_id?: components["parameters"]["TraceQueryTraceIdFilter"];
+                /**
+                 * @description Attribute filter, with `attribute_value`. Only traces with a span carrying this attribute with that value.
+                 * @example service.name
+                 */
+                attribute_key?: components["parameters"]["TraceQueryAttributeKey"];
+                /**
+                 * @description Attribute filter, with `attribute_key`; compared as text.
+                 * @example support-bot
+                 */
+                attribute_value?: components["parameters"]["TraceQueryAttributeValue"];
+                /**
+                 * @description Only traces of this session.
+                 * @example conv-8f14e45f
+                 */
+                session_id?: components["parameters"]["TraceQuerySessionId"];
+                /**
+                 * @description Only traces of this end user.
+                 * @example user-42
+                 */
+                user_id?: components["parameters"]["TraceQueryUserId"];
+                /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
+                sort?: components["parameters"]["TraceQuerySort"];
             };
             header?: never;
             path?: never;
@@ -1624,6 +1889,331 @@ export interface operations {
             503: components["responses"]["TelemetryServiceUnavailable"];
         };
     };
+    listSessions: {
+        parameters: {
+            query?: {
+                /** @description Page size. Default 50, maximum 100. */
+                limit?: number;
+                /** @description Opaque cursor from `pagination.next_cursor` of the previous page. */
+                cursor?: string;
+                /** @description Only traces starting at or after this time count. */
+                start_time?: string;
+                /** @description Only traces ending at or before this time count. */
+                end_time?: string;
+                /** @description Only this end user's traces. */
+                user_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of sessions. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "session_id": "conv-8f14e45f",
+                     *           "user_id": "user-42",
+                     *           "trace_count": 3,
+                     *           "first_start": "2026-11-22T09:20:00.000Z",
+                     *           "last_end": "2026-11-22T09:30:00.470Z",
+                     *           "tokens_input": 3600,
+                     *           "tokens_output": 1050,
+                     *           "cost": 0.0195,
+                     *           "error_count": 0
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "limit": 50,
+                     *         "has_more": false,
+                     *         "next_cursor": null
+                     *       },
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U1",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionListResponse"];
+                };
+            };
+            400: components["responses"]["TelemetryBadRequest"];
+            401: components["responses"]["TelemetryUnauthorized"];
+            429: components["responses"]["TelemetryRateLimited"];
+            500: components["responses"]["TelemetryInternalError"];
+            503: components["responses"]["TelemetryServiceUnavailable"];
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: {
+                /** @description Page size. Default 50, maximum 100. */
+                limit?: number;
+                /** @description Opaque cursor from `pagination.next_cursor` of the previous page. */
+                cursor?: string;
+                /** @description Only traces starting at or after this time count. */
+                start_time?: string;
+                /** @description Only traces ending at or before this time count. */
+                end_time?: string;
+                /** @description Only this end user's traces. */
+                user_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of users. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "user_id": "user-42",
+                     *           "session_count": 2,
+                     *           "trace_count": 5,
+                     *           "first_start": "2026-11-22T08:00:00.000Z",
+                     *           "last_end": "2026-11-22T09:30:00.470Z",
+                     *           "tokens_input": 6000,
+                     *           "tokens_output": 1750,
+                     *           "cost": 0.0325,
+                     *           "error_count": 1
+                     *         }
+                     *       ],
+                     *       "pagination": {
+                     *         "limit": 50,
+                     *         "has_more": false,
+                     *         "next_cursor": null
+                     *       },
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U2",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UserListResponse"];
+                };
+            };
+            400: components["responses"]["TelemetryBadRequest"];
+            401: components["responses"]["TelemetryUnauthorized"];
+            429: components["responses"]["TelemetryRateLimited"];
+            500: components["responses"]["TelemetryInternalError"];
+            503: components["responses"]["TelemetryServiceUnavailable"];
+        };
+    };
+    listModelPrices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The effective price table. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": [
+                     *         {
+                     *           "model": "gpt-4o",
+                     *           "input_per_million": 2.5,
+                     *           "output_per_million": 10,
+                     *           "source": "default"
+                     *         },
+                     *         {
+                     *           "model": "my-finetune",
+                     *           "input_per_million": 3,
+                     *           "output_per_million": 12,
+                     *           "source": "project"
+                     *         }
+                     *       ],
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U3",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelPriceListResponse"];
+                };
+            };
+            400: components["responses"]["TelemetryBadRequest"];
+            401: components["responses"]["TelemetryUnauthorized"];
+            404: components["responses"]["TelemetryNotFound"];
+            429: components["responses"]["TelemetryRateLimited"];
+            500: components["responses"]["TelemetryInternalError"];
+            503: components["responses"]["TelemetryServiceUnavailable"];
+        };
+    };
+    setModelPrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "my-finetune",
+                 *       "input_per_million": 3,
+                 *       "output_per_million": 12
+                 *     }
+                 */
+                "application/json": components["schemas"]["ModelPrice"];
+            };
+        };
+        responses: {
+            /** @description The project's override. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "model": "my-finetune",
+                     *         "input_per_million": 3,
+                     *         "output_per_million": 12,
+                     *         "source": "project"
+                     *       },
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U4",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ModelPriceResponse"];
+                };
+            };
+            400: components["responses"]["TelemetryBadRequest"];
+            401: components["responses"]["TelemetryUnauthorized"];
+            404: components["responses"]["TelemetryNotFound"];
+            /** @description The project already has 500 overrides (`conflict`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "conflict",
+                     *         "message": "The project already has the maximum of 500 model price overrides",
+                     *         "details": {
+                     *           "limit": 500
+                     *         }
+                     *       },
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U6",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TelemetryError"];
+                };
+            };
+            413: components["responses"]["TelemetryPayloadTooLarge"];
+            429: components["responses"]["TelemetryRateLimited"];
+            500: components["responses"]["TelemetryInternalError"];
+            503: components["responses"]["TelemetryServiceUnavailable"];
+        };
+    };
+    deleteModelPrice: {
+        parameters: {
+            query: {
+                /** @description The model whose override to remove. */
+                model: string;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description Project id (`PRJ_…`). Any 1-64 character token is accepted: an id that is malformed,
+                 *     unknown or another organization's is the same `404 not_found`.
+                 * @example PRJ_3kT9wQ2mZx8Lp4RvNc7bYd1F
+                 */
+                project_id: components["parameters"]["ProjectId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The override is removed. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "model": "my-finetune",
+                     *         "deleted": true
+                     *       },
+                     *       "meta": {
+                     *         "request_id": "req_01JDQ8V6Z3K4M5N6P7Q8R9S0U5",
+                     *         "timestamp": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DeleteModelPriceResponse"];
+                };
+            };
+            400: components["responses"]["TelemetryBadRequest"];
+            401: components["responses"]["TelemetryUnauthorized"];
+            404: components["responses"]["TelemetryNotFound"];
+            429: components["responses"]["TelemetryRateLimited"];
+            500: components["responses"]["TelemetryInternalError"];
+            503: components["responses"]["TelemetryServiceUnavailable"];
+        };
+    };
     getMetrics: {
         parameters: {
             query: {
@@ -1652,13 +2242,13 @@ export interface operations {
                 interval?: string;
                 /**
                  * @description Aggregation of the samples of a bucket. One of `sum`, `avg`, `min`, `max`,
-                 *     `count`, `p50`, `p90`, `p99`; default `sum` for every metric, as the product spec
+                 *     `count`, `p50`, `p90`, `p95`, `p99`; default `sum` for every metric, as the product spec
                  *     defines it. Anything else is `400 invalid_aggregation`.
                  *
                  *     `sum` suits the metrics that add up (`llm.requests.total`, `llm.requests.errors`,
                  *     `llm.tokens.input`, `llm.tokens.output`, `llm.tokens.total`, `llm.cost.total`); for
                  *     `llm.latency_ms` a sum of latencies is rarely what is wanted: ask for `avg` or a
-                 *     percentile (`p50`, `p90`, `p99`). The answer's `aggregation` names the one applied.
+                 *     percentile (`p50`, `p90`, `p95`, `p99`). The answer's `aggregation` names the one applied.
                  * @example sum
                  */
                 aggregation?: string;
@@ -1671,6 +2261,8 @@ export interface operations {
                 model?: string;
                 /** @description Only projects of this environment. */
                 environment?: components["schemas"]["Environment"];
+                /** @description Only this project of the key's organization; a project that is not the organization's is `404 not_found`. */
+                project_id?: components["schemas"]["ProjectId"];
             };
             header?: never;
             path?: never;
@@ -1756,6 +2348,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["TelemetryUnauthorized"];
+            404: components["responses"]["TelemetryNotFound"];
             429: components["responses"]["TelemetryRateLimited"];
             500: components["responses"]["TelemetryInternalError"];
             503: components["responses"]["TelemetryServiceUnavailable"];

@@ -33,3 +33,14 @@ export type AdminHandlers = HandlerMap<AdminOperations, undefined>;
  * that start a session (`security: []`) run without one; their handlers never read `auth`.
  */
 export type ConsoleHandlers = HandlerMap<ConsoleOperations, SessionAuth>;
+/** The telemetry explorer's console operations, served by the telemetry module (explorer.handlers.ts). */
+export type ConsoleExplorerOperation =
+  | 'listConsoleTelemetryTraces'
+  | 'getConsoleTelemetryTrace'
+  | 'listConsoleTelemetrySessions'
+  | 'listConsoleTelemetryUsers'
+  | 'getConsoleTelemetryMetrics'
+  | 'listConsoleTelemetryModelPrices'
+  | 'setConsoleTelemetryModelPrice'
+  | 'deleteConsoleTelemetryModelPrice';
+export type ConsoleExplorerHandlers = Pick<ConsoleHandlers, ConsoleExplorerOperation>;

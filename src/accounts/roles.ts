@@ -15,6 +15,7 @@ export const MANAGEMENT_PERMISSIONS = [
   'members:manage',
   'audit:read',
   'catalog:write',
+  'telemetry:read',
   'telemetry:manage',
   'agents:manage',
   'orders:refund',
@@ -25,13 +26,15 @@ export type ManagementPermission = (typeof MANAGEMENT_PERMISSIONS)[number];
 export type MemberPermission = Permission | ManagementPermission;
 
 const READ: Permission[] = ['catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'entitlements:read'];
+/** Every member reads telemetry (traces, sessions, metrics, prices): viewers debug too; changing it is telemetry:manage. */
+const MEMBER_READ: ManagementPermission[] = ['telemetry:read'];
 
 export const ROLE_PERMISSIONS: Readonly<Record<Role, readonly MemberPermission[]>> = {
   owner: [...ALL_PERMISSIONS, ...MANAGEMENT_PERMISSIONS],
   admin: [...ALL_PERMISSIONS, ...MANAGEMENT_PERMISSIONS],
-  developer: [...READ, 'checkout:write', 'webhooks:write', 'x402:settle', 'api_keys:manage', 'telemetry:manage', 'agents:manage'],
-  support: [...READ, 'orders:refund', 'subscriptions:manage'],
-  viewer: [...READ],
+  developer: [...READ, ...MEMBER_READ, 'checkout:write', 'webhooks:write', 'x402:settle', 'api_keys:manage', 'telemetry:manage', 'agents:manage'],
+  support: [...READ, ...MEMBER_READ, 'orders:refund', 'subscriptions:manage'],
+  viewer: [...READ, ...MEMBER_READ],
 };
 
 export const isRole = (value: unknown): value is Role => typeof value === 'string' && (ROLES as readonly string[]).includes(value);

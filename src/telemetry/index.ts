@@ -14,6 +14,9 @@ import { IngestService } from './ingest.service.js';
 import { TelemetryKeyService } from './keys.service.js';
 import { MetricsService } from './metrics.service.js';
 import { PriceTable } from './prices.js';
+import { KnexModelPriceRepository } from './model-prices.repository.js';
+import { ModelPriceService } from './model-prices.service.js';
+import { createTelemetryExplorerHandlers } from './explorer.handlers.js';
 import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
 import type { Job } from '../kernel/job.js';
@@ -29,6 +32,7 @@ export interface TelemetryModule {
   ingest: IngestService;
   traces: TraceService;
   metrics: MetricsService;
+  prices: ModelPriceService;
   retention: RetentionJob;
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
@@ -37,8 +41,8 @@ export interface TelemetryModule {
     platform: ReturnType<typeof createTelemetryHandlers>;
     /** The admin API's telemetry projects and keys. */
     admin: ReturnType<typeof createTelemetryAdminHandlers>;
-    /** A member's projects and keys (console document). */
-    console: ReturnType<typeof createTelemetryConsoleHandlers>;
+    /** A member's projects and keys, and the explorer's reads and prices (console document). */
+    console: ReturnType<typeof createTelemetryConsoleHandlers> & ReturnType<typeof createTelemetryExplorerHandlers>;
   };
   /** telemetry.yaml's security schemes. */
   authenticators: { BearerAuth: ReturnType<typeof telemetryAuthenticator> };
@@ -60,10 +64,12 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
   const config = deps.config ?? DEFAULT_TELEMETRY_CONFIG;
   const projectRepo = new KnexProjectRepository(db);
   const keys = new TelemetryKeyService(projectRepo, clock, { limit: config.rateLimit, windowSeconds: config.rateLimitWindowSeconds });
+  const prices = new ModelPriceService(new KnexModelPriceRepository(db), projectRepo, new PriceTable(config.prices), clock);
   const services = {
     projects: new ProjectService(projectRepo, clock),
     keys,
-    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, new PriceTable(config.prices), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
+    prices,
+    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
     traces: new TraceService(new KnexTraceRepository(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo),
   };
@@ -75,7 +81,7 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     handlers: {
       platform: createTelemetryHandlers(services, clock),
       admin: createTelemetryAdminHandlers({ orgs, ...services }),
-      console: createTelemetryConsoleHandlers(services),
+      console: { ...createTelemetryConsoleHandlers(services), ...createTelemetryExplorerHandlers(services) },
     },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,

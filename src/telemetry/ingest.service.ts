@@ -19,7 +19,7 @@ import type { TelemetryAuth } from './keys.service.js';
 import { normalizeIngest, type NormalizedBatch, type NormalizedSpan, type NormalizedTrace } from './normalize.js';
 import { normalizeOtlp, type OtlpRejections } from './otlp.js';
 import type { PriceTable } from './prices.js';
-import type { ProjectRepository } from './projects.repository.js';
+import type { Project, ProjectRepository } from './projects.repository.js';
 import { startOfNextUtcMonth, startOfUtcMonth } from './projects.service.js';
 import type { IngestTx, IngestUnitOfWork } from './ingest.repository.js';
 import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey, type Resolution } from './rollups.js';
@@ -47,6 +47,48 @@ export interface IngestSettings {
 const rootOrder = (a: NormalizedSpan, b: NormalizedSpan): number =>
   Number(a.parentSpanId !== null) - Number(b.parentSpanId !== null) || a.startMs - b.startMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0);
 
+/** Span attributes naming the session of a trace, in order of preference (OpenTelemetry, then OpenLLMetry's association properties). */
+export const SESSION_KEYS = ['session.id', 'traceloop.association.properties.session_id'] as const;
+/** Span attributes naming the end user of a trace. */
+export const USER_KEYS = ['user.id', 'enduser.id', 'traceloop.association.properties.user_id'] as const;
+/** A trace keeps at most this many `key=value` pairs for the attribute filter. */
+export const MAX_ATTRIBUTE_PAIRS = 256;
+/** Longest `key=value` pair kept for the attribute filter (longer values are message text, not labels). */
+export const MAX_ATTRIBUTE_PAIR_LENGTH = 256;
+/** Keys holding model input and output text: never filter keys (large, and they are content, not labels). */
+const CONTENT_KEY = /^(gen_ai\.(prompt|completion|input\.messages|output\.messages|system_instructions)|llm\.(prompts|completions)|traceloop\.entity\.(input|output))(\.|$)/;
+
+const scalarText = (v: unknown): string | null =>
+  typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : null;
+
+/** The first non-empty value of one of `keys`: the root span's first, then the spans' in start order. */
+function firstValue(spans: NormalizedSpan[], keys: readonly string[]): string | null {
+  for (const span of spans) {
+    for (const key of keys) {
+      const value = scalarText(span.attributes[key]);
+      if (value !== null && value.length > 0 && value.length <= 256) return value;
+    }
+  }
+  return null;
+}
+
+/** The `key=value` pairs of the trace's short scalar attributes (root first, then start order), sorted and unique. */
+export function attributePairs(spans: NormalizedSpan[]): string[] {
+  const pairs = new Set<string>();
+  for (const span of spans) {
+    for (const [key, raw] of Object.entries(span.attributes)) {
+      if (CONTENT_KEY.test(key)) continue;
+      const value = scalarText(raw);
+      if (value === null) continue;
+      const pair = `${key}=${value}`;
+      if (pair.length > MAX_ATTRIBUTE_PAIR_LENGTH) continue;
+      pairs.add(pair);
+      if (pairs.size >= MAX_ATTRIBUTE_PAIRS) return [...pairs].sort();
+    }
+  }
+  return [...pairs].sort();
+}
+
 export function summarize(trace: NormalizedTrace): TraceSummary {
   let startMs = Infinity;
   let endMs = -Infinity;
@@ -72,8 +114,12 @@ export function summarize(trace: NormalizedTrace): TraceSummary {
     cost += span.cost ?? 0;
     if (span.statusCode === 'ERROR') hasError = true;
   }
+  const ordered = [...trace.spans].sort((a, b) => (a === root ? -1 : b === root ? 1 : a.startMs - b.startMs || (a.spanId < b.spanId ? -1 : a.spanId > b.spanId ? 1 : 0)));
   return {
     traceId: trace.traceId,
+    sessionId: firstValue(ordered, SESSION_KEYS),
+    userId: firstValue(ordered, USER_KEYS),
+    attributePairs: attributePairs(ordered),
     startMs,
     endMs,
     spanCount: trace.spans.length,
@@ -121,29 +167,36 @@ export class IngestService {
   constructor(
     private readonly unitOfWork: IngestUnitOfWork,
     private readonly projects: ProjectRepository,
-    private readonly prices: PriceTable,
+    /** The price table of a project's new spans (deployment prices with the project's overrides). */
+    private readonly pricesFor: (projectId: string) => Promise<PriceTable>,
     private readonly clock: Clock,
     private readonly settings: IngestSettings,
   ) {}
 
-  ingest(auth: TelemetryAuth, body: IngestRequest): Promise<IngestCounts> {
-    return this.ingestBatch(auth, normalizeIngest(body, this.prices));
+  async ingest(auth: TelemetryAuth, body: IngestRequest): Promise<IngestCounts> {
+    const project = await this.project(auth);
+    return this.ingestBatch(auth, project, normalizeIngest(body, await this.pricesFor(project.id)));
   }
 
   /** Spans that break a rule are rejected alone and reported (OTLP partial success); the rest are stored. */
   async ingestOtlp(auth: TelemetryAuth, body: OtlpRequest): Promise<IngestCounts & { rejected: OtlpRejections }> {
-    const batch = normalizeOtlp(body, this.prices);
-    return { ...(await this.ingestBatch(auth, batch)), rejected: batch.rejected };
+    const project = await this.project(auth);
+    const batch = normalizeOtlp(body, await this.pricesFor(project.id));
+    return { ...(await this.ingestBatch(auth, project, batch)), rejected: batch.rejected };
   }
 
-  private async ingestBatch(auth: TelemetryAuth, batch: NormalizedBatch): Promise<IngestCounts> {
+  private async project(auth: TelemetryAuth): Promise<Project> {
+    const project = await this.projects.findProject(auth.orgId, auth.projectId);
+    if (!project) throw notFound('Project');
+    return project;
+  }
+
+  private async ingestBatch(auth: TelemetryAuth, project: Project, batch: NormalizedBatch): Promise<IngestCounts> {
     const counts: IngestCounts = {
       tracesReceived: batch.traces.length,
       spansReceived: batch.spanCount,
       metricsReceived: batch.metrics.length,
     };
-    const project = await this.projects.findProject(auth.orgId, auth.projectId);
-    if (!project) throw notFound('Project');
     const threshold = samplingThreshold(project.sampleRate);
     const kept = batch.traces.filter((t) => keepTrace(t.traceId, threshold));
     if (kept.length === 0 && batch.metrics.length === 0) return counts;

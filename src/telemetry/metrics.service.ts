@@ -7,7 +7,7 @@
  * (relative error ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead
  * of every span; the same query with unaligned ends about 15 per bucket.
  */
-import { AppError, validationError } from '../kernel/errors.js';
+import { AppError, notFound, validationError } from '../kernel/errors.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
 import type { RollupRepository } from './rollups.repository.js';
@@ -25,7 +25,7 @@ export const METRICS = [
 export type MetricName = (typeof METRICS)[number];
 export const INTERVALS = { '1m': 60_000, '5m': 300_000, '15m': 900_000, '1h': 3_600_000, '1d': 86_400_000 } as const;
 export type IntervalName = keyof typeof INTERVALS;
-export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p99'] as const;
+export const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p95', 'p99'] as const;
 export type AggregationName = (typeof AGGREGATIONS)[number];
 export type GroupBy = 'model' | 'vendor' | 'environment' | 'project';
 export const MAX_BUCKETS = 1440;
@@ -37,7 +37,7 @@ const DISTRIBUTION_OF: Partial<Record<MetricName, DistributionName>> = {
   'llm.cost.total': 'cost',
   'llm.latency_ms': 'latency',
 };
-const QUANTILE: Partial<Record<AggregationName, number>> = { p50: 0.5, p90: 0.9, p99: 0.99 };
+const QUANTILE: Partial<Record<AggregationName, number>> = { p50: 0.5, p90: 0.9, p95: 0.95, p99: 0.99 };
 
 export interface MetricsQuery {
   metric?: string;
@@ -48,6 +48,8 @@ export interface MetricsQuery {
   group_by?: GroupBy;
   model?: string;
   environment?: Project['environment'];
+  /** Only this project of the organization (another's, or none, is 404). */
+  project_id?: string;
 }
 
 export interface MetricSeries {
@@ -102,7 +104,9 @@ export class MetricsService {
       });
     }
 
-    const projects = (await this.projects.listProjects(orgId)).filter((p) => q.environment === undefined || p.environment === q.environment);
+    const all = await this.projects.listProjects(orgId);
+    if (q.project_id !== undefined && !all.some((p) => p.id === q.project_id)) throw notFound('Project');
+    const projects = all.filter((p) => (q.environment === undefined || p.environment === q.environment) && (q.project_id === undefined || p.id === q.project_id));
     const environmentOf = new Map(projects.map((p) => [p.id, p.environment]));
     const projectIds = projects.map((p) => p.id);
     const distName = DISTRIBUTION_OF[metric];

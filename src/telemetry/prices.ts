@@ -54,12 +54,40 @@ export const DEFAULT_PRICES: Readonly<Record<string, ModelPrice>> = {
   'mistral-small': { input: 0.1, output: 0.3 },
 };
 
+/** Where a price of the effective table comes from. */
+export type PriceSource = 'default' | 'deployment' | 'project';
+
+export interface PriceEntry extends ModelPrice {
+  model: string;
+  source: PriceSource;
+}
+
 export class PriceTable {
   private readonly entries: Map<string, ModelPrice>;
+  private readonly sources: Map<string, PriceSource>;
   private readonly cache = new Map<string, ModelPrice | null>();
 
-  constructor(overrides: Record<string, ModelPrice> = {}) {
-    this.entries = new Map(Object.entries({ ...DEFAULT_PRICES, ...overrides }));
+  constructor(overrides: Record<string, ModelPrice> = {}, base: ReadonlyMap<string, PriceEntry> | undefined = undefined, source: PriceSource = 'deployment') {
+    const start: Array<[string, PriceEntry]> = base
+      ? [...base]
+      : Object.entries(DEFAULT_PRICES).map(([model, p]) => [model, { model, ...p, source: 'default' as const }]);
+    const all = new Map<string, PriceEntry>(start);
+    for (const [model, p] of Object.entries(overrides)) all.set(model, { model, input: p.input, output: p.output, source });
+    this.entries = new Map([...all].map(([model, e]) => [model, { input: e.input, output: e.output }]));
+    this.sources = new Map([...all].map(([model, e]) => [model, e.source]));
+  }
+
+  /** This table with a project's overrides on top (they win); this table itself is unchanged. */
+  withProjectPrices(prices: Array<{ model: string } & ModelPrice>): PriceTable {
+    if (prices.length === 0) return this;
+    return new PriceTable(Object.fromEntries(prices.map((p) => [p.model, { input: p.input, output: p.output }])), this.list(), 'project');
+  }
+
+  /** Every entry with where it comes from, by model name. */
+  list(): Map<string, PriceEntry> {
+    const out = new Map<string, PriceEntry>();
+    for (const model of [...this.entries.keys()].sort()) out.set(model, { model, ...this.entries.get(model)!, source: this.sources.get(model)! });
+    return out;
   }
 
   lookup(model: string): ModelPrice | undefined {

@@ -4,6 +4,9 @@ import type { TelemetryHandlers } from '../handler-maps.js';
 import { iso } from '../kernel/present.js';
 import type { IngestService } from './ingest.service.js';
 import type { MetricsService } from './metrics.service.js';
+import type { ModelPriceService } from './model-prices.service.js';
+import type { PriceEntry } from './prices.js';
+import type { SessionSummary, UserSummary } from './traces.repository.js';
 import type { Attributes } from './normalize.js';
 import type { Project } from './projects.repository.js';
 import type { ProjectService, ProjectStats } from './projects.service.js';
@@ -12,12 +15,13 @@ import type { TraceService } from './traces.service.js';
 
 export interface TelemetryServices {
   projects: ProjectService;
+  prices: ModelPriceService;
   ingest: IngestService;
   traces: TraceService;
   metrics: MetricsService;
 }
 
-const presentProject = (p: Project, stats?: ProjectStats) => ({
+export const presentProject = (p: Project, stats?: ProjectStats) => ({
   id: p.id,
   name: p.name,
   slug: p.slug,
@@ -30,12 +34,12 @@ const presentProject = (p: Project, stats?: ProjectStats) => ({
 });
 
 /** OpenLLMetry names a trace by its workflow (or entity) on the root span; else the root span's name. */
-const traceName = (rootName: string, rootAttributes: Attributes): string => {
+export const traceName = (rootName: string, rootAttributes: Attributes): string => {
   const workflow = rootAttributes['traceloop.workflow.name'] ?? rootAttributes['traceloop.entity.name'];
   return typeof workflow === 'string' && workflow.length > 0 ? workflow : rootName;
 };
 
-const presentSummary = (t: StoredTrace) => ({
+export const presentSummary = (t: StoredTrace) => ({
   trace_id: t.traceId,
   name: traceName(t.rootName, t.rootAttributes),
   start_time: iso(t.startTime),
@@ -45,9 +49,30 @@ const presentSummary = (t: StoredTrace) => ({
   root_span: { name: t.rootName, attributes: t.rootAttributes },
   llm_summary: { model: t.model, tokens_input: t.tokensInput, tokens_output: t.tokensOutput, cost: t.cost },
   status: t.hasError ? ('error' as const) : ('ok' as const),
+  session_id: t.sessionId,
+  user_id: t.userId,
 });
 
-const presentSpan = (s: StoredSpan) => ({
+const groupTotals = (g: SessionSummary | UserSummary) => ({
+  trace_count: g.traceCount,
+  first_start: iso(g.firstStart),
+  last_end: iso(g.lastEnd),
+  tokens_input: g.tokensInput,
+  tokens_output: g.tokensOutput,
+  cost: g.cost,
+  error_count: g.errorCount,
+});
+
+export const presentSession = (g: SessionSummary) => ({ session_id: g.sessionId, user_id: g.userId, ...groupTotals(g) });
+export const presentUser = (g: UserSummary) => ({ user_id: g.userId, session_count: g.sessionCount, ...groupTotals(g) });
+export const presentPrice = (p: PriceEntry) => ({ model: p.model, input_per_million: p.input, output_per_million: p.output, source: p.source });
+export const pagination = (page: { limit: number; hasMore: boolean; nextCursor: string | null }) => ({
+  limit: page.limit,
+  has_more: page.hasMore,
+  next_cursor: page.nextCursor,
+});
+
+export const presentSpan = (s: StoredSpan) => ({
   span_id: s.spanId,
   parent_span_id: s.parentSpanId,
   name: s.name,
@@ -103,6 +128,26 @@ export function createTelemetryHandlers(services: TelemetryServices, clock: Cloc
           meta: meta(requestId),
         },
       };
+    },
+    listSessions: async ({ auth, query, requestId }) => {
+      const page = await services.traces.sessions(auth.projectId, query);
+      return { status: 200, body: { data: page.sessions.map(presentSession), pagination: pagination(page), meta: meta(requestId) } };
+    },
+    listUsers: async ({ auth, query, requestId }) => {
+      const page = await services.traces.users(auth.projectId, query);
+      return { status: 200, body: { data: page.users.map(presentUser), pagination: pagination(page), meta: meta(requestId) } };
+    },
+    listModelPrices: async ({ auth, params, requestId }) => ({
+      status: 200,
+      body: { data: (await services.prices.list(auth.orgId, params.project_id)).map(presentPrice), meta: meta(requestId) },
+    }),
+    setModelPrice: async ({ auth, params, body, requestId }) => {
+      const price = await services.prices.set(auth.orgId, params.project_id, { model: body.model, input: body.input_per_million, output: body.output_per_million });
+      return { status: 200, body: { data: presentPrice(price), meta: meta(requestId) } };
+    },
+    deleteModelPrice: async ({ auth, params, query, requestId }) => {
+      await services.prices.delete(auth.orgId, params.project_id, query.model);
+      return { status: 200, body: { data: { model: query.model, deleted: true as const }, meta: meta(requestId) } };
     },
     getTrace: async ({ auth, params, requestId }) => {
       const { trace, spans } = await services.traces.get(auth.projectId, params.trace_id);

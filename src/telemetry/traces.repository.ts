@@ -13,6 +13,12 @@ import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
 
 export interface TraceSummary {
   traceId: string;
+  /** `session.id` (or OpenLLMetry's association property) of the trace's spans; null when none carries one. */
+  sessionId: string | null;
+  /** `user.id` / `enduser.id` (or OpenLLMetry's association property); null when none carries one. */
+  userId: string | null;
+  /** Short scalar span attributes as `key=value`, for the attribute filter. */
+  attributePairs: string[];
   startMs: number;
   endMs: number;
   spanCount: number;
@@ -28,6 +34,8 @@ export interface TraceSummary {
 
 export interface StoredTrace {
   traceId: string;
+  sessionId: string | null;
+  userId: string | null;
   startTime: Date;
   endTime: Date;
   durationMs: number;
@@ -67,16 +75,63 @@ export interface LockedTrace {
   spans: StoredSpan[];
 }
 
+/** Orders of the trace list: a column, descending when prefixed by `-`. */
+export const TRACE_SORTS = ['-start_time', 'start_time', '-duration_ms', 'duration_ms', '-cost', 'cost'] as const;
+export type TraceSort = (typeof TRACE_SORTS)[number];
+
 export interface TraceSearch {
   projectId: string;
   limit: number;
-  after?: { startTime: Date; traceId: string };
+  sort: TraceSort;
+  /** Keyset position: the last row's sort value (a Date for start_time) and trace id. */
+  after?: { value: Date | number; traceId: string };
   startTime?: Date;
   endTime?: Date;
   model?: string;
   minLatencyMs?: number;
   minCost?: number;
   status?: 'ok' | 'error';
+  traceId?: string;
+  /** `key=value` as stored in attribute_pairs. */
+  attributePair?: string;
+  sessionId?: string;
+  userId?: string;
+}
+
+/** One session (traces sharing `session.id`) with its totals. */
+export interface SessionSummary {
+  sessionId: string;
+  userId: string | null;
+  traceCount: number;
+  firstStart: Date;
+  lastEnd: Date;
+  tokensInput: number;
+  tokensOutput: number;
+  cost: number;
+  errorCount: number;
+}
+
+/** One end user with the totals of their traces. */
+export interface UserSummary {
+  userId: string;
+  sessionCount: number;
+  traceCount: number;
+  firstStart: Date;
+  lastEnd: Date;
+  tokensInput: number;
+  tokensOutput: number;
+  cost: number;
+  errorCount: number;
+}
+
+export interface GroupSearch {
+  projectId: string;
+  limit: number;
+  startTime?: Date;
+  endTime?: Date;
+  userId?: string;
+  /** Keyset position: the last group's last activity and id (newest activity first). */
+  after?: { lastEnd: Date; id: string };
 }
 
 /** Another transaction stored one of the batch's new traces first; retrying the batch resolves it. */
@@ -89,6 +144,10 @@ export class ConcurrentInsertError extends Error {
 
 export interface TraceRepository {
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
+  /** Sessions with a trace in the range, newest last activity first. */
+  searchSessions(search: GroupSearch): Promise<SessionSummary[]>;
+  /** Users with a trace in the range, newest last activity first. */
+  searchUsers(search: GroupSearch): Promise<UserSummary[]>;
   findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] } | undefined>;
 }
 
@@ -194,12 +253,17 @@ function traceJson(traces: TraceWrite[]): string {
       cost: t.cost,
       err: t.hasError,
       sp: t.spans.map(toSpanDocument),
+      sid: t.sessionId,
+      uid: t.userId,
+      ap: t.attributePairs,
     })),
   );
 }
 
 interface TraceRow {
   trace_id: string;
+  session_id: string | null;
+  user_id: string | null;
   start_time: Date;
   end_time: Date;
   duration_ms: number;
@@ -215,6 +279,8 @@ interface TraceRow {
 
 const toTrace = (r: TraceRow): StoredTrace => ({
   traceId: r.trace_id,
+  sessionId: r.session_id,
+  userId: r.user_id,
   startTime: new Date(r.start_time),
   endTime: new Date(r.end_time),
   durationMs: Number(r.duration_ms),
@@ -229,15 +295,40 @@ const toTrace = (r: TraceRow): StoredTrace => ({
 });
 
 const TRACE_COLUMNS =
-  'trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes, model, tokens_input, tokens_output, cost, has_error';
+  'trace_id, session_id, user_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes, model, tokens_input, tokens_output, cost, has_error';
+
+interface GroupRow {
+  id: string;
+  user_id?: string | null;
+  session_count?: number | string;
+  trace_count: number | string;
+  first_start: Date;
+  last_end: Date;
+  tokens_input: number | string;
+  tokens_output: number | string;
+  cost: number | string;
+  error_count: number | string;
+}
+
+const groupTotals = (r: GroupRow) => ({
+  traceCount: Number(r.trace_count),
+  firstStart: new Date(r.first_start),
+  lastEnd: new Date(r.last_end),
+  tokensInput: Number(r.tokens_input),
+  tokensOutput: Number(r.tokens_output),
+  cost: Number(r.cost),
+  errorCount: Number(r.error_count),
+});
 
 export class KnexTraceRepository implements TraceRepository {
   constructor(private readonly db: Db) {}
 
   async searchTraces(search: TraceSearch): Promise<StoredTrace[]> {
     const q = this.db('telemetry_traces').select(this.db.raw(TRACE_COLUMNS)).where('project_id', search.projectId);
+    const descending = search.sort.startsWith('-');
+    const column = descending ? search.sort.slice(1) : search.sort;
     if (search.after) {
-      q.andWhere(this.db.raw('(start_time, trace_id) < (?, ?)', [search.after.startTime, search.after.traceId]));
+      q.andWhere(this.db.raw(`(${column}, trace_id) ${descending ? '<' : '>'} (?, ?)`, [search.after.value, search.after.traceId]));
     }
     if (search.startTime) q.andWhere('start_time', '>=', search.startTime);
     if (search.endTime) {
@@ -250,8 +341,44 @@ export class KnexTraceRepository implements TraceRepository {
     if (search.minLatencyMs !== undefined) q.andWhere('duration_ms', '>=', search.minLatencyMs);
     if (search.minCost !== undefined) q.andWhere('cost', '>=', search.minCost);
     if (search.status !== undefined) q.andWhere('has_error', search.status === 'error');
-    const rows = (await q.orderBy([{ column: 'start_time', order: 'desc' }, { column: 'trace_id', order: 'desc' }]).limit(search.limit)) as TraceRow[];
+    if (search.traceId !== undefined) q.andWhere('trace_id', search.traceId);
+    if (search.attributePair !== undefined) q.andWhere(this.db.raw('attribute_pairs @> ?::text[]', [textArray([search.attributePair])]));
+    if (search.sessionId !== undefined) q.andWhere('session_id', search.sessionId);
+    if (search.userId !== undefined) q.andWhere('user_id', search.userId);
+    const order = descending ? 'desc' : 'asc';
+    const rows = (await q.orderBy([{ column, order }, { column: 'trace_id', order }]).limit(search.limit)) as TraceRow[];
     return rows.map(toTrace);
+  }
+
+  private groupRows(search: GroupSearch, key: 'session_id' | 'user_id', extra: string) {
+    const where: string[] = ['project_id = ?', `${key} IS NOT NULL`];
+    const bindings: Knex.Value[] = [search.projectId];
+    if (search.startTime) (where.push('start_time >= ?'), bindings.push(search.startTime));
+    if (search.endTime) (where.push('end_time <= ?', 'start_time <= ?'), bindings.push(search.endTime, search.endTime));
+    if (search.userId !== undefined) (where.push('user_id = ?'), bindings.push(search.userId));
+    const having = search.after ? 'HAVING (max(end_time), ' + key + ') < (?, ?)' : '';
+    if (search.after) bindings.push(search.after.lastEnd, search.after.id);
+    bindings.push(search.limit);
+    return this.db.raw(
+      `SELECT ${key} AS id, ${extra} count(*) AS trace_count, min(start_time) AS first_start, max(end_time) AS last_end,
+              sum(tokens_input) AS tokens_input, sum(tokens_output) AS tokens_output, sum(cost) AS cost,
+              count(*) FILTER (WHERE has_error) AS error_count
+         FROM telemetry_traces WHERE ${where.join(' AND ')}
+        GROUP BY ${key} ${having}
+        ORDER BY last_end DESC, ${key} DESC LIMIT ?`,
+      bindings,
+    );
+  }
+
+  async searchSessions(search: GroupSearch): Promise<SessionSummary[]> {
+    // The session's user: the first trace's that names one (min over text is deterministic).
+    const result = await this.groupRows(search, 'session_id', 'min(user_id) AS user_id,');
+    return (result.rows as GroupRow[]).map((r) => ({ sessionId: r.id, userId: r.user_id ?? null, ...groupTotals(r) }));
+  }
+
+  async searchUsers(search: GroupSearch): Promise<UserSummary[]> {
+    const result = await this.groupRows(search, 'user_id', 'count(DISTINCT session_id) AS session_count,');
+    return (result.rows as GroupRow[]).map((r) => ({ userId: r.id, sessionCount: Number(r.session_count), ...groupTotals(r) }));
   }
 
   async findTrace(projectId: string, traceId: string) {
@@ -282,13 +409,14 @@ export class KnexTraceWriter implements TraceWriter {
           `${projectId}\t${t.traceId}\t${iso(t.startMs)}\t${iso(t.endMs)}\t${t.endMs - t.startMs}\t${t.spanCount}\t` +
           `${copyText(t.rootName)}\t${copyText(JSON.stringify(t.rootAttributes))}\t${copyText(t.model)}\t` +
           `${copyText(textArray(t.models))}\t${t.tokensInput}\t${t.tokensOutput}\t${t.cost}\t${t.hasError ? 't' : 'f'}\t` +
-          `${copyText(spansJson(t.spans))}\t${at}\t${at}\n`,
+          `${copyText(spansJson(t.spans))}\t${at}\t${at}\t${copyText(t.sessionId)}\t${copyText(t.userId)}\t${copyText(textArray(t.attributePairs))}\n`,
       );
       try {
         await copyIn(
           this.trx,
           `COPY telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
-             root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at)
+             root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at,
+             session_id, user_id, attribute_pairs)
            FROM STDIN`,
           lines,
         );
@@ -301,10 +429,11 @@ export class KnexTraceWriter implements TraceWriter {
     const result = await this.trx.raw(
       `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
                                      root_attributes, model, models, tokens_input, tokens_output, cost, has_error,
-                                     spans, created_at, updated_at)
-       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?
+                                     spans, created_at, updated_at, session_id, user_id, attribute_pairs)
+       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?, x.sid, x.uid, x.ap
          FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text, ra text,
-                                              m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text)
+                                              m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text,
+                                              sid text, uid text, ap text[])
         ORDER BY x.id
        ON CONFLICT (project_id, trace_id) DO NOTHING
        RETURNING trace_id`,
@@ -332,11 +461,12 @@ export class KnexTraceWriter implements TraceWriter {
       `UPDATE telemetry_traces t SET
           start_time = x.s, end_time = x.e, duration_ms = x.d, span_count = x.c, root_name = x.rn,
           root_attributes = x.ra, model = x.m, models = x.ms, tokens_input = x.ti, tokens_output = x."to",
-          cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?
+          cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?,
+          session_id = x.sid, user_id = x.uid, attribute_pairs = x.ap
          FROM (SELECT x.*, r.ctid AS row_ctid
                  FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text,
                                                       ra text, m text, ms text[], ti bigint, "to" bigint, cost float8,
-                                                      err boolean, sp text)
+                                                      err boolean, sp text, sid text, uid text, ap text[])
                 CROSS JOIN LATERAL (SELECT ctid FROM telemetry_traces WHERE project_id = ? AND trace_id = x.id OFFSET 0) r) x
         WHERE t.ctid = x.row_ctid`,
       [now, traceJson(traces), projectId],

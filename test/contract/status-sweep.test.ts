@@ -106,6 +106,8 @@ function skeleton(op: ContractOperation, headers: Record<string, string>, extraQ
     const example = (p as { example?: unknown }).example ?? p.schema.examples?.[0] ?? p.schema.default;
     if (p.in === 'query' && p.required) query.push(`${p.name}=${encodeURIComponentSafe(String(example ?? unknownValue(p.schema)))}`);
     if (p.in === 'query' && p.name === 'id' && !p.required) query.push(`id=${unknownValue(p.schema)}`);
+    // getMetrics' optional project filter: an unknown project is its 404.
+    if (p.in === 'query' && p.name === 'project_id' && !p.required) query.push(`project_id=${unknownValue(p.schema)}`);
     if (p.in === 'header' && p.required) all[p.name] = String(example ?? `sweep-${randomBytes(6).toString('hex')}`);
   }
   if (extraQuery) query.push(extraQuery);
@@ -233,7 +235,7 @@ describe('429 once a key has spent its rate limit', () => {
   it('every telemetry operation answers 429 rate_limited with Retry-After', async () => {
     const key = (await createProjectWithKey(limited, limited.orgA.orgId, 'Limited')).key;
     const ops = documenting(429).filter((op) => op.document === 'telemetry');
-    expect(ops.length).toBe(10);
+    expect(ops.length).toBe(15);
     const first = await platform.send({ method: 'GET', path: '/v1/projects', headers: { Authorization: `Bearer ${key}` } });
     expect(first.status).toBe(200);
     for (const op of ops) {

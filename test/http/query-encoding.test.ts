@@ -45,7 +45,7 @@ const CANDIDATES: Record<string, string[]> = {
   date: [],
 };
 
-/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses, dates, zone names, currency codes, CAIP-2 networks). */
+/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses and trace ids, dates, zone names, currency codes, CAIP-2 networks, project ids). */
 const CANNOT_HOLD_RESERVED = [
   'merchant listOrders from_address',
   'merchant getCommerceMetrics start_date',
@@ -58,6 +58,8 @@ const CANNOT_HOLD_RESERVED = [
   'merchant getX402Settlement payer',
   'merchant getX402Settlement nonce',
   'admin listOrgOrders from_address',
+  'telemetry listTraces trace_id',
+  'telemetry getMetrics project_id',
 ];
 
 /** Bodies for operations that require one (the query is what is tested). */

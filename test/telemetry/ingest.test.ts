@@ -294,6 +294,8 @@ describe('re-sending and extending traces', () => {
       root_span: { name: 'root', attributes: { r: 1 } },
       llm_summary: { model: 'a', tokens_input: 3, tokens_output: 7, cost: 0 },
       status: 'ok',
+      session_id: null,
+      user_id: null,
     });
   });
 });

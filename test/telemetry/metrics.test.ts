@@ -33,7 +33,7 @@ const SPREAD = 2.6 * 86_400_000;
 const MODELS = ['gpt-4o', 'claude-sonnet-4-5', 'home-grown-7b'];
 const VENDORS = ['openai', 'anthropic', null];
 const METRICS = ['llm.requests.total', 'llm.requests.errors', 'llm.tokens.input', 'llm.tokens.output', 'llm.tokens.total', 'llm.cost.total', 'llm.latency_ms'] as const;
-const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p99'] as const;
+const AGGREGATIONS = ['sum', 'avg', 'min', 'max', 'count', 'p50', 'p90', 'p95', 'p99'] as const;
 
 function valueOf(metric: (typeof METRICS)[number], s: Sample): number | null {
   switch (metric) {
@@ -63,7 +63,7 @@ function aggregate(values: number[], aggregation: (typeof AGGREGATIONS)[number])
   if (aggregation === 'avg') return values.reduce((a, b) => a + b, 0) / n;
   if (aggregation === 'min') return Math.min(...values);
   if (aggregation === 'max') return Math.max(...values);
-  const q = { p50: 0.5, p90: 0.9, p99: 0.99 }[aggregation];
+  const q = { p50: 0.5, p90: 0.9, p95: 0.95, p99: 0.99 }[aggregation];
   return [...values].sort((a, b) => a - b)[Math.floor(q * (n - 1))]!;
 }
 

@@ -102,6 +102,8 @@ describe('GET /v1/traces', () => {
       root_span: { name: expect.stringMatching(/^root-/), attributes: { i: expect.any(Number) } },
       llm_summary: { model: first.model, tokens_input: first.tokensIn, tokens_output: first.tokensOut, cost: expect.closeTo(first.cost, 9) },
       status: first.error ? 'error' : 'ok',
+      session_id: null,
+      user_id: null,
     });
   });
 

@@ -38,6 +38,7 @@ import * as m0170 from './0170_passkeys.js';
 import * as m0175 from './0175_refund_idempotency_keys.js';
 import * as m0176 from './0176_org_branding.js';
 import * as m0180 from './0180_console_developer_lists.js';
+import * as m0190 from './0190_telemetry_explorer.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -82,6 +83,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0175_refund_idempotency_keys': m0175,
   '0176_org_branding': m0176,
   '0180_console_developer_lists': m0180,
+  '0190_telemetry_explorer': m0190,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

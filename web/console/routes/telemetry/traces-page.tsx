@@ -1,0 +1,176 @@
+/**
+ * A project's traces: filters in the URL (default: the last 24 hours), sorting, keyset paging,
+ * and live updates while the range ends "now" (the first page is polled every 5 seconds).
+ */
+import { useLocation } from 'preact-iso';
+import { useEffect, useState } from 'preact/hooks';
+import { Badge, Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
+import { filtersToQuery, formatDateTime, queryToFilters } from '../../shared/format';
+import { formatDuration } from './lib/time-scale';
+import { useTraces, type TraceQuery } from './use-telemetry';
+
+const KEYS = ['range', 'status', 'model', 'min_latency_ms', 'min_cost', 'attribute_key', 'attribute_value', 'trace_id', 'session_id', 'user_id', 'sort', 'cursor', 'start_time', 'end_time'] as const;
+const RANGES: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000, '30d': 30 * 86_400_000 };
+export const POLL_MS = 5000;
+
+export function tracesQuery(filters: Partial<Record<(typeof KEYS)[number], string>>, now: number): TraceQuery {
+  const q: TraceQuery = { limit: 50 };
+  if (filters.start_time) q.start_time = filters.start_time;
+  else q.start_time = new Date(now - (RANGES[filters.range ?? '24h'] ?? RANGES['24h']!)).toISOString();
+  if (filters.end_time) q.end_time = filters.end_time;
+  if (filters.status === 'ok' || filters.status === 'error') q.status = filters.status;
+  if (filters.model) q.model = filters.model;
+  if (filters.min_latency_ms && /^\d+$/.test(filters.min_latency_ms)) q.min_latency_ms = Number(filters.min_latency_ms);
+  if (filters.min_cost && Number.isFinite(Number(filters.min_cost))) q.min_cost = Number(filters.min_cost);
+  if (filters.attribute_key && filters.attribute_value !== undefined) {
+    q.attribute_key = filters.attribute_key;
+    q.attribute_value = filters.attribute_value;
+  }
+  if (filters.trace_id) q.trace_id = filters.trace_id;
+  if (filters.session_id) q.session_id = filters.session_id;
+  if (filters.user_id) q.user_id = filters.user_id;
+  if (filters.sort) q.sort = filters.sort as TraceQuery['sort'];
+  if (filters.cursor) q.cursor = filters.cursor;
+  return q;
+}
+
+const usd = (x: number) => (x === 0 ? '$0' : x < 0.01 ? `$${x.toPrecision(2)}` : `$${x.toFixed(4)}`);
+
+export function TracesPage(props: { projectId: string }) {
+  const { query, route } = useLocation();
+  const filters = queryToFilters(query, KEYS);
+  const live = !filters.end_time && !filters.cursor;
+  const [tick, setTick] = useState(0);
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    if (!live) return;
+    const timer = setInterval(() => {
+      setNow(Date.now());
+      setTick((t) => t + 1);
+    }, POLL_MS);
+    return () => clearInterval(timer);
+  }, [live]);
+  const traces = useTraces(props.projectId, tracesQuery(filters, now), tick);
+  const base = `/console/telemetry/${props.projectId}`;
+  const apply = (e: Event) => {
+    e.preventDefault();
+    const form = new FormData(e.currentTarget as HTMLFormElement);
+    const next: Record<string, string> = {};
+    for (const key of KEYS) if (key !== 'cursor' && typeof form.get(key) === 'string') next[key] = String(form.get(key));
+    route(`${base}/traces${filtersToQuery(next)}`);
+  };
+  const page = traces.data;
+  return (
+    <>
+      <PageHeader title="Traces">
+        <a href={`${base}/sessions`}>Sessions</a> <a href={`${base}/metrics`}>Metrics</a> <a href={`${base}/prices`}>Prices</a>
+      </PageHeader>
+      <form class="toolbar" onSubmit={apply} aria-label="Trace filters">
+        <label>
+          Range
+          <select name="range">
+            <option value="1h" selected={(filters.range ?? '24h') === '1h'}>Last hour</option>
+            <option value="24h" selected={(filters.range ?? '24h') === '24h'}>Last 24 hours</option>
+            <option value="7d" selected={(filters.range ?? '24h') === '7d'}>Last 7 days</option>
+            <option value="30d" selected={(filters.range ?? '24h') === '30d'}>Last 30 days</option>
+          </select>
+        </label>
+        <label>
+          Status
+          <select name="status">
+            <option value="" selected={(filters.status ?? '') === ''}>Any</option>
+            <option value="ok" selected={(filters.status ?? '') === 'ok'}>OK</option>
+            <option value="error" selected={(filters.status ?? '') === 'error'}>Error</option>
+          </select>
+        </label>
+        <label>
+          Model
+          <input name="model" defaultValue={filters.model ?? ''} placeholder="gpt-4o" />
+        </label>
+        <label>
+          Min duration (ms)
+          <input name="min_latency_ms" inputMode="numeric" pattern="\d*" defaultValue={filters.min_latency_ms ?? ''} />
+        </label>
+        <label>
+          Min cost (USD)
+          <input name="min_cost" inputMode="decimal" defaultValue={filters.min_cost ?? ''} />
+        </label>
+        <label>
+          Attribute
+          <input name="attribute_key" defaultValue={filters.attribute_key ?? ''} placeholder="key" />
+        </label>
+        <label>
+          Value
+          <input name="attribute_value" defaultValue={filters.attribute_value ?? ''} placeholder="value" />
+        </label>
+        <label>
+          Trace id
+          <input name="trace_id" pattern="[0-9a-f]{32}" defaultValue={filters.trace_id ?? ''} />
+        </label>
+        <label>
+          Session
+          <input name="session_id" defaultValue={filters.session_id ?? ''} />
+        </label>
+        <label>
+          User
+          <input name="user_id" defaultValue={filters.user_id ?? ''} />
+        </label>
+        <label>
+          Sort
+          <select name="sort">
+            <option value="-start_time" selected={(filters.sort ?? '-start_time') === '-start_time'}>Newest first</option>
+            <option value="start_time" selected={(filters.sort ?? '-start_time') === 'start_time'}>Oldest first</option>
+            <option value="-duration_ms" selected={(filters.sort ?? '-start_time') === '-duration_ms'}>Slowest first</option>
+            <option value="-cost" selected={(filters.sort ?? '-start_time') === '-cost'}>Most expensive first</option>
+          </select>
+        </label>
+        <button type="submit">Apply</button>
+      </form>
+      {live && <p class="muted small">Live: new traces appear every {POLL_MS / 1000} seconds.</p>}
+      <ErrorNotice message={traces.error} retry={traces.reload} />
+      {!page && traces.loading && <Loading />}
+      {page && page.items.length === 0 && <Empty>No traces match these filters in this range.</Empty>}
+      {page && page.items.length > 0 && (
+        <div class="table-wrap">
+          <table aria-label="Traces">
+            <thead>
+              <tr>
+                <th scope="col">Start</th>
+                <th scope="col">Name</th>
+                <th scope="col">Duration</th>
+                <th scope="col">Spans</th>
+                <th scope="col">Model</th>
+                <th scope="col">Tokens in/out</th>
+                <th scope="col">Cost</th>
+                <th scope="col">Status</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.items.map((t) => (
+                <tr key={t.trace_id} data-trace-id={t.trace_id}>
+                  <td>{formatDateTime(t.start_time)}</td>
+                  <td>
+                    <a href={`${base}/traces/${t.trace_id}`}>{t.name}</a>
+                  </td>
+                  <td data-field="duration_ms">{formatDuration(t.duration_ms)}</td>
+                  <td>{t.span_count}</td>
+                  <td>{t.llm_summary.model ?? '—'}</td>
+                  <td>
+                    {t.llm_summary.tokens_input} / {t.llm_summary.tokens_output}
+                  </td>
+                  <td data-field="cost">{usd(t.llm_summary.cost)}</td>
+                  <td>{t.status === 'error' ? <Badge tone="bad">Error</Badge> : <Badge tone="good">OK</Badge>}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {page?.pagination.next_cursor && (
+        <p class="pager">
+          <a href={`${base}/traces${filtersToQuery({ ...filters, cursor: page.pagination.next_cursor })}`}>Next page</a>
+        </p>
+      )}
+    </>
+  );
+}
