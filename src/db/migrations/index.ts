@@ -34,6 +34,8 @@ import * as m0132 from './0132_stripe_account_state.js';
 import * as m0140 from './0140_customer_portal_sessions.js';
 import * as m0141 from './0141_buyer_emails.js';
 import * as m0150 from './0150_accounts.js';
+import * as m0195 from './0195_wallet_count_index_only.js';
+import * as m0196 from './0196_commerce_metrics_covering.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -74,6 +76,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0140_customer_portal_sessions': m0140,
   '0141_buyer_emails': m0141,
   '0150_accounts': m0150,
+  '0195_wallet_count_index_only': m0195,
+  '0196_commerce_metrics_covering': m0196,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
