@@ -263,7 +263,8 @@ async function measureAll(server: KassaProcess, direct: pg.Client, database: str
       try {
         return await measure(server, direct, database, org.apiKey, row.paths(org), count);
       } catch (err) {
-        if (withCursors) throw err;
+        // A deep page by number (not targeted) may also pass the statement timeout at 1M on a loaded machine.
+        if (withCursors && row.goal > 0) throw err;
         log(`  ${row.name} on ${org.label}: ${(err as Error).message.slice(0, 120)}`);
         return { serverMs: NaN, postgresMs: NaN, wallMs: NaN };
       }
