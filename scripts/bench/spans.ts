@@ -59,8 +59,8 @@ export interface SpanSet {
   modelCalls: number;
   cells: number;
   seconds: number;
-  /** Where the time went: building the requests, normalizing and summarizing, cells in memory, writing. */
-  stageSeconds: { build: number; normalize: number; cells: number; write: number };
+  /** Where the time went: building the requests, normalizing and summarizing, cells in memory, writing traces and model calls, writing cells. */
+  stageSeconds: { build: number; normalize: number; cells: number; write: number; flush: number };
 }
 
 const MODELS: Array<{ model: string; vendor: string; latencyMs: number }> = [
@@ -159,7 +159,8 @@ function makeTrace(rand: () => number, start: number, users: number): IngestTrac
       'service.name': service.name,
       'http.route': service.route,
       'http.response.status_code': failed ? 502 : 200,
-      'session.id': `sess_${hexOf(rand, 6)}`,
+      // A user's requests within the same half hour are one session.
+      'session.id': `sess_${((user * 2654435761) ^ Math.floor(start / 1_800_000)).toString(16).replace('-', '')}`,
       'user.id': `user_${user}`,
       'user.tier': user % 5 === 0 ? 'pro' : 'free',
     },
@@ -223,7 +224,7 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
   let traces = 0;
   let modelCalls = 0;
   let from = options.fromMs;
-  const stage = { build: 0, normalize: 0, cells: 0, write: 0 };
+  const stage = { build: 0, normalize: 0, cells: 0, write: 0, flush: 0 };
   let mark = performance.now();
   const lap = (name: keyof typeof stage) => {
     const now = performance.now();
@@ -262,10 +263,11 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
       await new KnexTraceWriter(trx, true).claimTraces(options.projectId, writes, now, { optimistic: true });
       const rollups = new KnexRollupWriter(trx, true);
       await rollups.insertModelCalls(options.projectId, calls);
+      lap('write');
       // Every later span starts at or after `to`.
       await cells.flush(rollups, options.projectId, to);
+      lap('flush');
     });
-    lap('write');
     const month = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
     usage.set(month, (usage.get(month) ?? 0) + writes.length);
     spans += batch.spanCount;
@@ -279,9 +281,9 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
     const writer = new KnexTraceWriter(trx, true);
     for (const [month, n] of usage) await writer.addUsage(options.orgId, new Date(month), n);
   });
-  lap('write');
+  lap('flush');
   const round = (x: number) => Math.round(x * 10) / 10;
-  return { spans, traces, modelCalls, cells: cells.written, seconds: (performance.now() - t0) / 1000, stageSeconds: { build: round(stage.build), normalize: round(stage.normalize), cells: round(stage.cells), write: round(stage.write) } };
+  return { spans, traces, modelCalls, cells: cells.written, seconds: (performance.now() - t0) / 1000, stageSeconds: { build: round(stage.build), normalize: round(stage.normalize), cells: round(stage.cells), write: round(stage.write), flush: round(stage.flush) } };
 }
 
 /** Bytes on disk of the span tables (heap, TOAST and indexes) per span. */

@@ -45,9 +45,16 @@ export async function estimatedCount(db: Knex, q: Knex.QueryBuilder): Promise<nu
   return Number.isFinite(estimated) ? Math.round(estimated) : 0;
 }
 
-/** Exact up to the bound, then estimated: `{ total, exact }`. */
-export async function boundedCount(db: Knex, q: () => Knex.QueryBuilder, bound = EXACT_TOTAL_BOUND): Promise<{ total: number; exact: boolean }> {
-  const counted = await db.count<{ n: string | number }[]>({ n: '*' }).from(q().select(db.raw('1')).limit(bound + 1).as('capped'));
+/**
+ * Exact up to the bound, then estimated: `{ total, exact }`. The capped rows are taken in the
+ * list's order, that of its index `(org_id, filter…, created_at, id)`: so the count is an index
+ * (only) scan that stops after bound + 1 entries. Unordered, the planner took a LIMITed sequential
+ * scan whenever the filter matched most of the table, reading every row stored before the bound's
+ * worth of matching ones.
+ */
+export async function boundedCount(db: Knex, query: Pick<ListQuery, 'createdAt' | 'id'>, q: () => Knex.QueryBuilder, bound = EXACT_TOTAL_BOUND): Promise<{ total: number; exact: boolean }> {
+  const capped = q().select(db.raw('1')).orderBy([{ column: query.createdAt, order: 'desc' }, { column: query.id, order: 'desc' }]).limit(bound + 1);
+  const counted = await db.count<{ n: string | number }[]>({ n: '*' }).from(capped.as('capped'));
   const n = Number(counted[0]?.n ?? 0);
   if (n <= bound) return { total: n, exact: true };
   return { total: Math.max(bound + 1, await estimatedCount(db, q())), exact: false };
@@ -72,12 +79,12 @@ export async function readListPage<R extends Record<string, unknown>>(db: Knex, 
   const [fetched, counted] = await Promise.all([
     rowsQuery,
     // The first page that holds every row is its own count.
-    firstPage ? undefined : boundedCount(db, () => withCursor(query.filtered(), query, window)),
+    firstPage ? undefined : boundedCount(db, query, () => withCursor(query.filtered(), query, window)),
   ]);
   const hasMore = fetched.length > window.limit;
   const rows = hasMore ? fetched.slice(0, window.limit) : fetched;
   if (backwards) rows.reverse();
-  const total = counted ?? (hasMore ? await boundedCount(db, () => withCursor(query.filtered(), query, window)) : { total: rows.length, exact: true });
+  const total = counted ?? (hasMore ? await boundedCount(db, query, () => withCursor(query.filtered(), query, window)) : { total: rows.length, exact: true });
   // The other direction: rows skipped by the offset are there; past a cursor, the cursor's own row
   // need not match the filters, so one probe asks.
   const cursor = backwards ? window.endingBefore : window.startingAfter;

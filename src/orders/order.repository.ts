@@ -132,8 +132,13 @@ const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settle
  * (org_id, created_at, id); LIMIT is the page size + 1 (the extra row says more follow).
  */
 export const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
-/** Its total, counted up to a bound (src/db/list-page.ts): an index-only scan that stops there. */
-export const COUNT_ORDERS_SQL = 'SELECT count(*) AS n FROM (SELECT 1 FROM orders WHERE org_id = $1 LIMIT $2) capped';
+/**
+ * Its total, counted up to a bound (src/db/list-page.ts): an index-only scan that stops there. The
+ * ORDER BY (the index's) keeps it one: without it the planner took a LIMITed sequential scan of
+ * the table whenever the organization held most of it, which reads as many rows as it must pass
+ * before finding the bound's worth of this organization's (all of them, were they stored last).
+ */
+export const COUNT_ORDERS_SQL = 'SELECT count(*) AS n FROM (SELECT 1 FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2) capped';
 const FIND_KEYSET_SQL = 'SELECT created_at, id FROM orders WHERE org_id = $1 AND id = $2';
 
 const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v === undefined);

@@ -34,7 +34,10 @@ const GRANTING = "o.org_id = $1 AND o.status = 'PAID' AND o.amount_refunded_cent
  * (migration 0120), so a buyer with ten thousand orders of three products costs three index
  * probes, not ten thousand rows. Each product's row is its newest order (its name as last sold).
  * The customer and the wallet-only cases are separate branches, each an index condition (an OR of
- * the two made the planner read every paid order of the organization).
+ * the two made the planner read every paid order of the organization). Each step, the first one
+ * too, is a LATERAL subquery with its own ORDER BY … LIMIT 1: written as a join of the subject and
+ * orders, the first step's order was the join's, so the planner sorted every granting order of
+ * the buyer to keep one (8,000 rows for a buyer with 1 % of a million orders: issue 32's 4.3×).
  */
 export const READ_ACCESS_SQL = `
 WITH RECURSIVE
@@ -47,10 +50,12 @@ WITH RECURSIVE
               coalesce((SELECT id FROM by_id), (SELECT id FROM by_email)) AS customer_id,
               coalesce((SELECT email FROM by_id), (SELECT email FROM by_email)) AS customer_email),
      by_customer AS (
-       (SELECT o.product_id, o.product_name FROM subject s, orders o
-         WHERE NOT s.unknown AND s.customer_id IS NOT NULL AND ${GRANTING} AND o.customer_id = s.customer_id
-           AND ($4::text IS NULL OR lower(o.from_address) = lower($4::text))
-         ORDER BY o.product_id, o.created_at DESC, o.id DESC LIMIT 1)
+       SELECT f.product_id, f.product_name FROM subject s, LATERAL (
+         SELECT o.product_id, o.product_name FROM orders o
+          WHERE ${GRANTING} AND o.customer_id = s.customer_id
+            AND ($4::text IS NULL OR lower(o.from_address) = lower($4::text))
+          ORDER BY o.product_id, o.created_at DESC, o.id DESC LIMIT 1) f
+        WHERE NOT s.unknown AND s.customer_id IS NOT NULL
        UNION ALL
        SELECT n.product_id, n.product_name FROM by_customer p, subject s, LATERAL (
          SELECT o.product_id, o.product_name FROM orders o

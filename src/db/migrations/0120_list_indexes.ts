@@ -78,7 +78,7 @@ async function untimed(db: Knex, run: (sql: (text: string) => Promise<unknown>) 
   }
 }
 
-async function create(db: Knex, indexes: Array<[string, string]>): Promise<void> {
+export async function create(db: Knex, indexes: Array<[string, string]>): Promise<void> {
   const pg = isPostgres(db);
   for (const [name, definition] of indexes) {
     if (pg && (await invalid(db, name))) await untimed(db, (sql) => sql(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`).then(() => undefined));
@@ -86,7 +86,7 @@ async function create(db: Knex, indexes: Array<[string, string]>): Promise<void>
   }
 }
 
-async function drop(db: Knex, indexes: Array<[string, string]>): Promise<void> {
+export async function drop(db: Knex, indexes: Array<[string, string]>): Promise<void> {
   const pg = isPostgres(db);
   for (const [name] of indexes) await untimed(db, (sql) => sql(`DROP INDEX ${pg ? 'CONCURRENTLY ' : ''}IF EXISTS ${name}`).then(() => undefined));
 }

@@ -39,6 +39,8 @@ import * as m0175 from './0175_refund_idempotency_keys.js';
 import * as m0176 from './0176_org_branding.js';
 import * as m0180 from './0180_console_developer_lists.js';
 import * as m0190 from './0190_telemetry_explorer.js';
+import * as m0195 from './0195_wallet_count_index_only.js';
+import * as m0196 from './0196_commerce_metrics_covering.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -84,6 +86,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0176_org_branding': m0176,
   '0180_console_developer_lists': m0180,
   '0190_telemetry_explorer': m0190,
+  '0195_wallet_count_index_only': m0195,
+  '0196_commerce_metrics_covering': m0196,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
