@@ -127,7 +127,8 @@ export function parameterFastPath(document: OpenApiDocument, op: OperationInfo):
     for (const name in query) {
       // A parameter the rules do not cover (integers, formats, arrays) or do not know: the validator decides.
       const rule = queryRules.get(name);
-      if (!rule || !rule(query[name])) return false;
+      // An empty value is refused by the validator ('Empty value found') whatever the schema allows.
+      if (!rule || query[name] === '' || !rule(query[name])) return false;
     }
     for (const name of required) if (query[name] === undefined) return false;
     for (const [name, value] of defaults) if (query[name] === undefined) query[name] = structuredClone(value);
