@@ -740,7 +740,9 @@ export interface paths {
          * Read a telemetry project with its trace counts
          * @description The project and `stats`: stored traces by first ingestion time, `tracesToday` since 00:00
          *     UTC and `tracesThisMonth` since the first of the month (sampled-out traces are not
-         *     counted). Another organization's project is `404`.
+         *     counted), and `otlpEndpoint`: the base OTLP/HTTP endpoint the project's apps export to
+         *     (`{PUBLIC_API_URL}/v1/otlp`; exporters append `/v1/traces`, docs/send-traces.md), so the
+         *     console can show a ready-to-paste snippet. Another organization's project is `404`.
          */
         get: operations["getConsoleTelemetryProject"];
         put?: never;
@@ -2233,6 +2235,11 @@ export interface components {
                     tracesToday: number;
                     tracesThisMonth: number;
                 };
+                /**
+                 * Format: uri
+                 * @description The OTLP/HTTP base endpoint (`{PUBLIC_API_URL}/v1/otlp`) to configure exporters with; they append `/v1/traces`.
+                 */
+                otlpEndpoint: string;
             };
         };
         ConsoleTelemetryKey: {
@@ -5636,7 +5643,8 @@ export interface operations {
                      *         "stats": {
                      *           "tracesToday": 1284,
                      *           "tracesThisMonth": 40211
-                     *         }
+                     *         },
+                     *         "otlpEndpoint": "https://api.kassa.example/v1/otlp"
                      *       }
                      *     }
                      */

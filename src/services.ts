@@ -244,7 +244,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     }),
     orders: createOrdersModule({ uow, clock, orgs, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
-    telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry }),
+    telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
     agentWallet: createAgentWalletModule({
       db,
       secretBox,

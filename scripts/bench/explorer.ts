@@ -2,7 +2,8 @@
  * The telemetry explorer's queries at scale (issue 31): with N spans in one project (default
  * 1,000,000; `BENCH_EXPLORER_SPANS=10000000` for the issue's 10 million; `--short` 100,000), the
  * server time of the trace list's first page and of each filter and sort, sessions and users, a
- * 5,000-span trace, and the metrics dashboard over 30 days; and the storage bytes per span.
+ * 5,000-span trace and its waterfall's render in headless Chromium (scripts/bench/waterfall.ts),
+ * and the metrics dashboard over 30 days; and the storage bytes per span.
  *
  * Server time is the service call plus the JSON the handler writes, in process against
  * PostgreSQL (no HTTP, no network): the figure the issue's targets are about. The data set is
@@ -11,12 +12,10 @@
  *   npm run bench -- --only explorer          (writes docs/benchmarks.md's section)
  *   npx tsx scripts/bench/explorer.ts         (prints only)
  */
-import type { Knex } from 'knex';
 import { openDatabase } from '../../src/db/knex.js';
-import { normalizeIngest } from '../../src/telemetry/normalize.js';
-import { summarize } from '../../src/telemetry/ingest.service.js';
-import { PriceTable } from '../../src/telemetry/prices.js';
-import { KnexTraceRepository, KnexTraceWriter } from '../../src/telemetry/traces.repository.js';
+import { KnexTraceRepository } from '../../src/telemetry/traces.repository.js';
+import { writeBigTrace } from './big-trace.js';
+import { benchWaterfall, WATERFALL_TARGET_MS } from './waterfall.js';
 import { TraceService, type TraceQuery } from '../../src/telemetry/traces.service.js';
 import { MetricsService } from '../../src/telemetry/metrics.service.js';
 import { KnexRollupRepository } from '../../src/telemetry/rollups.repository.js';
@@ -42,28 +41,6 @@ async function time(fn: () => Promise<unknown>): Promise<number[]> {
     out.push(performance.now() - t0);
   }
   return out;
-}
-
-/** One trace of `n` spans: a root and a chain of children with model calls among them. */
-async function writeBigTrace(db: Knex, projectId: string, n: number, startMs: number): Promise<string> {
-  const traceId = 'f'.repeat(16) + '0'.repeat(15) + '1';
-  const iso = (ms: number) => new Date(ms).toISOString();
-  const hex = (i: number) => i.toString(16).padStart(16, '0');
-  const spans = Array.from({ length: n }, (_, i) => ({
-    span_id: hex(i + 1),
-    parent_span_id: i === 0 ? null : hex(Math.max(1, Math.floor(i / 4))),
-    name: i % 10 === 3 ? 'chat gpt-4o-mini' : `step ${i}`,
-    start_time: iso(startMs + i * 3),
-    end_time: iso(startMs + i * 3 + 50 + (i % 7) * 20),
-    attributes: (i % 10 === 3
-        ? { 'gen_ai.request.model': 'gpt-4o-mini', 'gen_ai.usage.input_tokens': 900, 'gen_ai.usage.output_tokens': 120, 'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': 'What is the status of order 1234?', 'gen_ai.completion.0.role': 'assistant', 'gen_ai.completion.0.content': 'Order 1234 shipped yesterday.' }
-        : { 'step.index': i, 'service.name': 'agent' }) as Record<string, string | number>,
-  }));
-  const batch = normalizeIngest({ traces: [{ trace_id: traceId, spans }] }, new PriceTable());
-  await db.transaction(async (trx) => {
-    await new KnexTraceWriter(trx, true).claimTraces(projectId, batch.traces.map((t) => ({ ...summarize(t), spans: t.spans })), new Date(), { optimistic: true });
-  });
-  return traceId;
 }
 
 async function main(): Promise<void> {
@@ -146,6 +123,9 @@ async function main(): Promise<void> {
       await Promise.all(dashboard.slice(0, 1).map((d) => metrics.query(server.orgId, { ...range, ...d, start_time: new Date(now - 30 * DAY).toISOString(), end_time: new Date(now).toISOString(), interval: '1h' })));
     });
 
+    report('rendering the 5,000-span waterfall in headless Chromium …');
+    const waterfall = await benchWaterfall(5000);
+
     const listWorst = Math.max(...listCases.map(([label]) => results[label]!));
     const ms = (x: number) => `${x.toFixed(1)} ms`;
     report(
@@ -153,6 +133,7 @@ async function main(): Promise<void> {
         `\nKassa telemetry explorer (PostgreSQL, ${set.spans.toLocaleString('en-US')} spans / ${set.traces.toLocaleString('en-US')} traces in one project, 30 days; server time, median of ${RUNS})`,
         ...Object.entries(results).map(([label, v]) => `  traces ${label.padEnd(44)} ${ms(v)}`),
         `  trace of 5,000 spans (read + JSON)                 ${ms(median(traceRounds))}`,
+        `  waterfall of 5,000 spans, Chromium render          ${ms(waterfall.renderMs)} (after the answer; navigation to waterfall ${ms(waterfall.navigationMs)})`,
         `  metrics dashboard, 30 days by day (8 queries)      ${ms(median(metricsRounds))}`,
         `  metrics, 30 days unaligned hourly (1 query)        ${ms(median(unalignedRounds))}`,
         `  storage per span (traces + model calls + rollups, with indexes and TOAST): ${Math.round(size.perSpan)} bytes`,
@@ -164,6 +145,8 @@ async function main(): Promise<void> {
         figures: {
           listMs: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, round(v)])),
           traceOf5000SpansMs: round(median(traceRounds)),
+          waterfallOf5000SpansRenderMs: waterfall.renderMs,
+          waterfallOf5000SpansNavigationMs: waterfall.navigationMs,
           metricsDashboard30dMs: round(median(metricsRounds)),
           metricsUnaligned30dHourlyMs: round(median(unalignedRounds)),
           bytesPerSpan: Math.round(size.perSpan),
@@ -174,6 +157,7 @@ async function main(): Promise<void> {
         targets: [
           target(`trace list, slowest first page or filter (${set.spans} spans)`, listWorst, 'ms', LIST_TARGET_MS, true),
           target('trace of 5,000 spans', median(traceRounds), 'ms', TRACE_TARGET_MS, true, { rounds: traceRounds }),
+          target('waterfall of 5,000 spans, Chromium render', waterfall.renderMs, 'ms', WATERFALL_TARGET_MS, true, { rounds: waterfall.renderRuns }),
           target('metrics dashboard, 30 days', median(metricsRounds), 'ms', METRICS_TARGET_MS, true, { rounds: metricsRounds }),
         ],
       }),

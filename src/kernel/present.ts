@@ -13,6 +13,27 @@ export const iso = (d: Date): string => {
   if (!(year >= 1000 && year <= 9999)) return d.toISOString();
   return `${year}-${twoDigits(d.getUTCMonth() + 1)}-${twoDigits(d.getUTCDate())}T${twoDigits(d.getUTCHours())}:${twoDigits(d.getUTCMinutes())}:${twoDigits(d.getUTCSeconds())}.${threeDigits(d.getUTCMilliseconds())}Z`;
 };
+/**
+ * `new Date(ms).toISOString()`, byte for byte, for many instants close together (a trace's 5,000
+ * spans print 10,000): the "YYYY-MM-DDTHH:MM:" prefix of the last minute seen is reused, so most
+ * calls only print seconds and milliseconds. Non-integers and instants outside years 1000–9999 go
+ * to toISOString (test/kernel/present.test.ts compares them on random and edge instants).
+ */
+let minuteKey = NaN;
+let minutePrefix = '';
+const MIN_MS = -30610224000000; // 1000-01-01T00:00:00.000Z
+const MAX_MS = 253402300799999; // 9999-12-31T23:59:59.999Z
+export const isoFromMs = (ms: number): string => {
+  if (!Number.isInteger(ms) || ms < MIN_MS || ms > MAX_MS) return new Date(ms).toISOString();
+  const minute = Math.floor(ms / 60_000);
+  if (minute !== minuteKey) {
+    minutePrefix = iso(new Date(minute * 60_000)).slice(0, 17);
+    minuteKey = minute;
+  }
+  const inMinute = ms - minute * 60_000;
+  const seconds = Math.floor(inMinute / 1000);
+  return `${minutePrefix}${twoDigits(seconds)}.${threeDigits(inMinute - seconds * 1000)}Z`;
+};
 export const isoOrNull = (d: Date | null | undefined): string | null => (d ? iso(d) : null);
 
 export function page<T>(records: T[], total: number, pageNumber: number, size: number) {

@@ -24,8 +24,9 @@ type TelemetryConsoleHandlers = Pick<
 
 const presentKey = (k: TelemetryKey) => ({ ...presentTelemetryKey(k), lastUsedAt: isoOrNull(k.lastUsedAt) });
 
-export function createTelemetryConsoleHandlers(deps: { projects: ProjectService; keys: TelemetryKeyService }): TelemetryConsoleHandlers {
+export function createTelemetryConsoleHandlers(deps: { projects: ProjectService; keys: TelemetryKeyService; publicApiUrl: string }): TelemetryConsoleHandlers {
   const { projects, keys } = deps;
+  const otlpEndpoint = `${deps.publicApiUrl.replace(/\/+$/, '')}/v1/otlp`;
   return {
     listConsoleTelemetryProjects: async ({ auth }) => ({ status: 200, body: { success: true, message: 'OK', data: (await projects.list(auth.orgId)).map(presentProject) } }),
     createConsoleTelemetryProject: async ({ auth, body }) => ({
@@ -34,7 +35,7 @@ export function createTelemetryConsoleHandlers(deps: { projects: ProjectService;
     }),
     getConsoleTelemetryProject: async ({ auth, params }) => {
       const { project, stats } = await projects.getWithStats(auth.orgId, params.id);
-      return { status: 200, body: { success: true, message: 'OK', data: { ...presentProject(project), stats: { tracesToday: stats.tracesToday, tracesThisMonth: stats.tracesThisMonth } } } };
+      return { status: 200, body: { success: true, message: 'OK', data: { ...presentProject(project), stats: { tracesToday: stats.tracesToday, tracesThisMonth: stats.tracesThisMonth }, otlpEndpoint } } };
     },
     updateConsoleTelemetryProject: async ({ auth, params, body }) => ({
       status: 200,

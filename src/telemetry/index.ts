@@ -59,7 +59,7 @@ export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = {
   prices: {},
 };
 
-export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgService; config?: TelemetryConfig }): TelemetryModule {
+export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgService; config?: TelemetryConfig; /** The telemetry listener's public URL (PUBLIC_API_URL). */ publicApiUrl?: string }): TelemetryModule {
   const { db, clock, orgs } = deps;
   const config = deps.config ?? DEFAULT_TELEMETRY_CONFIG;
   const projectRepo = new KnexProjectRepository(db);
@@ -81,7 +81,7 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     handlers: {
       platform: createTelemetryHandlers(services, clock),
       admin: createTelemetryAdminHandlers({ orgs, ...services }),
-      console: { ...createTelemetryConsoleHandlers(services), ...createTelemetryExplorerHandlers(services) },
+      console: { ...createTelemetryConsoleHandlers({ ...services, publicApiUrl: deps.publicApiUrl ?? 'http://localhost:3001' }), ...createTelemetryExplorerHandlers(services) },
     },
     authenticators: { BearerAuth: telemetryAuthenticator(keys) },
     refineError: refineTelemetryError,

@@ -1,7 +1,7 @@
 /** Telemetry API handlers ({api_url}/v1/projects, traces, metrics, ingest, OTLP). */
 import type { Clock } from '../kernel/clock.js';
 import type { TelemetryHandlers } from '../handler-maps.js';
-import { iso } from '../kernel/present.js';
+import { iso, isoFromMs } from '../kernel/present.js';
 import type { IngestService } from './ingest.service.js';
 import type { MetricsService } from './metrics.service.js';
 import type { ModelPriceService } from './model-prices.service.js';
@@ -76,13 +76,13 @@ export const presentSpan = (s: StoredSpan) => ({
   span_id: s.spanId,
   parent_span_id: s.parentSpanId,
   name: s.name,
-  start_time: new Date(s.startMs).toISOString(),
-  end_time: new Date(s.endMs).toISOString(),
+  start_time: isoFromMs(s.startMs),
+  end_time: isoFromMs(s.endMs),
   duration_ms: s.endMs - s.startMs,
   attributes: s.attributes,
   status: s.statusMessage === null ? { code: s.statusCode } : { code: s.statusCode, message: s.statusMessage },
   ...(s.events
-    ? { events: s.events.map((e) => ({ name: e.name, time: e.timeMs === null ? null : new Date(e.timeMs).toISOString(), attributes: e.attributes })) }
+    ? { events: s.events.map((e) => ({ name: e.name, time: e.timeMs === null ? null : isoFromMs(e.timeMs), attributes: e.attributes })) }
     : {}),
 });
 

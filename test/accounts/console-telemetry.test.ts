@@ -52,6 +52,8 @@ describe('projects', () => {
     const read = await as(dev, ctx.merchant.get(`/v1/console/telemetry-projects/${id}`));
     expect(read.status).toBe(200);
     expect(read.body.data.stats).toEqual({ tracesToday: 0, tracesThisMonth: 0 });
+    // The endpoint exporters are configured with: the telemetry listener's PUBLIC_API_URL + /v1/otlp.
+    expect(read.body.data.otlpEndpoint).toBe('http://api.test/v1/otlp');
 
     const updated = await as(dev, ctx.merchant.patch(`/v1/console/telemetry-projects/${id}`)).send({ name: 'Renamed', sampleRate: 0.25, dataRetentionDays: 7, environment: 'development', description: null });
     expect(updated.status).toBe(200);

@@ -3,7 +3,7 @@
  * byte for byte, on fixed edges and many random instants, and on dates it hands over to it.
  */
 import { describe, expect, it } from 'vitest';
-import { iso, isoOrNull } from '../../src/kernel/present.js';
+import { iso, isoFromMs, isoOrNull } from '../../src/kernel/present.js';
 
 const same = (d: Date) => {
   let theirs: string | Error;
@@ -48,6 +48,20 @@ describe('iso', () => {
       const time = i % 2 === 0 ? (random() * 2 - 1) * 8.64e15 : -3e13 + random() * 2.83e14;
       same(new Date(Math.floor(time)));
     }
+  });
+
+  it('isoFromMs prints what toISOString prints: edges, random instants, a trace\'s close instants', () => {
+    const edges = [0, -1, 1, 59_999, 60_000, -60_000, -60_001, -30610224000000, -30610224000001, 253402300799999, 253402300800000, 1.5, -0.5, 8.64e15, Date.UTC(2026, 10, 28, 23, 59, 59, 999), Date.UTC(2024, 1, 29, 12, 0, 0, 0)];
+    for (const ms of edges) expect(isoFromMs(ms), String(ms)).toBe(new Date(ms).toISOString());
+    expect(() => isoFromMs(NaN)).toThrow(RangeError);
+    let seed = 7;
+    const next = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let i = 0; i < 20_000; i++) {
+      const ms = Math.round((next() * 2 - 1) * 8.64e15);
+      expect(isoFromMs(ms)).toBe(new Date(ms).toISOString());
+    }
+    const start = Date.UTC(2026, 10, 28, 5, 59, 58, 0);
+    for (let ms = start; ms < start + 5000; ms += 7) expect(isoFromMs(ms)).toBe(new Date(ms).toISOString());
   });
 
   it('isoOrNull prints a date and passes absence on as null', () => {

@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { flattenSpanTree, parentIds } from '../../web/console/routes/telemetry/lib/span-tree.js';
 import { MIN_BAR_WIDTH, formatDuration, niceStep, timeScale } from '../../web/console/routes/telemetry/lib/time-scale.js';
 import { parseConversation } from '../../web/console/routes/telemetry/lib/chat.js';
+import { sendTracesSnippets } from '../../web/console/routes/telemetry/lib/snippets.js';
+import { readFileSync } from 'node:fs';
 
 const at = (ms: number) => new Date(Date.UTC(2026, 10, 22) + ms).toISOString();
 const s = (span_id: string, parent_span_id: string | null, start: number) => ({ span_id, parent_span_id, start_time: at(start) });
@@ -116,5 +118,20 @@ describe('parseConversation', () => {
   it('malformed JSON never throws: the semantic-convention attribute is ignored, flattened ones still read', () => {
     const c = parseConversation({ 'gen_ai.input.messages': '[{"role":', 'gen_ai.prompt.0.content': 'plain [not json' });
     expect(c).toMatchObject({ format: 'openllmetry', messages: [{ role: 'user', content: 'plain [not json' }] });
+  });
+});
+
+describe('sendTracesSnippets', () => {
+  const docs = readFileSync(new URL('../../docs/send-traces.md', import.meta.url), 'utf8');
+  it('are docs/send-traces.md\'s code blocks word for word, for the local endpoint', () => {
+    const snippets = sendTracesSnippets('http://localhost:3001/v1/otlp');
+    expect(snippets.map((s) => s.id)).toEqual(['python-otel', 'python-openllmetry', 'node-otel', 'node-openllmetry']);
+    for (const snippet of snippets) for (const block of snippet.blocks) expect(docs).toContain('```' + block.lang + '\n' + block.text + '```');
+  });
+  it("fill in the project's endpoint everywhere", () => {
+    const text = JSON.stringify(sendTracesSnippets('https://api.kassa.example/v1/otlp'));
+    expect(text).not.toContain('localhost:3001');
+    for (const snippet of sendTracesSnippets('https://api.kassa.example/v1/otlp'))
+      expect(snippet.blocks.some((b) => b.text.includes('https://api.kassa.example/v1/otlp'))).toBe(true);
   });
 });

@@ -1,12 +1,13 @@
 /**
  * The telemetry explorer's routes: /console/telemetry (projects), …/{project}/traces,
- * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics, …/{project}/prices, …/{project}/users.
+ * …/{project}/traces/{trace}?span=…, …/{project}/sessions, …/{project}/metrics, …/{project}/prices, …/{project}/users, …/{project}/settings.
  */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { MetricsPage } from './metrics-page';
 import { PricesPage } from './prices-page';
 import { SessionsPage } from './sessions-page';
+import { SettingsPage } from './settings-page';
 import { TracePage } from './trace-page';
 import { TracesPage } from './traces-page';
 import { UsersPage } from './users-page';
@@ -20,6 +21,7 @@ export function TelemetryPage() {
   if (projectId && section === 'sessions') return <SessionsPage projectId={projectId} />;
   if (projectId && section === 'metrics') return <MetricsPage projectId={projectId} />;
   if (projectId && section === 'prices') return <PricesPage projectId={projectId} />;
+  if (projectId && section === 'settings') return <SettingsPage projectId={projectId} />;
   if (projectId && section === 'users') return <UsersPage projectId={projectId} />;
   if (projectId) return <TracesPage projectId={projectId} />;
   return <Projects />;
@@ -37,7 +39,10 @@ function Projects() {
         <ul>
           {projects.data.map((p) => (
             <li key={p.projectId}>
-              <a href={`/console/telemetry/${p.projectId}/traces`}>{p.name}</a> <span class="muted small">{p.environment}</span>
+              <a href={`/console/telemetry/${p.projectId}/traces`}>{p.name}</a> <span class="muted small">{p.environment}</span>{' '}
+              <a href={`/console/telemetry/${p.projectId}/settings`} aria-label={`${p.name} settings`}>
+                Settings
+              </a>
             </li>
           ))}
         </ul>

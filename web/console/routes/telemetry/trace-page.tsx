@@ -63,8 +63,22 @@ export function TracePage(props: { projectId: string; traceId: string }) {
               ['Spans', <span data-field="span-count">{spans.length}</span>],
             ]}
           />
+          <div class="waterfall-scale" aria-hidden="true" data-testid="waterfall-ticks">
+            <span class="waterfall-scale-axis">
+              {scale.ticks.map((t) => (
+                <span key={t.at} class="waterfall-tick" data-at={t.at} style={{ left: `${t.at * 100}%` }}>
+                  {t.label}
+                </span>
+              ))}
+            </span>
+          </div>
           <div class="waterfall" role="tree" aria-label="Spans" style={{ height: `${Math.min(rows.length, VIEW_ROWS) * ROW_HEIGHT + 4}px`, overflowY: 'auto', position: 'relative' }} onScroll={(e) => setScrollTop((e.currentTarget as HTMLElement).scrollTop)} tabIndex={0}>
             <div style={{ height: `${rows.length * ROW_HEIGHT}px`, position: 'relative' }}>
+              <span class="waterfall-grid" aria-hidden="true">
+                {scale.ticks.map((t) => (
+                  <span key={t.at} style={{ left: `${t.at * 100}%` }} />
+                ))}
+              </span>
               {visible.map((row, i) => {
                 const s = row.span;
                 const bar = scale.bar(Date.parse(s.start_time), Date.parse(s.end_time));
@@ -81,8 +95,9 @@ export function TracePage(props: { projectId: string; traceId: string }) {
                     style={{ position: 'absolute', top: `${(first + i) * ROW_HEIGHT}px`, height: `${ROW_HEIGHT}px`, left: 0, right: 0, display: 'flex' }}
                   >
                     <span style={{ width: '40%', paddingLeft: `${row.depth * 12}px`, whiteSpace: 'nowrap', overflow: 'hidden', textOverflow: 'ellipsis' }}>
+                      {row.childCount === 0 && <span class="tree-toggle-space" />}
                       {row.childCount > 0 && (
-                        <button type="button" class="link" aria-label={row.collapsed ? `Expand ${s.name}` : `Collapse ${s.name}`} onClick={() => toggle(s.span_id)}>
+                        <button type="button" class="tree-toggle" aria-label={row.collapsed ? `Expand ${s.name}` : `Collapse ${s.name}`} onClick={() => toggle(s.span_id)}>
                           {row.collapsed ? '▸' : '▾'}
                         </button>
                       )}

@@ -63,7 +63,7 @@ export function TracesPage(props: { projectId: string }) {
   return (
     <>
       <PageHeader title="Traces">
-        <a href={`${base}/sessions`}>Sessions</a> <a href={`${base}/metrics`}>Metrics</a> <a href={`${base}/prices`}>Prices</a>
+        <a href={`${base}/sessions`}>Sessions</a> <a href={`${base}/metrics`}>Metrics</a> <a href={`${base}/prices`}>Prices</a> <a href={`${base}/settings`}>Settings</a>
       </PageHeader>
       <form class="toolbar" onSubmit={apply} aria-label="Trace filters">
         <label>
