@@ -1,7 +1,7 @@
-/** The console's WebAuthn conversions (web/console/shared/webauthn.ts): base64url ↔ bytes, options → ArrayBuffers, credential → JSON. */
+/** The console's WebAuthn conversions (web/console/shared/webauthn-codec.ts): base64url ↔ bytes, options → ArrayBuffers, credential → JSON. */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { assertionJSON, attestationJSON, base64urlToBytes, bytesToBase64url, creationOptions, requestOptions } from '../../web/console/shared/webauthn.js';
+import { assertionJSON, attestationJSON, base64urlToBytes, bytesToBase64url, creationOptions, requestOptions } from '../../web/console/shared/webauthn-codec.js';
 
 describe('base64url', () => {
   it('round-trips every length 0–64 and matches Node’s encoder (no padding, - and _)', () => {
@@ -55,7 +55,7 @@ describe('credentials', () => {
       authenticatorAttachment: 'platform',
       getClientExtensionResults: () => ({ credProps: { rk: true } }),
       response: { clientDataJSON: buf(1), attestationObject: buf(2), getTransports: () => ['internal'] },
-    } as unknown as PublicKeyCredential;
+    } as unknown as Parameters<typeof attestationJSON>[0];
     expect(attestationJSON(credential)).toEqual({
       id: 'BAUG',
       rawId: 'BAUG',
@@ -73,7 +73,7 @@ describe('credentials', () => {
       authenticatorAttachment: null,
       getClientExtensionResults: () => ({}),
       response: { clientDataJSON: buf(1), authenticatorData: buf(2), signature: buf(3), userHandle: null },
-    } as unknown as PublicKeyCredential;
+    } as unknown as Parameters<typeof assertionJSON>[0];
     expect(assertionJSON(credential)).toEqual({ id: 'BAUG', rawId: 'BAUG', type: 'public-key', clientExtensionResults: {}, response: { clientDataJSON: 'AQ', authenticatorData: 'Ag', signature: 'Aw' } });
   });
 });
