@@ -469,8 +469,9 @@ export class AccountService {
    * organization of the user requires a second factor (409), as GitHub keeps 2FA on then.
    */
   async removePasskey(auth: SessionAuth, id: string, clientAddress: string | null): Promise<void> {
-    const keepOne = await this.passkeyRepo().anyMembershipRequiresSecondFactor(auth.userId);
-    const removed = await this.passkeys.remove(auth.userId, id, keepOne);
+    // The rule is checked inside the deletion's transaction, under a lock on the user's passkeys
+    // (an owner switching the requirement on at the same moment: test/accounts/passkey-requirement-race.test.ts).
+    const removed = await this.passkeys.remove(auth.userId, id);
     if (removed === undefined) throw notFound('Passkey');
     if (removed === 'last') throw conflict('An organization of this account requires a second factor: register another passkey before removing the last one');
     await this.auditEveryOrganization(auth.userId, { actor: auth.actor, action: 'passkey.remove', target: { type: 'passkey', id: removed.id }, summary: `removed the passkey "${removed.name}"`, clientAddress });
@@ -490,9 +491,11 @@ export class AccountService {
     if (auth.role !== 'owner') throw forbidden('Only an owner can change whether the organization requires a second factor');
     const repo = this.passkeyRepo();
     const before = await repo.security(auth.orgId);
-    if (required && (await this.passkeys.list(auth.userId)).length === 0) throw conflict('Register a passkey yourself before requiring a second factor of every member');
+    const noPasskey = () => conflict('Register a passkey yourself before requiring a second factor of every member');
+    if (required && (await this.passkeys.list(auth.userId)).length === 0) throw noPasskey();
     if (before.requireSecondFactor !== required) {
-      await repo.setRequireSecondFactor(auth.orgId, required, `user:${auth.userId}`, this.clock.now());
+      // Checked again under a lock on the owner's passkeys, as they may be removing the last one right now.
+      if ((await repo.setRequireSecondFactor(auth.orgId, required, auth.userId, this.clock.now())) === 'no_passkey') throw noPasskey();
       await this.audit.record({
         orgId: auth.orgId,
         actor: auth.actor,

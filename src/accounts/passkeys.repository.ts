@@ -1,4 +1,5 @@
 /** Passkeys, WebAuthn ceremony challenges and organizations' second-factor switch. The only knex user of this part of the domain. */
+import type { Knex } from 'knex';
 import type { Db } from '../db/knex.js';
 
 export type DeviceType = 'singleDevice' | 'multiDevice';
@@ -42,11 +43,13 @@ export interface PasskeyRepository {
   listPasskeys(userId: string): Promise<Passkey[]>;
   findPasskeyByCredentialId(credentialId: string): Promise<Passkey | undefined>;
   /**
-   * Deletes one of the user's passkeys. When `keepOne` is set, refuses ('last') to delete the
-   * user's only passkey; the user's passkeys are locked first, so two concurrent deletions cannot
-   * both pass that check.
+   * Deletes one of the user's passkeys; refuses ('last') to delete the user's only passkey while an
+   * organization of theirs requires a second factor. The user's passkeys are locked first and the
+   * requirement is read after the lock, in the same transaction, so neither a concurrent deletion
+   * nor an owner switching the requirement on (setRequireSecondFactor locks the same rows) can slip
+   * between the check and the delete.
    */
-  deletePasskey(userId: string, id: string, keepOne: boolean): Promise<Passkey | 'last' | undefined>;
+  deletePasskey(userId: string, id: string): Promise<Passkey | 'last' | undefined>;
   /**
    * Records a use: the counter moves only forwards (a conditional update; false when another
    * request already moved it to this value or beyond, which is a replayed or cloned authenticator).
@@ -59,7 +62,12 @@ export interface PasskeyRepository {
   removeExpiredChallenges(before: Date, limit: number): Promise<number>;
 
   security(orgId: string): Promise<OrganizationSecurity>;
-  setRequireSecondFactor(orgId: string, required: boolean, by: string, now: Date): Promise<OrganizationSecurity>;
+  /**
+   * Sets the requirement. Turning it on needs a passkey of the user `byUserId` (the owner doing it):
+   * their passkeys are locked (FOR SHARE) while the setting is written, so a concurrent deletion of
+   * their last passkey either finishes first ('no_passkey') or sees the requirement and keeps it.
+   */
+  setRequireSecondFactor(orgId: string, required: boolean, byUserId: string, now: Date): Promise<OrganizationSecurity | 'no_passkey'>;
   /** Whether any organization the user belongs to requires a second factor. */
   anyMembershipRequiresSecondFactor(userId: string): Promise<boolean>;
   /** Members of the organization without a passkey. */
@@ -118,6 +126,16 @@ const toChallenge = (row: ChallengeRow): Challenge => ({
   expiresAt: new Date(row.expires_at),
 });
 
+/** Whether any organization the user belongs to requires a second factor (on `db` or a transaction). */
+async function requiresSecondFactor(db: Knex | Knex.Transaction, userId: string): Promise<boolean> {
+  const row = await db('memberships as m')
+    .join('organization_security as s', 's.org_id', 'm.org_id')
+    .where('m.user_id', userId)
+    .where('s.require_second_factor', true)
+    .first('m.org_id');
+  return row !== undefined;
+}
+
 export class KnexPasskeyRepository implements PasskeyRepository {
   constructor(private readonly db: Db) {}
 
@@ -152,12 +170,14 @@ export class KnexPasskeyRepository implements PasskeyRepository {
     return row ? toPasskey(row) : undefined;
   }
 
-  async deletePasskey(userId: string, id: string, keepOne: boolean): Promise<Passkey | 'last' | undefined> {
+  async deletePasskey(userId: string, id: string): Promise<Passkey | 'last' | undefined> {
     return this.db.transaction(async (trx) => {
       const mine = await trx<PasskeyRow>('passkeys').where({ user_id: userId }).forUpdate().select('*');
       const target = mine.find((row) => row.id === id);
       if (!target) return undefined;
-      if (keepOne && mine.length <= 1) return 'last';
+      // Read after the lock (a new snapshot under READ COMMITTED): a requirement switched on by a
+      // transaction that held these rows is visible here.
+      if (mine.length <= 1 && (await requiresSecondFactor(trx, userId))) return 'last';
       await trx('passkeys').where({ id, user_id: userId }).delete();
       return toPasskey(target);
     });
@@ -210,21 +230,23 @@ export class KnexPasskeyRepository implements PasskeyRepository {
       : { orgId, requireSecondFactor: false, updatedAt: null, updatedBy: null };
   }
 
-  async setRequireSecondFactor(orgId: string, required: boolean, by: string, now: Date): Promise<OrganizationSecurity> {
-    await this.db<SecurityRow>('organization_security')
-      .insert({ org_id: orgId, require_second_factor: required, updated_at: now, updated_by: by })
-      .onConflict('org_id')
-      .merge();
-    return { orgId, requireSecondFactor: required, updatedAt: now, updatedBy: by };
+  async setRequireSecondFactor(orgId: string, required: boolean, byUserId: string, now: Date): Promise<OrganizationSecurity | 'no_passkey'> {
+    const by = `user:${byUserId}`;
+    return this.db.transaction(async (trx) => {
+      if (required) {
+        const own = await trx<PasskeyRow>('passkeys').where({ user_id: byUserId }).forShare().select('id');
+        if (own.length === 0) return 'no_passkey' as const;
+      }
+      await trx<SecurityRow>('organization_security')
+        .insert({ org_id: orgId, require_second_factor: required, updated_at: now, updated_by: by })
+        .onConflict('org_id')
+        .merge();
+      return { orgId, requireSecondFactor: required, updatedAt: now, updatedBy: by };
+    });
   }
 
-  async anyMembershipRequiresSecondFactor(userId: string): Promise<boolean> {
-    const row = await this.db('memberships as m')
-      .join('organization_security as s', 's.org_id', 'm.org_id')
-      .where('m.user_id', userId)
-      .where('s.require_second_factor', true)
-      .first('m.org_id');
-    return row !== undefined;
+  anyMembershipRequiresSecondFactor(userId: string): Promise<boolean> {
+    return requiresSecondFactor(this.db, userId);
   }
 
   async membersWithoutPasskey(orgId: string): Promise<Array<{ userId: string; email: string; role: string }>> {

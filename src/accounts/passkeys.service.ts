@@ -139,8 +139,8 @@ export class PasskeyService {
     return passkey;
   }
 
-  async remove(userId: string, id: string, keepOne: boolean) {
-    return this.repo.deletePasskey(userId, id, keepOne);
+  async remove(userId: string, id: string) {
+    return this.repo.deletePasskey(userId, id);
   }
 
   // ---- authentication ------------------------------------------------------------------------

@@ -50,10 +50,12 @@ export interface ConsoleHarness {
   close(): Promise<void>;
 }
 
-export async function startConsoleHarness(options: { env?: Record<string, string> } = {}): Promise<ConsoleHarness> {
+/** `localhost: true` serves the console as http://localhost:PORT (WebAuthn wants an RP ID that is a domain; localhost is also a secure context). */
+export async function startConsoleHarness(options: { env?: Record<string, string>; localhost?: boolean } = {}): Promise<ConsoleHarness> {
   mkdirSync(CONSOLE_SCREENSHOTS, { recursive: true });
   let app: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
-  const served = await serveOnLoopback((req, res) => (app ? app(req, res) : res.writeHead(503).end()));
+  const loopback = await serveOnLoopback((req, res) => (app ? app(req, res) : res.writeHead(503).end()));
+  const served = options.localhost ? { ...loopback, origin: loopback.origin.replace('127.0.0.1', 'localhost') } : loopback;
   const ctx = await createTestContext({ env: { PUBLIC_BASE_URL: served.origin, ...options.env } });
   ctx.clock.set(new Date());
   app = ctx.apps.merchant as unknown as typeof app;

@@ -71,6 +71,8 @@ function Gate() {
   useEffect(() => {
     if (!loading && !session && !isPublic) route(`/console/sign-in${filtersToQuery({ next: url })}`, true);
     if (!loading && session && path === '/console/sign-in') route('/console/', true);
+    // A restricted session (the organization requires a second factor, no passkey yet) can only add one.
+    else if (!loading && session?.secondFactor.restricted && !isPublic && path !== '/console/settings/security') route('/console/settings/security', true);
   }, [loading, session, isPublic, path, url, route]);
   if (path === '/console/sign-in-link') return <SignInLinkPage />;
   if (path === '/console/accept-invite') return <LinkPasswordPage kind="invite" />;

@@ -1,4 +1,4 @@
-/** Settings: members and invites, the audit log, your account (sign out everywhere). */
+/** Settings: members and invites, the audit log, security (passkeys, the second-factor requirement), your account (sign out everywhere). */
 import { useLocation } from 'preact-iso';
 import { PageHeader } from '../../components/ui';
 import { Tabs } from '../../components/tabs';
@@ -7,6 +7,7 @@ import { AuditLogSection } from './components/audit-log-section';
 import { MembersSection } from './components/members-section';
 import { SecuritySection } from './components/security-section';
 import { OrganizationSection } from './components/organization-section';
+import { PasskeysSection, RestrictedBanner } from './components/passkeys-section';
 
 export function SettingsPage() {
   const { path } = useLocation();
@@ -15,8 +16,18 @@ export function SettingsPage() {
     { href: '/console/settings/organization', label: 'Organization' },
     ...(can('members:manage') ? [{ href: '/console/settings/members', label: 'Members' }] : []),
     ...(can('audit:read') ? [{ href: '/console/settings/audit-log', label: 'Audit log' }] : []),
+    { href: '/console/settings/security', label: 'Security' },
     { href: '/console/settings', label: 'Your account' },
   ];
+  if (path === '/console/settings/security')
+    return (
+      <>
+        <PageHeader title="Security" />
+        <RestrictedBanner />
+        <Tabs label="Settings" tabs={tabs} />
+        <PasskeysSection />
+      </>
+    );
   return (
     <>
       <PageHeader title="Settings" />

@@ -15,3 +15,11 @@ export const removeMember = (id: string) => consoleApi.DELETE('/v1/console/membe
 export const createInvite = (email: string, role: Role) => consoleApi.POST('/v1/console/invites', { body: { email, role } }).then((r) => ({ ...r, data: r.data?.data }));
 export const revokeInvite = (id: string) => consoleApi.POST('/v1/console/invites/{id}/revoke', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
 export const signOutEverywhere = () => consoleApi.POST('/v1/console/sign-out-everywhere').then((r) => ({ ...r, data: r.data ?? {} }));
+
+// ---- passkeys and the second-factor requirement (Settings → Security) ----------------------------
+export const usePasskeys = () => useApi(() => consoleApi.GET('/v1/console/passkeys').then((r) => ({ ...r, data: r.data?.data })), []);
+export const useOrganizationSecurity = (enabled: boolean) =>
+  useApi(() => (enabled ? consoleApi.GET('/v1/console/organization/security').then((r) => ({ ...r, data: r.data?.data })) : Promise.resolve({ data: undefined })), [enabled]);
+export const removePasskey = (id: string) => consoleApi.DELETE('/v1/console/passkeys/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data ?? {} }));
+export const setRequireSecondFactor = (requireSecondFactor: boolean) => consoleApi.PUT('/v1/console/organization/security', { body: { requireSecondFactor } }).then((r) => ({ ...r, data: r.data?.data }));
+export const reloadSession = () => consoleApi.GET('/v1/console/session').then((r) => ({ ...r, data: r.data?.data }));

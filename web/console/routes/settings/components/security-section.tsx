@@ -33,7 +33,7 @@ export function SecuritySection() {
       >
         <p>Every browser signed in as {session.user.email} is signed out, this one too.</p>
       </ConfirmButton>
-      <p class="muted small">Passkeys are not available yet.</p>
+      <p class="muted small">Passkeys: <a href="/console/settings/security">Settings → Security</a>.</p>
     </section>
   );
 }
