@@ -10,6 +10,8 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
  * Files that need a worker process of their own (test/own-process.json): Hardhat keeps one runtime
  * per process (a global context, its chain, a config read once), and these start a local chain.
  */
+/** Browser tests of pages run once, on PGlite (test/pages-once.json says why). */
+const pagesOnce = Object.keys(JSON.parse(readFileSync(new URL('./test/pages-once.json', import.meta.url), 'utf8')).files);
 const ownProcess = Object.keys(JSON.parse(readFileSync(new URL('./test/own-process.json', import.meta.url), 'utf8')).files);
 
 export default defineConfig({
@@ -29,7 +31,7 @@ export default defineConfig({
     projects: [
       // One worker process runs file after file: src/ and its dependencies are imported once per
       // worker instead of once per file. Each file still gets its own database and apps.
-      { extends: true, test: { name: 'shared', isolate: false, globalSetup: ['test/harness/global-setup.ts'], include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ownProcess, ...(onPostgres ? Object.keys(databaseFree) : [])] } },
+      { extends: true, test: { name: 'shared', isolate: false, globalSetup: ['test/harness/global-setup.ts'], include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ownProcess, ...(onPostgres ? [...Object.keys(databaseFree), ...pagesOnce] : [])] } },
       { extends: true, test: { name: 'own-process', isolate: true, globalSetup: ['test/harness/global-setup.ts'], include: ownProcess } },
     ],
   },

@@ -30,6 +30,9 @@ export default class SkipSummaryReporter implements Reporter {
       const files: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('../database-free.json', import.meta.url), 'utf8')).files;
       process.stdout.write(`   ${Object.keys(files).length} test files not run on PostgreSQL: they touch no database (test/database-free.json, proven by npm run lint:deps); the PGlite run runs them\n`);
       for (const [file, { reason }] of Object.entries(files)) process.stdout.write(`     ${file}: ${reason}\n`);
+      const pages: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('../pages-once.json', import.meta.url), 'utf8')).files;
+      process.stdout.write(`   ${Object.keys(pages).length} browser test files of pages not run on PostgreSQL (test/pages-once.json): the operations behind them are tested on both databases; the PGlite run runs them\n`);
+      for (const [file, { reason }] of Object.entries(pages)) process.stdout.write(`     ${file}: ${reason}\n`);
     }
   }
 }
