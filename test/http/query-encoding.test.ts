@@ -57,9 +57,9 @@ const CANNOT_HOLD_RESERVED = [
   'merchant getX402Settlement asset',
   'merchant getX402Settlement payer',
   'merchant getX402Settlement nonce',
-  'admin listOrgOrders from_address',
   'telemetry listTraces trace_id',
   'telemetry getMetrics project_id',
+  'admin listOrgOrders from_address',
 ];
 
 /** Bodies for operations that require one (the query is what is tested). */
