@@ -163,7 +163,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     await owner.getByLabel('Wallet name').fill('Spare');
     await owner.getByRole('button', { name: 'Create wallet' }).click();
     await owner.getByRole('heading', { name: 'Spare', level: 3 }).waitFor();
-    await owner.getByLabel('Wallet of Crawler', { exact: true }).selectOption({ label: 'Spare' });
+    await owner.getByRole('combobox', { name: 'Wallet of Crawler' }).selectOption({ label: 'Spare' });
     await owner.getByRole('button', { name: 'Assign wallet to Crawler' }).click();
     const spare = ((await api(owner, 'GET', '/v1/console/agent-wallets')).body.data as typeof wallets).find((w) => w.name === 'Spare')!;
     await expect.poll(async () => ((await api(owner, 'GET', '/v1/console/agents')).body.data as Array<{ name: string; walletId: string }>).find((a) => a.name === 'Crawler')?.walletId).toBe(spare.walletId);

@@ -174,7 +174,7 @@ export function AgentsPage() {
                       ) : (
                         <form
                           class="inline-form"
-                          aria-label={`Wallet of ${a.name}`}
+                          aria-label={`Assign a wallet to ${a.name}`}
                           onSubmit={async (e) => {
                             e.preventDefault();
                             const walletId = assigning[a.agentId] ?? a.walletId ?? '';
