@@ -115,7 +115,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     await owner.getByLabel('Wallet name').fill('Research agents');
     await owner.getByRole('button', { name: 'Create wallet' }).click();
     await owner.getByRole('heading', { name: 'Research agents', level: 3 }).waitFor();
-    await owner.getByText('Default x402 policy').first().waitFor();
+    await owner.getByText(/The default x402 policy, made with the wallet/).first().waitFor();
     const wallets = (await api(owner, 'GET', '/v1/console/agent-wallets')).body.data as Array<{ walletId: string; walletAddress: string; name: string }>;
     const wallet = wallets.find((w) => w.name === 'Research agents')!;
 

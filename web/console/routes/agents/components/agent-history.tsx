@@ -5,6 +5,15 @@ import { filtersToQuery, queryToFilters } from '../../../shared/format';
 import { consoleTimeZone } from '../../../shared/time-zone';
 import { useHistory, type HistoryQuery } from '../use-agents';
 
+/** USDC has 6 decimals: base units shown as USDC (exact, as a decimal string); other assets as base units. */
+export function formatAmount(amount: string, asset: string | null): string {
+  if (asset !== 'USDC' || !/^\d+$/.test(amount)) return `${amount} base units${asset ? ` of ${asset}` : ''}`;
+  const padded = amount.padStart(7, '0');
+  const whole = padded.slice(0, -6).replace(/^0+(?=\d)/, '');
+  const fraction = padded.slice(-6).replace(/0+$/, '');
+  return `${whole}${fraction ? `.${fraction}` : ''} USDC`;
+}
+
 const KEYS = ['wallet_id', 'agent_id', 'status', 'starting_after'] as const;
 const PATH = '/console/agents/history';
 const TONES = { signed: 'good', confirmed: 'good', denied: 'bad', failed: 'bad', pending: 'warn' } as const;
@@ -88,7 +97,7 @@ export function AgentHistory(props: { wallets: Array<{ walletId: string; name: s
                     {r.resourceUrl && <div class="small mono">{r.resourceUrl}</div>}
                     {r.amount && (
                       <div class="small">
-                        {r.amount} {r.asset ?? ''} base units{r.destination ? <> to <span class="mono">{r.destination}</span></> : null}
+                        {formatAmount(r.amount, r.asset)}{r.destination ? <> to <span class="mono">{r.destination}</span></> : null}
                       </div>
                     )}
                   </td>

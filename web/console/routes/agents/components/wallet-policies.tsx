@@ -16,7 +16,7 @@ export function WalletPolicies(props: { walletId: string }) {
     <div>
       <h4>Policies</h4>
       <p class="muted small">
-        Everything not allowed by a policy is denied, and a matching deny rule wins over any allow. The default policy (<em>Default x402 policy</em>) allows an x402 payment: an EIP-712 USDC
+        Everything not allowed by a policy is denied, and a matching deny rule wins over any allow. The default x402 policy, made with the wallet, allows an x402 payment: an EIP-712 USDC{' '}
         <code>TransferWithAuthorization</code> (EIP-3009) of at most 5 USDC (5000000 base units) per signature, on each configured chain and only for that chain's USDC contract. Delete it to allow
         nothing; add policies to allow more or to deny some of it.
       </p>
