@@ -22,7 +22,8 @@ let platform: Awaited<ReturnType<typeof listenPlatform>>;
 const heading = (page: Page, name: string | RegExp) => page.getByRole('heading', { name, level: 1 }).waitFor();
 
 /** A documented operation called with the page's session (and its CSRF token for writes). */
-async function api(page: Page, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+async function api(page: Page, method: string, path: string, body?: unknown): // eslint-disable-next-line @typescript-eslint/no-explicit-any
+Promise<{ status: number; body: any }> {
   return page.evaluate(
     async ([method, path, body]) => {
       const session = (await (await fetch('/v1/console/session')).json()) as { data: { csrfToken: string } };
@@ -48,7 +49,7 @@ const agentCalls = async (agentWalletKey: string) => {
 async function tabTo(page: Page, selector: string, limit = 120) {
   for (let i = 0; i < limit; i++) {
     await page.keyboard.press('Tab');
-    if (await page.evaluate((s) => document.activeElement?.matches(s) ?? false, selector)) return;
+    if ((await page.evaluate(`document.activeElement?.matches(${JSON.stringify(selector)}) ?? false`)) as boolean) return;
   }
   throw new Error(`${selector} not reached by Tab`);
 }
@@ -188,7 +189,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     const chains = (await api(owner, 'GET', '/v1/console/receiving-wallets')).body.data.chains as Array<{ chainId: number; chainName: string }>;
     const chain = chains[0]!;
     const input = `#receiving-${chain.chainId}`;
-    await owner.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await owner.evaluate('document.activeElement?.blur()');
     await tabTo(owner, input);
     await owner.keyboard.type('0x5aaeb6053F3E94C9b9A09f33669435E7Ef1BeAed');
     await owner.keyboard.press('Enter');
@@ -207,7 +208,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     expect(set).toEqual([expect.objectContaining({ chainId: chain.chainId, address: '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed' })]);
 
     await tabTo(owner, `button.danger`);
-    expect(await owner.evaluate(() => document.activeElement?.textContent)).toBe(`Remove ${chain.chainName} wallet`);
+    expect(await owner.evaluate('document.activeElement?.textContent')).toBe(`Remove ${chain.chainName} wallet`);
     await owner.keyboard.press('Enter');
     const dialog = owner.getByRole('dialog', { name: `Remove the receiving wallet on ${chain.chainName}?` });
     await dialog.waitFor();
