@@ -1,18 +1,9 @@
 /** The agents' signing history: filters (wallet, agent, status) and the cursor in the URL; resource URLs, decisions and denial reasons. */
 import { useLocation } from 'preact-iso';
 import { Badge, Empty, ErrorNotice, Loading, Time } from '../../../components/ui';
-import { filtersToQuery, queryToFilters } from '../../../shared/format';
+import { filtersToQuery, formatAmount, queryToFilters } from '../../../shared/format';
 import { consoleTimeZone } from '../../../shared/time-zone';
 import { useHistory, type HistoryQuery } from '../use-agents';
-
-/** USDC has 6 decimals: base units shown as USDC (exact, as a decimal string); other assets as base units. */
-export function formatAmount(amount: string, asset: string | null): string {
-  if (asset !== 'USDC' || !/^\d+$/.test(amount)) return `${amount} base units${asset ? ` of ${asset}` : ''}`;
-  const padded = amount.padStart(7, '0');
-  const whole = padded.slice(0, -6).replace(/^0+(?=\d)/, '');
-  const fraction = padded.slice(-6).replace(/0+$/, '');
-  return `${whole}${fraction ? `.${fraction}` : ''} USDC`;
-}
 
 const KEYS = ['wallet_id', 'agent_id', 'status', 'starting_after'] as const;
 const PATH = '/console/agents/history';
