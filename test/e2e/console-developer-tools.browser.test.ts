@@ -203,7 +203,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     await owner.keyboard.press('Control+A');
     await owner.keyboard.type('0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed');
     await owner.keyboard.press('Enter');
-    await owner.getByText('Saved.').waitFor();
+    await owner.getByText('Wallet saved.').waitFor();
     const set = (await api(owner, 'GET', '/v1/console/receiving-wallets')).body.data.wallets as Array<{ chainId: number; address: string }>;
     expect(set).toEqual([expect.objectContaining({ chainId: chain.chainId, address: '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed' })]);
 

@@ -66,7 +66,7 @@ export function ReceivingWallets() {
                 onInput={(e) => setInputs({ ...inputs, [c.chainId]: e.currentTarget.value })}
               />
               <button type="submit" class="primary" disabled={pending === c.chainId}>
-                Save<span class="visually-hidden"> the {c.chainName} wallet</span>
+                Set wallet<span class="visually-hidden"> on {c.chainName}</span>
               </button>
               {wallet && (
                 <ConfirmButton
@@ -91,7 +91,7 @@ export function ReceivingWallets() {
                 {error}
               </p>
             )}
-            {saved === c.chainId && !error && <p role="status" class="small">Saved.</p>}
+            {saved === c.chainId && !error && <p role="status" class="small">Wallet saved.</p>}
           </form>
         );
       })}
