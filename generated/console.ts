@@ -1145,6 +1145,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/products/{id}/x402-paywalls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The x402 paywalls on a product's prices
+         * @description Which of the product's prices are sold at Kassa's own x402 URL (`{base_url}/x402/prices/{id}`),
+         *     ordered by price id: one entry per price with a paywall, none for the others. Paywalls are
+         *     set and removed with the merchant API's `PUT`/`DELETE /v1/x402/paywalls/{id}` (permission
+         *     `x402:settle`), which the session may call; this read needs the same permission (owners,
+         *     admins and developers: `403` for support and viewers, who see the prices without it).
+         *     Another organization's product is `404`.
+         */
+        get: operations["listConsoleX402Paywalls"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/console/products/{id}/prices": {
         parameters: {
             query?: never;
@@ -2329,6 +2357,22 @@ export interface components {
                 hasMore: boolean;
                 nextCursor: string | null;
             };
+        };
+        ConsoleX402PaywallListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                pricingId: string;
+                /** @description The x402 resource: `{base_url}/x402/prices/{pricingId}`. */
+                url: string;
+                /** @description Where a paid request is redirected (303); null: Kassa answers with a signed receipt. */
+                contentUrl: string | null;
+                /** Format: date-time */
+                createdAt: string;
+                /** Format: date-time */
+                updatedAt: string;
+            }[];
         };
         /** @description A payment link with what it sells, for lists that need no second request. */
         ConsolePaymentLink: {
@@ -6780,6 +6824,50 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["ProductResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listConsoleX402Paywalls: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The product's paywalls. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": [
+                     *         {
+                     *           "pricingId": "PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *           "url": "https://pay.example.com/x402/prices/PRC_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                     *           "contentUrl": null,
+                     *           "createdAt": "2026-11-20T08:00:00.000Z",
+                     *           "updatedAt": "2026-11-20T08:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ConsoleX402PaywallListResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

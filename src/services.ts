@@ -217,7 +217,10 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     logger,
     secretBox,
     paywallUrlPrefix: `${(config.publicBaseUrl ?? 'http://localhost:3000').replace(/\/+$/, '')}/x402/prices/`,
-    paywallCatalog: { findPrice: (orgId, priceId) => catalogModule.catalog.findPrice(orgId, priceId) },
+    paywallCatalog: {
+      findPrice: (orgId, priceId) => catalogModule.catalog.findPrice(orgId, priceId),
+      listProductPriceIds: async (orgId, productId) => (await catalogModule.catalog.listPrices(productId, orgId)).map((p) => p.id),
+    },
     // The webhooks module is built below; receipts are signed only once requests arrive.
     signReceipt: async (id, timestampSeconds, body) => ({ ...signX402Receipt(await modules.webhooks.signingKeys.signers(), id, timestampSeconds, body) }),
     observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),

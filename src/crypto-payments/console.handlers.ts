@@ -1,16 +1,23 @@
 /**
- * The console's receiving wallets (openapi/console.yaml, tag Settings): the admin API's
+ * The console's receiving wallets (openapi/console.yaml, tag Settings) and the x402 paywalls of a
+ * product's prices (tag Catalog). Receiving wallets: the admin API's
  * CryptoQuoteService methods for the member's organization, with the configured chains for a
  * settings page. Audited at composition.
  */
 import type { ConsoleHandlers } from '../handler-maps.js';
 import { presentWallet } from './admin.handlers.js';
 import { caip2, type CryptoQuoteService } from './crypto-quote.service.js';
+import type { X402PaywallService } from './x402-paywall.service.js';
 
 export function createCryptoConsoleHandlers(
   crypto: CryptoQuoteService,
-): Pick<ConsoleHandlers, 'listConsoleReceivingWallets' | 'setConsoleReceivingWallet' | 'deleteConsoleReceivingWallet'> {
+  paywalls: Pick<X402PaywallService, 'listForProduct'>,
+): Pick<ConsoleHandlers, 'listConsoleReceivingWallets' | 'setConsoleReceivingWallet' | 'deleteConsoleReceivingWallet' | 'listConsoleX402Paywalls'> {
   return {
+    listConsoleX402Paywalls: async ({ auth, params }) => ({
+      status: 200,
+      body: { success: true, message: 'OK', data: await paywalls.listForProduct(auth.orgId, params.id) },
+    }),
     listConsoleReceivingWallets: async ({ auth }) => ({
       status: 200,
       body: {

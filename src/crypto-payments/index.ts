@@ -85,7 +85,7 @@ export function createCryptoPaymentsModule(deps: {
     x402,
     x402Paywalls,
     pages: (router) => registerX402Pages(router, x402Paywalls, deps.logger),
-    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls), console: createCryptoConsoleHandlers(cryptoQuotes) },
+    handlers: { admin: { ...createCryptoAdminHandlers(cryptoQuotes), ...createX402AdminHandlers(x402) }, merchant: createX402MerchantHandlers(x402, x402Paywalls), console: createCryptoConsoleHandlers(cryptoQuotes, x402Paywalls) },
     jobs: () => [chainWatcher.job(), { name: 'x402-settlement-finisher', intervalMs: X402_FINISHER_INTERVAL_MS, run: async () => (await x402.finishSubmitted()) + (await x402.followSettled()) > 0 }],
   };
 }

@@ -28,7 +28,10 @@ const MAX_TIMEOUT_SECONDS = 300;
 const PAYWALL_CURRENCIES = new Set(['USD', 'USDC']);
 
 export type PaywallPrice = CatalogPrice;
-export type PaywallCatalog = X402Catalog;
+export type PaywallCatalog = X402Catalog & {
+  /** The ids of the organization's product's prices; throws the catalog's 404 for another organization's or an unknown product. */
+  listProductPriceIds(orgId: string, productId: string): Promise<string[]>;
+};
 
 /** Signs a receipt body like a webhook delivery: the `webhook-id`, `webhook-timestamp`, `webhook-signature` headers. */
 export type ReceiptSigner = (id: string, timestampSeconds: number, body: Buffer) => Promise<Record<string, string>>;
@@ -89,6 +92,12 @@ export class X402PaywallService {
     if (contentUrl != null && !isHttpUrl(contentUrl)) throw validationError('contentUrl must be an absolute http(s) URL', { field: 'contentUrl' });
     const now = this.clock.now();
     return this.view(await this.repo.upsertPaywall({ priceId: price.id, orgId, contentUrl: contentUrl ?? null, createdAt: now, updatedAt: now }));
+  }
+
+  /** The paywalls on a product's prices (the console's catalog page). */
+  async listForProduct(orgId: string, productId: string): Promise<PaywallView[]> {
+    const priceIds = await this.catalog.listProductPriceIds(orgId, productId);
+    return (await this.repo.listPaywalls(orgId, priceIds)).map((p) => this.view(p));
   }
 
   async disable(orgId: string, priceId: string): Promise<PaywallView> {

@@ -49,6 +49,8 @@ export interface X402Repository {
   /** Creates the paywall or changes its content URL; the stored row. */
   upsertPaywall(paywall: X402Paywall): Promise<X402Paywall>;
   findPaywall(priceId: string): Promise<X402Paywall | undefined>;
+  /** The organization's paywalls on these prices, by price id. */
+  listPaywalls(orgId: string, priceIds: string[]): Promise<X402Paywall[]>;
   /** False when the organization has no paywall on that price. */
   deletePaywall(orgId: string, priceId: string): Promise<boolean>;
   findRelayer(): Promise<X402Relayer | undefined>;
@@ -145,6 +147,12 @@ export class KnexX402Repository implements X402Repository {
   async findPaywall(priceId: string): Promise<X402Paywall | undefined> {
     const row = (await this.db('x402_paywalls').where({ price_id: priceId }).first()) as PaywallRow | undefined;
     return row ? toPaywall(row) : undefined;
+  }
+
+  async listPaywalls(orgId: string, priceIds: string[]): Promise<X402Paywall[]> {
+    if (priceIds.length === 0) return [];
+    const rows = (await this.db('x402_paywalls').where({ org_id: orgId }).whereIn('price_id', priceIds).orderBy('price_id')) as PaywallRow[];
+    return rows.map(toPaywall);
   }
 
   async deletePaywall(orgId: string, priceId: string): Promise<boolean> {

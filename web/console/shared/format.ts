@@ -176,3 +176,12 @@ export function minorToInput(minor: number, currency: string): string {
   const digits = String(minor).padStart(decimals + 1, '0');
   return `${digits.slice(0, -decimals)}.${digits.slice(-decimals)}`;
 }
+
+/** USDC has 6 decimals: base units shown as USDC (exact, as a decimal string); other assets as base units. */
+export function formatAmount(amount: string, asset: string | null): string {
+  if (asset !== 'USDC' || !/^\d+$/.test(amount)) return `${amount} base units${asset ? ` of ${asset}` : ''}`;
+  const padded = amount.padStart(7, '0');
+  const whole = padded.slice(0, -6).replace(/^0+(?=\d)/, '');
+  const fraction = padded.slice(-6).replace(/0+$/, '');
+  return `${whole}${fraction ? `.${fraction}` : ''} USDC`;
+}

@@ -1,5 +1,8 @@
-/** Agent wallets: wallets (address per chain) with their policies, agents (the Agent Wallet Key shown once, revoke), the credit balance. */
+/** Agent wallets: wallets (address per chain) with their policies, agents (the Agent Wallet Key shown once, rotate, assign, revoke), the credit balance, the signing history. */
+import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
+import { Tabs } from '../../components/tabs';
+import { AgentHistory } from './components/agent-history';
 import { ConfirmButton } from '../../components/confirm';
 import { Badge, CopyButton, Empty, ErrorNotice, Loading, PageHeader, Time } from '../../components/ui';
 import { errorMessage } from '../../shared/api';
@@ -7,7 +10,7 @@ import { useAction } from '../../shared/use-api';
 import { useSession } from '../../shared/session';
 import { consoleTimeZone } from '../../shared/time-zone';
 import { WalletPolicies } from './components/wallet-policies';
-import { createAgent, createWallet, revokeAgent, useAgents, useCredit, useWallets } from './use-agents';
+import { assignAgent, createAgent, createWallet, revokeAgent, rotateAgentKey, useAgents, useCredit, useWallets } from './use-agents';
 
 export function AgentsPage() {
   const { can, session } = useSession();
@@ -20,6 +23,9 @@ export function AgentsPage() {
   const [key, setKey] = useState<{ name: string; key: string } | undefined>();
   const newWallet = useAction(createWallet);
   const newAgent = useAction(createAgent);
+  const assign = useAction(assignAgent);
+  const [assigning, setAssigning] = useState<Record<string, string>>({});
+  const { path } = useLocation();
   const timeZone = consoleTimeZone();
   if (!session) return <Loading />;
   if (!can('agents:manage')) {
@@ -33,6 +39,17 @@ export function AgentsPage() {
   return (
     <>
       <PageHeader title="Agent wallets" />
+      <Tabs
+        label="Agent wallets"
+        tabs={[
+          { href: '/console/agents', label: 'Wallets and agents' },
+          { href: '/console/agents/history', label: 'Signing history' },
+        ]}
+      />
+      {path === '/console/agents/history' ? (
+        <AgentHistory wallets={wallets.data ?? []} agents={agents.data ?? []} />
+      ) : (
+      <>
       <ErrorNotice message={credit.error} />
       {credit.data && (
         <p>
@@ -125,7 +142,7 @@ export function AgentsPage() {
           </button>
         </form>
         <ErrorNotice message={newAgent.error} />
-        <ErrorNotice message={agents.error} retry={agents.reload} />
+        <ErrorNotice message={agents.error ?? assign.error} retry={agents.reload} />
         {agents.data && agents.data.length === 0 && <Empty>No agents yet.</Empty>}
         {agents.data && agents.data.length > 0 && (
           <div class="table-wrap">
@@ -134,6 +151,7 @@ export function AgentsPage() {
                 <tr>
                   <th scope="col">Agent</th>
                   <th scope="col">State</th>
+                  <th scope="col">Wallet</th>
                   <th scope="col" class="hide-narrow">
                     Created
                   </th>
@@ -150,10 +168,55 @@ export function AgentsPage() {
                       <div class="mono small">{a.agentId}</div>
                     </td>
                     <td>{a.revoked ? <Badge tone="neutral">Revoked</Badge> : <Badge tone="good">Active</Badge>}</td>
+                    <td>
+                      {a.revoked ? (
+                        (wallets.data?.find((w) => w.walletId === a.walletId)?.name ?? '—')
+                      ) : (
+                        <form
+                          class="inline-form"
+                          aria-label={`Assign a wallet to ${a.name}`}
+                          onSubmit={async (e) => {
+                            e.preventDefault();
+                            const walletId = assigning[a.agentId] ?? a.walletId ?? '';
+                            if (await assign.run(a.agentId, walletId || null)) agents.reload();
+                          }}
+                        >
+                          <label class="visually-hidden" for={`assign-${a.agentId}`}>
+                            Wallet of {a.name}
+                          </label>
+                          <select id={`assign-${a.agentId}`} value={assigning[a.agentId] ?? a.walletId ?? ''} onChange={(e) => setAssigning({ ...assigning, [a.agentId]: e.currentTarget.value })}>
+                            <option value="">None (signs nothing)</option>
+                            {wallets.data?.map((w) => (
+                              <option key={w.walletId} value={w.walletId}>
+                                {w.name}
+                              </option>
+                            ))}
+                          </select>{' '}
+                          <button type="submit" disabled={assign.pending || (assigning[a.agentId] ?? a.walletId ?? '') === (a.walletId ?? '')}>
+                            Assign<span class="visually-hidden"> wallet to {a.name}</span>
+                          </button>
+                        </form>
+                      )}
+                    </td>
                     <td class="hide-narrow">
                       <Time iso={a.createdAt} timeZone={timeZone} />
                     </td>
                     <td>
+                      {!a.revoked && (
+                        <ConfirmButton
+                          label={`Rotate key of ${a.name}`}
+                          title={`Rotate the key of ${a.name}?`}
+                          confirmLabel="Rotate key"
+                          onConfirm={async () => {
+                            const answer = await rotateAgentKey(a.agentId);
+                            if (answer.error || !answer.data) return errorMessage(answer.error, answer.response);
+                            if (answer.data.agentWalletKey) setKey({ name: a.name, key: answer.data.agentWalletKey });
+                            agents.reload();
+                          }}
+                        >
+                          <p>The current key stops working at once; the new key is shown once.</p>
+                        </ConfirmButton>
+                      )}{' '}
                       {!a.revoked && (
                         <ConfirmButton
                           label={`Revoke ${a.name}`}
@@ -177,6 +240,8 @@ export function AgentsPage() {
           </div>
         )}
       </section>
+      </>
+      )}
     </>
   );
 }

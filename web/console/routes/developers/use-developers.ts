@@ -53,3 +53,7 @@ export function useDelivery(id: string) {
 }
 
 export const redeliver = (id: string) => consoleApi.POST('/v1/console/webhook-deliveries/{id}/redeliver', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
+
+export const sendTestEvent = (id: string) => consoleApi.POST('/v1/console/webhook-endpoints/{id}/test', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
+export const useSigningKeys = () => useApi(() => consoleApi.GET('/v1/console/webhook-signing-keys').then((r) => ({ ...r, data: r.data?.data })), []);
+export const rotateSigningKey = () => consoleApi.POST('/v1/console/webhook-signing-keys/rotate', { body: {} }).then((r) => ({ ...r, data: r.data?.data }));

@@ -1,4 +1,4 @@
-/** A product's prices: create (amount in the currency's units), deactivate, and a payment link per price (copy, open, shown at once). */
+/** A product's prices: create (amount in the currency's units), deactivate, and a payment link per price (copy, open, shown at once); x402 paywalls. */
 import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
 import { Badge, CopyButton, Empty, ErrorNotice, Loading, Money } from '../../../components/ui';
@@ -6,6 +6,7 @@ import { errorMessage } from '../../../shared/api';
 import { parseMoney } from '../../../shared/format';
 import { useAction } from '../../../shared/use-api';
 import { useSession } from '../../../shared/session';
+import { PricePaywalls } from './price-paywalls';
 import { createPaymentLink, createPrice, deactivatePrice, usePrices } from '../use-catalog';
 
 export function ProductPrices(props: { productId: string }) {
@@ -93,6 +94,7 @@ export function ProductPrices(props: { productId: string }) {
           </table>
         </div>
       )}
+      {can('x402:settle') && prices.data && <PricePaywalls productId={props.productId} prices={prices.data} />}
       {writable && (
         <form
           class="card"

@@ -42,7 +42,7 @@ export function DeliveriesSection() {
           Event
           <select name="event_type" defaultValue={filters.event_type ?? ''}>
             <option value="">Any</option>
-            {EVENT_TYPES.map((t) => (
+            {[...EVENT_TYPES, 'webhook.test'].map((t) => (
               <option key={t} value={t}>
                 {t}
               </option>

@@ -1,10 +1,10 @@
-/** Webhook endpoints: create (name, https URL, events), enable/disable, delete; the signing key's location. */
+/** Webhook endpoints: create (name, https URL, events), send a test event, enable/disable, delete; the signing key's location. */
 import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
 import { Badge, Empty, ErrorNotice, Loading } from '../../../components/ui';
 import { errorMessage } from '../../../shared/api';
 import { useAction } from '../../../shared/use-api';
-import { EVENT_TYPES, createWebhookEndpoint, deleteWebhookEndpoint, updateWebhookEndpoint, useWebhookEndpoints, type WebhookEventType } from '../use-developers';
+import { EVENT_TYPES, createWebhookEndpoint, deleteWebhookEndpoint, sendTestEvent, updateWebhookEndpoint, useWebhookEndpoints, type WebhookEventType } from '../use-developers';
 
 export function WebhookEndpointsSection() {
   const endpoints = useWebhookEndpoints();
@@ -13,6 +13,8 @@ export function WebhookEndpointsSection() {
   const [events, setEvents] = useState<WebhookEventType[]>([]);
   const create = useAction(createWebhookEndpoint);
   const toggle = useAction(updateWebhookEndpoint);
+  const test = useAction(sendTestEvent);
+  const [tested, setTested] = useState<{ endpoint: string; deliveryId: string } | undefined>();
   const submit = async (event: Event) => {
     event.preventDefault();
     if (await create.run({ name, url, events, enabled: true })) {
@@ -26,7 +28,7 @@ export function WebhookEndpointsSection() {
     <section aria-labelledby="endpoints-title">
       <h2 id="endpoints-title">Webhook endpoints</h2>
       <p class="muted small">
-        Deliveries are signed with the Ed25519 key published at <code>GET /v1/webhooks/signing-key</code> on the API listener (see the <a href="/docs">API reference</a>).
+        Deliveries are signed with the Ed25519 key published at <code>GET /v1/webhooks/signing-key</code> on the API listener (see the <a href="/docs">API reference</a> and <a href="/console/developers/signing-keys">Signing keys</a>).
       </p>
       <form class="card" onSubmit={submit} aria-labelledby="new-endpoint-title">
         <h3 id="new-endpoint-title">New endpoint</h3>
@@ -47,7 +49,12 @@ export function WebhookEndpointsSection() {
           Add endpoint
         </button>
       </form>
-      <ErrorNotice message={endpoints.error ?? toggle.error} retry={endpoints.reload} />
+      <ErrorNotice message={endpoints.error ?? toggle.error ?? test.error} retry={endpoints.reload} />
+      {tested && (
+        <p role="status" class="card">
+          A <code>webhook.test</code> event was queued for {tested.endpoint}: <a href={`/console/developers/deliveries/${tested.deliveryId}`}>follow its delivery</a>.
+        </p>
+      )}
       {!endpoints.data && !endpoints.error && <Loading />}
       {endpoints.data && endpoints.data.records.length === 0 && <Empty>No webhook endpoints yet.</Empty>}
       {endpoints.data && endpoints.data.records.length > 0 && (
@@ -75,6 +82,16 @@ export function WebhookEndpointsSection() {
                   <td class="hide-narrow small">{endpoint.events.length ? endpoint.events.join(', ') : 'every event'}</td>
                   <td>{endpoint.enabled ? <Badge tone="good">Enabled</Badge> : <Badge tone="neutral">Disabled</Badge>}</td>
                   <td>
+                    {endpoint.enabled && (
+                      <>
+                        <button type="button" disabled={test.pending} onClick={async () => {
+                          const delivery = await test.run(endpoint.id);
+                          if (delivery) setTested({ endpoint: endpoint.name, deliveryId: delivery.deliveryId });
+                        }}>
+                          {`Send test event to ${endpoint.name}`}
+                        </button>{' '}
+                      </>
+                    )}
                     <button type="button" onClick={async () => (await toggle.run(endpoint.id, { enabled: !endpoint.enabled })) && endpoints.reload()}>
                       {endpoint.enabled ? `Disable ${endpoint.name}` : `Enable ${endpoint.name}`}
                     </button>{' '}

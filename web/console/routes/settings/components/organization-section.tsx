@@ -7,10 +7,10 @@ import { ErrorNotice, Fields, Loading } from '../../../components/ui';
 import { consoleApi } from '../../../shared/api';
 import { useApi, useAction } from '../../../shared/use-api';
 import { useSession } from '../../../shared/session';
+import { ReceivingWallets } from './receiving-wallets';
 
 const useOrganization = () => useApi(() => consoleApi.GET('/v1/console/organization').then((r) => ({ ...r, data: r.data?.data })), []);
 const useCardProcessor = () => useApi(() => consoleApi.GET('/v1/console/card-processor').then((r) => ({ ...r, data: r.data?.data as Record<string, unknown> | undefined })), []);
-const useReceivingWallets = () => useApi(() => consoleApi.GET('/v1/console/receiving-wallets').then((r) => ({ ...r, data: r.data?.data as unknown })), []);
 const save = (body: { displayName: string | null; branding: { logoUrl: string | null; accentColor: string | null } }) =>
   consoleApi.PATCH('/v1/console/organization', { body }).then((r) => ({ ...r, data: r.data?.data }));
 
@@ -20,7 +20,6 @@ export function OrganizationSection() {
   const { can } = useSession();
   const organization = useOrganization();
   const processor = useCardProcessor();
-  const wallets = useReceivingWallets();
   const [displayName, setDisplayName] = useState('');
   const [logoUrl, setLogoUrl] = useState('');
   const [accent, setAccent] = useState('');
@@ -77,12 +76,7 @@ export function OrganizationSection() {
       <ErrorNotice message={processor.error} retry={processor.reload} />
       {processor.data && <div class="card"><Fields items={Object.entries(processor.data).map(([k, v]) => [k, show(v)])} /></div>}
       <h3>Receiving wallets</h3>
-      <ErrorNotice message={wallets.error} retry={wallets.reload} />
-      {wallets.data !== undefined && (
-        <pre class="mono small payload" tabIndex={0} aria-label="Receiving wallets">
-          {JSON.stringify(wallets.data, null, 2)}
-        </pre>
-      )}
+      <ReceivingWallets />
         </>
       )}
     </section>
