@@ -56,11 +56,11 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console: frame, sign-in, navi
     await h.check(page, 'sign-in');
     await page.getByLabel('E-mail address').fill(who.email);
     await page.getByLabel('Password').fill('not the password at all');
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await expect.poll(() => page.getByRole('alert').textContent()).toMatch(/password/i);
     expect(await page.getByLabel('E-mail address').inputValue()).toBe(who.email);
     await page.getByLabel('Password').fill(who.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.waitForURL(`${h.origin}/console/customers?x=1`);
     await page.getByRole('heading', { name: 'Customers', level: 1 }).waitFor();
   });

@@ -79,7 +79,7 @@ export async function startConsoleHarness(options: { env?: Record<string, string
     await page.goto(`${served.origin}/console/sign-in`);
     await page.getByLabel('E-mail address').fill(who.email);
     await page.getByLabel('Password').fill(who.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
     await page.waitForURL(`${served.origin}/console/`);
     await page.getByRole('heading', { name: 'Home', level: 1 }).waitFor();
   };
