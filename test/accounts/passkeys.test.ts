@@ -11,6 +11,7 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 import { ORIGIN, PASSWORD, as, sessionCookieOf, signIn, signUp, type Member } from './helpers.js';
 import { SoftAuthenticator, type SoftCredential } from './soft-authenticator.js';
 import type { Role } from '../../src/accounts/roles.js';
+import { listOperations, loadDocument } from '../../src/http/spec.js';
 
 let ctx: TestContext;
 let address = 0;
@@ -366,6 +367,20 @@ describe('an organization that requires a second factor', () => {
       expect(orders.status, role).toBe(403);
       expect(orders.body.error.message).toContain('requires a second factor');
       expect((await as(member, ctx.merchant.get('/v1/console/audit-log'))).status, role).toBe(403);
+      // Every read of the console document but the second-factor setup is refused alike (reads no
+      // role refuses, such as the catalog's and telemetry's, have this as their only 403).
+      if (role === 'viewer') {
+        for (const op of listOperations(await loadDocument('console'))) {
+          if (op.method !== 'get' || op.operation['x-second-factor-setup'] === true || op.security.length === 0) continue;
+          const url = op.path.replace(/\{[^}]+\}/g, 'X_unknown');
+          const query: Record<string, string> = {};
+          for (const p of (op.operation.parameters ?? []) as Array<{ in: string; name: string; required?: boolean; example?: unknown; schema?: { example?: unknown } }>) {
+            if (p.in === 'query' && p.required) query[p.name] = String(p.example ?? p.schema?.example);
+          }
+          const res = await as(member, ctx.merchant.get(url).query(query));
+          expect(res.status, `${op.operationId}: ${res.text}`).toBe(403);
+        }
+      }
       // A fresh password sign-in is restricted too.
       const again = await signIn(ctx, member.email, PASSWORD, fromNewAddress());
       expect(again.status, role).toBe(200);
