@@ -14,6 +14,7 @@ import { parameterFastPath } from '../../src/http/parameter-fast-path.js';
 import { composeDocument, listOperations, loadDocument, type DocumentName, type OpenApiDocument, type OperationInfo } from '../../src/http/spec.js';
 import { ManualClock } from '../../src/kernel/clock.js';
 import { createLogger } from '../../src/kernel/logger.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
 
 const DOCUMENTS: DocumentName[] = ['merchant', 'telemetry', 'agent-wallet', 'admin'];
 /** The reads `npm run bench:checkout` holds against its floor. */
@@ -140,11 +141,15 @@ async function requestsFor(doc: OpenApiDocument, op: OperationInfo): Promise<Req
 
 const docs = new Map<DocumentName, OpenApiDocument>();
 
+/** Echo apps only, no database: the PostgreSQL run would repeat it unchanged (not in database-free.json: the app module imports the metrics repository). */
+const embeddedOnly = process.env.TEST_DATABASE_URL !== undefined;
+
 beforeAll(async () => {
+  if (embeddedOnly) return;
   for (const name of DOCUMENTS) docs.set(name, composeDocument(name, [{ doc: await loadDocument(name), include: () => true }]));
 });
 
-describe('parameter fast path', () => {
+describe.skipIf(embeddedOnly)(skippedUnless('parameter fast path', 'embeddedOnly'), () => {
   it('knows the validator stages it skips (a renamed stage would silently run again)', () => {
     const names = OpenApiValidator.middleware({
       apiSpec: { openapi: '3.0.3', info: { title: 't', version: '1' }, paths: {} } as never,
