@@ -151,7 +151,8 @@ afterAll(async () => {
   if (embeddedOnly) return;
   await shell?.stop();
   await server?.stop();
-  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  // The server's last writes may still land while the folder goes (ENOTEMPTY): rm retries them.
+  if (dataDir) await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 }, 60_000);
 
 describe.skipIf(embeddedOnly)(skippedUnless('README quick start', 'embeddedOnly'), () => {
