@@ -37,6 +37,26 @@ export async function createDatabase(prefix: string): Promise<{ name: string; ur
   };
 }
 
+/** (Re)creates the database `name` (a kept bench data set that was missing or incomplete). */
+export async function createNamedDatabase(name: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  return {
+    name,
+    url: databaseUrl(name),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: SERVER_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
 export interface BenchProject {
   projectId: string;
   environment: string;

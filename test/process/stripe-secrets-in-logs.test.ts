@@ -23,7 +23,11 @@ beforeAll(async () => {
   const stripeBase = await stripe.start();
   const deployment = newDeployment(db?.url ?? '', { LOG_LEVEL: 'debug', STRIPE_SECRET_KEY: secretKey, STRIPE_WEBHOOK_SECRET: webhookSecret, STRIPE_API_BASE_URL: stripeBase });
   server = await startKassa(deployment, { role: 'all', name: 'stripe-logs', readyTimeoutMs: 170_000 });
-  const merchant = await provisionMerchant(server.adminUrl, deployment.adminToken);
+  // Once seen on PostgreSQL in CI: ECONNREFUSED on the admin port right after /readyz answered.
+  // The server's own output says why, so a failure here carries it.
+  const merchant = await provisionMerchant(server.adminUrl, deployment.adminToken).catch((err: unknown) => {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}; exit ${String(server.child.exitCode ?? server.child.signalCode)}; server output:\n${server.output().slice(-4000)}`, { cause: err });
+  });
   const created = await http('POST', `${server.merchantUrl}/v1/checkout-sessions`, {
     headers: { 'X-API-Key': merchant.apiKey, 'Idempotency-Key': 'logs-1' },
     body: { pricingData: { amount: 1000, currency: 'USD', productData: { name: 'Log test' } } },
