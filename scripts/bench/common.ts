@@ -37,6 +37,16 @@ export async function createDatabase(prefix: string): Promise<{ name: string; ur
   };
 }
 
+export async function databaseExists(name: string): Promise<boolean> {
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  try {
+    return (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1;
+  } finally {
+    await admin.end();
+  }
+}
+
 /** (Re)creates the database `name` (a kept bench data set that was missing or incomplete). */
 export async function createNamedDatabase(name: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`not a database name: ${name}`);

@@ -26,9 +26,9 @@ import { KnexRollupRepository } from '../../src/telemetry/rollups.repository.js'
 import { KnexProjectRepository } from '../../src/telemetry/projects.repository.js';
 import { presentSession, presentSpan, presentSummary, presentUser } from '../../src/telemetry/telemetry.handlers.js';
 import { loadavg } from 'node:os';
-import { createDatabase, createNamedDatabase, databaseUrl, startServer, type BenchProject } from './common.js';
+import { createDatabase, createNamedDatabase, databaseExists, databaseUrl, startServer, type BenchProject } from './common.js';
 import { bytesPerSpan, generateSpans } from './spans.js';
-import { emit, median, report, round, shortRun, summary, target } from './summary.js';
+import { emit, median, report, round, shortRun, summary, target, waitForQuiet } from './summary.js';
 
 const SPANS = Number(process.env.BENCH_EXPLORER_SPANS ?? (shortRun ? 100_000 : 1_000_000));
 const RUNS = shortRun ? 5 : 9;
@@ -68,8 +68,8 @@ async function dataSet(): Promise<{ url: string; name: string; set: ExplorerData
   const reuse = process.env.BENCH_EXPLORER_DATABASE;
   if (reuse) {
     const url = databaseUrl(reuse);
-    const { db, close } = await openDatabase({ databaseUrl: url }).catch(() => ({ db: undefined, close: async () => {} }));
-    if (db) {
+    if (await databaseExists(reuse)) {
+      const { db, close } = await openDatabase({ databaseUrl: url });
       try {
         const { rows } = await db.raw<{ rows: Array<{ set: ExplorerDataSet }> }>('SELECT set FROM bench_explorer_set').catch(() => ({ rows: [] as Array<{ set: ExplorerDataSet }> }));
         if (rows[0] && rows[0].set.large.spans >= SPANS) {
@@ -125,6 +125,7 @@ async function main(): Promise<void> {
   const { set } = data;
   const { db, close } = await openDatabase({ databaseUrl: data.url });
   try {
+    await waitForQuiet('explorer');
     const now = set.nowMs;
     const bigTrace = set.bigTrace;
     const size = await bytesPerSpan(db, set.large.spans + set.small.spans + 5000);

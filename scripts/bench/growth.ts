@@ -38,7 +38,7 @@ import { KnexCommerceMetricsRepository, type MetricsRange } from '../../src/comm
 import { createDatabase, DEFAULT_SERVER_URL, http, newDeployment, payOnHostedPage, createCheckout, provisionMerchant, startKassa, type Deployment, type KassaProcess } from '../../tools/cluster.js';
 import { EXACT_TOTAL_BOUND } from '../../src/kernel/list.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
-import { argv, emit, machine, median, report, round, shortRun, summary, target, type Target } from './summary.js';
+import { argv, emit, machine, median, report, round, shortRun, summary, target, waitForQuiet, type Target } from './summary.js';
 
 const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
 const SMALL = Number(process.env.BENCH_GROWTH_SMALL ?? (shortRun ? 2_000 : 10_000));
@@ -592,6 +592,8 @@ async function main(): Promise<void> {
       await direct.query('VACUUM ANALYZE orders, subscriptions, customers');
       server = await startKassa(deployment, { role: 'api', name: 'growth-api' });
     }
+    const loadWhenMeasured = await waitForQuiet('growth');
+    figures.loadAverageWhenMeasured = loadWhenMeasured;
     log('\nafter:');
     const growthOrgs = orgs.filter((o) => o.label !== 'console');
     const after = await measureAll(server, direct, dbName, growthOrgs, REQUESTS, ROUNDS);

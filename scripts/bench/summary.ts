@@ -10,6 +10,27 @@ export const argv = process.argv.slice(2);
 export const jsonOutput = argv.includes('--json');
 export const shortRun = argv.includes('--short') || process.env.BENCH_SHORT === '1';
 
+/**
+ * With BENCH_QUIET_LOAD=x, waits until the one-minute load average is at most x (polled every
+ * 15 s, for at most BENCH_QUIET_WAIT_MINUTES, default 180) before a bench measures: the data can be
+ * loaded while the machine is busy and measured once it is quiet. Returns the load it started at.
+ */
+export async function waitForQuiet(label: string): Promise<number[]> {
+  const limit = Number(process.env.BENCH_QUIET_LOAD ?? NaN);
+  if (Number.isFinite(limit)) {
+    const until = Date.now() + Number(process.env.BENCH_QUIET_WAIT_MINUTES ?? 180) * 60_000;
+    let said = false;
+    while (os.loadavg()[0]! > limit && Date.now() < until) {
+      if (!said) report(`${label}: waiting for the load average to fall to ${limit} (now ${os.loadavg()[0]!.toFixed(2)}) …`);
+      said = true;
+      await new Promise((r) => setTimeout(r, 15_000));
+    }
+  }
+  const load = os.loadavg().map((x) => Math.round(x * 100) / 100);
+  report(`${label}: measuring at load average ${load.join(' / ')} (${new Date().toISOString()})`);
+  return load;
+}
+
 export interface Machine {
   cpus: number;
   cpuModel: string;
