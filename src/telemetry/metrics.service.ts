@@ -96,12 +96,12 @@ export class MetricsService {
    * need none, its three latency percentiles the same one): one round trip for a dashboard.
    */
   private readonly cellReads = batchPerTurn(async (key: string, args: Wanted[]) => {
-    const input = JSON.parse(key) as { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string };
+    const input = JSON.parse(key) as { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string };
     const distributions = wanted(args);
     return { distributions, rows: await this.rollups.queryCells({ ...input, distributions }) };
   });
   private readonly rawReads = batchPerTurn(async (key: string, args: Wanted[]) => {
-    const input = JSON.parse(key) as { projectIds: string[]; ranges: TimeRange[]; model?: string };
+    const input = JSON.parse(key) as { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string };
     const distributions = wanted(args);
     return { distributions, rows: await this.rollups.rawAggregates({ ...input, distributions }) };
   });
@@ -117,14 +117,14 @@ export class MetricsService {
   ) {}
 
   /** The cells of the ranges, and where the asked distribution is in each row's `stats` (-1: none asked). */
-  private async readCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: QueryCellRow[]; d: number }> {
+  private async readCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: QueryCellRow[]; d: number }> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return { rows: [], d: -1 };
     const { distributions, rows } = await this.cellReads(JSON.stringify(input), distribution);
     return { rows, d: distribution === undefined ? -1 : distributions.indexOf(distribution) };
   }
 
   /** The raw edges' model calls, and where the asked distribution is in each row's `values` (-1: none asked). */
-  private async readRaw(input: { projectIds: string[]; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: RawAggregate[]; d: number }> {
+  private async readRaw(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: RawAggregate[]; d: number }> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return { rows: [], d: -1 };
     const { distributions, rows } = await this.rawReads(JSON.stringify(input), distribution);
     return { rows, d: distribution === undefined ? -1 : distributions.indexOf(distribution) };
@@ -175,8 +175,8 @@ export class MetricsService {
     }
 
     const read = (projectIds: string[]) => {
-      const cells = (resolution: Resolution) => this.readCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model }, distName);
-      return Promise.all([cells('10s'), cells('m'), cells('5m'), cells('h'), cells('d'), this.readRaw({ projectIds, ranges: pieces.raw.ranges, model: q.model }, distName)]);
+      const cells = (resolution: Resolution) => this.readCells({ orgId, projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model }, distName);
+      return Promise.all([cells('10s'), cells('m'), cells('5m'), cells('h'), cells('d'), this.readRaw({ orgId, projectIds, ranges: pieces.raw.ranges, model: q.model }, distName)]);
     };
     const none = { rows: [], d: -1 };
     let projects: Project[];

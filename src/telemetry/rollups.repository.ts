@@ -75,10 +75,10 @@ export interface RawAggregate {
 }
 
 export interface RollupRepository {
-  /** Cells of the given projects in the ranges, added up per range, project, model and vendor. */
-  queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]>;
-  /** Model calls of the given projects in the ranges, added up per range, project, model and vendor. */
-  rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]>;
+  /** Cells of the given projects (those of the organization) in the ranges, added up per range, project, model and vendor. */
+  queryCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]>;
+  /** Model calls of the given projects (those of the organization) in the ranges, added up per range, project, model and vendor. */
+  rawAggregates(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]>;
   /** From when (epoch ms) the cells of each resolution added after the first release are complete. */
   completeFrom(): Promise<CompleteFrom>;
 }
@@ -213,6 +213,13 @@ const toQueryCell = (r: QueryCellDbRow, distributions: number): QueryCellRow => 
   return { range: Number(r.i), projectId: r.project_id, model: r.model, vendor: r.vendor, requests: Number(r.requests), errors: Number(r.errors), stats };
 };
 
+/**
+ * The asked project ids that are the organization's (an InitPlan: one primary-key lookup per
+ * statement). The metrics service starts its reads with a queried id before the project is
+ * known to be the organization's; this way they never read another organization's rows.
+ */
+const ORG_PROJECTS = 'ARRAY(SELECT id FROM telemetry_projects WHERE org_id = ? AND id = ANY(?::text[]))';
+
 export class KnexRollupRepository implements RollupRepository {
   constructor(private readonly db: Db) {}
 
@@ -227,10 +234,10 @@ export class KnexRollupRepository implements RollupRepository {
     return (await this.db.raw(sql, bindings)) as { rows: unknown[] };
   }
 
-  async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]> {
+  async queryCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
-    const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
+    const bindings: unknown[] = [json, input.orgId, idArray(input.projectIds), input.resolution];
     if (input.model !== undefined) bindings.push(input.model);
     // Added up in the database, range by range (small in-memory groups): an unaligned range reads
     // dozens of minute cells per model, and a row per cell costs more to parse than to merge.
@@ -241,7 +248,7 @@ export class KnexRollupRepository implements RollupRepository {
           SELECT project_id, model, vendor, sum(requests) AS requests, sum(errors) AS errors
                  ${input.distributions.map((d, n) => `, string_agg(${DIST_COLUMN[d]}, ''::bytea) AS stats${n}`).join('')}
             FROM telemetry_rollups
-           WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
+           WHERE project_id = ANY(${ORG_PROJECTS}) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
            GROUP BY project_id, model, vendor) c`,
       bindings as Knex.RawBinding[],
@@ -255,10 +262,10 @@ export class KnexRollupRepository implements RollupRepository {
     return Object.fromEntries(rows.map((r) => [r.resolution, new Date(r.complete_from).getTime()]));
   }
 
-  async rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]> {
+  async rawAggregates(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
-    const bindings: unknown[] = [json, idArray(input.projectIds)];
+    const bindings: unknown[] = [json, input.orgId, idArray(input.projectIds)];
     if (input.model !== undefined) bindings.push(input.model);
     // The samples travel as one text list per group (string_agg skips calls without the value);
     // float8 and bigint print exactly, so the sketch sees the same numbers as from rows.
@@ -269,7 +276,7 @@ export class KnexRollupRepository implements RollupRepository {
           SELECT project_id, model, vendor, count(*) AS requests, count(*) FILTER (WHERE is_error) AS errors
                  ${input.distributions.map((d, n) => `, string_agg((${SAMPLE_VALUE[d]})::text, ',') AS vals${n}`).join('')}
             FROM telemetry_model_calls
-           WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
+           WHERE project_id = ANY(${ORG_PROJECTS}) AND start_time >= x.f AND start_time < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
            GROUP BY project_id, model, vendor) s`,
       bindings as Knex.RawBinding[],

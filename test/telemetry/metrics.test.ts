@@ -460,6 +460,20 @@ describe('a dashboard: one project, its queries made together', () => {
     );
   });
 
+  it("the reads, started before the project is found, never read another organization's rows", async () => {
+    const rollups = new KnexRollupRepository(ctx.testDb.database.db);
+    const ranges = [{ fromMs: DAY0, toMs: DAY0 + 86_400_000 }];
+    const edges = [{ fromMs: DAY0 + 1_000, toMs: DAY0 + 86_400_000 }];
+    for (const [orgId, want] of [[ctx.orgB.orgId, true], [ctx.orgA.orgId, false]] as const) {
+      const cells = await rollups.queryCells({ orgId, projectIds: [otherOrg.projectId], resolution: 'h', ranges, distributions: ['latency'] });
+      const raw = await rollups.rawAggregates({ orgId, projectIds: [otherOrg.projectId, prod.projectId], ranges: edges, distributions: ['cost', 'latency'] });
+      expect(cells.length > 0, orgId).toBe(want);
+      expect(raw.some((r) => r.projectId === otherOrg.projectId), orgId).toBe(want);
+      expect(raw.some((r) => r.projectId === prod.projectId), orgId).toBe(!want);
+      for (const r of raw) expect(r.values).toHaveLength(2);
+    }
+  });
+
   it('pooled PostgreSQL connections run with JIT off (the metrics reads need no transaction for it)', async () => {
     if (ctx.testDb.kind !== 'postgres') return;
     const db = ctx.testDb.database.db;
