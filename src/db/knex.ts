@@ -125,6 +125,18 @@ export async function runStatement<R>(db: Db, text: string, values: unknown[]): 
   }
 }
 
+/**
+ * Every pooled PostgreSQL connection runs with JIT compilation off (PostgreSQL's default is on,
+ * above a plan cost of 100,000). The statements here are request-path reads whose targets are
+ * tens of milliseconds; a plan costly enough on paper to compile spends 100-300 ms compiling
+ * (the metrics reads: 318 ms of JIT for a 59 ms statement, docs/benchmarks.md). JIT changes no
+ * plan, only whether the chosen one is compiled. A session setting (not SET LOCAL in a
+ * transaction per read) costs one round trip per new connection instead of three per read.
+ */
+function jitOff(connection: { query(text: string, callback: (err: Error | null) => void): unknown }, done: (err: Error | null, connection: unknown) => void): void {
+  connection.query('SET jit = off', (err) => done(err, connection));
+}
+
 export interface DatabaseOptions {
   databaseUrl?: string;
   /** Run PREPARED-marked statements as named statements (default true; PostgreSQL only). */
@@ -174,7 +186,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
         query_timeout: QUERY_TIMEOUT_MS,
         keepAlive: true,
       } as Knex.PgConnectionConfig,
-      pool: { min: 0, max: options.poolMax ?? 10 },
+      pool: { min: 0, max: options.poolMax ?? 10, afterCreate: jitOff },
       acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
       ...(options.logger ? { log: knexLog(options.logger) } : {}),
     };

@@ -8,9 +8,10 @@
  * of every span; the same query with unaligned ends about 15 per bucket.
  */
 import { AppError, notFound, validationError } from '../kernel/errors.js';
+import { batchPerTurn } from '../kernel/turn-batch.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
 import type { Project, ProjectRepository } from './projects.repository.js';
-import type { RollupRepository } from './rollups.repository.js';
+import type { QueryCellRow, RawAggregate, RollupRepository } from './rollups.repository.js';
 import { decompose, type CompleteFrom, type Resolution, type TimeRange } from './rollups.js';
 
 export const METRICS = [
@@ -76,14 +77,58 @@ function invalid(code: 'invalid_metric' | 'invalid_interval' | 'invalid_aggregat
   });
 }
 
+/** What one read of a batch is for: its distribution, if any (see `batchPerTurn`). */
+type Wanted = DistributionName | undefined;
+
+/** The distinct distributions a batch of reads asks for, in a fixed order. */
+const wanted = (args: Wanted[]): DistributionName[] => [...new Set(args.filter((d): d is DistributionName => d !== undefined))].sort();
+
+/** A project id the reads can be started with before the project is known (see bulk.ts `idArray`). */
+const PLAIN_ID = /^[0-9A-Za-z_]+$/;
+
 export class MetricsService {
   /** From when the cells of later resolutions are complete (fixed by their migrations), read once. */
   private completeFrom: Promise<CompleteFrom> | undefined;
+
+  /**
+   * Reads of one event-loop turn with the same projects, resolution, ranges and model share one
+   * statement that returns every distribution they ask for (a dashboard's requests and errors
+   * need none, its three latency percentiles the same one): one round trip for a dashboard.
+   */
+  private readonly cellReads = batchPerTurn(async (key: string, args: Wanted[]) => {
+    const input = JSON.parse(key) as { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string };
+    const distributions = wanted(args);
+    return { distributions, rows: await this.rollups.queryCells({ ...input, distributions }) };
+  });
+  private readonly rawReads = batchPerTurn(async (key: string, args: Wanted[]) => {
+    const input = JSON.parse(key) as { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string };
+    const distributions = wanted(args);
+    return { distributions, rows: await this.rollups.rawAggregates({ ...input, distributions }) };
+  });
+  /** The queried project, read once for the queries of one turn. */
+  private readonly projectReads = batchPerTurn((key: string) => {
+    const [orgId, id] = JSON.parse(key) as [string, string];
+    return this.projects.findProject(orgId, id);
+  });
 
   constructor(
     private readonly rollups: RollupRepository,
     private readonly projects: ProjectRepository,
   ) {}
+
+  /** The cells of the ranges, and where the asked distribution is in each row's `stats` (-1: none asked). */
+  private async readCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: QueryCellRow[]; d: number }> {
+    if (input.ranges.length === 0 || input.projectIds.length === 0) return { rows: [], d: -1 };
+    const { distributions, rows } = await this.cellReads(JSON.stringify(input), distribution);
+    return { rows, d: distribution === undefined ? -1 : distributions.indexOf(distribution) };
+  }
+
+  /** The raw edges' model calls, and where the asked distribution is in each row's `values` (-1: none asked). */
+  private async readRaw(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string }, distribution: Wanted): Promise<{ rows: RawAggregate[]; d: number }> {
+    if (input.ranges.length === 0 || input.projectIds.length === 0) return { rows: [], d: -1 };
+    const { distributions, rows } = await this.rawReads(JSON.stringify(input), distribution);
+    return { rows, d: distribution === undefined ? -1 : distributions.indexOf(distribution) };
+  }
 
   async query(orgId: string, q: MetricsQuery): Promise<MetricSeries> {
     const metric = choice(q.metric, METRICS, undefined);
@@ -104,27 +149,8 @@ export class MetricsService {
       });
     }
 
-    const all = await this.projects.listProjects(orgId);
-    if (q.project_id !== undefined && !all.some((p) => p.id === q.project_id)) throw notFound('Project');
-    const projects = all.filter((p) => (q.environment === undefined || p.environment === q.environment) && (q.project_id === undefined || p.id === q.project_id));
-    const environmentOf = new Map(projects.map((p) => [p.id, p.environment]));
-    const projectIds = projects.map((p) => p.id);
     const distName = DISTRIBUTION_OF[metric];
     const distIndex = distName ? distributionIndex(distName) : -1;
-    const groupOf = (projectId: string, model: string, vendor: string | null): string => {
-      switch (q.group_by) {
-        case 'model':
-          return model;
-        case 'vendor':
-          return vendor ? vendor : 'unknown';
-        case 'environment':
-          return environmentOf.get(projectId)!;
-        case 'project':
-          return projectId;
-        default:
-          return '';
-      }
-    };
 
     // Every bucket's pieces, per resolution; `owner` maps a piece back to its bucket.
     const pieces: Record<Resolution | 'raw', { ranges: TimeRange[]; owner: number[] }> = {
@@ -148,6 +174,45 @@ export class MetricsService {
       }
     }
 
+    const read = (projectIds: string[]) => {
+      const cells = (resolution: Resolution) => this.readCells({ orgId, projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model }, distName);
+      return Promise.all([cells('10s'), cells('m'), cells('5m'), cells('h'), cells('d'), this.readRaw({ orgId, projectIds, ranges: pieces.raw.ranges, model: q.model }, distName)]);
+    };
+    const none = { rows: [], d: -1 };
+    let projects: Project[];
+    let results: Awaited<ReturnType<typeof read>>;
+    if (q.project_id === undefined) {
+      const all = await this.projects.listProjects(orgId);
+      projects = all.filter((p) => q.environment === undefined || p.environment === q.environment);
+      results = await read(projects.map((p) => p.id));
+    } else {
+      // The reads start with the queried id while the project is looked up (in the organization);
+      // they are dropped when it is not the organization's or not of the asked environment. An
+      // id the reads cannot take (not a plain identifier) is never a project's: only looked up.
+      const early = PLAIN_ID.test(q.project_id) ? read([q.project_id]).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+      const project = await this.projectReads(JSON.stringify([orgId, q.project_id]), undefined);
+      if (!project) throw notFound('Project');
+      projects = q.environment === undefined || project.environment === q.environment ? [project] : [];
+      const settled = projects.length === 0 || !early ? { r: [none, none, none, none, none, none] as Awaited<ReturnType<typeof read>> } : await early;
+      if ('e' in settled) throw settled.e;
+      results = settled.r;
+    }
+    const environmentOf = new Map(projects.map((p) => [p.id, p.environment]));
+    const groupOf = (projectId: string, model: string, vendor: string | null): string => {
+      switch (q.group_by) {
+        case 'model':
+          return model;
+        case 'vendor':
+          return vendor ? vendor : 'unknown';
+        case 'environment':
+          return environmentOf.get(projectId)!;
+        case 'project':
+          return projectId;
+        default:
+          return '';
+      }
+    };
+
     const groups = new Map<string, Array<Accumulator | undefined>>();
     const accumulator = (group: string, bucket: number): Accumulator => {
       let row = groups.get(group);
@@ -157,31 +222,23 @@ export class MetricsService {
       return acc;
     };
 
-    const cells = (resolution: Resolution) =>
-      this.rollups.queryCells({ projectIds, resolution, ranges: pieces[resolution].ranges, model: q.model, distribution: distName });
-    const [cells10s, cellsM, cells5m, cellsH, cellsD, samples] = await Promise.all([
-      cells('10s'),
-      cells('m'),
-      cells('5m'),
-      cells('h'),
-      cells('d'),
-      this.rollups.rawAggregates({ projectIds, ranges: pieces.raw.ranges, model: q.model, distribution: distName }),
-    ]);
-    for (const [resolution, rows] of [['10s', cells10s], ['m', cellsM], ['5m', cells5m], ['h', cellsH], ['d', cellsD]] as const) {
+    const [cells10s, cellsM, cells5m, cellsH, cellsD, samples] = results;
+    for (const [resolution, { rows, d }] of [['10s', cells10s], ['m', cellsM], ['5m', cells5m], ['h', cellsH], ['d', cellsD]] as const) {
       for (const cell of rows) {
         const acc = accumulator(groupOf(cell.projectId, cell.model, cell.vendor), pieces[resolution].owner[cell.range]!);
         acc.requests += cell.requests;
         acc.errors += cell.errors;
-        if (distIndex >= 0) mergeEncodedDistribution(cell.stats!, (acc.dist ??= new Distribution()));
+        if (distIndex >= 0) mergeEncodedDistribution(cell.stats[d]!, (acc.dist ??= new Distribution()));
       }
     }
-    for (const s of samples) {
+    for (const s of samples.rows) {
       const acc = accumulator(groupOf(s.projectId, s.model, s.vendor), pieces.raw.owner[s.range]!);
       acc.requests += s.requests;
       acc.errors += s.errors;
-      if (s.values.length > 0) {
+      const values = samples.d >= 0 ? s.values[samples.d]! : [];
+      if (values.length > 0) {
         const dist = (acc.dist ??= new Distribution());
-        for (const value of s.values) dist.add(value);
+        for (const value of values) dist.add(value);
       }
     }
 

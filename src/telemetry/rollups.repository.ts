@@ -4,7 +4,7 @@
  */
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray } from '../db/bulk.js';
-import { isPostgres, type Db } from '../db/knex.js';
+import type { Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
 import type { NormalizedMetric } from './normalize.js';
 import type { CompleteFrom, Resolution, TimeRange } from './rollups.js';
@@ -58,8 +58,8 @@ export interface QueryCellRow {
   vendor: string;
   requests: number;
   errors: number;
-  /** The requested distribution of each cell, encoded one after another; null when none was requested. */
-  stats: Uint8Array | null;
+  /** Per requested distribution (in the order asked), its encoding in each cell, one after another. */
+  stats: Uint8Array[];
 }
 
 /** The model calls of one requested range and one project, model and vendor, added up. */
@@ -70,15 +70,15 @@ export interface RawAggregate {
   vendor: string | null;
   requests: number;
   errors: number;
-  /** The requested distribution's sample of each call that has one (empty when none was requested). */
-  values: number[];
+  /** Per requested distribution (in the order asked), its sample of each call that has one. */
+  values: number[][];
 }
 
 export interface RollupRepository {
-  /** Cells of the given projects in the ranges, added up per range, project, model and vendor. */
-  queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]>;
-  /** Model calls of the given projects in the ranges, added up per range, project, model and vendor. */
-  rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]>;
+  /** Cells of the given projects (those of the organization) in the ranges, added up per range, project, model and vendor. */
+  queryCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]>;
+  /** Model calls of the given projects (those of the organization) in the ranges, added up per range, project, model and vendor. */
+  rawAggregates(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]>;
   /** From when (epoch ms) the cells of each resolution added after the first release are complete. */
   completeFrom(): Promise<CompleteFrom>;
 }
@@ -192,7 +192,8 @@ interface RawAggregateDbRow {
   vendor: string | null;
   requests: number | string;
   errors: number | string;
-  vals?: string | null;
+  /** vals0, vals1, …: the requested distributions' samples. */
+  [vals: `vals${number}`]: string | null;
 }
 
 interface QueryCellDbRow {
@@ -202,41 +203,41 @@ interface QueryCellDbRow {
   vendor: string;
   requests: number | string;
   errors: number | string;
-  stats?: unknown;
+  /** stats0, stats1, …: the requested distributions. */
+  [stats: `stats${number}`]: unknown;
 }
 
-const toQueryCell = (r: QueryCellDbRow, withStats: boolean): QueryCellRow => ({
-  range: Number(r.i),
-  projectId: r.project_id,
-  model: r.model,
-  vendor: r.vendor,
-  requests: Number(r.requests),
-  errors: Number(r.errors),
-  stats: withStats ? asBytes(r.stats) : null,
-});
+const toQueryCell = (r: QueryCellDbRow, distributions: number): QueryCellRow => {
+  const stats: Uint8Array[] = [];
+  for (let d = 0; d < distributions; d++) stats.push(asBytes(r[`stats${d}`]));
+  return { range: Number(r.i), projectId: r.project_id, model: r.model, vendor: r.vendor, requests: Number(r.requests), errors: Number(r.errors), stats };
+};
+
+/**
+ * The asked project ids that are the organization's (an InitPlan: one primary-key lookup per
+ * statement). The metrics service starts its reads with a queried id before the project is
+ * known to be the organization's; this way they never read another organization's rows.
+ */
+const ORG_PROJECTS = 'ARRAY(SELECT id FROM telemetry_projects WHERE org_id = ? AND id = ANY(?::text[]))';
 
 export class KnexRollupRepository implements RollupRepository {
   constructor(private readonly db: Db) {}
 
   /**
-   * A metrics read with PostgreSQL's JIT compilation off. The planner sees a range list of unknown
-   * length (json_to_recordset counts as 100 rows) times a generic range estimate, so a statement
-   * that runs in tens of milliseconds looks costly enough to compile, and compiling takes longer
-   * than running it (docs/benchmarks.md). SET LOCAL keeps the setting to this transaction.
+   * A metrics read: one statement, no transaction. PostgreSQL's JIT compilation, which cost these
+   * reads more than running them (the planner sees a range list of unknown length, counted as 100
+   * rows, times a generic range estimate, so a statement that runs in tens of milliseconds looks
+   * costly enough to compile: docs/benchmarks.md), is off for every pooled connection
+   * (src/db/knex.ts), so no `SET LOCAL jit = off` transaction (four round trips) is needed.
    */
   private async read(sql: string, bindings: Knex.RawBinding[]): Promise<{ rows: unknown[] }> {
-    if (!isPostgres(this.db)) return (await this.db.raw(sql, bindings)) as { rows: unknown[] };
-    return this.db.transaction(async (trx) => {
-      await trx.raw('SET LOCAL jit = off');
-      return (await trx.raw(sql, bindings)) as { rows: unknown[] };
-    });
+    return (await this.db.raw(sql, bindings)) as { rows: unknown[] };
   }
 
-  async queryCells(input: { projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<QueryCellRow[]> {
-    const column = input.distribution ? DIST_COLUMN[input.distribution] : undefined;
+  async queryCells(input: { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<QueryCellRow[]> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
-    const bindings: unknown[] = [json, idArray(input.projectIds), input.resolution];
+    const bindings: unknown[] = [json, input.orgId, idArray(input.projectIds), input.resolution];
     if (input.model !== undefined) bindings.push(input.model);
     // Added up in the database, range by range (small in-memory groups): an unaligned range reads
     // dozens of minute cells per model, and a row per cell costs more to parse than to merge.
@@ -245,14 +246,14 @@ export class KnexRollupRepository implements RollupRepository {
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
           SELECT project_id, model, vendor, sum(requests) AS requests, sum(errors) AS errors
-                 ${column ? `, string_agg(${column}, ''::bytea) AS stats` : ''}
+                 ${input.distributions.map((d, n) => `, string_agg(${DIST_COLUMN[d]}, ''::bytea) AS stats${n}`).join('')}
             FROM telemetry_rollups
-           WHERE project_id = ANY(?::text[]) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
+           WHERE project_id = ANY(${ORG_PROJECTS}) AND resolution = ? AND bucket_start >= x.f AND bucket_start < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
            GROUP BY project_id, model, vendor) c`,
       bindings as Knex.RawBinding[],
     );
-    return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, column !== undefined));
+    return (result.rows as QueryCellDbRow[]).map((r) => toQueryCell(r, input.distributions.length));
   }
 
   async completeFrom(): Promise<CompleteFrom> {
@@ -261,12 +262,11 @@ export class KnexRollupRepository implements RollupRepository {
     return Object.fromEntries(rows.map((r) => [r.resolution, new Date(r.complete_from).getTime()]));
   }
 
-  async rawAggregates(input: { projectIds: string[]; ranges: TimeRange[]; model?: string; distribution?: DistributionName }): Promise<RawAggregate[]> {
+  async rawAggregates(input: { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string; distributions: DistributionName[] }): Promise<RawAggregate[]> {
     if (input.ranges.length === 0 || input.projectIds.length === 0) return [];
     const json = JSON.stringify(input.ranges.map((r, i) => ({ i, f: iso(r.fromMs), t: iso(r.toMs) })));
-    const bindings: unknown[] = [json, idArray(input.projectIds)];
+    const bindings: unknown[] = [json, input.orgId, idArray(input.projectIds)];
     if (input.model !== undefined) bindings.push(input.model);
-    const value = input.distribution ? SAMPLE_VALUE[input.distribution] : undefined;
     // The samples travel as one text list per group (string_agg skips calls without the value);
     // float8 and bigint print exactly, so the sketch sees the same numbers as from rows.
     const result = await this.read(
@@ -274,9 +274,9 @@ export class KnexRollupRepository implements RollupRepository {
          FROM json_to_recordset(?::json) AS x(i int, f timestamptz, t timestamptz)
         CROSS JOIN LATERAL (
           SELECT project_id, model, vendor, count(*) AS requests, count(*) FILTER (WHERE is_error) AS errors
-                 ${value ? `, string_agg((${value})::text, ',') AS vals` : ''}
+                 ${input.distributions.map((d, n) => `, string_agg((${SAMPLE_VALUE[d]})::text, ',') AS vals${n}`).join('')}
             FROM telemetry_model_calls
-           WHERE project_id = ANY(?::text[]) AND start_time >= x.f AND start_time < x.t
+           WHERE project_id = ANY(${ORG_PROJECTS}) AND start_time >= x.f AND start_time < x.t
                  ${input.model !== undefined ? 'AND model = ?' : ''}
            GROUP BY project_id, model, vendor) s`,
       bindings as Knex.RawBinding[],
@@ -288,7 +288,10 @@ export class KnexRollupRepository implements RollupRepository {
       vendor: r.vendor,
       requests: Number(r.requests),
       errors: Number(r.errors),
-      values: r.vals ? r.vals.split(',').map(Number) : [],
+      values: input.distributions.map((_, n) => {
+        const vals = r[`vals${n}`];
+        return vals ? vals.split(',').map(Number) : [];
+      }),
     }));
   }
 }

@@ -88,8 +88,20 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
   });
 
   it("the metrics page shows GET /v1/metrics' figures by hour, and a bucket opens its traces", async () => {
+    // One request per column (the API answers one metric and aggregation each), none for the
+    // project or the project list: the server reads them together (docs/benchmarks.md).
+    const telemetryRequests: string[] = [];
+    const onRequest = (request: { url(): string }) => {
+      if (request.url().includes('/telemetry-projects')) telemetryRequests.push(request.url());
+    };
+    page.on('request', onRequest);
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/metrics`);
     await page.getByRole('table', { name: 'Metrics by hour' }).waitFor();
+    page.off('request', onRequest);
+    const asked = telemetryRequests.map((u) => new URL(u)).map((u) => `${u.pathname} ${u.searchParams.get('metric')} ${u.searchParams.get('aggregation')}`);
+    expect(asked).toHaveLength(8);
+    expect(new Set(asked).size).toBe(8);
+    expect(asked.every((a) => a.startsWith(`/v1/console/telemetry-projects/${p.projectId}/metrics `))).toBe(true);
     const buckets = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.map((r) => (r as unknown as El).dataset.bucket!));
     expect(buckets).toHaveLength(24);
     const end = new Date(Date.parse(buckets[23]!) + 3_600_000).toISOString();

@@ -357,6 +357,12 @@ describe('the console door: /v1/console/telemetry-projects/{project_id}/…', ()
       expect((await as(viewer, ctx.merchant.get(`${foreign}/${path}`))).status).toBe(404);
     }
     expect((await as(viewer, ctx.merchant.get(`${foreign}/metrics`).query({ metric: 'llm.requests.total', start_time: new Date(T0).toISOString(), end_time: new Date(T0 + 60_000).toISOString() }))).status).toBe(404);
+    // The metrics reads start with the path's id before the project is found: an unknown id, and one
+    // no project id looks like (the path takes any token), are still 404.
+    for (const id of ['PRJ_000000000000000000000000', 'not-a-project', 'a{b}"c']) {
+      const res = await as(viewer, ctx.merchant.get(`/v1/console/telemetry-projects/${encodeURIComponent(id)}/metrics`).query({ metric: 'llm.requests.total', start_time: new Date(T0).toISOString(), end_time: new Date(T0 + 60_000).toISOString() }));
+      expect(res.status, id).toBe(404);
+    }
     expect((await as(developer, ctx.merchant.put(`${foreign}/model-prices`).send({ model: 'x', input_per_million: 1, output_per_million: 1 }))).status).toBe(404);
     // The other organization's owner cannot read ours either.
     expect((await as(outsider, ctx.merchant.get(`${base()}/traces`))).status).toBe(404);

@@ -5,6 +5,9 @@
  * sample at rank floor(q·(n−1)).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MetricsService, type MetricsQuery } from '../../src/telemetry/metrics.service.js';
+import { KnexProjectRepository, type ProjectRepository } from '../../src/telemetry/projects.repository.js';
+import { KnexRollupRepository, type RollupRepository } from '../../src/telemetry/rollups.repository.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { bearer, createProjectWithKey, prng, span, traceId, type TelemetryKeyFixture } from './helpers.js';
 
@@ -355,5 +358,126 @@ describe('errors', () => {
     const res = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query({ metric: 'llm.requests.total', interval: '1m', start_time: '2026-11-18T00:00:00Z', end_time: '2026-11-19T00:00:00Z' });
     expect(res.status).toBe(200);
     expect(res.body.data.series[0].datapoints).toHaveLength(1440);
+  });
+});
+
+describe('a dashboard: one project, its queries made together', () => {
+  // The console's metrics page and the issue's 30-day dashboard: requests, errors, tokens in/out
+  // and cost by model, latency p50/p95/p99 of one project (docs/benchmarks.md).
+  const dashboard: Array<Pick<MetricsQuery, 'metric' | 'aggregation' | 'group_by'>> = [
+    { metric: 'llm.requests.total', group_by: 'model' },
+    { metric: 'llm.requests.errors', group_by: 'model' },
+    { metric: 'llm.tokens.input', group_by: 'model' },
+    { metric: 'llm.tokens.output', group_by: 'model' },
+    { metric: 'llm.cost.total', group_by: 'model' },
+    { metric: 'llm.latency_ms', aggregation: 'p50' },
+    { metric: 'llm.latency_ms', aggregation: 'p95' },
+    { metric: 'llm.latency_ms', aggregation: 'p99' },
+  ];
+  const ranges = {
+    'whole days': { start_time: new Date(DAY0).toISOString(), end_time: new Date(DAY0 + 3 * 86_400_000).toISOString(), interval: '1d' },
+    'unaligned hours': { start_time: new Date(DAY0 + 33_000).toISOString(), end_time: new Date(DAY0 + 2 * 86_400_000 - 4_321).toISOString(), interval: '1h' },
+  };
+
+  /** The service over repositories that count their reads. */
+  function counted() {
+    const db = ctx.testDb.database.db;
+    const rollups = new KnexRollupRepository(db);
+    const projects = new KnexProjectRepository(db);
+    const calls = { queryCells: 0, rawAggregates: 0, listProjects: 0, findProject: 0 };
+    const countingRollups: RollupRepository = {
+      queryCells: (input) => (calls.queryCells++, rollups.queryCells(input)),
+      rawAggregates: (input) => (calls.rawAggregates++, rollups.rawAggregates(input)),
+      completeFrom: () => rollups.completeFrom(),
+    };
+    const countingProjects = Object.assign(Object.create(projects) as ProjectRepository, {
+      listProjects: (orgId: string) => (calls.listProjects++, projects.listProjects(orgId)),
+      findProject: (orgId: string, id: string) => (calls.findProject++, projects.findProject(orgId, id)),
+    });
+    return { service: new MetricsService(countingRollups, countingProjects), calls };
+  }
+
+  for (const [label, range] of Object.entries(ranges)) {
+    it(`${label}: made at once, each answer is the one it gets alone, and the reads are shared`, async () => {
+      const { service, calls } = counted();
+      const alone: string[] = [];
+      for (const d of dashboard) alone.push(JSON.stringify(await service.query(ctx.orgA.orgId, { ...range, ...d, project_id: prod.projectId })));
+      const aloneCalls = { ...calls };
+      expect(aloneCalls.listProjects).toBe(0);
+      expect(aloneCalls.findProject).toBe(8);
+      const together = await Promise.all(dashboard.map(async (d) => JSON.stringify(await service.query(ctx.orgA.orgId, { ...range, ...d, project_id: prod.projectId }))));
+      expect(together).toEqual(alone);
+      // One project read and one read per resolution (and edges) for all eight.
+      expect(calls.findProject - aloneCalls.findProject).toBe(1);
+      expect(calls.queryCells - aloneCalls.queryCells).toBe(aloneCalls.queryCells / 8);
+      expect(calls.rawAggregates - aloneCalls.rawAggregates).toBe(aloneCalls.rawAggregates / 8);
+      if (label === 'unaligned hours') expect(aloneCalls.rawAggregates).toBeGreaterThan(0);
+
+      // And they are the figures of the raw input, through the API.
+      const start = Date.parse(range.start_time);
+      const end = Date.parse(range.end_time);
+      const interval = range.interval as '1d' | '1h';
+      for (const [i, d] of dashboard.entries()) {
+        const answer = JSON.parse(together[i]!) as { series: Array<{ group: object; datapoints: Array<{ value: number | null }> }> };
+        const want = expectedSeries({
+          metric: d.metric as (typeof METRICS)[number],
+          aggregation: (d.aggregation ?? 'sum') as (typeof AGGREGATIONS)[number],
+          interval,
+          start,
+          end,
+          groupBy: d.group_by,
+          filter: (s) => s.projectId === prod.projectId,
+        });
+        expect(answer.series.map((x) => x.group)).toEqual(want.map((w) => w.group));
+        want.forEach((w, g) => w.values.forEach((v, b) => expectValue(answer.series[g]!.datapoints[b]!.value, v, d.aggregation ?? 'sum', `${d.metric} ${d.aggregation} ${b}`)));
+        const api = await ctx.platform.get('/v1/metrics').set(bearer(prod.key)).query({ ...range, ...d, project_id: prod.projectId });
+        expect(JSON.stringify(api.body.data)).toBe(together[i]);
+      }
+    });
+  }
+
+  it("a project of another environment is empty, another organization's or an unknown one 404, as when read alone", async () => {
+    const { service } = counted();
+    const range = ranges['whole days'];
+    const zero = { group: {}, datapoints: [0, 1, 2].map((i) => ({ timestamp: new Date(DAY0 + i * 86_400_000).toISOString(), value: 0 })) };
+    const queries: MetricsQuery[] = [
+      { ...range, metric: 'llm.requests.total', project_id: prod.projectId, environment: 'staging' },
+      { ...range, metric: 'llm.latency_ms', aggregation: 'count', project_id: prod.projectId, environment: 'staging' },
+      { ...range, metric: 'llm.requests.total', group_by: 'model', project_id: prod.projectId, environment: 'staging' },
+      { ...range, metric: 'llm.requests.total', project_id: otherOrg.projectId },
+      { ...range, metric: 'llm.requests.total', project_id: 'PRJ_000000000000000000000000' },
+      { ...range, metric: 'llm.requests.total', project_id: 'not-a-project{}' },
+      { ...range, metric: 'llm.requests.total', project_id: staging.projectId, environment: 'staging' },
+    ];
+    const outcome = (q: MetricsQuery) => service.query(ctx.orgA.orgId, q).then((r) => r.series, (e: { status?: number; code?: string }) => e.code);
+    const together = await Promise.all(queries.map(outcome));
+    const alone = [];
+    for (const q of queries) alone.push(await outcome(q));
+    expect(together).toEqual(alone);
+    expect(together.slice(0, 6)).toEqual([[zero], [zero], [], 'NOT_FOUND', 'NOT_FOUND', 'NOT_FOUND']);
+    expect((together[6] as Array<{ datapoints: Array<{ value: number }> }>)[0]!.datapoints.reduce((a, d) => a + d.value, 0)).toBe(
+      [...samples.values()].filter((s) => s.projectId === staging.projectId && s.start < DAY0 + 3 * 86_400_000).length,
+    );
+  });
+
+  it("the reads, started before the project is found, never read another organization's rows", async () => {
+    const rollups = new KnexRollupRepository(ctx.testDb.database.db);
+    const ranges = [{ fromMs: DAY0, toMs: DAY0 + 86_400_000 }];
+    const edges = [{ fromMs: DAY0 + 1_000, toMs: DAY0 + 86_400_000 }];
+    for (const [orgId, want] of [[ctx.orgB.orgId, true], [ctx.orgA.orgId, false]] as const) {
+      const cells = await rollups.queryCells({ orgId, projectIds: [otherOrg.projectId], resolution: 'h', ranges, distributions: ['latency'] });
+      const raw = await rollups.rawAggregates({ orgId, projectIds: [otherOrg.projectId, prod.projectId], ranges: edges, distributions: ['cost', 'latency'] });
+      expect(cells.length > 0, orgId).toBe(want);
+      expect(raw.some((r) => r.projectId === otherOrg.projectId), orgId).toBe(want);
+      expect(raw.some((r) => r.projectId === prod.projectId), orgId).toBe(!want);
+      for (const r of raw) expect(r.values).toHaveLength(2);
+    }
+  });
+
+  it('pooled PostgreSQL connections run with JIT off (the metrics reads need no transaction for it)', async () => {
+    if (ctx.testDb.kind !== 'postgres') return;
+    const db = ctx.testDb.database.db;
+    const settings = await Promise.all(Array.from({ length: 3 }, () => db.raw('SHOW jit')));
+    expect(settings.map((r) => (r.rows as Array<{ jit: string }>)[0]!.jit)).toEqual(['off', 'off', 'off']);
   });
 });
