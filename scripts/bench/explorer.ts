@@ -16,7 +16,7 @@
  * ratios of issue 32) is kept when `BENCH_EXPLORER_DATABASE=name` is set, and found there again
  * on the next run: `--generate` makes it and stops, so that it can be measured at a quiet moment.
  */
-import { openDatabase } from '../../src/db/knex.js';
+import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { KnexTraceRepository } from '../../src/telemetry/traces.repository.js';
 import { writeBigTrace } from './big-trace.js';
 import { benchWaterfall, WATERFALL_TARGET_MS } from './waterfall.js';
@@ -64,7 +64,7 @@ interface ExplorerDataSet {
  * one: a new database, or that name when given, with a large project of SPANS spans and a small
  * one of SPANS/10 over the same 30 days, plus the 5,000-span trace.
  */
-async function dataSet(): Promise<{ url: string; name: string; set: ExplorerDataSet; drop?: () => Promise<void> }> {
+async function dataSet(): Promise<{ url: string; name: string; set: ExplorerDataSet; drop?: () => Promise<void>; migrated?: { migrations: number; seconds: number } }> {
   const reuse = process.env.BENCH_EXPLORER_DATABASE;
   if (reuse) {
     const url = databaseUrl(reuse);
@@ -74,7 +74,11 @@ async function dataSet(): Promise<{ url: string; name: string; set: ExplorerData
         const { rows } = await db.raw<{ rows: Array<{ set: ExplorerDataSet }> }>('SELECT set FROM bench_explorer_set').catch(() => ({ rows: [] as Array<{ set: ExplorerDataSet }> }));
         if (rows[0] && rows[0].set.large.spans >= SPANS) {
           report(`reusing ${reuse}: ${rows[0].set.large.spans.toLocaleString('en-US')} + ${rows[0].set.small.spans.toLocaleString('en-US')} spans`);
-          return { url, name: reuse, set: rows[0].set };
+          // Migrations added since the data set was made run on it here, as on an upgraded install.
+          const t0 = performance.now();
+          const applied = await migrateLatest(db);
+          if (applied > 0) report(`  ${applied} new migration(s) on the kept data set: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+          return { url, name: reuse, set: rows[0].set, migrated: applied > 0 ? { migrations: applied, seconds: round((performance.now() - t0) / 1000) } : undefined };
         }
       } finally {
         await close();
@@ -242,6 +246,7 @@ async function main(): Promise<void> {
           bytesPerSpan: Math.round(size.perSpan),
           bytes: size.tables,
           generateSeconds: { large: set.large.seconds, small: set.small.seconds },
+          ...(data.migrated ? { migratedOnKeptDataSet: data.migrated } : {}),
         },
         floors: {},
         targets: [
