@@ -800,7 +800,8 @@ export interface paths {
          *     buckets; more is `400 VALIDATION_ERROR`. Each bucket gives its first local date (`date`) and
          *     its bounds as instants (`start` included, `end` excluded), so a bucket that contains a
          *     daylight-saving change is 23 or 25 hours long. Rows are placed by their local date in
-         *     `time_zone`.
+         *     `time_zone`. The console's home page passes the organization's time zone (the console
+         *     document's organization settings, `timeZone`, `UTC` until changed); an API key passes its own.
          *
          *     **What is counted** (each figure is exact over the rows it summarises; amounts are integers in
          *     minor units, never converted between currencies):
