@@ -4853,6 +4853,16 @@ export interface operations {
                  */
                 from_address?: string;
                 /**
+                 * @description Transaction hash of crypto orders (`txHash`: `0x` and 64 hexadecimal digits). An exact
+                 *     match, case-insensitive (hexadecimal digits are compared in lower case, so `0xAB…` and
+                 *     `0xab…` are the same filter), on whatever chain; usually one order, at most one per
+                 *     chain. Combines (AND) with the other filters and with `starting_after` /
+                 *     `ending_before` like any filter. Anything but `0x` and 64 hexadecimal digits is
+                 *     `400 VALIDATION_ERROR`.
+                 * @example 0x4e3a3754410177e6937ef1f84bba68ea139e8d1a2258c5f85db9f1cd715a1bdd
+                 */
+                tx_hash?: string;
+                /**
                  * @description Only orders created at or after this Unix time (seconds).
                  * @example 1795305600
                  */

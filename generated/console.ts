@@ -1432,9 +1432,10 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The organization's name, display name and branding
-         * @description What the settings page shows, and what the console may use for its own header. Every
-         *     member may read it (no permission beyond membership); changing it needs `settings:manage`.
+         * The organization's name, display name, branding and time zone
+         * @description What the settings page shows, and what the console may use for its own header and its
+         *     home page's time zone. Every member may read it (no permission beyond membership);
+         *     changing it needs `settings:manage`.
          */
         get: operations["getConsoleOrganization"];
         put?: never;
@@ -1443,7 +1444,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change the display name or the branding
+         * Change the display name, the branding or the time zone
          * @description `displayName` is the name buyers see on the hosted pages, the customer portal and buyer
          *     e-mails (`null`: the organization's `name`, which only the operator changes). `branding`
          *     changes only the fields given (`null` clears one):
@@ -1455,6 +1456,10 @@ export interface paths {
          *       buttons and the merchant line. The text on it is black or white, whichever contrasts
          *       more (WCAG relative luminance; the answer's `accentTextColor`), so any colour stays
          *       readable.
+         *
+         *     `timeZone` is the organization's IANA time zone (see the schema; the home page's
+         *     figures are bucketed in it). Only the fields given change. `settings:manage` is held by
+         *     owners and admins; any other role is `403` (the console shows them the settings read-only).
          *
          *     `400 VALIDATION_ERROR` names the field. Recorded as `organization.update`.
          */
@@ -2431,6 +2436,16 @@ export interface components {
             /** @description What buyers see; null: `name`. */
             displayName: string | null;
             branding: components["schemas"]["Branding"];
+            /**
+             * @description The organization's time zone, an IANA name in its canonical spelling (`Europe/Paris`,
+             *     `UTC`): the console's home page asks `getCommerceMetrics` for its figures in it
+             *     ("today", days, months) and says so. `UTC` for every organization until an owner or
+             *     admin changes it (decision: the server cannot know where a merchant is, and `UTC` is
+             *     the metrics operation's own default, so an API key and the console read the same
+             *     figures until then).
+             * @example Europe/Paris
+             */
+            timeZone: string;
             updatedAt: components["schemas"]["Timestamp"];
         };
         OrganizationSettingsUpdate: {
@@ -2441,6 +2456,15 @@ export interface components {
                 /** @description `#rrggbb`; null restores the default. */
                 accentColor?: string | null;
             };
+            /**
+             * @description An IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`), checked against the
+             *     server's Intl data (`Intl.supportedValuesOf('timeZone')` lists the canonical names;
+             *     aliases such as `Asia/Calcutta` and any letter case are accepted and stored in the
+             *     canonical spelling Intl gives). An unknown name, or an offset such as `+01:00`, is
+             *     `400 VALIDATION_ERROR` naming `timeZone`.
+             * @example Europe/Paris
+             */
+            timeZone?: string;
         };
         OrganizationSettingsResponse: {
             /** @constant */
@@ -7461,6 +7485,7 @@ export interface operations {
                      *           "accentColor": "#0f766e",
                      *           "accentTextColor": "#ffffff"
                      *         },
+                     *         "timeZone": "UTC",
                      *         "updatedAt": "2026-11-22T09:00:00.000Z"
                      *       }
                      *     }
@@ -7490,7 +7515,8 @@ export interface operations {
                  *       "branding": {
                  *         "logoUrl": "https://cdn.acme.example/logo.png",
                  *         "accentColor": "#0F766E"
-                 *       }
+                 *       },
+                 *       "timeZone": "Europe/Paris"
                  *     }
                  */
                 "application/json": components["schemas"]["OrganizationSettingsUpdate"];
@@ -7516,6 +7542,7 @@ export interface operations {
                      *           "accentColor": "#0f766e",
                      *           "accentTextColor": "#ffffff"
                      *         },
+                     *         "timeZone": "Europe/Paris",
                      *         "updatedAt": "2026-11-23T10:00:00.000Z"
                      *       }
                      *     }

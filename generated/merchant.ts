@@ -437,6 +437,7 @@ export interface paths {
          *     | `product_id` | `productId` (catalog product) |
          *     | `provider` | payment channel (`STRIPE` card, `CRYPTO`) |
          *     | `from_address` | buyer wallet of crypto orders, case-insensitive |
+         *     | `tx_hash` | transaction hash of crypto orders (`txHash`), exact, case-insensitive |
          *     | `date_from` | created at or after this Unix time (seconds) |
          *     | `date_to` | created strictly before this Unix time (seconds) |
          *
@@ -799,7 +800,8 @@ export interface paths {
          *     buckets; more is `400 VALIDATION_ERROR`. Each bucket gives its first local date (`date`) and
          *     its bounds as instants (`start` included, `end` excluded), so a bucket that contains a
          *     daylight-saving change is 23 or 25 hours long. Rows are placed by their local date in
-         *     `time_zone`.
+         *     `time_zone`. The console's home page passes the organization's time zone (the console
+         *     document's organization settings, `timeZone`, `UTC` until changed); an API key passes its own.
          *
          *     **What is counted** (each figure is exact over the rows it summarises; amounts are integers in
          *     minor units, never converted between currencies):
@@ -3627,6 +3629,16 @@ export interface operations {
                  * @example 0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984
                  */
                 from_address?: string;
+                /**
+                 * @description Transaction hash of crypto orders (`txHash`: `0x` and 64 hexadecimal digits). An exact
+                 *     match, case-insensitive (hexadecimal digits are compared in lower case, so `0xAB…` and
+                 *     `0xab…` are the same filter), on whatever chain; usually one order, at most one per
+                 *     chain. Another organization's transaction matches nothing (an empty page, not `404`).
+                 *     Combines (AND) with the other filters and with `starting_after` / `ending_before` like
+                 *     any filter. Anything but `0x` and 64 hexadecimal digits is `400 VALIDATION_ERROR`.
+                 * @example 0x4e3a3754410177e6937ef1f84bba68ea139e8d1a2258c5f85db9f1cd715a1bdd
+                 */
+                tx_hash?: string;
                 /**
                  * @description Only orders created at or after this Unix time (seconds).
                  * @example 1795305600

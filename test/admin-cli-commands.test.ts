@@ -211,6 +211,13 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     const badStatus = await cli(['order', 'list', '--org', ctx.orgA.orgId, '--status', 'shipped']);
     expect(badStatus.code).toBe(1);
     expect(JSON.parse(badStatus.stderr).error).toMatchObject({ code: 'VALIDATION_ERROR', status: 400 });
+    // --tx-hash: the list's tx_hash filter (any case); a malformed hash is the API's 400.
+    const hash = `0x${'c0ffee'.repeat(10)}abcd`;
+    await ctx.testDb.database.db('orders').where({ id: second }).update({ chain: 'eip155:8453', tx_hash: hash });
+    expect((await ok(['order', 'list', '--org', ctx.orgA.orgId, '--tx-hash', hash.toUpperCase().replace('0X', '0x')])).records.map((o: { orderId: string }) => o.orderId)).toEqual([second]);
+    const badHash = await cli(['order', 'list', '--org', ctx.orgA.orgId, '--tx-hash', '0x1234']);
+    expect(badHash.code).toBe(1);
+    expect(JSON.parse(badHash.stderr).error).toMatchObject({ code: 'VALIDATION_ERROR', status: 400 });
   });
 
   it('subscription pause / resume / cancel', async () => {

@@ -25,6 +25,7 @@ interface ListOptions {
   product?: string;
   provider?: string;
   fromAddress?: string;
+  txHash?: string;
   since?: number;
   before?: number;
   page?: number;
@@ -47,6 +48,7 @@ export function register(program: Command, ctx: CliContext): void {
     .option('--product <id>', 'only orders of this catalog product (PRD_...)')
     .option('--provider <provider>', 'STRIPE (card) or CRYPTO', (value: string) => value.toUpperCase())
     .option('--from-address <address>', 'buyer wallet of crypto orders (0x..., any case)')
+    .option('--tx-hash <hash>', 'transaction hash of crypto orders (0x and 64 hex digits, any case)')
     .option('--since <date>', 'created at or after (Unix seconds or ISO 8601)', parseUnixTime)
     .option('--before <date>', 'created strictly before (Unix seconds or ISO 8601)', parseUnixTime)
     .option('--page <n>', 'page number, from 1 (default 1)', parsePositiveInt)
@@ -63,6 +65,7 @@ export function register(program: Command, ctx: CliContext): void {
       if (opts.product !== undefined) query.product_id = opts.product;
       if (opts.provider !== undefined) query.provider = opts.provider as OrderListQuery['provider'];
       if (opts.fromAddress !== undefined) query.from_address = opts.fromAddress;
+      if (opts.txHash !== undefined) query.tx_hash = opts.txHash;
       if (opts.since !== undefined) query.date_from = opts.since;
       if (opts.before !== undefined) query.date_to = opts.before;
       if (opts.page !== undefined) query.page = opts.page;

@@ -30,6 +30,7 @@ import { migrateLatest, openDatabase, type Database } from '../../src/db/knex.js
 import * as m0120 from '../../src/db/migrations/0120_list_indexes.js';
 import * as m0195 from '../../src/db/migrations/0195_wallet_count_index_only.js';
 import * as m0196 from '../../src/db/migrations/0196_commerce_metrics_covering.js';
+import * as m0200 from '../../src/db/migrations/0200_order_tx_hash_index.js';
 import { KnexOrderRepository, LIST_ORDERS_SQL, COUNT_ORDERS_SQL } from '../../src/orders/order.repository.js';
 import { KnexCustomerRepository } from '../../src/orders/customer.repository.js';
 import { KnexSubscriptionRepository } from '../../src/subscriptions/subscription.repository.js';
@@ -67,6 +68,8 @@ interface Org {
   /** Filled after loading: the values the requests use. */
   whaleCustomer: string;
   whaleWallet: string;
+  /** A crypto order's transaction hash, upper-cased (the filter is case-insensitive). */
+  someTxHash: string;
   someOrders: string[];
   totalOrders: number;
   twentyFirstOldest: string;
@@ -239,6 +242,7 @@ const ROWS: Row[] = [
   { name: 'GET /v1/orders?product_id=…', goal: 2, paths: (o) => o.products.slice(0, 5).map((p) => `/v1/orders?page=1&size=20&product_id=${p}`) },
   { name: 'GET /v1/orders?provider=CRYPTO', goal: 2, paths: () => ['/v1/orders?page=1&size=20&provider=CRYPTO'] },
   { name: 'GET /v1/orders?from_address=… (1 % of orders)', goal: 2, paths: (o) => [`/v1/orders?page=1&size=20&from_address=${o.whaleWallet}`] },
+  { name: 'GET /v1/orders?tx_hash=… (1 order)', goal: 2, paths: (o) => [`/v1/orders?page=1&size=20&tx_hash=${o.someTxHash}`] },
   { name: 'GET /v1/orders?customer_id=… (1 % of orders)', goal: 2, paths: (o) => [`/v1/orders?page=1&size=20&customer_id=${o.whaleCustomer}`] },
   { name: 'GET /v1/orders?date_from&date_to (7 days)', goal: 2, paths: (o) => [`/v1/orders?page=1&size=20&date_from=${o.weekFrom}&date_to=${o.weekTo}`] },
   { name: 'GET /v1/orders page 2 by cursor (starting_after)', goal: 2, cursor: true, paths: (o) => o.someOrders.slice(0, 5).map((id) => `/v1/orders?size=20&starting_after=${id}`) },
@@ -300,6 +304,7 @@ async function plans(db: Knex, direct: pg.Client, org: Org): Promise<Record<stri
     ['orders?product_id', () => orders.list(org.orgId, { productId: org.products[0] }, { offset: 0, limit: 20 })],
     ['orders?provider=CRYPTO', () => orders.list(org.orgId, { provider: 'CRYPTO' }, { offset: 0, limit: 20 })],
     ['orders?from_address', () => orders.list(org.orgId, { fromAddress: org.whaleWallet }, { offset: 0, limit: 20 })],
+    ['orders?tx_hash', () => orders.list(org.orgId, { txHash: org.someTxHash }, { offset: 0, limit: 20 })],
     ['orders?customer_id', () => orders.list(org.orgId, { customerId: org.whaleCustomer }, { offset: 0, limit: 20 })],
     ['orders?date_from&date_to', () => orders.list(org.orgId, { createdFrom: new Date(org.weekFrom * 1000), createdBefore: new Date(org.weekTo * 1000) }, { offset: 0, limit: 20 })],
     ['customers, first page', () => customers.listWithOrders(org.orgId, {}, { offset: 0, limit: 20 })],
@@ -398,6 +403,7 @@ const INDEX_MIGRATIONS: Array<[name: string, migration: { up(db: Knex): Promise<
   ['0120_list_indexes', m0120],
   ['0195_wallet_count_index_only', m0195],
   ['0196_commerce_metrics_covering', m0196],
+  ['0200_order_tx_hash_index', m0200],
 ];
 
 /** Runs `work` while a writer inserts an order of `org` every 50 ms: how many went in and the longest wait. */
@@ -517,7 +523,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < 20; i++) products.push(await product(server, deployment.adminToken, merchant.orgId, `Product ${i + 1}`));
       const oneTimeSession = await paidCheckout(server, merchant.apiKey, products[0]!.once, `template-${label}@example.com`);
       const subscriptionSession = await paidCheckout(server, merchant.apiKey, products[0]!.monthly, `template-sub-${label}@example.com`);
-      const org: Org = { label, size, orgId: merchant.orgId, apiKey: merchant.apiKey, products: products.map((p) => p.productId), prices: products.map((p) => p.once), whaleCustomer: '', whaleWallet: '', someOrders: [], totalOrders: 0, twentyFirstOldest: '', weekFrom: 0, weekTo: 0 };
+      const org: Org = { label, size, orgId: merchant.orgId, apiKey: merchant.apiKey, products: products.map((p) => p.productId), prices: products.map((p) => p.once), whaleCustomer: '', whaleWallet: '', someTxHash: '', someOrders: [], totalOrders: 0, twentyFirstOldest: '', weekFrom: 0, weekTo: 0 };
       await load(direct, org, { oneTimeSession, subscriptionSession });
       orgs.push(org);
     }
@@ -527,6 +533,7 @@ async function main(): Promise<void> {
     for (const org of orgs) {
       const q = async (sql: string) => (await direct.query(sql, [org.orgId])).rows[0];
       org.whaleWallet = (await q('SELECT from_address FROM orders WHERE org_id = $1 AND from_address IS NOT NULL GROUP BY from_address ORDER BY count(*) DESC LIMIT 1')).from_address;
+      org.someTxHash = String((await q('SELECT tx_hash FROM orders WHERE org_id = $1 AND tx_hash IS NOT NULL LIMIT 1')).tx_hash).toUpperCase().replace('0X', '0x');
       org.totalOrders = Number((await q('SELECT count(*) AS n FROM orders WHERE org_id = $1')).n);
       org.twentyFirstOldest = (await q('SELECT id FROM orders WHERE org_id = $1 ORDER BY created_at, id OFFSET 20 LIMIT 1')).id;
       const newest = (await q('SELECT max(created_at) AS m FROM orders WHERE org_id = $1')).m as Date;
@@ -557,10 +564,11 @@ async function main(): Promise<void> {
     let before: Awaited<ReturnType<typeof measureAll>> | undefined;
     if (beforeCheckout) {
       await server.stop();
+      await m0200.down(db);
       await m0196.down(db);
       await m0195.down(db);
       await m0120.down(db);
-      await db('knex_migrations').whereIn('name', ['0120_list_indexes', '0195_wallet_count_index_only', '0196_commerce_metrics_covering']).del();
+      await db('knex_migrations').whereIn('name', ['0120_list_indexes', '0195_wallet_count_index_only', '0196_commerce_metrics_covering', '0200_order_tx_hash_index']).del();
       await direct.query('VACUUM ANALYZE orders, subscriptions, customers');
       const { startKassa: startBefore } = (await import(path.join(beforeCheckout, 'tools/cluster.ts'))) as { startKassa: typeof startKassa };
       server = await startBefore(deployment, { role: 'api', name: 'growth-before' });

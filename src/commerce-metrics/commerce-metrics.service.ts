@@ -5,6 +5,7 @@
  */
 import { validationError } from '../kernel/errors.js';
 import type { BucketRow, BucketUnit, CommerceMetricsRepository, MetricsRange } from './commerce-metrics.repository.js';
+import { isKnownTimeZone } from '../kernel/time-zone.js';
 
 /** At most this many buckets in one answer (13 months of days, 7 years of weeks, 33 years of months). */
 export const MAX_BUCKETS = 400;
@@ -64,14 +65,6 @@ const isCalendarDate = (date: string) => {
   return Number.isFinite(t) && new Date(t).toISOString().slice(0, 10) === date;
 };
 
-function isKnownTimeZone(timeZone: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const zero = (): CurrencyFigures => ({
   successfulPayments: 0,

@@ -184,6 +184,8 @@ export interface OrderFilter {
   productId?: string;
   provider?: Rail;
   fromAddress?: string;
+  /** A crypto order's transaction hash, compared in lower case. */
+  txHash?: string;
   createdFrom?: Date;
   createdBefore?: Date;
 }

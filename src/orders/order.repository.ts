@@ -220,6 +220,8 @@ export class KnexOrderRepository implements OrderRepository {
     if (f.productId) q.andWhere('product_id', f.productId);
     if (f.provider) q.andWhere('provider', f.provider);
     if (f.fromAddress) q.andWhereRaw('lower(from_address) = lower(?)', [f.fromAddress]);
+    // The expression of the index of migration 0200 (org_id, lower(tx_hash), created_at, id).
+    if (f.txHash) q.andWhereRaw('lower(tx_hash) = lower(?)', [f.txHash]);
     if (f.merchantReference) q.andWhereRaw("merchant_reference ILIKE ? ESCAPE '\\'", [`%${escapeLike(f.merchantReference)}%`]);
     if (f.createdFrom) q.andWhere('created_at', '>=', f.createdFrom);
     if (f.createdBefore) q.andWhere('created_at', '<', f.createdBefore);

@@ -27,6 +27,7 @@ export async function listOrderPage(orders: OrderService, clock: Clock, orgId: s
       productId: query.product_id,
       provider: query.provider,
       fromAddress: query.from_address,
+      txHash: query.tx_hash,
       createdFrom: query.date_from !== undefined ? new Date(query.date_from * 1000) : undefined,
       createdBefore: query.date_to !== undefined ? new Date(query.date_to * 1000) : undefined,
     },

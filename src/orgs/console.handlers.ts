@@ -22,6 +22,7 @@ export const presentSettings = (org: Organization) => ({
     accentColor: org.branding.accentColor,
     accentTextColor: textColourOn(org.branding.accentColor ?? DEFAULT_ACCENT),
   },
+  timeZone: org.timeZone,
   updatedAt: iso(org.updatedAt),
 });
 

@@ -16,6 +16,8 @@ export interface Organization {
   stripeAccountState: StripeAccountState | null;
   /** Branding of its hosted pages and buyer e-mails; null fields: Kassa's defaults. */
   branding: Branding;
+  /** IANA name of the zone the console shows its figures in ('UTC' unless changed). */
+  timeZone: string;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -58,7 +60,7 @@ export interface ApiKeyWithOrganization extends ApiKeyWithHash {
   organization: Organization;
 }
 
-export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled'>> & { branding?: Partial<Branding> };
+export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled' | 'timeZone'>> & { branding?: Partial<Branding> };
 
 export interface OrgRepository {
   insertOrganization(org: Organization): Promise<void>;
@@ -95,6 +97,7 @@ interface OrganizationRow {
   stripe_account_checked_at?: Date | string | null;
   brand_logo_url?: string | null;
   brand_accent_color?: string | null;
+  time_zone?: string;
   created_at: Date;
   updated_at: Date;
 }
@@ -139,6 +142,8 @@ const toOrganization = (row: OrganizationRow): Organization => ({
     : null,
   // Absent before the 0176 migration.
   branding: { logoUrl: row.brand_logo_url ?? null, accentColor: row.brand_accent_color ?? null },
+  // Absent before the 0201 migration.
+  timeZone: row.time_zone ?? 'UTC',
   createdAt: new Date(row.created_at),
   updatedAt: new Date(row.updated_at),
 });
@@ -171,6 +176,7 @@ export class KnexOrgRepository implements OrgRepository {
       card_account_enabled: org.cardAccountEnabled,
       stripe_account_id: org.stripeAccountId,
       stripe_account_bound_at: org.stripeAccountBoundAt,
+      time_zone: org.timeZone,
       created_at: org.createdAt,
       updated_at: org.updatedAt,
     });
@@ -198,6 +204,7 @@ export class KnexOrgRepository implements OrgRepository {
     if (patch.cardAccountEnabled !== undefined) changes.card_account_enabled = patch.cardAccountEnabled;
     if (patch.branding?.logoUrl !== undefined) changes.brand_logo_url = patch.branding.logoUrl;
     if (patch.branding?.accentColor !== undefined) changes.brand_accent_color = patch.branding.accentColor;
+    if (patch.timeZone !== undefined) changes.time_zone = patch.timeZone;
     const [row] = await this.db<OrganizationRow>('organizations').where({ id }).update(changes).returning('*');
     return row ? toOrganization(row as OrganizationRow) : undefined;
   }

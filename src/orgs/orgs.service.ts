@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock } from '../kernel/clock.js';
 import { newId } from '../kernel/ids.js';
 import { sha256Hex } from '../kernel/secrets.js';
+import { canonicalTimeZone } from '../kernel/time-zone.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
 import type { ApiKey, Organization, OrganizationPatch, OrgRepository, StripeAccountState } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
@@ -59,6 +60,7 @@ export class OrgService {
       stripeAccountBoundAt: null,
       stripeAccountState: null,
       branding: { logoUrl: null, accentColor: null },
+      timeZone: 'UTC',
       createdAt: now,
       updatedAt: now,
     };
@@ -97,9 +99,12 @@ export class OrgService {
    * and the branding of the hosted pages and buyer e-mails. The logo is an https URL (at most
    * 2048 characters, no user or password in it): buyers' browsers and mail clients load it from
    * there; the accent colour is `#rrggbb`, stored in lower case (pages pick the text colour on it
-   * by contrast). Null clears either.
+   * by contrast). Null clears either. The time zone is an IANA name known to Intl, stored in its
+   * canonical spelling (`europe/paris` → `Europe/Paris`).
    */
-  async updateSettings(orgId: string, input: { displayName?: string | null; branding?: { logoUrl?: string | null; accentColor?: string | null } }): Promise<Organization> {
+  async updateSettings(orgId: string, input: { displayName?: string | null; branding?: { logoUrl?: string | null; accentColor?: string | null }; timeZone?: string }): Promise<Organization> {
+    const timeZone = input.timeZone === undefined ? undefined : canonicalTimeZone(input.timeZone);
+    if (input.timeZone !== undefined && timeZone === undefined) throw validationError(`timeZone must be an IANA time zone name such as Europe/Paris or UTC ("${input.timeZone.slice(0, 64)}" is not one)`, { field: 'timeZone' });
     const branding: { logoUrl?: string | null; accentColor?: string | null } = {};
     if (input.branding?.logoUrl !== undefined) branding.logoUrl = input.branding.logoUrl === null ? null : checkedLogoUrl(input.branding.logoUrl);
     if (input.branding?.accentColor !== undefined) {
@@ -110,6 +115,7 @@ export class OrgService {
     return this.updateOrganization(orgId, {
       ...(input.displayName !== undefined ? { displayName: input.displayName } : {}),
       ...(input.branding !== undefined ? { branding } : {}),
+      ...(timeZone !== undefined ? { timeZone } : {}),
     });
   }
 

@@ -96,6 +96,11 @@ describe('filters ↔ URL', () => {
     expect(classifySearch('CUS_1').kind).toBe('customer');
     expect(classifySearch('SUB_1').kind).toBe('subscription');
     expect(classifySearch(`0x${'a'.repeat(64)}`).kind).toBe('tx');
+    // Any case; the prefix as the API's tx_hash pattern wants it. One digit short or long is a reference.
+    expect(classifySearch(` 0X${'Ab'.repeat(32)} `)).toEqual({ kind: 'tx', value: `0x${'Ab'.repeat(32)}` });
+    expect(classifySearch(`0x${'a'.repeat(63)}`).kind).toBe('reference');
+    expect(classifySearch(`0x${'a'.repeat(65)}`).kind).toBe('reference');
+    expect(classifySearch(`0x${'g'.repeat(64)}`).kind).toBe('reference');
     expect(classifySearch('ada@example.com').kind).toBe('email');
     expect(classifySearch('invoice-10042').kind).toBe('reference');
   });

@@ -21,6 +21,7 @@ const org: Organization = {
   stripeAccountBoundAt: null,
   stripeAccountState: null,
   branding: { logoUrl: null, accentColor: null },
+  timeZone: 'UTC',
   createdAt: new Date('2026-01-01T00:00:00Z'),
   updatedAt: new Date('2026-01-01T00:00:00Z'),
 };

@@ -11,6 +11,7 @@ import type { Page } from 'playwright-core';
 import { chromiumAvailable } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { startConsoleHarness, type ConsoleHarness } from '../harness/console-browser.js';
+import { tabTo } from '../harness/accessibility.js';
 
 let h: ConsoleHarness & { newPage(viewport?: { width: number; height: number }): Promise<Page> };
 let owner: Page;
@@ -73,6 +74,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console management', 'chromiu
     await heading(viewer, `Order ${orderId}`);
     await viewer.getByRole('heading', { name: 'Timeline', level: 2 }).waitFor();
     expect(await viewer.getByRole('button', { name: /Refund/ }).count()).toBe(0);
+    // The delivery log needs webhooks:write: the viewer is told, and nothing is asked.
+    await viewer.getByText('Your role cannot read the webhook delivery log').waitFor();
     const status = await viewer.evaluate(async (id) => {
       const session = (await (await fetch("/v1/console/session")).json()) as { data: { csrfToken: string } };
       const res = await fetch(`/v1/console/orders/${id}/refund`, {
@@ -110,6 +113,37 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console management', 'chromiu
     await h.check(owner, 'deliveries');
   });
 
+  it("the order page lists the order's webhook deliveries; each opens its page in the log, where redeliver is (keyboard and mouse)", async () => {
+    await owner.goto(`${h.origin}/console/orders/${orderId}`);
+    await heading(owner, `Order ${orderId}`);
+    const section = owner.getByRole('region', { name: 'Webhook deliveries' });
+    await section.getByRole('table').waitFor();
+    // order.paid, order.refunded and its redelivery (the harness's clock stands still: their order is the ids').
+    const events = await section.locator('tbody tr td:first-child a').allTextContents();
+    expect(events.map((e) => e.replace(/ delivery WHD_\w+$/, '')).sort()).toEqual(['order.paid', 'order.refunded', 'order.refunded']);
+    await section.getByRole('columnheader', { name: 'Attempts' }).waitFor();
+    await section.getByRole('columnheader', { name: 'Time' }).waitFor();
+    await h.check(owner, 'order-deliveries');
+    // Keyboard: Tab to the newest delivery's link, Enter.
+    await tabTo(owner, 'a[href^="/console/developers/deliveries/WHD_"]', 150);
+    const href = (await owner.evaluate('document.activeElement.getAttribute("href")')) as string;
+    await owner.keyboard.press('Enter');
+    await owner.waitForURL(`${h.origin}${href}`);
+    await owner.getByRole('heading', { name: /^Delivery WHD_/, level: 2 }).waitFor();
+    await owner.getByRole('button', { name: 'Redeliver' }).waitFor();
+    // The mouse: back to the order, the order.paid delivery.
+    await owner.goBack();
+    await heading(owner, `Order ${orderId}`);
+    await owner.getByRole('region', { name: 'Webhook deliveries' }).getByRole('link', { name: /^order\.paid/ }).click();
+    await owner.getByRole('heading', { name: /^Delivery WHD_/, level: 2 }).waitFor();
+    await owner.getByRole('link', { name: orderId }).waitFor();
+    // The whole log, filtered by the order.
+    await owner.goto(`${h.origin}/console/orders/${orderId}`);
+    await owner.getByRole('link', { name: 'This order in the delivery log →' }).click();
+    await owner.waitForURL(new RegExp(`/console/developers/deliveries\\?order_id=${orderId}$`));
+    await expect.poll(() => owner.locator('tbody tr').count()).toBe(3);
+  });
+
   it('an agent wallet and an agent, its key shown once', async () => {
     await owner.goto(`${h.origin}/console/agents`);
     await heading(owner, 'Agent wallets');
@@ -131,7 +165,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console management', 'chromiu
     await heading(owner, 'Settings');
     await owner.getByLabel(/^Display name/).fill('Roastery & Co');
     await owner.getByLabel(/^Accent colour/).fill('#0f766e');
-    await owner.getByRole('button', { name: 'Save' }).click();
+    await owner.getByRole('button', { name: 'Save', exact: true }).click();
     await owner.getByText('Saved: the hosted pages show it from now on.').waitFor();
     await h.check(owner, 'settings-organization');
     const buyer = await owner.context().newPage();

@@ -1,6 +1,8 @@
 /**
- * The console's pages over what the API has (issue 30): orders (filters in the URL, keyset
- * paging, search, detail with timeline and processor links), subscriptions, customers, API keys
+ * The console's pages over what the API has (issue 30): home in the organization's time zone (set
+ * in Settings by an owner, not by a viewer), orders (filters in the URL, keyset paging, search by
+ * id, reference and transaction hash, detail with timeline, processor links and its webhook
+ * deliveries), subscriptions, customers, API keys
  * (created once with a copy button, revoked and then refused), webhook endpoints (a refused URL
  * keeps the form's input), members, invites, the audit log and signing out everywhere; a viewer's
  * limits. Every page: axe-core with no serious violation, no horizontal overflow, screenshots at
@@ -10,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { chromiumAvailable } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
+import { tabTo } from '../harness/accessibility.js';
 import { seedCommerce, startConsoleHarness, type ConsoleHarness, type SeededCommerce } from '../harness/console-browser.js';
 
 let h: ConsoleHarness & { newPage(viewport?: { width: number; height: number }): Promise<Page> };
@@ -33,6 +36,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console pages', 'chromium'), 
     await heading(owner, 'Home');
     await owner.getByRole('heading', { name: 'USD', level: 3, exact: true }).waitFor();
     await owner.locator('.chart canvas').first().waitFor();
+    // An organization's time zone is UTC until an owner changes it; the page says so.
+    await owner.getByText("Times in UTC, the organization's time zone").waitFor();
     await h.check(owner, 'home-data');
   });
 
@@ -68,12 +73,41 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console pages', 'chromium'), 
     await heading(owner, `Order ${seeded.cryptoOrderId}`);
   });
 
+  it('orders: a transaction hash in the search box filters by tx_hash (keyboard; any case), a deep link too', async () => {
+    const hash = `0x${'4e3a'.repeat(16)}`;
+    await owner.goto(`${h.origin}/console/orders`);
+    await owner.locator('tbody tr').first().waitFor();
+    // Keyboard only: Tab to the search box, type, Enter.
+    await tabTo(owner, 'input[name="q"]', 80);
+    await owner.keyboard.type(hash.toUpperCase().replace('0X', '0x'));
+    await owner.keyboard.press('Enter');
+    await owner.waitForURL(/tx_hash=0x4E3A/);
+    await expect.poll(() => owner.locator('tbody tr').count()).toBe(1);
+    expect(await owner.getByRole('link', { name: seeded.cryptoOrderId }).count()).toBe(1);
+    expect(await owner.getByLabel('Transaction').inputValue()).toBe(hash.toUpperCase().replace('0X', '0x'));
+    await h.check(owner, 'orders-tx-hash');
+    // The mouse opens the order.
+    await owner.getByRole('link', { name: seeded.cryptoOrderId }).click();
+    await heading(owner, `Order ${seeded.cryptoOrderId}`);
+    // A deep link, combined with another filter; an unknown hash lists nothing.
+    const other = await h.newPage();
+    await h.signIn(other, await h.member('owner'));
+    await other.goto(`${h.origin}/console/orders?tx_hash=${hash}&status=paid`);
+    await expect.poll(() => other.locator('tbody tr').count()).toBe(1);
+    await other.goto(`${h.origin}/console/orders?tx_hash=0x${'f'.repeat(64)}`);
+    await other.getByText('No orders match.').waitFor();
+  });
+
   it('order detail: timeline, customer, processor ids linked to Stripe and the block explorer', async () => {
     await owner.goto(`${h.origin}/console/orders/${seeded.cryptoOrderId}`);
     await heading(owner, `Order ${seeded.cryptoOrderId}`);
     const tx = owner.getByRole('link', { name: /0x4e3a/ });
     expect(await tx.getAttribute('href')).toBe(`https://basescan.org/tx/0x${'4e3a'.repeat(16)}`);
     expect(await owner.getByText('25.00 USDC').first().isVisible()).toBe(true);
+    // No endpoint was ever sent an event about it: the deliveries section says so.
+    await owner.getByRole('heading', { name: 'Webhook deliveries', level: 2 }).waitFor();
+    await owner.getByText('No webhook deliveries for this order yet').waitFor();
+    expect(await owner.getByRole('link', { name: 'This order in the delivery log →' }).getAttribute('href')).toBe(`/console/developers/deliveries?order_id=${seeded.cryptoOrderId}`);
     await h.check(owner, 'order-crypto');
     await owner.goto(`${h.origin}/console/orders/${seeded.cardOrderId}`);
     await heading(owner, `Order ${seeded.cardOrderId}`);
@@ -163,6 +197,54 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console pages', 'chromium'), 
     await second.goto(`${h.origin}/console/orders`);
     await second.waitForURL(/\/console\/sign-in/);
     owner = await h.signedInPage('owner');
+  });
+
+  it("settings: an owner sets the organization's time zone (keyboard and mouse); home uses it and says which; a viewer cannot", async () => {
+    await owner.goto(`${h.origin}/console/settings/organization`);
+    await heading(owner, 'Settings');
+    const select = owner.getByLabel('Organization time zone');
+    await expect.poll(() => select.inputValue()).toBe('UTC');
+    const offered = await select.locator('option').allTextContents();
+    expect(offered[0]).toBe('UTC');
+    expect(offered).toContain('Pacific/Auckland');
+    expect(offered.length).toBeGreaterThan(300);
+    // Keyboard: Tab to the select, choose, Tab to the button, Enter.
+    await tabTo(owner, '#time-zone', 80);
+    await select.selectOption('Pacific/Auckland');
+    await tabTo(owner, 'form[aria-labelledby="time-zone-title"] button[type="submit"]', 3);
+    await owner.keyboard.press('Enter');
+    await owner.getByText('Saved: the home page shows its figures in Pacific/Auckland.').waitFor();
+    await h.check(owner, 'settings-time-zone');
+    const asked = owner.waitForRequest((r) => r.url().includes('/v1/metrics/commerce') && r.url().includes('time_zone=Pacific%2FAuckland'));
+    await owner.getByRole('link', { name: 'Home' }).first().click();
+    await asked;
+    await owner.getByText("Times in Pacific/Auckland, the organization's time zone").waitFor();
+    await owner.locator('.chart canvas').first().waitFor();
+    await h.check(owner, 'home-time-zone');
+    // The mouse: the link on home leads to the setting; Europe/Paris is saved with a click.
+    await owner.getByRole('link', { name: 'change it in Settings' }).click();
+    await heading(owner, 'Settings');
+    await expect.poll(() => owner.getByLabel('Organization time zone').inputValue()).toBe('Pacific/Auckland');
+    await owner.getByLabel('Organization time zone').selectOption('Europe/Paris');
+    await owner.getByRole('button', { name: 'Save time zone' }).click();
+    await owner.getByText('Saved: the home page shows its figures in Europe/Paris.').waitFor();
+    // A viewer sees it, cannot change it, and the API refuses anyway.
+    const viewer = await h.signedInPage('viewer');
+    await viewer.getByText("Times in Europe/Paris, the organization's time zone").waitFor();
+    await viewer.goto(`${h.origin}/console/settings/organization`);
+    await expect.poll(() => viewer.getByLabel('Organization time zone').inputValue()).toBe('Europe/Paris');
+    expect(await viewer.getByLabel('Organization time zone').isDisabled()).toBe(true);
+    expect(await viewer.getByRole('button', { name: 'Save time zone' }).count()).toBe(0);
+    await viewer.getByText('Only owners and admins can change it.').waitFor();
+    const status = await viewer.evaluate(async () => {
+      const session = (await (await fetch('/v1/console/session')).json()) as { data: { csrfToken: string } };
+      const res = await fetch('/v1/console/organization', { method: 'PATCH', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': session.data.csrfToken }, body: JSON.stringify({ timeZone: 'Asia/Tokyo' }) });
+      return res.status;
+    });
+    expect(status).toBe(403);
+    await h.check(viewer, 'viewer-settings-time-zone');
+    const stored = await h.ctx.testDb.database.db('organizations').where({ id: h.ctx.orgA.orgId }).first();
+    expect(stored.time_zone).toBe('Europe/Paris');
   });
 
   it('a viewer sees lists but no management: no API keys, no members, no audit log', async () => {

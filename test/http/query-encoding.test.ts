@@ -45,9 +45,10 @@ const CANDIDATES: Record<string, string[]> = {
   date: [],
 };
 
-/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses and trace ids, dates, zone names, currency codes, CAIP-2 networks, project ids). */
+/** String parameters that no value with a reserved character or a space can satisfy (hexadecimal addresses, transaction hashes and trace ids, dates, zone names, currency codes, CAIP-2 networks, project ids). */
 const CANNOT_HOLD_RESERVED = [
   'merchant listOrders from_address',
+  'merchant listOrders tx_hash',
   'merchant getCommerceMetrics start_date',
   'merchant getCommerceMetrics end_date',
   'merchant getCommerceMetrics time_zone',
@@ -60,6 +61,7 @@ const CANNOT_HOLD_RESERVED = [
   'telemetry listTraces trace_id',
   'telemetry getMetrics project_id',
   'admin listOrgOrders from_address',
+  'admin listOrgOrders tx_hash',
 ];
 
 /** Bodies for operations that require one (the query is what is tested). */

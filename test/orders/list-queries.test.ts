@@ -33,9 +33,11 @@ const INSTANTS = Array.from({ length: 12 }, (_, i) => new Date(BASE + i * 3_600_
 const STATUSES = ['PENDING', 'PAID', 'FAILED', 'REFUNDED', 'UNDERPAID'] as const;
 const PRODUCTS = ['PRD_PRODUCT0000000000000000A', 'PRD_PRODUCT0000000000000000B', 'PRD_PRODUCT0000000000000000C', 'PRD_PRODUCT0000000000000000D'];
 const WALLETS = ['0x1f9840a85d5aF5bf1D1762F925BDADdC4201F984', '0x00000000000000000000000000000000000000aB', '0xAbCdEf0000000000000000000000000000000001'];
+// Transaction hashes as chains report them and in upper case: several orders share each (they may, on different chains).
+const TX_HASHES = [`0x${'4e3a3754'.repeat(8)}`, `0x${'ABCDEF01'.repeat(8)}`, `0x${'0'.repeat(63)}f`];
 const REFERENCES = ['inv-100', 'INV-200', 'order_5%', 'inv-1001', null];
 
-interface OrderRow { id: string; org_id: string; status: string; provider: string; customer_id: string; customer_email: string; product_id: string | null; product_name: string | null; subscription_id: string | null; from_address: string | null; merchant_reference: string | null; amount_refunded_cents: number; created_at: Date }
+interface OrderRow { id: string; org_id: string; status: string; provider: string; customer_id: string; customer_email: string; product_id: string | null; product_name: string | null; subscription_id: string | null; from_address: string | null; tx_hash: string | null; merchant_reference: string | null; amount_refunded_cents: number; created_at: Date }
 interface CustomerRow { id: string; org_id: string; email: string; created_at: Date }
 interface SubscriptionRow { id: string; org_id: string; status: string; customer_id: string; customer_email: string; product_id: string | null; product_name: string; created_at: Date }
 
@@ -78,6 +80,7 @@ async function seed(orgId: string, scale: number) {
       product_name: product ? `Name of ${product}` : null,
       subscription_id: sub?.id ?? null,
       from_address: crypto ? pick(WALLETS) : null,
+      tx_hash: crypto ? pick(TX_HASHES) : null,
       merchant_reference: pick(REFERENCES),
       amount_refunded_cents: rand() < 0.15 ? 100 : 0,
       created_at: pick(INSTANTS),
@@ -163,7 +166,7 @@ describe(`list queries against a recomputation (seed ${SEED})`, () => {
     for (let round = 0; round < 24; round++) {
       const params = new URLSearchParams();
       let rows = own;
-      const filters = round === 0 ? [] : new Set(Array.from({ length: 1 + Math.floor(rand() * 2) }, () => pick(['status', 'customer_id', 'product_id', 'provider', 'from_address', 'subscription_id', 'merchant_reference', 'dates'] as const)));
+      const filters = round === 0 ? [] : new Set(Array.from({ length: 1 + Math.floor(rand() * 2) }, () => pick(['status', 'customer_id', 'product_id', 'provider', 'from_address', 'tx_hash', 'subscription_id', 'merchant_reference', 'dates'] as const)));
       for (const f of filters) {
         if (f === 'status') {
           const s = pick(STATUSES);
@@ -185,6 +188,10 @@ describe(`list queries against a recomputation (seed ${SEED})`, () => {
           const w = pick(WALLETS);
           params.set('from_address', rand() < 0.5 ? w.toLowerCase() : w.toUpperCase().replace('0X', '0x'));
           rows = rows.filter((o) => o.from_address?.toLowerCase() === w.toLowerCase());
+        } else if (f === 'tx_hash') {
+          const h = pick(TX_HASHES);
+          params.set('tx_hash', rand() < 0.5 ? h.toLowerCase() : h.toUpperCase().replace('0X', '0x'));
+          rows = rows.filter((o) => o.tx_hash?.toLowerCase() === h.toLowerCase());
         } else if (f === 'subscription_id') {
           const s = pick(subscriptions.filter((x) => x.org_id === ctx.orgA.orgId)).id;
           params.set('subscription_id', s);

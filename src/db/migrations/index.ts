@@ -41,6 +41,8 @@ import * as m0180 from './0180_console_developer_lists.js';
 import * as m0190 from './0190_telemetry_explorer.js';
 import * as m0195 from './0195_wallet_count_index_only.js';
 import * as m0196 from './0196_commerce_metrics_covering.js';
+import * as m0200 from './0200_order_tx_hash_index.js';
+import * as m0201 from './0201_org_time_zone.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -88,6 +90,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0190_telemetry_explorer': m0190,
   '0195_wallet_count_index_only': m0195,
   '0196_commerce_metrics_covering': m0196,
+  '0200_order_tx_hash_index': m0200,
+  '0201_org_time_zone': m0201,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

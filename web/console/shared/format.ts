@@ -149,7 +149,8 @@ export function classifySearch(text: string): { kind: 'order' | 'customer' | 'su
   if (/^ORD_/i.test(value)) return { kind: 'order', value };
   if (/^CUS_/i.test(value)) return { kind: 'customer', value };
   if (/^SUB_/i.test(value)) return { kind: 'subscription', value };
-  if (/^0x[0-9a-fA-F]{64}$/.test(value)) return { kind: 'tx', value };
+  // A transaction hash (0x and 64 hex digits, any case): the orders list's `tx_hash` filter, whose pattern wants `0x`.
+  if (/^0x[0-9a-f]{64}$/i.test(value)) return { kind: 'tx', value: `0x${value.slice(2)}` };
   if (/^[^@\s]+@[^@\s]+$/.test(value)) return { kind: 'email', value };
   return { kind: 'reference', value };
 }

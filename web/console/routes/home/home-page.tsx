@@ -1,13 +1,14 @@
 /**
  * Home: today against yesterday, and each figure over 7 / 30 / 90 days, 12 months or a custom
- * range, per currency, in the console's time zone. The range is in the URL (`?range=30d`,
- * `?from=…&to=…`), so a view can be bookmarked and shared.
+ * range, per currency, in the organization's time zone (Settings → Organization; the page says
+ * which). The range is in the URL (`?range=30d`, `?from=…&to=…`), so a view can be bookmarked and
+ * shared.
  */
 import { useMemo } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { addDays, filtersToQuery, formatMoney, localDate, rangeFor, type DateRange, type RangeKey } from '../../shared/format';
-import { consoleTimeZone } from '../../shared/time-zone';
+import { useOrganizationTimeZone } from '../../shared/time-zone';
 import { FIGURES, TodayCards } from './components/figure-cards';
 import { SeriesChart } from './components/series-chart';
 import { useCommerceMetrics } from './use-commerce-metrics';
@@ -21,8 +22,19 @@ const RANGES: Array<[RangeKey, string]> = [
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 export function HomePage() {
+  const zone = useOrganizationTimeZone();
+  return (
+    <>
+      <PageHeader title="Home" />
+      <ErrorNotice message={zone.error} retry={zone.reload} />
+      {zone.data ? <HomeFigures timeZone={zone.data} /> : !zone.error && <Loading />}
+    </>
+  );
+}
+
+function HomeFigures(props: { timeZone: string }) {
   const { query, route } = useLocation();
-  const timeZone = consoleTimeZone();
+  const { timeZone } = props;
   const today = localDate(new Date(), timeZone);
   const rangeKey = (RANGES.some(([k]) => k === query.range) ? query.range : '30d') as RangeKey;
   const custom = DATE.test(query.from ?? '') && DATE.test(query.to ?? '') && query.from! <= query.to!;
@@ -33,8 +45,9 @@ export function HomePage() {
   const labels = useMemo(() => series.data?.buckets.map((b) => b.date) ?? [], [series.data]);
   return (
     <>
-      <PageHeader title="Home" />
-      <p class="muted small">Dates in {timeZone}.</p>
+      <p class="muted small">
+        Times in {timeZone}, the organization's time zone (<a href="/console/settings/organization">change it in Settings</a>).
+      </p>
       <ErrorNotice message={todayMetrics.error} retry={todayMetrics.reload} />
       {todayMetrics.data ? <TodayCards metrics={todayMetrics.data} /> : !todayMetrics.error && <Loading />}
       <section aria-labelledby="series-title">

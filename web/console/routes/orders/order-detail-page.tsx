@@ -1,9 +1,10 @@
-/** One order: amounts, status, timeline, customer, processor ids with links to the processor's own page. */
+/** One order: amounts, status, timeline, customer, processor ids with links to the processor's own page, its webhook deliveries. */
 import type { ComponentChildren } from 'preact';
 import { useRoute } from 'preact-iso';
 import { ErrorNotice, Fields, Loading, Money, PageHeader, Time } from '../../components/ui';
 import { explorerAddressUrl, explorerTxUrl, stripeDashboardUrl } from '../../shared/links';
 import { consoleTimeZone } from '../../shared/time-zone';
+import { OrderDeliveries } from './components/order-deliveries';
 import { OrderStatus } from './components/order-status';
 import { OrderTimeline, orderTimeline } from './components/order-timeline';
 import { useOrder, useOrderDisputes, useOrderRefunds, type Order } from './use-orders';
@@ -82,6 +83,7 @@ export function OrderDetailPage(props: { extra?: (order: Order, reload: () => vo
             <ErrorNotice message={refunds.error ?? disputes.error} retry={reload} />
             <OrderTimeline entries={orderTimeline(o, refunds.data ?? [], disputes.data ?? [])} timeZone={timeZone} />
           </div>
+          <OrderDeliveries orderId={o.orderId} timeZone={timeZone} />
           {o.merchantMetadata && Object.keys(o.merchantMetadata).length > 0 && (
             <div class="card">
               <h2>Metadata</h2>

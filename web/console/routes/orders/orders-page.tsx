@@ -1,7 +1,8 @@
 /**
  * Orders: the list with the API's filters (status, product, provider, customer, subscription,
- * merchant reference, buyer wallet, dates) as the page URL's query, keyset paging, and a search
- * box that goes straight to an object by id.
+ * merchant reference, buyer wallet, transaction hash, dates) as the page URL's query, keyset
+ * paging, and a search box that goes straight to an object by id, or filters by e-mail (the
+ * customers list), transaction hash (`tx_hash`) or merchant reference.
  */
 import { useLocation } from 'preact-iso';
 import { ErrorNotice, Loading, PageHeader } from '../../components/ui';
@@ -11,7 +12,7 @@ import { consoleTimeZone } from '../../shared/time-zone';
 import { OrdersTable } from './components/orders-table';
 import { useOrders, type OrdersQuery } from './use-orders';
 
-const FILTER_KEYS = ['status', 'provider', 'product_id', 'customer_id', 'subscription_id', 'merchant_reference', 'from_address', 'from', 'to', 'starting_after', 'ending_before'] as const;
+const FILTER_KEYS = ['status', 'provider', 'product_id', 'customer_id', 'subscription_id', 'merchant_reference', 'from_address', 'tx_hash', 'from', 'to', 'starting_after', 'ending_before'] as const;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /** The URL's filters as the API's query (local dates → Unix seconds in the console's time zone). */
@@ -24,6 +25,7 @@ export function ordersQuery(filters: Partial<Record<(typeof FILTER_KEYS)[number]
   if (filters.subscription_id) query.subscription_id = filters.subscription_id;
   if (filters.merchant_reference) query.merchant_reference = filters.merchant_reference;
   if (filters.from_address) query.from_address = filters.from_address;
+  if (filters.tx_hash) query.tx_hash = filters.tx_hash;
   if (filters.from && DATE.test(filters.from)) query.date_from = localMidnightUnix(filters.from, timeZone);
   if (filters.to && DATE.test(filters.to)) query.date_to = localMidnightUnix(addDays(filters.to, 1), timeZone);
   if (filters.starting_after) query.starting_after = filters.starting_after;
@@ -55,25 +57,19 @@ export function OrdersPage() {
     else if (found.kind === 'customer') route(`/console/customers/${encodeURIComponent(found.value)}`);
     else if (found.kind === 'subscription') route(`/console/subscriptions/${encodeURIComponent(found.value)}`);
     else if (found.kind === 'email') route(`/console/customers${filtersToQuery({ email: found.value })}`);
-    else if (found.kind === 'tx') route(`/console/orders${filtersToQuery({ merchant_reference: undefined, tx: found.value })}`);
+    else if (found.kind === 'tx') route(`/console/orders${filtersToQuery({ tx_hash: found.value })}`);
     else route(`/console/orders${filtersToQuery({ merchant_reference: found.value })}`);
   };
-  const txSearched = query.tx;
   return (
     <>
       <PageHeader title="Orders" />
       <form class="toolbar" role="search" onSubmit={search}>
         <label>
           Search
-          <input name="q" type="search" placeholder="ORD_…, CUS_…, e-mail or reference" defaultValue={filters.merchant_reference ?? ''} />
+          <input name="q" type="search" placeholder="ORD_…, CUS_…, e-mail, tx hash or reference" defaultValue={filters.tx_hash ?? filters.merchant_reference ?? ''} />
         </label>
         <button type="submit">Search</button>
       </form>
-      {txSearched && (
-        <p class="notice error" role="alert">
-          The API cannot search orders by transaction hash yet; filter by the buyer's wallet address instead.
-        </p>
-      )}
       <details open={Object.keys(filters).some((k) => k !== 'starting_after' && k !== 'ending_before')}>
         <summary>Filters</summary>
         <form class="toolbar" onSubmit={apply} aria-label="Filters">
@@ -107,6 +103,10 @@ export function OrdersPage() {
           <label>
             Wallet
             <input name="from_address" placeholder="0x…" pattern="^0x[0-9a-fA-F]{40}$" defaultValue={filters.from_address ?? ''} />
+          </label>
+          <label>
+            Transaction
+            <input name="tx_hash" placeholder="0x… (64 hex digits)" pattern="^0x[0-9a-fA-F]{64}$" defaultValue={filters.tx_hash ?? ''} />
           </label>
           <label>
             From

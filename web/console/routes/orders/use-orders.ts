@@ -1,6 +1,6 @@
-/** Typed data hooks over the orders operations of the merchant API. */
+/** Typed data hooks over the orders operations of the merchant API, and the delivery log's order filter (console document). */
 import type { components, operations } from '../../../../generated/merchant';
-import { merchantApi } from '../../shared/api';
+import { consoleApi, merchantApi } from '../../shared/api';
 import { useApi } from '../../shared/use-api';
 
 export type Order = components['schemas']['Order'];
@@ -22,4 +22,16 @@ export function useOrderRefunds(id: string) {
 
 export function useOrderDisputes(id: string) {
   return useApi(() => merchantApi.GET('/v1/orders/{id}/disputes', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}
+
+/**
+ * The webhook deliveries of events about this order (the delivery log's `order_id` filter,
+ * newest first). Only roles with `webhooks:write` read the log (payloads hold e-mail addresses):
+ * for the others nothing is asked.
+ */
+export function useOrderDeliveries(orderId: string, allowed: boolean) {
+  return useApi(
+    () => (allowed ? consoleApi.GET('/v1/console/webhook-deliveries', { params: { query: { order_id: orderId, size: 25 } } }).then((r) => ({ ...r, data: r.data?.data })) : Promise.resolve({ data: undefined })),
+    [orderId, allowed],
+  );
 }

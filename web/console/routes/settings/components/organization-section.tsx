@@ -1,17 +1,19 @@
 /**
  * The organization as buyers see it: display name and branding (logo, accent colour) used on the
- * hosted checkout, portal and e-mails; the card processor's state and the receiving wallets.
+ * hosted checkout, portal and e-mails; its time zone (the home page's figures); the card
+ * processor's state and the receiving wallets.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ErrorNotice, Fields, Loading } from '../../../components/ui';
 import { consoleApi } from '../../../shared/api';
 import { useApi, useAction } from '../../../shared/use-api';
 import { useSession } from '../../../shared/session';
+import { timeZoneChoices } from '../../../shared/time-zone';
 import { ReceivingWallets } from './receiving-wallets';
 
 const useOrganization = () => useApi(() => consoleApi.GET('/v1/console/organization').then((r) => ({ ...r, data: r.data?.data })), []);
 const useCardProcessor = () => useApi(() => consoleApi.GET('/v1/console/card-processor').then((r) => ({ ...r, data: r.data?.data as Record<string, unknown> | undefined })), []);
-const save = (body: { displayName: string | null; branding: { logoUrl: string | null; accentColor: string | null } }) =>
+const save = (body: { displayName?: string | null; branding?: { logoUrl: string | null; accentColor: string | null }; timeZone?: string }) =>
   consoleApi.PATCH('/v1/console/organization', { body }).then((r) => ({ ...r, data: r.data?.data }));
 
 const show = (value: unknown): string => (value === null || value === undefined ? '—' : typeof value === 'object' ? JSON.stringify(value) : String(value));
@@ -25,12 +27,16 @@ export function OrganizationSection() {
   const [accent, setAccent] = useState('');
   const [saved, setSaved] = useState(false);
   const update = useAction(save);
+  const [timeZone, setTimeZone] = useState('UTC');
+  const [zoneSaved, setZoneSaved] = useState(false);
+  const updateZone = useAction(save);
   useEffect(() => {
     const o = organization.data;
     if (!o) return;
     setDisplayName(o.displayName ?? '');
     setLogoUrl(o.branding.logoUrl ?? '');
     setAccent(o.branding.accentColor ?? '');
+    setTimeZone(o.timeZone);
   }, [organization.data]);
   return (
     <section aria-labelledby="organization-title">
@@ -66,6 +72,44 @@ export function OrganizationSection() {
           {can('settings:manage') && (
             <button type="submit" class="primary" disabled={update.pending}>
               Save
+            </button>
+          )}
+        </form>
+      )}
+      {organization.data && (
+        <form
+          class="card"
+          aria-labelledby="time-zone-title"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setZoneSaved(false);
+            if (await updateZone.run({ timeZone })) {
+              setZoneSaved(true);
+              organization.reload();
+            }
+          }}
+        >
+          <h3 id="time-zone-title">Time zone</h3>
+          <p class="muted small" id="time-zone-help">
+            The home page counts "today", days and months in this zone.{!can('settings:manage') && ' Only owners and admins can change it.'}
+          </p>
+          <label for="time-zone">Organization time zone</label>
+          <select id="time-zone" aria-describedby="time-zone-help" value={timeZone} onChange={(e) => setTimeZone(e.currentTarget.value)} disabled={!can('settings:manage')}>
+            {timeZoneChoices(organization.data.timeZone).map((z) => (
+              <option key={z} value={z}>
+                {z}
+              </option>
+            ))}
+          </select>
+          <ErrorNotice message={updateZone.error} />
+          {zoneSaved && (
+            <p class="notice success" role="status">
+              Saved: the home page shows its figures in {organization.data.timeZone}.
+            </p>
+          )}
+          {can('settings:manage') && (
+            <button type="submit" class="primary" disabled={updateZone.pending}>
+              Save time zone
             </button>
           )}
         </form>

@@ -1,0 +1,26 @@
+/**
+ * IANA time zone names, checked with Intl (the runtime's ICU data: what `Intl.supportedValuesOf`
+ * lists and the aliases it accepts). An offset (`+01:00`) is not a name: PostgreSQL reads such a
+ * string with the POSIX sign, the opposite of ISO 8601's, so it is refused rather than misread.
+ */
+const NAME = /^[A-Za-z][A-Za-z0-9_+\-/]{0,63}$/;
+
+/** The canonical spelling of a known zone (`europe/paris` → `Europe/Paris`, `utc` → `UTC`), or undefined. */
+export function canonicalTimeZone(name: string): string | undefined {
+  if (!NAME.test(name)) return undefined;
+  try {
+    return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether Intl knows the zone at all (the commerce metrics' `time_zone` check; its pattern bounds the spelling). */
+export function isKnownTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
