@@ -8,15 +8,16 @@ import { ErrorNotice, Fields, Loading } from '../../../components/ui';
 import { consoleApi } from '../../../shared/api';
 import { useApi, useAction } from '../../../shared/use-api';
 import { useSession } from '../../../shared/session';
-import { timeZoneChoices } from '../../../shared/time-zone';
+import { consoleTimeZone, timeZoneChoices } from '../../../shared/time-zone';
+import { formatDateTime } from '../../../shared/format';
 import { ReceivingWallets } from './receiving-wallets';
+import { cardProcessorFields } from '../card-processor';
 
 const useOrganization = () => useApi(() => consoleApi.GET('/v1/console/organization').then((r) => ({ ...r, data: r.data?.data })), []);
-const useCardProcessor = () => useApi(() => consoleApi.GET('/v1/console/card-processor').then((r) => ({ ...r, data: r.data?.data as Record<string, unknown> | undefined })), []);
+const useCardProcessor = () => useApi(() => consoleApi.GET('/v1/console/card-processor').then((r) => ({ ...r, data: r.data?.data })), []);
 const save = (body: { displayName?: string | null; branding?: { logoUrl: string | null; accentColor: string | null }; timeZone?: string }) =>
   consoleApi.PATCH('/v1/console/organization', { body }).then((r) => ({ ...r, data: r.data?.data }));
 
-const show = (value: unknown): string => (value === null || value === undefined ? '—' : typeof value === 'object' ? JSON.stringify(value) : String(value));
 
 export function OrganizationSection() {
   const { can } = useSession();
@@ -118,7 +119,7 @@ export function OrganizationSection() {
         <>
       <h3>Card processor</h3>
       <ErrorNotice message={processor.error} retry={processor.reload} />
-      {processor.data && <div class="card"><Fields items={Object.entries(processor.data).map(([k, v]) => [k, show(v)])} /></div>}
+      {processor.data && <div class="card"><Fields items={cardProcessorFields(processor.data, (iso) => formatDateTime(iso, consoleTimeZone()))} /></div>}
       <h3>Receiving wallets</h3>
       <ReceivingWallets />
         </>
