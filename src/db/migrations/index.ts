@@ -41,6 +41,7 @@ import * as m0180 from './0180_console_developer_lists.js';
 import * as m0190 from './0190_telemetry_explorer.js';
 import * as m0195 from './0195_wallet_count_index_only.js';
 import * as m0196 from './0196_commerce_metrics_covering.js';
+import * as m0210 from './0210_telemetry_sessions.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -88,6 +89,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0190_telemetry_explorer': m0190,
   '0195_wallet_count_index_only': m0195,
   '0196_commerce_metrics_covering': m0196,
+  '0210_telemetry_sessions': m0210,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
