@@ -275,7 +275,6 @@ export class IngestService {
       changes.push({ before: stored.summary, after: rewritten });
     }
     await tx.traces.updateTraces(projectId, merged, now);
-    await tx.traces.updateGroups(projectId, changes);
 
     const spans: NormalizedSpan[] = [];
     for (const t of traces) for (const s of t.spans) spans.push(s);
@@ -320,6 +319,9 @@ export class IngestService {
     const minuteDeltas = [...deltas.values()].filter((d) => d.key.resolution === 'm');
     for (const resolution of ['5m', 'h', 'd'] as const) mergeInto(resolution, minuteDeltas);
     if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
+    // Late in the transaction: a busy user's row is shared by concurrent batches, so its lock is
+    // held briefly (only the usage counter comes after). Lock order: traces, cells, sessions, users.
+    await tx.traces.updateGroups(projectId, changes);
     return inserted.size;
   }
 
