@@ -167,17 +167,20 @@ export async function applyTraceChanges(trx: Knex.Transaction, projectId: string
     // The user of each session before this batch, and now.
     const before = new Map<string, string | null>();
     const now = new Map<string, string | null>();
+    // A row with nothing added carries first_start = last_end = infinity: neutral to LEAST, skipped
+    // for last_end, and a valid range for the GiST index should it be inserted (a removal from a
+    // session the rollup never counted: the row is deleted below, having no trace).
     const upserted = await trx.raw(
       `INSERT INTO telemetry_sessions AS s (project_id, session_id, user_id, first_start, last_end, trace_count, tokens_input,
                                             tokens_output, cost, error_count)
-       SELECT ?, x.k, (SELECT min(u) FROM unnest(x.us) u), coalesce(x.fs, 'infinity'), coalesce(x.le, '-infinity'), x.n, x.ti, x."to", x.c, x.e
+       SELECT ?, x.k, (SELECT min(u) FROM unnest(x.us) u), coalesce(x.fs, 'infinity'), coalesce(x.le, 'infinity'), x.n, x.ti, x."to", x.c, x.e
          FROM json_to_recordset(?::json) AS x(k text, us text[], fs timestamptz, le timestamptz, n int, ti bigint, "to" bigint, c float8, e int)
         ORDER BY x.k
        ON CONFLICT (project_id, session_id) DO UPDATE SET
          previous_user_id = s.user_id,
          user_id = LEAST(s.user_id, excluded.user_id),
          first_start = LEAST(s.first_start, excluded.first_start),
-         last_end = GREATEST(s.last_end, excluded.last_end),
+         last_end = CASE WHEN excluded.last_end = 'infinity' THEN s.last_end ELSE GREATEST(s.last_end, excluded.last_end) END,
          trace_count = s.trace_count + excluded.trace_count,
          tokens_input = s.tokens_input + excluded.tokens_input,
          tokens_output = s.tokens_output + excluded.tokens_output,

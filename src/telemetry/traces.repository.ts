@@ -401,21 +401,49 @@ export class KnexTraceRepository implements TraceRepository {
    * A page of the session or user rollup: rows whose activity overlaps the range, newest last
    * activity first — an index scan of (project_id[, user_id], last_end DESC, id DESC) that stops
    * after the page.
+   *
+   * Sessions with an `end_time` in the past: walking down from the newest session would pass every
+   * session after the range (they fail `first_start <= end_time`). The page is instead the merge of
+   * the sessions active at `end_time` (first_start ≤ end_time < last_end: a GiST lookup of that
+   * instant, few rows) and those whose last activity is in the range (an index range scan). Users
+   * are long-lived — most pass the filter — so they keep the single scan.
    */
   private groupRows(search: GroupSearch, table: 'telemetry_sessions' | 'telemetry_users', key: 'session_id' | 'user_id', extra: string) {
-    const where: string[] = ['project_id = ?'];
-    const bindings: Knex.Value[] = [search.projectId];
-    if (search.userId !== undefined) (where.push('user_id = ?'), bindings.push(search.userId));
-    if (search.startTime) (where.push('last_end >= ?'), bindings.push(search.startTime));
+    const columns = `${key} AS id, ${extra} trace_count, first_start, last_end, tokens_input, tokens_output, cost, error_count`;
+    const common = (where: string[], bindings: Knex.Value[]) => {
+      where.push('project_id = ?');
+      bindings.push(search.projectId);
+      if (search.userId !== undefined) (where.push('user_id = ?'), bindings.push(search.userId));
+      if (search.startTime) (where.push('last_end >= ?'), bindings.push(search.startTime));
+      if (search.after) (where.push(`(last_end, ${key}) < (?, ?)`), bindings.push(search.after.lastEnd, search.after.id));
+    };
+    const order = `ORDER BY last_end DESC, ${key} DESC LIMIT ?`;
+    if (table === 'telemetry_sessions' && search.endTime) {
+      const activeWhere: string[] = [];
+      const activeBindings: Knex.Value[] = [];
+      common(activeWhere, activeBindings);
+      activeWhere.push(`tstzrange(first_start, last_end, '[]') @> ?::timestamptz`, 'last_end > ?');
+      activeBindings.push(search.endTime, search.endTime, search.limit);
+      const endedWhere: string[] = [];
+      const endedBindings: Knex.Value[] = [];
+      common(endedWhere, endedBindings);
+      endedWhere.push('last_end <= ?');
+      endedBindings.push(search.endTime, search.limit);
+      return this.db.raw(
+        `SELECT * FROM (
+           (SELECT ${columns} FROM ${table} WHERE ${activeWhere.join(' AND ')} ${order})
+           UNION ALL
+           (SELECT ${columns} FROM ${table} WHERE ${endedWhere.join(' AND ')} ${order})
+         ) page ORDER BY last_end DESC, id DESC LIMIT ?`,
+        [...activeBindings, ...endedBindings, search.limit],
+      );
+    }
+    const where: string[] = [];
+    const bindings: Knex.Value[] = [];
+    common(where, bindings);
     if (search.endTime) (where.push('first_start <= ?'), bindings.push(search.endTime));
-    if (search.after) (where.push(`(last_end, ${key}) < (?, ?)`), bindings.push(search.after.lastEnd, search.after.id));
     bindings.push(search.limit);
-    return this.db.raw(
-      `SELECT ${key} AS id, ${extra} trace_count, first_start, last_end, tokens_input, tokens_output, cost, error_count
-         FROM ${table} WHERE ${where.join(' AND ')}
-        ORDER BY last_end DESC, ${key} DESC LIMIT ?`,
-      bindings,
-    );
+    return this.db.raw(`SELECT ${columns} FROM ${table} WHERE ${where.join(' AND ')} ${order}`, bindings);
   }
 
   async searchSessions(search: GroupSearch): Promise<SessionSummary[]> {

@@ -36,6 +36,8 @@ export async function up(db: Knex): Promise<void> {
     PRIMARY KEY (project_id, session_id))`);
   await db.raw('CREATE INDEX telemetry_sessions_recent ON telemetry_sessions (project_id, last_end DESC, session_id DESC)');
   await db.raw('CREATE INDEX telemetry_sessions_user ON telemetry_sessions (project_id, user_id, last_end DESC, session_id DESC) WHERE user_id IS NOT NULL');
+  // The sessions active at an instant (a list whose range ends in the past): few rows, whatever the history.
+  await db.raw(`CREATE INDEX telemetry_sessions_active ON telemetry_sessions USING gist (tstzrange(first_start, last_end, '[]'))`);
   await db.raw(`CREATE TABLE telemetry_users (
     project_id text COLLATE "C" NOT NULL REFERENCES telemetry_projects(id) ON DELETE CASCADE,
     user_id text NOT NULL,
