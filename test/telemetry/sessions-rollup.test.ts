@@ -5,6 +5,8 @@
  * retention, project deletion; the lists read them; projects stay apart.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrateLatest } from '../../src/db/knex.js';
+import { migrationSource } from '../../src/db/migrations/index.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { bearer, createProjectWithKey, prng, spanId, traceId, type TelemetryKeyFixture } from './helpers.js';
 
@@ -224,6 +226,30 @@ describe('session and user rollups', () => {
         expect(mine).toHaveLength(u.session_count);
       }
     }
+    // Ranges (past ones too, where the active sessions at end_time and the ended ones are merged):
+    // the sessions whose activity overlaps it, in order, through the cursor.
+    const rand = prng(5);
+    const all = expected.sessions.filter((x) => x.project_id === a.projectId);
+    const times = all.flatMap((x) => [Date.parse(x.first_start), Date.parse(x.last_end)]).sort((x, y) => x - y);
+    for (let i = 0; i < 12; i++) {
+      const pick = () => times[Math.floor(rand() * times.length)]! + Math.floor(rand() * 3) - 1;
+      const [from, to] = [pick(), pick()].sort((x, y) => x - y) as [number, number];
+      if (to <= from) continue;
+      const query = { ...(i % 3 !== 0 ? { start_time: new Date(from).toISOString() } : {}), ...(i % 3 !== 1 ? { end_time: new Date(to).toISOString() } : {}) };
+      const got: SessionRow[] = [];
+      let cursor: string | null = null;
+      do {
+        const res = await ctx.platform.get('/v1/sessions').set(bearer(a.key)).query({ ...query, limit: 2, ...(cursor ? { cursor } : {}) });
+        expect(res.status).toBe(200);
+        got.push(...res.body.data);
+        cursor = res.body.pagination.next_cursor;
+      } while (cursor);
+      const want = all
+        .filter((x) => (query.start_time === undefined || x.last_end >= query.start_time) && (query.end_time === undefined || x.first_start <= query.end_time))
+        .sort((x, y) => (x.last_end < y.last_end ? 1 : x.last_end > y.last_end ? -1 : x.session_id < y.session_id ? 1 : -1))
+        .map((x) => x.session_id);
+      expect(got.map((x) => x.session_id)).toEqual(want);
+    }
     // The same session ids in both projects, with each project's own totals.
     const ids = (p: TelemetryKeyFixture) => expected.sessions.filter((s) => s.project_id === p.projectId).map((s) => s.session_id);
     expect(ids(a).filter((id) => ids(b).includes(id)).length).toBeGreaterThan(0);
@@ -249,5 +275,25 @@ describe('session and user rollups', () => {
       expect(Number((await db()(table).where({ project_id: a.projectId }).count({ n: '*' }).first())!.n)).toBeGreaterThan(0);
     }
     await expectExact();
+  }, 120_000);
+
+  it('a trace the rollups never counted (an earlier release wrote it) is extended without error; migration 0210 rebuilds them from the traces', async () => {
+    const tid = traceId();
+    const root = { span_id: spanId(), name: 'root', start_time: new Date(NOW - DAY).toISOString(), end_time: new Date(NOW - DAY + 100).toISOString(), attributes: { 'session.id': 'legacy', 'user.id': 'legacy-user' } };
+    await ingest(a, [{ trace_id: tid, spans: [root] }]);
+    // As if written before the rollups existed.
+    await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'legacy' }).delete();
+    await db()('telemetry_users').where({ project_id: a.projectId, user_id: 'legacy-user' }).delete();
+    // The trace moves to another session and user: a removal from rows that do not exist.
+    await ingest(a, [{ trace_id: tid, spans: [{ ...root, start_time: new Date(NOW - DAY - 50).toISOString(), attributes: { 'session.id': 'moved', 'user.id': 'moved-user' } }] }]);
+    expect(await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'legacy' }).first()).toBeUndefined();
+    expect(await db()('telemetry_users').where('trace_count', '<=', 0).first()).toBeUndefined();
+    expect(await db()('telemetry_sessions').where('trace_count', '<=', 0).first()).toBeUndefined();
+
+    await db().migrate.down({ migrationSource, name: '0210_telemetry_sessions' });
+    expect(await migrateLatest(db())).toBe(1);
+    await expectExact();
+    const { stored } = await rollups();
+    expect(stored.sessions.find((s) => s.session_id === 'moved')).toMatchObject({ user_id: 'moved-user', trace_count: 1 });
   }, 120_000);
 });

@@ -13,10 +13,15 @@
  * retention and project deletion; the indexes are the lists' order, newest activity first.
  *
  * Backfill: one INSERT … SELECT … GROUP BY each from telemetry_traces, in this migration's
- * transaction. Measured on PostgreSQL 16 (2 shared cores): 1,000,000 spans = 221,000 traces,
- * 8,900 sessions?? — see the figure below. Traces written by processes of an earlier release
- * after this migration ran are not in the rollups: migrate with ingest stopped (or run the
- * migration's backfill again: `down` then `up`).
+ * transaction, before the indexes are built. Measured on PostgreSQL (2 cores shared, load ~9) with
+ * the bench's data set of 1,000,000 spans (222,659 traces, 213,981 sessions, 5,000 users): 4.9 s
+ * (sessions 2.0 s, users 0.2 s, indexes 2.7 s of which the GiST 1.9 s); with the indexes built
+ * first it took 9.1 s. Linear in traces: expect ~10 s at 2.2M traces. The result equals the rows
+ * ingest maintained for the same data (checked: 0 rows differ).
+ *
+ * The migration holds no lock on telemetry_traces: traces written meanwhile, or afterwards by
+ * processes of an earlier release (rolling deploy), are not in the rollups. Migrate with ingest
+ * stopped, or rebuild afterwards (`down` then `up`, or truncate both and run `backfill`).
  */
 import type { Knex } from 'knex';
 
@@ -34,10 +39,6 @@ export async function up(db: Knex): Promise<void> {
     cost double precision NOT NULL,
     error_count integer NOT NULL,
     PRIMARY KEY (project_id, session_id))`);
-  await db.raw('CREATE INDEX telemetry_sessions_recent ON telemetry_sessions (project_id, last_end DESC, session_id DESC)');
-  await db.raw('CREATE INDEX telemetry_sessions_user ON telemetry_sessions (project_id, user_id, last_end DESC, session_id DESC) WHERE user_id IS NOT NULL');
-  // The sessions active at an instant (a list whose range ends in the past): few rows, whatever the history.
-  await db.raw(`CREATE INDEX telemetry_sessions_active ON telemetry_sessions USING gist (tstzrange(first_start, last_end, '[]'))`);
   await db.raw(`CREATE TABLE telemetry_users (
     project_id text COLLATE "C" NOT NULL REFERENCES telemetry_projects(id) ON DELETE CASCADE,
     user_id text NOT NULL,
@@ -50,8 +51,13 @@ export async function up(db: Knex): Promise<void> {
     cost double precision NOT NULL,
     error_count bigint NOT NULL,
     PRIMARY KEY (project_id, user_id))`);
-  await db.raw('CREATE INDEX telemetry_users_recent ON telemetry_users (project_id, last_end DESC, user_id DESC)');
+  // Filled before the indexes are built: half the time of maintaining them row by row.
   await backfill(db);
+  await db.raw('CREATE INDEX telemetry_sessions_recent ON telemetry_sessions (project_id, last_end DESC, session_id DESC)');
+  await db.raw('CREATE INDEX telemetry_sessions_user ON telemetry_sessions (project_id, user_id, last_end DESC, session_id DESC) WHERE user_id IS NOT NULL');
+  // The sessions active at an instant (a list whose range ends in the past): few rows, whatever the history.
+  await db.raw(`CREATE INDEX telemetry_sessions_active ON telemetry_sessions USING gist (tstzrange(first_start, last_end, '[]'))`);
+  await db.raw('CREATE INDEX telemetry_users_recent ON telemetry_users (project_id, last_end DESC, user_id DESC)');
 }
 
 /** The rollups recomputed from telemetry_traces (the definition ingest keeps them equal to). */
