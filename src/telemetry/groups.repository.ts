@@ -224,7 +224,11 @@ export async function applyTraceChanges(trx: Knex.Transaction, projectId: string
     }
   }
 
-  for (const [user, by] of sessionCounts) if (by !== 0 && !users.has(user)) users.set(user, newDelta(user));
+  // A user whose only change is a session gained or lost has a row (their trace is in that
+  // session) — unless the rollups never counted it (an earlier release wrote the trace): such a
+  // row, made here with no trace, is deleted below.
+  const countOnly = new Set<string>();
+  for (const [user, by] of sessionCounts) if (by !== 0 && !users.has(user)) (users.set(user, newDelta(user)), countOnly.add(user));
   const userList = [...users.values()];
   if (userList.length === 0) return;
   await trx.raw(
@@ -244,7 +248,7 @@ export async function applyTraceChanges(trx: Knex.Transaction, projectId: string
        error_count = u.error_count + excluded.error_count`,
     [projectId, upsertRows(userList, sessionCounts)],
   );
-  const removing = userList.filter(removes);
+  const removing = userList.filter((d) => removes(d) || countOnly.has(d.key));
   if (removing.length === 0) return;
   await trx.raw(
     `UPDATE telemetry_users u SET

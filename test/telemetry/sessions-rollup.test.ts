@@ -290,6 +290,19 @@ describe('session and user rollups', () => {
     expect(await db()('telemetry_users').where('trace_count', '<=', 0).first()).toBeUndefined();
     expect(await db()('telemetry_sessions').where('trace_count', '<=', 0).first()).toBeUndefined();
 
+    // A session's user passing (on recompute) to a user the rollups never counted: no row with no trace.
+    const [t1, t2] = [traceId(), traceId()];
+    const at = (ms: number, attributes: Record<string, string>) => ({ span_id: spanId(), name: 'root', start_time: new Date(ms).toISOString(), end_time: new Date(ms + 10).toISOString(), attributes });
+    const first = at(NOW - DAY + 1000, { 'session.id': 'shared', 'user.id': 'aa-user' });
+    await ingest(a, [
+      { trace_id: t1, spans: [first] },
+      { trace_id: t2, spans: [at(NOW - DAY + 2000, { 'session.id': 'shared', 'user.id': 'bb-user' })] },
+    ]);
+    await db()('telemetry_users').where({ project_id: a.projectId, user_id: 'bb-user' }).delete();
+    await ingest(a, [{ trace_id: t1, spans: [{ ...first, attributes: { 'session.id': 'elsewhere', 'user.id': 'aa-user' } }] }]);
+    expect(await db()('telemetry_users').where('trace_count', '<=', 0).first()).toBeUndefined();
+    expect((await ctx.platform.get('/v1/users').set(bearer(a.key)).query({ limit: 100 })).status).toBe(200);
+
     await db().migrate.down({ migrationSource, name: '0210_telemetry_sessions' });
     expect(await migrateLatest(db())).toBe(1);
     await expectExact();
