@@ -3295,7 +3295,7 @@ export interface components {
         };
         SessionSummary: {
             session_id: string;
-            /** @description The smallest `user_id` among the session's traces; null when none names one. */
+            /** @description The smallest `user_id` among all the session's traces; null when none names one. */
             user_id: string | null;
             trace_count: number;
             first_start: components["schemas"]["Timestamp"];
@@ -3309,7 +3309,7 @@ export interface components {
         };
         UserSummary: {
             user_id: string;
-            /** @description Distinct sessions among the user's traces. */
+            /** @description Sessions whose user is this user (see `listSessions`): the sessions `GET /v1/sessions?user_id=…` lists. */
             session_count: number;
             trace_count: number;
             first_start: components["schemas"]["Timestamp"];
@@ -3622,6 +3622,21 @@ export interface components {
         TraceQueryUserId: string;
         /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
         TraceQuerySort: "-start_time" | "start_time" | "-duration_ms" | "duration_ms" | "-cost" | "cost";
+        /**
+         * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
+         * @example 2026-11-22T00:00:00Z
+         */
+        GroupQueryStartTime: string;
+        /**
+         * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
+         * @example 2026-11-22T12:00:00Z
+         */
+        GroupQueryEndTime: string;
+        /**
+         * @description Only the sessions whose user (the smallest `user_id` among the session's traces) is this end user; for `listUsers`, only this user.
+         * @example user-42
+         */
+        SessionQueryUserId: string;
     };
     requestBodies: never;
     headers: never;
@@ -7892,20 +7907,20 @@ export interface operations {
                  */
                 cursor?: components["parameters"]["TraceQueryCursor"];
                 /**
-                 * @description Only traces starting at or after this time.
+                 * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
                  * @example 2026-11-22T00:00:00Z
                  */
-                start_time?: components["parameters"]["TraceQueryStartTime"];
+                start_time?: components["parameters"]["GroupQueryStartTime"];
                 /**
-                 * @description Only traces ending at or before this time.
+                 * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
                  * @example 2026-11-22T12:00:00Z
                  */
-                end_time?: components["parameters"]["TraceQueryEndTime"];
+                end_time?: components["parameters"]["GroupQueryEndTime"];
                 /**
-                 * @description Only traces of this end user.
+                 * @description Only the sessions whose user (the smallest `user_id` among the session's traces) is this end user; for `listUsers`, only this user.
                  * @example user-42
                  */
-                user_id?: components["parameters"]["TraceQueryUserId"];
+                user_id?: components["parameters"]["SessionQueryUserId"];
             };
             header?: never;
             path: {
@@ -7948,20 +7963,20 @@ export interface operations {
                  */
                 cursor?: components["parameters"]["TraceQueryCursor"];
                 /**
-                 * @description Only traces starting at or after this time.
+                 * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
                  * @example 2026-11-22T00:00:00Z
                  */
-                start_time?: components["parameters"]["TraceQueryStartTime"];
+                start_time?: components["parameters"]["GroupQueryStartTime"];
                 /**
-                 * @description Only traces ending at or before this time.
+                 * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
                  * @example 2026-11-22T12:00:00Z
                  */
-                end_time?: components["parameters"]["TraceQueryEndTime"];
+                end_time?: components["parameters"]["GroupQueryEndTime"];
                 /**
-                 * @description Only traces of this end user.
+                 * @description Only the sessions whose user (the smallest `user_id` among the session's traces) is this end user; for `listUsers`, only this user.
                  * @example user-42
                  */
-                user_id?: components["parameters"]["TraceQueryUserId"];
+                user_id?: components["parameters"]["SessionQueryUserId"];
             };
             header?: never;
             path: {

@@ -180,11 +180,24 @@ export interface paths {
         /**
          * List sessions
          * @description The sessions of the key's project (traces sharing a `session_id`, see `listTraces`)
-         *     with their totals over the traces in the range: trace count, first start, last end,
-         *     tokens, cost (USD) and traces with an error. Newest activity (`last_end`) first, then
-         *     `session_id` descending; keyset cursor as in `listTraces`. `user_id` narrows to one end
-         *     user's sessions (a user's sessions, cost and tokens). A session's traces in order:
+         *     with their totals: trace count, first start, last end, tokens, cost (USD) and traces
+         *     with an error. Newest activity (`last_end`) first, then `session_id` descending; keyset
+         *     cursor as in `listTraces`. A session's traces in order:
          *     `GET /v1/traces?session_id=…&sort=start_time`.
+         *
+         *     **Range.** A session is listed when its activity overlaps the range — its `last_end` is
+         *     at or after `start_time` and its `first_start` at or before `end_time` — and its totals
+         *     are always over the whole session (every stored trace of it), not clipped to the range:
+         *     a conversation that began before the range shows all of it. Without a range every
+         *     session is listed.
+         *
+         *     **User.** A session's `user_id` is the smallest `user_id` among its traces (a session
+         *     normally has one user); `user_id` lists the sessions whose user that is, which is the
+         *     `session_count` of `listUsers`.
+         *
+         *     Sessions and users are totals kept as traces are ingested (in the same transaction), so
+         *     a page costs the same whatever the project's traffic; traces removed by retention leave
+         *     them at once. A list ending in the past reads past the sessions active after it.
          */
         get: operations["listSessions"];
         put?: never;
@@ -205,9 +218,12 @@ export interface paths {
         /**
          * List end users
          * @description The end users of the key's project (traces sharing a `user_id`, see `listTraces`) with
-         *     their totals over the traces in the range: sessions, traces, first start, last end,
-         *     tokens, cost (USD) and traces with an error. Newest activity first, then `user_id`
-         *     descending; keyset cursor as in `listTraces`. `user_id` reads one user's totals.
+         *     their totals: sessions, traces, first start, last end, tokens, cost (USD) and traces
+         *     with an error. Newest activity first, then `user_id` descending; keyset cursor as in
+         *     `listTraces`. `user_id` reads one user's totals.
+         *
+         *     **Range.** As in `listSessions`: a user is listed when their activity (`first_start` to
+         *     `last_end`) overlaps the range, with totals over all their stored traces.
          */
         get: operations["listUsers"];
         put?: never;
@@ -756,7 +772,7 @@ export interface components {
         };
         SessionSummary: {
             session_id: string;
-            /** @description The smallest `user_id` among the session's traces; null when none names one. */
+            /** @description The smallest `user_id` among all the session's traces; null when none names one. */
             user_id: string | null;
             trace_count: number;
             first_start: components["schemas"]["Timestamp"];
@@ -775,7 +791,7 @@ export interface components {
         };
         UserSummary: {
             user_id: string;
-            /** @description Distinct sessions among the user's traces. */
+            /** @description Sessions whose user is this user (see `listSessions`): the sessions `GET /v1/sessions?user_id=…` lists. */
             session_count: number;
             trace_count: number;
             first_start: components["schemas"]["Timestamp"];
@@ -1304,6 +1320,21 @@ export interface components {
          * @example user-42
          */
         TraceQueryUserId: string;
+        /**
+         * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
+         * @example 2026-11-22T00:00:00Z
+         */
+        GroupQueryStartTime: string;
+        /**
+         * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
+         * @example 2026-11-22T12:00:00Z
+         */
+        GroupQueryEndTime: string;
+        /**
+         * @description Only the sessions whose user (the smallest `user_id` among the session's traces) is this end user; for `listUsers`, only this user.
+         * @example user-42
+         */
+        SessionQueryUserId: string;
         /** @description Order of the list; a leading `-` is descending. Default `-start_time`. */
         TraceQuerySort: "-start_time" | "start_time" | "-duration_ms" | "duration_ms" | "-cost" | "cost";
     };
@@ -1896,12 +1927,21 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque cursor from `pagination.next_cursor` of the previous page. */
                 cursor?: string;
-                /** @description Only traces starting at or after this time count. */
-                start_time?: string;
-                /** @description Only traces ending at or before this time count. */
-                end_time?: string;
-                /** @description Only this end user's traces. */
-                user_id?: string;
+                /**
+                 * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                start_time?: components["parameters"]["GroupQueryStartTime"];
+                /**
+                 * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
+                 * @example 2026-11-22T12:00:00Z
+                 */
+                end_time?: components["parameters"]["GroupQueryEndTime"];
+                /**
+                 * @description Only the sessions whose user (the smallest `user_id` among the session's traces) is this end user; for `listUsers`, only this user.
+                 * @example user-42
+                 */
+                user_id?: components["parameters"]["SessionQueryUserId"];
             };
             header?: never;
             path?: never;
@@ -1961,11 +2001,17 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque cursor from `pagination.next_cursor` of the previous page. */
                 cursor?: string;
-                /** @description Only traces starting at or after this time count. */
-                start_time?: string;
-                /** @description Only traces ending at or before this time count. */
-                end_time?: string;
-                /** @description Only this end user's traces. */
+                /**
+                 * @description Only sessions (users) active at or after this time (`last_end` ≥ `start_time`); see `listSessions`.
+                 * @example 2026-11-22T00:00:00Z
+                 */
+                start_time?: components["parameters"]["GroupQueryStartTime"];
+                /**
+                 * @description Only sessions (users) active at or before this time (`first_start` ≤ `end_time`); see `listSessions`.
+                 * @example 2026-11-22T12:00:00Z
+                 */
+                end_time?: components["parameters"]["GroupQueryEndTime"];
+                /** @description Only this end user. */
                 user_id?: string;
             };
             header?: never;

@@ -22,7 +22,11 @@ export async function writeBigTrace(db: Knex, projectId: string, n: number, star
   }));
   const batch = normalizeIngest({ traces: [{ trace_id: traceId, spans }] }, new PriceTable());
   await db.transaction(async (trx) => {
-    await new KnexTraceWriter(trx, copy).claimTraces(projectId, batch.traces.map((t) => ({ ...summarize(t), spans: t.spans })), new Date(), { optimistic: true });
+    const writer = new KnexTraceWriter(trx, copy);
+    const writes = batch.traces.map((t) => ({ ...summarize(t), spans: t.spans }));
+    await writer.claimTraces(projectId, writes, new Date(), { optimistic: true });
+    // As ingest does (a no-op here: the trace names no session or user).
+    await writer.updateGroups(projectId, writes.map((w) => ({ before: null, after: w })));
   });
   return traceId;
 }

@@ -170,6 +170,15 @@ export const MODELS = [
  * A realistic batch: traces of a chat handler with a retrieval span and one or two model calls
  * (GenAI attributes), starting between `fromMs` and `toMs`. Returns the JSON body and its span count.
  */
+/**
+ * The end user and session of a trace, from its root span id (no draw from `rand`, so the spans are
+ * those of earlier releases): 2,000 users, a user's requests in the same half hour one session.
+ */
+const sessionOf = (root: string, start: number) => {
+  const user = parseInt(root.slice(0, 6), 16) % 2000;
+  return { 'user.id': `user_${user}`, 'session.id': `sess_${user}_${Math.floor(start / 1_800_000)}` };
+};
+
 export function makeBatch(rand: () => number, spansTarget: number, fromMs: number, toMs: number): { body: string; spans: number; traces: BenchTrace[] } {
   const traces = [];
   let spans = 0;
@@ -203,7 +212,7 @@ export function makeBatch(rand: () => number, spansTarget: number, fromMs: numbe
       });
       t += latency;
     }
-    list.unshift({ span_id: root, parent_span_id: null, name: 'chat.handle_message', kind: 'SERVER', start_time: new Date(start).toISOString(), end_time: new Date(t + 3).toISOString(), attributes: { 'service.name': 'support-bot', 'user.tier': rand() < 0.2 ? 'pro' : 'free' }, status: { code: 'OK' } });
+    list.unshift({ span_id: root, parent_span_id: null, name: 'chat.handle_message', kind: 'SERVER', start_time: new Date(start).toISOString(), end_time: new Date(t + 3).toISOString(), attributes: { 'service.name': 'support-bot', 'user.tier': rand() < 0.2 ? 'pro' : 'free', ...sessionOf(root, start) }, status: { code: 'OK' } });
     traces.push({ trace_id: hex(rand, 16), spans: list });
     spans += list.length;
   }

@@ -6,7 +6,8 @@
  * built as a native ingest request (`POST /v1/ingest` body), normalized and priced by
  * `normalizeIngest` (GenAI mapping, costs from the price table), summarized by the ingest service's
  * `summarize`, and written by the ingest repositories' COPY paths (KnexTraceWriter.claimTraces,
- * KnexRollupWriter.insertModelCalls). The rollup cells (ten-second, minute, five-minute, hour,
+ * KnexRollupWriter.insertModelCalls); the session and user rollups by KnexTraceWriter.updateGroups,
+ * the statement ingest runs. The rollup cells (ten-second, minute, five-minute, hour,
  * day) are CellStats built from the same model calls and merged upwards as ingest merges them,
  * written by KnexRollupWriter.writeCells once complete; the monthly trace counter is added to as
  * ingest does. What ingest does and this skips: per-batch locking and read-merge-write of cells
@@ -260,7 +261,10 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
     // Stored as if ingested as the slice ended (created_at: what project statistics count by).
     const now = new Date(to);
     await db.transaction(async (trx) => {
-      await new KnexTraceWriter(trx, true).claimTraces(options.projectId, writes, now, { optimistic: true });
+      const traceWriter = new KnexTraceWriter(trx, true);
+      await traceWriter.claimTraces(options.projectId, writes, now, { optimistic: true });
+      // The session and user rollups, as ingest writes them (every trace of a chunk is new).
+      await traceWriter.updateGroups(options.projectId, writes.map((w) => ({ before: null, after: w })));
       const rollups = new KnexRollupWriter(trx, true);
       await rollups.insertModelCalls(options.projectId, calls);
       lap('write');
@@ -289,7 +293,7 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
 /** Bytes on disk of the span tables (heap, TOAST and indexes) per span. */
 export async function bytesPerSpan(db: Knex, spans: number): Promise<{ total: number; perSpan: number; tables: Record<string, number> }> {
   const tables: Record<string, number> = {};
-  for (const table of ['telemetry_traces', 'telemetry_model_calls', 'telemetry_rollups']) {
+  for (const table of ['telemetry_traces', 'telemetry_model_calls', 'telemetry_rollups', 'telemetry_sessions', 'telemetry_users']) {
     const { rows } = await db.raw<{ rows: Array<{ bytes: string }> }>('SELECT pg_total_relation_size(?::regclass) AS bytes', [table]);
     tables[table] = Number(rows[0]!.bytes);
   }
@@ -320,7 +324,7 @@ async function cli(): Promise<void> {
         if (n - last >= 1_000_000) process.stderr.write(`  ${(last = n).toLocaleString('en-US')} spans\n`);
       },
     });
-    await db.raw('VACUUM ANALYZE telemetry_traces, telemetry_model_calls, telemetry_rollups');
+    await db.raw('VACUUM ANALYZE telemetry_traces, telemetry_model_calls, telemetry_rollups, telemetry_sessions, telemetry_users');
     const size = await bytesPerSpan(db, set.spans);
     process.stdout.write(
       `${JSON.stringify({ database: database.name, projectId: project.projectId, apiKey: project.key, ...set, seconds: Math.round(set.seconds), bytesPerSpan: Math.round(size.perSpan), bytes: size.tables })}\n`,

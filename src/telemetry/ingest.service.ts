@@ -1,8 +1,8 @@
 /**
  * Ingest: validates and maps a batch (normalize.ts), samples it by trace id, and stores it in one
- * transaction — new traces, extended traces (spans merged by span id, summary recomputed), model
- * calls, metric rollups, metric points and the monthly quota — so a batch is stored whole or not
- * at all.
+ * transaction — new traces, extended traces (spans merged by span id, summary recomputed), their
+ * sessions' and users' totals, model calls, metric rollups, metric points and the monthly quota —
+ * so a batch is stored whole or not at all.
  *
  * Rollups are maintained incrementally: the model-call spans that are new to the store are merged
  * into their ten-second, minute, five-minute, hour and day cells under a per-cell advisory lock.
@@ -25,7 +25,7 @@ import type { IngestTx, IngestUnitOfWork } from './ingest.repository.js';
 import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey, type Resolution } from './rollups.js';
 import type { CellKey, CellRow, ModelCallRow } from './rollups.repository.js';
 import { keepTrace, samplingThreshold } from './sampling.js';
-import { ConcurrentInsertError, type StoredSpan, type TraceSummary, type TraceWrite } from './traces.repository.js';
+import { ConcurrentInsertError, type StoredSpan, type TraceChange, type TraceSummary, type TraceWrite } from './traces.repository.js';
 
 type IngestRequest = components['schemas']['IngestRequest'];
 type OtlpRequest = components['schemas']['OtlpExportTraceServiceRequest'];
@@ -253,7 +253,10 @@ export class IngestService {
     const byId = new Map(traces.map((t) => [t.traceId, t]));
     // A normalized span is a stored span with extra fields, which the span document leaves out.
     const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans });
-    const { inserted, existing } = await tx.traces.claimTraces(projectId, traces.map(write), now, { optimistic });
+    const writes = traces.map(write);
+    const { inserted, existing } = await tx.traces.claimTraces(projectId, writes, now, { optimistic });
+    // The session and user rollups: what the new traces add, and what the extended ones change.
+    const changes: TraceChange[] = writes.filter((w) => inserted.has(w.traceId)).map((w) => ({ before: null, after: w }));
 
     // Traces already stored: merge the batch's spans into the stored document (a re-sent span id
     // replaces the stored span) and rewrite the trace with its recomputed summary.
@@ -267,7 +270,9 @@ export class IngestService {
         if (old) previous.set(`${traceId}:${span.spanId}`, { startMs: old.startMs, isModelCall: old.model !== null });
         spans.set(span.spanId, span);
       }
-      merged.push(write({ traceId, spans: [...spans.values()] }));
+      const rewritten = write({ traceId, spans: [...spans.values()] });
+      merged.push(rewritten);
+      changes.push({ before: stored.summary, after: rewritten });
     }
     await tx.traces.updateTraces(projectId, merged, now);
 
@@ -314,6 +319,9 @@ export class IngestService {
     const minuteDeltas = [...deltas.values()].filter((d) => d.key.resolution === 'm');
     for (const resolution of ['5m', 'h', 'd'] as const) mergeInto(resolution, minuteDeltas);
     if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
+    // Late in the transaction: a busy user's row is shared by concurrent batches, so its lock is
+    // held briefly (only the usage counter comes after). Lock order: traces, cells, sessions, users.
+    await tx.traces.updateGroups(projectId, changes);
     return inserted.size;
   }
 

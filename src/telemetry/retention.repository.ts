@@ -1,8 +1,13 @@
 /** Deletion of telemetry past a project's retention, in bounded chunks (RetentionJob). */
 import type { Db } from '../db/knex.js';
+import { applyTraceChanges } from './groups.repository.js';
+import { toContribution, type GroupSourceRow } from './traces.repository.js';
 
 export interface RetentionRepository {
-  /** Deletes up to `limit` traces (with their spans) starting before `cutoff`; returns how many. */
+  /**
+   * Deletes up to `limit` traces (with their spans) starting before `cutoff`, and takes them out of
+   * their sessions' and users' totals in the same transaction; returns how many.
+   */
   deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number>;
@@ -15,16 +20,20 @@ export class KnexRetentionRepository implements RetentionRepository {
   constructor(private readonly db: Db) {}
 
   async deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number> {
-    // SKIP LOCKED: a trace an ingest is extending right now is left for the next pass.
-    return deletedCount(
-      await this.db.raw(
+    return this.db.transaction(async (trx) => {
+      // SKIP LOCKED: a trace an ingest is extending right now is left for the next pass.
+      const deleted = await trx.raw(
         `DELETE FROM telemetry_traces WHERE project_id = ? AND trace_id IN (
            SELECT trace_id FROM telemetry_traces WHERE project_id = ? AND start_time < ?
             ORDER BY start_time LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING 1`,
+         RETURNING session_id, user_id, start_time, end_time, tokens_input, tokens_output, cost, has_error`,
         [projectId, projectId, cutoff, limit],
-      ),
-    );
+      );
+      const rows = deleted.rows as GroupSourceRow[];
+      const changes = rows.filter((r) => r.session_id !== null || r.user_id !== null).map((r) => ({ before: toContribution(r), after: null }));
+      await applyTraceChanges(trx, projectId, changes);
+      return rows.length;
+    });
   }
 
   async deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number> {

@@ -9,7 +9,10 @@
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
+import { applyTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
 import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
+
+export type { GroupContribution, TraceChange } from './groups.repository.js';
 
 export interface TraceSummary {
   traceId: string;
@@ -73,6 +76,8 @@ export interface TraceWrite extends TraceSummary {
 
 export interface LockedTrace {
   spans: StoredSpan[];
+  /** What the stored trace contributes to its session and user (before this batch). */
+  summary: GroupContribution;
 }
 
 /** Orders of the trace list: a column, descending when prefixed by `-`. */
@@ -144,9 +149,9 @@ export class ConcurrentInsertError extends Error {
 
 export interface TraceRepository {
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
-  /** Sessions with a trace in the range, newest last activity first. */
+  /** Sessions whose activity (first start to last end) overlaps the range, newest last activity first. */
   searchSessions(search: GroupSearch): Promise<SessionSummary[]>;
-  /** Users with a trace in the range, newest last activity first. */
+  /** Users whose activity overlaps the range, newest last activity first. */
   searchUsers(search: GroupSearch): Promise<UserSummary[]>;
   findTrace(projectId: string, traceId: string): Promise<{ trace: StoredTrace; spans: StoredSpan[] } | undefined>;
 }
@@ -170,6 +175,11 @@ export interface TraceWriter {
   ): Promise<{ inserted: Set<string>; existing: Map<string, LockedTrace> }>;
   /** Rewrites stored traces (summary and spans) after merging new spans in. */
   updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void>;
+  /**
+   * Adds the batch's trace changes (inserted: `before` null; updated: stored and new summary) to
+   * the session and user rollups; once per batch, after the trace writes.
+   */
+  updateGroups(projectId: string, changes: TraceChange[]): Promise<void>;
   /** Adds to the organization's monthly trace counter; returns the new total. */
   addUsage(orgId: string, monthStart: Date, traces: number): Promise<number>;
 }
@@ -334,6 +344,29 @@ const groupTotals = (r: GroupRow) => ({
   errorCount: Number(r.error_count),
 });
 
+/** The columns of a stored trace that its session and user totals are made of. */
+export interface GroupSourceRow {
+  session_id: string | null;
+  user_id: string | null;
+  start_time: Date;
+  end_time: Date;
+  tokens_input: number | string;
+  tokens_output: number | string;
+  cost: number;
+  has_error: boolean;
+}
+
+export const toContribution = (r: GroupSourceRow): GroupContribution => ({
+  sessionId: r.session_id,
+  userId: r.user_id,
+  startMs: new Date(r.start_time).getTime(),
+  endMs: new Date(r.end_time).getTime(),
+  tokensInput: Number(r.tokens_input),
+  tokensOutput: Number(r.tokens_output),
+  cost: Number(r.cost),
+  hasError: r.has_error,
+});
+
 export class KnexTraceRepository implements TraceRepository {
   constructor(private readonly db: Db) {}
 
@@ -364,34 +397,62 @@ export class KnexTraceRepository implements TraceRepository {
     return rows.map(toTrace);
   }
 
-  private groupRows(search: GroupSearch, key: 'session_id' | 'user_id', extra: string) {
-    const where: string[] = ['project_id = ?', `${key} IS NOT NULL`];
-    const bindings: Knex.Value[] = [search.projectId];
-    if (search.startTime) (where.push('start_time >= ?'), bindings.push(search.startTime));
-    if (search.endTime) (where.push('end_time <= ?', 'start_time <= ?'), bindings.push(search.endTime, search.endTime));
-    if (search.userId !== undefined) (where.push('user_id = ?'), bindings.push(search.userId));
-    const having = search.after ? 'HAVING (max(end_time), ' + key + ') < (?, ?)' : '';
-    if (search.after) bindings.push(search.after.lastEnd, search.after.id);
+  /**
+   * A page of the session or user rollup: rows whose activity overlaps the range, newest last
+   * activity first — an index scan of (project_id[, user_id], last_end DESC, id DESC) that stops
+   * after the page.
+   *
+   * Sessions with an `end_time` in the past: walking down from the newest session would pass every
+   * session after the range (they fail `first_start <= end_time`). The page is instead the merge of
+   * the sessions active at `end_time` (first_start ≤ end_time < last_end: a GiST lookup of that
+   * instant, few rows) and those whose last activity is in the range (an index range scan). Users
+   * are long-lived — most pass the filter — so they keep the single scan.
+   */
+  private groupRows(search: GroupSearch, table: 'telemetry_sessions' | 'telemetry_users', key: 'session_id' | 'user_id', extra: string) {
+    const columns = `${key} AS id, ${extra} trace_count, first_start, last_end, tokens_input, tokens_output, cost, error_count`;
+    const common = (where: string[], bindings: Knex.Value[]) => {
+      where.push('project_id = ?');
+      bindings.push(search.projectId);
+      if (search.userId !== undefined) (where.push('user_id = ?'), bindings.push(search.userId));
+      if (search.startTime) (where.push('last_end >= ?'), bindings.push(search.startTime));
+      if (search.after) (where.push(`(last_end, ${key}) < (?, ?)`), bindings.push(search.after.lastEnd, search.after.id));
+    };
+    const order = `ORDER BY last_end DESC, ${key} DESC LIMIT ?`;
+    if (table === 'telemetry_sessions' && search.endTime) {
+      const activeWhere: string[] = [];
+      const activeBindings: Knex.Value[] = [];
+      common(activeWhere, activeBindings);
+      activeWhere.push(`tstzrange(first_start, last_end, '[]') @> ?::timestamptz`, 'last_end > ?');
+      activeBindings.push(search.endTime, search.endTime, search.limit);
+      const endedWhere: string[] = [];
+      const endedBindings: Knex.Value[] = [];
+      common(endedWhere, endedBindings);
+      endedWhere.push('last_end <= ?');
+      endedBindings.push(search.endTime, search.limit);
+      return this.db.raw(
+        `SELECT * FROM (
+           (SELECT ${columns} FROM ${table} WHERE ${activeWhere.join(' AND ')} ${order})
+           UNION ALL
+           (SELECT ${columns} FROM ${table} WHERE ${endedWhere.join(' AND ')} ${order})
+         ) page ORDER BY last_end DESC, id DESC LIMIT ?`,
+        [...activeBindings, ...endedBindings, search.limit],
+      );
+    }
+    const where: string[] = [];
+    const bindings: Knex.Value[] = [];
+    common(where, bindings);
+    if (search.endTime) (where.push('first_start <= ?'), bindings.push(search.endTime));
     bindings.push(search.limit);
-    return this.db.raw(
-      `SELECT ${key} AS id, ${extra} count(*) AS trace_count, min(start_time) AS first_start, max(end_time) AS last_end,
-              sum(tokens_input) AS tokens_input, sum(tokens_output) AS tokens_output, sum(cost) AS cost,
-              count(*) FILTER (WHERE has_error) AS error_count
-         FROM telemetry_traces WHERE ${where.join(' AND ')}
-        GROUP BY ${key} ${having}
-        ORDER BY last_end DESC, ${key} DESC LIMIT ?`,
-      bindings,
-    );
+    return this.db.raw(`SELECT ${columns} FROM ${table} WHERE ${where.join(' AND ')} ${order}`, bindings);
   }
 
   async searchSessions(search: GroupSearch): Promise<SessionSummary[]> {
-    // The session's user: the first trace's that names one (min over text is deterministic).
-    const result = await this.groupRows(search, 'session_id', 'min(user_id) AS user_id,');
+    const result = await this.groupRows(search, 'telemetry_sessions', 'session_id', 'user_id,');
     return (result.rows as GroupRow[]).map((r) => ({ sessionId: r.id, userId: r.user_id ?? null, ...groupTotals(r) }));
   }
 
   async searchUsers(search: GroupSearch): Promise<UserSummary[]> {
-    const result = await this.groupRows(search, 'user_id', 'count(DISTINCT session_id) AS session_count,');
+    const result = await this.groupRows(search, 'telemetry_users', 'user_id', 'session_count,');
     return (result.rows as GroupRow[]).map((r) => ({ userId: r.id, sessionCount: Number(r.session_count), ...groupTotals(r) }));
   }
 
@@ -461,10 +522,17 @@ export class KnexTraceWriter implements TraceWriter {
   private async lockTraces(projectId: string, traceIds: string[]): Promise<Map<string, LockedTrace>> {
     if (traceIds.length === 0) return new Map();
     const result = await this.trx.raw(
-      `SELECT trace_id, spans FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
+      `SELECT trace_id, spans, session_id, user_id, start_time, end_time, tokens_input, tokens_output, cost, has_error
+         FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
       [projectId, idArray(traceIds)],
     );
-    return new Map((result.rows as Array<{ trace_id: string; spans: string }>).map((r) => [r.trace_id, { spans: parseSpans(r.spans) }]));
+    return new Map(
+      (result.rows as Array<GroupSourceRow & { trace_id: string; spans: string }>).map((r) => [r.trace_id, { spans: parseSpans(r.spans), summary: toContribution(r) }]),
+    );
+  }
+
+  async updateGroups(projectId: string, changes: TraceChange[]): Promise<void> {
+    await applyTraceChanges(this.trx, projectId, changes);
   }
 
   async updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void> {

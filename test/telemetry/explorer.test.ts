@@ -205,11 +205,27 @@ describe('GET /v1/sessions and GET /v1/users', () => {
     }
   });
 
-  it('a range narrows the traces counted; a bad range or cursor is 400; no key is 401', async () => {
-    const late = await ctx.platform.get('/v1/users').set(bearer(p.key)).query({ start_time: new Date(T0 + 10_000).toISOString() });
-    expect(late.status).toBe(200);
-    const lateMade = made.filter((m) => m.start >= T0 + 10_000 && m.user === 'u-0');
-    expect(late.body.data.find((u: { user_id: string }) => u.user_id === 'u-0').trace_count).toBe(lateMade.length);
+  it('a range lists the sessions and users active in it, with totals over all their traces; a bad range or cursor is 400; no key is 401', async () => {
+    // Semantics since the rollups (migration 0210): listed when first_start..last_end overlaps the
+    // range; totals are the whole session's (user's), not clipped to the range.
+    const end = (m: Made) => m.start + m.duration;
+    for (const [from, to] of [
+      [T0 + 10_000, undefined],
+      [T0 + 10_050, T0 + 12_000],
+      [undefined, T0 + 3_000],
+      [T0 + 60_000, undefined],
+    ] as Array<[number | undefined, number | undefined]>) {
+      const query = { ...(from !== undefined ? { start_time: new Date(from).toISOString() } : {}), ...(to !== undefined ? { end_time: new Date(to).toISOString() } : {}) };
+      const overlaps = (ms: Made[]) => Math.max(...ms.map(end)) >= (from ?? -Infinity) && Math.min(...ms.map((m) => m.start)) <= (to ?? Infinity);
+      const sessions = (await all({ ...query, limit: 2 }, '/v1/sessions')) as unknown as Array<{ session_id: string; trace_count: number }>;
+      const sessionIds = [...new Set(made.filter((m) => m.session).map((m) => m.session!))].filter((id) => overlaps(made.filter((m) => m.session === id)));
+      expect(sessions.map((r) => r.session_id).sort()).toEqual(sessionIds.sort());
+      for (const r of sessions) expect(r.trace_count).toBe(made.filter((m) => m.session === r.session_id).length);
+      const users = (await all({ ...query, limit: 1 }, '/v1/users')) as unknown as Array<{ user_id: string; trace_count: number }>;
+      const userIds = ['u-0', 'u-1'].filter((id) => overlaps(made.filter((m) => m.user === id)));
+      expect(users.map((r) => r.user_id).sort()).toEqual(userIds);
+      for (const r of users) expect(r.trace_count).toBe(made.filter((m) => m.user === r.user_id).length);
+    }
     for (const path of ['/v1/sessions', '/v1/users']) {
       expect((await ctx.platform.get(path).set(bearer(p.key)).query({ start_time: new Date(T0).toISOString(), end_time: new Date(T0).toISOString() })).status).toBe(400);
       expect((await ctx.platform.get(path).set(bearer(p.key)).query({ cursor: 'bm90LWpzb24' })).status).toBe(400);

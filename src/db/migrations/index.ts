@@ -43,6 +43,7 @@ import * as m0195 from './0195_wallet_count_index_only.js';
 import * as m0196 from './0196_commerce_metrics_covering.js';
 import * as m0200 from './0200_order_tx_hash_index.js';
 import * as m0201 from './0201_org_time_zone.js';
+import * as m0210 from './0210_telemetry_sessions.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -92,6 +93,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0196_commerce_metrics_covering': m0196,
   '0200_order_tx_hash_index': m0200,
   '0201_org_time_zone': m0201,
+  '0210_telemetry_sessions': m0210,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
