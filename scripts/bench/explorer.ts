@@ -77,7 +77,10 @@ async function dataSet(): Promise<{ url: string; name: string; set: ExplorerData
           // Migrations added since the data set was made run on it here, as on an upgraded install.
           const t0 = performance.now();
           const applied = await migrateLatest(db);
-          if (applied > 0) report(`  ${applied} new migration(s) on the kept data set: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+          if (applied > 0) {
+            report(`  ${applied} new migration(s) on the kept data set: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+            await db.raw('VACUUM ANALYZE telemetry_sessions, telemetry_users');
+          }
           return { url, name: reuse, set: rows[0].set, migrated: applied > 0 ? { migrations: applied, seconds: round((performance.now() - t0) / 1000) } : undefined };
         }
       } finally {
@@ -112,7 +115,7 @@ async function dataSet(): Promise<{ url: string; name: string; set: ExplorerData
     const small = await generate(smallProject.projectId, Math.round(SPANS / 10), 2);
     const large = await generate(largeProject.projectId, SPANS, 1);
     const bigTrace = await writeBigTrace(db, large.projectId, 5000, nowMs - 2 * 3_600_000);
-    await db.raw('VACUUM ANALYZE telemetry_traces, telemetry_model_calls, telemetry_rollups');
+    await db.raw('VACUUM ANALYZE telemetry_traces, telemetry_model_calls, telemetry_rollups, telemetry_sessions, telemetry_users');
     const set: ExplorerDataSet = { orgId: server.orgId, nowMs, large, small, bigTrace };
     await db.raw('CREATE TABLE bench_explorer_set (set jsonb NOT NULL)');
     await db.raw('INSERT INTO bench_explorer_set (set) VALUES (?::jsonb)', [JSON.stringify(set)]);
@@ -172,6 +175,9 @@ async function main(): Promise<void> {
     if (cursors.size === 2) cases.push(['traces sort -cost, page 2 via cursor', (p) => list({ start_time: day, sort: '-cost', cursor: cursors.get(p)! })(p)]);
     cases.push(['sessions, 24 h', async (p) => JSON.stringify((await traces.sessions(p, { start_time: day })).sessions.map(presentSession))]);
     cases.push(['users, 24 h', async (p) => JSON.stringify((await traces.users(p, { start_time: day })).users.map(presentUser))]);
+    const weekAgo = { start_time: new Date(now - 8 * DAY).toISOString(), end_time: new Date(now - 7 * DAY).toISOString() };
+    cases.push(['sessions, a day a week ago', async (p) => JSON.stringify((await traces.sessions(p, weekAgo)).sessions.map(presentSession))]);
+    cases.push(['users, a day a week ago', async (p) => JSON.stringify((await traces.users(p, weekAgo)).users.map(presentUser))]);
     cases.push(["a user's sessions, all time", async (p) => JSON.stringify((await traces.sessions(p, { user_id: samples.get(p)!.user })).sessions.map(presentSession))]);
     cases.push(['a trace by id (read + JSON)', async (p) => JSON.stringify((await traces.get(p, samples.get(p)!.traceId)).spans.map(presentSpan))]);
 
