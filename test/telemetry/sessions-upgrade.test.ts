@@ -1,0 +1,68 @@
+/**
+ * Migration 0210 on an installation that already holds many traces (PostgreSQL): the backfill
+ * runs past the pool's statement timeout (at 2.2M traces it took longer than 15 s and the upgrade
+ * failed: found by the explorer bench on its kept 11M-span data set), and traces written while it
+ * runs wait for it, so that none is missing from the rollups.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as m0210 from '../../src/db/migrations/0210_telemetry_sessions.js';
+import { migrationSource } from '../../src/db/migrations/index.js';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
+import { createProjectWithKey, type TelemetryKeyFixture } from './helpers.js';
+
+const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
+const TRACES = 300_000;
+
+describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry table', 'postgresOnly'), () => {
+  let ctx: TestContext;
+  let project: TelemetryKeyFixture;
+  const db = () => ctx.testDb.database.db;
+
+  beforeAll(async () => {
+    ctx = await createTestContext();
+    project = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Upgrade');
+    await db().raw(
+      `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
+                                     models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
+       SELECT ?, lpad(to_hex(i), 32, '0'), now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '1 second', 1000, 1,
+              'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997)
+         FROM generate_series(1, ?) AS i`,
+      [project.projectId, TRACES],
+    );
+    await db().migrate.down({ migrationSource, name: '0210_telemetry_sessions' });
+  }, 300_000);
+
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  it('the backfill outlasts a short statement timeout, and a trace written meanwhile waits for it to commit', async () => {
+    let committedAt = 0;
+    let migrating!: () => void;
+    const started = new Promise<void>((resolve) => (migrating = resolve));
+    const migration = db().transaction(async (trx) => {
+      // As the pool's 15 s are to 2.2M traces: shorter than the backfill of these traces.
+      await trx.raw(`SET LOCAL statement_timeout = '100ms'`);
+      migrating();
+      await m0210.up(trx);
+    }).then(() => (committedAt = performance.now()));
+    await started;
+    await new Promise((r) => setTimeout(r, 30));
+    const written = db()
+      .raw(
+        `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
+                                       models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
+         VALUES (?, 'f0000000000000000000000000000001', now(), now(), 0, 1, 'late', '{}', '{}', 0, 0, 0, false, '[]', now(), now(), 'late', 'late')`,
+        [project.projectId],
+      )
+      .then(() => performance.now());
+    await migration;
+    const writtenAt = await written;
+    expect(writtenAt).toBeGreaterThanOrEqual(committedAt);
+    const sessions = await db()('telemetry_sessions').where({ project_id: project.projectId }).count<{ count: string }[]>('* as count');
+    expect(Number(sessions[0]!.count)).toBe(TRACES / 4 + 1);
+    const users = await db()('telemetry_users').where({ project_id: project.projectId }).sum<{ sum: string }[]>('trace_count as sum');
+    expect(Number(users[0]!.sum)).toBe(TRACES);
+  }, 300_000);
+});
