@@ -28,9 +28,10 @@
  * afterwards (`down` then `up`, or truncate both and run `backfill`).
  */
 import type { Knex } from 'knex';
+import { isEmbedded } from '../dialect.js';
 
-/** A PostgreSQL server (not embedded PGlite, whose knex client carries its `pglite` instance). */
-const isPostgres = (db: Knex): boolean => !('pglite' in (db.client as object));
+/** A PostgreSQL server, not embedded PGlite (this migration's handle is a transaction's). */
+const isPostgres = (db: Knex): boolean => !isEmbedded(db);
 
 interface Connection {
   query(q: { text: string; query_timeout?: number }): Promise<unknown>;
