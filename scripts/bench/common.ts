@@ -19,22 +19,9 @@ export function databaseUrl(name: string): string {
   return url.toString();
 }
 
+/** A new database named after `prefix` (a random suffix). */
 export async function createDatabase(prefix: string): Promise<{ name: string; url: string; drop(): Promise<void> }> {
-  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: SERVER_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  return {
-    name,
-    url: databaseUrl(name),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: SERVER_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
+  return createNamedDatabase(`${prefix}_${randomBytes(4).toString('hex')}`);
 }
 
 export async function databaseExists(name: string): Promise<boolean> {
