@@ -1,9 +1,23 @@
 /**
  * The session and user rollups (telemetry_sessions, telemetry_users; migration 0210), kept equal
- * to a GROUP BY over telemetry_traces by every writer of traces, in the writer's transaction:
- * ingest (new and extended traces), retention and the bench's data generator.
+ * to a GROUP BY over telemetry_traces once the queued changes are applied. Every writer of traces
+ * (ingest, retention, the bench's data generator) queues its batch's changes in its own
+ * transaction (`enqueueTraceChanges`, one row of telemetry_group_changes, migration 0211): a
+ * committed trace always has its committed change, and ingest writes one small row instead of
+ * ~280 session and ~280 user upserts per 1000-span batch. The worker's telemetry-group-changes job
+ * (`applyQueuedTraceChanges`) applies the oldest rows in id order, one applier at a time, each
+ * project's changes of many batches merged into one `applyTraceChanges` call; the lists lag ingest
+ * by about the job's interval (1 s).
  *
- * A batch's changes (a trace added, removed, or its summary replaced) are pre-aggregated per key
+ * Why id order is enough: a batch changing a trace locked it (FOR UPDATE) until the batch before
+ * it committed, so its queue row was inserted later; the changes of one trace are applied in the
+ * order they were made (applying them out of order could leave a stale first_start / last_end
+ * through LEAST / GREATEST, or recreate an emptied row). Changes of different traces commute. A
+ * recompute (below) reads telemetry_traces, which may be ahead of the queue: it then includes a
+ * trace whose queued change is not applied yet — harmless, as that change adds the same value
+ * through LEAST / GREATEST, or removes it and recomputes again.
+ *
+ * The changes (a trace added, removed, or its summary replaced; of one or many batches) are pre-aggregated per key
  * and applied with one `INSERT … ON CONFLICT DO UPDATE SET x = x + excluded.x` per table, rows in
  * key order (the same lock order in every transaction: traces, then sessions, then users — no
  * deadlock). Sums are exact under concurrency (row locks); first_start / last_end / the session's
@@ -149,8 +163,8 @@ const recomputeRows = (list: Delta[]) =>
   JSON.stringify(list.map((d) => ({ k: d.key, rs: iso(d.removedStart), re: iso(d.removedEnd), ru: [...d.removedUsers] })));
 
 /**
- * Applies a batch's trace changes to the session and user rollups, inside `trx` (which has
- * written, or deleted, the traces already). At most one statement per table when nothing is
+ * Applies trace changes (in the order they were made) to the session and user rollups, inside
+ * `trx` (the queue's applier; the traces are written, or deleted, already). At most one statement per table when nothing is
  * removed (the ingest of new or growing traces), three when something is.
  */
 export async function applyTraceChanges(trx: Knex.Transaction, projectId: string, changes: TraceChange[]): Promise<void> {
