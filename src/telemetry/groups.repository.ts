@@ -310,8 +310,8 @@ export async function enqueueTraceChanges(trx: Knex.Transaction, projectId: stri
   await trx.raw('INSERT INTO telemetry_group_changes (project_id, changes, created_at) VALUES (?, ?, ?)', [projectId, JSON.stringify(packed), now]);
 }
 
-/** The advisory lock key of the queue's applier (one at a time: changes are applied in id order). */
-export const APPLIER_LOCK = 0x6b617373; // 'kass'
+/** The advisory lock of the queue's applier (one at a time: changes are applied in id order), hashed by PostgreSQL to its key. */
+export const APPLIER_LOCK = 'telemetry-group-changes';
 
 /**
  * Applies the oldest `limit` queued batches (by id) to the rollups and deletes them, in one
@@ -325,7 +325,7 @@ export const APPLIER_LOCK = 0x6b617373; // 'kass'
  */
 export async function applyQueuedTraceChanges(db: Knex, limit: number): Promise<number> {
   return db.transaction(async (trx) => {
-    const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(?) AS ok', [APPLIER_LOCK]);
+    const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS ok', [APPLIER_LOCK]);
     if (!(locked.rows as Array<{ ok: boolean }>)[0]?.ok) return -1;
     const queued = await trx.raw('SELECT id, project_id, changes FROM telemetry_group_changes ORDER BY id LIMIT ?', [limit]);
     const rows = queued.rows as Array<{ id: string; project_id: string; changes: string }>;

@@ -376,7 +376,7 @@ describe('session and user rollups', () => {
       expect(waiting).toBeGreaterThan(0);
       // Another applier holds the lock: this one leaves the queue as it is.
       await db().transaction(async (trx) => {
-        await trx.raw('SELECT pg_advisory_xact_lock(?)', [APPLIER_LOCK]);
+        await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [APPLIER_LOCK]);
         expect(await repo.applyQueued(500)).toBe(-1);
       });
       expect(await queued()).toBe(waiting);
@@ -410,6 +410,26 @@ describe('session and user rollups', () => {
     expect(await db()('telemetry_sessions').where({ project_id: p.projectId, session_id: 'expired-only' }).first()).toBeUndefined();
     expect(await db()('telemetry_users').where({ project_id: p.projectId, user_id: 'expired-user' }).first()).toBeUndefined();
   }, 120_000);
+
+  it.runIf(onPostgres)('an applier meeting a project being deleted waits for it, then skips its changes (no error)', async () => {
+    await drain();
+    const p = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sessions deleted meanwhile');
+    await ingest(p, scenario(prng(47), 4, NOW - DAY, 1)[0]!);
+    await ingest(a, scenario(prng(53), 4, NOW - DAY, 1)[0]!);
+    await ctx.admin.post(`/v1/telemetry-keys/${p.keyId}/revoke`);
+    let applied: Promise<number> | undefined;
+    await db().transaction(async (trx) => {
+      // As deleteProject does: the project locked, its rows deleted, then the project.
+      await trx('telemetry_projects').where({ id: p.projectId }).forUpdate().first('id');
+      applied = new KnexGroupChangeRepository(db()).applyQueued(500);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (const table of ['telemetry_group_changes', 'telemetry_users', 'telemetry_sessions', 'telemetry_traces', 'telemetry_api_keys']) await trx(table).where({ project_id: p.projectId }).delete();
+      await trx('telemetry_projects').where({ id: p.projectId }).delete();
+    });
+    expect(await applied).toBe(2);
+    expect(await db()('telemetry_sessions').where({ project_id: p.projectId }).first()).toBeUndefined();
+    await expectExact();
+  }, 60_000);
 
   it('project deletion deletes its queued changes', async () => {
     const p = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sessions deleted');
