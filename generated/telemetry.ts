@@ -195,9 +195,14 @@ export interface paths {
          *     normally has one user); `user_id` lists the sessions whose user that is, which is the
          *     `session_count` of `listUsers`.
          *
-         *     Sessions and users are totals kept as traces are ingested (in the same transaction), so
-         *     a page costs the same whatever the project's traffic; traces removed by retention leave
-         *     them at once. A list ending in the past reads past the sessions active after it.
+         *     Sessions and users are totals kept as traces are ingested, so a page costs the same
+         *     whatever the project's traffic. They are updated shortly after ingest, not with it: each
+         *     accepted batch queues its changes in the transaction that stores its traces, and a
+         *     background job applies the queue in order about every second (many batches at once), so
+         *     the lists lag the trace list by about a second, more under a backlog, and never count a
+         *     trace before it is stored. Traces removed by retention leave them the same way (shortly
+         *     after, once every change queued before is applied). A list ending in the past reads past the sessions active
+         *     after it.
          */
         get: operations["listSessions"];
         put?: never;
@@ -224,6 +229,9 @@ export interface paths {
          *
          *     **Range.** As in `listSessions`: a user is listed when their activity (`first_start` to
          *     `last_end`) overlaps the range, with totals over all their stored traces.
+         *
+         *     Like sessions, users' totals are updated shortly after ingest (about a second; see
+         *     `listSessions`), not in the ingest request.
          */
         get: operations["listUsers"];
         put?: never;

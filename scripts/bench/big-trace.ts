@@ -26,7 +26,7 @@ export async function writeBigTrace(db: Knex, projectId: string, n: number, star
     const writes = batch.traces.map((t) => ({ ...summarize(t), spans: t.spans }));
     await writer.claimTraces(projectId, writes, new Date(), { optimistic: true });
     // As ingest does (a no-op here: the trace names no session or user).
-    await writer.updateGroups(projectId, writes.map((w) => ({ before: null, after: w })));
+    await writer.updateGroups(projectId, writes.map((w) => ({ before: null, after: w })), new Date());
   });
   return traceId;
 }

@@ -6,8 +6,9 @@
  * built as a native ingest request (`POST /v1/ingest` body), normalized and priced by
  * `normalizeIngest` (GenAI mapping, costs from the price table), summarized by the ingest service's
  * `summarize`, and written by the ingest repositories' COPY paths (KnexTraceWriter.claimTraces,
- * KnexRollupWriter.insertModelCalls); the session and user rollups by KnexTraceWriter.updateGroups,
- * the statement ingest runs. The rollup cells (ten-second, minute, five-minute, hour,
+ * KnexRollupWriter.insertModelCalls); the session and user rollups' changes queued by
+ * KnexTraceWriter.updateGroups as ingest queues them, and applied at the end by the job's code
+ * (drainQueuedTraceChanges). The rollup cells (ten-second, minute, five-minute, hour,
  * day) are CellStats built from the same model calls and merged upwards as ingest merges them,
  * written by KnexRollupWriter.writeCells once complete; the monthly trace counter is added to as
  * ingest does. What ingest does and this skips: per-batch locking and read-merge-write of cells
@@ -28,6 +29,7 @@ import type { components } from '../../generated/telemetry.js';
 import { normalizeIngest } from '../../src/telemetry/normalize.js';
 import { PriceTable } from '../../src/telemetry/prices.js';
 import { summarize } from '../../src/telemetry/ingest.service.js';
+import { drainQueuedTraceChanges } from '../../src/telemetry/groups.repository.js';
 import { KnexTraceWriter, type TraceWrite } from '../../src/telemetry/traces.repository.js';
 import { KnexRollupWriter, type CellKey, type ModelCallRow } from '../../src/telemetry/rollups.repository.js';
 import { CellStats } from '../../src/telemetry/cell-stats.js';
@@ -264,7 +266,7 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
       const traceWriter = new KnexTraceWriter(trx, true);
       await traceWriter.claimTraces(options.projectId, writes, now, { optimistic: true });
       // The session and user rollups, as ingest writes them (every trace of a chunk is new).
-      await traceWriter.updateGroups(options.projectId, writes.map((w) => ({ before: null, after: w })));
+      await traceWriter.updateGroups(options.projectId, writes.map((w) => ({ before: null, after: w })), now);
       const rollups = new KnexRollupWriter(trx, true);
       await rollups.insertModelCalls(options.projectId, calls);
       lap('write');
@@ -285,6 +287,10 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
     const writer = new KnexTraceWriter(trx, true);
     for (const [month, n] of usage) await writer.addUsage(options.orgId, new Date(month), n);
   });
+  // The session and user rollups: the queued changes applied now (the worker's job would, within a
+  // second), so the data set's lists are exact when this returns. Small chunks: each queue row
+  // holds a whole slice's traces.
+  await drainQueuedTraceChanges(db, 20);
   lap('flush');
   const round = (x: number) => Math.round(x * 10) / 10;
   return { spans, traces, modelCalls, cells: cells.written, seconds: (performance.now() - t0) / 1000, stageSeconds: { build: round(stage.build), normalize: round(stage.normalize), cells: round(stage.cells), write: round(stage.write), flush: round(stage.flush) } };

@@ -1,9 +1,23 @@
 /**
  * The session and user rollups (telemetry_sessions, telemetry_users; migration 0210), kept equal
- * to a GROUP BY over telemetry_traces by every writer of traces, in the writer's transaction:
- * ingest (new and extended traces), retention and the bench's data generator.
+ * to a GROUP BY over telemetry_traces once the queued changes are applied. Every writer of traces
+ * (ingest, retention, the bench's data generator) queues its batch's changes in its own
+ * transaction (`enqueueTraceChanges`, one row of telemetry_group_changes, migration 0211): a
+ * committed trace always has its committed change, and ingest writes one small row instead of
+ * ~280 session and ~280 user upserts per 1000-span batch. The worker's telemetry-group-changes job
+ * (`applyQueuedTraceChanges`) applies the oldest rows in id order, one applier at a time, each
+ * project's changes of many batches merged into one `applyTraceChanges` call; the lists lag ingest
+ * by about the job's interval (1 s).
  *
- * A batch's changes (a trace added, removed, or its summary replaced) are pre-aggregated per key
+ * Why id order is enough: a batch changing a trace locked it (FOR UPDATE) until the batch before
+ * it committed, so its queue row was inserted later; the changes of one trace are applied in the
+ * order they were made (applying them out of order could leave a stale first_start / last_end
+ * through LEAST / GREATEST, or recreate an emptied row). Changes of different traces commute. A
+ * recompute (below) reads telemetry_traces, which may be ahead of the queue: it then includes a
+ * trace whose queued change is not applied yet — harmless, as that change adds the same value
+ * through LEAST / GREATEST, or removes it and recomputes again.
+ *
+ * The changes (a trace added, removed, or its summary replaced; of one or many batches) are pre-aggregated per key
  * and applied with one `INSERT … ON CONFLICT DO UPDATE SET x = x + excluded.x` per table, rows in
  * key order (the same lock order in every transaction: traces, then sessions, then users — no
  * deadlock). Sums are exact under concurrency (row locks); first_start / last_end / the session's
@@ -149,8 +163,8 @@ const recomputeRows = (list: Delta[]) =>
   JSON.stringify(list.map((d) => ({ k: d.key, rs: iso(d.removedStart), re: iso(d.removedEnd), ru: [...d.removedUsers] })));
 
 /**
- * Applies a batch's trace changes to the session and user rollups, inside `trx` (which has
- * written, or deleted, the traces already). At most one statement per table when nothing is
+ * Applies trace changes (in the order they were made) to the session and user rollups, inside
+ * `trx` (the queue's applier; the traces are written, or deleted, already). At most one statement per table when nothing is
  * removed (the ingest of new or growing traces), three when something is.
  */
 export async function applyTraceChanges(trx: Knex.Transaction, projectId: string, changes: TraceChange[]): Promise<void> {
@@ -266,4 +280,106 @@ export async function applyTraceChanges(trx: Knex.Transaction, projectId: string
     projectId,
     textArray(removing.map((d) => d.key)),
   ]);
+}
+
+// ---- The queue (migration 0211): changes applied off the ingest path -------------------------
+
+/** A contribution as stored in the queue: [session, user, start ms, end ms, tokens in, tokens out, cost, error 0/1]. */
+type PackedContribution = [string | null, string | null, number, number, number, number, number, 0 | 1];
+
+const pack = (c: GroupContribution | null): PackedContribution | null =>
+  c === null ? null : [c.sessionId, c.userId, c.startMs, c.endMs, c.tokensInput, c.tokensOutput, c.cost, c.hasError ? 1 : 0];
+
+const unpack = (p: PackedContribution | null): GroupContribution | null =>
+  p === null
+    ? null
+    : { sessionId: p[0], userId: p[1], startMs: p[2], endMs: p[3], tokensInput: p[4], tokensOutput: p[5], cost: p[6], hasError: p[7] === 1 };
+
+/**
+ * Appends a batch's trace changes to the queue, inside `trx` (the transaction that wrote the
+ * traces): one row, so a committed trace always has its committed change. Changes that touch no
+ * session and no user are left out; a batch with none writes nothing.
+ */
+export async function enqueueTraceChanges(trx: Knex.Transaction, projectId: string, changes: TraceChange[], now: Date): Promise<void> {
+  const packed: Array<[PackedContribution | null, PackedContribution | null]> = [];
+  for (const { before, after } of changes) {
+    const touches = (c: GroupContribution | null) => c !== null && (c.sessionId !== null || c.userId !== null);
+    if (touches(before) || touches(after)) packed.push([pack(before), pack(after)]);
+  }
+  if (packed.length === 0) return;
+  await trx.raw('INSERT INTO telemetry_group_changes (project_id, changes, created_at) VALUES (?, ?, ?)', [projectId, JSON.stringify(packed), now]);
+}
+
+/** The advisory lock of the queue's applier (one at a time: changes are applied in id order), hashed by PostgreSQL to its key. */
+export const APPLIER_LOCK = 'telemetry-group-changes';
+
+/**
+ * Applies the oldest `limit` queued batches (by id) to the rollups and deletes them, in one
+ * transaction, under a transaction-level advisory lock: one applier at a time. Id order is the
+ * order of the changes to any one trace (a batch changing a trace waited for the batch before it
+ * to commit, so it queued its row later); changes of different traces commute (sums, LEAST /
+ * GREATEST, and recomputes from the traces). Each project's changes go through
+ * `applyTraceChanges` once, merged per session and user. The chunk's projects are locked FOR KEY
+ * SHARE first (a project being deleted is waited for, then skipped: its queue rows went with it).
+ * Returns the number of queue rows applied, or -1 when another applier holds the lock.
+ */
+export async function applyQueuedTraceChanges(db: Knex, limit: number): Promise<number> {
+  return db.transaction(async (trx) => {
+    const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS ok', [APPLIER_LOCK]);
+    if (!(locked.rows as Array<{ ok: boolean }>)[0]?.ok) return -1;
+    const queued = await trx.raw('SELECT id, project_id, changes FROM telemetry_group_changes ORDER BY id LIMIT ?', [limit]);
+    const rows = queued.rows as Array<{ id: string; project_id: string; changes: string }>;
+    if (rows.length === 0) return 0;
+    const byProject = new Map<string, TraceChange[]>();
+    for (const r of rows) {
+      let list = byProject.get(r.project_id);
+      if (!list) byProject.set(r.project_id, (list = []));
+      for (const [before, after] of JSON.parse(r.changes) as Array<[PackedContribution | null, PackedContribution | null]>) {
+        list.push({ before: unpack(before), after: unpack(after) });
+      }
+    }
+    const projects = [...byProject.keys()].sort();
+    const live = await trx.raw('SELECT id FROM telemetry_projects WHERE id = ANY(?::text[]) ORDER BY id FOR KEY SHARE', [textArray(projects)]);
+    for (const { id } of live.rows as Array<{ id: string }>) await applyTraceChanges(trx, id, byProject.get(id)!);
+    await trx.raw('DELETE FROM telemetry_group_changes WHERE id <= ? AND id = ANY(?::bigint[])', [rows[rows.length - 1]!.id, `{${rows.map((r) => r.id).join(',')}}`]);
+    return rows.length;
+  });
+}
+
+/**
+ * Applies queued changes until the queue is empty (or another applier holds the lock: then waits
+ * for it and goes on). For tests, the bench's data generator, and retention-free callers that need
+ * the lists exact now. Returns the number of queue rows applied.
+ */
+export async function drainQueuedTraceChanges(db: Knex, chunk = 500): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const n = await applyQueuedTraceChanges(db, chunk);
+    if (n === -1) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      continue;
+    }
+    total += n;
+    if (n < chunk) return total;
+  }
+}
+
+/** The queue's applier, for the job (src/telemetry/group-changes.job.ts). */
+export interface GroupChangeRepository {
+  /** One chunk: the number of queue rows applied, -1 when another applier holds the lock. */
+  applyQueued(limit: number): Promise<number>;
+  /** Everything queued. */
+  drain(chunk: number): Promise<number>;
+}
+
+export class KnexGroupChangeRepository implements GroupChangeRepository {
+  constructor(private readonly db: Knex) {}
+
+  applyQueued(limit: number): Promise<number> {
+    return applyQueuedTraceChanges(this.db, limit);
+  }
+
+  drain(chunk: number): Promise<number> {
+    return drainQueuedTraceChanges(this.db, chunk);
+  }
 }

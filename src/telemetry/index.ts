@@ -21,6 +21,8 @@ import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
 import type { Job } from '../kernel/job.js';
 import { RetentionJob } from './retention.job.js';
+import { GroupChangesJob } from './group-changes.job.js';
+import { KnexGroupChangeRepository } from './groups.repository.js';
 import { KnexRetentionRepository } from './retention.repository.js';
 import { KnexRollupRepository } from './rollups.repository.js';
 import { KnexTraceRepository } from './traces.repository.js';
@@ -34,6 +36,8 @@ export interface TelemetryModule {
   metrics: MetricsService;
   prices: ModelPriceService;
   retention: RetentionJob;
+  /** Applies queued trace changes to the session and user rollups (`applyAll()`: everything now). */
+  groupChanges: GroupChangesJob;
   /** Background jobs, made afresh for each worker. */
   jobs(): Job[];
   handlers: {
@@ -73,11 +77,13 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     traces: new TraceService(new KnexTraceRepository(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo),
   };
-  const retention = new RetentionJob(projectRepo, new KnexRetentionRepository(db), keys, clock);
+  const retention = new RetentionJob(projectRepo, new KnexRetentionRepository(db, clock), keys, clock);
+  const groupChanges = new GroupChangesJob(new KnexGroupChangeRepository(db));
   return {
     ...services,
     retention,
-    jobs: () => [retention],
+    groupChanges,
+    jobs: () => [retention, new GroupChangesJob(new KnexGroupChangeRepository(db))],
     handlers: {
       platform: createTelemetryHandlers(services, clock),
       admin: createTelemetryAdminHandlers({ orgs, ...services }),

@@ -319,9 +319,8 @@ export class IngestService {
     const minuteDeltas = [...deltas.values()].filter((d) => d.key.resolution === 'm');
     for (const resolution of ['5m', 'h', 'd'] as const) mergeInto(resolution, minuteDeltas);
     if (deltas.size > 0 || recomputeMinutes.size > 0) await this.applyRollups(tx, projectId, [...deltas.values()], recomputeMinutes);
-    // Late in the transaction: a busy user's row is shared by concurrent batches, so its lock is
-    // held briefly (only the usage counter comes after). Lock order: traces, cells, sessions, users.
-    await tx.traces.updateGroups(projectId, changes);
+    // The session and user rollups: one queue row, applied by the telemetry-group-changes job.
+    await tx.traces.updateGroups(projectId, changes, now);
     return inserted.size;
   }
 

@@ -1,12 +1,15 @@
 /** Deletion of telemetry past a project's retention, in bounded chunks (RetentionJob). */
 import type { Db } from '../db/knex.js';
-import { applyTraceChanges } from './groups.repository.js';
+import type { Clock } from '../kernel/clock.js';
+import { enqueueTraceChanges } from './groups.repository.js';
 import { toContribution, type GroupSourceRow } from './traces.repository.js';
 
 export interface RetentionRepository {
   /**
-   * Deletes up to `limit` traces (with their spans) starting before `cutoff`, and takes them out of
-   * their sessions' and users' totals in the same transaction; returns how many.
+   * Deletes up to `limit` traces (with their spans) starting before `cutoff`, and queues their
+   * removal from their sessions' and users' totals in the same transaction (the queue ingest
+   * writes: applied after every change queued before, so a trace's removal never overtakes its
+   * insertion); returns how many.
    */
   deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number>;
@@ -17,7 +20,10 @@ export interface RetentionRepository {
 const deletedCount = (result: { rows: unknown[] }): number => result.rows.length;
 
 export class KnexRetentionRepository implements RetentionRepository {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+  ) {}
 
   async deleteExpiredTraces(projectId: string, cutoff: Date, limit: number): Promise<number> {
     return this.db.transaction(async (trx) => {
@@ -31,7 +37,7 @@ export class KnexRetentionRepository implements RetentionRepository {
       );
       const rows = deleted.rows as GroupSourceRow[];
       const changes = rows.filter((r) => r.session_id !== null || r.user_id !== null).map((r) => ({ before: toContribution(r), after: null }));
-      await applyTraceChanges(trx, projectId, changes);
+      await enqueueTraceChanges(trx, projectId, changes, this.clock.now());
       return rows.length;
     });
   }

@@ -9,7 +9,7 @@
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
-import { applyTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
+import { enqueueTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
 import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
 
 export type { GroupContribution, TraceChange } from './groups.repository.js';
@@ -176,10 +176,11 @@ export interface TraceWriter {
   /** Rewrites stored traces (summary and spans) after merging new spans in. */
   updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void>;
   /**
-   * Adds the batch's trace changes (inserted: `before` null; updated: stored and new summary) to
-   * the session and user rollups; once per batch, after the trace writes.
+   * Queues the batch's trace changes (inserted: `before` null; updated: stored and new summary)
+   * for the session and user rollups (one row; the telemetry-group-changes job applies them);
+   * once per batch, after the trace writes.
    */
-  updateGroups(projectId: string, changes: TraceChange[]): Promise<void>;
+  updateGroups(projectId: string, changes: TraceChange[], now: Date): Promise<void>;
   /** Adds to the organization's monthly trace counter; returns the new total. */
   addUsage(orgId: string, monthStart: Date, traces: number): Promise<number>;
 }
@@ -531,8 +532,8 @@ export class KnexTraceWriter implements TraceWriter {
     );
   }
 
-  async updateGroups(projectId: string, changes: TraceChange[]): Promise<void> {
-    await applyTraceChanges(this.trx, projectId, changes);
+  async updateGroups(projectId: string, changes: TraceChange[], now: Date): Promise<void> {
+    await enqueueTraceChanges(this.trx, projectId, changes, now);
   }
 
   async updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void> {

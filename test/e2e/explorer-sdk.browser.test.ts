@@ -122,6 +122,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer with trace
     const sent = kassa.exchanges.filter((e) => e.path === '/v1/otlp/v1/traces');
     expect(sent.length).toBeGreaterThanOrEqual(2);
     expect(sent.every((e) => e.status === 200 && e.contentType === 'application/x-protobuf')).toBe(true);
+    // The session and user lists: the queued changes applied, as the worker's job does within a second.
+    await h.ctx.services.telemetry.groupChanges.applyAll();
     page = await h.signedInPage('developer');
   }, 120_000);
   afterAll(async () => {

@@ -49,6 +49,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
       .set(bearer(p.key))
       .send({ traces: [{ trace_id: ids.chat, spans: [root, llm] }, { trace_id: ids.second, spans: [second] }, { trace_id: ids.failed, spans: [failed] }] });
     expect(res.status).toBe(202);
+    // The session and user lists: the queued changes applied, as the worker's job does within a second.
+    await h.ctx.services.telemetry.groupChanges.applyAll();
     page = await h.signedInPage('developer');
   }, 120_000);
   afterAll(async () => {

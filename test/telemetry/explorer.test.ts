@@ -64,6 +64,8 @@ beforeAll(async () => {
     made.push({ traceId: tid, start, duration, cost, session, user, error, tokensIn: i, tokensOut: 2 * i });
   }
   await ingest(p.key, traces);
+  // The session and user lists: the queued changes applied (the worker's job, within a second).
+  await ctx.services.telemetry.groupChanges.applyAll();
 }, 120_000);
 
 afterAll(async () => {

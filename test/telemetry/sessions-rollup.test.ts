@@ -1,12 +1,15 @@
 /**
- * The session and user rollups (migration 0210) stay equal to a GROUP BY over telemetry_traces:
- * random ingest in several batches (spans arriving late, re-sent spans moving a trace in time,
- * a trace's session and user changing), two batches at once (on PostgreSQL really concurrent),
- * retention, project deletion; the lists read them; projects stay apart.
+ * The session and user rollups (migration 0210) stay equal to a GROUP BY over telemetry_traces
+ * once the queued changes (0211) are applied: random ingest in several batches (spans arriving
+ * late, re-sent spans moving a trace in time, a trace's session and user changing), two batches
+ * at once (on PostgreSQL really concurrent), the changes of one trace applied in queue order, two
+ * appliers at once, retention with changes still queued, project deletion; the lists read them;
+ * projects stay apart.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateLatest } from '../../src/db/knex.js';
 import { migrationSource } from '../../src/db/migrations/index.js';
+import { APPLIER_LOCK, KnexGroupChangeRepository } from '../../src/telemetry/groups.repository.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { bearer, createProjectWithKey, prng, spanId, traceId, type TelemetryKeyFixture } from './helpers.js';
 
@@ -89,7 +92,13 @@ async function rollups(): Promise<{ stored: { sessions: SessionRow[]; users: Use
   return { stored: { sessions, users }, expected: { sessions: expectedSessions, users: expectedUsers } };
 }
 
+/** Applies every queued change (what the worker's job does within about a second). */
+const drain = () => ctx.services.telemetry.groupChanges.applyAll();
+const queued = async () => Number((await db()('telemetry_group_changes').count({ n: '*' }).first())!.n);
+
 async function expectExact(): Promise<void> {
+  await drain();
+  expect(await queued()).toBe(0);
   const { stored, expected } = await rollups();
   expect(stored.sessions).toEqual(expected.sessions);
   expect(stored.users).toEqual(expected.users);
@@ -281,11 +290,13 @@ describe('session and user rollups', () => {
     const tid = traceId();
     const root = { span_id: spanId(), name: 'root', start_time: new Date(NOW - DAY).toISOString(), end_time: new Date(NOW - DAY + 100).toISOString(), attributes: { 'session.id': 'legacy', 'user.id': 'legacy-user' } };
     await ingest(a, [{ trace_id: tid, spans: [root] }]);
+    await drain();
     // As if written before the rollups existed.
     await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'legacy' }).delete();
     await db()('telemetry_users').where({ project_id: a.projectId, user_id: 'legacy-user' }).delete();
     // The trace moves to another session and user: a removal from rows that do not exist.
     await ingest(a, [{ trace_id: tid, spans: [{ ...root, start_time: new Date(NOW - DAY - 50).toISOString(), attributes: { 'session.id': 'moved', 'user.id': 'moved-user' } }] }]);
+    await drain();
     expect(await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'legacy' }).first()).toBeUndefined();
     expect(await db()('telemetry_users').where('trace_count', '<=', 0).first()).toBeUndefined();
     expect(await db()('telemetry_sessions').where('trace_count', '<=', 0).first()).toBeUndefined();
@@ -298,8 +309,10 @@ describe('session and user rollups', () => {
       { trace_id: t1, spans: [first] },
       { trace_id: t2, spans: [at(NOW - DAY + 2000, { 'session.id': 'shared', 'user.id': 'bb-user' })] },
     ]);
+    await drain();
     await db()('telemetry_users').where({ project_id: a.projectId, user_id: 'bb-user' }).delete();
     await ingest(a, [{ trace_id: t1, spans: [{ ...first, attributes: { 'session.id': 'elsewhere', 'user.id': 'aa-user' } }] }]);
+    await drain();
     expect(await db()('telemetry_users').where('trace_count', '<=', 0).first()).toBeUndefined();
     expect((await ctx.platform.get('/v1/users').set(bearer(a.key)).query({ limit: 100 })).status).toBe(200);
 
@@ -309,4 +322,122 @@ describe('session and user rollups', () => {
     const { stored } = await rollups();
     expect(stored.sessions.find((s) => s.session_id === 'moved')).toMatchObject({ user_id: 'moved-user', trace_count: 1 });
   }, 120_000);
+
+  it('ingest queues one row per batch and leaves the rollups alone; the job applies them, full chunks at once', async () => {
+    await drain();
+    const sessionsBefore = (await rollups()).stored.sessions;
+    const rand = prng(31);
+    const batches = scenario(rand, 6, NOW - 4 * DAY, 3);
+    for (const batch of batches) await ingest(a, batch);
+    expect(await queued()).toBe(batches.length);
+    expect((await rollups()).stored.sessions).toEqual(sessionsBefore);
+    const job = ctx.services.telemetry.groupChanges;
+    expect(await job.run()).toBe(false); // fewer than a chunk: nothing more to do at once
+    expect(await queued()).toBe(0);
+    await expectExact();
+    expect(await job.run()).toBe(false);
+  }, 60_000);
+
+  it('applies the changes of one trace in queue order (a trace moved in time and to another session by a later batch)', async () => {
+    await drain();
+    const repo = new KnexGroupChangeRepository(db());
+    const tid = traceId();
+    const root = { span_id: spanId(), name: 'root', start_time: new Date(NOW - 5 * DAY).toISOString(), end_time: new Date(NOW - 5 * DAY + 100).toISOString(), attributes: { 'session.id': 'ordered', 'user.id': 'ordered-user' } };
+    // Batch 1: the trace at t; batch 2: re-sent root later (the trace's old start and end no longer
+    // held); batch 3: the trace moved to another session and user.
+    await ingest(a, [{ trace_id: tid, spans: [root] }]);
+    await ingest(a, [{ trace_id: tid, spans: [{ ...root, start_time: new Date(NOW - 5 * DAY + 5000).toISOString(), end_time: new Date(NOW - 5 * DAY + 6000).toISOString() }] }]);
+    await ingest(a, [{ trace_id: tid, spans: [{ ...root, start_time: new Date(NOW - 5 * DAY + 7000).toISOString(), end_time: new Date(NOW - 5 * DAY + 8000).toISOString(), attributes: { 'session.id': 'ordered-2', 'user.id': 'ordered-user-2' } }] }]);
+    expect(await queued()).toBe(3);
+    // One batch at a time, oldest first (in the reverse order the session 'ordered' would be
+    // recreated by the first batch's insertion, applied last, and left with one trace).
+    expect(await repo.applyQueued(1)).toBe(1);
+    expect(await repo.applyQueued(1)).toBe(1);
+    expect(await repo.applyQueued(1)).toBe(1);
+    await expectExact();
+    expect(await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'ordered' }).first()).toBeUndefined();
+    // The same three batches merged into one application.
+    const t2 = traceId();
+    await ingest(a, [{ trace_id: t2, spans: [{ ...root, attributes: { 'session.id': 'merged', 'user.id': 'merged-user' } }] }]);
+    await ingest(a, [{ trace_id: t2, spans: [{ ...root, start_time: new Date(NOW - 5 * DAY + 5000).toISOString(), end_time: new Date(NOW - 5 * DAY + 6000).toISOString(), attributes: { 'session.id': 'merged', 'user.id': 'merged-user' } }] }]);
+    expect(await repo.applyQueued(500)).toBe(2);
+    await expectExact();
+    expect(await db()('telemetry_sessions').where({ project_id: a.projectId, session_id: 'merged' }).first('first_start')).toMatchObject({ first_start: new Date(NOW - 5 * DAY + 5000) });
+  }, 60_000);
+
+  it.runIf(onPostgres)('two appliers at once: one applies, the other does nothing; nothing lost or doubled', async () => {
+    await drain();
+    const repo = new KnexGroupChangeRepository(db());
+    const rand = prng(37);
+    for (let round = 0; round < 20; round++) {
+      const batches = scenario(rand, 5, NOW - 6 * DAY + round * 60_000, 4);
+      for (const batch of batches) await ingest(a, batch);
+      const waiting = await queued();
+      expect(waiting).toBeGreaterThan(0);
+      // Another applier holds the lock: this one leaves the queue as it is.
+      await db().transaction(async (trx) => {
+        await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [APPLIER_LOCK]);
+        expect(await repo.applyQueued(500)).toBe(-1);
+      });
+      expect(await queued()).toBe(waiting);
+      // Appliers racing (with ingest still going on): each row applied once.
+      const more = scenario(rand, 5, NOW - 6 * DAY + round * 60_000 + 30_000, 2);
+      const results = await Promise.all([repo.applyQueued(2), repo.applyQueued(2), repo.applyQueued(2), ...more.map((batch) => ingest(a, batch))]);
+      expect(results.slice(0, 3).filter((n) => n === 2).length).toBeGreaterThanOrEqual(1);
+      await Promise.all([repo.drain(3), repo.drain(3)]);
+      await expectExact();
+    }
+  }, 300_000);
+
+  it('retention with changes still queued: the removals queue behind the insertions, nothing resurrected or counted twice', async () => {
+    await drain();
+    const p = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sessions retention');
+    const rand = prng(41);
+    // Old traces whose changes are not applied yet, in sessions that also have newer traces.
+    for (let day = 14; day >= 6; day -= 2) for (const batch of scenario(rand, 6, NOW - day * DAY, 2)) await ingest(p, batch);
+    // And a session and user with expired traces only: their rows must not come back.
+    const lone = (ms: number) => ({ trace_id: traceId(), spans: [{ span_id: spanId(), name: 'root', start_time: new Date(ms).toISOString(), end_time: new Date(ms + 10).toISOString(), attributes: { 'session.id': 'expired-only', 'user.id': 'expired-user' } }] });
+    await ingest(p, [lone(NOW - 13 * DAY), lone(NOW - 12 * DAY)]);
+    expect(await queued()).toBeGreaterThan(0);
+    expect(await db()('telemetry_sessions').where({ project_id: p.projectId }).first()).toBeUndefined();
+    expect((await ctx.platform.patch(`/v1/projects/${p.projectId}`).set(bearer(p.key)).send({ settings: { data_retention_days: 10 } })).status).toBe(200);
+    // Part of the queue applied, then retention (which queues its removals), then the rest.
+    await new KnexGroupChangeRepository(db()).applyQueued(2);
+    while (await ctx.services.telemetry.retention.run());
+    expect(Number((await db()('telemetry_traces').where({ project_id: p.projectId }).andWhere('start_time', '<', new Date(NOW - 11 * DAY)).count({ n: '*' }).first())!.n)).toBe(0);
+    await expectExact();
+    expect(Number((await db()('telemetry_sessions').where({ project_id: p.projectId }).count({ n: '*' }).first())!.n)).toBeGreaterThan(0);
+    expect(await db()('telemetry_sessions').where({ project_id: p.projectId, session_id: 'expired-only' }).first()).toBeUndefined();
+    expect(await db()('telemetry_users').where({ project_id: p.projectId, user_id: 'expired-user' }).first()).toBeUndefined();
+  }, 120_000);
+
+  it.runIf(onPostgres)('an applier meeting a project being deleted waits for it, then skips its changes (no error)', async () => {
+    await drain();
+    const p = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sessions deleted meanwhile');
+    await ingest(p, scenario(prng(47), 4, NOW - DAY, 1)[0]!);
+    await ingest(a, scenario(prng(53), 4, NOW - DAY, 1)[0]!);
+    await ctx.admin.post(`/v1/telemetry-keys/${p.keyId}/revoke`);
+    let applied: Promise<number> | undefined;
+    await db().transaction(async (trx) => {
+      // As deleteProject does: the project locked, its rows deleted, then the project.
+      await trx('telemetry_projects').where({ id: p.projectId }).forUpdate().first('id');
+      applied = new KnexGroupChangeRepository(db()).applyQueued(500);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      for (const table of ['telemetry_group_changes', 'telemetry_users', 'telemetry_sessions', 'telemetry_traces', 'telemetry_api_keys']) await trx(table).where({ project_id: p.projectId }).delete();
+      await trx('telemetry_projects').where({ id: p.projectId }).delete();
+    });
+    expect(await applied).toBe(2);
+    expect(await db()('telemetry_sessions').where({ project_id: p.projectId }).first()).toBeUndefined();
+    await expectExact();
+  }, 60_000);
+
+  it('project deletion deletes its queued changes', async () => {
+    const p = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Sessions deleted');
+    await ingest(p, scenario(prng(43), 4, NOW - DAY, 1)[0]!);
+    expect(Number((await db()('telemetry_group_changes').where({ project_id: p.projectId }).count({ n: '*' }).first())!.n)).toBe(1);
+    await ctx.admin.post(`/v1/telemetry-keys/${p.keyId}/revoke`);
+    expect((await ctx.platform.delete(`/v1/projects/${p.projectId}`).set(bearer(a.key))).status).toBe(200);
+    expect(Number((await db()('telemetry_group_changes').where({ project_id: p.projectId }).count({ n: '*' }).first())!.n)).toBe(0);
+    await expectExact();
+  }, 60_000);
 });

@@ -9,8 +9,10 @@
  *   statement, so RETURNING tells which user gained or lost the session (users.session_count).
  * - telemetry_users: one row per (project, user_id) with the totals of their traces;
  *   `session_count` is the number of sessions whose user is this user.
- * Both are written in the same transaction as the traces (KnexTraceWriter.updateGroups), and by
- * retention and project deletion; the indexes are the lists' order, newest activity first.
+ * Both were written in the same transaction as the traces (KnexTraceWriter.updateGroups), and by
+ * retention and project deletion; since 0211 ingest and retention queue their changes and the
+ * worker applies them (src/telemetry/groups.repository.ts). The indexes are the lists' order,
+ * newest activity first.
  *
  * Backfill: one INSERT … SELECT … GROUP BY each from telemetry_traces, in this migration's
  * transaction, before the indexes are built. Measured on PostgreSQL (2 cores shared, load ~9) with
@@ -25,7 +27,9 @@
  * ingest waits (or answers 503 after its own timeout, and exporters retry) instead of writing a
  * trace the rollups would miss. Processes of an earlier release still running after the
  * migration (a rolling deploy) write traces the rollups do not count: stop them first, or rebuild
- * afterwards (`down` then `up`, or truncate both and run `backfill`).
+ * afterwards (`down` then `up`, or truncate both and run `backfill`; with 0211, with ingest
+ * stopped and its queue, telemetry_group_changes, applied or truncated first: a queued change
+ * applied after the backfill would count its trace twice).
  */
 import type { Knex } from 'knex';
 import { isEmbedded } from '../dialect.js';
