@@ -128,8 +128,8 @@ export async function runStatement<R>(db: Db, text: string, values: unknown[]): 
 /**
  * Every pooled PostgreSQL connection runs with JIT compilation off (PostgreSQL's default is on,
  * above a plan cost of 100,000). The statements here are request-path reads whose targets are
- * tens of milliseconds; a plan costly enough on paper to compile spends 100-300 ms compiling
- * (the metrics reads: 318 ms of JIT for a 59 ms statement, docs/benchmarks.md). JIT changes no
+ * tens of milliseconds; a plan costly enough on paper to compile spends longer compiling than
+ * running (the metrics reads: figures in docs/benchmarks.md). JIT changes no
  * plan, only whether the chosen one is compiled. A session setting (not SET LOCAL in a
  * transaction per read) costs one round trip per new connection instead of three per read.
  */

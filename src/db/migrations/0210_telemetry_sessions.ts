@@ -1,7 +1,7 @@
 /**
  * Sessions and users kept at ingest (issue 31): the explorer's session and user lists read these
  * rollups instead of grouping telemetry_traces over the range at query time (linear in the range's
- * traffic: ~300 ms for a day of 74,000 traces). The first page is an index scan of 51 rows.
+ * traffic). The first page is an index scan of 51 rows (figures: docs/benchmarks.md, the explorer).
  *
  * - telemetry_sessions: one row per (project, session_id) with the totals of all its stored traces;
  *   `user_id` is the smallest user id among them (the rule the grouped query answered).
@@ -15,14 +15,12 @@
  * newest activity first.
  *
  * Backfill: one INSERT … SELECT … GROUP BY each from telemetry_traces, in this migration's
- * transaction, before the indexes are built. Measured on PostgreSQL (2 cores shared, load ~9) with
- * the bench's data set of 1,000,000 spans (222,659 traces, 213,981 sessions, 5,000 users): 4.9 s
- * (sessions 2.0 s, users 0.2 s, indexes 2.7 s of which the GiST 1.9 s); with the indexes built
- * first it took 9.1 s. Linear in traces: expect ~10 s at 2.2M traces. The result equals the rows
- * ingest maintained for the same data (checked: 0 rows differ).
+ * transaction, before the indexes are built (about half the time of building them first). Linear
+ * in traces; its time on the explorer bench's 11M-span data set is in docs/benchmarks.md. The
+ * result equals the rows ingest maintains for the same data (test/telemetry/sessions-rollup.test.ts).
  *
- * On PostgreSQL the backfill runs without the pool's statement and client timeouts (15 and 20 s:
- * at 2.2M traces it passed 15 s and the upgrade failed, found by the explorer bench on its kept
+ * On PostgreSQL the backfill runs without the pool's statement and client timeouts (at 2.2M
+ * traces it passed them and the upgrade failed, found by the explorer bench on its kept
  * 11M-span data set), and holds a SHARE lock on telemetry_traces until the migration commits:
  * ingest waits (or answers 503 after its own timeout, and exporters retry) instead of writing a
  * trace the rollups would miss. Processes of an earlier release still running after the
@@ -85,7 +83,7 @@ export async function up(db: Knex): Promise<void> {
     await db.raw('LOCK TABLE telemetry_traces IN SHARE MODE');
   }
   await backfill(db);
-  // Built on the backfilled rows, untimed too (the GiST index over 2.4M sessions took over 20 s).
+  // Built on the backfilled rows, untimed too (the GiST build over 2.4M sessions passed the client timeout).
   await untimed(db, 'CREATE INDEX telemetry_sessions_recent ON telemetry_sessions (project_id, last_end DESC, session_id DESC)');
   await untimed(db, 'CREATE INDEX telemetry_sessions_user ON telemetry_sessions (project_id, user_id, last_end DESC, session_id DESC) WHERE user_id IS NOT NULL');
   // The sessions active at an instant (a list whose range ends in the past): few rows, whatever the history.
