@@ -233,7 +233,16 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
           `${name} to be ready`,
           async () => {
             const res = await fetch(`${adminUrl}/readyz`);
-            return res.ok;
+            if (!res.ok) return false;
+            // Ours, not another test's server: free ports are picked before the child binds them,
+            // and with the two CI runs side by side another Kassa can take one in between and
+            // answer /readyz (then stop: ECONNREFUSED on the next call, with this child silent).
+            // Only this deployment's admin token is accepted by this child.
+            const token = env.ADMIN_TOKEN;
+            if (options.role === 'worker' || !token) return true;
+            const own = await fetch(`${adminUrl}/v1/orgs`, { headers: { Authorization: `Bearer ${token}` } });
+            await own.body?.cancel();
+            return own.status !== 401;
           },
           options.readyTimeoutMs ?? 90_000,
           200,
