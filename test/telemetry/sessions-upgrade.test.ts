@@ -22,16 +22,31 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
   beforeAll(async () => {
     ctx = await createTestContext();
     project = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Upgrade');
-    await db().raw(
-      `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
-                                     models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
-       SELECT ?, lpad(to_hex(i), 32, '0'), now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '1 second', 1000, 1,
-              'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997)
-         FROM generate_series(1, ?) AS i`,
-      [project.projectId, TRACES],
-    );
+    // The fixture itself may outlast the pool's statement timeout on a loaded machine (seen at 4 busy loops).
+    await db().transaction(async (trx) => {
+      await trx.raw(`SET LOCAL statement_timeout = 0`);
+      await trx.raw(
+        `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
+                                       models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
+         SELECT ?, lpad(to_hex(i), 32, '0'), now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '1 second', 1000, 1,
+                'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997)
+           FROM generate_series(1, ?) AS i`,
+        [project.projectId, TRACES],
+      );
+    });
     await db().migrate.down({ migrationSource, name: '0210_telemetry_sessions' });
   }, 300_000);
+
+  async function untilTracesShareLocked(): Promise<void> {
+    for (let tries = 0; tries < 6000; tries++) {
+      const held = await db().raw(
+        `SELECT 1 FROM pg_locks WHERE relation = 'telemetry_traces'::regclass AND mode = 'ShareLock' AND granted`,
+      );
+      if (held.rows.length > 0) return;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error('the migration never locked telemetry_traces');
+  }
 
   afterAll(async () => {
     await ctx?.close();
@@ -42,13 +57,17 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
     let migrating!: () => void;
     const started = new Promise<void>((resolve) => (migrating = resolve));
     const migration = db().transaction(async (trx) => {
-      // As the pool's 15 s are to 2.2M traces: shorter than the backfill of these traces.
-      await trx.raw(`SET LOCAL statement_timeout = '100ms'`);
+      // As the pool's 15 s are to 2.2M traces: shorter than the backfill of these traces (seconds),
+      // long enough for the CREATE TABLEs before it on a loaded machine.
+      await trx.raw(`SET LOCAL statement_timeout = '1s'`);
       migrating();
       await m0210.up(trx);
     }).then(() => (committedAt = performance.now()));
     await started;
-    await new Promise((r) => setTimeout(r, 30));
+    const startedAt = performance.now();
+    // The migration creates its tables before it locks telemetry_traces: wait for the lock itself,
+    // not a fixed delay (30 ms was not always enough on a loaded CI machine, and the INSERT went first).
+    await untilTracesShareLocked();
     const written = db()
       .raw(
         `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
@@ -60,6 +79,8 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
     await migration;
     const writtenAt = await written;
     expect(writtenAt).toBeGreaterThanOrEqual(committedAt);
+    // Longer than its statement timeout: without the migration's own SET LOCAL it would have been cancelled.
+    expect(committedAt - startedAt).toBeGreaterThan(1000);
     const sessions = await db()('telemetry_sessions').where({ project_id: project.projectId }).count<{ count: string }[]>('* as count');
     expect(Number(sessions[0]!.count)).toBe(TRACES / 4 + 1);
     const users = await db()('telemetry_users').where({ project_id: project.projectId }).sum<{ sum: string }[]>('trace_count as sum');
