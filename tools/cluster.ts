@@ -133,6 +133,8 @@ export interface StartOptions {
   nodeArgs?: string[];
   /** The entry point, from the repository root (default src/main.ts; a benchmark harness runs its own). */
   entry?: string;
+  /** A fixed admin port instead of a free one (tests of the start itself); a start that loses it is not retried. */
+  adminPort?: number;
 }
 
 /**
@@ -154,13 +156,13 @@ export async function startKassa(deployment: Deployment, options: StartOptions):
     try {
       return await startKassaOnce(deployment, options);
     } catch (err) {
-      if (!(err instanceof PortTaken) || attempt >= 5) throw err;
+      if (!(err instanceof PortTaken) || attempt >= 5 || options.adminPort !== undefined) throw err;
     }
   }
 }
 
 async function startKassaOnce(deployment: Deployment, options: StartOptions): Promise<KassaProcess> {
-  const [merchantPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const [merchantPort, apiPort, adminPort] = [await freePort(), await freePort(), options.adminPort ?? (await freePort())];
   const name = options.name ?? `${options.role}-${adminPort}`;
   const merchantUrl = `http://127.0.0.1:${merchantPort}`;
   const apiUrl = `http://127.0.0.1:${apiPort}`;
@@ -233,16 +235,16 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
           `${name} to be ready`,
           async () => {
             const res = await fetch(`${adminUrl}/readyz`);
+            await res.body?.cancel();
             if (!res.ok) return false;
             // Ours, not another test's server: free ports are picked before the child binds them,
-            // and with the two CI runs side by side another Kassa can take one in between and
-            // answer /readyz (then stop: ECONNREFUSED on the next call, with this child silent).
-            // Only this deployment's admin token is accepted by this child.
+            // and with the two CI runs side by side another server can take one in between and
+            // answer (then stop: ECONNREFUSED on the next call, with this child silent). Another
+            // Kassa refuses this deployment's token; a catch-all receiver accepts any token. Only
+            // this child accepts its own token and refuses another.
             const token = env.ADMIN_TOKEN;
             if (options.role === 'worker' || !token) return true;
-            const own = await fetch(`${adminUrl}/v1/orgs`, { headers: { Authorization: `Bearer ${token}` } });
-            await own.body?.cancel();
-            return own.status !== 401;
+            return (await adminStatus(adminUrl, token)) === 200 && (await adminStatus(adminUrl, `${token}x`)) === 401;
           },
           options.readyTimeoutMs ?? 90_000,
           200,
@@ -255,6 +257,12 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
     exitedEarly.catch(() => {}); // once ready, a later exit is the caller's business
   }
   return proc;
+}
+
+async function adminStatus(adminUrl: string, token: string): Promise<number> {
+  const res = await fetch(`${adminUrl}/v1/orgs`, { headers: { Authorization: `Bearer ${token}` } });
+  await res.body?.cancel();
+  return res.status;
 }
 
 /** JSON over fetch with the status kept; never throws on an HTTP error status. */
