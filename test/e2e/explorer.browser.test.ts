@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { chromiumAvailable } from '../harness/browser.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { startConsoleHarness, type ConsoleHarness } from '../harness/console-browser.js';
+import { DESKTOP, PHONE, startConsoleHarness, type ConsoleHarness } from '../harness/console-browser.js';
 import { bearer, createProjectWithKey, span, traceId, type TelemetryKeyFixture } from '../telemetry/helpers.js';
 
 /** What the page's elements offer the evaluated callbacks (the Node type-check has no DOM types). */
@@ -74,6 +74,33 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     expect(await page.locator('tr[data-trace-id]').count()).toBe(1);
   });
 
+  it('at 390 px the traces start on the first screen; "More filters" opens by keyboard and filters by session', async () => {
+    await page.setViewportSize(PHONE);
+    try {
+      await page.goto(`${h.origin}/console/telemetry/${p.projectId}/traces`);
+      const firstRow = page.locator('tr[data-trace-id]').first();
+      await firstRow.waitFor();
+      const box = await firstRow.boundingBox();
+      expect(box!.y + box!.height).toBeLessThanOrEqual(PHONE.height);
+      const more = page.locator('details.more-filters');
+      expect(await more.evaluate((d) => (d as unknown as { open: boolean }).open)).toBe(false);
+      await page.locator('details.more-filters > summary').focus();
+      await page.keyboard.press('Enter');
+      await page.getByLabel('Session').waitFor();
+      await page.getByLabel('Session').focus();
+      await page.keyboard.type('conv-2');
+      await page.keyboard.press('Enter');
+      await page.waitForURL(/session_id=conv-2/);
+      await page.locator(`tr[data-trace-id="${ids.failed}"]`).waitFor();
+      expect(await page.locator('tr[data-trace-id]').count()).toBe(1);
+      // A filter it hides that is set keeps it open, and says how many are set.
+      await expect(page.locator('details.more-filters > summary').innerText()).resolves.toBe('More filters (1 set)');
+      expect(await more.evaluate((d) => (d as unknown as { open: boolean }).open)).toBe(true);
+    } finally {
+      await page.setViewportSize(DESKTOP);
+    }
+  });
+
   it('opens a trace: the waterfall has one row per span, and the model call shows its conversation', async () => {
     await page.goto(`${h.origin}/console/telemetry/${p.projectId}/traces`);
     await page.getByRole('link', { name: 'support_chat' }).click();
@@ -110,7 +137,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
     for (const [field, metric, aggregation] of [['requests', 'llm.requests.total', 'sum'], ['tokens_in', 'llm.tokens.input', 'sum'], ['p95', 'llm.latency_ms', 'p95']] as const) {
       const api = await h.ctx.platform.get('/v1/metrics').set(bearer(p.key)).query({ metric, aggregation, interval: '1h', start_time: buckets[0], end_time: end, project_id: p.projectId });
       const values = (api.body.data.series[0]?.datapoints ?? []).map((d: { value: number | null }) => (d.value === null ? '—' : String(Math.round(d.value * 100) / 100)));
-      const shown = await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts();
+      // Thousands are grouped on the page ("1,200"): read back without the separators.
+      const shown = (await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts()).map((t) => t.replaceAll(',', ''));
       expect(shown, field).toEqual(values);
     }
     const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r as unknown as El).querySelector('td[data-field="requests"]')!.innerText !== '0'));

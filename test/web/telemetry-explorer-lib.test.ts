@@ -1,9 +1,11 @@
-/** The trace view's pure helpers: span-tree flattening, the time scale, the chat parser. */
+/** The trace view's pure helpers: span-tree flattening, the time scale, the chat parser, the traces page's filters. */
 import { describe, expect, it } from 'vitest';
 import { flattenSpanTree, parentIds } from '../../web/console/routes/telemetry/lib/span-tree.js';
 import { MIN_BAR_WIDTH, formatDuration, niceStep, timeScale } from '../../web/console/routes/telemetry/lib/time-scale.js';
 import { parseConversation } from '../../web/console/routes/telemetry/lib/chat.js';
 import { sendTracesSnippets } from '../../web/console/routes/telemetry/lib/snippets.js';
+import { formatMetricValue } from '../../web/console/routes/telemetry/lib/metric-format.js';
+import { moreFiltersSet, tracesQuery } from '../../web/console/routes/telemetry/lib/trace-filters.js';
 import { readFileSync } from 'node:fs';
 
 const at = (ms: number) => new Date(Date.UTC(2026, 10, 22) + ms).toISOString();
@@ -133,5 +135,49 @@ describe('sendTracesSnippets', () => {
     expect(text).not.toContain('localhost:3001');
     for (const snippet of sendTracesSnippets('https://api.kassa.example/v1/otlp'))
       expect(snippet.blocks.some((b) => b.text.includes('https://api.kassa.example/v1/otlp'))).toBe(true);
+  });
+});
+
+describe('trace filters', () => {
+  const now = Date.UTC(2026, 10, 28, 12);
+
+  it('the query: the last 24 hours by default, a range or explicit times, and only well-formed numbers', () => {
+    expect(tracesQuery({}, now)).toEqual({ limit: 50, start_time: '2026-11-27T12:00:00.000Z' });
+    expect(tracesQuery({ range: '1h', status: 'error', min_latency_ms: '250', min_cost: '0.5' }, now)).toEqual({
+      limit: 50,
+      start_time: '2026-11-28T11:00:00.000Z',
+      status: 'error',
+      min_latency_ms: 250,
+      min_cost: 0.5,
+    });
+    expect(tracesQuery({ range: 'forever', status: 'maybe', min_latency_ms: '2.5', min_cost: 'lots' }, now)).toEqual({ limit: 50, start_time: '2026-11-27T12:00:00.000Z' });
+    expect(tracesQuery({ start_time: '2026-11-01T00:00:00.000Z', end_time: '2026-11-02T00:00:00.000Z', range: '1h' }, now)).toEqual({
+      limit: 50,
+      start_time: '2026-11-01T00:00:00.000Z',
+      end_time: '2026-11-02T00:00:00.000Z',
+    });
+    expect(tracesQuery({ attribute_key: 'env' }, now)).not.toHaveProperty('attribute_key');
+  });
+
+  it('"More filters" counts what it hides that is set: an attribute and its value once, blanks not at all', () => {
+    expect(moreFiltersSet({})).toBe(0);
+    expect(moreFiltersSet({ range: '7d', status: 'error', model: 'gpt-4o', sort: '-cost' })).toBe(0);
+    expect(moreFiltersSet({ session_id: 'conv-1' })).toBe(1);
+    expect(moreFiltersSet({ attribute_key: 'env', attribute_value: 'prod', user_id: 'u', min_cost: ' ' })).toBe(2);
+    expect(moreFiltersSet({ attribute_value: 'prod' })).toBe(1);
+    expect(moreFiltersSet({ min_latency_ms: '1', min_cost: '1', attribute_key: 'k', trace_id: 't', session_id: 's', user_id: 'u' })).toBe(6);
+  });
+});
+
+describe('formatMetricValue', () => {
+  it('groups thousands, keeps cost to 4 decimals and other figures to at most 2, and writes no value as a dash', () => {
+    expect(formatMetricValue(1200, 'tokens_in')).toBe('1,200');
+    expect(formatMetricValue(1234567.891, 'p95')).toBe('1,234,567.89');
+    expect(formatMetricValue(0, 'requests')).toBe('0');
+    expect(formatMetricValue(12.5, 'p50')).toBe('12.5');
+    expect(formatMetricValue(1234.5, 'cost')).toBe('1,234.5000');
+    expect(formatMetricValue(0.00004, 'cost')).toBe('0.0000');
+    expect(formatMetricValue(null, 'requests')).toBe('—');
+    expect(formatMetricValue(undefined, 'cost')).toBe('—');
   });
 });

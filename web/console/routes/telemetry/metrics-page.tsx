@@ -8,6 +8,7 @@ import { ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { consoleApi } from '../../shared/api';
 import { filtersToQuery, formatDateTime } from '../../shared/format';
 import { useApi } from '../../shared/use-api';
+import { formatMetricValue } from './lib/metric-format';
 
 const HOUR = 3_600_000;
 const COLUMNS = [
@@ -46,7 +47,6 @@ export function MetricsPage(props: { projectId: string }) {
   }, [props.projectId, range.start_time]);
   const base = `/console/telemetry/${props.projectId}`;
   const buckets = data.data?.[0] ?? [];
-  const show = (v: number | null | undefined, key: string) => (v === null || v === undefined ? '—' : key === 'cost' ? v.toFixed(4) : String(Math.round(v * 100) / 100));
   return (
     <>
       <PageHeader title="Metrics">
@@ -61,11 +61,11 @@ export function MetricsPage(props: { projectId: string }) {
               <tr>
                 <th scope="col">Hour</th>
                 {COLUMNS.map((c) => (
-                  <th scope="col" key={c.key}>
+                  <th scope="col" class="num" key={c.key}>
                     {c.label}
                   </th>
                 ))}
-                <th scope="col">Error rate</th>
+                <th scope="col" class="num">Error rate</th>
               </tr>
             </thead>
             <tbody>
@@ -80,11 +80,11 @@ export function MetricsPage(props: { projectId: string }) {
                       <a href={`${base}/traces${filtersToQuery({ start_time: start, end_time: end })}`}>{formatDateTime(start)}</a>
                     </td>
                     {COLUMNS.map((c, j) => (
-                      <td key={c.key} data-field={c.key}>
-                        {show(data.data![j]![i]?.value, c.key)}
+                      <td key={c.key} class="num" data-field={c.key}>
+                        {formatMetricValue(data.data![j]![i]?.value, c.key)}
                       </td>
                     ))}
-                    <td>{requests > 0 ? `${((errors / requests) * 100).toFixed(1)} %` : '—'}</td>
+                    <td class="num">{requests > 0 ? `${((errors / requests) * 100).toFixed(1)} %` : '—'}</td>
                   </tr>
                 );
               })}

@@ -7,32 +7,10 @@ import { useEffect, useState } from 'preact/hooks';
 import { Badge, Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { filtersToQuery, formatDateTime, queryToFilters } from '../../shared/format';
 import { formatDuration } from './lib/time-scale';
-import { useTraces, type TraceQuery } from './use-telemetry';
+import { TRACE_FILTER_KEYS as KEYS, moreFiltersSet, tracesQuery } from './lib/trace-filters';
+import { useTraces } from './use-telemetry';
 
-const KEYS = ['range', 'status', 'model', 'min_latency_ms', 'min_cost', 'attribute_key', 'attribute_value', 'trace_id', 'session_id', 'user_id', 'sort', 'cursor', 'start_time', 'end_time'] as const;
-const RANGES: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000, '30d': 30 * 86_400_000 };
 export const POLL_MS = 5000;
-
-export function tracesQuery(filters: Partial<Record<(typeof KEYS)[number], string>>, now: number): TraceQuery {
-  const q: TraceQuery = { limit: 50 };
-  if (filters.start_time) q.start_time = filters.start_time;
-  else q.start_time = new Date(now - (RANGES[filters.range ?? '24h'] ?? RANGES['24h']!)).toISOString();
-  if (filters.end_time) q.end_time = filters.end_time;
-  if (filters.status === 'ok' || filters.status === 'error') q.status = filters.status;
-  if (filters.model) q.model = filters.model;
-  if (filters.min_latency_ms && /^\d+$/.test(filters.min_latency_ms)) q.min_latency_ms = Number(filters.min_latency_ms);
-  if (filters.min_cost && Number.isFinite(Number(filters.min_cost))) q.min_cost = Number(filters.min_cost);
-  if (filters.attribute_key && filters.attribute_value !== undefined) {
-    q.attribute_key = filters.attribute_key;
-    q.attribute_value = filters.attribute_value;
-  }
-  if (filters.trace_id) q.trace_id = filters.trace_id;
-  if (filters.session_id) q.session_id = filters.session_id;
-  if (filters.user_id) q.user_id = filters.user_id;
-  if (filters.sort) q.sort = filters.sort as TraceQuery['sort'];
-  if (filters.cursor) q.cursor = filters.cursor;
-  return q;
-}
 
 const usd = (x: number) => (x === 0 ? '$0' : x < 0.01 ? `$${x.toPrecision(2)}` : `$${x.toFixed(4)}`);
 
@@ -60,6 +38,7 @@ export function TracesPage(props: { projectId: string }) {
     route(`${base}/traces${filtersToQuery(next)}`);
   };
   const page = traces.data;
+  const moreSet = moreFiltersSet(filters);
   return (
     <>
       <PageHeader title="Traces">
@@ -88,34 +67,6 @@ export function TracesPage(props: { projectId: string }) {
           <input name="model" defaultValue={filters.model ?? ''} placeholder="gpt-4o" />
         </label>
         <label>
-          Min duration (ms)
-          <input name="min_latency_ms" inputMode="numeric" pattern="\d*" defaultValue={filters.min_latency_ms ?? ''} />
-        </label>
-        <label>
-          Min cost (USD)
-          <input name="min_cost" inputMode="decimal" defaultValue={filters.min_cost ?? ''} />
-        </label>
-        <label>
-          Attribute
-          <input name="attribute_key" defaultValue={filters.attribute_key ?? ''} placeholder="key" />
-        </label>
-        <label>
-          Value
-          <input name="attribute_value" defaultValue={filters.attribute_value ?? ''} placeholder="value" />
-        </label>
-        <label>
-          Trace id
-          <input name="trace_id" pattern="[0-9a-f]{32}" defaultValue={filters.trace_id ?? ''} />
-        </label>
-        <label>
-          Session
-          <input name="session_id" defaultValue={filters.session_id ?? ''} />
-        </label>
-        <label>
-          User
-          <input name="user_id" defaultValue={filters.user_id ?? ''} />
-        </label>
-        <label>
           Sort
           <select name="sort">
             <option value="-start_time" selected={(filters.sort ?? '-start_time') === '-start_time'}>Newest first</option>
@@ -125,6 +76,39 @@ export function TracesPage(props: { projectId: string }) {
           </select>
         </label>
         <button type="submit">Apply</button>
+        <details class="more-filters" open={moreSet > 0}>
+          <summary>More filters{moreSet > 0 ? ` (${moreSet} set)` : ''}</summary>
+          <div class="toolbar">
+            <label>
+              Min duration (ms)
+              <input name="min_latency_ms" inputMode="numeric" pattern="\d*" defaultValue={filters.min_latency_ms ?? ''} />
+            </label>
+            <label>
+              Min cost (USD)
+              <input name="min_cost" inputMode="decimal" defaultValue={filters.min_cost ?? ''} />
+            </label>
+            <label>
+              Attribute
+              <input name="attribute_key" defaultValue={filters.attribute_key ?? ''} placeholder="key" />
+            </label>
+            <label>
+              Value
+              <input name="attribute_value" defaultValue={filters.attribute_value ?? ''} placeholder="value" />
+            </label>
+            <label>
+              Trace id
+              <input name="trace_id" pattern="[0-9a-f]{32}" defaultValue={filters.trace_id ?? ''} />
+            </label>
+            <label>
+              Session
+              <input name="session_id" defaultValue={filters.session_id ?? ''} />
+            </label>
+            <label>
+              User
+              <input name="user_id" defaultValue={filters.user_id ?? ''} />
+            </label>
+          </div>
+        </details>
       </form>
       {live && <p class="muted small">Live: new traces appear every {POLL_MS / 1000} seconds.</p>}
       <ErrorNotice message={traces.error} retry={traces.reload} />
