@@ -2,10 +2,10 @@
  * x402 paywalls on a product's prices: which one-time USD/USDC prices are sold to agents at Kassa's
  * own x402 URL, set (a signed receipt, or a redirect to the merchant's content) or removed.
  */
-import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
 import { Badge, CopyButton, ErrorNotice, Loading, Money } from '../../../components/ui';
 import { errorMessage } from '../../../shared/api';
+import { useKeyedForms } from '../../../shared/use-keyed-forms';
 import { removePaywall, setPaywall, usePaywalls } from '../use-catalog';
 
 interface PriceRow {
@@ -19,9 +19,7 @@ interface PriceRow {
 
 export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) {
   const paywalls = usePaywalls(props.productId, true);
-  const [inputs, setInputs] = useState<Record<string, string>>({});
-  const [errors, setErrors] = useState<Record<string, string | undefined>>({});
-  const [pending, setPending] = useState<string | undefined>();
+  const forms = useKeyedForms<string>();
   const eligible = props.prices.filter((p) => p.active && p.pricingType === 'ONE_TIME' && !p.flexibleAmount && (p.currency === 'USD' || p.currency === 'USDC'));
   const byPrice = new Map((paywalls.data ?? []).map((w) => [w.pricingId, w]));
   return (
@@ -38,8 +36,8 @@ export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) 
         eligible.map((p) => {
           const wall = byPrice.get(p.pricingId);
           const id = `paywall-${p.pricingId}`;
-          const value = inputs[p.pricingId] ?? wall?.contentUrl ?? '';
-          const error = errors[p.pricingId];
+          const value = forms.value(p.pricingId, wall?.contentUrl ?? '');
+          const error = forms.error(p.pricingId);
           return (
             <form
               key={p.pricingId}
@@ -47,15 +45,7 @@ export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) 
               aria-label={`x402 paywall of ${p.pricingId}`}
               onSubmit={async (e) => {
                 e.preventDefault();
-                setPending(p.pricingId);
-                const answer = await setPaywall(p.pricingId, value).catch((err: unknown) => ({ error: err, response: undefined, data: undefined }));
-                setPending(undefined);
-                if (answer.error || !answer.data) {
-                  setErrors({ ...errors, [p.pricingId]: errorMessage(answer.error, answer.response) });
-                  return;
-                }
-                setErrors({ ...errors, [p.pricingId]: undefined });
-                paywalls.reload();
+                if (await forms.submit(p.pricingId, () => setPaywall(p.pricingId, value))) paywalls.reload();
               }}
             >
               <p>
@@ -78,9 +68,9 @@ export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) 
                   value={value}
                   aria-invalid={error ? true : undefined}
                   aria-describedby={error ? `${id}-error` : undefined}
-                  onInput={(e) => setInputs({ ...inputs, [p.pricingId]: e.currentTarget.value })}
+                  onInput={(e) => forms.input(p.pricingId, e.currentTarget.value)}
                 />
-                <button type="submit" class="primary" disabled={pending === p.pricingId}>
+                <button type="submit" class="primary" disabled={forms.pending(p.pricingId)}>
                   {wall ? 'Save paywall' : 'Sell with x402'}
                   <span class="visually-hidden"> {p.pricingId}</span>
                 </button>
@@ -93,8 +83,7 @@ export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) 
                     onConfirm={async () => {
                       const answer = await removePaywall(p.pricingId);
                       if (answer.error) return errorMessage(answer.error, answer.response);
-                      const { [p.pricingId]: _, ...rest } = inputs;
-                      setInputs(rest);
+                      forms.forget(p.pricingId);
                       paywalls.reload();
                     }}
                   >

@@ -1,9 +1,9 @@
 /** Crypto receiving wallets: one address per configured chain, set or removed; a refused address is shown next to its input, which keeps what was typed. */
-import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
 import { ErrorNotice, Loading } from '../../../components/ui';
 import { consoleApi, errorMessage } from '../../../shared/api';
 import { useApi } from '../../../shared/use-api';
+import { useKeyedForms } from '../../../shared/use-keyed-forms';
 
 const useReceivingWallets = () => useApi(() => consoleApi.GET('/v1/console/receiving-wallets').then((r) => ({ ...r, data: r.data?.data })), []);
 const setWallet = (chainId: number, address: string) => consoleApi.PUT('/v1/console/receiving-wallets/{chainId}', { params: { path: { chainId } }, body: { address } }).then((r) => ({ ...r, data: r.data?.data }));
@@ -11,10 +11,7 @@ const deleteWallet = (chainId: number) => consoleApi.DELETE('/v1/console/receivi
 
 export function ReceivingWallets() {
   const wallets = useReceivingWallets();
-  const [inputs, setInputs] = useState<Record<number, string>>({});
-  const [errors, setErrors] = useState<Record<number, string | undefined>>({});
-  const [saved, setSaved] = useState<number | undefined>();
-  const [pending, setPending] = useState<number | undefined>();
+  const forms = useKeyedForms<number>();
   if (!wallets.data) return wallets.error ? <ErrorNotice message={wallets.error} retry={wallets.reload} /> : <Loading />;
   const current = new Map(wallets.data.wallets.map((w) => [w.chainId, w]));
   const chains = [...wallets.data.chains, ...wallets.data.wallets.filter((w) => !wallets.data!.chains.some((c) => c.chainId === w.chainId)).map((w) => ({ chainId: w.chainId, chain: w.chain, chainName: w.chainName ?? w.chain }))];
@@ -24,9 +21,9 @@ export function ReceivingWallets() {
       {chains.length === 0 && <p>No chain is configured on this Kassa.</p>}
       {chains.map((c) => {
         const wallet = current.get(c.chainId);
-        const value = inputs[c.chainId] ?? wallet?.address ?? '';
+        const value = forms.value(c.chainId, wallet?.address ?? '');
         const id = `receiving-${c.chainId}`;
-        const error = errors[c.chainId];
+        const error = forms.error(c.chainId);
         return (
           <form
             key={c.chainId}
@@ -34,18 +31,8 @@ export function ReceivingWallets() {
             aria-label={`Receiving wallet on ${c.chainName}`}
             onSubmit={async (e) => {
               e.preventDefault();
-              setPending(c.chainId);
-              setSaved(undefined);
-              const answer = await setWallet(c.chainId, value.trim()).catch((err: unknown) => ({ error: err, response: undefined, data: undefined }));
-              setPending(undefined);
-              if (answer.error || !answer.data) {
-                setErrors({ ...errors, [c.chainId]: errorMessage(answer.error, answer.response) });
-                return;
-              }
-              setErrors({ ...errors, [c.chainId]: undefined });
-              const { [c.chainId]: _, ...rest } = inputs;
-              setInputs(rest);
-              setSaved(c.chainId);
+              if (!(await forms.submit(c.chainId, () => setWallet(c.chainId, value.trim())))) return;
+              forms.forget(c.chainId);
               wallets.reload();
             }}
           >
@@ -63,9 +50,9 @@ export function ReceivingWallets() {
                 value={value}
                 aria-invalid={error ? true : undefined}
                 aria-describedby={error ? `${id}-error` : undefined}
-                onInput={(e) => setInputs({ ...inputs, [c.chainId]: e.currentTarget.value })}
+                onInput={(e) => forms.input(c.chainId, e.currentTarget.value)}
               />
-              <button type="submit" class="primary" disabled={pending === c.chainId}>
+              <button type="submit" class="primary" disabled={forms.pending(c.chainId)}>
                 Set wallet<span class="visually-hidden"> on {c.chainName}</span>
               </button>
               {wallet && (
@@ -77,8 +64,7 @@ export function ReceivingWallets() {
                   onConfirm={async () => {
                     const answer = await deleteWallet(c.chainId);
                     if (answer.error) return errorMessage(answer.error, answer.response);
-                    const { [c.chainId]: _, ...rest } = inputs;
-                    setInputs(rest);
+                    forms.forget(c.chainId);
                     wallets.reload();
                   }}
                 >
@@ -91,7 +77,7 @@ export function ReceivingWallets() {
                 {error}
               </p>
             )}
-            {saved === c.chainId && !error && <p role="status" class="small">Wallet saved.</p>}
+            {forms.saved(c.chainId) && !error && <p role="status" class="small">Wallet saved.</p>}
           </form>
         );
       })}
