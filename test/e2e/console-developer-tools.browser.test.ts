@@ -249,4 +249,18 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console developer tools', 'ch
     expect((await owner.request.get(x402Url, { headers: { Accept: 'application/json' } })).status()).toBe(404);
     expect(h.pageErrors).toEqual([]);
   });
+
+  it('x402 paywalls on two prices refused at once: each keeps its own error', async () => {
+    const product = await api(owner, 'POST', '/v1/console/products', { name: 'Two reports' });
+    const productId = product.body.data.productId as string;
+    const priceIds: string[] = [];
+    for (const amount of [100, 200]) priceIds.push((await api(owner, 'POST', `/v1/console/products/${productId}/prices`, { amount, currency: 'USD' })).body.data.pricingId as string);
+    await owner.goto(`${h.origin}/console/catalog/products/${productId}`);
+    for (const id of priceIds) await owner.locator(`#paywall-${id}`).fill(`ftp://example.com/${id}`);
+    // Both forms sent in one turn: both answers arrive while both requests are in flight.
+    await owner.locator('form[aria-label^="x402 paywall of"]').evaluateAll((forms) => forms.forEach((form) => (form as unknown as { requestSubmit(): void }).requestSubmit()));
+    for (const id of priceIds) await owner.locator(`#paywall-${id}-error`).waitFor();
+    for (const id of priceIds) expect(await owner.locator(`#paywall-${id}`).inputValue()).toBe(`ftp://example.com/${id}`);
+    expect(h.pageErrors).toEqual([]);
+  });
 });
