@@ -184,7 +184,9 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer with trace
     for (const [field, metric, aggregation] of [['requests', 'llm.requests.total', 'sum'], ['tokens_in', 'llm.tokens.input', 'sum'], ['p95', 'llm.latency_ms', 'p95']] as const) {
       const api = await h.ctx.platform.get('/v1/metrics').set(bearer(p.key)).query({ metric, aggregation, interval: '1h', start_time: buckets[0], end_time: end, project_id: p.projectId });
       const values = (api.body.data.series[0]?.datapoints ?? []).map((d: { value: number | null }) => (d.value === null ? '—' : String(Math.round(d.value * 100) / 100)));
-      expect(await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts(), field).toEqual(values);
+      // Thousands are grouped on the page ("2,000"): read back without the separators.
+      const shown = (await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts()).map((t) => t.replaceAll(',', ''));
+      expect(shown, field).toEqual(values);
     }
     const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r as unknown as El).querySelector('td[data-field="requests"]')!.innerText !== '0'));
     expect(busy).toBeGreaterThanOrEqual(0);
