@@ -22,20 +22,35 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
   beforeAll(async () => {
     ctx = await createTestContext();
     project = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Upgrade');
-    // The fixture itself may outlast the pool's statement timeout on a loaded machine (seen at 4 busy loops).
-    await db().transaction(async (trx) => {
-      await trx.raw(`SET LOCAL statement_timeout = 0`);
-      await trx.raw(
+    // In slices: one 300k-row INSERT outlasted the pool's timeouts on a loaded machine (the
+    // server's 15 s statement timeout, then node-postgres's 20 s query timeout).
+    for (let from = 1; from <= TRACES; from += TRACES / 10) {
+      await db().raw(
         `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
                                        models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
          SELECT ?, lpad(to_hex(i), 32, '0'), now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '1 second', 1000, 1,
                 'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997)
-           FROM generate_series(1, ?) AS i`,
-        [project.projectId, TRACES],
+           FROM generate_series(?::int, ?::int) AS i`,
+        [project.projectId, from, from + TRACES / 10 - 1],
       );
-    });
+    }
     await db().migrate.down({ migrationSource, name: '0210_telemetry_sessions' });
   }, 300_000);
+
+  /** One statement in a transaction of its own, on a pooled connection, with neither timeout. */
+  async function untimed(text: string, values: unknown[]): Promise<void> {
+    type Connection = { query(q: string | { text: string; values?: unknown[]; query_timeout?: number }): Promise<unknown> };
+    const client = db().client as { acquireConnection(): Promise<Connection>; releaseConnection(c: Connection): Promise<unknown> };
+    const connection = await client.acquireConnection();
+    try {
+      await connection.query('BEGIN');
+      await connection.query(`SET LOCAL statement_timeout = 0`);
+      await connection.query({ text, values, query_timeout: 600_000 });
+      await connection.query('COMMIT');
+    } finally {
+      await client.releaseConnection(connection);
+    }
+  }
 
   async function untilTracesShareLocked(): Promise<void> {
     for (let tries = 0; tries < 6000; tries++) {
@@ -68,14 +83,14 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
     // The migration creates its tables before it locks telemetry_traces: wait for the lock itself,
     // not a fixed delay (30 ms was not always enough on a loaded CI machine, and the INSERT went first).
     await untilTracesShareLocked();
-    const written = db()
-      .raw(
-        `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
-                                       models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
-         VALUES (?, 'f0000000000000000000000000000001', now(), now(), 0, 1, 'late', '{}', '{}', 0, 0, 0, false, '[]', now(), now(), 'late', 'late')`,
-        [project.projectId],
-      )
-      .then(() => performance.now());
+    // It waits for the whole backfill: without the pool's timeouts (15 s on the server, 20 s on
+    // the client), which a loaded machine's backfill can outlast.
+    const written = untimed(
+      `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
+                                     models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
+       VALUES ($1, 'f0000000000000000000000000000001', now(), now(), 0, 1, 'late', '{}', '{}', 0, 0, 0, false, '[]', now(), now(), 'late', 'late')`,
+      [project.projectId],
+    ).then(() => performance.now());
     await migration;
     const writtenAt = await written;
     expect(writtenAt).toBeGreaterThanOrEqual(committedAt);
