@@ -96,6 +96,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
       // A filter it hides that is set keeps it open, and says how many are set.
       await expect(page.locator('details.more-filters > summary').innerText()).resolves.toBe('More filters (1 set)');
       expect(await more.evaluate((d) => (d as unknown as { open: boolean }).open)).toBe(true);
+      await h.check(page, 'explorer-traces-more-filters');
     } finally {
       await page.setViewportSize(DESKTOP);
     }
@@ -141,6 +142,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
       const shown = (await page.locator(`tr[data-bucket] td[data-field="${field}"]`).allInnerTexts()).map((t) => t.replaceAll(',', ''));
       expect(shown, field).toEqual(values);
     }
+    await h.check(page, 'explorer-metrics');
     const busy = await page.locator('tr[data-bucket]').evaluateAll((rows) => rows.findIndex((r) => (r as unknown as El).querySelector('td[data-field="requests"]')!.innerText !== '0'));
     expect(busy).toBeGreaterThanOrEqual(0);
     await page.locator('tr[data-bucket]').nth(busy).getByRole('link').click();
