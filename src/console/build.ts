@@ -1,6 +1,7 @@
 /**
  * Builds the browser console (`web/console/`, Preact) into `web/dist/` with esbuild: one
- * JavaScript and one CSS bundle with content-hashed names under `web/dist/assets/`, an
+ * JavaScript and one CSS bundle with content-hashed names under `web/dist/assets/` (each with a
+ * brotli `.br` and a gzip `.gz` copy beside it, made here once rather than per request), an
  * `index.html` that names them, and `manifest.json` holding the fingerprint of the sources it was
  * built from. `npm install` builds it (postinstall), `npm start` rebuilds it when the sources
  * changed (the fingerprint differs), the test run builds it once in its global setup. Files are
@@ -11,6 +12,26 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { brotliCompress, constants as zlibConstants, gzip } from 'node:zlib';
+
+const brotli = promisify(brotliCompress);
+const gzipped = promisify(gzip);
+
+/** The precompressed copies written beside each bundle (`.br`, `.gz`), served by Accept-Encoding (src/console/serve.ts). */
+export const PRECOMPRESSED = [
+  { encoding: 'br', suffix: '.br' },
+  { encoding: 'gzip', suffix: '.gz' },
+] as const;
+
+/** Brotli at its best quality and gzip at level 9: done once per build, never per request. */
+async function precompress(contents: Uint8Array): Promise<Record<'.br' | '.gz', Buffer>> {
+  const [br, gz] = await Promise.all([
+    brotli(contents, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: zlibConstants.BROTLI_MAX_QUALITY, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: contents.byteLength } }),
+    gzipped(contents, { level: 9 }),
+  ]);
+  return { '.br': br, '.gz': gz };
+}
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CONSOLE_SOURCE_DIR = path.join(REPO_ROOT, 'web', 'console');
@@ -80,7 +101,8 @@ export async function buildConsole(options: { force?: boolean; distDir?: string 
   const fingerprint = await consoleFingerprint();
   const previous = await readConsoleManifest(distDir);
   if (!options.force && previous?.fingerprint === fingerprint) {
-    const present = await Promise.all([previous.script, previous.style].map((f) => stat(path.join(distDir, f)).then(() => true, () => false)));
+    const expected = [previous.script, previous.style].flatMap((f) => [f, ...PRECOMPRESSED.map(({ suffix }) => f + suffix)]);
+    const present = await Promise.all(expected.map((f) => stat(path.join(distDir, f)).then(() => true, () => false)));
     if (present.every(Boolean)) return { ...previous, built: false };
   }
   // esbuild is loaded only when a build is due: a started listener with an up-to-date build never pays for it.
@@ -109,6 +131,9 @@ export async function buildConsole(options: { force?: boolean; distDir?: string 
   let script = '';
   let style = '';
   for (const file of result.outputFiles) {
+    // The compressed copies first: a listener that finds the bundle also finds them.
+    const compressed = await precompress(file.contents);
+    for (const { suffix } of PRECOMPRESSED) await writeAtomically(file.path + suffix, compressed[suffix]);
     await writeAtomically(file.path, file.contents);
     const relative = path.relative(distDir, file.path).split(path.sep).join('/');
     if (relative.endsWith('.js')) script = relative;
@@ -119,7 +144,9 @@ export async function buildConsole(options: { force?: boolean; distDir?: string 
   await writeAtomically(path.join(distDir, 'index.html'), consoleIndexHtml(manifest));
   await writeAtomically(path.join(distDir, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
   // Keep this build's and the previous build's assets (a page loaded before the rebuild still asks for them).
-  const keep = new Set([script, style, previous?.script, previous?.style].filter(Boolean).map((f) => path.basename(f!)));
+  const keep = new Set(
+    [script, style, previous?.script, previous?.style].filter(Boolean).flatMap((f) => [path.basename(f!), ...PRECOMPRESSED.map(({ suffix }) => path.basename(f!) + suffix)]),
+  );
   for (const name of await readdir(path.join(distDir, 'assets'))) {
     if (!keep.has(name) && !name.endsWith('.tmp')) await rm(path.join(distDir, 'assets', name), { force: true });
   }

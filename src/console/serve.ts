@@ -1,6 +1,7 @@
 /**
  * Serves the browser console under `/console/` on the merchant listener, from `web/dist/`
- * (src/console/build.ts): hashed assets for a year (`immutable`), `index.html` for every other
+ * (src/console/build.ts): hashed assets for a year (`immutable`), precompressed at build time and
+ * sent as brotli or gzip by the request's Accept-Encoding (`Vary: Accept-Encoding`), `index.html` for every other
  * path below `/console/` (the console routes in the browser, so a deep link such as
  * `/console/orders/ord_…` loads the same page), never cached, under a strict
  * Content-Security-Policy: scripts and styles only from this origin, no inline script, requests
@@ -9,7 +10,21 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { NextFunction, Request, Response, Router } from 'express';
-import { CONSOLE_DIST_DIR } from './build.js';
+import { CONSOLE_DIST_DIR, PRECOMPRESSED } from './build.js';
+
+/**
+ * The encodings of Accept-Encoding the client takes (q > 0), brotli preferred to gzip when both
+ * are acceptable, as browsers send both and brotli is the smaller.
+ */
+export function acceptedEncodings(header: string | undefined): Set<string> {
+  const accepted = new Set<string>();
+  for (const item of (header ?? '').split(',')) {
+    const [name, ...params] = item.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    if (name && !(q && Number(q.slice(2)) === 0)) accepted.add(name);
+  }
+  return accepted;
+}
 
 export const CONSOLE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; font-src 'self'; connect-src 'self'; " +
@@ -43,13 +58,21 @@ export function registerConsoleRoutes(router: Router, options: { distDir?: strin
     const type = CONTENT_TYPES[path.extname(file)];
     // Only a plain file name of a known type: no traversal, nothing but the build's own files.
     if (!type || !/^[A-Za-z0-9._-]+$/.test(file) || file.startsWith('.')) return next();
+    const headers = { ...COMMON_HEADERS, 'Content-Type': type, 'Cache-Control': 'public, max-age=31536000, immutable', Vary: 'Accept-Encoding' };
+    const accepted = acceptedEncodings(req.header('accept-encoding'));
+    for (const { encoding, suffix } of PRECOMPRESSED) {
+      if (!accepted.has(encoding) && !accepted.has('*')) continue;
+      const compressed = await readFile(path.join(assetsDir, file + suffix)).catch(() => undefined);
+      // Sent as is: compression middleware (none here) must not encode it twice.
+      if (compressed) return void res.set({ ...headers, 'Content-Encoding': encoding }).send(compressed);
+    }
     let body: Buffer;
     try {
       body = await readFile(path.join(assetsDir, file));
     } catch {
       return next();
     }
-    res.set({ ...COMMON_HEADERS, 'Content-Type': type, 'Cache-Control': 'public, max-age=31536000, immutable' }).send(body);
+    res.set(headers).send(body);
   });
   router.get(['/console/', '/console/{*rest}'], async (req: Request, res: Response) => {
     let html: string;
