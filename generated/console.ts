@@ -104,8 +104,15 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The signed-in member, organization, role and CSRF token
-         * @description What the console shows and needs (the CSRF token for state-changing requests). Sets a new cookie when the session was rotated (the member's role changed).
+         * The signed-in member, organization, role and CSRF token — or that nobody is signed in
+         * @description What the console shows and needs (the CSRF token for state-changing requests). Sets a new
+         *     cookie when the session was rotated (the member's role changed).
+         *
+         *     Being signed out is not an error: without a session cookie, or with one that names no
+         *     live session (expired, revoked, signed out elsewhere), the answer is `200` with
+         *     `data: { signedIn: false }` (and a stale cookie is cleared), so a console loading signed
+         *     out logs no failed request. A signed-in answer carries the session, without `signedIn`.
+         *     Every other console operation still answers `401` without a session.
          */
         get: operations["getConsoleSession"];
         put?: never;
@@ -1827,6 +1834,11 @@ export interface components {
         };
         ConsoleApiKeyCreate: {
             name?: string;
+            /**
+             * @description Leave the field out for every API-key permission the creator's role allows (the console's
+             *     form does so when no box is ticked). An empty list is refused (`400`) rather than read as
+             *     "everything": a key's permissions are never widened by an omission that looks like "none".
+             */
             permissions?: components["schemas"]["KeyPermission"][];
         };
         Member: {
@@ -1895,6 +1907,17 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["ConsoleSession"];
+        };
+        /** @description Nobody is signed in (no session cookie, or one that names no live session). */
+        ConsoleSignedOut: {
+            /** @constant */
+            signedIn: false;
+        };
+        ConsoleSessionStateResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["ConsoleSession"] | components["schemas"]["ConsoleSignedOut"];
         };
         ConsoleApiKeyResponse: {
             /** @constant */
@@ -4003,70 +4026,16 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The session. */
+            /** @description The session, or `{ signedIn: false }`. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "OK",
-                     *       "data": {
-                     *         "sessionId": "SES_9sKq2LmZx8YwT4nBv6cR1dPe",
-                     *         "user": {
-                     *           "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
-                     *           "email": "ada@example.com",
-                     *           "name": "Ada"
-                     *         },
-                     *         "organization": {
-                     *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
-                     *           "name": "Demo organization"
-                     *         },
-                     *         "role": "owner",
-                     *         "permissions": [
-                     *           "checkout:write",
-                     *           "catalog:read",
-                     *           "orders:read",
-                     *           "subscriptions:read",
-                     *           "customers:read",
-                     *           "webhooks:write",
-                     *           "entitlements:read",
-                     *           "x402:settle",
-                     *           "api_keys:manage",
-                     *           "members:manage",
-                     *           "audit:read",
-                     *           "catalog:write",
-                     *           "telemetry:read",
-                     *           "telemetry:manage",
-                     *           "agents:manage",
-                     *           "orders:refund",
-                     *           "subscriptions:manage",
-                     *           "settings:manage"
-                     *         ],
-                     *         "memberships": [
-                     *           {
-                     *             "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
-                     *             "name": "Demo organization",
-                     *             "role": "owner"
-                     *           }
-                     *         ],
-                     *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
-                     *         "expiresAt": "2026-11-22T21:00:00.000Z",
-                     *         "secondFactor": {
-                     *           "required": false,
-                     *           "enrolled": false,
-                     *           "restricted": false
-                     *         }
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["ConsoleSessionResponse"];
+                    "application/json": components["schemas"]["ConsoleSessionStateResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

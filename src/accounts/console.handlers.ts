@@ -19,7 +19,7 @@ import type {
 } from '@simplewebauthn/server';
 import { keyPermissionsOf, type Role } from './roles.js';
 import { ROLE_PERMISSIONS } from './roles.js';
-import { checkOrigin, clearedSessionCookie, sessionCookie, type ConsoleOrigin } from './request-auth.js';
+import { checkOrigin, clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie, type ConsoleOrigin } from './request-auth.js';
 
 export const clientAddress = (req: Request): string | null => req.ip ?? null;
 
@@ -203,11 +203,15 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
       checkOrigin(req, where);
       return started(await accounts.redeemSignInLink({ token: body.token, clientAddress: clientAddress(req) }), 'Signed in');
     },
-    getConsoleSession: async ({ auth }) => ({
-      status: 200,
-      headers: { 'Cache-Control': 'no-store' },
-      body: { success: true, message: 'OK', data: await describe(auth, auth.expiresAt) },
-    }),
+    getConsoleSession: async ({ auth, req }) => {
+      // Optional credentials (console.yaml): no live session is an answer, and a stale cookie goes.
+      const session = auth as SessionAuth | undefined;
+      if (!session) {
+        const stale = readCookie(req, SESSION_COOKIE) !== undefined;
+        return { status: 200, headers: { 'Cache-Control': 'no-store', ...(stale ? { 'Set-Cookie': clearedSessionCookie(where) } : {}) }, body: { success: true, message: 'Signed out', data: { signedIn: false } } };
+      }
+      return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { success: true, message: 'OK', data: await describe(session, session.expiresAt) } };
+    },
     switchOrganization: async ({ auth, body, req }) => started(await accounts.switchOrganization(auth, body.orgId, clientAddress(req)), 'Organization switched'),
     signOut: async ({ auth }) => {
       await accounts.signOut(auth);

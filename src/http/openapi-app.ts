@@ -464,14 +464,25 @@ function accessLogLevel(req: Request, status: number): 'info' | 'debug' {
   return status < 400 && req.documented?.entry.op.operation['x-access-log'] === 'debug' ? 'debug' : 'info';
 }
 
-/** Security requirements are OR'ed; the schemes inside one requirement are AND'ed. */
+/**
+ * Security requirements are OR'ed; the schemes inside one requirement are AND'ed. An empty
+ * requirement (`{}`) beside others makes the credentials optional: they are resolved when they
+ * hold, and a caller without (or with stale) credentials comes through as anonymous (undefined).
+ */
 async function authenticate(
   req: Request,
   op: OperationInfo,
   authenticators: Record<string, Authenticator>,
 ): Promise<unknown> {
-  if (op.security.length === 0 || op.security.some((requirement) => Object.keys(requirement).length === 0)) {
-    return undefined;
+  const named = op.security.filter((requirement) => Object.keys(requirement).length > 0);
+  if (named.length === 0) return undefined;
+  if (named.length < op.security.length) {
+    try {
+      return await authenticate(req, { ...op, security: named }, authenticators);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'UNAUTHORIZED') return undefined;
+      throw err;
+    }
   }
   // Made only when every requirement failed: an Error captures a stack trace, on every request otherwise.
   let lastError: unknown;

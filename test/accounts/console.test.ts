@@ -89,7 +89,7 @@ describe('invites and sign-in', () => {
     expect(switched.status).toBe(200);
     expect(switched.body.data).toMatchObject({ organization: { orgId: ctx.orgB.orgId }, role: 'developer' });
     // The switch replaced the session: the old cookie is dead.
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
   });
 
   it('a wrong password and an unknown e-mail address get the same answer', async () => {
@@ -180,8 +180,30 @@ describe('session lifetime', () => {
     expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
     ctx.clock.advance(2 * 3600_000);
     const expired = await as(member, ctx.merchant.get('/v1/console/session'));
-    expect(expired.status).toBe(401);
-    expect(expired.body.error.code).toBe('UNAUTHORIZED');
+    expect(expired.status).toBe(200);
+    expect(expired.body.data).toEqual({ signedIn: false });
+    const refused = await as(member, ctx.merchant.get('/v1/console/members'));
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe('UNAUTHORIZED');
+  });
+
+  it('being signed out is an answer, not an error: GET /v1/console/session is 200 { signedIn: false } (issue 37, item 24)', async () => {
+    const none = await ctx.merchant.get('/v1/console/session');
+    expect(none.status).toBe(200);
+    expect(none.body).toEqual({ success: true, message: 'Signed out', data: { signedIn: false } });
+    expect(none.headers['set-cookie']).toBeUndefined();
+    expect(none.headers['cache-control']).toBe('no-store');
+    // A cookie naming no live session: the same answer, and the stale cookie is cleared.
+    const stale = await ctx.merchant.get('/v1/console/session').set('Cookie', '__Host-kassa_session=kss_not_a_session_at_all');
+    expect(stale.status).toBe(200);
+    expect(stale.body.data).toEqual({ signedIn: false });
+    expect(String(stale.headers['set-cookie'])).toMatch(/^__Host-kassa_session=; Path=\/; Max-Age=0/);
+    // Every other operation still needs the session.
+    expect((await ctx.merchant.get('/v1/console/members')).status).toBe(401);
+    const member = await signUp(ctx, ctx.orgA.orgId, 'viewer');
+    const signedIn = await as(member, ctx.merchant.get('/v1/console/session'));
+    expect(signedIn.body.data).toMatchObject({ user: { email: member.email }, role: 'viewer' });
+    expect(signedIn.body.data.signedIn).toBeUndefined();
   });
 
   it('ends 12 hours after sign-in whatever happens (absolute expiry)', async () => {
@@ -191,7 +213,7 @@ describe('session lifetime', () => {
       expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
     }
     ctx.clock.advance(3600_000);
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
   });
 
   it('sign-out ends this session; sign out everywhere ends all of them', async () => {
@@ -203,11 +225,11 @@ describe('session lifetime', () => {
     const out = await as(member, ctx.merchant.post('/v1/console/sign-out'));
     expect(out.status).toBe(204);
     expect(String(out.headers['set-cookie'])).toContain('Max-Age=0');
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
     expect((await as(otherMember, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
     expect((await as(otherMember, ctx.merchant.post('/v1/console/sign-out-everywhere'))).status).toBe(204);
-    expect((await as(otherMember, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
-    expect((await as(thirdMember, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(otherMember, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
+    expect((await as(thirdMember, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
   });
 
   it('a role change applies at once and rotates the member’s session on their next request', async () => {
@@ -223,7 +245,7 @@ describe('session lifetime', () => {
     expect(rotated).toBeDefined();
     expect(rotated).not.toBe(member.cookie);
     // The old cookie is dead; the new one works, with its own CSRF token.
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
     const fresh = await ctx.merchant.get('/v1/console/session').set('Cookie', rotated!);
     expect(fresh.status).toBe(200);
     expect(fresh.body.data.role).toBe('developer');
@@ -234,7 +256,7 @@ describe('session lifetime', () => {
     const member = await signUp(ctx, ctx.orgA.orgId, 'support');
     expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(200);
     expect((await as(ownerA, ctx.merchant.delete(`/v1/console/members/${member.userId}`))).status).toBe(204);
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
     expect((await as(member, ctx.merchant.get('/v1/orders'))).status).toBe(401);
   });
 
@@ -246,7 +268,7 @@ describe('session lifetime', () => {
     const token = linkToken(link.body.data.url);
     const done = await ctx.merchant.post('/v1/console/password-resets/complete').set('Origin', ORIGIN).send({ token, password: 'a brand new password' });
     expect(done.status).toBe(204);
-    expect((await as(member, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    expect((await as(member, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
     expect((await signIn(ctx, member.email)).status).toBe(401);
     expect((await signIn(ctx, member.email, 'a brand new password')).status).toBe(200);
     const again = await ctx.merchant.post('/v1/console/password-resets/complete').set('Origin', ORIGIN).send({ token, password: 'yet another password' });

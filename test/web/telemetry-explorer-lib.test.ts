@@ -170,13 +170,13 @@ describe('trace filters', () => {
 });
 
 describe('formatMetricValue', () => {
-  it('groups thousands, keeps cost to 4 decimals and other figures to at most 2, and writes no value as a dash', () => {
+  it('groups thousands, writes cost by the LLM cost rule (six decimals) and other figures to at most 2, and writes no value as a dash', () => {
     expect(formatMetricValue(1200, 'tokens_in')).toBe('1,200');
     expect(formatMetricValue(1234567.891, 'p95')).toBe('1,234,567.89');
     expect(formatMetricValue(0, 'requests')).toBe('0');
     expect(formatMetricValue(12.5, 'p50')).toBe('12.5');
-    expect(formatMetricValue(1234.5, 'cost')).toBe('1,234.5000');
-    expect(formatMetricValue(0.00004, 'cost')).toBe('0.0000');
+    expect(formatMetricValue(1234.5, 'cost')).toBe('$1,234.500000');
+    expect(formatMetricValue(0.00004, 'cost')).toBe('$0.000040');
     expect(formatMetricValue(null, 'requests')).toBe('—');
     expect(formatMetricValue(undefined, 'cost')).toBe('—');
   });

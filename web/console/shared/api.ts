@@ -6,6 +6,7 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { paths as ConsolePaths } from '../../../generated/console';
 import type { paths as MerchantPaths } from '../../../generated/merchant';
+import { humanErrorMessage } from './error-messages';
 
 let csrfToken: string | undefined;
 /** Counts session changes: a 401 to a request sent before the latest sign-in says nothing about the new session. */
@@ -46,11 +47,11 @@ export const merchantApi = createClient<MerchantPaths>({ baseUrl, credentials: '
 consoleApi.use(session);
 merchantApi.use(session);
 
-/** The error envelope's message, or what to do when there is none (the network is down). */
+/** The error envelope's message in words (a validator's text never reaches a page), or what to do when there is none (the network is down). */
 export function errorMessage(error: unknown, response?: Response): string {
-  const envelope = error as { message?: string; error?: { message?: string } } | undefined;
+  const envelope = error as { message?: string; error?: { code?: string; message?: string } } | undefined;
   const message = envelope?.error?.message ?? envelope?.message;
-  if (message) return message;
+  if (message) return humanErrorMessage(envelope?.error?.code, message);
   if (response) return `The server answered ${response.status}. Try again; if it persists, check the server's log.`;
   return 'The request did not reach the server. Check your connection and try again; nothing was changed.';
 }

@@ -42,6 +42,18 @@ export function formatMoney(minor: number, currency: string, locale = 'en-US'): 
   }
 }
 
+const LLM_COST = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 6, maximumFractionDigits: 6 });
+
+/**
+ * An LLM cost (a float of US dollars, priced per token) always to six decimals — millionths of a
+ * dollar, where single calls are priced — so costs line up and compare at a glance:
+ * `$0.000013`, `$0.003800`, `$1,234.500000`. One rule on every telemetry page (docs/console.md).
+ */
+export function formatLlmCost(usd: number | null | undefined): string {
+  if (usd === null || usd === undefined || !Number.isFinite(usd)) return '—';
+  return LLM_COST.format(usd).replace('-', '−');
+}
+
 /** A timestamp in a time zone, e.g. `Nov 22, 2026, 09:31`; `—` for nothing. */
 export function formatDateTime(iso: string | null | undefined, timeZone = 'UTC', locale = 'en-US'): string {
   if (!iso) return '—';

@@ -11,6 +11,11 @@ import { consoleApi, setCsrfToken, setUnauthorizedHandler } from './api';
 export type ConsoleSession = components['schemas']['ConsoleSession'];
 export type Permission = components['schemas']['MemberPermission'];
 
+/** The session of `GET /v1/console/session`'s answer, undefined when it says nobody is signed in. */
+export function signedInSession(data: ConsoleSession | components['schemas']['ConsoleSignedOut'] | undefined): ConsoleSession | undefined {
+  return data && 'sessionId' in data ? data : undefined;
+}
+
 interface SessionState {
   session: ConsoleSession | undefined;
   /** True until the first answer of GET /v1/console/session. */
@@ -32,12 +37,14 @@ export function SessionProvider(props: { children: ComponentChildren }) {
   }, []);
   useEffect(() => {
     setUnauthorizedHandler(() => setSession(undefined));
+    // Signed out is an answer (`{ signedIn: false }`), not a 401: the page loads without a failed request.
     consoleApi.GET('/v1/console/session').then(
       ({ data }) => {
+        const current = signedInSession(data?.data);
         // A sign-in (a sign-in link redeemed meanwhile) wins over this first answer.
         if (!changed.current) {
-          setCsrfToken(data?.data.csrfToken);
-          setSessionState(data?.data);
+          setCsrfToken(current?.csrfToken);
+          setSessionState(current);
         }
         setLoading(false);
       },

@@ -29,7 +29,8 @@ export function useApiKeys() {
   return useApi(() => consoleApi.GET('/v1/console/api-keys').then((r) => ({ ...r, data: r.data?.data })), []);
 }
 
-export const createApiKey = (name: string, permissions: KeyPermission[]) => consoleApi.POST('/v1/console/api-keys', { body: { name, permissions } }).then((r) => ({ ...r, data: r.data?.data }));
+/** No permission chosen: the field is left out, and the key gets every permission the member's role allows (the API's default). */
+export const createApiKey = (name: string, permissions: KeyPermission[]) => consoleApi.POST('/v1/console/api-keys', { body: permissions.length > 0 ? { name, permissions } : { name } }).then((r) => ({ ...r, data: r.data?.data }));
 export const revokeApiKey = (id: string) => consoleApi.POST('/v1/console/api-keys/{id}/revoke', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
 
 export function useWebhookEndpoints() {

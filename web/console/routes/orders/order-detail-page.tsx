@@ -5,6 +5,7 @@ import { ErrorNotice, Fields, Loading, Money, PageHeader, Time } from '../../com
 import { explorerAddressUrl, explorerTxUrl, stripeDashboardUrl } from '../../shared/links';
 import { consoleTimeZone } from '../../shared/time-zone';
 import { OrderDeliveries } from './components/order-deliveries';
+import { cardPaymentFacts } from './lib/payment-facts';
 import { OrderStatus } from './components/order-status';
 import { OrderTimeline, orderTimeline } from './components/order-timeline';
 import { useOrder, useOrderDisputes, useOrderRefunds, type Order } from './use-orders';
@@ -33,6 +34,7 @@ export function OrderDetailPage(props: { extra?: (order: Order, reload: () => vo
     disputes.reload();
   };
   const o = order.data;
+  const card = o && o.provider !== 'CRYPTO' ? cardPaymentFacts(o) : undefined;
   return (
     <>
       <PageHeader title={o ? `Order ${o.orderId}` : 'Order'} />
@@ -70,10 +72,10 @@ export function OrderDetailPage(props: { extra?: (order: Order, reload: () => vo
                       ['Buyer wallet', o.fromAddress ? <External href={explorerAddressUrl(o.chain, o.fromAddress)}>{o.fromAddress}</External> : '—'],
                     ]
                   : [
-                      ['Rail', 'Card (Stripe)'],
-                      ['Payment', o.providerPaymentId ? <External href={stripeDashboardUrl(o.providerPaymentId)}>{o.providerPaymentId}</External> : '—'],
-                      ['Processor status', o.providerStatus ?? '—'],
-                      ['Funds available', o.settledAvailableOn ? <Time iso={o.settledAvailableOn} timeZone={timeZone} /> : '—'],
+                      ['Rail', card!.rail],
+                      ['Payment', o.providerPaymentId ? <External href={card!.linkToStripe ? stripeDashboardUrl(o.providerPaymentId) : undefined}>{o.providerPaymentId}</External> : '—'],
+                      [card!.sandbox ? 'Sandbox status' : 'Processor status', card!.processorStatus],
+                      ['Funds available', card!.fundsNote ?? <Time iso={o.settledAvailableOn} timeZone={timeZone} />],
                     ]
               }
             />

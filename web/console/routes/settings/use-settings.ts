@@ -1,6 +1,7 @@
 /** Typed data hooks and actions over members, invites, the audit log and the session (console document). */
 import type { components } from '../../../../generated/console';
 import { consoleApi } from '../../shared/api';
+import { signedInSession } from '../../shared/session';
 import { useApi } from '../../shared/use-api';
 
 export type Role = components['schemas']['Role'];
@@ -22,4 +23,4 @@ export const useOrganizationSecurity = (enabled: boolean) =>
   useApi(() => (enabled ? consoleApi.GET('/v1/console/organization/security').then((r) => ({ ...r, data: r.data?.data })) : Promise.resolve({ data: undefined })), [enabled]);
 export const removePasskey = (id: string) => consoleApi.DELETE('/v1/console/passkeys/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data ?? {} }));
 export const setRequireSecondFactor = (requireSecondFactor: boolean) => consoleApi.PUT('/v1/console/organization/security', { body: { requireSecondFactor } }).then((r) => ({ ...r, data: r.data?.data }));
-export const reloadSession = () => consoleApi.GET('/v1/console/session').then((r) => ({ ...r, data: r.data?.data }));
+export const reloadSession = () => consoleApi.GET('/v1/console/session').then((r) => ({ ...r, data: signedInSession(r.data?.data) }));

@@ -1,7 +1,7 @@
 /** A project's sessions (traces sharing `session.id`) with their totals; a session opens its traces in order. */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
-import { filtersToQuery, formatDateTime, queryToFilters } from '../../shared/format';
+import { filtersToQuery, formatDateTime, formatLlmCost, queryToFilters } from '../../shared/format';
 import { useSessions } from './use-telemetry';
 
 export function SessionsPage(props: { projectId: string }) {
@@ -43,7 +43,7 @@ export function SessionsPage(props: { projectId: string }) {
                   <td>
                     {s.tokens_input} / {s.tokens_output}
                   </td>
-                  <td>${s.cost.toFixed(4)}</td>
+                  <td>{formatLlmCost(s.cost)}</td>
                   <td>{s.error_count}</td>
                 </tr>
               ))}

@@ -7,10 +7,11 @@
 import { useLocation } from 'preact-iso';
 import { useMemo, useState } from 'preact/hooks';
 import { Badge, ErrorNotice, Fields, Loading, PageHeader } from '../../components/ui';
-import { formatDateTime } from '../../shared/format';
+import { formatDateTime, formatLlmCost } from '../../shared/format';
 import { parseConversation, type Attributes } from './lib/chat';
 import { flattenSpanTree } from './lib/span-tree';
 import { formatDuration, timeScale } from './lib/time-scale';
+import { spanStatus, traceTotals } from './lib/trace-summary';
 import { useTrace } from './use-telemetry';
 
 const ROW_HEIGHT = 28;
@@ -37,6 +38,7 @@ export function TracePage(props: { projectId: string; traceId: string }) {
   const rows = useMemo(() => flattenSpanTree(spans, collapsed), [spans, collapsed]);
   const scale = useMemo(() => (trace.data ? timeScale(Date.parse(trace.data.start_time), Date.parse(trace.data.end_time)) : undefined), [trace.data]);
   const selected = spans.find((s) => s.span_id === query.span) ?? spans[0];
+  const totals = useMemo(() => traceTotals(spans), [spans]);
   const first = Math.max(0, Math.floor(scrollTop / ROW_HEIGHT) - 4);
   const visible = rows.slice(first, first + VIEW_ROWS + 8);
   const toggle = (id: string) => {
@@ -61,6 +63,8 @@ export function TracePage(props: { projectId: string; traceId: string }) {
               ['Start', formatDateTime(trace.data.start_time)],
               ['Duration', <span data-field="trace-duration">{formatDuration(trace.data.duration_ms)}</span>],
               ['Spans', <span data-field="span-count">{spans.length}</span>],
+              ['Tokens in/out', <span data-field="trace-tokens">{`${totals.tokensInput.toLocaleString('en-US')} / ${totals.tokensOutput.toLocaleString('en-US')}`}</span>],
+              ['Cost', <span data-field="trace-cost">{totals.cost === undefined ? 'Not priced' : formatLlmCost(totals.cost)}</span>],
             ]}
           />
           <div class="waterfall-scale" aria-hidden="true" data-testid="waterfall-ticks">
@@ -124,6 +128,15 @@ export function TracePage(props: { projectId: string; traceId: string }) {
   );
 }
 
+function StatusBadge(props: { code: string; message?: string | undefined }) {
+  const status = spanStatus(props.code, props.message);
+  return (
+    <span title={status.title} data-field="span-status">
+      <Badge tone={status.tone}>{status.label}</Badge>
+    </span>
+  );
+}
+
 function SpanDetail(props: { span: Span }) {
   const s = props.span;
   const conversation = parseConversation(s.attributes);
@@ -136,12 +149,12 @@ function SpanDetail(props: { span: Span }) {
         items={[
           ['Span id', <span class="mono">{s.span_id}</span>],
           ['Duration', formatDuration(s.duration_ms)],
-          ['Status', s.status.code === 'ERROR' ? <Badge tone="bad">{`Error${s.status.message ? `: ${s.status.message}` : ''}`}</Badge> : <Badge tone="good">{s.status.code}</Badge>],
+          ['Status', <StatusBadge code={s.status.code} message={s.status.message} />],
           ...(model !== undefined
             ? ([
                 ['Model', String(model)],
                 ['Tokens in/out', `${s.attributes['llm.tokens.input'] ?? '—'} / ${s.attributes['llm.tokens.output'] ?? '—'}`],
-                ['Cost', s.attributes['llm.cost'] !== undefined ? `$${String(s.attributes['llm.cost'])}` : '—'],
+                ['Cost', s.attributes['llm.cost'] !== undefined ? formatLlmCost(Number(s.attributes['llm.cost'])) : '—'],
               ] as Array<[string, string]>)
             : []),
         ]}
@@ -165,7 +178,7 @@ function SpanDetail(props: { span: Span }) {
         <>
           <h3>Exceptions</h3>
           {exceptions.map((e, i) => (
-            <pre key={i}>{`${String(e.attributes['exception.type'] ?? '')}: ${String(e.attributes['exception.message'] ?? '')}\n${String(e.attributes['exception.stacktrace'] ?? '')}`}</pre>
+            <pre key={i} class="exception">{`${String(e.attributes['exception.type'] ?? '')}: ${String(e.attributes['exception.message'] ?? '')}\n${String(e.attributes['exception.stacktrace'] ?? '')}`}</pre>
           ))}
         </>
       )}

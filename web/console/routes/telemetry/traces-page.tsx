@@ -5,14 +5,13 @@
 import { useLocation } from 'preact-iso';
 import { useEffect, useState } from 'preact/hooks';
 import { Badge, Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
-import { filtersToQuery, formatDateTime, queryToFilters } from '../../shared/format';
+import { filtersToQuery, formatDateTime, formatLlmCost, queryToFilters } from '../../shared/format';
 import { formatDuration } from './lib/time-scale';
 import { TRACE_FILTER_KEYS as KEYS, moreFiltersSet, tracesQuery } from './lib/trace-filters';
 import { useTraces } from './use-telemetry';
 
 export const POLL_MS = 5000;
 
-const usd = (x: number) => (x === 0 ? '$0' : x < 0.01 ? `$${x.toPrecision(2)}` : `$${x.toFixed(4)}`);
 
 export function TracesPage(props: { projectId: string }) {
   const { query, route } = useLocation();
@@ -142,7 +141,7 @@ export function TracesPage(props: { projectId: string }) {
                   <td>
                     {t.llm_summary.tokens_input} / {t.llm_summary.tokens_output}
                   </td>
-                  <td data-field="cost">{usd(t.llm_summary.cost)}</td>
+                  <td data-field="cost">{formatLlmCost(t.llm_summary.cost)}</td>
                   <td>{t.status === 'error' ? <Badge tone="bad">Error</Badge> : <Badge tone="good">OK</Badge>}</td>
                 </tr>
               ))}

@@ -1,7 +1,7 @@
 /** A project's end users (`user.id` / `enduser.id`) with sessions, traces, tokens, cost and errors; a user opens their sessions. */
 import { useLocation } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
-import { filtersToQuery, formatDateTime, queryToFilters } from '../../shared/format';
+import { filtersToQuery, formatDateTime, formatLlmCost, queryToFilters } from '../../shared/format';
 import { useUsers } from './use-telemetry';
 
 export function UsersPage(props: { projectId: string }) {
@@ -43,7 +43,7 @@ export function UsersPage(props: { projectId: string }) {
                   <td>
                     {u.tokens_input} / {u.tokens_output}
                   </td>
-                  <td>${u.cost.toFixed(4)}</td>
+                  <td>{formatLlmCost(u.cost)}</td>
                   <td>{u.error_count}</td>
                 </tr>
               ))}

@@ -23,17 +23,26 @@ export function RefundForm(props: { order: Order; onRefunded(): void }) {
   const [done, setDone] = useState<string | undefined>();
   // One key per intended refund: a retry after a lost answer is the same refund, not a second one.
   const idempotencyKey = useRef(crypto.randomUUID());
-  if (refundable <= 0 || (order.status !== 'PAID' && order.status !== 'UNDERPAID')) return null;
+  const notice = done && (
+    <p class="notice success" role="status">
+      {done}
+    </p>
+  );
+  // Nothing left to refund (a full refund just made): the form goes, its outcome stays.
+  if (refundable <= 0 || (order.status !== 'PAID' && order.status !== 'UNDERPAID')) {
+    return notice ? (
+      <div class="card">
+        <h2>Refund</h2>
+        {notice}
+      </div>
+    ) : null;
+  }
   const minor = parseMoney(amount, order.currency);
   const valid = minor !== undefined && minor <= refundable;
   return (
     <div class="card">
       <h2>Refund</h2>
-      {done && (
-        <p class="notice success" role="status">
-          {done}
-        </p>
-      )}
+      {notice}
       <div class="toolbar">
         <label>
           Amount ({order.currency}, at most {formatMoney(refundable, order.currency)})
