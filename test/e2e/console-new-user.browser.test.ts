@@ -70,6 +70,31 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console as a new user finds i
     await h.check(owner, 'new-user-api-key-all-permissions');
   });
 
+  it('item 19: the console creates a telemetry project (keyboard only), renames it and deletes it', async () => {
+    await owner.goto(`${h.origin}/console/telemetry`);
+    await heading(owner, 'Telemetry');
+    await owner.getByText('No telemetry project yet.').waitFor();
+    await h.check(owner, 'new-user-telemetry-empty');
+    await tabTo(owner, '#new-project-name', 120);
+    await owner.keyboard.type('Checkout assistant');
+    await owner.keyboard.press('Tab');
+    await owner.keyboard.press('ArrowUp'); // production → staging
+    await owner.keyboard.press('Tab');
+    expect(await owner.evaluate('document.activeElement.textContent')).toBe('Create project');
+    await owner.keyboard.press('Enter');
+    await owner.waitForURL(/\/console\/telemetry\/PRJ_\w+\/settings$/);
+    await heading(owner, 'Checkout assistant settings');
+    expect(await owner.getByLabel('Environment').inputValue()).toBe('staging');
+    await owner.getByLabel('Name', { exact: true }).fill('Checkout assistant (EU)');
+    await owner.getByRole('button', { name: 'Save', exact: true }).click();
+    await heading(owner, 'Checkout assistant (EU) settings');
+    await h.check(owner, 'new-user-telemetry-project-settings');
+    await owner.getByRole('button', { name: 'Delete Checkout assistant (EU)…' }).click();
+    await owner.getByRole('dialog').getByRole('button', { name: 'Delete project' }).click();
+    await owner.waitForURL(`${h.origin}/console/telemetry`);
+    await owner.getByText('No telemetry project yet.').waitFor();
+  });
+
   it('items 17 and 20: the conversation wraps at 390 px; the trace shows its tokens and cost; UNSET is a neutral "Unset"', async () => {
     const p = await createProjectWithKey(h.ctx, h.ctx.orgA.orgId, 'Support bot');
     const id = traceId();

@@ -1,9 +1,10 @@
 /**
- * A telemetry project's settings: name, environment, sample rate and retention; its telemetry
+ * A telemetry project's settings: name, environment, sample rate and retention (deletion last); its telemetry
  * keys (create — shown once, with a copy button —, list with last use, revoke); and the snippets
  * that send traces from Python and Node with the project's OTLP endpoint filled in
  * (docs/send-traces.md, word for word).
  */
+import { useLocation } from 'preact-iso';
 import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../components/confirm';
 import { Badge, CopyButton, Empty, ErrorNotice, Loading, PageHeader, Time } from '../../components/ui';
@@ -18,6 +19,7 @@ type Environment = (typeof ENVIRONMENTS)[number];
 
 export function SettingsPage(props: { projectId: string }) {
   const { can } = useSession();
+  const { route } = useLocation();
   const manage = can('telemetry:manage');
   const base = `/console/telemetry/${props.projectId}`;
   const project = useApi(
@@ -82,6 +84,25 @@ export function SettingsPage(props: { projectId: string }) {
           </form>
           {manage && <KeysSection projectId={props.projectId} />}
           <SnippetsSection endpoint={p.otlpEndpoint} />
+          {manage && (
+            <section class="card" aria-labelledby="delete-project-title">
+              <h2 id="delete-project-title">Delete the project</h2>
+              <p class="muted small">Deletes every trace, span and metric point of {p.name}. Revoke its active telemetry keys first.</p>
+              <ConfirmButton
+                label={`Delete ${p.name}…`}
+                title={`Delete the project ${p.name}?`}
+                confirmLabel="Delete project"
+                danger
+                onConfirm={async () => {
+                  const answer = await consoleApi.DELETE('/v1/console/telemetry-projects/{id}', { params: { path: { id: props.projectId } } });
+                  if (answer.error) return errorMessage(answer.error, answer.response);
+                  route('/console/telemetry');
+                }}
+              >
+                <p>Its traces, spans and metrics are deleted at once. This cannot be undone.</p>
+              </ConfirmButton>
+            </section>
+          )}
         </>
       )}
     </>
