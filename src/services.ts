@@ -135,7 +135,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
       const id = await enqueueWebhookEvent(trx, event, now);
       // The buyer's e-mail about the same change, in the same transaction (none when it rolls back).
       if (options.buyerEmails) {
-        const owed = await owedByEvent(trx, event);
+        const owed = await owedByEvent(trx, event, id);
         if (owed) await enqueueBuyerEmail(trx, owed, now);
       }
       return id;

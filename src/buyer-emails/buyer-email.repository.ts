@@ -132,6 +132,8 @@ export interface CommerceEventLike {
   orgId: string;
   type: string;
   data: { order?: { orderId: string }; subscription?: { subscriptionId?: string; id?: string } };
+  /** The subscription's cancellation state before the change (src/commerce/stores.ts CommerceEvent). */
+  previous?: { cancelAtPeriodEnd: boolean };
 }
 
 /**
@@ -144,11 +146,12 @@ export interface CommerceEventLike {
  *  - subscription.created → subscription_started;
  *  - subscription.action_required → renewal_action_required (once per processor invoice: the buyer
  *    confirms the renewal's payment on the processor's page, e.g. 3-D Secure);
- *  - subscription.updated that scheduled a cancellation (cancel at period end) → subscription_canceled,
- *    once per cancellation (its canceledAt);
+ *  - subscription.updated that scheduled a cancellation (cancel at period end; it was not scheduled
+ *    before this change) → subscription_canceled, once per such change (keyed by the event: cancel,
+ *    keep and cancel again within one second are two cancellations, Stripe's canceled_at one second);
  *  - subscription.ended / subscription.expired → subscription_ended.
  */
-export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLike): Promise<OwedEmail | undefined> {
+export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLike, eventId: string): Promise<OwedEmail | undefined> {
   if (event.data.order) {
     const order = await trx('orders').where({ id: event.data.order.orderId, org_id: event.orgId }).first('id', 'customer_email', 'subscription_id', 'billing_period', 'processor_status');
     if (!order) return undefined;
@@ -170,8 +173,8 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
     case 'subscription.created':
       return { ...base, orderId: s.latest_order_id as string, kind: 'subscription_started', dedupeKey: `started:${s.id}` };
     case 'subscription.updated':
-      if (s.status === 'ACTIVE' && s.cancel_at_period_end && s.canceled_at) {
-        return { ...base, kind: 'subscription_canceled', dedupeKey: `canceled:${s.id}:${new Date(s.canceled_at as Date).getTime()}` };
+      if (s.status === 'ACTIVE' && s.cancel_at_period_end && event.previous?.cancelAtPeriodEnd === false) {
+        return { ...base, kind: 'subscription_canceled', dedupeKey: `canceled:${s.id}:${eventId}` };
       }
       return undefined;
     case 'subscription.action_required':

@@ -47,6 +47,8 @@ export interface CheckoutSession {
   product: ProductSnapshot;
   customerId: string | null;
   customerEmail: string | null;
+  /** The merchant named the customer (`customerId`) at creation: the paid page may open their whole portal (issue 37 §2). */
+  customerNamed: boolean;
   merchantReference: string | null;
   metadata: Record<string, string> | null;
   successUrl: string | null;

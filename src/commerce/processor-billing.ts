@@ -94,7 +94,7 @@ export async function applyProcessorState(stores: CommerceStores, s: Subscriptio
   const written: Subscription = { ...next, updatedAt: now };
   assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
   const type = status === 'EXPIRED' ? 'subscription.expired' : TERMINAL.has(status) ? 'subscription.ended' : 'subscription.updated';
-  await stores.emit({ orgId: s.orgId, type, data: { subscription: presentWebhookSubscription(written) } }, now);
+  await stores.emit({ orgId: s.orgId, type, data: { subscription: presentWebhookSubscription(written) }, previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd } }, now);
   return written;
 }
 

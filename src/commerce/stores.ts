@@ -33,6 +33,12 @@ export interface CommerceEvent {
     | { order: components['schemas']['WebhookOrder']; refund: components['schemas']['Refund'] }
     | { order: components['schemas']['WebhookOrder']; dispute: components['schemas']['Dispute'] }
     | { subscription: components['schemas']['WebhookSubscription'] };
+  /**
+   * Not sent in the webhook: the subscription's cancellation state before this change, so the
+   * buyer's "canceled" e-mail is owed by the change that scheduled it (issue 37 §29), not by a
+   * timestamp (Stripe's canceled_at is in whole seconds).
+   */
+  previous?: { cancelAtPeriodEnd: boolean };
 }
 
 /** What a checkout session shows of its order. */

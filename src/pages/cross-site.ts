@@ -17,6 +17,7 @@
  * one that covers every hosted form, including those with no session (checkout pay, manage page).
  */
 import type { NextFunction, Request, Response, Router } from 'express';
+import { hostedRoutePattern } from './guard.js';
 import { messagePage, sendPage } from './page.js';
 
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -54,7 +55,8 @@ export function refuseCrossSiteForms(router: Router, prefixes: string[], publicB
   router.use(prefixes, (req: Request, res: Response, next: NextFunction) => {
     const refusal = crossSiteRefusal(req, publicOrigin);
     if (refusal === undefined) return next();
-    req.log?.warn({ refusal, path: req.path }, 'hosted form refused: sent from another site');
+    // The route, never the path: its token is a key to the page (a checkout, a portal entry, a manage page).
+    req.log?.warn({ refusal, route: hostedRoutePattern(req.baseUrl + req.path) }, 'hosted form refused: sent from another site');
     sendPage(res, messagePage(403, 'Form sent from another site', 'This form was sent from another site, so nothing was changed. Open the page again from the link you were given and send it from there.'));
   });
 }

@@ -28,6 +28,18 @@ export const HOSTED_FORM_PREFIXES = ['/checkout', '/pay', '/subscriptions/manage
 const TOKEN_ROUTES = ['/checkout/:token', '/pay/:token', '/subscriptions/manage/:token', '/portal/enter/:token', '/portal/o/:token', '/portal/orders/:token', '/portal/subscriptions/:token'];
 
 /**
+ * The route a hosted path matched, for logs: the page token (a key to a checkout, a portal entry,
+ * a long-lived manage page) becomes `:token`, and any other segment that is not a lowercase word
+ * of a route becomes `:segment`, so a log line never carries a token (issue 37 §12).
+ */
+export function hostedRoutePattern(path: string): string {
+  const route = TOKEN_ROUTES.map((r) => r.slice(0, -'/:token'.length)).find((prefix) => path.startsWith(`${prefix}/`));
+  const rest = route === undefined ? path : path.slice(route.length);
+  const segments = rest.split('/').map((segment, i) => (route !== undefined && i === 1 ? ':token' : segment === '' || /^[a-z]+(-[a-z]+)*$/.test(segment) ? segment : ':segment'));
+  return `${route ?? ''}${segments.join('/')}`;
+}
+
+/**
  * Page, manage and payment-link tokens are 32 base62 characters (randomToken). Any base64url text
  * up to 64 characters passes, so a change of token format stays compatible; anything else (NUL,
  * which PostgreSQL cannot hold, spaces, slashes, non-ASCII, 5000 characters) names no page.

@@ -41,9 +41,11 @@ const hidden = (csrf: string) => `<input type="hidden" name="csrf" value="${esca
 function subscriptionItem(s: Subscription, session: PortalSession, csrf: string): string {
   const base = `/portal/subscriptions/${escapeHtml(s.id)}`;
   const actions: string[] = [];
-  if (s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) actions.push(`<a class="button secondary" data-testid="cancel-${escapeHtml(s.id)}" href="${base}/cancel">Cancel subscription…</a>`);
-  if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
-  if (session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
+  // A merchant's session whose creator may not manage subscriptions shows them without the buttons (issue 37 §6).
+  if (!session.canChangeSubscriptions) actions.push('<p class="muted" data-testid="no-changes">To change this subscription, ask the merchant.</p>');
+  else if (s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) actions.push(`<a class="button secondary" data-testid="cancel-${escapeHtml(s.id)}" href="${base}/cancel">Cancel subscription…</a>`);
+  else if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
+  if (session.canChangeSubscriptions && session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
 <div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
 }
@@ -111,13 +113,19 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
     const ords = orders.length ? `<ul class="items">${orders.map(orderItem).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
+    // A session opened from a checkout page for an address the buyer typed shows that purchase only (issue 37 §2).
+    const scoped = session.scopeOrderId
+      ? `<p class="note" data-testid="scope-note">This shows the purchase you just made.${
+          portal.canEmailLinks ? ` <a href="/portal/o/${escapeHtml(session.orgId)}" data-testid="all-purchases">See all your purchases</a> with a link sent to your e-mail.` : ''
+        }</p>`
+      : '';
     const prods = products.length ? `<ul class="items">${products.map((p) => `<li class="item" data-testid="product">${escapeHtml(p.productName)} <span class="muted">(${p.type === 'SUBSCRIPTION' ? 'subscription' : 'purchased'})</span></li>`).join('')}</ul>` : '<p class="muted">None right now.</p>';
     return {
       status: 200,
       html: layout(
         'Your account',
         `<h1>Your account</h1><div class="muted" data-testid="customer-email">Signed in as ${escapeHtml(customer.email)}</div>
-${notice ? `<div class="ok" role="status" data-testid="notice">${escapeHtml(notice)}</div>` : ''}
+${notice ? `<div class="ok" role="status" data-testid="notice">${escapeHtml(notice)}</div>` : ''}${scoped}
 ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
 <form method="post" action="/portal/sign-out">${hidden(csrf)}<button type="submit" class="link" data-testid="sign-out">Sign out</button></form>${back}`,
         { merchant },
@@ -168,6 +176,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
       const found = await sessionOf(req, res);
       if (!found) return;
       const s = await portal.subscription(found.session, req.params.token);
+      if (!found.session.canChangeSubscriptions) return sendPage(res, await overviewPage(found.session, found.token, found.merchant));
       const now = req.query.now === '1' && found.session.allowCancelNow;
       const csrf = hidden(portal.csrfToken(found.token));
       if (now) {

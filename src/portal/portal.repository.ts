@@ -10,6 +10,12 @@ export interface PortalSession {
   origin: PortalOrigin;
   returnUrl: string | null;
   allowCancelNow: boolean;
+  /** Opened from a checkout page for a customer the merchant did not name: that order (and its subscription) only. */
+  scopeOrderId: string | null;
+  /** Whether the portal may cancel or keep subscriptions: a merchant-created session only when its creator holds `subscriptions:manage`. */
+  canChangeSubscriptions: boolean;
+  /** Who opened it for the buyer, for the audit log: `key:KEY_…`, `user:USR_…`; null when the buyer did (paid page, e-mailed link). */
+  createdBy: string | null;
   linkExpiresAt: Date;
   enteredAt: Date | null;
   sessionExpiresAt: Date | null;
@@ -23,6 +29,9 @@ interface PortalSessionRow {
   origin: PortalOrigin;
   return_url: string | null;
   allow_cancel_now: boolean;
+  scope_order_id: string | null;
+  can_change_subscriptions: boolean;
+  created_by: string | null;
   link_token_hash: string;
   link_expires_at: Date;
   entered_at: Date | null;
@@ -38,6 +47,9 @@ const toSession = (r: PortalSessionRow): PortalSession => ({
   origin: r.origin,
   returnUrl: r.return_url,
   allowCancelNow: r.allow_cancel_now,
+  scopeOrderId: r.scope_order_id,
+  canChangeSubscriptions: r.can_change_subscriptions,
+  createdBy: r.created_by,
   linkExpiresAt: new Date(r.link_expires_at),
   enteredAt: r.entered_at ? new Date(r.entered_at) : null,
   sessionExpiresAt: r.session_expires_at ? new Date(r.session_expires_at) : null,
@@ -71,6 +83,9 @@ export class KnexPortalSessionRepository implements PortalSessionRepository {
       origin: s.origin,
       return_url: s.returnUrl,
       allow_cancel_now: s.allowCancelNow,
+      scope_order_id: s.scopeOrderId,
+      can_change_subscriptions: s.canChangeSubscriptions,
+      created_by: s.createdBy,
       link_token_hash: linkTokenHash,
       link_expires_at: s.linkExpiresAt,
       created_at: s.createdAt,

@@ -51,6 +51,15 @@ export interface PortalOverview {
   products: Array<{ productId: string; productName: string; type: string }>;
 }
 
+interface PortalScope {
+  orderId: string;
+  subscriptionId: string | null;
+}
+
+/** Whether a checkout-scoped session shows an order: the checkout's own, or a renewal of its subscription. */
+const inScope = (scope: PortalScope | undefined, order: Pick<Order, 'id' | 'subscriptionId'>): boolean =>
+  !scope || order.id === scope.orderId || (scope.subscriptionId !== null && order.subscriptionId === scope.subscriptionId);
+
 export interface CreatedPortalLink {
   id: string;
   customerId: string;
@@ -85,7 +94,12 @@ export class PortalService {
     return `${this.baseUrl}/portal/o/${orgId}`;
   }
 
-  private async newLink(customer: Customer, origin: PortalOrigin, ttlMs: number, options: { returnUrl?: string | null; allowCancelNow?: boolean }): Promise<CreatedPortalLink & { token: string }> {
+  private async newLink(
+    customer: Customer,
+    origin: PortalOrigin,
+    ttlMs: number,
+    options: { returnUrl?: string | null; allowCancelNow?: boolean; scopeOrderId?: string; canChangeSubscriptions?: boolean; createdBy?: string },
+  ): Promise<CreatedPortalLink & { token: string }> {
     const now = this.clock.now();
     const token = randomToken(32);
     const session: PortalSession = {
@@ -95,6 +109,9 @@ export class PortalService {
       origin,
       returnUrl: options.returnUrl ?? null,
       allowCancelNow: options.allowCancelNow ?? false,
+      scopeOrderId: options.scopeOrderId ?? null,
+      canChangeSubscriptions: options.canChangeSubscriptions ?? true,
+      createdBy: options.createdBy ?? null,
       linkExpiresAt: new Date(now.getTime() + ttlMs),
       enteredAt: null,
       sessionExpiresAt: null,
@@ -129,13 +146,20 @@ export class PortalService {
     void mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });
   }
 
-  /** The paid checkout page's "open your account": a session at once, for an hour after the payment. */
+  /**
+   * The paid checkout page's "open your account": a session at once, for an hour after the payment.
+   * It shows this checkout's order (and its subscription) only, unless the merchant named the
+   * customer when creating the checkout: an address typed on a checkout page (a payment link, Stripe
+   * Checkout, the crypto e-mail step) proves nothing about its mailbox, so it never opens an existing
+   * customer's history; the e-mailed sign-in link does (issue 37 §2).
+   */
   async enterFromCheckout(session: CheckoutSession, order: Order | undefined): Promise<{ cookieToken: string; session: PortalSession } | undefined> {
     if (!order || order.status !== 'PAID') return undefined;
     if (!this.checkoutEntryOpen(order)) return undefined;
     const customer = await this.uow.stores.customers.find(session.orgId, order.customerId);
     if (!customer) return undefined;
-    const link = await this.newLink(customer, 'checkout', LINK_TTL_MS, { returnUrl: session.successUrl });
+    const scopeOrderId = session.customerNamed ? undefined : order.id;
+    const link = await this.newLink(customer, 'checkout', LINK_TTL_MS, { returnUrl: session.successUrl, scopeOrderId });
     return this.enter(link.token);
   }
 
@@ -185,32 +209,58 @@ export class PortalService {
       this.subscriptions.listOfCustomer(session.orgId, session.customerId),
       this.entitlements.check(session.orgId, { customerId: session.customerId }),
     ]);
+    const scope = await this.scopeOf(session);
     // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
-    const shown = orders.records.filter((o) => o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID');
-    return { customer, orders: shown, subscriptions, products: access.products };
+    const shown = orders.records.filter((o) => (o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID') && inScope(scope, o));
+    if (!scope) return { customer, orders: shown, subscriptions, products: access.products };
+    const productIds = new Set(shown.map((o) => o.productId));
+    return {
+      customer,
+      orders: shown,
+      subscriptions: subscriptions.filter((sub) => sub.id === scope.subscriptionId),
+      products: access.products.filter((p) => productIds.has(p.productId)),
+    };
   }
 
-  /** One of the session's customer's orders (404 for anyone else's). */
+  /** A checkout-scoped session's order and subscription; undefined for a session that sees the customer's whole history. */
+  private async scopeOf(session: PortalSession): Promise<PortalScope | undefined> {
+    if (session.scopeOrderId === null) return undefined;
+    const order = await this.uow.stores.orders.find(session.orgId, session.scopeOrderId);
+    return { orderId: session.scopeOrderId, subscriptionId: order?.subscriptionId ?? null };
+  }
+
+  /** One of the session's customer's orders within the session's scope (404 for anyone else's). */
   async order(session: PortalSession, orderId: string): Promise<Order> {
     const order = await this.uow.stores.orders.find(session.orgId, orderId);
-    if (!order || order.customerId !== session.customerId) throw notFound('Order');
+    if (!order || order.customerId !== session.customerId || !inScope(await this.scopeOf(session), order)) throw notFound('Order');
     return order;
   }
 
-  cancelAtPeriodEnd(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  /** A subscription the session may see (404 otherwise) and, when `change`, may change (409 when a merchant's session may not). */
+  private async ownSubscription(session: PortalSession, subscriptionId: string, change = false): Promise<void> {
+    const scope = await this.scopeOf(session);
+    if (scope && scope.subscriptionId !== subscriptionId) throw notFound('Subscription');
+    if (change && !session.canChangeSubscriptions) throw conflict('Changing subscriptions is not offered here; ask the merchant');
+  }
+
+  async cancelAtPeriodEnd(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    await this.ownSubscription(session, subscriptionId, true);
     return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: true }, session);
   }
 
-  cancelNow(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  async cancelNow(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    await this.ownSubscription(session, subscriptionId, true);
     if (!session.allowCancelNow) throw conflict('Cancelling at once is not offered here; cancel at the end of the period instead');
     return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }, session);
   }
 
-  keepRenewing(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  async keepRenewing(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    await this.ownSubscription(session, subscriptionId, true);
     return this.subscriptions.keepRenewing(subscriptionId, session);
   }
 
   async subscription(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+    await this.ownSubscription(session, subscriptionId);
     const found = (await this.subscriptions.listOfCustomer(session.orgId, session.customerId)).find((s) => s.id === subscriptionId);
     if (!found) throw notFound('Subscription');
     return found;

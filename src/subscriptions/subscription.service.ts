@@ -157,7 +157,7 @@ export class SubscriptionService {
         if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'cancel_at_period_end', now);
         const scheduled: Subscription = { ...s, cancelAtPeriodEnd: true, canceledAt: now, nextActionAt: s.currentPeriodEnd, updatedAt: now };
         assertWritten(await stores.subscriptions.update(scheduled, s.status), 'subscription');
-        await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) } }, now);
+        await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) }, previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd } }, now);
         return scheduled;
       }
       if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'cancel_now', now);

@@ -112,6 +112,23 @@ describe('what each change sends', () => {
     expect(subjectOf(ended!)).toBe('Pro plan: your subscription has ended');
   });
 
+  it('cancel, keep and cancel again within one second: two "canceled" e-mails, one per change (issue 37 §29)', async () => {
+    // The clock does not move: both cancellations carry the same canceledAt, as Stripe's whole-second canceled_at does.
+    const { subscriptionId } = await buy('twice@example.com', subPrice);
+    await send();
+    smtp.received.length = 0;
+    const token = (await db()('subscriptions').where({ id: subscriptionId }).first()).manage_token;
+    const manage = (action: string) => supertest(ctx.apps.merchant).post(`/subscriptions/manage/${token}/${action}`).type('form').send({ confirm: 'yes' });
+    await manage('cancel');
+    await manage('resume');
+    await manage('cancel');
+    await manage('cancel'); // already scheduled: no change, no e-mail
+    expect((await send()).map(subjectOf)).toEqual(['Pro plan: canceled', 'Pro plan: canceled']);
+    // Ended here, so the later tests' renewal runs do not end it.
+    await ctx.services.subscriptions.cancel(subscriptionId, { atPeriodEnd: false });
+    await send();
+  });
+
   it('a failed renewal says what to do', async () => {
     ctx.clock.set('2027-02-01T09:00:00.000Z');
     await buy('declines@example.com', subPrice, '4000000000000341');

@@ -10,9 +10,10 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 let ctx: TestContext;
 let priceId: string;
 let n = 0;
+const logLines: string[] = [];
 
 beforeAll(async () => {
-  ctx = await createTestContext();
+  ctx = await createTestContext({ env: { LOG_LEVEL: 'info' }, logDestination: { write: (line) => void logLines.push(line) } });
   const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Pro plan' });
   priceId = (await ctx.services.catalog.createPrice(product.id, { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', billingIntervalCount: 1 })).id;
 });
@@ -103,5 +104,24 @@ describe('every other hosted form refuses a cross-site POST', () => {
     const { path } = await newSession();
     const res = await ctx.merchant.post(`${path}/crypto-email`).set('Origin', 'https://evil.example').type('form').send({ email: 'a@example.com' });
     expect(res.status).toBe(403);
+  });
+});
+
+describe('a refused cross-site form is logged by its route, never its token (issue 37 §12)', () => {
+  it('portal entry, checkout page and manage page: the log line names the route pattern', async () => {
+    const { path } = await newSession();
+    const { manage } = await subscribe();
+    const portalToken = 'Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4F';
+    const checkoutToken = path.split('/')[2]!;
+    const manageToken = manage.split('/')[3]!;
+    logLines.length = 0;
+    for (const target of [`/portal/enter/${portalToken}`, `${path}/pay`, `${manage}/cancel`, `/portal/o/${ctx.orgA.orgId}`]) {
+      expect((await ctx.merchant.post(target).set('Origin', 'https://evil.example').type('form').send({ confirm: 'yes' })).status).toBe(403);
+    }
+    const refusals = logLines.filter((line) => line.includes('hosted form refused'));
+    expect(refusals).toHaveLength(4);
+    const logged = refusals.join('\n');
+    for (const secret of [portalToken, checkoutToken, manageToken, ctx.orgA.orgId]) expect(logged).not.toContain(secret);
+    expect(refusals.map((line) => JSON.parse(line).route)).toEqual(['/portal/enter/:token', '/checkout/:token/pay', '/subscriptions/manage/:token/cancel', '/portal/o/:token']);
   });
 });

@@ -292,3 +292,68 @@ describe('reaching the portal without the merchant', () => {
     expect(Number((await ctx.testDb.database.db('buyer_emails').count<{ count: number }[]>({ count: '*' }).first())?.count)).toBe(0);
   });
 });
+
+describe("another buyer's portal for the price of a sticker (issue 37 §2)", () => {
+  async function buyThroughLink(email: string, pricingId: string) {
+    const { link } = await ctx.services.catalog.createPaymentLink(pricingId, {});
+    const open = await http().get(new URL(ctx.services.catalog.paymentLinkUrl(link)).pathname);
+    expect(open.status).toBe(303);
+    const page = open.headers.location as string;
+    const paid = await http().post(`${page}/pay`).type('form').send({ email, cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' });
+    expect(paid.status).toBe(303);
+    return page;
+  }
+  const openFromPaidPage = async (page: string) => {
+    const opened = await http().post(`${page}/portal`).set('Origin', ORIGIN).type('form').send({});
+    expect(opened.status).toBe(303);
+    expect(opened.headers.location).toBe('/portal');
+    return [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+  };
+
+  it("a payment link bought with the victim's address (other letter case) opens that purchase only: not the victim's orders, receipts or subscription, and no cancelling it", async () => {
+    const victimEbook = await buy('victim@example.com', oneTimePrice);
+    const victimSub = await buy('victim@example.com', subPrice);
+    const page = await buyThroughLink('VICTIM@Example.COM', oneTimePrice);
+    const cookie = await openFromPaidPage(page);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.status).toBe(200);
+    const own = /\/portal\/orders\/(ORD_[0-9A-Za-z]+)/.exec(home.text)![1]!;
+    expect([victimEbook.order.orderId, victimSub.order.orderId]).not.toContain(own);
+    expect(home.text.match(/data-testid="order"/g)).toHaveLength(1);
+    expect(home.text).not.toContain(victimEbook.order.orderId);
+    expect(home.text).not.toContain(victimSub.order.orderId);
+    expect(home.text).not.toContain(victimSub.subscriptionId!);
+    expect(home.text).not.toMatch(/data-testid="product">Pro plan/);
+    expect(home.text).toContain('This shows the purchase you just made.');
+    expect((await http().get(`/portal/orders/${victimEbook.order.orderId}`).set('Cookie', cookie)).status).toBe(404);
+    expect((await http().get(`/portal/subscriptions/${victimSub.subscriptionId}/cancel`).set('Cookie', cookie)).status).toBe(404);
+    const csrf = csrfOf(home.text)!;
+    const cancel = await http().post(`/portal/subscriptions/${victimSub.subscriptionId}/cancel`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ confirm: 'yes', csrf });
+    expect(cancel.status).toBe(404);
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: victimSub.subscriptionId }).first()).cancel_at_period_end).toBe(false);
+    expect((await http().get(`/portal/orders/${own}`).set('Cookie', cookie)).status).toBe(200);
+  });
+
+  it('a subscription bought with a typed address: its own subscription can be canceled and kept, nothing else of that customer is shown', async () => {
+    const earlier = await buy('sub-typed@example.com', oneTimePrice);
+    const page = await buyThroughLink('Sub-Typed@example.com', subPrice);
+    const cookie = await openFromPaidPage(page);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).not.toContain(earlier.order.orderId);
+    expect(home.text).not.toMatch(/data-testid="product">Ebook/);
+    const subscriptionId = /\/portal\/subscriptions\/(SUB_[0-9A-Za-z]+)\/cancel/.exec(home.text)![1]!;
+    const done = await http().post(`/portal/subscriptions/${subscriptionId}/cancel`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ confirm: 'yes', csrf: csrfOf(home.text)! });
+    expect(done.status).toBe(200);
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first()).cancel_at_period_end).toBe(true);
+  });
+
+  it('a checkout whose customer the merchant named (customerId) opens that customer\'s whole portal from the paid page', async () => {
+    const first = await buy('named@example.com', oneTimePrice);
+    const second = await buy('ignored@example.com', oneTimePrice, ctx.orgA.apiKey, { customerEmail: undefined, customerId: first.customerId });
+    const cookie = await openFromPaidPage(second.path);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toContain(first.order.orderId);
+    expect(home.text).toContain(second.order.orderId);
+    expect(home.text).not.toContain('This shows the purchase you just made.');
+  });
+});
