@@ -207,7 +207,12 @@ async function start(options: BootOptions): Promise<void> {
   // Before anything is sealed with the key (the first signing key below).
   const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
   if (keyCheck === 'recorded') logger.info('recorded the encryption key check value: later starts with another key are refused');
-  const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
+  const metrics = new Metrics({
+    repo: new KnexMetricsRepository(database.db),
+    clock,
+    role: config.role,
+    database: { pool: () => database.pool(), replicas: () => database.reads.status() },
+  });
   const services = createServices({ db: database.db, reads: database.reads, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);

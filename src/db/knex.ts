@@ -174,7 +174,23 @@ export interface Database {
   kind: 'postgres' | 'pglite';
   /** Lag-tolerant reads and the writes that pin a caller to the primary (no replicas: always the primary). */
   reads: ReadRouter;
+  /** The primary pool's connections now (the embedded database has none). */
+  pool(): PoolStats | undefined;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  used: number;
+  idle: number;
+  /** Queries waiting for a connection (creations included): above zero for long, the pool is saturated. */
+  pending: number;
+  max: number;
+}
+
+function poolStats(db: Db): PoolStats | undefined {
+  const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; numPendingCreates(): number; max: number } }).pool;
+  if (!pool) return undefined;
+  return { used: pool.numUsed(), idle: pool.numFree(), pending: pool.numPendingAcquires(), max: pool.max };
 }
 
 /** A replica's name in logs and metrics: its host, port and database, never its credentials. */
@@ -197,6 +213,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       db,
       kind: 'postgres',
       reads,
+      pool: () => poolStats(db),
       close: async () => {
         await reads.stop();
         await Promise.all([db, ...replicas.map((r) => r.db)].map(async (handle) => {
@@ -219,6 +236,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     db,
     kind: 'pglite',
     reads: new ReadRouter(db, [], { maxLagMs: 1, checkIntervalMs: 1 }),
+    pool: () => undefined,
     close: async () => {
       await db.destroy();
       if (!instance.closed) await instance.close();

@@ -18,6 +18,7 @@ import { SecretBox } from '../../src/kernel/secrets.js';
 import { randomBytes } from 'node:crypto';
 import { createLogger } from '../../src/kernel/logger.js';
 import { systemClock } from '../../src/kernel/clock.js';
+import { Metrics } from '../../src/observability/metrics.js';
 
 const runs = !!process.env.TEST_DATABASE_URL && (await postgresBinDir()) !== undefined;
 
@@ -68,6 +69,13 @@ describe.skipIf(!runs)(skippedUnless('read replicas on a real streaming replica'
     const [status] = database.reads.status();
     expect(status).toMatchObject({ name: `127.0.0.1:${replica.port}/${new URL(replicaUrl).pathname.slice(1)}`, up: true, usable: true });
     expect(status!.lagSeconds!).toBeLessThan(MAX_LAG_MS / 1000);
+    // What an operator watches: the replica's lag and use, and the pool, on /metrics.
+    const metrics = new Metrics({ clock: systemClock, role: 'api', defaultMetrics: false, database: { pool: () => database.pool(), replicas: () => database.reads.status() } });
+    const { body } = await metrics.render();
+    expect(body).toMatch(new RegExp(`kassa_database_replica_usable\\{replica="${status!.name}",role="api"\\} 1`));
+    expect(body).toMatch(/kassa_database_replica_lag_seconds\{replica="[^"]+",role="api"\} 0(\.\d+)?\n/);
+    expect(body).toMatch(/kassa_database_pool_connections\{state="max",role="api"\} 10/);
+    expect(body).toMatch(/kassa_database_pool_connections\{state="pending",role="api"\} 0/);
   });
 
   it('read-your-writes: a caller who wrote reads from the primary until the replica has replayed its write (20 rounds)', async () => {
