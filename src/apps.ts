@@ -178,6 +178,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     bodyLimit: () => DEFAULT_BODY_LIMIT,
     errorFlavor: () => 'envelope',
     readiness: readiness(deps),
+    writes: deps.database.reads,
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
     hsts: deps.config.publicBaseUrl.startsWith('https:'),
@@ -238,6 +239,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
     errorFlavor: (req) => (usesEnvelope(req) ? 'envelope' : 'telemetry'),
     refineError: (error, thrown, req) => (usesEnvelope(req) ? error : modules.telemetry.refineError(error, thrown, req)),
     readiness: readiness(deps),
+    writes: deps.database.reads,
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
     hsts: deps.config.publicApiUrl.startsWith('https:'),
@@ -283,6 +285,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     bodyLimit: () => DEFAULT_BODY_LIMIT,
     errorFlavor: () => 'envelope',
     readiness: readiness(deps),
+    writes: deps.database.reads,
     metrics: deps.metrics,
   });
 }

@@ -137,6 +137,24 @@ async function demoOwnerSignInLink(services: Services, orgId: string): Promise<{
   return { email: DEMO_OWNER_EMAIL, url };
 }
 
+/**
+ * Migrations take a session advisory lock and build indexes CONCURRENTLY, which a pooler in
+ * transaction mode cannot carry: with DATABASE_DIRECT_URL they run on a connection of their own
+ * to the server itself, closed once they are done.
+ */
+async function migrate(config: Config, database: Database, logger: Logger): Promise<void> {
+  if (!config.databaseDirectUrl || config.databaseDirectUrl === config.databaseUrl) {
+    await migrateLatest(database.db);
+    return;
+  }
+  const direct = await openDatabase({ databaseUrl: config.databaseDirectUrl, poolMax: 2, preparedStatements: false, logger });
+  try {
+    await migrateLatest(direct.db);
+  } finally {
+    await direct.close();
+  }
+}
+
 /** What the start opened so far, closed in reverse order when a later step fails. */
 const opened: Array<() => Promise<unknown>> = [];
 
@@ -169,11 +187,19 @@ async function start(options: BootOptions): Promise<void> {
   }
   const database: Database = await openDatabase(
     config.databaseUrl
-      ? { databaseUrl: config.databaseUrl, poolMax: config.databasePoolMax, preparedStatements: config.databasePreparedStatements, logger }
+      ? {
+          databaseUrl: config.databaseUrl,
+          poolMax: config.databasePoolMax,
+          preparedStatements: config.databasePreparedStatements,
+          replicaUrls: config.databaseReplicaUrls,
+          replicaMaxLagMs: config.databaseReplicaMaxLagMs,
+          replicaCheckIntervalMs: config.databaseReplicaCheckIntervalMs,
+          logger,
+        }
       : { dataDir: path.join(config.dataDir, 'pgdata'), logger },
   );
   opened.push(() => database.close());
-  await migrateLatest(database.db);
+  await migrate(config, database, logger);
   const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
   secretValues.add(encryptionKey.key.toString('base64'));
   secretValues.add(encryptionKey.key.toString('hex'));
@@ -181,8 +207,13 @@ async function start(options: BootOptions): Promise<void> {
   // Before anything is sealed with the key (the first signing key below).
   const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
   if (keyCheck === 'recorded') logger.info('recorded the encryption key check value: later starts with another key are refused');
-  const metrics = new Metrics({ repo: new KnexMetricsRepository(database.db), clock, role: config.role });
-  const services = createServices({ db: database.db, clock, secretBox, config, logger, metrics });
+  const metrics = new Metrics({
+    repo: new KnexMetricsRepository(database.db),
+    clock,
+    role: config.role,
+    database: { pool: () => database.pool(), replicas: () => database.reads.status() },
+  });
+  const services = createServices({ db: database.db, reads: database.reads, clock, secretBox, config, logger, metrics });
   await services.signingKeys.ensureKey();
   const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
   secretValues.add(adminToken);

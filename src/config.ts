@@ -36,6 +36,18 @@ export interface Config {
    * cannot keep them (PgBouncer before 1.21, or with max_prepared_statements = 0).
    */
   databasePreparedStatements: boolean;
+  /**
+   * Where migrations run (and take their session advisory lock): DATABASE_DIRECT_URL, default
+   * DATABASE_URL. Set it to the server itself when DATABASE_URL goes through a pooler in
+   * transaction mode (docs/operations.md, scaling).
+   */
+  databaseDirectUrl: string | undefined;
+  /** Streaming replicas for reads that tolerate lag: DATABASE_REPLICA_URL, comma-separated. */
+  databaseReplicaUrls: string[];
+  /** A replica further behind the primary than this is skipped. DATABASE_REPLICA_MAX_LAG_MS, default 2000. */
+  databaseReplicaMaxLagMs: number;
+  /** How often each process checks its replicas' health and lag. DATABASE_REPLICA_CHECK_INTERVAL_MS, default 500. */
+  databaseReplicaCheckIntervalMs: number;
   dataDir: string;
   /** Bearer token of the admin API; unset → generated into `<dataDir>/admin-token`. */
   adminToken: string | undefined;
@@ -282,6 +294,32 @@ function databasePoolMax(env: Env): number {
   return max;
 }
 
+function postgresUrl(name: string, raw: string): string {
+  if (!/^postgres(ql)?:\/\//.test(raw) || !URL.canParse(raw)) throw new ConfigError(`${name} must be a postgres:// or postgresql:// connection string`);
+  return raw;
+}
+
+/** DATABASE_DIRECT_URL and DATABASE_REPLICA_URL: both only with DATABASE_URL (the embedded database has no replicas). */
+function databaseTopology(env: Env): Pick<Config, 'databaseDirectUrl' | 'databaseReplicaUrls' | 'databaseReplicaMaxLagMs' | 'databaseReplicaCheckIntervalMs'> {
+  const primary = env.DATABASE_URL || undefined;
+  const direct = env.DATABASE_DIRECT_URL || undefined;
+  const replicaList = (env.DATABASE_REPLICA_URL ?? '').split(',').map((u) => u.trim());
+  if (replicaList.length > 1 && replicaList.some((u) => u === '')) throw new ConfigError('DATABASE_REPLICA_URL must be one or more postgres:// connection strings separated by commas, with none empty');
+  const replicas = replicaList.filter((u) => u !== '');
+  if ((direct || replicas.length > 0) && !primary) {
+    throw new ConfigError(`${direct ? 'DATABASE_DIRECT_URL' : 'DATABASE_REPLICA_URL'} needs DATABASE_URL: the embedded database has no pooler and no replicas`);
+  }
+  if (direct) postgresUrl('DATABASE_DIRECT_URL', direct);
+  replicas.forEach((u, i) => postgresUrl(`DATABASE_REPLICA_URL (entry ${i + 1})`, u));
+  if (new Set(replicas).size !== replicas.length) throw new ConfigError('DATABASE_REPLICA_URL names one replica twice');
+  if (replicas.includes(primary!) || (direct && replicas.includes(direct))) throw new ConfigError('DATABASE_REPLICA_URL must name the replicas, not the primary (DATABASE_URL)');
+  const maxLagMs = positiveInt(env, 'DATABASE_REPLICA_MAX_LAG_MS', 2000);
+  const checkIntervalMs = positiveInt(env, 'DATABASE_REPLICA_CHECK_INTERVAL_MS', 500);
+  if (checkIntervalMs < 50) throw new ConfigError(`DATABASE_REPLICA_CHECK_INTERVAL_MS must be at least 50, got "${checkIntervalMs}"`);
+  if (checkIntervalMs >= maxLagMs) throw new ConfigError(`DATABASE_REPLICA_CHECK_INTERVAL_MS (${checkIntervalMs}) must be below DATABASE_REPLICA_MAX_LAG_MS (${maxLagMs}): a replica's lag is only known at each check`);
+  return { databaseDirectUrl: direct, databaseReplicaUrls: replicas, databaseReplicaMaxLagMs: maxLagMs, databaseReplicaCheckIntervalMs: checkIntervalMs };
+}
+
 function webhookLeaseSeconds(env: Env): number {
   const seconds = positiveInt(env, 'WEBHOOK_DELIVERY_LEASE_SECONDS', 60);
   if (seconds < 15) throw new ConfigError(`WEBHOOK_DELIVERY_LEASE_SECONDS must be at least 15 (the 10 s attempt timeout plus a margin), got "${seconds}"`);
@@ -357,6 +395,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     databaseUrl: env.DATABASE_URL || undefined,
     databasePoolMax: databasePoolMax(env),
     databasePreparedStatements: bool(env, 'DATABASE_PREPARED_STATEMENTS', true),
+    ...databaseTopology(env),
     dataDir: path.resolve(env.DATA_DIR || './data'),
     adminToken: admin.adminToken,
     encryptionKey,
@@ -392,8 +431,9 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
  */
 export function configSecrets(config: Config): string[] {
   const secrets = [config.adminToken, config.encryptionKey?.toString('base64'), config.encryptionKey?.toString('hex')];
-  if (config.databaseUrl && URL.canParse(config.databaseUrl)) {
-    const database = new URL(config.databaseUrl);
+  for (const databaseUrl of [config.databaseUrl, config.databaseDirectUrl, ...config.databaseReplicaUrls]) {
+    if (!databaseUrl || !URL.canParse(databaseUrl)) continue;
+    const database = new URL(databaseUrl);
     secrets.push(database.password);
     try {
       secrets.push(decodeURIComponent(database.password));

@@ -1,5 +1,6 @@
 /** Calls each domain's module. Handlers receive services, never the database. */
 import type { Db } from './db/knex.js';
+import type { ReadRouter } from './db/replicas.js';
 import type { Clock } from './kernel/clock.js';
 import type { SecretBox } from './kernel/secrets.js';
 import type { Config } from './config.js';
@@ -148,8 +149,17 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
   }));
 }
 
-export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBox; config?: ServicesConfig; logger?: Logger; metrics?: Metrics }): Services {
-  const { db, clock, secretBox, metrics } = deps;
+export function createServices(deps: {
+  db: Db;
+  /** Where lag-tolerant reads go (src/db/replicas.ts); without it every read is on `db`. */
+  reads?: ReadRouter;
+  clock: Clock;
+  secretBox: SecretBox;
+  config?: ServicesConfig;
+  logger?: Logger;
+  metrics?: Metrics;
+}): Services {
+  const { db, reads, clock, secretBox, metrics } = deps;
   const config = deps.config ?? {};
   const logger = deps.logger ?? createLogger({ level: 'silent' });
   const uow = createCommerceUnitOfWork(db, { buyerEmails: config.smtp !== undefined });
@@ -247,7 +257,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     }),
     orders: createOrdersModule({ uow, clock, orgs, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
-    telemetry: createTelemetryModule({ db, clock, orgs, config: config.telemetry, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
+    telemetry: createTelemetryModule({ db, reads, clock, orgs, config: config.telemetry, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
     agentWallet: createAgentWalletModule({
       db,
       secretBox,
@@ -256,7 +266,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
       // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
       chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
     }),
-    commerceMetrics: createCommerceMetricsModule({ db }),
+    commerceMetrics: createCommerceMetricsModule({ db, reads }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
     accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, configSecrets, loadConfig } from '../src/config.js';
 
 describe('config', () => {
   it('has working defaults: ports 3000/3001/3002, admin on loopback, embedded database', () => {
@@ -53,5 +53,37 @@ describe('config', () => {
 
   it('takes the role from --role', () => {
     expect(loadConfig({}, ['--role', 'worker']).role).toBe('worker');
+  });
+
+  describe('read replicas and the direct URL (DATABASE_REPLICA_URL, DATABASE_DIRECT_URL)', () => {
+    const primary = 'postgres://kassa:pw@db:5432/kassa';
+    it('reads one or more comma-separated replicas, with the lag bound and check interval', () => {
+      const config = loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://kassa:r1@replica-1/kassa, postgresql://kassa:r2@replica-2:6432/kassa', DATABASE_DIRECT_URL: 'postgres://kassa:pw@db-direct/kassa' }, []);
+      expect(config.databaseReplicaUrls).toEqual(['postgres://kassa:r1@replica-1/kassa', 'postgresql://kassa:r2@replica-2:6432/kassa']);
+      expect(config.databaseDirectUrl).toBe('postgres://kassa:pw@db-direct/kassa');
+      expect(config).toMatchObject({ databaseReplicaMaxLagMs: 2000, databaseReplicaCheckIntervalMs: 500 });
+      expect(loadConfig({ DATABASE_URL: primary }, []).databaseReplicaUrls).toEqual([]);
+    });
+
+    it('blanks the replicas\' and the direct URL\'s passwords in logs', () => {
+      const config = loadConfig({ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://kassa:replica-secret@replica/kassa', DATABASE_DIRECT_URL: 'postgres://kassa:direct-secret@db/kassa' }, []);
+      expect(configSecrets(config)).toEqual(expect.arrayContaining(['pw', 'replica-secret', 'direct-secret']));
+    });
+
+    it.each([
+      [{ DATABASE_REPLICA_URL: 'postgres://replica/kassa' }, /DATABASE_REPLICA_URL needs DATABASE_URL/],
+      [{ DATABASE_DIRECT_URL: 'postgres://db/kassa' }, /DATABASE_DIRECT_URL needs DATABASE_URL/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'mysql://replica/kassa' }, /DATABASE_REPLICA_URL \(entry 1\) must be a postgres:\/\//],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://replica/kassa,,postgres://other/kassa' }, /none empty/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://replica/kassa,postgres://replica/kassa' }, /twice/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: primary }, /not the primary/],
+      [{ DATABASE_URL: primary, DATABASE_DIRECT_URL: 'http://db/kassa' }, /DATABASE_DIRECT_URL must be a postgres:\/\//],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://replica/kassa', DATABASE_REPLICA_MAX_LAG_MS: '0' }, /DATABASE_REPLICA_MAX_LAG_MS/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_URL: 'postgres://replica/kassa', DATABASE_REPLICA_CHECK_INTERVAL_MS: '2000' }, /must be below DATABASE_REPLICA_MAX_LAG_MS/],
+      [{ DATABASE_URL: primary, DATABASE_REPLICA_CHECK_INTERVAL_MS: '10' }, /at least 50/],
+    ])('refuses %j', (env, message) => {
+      expect(() => loadConfig(env, [])).toThrow(ConfigError);
+      expect(() => loadConfig(env, [])).toThrow(message);
+    });
   });
 });

@@ -331,7 +331,12 @@ export async function postgresBinDir(): Promise<string | undefined> {
   return candidates.find((dir) => existsSync(path.join(dir, 'initdb')) && existsSync(path.join(dir, 'pg_ctl')));
 }
 
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+/**
+ * With `replicaOf`, the server is a streaming replica of that private server: `pg_basebackup -R`
+ * (a copy of its data folder, with `primary_conninfo` and `standby.signal` written), then started
+ * on a port of its own as a hot standby that replays the primary's WAL as it streams in.
+ */
+export async function startPrivatePostgres(options: { replicaOf?: PrivatePostgres } = {}): Promise<PrivatePostgres> {
   const binDir = await postgresBinDir();
   if (!binDir) throw new Error('PostgreSQL server binaries (initdb, pg_ctl) not found: set PG_BIN_DIR');
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-pg-'));
@@ -364,7 +369,11 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
       await chown(dataDir, uid, gid);
     }
-    await pgCommand('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+    if (options.replicaOf) {
+      await pgCommand('pg_basebackup', ['-h', '127.0.0.1', '-p', String(options.replicaOf.port), '-U', 'postgres', '-D', dataDir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
+    } else {
+      await pgCommand('initdb', ['-D', dataDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+    }
     await start();
   } catch (err) {
     await destroy();

@@ -4,6 +4,7 @@
  * OpenAPI description; this service turns the read model's grouped rows into whole series.
  */
 import { validationError } from '../kernel/errors.js';
+import type { LagTolerantReads } from '../kernel/lag-tolerant-reads.js';
 import type { BucketRow, BucketUnit, CommerceMetricsRepository, MetricsRange } from './commerce-metrics.repository.js';
 import { isKnownTimeZone } from '../kernel/time-zone.js';
 
@@ -94,9 +95,14 @@ const FLOWS = [
 ] as const satisfies readonly (keyof CurrencyFigures)[];
 
 export class CommerceMetricsService {
-  constructor(private readonly repository: CommerceMetricsRepository) {}
+  constructor(private readonly repositories: LagTolerantReads<CommerceMetricsRepository>) {}
 
-  async metrics(orgId: string, query: CommerceMetricsQuery): Promise<CommerceMetrics> {
+  /** The figures are read in one go, on a replica when one is fresh enough for the organization. */
+  metrics(orgId: string, query: CommerceMetricsQuery): Promise<CommerceMetrics> {
+    return this.repositories.read(orgId, (repository) => this.metricsOn(repository, orgId, query));
+  }
+
+  private async metricsOn(repository: CommerceMetricsRepository, orgId: string, query: CommerceMetricsQuery): Promise<CommerceMetrics> {
     const { startDate, endDate, interval, timeZone } = query;
     for (const [name, date] of [['start_date', startDate], ['end_date', endDate]] as const)
       if (!isCalendarDate(date)) throw validationError(`${name} must be a calendar date (YYYY-MM-DD): ${date} does not exist`);
@@ -106,7 +112,7 @@ export class CommerceMetricsService {
     if (count > MAX_BUCKETS) throw validationError(`The range spans ${count} buckets of a ${interval}; at most ${MAX_BUCKETS} are allowed`);
     if (!isKnownTimeZone(timeZone)) throw validationError(`Unknown time zone "${timeZone}": use an IANA name such as Europe/Paris`);
 
-    const buckets = await this.repository.buckets(interval, timeZone, startDate, endDate);
+    const buckets = await repository.buckets(interval, timeZone, startDate, endDate);
     const first = buckets[0];
     const last = buckets[buckets.length - 1];
     if (!first || !last) throw new Error('a range of dates has at least one bucket');
@@ -119,12 +125,12 @@ export class CommerceMetricsService {
       currency: query.currency?.toUpperCase(),
     };
     const [orders, starts, ends, base, sessions, customers] = [
-      await this.repository.orderFigures(range),
-      await this.repository.subscriptionStarts(range),
-      await this.repository.subscriptionEnds(range),
-      await this.repository.subscriptionsActiveAtStart(range),
-      await this.repository.sessionFigures(range),
-      await this.repository.customerFigures(range),
+      await repository.orderFigures(range),
+      await repository.subscriptionStarts(range),
+      await repository.subscriptionEnds(range),
+      await repository.subscriptionsActiveAtStart(range),
+      await repository.sessionFigures(range),
+      await repository.customerFigures(range),
     ];
 
     const index = new Map(buckets.map((b, i) => [b.date, i]));

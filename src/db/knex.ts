@@ -11,6 +11,7 @@ import ClientPgLite from 'knex-pglite';
 import { PGlite } from '@electric-sql/pglite';
 import type { Logger } from '../kernel/logger.js';
 import { migrationSource } from './migrations/index.js';
+import { ReadRouter } from './replicas.js';
 
 export type Db = Knex;
 
@@ -146,6 +147,10 @@ export interface DatabaseOptions {
   /** A ready PGlite instance (tests load one from a migrated snapshot). */
   pglite?: PGlite;
   poolMax?: number;
+  /** Streaming replicas for lag-tolerant reads (src/db/replicas.ts); PostgreSQL only. */
+  replicaUrls?: string[];
+  replicaMaxLagMs?: number;
+  replicaCheckIntervalMs?: number;
   /**
    * Where knex's own warnings go (a refused connection, a deprecation). Without one knex writes
    * them to the console, past the log level and the secret scrubbing of the application's logger.
@@ -167,36 +172,54 @@ function knexLog(logger: Logger): Knex.Config['log'] {
 export interface Database {
   db: Db;
   kind: 'postgres' | 'pglite';
+  /** Lag-tolerant reads and the writes that pin a caller to the primary (no replicas: always the primary). */
+  reads: ReadRouter;
+  /** The primary pool's connections now (the embedded database has none). */
+  pool(): PoolStats | undefined;
   close(): Promise<void>;
+}
+
+export interface PoolStats {
+  used: number;
+  idle: number;
+  /** Queries waiting for a connection (creations included): above zero for long, the pool is saturated. */
+  pending: number;
+  max: number;
+}
+
+function poolStats(db: Db): PoolStats | undefined {
+  const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; numPendingCreates(): number; max: number } }).pool;
+  if (!pool) return undefined;
+  return { used: pool.numUsed(), idle: pool.numFree(), pending: pool.numPendingAcquires(), max: pool.max };
+}
+
+/** A replica's name in logs and metrics: its host, port and database, never its credentials. */
+export function replicaName(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const config: Knex.Config & { preparedStatements: boolean } = {
-      client: PgClient,
-      preparedStatements: options.preparedStatements ?? true,
-      // Bounded waits (docs/operations.md, faults): a connection attempt gives up after 3 s,
-      // waiting for a free pooled connection after 5 s, a statement after 15 s on the server and
-      // after 20 s on the client (a network partition, where the server cannot answer at all).
-      // All of them surface as 503 SERVICE_UNAVAILABLE (src/http/errors.ts).
-      connection: {
-        connectionString: options.databaseUrl,
-        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-        statement_timeout: STATEMENT_TIMEOUT_MS,
-        query_timeout: QUERY_TIMEOUT_MS,
-        keepAlive: true,
-      } as Knex.PgConnectionConfig,
-      pool: { min: 0, max: options.poolMax ?? 10, afterCreate: jitOff },
-      acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
-      ...(options.logger ? { log: knexLog(options.logger) } : {}),
-    };
-    const db = knexPkg.knex(config);
+    const db = knexPkg.knex(pgConfig(options.databaseUrl, options));
+    const replicas = (options.replicaUrls ?? []).map((url) => ({ name: replicaName(url), db: knexPkg.knex(pgConfig(url, options)) }));
+    const reads = new ReadRouter(db, replicas, {
+      maxLagMs: options.replicaMaxLagMs ?? 2000,
+      checkIntervalMs: options.replicaCheckIntervalMs ?? 500,
+      onError: options.logger && ((replica, err) => options.logger!.warn({ replica, err: (err as Error).message }, 'read replica unavailable: its reads go to the primary')),
+    });
+    reads.start();
     return {
       db,
       kind: 'postgres',
+      reads,
+      pool: () => poolStats(db),
       close: async () => {
-        await drainPool(db, 5000);
-        await db.destroy();
+        await reads.stop();
+        await Promise.all([db, ...replicas.map((r) => r.db)].map(async (handle) => {
+          await drainPool(handle, 5000);
+          await handle.destroy();
+        }));
       },
     };
   }
@@ -212,10 +235,33 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return {
     db,
     kind: 'pglite',
+    reads: new ReadRouter(db, [], { maxLagMs: 1, checkIntervalMs: 1 }),
+    pool: () => undefined,
     close: async () => {
       await db.destroy();
       if (!instance.closed) await instance.close();
     },
+  };
+}
+
+function pgConfig(databaseUrl: string, options: DatabaseOptions): Knex.Config & { preparedStatements: boolean } {
+  return {
+    client: PgClient,
+    preparedStatements: options.preparedStatements ?? true,
+    // Bounded waits (docs/operations.md, faults): a connection attempt gives up after 3 s,
+    // waiting for a free pooled connection after 5 s, a statement after 15 s on the server and
+    // after 20 s on the client (a network partition, where the server cannot answer at all).
+    // All of them surface as 503 SERVICE_UNAVAILABLE (src/http/errors.ts).
+    connection: {
+      connectionString: databaseUrl,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      statement_timeout: STATEMENT_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS,
+      keepAlive: true,
+    } as Knex.PgConnectionConfig,
+    pool: { min: 0, max: options.poolMax ?? 10, afterCreate: jitOff },
+    acquireConnectionTimeout: ACQUIRE_TIMEOUT_MS,
+    ...(options.logger ? { log: knexLog(options.logger) } : {}),
   };
 }
 

@@ -28,6 +28,9 @@ import type { HttpMetrics } from '../observability/metrics.js';
  */
 export const credentialsAbsent = <E extends Error>(error: E): E => Object.assign(error, { credentialsAbsent: true });
 
+/** Methods that never change state: they do not pin the caller's reads to the primary. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 export type Authenticator = (req: Request, op: OperationInfo) => Promise<unknown>;
 
 export type ErrorFlavor = 'envelope' | 'telemetry';
@@ -67,6 +70,13 @@ export interface OpenApiAppOptions {
    * to compare.
    */
   parameterFastPath?: boolean;
+  /**
+   * Told of each authenticated request that may write (any method but GET, HEAD and OPTIONS), by
+   * organization, from its authentication until its response is done: that organization's
+   * lag-tolerant reads stay on the primary meanwhile and until a replica has caught up with it
+   * (read-your-writes, src/db/replicas.ts).
+   */
+  writes?: { begin(caller: string): () => void };
 }
 
 /**
@@ -245,13 +255,15 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
 
   // Authentication runs before body parsing and validation: an unauthenticated caller learns
   // nothing about the request's shape, and never makes us parse a large body.
-  app.use(async (req: Request, _res: Response, next: NextFunction) => {
+  app.use(async (req: Request, res: Response, next: NextFunction) => {
     try {
       const routed = table.find(req.method, req.path);
       if (!routed) return next();
       req.documented = routed;
       req.operationId = routed.entry.op.operationId;
       req.auth = await authenticate(req, routed.entry.op, options.authenticators);
+      const caller = (req.auth as { orgId?: unknown } | undefined)?.orgId;
+      if (options.writes && typeof caller === 'string' && !SAFE_METHODS.has(req.method)) res.once('close', options.writes.begin(caller));
       checkIntegerQuery(routed.entry.integerQuery, req);
       next();
     } catch (err) {

@@ -31,6 +31,12 @@ export interface HttpMetrics {
   observeHttp(observation: HttpObservation): void;
 }
 
+/** What the database layer reports to the scrape: the pool and the replicas (src/db). */
+export interface DatabaseGauges {
+  pool(): { used: number; idle: number; pending: number; max: number } | undefined;
+  replicas(): Array<{ name: string; lagSeconds: number | null; usable: boolean }>;
+}
+
 export class Metrics implements HttpMetrics {
   readonly registry = new Registry();
   private readonly httpDuration: Histogram<'app' | 'operation' | 'method' | 'status'>;
@@ -45,7 +51,7 @@ export class Metrics implements HttpMetrics {
   private readonly cursorAge: Gauge<'chain_id'>;
 
   constructor(
-    private readonly options: { repo?: MetricsRepository; clock: Clock; role: string; defaultMetrics?: boolean },
+    private readonly options: { repo?: MetricsRepository; clock: Clock; role: string; defaultMetrics?: boolean; database?: DatabaseGauges },
   ) {
     const registry = this.registry;
     registry.setDefaultLabels({ role: options.role });
@@ -90,6 +96,38 @@ export class Metrics implements HttpMetrics {
       labelNames: ['chain_id'],
       registers: [registry],
     });
+    const database = options.database;
+    if (database) {
+      new Gauge({
+        name: 'kassa_database_pool_connections',
+        help: "This process's connections to the primary by state: used, idle, pending (queries waiting for one: the pool is saturated), max.",
+        labelNames: ['state'],
+        registers: [registry],
+        collect() {
+          const pool = database.pool();
+          if (!pool) return;
+          for (const state of ['used', 'idle', 'pending', 'max'] as const) this.set({ state }, pool[state]);
+        },
+      });
+      new Gauge({
+        name: 'kassa_database_replica_lag_seconds',
+        help: 'Age of the newest primary WAL position each read replica has replayed, as this process last checked (NaN: not known yet).',
+        labelNames: ['replica'],
+        registers: [registry],
+        collect() {
+          for (const r of database.replicas()) this.set({ replica: r.name }, r.lagSeconds ?? NaN);
+        },
+      });
+      new Gauge({
+        name: 'kassa_database_replica_usable',
+        help: '1 when a read replica is up and within DATABASE_REPLICA_MAX_LAG_MS, so lag-tolerant reads may go to it; else 0.',
+        labelNames: ['replica'],
+        registers: [registry],
+        collect() {
+          for (const r of database.replicas()) this.set({ replica: r.name }, r.usable ? 1 : 0);
+        },
+      });
+    }
     for (const outcome of ['succeeded', 'retrying', 'failed', 'abandoned', 'dropped'] as const) this.webhookAttempts.inc({ outcome }, 0);
     for (const kind of ['traces', 'spans', 'metrics'] as const) this.ingested.inc({ kind }, 0);
   }

@@ -1,4 +1,5 @@
 /** The telemetry module, wired: its services, its API handlers and authenticator, its jobs. */
+import type { ReadRouter } from '../db/replicas.js';
 import type { TelemetryConfig } from '../config.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
@@ -63,7 +64,7 @@ export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = {
   prices: {},
 };
 
-export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgService; config?: TelemetryConfig; /** The telemetry listener's public URL (PUBLIC_API_URL). */ publicApiUrl?: string }): TelemetryModule {
+export function createTelemetryModule(deps: { db: Db; reads?: ReadRouter; clock: Clock; orgs: OrgService; config?: TelemetryConfig; /** The telemetry listener's public URL (PUBLIC_API_URL). */ publicApiUrl?: string }): TelemetryModule {
   const { db, clock, orgs } = deps;
   const config = deps.config ?? DEFAULT_TELEMETRY_CONFIG;
   const projectRepo = new KnexProjectRepository(db);
@@ -75,7 +76,7 @@ export function createTelemetryModule(deps: { db: Db; clock: Clock; orgs: OrgSer
     prices,
     ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
     traces: new TraceService(new KnexTraceRepository(db)),
-    metrics: new MetricsService(new KnexRollupRepository(db), projectRepo),
+    metrics: new MetricsService(new KnexRollupRepository(db), projectRepo, deps.reads?.reads((handle) => new KnexRollupRepository(handle))),
   };
   const retention = new RetentionJob(projectRepo, new KnexRetentionRepository(db, clock), keys, clock);
   const groupChanges = new GroupChangesJob(new KnexGroupChangeRepository(db));

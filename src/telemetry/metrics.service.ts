@@ -7,6 +7,7 @@
  * (relative error ≤ 1%). A 7-day query at 1h reads 168 hour cells per model and project instead
  * of every span; the same query with unaligned ends about 15 per bucket.
  */
+import { primaryReads, type LagTolerantReads } from '../kernel/lag-tolerant-reads.js';
 import { AppError, notFound, validationError } from '../kernel/errors.js';
 import { batchPerTurn } from '../kernel/turn-batch.js';
 import { Distribution, distributionIndex, mergeEncodedDistribution, type DistributionName } from './cell-stats.js';
@@ -98,12 +99,12 @@ export class MetricsService {
   private readonly cellReads = batchPerTurn(async (key: string, args: Wanted[]) => {
     const input = JSON.parse(key) as { orgId: string; projectIds: string[]; resolution: Resolution; ranges: TimeRange[]; model?: string };
     const distributions = wanted(args);
-    return { distributions, rows: await this.rollups.queryCells({ ...input, distributions }) };
+    return { distributions, rows: await this.rollupReads.read(input.orgId, (rollups) => rollups.queryCells({ ...input, distributions })) };
   });
   private readonly rawReads = batchPerTurn(async (key: string, args: Wanted[]) => {
     const input = JSON.parse(key) as { orgId: string; projectIds: string[]; ranges: TimeRange[]; model?: string };
     const distributions = wanted(args);
-    return { distributions, rows: await this.rollups.rawAggregates({ ...input, distributions }) };
+    return { distributions, rows: await this.rollupReads.read(input.orgId, (rollups) => rollups.rawAggregates({ ...input, distributions })) };
   });
   /** The queried project, read once for the queries of one turn. */
   private readonly projectReads = batchPerTurn((key: string) => {
@@ -114,6 +115,8 @@ export class MetricsService {
   constructor(
     private readonly rollups: RollupRepository,
     private readonly projects: ProjectRepository,
+    /** The explorer's figures may lag ingest (they already do by the rollups' pace): a replica may answer them. */
+    private readonly rollupReads: LagTolerantReads<RollupRepository> = primaryReads(rollups),
   ) {}
 
   /** The cells of the ranges, and where the asked distribution is in each row's `stats` (-1: none asked). */

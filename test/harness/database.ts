@@ -33,7 +33,11 @@ export async function freshDatabase(options: { poolMax?: number } = {}): Promise
       }
     }
     const url = databaseUrlFor(serverUrl, name);
-    const database = await openDatabase({ databaseUrl: url, poolMax: options.poolMax });
+    // Through PgBouncer in transaction mode (KASSA_TEST_PGBOUNCER): PgBouncer 1.18 keeps no prepared statements.
+    const pooler = inject('postgresPooler');
+    const database = pooler
+      ? await openDatabase({ databaseUrl: databaseUrlFor(pooler, name), poolMax: options.poolMax, preparedStatements: false })
+      : await openDatabase({ databaseUrl: url, poolMax: options.poolMax });
     return {
       database,
       kind: 'postgres',

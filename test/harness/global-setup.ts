@@ -15,6 +15,7 @@ import type { TestProject } from 'vitest/node';
 import { buildConsole } from '../../src/console/build.js';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { PREBUILT_ENTRIES_ENV } from '../../tools/node-entry.js';
+import { startPgBouncer } from '../../tools/pgbouncer.js';
 import { databaseUrlFor } from './postgres.js';
 import { buildPrebuiltEntries } from './prebuilt-entries.js';
 
@@ -22,6 +23,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     pgliteSnapshot: string;
     postgresTemplate: string;
+    /** KASSA_TEST_PGBOUNCER=true: TEST_DATABASE_URL's server through PgBouncer in transaction mode ('' otherwise). */
+    postgresPooler: string;
   }
 }
 
@@ -43,6 +46,7 @@ async function prebuildEntries(): Promise<() => Promise<void>> {
 interface Prepared {
   pgliteSnapshot: string;
   postgresTemplate: string;
+  postgresPooler: string;
   teardown(): Promise<void>;
 }
 
@@ -58,10 +62,15 @@ async function prepare(): Promise<Prepared> {
     const database = await openDatabase({ databaseUrl: databaseUrlFor(serverUrl, template) });
     await migrateLatest(database.db);
     await database.close();
+    // Each file's own pool then goes through PgBouncer; the template, CREATE DATABASE and
+    // migrations stay on the server itself, as DATABASE_DIRECT_URL does in production.
+    const pooler = process.env.KASSA_TEST_PGBOUNCER === 'true' ? await startPgBouncer(serverUrl) : undefined;
     return {
       pgliteSnapshot: '',
       postgresTemplate: template,
+      postgresPooler: pooler?.urlFor(serverUrl) ?? '',
       teardown: async () => {
+        await pooler?.stop();
         // Test files drop their own databases; the template goes last.
         await admin.query(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`);
         await admin.end();
@@ -80,6 +89,7 @@ async function prepare(): Promise<Prepared> {
   return {
     pgliteSnapshot: file,
     postgresTemplate: '',
+    postgresPooler: '',
     teardown: async () => {
       await rm(dir, { recursive: true, force: true });
       await removePrebuilt();
@@ -97,6 +107,7 @@ export default async function setup(project: TestProject) {
   const prepared = await state.prepared;
   project.provide('pgliteSnapshot', prepared.pgliteSnapshot);
   project.provide('postgresTemplate', prepared.postgresTemplate);
+  project.provide('postgresPooler', prepared.postgresPooler);
   return async () => {
     if (--state.projects > 0) return;
     shared.kassaTestSetup = undefined;
