@@ -1732,12 +1732,12 @@ export interface components {
          */
         Role: "owner" | "admin" | "developer" | "support" | "viewer";
         /** @enum {string} */
-        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:read" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
+        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:read" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
         /**
          * @description A merchant API key permission.
          * @enum {string}
          */
-        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle";
+        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
         /** Format: email */
         Email: string;
         /** @description 12 to 256 characters for a new password (checked by the operation, whose answer names the rule). Never logged nor stored. */
@@ -3696,6 +3696,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -3826,6 +3830,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -3954,6 +3962,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -4034,6 +4046,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -4122,6 +4138,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -4269,7 +4289,8 @@ export interface operations {
                      *           "orders:read",
                      *           "subscriptions:read",
                      *           "customers:read",
-                     *           "entitlements:read"
+                     *           "entitlements:read",
+                     *           "meters:read"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -4401,7 +4422,8 @@ export interface operations {
                      *           "orders:read",
                      *           "subscriptions:read",
                      *           "customers:read",
-                     *           "entitlements:read"
+                     *           "entitlements:read",
+                     *           "meters:read"
                      *         ],
                      *         "memberships": [
                      *           {

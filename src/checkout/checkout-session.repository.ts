@@ -23,6 +23,7 @@ interface SessionRow {
   price_id: string | null;
   customer_id: string | null;
   customer_email: string | null;
+  customer_external_id: string | null;
   merchant_reference: string | null;
   metadata: Record<string, string> | null;
   success_url: string | null;
@@ -44,7 +45,7 @@ interface SessionRow {
  */
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
-  'customer_email', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
+  'customer_email', 'customer_external_id', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
   'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
@@ -79,6 +80,7 @@ const toSession = (r: SessionRow | JsonRow<SessionRow>): CheckoutSession => ({
   product: r.product,
   customerId: r.customer_id,
   customerEmail: r.customer_email,
+  customerExternalId: r.customer_external_id,
   merchantReference: r.merchant_reference,
   metadata: r.metadata,
   successUrl: r.success_url,
@@ -111,6 +113,7 @@ function sessionRow(s: CheckoutSession) {
     price_id: s.pricing.pricingId,
     customer_id: s.customerId,
     customer_email: s.customerEmail,
+    customer_external_id: s.customerExternalId ?? null,
     merchant_reference: s.merchantReference,
     metadata: json(s.metadata),
     success_url: s.successUrl,

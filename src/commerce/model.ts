@@ -47,6 +47,8 @@ export interface CheckoutSession {
   product: ProductSnapshot;
   customerId: string | null;
   customerEmail: string | null;
+  /** The checkout's `customerExternalId` when no customer held it yet: given to the customer the payment finds or creates. */
+  customerExternalId?: string | null;
   merchantReference: string | null;
   metadata: Record<string, string> | null;
   successUrl: string | null;
@@ -194,6 +196,8 @@ export interface Customer {
   id: string;
   orgId: string;
   email: string;
+  /** The merchant's own id of the customer, unique in the organization; null when none. */
+  externalId: string | null;
   createdAt: Date;
 }
 
