@@ -141,12 +141,15 @@ export class UsageEventService {
     }
     const inserted = await this.events.insertNew(toStore);
     for (const [id, index] of firstOfId) if (!inserted.has(id)) results[index] = { id, status: 'DUPLICATE', reason: null };
-    // A retry of an event stored earlier is a duplicate, even once its period has closed.
+    // An id already stored (before this batch, or by an earlier event of it) is a duplicate whatever
+    // else is wrong with the event: a retry after its period closed is not refused.
     const rejectedIds = results.filter((r) => r.status === 'REJECTED').map((r) => r.id);
     if (rejectedIds.length > 0) {
       const stored = await this.events.storedIds(orgId, rejectedIds);
       results.forEach((r, i) => {
-        if (r.status === 'REJECTED' && stored.has(r.id)) results[i] = { id: r.id, status: 'DUPLICATE', reason: null };
+        if (r.status !== 'REJECTED' || !stored.has(r.id)) return;
+        const storedBefore = !inserted.has(r.id) || (firstOfId.get(r.id) ?? Infinity) < i;
+        if (storedBefore) results[i] = { id: r.id, status: 'DUPLICATE', reason: null };
       });
     }
 
