@@ -1739,12 +1739,12 @@ export interface components {
          */
         Role: "owner" | "admin" | "developer" | "support" | "viewer";
         /** @enum {string} */
-        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:read" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
+        MemberPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "api_keys:manage" | "members:manage" | "audit:read" | "catalog:write" | "telemetry:read" | "telemetry:manage" | "agents:manage" | "orders:refund" | "subscriptions:manage" | "settings:manage";
         /**
          * @description A merchant API key permission.
          * @enum {string}
          */
-        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle";
+        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
         /** Format: email */
         Email: string;
         /** @description 12 to 256 characters for a new password (checked by the operation, whose answer names the rule). Never logged nor stored. */
@@ -3719,6 +3719,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -3849,6 +3853,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -3977,6 +3985,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -4091,6 +4103,10 @@ export interface operations {
                      *           "webhooks:write",
                      *           "entitlements:read",
                      *           "x402:settle",
+                     *           "customers:write",
+                     *           "usage:write",
+                     *           "meters:read",
+                     *           "meters:write",
                      *           "api_keys:manage",
                      *           "members:manage",
                      *           "audit:read",
@@ -4238,7 +4254,8 @@ export interface operations {
                      *           "orders:read",
                      *           "subscriptions:read",
                      *           "customers:read",
-                     *           "entitlements:read"
+                     *           "entitlements:read",
+                     *           "meters:read"
                      *         ],
                      *         "memberships": [
                      *           {
@@ -4370,7 +4387,8 @@ export interface operations {
                      *           "orders:read",
                      *           "subscriptions:read",
                      *           "customers:read",
-                     *           "entitlements:read"
+                     *           "entitlements:read",
+                     *           "meters:read"
                      *         ],
                      *         "memberships": [
                      *           {

@@ -295,7 +295,8 @@ export interface paths {
          *     permissions. Any valid key may call it; no parameters.
          *
          *     `permissions` is a list from the closed set `checkout:write`, `catalog:read`, `orders:read`,
-         *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`, `x402:settle`. A new key gets
+         *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`, `x402:settle`,
+         *     `customers:write`, `usage:write`, `meters:read`, `meters:write`. A new key gets
          *     all of them. An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
          *
          *     | operation | permission |
@@ -308,6 +309,10 @@ export interface paths {
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
          *     | getX402Supported, verifyX402Payment, settleX402Payment, getX402Settlement, putX402Paywall, deleteX402Paywall | `x402:settle` |
+         *     | updateCustomer | `customers:write` |
+         *     | ingestUsageEvents | `usage:write` |
+         *     | listMeters, getMeter, getMeterQuantities | `meters:read` |
+         *     | createMeter, updateMeter, archiveMeter | `meters:write` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -709,7 +714,8 @@ export interface paths {
         /**
          * List customers
          * @description Lists the customers (`CUS_…`) associated with the organization's orders, newest first.
-         *     Optional filter `email`: exact match, case-insensitive. Permission: `customers:read`.
+         *     Optional filters `email` (exact match, case-insensitive) and `external_id` (the merchant's
+         *     own id, exact). Permission: `customers:read`.
          */
         get: operations["listCustomers"];
         put?: never;
@@ -733,7 +739,8 @@ export interface paths {
          * Create a customer portal session
          * @description Creates a short-lived link to the **customer portal** for one customer of the organization,
          *     named by `customerId` (`CUS_…`, as in `order.*` and `subscription.*` webhooks and the
-         *     subscription API) or by `customerEmail` (exactly one of the two). Redirect the buyer's browser
+         *     subscription API), by `customerEmail` or by the merchant's own `externalId` (exactly one
+         *     of the three). Redirect the buyer's browser
          *     to `url` right away (Stripe's billing portal sessions and Polar's customer sessions work the
          *     same way): the portal lists the customer's orders with printable receipts, their
          *     subscriptions (cancel at period end after a confirmation, undo that, and — when
@@ -745,7 +752,10 @@ export interface paths {
          *     this customer and organization (not extended; the buyer asks for a new link afterwards).
          *     Kassa stores only a SHA-256 hash of the link's token and of the session's. `returnUrl` is
          *     shown in the portal as the way back to the merchant. The buyer can also reach the portal
-         *     without the merchant: from the paid checkout page (for an hour after paying), and, when the
+         *     without the merchant: from the paid checkout page (for an hour after paying; that session shows
+         *     the checkout's own order and its subscription only, unless the checkout session was created
+         *     with `customerId`: an address typed on a checkout page never opens an existing customer's
+         *     history), and, when the
          *     deployment sends e-mail (`SMTP_URL`), from `{base_url}/portal/o/{organizationId}`, which
          *     e-mails a 30-minute link to a customer's own address. Permission: `checkout:write` (the
          *     key that sends buyers to checkout sends them here too).
@@ -773,6 +783,211 @@ export interface paths {
          *     (including customers known only to other organizations). Permission: `customers:read`.
          */
         get: operations["getCustomer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update a customer
+         * @description Sets (or, with `null`, removes) the customer's `externalId`: the merchant's own identifier
+         *     of this buyer (its user id), unique in the organization. A customer can then be named by
+         *     it wherever a customer is named: usage events (`customer: {externalId}`), meter quantities
+         *     (`customer=`), the entitlement check (`external_id`), customer portal sessions
+         *     (`externalId`) and the customer list (`external_id`). An `externalId` another customer of
+         *     the organization holds is `409 CONFLICT` (remove it there first). Permission:
+         *     `customers:write`.
+         */
+        patch: operations["updateCustomer"];
+        trace?: never;
+    };
+    "/v1/usage-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send usage events
+         * @description Records what the organization's customers consumed, in batches of 1 to 1,000 events. Each
+         *     event is `{id, customer, name, timestamp, properties}`: `id` is the merchant's own
+         *     identifier of the event, `customer` names a customer of the organization by
+         *     `{customerId: "CUS_…"}` or by the merchant's own id `{externalId: "…"}` (see
+         *     `updateCustomer`), `name` is what happened (`api_request`, `llm_tokens`), `timestamp` when
+         *     (RFC 3339), and `properties` up to 50 scalar values (string, number, boolean) that meters
+         *     filter on and aggregate (`sum` of `tokens`, `unique` of `model`, …). Permission:
+         *     `usage:write`.
+         *
+         *     **Exactly once.** An event whose `id` the organization already sent is ignored and
+         *     reported `DUPLICATE`, whatever its other fields and however often a batch is retried
+         *     (concurrent retries included): the id is unique per organization in the database and the
+         *     insert skips ids already present. An id repeated inside one batch counts once (the first
+         *     occurrence). After a timeout or a `503`, send the same batch again.
+         *
+         *     **Per-event answer.** A well-formed batch is answered `200` with one result per event, in
+         *     the order sent: `ACCEPTED` (stored now), `DUPLICATE` (stored before) or `REJECTED` with a
+         *     `reason` (nothing stored; fix and resend with the same id):
+         *     * `UNKNOWN_CUSTOMER`: no customer of the organization has this `customerId` or
+         *       `externalId`. Events are not held for customers that do not exist yet: create the
+         *       customer (its first checkout) or set its `externalId` first, then resend.
+         *     * `FUTURE_TIMESTAMP`: `timestamp` is more than 5 minutes ahead of Kassa's clock.
+         *     * `PERIOD_CLOSED`: the event falls in a billing period that closed more than the grace
+         *       window ago (below).
+         *
+         *     A batch that breaks the schema (a missing field, more than 1,000 events, a property that is
+         *     not a scalar) is refused whole with `400` and nothing is stored. Body at most 1 MiB
+         *     (`413`).
+         *
+         *     **Billing periods and the grace window (1 hour).** A customer's billing periods are those
+         *     of their `ACTIVE` subscription (the one whose current period started first when there are
+         *     several); a customer without one is billed by UTC calendar month. Events of the current
+         *     period are always accepted. An event of the period just before is accepted until **1 hour
+         *     after that period's end** (late events from a client's retry queue), later it is
+         *     `PERIOD_CLOSED`; events of any older period are `PERIOD_CLOSED`.
+         *
+         *     **CloudEvents.** An event may also be written in CloudEvents 1.0's JSON shape
+         *     (`specversion`, `id`, `source`, `type`, `time`, `subject`, `data`, as OpenMeter takes
+         *     them): `type` is the event's `name`, `time` its `timestamp`, `subject` the customer's
+         *     `externalId`, `data` its `properties`; `source` is required by CloudEvents and not kept
+         *     (deduplication is by `id` within the organization, whatever the source). The two shapes
+         *     may be mixed in one batch; the body stays `application/json` (`{"events": […]}`).
+         */
+        post: operations["ingestUsageEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/meters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List meters
+         * @description Every meter of the organization, newest first; archived ones only with
+         *     `status=ARCHIVED` (default `ACTIVE`). Not paginated: an organization has few meters.
+         *     Permission: `meters:read`.
+         */
+        get: operations["listMeters"];
+        put?: never;
+        /**
+         * Create a meter
+         * @description A meter turns usage into a quantity per customer and period. Permission: `meters:write`.
+         *
+         *     **Source `EVENTS`**: the organization's usage events (`ingestUsageEvents`) whose `name` is
+         *     `filter.eventName` and whose `properties` equal every pair of `filter.properties`.
+         *
+         *     **Source `SPANS`**: the model-call spans (spans with a `gen_ai.request.model` or
+         *     `llm.request.model` attribute) of the telemetry project `filter.projectId`, optionally only
+         *     those of `filter.model` and `filter.vendor` (`gen_ai.system`) and whose attributes equal
+         *     every pair of `filter.attributes`. The customer of a span is the value of its attribute
+         *     `customerAttribute` (required for this source, e.g. `user.id`, `customer.id` or
+         *     OpenLLMetry's `traceloop.association.properties.user_id`), looked up on the span, else on
+         *     its trace's root span, and matched to the customer whose `externalId` equals it (a
+         *     `CUS_…` value matches that customer id); spans whose attribute is missing or names no
+         *     customer count for nobody. A span counts at its start time.
+         *
+         *     **Aggregation** over the matching events or spans of a period: `count` (how many; no
+         *     `property`), `sum`, `max`, `last` (the value of the latest one; ties by id) of the numeric
+         *     `property`, and `unique` (how many distinct values `property` takes). Events or spans whose
+         *     property is missing (or not a number, for sum, max and last) do not contribute to those
+         *     four. For spans, `property` is an attribute name (`gen_ai.usage.input_tokens`,
+         *     `gen_ai.usage.output_tokens`, `llm.usage.total_tokens`) or one of the computed fields
+         *     `duration_ms` (the span's duration) and `llm.cost` (its cost in USD as telemetry priced it,
+         *     when the span carries it).
+         */
+        post: operations["createMeter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/meters/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a meter
+         * @description One meter of the organization (archived ones too). Permission `meters:read`.
+         */
+        get: operations["getMeter"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update a meter
+         * @description Changes the meter's `name` and/or `filter` (at least one; the filter follows the creation
+         *     rules of the meter's source and replaces the old one whole). The source, aggregation and
+         *     property cannot change: create another meter. Quantities are computed from the raw events
+         *     or spans when asked, so a new filter applies to past periods too. An archived meter is
+         *     `409 CONFLICT`. Permission: `meters:write`.
+         */
+        patch: operations["updateMeter"];
+        trace?: never;
+    };
+    "/v1/meters/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archive a meter
+         * @description Archives the meter: it leaves the default list and can no longer be updated; its
+         *     quantities stay readable. Archiving an archived meter answers it unchanged. The request
+         *     has no body. Permission: `meters:write`.
+         */
+        post: operations["archiveMeter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/meters/{id}/quantities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Meter quantities
+         * @description The meter's quantity over `[start, end)` for one customer (`customer`: a `CUS_…` id, else
+         *     the customer's `externalId`; an unknown customer is `404`) or, without `customer`, for
+         *     every customer together. `total` is the aggregation over the whole range (for `unique`
+         *     and `last` not the sum of the buckets); with `interval` (`hour`, `day`, `month`, buckets
+         *     aligned in UTC, the first and last cut to the range) `buckets` holds each bucket's
+         *     quantity, at most 1,000 buckets (`400` beyond). A bucket or range without contributing
+         *     events is `0`. Computed from the raw events or spans on each request. Permission:
+         *     `meters:read`.
+         */
+        get: operations["getMeterQuantities"];
         put?: never;
         post?: never;
         delete?: never;
@@ -935,9 +1150,11 @@ export interface paths {
          * @description Answers whether a buyer has access to a catalog product (or to which products). Permission:
          *     `entitlements:read`.
          *
-         *     **Subject**: at least one of `customer_id`, `email` (exact, case-insensitive) and `wallet`
-         *     (buyer wallet of crypto orders, case-insensitive) is required; the server checks this and
-         *     answers `400 VALIDATION_ERROR` when none is given. When several are given, a purchase counts
+         *     **Subject**: at least one of `customer_id`, `external_id` (the customer's own id at the
+         *     merchant, `updateCustomer`), `email` (exact, case-insensitive) and `wallet` (buyer wallet
+         *     of crypto orders, case-insensitive) is required; the server checks this and answers
+         *     `400 VALIDATION_ERROR` when none is given. An `external_id` no customer holds is an
+         *     unknown subject. When several are given, a purchase counts
          *     only if it matches all of them.
          *
          *     **Access** is granted by
@@ -1948,6 +2165,15 @@ export interface components {
              * @description Buyer e-mail address; at most 255 bytes of UTF-8 (checked by the server).
              */
             customerEmail?: string;
+            /**
+             * @description The merchant's own id of the buyer. When a customer of the organization already holds
+             *     it, the session is that customer's (as with `customerId`; with `customerId` it must be
+             *     that customer's, else `400`). Otherwise the customer the payment finds or creates by
+             *     e-mail gets it, unless that customer already has another externalId or another
+             *     customer took this one meanwhile: then the payment still completes and the externalId
+             *     is not set (set it with `updateCustomer`).
+             */
+            customerExternalId?: components["schemas"]["ExternalId"];
             /** @description Business correlation value copied to the order; at most 255 bytes of UTF-8; not unique. */
             merchantReference?: string;
             /** @description Up to 50 string pairs copied to the order's `merchantMetadata`. */
@@ -2074,7 +2300,7 @@ export interface components {
             data: components["schemas"]["CheckoutSession"];
         };
         /** @enum {string} */
-        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle";
+        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
         ApiKeyInfo: {
             apiKeyId: components["schemas"]["ApiKeyId"];
             orgId: components["schemas"]["OrgId"];
@@ -2415,10 +2641,175 @@ export interface components {
             message: string;
             data: components["schemas"]["SubscriptionPage"];
         };
+        /**
+         * @description The merchant's own identifier of a customer (its user id), unique in the organization.
+         * @example user_42
+         */
+        ExternalId: string;
+        /** @description A customer of the organization, by Kassa's id or by the merchant's own. */
+        CustomerRef: {
+            customerId: components["schemas"]["CustomerId"];
+        } | {
+            externalId: components["schemas"]["ExternalId"];
+        };
+        /** @description The merchant's identifier of the event, unique in the organization (1-255 printable ASCII). */
+        UsageEventId: string;
+        UsageEventName: string;
+        /** @description Up to 50 scalar values; keys 1-255 characters, strings at most 1,000 characters. */
+        UsageProperties: {
+            [key: string]: string | number | boolean;
+        };
+        UsageEvent: {
+            id: components["schemas"]["UsageEventId"];
+            customer: components["schemas"]["CustomerRef"];
+            name: components["schemas"]["UsageEventName"];
+            /** Format: date-time */
+            timestamp: string;
+            properties?: components["schemas"]["UsageProperties"];
+        };
+        /** @description A usage event in CloudEvents 1.0's JSON shape (`subject` is the customer's externalId). */
+        UsageCloudEvent: {
+            /** @constant */
+            specversion: "1.0";
+            id: components["schemas"]["UsageEventId"];
+            source: string;
+            type: components["schemas"]["UsageEventName"];
+            /** Format: date-time */
+            time: string;
+            subject: components["schemas"]["ExternalId"];
+            /** @constant */
+            datacontenttype?: "application/json";
+            data?: components["schemas"]["UsageProperties"];
+        };
+        UsageEventBatch: {
+            events: (components["schemas"]["UsageEvent"] | components["schemas"]["UsageCloudEvent"])[];
+        };
+        UsageEventResult: {
+            id: string;
+            /** @enum {string} */
+            status: "ACCEPTED" | "DUPLICATE" | "REJECTED";
+            /** @description Why the event was refused (`REJECTED` only; else null). */
+            reason: null | {
+                /** @enum {string} */
+                code: "UNKNOWN_CUSTOMER" | "FUTURE_TIMESTAMP" | "PERIOD_CLOSED";
+                message: string;
+            };
+        };
+        UsageEventBatchResult: {
+            accepted: number;
+            duplicates: number;
+            rejected: number;
+            results: components["schemas"]["UsageEventResult"][];
+        };
+        UsageEventBatchResultResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["UsageEventBatchResult"];
+        };
+        /** @example MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb */
+        MeterId: string;
+        MeterScalar: string | number | boolean;
+        /**
+         * @description Source `EVENTS`: `eventName` (required) and `properties`. Source `SPANS`: `projectId`
+         *     (required), `model`, `vendor` and `attributes`. A field of the other source is `400`.
+         */
+        MeterFilter: {
+            eventName?: components["schemas"]["UsageEventName"];
+            properties?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+            projectId?: string;
+            model?: string;
+            vendor?: string;
+            attributes?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+        };
+        /** @enum {string} */
+        MeterAggregation: "count" | "sum" | "max" | "unique" | "last";
+        MeterName: string;
+        MeterCreate: {
+            name: components["schemas"]["MeterName"];
+            /** @enum {string} */
+            source: "EVENTS" | "SPANS";
+            filter: components["schemas"]["MeterFilter"];
+            aggregation: components["schemas"]["MeterAggregation"];
+            /** @description The property (events) or attribute (spans) aggregated; required except for `count`, where it is refused. */
+            property?: string;
+            /** @description Spans only (required there); the span attribute naming the customer's externalId. */
+            customerAttribute?: string;
+        };
+        MeterUpdate: {
+            name?: components["schemas"]["MeterName"];
+            filter?: components["schemas"]["MeterFilter"];
+        };
+        Meter: {
+            id: components["schemas"]["MeterId"];
+            name: string;
+            /** @enum {string} */
+            source: "EVENTS" | "SPANS";
+            filter: components["schemas"]["MeterFilter"];
+            aggregation: components["schemas"]["MeterAggregation"];
+            property: string | null;
+            customerAttribute: string | null;
+            /** @enum {string} */
+            status: "ACTIVE" | "ARCHIVED";
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /** Format: date-time */
+            archivedAt: string | null;
+        };
+        MeterResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Meter"];
+        };
+        MeterListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Meter"][];
+            };
+        };
+        MeterQuantityBucket: {
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+            quantity: number;
+        };
+        MeterQuantitiesResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                meterId: components["schemas"]["MeterId"];
+                customerId: string | null;
+                /** Format: date-time */
+                start: string;
+                /** Format: date-time */
+                end: string;
+                /** @enum {string|null} */
+                interval: "hour" | "day" | "month" | null;
+                total: number;
+                buckets: components["schemas"]["MeterQuantityBucket"][];
+            };
+        };
+        CustomerUpdate: {
+            /** @description The merchant's own id for this customer, or null to remove it. */
+            externalId: components["schemas"]["ExternalId"] | null;
+        };
         /** @description A buyer (`CUS_…`) associated with the organization's orders. */
         Customer: {
             customerId: components["schemas"]["CustomerId"];
             email: string;
+            /** @description The merchant's own id of the customer (`updateCustomer`, or `customerExternalId` at checkout); null when none. */
+            externalId: components["schemas"]["ExternalId"] | null;
         };
         CustomerPage: {
             records: components["schemas"]["Customer"][];
@@ -2444,10 +2835,12 @@ export interface components {
             /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
             previousCursor: string | null;
         };
-        /** @description Exactly one of `customerId` and `customerEmail`. */
+        /** @description Exactly one of `customerId`, `customerEmail` and `externalId`. */
         CreateCustomerPortalSessionRequest: {
             /** @description The customer (`CUS_…`). */
             customerId?: string;
+            /** @description The customer by the merchant's own id (`updateCustomer`). */
+            externalId?: components["schemas"]["ExternalId"];
             /**
              * Format: email
              * @description The customer's e-mail address (exact, case-insensitive).
@@ -3916,6 +4309,8 @@ export interface operations {
                  * @example ada@example.com
                  */
                 email?: string;
+                /** @description Only the customer with this externalId (exact). */
+                external_id?: components["schemas"]["ExternalId"];
             };
             header?: never;
             path?: never;
@@ -3965,7 +4360,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            /** @description No customer of the organization has this id or e-mail (`NOT_FOUND`). */
+            /** @description No customer of the organization has this id, e-mail or externalId (`NOT_FOUND`). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4010,6 +4405,272 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CustomerResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateCustomer: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomerUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated customer. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    ingestUsageEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UsageEventBatch"];
+            };
+        };
+        responses: {
+            /** @description What became of each event. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageEventBatchResultResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listMeters: {
+        parameters: {
+            query?: {
+                /** @description Which meters to list (default `ACTIVE`). */
+                status?: "ACTIVE" | "ARCHIVED";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The meters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MeterCreate"];
+            };
+        };
+        responses: {
+            /** @description The meter. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The meter. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MeterUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated meter. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    archiveMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived meter. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getMeterQuantities: {
+        parameters: {
+            query: {
+                /** @description The customer (`CUS_…` or externalId). */
+                customer?: string;
+                /** @description Start of the range (inclusive, RFC 3339). */
+                start: string;
+                /** @description End of the range (exclusive, RFC 3339), after `start`. */
+                end: string;
+                /** @description Bucket width; omit for the total only. */
+                interval?: "hour" | "day" | "month";
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quantities. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterQuantitiesResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -4331,6 +4992,11 @@ export interface operations {
                  * @example CUS_hk60G7KOFpB5lxQ84MRIHi9l
                  */
                 customer_id?: string;
+                /**
+                 * @description The customer by the merchant's own id.
+                 * @example user_42
+                 */
+                external_id?: components["schemas"]["ExternalId"];
                 /**
                  * @description Buyer e-mail address (exact, case-insensitive).
                  * @example ada@example.com

@@ -83,6 +83,8 @@ const KIB = 1024;
 export const DEFAULT_BODY_LIMIT = 64 * KIB;
 /** Telemetry ingest (documented in telemetry.yaml). */
 export const INGEST_BODY_LIMIT = 5 * KIB * KIB;
+/** A batch of up to 1,000 usage events. */
+export const USAGE_EVENTS_BODY_LIMIT = KIB * KIB;
 
 /** `/metrics` of an admin listener bound beyond loopback asks for the admin token (docs/operations.md). */
 export const metricsAccess = (config: Pick<Config, 'adminHost'>, adminToken: string) =>
@@ -104,7 +106,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     { doc: merchant, include: (op) => op.operationId !== 'getWebhookSigningKey' },
     { doc: consoleDoc, include: () => true },
   ]);
-  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, portal, accounts } = deps.services.modules;
+  const { orgs, catalog, webhooks, checkout, orders, subscriptions, cryptoPayments, commerceMetrics, usage, portal, accounts } = deps.services.modules;
   const merchantHandlers = {
     ...portal.handlers.merchant,
     ...cryptoPayments.handlers.merchant,
@@ -115,6 +117,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...orders.handlers.merchant,
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
+    ...usage.handlers.merchant,
   } satisfies MerchantHandlers;
   // The console's management operations of the other domains are audited like the merchant
   // API's state changes, with a telling action name where one is given (the accounts domain's
@@ -175,7 +178,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     logger: deps.logger,
     clock: deps.clock,
     validateResponses: deps.config.nodeEnv === 'test',
-    bodyLimit: () => DEFAULT_BODY_LIMIT,
+    bodyLimit: (req) => (req.path === '/v1/usage-events' ? USAGE_EVENTS_BODY_LIMIT : DEFAULT_BODY_LIMIT),
     errorFlavor: () => 'envelope',
     readiness: readiness(deps),
     writes: deps.database.reads,

@@ -1,4 +1,5 @@
 /** Calls each domain's module. Handlers receive services, never the database. */
+import { AppError } from './kernel/errors.js';
 import type { Db } from './db/knex.js';
 import type { ReadRouter } from './db/replicas.js';
 import type { Clock } from './kernel/clock.js';
@@ -36,6 +37,7 @@ import { createWebhooksModule, type WebhooksModule } from './webhooks/index.js';
 import { createTelemetryModule, type TelemetryModule } from './telemetry/index.js';
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
+import { createUsageModule, type UsageModule } from './usage/index.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
@@ -52,6 +54,8 @@ export interface Modules {
   telemetry: TelemetryModule;
   agentWallet: AgentWalletModule;
   commerceMetrics: CommerceMetricsModule;
+  /** Usage events and meters (issue 38). */
+  usage: UsageModule;
   portal: PortalModule;
   /** Absent unless SMTP_URL is configured. */
   buyerEmails?: BuyerEmailsModule;
@@ -267,6 +271,23 @@ export function createServices(deps: {
       chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
     }),
     commerceMetrics: createCommerceMetricsModule({ db, reads }),
+    usage: createUsageModule({
+      db,
+      uow,
+      clock,
+      // Meters read spans through the telemetry module's services, which know nothing of billing.
+      spans: {
+        projectBelongsTo: (orgId, projectId) =>
+          modules.telemetry.projects.get(orgId, projectId).then(
+            () => true,
+            (error: unknown) => {
+              if (error instanceof AppError && error.code === 'NOT_FOUND') return false;
+              throw error;
+            },
+          ),
+        modelCallSpans: (projectId, start, end) => modules.telemetry.traces.modelCallSpans(projectId, start, end),
+      },
+    }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
     accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),

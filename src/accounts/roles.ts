@@ -25,14 +25,14 @@ export const MANAGEMENT_PERMISSIONS = [
 export type ManagementPermission = (typeof MANAGEMENT_PERMISSIONS)[number];
 export type MemberPermission = Permission | ManagementPermission;
 
-const READ: Permission[] = ['catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'entitlements:read'];
+const READ: Permission[] = ['catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'entitlements:read', 'meters:read'];
 /** Every member reads telemetry (traces, sessions, metrics, prices): viewers debug too; changing it is telemetry:manage. */
 const MEMBER_READ: ManagementPermission[] = ['telemetry:read'];
 
 export const ROLE_PERMISSIONS: Readonly<Record<Role, readonly MemberPermission[]>> = {
   owner: [...ALL_PERMISSIONS, ...MANAGEMENT_PERMISSIONS],
   admin: [...ALL_PERMISSIONS, ...MANAGEMENT_PERMISSIONS],
-  developer: [...READ, ...MEMBER_READ, 'checkout:write', 'webhooks:write', 'x402:settle', 'api_keys:manage', 'telemetry:manage', 'agents:manage'],
+  developer: [...READ, ...MEMBER_READ, 'checkout:write', 'webhooks:write', 'x402:settle', 'customers:write', 'usage:write', 'meters:write', 'api_keys:manage', 'telemetry:manage', 'agents:manage'],
   support: [...READ, ...MEMBER_READ, 'orders:refund', 'subscriptions:manage'],
   viewer: [...READ, ...MEMBER_READ],
 };

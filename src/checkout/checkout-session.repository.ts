@@ -24,6 +24,7 @@ interface SessionRow {
   customer_id: string | null;
   customer_email: string | null;
   customer_named: boolean;
+  customer_external_id: string | null;
   merchant_reference: string | null;
   metadata: Record<string, string> | null;
   success_url: string | null;
@@ -45,7 +46,7 @@ interface SessionRow {
  */
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
-  'customer_email', 'customer_named', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
+  'customer_email', 'customer_named', 'customer_external_id', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
   'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
@@ -81,6 +82,7 @@ const toSession = (r: SessionRow | JsonRow<SessionRow>): CheckoutSession => ({
   customerId: r.customer_id,
   customerEmail: r.customer_email,
   customerNamed: r.customer_named,
+  customerExternalId: r.customer_external_id,
   merchantReference: r.merchant_reference,
   metadata: r.metadata,
   successUrl: r.success_url,
@@ -114,6 +116,7 @@ function sessionRow(s: CheckoutSession) {
     customer_id: s.customerId,
     customer_email: s.customerEmail,
     customer_named: s.customerNamed,
+    customer_external_id: s.customerExternalId ?? null,
     merchant_reference: s.merchantReference,
     metadata: json(s.metadata),
     success_url: s.successUrl,

@@ -178,6 +178,19 @@ export class CheckoutSessionService {
       customerId = customer.id;
       customerEmail = customer.email;
     }
+    let customerExternalId: string | null = null;
+    if (body.customerExternalId !== undefined) {
+      const holder = await this.uow.stores.customers.findByExternalId(orgId, body.customerExternalId);
+      if (holder && customerId !== null && holder.id !== customerId) {
+        throw validationError(`body.customerExternalId ${body.customerExternalId} belongs to another customer than body.customerId`);
+      }
+      if (holder) {
+        customerId = holder.id;
+        customerEmail = holder.email;
+      } else {
+        customerExternalId = body.customerExternalId;
+      }
+    }
 
     const session: CheckoutSession = {
       id: newId('CS'),
@@ -192,6 +205,7 @@ export class CheckoutSessionService {
       customerId,
       customerEmail,
       customerNamed: customerId !== null,
+      customerExternalId,
       merchantReference: body.merchantReference ?? null,
       metadata: body.metadata ?? null,
       successUrl: body.successUrl ?? null,

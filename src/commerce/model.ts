@@ -49,6 +49,8 @@ export interface CheckoutSession {
   customerEmail: string | null;
   /** The merchant named the customer (`customerId`) at creation: the paid page may open their whole portal (issue 37 §2). */
   customerNamed: boolean;
+  /** The checkout's `customerExternalId` when no customer held it yet: given to the customer the payment finds or creates. */
+  customerExternalId?: string | null;
   merchantReference: string | null;
   metadata: Record<string, string> | null;
   successUrl: string | null;
@@ -196,6 +198,8 @@ export interface Customer {
   id: string;
   orgId: string;
   email: string;
+  /** The merchant's own id of the customer, unique in the organization; null when none. */
+  externalId: string | null;
   createdAt: Date;
 }
 

@@ -80,6 +80,16 @@ export interface PaymentApplied {
   order: Order;
 }
 
+/**
+ * The checkout's `customerExternalId` goes to the customer the payment found or created by e-mail,
+ * unless that customer has one already or another customer took it meanwhile (the payment never
+ * fails for it).
+ */
+async function withExternalId(stores: CommerceStores, session: CheckoutSession, customer: Customer): Promise<Customer> {
+  if (!session.customerExternalId || customer.externalId !== null || !customer.email) return customer;
+  return (await stores.customers.attachExternalId(session.orgId, customer.id, session.customerExternalId)) ?? customer;
+}
+
 export class PaymentFlow {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -111,12 +121,17 @@ export class PaymentFlow {
       }
       const customer = session.customerId
         ? await stores.customers.find(session.orgId, session.customerId)
-        : await stores.customers.findOrCreateByEmail({
-            id: newId('CUS'),
-            orgId: session.orgId,
-            email: (session.customerEmail ?? result.customerEmail ?? '').trim(),
-            createdAt: now,
-          });
+        : await withExternalId(
+            stores,
+            session,
+            await stores.customers.findOrCreateByEmail({
+              id: newId('CUS'),
+              orgId: session.orgId,
+              email: (session.customerEmail ?? result.customerEmail ?? '').trim(),
+              externalId: null,
+              createdAt: now,
+            }),
+          );
       if (!customer || !customer.email) throw validationError('An e-mail address is required to pay');
       const paid = result.outcome === 'succeeded';
       const order = orderForSession(session, customer, now, {
@@ -205,7 +220,7 @@ export class PaymentFlow {
         const customer = session.customerId
           ? await stores.customers.find(session.orgId, session.customerId)
           : session.customerEmail
-            ? await stores.customers.findOrCreateByEmail({ id: newId('CUS'), orgId: session.orgId, email: session.customerEmail, createdAt: now })
+            ? await withExternalId(stores, session, await stores.customers.findOrCreateByEmail({ id: newId('CUS'), orgId: session.orgId, email: session.customerEmail, externalId: null, createdAt: now }))
             : undefined;
         // Quotes are issued only to sessions with a customer, so this is a broken invariant, not a buyer error.
         if (!customer) throw new Error(`crypto session ${session.id} has a matched transfer but no customer`);
@@ -272,6 +287,7 @@ export class PaymentFlow {
         id: newId('CUS'),
         orgId: result.orgId,
         email: x402CustomerEmail(result.fromAddress),
+        externalId: null,
         createdAt: now,
       });
       const order: Order = {

@@ -139,8 +139,21 @@ export interface CustomerRepository {
   findOrCreateByEmail(candidate: Customer): Promise<Customer>;
   find(orgId: string, id: string): Promise<Customer | undefined>;
   findByEmail(orgId: string, email: string): Promise<Customer | undefined>;
+  findByExternalId(orgId: string, externalId: string): Promise<Customer | undefined>;
+  /** The customers named by these ids and external ids (one read), for usage ingest. */
+  findByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Customer[]>;
+  /**
+   * Sets (or with null removes) the external id. False when another customer of the organization
+   * holds it (nothing written).
+   */
+  setExternalId(orgId: string, id: string, externalId: string | null): Promise<boolean>;
+  /**
+   * Gives the customer this external id only when it has none and no other customer holds it
+   * (the checkout's `customerExternalId`); never fails the caller's transaction.
+   */
+  attachExternalId(orgId: string, id: string, externalId: string): Promise<Customer | undefined>;
   /** Customers that have at least one order, newest first. */
-  listWithOrders(orgId: string, filter: { email?: string }, window: ListWindow): Promise<ListPage<Customer>>;
+  listWithOrders(orgId: string, filter: { email?: string; externalId?: string }, window: ListWindow): Promise<ListPage<Customer>>;
   keyset(orgId: string, id: string): Promise<Keyset | undefined>;
   findWithOrders(orgId: string, id: string): Promise<Customer | undefined>;
 }

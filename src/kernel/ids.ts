@@ -30,6 +30,8 @@ export type IdPrefix =
   | 'ORG' | 'AKI' | 'WSK' | 'PRD' | 'PRC' | 'PLK' | 'CS' | 'ORD' | 'CUS' | 'SUB' | 'WHE' | 'EVT'
   | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP' | 'CPS' | 'EML'
   // accounts: users, console sessions, single-use links (invites, resets, sign-in links), audit entries
-  | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY';
+  | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY'
+  // usage billing: meters
+  | 'MTR';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;

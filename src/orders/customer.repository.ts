@@ -9,10 +9,14 @@ interface CustomerRow {
   id: string;
   org_id: string;
   email: string;
+  external_id: string | null;
   created_at: Date;
 }
 
-const toCustomer = (row: CustomerRow): Customer => ({ id: row.id, orgId: row.org_id, email: row.email, createdAt: new Date(row.created_at) });
+const toCustomer = (row: CustomerRow): Customer => ({ id: row.id, orgId: row.org_id, email: row.email, externalId: row.external_id ?? null, createdAt: new Date(row.created_at) });
+
+const UNIQUE_VIOLATION = '23505';
+const isUniqueViolation = (error: unknown) => (error as { code?: string } | null)?.code === UNIQUE_VIOLATION;
 
 
 export class KnexCustomerRepository implements CustomerRepository {
@@ -39,11 +43,48 @@ export class KnexCustomerRepository implements CustomerRepository {
     return row ? toCustomer(row) : undefined;
   }
 
-  private withOrders(orgId: string, email?: string) {
+  async findByExternalId(orgId: string, externalId: string): Promise<Customer | undefined> {
+    const row = await this.db<CustomerRow>('customers').where({ org_id: orgId, external_id: externalId }).first();
+    return row ? toCustomer(row) : undefined;
+  }
+
+  async findByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Customer[]> {
+    if (refs.ids.length === 0 && refs.externalIds.length === 0) return [];
+    const rows = await this.db<CustomerRow>('customers')
+      .where('org_id', orgId)
+      .andWhere((q) => {
+        if (refs.ids.length > 0) q.orWhereIn('id', refs.ids);
+        if (refs.externalIds.length > 0) q.orWhereIn('external_id', refs.externalIds);
+      });
+    return rows.map(toCustomer);
+  }
+
+  async setExternalId(orgId: string, id: string, externalId: string | null): Promise<boolean> {
+    try {
+      // A savepoint: the unique violation of a taken id must not abort a surrounding transaction.
+      await this.db.transaction((trx) => trx('customers').where({ org_id: orgId, id }).update({ external_id: externalId }));
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error)) return false;
+      throw error;
+    }
+  }
+
+  async attachExternalId(orgId: string, id: string, externalId: string): Promise<Customer | undefined> {
+    try {
+      await this.db.transaction((trx) => trx('customers').where({ org_id: orgId, id }).whereNull('external_id').update({ external_id: externalId }));
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+    }
+    return this.find(orgId, id);
+  }
+
+  private withOrders(orgId: string, email?: string, externalId?: string) {
     const query = this.db<CustomerRow>('customers as c')
       .where('c.org_id', orgId)
       .whereExists((sub) => sub.select(this.db.raw('1')).from('orders as o').whereRaw('o.customer_id = c.id').andWhere('o.org_id', orgId));
     if (email) query.whereRaw('lower(c.email) = lower(?)', [email]);
+    if (externalId !== undefined) query.andWhere('c.external_id', externalId);
     return query;
   }
 
@@ -52,8 +93,8 @@ export class KnexCustomerRepository implements CustomerRepository {
     return row ? { createdAt: new Date(row.created_at), id: row.id } : undefined;
   }
 
-  async listWithOrders(orgId: string, filter: { email?: string }, window: ListWindow): Promise<ListPage<Customer>> {
-    const page = await readListPage<CustomerRow & Record<string, unknown>>(this.db, { filtered: () => this.withOrders(orgId, filter.email), createdAt: 'c.created_at', id: 'c.id', select: 'c.*' }, window);
+  async listWithOrders(orgId: string, filter: { email?: string; externalId?: string }, window: ListWindow): Promise<ListPage<Customer>> {
+    const page = await readListPage<CustomerRow & Record<string, unknown>>(this.db, { filtered: () => this.withOrders(orgId, filter.email, filter.externalId), createdAt: 'c.created_at', id: 'c.id', select: 'c.*' }, window);
     return { ...page, records: page.records.map(toCustomer) };
   }
 

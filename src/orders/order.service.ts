@@ -149,7 +149,17 @@ export class OrderService {
     return customer;
   }
 
-  async listCustomers(orgId: string, filter: { email?: string }, request: ListRequest) {
+  /** Sets or removes the merchant's own id of a customer; one another customer holds is a conflict. */
+  async updateCustomer(orgId: string, id: string, update: { externalId: string | null }) {
+    const customers = this.uow.stores.customers;
+    if (!(await customers.findWithOrders(orgId, id))) throw notFound('Customer');
+    if (!(await customers.setExternalId(orgId, id, update.externalId))) {
+      throw conflict(`Another customer of this organization has externalId ${update.externalId}`);
+    }
+    return (await customers.findWithOrders(orgId, id))!;
+  }
+
+  async listCustomers(orgId: string, filter: { email?: string; externalId?: string }, request: ListRequest) {
     const customers = this.uow.stores.customers;
     return customers.listWithOrders(orgId, filter, await resolveWindow(request, (id) => customers.keyset(orgId, id), 'customer'));
   }

@@ -5,7 +5,7 @@ import type { OrderStatus } from '../commerce/model.js';
 import { presentDispute, presentOrder, presentRefund } from '../commerce/order.presenter.js';
 import type { OrderService } from './order.service.js';
 
-type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listOrderRefunds' | 'listOrderDisputes' | 'listCustomers' | 'getCustomer'>;
+type OrderHandlers = Pick<MerchantHandlers, 'listOrders' | 'getOrder' | 'listOrderRefunds' | 'listOrderDisputes' | 'listCustomers' | 'getCustomer' | 'updateCustomer'>;
 
 type ListOrdersQuery = NonNullable<MerchantServedOperations['listOrders']['parameters']['query']>;
 
@@ -37,7 +37,7 @@ export async function listOrderPage(orders: OrderService, clock: Clock, orgId: s
   return listPage(result, (o) => presentOrder(o, now), pageNumber, size);
 }
 
-const presentCustomer = (c: { id: string; email: string }) => ({ customerId: c.id, email: c.email });
+const presentCustomer = (c: { id: string; email: string; externalId: string | null }) => ({ customerId: c.id, email: c.email, externalId: c.externalId });
 
 export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHandlers {
   return {
@@ -57,12 +57,16 @@ export function createOrderHandlers(orders: OrderService, clock: Clock): OrderHa
     listCustomers: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;
-      const result = await orders.listCustomers(auth.orgId, { email: query.email }, { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before });
+      const result = await orders.listCustomers(auth.orgId, { email: query.email, externalId: query.external_id }, { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before });
       return { status: 200, body: { success: true, message: 'OK', data: listPage(result, presentCustomer, pageNumber, size) } };
     },
     getCustomer: async ({ auth, params }) => ({
       status: 200,
       body: { success: true, message: 'OK', data: presentCustomer(await orders.getCustomer(auth.orgId, params.id)) },
+    }),
+    updateCustomer: async ({ auth, params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Customer updated', data: presentCustomer(await orders.updateCustomer(auth.orgId, params.id, { externalId: body.externalId })) },
     }),
   };
 }

@@ -12,4 +12,8 @@ export const ALL_PERMISSIONS: readonly Permission[] = [
   'webhooks:write',
   'entitlements:read',
   'x402:settle',
+  'customers:write',
+  'usage:write',
+  'meters:read',
+  'meters:write',
 ];

@@ -122,10 +122,16 @@ export class PortalService {
   }
 
   /** The merchant API: a link for one customer (by id or e-mail) of the caller's organization. */
-  async createForMerchant(orgId: string, input: { customerId?: string; customerEmail?: string; returnUrl?: string; allowCancelNow?: boolean }): Promise<CreatedPortalLink> {
-    if ((input.customerId === undefined) === (input.customerEmail === undefined)) throw validationError('Give exactly one of customerId and customerEmail');
+  async createForMerchant(orgId: string, input: { customerId?: string; customerEmail?: string; externalId?: string; returnUrl?: string; allowCancelNow?: boolean }): Promise<CreatedPortalLink> {
+    const named = [input.customerId, input.customerEmail, input.externalId].filter((v) => v !== undefined).length;
+    if (named !== 1) throw validationError('Give exactly one of customerId, customerEmail and externalId');
     const customers = this.uow.stores.customers;
-    const customer = input.customerId !== undefined ? await customers.find(orgId, input.customerId) : await customers.findByEmail(orgId, input.customerEmail!);
+    const customer =
+      input.customerId !== undefined
+        ? await customers.find(orgId, input.customerId)
+        : input.externalId !== undefined
+          ? await customers.findByExternalId(orgId, input.externalId)
+          : await customers.findByEmail(orgId, input.customerEmail!);
     if (!customer) throw notFound('Customer');
     const { token: _token, ...link } = await this.newLink(customer, 'api', LINK_TTL_MS, input);
     return link;

@@ -19,6 +19,7 @@ export interface AccessRead {
 
 export interface EntitlementRepository {
   readAccess(orgId: string, subject: { customerId?: string; email?: string; wallet?: string }, productId?: string): Promise<AccessRead>;
+  customerIdByExternalId(orgId: string, externalId: string): Promise<string | undefined>;
 }
 
 /**
@@ -99,6 +100,11 @@ interface AccessRow {
 
 export class KnexEntitlementRepository implements EntitlementRepository {
   constructor(private readonly db: Db) {}
+
+  async customerIdByExternalId(orgId: string, externalId: string): Promise<string | undefined> {
+    const row = await this.db('customers').where({ org_id: orgId, external_id: externalId }).first('id');
+    return row?.id as string | undefined;
+  }
 
   async readAccess(orgId: string, subject: { customerId?: string; email?: string; wallet?: string }, productId?: string): Promise<AccessRead> {
     const [{ rows }] = (await runStatement<{ rows: AccessRow[] }>(this.db, READ_ACCESS_SQL, [orgId, subject.customerId ?? null, subject.email ?? null, subject.wallet ?? null, productId ?? null])) as [{ rows: AccessRow[] }];

@@ -12,10 +12,15 @@ type AccessType = 'ONE_TIME' | 'SUBSCRIPTION';
 
 export interface EntitlementQuery {
   customerId?: string;
+  /** The customer by the merchant's own id. */
+  externalId?: string;
   email?: string;
   wallet?: string;
   productId?: string;
 }
+
+/** An id no customer has: the read answers for an unknown subject. */
+const NO_CUSTOMER = '-';
 
 const byProductId = (a: { productId: string }, b: { productId: string }) => (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0);
 
@@ -23,8 +28,14 @@ export class EntitlementService {
   constructor(private readonly repo: EntitlementRepository) {}
 
   async check(orgId: string, query: EntitlementQuery): Promise<EntitlementCheck> {
-    if (!query.customerId && !query.email && !query.wallet) {
-      throw validationError('Give at least one of customer_id, email and wallet');
+    if (!query.customerId && !query.externalId && !query.email && !query.wallet) {
+      throw validationError('Give at least one of customer_id, external_id, email and wallet');
+    }
+    if (query.externalId !== undefined) {
+      // Named by the merchant's id: resolved first; nobody (or another customer than customer_id) is an unknown subject.
+      const held = await this.repo.customerIdByExternalId(orgId, query.externalId);
+      const customerId = held === undefined || (query.customerId !== undefined && query.customerId !== held) ? NO_CUSTOMER : held;
+      return this.check(orgId, { ...query, externalId: undefined, customerId });
     }
     // One read (src/subscriptions/entitlement.repository.ts): several identifiers must all point at
     // the same buyer (else `unknown`, and nothing is granted); a wallet alone never matches a

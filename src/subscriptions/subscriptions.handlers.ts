@@ -25,7 +25,7 @@ export function createSubscriptionHandlers(
       body: {
         success: true,
         message: 'OK',
-        data: await entitlements.check(auth.orgId, { customerId: query.customer_id, email: query.email, wallet: query.wallet, productId: query.product_id }),
+        data: await entitlements.check(auth.orgId, { customerId: query.customer_id, externalId: query.external_id, email: query.email, wallet: query.wallet, productId: query.product_id }),
       },
     }),
   };

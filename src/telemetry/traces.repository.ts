@@ -147,8 +147,24 @@ export class ConcurrentInsertError extends Error {
   }
 }
 
+/**
+ * A model call (a span telemetry priced: it has `llm.model`) as other modules read it, e.g. a
+ * usage meter: its own attributes and its trace root's, where end-user attributes often sit.
+ */
+export interface ModelCallSpan {
+  traceId: string;
+  spanId: string;
+  /** Epoch milliseconds. */
+  startMs: number;
+  endMs: number;
+  attributes: Attributes;
+  rootAttributes: Attributes;
+}
+
 export interface TraceRepository {
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
+  /** The project's model-call spans that start in [start, end), in no particular order. */
+  modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]>;
   /** Sessions whose activity (first start to last end) overlaps the range, newest last activity first. */
   searchSessions(search: GroupSearch): Promise<SessionSummary[]>;
   /** Users whose activity overlaps the range, newest last activity first. */
@@ -455,6 +471,27 @@ export class KnexTraceRepository implements TraceRepository {
   async searchUsers(search: GroupSearch): Promise<UserSummary[]> {
     const result = await this.groupRows(search, 'telemetry_users', 'user_id', 'session_count,');
     return (result.rows as GroupRow[]).map((r) => ({ userId: r.id, sessionCount: Number(r.session_count), ...groupTotals(r) }));
+  }
+
+  async modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]> {
+    // A trace holding a span that starts in the range overlaps it: the (project_id, start_time) index bounds the scan.
+    const rows = (await this.db('telemetry_traces')
+      .select('trace_id', 'root_attributes', 'spans')
+      .where('project_id', projectId)
+      .andWhere('start_time', '<', end)
+      .andWhere('end_time', '>=', start)
+      .andWhere(this.db.raw('cardinality(models) > 0'))) as Array<{ trace_id: string; root_attributes: string; spans: string }>;
+    const startMs = start.getTime();
+    const endMs = end.getTime();
+    const calls: ModelCallSpan[] = [];
+    for (const row of rows) {
+      const rootAttributes = JSON.parse(row.root_attributes) as Attributes;
+      for (const span of parseSpans(row.spans)) {
+        if (typeof span.attributes['llm.model'] !== 'string' || span.startMs < startMs || span.startMs >= endMs) continue;
+        calls.push({ traceId: row.trace_id, spanId: span.spanId, startMs: span.startMs, endMs: span.endMs, attributes: span.attributes, rootAttributes });
+      }
+    }
+    return calls;
   }
 
   async findTrace(projectId: string, traceId: string) {

@@ -1,6 +1,6 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
 import { notFound, validationError } from '../kernel/errors.js';
-import type { SessionSummary, StoredSpan, StoredTrace, TraceRepository, TraceSort, UserSummary } from './traces.repository.js';
+import type { ModelCallSpan, SessionSummary, StoredSpan, StoredTrace, TraceRepository, TraceSort, UserSummary } from './traces.repository.js';
 
 export interface TraceQuery {
   limit?: number;
@@ -100,6 +100,11 @@ function range(query: { start_time?: string; end_time?: string }): { startTime?:
 
 export class TraceService {
   constructor(private readonly traces: TraceRepository) {}
+
+  /** The project's model-call spans starting in [start, end): what other modules (usage meters) read of telemetry. */
+  modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]> {
+    return this.traces.modelCallSpans(projectId, start, end);
+  }
 
   async search(projectId: string, query: TraceQuery): Promise<{ traces: StoredTrace[]; hasMore: boolean; nextCursor: string | null; limit: number }> {
     const limit = query.limit ?? DEFAULT_LIMIT;

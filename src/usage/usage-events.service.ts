@@ -1,0 +1,180 @@
+/**
+ * Usage event ingest (`POST /v1/usage-events`): each event of a batch is accepted, a duplicate of
+ * one stored before (same id in the organization: exactly once, whatever the retries), or rejected
+ * with a reason; nothing is dropped without saying so. One read of the batch's customers, one of
+ * their subscriptions, one insert.
+ */
+import { periodEnd } from '../commerce/billing-period.js';
+import type { Customer, Subscription } from '../commerce/model.js';
+import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import type { Clock } from '../kernel/clock.js';
+import type { UsageEventRepository } from './usage.repository.js';
+import type { Scalar, UsageEvent } from './usage.model.js';
+
+/** How far ahead of Kassa's clock an event may be stamped (client clocks drift). */
+export const FUTURE_SKEW_MS = 5 * 60_000;
+/** How long after a billing period's end its late events are still accepted. */
+export const PERIOD_GRACE_MS = 60 * 60_000;
+
+export type CustomerRef = { customerId: string } | { externalId: string };
+
+export interface IncomingUsageEvent {
+  id: string;
+  customer: CustomerRef;
+  name: string;
+  timestamp: string;
+  properties?: Record<string, Scalar>;
+}
+
+export interface IncomingCloudEvent {
+  specversion: '1.0';
+  id: string;
+  source: string;
+  type: string;
+  time: string;
+  subject: string;
+  datacontenttype?: string;
+  data?: Record<string, Scalar>;
+}
+
+export type RejectionCode = 'UNKNOWN_CUSTOMER' | 'FUTURE_TIMESTAMP' | 'PERIOD_CLOSED';
+
+export interface UsageEventResult {
+  id: string;
+  status: 'ACCEPTED' | 'DUPLICATE' | 'REJECTED';
+  reason: { code: RejectionCode; message: string } | null;
+}
+
+export interface IngestResult {
+  accepted: number;
+  duplicates: number;
+  rejected: number;
+  results: UsageEventResult[];
+}
+
+/** A CloudEvent is read as a usage event: type → name, time → timestamp, subject → externalId, data → properties. */
+export function fromCloudEvent(e: IncomingCloudEvent): IncomingUsageEvent {
+  return { id: e.id, customer: { externalId: e.subject }, name: e.type, timestamp: e.time, properties: e.data ?? {} };
+}
+
+const isCloudEvent = (e: IncomingUsageEvent | IncomingCloudEvent): e is IncomingCloudEvent => 'specversion' in e;
+
+/** Where a customer's current billing period starts, and the one before it. */
+export interface PeriodBounds {
+  currentStart: number;
+  previousStart: number;
+}
+
+/**
+ * The customer's billing periods: those of their ACTIVE subscription (the one whose current period
+ * started first, when several), else UTC calendar months.
+ */
+export function periodBounds(subscriptions: readonly Subscription[], now: Date): PeriodBounds {
+  let chosen: Subscription | undefined;
+  for (const s of subscriptions) if (!chosen || s.currentPeriodStart < chosen.currentPeriodStart) chosen = s;
+  if (chosen) {
+    // Period p starts where period p - 1 ends (src/commerce/billing-period.ts).
+    return { currentStart: chosen.currentPeriodStart.getTime(), previousStart: periodEnd(chosen, chosen.periodNumber - 2).getTime() };
+  }
+  const currentStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+  return { currentStart, previousStart: Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1) };
+}
+
+/** Why an event stamped `at` is refused for its period, or null when its period takes it. */
+export function periodRejection(at: number, bounds: PeriodBounds, now: number): string | null {
+  if (at >= bounds.currentStart) return null;
+  const closedAt = new Date(bounds.currentStart).toISOString();
+  if (at >= bounds.previousStart) {
+    if (now < bounds.currentStart + PERIOD_GRACE_MS) return null;
+    return `The billing period of this event closed at ${closedAt}; late events are accepted until 1 hour after a period's end`;
+  }
+  return `The billing period of this event closed before ${new Date(bounds.previousStart).toISOString()}`;
+}
+
+export class UsageEventService {
+  constructor(
+    private readonly events: UsageEventRepository,
+    private readonly commerce: CommerceUnitOfWork,
+    private readonly clock: Clock,
+  ) {}
+
+  async ingest(orgId: string, batch: ReadonlyArray<IncomingUsageEvent | IncomingCloudEvent>): Promise<IngestResult> {
+    const now = this.clock.now();
+    const incoming = batch.map((e) => (isCloudEvent(e) ? fromCloudEvent(e) : e));
+    const customers = await this.customersOf(orgId, incoming);
+    const subscriptions = await this.commerce.stores.subscriptions.listActiveForCustomers(orgId, [...new Set([...customers.values()].map((c) => c.id))]);
+    const boundsOf = new Map<string, PeriodBounds>();
+    const bounds = (customerId: string) => {
+      let b = boundsOf.get(customerId);
+      if (!b) boundsOf.set(customerId, (b = periodBounds(subscriptions.filter((s) => s.customerId === customerId), now)));
+      return b;
+    };
+
+    const results: UsageEventResult[] = [];
+    const toStore: UsageEvent[] = [];
+    const firstOfId = new Map<string, number>();
+    for (const e of incoming) {
+      const reject = (code: RejectionCode, message: string) => results.push({ id: e.id, status: 'REJECTED', reason: { code, message } });
+      const customer = customers.get(refKey(e.customer));
+      if (!customer) {
+        reject('UNKNOWN_CUSTOMER', 'customerId' in e.customer ? `No customer ${e.customer.customerId} in this organization` : `No customer with externalId ${e.customer.externalId}`);
+        continue;
+      }
+      const at = Date.parse(e.timestamp);
+      if (at > now.getTime() + FUTURE_SKEW_MS) {
+        reject('FUTURE_TIMESTAMP', `The timestamp ${e.timestamp} is more than 5 minutes ahead of the server's clock`);
+        continue;
+      }
+      const closed = periodRejection(at, bounds(customer.id), now.getTime());
+      if (closed) {
+        reject('PERIOD_CLOSED', closed);
+        continue;
+      }
+      if (firstOfId.has(e.id)) {
+        // The same id twice in one batch: the first occurrence is the event.
+        results.push({ id: e.id, status: 'DUPLICATE', reason: null });
+        continue;
+      }
+      firstOfId.set(e.id, results.length);
+      results.push({ id: e.id, status: 'ACCEPTED', reason: null });
+      toStore.push({ orgId, id: e.id, customerId: customer.id, name: e.name, timestamp: new Date(at), properties: e.properties ?? {}, receivedAt: now });
+    }
+    const inserted = await this.events.insertNew(toStore);
+    for (const [id, index] of firstOfId) if (!inserted.has(id)) results[index] = { id, status: 'DUPLICATE', reason: null };
+    // An id already stored (before this batch, or by an earlier event of it) is a duplicate whatever
+    // else is wrong with the event: a retry after its period closed is not refused.
+    const rejectedIds = results.filter((r) => r.status === 'REJECTED').map((r) => r.id);
+    if (rejectedIds.length > 0) {
+      const stored = await this.events.storedIds(orgId, rejectedIds);
+      results.forEach((r, i) => {
+        if (r.status !== 'REJECTED' || !stored.has(r.id)) return;
+        const storedBefore = !inserted.has(r.id) || (firstOfId.get(r.id) ?? Infinity) < i;
+        if (storedBefore) results[i] = { id: r.id, status: 'DUPLICATE', reason: null };
+      });
+    }
+
+    let accepted = 0;
+    let duplicates = 0;
+    for (const r of results) if (r.status === 'ACCEPTED') accepted++;
+    else if (r.status === 'DUPLICATE') duplicates++;
+    return { accepted, duplicates, rejected: results.length - accepted - duplicates, results };
+  }
+
+  private async customersOf(orgId: string, events: readonly IncomingUsageEvent[]): Promise<Map<string, Customer>> {
+    const ids = new Set<string>();
+    const externalIds = new Set<string>();
+    for (const e of events) {
+      if ('customerId' in e.customer) ids.add(e.customer.customerId);
+      else externalIds.add(e.customer.externalId);
+    }
+    const found = await this.commerce.stores.customers.findByRefs(orgId, { ids: [...ids], externalIds: [...externalIds] });
+    const byRef = new Map<string, Customer>();
+    for (const c of found) {
+      if (ids.has(c.id)) byRef.set(refKey({ customerId: c.id }), c);
+      if (c.externalId !== null && externalIds.has(c.externalId)) byRef.set(refKey({ externalId: c.externalId }), c);
+    }
+    return byRef;
+  }
+}
+
+const refKey = (ref: CustomerRef) => ('customerId' in ref ? `id:${ref.customerId}` : `ext:${ref.externalId}`);
