@@ -5,6 +5,7 @@ import { ErrorNotice, Fields, Loading, Money, PageHeader, Time } from '../../com
 import { explorerAddressUrl, explorerTxUrl, stripeDashboardUrl } from '../../shared/links';
 import { consoleTimeZone } from '../../shared/time-zone';
 import { OrderDeliveries } from './components/order-deliveries';
+import { OrderLines } from './components/order-lines';
 import { OrderStatus } from './components/order-status';
 import { OrderTimeline, orderTimeline } from './components/order-timeline';
 import { useOrder, useOrderDisputes, useOrderRefunds, type Order } from './use-orders';
@@ -57,6 +58,7 @@ export function OrderDetailPage(props: { extra?: (order: Order, reload: () => vo
               ]}
             />
           </div>
+          <OrderLines order={o} />
           {props.extra?.(o, reload)}
           <div class="card">
             <h2>Payment</h2>
