@@ -2217,6 +2217,101 @@ export interface components {
          */
         OrderDisplayStatus: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid";
         /**
+         * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
+         *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
+         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
+         *     (positive): lines of coupons, plan changes and tax rates.
+         * @enum {string}
+         */
+        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
+        /**
+         * @description A non-negative exact decimal (minor units of money, or units of a meter), at most 12 fraction digits, e.g. `"0.004"` (0.004 cents).
+         * @example 0.004
+         * @example 1500
+         */
+        DecimalAmount: string;
+        PriceTier: {
+            /** @description Inclusive upper bound of the tier in units; null on the last tier only. */
+            upTo: number | null;
+            unitAmountDecimal: components["schemas"]["DecimalAmount"];
+            /** @description Charged once when units fall in the tier (graduated) or when the quantity lands in it (volume). */
+            flatAmountCents?: components["schemas"]["MinorUnits"];
+        };
+        /**
+         * @description How a metered component prices the units billed (consumed − included − credited, never
+         *     below 0): `PER_UNIT` (`unitAmountDecimal` per unit), `PACKAGE` (`packageAmountDecimal` per
+         *     started package of `packageSize` units: packages are rounded up), `GRADUATED` (each unit
+         *     at the price of the tier it falls in, plus each reached tier's flat amount) or `VOLUME`
+         *     (every unit at the price of the tier the whole quantity falls in, plus its flat amount).
+         *     The line's exact amount is rounded once (see `OrderLine`).
+         */
+        MeteredPricing: {
+            /** @enum {string} */
+            model: "PER_UNIT" | "PACKAGE" | "GRADUATED" | "VOLUME";
+            unitAmountDecimal?: components["schemas"]["DecimalAmount"];
+            packageSize?: number;
+            packageAmountDecimal?: components["schemas"]["DecimalAmount"];
+            tiers?: components["schemas"]["PriceTier"][];
+        };
+        AppliedTier: {
+            /** @description 1-based index of the tier in the price. */
+            tier: number;
+            upTo: number | null;
+            quantity: components["schemas"]["DecimalAmount"];
+            unitAmountDecimal: components["schemas"]["DecimalAmount"];
+            flatAmountCents: components["schemas"]["MinorUnits"];
+            /** @description The tier's exact amount in minor units, not rounded (only the line is). */
+            amountDecimal: components["schemas"]["DecimalAmount"];
+        };
+        /** @description The metered part of a `USAGE` line. */
+        OrderLineUsage: {
+            meterId: string;
+            /** @description Units the period includes at no charge. */
+            includedUnits: number;
+            /** @description Units drawn from the customer's prepaid credit. */
+            creditedUnits: number;
+            /** @description `quantity` − `includedUnits` − `creditedUnits`, never below 0: the units priced. */
+            billableQuantity: components["schemas"]["DecimalAmount"];
+            pricing: components["schemas"]["MeteredPricing"];
+            /** @description The tiers the quantity reached (`GRADUATED`, `VOLUME`); null for the other models. */
+            tiers: components["schemas"]["AppliedTier"][] | null;
+        };
+        /** @description An exact decimal of minor units, signed. */
+        SignedDecimalAmount: string;
+        /**
+         * @description One line of an order. The order's `amountCents` is the sum of its lines' `amountCents`,
+         *     always, to the minor unit.
+         *
+         *     Rounding (one rule, everywhere): unit prices are exact decimals of the minor unit
+         *     (`unitAmountDecimal` `"0.004"` = 0.004 cents, i.e. 0.04 USD per 1,000 units); a line's
+         *     amount is computed exactly and rounded once, half up (half away from zero), to the minor
+         *     unit (`exactAmountDecimal` is the value before that rounding); tiers inside a line are not
+         *     rounded; the total is the sum of the rounded lines. Lines are priced in this order:
+         *     charges (`PRICE`, `USAGE`, `PRORATION`), then `DISCOUNT`, then `TAX`, then `CREDIT`; a
+         *     discount or a credit covers at most what remains, so a total is never negative.
+         *
+         *     Orders made before lines existed read as one `PRICE` line: their product, quantity and
+         *     unit amount when their checkout session charged exactly the order's amount, else
+         *     quantity 1 at the order's amount.
+         */
+        OrderLine: {
+            kind: components["schemas"]["OrderLineKind"];
+            /** @description What the line charges, as the buyer reads it (the product's name, the meter's name, …). */
+            description: string;
+            /** @description `PRICE` lines of a catalog product. */
+            productId?: components["schemas"]["ProductId"];
+            /** @description `PRICE` lines: the catalog price charged, when known. */
+            priceId?: string;
+            /** @description `PRICE`: how many; `USAGE`: units consumed in the period; null on amount lines. */
+            quantity: components["schemas"]["DecimalAmount"] | null;
+            /** @description Minor units per unit (`PRICE`, `USAGE` priced per unit); null otherwise. */
+            unitAmountDecimal: components["schemas"]["DecimalAmount"] | null;
+            usage?: components["schemas"]["OrderLineUsage"];
+            exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
+            /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
+            amountCents: number;
+        };
+        /**
          * @description Currency code as stored, uppercase (ISO 4217 such as `USD`, or `USDC`/`USDT`).
          * @example USD
          */
@@ -2288,8 +2383,10 @@ export interface components {
             displayStatus: components["schemas"]["OrderDisplayStatus"];
             /** @description Amount in display units (`amountCents / 10^decimals`; 2 decimals for fiat, 6 for USDC/USDT). */
             amount: number;
-            /** @description Stored amount in minor units. */
+            /** @description The order's total in minor units, the sum of its `lines` (see `OrderLine` for the rounding rule). */
             amountCents: components["schemas"]["MinorUnits"];
+            /** @description What the order charges, line by line, in pricing order; their `amountCents` add up to the order's. */
+            lines: components["schemas"]["OrderLine"][];
             /** @description Refunded amount in display units. */
             amountRefunded: number;
             /**

@@ -9,6 +9,7 @@ import type { Order, Subscription } from '../commerce/model.js';
 import type { BuyerEmailKind } from './buyer-email.repository.js';
 import type { Brand } from '../pages/page.js';
 import { contrastRatio } from '../kernel/colour.js';
+import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
 
 /** Kassa's indigo, or the organization's accent where it keeps 4.5:1 on the white card. */
 const inkOf = (brand: Brand | undefined): string => {
@@ -46,11 +47,18 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
   const o = c.order;
   const s = c.subscription;
   const product = o?.productName ?? s?.productName ?? 'your purchase';
+  // One fact per order line (what it is made of, then its amount), then the total.
+  const lineFacts: Array<[string, string]> = o
+    ? o.lines.map((l): [string, string] => {
+        const detail = lineDetail(l, o.currency);
+        return [l.description, `${detail ? `${detail} = ` : ''}${formatLineAmount(l.amount, o.currency)}`];
+      })
+    : [];
   const orderFacts: Array<[string, string]> = o
     ? [
-        ['Product', product],
-        ['Amount', formatMoney(o.amountCents, o.currency)],
-        ['Tax', 'None charged'],
+        ...lineFacts,
+        ...(o.lines.some((l) => l.kind === 'TAX') ? [] : [['Tax', 'None charged'] as [string, string]]),
+        ['Total', formatMoney(o.amountCents, o.currency)],
         ['Date', DATE.format(o.createdAt)],
         ['Order', o.id],
       ]
@@ -121,7 +129,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
           `${c.merchant} refunded ${o && c.refundCents ? formatMoney(c.refundCents, o.currency) : 'your payment'} for ${product}.`,
           'It goes back to the card or account you paid with; depending on your bank this takes 5–10 business days to show.',
         ],
-        facts: o ? [...orderFacts.slice(0, 2), ['Refunded', formatMoney(c.refundCents ?? o.amountRefundedCents, o.currency)], ['Order', o.id]] : [],
+        facts: o ? [['Product', product], ['Amount', formatMoney(o.amountCents, o.currency)], ['Refunded', formatMoney(c.refundCents ?? o.amountRefundedCents, o.currency)], ['Order', o.id]] : [],
       };
   }
 }

@@ -19,6 +19,8 @@ import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
+import { sessionLineInputs } from '../commerce/order-lines.js';
+import { pricePeriod } from '../commerce/pricing.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
 
@@ -164,8 +166,9 @@ export class CheckoutSessionService {
     }
     const { pricing, product } = await this.resolvePurchase(orgId, body, provider);
     const quantity = body.quantity ?? 1;
-    // The total is what is charged and what the order's display amount is derived from.
-    const amount = pricing.amount * quantity;
+    // The total is what is charged and what the order's display amount is derived from: priced
+    // from the session's lines by the one pricing function (commerce/pricing.ts).
+    const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
     const unit = body.pricingId ? `The amount of body.pricingId ${body.pricingId}` : 'body.pricingData.amount';
     assertAmountBounds(provider, pricing.currency, amount, quantity === 1 ? unit : `${unit} × body.quantity`);
     const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;

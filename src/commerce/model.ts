@@ -3,6 +3,7 @@
  * Plain data, owned by no repository; the stores that persist it are declared in ./stores.ts.
  */
 import type { BillingInterval } from './billing-period.js';
+import type { PricedLine } from './pricing.js';
 
 // ---- checkout sessions ----
 
@@ -86,6 +87,12 @@ export type OrderStatus = 'PENDING' | 'PAID' | 'FAILED' | 'REFUNDED' | 'UNDERPAI
 
 export type Rail = 'STRIPE' | 'CRYPTO';
 
+/**
+ * One line of an order, as commerce/pricing.ts priced it (the only place amounts are computed):
+ * the order's `amountCents` is the sum of its lines' `amount`. Stored in order_lines (migration 0240).
+ */
+export type OrderLine = PricedLine;
+
 export interface Order {
   id: string;
   orgId: string;
@@ -126,6 +133,8 @@ export interface Order {
   paymentMethod: string | null;
   /** Billing period a subscription order pays: 0 at checkout, then 1, 2, … */
   billingPeriod: number | null;
+  /** What the order charges, line by line; `amountCents` is their sum. Written with the order, never changed. */
+  lines: OrderLine[];
   createdAt: Date;
   updatedAt: Date;
 }

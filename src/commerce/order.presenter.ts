@@ -2,7 +2,8 @@
 import type { components } from '../../generated/merchant.js';
 import { toDisplayAmount } from '../kernel/money.js';
 import { iso, isoOrNull } from '../kernel/present.js';
-import type { Order, OrderDispute, OrderRefund, OrderStatus, Subscription } from './model.js';
+import type { Order, OrderDispute, OrderLine, OrderRefund, OrderStatus, Subscription } from './model.js';
+import type { UsagePricing } from './pricing.js';
 
 type ApiOrder = components['schemas']['Order'];
 type WebhookOrder = components['schemas']['WebhookOrder'];
@@ -24,6 +25,49 @@ export function providerPayment(order: Order): { providerPaymentId: string | nul
   return { providerPaymentId: order.processorPaymentId, providerStatus: order.processorStatus };
 }
 
+type ApiOrderLine = components['schemas']['OrderLine'];
+
+const presentPricing = (p: UsagePricing): components['schemas']['MeteredPricing'] => {
+  switch (p.model) {
+    case 'PER_UNIT':
+      return { model: p.model, unitAmountDecimal: p.unitAmount };
+    case 'PACKAGE':
+      return { model: p.model, packageSize: p.packageSize, packageAmountDecimal: p.packageAmount };
+    default:
+      return {
+        model: p.model,
+        tiers: p.tiers.map((t) => ({ upTo: t.upTo, unitAmountDecimal: t.unitAmount, ...(t.flatAmount ? { flatAmountCents: t.flatAmount } : {}) })),
+      };
+  }
+};
+
+/** One order line as the API, webhooks, the console, receipts and e-mails show it. */
+export function presentOrderLine(line: OrderLine): ApiOrderLine {
+  const out: ApiOrderLine = {
+    kind: line.kind,
+    description: line.description,
+    quantity: line.quantity,
+    unitAmountDecimal: line.unitAmount,
+    exactAmountDecimal: line.exactAmount,
+    amountCents: line.amount,
+  };
+  if (line.productId) out.productId = line.productId;
+  if (line.priceId) out.priceId = line.priceId;
+  if (line.kind === 'USAGE' && line.meterId && line.pricing) {
+    out.usage = {
+      meterId: line.meterId,
+      includedUnits: line.includedUnits ?? 0,
+      creditedUnits: line.creditedUnits ?? 0,
+      billableQuantity: line.billableQuantity ?? '0',
+      pricing: presentPricing(line.pricing),
+      tiers: line.tiers
+        ? line.tiers.map((t) => ({ tier: t.tier, upTo: t.upTo, quantity: t.quantity, unitAmountDecimal: t.unitAmount, flatAmountCents: t.flatAmount, amountDecimal: t.amount }))
+        : null,
+    };
+  }
+  return out;
+}
+
 export function presentOrder(order: Order, now: Date): ApiOrder {
   const out: ApiOrder = {
     orderId: order.id,
@@ -33,6 +77,7 @@ export function presentOrder(order: Order, now: Date): ApiOrder {
     displayStatus: DISPLAY_STATUS[order.status],
     amount: toDisplayAmount(order.amountCents, order.currency),
     amountCents: order.amountCents,
+    lines: order.lines.map(presentOrderLine),
     amountRefunded: toDisplayAmount(order.amountRefundedCents, order.currency),
     amountRefundedCents: order.amountRefundedCents,
     currency: order.currency,
@@ -78,6 +123,15 @@ export interface WebhookOrderContext {
 }
 
 /**
+ * Who the event is about, in every `order.*` and `subscription.*` payload (the README's step 6 and
+ * docs/customer-portal.md promise it): the customer's id. The customer's own `externalId` joins it
+ * here once customers carry one (issue 38, item 2).
+ */
+export function webhookCustomer(customerId: string): { customerId: string } {
+  return { customerId };
+}
+
+/**
  * `providerSubscriptionId`: the processor's subscription when its billing renews the order's
  * subscription (first order, renewals and out-of-cycle invoices alike); null for one-time orders
  * and for subscriptions Kassa renews itself. A subscription other than the order's is ignored.
@@ -87,6 +141,7 @@ export function presentWebhookOrder(order: Order, context: WebhookOrderContext =
   const out: WebhookOrder = {
     orderId: order.id,
     orgId: order.orgId,
+    ...webhookCustomer(order.customerId),
     merchantReference: order.merchantReference,
     merchantMetadata: order.merchantMetadata,
     status: order.status,
@@ -94,6 +149,7 @@ export function presentWebhookOrder(order: Order, context: WebhookOrderContext =
     amountCents: order.amountCents,
     amountRefundedCents: order.amountRefundedCents,
     currency: order.currency.toLowerCase(),
+    lines: order.lines.map(presentOrderLine),
     paymentLinkId: order.paymentLinkId,
     originalOrderId: order.originalOrderId,
     providerSubscriptionId: subscription && order.subscriptionId === subscription.id ? subscription.processorSubscriptionId : null,

@@ -13,6 +13,7 @@ import { presentWebhookOrder } from './order.presenter.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
+import { sessionLines, singleCharge } from './order-lines.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -290,12 +291,13 @@ export class PaymentFlow {
         externalId: null,
         createdAt: now,
       });
+      const priced = singleCharge(result.product.name, result.valueUnits, { productId: result.product.productId });
       const order: Order = {
         id: newId('ORD'),
         orgId: result.orgId,
         status: 'PAID',
         provider: 'CRYPTO',
-        amountCents: result.valueUnits,
+        amountCents: priced.total,
         amountRefundedCents: 0,
         currency: result.currency,
         customerId: customer.id,
@@ -319,6 +321,7 @@ export class PaymentFlow {
         processorStatus: null,
         paymentMethod: null,
         billingPeriod: null,
+        lines: priced.lines,
         createdAt: now,
         updatedAt: now,
       };
@@ -417,11 +420,13 @@ export class PaymentFlow {
 
 /** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */
 function orderForSession(session: CheckoutSession, customer: Customer, now: Date, fields: Pick<Order, 'status'> & Partial<Order>): Order {
+  const priced = sessionLines(session);
   return {
     id: newId('ORD'),
     orgId: session.orgId,
     provider: session.provider,
-    amountCents: session.amount,
+    amountCents: priced.total,
+    lines: priced.lines,
     amountRefundedCents: 0,
     currency: session.currency,
     customerId: customer.id,

@@ -5,6 +5,8 @@
 import type { Order, Subscription } from './model.js';
 import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
+import { renewalFeeInputs } from './order-lines.js';
+import { pricePeriod } from './pricing.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -19,12 +21,15 @@ export async function renewalOrder(
   now: Date,
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+  const charged = payment.amountCents ?? s.amountCents;
+  const priced = pricePeriod(renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId }));
   return {
     id: newId('ORD'),
     orgId: s.orgId,
     status: paid ? 'PAID' : 'FAILED',
     provider: 'STRIPE',
-    amountCents: payment.amountCents ?? s.amountCents,
+    amountCents: priced.total,
+    lines: priced.lines,
     amountRefundedCents: 0,
     currency: s.currency,
     customerId: s.customerId,

@@ -1,3 +1,4 @@
+import { webhookCustomer } from './order.presenter.js';
 import type { components } from '../../generated/merchant.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { Subscription } from './model.js';
@@ -44,7 +45,7 @@ export function presentWebhookSubscription(s: Subscription): WebhookSubscription
     provider: s.provider,
     // The processor's own subscription (Stripe `sub_…`) when its billing renews it.
     providerSubscriptionId: s.processorSubscriptionId,
-    customerId: s.customerId,
+    ...webhookCustomer(s.customerId),
     customerEmail: s.customerEmail,
     product: { id: s.productId, name: s.productName },
     billingInterval: s.billingInterval,

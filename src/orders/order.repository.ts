@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Order, OrderFilter, OrderStatus, Rail } from '../commerce/model.js';
+import type { Order, OrderFilter, OrderLine, OrderStatus, Rail } from '../commerce/model.js';
 import type { OrderRepository } from '../commerce/stores.js';
 import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
@@ -8,6 +8,97 @@ import { EXACT_TOTAL_BOUND, type Keyset, type ListPage, type ListWindow } from '
 
 
 
+
+/** An order_lines row (migration 0240); numerics read as text, exact. */
+interface LineRow {
+  order_id: string;
+  position: number;
+  org_id: string;
+  kind: OrderLine['kind'];
+  description: string;
+  product_id: string | null;
+  price_id: string | null;
+  meter_id: string | null;
+  quantity: string | null;
+  included_units: number | string | null;
+  credited_units: number | string | null;
+  billable_quantity: string | null;
+  unit_amount: string | null;
+  pricing: OrderLine['pricing'];
+  tiers: OrderLine['tiers'];
+  exact_amount: string;
+  amount_cents: number | string;
+}
+
+const LINE_SELECT =
+  'order_id, position, kind, description, product_id, price_id, meter_id, quantity::text AS quantity, included_units, credited_units, ' +
+  'billable_quantity::text AS billable_quantity, unit_amount::text AS unit_amount, pricing, tiers, exact_amount::text AS exact_amount, amount_cents';
+
+const numberOrNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
+
+const toLine = (r: Omit<LineRow, 'org_id'>): OrderLine => ({
+  kind: r.kind,
+  description: r.description,
+  productId: r.product_id,
+  priceId: r.price_id,
+  meterId: r.meter_id,
+  quantity: r.quantity,
+  includedUnits: numberOrNull(r.included_units),
+  creditedUnits: numberOrNull(r.credited_units),
+  billableQuantity: r.billable_quantity,
+  unitAmount: r.unit_amount,
+  pricing: r.pricing,
+  tiers: r.tiers,
+  exactAmount: r.exact_amount,
+  amount: Number(r.amount_cents),
+});
+
+const toLineRow = (o: Order, l: OrderLine, position: number): LineRow => ({
+  order_id: o.id,
+  position,
+  org_id: o.orgId,
+  kind: l.kind,
+  description: l.description,
+  product_id: l.productId,
+  price_id: l.priceId,
+  meter_id: l.meterId,
+  quantity: l.quantity,
+  included_units: l.includedUnits,
+  credited_units: l.creditedUnits,
+  billable_quantity: l.billableQuantity,
+  unit_amount: l.unitAmount,
+  pricing: l.pricing === null ? null : (JSON.stringify(l.pricing) as unknown as OrderLine['pricing']),
+  tiers: l.tiers === null ? null : (JSON.stringify(l.tiers) as unknown as OrderLine['tiers']),
+  exact_amount: l.exactAmount,
+  amount_cents: l.amount,
+});
+
+/**
+ * The line of an order that has none stored: one written by a release before order lines (during a
+ * rolling deploy, after migration 0240's backfill) reads as the line the backfill would have made.
+ */
+export const derivedLine = (o: Pick<Order, 'productId' | 'productName' | 'amountCents'>): OrderLine => ({
+  kind: 'PRICE',
+  description: o.productName ?? 'Payment',
+  productId: o.productId,
+  priceId: null,
+  meterId: null,
+  quantity: '1',
+  includedUnits: null,
+  creditedUnits: null,
+  billableQuantity: null,
+  unitAmount: String(o.amountCents),
+  pricing: null,
+  tiers: null,
+  exactAmount: String(o.amountCents),
+  amount: o.amountCents,
+});
+
+/** The order's lines in the json row of FIND_ORDER_SQL (same names as LINE_SELECT's). */
+const LINES_JSON_SQL = `(SELECT json_agg(json_build_object('order_id', l.order_id, 'position', l.position, 'kind', l.kind, 'description', l.description,
+  'product_id', l.product_id, 'price_id', l.price_id, 'meter_id', l.meter_id, 'quantity', l.quantity::text, 'included_units', l.included_units,
+  'credited_units', l.credited_units, 'billable_quantity', l.billable_quantity::text, 'unit_amount', l.unit_amount::text, 'pricing', l.pricing,
+  'tiers', l.tiers, 'exact_amount', l.exact_amount::text, 'amount_cents', l.amount_cents) ORDER BY l.position) FROM order_lines l WHERE l.order_id = o.id)`;
 
 interface OrderRow {
   id: string;
@@ -48,7 +139,7 @@ interface OrderRow {
  */
 const asDate = (value: Date | number): Date => (typeof value === 'number' ? new Date(value) : value);
 
-const toOrder = (r: OrderRow | JsonRow<OrderRow>): Order => ({
+const toOrder = (r: OrderRow | JsonRow<OrderRow>, lines: OrderLine[] = []): Order => ({
   id: r.id,
   orgId: r.org_id,
   status: r.status,
@@ -77,11 +168,12 @@ const toOrder = (r: OrderRow | JsonRow<OrderRow>): Order => ({
   processorStatus: r.processor_status,
   paymentMethod: r.payment_method,
   billingPeriod: r.billing_period,
+  lines,
   createdAt: asDate(r.created_at),
   updatedAt: asDate(r.updated_at),
 });
 
-const toRow = (o: Order): OrderRow => ({
+const toRow = (o: Omit<Order, 'lines'>): OrderRow => ({
   id: o.id,
   org_id: o.orgId,
   status: o.status,
@@ -126,7 +218,7 @@ const everyColumnListed: [Unlisted] extends [never] ? true : Unlisted = true;
 void everyColumnListed;
 const ORDER_COLUMNS_SQL = ORDER_COLUMNS.join(', ');
 /** GET /v1/orders/{id}: as one json column (src/db/json-row.ts), run directly and prepared (runStatement). */
-const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settled_available_on', 'created_at', 'updated_at']))} AS row FROM orders o WHERE o.org_id = $1 AND o.id = $2 LIMIT 1`;
+const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settled_available_on', 'created_at', 'updated_at']))} AS row, ${LINES_JSON_SQL} AS lines FROM orders o WHERE o.org_id = $1 AND o.id = $2 LIMIT 1`;
 /**
  * GET /v1/orders without filters (the dashboard's first page): prepared, over the index
  * (org_id, created_at, id); LIMIT is the page size + 1 (the extra row says more follow).
@@ -147,54 +239,94 @@ const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v ==
 export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 
+const orderInsertRow = (order: Order) => ({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+
+async function insertLines(db: Knex, order: Order): Promise<void> {
+  if (order.lines.length === 0) throw new Error(`order ${order.id} has no lines`);
+  const sum = order.lines.reduce((s, l) => s + l.amount, 0);
+  // commerce/pricing.ts makes the total from the lines; an order whose total is not theirs is a bug, not data.
+  if (sum !== order.amountCents) throw new Error(`order ${order.id}: lines sum to ${sum}, amountCents is ${order.amountCents}`);
+  await db('order_lines').insert(order.lines.map((l, i) => toLineRow(order, l, i)));
+}
+
 export class KnexOrderRepository implements OrderRepository {
   constructor(private readonly db: Knex) {}
 
+  /** The order and its lines, in one transaction (the caller's, or one of its own). */
   async insert(order: Order): Promise<void> {
-    await this.db('orders').insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+    await this.inTransaction(async (db) => {
+      await db('orders').insert(orderInsertRow(order));
+      await insertLines(db, order);
+    });
   }
 
   async insertUnlessTxRecorded(order: Order): Promise<boolean> {
-    // No conflict target: the partial unique index on (chain, tx_hash) is the one a fresh id can meet.
-    const rows = await this.db('orders')
-      .insert({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null })
-      .onConflict()
-      .ignore()
-      .returning('id');
-    return rows.length === 1;
+    return this.inTransaction(async (db) => {
+      // No conflict target: the partial unique index on (chain, tx_hash) is the one a fresh id can meet.
+      const rows = await db('orders').insert(orderInsertRow(order)).onConflict().ignore().returning('id');
+      if (rows.length !== 1) return false;
+      await insertLines(db, order);
+      return true;
+    });
+  }
+
+  private inTransaction<T>(work: (db: Knex) => Promise<T>): Promise<T> {
+    return this.db.isTransaction ? work(this.db) : this.db.transaction(work);
+  }
+
+  /** Attaches each order's stored lines (one query), or its derived line when it has none. */
+  private async withLines(orders: Order[]): Promise<Order[]> {
+    if (orders.length === 0) return orders;
+    const rows = await this.db.raw<{ rows: LineRow[] }>(`SELECT ${LINE_SELECT} FROM order_lines WHERE order_id = ANY(?) ORDER BY order_id, position`, [orders.map((o) => o.id)]);
+    const byOrder = new Map<string, OrderLine[]>();
+    for (const r of rows.rows) {
+      const list = byOrder.get(r.order_id) ?? [];
+      list.push(toLine(r));
+      byOrder.set(r.order_id, list);
+    }
+    for (const o of orders) o.lines = byOrder.get(o.id) ?? [derivedLine(o)];
+    return orders;
+  }
+
+  private async one(row: OrderRow | undefined): Promise<Order | undefined> {
+    return row ? (await this.withLines([toOrder(row)]))[0] : undefined;
   }
 
   async find(orgId: string, id: string): Promise<Order | undefined> {
-    const [found] = await runStatement<{ row: JsonRow<OrderRow> }>(this.db, FIND_ORDER_SQL, [orgId, id]);
-    return found ? toOrder(found.row) : undefined;
+    const [found] = await runStatement<{ row: JsonRow<OrderRow>; lines: Omit<LineRow, 'org_id'>[] | null }>(this.db, FIND_ORDER_SQL, [orgId, id]);
+    if (!found) return undefined;
+    const order = toOrder(found.row);
+    order.lines = found.lines ? found.lines.map(toLine) : [derivedLine(order)];
+    return order;
   }
 
   async findForUpdate(id: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ id }).forUpdate().first();
-    return row ? toOrder(row) : undefined;
+    return this.one(row);
   }
 
   async findBySession(checkoutSessionId: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ checkout_session_id: checkoutSessionId }).first();
-    return row ? toOrder(row) : undefined;
+    return this.one(row);
   }
 
   async findByProcessorPaymentId(processorPaymentId: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ processor_payment_id: processorPaymentId }).orderBy('created_at').first();
-    return row ? toOrder(row) : undefined;
+    return this.one(row);
   }
 
   async findByChainTx(chain: string, txHash: string): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ chain, tx_hash: txHash }).first();
-    return row ? toOrder(row) : undefined;
+    return this.one(row);
   }
 
   async findSubscriptionPeriod(subscriptionId: string, billingPeriod: number): Promise<Order | undefined> {
     const row = await this.db<OrderRow>('orders').where({ subscription_id: subscriptionId, billing_period: billingPeriod }).first();
-    return row ? toOrder(row) : undefined;
+    return this.one(row);
   }
 
   async update(order: Order, expected: OrderStatus): Promise<boolean> {
+    // Lines are written with the order and never change: only the order's row is updated.
     const { id, org_id, created_at, ...changes } = toRow(order);
     const written = await this.db('orders')
       .where({ id, org_id, status: expected })
@@ -209,7 +341,7 @@ export class KnexOrderRepository implements OrderRepository {
       .whereNotNull('product_id');
     if (subject.customerIds) q.whereIn('customer_id', subject.customerIds);
     if (subject.fromAddress) q.andWhereRaw('lower(from_address) = lower(?)', [subject.fromAddress]);
-    return (await q).map(toOrder);
+    return this.withLines((await q).map((r) => toOrder(r)));
   }
 
   private filtered(orgId: string, f: OrderFilter) {
@@ -237,7 +369,7 @@ export class KnexOrderRepository implements OrderRepository {
     if (noFilter(filter) && !window.startingAfter && !window.endingBefore) {
       const fetched = await runStatement<OrderRow>(this.db, LIST_ORDERS_SQL, [orgId, window.offset, window.limit + 1]);
       const hasMore = fetched.length > window.limit;
-      const records = (hasMore ? fetched.slice(0, window.limit) : fetched).map(toOrder);
+      const records = await this.withLines((hasMore ? fetched.slice(0, window.limit) : fetched).map((r) => toOrder(r)));
       const sides = { hasMore, hasOlder: hasMore, hasNewer: window.offset > 0 && records.length > 0 };
       if (window.offset === 0 && !hasMore) return { records, total: records.length, totalExact: true, ...sides };
       const [{ n }] = (await runStatement<{ n: string }>(this.db, COUNT_ORDERS_SQL, [orgId, EXACT_TOTAL_BOUND + 1])) as [{ n: string }];
@@ -246,7 +378,7 @@ export class KnexOrderRepository implements OrderRepository {
       return { records, total, totalExact: false, ...sides };
     }
     const page = await readListPage<OrderRow & Record<string, unknown>>(this.db, { filtered: () => this.filtered(orgId, filter), createdAt: 'created_at', id: 'id', select: ORDER_COLUMNS_SQL }, window);
-    return { ...page, records: page.records.map(toOrder) };
+    return { ...page, records: await this.withLines(page.records.map((r) => toOrder(r))) };
   }
 
 }

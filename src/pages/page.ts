@@ -74,6 +74,7 @@ const STYLE = `
 main{max-width:440px;margin:0 auto;padding:24px 16px}
 .card{background:#fff;border-radius:14px;box-shadow:0 1px 3px rgba(16,24,40,.1),0 8px 24px rgba(16,24,40,.06);padding:24px}
 .brand{font-weight:700;letter-spacing:.02em;color:#4338ca;margin-bottom:16px}
+.lines{width:100%;border-collapse:collapse;margin:16px 0 0;font-size:.9rem}.lines th,.lines td{text-align:left;padding:6px 0;border-top:1px solid #eaecf0;vertical-align:top}.lines th{color:#667085;font-weight:normal}.lines .num{text-align:right;white-space:nowrap;padding-left:12px}
 .receipt{display:grid;grid-template-columns:auto 1fr;gap:4px 12px;margin:16px 0 0;font-size:.9rem}.receipt dt{color:#667085}.receipt dd{margin:0;min-width:0}
 h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem}
 .card,footer{overflow-wrap:anywhere}

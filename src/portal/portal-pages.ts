@@ -4,6 +4,7 @@
  * every POST also carries the session's form token (`csrf`), and the session cookie is HttpOnly,
  * SameSite=Lax, Path=/portal (Secure on an https PUBLIC_BASE_URL).
  */
+import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
 import type { Request, Response, Router } from 'express';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
@@ -48,6 +49,17 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
   if (session.canChangeSubscriptions && session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
 <div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+}
+
+/** The receipt's lines: what each charges and how (quantity × unit price, usage, included units), then its amount. */
+export function orderLinesTable(order: Order): string {
+  const rows = order.lines
+    .map((l) => {
+      const detail = lineDetail(l, order.currency);
+      return `<tr data-testid="receipt-line"><td>${escapeHtml(l.description)}${detail ? `<div class="muted">${escapeHtml(detail)}</div>` : ''}</td><td class="num">${escapeHtml(formatLineAmount(l.amount, order.currency))}</td></tr>`;
+    })
+    .join('');
+  return `<table class="lines" data-testid="receipt-lines"><caption class="visually-hidden">What you paid for</caption><thead><tr><th scope="col">Item</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 function orderItem(o: Order): string {
@@ -154,10 +166,9 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
         html: layout(
           `Receipt ${order.id}`,
           `<h1>Receipt</h1><div class="muted">${escapeHtml(DATE.format(order.createdAt))}</div>
+${orderLinesTable(order)}
 <dl class="receipt" data-testid="receipt"><dt>Paid to</dt><dd data-testid="receipt-merchant">${escapeHtml(merchant)}</dd>
-<dt>Product</dt><dd data-testid="receipt-product">${escapeHtml(order.productName ?? 'Purchase')}</dd>
-<dt>Amount</dt><dd data-testid="receipt-amount">${escapeHtml(formatMoney(order.amountCents, order.currency))}</dd>
-<dt>Tax</dt><dd>None charged</dd>
+${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged</dd>'}
 <dt>Total</dt><dd data-testid="receipt-total"><strong>${escapeHtml(formatMoney(order.amountCents, order.currency))}</strong></dd>${refunded}
 <dt>Date</dt><dd>${escapeHtml(DATE.format(order.createdAt))}</dd>
 <dt>Payment</dt><dd data-testid="receipt-method">${escapeHtml(paymentMethodSummary(order))}</dd>

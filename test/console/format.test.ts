@@ -15,6 +15,8 @@ import {
   parseMoney,
   queryToFilters,
   rangeFor,
+  formatUnitAmount,
+  formatQuantity,
 } from '../../web/console/shared/format.js';
 import { safeNext } from '../../web/console/routes/sign-in/next.js';
 import { explorerTxUrl, stripeDashboardUrl } from '../../web/console/shared/links.js';
@@ -144,5 +146,16 @@ describe('amounts typed in forms, processor links, the order timeline', () => {
     const refund = { amountCents: 1000, currency: 'USD', status: 'succeeded', reason: 'duplicate', createdAt: '2026-11-23T10:00:00.000Z' } as Parameters<typeof orderTimeline>[1][number];
     const dispute = { amountCents: 4000, currency: 'USD', createdAt: '2026-11-22T12:00:00.000Z', closedAt: '2026-11-24T12:00:00.000Z', outcome: 'won' } as Parameters<typeof orderTimeline>[2][number];
     expect(orderTimeline(order, [refund], [dispute]).map((e) => e.label)).toEqual(['Created', 'Paid $50.00', 'Dispute opened: $40.00', 'Refunded $10.00 (duplicate)', 'Dispute closed: won']);
+  });
+});
+
+describe('formatUnitAmount and formatQuantity (order lines)', () => {
+  it('shows exact unit prices of fractions of a minor unit, and the currency decimals at least', () => {
+    expect(formatUnitAmount('0.004', 'USD')).toBe('$0.00004');
+    expect(formatUnitAmount('900', 'USD')).toBe('$9.00');
+    expect(formatUnitAmount('123456.5', 'USD')).toBe('$1,234.565');
+    expect(formatUnitAmount('0.5', 'JPY')).toBe('¥0.5');
+    expect(formatUnitAmount('25000000', 'USDC')).toBe('25.00 USDC');
+    expect(formatQuantity('1234567.25')).toBe('1,234,567.25');
   });
 });

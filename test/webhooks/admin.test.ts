@@ -66,6 +66,8 @@ function order(orgId: string): WebhookOrder {
     status: 'PAID',
     provider: 'CRYPTO',
     amountCents: 25_000_000,
+    customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+    lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(25_000_000), exactAmountDecimal: String(25_000_000), amountCents: 25_000_000 }],
     amountRefundedCents: 0,
     currency: 'usdc',
     product: { id: null, name: 'Conference ticket' },

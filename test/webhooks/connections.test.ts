@@ -67,6 +67,8 @@ const order = (): WebhookOrder => ({
   status: 'PAID',
   provider: 'STRIPE',
   amountCents: 5800,
+  customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+  lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(5800), exactAmountDecimal: String(5800), amountCents: 5800 }],
   amountRefundedCents: 0,
   currency: 'usd',
   product: { id: newId('PRD'), name: 'Pro plan' },

@@ -42,6 +42,8 @@ const order = (orgId: string): WebhookOrder => ({
   status: 'PAID',
   provider: 'STRIPE',
   amountCents: 1500,
+  customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+  lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(1500), exactAmountDecimal: String(1500), amountCents: 1500 }],
   amountRefundedCents: 0,
   currency: 'usd',
   product: { id: newId('PRD'), name: 'T-shirt' },

@@ -198,3 +198,28 @@ export function formatAmount(amount: string, asset: string | null): string {
   const fraction = padded.slice(-6).replace(/0+$/, '');
   return `${whole}${fraction ? `.${fraction}` : ''} USDC`;
 }
+
+/**
+ * A unit price given as an exact decimal of minor units (an order line's `unitAmountDecimal`) as
+ * money: `formatUnitAmount('0.004', 'USD')` → `$0.00004`, `'900'` → `$9.00`. Shows the currency's
+ * own decimals at least, and beyond them only the digits the price has.
+ */
+export function formatUnitAmount(minorDecimal: string, currency: string, locale = 'en-US'): string {
+  const decimals = currencyDecimals(currency);
+  const [whole = '0', fraction = ''] = minorDecimal.split('.');
+  if (!fraction.replace(/0+$/, '')) return formatMoney(Number(whole), currency, locale);
+  const scale = fraction.length + decimals;
+  const padded = `${whole}${fraction}`.replace(/^0+(?=\d)/, '').padStart(scale + 1, '0');
+  const major = new Intl.NumberFormat(locale, { useGrouping: true }).format(BigInt(padded.slice(0, padded.length - scale)));
+  const minor = padded.slice(padded.length - scale).replace(/0+$/, '').padEnd(decimals, '0');
+  const decimalSeparator = new Intl.NumberFormat(locale).formatToParts(1.5).find((p) => p.type === 'decimal')?.value ?? '.';
+  // The currency's symbol and its place, as formatMoney writes them, around this number.
+  return formatMoney(0, currency, locale).replace(/[\d.,\s\u00a0]*\d[\d.,]*/, `${major}${decimalSeparator}${minor}`);
+}
+
+/** An exact decimal quantity with grouped thousands: `'1234567.5'` → `1,234,567.5`. */
+export function formatQuantity(decimal: string, locale = 'en-US'): string {
+  const [whole = '0', fraction] = decimal.split('.');
+  const grouped = new Intl.NumberFormat(locale, { useGrouping: true }).format(BigInt(whole));
+  return fraction ? `${grouped}.${fraction}` : grouped;
+}

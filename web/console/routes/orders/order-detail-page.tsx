@@ -6,6 +6,7 @@ import { explorerAddressUrl, explorerTxUrl, stripeDashboardUrl } from '../../sha
 import { consoleTimeZone } from '../../shared/time-zone';
 import { OrderDeliveries } from './components/order-deliveries';
 import { cardPaymentFacts } from './lib/payment-facts';
+import { OrderLines } from './components/order-lines';
 import { OrderStatus } from './components/order-status';
 import { OrderTimeline, orderTimeline } from './components/order-timeline';
 import { useOrder, useOrderDisputes, useOrderRefunds, type Order } from './use-orders';
@@ -59,6 +60,7 @@ export function OrderDetailPage(props: { extra?: (order: Order, reload: () => vo
               ]}
             />
           </div>
+          <OrderLines order={o} />
           {props.extra?.(o, reload)}
           <div class="card">
             <h2>Payment</h2>

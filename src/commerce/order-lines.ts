@@ -1,0 +1,44 @@
+/**
+ * The lines of the orders commerce writes, priced by commerce/pricing.ts (the order's amount is
+ * their total): a checkout's purchase, a renewal's period, a one-off charge.
+ */
+import type { CheckoutSession, Order } from './model.js';
+import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
+
+/** One fixed line of `amount` minor units (quantity 1). */
+export function singleCharge(description: string, amount: number, ids: { productId?: string | null; priceId?: string | null } = {}): PricedPeriod {
+  return pricePeriod([{ kind: 'PRICE', description, productId: ids.productId ?? null, priceId: ids.priceId ?? null, quantity: 1, unitAmount: String(amount) }]);
+}
+
+/** What a checkout session charges: its price × quantity (the session's amount is this total). */
+export function sessionLineInputs(session: Pick<CheckoutSession, 'quantity' | 'pricing' | 'product'>): LineInput[] {
+  return [
+    {
+      kind: 'PRICE',
+      description: session.product.name,
+      productId: session.product.productId,
+      priceId: session.pricing.pricingId,
+      quantity: session.quantity,
+      unitAmount: String(session.pricing.amount),
+    },
+  ];
+}
+
+/** A session's lines; a session whose stored amount is not its price × quantity (none is made so) is charged as one line of its amount. */
+export function sessionLines(session: Pick<CheckoutSession, 'amount' | 'quantity' | 'pricing' | 'product'>): PricedPeriod {
+  const priced = pricePeriod(sessionLineInputs(session));
+  if (priced.total === session.amount) return priced;
+  return singleCharge(session.product.name, session.amount, { productId: session.product.productId, priceId: session.pricing.pricingId });
+}
+
+/**
+ * A renewal's fixed fee: the first order's price lines again (same quantity and unit amount) when
+ * they add up to what this period charges; else one line of that amount (a price changed at the
+ * processor). Metered components are added by the caller (issue 38, item 5).
+ */
+export function renewalFeeInputs(first: Pick<Order, 'lines'> | undefined, description: string, amount: number, ids: { productId: string | null; priceId: string | null }): LineInput[] {
+  const fees = (first?.lines ?? []).filter((l) => l.kind === 'PRICE' && l.quantity !== null && l.unitAmount !== null);
+  const inputs: LineInput[] = fees.map((l) => ({ kind: 'PRICE', description: l.description, productId: l.productId, priceId: l.priceId, quantity: Number(l.quantity), unitAmount: l.unitAmount! }));
+  if (inputs.length > 0 && pricePeriod(inputs).total === amount) return inputs;
+  return [{ kind: 'PRICE', description, productId: ids.productId, priceId: ids.priceId, quantity: 1, unitAmount: String(amount) }];
+}
