@@ -5584,6 +5584,17 @@ export interface operations {
                  *           "status": "PENDING",
                  *           "provider": "CRYPTO",
                  *           "amountCents": 25000000,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Conference ticket",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "25000000",
+                 *               "exactAmountDecimal": "25000000",
+                 *               "amountCents": 25000000
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usdc",
                  *           "product": {
@@ -5693,6 +5704,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -5795,6 +5818,18 @@ export interface operations {
                  *           "status": "FAILED",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -6297,6 +6332,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 1500,
                  *           "currency": "usd",
                  *           "product": {
@@ -6412,6 +6459,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -6527,6 +6586,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -6643,6 +6714,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
