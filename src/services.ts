@@ -259,7 +259,7 @@ export function createServices(deps: { db: Db; clock: Clock; secretBox: SecretBo
     commerceMetrics: createCommerceMetricsModule({ db }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
-    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),
+    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', mailer: buyerEmailsModule?.emails }),
   };
   return {
     orgs,
