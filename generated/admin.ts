@@ -1190,11 +1190,37 @@ export interface paths {
          * Invite a person to an organization
          * @description The operator's door to the console's invites (`admin user invite --org … --email … --role owner`
          *     prints the link): how an organization gets its first owner. The invite is single-use,
-         *     valid 7 days, stored as its token's SHA-256, and its link is in this answer only.
-         *     Accepting it (console document, `POST /v1/console/invites/accept`) creates the account or
-         *     adds the membership. `409` when the address is already a member.
+         *     valid 7 days, stored as its token's SHA-256, and its link is in this answer only (and
+         *     e-mailed to the address when SMTP_URL is set). The link proves control of the address:
+         *     give it to that address only. Accepting it (console document,
+         *     `POST /v1/console/invites/accept`) creates the account, or, for an address that has one,
+         *     adds the membership to the account signed in as itself. `409` when the address is already a member.
          */
         post: operations["createOrgInvite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/invites/{inviteId}/link": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A new link for a pending invite
+         * @description Members' invites are never shown to the member who invites (the link proves control of the
+         *     address): with SMTP_URL set they are e-mailed; without it, the operator prints the link
+         *     with `admin user invite-link --org … --invite …` and gives it to the invited address.
+         *     Each call makes a new token: the previous link stops working. `404` for an invite that
+         *     is not pending (accepted, revoked, expired) or not the organization's.
+         */
+        post: operations["reissueOrgInviteLink"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1212,9 +1238,14 @@ export interface paths {
         put?: never;
         /**
          * Make a password reset link for a person
-         * @description A single-use link valid one hour (`admin user reset-password --email …` prints it; it
-         *     will be e-mailed once outgoing mail exists). Using it sets a new password and signs the
-         *     account out everywhere. `404` for an address without an account.
+         * @description A single-use link valid one hour (`admin user reset-password --email …` prints it). Using
+         *     it sets a new password and signs the account out everywhere. A password is not all that
+         *     signs in: the answer lists the account's passkeys and live sessions (after any removal),
+         *     and `removePasskeys` / `revokeSessions` remove them now (`--remove-passkeys`,
+         *     `--revoke-sessions`) — before handing an account back to the owner of its address, so
+         *     that nobody else's passkey stays on it. The operator's removal ignores an organization's
+         *     second-factor requirement; the account enrolls a passkey again at its next sign-in.
+         *     `404` for an address without an account.
          */
         post: operations["createPasswordResetLink"];
         delete?: never;
@@ -1254,6 +1285,16 @@ export interface components {
         PasswordResetCreate: {
             /** Format: email */
             email: string;
+            /**
+             * @description Remove every passkey of the account now.
+             * @default false
+             */
+            removePasskeys?: boolean;
+            /**
+             * @description Sign the account out of every session now (using the link does too).
+             * @default false
+             */
+            revokeSessions?: boolean;
         };
         PasswordResetLinkResponse: {
             /** @constant */
@@ -1265,6 +1306,31 @@ export interface components {
                 expiresAt: components["schemas"]["Timestamp"];
                 /** @description The reset link (its token is in the fragment). Shown once. */
                 url: string;
+                /** @description The account's passkeys left after any removal (each signs in without the password). */
+                passkeys: {
+                    passkeyId: string;
+                    name: string;
+                    createdAt: components["schemas"]["Timestamp"];
+                    /** Format: date-time */
+                    lastUsedAt: string | null;
+                }[];
+                /** @description The account's live console sessions left after any removal. */
+                sessions: {
+                    sessionId: string;
+                    orgId: string;
+                    /**
+                     * @description How the session was signed in (console document, `SessionStrength`).
+                     * @enum {string}
+                     */
+                    strength: "password" | "password_passkey" | "passkey" | "link" | "link_passkey";
+                    createdAt: components["schemas"]["Timestamp"];
+                    lastSeenAt: components["schemas"]["Timestamp"];
+                    clientAddress: string | null;
+                }[];
+                /** @description Passkeys removed by this request. */
+                removedPasskeys: number;
+                /** @description Sessions signed out by this request. */
+                revokedSessions: number;
             };
         };
         StripeAccountBind: {
@@ -2107,6 +2173,7 @@ export interface components {
          *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
+         *     | `SECOND_FACTOR_REQUIRED` | 403 | (console sessions) the organization requires a second factor and no passkey was used in this session: sign in with the passkey (or register one, when the account has none) |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |
          *     | `METHOD_NOT_ALLOWED` | 405 | the path exists but not with this method |
          *     | `CONFLICT` | 409 | the resource's state does not allow the operation |
@@ -2119,7 +2186,7 @@ export interface components {
          *     | `SERVICE_UNAVAILABLE` | 503 | a dependency (the database) is unavailable; retry (with the same `Idempotency-Key`) |
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "SECOND_FACTOR_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
         /** @description Body of every error response. */
         ErrorEnvelope: {
             /** @constant */
@@ -6013,6 +6080,50 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    reissueOrgInviteLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The organization. */
+                id: string;
+                /** @description The invite (`LNK_…`). */
+                inviteId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The invite and its new link, shown once. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "A new link for the invite; the previous one no longer works. Send it to the invited address only",
+                     *       "data": {
+                     *         "inviteId": "LNK_5tGh7JkL9mNb2VcX4zAq6WsE",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "email": "ada@example.com",
+                     *         "role": "developer",
+                     *         "expiresAt": "2026-11-29T09:00:00.000Z",
+                     *         "url": "http://localhost:3000/console/accept-invite#token=kinv_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OrgInviteResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     createPasswordResetLink: {
         parameters: {
             query?: never;
@@ -6024,7 +6135,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "email": "ada@example.com"
+                 *       "email": "ada@example.com",
+                 *       "removePasskeys": true,
+                 *       "revokeSessions": true
                  *     }
                  */
                 "application/json": components["schemas"]["PasswordResetCreate"];
@@ -6045,7 +6158,11 @@ export interface operations {
                      *         "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
                      *         "email": "ada@example.com",
                      *         "expiresAt": "2026-11-22T10:00:00.000Z",
-                     *         "url": "http://localhost:3000/console/reset-password#token=krst_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *         "url": "http://localhost:3000/console/reset-password#token=krst_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c",
+                     *         "passkeys": [],
+                     *         "sessions": [],
+                     *         "removedPasskeys": 1,
+                     *         "revokedSessions": 2
                      *       }
                      *     }
                      */

@@ -471,6 +471,7 @@ export interface components {
          *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
+         *     | `SECOND_FACTOR_REQUIRED` | 403 | (console sessions) the organization requires a second factor and no passkey was used in this session: sign in with the passkey (or register one, when the account has none) |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |
          *     | `METHOD_NOT_ALLOWED` | 405 | the path exists but not with this method |
          *     | `CONFLICT` | 409 | the resource's state does not allow the operation |
@@ -483,7 +484,7 @@ export interface components {
          *     | `SERVICE_UNAVAILABLE` | 503 | a dependency (the database) is unavailable; retry (with the same `Idempotency-Key`) |
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "SECOND_FACTOR_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
         /** @description Body of every error response. */
         ErrorEnvelope: {
             /** @constant */

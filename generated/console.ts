@@ -41,10 +41,27 @@ export interface paths {
         put?: never;
         /**
          * Accept an invite
-         * @description Spends the invite (single use; unknown, used, revoked and expired invites are the same
-         *     `404`) and signs in to its organization with its role. A new account sets its password
-         *     here (12 to 256 characters); an e-mail address that already has an account proves it with
-         *     that account's password (`401` otherwise). `409` when the account is already a member.
+         * @description Accepts an invite (single use; unknown, used, revoked and expired invites are the same
+         *     `404`). The link reached the invited mailbox (e-mailed, or given by the operator: members
+         *     who invite never see it), so holding it proves control of the address. It never signs in
+         *     an existing account:
+         *     - **Signed in** (the session cookie is sent, with `X-CSRF-Token` like any state-changing
+         *       request of a session): the account accepts as itself, when the invite is for its own
+         *       address (`403 FORBIDDEN` otherwise: sign out first). The session moves to the
+         *       organization (a new cookie; the old token is revoked) with the strength it had; an
+         *       organization that requires a second factor is entered only by a session in which a
+         *       passkey was used, when the account has one (`403 SECOND_FACTOR_REQUIRED`, the invite
+         *       unspent), as with `PUT /v1/console/session/organization`. `password` and `name` are ignored.
+         *     - **Not signed in**: the invite creates the account, with `password` (required, 12 to
+         *       256 characters) and an optional `name`, and signs it in (strength `link`). The password's
+         *       rule is checked first, so it answers alike whether or not the address has an account.
+         *       For an address that already has an account — with a password or without one, as the
+         *       development demo owner — the answer is `401`: sign in to it first (`POST
+         *       /v1/console/sign-in`, with its throttles and second factor), then accept again. No
+         *       password is checked here, so acceptance is no password oracle and no way around a
+         *       locked-out account.
+         *     The invite is spent only by a success (or a `409`): a refused password, a `401` or a `403`
+         *     leaves it usable. `409` when the account is already a member.
          */
         post: operations["acceptInvite"];
         delete?: never;
@@ -87,7 +104,10 @@ export interface paths {
          * Sign in with a one-time link
          * @description Spends a one-time sign-in link (valid 15 minutes; printed by `npm start` for the demo
          *     organization's owner on the first start of the embedded database in development, never in
-         *     production) and signs in. Unknown, used and expired links are the same `404`.
+         *     production) and signs in (strength `link`, which does not satisfy a second-factor
+         *     requirement). Unknown, used and expired links are the same `404`. A link is one factor:
+         *     an account that has a passkey is never signed in by one (`403 SECOND_FACTOR_REQUIRED`;
+         *     the link is spent).
          */
         post: operations["redeemSignInLink"];
         delete?: never;
@@ -133,7 +153,14 @@ export interface paths {
         get?: never;
         /**
          * Switch the session to another organization of the member
-         * @description Replaces the session by one in the given organization (a new cookie; the old token is revoked). `404` for an organization the user is not a member of.
+         * @description Replaces the session by one in the given organization (a new cookie; the old token is
+         *     revoked) with the same strength, and records the arrival in that organization's audit log
+         *     (`session.switch_in`, naming the organization left and how the session was signed in).
+         *     An organization that requires a second factor is entered only by a session in which a
+         *     passkey was used (`strength` `password_passkey`, `passkey` or `link_passkey`) when the
+         *     account has a passkey: otherwise `403 SECOND_FACTOR_REQUIRED` (sign in with the passkey,
+         *     then switch). An account without a passkey arrives with a restricted session, as its
+         *     password sign-in there would. `404` for an organization the user is not a member of.
          */
         put: operations["switchOrganization"];
         post?: never;
@@ -281,7 +308,8 @@ export interface paths {
          *     account's passkeys are excluded, and a discoverable credential is required (so the
          *     passkey also signs in without a password). The challenge is bound to this account,
          *     single-use, and lives five minutes. Allowed in a restricted session (see the document's
-         *     description).
+         *     description). The account's first passkey may be added by any of its sessions; another
+         *     one only by a session in which a passkey was used (`403 SECOND_FACTOR_REQUIRED`).
          */
         post: operations["createPasskeyRegistrationOptions"];
         delete?: never;
@@ -312,7 +340,11 @@ export interface paths {
          *     another account's, or the credential does not verify (another origin or RP ID, a bad
          *     attestation); `409` when that credential is already registered. From then on, a password
          *     sign-in of this account needs the passkey too. Recorded in the audit log of each of the
-         *     account's organizations (`passkey.add`). Allowed in a restricted session, which it lifts.
+         *     account's organizations (`passkey.add`). The account's first passkey may be added by any
+         *     of its sessions, and raises that session's strength (`password` → `password_passkey`,
+         *     `link` → `link_passkey`): allowed in a restricted session, which it lifts. Another passkey
+         *     is added only by a session in which a passkey was used (`403 SECOND_FACTOR_REQUIRED`), so
+         *     a session without the second factor cannot give itself one.
          */
         post: operations["registerPasskey"];
         delete?: never;
@@ -490,9 +522,13 @@ export interface paths {
         put?: never;
         /**
          * Invite someone by e-mail address
-         * @description Creates a single-use invite valid 7 days and returns its link once (Kassa stores only the
-         *     token's SHA-256; it will be e-mailed once outgoing mail exists). An admin cannot invite an
-         *     owner (`403`); an address that is already a member is `409`.
+         * @description Creates a single-use invite valid 7 days (Kassa stores only the token's SHA-256). The link
+         *     goes to the invited mailbox, never to the member who invites: holding it is the proof of
+         *     the address that creating an account needs (issue 37). With SMTP_URL set it is e-mailed at
+         *     once (`emailed: true`); without outgoing e-mail only the operator can print a link
+         *     (`admin user invite-link --org … --invite …`, `POST /v1/orgs/{id}/invites/{inviteId}/link`
+         *     of the admin document) to give to the address. An admin cannot invite an owner (`403`);
+         *     an address that is already a member is `409`.
          */
         post: operations["createInvite"];
         delete?: never;
@@ -1757,7 +1793,9 @@ export interface components {
         };
         InviteAccept: {
             token: components["schemas"]["LinkToken"];
-            password: components["schemas"]["Password"];
+            /** @description The new account's password (12 to 256 characters); required without a session, ignored with one. */
+            password?: components["schemas"]["Password"];
+            /** @description The new account's name; ignored with a session. */
             name?: string;
         };
         PasswordResetComplete: {
@@ -1792,8 +1830,21 @@ export interface components {
             /** @description Send as `X-CSRF-Token` on every state-changing request. */
             csrfToken: string;
             expiresAt: components["schemas"]["Timestamp"];
+            strength: components["schemas"]["SessionStrength"];
             secondFactor: components["schemas"]["SecondFactorState"];
         };
+        /**
+         * @description How the session was authenticated, for its whole life (kept by organization switches and
+         *     rotations): `password`; `password_passkey` (a password, then the account's passkey);
+         *     `passkey` (passwordless, with user verification); `link` (a one-time sign-in link, or an
+         *     invite that created the account); `link_passkey` (a `link` session that then enrolled the
+         *     account's first passkey). `password` also stands for sessions older than this field. Only
+         *     `password_passkey`, `passkey` and `link_passkey` satisfy an organization's second-factor
+         *     requirement; registering an account's first passkey raises `password` to
+         *     `password_passkey` and `link` to `link_passkey`.
+         * @enum {string}
+         */
+        SessionStrength: "password" | "password_passkey" | "passkey" | "link" | "link_passkey";
         ConsoleApiKey: {
             apiKeyId: components["schemas"]["ApiKeyId"];
             orgId: components["schemas"]["OrgId"];
@@ -1868,8 +1919,13 @@ export interface components {
             status: "PENDING" | "ACCEPTED" | "REVOKED" | "EXPIRED";
             createdAt: components["schemas"]["Timestamp"];
             expiresAt: components["schemas"]["Timestamp"];
-            /** @description The invite link, shown once: `{base_url}/console/accept-invite#token=kinv_…`. */
-            url: string;
+            /**
+             * @description The link was e-mailed to the address (SMTP_URL is set and the server accepted it).
+             *     `false`: this server sends no e-mail (or the server refused it); the operator prints a
+             *     link with `admin user invite-link --org … --invite …` and gives it to the address.
+             *     The link is never in this answer: it proves control of the address.
+             */
+            emailed: boolean;
         };
         InviteCreate: {
             email: components["schemas"]["Email"];
@@ -2602,6 +2658,7 @@ export interface components {
          *     | `VALIDATION_ERROR` | 400 | the request breaks a rule of this document (unknown field at any depth, wrong type, limit, pattern, mutually exclusive fields, malformed JSON, a body that is not a JSON object or not UTF-8, unknown query parameter) |
          *     | `UNAUTHORIZED` | 401 | credentials missing, malformed, unknown, revoked or (agent wallet) stale |
          *     | `FORBIDDEN` | 403 | authenticated, but the operation is refused for this organization or wallet |
+         *     | `SECOND_FACTOR_REQUIRED` | 403 | (console sessions) the organization requires a second factor and no passkey was used in this session: sign in with the passkey (or register one, when the account has none) |
          *     | `NOT_FOUND` | 404 | no such route, or the resource does not exist in the caller's organization |
          *     | `METHOD_NOT_ALLOWED` | 405 | the path exists but not with this method |
          *     | `CONFLICT` | 409 | the resource's state does not allow the operation |
@@ -2614,7 +2671,7 @@ export interface components {
          *     | `SERVICE_UNAVAILABLE` | 503 | a dependency (the database) is unavailable; retry (with the same `Idempotency-Key`) |
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
+        ErrorCode: "VALIDATION_ERROR" | "UNAUTHORIZED" | "FORBIDDEN" | "SECOND_FACTOR_REQUIRED" | "NOT_FOUND" | "METHOD_NOT_ALLOWED" | "CONFLICT" | "IDEMPOTENCY_KEY_REUSED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "NOT_IMPLEMENTED" | "SERVICE_UNAVAILABLE";
         /** @description Body of every error response. */
         ErrorEnvelope: {
             /** @constant */
@@ -3423,7 +3480,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorEnvelope"];
             };
         };
-        /** @description Operation refused (`FORBIDDEN`). */
+        /** @description Operation refused (`FORBIDDEN`; `SECOND_FACTOR_REQUIRED` when a console session lacks the second factor the organization requires). */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -3743,6 +3800,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "password",
                      *         "secondFactor": {
                      *           "required": false,
                      *           "enrolled": false,
@@ -3877,6 +3935,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "link",
                      *         "secondFactor": {
                      *           "required": false,
                      *           "enrolled": false,
@@ -4009,6 +4068,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "link",
                      *         "secondFactor": {
                      *           "required": false,
                      *           "enrolled": false,
@@ -4127,6 +4187,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "password",
                      *         "secondFactor": {
                      *           "required": false,
                      *           "enrolled": false,
@@ -4266,6 +4327,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "password_passkey",
                      *         "secondFactor": {
                      *           "required": false,
                      *           "enrolled": true,
@@ -4399,6 +4461,7 @@ export interface operations {
                      *         ],
                      *         "csrfToken": "3f1d0c6b8e2a4f5d9c7b1a0e8d6f4b2c3a5e7d9f1b3c5e7a9d1f3b5c7e9a1d3f",
                      *         "expiresAt": "2026-11-22T21:00:00.000Z",
+                     *         "strength": "passkey",
                      *         "secondFactor": {
                      *           "required": true,
                      *           "enrolled": true,
@@ -5075,7 +5138,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The invite and its link, shown once. */
+            /** @description The invite, and whether its link was e-mailed. */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -5084,7 +5147,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "success": true,
-                     *       "message": "Invite created; send the link, it is not shown again",
+                     *       "message": "Invite e-mailed to grace@example.com",
                      *       "data": {
                      *         "inviteId": "LNK_5tGh7JkL9mNb2VcX4zAq6WsE",
                      *         "email": "grace@example.com",
@@ -5092,7 +5155,7 @@ export interface operations {
                      *         "status": "PENDING",
                      *         "createdAt": "2026-11-22T09:00:00.000Z",
                      *         "expiresAt": "2026-11-29T09:00:00.000Z",
-                     *         "url": "http://localhost:3000/console/accept-invite#token=kinv_Zx8cV7bN6mQ5wE4rT3yU2iO1pA0sD9fG8hJ7kL6zX5c"
+                     *         "emailed": true
                      *       }
                      *     }
                      */

@@ -52,7 +52,7 @@ const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
   deleteConsoleReceivingWallet: { action: 'receiving_wallet.delete', target: 'receiving_wallet' },
 };
 /** Admin operations whose service writes its own, more telling, audit entry. */
-const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'createPasswordResetLink']);
+const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'reissueOrgInviteLink', 'createPasswordResetLink']);
 
 export interface AppDeps {
   config: Config;

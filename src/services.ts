@@ -290,7 +290,7 @@ export function createServices(deps: {
     }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
-    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' }),
+    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', mailer: buyerEmailsModule?.emails }),
   };
   return {
     orgs,

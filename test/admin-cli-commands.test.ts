@@ -274,6 +274,17 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     expect(accepted.status).toBe(200);
     const reset = await ok(['user', 'reset-password', '--email', 'first-owner@example.com']);
     expect(reset.url).toMatch(/\/console\/reset-password#token=krst_/);
+    // The account's sessions are listed, and signed out on request (issue 37: the operator's reset shows what else signs in).
+    expect(reset).toMatchObject({ passkeys: [], removedPasskeys: 0, revokedSessions: 0 });
+    expect(reset.sessions).toHaveLength(1);
+    const revoked = await ok(['user', 'reset-password', '--email', 'first-owner@example.com', '--remove-passkeys', '--revoke-sessions']);
+    expect(revoked).toMatchObject({ sessions: [], revokedSessions: 1 });
+    // A member's invite (the console never shows its link): the operator prints a new one.
+    const pending = await ctx.services.modules.accounts.accounts.invite({ orgId, email: 'second@example.com', role: 'viewer', by: { type: 'operator' }, clientAddress: null });
+    const printed = await ok(['user', 'invite-link', '--org', orgId, '--invite', pending.link.id]);
+    expect(printed).toMatchObject({ inviteId: pending.link.id, email: 'second@example.com' });
+    expect(printed.url).toMatch(/\/console\/accept-invite#token=kinv_/);
+    expect(printed.url).not.toBe(pending.url);
   });
 
   it('x402 relayer-create / relayer: created once (the key stays sealed), shown by address', async () => {

@@ -27,6 +27,14 @@ export interface Member extends Membership {
   name: string | null;
 }
 
+/**
+ * How a console session was authenticated: a password, a password then a passkey, a passkey
+ * alone (user verification: both factors), a one-time link (sign-in link, invite), or a link
+ * session that enrolled the account's first passkey. Kept for the session's life, carried over
+ * by organization switches and rotations.
+ */
+export type SessionStrength = 'password' | 'password_passkey' | 'passkey' | 'link' | 'link_passkey';
+
 export interface ConsoleSession {
   id: string;
   userId: string;
@@ -36,6 +44,7 @@ export interface ConsoleSession {
   expiresAt: Date;
   revokedAt: Date | null;
   clientAddress: string | null;
+  strength: SessionStrength;
 }
 
 /** A session as authentication reads it: with the member's current role (null: no longer a member). */
@@ -102,10 +111,18 @@ export interface AccountRepository {
   /** Revokes one session if it is still live; false when it was not (already revoked: a concurrent rotation). */
   revokeSession(id: string, now: Date): Promise<boolean>;
   revokeSessionsOfUser(userId: string, now: Date, orgId?: string): Promise<number>;
+  /** Raises a live session's strength from `from` to `to` (a passkey enrolled in it); false when it was not `from`. */
+  raiseSessionStrength(id: string, from: SessionStrength, to: SessionStrength): Promise<boolean>;
+  /** The user's sessions that are neither revoked nor past their absolute expiry. */
+  liveSessionsOfUser(userId: string, now: Date): Promise<ConsoleSession[]>;
 
   insertLink(link: AccountLink, tokenHash: string): Promise<void>;
   /** Marks a live link of that kind used and returns it; undefined when unknown, used, revoked or expired. One caller wins. */
   consumeLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
+  /** A live link of that kind (not used, revoked or expired), without spending it. */
+  findLiveLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
+  /** Replaces the token of a pending invite of the organization (the old link stops working); undefined when not pending. */
+  replaceInviteToken(orgId: string, id: string, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
   listInvites(orgId: string): Promise<AccountLink[]>;
   revokeInvite(orgId: string, id: string, now: Date): Promise<AccountLink | undefined>;
 
@@ -149,6 +166,7 @@ interface SessionRow {
   expires_at: Date;
   revoked_at: Date | null;
   client_address: string | null;
+  strength: SessionStrength;
 }
 interface LinkRow {
   id: string;
@@ -204,6 +222,7 @@ const toSession = (row: SessionRow): ConsoleSession => ({
   expiresAt: date(row.expires_at),
   revokedAt: dateOrNull(row.revoked_at),
   clientAddress: row.client_address,
+  strength: row.strength,
 });
 const toLink = (row: LinkRow): AccountLink => ({
   id: row.id,
@@ -324,6 +343,7 @@ export class KnexAccountRepository implements AccountRepository {
       expires_at: s.expiresAt,
       revoked_at: s.revokedAt,
       client_address: s.clientAddress,
+      strength: s.strength,
     });
   }
 
@@ -368,6 +388,16 @@ export class KnexAccountRepository implements AccountRepository {
     return query.update({ revoked_at: now });
   }
 
+  async raiseSessionStrength(id: string, from: SessionStrength, to: SessionStrength): Promise<boolean> {
+    const count = await this.db<SessionRow>('console_sessions').where({ id, strength: from }).whereNull('revoked_at').update({ strength: to });
+    return count > 0;
+  }
+
+  async liveSessionsOfUser(userId: string, now: Date): Promise<ConsoleSession[]> {
+    const rows = await this.db<SessionRow>('console_sessions').where({ user_id: userId }).whereNull('revoked_at').where('expires_at', '>', now).orderBy([...NEWEST_FIRST]);
+    return rows.map(toSession);
+  }
+
   async insertLink(link: AccountLink, tokenHash: string): Promise<void> {
     await this.db<LinkRow>('account_links').insert({
       id: link.id,
@@ -392,6 +422,27 @@ export class KnexAccountRepository implements AccountRepository {
       .whereNull('revoked_at')
       .where('expires_at', '>', now)
       .update({ used_at: now })
+      .returning('*');
+    return row ? toLink(row as LinkRow) : undefined;
+  }
+
+  async findLiveLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined> {
+    const row = await this.db<LinkRow>('account_links')
+      .where({ kind, token_hash: tokenHash })
+      .whereNull('used_at')
+      .whereNull('revoked_at')
+      .where('expires_at', '>', now)
+      .first();
+    return row ? toLink(row) : undefined;
+  }
+
+  async replaceInviteToken(orgId: string, id: string, tokenHash: string, now: Date): Promise<AccountLink | undefined> {
+    const [row] = await this.db<LinkRow>('account_links')
+      .where({ org_id: orgId, id, kind: 'invite' })
+      .whereNull('used_at')
+      .whereNull('revoked_at')
+      .where('expires_at', '>', now)
+      .update({ token_hash: tokenHash })
       .returning('*');
     return row ? toLink(row as LinkRow) : undefined;
   }

@@ -10,7 +10,7 @@ import { sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
 import type { OrgService, MerchantAuth, Actor } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
-import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, Membership, User, UserWithPassword } from './accounts.repository.js';
+import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, Membership, SessionStrength, User, UserWithPassword } from './accounts.repository.js';
 import { ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { AuditLog } from './audit.service.js';
@@ -37,6 +37,22 @@ export const THROTTLE_WINDOW_MS = 15 * MINUTE;
 export const ACCOUNT_FAILURE_LIMIT = 5;
 export const ADDRESS_FAILURE_LIMIT = 20;
 
+/** Session strengths that satisfy an organization's second-factor requirement: a passkey was used (or enrolled) in them. */
+const SECOND_FACTOR_STRENGTHS: ReadonlySet<SessionStrength> = new Set(['password_passkey', 'passkey', 'link_passkey']);
+export const satisfiesSecondFactor = (strength: SessionStrength): boolean => SECOND_FACTOR_STRENGTHS.has(strength);
+/** How the audit log says a session was signed in. */
+export const STRENGTH_TEXT: Record<SessionStrength, string> = {
+  password: 'a password',
+  password_passkey: 'a password and a passkey',
+  passkey: 'a passkey',
+  link: 'a one-time link',
+  link_passkey: 'a one-time link, then enrolled a passkey',
+};
+/** The strength a session gets when it enrolls the account's first passkey. */
+const ENROLLED: Partial<Record<SessionStrength, SessionStrength>> = { password: 'password_passkey', link: 'link_passkey' };
+
+const secondFactorRequired = (message: string) => new AppError('SECOND_FACTOR_REQUIRED', message);
+
 const SESSION_TOKEN = /^kss_[A-Za-z0-9_-]{43}$/;
 const LINK_TOKEN = /^k(inv|rst|sil)_[A-Za-z0-9_-]{43}$/;
 
@@ -52,6 +68,8 @@ export interface SessionAuth extends MerchantAuth {
   csrfToken: string;
   /** The session's absolute expiry. */
   expiresAt: Date;
+  /** How the session was authenticated. */
+  strength: SessionStrength;
   /**
    * The organization requires a second factor and the user has no passkey: the session may only
    * register one (operations marked `x-second-factor-setup`), read itself and sign out.
@@ -62,6 +80,14 @@ export interface SessionAuth extends MerchantAuth {
 /** The password was right, and the account has a passkey: the sign-in ends with it (no session yet). */
 export interface SecondFactorPending extends AuthenticationOptions {
   kind: 'second_factor';
+}
+
+/**
+ * Sends account e-mails (the operator's SMTP server, when SMTP_URL is set). Resolves true when the
+ * server accepted the message; never rejects, never logs the link.
+ */
+export interface AccountMailer {
+  sendInvite(input: { orgId: string; to: string; url: string; role: Role; expiresAt: Date }): Promise<boolean>;
 }
 
 export interface SignedIn {
@@ -101,6 +127,8 @@ export class AccountService {
     private readonly clock: Clock,
     private readonly publicBaseUrl: string,
     private readonly passkeys: PasskeyService,
+    /** Undefined without SMTP_URL: invite links then reach the invitee only through the operator. */
+    private readonly mailer?: AccountMailer,
   ) {}
 
   // ---- sign-in -------------------------------------------------------------------------------
@@ -129,7 +157,7 @@ export class AccountService {
     if ((await this.passkeys.list(user.id)).length > 0) {
       return { kind: 'second_factor', ...(await this.passkeys.secondFactorOptions(user.id, membership.orgId)) };
     }
-    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    const signedIn = await this.startSession(user, membership, input.clientAddress, 'password');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password', clientAddress: input.clientAddress });
     return signedIn;
   }
@@ -149,7 +177,7 @@ export class AccountService {
     return chosen;
   }
 
-  private async startSession(user: UserWithPassword | User, membership: Membership, clientAddress: string | null, expiresAt?: Date): Promise<SignedIn> {
+  private async startSession(user: UserWithPassword | User, membership: Membership, clientAddress: string | null, strength: SessionStrength, expiresAt?: Date): Promise<SignedIn> {
     const now = this.clock.now();
     const token = newToken('kss_');
     const session: ConsoleSession = {
@@ -161,6 +189,7 @@ export class AccountService {
       expiresAt: expiresAt ?? new Date(now.getTime() + SESSION_ABSOLUTE_MS),
       revokedAt: null,
       clientAddress,
+      strength,
     };
     await this.repo.insertSession(session, sha256Hex(token));
     const organization = await this.orgs.getOrganization(membership.orgId);
@@ -190,15 +219,21 @@ export class AccountService {
       const user = await this.repo.findUser(session.userId);
       const membership = user && (await this.repo.findMembership(session.orgId, session.userId));
       if (!user || !membership) throw refused;
-      const rotated = await this.startSession(user, membership, session.clientAddress, session.expiresAt);
+      const rotated = await this.startSession(user, membership, session.clientAddress, session.strength, session.expiresAt);
       token = rotatedToken = rotated.token;
       sessionId = rotated.session.id;
     } else if (now.getTime() - session.lastSeenAt.getTime() >= TOUCH_EVERY_MS) {
       await this.repo.touchSession(session.id, now);
     }
-    const restricted = session.secondFactorRequired && !session.hasPasskey;
+    // A session of an organization that requires a second factor is restricted unless a passkey
+    // was used (or enrolled) in it: an account's passkey alone proves nothing about this session.
+    const restricted = session.secondFactorRequired && !satisfiesSecondFactor(session.strength);
     if (restricted && !options.secondFactorSetup) {
-      throw forbidden('This organization requires a second factor: register a passkey (POST /v1/console/passkeys/registration-options) before anything else');
+      throw secondFactorRequired(
+        session.hasPasskey
+          ? 'This organization requires a second factor: sign in again with your passkey'
+          : 'This organization requires a second factor: register a passkey (POST /v1/console/passkeys/registration-options) before anything else',
+      );
     }
     const memberPermissions = [...ROLE_PERMISSIONS[session.role]];
     if (requiredPermission && !(memberPermissions as string[]).includes(requiredPermission)) {
@@ -218,18 +253,19 @@ export class AccountService {
       rotatedToken,
       csrfToken: csrfTokenOf(token),
       expiresAt: session.expiresAt,
+      strength: session.strength,
       restricted,
     };
   }
 
-  async describeSession(auth: Pick<SessionAuth, 'userId' | 'orgId'>) {
+  async describeSession(auth: Pick<SessionAuth, 'userId' | 'orgId' | 'strength'>) {
     const user = await this.repo.findUser(auth.userId);
     if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
     const memberships = await this.repo.membershipsOf(auth.userId);
     const { passwordHash: _hash, ...plainUser } = user;
     const required = (await this.passkeys.repository.security(auth.orgId)).requireSecondFactor;
     const enrolled = (await this.passkeys.list(auth.userId)).length > 0;
-    return { user: plainUser, memberships, secondFactor: { required, enrolled, restricted: required && !enrolled } };
+    return { user: plainUser, memberships, secondFactor: { required, enrolled, restricted: required && !satisfiesSecondFactor(auth.strength) } };
   }
 
   async signOut(auth: SessionAuth): Promise<void> {
@@ -243,14 +279,38 @@ export class AccountService {
     return count;
   }
 
-  /** Moves the console to another organization of the user: a new session (rotation), the old one revoked. */
+  /**
+   * Moves the console to another organization of the user: a new session (rotation) of the same
+   * strength, the old one revoked, the arrival in the target organization's audit log. An
+   * organization that requires a second factor is entered only by a session in which a passkey
+   * was used, when the account has one (403 SECOND_FACTOR_REQUIRED); an account without a passkey
+   * arrives restricted, as its password sign-in there would.
+   */
   async switchOrganization(auth: SessionAuth, orgId: string, clientAddress: string | null): Promise<SignedIn> {
     const membership = await this.repo.findMembership(orgId, auth.userId);
     if (!membership) throw notFound('Organization');
     const user = await this.repo.findUser(auth.userId);
     if (!user) throw unauthorized();
+    await this.checkSecondFactorToEnter(orgId, auth.userId, auth.strength);
     await this.repo.revokeSession(auth.sessionId, this.clock.now());
-    return this.startSession(user, membership, clientAddress);
+    const signedIn = await this.startSession(user, membership, clientAddress, auth.strength);
+    await this.audit.record({
+      orgId,
+      actor: { type: 'user', id: user.id },
+      action: 'session.switch_in',
+      target: { type: 'session', id: signedIn.session.id },
+      summary: `switched in from ${auth.orgId}; signed in with ${STRENGTH_TEXT[auth.strength]}`,
+      clientAddress,
+    });
+    return signedIn;
+  }
+
+  /** An organization that requires a second factor is entered by a session that used the account's passkey. */
+  private async checkSecondFactorToEnter(orgId: string, userId: string, strength: SessionStrength): Promise<void> {
+    if (satisfiesSecondFactor(strength)) return;
+    if (!(await this.passkeys.repository.security(orgId)).requireSecondFactor) return;
+    if ((await this.passkeys.list(userId)).length === 0) return;
+    throw secondFactorRequired('This organization requires a second factor: sign in with your passkey (or your password and passkey), then try again');
   }
 
   // ---- single-use links ----------------------------------------------------------------------
@@ -284,7 +344,9 @@ export class AccountService {
 
   /**
    * Invites an e-mail address to an organization with a role. By a member: only roles they may
-   * grant (an admin never makes owners). By the operator (admin API / CLI): any role.
+   * grant (an admin never makes owners). By the operator (admin API / CLI): any role. The link
+   * proves control of the address, so it goes to the mailbox (e-mailed when SMTP is configured)
+   * and never to a member who invites: only the operator is shown it (issue 37 item 3).
    */
   async invite(input: { orgId: string; email: string; role: Role; by: { type: 'operator' } | { type: 'user'; id: string; role: Role } ; clientAddress: string | null }) {
     await this.orgs.getOrganization(input.orgId);
@@ -295,7 +357,25 @@ export class AccountService {
     const actor = input.by.type === 'operator' ? ({ type: 'operator' } as const) : ({ type: 'user', id: input.by.id } as const);
     const issued = await this.issueLink('invite', { orgId: input.orgId, userId: null, email, role: input.role, createdBy: actor });
     await this.audit.record({ orgId: input.orgId, actor, action: 'invite.create', target: { type: 'invite', id: issued.link.id }, summary: `invited ${email} as ${input.role}`, clientAddress: input.clientAddress });
-    return issued;
+    const emailed = await this.mailInvite(issued.link, issued.url);
+    return { ...issued, emailed };
+  }
+
+  private async mailInvite(link: AccountLink, url: string): Promise<boolean> {
+    if (!this.mailer) return false;
+    return this.mailer.sendInvite({ orgId: link.orgId!, to: link.email, url, role: link.role!, expiresAt: link.expiresAt });
+  }
+
+  /**
+   * The operator's copy of a pending invite's link (admin API / CLI), for instances without
+   * outgoing e-mail: a new token replaces the old one (the previous link stops working).
+   */
+  async reissueInviteLink(orgId: string, inviteId: string, clientAddress: string | null) {
+    const token = newToken(LINK_PREFIX.invite);
+    const link = await this.repo.replaceInviteToken(orgId, inviteId, sha256Hex(token), this.clock.now());
+    if (!link) throw notFound('Pending invite');
+    await this.audit.record({ orgId, actor: { type: 'operator' }, action: 'invite.link', target: { type: 'invite', id: link.id }, summary: `issued a new link for the invite of ${link.email}`, clientAddress });
+    return { link, url: `${this.publicBaseUrl.replace(/\/+$/, '')}${LINK_PATH.invite}#token=${token}` };
   }
 
   listInvites(orgId: string): Promise<AccountLink[]> {
@@ -310,38 +390,77 @@ export class AccountService {
   }
 
   /**
-   * Accepts an invite: the link is spent first (one request wins), then the account is found or
-   * made. A new account sets its password here; an existing one proves it with its password.
+   * Accepts an invite (issue 37 items 1, 4, 9, 13, 15). It never signs in an existing account:
+   * - with a console session (`session`), the signed-in user accepts as themselves, when the
+   *   invite is for their address (403 otherwise); the session moves to the organization with
+   *   its strength, and an organization that requires a second factor is entered only as
+   *   switching into it would be (403 SECOND_FACTOR_REQUIRED);
+   * - without one, the invite creates a new account with the password given. For an address
+   *   that has an account (with a password or none, as the development demo owner) the answer
+   *   is 401: sign in first (with that sign-in's throttles and second factor), then accept.
+   * The password's rule is checked before anything is looked up (one answer whether or not the
+   * address has an account), and the link is spent only once everything else holds.
    */
-  async acceptInvite(input: { token: string; password: string; name?: string; clientAddress: string | null }): Promise<SignedIn> {
-    if (input.password) checkPasswordShapeForExisting(input.password);
-    const link = await this.consume('invite', input.token);
+  async acceptInvite(input: { token: string; password?: string; name?: string; session?: SessionAuth; clientAddress: string | null }): Promise<SignedIn> {
     const now = this.clock.now();
-    let user = await this.repo.findUserByEmail(link.email);
-    if (user?.passwordHash) {
-      if (!(await verifyPassword(user.passwordHash, input.password))) throw unauthorized('This e-mail address has an account: accept with its password');
-    } else {
-      checkPassword(input.password);
-      const passwordHash = await hashPassword(input.password);
-      if (user) await this.repo.setPassword(user.id, passwordHash, now);
-      else {
-        user = { id: newId('USR'), email: link.email, name: input.name?.trim() || null, passwordHash, createdAt: now, updatedAt: now };
-        await this.repo.insertUser(user);
-      }
-    }
+    if (input.session) return this.acceptInviteAs(input.session, input.token, input.clientAddress);
+    if (input.password === undefined) throw validationError('body.password is required to create an account (12 to 256 characters); an address that has an account signs in first', { field: 'password' });
+    checkPassword(input.password);
+    const live = LINK_TOKEN.test(input.token) ? await this.repo.findLiveLink('invite', sha256Hex(input.token), now) : undefined;
+    if (!live) throw notFound('Link (it may have been used already or expired)');
+    if (await this.repo.findUserByEmail(live.email)) throw unauthorized('This e-mail address has an account: sign in to it first, then open the invite link again');
+    const passwordHash = await hashPassword(input.password);
+    const link = await this.consume('invite', input.token);
+    const user: UserWithPassword = { id: newId('USR'), email: link.email, name: input.name?.trim() || null, passwordHash, createdAt: now, updatedAt: now };
+    await this.repo.insertUser(user);
     const membership: Membership = { orgId: link.orgId!, userId: user.id, role: link.role!, createdAt: now, roleChangedAt: now };
     if ((await this.repo.insertMembership(membership)) === 'exists') throw conflict('This account is already a member of the organization');
-    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'member.join', target: { type: 'user', id: user.id }, summary: `accepted the invite ${link.id} as ${membership.role}`, clientAddress: input.clientAddress });
-    return this.startSession(user, membership, input.clientAddress);
+    const signedIn = await this.startSession(user, membership, input.clientAddress, 'link');
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'member.join', target: { type: 'user', id: user.id }, summary: `accepted the invite ${link.id} as ${membership.role}; a new account, signed in with ${STRENGTH_TEXT.link}`, clientAddress: input.clientAddress });
+    return signedIn;
   }
 
-  /** A password reset link for an account (the operator's CLI prints it; e-mailed once outgoing mail exists). */
-  async createPasswordReset(email: string, clientAddress: string | null) {
+  private async acceptInviteAs(auth: SessionAuth, token: string, clientAddress: string | null): Promise<SignedIn> {
+    const live = LINK_TOKEN.test(token) ? await this.repo.findLiveLink('invite', sha256Hex(token), this.clock.now()) : undefined;
+    if (!live) throw notFound('Link (it may have been used already or expired)');
+    const user = await this.repo.findUser(auth.userId);
+    if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
+    if (user.email.toLowerCase() !== live.email.toLowerCase()) throw forbidden('This invite is for another e-mail address: sign out, then open the invite link again');
+    if (await this.repo.findMembership(live.orgId!, user.id)) throw conflict('This account is already a member of the organization');
+    await this.checkSecondFactorToEnter(live.orgId!, user.id, auth.strength);
+    const link = await this.consume('invite', token);
+    const now = this.clock.now();
+    const membership: Membership = { orgId: link.orgId!, userId: user.id, role: link.role!, createdAt: now, roleChangedAt: now };
+    if ((await this.repo.insertMembership(membership)) === 'exists') throw conflict('This account is already a member of the organization');
+    await this.repo.revokeSession(auth.sessionId, now);
+    const signedIn = await this.startSession(user, membership, clientAddress, auth.strength);
+    await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'member.join', target: { type: 'user', id: user.id }, summary: `accepted the invite ${link.id} as ${membership.role}; signed in with ${STRENGTH_TEXT[auth.strength]}`, clientAddress });
+    return signedIn;
+  }
+
+  /**
+   * A password reset link for an account (the operator's CLI prints it), with what else can sign
+   * in to the account: its passkeys and live sessions, which the operator may remove at the same
+   * time (`removePasskeys`, `revokeSessions`): a reset handed to the address's owner must not
+   * leave someone else's passkey on the account (issue 37 item 3).
+   */
+  async createPasswordReset(email: string, clientAddress: string | null, options: { removePasskeys?: boolean; revokeSessions?: boolean } = {}) {
     const user = await this.repo.findUserByEmail(normalizeEmail(email));
     if (!user) throw notFound('User');
+    const now = this.clock.now();
     const issued = await this.issueLink('password_reset', { orgId: null, userId: user.id, email: user.email, role: null, createdBy: { type: 'operator' } });
-    await this.audit.record({ orgId: null, actor: { type: 'operator' }, action: 'password_reset.create', target: { type: 'user', id: user.id }, summary: 'issued a password reset link', clientAddress });
-    return { ...issued, user };
+    const removedPasskeys = options.removePasskeys ? await this.passkeys.repository.deleteAllPasskeys(user.id) : 0;
+    const revokedSessions = options.revokeSessions ? await this.repo.revokeSessionsOfUser(user.id, now) : 0;
+    const passkeys = await this.passkeys.list(user.id);
+    const sessions = await this.repo.liveSessionsOfUser(user.id, now);
+    const removed = [removedPasskeys ? `removed ${removedPasskeys} passkey(s)` : '', revokedSessions ? `revoked ${revokedSessions} session(s)` : ''].filter(Boolean).join('; ');
+    await this.audit.record({ orgId: null, actor: { type: 'operator' }, action: 'password_reset.create', target: { type: 'user', id: user.id }, summary: `issued a password reset link${removed ? `; ${removed}` : ''}`, clientAddress });
+    if (removed) {
+      for (const m of await this.repo.membershipsOf(user.id)) {
+        await this.audit.record({ orgId: m.orgId, actor: { type: 'operator' }, action: 'password_reset.create', target: { type: 'user', id: user.id }, summary: `issued a password reset link; ${removed}`, clientAddress });
+      }
+    }
+    return { ...issued, user, passkeys, sessions, removedPasskeys, revokedSessions };
   }
 
   /** Sets a new password from a reset link; every session of the account is signed out. */
@@ -369,7 +488,10 @@ export class AccountService {
     const user = await this.repo.findUser(link.userId!);
     const membership = user && (await this.repo.findMembership(link.orgId!, user.id));
     if (!user || !membership) throw notFound('Link (it may have been used already or expired)');
-    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    // A link is one factor: it never signs in an account that has a passkey (spent all the same,
+    // as it will never work for this account).
+    if ((await this.passkeys.list(user.id)).length > 0) throw secondFactorRequired('This account has a passkey: sign in with it (a one-time link does not ask for it)');
+    const signedIn = await this.startSession(user, membership, input.clientAddress, 'link');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a one-time link', clientAddress: input.clientAddress });
     return signedIn;
   }
@@ -412,7 +534,7 @@ export class AccountService {
     }
     const membership = user && (await this.repo.findMembership(challenge.orgId, user.id));
     if (!user || !membership) throw failed;
-    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    const signedIn = await this.startSession(user, membership, input.clientAddress, 'password_passkey');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password and a passkey', clientAddress: input.clientAddress });
     return signedIn;
   }
@@ -442,7 +564,7 @@ export class AccountService {
     const user = await this.repo.findUser(passkey.userId);
     if (!user) throw unauthorized('Passkey sign-in failed: request new options and try again');
     const membership = await this.pickMembership(user.id, input.orgId);
-    const signedIn = await this.startSession(user, membership, input.clientAddress);
+    const signedIn = await this.startSession(user, membership, input.clientAddress, 'passkey');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: `signed in with the passkey ${passkey.id}`, clientAddress: input.clientAddress });
     return signedIn;
   }
@@ -450,7 +572,19 @@ export class AccountService {
   async passkeyRegistrationOptions(auth: SessionAuth): Promise<RegistrationOptions> {
     const user = await this.repo.findUser(auth.userId);
     if (!user) throw unauthorized('The console session has expired or was signed out; sign in again');
+    await this.checkMayAddPasskey(auth);
     return this.passkeys.registrationOptions(user);
+  }
+
+  /**
+   * An account's first passkey may be added by any of its sessions (enrollment); another one only
+   * by a session in which a passkey was used, so a session without the second factor cannot give
+   * itself one. Returns whether this is the first.
+   */
+  private async checkMayAddPasskey(auth: SessionAuth): Promise<boolean> {
+    const first = (await this.passkeys.list(auth.userId)).length === 0;
+    if (!first && !satisfiesSecondFactor(auth.strength)) throw secondFactorRequired('This account has a passkey: sign in with it before adding another');
+    return first;
   }
 
   listPasskeys(auth: SessionAuth): Promise<Passkey[]> {
@@ -459,7 +593,11 @@ export class AccountService {
 
   /** Adds a passkey to the signed-in user; recorded in the audit log of each of their organizations. */
   async registerPasskey(auth: SessionAuth, input: { challengeId: string; credential: RegistrationResponseJSON; name?: string }, clientAddress: string | null): Promise<Passkey> {
+    const first = await this.checkMayAddPasskey(auth);
     const passkey = await this.passkeys.register(auth.userId, input);
+    // The session that enrolls the account's first passkey has used it: it now satisfies a requirement.
+    const raised = ENROLLED[auth.strength];
+    if (first && raised) await this.repo.raiseSessionStrength(auth.sessionId, auth.strength, raised);
     await this.auditEveryOrganization(auth.userId, { actor: auth.actor, action: 'passkey.add', target: { type: 'passkey', id: passkey.id }, summary: `added the passkey "${passkey.name}"`, clientAddress });
     return passkey;
   }
@@ -551,7 +689,3 @@ export class AccountService {
   }
 }
 
-/** An existing account's password is checked, not its strength; only its length bound keeps hashing cheap to refuse. */
-function checkPasswordShapeForExisting(password: string): void {
-  if ([...password].length > MAX_PASSWORD_LENGTH) throw validationError(`body.password must be at most ${MAX_PASSWORD_LENGTH} characters`, { field: 'password' });
-}

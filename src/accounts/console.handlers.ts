@@ -8,7 +8,7 @@ import type { OrgService } from '../orgs/orgs.service.js';
 import type { ApiKey } from '../orgs/orgs.repository.js';
 import { presentApiKey } from '../orgs/api-key.presenter.js';
 import type { AccountService, SessionAuth, SignedIn } from './accounts.service.js';
-import type { AccountLink, AuditEntry, Member } from './accounts.repository.js';
+import type { AccountLink, AuditEntry, Member, SessionStrength } from './accounts.repository.js';
 import type { AuditLog } from './audit.service.js';
 import type { Passkey } from './passkeys.repository.js';
 import type {
@@ -19,7 +19,7 @@ import type {
 } from '@simplewebauthn/server';
 import { keyPermissionsOf, type Role } from './roles.js';
 import { ROLE_PERMISSIONS } from './roles.js';
-import { checkOrigin, clearedSessionCookie, readCookie, SESSION_COOKIE, sessionCookie, type ConsoleOrigin } from './request-auth.js';
+import { checkOrigin, clearedSessionCookie, optionalSession, readCookie, SESSION_COOKIE, sessionCookie, type ConsoleOrigin } from './request-auth.js';
 
 export const clientAddress = (req: Request): string | null => req.ip ?? null;
 
@@ -114,7 +114,7 @@ export type AccountConsoleHandlers = Pick<
 export function createConsoleHandlers(deps: { accounts: AccountService; orgs: OrgService; audit: AuditLog; clock: Clock; where: ConsoleOrigin }): AccountConsoleHandlers {
   const { accounts, orgs, audit, clock, where } = deps;
 
-  const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string }, expiresAt: Date) => {
+  const describe = async (auth: { userId: string; sessionId: string; role: Role; orgId: string; csrfToken: string; strength: SessionStrength }, expiresAt: Date) => {
     const { user, memberships, secondFactor } = await accounts.describeSession(auth);
     const named = await Promise.all(memberships.map(async (m) => ({ orgId: m.orgId, name: OrgServiceName(await orgs.getOrganization(m.orgId)), role: m.role })));
     const current = named.find((m) => m.orgId === auth.orgId);
@@ -127,6 +127,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
       memberships: named,
       csrfToken: auth.csrfToken,
       expiresAt: iso(expiresAt),
+      strength: auth.strength,
       secondFactor,
     };
   };
@@ -139,7 +140,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
       success: true as const,
       message,
       data: await describe(
-        { userId: signedIn.user.id, sessionId: signedIn.session.id, role: signedIn.membership.role, orgId: signedIn.membership.orgId, csrfToken: signedIn.csrfToken },
+        { userId: signedIn.user.id, sessionId: signedIn.session.id, role: signedIn.membership.role, orgId: signedIn.membership.orgId, csrfToken: signedIn.csrfToken, strength: signedIn.session.strength },
         signedIn.session.expiresAt,
       ),
     },
@@ -192,7 +193,9 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
     }),
     acceptInvite: async ({ body, req }) => {
       checkOrigin(req, where);
-      return started(await accounts.acceptInvite({ token: body.token, password: body.password, name: body.name, clientAddress: clientAddress(req) }), 'Invite accepted');
+      // A signed-in user accepts as themselves (the cookie, with its CSRF token); see AccountService.acceptInvite.
+      const session = await optionalSession(req, accounts, where);
+      return started(await accounts.acceptInvite({ token: body.token, password: body.password, name: body.name, session, clientAddress: clientAddress(req) }), 'Invite accepted');
     },
     completePasswordReset: async ({ body, req }) => {
       checkOrigin(req, where);
@@ -254,10 +257,14 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
     },
     createInvite: async ({ auth, body, req }) => {
       const issued = await accounts.invite({ orgId: auth.orgId, email: body.email, role: body.role, by: { type: 'user', id: auth.userId, role: auth.role }, clientAddress: clientAddress(req) });
+      // The link proves control of the address: it goes to the mailbox, never to the inviter.
+      const message = issued.emailed
+        ? `Invite e-mailed to ${issued.link.email}`
+        : `Invite created; this server sends no e-mail, so the operator gives the link to ${issued.link.email} (admin user invite-link --org ${auth.orgId} --invite ${issued.link.id})`;
       return {
         status: 201,
         headers: { 'Cache-Control': 'no-store' },
-        body: { success: true, message: 'Invite created; send the link, it is not shown again', data: { ...presentInvite(issued.link, clock.now()), url: issued.url } },
+        body: { success: true, message, data: { ...presentInvite(issued.link, clock.now()), emailed: issued.emailed } },
       };
     },
     revokeInvite: async ({ auth, params, req }) => ({

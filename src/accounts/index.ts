@@ -7,7 +7,7 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import { KnexAccountRepository } from './accounts.repository.js';
-import { AccountService } from './accounts.service.js';
+import { AccountService, type AccountMailer } from './accounts.service.js';
 import { AuditLog } from './audit.service.js';
 import { createConsoleHandlers } from './console.handlers.js';
 import { createAccountsAdminHandlers } from './admin.handlers.js';
@@ -29,11 +29,11 @@ export interface AccountsModule {
   jobs(): Job[];
 }
 
-export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgService; publicBaseUrl: string }): AccountsModule {
+export function createAccountsModule(deps: { db: Db; clock: Clock; orgs: OrgService; publicBaseUrl: string; mailer?: AccountMailer }): AccountsModule {
   const repo = new KnexAccountRepository(deps.db);
   const audit = new AuditLog(repo, deps.clock);
   const passkeys = new PasskeyService(new KnexPasskeyRepository(deps.db), deps.clock, relyingPartyOf(deps.publicBaseUrl));
-  const accounts = new AccountService(repo, deps.orgs, audit, deps.clock, deps.publicBaseUrl, passkeys);
+  const accounts = new AccountService(repo, deps.orgs, audit, deps.clock, deps.publicBaseUrl, passkeys, deps.mailer);
   const where = consoleOrigin(deps.publicBaseUrl);
   return {
     accounts,

@@ -41,6 +41,8 @@ export interface OrganizationSecurity {
 export interface PasskeyRepository {
   insertPasskey(passkey: Passkey): Promise<'inserted' | 'exists'>;
   listPasskeys(userId: string): Promise<Passkey[]>;
+  /** The operator's removal of every passkey of an account (a password reset): no requirement keeps the last. The number removed. */
+  deleteAllPasskeys(userId: string): Promise<number>;
   findPasskeyByCredentialId(credentialId: string): Promise<Passkey | undefined>;
   /**
    * Deletes one of the user's passkeys; refuses ('last') to delete the user's only passkey while an
@@ -181,6 +183,11 @@ export class KnexPasskeyRepository implements PasskeyRepository {
       await trx('passkeys').where({ id, user_id: userId }).delete();
       return toPasskey(target);
     });
+  }
+
+  async deleteAllPasskeys(userId: string): Promise<number> {
+    const rows: unknown[] = await this.db('passkeys').where({ user_id: userId }).delete().returning('id');
+    return rows.length;
   }
 
   async recordUse(id: string, expectedCounter: number, newCounter: number, now: Date): Promise<boolean> {

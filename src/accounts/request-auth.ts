@@ -5,7 +5,7 @@
  */
 import type { Request } from 'express';
 import { credentialsAbsent, type Authenticator } from '../http/openapi-app.js';
-import { forbidden, unauthorized } from '../kernel/errors.js';
+import { AppError, forbidden, unauthorized } from '../kernel/errors.js';
 import { constantTimeEqual } from '../kernel/secrets.js';
 import { SESSION_ABSOLUTE_MS, csrfTokenOf, type AccountService, type SessionAuth } from './accounts.service.js';
 
@@ -62,6 +62,27 @@ export function checkOrigin(req: Request, where: ConsoleOrigin): void {
   }
   const site = req.header('sec-fetch-site');
   if (site !== undefined && site !== 'same-origin' && site !== 'none') throw forbidden('Cross-site request refused: the console only accepts requests from its own origin');
+}
+
+/**
+ * The session of a request to an operation that also serves visitors without one (accepting an
+ * invite): undefined without a cookie or with one that no longer works; a live session must pass
+ * the CSRF check like any state-changing request (the origin is the caller's to check).
+ */
+export async function optionalSession(req: Request, accounts: AccountService, where: ConsoleOrigin): Promise<SessionAuth | undefined> {
+  const token = readCookie(req, SESSION_COOKIE);
+  if (token === undefined) return undefined;
+  let auth: SessionAuth;
+  try {
+    auth = await accounts.authenticateSession(token, undefined, { secondFactorSetup: true });
+  } catch (error) {
+    if (error instanceof AppError && error.code === 'UNAUTHORIZED') return undefined;
+    throw error;
+  }
+  checkOrigin(req, where);
+  const presented = req.header(CSRF_HEADER);
+  if (!presented || !constantTimeEqual(presented, csrfTokenOf(token))) throw forbidden('Missing or invalid X-CSRF-Token: send the csrfToken of GET /v1/console/session');
+  return auth;
 }
 
 /**

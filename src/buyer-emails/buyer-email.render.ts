@@ -167,3 +167,12 @@ export function renderSignInEmail(input: { merchant: string; url: string; expire
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(subject)}</title></head><body style="font:16px/1.5 system-ui,sans-serif;color:#1d2330"><p>Open your orders, receipts and subscriptions with ${esc(input.merchant)}:</p><p><a href="${esc(input.url)}" style="color:#4338ca">Open your account</a></p><p style="color:#5b6474">The link works once, until ${esc(input.expiresAt.toISOString().slice(11, 16))} UTC. If you did not ask for it, ignore this e-mail.</p></body></html>`;
   return { subject, text, html };
 }
+
+/** A console invite: the link is the proof that the invitee controls this address (issue 37). */
+export function renderInviteEmail(input: { organization: string; role: string; url: string; expiresAt: Date }): RenderedEmail {
+  const subject = `You are invited to ${input.organization} on Kassa`;
+  const until = input.expiresAt.toISOString().slice(0, 10);
+  const text = `You are invited to join ${input.organization} as ${input.role}.\n\nAccept the invite:\n\n${input.url}\n\nThe link works once, until ${until}. If you already have an account, sign in first. If you did not expect this e-mail, ignore it.\n\nsent by Kassa`;
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(subject)}</title></head><body style="font:16px/1.5 system-ui,sans-serif;color:#1d2330"><p>You are invited to join ${esc(input.organization)} as ${esc(input.role)}.</p><p><a href="${esc(input.url)}" style="color:#4338ca">Accept the invite</a></p><p style="color:#5b6474">The link works once, until ${esc(until)}. If you already have an account, sign in first. If you did not expect this e-mail, ignore it.</p></body></html>`;
+  return { subject, text, html };
+}

@@ -13,7 +13,7 @@ import type { Logger } from '../kernel/logger.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import { merchantName, pageMerchantOf, type MerchantNames } from '../pages/page.js';
 import type { BuyerEmail, BuyerEmailRepository } from './buyer-email.repository.js';
-import { renderBuyerEmail, renderSignInEmail, type RenderedEmail } from './buyer-email.render.js';
+import { renderBuyerEmail, renderInviteEmail, renderSignInEmail, type RenderedEmail } from './buyer-email.render.js';
 
 /** Pauses before attempts 2, 3, …; after the last, the e-mail is failed. */
 export const RETRY_DELAYS_MS = [60_000, 5 * 60_000, 30 * 60_000, 2 * 3600_000, 6 * 3600_000];
@@ -98,6 +98,22 @@ export class BuyerEmailService {
     } catch (err) {
       const { responseCode, code } = err as { responseCode?: number; code?: string };
       this.logger.warn({ orgId: input.orgId, reason: responseCode ?? code ?? 'error' }, 'portal sign-in e-mail not sent');
+    }
+  }
+
+  /**
+   * A console invite's link, sent at once to the invited address (the link is not logged).
+   * True when the SMTP server accepted it; a failure is logged and the operator can issue a new link.
+   */
+  async sendInvite(input: { orgId: string; to: string; url: string; role: string; expiresAt: Date }): Promise<boolean> {
+    try {
+      const organization = (await this.merchants.displayNameOf(input.orgId)) ?? 'an organization';
+      await this.send(input.orgId, input.to, `invite-${input.expiresAt.getTime()}-${Math.random().toString(36).slice(2)}`, renderInviteEmail({ organization, role: input.role, url: input.url, expiresAt: input.expiresAt }));
+      return true;
+    } catch (err) {
+      const { responseCode, code } = err as { responseCode?: number; code?: string };
+      this.logger.warn({ orgId: input.orgId, reason: responseCode ?? code ?? 'error' }, 'invite e-mail not sent');
+      return false;
     }
   }
 }

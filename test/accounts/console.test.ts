@@ -63,8 +63,11 @@ describe('invites and sign-in', () => {
     const revoked = await as(ownerA, ctx.merchant.post(`/v1/console/invites/${created.body.data.inviteId}/revoke`));
     expect(revoked.status).toBe(200);
     expect(revoked.body.data.status).toBe('REVOKED');
-    const accept = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(created.body.data.url), password: PASSWORD });
-    expect(accept.status).toBe(404);
+    // Without outgoing e-mail the member never sees the link (issue 37): the answer says so, and only the operator prints one.
+    expect(created.body.data.emailed).toBe(false);
+    expect(created.text).not.toContain('kinv_');
+    expect(created.body.message).toContain(`user invite-link --org ${ctx.orgA.orgId} --invite ${created.body.data.inviteId}`);
+    expect((await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites/${created.body.data.inviteId}/link`)).status).toBe(404);
     const listed = await as(ownerA, ctx.merchant.get('/v1/console/invites'));
     expect(listed.body.data.find((i: { inviteId: string }) => i.inviteId === created.body.data.inviteId).status).toBe('REVOKED');
   });
@@ -76,15 +79,19 @@ describe('invites and sign-in', () => {
     expect(res.body.error.message).toContain('at least 12 characters');
   });
 
-  it('an existing account joins a second organization with its own password, and can switch to it', async () => {
+  it('an existing account joins a second organization signed in as itself (never by its password at acceptance), and can switch to it', async () => {
     const member = await signUp(ctx, ctx.orgA.orgId, 'viewer');
     const invite = await ctx.admin.post(`/v1/orgs/${ctx.orgB.orgId}/invites`).send({ email: member.email, role: 'developer' });
-    const wrong = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(invite.body.data.url), password: 'not the password at all' });
-    expect(wrong.status).toBe(401);
-    const invite2 = await ctx.admin.post(`/v1/orgs/${ctx.orgB.orgId}/invites`).send({ email: member.email, role: 'developer' });
-    const joined = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(invite2.body.data.url), password: PASSWORD });
-    expect(joined.status).toBe(200);
+    const notSignedIn = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(invite.body.data.url), password: PASSWORD });
+    expect(notSignedIn.status).toBe(401);
+    const signedIn = await signIn(ctx, member.email);
+    const self = { cookie: sessionCookieOf(signedIn)!, csrf: signedIn.body.data.csrfToken };
+    const joined = await as(self, ctx.merchant.post('/v1/console/invites/accept')).send({ token: linkToken(invite.body.data.url) });
+    expect(joined.status, joined.text).toBe(200);
     expect(joined.body.data.memberships).toHaveLength(2);
+    expect(joined.body.data).toMatchObject({ organization: { orgId: ctx.orgB.orgId }, role: 'developer', strength: 'password' });
+    // Accepting moved that session: its old cookie is dead.
+    expect((await as(self, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
     const switched = await as(member, ctx.merchant.put('/v1/console/session/organization')).send({ orgId: ctx.orgB.orgId });
     expect(switched.status).toBe(200);
     expect(switched.body.data).toMatchObject({ organization: { orgId: ctx.orgB.orgId }, role: 'developer' });
@@ -527,7 +534,8 @@ describe('every console operation, refused', () => {
     const first = await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email, role: 'viewer' });
     const second = await ctx.admin.post(`/v1/orgs/${ctx.orgA.orgId}/invites`).send({ email, role: 'support' });
     expect((await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(first.body.data.url), password: PASSWORD })).status).toBe(200);
-    const moot = await ctx.merchant.post('/v1/console/invites/accept').set('Origin', ORIGIN).send({ token: linkToken(second.body.data.url), password: PASSWORD });
+    const signedIn = await signIn(ctx, email);
+    const moot = await as({ cookie: sessionCookieOf(signedIn)!, csrf: signedIn.body.data.csrfToken }, ctx.merchant.post('/v1/console/invites/accept')).send({ token: linkToken(second.body.data.url) });
     expect(moot.status).toBe(409);
   });
 });

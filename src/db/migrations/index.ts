@@ -45,6 +45,7 @@ import * as m0200 from './0200_order_tx_hash_index.js';
 import * as m0201 from './0201_org_time_zone.js';
 import * as m0210 from './0210_telemetry_sessions.js';
 import * as m0211 from './0211_telemetry_group_changes.js';
+import * as m0220 from './0220_session_strength.js';
 import * as m0230 from './0230_portal_session_scope.js';
 import * as m0240 from './0240_order_lines.js';
 import * as m0250 from './0250_usage_billing.js';
@@ -99,6 +100,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0201_org_time_zone': m0201,
   '0210_telemetry_sessions': m0210,
   '0211_telemetry_group_changes': m0211,
+  '0220_session_strength': m0220,
   '0230_portal_session_scope': m0230,
   '0240_order_lines': m0240,
   '0250_usage_billing': m0250,

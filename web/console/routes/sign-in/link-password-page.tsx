@@ -1,7 +1,9 @@
 /**
- * The pages of the links Kassa sends: accepting an invite (`/console/accept-invite#token=…`:
- * choose a password, then signed in) and resetting a password (`/console/reset-password#token=…`).
- * The token stays in the fragment (never sent to a server) until the form posts it.
+ * The pages of the links Kassa sends: accepting an invite (`/console/accept-invite#token=…`: a new
+ * account chooses a password; an address that has an account signs in first and joins as itself)
+ * and resetting a password (`/console/reset-password#token=…`). The token stays in the fragment
+ * (never sent to a server) until the form posts it; while the invitee signs in, the invite's token
+ * waits in this tab's sessionStorage (never in a URL).
  */
 import { useRef, useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
@@ -11,22 +13,47 @@ import { useSession } from '../../shared/session';
 import { ErrorNotice } from '../../components/ui';
 import { tokenFromFragment } from './sign-in-link-page';
 
+const PENDING_INVITE = 'kassa-pending-invite';
+
+/** The invite's token: the link's fragment, or the one kept while the invitee signed in first. */
+function inviteToken(): string | undefined {
+  const fromLink = tokenFromFragment(location.hash);
+  try {
+    if (fromLink) sessionStorage.setItem(PENDING_INVITE, fromLink);
+    return fromLink ?? sessionStorage.getItem(PENDING_INVITE) ?? undefined;
+  } catch {
+    return fromLink;
+  }
+}
+
 export function LinkPasswordPage(props: { kind: 'invite' | 'reset' }) {
-  const { setSession } = useSession();
+  const { session, setSession } = useSession();
   const { route } = useLocation();
-  const token = useRef(tokenFromFragment(location.hash));
+  const token = useRef(props.kind === 'invite' ? inviteToken() : tokenFromFragment(location.hash));
   const [name, setName] = useState('');
   const [password, setPassword] = useState('');
   const [done, setDone] = useState(false);
-  const accept = useAction(() => consoleApi.POST('/v1/console/invites/accept', { body: { token: token.current ?? '', password, ...(name ? { name } : {}) } }).then((r) => ({ ...r, data: r.data?.data })));
+  const [signInFirst, setSignInFirst] = useState(false);
+  // Signed in: the account joins as itself (no password); otherwise the invite makes a new account.
+  const accept = useAction(() =>
+    consoleApi.POST('/v1/console/invites/accept', { body: session ? { token: token.current ?? '' } : { token: token.current ?? '', password, ...(name ? { name } : {}) } }).then((r) => {
+      setSignInFirst(r.response.status === 401);
+      return { ...r, data: r.data?.data };
+    }),
+  );
   const reset = useAction(() => consoleApi.POST('/v1/console/password-resets/complete', { body: { token: token.current ?? '', password } }).then((r) => ({ ...r, data: r.response.ok ? true : undefined })));
   const action = props.kind === 'invite' ? accept : reset;
   const submit = async (event: Event) => {
     event.preventDefault();
     if (props.kind === 'invite') {
-      const session = await accept.run();
-      if (session) {
-        setSession(session);
+      const joined = await accept.run();
+      if (joined) {
+        try {
+          sessionStorage.removeItem(PENDING_INVITE);
+        } catch {
+          // storage unavailable: nothing was kept
+        }
+        setSession(joined);
         route('/console/', true);
       }
     } else if (await reset.run()) setDone(true);
@@ -43,17 +70,32 @@ export function LinkPasswordPage(props: { kind: 'invite' | 'reset' }) {
           </p>
         ) : (
           <>
-            {props.kind === 'invite' && (
+            {props.kind === 'invite' && session ? (
+              <p data-testid="join-as">
+                You are signed in as <strong>{session.user.email}</strong>. The invite joins this account to the organization.
+              </p>
+            ) : (
               <>
-                <label for="name">Your name (optional)</label>
-                <input id="name" autoComplete="name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+                {props.kind === 'invite' && (
+                  <>
+                    <p>New to Kassa? Choose a password for your account. If this address already has an account, <a href="/console/sign-in?next=/console/accept-invite">sign in</a> first.</p>
+                    <label for="name">Your name (optional)</label>
+                    <input id="name" autoComplete="name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+                  </>
+                )}
+                <label for="new-password">Password (12 characters or more)</label>
+                <input id="new-password" type="password" autoComplete="new-password" minLength={12} maxLength={256} required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
               </>
             )}
-            <label for="new-password">Password (12 characters or more)</label>
-            <input id="new-password" type="password" autoComplete="new-password" minLength={12} maxLength={256} required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
-            <ErrorNotice message={action.error && `${action.error} An invite works for 7 days, a reset link for an hour, each once: ask for a new one if it has expired.`} />
+            {signInFirst ? (
+              <p role="alert" class="error" data-testid="sign-in-first">
+                This address already has an account. <a href="/console/sign-in?next=/console/accept-invite">Sign in</a>, then you come back here to join.
+              </p>
+            ) : (
+              <ErrorNotice message={action.error && `${action.error} An invite works for 7 days, a reset link for an hour, each once: ask for a new one if it has expired.`} />
+            )}
             <button type="submit" class="primary" disabled={action.pending || !token.current}>
-              {props.kind === 'invite' ? 'Join' : 'Set password'}
+              {props.kind === 'invite' ? (session ? 'Join as yourself' : 'Join') : 'Set password'}
             </button>
           </>
         )}

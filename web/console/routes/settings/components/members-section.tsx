@@ -1,7 +1,7 @@
-/** Members and their roles; invites (the link shown once, with a copy button), revoke. */
+/** Members and their roles; invites (e-mailed to the address, or handed over by the operator: never shown here), revoke. */
 import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
-import { Badge, CopyButton, ErrorNotice, Loading, Time } from '../../../components/ui';
+import { Badge, ErrorNotice, Loading, Time } from '../../../components/ui';
 import { errorMessage } from '../../../shared/api';
 import { useSession } from '../../../shared/session';
 import { useAction } from '../../../shared/use-api';
@@ -15,7 +15,7 @@ export function MembersSection() {
   const timeZone = consoleTimeZone();
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<Role>('viewer');
-  const [link, setLink] = useState<{ email: string; url: string } | undefined>();
+  const [link, setLink] = useState<{ email: string; inviteId: string; emailed: boolean } | undefined>();
   const invite = useAction(createInvite);
   const roleChange = useAction(changeRole);
   return (
@@ -92,15 +92,17 @@ export function MembersSection() {
       <section aria-labelledby="invites-title">
         <h2 id="invites-title">Invites</h2>
         {link && (
-          <div class="secret" role="status">
-            <div>
-              Send this link to <strong>{link.email}</strong> (valid 7 days, shown once):
-              <div>
-                <code data-testid="invite-url">{link.url}</code>
-              </div>
-            </div>
-            <CopyButton text={link.url} label="Copy link" />
-          </div>
+          <p role="status" data-testid="invite-sent">
+            {link.emailed ? (
+              <>
+                The invite was e-mailed to <strong>{link.email}</strong> (valid 7 days).
+              </>
+            ) : (
+              <>
+                Invite created for <strong>{link.email}</strong>. This server sends no e-mail: the operator gives the link to that address (<code>npm run -s admin -- user invite-link --org {session?.organization.orgId} --invite {link.inviteId}</code>). The link proves the address, so it is not shown here.
+              </>
+            )}
+          </p>
         )}
         <form
           class="toolbar"
@@ -109,7 +111,7 @@ export function MembersSection() {
             e.preventDefault();
             const created = await invite.run(email, role);
             if (created) {
-              setLink({ email: created.email, url: created.url });
+              setLink({ email: created.email, inviteId: created.inviteId, emailed: created.emailed });
               setEmail('');
               invites.reload();
             }
