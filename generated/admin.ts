@@ -4999,6 +4999,17 @@ export interface operations {
                      *             "displayStatus": "Paid",
                      *             "amount": 58,
                      *             "amountCents": 5800,
+                     *             "lines": [
+                     *               {
+                     *                 "kind": "PRICE",
+                     *                 "description": "Pro plan",
+                     *                 "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *                 "quantity": "1",
+                     *                 "unitAmountDecimal": "5800",
+                     *                 "exactAmountDecimal": "5800",
+                     *                 "amountCents": 5800
+                     *               }
+                     *             ],
                      *             "amountRefunded": 0,
                      *             "amountRefundedCents": 0,
                      *             "currency": "USD",
@@ -5071,6 +5082,17 @@ export interface operations {
                      *         "displayStatus": "Paid",
                      *         "amount": 58,
                      *         "amountCents": 5800,
+                     *         "lines": [
+                     *           {
+                     *             "kind": "PRICE",
+                     *             "description": "Pro plan",
+                     *             "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *             "quantity": "1",
+                     *             "unitAmountDecimal": "5800",
+                     *             "exactAmountDecimal": "5800",
+                     *             "amountCents": 5800
+                     *           }
+                     *         ],
                      *         "amountRefunded": 0,
                      *         "amountRefundedCents": 0,
                      *         "currency": "USD",

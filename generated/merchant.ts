@@ -4918,6 +4918,17 @@ export interface operations {
                  *           "status": "PENDING",
                  *           "provider": "CRYPTO",
                  *           "amountCents": 25000000,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Conference ticket",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "25000000",
+                 *               "exactAmountDecimal": "25000000",
+                 *               "amountCents": 25000000
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usdc",
                  *           "product": {
@@ -5027,6 +5038,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -5129,6 +5152,18 @@ export interface operations {
                  *           "status": "FAILED",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -5631,6 +5666,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 1500,
                  *           "currency": "usd",
                  *           "product": {
@@ -5746,6 +5793,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -5861,6 +5920,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
@@ -5977,6 +6048,18 @@ export interface operations {
                  *           "status": "PAID",
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "lines": [
+                 *             {
+                 *               "kind": "PRICE",
+                 *               "description": "Pro plan",
+                 *               "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *               "quantity": "1",
+                 *               "unitAmountDecimal": "5800",
+                 *               "exactAmountDecimal": "5800",
+                 *               "amountCents": 5800
+                 *             }
+                 *           ],
                  *           "amountRefundedCents": 0,
                  *           "currency": "usd",
                  *           "product": {
