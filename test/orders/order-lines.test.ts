@@ -121,6 +121,6 @@ describe('order lines', () => {
       if (example.data.order) expect(example.data.order.lines.reduce((s: number, l: { amountCents: number }) => s + l.amountCents, 0), type).toBe(example.data.order.amountCents);
     }
     expect(readFileSync('README.md', 'utf8').replace(/\s+/g, ' ')).toContain('`customerId` from any `order.*`/`subscription.*` webhook');
-    expect(readFileSync('docs/customer-portal.md', 'utf8').replace(/\s+/g, ' ')).toContain('The customer id is in every `order.*` and `subscription.*` webhook (`customerId`)');
+    expect(readFileSync('docs/customer-portal.md', 'utf8').replace(/\s+/g, ' ')).toContain('The customer id is in every `order.*` and `subscription.*` webhook (`customerId`');
   });
 });

@@ -41,22 +41,25 @@ export function OrderLines(props: { order: Order }) {
           <thead>
             <tr>
               <th scope="col">Item</th>
-              <th scope="col" class="num">Quantity</th>
-              <th scope="col" class="num">Unit price</th>
+              <th scope="col" class="num hide-narrow">Quantity</th>
+              <th scope="col" class="num hide-narrow">Unit price</th>
               <th scope="col" class="num">Amount</th>
             </tr>
           </thead>
           <tbody>
             {o.lines.map((l, i) => {
               const detail = usageDetail(l, o.currency);
+              // At 390 px the quantity and unit price columns fold into the item's cell.
+              const folded = l.quantity !== null && l.unitAmountDecimal !== null ? `${formatQuantity(l.quantity)} × ${formatUnitAmount(l.unitAmountDecimal, o.currency)}` : null;
               return (
                 <tr key={i} data-testid="order-line">
                   <td>
                     {l.description} <span class="badge neutral">{KIND[l.kind]}</span>
+                    {folded && <div class="muted small only-narrow">{folded}</div>}
                     {detail && <div class="muted small">{detail}</div>}
                   </td>
-                  <td class="num">{l.quantity === null ? '—' : formatQuantity(l.quantity)}</td>
-                  <td class="num">{l.unitAmountDecimal === null ? '—' : formatUnitAmount(l.unitAmountDecimal, o.currency)}</td>
+                  <td class="num hide-narrow">{l.quantity === null ? '—' : formatQuantity(l.quantity)}</td>
+                  <td class="num hide-narrow">{l.unitAmountDecimal === null ? '—' : formatUnitAmount(l.unitAmountDecimal, o.currency)}</td>
                   <td class="num">{formatMoney(l.amountCents, o.currency)}</td>
                 </tr>
               );
@@ -64,9 +67,9 @@ export function OrderLines(props: { order: Order }) {
           </tbody>
           <tfoot>
             <tr>
-              <th scope="row" colSpan={3}>
-                Total
-              </th>
+              <th scope="row">Total</th>
+              <td class="hide-narrow" />
+              <td class="hide-narrow" />
               <td class="num" data-testid="order-lines-total">
                 <strong>{formatMoney(o.amountCents, o.currency)}</strong>
               </td>
