@@ -1,8 +1,9 @@
 /**
  * `npm run migrate`: brings the database up to the latest migration and exits, for a release that
  * migrates before it rolls out new processes (every process also migrates at start, under the
- * same advisory lock, so running this first is optional). Reads DATABASE_URL, or DATA_DIR for
- * the embedded database, as the service does.
+ * same advisory lock, so running this first is optional). Reads DATABASE_DIRECT_URL (the server
+ * itself, when DATABASE_URL goes through a pooler), else DATABASE_URL, or DATA_DIR for the
+ * embedded database, as the service does.
  */
 import path from 'node:path';
 import { loadConfig } from '../src/config.js';
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
   } });
   try {
     const database = await openDatabase(
-      config.databaseUrl ? { databaseUrl: config.databaseUrl, poolMax: 2 } : { dataDir: path.join(config.dataDir, 'pgdata') },
+      config.databaseUrl ? { databaseUrl: config.databaseDirectUrl ?? config.databaseUrl, poolMax: 2 } : { dataDir: path.join(config.dataDir, 'pgdata') },
     );
     try {
       const applied = await migrateLatest(database.db);

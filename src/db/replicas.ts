@@ -174,7 +174,6 @@ export class ReadRouter implements WriteTracker {
     if (!this.hasReplicas || this.inFlight.has(caller)) return undefined;
     const now = this.now();
     const wrote = this.lastWrite.get(caller);
-    if (wrote !== undefined && now - wrote > this.options.maxLagMs + 60_000) this.lastWrite.delete(caller);
     for (let i = 0; i < this.replicas.length; i++) {
       const replica = this.replicas[(this.next + i) % this.replicas.length]!;
       if (!this.fresh(replica, now)) continue;
@@ -207,6 +206,8 @@ export class ReadRouter implements WriteTracker {
     // Samples older than the bound can no longer make a replica usable, except the newest such one.
     const horizon = this.now() - this.options.maxLagMs;
     while (this.samples.length > 1 && this.samples[1]!.at < horizon) this.samples.shift();
+    // A write older than every sample kept no longer holds its caller back from a fresh replica.
+    for (const [caller, wrote] of this.lastWrite) if (wrote < horizon - 60_000) this.lastWrite.delete(caller);
     await Promise.all(
       this.replicas.map(async (replica) => {
         try {
