@@ -406,7 +406,7 @@ describe('API keys by members', () => {
   it('a key created without permissions gets exactly the key permissions of the creator’s role', async () => {
     const dev = await signUp(ctx, ctx.orgA.orgId, 'developer');
     const created = await as(dev, ctx.merchant.post('/v1/console/api-keys')).send({ name: 'default' });
-    expect(created.body.data.permissions.sort()).toEqual(['catalog:read', 'checkout:write', 'customers:read', 'entitlements:read', 'orders:read', 'subscriptions:read', 'webhooks:write', 'x402:settle'].sort());
+    expect(created.body.data.permissions.sort()).toEqual(['catalog:read', 'checkout:write', 'customers:read', 'entitlements:read', 'orders:read', 'subscriptions:read', 'webhooks:write', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write'].sort());
   });
 });
 
