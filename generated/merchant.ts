@@ -884,15 +884,18 @@ export interface paths {
          *     **Source `EVENTS`**: the organization's usage events (`ingestUsageEvents`) whose `name` is
          *     `filter.eventName` and whose `properties` equal every pair of `filter.properties`.
          *
-         *     **Source `SPANS`**: the model-call spans (spans with a `gen_ai.request.model` or
-         *     `llm.request.model` attribute) of the telemetry project `filter.projectId`, optionally only
-         *     those of `filter.model` and `filter.vendor` (`gen_ai.system`) and whose attributes equal
-         *     every pair of `filter.attributes`. The customer of a span is the value of its attribute
-         *     `customerAttribute` (required for this source, e.g. `user.id`, `customer.id` or
-         *     OpenLLMetry's `traceloop.association.properties.user_id`), looked up on the span, else on
-         *     its trace's root span, and matched to the customer whose `externalId` equals it (a
-         *     `CUS_…` value matches that customer id); spans whose attribute is missing or names no
-         *     customer count for nobody. A span counts at its start time.
+         *     **Source `SPANS`**: the model-call spans of the telemetry project `filter.projectId` (the
+         *     spans telemetry prices: a model named by `llm.model`, `gen_ai.request.model` or
+         *     `gen_ai.response.model`), optionally only those whose model is `filter.model` and whose
+         *     vendor (`llm.vendor`, `gen_ai.provider.name` or `gen_ai.system`) is `filter.vendor`, and
+         *     whose attributes equal every pair of `filter.attributes`. The customer of a span is the
+         *     value of its attribute `customerAttribute` (required for this source, e.g. `user.id`,
+         *     `customer.id` or OpenLLMetry's `traceloop.association.properties.user_id`), looked up on
+         *     the span, else on its trace's root span, and matched to the customer whose `externalId`
+         *     equals it (a `CUS_…` value matches that customer id; a numeric attribute is compared as
+         *     its decimal text); spans whose attribute is missing or names no customer count for nobody.
+         *     A span counts at its start time. Telemetry knows nothing of meters: the meter reads the
+         *     project's spans through the telemetry module when quantities are asked for.
          *
          *     **Aggregation** over the matching events or spans of a period: `count` (how many; no
          *     `property`), `sum`, `max`, `last` (the value of the latest one; ties by id) of the numeric

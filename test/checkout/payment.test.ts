@@ -116,7 +116,7 @@ describe('a successful card payment', () => {
     const [a, b] = [await readSession(first.id), await readSession(second.id)];
     expect(a.customerId).toBe(b.customerId);
     const customers = await ctx.merchant.get('/v1/customers?email=repeat@example.com').set('X-API-Key', ctx.orgA.apiKey);
-    expect(customers.body.data.records).toEqual([{ customerId: a.customerId, email: 'repeat@example.com' }]);
+    expect(customers.body.data.records).toEqual([{ customerId: a.customerId, email: 'repeat@example.com', externalId: null }]);
   });
 
   it('requires an e-mail when the session has none', async () => {
@@ -327,7 +327,7 @@ describe('orders and customers lists', () => {
     expect((await get(`customer_id=${customerId}`, ctx.orgB.apiKey)).body.data.total).toBe(0);
     expect((await readOrder(orderId, ctx.orgB.apiKey)).status).toBe(404);
     expect((await ctx.merchant.get(`/v1/customers/${customerId}`).set('X-API-Key', ctx.orgB.apiKey)).status).toBe(404);
-    expect((await ctx.merchant.get(`/v1/customers/${customerId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data).toEqual({ customerId, email: 'filters@example.com' });
+    expect((await ctx.merchant.get(`/v1/customers/${customerId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data).toEqual({ customerId, email: 'filters@example.com', externalId: null });
   });
 
   it('paginates with total, pages and current', async () => {
