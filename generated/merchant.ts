@@ -3624,7 +3624,9 @@ export interface operations {
                  */
                 subscription_id?: string;
                 /**
-                 * @description Contains-match on `merchantReference`.
+                 * @description Contains-match on `merchantReference`, case-insensitive. On PostgreSQL a trigram index
+                 *     serves it (a term of 3 or more characters reads the orders whose reference contains it,
+                 *     not every order); a shorter term reads every order of the organization.
                  * @example invoice-100
                  */
                 merchant_reference?: string;
