@@ -46,6 +46,7 @@ import * as m0201 from './0201_org_time_zone.js';
 import * as m0210 from './0210_telemetry_sessions.js';
 import * as m0260 from './0260_commerce_rollups.js';
 import * as m0261 from './0261_order_merchant_reference_trigram.js';
+import * as m0262 from './0262_list_statistics.js';
 import * as m0211 from './0211_telemetry_group_changes.js';
 
 export interface Migration {
@@ -100,6 +101,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0211_telemetry_group_changes': m0211,
   '0260_commerce_rollups': m0260,
   '0261_order_merchant_reference_trigram': m0261,
+  '0262_list_statistics': m0262,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
