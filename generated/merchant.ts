@@ -1038,6 +1038,17 @@ export interface paths {
          *     are the values at the end of the last bucket. A currency is listed when any figure of it is
          *     not zero in the range; `currency` narrows the answer to one. Today against yesterday is
          *     `interval=day` with `start_date` yesterday and `end_date` today.
+         *
+         *     **How it is computed.** From rollups, not from the rows: per organization, currency and UTC
+         *     quarter hour, hour and day, the sums of the figures above, kept by PostgreSQL triggers on
+         *     orders, checkout sessions, subscriptions and customers (every writer, whatever its path) through
+         *     a queue that a worker job folds in; the answer adds what is still queued, so it is exact at
+         *     once, never lagging (the same as a recomputation from the rows). Every UTC offset a time zone
+         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone:
+         *     hours that lie inside one bucket are read whole, the hours a local midnight cuts (zones such as
+         *     `Asia/Kolkata`, `Asia/Kathmandu`, `America/St_Johns`) by quarter hour. A range whose bounds are
+         *     not quarter hours (an offset in seconds, before 1972) is computed from the rows. The cost
+         *     depends on the range's length and the number of currencies, not on the number of orders.
          */
         get: operations["getCommerceMetrics"];
         put?: never;
@@ -4114,7 +4125,9 @@ export interface operations {
                  */
                 subscription_id?: string;
                 /**
-                 * @description Contains-match on `merchantReference`.
+                 * @description Contains-match on `merchantReference`, case-insensitive. On PostgreSQL a trigram index
+                 *     serves it (a term of 3 or more characters reads the orders whose reference contains it,
+                 *     not every order); a shorter term reads every order of the organization.
                  * @example invoice-100
                  */
                 merchant_reference?: string;

@@ -23,6 +23,7 @@ describe('job registry', () => {
       'subscription-renewals': 5_000,
       'telemetry-retention': 60_000,
       'telemetry-group-changes': 1_000,
+      'commerce-rollups': 1_000,
       'crypto-chain-watcher': ctx.config.crypto.pollIntervalMs,
       'x402-settlement-finisher': 30_000,
       'portal-session-cleanup': 15 * 60_000,

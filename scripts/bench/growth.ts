@@ -36,6 +36,7 @@ import { KnexCustomerRepository } from '../../src/orders/customer.repository.js'
 import { KnexSubscriptionRepository } from '../../src/subscriptions/subscription.repository.js';
 import { READ_ACCESS_SQL } from '../../src/subscriptions/entitlement.repository.js';
 import { KnexCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
+import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import { createDatabase, DEFAULT_SERVER_URL, http, newDeployment, payOnHostedPage, createCheckout, provisionMerchant, startKassa, type Deployment, type KassaProcess } from '../../tools/cluster.js';
 import { EXACT_TOTAL_BOUND } from '../../src/kernel/list.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
@@ -73,6 +74,8 @@ interface Org {
   someOrders: string[];
   totalOrders: number;
   twentyFirstOldest: string;
+  /** The 21st oldest customer of the customers list (customers with orders): its last page by cursor. */
+  twentyFirstOldestCustomer: string;
   weekFrom: number;
   weekTo: number;
 }
@@ -249,6 +252,13 @@ const ROWS: Row[] = [
   { name: 'GET /v1/orders last page by cursor', goal: 2, cursor: true, paths: (o) => [`/v1/orders?size=20&starting_after=${o.twentyFirstOldest}`] },
   { name: 'GET /v1/orders last page by number', goal: 0, paths: (o) => [`/v1/orders?size=20&page=${Math.ceil(o.totalOrders / 20)}`] },
   { name: 'GET /v1/customers?page=1', goal: 2, paths: () => ['/v1/customers?page=1&size=20'] },
+  { name: 'GET /v1/customers last page by cursor', goal: 2, cursor: true, paths: (o) => [`/v1/customers?size=20&starting_after=${o.twentyFirstOldestCustomer}`] },
+  { name: 'GET /v1/orders?merchant_reference=… (a reference and its longer namesakes)', goal: 2, paths: (o) => [`/v1/orders?page=1&size=20&merchant_reference=ref-${Math.floor(o.size / 2) + 7}`] },
+  // The data span 2024-11-01 to 2026-11-01 (see load): the console home page's ranges ending on its last day.
+  { name: 'GET /v1/metrics/commerce today', goal: 2, paths: () => ['/v1/metrics/commerce?start_date=2026-10-31&end_date=2026-10-31&interval=day'] },
+  { name: 'GET /v1/metrics/commerce 30 days by day', goal: 2, paths: () => ['/v1/metrics/commerce?start_date=2026-10-02&end_date=2026-10-31&interval=day'] },
+  { name: 'GET /v1/metrics/commerce 12 months by month', goal: 2, paths: () => ['/v1/metrics/commerce?start_date=2025-11-01&end_date=2026-10-31&interval=month'] },
+  { name: 'GET /v1/metrics/commerce 12 months by day, Asia/Kolkata', goal: 2, paths: () => ['/v1/metrics/commerce?start_date=2025-11-01&end_date=2026-10-31&interval=day&time_zone=Asia/Kolkata'] },
   { name: 'GET /v1/subscriptions?status=ACTIVE', goal: 2, paths: () => ['/v1/subscriptions?page=1&size=20&status=ACTIVE'] },
   { name: 'GET /v1/subscriptions?page=1', goal: 2, paths: () => ['/v1/subscriptions?page=1&size=20'] },
   { name: 'GET /v1/entitlements/check (buyer with 1 % of orders)', goal: 2, paths: (o) => [`/v1/entitlements/check?customer_id=${o.whaleCustomer}&product_id=${o.products[0]}`] },
@@ -374,23 +384,27 @@ async function consoleBudgets(server: KassaProcess, direct: pg.Client, database:
 /** EXPLAIN (ANALYZE, BUFFERS) of the commerce metrics' queries over 12 months on the console organization. */
 async function consolePlans(db: Knex, direct: pg.Client, org: Org): Promise<Record<string, string>> {
   const newest = (await direct.query('SELECT max(created_at) AS m FROM orders WHERE org_id = $1', [org.orgId])).rows[0].m as Date;
-  const range: MetricsRange = { orgId: org.orgId, unit: 'month', timeZone: 'UTC', start: new Date(Date.UTC(newest.getUTCFullYear(), newest.getUTCMonth() - 11, 1)), end: new Date(Date.UTC(newest.getUTCFullYear(), newest.getUTCMonth() + 1, 1)) };
+  const start = new Date(Date.UTC(newest.getUTCFullYear(), newest.getUTCMonth() - 11, 1));
+  const end = new Date(Date.UTC(newest.getUTCFullYear(), newest.getUTCMonth() + 1, 1));
+  const boundaries = Array.from({ length: 13 }, (_, i) => new Date(Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + i, 1)));
+  const range: MetricsRange = { orgId: org.orgId, unit: 'month', timeZone: 'UTC', start, end, boundaries };
+  // Asia/Kolkata (+05:30): every local midnight cuts an hour, read from the quarter-hour rollup.
+  const kolkata: MetricsRange = { ...range, timeZone: 'Asia/Kolkata', boundaries: boundaries.map((b) => new Date(b.getTime() - 5.5 * 3600_000)) };
+  kolkata.start = kolkata.boundaries[0]!;
+  kolkata.end = kolkata.boundaries[12]!;
   const repo = new KnexCommerceMetricsRepository(db);
   const captured: Array<{ sql: string; bindings: unknown[] }> = [];
   const listener = (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] });
   db.on('query', listener);
   try {
-    await repo.orderFigures(range);
-    await repo.subscriptionStarts(range);
-    await repo.subscriptionEnds(range);
+    await repo.figures(range);
     await repo.subscriptionsActiveAtStart(range);
-    await repo.sessionFigures(range);
-    await repo.customerFigures(range);
+    await repo.figures(kolkata);
   } finally {
     db.off('query', listener);
   }
   const out: Record<string, string> = {};
-  const names = ['orders', 'subscription starts', 'subscription ends', 'subscriptions active at the start', 'checkout sessions', 'customers'];
+  const names = ['figures from the rollups (UTC)', 'subscriptions active at the start', 'figures from the rollups (Asia/Kolkata)'];
   for (const [i, q] of captured.entries()) {
     const result = await direct.query(`EXPLAIN (ANALYZE, BUFFERS) ${q.sql}`, q.bindings);
     out[`console: commerce metrics, 12 months, ${names[i] ?? i}`] = (result.rows as Array<{ 'QUERY PLAN': string }>).map((r) => r['QUERY PLAN']).join('\n');
@@ -523,12 +537,16 @@ async function main(): Promise<void> {
       for (let i = 0; i < 20; i++) products.push(await product(server, deployment.adminToken, merchant.orgId, `Product ${i + 1}`));
       const oneTimeSession = await paidCheckout(server, merchant.apiKey, products[0]!.once, `template-${label}@example.com`);
       const subscriptionSession = await paidCheckout(server, merchant.apiKey, products[0]!.monthly, `template-sub-${label}@example.com`);
-      const org: Org = { label, size, orgId: merchant.orgId, apiKey: merchant.apiKey, products: products.map((p) => p.productId), prices: products.map((p) => p.once), whaleCustomer: '', whaleWallet: '', someTxHash: '', someOrders: [], totalOrders: 0, twentyFirstOldest: '', weekFrom: 0, weekTo: 0 };
+      const org: Org = { label, size, orgId: merchant.orgId, apiKey: merchant.apiKey, products: products.map((p) => p.productId), prices: products.map((p) => p.once), whaleCustomer: '', whaleWallet: '', someTxHash: '', someOrders: [], totalOrders: 0, twentyFirstOldest: '', twentyFirstOldestCustomer: '', weekFrom: 0, weekTo: 0 };
       await load(direct, org, { oneTimeSession, subscriptionSession });
       orgs.push(org);
     }
+    // The loads' rows reached the commerce rollups' queue through the triggers (migration 0260): folded now, as the worker would.
+    const tFold = Date.now();
+    const folded = await new KnexCommerceRollupRepository(db).drain(20_000);
+    log(`  commerce rollups: ${folded.toLocaleString('en-US')} queued changes folded in ${seconds(Date.now() - tFold)}`);
     const t0 = Date.now();
-    await direct.query('VACUUM ANALYZE customers, orders, subscriptions, checkout_sessions');
+    await direct.query('VACUUM ANALYZE customers, orders, subscriptions, checkout_sessions, commerce_rollup_quarter, commerce_rollup_hour, commerce_rollup_day, commerce_metric_changes');
     log(`  VACUUM ANALYZE: ${seconds(Date.now() - t0)}; loading took ${seconds(Date.now() - started)} in all`);
     for (const org of orgs) {
       const q = async (sql: string) => (await direct.query(sql, [org.orgId])).rows[0];
@@ -536,6 +554,7 @@ async function main(): Promise<void> {
       org.someTxHash = String((await q('SELECT tx_hash FROM orders WHERE org_id = $1 AND tx_hash IS NOT NULL LIMIT 1')).tx_hash).toUpperCase().replace('0X', '0x');
       org.totalOrders = Number((await q('SELECT count(*) AS n FROM orders WHERE org_id = $1')).n);
       org.twentyFirstOldest = (await q('SELECT id FROM orders WHERE org_id = $1 ORDER BY created_at, id OFFSET 20 LIMIT 1')).id;
+      org.twentyFirstOldestCustomer = (await q('SELECT id FROM customers c WHERE org_id = $1 AND EXISTS (SELECT 1 FROM orders o WHERE o.org_id = c.org_id AND o.customer_id = c.id) ORDER BY created_at, id OFFSET 20 LIMIT 1')).id;
       const newest = (await q('SELECT max(created_at) AS m FROM orders WHERE org_id = $1')).m as Date;
       org.weekTo = Math.floor(newest.getTime() / 1000) - 30 * 86400;
       org.weekFrom = org.weekTo - 7 * 86400;

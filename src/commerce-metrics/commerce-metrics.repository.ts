@@ -17,38 +17,34 @@ export interface BucketRow {
   end: Date;
 }
 
-export interface OrderFiguresRow {
-  currency: string;
-  bucket: string;
-  successful: number;
-  gross: number;
-  refunded: number;
-  failed: number;
-}
+/** The figures the rollups carry (migration 0260), in its order. */
+export const FIGURES = [
+  'successful_payments',
+  'gross_volume',
+  'refunded_volume',
+  'failed_payments',
+  'new_subscriptions',
+  'new_mrr',
+  'churned_subscriptions',
+  'churned_mrr',
+  'closed_subscriptions',
+  'closed_mrr',
+  'sessions_created',
+  'sessions_completed',
+  'new_customers',
+] as const;
+export type Figure = (typeof FIGURES)[number];
 
-export interface SubscriptionDeltaRow {
-  currency: string;
-  bucket: string;
-  count: number;
-  mrr: number;
-}
+/**
+ * One currency's figures in one local bucket. Customers have no currency: their row is currency ''.
+ * `closed_*` (subscriptions that both started and ended) only serve "active at the start".
+ */
+export type FiguresRow = { currency: string; bucket: string } & Record<Figure, number>;
 
 export interface SubscriptionBaseRow {
   currency: string;
   count: number;
   mrr: number;
-}
-
-export interface SessionFiguresRow {
-  currency: string;
-  bucket: string;
-  created: number;
-  completed: number;
-}
-
-export interface CustomerFiguresRow {
-  bucket: string;
-  count: number;
 }
 
 export interface MetricsRange {
@@ -58,17 +54,17 @@ export interface MetricsRange {
   /** Instants bounding the buckets: [start, end). */
   start: Date;
   end: Date;
+  /** Every bucket's start, then the last bucket's end (start and end among them). */
+  boundaries: Date[];
   currency?: string;
 }
 
 export interface CommerceMetricsRepository {
   buckets(unit: BucketUnit, timeZone: string, startDate: string, endDate: string): Promise<BucketRow[]>;
-  orderFigures(range: MetricsRange): Promise<OrderFiguresRow[]>;
-  subscriptionStarts(range: MetricsRange): Promise<SubscriptionDeltaRow[]>;
-  subscriptionEnds(range: MetricsRange): Promise<SubscriptionDeltaRow[]>;
+  /** Each currency's figures per bucket (rows with no figure may be left out). */
+  figures(range: MetricsRange): Promise<FiguresRow[]>;
+  /** Subscriptions active at the range's start (created before it, not ended before it) and their MRR, per currency. */
   subscriptionsActiveAtStart(range: MetricsRange): Promise<SubscriptionBaseRow[]>;
-  sessionFigures(range: MetricsRange): Promise<SessionFiguresRow[]>;
-  customerFigures(range: MetricsRange): Promise<CustomerFiguresRow[]>;
 }
 
 const num = (v: number | string | null | undefined): number => (v == null ? 0 : Number(v));
@@ -87,8 +83,50 @@ const MRR_SQL = `round(CASE billing_interval
 const bucketOf = (column: string) => `date_trunc(?, ${column} AT TIME ZONE ?)`;
 const BUCKET_TEXT = "to_char(b, 'YYYY-MM-DD')";
 
-export class KnexCommerceMetricsRepository implements CommerceMetricsRepository {
-  constructor(private readonly db: Knex) {}
+const emptyFigures = (currency: string, bucket: string): FiguresRow =>
+  ({ currency, bucket, ...Object.fromEntries(FIGURES.map((f) => [f, 0])) }) as FiguresRow;
+
+/**
+ * The definition: the figures recomputed from the orders, checkout sessions, subscriptions and
+ * customers over the range (linear in the range's rows). The rollup reader below equals it
+ * (test/commerce-metrics/rollups.test.ts) and falls back to it where rollups cannot serve.
+ */
+export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepository {
+  constructor(protected readonly db: Knex) {}
+
+  async figures(range: MetricsRange): Promise<FiguresRow[]> {
+    const rows = new Map<string, FiguresRow>();
+    const row = (currency: string, bucket: string) => {
+      const key = `${currency}\u0000${bucket}`;
+      let r = rows.get(key);
+      if (!r) rows.set(key, (r = emptyFigures(currency, bucket)));
+      return r;
+    };
+    for (const o of await this.orderFigures(range)) {
+      const r = row(o.currency, o.bucket);
+      r.successful_payments += o.successful;
+      r.gross_volume += o.gross;
+      r.refunded_volume += o.refunded;
+      r.failed_payments += o.failed;
+    }
+    for (const d of await this.subscriptionDeltas(range, 'created_at')) {
+      const r = row(d.currency, d.bucket);
+      r.new_subscriptions += d.count;
+      r.new_mrr += d.mrr;
+    }
+    for (const d of await this.subscriptionDeltas(range, 'ended_at')) {
+      const r = row(d.currency, d.bucket);
+      r.churned_subscriptions += d.count;
+      r.churned_mrr += d.mrr;
+    }
+    for (const x of await this.sessionFigures(range)) {
+      const r = row(x.currency, x.bucket);
+      r.sessions_created += x.created;
+      r.sessions_completed += x.completed;
+    }
+    for (const c of await this.customerFigures(range)) row('', c.bucket).new_customers += c.count;
+    return [...rows.values()];
+  }
 
   async buckets(unit: BucketUnit, timeZone: string, startDate: string, endDate: string): Promise<BucketRow[]> {
     // One date past the last bucket gives every bucket's end; local midnights become instants in the zone.
@@ -111,7 +149,7 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
     return range.currency ? { sql: ' AND currency = ?', values: [range.currency] } : { sql: '', values: [] };
   }
 
-  async orderFigures(range: MetricsRange): Promise<OrderFiguresRow[]> {
+  private async orderFigures(range: MetricsRange) {
     const c = this.currencyFilter(range);
     const { rows } = await this.db.raw<{ rows: Record<string, string | number>[] }>(
       `SELECT currency, ${BUCKET_TEXT} AS bucket, successful, gross, refunded, failed FROM (
@@ -135,7 +173,7 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
     }));
   }
 
-  private async subscriptionDeltas(range: MetricsRange, column: 'created_at' | 'ended_at'): Promise<SubscriptionDeltaRow[]> {
+  private async subscriptionDeltas(range: MetricsRange, column: 'created_at' | 'ended_at') {
     const c = this.currencyFilter(range);
     const { rows } = await this.db.raw<{ rows: Record<string, string | number>[] }>(
       `SELECT currency, ${BUCKET_TEXT} AS bucket, count, mrr FROM (
@@ -146,14 +184,6 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
       [range.unit, range.timeZone, range.orgId, range.start, range.end, ...c.values],
     );
     return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), count: num(r.count), mrr: num(r.mrr) }));
-  }
-
-  subscriptionStarts(range: MetricsRange): Promise<SubscriptionDeltaRow[]> {
-    return this.subscriptionDeltas(range, 'created_at');
-  }
-
-  subscriptionEnds(range: MetricsRange): Promise<SubscriptionDeltaRow[]> {
-    return this.subscriptionDeltas(range, 'ended_at');
   }
 
   async subscriptionsActiveAtStart(range: MetricsRange): Promise<SubscriptionBaseRow[]> {
@@ -168,7 +198,7 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
     return rows.map((r) => ({ currency: String(r.currency), count: num(r.count), mrr: num(r.mrr) }));
   }
 
-  async sessionFigures(range: MetricsRange): Promise<SessionFiguresRow[]> {
+  private async sessionFigures(range: MetricsRange) {
     const c = this.currencyFilter(range);
     const { rows } = await this.db.raw<{ rows: Record<string, string | number>[] }>(
       `SELECT currency, ${BUCKET_TEXT} AS bucket, created, completed FROM (
@@ -181,7 +211,7 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
     return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), created: num(r.created), completed: num(r.completed) }));
   }
 
-  async customerFigures(range: MetricsRange): Promise<CustomerFiguresRow[]> {
+  private async customerFigures(range: MetricsRange) {
     const { rows } = await this.db.raw<{ rows: Record<string, string | number>[] }>(
       `SELECT ${BUCKET_TEXT} AS bucket, count FROM (
        SELECT ${bucketOf('created_at')} AS b, count(*) AS count
@@ -191,5 +221,80 @@ export class KnexCommerceMetricsRepository implements CommerceMetricsRepository 
       [range.unit, range.timeZone, range.orgId, range.start, range.end],
     );
     return rows.map((r) => ({ bucket: String(r.bucket), count: num(r.count) }));
+  }
+}
+
+const QUARTER_MS = 15 * 60_000;
+const HOUR_MS = 60 * 60_000;
+const floorTo = (at: Date, ms: number) => new Date(Math.floor(at.getTime() / ms) * ms);
+const timestamps = (list: Date[]) => `{${list.map((d) => d.toISOString()).join(',')}}`;
+const ROLLUP_COLUMNS = FIGURES.join(', ');
+const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
+
+/**
+ * The figures from the rollups of migration 0260 plus the changes not yet folded into them (one
+ * statement, one snapshot: exact at any moment). A local bucket's boundaries are local midnights;
+ * every hour that lies inside one bucket is read from the hourly rollup, and the hours a boundary
+ * cuts (zones whose offset is not a whole hour: India, Nepal, Newfoundland…) from the quarter-hour
+ * rollup, four rows each. A range whose boundaries are not quarter hours (offsets of seconds,
+ * before 1972) is recomputed from the tables.
+ */
+export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepository {
+  private servable(range: MetricsRange): boolean {
+    return range.boundaries.every((b) => b.getTime() % QUARTER_MS === 0);
+  }
+
+  override async figures(range: MetricsRange): Promise<FiguresRow[]> {
+    if (!this.servable(range)) return super.figures(range);
+    const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));
+    const currency = range.currency ? " AND currency IN (?, '')" : '';
+    const c = range.currency ? [range.currency] : [];
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
+      `WITH src AS (
+         SELECT bucket, currency, ${ROLLUP_COLUMNS} FROM commerce_rollup_hour
+          WHERE org_id = ? AND bucket >= ? AND bucket < ? AND bucket <> ALL(?::timestamptz[])${currency}
+         UNION ALL
+         SELECT q.bucket, q.currency, ${FIGURES.map((f) => `q.${f}`).join(', ')}
+           FROM unnest(?::timestamptz[]) AS cut(hour)
+           JOIN commerce_rollup_quarter q ON q.org_id = ? AND q.bucket >= cut.hour AND q.bucket < cut.hour + interval '1 hour'
+          WHERE q.bucket >= ? AND q.bucket < ?${currency.replace('currency', 'q.currency')}
+         UNION ALL
+         SELECT bucket, currency, ${ROLLUP_COLUMNS} FROM commerce_metric_changes
+          WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency})
+       SELECT currency, to_char(b, 'YYYY-MM-DD') AS bucket, ${FIGURES.join(', ')} FROM (
+         SELECT currency, date_trunc(?, bucket AT TIME ZONE ?) AS b, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2) g`,
+      [
+        range.orgId, floorTo(range.start, HOUR_MS), range.end, timestamps(cut), ...c,
+        timestamps(cut), range.orgId, range.start, range.end, ...c,
+        range.orgId, range.start, range.end, ...c,
+        range.unit, range.timeZone,
+      ],
+    );
+    return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), ...Object.fromEntries(FIGURES.map((f) => [f, num(r[f])])) }) as FiguresRow);
+  }
+
+  /**
+   * Started minus closed (started and ended) before the start: UTC days before its day, hours
+   * before its hour, quarters before it, and the queued changes — a few hundred rows a year of
+   * history, whatever the number of subscriptions.
+   */
+  override async subscriptionsActiveAtStart(range: MetricsRange): Promise<SubscriptionBaseRow[]> {
+    if (!this.servable(range)) return super.subscriptionsActiveAtStart(range);
+    const at = range.start;
+    const day = floorTo(at, 24 * HOUR_MS);
+    const hour = floorTo(at, HOUR_MS);
+    const currency = range.currency ? ' AND currency = ?' : " AND currency <> ''";
+    const c = range.currency ? [range.currency] : [];
+    const cols = 'currency, new_subscriptions, closed_subscriptions, new_mrr, closed_mrr';
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
+      `SELECT currency, sum(new_subscriptions - closed_subscriptions) AS count, sum(new_mrr - closed_mrr) AS mrr FROM (
+         SELECT ${cols} FROM commerce_rollup_day WHERE org_id = ? AND bucket < ?${currency}
+         UNION ALL SELECT ${cols} FROM commerce_rollup_hour WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency}
+         UNION ALL SELECT ${cols} FROM commerce_rollup_quarter WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency}
+         UNION ALL SELECT ${cols} FROM commerce_metric_changes WHERE org_id = ? AND bucket < ?${currency}) s
+        GROUP BY currency HAVING sum(new_subscriptions - closed_subscriptions) <> 0 OR sum(new_mrr - closed_mrr) <> 0`,
+      [range.orgId, day, ...c, range.orgId, day, hour, ...c, range.orgId, hour, at, ...c, range.orgId, at, ...c],
+    );
+    return rows.map((r) => ({ currency: String(r.currency), count: num(r.count), mrr: num(r.mrr) }));
   }
 }

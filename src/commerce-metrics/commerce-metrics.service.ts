@@ -122,16 +122,11 @@ export class CommerceMetricsService {
       timeZone,
       start: first.start,
       end: last.end,
+      boundaries: [...buckets.map((b) => b.start), last.end],
       currency: query.currency?.toUpperCase(),
     };
-    const [orders, starts, ends, base, sessions, customers] = [
-      await repository.orderFigures(range),
-      await repository.subscriptionStarts(range),
-      await repository.subscriptionEnds(range),
-      await repository.subscriptionsActiveAtStart(range),
-      await repository.sessionFigures(range),
-      await repository.customerFigures(range),
-    ];
+    const rows = await repository.figures(range);
+    const base = await repository.subscriptionsActiveAtStart(range);
 
     const index = new Map(buckets.map((b, i) => [b.date, i]));
     const series = new Map<string, CurrencyFigures[]>();
@@ -143,21 +138,6 @@ export class CommerceMetricsService {
       if (!list) series.set(currency, (list = buckets.map(zero)));
       return list[i];
     };
-    for (const r of orders) {
-      const f = at(r.currency, r.bucket);
-      if (!f) continue;
-      f.successfulPayments += r.successful;
-      f.grossVolume += r.gross;
-      f.refundedVolume += r.refunded;
-      f.netVolume += r.gross - r.refunded;
-      f.failedPayments += r.failed;
-    }
-    for (const r of sessions) {
-      const f = at(r.currency, r.bucket);
-      if (!f) continue;
-      f.checkoutSessionsCreated += r.created;
-      f.checkoutSessionsCompleted += r.completed;
-    }
     // Active subscriptions and MRR at each bucket's end: those active at the range's start, plus
     // the starts and minus the ends of every bucket up to it.
     const delta = new Map<string, { count: number[]; mrr: number[] }>();
@@ -166,24 +146,31 @@ export class CommerceMetricsService {
       if (!d) delta.set(currency, (d = { count: buckets.map(() => 0), mrr: buckets.map(() => 0) }));
       return d;
     };
-    const addDelta = (currency: string, bucket: string, count: number, mrr: number) => {
-      const i = index.get(bucket);
-      if (i === undefined) return;
-      const d = deltaOf(currency);
-      d.count[i] = (d.count[i] ?? 0) + count;
-      d.mrr[i] = (d.mrr[i] ?? 0) + mrr;
-    };
-    for (const r of starts) {
-      const f = at(r.currency, r.bucket);
-      if (!f) continue;
-      f.newSubscriptions += r.count;
-      addDelta(r.currency, r.bucket, r.count, r.mrr);
-    }
-    for (const r of ends) {
-      const f = at(r.currency, r.bucket);
-      if (!f) continue;
-      f.churnedSubscriptions += r.count;
-      addDelta(r.currency, r.bucket, -r.count, -r.mrr);
+    const newCustomers = buckets.map(() => 0);
+    for (const r of rows) {
+      const i = index.get(r.bucket);
+      if (i === undefined) continue;
+      if (r.currency === '') {
+        newCustomers[i] = (newCustomers[i] ?? 0) + r.new_customers;
+        continue;
+      }
+      const flows =
+        r.successful_payments || r.gross_volume || r.refunded_volume || r.failed_payments || r.new_subscriptions || r.churned_subscriptions ||
+        r.sessions_created || r.sessions_completed || r.new_mrr || r.churned_mrr;
+      if (!flows) continue;
+      const f = at(r.currency, r.bucket)!;
+      f.successfulPayments += r.successful_payments;
+      f.grossVolume += r.gross_volume;
+      f.refundedVolume += r.refunded_volume;
+      f.netVolume += r.gross_volume - r.refunded_volume;
+      f.failedPayments += r.failed_payments;
+      f.checkoutSessionsCreated += r.sessions_created;
+      f.checkoutSessionsCompleted += r.sessions_completed;
+      f.newSubscriptions += r.new_subscriptions;
+      f.churnedSubscriptions += r.churned_subscriptions;
+      const d = deltaOf(r.currency);
+      d.count[i] = (d.count[i] ?? 0) + r.new_subscriptions - r.churned_subscriptions;
+      d.mrr[i] = (d.mrr[i] ?? 0) + r.new_mrr - r.churned_mrr;
     }
     const baseOf = new Map(base.map((b) => [b.currency, b]));
     for (const currency of new Set([...delta.keys(), ...baseOf.keys()])) {
@@ -211,11 +198,6 @@ export class CommerceMetricsService {
         return { currency, totals, series: list };
       });
 
-    const newCustomers = buckets.map(() => 0);
-    for (const r of customers) {
-      const i = index.get(r.bucket);
-      if (i !== undefined) newCustomers[i] = (newCustomers[i] ?? 0) + r.count;
-    }
     return {
       startDate: first.date,
       endDate: lastDateOf(last, interval),

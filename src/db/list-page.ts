@@ -26,6 +26,11 @@ export interface ListQuery {
   id: string;
   /** What a row selects (`orders.*`, `c.*`). */
   select: string;
+  /**
+   * The rows whose planner estimate stands for the total beyond the bound, when the planner
+   * misjudges `filtered` (a semi-join): same alias and columns. Default: `filtered`.
+   */
+  estimated?: () => Knex.QueryBuilder;
 }
 
 function withCursor(q: Knex.QueryBuilder, query: ListQuery, window: ListWindow): Knex.QueryBuilder {
@@ -52,12 +57,18 @@ export async function estimatedCount(db: Knex, q: Knex.QueryBuilder): Promise<nu
  * scan whenever the filter matched most of the table, reading every row stored before the bound's
  * worth of matching ones.
  */
-export async function boundedCount(db: Knex, query: Pick<ListQuery, 'createdAt' | 'id'>, q: () => Knex.QueryBuilder, bound = EXACT_TOTAL_BOUND): Promise<{ total: number; exact: boolean }> {
+export async function boundedCount(
+  db: Knex,
+  query: Pick<ListQuery, 'createdAt' | 'id'>,
+  q: () => Knex.QueryBuilder,
+  bound = EXACT_TOTAL_BOUND,
+  estimated: () => Knex.QueryBuilder = q,
+): Promise<{ total: number; exact: boolean }> {
   const capped = q().select(db.raw('1')).orderBy([{ column: query.createdAt, order: 'desc' }, { column: query.id, order: 'desc' }]).limit(bound + 1);
   const counted = await db.count<{ n: string | number }[]>({ n: '*' }).from(capped.as('capped'));
   const n = Number(counted[0]?.n ?? 0);
   if (n <= bound) return { total: n, exact: true };
-  return { total: Math.max(bound + 1, await estimatedCount(db, q())), exact: false };
+  return { total: Math.max(bound + 1, await estimatedCount(db, estimated())), exact: false };
 }
 
 /** Whether the list holds a row newer (`>`) or older (`<`) than `row`: one index probe. */
@@ -76,15 +87,16 @@ export async function readListPage<R extends Record<string, unknown>>(db: Knex, 
     .offset(window.offset)
     .limit(window.limit + 1) as Promise<R[]>;
   const firstPage = window.offset === 0;
+  const estimate = () => withCursor((query.estimated ?? query.filtered)(), query, window);
   const [fetched, counted] = await Promise.all([
     rowsQuery,
     // The first page that holds every row is its own count.
-    firstPage ? undefined : boundedCount(db, query, () => withCursor(query.filtered(), query, window)),
+    firstPage ? undefined : boundedCount(db, query, () => withCursor(query.filtered(), query, window), EXACT_TOTAL_BOUND, estimate),
   ]);
   const hasMore = fetched.length > window.limit;
   const rows = hasMore ? fetched.slice(0, window.limit) : fetched;
   if (backwards) rows.reverse();
-  const total = counted ?? (hasMore ? await boundedCount(db, query, () => withCursor(query.filtered(), query, window)) : { total: rows.length, exact: true });
+  const total = counted ?? (hasMore ? await boundedCount(db, query, () => withCursor(query.filtered(), query, window), EXACT_TOTAL_BOUND, estimate) : { total: rows.length, exact: true });
   // The other direction: rows skipped by the offset are there; past a cursor, the cursor's own row
   // need not match the filters, so one probe asks.
   const cursor = backwards ? window.endingBefore : window.startingAfter;

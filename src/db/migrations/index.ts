@@ -49,6 +49,9 @@ import * as m0220 from './0220_session_strength.js';
 import * as m0230 from './0230_portal_session_scope.js';
 import * as m0240 from './0240_order_lines.js';
 import * as m0250 from './0250_usage_billing.js';
+import * as m0260 from './0260_commerce_rollups.js';
+import * as m0261 from './0261_order_merchant_reference_trigram.js';
+import * as m0262 from './0262_list_statistics.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -104,6 +107,9 @@ const MIGRATIONS: Record<string, Migration> = {
   '0230_portal_session_scope': m0230,
   '0240_order_lines': m0240,
   '0250_usage_billing': m0250,
+  '0260_commerce_rollups': m0260,
+  '0261_order_merchant_reference_trigram': m0261,
+  '0262_list_statistics': m0262,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,62 @@
+/**
+ * Honest totals beyond the exact bound (issue 40): with another organization as large in the same
+ * tables, a product-filtered orders list and the customers list report estimates within 10 % of
+ * the truth (the planner's guesses were off by about the other tenants' share, and for customers
+ * by its guess at the "has orders" semi-join).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Knex } from 'knex';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { EXACT_TOTAL_BOUND } from '../../src/kernel/list.js';
+
+let ctx: TestContext;
+let db: Knex;
+const T0 = Date.parse('2026-02-01T00:00:00Z');
+const CUSTOMERS = 1_600;
+const ORDERS = 4_000;
+const PRODUCT_A = `PRD_${'totalsA'.padEnd(24, '0')}`;
+const PRODUCT_B = `PRD_${'totalsB'.padEnd(24, '0')}`;
+
+async function seed(orgId: string, tag: string, product: string) {
+  const customers = Array.from({ length: CUSTOMERS }, (_, i) => ({ id: `CUS_${tag}${String(i).padStart(22, '0')}`, org_id: orgId, email: `${tag}${i}@example.com`, created_at: new Date(T0 + i * 60_000) }));
+  await db.batchInsert('customers', customers, 500);
+  const orders = Array.from({ length: ORDERS }, (_, i) => {
+    const c = customers[i % CUSTOMERS]!;
+    return {
+      id: `ORD_${tag}${String(i).padStart(22, '0')}`, org_id: orgId, status: 'PAID', provider: 'STRIPE', amount_cents: 1000, currency: 'USD',
+      customer_id: c.id, customer_email: c.email, product_id: i % 3 === 0 ? product : `${product.slice(0, -1)}${'abcdefg'[i % 7]}`, created_at: new Date(T0 + i * 1000), updated_at: new Date(T0 + i * 1000),
+    };
+  });
+  await db.batchInsert('orders', orders, 500);
+}
+
+beforeAll(async () => {
+  ctx = await createTestContext();
+  db = ctx.testDb.database.db;
+  await seed(ctx.orgA.orgId, 'ta', PRODUCT_A);
+  await seed(ctx.orgB.orgId, 'tb', PRODUCT_B);
+  await db.raw('ANALYZE orders, customers');
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+
+describe('list totals beyond the exact bound', () => {
+  const within = (total: number, truth: number) => expect(Math.abs(total - truth) / truth, `${total} for ${truth}`).toBeLessThanOrEqual(0.1);
+
+  it('orders filtered by a product: an estimate within 10 %', async () => {
+    const truth = Math.ceil(ORDERS / 3);
+    expect(truth).toBeGreaterThan(EXACT_TOTAL_BOUND);
+    const res = await ctx.merchant.get('/v1/orders').query({ product_id: PRODUCT_A, size: 20 }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.totalExact).toBe(false);
+    within(res.body.data.total, truth);
+  });
+
+  it('customers (those with orders): an estimate within 10 %', async () => {
+    const res = await ctx.merchant.get('/v1/customers').query({ size: 20 }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.totalExact).toBe(false);
+    within(res.body.data.total, CUSTOMERS);
+  });
+});
