@@ -159,3 +159,13 @@ describe('formatUnitAmount and formatQuantity (order lines)', () => {
     expect(formatQuantity('1234567.25')).toBe('1,234,567.25');
   });
 });
+
+describe('formatAxisValue (issue 37, item 25: the home chart names its currency)', () => {
+  it('writes the currency on every money tick, compact, in major units', async () => {
+    const { formatAxisValue } = await import('../../web/console/shared/format.js');
+    expect(formatAxisValue(150_000, 'USD')).toBe('$1.5K');
+    expect(formatAxisValue(20_000, 'EUR')).toBe('€200');
+    expect(formatAxisValue(25_000_000, 'USDC')).toBe('25 USDC');
+    expect(formatAxisValue(1500)).toBe('1.5K');
+  });
+});

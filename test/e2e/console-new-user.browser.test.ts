@@ -149,6 +149,95 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console as a new user finds i
     await h.check(owner, 'new-user-order-refunded');
   });
 
+  it('item 25: the layout as a new user met it, at 390 px and desktop', async () => {
+    // A long address breaks only at its @ or a dot, never mid-word (it was `word-break: break-all`).
+    const longAddress = 'operations.owner.account@payments-department.example-company.test';
+    const wide = await h.member('owner', longAddress);
+    const page = await h.newPage();
+    await h.signIn(page, wide);
+    const breaks = (await page.evaluate(`(() => {
+      const el = document.querySelector('.who .email');
+      const text = el.textContent;
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      const chars = [];
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) for (let i = 0; i < n.length; i++) { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); chars.push([n.data[i], r.getBoundingClientRect().top]); }
+      const out = [];
+      for (let i = 1; i < chars.length; i++) if (chars[i][1] > chars[i - 1][1] + 2) out.push(chars[i - 1][0] + '|' + chars[i][0]);
+      return { text, out };
+    })()`)) as { text: string; out: string[] };
+    expect(breaks.text).toBe(longAddress);
+    expect(breaks.out.length).toBeGreaterThan(0);
+    for (const at of breaks.out) expect(at, `a line ends inside a word: ${at}`).toMatch(/^(\.\|.|.\|@)$/);
+
+    await sandboxOrder(2500);
+    await owner.setViewportSize(PHONE);
+    await owner.goto(`${h.origin}/console/orders`);
+    await heading(owner, 'Orders');
+    // At 390 px the list names the buyer under each order.
+    await expect(owner.locator('[data-field="buyer"]').first().innerText()).resolves.toBe('buyer@console.test');
+    // The search's placeholder fits its box.
+    const search = owner.locator('input[name="q"]');
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const fits = await search.evaluate((input: any) => {
+      const doc = input.ownerDocument;
+      const probe = doc.createElement('span');
+      const style = doc.defaultView.getComputedStyle(input);
+      probe.style.font = style.font;
+      probe.style.position = 'absolute';
+      probe.style.whiteSpace = 'pre';
+      probe.textContent = input.placeholder;
+      doc.body.append(probe);
+      const needed = probe.getBoundingClientRect().width;
+      probe.remove();
+      return needed <= input.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    });
+    expect(fits).toBe(true);
+    await h.check(owner, 'new-user-orders-narrow');
+
+    // Members: no sideways scroll, the Remove button inside the table, one word (the address in its accessible name only).
+    await owner.goto(`${h.origin}/console/settings/members`);
+    const remove = owner.getByRole('button', { name: `Remove ${longAddress}` });
+    await remove.waitFor();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    expect(await remove.evaluate((b: any) => [...b.childNodes].filter((n: any) => !n.classList?.contains('visually-hidden')).map((n: any) => n.textContent).join(''))).toBe('Remove');
+    const wraps = owner.locator('.table-wrap');
+    for (let i = 0; i < (await wraps.count()); i++) {
+      const [scroll, client] = (await wraps.nth(i).evaluate((el) => [el.scrollWidth, el.clientWidth])) as [number, number];
+      expect(scroll, `members table ${i} scrolls sideways`).toBeLessThanOrEqual(client);
+    }
+    const box = (await remove.boundingBox())!;
+    const wrap = (await wraps.first().boundingBox())!;
+    expect(box.x + box.width).toBeLessThanOrEqual(wrap.x + wrap.width);
+    // An accepted invite has no expiry left.
+    const accepted = owner.locator('tr').filter({ has: owner.locator('.badge', { hasText: 'accepted' }) }).first();
+    await accepted.waitFor();
+    await owner.setViewportSize({ width: 1280, height: 800 });
+    expect(await accepted.locator('td').nth(3).innerText()).toBe('—');
+    await h.check(owner, 'new-user-members');
+
+    // Traces at 390 px: no sideways scroll.
+    await owner.setViewportSize(PHONE);
+    const projects = (await owner.evaluate(`fetch('/v1/console/telemetry-projects').then((r) => r.json())`)) as { data: Array<{ projectId: string }> };
+    await owner.goto(`${h.origin}/console/telemetry/${projects.data[0]!.projectId}/traces`);
+    await owner.locator('tr[data-trace-id]').first().waitFor();
+    // Not yet: the traces table still scrolls inside its frame at 390 px (451 px of content in 364); the page itself does not.
+    await h.check(owner, 'new-user-traces-narrow');
+
+    // Payment links: the link itself with a copy button, the product name once.
+    const product = await h.ctx.admin.post(`/v1/orgs/${h.ctx.orgA.orgId}/products`).send({ name: 'Roasted beans' });
+    const price = await h.ctx.admin.post(`/v1/products/${product.body.data.productId}/prices`).send({ amount: 900, currency: 'USD' });
+    const link = await h.ctx.admin.post(`/v1/prices/${price.body.data.pricingId}/payment-links`);
+    expect(link.status, JSON.stringify(link.body)).toBe(201);
+    await owner.setViewportSize({ width: 1280, height: 800 });
+    await owner.goto(`${h.origin}/console/catalog/payment-links`);
+    const row = owner.locator('tr').filter({ hasText: 'Roasted beans' });
+    await row.waitFor();
+    expect(await row.locator('[data-field="payment-link-url"]').innerText()).toBe(link.body.data.paymentLinkUrl);
+    expect((await row.locator('td').first().innerText()).match(/Roasted beans/g)).toHaveLength(1);
+    await row.getByRole('button', { name: 'Copy link' }).waitFor();
+    await h.check(owner, 'new-user-payment-links');
+  });
+
   it('no page printed an error', () => {
     expect(h.pageErrors).toEqual([]);
   });

@@ -11,6 +11,8 @@ export function ConfirmButton(props: {
   title: string;
   confirmLabel?: string;
   danger?: boolean;
+  /** Said after the label to screen readers only (which member "Remove" removes): the visible label stays one word. */
+  labelSuffix?: string;
   children?: ComponentChildren;
   /** Runs on confirmation; an error message keeps the dialog open. */
   onConfirm(): Promise<string | undefined | void>;
@@ -30,6 +32,7 @@ export function ConfirmButton(props: {
     <>
       <button type="button" class={props.danger ? 'danger' : undefined} onClick={() => dialog.current?.showModal()}>
         {props.label}
+        {props.labelSuffix && <span class="visually-hidden"> {props.labelSuffix}</span>}
       </button>
       <dialog ref={dialog} aria-labelledby={`${props.title}-title`.replace(/\W+/g, '-')}>
         <h2 id={`${props.title}-title`.replace(/\W+/g, '-')}>{props.title}</h2>

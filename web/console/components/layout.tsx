@@ -8,6 +8,7 @@ import { useState } from 'preact/hooks';
 import { useLocation } from 'preact-iso';
 import { useSession } from '../shared/session';
 import { consoleApi } from '../shared/api';
+import { EmailAddress } from './ui';
 
 export const NAVIGATION: ReadonlyArray<{ href: string; label: string }> = [
   { href: '/console/', label: 'Home' },
@@ -61,7 +62,7 @@ export function Layout(props: { children: ComponentChildren }) {
           ))}
         </ul>
         <div class="who">
-          <span>{session?.user.email}</span>
+          <span>{session && <EmailAddress email={session.user.email} />}</span>
           <span class="role">{session?.role}</span>
           <button type="button" class="link-button" onClick={signOut}>
             Sign out

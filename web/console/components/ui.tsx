@@ -85,3 +85,20 @@ export function CopyButton(props: { text: string; label?: string }) {
     </button>
   );
 }
+
+/** An e-mail address that wraps only before its `@` and after the dots of its domain, never mid-word. */
+export function EmailAddress(props: { email: string }) {
+  const at = props.email.lastIndexOf('@');
+  if (at <= 0) return <>{props.email}</>;
+  const domain = props.email.slice(at + 1).split('.');
+  return (
+    <span class="email">
+      {props.email
+        .slice(0, at)
+        .split('.')
+        .map((part, i) => (i === 0 ? part : [<span key={`l${i}`}>.</span>, <wbr key={`lw${i}`} />, part]))}
+      <wbr />@
+      {domain.map((part, i) => (i === 0 ? part : [<span key={i}>.</span>, <wbr key={`w${i}`} />, part]))}
+    </span>
+  );
+}

@@ -54,6 +54,19 @@ export function formatLlmCost(usd: number | null | undefined): string {
   return LLM_COST.format(usd).replace('-', '−');
 }
 
+/** An axis label: compact, in major units, with the currency on every money tick (`$1.5K`, `€200`, `25 USDC`). */
+export function formatAxisValue(value: number, currency?: string): string {
+  if (!currency) return new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 2 }).format(value);
+  const major = value / 10 ** currencyDecimals(currency);
+  const code = currency.toUpperCase();
+  try {
+    if (code !== 'USDC' && code !== 'USDT') return new Intl.NumberFormat('en-US', { style: 'currency', currency: code, notation: 'compact', minimumFractionDigits: 0, maximumFractionDigits: 2 }).format(major);
+  } catch {
+    // An unknown code: written after the number, as for the stablecoins.
+  }
+  return `${new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 2 }).format(major)} ${code}`;
+}
+
 /** A timestamp in a time zone, e.g. `Nov 22, 2026, 09:31`; `—` for nothing. */
 export function formatDateTime(iso: string | null | undefined, timeZone = 'UTC', locale = 'en-US'): string {
   if (!iso) return '—';

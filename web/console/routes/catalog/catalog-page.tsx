@@ -163,9 +163,14 @@ function PaymentLinksSection() {
             <tbody>
               {links.data.records.map((l) => (
                 <tr key={l.paymentLinkId}>
-                  <td>
+                  <td class="break-words">
                     {l.name}
-                    <div class="muted small">{l.productName}</div>
+                    {l.productName && l.productName !== l.name && <div class="muted small">{l.productName}</div>}
+                    <div>
+                      <code class="id" title={l.paymentLinkUrl} data-field="payment-link-url">
+                        {l.paymentLinkUrl}
+                      </code>
+                    </div>
                   </td>
                   <td class="num">
                     <Money minor={l.amount} currency={l.currency} />
@@ -177,7 +182,7 @@ function PaymentLinksSection() {
                         <a class="button" href={l.paymentLinkUrl} target="_blank" rel="noopener">
                           Open<span class="visually-hidden"> {l.name} (new tab)</span>
                         </a>{' '}
-                        <CopyButton text={l.paymentLinkUrl} label="Copy" />{' '}
+                        <CopyButton text={l.paymentLinkUrl} label="Copy link" />{' '}
                         {can('catalog:write') && (
                           <ConfirmButton
                             label="Deactivate"

@@ -13,12 +13,14 @@ import { useOrder, useOrderDisputes, useOrderRefunds, type Order } from './use-o
 
 function External(props: { href: string | undefined; children: ComponentChildren }) {
   return props.href ? (
-    <a href={props.href} target="_blank" rel="noopener noreferrer" class="mono">
+    <a href={props.href} target="_blank" rel="noopener noreferrer" class="mono id" title={typeof props.children === 'string' ? props.children : undefined}>
       {props.children}
       <span class="visually-hidden"> (opens in a new tab)</span>
     </a>
   ) : (
-    <span class="mono">{props.children}</span>
+    <span class="mono id" title={typeof props.children === 'string' ? props.children : undefined}>
+      {props.children}
+    </span>
   );
 }
 

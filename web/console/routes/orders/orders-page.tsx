@@ -66,7 +66,7 @@ export function OrdersPage() {
       <form class="toolbar" role="search" onSubmit={search}>
         <label>
           Search
-          <input name="q" type="search" placeholder="ORD_…, CUS_…, e-mail, tx hash or reference" defaultValue={filters.tx_hash ?? filters.merchant_reference ?? ''} />
+          <input name="q" type="search" placeholder="Id, e-mail or reference" title="An order (ORD_…) or customer (CUS_…) id, a buyer's e-mail address, a transaction hash or your reference" defaultValue={filters.tx_hash ?? filters.merchant_reference ?? ''} />
         </label>
         <button type="submit">Search</button>
       </form>

@@ -118,12 +118,20 @@ export function TracesPage(props: { projectId: string }) {
           <table aria-label="Traces">
             <thead>
               <tr>
-                <th scope="col">Start</th>
+                <th scope="col" class="hide-narrow">
+                  Start
+                </th>
                 <th scope="col">Name</th>
                 <th scope="col">Duration</th>
-                <th scope="col">Spans</th>
-                <th scope="col">Model</th>
-                <th scope="col">Tokens in/out</th>
+                <th scope="col" class="hide-narrow">
+                  Spans
+                </th>
+                <th scope="col" class="hide-narrow">
+                  Model
+                </th>
+                <th scope="col" class="hide-narrow">
+                  Tokens in/out
+                </th>
                 <th scope="col">Cost</th>
                 <th scope="col">Status</th>
               </tr>
@@ -131,14 +139,15 @@ export function TracesPage(props: { projectId: string }) {
             <tbody>
               {page.items.map((t) => (
                 <tr key={t.trace_id} data-trace-id={t.trace_id}>
-                  <td>{formatDateTime(t.start_time)}</td>
-                  <td>
+                  <td class="hide-narrow">{formatDateTime(t.start_time)}</td>
+                  <td class="break-words">
                     <a href={`${base}/traces/${t.trace_id}`}>{t.name}</a>
+                    <div class="only-narrow muted small">{formatDateTime(t.start_time)}</div>
                   </td>
                   <td data-field="duration_ms">{formatDuration(t.duration_ms)}</td>
-                  <td>{t.span_count}</td>
-                  <td>{t.llm_summary.model ?? '—'}</td>
-                  <td>
+                  <td class="hide-narrow">{t.span_count}</td>
+                  <td class="hide-narrow">{t.llm_summary.model ?? '—'}</td>
+                  <td class="hide-narrow">
                     {t.llm_summary.tokens_input} / {t.llm_summary.tokens_output}
                   </td>
                   <td data-field="cost">{formatLlmCost(t.llm_summary.cost)}</td>

@@ -4,13 +4,7 @@
  */
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { currencyDecimals } from '../../../shared/format';
-
-/** An axis label: compact, in major units (the chart's title names the currency). */
-export function formatAxisValue(value: number, currency?: string): string {
-  const major = currency ? value / 10 ** currencyDecimals(currency) : value;
-  return new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 2 }).format(major);
-}
+import { formatAxisValue } from '../../../shared/format';
 
 function shortDate(date: string): string {
   const [y, m, d] = date.split('-').map(Number) as [number, number, number];

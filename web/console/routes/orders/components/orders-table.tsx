@@ -1,5 +1,5 @@
 /** A table of orders (the orders list, a customer's orders): each row links to the order. */
-import { Empty, Money, Time } from '../../../components/ui';
+import { EmailAddress, Empty, Money, Time } from '../../../components/ui';
 import type { Order } from '../use-orders';
 import { OrderStatus } from './order-status';
 
@@ -31,9 +31,12 @@ export function OrdersTable(props: { orders: Order[]; timeZone: string; caption:
           {props.orders.map((order) => (
             <tr key={order.orderId}>
               <td>
-                <a href={`/console/orders/${order.orderId}`} class="mono">
+                <a href={`/console/orders/${order.orderId}`} class="mono id" title={order.orderId}>
                   {order.orderId}
                 </a>
+                <div class="only-narrow muted small break-words" data-field="buyer">
+                  <EmailAddress email={order.customerEmail} />
+                </div>
               </td>
               <td class="num">
                 <Money minor={order.amountCents} currency={order.currency} />
@@ -41,7 +44,9 @@ export function OrdersTable(props: { orders: Order[]; timeZone: string; caption:
               <td>
                 <OrderStatus order={order} />
               </td>
-              <td class="hide-narrow">{order.customerEmail}</td>
+              <td class="hide-narrow">
+                <EmailAddress email={order.customerEmail} />
+              </td>
               <td class="hide-narrow">{order.productName ?? '—'}</td>
               <td class="hide-narrow">
                 <Time iso={order.createdAt} timeZone={props.timeZone} />

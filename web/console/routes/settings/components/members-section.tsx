@@ -1,7 +1,7 @@
 /** Members and their roles; invites (e-mailed to the address, or handed over by the operator: never shown here), revoke. */
 import { useState } from 'preact/hooks';
 import { ConfirmButton } from '../../../components/confirm';
-import { Badge, ErrorNotice, Loading, Time } from '../../../components/ui';
+import { Badge, CopyButton, EmailAddress, ErrorNotice, Loading, Time } from '../../../components/ui';
 import { errorMessage } from '../../../shared/api';
 import { useSession } from '../../../shared/session';
 import { useAction } from '../../../shared/use-api';
@@ -42,9 +42,13 @@ export function MembersSection() {
               <tbody>
                 {members.data.map((m) => (
                   <tr key={m.userId}>
-                    <td>
-                      {m.name ?? m.email}
-                      <div class="muted small">{m.email}</div>
+                    <td class="break-words">
+                      {m.name ?? <EmailAddress email={m.email} />}
+                      {m.name && (
+                        <div class="muted small">
+                          <EmailAddress email={m.email} />
+                        </div>
+                      )}
                     </td>
                     <td>
                       <select
@@ -68,7 +72,8 @@ export function MembersSection() {
                     <td>
                       {m.userId !== session?.user.userId && (
                         <ConfirmButton
-                          label={`Remove ${m.email}`}
+                          label="Remove"
+                          labelSuffix={m.email}
                           title={`Remove ${m.email}?`}
                           confirmLabel="Remove member"
                           danger
@@ -156,18 +161,19 @@ export function MembersSection() {
               <tbody>
                 {invites.data.map((i) => (
                   <tr key={i.inviteId}>
-                    <td>{i.email}</td>
+                    <td class="break-words">
+                      <EmailAddress email={i.email} />
+                    </td>
                     <td>{i.role}</td>
                     <td>
                       <Badge tone={i.status === 'PENDING' ? 'warn' : 'neutral'}>{i.status.toLowerCase()}</Badge>
                     </td>
-                    <td class="hide-narrow">
-                      <Time iso={i.expiresAt} timeZone={timeZone} />
-                    </td>
+                    <td class="hide-narrow">{i.status === 'PENDING' ? <Time iso={i.expiresAt} timeZone={timeZone} /> : '—'}</td>
                     <td>
                       {i.status === 'PENDING' && (
                         <ConfirmButton
-                          label={`Revoke invite for ${i.email}`}
+                          label="Revoke"
+                          labelSuffix={`invite for ${i.email}`}
                           title={`Revoke the invite for ${i.email}?`}
                           confirmLabel="Revoke invite"
                           danger
