@@ -4769,9 +4769,15 @@ export interface operations {
             query: {
                 /** @description The customer (`CUS_…` or externalId). */
                 customer?: string;
-                /** @description Start of the range (inclusive, RFC 3339). */
+                /**
+                 * @description Start of the range (inclusive, RFC 3339).
+                 * @example 2026-11-01T00:00:00Z
+                 */
                 start: string;
-                /** @description End of the range (exclusive, RFC 3339), after `start`. */
+                /**
+                 * @description End of the range (exclusive, RFC 3339), after `start`.
+                 * @example 2026-11-03T00:00:00Z
+                 */
                 end: string;
                 /** @description Bucket width; omit for the total only. */
                 interval?: "hour" | "day" | "month";

@@ -160,7 +160,7 @@ describe('statuses every operation documents', () => {
     ctx.clock.advance(1_000);
     const headers = credentialsFor(op, { apiKey: ctx.orgA.apiKey, telemetryKey, adminToken: ctx.adminToken, agent, clock: ctx.clock, console: consoleSession });
     const request = skeleton(op, headers);
-    const limit = op.operationId === 'ingest' || op.operationId === 'ingestOtlpTraces' ? 5 * 1024 * 1024 : 64 * 1024;
+    const limit = op.operationId === 'ingest' || op.operationId === 'ingestOtlpTraces' ? 5 * 1024 * 1024 : op.operationId === 'ingestUsageEvents' ? 1024 * 1024 : 64 * 1024;
     request.body = JSON.stringify({ padding: 'A'.repeat(limit + 1) });
     const response = await listeners[op.app].send(request);
     expectStatus(op, response, 413);
