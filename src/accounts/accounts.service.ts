@@ -115,16 +115,26 @@ export class AccountService {
     const email = normalizeEmail(input.email);
     const accountKey = `account:${email.toLowerCase()}`;
     const addressKey = `address:${input.clientAddress ?? 'unknown'}`;
-    await this.checkThrottle(accountKey, ACCOUNT_FAILURE_LIMIT, now);
-    await this.checkThrottle(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    // Each attempt is reserved (counted) before its password is verified: of concurrent guesses,
+    // no more than the limit are ever verified (test/accounts/sign-in-throttle-race.test.ts).
+    await this.reserveAttempt(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    let attempt: number;
+    try {
+      attempt = await this.reserveAttempt(accountKey, ACCOUNT_FAILURE_LIMIT, now);
+    } catch (error) {
+      // Refused before any work: not an attempt of this address.
+      await this.repo.releaseAttempt(addressKey, now, THROTTLE_WINDOW_MS);
+      throw error;
+    }
     const user = await this.repo.findUserByEmail(email);
     const valid = await verifyPassword(user?.passwordHash ?? (await dummyHash()), input.password);
     if (!user || !user.passwordHash || !valid) {
-      await this.repo.recordFailure(accountKey, now, THROTTLE_WINDOW_MS);
-      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      // The reservations stand: they are the failures. A known account's organizations see them.
+      if (user) await this.auditFailedSignIn(user.id, attempt, input.clientAddress);
       throw unauthorized('Invalid e-mail address or password');
     }
     await this.repo.clearFailures(accountKey);
+    await this.repo.releaseAttempt(addressKey, now, THROTTLE_WINDOW_MS);
     const membership = await this.pickMembership(user.id, input.orgId);
     if ((await this.passkeys.list(user.id)).length > 0) {
       return { kind: 'second_factor', ...(await this.passkeys.secondFactorOptions(user.id, membership.orgId)) };
@@ -132,6 +142,28 @@ export class AccountService {
     const signedIn = await this.startSession(user, membership, input.clientAddress);
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password', clientAddress: input.clientAddress });
     return signedIn;
+  }
+
+  /** One attempt of a throttle key's window, or 429 when the window's limit is reached; the attempt's number. */
+  private async reserveAttempt(key: string, limit: number, now: Date): Promise<number> {
+    const reserved = await this.repo.reserveAttempt(key, limit, now, THROTTLE_WINDOW_MS);
+    if ('limited' in reserved) throw rateLimited(reserved.limited.getTime() + THROTTLE_WINDOW_MS - now.getTime());
+    return reserved.count;
+  }
+
+  /**
+   * A wrong password for a known account, in the audit log of each of its organizations (never
+   * the password); the failure that reaches the limit also records the lockout. Bounded by the
+   * throttle: at most ACCOUNT_FAILURE_LIMIT entries per account and window. Unknown addresses
+   * belong to no organization and are not recorded.
+   */
+  private async auditFailedSignIn(userId: string, attempt: number, clientAddress: string | null): Promise<void> {
+    const minutes = THROTTLE_WINDOW_MS / MINUTE;
+    const entry = { actor: { type: 'system' as const }, target: { type: 'user', id: userId }, clientAddress };
+    await this.auditEveryOrganization(userId, { ...entry, action: 'session.sign_in_failed', summary: `failed password sign-in (attempt ${attempt} of ${ACCOUNT_FAILURE_LIMIT} in ${minutes} minutes)` });
+    if (attempt === ACCOUNT_FAILURE_LIMIT) {
+      await this.auditEveryOrganization(userId, { ...entry, action: 'account.locked', summary: `password sign-in locked for ${minutes} minutes after ${ACCOUNT_FAILURE_LIMIT} failed attempts` });
+    }
   }
 
   private async checkThrottle(key: string, limit: number, now: Date): Promise<void> {
