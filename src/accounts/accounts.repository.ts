@@ -108,6 +108,8 @@ export interface AccountRepository {
   consumeLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
   listInvites(orgId: string): Promise<AccountLink[]>;
   revokeInvite(orgId: string, id: string, now: Date): Promise<AccountLink | undefined>;
+  /** Revokes the organization's pending invites made by `createdBy` (`user:…`), of the given roles (all when omitted); those revoked. */
+  revokePendingInvitesBy(orgId: string, createdBy: string, now: Date, roles?: readonly Role[]): Promise<AccountLink[]>;
 
   /**
    * Reserves one attempt in a throttle key's window before anything is verified (a new window once
@@ -413,6 +415,17 @@ export class KnexAccountRepository implements AccountRepository {
     await this.db<LinkRow>('account_links').where({ org_id: orgId, id, kind: 'invite' }).whereNull('used_at').whereNull('revoked_at').update({ revoked_at: now });
     const row = await this.db<LinkRow>('account_links').where({ org_id: orgId, id, kind: 'invite' }).first();
     return row ? toLink(row) : undefined;
+  }
+
+  async revokePendingInvitesBy(orgId: string, createdBy: string, now: Date, roles?: readonly Role[]): Promise<AccountLink[]> {
+    const query = this.db<LinkRow>('account_links')
+      .where({ org_id: orgId, kind: 'invite', created_by: createdBy })
+      .whereNull('used_at')
+      .whereNull('revoked_at')
+      .where('expires_at', '>', now);
+    if (roles) query.whereIn('role', [...roles]);
+    const rows = await query.update({ revoked_at: now }).returning('*');
+    return (rows as LinkRow[]).map(toLink);
   }
 
   async recordFailure(key: string, now: Date, windowMs: number): Promise<number> {

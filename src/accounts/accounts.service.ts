@@ -11,7 +11,7 @@ import { AppError, conflict, forbidden, notFound, unauthorized, validationError 
 import type { OrgService, MerchantAuth, Actor } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, Membership, User, UserWithPassword } from './accounts.repository.js';
-import { ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
+import { ROLES, ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { AuditLog } from './audit.service.js';
 import type { AuthenticationOptions, PasskeyService, RegistrationOptions } from './passkeys.service.js';
@@ -73,6 +73,27 @@ export interface SignedIn {
   organization: Organization;
 }
 
+/**
+ * Credentials a member makes in the console (API keys, telemetry keys, agents' keys), each kept
+ * with its maker (`user:USR_…`): they die with the membership (issue 37, item 7). Those made by
+ * the operator (admin API / CLI) belong to no member and stay.
+ */
+export interface MemberCredentials {
+  kind: 'apiKeys' | 'telemetryKeys' | 'agents';
+  /** A member whose new role lacks this permission loses them too; null: limited at each request instead (API keys). */
+  permission: MemberPermission | null;
+  revokeCreatedBy(orgId: string, createdBy: string): Promise<Array<{ id: string; name: string }>>;
+}
+
+/** What went with a removed member (or with a demoted member's lost permissions). */
+export interface RevokedWithMember {
+  sessions: number;
+  apiKeys: Array<{ id: string; name: string }>;
+  telemetryKeys: Array<{ id: string; name: string }>;
+  agents: Array<{ id: string; name: string }>;
+  invites: AccountLink[];
+}
+
 const newToken = (prefix: string) => `${prefix}${randomBytes(32).toString('base64url')}`;
 
 /**
@@ -101,6 +122,7 @@ export class AccountService {
     private readonly clock: Clock,
     private readonly publicBaseUrl: string,
     private readonly passkeys: PasskeyService,
+    private readonly credentials: readonly MemberCredentials[] = [],
   ) {}
 
   // ---- sign-in -------------------------------------------------------------------------------
@@ -566,21 +588,59 @@ export class AccountService {
     const changed = await this.repo.changeMembership(auth.orgId, userId, role, this.clock.now());
     if (changed === undefined || changed === 'removed') throw notFound('Member');
     if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
-    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.role_change', target: { type: 'user', id: userId }, summary: `role ${current.role} → ${role}`, clientAddress });
+    // Their API keys are limited to the new role from the next request (read with the key).
+    this.orgs.forgetCachedKeys();
+    const revoked = current.role === role ? undefined : await this.revokeBeyondRole(auth.orgId, userId, role);
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.role_change', target: { type: 'user', id: userId }, summary: `role ${current.role} → ${role}${revoked ? describeRevoked(revoked) : ''}`, clientAddress });
     return (await this.repo.listMembers(auth.orgId)).find((m) => m.userId === userId)!;
   }
 
-  /** Removes a member; their sessions in this organization are revoked at once. */
-  async removeMember(auth: { orgId: string; role: Role; actor: Actor }, userId: string, clientAddress: string | null): Promise<void> {
+  /**
+   * A demoted member keeps nothing their new role could not make: pending invites of roles it
+   * cannot grant (issue 37, item 8), telemetry keys and agents' keys whose permission it lacks.
+   */
+  private async revokeBeyondRole(orgId: string, userId: string, role: Role): Promise<RevokedWithMember> {
+    const createdBy = `user:${userId}`;
+    const revoked: RevokedWithMember = { sessions: 0, apiKeys: [], telemetryKeys: [], agents: [], invites: [] };
+    for (const c of this.credentials) {
+      if (c.permission && !ROLE_PERMISSIONS[role].includes(c.permission)) revoked[c.kind] = await c.revokeCreatedBy(orgId, createdBy);
+    }
+    const ungrantable = ROLES.filter((r) => !mayGrant(role, r));
+    if (ungrantable.length > 0) revoked.invites = await this.repo.revokePendingInvitesBy(orgId, createdBy, this.clock.now(), ungrantable);
+    return revoked;
+  }
+
+  /**
+   * Removes a member; what they held in this organization goes with them at once: their sessions,
+   * the API keys, telemetry keys and agents' keys they made in the console, and their pending
+   * invites. The answer lists it.
+   */
+  async removeMember(auth: { orgId: string; role: Role; actor: Actor }, userId: string, clientAddress: string | null): Promise<{ userId: string; role: Role; revoked: RevokedWithMember }> {
     const current = await this.repo.findMembership(auth.orgId, userId);
     if (!current) throw notFound('Member');
     if (!mayGrant(auth.role, current.role)) throw forbidden(`The role "${auth.role}" cannot remove a member with the role "${current.role}"`);
-    const changed = await this.repo.changeMembership(auth.orgId, userId, null, this.clock.now());
+    const now = this.clock.now();
+    const changed = await this.repo.changeMembership(auth.orgId, userId, null, now);
     if (changed === undefined) throw notFound('Member');
     if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
-    const revoked = await this.repo.revokeSessionsOfUser(userId, this.clock.now(), auth.orgId);
-    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.remove', target: { type: 'user', id: userId }, summary: `removed (${current.role}); ${revoked} session(s) revoked`, clientAddress });
+    const createdBy = `user:${userId}`;
+    const revoked: RevokedWithMember = { sessions: await this.repo.revokeSessionsOfUser(userId, now, auth.orgId), apiKeys: [], telemetryKeys: [], agents: [], invites: [] };
+    for (const c of this.credentials) revoked[c.kind] = await c.revokeCreatedBy(auth.orgId, createdBy);
+    revoked.invites = await this.repo.revokePendingInvitesBy(auth.orgId, createdBy, now);
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.remove', target: { type: 'user', id: userId }, summary: `removed (${current.role}); ${revoked.sessions} session(s) revoked${describeRevoked(revoked)}`, clientAddress });
+    return { userId, role: current.role, revoked };
   }
+}
+
+/** The audit summary's tail: what was revoked with a member, by id (names are the member's words, ids are enough). */
+function describeRevoked(r: RevokedWithMember): string {
+  const parts = [
+    r.apiKeys.length > 0 ? `API keys ${r.apiKeys.map((k) => k.id).join(', ')}` : '',
+    r.telemetryKeys.length > 0 ? `telemetry keys ${r.telemetryKeys.map((k) => k.id).join(', ')}` : '',
+    r.agents.length > 0 ? `agents ${r.agents.map((a) => a.id).join(', ')}` : '',
+    r.invites.length > 0 ? `invites ${r.invites.map((l) => l.id).join(', ')}` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? `; revoked ${parts.join('; ')}` : '';
 }
 
 /** An existing account's password is checked, not its strength; only its length bound keeps hashing cheap to refuse. */

@@ -45,6 +45,7 @@ import * as m0200 from './0200_order_tx_hash_index.js';
 import * as m0201 from './0201_org_time_zone.js';
 import * as m0210 from './0210_telemetry_sessions.js';
 import * as m0211 from './0211_telemetry_group_changes.js';
+import * as m0225 from './0225_member_credentials.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -96,6 +97,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0201_org_time_zone': m0201,
   '0210_telemetry_sessions': m0210,
   '0211_telemetry_group_changes': m0211,
+  '0225_member_credentials': m0225,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
