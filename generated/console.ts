@@ -693,9 +693,16 @@ export interface paths {
         /**
          * Rotate the webhook signing key
          * @description Makes a new Ed25519 key current at once; the previous key stays **published and signing**
-         *     for `graceSeconds` (default 7 days, at most 7 days here), so receivers holding either key
-         *     keep verifying while they refresh their copy. The same service as the operator's
-         *     `POST /v1/webhooks/signing-key/rotate`.
+         *     for `graceSeconds` (default 7 days; here at least 1 day and at most 7 days), so receivers
+         *     holding either key keep verifying while they refresh their copy. The same service as the
+         *     operator's `POST /v1/webhooks/signing-key/rotate`.
+         *
+         *     **A member cannot retire the shared key at once** (decision, issue 37): `graceSeconds`
+         *     below 86400 (one day) is `400`. The key is every organization's, and a retirement without
+         *     grace would break the receivers of all the others until they refetch the key document;
+         *     a day covers their 5-minute cache and a receiver that refetches only on failure. Retiring
+         *     a key sooner (a leaked private key) is the operator's: the admin API accepts any grace from
+         *     0 to 90 days.
          *
          *     **One key signs for every organization of this Kassa** (each envelope names its
          *     organization and endpoint; receivers check those), so a rotation here is seen by all of
@@ -2266,7 +2273,7 @@ export interface components {
         };
         ConsoleSigningKeyRotate: {
             /**
-             * @description How long the retired key stays published and signing (default and at most 7 days).
+             * @description How long the retired key stays published and signing (default and at most 7 days, at least 1 day; a shorter grace is the operator's, admin API).
              * @default 604800
              */
             graceSeconds?: number;
