@@ -221,6 +221,11 @@ export interface paths {
          *     tells whether an account exists. User verification is required (PIN, biometrics): a
          *     passkey sign-in is two factors at once. The challenge is single-use and lives five minutes.
          *     `403` when the request comes from another origin.
+         *
+         *     Each call stores a challenge, so the calls are budgeted (decision, issue 37): at most 30
+         *     per client address and 3000 in all per 15-minute window (`429` with `Retry-After`
+         *     beyond); a spent challenge is deleted when it is used, an unspent one by the
+         *     `account-retention` job once it has expired.
          */
         post: operations["createPasskeySignInOptions"];
         delete?: never;
@@ -4383,6 +4388,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -109,10 +109,17 @@ function checkPassword(password: string): void {
   if ([...password].length > MAX_PASSWORD_LENGTH) throw validationError(`body.password must be at most ${MAX_PASSWORD_LENGTH} characters`, { field: 'password' });
 }
 
-const rateLimited = (retryAfterMs: number) => {
+const rateLimited = (retryAfterMs: number, what = 'failed sign-ins') => {
   const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  return new AppError('RATE_LIMITED', `Too many failed sign-ins; retry after ${seconds} s`, { headers: { 'Retry-After': String(seconds) } });
+  return new AppError('RATE_LIMITED', `Too many ${what}; retry after ${seconds} s`, { headers: { 'Retry-After': String(seconds) } });
 };
+
+/**
+ * Passwordless sign-in options store a challenge per call: at most this many per client address,
+ * and in all, per THROTTLE_WINDOW_MS (openapi/console.yaml createPasskeySignInOptions).
+ */
+export const PASSKEY_OPTIONS_ADDRESS_LIMIT = 30;
+export const PASSKEY_OPTIONS_GLOBAL_LIMIT = 3000;
 
 export class AccountService {
   constructor(
@@ -167,9 +174,9 @@ export class AccountService {
   }
 
   /** One attempt of a throttle key's window, or 429 when the window's limit is reached; the attempt's number. */
-  private async reserveAttempt(key: string, limit: number, now: Date): Promise<number> {
+  private async reserveAttempt(key: string, limit: number, now: Date, what?: string): Promise<number> {
     const reserved = await this.repo.reserveAttempt(key, limit, now, THROTTLE_WINDOW_MS);
-    if ('limited' in reserved) throw rateLimited(reserved.limited.getTime() + THROTTLE_WINDOW_MS - now.getTime());
+    if ('limited' in reserved) throw rateLimited(reserved.limited.getTime() + THROTTLE_WINDOW_MS - now.getTime(), what);
     return reserved.count;
   }
 
@@ -471,8 +478,17 @@ export class AccountService {
     return signedIn;
   }
 
-  /** Options of a passwordless sign-in: the same for every caller (no e-mail address asked, nothing to enumerate). */
-  passkeySignInOptions(): Promise<AuthenticationOptions> {
+  /**
+   * Options of a passwordless sign-in: the same for every caller (no e-mail address asked, nothing
+   * to enumerate). Unauthenticated and storing a challenge each, so budgeted per client address
+   * and in all (issue 37, item 14); the address's budget is taken first, so one address spends
+   * at most its own share of the global one.
+   */
+  async passkeySignInOptions(clientAddress: string | null): Promise<AuthenticationOptions> {
+    const now = this.clock.now();
+    const what = 'passkey sign-in requests';
+    await this.reserveAttempt(`passkey_options:address:${clientAddress ?? 'unknown'}`, PASSKEY_OPTIONS_ADDRESS_LIMIT, now, what);
+    await this.reserveAttempt('passkey_options:all', PASSKEY_OPTIONS_GLOBAL_LIMIT, now, what);
     return this.passkeys.signInOptions();
   }
 

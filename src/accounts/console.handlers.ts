@@ -165,7 +165,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
     },
     createPasskeySignInOptions: async ({ req }) => {
       checkOrigin(req, where);
-      const options = await accounts.passkeySignInOptions();
+      const options = await accounts.passkeySignInOptions(clientAddress(req));
       return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { success: true, message: 'OK', data: { challengeId: options.challengeId, publicKey: presentRequestOptions(options.publicKey) } } };
     },
     signInWithPasskey: async ({ body, req }) => {

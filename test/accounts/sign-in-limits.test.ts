@@ -6,8 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { PASSWORD, as, signIn, signUp, uniqueEmail, type Member } from './helpers.js';
-import { THROTTLE_WINDOW_MS } from '../../src/accounts/accounts.service.js';
+import { ORIGIN, PASSWORD, as, signIn, signUp, uniqueEmail, type Member } from './helpers.js';
+import { PASSKEY_OPTIONS_ADDRESS_LIMIT, PASSKEY_OPTIONS_GLOBAL_LIMIT, THROTTLE_WINDOW_MS } from '../../src/accounts/accounts.service.js';
+import { accountRetentionJob } from '../../src/accounts/accounts.jobs.js';
+import { KnexAccountRepository } from '../../src/accounts/accounts.repository.js';
+import { CHALLENGE_TTL_MS } from '../../src/accounts/passkeys.service.js';
 
 let ctx: TestContext;
 let owner: Member;
@@ -64,3 +67,48 @@ describe('failed sign-ins in the audit log', () => {
   });
 });
 
+
+describe('passkey sign-in options (item 14)', () => {
+  const options = (address: string) => ctx.merchant.post('/v1/console/passkeys/sign-in-options').set('Origin', ORIGIN).set('X-Forwarded-For', address).send();
+  const challenges = async () => Number((await ctx.testDb.database.db('webauthn_challenges').count<{ count: number }[]>({ count: '*' }).first())?.count ?? 0);
+
+  it(`at most ${PASSKEY_OPTIONS_ADDRESS_LIMIT} per client address in 15 minutes (then 429 with Retry-After, and no row); other addresses go on`, async () => {
+    const before = await challenges();
+    for (let i = 0; i < PASSKEY_OPTIONS_ADDRESS_LIMIT; i += 1) expect((await options('203.0.113.150')).status).toBe(200);
+    const refused = await options('203.0.113.150');
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('RATE_LIMITED');
+    expect(refused.body.error.message).toContain('passkey sign-in requests');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(await challenges()).toBe(before + PASSKEY_OPTIONS_ADDRESS_LIMIT);
+    expect((await options('203.0.113.151')).status).toBe(200);
+    ctx.clock.advance(THROTTLE_WINDOW_MS + 1);
+    expect((await options('203.0.113.150')).status).toBe(200);
+  });
+
+  it(`at most ${PASSKEY_OPTIONS_GLOBAL_LIMIT} in all in 15 minutes, whatever the addresses`, async () => {
+    ctx.clock.advance(THROTTLE_WINDOW_MS + 1);
+    expect((await options('198.51.100.1')).status).toBe(200);
+    // The global budget spent by many addresses (written directly: 3000 requests are not the point).
+    await ctx.testDb.database.db('sign_in_failures').where({ throttle_key: 'passkey_options:all' }).update({ failures: PASSKEY_OPTIONS_GLOBAL_LIMIT });
+    expect((await options('198.51.100.2')).status).toBe(429);
+    ctx.clock.advance(THROTTLE_WINDOW_MS + 1);
+    expect((await options('198.51.100.2')).status).toBe(200);
+  });
+
+  it('a spent challenge is deleted at once; unspent ones are removed by the retention job once expired', async () => {
+    const spent = await options('192.0.2.160');
+    const passkeys = ctx.services.modules.accounts.passkeys;
+    const before = await challenges();
+    expect(await passkeys.consume(spent.body.data.challengeId, 'sign_in')).toBeDefined();
+    expect(await challenges()).toBe(before - 1);
+    expect(await passkeys.consume(spent.body.data.challengeId, 'sign_in')).toBeUndefined();
+    expect(await challenges()).toBeGreaterThan(0);
+    const job = accountRetentionJob(new KnexAccountRepository(ctx.testDb.database.db), ctx.clock, passkeys);
+    await job.run();
+    expect(await challenges()).toBeGreaterThan(0);
+    ctx.clock.advance(CHALLENGE_TTL_MS + 1);
+    await job.run();
+    expect(await challenges()).toBe(0);
+  });
+});
