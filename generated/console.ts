@@ -255,6 +255,11 @@ export interface paths {
          *     tells whether an account exists. User verification is required (PIN, biometrics): a
          *     passkey sign-in is two factors at once. The challenge is single-use and lives five minutes.
          *     `403` when the request comes from another origin.
+         *
+         *     Each call stores a challenge, so the calls are budgeted (decision, issue 37): at most 30
+         *     per client address and 3000 in all per 15-minute window (`429` with `Retry-After`
+         *     beyond); a spent challenge is deleted when it is used, an unspent one by the
+         *     `account-retention` job once it has expired.
          */
         post: operations["createPasskeySignInOptions"];
         delete?: never;
@@ -494,7 +499,14 @@ export interface paths {
         post?: never;
         /**
          * Remove a member
-         * @description Removes the membership and revokes the member's sessions in this organization at once. An admin cannot remove an owner (`403`); the last owner cannot be removed (`409`).
+         * @description Removes the membership; what the member held in this organization goes with it at once,
+         *     and the answer lists it: their sessions here, the API keys, telemetry keys and agents' keys
+         *     they made in the console (the agents are revoked), and their pending invites. A member's
+         *     API key never exceeds the member's **current** role either: at each request its permissions
+         *     are those it was given that the role still allows (so a demotion narrows it at once, a
+         *     removal ends it), within the API key cache's bound in other processes (5 s). Keys made by the
+         *     operator (admin API / CLI) belong to no member and are not affected. An admin cannot remove
+         *     an owner (`403`); the last owner cannot be removed (`409`).
          */
         delete: operations["removeMember"];
         options?: never;
@@ -502,7 +514,13 @@ export interface paths {
         /**
          * Change a member's role
          * @description The member's sessions are replaced on their next request. An admin cannot change an
-         *     owner nor make one (`403`); the last owner cannot be demoted (`409`).
+         *     owner nor make one (`403`); the last owner cannot be demoted (`409`). The member's API
+         *     keys are limited to the new role from their next request (a key keeps the permissions it
+         *     was given that the role still allows). A demotion also revokes what the new role could
+         *     not have made: the member's pending invites of roles it cannot grant (an admin made a
+         *     developer loses every pending invite; an owner made an admin, the owner invites), their
+         *     telemetry keys without `telemetry:manage`, their agents' keys without `agents:manage`
+         *     (recorded in the audit log).
          */
         patch: operations["updateMemberRole"];
         trace?: never;
@@ -723,9 +741,16 @@ export interface paths {
         /**
          * Rotate the webhook signing key
          * @description Makes a new Ed25519 key current at once; the previous key stays **published and signing**
-         *     for `graceSeconds` (default 7 days, at most 7 days here), so receivers holding either key
-         *     keep verifying while they refresh their copy. The same service as the operator's
-         *     `POST /v1/webhooks/signing-key/rotate`.
+         *     for `graceSeconds` (default 7 days; here at least 1 day and at most 7 days), so receivers
+         *     holding either key keep verifying while they refresh their copy. The same service as the
+         *     operator's `POST /v1/webhooks/signing-key/rotate`.
+         *
+         *     **A member cannot retire the shared key at once** (decision, issue 37): `graceSeconds`
+         *     below 86400 (one day) is `400`. The key is every organization's, and a retirement without
+         *     grace would break the receivers of all the others until they refetch the key document;
+         *     a day covers their 5-minute cache and a receiver that refetches only on failure. Retiring
+         *     a key sooner (a leaked private key) is the operator's: the admin API accepts any grace from
+         *     0 to 90 days.
          *
          *     **One key signs for every organization of this Kassa** (each envelope names its
          *     organization and endpoint; receivers check those), so a rotation here is seen by all of
@@ -1993,6 +2018,31 @@ export interface components {
             message: string;
             data: components["schemas"]["ConsoleApiKey"][];
         };
+        RevokedCredential: {
+            id: string;
+            name: string;
+        };
+        MemberRemovalResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                userId: string;
+                role: components["schemas"]["Role"];
+                revoked: {
+                    /** @description Console sessions of the member in this organization ended. */
+                    sessions: number;
+                    /** @description Merchant API keys the member made in the console. */
+                    apiKeys: components["schemas"]["RevokedCredential"][];
+                    /** @description Telemetry keys the member made in the console. */
+                    telemetryKeys: components["schemas"]["RevokedCredential"][];
+                    /** @description Agents revoked because the member made their current key in the console. */
+                    agents: components["schemas"]["RevokedCredential"][];
+                    /** @description The member's pending invites. */
+                    invites: components["schemas"]["Invite"][];
+                };
+            };
+        };
         MemberResponse: {
             /** @constant */
             success: true;
@@ -2307,7 +2357,7 @@ export interface components {
         };
         ConsoleSigningKeyRotate: {
             /**
-             * @description How long the retired key stays published and signing (default and at most 7 days).
+             * @description How long the retired key stays published and signing (default and at most 7 days, at least 1 day; a shorter grace is the operator's, admin API).
              * @default 604800
              */
             graceSeconds?: number;
@@ -4386,6 +4436,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -5008,12 +5059,50 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Removed. */
-            204: {
+            /** @description Removed; what was revoked with the membership. */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Member removed",
+                     *       "data": {
+                     *         "userId": "USR_4bQk8TzYw2NcHs7LpD1mAe9R",
+                     *         "role": "developer",
+                     *         "revoked": {
+                     *           "sessions": 1,
+                     *           "apiKeys": [
+                     *             {
+                     *               "id": "AKI_7hG2kL9mN4pQ8rS1tV6wX3yZ",
+                     *               "name": "deploy"
+                     *             }
+                     *           ],
+                     *           "telemetryKeys": [
+                     *             {
+                     *               "id": "TKI_3bC5dE7fG9hJ1kL3mN5pQ7rS",
+                     *               "name": "staging"
+                     *             }
+                     *           ],
+                     *           "agents": [],
+                     *           "invites": [
+                     *             {
+                     *               "inviteId": "LNK_9aS8dF7gH6jK5lZ4xC3vB2nM",
+                     *               "email": "ada@example.com",
+                     *               "role": "support",
+                     *               "status": "REVOKED",
+                     *               "createdAt": "2026-11-20T09:00:00.000Z",
+                     *               "expiresAt": "2026-11-27T09:00:00.000Z"
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MemberRemovalResponse"];
+                };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

@@ -239,6 +239,31 @@ export function createServices(deps: {
     signReceipt: async (id, timestampSeconds, body) => ({ ...signX402Receipt(await modules.webhooks.signingKeys.signers(), id, timestampSeconds, body) }),
     observeLag: metrics && ((chainId, blocks) => metrics.chainWatcherLag(chainId, blocks)),
   });
+  const telemetryModule = createTelemetryModule({ db, reads, clock, orgs, config: config.telemetry, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' });
+  const agentWalletModule = createAgentWalletModule({
+    db,
+    secretBox,
+    clock,
+    publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001',
+    // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
+    chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
+  });
+  const accountsModule = createAccountsModule({
+    db,
+    clock,
+    orgs,
+    publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+    mailer: buyerEmailsModule?.emails,
+    // What a member makes in the console dies with the membership (docs/accounts.md).
+    credentials: [
+      {
+        kind: 'telemetryKeys',
+        permission: 'telemetry:manage',
+        revokeCreatedBy: async (orgId, createdBy) => (await telemetryModule.keys.revokeCreatedBy(orgId, createdBy)).map((k) => ({ id: k.id, name: k.name })),
+      },
+      { kind: 'agents', permission: 'agents:manage', revokeCreatedBy: (orgId, createdBy) => agentWalletModule.admin.revokeAgentsKeyedBy(orgId, createdBy) },
+    ],
+  });
   const modules: Modules = {
     orgs: orgsModule,
     catalog: catalogModule,
@@ -261,15 +286,8 @@ export function createServices(deps: {
     }),
     orders: createOrdersModule({ uow, clock, orgs, cardRefunds: stripe?.refunds }),
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
-    telemetry: createTelemetryModule({ db, reads, clock, orgs, config: config.telemetry, publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001' }),
-    agentWallet: createAgentWalletModule({
-      db,
-      secretBox,
-      clock,
-      publicApiUrl: config.publicApiUrl ?? 'http://localhost:3001',
-      // The default policy allows USDC on each configured chain (CRYPTO_CHAINS), so agents can pay x402 resources there.
-      chains: agentWalletChains(config.crypto ?? parseCryptoConfig({})),
-    }),
+    telemetry: telemetryModule,
+    agentWallet: agentWalletModule,
     commerceMetrics: createCommerceMetricsModule({ db, reads }),
     usage: createUsageModule({
       db,
@@ -290,7 +308,7 @@ export function createServices(deps: {
     }),
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
-    accounts: createAccountsModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', mailer: buyerEmailsModule?.emails }),
+    accounts: accountsModule,
   };
   return {
     orgs,

@@ -125,7 +125,17 @@ export interface AccountRepository {
   replaceInviteToken(orgId: string, id: string, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
   listInvites(orgId: string): Promise<AccountLink[]>;
   revokeInvite(orgId: string, id: string, now: Date): Promise<AccountLink | undefined>;
+  /** Revokes the organization's pending invites made by `createdBy` (`user:…`), of the given roles (all when omitted); those revoked. */
+  revokePendingInvitesBy(orgId: string, createdBy: string, now: Date, roles?: readonly Role[]): Promise<AccountLink[]>;
 
+  /**
+   * Reserves one attempt in a throttle key's window before anything is verified (a new window once
+   * the old one is over), in one conditional statement: of concurrent callers, only as many as the
+   * limit allows get a reservation. The count with this attempt, or 'limited' with the window's start.
+   */
+  reserveAttempt(key: string, limit: number, now: Date, windowMs: number): Promise<{ count: number } | { limited: Date }>;
+  /** Gives back one reserved attempt of the current window (a success that is not counted against the key). */
+  releaseAttempt(key: string, now: Date, windowMs: number): Promise<void>;
   /** Adds a failure to a throttle key's window (a new window once the old one is over); the count in the window. */
   recordFailure(key: string, now: Date, windowMs: number): Promise<number>;
   failures(key: string, now: Date, windowMs: number): Promise<{ count: number; windowStartedAt: Date } | undefined>;
@@ -458,6 +468,17 @@ export class KnexAccountRepository implements AccountRepository {
     return row ? toLink(row) : undefined;
   }
 
+  async revokePendingInvitesBy(orgId: string, createdBy: string, now: Date, roles?: readonly Role[]): Promise<AccountLink[]> {
+    const query = this.db<LinkRow>('account_links')
+      .where({ org_id: orgId, kind: 'invite', created_by: createdBy })
+      .whereNull('used_at')
+      .whereNull('revoked_at')
+      .where('expires_at', '>', now);
+    if (roles) query.whereIn('role', [...roles]);
+    const rows = await query.update({ revoked_at: now }).returning('*');
+    return (rows as LinkRow[]).map(toLink);
+  }
+
   async recordFailure(key: string, now: Date, windowMs: number): Promise<number> {
     const windowStart = new Date(now.getTime() - windowMs);
     // One statement: concurrent failures each count (the row is locked by the upsert).
@@ -470,6 +491,33 @@ export class KnexAccountRepository implements AccountRepository {
       [key, now, windowStart, windowStart],
     );
     return Number(result.rows[0]!.failures);
+  }
+
+  async reserveAttempt(key: string, limit: number, now: Date, windowMs: number): Promise<{ count: number } | { limited: Date }> {
+    const windowStart = new Date(now.getTime() - windowMs);
+    // The row is locked by the upsert: concurrent reservations are serialized, and the WHERE of
+    // the DO UPDATE is read after the lock, so no more than `limit` of them succeed per window.
+    const result = await this.db.raw<{ rows: Array<{ failures: number }> }>(
+      `INSERT INTO sign_in_failures (throttle_key, window_started_at, failures) VALUES (?, ?, 1)
+       ON CONFLICT (throttle_key) DO UPDATE SET
+         failures = CASE WHEN sign_in_failures.window_started_at <= ? THEN 1 ELSE sign_in_failures.failures + 1 END,
+         window_started_at = CASE WHEN sign_in_failures.window_started_at <= ? THEN EXCLUDED.window_started_at ELSE sign_in_failures.window_started_at END
+       WHERE sign_in_failures.window_started_at <= ? OR sign_in_failures.failures < ?
+       RETURNING failures`,
+      [key, now, windowStart, windowStart, windowStart, limit],
+    );
+    const row = result.rows[0];
+    if (row) return { count: Number(row.failures) };
+    const state = await this.failures(key, now, windowMs);
+    return { limited: state?.windowStartedAt ?? now };
+  }
+
+  async releaseAttempt(key: string, now: Date, windowMs: number): Promise<void> {
+    await this.db('sign_in_failures')
+      .where({ throttle_key: key })
+      .where('window_started_at', '>', new Date(now.getTime() - windowMs))
+      .where('failures', '>', 0)
+      .decrement('failures', 1);
   }
 
   async failures(key: string, now: Date, windowMs: number): Promise<{ count: number; windowStartedAt: Date } | undefined> {

@@ -11,7 +11,7 @@ import { AppError, conflict, forbidden, notFound, unauthorized, validationError 
 import type { OrgService, MerchantAuth, Actor } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { AccountLink, AccountRepository, ConsoleSession, LinkKind, Member, Membership, SessionStrength, User, UserWithPassword } from './accounts.repository.js';
-import { ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
+import { ROLES, ROLE_PERMISSIONS, mayGrant, type MemberPermission, type Role } from './roles.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, dummyHash, hashPassword, verifyPassword } from './passwords.js';
 import type { AuditLog } from './audit.service.js';
 import type { AuthenticationOptions, PasskeyService, RegistrationOptions } from './passkeys.service.js';
@@ -99,6 +99,27 @@ export interface SignedIn {
   organization: Organization;
 }
 
+/**
+ * Credentials a member makes in the console (API keys, telemetry keys, agents' keys), each kept
+ * with its maker (`user:USR_…`): they die with the membership (issue 37, item 7). Those made by
+ * the operator (admin API / CLI) belong to no member and stay.
+ */
+export interface MemberCredentials {
+  kind: 'apiKeys' | 'telemetryKeys' | 'agents';
+  /** A member whose new role lacks this permission loses them too; null: limited at each request instead (API keys). */
+  permission: MemberPermission | null;
+  revokeCreatedBy(orgId: string, createdBy: string): Promise<Array<{ id: string; name: string }>>;
+}
+
+/** What went with a removed member (or with a demoted member's lost permissions). */
+export interface RevokedWithMember {
+  sessions: number;
+  apiKeys: Array<{ id: string; name: string }>;
+  telemetryKeys: Array<{ id: string; name: string }>;
+  agents: Array<{ id: string; name: string }>;
+  invites: AccountLink[];
+}
+
 const newToken = (prefix: string) => `${prefix}${randomBytes(32).toString('base64url')}`;
 
 /**
@@ -114,10 +135,17 @@ function checkPassword(password: string): void {
   if ([...password].length > MAX_PASSWORD_LENGTH) throw validationError(`body.password must be at most ${MAX_PASSWORD_LENGTH} characters`, { field: 'password' });
 }
 
-const rateLimited = (retryAfterMs: number) => {
+const rateLimited = (retryAfterMs: number, what = 'failed sign-ins') => {
   const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-  return new AppError('RATE_LIMITED', `Too many failed sign-ins; retry after ${seconds} s`, { headers: { 'Retry-After': String(seconds) } });
+  return new AppError('RATE_LIMITED', `Too many ${what}; retry after ${seconds} s`, { headers: { 'Retry-After': String(seconds) } });
 };
+
+/**
+ * Passwordless sign-in options store a challenge per call: at most this many per client address,
+ * and in all, per THROTTLE_WINDOW_MS (openapi/console.yaml createPasskeySignInOptions).
+ */
+export const PASSKEY_OPTIONS_ADDRESS_LIMIT = 30;
+export const PASSKEY_OPTIONS_GLOBAL_LIMIT = 3000;
 
 export class AccountService {
   constructor(
@@ -127,6 +155,7 @@ export class AccountService {
     private readonly clock: Clock,
     private readonly publicBaseUrl: string,
     private readonly passkeys: PasskeyService,
+    private readonly credentials: readonly MemberCredentials[] = [],
     /** Undefined without SMTP_URL: invite links then reach the invitee only through the operator. */
     private readonly mailer?: AccountMailer,
   ) {}
@@ -143,16 +172,26 @@ export class AccountService {
     const email = normalizeEmail(input.email);
     const accountKey = `account:${email.toLowerCase()}`;
     const addressKey = `address:${input.clientAddress ?? 'unknown'}`;
-    await this.checkThrottle(accountKey, ACCOUNT_FAILURE_LIMIT, now);
-    await this.checkThrottle(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    // Each attempt is reserved (counted) before its password is verified: of concurrent guesses,
+    // no more than the limit are ever verified (test/accounts/sign-in-throttle-race.test.ts).
+    await this.reserveAttempt(addressKey, ADDRESS_FAILURE_LIMIT, now);
+    let attempt: number;
+    try {
+      attempt = await this.reserveAttempt(accountKey, ACCOUNT_FAILURE_LIMIT, now);
+    } catch (error) {
+      // Refused before any work: not an attempt of this address.
+      await this.repo.releaseAttempt(addressKey, now, THROTTLE_WINDOW_MS);
+      throw error;
+    }
     const user = await this.repo.findUserByEmail(email);
     const valid = await verifyPassword(user?.passwordHash ?? (await dummyHash()), input.password);
     if (!user || !user.passwordHash || !valid) {
-      await this.repo.recordFailure(accountKey, now, THROTTLE_WINDOW_MS);
-      await this.repo.recordFailure(addressKey, now, THROTTLE_WINDOW_MS);
+      // The reservations stand: they are the failures. A known account's organizations see them.
+      if (user) await this.auditFailedSignIn(user.id, attempt, input.clientAddress);
       throw unauthorized('Invalid e-mail address or password');
     }
     await this.repo.clearFailures(accountKey);
+    await this.repo.releaseAttempt(addressKey, now, THROTTLE_WINDOW_MS);
     const membership = await this.pickMembership(user.id, input.orgId);
     if ((await this.passkeys.list(user.id)).length > 0) {
       return { kind: 'second_factor', ...(await this.passkeys.secondFactorOptions(user.id, membership.orgId)) };
@@ -160,6 +199,28 @@ export class AccountService {
     const signedIn = await this.startSession(user, membership, input.clientAddress, 'password');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'session.sign_in', target: { type: 'session', id: signedIn.session.id }, summary: 'signed in with a password', clientAddress: input.clientAddress });
     return signedIn;
+  }
+
+  /** One attempt of a throttle key's window, or 429 when the window's limit is reached; the attempt's number. */
+  private async reserveAttempt(key: string, limit: number, now: Date, what?: string): Promise<number> {
+    const reserved = await this.repo.reserveAttempt(key, limit, now, THROTTLE_WINDOW_MS);
+    if ('limited' in reserved) throw rateLimited(reserved.limited.getTime() + THROTTLE_WINDOW_MS - now.getTime(), what);
+    return reserved.count;
+  }
+
+  /**
+   * A wrong password for a known account, in the audit log of each of its organizations (never
+   * the password); the failure that reaches the limit also records the lockout. Bounded by the
+   * throttle: at most ACCOUNT_FAILURE_LIMIT entries per account and window. Unknown addresses
+   * belong to no organization and are not recorded.
+   */
+  private async auditFailedSignIn(userId: string, attempt: number, clientAddress: string | null): Promise<void> {
+    const minutes = THROTTLE_WINDOW_MS / MINUTE;
+    const entry = { actor: { type: 'system' as const }, target: { type: 'user', id: userId }, clientAddress };
+    await this.auditEveryOrganization(userId, { ...entry, action: 'session.sign_in_failed', summary: `failed password sign-in (attempt ${attempt} of ${ACCOUNT_FAILURE_LIMIT} in ${minutes} minutes)` });
+    if (attempt === ACCOUNT_FAILURE_LIMIT) {
+      await this.auditEveryOrganization(userId, { ...entry, action: 'account.locked', summary: `password sign-in locked for ${minutes} minutes after ${ACCOUNT_FAILURE_LIMIT} failed attempts` });
+    }
   }
 
   private async checkThrottle(key: string, limit: number, now: Date): Promise<void> {
@@ -539,8 +600,17 @@ export class AccountService {
     return signedIn;
   }
 
-  /** Options of a passwordless sign-in: the same for every caller (no e-mail address asked, nothing to enumerate). */
-  passkeySignInOptions(): Promise<AuthenticationOptions> {
+  /**
+   * Options of a passwordless sign-in: the same for every caller (no e-mail address asked, nothing
+   * to enumerate). Unauthenticated and storing a challenge each, so budgeted per client address
+   * and in all (issue 37, item 14); the address's budget is taken first, so one address spends
+   * at most its own share of the global one.
+   */
+  async passkeySignInOptions(clientAddress: string | null): Promise<AuthenticationOptions> {
+    const now = this.clock.now();
+    const what = 'passkey sign-in requests';
+    await this.reserveAttempt(`passkey_options:address:${clientAddress ?? 'unknown'}`, PASSKEY_OPTIONS_ADDRESS_LIMIT, now, what);
+    await this.reserveAttempt('passkey_options:all', PASSKEY_OPTIONS_GLOBAL_LIMIT, now, what);
     return this.passkeys.signInOptions();
   }
 
@@ -672,20 +742,57 @@ export class AccountService {
     const changed = await this.repo.changeMembership(auth.orgId, userId, role, this.clock.now());
     if (changed === undefined || changed === 'removed') throw notFound('Member');
     if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
-    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.role_change', target: { type: 'user', id: userId }, summary: `role ${current.role} → ${role}`, clientAddress });
+    // Their API keys are limited to the new role from the next request (read with the key).
+    this.orgs.forgetCachedKeys();
+    const revoked = current.role === role ? undefined : await this.revokeBeyondRole(auth.orgId, userId, role);
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.role_change', target: { type: 'user', id: userId }, summary: `role ${current.role} → ${role}${revoked ? describeRevoked(revoked) : ''}`, clientAddress });
     return (await this.repo.listMembers(auth.orgId)).find((m) => m.userId === userId)!;
   }
 
-  /** Removes a member; their sessions in this organization are revoked at once. */
-  async removeMember(auth: { orgId: string; role: Role; actor: Actor }, userId: string, clientAddress: string | null): Promise<void> {
+  /**
+   * A demoted member keeps nothing their new role could not make: pending invites of roles it
+   * cannot grant (issue 37, item 8), telemetry keys and agents' keys whose permission it lacks.
+   */
+  private async revokeBeyondRole(orgId: string, userId: string, role: Role): Promise<RevokedWithMember> {
+    const createdBy = `user:${userId}`;
+    const revoked: RevokedWithMember = { sessions: 0, apiKeys: [], telemetryKeys: [], agents: [], invites: [] };
+    for (const c of this.credentials) {
+      if (c.permission && !ROLE_PERMISSIONS[role].includes(c.permission)) revoked[c.kind] = await c.revokeCreatedBy(orgId, createdBy);
+    }
+    const ungrantable = ROLES.filter((r) => !mayGrant(role, r));
+    if (ungrantable.length > 0) revoked.invites = await this.repo.revokePendingInvitesBy(orgId, createdBy, this.clock.now(), ungrantable);
+    return revoked;
+  }
+
+  /**
+   * Removes a member; what they held in this organization goes with them at once: their sessions,
+   * the API keys, telemetry keys and agents' keys they made in the console, and their pending
+   * invites. The answer lists it.
+   */
+  async removeMember(auth: { orgId: string; role: Role; actor: Actor }, userId: string, clientAddress: string | null): Promise<{ userId: string; role: Role; revoked: RevokedWithMember }> {
     const current = await this.repo.findMembership(auth.orgId, userId);
     if (!current) throw notFound('Member');
     if (!mayGrant(auth.role, current.role)) throw forbidden(`The role "${auth.role}" cannot remove a member with the role "${current.role}"`);
-    const changed = await this.repo.changeMembership(auth.orgId, userId, null, this.clock.now());
+    const now = this.clock.now();
+    const changed = await this.repo.changeMembership(auth.orgId, userId, null, now);
     if (changed === undefined) throw notFound('Member');
     if (changed === 'last_owner') throw conflict('The organization must keep at least one owner');
-    const revoked = await this.repo.revokeSessionsOfUser(userId, this.clock.now(), auth.orgId);
-    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.remove', target: { type: 'user', id: userId }, summary: `removed (${current.role}); ${revoked} session(s) revoked`, clientAddress });
+    const createdBy = `user:${userId}`;
+    const revoked: RevokedWithMember = { sessions: await this.repo.revokeSessionsOfUser(userId, now, auth.orgId), apiKeys: [], telemetryKeys: [], agents: [], invites: [] };
+    for (const c of this.credentials) revoked[c.kind] = await c.revokeCreatedBy(auth.orgId, createdBy);
+    revoked.invites = await this.repo.revokePendingInvitesBy(auth.orgId, createdBy, now);
+    await this.audit.record({ orgId: auth.orgId, actor: auth.actor, action: 'member.remove', target: { type: 'user', id: userId }, summary: `removed (${current.role}); ${revoked.sessions} session(s) revoked${describeRevoked(revoked)}`, clientAddress });
+    return { userId, role: current.role, revoked };
   }
 }
 
+/** The audit summary's tail: what was revoked with a member, by id (names are the member's words, ids are enough). */
+function describeRevoked(r: RevokedWithMember): string {
+  const parts = [
+    r.apiKeys.length > 0 ? `API keys ${r.apiKeys.map((k) => k.id).join(', ')}` : '',
+    r.telemetryKeys.length > 0 ? `telemetry keys ${r.telemetryKeys.map((k) => k.id).join(', ')}` : '',
+    r.agents.length > 0 ? `agents ${r.agents.map((a) => a.id).join(', ')}` : '',
+    r.invites.length > 0 ? `invites ${r.invites.map((l) => l.id).join(', ')}` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? `; revoked ${parts.join('; ')}` : '';
+}

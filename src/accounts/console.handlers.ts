@@ -166,7 +166,7 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
     },
     createPasskeySignInOptions: async ({ req }) => {
       checkOrigin(req, where);
-      const options = await accounts.passkeySignInOptions();
+      const options = await accounts.passkeySignInOptions(clientAddress(req));
       return { status: 200, headers: { 'Cache-Control': 'no-store' }, body: { success: true, message: 'OK', data: { challengeId: options.challengeId, publicKey: presentRequestOptions(options.publicKey) } } };
     },
     signInWithPasskey: async ({ body, req }) => {
@@ -248,8 +248,17 @@ export function createConsoleHandlers(deps: { accounts: AccountService; orgs: Or
       body: { success: true, message: 'Role changed', data: presentMember(await accounts.changeRole(auth, params.id, body.role, clientAddress(req))) },
     }),
     removeMember: async ({ auth, params, req }) => {
-      await accounts.removeMember(auth, params.id, clientAddress(req));
-      return { status: 204, body: undefined };
+      const removed = await accounts.removeMember(auth, params.id, clientAddress(req));
+      const now = clock.now();
+      const { sessions, apiKeys, telemetryKeys, agents, invites } = removed.revoked;
+      return {
+        status: 200,
+        body: {
+          success: true,
+          message: 'Member removed',
+          data: { userId: removed.userId, role: removed.role, revoked: { sessions, apiKeys, telemetryKeys, agents, invites: invites.map((l) => presentInvite(l, now)) } },
+        },
+      };
     },
     listInvites: async ({ auth }) => {
       const now = clock.now();

@@ -213,11 +213,12 @@ export class KnexPasskeyRepository implements PasskeyRepository {
   }
 
   async consumeChallenge(idHash: string, purpose: ChallengePurpose, now: Date): Promise<Challenge | undefined> {
+    // Deleted as it is spent (one DELETE wins): a used challenge is never kept.
     const [row] = await this.db<ChallengeRow>('webauthn_challenges')
       .where({ id_hash: idHash, purpose })
       .whereNull('used_at')
       .where('expires_at', '>', now)
-      .update({ used_at: now })
+      .delete()
       .returning('*');
     return row ? toChallenge(row as ChallengeRow) : undefined;
   }

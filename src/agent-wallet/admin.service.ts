@@ -112,6 +112,7 @@ export class AgentWalletAdminService {
   async createAgent(
     orgId: string,
     input: { name: string; publicKey?: string; walletId?: string },
+    keyCreatedBy?: string,
   ): Promise<{ agent: Agent; agentWalletKey: string | null }> {
     await this.requireOrg(orgId);
     if (input.walletId !== undefined) await this.requireWalletOf(orgId, input.walletId);
@@ -126,7 +127,7 @@ export class AgentWalletAdminService {
       createdAt: this.clock.now(),
       revokedAt: null,
     };
-    if ((await this.repo.insertAgent(agent)) === 'duplicate_key') throw conflict('This public key is already registered');
+    if ((await this.repo.insertAgent(agent, keyCreatedBy ?? null)) === 'duplicate_key') throw conflict('This public key is already registered');
     return {
       agent,
       agentWalletKey: key.privateKey === null ? null : encodeAgentWalletKey({ privateKey: key.privateKey, walletId: agent.walletId }),
@@ -152,11 +153,19 @@ export class AgentWalletAdminService {
     return this.requireAgent(agentId);
   }
 
-  async rotateKey(agentId: string, input: { publicKey?: string }, orgId?: string): Promise<{ agent: Agent; agentWalletKey: string | null }> {
+  /**
+   * Revokes the organization's agents whose current key a member made (`user:USR_…`, in the
+   * console): when the member leaves or loses agents:manage. The operator's keys belong to no member.
+   */
+  revokeAgentsKeyedBy(orgId: string, createdBy: string): Promise<Array<{ id: string; name: string }>> {
+    return this.repo.revokeAgentsKeyedBy(orgId, createdBy, this.clock.now());
+  }
+
+  async rotateKey(agentId: string, input: { publicKey?: string }, orgId?: string, keyCreatedBy?: string): Promise<{ agent: Agent; agentWalletKey: string | null }> {
     const agent = await this.requireAgent(agentId, orgId);
     if (agent.revokedAt) throw conflict('The agent is revoked');
     const key = this.newAgentKey(input.publicKey);
-    if ((await this.repo.replaceKey(agent.keyQuorumId, key.publicKey, this.clock.now())) === 'duplicate_key') {
+    if ((await this.repo.replaceKey(agent.keyQuorumId, key.publicKey, this.clock.now(), keyCreatedBy ?? null)) === 'duplicate_key') {
       throw conflict('This public key is already registered');
     }
     return {

@@ -119,13 +119,16 @@ export interface AgentWalletRepository {
   listWallets(orgId: string): Promise<Wallet[]>;
   findWallet(id: string): Promise<Wallet | undefined>;
 
-  insertAgent(agent: Agent): Promise<InsertAgentResult>;
+  /** `keyCreatedBy`: `user:USR_…` when a member made the key in the console (it dies with their membership). */
+  insertAgent(agent: Agent, keyCreatedBy?: string | null): Promise<InsertAgentResult>;
   findAgent(id: string): Promise<Agent | undefined>;
   listAgents(orgId: string): Promise<Agent[]>;
   setAgentWallet(id: string, walletId: string | null): Promise<void>;
   revokeAgent(id: string, now: Date): Promise<void>;
   /** Retires the quorum's current key(s) and registers `publicKey` in their place. */
-  replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult>;
+  replaceKey(keyQuorumId: string, publicKey: string, now: Date, keyCreatedBy?: string | null): Promise<InsertAgentResult>;
+  /** Revokes the organization's live agents whose current key `createdBy` made; those agents. */
+  revokeAgentsKeyedBy(orgId: string, createdBy: string, now: Date): Promise<Array<{ id: string; name: string }>>;
   /**
    * One statement on the request path: the agent whose quorum holds `publicKey` as a current key
    * (with the quorum's current keys) and, only if that agent is not revoked, `replay` remembered
@@ -420,7 +423,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
       .select<AgentRow[]>('a.id', 'a.org_id', 'a.name', 'a.wallet_id', 'a.created_at', 'a.revoked_at', 'q.id as key_quorum_id', 'k.public_key');
   }
 
-  async insertAgent(agent: Agent): Promise<InsertAgentResult> {
+  async insertAgent(agent: Agent, keyCreatedBy: string | null = null): Promise<InsertAgentResult> {
     try {
       await this.db.transaction(async (trx) => {
         await trx('agents').insert({
@@ -443,6 +446,7 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
           key_quorum_id: agent.keyQuorumId,
           created_at: agent.createdAt,
           removed_at: null,
+          created_by: keyCreatedBy,
         });
       });
       return 'ok';
@@ -473,11 +477,23 @@ export class KnexAgentWalletRepository implements AgentWalletRepository {
     await this.db('agents').where({ id }).whereNull('revoked_at').update({ revoked_at: now });
   }
 
-  async replaceKey(keyQuorumId: string, publicKey: string, now: Date): Promise<InsertAgentResult> {
+  async revokeAgentsKeyedBy(orgId: string, createdBy: string, now: Date): Promise<Array<{ id: string; name: string }>> {
+    const rows = await this.db('agents')
+      .where({ org_id: orgId })
+      .whereNull('revoked_at')
+      .whereIn('id', (q) =>
+        q.select('q.agent_id').from('agent_key_quorums as q').join('agent_public_keys as k', 'k.key_quorum_id', 'q.id').whereNull('k.removed_at').where('k.created_by', createdBy),
+      )
+      .update({ revoked_at: now })
+      .returning(['id', 'name']);
+    return (rows as Array<{ id: string; name: string }>).map((r) => ({ id: r.id, name: r.name }));
+  }
+
+  async replaceKey(keyQuorumId: string, publicKey: string, now: Date, keyCreatedBy: string | null = null): Promise<InsertAgentResult> {
     try {
       await this.db.transaction(async (trx) => {
         await trx('agent_public_keys').where({ key_quorum_id: keyQuorumId }).whereNull('removed_at').update({ removed_at: now });
-        await trx('agent_public_keys').insert({ public_key: publicKey, key_quorum_id: keyQuorumId, created_at: now, removed_at: null });
+        await trx('agent_public_keys').insert({ public_key: publicKey, key_quorum_id: keyQuorumId, created_at: now, removed_at: null, created_by: keyCreatedBy });
       });
       return 'ok';
     } catch (err) {

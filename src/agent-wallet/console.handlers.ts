@@ -53,7 +53,8 @@ export function createAgentWalletConsoleHandlers(service: AgentWalletAdminServic
     }),
     listConsoleAgents: async ({ auth }) => ({ status: 200, body: { success: true, message: 'OK', data: (await service.listAgents(auth.orgId)).map(presentAgent) } }),
     createConsoleAgent: async ({ auth, body }) => {
-      const { agent, agentWalletKey } = await service.createAgent(auth.orgId, body);
+      // The member's key: the agent is revoked when they leave or lose agents:manage (src/accounts, removeMember).
+      const { agent, agentWalletKey } = await service.createAgent(auth.orgId, body, `user:${auth.actor.id}`);
       return {
         status: 201,
         headers: NO_STORE,
@@ -73,7 +74,7 @@ export function createAgentWalletConsoleHandlers(service: AgentWalletAdminServic
       body: { success: true, message: 'Agent revoked', data: presentAgent(await service.revokeAgent(params.id, auth.orgId)) },
     }),
     rotateConsoleAgentKey: async ({ auth, params, body }) => {
-      const { agent, agentWalletKey } = await service.rotateKey(params.id, body ?? {}, auth.orgId);
+      const { agent, agentWalletKey } = await service.rotateKey(params.id, body ?? {}, auth.orgId, `user:${auth.actor.id}`);
       return {
         status: 200,
         headers: NO_STORE,

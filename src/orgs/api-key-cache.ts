@@ -2,8 +2,9 @@
  * Merchant API keys as authentication last read them, by key hash, for API_KEY_CACHE_TTL_MS.
  * Every merchant request authenticates, and the key lookup was a database round trip of its own
  * on each (a third of a read's server CPU, docs/benchmarks.md). The bound on staleness:
- * - in the process that revokes a key or changes an organization (the admin API, the admin CLI
- *   through it), the cache is emptied at once, so the change applies to the next request;
+ * - in the process that revokes a key, changes an organization (the admin API, the admin CLI
+ *   through it) or changes or removes a member (a member's key is limited by their role, read
+ *   with the key), the cache is emptied at once, so the change applies to the next request;
  * - in every other process, a revoked key or a changed organization flag (frozen, card
  *   verification) takes effect within API_KEY_CACHE_TTL_MS of the change, by the injectable clock.
  * An entry is dated from before its read, and a read that overlapped an invalidation is not kept,

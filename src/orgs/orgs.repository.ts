@@ -58,6 +58,8 @@ export interface ApiKeyWithHash extends ApiKey {
 /** A key as authentication reads it: with its organization, so a request needs one lookup for both. */
 export interface ApiKeyWithOrganization extends ApiKeyWithHash {
   organization: Organization;
+  /** For a member's key (`createdBy` `user:…`): the member's current role in the key's organization; null once they are no longer a member. */
+  creatorRole: string | null;
 }
 
 export type OrganizationPatch = Partial<Pick<Organization, 'name' | 'displayName' | 'frozen' | 'cardVerified' | 'cardAccountEnabled' | 'timeZone'>> & { branding?: Partial<Branding> };
@@ -78,6 +80,8 @@ export interface OrgRepository {
   insertApiKey(key: ApiKeyWithHash): Promise<void>;
   findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined>;
   listApiKeys(orgId: string): Promise<ApiKey[]>;
+  /** Revokes the organization's live keys made by `createdBy` (`user:…`); the keys revoked. */
+  revokeApiKeysCreatedBy(orgId: string, createdBy: string, now: Date): Promise<ApiKey[]>;
   revokeApiKey(id: string, now: Date, orgId?: string): Promise<ApiKey | undefined>;
   touchApiKey(id: string, now: Date): Promise<void>;
 }
@@ -116,8 +120,13 @@ interface ApiKeyRow {
 }
 
 /** Run directly and prepared (runStatement): its columns are listed, so a column added by a migration cannot change its result type. */
-const API_KEY_BY_HASH_SQL = `SELECT k.id, k.org_id, k.name, k.key_hash, k.prefix, k.permissions, k.created_at, k.revoked_at, row_to_json(o.*) AS org
+/**
+ * A member's key is read with the member's current role (memberships, the accounts domain's
+ * table): the key never exceeds it, and dies with the membership (issue 37, item 7).
+ */
+const API_KEY_BY_HASH_SQL = `SELECT k.id, k.org_id, k.name, k.key_hash, k.prefix, k.permissions, k.created_at, k.revoked_at, k.created_by, m.role AS creator_role, row_to_json(o.*) AS org
     FROM api_keys k JOIN organizations o ON o.id = k.org_id
+    LEFT JOIN memberships m ON k.created_by LIKE 'user:%' AND m.org_id = k.org_id AND m.user_id = substr(k.created_by, 6)
    WHERE k.key_hash = $1
    LIMIT 1`;
 
@@ -266,13 +275,18 @@ export class KnexOrgRepository implements OrgRepository {
   async findApiKeyByHash(keyHash: string): Promise<ApiKeyWithOrganization | undefined> {
     // Every authenticated merchant request runs this: the organization's flags come in the same
     // round trip, so the checkout rules need no second read.
-    const [row] = await runStatement<ApiKeyRow & { org: OrganizationRow }>(this.db, API_KEY_BY_HASH_SQL, [keyHash]);
-    return row ? { ...toApiKey(row), organization: toOrganization(row.org) } : undefined;
+    const [row] = await runStatement<ApiKeyRow & { org: OrganizationRow; creator_role: string | null }>(this.db, API_KEY_BY_HASH_SQL, [keyHash]);
+    return row ? { ...toApiKey(row), organization: toOrganization(row.org), creatorRole: row.creator_role ?? null } : undefined;
   }
 
   async listApiKeys(orgId: string): Promise<ApiKey[]> {
     const rows = await this.db<ApiKeyRow>('api_keys').where({ org_id: orgId }).orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
     return rows.map((row) => withoutHash(toApiKey(row)));
+  }
+
+  async revokeApiKeysCreatedBy(orgId: string, createdBy: string, now: Date): Promise<ApiKey[]> {
+    const rows = await this.db<ApiKeyRow>('api_keys').where({ org_id: orgId, created_by: createdBy }).whereNull('revoked_at').update({ revoked_at: now }).returning('*');
+    return (rows as ApiKeyRow[]).map((row) => withoutHash(toApiKey(row)));
   }
 
   async revokeApiKey(id: string, now: Date, orgId?: string): Promise<ApiKey | undefined> {

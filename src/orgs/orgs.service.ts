@@ -36,8 +36,12 @@ export interface ConnectedAccountCheck {
   verify(accountId: string): Promise<void>;
 }
 
+/** The API-key permissions a member's role allows now (src/accounts/roles.ts keyPermissionsOf); undefined for no role. */
+export type MemberKeyLimit = (role: string) => readonly string[] | undefined;
+
 export class OrgService {
   private readonly keys: ApiKeyCache;
+  private memberKeyLimit: MemberKeyLimit = () => undefined;
 
   constructor(
     private readonly repo: OrgRepository,
@@ -211,6 +215,27 @@ export class OrgService {
     return { ...apiKey, key };
   }
 
+  /**
+   * The accounts module says what a member's role allows (it is created after this service and
+   * owns the roles): a member's key is limited to it at every request.
+   */
+  limitMemberKeys(limit: MemberKeyLimit): void {
+    this.memberKeyLimit = limit;
+    this.keys.clear();
+  }
+
+  /** After a member's role changed in this process: their keys' next request reads the new role. */
+  forgetCachedKeys(): void {
+    this.keys.clear();
+  }
+
+  /** Revokes the organization's live keys a member made (`user:USR_…`): when they are removed. */
+  async revokeApiKeysCreatedBy(orgId: string, createdBy: string): Promise<ApiKey[]> {
+    const revoked = await this.repo.revokeApiKeysCreatedBy(orgId, createdBy, this.clock.now());
+    this.keys.clear();
+    return revoked;
+  }
+
   async listApiKeys(orgId: string): Promise<ApiKey[]> {
     await this.getOrganization(orgId);
     return this.repo.listApiKeys(orgId);
@@ -238,11 +263,21 @@ export class OrgService {
     // tell an attacker only about hashes of keys they chose, never a stored key (SHA-256 has no
     // known preimage attack), which is why the lookup by hash needs no constant-time compare.
     if (!key || key.revokedAt) throw unauthorized();
-    if (requiredPermission && !key.permissions.includes(requiredPermission)) {
+    let permissions = key.permissions;
+    if (key.createdBy?.startsWith('user:')) {
+      // A member's key: at most what the member's role allows now; nothing once they left.
+      const allowed = key.creatorRole === null ? undefined : this.memberKeyLimit(key.creatorRole);
+      if (!allowed) throw unauthorized();
+      permissions = permissions.filter((p) => allowed.includes(p));
+      if (requiredPermission && key.permissions.includes(requiredPermission) && !permissions.includes(requiredPermission)) {
+        throw forbidden(`This API key lacks the permission "${requiredPermission}": the role of the member who made it no longer grants it`);
+      }
+    }
+    if (requiredPermission && !permissions.includes(requiredPermission)) {
       throw forbidden(`This API key lacks the permission "${requiredPermission}"`);
     }
     this.noteUse(key.id);
-    return { orgId: key.orgId, apiKeyId: key.id, actor: { type: 'api_key', id: key.id }, permissions: key.permissions, organization: key.organization };
+    return { orgId: key.orgId, apiKeyId: key.id, actor: { type: 'api_key', id: key.id }, permissions, organization: key.organization };
   }
 
   /**

@@ -62,7 +62,8 @@ export function createTelemetryConsoleHandlers(deps: { projects: ProjectService;
       body: { success: true, message: 'OK', data: (await keys.list(auth.orgId, query.project_id)).map(presentKey) },
     }),
     createConsoleTelemetryKey: async ({ auth, body }) => {
-      const created = await keys.create(auth.orgId, body);
+      // The member's key: revoked when they leave or lose telemetry:manage (src/accounts, removeMember).
+      const created = await keys.create(auth.orgId, { ...body, createdBy: `user:${auth.actor.id}` });
       return {
         status: 201,
         headers: { 'Cache-Control': 'no-store' },

@@ -45,7 +45,7 @@ export class TelemetryKeyService {
   ) {}
 
   /** Issues `tk_` + base64url(32 random bytes). Only its SHA-256 is stored; the key is returned once. */
-  async create(orgId: string, input: { projectId: string; name?: string }): Promise<TelemetryKey & { key: string }> {
+  async create(orgId: string, input: { projectId: string; name?: string; createdBy?: string }): Promise<TelemetryKey & { key: string }> {
     const project = await this.repo.findProject(orgId, input.projectId);
     if (!project) throw notFound('Project');
     const key = `tk_${randomBytes(32).toString('base64url')}`;
@@ -58,6 +58,7 @@ export class TelemetryKeyService {
       createdAt: this.clock.now(),
       revokedAt: null,
       lastUsedAt: null,
+      createdBy: input.createdBy ?? null,
     };
     await this.repo.insertKey({ ...record, keyHash: sha256Hex(key) });
     return { ...record, key };
@@ -72,6 +73,11 @@ export class TelemetryKeyService {
     const key = await this.repo.revokeKey(id, this.clock.now(), orgId);
     if (!key) throw notFound('Telemetry API key');
     return key;
+  }
+
+  /** Revokes the keys a member made in the console: when they leave the organization or lose telemetry:manage. */
+  revokeCreatedBy(orgId: string, createdBy: string): Promise<TelemetryKey[]> {
+    return this.repo.revokeKeysCreatedBy(orgId, createdBy, this.clock.now());
   }
 
   /**

@@ -26,6 +26,8 @@ export interface TelemetryKey {
   revokedAt: Date | null;
   /** The start of the last rate-limit window (a minute by default) in which the key was used. */
   lastUsedAt: Date | null;
+  /** `user:USR_…` for a key a member made in the console (revoked when they leave); null for the operator's. */
+  createdBy?: string | null;
 }
 
 export interface TelemetryKeyWithHash extends TelemetryKey {
@@ -70,6 +72,8 @@ export interface ProjectRepository {
   listKeys(orgId: string, projectId?: string): Promise<TelemetryKey[]>;
   /** Revokes the key (with `orgId`: only that organization's); undefined when there is no such key. */
   revokeKey(id: string, now: Date, orgId?: string): Promise<TelemetryKey | undefined>;
+  /** Revokes the organization's live keys made by `createdBy` (`user:…`); the keys revoked. */
+  revokeKeysCreatedBy(orgId: string, createdBy: string, now: Date): Promise<TelemetryKey[]>;
   deleteRateWindowsBefore(before: Date): Promise<number>;
 }
 
@@ -96,6 +100,7 @@ interface KeyRow {
   created_at: Date;
   revoked_at: Date | null;
   last_used_at?: Date | null;
+  created_by?: string | null;
 }
 
 const toProject = (row: ProjectRow): Project => ({
@@ -121,6 +126,7 @@ const toKey = (row: KeyRow): TelemetryKeyWithHash => ({
   createdAt: new Date(row.created_at),
   revokedAt: row.revoked_at ? new Date(row.revoked_at) : null,
   lastUsedAt: row.last_used_at ? new Date(row.last_used_at) : null,
+  createdBy: row.created_by ?? null,
 });
 
 const withoutHash = ({ keyHash: _hash, ...key }: TelemetryKeyWithHash): TelemetryKey => key;
@@ -222,7 +228,13 @@ export class KnexProjectRepository implements ProjectRepository {
       prefix: key.prefix,
       created_at: key.createdAt,
       revoked_at: key.revokedAt,
+      created_by: key.createdBy ?? null,
     });
+  }
+
+  async revokeKeysCreatedBy(orgId: string, createdBy: string, now: Date): Promise<TelemetryKey[]> {
+    const rows = await this.db<KeyRow>('telemetry_api_keys').where({ org_id: orgId, created_by: createdBy }).whereNull('revoked_at').update({ revoked_at: now }).returning('*');
+    return (rows as KeyRow[]).map((row) => withoutHash(toKey(row)));
   }
 
   async authenticate(keyHash: string, windowStart: Date) {

@@ -46,6 +46,7 @@ import * as m0201 from './0201_org_time_zone.js';
 import * as m0210 from './0210_telemetry_sessions.js';
 import * as m0211 from './0211_telemetry_group_changes.js';
 import * as m0220 from './0220_session_strength.js';
+import * as m0225 from './0225_member_credentials.js';
 import * as m0230 from './0230_portal_session_scope.js';
 import * as m0240 from './0240_order_lines.js';
 import * as m0250 from './0250_usage_billing.js';
@@ -104,6 +105,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0210_telemetry_sessions': m0210,
   '0211_telemetry_group_changes': m0211,
   '0220_session_strength': m0220,
+  '0225_member_credentials': m0225,
   '0230_portal_session_scope': m0230,
   '0240_order_lines': m0240,
   '0250_usage_billing': m0250,

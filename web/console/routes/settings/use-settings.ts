@@ -12,7 +12,7 @@ export const useInvites = () => useApi(() => consoleApi.GET('/v1/console/invites
 export const useAuditLog = (page: number) => useApi(() => consoleApi.GET('/v1/console/audit-log', { params: { query: { page, size: 50 } } }).then((r) => ({ ...r, data: r.data?.data })), [page]);
 
 export const changeRole = (id: string, role: Role) => consoleApi.PATCH('/v1/console/members/{id}', { params: { path: { id } }, body: { role } }).then((r) => ({ ...r, data: r.data?.data }));
-export const removeMember = (id: string) => consoleApi.DELETE('/v1/console/members/{id}', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data ?? {} }));
+export const removeMember = (id: string) => consoleApi.DELETE('/v1/console/members/{id}', { params: { path: { id } } });
 export const createInvite = (email: string, role: Role) => consoleApi.POST('/v1/console/invites', { body: { email, role } }).then((r) => ({ ...r, data: r.data?.data }));
 export const revokeInvite = (id: string) => consoleApi.POST('/v1/console/invites/{id}/revoke', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
 export const signOutEverywhere = () => consoleApi.POST('/v1/console/sign-out-everywhere').then((r) => ({ ...r, data: r.data ?? {} }));

@@ -16,6 +16,7 @@ export function MembersSection() {
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<Role>('viewer');
   const [link, setLink] = useState<{ email: string; inviteId: string; emailed: boolean } | undefined>();
+  const [removed, setRemoved] = useState<string | undefined>();
   const invite = useAction(createInvite);
   const roleChange = useAction(changeRole);
   return (
@@ -23,6 +24,11 @@ export function MembersSection() {
       <section aria-labelledby="members-title">
         <h2 id="members-title">Members</h2>
         <ErrorNotice message={members.error ?? roleChange.error} retry={members.reload} />
+        {removed && (
+          <p role="status" class="card">
+            {removed}
+          </p>
+        )}
         {!members.data && !members.error && <Loading />}
         {members.data && (
           <div class="table-wrap">
@@ -80,10 +86,15 @@ export function MembersSection() {
                           onConfirm={async () => {
                             const answer = await removeMember(m.userId);
                             if (answer.error) return errorMessage(answer.error, answer.response);
+                            setRemoved(removalSummary(m.email, answer.data?.data.revoked));
                             members.reload();
+                            invites.reload();
                           }}
                         >
-                          <p>Their sessions in this organization end at once.</p>
+                          <p>
+                            Their sessions in this organization end at once. What they made here goes with them: the API keys, telemetry keys and
+                            agents' keys they created, and their pending invites. Keys made by the operator stay.
+                          </p>
                         </ConfirmButton>
                       )}
                     </td>
@@ -194,4 +205,22 @@ export function MembersSection() {
       </section>
     </>
   );
+}
+
+type Revoked = { sessions: number; apiKeys: Array<{ name: string }>; telemetryKeys: Array<{ name: string }>; agents: Array<{ name: string }>; invites: Array<{ email: string }> };
+
+/** "Removed ada@…; revoked 2 API keys (deploy, ci), 1 pending invite (bob@…)." from the removal's answer. */
+export function removalSummary(email: string, revoked: Revoked | undefined): string {
+  if (!revoked) return `Removed ${email}.`;
+  const count = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+  const named = (list: Array<{ name?: string; email?: string }>, one: string, many: string) =>
+    list.length === 0 ? '' : `${count(list.length, one, many)} (${list.map((x) => x.name ?? x.email).join(', ')})`;
+  const parts = [
+    named(revoked.apiKeys, 'API key', 'API keys'),
+    named(revoked.telemetryKeys, 'telemetry key', 'telemetry keys'),
+    named(revoked.agents, 'agent', 'agents'),
+    named(revoked.invites, 'pending invite', 'pending invites'),
+  ].filter(Boolean);
+  const sessions = count(revoked.sessions, 'session', 'sessions');
+  return parts.length === 0 ? `Removed ${email}; ${sessions} ended, nothing else to revoke.` : `Removed ${email}; ${sessions} ended; revoked ${parts.join(', ')}.`;
 }
