@@ -23,7 +23,7 @@ export interface EmailContext {
   brand?: Brand;
   order?: Order;
   subscription?: Subscription;
-  /** refund_issued: this refund. */
+  /** refund_issued, refund_failed: this refund. */
   refundCents?: number | null;
   portalUrl: string;
 }
@@ -123,6 +123,18 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         ],
         facts: o ? [...orderFacts.slice(0, 2), ['Refunded', formatMoney(c.refundCents ?? o.amountRefundedCents, o.currency)], ['Order', o.id]] : [],
       };
+    case 'refund_failed': {
+      const amount = o && c.refundCents ? formatMoney(c.refundCents, o.currency) : 'your refund';
+      return {
+        subject: `${product}: your refund of ${amount} did not go through`,
+        heading: 'Your refund did not go through',
+        paragraphs: [
+          `The refund of ${amount} for ${product} that ${c.merchant} sent did not reach your card or account: your bank or the payment processor returned it.`,
+          `What to do: contact ${c.merchant} so they can refund you another way. Your account shows the order as it stands now.`,
+        ],
+        facts: o ? [...orderFacts.slice(0, 2), ['Refund failed', amount], ['Order', o.id]] : [],
+      };
+    }
   }
 }
 

@@ -33,8 +33,10 @@ export function paymentMethodSummary(order: Order): string {
   return last4 ? `Card ending in ${last4}` : 'Card';
 }
 
-const orderStatusText = (o: Order) =>
-  o.status === 'REFUNDED' ? 'Refunded' : o.amountRefundedCents > 0 ? `Paid, ${formatMoney(o.amountRefundedCents, o.currency)} refunded` : o.status === 'UNDERPAID' ? 'Underpaid' : 'Paid';
+const orderStatusText = (o: Order, failedRefundCents = 0) =>
+  (o.status === 'REFUNDED' ? 'Refunded' : o.amountRefundedCents > 0 ? `Paid, ${formatMoney(o.amountRefundedCents, o.currency)} refunded` : o.status === 'UNDERPAID' ? 'Underpaid' : 'Paid') +
+  // A refund the buyer was told about that failed later (issue 37 §28).
+  (failedRefundCents > 0 ? `; a refund of ${formatMoney(failedRefundCents, o.currency)} did not go through` : '');
 
 const hidden = (csrf: string) => `<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">`;
 
@@ -50,9 +52,9 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
 <div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
 }
 
-function orderItem(o: Order): string {
+function orderItem(o: Order, failedRefundCents?: number): string {
   return `<li class="item" data-testid="order"><h3>${escapeHtml(o.productName ?? 'Purchase')}</h3>
-<div class="muted">${escapeHtml(DATE.format(o.createdAt))} · ${escapeHtml(formatMoney(o.amountCents, o.currency))} · ${escapeHtml(orderStatusText(o))}</div>
+<div class="muted">${escapeHtml(DATE.format(o.createdAt))} · ${escapeHtml(formatMoney(o.amountCents, o.currency))} · ${escapeHtml(orderStatusText(o, failedRefundCents))}</div>
 <a href="/portal/orders/${escapeHtml(o.id)}" data-testid="receipt-link">Receipt<span class="visually-hidden"> for ${escapeHtml(o.productName ?? 'this purchase')}, ${escapeHtml(DATE.format(o.createdAt))}</span></a></li>`;
 }
 
@@ -112,7 +114,8 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
     const csrf = portal.csrfToken(token);
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
-    const ords = orders.length ? `<ul class="items">${orders.map(orderItem).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
+    const failed = await portal.failedRefunds(session, orders);
+    const ords = orders.length ? `<ul class="items">${orders.map((o) => orderItem(o, failed.get(o.id))).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
     // A session opened from a checkout page for an address the buyer typed shows that purchase only (issue 37 §2).
     const scoped = session.scopeOrderId
       ? `<p class="note" data-testid="scope-note">This shows the purchase you just made.${
@@ -148,7 +151,10 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
       if (!found) return;
       const order = await portal.order(found.session, req.params.token);
       const merchant = merchantName(found.merchant) ?? 'the merchant';
-      const refunded = order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '';
+      const failedCents = (await portal.failedRefunds(found.session, [order])).get(order.id);
+      const refunded =
+        (order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '') +
+        (failedCents ? `<dt>Refund failed</dt><dd data-testid="refund-failed">${escapeHtml(formatMoney(failedCents, order.currency))} did not reach you; ask ${escapeHtml(merchant)} to refund you another way</dd>` : '');
       sendPage(res, {
         status: 200,
         html: layout(

@@ -236,6 +236,21 @@ export class PortalService {
     return order;
   }
 
+  /**
+   * Per order, the refunds that failed or were canceled after the buyer was told "your refund is on
+   * its way": the portal says so (issue 37 §28). Orders without any are absent.
+   */
+  async failedRefunds(session: PortalSession, orders: Order[]): Promise<Map<string, number>> {
+    const failed = new Map<string, number>();
+    await Promise.all(
+      orders.map(async (o) => {
+        const cents = (await this.uow.stores.refunds.listForOrder(session.orgId, o.id)).filter((r) => r.status === 'failed' || r.status === 'canceled').reduce((sum, r) => sum + r.amountCents, 0);
+        if (cents > 0) failed.set(o.id, cents);
+      }),
+    );
+    return failed;
+  }
+
   /** A subscription the session may see (404 otherwise) and, when `change`, may change (409 when a merchant's session may not). */
   private async ownSubscription(session: PortalSession, subscriptionId: string, change = false): Promise<void> {
     const scope = await this.scopeOf(session);

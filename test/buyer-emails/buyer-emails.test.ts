@@ -125,7 +125,7 @@ describe('what each change sends', () => {
     await manage('cancel'); // already scheduled: no change, no e-mail
     expect((await send()).map(subjectOf)).toEqual(['Pro plan: canceled', 'Pro plan: canceled']);
     // Ended here, so the later tests' renewal runs do not end it.
-    await ctx.services.subscriptions.cancel(subscriptionId, { atPeriodEnd: false });
+    await ctx.services.subscriptions.cancel(subscriptionId!, { atPeriodEnd: false });
     await send();
   });
 
