@@ -745,7 +745,10 @@ export interface paths {
          *     this customer and organization (not extended; the buyer asks for a new link afterwards).
          *     Kassa stores only a SHA-256 hash of the link's token and of the session's. `returnUrl` is
          *     shown in the portal as the way back to the merchant. The buyer can also reach the portal
-         *     without the merchant: from the paid checkout page (for an hour after paying), and, when the
+         *     without the merchant: from the paid checkout page (for an hour after paying; that session shows
+         *     the checkout's own order and its subscription only, unless the checkout session was created
+         *     with `customerId`: an address typed on a checkout page never opens an existing customer's
+         *     history), and, when the
          *     deployment sends e-mail (`SMTP_URL`), from `{base_url}/portal/o/{organizationId}`, which
          *     e-mails a 30-minute link to a customer's own address. Permission: `checkout:write` (the
          *     key that sends buyers to checkout sends them here too).

@@ -9,6 +9,7 @@ import type { Order, Subscription } from '../commerce/model.js';
 import type { BuyerEmailKind } from './buyer-email.repository.js';
 import type { Brand } from '../pages/page.js';
 import { contrastRatio } from '../kernel/colour.js';
+import { shownName } from '../kernel/names.js';
 
 /** Kassa's indigo, or the organization's accent where it keeps 4.5:1 on the white card. */
 const inkOf = (brand: Brand | undefined): string => {
@@ -45,7 +46,8 @@ function price(s: Subscription): string {
 function content(c: EmailContext): { subject: string; heading: string; paragraphs: string[]; facts: Array<[string, string]>; action?: { label: string; url: string } } {
   const o = c.order;
   const s = c.subscription;
-  const product = o?.productName ?? s?.productName ?? 'your purchase';
+  // A product named before control characters were refused stays on one line in the subject (issue 37 §27).
+  const product = shownName(o?.productName ?? s?.productName ?? 'your purchase');
   const orderFacts: Array<[string, string]> = o
     ? [
         ['Product', product],

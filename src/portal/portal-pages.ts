@@ -1,8 +1,8 @@
 /**
  * The customer portal's pages under `/portal` (see portal.service.ts for how a buyer gets in).
  * Same layout, headers, rate limits, input guard and cross-site check as the checkout pages;
- * every POST also carries the session's form token (`csrf`), and the session cookie is HttpOnly,
- * SameSite=Lax, Path=/portal (Secure on an https PUBLIC_BASE_URL).
+ * every POST also carries the session's form token (`csrf`), and the session cookie is
+ * `__Host-kassa_portal`: HttpOnly, SameSite=Lax, Secure, Path=/.
  */
 import type { Request, Response, Router } from 'express';
 import { formatMoney } from '../kernel/money.js';
@@ -14,7 +14,13 @@ import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscription
 import type { PortalSession } from './portal.repository.js';
 import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
 
-export const PORTAL_COOKIE = 'kassa_portal';
+/**
+ * `__Host-`: the browser keeps it only when Secure, Path=/ and without Domain, so no sibling
+ * subdomain or plain-http page can plant or overwrite it (issue 37 §15). Always Secure, as the
+ * console's cookie: browsers keep Secure cookies of http://localhost and 127.0.0.1 (secure contexts).
+ */
+export const PORTAL_COOKIE = '__Host-kassa_portal';
+const portalCookie = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: true, path: '/', maxAge: maxAgeMs });
 const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -61,22 +67,21 @@ function orderItem(o: Order, failedRefundCents?: number): string {
 const section = (title: string, id: string, body: string) => `<section aria-labelledby="${id}"><h2 id="${id}">${title}</h2>${body}</section>`;
 
 /** What the paid checkout page uses to open the portal (src/checkout/hosted-pages.ts). */
-export function checkoutPortalEntry(portal: PortalService, options: { secureCookie: boolean }) {
+export function checkoutPortalEntry(portal: PortalService) {
   return {
     isOpen: (order: Pick<Order, 'status' | 'createdAt'> | undefined) => portal.checkoutEntryOpen(order),
     /** Opens a portal session for the paid checkout's buyer (its cookie set on `res`); false once the window closed. */
     enter: async (res: Response, session: Parameters<PortalService['enterFromCheckout']>[0], order: Order | undefined): Promise<boolean> => {
       const entered = await portal.enterFromCheckout(session, order);
       if (!entered) return false;
-      res.cookie(PORTAL_COOKIE, entered.cookieToken, { httpOnly: true, sameSite: 'lax', secure: options.secureCookie, path: '/portal', maxAge: SESSION_TTL_MS });
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, portalCookie(SESSION_TTL_MS));
       return true;
     },
   };
 }
 
-export function registerPortalPages(router: Router, portal: PortalService, merchants: MerchantNames, logger: Logger, options: { secureCookie: boolean }): void {
+export function registerPortalPages(router: Router, portal: PortalService, merchants: MerchantNames, logger: Logger): void {
   const fail = pageFailure(logger, 'Cannot open your account');
-  const cookieAttributes = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: options.secureCookie, path: '/portal', maxAge: maxAgeMs });
 
   const signedOut = (merchant?: PageMerchant): Page => ({
     status: 401,
@@ -234,7 +239,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
       const found = await formSession(req, res);
       if (!found) return;
       await portal.signOut(found.token);
-      res.clearCookie(PORTAL_COOKIE, { path: '/portal' });
+      res.clearCookie(PORTAL_COOKIE, { httpOnly: true, sameSite: 'lax', secure: true, path: '/' });
       sendPage(res, { status: 200, html: layout('Signed out', `<h1>Signed out</h1><div class="ok" role="status" data-testid="status">You are signed out of your account.</div>`, { merchant: found.merchant }) });
     } catch (err) {
       fail(req, res, err);
@@ -278,7 +283,7 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
     try {
       const entered = await portal.enter(req.params.token);
       if (!entered) return sendPage(res, linkGone());
-      res.cookie(PORTAL_COOKIE, entered.cookieToken, cookieAttributes(SESSION_TTL_MS));
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, portalCookie(SESSION_TTL_MS));
       res.redirect(303, '/portal');
     } catch (err) {
       fail(req, res, err);

@@ -26,6 +26,9 @@ export const LINK_TTL_MS = 10 * 60_000;
 export const EMAIL_LINK_TTL_MS = 30 * 60_000;
 export const SESSION_TTL_MS = 60 * 60_000;
 export const CHECKOUT_ENTRY_MS = 60 * 60_000;
+/** Sign-in e-mails per recipient (customer) per SIGN_IN_EMAIL_WINDOW_MS: a bound on mail sent to one mailbox (issue 37 §15). */
+export const SIGN_IN_EMAILS_PER_WINDOW = 5;
+export const SIGN_IN_EMAIL_WINDOW_MS = 60 * 60_000;
 
 /** What the portal needs of the subscriptions domain. */
 export interface PortalSubscriptions {
@@ -141,6 +144,9 @@ export class PortalService {
     if (!mailer) throw conflict('This merchant cannot e-mail sign-in links; ask the merchant for a link to your account');
     const customer = await this.uow.stores.customers.findByEmail(orgId, email);
     if (!customer) return;
+    // Beyond the bound nothing is sent, and the requester gets the same answer (no oracle, no mail bomb).
+    const since = new Date(this.clock.now().getTime() - SIGN_IN_EMAIL_WINDOW_MS);
+    if ((await this.repo.countLinksSince(orgId, customer.id, 'email', since)) >= SIGN_IN_EMAILS_PER_WINDOW) return;
     const link = await this.newLink(customer, 'email', EMAIL_LINK_TTL_MS, {});
     // Not awaited: the page answers as fast for a customer as for an unknown address (the mailer never rejects).
     void mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });

@@ -44,7 +44,7 @@ describe('a refund that fails later', () => {
     const link = (await s.ctx.merchant.post('/v1/customer-portal-sessions').set('X-API-Key', s.ctx.orgA.apiKey).send({ customerId })).body.data.url as string;
     const http = supertest(s.ctx.apps.merchant);
     const entered = await http.post(new URL(link).pathname).type('form').send({});
-    const cookie = [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+    const cookie = [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!.split(';')[0]!;
     const home = await http.get('/portal').set('Cookie', cookie);
     expect(home.text).toContain('Paid; a refund of EUR 5.00 did not go through');
     const receipt = await http.get(`/portal/orders/${orderId}`).set('Cookie', cookie);

@@ -432,7 +432,7 @@ describe("the paid page's portal after Stripe Checkout (issue 37 §2)", () => {
     expect(returned.text).toContain(`action="${attacker.page}/portal"`);
     const opened = await ctx.merchant.post(`${attacker.page}/portal`).type('form').send({});
     expect(opened.status).toBe(303);
-    const cookie = [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+    const cookie = [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!.split(';')[0]!;
     const home = await ctx.merchant.get('/portal').set('Cookie', cookie);
     expect(home.text).toContain(attacker.orderId);
     expect(home.text).not.toContain(victim.orderId);
