@@ -1542,12 +1542,12 @@ export interface components {
         };
         OrgCreate: {
             name: string;
-            /** @description What buyers see on the hosted pages (surrounding whitespace is trimmed); defaults to `name`. */
+            /** @description What buyers see on the hosted pages (surrounding whitespace is trimmed); defaults to `name`. One line of text; a control character (line break, tab) is refused with 400 (names stored before that are shown with each run of them as one space). */
             displayName?: string;
         };
         OrgUpdate: {
             name?: string;
-            /** @description What buyers see on the hosted pages (trimmed); `null` shows `name` again. */
+            /** @description What buyers see on the hosted pages (trimmed); `null` shows `name` again. One line of text; a control character (line break, tab) is refused with 400. */
             displayName?: string | null;
             frozen?: boolean;
             cardVerified?: boolean;

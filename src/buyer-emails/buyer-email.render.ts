@@ -10,6 +10,7 @@ import type { BuyerEmailKind } from './buyer-email.repository.js';
 import type { Brand } from '../pages/page.js';
 import { contrastRatio } from '../kernel/colour.js';
 import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
+import { shownName } from '../kernel/names.js';
 
 /** Kassa's indigo, or the organization's accent where it keeps 4.5:1 on the white card. */
 const inkOf = (brand: Brand | undefined): string => {
@@ -24,7 +25,7 @@ export interface EmailContext {
   brand?: Brand;
   order?: Order;
   subscription?: Subscription;
-  /** refund_issued: this refund. */
+  /** refund_issued, refund_failed: this refund. */
   refundCents?: number | null;
   portalUrl: string;
 }
@@ -46,7 +47,8 @@ function price(s: Subscription): string {
 function content(c: EmailContext): { subject: string; heading: string; paragraphs: string[]; facts: Array<[string, string]>; action?: { label: string; url: string } } {
   const o = c.order;
   const s = c.subscription;
-  const product = o?.productName ?? s?.productName ?? 'your purchase';
+  // A product named before control characters were refused stays on one line in the subject (issue 37 §27).
+  const product = shownName(o?.productName ?? s?.productName ?? 'your purchase');
   // One fact per order line (what it is made of, then its amount), then the total.
   const lineFacts: Array<[string, string]> = o
     ? o.lines.map((l): [string, string] => {
@@ -131,6 +133,18 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         ],
         facts: o ? [['Product', product], ['Amount', formatMoney(o.amountCents, o.currency)], ['Refunded', formatMoney(c.refundCents ?? o.amountRefundedCents, o.currency)], ['Order', o.id]] : [],
       };
+    case 'refund_failed': {
+      const amount = o && c.refundCents ? formatMoney(c.refundCents, o.currency) : 'your refund';
+      return {
+        subject: `${product}: your refund of ${amount} did not go through`,
+        heading: 'Your refund did not go through',
+        paragraphs: [
+          `The refund of ${amount} for ${product} that ${c.merchant} sent did not reach your card or account: your bank or the payment processor returned it.`,
+          `What to do: contact ${c.merchant} so they can refund you another way. Your account shows the order as it stands now.`,
+        ],
+        facts: o ? [['Product', product], ['Amount', formatMoney(o.amountCents, o.currency)], ['Refund failed', amount], ['Order', o.id]] : [],
+      };
+    }
   }
 }
 

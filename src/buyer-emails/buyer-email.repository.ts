@@ -13,7 +13,8 @@ export type BuyerEmailKind =
   | 'renewal_action_required'
   | 'subscription_canceled'
   | 'subscription_ended'
-  | 'refund_issued';
+  | 'refund_issued'
+  | 'refund_failed';
 
 export interface BuyerEmail {
   id: string;
@@ -131,7 +132,7 @@ export class KnexBuyerEmailRepository implements BuyerEmailRepository {
 export interface CommerceEventLike {
   orgId: string;
   type: string;
-  data: { order?: { orderId: string }; subscription?: { subscriptionId?: string; id?: string } };
+  data: { order?: { orderId: string }; refund?: { refundId: string; amountCents: number }; subscription?: { subscriptionId?: string; id?: string } };
   /** The subscription's cancellation state before the change (src/commerce/stores.ts CommerceEvent). */
   previous?: { cancelAtPeriodEnd: boolean };
 }
@@ -143,6 +144,8 @@ export interface CommerceEventLike {
  *    renewal_succeeded; the first order of a subscription → none (subscription_started says it);
  *  - order.failed of a renewal → renewal_failed (once per renewal order: dunning retries update it),
  *    except when the processor's payment waits for the buyer (`requires_action`, 3-D Secure);
+ *  - order.refund_failed → refund_failed (once per refund): the buyer was told "your refund is on
+ *    its way" (refund_issued) and now hears that it did not go through (issue 37 §28);
  *  - subscription.created → subscription_started;
  *  - subscription.action_required → renewal_action_required (once per processor invoice: the buyer
  *    confirms the renewal's payment on the processor's page, e.g. 3-D Secure);
@@ -162,6 +165,8 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
     // A renewal the bank sends to 3-D Secure was not declined: subscription.action_required's e-mail says what to do.
     if (event.type === 'order.failed' && renewal && order.processor_status === 'requires_action') return undefined;
     if (event.type === 'order.failed' && renewal) return { ...base, kind: 'renewal_failed', dedupeKey: `renewal_failed:${order.id}` };
+    const refund = event.data.refund;
+    if (event.type === 'order.refund_failed' && refund) return { ...base, kind: 'refund_failed', amountCents: refund.amountCents, dedupeKey: `refund_failed:${refund.refundId}` };
     return undefined;
   }
   const id = event.data.subscription?.subscriptionId ?? event.data.subscription?.id;

@@ -8,6 +8,7 @@
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
+import { assertOneLineName } from '../kernel/names.js';
 import type {
   BillingInterval,
   CatalogRepository,
@@ -121,6 +122,7 @@ export class CatalogService {
   // ---- management (admin API) ----
 
   async createProduct(orgId: string, input: ProductCreateInput): Promise<Product> {
+    assertOneLineName('name', input.name);
     const now = this.clock.now();
     const product: Product = {
       id: newId('PRD'),
@@ -144,6 +146,7 @@ export class CatalogService {
 
   /** Every status may follow every other: archiving is reversible (an archived product can be published again). */
   async updateProduct(productId: string, input: ProductUpdateInput, orgId?: string): Promise<Product> {
+    assertOneLineName('name', input.name);
     if (orgId !== undefined) await this.getProduct(productId, orgId);
     const updated = await this.repo.updateProduct(
       productId,

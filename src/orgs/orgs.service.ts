@@ -5,6 +5,7 @@ import { newId } from '../kernel/ids.js';
 import { sha256Hex } from '../kernel/secrets.js';
 import { canonicalTimeZone } from '../kernel/time-zone.js';
 import { AppError, conflict, forbidden, notFound, unauthorized, validationError } from '../kernel/errors.js';
+import { assertOneLineName, shownName } from '../kernel/names.js';
 import type { ApiKey, Organization, OrganizationPatch, OrgRepository, StripeAccountState } from './orgs.repository.js';
 import { ALL_PERMISSIONS, type Permission } from './permissions.js';
 import { ApiKeyCache } from './api-key-cache.js';
@@ -52,6 +53,8 @@ export class OrgService {
   }
 
   async createOrganization(input: { name: string; displayName?: string }): Promise<Organization> {
+    assertOneLineName('name', input.name);
+    assertOneLineName('displayName', input.displayName);
     const now = this.clock.now();
     const org: Organization = {
       id: newId('ORG'),
@@ -83,6 +86,8 @@ export class OrgService {
   }
 
   async updateOrganization(id: string, patch: OrganizationPatch): Promise<Organization> {
+    assertOneLineName('name', patch.name);
+    assertOneLineName('displayName', patch.displayName);
     const updated = await this.repo.updateOrganization(
       id,
       {
@@ -189,7 +194,8 @@ export class OrgService {
   }
 
   static displayName(org: Organization): string {
-    return org.displayName ?? org.name;
+    // A name stored before control characters were refused is shown on one line (issue 37 §27).
+    return shownName(org.displayName ?? org.name);
   }
 
   countOrganizations(): Promise<number> {

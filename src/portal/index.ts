@@ -36,8 +36,8 @@ export function createPortalModule(deps: {
   return {
     portal,
     handlers: { merchant: createPortalHandlers(portal) },
-    checkoutEntry: checkoutPortalEntry(portal, { secureCookie: deps.publicBaseUrl.startsWith('https:') }),
+    checkoutEntry: checkoutPortalEntry(portal),
     jobs: () => [{ name: 'portal-session-cleanup', intervalMs: 15 * 60_000, run: async () => (await portal.deleteExpired()) > 0 }],
-    pages: (router) => registerPortalPages(router, portal, deps.merchants, deps.logger, { secureCookie: deps.publicBaseUrl.startsWith('https:') }),
+    pages: (router) => registerPortalPages(router, portal, deps.merchants, deps.logger),
   };
 }

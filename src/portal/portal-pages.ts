@@ -1,8 +1,8 @@
 /**
  * The customer portal's pages under `/portal` (see portal.service.ts for how a buyer gets in).
  * Same layout, headers, rate limits, input guard and cross-site check as the checkout pages;
- * every POST also carries the session's form token (`csrf`), and the session cookie is HttpOnly,
- * SameSite=Lax, Path=/portal (Secure on an https PUBLIC_BASE_URL).
+ * every POST also carries the session's form token (`csrf`), and the session cookie is
+ * `__Host-kassa_portal`: HttpOnly, SameSite=Lax, Secure, Path=/.
  */
 import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
 import type { Request, Response, Router } from 'express';
@@ -15,7 +15,13 @@ import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscription
 import type { PortalSession } from './portal.repository.js';
 import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
 
-export const PORTAL_COOKIE = 'kassa_portal';
+/**
+ * `__Host-`: the browser keeps it only when Secure, Path=/ and without Domain, so no sibling
+ * subdomain or plain-http page can plant or overwrite it (issue 37 §15). Always Secure, as the
+ * console's cookie: browsers keep Secure cookies of http://localhost and 127.0.0.1 (secure contexts).
+ */
+export const PORTAL_COOKIE = '__Host-kassa_portal';
+const portalCookie = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: true, path: '/', maxAge: maxAgeMs });
 const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -34,8 +40,10 @@ export function paymentMethodSummary(order: Order): string {
   return last4 ? `Card ending in ${last4}` : 'Card';
 }
 
-const orderStatusText = (o: Order) =>
-  o.status === 'REFUNDED' ? 'Refunded' : o.amountRefundedCents > 0 ? `Paid, ${formatMoney(o.amountRefundedCents, o.currency)} refunded` : o.status === 'UNDERPAID' ? 'Underpaid' : 'Paid';
+const orderStatusText = (o: Order, failedRefundCents = 0) =>
+  (o.status === 'REFUNDED' ? 'Refunded' : o.amountRefundedCents > 0 ? `Paid, ${formatMoney(o.amountRefundedCents, o.currency)} refunded` : o.status === 'UNDERPAID' ? 'Underpaid' : 'Paid') +
+  // A refund the buyer was told about that failed later (issue 37 §28).
+  (failedRefundCents > 0 ? `; a refund of ${formatMoney(failedRefundCents, o.currency)} did not go through` : '');
 
 const hidden = (csrf: string) => `<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">`;
 
@@ -62,31 +70,30 @@ export function orderLinesTable(order: Order): string {
   return `<table class="lines" data-testid="receipt-lines"><caption class="visually-hidden">What you paid for</caption><thead><tr><th scope="col">Item</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-function orderItem(o: Order): string {
+function orderItem(o: Order, failedRefundCents?: number): string {
   return `<li class="item" data-testid="order"><h3>${escapeHtml(o.productName ?? 'Purchase')}</h3>
-<div class="muted">${escapeHtml(DATE.format(o.createdAt))} · ${escapeHtml(formatMoney(o.amountCents, o.currency))} · ${escapeHtml(orderStatusText(o))}</div>
+<div class="muted">${escapeHtml(DATE.format(o.createdAt))} · ${escapeHtml(formatMoney(o.amountCents, o.currency))} · ${escapeHtml(orderStatusText(o, failedRefundCents))}</div>
 <a href="/portal/orders/${escapeHtml(o.id)}" data-testid="receipt-link">Receipt<span class="visually-hidden"> for ${escapeHtml(o.productName ?? 'this purchase')}, ${escapeHtml(DATE.format(o.createdAt))}</span></a></li>`;
 }
 
 const section = (title: string, id: string, body: string) => `<section aria-labelledby="${id}"><h2 id="${id}">${title}</h2>${body}</section>`;
 
 /** What the paid checkout page uses to open the portal (src/checkout/hosted-pages.ts). */
-export function checkoutPortalEntry(portal: PortalService, options: { secureCookie: boolean }) {
+export function checkoutPortalEntry(portal: PortalService) {
   return {
     isOpen: (order: Pick<Order, 'status' | 'createdAt'> | undefined) => portal.checkoutEntryOpen(order),
     /** Opens a portal session for the paid checkout's buyer (its cookie set on `res`); false once the window closed. */
     enter: async (res: Response, session: Parameters<PortalService['enterFromCheckout']>[0], order: Order | undefined): Promise<boolean> => {
       const entered = await portal.enterFromCheckout(session, order);
       if (!entered) return false;
-      res.cookie(PORTAL_COOKIE, entered.cookieToken, { httpOnly: true, sameSite: 'lax', secure: options.secureCookie, path: '/portal', maxAge: SESSION_TTL_MS });
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, portalCookie(SESSION_TTL_MS));
       return true;
     },
   };
 }
 
-export function registerPortalPages(router: Router, portal: PortalService, merchants: MerchantNames, logger: Logger, options: { secureCookie: boolean }): void {
+export function registerPortalPages(router: Router, portal: PortalService, merchants: MerchantNames, logger: Logger): void {
   const fail = pageFailure(logger, 'Cannot open your account');
-  const cookieAttributes = (maxAgeMs: number) => ({ httpOnly: true, sameSite: 'lax' as const, secure: options.secureCookie, path: '/portal', maxAge: maxAgeMs });
 
   const signedOut = (merchant?: PageMerchant): Page => ({
     status: 401,
@@ -124,7 +131,8 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
     const csrf = portal.csrfToken(token);
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
-    const ords = orders.length ? `<ul class="items">${orders.map(orderItem).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
+    const failed = await portal.failedRefunds(session, orders);
+    const ords = orders.length ? `<ul class="items">${orders.map((o) => orderItem(o, failed.get(o.id))).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
     // A session opened from a checkout page for an address the buyer typed shows that purchase only (issue 37 §2).
     const scoped = session.scopeOrderId
       ? `<p class="note" data-testid="scope-note">This shows the purchase you just made.${
@@ -160,7 +168,10 @@ ${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'order
       if (!found) return;
       const order = await portal.order(found.session, req.params.token);
       const merchant = merchantName(found.merchant) ?? 'the merchant';
-      const refunded = order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '';
+      const failedCents = (await portal.failedRefunds(found.session, [order])).get(order.id);
+      const refunded =
+        (order.amountRefundedCents > 0 ? `<dt>Refunded</dt><dd data-testid="refunded">${escapeHtml(formatMoney(order.amountRefundedCents, order.currency))}</dd>` : '') +
+        (failedCents ? `<dt>Refund failed</dt><dd data-testid="refund-failed">${escapeHtml(formatMoney(failedCents, order.currency))} did not reach you; ask ${escapeHtml(merchant)} to refund you another way</dd>` : '');
       sendPage(res, {
         status: 200,
         html: layout(
@@ -239,7 +250,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const found = await formSession(req, res);
       if (!found) return;
       await portal.signOut(found.token);
-      res.clearCookie(PORTAL_COOKIE, { path: '/portal' });
+      res.clearCookie(PORTAL_COOKIE, { httpOnly: true, sameSite: 'lax', secure: true, path: '/' });
       sendPage(res, { status: 200, html: layout('Signed out', `<h1>Signed out</h1><div class="ok" role="status" data-testid="status">You are signed out of your account.</div>`, { merchant: found.merchant }) });
     } catch (err) {
       fail(req, res, err);
@@ -283,7 +294,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
     try {
       const entered = await portal.enter(req.params.token);
       if (!entered) return sendPage(res, linkGone());
-      res.cookie(PORTAL_COOKIE, entered.cookieToken, cookieAttributes(SESSION_TTL_MS));
+      res.cookie(PORTAL_COOKIE, entered.cookieToken, portalCookie(SESSION_TTL_MS));
       res.redirect(303, '/portal');
     } catch (err) {
       fail(req, res, err);

@@ -70,6 +70,8 @@ export interface PortalSessionRepository {
   end(sessionTokenHash: string, now: Date): Promise<void>;
   /** Deletes sessions whose link and session both expired before `before`. */
   deleteExpired(before: Date, limit: number): Promise<number>;
+  /** How many links of this origin were made for the customer since `since` (the sign-in e-mails' bound). */
+  countLinksSince(orgId: string, customerId: string, origin: PortalOrigin, since: Date): Promise<number>;
 }
 
 export class KnexPortalSessionRepository implements PortalSessionRepository {
@@ -122,6 +124,11 @@ export class KnexPortalSessionRepository implements PortalSessionRepository {
 
   async end(sessionTokenHash: string, now: Date): Promise<void> {
     await this.db('customer_portal_sessions').where({ session_token_hash: sessionTokenHash }).update({ session_expires_at: now });
+  }
+
+  async countLinksSince(orgId: string, customerId: string, origin: PortalOrigin, since: Date): Promise<number> {
+    const row = await this.db('customer_portal_sessions').where({ org_id: orgId, customer_id: customerId, origin }).andWhere('created_at', '>=', since).count<{ count: string | number }[]>({ count: '*' }).first();
+    return Number(row?.count ?? 0);
   }
 
   async deleteExpired(before: Date, limit: number): Promise<number> {

@@ -26,6 +26,9 @@ export const LINK_TTL_MS = 10 * 60_000;
 export const EMAIL_LINK_TTL_MS = 30 * 60_000;
 export const SESSION_TTL_MS = 60 * 60_000;
 export const CHECKOUT_ENTRY_MS = 60 * 60_000;
+/** Sign-in e-mails per recipient (customer) per SIGN_IN_EMAIL_WINDOW_MS: a bound on mail sent to one mailbox (issue 37 §15). */
+export const SIGN_IN_EMAILS_PER_WINDOW = 5;
+export const SIGN_IN_EMAIL_WINDOW_MS = 60 * 60_000;
 
 /** What the portal needs of the subscriptions domain. */
 export interface PortalSubscriptions {
@@ -147,6 +150,9 @@ export class PortalService {
     if (!mailer) throw conflict('This merchant cannot e-mail sign-in links; ask the merchant for a link to your account');
     const customer = await this.uow.stores.customers.findByEmail(orgId, email);
     if (!customer) return;
+    // Beyond the bound nothing is sent, and the requester gets the same answer (no oracle, no mail bomb).
+    const since = new Date(this.clock.now().getTime() - SIGN_IN_EMAIL_WINDOW_MS);
+    if ((await this.repo.countLinksSince(orgId, customer.id, 'email', since)) >= SIGN_IN_EMAILS_PER_WINDOW) return;
     const link = await this.newLink(customer, 'email', EMAIL_LINK_TTL_MS, {});
     // Not awaited: the page answers as fast for a customer as for an unknown address (the mailer never rejects).
     void mailer.sendSignInLink({ orgId, to: customer.email, url: link.url, expiresAt: link.expiresAt });
@@ -240,6 +246,21 @@ export class PortalService {
     const order = await this.uow.stores.orders.find(session.orgId, orderId);
     if (!order || order.customerId !== session.customerId || !inScope(await this.scopeOf(session), order)) throw notFound('Order');
     return order;
+  }
+
+  /**
+   * Per order, the refunds that failed or were canceled after the buyer was told "your refund is on
+   * its way": the portal says so (issue 37 §28). Orders without any are absent.
+   */
+  async failedRefunds(session: PortalSession, orders: Order[]): Promise<Map<string, number>> {
+    const failed = new Map<string, number>();
+    await Promise.all(
+      orders.map(async (o) => {
+        const cents = (await this.uow.stores.refunds.listForOrder(session.orgId, o.id)).filter((r) => r.status === 'failed' || r.status === 'canceled').reduce((sum, r) => sum + r.amountCents, 0);
+        if (cents > 0) failed.set(o.id, cents);
+      }),
+    );
+    return failed;
   }
 
   /** A subscription the session may see (404 otherwise) and, when `change`, may change (409 when a merchant's session may not). */

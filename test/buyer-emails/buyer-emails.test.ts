@@ -279,4 +279,26 @@ describe("the portal's e-mailed sign-in link", () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(smtp.received).toHaveLength(1);
   });
+
+  it('are bounded per recipient: at most 5 an hour, whatever letter case is typed, with the same answer (issue 37 §15)', async () => {
+    await buy('bounded@example.com', oneTimePrice);
+    await send();
+    smtp.received.length = 0;
+    const http = supertest(ctx.apps.merchant);
+    const answers: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      ctx.clock.advance(61_000); // a new minute of the pages' per-address write limit
+      const typed = i % 2 ? 'BOUNDED@example.com' : 'bounded@example.com';
+      const res = await http.post(`/portal/o/${ctx.orgA.orgId}`).type('form').send({ email: typed });
+      expect(res.status).toBe(200);
+      answers.push(res.text.replace(typed, 'X'));
+    }
+    expect(new Set(answers).size).toBe(1);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(smtp.received.filter((m) => m.to.includes('bounded@example.com'))).toHaveLength(5);
+    ctx.clock.advance(60 * 60_000);
+    await http.post(`/portal/o/${ctx.orgA.orgId}`).type('form').send({ email: 'bounded@example.com' });
+    for (let i = 0; i < 50 && smtp.received.length < 6; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(smtp.received).toHaveLength(6);
+  });
 });

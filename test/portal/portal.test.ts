@@ -50,10 +50,13 @@ async function enter(url: string): Promise<string> {
   const entered = await http().post(path).set('Origin', ORIGIN).type('form').send({});
   expect(entered.status).toBe(303);
   expect(entered.headers.location).toBe('/portal');
-  const cookie = [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!;
+  const cookie = [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!;
   expect(cookie).toMatch(/HttpOnly/);
   expect(cookie).toMatch(/SameSite=Lax/);
-  expect(cookie).toMatch(/Path=\/portal/);
+  // __Host-: Secure, Path=/, no Domain (issue 37 §15), or the browser drops it.
+  expect(cookie).toMatch(/Path=\/;/);
+  expect(cookie).toMatch(/; Secure/);
+  expect(cookie).not.toMatch(/Domain=/i);
   return cookie.split(';')[0]!;
 }
 
@@ -99,7 +102,7 @@ describe('entering the portal', () => {
     const link = (await createPortal({ customerId })).body.data.url as string;
     await http().get(new URL(link).pathname); // a mail scanner's preview
     const cookie = await enter(link);
-    expect(cookie).toMatch(/^kassa_portal=[0-9A-Za-z]{32}$/);
+    expect(cookie).toMatch(/^__Host-kassa_portal=[0-9A-Za-z]{32}$/);
     const again = await http().post(new URL(link).pathname).set('Origin', ORIGIN).type('form').send({});
     expect(again.status).toBe(410);
     expect((await http().get(new URL(link).pathname)).status).toBe(410);
@@ -139,7 +142,7 @@ describe('entering the portal', () => {
     expect(out.status).toBe(200);
     expect((await http().get('/portal').set('Cookie', fresh)).status).toBe(401);
     expect((await http().get('/portal')).status).toBe(401);
-    expect((await http().get('/portal').set('Cookie', 'kassa_portal=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status).toBe(401);
+    expect((await http().get('/portal').set('Cookie', '__Host-kassa_portal=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA')).status).toBe(401);
   });
 });
 
@@ -260,7 +263,7 @@ describe('reaching the portal without the merchant', () => {
     const opened = await http().post(`${path}/portal`).set('Origin', ORIGIN).type('form').send({});
     expect(opened.status).toBe(303);
     expect(opened.headers.location).toBe('/portal');
-    const cookie = [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+    const cookie = [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!.split(';')[0]!;
     const home = await http().get('/portal').set('Cookie', cookie);
     expect(home.text).toContain(order.orderId);
     expect((await http().post(`${path}/portal`).set('Origin', 'https://evil.example').type('form').send({})).status).toBe(403);
@@ -307,7 +310,7 @@ describe("another buyer's portal for the price of a sticker (issue 37 §2)", () 
     const opened = await http().post(`${page}/portal`).set('Origin', ORIGIN).type('form').send({});
     expect(opened.status).toBe(303);
     expect(opened.headers.location).toBe('/portal');
-    return [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('kassa_portal='))!.split(';')[0]!;
+    return [opened.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!.split(';')[0]!;
   };
 
   it("a payment link bought with the victim's address (other letter case) opens that purchase only: not the victim's orders, receipts or subscription, and no cancelling it", async () => {
