@@ -78,4 +78,26 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
     expect(result.status).toBe(200);
     expect(result.failed).toEqual([]);
   });
+
+  it('every page is served under a Content-Security-Policy that lets the reference run and nothing else (issue 37 §15)', async () => {
+    for (const url of [`${origin}/docs`, `${origin}/docs/merchant`]) {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      const violations: string[] = [];
+      page.on('console', (message) => {
+        if (/Content[- ]Security[- ]Policy/i.test(message.text())) violations.push(message.text());
+      });
+      const response = await page.goto(url, { waitUntil: 'load' });
+      const policy = response!.headers()['content-security-policy'] ?? '';
+      expect(policy).toContain("default-src 'none'");
+      expect(policy).toContain("frame-ancestors 'none'");
+      expect(policy).not.toMatch(/script-src[^;]*'unsafe-(inline|eval)'/);
+      if (url.endsWith('/merchant')) {
+        // Redoc ran under the policy: its navigation lists the document's tags.
+        await page.getByText('Checkout Sessions', { exact: true }).first().waitFor({ timeout: 30_000 });
+      }
+      await page.waitForTimeout(1000);
+      expect(violations).toEqual([]);
+      await page.close();
+    }
+  });
 });
