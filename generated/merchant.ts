@@ -4559,6 +4559,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Customer updated",
+                     *       "data": {
+                     *         "customerId": "CUS_7fGh2JkL9mNb4VcX1zQw8ErT",
+                     *         "email": "ada@example.com",
+                     *         "externalId": "user_42"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["CustomerResponse"];
                 };
             };
@@ -4624,6 +4635,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *             "name": "Tokens",
+                     *             "source": "SPANS",
+                     *             "filter": {
+                     *               "projectId": "PRJ_3kLm9QwErT5yUi1oP7aS2dFg",
+                     *               "model": "gpt-4o"
+                     *             },
+                     *             "aggregation": "sum",
+                     *             "property": "gen_ai.usage.total_tokens",
+                     *             "customerAttribute": "user.id",
+                     *             "status": "ACTIVE",
+                     *             "createdAt": "2026-12-01T09:00:00.000Z",
+                     *             "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *             "archivedAt": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterListResponse"];
                 };
             };
@@ -4654,6 +4691,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Meter created",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "Tokens",
+                     *         "source": "SPANS",
+                     *         "filter": {
+                     *           "projectId": "PRJ_3kLm9QwErT5yUi1oP7aS2dFg",
+                     *           "model": "gpt-4o"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "gen_ai.usage.total_tokens",
+                     *         "customerAttribute": "user.id",
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterResponse"];
                 };
             };
@@ -4685,6 +4744,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "Tokens",
+                     *         "source": "SPANS",
+                     *         "filter": {
+                     *           "projectId": "PRJ_3kLm9QwErT5yUi1oP7aS2dFg",
+                     *           "model": "gpt-4o"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "gen_ai.usage.total_tokens",
+                     *         "customerAttribute": "user.id",
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterResponse"];
                 };
             };
@@ -4719,6 +4800,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Meter updated",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "GPT-4o tokens",
+                     *         "source": "SPANS",
+                     *         "filter": {
+                     *           "projectId": "PRJ_3kLm9QwErT5yUi1oP7aS2dFg",
+                     *           "model": "gpt-4o"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "gen_ai.usage.total_tokens",
+                     *         "customerAttribute": "user.id",
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-02T10:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterResponse"];
                 };
             };
@@ -4752,6 +4855,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Meter archived",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "Tokens",
+                     *         "source": "SPANS",
+                     *         "filter": {
+                     *           "projectId": "PRJ_3kLm9QwErT5yUi1oP7aS2dFg",
+                     *           "model": "gpt-4o"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "gen_ai.usage.total_tokens",
+                     *         "customerAttribute": "user.id",
+                     *         "status": "ARCHIVED",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-03T11:00:00.000Z",
+                     *         "archivedAt": "2026-12-03T11:00:00.000Z"
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterResponse"];
                 };
             };
