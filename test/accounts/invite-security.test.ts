@@ -298,7 +298,9 @@ describe('item 3: creating an account proves the address; the operator\'s reset 
     const removed = await ctx.admin.post('/v1/users/password-reset').send({ email: m.email, removePasskeys: true, revokeSessions: true });
     expect(removed.status).toBe(201);
     expect(removed.body.data).toMatchObject({ passkeys: [], sessions: [], removedPasskeys: 1, revokedSessions: 1 });
-    expect((await as(m, ctx.merchant.get('/v1/console/session'))).status).toBe(401);
+    // Signed out is an answer, not an error (getConsoleSession); the member's own requests are refused.
+    expect((await as(m, ctx.merchant.get('/v1/console/session'))).body.data).toEqual({ signedIn: false });
+    expect((await as(m, ctx.merchant.get('/v1/console/members'))).status).toBe(401);
     // The member's organization sees the operator's removal.
     const owner = await signUp(ctx, ctx.orgA.orgId, 'owner');
     const audit = await as(owner, ctx.merchant.get('/v1/console/audit-log?size=100'));
