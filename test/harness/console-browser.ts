@@ -112,7 +112,10 @@ export async function startConsoleHarness(options: { env?: Record<string, string
       await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))');
       expect(await axeViolations(page), `${name} at ${label}: axe`).toEqual([]);
       const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
-      expect(overflow, `${name} at ${label}: horizontal overflow`).toBeLessThanOrEqual(0);
+      if (overflow > 0) await page.screenshot({ path: `${CONSOLE_SCREENSHOTS}/${name}-${label}-overflow.png`, fullPage: true });
+      // The innermost elements past the right edge name what overflows.
+      const past = overflow > 0 ? ((await page.evaluate(`[...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1 && ![...e.children].some((c) => c.getBoundingClientRect().right > document.documentElement.clientWidth + 1)).slice(0, 5).map((e) => e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).split(' ').join('.') : '') + ': ' + (e.textContent || '').slice(0, 60))`)) as string[]) : [];
+      expect(overflow, `${name} at ${label}: horizontal overflow (${past.join(' | ')})`).toBeLessThanOrEqual(0);
       await page.screenshot({ path: `${CONSOLE_SCREENSHOTS}/${name}-${label}.png`, fullPage: true });
     }
     } finally {
