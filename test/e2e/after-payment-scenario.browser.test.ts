@@ -218,6 +218,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the after-payment scenario in
     expect(await s.readOrder(orderId)).toMatchObject({ status: 'PAID', amountRefundedCents: 200 });
     const failed = (await webhooks.receivedWithData(orderId)).filter((r) => r.type === 'order.refund_failed');
     expect(failed.map((r) => [(r.data.refund as { amountCents: number }).amountCents, r.order.amountRefundedCents])).toEqual([[300, 200]]);
+    // The buyer, told earlier that the refund was on its way, hears that it did not go through (issue 37 §28).
+    expect((await sendEmails()).map((m) => /^Subject: (.*)$/m.exec(m.raw)?.[1])).toEqual(['Pro plan: your refund of EUR 3.00 did not go through']);
     // The buyer's receipt in the portal follows.
     await page.goto(`${served.origin}/portal/orders/${orderId}`);
     await expect(page.getByTestId('refunded').textContent()).resolves.toBe('EUR 2.00');
