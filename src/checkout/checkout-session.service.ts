@@ -168,9 +168,13 @@ export class CheckoutSessionService {
     const quantity = body.quantity ?? 1;
     // The total is what is charged and what the order's display amount is derived from: priced
     // from the session's lines by the one pricing function (commerce/pricing.ts).
-    const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
     const unit = body.pricingId ? `The amount of body.pricingId ${body.pricingId}` : 'body.pricingData.amount';
-    assertAmountBounds(provider, pricing.currency, amount, quantity === 1 ? unit : `${unit} × body.quantity`);
+    const what = quantity === 1 ? unit : `${unit} × body.quantity`;
+    // The rail's bounds first, on the product of two integers: a price stored before the bounds (up to
+    // 2^53 - 1) is refused with its figure before the pricing function sees an amount it does not take.
+    assertAmountBounds(provider, pricing.currency, pricing.amount * quantity, what);
+    const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
+    assertAmountBounds(provider, pricing.currency, amount, what);
     const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
 
     let customerId: string | null = null;

@@ -32,7 +32,7 @@ describe('GET /v1/entitlements/check', () => {
   it('requires a subject', async () => {
     const res = await check(`product_id=${ebook.productId}`);
     expect(res.status).toBe(400);
-    expect(res.body.error.message).toMatch(/customer_id, email and wallet/);
+    expect(res.body.error.message).toMatch(/customer_id, external_id, email and wallet/);
   });
 
   it('answers entitled false for an unknown buyer', async () => {
