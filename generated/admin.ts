@@ -5000,7 +5000,7 @@ export interface operations {
                  */
                 subscription_id?: string;
                 /**
-                 * @description Contains-match on `merchantReference` (case-sensitive).
+                 * @description Contains-match on `merchantReference`, case-insensitive (`INV-10` finds `inv-10…`).
                  * @example invoice-100
                  */
                 merchant_reference?: string;

@@ -438,7 +438,7 @@ export interface paths {
          *     | `status` | `displayStatus`, case-insensitive (`Paid`, `paid` and `PAID` are the same filter) |
          *     | `customer_id` | `customerId` |
          *     | `subscription_id` | `subscriptionId`: the subscription's order history (initial order and renewals) |
-         *     | `merchant_reference` | contains-match on `merchantReference` (case-sensitive) |
+         *     | `merchant_reference` | contains-match on `merchantReference`, case-insensitive (`INV-10` finds `inv-10…`) |
          *     | `product_id` | `productId` (catalog product) |
          *     | `provider` | payment channel (`STRIPE` card, `CRYPTO`) |
          *     | `from_address` | buyer wallet of crypto orders, case-insensitive |
@@ -448,6 +448,11 @@ export interface paths {
          *
          *     Orders cannot be filtered by arbitrary `merchantMetadata` keys. Status mapping: see
          *     `getOrder`.
+         *
+         *     Freshness: where the installation runs read replicas, this list may be read on one that is
+         *     at most `DATABASE_REPLICA_MAX_LAG_MS` (2 s by default) behind, except right after the
+         *     organization's own write through the same API process (read-your-writes). A single order
+         *     (`getOrder`) is always read from the primary: follow a webhook's `orderId` there.
          */
         get: operations["listOrders"];
         put?: never;
@@ -716,6 +721,9 @@ export interface paths {
          * @description Lists the customers (`CUS_…`) associated with the organization's orders, newest first.
          *     Optional filters `email` (exact match, case-insensitive) and `external_id` (the merchant's
          *     own id, exact). Permission: `customers:read`.
+         *
+         *     Freshness: like `listOrders`, this list may be read on a read replica at most
+         *     `DATABASE_REPLICA_MAX_LAG_MS` behind; `getCustomer` is read from the primary.
          */
         get: operations["listCustomers"];
         put?: never;

@@ -4,7 +4,8 @@ import type { Clock } from '../kernel/clock.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { CardRefunds } from '../processors/card-processor.js';
 import { createOrderAdminHandlers } from './admin.handlers.js';
-import { OrderService } from './order.service.js';
+import { OrderService, type ListStores } from './order.service.js';
+import type { LagTolerantReads } from '../kernel/lag-tolerant-reads.js';
 import { createOrderHandlers } from './orders.handlers.js';
 import { createOrderConsoleHandlers } from './console.handlers.js';
 
@@ -24,7 +25,9 @@ export function createOrdersModule(deps: {
   orgs: OrgService;
   /** Refunds through the card processor that took the payment (Stripe), when there is one. */
   cardRefunds?: CardRefunds;
+  /** Where the order and customer lists may be read (a replica fresh enough for the organization). */
+  listReads?: LagTolerantReads<ListStores>;
 }): OrdersModule {
-  const orders = new OrderService(deps.uow, deps.clock, deps.cardRefunds);
+  const orders = new OrderService(deps.uow, deps.clock, deps.cardRefunds, deps.listReads);
   return { orders, handlers: { merchant: createOrderHandlers(orders, deps.clock), admin: createOrderAdminHandlers(orders, deps.orgs, deps.clock), console: createOrderConsoleHandlers(orders) } };
 }

@@ -6,18 +6,27 @@ import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../
 import type { Order, OrderDispute, OrderFilter, OrderRefund, RefundReason } from '../commerce/model.js';
 import { countsAsRefunded, recordRefund } from '../commerce/refund-flow.js';
 import { resolveWindow, type ListRequest } from '../kernel/list.js';
+import { primaryReads, type LagTolerantReads } from '../kernel/lag-tolerant-reads.js';
 import { isStripeInvoiceSettlement, isStripePaymentId, type CardRefunds } from '../processors/card-processor.js';
 
 /** A refund's Idempotency-Key is remembered this long (like checkout sessions' keys). */
 export const REFUND_IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 
+/** What the order and customer lists read: on a replica when one is fresh enough for the organization. */
+export type ListStores = Pick<CommerceStores, 'orders' | 'customers'>;
+
 export class OrderService {
+  private readonly listReads: LagTolerantReads<ListStores>;
+
   constructor(
     private readonly uow: CommerceUnitOfWork,
     private readonly clock: Clock,
     /** Refunds through Stripe, when it is the card processor. */
     private readonly cardRefunds?: CardRefunds,
-  ) {}
+    listReads?: LagTolerantReads<ListStores>,
+  ) {
+    this.listReads = listReads ?? primaryReads({ orders: uow.stores.orders, customers: uow.stores.customers });
+  }
 
   /**
    * Full refund → REFUNDED; partial → stays PAID with amountRefundedCents. The session stays COMPLETE.
@@ -138,9 +147,9 @@ export class OrderService {
     return this.uow.stores.orders.findBySession(checkoutSessionId);
   }
 
+  /** A page of orders; lists may lag (a replica), except right after the organization's own write. */
   async list(orgId: string, filter: OrderFilter, request: ListRequest) {
-    const orders = this.uow.stores.orders;
-    return orders.list(orgId, filter, await resolveWindow(request, (id) => orders.keyset(orgId, id), 'order'));
+    return this.listReads.read(orgId, async ({ orders }) => orders.list(orgId, filter, await resolveWindow(request, (id) => orders.keyset(orgId, id), 'order')));
   }
 
   async getCustomer(orgId: string, id: string) {
@@ -160,8 +169,7 @@ export class OrderService {
   }
 
   async listCustomers(orgId: string, filter: { email?: string; externalId?: string }, request: ListRequest) {
-    const customers = this.uow.stores.customers;
-    return customers.listWithOrders(orgId, filter, await resolveWindow(request, (id) => customers.keyset(orgId, id), 'customer'));
+    return this.listReads.read(orgId, async ({ customers }) => customers.listWithOrders(orgId, filter, await resolveWindow(request, (id) => customers.keyset(orgId, id), 'customer')));
   }
 }
 
