@@ -119,6 +119,12 @@ export interface AccountRepository {
   insertLink(link: AccountLink, tokenHash: string): Promise<void>;
   /** Marks a live link of that kind used and returns it; undefined when unknown, used, revoked or expired. One caller wins. */
   consumeLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
+  /**
+   * Spends a live invite and creates its new account and membership, in one transaction: when the
+   * address got an account meanwhile (another invite accepted at the same moment) nothing is
+   * spent or created ('account_exists'); undefined when the link is not live.
+   */
+  joinAsNewUser(tokenHash: string, now: Date, user: Omit<UserWithPassword, 'email'>): Promise<{ link: AccountLink; user: UserWithPassword; membership: Membership } | 'account_exists' | undefined>;
   /** A live link of that kind (not used, revoked or expired), without spending it. */
   findLiveLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined>;
   /** Replaces the token of a pending invite of the organization (the old link stops working); undefined when not pending. */
@@ -434,6 +440,35 @@ export class KnexAccountRepository implements AccountRepository {
       .update({ used_at: now })
       .returning('*');
     return row ? toLink(row as LinkRow) : undefined;
+  }
+
+  async joinAsNewUser(tokenHash: string, now: Date, user: Omit<UserWithPassword, 'email'>): Promise<{ link: AccountLink; user: UserWithPassword; membership: Membership } | 'account_exists' | undefined> {
+    const accountExists = new Error('account exists');
+    try {
+      return await this.db.transaction(async (trx) => {
+        const [row] = await trx<LinkRow>('account_links')
+          .where({ kind: 'invite', token_hash: tokenHash })
+          .whereNull('used_at')
+          .whereNull('revoked_at')
+          .where('expires_at', '>', now)
+          .update({ used_at: now })
+          .returning('*');
+        if (!row) return undefined;
+        const link = toLink(row as LinkRow);
+        // Any unique conflict is the address (lower(email)): a concurrent acceptance made the account.
+        const inserted = await trx.raw(
+          'INSERT INTO users (id, email, name, password_hash, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id',
+          [user.id, link.email, user.name, user.passwordHash, user.createdAt, user.updatedAt],
+        );
+        if (inserted.rows.length === 0) throw accountExists;
+        const membership: Membership = { orgId: link.orgId!, userId: user.id, role: link.role!, createdAt: now, roleChangedAt: now };
+        await trx<MembershipRow>('memberships').insert({ org_id: membership.orgId, user_id: membership.userId, role: membership.role, created_at: now, role_changed_at: now });
+        return { link, user: { ...user, email: link.email }, membership };
+      });
+    } catch (error) {
+      if (error === accountExists) return 'account_exists';
+      throw error;
+    }
   }
 
   async findLiveLink(kind: LinkKind, tokenHash: string, now: Date): Promise<AccountLink | undefined> {

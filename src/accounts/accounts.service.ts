@@ -471,11 +471,12 @@ export class AccountService {
     if (!live) throw notFound('Link (it may have been used already or expired)');
     if (await this.repo.findUserByEmail(live.email)) throw unauthorized('This e-mail address has an account: sign in to it first, then open the invite link again');
     const passwordHash = await hashPassword(input.password);
-    const link = await this.consume('invite', input.token);
-    const user: UserWithPassword = { id: newId('USR'), email: link.email, name: input.name?.trim() || null, passwordHash, createdAt: now, updatedAt: now };
-    await this.repo.insertUser(user);
-    const membership: Membership = { orgId: link.orgId!, userId: user.id, role: link.role!, createdAt: now, roleChangedAt: now };
-    if ((await this.repo.insertMembership(membership)) === 'exists') throw conflict('This account is already a member of the organization');
+    // The link is spent with the account's creation, in one transaction: two invites of one new
+    // address accepted at once make one account, and the other invite stays live (sign in, then accept).
+    const joined = await this.repo.joinAsNewUser(sha256Hex(input.token), now, { id: newId('USR'), name: input.name?.trim() || null, passwordHash, createdAt: now, updatedAt: now });
+    if (joined === undefined) throw notFound('Link (it may have been used already or expired)');
+    if (joined === 'account_exists') throw unauthorized('This e-mail address has an account: sign in to it first, then open the invite link again');
+    const { link, user, membership } = joined;
     const signedIn = await this.startSession(user, membership, input.clientAddress, 'link');
     await this.audit.record({ orgId: membership.orgId, actor: { type: 'user', id: user.id }, action: 'member.join', target: { type: 'user', id: user.id }, summary: `accepted the invite ${link.id} as ${membership.role}; a new account, signed in with ${STRENGTH_TEXT.link}`, clientAddress: input.clientAddress });
     return signedIn;
