@@ -296,8 +296,8 @@ export interface paths {
          *
          *     `permissions` is a list from the closed set `checkout:write`, `catalog:read`, `orders:read`,
          *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`, `x402:settle`,
-         *     `customers:write`, `usage:write`, `meters:read`, `meters:write`. A new key gets
-         *     all of them. An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
+         *     `customers:write`, `usage:write`, `meters:read`, `meters:write`, `subscriptions:manage`. A new key gets
+         *     all of them (a key a member makes: at most what the member's role allows). An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
          *
          *     | operation | permission |
          *     |---|---|
@@ -313,6 +313,7 @@ export interface paths {
          *     | ingestUsageEvents | `usage:write` |
          *     | listMeters, getMeter, getMeterQuantities | `meters:read` |
          *     | createMeter, updateMeter, archiveMeter | `meters:write` |
+         *     | createCustomerPortalSession | `checkout:write`; a portal that cancels or keeps subscriptions (and `allowCancelNow`) also `subscriptions:manage` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -759,6 +760,27 @@ export interface paths {
          *     deployment sends e-mail (`SMTP_URL`), from `{base_url}/portal/o/{organizationId}`, which
          *     e-mails a 30-minute link to a customer's own address. Permission: `checkout:write` (the
          *     key that sends buyers to checkout sends them here too).
+         *
+         *     Changing subscriptions (issue 37 §6): the portal cancels at period end, undoes that, and
+         *     cancels now only when the caller (the API key, or the member signed in to the console)
+         *     holds **`subscriptions:manage`**; without it the portal shows orders, receipts,
+         *     subscriptions and products, and says "To change this subscription, ask the merchant".
+         *     `allowCancelNow: true` without `subscriptions:manage` is refused with `403 FORBIDDEN`
+         *     (nothing is created) rather than quietly narrowed: a merchant who asked for immediate
+         *     cancellation learns at once that this key cannot grant it. The session records its
+         *     creator (`key:AKI_…` or `user:USR_…`), and every change made in it is written to the
+         *     organization's audit log (`portal.subscription.cancel_at_period_end`, `…cancel_now`,
+         *     `…keep`) with the creator as the actor and the buyer (`CUS_…`) and the session (`CPS_…`) in
+         *     the summary. A session the buyer opens alone (the e-mailed link, the paid checkout page)
+         *     keeps the buyer's own rights: cancel at period end and undo it, never cancel now; its
+         *     changes are audited with the buyer as the actor (`customer`). Owners, admins and support
+         *     hold `subscriptions:manage`, developers and viewers do not; a key made with no permission
+         *     list gets it, a key a developer makes never has it. Keys that existed before the
+         *     permission (migration 0263): those made by the operator, an owner or an admin that held
+         *     `checkout:write` were given it, so integrations that already opened cancelling portals
+         *     keep working; keys made by developers were not (their portals stop offering changes and
+         *     `allowCancelNow` is refused) — make such keys anew as an owner or admin. Each key given
+         *     the permission has an audit entry `api_key.permission_added`.
          */
         post: operations["createCustomerPortalSession"];
         delete?: never;
@@ -2314,7 +2336,7 @@ export interface components {
             data: components["schemas"]["CheckoutSession"];
         };
         /** @enum {string} */
-        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
+        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "subscriptions:manage";
         ApiKeyInfo: {
             apiKeyId: components["schemas"]["ApiKeyId"];
             orgId: components["schemas"]["OrgId"];
@@ -2960,7 +2982,7 @@ export interface components {
             /** @description The merchant's page the portal links back to (absolute HTTPS URL). */
             returnUrl?: components["schemas"]["HttpsUrl"];
             /**
-             * @description Offer "cancel now" (ends the subscription at once, no refund) besides cancel at period end.
+             * @description Offer "cancel now" (ends the subscription at once, no refund) besides cancel at period end. Needs `subscriptions:manage` (`403` without it).
              * @default false
              */
             allowCancelNow?: boolean;
@@ -4480,7 +4502,28 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /**
+             * @description The key lacks `checkout:write` (`FORBIDDEN`), or `allowCancelNow` was asked without
+             *     `subscriptions:manage` (`FORBIDDEN`; nothing created).
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": false,
+                     *       "message": "allowCancelNow needs the permission \"subscriptions:manage\": this caller may open a portal that shows orders and subscriptions, not one that cancels them",
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "allowCancelNow needs the permission \"subscriptions:manage\": this caller may open a portal that shows orders and subscriptions, not one that cancels them"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description No customer of the organization has this id, e-mail or externalId (`NOT_FOUND`). */
             404: {
                 headers: {
