@@ -3327,6 +3327,15 @@ export interface components {
              *     (`POST /v1/customer-portal-sessions`) and `GET /v1/entitlements/check` take.
              */
             customerId: components["schemas"]["CustomerId"];
+            /**
+             * @description The customer's `externalId` (your own id for them, set with `PATCH /v1/customers/{id}`
+             *     or at checkout), as it was when the event was queued; null when none is set. Read in
+             *     the same statement that queues the event (no query per delivery). The order and
+             *     subscription reads (`GET /v1/orders/{id}`, `GET /v1/subscriptions/{id}`) do not carry
+             *     it: they name `customerId`, and `GET /v1/customers/{id}` has the rest.
+             * @example user_42
+             */
+            customerExternalId: string | null;
             /** @description Correlation value (untrusted); null when none. */
             merchantReference: string | null;
             /** @description Correlation map (untrusted); null when none. */
@@ -3383,6 +3392,15 @@ export interface components {
             /** @description Payment-channel subscription attribution when applicable. */
             providerSubscriptionId: string | null;
             customerId: components["schemas"]["CustomerId"];
+            /**
+             * @description The customer's `externalId` (your own id for them, set with `PATCH /v1/customers/{id}`
+             *     or at checkout), as it was when the event was queued; null when none is set. Read in
+             *     the same statement that queues the event (no query per delivery). The order and
+             *     subscription reads (`GET /v1/orders/{id}`, `GET /v1/subscriptions/{id}`) do not carry
+             *     it: they name `customerId`, and `GET /v1/customers/{id}` has the rest.
+             * @example user_42
+             */
+            customerExternalId: string | null;
             /** @description When available. */
             customerEmail: string | null;
             product?: components["schemas"]["WebhookProductRef"];
@@ -5776,6 +5794,7 @@ export interface operations {
                  *           "provider": "CRYPTO",
                  *           "amountCents": 25000000,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -5896,6 +5915,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6010,6 +6030,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6120,6 +6141,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6220,6 +6242,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6320,6 +6343,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6420,6 +6444,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6524,6 +6549,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6651,6 +6677,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6778,6 +6805,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6906,6 +6934,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -7030,6 +7059,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": "sub_1QhTJ2LkdIwHu7ixa8Hf3kLm",
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
