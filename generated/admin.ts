@@ -1521,7 +1521,7 @@ export interface components {
          * @description A merchant API key permission (see the merchant document's `GET /v1/me`).
          * @enum {string}
          */
-        Permission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
+        Permission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "subscriptions:manage";
         Org: {
             orgId: components["schemas"]["OrgId"];
             name: string;

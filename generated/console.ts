@@ -587,7 +587,11 @@ export interface paths {
         };
         /**
          * Read the organization's audit log
-         * @description Entries newest first, paginated.
+         * @description Entries newest first, paginated. Subscription changes a buyer makes in the customer portal
+         *     are here too (`portal.subscription.cancel_at_period_end`, `portal.subscription.cancel_now`,
+         *     `portal.subscription.keep`, target the subscription): the actor is whoever opened the
+         *     portal session (the API key or member), or the buyer (`customer`, `CUS_…`) when they
+         *     opened it alone; the summary names the buyer, the session and its creator.
          */
         get: operations["listAuditLog"];
         put?: never;
@@ -1805,7 +1809,7 @@ export interface components {
          * @description A merchant API key permission.
          * @enum {string}
          */
-        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
+        KeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "subscriptions:manage";
         /** Format: email */
         Email: string;
         /** @description 12 to 256 characters for a new password (checked by the operation, whose answer names the rule). Never logged nor stored. */
@@ -1958,9 +1962,12 @@ export interface components {
         };
         AuditEntry: {
             auditId: string;
-            /** @enum {string} */
-            actorType: "user" | "api_key" | "operator" | "system";
-            /** @description The user (`USR_…`) or API key (`AKI_…`); null for the operator. */
+            /**
+             * @description `customer`: a buyer acting in the customer portal through a session nobody else opened for them (an e-mailed sign-in link, the paid checkout page).
+             * @enum {string}
+             */
+            actorType: "user" | "api_key" | "operator" | "system" | "customer";
+            /** @description The user (`USR_…`), API key (`AKI_…`) or customer (`CUS_…`); null for the operator and the system. */
             actorId: string | null;
             /** @description What was done: `member.role_change`, `session.sign_in`, a console management action (`product.create`, `price.deactivate`, `payment_link.create`, `order.refund`, `subscription.cancel`, `organization.update`, `receiving_wallet.set`, …), or the operationId of a merchant or admin API operation. */
             action: string;

@@ -296,8 +296,8 @@ export interface paths {
          *
          *     `permissions` is a list from the closed set `checkout:write`, `catalog:read`, `orders:read`,
          *     `subscriptions:read`, `customers:read`, `webhooks:write`, `entitlements:read`, `x402:settle`,
-         *     `customers:write`, `usage:write`, `meters:read`, `meters:write`. A new key gets
-         *     all of them. An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
+         *     `customers:write`, `usage:write`, `meters:read`, `meters:write`, `subscriptions:manage`. A new key gets
+         *     all of them (a key a member makes: at most what the member's role allows). An operation whose permission the key lacks is refused with `403 FORBIDDEN`:
          *
          *     | operation | permission |
          *     |---|---|
@@ -313,6 +313,7 @@ export interface paths {
          *     | ingestUsageEvents | `usage:write` |
          *     | listMeters, getMeter, getMeterQuantities | `meters:read` |
          *     | createMeter, updateMeter, archiveMeter | `meters:write` |
+         *     | createCustomerPortalSession | `checkout:write`; a portal that cancels or keeps subscriptions (and `allowCancelNow`) also `subscriptions:manage` |
          *     | getMe | none (any valid key) |
          *     | getWebhookSigningKey | none (public) |
          *
@@ -767,6 +768,27 @@ export interface paths {
          *     deployment sends e-mail (`SMTP_URL`), from `{base_url}/portal/o/{organizationId}`, which
          *     e-mails a 30-minute link to a customer's own address. Permission: `checkout:write` (the
          *     key that sends buyers to checkout sends them here too).
+         *
+         *     Changing subscriptions (issue 37 §6): the portal cancels at period end, undoes that, and
+         *     cancels now only when the caller (the API key, or the member signed in to the console)
+         *     holds **`subscriptions:manage`**; without it the portal shows orders, receipts,
+         *     subscriptions and products, and says "To change this subscription, ask the merchant".
+         *     `allowCancelNow: true` without `subscriptions:manage` is refused with `403 FORBIDDEN`
+         *     (nothing is created) rather than quietly narrowed: a merchant who asked for immediate
+         *     cancellation learns at once that this key cannot grant it. The session records its
+         *     creator (`key:AKI_…` or `user:USR_…`), and every change made in it is written to the
+         *     organization's audit log (`portal.subscription.cancel_at_period_end`, `…cancel_now`,
+         *     `…keep`) with the creator as the actor and the buyer (`CUS_…`) and the session (`CPS_…`) in
+         *     the summary. A session the buyer opens alone (the e-mailed link, the paid checkout page)
+         *     keeps the buyer's own rights: cancel at period end and undo it, never cancel now; its
+         *     changes are audited with the buyer as the actor (`customer`). Owners, admins and support
+         *     hold `subscriptions:manage`, developers and viewers do not; a key made with no permission
+         *     list gets it, a key a developer makes never has it. Keys that existed before the
+         *     permission (migration 0263): those made by the operator, an owner or an admin that held
+         *     `checkout:write` were given it, so integrations that already opened cancelling portals
+         *     keep working; keys made by developers were not (their portals stop offering changes and
+         *     `allowCancelNow` is refused) — make such keys anew as an owner or admin. Each key given
+         *     the permission has an audit entry `api_key.permission_added`.
          */
         post: operations["createCustomerPortalSession"];
         delete?: never;
@@ -2322,7 +2344,7 @@ export interface components {
             data: components["schemas"]["CheckoutSession"];
         };
         /** @enum {string} */
-        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write";
+        ApiKeyPermission: "checkout:write" | "catalog:read" | "orders:read" | "subscriptions:read" | "customers:read" | "webhooks:write" | "entitlements:read" | "x402:settle" | "customers:write" | "usage:write" | "meters:read" | "meters:write" | "subscriptions:manage";
         ApiKeyInfo: {
             apiKeyId: components["schemas"]["ApiKeyId"];
             orgId: components["schemas"]["OrgId"];
@@ -2968,7 +2990,7 @@ export interface components {
             /** @description The merchant's page the portal links back to (absolute HTTPS URL). */
             returnUrl?: components["schemas"]["HttpsUrl"];
             /**
-             * @description Offer "cancel now" (ends the subscription at once, no refund) besides cancel at period end.
+             * @description Offer "cancel now" (ends the subscription at once, no refund) besides cancel at period end. Needs `subscriptions:manage` (`403` without it).
              * @default false
              */
             allowCancelNow?: boolean;
@@ -3313,6 +3335,15 @@ export interface components {
              *     (`POST /v1/customer-portal-sessions`) and `GET /v1/entitlements/check` take.
              */
             customerId: components["schemas"]["CustomerId"];
+            /**
+             * @description The customer's `externalId` (your own id for them, set with `PATCH /v1/customers/{id}`
+             *     or at checkout), as it was when the event was queued; null when none is set. Read in
+             *     the same statement that queues the event (no query per delivery). The order and
+             *     subscription reads (`GET /v1/orders/{id}`, `GET /v1/subscriptions/{id}`) do not carry
+             *     it: they name `customerId`, and `GET /v1/customers/{id}` has the rest.
+             * @example user_42
+             */
+            customerExternalId: string | null;
             /** @description Correlation value (untrusted); null when none. */
             merchantReference: string | null;
             /** @description Correlation map (untrusted); null when none. */
@@ -3369,6 +3400,15 @@ export interface components {
             /** @description Payment-channel subscription attribution when applicable. */
             providerSubscriptionId: string | null;
             customerId: components["schemas"]["CustomerId"];
+            /**
+             * @description The customer's `externalId` (your own id for them, set with `PATCH /v1/customers/{id}`
+             *     or at checkout), as it was when the event was queued; null when none is set. Read in
+             *     the same statement that queues the event (no query per delivery). The order and
+             *     subscription reads (`GET /v1/orders/{id}`, `GET /v1/subscriptions/{id}`) do not carry
+             *     it: they name `customerId`, and `GET /v1/customers/{id}` has the rest.
+             * @example user_42
+             */
+            customerExternalId: string | null;
             /** @description When available. */
             customerEmail: string | null;
             product?: components["schemas"]["WebhookProductRef"];
@@ -4488,7 +4528,28 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /**
+             * @description The key lacks `checkout:write` (`FORBIDDEN`), or `allowCancelNow` was asked without
+             *     `subscriptions:manage` (`FORBIDDEN`; nothing created).
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": false,
+                     *       "message": "allowCancelNow needs the permission \"subscriptions:manage\": this caller may open a portal that shows orders and subscriptions, not one that cancels them",
+                     *       "error": {
+                     *         "code": "FORBIDDEN",
+                     *         "message": "allowCancelNow needs the permission \"subscriptions:manage\": this caller may open a portal that shows orders and subscriptions, not one that cancels them"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description No customer of the organization has this id, e-mail or externalId (`NOT_FOUND`). */
             404: {
                 headers: {
@@ -5741,6 +5802,7 @@ export interface operations {
                  *           "provider": "CRYPTO",
                  *           "amountCents": 25000000,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -5861,6 +5923,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -5975,6 +6038,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6085,6 +6149,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6185,6 +6250,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6285,6 +6351,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6385,6 +6452,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
@@ -6489,6 +6557,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6616,6 +6685,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6743,6 +6813,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6871,6 +6942,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "amountCents": 5800,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "lines": [
                  *             {
                  *               "kind": "PRICE",
@@ -6995,6 +7067,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": "sub_1QhTJ2LkdIwHu7ixa8Hf3kLm",
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",

@@ -208,6 +208,11 @@ export function createServices(deps: {
     logger,
     publicBaseUrl,
     signInMailer: () => buyerEmailsModule?.emails,
+    // Portal changes go to the organization's audit log; a failed write is logged, never a failed change.
+    audit: () => ({
+      record: (entry) =>
+        accountsModule.audit.record(entry).catch((err: unknown) => logger.error({ err, action: entry.action }, 'audit log write failed')),
+    }),
   });
   const buyerEmailsModule: BuyerEmailsModule | undefined = config.smtp
     ? createBuyerEmailsModule({

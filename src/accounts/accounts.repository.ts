@@ -73,7 +73,8 @@ export interface AccountLink {
   revokedAt: Date | null;
 }
 
-export type ActorType = 'user' | 'api_key' | 'operator' | 'system';
+/** `customer`: a buyer in the customer portal (a session nobody else opened for them; migration 0263). */
+export type ActorType = 'user' | 'api_key' | 'operator' | 'system' | 'customer';
 
 export interface AuditEntry {
   id: string;

@@ -13,7 +13,7 @@ export const AUDIT_RETENTION_DAYS = 400;
 
 export interface AuditRecord {
   orgId: string | null;
-  actor: Actor | { type: 'operator' } | { type: 'system' };
+  actor: Actor | { type: 'operator' } | { type: 'system' } | { type: 'customer'; id: string };
   action: string;
   target?: { type: string; id: string | null };
   summary: string;

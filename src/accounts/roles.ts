@@ -19,7 +19,6 @@ export const MANAGEMENT_PERMISSIONS = [
   'telemetry:manage',
   'agents:manage',
   'orders:refund',
-  'subscriptions:manage',
   'settings:manage',
 ] as const;
 export type ManagementPermission = (typeof MANAGEMENT_PERMISSIONS)[number];

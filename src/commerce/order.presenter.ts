@@ -124,11 +124,13 @@ export interface WebhookOrderContext {
 
 /**
  * Who the event is about, in every `order.*` and `subscription.*` payload (the README's step 6 and
- * docs/customer-portal.md promise it): the customer's id. The customer's own `externalId` joins it
- * here once customers carry one (issue 38, item 2).
+ * docs/customer-portal.md promise it): the customer's id, and their `externalId`. The presenter
+ * holds only the id; the outbox fills `customerExternalId` with the customer's current value in
+ * the one statement that queues the event (src/webhooks/outbox.repository.ts), so no emitting
+ * flow reads the customer again and no event costs a query more.
  */
-export function webhookCustomer(customerId: string): { customerId: string } {
-  return { customerId };
+export function webhookCustomer(customerId: string): { customerId: string; customerExternalId: string | null } {
+  return { customerId, customerExternalId: null };
 }
 
 /**

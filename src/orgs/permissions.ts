@@ -16,4 +16,6 @@ export const ALL_PERMISSIONS: readonly Permission[] = [
   'usage:write',
   'meters:read',
   'meters:write',
+  // Cancel and keep subscriptions through the customer portal sessions the key opens (issue 37 §6).
+  'subscriptions:manage',
 ];

@@ -9,7 +9,7 @@ import type { MerchantNames } from '../pages/page.js';
 import { checkoutPortalEntry, registerPortalPages } from './portal-pages.js';
 import { createPortalHandlers } from './portal.handlers.js';
 import { KnexPortalSessionRepository } from './portal.repository.js';
-import { PortalService, type PortalEntitlements, type PortalSignInMailer, type PortalSubscriptions } from './portal.service.js';
+import { PortalService, type PortalAudit, type PortalEntitlements, type PortalSignInMailer, type PortalSubscriptions } from './portal.service.js';
 
 export interface PortalModule {
   portal: PortalService;
@@ -31,8 +31,10 @@ export function createPortalModule(deps: {
   publicBaseUrl: string;
   /** E-mails sign-in links; absent without SMTP_URL (the sign-in page then says to ask the merchant). */
   signInMailer?: () => PortalSignInMailer | undefined;
+  /** The audit log of portal changes (the accounts module, composed after this one). */
+  audit?: () => PortalAudit | undefined;
 }): PortalModule {
-  const portal = new PortalService(new KnexPortalSessionRepository(deps.db), deps.uow, deps.subscriptions, deps.entitlements, deps.clock, deps.publicBaseUrl, deps.signInMailer);
+  const portal = new PortalService(new KnexPortalSessionRepository(deps.db), deps.uow, deps.subscriptions, deps.entitlements, deps.clock, deps.publicBaseUrl, deps.signInMailer, deps.audit);
   return {
     portal,
     handlers: { merchant: createPortalHandlers(portal) },

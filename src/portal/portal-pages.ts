@@ -226,7 +226,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       if (!found) return;
       const form = req.body as Record<string, string | undefined>;
       if (form.confirm !== 'yes') return res.redirect(303, `/portal/subscriptions/${encodeURIComponent(req.params.token)}/cancel`);
-      const s = form.when === 'now' ? await portal.cancelNow(found.session, req.params.token) : await portal.cancelAtPeriodEnd(found.session, req.params.token);
+      const s = form.when === 'now' ? await portal.cancelNow(found.session, req.params.token, req.ip ?? null) : await portal.cancelAtPeriodEnd(found.session, req.params.token, req.ip ?? null);
       const notice = s.status === 'CANCELED' ? `${s.productName} is canceled.` : `${s.productName} will end on ${DATE.format(s.currentPeriodEnd)}; you will not be charged again.`;
       sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
     } catch (err) {
@@ -238,7 +238,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
     try {
       const found = await formSession(req, res);
       if (!found) return;
-      const s = await portal.keepRenewing(found.session, req.params.token);
+      const s = await portal.keepRenewing(found.session, req.params.token, req.ip ?? null);
       sendPage(res, await overviewPage(found.session, found.token, found.merchant, `${s.productName} continues and renews on ${DATE.format(s.currentPeriodEnd)}.`));
     } catch (err) {
       fail(req, res, err);

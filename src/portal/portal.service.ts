@@ -15,7 +15,7 @@
  * 32 random base62 characters, stored only as SHA-256 hashes, never logged.
  */
 import type { Clock } from '../kernel/clock.js';
-import { conflict, notFound, validationError } from '../kernel/errors.js';
+import { conflict, forbidden, notFound, validationError } from '../kernel/errors.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { sha256Hex, constantTimeEqual } from '../kernel/secrets.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
@@ -46,6 +46,36 @@ export interface PortalEntitlements {
 export interface PortalSignInMailer {
   sendSignInLink(input: { orgId: string; to: string; url: string; expiresAt: Date }): Promise<void>;
 }
+
+/**
+ * The audit log (src/accounts AuditLog): every subscription change made in the portal is recorded
+ * with the session's creator as the actor (the key or member whose authority opened it) and the
+ * buyer; a session the buyer opened alone (e-mailed link, paid checkout page) has the buyer
+ * (`customer`, `CUS_…`) as the actor.
+ */
+export interface PortalAudit {
+  /** Never rejects: a failed write is logged, the change it records is already made. */
+  record(entry: {
+    orgId: string;
+    actor: { type: 'api_key'; id: string } | { type: 'user'; id: string } | { type: 'customer'; id: string };
+    action: string;
+    target: { type: string; id: string };
+    summary: string;
+    clientAddress: string | null;
+  }): Promise<void>;
+}
+
+/** Who opened a merchant's portal session: the API key, or the member signed in to the console. */
+export interface PortalCreator {
+  actor: { type: 'api_key'; id: string } | { type: 'user'; id: string };
+  /** The caller's permissions: the session may change subscriptions only with `subscriptions:manage`. */
+  permissions: readonly string[];
+}
+
+/** The portal's subscription changes, as audit actions. */
+export type PortalChange = 'cancel_at_period_end' | 'cancel_now' | 'keep';
+const CHANGE_SAID: Record<PortalChange, string> = { cancel_at_period_end: 'canceled it at period end', cancel_now: 'canceled it now', keep: 'kept it renewing' };
+const ORIGIN_SAID: Record<PortalOrigin, string> = { api: 'the merchant API', checkout: 'the buyer (paid checkout page)', email: 'the buyer (e-mailed sign-in link)' };
 
 export interface PortalOverview {
   customer: Customer;
@@ -83,6 +113,8 @@ export class PortalService {
     publicBaseUrl: string,
     /** A getter: the e-mail module is composed after this one. */
     private readonly mailerOf: () => PortalSignInMailer | undefined = () => undefined,
+    /** A getter: the accounts module (the audit log) is composed after this one. */
+    private readonly auditOf: () => PortalAudit | undefined = () => undefined,
   ) {
     this.baseUrl = publicBaseUrl.replace(/\/+$/, '');
   }
@@ -124,10 +156,22 @@ export class PortalService {
     return { id: session.id, customerId: customer.id, url: `${this.baseUrl}/portal/enter/${token}`, expiresAt: session.linkExpiresAt, returnUrl: session.returnUrl, token };
   }
 
-  /** The merchant API: a link for one customer (by id or e-mail) of the caller's organization. */
-  async createForMerchant(orgId: string, input: { customerId?: string; customerEmail?: string; externalId?: string; returnUrl?: string; allowCancelNow?: boolean }): Promise<CreatedPortalLink> {
+  /**
+   * The merchant API: a link for one customer (by id or e-mail) of the caller's organization. The
+   * session may cancel and keep subscriptions only when the caller holds `subscriptions:manage`
+   * (issue 37 §6); `allowCancelNow` without it is refused (403), never quietly dropped.
+   */
+  async createForMerchant(
+    orgId: string,
+    input: { customerId?: string; customerEmail?: string; externalId?: string; returnUrl?: string; allowCancelNow?: boolean },
+    creator: PortalCreator,
+  ): Promise<CreatedPortalLink> {
     const named = [input.customerId, input.customerEmail, input.externalId].filter((v) => v !== undefined).length;
     if (named !== 1) throw validationError('Give exactly one of customerId, customerEmail and externalId');
+    const canChangeSubscriptions = creator.permissions.includes('subscriptions:manage');
+    if (input.allowCancelNow && !canChangeSubscriptions) {
+      throw forbidden('allowCancelNow needs the permission "subscriptions:manage": this caller may open a portal that shows orders and subscriptions, not one that cancels them');
+    }
     const customers = this.uow.stores.customers;
     const customer =
       input.customerId !== undefined
@@ -136,7 +180,8 @@ export class PortalService {
           ? await customers.findByExternalId(orgId, input.externalId)
           : await customers.findByEmail(orgId, input.customerEmail!);
     if (!customer) throw notFound('Customer');
-    const { token: _token, ...link } = await this.newLink(customer, 'api', LINK_TTL_MS, input);
+    const createdBy = creator.actor.type === 'api_key' ? `key:${creator.actor.id}` : `user:${creator.actor.id}`;
+    const { token: _token, ...link } = await this.newLink(customer, 'api', LINK_TTL_MS, { ...input, canChangeSubscriptions, createdBy });
     return link;
   }
 
@@ -270,20 +315,48 @@ export class PortalService {
     if (change && !session.canChangeSubscriptions) throw conflict('Changing subscriptions is not offered here; ask the merchant');
   }
 
-  async cancelAtPeriodEnd(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  async cancelAtPeriodEnd(session: PortalSession, subscriptionId: string, clientAddress: string | null = null): Promise<Subscription> {
     await this.ownSubscription(session, subscriptionId, true);
-    return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: true }, session);
+    const changed = await this.subscriptions.cancel(subscriptionId, { atPeriodEnd: true }, session);
+    await this.audit(session, subscriptionId, 'cancel_at_period_end', clientAddress);
+    return changed;
   }
 
-  async cancelNow(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  async cancelNow(session: PortalSession, subscriptionId: string, clientAddress: string | null = null): Promise<Subscription> {
     await this.ownSubscription(session, subscriptionId, true);
     if (!session.allowCancelNow) throw conflict('Cancelling at once is not offered here; cancel at the end of the period instead');
-    return this.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }, session);
+    const changed = await this.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }, session);
+    await this.audit(session, subscriptionId, 'cancel_now', clientAddress);
+    return changed;
   }
 
-  async keepRenewing(session: PortalSession, subscriptionId: string): Promise<Subscription> {
+  async keepRenewing(session: PortalSession, subscriptionId: string, clientAddress: string | null = null): Promise<Subscription> {
     await this.ownSubscription(session, subscriptionId, true);
-    return this.subscriptions.keepRenewing(subscriptionId, session);
+    const changed = await this.subscriptions.keepRenewing(subscriptionId, session);
+    await this.audit(session, subscriptionId, 'keep', clientAddress);
+    return changed;
+  }
+
+  /**
+   * The audit entry of a portal change (`portal.subscription.<change>`): the actor is the session's
+   * creator when a key or member opened it, else the buyer; the summary names the session, its
+   * creator and the buyer. Written after the change, like the API's audited operations; the port
+   * never rejects (a failed write is logged where it is composed, not turned into a failed change).
+   */
+  private async audit(session: PortalSession, subscriptionId: string, change: PortalChange, clientAddress: string | null): Promise<void> {
+    const audit = this.auditOf();
+    if (!audit) return;
+    const creator = /^(key|user):(.+)$/.exec(session.createdBy ?? '');
+    const actor = creator ? { type: creator[1] === 'key' ? ('api_key' as const) : ('user' as const), id: creator[2]! } : { type: 'customer' as const, id: session.customerId };
+    const openedBy = session.createdBy ?? ORIGIN_SAID[session.origin];
+    await audit.record({
+      orgId: session.orgId,
+      actor,
+      action: `portal.subscription.${change}`,
+      target: { type: 'subscription', id: subscriptionId },
+      summary: `customer ${session.customerId} ${CHANGE_SAID[change]} in customer portal session ${session.id} opened by ${openedBy}`,
+      clientAddress,
+    });
   }
 
   async subscription(session: PortalSession, subscriptionId: string): Promise<Subscription> {

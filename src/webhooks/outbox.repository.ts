@@ -63,15 +63,24 @@ export async function enqueueWebhookEvent(trx: Knex.Transaction, event: OutboxEv
   const extra = ORDER_EXTRA[event.type];
   if (extra && !(extra in event.data)) throw new Error(`webhook event ${event.type} must carry data.${extra}`);
   const id = newId('EVT');
+  // The customer's `externalId` (README step 6, docs/customer-portal.md; issue 37 §26): read from
+  // the customer's row inside the INSERT, in this transaction (so an externalId attached by the
+  // same checkout is seen), instead of one more query per event in every emitting flow.
+  const subjectKey = 'order' in event.data ? 'order' : 'subscription';
+  const customerId = (event.data as Record<string, { customerId?: unknown }>)[subjectKey]?.customerId;
+  const payload =
+    typeof customerId === 'string'
+      ? { sql: `jsonb_set(?::jsonb, ARRAY[?::text, 'customerExternalId'], coalesce((SELECT to_jsonb(c.external_id) FROM customers c WHERE c.id = ? AND c.org_id = ?), 'null'::jsonb))`, bindings: [JSON.stringify(event.data), subjectKey, customerId, event.orgId] }
+      : { sql: '?', bindings: [JSON.stringify(event.data)] };
   // The event row and the endpoints it goes to in one round trip (the emitting transaction holds
   // its locks meanwhile); the deliveries follow in a second one, when there are any.
   const result = await trx.raw(
     `WITH event AS (
-       INSERT INTO webhook_events (id, org_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?)
+       INSERT INTO webhook_events (id, org_id, type, payload, created_at) VALUES (?, ?, ?, ${payload.sql}, ?)
      )
      SELECT id FROM webhook_endpoints
       WHERE org_id = ? AND enabled AND deleted_at IS NULL AND (cardinality(events) = 0 OR ? = ANY(events))`,
-    [id, event.orgId, event.type, JSON.stringify(event.data), now, event.orgId, event.type],
+    [id, event.orgId, event.type, ...payload.bindings, now, event.orgId, event.type],
   );
   const endpoints = result.rows as Array<{ id: string }>;
   await insertPendingDeliveries(trx, id, endpoints.map((e) => e.id), event.orgId, now);

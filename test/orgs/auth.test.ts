@@ -22,7 +22,7 @@ describe('GET /v1/me', () => {
       data: {
         apiKeyId: ctx.orgA.apiKeyId,
         orgId: ctx.orgA.orgId,
-        permissions: ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write'],
+        permissions: ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write', 'subscriptions:manage'],
       },
     });
   });

@@ -67,6 +67,7 @@ function order(orgId: string): WebhookOrder {
     provider: 'CRYPTO',
     amountCents: 25_000_000,
     customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+    customerExternalId: null,
     lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(25_000_000), exactAmountDecimal: String(25_000_000), amountCents: 25_000_000 }],
     amountRefundedCents: 0,
     currency: 'usdc',

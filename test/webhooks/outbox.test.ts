@@ -31,6 +31,7 @@ const order = (orgId: string, status: WebhookOrder['status']): WebhookOrder => (
   provider: 'STRIPE',
   amountCents: 5800,
   customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+  customerExternalId: null,
   lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(5800), exactAmountDecimal: String(5800), amountCents: 5800 }],
   amountRefundedCents: 0,
   currency: 'usd',

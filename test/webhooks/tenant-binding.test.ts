@@ -43,6 +43,7 @@ const order = (orgId: string): WebhookOrder => ({
   provider: 'STRIPE',
   amountCents: 1500,
   customerId: 'CUS_hk60G7KOFpB5lxQ84MRIHi9l',
+  customerExternalId: null,
   lines: [{ kind: 'PRICE', description: 'Pro plan', quantity: '1', unitAmountDecimal: String(1500), exactAmountDecimal: String(1500), amountCents: 1500 }],
   amountRefundedCents: 0,
   currency: 'usd',

@@ -9,7 +9,7 @@ export type KeyPermission = ConsoleComponents['schemas']['KeyPermission'];
 export type WebhookEndpoint = MerchantComponents['schemas']['WebhookEndpoint'];
 export type WebhookEventType = MerchantComponents['schemas']['WebhookEventType'];
 
-export const KEY_PERMISSIONS: KeyPermission[] = ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write'];
+export const KEY_PERMISSIONS: KeyPermission[] = ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write', 'subscriptions:manage'];
 export const EVENT_TYPES: WebhookEventType[] = [
   'order.pending',
   'order.paid',

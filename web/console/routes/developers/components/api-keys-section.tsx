@@ -54,7 +54,8 @@ export function ApiKeysSection() {
         <input id="key-name" required maxLength={100} value={name} onInput={(e) => setName(e.currentTarget.value)} />
         <fieldset>
           <legend>Permissions (none: every permission your role allows)</legend>
-          {KEY_PERMISSIONS.map((permission) => (
+          {/* A key never holds more than its creator's role allows (a developer's has no subscriptions:manage). */}
+          {KEY_PERMISSIONS.filter((permission) => can(permission)).map((permission) => (
             <label key={permission} class="check">
               <input
                 type="checkbox"
@@ -62,6 +63,7 @@ export function ApiKeysSection() {
                 onChange={(e) => setPermissions(e.currentTarget.checked ? [...permissions, permission] : permissions.filter((p) => p !== permission))}
               />{' '}
               <code>{permission}</code>
+              {permission === 'subscriptions:manage' && ' (customer portal sessions it opens may cancel and keep subscriptions)'}
             </label>
           ))}
         </fieldset>
