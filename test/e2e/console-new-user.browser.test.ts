@@ -177,6 +177,16 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console as a new user finds i
     await heading(owner, 'Orders');
     // At 390 px the list names the buyer under each order.
     await expect(owner.locator('[data-field="buyer"]').first().innerText()).resolves.toBe('buyer@console.test');
+    // A long id never breaks mid-string: one line, clipped with an ellipsis, the whole id in its title.
+    const id = owner.locator('a.id').first();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const [idTitle, idText, idLines, idWhiteSpace, idOverflow] = (await id.evaluate((el: any) => {
+      const style = el.ownerDocument.defaultView.getComputedStyle(el);
+      return [el.getAttribute('title'), el.textContent, Math.floor(el.getBoundingClientRect().height / (parseFloat(style.fontSize) * 1.6)) + 1, style.whiteSpace, style.textOverflow];
+    })) as [string, string, number, string, string];
+    expect(idTitle).toBe(idText);
+    expect(idTitle).toMatch(/^ORD_/);
+    expect([idLines <= 1, idWhiteSpace, idOverflow]).toEqual([true, 'nowrap', 'ellipsis']);
     // The search's placeholder fits its box.
     const search = owner.locator('input[name="q"]');
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
