@@ -38,6 +38,21 @@ module.exports = {
       to: { path: '^(src|generated)/', pathNot: '^src/kernel/' },
     },
     {
+      name: 'money-formatter-is-pure',
+      severity: 'error',
+      comment: 'src/kernel/money.ts is bundled into the browser console too (the one money formatter): it imports nothing, not even Node built-ins.',
+      from: { path: '^src/kernel/money\\.ts$' },
+      to: {},
+    },
+    {
+      name: 'console-reaches-server-only-through-shared-sources',
+      severity: 'error',
+      comment:
+        "The browser console (web/) is a client of the contract: of the server's code it bundles only the pure sources its build fingerprints (SHARED_SOURCES in src/console/build.ts: the money formatter).",
+      from: { path: '^web/' },
+      to: { path: '^(src|scripts|tools|test)/', pathNot: '^src/kernel/money\\.ts$' },
+    },
+    {
       name: 'domain-not-to-http',
       severity: 'error',
       comment:

@@ -9,7 +9,7 @@ import type { Order, Subscription } from '../commerce/model.js';
 import type { BuyerEmailKind } from './buyer-email.repository.js';
 import type { Brand } from '../pages/page.js';
 import { contrastRatio } from '../kernel/colour.js';
-import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
+import { lineDetail } from '../commerce/order-line-text.js';
 import { shownName } from '../kernel/names.js';
 
 /** Kassa's indigo, or the organization's accent where it keeps 4.5:1 on the white card. */
@@ -53,7 +53,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
   const lineFacts: Array<[string, string]> = o
     ? o.lines.map((l): [string, string] => {
         const detail = lineDetail(l, o.currency);
-        return [l.description, `${detail ? `${detail} = ` : ''}${formatLineAmount(l.amount, o.currency)}`];
+        return [l.description, `${detail ? `${detail} = ` : ''}${formatMoney(l.amount, o.currency)}`];
       })
     : [];
   const orderFacts: Array<[string, string]> = o

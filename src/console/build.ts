@@ -36,8 +36,10 @@ async function precompress(contents: Uint8Array): Promise<Record<'.br' | '.gz', 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CONSOLE_SOURCE_DIR = path.join(REPO_ROOT, 'web', 'console');
 export const CONSOLE_DIST_DIR = path.join(REPO_ROOT, 'web', 'dist');
-/** What the build reads besides web/console: the generated contract types, the locked versions, this file. */
-const EXTRA_INPUTS = [path.join(REPO_ROOT, 'package-lock.json'), fileURLToPath(import.meta.url)];
+/** Server code the console bundles (pure, dependency-free): the one money formatter. */
+const SHARED_SOURCES = [path.join(REPO_ROOT, 'src', 'kernel', 'money.ts')];
+/** What the build reads besides web/console: the generated contract types, the shared sources, the locked versions, this file. */
+const EXTRA_INPUTS = [...SHARED_SOURCES, path.join(REPO_ROOT, 'package-lock.json'), fileURLToPath(import.meta.url)];
 
 export interface ConsoleManifest {
   fingerprint: string;
@@ -123,10 +125,17 @@ export async function buildConsole(options: { force?: boolean; distDir?: string 
     outdir: path.join(distDir, 'assets'),
     write: false,
     metafile: true,
+    absWorkingDir: REPO_ROOT,
     legalComments: 'none',
     logLevel: 'silent',
     define: { 'process.env.NODE_ENV': '"production"' },
   });
+  // A source the bundle reads that the fingerprint does not cover would leave a stale build in place after it changed.
+  const covered = new Set([...(await filesUnder(CONSOLE_SOURCE_DIR)), ...(await filesUnder(path.join(REPO_ROOT, 'generated'))), ...EXTRA_INPUTS]);
+  const uncovered = Object.keys(result.metafile.inputs)
+    .map((input) => path.resolve(REPO_ROOT, input))
+    .filter((input) => !input.split(path.sep).includes('node_modules') && !covered.has(input));
+  if (uncovered.length > 0) throw new Error(`the console bundles ${uncovered.map((f) => path.relative(REPO_ROOT, f)).join(', ')}, which its fingerprint does not cover: add it to SHARED_SOURCES (src/console/build.ts)`);
   await mkdir(path.join(distDir, 'assets'), { recursive: true });
   let script = '';
   let style = '';

@@ -8,6 +8,7 @@ import type { NextFunction, Request, Response, Router } from 'express';
 import QRCode from 'qrcode';
 import type { Logger } from '../kernel/logger.js';
 import type { Clock } from '../kernel/clock.js';
+import { formatMoney } from '../kernel/money.js';
 import { escapeHtml, layout, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page } from '../pages/page.js';
 import { receipt, summary } from '../pages/checkout-summary.js';
 import { hostedForm } from '../pages/form.js';
@@ -91,7 +92,7 @@ ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}
 
 function progressPage(session: CheckoutSession, merchant: string | undefined, order: Order, transfer: CryptoTransfer | undefined, chain: ChainConfig | undefined): Page {
   const tx = order.txHash ? `<p class="note">Transaction ${txLink(chain, order.txHash)}</p>` : '';
-  const received = order.amountReceivedCents != null ? `${tokenAmount(order.amountReceivedCents)} ${order.currency}` : '';
+  const received = order.amountReceivedCents != null ? formatMoney(order.amountReceivedCents, order.currency) : '';
   switch (order.status) {
     case 'PAID':
     case 'REFUNDED':

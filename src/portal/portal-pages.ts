@@ -4,7 +4,7 @@
  * every POST also carries the session's form token (`csrf`), and the session cookie is
  * `__Host-kassa_portal`: HttpOnly, SameSite=Lax, Secure, Path=/.
  */
-import { formatLineAmount, lineDetail } from '../commerce/order-line-text.js';
+import { lineDetail } from '../commerce/order-line-text.js';
 import type { Request, Response, Router } from 'express';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
@@ -64,7 +64,7 @@ export function orderLinesTable(order: Order): string {
   const rows = order.lines
     .map((l) => {
       const detail = lineDetail(l, order.currency);
-      return `<tr data-testid="receipt-line"><td>${escapeHtml(l.description)}${detail ? `<div class="muted">${escapeHtml(detail)}</div>` : ''}</td><td class="num">${escapeHtml(formatLineAmount(l.amount, order.currency))}</td></tr>`;
+      return `<tr data-testid="receipt-line"><td>${escapeHtml(l.description)}${detail ? `<div class="muted">${escapeHtml(detail)}</div>` : ''}</td><td class="num">${escapeHtml(formatMoney(l.amount, order.currency))}</td></tr>`;
     })
     .join('');
   return `<table class="lines" data-testid="receipt-lines"><caption class="visually-hidden">What you paid for</caption><thead><tr><th scope="col">Item</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;

@@ -15,7 +15,7 @@ import type { SubscriptionService } from './subscription.service.js';
 
 const DATE = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
 
-/** "USD 9.00 every month". */
+/** "$9.00 every month". */
 export function subscriptionPrice(s: Pick<Subscription, 'amountCents' | 'currency' | 'billingInterval' | 'billingIntervalCount'>): string {
   return `${formatMoney(s.amountCents, s.currency)} every ${s.billingIntervalCount > 1 ? `${s.billingIntervalCount} ` : ''}${s.billingInterval.toLowerCase()}${s.billingIntervalCount > 1 ? 's' : ''}`;
 }

@@ -50,7 +50,7 @@ describe('renewal needs your confirmation', () => {
   it("links Stripe's hosted invoice page as 'Confirm your payment' (HTML and text) beside the portal", () => {
     const mail = render(subscription);
     expect(mail.subject).toBe('Pro plan: confirm your payment to keep your subscription');
-    expect(mail.text).toContain('Your bank asks you to confirm the renewal payment of EUR 9.00 for your Pro plan subscription with Org A.');
+    expect(mail.text).toContain('Your bank asks you to confirm the renewal payment of €9.00 for your Pro plan subscription with Org A.');
     expect(mail.text).toContain('Confirm your payment: https://invoice.stripe.com/i/acct_1/test_x');
     expect(mail.text).toContain('https://pay.example.com/portal/o/ORG_1');
     expect(mail.html).toMatch(/<a href="https:\/\/invoice\.stripe\.com\/i\/acct_1\/test_x"[^>]*>Confirm your payment<\/a>/);

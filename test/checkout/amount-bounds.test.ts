@@ -87,8 +87,8 @@ describe('checkout sessions: card rail', () => {
   it.each([
     ['0', card(0), /pricingData\.amount must be >= 1/],
     ['2^53 - 1 (the issue)', card(Number.MAX_SAFE_INTEGER), /pricingData\.amount must be <= 999999999999/],
-    ['the maximum + 1', card(CARD_MAX + 1), /body\.pricingData\.amount is 100000000 minor units; card checkout takes 1 to 99999999 \(USD 0\.01 to USD 999,999\.99\)/],
-    ['the maximum + 1 in JPY', card(CARD_MAX + 1, 'JPY'), /card checkout takes 1 to 99999999 \(JPY 1 to JPY 99,999,999\)/],
+    ['the maximum + 1', card(CARD_MAX + 1), /body\.pricingData\.amount is 100000000 minor units; card checkout takes 1 to 99999999 \(\$0\.01 to \$999,999\.99\)/],
+    ['the maximum + 1 in JPY', card(CARD_MAX + 1, 'JPY'), /card checkout takes 1 to 99999999 \(¥1 to ¥99,999,999\)/],
     ['a total over the maximum (unit × quantity)', card(50_000_000, 'USD', { quantity: 2 }), /body\.pricingData\.amount × body\.quantity is 100000000 minor units; card checkout takes 1 to 99999999/],
     ['a total past 2^53 (unit × quantity)', card(999_999_999, 'USD', { quantity: 999_999 }), /body\.pricingData\.amount × body\.quantity is \d+ minor units; card checkout/],
   ])('refuses %s with 400, creating nothing', async (_label, body, message) => {
@@ -124,7 +124,7 @@ describe('checkout sessions: crypto rail', () => {
   it.each([
     ['0', crypto(0), /pricingData\.amount must be >= 1/],
     ['the maximum + 1', crypto(CRYPTO_MAX + 1), /pricingData\.amount must be <= 999999999999/],
-    ['a total over the maximum (unit × quantity)', crypto(500_000_000_000, { quantity: 2 }), /body\.pricingData\.amount × body\.quantity is 1000000000000 minor units; crypto checkout takes 1 to 999999999999 \(USDC 0\.000001 to USDC 999,999\.999999\)/],
+    ['a total over the maximum (unit × quantity)', crypto(500_000_000_000, { quantity: 2 }), /body\.pricingData\.amount × body\.quantity is 1000000000000 minor units; crypto checkout takes 1 to 999999999999 \(0\.000001 USDC to 999,999\.999999 USDC\)/],
   ])('refuses %s with 400, creating nothing', async (_label, body, message) => {
     await expectRefused(body, message);
   });

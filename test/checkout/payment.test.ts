@@ -49,8 +49,8 @@ describe('hosted checkout page', () => {
     const res = await ctx.merchant.get(pagePath(session.url));
     expect(res.status).toBe(200);
     expect(res.text).toContain('Ebook');
-    expect(res.text).toContain('2 × USD 12.00');
-    expect(res.text).toContain('USD 24.00');
+    expect(res.text).toContain('2 × $12.00');
+    expect(res.text).toContain('$24.00');
     expect(res.text).not.toMatch(/<script/i);
     expect(res.headers['content-security-policy']).toContain("frame-ancestors 'none'");
     expect(res.headers['content-security-policy']).toContain("default-src 'none'");

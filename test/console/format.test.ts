@@ -34,7 +34,16 @@ describe('money', () => {
     expect(formatMoney(-1000, 'USD')).toBe('−$10.00');
     expect(currencyDecimals('USDC')).toBe(6);
     expect(currencyDecimals('KWD')).toBe(3);
-    expect(formatMoney(1234, 'EUR', 'de-DE')).toBe('12,34 €');
+    expect(formatMoney(1500, 'KWD')).toBe('KWD 1.500');
+  });
+
+  it('counts a currency’s decimals as the server stores them (not as ICU does)', () => {
+    // ICU gives ISK and HUF no decimals; Kassa stores them with two (Stripe's API does): typing 1500
+    // into a refund or price form is 150000 minor units, as the API's `amount` of 1500 says.
+    expect(currencyDecimals('ISK')).toBe(2);
+    expect(parseMoney('1500', 'ISK')).toBe(150000);
+    expect(minorToInput(150000, 'HUF')).toBe('1500.00');
+    expect(formatMoney(150000, 'ISK')).toBe('ISK 1,500.00');
   });
 });
 

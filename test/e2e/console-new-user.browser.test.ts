@@ -177,6 +177,16 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console as a new user finds i
     await heading(owner, 'Orders');
     // At 390 px the list names the buyer under each order.
     await expect(owner.locator('[data-field="buyer"]').first().innerText()).resolves.toBe('buyer@console.test');
+    // A long id never breaks mid-string: one line, clipped with an ellipsis, the whole id in its title.
+    const id = owner.locator('a.id').first();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const [idTitle, idText, idLines, idWhiteSpace, idOverflow] = (await id.evaluate((el: any) => {
+      const style = el.ownerDocument.defaultView.getComputedStyle(el);
+      return [el.getAttribute('title'), el.textContent, Math.floor(el.getBoundingClientRect().height / (parseFloat(style.fontSize) * 1.6)) + 1, style.whiteSpace, style.textOverflow];
+    })) as [string, string, number, string, string];
+    expect(idTitle).toBe(idText);
+    expect(idTitle).toMatch(/^ORD_/);
+    expect([idLines <= 1, idWhiteSpace, idOverflow]).toEqual([true, 'nowrap', 'ellipsis']);
     // The search's placeholder fits its box.
     const search = owner.locator('input[name="q"]');
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -221,9 +231,26 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console as a new user finds i
     await owner.setViewportSize(PHONE);
     const projects = (await owner.evaluate(`fetch('/v1/console/telemetry-projects').then((r) => r.json())`)) as { data: Array<{ projectId: string }> };
     await owner.goto(`${h.origin}/console/telemetry/${projects.data[0]!.projectId}/traces`);
-    await owner.locator('tr[data-trace-id]').first().waitFor();
-    // Not yet: the traces table still scrolls inside its frame at 390 px (451 px of content in 364); the page itself does not.
+    const traceRow = owner.locator('tr[data-trace-id]').first();
+    await traceRow.waitFor();
+    // The table fits its frame (it scrolled inside it: 451 px of content in 364): start and cost ride under the name.
+    const [tracesScroll, tracesClient] = (await owner.locator('.table-wrap').first().evaluate((el) => [el.scrollWidth, el.clientWidth])) as [number, number];
+    expect(tracesScroll, 'the traces table scrolls sideways at 390 px').toBeLessThanOrEqual(tracesClient);
+    expect(await traceRow.locator('[data-field="cost-narrow"]').innerText()).toBe('$0.006513');
+    expect(await traceRow.locator('td[data-field="cost"]').isVisible()).toBe(false);
     await h.check(owner, 'new-user-traces-narrow');
+    // Keyboard: Tab reaches the trace's name and Enter opens it; at desktop the cost has its column again.
+    await tabTo(owner, 'tr[data-trace-id] a');
+    await owner.keyboard.press('Enter');
+    await owner.locator('[data-field="trace-cost"]').waitFor();
+    await owner.goBack();
+    await owner.setViewportSize({ width: 1280, height: 800 });
+    await traceRow.waitFor();
+    expect(await traceRow.locator('td[data-field="cost"]').innerText()).toBe('$0.006513');
+    expect(await traceRow.locator('[data-field="cost-narrow"]').isVisible()).toBe(false);
+    // Mouse: a click on the name opens the trace.
+    await traceRow.locator('a').first().click();
+    await owner.locator('[data-field="trace-cost"]').waitFor();
 
     // Payment links: the link itself with a copy button, the product name once.
     const product = await h.ctx.admin.post(`/v1/orgs/${h.ctx.orgA.orgId}/products`).send({ name: 'Roasted beans' });

@@ -86,9 +86,9 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('order lines in the console an
     await page.goto(`${h.origin}/portal/orders/${usageOrder.id}`);
     const rows = page.locator('[data-testid=receipt-line]');
     expect(await rows.count()).toBe(4);
-    expect(await rows.nth(1).innerText()).toContain('1,234,567 used, 10,000 included: 1,224,567 × USD 0.00004');
-    expect(await rows.nth(3).innerText()).toContain('−USD 5.00');
-    expect(await page.getByTestId('receipt-total').innerText()).toBe(`USD ${(usageOrder.amountCents / 100).toFixed(2)}`);
+    expect(await rows.nth(1).innerText()).toContain('1,234,567 used, 10,000 included: 1,224,567 × $0.00004');
+    expect(await rows.nth(3).innerText()).toContain('−$5.00');
+    expect(await page.getByTestId('receipt-total').innerText()).toBe(`$${(usageOrder.amountCents / 100).toFixed(2)}`);
     await h.check(page, 'receipt-lines');
   });
 });

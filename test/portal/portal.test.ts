@@ -162,14 +162,14 @@ describe('the portal', () => {
     expect(home.text).toContain(`/portal/orders/${sub.order.orderId}`);
     expect(home.text).not.toContain(other.order.orderId);
     expect(home.text).toContain('Active: renews on');
-    expect(home.text).toContain('USD 9.00 every month');
+    expect(home.text).toContain('$9.00 every month');
     expect(home.text).toContain('href="https://shop.example.com/account"');
     expect(home.text).toMatch(/data-testid="product">Ebook/);
     expect(home.text).toMatch(/data-testid="product">Pro plan/);
 
     const receipt = await http().get(`/portal/orders/${ebook.order.orderId}`).set('Cookie', cookie);
     expect(receipt.status).toBe(200);
-    for (const shown of ['Org A', 'Ebook', 'USD 12.50', 'None charged', '22 November 2026', 'Card ending in 4242', ebook.order.orderId, ebook.order.merchantReference]) expect(receipt.text).toContain(shown);
+    for (const shown of ['Org A', 'Ebook', '$12.50', 'None charged', '22 November 2026', 'Card ending in 4242', ebook.order.orderId, ebook.order.merchantReference]) expect(receipt.text).toContain(shown);
     expect((await http().get(`/portal/orders/${other.order.orderId}`).set('Cookie', cookie)).status).toBe(404);
     expect((await http().get('/portal/orders/ORD_nope').set('Cookie', cookie)).status).toBe(404);
     expect((await http().get(`/portal/orders/${ebook.order.orderId}`)).status).toBe(401);
@@ -241,7 +241,7 @@ describe('a renewal waiting for the buyer (3-D Secure)', () => {
     const portal = await http().get('/portal').set('Cookie', cookie);
     expect(portal.text).toContain('Active: the renewal payment needs your confirmation.');
     expect(portal.text).toContain(`href="https://invoice.stripe.com/i/acct_1/test_YWNjdF8x?s=ap" rel="noreferrer" data-testid="confirm-payment-${subscriptionId}">Confirm your payment`);
-    expect(portal.text).toContain('Your bank asks you to confirm the renewal payment of USD 9.00.');
+    expect(portal.text).toContain('Your bank asks you to confirm the renewal payment of $9.00.');
     const manage = await http().get(`/subscriptions/manage/${token}`);
     expect(manage.text).toContain('data-testid="confirm-payment">Confirm your payment');
     // Whatever the processor said, the page never links a script URL.

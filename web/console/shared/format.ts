@@ -3,51 +3,19 @@
  * test/console/format.test.ts.
  */
 
-/** Decimals of a stored currency: 6 for the stablecoins Kassa takes, else what ISO 4217 says (Intl knows). */
-export function currencyDecimals(currency: string): number {
-  const code = currency.toUpperCase();
-  if (code === 'USDC' || code === 'USDT') return 6;
-  try {
-    return new Intl.NumberFormat('en', { style: 'currency', currency: code }).resolvedOptions().maximumFractionDigits ?? 2;
-  } catch {
-    return 2;
-  }
-}
-
 /**
- * An amount in minor units as money: `formatMoney(5800, 'USD')` → `$58.00`; stablecoins as
- * `25.00 USDC` (trailing zeros beyond cents dropped). Integer arithmetic on the digits, so a
- * large amount never loses a unit to floating point.
+ * Money reads the same on every surface: the console shows it with the server's one formatter
+ * (src/kernel/money.ts, pure, bundled in), and counts a currency's decimals as the server stores them.
  */
-export function formatMoney(minor: number, currency: string, locale = 'en-US'): string {
-  const code = currency.toUpperCase();
-  const decimals = currencyDecimals(code);
-  const negative = minor < 0;
-  const digits = String(Math.abs(Math.trunc(minor))).padStart(decimals + 1, '0');
-  const whole = digits.slice(0, digits.length - decimals);
-  let fraction = decimals > 0 ? digits.slice(digits.length - decimals) : '';
-  if (decimals > 2) fraction = fraction.replace(/0+$/, '').padEnd(2, '0');
-  const grouped = new Intl.NumberFormat(locale, { useGrouping: true }).format(BigInt(whole));
-  const decimalSeparator = new Intl.NumberFormat(locale).formatToParts(1.5).find((p) => p.type === 'decimal')?.value ?? '.';
-  const number = fraction ? `${grouped}${decimalSeparator}${fraction}` : grouped;
-  const sign = negative ? '−' : '';
-  if (code === 'USDC' || code === 'USDT') return `${sign}${number} ${code}`;
-  try {
-    const parts = new Intl.NumberFormat(locale, { style: 'currency', currency: code }).formatToParts(0);
-    const symbol = parts.find((p) => p.type === 'currency')?.value ?? code;
-    const symbolFirst = parts.findIndex((p) => p.type === 'currency') < parts.findIndex((p) => p.type === 'integer');
-    return symbolFirst ? `${sign}${symbol}${number}` : `${sign}${number} ${symbol}`;
-  } catch {
-    return `${sign}${number} ${code}`;
-  }
-}
+export { decimalsOf as currencyDecimals, formatMoney, formatUnitAmount } from '../../../src/kernel/money.js';
+import { decimalsOf as currencyDecimals } from '../../../src/kernel/money.js';
 
 const LLM_COST = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 6, maximumFractionDigits: 6 });
 
 /**
  * An LLM cost (a float of US dollars, priced per token) always to six decimals — millionths of a
  * dollar, where single calls are priced — so costs line up and compare at a glance:
- * `$0.000013`, `$0.003800`, `$1,234.500000`. One rule on every telemetry page (docs/console.md).
+ * `$0.000013`, `$0.003800`, `$1,234.500000`. One rule on every telemetry page (docs/architecture.md, "Money as people read it").
  */
 export function formatLlmCost(usd: number | null | undefined): string {
   if (usd === null || usd === undefined || !Number.isFinite(usd)) return '—';
@@ -210,24 +178,6 @@ export function formatAmount(amount: string, asset: string | null): string {
   const whole = padded.slice(0, -6).replace(/^0+(?=\d)/, '');
   const fraction = padded.slice(-6).replace(/0+$/, '');
   return `${whole}${fraction ? `.${fraction}` : ''} USDC`;
-}
-
-/**
- * A unit price given as an exact decimal of minor units (an order line's `unitAmountDecimal`) as
- * money: `formatUnitAmount('0.004', 'USD')` → `$0.00004`, `'900'` → `$9.00`. Shows the currency's
- * own decimals at least, and beyond them only the digits the price has.
- */
-export function formatUnitAmount(minorDecimal: string, currency: string, locale = 'en-US'): string {
-  const decimals = currencyDecimals(currency);
-  const [whole = '0', fraction = ''] = minorDecimal.split('.');
-  if (!fraction.replace(/0+$/, '')) return formatMoney(Number(whole), currency, locale);
-  const scale = fraction.length + decimals;
-  const padded = `${whole}${fraction}`.replace(/^0+(?=\d)/, '').padStart(scale + 1, '0');
-  const major = new Intl.NumberFormat(locale, { useGrouping: true }).format(BigInt(padded.slice(0, padded.length - scale)));
-  const minor = padded.slice(padded.length - scale).replace(/0+$/, '').padEnd(decimals, '0');
-  const decimalSeparator = new Intl.NumberFormat(locale).formatToParts(1.5).find((p) => p.type === 'decimal')?.value ?? '.';
-  // The currency's symbol and its place, as formatMoney writes them, around this number.
-  return formatMoney(0, currency, locale).replace(/[\d.,\s\u00a0]*\d[\d.,]*/, `${major}${decimalSeparator}${minor}`);
 }
 
 /** An exact decimal quantity with grouped thousands: `'1234567.5'` → `1,234,567.5`. */

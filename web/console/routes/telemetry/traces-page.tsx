@@ -132,7 +132,9 @@ export function TracesPage(props: { projectId: string }) {
                 <th scope="col" class="hide-narrow">
                   Tokens in/out
                 </th>
-                <th scope="col">Cost</th>
+                <th scope="col" class="hide-narrow">
+                  Cost
+                </th>
                 <th scope="col">Status</th>
               </tr>
             </thead>
@@ -142,7 +144,10 @@ export function TracesPage(props: { projectId: string }) {
                   <td class="hide-narrow">{formatDateTime(t.start_time)}</td>
                   <td class="break-words">
                     <a href={`${base}/traces/${t.trace_id}`}>{t.name}</a>
-                    <div class="only-narrow muted small">{formatDateTime(t.start_time)}</div>
+                    {/* At 390 px the start and the cost ride under the name: the table fits without scrolling sideways. */}
+                    <div class="only-narrow muted small">
+                      {formatDateTime(t.start_time)} · <span data-field="cost-narrow">{formatLlmCost(t.llm_summary.cost)}</span>
+                    </div>
                   </td>
                   <td data-field="duration_ms">{formatDuration(t.duration_ms)}</td>
                   <td class="hide-narrow">{t.span_count}</td>
@@ -150,7 +155,9 @@ export function TracesPage(props: { projectId: string }) {
                   <td class="hide-narrow">
                     {t.llm_summary.tokens_input} / {t.llm_summary.tokens_output}
                   </td>
-                  <td data-field="cost">{formatLlmCost(t.llm_summary.cost)}</td>
+                  <td data-field="cost" class="hide-narrow">
+                    {formatLlmCost(t.llm_summary.cost)}
+                  </td>
                   <td>{t.status === 'error' ? <Badge tone="bad">Error</Badge> : <Badge tone="good">OK</Badge>}</td>
                 </tr>
               ))}
