@@ -71,7 +71,12 @@ export class TelemetryPartitionJob implements Job {
   ) {}
 
   async run(): Promise<boolean> {
-    await this.partitions.createPartitionsAhead(this.clock.now(), TelemetryPartitionJob.AHEAD_WEEKS);
+    await this.createAhead(this.clock.now());
     return false;
+  }
+
+  /** The partitions this job would create at `now`; returns those created. */
+  createAhead(now: Date): Promise<string[]> {
+    return this.partitions.createPartitionsAhead(now, TelemetryPartitionJob.AHEAD_WEEKS);
   }
 }
