@@ -45,6 +45,34 @@ async function createParent(trx: Knex.Transaction): Promise<void> {
   await trx.raw(`CREATE INDEX ${TABLE}_project_id_start_time_index ON ${TABLE} (project_id, start_time)`);
 }
 
+interface Connection {
+  query(q: { text: string; query_timeout?: number }): Promise<{ rows: unknown[] }>;
+}
+
+/**
+ * Runs a statement that scans the whole table without the pool's statement and client timeouts
+ * (15 and 20 s), on one connection, restoring them after (as 0120 does).
+ */
+async function unbounded(db: Knex, text: string): Promise<void> {
+  if ('pglite' in (db.client as object)) {
+    await db.raw(text);
+    return;
+  }
+  const client = db.client as { acquireConnection(): Promise<Connection>; releaseConnection(c: Connection): Promise<unknown> };
+  const connection = await client.acquireConnection();
+  try {
+    const { rows } = await connection.query({ text: 'SHOW statement_timeout' });
+    await connection.query({ text: 'SET statement_timeout = 0' });
+    try {
+      await connection.query({ text, query_timeout: 24 * 3600 * 1000 });
+    } finally {
+      await connection.query({ text: `SET statement_timeout = '${(rows[0] as { statement_timeout: string }).statement_timeout}'` });
+    }
+  } finally {
+    await client.releaseConnection(connection);
+  }
+}
+
 /** Converts the plain table to the partitioned one, as described above; `now` places the boundary. */
 export async function partitionModelCalls(db: Knex, now: Date): Promise<void> {
   if (await isPartitioned(db, TABLE)) return;
@@ -66,8 +94,9 @@ export async function partitionModelCalls(db: Knex, now: Date): Promise<void> {
   await db.raw(`ALTER TABLE ${TABLE} ADD CONSTRAINT ${TABLE}_legacy_bound CHECK (start_time < '${b}') NOT VALID`);
   await db.raw(`DROP TABLE IF EXISTS ${TABLE}_held`);
   await db.raw(`CREATE TABLE ${TABLE}_held (LIKE ${TABLE})`);
-  await db.raw(`WITH moved AS (DELETE FROM ${TABLE} WHERE start_time >= ? RETURNING *) INSERT INTO ${TABLE}_held SELECT * FROM moved`, [b]);
-  await db.raw(`ALTER TABLE ${TABLE} VALIDATE CONSTRAINT ${TABLE}_legacy_bound`);
+  // The two scans of the whole table run without the pool's statement timeout.
+  await unbounded(db, `WITH moved AS (DELETE FROM ${TABLE} WHERE start_time >= '${b}' RETURNING *) INSERT INTO ${TABLE}_held SELECT * FROM moved`);
+  await unbounded(db, `ALTER TABLE ${TABLE} VALIDATE CONSTRAINT ${TABLE}_legacy_bound`);
   await db.transaction(async (trx) => {
     await trx.raw(`ALTER TABLE ${TABLE} RENAME TO ${TABLE}_legacy`);
     await trx.raw(`ALTER TABLE ${TABLE}_legacy RENAME CONSTRAINT ${TABLE}_project_id_foreign TO ${TABLE}_legacy_project_id_foreign`);
