@@ -91,6 +91,7 @@ try {
   };
   const client = new pg.Client({ connectionString: target.url });
   await client.connect();
+  await client.query('SET jit = off'); // as Kassa's pool sets it (src/db/knex.ts)
   const explorer = async (label: string) => {
     for (const [name, [sql, params]] of Object.entries(QUERIES)) {
       for (let i = 0; i < 3; i++) await client.query(sql, params);

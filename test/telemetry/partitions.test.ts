@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { down as unpartition, partitionModelCalls } from '../../src/db/migrations/0290_telemetry_span_partitions.js';
 import { listPartitions } from '../../src/telemetry/partitions.repository.js';
 import { bearer, createProjectWithKey, span, traceId, type TelemetryKeyFixture } from './helpers.js';
 
@@ -114,5 +115,27 @@ describe('span-row partitions', () => {
     expect(names).toContain('telemetry_model_calls_p20261019');
     expect(await countIn('telemetry_model_calls_p20261019')).toBe(1); // 10-22T12:00 deleted, 10-23T00:00 kept
     expect(await calls()).toEqual(kept);
+  });
+
+  it('migration 0290 converts a table with data in place: the old table becomes the MINVALUE partition, rows ahead of it move, none is lost', async () => {
+    await ingest(traceId(), [modelSpan(at('2026-12-20T08:00:00Z'))]);
+    const before = await calls();
+    await unpartition(db());
+    expect((await rows(`SELECT relkind FROM pg_class WHERE relname = 'telemetry_model_calls'`))[0]!.relkind).toBe('r');
+    // Clock 2026-11-22 (a Sunday): the old table keeps everything before Monday 2026-11-23.
+    await partitionModelCalls(db(), ctx.clock.now());
+    const parts = await listPartitions(db(), 'telemetry_model_calls');
+    const legacy = parts.find((x) => x.name === 'telemetry_model_calls_legacy')!;
+    expect(legacy.from).toBeNull();
+    expect(legacy.to!.toISOString()).toBe('2026-11-23T00:00:00.000Z');
+    expect(parts.map((x) => x.name)).toEqual(expect.arrayContaining(['telemetry_model_calls_p20261123', 'telemetry_model_calls_p20261130', 'telemetry_model_calls_default']));
+    expect(await calls()).toEqual(before);
+    expect(await countIn('telemetry_model_calls_legacy')).toBe(before.filter((c) => c.split('@')[1]! < '2026-11-23').length);
+    // Weeks from 2026-12-07 on have no partition of their own yet (the migration creates this week's and the next two).
+    expect(await countIn('telemetry_model_calls_default')).toBe(before.filter((c) => c.split('@')[1]! >= '2026-12-07').length);
+    expect(await countIn('telemetry_model_calls_default')).toBeGreaterThanOrEqual(1);
+    // Ingest goes on into the new partitions; the old table ages out through retention.
+    await ingest(traceId(), [modelSpan(at('2026-11-24T08:00:00Z'))]);
+    expect(await countIn('telemetry_model_calls_p20261123')).toBe(1);
   });
 });
