@@ -33,6 +33,7 @@ import { drainQueuedTraceChanges } from '../../src/telemetry/groups.repository.j
 import { KnexTraceWriter, type TraceWrite } from '../../src/telemetry/traces.repository.js';
 import { KnexRollupWriter, type CellKey, type ModelCallRow } from '../../src/telemetry/rollups.repository.js';
 import { CellStats } from '../../src/telemetry/cell-stats.js';
+import { PartitionEnsurer } from '../../src/telemetry/partitions.repository.js';
 import { RESOLUTION_MS, floorTo, vendorKey, type Resolution } from '../../src/telemetry/rollups.js';
 import { prng } from './common.js';
 
@@ -222,6 +223,7 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
   const spanRate = options.spans / (options.toMs - options.fromMs);
   const users = Math.max(100, Math.round(options.spans / 200));
   const cells = new Cells();
+  const partitions = new PartitionEnsurer();
   const usage = new Map<number, number>();
   let spans = 0;
   let traces = 0;
@@ -267,7 +269,8 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
       await traceWriter.claimTraces(options.projectId, writes, now, { optimistic: true });
       // The session and user rollups, as ingest writes them (every trace of a chunk is new).
       await traceWriter.updateGroups(options.projectId, writes.map((w) => ({ before: null, after: w })), now);
-      const rollups = new KnexRollupWriter(trx, true);
+      // Each week's partition of the model calls, as ingest creates it (migration 0290).
+      const rollups = new KnexRollupWriter(trx, true, { ensurer: partitions, now: new Date() });
       await rollups.insertModelCalls(options.projectId, calls);
       lap('write');
       // Every later span starts at or after `to`.

@@ -21,7 +21,7 @@ import { createTelemetryExplorerHandlers } from './explorer.handlers.js';
 import { KnexProjectRepository } from './projects.repository.js';
 import { ProjectService } from './projects.service.js';
 import type { Job } from '../kernel/job.js';
-import { RetentionJob } from './retention.job.js';
+import { RetentionJob, TelemetryPartitionJob } from './retention.job.js';
 import { GroupChangesJob } from './group-changes.job.js';
 import { KnexGroupChangeRepository } from './groups.repository.js';
 import { KnexRetentionRepository } from './retention.repository.js';
@@ -37,6 +37,7 @@ export interface TelemetryModule {
   metrics: MetricsService;
   prices: ModelPriceService;
   retention: RetentionJob;
+  partitions: TelemetryPartitionJob;
   /** Applies queued trace changes to the session and user rollups (`applyAll()`: everything now). */
   groupChanges: GroupChangesJob;
   /** Background jobs, made afresh for each worker. */
@@ -74,17 +75,20 @@ export function createTelemetryModule(deps: { db: Db; reads?: ReadRouter; clock:
     projects: new ProjectService(projectRepo, clock),
     keys,
     prices,
-    ingest: new IngestService(new KnexIngestUnitOfWork(db), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
+    ingest: new IngestService(new KnexIngestUnitOfWork(db, clock), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
     traces: new TraceService(new KnexTraceRepository(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo, deps.reads?.reads((handle) => new KnexRollupRepository(handle))),
   };
-  const retention = new RetentionJob(projectRepo, new KnexRetentionRepository(db, clock), keys, clock);
+  const retentionRepo = new KnexRetentionRepository(db, clock);
+  const retention = new RetentionJob(projectRepo, retentionRepo, keys, clock);
+  const partitions = new TelemetryPartitionJob(retentionRepo, clock);
   const groupChanges = new GroupChangesJob(new KnexGroupChangeRepository(db));
   return {
     ...services,
     retention,
+    partitions,
     groupChanges,
-    jobs: () => [retention, new GroupChangesJob(new KnexGroupChangeRepository(db))],
+    jobs: () => [retention, partitions, new GroupChangesJob(new KnexGroupChangeRepository(db))],
     handlers: {
       platform: createTelemetryHandlers(services, clock),
       admin: createTelemetryAdminHandlers({ orgs, ...services }),

@@ -1,5 +1,7 @@
 /** The ingest transaction: trace writes and rollup writes over one database transaction. */
 import { isPostgres, type Db } from '../db/knex.js';
+import type { Clock } from '../kernel/clock.js';
+import { PartitionEnsurer } from './partitions.repository.js';
 import { KnexRollupWriter, type RollupWriter } from './rollups.repository.js';
 import { KnexTraceWriter, type TraceWriter } from './traces.repository.js';
 
@@ -16,11 +18,17 @@ export class KnexIngestUnitOfWork implements IngestUnitOfWork {
   /** COPY FROM STDIN needs node-postgres; PGlite takes the JSON path. */
   private readonly copy: boolean;
 
-  constructor(private readonly db: Db) {
+  /** Per database: the weekly partitions of span rows already known to exist. */
+  private readonly partitions = new PartitionEnsurer();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock?: Clock,
+  ) {
     this.copy = isPostgres(db);
   }
 
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
-    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy) }));
+    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy, { ensurer: this.partitions, now: this.clock?.now() ?? new Date() }) }));
   }
 }

@@ -1,6 +1,7 @@
 /** Deletion of telemetry past a project's retention, in bounded chunks (RetentionJob). */
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
+import { createWeekPartitions, dropPartitionsBefore, isPartitioned, listPartitions, WEEK_MS, weekStart } from './partitions.repository.js';
 import { enqueueTraceChanges } from './groups.repository.js';
 import { toContribution, type GroupSourceRow } from './traces.repository.js';
 
@@ -15,6 +16,13 @@ export interface RetentionRepository {
   deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number>;
   deleteExpiredRollups(projectId: string, cutoff: Date): Promise<number>;
+  /**
+   * Drops the span-row partitions that end at or before `bound` (every project's cutoff: the
+   * earliest one), instead of deleting their rows; returns the partitions dropped.
+   */
+  dropExpiredPartitions(bound: Date): Promise<string[]>;
+  /** Creates this week's partition and the next `weeks` ones where missing; returns those created. */
+  createPartitionsAhead(now: Date, weeks: number): Promise<string[]>;
 }
 
 const deletedCount = (result: { rows: unknown[] }): number => result.rows.length;
@@ -43,14 +51,36 @@ export class KnexRetentionRepository implements RetentionRepository {
   }
 
   async deleteExpiredModelCalls(projectId: string, cutoff: Date, limit: number): Promise<number> {
-    return deletedCount(
-      await this.db.raw(
-        `DELETE FROM telemetry_model_calls WHERE ctid IN (
-           SELECT ctid FROM telemetry_model_calls WHERE project_id = ? AND start_time < ? LIMIT ?)
-         RETURNING 1`,
-        [projectId, cutoff, limit],
-      ),
-    );
+    // Partition by partition (a ctid names a row within one table), only those starting before the
+    // cutoff: after dropExpiredPartitions that is the boundary week(s) and the default partition.
+    const tables = (await isPartitioned(this.db, 'telemetry_model_calls'))
+      ? (await listPartitions(this.db, 'telemetry_model_calls')).filter((p) => p.isDefault || p.from === null || p.from < cutoff).map((p) => p.name)
+      : ['telemetry_model_calls'];
+    let deleted = 0;
+    for (const table of tables) {
+      if (deleted >= limit) break;
+      deleted += deletedCount(
+        await this.db.raw(
+          `DELETE FROM ?? WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM ?? WHERE project_id = ? AND start_time < ? LIMIT ?))
+           RETURNING 1`,
+          [table, table, projectId, cutoff, limit - deleted],
+        ),
+      );
+    }
+    return deleted;
+  }
+
+  async dropExpiredPartitions(bound: Date): Promise<string[]> {
+    if (!(await isPartitioned(this.db, 'telemetry_model_calls'))) return [];
+    return dropPartitionsBefore(this.db, 'telemetry_model_calls', bound);
+  }
+
+  async createPartitionsAhead(now: Date, weeks: number): Promise<string[]> {
+    if (!(await isPartitioned(this.db, 'telemetry_model_calls'))) return [];
+    const first = weekStart(now.getTime());
+    const wanted = Array.from({ length: weeks + 1 }, (_, i) => first + i * WEEK_MS);
+    return this.db.transaction((trx) => createWeekPartitions(trx, 'telemetry_model_calls', wanted, { lockTimeout: true }));
   }
 
   async deleteExpiredMetricPoints(projectId: string, cutoff: Date, limit: number): Promise<number> {

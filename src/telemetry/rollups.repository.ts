@@ -3,6 +3,7 @@
  * points — the writes of an ingest transaction and the reads of GET /v1/metrics.
  */
 import type { Knex } from 'knex';
+import type { PartitionEnsurer } from './partitions.repository.js';
 import { copyIn, copyText, idArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';
@@ -301,22 +302,36 @@ export class KnexRollupWriter implements RollupWriter {
     private readonly trx: Knex.Transaction,
     /** Whether COPY FROM STDIN is available (node-postgres, not PGlite). */
     private readonly copy: boolean,
+    /** Creates the weekly partitions the rows need (partitions.repository.ts), relative to `now`. */
+    private readonly partitions?: { ensurer: PartitionEnsurer; now: Date },
   ) {}
 
   async deleteModelCalls(projectId: string, calls: Array<{ traceId: string; spanId: string; startMs: number }>): Promise<void> {
     if (calls.length === 0) return;
+    // The table is partitioned (migration 0290): a ctid names a row only within its partition, so
+    // the rows are matched by (tableoid, ctid), each found by its key (the partition key included,
+    // so the lookup is pruned to the span's week at run time).
     await this.trx.raw(
-      `DELETE FROM telemetry_model_calls WHERE ctid = ANY(ARRAY(
-         SELECT m.ctid FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text)
-          CROSS JOIN LATERAL (SELECT ctid FROM telemetry_model_calls
+      `DELETE FROM telemetry_model_calls d USING (
+         SELECT m.tableoid AS toid, m.ctid AS tid FROM json_to_recordset(?::json) AS x(st timestamptz, t text, s text)
+          CROSS JOIN LATERAL (SELECT tableoid, ctid FROM telemetry_model_calls
                                WHERE project_id = ? AND start_time = x.st AND trace_id = x.t AND span_id = x.s
-                              OFFSET 0) m))`,
+                              OFFSET 0) m) z
+        WHERE d.tableoid = z.toid AND d.ctid = z.tid`,
       [JSON.stringify(calls.map((c) => ({ st: iso(c.startMs), t: c.traceId, s: c.spanId }))), projectId],
     );
   }
 
   async insertModelCalls(projectId: string, calls: ModelCallRow[]): Promise<void> {
     if (calls.length === 0) return;
+    if (this.partitions) {
+      await this.partitions.ensurer.ensure(
+        this.trx,
+        'telemetry_model_calls',
+        calls.map((c) => c.startMs),
+        this.partitions.now,
+      );
+    }
     if (this.copy) {
       const num = (v: number | null) => (v === null ? '\\N' : String(v));
       await copyIn(
