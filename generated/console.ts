@@ -3163,6 +3163,10 @@ export interface components {
          *     * **Meter.** A meter of the organization, not archived when the price is made (another
          *       organization's meter is `400` as if it did not exist); a meter archived later is still
          *       billed by the prices that name it. A meter appears at most once per price.
+         *     * **Rails.** Billed by Kassa's renewal job (the sandbox card processor). Where Stripe is
+         *       the card processor, card subscriptions renew at Stripe, which does not bill usage yet:
+         *       a checkout session or payment link of a metered price is refused (`400`), never sold
+         *       without its usage.
          */
         MeteredComponent: {
             meterId: components["schemas"]["MeterId"];

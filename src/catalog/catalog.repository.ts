@@ -207,7 +207,7 @@ export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) 
 
 const PRICE_COLUMNS = [
   'id', 'org_id', 'product_id', 'amount', 'currency', 'pricing_type', 'billing_interval', 'billing_interval_count',
-  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'provider', 'active', 'created_at',
+  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'provider', 'active', 'created_at', 'metered_components',
 ] as const;
 const PRODUCT_COLUMNS = ['id', 'org_id', 'name', 'description', 'status', 'created_at', 'updated_at'] as const;
 const LINK_COLUMNS = ['id', 'org_id', 'price_id', 'name', 'is_active', 'token', 'created_at', 'updated_at'] as const;
