@@ -517,7 +517,10 @@ export interface paths {
          * @description Adds a price to the product (see `PriceCreate` for the rules). Rules the schema states are
          *     checked first; the rest answer `400 VALIDATION_ERROR` with a message naming the field:
          *     a card (`STRIPE`) price needs an ISO 4217 currency (`USDC`/`USDT` need `provider: CRYPTO`),
-         *     and with `flexibleAmount` `minAmount` ≤ `amount` ≤ `maxAmount` (each bound optional).
+         *     and with `flexibleAmount` `minAmount` ≤ `amount` ≤ `maxAmount` (each bound optional);
+         *     `meteredComponents` only on `SUBSCRIPTION` card prices, each naming a meter of the
+         *     product's organization that is not archived (another organization's meter reads as
+         *     missing: `400` naming `meteredComponents[i].meterId`, never `404`, which is the product's).
          *     Unknown product → `404`; an archived product → `409 CONFLICT`.
          */
         post: operations["createPrice"];
@@ -1886,6 +1889,44 @@ export interface components {
             /** @description False once deactivated; checkout refuses inactive prices. */
             active: boolean;
             createdAt: components["schemas"]["Timestamp"];
+            /** @description Usage billed in arrears at each renewal (see `MeteredComponent`); always given, empty for prices without any. */
+            meteredComponents?: components["schemas"]["MeteredComponent"][];
+        };
+        /**
+         * @description A metered component of a `SUBSCRIPTION` card price (created with the price, through the
+         *     admin API or the console; its pricing is the merchant API's `MeteredPricing`, its
+         *     lines the merchant API's `OrderLine`): the customer's quantity of `meterId` in each billing period,
+         *     less `includedUnits`, priced by `pricing`, billed in arrears.
+         *
+         *     * **When.** The renewal order of period p + 1 carries the fixed fee of p + 1 and one
+         *       `USAGE` line per component for period p, in the price's order, in one order and one
+         *       charge. A subscription with metered components renews 1 hour after its period ends: the
+         *       usage-event grace window (the merchant API's `POST /v1/usage-events`), so every event accepted for the
+         *       period is billed, once. A subscription that ends at its period's end has its last
+         *       period's usage charged as an order of `USAGE` lines alone (none when it costs nothing).
+         *     * **Zero usage** still gives its `USAGE` line (quantity `"0"`, amount 0): the order says
+         *       what was measured.
+         *     * **Rounding.** Packages are rounded up (a started package counts whole); tiers are not
+         *       rounded separately: a `GRADUATED` or `VOLUME` component is one line whose `usage.tiers`
+         *       lists the tiers applied (like one Stripe invoice line per price, its tier breakdown in
+         *       the detail), and the line is rounded once, half up, to the minor unit (see `OrderLine`).
+         *     * **Included units** are per period and do not carry over.
+         *     * **Meter.** A meter of the organization, not archived when the price is made (another
+         *       organization's meter is `400` as if it did not exist); a meter archived later is still
+         *       billed by the prices that name it. A meter appears at most once per price.
+         *     * **Rails.** Billed by Kassa's renewal job (the sandbox card processor). Where Stripe is
+         *       the card processor, card subscriptions renew at Stripe, which does not bill usage yet:
+         *       a checkout session or payment link of a metered price is refused (`400`), never sold
+         *       without its usage.
+         */
+        MeteredComponent: {
+            meterId: components["schemas"]["MeterId"];
+            /**
+             * @description Units each billing period includes at no charge (the first units consumed).
+             * @default 0
+             */
+            includedUnits?: number;
+            pricing: components["schemas"]["MeteredPricing"];
         };
         /**
          * @description A price of the product. Defaults: `pricingType` `ONE_TIME`, `billingIntervalCount` 1,
@@ -1923,6 +1964,17 @@ export interface components {
             maxAmount?: components["schemas"]["PriceAmount"];
             /** @default STRIPE */
             provider?: components["schemas"]["PriceProvider"];
+            /**
+             * @description `SUBSCRIPTION` card (`STRIPE`) prices only (else `400`): usage billed in arrears at
+             *     each renewal, on top of `amount` (the fixed fee charged in advance for each period).
+             *     Each names a meter of the price's organization, not archived, at most once; its pricing
+             *     gives the fields its model needs and no others (`PER_UNIT` `unitAmountDecimal`,
+             *     `PACKAGE` `packageSize` + `packageAmountDecimal`, `GRADUATED`/`VOLUME` `tiers` with
+             *     increasing `upTo`, only the last null). A broken rule is `400 VALIDATION_ERROR` naming
+             *     the field (`meteredComponents[0].meterId`, …). See `MeteredComponent`
+             *     for when and how usage is billed.
+             */
+            meteredComponents?: components["schemas"]["MeteredComponent"][];
         } & (unknown & unknown & unknown);
         PriceResponse: {
             /** @constant */
@@ -2265,32 +2317,8 @@ export interface components {
             /** @description Only requests whose domain `verifyingContract` is this token contract. Default any contract. */
             verifying_contract?: components["schemas"]["EthAddress"];
         };
-        /**
-         * @description Payment rail / channel. `STRIPE` is the card processor's wire value (written
-         *     `CARD_PROCESSOR` in the product spec); `CRYPTO` is crypto checkout (USDC/USDT).
-         * @enum {string}
-         */
-        Provider: "STRIPE" | "CRYPTO";
-        /** @example ORD_Gdzyl2Q4Fu747Db4xljp1B48 */
-        OrderId: string;
-        /**
-         * @description Canonical order status.
-         * @enum {string}
-         */
-        OrderStatus: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
-        /**
-         * @description Human-facing status (`PENDING`→`Pending`, `PAID`→`Paid`, `FAILED`→`Failed`, `REFUNDED`→`Refunded`, `UNDERPAID`→`Underpaid`).
-         * @enum {string}
-         */
-        OrderDisplayStatus: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid";
-        /**
-         * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
-         *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
-         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
-         *     (positive): lines of coupons, plan changes and tax rates.
-         * @enum {string}
-         */
-        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
+        /** @example MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb */
+        MeterId: string;
         /**
          * @description A non-negative exact decimal (minor units of money, or units of a meter), at most 12 fraction digits, e.g. `"0.004"` (0.004 cents).
          * @example 0.004
@@ -2320,6 +2348,32 @@ export interface components {
             packageAmountDecimal?: components["schemas"]["DecimalAmount"];
             tiers?: components["schemas"]["PriceTier"][];
         };
+        /**
+         * @description Payment rail / channel. `STRIPE` is the card processor's wire value (written
+         *     `CARD_PROCESSOR` in the product spec); `CRYPTO` is crypto checkout (USDC/USDT).
+         * @enum {string}
+         */
+        Provider: "STRIPE" | "CRYPTO";
+        /** @example ORD_Gdzyl2Q4Fu747Db4xljp1B48 */
+        OrderId: string;
+        /**
+         * @description Canonical order status.
+         * @enum {string}
+         */
+        OrderStatus: "PENDING" | "PAID" | "FAILED" | "REFUNDED" | "UNDERPAID";
+        /**
+         * @description Human-facing status (`PENDING`→`Pending`, `PAID`→`Paid`, `FAILED`→`Failed`, `REFUNDED`→`Refunded`, `UNDERPAID`→`Underpaid`).
+         * @enum {string}
+         */
+        OrderDisplayStatus: "Pending" | "Paid" | "Failed" | "Refunded" | "Underpaid";
+        /**
+         * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
+         *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
+         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
+         *     (positive): lines of coupons, plan changes and tax rates.
+         * @enum {string}
+         */
+        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
         AppliedTier: {
             /** @description 1-based index of the tier in the price. */
             tier: number;

@@ -3117,6 +3117,73 @@ export interface components {
          * @enum {string}
          */
         PriceProvider: "STRIPE" | "CRYPTO";
+        /** @example MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb */
+        MeterId: string;
+        /**
+         * @description A non-negative exact decimal (minor units of money, or units of a meter), at most 12 fraction digits, e.g. `"0.004"` (0.004 cents).
+         * @example 0.004
+         * @example 1500
+         */
+        DecimalAmount: string;
+        PriceTier: {
+            /** @description Inclusive upper bound of the tier in units; null on the last tier only. */
+            upTo: number | null;
+            unitAmountDecimal: components["schemas"]["DecimalAmount"];
+            /** @description Charged once when units fall in the tier (graduated) or when the quantity lands in it (volume). */
+            flatAmountCents?: components["schemas"]["MinorUnits"];
+        };
+        /**
+         * @description How a metered component prices the units billed (consumed − included − credited, never
+         *     below 0): `PER_UNIT` (`unitAmountDecimal` per unit), `PACKAGE` (`packageAmountDecimal` per
+         *     started package of `packageSize` units: packages are rounded up), `GRADUATED` (each unit
+         *     at the price of the tier it falls in, plus each reached tier's flat amount) or `VOLUME`
+         *     (every unit at the price of the tier the whole quantity falls in, plus its flat amount).
+         *     The line's exact amount is rounded once (see `OrderLine`).
+         */
+        MeteredPricing: {
+            /** @enum {string} */
+            model: "PER_UNIT" | "PACKAGE" | "GRADUATED" | "VOLUME";
+            unitAmountDecimal?: components["schemas"]["DecimalAmount"];
+            packageSize?: number;
+            packageAmountDecimal?: components["schemas"]["DecimalAmount"];
+            tiers?: components["schemas"]["PriceTier"][];
+        };
+        /**
+         * @description A metered component of a `SUBSCRIPTION` card price (created with the price, through the
+         *     admin API or the console; its pricing is the merchant API's `MeteredPricing`, its
+         *     lines the merchant API's `OrderLine`): the customer's quantity of `meterId` in each billing period,
+         *     less `includedUnits`, priced by `pricing`, billed in arrears.
+         *
+         *     * **When.** The renewal order of period p + 1 carries the fixed fee of p + 1 and one
+         *       `USAGE` line per component for period p, in the price's order, in one order and one
+         *       charge. A subscription with metered components renews 1 hour after its period ends: the
+         *       usage-event grace window (the merchant API's `POST /v1/usage-events`), so every event accepted for the
+         *       period is billed, once. A subscription that ends at its period's end has its last
+         *       period's usage charged as an order of `USAGE` lines alone (none when it costs nothing).
+         *     * **Zero usage** still gives its `USAGE` line (quantity `"0"`, amount 0): the order says
+         *       what was measured.
+         *     * **Rounding.** Packages are rounded up (a started package counts whole); tiers are not
+         *       rounded separately: a `GRADUATED` or `VOLUME` component is one line whose `usage.tiers`
+         *       lists the tiers applied (like one Stripe invoice line per price, its tier breakdown in
+         *       the detail), and the line is rounded once, half up, to the minor unit (see `OrderLine`).
+         *     * **Included units** are per period and do not carry over.
+         *     * **Meter.** A meter of the organization, not archived when the price is made (another
+         *       organization's meter is `400` as if it did not exist); a meter archived later is still
+         *       billed by the prices that name it. A meter appears at most once per price.
+         *     * **Rails.** Billed by Kassa's renewal job (the sandbox card processor). Where Stripe is
+         *       the card processor, card subscriptions renew at Stripe, which does not bill usage yet:
+         *       a checkout session or payment link of a metered price is refused (`400`), never sold
+         *       without its usage.
+         */
+        MeteredComponent: {
+            meterId: components["schemas"]["MeterId"];
+            /**
+             * @description Units each billing period includes at no charge (the first units consumed).
+             * @default 0
+             */
+            includedUnits?: number;
+            pricing: components["schemas"]["MeteredPricing"];
+        };
         Price: {
             pricingId: components["schemas"]["PricingId"];
             orgId: components["schemas"]["OrgId"];
@@ -3137,6 +3204,8 @@ export interface components {
             /** @description False once deactivated; checkout refuses inactive prices. */
             active: boolean;
             createdAt: components["schemas"]["Timestamp"];
+            /** @description Usage billed in arrears at each renewal (see `MeteredComponent`); always given, empty for prices without any. */
+            meteredComponents?: components["schemas"]["MeteredComponent"][];
         };
         PriceListResponse: {
             /** @constant */
@@ -3186,6 +3255,17 @@ export interface components {
             maxAmount?: components["schemas"]["PriceAmount"];
             /** @default STRIPE */
             provider?: components["schemas"]["PriceProvider"];
+            /**
+             * @description `SUBSCRIPTION` card (`STRIPE`) prices only (else `400`): usage billed in arrears at
+             *     each renewal, on top of `amount` (the fixed fee charged in advance for each period).
+             *     Each names a meter of the price's organization, not archived, at most once; its pricing
+             *     gives the fields its model needs and no others (`PER_UNIT` `unitAmountDecimal`,
+             *     `PACKAGE` `packageSize` + `packageAmountDecimal`, `GRADUATED`/`VOLUME` `tiers` with
+             *     increasing `upTo`, only the last null). A broken rule is `400 VALIDATION_ERROR` naming
+             *     the field (`meteredComponents[0].meterId`, …). See `MeteredComponent`
+             *     for when and how usage is billed.
+             */
+            meteredComponents?: components["schemas"]["MeteredComponent"][];
         } & (unknown & unknown & unknown);
         PriceResponse: {
             /** @constant */

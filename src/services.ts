@@ -38,6 +38,7 @@ import { createTelemetryModule, type TelemetryModule } from './telemetry/index.j
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
+import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
@@ -185,7 +186,23 @@ export function createServices(deps: {
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
   const { orgs } = orgsModule;
-  const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000' });
+  // Metered prices read meters and their quantities through commerce's ports; the usage module is built below.
+  const meterDirectory: MeterDirectory = {
+    find: (orgId, meterId) =>
+      modules.usage.meters.get(orgId, meterId).then(
+        (m) => ({ id: m.id, name: m.name, archived: m.status === 'ARCHIVED' }),
+        (error: unknown) => {
+          if (error instanceof AppError && error.code === 'NOT_FOUND') return undefined;
+          throw error;
+        },
+      ),
+  };
+  const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
+  const meteredBilling: MeteredBilling = {
+    componentsOf: async (orgId, priceId) => (await catalogModule.catalog.findPrice(orgId, priceId))?.price.meteredComponents ?? [],
+    meters: meterDirectory,
+    quantities: { quantity: async (orgId, meterId, customerId, start, end) => (await modules.usage.meters.quantities(orgId, meterId, { customer: customerId, start, end })).total },
+  };
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
@@ -197,6 +214,7 @@ export function createServices(deps: {
     logger,
     subscriptionBilling: stripe?.subscriptions,
     portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
+    metered: meteredBilling,
   });
   const portalModule = createPortalModule({
     db,

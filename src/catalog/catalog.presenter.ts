@@ -1,5 +1,6 @@
 /** The catalog's API shapes, shared by the admin and console handlers. */
 import { iso } from '../kernel/present.js';
+import { presentUsagePricing } from '../commerce/order.presenter.js';
 import type { PaymentLink, Price, Product } from './catalog.repository.js';
 
 export const presentProduct = (product: Product) => ({
@@ -28,6 +29,7 @@ export const presentPrice = (price: Price) => ({
   provider: price.provider,
   active: price.active,
   createdAt: iso(price.createdAt),
+  meteredComponents: price.meteredComponents.map((c) => ({ meterId: c.meterId, includedUnits: c.includedUnits, pricing: presentUsagePricing(c.pricing) })),
 });
 
 /** A payment link with its URL (the service knows the public base URL). */

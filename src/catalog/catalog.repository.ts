@@ -1,6 +1,7 @@
 /** Catalog products, prices and payment links in PostgreSQL. The only module of this domain that speaks knex. */
 import type { Knex } from 'knex';
 import type { Db } from '../db/knex.js';
+import type { MeteredComponent } from '../commerce/metered-billing.js';
 
 export type ProductStatus = 'PUBLISHED' | 'DRAFT' | 'ARCHIVED';
 export type PricingType = 'ONE_TIME' | 'SUBSCRIPTION';
@@ -39,6 +40,8 @@ export interface Price {
   provider: PriceProvider;
   active: boolean;
   createdAt: Date;
+  /** SUBSCRIPTION prices only: usage billed in arrears at each renewal (empty: none). */
+  meteredComponents: MeteredComponent[];
 }
 
 export interface PaymentLink {
@@ -124,6 +127,8 @@ interface PriceRow {
   provider: PriceProvider;
   active: boolean;
   created_at: Date;
+  /** Null: none (and absent where a query lists its columns). */
+  metered_components?: MeteredComponent[] | string | null;
 }
 
 interface PaymentLinkRow {
@@ -164,6 +169,7 @@ const toPrice = (row: PriceRow): Price => ({
   provider: row.provider,
   active: row.active,
   createdAt: new Date(row.created_at),
+  meteredComponents: typeof row.metered_components === 'string' ? (JSON.parse(row.metered_components) as MeteredComponent[]) : (row.metered_components ?? []),
 });
 
 const toPaymentLink = (row: PaymentLinkRow): PaymentLink => ({
@@ -193,6 +199,7 @@ const priceRow = (price: Price): PriceRow => ({
   provider: price.provider,
   active: price.active,
   created_at: price.createdAt,
+  metered_components: price.meteredComponents.length > 0 ? JSON.stringify(price.meteredComponents) : null,
 });
 
 /** `50%_off\` → `50\%\_off\\`: the user's text is a literal substring, not a LIKE pattern. */
@@ -200,7 +207,7 @@ export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) 
 
 const PRICE_COLUMNS = [
   'id', 'org_id', 'product_id', 'amount', 'currency', 'pricing_type', 'billing_interval', 'billing_interval_count',
-  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'provider', 'active', 'created_at',
+  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'provider', 'active', 'created_at', 'metered_components',
 ] as const;
 const PRODUCT_COLUMNS = ['id', 'org_id', 'name', 'description', 'status', 'created_at', 'updated_at'] as const;
 const LINK_COLUMNS = ['id', 'org_id', 'price_id', 'name', 'is_active', 'token', 'created_at', 'updated_at'] as const;

@@ -7,7 +7,7 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
-import { conflict, notFound } from '../kernel/errors.js';
+import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { assertOneLineName } from '../kernel/names.js';
 import type {
   BillingInterval,
@@ -20,6 +20,8 @@ import type {
   ProductStatus,
 } from './catalog.repository.js';
 import { assertAmountBounds, assertPriceRules } from './price-rules.js';
+import { checkMeteredComponents, type MeterDirectory } from '../commerce/metered-billing.js';
+import type { components as AdminComponents } from '../../generated/admin.js';
 
 export interface ProductCreateInput {
   name: string;
@@ -46,6 +48,8 @@ export interface PriceCreateInput {
   minAmount?: number;
   maxAmount?: number;
   provider?: PriceProvider;
+  /** SUBSCRIPTION card prices only: usage billed in arrears at each renewal. */
+  meteredComponents?: Array<AdminComponents['schemas']['MeteredComponent']>;
 }
 
 export interface ProductListQuery {
@@ -76,6 +80,8 @@ export class CatalogService {
     private readonly repo: CatalogRepository,
     private readonly clock: Clock,
     publicBaseUrl: string,
+    /** The organization's meters, for prices with metered components (the usage module's). */
+    private readonly meters?: MeterDirectory,
   ) {
     this.publicBaseUrl = publicBaseUrl.replace(/\/+$/, '');
   }
@@ -190,8 +196,15 @@ export class CatalogService {
       provider: input.provider ?? 'STRIPE',
       active: true,
       createdAt: this.clock.now(),
+      meteredComponents: [],
     };
     assertPriceRules(price);
+    if (input.meteredComponents !== undefined && input.meteredComponents.length > 0) {
+      if (price.pricingType !== 'SUBSCRIPTION' || price.provider !== 'STRIPE') {
+        throw validationError('meteredComponents: only SUBSCRIPTION card (STRIPE) prices bill usage (a one-time credit pack is not a metered component)', { field: 'meteredComponents' });
+      }
+      price.meteredComponents = await checkMeteredComponents(price.orgId, input.meteredComponents, this.meters);
+    }
     await this.repo.insertPrice(price);
     return price;
   }

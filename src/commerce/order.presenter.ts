@@ -27,7 +27,7 @@ export function providerPayment(order: Order): { providerPaymentId: string | nul
 
 type ApiOrderLine = components['schemas']['OrderLine'];
 
-const presentPricing = (p: UsagePricing): components['schemas']['MeteredPricing'] => {
+export const presentUsagePricing = (p: UsagePricing): components['schemas']['MeteredPricing'] => {
   switch (p.model) {
     case 'PER_UNIT':
       return { model: p.model, unitAmountDecimal: p.unitAmount };
@@ -59,7 +59,7 @@ export function presentOrderLine(line: OrderLine): ApiOrderLine {
       includedUnits: line.includedUnits ?? 0,
       creditedUnits: line.creditedUnits ?? 0,
       billableQuantity: line.billableQuantity ?? '0',
-      pricing: presentPricing(line.pricing),
+      pricing: presentUsagePricing(line.pricing),
       tiers: line.tiers
         ? line.tiers.map((t) => ({ tier: t.tier, upTo: t.upTo, quantity: t.quantity, unitAmountDecimal: t.unitAmount, flatAmountCents: t.flatAmount, amountDecimal: t.amount }))
         : null,

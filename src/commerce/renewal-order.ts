@@ -6,7 +6,7 @@ import type { Order, Subscription } from './model.js';
 import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
-import { pricePeriod } from './pricing.js';
+import { pricePeriod, type LineInput } from './pricing.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -19,10 +19,15 @@ export async function renewalOrder(
   /** The payment; `amountCents` what the processor's invoice charged, when not the subscription's amount (a price changed in Stripe). */
   payment: { processorPaymentId: string | null; processorStatus: string | null; amountCents?: number },
   now: Date,
+  /** The closing period's USAGE lines (src/commerce/metered-billing.ts), charged with the new period's fee. */
+  usage: readonly LineInput[] = [],
+  /** `fee: false`: the last usage of an ending subscription, no new period's fee. */
+  options: { fee?: boolean } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
-  const priced = pricePeriod(renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId }));
+  const fee = options.fee === false ? [] : renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
+  const priced = pricePeriod([...fee, ...usage]);
   return {
     id: newId('ORD'),
     orgId: s.orgId,

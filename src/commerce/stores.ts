@@ -171,6 +171,8 @@ export interface SubscriptionRepository {
   lock(id: string): Promise<Subscription | undefined>;
   /** Ids of ACTIVE subscriptions with work due, oldest first (never those a processor's billing renews). */
   listDue(now: Date, limit: number): Promise<string[]>;
+  /** A subscription by id alone, unlocked (the renewal job's read before its lock). */
+  findById(id: string): Promise<Subscription | undefined>;
   /** Locks one due subscription, skipping it when another scheduler holds it. */
   lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
   list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>>;

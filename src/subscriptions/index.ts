@@ -2,6 +2,7 @@
 import type { Router } from 'express';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
+import type { MeteredBilling } from '../commerce/metered-billing.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { MerchantNames } from '../pages/page.js';
@@ -43,8 +44,10 @@ export function createSubscriptionsModule(deps: {
   subscriptionBilling?: ProcessorSubscriptionBilling;
   /** The customer portal's sign-in page of an organization, linked from the manage page (called per request). */
   portalUrlOf?: (orgId: string) => string;
+  /** Metered components and usage quantities, for renewals that bill usage in arrears. */
+  metered?: MeteredBilling;
 }): SubscriptionsModule {
-  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling);
+  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered);
   const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db));
   return {
     subscriptions,

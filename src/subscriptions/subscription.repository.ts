@@ -174,6 +174,11 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     return rows.map((r: { id: string }) => r.id);
   }
 
+  async findById(id: string): Promise<Subscription | undefined> {
+    const row = await this.db<SubscriptionRow>('subscriptions').where({ id }).first();
+    return row ? toSubscription(row) : undefined;
+  }
+
   async lockIfDue(id: string, now: Date): Promise<Subscription | undefined> {
     const row = await this.db<SubscriptionRow>('subscriptions')
       .where({ id, status: 'ACTIVE' })

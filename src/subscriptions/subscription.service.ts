@@ -7,7 +7,7 @@ import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
-import type { CardProcessor, ProcessorSubscriptionBilling, SubscriptionChange } from '../processors/card-processor.js';
+import type { CardProcessor, ProcessorSubscriptionBilling, SavedMethodChargeResult, SubscriptionChange } from '../processors/card-processor.js';
 import { applyProcessorState } from '../commerce/processor-billing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';
@@ -17,6 +17,9 @@ import { periodEnd } from '../commerce/billing-period.js';
 import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
 import { renewalOrder } from '../commerce/renewal-order.js';
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
+import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
+import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
+import type { LineInput } from '../commerce/pricing.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -31,6 +34,27 @@ export interface SubscriptionOwner {
   customerId?: string;
 }
 
+/** A metered subscription's closing usage, read before the lock (see processDue). */
+interface ClosingUsage {
+  /** Whether the locked subscription is still the one read (same period, same attempt). */
+  fits(locked: Subscription): boolean;
+  /** When the grace window closes, while it is open. */
+  waitUntil: Date | null;
+  lines: LineInput[];
+}
+
+/** A draft renewal order with its charge's outcome. A declined sandbox charge has no payment id; its status says why the order failed. */
+function charged(draft: Order, charge: SavedMethodChargeResult, now: Date): Order {
+  const paid = charge.status === 'succeeded';
+  return {
+    ...draft,
+    status: paid ? 'PAID' : 'FAILED',
+    processorPaymentId: paid ? charge.paymentId : null,
+    processorStatus: outcomeProcessorStatus(paid ? 'succeeded' : 'failed'),
+    settledAvailableOn: paid ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+  };
+}
+
 export class SubscriptionService {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -39,12 +63,22 @@ export class SubscriptionService {
     private readonly logger: Logger,
     /** Stripe Billing, when Stripe is the card processor: changes to the subscriptions it renews are made there first. */
     private readonly billing?: ProcessorSubscriptionBilling,
+    /** Metered components and their usage (issue 38); without it every renewal charges its fee alone. */
+    private readonly metered?: MeteredBilling,
   ) {}
 
   /**
    * Scheduler pass. Each due subscription is handled in its own transaction under a row lock taken
    * with SKIP LOCKED, and each period's order is unique per (subscription, period): two schedulers
    * never renew the same period twice.
+   *
+   * Metered subscriptions (src/commerce/metered-billing.ts): the closing period's usage is read
+   * before the lock (it is the usage module's read, and PGlite has one connection), and only once
+   * the grace window after the period's end has passed, when the period's quantities no longer
+   * change; under the lock it is used only if the subscription is still in that period, and the
+   * fee and the usage lines are written as one order in the same transaction as the charge's
+   * result. A pass killed before its commit leaves nothing: the next pass reads the same usage and
+   * writes the same order (the charge's idempotency key is the same too).
    */
   async processDue(limit = 100): Promise<number> {
     const now = this.clock.now();
@@ -52,11 +86,19 @@ export class SubscriptionService {
     let handled = 0;
     for (const id of ids) {
       try {
+        const usage = await this.closingUsage(id, now);
         const done = await this.uow.transaction(async (stores) => {
           const subscription = await stores.subscriptions.lockIfDue(id, now);
           if (!subscription) return false;
-          if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now);
-          else await this.attemptRenewal(stores, subscription, now);
+          if (usage && !usage.fits(subscription)) return false;
+          if (usage?.waitUntil) {
+            // Not yet: the period's late usage events are accepted until then.
+            assertWritten(await stores.subscriptions.update({ ...subscription, nextActionAt: usage.waitUntil, updatedAt: now }, subscription.status), 'subscription');
+            return false;
+          }
+          const lines = usage?.lines ?? [];
+          if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now, lines);
+          else await this.attemptRenewal(stores, subscription, now, lines);
           return true;
         });
         if (done) handled++;
@@ -67,19 +109,57 @@ export class SubscriptionService {
     return handled;
   }
 
-  private async endAtPeriodEnd(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
+  /**
+   * The closing period's usage lines of a metered subscription (undefined when it has no metered
+   * component): `waitUntil` while the grace window is open; no lines read when the period's order
+   * exists already (a dunning retry charges what that order holds).
+   */
+  private async closingUsage(id: string, now: Date): Promise<ClosingUsage | undefined> {
+    if (!this.metered) return undefined;
+    const s = await this.uow.stores.subscriptions.findById(id);
+    if (!s || s.priceId === null) return undefined;
+    const components = await this.metered.componentsOf(s.orgId, s.priceId);
+    if (components.length === 0) return undefined;
+    const fits = (locked: Subscription) => locked.periodNumber === s.periodNumber && locked.currentPeriodEnd.getTime() === s.currentPeriodEnd.getTime() && locked.failedAttempts === s.failedAttempts;
+    const closeAt = new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS);
+    if (now < closeAt) return { fits, waitUntil: closeAt, lines: [] };
+    if (await this.uow.stores.orders.findSubscriptionPeriod(s.id, s.periodNumber + 1)) return { fits, waitUntil: null, lines: [] };
+    return { fits, waitUntil: null, lines: await usageLineInputs(this.metered, s, components) };
+  }
+
+  /** Ends the subscription at its period's end; a metered one's last period of usage is charged first, as an order of its own. */
+  private async endAtPeriodEnd(stores: CommerceStores, s: Subscription, now: Date, usage: readonly LineInput[]): Promise<void> {
+    if (usage.length > 0) await this.chargeFinalUsage(stores, s, now, usage);
     const ended: Subscription = { ...s, status: 'ENDED', endedAt: s.currentPeriodEnd, updatedAt: now };
     assertWritten(await stores.subscriptions.update(ended, s.status), 'subscription');
     await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(ended) } }, now);
   }
 
-  private async attemptRenewal(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
+  /**
+   * The last period's usage of an ending subscription: one order of USAGE lines (no fee: no new
+   * period starts), charged once; when the usage costs nothing, or the charge is declined, no
+   * retry follows (the order says FAILED and the subscription ends all the same).
+   */
+  private async chargeFinalUsage(stores: CommerceStores, s: Subscription, now: Date, usage: readonly LineInput[]): Promise<void> {
+    const period = s.periodNumber + 1;
+    if (await stores.orders.findSubscriptionPeriod(s.id, period)) return;
+    const draft = await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, usage, { fee: false });
+    if (draft.amountCents === 0) return;
+    const charge = await this.processor.chargeSavedMethod({ orgId: s.orgId, paymentMethod: s.paymentMethod, amount: draft.amountCents, currency: s.currency, idempotencyKey: `${s.id}:${period}:final` });
+    const order = charged(draft, charge, now);
+    await stores.orders.insert(order);
+    await stores.emit({ orgId: s.orgId, type: order.status === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
+  }
+
+  private async attemptRenewal(stores: CommerceStores, s: Subscription, now: Date, usage: readonly LineInput[]): Promise<void> {
     const period = s.periodNumber + 1;
     const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
+    // The period's order is priced once, before its first charge: a retry charges what it holds.
+    const draft = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, usage);
     const charge = await this.processor.chargeSavedMethod({
       orgId: s.orgId,
       paymentMethod: s.paymentMethod,
-      amount: s.amountCents,
+      amount: existing?.amountCents ?? draft!.amountCents,
       currency: s.currency,
       idempotencyKey: `${s.id}:${period}:${s.failedAttempts}`,
     });
@@ -89,11 +169,7 @@ export class SubscriptionService {
       order = paid ? { ...existing, status: 'PAID', processorPaymentId: charge.paymentId, processorStatus: outcomeProcessorStatus('succeeded'), updatedAt: now } : existing;
       if (paid) assertWritten(await stores.orders.update(order, existing.status), 'order');
     } else {
-      // A declined sandbox charge has no payment id; its status says why the order failed.
-      const payment = paid
-        ? { processorPaymentId: charge.paymentId, processorStatus: outcomeProcessorStatus('succeeded') }
-        : { processorPaymentId: null, processorStatus: outcomeProcessorStatus('failed') };
-      order = await renewalOrder(stores, s, period, paid, payment, now);
+      order = charged(draft!, charge, now);
       await stores.orders.insert(order);
     }
     if (paid) {

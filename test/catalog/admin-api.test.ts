@@ -157,6 +157,7 @@ describe('admin prices', () => {
       maxAmount: null,
       provider: 'STRIPE',
       active: true,
+      meteredComponents: [],
       createdAt: ctx.clock.now().toISOString(),
     });
     const found = await ctx.services.catalog.findPrice(ctx.orgA.orgId, res.body.data.pricingId);

@@ -2,8 +2,8 @@
  * The close of a metered period with concurrent renewal workers on PostgreSQL (issue 38 §7, §8):
  * separate connection pools, as separate worker processes would have, race on the same due
  * metered subscription; in every round exactly one renewal order exists for the period, with the
- * fee and one USAGE line per component, and the subscription moved on once. PGlite has a single
- * connection, so this runs only when TEST_DATABASE_URL is set.
+ * fee and one USAGE line per component, one order.paid, and the subscription moved on once.
+ * PGlite has a single connection, so this runs only when TEST_DATABASE_URL is set.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,7 +23,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent renewa
   const databases: Database[] = [];
   const workers: Services[] = [];
   let priceId: string;
-  let meterIds: string[];
+  const meterIds: string[] = [];
   beforeAll(async () => {
     ctx = await createTestContext();
     for (let i = 1; i < WORKERS; i++) {
@@ -31,12 +31,12 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent renewa
       databases.push(db);
       workers.push(createServices({ db: db.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config }));
     }
-    meterIds = [];
-    for (const [name, event] of [['Tokens', 'tok'], ['Calls', 'call']] as const) {
-      const res = await ctx.merchant
-        .post('/v1/meters')
-        .set('X-API-Key', ctx.orgA.apiKey)
-        .send({ name, source: 'EVENTS', filter: { eventName: event }, aggregation: event === 'tok' ? 'sum' : 'count', ...(event === 'tok' ? { property: 'n' } : {}) });
+    for (const body of [
+      { name: 'Tokens', source: 'EVENTS', filter: { eventName: 'tok' }, aggregation: 'sum', property: 'n' },
+      { name: 'Calls', source: 'EVENTS', filter: { eventName: 'call' }, aggregation: 'count' },
+    ]) {
+      const res = await ctx.merchant.post('/v1/meters').set('X-API-Key', ctx.orgA.apiKey).send(body);
+      expect(res.status).toBe(201);
       meterIds.push(res.body.data.id);
     }
     const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Daily' });
@@ -85,7 +85,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent renewa
       expect(lines.map((l: { kind: string; meter_id: string | null }) => [l.kind, l.meter_id])).toEqual([['PRICE', null], ['USAGE', meterIds[0]], ['USAGE', meterIds[1]]]);
       const tokens = 3 * (4 + round);
       const calls = round % 5;
-      const expected = 100 + Math.round(Math.max(0, tokens - 5) * 0.5 + 1e-9) + (Math.min(calls, 2) * 10 + Math.max(0, calls - 2));
+      // Half up of (tokens − 5) × 0.5: the only fraction is .5.
+      const expected = 100 + Math.ceil(Math.max(0, tokens - 5) / 2) + Math.min(calls, 2) * 10 + Math.max(0, calls - 2);
       expect(Number(orders[0].amount_cents), `round ${round}`).toBe(expected);
       expect(lines.reduce((sum: number, l: { amount_cents: string | number }) => sum + Number(l.amount_cents), 0)).toBe(expected);
       const paid = (await ctx.testDb.database.db('webhook_events').where({ type: 'order.paid' })).filter((e: { payload: unknown }) => JSON.stringify(e.payload).includes(orders[0].id));

@@ -54,6 +54,7 @@ import * as m0260 from './0260_commerce_rollups.js';
 import * as m0261 from './0261_order_merchant_reference_trigram.js';
 import * as m0262 from './0262_list_statistics.js';
 import * as m0263 from './0263_subscriptions_manage_keys.js';
+import * as m0270 from './0270_metered_prices.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
 
 export interface Migration {
@@ -115,6 +116,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0261_order_merchant_reference_trigram': m0261,
   '0262_list_statistics': m0262,
   '0263_subscriptions_manage_keys': m0263,
+  '0270_metered_prices': m0270,
   '0290_telemetry_span_partitions': m0290,
 };
 

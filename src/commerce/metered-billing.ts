@@ -1,0 +1,126 @@
+/**
+ * Metered components of a subscription price, billed in arrears at renewal (issue 38 §5, §7).
+ *
+ * Commerce reads what it needs of meters through two narrow ports, implemented by the usage module
+ * and wired in src/services.ts, so nothing here depends on how usage stores or aggregates events:
+ * - `MeterDirectory`: does a meter exist in the organization, its name, archived or not;
+ * - `UsageQuantities`: a customer's quantity of a meter over [start, end).
+ *
+ * The close of a period: the renewal order of period p + 1 carries the fixed fee of p + 1 and one
+ * USAGE line per component for period p (its consumption over [currentPeriodStart,
+ * currentPeriodEnd)), priced by pricePeriod, in one order and one charge. A subscription with
+ * metered components renews `USAGE_CLOSE_DELAY_MS` after its period ends: the grace window during
+ * which usage events of the closing period are still accepted (src/usage's PERIOD_GRACE_MS, the
+ * same value, held equal by test/commerce/metered-billing.test.ts), so every accepted event of the
+ * period is counted, and after it the quantities of the period no longer change.
+ */
+import { validationError } from '../kernel/errors.js';
+import type { components } from '../../generated/merchant.js';
+import type { components as AdminComponents } from '../../generated/admin.js';
+import { pricePeriod, type LineInput, type UsagePricing } from './pricing.js';
+
+/** One metered component of a price: a meter, how its billable units are priced, the units each period includes. */
+export interface MeteredComponent {
+  meterId: string;
+  pricing: UsagePricing;
+  includedUnits: number;
+}
+
+export interface MeterDirectory {
+  find(orgId: string, meterId: string): Promise<{ id: string; name: string; archived: boolean } | undefined>;
+}
+
+export interface UsageQuantities {
+  /** The customer's quantity of the meter over [start, end) (the meter's aggregation). */
+  quantity(orgId: string, meterId: string, customerId: string, start: Date, end: Date): Promise<number>;
+}
+
+/** What the renewal job asks: the metered components of a price and the meters' names and quantities. */
+export interface MeteredBilling {
+  componentsOf(orgId: string, priceId: string): Promise<MeteredComponent[]>;
+  meters: MeterDirectory;
+  quantities: UsageQuantities;
+}
+
+/** How long after a period's end its usage is closed: the usage-event grace window (1 hour). */
+export const USAGE_CLOSE_DELAY_MS = 60 * 60_000;
+
+/** At most this many metered components per price. */
+export const MAX_METERED_COMPONENTS = 10;
+
+type ApiComponent = AdminComponents['schemas']['MeteredComponent'];
+type ApiPricing = components['schemas']['MeteredPricing'];
+
+/** The API's metered pricing as pricing.ts takes it; a field its model needs and lacks is 400 naming it. */
+export function usagePricingFrom(p: ApiPricing, field: string): UsagePricing {
+  const need = <T>(value: T | undefined, name: string): T => {
+    if (value === undefined) throw validationError(`${field}.${name} is required for model ${p.model}`, { field: `${field}.${name}` });
+    return value;
+  };
+  const extra = (names: Array<keyof ApiPricing>) => {
+    const given = names.find((n) => p[n] !== undefined);
+    if (given) throw validationError(`${field}.${given} does not apply to model ${p.model}`, { field: `${field}.${given}` });
+  };
+  switch (p.model) {
+    case 'PER_UNIT':
+      extra(['packageSize', 'packageAmountDecimal', 'tiers']);
+      return { model: 'PER_UNIT', unitAmount: need(p.unitAmountDecimal, 'unitAmountDecimal') };
+    case 'PACKAGE':
+      extra(['unitAmountDecimal', 'tiers']);
+      return { model: 'PACKAGE', packageSize: need(p.packageSize, 'packageSize'), packageAmount: need(p.packageAmountDecimal, 'packageAmountDecimal') };
+    case 'GRADUATED':
+    case 'VOLUME':
+      extra(['unitAmountDecimal', 'packageSize', 'packageAmountDecimal']);
+      return {
+        model: p.model,
+        tiers: need(p.tiers, 'tiers').map((t) => ({ upTo: t.upTo, unitAmount: t.unitAmountDecimal, ...(t.flatAmountCents !== undefined ? { flatAmount: t.flatAmountCents } : {}) })),
+      };
+  }
+}
+
+/**
+ * Checks a price's metered components against the rules the schema cannot state: each names a
+ * meter of the price's organization that is not archived, once; its pricing is complete and
+ * prices (tiers increasing, only the last unbounded, decimals of ≤ 12 fraction digits).
+ */
+export async function checkMeteredComponents(orgId: string, input: readonly ApiComponent[], meters: MeterDirectory | undefined): Promise<MeteredComponent[]> {
+  if (input.length === 0) return [];
+  if (!meters) throw validationError('meteredComponents: metering is not available here', { field: 'meteredComponents' });
+  if (input.length > MAX_METERED_COMPONENTS) throw validationError(`meteredComponents: at most ${MAX_METERED_COMPONENTS}`, { field: 'meteredComponents' });
+  const seen = new Set<string>();
+  const out: MeteredComponent[] = [];
+  for (const [i, c] of input.entries()) {
+    const field = `meteredComponents[${i}]`;
+    if (seen.has(c.meterId)) throw validationError(`${field}.meterId: meter ${c.meterId} is already a component of this price`, { field: `${field}.meterId` });
+    seen.add(c.meterId);
+    const meter = await meters.find(orgId, c.meterId);
+    // Another organization's meter reads as no meter at all (never confirm it exists).
+    if (!meter) throw validationError(`${field}.meterId: no meter ${c.meterId} in this organization`, { field: `${field}.meterId` });
+    if (meter.archived) throw validationError(`${field}.meterId: meter ${c.meterId} is archived; a new price cannot bill it`, { field: `${field}.meterId` });
+    const includedUnits = c.includedUnits ?? 0;
+    if (!Number.isSafeInteger(includedUnits) || includedUnits < 0) throw validationError(`${field}.includedUnits must be a non-negative integer`, { field: `${field}.includedUnits` });
+    const component: MeteredComponent = { meterId: c.meterId, pricing: usagePricingFrom(c.pricing, `${field}.pricing`), includedUnits };
+    // The tiers and decimals are pricing.ts's to judge: price a sample quantity now, not at the first renewal.
+    pricePeriod([{ kind: 'USAGE', description: meter.name, meterId: c.meterId, quantity: includedUnits + 1, includedUnits, pricing: component.pricing }]);
+    out.push(component);
+  }
+  return out;
+}
+
+/**
+ * The USAGE line inputs of a closing period: one per component, in the price's order, a period
+ * without usage included (quantity 0, amount 0) so the order says what was measured.
+ */
+export async function usageLineInputs(
+  billing: MeteredBilling,
+  s: { orgId: string; customerId: string | null; currentPeriodStart: Date; currentPeriodEnd: Date },
+  components: readonly MeteredComponent[],
+): Promise<LineInput[]> {
+  const lines: LineInput[] = [];
+  for (const c of components) {
+    const meter = await billing.meters.find(s.orgId, c.meterId);
+    const quantity = s.customerId === null ? 0 : await billing.quantities.quantity(s.orgId, c.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
+    lines.push({ kind: 'USAGE', description: meter?.name ?? c.meterId, meterId: c.meterId, quantity, includedUnits: c.includedUnits, pricing: c.pricing });
+  }
+  return lines;
+}
