@@ -209,6 +209,8 @@ export class MeterService {
         property: meter.property,
         start: query.start,
         end: query.end,
+        // Ingest keeps the rollup of ACTIVE meters only; an archived meter is read from the events.
+        ...(meter.status === 'ACTIVE' ? { meterId: meter.id } : {}),
       };
       const [total, byBucket] = await Promise.all([
         this.events.quantity(q),

@@ -176,6 +176,10 @@ describe('quantities over usage events equal a recomputation from the raw events
       kind: fc.constantFrom<Kind>('count', 'sum', 'max', 'unique', 'last'),
       name: fc.constantFrom('llm', 'req'),
       tier: fc.option(fc.constantFrom('free', 'paid'), { nil: undefined }),
+      // The rollup path: a meter made before the events (ingest keeps its rollup), after them (its
+      // rollup built from the events), or before them with another filter changed afterwards
+      // (rebuilt); archived ones are read from the events.
+      made: fc.constantFrom<'before' | 'after' | 'refiltered' | 'archived'>('before', 'after', 'refiltered', 'archived'),
     });
     const rangeSpec = fc.record({
       a: fc.integer({ min: FROM - 2 * HOUR, max: TO + HOUR }),
@@ -190,6 +194,21 @@ describe('quantities over usage events equal a recomputation from the raw events
         const tag = `r${++run}`;
         const stored = new Map<string, Stored>();
         const now = Date.parse(NOW);
+        const createMeter = async (m: (typeof queries)[number][0], eventName: string) => {
+          const properties = m.tier !== undefined ? { tier: m.tier } : {};
+          const property = m.kind === 'count' ? undefined : 'tokens';
+          const meter = await ctx.merchant
+            .post('/v1/meters')
+            .set('X-API-Key', ctx.orgA.apiKey)
+            .send({ name: 'prop', source: 'EVENTS', filter: { eventName, properties }, aggregation: m.kind, ...(property ? { property } : {}) });
+          expect(meter.status).toBe(201);
+          return meter.body.data.id as string;
+        };
+        const early = new Map<number, string>();
+        for (const [i, [m]] of queries.entries()) {
+          if (m.made === 'before' || m.made === 'archived') early.set(i, await createMeter(m, `${tag}_${m.name}`));
+          if (m.made === 'refiltered') early.set(i, await createMeter(m, `${tag}_${m.name === 'llm' ? 'req' : 'llm'}`));
+        }
         for (const batch of batches) {
           const events = batch.map((e) => {
             const c = customers[e.customer];
@@ -219,21 +238,21 @@ describe('quantities over usage events equal a recomputation from the raw events
           expect(res.body.data.results.map((r: { status: string }) => r.status)).toEqual(expected);
         }
         const all = [...stored.values()];
-        for (const [m, r] of queries) {
-          const properties = m.tier !== undefined ? { tier: m.tier } : {};
+        for (const [i, [m, r]] of queries.entries()) {
           const property = m.kind === 'count' ? undefined : 'tokens';
-          const meter = await ctx.merchant
-            .post('/v1/meters')
-            .set('X-API-Key', ctx.orgA.apiKey)
-            .send({ name: 'prop', source: 'EVENTS', filter: { eventName: `${tag}_${m.name}`, properties }, aggregation: m.kind, ...(property ? { property } : {}) });
-          expect(meter.status).toBe(201);
+          const meterId = early.get(i) ?? (await createMeter(m, `${tag}_${m.name}`));
+          if (m.made === 'refiltered') {
+            const properties = m.tier !== undefined ? { tier: m.tier } : {};
+            expect((await api().update(meterId, { filter: { eventName: `${tag}_${m.name}`, properties } })).status).toBe(200);
+          }
+          if (m.made === 'archived') expect((await api().archive(meterId)).status).toBe(200);
           const start = Math.min(r.a, r.b);
           const end = Math.max(r.a, r.b) + 1;
           const c = customers[r.customer];
           const query: Record<string, string> = { start: new Date(start).toISOString(), end: new Date(end).toISOString() };
           if (r.interval) query.interval = r.interval;
           if (c) query.customer = r.byExternalId ? c.externalId : c.id;
-          const res = await ctx.merchant.get(`/v1/meters/${meter.body.data.id}/quantities`).query(query).set('X-API-Key', ctx.orgA.apiKey);
+          const res = await ctx.merchant.get(`/v1/meters/${meterId}/quantities`).query(query).set('X-API-Key', ctx.orgA.apiKey);
           expect(res.status, JSON.stringify(res.body)).toBe(200);
           const keep = (from: number, to: number) => (e: Stored) =>
             e.name === `${tag}_${m.name}` && (m.tier === undefined || e.properties.tier === m.tier) && (!c || e.customerId === c.id) && e.at >= from && e.at < to;
