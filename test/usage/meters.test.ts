@@ -310,6 +310,9 @@ describe('a meter over a telemetry project\'s spans', () => {
     const sum = (await create({ filter: { projectId: project.projectId }, aggregation: 'sum', property: 'gen_ai.usage.input_tokens' })).body.data;
     const mini = (await create({ filter: { projectId: project.projectId, model: 'gpt-4o-mini', vendor: 'openai' }, aggregation: 'count' })).body.data;
     const longest = (await create({ filter: { projectId: project.projectId }, aggregation: 'max', property: 'duration_ms' })).body.data;
+    const latest = (await create({ filter: { projectId: project.projectId }, aggregation: 'last', property: 'gen_ai.usage.input_tokens' })).body.data;
+    const models = (await create({ filter: { projectId: project.projectId }, aggregation: 'unique', property: 'gen_ai.request.model' })).body.data;
+    const big = (await create({ filter: { projectId: project.projectId, attributes: { 'gen_ai.request.model': 'gpt-4o' } }, aggregation: 'count' })).body.data;
     expect(sum.filter).toEqual({ projectId: project.projectId, attributes: {} });
     const range = { start: '2026-11-25T00:00:00Z', end: '2026-11-26T00:00:00Z' };
     for (const c of customers) {
@@ -322,6 +325,11 @@ describe('a meter over a telemetry project\'s spans', () => {
       for (const b of bySum.body.data.buckets) expect(b.quantity).toBe(hourly.get(Date.parse(b.start)) ?? 0);
       expect((await api().quantities(mini.id, { ...range, customer: c.id })).body.data.total).toBe(mine.filter((s) => s.model === 'gpt-4o-mini').length);
       expect((await api().quantities(longest.id, { ...range, customer: c.id })).body.data.total).toBe(Math.max(...mine.map((s) => 200 + made.indexOf(s))));
+      expect((await api().quantities(latest.id, { ...range, customer: c.externalId })).body.data.total).toBe([...mine].sort((a, b) => b.at - a.at)[0]!.tokens);
+      const byDay = await api().quantities(models.id, { ...range, customer: c.externalId, interval: 'day' });
+      expect(byDay.body.data.total).toBe(new Set(mine.map((s) => s.model)).size);
+      expect(byDay.body.data.buckets.map((b: { quantity: number }) => b.quantity)).toEqual([new Set(mine.map((s) => s.model)).size]);
+      expect((await api().quantities(big.id, { ...range, customer: c.id })).body.data.total).toBe(mine.filter((s) => s.model === 'gpt-4o').length);
     }
     // Everyone: spans of unknown users ("stranger") or without the attribute count for nobody.
     const everyone = await api().quantities(sum.id, range);
