@@ -333,6 +333,7 @@ export function createServices(deps: {
             },
           ),
         modelCallSpans: (projectId, start, end) => modules.telemetry.traces.modelCallSpans(projectId, start, end),
+        modelCallAggregates: (query) => modules.telemetry.traces.modelCallAggregates(query),
       },
     }),
     portal: portalModule,

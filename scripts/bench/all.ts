@@ -23,7 +23,7 @@ const JSON_OUT = path.join(REPO_ROOT, 'docs', 'benchmarks.json');
 const BEGIN = '<!-- bench:generated:begin (npm run bench writes this section; do not edit by hand) -->';
 const END = '<!-- bench:generated:end -->';
 
-const BENCHES = ['checkout', 'agent', 'ingest', 'metrics', 'webhooks', 'growth', 'console', 'explorer'] as const;
+const BENCHES = ['checkout', 'agent', 'ingest', 'usage', 'metrics', 'webhooks', 'growth', 'console', 'explorer'] as const;
 const onlyIndex = argv.indexOf('--only');
 const only = onlyIndex >= 0 ? argv[onlyIndex + 1]?.split(',') : undefined;
 const writeDocs = !argv.includes('--no-docs');

@@ -161,8 +161,41 @@ export interface ModelCallSpan {
   rootAttributes: Attributes;
 }
 
+/** What to aggregate of a project's model-call spans (see TraceRepository.modelCallAggregates). */
+export interface ModelCallAggregateQuery {
+  projectId: string;
+  start: Date;
+  end: Date;
+  /** Equality on the span's `llm.model`, `llm.vendor` and on each given attribute. */
+  model?: string;
+  vendor?: string;
+  attributes: Record<string, string | number | boolean>;
+  /** The attribute the groups are keyed by: on the span, else on its trace's root span (a non-empty string, or a number as text). */
+  groupAttribute: string;
+  /** The attribute whose values are aggregated, or `duration_ms`; null: spans are only counted. */
+  property: string | null;
+  /** Distinct values wanted (the `unique` aggregation). */
+  distinct: boolean;
+  /** UTC buckets (epoch ms of their start); absent: one group per key. */
+  interval?: 'hour' | 'day' | 'month';
+}
+
+/** One group of model-call spans: counted, the property's numeric values summed and maxed, the latest one by (start, traceId:spanId). */
+export interface ModelCallAggregate {
+  key: string;
+  bucket: number | null;
+  count: number;
+  sum: number;
+  max: number | null;
+  last: { at: number; id: string; value: number } | null;
+  /** JSON texts of the property's distinct values (when asked). */
+  values: string[];
+}
+
 export interface TraceRepository {
   searchTraces(search: TraceSearch): Promise<StoredTrace[]>;
+  /** Aggregates of the project's model-call spans starting in [start, end), per group key (and bucket): computed by the database, no span document leaves it. */
+  modelCallAggregates(query: ModelCallAggregateQuery): Promise<ModelCallAggregate[]>;
   /** The project's model-call spans that start in [start, end), in no particular order. */
   modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]>;
   /** Sessions whose activity (first start to last end) overlaps the range, newest last activity first. */
@@ -492,6 +525,67 @@ export class KnexTraceRepository implements TraceRepository {
       }
     }
     return calls;
+  }
+
+  async modelCallAggregates(q: ModelCallAggregateQuery): Promise<ModelCallAggregate[]> {
+    const startMs = q.start.getTime();
+    const endMs = q.end.getTime();
+    // Span documents of both generations (migration 0070's keys and the one-letter ones before it).
+    const filters: string[] = [];
+    const bindings: Knex.Value[] = [];
+    if (q.model !== undefined) (filters.push("x.a -> 'llm.model' = to_jsonb(?::text)"), bindings.push(q.model));
+    if (q.vendor !== undefined) (filters.push("x.a -> 'llm.vendor' = to_jsonb(?::text)"), bindings.push(q.vendor));
+    if (Object.keys(q.attributes).length > 0) (filters.push('x.a @> ?::jsonb'), bindings.push(JSON.stringify(q.attributes)));
+    const value = q.property === null ? 'NULL::jsonb' : q.property === 'duration_ms' ? 'to_jsonb(x.et - x.st)' : 'x.a -> ?';
+    const valueBindings = q.property !== null && q.property !== 'duration_ms' ? [q.property] : [];
+    const bucket =
+      q.interval === undefined
+        ? 'NULL::bigint'
+        : q.interval === 'month'
+          ? "(extract(epoch FROM date_trunc('month', to_timestamp(x.st / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint"
+          : `(x.st / ${q.interval === 'hour' ? 3_600_000 : 86_400_000}) * ${q.interval === 'hour' ? 3_600_000 : 86_400_000}`;
+    const latest = (column: string) => `(array_agg(${column} ORDER BY x.st DESC, y.id DESC) FILTER (WHERE y.num IS NOT NULL))[1]`;
+    const { rows } = (await this.db.raw(
+      `SELECT y.key, y.bucket, count(*) AS count, coalesce(sum(y.num), 0) AS sum, max(y.num) AS max,
+         ${latest('x.st')} AS last_at, ${latest('y.id')} AS last_id, ${latest('y.num')} AS last_value,
+         ${q.distinct ? "coalesce((array_agg(DISTINCT y.v) FILTER (WHERE y.v IS NOT NULL AND y.v <> 'null'::jsonb))::text[], '{}')" : "'{}'::text[]"} AS "values"
+       FROM telemetry_traces t
+       CROSS JOIN LATERAL jsonb_array_elements(t.spans::jsonb) s
+       CROSS JOIN LATERAL (SELECT coalesce(s -> 'attributes', s -> 'a') AS a, coalesce(s -> 'start_ms', s -> 'st')::bigint AS st,
+         coalesce(s -> 'end_ms', s -> 'et')::bigint AS et, coalesce(s ->> 'span_id', s ->> 's') AS span_id) x
+       CROSS JOIN LATERAL (SELECT CASE WHEN coalesce(x.a -> ?, 'null'::jsonb) <> 'null'::jsonb THEN x.a -> ? ELSE t.root_attributes::jsonb -> ? END AS ref) r
+       CROSS JOIN LATERAL (SELECT
+         CASE jsonb_typeof(r.ref) WHEN 'string' THEN nullif(r.ref #>> '{}', '') WHEN 'number' THEN (r.ref #>> '{}')::float8::text END AS key,
+         ${bucket} AS bucket, (t.trace_id || ':' || x.span_id) COLLATE "C" AS id, ${value} AS v) y0
+       CROSS JOIN LATERAL (SELECT y0.key, y0.bucket, y0.id, y0.v, CASE WHEN jsonb_typeof(y0.v) = 'number' THEN (y0.v #>> '{}')::numeric END AS num) y
+       WHERE t.project_id = ? AND t.start_time < ? AND t.end_time >= ? AND cardinality(t.models) > 0
+         AND jsonb_typeof(x.a -> 'llm.model') = 'string' AND x.st >= ? AND x.st < ? AND y.key IS NOT NULL
+         ${filters.map((f) => `AND ${f}`).join(' ')}
+       GROUP BY y.key, y.bucket`,
+      [
+        q.groupAttribute,
+        q.groupAttribute,
+        q.groupAttribute,
+        ...valueBindings,
+        q.projectId,
+        q.end,
+        q.start,
+        startMs,
+        endMs,
+        ...bindings,
+      ],
+    )) as {
+      rows: Array<{ key: string; bucket: string | number | null; count: string | number; sum: string | number; max: string | number | null; last_at: string | number | null; last_id: string | null; last_value: string | number | null; values: string[] }>;
+    };
+    return rows.map((r) => ({
+      key: r.key,
+      bucket: r.bucket === null ? null : Number(r.bucket),
+      count: Number(r.count),
+      sum: Number(r.sum),
+      max: r.max === null ? null : Number(r.max),
+      last: r.last_at === null ? null : { at: Number(r.last_at), id: r.last_id!, value: Number(r.last_value) },
+      values: r.values,
+    }));
   }
 
   async findTrace(projectId: string, traceId: string) {

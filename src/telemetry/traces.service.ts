@@ -1,6 +1,6 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
 import { notFound, validationError } from '../kernel/errors.js';
-import type { ModelCallSpan, SessionSummary, StoredSpan, StoredTrace, TraceRepository, TraceSort, UserSummary } from './traces.repository.js';
+import type { ModelCallAggregate, ModelCallAggregateQuery, ModelCallSpan, SessionSummary, StoredSpan, StoredTrace, TraceRepository, TraceSort, UserSummary } from './traces.repository.js';
 
 export interface TraceQuery {
   limit?: number;
@@ -104,6 +104,11 @@ export class TraceService {
   /** The project's model-call spans starting in [start, end): what other modules (usage meters) read of telemetry. */
   modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]> {
     return this.traces.modelCallSpans(projectId, start, end);
+  }
+
+  /** Aggregates of the project's model-call spans, per group key and bucket, computed by the database (usage meters). */
+  modelCallAggregates(query: ModelCallAggregateQuery): Promise<ModelCallAggregate[]> {
+    return this.traces.modelCallAggregates(query);
   }
 
   async search(projectId: string, query: TraceQuery): Promise<{ traces: StoredTrace[]; hasMore: boolean; nextCursor: string | null; limit: number }> {

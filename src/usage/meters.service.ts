@@ -8,7 +8,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import { conflict, notFound, validationError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
-import { AGGREGATIONS, type AggregationKind, type Contribution } from './aggregations/index.js';
+import { AGGREGATIONS, type AggregationKind } from './aggregations/index.js';
 import type { Meter, MeterFilter, MeterSource, MeterStatus, QuantityBucket, QuantityInterval, Scalar } from './usage.model.js';
 import type { EventQuantityQuery, MeterRepository, UsageEventRepository } from './usage.repository.js';
 
@@ -22,10 +22,59 @@ export interface MeteredSpan {
   rootAttributes: Record<string, unknown>;
 }
 
+/** Aggregates of a project's model-call spans per customer reference (and bucket), as telemetry computes them (TraceService.modelCallAggregates). */
+export interface SpanAggregate {
+  /** The customer reference: the value of the meter's customer attribute. */
+  key: string;
+  bucket: number | null;
+  count: number;
+  sum: number;
+  max: number | null;
+  last: { at: number; id: string; value: number } | null;
+  /** JSON texts of the distinct values (unique meters). */
+  values: string[];
+}
+
+export interface SpanAggregateQuery {
+  projectId: string;
+  start: Date;
+  end: Date;
+  model?: string;
+  vendor?: string;
+  attributes: Record<string, Scalar>;
+  groupAttribute: string;
+  property: string | null;
+  distinct: boolean;
+  interval?: QuantityInterval;
+}
+
 /** What meters read of telemetry, through its module's interface (never its tables). */
 export interface SpanReader {
   projectBelongsTo(orgId: string, projectId: string): Promise<boolean>;
   modelCallSpans(projectId: string, start: Date, end: Date): Promise<MeteredSpan[]>;
+  modelCallAggregates(query: SpanAggregateQuery): Promise<SpanAggregate[]>;
+}
+
+/** Aggregates of one customer (or everyone) merged into a quantity, by the aggregation's own rule. */
+function mergeAggregates(kind: AggregationKind, parts: readonly SpanAggregate[]): number {
+  switch (kind) {
+    case 'count':
+      return parts.reduce((n, p) => n + p.count, 0);
+    case 'sum':
+      return parts.reduce((n, p) => n + p.sum, 0);
+    case 'max': {
+      let found: number | undefined;
+      for (const p of parts) if (p.max !== null && (found === undefined || p.max > found)) found = p.max;
+      return found ?? 0;
+    }
+    case 'last': {
+      let latest: { at: number; id: string; value: number } | undefined;
+      for (const p of parts) if (p.last && (!latest || p.last.at > latest.at || (p.last.at === latest.at && p.last.id > latest.id))) latest = p.last;
+      return latest?.value ?? 0;
+    }
+    case 'unique':
+      return new Set(parts.flatMap((p) => p.values)).size;
+  }
 }
 
 export interface MeterInput {
@@ -79,22 +128,6 @@ const SOURCE_FIELDS: Record<MeterSource, ReadonlyArray<keyof MeterFilter>> = {
   EVENTS: ['eventName', 'properties'],
   SPANS: ['projectId', 'model', 'vendor', 'attributes'],
 };
-
-/** A span's value of a meter property: its attribute, or a computed field. */
-function spanValue(span: MeteredSpan, property: string): unknown {
-  if (property === 'duration_ms') return span.endMs - span.startMs;
-  return span.attributes[property];
-}
-
-/** The span's customer reference: the named attribute on the span, else on its trace's root span. */
-function spanCustomerRef(span: MeteredSpan, attribute: string): string | undefined {
-  const value = span.attributes[attribute] ?? span.rootAttributes[attribute];
-  if (typeof value === 'string' && value.length > 0) return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return undefined;
-}
-
-const equalsScalar = (value: unknown, expected: Scalar) => value === expected;
 
 export class MeterService {
   constructor(
@@ -209,6 +242,8 @@ export class MeterService {
         property: meter.property,
         start: query.start,
         end: query.end,
+        // Ingest keeps the rollup of ACTIVE meters only; an archived meter is read from the events.
+        ...(meter.status === 'ACTIVE' ? { meterId: meter.id } : {}),
       };
       const [total, byBucket] = await Promise.all([
         this.events.quantity(q),
@@ -216,44 +251,26 @@ export class MeterService {
       ]);
       return { ...result, total, buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: byBucket.get(b.key) ?? 0 })) };
     }
-    const contributions = await this.spanContributions(orgId, meter, customer, query.start, query.end);
-    const aggregation = AGGREGATIONS[meter.aggregation];
-    const perBucket = new Map<number, Contribution[]>();
-    if (query.interval) {
-      for (const c of contributions) {
-        const key = bucketStart(c.at, query.interval);
-        const list = perBucket.get(key);
-        if (list) list.push(c);
-        else perBucket.set(key, [c]);
-      }
-    }
-    return {
-      ...result,
-      total: aggregation.quantity(contributions),
-      buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: aggregation.quantity(perBucket.get(b.key) ?? []) })),
-    };
-  }
-
-  /** The meter's spans in the range that belong to the customer (or to any customer), as contributions. */
-  private async spanContributions(orgId: string, meter: Meter, customer: Customer | undefined, start: Date, end: Date): Promise<Contribution[]> {
+    // The database aggregates the spans per customer reference (and bucket); the references are mapped to customers here.
     const { filter } = meter;
-    const attribute = meter.customerAttribute!;
-    const spans = (await this.spans.modelCallSpans(filter.projectId!, start, end)).filter(
-      (s) =>
-        (filter.model === undefined || s.attributes['llm.model'] === filter.model) &&
-        (filter.vendor === undefined || s.attributes['llm.vendor'] === filter.vendor) &&
-        Object.entries(filter.attributes ?? {}).every(([k, v]) => equalsScalar(s.attributes[k], v)),
-    );
+    const parts = await this.spans.modelCallAggregates({
+      projectId: filter.projectId!,
+      start: query.start,
+      end: query.end,
+      ...(filter.model !== undefined ? { model: filter.model } : {}),
+      ...(filter.vendor !== undefined ? { vendor: filter.vendor } : {}),
+      attributes: filter.attributes ?? {},
+      groupAttribute: meter.customerAttribute!,
+      property: meter.property,
+      distinct: meter.aggregation === 'unique',
+      ...(query.interval ? { interval: query.interval } : {}),
+    });
     let belongs: (ref: string) => boolean;
     if (customer) {
       belongs = (ref) => ref === customer.externalId || ref === customer.id;
     } else {
-      const refs = new Set<string>();
-      for (const s of spans) {
-        const ref = spanCustomerRef(s, attribute);
-        if (ref !== undefined) refs.add(ref);
-      }
-      const known = await this.commerce.stores.customers.findByRefs(orgId, { ids: [...refs].filter((r) => r.startsWith('CUS_')), externalIds: [...refs] });
+      const refs = [...new Set(parts.map((p) => p.key))];
+      const known = refs.length === 0 ? [] : await this.commerce.stores.customers.findByRefs(orgId, { ids: refs.filter((r) => r.startsWith('CUS_')), externalIds: refs });
       const names = new Set<string>();
       for (const c of known) {
         names.add(c.id);
@@ -261,12 +278,18 @@ export class MeterService {
       }
       belongs = (ref) => names.has(ref);
     }
-    const contributions: Contribution[] = [];
-    for (const s of spans) {
-      const ref = spanCustomerRef(s, attribute);
-      if (ref === undefined || !belongs(ref)) continue;
-      contributions.push({ at: s.startMs, id: `${s.traceId}:${s.spanId}`, value: meter.property === null ? undefined : spanValue(s, meter.property) });
+    const mine = parts.filter((p) => belongs(p.key));
+    const perBucket = new Map<number, SpanAggregate[]>();
+    for (const p of mine) {
+      if (p.bucket === null) continue;
+      const list = perBucket.get(p.bucket);
+      if (list) list.push(p);
+      else perBucket.set(p.bucket, [p]);
     }
-    return contributions;
+    return {
+      ...result,
+      total: mergeAggregates(meter.aggregation, mine),
+      buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: mergeAggregates(meter.aggregation, perBucket.get(b.key) ?? []) })),
+    };
   }
 }

@@ -13,6 +13,11 @@ export interface EventQuantityQuery {
   property: string | null;
   start: Date;
   end: Date;
+  /**
+   * The ACTIVE meter whose filter this is: whole hours are read from its rollup (migration 0280).
+   * Undefined: the raw events (an archived meter, whose rollup ingest no longer keeps).
+   */
+  meterId?: string;
 }
 
 export interface UsageEventRepository {
@@ -85,23 +90,100 @@ function aggregateSql(kind: AggregationKind, property: string | null): { sql: st
   }
 }
 
+/** Absolute UTC hours, whatever the session's TimeZone (as the commerce rollups). */
+const HOUR_OF = (column: string) => `date_bin('1 hour', ${column}, timestamptz '2000-01-01 00:00:00+00')`;
+const HOUR_MS = 3_600_000;
+
+/** The organization's meter lock: ingest holds it shared, a meter's rebuild exclusively (see migration 0280). */
+const METER_LOCK = (orgId: string) => `usage-meters:${orgId}`;
+
+/**
+ * The rollup rows of the events in `source` (columns org_id, id, customer_id, name, ts,
+ * properties) that the meters in `meters` (an alias m, already restricted) match; grouped per
+ * (meter, customer, hour), in key order so concurrent batches lock shared rows in one order.
+ */
+function rollupSelect(source: string, meters: string): { matched: string; hours: string; values: string } {
+  const matched = `FROM ${source} e
+    JOIN meters m ON m.org_id = e.org_id AND m.source = 'EVENTS' AND m.filter ->> 'eventName' = e.name
+      AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters}
+    CROSS JOIN LATERAL (SELECT e.properties -> m.property AS v) p
+    CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(p.v) = 'number' THEN (p.v #>> '{}')::numeric END AS num) n`;
+  const latest = (column: string) => `(array_agg(${column} ORDER BY e.ts DESC, e.id DESC) FILTER (WHERE n.num IS NOT NULL))[1]`;
+  return {
+    matched,
+    hours: `SELECT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, count(*), coalesce(sum(n.num), 0), max(n.num), ${latest('e.ts')}, ${latest('e.id')}, ${latest('n.num')}
+      ${matched}
+      GROUP BY m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}
+      ORDER BY 2, 3, 4`,
+    values: `SELECT DISTINCT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, p.v
+      ${matched}
+      WHERE m.aggregation = 'unique' AND p.v IS NOT NULL
+      ORDER BY 2, 3, 4, 5`,
+  };
+}
+const HOURS_COLUMNS = 'org_id, meter_id, customer_id, hour, events, total, maximum, last_ts, last_id, last_value';
+const VALUES_COLUMNS = 'org_id, meter_id, customer_id, hour, value';
+
+/** An hour row meeting the events of a batch: counts and sums add, the max and the latest (ts, id) win. */
+const MERGE_HOURS = `ON CONFLICT (org_id, meter_id, customer_id, hour) DO UPDATE SET
+  events = h.events + excluded.events,
+  total = h.total + excluded.total,
+  maximum = greatest(h.maximum, excluded.maximum),
+  last_ts = CASE WHEN excluded.last_ts IS NOT NULL AND (h.last_ts IS NULL OR (excluded.last_ts, excluded.last_id) > (h.last_ts, h.last_id)) THEN excluded.last_ts ELSE h.last_ts END,
+  last_id = CASE WHEN excluded.last_ts IS NOT NULL AND (h.last_ts IS NULL OR (excluded.last_ts, excluded.last_id) > (h.last_ts, h.last_id)) THEN excluded.last_id ELSE h.last_id END,
+  last_value = CASE WHEN excluded.last_ts IS NOT NULL AND (h.last_ts IS NULL OR (excluded.last_ts, excluded.last_id) > (h.last_ts, h.last_id)) THEN excluded.last_value ELSE h.last_value END`;
+
+/** Rebuilds one meter's rollup rows from the stored events (its creation, a change of its filter). */
+export async function rebuildMeterRollup(trx: Knex.Transaction, orgId: string, meterId: string): Promise<void> {
+  await trx.raw('DELETE FROM usage_meter_hours WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
+  await trx.raw('DELETE FROM usage_meter_hour_values WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
+  const { hours, values } = rollupSelect("(SELECT * FROM usage_events WHERE org_id = ?)", "m.id = ? AND m.status = 'ACTIVE'");
+  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, meterId]);
+  await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, meterId]);
+}
+
+/** The part of [start, end) that whole UTC hours cover (read from the rollup), and the edges around it (read from the events). */
+export function splitRange(start: number, end: number): { hours: [number, number] | null; edges: Array<[number, number]> } {
+  const first = Math.ceil(start / HOUR_MS) * HOUR_MS;
+  const last = Math.floor(end / HOUR_MS) * HOUR_MS;
+  if (first >= last) return { hours: null, edges: [[start, end]] };
+  const edges: Array<[number, number]> = [];
+  if (start < first) edges.push([start, first]);
+  if (last < end) edges.push([last, end]);
+  return { hours: [first, last], edges };
+}
+
 export class KnexUsageEventRepository implements UsageEventRepository {
   constructor(private readonly db: Knex) {}
 
   async insertNew(events: UsageEvent[]): Promise<Set<string>> {
     if (events.length === 0) return new Set();
-    const rows = events.map((e) => ({
-      org_id: e.orgId,
-      id: e.id,
-      customer_id: e.customerId,
-      name: e.name,
-      ts: e.timestamp,
-      properties: JSON.stringify(e.properties),
-      received_at: e.receivedAt,
-    }));
-    // One statement per batch; an id already stored (by an earlier or a concurrent batch) is skipped.
-    const inserted = (await this.db('usage_events').insert(rows).onConflict(['org_id', 'id']).ignore().returning('id')) as Array<{ id: string }>;
-    return new Set(inserted.map((r) => r.id));
+    const orgId = events[0]!.orgId;
+    if (events.some((e) => e.orgId !== orgId)) throw new Error('insertNew takes one organization\'s events');
+    // One JSON parameter for the batch (cheaper to build than 7 bindings per row), one statement:
+    // the events whose id is new are inserted (an id already stored, by an earlier or a concurrent
+    // batch, is skipped) and only those reach the rollups of the meters they match.
+    const payload = JSON.stringify(events.map((e) => ({ id: e.id, customer_id: e.customerId, name: e.name, ts: e.timestamp.toISOString(), properties: e.properties })));
+    const { hours, values } = rollupSelect('inserted', "m.status = 'ACTIVE'");
+    return this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
+      const result = await trx.raw(
+        `WITH inserted AS (
+           INSERT INTO usage_events (org_id, id, customer_id, name, ts, properties, received_at)
+           SELECT ?, r.id, r.customer_id, r.name, r.ts, r.properties, ?
+           FROM jsonb_to_recordset(?::jsonb) AS r(id text, customer_id text, name text, ts timestamptz, properties jsonb)
+           ON CONFLICT (org_id, id) DO NOTHING
+           RETURNING org_id, id, customer_id, name, ts, properties
+         ), hours AS (
+           INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS}) ${hours} ${MERGE_HOURS}
+         ), distinct_values AS (
+           INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values} ON CONFLICT DO NOTHING
+         )
+         SELECT id FROM inserted`,
+        [orgId, events[0]!.receivedAt, payload],
+      );
+      return new Set((result.rows as Array<{ id: string }>).map((r) => r.id));
+    });
   }
 
   async storedIds(orgId: string, ids: string[]): Promise<Set<string>> {
@@ -109,27 +191,92 @@ export class KnexUsageEventRepository implements UsageEventRepository {
     return new Set(rows.map((r) => r.id));
   }
 
-  private filtered(query: EventQuantityQuery): Knex.QueryBuilder {
+  private filtered(query: EventQuantityQuery, start: Date = query.start, end: Date = query.end): Knex.QueryBuilder {
     const q = this.db('usage_events').where('org_id', query.orgId);
     if (query.customerId !== undefined) q.andWhere('customer_id', query.customerId);
-    q.andWhere('name', query.eventName).andWhere('ts', '>=', query.start).andWhere('ts', '<', query.end);
+    q.andWhere('name', query.eventName).andWhere('ts', '>=', start).andWhere('ts', '<', end);
     if (Object.keys(query.properties).length > 0) q.andWhereRaw('properties @> ?::jsonb', [JSON.stringify(query.properties)]);
     return q;
   }
 
+  /**
+   * The query's contributions as rollup-shaped parts (at, events, total, maximum, last_ts,
+   * last_id, last_value — or at, value for `unique`): the meter's hour rows for the whole hours of
+   * the range, the raw events for the edges a partial hour leaves.
+   */
+  private parts(query: EventQuantityQuery & { meterId: string }): { sql: string; bindings: Knex.Value[] } {
+    const { hours, edges } = splitRange(query.start.getTime(), query.end.getTime());
+    const unique = query.aggregation === 'unique';
+    const p = query.property ?? '';
+    const selects: string[] = [];
+    const bindings: Knex.Value[] = [];
+    if (hours) {
+      const customer = query.customerId !== undefined ? ' AND customer_id = ?' : '';
+      const table = unique ? 'usage_meter_hour_values' : 'usage_meter_hours';
+      const columns = unique ? 'hour AS at, value AS v' : 'hour AS at, events, total, maximum, last_ts, last_id, last_value';
+      selects.push(`SELECT ${columns} FROM ${table} WHERE org_id = ? AND meter_id = ?${customer} AND hour >= ? AND hour < ?`);
+      bindings.push(query.orgId, query.meterId, ...(query.customerId !== undefined ? [query.customerId] : []), new Date(hours[0]), new Date(hours[1]));
+    }
+    for (const [from, to] of edges) {
+      const raw = this.filtered(query, new Date(from), new Date(to));
+      const num = `CASE WHEN jsonb_typeof(properties -> ?) = 'number' THEN (properties ->> ?)::numeric END`;
+      const columns = unique
+        ? this.db.raw('ts AS at, properties -> ? AS v', [p])
+        : this.db.raw(
+            `ts AS at, 1::bigint AS events, coalesce(${num}, 0) AS total, ${num} AS maximum,
+             CASE WHEN ${num} IS NOT NULL THEN ts END AS last_ts, CASE WHEN ${num} IS NOT NULL THEN id END AS last_id, ${num} AS last_value`,
+            Array<string>(10).fill(p),
+          );
+      const built = raw.select(columns).toSQL().toNative();
+      // knex hands back the driver's placeholders; the parts are embedded in a raw statement with `?`.
+      selects.push(built.sql.replace(/\$\d+/g, '?'));
+      bindings.push(...(built.bindings as Knex.Value[]));
+    }
+    return { sql: selects.map((s) => `(${s})`).join(' UNION ALL '), bindings };
+  }
+
+  /** Each aggregation kind over parts (see parts()); the same rules as src/usage/aggregations/. */
+  private static combine(kind: AggregationKind): string {
+    switch (kind) {
+      case 'count':
+        return 'coalesce(sum(events), 0)';
+      case 'sum':
+        return 'coalesce(sum(total), 0)';
+      case 'max':
+        return 'coalesce(max(maximum), 0)';
+      case 'unique':
+        return 'count(DISTINCT v)';
+      case 'last':
+        return 'coalesce((array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1], 0)';
+    }
+  }
+
   async quantity(query: EventQuantityQuery): Promise<number> {
+    if (query.meterId !== undefined) {
+      const { sql, bindings } = this.parts({ ...query, meterId: query.meterId });
+      const { rows } = (await this.db.raw(`SELECT ${KnexUsageEventRepository.combine(query.aggregation)} AS quantity FROM (${sql}) parts`, bindings)) as {
+        rows: Array<{ quantity: string | number | null }>;
+      };
+      return Number(rows[0]?.quantity ?? 0);
+    }
     const { sql, bindings } = aggregateSql(query.aggregation, query.property);
     const row = (await this.filtered(query).first(this.db.raw(`${sql} AS quantity`, bindings))) as { quantity: string | number | null } | undefined;
     return Number(row?.quantity ?? 0);
   }
 
   async bucketQuantities(query: EventQuantityQuery, interval: QuantityInterval): Promise<Map<number, number>> {
-    const { sql, bindings } = aggregateSql(query.aggregation, query.property);
     // The bucket's start as UTC epoch seconds, whatever the session's time zone.
-    const bucket = `extract(epoch FROM date_trunc('${interval}', ts AT TIME ZONE 'UTC'))`;
-    const rows = (await this.filtered(query)
-      .select(this.db.raw(`${bucket} AS bucket`), this.db.raw(`${sql} AS quantity`, bindings))
-      .groupByRaw('1')) as Array<{ bucket: string | number; quantity: string | number }>;
+    const bucketOf = (column: string) => `extract(epoch FROM date_trunc('${interval}', ${column} AT TIME ZONE 'UTC'))`;
+    let rows: Array<{ bucket: string | number; quantity: string | number }>;
+    if (query.meterId !== undefined) {
+      const { sql, bindings } = this.parts({ ...query, meterId: query.meterId });
+      rows = ((await this.db.raw(`SELECT ${bucketOf('at')} AS bucket, ${KnexUsageEventRepository.combine(query.aggregation)} AS quantity FROM (${sql}) parts GROUP BY 1`, bindings)) as { rows: typeof rows }).rows;
+    } else {
+      const { sql, bindings } = aggregateSql(query.aggregation, query.property);
+      rows = (await this.filtered(query)
+        .select(this.db.raw(`${bucketOf('ts')} AS bucket`), this.db.raw(`${sql} AS quantity`, bindings))
+        .groupByRaw('1')) as typeof rows;
+    }
     return new Map(rows.map((r) => [Math.round(Number(r.bucket) * 1000), Number(r.quantity)]));
   }
 }
@@ -138,7 +285,9 @@ export class KnexMeterRepository implements MeterRepository {
   constructor(private readonly db: Knex) {}
 
   async insert(m: Meter): Promise<void> {
-    await this.db('meters').insert({
+    await this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [METER_LOCK(m.orgId)]);
+      await trx('meters').insert({
       id: m.id,
       org_id: m.orgId,
       name: m.name,
@@ -151,6 +300,8 @@ export class KnexMeterRepository implements MeterRepository {
       created_at: m.createdAt,
       updated_at: m.updatedAt,
       archived_at: m.archivedAt,
+      });
+      if (m.source === 'EVENTS') await rebuildMeterRollup(trx, m.orgId, m.id);
     });
   }
 
@@ -165,10 +316,16 @@ export class KnexMeterRepository implements MeterRepository {
   }
 
   async update(m: Meter): Promise<boolean> {
-    const written = await this.db('meters')
-      .where({ org_id: m.orgId, id: m.id, status: 'ACTIVE' })
-      .update({ name: m.name, filter: JSON.stringify(m.filter), updated_at: m.updatedAt });
-    return written === 1;
+    return this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [METER_LOCK(m.orgId)]);
+      const before = (await trx('meters').where({ org_id: m.orgId, id: m.id, status: 'ACTIVE' }).first('filter')) as Pick<MeterRow, 'filter'> | undefined;
+      if (!before) return false;
+      await trx('meters').where({ org_id: m.orgId, id: m.id }).update({ name: m.name, filter: JSON.stringify(m.filter), updated_at: m.updatedAt });
+      // A changed filter applies to the past too: the rollup is rebuilt from the events.
+      const previous = typeof before.filter === 'string' ? (JSON.parse(before.filter) as MeterFilter) : before.filter;
+      if (m.source === 'EVENTS' && JSON.stringify(previous) !== JSON.stringify(m.filter)) await rebuildMeterRollup(trx, m.orgId, m.id);
+      return true;
+    });
   }
 
   async archive(orgId: string, id: string, at: Date): Promise<boolean> {

@@ -176,6 +176,10 @@ describe('quantities over usage events equal a recomputation from the raw events
       kind: fc.constantFrom<Kind>('count', 'sum', 'max', 'unique', 'last'),
       name: fc.constantFrom('llm', 'req'),
       tier: fc.option(fc.constantFrom('free', 'paid'), { nil: undefined }),
+      // The rollup path: a meter made before the events (ingest keeps its rollup), after them (its
+      // rollup built from the events), or before them with another filter changed afterwards
+      // (rebuilt); archived ones are read from the events.
+      made: fc.constantFrom<'before' | 'after' | 'refiltered' | 'archived'>('before', 'after', 'refiltered', 'archived'),
     });
     const rangeSpec = fc.record({
       a: fc.integer({ min: FROM - 2 * HOUR, max: TO + HOUR }),
@@ -190,6 +194,21 @@ describe('quantities over usage events equal a recomputation from the raw events
         const tag = `r${++run}`;
         const stored = new Map<string, Stored>();
         const now = Date.parse(NOW);
+        const createMeter = async (m: (typeof queries)[number][0], eventName: string) => {
+          const properties = m.tier !== undefined ? { tier: m.tier } : {};
+          const property = m.kind === 'count' ? undefined : 'tokens';
+          const meter = await ctx.merchant
+            .post('/v1/meters')
+            .set('X-API-Key', ctx.orgA.apiKey)
+            .send({ name: 'prop', source: 'EVENTS', filter: { eventName, properties }, aggregation: m.kind, ...(property ? { property } : {}) });
+          expect(meter.status).toBe(201);
+          return meter.body.data.id as string;
+        };
+        const early = new Map<number, string>();
+        for (const [i, [m]] of queries.entries()) {
+          if (m.made === 'before' || m.made === 'archived') early.set(i, await createMeter(m, `${tag}_${m.name}`));
+          if (m.made === 'refiltered') early.set(i, await createMeter(m, `${tag}_${m.name === 'llm' ? 'req' : 'llm'}`));
+        }
         for (const batch of batches) {
           const events = batch.map((e) => {
             const c = customers[e.customer];
@@ -219,21 +238,21 @@ describe('quantities over usage events equal a recomputation from the raw events
           expect(res.body.data.results.map((r: { status: string }) => r.status)).toEqual(expected);
         }
         const all = [...stored.values()];
-        for (const [m, r] of queries) {
-          const properties = m.tier !== undefined ? { tier: m.tier } : {};
+        for (const [i, [m, r]] of queries.entries()) {
           const property = m.kind === 'count' ? undefined : 'tokens';
-          const meter = await ctx.merchant
-            .post('/v1/meters')
-            .set('X-API-Key', ctx.orgA.apiKey)
-            .send({ name: 'prop', source: 'EVENTS', filter: { eventName: `${tag}_${m.name}`, properties }, aggregation: m.kind, ...(property ? { property } : {}) });
-          expect(meter.status).toBe(201);
+          const meterId = early.get(i) ?? (await createMeter(m, `${tag}_${m.name}`));
+          if (m.made === 'refiltered') {
+            const properties = m.tier !== undefined ? { tier: m.tier } : {};
+            expect((await api().update(meterId, { filter: { eventName: `${tag}_${m.name}`, properties } })).status).toBe(200);
+          }
+          if (m.made === 'archived') expect((await api().archive(meterId)).status).toBe(200);
           const start = Math.min(r.a, r.b);
           const end = Math.max(r.a, r.b) + 1;
           const c = customers[r.customer];
           const query: Record<string, string> = { start: new Date(start).toISOString(), end: new Date(end).toISOString() };
           if (r.interval) query.interval = r.interval;
           if (c) query.customer = r.byExternalId ? c.externalId : c.id;
-          const res = await ctx.merchant.get(`/v1/meters/${meter.body.data.id}/quantities`).query(query).set('X-API-Key', ctx.orgA.apiKey);
+          const res = await ctx.merchant.get(`/v1/meters/${meterId}/quantities`).query(query).set('X-API-Key', ctx.orgA.apiKey);
           expect(res.status, JSON.stringify(res.body)).toBe(200);
           const keep = (from: number, to: number) => (e: Stored) =>
             e.name === `${tag}_${m.name}` && (m.tier === undefined || e.properties.tier === m.tier) && (!c || e.customerId === c.id) && e.at >= from && e.at < to;
@@ -291,6 +310,9 @@ describe('a meter over a telemetry project\'s spans', () => {
     const sum = (await create({ filter: { projectId: project.projectId }, aggregation: 'sum', property: 'gen_ai.usage.input_tokens' })).body.data;
     const mini = (await create({ filter: { projectId: project.projectId, model: 'gpt-4o-mini', vendor: 'openai' }, aggregation: 'count' })).body.data;
     const longest = (await create({ filter: { projectId: project.projectId }, aggregation: 'max', property: 'duration_ms' })).body.data;
+    const latest = (await create({ filter: { projectId: project.projectId }, aggregation: 'last', property: 'gen_ai.usage.input_tokens' })).body.data;
+    const models = (await create({ filter: { projectId: project.projectId }, aggregation: 'unique', property: 'gen_ai.request.model' })).body.data;
+    const big = (await create({ filter: { projectId: project.projectId, attributes: { 'gen_ai.request.model': 'gpt-4o' } }, aggregation: 'count' })).body.data;
     expect(sum.filter).toEqual({ projectId: project.projectId, attributes: {} });
     const range = { start: '2026-11-25T00:00:00Z', end: '2026-11-26T00:00:00Z' };
     for (const c of customers) {
@@ -303,6 +325,11 @@ describe('a meter over a telemetry project\'s spans', () => {
       for (const b of bySum.body.data.buckets) expect(b.quantity).toBe(hourly.get(Date.parse(b.start)) ?? 0);
       expect((await api().quantities(mini.id, { ...range, customer: c.id })).body.data.total).toBe(mine.filter((s) => s.model === 'gpt-4o-mini').length);
       expect((await api().quantities(longest.id, { ...range, customer: c.id })).body.data.total).toBe(Math.max(...mine.map((s) => 200 + made.indexOf(s))));
+      expect((await api().quantities(latest.id, { ...range, customer: c.externalId })).body.data.total).toBe([...mine].sort((a, b) => b.at - a.at)[0]!.tokens);
+      const byDay = await api().quantities(models.id, { ...range, customer: c.externalId, interval: 'day' });
+      expect(byDay.body.data.total).toBe(new Set(mine.map((s) => s.model)).size);
+      expect(byDay.body.data.buckets.map((b: { quantity: number }) => b.quantity)).toEqual([new Set(mine.map((s) => s.model)).size]);
+      expect((await api().quantities(big.id, { ...range, customer: c.id })).body.data.total).toBe(mine.filter((s) => s.model === 'gpt-4o').length);
     }
     // Everyone: spans of unknown users ("stranger") or without the attribute count for nobody.
     const everyone = await api().quantities(sum.id, range);

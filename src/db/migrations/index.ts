@@ -55,6 +55,7 @@ import * as m0261 from './0261_order_merchant_reference_trigram.js';
 import * as m0262 from './0262_list_statistics.js';
 import * as m0263 from './0263_subscriptions_manage_keys.js';
 import * as m0270 from './0270_metered_prices.js';
+import * as m0280 from './0280_usage_meter_rollups.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
 
 export interface Migration {
@@ -117,6 +118,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0262_list_statistics': m0262,
   '0263_subscriptions_manage_keys': m0263,
   '0270_metered_prices': m0270,
+  '0280_usage_meter_rollups': m0280,
   '0290_telemetry_span_partitions': m0290,
 };
 
