@@ -22,6 +22,7 @@ describe('job registry', () => {
       'sandbox-settlement': 1_000,
       'subscription-renewals': 5_000,
       'telemetry-retention': 60_000,
+      'telemetry-partitions': 3_600_000,
       'telemetry-group-changes': 1_000,
       'commerce-rollups': 1_000,
       'crypto-chain-watcher': ctx.config.crypto.pollIntervalMs,
