@@ -25,6 +25,7 @@ export const presentPrice = (price: Price) => ({
   flexibleAmount: price.flexibleAmount,
   minAmount: price.minAmount,
   maxAmount: price.maxAmount,
+  trialDays: price.trialDays,
   provider: price.provider,
   active: price.active,
   createdAt: iso(price.createdAt),

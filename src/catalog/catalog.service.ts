@@ -45,6 +45,7 @@ export interface PriceCreateInput {
   flexibleAmount?: boolean;
   minAmount?: number;
   maxAmount?: number;
+  trialDays?: number | null;
   provider?: PriceProvider;
 }
 
@@ -187,6 +188,7 @@ export class CatalogService {
       flexibleAmount: input.flexibleAmount ?? false,
       minAmount: input.minAmount ?? null,
       maxAmount: input.maxAmount ?? null,
+      trialDays: input.trialDays ?? null,
       provider: input.provider ?? 'STRIPE',
       active: true,
       createdAt: this.clock.now(),

@@ -53,6 +53,7 @@ import * as m0250 from './0250_usage_billing.js';
 import * as m0260 from './0260_commerce_rollups.js';
 import * as m0261 from './0261_order_merchant_reference_trigram.js';
 import * as m0262 from './0262_list_statistics.js';
+import * as m0300 from './0300_trials.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -112,6 +113,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0260_commerce_rollups': m0260,
   '0261_order_merchant_reference_trigram': m0261,
   '0262_list_statistics': m0262,
+  '0300_trials': m0300,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
