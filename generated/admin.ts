@@ -1883,10 +1883,10 @@ export interface components {
             minAmount: number | null;
             maxAmount: number | null;
             /**
-             * @description Free trial days before the first charge (`SUBSCRIPTION` only); null (or absent, for
-             *     answers of earlier releases) when the price has no trial. See `PriceCreate.trialDays`.
+             * @description Free trial days before the first charge (`SUBSCRIPTION` only); absent when the price
+             *     has no trial. See `PriceCreate.trialDays`.
              */
-            trialDays?: number | null;
+            trialDays?: number;
             provider: components["schemas"]["PriceProvider"];
             /** @description False once deactivated; checkout refuses inactive prices. */
             active: boolean;

@@ -2211,7 +2211,7 @@ export interface components {
              * @default 1
              */
             billingIntervalCount?: number;
-            /** @description Free trial days before the first charge (`SUBSCRIPTION` only, else `400`); see `CheckoutSessionCreate.trialDays`. */
+            /** @description Free trial days before the first charge (`SUBSCRIPTION` only, else `400` checked by the server); see `CheckoutSessionCreate.trialDays`. */
             trialDays?: number;
             /** @description Price label; defaults to the product name. */
             pricingName?: string;

@@ -76,7 +76,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         heading: 'Your free trial ends soon',
         paragraphs: [
           `Your free trial of ${product} with ${c.merchant} ends${end ? ` on ${DATE.format(end)}` : ' soon'}.`,
-          s && s.paymentMethod !== 'none'
+          s && (s.paymentMethod !== 'none' || s.processorSubscriptionId)
             ? `Then your subscription starts and the card you gave is charged ${charge} (${price(s)}). To not be charged, cancel it from your account before then.`
             : 'No card is on file, so nothing will be charged: the subscription ends with the trial. Contact the merchant to keep it.',
         ],
