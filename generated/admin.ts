@@ -1885,6 +1885,11 @@ export interface components {
             flexibleAmount: boolean;
             minAmount: number | null;
             maxAmount: number | null;
+            /**
+             * @description Free trial days before the first charge (`SUBSCRIPTION` only); absent when the price
+             *     has no trial. See `PriceCreate.trialDays`.
+             */
+            trialDays?: number;
             provider: components["schemas"]["PriceProvider"];
             /** @description False once deactivated; checkout refuses inactive prices. */
             active: boolean;
@@ -1942,6 +1947,10 @@ export interface components {
          *       `STRIPE` 1-99999999 minor units (Stripe's eight digits: 999,999.99 USD), `CRYPTO`
          *       1-999999999999 (999,999.999999 USDC/USDT); outside them `400` naming the field. These
          *       keep every order's display amount exact (see the merchant API, decision 17).
+         *     * `trialDays` (1-730, Stripe's bound; `SUBSCRIPTION` only, else `400`): a free trial. A
+         *       checkout of this price starts the subscription at once with no charge; the first charge
+         *       is at the trial's end. A checkout session may override it (`trialDays`, 0 for none). See
+         *       the merchant API's `createCheckoutSession` and docs/subscriptions.md.
          */
         PriceCreate: {
             /** @description Unit price in minor units (the suggested amount when `flexibleAmount`). */
@@ -1962,6 +1971,8 @@ export interface components {
             flexibleAmount?: boolean;
             minAmount?: components["schemas"]["PriceAmount"];
             maxAmount?: components["schemas"]["PriceAmount"];
+            /** @description Free trial days before the first charge (`SUBSCRIPTION` only). */
+            trialDays?: number;
             /** @default STRIPE */
             provider?: components["schemas"]["PriceProvider"];
             /**

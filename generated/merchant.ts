@@ -69,6 +69,34 @@ export interface paths {
          *     same state in the admin API (`GET /v1/orgs/{id}/stripe-account`, `state`). It clears when
          *     Stripe reports the account usable again, or when the account is unbound or replaced.
          *
+         *     **Free trials** (issue 39) — a `SUBSCRIPTION` purchase has a trial when its price has
+         *     `trialDays` (catalog price or `pricingData.trialDays`) unless `trialDays` here overrides it
+         *     (0: none). Decisions:
+         *     * At checkout nothing is charged. As Stripe makes a $0 invoice, Kassa makes a `PAID` order
+         *       of `amountCents` 0 (period 0) with one `PRICE` line "Free trial of <product> (N days)"
+         *       at unit amount 0 × the session's quantity, and the note `Free trial until <date>`; it is
+         *       the subscription's `initialOrderId` (the webhook `order.paid` and the receipt show it).
+         *       The session's `amount` stays the recurring charge (unit amount × `quantity`).
+         *     * The subscription is `ACTIVE` at once with `trialEnd` = checkout + `trialDays` days; its
+         *       current period (period 0) is the trial and ends at `trialEnd`. At `trialEnd` the renewal
+         *       job charges the card saved at checkout (the order of period 1, `amountCents`), then
+         *       renews every interval from `trialEnd`. Failed first charges follow the usual dunning.
+         *     * The card: `trialPaymentMethodCollection` `ALWAYS` (default) takes it on the checkout page
+         *       and keeps it without charging (sandbox test cards behave as for a payment: a declined
+         *       card declines the checkout); `IF_REQUIRED` lets the buyer start without one. A trial
+         *       that ends without a card charges nothing and ends the subscription: `EXPIRED` with
+         *       `subscription.expired` (Stripe's `trial_settings.end_behavior.missing_payment_method:
+         *       cancel`), no order. On Stripe the session gets `subscription_data.trial_period_days`
+         *       and, for `IF_REQUIRED`, `payment_method_collection: if_required` with that end behaviour.
+         *     * Cancelling during the trial charges nothing: at period end, the subscription ends at
+         *       `trialEnd` (`ENDED`, no order); now, it is `CANCELED` at once.
+         *     * `subscription.trial_will_end` is sent (with the buyer's e-mail) 3 days before
+         *       `trialEnd`, once per trial.
+         *     * Crypto has no trials: crypto prices are `ONE_TIME` only, so a trial there is `400`
+         *       (a trial needs a payment method the rail can charge later without the buyer).
+         *     * The hosted checkout page says "N days free, then <amount>/<interval>" and "Due today
+         *       <zero amount>".
+         *
          *     **Amount** — the session `amount` is the unit amount × `quantity`, and must lie within the
          *     rail's bounds (decision 17): card 1-99999999 minor units (999,999.99 USD), crypto
          *     1-999999999999 (999,999.999999 USDC/USDT). Outside them, `400 VALIDATION_ERROR` names the
@@ -1951,6 +1979,36 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "subscription.trial_will_end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A free trial ends soon (`subscription.trial_will_end`)
+         * @description **`subscription.trial_will_end`** — The subscription's free trial ends in 3 days (Stripe's
+         *     `customer.subscription.trial_will_end` timing), at `data.subscription.trialEnd`; then the
+         *     first period is charged (`amountCents`) to the card saved at checkout. Emitted once per
+         *     trial, whatever the number of workers running the reminder job (a conditional write on the
+         *     subscription claims it), and only while the subscription is `ACTIVE` and not scheduled to
+         *     cancel (`cancelAtPeriodEnd`: nothing will be charged, so nothing is announced). A trial
+         *     shorter than 3 days gets it at once (at the job's next pass after checkout). The buyer
+         *     gets an e-mail saying when the trial ends and what will be charged (when the organization's
+         *     deployment sends buyer e-mails). Stripe-billed subscriptions get it from the same job, from
+         *     Kassa's copy of Stripe's `trial_end` (Stripe's own `trial_will_end` event is not relayed, so
+         *     it is never sent twice). Delivered, signed and retried exactly like the other events.
+         */
+        post: operations["subscriptionTrialWillEndEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -2183,6 +2241,8 @@ export interface components {
              * @default 1
              */
             billingIntervalCount?: number;
+            /** @description Free trial days before the first charge (`SUBSCRIPTION` only, else `400` checked by the server); see `CheckoutSessionCreate.trialDays`. */
+            trialDays?: number;
             /** @description Price label; defaults to the product name. */
             pricingName?: string;
             /** @description Existing catalog product (`PRD_…`) of the organization; unknown → `400`. */
@@ -2233,6 +2293,21 @@ export interface components {
              * @default 3600
              */
             expiresIn?: number;
+            /**
+             * @description Free trial days for this checkout, overriding the price's `trialDays` (0: no trial
+             *     even though the price has one). `SUBSCRIPTION` purchases only, else `400`. See
+             *     **Free trials** in `createCheckoutSession`.
+             */
+            trialDays?: number;
+            /**
+             * @description With a trial: `ALWAYS` (default) takes the buyer's card at checkout (saved, not
+             *     charged); `IF_REQUIRED` lets the buyer start the trial without one (Stripe's
+             *     `payment_method_collection: if_required`). Without a trial it must be omitted or
+             *     `ALWAYS` (`400`). See **Free trials** in `createCheckoutSession`.
+             * @default ALWAYS
+             * @enum {string}
+             */
+            trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
         } & (unknown | unknown);
         /** @description Price snapshot of the session. */
         MerchantPricing: {
@@ -2251,6 +2326,13 @@ export interface components {
             maxAmount: number | null;
             /** @description Lower bound of a flexible amount; null otherwise. */
             minAmount: number | null;
+            /** @description Free trial days of this checkout (present only with a trial). */
+            trialDays?: number;
+            /**
+             * @description Whether the checkout takes a card for the trial (present only with a trial).
+             * @enum {string}
+             */
+            trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
             /** @description Catalog price; null for `pricingData` sessions. */
             pricingId: components["schemas"]["PricingId"] | null;
             pricingName: string;
@@ -2727,8 +2809,17 @@ export interface components {
             currency: components["schemas"]["Currency"];
             billingInterval: components["schemas"]["BillingInterval"];
             billingIntervalCount: number;
-            /** @description Paid-through time. */
+            /** @description Paid-through time (during a free trial, the trial's end). */
             currentPeriodEnd: components["schemas"]["Timestamp"];
+            /**
+             * @description End of the free trial; null when the subscription started without one. A trial keeps
+             *     the seed's statuses: the subscription is `ACTIVE` from checkout (Stripe's `trialing`
+             *     maps to `ACTIVE` too), its first period (period 0) is the trial and ends at
+             *     `trialEnd`, when the renewal job makes the first charge (`amountCents`, order of
+             *     period 1). The value stays after the trial, as Stripe's `trial_end` does; the trial
+             *     is running while `trialEnd` is after now.
+             */
+            trialEnd?: components["schemas"]["Timestamp"] | null;
             /** @description Final cancellation scheduled for `currentPeriodEnd`. */
             cancelAtPeriodEnd: boolean;
             /** @description When the cancellation was requested; null if never. */
@@ -3137,7 +3228,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.expired" | "subscription.ended";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -3417,6 +3508,8 @@ export interface components {
             currency: components["schemas"]["LowercaseCurrency"];
             /** @description Paid-through time, when available. */
             currentPeriodEnd: components["schemas"]["Timestamp"] | null;
+            /** @description End of the free trial (see `Subscription.trialEnd`); null without one. */
+            trialEnd?: components["schemas"]["Timestamp"] | null;
             cancelAtPeriodEnd: boolean;
             canceledAt: components["schemas"]["Timestamp"] | null;
             endedAt: components["schemas"]["Timestamp"] | null;
@@ -3479,7 +3572,7 @@ export interface components {
         /** @description Envelope of `subscription.*` deliveries. */
         SubscriptionWebhookEvent: {
             /** @enum {string} */
-            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.expired" | "subscription.ended";
+            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
             timestamp: components["schemas"]["Timestamp"];
             /** @constant */
             apiVersion: "2026-11-01";
@@ -7087,6 +7180,107 @@ export interface operations {
                  *           },
                  *           "createdAt": "2026-11-22T09:30:04.000Z",
                  *           "updatedAt": "2026-12-22T09:30:04.512Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    subscriptionTrialWillEndEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "subscription.trial_will_end",
+                 *       "timestamp": "2026-12-03T09:30:05.000Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                 *       },
+                 *       "data": {
+                 *         "subscription": {
+                 *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "status": "ACTIVE",
+                 *           "provider": "STRIPE",
+                 *           "providerSubscriptionId": null,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerEmail": "ada@example.com",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "billingInterval": "MONTH",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
+                 *           "trialEnd": "2026-12-06T09:30:00.000Z",
+                 *           "cancelAtPeriodEnd": false,
+                 *           "canceledAt": null,
+                 *           "endedAt": null,
+                 *           "createdAt": "2026-11-22T09:30:04.000Z",
+                 *           "updatedAt": "2026-11-22T09:30:04.000Z"
                  *         }
                  *       }
                  *     }

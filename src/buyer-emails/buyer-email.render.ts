@@ -68,11 +68,31 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
   switch (c.kind) {
     case 'payment_receipt':
       return { subject: `Your receipt from ${c.merchant}`, heading: 'Thank you for your payment', paragraphs: [`${c.merchant} received your payment for ${product}.`], facts: orderFacts };
+    case 'trial_will_end': {
+      const end = s?.trialEnd ?? s?.currentPeriodEnd;
+      const charge = s ? formatMoney(s.amountCents, s.currency) : '';
+      return {
+        subject: `${product}: your free trial ends${end ? ` on ${DATE.format(end)}` : ' soon'}`,
+        heading: 'Your free trial ends soon',
+        paragraphs: [
+          `Your free trial of ${product} with ${c.merchant} ends${end ? ` on ${DATE.format(end)}` : ' soon'}.`,
+          s && (s.paymentMethod !== 'none' || s.processorSubscriptionId)
+            ? `Then your subscription starts and the card you gave is charged ${charge} (${price(s)}). To not be charged, cancel it from your account before then.`
+            : 'No card is on file, so nothing will be charged: the subscription ends with the trial. Contact the merchant to keep it.',
+        ],
+        facts: s ? [['Trial ends', end ? DATE.format(end) : ''], ['First charge', charge]] : [],
+      };
+    }
     case 'subscription_started':
       return {
         subject: `Your ${product} subscription with ${c.merchant}`,
         heading: 'Your subscription has started',
-        paragraphs: [`You are subscribed to ${product} (${s ? price(s) : ''}).`, s ? `It renews on ${DATE.format(s.currentPeriodEnd)}. You can cancel at any time from your account.` : ''],
+        paragraphs: [
+          `You are subscribed to ${product} (${s ? price(s) : ''}).`,
+          s?.trialEnd
+            ? `Your free trial runs until ${DATE.format(s.trialEnd)}; the first charge of ${formatMoney(s.amountCents, s.currency)} is then. You can cancel at any time from your account, and nothing is charged if you cancel before then.`
+            : s ? `It renews on ${DATE.format(s.currentPeriodEnd)}. You can cancel at any time from your account.` : '',
+        ],
         facts: orderFacts,
       };
     case 'renewal_succeeded':

@@ -12,6 +12,7 @@ export type BuyerEmailKind =
   | 'renewal_failed'
   | 'renewal_action_required'
   | 'subscription_canceled'
+  | 'trial_will_end'
   | 'subscription_ended'
   | 'refund_issued'
   | 'refund_failed';
@@ -152,7 +153,8 @@ export interface CommerceEventLike {
  *  - subscription.updated that scheduled a cancellation (cancel at period end; it was not scheduled
  *    before this change) → subscription_canceled, once per such change (keyed by the event: cancel,
  *    keep and cancel again within one second are two cancellations, Stripe's canceled_at one second);
- *  - subscription.ended / subscription.expired → subscription_ended.
+ *  - subscription.ended / subscription.expired → subscription_ended;
+ *  - subscription.trial_will_end → trial_will_end (once per trial: keyed by the trial's end).
  */
 export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLike, eventId: string): Promise<OwedEmail | undefined> {
   if (event.data.order) {
@@ -171,7 +173,7 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
   }
   const id = event.data.subscription?.subscriptionId ?? event.data.subscription?.id;
   if (!id) return undefined;
-  const s = await trx('subscriptions').where({ id, org_id: event.orgId }).first('id', 'customer_email', 'latest_order_id', 'cancel_at_period_end', 'canceled_at', 'status', 'action_invoice_id');
+  const s = await trx('subscriptions').where({ id, org_id: event.orgId }).first('id', 'customer_email', 'latest_order_id', 'cancel_at_period_end', 'canceled_at', 'status', 'action_invoice_id', 'trial_end');
   if (!s) return undefined;
   const base = { orgId: event.orgId, to: s.customer_email as string, subscriptionId: s.id as string };
   switch (event.type) {
@@ -185,6 +187,9 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
     case 'subscription.action_required':
       if (!s.action_invoice_id) return undefined;
       return { ...base, kind: 'renewal_action_required', dedupeKey: `action:${s.id}:${s.action_invoice_id as string}` };
+    case 'subscription.trial_will_end':
+      if (!s.trial_end) return undefined;
+      return { ...base, kind: 'trial_will_end', dedupeKey: `trial_will_end:${s.id}:${new Date(s.trial_end as Date).getTime()}` };
     case 'subscription.ended':
     case 'subscription.expired':
       return { ...base, kind: 'subscription_ended', dedupeKey: `ended:${s.id}` };

@@ -26,6 +26,8 @@ export const presentPrice = (price: Price) => ({
   flexibleAmount: price.flexibleAmount,
   minAmount: price.minAmount,
   maxAmount: price.maxAmount,
+  // Present only on a price with a trial (as the contract says), so answers without one keep their shape.
+  ...(price.trialDays !== null && { trialDays: price.trialDays }),
   provider: price.provider,
   active: price.active,
   createdAt: iso(price.createdAt),

@@ -36,6 +36,8 @@ export interface Price {
   flexibleAmount: boolean;
   minAmount: number | null;
   maxAmount: number | null;
+  /** Free trial days before the first charge (SUBSCRIPTION only); null: no trial. */
+  trialDays: number | null;
   /** The rail: STRIPE is card checkout. */
   provider: PriceProvider;
   active: boolean;
@@ -124,6 +126,7 @@ interface PriceRow {
   flexible_amount: boolean;
   min_amount: number | string | null;
   max_amount: number | string | null;
+  trial_days: number | null;
   provider: PriceProvider;
   active: boolean;
   created_at: Date;
@@ -166,6 +169,7 @@ const toPrice = (row: PriceRow): Price => ({
   flexibleAmount: row.flexible_amount,
   minAmount: row.min_amount === null ? null : Number(row.min_amount),
   maxAmount: row.max_amount === null ? null : Number(row.max_amount),
+  trialDays: row.trial_days ?? null,
   provider: row.provider,
   active: row.active,
   createdAt: new Date(row.created_at),
@@ -196,6 +200,7 @@ const priceRow = (price: Price): PriceRow => ({
   flexible_amount: price.flexibleAmount,
   min_amount: price.minAmount,
   max_amount: price.maxAmount,
+  trial_days: price.trialDays,
   provider: price.provider,
   active: price.active,
   created_at: price.createdAt,
@@ -207,7 +212,7 @@ export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) 
 
 const PRICE_COLUMNS = [
   'id', 'org_id', 'product_id', 'amount', 'currency', 'pricing_type', 'billing_interval', 'billing_interval_count',
-  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'provider', 'active', 'created_at', 'metered_components',
+  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'trial_days', 'provider', 'active', 'created_at', 'metered_components',
 ] as const;
 const PRODUCT_COLUMNS = ['id', 'org_id', 'name', 'description', 'status', 'created_at', 'updated_at'] as const;
 const LINK_COLUMNS = ['id', 'org_id', 'price_id', 'name', 'is_active', 'token', 'created_at', 'updated_at'] as const;

@@ -47,6 +47,7 @@ export interface PriceCreateInput {
   flexibleAmount?: boolean;
   minAmount?: number;
   maxAmount?: number;
+  trialDays?: number | null;
   provider?: PriceProvider;
   /** SUBSCRIPTION card prices only: usage billed in arrears at each renewal. */
   meteredComponents?: Array<AdminComponents['schemas']['MeteredComponent']>;
@@ -193,6 +194,7 @@ export class CatalogService {
       flexibleAmount: input.flexibleAmount ?? false,
       minAmount: input.minAmount ?? null,
       maxAmount: input.maxAmount ?? null,
+      trialDays: input.trialDays ?? null,
       provider: input.provider ?? 'STRIPE',
       active: true,
       createdAt: this.clock.now(),

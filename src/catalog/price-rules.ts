@@ -49,6 +49,7 @@ export interface PriceRuleInput {
   flexibleAmount: boolean;
   minAmount: number | null;
   maxAmount: number | null;
+  trialDays?: number | null;
 }
 
 /** Throws 400 VALIDATION_ERROR naming the field when a rule is broken. */
@@ -62,6 +63,7 @@ export function assertPriceRules(input: PriceRuleInput): void {
   if (!Number.isInteger(input.billingIntervalCount) || input.billingIntervalCount < 1 || input.billingIntervalCount > 365) {
     throw validationError('billingIntervalCount must be an integer from 1 to 365', { field: 'billingIntervalCount' });
   }
+  assertTrialDays(input.pricingType, input.trialDays ?? null, 'trialDays');
   if (input.provider === 'CRYPTO') {
     if (!CRYPTO_CURRENCIES.has(input.currency)) {
       throw validationError(`currency: CRYPTO prices take USDC or USDT, not ${input.currency}`, { field: 'currency' });
@@ -99,5 +101,17 @@ export function assertPriceRules(input: PriceRuleInput): void {
   }
   if (input.maxAmount !== null && input.amount > input.maxAmount) {
     throw validationError(`amount (${input.amount}) is the suggested amount and must not exceed maxAmount (${input.maxAmount})`, { field: 'amount' });
+  }
+}
+
+/** Stripe's bound for `trial_period_days`, kept on every rail so a price sells the same everywhere. */
+export const MAX_TRIAL_DAYS = 730;
+
+/** 400 unless `trialDays` is null or an integer 1-730 on a SUBSCRIPTION price. */
+export function assertTrialDays(pricingType: PricingType, trialDays: number | null, field: string): void {
+  if (trialDays === null) return;
+  if (pricingType !== 'SUBSCRIPTION') throw validationError(`${field}: only SUBSCRIPTION prices have a free trial`, { field });
+  if (!Number.isInteger(trialDays) || trialDays < 1 || trialDays > MAX_TRIAL_DAYS) {
+    throw validationError(`${field} must be an integer from 1 to ${MAX_TRIAL_DAYS}`, { field });
   }
 }

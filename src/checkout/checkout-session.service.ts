@@ -7,14 +7,14 @@ import type { components } from '../../generated/merchant.js';
 import type { Clock } from '../kernel/clock.js';
 import { newId, randomToken } from '../kernel/ids.js';
 import { STABLECOINS } from '../kernel/money.js';
-import { assertAmountBounds, isFiatCurrency } from '../catalog/price-rules.js';
+import { assertAmountBounds, assertTrialDays, isFiatCurrency } from '../catalog/price-rules.js';
 import { sha256Hex } from '../kernel/secrets.js';
 import { AppError, conflict, forbidden, notFound, validationError } from '../kernel/errors.js';
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
 import { assertWritten, type CommerceUnitOfWork, type SessionOrder } from '../commerce/stores.js';
-import type { PaymentFlow } from '../commerce/payment-flow.js';
+import { trialOf, type PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
@@ -164,7 +164,8 @@ export class CheckoutSessionService {
     if (expiresIn < bounds.min || expiresIn > bounds.max) {
       throw validationError(`body.expiresIn must be between ${bounds.min} and ${bounds.max} seconds for ${provider === 'CRYPTO' ? 'crypto' : 'card'} checkout`);
     }
-    const { pricing, product } = await this.resolvePurchase(orgId, body, provider);
+    const { pricing: purchased, product } = await this.resolvePurchase(orgId, body, provider);
+    const pricing = withTrial(purchased, body);
     const quantity = body.quantity ?? 1;
     // The total is what is charged and what the order's display amount is derived from: priced
     // from the session's lines by the one pricing function (commerce/pricing.ts).
@@ -282,6 +283,7 @@ export class CheckoutSessionService {
           pricingId: price.id,
           pricingName: price.pricingName,
           pricingType: price.pricingType,
+          ...(price.trialDays ? { trialDays: price.trialDays } : {}),
         },
         product: { productId: product.id, name: product.name, description: product.description ?? '' },
       };
@@ -310,6 +312,7 @@ export class CheckoutSessionService {
       product = { productId: null, name, description: data.productData!.description ?? '' };
     }
     const subscription = data.pricingType === 'SUBSCRIPTION';
+    if (data.trialDays !== undefined) assertTrialDays(subscription ? 'SUBSCRIPTION' : 'ONE_TIME', data.trialDays, 'body.pricingData.trialDays');
     return {
       pricing: {
         amount: data.amount,
@@ -322,6 +325,7 @@ export class CheckoutSessionService {
         pricingId: null,
         pricingName: data.pricingName ?? product.name,
         pricingType: subscription ? 'SUBSCRIPTION' : 'ONE_TIME',
+        ...(subscription && data.trialDays ? { trialDays: data.trialDays } : {}),
       },
       product,
     };
@@ -399,7 +403,7 @@ export class CheckoutSessionService {
   }
 
   /** The Pay button. Declines leave the session payable with `lastError` recorded. */
-  async pay(token: string, input: { email?: string; card: CardDetails }): Promise<PaymentAttempt> {
+  async pay(token: string, input: { email?: string; card?: CardDetails }): Promise<PaymentAttempt> {
     const session = await this.findByPageToken(token);
     if (!session) throw notFound('Checkout session');
     // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
@@ -411,7 +415,15 @@ export class CheckoutSessionService {
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
       return { kind: 'declined', session, message: 'Enter a valid e-mail address.' };
     }
-    const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: session.amount, currency: session.currency, card: input.card });
+    // A free trial charges nothing now: the card is checked and saved (amount 0), or — when the
+    // session lets the trial start without one — not asked for at all (issue 39).
+    const trial = trialOf(session, this.clock.now());
+    if (!input.card) {
+      if (!trial || session.pricing.trialPaymentMethodCollection !== 'IF_REQUIRED') return { kind: 'declined', session, message: 'Enter your card details.' };
+      const { order } = await this.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'succeeded', processorPaymentId: `trial_${session.id}`, customerEmail: email });
+      return { kind: 'paid', session: (await this.findByPageToken(token))!, order };
+    }
+    const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: trial ? 0 : session.amount, currency: session.currency, card: input.card });
     if (result.status === 'declined') {
       const failure = { code: result.code, occurredAt: this.clock.now().toISOString(), operation: 'charge', requestId: result.requestId };
       // Written only while the session is still open: a concurrent attempt may have paid it meanwhile.
@@ -489,6 +501,7 @@ export class CheckoutSessionService {
         pricingId: price.id,
         pricingName: price.pricingName,
         pricingType: price.pricingType,
+        ...(price.trialDays ? { trialDays: price.trialDays, trialPaymentMethodCollection: 'ALWAYS' as const } : {}),
       },
       product: { productId: product.id, name: product.name, description: product.description ?? '' },
       customerId: null,
@@ -516,4 +529,21 @@ export class CheckoutSessionService {
     });
     return opened;
   }
+}
+
+/**
+ * The session's trial (issue 39): the price's `trialDays` unless the body overrides it (0: none),
+ * with how the card is collected. A trial on a purchase that is not a subscription is 400 (crypto
+ * prices are ONE_TIME only, so crypto never has one); so is `IF_REQUIRED` without a trial.
+ */
+function withTrial(pricing: PricingSnapshot, body: CheckoutSessionCreate): PricingSnapshot {
+  const { trialDays: priceDays, trialPaymentMethodCollection: _, ...base } = pricing;
+  if (body.trialDays !== undefined && body.trialDays !== 0) assertTrialDays(pricing.pricingType, body.trialDays, 'body.trialDays');
+  const days = body.trialDays ?? priceDays ?? 0;
+  const collection = body.trialPaymentMethodCollection ?? 'ALWAYS';
+  if (days === 0) {
+    if (collection !== 'ALWAYS') throw validationError('body.trialPaymentMethodCollection IF_REQUIRED needs a free trial (trialDays)');
+    return base;
+  }
+  return { ...base, trialDays: days, trialPaymentMethodCollection: collection };
 }

@@ -10,23 +10,27 @@ import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession, Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
 import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
-import { receipt, summary } from '../pages/checkout-summary.js';
+import { receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 
 function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string): string {
   const emailField = session.customerEmail
     ? `<div class="muted" style="margin-top:14px">Paying as ${escapeHtml(session.customerEmail)}</div>`
     : `<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">`;
+  // A trial that may start without a card (IF_REQUIRED): the card fields are optional.
+  const optionalCard = trialDaysOf(session) > 0 && session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED';
+  const required = optionalCard ? ' aria-describedby="card-optional"' : ' required';
   return layout(
     `Pay ${session.product.name}`,
     `${summary(session)}
 ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
 <form method="post" action="/checkout/${escapeHtml(session.pageToken)}/pay" autocomplete="on">
 ${emailField}
-<label for="card">Card number</label><input id="card" name="cardNumber" inputmode="numeric" autocomplete="cc-number" placeholder="4242 4242 4242 4242" required maxlength="23">
-<div class="row"><div><label for="exp">Expiry (MM/YY)</label><input id="exp" name="expiry" autocomplete="cc-exp" placeholder="12/30" required maxlength="7"></div>
-<div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123" required maxlength="4"></div></div>
-<button type="submit">Pay ${escapeHtml(formatMoney(session.amount, session.currency))}</button>
+${optionalCard ? '<p class="muted" id="card-optional" data-testid="card-optional">A card is optional: without one the trial ends without a charge.</p>' : ''}
+<label for="card">Card number</label><input id="card" name="cardNumber" inputmode="numeric" autocomplete="cc-number" placeholder="4242 4242 4242 4242"${required} maxlength="23">
+<div class="row"><div><label for="exp">Expiry (MM/YY)</label><input id="exp" name="expiry" autocomplete="cc-exp" placeholder="12/30"${required} maxlength="7"></div>
+<div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123"${required} maxlength="4"></div></div>
+<button type="submit">${trialDaysOf(session) > 0 ? 'Start free trial' : `Pay ${escapeHtml(formatMoney(session.amount, session.currency))}`}</button>
 </form>
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
@@ -145,10 +149,12 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, current.orgId);
-      if (!expiry) return sendPage(res, { status: 400, html: checkoutPage(current, merchant, 'Enter the card expiry as MM/YY.') });
+      // No card at all: a trial that may start without one (the service refuses it otherwise).
+      const noCard = trialDaysOf(current) > 0 && current.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && !form.cardNumber?.trim() && !form.expiry?.trim() && !form.cvc?.trim();
+      if (!expiry && !noCard) return sendPage(res, { status: 400, html: checkoutPage(current, merchant, 'Enter the card expiry as MM/YY.') });
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
-        card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry },
+        ...(expiry && !noCard ? { card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry } } : {}),
       });
       switch (attempt.kind) {
         case 'declined':

@@ -21,7 +21,13 @@ export interface PricingSnapshot {
   pricingId: string | null;
   pricingName: string;
   pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
+  /** Free trial days of this checkout (issue 39); absent without a trial (and on sessions of earlier releases). */
+  trialDays?: number;
+  /** With a trial: whether the checkout takes a card (ALWAYS) or lets the buyer start without one. */
+  trialPaymentMethodCollection?: TrialPaymentMethodCollection;
 }
+
+export type TrialPaymentMethodCollection = 'ALWAYS' | 'IF_REQUIRED';
 
 export interface ProductSnapshot {
   description: string;
@@ -238,6 +244,8 @@ export interface Subscription {
   billingIntervalCount: number;
   currentPeriodStart: Date;
   currentPeriodEnd: Date;
+  /** End of the free trial (period 0 ends then); null or absent when it started without one. */
+  trialEnd?: Date | null;
   periodNumber: number;
   billingAnchor: Date;
   anchorPeriod: number;

@@ -42,3 +42,20 @@ export function renewalFeeInputs(first: Pick<Order, 'lines'> | undefined, descri
   if (inputs.length > 0 && pricePeriod(inputs).total === amount) return inputs;
   return [{ kind: 'PRICE', description, productId: ids.productId, priceId: ids.priceId, quantity: 1, unitAmount: String(amount) }];
 }
+
+/**
+ * The order of a checkout that starts a free trial (issue 39): nothing is charged, as Stripe's $0
+ * first invoice; one PRICE line at unit amount 0 × the session's quantity names the trial.
+ */
+export function trialLines(session: Pick<CheckoutSession, 'quantity' | 'product' | 'pricing'>, days: number): PricedPeriod {
+  return pricePeriod([
+    {
+      kind: 'PRICE',
+      description: `Free trial of ${session.product.name} (${days} day${days === 1 ? '' : 's'})`,
+      productId: session.product.productId,
+      priceId: session.pricing.pricingId,
+      quantity: session.quantity,
+      unitAmount: '0',
+    },
+  ]);
+}

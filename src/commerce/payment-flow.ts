@@ -13,7 +13,7 @@ import { presentWebhookOrder } from './order.presenter.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
-import { sessionLines, singleCharge } from './order-lines.js';
+import { sessionLines, singleCharge, trialLines } from './order-lines.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -376,7 +376,10 @@ export class PaymentFlow {
       billingInterval: session.pricing.billingInterval,
       billingIntervalCount: session.pricing.billingIntervalCount,
     };
-    const currentPeriodEnd = processor?.periodEnd ?? periodEnd(base, 0);
+    const trial = trialOf(session, now);
+    // A trial is period 0; the paid periods are counted from its end (period 1 starts at trialEnd).
+    if (trial && !processor) Object.assign(base, { billingAnchor: trial.end, anchorPeriod: 1 });
+    const currentPeriodEnd = processor?.periodEnd ?? trial?.end ?? periodEnd(base, 0);
     const subscription: Subscription = {
       ...base,
       id: newId('SUB'),
@@ -391,8 +394,9 @@ export class PaymentFlow {
       // The recurring charge is the session's total (unit amount × quantity).
       amountCents: session.amount,
       currency: session.currency,
-      currentPeriodStart: base.billingAnchor,
+      currentPeriodStart: processor?.periodStart ?? now,
       currentPeriodEnd,
+      trialEnd: trial ? (processor?.periodEnd ?? trial.end) : null,
       periodNumber: 0,
       cancelAtPeriodEnd: false,
       canceledAt: null,
@@ -420,7 +424,8 @@ export class PaymentFlow {
 
 /** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */
 function orderForSession(session: CheckoutSession, customer: Customer, now: Date, fields: Pick<Order, 'status'> & Partial<Order>): Order {
-  const priced = sessionLines(session);
+  const trial = trialOf(session, now);
+  const priced = trial ? trialLines(session, trial.days) : sessionLines(session);
   return {
     id: newId('ORD'),
     orgId: session.orgId,
@@ -452,7 +457,16 @@ function orderForSession(session: CheckoutSession, customer: Customer, now: Date
     createdAt: now,
     updatedAt: now,
     ...fields,
+    ...(trial ? { note: `Free trial until ${trial.end.toISOString()}` } : {}),
   };
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** A checkout's free trial (issue 39): its days and its end, counted from the checkout's payment. */
+export function trialOf(session: Pick<CheckoutSession, 'pricing'>, now: Date): { days: number; end: Date } | undefined {
+  const days = session.pricing.pricingType === 'SUBSCRIPTION' ? (session.pricing.trialDays ?? 0) : 0;
+  return days > 0 ? { days, end: new Date(now.getTime() + days * DAY_MS) } : undefined;
 }
 
 /** Order transitions a payment result may cause; undefined = no change. */

@@ -173,6 +173,13 @@ export interface SubscriptionRepository {
   listDue(now: Date, limit: number): Promise<string[]>;
   /** A subscription by id alone, unlocked (the renewal job's read before its lock). */
   findById(id: string): Promise<Subscription | undefined>;
+  /** Ids of ACTIVE trials ending in (now, until] still owed `subscription.trial_will_end`, soonest first. */
+  listTrialsEnding(now: Date, until: Date, limit: number): Promise<string[]>;
+  /**
+   * Claims a trial's `subscription.trial_will_end` (conditional write on `trial_will_end_sent_at IS
+   * NULL`, ACTIVE, not cancelling, ending in (now, until]): the subscription when this call claimed it.
+   */
+  claimTrialWillEnd(id: string, now: Date, until: Date): Promise<Subscription | undefined>;
   /** Locks one due subscription, skipping it when another scheduler holds it. */
   lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
   list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>>;

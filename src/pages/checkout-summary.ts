@@ -2,16 +2,32 @@ import type { CheckoutSession, Order } from '../commerce/model.js';
 import { formatMoney } from '../kernel/money.js';
 import { escapeHtml } from './page.js';
 
-/** What every checkout page shows first: product, quantity × unit price (and interval), total. */
+/** The session's free trial days (issue 39); 0 without one. */
+export const trialDaysOf = (session: CheckoutSession): number => (session.pricing.pricingType === 'SUBSCRIPTION' ? (session.pricing.trialDays ?? 0) : 0);
+
+/**
+ * What every checkout page shows first: product, quantity × unit price (and interval), total. With
+ * a free trial: "N days free, then <total>/<interval>" and a total due today of zero.
+ */
 export function summary(session: CheckoutSession): string {
   const unit = formatMoney(session.pricing.amount, session.currency);
-  const interval = session.pricing.pricingType === 'SUBSCRIPTION' && session.pricing.billingInterval
-    ? ` every ${session.pricing.billingIntervalCount > 1 ? `${session.pricing.billingIntervalCount} ` : ''}${session.pricing.billingInterval.toLowerCase()}${session.pricing.billingIntervalCount > 1 ? 's' : ''}`
+  const { billingInterval, billingIntervalCount } = session.pricing;
+  const subscription = session.pricing.pricingType === 'SUBSCRIPTION' && billingInterval;
+  const interval = subscription
+    ? ` every ${billingIntervalCount > 1 ? `${billingIntervalCount} ` : ''}${billingInterval.toLowerCase()}${billingIntervalCount > 1 ? 's' : ''}`
     : '';
+  const days = trialDaysOf(session);
+  const per = subscription ? (billingIntervalCount > 1 ? ` every ${billingIntervalCount} ${billingInterval.toLowerCase()}s` : `/${billingInterval.toLowerCase()}`) : '';
+  const trial = days > 0
+    ? `<div class="ok" data-testid="trial">${days} day${days === 1 ? '' : 's'} free, then ${escapeHtml(formatMoney(session.amount, session.currency))}${escapeHtml(per)}</div>`
+    : '';
+  const total = days > 0
+    ? `<div class="total"><span>Due today</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(0, session.currency))}</strong></div>`
+    : `<div class="total"><span>Total</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
   return `<h1 data-testid="product-name">${escapeHtml(session.product.name)}</h1>
 ${session.product.description ? `<div class="muted">${escapeHtml(session.product.description)}</div>` : ''}
 <div class="muted" data-testid="quantity">${session.quantity} × ${escapeHtml(unit)}${escapeHtml(interval)}</div>
-<div class="total"><span>Total</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
+${trial}${total}`;
 }
 
 /**

@@ -56,7 +56,14 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
   else if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
   if (session.canChangeSubscriptions && session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
-<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+${trialBlock(s)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+}
+
+/** A subscription still in its free trial (period 0 of a trial): when it ends and what is then charged (issue 39). */
+function trialBlock(s: Subscription): string {
+  if (!s.trialEnd || s.periodNumber !== 0 || s.status !== 'ACTIVE') return '';
+  const charge = s.cancelAtPeriodEnd ? 'nothing will be charged' : `first charge ${formatMoney(s.amountCents, s.currency)}`;
+  return `<div class="muted" data-testid="trial">Free trial until ${escapeHtml(DATE.format(s.trialEnd))} · ${escapeHtml(charge)}</div>`;
 }
 
 /** The receipt's lines: what each charges and how (quantity × unit price, usage, included units), then its amount. */

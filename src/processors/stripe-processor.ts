@@ -91,8 +91,10 @@ export class StripeCheckout implements HostedCardCheckout {
       client_reference_id: session.id,
       metadata: ids,
       ...(recurring
-        ? { subscription_data: { metadata: ids, ...destinationTransfer(session) } }
+        ? { subscription_data: { metadata: ids, ...destinationTransfer(session), ...stripeTrial(session) } }
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
+      // A trial the buyer may start without a card (issue 39): Stripe asks for one only if it must.
+      ...(recurring && session.pricing.trialDays && session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && { payment_method_collection: 'if_required' as const }),
       expires_at: expiresAt,
       success_url: `${page}/complete`,
       cancel_url: `${page}/canceled`,
@@ -345,4 +347,19 @@ export class StripeEventService {
     }
     return 'applied';
   }
+}
+
+/**
+ * A session's free trial as Stripe Checkout takes it (issue 39): `trial_period_days`, and for a
+ * trial without a card, `trial_settings.end_behavior.missing_payment_method: cancel` (Kassa's own
+ * rule on the sandbox: nothing to charge, the subscription ends). Stripe then makes a $0 first
+ * invoice; its subscription is `trialing` (Kassa: ACTIVE with `trialEnd`).
+ */
+function stripeTrial(session: CheckoutSession): Pick<Stripe.Checkout.SessionCreateParams.SubscriptionData, 'trial_period_days' | 'trial_settings'> {
+  const days = session.pricing.trialDays;
+  if (!days) return {};
+  return {
+    trial_period_days: days,
+    ...(session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && { trial_settings: { end_behavior: { missing_payment_method: 'cancel' as const } } }),
+  };
 }

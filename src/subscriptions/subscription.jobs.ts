@@ -4,5 +4,9 @@ import type { SubscriptionService } from './subscription.service.js';
 
 export function subscriptionJobs(subscriptions: SubscriptionService): Job[] {
   // Renewals, dunning retries and period-end cancellations, off the injectable clock.
-  return [{ name: 'subscription-renewals', intervalMs: 5_000, run: async () => (await subscriptions.processDue()) > 0 }];
+  return [
+    { name: 'subscription-renewals', intervalMs: 5_000, run: async () => (await subscriptions.processDue()) > 0 },
+    // `subscription.trial_will_end`: once per trial, whichever worker claims it (issue 39).
+    { name: 'subscription-trial-reminders', intervalMs: 60_000, run: async () => (await subscriptions.remindTrialsEnding()) > 0 },
+  ];
 }

@@ -23,6 +23,7 @@ interface SubscriptionRow {
   billing_interval_count: number;
   current_period_start: Date;
   current_period_end: Date;
+  trial_end: Date | null;
   period_number: number;
   billing_anchor: Date;
   anchor_period: number;
@@ -63,6 +64,7 @@ const toSubscription = (r: SubscriptionRow): Subscription => ({
   billingIntervalCount: r.billing_interval_count,
   currentPeriodStart: new Date(r.current_period_start),
   currentPeriodEnd: new Date(r.current_period_end),
+  trialEnd: date(r.trial_end ?? null),
   periodNumber: r.period_number,
   billingAnchor: new Date(r.billing_anchor),
   anchorPeriod: r.anchor_period,
@@ -102,6 +104,7 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   billing_interval_count: s.billingIntervalCount,
   current_period_start: s.currentPeriodStart,
   current_period_end: s.currentPeriodEnd,
+  trial_end: s.trialEnd ?? null,
   period_number: s.periodNumber,
   billing_anchor: s.billingAnchor,
   anchor_period: s.anchorPeriod,
@@ -177,6 +180,27 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
   async findById(id: string): Promise<Subscription | undefined> {
     const row = await this.db<SubscriptionRow>('subscriptions').where({ id }).first();
     return row ? toSubscription(row) : undefined;
+  }
+
+  async listTrialsEnding(now: Date, until: Date, limit: number): Promise<string[]> {
+    const rows = await this.trialsEnding(this.db<SubscriptionRow>('subscriptions'), now, until).orderBy('trial_end').limit(limit).select('id');
+    return rows.map((r: { id: string }) => r.id);
+  }
+
+  async claimTrialWillEnd(id: string, now: Date, until: Date): Promise<Subscription | undefined> {
+    const rows = await this.trialsEnding(this.db('subscriptions').where({ id }), now, until).update({ trial_will_end_sent_at: now }).returning('*');
+    const row = (rows as SubscriptionRow[])[0];
+    return row ? toSubscription(row) : undefined;
+  }
+
+  /** The trials owed their reminder (the partial index subscriptions_trial_reminders). */
+  private trialsEnding<Q extends Knex.QueryBuilder>(q: Q, now: Date, until: Date): Q {
+    return q
+      .where({ status: 'ACTIVE', cancel_at_period_end: false })
+      .whereNotNull('trial_end')
+      .whereNull('trial_will_end_sent_at')
+      .andWhere('trial_end', '>', now)
+      .andWhere('trial_end', '<=', until) as Q;
   }
 
   async lockIfDue(id: string, now: Date): Promise<Subscription | undefined> {

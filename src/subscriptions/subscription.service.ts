@@ -24,6 +24,8 @@ import type { LineInput } from '../commerce/pricing.js';
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
 export const DUNNING_RETRY_DAYS = [1, 3, 5] as const;
+/** `subscription.trial_will_end` this many days before a trial ends (Stripe's timing for `customer.subscription.trial_will_end`). */
+export const TRIAL_WILL_END_DAYS = 3;
 
 /**
  * Whose subscription a change may touch: the portal's buyer (organization and customer) or a
@@ -98,6 +100,7 @@ export class SubscriptionService {
           }
           const lines = usage?.lines ?? [];
           if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now, lines);
+          else if (subscription.periodNumber === 0 && subscription.trialEnd && subscription.paymentMethod === 'none') await this.endTrialWithoutCard(stores, subscription, now);
           else await this.attemptRenewal(stores, subscription, now, lines);
           return true;
         });
@@ -133,6 +136,45 @@ export class SubscriptionService {
     const ended: Subscription = { ...s, status: 'ENDED', endedAt: s.currentPeriodEnd, updatedAt: now };
     assertWritten(await stores.subscriptions.update(ended, s.status), 'subscription');
     await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(ended) } }, now);
+  }
+
+  /**
+   * A trial started without a card (`trialPaymentMethodCollection: IF_REQUIRED`) that reaches its
+   * end: nothing can be charged, so the subscription ends EXPIRED without an order (Stripe's
+   * `missing_payment_method: cancel`).
+   */
+  private async endTrialWithoutCard(stores: CommerceStores, s: Subscription, now: Date): Promise<void> {
+    const expired: Subscription = { ...s, status: 'EXPIRED', endedAt: s.currentPeriodEnd, updatedAt: now };
+    assertWritten(await stores.subscriptions.update(expired, s.status), 'subscription');
+    await stores.emit({ orgId: s.orgId, type: 'subscription.expired', data: { subscription: presentWebhookSubscription(expired) } }, now);
+  }
+
+  /**
+   * Reminder pass: `subscription.trial_will_end` (and the buyer's e-mail, through the same event)
+   * for ACTIVE trials ending within TRIAL_WILL_END_DAYS, not scheduled to cancel. Exactly once per
+   * trial: the event is emitted in the transaction of the conditional write that claims the trial
+   * (`trial_will_end_sent_at IS NULL`), so of two workers racing, one writes and emits, the other
+   * changes nothing; a rollback releases the claim with the event.
+   */
+  async remindTrialsEnding(limit = 100): Promise<number> {
+    const now = this.clock.now();
+    const until = new Date(now.getTime() + TRIAL_WILL_END_DAYS * DAY_MS);
+    const ids = await this.uow.stores.subscriptions.listTrialsEnding(now, until, limit);
+    let sent = 0;
+    for (const id of ids) {
+      try {
+        const claimed = await this.uow.transaction(async (stores) => {
+          const s = await stores.subscriptions.claimTrialWillEnd(id, now, until);
+          if (!s) return false;
+          await stores.emit({ orgId: s.orgId, type: 'subscription.trial_will_end', data: { subscription: presentWebhookSubscription(s) } }, now);
+          return true;
+        });
+        if (claimed) sent++;
+      } catch (err) {
+        this.logger.error({ err, subscriptionId: id }, 'trial reminder failed; it is retried at the next pass');
+      }
+    }
+    return sent;
   }
 
   /**

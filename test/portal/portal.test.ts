@@ -360,3 +360,12 @@ describe("another buyer's portal for the price of a sticker (issue 37 §2)", () 
     expect(home.text).not.toContain('This shows the purchase you just made.');
   });
 });
+
+describe('a subscription in its free trial (issue 39)', () => {
+  it('shows "Free trial until …" and the first charge', async () => {
+    const { customerId } = await buy('trialist@example.com', subPrice, ctx.orgA.apiKey, { trialDays: 14 });
+    const cookie = await enter((await createPortal({ customerId })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge USD 9\.00</);
+  });
+});

@@ -68,7 +68,17 @@ export class FakeStripe {
   /** What a subscription checkout's Subscription is made from when it completes. */
   private readonly pendingSubscriptions = new Map<
     string,
-    { interval: Stripe.Price.Recurring.Interval; intervalCount: number; unitAmount: number; quantity: number; productName: string; metadata: Record<string, string> }
+    {
+      interval: Stripe.Price.Recurring.Interval;
+      intervalCount: number;
+      unitAmount: number;
+      quantity: number;
+      productName: string;
+      metadata: Record<string, string>;
+      /** subscription_data.trial_period_days, and trial_settings' end behaviour for a missing payment method. */
+      trialDays?: number;
+      trialSettings?: Stripe.Subscription.TrialSettings;
+    }
   >();
   private server: Server | undefined;
   private baseUrl = 'http://stripe.invalid';
@@ -584,7 +594,11 @@ export class FakeStripe {
     const item = sub.items.data[0]!;
     const recurring = item.price.recurring!;
     const start = item.current_period_end;
-    const end = stripePeriodEnd(sub.billing_cycle_anchor, recurring.interval, recurring.interval_count, this.periodIndex(sub) + 2);
+    // The trial's end anchors the cycle: the first paid period is one interval from it.
+    const end =
+      sub.status === 'trialing'
+        ? stripePeriodEnd(sub.billing_cycle_anchor, recurring.interval, recurring.interval_count, 1)
+        : stripePeriodEnd(sub.billing_cycle_anchor, recurring.interval, recurring.interval_count, this.periodIndex(sub) + 2);
     const moved = this.setSubscription(subscriptionId, {
       items: { ...sub.items, data: [{ ...item, current_period_start: start, current_period_end: end }] },
       status: outcome === 'paid' ? 'active' : 'past_due',
@@ -677,7 +691,9 @@ export class FakeStripe {
     const productId = id('prod');
     const priceId = id('price');
     const customerId = id('cus');
-    const end = stripePeriodEnd(now, plan.interval, plan.intervalCount, 1);
+    // A trial is the first period: it ends at trial_end, which anchors the billing cycle.
+    const trialEnd = plan.trialDays ? now + plan.trialDays * 86400 : undefined;
+    const end = trialEnd ?? stripePeriodEnd(now, plan.interval, plan.intervalCount, 1);
     const price: Stripe.Price = {
       id: priceId,
       object: 'price',
@@ -742,7 +758,7 @@ export class FakeStripe {
       application: null,
       application_fee_percent: null,
       automatic_tax: { disabled_reason: null, enabled: false, liability: null },
-      billing_cycle_anchor: now,
+      billing_cycle_anchor: trialEnd ?? now,
       billing_cycle_anchor_config: null,
       billing_mode: { flexible: null, type: 'classic' },
       billing_schedules: [],
@@ -777,16 +793,17 @@ export class FakeStripe {
       pending_update: null,
       schedule: null,
       start_date: now,
-      status: 'active',
+      status: trialEnd ? 'trialing' : 'active',
       test_clock: null,
       transfer_data: null,
-      trial_end: null,
-      trial_settings: null,
-      trial_start: null,
+      trial_end: trialEnd ?? null,
+      trial_settings: plan.trialSettings ?? null,
+      trial_start: trialEnd ? now : null,
     };
     void email;
     this.subscriptions.set(subscriptionId, subscription);
-    const invoice = this.createInvoice(subscription, 'subscription_create', { start: now, end }, 'paid');
+    // A trial's first invoice is Stripe's $0 "Trial period for …" invoice, paid without a payment.
+    const invoice = this.createInvoice(subscription, 'subscription_create', { start: now, end }, 'paid', trialEnd ? 0 : undefined, trialEnd ? `Trial period for ${plan.productName}` : undefined);
     this.setSubscription(subscriptionId, { latest_invoice: invoice.id });
     return { subscription: this.subscriptions.get(subscriptionId)!, invoice };
   }
@@ -798,9 +815,11 @@ export class FakeStripe {
     outcome: 'paid' | 'failed',
     /** Set: a proration line of this amount instead of the item's price for the period. */
     proratedAmount?: number,
+    /** A trial's $0 line: its description, and the amount is 0 (not a proration). */
+    trialDescription?: string,
   ): Stripe.Invoice {
     const item = sub.items.data[0]!;
-    const amount = proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1);
+    const amount = trialDescription ? 0 : (proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1));
     const invoiceId = id('in');
     const now = this.seconds();
     const line: Stripe.InvoiceLineItem = {
@@ -808,7 +827,7 @@ export class FakeStripe {
       object: 'line_item',
       amount,
       currency: sub.currency,
-      description: null,
+      description: trialDescription ?? null,
       discount_amounts: [],
       discountable: true,
       discounts: [],
@@ -817,7 +836,7 @@ export class FakeStripe {
       metadata: {},
       parent: {
         invoice_item_details: null,
-        subscription_item_details: { invoice_item: null, proration: proratedAmount !== undefined, proration_details: null, subscription: sub.id, subscription_item: item.id },
+        subscription_item_details: { invoice_item: null, proration: proratedAmount !== undefined && !trialDescription, proration_details: null, subscription: sub.id, subscription_item: item.id },
         type: 'subscription_item_details',
       },
       period,
@@ -904,6 +923,12 @@ export class FakeStripe {
       webhooks_delivered_at: null,
     };
     this.invoices.set(invoiceId, invoice);
+    if (amount === 0) {
+      // Stripe marks a $0 invoice paid at finalization: no PaymentIntent, no charge.
+      const paid: Stripe.Invoice = { ...invoice, status: 'paid', status_transitions: { ...invoice.status_transitions, paid_at: now } };
+      this.invoices.set(invoiceId, paid);
+      return paid;
+    }
     return this.settleInvoice(invoice, outcome);
   }
 
@@ -999,7 +1024,13 @@ export class FakeStripe {
         quantity?: string;
         price_data?: { currency?: string; unit_amount?: string; product_data?: { name?: string }; recurring?: { interval?: string; interval_count?: string } };
       }>;
-      subscription_data?: { metadata?: Record<string, string>; transfer_data?: { destination?: string } };
+      subscription_data?: {
+        metadata?: Record<string, string>;
+        transfer_data?: { destination?: string };
+        trial_period_days?: string;
+        trial_settings?: { end_behavior?: { missing_payment_method?: string } };
+      };
+      payment_method_collection?: string;
       customer_email?: string;
       client_reference_id?: string;
       metadata?: Record<string, string>;
@@ -1017,6 +1048,22 @@ export class FakeStripe {
       if (p.payment_intent_data) return invalid('You can not pass `payment_intent_data` in `subscription` mode.', 'payment_intent_data');
     } else if (recurring || p.subscription_data) {
       return invalid('You must be in `subscription` mode to pass recurring prices or `subscription_data`.', 'mode');
+    }
+    // Stripe's trial parameters (subscription mode only, as subscription_data is): 1-730 days.
+    const trialDays = p.subscription_data?.trial_period_days === undefined ? undefined : Number(p.subscription_data.trial_period_days);
+    if (trialDays !== undefined && !(Number.isInteger(trialDays) && trialDays >= 1 && trialDays <= 730)) {
+      return invalid('subscription_data[trial_period_days] must be an integer between 1 and 730', 'subscription_data[trial_period_days]');
+    }
+    const missing = p.subscription_data?.trial_settings?.end_behavior?.missing_payment_method;
+    if (missing !== undefined && !['cancel', 'create_invoice', 'pause'].includes(missing)) {
+      return invalid(`Invalid subscription_data[trial_settings][end_behavior][missing_payment_method]: must be one of cancel, create_invoice, or pause`, 'subscription_data[trial_settings][end_behavior][missing_payment_method]');
+    }
+    if (p.payment_method_collection !== undefined && !['always', 'if_required'].includes(p.payment_method_collection)) {
+      return invalid('Invalid payment_method_collection: must be one of always or if_required', 'payment_method_collection');
+    }
+    if (p.payment_method_collection === 'if_required' && p.mode === 'subscription' && trialDays === undefined) {
+      // What this fake models: a subscription without a trial always needs a payment method.
+      return invalid('payment_method_collection=if_required needs a free trial in subscription mode (this fake)', 'payment_method_collection');
     }
     const quantity = Number(item?.quantity ?? 1);
     const unitAmount = Number(item?.price_data?.unit_amount);
@@ -1082,7 +1129,7 @@ export class FakeStripe {
       origin_context: null,
       payment_intent: null,
       payment_link: null,
-      payment_method_collection: 'if_required',
+      payment_method_collection: (p.payment_method_collection as Stripe.Checkout.Session.PaymentMethodCollection | undefined) ?? 'if_required',
       payment_method_configuration_details: null,
       payment_method_options: null,
       payment_method_types: ['card'],
@@ -1113,6 +1160,10 @@ export class FakeStripe {
         quantity,
         productName: item.price_data!.product_data!.name!,
         metadata: p.subscription_data?.metadata ?? {},
+        ...(trialDays !== undefined && {
+          trialDays,
+          trialSettings: { end_behavior: { billing_cycle_anchor: null, missing_payment_method: (missing ?? 'create_invoice') as Stripe.Subscription.TrialSettings.EndBehavior.MissingPaymentMethod } },
+        }),
       });
     }
     return { status: 200, body: session };

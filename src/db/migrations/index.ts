@@ -57,6 +57,7 @@ import * as m0263 from './0263_subscriptions_manage_keys.js';
 import * as m0270 from './0270_metered_prices.js';
 import * as m0280 from './0280_usage_meter_rollups.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
+import * as m0300 from './0300_trials.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -120,6 +121,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0270_metered_prices': m0270,
   '0280_usage_meter_rollups': m0280,
   '0290_telemetry_span_partitions': m0290,
+  '0300_trials': m0300,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
