@@ -21,6 +21,7 @@ describe('job registry', () => {
       'checkout-session-expiry': 5_000,
       'sandbox-settlement': 1_000,
       'subscription-renewals': 5_000,
+      'subscription-trial-reminders': 60_000,
       'telemetry-retention': 60_000,
       'telemetry-partitions': 3_600_000,
       'telemetry-group-changes': 1_000,

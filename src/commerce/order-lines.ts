@@ -38,8 +38,14 @@ export function sessionLines(session: Pick<CheckoutSession, 'amount' | 'quantity
  */
 export function renewalFeeInputs(first: Pick<Order, 'lines'> | undefined, description: string, amount: number, ids: { productId: string | null; priceId: string | null }): LineInput[] {
   const fees = (first?.lines ?? []).filter((l) => l.kind === 'PRICE' && l.quantity !== null && l.unitAmount !== null);
-  const inputs: LineInput[] = fees.map((l) => ({ kind: 'PRICE', description: l.description, productId: l.productId, priceId: l.priceId, quantity: Number(l.quantity), unitAmount: l.unitAmount! }));
+  const inputs: Extract<LineInput, { kind: 'PRICE' }>[] = fees.map((l) => ({ kind: 'PRICE', description: l.description, productId: l.productId, priceId: l.priceId, quantity: Number(l.quantity), unitAmount: l.unitAmount! }));
   if (inputs.length > 0 && pricePeriod(inputs).total === amount) return inputs;
+  // A free trial's order (issue 39) holds the quantity at unit 0: the first paid period charges that
+  // quantity at the price's unit (the period's amount split evenly, when it splits in minor units).
+  const trial = inputs.length === 1 && inputs[0]!.unitAmount === '0' ? inputs[0]! : undefined;
+  if (trial && trial.quantity > 0 && Number.isInteger(trial.quantity) && amount % trial.quantity === 0) {
+    return [{ kind: 'PRICE', description, productId: ids.productId ?? trial.productId, priceId: ids.priceId ?? trial.priceId, quantity: trial.quantity, unitAmount: String(amount / trial.quantity) }];
+  }
   return [{ kind: 'PRICE', description, productId: ids.productId, priceId: ids.priceId, quantity: 1, unitAmount: String(amount) }];
 }
 

@@ -366,6 +366,6 @@ describe('a subscription in its free trial (issue 39)', () => {
     const { customerId } = await buy('trialist@example.com', subPrice, ctx.orgA.apiKey, { trialDays: 14 });
     const cookie = await enter((await createPortal({ customerId })).body.data.url);
     const home = await http().get('/portal').set('Cookie', cookie);
-    expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge USD 9\.00</);
+    expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge \$9\.00</);
   });
 });

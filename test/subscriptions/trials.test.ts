@@ -82,6 +82,10 @@ describe('a free trial on the sandbox rail', () => {
       [0, 0, 'PAID'],
       [1, 1800, 'PAID'],
     ]);
+    // The first paid order reads as the checkout's price: 2 × 9.00, not one line of 18.00.
+    const firstPaid = orders.find((o: { billing_period: number }) => o.billing_period === 1) as { id: string };
+    const paidLines = (await ctx.merchant.get(`/v1/orders/${firstPaid.id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.lines;
+    expect(paidLines).toEqual([expect.objectContaining({ kind: 'PRICE', description: 'Pro plan', quantity: '2', unitAmountDecimal: '900', amountCents: 1800 })]);
     const renewed = (await ctx.merchant.get(`/v1/subscriptions/${subscription.subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
     expect(renewed).toMatchObject({ status: 'ACTIVE', currentPeriodEnd: '2026-02-24T08:00:00.000Z', trialEnd: '2026-01-24T08:00:00.000Z' });
     at('2026-02-24T08:00:00.000Z');
@@ -117,7 +121,7 @@ describe('a free trial on the sandbox rail', () => {
     at('2026-05-01T00:00:00.000Z');
     const created = await createSession({ pricingId: plainPrice, trialDays: 7, trialPaymentMethodCollection: 'IF_REQUIRED' });
     const page = await ctx.merchant.get(new URL(created.body.data.url).pathname);
-    expect(page.text).toContain('7 days free, then USD 9.00/month');
+    expect(page.text).toContain('7 days free, then $9.00/month');
     expect(page.text).toContain('data-testid="card-optional"');
     expect(page.text).not.toMatch(/name="cardNumber"[^>]*required/);
     const paid = await ctx.merchant.post(`${new URL(created.body.data.url).pathname}/pay`).type('form').send({});
@@ -135,7 +139,7 @@ describe('a free trial on the sandbox rail', () => {
   it('a card is required by default: an empty card form is refused and nothing starts', async () => {
     const created = await createSession({ pricingId: trialPrice });
     const page = await ctx.merchant.get(new URL(created.body.data.url).pathname);
-    expect(page.text).toContain('14 days free, then USD 9.00/month');
+    expect(page.text).toContain('14 days free, then $9.00/month');
     expect(page.text).toContain('Due today');
     expect(page.text).toContain('Start free trial');
     const refused = await ctx.merchant.post(`${new URL(created.body.data.url).pathname}/pay`).type('form').send({});
@@ -197,7 +201,7 @@ describe('subscription.trial_will_end', () => {
     const mails = (await sendMail()).filter((m) => m.to.includes(subscription.customerEmail));
     expect(mails).toHaveLength(1);
     expect(mails[0]!.raw).toMatch(/^Subject: Pro plan: your free trial ends on 15 June 2026$/m);
-    expect(mails[0]!.raw).toContain('charged USD 9.00');
+    expect(mails[0]!.raw).toContain('charged $9.00');
   });
 
   it('a trial shorter than 3 days is reminded at the next pass', async () => {
