@@ -190,6 +190,10 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     return row ? toSubscription(row) : undefined;
   }
 
+  async closeUsagePeriod(id: string, period: number): Promise<void> {
+    await this.db('subscriptions').where({ id }).andWhere((q) => q.whereNull('usage_closed_period').orWhere('usage_closed_period', '<', period)).update({ usage_closed_period: period });
+  }
+
   private filtered(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }) {
     const q = this.db<SubscriptionRow>('subscriptions').where({ org_id: orgId });
     if (filter.status) q.andWhere('status', filter.status);
