@@ -88,7 +88,7 @@ export class SubscriptionService {
     for (const id of ids) {
       try {
         const usage = await this.closingUsage(id, now);
-        // Another pass, or an ingest of the subscriber's events, holds the row: it stays due.
+        // Another pass renewed it meanwhile: nothing to do.
         if (usage === 'busy') continue;
         const done = await this.uow.transaction(async (stores) => {
           const subscription = await stores.subscriptions.lockIfDue(id, now);
@@ -121,7 +121,7 @@ export class SubscriptionService {
    * subscription's row lock (FOR UPDATE, migration 0285): ingest stores a subscriber's events under
    * a FOR KEY SHARE lock of that row and refuses the events of a closed period, so every event of
    * the period is either committed before the mark (and counted by the read after it) or refused
-   * with PERIOD_CLOSED. 'busy' when the row is locked (an ingest, another pass): it stays due.
+   * with PERIOD_CLOSED. 'busy' when the subscription moved on meanwhile (another pass renewed it).
    */
   private async closingUsage(id: string, now: Date): Promise<ClosingUsage | 'busy' | undefined> {
     if (!this.metered) return undefined;
@@ -134,8 +134,10 @@ export class SubscriptionService {
     if (now < closeAt) return { fits, waitUntil: closeAt, lines: [] };
     if (await this.uow.stores.orders.findSubscriptionPeriod(s.id, s.periodNumber + 1)) return { fits, waitUntil: null, lines: [] };
     const marked = await this.uow.transaction(async (stores) => {
-      const locked = await stores.subscriptions.lockIfDue(id, now);
-      if (!locked || !fits(locked)) return false;
+      // A waiting lock (not SKIP LOCKED): overlapping ingests hold the row KEY SHARE in turn and
+      // must not starve the close; each holds it for one short statement.
+      const locked = await stores.subscriptions.lock(id);
+      if (!locked || locked.status !== 'ACTIVE' || locked.nextActionAt > now || !fits(locked)) return false;
       await stores.subscriptions.closeUsagePeriod(id, locked.periodNumber);
       return true;
     });
