@@ -906,6 +906,15 @@ export interface paths {
          *     after that period's end** (late events from a client's retry queue), later it is
          *     `PERIOD_CLOSED`; events of any older period are `PERIOD_CLOSED`.
          *
+         *     **Metered subscriptions: accepted means billed.** The renewal job closes a metered
+         *     subscription's period when the grace window ends, before it reads the period's usage; from
+         *     that moment the period's events are `PERIOD_CLOSED`, decided atomically with the close (an
+         *     event is either stored before the close and billed on the period's order, or refused —
+         *     never `ACCEPTED` and unbilled, even when the request raced the close). This also holds while
+         *     a declined renewal is retried: the retries charge the order as written, so the closed
+         *     period takes no more events. An event stamped at or after the current period's end, sent
+         *     before the renewal ran, belongs to the next period.
+         *
          *     **CloudEvents.** An event may also be written in CloudEvents 1.0's JSON shape
          *     (`specversion`, `id`, `source`, `type`, `time`, `subject`, `data`, as OpenMeter takes
          *     them): `type` is the event's `name`, `time` its `timestamp`, `subject` the customer's

@@ -182,6 +182,11 @@ export interface SubscriptionRepository {
   claimTrialWillEnd(id: string, now: Date, until: Date): Promise<Subscription | undefined>;
   /** Locks one due subscription, skipping it when another scheduler holds it. */
   lockIfDue(id: string, now: Date): Promise<Subscription | undefined>;
+  /**
+   * Marks period `period` of a subscription locked by the caller as closed for usage (migration
+   * 0285): from its commit on, ingest refuses the period's events (PERIOD_CLOSED).
+   */
+  closeUsagePeriod(id: string, period: number): Promise<void>;
   list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>>;
   keyset(orgId: string, id: string): Promise<Keyset | undefined>;
   /** ACTIVE subscriptions to catalog products of these customers. */

@@ -208,10 +208,17 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
       .where({ id, status: 'ACTIVE' })
       .whereNull('processor_subscription_id')
       .andWhere('next_action_at', '<=', now)
-      .forUpdate()
+      // NO KEY UPDATE: schedulers and changes (FOR UPDATE) exclude each other, while usage ingest's
+      // FOR KEY SHARE (usage.repository.ts insertNew) neither blocks nor is blocked by a renewal;
+      // only the close of a metered period (lock(), FOR UPDATE) orders itself with ingest.
+      .forNoKeyUpdate()
       .skipLocked()
       .first();
     return row ? toSubscription(row) : undefined;
+  }
+
+  async closeUsagePeriod(id: string, period: number): Promise<void> {
+    await this.db('subscriptions').where({ id }).andWhere((q) => q.whereNull('usage_closed_period').orWhere('usage_closed_period', '<', period)).update({ usage_closed_period: period });
   }
 
   private filtered(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }) {

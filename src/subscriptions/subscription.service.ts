@@ -75,9 +75,10 @@ export class SubscriptionService {
    * never renew the same period twice.
    *
    * Metered subscriptions (src/commerce/metered-billing.ts): the closing period's usage is read
-   * before the lock (it is the usage module's read, and PGlite has one connection), and only once
-   * the grace window after the period's end has passed, when the period's quantities no longer
-   * change; under the lock it is used only if the subscription is still in that period, and the
+   * outside the order's transaction (it is the usage module's read, and PGlite has one
+   * connection), and only once the grace window after the period's end has passed and the period
+   * is marked closed for usage (closingUsage), when its quantities no longer change; under the
+   * lock it is used only if the subscription is still in that period, and the
    * fee and the usage lines are written as one order in the same transaction as the charge's
    * result. A pass killed before its commit leaves nothing: the next pass reads the same usage and
    * writes the same order (the charge's idempotency key is the same too).
@@ -89,6 +90,8 @@ export class SubscriptionService {
     for (const id of ids) {
       try {
         const usage = await this.closingUsage(id, now);
+        // Another pass renewed it meanwhile: nothing to do.
+        if (usage === 'busy') continue;
         const done = await this.uow.transaction(async (stores) => {
           const subscription = await stores.subscriptions.lockIfDue(id, now);
           if (!subscription) return false;
@@ -116,8 +119,14 @@ export class SubscriptionService {
    * The closing period's usage lines of a metered subscription (undefined when it has no metered
    * component): `waitUntil` while the grace window is open; no lines read when the period's order
    * exists already (a dunning retry charges what that order holds).
+   *
+   * Before the read, the period is marked closed for usage in a transaction of its own, under the
+   * subscription's row lock (FOR UPDATE, migration 0285): ingest stores a subscriber's events under
+   * a FOR KEY SHARE lock of that row and refuses the events of a closed period, so every event of
+   * the period is either committed before the mark (and counted by the read after it) or refused
+   * with PERIOD_CLOSED. 'busy' when the subscription moved on meanwhile (another pass renewed it).
    */
-  private async closingUsage(id: string, now: Date): Promise<ClosingUsage | undefined> {
+  private async closingUsage(id: string, now: Date): Promise<ClosingUsage | 'busy' | undefined> {
     if (!this.metered) return undefined;
     const s = await this.uow.stores.subscriptions.findById(id);
     if (!s || s.priceId === null) return undefined;
@@ -127,6 +136,15 @@ export class SubscriptionService {
     const closeAt = new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS);
     if (now < closeAt) return { fits, waitUntil: closeAt, lines: [] };
     if (await this.uow.stores.orders.findSubscriptionPeriod(s.id, s.periodNumber + 1)) return { fits, waitUntil: null, lines: [] };
+    const marked = await this.uow.transaction(async (stores) => {
+      // A waiting lock (not SKIP LOCKED): overlapping ingests hold the row KEY SHARE in turn and
+      // must not starve the close; each holds it for one short statement.
+      const locked = await stores.subscriptions.lock(id);
+      if (!locked || locked.status !== 'ACTIVE' || locked.nextActionAt > now || !fits(locked)) return false;
+      await stores.subscriptions.closeUsagePeriod(id, locked.periodNumber);
+      return true;
+    });
+    if (!marked) return 'busy';
     return { fits, waitUntil: null, lines: await usageLineInputs(this.metered, s, components) };
   }
 

@@ -8,7 +8,7 @@ import { periodEnd } from '../commerce/billing-period.js';
 import type { Customer, Subscription } from '../commerce/model.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
-import type { UsageEventRepository } from './usage.repository.js';
+import type { EventPeriod, UsageEventRepository } from './usage.repository.js';
 import type { Scalar, UsageEvent } from './usage.model.js';
 
 /** How far ahead of Kassa's clock an event may be stamped (client clocks drift). */
@@ -63,6 +63,8 @@ const isCloudEvent = (e: IncomingUsageEvent | IncomingCloudEvent): e is Incoming
 export interface PeriodBounds {
   currentStart: number;
   previousStart: number;
+  /** The subscription whose periods these are (none: UTC calendar months). */
+  subscription?: { id: string; periodNumber: number; currentEnd: number };
 }
 
 /**
@@ -74,10 +76,25 @@ export function periodBounds(subscriptions: readonly Subscription[], now: Date):
   for (const s of subscriptions) if (!chosen || s.currentPeriodStart < chosen.currentPeriodStart) chosen = s;
   if (chosen) {
     // Period p starts where period p - 1 ends (src/commerce/billing-period.ts).
-    return { currentStart: chosen.currentPeriodStart.getTime(), previousStart: periodEnd(chosen, chosen.periodNumber - 2).getTime() };
+    return {
+      currentStart: chosen.currentPeriodStart.getTime(),
+      previousStart: periodEnd(chosen, chosen.periodNumber - 2).getTime(),
+      subscription: { id: chosen.id, periodNumber: chosen.periodNumber, currentEnd: chosen.currentPeriodEnd.getTime() },
+    };
   }
   const currentStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
   return { currentStart, previousStart: Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 1, 1) };
+}
+
+/**
+ * The number of the subscription period an event stamped `at` (not refused by periodRejection)
+ * falls in: the current one, the one before, or the next when the renewal has not run yet.
+ */
+export function eventPeriod(at: number, bounds: PeriodBounds): number | undefined {
+  const s = bounds.subscription;
+  if (!s) return undefined;
+  if (at >= s.currentEnd) return s.periodNumber + 1;
+  return at >= bounds.currentStart ? s.periodNumber : s.periodNumber - 1;
 }
 
 /** Why an event stamped `at` is refused for its period, or null when its period takes it. */
@@ -112,6 +129,7 @@ export class UsageEventService {
 
     const results: UsageEventResult[] = [];
     const toStore: UsageEvent[] = [];
+    const periods = new Map<string, EventPeriod>();
     const firstOfId = new Map<string, number>();
     for (const e of incoming) {
       const reject = (code: RejectionCode, message: string) => results.push({ id: e.id, status: 'REJECTED', reason: { code, message } });
@@ -138,9 +156,17 @@ export class UsageEventService {
       firstOfId.set(e.id, results.length);
       results.push({ id: e.id, status: 'ACCEPTED', reason: null });
       toStore.push({ orgId, id: e.id, customerId: customer.id, name: e.name, timestamp: new Date(at), properties: e.properties ?? {}, receivedAt: now });
+      const b = bounds(customer.id);
+      const period = eventPeriod(at, b);
+      if (period !== undefined) periods.set(e.id, { subscriptionId: b.subscription!.id, period });
     }
-    const inserted = await this.events.insertNew(toStore);
-    for (const [id, index] of firstOfId) if (!inserted.has(id)) results[index] = { id, status: 'DUPLICATE', reason: null };
+    const { inserted, closed } = await this.events.insertNew(toStore, periods);
+    for (const [id, index] of firstOfId) if (!inserted.has(id) && !closed.has(id)) results[index] = { id, status: 'DUPLICATE', reason: null };
+    // The renewal job closed the event's period (to bill its usage) after this batch read the
+    // subscription: refused, as every copy of it in the batch.
+    results.forEach((r, i) => {
+      if (closed.has(r.id)) results[i] = { id: r.id, status: 'REJECTED', reason: { code: 'PERIOD_CLOSED', message: 'The billing period of this event has been closed for billing; late events are accepted until 1 hour after a period\'s end, while it is open' } };
+    });
     // An id already stored (before this batch, or by an earlier event of it) is a duplicate whatever
     // else is wrong with the event: a retry after its period closed is not refused.
     const rejectedIds = results.filter((r) => r.status === 'REJECTED').map((r) => r.id);

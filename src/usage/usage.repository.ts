@@ -20,9 +20,20 @@ export interface EventQuantityQuery {
   meterId?: string;
 }
 
+/** The subscription whose billing period an event falls in, and that period's number. */
+export interface EventPeriod {
+  subscriptionId: string;
+  period: number;
+}
+
 export interface UsageEventRepository {
-  /** Inserts the events whose id the organization has not stored yet; returns the ids inserted. */
-  insertNew(events: UsageEvent[]): Promise<Set<string>>;
+  /**
+   * Inserts the events whose id the organization has not stored yet; returns the ids inserted and
+   * the ids refused because their period (`periods`, by event id) is closed for usage. The check
+   * and the insert run in one transaction under a FOR KEY SHARE lock of the subscriptions' rows,
+   * which the renewal job's close (FOR UPDATE, then the mark of migration 0285) conflicts with.
+   */
+  insertNew(events: UsageEvent[], periods?: ReadonlyMap<string, EventPeriod>): Promise<{ inserted: Set<string>; closed: Set<string> }>;
   /** Which of these ids the organization has stored. */
   storedIds(orgId: string, ids: string[]): Promise<Set<string>>;
   /** The aggregation over [start, end), and per bucket (epoch ms of the bucket's UTC start → quantity) when asked. */
@@ -156,17 +167,32 @@ export function splitRange(start: number, end: number): { hours: [number, number
 export class KnexUsageEventRepository implements UsageEventRepository {
   constructor(private readonly db: Knex) {}
 
-  async insertNew(events: UsageEvent[]): Promise<Set<string>> {
-    if (events.length === 0) return new Set();
+  async insertNew(events: UsageEvent[], periods: ReadonlyMap<string, EventPeriod> = new Map()): Promise<{ inserted: Set<string>; closed: Set<string> }> {
+    if (events.length === 0) return { inserted: new Set(), closed: new Set() };
     const orgId = events[0]!.orgId;
     if (events.some((e) => e.orgId !== orgId)) throw new Error('insertNew takes one organization\'s events');
     // One JSON parameter for the batch (cheaper to build than 7 bindings per row), one statement:
     // the events whose id is new are inserted (an id already stored, by an earlier or a concurrent
     // batch, is skipped) and only those reach the rollups of the meters they match.
-    const payload = JSON.stringify(events.map((e) => ({ id: e.id, customer_id: e.customerId, name: e.name, ts: e.timestamp.toISOString(), properties: e.properties })));
     const { hours, values } = rollupSelect('inserted', "m.status = 'ACTIVE'");
     return this.db.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
+      // The close of a metered period (subscription.service.ts closingUsage) marks it under the
+      // row's FOR UPDATE lock and then reads the quantities: held until this insert commits, this
+      // lock orders the two, so an event is either stored before the close's read or refused here.
+      const closed = new Set<string>();
+      const subscriptionIds = [...new Set([...periods.values()].map((p) => p.subscriptionId))].sort();
+      if (subscriptionIds.length > 0) {
+        const rows = (await trx('subscriptions').whereIn('id', subscriptionIds).orderBy('id').forKeyShare().select('id', 'usage_closed_period')) as Array<{ id: string; usage_closed_period: number | null }>;
+        const closedThrough = new Map(rows.map((r) => [r.id, r.usage_closed_period]));
+        for (const [eventId, p] of periods) {
+          const through = closedThrough.get(p.subscriptionId);
+          if (through !== null && through !== undefined && p.period <= through) closed.add(eventId);
+        }
+      }
+      const open = closed.size > 0 ? events.filter((e) => !closed.has(e.id)) : events;
+      if (open.length === 0) return { inserted: new Set<string>(), closed };
+      const payload = JSON.stringify(open.map((e) => ({ id: e.id, customer_id: e.customerId, name: e.name, ts: e.timestamp.toISOString(), properties: e.properties })));
       const result = await trx.raw(
         `WITH inserted AS (
            INSERT INTO usage_events (org_id, id, customer_id, name, ts, properties, received_at)
@@ -182,7 +208,7 @@ export class KnexUsageEventRepository implements UsageEventRepository {
          SELECT id FROM inserted`,
         [orgId, events[0]!.receivedAt, payload],
       );
-      return new Set((result.rows as Array<{ id: string }>).map((r) => r.id));
+      return { inserted: new Set((result.rows as Array<{ id: string }>).map((r) => r.id)), closed };
     });
   }
 

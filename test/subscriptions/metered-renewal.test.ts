@@ -258,4 +258,27 @@ describe('metered prices', () => {
     const ended = await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first();
     expect(ended.status).toBe('ENDED');
   });
+
+  it('a closed period takes no more events while its declined renewal is retried: accepted means billed', async () => {
+    ctx.clock.set('2027-08-01T00:00:00.000Z');
+    // A card that pays the checkout and declines the renewal (sandbox).
+    const { customerId, orderId } = await buy(ctx, 'declined@example.com', priceId, ctx.orgA.apiKey, {}, '4000000000000341');
+    await setExternalId(ctx, customerId, 'user_declined', ctx.orgA.apiKey);
+    const subscriptionId = await subscriptionOf(orderId);
+    const event = (id: string) => ({ id, customer: { externalId: 'user_declined' }, name: 'request', timestamp: '2027-08-10T00:00:00Z', properties: {} });
+    ctx.clock.set('2027-08-20T00:00:00.000Z');
+    expect(await ingest([event('d0')])).toEqual(['ACCEPTED']);
+    ctx.clock.set('2027-09-01T01:00:00.000Z');
+    await ctx.services.subscriptions.processDue();
+    await ctx.services.subscriptions.processDue();
+    const orders = await ordersOf(subscriptionId);
+    expect(orders.map((o) => o.status)).toEqual(['PAID', 'FAILED']);
+    expect((await getOrder(orders[1].id)).lines.find((l: { description: string }) => l.description === 'Requests')).toMatchObject({ quantity: '1' });
+    // Still in its August period (dunning), which the renewal closed: its events are refused now.
+    expect((await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first()).period_number).toBe(0);
+    expect(await ingest([event('d1')])).toEqual(['REJECTED']);
+    // A retry of the billed event stays DUPLICATE; an event of September (the next period) is taken.
+    expect(await ingest([event('d0'), { ...event('d2'), timestamp: '2027-09-01T00:30:00Z' }])).toEqual(['DUPLICATE', 'ACCEPTED']);
+    await endNow(subscriptionId);
+  });
 });

@@ -6,7 +6,7 @@ import type { TestContext } from '../harness/context.js';
 let n = 0;
 
 /** A paid checkout of `pricingId` by `email` (the sandbox card); returns the customer's id. */
-export async function buy(ctx: TestContext, email: string, pricingId: string, apiKey: string, extra: object = {}): Promise<{ customerId: string; orderId: string }> {
+export async function buy(ctx: TestContext, email: string, pricingId: string, apiKey: string, extra: object = {}, cardNumber = '4242424242424242'): Promise<{ customerId: string; orderId: string }> {
   const created = await ctx.merchant
     .post('/v1/checkout-sessions')
     .set('X-API-Key', apiKey)
@@ -14,7 +14,7 @@ export async function buy(ctx: TestContext, email: string, pricingId: string, ap
     .send({ pricingId, customerEmail: email, ...extra });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const path = new URL(created.body.data.url).pathname;
-  const paid = await supertest(ctx.apps.merchant).post(`${path}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' });
+  const paid = await supertest(ctx.apps.merchant).post(`${path}/pay`).type('form').send({ cardNumber, expiry: '12/30', cvc: '123' });
   expect(paid.status).toBe(303);
   const session = (await ctx.merchant.get(`/v1/checkout-sessions/${created.body.data.id}`).set('X-API-Key', apiKey)).body.data;
   const order = (await ctx.merchant.get(`/v1/orders/${session.orderId}`).set('X-API-Key', apiKey)).body.data;

@@ -56,6 +56,7 @@ import * as m0262 from './0262_list_statistics.js';
 import * as m0263 from './0263_subscriptions_manage_keys.js';
 import * as m0270 from './0270_metered_prices.js';
 import * as m0280 from './0280_usage_meter_rollups.js';
+import * as m0285 from './0285_subscription_usage_close.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
 import * as m0300 from './0300_trials.js';
 
@@ -120,6 +121,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0263_subscriptions_manage_keys': m0263,
   '0270_metered_prices': m0270,
   '0280_usage_meter_rollups': m0280,
+  '0285_subscription_usage_close': m0285,
   '0290_telemetry_span_partitions': m0290,
   '0300_trials': m0300,
 };
