@@ -3518,7 +3518,7 @@ export interface components {
             /** @description Paid-through time, when available. */
             currentPeriodEnd: components["schemas"]["Timestamp"] | null;
             /** @description End of the free trial (see `Subscription.trialEnd`); null without one. */
-            trialEnd?: components["schemas"]["Timestamp"] | null;
+            trialEnd: components["schemas"]["Timestamp"] | null;
             cancelAtPeriodEnd: boolean;
             canceledAt: components["schemas"]["Timestamp"] | null;
             endedAt: components["schemas"]["Timestamp"] | null;
@@ -6261,6 +6261,7 @@ export interface operations {
                  *           "amountCents": 1500,
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-22T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -6362,6 +6363,7 @@ export interface operations {
                  *           "amountCents": 1500,
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -6463,6 +6465,7 @@ export interface operations {
                  *           "amountCents": 1500,
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": "2027-01-31T09:30:00.000Z",
@@ -6564,6 +6567,7 @@ export interface operations {
                  *           "amountCents": 1500,
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": true,
                  *           "canceledAt": "2027-01-02T17:04:11.250Z",
                  *           "endedAt": "2027-01-22T09:30:00.000Z",
@@ -7179,6 +7183,7 @@ export interface operations {
                  *           "amountCents": 1500,
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-22T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -7275,6 +7280,7 @@ export interface operations {
                  *           "provider": "STRIPE",
                  *           "providerSubscriptionId": null,
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
                  *           "customerEmail": "ada@example.com",
                  *           "product": {
                  *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",

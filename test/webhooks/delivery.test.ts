@@ -652,6 +652,7 @@ describe('subscription events', () => {
       amountCents: 1200,
       currency: 'usd',
       currentPeriodEnd: '2026-12-22T09:00:00.000Z',
+      trialEnd: null,
       cancelAtPeriodEnd: true,
       canceledAt: null,
       endedAt: null,
