@@ -92,7 +92,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('telemetry explorer pages', 'c
       await page.keyboard.press('Enter');
       await page.waitForURL(/session_id=conv-2/);
       await page.locator(`tr[data-trace-id="${ids.failed}"]`).waitFor();
-      expect(await page.locator('tr[data-trace-id]').count()).toBe(1);
+      // The unfiltered rows (the failed trace among them) stay until the filtered page replaces them.
+      await expect.poll(() => page.locator('tr[data-trace-id]').count(), { timeout: 10_000 }).toBe(1);
       // A filter it hides that is set keeps it open, and says how many are set.
       await expect(page.locator('details.more-filters > summary').innerText()).resolves.toBe('More filters (1 set)');
       expect(await more.evaluate((d) => (d as unknown as { open: boolean }).open)).toBe(true);
