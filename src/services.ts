@@ -172,20 +172,6 @@ export function createServices(deps: {
   // Stripe's module asks the orgs module whether an organization is this deployment's (orphan
   // sessions) only when an event arrives, after both exist; orgs checks connected accounts with Stripe.
   const isOwnOrganization = async (orgId: string) => (await orgsModule.orgs.displayNameOf(orgId)) !== undefined;
-  const stripe = createStripeModule({
-    config: config.cardProcessor,
-    db,
-    uow,
-    payments,
-    clock,
-    logger,
-    publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
-    isOwnOrganization,
-    recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
-  });
-
-  const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
-  const { orgs } = orgsModule;
   // Metered prices read meters and their quantities through commerce's ports; the usage module is built below.
   const meterDirectory: MeterDirectory = {
     find: (orgId, meterId) =>
@@ -197,13 +183,28 @@ export function createServices(deps: {
         },
       ),
   };
-  const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
   const meteredBilling: MeteredBilling = {
     componentsOf: async (orgId, priceId) => (await catalogModule.catalog.findPrice(orgId, priceId))?.price.meteredComponents ?? [],
     meters: meterDirectory,
     quantities: { quantity: async (orgId, meterId, customerId, start, end) => (await modules.usage.meters.quantities(orgId, meterId, { customer: customerId, start, end })).total },
   };
-  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
+  const stripe = createStripeModule({
+    config: config.cardProcessor,
+    db,
+    uow,
+    payments,
+    clock,
+    logger,
+    publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
+    isOwnOrganization,
+    recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
+    metered: meteredBilling,
+  });
+
+  const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
+  const { orgs } = orgsModule;
+  const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
+  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob, stripeUsageJobs: stripe?.usageJobs });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
     uow,
@@ -213,6 +214,7 @@ export function createServices(deps: {
     clock,
     logger,
     subscriptionBilling: stripe?.subscriptions,
+    processorUsage: stripe?.usage,
     portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
     metered: meteredBilling,
   });

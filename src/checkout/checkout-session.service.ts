@@ -245,17 +245,6 @@ export class CheckoutSessionService {
     return quote ? presentQuote(quote) : undefined;
   }
 
-  /**
-   * A price with metered components is billed by Kassa's renewal job; card subscriptions of a
-   * deployment whose card processor is Stripe renew at Stripe, which does not bill usage yet:
-   * refused rather than sold without its usage (docs/usage-billing.md).
-   */
-  private assertMeteredSellable(price: { meteredComponents: readonly unknown[] }, what: string): void {
-    if (price.meteredComponents.length > 0 && this.hosted) {
-      throw validationError(`${what} bills metered usage, which Stripe Billing subscriptions do not carry yet; sell it where Kassa renews card subscriptions (the sandbox processor)`);
-    }
-  }
-
   private async resolvePurchase(
     orgId: string,
     body: CheckoutSessionCreate,
@@ -270,7 +259,6 @@ export class CheckoutSessionService {
       if (price.flexibleAmount) {
         throw validationError(`body.pricingId ${price.id} has a flexible amount; pass pricingData with the amount instead`);
       }
-      this.assertMeteredSellable(price, `body.pricingId ${price.id}`);
       return {
         pricing: {
           amount: price.amount,
@@ -478,7 +466,6 @@ export class CheckoutSessionService {
     const refusal = price.provider === 'CRYPTO' ? OrgService.checkoutRefusal(linkOrg) : OrgService.cardCheckoutRefusal(linkOrg);
     if (refusal) throw refusal;
     if (price.flexibleAmount) throw new AppError('NOT_IMPLEMENTED', 'Flexible-amount payment links are not available in this build yet');
-    this.assertMeteredSellable(price, "This payment link's price");
     // A price stored before the rail's bounds were enforced is never charged.
     assertAmountBounds(price.provider, price.currency, price.amount, "This payment link's price");
     const now = this.clock.now();

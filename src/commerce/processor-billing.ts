@@ -10,6 +10,7 @@ import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, renewalOrder } from './renewal-order.js';
+import type { LineInput } from './pricing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 
@@ -39,6 +40,12 @@ export interface ProcessorRenewal {
   attemptCount: number;
   /** The processor's invoice (Stripe `in_…`): paid, it clears a payment action waiting on it. */
   invoiceId?: string;
+  /**
+   * A metered subscription's closing usage that Kassa added to the invoice (processor-usage.ts):
+   * the order's USAGE lines, next to the fee line of `feeCents` (the invoice's subscription line).
+   */
+  usage?: readonly LineInput[];
+  feeCents?: number;
 }
 
 /** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
@@ -61,6 +68,8 @@ export interface ProcessorExtraInvoice {
   processorPaymentId: string;
   processorStatus: string | null;
   amountCents: number;
+  /** The final usage Kassa invoiced at a cancel-now (processor-usage.ts): the order's USAGE lines, no fee. */
+  usage?: readonly LineInput[];
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -141,7 +150,7 @@ export class ProcessorBillingFlow {
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await renewalOrder(stores, s, period, paid, renewal, now);
+        order = await invoiceOrder(stores, s, period, paid, renewal, now, renewal.usage, renewal.feeCents);
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
@@ -202,7 +211,7 @@ export class ProcessorBillingFlow {
       if (!s) return 'unknown';
       if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return 'unchanged';
       const now = this.clock.now();
-      const order: Order = { ...(await renewalOrder(stores, s, 0, true, invoice, now)), billingPeriod: null };
+      const order: Order = { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0)), billingPeriod: null };
       await stores.orders.insert(order);
       await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       return 'applied';
@@ -232,6 +241,30 @@ export class ProcessorBillingFlow {
     const found = await stores.subscriptions.findByProcessorSubscription(processorSubscriptionId);
     return found && (await stores.subscriptions.lock(found.id));
   }
+}
+
+/**
+ * The order of a processor's invoice. With Kassa's usage lines on it: the fee line (`feeCents`,
+ * none when 0) and the USAGE lines priced by pricePeriod — the amounts Kassa added as invoice items,
+ * so the lines add up to what the processor charged. Should they not (the invoice was edited in
+ * the processor's dashboard), the order is one line of the invoice's amount, as without usage:
+ * an order's total is always what was charged.
+ */
+async function invoiceOrder(
+  stores: CommerceStores,
+  s: Subscription,
+  period: number,
+  paid: boolean,
+  payment: { processorPaymentId: string | null; processorStatus: string | null; amountCents: number },
+  now: Date,
+  usage: readonly LineInput[] | undefined,
+  feeCents: number | undefined,
+): Promise<Order> {
+  if (usage && usage.length > 0 && feeCents !== undefined) {
+    const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, { fee: feeCents > 0 });
+    if (itemized.amountCents === payment.amountCents) return itemized;
+  }
+  return renewalOrder(stores, s, period, paid, payment, now);
 }
 
 /**

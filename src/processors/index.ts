@@ -22,7 +22,9 @@ export function createProcessorsModule(deps: {
   sandboxSettleDelayMs: number;
   /** Stripe's reconciliation from its event list, when Stripe is the card processor. */
   stripeReconciliationJob?: () => Job;
+  /** Metered subscriptions' usage invoices on Stripe (stripe-usage-invoices.ts). */
+  stripeUsageJobs?: () => Job[];
 }): ProcessorsModule {
   const sandboxProcessor = new SandboxCardProcessor(new KnexSandboxPaymentRepository(deps.db), deps.clock, deps.sandboxSettleDelayMs);
-  return { sandboxProcessor, jobs: () => processorJobs({ sandboxProcessor, payments: deps.payments, stripeReconciliationJob: deps.stripeReconciliationJob }) };
+  return { sandboxProcessor, jobs: () => processorJobs({ sandboxProcessor, payments: deps.payments, stripeReconciliationJob: deps.stripeReconciliationJob, stripeUsageJobs: deps.stripeUsageJobs }) };
 }

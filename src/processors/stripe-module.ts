@@ -14,6 +14,10 @@ import { ProcessorBillingFlow } from '../commerce/processor-billing.js';
 import { RefundFlow } from '../commerce/refund-flow.js';
 import type { ConnectedAccountState } from './stripe-connect.js';
 import type { Job } from '../kernel/job.js';
+import type { MeteredBilling } from '../commerce/metered-billing.js';
+import { ProcessorUsageFlow } from '../commerce/processor-usage.js';
+import { KnexUsageInvoiceRepository } from './usage-invoice.repository.js';
+import { StripeUsageInvoicing } from './stripe-usage-invoices.js';
 
 export interface StripeModule {
   checkout: StripeCheckout;
@@ -24,8 +28,12 @@ export interface StripeModule {
   connectedAccounts: StripeConnectedAccounts;
   /** Cancel, pause and resume of Stripe-billed subscriptions, made in Stripe first. */
   subscriptions: StripeSubscriptionBilling;
+  /** Metered subscriptions' usage on their Stripe invoices; absent without metering. */
+  usage?: ProcessorUsageFlow;
   /** The reconciliation job, made afresh for each worker (its own name on the cursor's lease). */
   reconciliationJob(): Job;
+  /** Held renewal drafts whose grace window has passed: itemized and finalized (with metering). */
+  usageJobs(): Job[];
 }
 
 /** Undefined unless Stripe is the configured card processor. */
@@ -41,12 +49,15 @@ export function createStripeModule(deps: {
   isOwnOrganization: (orgId: string) => Promise<boolean>;
   /** Records what Stripe says of a connected account (Connect `account.updated`); false when no organization is bound to it. */
   recordConnectedAccount?: (state: ConnectedAccountState) => Promise<boolean>;
+  /** Metered components and their quantities (issue 38): usage reaches Stripe as invoice items. */
+  metered?: MeteredBilling;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
-  const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger);
+  const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger), deps.metered, deps.clock, deps.logger);
+  const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger, usage);
   const connectedAccounts = new StripeConnectedAccounts(stripe, deps.logger);
   const accountUpdated = async (accountId: string) => {
     const state = await connectedAccounts.read(accountId);
@@ -74,6 +85,8 @@ export function createStripeModule(deps: {
     events,
     // Stripe signs each endpoint's deliveries with its own secret: Connect's endpoint posts to its own path.
     ...(deps.config.connectWebhookSecret && { connectEvents: eventService(deps.config.connectWebhookSecret) }),
+    ...(usage && { usage }),
+    usageJobs: () => (usage ? [{ name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 }] : []),
     reconciliationJob: () => {
       const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });
       return { name: 'stripe-reconciliation', intervalMs: reconcileIntervalMs, run: () => reconciler.run() };

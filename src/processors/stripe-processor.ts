@@ -212,6 +212,7 @@ export const STRIPE_EVENT_TYPES = [
   'charge.dispute.created',
   'charge.dispute.updated',
   'charge.dispute.closed',
+  'invoice.created',
   'invoice.paid',
   'invoice.payment_failed',
   'invoice.payment_action_required',
@@ -270,6 +271,8 @@ export class StripeEventService {
       case 'checkout.session.async_payment_failed':
       case 'checkout.session.expired':
         return this.applyCheckoutSession(event.data.object.id);
+      case 'invoice.created':
+        return this.subscriptions.applyDraft(event.data.object.id, (id) => this.applyCheckoutSession(id));
       case 'invoice.paid':
       case 'invoice.payment_failed':
         return this.subscriptions.applyInvoice(event.data.object.id, (id) => this.applyCheckoutSession(id));

@@ -14,6 +14,7 @@ import { conflict, serviceUnavailable, validationError } from '../kernel/errors.
 import type { Logger } from '../kernel/logger.js';
 import type { ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
 import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
+import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 
 /** Metadata on Stripe's objects naming Kassa's (the same keys as stripe-processor.ts). */
 const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
@@ -160,7 +161,31 @@ export class StripeSubscriptionEvents {
     private readonly uow: CommerceUnitOfWork,
     private readonly billing: ProcessorBillingFlow,
     private readonly logger: Logger,
+    /** Metered subscriptions' usage on their invoices (invoice items on the renewal draft). */
+    private readonly usage?: ProcessorUsageFlow,
   ) {}
+
+  /**
+   * `invoice.created` of a renewal (`subscription_cycle`) draft: a metered subscription's draft is
+   * held until Kassa's grace window has passed, then carries the closing period's usage as invoice
+   * items (ProcessorUsageFlow). Other invoices, and subscriptions without metered components,
+   * are left to Stripe (it finalizes them about an hour later).
+   */
+  async applyDraft(invoiceId: string, applyCheckout: ApplyCheckoutSession): Promise<'applied' | 'ignored'> {
+    const usage = this.usage;
+    if (!usage) return 'ignored';
+    const invoice = await this.read(() => this.stripe.invoices.retrieve(invoiceId), 'read an invoice back');
+    const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription);
+    const line = subscriptionLine(invoice);
+    if (!subscriptionId || invoice.billing_reason !== 'subscription_cycle' || !line) return 'ignored';
+    const draft = { processorSubscriptionId: subscriptionId, invoiceId: invoice.id, periodStart: new Date(line.period.start * 1000) };
+    const apply = async (): Promise<BillingApplied> => {
+      const outcome = await usage.renewalDraft(draft);
+      return outcome === 'ignored' ? 'unchanged' : outcome;
+    };
+    const first = await apply();
+    return first === 'unchanged' ? 'ignored' : this.known(first, subscriptionId, applyCheckout, apply);
+  }
 
   /**
    * What a completed subscription checkout adds to its payment result: the Stripe subscription
@@ -205,11 +230,13 @@ export class StripeSubscriptionEvents {
         this.logger.info({ invoiceId, billingReason: invoice.billing_reason, invoiceStatus: invoice.status }, 'Stripe: an invoice outside the billing cycle with nothing paid is not an order');
         return 'ignored';
       }
+      const final = await this.usage?.linesOf(invoice.id);
       const extra = {
         processorSubscriptionId: subscriptionId,
         processorPaymentId: payment?.processorPaymentId ?? invoice.id,
         processorStatus: payment?.processorStatus ?? invoice.status,
         amountCents: invoice.amount_paid,
+        ...(final?.kind === 'FINAL' && { usage: final.lines }),
       };
       return this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
     }
@@ -217,6 +244,8 @@ export class StripeSubscriptionEvents {
     const outcome = invoice.status === 'paid' ? 'paid' : (invoice.status === 'open' && invoice.attempted) || invoice.status === 'uncollectible' ? 'failed' : undefined;
     const line = subscriptionLine(invoice);
     if (!outcome || !line) return 'ignored';
+    // The closing period's usage Kassa added to this invoice (ProcessorUsageFlow), for the order's lines.
+    const usage = await this.usage?.linesOf(invoice.id);
     const renewal = {
       processorSubscriptionId: subscriptionId,
       outcome,
@@ -227,6 +256,7 @@ export class StripeSubscriptionEvents {
       amountCents: outcome === 'paid' ? invoice.amount_paid : invoice.amount_due,
       attemptCount: invoice.attempt_count,
       invoiceId: invoice.id,
+      ...(usage?.kind === 'RENEWAL' && { usage: usage.lines, feeCents: invoice.lines.data.filter((l) => l.parent?.subscription_item_details).reduce((sum, l) => sum + l.amount, 0) }),
     } as const;
     return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
   }

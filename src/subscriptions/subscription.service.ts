@@ -20,6 +20,7 @@ import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
 import type { LineInput } from '../commerce/pricing.js';
+import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -67,6 +68,8 @@ export class SubscriptionService {
     private readonly billing?: ProcessorSubscriptionBilling,
     /** Metered components and their usage (issue 38); without it every renewal charges its fee alone. */
     private readonly metered?: MeteredBilling,
+    /** Stripe-billed metered subscriptions: a cancel-now's partial period invoiced on Stripe. */
+    private readonly processorUsage?: ProcessorUsageFlow,
   ) {}
 
   /**
@@ -283,8 +286,15 @@ export class SubscriptionService {
     return applyProcessorState(stores, s, state, now);
   }
 
-  /** Cancels at period end (status stays ACTIVE until then) or at once (CANCELED). */
-  cancel(id: string, options: { atPeriodEnd: boolean }, owner?: SubscriptionOwner): Promise<Subscription> {
+  /**
+   * Cancels at period end (status stays ACTIVE until then) or at once (CANCELED). Canceled at once,
+   * a metered subscription's partial period is billed (cancelUsage): on the sandbox as an order of
+   * USAGE lines charged with the cancel, on Stripe as an invoice of its own finalized before the
+   * cancel is made there.
+   */
+  async cancel(id: string, options: { atPeriodEnd: boolean }, owner?: SubscriptionOwner): Promise<Subscription> {
+    const usage = options.atPeriodEnd ? undefined : await this.cancelUsage(id, owner);
+    if (usage?.processor) await this.processorUsage!.billFinal(usage.subscription, usage.range, usage.lines);
     return this.change(owner, id, async (s, now, stores) => {
       if (s.status !== 'ACTIVE' && s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be canceled`);
       if (options.atPeriodEnd) {
@@ -296,12 +306,46 @@ export class SubscriptionService {
         await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(scheduled) }, previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd } }, now);
         return scheduled;
       }
+      // The usage was read for the subscription as it was: a renewal in between closed another period.
+      if (usage && !usage.fits(s)) throw conflict('The subscription renewed while it was being canceled; retry the cancel');
       if (s.processorSubscriptionId) return this.viaProcessor(stores, s, 'cancel_now', now);
       const canceled: Subscription = { ...s, status: 'CANCELED', canceledAt: s.canceledAt ?? now, endedAt: now, updatedAt: now };
       assertWritten(await stores.subscriptions.update(canceled, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.ended', data: { subscription: presentWebhookSubscription(canceled) } }, now);
+      // After the subscription's own event: its last order follows it, as at a period end.
+      if (usage) await this.chargeFinalUsage(stores, s, now, usage.lines);
       return canceled;
     });
+  }
+
+  /**
+   * The partial period of a metered subscription canceled at once, closed and read (undefined
+   * without metered components, or when the cancel will be refused anyway). The range is
+   * [currentPeriodStart, now): what the customer consumed until the cancel. It is closed for usage
+   * first, in a transaction of its own under the row lock, as a renewal's close: from its commit
+   * ingest refuses its events (PERIOD_CLOSED; no grace window: the subscription ends now), so every
+   * event ACCEPTED before is in the read that follows. A cancel in the grace hour after the period's
+   * end closes the next period too (its events up to now are in the range).
+   */
+  private async cancelUsage(id: string, owner: SubscriptionOwner | undefined) {
+    if (!this.metered) return undefined;
+    const s = await this.uow.stores.subscriptions.findById(id);
+    if (!s || s.priceId === null || (s.status !== 'ACTIVE' && s.status !== 'PAUSED')) return undefined;
+    if (owner && (s.orgId !== owner.orgId || (owner.customerId !== undefined && s.customerId !== owner.customerId))) return undefined;
+    if (s.processorSubscriptionId && !this.processorUsage) return undefined;
+    const components = await this.metered.componentsOf(s.orgId, s.priceId);
+    if (components.length === 0) return undefined;
+    const now = this.clock.now();
+    const fits = (locked: Subscription) => locked.periodNumber === s.periodNumber && locked.currentPeriodEnd.getTime() === s.currentPeriodEnd.getTime();
+    const closes = now >= s.currentPeriodEnd ? s.periodNumber + 1 : s.periodNumber;
+    await this.uow.transaction(async (stores) => {
+      const locked = await stores.subscriptions.lock(id);
+      if (!locked || !fits(locked)) throw conflict('The subscription renewed while it was being canceled; retry the cancel');
+      await stores.subscriptions.closeUsagePeriod(id, closes);
+    });
+    const range = { start: s.currentPeriodStart, end: now };
+    const lines = await usageLineInputs(this.metered, { ...s, currentPeriodEnd: now }, components);
+    return { subscription: s, fits, range, lines, processor: s.processorSubscriptionId !== null };
   }
 
   cancelByManageToken(token: string): Promise<Subscription> {

@@ -1,40 +1,226 @@
 /**
- * A metered price is not sold where Stripe Billing renews card subscriptions (issue 38 §7, not
- * yet): Stripe would charge the fee and never the usage, so checkout refuses it with 400 naming
- * why, by API and by payment link; a price without metered components sells as before.
+ * Metered prices where Stripe is the card processor (issue 38 §7), end to end with the official
+ * `stripe` SDK against the local Stripe-shaped server: a metered price sells through Stripe
+ * Checkout (its fee as the recurring price); at the period's end Stripe's renewal draft
+ * (`invoice.created`) is held (`auto_advance: false`), Kassa's grace window passes (late events of
+ * the period are still billed), then the worker closes the period, adds one invoice item per USAGE
+ * line (Kassa's amounts: tiers, included units, one rounding rule) and finalizes it; Stripe
+ * charges it and `invoice.paid` writes the renewal order, whose lines add up to what Stripe
+ * collected. A redelivered `invoice.created` adds nothing. Cancel now bills the partial period on
+ * an invoice of its own before Stripe cancels the subscription.
  */
+import type Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workerJobs } from '../../src/jobs.js';
+import { setExternalId } from '../usage/helpers.js';
 import { createStripeContext, type StripeContext } from './stripe-context.js';
 
 let s: StripeContext;
 let meteredPriceId: string;
-let plainPriceId: string;
+const meters = { tokens: '', requests: '' };
+const db = () => s.ctx.testDb.database.db;
+const usageJob = () => workerJobs({ services: s.ctx.services }).find((j) => j.name === 'stripe-usage-invoices')!;
+
 beforeAll(async () => {
   s = await createStripeContext();
   const { ctx } = s;
-  const meter = await ctx.merchant.post('/v1/meters').set('X-API-Key', ctx.orgA.apiKey).send({ name: 'Tokens', source: 'EVENTS', filter: { eventName: 'tok' }, aggregation: 'count' });
-  expect(meter.status).toBe(201);
+  const meter = async (body: object) => {
+    const res = await ctx.merchant.post('/v1/meters').set('X-API-Key', ctx.orgA.apiKey).send(body);
+    expect(res.status).toBe(201);
+    return res.body.data.id as string;
+  };
+  meters.tokens = await meter({ name: 'Tokens', source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
+  meters.requests = await meter({ name: 'Requests', source: 'EVENTS', filter: { eventName: 'request' }, aggregation: 'count' });
   const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Metered' });
-  const subscription = { amount: 2000, currency: 'USD', pricingType: 'SUBSCRIPTION' as const, billingInterval: 'MONTH' as const };
-  meteredPriceId = (await ctx.services.catalog.createPrice(product.id, { ...subscription, meteredComponents: [{ meterId: meter.body.data.id, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } }] })).id;
-  plainPriceId = (await ctx.services.catalog.createPrice(product.id, subscription)).id;
+  const price = await ctx.admin.post(`/v1/products/${product.id}/prices`).send({
+    amount: 2000,
+    currency: 'USD',
+    pricingType: 'SUBSCRIPTION',
+    billingInterval: 'MONTH',
+    meteredComponents: [
+      { meterId: meters.tokens, includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
+      { meterId: meters.requests, pricing: { model: 'GRADUATED', tiers: [{ upTo: 100, unitAmountDecimal: '1' }, { upTo: null, unitAmountDecimal: '0.5', flatAmountCents: 10 }] } },
+    ],
+  });
+  expect(price.status, JSON.stringify(price.body)).toBe(201);
+  meteredPriceId = price.body.data.pricingId;
 });
 afterAll(async () => {
   await s?.close();
 });
 
-describe('metered prices with Stripe as the card processor', () => {
-  it('refuses a checkout session of a metered price with 400, and sells the plain one', async () => {
-    const refused = await s.create({ pricingId: meteredPriceId, customerEmail: 'm@example.com' }, 'metered-1');
-    expect(refused.status).toBe(400);
-    expect(refused.body.error.message).toBe(`body.pricingId ${meteredPriceId} bills metered usage, which Stripe Billing subscriptions do not carry yet; sell it where Kassa renews card subscriptions (the sandbox processor)`);
-    expect((await s.create({ pricingId: plainPriceId, customerEmail: 'm@example.com' }, 'metered-2')).status).toBe(201);
-  });
+const ingest = async (events: object[]) => {
+  const res = await s.ctx.merchant.post('/v1/usage-events').set('X-API-Key', s.ctx.orgA.apiKey).send({ events });
+  expect(res.status).toBe(200);
+  return res.body.data.results.map((r: { status: string }) => r.status) as string[];
+};
 
-  it('refuses a payment link of a metered price', async () => {
+/** A metered subscription bought through Stripe Checkout, its customer named `externalId`. */
+async function subscribe(email: string, externalId: string) {
+  const res = await s.create({ pricingId: meteredPriceId, customerEmail: email });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  const stripeSessionId = await s.stripeIdOf(res.body.data.id);
+  s.stripe.complete(stripeSessionId, { email });
+  expect((await s.deliver(s.stripe.lastEvent('checkout.session.completed', stripeSessionId))).body.outcome).toBe('applied');
+  const session = await s.readSession(res.body.data.id);
+  const order = await s.readOrder(session.orderId);
+  expect((await setExternalId(s.ctx, order.customerId as string, externalId, s.ctx.orgA.apiKey)).status).toBe(200);
+  const subscriptionId = (await db()('subscriptions').where({ checkout_session_id: res.body.data.id }).first()).id as string;
+  const stripeSub = s.stripe.subscriptionOf(stripeSessionId);
+  return { subscriptionId, stripeSub, periodEnd: stripeSub.items.data[0]!.current_period_end * 1000 };
+}
+
+/** Independent arithmetic: 0.004 ¢ per token beyond 10,000 (half up), requests 1 ¢ up to 100 then 0.5 ¢ + 10 ¢ flat (half up). */
+const tokensCents = (tokens: number) => Math.floor((Math.max(tokens - 10_000, 0) * 4 + 500) / 1000);
+const requestsCents = (n: number) => Math.floor((Math.min(n, 100) * 10 + Math.max(n - 100, 0) * 5 + (n > 100 ? 100 : 0) + 5) / 10);
+
+const usageItems = (invoice: Stripe.Invoice) => invoice.lines.data.filter((l) => l.parent?.invoice_item_details);
+
+describe('metered subscriptions billed by Stripe', () => {
+  it('sells a metered price through Stripe Checkout and a payment link (the 400 guard is gone)', async () => {
     const { link } = await s.ctx.services.catalog.createPaymentLink(meteredPriceId, {}, s.ctx.orgA.orgId);
     const res = await s.ctx.merchant.get(`/pay/${link.token}`);
-    expect(res.status).toBe(400);
-    expect(res.text).toContain('bills metered usage');
+    expect(res.status).toBe(303);
+  });
+
+  it('holds the renewal draft, adds the closed period’s usage as invoice items after the grace window, and the paid order’s lines equal what Stripe collected', async () => {
+    s.ctx.clock.set('2026-11-22T09:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('metered-stripe@example.com', 'user_stripe');
+    const customer = { externalId: 'user_stripe' };
+    s.ctx.clock.set('2026-12-10T00:00:00.000Z');
+    expect(
+      await ingest([
+        { id: 's-t1', customer, name: 'llm_tokens', timestamp: '2026-11-23T00:00:00Z', properties: { tokens: 1_000_000 } },
+        { id: 's-t2', customer, name: 'llm_tokens', timestamp: '2026-12-01T00:00:00Z', properties: { tokens: 234_567 } },
+        ...Array.from({ length: 128 }, (_, i) => ({ id: `s-r${i}`, customer, name: 'request', timestamp: '2026-12-05T00:00:00Z' })),
+      ]),
+    ).not.toContain('REJECTED');
+
+    // The period ends: Stripe drafts the renewal invoice and sends invoice.created; Kassa holds it.
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    const created = s.stripe.lastEvent('invoice.created', draft.id);
+    expect((await s.deliver(created)).body.outcome).toBe('applied');
+    expect(s.stripe.invoices.get(draft.id)).toMatchObject({ status: 'draft', auto_advance: false });
+    expect(s.stripe.requests.filter((r) => r.path === `/v1/invoices/${draft.id}` && r.method === 'POST').at(-1)).toMatchObject({ idempotencyKey: `kassa_usage_hold_${draft.id}`, body: { auto_advance: 'false' } });
+
+    // In the grace window a late event of the closing period is accepted, and billed; Stripe's own
+    // finalization time passes without finalizing the held draft; the job waits for Kassa's grace.
+    s.ctx.clock.set(new Date(periodEnd + 1800_000).toISOString());
+    expect(await ingest([{ id: 's-r-late', customer, name: 'request', timestamp: new Date(periodEnd - 1000).toISOString() }])).toEqual(['ACCEPTED']);
+    expect(await usageJob().run()).toBe(false);
+    s.ctx.clock.set(new Date(periodEnd + 3600_000 + 1000).toISOString());
+    expect(s.stripe.finalizeDue()).toEqual([]);
+    expect(await usageJob().run()).toBe(true);
+
+    // After the close, a late event of that period is refused, never silently dropped.
+    expect(await ingest([{ id: 's-r-too-late', customer, name: 'request', timestamp: new Date(periodEnd - 1000).toISOString() }])).toEqual(['REJECTED']);
+
+    const invoice = s.stripe.invoices.get(draft.id)!;
+    const tokens = 1_234_567;
+    const requests = 129;
+    expect(invoice.status).toBe('paid');
+    expect(usageItems(invoice).map((l) => [l.amount, l.metadata[`kassa_usage_item`]])).toEqual([
+      [tokensCents(tokens), `kassa_usage_${draft.id}_0`],
+      [requestsCents(requests), `kassa_usage_${draft.id}_1`],
+    ]);
+    expect(tokensCents(tokens)).toBe(4898);
+    expect(invoice.amount_paid).toBe(2000 + 4898 + requestsCents(requests));
+    expect(usageItems(invoice)[0]!.description).toBe('Tokens: 1,234,567 used, 10,000 included: 1,224,567 × $0.00004');
+    expect(usageItems(invoice)[0]!.period).toEqual({ start: Math.floor(Date.parse('2026-11-22T09:00:00.000Z') / 1000), end: periodEnd / 1000 });
+
+    // Stripe's invoice.paid: the renewal order carries the fee and the usage lines, adding up to the amount paid.
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+    const order = await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first();
+    const read = await s.readOrder(order.id);
+    expect(read.amountCents).toBe(invoice.amount_paid);
+    expect((read.lines as Array<{ kind: string; amountCents: number; quantity: string }>).map((l) => [l.kind, l.quantity, l.amountCents])).toEqual([
+      ['PRICE', '1', 2000],
+      ['USAGE', String(tokens), 4898],
+      ['USAGE', String(requests), requestsCents(requests)],
+    ]);
+    expect(await s.orderEvents(order.id)).toEqual(['order.paid']);
+
+    // A redelivered invoice.created (a new event id, the same invoice) and another job pass add nothing.
+    const items = s.stripe.invoiceItems.size;
+    expect((await s.deliver(s.stripe.eventFor('invoice.created', { id: draft.id }))).body.outcome).toBe('applied');
+    expect(await usageJob().run()).toBe(false);
+    expect(s.stripe.invoiceItems.size).toBe(items);
+    expect(s.stripe.invoices.get(draft.id)!.amount_paid).toBe(invoice.amount_paid);
+  });
+
+  it('a draft whose invoice.created arrives after the grace window is closed and billed at once; a subscription without metered components is left to Stripe', async () => {
+    s.ctx.clock.set('2027-03-01T00:00:00.000Z');
+    const { stripeSub, periodEnd } = await subscribe('late-created@example.com', 'user_late_created');
+    s.ctx.clock.set('2027-03-05T00:00:00.000Z');
+    await ingest([{ id: 'lc-1', customer: { externalId: 'user_late_created' }, name: 'request', timestamp: '2027-03-02T00:00:00Z' }]);
+    s.ctx.clock.set(new Date(periodEnd + 3600_000 + 60_000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+    const invoice = s.stripe.invoices.get(draft.id)!;
+    expect(invoice.status).toBe('paid');
+    expect(usageItems(invoice).map((l) => l.amount)).toEqual([0, 1]);
+    expect(invoice.amount_paid).toBe(2001);
+
+    // A plain (unmetered) Stripe subscription: invoice.created is ignored and Stripe finalizes on its own.
+    const plain = await s.create({ pricingId: s.priceId.replace(/.*/, (await plainSubscriptionPrice())), customerEmail: 'plain@example.com' });
+    expect(plain.status).toBe(201);
+    const stripeSessionId = await s.stripeIdOf(plain.body.data.id);
+    s.stripe.complete(stripeSessionId, { email: 'plain@example.com' });
+    await s.deliver(s.stripe.lastEvent('checkout.session.completed', stripeSessionId));
+    const plainSub = s.stripe.subscriptionOf(stripeSessionId);
+    s.ctx.clock.set(new Date(plainSub.items.data[0]!.current_period_end * 1000 + 1000).toISOString());
+    const plainDraft = s.stripe.renewDraft(plainSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', plainDraft.id))).body.outcome).toBe('ignored');
+    expect(s.stripe.invoices.get(plainDraft.id)!.auto_advance).toBe(true);
+  });
+
+  it('cancel now bills the partial period’s usage on an invoice of its own, once, before Stripe cancels the subscription', async () => {
+    s.ctx.clock.set('2027-06-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub } = await subscribe('cancel-now@example.com', 'user_cancel_now');
+    const customer = { externalId: 'user_cancel_now' };
+    s.ctx.clock.set('2027-06-10T00:00:00.000Z');
+    await ingest([
+      { id: 'cn-t', customer, name: 'llm_tokens', timestamp: '2027-06-02T00:00:00Z', properties: { tokens: 60_000 } },
+      ...Array.from({ length: 3 }, (_, i) => ({ id: `cn-r${i}`, customer, name: 'request', timestamp: '2027-06-03T00:00:00Z' })),
+    ]);
+    const res = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.status).toBe('CANCELED');
+    expect(s.stripe.subscriptions.get(stripeSub.id)!.status).toBe('canceled');
+    const finals = [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    expect(finals).toHaveLength(1);
+    const final = finals[0]!;
+    expect(final.status).toBe('paid');
+    expect(usageItems(final).map((l) => l.amount)).toEqual([tokensCents(60_000), requestsCents(3)]);
+    expect(final.amount_paid).toBe(200 + 3);
+    // The cancel's request: the usage invoice was opened with Kassa's idempotency key, before the DELETE.
+    const paths = s.stripe.requests.map((r) => `${r.method} ${r.path}`);
+    expect(paths.lastIndexOf(`POST /v1/invoices/${final.id}/finalize`)).toBeLessThan(paths.lastIndexOf(`DELETE /v1/subscriptions/${stripeSub.id}`));
+    expect(s.stripe.requests.find((r) => r.method === 'POST' && r.path === '/v1/invoices')?.idempotencyKey).toMatch(/^kassa_usage_final_/);
+
+    // From the cancel on the customer has no ACTIVE subscription: later events fall into calendar
+    // months (accepted), no longer into the canceled subscription's closed period.
+    expect(await ingest([{ id: 'cn-late', customer, name: 'request', timestamp: '2027-06-04T00:00:00Z' }])).toEqual(['ACCEPTED']);
+
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', final.id))).body.outcome).toBe('applied');
+    const order = await db()('orders').where({ subscription_id: subscriptionId, processor_payment_id: (final.payments!.data[0]!.payment.payment_intent as string) }).first();
+    const read = await s.readOrder(order.id);
+    expect(read.amountCents).toBe(final.amount_paid);
+    expect((read.lines as Array<{ kind: string; amountCents: number }>).map((l) => [l.kind, l.amountCents])).toEqual([
+      ['USAGE', 200],
+      ['USAGE', 3],
+    ]);
+    // A retried cancel is refused (already canceled) and opens no second invoice.
+    expect((await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(409);
+    expect([...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual')).toHaveLength(1);
   });
 });
+
+let plainPrice: string | undefined;
+async function plainSubscriptionPrice(): Promise<string> {
+  if (plainPrice) return plainPrice;
+  const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: 'Plain' });
+  plainPrice = (await s.ctx.services.catalog.createPrice(product.id, { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+  return plainPrice;
+}

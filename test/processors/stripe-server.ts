@@ -9,7 +9,13 @@
  * records the event Stripe would send (`log`), listed by `GET /v1/events` with Stripe's paging.
  * Subscription checkouts make Stripe Billing objects (Subscription, Invoice with its payments),
  * and Billing's side is driven by hooks: renew a period (invoice paid or failed), retry a failed
- * invoice, end a subscription at its period end or after dunning. For Stripe Connect it keeps
+ * invoice, end a subscription at its period end or after dunning. Metered usage (issue 38): a
+ * renewal can start as a draft (`renewDraft`: `invoice.created`, finalized `finalizeDue` after its
+ * `automatically_finalizes_at` unless `auto_advance` was set false), which takes invoice items
+ * (`POST /v1/invoiceitems` with `invoice`, only while it is a draft), is updated
+ * (`POST /v1/invoices/:id`, `auto_advance`), listed (`GET /v1/invoices/:id/lines`) and finalized
+ * (`POST /v1/invoices/:id/finalize`: open, then charged at once when `auto_advance`), and
+ * `POST /v1/invoices` opens a draft of a subscription. For Stripe Connect it keeps
  * connected accounts, checks a Checkout Session's transfer destination against them, moves each
  * paid destination charge to its account as a transfer, and records the transfer reversals of
  * refunds made with `reverse_transfer`.
@@ -53,6 +59,9 @@ export class FakeStripe {
   readonly transfers = new Map<string, { destination: string; amount: number; reversed: number }>();
   readonly subscriptions = new Map<string, Stripe.Subscription>();
   readonly invoices = new Map<string, Stripe.Invoice>();
+  readonly invoiceItems = new Map<string, Stripe.InvoiceItem>();
+  /** How the next finalized invoices' payment attempts end (default: paid). */
+  finalizeOutcome: 'paid' | 'failed' = 'paid';
   readonly charges = new Map<string, Stripe.Charge>();
   readonly disputes = new Map<string, Stripe.Dispute>();
   /** Invoices the buyer confirmed on the hosted invoice page, in order. */
@@ -66,6 +75,8 @@ export class FakeStripe {
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   /** What a subscription checkout's Subscription is made from when it completes. */
+  /** How long Stripe waits before it finalizes a subscription's draft (its 1-hour finalization grace). */
+  static readonly FINALIZATION_GRACE_SECONDS = 3600;
   private readonly pendingSubscriptions = new Map<
     string,
     {
@@ -211,6 +222,18 @@ export class FakeStripe {
       if (!sub || sub.status === 'canceled') return void res.status(404).json(missingObject('subscription', req.params.id));
       res.json(this.endSubscription(sub.id, 'cancellation_requested'));
     });
+    app.post('/v1/invoices', (req, res) => this.idempotent(req, res, () => this.createDraftInvoice(req.body)));
+    app.post('/v1/invoices/:id/finalize', (req, res) => this.idempotent(req, res, () => this.finalizeInvoice(req.params.id as string, req.body)));
+    app.post('/v1/invoices/:id', (req, res) => this.idempotent(req, res, () => this.updateInvoice(req.params.id as string, req.body)));
+    app.get('/v1/invoices/:id/lines', (req, res) => {
+      const invoice = this.invoices.get(req.params.id);
+      if (!invoice) return void res.status(404).json(missingObject('invoice', req.params.id));
+      const all = invoice.lines.data;
+      const after = req.query.starting_after ? all.findIndex((l) => l.id === req.query.starting_after) + 1 : 0;
+      const limit = Number(req.query.limit ?? 10);
+      res.json({ object: 'list', url: `/v1/invoices/${invoice.id}/lines`, has_more: after + limit < all.length, data: all.slice(after, after + limit) } satisfies Stripe.ApiList<Stripe.InvoiceLineItem>);
+    });
+    app.post('/v1/invoiceitems', (req, res) => this.idempotent(req, res, () => this.createInvoiceItem(req.body)));
     app.get('/v1/invoices/:id', (req, res) => {
       const invoice = this.invoices.get(req.params.id);
       if (!invoice) return void res.status(404).json(missingObject('invoice', req.params.id));
@@ -584,6 +607,32 @@ export class FakeStripe {
   // ---- Stripe Billing's side ----
 
   /**
+   * The subscription's period ends and Billing makes the next period's invoice as a **draft**
+   * (`invoice.created`), as Stripe does: the subscription moves to the next period; the draft is
+   * finalized and charged `FINALIZATION_GRACE_SECONDS` later by `finalizeDue` unless its
+   * `auto_advance` was set false (then only `POST /v1/invoices/:id/finalize` does).
+   */
+  renewDraft(subscriptionId: string): Stripe.Invoice {
+    const sub = this.mustGetSubscription(subscriptionId);
+    if (sub.status === 'canceled') throw new Error('a canceled subscription does not renew');
+    const item = sub.items.data[0]!;
+    const recurring = item.price.recurring!;
+    const start = item.current_period_end;
+    const end = stripePeriodEnd(sub.billing_cycle_anchor, recurring.interval, recurring.interval_count, this.periodIndex(sub) + 2);
+    const moved = this.setSubscription(subscriptionId, { items: { ...sub.items, data: [{ ...item, current_period_start: start, current_period_end: end }] } });
+    const invoice = this.createInvoice(moved, 'subscription_cycle', { start, end }, 'paid', undefined, undefined, true);
+    this.setSubscription(subscriptionId, { latest_invoice: invoice.id });
+    this.record('invoice.created', invoice);
+    return invoice;
+  }
+
+  /** Billing's pass: drafts whose finalization time has come and that may advance are finalized and charged. */
+  finalizeDue(): Stripe.Invoice[] {
+    const due = [...this.invoices.values()].filter((i) => i.status === 'draft' && i.auto_advance && i.automatically_finalizes_at !== null && i.automatically_finalizes_at <= this.seconds());
+    return due.map((i) => this.finalizeAndCharge(i.id, true));
+  }
+
+  /**
    * The subscription's period ends and Billing invoices the next one: the subscription moves to
    * the next period and its `subscription_cycle` invoice is paid (`active`) or its payment fails
    * (`past_due`, Stripe's dunning retries it). Returns the invoice as Stripe now has it.
@@ -817,6 +866,8 @@ export class FakeStripe {
     proratedAmount?: number,
     /** A trial's $0 line: its description, and the amount is 0 (not a proration). */
     trialDescription?: string,
+    /** A draft (renewDraft): not finalized nor charged yet. */
+    draft = false,
   ): Stripe.Invoice {
     const item = sub.items.data[0]!;
     const amount = trialDescription ? 0 : (proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1));
@@ -862,8 +913,9 @@ export class FakeStripe {
       application: null,
       attempt_count: 0,
       attempted: false,
+      auto_advance: draft,
       automatic_tax: { disabled_reason: null, enabled: false, liability: null, provider: null, status: null },
-      automatically_finalizes_at: null,
+      automatically_finalizes_at: draft ? now + FakeStripe.FINALIZATION_GRACE_SECONDS : null,
       billing_reason: reason,
       collection_method: 'charge_automatically',
       created: now,
@@ -910,8 +962,8 @@ export class FakeStripe {
       shipping_details: null,
       starting_balance: 0,
       statement_descriptor: null,
-      status: 'open',
-      status_transitions: { finalized_at: now, marked_uncollectible_at: null, paid_at: null, voided_at: null },
+      status: draft ? 'draft' : 'open',
+      status_transitions: { finalized_at: draft ? null : now, marked_uncollectible_at: null, paid_at: null, voided_at: null },
       subtotal: amount,
       subtotal_excluding_tax: amount,
       test_clock: null,
@@ -923,6 +975,7 @@ export class FakeStripe {
       webhooks_delivered_at: null,
     };
     this.invoices.set(invoiceId, invoice);
+    if (draft) return invoice;
     if (amount === 0) {
       // Stripe marks a $0 invoice paid at finalization: no PaymentIntent, no charge.
       const paid: Stripe.Invoice = { ...invoice, status: 'paid', status_transitions: { ...invoice.status_transitions, paid_at: now } };
@@ -965,6 +1018,149 @@ export class FakeStripe {
     };
     this.invoices.set(invoice.id, next);
     return next;
+  }
+
+  // ---- invoices: drafts, invoice items, finalization ----
+
+  /** `POST /v1/invoices`: a draft of the customer's subscription (Kassa's final usage invoice), no pending items. */
+  private createDraftInvoice(params: Record<string, unknown>): { status: number; body: unknown } {
+    const subscriptionId = params.subscription as string | undefined;
+    const sub = subscriptionId ? this.subscriptions.get(subscriptionId) : undefined;
+    if (!sub) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake opens invoices of a subscription only', param: 'subscription' } } };
+    if (params.customer !== sub.customer) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'The subscription belongs to another customer', param: 'customer' } } };
+    const now = this.seconds();
+    const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true);
+    const invoice: Stripe.Invoice = {
+      ...base,
+      auto_advance: params.auto_advance === 'true',
+      automatically_finalizes_at: params.auto_advance === 'true' ? now + FakeStripe.FINALIZATION_GRACE_SECONDS : null,
+      metadata: (params.metadata as Record<string, string> | undefined) ?? {},
+      lines: { ...base.lines, data: [] },
+      amount_due: 0,
+      amount_remaining: 0,
+      subtotal: 0,
+      subtotal_excluding_tax: 0,
+      total: 0,
+      total_excluding_tax: 0,
+    };
+    this.invoices.set(invoice.id, invoice);
+    this.record('invoice.created', invoice);
+    return { status: 200, body: invoice };
+  }
+
+  private updateInvoice(invoiceId: string, params: Record<string, unknown>): { status: number; body: unknown } {
+    const invoice = this.invoices.get(invoiceId);
+    if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
+    if (invoice.status !== 'draft' && invoice.status !== 'open') {
+      return { status: 400, body: { error: { type: 'invalid_request_error', message: `You can only update auto_advance on draft or open invoices (this one is ${invoice.status}).`, param: 'auto_advance' } } };
+    }
+    const next: Stripe.Invoice = { ...invoice, ...(params.auto_advance !== undefined && { auto_advance: params.auto_advance === 'true' }) };
+    this.invoices.set(invoiceId, next);
+    return { status: 200, body: next };
+  }
+
+  /** `POST /v1/invoiceitems` with `invoice`: a line on that draft (Stripe refuses a finalized invoice). */
+  private createInvoiceItem(params: Record<string, unknown>): { status: number; body: unknown } {
+    const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
+    const invoice = this.invoices.get(String(params.invoice));
+    if (!invoice) return invalid('This fake adds invoice items to a given invoice only', 'invoice');
+    if (invoice.status !== 'draft') return invalid(`You can only add invoice items to draft invoices (${invoice.id} is ${invoice.status}).`, 'invoice');
+    if (params.customer !== invoice.customer) return invalid('The invoice item and the invoice must have the same customer', 'customer');
+    const amount = Number(params.amount);
+    if (!Number.isSafeInteger(amount)) return invalid('amount must be an integer', 'amount');
+    if (params.currency !== invoice.currency) return invalid(`The currency must be the invoice's (${invoice.currency})`, 'currency');
+    const period = params.period as { start?: string; end?: string } | undefined;
+    const now = this.seconds();
+    const item: Stripe.InvoiceItem = {
+      id: id('ii'),
+      object: 'invoiceitem',
+      amount,
+      currency: invoice.currency,
+      customer: invoice.customer as string,
+      customer_account: null,
+      date: now,
+      description: (params.description as string | undefined) ?? null,
+      discountable: true,
+      discounts: [],
+      invoice: invoice.id,
+      livemode: false,
+      metadata: (params.metadata as Record<string, string> | undefined) ?? {},
+      parent: null,
+      period: { start: Number(period?.start ?? now), end: Number(period?.end ?? now) },
+      pricing: null,
+      proration: false,
+      quantity: 1,
+      quantity_decimal: Stripe.Decimal.from(1),
+      tax_rates: [],
+      test_clock: null,
+    };
+    this.invoiceItems.set(item.id, item);
+    const line: Stripe.InvoiceLineItem = {
+      id: id('il'),
+      object: 'line_item',
+      amount,
+      currency: invoice.currency,
+      description: item.description,
+      discount_amounts: [],
+      discountable: true,
+      discounts: [],
+      invoice: invoice.id,
+      livemode: false,
+      // An invoice item's line carries the item's metadata, as Stripe's do.
+      metadata: item.metadata ?? {},
+      parent: { invoice_item_details: { invoice_item: item.id, proration: false, proration_details: null, subscription: null }, subscription_item_details: null, type: 'invoice_item_details' },
+      period: item.period,
+      pretax_credit_amounts: [],
+      pricing: null,
+      quantity: 1,
+      quantity_decimal: Stripe.Decimal.from(1),
+      subscription: null,
+      subtotal: amount,
+      taxes: [],
+    };
+    const total = invoice.total + amount;
+    this.invoices.set(invoice.id, {
+      ...invoice,
+      lines: { ...invoice.lines, data: [...invoice.lines.data, line] },
+      amount_due: total,
+      amount_remaining: total,
+      subtotal: total,
+      subtotal_excluding_tax: total,
+      total,
+      total_excluding_tax: total,
+    });
+    return { status: 200, body: item };
+  }
+
+  /** `POST /v1/invoices/:id/finalize`: the draft is open, and charged at once when it may advance. */
+  private finalizeInvoice(invoiceId: string, params: Record<string, unknown>): { status: number; body: unknown } {
+    const invoice = this.invoices.get(invoiceId);
+    if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
+    if (invoice.status !== 'draft') return { status: 400, body: { error: { type: 'invalid_request_error', code: 'invoice_not_editable', message: `This invoice is already finalized (${invoice.status}).` } } };
+    const advance = params.auto_advance === undefined ? invoice.auto_advance === true : params.auto_advance === 'true';
+    this.finalizeAndCharge(invoiceId, advance);
+    return { status: 200, body: this.invoices.get(invoiceId) };
+  }
+
+  /** Finalizes a draft (`invoice.finalized`) and, when it may advance, charges it (`invoice.paid` / `invoice.payment_failed`). */
+  private finalizeAndCharge(invoiceId: string, advance: boolean): Stripe.Invoice {
+    const now = this.seconds();
+    const draft = this.invoices.get(invoiceId)!;
+    const open: Stripe.Invoice = { ...draft, status: 'open', auto_advance: advance, automatically_finalizes_at: null, status_transitions: { ...draft.status_transitions, finalized_at: now } };
+    this.invoices.set(invoiceId, open);
+    this.record('invoice.finalized', open);
+    if (!advance) return open;
+    if (open.amount_due === 0) {
+      const paid: Stripe.Invoice = { ...open, status: 'paid', status_transitions: { ...open.status_transitions, paid_at: now } };
+      this.invoices.set(invoiceId, paid);
+      this.record('invoice.paid', paid);
+      return paid;
+    }
+    const settled = this.settleInvoice(open, this.finalizeOutcome);
+    const subscriptionId = settled.parent?.subscription_details?.subscription as string | undefined;
+    if (subscriptionId && this.subscriptions.get(subscriptionId)?.status !== 'canceled') this.setSubscription(subscriptionId, { status: this.finalizeOutcome === 'paid' ? 'active' : 'past_due' });
+    this.record(this.finalizeOutcome === 'paid' ? 'invoice.paid' : 'invoice.payment_failed', settled);
+    return settled;
   }
 
   private updateSubscription(subscriptionId: string, params: Record<string, unknown>): { status: number; body: unknown } {

@@ -1,0 +1,241 @@
+/**
+ * Metered usage of subscriptions a processor's billing renews (Stripe Billing; issue 38 §7).
+ *
+ * Kassa computes the usage lines and the processor collects them: at `invoice.created` of a
+ * renewal, Stripe's draft invoice is held (`auto_advance: false`) until Kassa's grace window for
+ * the closing period has passed (the period's end + USAGE_CLOSE_DELAY_MS, the ingest's 1-hour
+ * grace); then the period is closed for usage (the same `usage_closed_period` mark, under the
+ * subscription's row lock, as the sandbox renewal), the quantities are read, priced by pricePeriod
+ * (Kassa's tiers, included units and its one rounding rule), and each USAGE line becomes one
+ * invoice item of its rounded amount on that draft, which Kassa then finalizes; Stripe charges it.
+ * `invoice.paid` writes the renewal order from the same stored line inputs, so the order's lines
+ * add up to what Stripe collected. Why invoice items and not Stripe's meters: docs/usage-billing.md.
+ *
+ * Exactly once: one row per (subscription, kind, period) (migration 0320), the line inputs stored
+ * once (every retry adds the same items), each item added with an idempotency key and skipped
+ * when the invoice already carries it (its metadata), the finalization with its own key.
+ */
+import type { Clock } from '../kernel/clock.js';
+import type { Logger } from '../kernel/logger.js';
+import type { Subscription } from './model.js';
+import { lineDetail } from './order-line-text.js';
+import { pricePeriod, type LineInput } from './pricing.js';
+import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
+import type { CommerceUnitOfWork } from './stores.js';
+
+/** A processor invoice that carries a metered subscription's usage. */
+export interface UsageInvoice {
+  processorInvoiceId: string;
+  orgId: string;
+  subscriptionId: string;
+  /** RENEWAL: the cycle's draft (`invoice.created`); FINAL: opened by Kassa at a cancel-now. */
+  kind: 'RENEWAL' | 'FINAL';
+  /** Kassa's period number whose usage it bills. */
+  usagePeriod: number;
+  usageStart: Date;
+  usageEnd: Date;
+  /** When its usage may be closed and billed (RENEWAL: the period's end + the grace window). */
+  dueAt: Date;
+  /** HELD: waiting for `dueAt`; FINALIZED: items added, finalized; MISSED: the processor finalized it without them. */
+  state: 'HELD' | 'FINALIZED' | 'MISSED';
+  /** The USAGE line inputs, written once. */
+  lines: LineInput[] | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface UsageInvoiceRepository {
+  /** Inserts unless the invoice, or the (subscription, kind, period), has one already. */
+  insert(invoice: UsageInvoice): Promise<void>;
+  find(processorInvoiceId: string): Promise<UsageInvoice | undefined>;
+  findFor(subscriptionId: string, kind: UsageInvoice['kind'], usagePeriod: number): Promise<UsageInvoice | undefined>;
+  /** HELD invoices whose `dueAt` has passed, oldest first. */
+  listDue(now: Date, limit: number): Promise<string[]>;
+  /** Writes the line inputs unless some are stored already; returns the stored ones (the first writer's). */
+  setLines(processorInvoiceId: string, lines: LineInput[], now: Date): Promise<LineInput[]>;
+  /** HELD → `state`; nothing when it is not HELD any more. */
+  settle(processorInvoiceId: string, state: 'FINALIZED' | 'MISSED', now: Date): Promise<void>;
+}
+
+/** One USAGE line as an invoice item: its rounded amount, once (the key). */
+export interface UsageInvoiceItem {
+  /** Idempotency key and the item's metadata `kassa_usage_item`: one item per key on the invoice. */
+  key: string;
+  description: string;
+  amountCents: number;
+  currency: string;
+  periodStart: Date;
+  periodEnd: Date;
+  meterId: string;
+}
+
+/** What Kassa asks of the processor's invoices (Stripe: src/processors/stripe-usage-invoices.ts). */
+export interface ProcessorUsageInvoicing {
+  /** Keeps a draft from being finalized without Kassa (`auto_advance: false`); `finalized` when it is no draft any more. */
+  hold(invoiceId: string): Promise<'held' | 'finalized'>;
+  /** Opens a draft invoice of the subscription for its final usage (cancel now), once per key. */
+  openFinal(processorSubscriptionId: string, idempotencyKey: string): Promise<string>;
+  /**
+   * Adds each item the invoice does not carry yet and finalizes it (the processor then charges it).
+   * `missed`: it was finalized without them (nothing added).
+   */
+  bill(invoiceId: string, items: readonly UsageInvoiceItem[]): Promise<'finalized' | 'missed'>;
+}
+
+export class ProcessorUsageFlow {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly invoices: UsageInvoiceRepository,
+    private readonly processor: ProcessorUsageInvoicing,
+    private readonly metered: MeteredBilling,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  private async components(s: Subscription): Promise<MeteredComponent[]> {
+    return s.priceId === null ? [] : this.metered.componentsOf(s.orgId, s.priceId);
+  }
+
+  /**
+   * `invoice.created` of a renewal draft (billing_reason `subscription_cycle`), read back from the
+   * processor: for a metered subscription, the draft is recorded and held until the grace window
+   * of the period it follows has passed (billed at once when it already has). `unknown`: no Kassa
+   * subscription has this processor id (yet); `ignored`: no metered component, or a draft that does
+   * not follow Kassa's current period (logged).
+   */
+  async renewalDraft(draft: { processorSubscriptionId: string; invoiceId: string; periodStart: Date }): Promise<'applied' | 'ignored' | 'unknown'> {
+    const s = await this.uow.stores.subscriptions.findByProcessorSubscription(draft.processorSubscriptionId);
+    if (!s) return 'unknown';
+    if ((await this.components(s)).length === 0) return 'ignored';
+    const now = this.clock.now();
+    let row = await this.invoices.find(draft.invoiceId);
+    if (!row) {
+      // The draft bills the period after Kassa's current one: the usage it carries is the current period's.
+      if (draft.periodStart.getTime() !== s.currentPeriodEnd.getTime()) {
+        this.logger.warn({ subscriptionId: s.id, invoiceId: draft.invoiceId, periodStart: draft.periodStart, currentPeriodEnd: s.currentPeriodEnd }, 'Stripe: a renewal draft that does not follow the current period carries no usage');
+        return 'ignored';
+      }
+      await this.invoices.insert({
+        processorInvoiceId: draft.invoiceId,
+        orgId: s.orgId,
+        subscriptionId: s.id,
+        kind: 'RENEWAL',
+        usagePeriod: s.periodNumber,
+        usageStart: s.currentPeriodStart,
+        usageEnd: s.currentPeriodEnd,
+        dueAt: new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS),
+        state: 'HELD',
+        lines: null,
+        createdAt: now,
+        updatedAt: now,
+      });
+      row = await this.invoices.find(draft.invoiceId);
+      if (!row) {
+        this.logger.warn({ subscriptionId: s.id, invoiceId: draft.invoiceId, period: s.periodNumber }, 'Stripe: another renewal draft already carries this period\'s usage');
+        return 'ignored';
+      }
+    }
+    if (row.state !== 'HELD') return 'applied';
+    if ((await this.processor.hold(row.processorInvoiceId)) === 'finalized') {
+      await this.invoices.settle(row.processorInvoiceId, 'MISSED', now);
+      this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a renewal draft before Kassa could hold it: its usage is not billed');
+      return 'applied';
+    }
+    if (row.dueAt <= now) await this.bill(row);
+    return 'applied';
+  }
+
+  /** The worker's pass: HELD usage invoices whose grace window has passed are closed, itemized and finalized. */
+  async closeDue(limit = 100): Promise<number> {
+    const ids = await this.invoices.listDue(this.clock.now(), limit);
+    let billed = 0;
+    for (const id of ids) {
+      try {
+        const row = await this.invoices.find(id);
+        if (row?.state === 'HELD') {
+          await this.bill(row);
+          billed++;
+        }
+      } catch (err) {
+        this.logger.error({ err, invoiceId: id }, 'usage invoice could not be billed; it stays due');
+      }
+    }
+    return billed;
+  }
+
+  /**
+   * Cancel now of a metered subscription the processor bills: its partial period's usage
+   * (`lines`, read by the caller after it closed the range) on an invoice of its own, opened and
+   * finalized before the cancel (the processor charges the saved card), once: a retry finds the
+   * period's FINAL invoice and adds nothing. Nothing is invoiced when that usage costs nothing, or
+   * when the period's renewal draft already carries it (a cancel in the grace hour).
+   */
+  async billFinal(s: Subscription, range: { start: Date; end: Date }, lines: LineInput[]): Promise<void> {
+    if (!s.processorSubscriptionId) return;
+    if (await this.invoices.findFor(s.id, 'RENEWAL', s.periodNumber)) return;
+    let row = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
+    if (!row) {
+      if (pricePeriod(lines).total === 0) return;
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`);
+      const now = this.clock.now();
+      await this.invoices.insert({
+        processorInvoiceId: invoiceId,
+        orgId: s.orgId,
+        subscriptionId: s.id,
+        kind: 'FINAL',
+        usagePeriod: s.periodNumber,
+        usageStart: range.start,
+        usageEnd: range.end,
+        dueAt: now,
+        state: 'HELD',
+        lines,
+        createdAt: now,
+        updatedAt: now,
+      });
+      row = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
+    }
+    if (row?.state === 'HELD') await this.bill(row);
+  }
+
+  /** The line inputs a finalized usage invoice carries (for its `invoice.paid` order), else undefined. */
+  async linesOf(processorInvoiceId: string): Promise<{ kind: UsageInvoice['kind']; lines: LineInput[] } | undefined> {
+    const row = await this.invoices.find(processorInvoiceId);
+    return row?.state === 'FINALIZED' && row.lines ? { kind: row.kind, lines: row.lines } : undefined;
+  }
+
+  /**
+   * Closes the invoice's range for usage (a RENEWAL's period, under the subscription's row lock,
+   * as the sandbox renewal does; a FINAL's was closed by the cancel), reads and stores its line
+   * inputs once, and adds them as invoice items before finalizing.
+   */
+  private async bill(row: UsageInvoice): Promise<void> {
+    const s = await this.uow.stores.subscriptions.findById(row.subscriptionId);
+    if (!s) return;
+    let lines = row.lines;
+    if (!lines) {
+      await this.uow.transaction(async (stores) => {
+        // Waits for ingests holding the row FOR KEY SHARE; from its commit on, the period's late events are PERIOD_CLOSED.
+        await stores.subscriptions.lock(row.subscriptionId);
+        await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
+      });
+      const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: row.usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
+      lines = await this.invoices.setLines(row.processorInvoiceId, read, this.clock.now());
+    }
+    const priced = pricePeriod(lines);
+    const items: UsageInvoiceItem[] = priced.lines.map((line, i) => {
+      const detail = lineDetail(line, s.currency);
+      return {
+        key: `kassa_usage_${row.processorInvoiceId}_${i}`,
+        description: detail ? `${line.description}: ${detail}` : line.description,
+        amountCents: line.amount,
+        currency: s.currency,
+        periodStart: row.usageStart,
+        periodEnd: row.usageEnd,
+        meterId: line.meterId ?? '',
+      };
+    });
+    const result = await this.processor.bill(row.processorInvoiceId, items);
+    if (result === 'missed') this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a usage invoice without Kassa\'s items: its usage is not billed');
+    await this.invoices.settle(row.processorInvoiceId, result === 'finalized' ? 'FINALIZED' : 'MISSED', this.clock.now());
+  }
+}
