@@ -994,11 +994,25 @@ export interface paths {
          *     Canceling a `CANCELED`, `EXPIRED` or `ENDED` subscription is `409 CONFLICT`. The buyer can do
          *     the period-end cancellation from the manage page linked on the checkout confirmation page.
          *
+         *     **Metered subscriptions canceled now** are billed for the usage of the partial period
+         *     (`[currentPeriodStart, now)`), closed at the cancel: from then the period's events are
+         *     `PERIOD_CLOSED` (no grace window; after the cancel the customer's later events fall into
+         *     calendar months). On the sandbox that usage is charged with the cancel as an order of
+         *     `USAGE` lines alone (billing period p + 1, `order.paid` or, declined, `order.failed`; the
+         *     cancel stands either way); nothing is ordered when it costs nothing.
+         *
          *     **Stripe** — a subscription bought through Stripe Checkout is renewed by Stripe Billing, so
          *     the change is made in Stripe first (`cancel_at_period_end`, or an immediate cancel), with an
          *     idempotency key, and the answer shows the state Stripe returned. At the period end Stripe's
          *     `customer.subscription.deleted` makes it `ENDED`. `503` when Stripe cannot be reached
-         *     (nothing changed, in Kassa or Stripe; retry), `409` when Stripe refuses.
+         *     (nothing changed, in Kassa or Stripe; retry), `409` when Stripe refuses. A metered one
+         *     canceled now has its partial period's usage invoiced **before** the cancel: Kassa opens a
+         *     draft invoice of the subscription (idempotency key per subscription and period), adds the
+         *     `USAGE` lines as invoice items and finalizes it (Stripe charges the saved card; its
+         *     `invoice.paid` is an order of those `USAGE` lines), then cancels. A retry after a `503`
+         *     finds that invoice and opens no second one. When the period's renewal draft already
+         *     carries its usage (a cancel in the grace hour after the period's end), nothing more is
+         *     invoiced.
          */
         post: operations["cancelSubscription"];
         delete?: never;
@@ -1919,10 +1933,21 @@ export interface components {
          *     * **Meter.** A meter of the organization, not archived when the price is made (another
          *       organization's meter is `400` as if it did not exist); a meter archived later is still
          *       billed by the prices that name it. A meter appears at most once per price.
-         *     * **Rails.** Billed by Kassa's renewal job (the sandbox card processor). Where Stripe is
-         *       the card processor, card subscriptions renew at Stripe, which does not bill usage yet:
-         *       a checkout session or payment link of a metered price is refused (`400`), never sold
-         *       without its usage.
+         *     * **Cancel now** bills the partial period's usage (`[currentPeriodStart, the cancel)`,
+         *       closed at the cancel: no grace window) at once, as an order of `USAGE` lines alone
+         *       (none when it costs nothing); see `cancelSubscription`.
+         *     * **Rails.** Sandbox card processor: Kassa's renewal job charges fee + usage as one order.
+         *       **Stripe** (Stripe Billing renews): the price's fee is Stripe's recurring price, and the
+         *       usage reaches Stripe as **invoice items on the renewal's draft invoice**, not as Stripe
+         *       meter events — Kassa's tiers, included units, credits and one rounding rule stay the
+         *       only pricing, and Stripe collects Kassa's lines as they are. At `invoice.created` Kassa
+         *       holds the draft (`auto_advance: false`: Stripe's own 1-hour finalization grace could
+         *       otherwise end before Kassa's grace window for late events); when the grace window has
+         *       passed, it closes the period, adds one invoice item per `USAGE` line (its rounded
+         *       amount; idempotency key and metadata `kassa_usage_item`, so a redelivered
+         *       `invoice.created` or a second worker adds nothing) and finalizes the draft; Stripe
+         *       charges it, and `invoice.paid` makes the renewal order, whose lines (fee + usage) add
+         *       up to what Stripe collected. Crypto: no metered prices.
          */
         MeteredComponent: {
             meterId: components["schemas"]["MeterId"];

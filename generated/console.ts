@@ -3170,10 +3170,21 @@ export interface components {
          *     * **Meter.** A meter of the organization, not archived when the price is made (another
          *       organization's meter is `400` as if it did not exist); a meter archived later is still
          *       billed by the prices that name it. A meter appears at most once per price.
-         *     * **Rails.** Billed by Kassa's renewal job (the sandbox card processor). Where Stripe is
-         *       the card processor, card subscriptions renew at Stripe, which does not bill usage yet:
-         *       a checkout session or payment link of a metered price is refused (`400`), never sold
-         *       without its usage.
+         *     * **Cancel now** bills the partial period's usage (`[currentPeriodStart, the cancel)`,
+         *       closed at the cancel: no grace window) at once, as an order of `USAGE` lines alone
+         *       (none when it costs nothing); see `cancelSubscription`.
+         *     * **Rails.** Sandbox card processor: Kassa's renewal job charges fee + usage as one order.
+         *       **Stripe** (Stripe Billing renews): the price's fee is Stripe's recurring price, and the
+         *       usage reaches Stripe as **invoice items on the renewal's draft invoice**, not as Stripe
+         *       meter events — Kassa's tiers, included units, credits and one rounding rule stay the
+         *       only pricing, and Stripe collects Kassa's lines as they are. At `invoice.created` Kassa
+         *       holds the draft (`auto_advance: false`: Stripe's own 1-hour finalization grace could
+         *       otherwise end before Kassa's grace window for late events); when the grace window has
+         *       passed, it closes the period, adds one invoice item per `USAGE` line (its rounded
+         *       amount; idempotency key and metadata `kassa_usage_item`, so a redelivered
+         *       `invoice.created` or a second worker adds nothing) and finalizes the draft; Stripe
+         *       charges it, and `invoice.paid` makes the renewal order, whose lines (fee + usage) add
+         *       up to what Stripe collected. Crypto: no metered prices.
          */
         MeteredComponent: {
             meterId: components["schemas"]["MeterId"];

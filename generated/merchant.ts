@@ -727,7 +727,10 @@ export interface paths {
          *     `pause_collection` set or `paused` → `PAUSED`; `canceled` after a period-end cancellation →
          *     `ENDED`; `canceled` by Stripe's dunning, `unpaid`, `incomplete_expired` → `EXPIRED`
          *     (`subscription.expired`); other cancellations → `CANCELED`. `CANCELED`, `ENDED` and `EXPIRED`
-         *     never change again.
+         *     never change again. A metered subscription's usage reaches Stripe as invoice items that
+         *     Kassa adds to the renewal's draft invoice once the usage grace window has passed (the admin
+         *     API's `MeteredComponent`, **Rails**): the renewal order then carries the fee line and one
+         *     `USAGE` line per component, adding up to the invoice Stripe collected.
          */
         get: operations["getSubscription"];
         put?: never;
@@ -913,7 +916,9 @@ export interface paths {
          *     never `ACCEPTED` and unbilled, even when the request raced the close). This also holds while
          *     a declined renewal is retried: the retries charge the order as written, so the closed
          *     period takes no more events. An event stamped at or after the current period's end, sent
-         *     before the renewal ran, belongs to the next period.
+         *     before the renewal ran, belongs to the next period. On Stripe the same close happens when
+         *     Kassa adds the period's usage to Stripe's held renewal draft (after the same grace window),
+         *     and a subscription canceled now closes its partial period at the cancel.
          *
          *     **CloudEvents.** An event may also be written in CloudEvents 1.0's JSON shape
          *     (`specversion`, `id`, `source`, `type`, `time`, `subject`, `data`, as OpenMeter takes
