@@ -115,13 +115,15 @@ export class ProcessorUsageFlow {
         this.logger.warn({ subscriptionId: s.id, invoiceId: draft.invoiceId, periodStart: draft.periodStart, currentPeriodEnd: s.currentPeriodEnd }, 'Stripe: a renewal draft that does not follow the current period carries no usage');
         return 'ignored';
       }
+      // A cancel-now whose invoice went out but whose cancel Stripe then refused billed the period up to then.
+      const final = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
       await this.invoices.insert({
         processorInvoiceId: draft.invoiceId,
         orgId: s.orgId,
         subscriptionId: s.id,
         kind: 'RENEWAL',
         usagePeriod: s.periodNumber,
-        usageStart: s.currentPeriodStart,
+        usageStart: final?.usageEnd ?? s.currentPeriodStart,
         usageEnd: s.currentPeriodEnd,
         dueAt: new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS),
         state: 'HELD',
@@ -197,10 +199,14 @@ export class ProcessorUsageFlow {
     if (row?.state === 'HELD') await this.bill(row);
   }
 
-  /** The line inputs a finalized usage invoice carries (for its `invoice.paid` order), else undefined. */
+  /**
+   * The line inputs a usage invoice carries (for its `invoice.paid` order), else undefined. Read
+   * once stored, not only once FINALIZED: Stripe may send `invoice.paid` before Kassa has recorded
+   * the finalization, and the items added are always the stored lines.
+   */
   async linesOf(processorInvoiceId: string): Promise<{ kind: UsageInvoice['kind']; lines: LineInput[] } | undefined> {
     const row = await this.invoices.find(processorInvoiceId);
-    return row?.state === 'FINALIZED' && row.lines ? { kind: row.kind, lines: row.lines } : undefined;
+    return row && row.state !== 'MISSED' && row.lines ? { kind: row.kind, lines: row.lines } : undefined;
   }
 
   /**
