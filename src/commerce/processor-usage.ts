@@ -139,6 +139,11 @@ export class ProcessorUsageFlow {
     }
     if (row.state !== 'HELD') return 'applied';
     if ((await this.processor.hold(row.processorInvoiceId)) === 'finalized') {
+      // Kassa finalized it itself and has not recorded it yet (a concurrent or interrupted bill): bill() sees its items.
+      if (row.lines) {
+        await this.bill(row);
+        return 'applied';
+      }
       await this.invoices.settle(row.processorInvoiceId, 'MISSED', now);
       this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a renewal draft before Kassa could hold it: its usage is not billed');
       return 'applied';

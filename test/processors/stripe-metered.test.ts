@@ -129,7 +129,9 @@ describe('metered subscriptions billed by Stripe', () => {
     expect(usageItems(invoice)[0]!.description).toBe('Tokens: 1,234,567 used, 10,000 included: 1,224,567 × $0.00004');
     expect(usageItems(invoice)[0]!.period).toEqual({ start: Math.floor(Date.parse('2026-11-22T09:00:00.000Z') / 1000), end: periodEnd / 1000 });
 
-    // Stripe's invoice.paid: the renewal order carries the fee and the usage lines, adding up to the amount paid.
+    // Stripe's invoice.paid: the renewal order carries the fee and the usage lines, adding up to the
+    // amount paid — even when it is applied before Kassa recorded the finalization (Stripe charges at once).
+    await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).update({ state: 'HELD' });
     expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
     const order = await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first();
     const read = await s.readOrder(order.id);
@@ -144,6 +146,8 @@ describe('metered subscriptions billed by Stripe', () => {
     // A redelivered invoice.created (a new event id, the same invoice) and another job pass add nothing.
     const items = s.stripe.invoiceItems.size;
     expect((await s.deliver(s.stripe.eventFor('invoice.created', { id: draft.id }))).body.outcome).toBe('applied');
+    // It finds the stale HELD row and the finalized invoice carrying every item: recorded FINALIZED, nothing added.
+    expect((await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first()).state).toBe('FINALIZED');
     expect(await usageJob().run()).toBe(false);
     expect(s.stripe.invoiceItems.size).toBe(items);
     expect(s.stripe.invoices.get(draft.id)!.amount_paid).toBe(invoice.amount_paid);
