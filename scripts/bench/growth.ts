@@ -35,6 +35,7 @@ import pg from 'pg';
 import type { Knex } from 'knex';
 import { migrateLatest, openDatabase, type Database } from '../../src/db/knex.js';
 import * as m0120 from '../../src/db/migrations/0120_list_indexes.js';
+import { migrationSource } from '../../src/db/migrations/index.js';
 import * as m0195 from '../../src/db/migrations/0195_wallet_count_index_only.js';
 import * as m0196 from '../../src/db/migrations/0196_commerce_metrics_covering.js';
 import * as m0200 from '../../src/db/migrations/0200_order_tx_hash_index.js';
@@ -65,7 +66,7 @@ const CONSOLE_PAGE_BUDGET_MS = 50;
 const INSERT_ORDERS = Number(process.env.BENCH_GROWTH_INSERTS ?? (shortRun ? 20 : 60));
 const namedDatabase = process.env.BENCH_GROWTH_DATABASE;
 const metricsOnly = process.env.BENCH_GROWTH_ONLY === 'metrics';
-const skipIndexCosts = argv.includes('--no-index-costs') || metricsOnly;
+const skipIndexCosts = argv.includes('--no-index-costs') || metricsOnly || process.env.BENCH_GROWTH_INDEX_COSTS === '0';
 /** The zone the small and large organizations keep their books in (organization settings): the metrics' local days. */
 const ORG_TIME_ZONE = process.env.BENCH_GROWTH_TIME_ZONE ?? 'Asia/Kolkata';
 
@@ -569,7 +570,7 @@ async function indexCosts(server: KassaProcess, direct: pg.Client, db: Knex, dat
 }
 
 /** The kept database of BENCH_GROWTH_DATABASE: its URL, and its organizations when it was loaded before. */
-async function keptDatabase(name: string): Promise<{ url: string; name: string; orgs?: Org[]; drop: () => Promise<void> }> {
+async function keptDatabase(name: string): Promise<{ url: string; name: string; orgs?: Org[]; keys?: { adminToken: string; encryptionKey: string }; drop: () => Promise<void> }> {
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`BENCH_GROWTH_DATABASE must be a lower-case SQL name, not ${name}`);
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
@@ -587,7 +588,11 @@ async function keptDatabase(name: string): Promise<{ url: string; name: string; 
     const saved = (await c.query("SELECT to_regclass('bench_growth_orgs') IS NOT NULL AS ok")).rows[0].ok
       ? ((await c.query('SELECT org FROM bench_growth_orgs ORDER BY position')).rows as Array<{ org: Org }>).map((r) => r.org)
       : [];
-    return { url: url.toString(), name, orgs: saved.length ? saved : undefined, drop: async () => {} };
+    // The deployment's keys: the database's sealed values open only with the key it was first started with.
+    const keys = (await c.query("SELECT to_regclass('bench_growth_keys') IS NOT NULL AS ok")).rows[0].ok
+      ? ((await c.query('SELECT admin_token AS "adminToken", encryption_key AS "encryptionKey" FROM bench_growth_keys')).rows[0] as { adminToken: string; encryptionKey: string } | undefined)
+      : undefined;
+    return { url: url.toString(), name, orgs: saved.length ? saved : undefined, keys, drop: async () => {} };
   } finally {
     await c.end();
   }
@@ -602,7 +607,7 @@ async function main(): Promise<void> {
   const database: Database = await openDatabase({ databaseUrl: db0.url });
   const db = database.db;
   const tMigrate = Date.now();
-  const pending = kept?.orgs ? ((await db.migrate.list())[1] as Array<{ file: string } | string>).map((m) => (typeof m === 'string' ? m : m.file)) : [];
+  const pending = kept?.orgs ? ((await db.migrate.list({ migrationSource }))[1] as Array<{ file: string } | string>).map((m) => (typeof m === 'string' ? m : m.file)) : [];
   await migrateLatest(db);
   const figures: Record<string, unknown> = {};
   if (kept?.orgs) {
@@ -610,7 +615,7 @@ async function main(): Promise<void> {
     log(`  reusing ${kept.name}: migrations ${pending.join(', ') || 'none'} applied in ${seconds(Date.now() - tMigrate)}`);
   }
   const env = { LOG_LEVEL: 'warn', MERCHANT_RATE_LIMIT_PER_MINUTE: '0', HOSTED_RATE_LIMIT_PER_MINUTE: '0', HOSTED_WRITE_RATE_LIMIT_PER_MINUTE: '0' };
-  const deployment: Deployment = newDeployment(db0.url, env);
+  const deployment: Deployment = { ...newDeployment(db0.url, env), ...(kept?.keys ?? {}) };
   let server = await startKassa(deployment, { role: 'api', name: 'growth-api' });
   try {
     const orgs: Org[] = kept?.orgs ?? [];
@@ -668,6 +673,8 @@ async function main(): Promise<void> {
     log(`  read back through the API: orders, customers and subscriptions of both organizations; another organization's order is 404`);
     if (kept) {
       await direct.query('CREATE TABLE IF NOT EXISTS bench_growth_orgs (position int PRIMARY KEY, org jsonb NOT NULL)');
+      await direct.query('CREATE TABLE IF NOT EXISTS bench_growth_keys (admin_token text NOT NULL, encryption_key text NOT NULL)');
+      await direct.query('INSERT INTO bench_growth_keys VALUES ($1, $2)', [deployment.adminToken, deployment.encryptionKey]);
       for (const [i, org] of orgs.entries()) await direct.query('INSERT INTO bench_growth_orgs (position, org) VALUES ($1, $2) ON CONFLICT (position) DO UPDATE SET org = excluded.org', [i, JSON.stringify(org)]);
       log(`  kept as ${kept.name} (BENCH_GROWTH_DATABASE reuses it)`);
     }
