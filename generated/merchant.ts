@@ -1116,11 +1116,16 @@ export interface paths {
          *     orders, checkout sessions, subscriptions and customers (every writer, whatever its path) through
          *     a queue that a worker job folds in; the answer adds what is still queued, so it is exact at
          *     once, never lagging (the same as a recomputation from the rows). Every UTC offset a time zone
-         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone:
-         *     hours that lie inside one bucket are read whole, the hours a local midnight cuts (zones such as
-         *     `Asia/Kolkata`, `Asia/Kathmandu`, `America/St_Johns`) by quarter hour. A range whose bounds are
-         *     not quarter hours (an offset in seconds, before 1972) is computed from the rows. The cost
-         *     depends on the range's length and the number of currencies, not on the number of orders.
+         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone.
+         *     In `UTC` a range is read by whole days; in the organization's own time zone (its settings'
+         *     `timeZone`, what the console passes) too, from days kept by local date in that zone (built
+         *     by the worker from the quarter hours within seconds of a change of zone; until then, and in
+         *     any other zone, as below). Otherwise hours that lie inside one bucket are read whole, the
+         *     hours a local midnight cuts (zones such as `Asia/Kolkata`, `Asia/Kathmandu`,
+         *     `America/St_Johns`) by quarter hour. A range whose bounds are not quarter hours (an offset in
+         *     seconds, before 1972) is computed from the rows. The figures are the same whichever way is
+         *     read; the cost depends on the range's length and the number of currencies, not on the number
+         *     of orders.
          */
         get: operations["getCommerceMetrics"];
         put?: never;

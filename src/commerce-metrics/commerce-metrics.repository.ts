@@ -225,6 +225,14 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
 }
 
 const QUARTER_MS = 15 * 60_000;
+const DAY_MS = 24 * 60 * 60_000;
+/** Local days serve ranges from here on: every zone's offset is a whole number of quarter hours since 1972. */
+const LOCAL_DAYS_FROM = Date.parse('1973-01-01T00:00:00Z');
+/** The local date of an instant in a zone, as YYYY-MM-DD (comparable as text). */
+const localDate = (timeZone: string) => {
+  const format = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+  return (at: Date) => format.format(at);
+};
 const HOUR_MS = 60 * 60_000;
 const floorTo = (at: Date, ms: number) => new Date(Math.floor(at.getTime() / ms) * ms);
 const timestamps = (list: Date[]) => `{${list.map((d) => d.toISOString()).join(',')}}`;
@@ -232,20 +240,97 @@ const ROLLUP_COLUMNS = FIGURES.join(', ');
 const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
 
 /**
- * The figures from the rollups of migration 0260 plus the changes not yet folded into them (one
- * statement, one snapshot: exact at any moment). A local bucket's boundaries are local midnights;
- * every hour that lies inside one bucket is read from the hourly rollup, and the hours a boundary
- * cuts (zones whose offset is not a whole hour: India, Nepal, Newfoundland…) from the quarter-hour
- * rollup, four rows each. A range whose boundaries are not quarter hours (offsets of seconds,
- * before 1972) is recomputed from the tables.
+ * The figures from the rollups of migrations 0260 and 0370 plus the changes not yet folded into
+ * them (one statement, one snapshot: exact at any moment). A local bucket's boundaries are local
+ * midnights, so a range is read, in the first way that serves it:
+ * - in UTC, from the UTC day rollup: one row per day and currency;
+ * - in the organization's own time zone once its local days are built (commerce_rollup_zone
+ *   'ready', checked in the same statement), from the local day rollup: one row per local date and
+ *   currency (12 months: 365 rows per currency at any size);
+ * - otherwise every hour that lies inside one bucket from the hourly rollup, and the hours a
+ *   boundary cuts (zones whose offset is not a whole hour: India, Nepal, Newfoundland…) from the
+ *   quarter-hour rollup, four rows each.
+ * A range whose boundaries are not quarter hours (offsets of seconds, before 1972) is recomputed
+ * from the tables. Day rows are used only where the range's instants and its local dates agree
+ * (every boundary is the first instant of its local date; not so where a fall-back repeats a local
+ * midnight, as in America/Havana) and from 1973 on (a quarter hour then never straddles a local
+ * midnight).
  */
 export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepository {
   private servable(range: MetricsRange): boolean {
     return range.boundaries.every((b) => b.getTime() % QUARTER_MS === 0);
   }
 
+  /** Whether the range's local dates are its instants: each boundary starts its local date and the instant before it is on an earlier date. */
+  private byWholeDays(range: MetricsRange): boolean {
+    if (range.start.getTime() < LOCAL_DAYS_FROM) return false;
+    if (range.timeZone === 'UTC') return range.boundaries.every((b) => b.getTime() % DAY_MS === 0);
+    const date = localDate(range.timeZone);
+    return range.boundaries.every((b) => date(new Date(b.getTime() - 1)) < date(b));
+  }
+
+  private rows(rows: Array<Record<string, string | number>>): FiguresRow[] {
+    return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), ...Object.fromEntries(FIGURES.map((f) => [f, num(r[f])])) }) as FiguresRow);
+  }
+
+  /** UTC: the day rollup (migration 0260), days keyed by their UTC start. */
+  private async utcDays(range: MetricsRange): Promise<FiguresRow[]> {
+    const currency = range.currency ? " AND currency IN (?, '')" : '';
+    const c = range.currency ? [range.currency] : [];
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
+      `WITH src AS (
+         SELECT bucket, currency, ${ROLLUP_COLUMNS} FROM commerce_rollup_day
+          WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency}
+         UNION ALL
+         SELECT bucket, currency, ${ROLLUP_COLUMNS} FROM commerce_metric_changes
+          WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency})
+       SELECT currency, to_char(b, 'YYYY-MM-DD') AS bucket, ${FIGURES.join(', ')} FROM (
+         SELECT currency, date_trunc(?, bucket AT TIME ZONE 'UTC') AS b, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2) g`,
+      [range.orgId, range.start, range.end, ...c, range.orgId, range.start, range.end, ...c, range.unit],
+    );
+    return this.rows(rows);
+  }
+
+  /**
+   * The organization's zone: its local days (migration 0370) when built for this zone, else
+   * undefined. The zone's state is read in the same statement as the days (a marker row with a
+   * null currency says "not ready"), so a time zone changed meanwhile is never read half-built.
+   */
+  private async localDays(range: MetricsRange): Promise<FiguresRow[] | undefined> {
+    const currency = range.currency ? " AND currency IN (?, '')" : '';
+    const c = range.currency ? [range.currency] : [];
+    const zone = range.timeZone;
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number | null>> }>(
+      `WITH z AS (SELECT 1 FROM commerce_rollup_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'),
+       src AS (
+         SELECT day, currency, ${ROLLUP_COLUMNS} FROM commerce_rollup_local_day
+          WHERE org_id = ? AND day >= (?::timestamptz AT TIME ZONE ?)::date AND day < (?::timestamptz AT TIME ZONE ?)::date${currency}
+         UNION ALL
+         SELECT (bucket AT TIME ZONE ?)::date, currency, ${ROLLUP_COLUMNS} FROM commerce_metric_changes
+          WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency})
+       SELECT currency, to_char(b, 'YYYY-MM-DD') AS bucket, ${FIGURES.join(', ')} FROM (
+         SELECT currency, date_trunc(?, day::timestamp) AS b, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2) g
+        WHERE EXISTS (SELECT 1 FROM z)
+       UNION ALL
+       SELECT NULL, NULL, ${FIGURES.map(() => '0').join(', ')} WHERE NOT EXISTS (SELECT 1 FROM z)`,
+      [
+        range.orgId, zone,
+        range.orgId, range.start, zone, range.end, zone, ...c,
+        zone, range.orgId, range.start, range.end, ...c,
+        range.unit,
+      ],
+    );
+    if (rows.some((r) => r.currency === null)) return undefined;
+    return this.rows(rows as Array<Record<string, string | number>>);
+  }
+
   override async figures(range: MetricsRange): Promise<FiguresRow[]> {
     if (!this.servable(range)) return super.figures(range);
+    if (this.byWholeDays(range)) {
+      if (range.timeZone === 'UTC') return this.utcDays(range);
+      const days = await this.localDays(range);
+      if (days) return days;
+    }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));
     const currency = range.currency ? " AND currency IN (?, '')" : '';
     const c = range.currency ? [range.currency] : [];

@@ -8,6 +8,8 @@ import type { Job } from '../kernel/job.js';
 import type { CommerceRollupRepository } from './rollups.repository.js';
 
 const CHUNK = 2000;
+/** Organizations whose local days are built per pass (each a GROUP BY over its quarter rows). */
+const ZONES_PER_PASS = 2;
 
 export class CommerceRollupsJob implements Job {
   readonly name = 'commerce-rollups';
@@ -16,7 +18,10 @@ export class CommerceRollupsJob implements Job {
   constructor(private readonly queue: CommerceRollupRepository) {}
 
   async run(): Promise<boolean> {
-    return (await this.queue.applyQueued(CHUNK)) === CHUNK;
+    const applied = await this.queue.applyQueued(CHUNK);
+    // An organization's new time zone: its local days built from the quarters (migration 0370).
+    const built = await this.queue.buildZones(ZONES_PER_PASS);
+    return applied === CHUNK || built === ZONES_PER_PASS;
   }
 
   /** Applies everything queued now (tests, data generators). */

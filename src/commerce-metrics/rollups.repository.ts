@@ -5,6 +5,12 @@
  * applier at a time; a pass that does not get it does nothing). Sums commute, so the order of the
  * changes does not matter; a reader sees a change either queued or folded, never both (one
  * statement, one snapshot). Changes of an organization that no longer exists are dropped.
+ *
+ * Migration 0370 adds the organization's local days (commerce_rollup_local_day, for the zone of
+ * commerce_rollup_zone when 'ready'): the same statement folds the changes into them, each quarter
+ * to its local date. A zone asked for ('pending': a new organization's or a changed time zone) is
+ * built from the quarter rows, under the same lock, so no fold runs meanwhile: its days are then
+ * exactly the quarters folded so far, and later folds add the rest.
  */
 import type { Knex } from 'knex';
 import { FIGURES } from './commerce-metrics.repository.js';
@@ -27,14 +33,25 @@ const APPLY = `WITH batch AS (
      WHERE EXISTS (SELECT 1 FROM organizations o WHERE o.id = batch.org_id) GROUP BY 1, 2, 3),
   quarter AS (${upsert('commerce_rollup_quarter', 'bucket')} RETURNING 1),
   hour AS (${upsert('commerce_rollup_hour', `date_bin('1 hour', bucket, ${ORIGIN})`)} RETURNING 1),
-  day AS (${upsert('commerce_rollup_day', `date_bin('1 day', bucket, ${ORIGIN})`)} RETURNING 1)
-  SELECT (SELECT count(*) FROM batch) AS applied, (SELECT count(*) FROM quarter) + (SELECT count(*) FROM hour) + (SELECT count(*) FROM day) AS written`;
+  day AS (${upsert('commerce_rollup_day', `date_bin('1 day', bucket, ${ORIGIN})`)} RETURNING 1),
+  local_day AS (INSERT INTO commerce_rollup_local_day AS t (org_id, day, currency, ${COLUMNS})
+    SELECT m.org_id, (m.bucket AT TIME ZONE z.time_zone)::date, m.currency, ${FIGURES.map((f) => `sum(m.${f})::bigint`).join(', ')}
+      FROM merged m JOIN commerce_rollup_zone z ON z.org_id = m.org_id AND z.state = 'ready' GROUP BY 1, 2, 3
+    ON CONFLICT (org_id, day, currency) DO UPDATE SET ${ADD} RETURNING 1)
+  SELECT (SELECT count(*) FROM batch) AS applied,
+         (SELECT count(*) FROM quarter) + (SELECT count(*) FROM hour) + (SELECT count(*) FROM day) + (SELECT count(*) FROM local_day) AS written`;
+
+/** A pending zone's local days, from every quarter folded so far (the old days deleted first). */
+const BUILD = `INSERT INTO commerce_rollup_local_day (org_id, day, currency, ${COLUMNS})
+    SELECT org_id, (bucket AT TIME ZONE ?)::date, currency, ${SUMS} FROM commerce_rollup_quarter WHERE org_id = ? GROUP BY 1, 2, 3`;
 
 /** The queue's applier, for the job (src/commerce-metrics/rollups.job.ts). */
 export interface CommerceRollupRepository {
   /** One chunk: the number of queued changes applied, -1 when another applier holds the lock. */
   applyQueued(limit: number): Promise<number>;
-  /** Everything queued now (tests, data generators). */
+  /** Builds the local days of up to `limit` organizations whose zone is pending: the number built or found unknown, -1 when another applier holds the lock. */
+  buildZones(limit: number): Promise<number>;
+  /** Everything queued now, and every pending zone (tests, data generators). */
   drain(chunk: number): Promise<number>;
 }
 
@@ -50,16 +67,47 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
     });
   }
 
+  buildZones(limit: number): Promise<number> {
+    return this.db.transaction(async (trx) => {
+      const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS ok', [APPLIER_LOCK]);
+      if (!(locked.rows as Array<{ ok: boolean }>)[0]?.ok) return -1;
+      // The zone row is locked first (the organizations trigger takes it before the day rows too).
+      const { rows } = await trx.raw(
+        "SELECT org_id, time_zone FROM commerce_rollup_zone WHERE state = 'pending' ORDER BY requested_at LIMIT ? FOR UPDATE SKIP LOCKED",
+        [limit],
+      );
+      for (const zone of rows as Array<{ org_id: string; time_zone: string }>) {
+        // A name Intl accepted but this database's time zone table does not know: never built, never read.
+        const known = await trx
+          .transaction(async (sp) => {
+            await sp.raw("SELECT timestamptz '2000-01-01 00:00:00+00' AT TIME ZONE ?", [zone.time_zone]);
+            return true;
+          })
+          .catch(() => false);
+        await trx.raw('DELETE FROM commerce_rollup_local_day WHERE org_id = ?', [zone.org_id]);
+        if (known) await trx.raw(BUILD, [zone.time_zone, zone.org_id]);
+        await trx('commerce_rollup_zone').where({ org_id: zone.org_id }).update({ state: known ? 'ready' : 'unknown' });
+      }
+      return rows.length as number;
+    });
+  }
+
   async drain(chunk: number): Promise<number> {
     let total = 0;
+    const retry = () => new Promise((resolve) => setTimeout(resolve, 20));
     for (;;) {
       const n = await this.applyQueued(chunk);
       if (n === -1) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await retry();
         continue;
       }
       total += n;
-      if (n < chunk) return total;
+      if (n < chunk) break;
+    }
+    for (;;) {
+      const z = await this.buildZones(10);
+      if (z === -1) await retry();
+      else if (z === 0) return total;
     }
   }
 }

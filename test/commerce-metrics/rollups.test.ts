@@ -6,6 +6,12 @@
  * plus the queue equal a recomputation from the tables at every step, for whole-, half- and
  * quarter-hour zones, every interval and a currency filter. The backfill (down then up) equals the
  * same. On PostgreSQL, the reads' plans use the rollups' keys and never the commerce tables.
+ *
+ * Migration 0370 (whole days): the organization's time zone is changed between rounds (through
+ * the settings service) to whole-, half- and quarter-hour zones and one whose fall-back repeats
+ * local midnight (America/Havana); before its local days are built the reads fall back to hours,
+ * after they read the local days (checked on the statements sent), and equal the recomputation
+ * either way. UTC reads the UTC day rollup. A zone PostgreSQL does not know is never built.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -17,6 +23,7 @@ import { primaryReads } from '../../src/kernel/lag-tolerant-reads.js';
 import { KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
 import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
+import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -38,7 +45,7 @@ afterAll(async () => {
 
 const DAY = 86_400_000;
 const T0 = Date.parse('2025-01-01T00:00:00Z');
-const ZONES = ['UTC', 'Europe/Paris', 'America/New_York', 'Asia/Kolkata', 'Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham', 'Australia/Lord_Howe'];
+const ZONES = ['UTC', 'Europe/Paris', 'America/New_York', 'Asia/Kolkata', 'Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham', 'Australia/Lord_Howe', 'America/Havana'];
 let seq = 0;
 const id = (prefix: string) => `${prefix}_${String(++seq).padStart(24, '0')}`;
 
@@ -58,12 +65,22 @@ async function write(orgId: string, rng: () => number) {
   // Instants over 14 months: at and a millisecond before the local midnights of the zones (Kolkata
   // 18:30 UTC, Kathmandu 18:15, St John's 03:30 or 02:30, Chatham 11:15 or 10:15, Paris 23:00 or
   // 22:00), a quarter hour off them, and anywhere.
-  const MIDNIGHTS = [18 * 60 + 30, 18 * 60 + 15, 3 * 60 + 30, 2 * 60 + 30, 11 * 60 + 15, 10 * 60 + 15, 23 * 60, 22 * 60, 0].map((m) => m * 60_000);
+  const MIDNIGHTS = [18 * 60 + 30, 18 * 60 + 15, 3 * 60 + 30, 2 * 60 + 30, 11 * 60 + 15, 10 * 60 + 15, 23 * 60, 22 * 60, 0, 4 * 60, 5 * 60].map((m) => m * 60_000);
   const at = () => {
     const inDay = rng() < 0.2 ? Math.floor(rng() * DAY) : pick(MIDNIGHTS) + pick([0, 0, -1, 15 * 60_000, -15 * 60_000]);
     return new Date(T0 + Math.floor(rng() * 420) * DAY + inDay);
   };
   const currencies = ['USD', 'EUR', 'USDC'] as const;
+  // Havana's 2025 fall-back repeats 00:00–01:00 on 2 November (the first time at 04:00 UTC) and
+  // its spring-forward skips midnight on 9 March: an order in each, every round.
+  const havana = id('CUS');
+  await db('customers').insert({ id: havana, org_id: orgId, email: `havana${seq}@example.com`, created_at: new Date('2025-11-02T04:45:00Z') });
+  for (const created of [new Date('2025-11-02T04:30:00Z'), new Date('2025-11-02T05:30:00Z'), new Date('2025-03-09T05:10:00Z')]) {
+    await db('orders').insert({
+      id: id('ORD'), org_id: orgId, status: 'PAID', provider: 'STRIPE', amount_cents: 1 + Math.floor(rng() * 1000), amount_refunded_cents: 0, currency: 'USD',
+      customer_id: havana, customer_email: `havana${seq}@example.com`, created_at: created, updated_at: created,
+    });
+  }
   for (let i = 0; i < 6; i++) {
     const customerId = id('CUS');
     const email = `buyer${seq}@example.com`;
@@ -123,8 +140,8 @@ async function write(orgId: string, rng: () => number) {
   }
 }
 
-/** Both readers on the same queries: a few ranges in several zones and intervals, one with a currency. */
-async function expectEqual(orgId: string, rng: () => number, label: string) {
+/** Both readers on the same queries: a few ranges in several zones and intervals, one with a currency; 12 months, 60 days and 13 weeks in the organization's zone. */
+async function expectEqual(orgId: string, rng: () => number, label: string, orgZone = 'UTC') {
   const queries = fc.sample(
     fc.record({
       timeZone: fc.constantFrom(...ZONES),
@@ -138,6 +155,9 @@ async function expectEqual(orgId: string, rng: () => number, label: string) {
   // Always 12 months by month in a half-hour zone (every boundary cuts an hour), and today.
   queries.push({ timeZone: 'Asia/Kolkata', interval: 'month', startDay: 30, length: 330, currency: undefined });
   queries.push({ timeZone: 'Asia/Kathmandu', interval: 'day', startDay: 200, length: 0, currency: undefined });
+  queries.push({ timeZone: orgZone, interval: 'month', startDay: 30, length: 330, currency: undefined });
+  queries.push({ timeZone: orgZone, interval: 'day', startDay: 280, length: 59, currency: undefined });
+  queries.push({ timeZone: orgZone, interval: 'week', startDay: 250, length: 90, currency: 'usd' });
   for (const q of queries) {
     const startDate = new Date(T0 + q.startDay * DAY).toISOString().slice(0, 10);
     const endDate = new Date(T0 + (q.startDay + q.length) * DAY).toISOString().slice(0, 10);
@@ -186,6 +206,79 @@ describe('commerce metrics from rollups', () => {
     expect(Number((await db('commerce_rollup_hour').where({ org_id: org.id }).count({ n: '*' }))[0]!.n)).toBe(0);
   });
 
+  it("read the organization's local days once built, for every kind of zone, and equal the recomputation before and after", async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Local days' });
+    const rng = mulberry32(Number(process.env.KASSA_METRICS_SEED ?? 20261207));
+    const statements: string[] = [];
+    const listener = (q: { sql: string }) => statements.push(q.sql);
+    const sent = async <T,>(run: () => Promise<T>) => {
+      statements.length = 0;
+      db.on('query', listener);
+      try {
+        return await run();
+      } finally {
+        db.off('query', listener);
+      }
+    };
+    const twelveMonths = (timeZone: string) => ({ startDate: '2025-02-01', endDate: '2026-01-31', interval: 'month' as const, timeZone });
+    for (const [round, zone] of ['Asia/Kolkata', 'Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham', 'Australia/Lord_Howe', 'America/New_York', 'America/Havana', 'UTC'].entries()) {
+      await write(org.id, rng);
+      await ctx.services.orgs.updateSettings(org.id, { timeZone: zone });
+      // Not built yet (or UTC): equal all the same.
+      await expectEqual(org.id, rng, `${zone}, round ${round}, days not built`, zone);
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      expect(await queue.buildZones(5)).toBe(zone === 'UTC' ? 0 : 1);
+      // Built, with changes still queued (folded into the days later): equal.
+      await write(org.id, rng);
+      await expectEqual(org.id, rng, `${zone}, round ${round}, days built, changes queued`, zone);
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      await expectEqual(org.id, rng, `${zone}, round ${round}, partly folded`, zone);
+      const months = await sent(() => rollups.metrics(org.id, twelveMonths(zone)));
+      expect(months).toEqual(await recomputed.metrics(org.id, twelveMonths(zone)));
+      const figures = statements.find((q) => q.includes('commerce_metric_changes') && !q.includes('new_subscriptions - closed_subscriptions'))!;
+      expect(figures).toContain(zone === 'UTC' ? 'commerce_rollup_day' : 'commerce_rollup_local_day');
+      expect(figures).not.toContain('commerce_rollup_quarter');
+    }
+    // Havana by day across its fall-back: 2 November starts at the second 00:00 (05:00 UTC), so the
+    // first 00:00–01:00 is outside every bucket's instants (the definition): hours, not local days.
+    await ctx.services.orgs.updateSettings(org.id, { timeZone: 'America/Havana' });
+    await queue.drain(100);
+    const fallBack = { startDate: '2025-10-25', endDate: '2025-11-08', interval: 'day' as const, timeZone: 'America/Havana' };
+    expect(await sent(() => rollups.metrics(org.id, fallBack))).toEqual(await recomputed.metrics(org.id, fallBack));
+    expect(statements.some((q) => q.includes('commerce_rollup_local_day'))).toBe(false);
+    const june = { startDate: '2025-06-01', endDate: '2025-06-30', interval: 'day' as const, timeZone: 'America/Havana' };
+    expect(await sent(() => rollups.metrics(org.id, june))).toEqual(await recomputed.metrics(org.id, june));
+    expect(statements.some((q) => q.includes('commerce_rollup_local_day'))).toBe(true);
+    // Another zone than the organization's: hours.
+    const kolkata = twelveMonths('Asia/Kolkata');
+    expect(await sent(() => rollups.metrics(org.id, kolkata))).toEqual(await recomputed.metrics(org.id, kolkata));
+    expect(statements.some((q) => q.includes('commerce_rollup_hour') && q.includes('commerce_rollup_quarter'))).toBe(true);
+
+    // An install upgraded to 0370 (down, then up): the organization's zone is pending, then built.
+    await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
+    await queue.drain(100);
+    await db.transaction(async (trx) => {
+      await m0370.down(trx);
+      await m0370.up(trx);
+    });
+    expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
+    await write(org.id, rng);
+    await queue.drain(100);
+    expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('ready');
+    await expectEqual(org.id, rng, 'Kathmandu after the upgrade', 'Asia/Kathmandu');
+  });
+
+  it('never builds a zone PostgreSQL does not know, and keeps folding', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Unknown zone' });
+    await db('organizations').where({ id: org.id }).update({ time_zone: 'Nowhere/Atlantis' });
+    await write(org.id, mulberry32(11));
+    await queue.drain(100);
+    expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('unknown');
+    expect(Number((await db('commerce_rollup_local_day').where({ org_id: org.id }).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(Number((await db('commerce_metric_changes').count({ n: '*' }))[0]!.n)).toBe(0);
+    await expectEqual(org.id, mulberry32(12), 'an organization whose zone is unknown');
+  });
+
   describe.skipIf(!onPostgres)(skippedUnless('query plans', 'postgresOnly'), () => {
     const plan = async (run: (range: MetricsRange) => Promise<unknown>, range: MetricsRange) => {
       const captured: Array<{ sql: string; bindings: unknown[] }> = [];
@@ -196,7 +289,11 @@ describe('commerce metrics from rollups', () => {
       } finally {
         db.off('query', listener);
       }
-      expect(captured).toHaveLength(1);
+      // One statement; two when the organization's local days were asked for and not kept in this
+      // zone (the first answers "not ready"): the plan of the one that read the figures.
+      expect(captured.length).toBeLessThanOrEqual(2);
+      if (captured.length === 2) expect(captured[0]!.sql).toContain('commerce_rollup_zone');
+      captured.splice(0, captured.length - 1);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
         await trx.raw('SET LOCAL enable_seqscan = off');
@@ -211,8 +308,33 @@ describe('commerce metrics from rollups', () => {
     };
     const repository = () => new KnexCommerceMetricsRepository(db);
 
-    it('12 months in a whole-hour zone: the hourly rollup and the queue by their keys, no commerce table', async () => {
+    it('12 months in UTC: the day rollup and the queue by their keys, no hours, no commerce table', async () => {
       const text = await plan((r) => repository().figures(r), months(0));
+      expect(text).toContain('commerce_rollup_day_pkey');
+      expect(text).not.toContain('commerce_rollup_hour');
+      expect(text).toContain('commerce_metric_changes_org_bucket');
+      expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+    });
+
+    it("12 months in the organization's half-hour zone: its local days and the queue by their keys, no hours or quarters", async () => {
+      await db('organizations').where({ id: ctx.orgA.orgId }).update({ time_zone: 'Asia/Kolkata' });
+      await queue.drain(100);
+      try {
+        const text = await plan((r) => repository().figures(r), months(5.5 * 3600_000));
+        expect(text).toContain('commerce_rollup_zone_pkey');
+        expect(text).toContain('commerce_rollup_local_day_pkey');
+        expect(text).toContain('commerce_metric_changes_org_bucket');
+        expect(text).not.toMatch(/commerce_rollup_(hour|quarter)/);
+        expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+      } finally {
+        await db('organizations').where({ id: ctx.orgA.orgId }).update({ time_zone: 'UTC' });
+      }
+    });
+
+    it('12 months in a whole-hour zone not the organization\'s: the hourly rollup and the queue by their keys, no commerce table', async () => {
+      const range = months(3600_000);
+      range.timeZone = 'Europe/Paris';
+      const text = await plan((r) => repository().figures(r), range);
       expect(text).toContain('commerce_rollup_hour_pkey');
       expect(text).toContain('commerce_metric_changes_org_bucket');
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);

@@ -2,7 +2,8 @@
  * Honest totals beyond the exact bound (issue 40): with another organization as large in the same
  * tables, a product-filtered orders list and the customers list report estimates within 10 % of
  * the truth (the planner's guesses were off by about the other tenants' share, and for customers
- * by its guess at the "has orders" semi-join).
+ * by its guess at the "has orders" semi-join), and a wallet's orders (migration 0371: the
+ * planner multiplied the organization's share by the wallet's share of every tenant's orders).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Knex } from 'knex';
@@ -17,6 +18,10 @@ const ORDERS = 4_000;
 const PRODUCT_A = `PRD_${'totalsA'.padEnd(24, '0')}`;
 const PRODUCT_B = `PRD_${'totalsB'.padEnd(24, '0')}`;
 
+/** One wallet per organization holding a third of its orders (mixed case: the filter is case-insensitive). */
+const hexOf = (tag: string) => (tag === 'ta' ? 'a' : 'b');
+const walletOf = (tag: string) => `0xAB${hexOf(tag).repeat(2)}${'c'.repeat(36)}`;
+
 async function seed(orgId: string, tag: string, product: string) {
   const customers = Array.from({ length: CUSTOMERS }, (_, i) => ({ id: `CUS_${tag}${String(i).padStart(22, '0')}`, org_id: orgId, email: `${tag}${i}@example.com`, created_at: new Date(T0 + i * 60_000) }));
   await db.batchInsert('customers', customers, 500);
@@ -24,7 +29,8 @@ async function seed(orgId: string, tag: string, product: string) {
     const c = customers[i % CUSTOMERS]!;
     return {
       id: `ORD_${tag}${String(i).padStart(22, '0')}`, org_id: orgId, status: 'PAID', provider: 'STRIPE', amount_cents: 1000, currency: 'USD',
-      customer_id: c.id, customer_email: c.email, product_id: i % 3 === 0 ? product : `${product.slice(0, -1)}${'abcdefg'[i % 7]}`, created_at: new Date(T0 + i * 1000), updated_at: new Date(T0 + i * 1000),
+      customer_id: c.id, customer_email: c.email, product_id: i % 3 === 0 ? product : `${product.slice(0, -1)}${'abcdefg'[i % 7]}`,
+      from_address: i % 3 === 1 ? walletOf(tag) : i % 3 === 2 ? `0x${hexOf(tag)}${String(i % 40).padStart(39, '0')}` : null, created_at: new Date(T0 + i * 1000), updated_at: new Date(T0 + i * 1000),
     };
   });
   await db.batchInsert('orders', orders, 500);
@@ -48,6 +54,15 @@ describe('list totals beyond the exact bound', () => {
     const truth = Math.ceil(ORDERS / 3);
     expect(truth).toBeGreaterThan(EXACT_TOTAL_BOUND);
     const res = await ctx.merchant.get('/v1/orders').query({ product_id: PRODUCT_A, size: 20 }).set('X-API-Key', ctx.orgA.apiKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.totalExact).toBe(false);
+    within(res.body.data.total, truth);
+  });
+
+  it('orders of a wallet: an estimate within 10 %', async () => {
+    const truth = Math.floor(ORDERS / 3);
+    expect(truth).toBeGreaterThan(EXACT_TOTAL_BOUND);
+    const res = await ctx.merchant.get('/v1/orders').query({ from_address: walletOf('ta').toLowerCase(), size: 20 }).set('X-API-Key', ctx.orgA.apiKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.data.totalExact).toBe(false);
     within(res.body.data.total, truth);
