@@ -18,7 +18,8 @@ import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.
 /**
  * "Add a promotion code" (issue 39): its own small form above the payment form (forms cannot nest),
  * posted to /checkout/<token>/promotion-code; with a code applied, a "Remove" button instead. A
- * refused code is named in a message tied to the field (aria-describedby, role=alert).
+ * refused code is named in a message tied to the field (aria-describedby, role=alert). Its buttons
+ * are `<input type=submit>`, so the page's one `<button>` stays the payment's.
  */
 function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: string; ok: boolean }): string {
   const action = `/checkout/${escapeHtml(session.pageToken)}/promotion-code`;
@@ -28,13 +29,13 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
   const discount = session.pricing.discount;
   if (discount) {
     return `<form method="post" action="${action}" class="promotion-code">${message}
-<input type="hidden" name="remove" value="1"><button type="submit" class="secondary" data-testid="remove-promotion-code">Remove ${escapeHtml(discount.code ?? discount.name)}</button></form>`;
+<input type="hidden" name="remove" value="1"><input type="submit" class="secondary" data-testid="remove-promotion-code" value="Remove ${escapeHtml(discount.code ?? discount.name)}"></form>`;
   }
   const invalid = codeMessage && !codeMessage.ok ? ' aria-invalid="true" aria-describedby="promotion-code-message"' : '';
   return `<form method="post" action="${action}" class="promotion-code">
 <label for="promotion-code">Add a promotion code</label>
 <div class="row"><div><input id="promotion-code" name="code" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="40" required${invalid}></div>
-<div><button type="submit" class="secondary" data-testid="apply-promotion-code">Apply</button></div></div>${message}</form>`;
+<div><input type="submit" class="secondary" data-testid="apply-promotion-code" value="Apply"></div></div>${message}</form>`;
 }
 
 function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, options: { promotionCodes?: boolean; codeMessage?: { text: string; ok: boolean } } = {}): string {
