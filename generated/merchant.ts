@@ -2097,6 +2097,32 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "subscription.discount_ended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A subscription's coupon no longer applies (`subscription.discount_ended`)
+         * @description **`subscription.discount_ended`** (issue 39) — The coupon of the checkout that started the
+         *     subscription (`ONCE` or `REPEATING`) no longer covers its periods: sent with the renewal that
+         *     bills the first period at the full `amountCents` (on Kassa's renewal job), once per
+         *     subscription, in the transaction that moves the period. No event announces a discount
+         *     applied: it is the `DISCOUNT` line of the order (`order.paid`) at checkout and on each
+         *     covered renewal. `FOREVER` coupons never end. Delivered, signed and retried exactly like
+         *     the other events.
+         */
+        post: operations["subscriptionDiscountEndedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -3466,7 +3492,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -3810,7 +3836,7 @@ export interface components {
         /** @description Envelope of `subscription.*` deliveries. */
         SubscriptionWebhookEvent: {
             /** @enum {string} */
-            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
+            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended";
             timestamp: components["schemas"]["Timestamp"];
             /** @constant */
             apiVersion: "2026-11-01";
@@ -7796,6 +7822,108 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
                  *           "trialEnd": "2026-12-06T09:30:00.000Z",
+                 *           "cancelAtPeriodEnd": false,
+                 *           "canceledAt": null,
+                 *           "endedAt": null,
+                 *           "createdAt": "2026-11-22T09:30:04.000Z",
+                 *           "updatedAt": "2026-11-22T09:30:04.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    subscriptionDiscountEndedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "subscription.discount_ended",
+                 *       "timestamp": "2026-12-03T09:30:05.000Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                 *       },
+                 *       "data": {
+                 *         "subscription": {
+                 *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "status": "ACTIVE",
+                 *           "provider": "STRIPE",
+                 *           "providerSubscriptionId": null,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
+                 *           "customerEmail": "ada@example.com",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "billingInterval": "MONTH",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,

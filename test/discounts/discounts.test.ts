@@ -2,7 +2,7 @@
  * Coupons and promotion codes (issue 39, item 2) on the sandbox rail: the merchant API, a coupon
  * or code applied at checkout creation, the hosted page's "Add a promotion code" (refusals in
  * words, rate limit), the DISCOUNT order line, redemption limits (total, first order, once per
- * customer) and a REPEATING coupon on renewals. On PostgreSQL: buyers racing for the last
+ * customer) and a REPEATING coupon on renewals (and `subscription.discount_ended`, once). On PostgreSQL: buyers racing for the last
  * redemptions through separate pools get exactly `maxRedemptions` of them, over rounds.
  */
 import { randomBytes } from 'node:crypto';
@@ -220,6 +220,14 @@ describe('a REPEATING coupon on a subscription', () => {
       [2, 1800, ['PRICE 1800']],
     ]);
     for (const o of read) expect(o.lines.reduce((a: number, l: { amountCents: number }) => a + l.amountCents, 0)).toBe(o.amountCents);
+    // subscription.discount_ended once, with the renewal of period 2 (the first at the full price).
+    ctx.clock.set('2026-06-01T10:00:00.000Z');
+    expect(await ctx.services.subscriptions.processDue()).toBe(1);
+    const ended = (await db()('webhook_events').where({ type: 'subscription.discount_ended' }))
+      .map((e: { payload: unknown }) => (typeof e.payload === 'string' ? JSON.parse(e.payload) : e.payload) as { subscription: { subscriptionId: string; amountCents: number; currentPeriodEnd: string } })
+      .filter((p) => p.subscription.subscriptionId === first.subscriptionId);
+    expect(ended).toHaveLength(1);
+    expect(ended[0]!.subscription).toMatchObject({ amountCents: 1800, currentPeriodEnd: '2026-06-01T10:00:00.000Z' });
   });
 });
 

@@ -72,7 +72,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the promotion-code field in a
       expect(await page.getByTestId('amount').innerText()).toBe('$20.00');
       expect(await page.locator('button[type=submit]').innerText()).toBe('Pay $20.00');
       expect(await axeViolations(page)).toEqual([]);
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      const overflow = (await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")) as number;
       expect(overflow).toBeLessThanOrEqual(0);
       await page.screenshot({ path: `${ARTIFACTS}/promotion-code-applied-${viewport.name}.png`, fullPage: true });
 
