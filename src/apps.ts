@@ -118,6 +118,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...subscriptions.handlers.merchant,
     ...commerceMetrics.handlers.merchant,
     ...usage.handlers.merchant,
+    ...deps.services.modules.discounts.handlers.merchant,
   } satisfies MerchantHandlers;
   // The console's management operations of the other domains are audited like the merchant
   // API's state changes, with a telling action name where one is given (the accounts domain's

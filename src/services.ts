@@ -41,6 +41,7 @@ import { createUsageModule, type UsageModule } from './usage/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
+import { createDiscountsModule, type DiscountsModule } from './discounts/index.js';
 
 /** Every domain's module: src/apps.ts mounts their handlers and pages, src/jobs.ts lists their jobs. */
 export interface Modules {
@@ -62,6 +63,8 @@ export interface Modules {
   buyerEmails?: BuyerEmailsModule;
   /** People: users, memberships, console sessions, invites, the audit log. */
   accounts: AccountsModule;
+  /** Coupons and promotion codes (issue 39). */
+  discounts: DiscountsModule;
 }
 
 /** The domain services by name (what scripts and tests call), and the modules they come from. */
@@ -204,6 +207,7 @@ export function createServices(deps: {
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
+  const discountsModule = createDiscountsModule({ db, clock, products: catalogModule.catalog });
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob, stripeUsageJobs: stripe?.usageJobs });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
@@ -308,6 +312,7 @@ export function createServices(deps: {
       publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
       stripeCheckout: stripe?.checkout,
       portal: portalModule.checkoutEntry,
+      discounts: discountsModule.discounts,
     }),
     orders: createOrdersModule({
       uow,
@@ -341,6 +346,7 @@ export function createServices(deps: {
     portal: portalModule,
     buyerEmails: buyerEmailsModule,
     accounts: accountsModule,
+    discounts: discountsModule,
   };
   return {
     orgs,

@@ -127,7 +127,8 @@ try {
   // --- 4. Pay on the hosted page, as a browser would ------------------------------------------
   const page = await fetch(session.url!);
   const html = await page.text();
-  const action = /<form method="post" action="([^"]+)"/.exec(html)?.[1];
+  // The payment form (the page also has a promotion-code form, issue 39).
+  const action = /<form method="post" action="([^"]+\/pay)"/.exec(html)?.[1];
   if (!page.ok || !action) throw new Error(`the hosted page did not offer a payment form (HTTP ${page.status})`);
   const payment = await fetch(new URL(action, session.url!), {
     method: 'POST',

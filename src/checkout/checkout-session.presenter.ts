@@ -12,6 +12,8 @@ export function presentCheckoutSession(
   order: SessionOrder | undefined,
   options: { publicBaseUrl: string; payable: boolean; crypto?: ApiCheckoutSession['crypto'] },
 ): ApiCheckoutSession {
+  // The payment lock (issue 39: the discount is fixed once a payment starts) is not the API's.
+  const { paymentStarted: _, ...pricing } = session.pricing;
   const out: ApiCheckoutSession = {
     id: session.id,
     status: session.status,
@@ -31,7 +33,7 @@ export function presentCheckoutSession(
     orderStatus: order?.status ?? null,
     paymentLinkId: session.paymentLinkId,
     productName: session.product.name,
-    pricing: session.pricing,
+    pricing,
     product: session.product,
     lastError: session.lastError,
   };

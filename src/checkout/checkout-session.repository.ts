@@ -220,6 +220,13 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return written === 1;
   }
 
+  async setDiscount(id: string, pricing: PricingSnapshot, amount: number, expectedAmount: number, now: Date): Promise<boolean> {
+    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount })
+      .whereRaw("(pricing->>'paymentStarted') IS NULL")
+      .update({ pricing: json(pricing), amount, updated_at: now });
+    return written === 1;
+  }
+
   async bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean> {
     const changed = await this.db('checkout_sessions')
       .where({ id, status: 'CREATED' })

@@ -19,7 +19,9 @@ import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
-import { sessionLineInputs } from '../commerce/order-lines.js';
+import { sessionChargeInputs, sessionLineInputs } from '../commerce/order-lines.js';
+import { DiscountRefusal, type DiscountService } from '../discounts/discount.service.js';
+import { formatMoney } from '../kernel/money.js';
 import { pricePeriod } from '../commerce/pricing.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
@@ -51,6 +53,8 @@ export class CheckoutSessionService {
     private readonly crypto?: CryptoQuoteService,
     /** A card processor with its own checkout page (Stripe); absent → the sandbox takes cards on Kassa's page. */
     private readonly hosted?: HostedCardCheckout,
+    /** Coupons and promotion codes (issue 39); absent → no discounts. */
+    private readonly discounts?: DiscountService,
   ) {}
 
   isPayable(session: CheckoutSession): boolean {
@@ -165,8 +169,8 @@ export class CheckoutSessionService {
       throw validationError(`body.expiresIn must be between ${bounds.min} and ${bounds.max} seconds for ${provider === 'CRYPTO' ? 'crypto' : 'card'} checkout`);
     }
     const { pricing: purchased, product } = await this.resolvePurchase(orgId, body, provider);
-    const pricing = withTrial(purchased, body);
     const quantity = body.quantity ?? 1;
+    const pricing = await this.withDiscount(orgId, withTrial(purchased, body), product, provider, body);
     // The total is what is charged and what the order's display amount is derived from: priced
     // from the session's lines by the one pricing function (commerce/pricing.ts).
     const unit = body.pricingId ? `The amount of body.pricingId ${body.pricingId}` : 'body.pricingData.amount';
@@ -174,8 +178,9 @@ export class CheckoutSessionService {
     // The rail's bounds first, on the product of two integers: a price stored before the bounds (up to
     // 2^53 - 1) is refused with its figure before the pricing function sees an amount it does not take.
     assertAmountBounds(provider, pricing.currency, pricing.amount * quantity, what);
+    assertAmountBounds(provider, pricing.currency, pricePeriod(sessionChargeInputs({ quantity, pricing, product })).total, what);
+    // A discount may bring the total down to 0 (a free order, as a trial's): only the charges are bounded.
     const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
-    assertAmountBounds(provider, pricing.currency, amount, what);
     const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
 
     let customerId: string | null = null;
@@ -229,6 +234,95 @@ export class CheckoutSessionService {
       updatedAt: now,
     };
     return { session, crypto };
+  }
+
+  /**
+   * The merchant's `discounts` (issue 39): one coupon or promotion code, checked against the
+   * purchase (400 naming the field). Card checkouts on the sandbox only for now: Stripe Checkout
+   * would need the coupon mapped to Stripe's (docs/discounts.md), and crypto quotes exact amounts.
+   */
+  private async withDiscount(orgId: string, pricing: PricingSnapshot, product: ProductSnapshot, provider: 'STRIPE' | 'CRYPTO', body: CheckoutSessionCreate): Promise<PricingSnapshot> {
+    const ref = body.discounts?.[0];
+    if (!ref) return pricing;
+    if (!this.discounts) throw validationError('body.discounts: discounts are not enabled on this deployment');
+    if (provider === 'CRYPTO') throw validationError('body.discounts: crypto checkouts take no discount (their exact amounts are quoted); sell at the discounted price instead');
+    if (this.hosted) throw validationError('body.discounts: discounts are not available on the Stripe card processor yet (docs/discounts.md)');
+    const field = ref.coupon !== undefined ? 'body.discounts[0].coupon' : 'body.discounts[0].promotionCode';
+    try {
+      const discount = await this.discounts.resolve(orgId, ref, { currency: pricing.currency, productId: product.productId, email: body.customerEmail ?? null });
+      return { ...pricing, discount };
+    } catch (err) {
+      if (err instanceof DiscountRefusal) throw validationError(`${field}: ${err.message}`);
+      throw err;
+    }
+  }
+
+  /** Whether the hosted page offers "Add a promotion code" for this session. */
+  acceptsPromotionCodes(session: CheckoutSession): boolean {
+    return this.discounts !== undefined && session.provider === 'STRIPE' && !session.processorUrl && this.isPayable(session) && !session.pricing.paymentStarted;
+  }
+
+  /**
+   * The hosted page's "Add a promotion code" (or, with `code` null, "Remove"): the session's
+   * discount and amount change together, while it is open, no payment has started and its amount
+   * is still the one read (a conditional write). Returns the session, or a human message.
+   */
+  async setPromotionCode(token: string, code: string | null): Promise<{ session: CheckoutSession; message?: string }> {
+    const session = await this.findByPageToken(token);
+    if (!session) throw notFound('Checkout session');
+    if (!this.acceptsPromotionCodes(session)) return { session, message: 'The promotion code of this checkout can no longer change.' };
+    let pricing: PricingSnapshot;
+    if (code === null) {
+      const { discount: _, ...rest } = session.pricing;
+      pricing = rest;
+    } else {
+      const text = code.trim();
+      if (!/^[A-Za-z0-9_-]{1,40}$/.test(text)) return { session, message: 'Enter a promotion code of letters, digits, - or _.' };
+      try {
+        const discount = await this.discounts!.resolve(session.orgId, { promotionCode: text }, { currency: session.currency, productId: session.product.productId, email: session.customerEmail });
+        pricing = { ...session.pricing, discount };
+      } catch (err) {
+        if (err instanceof DiscountRefusal) return { session, message: err.message };
+        throw err;
+      }
+    }
+    const amount = pricePeriod(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product })).total;
+    const now = this.clock.now();
+    if (!(await this.uow.stores.sessions.setDiscount(session.id, pricing, amount, session.amount, now))) {
+      return { session: (await this.findByPageToken(token)) ?? session, message: 'This checkout changed meanwhile; check the total and try again.' };
+    }
+    return { session: { ...session, pricing, amount, updatedAt: now } };
+  }
+
+  /**
+   * Before the first charge of a session with a discount: redeems it (once per session; a limit
+   * reached meanwhile refuses it and the discount is taken off, the buyer sees the new total) and
+   * fixes the discount for the payment (`paymentStarted`), so the amount charged is the order's.
+   */
+  private async startPayment(session: CheckoutSession, email: string): Promise<{ session: CheckoutSession } | { message: string; session: CheckoutSession }> {
+    if (session.pricing.paymentStarted || !this.discounts) return { session };
+    const now = this.clock.now();
+    const discount = session.pricing.discount;
+    if (discount) {
+      try {
+        await this.discounts.claim(session.orgId, session.id, discount, email);
+      } catch (err) {
+        if (!(err instanceof DiscountRefusal)) throw err;
+        const { discount: _, ...pricing } = session.pricing;
+        const amount = pricePeriod(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product })).total;
+        const written = await this.uow.stores.sessions.setDiscount(session.id, pricing, amount, session.amount, now);
+        const current = written ? { ...session, pricing, amount, updatedAt: now } : ((await this.findByPageToken(session.pageToken)) ?? session);
+        return { session: current, message: `${err.message} It was removed: the total is now ${formatMoney(current.amount, current.currency)}.` };
+      }
+    }
+    const pricing = { ...session.pricing, paymentStarted: true };
+    if (!(await this.uow.stores.sessions.setDiscount(session.id, pricing, session.amount, session.amount, now))) {
+      const current = (await this.findByPageToken(session.pageToken)) ?? session;
+      // Another attempt of this page started the payment with the same amount: go on with it.
+      if (current.pricing.paymentStarted && current.amount === session.amount) return { session: current };
+      return { session: current, message: 'This checkout changed meanwhile; check the total and pay again.' };
+    }
+    return { session: { ...session, pricing, updatedAt: now } };
   }
 
   /** 400 for a price crypto checkout cannot take; 403 when the org has no usable receiving wallet. */
@@ -392,7 +486,7 @@ export class CheckoutSessionService {
 
   /** The Pay button. Declines leave the session payable with `lastError` recorded. */
   async pay(token: string, input: { email?: string; card?: CardDetails }): Promise<PaymentAttempt> {
-    const session = await this.findByPageToken(token);
+    let session = await this.findByPageToken(token);
     if (!session) throw notFound('Checkout session');
     // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
     if (session.provider === 'CRYPTO') throw validationError('This checkout is paid with crypto: send the transfer shown on the checkout page');
@@ -403,6 +497,9 @@ export class CheckoutSessionService {
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
       return { kind: 'declined', session, message: 'Enter a valid e-mail address.' };
     }
+    const started = await this.startPayment(session, email);
+    if ('message' in started) return { kind: 'declined', session: started.session, message: started.message };
+    session = started.session;
     // A free trial charges nothing now: the card is checked and saved (amount 0), or — when the
     // session lets the trial start without one — not asked for at all (issue 39).
     const trial = trialOf(session, this.clock.now());

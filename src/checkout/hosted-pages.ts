@@ -9,11 +9,36 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CheckoutSession, Order, Subscription } from '../commerce/model.js';
 import { hostedForm } from '../pages/form.js';
-import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
+import { FixedWindowRateLimiter, clientAddressKey } from '../http/rate-limit.js';
+import type { Clock } from '../kernel/clock.js';
+import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, retryLaterPage, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 
-function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string): string {
+/**
+ * "Add a promotion code" (issue 39): its own small form above the payment form (forms cannot nest),
+ * posted to /checkout/<token>/promotion-code; with a code applied, a "Remove" button instead. A
+ * refused code is named in a message tied to the field (aria-describedby, role=alert). Its buttons
+ * are `<input type=submit>`, so the page's one `<button>` stays the payment's.
+ */
+function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: string; ok: boolean }): string {
+  const action = `/checkout/${escapeHtml(session.pageToken)}/promotion-code`;
+  const message = codeMessage
+    ? `<div id="promotion-code-message" class="${codeMessage.ok ? 'ok' : 'error'}" role="${codeMessage.ok ? 'status' : 'alert'}" data-testid="promotion-code-message">${escapeHtml(codeMessage.text)}</div>`
+    : '';
+  const discount = session.pricing.discount;
+  if (discount) {
+    return `<form method="post" action="${action}" class="promotion-code">${message}
+<input type="hidden" name="remove" value="1"><input type="submit" class="secondary" data-testid="remove-promotion-code" value="Remove ${escapeHtml(discount.code ?? discount.name)}"></form>`;
+  }
+  const invalid = codeMessage && !codeMessage.ok ? ' aria-invalid="true" aria-describedby="promotion-code-message"' : '';
+  return `<form method="post" action="${action}" class="promotion-code">
+<label for="promotion-code">Add a promotion code</label>
+<div class="row"><div><input id="promotion-code" name="code" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="40" required${invalid}></div>
+<div><input type="submit" class="secondary" data-testid="apply-promotion-code" value="Apply"></div></div>${message}</form>`;
+}
+
+function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, options: { promotionCodes?: boolean; codeMessage?: { text: string; ok: boolean } } = {}): string {
   const emailField = session.customerEmail
     ? `<div class="muted" style="margin-top:14px">Paying as ${escapeHtml(session.customerEmail)}</div>`
     : `<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">`;
@@ -23,6 +48,7 @@ function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefin
   return layout(
     `Pay ${session.product.name}`,
     `${summary(session)}
+${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
 ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
 <form method="post" action="/checkout/${escapeHtml(session.pageToken)}/pay" autocomplete="on">
 ${emailField}
@@ -94,8 +120,16 @@ export interface SubscriptionOfSession {
   findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken'> | undefined>;
 }
 
-export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, merchants: MerchantNames, logger: Logger, portal?: CheckoutPortalEntry): void {
+/** Promotion-code attempts (issue 39): per checkout and per client address, so codes cannot be guessed by brute force. */
+export const PROMOTION_CODE_LIMITS = { perSession: 10, perAddress: 30, windowMs: 15 * 60_000 };
+
+export function registerHostedPages(router: Router, sessions: CheckoutSessionService, subscriptions: SubscriptionOfSession, merchants: MerchantNames, logger: Logger, portal?: CheckoutPortalEntry, clock?: Clock): void {
   const fail = pageFailure(logger);
+  const codeClock = clock ?? { now: () => new Date() };
+  const codesPerSession = new FixedWindowRateLimiter(PROMOTION_CODE_LIMITS.perSession, PROMOTION_CODE_LIMITS.windowMs, codeClock, 'promotion codes on this checkout');
+  const codesPerAddress = new FixedWindowRateLimiter(PROMOTION_CODE_LIMITS.perAddress, PROMOTION_CODE_LIMITS.windowMs, codeClock, 'promotion codes from your network address');
+  const page = (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: { text: string; ok: boolean }) =>
+    checkoutPage(session, merchant, error, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage });
 
   router.get('/checkout/:token', async (req, res) => {
     try {
@@ -104,7 +138,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const merchant = await pageMerchantOf(merchants, session.orgId);
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
-      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: checkoutPage(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
+      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: page(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
       const order = await sessions.orderOf(session);
       sendPage(res, statusPage(session, merchant, order, await subscriptions.findBySession(session.id), { portalOpen: portal?.isOpen(order) }));
     } catch (err) {
@@ -151,14 +185,14 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const merchant = await pageMerchantOf(merchants, current.orgId);
       // No card at all: a trial that may start without one (the service refuses it otherwise).
       const noCard = trialDaysOf(current) > 0 && current.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && !form.cardNumber?.trim() && !form.expiry?.trim() && !form.cvc?.trim();
-      if (!expiry && !noCard) return sendPage(res, { status: 400, html: checkoutPage(current, merchant, 'Enter the card expiry as MM/YY.') });
+      if (!expiry && !noCard) return sendPage(res, { status: 400, html: page(current, merchant, 'Enter the card expiry as MM/YY.') });
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
         ...(expiry && !noCard ? { card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry } } : {}),
       });
       switch (attempt.kind) {
         case 'declined':
-          return sendPage(res, { status: 402, html: checkoutPage(attempt.session, merchant, attempt.message) });
+          return sendPage(res, { status: 402, html: page(attempt.session, merchant, attempt.message) });
         case 'not_payable':
           return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session)));
         case 'processing':
@@ -169,6 +203,33 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         case 'pending':
           return res.redirect(303, `/checkout/${req.params.token}/complete`);
       }
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/checkout/:token/promotion-code', hostedForm({ limit: '1kb', parameterLimit: 3 }), async (req, res) => {
+    try {
+      const form = (req.body ?? {}) as Record<string, string | undefined>;
+      const current = await sessions.findByPageToken(req.params.token);
+      if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      const merchant = await pageMerchantOf(merchants, current.orgId);
+      if (!sessions.isPayable(current)) return sendPage(res, statusPage(current, merchant, await sessions.orderOf(current)));
+      const remove = form.remove === '1';
+      if (!remove) {
+        try {
+          codesPerSession.hit(current.id);
+          codesPerAddress.hit(clientAddressKey(req.ip));
+        } catch (err) {
+          const limited = retryLaterPage(err);
+          if (!limited) throw err;
+          return sendPage(res, { status: 429, html: page(current, merchant, undefined, { text: 'Too many promotion code attempts. Wait a few minutes, then try again.', ok: false }) });
+        }
+      }
+      const result = await sessions.setPromotionCode(req.params.token, remove ? null : (form.code ?? ''));
+      if (result.message) return sendPage(res, { status: 400, html: page(result.session, merchant, undefined, { text: result.message, ok: false }) });
+      const applied = result.session.pricing.discount;
+      sendPage(res, { status: 200, html: page(result.session, merchant, undefined, { text: applied ? `${applied.code ?? applied.name} applied.` : 'Promotion code removed.', ok: true }) });
     } catch (err) {
       fail(req, res, err);
     }

@@ -10,6 +10,7 @@ import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { OrgService } from '../orgs/orgs.service.js';
 import type { CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
+import type { DiscountService } from '../discounts/discount.service.js';
 import { CheckoutSessionService } from './checkout-session.service.js';
 import { checkoutJobs } from './checkout.jobs.js';
 import { createCheckoutHandlers } from './checkout.handlers.js';
@@ -41,8 +42,10 @@ export function createCheckoutModule(deps: {
   stripeCheckout?: HostedCardCheckout;
   /** The paid page's way into the customer portal. */
   portal?: CheckoutPortalEntry;
+  /** Coupons and promotion codes (issue 39); absent → checkouts take no discount. */
+  discounts?: DiscountService;
 }): CheckoutModule {
-  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout);
+  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout, deps.discounts);
   return {
     checkout,
     handlers: { merchant: createCheckoutHandlers(checkout, deps.publicBaseUrl) },
@@ -50,7 +53,7 @@ export function createCheckoutModule(deps: {
     pages: (router) => {
       // Crypto sessions' pages first; they pass card sessions on to the card pages.
       registerCryptoPages(router, { sessions: checkout, crypto: deps.cryptoQuotes, clock: deps.clock, merchants: deps.orgs }, deps.logger);
-      registerHostedPages(router, checkout, deps.subscriptions, deps.orgs, deps.logger, deps.portal);
+      registerHostedPages(router, checkout, deps.subscriptions, deps.orgs, deps.logger, deps.portal, deps.clock);
     },
   };
 }

@@ -4,6 +4,7 @@
  */
 import type { BillingInterval } from './billing-period.js';
 import type { PricedLine } from './pricing.js';
+import type { AppliedDiscount } from './discounts.js';
 
 // ---- checkout sessions ----
 
@@ -25,6 +26,10 @@ export interface PricingSnapshot {
   trialDays?: number;
   /** With a trial: whether the checkout takes a card (ALWAYS) or lets the buyer start without one. */
   trialPaymentMethodCollection?: TrialPaymentMethodCollection;
+  /** The coupon (and promotion code) this checkout applies (issue 39, src/commerce/discounts.ts); absent without one. */
+  discount?: AppliedDiscount;
+  /** Set when the hosted page's payment starts: the discount can no longer change (the amount being charged is fixed). */
+  paymentStarted?: boolean;
 }
 
 export type TrialPaymentMethodCollection = 'ALWAYS' | 'IF_REQUIRED';

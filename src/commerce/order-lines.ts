@@ -4,14 +4,21 @@
  */
 import type { CheckoutSession, Order } from './model.js';
 import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
+import { discountInputs } from './discounts.js';
 
 /** One fixed line of `amount` minor units (quantity 1). */
 export function singleCharge(description: string, amount: number, ids: { productId?: string | null; priceId?: string | null } = {}): PricedPeriod {
   return pricePeriod([{ kind: 'PRICE', description, productId: ids.productId ?? null, priceId: ids.priceId ?? null, quantity: 1, unitAmount: String(amount) }]);
 }
 
-/** What a checkout session charges: its price × quantity (the session's amount is this total). */
+/** What a checkout session charges: its price × quantity, less its discount (the session's amount is this total). */
 export function sessionLineInputs(session: Pick<CheckoutSession, 'quantity' | 'pricing' | 'product'>): LineInput[] {
+  const charges = sessionChargeInputs(session);
+  return [...charges, ...discountInputs(session.pricing.discount, charges)];
+}
+
+/** The session's charges before any discount: what a subscription it starts charges each period. */
+export function sessionChargeInputs(session: Pick<CheckoutSession, 'quantity' | 'pricing' | 'product'>): LineInput[] {
   return [
     {
       kind: 'PRICE',

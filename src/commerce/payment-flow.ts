@@ -13,7 +13,8 @@ import { presentWebhookOrder } from './order.presenter.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
-import { sessionLines, singleCharge, trialLines } from './order-lines.js';
+import { sessionChargeInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
+import { pricePeriod } from './pricing.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -391,8 +392,9 @@ export class PaymentFlow {
       productId: session.product.productId,
       productName: session.product.name,
       priceId: session.pricing.pricingId,
-      // The recurring charge is the session's total (unit amount × quantity).
-      amountCents: session.amount,
+      // The recurring charge is the session's total (unit amount × quantity) before any discount:
+      // each renewal applies the checkout's coupon for its own periods (commerce/renewal-order.ts).
+      amountCents: session.pricing.discount ? pricePeriod(sessionChargeInputs(session)).total : session.amount,
       currency: session.currency,
       currentPeriodStart: processor?.periodStart ?? now,
       currentPeriodEnd,

@@ -7,6 +7,7 @@ import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
 import { pricePeriod, type LineInput } from './pricing.js';
+import { discountCovers, discountInputs, lastDiscountedPeriod } from './discounts.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -27,7 +28,8 @@ export async function renewalOrder(
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
   const fee = options.fee === false ? [] : renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
-  const priced = pricePeriod([...fee, ...usage]);
+  const charges = [...fee, ...usage];
+  const priced = pricePeriod([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))]);
   return {
     id: newId('ORD'),
     orgId: s.orgId,
@@ -61,4 +63,31 @@ export async function renewalOrder(
     createdAt: now,
     updatedAt: now,
   };
+}
+
+/**
+ * The DISCOUNT line of a renewal (issue 39): the coupon of the checkout that started the
+ * subscription, while its duration covers this period (counted from the first period that charges
+ * the fee: period 1 after a free trial). None for a subscription started without one.
+ */
+/**
+ * Whether `period` is the first period after the checkout's coupon ended (REPEATING or ONCE): the
+ * renewal that bills it announces `subscription.discount_ended` (issue 39).
+ */
+export async function discountEndsBefore(stores: CommerceStores, s: Subscription, period: number): Promise<boolean> {
+  const session = s.checkoutSessionId ? await stores.sessions.find(s.orgId, s.checkoutSessionId) : undefined;
+  const discount = session?.pricing.discount;
+  if (!discount) return false;
+  const last = lastDiscountedPeriod(discount, session.pricing.trialDays ? 1 : 0);
+  return last !== null && period === last + 1;
+}
+
+async function renewalDiscountInputs(stores: CommerceStores, s: Subscription, initial: Order | undefined, period: number, charges: readonly LineInput[]): Promise<LineInput[]> {
+  const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
+  if (!sessionId) return [];
+  const session = await stores.sessions.find(s.orgId, sessionId);
+  const discount = session?.pricing.discount;
+  if (!discount) return [];
+  const firstCharged = session.pricing.trialDays ? 1 : 0;
+  return discountCovers(discount, period, firstCharged) ? discountInputs(discount, charges) : [];
 }

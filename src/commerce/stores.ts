@@ -59,6 +59,11 @@ export interface CheckoutSessionRepository {
   update(session: CheckoutSession, expected: SessionStatus): Promise<boolean>;
   /** Moves an open session's `expiresAt` earlier to `expiresAt` (never later); false unless it is still CREATED. */
   bringExpiryForward(id: string, expiresAt: Date, now: Date): Promise<boolean>;
+  /**
+   * Sets or removes the session's discount (issue 39): its pricing snapshot and discounted amount,
+   * only while it is CREATED and its amount still `expectedAmount` (what the caller read); false otherwise.
+   */
+  setDiscount(id: string, pricing: CheckoutSession['pricing'], amount: number, expectedAmount: number, now: Date): Promise<boolean>;
   /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
   recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */

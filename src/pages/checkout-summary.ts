@@ -1,6 +1,15 @@
 import type { CheckoutSession, Order } from '../commerce/model.js';
 import { formatMoney } from '../kernel/money.js';
 import { escapeHtml } from './page.js';
+import { sessionLines } from '../commerce/order-lines.js';
+
+/** The session's DISCOUNT line (issue 39), as the order will carry it: "Promotion code X (20% off) −2.00". */
+function discountSummary(session: CheckoutSession): string {
+  if (!session.pricing.discount) return '';
+  const line = sessionLines(session).lines.find((l) => l.kind === 'DISCOUNT');
+  const amount = line ? formatMoney(line.amount, session.currency) : formatMoney(0, session.currency);
+  return `<div class="total" data-testid="discount"><span>${escapeHtml(line?.description ?? session.pricing.discount.name)}</span><span>${escapeHtml(amount)}</span></div>`;
+}
 
 /** The session's free trial days (issue 39); 0 without one. */
 export const trialDaysOf = (session: CheckoutSession): number => (session.pricing.pricingType === 'SUBSCRIPTION' ? (session.pricing.trialDays ?? 0) : 0);
@@ -27,7 +36,7 @@ export function summary(session: CheckoutSession): string {
   return `<h1 data-testid="product-name">${escapeHtml(session.product.name)}</h1>
 ${session.product.description ? `<div class="muted">${escapeHtml(session.product.description)}</div>` : ''}
 <div class="muted" data-testid="quantity">${session.quantity} × ${escapeHtml(unit)}${escapeHtml(interval)}</div>
-${trial}${total}`;
+${discountSummary(session)}${trial}${total}`;
 }
 
 /**

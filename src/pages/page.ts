@@ -91,6 +91,7 @@ a.button{display:block;text-align:center;margin-top:12px;padding:13px;font-weigh
 a.primary{background:#4338ca;color:#fff}a.primary:hover{background:#3730a3}
 .secondary{background:#fff;color:#3730a3;border:1px solid #a5b4fc}a.secondary:hover,button.secondary:hover{background:#eef2ff}
 button.danger{background:#b42318}button.danger:hover{background:#912018}
+input[type=submit]{font-weight:700;cursor:pointer}input.secondary:hover{background:#eef2ff}.promotion-code .row{align-items:flex-end}.promotion-code .row>div:last-child{flex:0 0 auto}
 button.link{width:auto;margin:0;padding:0;background:none;color:#4338ca;font-weight:600;text-decoration:underline}
 h2{font-size:1.05rem;margin:24px 0 8px}h3{font-size:1rem;margin:0 0 2px}
 .items{list-style:none;margin:0;padding:0}.item{border-top:1px solid #eaecf0;padding:12px 0}.item form button,.item a.button{margin-top:10px}

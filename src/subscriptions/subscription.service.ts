@@ -15,7 +15,7 @@ import { presentWebhookOrder } from '../commerce/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
 import { periodEnd } from '../commerce/billing-period.js';
 import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
-import { renewalOrder } from '../commerce/renewal-order.js';
+import { discountEndsBefore, renewalOrder } from '../commerce/renewal-order.js';
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
@@ -252,6 +252,10 @@ export class SubscriptionService {
       };
       assertWritten(await stores.subscriptions.update(renewed, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(renewed) } }, now);
+      // The checkout's coupon no longer covers this period (issue 39): once, with the period's move.
+      if (await discountEndsBefore(stores, s, period)) {
+        await stores.emit({ orgId: s.orgId, type: 'subscription.discount_ended', data: { subscription: presentWebhookSubscription(renewed) } }, now);
+      }
       return;
     }
     if (!existing) await stores.emit({ orgId: s.orgId, type: 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);

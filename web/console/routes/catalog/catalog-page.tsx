@@ -9,11 +9,13 @@ import { filtersToQuery } from '../../shared/format';
 import { useAction } from '../../shared/use-api';
 import { useSession } from '../../shared/session';
 import { ProductPrices } from './components/product-prices';
+import { CouponsSection } from './components/coupons';
 import { archiveProduct, createProduct, deactivatePaymentLink, usePaymentLinks, useProducts } from './use-catalog';
 
 const TABS = [
   { href: '/console/catalog', label: 'Products' },
   { href: '/console/catalog/payment-links', label: 'Payment links' },
+  { href: '/console/catalog/coupons', label: 'Coupons' },
 ];
 
 export function CatalogPage() {
@@ -24,7 +26,7 @@ export function CatalogPage() {
     <>
       <PageHeader title="Catalog" />
       <Tabs label="Catalog" tabs={TABS} />
-      {productId ? <ProductSection id={productId} /> : path === '/console/catalog/payment-links' ? <PaymentLinksSection /> : <ProductsSection />}
+      {productId ? <ProductSection id={productId} /> : path === '/console/catalog/payment-links' ? <PaymentLinksSection /> : path === '/console/catalog/coupons' ? <CouponsSection /> : <ProductsSection />}
     </>
   );
 }
