@@ -339,7 +339,7 @@ export interface paths {
          *     | getX402Supported, verifyX402Payment, settleX402Payment, getX402Settlement, putX402Paywall, deleteX402Paywall | `x402:settle` |
          *     | updateCustomer | `customers:write` |
          *     | ingestUsageEvents | `usage:write` |
-         *     | listMeters, getMeter, getMeterQuantities | `meters:read` |
+         *     | listMeters, getMeter, getMeterQuantities, getCustomerMeterBalances | `meters:read` |
          *     | createMeter, updateMeter, archiveMeter | `meters:write` |
          *     | createCustomerPortalSession | `checkout:write`; a portal that cancels or keeps subscriptions (and `allowCancelNow`) also `subscriptions:manage` |
          *     | getMe | none (any valid key) |
@@ -859,6 +859,58 @@ export interface paths {
         patch: operations["updateCustomer"];
         trace?: never;
     };
+    "/v1/customers/{id}/meter-balances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The customer, by Kassa's id (`CUS_…`) or, failing that, by the merchant's `externalId`.
+                 * @example user_42
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's meter balances
+         * @description What a customer has consumed of each meter and what remains: **included units** of their
+         *     subscription's metered components + **purchased credits** (credit packs, the admin API's
+         *     `MeterCreditGrant`) − **consumed** in the current period. Permission: `meters:read`. The
+         *     customer is named by `CUS_…` id or by `externalId`; one of another organization (or
+         *     nobody) is `404`. Computed on each request from the meter's quantities and the credit
+         *     ledger (`asOf` is when).
+         *
+         *     **Which meters**: every meter a metered component of the customer's `ACTIVE`
+         *     subscriptions bills (`basis: SUBSCRIPTION`) and every meter the customer holds credits of
+         *     without such a subscription (`basis: PREPAID`), ordered by `meterId`. A meter billed by
+         *     several subscriptions counts the one whose period started first.
+         *
+         *     **Decisions**:
+         *     * **Order of consumption**: the period's included units first, then credits; what goes
+         *       beyond both is `overageUnits` (`SUBSCRIPTION`: billed at the period close as usual;
+         *       `PREPAID`: nothing bills it, the meter is `exhausted` and the access check answers
+         *       `entitled: false`, `CREDITS_EXHAUSTED`).
+         *     * **Whole units**: credits are whole units; a started unit beyond the included ones takes
+         *       a whole credit (10.2 units over take 11). `consumedUnits` and `overageUnits` keep the
+         *       meter's decimals.
+         *     * **When credits are drawn**: a `SUBSCRIPTION` meter's credits are drawn at its period
+         *       close into the renewal order's `USAGE` line (`usage.creditedUnits`, once per period);
+         *       until then `creditsPending` shows what the close will draw and `creditsRemaining` what it
+         *       will leave. A `PREPAID` meter counts consumption from the customer's first credit grant
+         *       of the meter (`periodStart`; `periodEnd` null) until now.
+         *     * **No expiry**; included units do not carry over; a full refund of a credit pack takes
+         *       back what is left of its units (never more than `creditBalance`).
+         */
+        get: operations["getCustomerMeterBalances"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage-events": {
         parameters: {
             query?: never;
@@ -1258,6 +1310,19 @@ export interface paths {
          *       `productId`.
          *     * `customerId`/`email` are the customer the subject resolved to (`null` when none), `wallet`
          *       echoes the queried wallet (`null` when not given).
+         *
+         *     **Metered products** (issue 38): with `product_id` naming a product with metered prices
+         *     or credit packs and a resolved customer, `meters` gives the usage of each of its meters
+         *     and what remains (included units first, then prepaid credits; see
+         *     `getCustomerMeterBalances`). Access bought as a credit pack (a `PAID` one-time order of
+         *     the product) lasts while its prepaid meters have credit: when one is exhausted,
+         *     `entitled` is false with `reason: CREDITS_EXHAUSTED` (`products` still lists the product:
+         *     it is not re-evaluated without `product_id`). A subscription's meters never close access:
+         *     their overage is billed at the period close. Other products answer exactly as before.
+         *
+         *     **Cost**: one statement (the access read, which also reads a metered product's prices,
+         *     the customer's credit balances and metered subscriptions), plus one quantity read per
+         *     meter of a metered product (the meter's hourly rollup, docs/usage-billing.md).
          *
          *     An unknown subject is not an error: the answer is `200` with `entitled` false.
          */
@@ -2342,6 +2407,15 @@ export interface components {
              * @enum {string}
              */
             trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
+            /**
+             * @description Present only when the catalog price is a credit pack (the admin API's `MeterCreditGrant`):
+             *     paying this session grants `units` × `quantity` prepaid units of `meterId` to the
+             *     buyer, once, when its order becomes `PAID`; see `getCustomerMeterBalances`.
+             */
+            grantsUnits?: {
+                meterId: components["schemas"]["MeterId"];
+                units: number;
+            };
             /** @description Catalog price; null for `pricingData` sessions. */
             pricingId: components["schemas"]["PricingId"] | null;
             pricingName: string;
@@ -3024,6 +3098,57 @@ export interface components {
             end: string;
             quantity: number;
         };
+        /** @description One meter's balance for a customer (see `getCustomerMeterBalances` for the rules). */
+        MeterBalance: {
+            meterId: components["schemas"]["MeterId"];
+            meterName: string;
+            /**
+             * @description `SUBSCRIPTION`: a metered component of an `ACTIVE` subscription bills the meter; `PREPAID`: only credits.
+             * @enum {string}
+             */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description The subscription whose period is counted (`SUBSCRIPTION`); null for `PREPAID`. */
+            subscriptionId: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the counted range (the subscription's current period; `PREPAID`, the first credit grant).
+             */
+            periodStart: string;
+            /**
+             * Format: date-time
+             * @description End of the subscription's current period; null for `PREPAID` (counted until now).
+             */
+            periodEnd: string | null;
+            /** @description The meter's quantity over the range. */
+            consumedUnits: number;
+            /** @description Units the period includes (0 for `PREPAID`). */
+            includedUnits: number;
+            includedRemaining: number;
+            /** @description Credit units not yet drawn by a period close. */
+            creditBalance: number;
+            /** @description Credits this range's consumption takes (drawn at the close for `SUBSCRIPTION`). */
+            creditsPending: number;
+            /** @description `creditBalance − creditsPending`. */
+            creditsRemaining: number;
+            /** @description `includedRemaining + creditsRemaining`: what may still be consumed before overage or exhaustion. */
+            remainingUnits: number;
+            /** @description Consumption beyond the included units and the credits. */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains (the access check refuses, `CREDITS_EXHAUSTED`). */
+            exhausted: boolean;
+        };
+        MeterBalancesResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                customerId: string;
+                externalId: string | null;
+                /** Format: date-time */
+                asOf: string;
+                balances: components["schemas"]["MeterBalance"][];
+            };
+        };
         MeterQuantitiesResponse: {
             /** @constant */
             success: true;
@@ -3332,6 +3457,35 @@ export interface components {
             type: "ONE_TIME" | "SUBSCRIPTION" | null;
             /** @description Every catalog product the subject has access to. */
             products: components["schemas"]["EntitlementProduct"][];
+            /**
+             * @description Present only with `product_id` naming a **metered product** (one with a price that has
+             *     metered components or is a credit pack) and a resolved customer: the customer's usage
+             *     of each of the product's meters that a subscription bills or credits cover, ordered by
+             *     `meterId` (the same figures as `getCustomerMeterBalances`).
+             */
+            meters?: components["schemas"]["EntitlementMeter"][];
+            /**
+             * @description Present only when `entitled` is false because the access was bought as prepaid credit
+             *     (a credit pack's one-time order) and a prepaid meter of the product has no credit left.
+             * @enum {string}
+             */
+            reason?: "CREDITS_EXHAUSTED";
+        };
+        /** @description One meter's usage in the access check (see `MeterBalance` for the rules). */
+        EntitlementMeter: {
+            meterId: components["schemas"]["MeterId"];
+            /** @enum {string} */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description Consumed in the current period (`PREPAID` */
+            consumedUnits: number;
+            includedUnits: number;
+            creditsRemaining: number;
+            /** @description Included units and credits still unused. */
+            remainingUnits: number;
+            /** @description Beyond both (`SUBSCRIPTION` */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains. */
+            exhausted: boolean;
         };
         EntitlementCheckResponse: {
             /** @constant */
@@ -4751,6 +4905,39 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCustomerMeterBalances: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The customer, by Kassa's id (`CUS_…`) or, failing that, by the merchant's `externalId`.
+                 * @example user_42
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The customer's balances. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterBalancesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -17,6 +17,7 @@ import { KnexOrderRepository } from './orders/order.repository.js';
 import { KnexDisputeRepository, KnexRefundRepository } from './orders/refund.repository.js';
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
+import { KnexCreditLedger } from './usage/credits.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { signX402Receipt } from './webhooks/signature.js';
 import { enqueueBuyerEmail, owedByEvent } from './buyer-emails/buyer-email.repository.js';
@@ -39,6 +40,7 @@ import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
+import { MeterBalances } from './commerce/meter-balances.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
@@ -136,6 +138,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     refunds: new KnexRefundRepository(executor),
     disputes: new KnexDisputeRepository(executor),
     quotes: new KnexCryptoRepository(executor),
+    credits: new KnexCreditLedger(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);
@@ -203,6 +206,7 @@ export function createServices(deps: {
     meters: meterDirectory,
     quantities: { quantity: async (orgId, meterId, customerId, start, end) => (await modules.usage.meters.quantities(orgId, meterId, { customer: customerId, start, end })).total },
   };
+  const meterBalances = new MeterBalances(uow, meteredBilling, clock);
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
@@ -322,6 +326,7 @@ export function createServices(deps: {
       db,
       uow,
       clock,
+      balances: meterBalances,
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>

@@ -25,6 +25,8 @@ export interface PricingSnapshot {
   trialDays?: number;
   /** With a trial: whether the checkout takes a card (ALWAYS) or lets the buyer start without one. */
   trialPaymentMethodCollection?: TrialPaymentMethodCollection;
+  /** A credit pack's grant (issue 38): units of a meter per unit bought, granted when the order is paid. */
+  grantsUnits?: { meterId: string; units: number };
 }
 
 export type TrialPaymentMethodCollection = 'ALWAYS' | 'IF_REQUIRED';

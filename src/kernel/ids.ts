@@ -31,7 +31,7 @@ export type IdPrefix =
   | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP' | 'CPS' | 'EML'
   // accounts: users, console sessions, single-use links (invites, resets, sign-in links), audit entries
   | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY'
-  // usage billing: meters
-  | 'MTR';
+  // usage billing: meters, credit ledger entries
+  | 'MTR' | 'CRE';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;
