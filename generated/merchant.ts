@@ -2083,6 +2083,38 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "meter.credits_exhausted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A customer's prepaid credit of a meter ran out (`meter.credits_exhausted`)
+         * @description **`meter.credits_exhausted`** — A customer's consumption of a meter used up their prepaid
+         *     credits (credit packs, the admin API's `MeterCreditGrant`): `data.balance.creditsRemaining`
+         *     is 0. For a `PREPAID` meter the access check answers `entitled: false`
+         *     (`CREDITS_EXHAUSTED`) from now on; for a `SUBSCRIPTION` meter the rest is billed as overage
+         *     at the period close. `data.balance` is the balance as `getCustomerMeterBalances` shows it
+         *     when the event is emitted.
+         *
+         *     **Once per crossing**: detected right after a usage-event batch is stored (for the
+         *     customers of the batch that hold credits), and claimed by a row keyed by (customer, meter,
+         *     period) in the transaction that queues the event, so concurrent batches emit it exactly
+         *     once. The period is the subscription's current period (`SUBSCRIPTION`); for `PREPAID` it
+         *     is the credit balance the customer had (a new pack starts a new one, so running out again
+         *     sends it again). Meters of spans are not checked on ingest (spans do not pass through it).
+         */
+        post: operations["meterCreditsExhaustedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -3362,7 +3394,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -3742,6 +3774,22 @@ export interface components {
             endpoint: components["schemas"]["WebhookEndpointRef"];
             data: {
                 subscription: components["schemas"]["WebhookSubscription"];
+            };
+        };
+        /** @description Envelope of `meter.*` deliveries. */
+        MeterWebhookEvent: {
+            /** @enum {string} */
+            type: "meter.credits_exhausted";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                customer: {
+                    customerId: string;
+                    externalId: string | null;
+                };
+                balance: components["schemas"]["MeterBalance"];
             };
         };
         /** @description Envelope of `webhook.test` deliveries (operator-requested, one endpoint). */
@@ -7488,6 +7536,105 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    meterCreditsExhaustedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "meter.credits_exhausted",
+                 *       "timestamp": "2026-11-30T12:00:00.000Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                 *       },
+                 *       "data": {
+                 *         "customer": {
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "externalId": "user_42"
+                 *         },
+                 *         "balance": {
+                 *           "meterId": "MTR_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                 *           "meterName": "Images",
+                 *           "basis": "PREPAID",
+                 *           "subscriptionId": null,
+                 *           "periodStart": "2026-11-02T10:00:00.000Z",
+                 *           "periodEnd": null,
+                 *           "consumedUnits": 100,
+                 *           "includedUnits": 0,
+                 *           "includedRemaining": 0,
+                 *           "creditBalance": 100,
+                 *           "creditsPending": 100,
+                 *           "creditsRemaining": 0,
+                 *           "remainingUnits": 0,
+                 *           "overageUnits": 0,
+                 *           "exhausted": true
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["MeterWebhookEvent"];
             };
         };
         responses: {

@@ -40,7 +40,7 @@ import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
-import { MeterBalances } from './commerce/meter-balances.js';
+import { BalanceAlerts, MeterBalances } from './commerce/meter-balances.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 
@@ -327,6 +327,7 @@ export function createServices(deps: {
       uow,
       clock,
       balances: meterBalances,
+      alerts: new BalanceAlerts(uow, meterBalances, clock),
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>

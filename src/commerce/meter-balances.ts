@@ -18,6 +18,7 @@
  *   credits are never drawn by a close, the consumption is subtracted as it happens.
  */
 import type { Clock } from '../kernel/clock.js';
+import { iso, isoOrNull } from '../kernel/present.js';
 import { creditUnitsWanted, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { Subscription } from './model.js';
 import type { CommerceUnitOfWork, CreditBalance } from './stores.js';
@@ -138,5 +139,63 @@ export class MeterBalances {
       });
     }
     return out;
+  }
+}
+
+/** A balance as the API shows it (`MeterBalance` in openapi/merchant.yaml). */
+export const presentMeterBalance = (b: MeterBalance) => ({
+  meterId: b.meterId,
+  meterName: b.meterName,
+  basis: b.basis,
+  subscriptionId: b.subscriptionId,
+  periodStart: iso(b.periodStart),
+  periodEnd: isoOrNull(b.periodEnd),
+  consumedUnits: b.consumedUnits,
+  includedUnits: b.includedUnits,
+  includedRemaining: b.includedRemaining,
+  creditBalance: b.creditBalance,
+  creditsPending: b.creditsPending,
+  creditsRemaining: b.creditsRemaining,
+  remainingUnits: b.remainingUnits,
+  overageUnits: b.overageUnits,
+  exhausted: b.exhausted,
+});
+
+/**
+ * Balance webhooks (issue 38 §6): `meter.credits_exhausted` when a customer's consumption used up
+ * their credits of a meter, checked after each usage-event batch for the batch's customers that
+ * hold credits (one read of the credit rows; customers without credits cost nothing more). Once
+ * per crossing: the event is queued in the transaction whose insert claims its row in
+ * usage_balance_alerts (primary key customer, meter, period key, kind), so of concurrent batches
+ * one claims and emits, the others insert nothing. A retried batch (its events DUPLICATE) checks
+ * again, so an alert lost to a failure after the events were stored is sent by the retry.
+ */
+export class BalanceAlerts {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly balances: MeterBalances,
+    private readonly clock: Clock,
+  ) {}
+
+  async afterIngest(orgId: string, customerIds: readonly string[]): Promise<number> {
+    if (customerIds.length === 0) return 0;
+    const credited = await this.uow.stores.credits.customersWithCredits(orgId, customerIds);
+    let sent = 0;
+    for (const customerId of credited) {
+      for (const b of await this.balances.forCustomer(orgId, customerId)) {
+        if (b.creditBalance === 0 || b.creditsRemaining > 0) continue;
+        // SUBSCRIPTION: once per period; PREPAID: once per balance held (a new pack is a new one).
+        const periodKey = b.basis === 'SUBSCRIPTION' ? `sub:${b.subscriptionId}:${b.periodStart.toISOString()}` : `prepaid:${b.periodStart.toISOString()}:${b.creditBalance}`;
+        const now = this.clock.now();
+        const emitted = await this.uow.transaction(async (stores) => {
+          if (!(await stores.credits.claimAlert({ orgId, customerId, meterId: b.meterId, periodKey, kind: 'credits_exhausted', at: now }))) return false;
+          const customer = await stores.customers.find(orgId, customerId);
+          await stores.emit({ orgId, type: 'meter.credits_exhausted', data: { customer: { customerId, externalId: customer?.externalId ?? null }, balance: presentMeterBalance(b) } }, now);
+          return true;
+        });
+        if (emitted) sent++;
+      }
+    }
+    return sent;
   }
 }

@@ -32,7 +32,8 @@ export interface CommerceEvent {
     | { order: components['schemas']['WebhookOrder'] }
     | { order: components['schemas']['WebhookOrder']; refund: components['schemas']['Refund'] }
     | { order: components['schemas']['WebhookOrder']; dispute: components['schemas']['Dispute'] }
-    | { subscription: components['schemas']['WebhookSubscription'] };
+    | { subscription: components['schemas']['WebhookSubscription'] }
+    | { customer: { customerId: string; externalId: string | null }; balance: components['schemas']['MeterBalance'] };
   /**
    * Not sent in the webhook: the subscription's cancellation state before this change, so the
    * buyer's "canceled" e-mail is owed by the change that scheduled it (issue 37 §29), not by a
@@ -237,6 +238,8 @@ export interface CreditLedger {
    * period and meter already drawn returns that draw again, drawing nothing more.
    */
   draw(entry: { orgId: string; customerId: string; meterId: string; subscriptionId: string; period: number; wanted: number; at: Date }): Promise<number>;
+  /** Which of these customers hold a credit balance row (of any meter). */
+  customersWithCredits(orgId: string, customerIds: readonly string[]): Promise<string[]>;
   /** The customer's balances (every meter with a balance row), by meter id. */
   balances(orgId: string, customerId: string): Promise<CreditBalance[]>;
   /**

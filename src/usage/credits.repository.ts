@@ -85,6 +85,12 @@ export class KnexCreditLedger implements CreditLedger {
     return units;
   }
 
+  async customersWithCredits(orgId: string, customerIds: readonly string[]): Promise<string[]> {
+    if (customerIds.length === 0) return [];
+    const rows = (await this.db('usage_credit_balances').where({ org_id: orgId }).whereIn('customer_id', [...customerIds]).distinct('customer_id').orderBy('customer_id')) as Array<{ customer_id: string }>;
+    return rows.map((r) => r.customer_id);
+  }
+
   async balances(orgId: string, customerId: string): Promise<CreditBalance[]> {
     const rows = (await this.db('usage_credit_balances').where({ org_id: orgId, customer_id: customerId }).orderBy('meter_id').select('meter_id', 'units', 'since')) as BalanceRow[];
     return rows.map((r) => ({ meterId: r.meter_id, units: Number(r.units), since: new Date(r.since) }));

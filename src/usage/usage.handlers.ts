@@ -1,4 +1,4 @@
-import type { MeterBalance, MeterBalances } from '../commerce/meter-balances.js';
+import { presentMeterBalance, type MeterBalances } from '../commerce/meter-balances.js';
 import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
@@ -11,23 +11,6 @@ type UsageHandlers = Pick<
   'ingestUsageEvents' | 'listMeters' | 'createMeter' | 'getMeter' | 'updateMeter' | 'archiveMeter' | 'getMeterQuantities' | 'getCustomerMeterBalances'
 >;
 
-export const presentMeterBalance = (b: MeterBalance) => ({
-  meterId: b.meterId,
-  meterName: b.meterName,
-  basis: b.basis,
-  subscriptionId: b.subscriptionId,
-  periodStart: iso(b.periodStart),
-  periodEnd: isoOrNull(b.periodEnd),
-  consumedUnits: b.consumedUnits,
-  includedUnits: b.includedUnits,
-  includedRemaining: b.includedRemaining,
-  creditBalance: b.creditBalance,
-  creditsPending: b.creditsPending,
-  creditsRemaining: b.creditsRemaining,
-  remainingUnits: b.remainingUnits,
-  overageUnits: b.overageUnits,
-  exhausted: b.exhausted,
-});
 
 export const presentMeter = (m: Meter) => ({
   id: m.id,

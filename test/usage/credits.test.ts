@@ -7,6 +7,8 @@
  * externalId, another organization's customer 404); GET /v1/entitlements/check answering usage and
  * `entitled: false, reason: CREDITS_EXHAUSTED` for exhausted prepaid credit.
  */
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { buy, setExternalId } from './helpers.js';
@@ -30,6 +32,13 @@ const ingest = async (events: object[], apiKey = ctx.orgA.apiKey) => {
 };
 const balances = (customer: string, apiKey = ctx.orgA.apiKey) => ctx.merchant.get(`/v1/customers/${encodeURIComponent(customer)}/meter-balances`).set('X-API-Key', apiKey);
 const ledger = (customerId: string) => ctx.testDb.database.db('usage_credit_entries').where({ customer_id: customerId }).orderBy('created_at').orderBy('kind');
+const exhaustedEvents = async (customerId: string) =>
+  (await ctx.testDb.database.db('webhook_events').where({ type: 'meter.credits_exhausted' }).orderBy('seq'))
+    .map((e: { payload: unknown }) => (typeof e.payload === 'string' ? JSON.parse(e.payload) : e.payload) as Record<string, any>)
+    .filter((p) => p.customer.customerId === customerId);
+/** Every key path of a JSON value (arrays by their first item). */
+const keyPaths = (v: unknown, prefix = ''): string[] =>
+  v !== null && typeof v === 'object' ? Object.entries(v as object).flatMap(([k, x]) => [`${prefix}${k}`, ...keyPaths(x, `${prefix}${k}.`)]).sort() : [];
 const check = (q: string) => ctx.merchant.get(`/v1/entitlements/check?${q}`).set('X-API-Key', ctx.orgA.apiKey);
 
 beforeAll(async () => {
@@ -131,9 +140,21 @@ describe('credit packs', () => {
     expect(plain.body.data.meters).toBeUndefined();
     expect(plain.body.data.entitled).toBe(true);
 
+    // The crossing was announced once (the batch that crossed), with every key of the documented example.
+    const events = await exhaustedEvents(customerId);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ customer: { customerId, externalId: 'user_prepaid' }, balance: { meterId: images, basis: 'PREPAID', creditsRemaining: 0, exhausted: true, consumedUnits: 210 } });
+    const documented = parse(readFileSync('openapi/merchant.yaml', 'utf8')).webhooks['meter.credits_exhausted'].post.requestBody.content['application/json'].example;
+    expect(keyPaths(events[0])).toEqual(keyPaths(documented.data));
+    expect(await ingest([{ id: 'q-more', customer, name: 'image', timestamp: '2026-11-22T14:00:00Z', properties: {} }])).toEqual(['ACCEPTED']);
+    expect(await exhaustedEvents(customerId)).toHaveLength(1);
+
     // A second pack restores access.
     await buy(ctx, 'prepaid@example.com', pack, ctx.orgA.apiKey);
-    expect((await check(`external_id=user_prepaid&product_id=${packProduct}`)).body.data).toMatchObject({ entitled: true, meters: [{ creditsRemaining: 90, exhausted: false }] });
+    expect((await check(`external_id=user_prepaid&product_id=${packProduct}`)).body.data).toMatchObject({ entitled: true, meters: [{ creditsRemaining: 89, exhausted: false }] });
+    // Running out of the new balance is a new crossing.
+    expect(await ingest(Array.from({ length: 89 }, (_, i) => ({ id: `s${i}`, customer, name: 'image', timestamp: '2026-11-22T15:00:00Z', properties: {} })))).not.toContain('REJECTED');
+    expect(await exhaustedEvents(customerId)).toHaveLength(2);
   });
 
   it('a full refund revokes what is left of the pack (never more than the balance); a partial refund revokes nothing', async () => {
@@ -186,6 +207,8 @@ describe('credit packs', () => {
         exhausted: false,
       }),
     ]);
+    // Credits used up within a subscription's period: announced once for the period.
+    expect((await exhaustedEvents(customerId)).map((e) => [e.balance.basis, e.balance.subscriptionId])).toEqual([['SUBSCRIPTION', subscriptionId]]);
     // A subscription's meter never closes access: the overage is billed.
     expect((await check(`external_id=user_drawer&product_id=${product}`)).body.data).toMatchObject({ entitled: true, type: 'ONE_TIME', meters: [{ basis: 'SUBSCRIPTION', overageUnits: 1_000.5 }] });
 
