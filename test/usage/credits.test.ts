@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCommerceUnitOfWork } from '../../src/services.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { buy, setExternalId } from './helpers.js';
 
@@ -155,6 +156,36 @@ describe('credit packs', () => {
     // Running out of the new balance is a new crossing.
     expect(await ingest(Array.from({ length: 89 }, (_, i) => ({ id: `s${i}`, customer, name: 'image', timestamp: '2026-11-22T15:00:00Z', properties: {} })))).not.toContain('REJECTED');
     expect(await exhaustedEvents(customerId)).toHaveLength(2);
+  });
+
+  it('on the crypto rail: a confirmed transfer grants once (seen, confirmed, confirmed again), a transfer only seen grants nothing', async () => {
+    const product = (await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Crypto credits' })).id;
+    const price = await createPrice(product, { amount: 5_000_000, currency: 'USDC', provider: 'CRYPTO', grantsUnits: { meterId: images, units: 40 } });
+    expect(price.status, JSON.stringify(price.body)).toBe(201);
+    // A crypto session of the pack as checkout stores it (its quote needs a chain, which this file has not).
+    const { orderId } = await buy(ctx, 'chain@example.com', pack, ctx.orgA.apiKey);
+    const template = (await createCommerceUnitOfWork(ctx.testDb.database.db).stores.sessions.find(ctx.orgA.orgId, (await ctx.testDb.database.db('orders').where({ id: orderId }).first()).checkout_session_id))!;
+    const customerId = (await ctx.testDb.database.db('orders').where({ id: orderId }).first()).customer_id as string;
+    const session = {
+      ...template,
+      id: `CS_crypto${Date.now()}`,
+      status: 'CREATED' as const,
+      provider: 'CRYPTO' as const,
+      currency: 'USDC',
+      amount: 5_000_000,
+      quantity: 1,
+      pageToken: `tok${Date.now()}`,
+      pricing: { ...template.pricing, amount: 5_000_000, currency: 'USDC', pricingId: price.body.data.pricingId, grantsUnits: { meterId: images, units: 40 } },
+      expiresAt: new Date(ctx.clock.now().getTime() + 3_600_000),
+    };
+    await createCommerceUnitOfWork(ctx.testDb.database.db).transaction((stores) => stores.sessions.insert(session));
+    const transfer = { checkoutSessionId: session.id, chain: 'eip155:31337', txHash: `0x${'ab'.repeat(32)}`, fromAddress: '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed', recipient: '0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359', valueUnits: 5_000_000, quotedUnits: 5_000_000 };
+    const grantsOf = async () => (await ledger(customerId)).filter((e) => e.kind === 'GRANT' && e.units == 40);
+    expect((await ctx.services.payments.applyCryptoTransfer({ ...transfer, event: 'seen' })).outcome).toBe('applied');
+    expect(await grantsOf()).toHaveLength(0);
+    expect((await ctx.services.payments.applyCryptoTransfer({ ...transfer, event: 'confirmed' })).outcome).toBe('applied');
+    expect((await ctx.services.payments.applyCryptoTransfer({ ...transfer, event: 'confirmed' })).outcome).toBe('unchanged');
+    expect(await grantsOf()).toHaveLength(1);
   });
 
   it('a full refund revokes what is left of the pack (never more than the balance); a partial refund revokes nothing', async () => {
