@@ -3508,13 +3508,13 @@ export interface components {
             meterId: components["schemas"]["MeterId"];
             /** @enum {string} */
             basis: "SUBSCRIPTION" | "PREPAID";
-            /** @description Consumed in the current period (`PREPAID` */
+            /** @description Consumed in the current period (`PREPAID`: since the first credit grant). */
             consumedUnits: number;
             includedUnits: number;
             creditsRemaining: number;
             /** @description Included units and credits still unused. */
             remainingUnits: number;
-            /** @description Beyond both (`SUBSCRIPTION` */
+            /** @description Beyond both (`SUBSCRIPTION`: billed at the period close). */
             overageUnits: number;
             /** @description `PREPAID` only: no credit remains. */
             exhausted: boolean;
