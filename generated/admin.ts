@@ -520,7 +520,9 @@ export interface paths {
          *     and with `flexibleAmount` `minAmount` ≤ `amount` ≤ `maxAmount` (each bound optional);
          *     `meteredComponents` only on `SUBSCRIPTION` card prices, each naming a meter of the
          *     product's organization that is not archived (another organization's meter reads as
-         *     missing: `400` naming `meteredComponents[i].meterId`, never `404`, which is the product's).
+         *     missing: `400` naming `meteredComponents[i].meterId`, never `404`, which is the product's);
+         *     `grantsUnits` (a credit pack, `MeterCreditGrant`) only on fixed-amount `ONE_TIME` prices, the
+         *     same rule for its meter (`400` naming `grantsUnits.meterId`).
          *     Unknown product → `404`; an archived product → `409 CONFLICT`.
          */
         post: operations["createPrice"];
@@ -1910,6 +1912,34 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             /** @description Usage billed in arrears at each renewal (see `MeteredComponent`); always given, empty for prices without any. */
             meteredComponents?: components["schemas"]["MeteredComponent"][];
+            /** @description A credit pack's grant (see `MeterCreditGrant`); absent on every other price. */
+            grantsUnits?: components["schemas"]["MeterCreditGrant"];
+        };
+        /**
+         * @description A **credit pack** (issue 38): a `ONE_TIME` price (card or crypto, fixed amount) whose
+         *     purchase grants prepaid units of a meter to the buyer, `units` per unit bought (a checkout
+         *     of `quantity` 3 grants 3 × `units`). The merchant API's `GET
+         *     /v1/customers/{id}/meter-balances` shows them; docs/usage-billing.md tells the whole story.
+         *
+         *     * **When.** Granted once, in the transaction that makes the order `PAID` (sandbox card,
+         *       Stripe, crypto: the one payment flow), whatever the duplicates of the payment result;
+         *       an order that never becomes `PAID` grants nothing. The grant is the one the checkout
+         *       session was created with (prices never change).
+         *     * **Consumed** in this order: the period's included units of a subscription's metered
+         *       component on the meter first, then the credits. A subscription's usage draws on them at
+         *       its period close (the `USAGE` line's `creditedUnits`, the billable rest priced as
+         *       usual; a started unit draws a whole credit). A customer without a metered subscription
+         *       on the meter consumes them continuously from their first grant on (prepaid): when they
+         *       are used up, the access check answers `entitled: false` (`CREDITS_EXHAUSTED`).
+         *     * **No expiry.** Credits stay until consumed or revoked.
+         *     * **Refunds.** A full refund of the pack's order revokes the pack's units still in the
+         *       balance (never more than the balance: units already drawn stay drawn); a partial refund
+         *       revokes nothing.
+         */
+        MeterCreditGrant: {
+            meterId: components["schemas"]["MeterId"];
+            /** @description Units of the meter each unit bought grants. */
+            units: number;
         };
         /**
          * @description A metered component of a `SUBSCRIPTION` card price (created with the price, through the
@@ -2011,6 +2041,13 @@ export interface components {
              *     for when and how usage is billed.
              */
             meteredComponents?: components["schemas"]["MeteredComponent"][];
+            /**
+             * @description Makes the price a credit pack (see `MeterCreditGrant`): `ONE_TIME` prices with a fixed
+             *     amount only, card or crypto (else `400`); the meter is one of the organization, not
+             *     archived (another organization's meter is `400` naming `grantsUnits.meterId`, as if it
+             *     did not exist).
+             */
+            grantsUnits?: components["schemas"]["MeterCreditGrant"];
         } & (unknown & unknown & unknown);
         PriceResponse: {
             /** @constant */

@@ -1266,7 +1266,9 @@ export interface paths {
          * @description The same rules as the admin API's `POST /v1/products/{id}/prices` (see `PriceCreate`):
          *     a card (`STRIPE`) price needs an ISO 4217 currency (`USDC`/`USDT` need `provider:
          *     CRYPTO`); with `flexibleAmount`, `minAmount` ≤ `amount` ≤ `maxAmount`; amounts within the
-         *     rail's bounds (`400 VALIDATION_ERROR` naming the field). An archived product is
+         *     rail's bounds (`400 VALIDATION_ERROR` naming the field); `grantsUnits` makes a
+         *     fixed-amount `ONE_TIME` price a credit pack (`MeterCreditGrant`: prepaid units of a meter,
+         *     granted once when its order is paid, revoked by a full refund). An archived product is
          *     `409 CONFLICT`; another organization's product `404`. Prices cannot be edited (orders
          *     and subscriptions point at them): deactivate and add a new one. Recorded as `price.create`.
          */
@@ -3195,6 +3197,32 @@ export interface components {
             includedUnits?: number;
             pricing: components["schemas"]["MeteredPricing"];
         };
+        /**
+         * @description A **credit pack** (issue 38): a `ONE_TIME` price (card or crypto, fixed amount) whose
+         *     purchase grants prepaid units of a meter to the buyer, `units` per unit bought (a checkout
+         *     of `quantity` 3 grants 3 × `units`). The merchant API's `GET
+         *     /v1/customers/{id}/meter-balances` shows them; docs/usage-billing.md tells the whole story.
+         *
+         *     * **When.** Granted once, in the transaction that makes the order `PAID` (sandbox card,
+         *       Stripe, crypto: the one payment flow), whatever the duplicates of the payment result;
+         *       an order that never becomes `PAID` grants nothing. The grant is the one the checkout
+         *       session was created with (prices never change).
+         *     * **Consumed** in this order: the period's included units of a subscription's metered
+         *       component on the meter first, then the credits. A subscription's usage draws on them at
+         *       its period close (the `USAGE` line's `creditedUnits`, the billable rest priced as
+         *       usual; a started unit draws a whole credit). A customer without a metered subscription
+         *       on the meter consumes them continuously from their first grant on (prepaid): when they
+         *       are used up, the access check answers `entitled: false` (`CREDITS_EXHAUSTED`).
+         *     * **No expiry.** Credits stay until consumed or revoked.
+         *     * **Refunds.** A full refund of the pack's order revokes the pack's units still in the
+         *       balance (never more than the balance: units already drawn stay drawn); a partial refund
+         *       revokes nothing.
+         */
+        MeterCreditGrant: {
+            meterId: components["schemas"]["MeterId"];
+            /** @description Units of the meter each unit bought grants. */
+            units: number;
+        };
         Price: {
             pricingId: components["schemas"]["PricingId"];
             orgId: components["schemas"]["OrgId"];
@@ -3222,6 +3250,8 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             /** @description Usage billed in arrears at each renewal (see `MeteredComponent`); always given, empty for prices without any. */
             meteredComponents?: components["schemas"]["MeteredComponent"][];
+            /** @description A credit pack's grant (see `MeterCreditGrant`); absent on every other price. */
+            grantsUnits?: components["schemas"]["MeterCreditGrant"];
         };
         PriceListResponse: {
             /** @constant */
@@ -3288,6 +3318,13 @@ export interface components {
              *     for when and how usage is billed.
              */
             meteredComponents?: components["schemas"]["MeteredComponent"][];
+            /**
+             * @description Makes the price a credit pack (see `MeterCreditGrant`): `ONE_TIME` prices with a fixed
+             *     amount only, card or crypto (else `400`); the meter is one of the organization, not
+             *     archived (another organization's meter is `400` naming `grantsUnits.meterId`, as if it
+             *     did not exist).
+             */
+            grantsUnits?: components["schemas"]["MeterCreditGrant"];
         } & (unknown & unknown & unknown);
         PriceResponse: {
             /** @constant */

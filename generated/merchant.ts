@@ -339,7 +339,7 @@ export interface paths {
          *     | getX402Supported, verifyX402Payment, settleX402Payment, getX402Settlement, putX402Paywall, deleteX402Paywall | `x402:settle` |
          *     | updateCustomer | `customers:write` |
          *     | ingestUsageEvents | `usage:write` |
-         *     | listMeters, getMeter, getMeterQuantities | `meters:read` |
+         *     | listMeters, getMeter, getMeterQuantities, getCustomerMeterBalances | `meters:read` |
          *     | createMeter, updateMeter, archiveMeter | `meters:write` |
          *     | createCustomerPortalSession | `checkout:write`; a portal that cancels or keeps subscriptions (and `allowCancelNow`) also `subscriptions:manage` |
          *     | getMe | none (any valid key) |
@@ -727,10 +727,7 @@ export interface paths {
          *     `pause_collection` set or `paused` → `PAUSED`; `canceled` after a period-end cancellation →
          *     `ENDED`; `canceled` by Stripe's dunning, `unpaid`, `incomplete_expired` → `EXPIRED`
          *     (`subscription.expired`); other cancellations → `CANCELED`. `CANCELED`, `ENDED` and `EXPIRED`
-         *     never change again. A metered subscription's usage reaches Stripe as invoice items that
-         *     Kassa adds to the renewal's draft invoice once the usage grace window has passed (the admin
-         *     API's `MeteredComponent`, **Rails**): the renewal order then carries the fee line and one
-         *     `USAGE` line per component, adding up to the invoice Stripe collected.
+         *     never change again.
          */
         get: operations["getSubscription"];
         put?: never;
@@ -862,6 +859,58 @@ export interface paths {
         patch: operations["updateCustomer"];
         trace?: never;
     };
+    "/v1/customers/{id}/meter-balances": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The customer, by Kassa's id (`CUS_…`) or, failing that, by the merchant's `externalId`.
+                 * @example user_42
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's meter balances
+         * @description What a customer has consumed of each meter and what remains: **included units** of their
+         *     subscription's metered components + **purchased credits** (credit packs, the admin API's
+         *     `MeterCreditGrant`) − **consumed** in the current period. Permission: `meters:read`. The
+         *     customer is named by `CUS_…` id or by `externalId`; one of another organization (or
+         *     nobody) is `404`. Computed on each request from the meter's quantities and the credit
+         *     ledger (`asOf` is when).
+         *
+         *     **Which meters**: every meter a metered component of the customer's `ACTIVE`
+         *     subscriptions bills (`basis: SUBSCRIPTION`) and every meter the customer holds credits of
+         *     without such a subscription (`basis: PREPAID`), ordered by `meterId`. A meter billed by
+         *     several subscriptions counts the one whose period started first.
+         *
+         *     **Decisions**:
+         *     * **Order of consumption**: the period's included units first, then credits; what goes
+         *       beyond both is `overageUnits` (`SUBSCRIPTION`: billed at the period close as usual;
+         *       `PREPAID`: nothing bills it, the meter is `exhausted` and the access check answers
+         *       `entitled: false`, `CREDITS_EXHAUSTED`).
+         *     * **Whole units**: credits are whole units; a started unit beyond the included ones takes
+         *       a whole credit (10.2 units over take 11). `consumedUnits` and `overageUnits` keep the
+         *       meter's decimals.
+         *     * **When credits are drawn**: a `SUBSCRIPTION` meter's credits are drawn at its period
+         *       close into the renewal order's `USAGE` line (`usage.creditedUnits`, once per period);
+         *       until then `creditsPending` shows what the close will draw and `creditsRemaining` what it
+         *       will leave. A `PREPAID` meter counts consumption from the customer's first credit grant
+         *       of the meter (`periodStart`; `periodEnd` null) until now.
+         *     * **No expiry**; included units do not carry over; a full refund of a credit pack takes
+         *       back what is left of its units (never more than `creditBalance`).
+         */
+        get: operations["getCustomerMeterBalances"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/usage-events": {
         parameters: {
             query?: never;
@@ -916,9 +965,7 @@ export interface paths {
          *     never `ACCEPTED` and unbilled, even when the request raced the close). This also holds while
          *     a declined renewal is retried: the retries charge the order as written, so the closed
          *     period takes no more events. An event stamped at or after the current period's end, sent
-         *     before the renewal ran, belongs to the next period. On Stripe the same close happens when
-         *     Kassa adds the period's usage to Stripe's held renewal draft (after the same grace window),
-         *     and a subscription canceled now closes its partial period at the cancel.
+         *     before the renewal ran, belongs to the next period.
          *
          *     **CloudEvents.** An event may also be written in CloudEvents 1.0's JSON shape
          *     (`specversion`, `id`, `source`, `type`, `time`, `subject`, `data`, as OpenMeter takes
@@ -928,85 +975,6 @@ export interface paths {
          *     may be mixed in one batch; the body stays `application/json` (`{"events": […]}`).
          */
         post: operations["ingestUsageEvents"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/coupons": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * List coupons
-         * @description The organization's coupons, newest first, with how often each was redeemed. Not paginated:
-         *     at most the 500 newest. Permission `catalog:read`. See docs/discounts.md.
-         */
-        get: operations["listCoupons"];
-        put?: never;
-        /**
-         * Create a coupon
-         * @description A coupon: percent or amount off, for `ONCE`, `REPEATING` (`durationInPeriods`) or
-         *     `FOREVER`, optionally limited in redemptions, in time (`redeemBy`) and to products. The
-         *     merchant applies it at checkout creation (`discounts: [{coupon}]`); buyers use it through
-         *     promotion codes (`createPromotionCode`). Permission `checkout:write` (a key that may set
-         *     a checkout's price may discount it). Coupons cannot be changed afterwards (as Stripe's).
-         */
-        post: operations["createCoupon"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/coupons/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description Resource identifier. */
-                id: components["parameters"]["PathId"];
-            };
-            cookie?: never;
-        };
-        /**
-         * Read a coupon
-         * @description One coupon of the organization. Permission `catalog:read`.
-         */
-        get: operations["getCoupon"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/promotion-codes": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * List promotion codes
-         * @description The organization's promotion codes (of one coupon with `couponId`), newest first, at most 500. Permission `catalog:read`.
-         */
-        get: operations["listPromotionCodes"];
-        put?: never;
-        /**
-         * Create a promotion code
-         * @description A code buyers type on the hosted checkout page ("Add a promotion code") for a coupon, or
-         *     the merchant passes at checkout creation (`discounts: [{promotionCode}]`).
-         *     Case-insensitive and unique in the organization (`409` when taken in any case). Its limits
-         *     add to the coupon's. Permission `checkout:write`.
-         */
-        post: operations["createPromotionCode"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1195,16 +1163,11 @@ export interface paths {
          *     orders, checkout sessions, subscriptions and customers (every writer, whatever its path) through
          *     a queue that a worker job folds in; the answer adds what is still queued, so it is exact at
          *     once, never lagging (the same as a recomputation from the rows). Every UTC offset a time zone
-         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone.
-         *     In `UTC` a range is read by whole days; in the organization's own time zone (its settings'
-         *     `timeZone`, what the console passes) too, from days kept by local date in that zone (built
-         *     by the worker from the quarter hours within seconds of a change of zone; until then, and in
-         *     any other zone, as below). Otherwise hours that lie inside one bucket are read whole, the
-         *     hours a local midnight cuts (zones such as `Asia/Kolkata`, `Asia/Kathmandu`,
-         *     `America/St_Johns`) by quarter hour. A range whose bounds are not quarter hours (an offset in
-         *     seconds, before 1972) is computed from the rows. The figures are the same whichever way is
-         *     read; the cost depends on the range's length and the number of currencies, not on the number
-         *     of orders.
+         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone:
+         *     hours that lie inside one bucket are read whole, the hours a local midnight cuts (zones such as
+         *     `Asia/Kolkata`, `Asia/Kathmandu`, `America/St_Johns`) by quarter hour. A range whose bounds are
+         *     not quarter hours (an offset in seconds, before 1972) is computed from the rows. The cost
+         *     depends on the range's length and the number of currencies, not on the number of orders.
          */
         get: operations["getCommerceMetrics"];
         put?: never;
@@ -1347,6 +1310,19 @@ export interface paths {
          *       `productId`.
          *     * `customerId`/`email` are the customer the subject resolved to (`null` when none), `wallet`
          *       echoes the queried wallet (`null` when not given).
+         *
+         *     **Metered products** (issue 38): with `product_id` naming a product with metered prices
+         *     or credit packs and a resolved customer, `meters` gives the usage of each of its meters
+         *     and what remains (included units first, then prepaid credits; see
+         *     `getCustomerMeterBalances`). Access bought as a credit pack (a `PAID` one-time order of
+         *     the product) lasts while its prepaid meters have credit: when one is exhausted,
+         *     `entitled` is false with `reason: CREDITS_EXHAUSTED` (`products` still lists the product:
+         *     it is not re-evaluated without `product_id`). A subscription's meters never close access:
+         *     their overage is billed at the period close. Other products answer exactly as before.
+         *
+         *     **Cost**: one statement (the access read, which also reads a metered product's prices,
+         *     the customer's credit balances and metered subscriptions), plus one quantity read per
+         *     meter of a metered product (the meter's hourly rollup, docs/usage-billing.md).
          *
          *     An unknown subject is not an error: the answer is `200` with `entitled` false.
          */
@@ -2107,7 +2083,7 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
-    "subscription.discount_ended": {
+    "meter.credits_exhausted": {
         parameters: {
             query?: never;
             header?: never;
@@ -2117,16 +2093,22 @@ export interface webhooks {
         get?: never;
         put?: never;
         /**
-         * A subscription's coupon no longer applies (`subscription.discount_ended`)
-         * @description **`subscription.discount_ended`** (issue 39) — The coupon of the checkout that started the
-         *     subscription (`ONCE` or `REPEATING`) no longer covers its periods: sent with the renewal that
-         *     bills the first period at the full `amountCents` (on Kassa's renewal job), once per
-         *     subscription, in the transaction that moves the period. No event announces a discount
-         *     applied: it is the `DISCOUNT` line of the order (`order.paid`) at checkout and on each
-         *     covered renewal. `FOREVER` coupons never end. Delivered, signed and retried exactly like
-         *     the other events.
+         * A customer's prepaid credit of a meter ran out (`meter.credits_exhausted`)
+         * @description **`meter.credits_exhausted`** — A customer's consumption of a meter used up their prepaid
+         *     credits (credit packs, the admin API's `MeterCreditGrant`): `data.balance.creditsRemaining`
+         *     is 0. For a `PREPAID` meter the access check answers `entitled: false`
+         *     (`CREDITS_EXHAUSTED`) from now on; for a `SUBSCRIPTION` meter the rest is billed as overage
+         *     at the period close. `data.balance` is the balance as `getCustomerMeterBalances` shows it
+         *     when the event is emitted.
+         *
+         *     **Once per crossing**: detected right after a usage-event batch is stored (for the
+         *     customers of the batch that hold credits), and claimed by a row keyed by (customer, meter,
+         *     period) in the transaction that queues the event, so concurrent batches emit it exactly
+         *     once. The period is the subscription's current period (`SUBSCRIPTION`); for `PREPAID` it
+         *     is the credit balance the customer had (a new pack starts a new one, so running out again
+         *     sends it again). Meters of spans are not checked on ingest (spans do not pass through it).
          */
-        post: operations["subscriptionDiscountEndedEvent"];
+        post: operations["meterCreditsExhaustedEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2432,21 +2414,6 @@ export interface components {
              * @enum {string}
              */
             trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
-            /**
-             * @description The discount of this checkout (issue 39): one coupon (`coupon`, a `CPN_…` id) or one
-             *     promotion code (`promotionCode`, the code as a buyer types it, any case). At most one:
-             *     discounts do not stack. Checked now — a coupon or code that does not exist, has expired,
-             *     reached its limit, does not apply to the product, or (amount off) is in another currency
-             *     than the price is `400` naming the field — and redeemed when the buyer pays (limits
-             *     hold then too). The session's `amount` is the discounted total; the order gets a
-             *     `DISCOUNT` line. Without `discounts` the buyer may enter a promotion code on the hosted
-             *     page (sandbox card checkouts). Card checkouts on the sandbox only: on the Stripe rail
-             *     and on crypto `discounts` is `400` for now (see docs/discounts.md).
-             */
-            discounts?: ({
-                coupon?: string;
-                promotionCode?: string;
-            } & (unknown | unknown))[];
         } & (unknown | unknown);
         /** @description Price snapshot of the session. */
         MerchantPricing: {
@@ -2472,7 +2439,15 @@ export interface components {
              * @enum {string}
              */
             trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
-            discount?: components["schemas"]["AppliedDiscount"];
+            /**
+             * @description Present only when the catalog price is a credit pack (the admin API's `MeterCreditGrant`):
+             *     paying this session grants `units` × `quantity` prepaid units of `meterId` to the
+             *     buyer, once, when its order becomes `PAID`; see `getCustomerMeterBalances`.
+             */
+            grantsUnits?: {
+                meterId: components["schemas"]["MeterId"];
+                units: number;
+            };
             /** @description Catalog price; null for `pricingData` sessions. */
             pricingId: components["schemas"]["PricingId"] | null;
             pricingName: string;
@@ -3134,140 +3109,6 @@ export interface components {
             /** Format: date-time */
             archivedAt: string | null;
         };
-        /**
-         * @description The coupon this checkout applies (present only with one), frozen when applied: the
-         *     merchant's `discounts` at creation or the code the buyer entered on the hosted page. The
-         *     session's `amount` is the total after it; the order shows it as a `DISCOUNT` line.
-         */
-        AppliedDiscount: {
-            couponId: string;
-            name: string;
-            promotionCodeId: string | null;
-            code: string | null;
-            percentOff: string | null;
-            amountOff: number | null;
-            currency: string | null;
-            duration: components["schemas"]["CouponDuration"];
-            durationInPeriods: number | null;
-            productIds: string[] | null;
-        };
-        /**
-         * @description How many billing periods of a subscription the discount covers, counted from the first
-         *     period that charges the fee (period 1 after a free trial, else the checkout's period 0):
-         *     `ONCE` that one, `REPEATING` `durationInPeriods` of them, `FOREVER` every one. A one-time
-         *     purchase is one period.
-         * @enum {string}
-         */
-        CouponDuration: "ONCE" | "REPEATING" | "FOREVER";
-        /**
-         * @description A discount the merchant offers: `percentOff` (0.01-100, at most 2 decimals) or `amountOff`
-         *     (minor units of `currency`; applies only to prices in that currency). Its base is the sum
-         *     of the period's charge lines of the products in `productIds` (all when null); a percent is
-         *     computed exactly and rounded once, half up; an amount takes at most the base. The order's
-         *     `DISCOUNT` line never makes a total negative. One discount per checkout.
-         */
-        Coupon: {
-            /** @description `CPN_…` */
-            id: string;
-            name: string;
-            /** @description Decimal text, e.g. `"20"`, `"12.5"`. */
-            percentOff: string | null;
-            amountOff: number | null;
-            currency: string | null;
-            duration: components["schemas"]["CouponDuration"];
-            durationInPeriods: number | null;
-            /** @description How many checkouts may redeem it in all (null: no limit). */
-            maxRedemptions: number | null;
-            /** @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). */
-            timesRedeemed: number;
-            /**
-             * Format: date-time
-             * @description Last moment it may be applied or redeemed.
-             */
-            redeemBy: string | null;
-            productIds: string[] | null;
-            /** @description False once expired (`redeemBy` passed) or fully redeemed. */
-            valid: boolean;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        CouponCreate: {
-            name: string;
-            /** @description 0.01-100, at most 2 decimals. Exactly one of `percentOff` and `amountOff`. */
-            percentOff?: string;
-            /** @description Minor units of `currency` (required with it). */
-            amountOff?: number;
-            currency?: string;
-            duration: components["schemas"]["CouponDuration"];
-            /** @description Required with `REPEATING`, else omitted. */
-            durationInPeriods?: number;
-            maxRedemptions?: number;
-            /** Format: date-time */
-            redeemBy?: string;
-            /** @description Catalog products (`PRD_…`) it applies to; omitted: all. */
-            productIds?: string[];
-        };
-        CouponResponse: {
-            /** @constant */
-            success: true;
-            message: string;
-            data: components["schemas"]["Coupon"];
-        };
-        CouponListResponse: {
-            /** @constant */
-            success: true;
-            message: string;
-            data: {
-                records: components["schemas"]["Coupon"][];
-            };
-        };
-        /**
-         * @description A code buyers type for a coupon, case-insensitive (`SUMMER20` = `summer20`), unique in the
-         *     organization. Its own limits add to the coupon's: `maxRedemptions`, `expiresAt`,
-         *     `firstTimeTransaction` (only a buyer with no earlier order of the organization, by e-mail),
-         *     `oncePerCustomer` (one redemption per buyer e-mail).
-         */
-        PromotionCode: {
-            /** @description `PROMO_…` */
-            id: string;
-            code: string;
-            couponId: string;
-            active: boolean;
-            maxRedemptions: number | null;
-            timesRedeemed: number;
-            /** Format: date-time */
-            expiresAt: string | null;
-            firstTimeTransaction: boolean;
-            oncePerCustomer: boolean;
-            /** Format: date-time */
-            createdAt: string;
-        };
-        PromotionCodeCreate: {
-            /** @description 3-40 letters, digits, `-` or `_`; unique in the organization whatever the case (`409`). */
-            code: string;
-            couponId: string;
-            maxRedemptions?: number;
-            /** Format: date-time */
-            expiresAt?: string;
-            /** @default false */
-            firstTimeTransaction?: boolean;
-            /** @default false */
-            oncePerCustomer?: boolean;
-        };
-        PromotionCodeResponse: {
-            /** @constant */
-            success: true;
-            message: string;
-            data: components["schemas"]["PromotionCode"];
-        };
-        PromotionCodeListResponse: {
-            /** @constant */
-            success: true;
-            message: string;
-            data: {
-                records: components["schemas"]["PromotionCode"][];
-            };
-        };
         MeterResponse: {
             /** @constant */
             success: true;
@@ -3288,6 +3129,57 @@ export interface components {
             /** Format: date-time */
             end: string;
             quantity: number;
+        };
+        /** @description One meter's balance for a customer (see `getCustomerMeterBalances` for the rules). */
+        MeterBalance: {
+            meterId: components["schemas"]["MeterId"];
+            meterName: string;
+            /**
+             * @description `SUBSCRIPTION`: a metered component of an `ACTIVE` subscription bills the meter; `PREPAID`: only credits.
+             * @enum {string}
+             */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description The subscription whose period is counted (`SUBSCRIPTION`); null for `PREPAID`. */
+            subscriptionId: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the counted range (the subscription's current period; `PREPAID`, the first credit grant).
+             */
+            periodStart: string;
+            /**
+             * Format: date-time
+             * @description End of the subscription's current period; null for `PREPAID` (counted until now).
+             */
+            periodEnd: string | null;
+            /** @description The meter's quantity over the range. */
+            consumedUnits: number;
+            /** @description Units the period includes (0 for `PREPAID`). */
+            includedUnits: number;
+            includedRemaining: number;
+            /** @description Credit units not yet drawn by a period close. */
+            creditBalance: number;
+            /** @description Credits this range's consumption takes (drawn at the close for `SUBSCRIPTION`). */
+            creditsPending: number;
+            /** @description `creditBalance − creditsPending`. */
+            creditsRemaining: number;
+            /** @description `includedRemaining + creditsRemaining`: what may still be consumed before overage or exhaustion. */
+            remainingUnits: number;
+            /** @description Consumption beyond the included units and the credits. */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains (the access check refuses, `CREDITS_EXHAUSTED`). */
+            exhausted: boolean;
+        };
+        MeterBalancesResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                customerId: string;
+                externalId: string | null;
+                /** Format: date-time */
+                asOf: string;
+                balances: components["schemas"]["MeterBalance"][];
+            };
         };
         MeterQuantitiesResponse: {
             /** @constant */
@@ -3502,7 +3394,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -3597,6 +3489,35 @@ export interface components {
             type: "ONE_TIME" | "SUBSCRIPTION" | null;
             /** @description Every catalog product the subject has access to. */
             products: components["schemas"]["EntitlementProduct"][];
+            /**
+             * @description Present only with `product_id` naming a **metered product** (one with a price that has
+             *     metered components or is a credit pack) and a resolved customer: the customer's usage
+             *     of each of the product's meters that a subscription bills or credits cover, ordered by
+             *     `meterId` (the same figures as `getCustomerMeterBalances`).
+             */
+            meters?: components["schemas"]["EntitlementMeter"][];
+            /**
+             * @description Present only when `entitled` is false because the access was bought as prepaid credit
+             *     (a credit pack's one-time order) and a prepaid meter of the product has no credit left.
+             * @enum {string}
+             */
+            reason?: "CREDITS_EXHAUSTED";
+        };
+        /** @description One meter's usage in the access check (see `MeterBalance` for the rules). */
+        EntitlementMeter: {
+            meterId: components["schemas"]["MeterId"];
+            /** @enum {string} */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description Consumed in the current period (`PREPAID`: since the first credit grant). */
+            consumedUnits: number;
+            includedUnits: number;
+            creditsRemaining: number;
+            /** @description Included units and credits still unused. */
+            remainingUnits: number;
+            /** @description Beyond both (`SUBSCRIPTION`: billed at the period close). */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains. */
+            exhausted: boolean;
         };
         EntitlementCheckResponse: {
             /** @constant */
@@ -3846,13 +3767,29 @@ export interface components {
         /** @description Envelope of `subscription.*` deliveries. */
         SubscriptionWebhookEvent: {
             /** @enum {string} */
-            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended";
+            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
             timestamp: components["schemas"]["Timestamp"];
             /** @constant */
             apiVersion: "2026-11-01";
             endpoint: components["schemas"]["WebhookEndpointRef"];
             data: {
                 subscription: components["schemas"]["WebhookSubscription"];
+            };
+        };
+        /** @description Envelope of `meter.*` deliveries. */
+        MeterWebhookEvent: {
+            /** @enum {string} */
+            type: "meter.credits_exhausted";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                customer: {
+                    customerId: string;
+                    externalId: string | null;
+                };
+                balance: components["schemas"]["MeterBalance"];
             };
         };
         /** @description Envelope of `webhook.test` deliveries (operator-requested, one endpoint). */
@@ -5021,6 +4958,39 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getCustomerMeterBalances: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The customer, by Kassa's id (`CUS_…`) or, failing that, by the merchant's `externalId`.
+                 * @example user_42
+                 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The customer's balances. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MeterBalancesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     ingestUsageEvents: {
         parameters: {
             query?: never;
@@ -5046,282 +5016,6 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["responses-UnsupportedMediaType"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    listCoupons: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The coupons. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "OK",
-                     *       "data": {
-                     *         "records": [
-                     *           {
-                     *             "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *             "name": "Launch week",
-                     *             "percentOff": "20",
-                     *             "amountOff": null,
-                     *             "currency": null,
-                     *             "duration": "REPEATING",
-                     *             "durationInPeriods": 3,
-                     *             "maxRedemptions": 100,
-                     *             "timesRedeemed": 0,
-                     *             "redeemBy": "2026-12-31T23:59:59.000Z",
-                     *             "productIds": null,
-                     *             "valid": true,
-                     *             "createdAt": "2026-12-01T09:00:00.000Z"
-                     *           }
-                     *         ]
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["CouponListResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    createCoupon: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "name": "Launch week",
-                 *       "percentOff": "20",
-                 *       "duration": "REPEATING",
-                 *       "durationInPeriods": 3,
-                 *       "maxRedemptions": 100,
-                 *       "redeemBy": "2026-12-31T23:59:59.000Z"
-                 *     }
-                 */
-                "application/json": components["schemas"]["CouponCreate"];
-            };
-        };
-        responses: {
-            /** @description The coupon. */
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "Coupon created",
-                     *       "data": {
-                     *         "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *         "name": "Launch week",
-                     *         "percentOff": "20",
-                     *         "amountOff": null,
-                     *         "currency": null,
-                     *         "duration": "REPEATING",
-                     *         "durationInPeriods": 3,
-                     *         "maxRedemptions": 100,
-                     *         "timesRedeemed": 0,
-                     *         "redeemBy": "2026-12-31T23:59:59.000Z",
-                     *         "productIds": null,
-                     *         "valid": true,
-                     *         "createdAt": "2026-12-01T09:00:00.000Z"
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["CouponResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            413: components["responses"]["PayloadTooLarge"];
-            415: components["responses"]["responses-UnsupportedMediaType"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    getCoupon: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /** @description Resource identifier. */
-                id: components["parameters"]["PathId"];
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The coupon. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "OK",
-                     *       "data": {
-                     *         "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *         "name": "Launch week",
-                     *         "percentOff": "20",
-                     *         "amountOff": null,
-                     *         "currency": null,
-                     *         "duration": "REPEATING",
-                     *         "durationInPeriods": 3,
-                     *         "maxRedemptions": 100,
-                     *         "timesRedeemed": 0,
-                     *         "redeemBy": "2026-12-31T23:59:59.000Z",
-                     *         "productIds": null,
-                     *         "valid": true,
-                     *         "createdAt": "2026-12-01T09:00:00.000Z"
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["CouponResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    listPromotionCodes: {
-        parameters: {
-            query?: {
-                /** @description Only the codes of this coupon. */
-                couponId?: string;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The promotion codes. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "OK",
-                     *       "data": {
-                     *         "records": [
-                     *           {
-                     *             "id": "PROMO_4fQ2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *             "code": "LAUNCH20",
-                     *             "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *             "active": true,
-                     *             "maxRedemptions": 50,
-                     *             "timesRedeemed": 0,
-                     *             "expiresAt": null,
-                     *             "firstTimeTransaction": true,
-                     *             "oncePerCustomer": true,
-                     *             "createdAt": "2026-12-01T09:00:00.000Z"
-                     *           }
-                     *         ]
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PromotionCodeListResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            429: components["responses"]["RateLimited"];
-            500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
-        };
-    };
-    createPromotionCode: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "code": "LAUNCH20",
-                 *       "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                 *       "maxRedemptions": 50,
-                 *       "firstTimeTransaction": true,
-                 *       "oncePerCustomer": true
-                 *     }
-                 */
-                "application/json": components["schemas"]["PromotionCodeCreate"];
-            };
-        };
-        responses: {
-            /** @description The promotion code. */
-            201: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "success": true,
-                     *       "message": "Promotion code created",
-                     *       "data": {
-                     *         "id": "PROMO_4fQ2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *         "code": "LAUNCH20",
-                     *         "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
-                     *         "active": true,
-                     *         "maxRedemptions": 50,
-                     *         "timesRedeemed": 0,
-                     *         "expiresAt": null,
-                     *         "firstTimeTransaction": true,
-                     *         "oncePerCustomer": true,
-                     *         "createdAt": "2026-12-01T09:00:00.000Z"
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PromotionCodeResponse"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["responses-UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
@@ -7875,7 +7569,7 @@ export interface operations {
             };
         };
     };
-    subscriptionDiscountEndedEvent: {
+    meterCreditsExhaustedEvent: {
         parameters: {
             query?: never;
             header: {
@@ -7907,8 +7601,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "type": "subscription.discount_ended",
-                 *       "timestamp": "2026-12-03T09:30:05.000Z",
+                 *       "type": "meter.credits_exhausted",
+                 *       "timestamp": "2026-11-30T12:00:00.000Z",
                  *       "apiVersion": "2026-11-01",
                  *       "endpoint": {
                  *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
@@ -7916,34 +7610,31 @@ export interface operations {
                  *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
                  *       },
                  *       "data": {
-                 *         "subscription": {
-                 *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
-                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
-                 *           "status": "ACTIVE",
-                 *           "provider": "STRIPE",
-                 *           "providerSubscriptionId": null,
+                 *         "customer": {
                  *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
-                 *           "customerExternalId": "user_42",
-                 *           "customerEmail": "ada@example.com",
-                 *           "product": {
-                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
-                 *             "name": "Pro plan"
-                 *           },
-                 *           "billingInterval": "MONTH",
-                 *           "amountCents": 1500,
-                 *           "currency": "usd",
-                 *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
-                 *           "trialEnd": null,
-                 *           "cancelAtPeriodEnd": false,
-                 *           "canceledAt": null,
-                 *           "endedAt": null,
-                 *           "createdAt": "2026-11-22T09:30:04.000Z",
-                 *           "updatedAt": "2026-11-22T09:30:04.000Z"
+                 *           "externalId": "user_42"
+                 *         },
+                 *         "balance": {
+                 *           "meterId": "MTR_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                 *           "meterName": "Images",
+                 *           "basis": "PREPAID",
+                 *           "subscriptionId": null,
+                 *           "periodStart": "2026-11-02T10:00:00.000Z",
+                 *           "periodEnd": null,
+                 *           "consumedUnits": 100,
+                 *           "includedUnits": 0,
+                 *           "includedRemaining": 0,
+                 *           "creditBalance": 100,
+                 *           "creditsPending": 100,
+                 *           "creditsRemaining": 0,
+                 *           "remainingUnits": 0,
+                 *           "overageUnits": 0,
+                 *           "exhausted": true
                  *         }
                  *       }
                  *     }
                  */
-                "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+                "application/json": components["schemas"]["MeterWebhookEvent"];
             };
         };
         responses: {

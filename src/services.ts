@@ -17,6 +17,7 @@ import { KnexOrderRepository } from './orders/order.repository.js';
 import { KnexDisputeRepository, KnexRefundRepository } from './orders/refund.repository.js';
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
+import { KnexCreditLedger } from './usage/credits.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { signX402Receipt } from './webhooks/signature.js';
 import { enqueueBuyerEmail, owedByEvent } from './buyer-emails/buyer-email.repository.js';
@@ -39,6 +40,7 @@ import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
+import { BalanceAlerts, MeterBalances } from './commerce/meter-balances.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
 import { createDiscountsModule, type DiscountsModule } from './discounts/index.js';
@@ -139,6 +141,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     refunds: new KnexRefundRepository(executor),
     disputes: new KnexDisputeRepository(executor),
     quotes: new KnexCryptoRepository(executor),
+    credits: new KnexCreditLedger(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);
@@ -208,6 +211,7 @@ export function createServices(deps: {
   const { orgs } = orgsModule;
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
   const discountsModule = createDiscountsModule({ db, clock, products: catalogModule.catalog });
+  const meterBalances = new MeterBalances(uow, meteredBilling, clock);
   const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob, stripeUsageJobs: stripe?.usageJobs });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
@@ -329,6 +333,8 @@ export function createServices(deps: {
       db,
       uow,
       clock,
+      balances: meterBalances,
+      alerts: new BalanceAlerts(uow, meterBalances, clock),
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>

@@ -133,7 +133,8 @@ export class KnexBuyerEmailRepository implements BuyerEmailRepository {
 export interface CommerceEventLike {
   orgId: string;
   type: string;
-  data: { order?: { orderId: string }; refund?: { refundId: string; amountCents: number }; subscription?: { subscriptionId?: string; id?: string } };
+  /** Events of neither an order nor a subscription (`meter.*`) owe no e-mail. */
+  data: { order?: { orderId: string }; refund?: { refundId: string; amountCents: number }; subscription?: { subscriptionId?: string; id?: string } } | { customer: unknown };
   /** The subscription's cancellation state before the change (src/commerce/stores.ts CommerceEvent). */
   previous?: { cancelAtPeriodEnd: boolean };
 }
@@ -157,6 +158,7 @@ export interface CommerceEventLike {
  *  - subscription.trial_will_end → trial_will_end (once per trial: keyed by the trial's end).
  */
 export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLike, eventId: string): Promise<OwedEmail | undefined> {
+  if ('customer' in event.data) return undefined;
   if (event.data.order) {
     const order = await trx('orders').where({ id: event.data.order.orderId, org_id: event.orgId }).first('id', 'customer_email', 'subscription_id', 'billing_period', 'processor_status');
     if (!order) return undefined;

@@ -32,6 +32,8 @@ export const presentPrice = (price: Price) => ({
   active: price.active,
   createdAt: iso(price.createdAt),
   meteredComponents: price.meteredComponents.map((c) => ({ meterId: c.meterId, includedUnits: c.includedUnits, pricing: presentUsagePricing(c.pricing) })),
+  // A credit pack only (absent otherwise, like trialDays).
+  ...(price.grantsUnits !== null && { grantsUnits: { meterId: price.grantsUnits.meterId, units: price.grantsUnits.units } }),
 });
 
 /** A payment link with its URL (the service knows the public base URL). */

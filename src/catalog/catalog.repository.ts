@@ -1,7 +1,7 @@
 /** Catalog products, prices and payment links in PostgreSQL. The only module of this domain that speaks knex. */
 import type { Knex } from 'knex';
 import type { Db } from '../db/knex.js';
-import type { MeteredComponent } from '../commerce/metered-billing.js';
+import type { CreditGrant, MeteredComponent } from '../commerce/metered-billing.js';
 
 export type ProductStatus = 'PUBLISHED' | 'DRAFT' | 'ARCHIVED';
 export type PricingType = 'ONE_TIME' | 'SUBSCRIPTION';
@@ -44,6 +44,8 @@ export interface Price {
   createdAt: Date;
   /** SUBSCRIPTION prices only: usage billed in arrears at each renewal (empty: none). */
   meteredComponents: MeteredComponent[];
+  /** ONE_TIME prices only: a credit pack, the units of a meter one purchased unit grants (null: none). */
+  grantsUnits: CreditGrant | null;
 }
 
 export interface PaymentLink {
@@ -132,6 +134,7 @@ interface PriceRow {
   created_at: Date;
   /** Null: none (and absent where a query lists its columns). */
   metered_components?: MeteredComponent[] | string | null;
+  grants_units?: CreditGrant | string | null;
 }
 
 interface PaymentLinkRow {
@@ -174,6 +177,7 @@ const toPrice = (row: PriceRow): Price => ({
   active: row.active,
   createdAt: new Date(row.created_at),
   meteredComponents: typeof row.metered_components === 'string' ? (JSON.parse(row.metered_components) as MeteredComponent[]) : (row.metered_components ?? []),
+  grantsUnits: typeof row.grants_units === 'string' ? (JSON.parse(row.grants_units) as CreditGrant) : (row.grants_units ?? null),
 });
 
 const toPaymentLink = (row: PaymentLinkRow): PaymentLink => ({
@@ -205,6 +209,7 @@ const priceRow = (price: Price): PriceRow => ({
   active: price.active,
   created_at: price.createdAt,
   metered_components: price.meteredComponents.length > 0 ? JSON.stringify(price.meteredComponents) : null,
+  grants_units: price.grantsUnits ? JSON.stringify(price.grantsUnits) : null,
 });
 
 /** `50%_off\` → `50\%\_off\\`: the user's text is a literal substring, not a LIKE pattern. */
@@ -212,7 +217,7 @@ export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) 
 
 const PRICE_COLUMNS = [
   'id', 'org_id', 'product_id', 'amount', 'currency', 'pricing_type', 'billing_interval', 'billing_interval_count',
-  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'trial_days', 'provider', 'active', 'created_at', 'metered_components',
+  'pricing_name', 'flexible_amount', 'min_amount', 'max_amount', 'trial_days', 'provider', 'active', 'created_at', 'metered_components', 'grants_units',
 ] as const;
 const PRODUCT_COLUMNS = ['id', 'org_id', 'name', 'description', 'status', 'created_at', 'updated_at'] as const;
 const LINK_COLUMNS = ['id', 'org_id', 'price_id', 'name', 'is_active', 'token', 'created_at', 'updated_at'] as const;

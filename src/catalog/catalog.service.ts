@@ -20,7 +20,7 @@ import type {
   ProductStatus,
 } from './catalog.repository.js';
 import { assertAmountBounds, assertPriceRules } from './price-rules.js';
-import { checkMeteredComponents, type MeterDirectory } from '../commerce/metered-billing.js';
+import { checkCreditGrant, checkMeteredComponents, type MeterDirectory } from '../commerce/metered-billing.js';
 import type { components as AdminComponents } from '../../generated/admin.js';
 
 export interface ProductCreateInput {
@@ -51,6 +51,7 @@ export interface PriceCreateInput {
   provider?: PriceProvider;
   /** SUBSCRIPTION card prices only: usage billed in arrears at each renewal. */
   meteredComponents?: Array<AdminComponents['schemas']['MeteredComponent']>;
+  grantsUnits?: AdminComponents['schemas']['MeterCreditGrant'] | null;
 }
 
 export interface ProductListQuery {
@@ -199,6 +200,7 @@ export class CatalogService {
       active: true,
       createdAt: this.clock.now(),
       meteredComponents: [],
+      grantsUnits: null,
     };
     assertPriceRules(price);
     if (input.meteredComponents !== undefined && input.meteredComponents.length > 0) {
@@ -206,6 +208,11 @@ export class CatalogService {
         throw validationError('meteredComponents: only SUBSCRIPTION card (STRIPE) prices bill usage (a one-time credit pack is not a metered component)', { field: 'meteredComponents' });
       }
       price.meteredComponents = await checkMeteredComponents(price.orgId, input.meteredComponents, this.meters);
+    }
+    if (input.grantsUnits !== undefined && input.grantsUnits !== null) {
+      if (price.pricingType !== 'ONE_TIME') throw validationError('grantsUnits: only ONE_TIME prices are credit packs', { field: 'grantsUnits' });
+      if (price.flexibleAmount) throw validationError('grantsUnits: a credit pack has a fixed amount (flexibleAmount false)', { field: 'grantsUnits' });
+      price.grantsUnits = await checkCreditGrant(price.orgId, input.grantsUnits, this.meters);
     }
     await this.repo.insertPrice(price);
     return price;

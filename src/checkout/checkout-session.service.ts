@@ -366,6 +366,7 @@ export class CheckoutSessionService {
           pricingName: price.pricingName,
           pricingType: price.pricingType,
           ...(price.trialDays ? { trialDays: price.trialDays } : {}),
+          ...(price.grantsUnits ? { grantsUnits: price.grantsUnits } : {}),
         },
         product: { productId: product.id, name: product.name, description: product.description ?? '' },
       };
@@ -586,6 +587,7 @@ export class CheckoutSessionService {
         pricingName: price.pricingName,
         pricingType: price.pricingType,
         ...(price.trialDays ? { trialDays: price.trialDays, trialPaymentMethodCollection: 'ALWAYS' as const } : {}),
+        ...(price.grantsUnits ? { grantsUnits: price.grantsUnits } : {}),
       },
       product: { productId: product.id, name: product.name, description: product.description ?? '' },
       customerId: null,

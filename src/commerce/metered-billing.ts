@@ -17,7 +17,8 @@
 import { validationError } from '../kernel/errors.js';
 import type { components } from '../../generated/merchant.js';
 import type { components as AdminComponents } from '../../generated/admin.js';
-import { pricePeriod, type LineInput, type UsagePricing } from './pricing.js';
+import { parseDecimal, pricePeriod, type LineInput, type UsagePricing } from './pricing.js';
+import type { CommerceStores } from './stores.js';
 
 /** One metered component of a price: a meter, how its billable units are priced, the units each period includes. */
 export interface MeteredComponent {
@@ -25,6 +26,15 @@ export interface MeteredComponent {
   pricing: UsagePricing;
   includedUnits: number;
 }
+
+/** A credit pack's grant (a ONE_TIME price's `grantsUnits`): each unit bought grants `units` of `meterId`. */
+export interface CreditGrant {
+  meterId: string;
+  units: number;
+}
+
+/** At most this many units per pack: × a checkout's quantity (≤ 999,999) it stays a safe integer. */
+export const MAX_GRANT_UNITS = 1_000_000_000;
 
 export interface MeterDirectory {
   find(orgId: string, meterId: string): Promise<{ id: string; name: string; archived: boolean } | undefined>;
@@ -107,6 +117,18 @@ export async function checkMeteredComponents(orgId: string, input: readonly ApiC
   return out;
 }
 
+/** Checks a credit pack's grant: a meter of the organization, not archived; whole units, 1 to MAX_GRANT_UNITS. */
+export async function checkCreditGrant(orgId: string, input: { meterId: string; units: number }, meters: MeterDirectory | undefined): Promise<CreditGrant> {
+  if (!meters) throw validationError('grantsUnits: metering is not available here', { field: 'grantsUnits' });
+  if (!Number.isSafeInteger(input.units) || input.units < 1 || input.units > MAX_GRANT_UNITS) {
+    throw validationError(`grantsUnits.units must be an integer from 1 to ${MAX_GRANT_UNITS}`, { field: 'grantsUnits.units' });
+  }
+  const meter = await meters.find(orgId, input.meterId);
+  if (!meter) throw validationError(`grantsUnits.meterId: no meter ${input.meterId} in this organization`, { field: 'grantsUnits.meterId' });
+  if (meter.archived) throw validationError(`grantsUnits.meterId: meter ${input.meterId} is archived; a new price cannot grant it`, { field: 'grantsUnits.meterId' });
+  return { meterId: meter.id, units: input.units };
+}
+
 /**
  * The USAGE line inputs of a closing period: one per component, in the price's order, a period
  * without usage included (quantity 0, amount 0) so the order says what was measured.
@@ -123,4 +145,42 @@ export async function usageLineInputs(
     lines.push({ kind: 'USAGE', description: meter?.name ?? c.meterId, meterId: c.meterId, quantity, includedUnits: c.includedUnits, pricing: c.pricing });
   }
   return lines;
+}
+
+/**
+ * The credit units a period's consumption asks for, once the included units are used: the
+ * consumption beyond them, a started unit counted whole (credits are whole units), e.g. 10.2 units
+ * over the included ones draw 11. Exact (the quantity may be a decimal, a sum of `llm.cost`).
+ */
+export function creditUnitsWanted(quantity: string | number, includedUnits: number): number {
+  const q = parseDecimal(quantity, 'quantity');
+  const over = q.n - BigInt(includedUnits) * q.d;
+  if (over <= 0n) return 0;
+  const whole = (over + q.d - 1n) / q.d;
+  return Number(whole);
+}
+
+/**
+ * Draws the closing period's prepaid credits into its USAGE lines (`creditedUnits`), in the
+ * renewal's transaction, before the order is priced: included units first, then credits, each
+ * line min(balance, what the period asks for). Once per (subscription, period, meter): a pass that
+ * rolls back draws nothing, a rerun of a committed one finds its draw.
+ */
+export async function drawCredits(
+  stores: CommerceStores,
+  s: { id: string; orgId: string; customerId: string | null; periodNumber: number },
+  usage: readonly LineInput[],
+  now: Date,
+): Promise<LineInput[]> {
+  const out: LineInput[] = [];
+  for (const line of usage) {
+    if (line.kind !== 'USAGE' || s.customerId === null) {
+      out.push(line);
+      continue;
+    }
+    const wanted = creditUnitsWanted(line.quantity, line.includedUnits ?? 0);
+    const drawn = wanted === 0 ? 0 : await stores.credits.draw({ orgId: s.orgId, customerId: s.customerId, meterId: line.meterId, subscriptionId: s.id, period: s.periodNumber, wanted, at: now });
+    out.push(drawn > 0 ? { ...line, creditedUnits: drawn } : line);
+  }
+  return out;
 }

@@ -30,6 +30,8 @@ export interface PricingSnapshot {
   discount?: AppliedDiscount;
   /** Set when the hosted page's payment starts: the discount can no longer change (the amount being charged is fixed). */
   paymentStarted?: boolean;
+  /** A credit pack's grant (issue 38): units of a meter per unit bought, granted when the order is paid. */
+  grantsUnits?: { meterId: string; units: number };
 }
 
 export type TrialPaymentMethodCollection = 'ALWAYS' | 'IF_REQUIRED';

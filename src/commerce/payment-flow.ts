@@ -146,6 +146,7 @@ export class PaymentFlow {
       await stores.orders.insert(order);
       assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
       const { order: linked, subscription } = paid ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
+      if (paid) await grantCredits(stores, session, linked, now);
       await stores.emit({ orgId: linked.orgId, type: paid ? 'order.paid' : 'order.pending', data: { order: presentWebhookOrder(linked, { subscription }) } }, now);
       return { outcome: 'applied', order: linked };
     }
@@ -172,6 +173,7 @@ export class PaymentFlow {
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
     if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
     const { order: linked, subscription } = next === 'PAID' ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
+    if (next === 'PAID') await grantCredits(stores, session, linked, now);
     await stores.emit(
       { orgId: linked.orgId, type: next === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(linked, { subscription }) } },
       now,
@@ -251,6 +253,7 @@ export class PaymentFlow {
         const order: Order = { ...existing, status: paid ? 'PAID' : 'UNDERPAID', amountReceivedCents: result.valueUnits, updatedAt: now };
         assertWritten(await stores.orders.update(order, 'PENDING'), 'order');
         if (!paid && session.status === 'COMPLETE') assertWritten(await stores.sessions.update({ ...session, status: 'FAILED', updatedAt: now }, 'COMPLETE'), 'checkout session');
+        if (paid) await grantCredits(stores, session, order, now);
         await emit(order, paid ? 'order.paid' : 'order.failed');
         return { outcome: 'applied', order };
       }
@@ -422,6 +425,18 @@ export class PaymentFlow {
     await stores.emit({ orgId: subscription.orgId, type: 'subscription.created', data: { subscription: presentWebhookSubscription(subscription) } }, now);
     return { order: linked, subscription };
   }
+}
+
+/**
+ * A credit pack's grant (issue 38): the session's `grantsUnits` × quantity units of the meter to the
+ * order's customer, in the transaction that makes the order PAID. Exactly once per order (the
+ * ledger's unique (order, GRANT) entry): a repeated, late or concurrent payment result grants
+ * nothing more.
+ */
+async function grantCredits(stores: CommerceStores, session: CheckoutSession, order: Order, now: Date): Promise<void> {
+  const grant = session.pricing.grantsUnits;
+  if (!grant) return;
+  await stores.credits.grant({ orgId: order.orgId, customerId: order.customerId, meterId: grant.meterId, units: grant.units * session.quantity, orderId: order.id, at: now });
 }
 
 /** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */

@@ -55,6 +55,8 @@ export async function recordRefund(
   const refunded = Math.min(order.amountCents, order.amountRefundedCents + row.amountCents);
   const updated: Order = { ...order, amountRefundedCents: refunded, status: statusFor(order, refunded), updatedAt: now };
   assertWritten(await stores.orders.update(updated, order.status), 'order');
+  // A credit pack refunded in full takes back what is left of its units (issue 38; once per order).
+  if (updated.status === 'REFUNDED' && order.status !== 'REFUNDED') await stores.credits.revokeOrderGrant(order.id, now);
   await stores.emit({ orgId: order.orgId, type: 'order.refunded', data: { order: presentWebhookOrder(updated), refund: presentRefund(row) } }, now);
   // The buyer hears of it too (an e-mail, when SMTP is configured), in the same transaction.
   await stores.notifyBuyerOfRefund(updated, refunded - order.amountRefundedCents, now);

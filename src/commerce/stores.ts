@@ -32,7 +32,8 @@ export interface CommerceEvent {
     | { order: components['schemas']['WebhookOrder'] }
     | { order: components['schemas']['WebhookOrder']; refund: components['schemas']['Refund'] }
     | { order: components['schemas']['WebhookOrder']; dispute: components['schemas']['Dispute'] }
-    | { subscription: components['schemas']['WebhookSubscription'] };
+    | { subscription: components['schemas']['WebhookSubscription'] }
+    | { customer: { customerId: string; externalId: string | null }; balance: components['schemas']['MeterBalance'] };
   /**
    * Not sent in the webhook: the subscription's cancellation state before this change, so the
    * buyer's "canceled" e-mail is owed by the change that scheduled it (issue 37 §29), not by a
@@ -217,6 +218,42 @@ export interface CryptoQuoteRepository {
   linkHolds(key: AmountKey, from: number, to: number, now: Date): Promise<{ count: number; firstEndsAt: Date | null }>;
 }
 
+/** One (customer, meter) credit balance: the prepaid units not yet drawn, and since when the customer has held credits of the meter. */
+export interface CreditBalance {
+  meterId: string;
+  units: number;
+  since: Date;
+}
+
+/**
+ * The prepaid-credit ledger (issue 38, migration 0310): every change is a ledger entry written
+ * once (unique per order and kind, per subscription period and meter) with the balance row it
+ * moves, under that row's lock, in the caller's transaction.
+ */
+export interface CreditLedger {
+  /** Grants a paid credit pack's units; false, nothing written, when this order already granted. */
+  grant(entry: { orgId: string; customerId: string; meterId: string; units: number; orderId: string; at: Date }): Promise<boolean>;
+  /**
+   * Revokes what is left of the order's grant: min(granted units, balance). Returns the units
+   * revoked; null when the order granted nothing or was revoked before.
+   */
+  revokeOrderGrant(orderId: string, at: Date): Promise<number | null>;
+  /**
+   * Draws up to `wanted` units for a subscription's closed period (min(balance, wanted)); a
+   * period and meter already drawn returns that draw again, drawing nothing more.
+   */
+  draw(entry: { orgId: string; customerId: string; meterId: string; subscriptionId: string; period: number; wanted: number; at: Date }): Promise<number>;
+  /** Which of these customers hold a credit balance row (of any meter). */
+  customersWithCredits(orgId: string, customerIds: readonly string[]): Promise<string[]>;
+  /** The customer's balances (every meter with a balance row), by meter id. */
+  balances(orgId: string, customerId: string): Promise<CreditBalance[]>;
+  /**
+   * Claims a balance webhook of (customer, meter, period key, kind): true for the one caller whose
+   * insert stored it (exactly once under concurrency), false when it was sent before.
+   */
+  claimAlert(alert: { orgId: string; customerId: string; meterId: string; periodKey: string; kind: string; at: Date }): Promise<boolean>;
+}
+
 export interface CommerceStores {
   sessions: CheckoutSessionRepository;
   orders: OrderRepository;
@@ -226,6 +263,8 @@ export interface CommerceStores {
   disputes: DisputeRepository;
   /** A crypto session's quote is stored and issued with the session. */
   quotes: CryptoQuoteRepository;
+  /** Prepaid credits of meters (credit packs), granted by payments and drawn by period closes. */
+  credits: CreditLedger;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
   /**

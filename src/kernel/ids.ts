@@ -31,8 +31,8 @@ export type IdPrefix =
   | 'PRJ' | 'TKI' | 'AGT' | 'KQ' | 'WLT' | 'POL' | 'REQ' | 'X4S' | 'RFD' | 'DSP' | 'CPS' | 'EML'
   // accounts: users, console sessions, single-use links (invites, resets, sign-in links), audit entries
   | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY'
-  // usage billing: meters
-  | 'MTR'
+  // usage billing: meters, credit ledger entries
+  | 'MTR' | 'CRE'
   // discounts: coupons, promotion codes, redemptions
   | 'CPN' | 'PROMO' | 'RDM';
 

@@ -5,6 +5,8 @@
  * four round trips. A read model only: it writes nothing, and the rules it encodes are those of
  * src/subscriptions/entitlement.service.ts, which decides from its rows.
  */
+import type { CreditGrant, MeteredComponent } from '../commerce/metered-billing.js';
+import type { CreditBalance } from '../commerce/stores.js';
 import { runStatement, type Db } from '../db/knex.js';
 
 export interface AccessRead {
@@ -15,6 +17,17 @@ export interface AccessRead {
   grants: Array<{ type: 'ONE_TIME' | 'SUBSCRIPTION'; productId: string; productName: string }>;
   /** The name of the product asked about, when it is a product of the organization. */
   queriedProductName: string | null;
+  metered: MeteredRead | null;
+}
+
+/** What the access read tells of a metered product (null for any other). */
+export interface MeteredRead {
+  /** The product's prices' metered components and credit-pack grants. */
+  prices: Array<{ components: MeteredComponent[] | null; grant: CreditGrant | null }>;
+  /** The resolved customer's credit balances (every meter). */
+  credits: CreditBalance[];
+  /** The customer's ACTIVE subscriptions with metered components, the earliest period first. */
+  subscriptions: Array<{ id: string; start: Date; end: Date; components: MeteredComponent[] }>;
 }
 
 export interface EntitlementRepository {
@@ -72,10 +85,29 @@ WITH RECURSIVE
        SELECT n.product_id, n.product_name FROM by_wallet p, LATERAL (
          SELECT o.product_id, o.product_name FROM orders o
           WHERE ${GRANTING} AND o.from_address IS NOT NULL AND lower(o.from_address) = lower($4::text) AND o.product_id > p.product_id
-          ORDER BY o.product_id, o.created_at DESC, o.id DESC LIMIT 1) n)
+          ORDER BY o.product_id, o.created_at DESC, o.id DESC LIMIT 1) n),
+     -- A metered product (issue 38 §6): its prices' meters, and for a resolved customer their credit
+     -- balances and ACTIVE subscriptions with metered components. Null for any other product, so a
+     -- plain product costs one index probe of its prices more than before.
+     product_meters AS (
+       SELECT p.id, p.metered_components, p.grants_units FROM prices p
+        WHERE $5::text IS NOT NULL AND p.org_id = $1 AND p.product_id = $5::text
+          AND (p.metered_components IS NOT NULL OR p.grants_units IS NOT NULL)),
+     metered AS (
+       SELECT CASE WHEN EXISTS (SELECT 1 FROM product_meters) THEN json_build_object(
+         'prices', (SELECT json_agg(json_build_object('components', m.metered_components, 'grant', m.grants_units)) FROM product_meters m),
+         'credits', (SELECT json_agg(json_build_object('meter_id', b.meter_id, 'units', b.units, 'since', b.since))
+                       FROM usage_credit_balances b, subject s
+                      WHERE NOT s.unknown AND b.org_id = $1 AND b.customer_id = s.customer_id),
+         'subscriptions', (SELECT json_agg(json_build_object('id', x.id, 'start', x.current_period_start, 'end', x.current_period_end, 'components', p.metered_components)
+                                   ORDER BY x.current_period_start, x.id)
+                             FROM subscriptions x JOIN prices p ON p.org_id = x.org_id AND p.id = x.price_id, subject s
+                            WHERE NOT s.unknown AND x.org_id = $1 AND x.customer_id = s.customer_id AND x.status = 'ACTIVE'
+                              AND p.metered_components IS NOT NULL)) END AS metered)
 SELECT json_agg(json_build_object('unknown', s.unknown, 'customer_id', s.customer_id, 'customer_email', s.customer_email,
          'kind', g.kind, 'product_id', g.product_id, 'product_name', g.product_name,
-         'queried_product_name', (SELECT name FROM products WHERE org_id = $1 AND id = $5::text)) ORDER BY g.rank NULLS FIRST) AS rows
+         'queried_product_name', (SELECT name FROM products WHERE org_id = $1 AND id = $5::text)) ORDER BY g.rank NULLS FIRST) AS rows,
+       (SELECT metered FROM metered) AS metered
   FROM subject s
   LEFT JOIN LATERAL (
     SELECT 1 AS rank, 'ONE_TIME' AS kind, t.product_id, coalesce(t.product_name, '') AS product_name FROM by_customer t
@@ -98,6 +130,23 @@ interface AccessRow {
   queried_product_name: string | null;
 }
 
+interface MeteredRow {
+  prices: Array<{ components: MeteredComponent[] | null; grant: CreditGrant | null }>;
+  credits: Array<{ meter_id: string; units: number | string; since: string }> | null;
+  subscriptions: Array<{ id: string; start: string; end: string; components: MeteredComponent[] }> | null;
+}
+
+/** json_build_object's timestamps are ISO text without the zone's colon-less variants PGlite and PostgreSQL both parse with Date. */
+function toMetered(value: MeteredRow | string | null): MeteredRead | null {
+  if (value === null) return null;
+  const row = typeof value === 'string' ? (JSON.parse(value) as MeteredRow) : value;
+  return {
+    prices: row.prices,
+    credits: (row.credits ?? []).map((c) => ({ meterId: c.meter_id, units: Number(c.units), since: new Date(c.since) })),
+    subscriptions: (row.subscriptions ?? []).map((x) => ({ id: x.id, start: new Date(x.start), end: new Date(x.end), components: x.components })),
+  };
+}
+
 export class KnexEntitlementRepository implements EntitlementRepository {
   constructor(private readonly db: Db) {}
 
@@ -107,13 +156,20 @@ export class KnexEntitlementRepository implements EntitlementRepository {
   }
 
   async readAccess(orgId: string, subject: { customerId?: string; email?: string; wallet?: string }, productId?: string): Promise<AccessRead> {
-    const [{ rows }] = (await runStatement<{ rows: AccessRow[] }>(this.db, READ_ACCESS_SQL, [orgId, subject.customerId ?? null, subject.email ?? null, subject.wallet ?? null, productId ?? null])) as [{ rows: AccessRow[] }];
+    const [{ rows, metered }] = (await runStatement<{ rows: AccessRow[]; metered: MeteredRow | string | null }>(this.db, READ_ACCESS_SQL, [
+      orgId,
+      subject.customerId ?? null,
+      subject.email ?? null,
+      subject.wallet ?? null,
+      productId ?? null,
+    ])) as [{ rows: AccessRow[]; metered: MeteredRow | string | null }];
     const first = rows[0]!;
     return {
       unknown: first.unknown,
       customer: first.customer_id === null ? null : { id: first.customer_id, email: first.customer_email! },
       grants: rows.filter((r) => r.kind !== null).map((r) => ({ type: r.kind!, productId: r.product_id!, productName: r.product_name ?? '' })),
       queriedProductName: first.queried_product_name,
+      metered: toMetered(metered),
     };
   }
 }

@@ -5,9 +5,16 @@
  */
 import type { components } from '../../generated/merchant.js';
 import { validationError } from '../kernel/errors.js';
-import type { EntitlementRepository } from './entitlement.repository.js';
+import { balanceOf, type BalanceBasis } from '../commerce/meter-balances.js';
+import type { UsageQuantities } from '../commerce/metered-billing.js';
+import type { Clock } from '../kernel/clock.js';
+import type { EntitlementRepository, MeteredRead } from './entitlement.repository.js';
 
 type EntitlementCheck = components['schemas']['EntitlementCheck'];
+type EntitlementMeter = components['schemas']['EntitlementMeter'];
+
+/** Events up to this far ahead of the clock are accepted by ingest, so a prepaid range reaches that far. */
+const FUTURE_TOLERANCE_MS = 5 * 60_000;
 type AccessType = 'ONE_TIME' | 'SUBSCRIPTION';
 
 export interface EntitlementQuery {
@@ -25,7 +32,65 @@ const NO_CUSTOMER = '-';
 const byProductId = (a: { productId: string }, b: { productId: string }) => (a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0);
 
 export class EntitlementService {
-  constructor(private readonly repo: EntitlementRepository) {}
+  constructor(
+    private readonly repo: EntitlementRepository,
+    /** Meter quantities (issue 38 §6); without them a metered product answers as any other. */
+    private readonly metering?: { quantities: UsageQuantities; clock: Clock },
+  ) {}
+
+  /**
+   * The usage of a metered product's meters for the customer: the same rules as the balances
+   * (src/commerce/meter-balances.ts), from what the access read returned, plus one quantity read
+   * per meter. A meter a subscription's component bills is SUBSCRIPTION (its current period);
+   * one the product's credit packs grant, and no subscription bills, is PREPAID.
+   */
+  private async meterUsage(orgId: string, customerId: string, metered: MeteredRead): Promise<{ meters: EntitlementMeter[]; prepaid: Set<string> }> {
+    const { quantities, clock } = this.metering!;
+    const ids = new Set<string>();
+    const granted = new Set<string>();
+    for (const p of metered.prices) {
+      for (const c of p.components ?? []) ids.add(c.meterId);
+      if (p.grant) {
+        ids.add(p.grant.meterId);
+        granted.add(p.grant.meterId);
+      }
+    }
+    const credits = new Map(metered.credits.map((c) => [c.meterId, c]));
+    const now = clock.now();
+    const meters: EntitlementMeter[] = [];
+    const prepaid = new Set<string>();
+    for (const meterId of [...ids].sort()) {
+      let billed: { id: string; start: Date; end: Date; included: number } | undefined;
+      for (const x of metered.subscriptions) {
+        const c = x.components.find((k) => k.meterId === meterId);
+        if (c) {
+          billed = { id: x.id, start: x.start, end: x.end, included: c.includedUnits };
+          break;
+        }
+      }
+      const credit = credits.get(meterId);
+      // A meter neither billed nor credited to this customer has nothing to count.
+      if (!billed && !credit && !granted.has(meterId)) continue;
+      const basis: BalanceBasis = billed ? 'SUBSCRIPTION' : 'PREPAID';
+      if (basis === 'PREPAID') prepaid.add(meterId);
+      const start = billed?.start ?? credit?.since;
+      const end = billed?.end ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
+      const consumed = start && end > start ? await quantities.quantity(orgId, meterId, customerId, start, end) : 0;
+      const included = billed?.included ?? 0;
+      const b = balanceOf({ consumed, included, credits: credit?.units ?? 0, basis });
+      meters.push({
+        meterId,
+        basis,
+        consumedUnits: consumed,
+        includedUnits: included,
+        creditsRemaining: b.creditsRemaining,
+        remainingUnits: b.remainingUnits,
+        overageUnits: b.overageUnits,
+        exhausted: b.exhausted,
+      });
+    }
+    return { meters, prepaid };
+  }
 
   async check(orgId: string, query: EntitlementQuery): Promise<EntitlementCheck> {
     if (!query.customerId && !query.externalId && !query.email && !query.wallet) {
@@ -56,17 +121,29 @@ export class EntitlementService {
     if (!query.productId) {
       return { customerId, email, wallet, products, entitled: products.length > 0, productId: null, productName: null, type: null };
     }
-    const grant = granted.get(query.productId);
+    let grant = granted.get(query.productId);
     const productName = access.queriedProductName;
+    let metered: Pick<EntitlementCheck, 'meters' | 'reason'> = {};
+    if (access.metered && this.metering && customerId !== null) {
+      const { meters, prepaid } = await this.meterUsage(orgId, customerId, access.metered);
+      metered = { meters };
+      // Access bought as credits (a one-time order) lasts while every prepaid meter has credit left;
+      // a subscription's meters bill their overage instead, and never close access.
+      if (grant?.type === 'ONE_TIME' && meters.some((m) => prepaid.has(m.meterId) && m.exhausted)) {
+        grant = undefined;
+        metered.reason = 'CREDITS_EXHAUSTED';
+      }
+    }
     return {
       customerId,
       email,
       wallet,
       products,
       entitled: grant !== undefined,
-      productId: grant || productName !== null ? query.productId : null,
-      productName: grant?.productName ?? productName ?? null,
+      productId: granted.has(query.productId) || productName !== null ? query.productId : null,
+      productName: granted.get(query.productId)?.productName ?? productName ?? null,
       type: grant?.type ?? null,
+      ...metered,
     };
   }
 }

@@ -51,7 +51,7 @@ export function createSubscriptionsModule(deps: {
   processorUsage?: ProcessorUsageFlow;
 }): SubscriptionsModule {
   const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered, deps.processorUsage);
-  const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db));
+  const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db), deps.metered && { quantities: deps.metered.quantities, clock: deps.clock });
   return {
     subscriptions,
     entitlements,

@@ -18,7 +18,7 @@ import { presentWebhookSubscription } from '../commerce/subscription.presenter.j
 import { discountEndsBefore, renewalOrder } from '../commerce/renewal-order.js';
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
-import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
+import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
 import type { LineInput } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 
@@ -206,7 +206,9 @@ export class SubscriptionService {
   private async chargeFinalUsage(stores: CommerceStores, s: Subscription, now: Date, usage: readonly LineInput[]): Promise<void> {
     const period = s.periodNumber + 1;
     if (await stores.orders.findSubscriptionPeriod(s.id, period)) return;
-    const draft = await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, usage, { fee: false });
+    // Credits are drawn even when they cover everything (no order then): the usage was consumed.
+    const credited = await drawCredits(stores, s, usage, now);
+    const draft = await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, credited, { fee: false });
     if (draft.amountCents === 0) return;
     const charge = await this.processor.chargeSavedMethod({ orgId: s.orgId, paymentMethod: s.paymentMethod, amount: draft.amountCents, currency: s.currency, idempotencyKey: `${s.id}:${period}:final` });
     const order = charged(draft, charge, now);
@@ -218,7 +220,8 @@ export class SubscriptionService {
     const period = s.periodNumber + 1;
     const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
     // The period's order is priced once, before its first charge: a retry charges what it holds.
-    const draft = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, usage);
+    // Prepaid credits are drawn with the order's first pricing, in its transaction (once per period).
+    const draft = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, await drawCredits(stores, s, usage, now));
     const charge = await this.processor.chargeSavedMethod({
       orgId: s.orgId,
       paymentMethod: s.paymentMethod,

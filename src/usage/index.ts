@@ -1,4 +1,5 @@
 /** The usage module, wired: usage events, meters and their merchant handlers. */
+import type { BalanceAlerts, MeterBalances } from '../commerce/meter-balances.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
@@ -15,9 +16,9 @@ export interface UsageModule {
   handlers: { merchant: ReturnType<typeof createUsageHandlers> };
 }
 
-export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock }): UsageModule {
+export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock; balances: MeterBalances; alerts?: BalanceAlerts }): UsageModule {
   const eventRepository = new KnexUsageEventRepository(deps.db);
-  const events = new UsageEventService(eventRepository, deps.uow, deps.clock);
+  const events = new UsageEventService(eventRepository, deps.uow, deps.clock, deps.alerts);
   const meters = new MeterService(new KnexMeterRepository(deps.db), eventRepository, deps.uow, deps.spans, deps.clock);
-  return { events, meters, handlers: { merchant: createUsageHandlers(events, meters) } };
+  return { events, meters, handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock) } };
 }

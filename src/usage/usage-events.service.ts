@@ -113,6 +113,8 @@ export class UsageEventService {
     private readonly events: UsageEventRepository,
     private readonly commerce: CommerceUnitOfWork,
     private readonly clock: Clock,
+    /** Balance webhooks (src/commerce/meter-balances.ts BalanceAlerts), checked after each batch for its customers. */
+    private readonly alerts?: { afterIngest(orgId: string, customerIds: readonly string[]): Promise<unknown> },
   ) {}
 
   async ingest(orgId: string, batch: ReadonlyArray<IncomingUsageEvent | IncomingCloudEvent>): Promise<IngestResult> {
@@ -183,6 +185,8 @@ export class UsageEventService {
     let duplicates = 0;
     for (const r of results) if (r.status === 'ACCEPTED') accepted++;
     else if (r.status === 'DUPLICATE') duplicates++;
+    // After the events are stored: a retried batch (DUPLICATE) checks again, so no crossing is lost.
+    if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, [...new Set([...customers.values()].map((c) => c.id))]);
     return { accepted, duplicates, rejected: results.length - accepted - duplicates, results };
   }
 

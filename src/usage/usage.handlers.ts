@@ -1,10 +1,16 @@
+import { presentMeterBalance, type MeterBalances } from '../commerce/meter-balances.js';
+import type { Clock } from '../kernel/clock.js';
 import type { MerchantHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { MeterService, Quantities } from './meters.service.js';
 import type { Meter } from './usage.model.js';
 import type { UsageEventService } from './usage-events.service.js';
 
-type UsageHandlers = Pick<MerchantHandlers, 'ingestUsageEvents' | 'listMeters' | 'createMeter' | 'getMeter' | 'updateMeter' | 'archiveMeter' | 'getMeterQuantities'>;
+type UsageHandlers = Pick<
+  MerchantHandlers,
+  'ingestUsageEvents' | 'listMeters' | 'createMeter' | 'getMeter' | 'updateMeter' | 'archiveMeter' | 'getMeterQuantities' | 'getCustomerMeterBalances'
+>;
+
 
 export const presentMeter = (m: Meter) => ({
   id: m.id,
@@ -30,8 +36,18 @@ export const presentQuantities = (q: Quantities) => ({
   buckets: q.buckets.map((b) => ({ start: iso(b.start), end: iso(b.end), quantity: b.quantity })),
 });
 
-export function createUsageHandlers(events: UsageEventService, meters: MeterService): UsageHandlers {
+export function createUsageHandlers(events: UsageEventService, meters: MeterService, balances: MeterBalances, clock: Clock): UsageHandlers {
   return {
+    getCustomerMeterBalances: async ({ auth, params }) => {
+      // By CUS_… id, else externalId; another organization's customer is 404.
+      const customer = await meters.resolveCustomer(auth.orgId, params.id);
+      const asOf = clock.now();
+      const list = await balances.forCustomer(auth.orgId, customer.id);
+      return {
+        status: 200,
+        body: { success: true, message: 'OK', data: { customerId: customer.id, externalId: customer.externalId, asOf: iso(asOf), balances: list.map(presentMeterBalance) } },
+      };
+    },
     ingestUsageEvents: async ({ auth, body }) => ({
       status: 200,
       body: { success: true, message: 'Usage events recorded', data: await events.ingest(auth.orgId, body.events) },

@@ -15,7 +15,7 @@ export interface OutboxEvent {
   orgId: string;
   type: WebhookEventType;
   /** `order.refund*` also carry `refund`, `order.dispute_*` also `dispute` (merchant.yaml). */
-  data: ({ order: WebhookOrder } & Record<string, unknown>) | { subscription: WebhookSubscription };
+  data: ({ order: WebhookOrder } & Record<string, unknown>) | { subscription: WebhookSubscription } | { customer: { customerId: string; externalId: string | null }; balance: Record<string, unknown> };
 }
 
 interface EventRow {

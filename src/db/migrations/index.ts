@@ -59,6 +59,7 @@ import * as m0280 from './0280_usage_meter_rollups.js';
 import * as m0285 from './0285_subscription_usage_close.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
 import * as m0300 from './0300_trials.js';
+import * as m0310 from './0310_usage_credits.js';
 import * as m0320 from './0320_processor_usage_invoices.js';
 import * as m0340 from './0340_discounts.js';
 import * as m0370 from './0370_commerce_local_days.js';
@@ -128,6 +129,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0285_subscription_usage_close': m0285,
   '0290_telemetry_span_partitions': m0290,
   '0300_trials': m0300,
+  '0310_usage_credits': m0310,
   '0320_processor_usage_invoices': m0320,
   '0340_discounts': m0340,
   '0370_commerce_local_days': m0370,

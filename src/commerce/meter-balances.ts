@@ -1,0 +1,201 @@
+/**
+ * Balances of metered usage per customer and meter (issue 38 §6): what the customer may still
+ * consume, read by `GET /v1/customers/{id}/meter-balances`, the metered access check and the
+ * balance webhooks. Pure arithmetic in `balanceOf` (property-tested against an independent
+ * recomputation), the reads in `MeterBalances`.
+ *
+ * A meter is in a customer's balances when the customer's ACTIVE subscription bills it (a metered
+ * component of its price: basis SUBSCRIPTION) or when the customer holds credits of it (a credit
+ * pack bought: a balance row). Order of consumption: the period's included units first, then the
+ * prepaid credits; beyond both a SUBSCRIPTION meter bills the rest (overage) at the period close,
+ * a PREPAID meter (no subscription bills it) is exhausted.
+ *
+ * - SUBSCRIPTION: the current period [currentPeriodStart, currentPeriodEnd) of the subscription
+ *   (the one whose period started first, when several bill the meter). Credits are drawn at its
+ *   close (metered-billing.ts `drawCredits`); until then the credits it will draw are shown as
+ *   pending, so `creditsRemaining` is what the close will leave.
+ * - PREPAID: consumption counted from the customer's first grant of the meter (`since`) until now;
+ *   credits are never drawn by a close, the consumption is subtracted as it happens.
+ */
+import type { Clock } from '../kernel/clock.js';
+import { iso, isoOrNull } from '../kernel/present.js';
+import { creditUnitsWanted, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
+import type { Subscription } from './model.js';
+import type { CommerceUnitOfWork, CreditBalance } from './stores.js';
+
+/** Events up to this far ahead of the clock are accepted by ingest (src/usage), so a prepaid range reaches that far. */
+const FUTURE_TOLERANCE_MS = 5 * 60_000;
+
+export type BalanceBasis = 'SUBSCRIPTION' | 'PREPAID';
+
+export interface MeterBalance {
+  meterId: string;
+  meterName: string;
+  basis: BalanceBasis;
+  subscriptionId: string | null;
+  /** The range consumption is counted over: a subscription's current period; for PREPAID the first grant until now (periodEnd null). */
+  periodStart: Date;
+  periodEnd: Date | null;
+  /** The meter's quantity over the range (may be a decimal, e.g. a sum of `llm.cost`). */
+  consumedUnits: number;
+  includedUnits: number;
+  includedRemaining: number;
+  /** Credit units in the ledger, not yet drawn by a period close. */
+  creditBalance: number;
+  /** Credits this range's consumption takes (drawn at the close for SUBSCRIPTION). */
+  creditsPending: number;
+  creditsRemaining: number;
+  /** includedRemaining + creditsRemaining: what may still be consumed before overage (or exhaustion). */
+  remainingUnits: number;
+  /** Consumption beyond included units and credits (SUBSCRIPTION: billed at the close; PREPAID: unpaid). */
+  overageUnits: number;
+  /** PREPAID only: no credit left. */
+  exhausted: boolean;
+}
+
+/**
+ * The arithmetic of one balance: included units first, then credits (a started unit draws a
+ * whole credit), the rest overage. All results are whole units except `overageUnits`, which
+ * keeps the consumption's fraction.
+ */
+export function balanceOf(input: { consumed: number; included: number; credits: number; basis: BalanceBasis }): Pick<
+  MeterBalance,
+  'includedRemaining' | 'creditsPending' | 'creditsRemaining' | 'remainingUnits' | 'overageUnits' | 'exhausted'
+> {
+  const { consumed, included, credits } = input;
+  const includedRemaining = Math.max(0, included - Math.ceil(consumed));
+  const wanted = creditUnitsWanted(consumed, included);
+  const creditsPending = Math.min(credits, wanted);
+  const creditsRemaining = credits - creditsPending;
+  const overage = consumed - included - creditsPending;
+  return {
+    includedRemaining,
+    creditsPending,
+    creditsRemaining,
+    remainingUnits: includedRemaining + creditsRemaining,
+    overageUnits: overage > 0 ? Number(overage.toFixed(12)) : 0,
+    exhausted: input.basis === 'PREPAID' && creditsRemaining === 0,
+  };
+}
+
+export class MeterBalances {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly metered: MeteredBilling,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * The customer's balances, by meter id. `only`: the meters asked about (the access check's
+   * product); others are not read. `subscriptions` and `credits` may be given by a caller that
+   * read them already.
+   */
+  async forCustomer(
+    orgId: string,
+    customerId: string,
+    options: { only?: ReadonlySet<string>; subscriptions?: Subscription[]; credits?: CreditBalance[] } = {},
+  ): Promise<MeterBalance[]> {
+    const stores = this.uow.stores;
+    const [subscriptions, credits] = await Promise.all([
+      options.subscriptions ?? stores.subscriptions.listActiveForCustomers(orgId, [customerId]),
+      options.credits ?? stores.credits.balances(orgId, customerId),
+    ]);
+    // A meter billed by several subscriptions counts the one whose period started first (as ingest does).
+    const billing = new Map<string, { subscription: Subscription; component: MeteredComponent }>();
+    const ordered = [...subscriptions].sort((a, b) => a.currentPeriodStart.getTime() - b.currentPeriodStart.getTime() || (a.id < b.id ? -1 : 1));
+    for (const s of ordered) {
+      if (s.priceId === null) continue;
+      for (const component of await this.metered.componentsOf(orgId, s.priceId)) {
+        if (!billing.has(component.meterId) && (!options.only || options.only.has(component.meterId))) billing.set(component.meterId, { subscription: s, component });
+      }
+    }
+    const creditOf = new Map(credits.map((c) => [c.meterId, c]));
+    const meterIds = new Set<string>(billing.keys());
+    for (const c of credits) if (!options.only || options.only.has(c.meterId)) meterIds.add(c.meterId);
+    const now = this.clock.now();
+    const out: MeterBalance[] = [];
+    for (const meterId of [...meterIds].sort()) {
+      const meter = await this.metered.meters.find(orgId, meterId);
+      const credit = creditOf.get(meterId);
+      const billed = billing.get(meterId);
+      const basis: BalanceBasis = billed ? 'SUBSCRIPTION' : 'PREPAID';
+      const periodStart = billed ? billed.subscription.currentPeriodStart : credit!.since;
+      const periodEnd = billed ? billed.subscription.currentPeriodEnd : null;
+      const end = periodEnd ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
+      const consumed = end > periodStart ? await this.metered.quantities.quantity(orgId, meterId, customerId, periodStart, end) : 0;
+      const included = billed?.component.includedUnits ?? 0;
+      const creditBalance = credit?.units ?? 0;
+      out.push({
+        meterId,
+        meterName: meter?.name ?? meterId,
+        basis,
+        subscriptionId: billed?.subscription.id ?? null,
+        periodStart,
+        periodEnd,
+        consumedUnits: consumed,
+        includedUnits: included,
+        creditBalance,
+        ...balanceOf({ consumed, included, credits: creditBalance, basis }),
+      });
+    }
+    return out;
+  }
+}
+
+/** A balance as the API shows it (`MeterBalance` in openapi/merchant.yaml). */
+export const presentMeterBalance = (b: MeterBalance) => ({
+  meterId: b.meterId,
+  meterName: b.meterName,
+  basis: b.basis,
+  subscriptionId: b.subscriptionId,
+  periodStart: iso(b.periodStart),
+  periodEnd: isoOrNull(b.periodEnd),
+  consumedUnits: b.consumedUnits,
+  includedUnits: b.includedUnits,
+  includedRemaining: b.includedRemaining,
+  creditBalance: b.creditBalance,
+  creditsPending: b.creditsPending,
+  creditsRemaining: b.creditsRemaining,
+  remainingUnits: b.remainingUnits,
+  overageUnits: b.overageUnits,
+  exhausted: b.exhausted,
+});
+
+/**
+ * Balance webhooks (issue 38 §6): `meter.credits_exhausted` when a customer's consumption used up
+ * their credits of a meter, checked after each usage-event batch for the batch's customers that
+ * hold credits (one read of the credit rows; customers without credits cost nothing more). Once
+ * per crossing: the event is queued in the transaction whose insert claims its row in
+ * usage_balance_alerts (primary key customer, meter, period key, kind), so of concurrent batches
+ * one claims and emits, the others insert nothing. A retried batch (its events DUPLICATE) checks
+ * again, so an alert lost to a failure after the events were stored is sent by the retry.
+ */
+export class BalanceAlerts {
+  constructor(
+    private readonly uow: CommerceUnitOfWork,
+    private readonly balances: MeterBalances,
+    private readonly clock: Clock,
+  ) {}
+
+  async afterIngest(orgId: string, customerIds: readonly string[]): Promise<number> {
+    if (customerIds.length === 0) return 0;
+    const credited = await this.uow.stores.credits.customersWithCredits(orgId, customerIds);
+    let sent = 0;
+    for (const customerId of credited) {
+      for (const b of await this.balances.forCustomer(orgId, customerId)) {
+        if (b.creditBalance === 0 || b.creditsRemaining > 0) continue;
+        // SUBSCRIPTION: once per period; PREPAID: once per balance held (a new pack is a new one).
+        const periodKey = b.basis === 'SUBSCRIPTION' ? `sub:${b.subscriptionId}:${b.periodStart.toISOString()}` : `prepaid:${b.periodStart.toISOString()}:${b.creditBalance}`;
+        const now = this.clock.now();
+        const emitted = await this.uow.transaction(async (stores) => {
+          if (!(await stores.credits.claimAlert({ orgId, customerId, meterId: b.meterId, periodKey, kind: 'credits_exhausted', at: now }))) return false;
+          const customer = await stores.customers.find(orgId, customerId);
+          await stores.emit({ orgId, type: 'meter.credits_exhausted', data: { customer: { customerId, externalId: customer?.externalId ?? null }, balance: presentMeterBalance(b) } }, now);
+          return true;
+        });
+        if (emitted) sent++;
+      }
+    }
+    return sent;
+  }
+}
