@@ -727,7 +727,10 @@ export interface paths {
          *     `pause_collection` set or `paused` → `PAUSED`; `canceled` after a period-end cancellation →
          *     `ENDED`; `canceled` by Stripe's dunning, `unpaid`, `incomplete_expired` → `EXPIRED`
          *     (`subscription.expired`); other cancellations → `CANCELED`. `CANCELED`, `ENDED` and `EXPIRED`
-         *     never change again.
+         *     never change again. A metered subscription's usage reaches Stripe as invoice items that
+         *     Kassa adds to the renewal's draft invoice once the usage grace window has passed (the admin
+         *     API's `MeteredComponent`, **Rails**): the renewal order then carries the fee line and one
+         *     `USAGE` line per component, adding up to the invoice Stripe collected.
          */
         get: operations["getSubscription"];
         put?: never;
@@ -965,7 +968,9 @@ export interface paths {
          *     never `ACCEPTED` and unbilled, even when the request raced the close). This also holds while
          *     a declined renewal is retried: the retries charge the order as written, so the closed
          *     period takes no more events. An event stamped at or after the current period's end, sent
-         *     before the renewal ran, belongs to the next period.
+         *     before the renewal ran, belongs to the next period. On Stripe the same close happens when
+         *     Kassa adds the period's usage to Stripe's held renewal draft (after the same grace window),
+         *     and a subscription canceled now closes its partial period at the cancel.
          *
          *     **CloudEvents.** An event may also be written in CloudEvents 1.0's JSON shape
          *     (`specversion`, `id`, `source`, `type`, `time`, `subject`, `data`, as OpenMeter takes
@@ -975,6 +980,85 @@ export interface paths {
          *     may be mixed in one batch; the body stays `application/json` (`{"events": […]}`).
          */
         post: operations["ingestUsageEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/coupons": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List coupons
+         * @description The organization's coupons, newest first, with how often each was redeemed. Not paginated:
+         *     at most the 500 newest. Permission `catalog:read`. See docs/discounts.md.
+         */
+        get: operations["listCoupons"];
+        put?: never;
+        /**
+         * Create a coupon
+         * @description A coupon: percent or amount off, for `ONCE`, `REPEATING` (`durationInPeriods`) or
+         *     `FOREVER`, optionally limited in redemptions, in time (`redeemBy`) and to products. The
+         *     merchant applies it at checkout creation (`discounts: [{coupon}]`); buyers use it through
+         *     promotion codes (`createPromotionCode`). Permission `checkout:write` (a key that may set
+         *     a checkout's price may discount it). Coupons cannot be changed afterwards (as Stripe's).
+         */
+        post: operations["createCoupon"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/coupons/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a coupon
+         * @description One coupon of the organization. Permission `catalog:read`.
+         */
+        get: operations["getCoupon"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/promotion-codes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List promotion codes
+         * @description The organization's promotion codes (of one coupon with `couponId`), newest first, at most 500. Permission `catalog:read`.
+         */
+        get: operations["listPromotionCodes"];
+        put?: never;
+        /**
+         * Create a promotion code
+         * @description A code buyers type on the hosted checkout page ("Add a promotion code") for a coupon, or
+         *     the merchant passes at checkout creation (`discounts: [{promotionCode}]`).
+         *     Case-insensitive and unique in the organization (`409` when taken in any case). Its limits
+         *     add to the coupon's. Permission `checkout:write`.
+         */
+        post: operations["createPromotionCode"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1163,11 +1247,16 @@ export interface paths {
          *     orders, checkout sessions, subscriptions and customers (every writer, whatever its path) through
          *     a queue that a worker job folds in; the answer adds what is still queued, so it is exact at
          *     once, never lagging (the same as a recomputation from the rows). Every UTC offset a time zone
-         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone:
-         *     hours that lie inside one bucket are read whole, the hours a local midnight cuts (zones such as
-         *     `Asia/Kolkata`, `Asia/Kathmandu`, `America/St_Johns`) by quarter hour. A range whose bounds are
-         *     not quarter hours (an offset in seconds, before 1972) is computed from the rows. The cost
-         *     depends on the range's length and the number of currencies, not on the number of orders.
+         *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone.
+         *     In `UTC` a range is read by whole days; in the organization's own time zone (its settings'
+         *     `timeZone`, what the console passes) too, from days kept by local date in that zone (built
+         *     by the worker from the quarter hours within seconds of a change of zone; until then, and in
+         *     any other zone, as below). Otherwise hours that lie inside one bucket are read whole, the
+         *     hours a local midnight cuts (zones such as `Asia/Kolkata`, `Asia/Kathmandu`,
+         *     `America/St_Johns`) by quarter hour. A range whose bounds are not quarter hours (an offset in
+         *     seconds, before 1972) is computed from the rows. The figures are the same whichever way is
+         *     read; the cost depends on the range's length and the number of currencies, not on the number
+         *     of orders.
          */
         get: operations["getCommerceMetrics"];
         put?: never;
@@ -2083,6 +2172,32 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "subscription.discount_ended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A subscription's coupon no longer applies (`subscription.discount_ended`)
+         * @description **`subscription.discount_ended`** (issue 39) — The coupon of the checkout that started the
+         *     subscription (`ONCE` or `REPEATING`) no longer covers its periods: sent with the renewal that
+         *     bills the first period at the full `amountCents` (on Kassa's renewal job), once per
+         *     subscription, in the transaction that moves the period. No event announces a discount
+         *     applied: it is the `DISCOUNT` line of the order (`order.paid`) at checkout and on each
+         *     covered renewal. `FOREVER` coupons never end. Delivered, signed and retried exactly like
+         *     the other events.
+         */
+        post: operations["subscriptionDiscountEndedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "meter.credits_exhausted": {
         parameters: {
             query?: never;
@@ -2414,6 +2529,21 @@ export interface components {
              * @enum {string}
              */
             trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
+            /**
+             * @description The discount of this checkout (issue 39): one coupon (`coupon`, a `CPN_…` id) or one
+             *     promotion code (`promotionCode`, the code as a buyer types it, any case). At most one:
+             *     discounts do not stack. Checked now — a coupon or code that does not exist, has expired,
+             *     reached its limit, does not apply to the product, or (amount off) is in another currency
+             *     than the price is `400` naming the field — and redeemed when the buyer pays (limits
+             *     hold then too). The session's `amount` is the discounted total; the order gets a
+             *     `DISCOUNT` line. Without `discounts` the buyer may enter a promotion code on the hosted
+             *     page (sandbox card checkouts). Card checkouts on the sandbox only: on the Stripe rail
+             *     and on crypto `discounts` is `400` for now (see docs/discounts.md).
+             */
+            discounts?: ({
+                coupon?: string;
+                promotionCode?: string;
+            } & (unknown | unknown))[];
         } & (unknown | unknown);
         /** @description Price snapshot of the session. */
         MerchantPricing: {
@@ -2439,6 +2569,7 @@ export interface components {
              * @enum {string}
              */
             trialPaymentMethodCollection?: "ALWAYS" | "IF_REQUIRED";
+            discount?: components["schemas"]["AppliedDiscount"];
             /**
              * @description Present only when the catalog price is a credit pack (the admin API's `MeterCreditGrant`):
              *     paying this session grants `units` × `quantity` prepaid units of `meterId` to the
@@ -3109,6 +3240,140 @@ export interface components {
             /** Format: date-time */
             archivedAt: string | null;
         };
+        /**
+         * @description The coupon this checkout applies (present only with one), frozen when applied: the
+         *     merchant's `discounts` at creation or the code the buyer entered on the hosted page. The
+         *     session's `amount` is the total after it; the order shows it as a `DISCOUNT` line.
+         */
+        AppliedDiscount: {
+            couponId: string;
+            name: string;
+            promotionCodeId: string | null;
+            code: string | null;
+            percentOff: string | null;
+            amountOff: number | null;
+            currency: string | null;
+            duration: components["schemas"]["CouponDuration"];
+            durationInPeriods: number | null;
+            productIds: string[] | null;
+        };
+        /**
+         * @description How many billing periods of a subscription the discount covers, counted from the first
+         *     period that charges the fee (period 1 after a free trial, else the checkout's period 0):
+         *     `ONCE` that one, `REPEATING` `durationInPeriods` of them, `FOREVER` every one. A one-time
+         *     purchase is one period.
+         * @enum {string}
+         */
+        CouponDuration: "ONCE" | "REPEATING" | "FOREVER";
+        /**
+         * @description A discount the merchant offers: `percentOff` (0.01-100, at most 2 decimals) or `amountOff`
+         *     (minor units of `currency`; applies only to prices in that currency). Its base is the sum
+         *     of the period's charge lines of the products in `productIds` (all when null); a percent is
+         *     computed exactly and rounded once, half up; an amount takes at most the base. The order's
+         *     `DISCOUNT` line never makes a total negative. One discount per checkout.
+         */
+        Coupon: {
+            /** @description `CPN_…` */
+            id: string;
+            name: string;
+            /** @description Decimal text, e.g. `"20"`, `"12.5"`. */
+            percentOff: string | null;
+            amountOff: number | null;
+            currency: string | null;
+            duration: components["schemas"]["CouponDuration"];
+            durationInPeriods: number | null;
+            /** @description How many checkouts may redeem it in all (null: no limit). */
+            maxRedemptions: number | null;
+            /** @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). */
+            timesRedeemed: number;
+            /**
+             * Format: date-time
+             * @description Last moment it may be applied or redeemed.
+             */
+            redeemBy: string | null;
+            productIds: string[] | null;
+            /** @description False once expired (`redeemBy` passed) or fully redeemed. */
+            valid: boolean;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        CouponCreate: {
+            name: string;
+            /** @description 0.01-100, at most 2 decimals. Exactly one of `percentOff` and `amountOff`. */
+            percentOff?: string;
+            /** @description Minor units of `currency` (required with it). */
+            amountOff?: number;
+            currency?: string;
+            duration: components["schemas"]["CouponDuration"];
+            /** @description Required with `REPEATING`, else omitted. */
+            durationInPeriods?: number;
+            maxRedemptions?: number;
+            /** Format: date-time */
+            redeemBy?: string;
+            /** @description Catalog products (`PRD_…`) it applies to; omitted: all. */
+            productIds?: string[];
+        };
+        CouponResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Coupon"];
+        };
+        CouponListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Coupon"][];
+            };
+        };
+        /**
+         * @description A code buyers type for a coupon, case-insensitive (`SUMMER20` = `summer20`), unique in the
+         *     organization. Its own limits add to the coupon's: `maxRedemptions`, `expiresAt`,
+         *     `firstTimeTransaction` (only a buyer with no earlier order of the organization, by e-mail),
+         *     `oncePerCustomer` (one redemption per buyer e-mail).
+         */
+        PromotionCode: {
+            /** @description `PROMO_…` */
+            id: string;
+            code: string;
+            couponId: string;
+            active: boolean;
+            maxRedemptions: number | null;
+            timesRedeemed: number;
+            /** Format: date-time */
+            expiresAt: string | null;
+            firstTimeTransaction: boolean;
+            oncePerCustomer: boolean;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        PromotionCodeCreate: {
+            /** @description 3-40 letters, digits, `-` or `_`; unique in the organization whatever the case (`409`). */
+            code: string;
+            couponId: string;
+            maxRedemptions?: number;
+            /** Format: date-time */
+            expiresAt?: string;
+            /** @default false */
+            firstTimeTransaction?: boolean;
+            /** @default false */
+            oncePerCustomer?: boolean;
+        };
+        PromotionCodeResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["PromotionCode"];
+        };
+        PromotionCodeListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["PromotionCode"][];
+            };
+        };
         MeterResponse: {
             /** @constant */
             success: true;
@@ -3394,7 +3659,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -3767,7 +4032,7 @@ export interface components {
         /** @description Envelope of `subscription.*` deliveries. */
         SubscriptionWebhookEvent: {
             /** @enum {string} */
-            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.expired" | "subscription.ended";
+            type: "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended";
             timestamp: components["schemas"]["Timestamp"];
             /** @constant */
             apiVersion: "2026-11-01";
@@ -5016,6 +5281,282 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listCoupons: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The coupons. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *             "name": "Launch week",
+                     *             "percentOff": "20",
+                     *             "amountOff": null,
+                     *             "currency": null,
+                     *             "duration": "REPEATING",
+                     *             "durationInPeriods": 3,
+                     *             "maxRedemptions": 100,
+                     *             "timesRedeemed": 0,
+                     *             "redeemBy": "2026-12-31T23:59:59.000Z",
+                     *             "productIds": null,
+                     *             "valid": true,
+                     *             "createdAt": "2026-12-01T09:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CouponListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createCoupon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Launch week",
+                 *       "percentOff": "20",
+                 *       "duration": "REPEATING",
+                 *       "durationInPeriods": 3,
+                 *       "maxRedemptions": 100,
+                 *       "redeemBy": "2026-12-31T23:59:59.000Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CouponCreate"];
+            };
+        };
+        responses: {
+            /** @description The coupon. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Coupon created",
+                     *       "data": {
+                     *         "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *         "name": "Launch week",
+                     *         "percentOff": "20",
+                     *         "amountOff": null,
+                     *         "currency": null,
+                     *         "duration": "REPEATING",
+                     *         "durationInPeriods": 3,
+                     *         "maxRedemptions": 100,
+                     *         "timesRedeemed": 0,
+                     *         "redeemBy": "2026-12-31T23:59:59.000Z",
+                     *         "productIds": null,
+                     *         "valid": true,
+                     *         "createdAt": "2026-12-01T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CouponResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCoupon: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The coupon. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "id": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *         "name": "Launch week",
+                     *         "percentOff": "20",
+                     *         "amountOff": null,
+                     *         "currency": null,
+                     *         "duration": "REPEATING",
+                     *         "durationInPeriods": 3,
+                     *         "maxRedemptions": 100,
+                     *         "timesRedeemed": 0,
+                     *         "redeemBy": "2026-12-31T23:59:59.000Z",
+                     *         "productIds": null,
+                     *         "valid": true,
+                     *         "createdAt": "2026-12-01T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CouponResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listPromotionCodes: {
+        parameters: {
+            query?: {
+                /** @description Only the codes of this coupon. */
+                couponId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The promotion codes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "PROMO_4fQ2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *             "code": "LAUNCH20",
+                     *             "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *             "active": true,
+                     *             "maxRedemptions": 50,
+                     *             "timesRedeemed": 0,
+                     *             "expiresAt": null,
+                     *             "firstTimeTransaction": true,
+                     *             "oncePerCustomer": true,
+                     *             "createdAt": "2026-12-01T09:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PromotionCodeListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createPromotionCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "code": "LAUNCH20",
+                 *       "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                 *       "maxRedemptions": 50,
+                 *       "firstTimeTransaction": true,
+                 *       "oncePerCustomer": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["PromotionCodeCreate"];
+            };
+        };
+        responses: {
+            /** @description The promotion code. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Promotion code created",
+                     *       "data": {
+                     *         "id": "PROMO_4fQ2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *         "code": "LAUNCH20",
+                     *         "couponId": "CPN_7Hq2mZx8Lr1Kc7Vb0Nw3Pd6Y",
+                     *         "active": true,
+                     *         "maxRedemptions": 50,
+                     *         "timesRedeemed": 0,
+                     *         "expiresAt": null,
+                     *         "firstTimeTransaction": true,
+                     *         "oncePerCustomer": true,
+                     *         "createdAt": "2026-12-01T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PromotionCodeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["responses-UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
@@ -7526,6 +8067,108 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
                  *           "trialEnd": "2026-12-06T09:30:00.000Z",
+                 *           "cancelAtPeriodEnd": false,
+                 *           "canceledAt": null,
+                 *           "endedAt": null,
+                 *           "createdAt": "2026-11-22T09:30:04.000Z",
+                 *           "updatedAt": "2026-11-22T09:30:04.000Z"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    subscriptionDiscountEndedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "subscription.discount_ended",
+                 *       "timestamp": "2026-12-03T09:30:05.000Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                 *       },
+                 *       "data": {
+                 *         "subscription": {
+                 *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                 *           "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                 *           "status": "ACTIVE",
+                 *           "provider": "STRIPE",
+                 *           "providerSubscriptionId": null,
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "customerExternalId": "user_42",
+                 *           "customerEmail": "ada@example.com",
+                 *           "product": {
+                 *             "id": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                 *             "name": "Pro plan"
+                 *           },
+                 *           "billingInterval": "MONTH",
+                 *           "amountCents": 1500,
+                 *           "currency": "usd",
+                 *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
+                 *           "trialEnd": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
