@@ -2,6 +2,7 @@
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
+import type { Job } from '../kernel/job.js';
 import { MeterService, type SpanReader } from './meters.service.js';
 import { createUsageHandlers } from './usage.handlers.js';
 import { KnexMeterRepository, KnexUsageEventRepository } from './usage.repository.js';
@@ -13,11 +14,18 @@ export interface UsageModule {
   events: UsageEventService;
   meters: MeterService;
   handlers: { merchant: ReturnType<typeof createUsageHandlers> };
+  /** The background build of meters' rollups (migration 0335). */
+  jobs(): Job[];
 }
 
 export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock }): UsageModule {
   const eventRepository = new KnexUsageEventRepository(deps.db);
   const events = new UsageEventService(eventRepository, deps.uow, deps.clock);
   const meters = new MeterService(new KnexMeterRepository(deps.db), eventRepository, deps.uow, deps.spans, deps.clock);
-  return { events, meters, handlers: { merchant: createUsageHandlers(events, meters) } };
+  return {
+    events,
+    meters,
+    handlers: { merchant: createUsageHandlers(events, meters) },
+    jobs: () => [{ name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() }],
+  };
 }
