@@ -1273,10 +1273,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/test-clock/advance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the deployment's clock forward
+         * @description Moves every "now" of this Kassa process forward by `seconds` (a shift added to the
+         *     system clock, which keeps running): the background jobs see the new time at their next
+         *     pass, so a subscription whose period ended renews, and a metered one bills its usage once
+         *     the grace hour after its period end has passed (docs/usage-billing.md). The shift only
+         *     grows (time never goes back) and lives in this process: a restart forgets it, and with
+         *     `--role api` and `--role worker` in separate processes each has its own (advance both, or
+         *     run one process). Like Stripe's test clocks, a sandbox tool; unlike them, it moves the whole
+         *     deployment rather than one customer's objects. Answers `404` unless the server runs with
+         *     `TEST_CLOCK=true` (refused with `NODE_ENV=production`).
+         */
+        post: operations["advanceTestClock"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        TestClockAdvance: {
+            /** @description How far to move the clock forward, in seconds (at most two years per call). */
+            seconds: number;
+        };
+        TestClockResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /**
+                 * Format: date-time
+                 * @description The deployment's time after the move.
+                 */
+                now: string;
+                /** @description How far ahead of the system clock the deployment now runs, in seconds. */
+                shiftSeconds: number;
+            };
+        };
         OrgInviteCreate: {
             /** Format: email */
             email: string;
@@ -6303,6 +6349,50 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    advanceTestClock: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "seconds": 2682000
+                 *     }
+                 */
+                "application/json": components["schemas"]["TestClockAdvance"];
+            };
+        };
+        responses: {
+            /** @description The clock after the move. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Test clock advanced",
+                     *       "data": {
+                     *         "now": "2027-01-06T09:00:00.000Z",
+                     *         "shiftSeconds": 2682000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TestClockResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
         };
     };
 }

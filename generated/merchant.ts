@@ -1083,6 +1083,9 @@ export interface paths {
         /**
          * Create a meter
          * @description A meter turns usage into a quantity per customer and period. Permission: `meters:write`.
+         *     A usage-event meter answers `rollupStatus: BUILDING` while its rollup is built in the
+         *     background over the organization's stored events (`READY` at once when they are few); its
+         *     quantities are exact meanwhile (see `Meter.rollupStatus`).
          *
          *     **Source `EVENTS`**: the organization's usage events (`ingestUsageEvents`) whose `name` is
          *     `filter.eventName` and whose `properties` equal every pair of `filter.properties`.
@@ -1141,8 +1144,9 @@ export interface paths {
          * @description Changes the meter's `name` and/or `filter` (at least one; the filter follows the creation
          *     rules of the meter's source and replaces the old one whole). The source, aggregation and
          *     property cannot change: create another meter. Quantities are computed from the raw events
-         *     or spans when asked, so a new filter applies to past periods too. An archived meter is
-         *     `409 CONFLICT`. Permission: `meters:write`.
+         *     or spans when asked, so a new filter applies to past periods too (a usage-event meter's
+         *     rollup is rebuilt in the background: `rollupStatus: BUILDING` until it is `READY`, its
+         *     quantities exact meanwhile). An archived meter is `409 CONFLICT`. Permission: `meters:write`.
          */
         patch: operations["updateMeter"];
         trace?: never;
@@ -1190,8 +1194,10 @@ export interface paths {
          *     and `last` not the sum of the buckets); with `interval` (`hour`, `day`, `month`, buckets
          *     aligned in UTC, the first and last cut to the range) `buckets` holds each bucket's
          *     quantity, at most 1,000 buckets (`400` beyond). A bucket or range without contributing
-         *     events is `0`. Computed from the raw events or spans on each request. Permission:
-         *     `meters:read`.
+         *     events is `0`. Computed on each request: a usage-event meter `READY` reads its hourly
+         *     rollup and the raw events of the partial hours at either end; one `BUILDING` (or archived)
+         *     reads the raw events; a span meter reads the spans. The answer is the same either way.
+         *     Permission: `meters:read`.
          */
         get: operations["getMeterQuantities"];
         put?: never;
@@ -3233,6 +3239,18 @@ export interface components {
             customerAttribute: string | null;
             /** @enum {string} */
             status: "ACTIVE" | "ARCHIVED";
+            /**
+             * @description A usage-event meter keeps its quantities per customer and hour (its rollup). Creating
+             *     it, or changing its filter, builds that rollup from the stored events: the request
+             *     builds the first ~20,000 events, the rest is built **in the background** (the worker's
+             *     `usage-meter-rollups` job, a chunk of customers per transaction; a killed build goes
+             *     on from its last chunk). Meanwhile the meter is `BUILDING` and its quantities are
+             *     computed from the raw events — exact, only slower — so nothing waits on it, renewals
+             *     included; then `READY`. Span meters and archived meters are always `READY` (they have
+             *     no rollup: spans and archived meters are read from their source).
+             * @enum {string}
+             */
+            rollupStatus: "BUILDING" | "READY";
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -5600,6 +5618,7 @@ export interface operations {
                      *             "property": "gen_ai.usage.total_tokens",
                      *             "customerAttribute": "user.id",
                      *             "status": "ACTIVE",
+                     *             "rollupStatus": "READY",
                      *             "createdAt": "2026-12-01T09:00:00.000Z",
                      *             "updatedAt": "2026-12-01T09:00:00.000Z",
                      *             "archivedAt": null
@@ -5654,6 +5673,7 @@ export interface operations {
                      *         "property": "gen_ai.usage.total_tokens",
                      *         "customerAttribute": "user.id",
                      *         "status": "ACTIVE",
+                     *         "rollupStatus": "READY",
                      *         "createdAt": "2026-12-01T09:00:00.000Z",
                      *         "updatedAt": "2026-12-01T09:00:00.000Z",
                      *         "archivedAt": null
@@ -5707,6 +5727,7 @@ export interface operations {
                      *         "property": "gen_ai.usage.total_tokens",
                      *         "customerAttribute": "user.id",
                      *         "status": "ACTIVE",
+                     *         "rollupStatus": "READY",
                      *         "createdAt": "2026-12-01T09:00:00.000Z",
                      *         "updatedAt": "2026-12-01T09:00:00.000Z",
                      *         "archivedAt": null
@@ -5763,6 +5784,7 @@ export interface operations {
                      *         "property": "gen_ai.usage.total_tokens",
                      *         "customerAttribute": "user.id",
                      *         "status": "ACTIVE",
+                     *         "rollupStatus": "READY",
                      *         "createdAt": "2026-12-01T09:00:00.000Z",
                      *         "updatedAt": "2026-12-02T10:00:00.000Z",
                      *         "archivedAt": null
@@ -5818,6 +5840,7 @@ export interface operations {
                      *         "property": "gen_ai.usage.total_tokens",
                      *         "customerAttribute": "user.id",
                      *         "status": "ARCHIVED",
+                     *         "rollupStatus": "READY",
                      *         "createdAt": "2026-12-01T09:00:00.000Z",
                      *         "updatedAt": "2026-12-03T11:00:00.000Z",
                      *         "archivedAt": "2026-12-03T11:00:00.000Z"

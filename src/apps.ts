@@ -5,7 +5,7 @@
 import type { Express, Request, Router } from 'express';
 import { isLoopbackHost, type Config } from './config.js';
 import type { Database } from './db/knex.js';
-import type { Clock } from './kernel/clock.js';
+import { ShiftedClock, type Clock } from './kernel/clock.js';
 import type { Logger } from './kernel/logger.js';
 import { constantTimeEqual } from './kernel/secrets.js';
 import type { Services } from './services.js';
@@ -250,6 +250,17 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
   });
 }
 
+/** The deployment's test clock (TEST_CLOCK=true): moved forward by the operator; 404 otherwise. */
+function testClockHandlers(clock: Clock): Pick<AdminHandlers, 'advanceTestClock'> {
+  return {
+    advanceTestClock: async ({ body }) => {
+      if (!(clock instanceof ShiftedClock)) throw new AppError('NOT_FOUND', 'The test clock is off: the server runs without TEST_CLOCK=true (which production refuses)');
+      clock.advance(body.seconds * 1000);
+      return { status: 200, body: { success: true, message: 'Test clock advanced', data: { now: clock.now().toISOString(), shiftSeconds: Math.round(clock.shiftMs / 1000) } } };
+    },
+  };
+}
+
 export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const admin = await loadDocument('admin');
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
@@ -264,6 +275,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...subscriptions.handlers.admin,
     ...agentWallet.handlers.admin,
     ...telemetry.handlers.admin,
+    ...testClockHandlers(deps.clock),
   } satisfies AdminHandlers;
   const handlers = audited(adminHandlers, accounts.audit, { door: 'admin', skip: AUDITED_BY_SERVICE });
   const adminBearer: Authenticator = async (req) => {

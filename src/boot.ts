@@ -8,7 +8,7 @@ import path from 'node:path';
 import { configSecrets, loadConfig, ConfigError, type Config } from './config.js';
 import { migrateLatest, openDatabase, type Database } from './db/knex.js';
 import { lockDataDir, type DataDirLock } from './db/data-dir-lock.js';
-import { systemClock } from './kernel/clock.js';
+import { ShiftedClock, systemClock } from './kernel/clock.js';
 import { createLogger, type Logger } from './kernel/logger.js';
 import { SecretValues } from './kernel/redaction.js';
 import { SecretBox } from './kernel/secrets.js';
@@ -168,7 +168,7 @@ async function start(options: BootOptions): Promise<void> {
   const secretValues = new SecretValues();
   for (const value of configSecrets(config)) secretValues.add(value);
   const logger = createLogger({ level: config.logLevel, secretValues });
-  const clock = systemClock;
+  const clock = config.testClock ? new ShiftedClock() : systemClock;
   if (!config.databaseUrl && config.role !== 'all') {
     throw new ConfigError('The embedded database can be opened by one process only: --role api/worker needs DATABASE_URL');
   }

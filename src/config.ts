@@ -80,6 +80,8 @@ export interface Config {
   telemetry: TelemetryConfig;
   /** Let webhook endpoints reach loopback addresses (local development and tests only; refused in production). */
   webhookAllowLoopback: boolean;
+  /** TEST_CLOCK=true: the clock can be moved forward through the admin API (never in production). */
+  testClock: boolean;
   /**
    * How long a worker's claim on a webhook delivery lasts before another worker may retry it
    * (a worker that died mid-delivery). WEBHOOK_DELIVERY_LEASE_SECONDS, at least 15 (the 10 s
@@ -238,6 +240,12 @@ function smtp(env: Env): Config['smtp'] {
   const from = env.SMTP_FROM ?? '';
   if (!/^[^\s@<>"]+@[^\s@<>"]+$/.test(from)) throw new ConfigError('SMTP_FROM must be the sender address (receipts@pay.example.com) when SMTP_URL is set');
   return { url: raw, from };
+}
+
+function testClock(env: Env): boolean {
+  const on = bool(env, 'TEST_CLOCK', false);
+  if (on && env.NODE_ENV === 'production') throw new ConfigError('TEST_CLOCK=true is for development and tests only; it is refused when NODE_ENV=production');
+  return on;
 }
 
 function webhookAllowLoopback(env: Env): boolean {
@@ -407,6 +415,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     hostedWriteRateLimitPerMinute: nonNegativeInt(env, 'HOSTED_WRITE_RATE_LIMIT_PER_MINUTE', 30),
     sandboxSettleDelayMs: nonNegativeInt(env, 'SANDBOX_SETTLE_DELAY_MS', 5000),
     webhookAllowLoopback: webhookAllowLoopback(env),
+    testClock: testClock(env),
     smtp: smtp(env),
     webhookLeaseSeconds: webhookLeaseSeconds(env),
     webhookBatchSize: positiveInt(env, 'WEBHOOK_DELIVERY_BATCH_SIZE', 50),

@@ -6,6 +6,6 @@ import type { Job } from './kernel/job.js';
 import type { Services } from './services.js';
 
 export function workerJobs({ services }: { services: Services }): Job[] {
-  const { webhooks, checkout, processors, subscriptions, telemetry, cryptoPayments, portal, buyerEmails, accounts, commerceMetrics } = services.modules;
-  return [webhooks, checkout, processors, subscriptions, telemetry, cryptoPayments, portal, accounts, commerceMetrics, ...(buyerEmails ? [buyerEmails] : [])].flatMap((module) => module.jobs());
+  const { webhooks, checkout, processors, subscriptions, telemetry, cryptoPayments, portal, buyerEmails, accounts, commerceMetrics, usage } = services.modules;
+  return [webhooks, checkout, processors, subscriptions, telemetry, cryptoPayments, portal, accounts, commerceMetrics, usage, ...(buyerEmails ? [buyerEmails] : [])].flatMap((module) => module.jobs());
 }

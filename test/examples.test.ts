@@ -68,7 +68,7 @@ function run(child: ChildProcess): Promise<{ code: number | null; lines: Array<R
     let stderr = '';
     child.stdout!.on('data', (chunk) => (stdout += chunk));
     child.stderr!.on('data', (chunk) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 130_000);
     child.on('error', reject);
     child.on('exit', (code) => {
       clearTimeout(timer);
@@ -102,6 +102,8 @@ beforeAll(async () => {
       ADMIN_PORT: String(ports.admin),
       PUBLIC_BASE_URL: `http://127.0.0.1:${ports.merchant}`,
       PUBLIC_API_URL: `http://127.0.0.1:${ports.api}`,
+      // usage-billing.ts moves the clock to a period's end (admin API advanceTestClock); it runs last.
+      TEST_CLOCK: 'true',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -157,4 +159,33 @@ describe.skipIf(embeddedOnly)(skippedUnless('scripts/examples', 'embeddedOnly'),
     expect(steps.signed).toMatchObject({ walletAddress: wallet.walletAddress });
     expect(steps.signed!.signature).toMatch(/^0x[0-9a-f]{130}$/);
   }, 120_000);
+
+  // Last: it moves the server's test clock a month ahead.
+  it('usage-billing.ts: OpenLLMetry spans of a local model server become a meter; at the period end the renewal order carries the fee and a USAGE line for the tokens the model server returned, announced by order.paid', async () => {
+    const org = await admin('POST', '/v1/orgs', { name: 'Example usage billing' });
+    const key = await admin('POST', `/v1/orgs/${org.orgId}/api-keys`, { name: 'example backend' });
+    const run = await runExample('usage-billing.ts', {
+      KASSA_BASE_URL: `http://127.0.0.1:${ports.merchant}`,
+      KASSA_API_URL: `http://127.0.0.1:${ports.api}`,
+      KASSA_API_KEY: key.key!,
+      ADMIN_URL: `http://127.0.0.1:${ports.admin}`,
+      ADMIN_TOKEN: adminToken,
+      DATA_DIR: dataDir,
+    });
+    expect(run.code, `${run.output}\nserver:\n${serverOutput.slice(-4000)}`).toBe(0);
+    const steps = Object.fromEntries(run.lines.map((line) => [line.step, line])) as Record<string, Record<string, unknown>>;
+    const usage = steps['usage measured']!;
+    expect(usage.meterQuantity).toBe(usage.tokensReturnedByModelServer);
+    expect(usage.meterQuantity as number).toBeGreaterThan(10_000);
+    const renewal = steps['renewal order paid']!;
+    expect(renewal).toMatchObject({ status: 'PAID', tokens: usage.meterQuantity, checks: { quantityIsTheTokensReturned: true, billableAfterIncluded: true, amountAtTheDocumentedRounding: true, totalIsFeePlusUsage: true } });
+    // An independent recomputation: 0.04 USD per 1,000 tokens beyond 10,000, rounded half up to the cent.
+    const billable = (usage.meterQuantity as number) - 10_000;
+    expect(renewal.amountCents).toBe(500 + Math.round((billable * 0.04) / 10));
+    expect(renewal.lines).toEqual([
+      expect.objectContaining({ kind: 'PRICE', quantity: '1', amountCents: 500 }),
+      expect.objectContaining({ kind: 'USAGE', quantity: String(usage.meterQuantity), amountCents: Math.round((billable * 0.04) / 10) }),
+    ]);
+    expect(steps.done).toBeDefined();
+  }, 150_000);
 });

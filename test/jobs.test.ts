@@ -30,6 +30,7 @@ describe('job registry', () => {
       'x402-settlement-finisher': 30_000,
       'portal-session-cleanup': 15 * 60_000,
       'account-retention': 3_600_000,
+      'usage-meter-rollups': 1_000,
     });
     expect(new Set(jobs.map((job) => job.name)).size).toBe(jobs.length);
   });

@@ -22,4 +22,22 @@ export class ManualClock implements Clock {
   }
 }
 
+/**
+ * The system clock shifted forward by hand: a development deployment's test clock (`TEST_CLOCK=true`,
+ * the admin API's advanceTestClock). Time keeps running; the shift only grows.
+ */
+export class ShiftedClock implements Clock {
+  private shift = 0;
+  now(): Date {
+    return new Date(Date.now() + this.shift);
+  }
+  advance(ms: number): void {
+    if (!(ms > 0)) throw new RangeError('a test clock only moves forward');
+    this.shift += ms;
+  }
+  get shiftMs(): number {
+    return this.shift;
+  }
+}
+
 export const unixSeconds = (d: Date): number => Math.floor(d.getTime() / 1000);

@@ -3,6 +3,7 @@ import type { BalanceAlerts, MeterBalances } from '../commerce/meter-balances.js
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
+import type { Job } from '../kernel/job.js';
 import { MeterService, type SpanReader } from './meters.service.js';
 import { createUsageHandlers } from './usage.handlers.js';
 import { KnexMeterRepository, KnexUsageEventRepository } from './usage.repository.js';
@@ -14,11 +15,18 @@ export interface UsageModule {
   events: UsageEventService;
   meters: MeterService;
   handlers: { merchant: ReturnType<typeof createUsageHandlers> };
+  /** The background build of meters' rollups (migration 0335). */
+  jobs(): Job[];
 }
 
 export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock; balances: MeterBalances; alerts?: BalanceAlerts }): UsageModule {
   const eventRepository = new KnexUsageEventRepository(deps.db);
   const events = new UsageEventService(eventRepository, deps.uow, deps.clock, deps.alerts);
   const meters = new MeterService(new KnexMeterRepository(deps.db), eventRepository, deps.uow, deps.spans, deps.clock);
-  return { events, meters, handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock) } };
+  return {
+    events,
+    meters,
+    handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock) },
+    jobs: () => [{ name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() }],
+  };
 }

@@ -21,6 +21,7 @@ export const presentMeter = (m: Meter) => ({
   property: m.property,
   customerAttribute: m.customerAttribute,
   status: m.status,
+  rollupStatus: m.rollupStatus,
   createdAt: iso(m.createdAt),
   updatedAt: iso(m.updatedAt),
   archivedAt: isoOrNull(m.archivedAt),

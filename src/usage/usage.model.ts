@@ -15,6 +15,8 @@ export interface UsageEvent {
 
 export type MeterSource = 'EVENTS' | 'SPANS';
 export type MeterStatus = 'ACTIVE' | 'ARCHIVED';
+/** A usage-event meter's rollup: BUILDING (quantities read from the raw events) until the background build is READY (migration 0335). */
+export type RollupStatus = 'BUILDING' | 'READY';
 
 export interface MeterFilter {
   eventName?: string;
@@ -35,6 +37,7 @@ export interface Meter {
   property: string | null;
   customerAttribute: string | null;
   status: MeterStatus;
+  rollupStatus: RollupStatus;
   createdAt: Date;
   updatedAt: Date;
   archivedAt: Date | null;

@@ -1,7 +1,7 @@
 /** Usage events and meters in the database (the usage domain's only knex user). */
 import type { Knex } from 'knex';
 import type { AggregationKind } from './aggregations/index.js';
-import type { Meter, MeterFilter, MeterStatus, QuantityInterval, Scalar, UsageEvent } from './usage.model.js';
+import type { Meter, MeterFilter, MeterStatus, QuantityInterval, RollupStatus, Scalar, UsageEvent } from './usage.model.js';
 
 export interface EventQuantityQuery {
   orgId: string;
@@ -49,6 +49,10 @@ export interface MeterRepository {
   update(meter: Meter): Promise<boolean>;
   /** ACTIVE → ARCHIVED; false when it was not ACTIVE. */
   archive(orgId: string, id: string, at: Date): Promise<boolean>;
+  /** The BUILDING meters (ACTIVE, usage events), oldest change first, at most `limit`. */
+  building(limit: number): Promise<Array<{ orgId: string; id: string }>>;
+  /** One chunk of a meter's rollup build (see buildRollupChunk); 'none' when it is not BUILDING. */
+  buildChunk(orgId: string, id: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
 }
 
 interface MeterRow {
@@ -61,6 +65,7 @@ interface MeterRow {
   property: string | null;
   customer_attribute: string | null;
   status: MeterStatus;
+  rollup_status: RollupStatus;
   created_at: Date;
   updated_at: Date;
   archived_at: Date | null;
@@ -76,6 +81,7 @@ const toMeter = (r: MeterRow): Meter => ({
   property: r.property,
   customerAttribute: r.customer_attribute,
   status: r.status,
+  rollupStatus: r.rollup_status,
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
   archivedAt: r.archived_at ? new Date(r.archived_at) : null,
@@ -151,6 +157,45 @@ export async function rebuildMeterRollup(trx: Knex.Transaction, orgId: string, m
   const { hours, values } = rollupSelect("(SELECT * FROM usage_events WHERE org_id = ?)", "m.id = ? AND m.status = 'ACTIVE'");
   await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, meterId]);
   await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, meterId]);
+}
+
+/**
+ * One chunk of a meter's background rollup build (migration 0335), in the caller's transaction:
+ * under the organization's meter lock (exclusive: no ingest is in flight, every committed event is
+ * visible), the rows of the customers after the meter's cursor up to the customer reached
+ * `chunkEvents` events further in the index usage_events_customer_name_ts (all of that customer's
+ * events: a chunk ends on a customer boundary), or to the end, are deleted and rewritten from the
+ * events, and the cursor moves on in the same transaction — READY after the last chunk. Rows of
+ * customers before the cursor are complete, and ingest keeps them so (it adds to BUILDING meters);
+ * rows after it are rewritten when their chunk comes. A killed chunk leaves nothing (the
+ * transaction) and the next run does it again. `beforeCommit` is the tests' crash point.
+ */
+export async function buildRollupChunk(trx: Knex.Transaction, orgId: string, meterId: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
+  await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
+  const meter = (await trx('meters')
+    .where({ org_id: orgId, id: meterId, status: 'ACTIVE', source: 'EVENTS', rollup_status: 'BUILDING' })
+    .forUpdate()
+    .first('rollup_cursor')) as { rollup_cursor: string | null } | undefined;
+  if (!meter) return 'none';
+  const after = meter.rollup_cursor ?? '';
+  // The customer chunkEvents entries further in the index (an index-only scan of the chunk), if any.
+  const { rows } = (await trx.raw(
+    'SELECT customer_id FROM usage_events WHERE org_id = ? AND customer_id > ? ORDER BY customer_id OFFSET ? LIMIT 1',
+    [orgId, after, Math.max(0, chunkEvents - 1)],
+  )) as { rows: Array<{ customer_id: string }> };
+  const upTo = rows[0]?.customer_id;
+  const range = upTo === undefined ? 'customer_id > ?' : 'customer_id > ? AND customer_id <= ?';
+  const rangeBindings = upTo === undefined ? [after] : [after, upTo];
+  await trx.raw(`DELETE FROM usage_meter_hours WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
+  await trx.raw(`DELETE FROM usage_meter_hour_values WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
+  const { hours, values } = rollupSelect(`(SELECT * FROM usage_events WHERE org_id = ? AND ${range})`, "m.id = ? AND m.status = 'ACTIVE'");
+  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, ...rangeBindings, meterId]);
+  await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, ...rangeBindings, meterId]);
+  await trx('meters')
+    .where({ org_id: orgId, id: meterId })
+    .update(upTo === undefined ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: upTo });
+  await beforeCommit?.();
+  return upTo === undefined ? 'ready' : 'chunk';
 }
 
 /** The part of [start, end) that whole UTC hours cover (read from the rollup), and the edges around it (read from the events). */
@@ -323,11 +368,12 @@ export class KnexMeterRepository implements MeterRepository {
       property: m.property,
       customer_attribute: m.customerAttribute,
       status: m.status,
+      rollup_status: m.rollupStatus,
+      rollup_cursor: m.rollupStatus === 'BUILDING' ? '' : null,
       created_at: m.createdAt,
       updated_at: m.updatedAt,
       archived_at: m.archivedAt,
       });
-      if (m.source === 'EVENTS') await rebuildMeterRollup(trx, m.orgId, m.id);
     });
   }
 
@@ -346,16 +392,29 @@ export class KnexMeterRepository implements MeterRepository {
       await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [METER_LOCK(m.orgId)]);
       const before = (await trx('meters').where({ org_id: m.orgId, id: m.id, status: 'ACTIVE' }).first('filter')) as Pick<MeterRow, 'filter'> | undefined;
       if (!before) return false;
-      await trx('meters').where({ org_id: m.orgId, id: m.id }).update({ name: m.name, filter: JSON.stringify(m.filter), updated_at: m.updatedAt });
-      // A changed filter applies to the past too: the rollup is rebuilt from the events.
+      // A changed filter applies to the past too: the rollup is rebuilt from the events, in the
+      // background (buildChunk), from the first customer on — a build under way starts over.
       const previous = typeof before.filter === 'string' ? (JSON.parse(before.filter) as MeterFilter) : before.filter;
-      if (m.source === 'EVENTS' && JSON.stringify(previous) !== JSON.stringify(m.filter)) await rebuildMeterRollup(trx, m.orgId, m.id);
+      const rebuild = m.source === 'EVENTS' && JSON.stringify(previous) !== JSON.stringify(m.filter);
+      await trx('meters')
+        .where({ org_id: m.orgId, id: m.id })
+        .update({ name: m.name, filter: JSON.stringify(m.filter), updated_at: m.updatedAt, ...(rebuild ? { rollup_status: 'BUILDING', rollup_cursor: '' } : {}) });
       return true;
     });
   }
 
   async archive(orgId: string, id: string, at: Date): Promise<boolean> {
-    const written = await this.db('meters').where({ org_id: orgId, id, status: 'ACTIVE' }).update({ status: 'ARCHIVED', archived_at: at, updated_at: at });
+    // An archived meter is read from the events: a build under way stops (ingest no longer keeps its rows).
+    const written = await this.db('meters').where({ org_id: orgId, id, status: 'ACTIVE' }).update({ status: 'ARCHIVED', archived_at: at, updated_at: at, rollup_status: 'READY', rollup_cursor: null });
     return written === 1;
+  }
+
+  async building(limit: number): Promise<Array<{ orgId: string; id: string }>> {
+    const rows = (await this.db('meters').where('rollup_status', 'BUILDING').orderBy([{ column: 'updated_at' }, { column: 'id' }]).limit(limit).select('org_id', 'id')) as Array<{ org_id: string; id: string }>;
+    return rows.map((r) => ({ orgId: r.org_id, id: r.id }));
+  }
+
+  buildChunk(orgId: string, id: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
+    return this.db.transaction((trx) => buildRollupChunk(trx, orgId, id, chunkEvents, beforeCommit));
   }
 }

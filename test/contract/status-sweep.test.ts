@@ -55,6 +55,13 @@ afterAll(async () => {
 });
 
 const documenting = (status: number) => operations.filter((op) => op.statuses.includes(status));
+/**
+ * Operations that reach no database, so a broken or unreachable one cannot fail them: the test
+ * clock (advanceTestClock) moves the process's clock, and answers 404 on a deployment without one
+ * (this sweep's manual clock). They document neither 500 nor 503.
+ */
+const DATABASE_FREE = new Set(['advanceTestClock']);
+const reachingTheDatabase = operations.filter((op) => !DATABASE_FREE.has(op.operationId));
 
 interface ConsoleCredentials {
   cookie: string;
@@ -274,7 +281,7 @@ describe('500 when something unexpected fails inside an operation', () => {
   }, 120_000);
   afterAll(async () => broken?.close());
 
-  it.each(ids(operations))('500 %s, with nothing of the failure disclosed', async (_id, op) => {
+  it.each(ids(reachingTheDatabase))('500 %s, with nothing of the failure disclosed', async (_id, op) => {
     const clock = broken.deps.clock as ManualClock;
     clock.advance(1_000);
     const headers = credentialsFor(op, {
@@ -302,7 +309,7 @@ describe('503 while the database is unreachable', () => {
   }, 120_000);
   afterAll(async () => down?.close());
 
-  it.each(ids(operations))('503 %s', async (_id, op) => {
+  it.each(ids(reachingTheDatabase))('503 %s', async (_id, op) => {
     const clock = down.deps.clock as ManualClock;
     clock.advance(1_000);
     const headers = credentialsFor(op, {
