@@ -124,6 +124,8 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   // write their own entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
+    // A read sent as POST (the definition is a body): nothing to audit.
+    ...usage.handlers.console,
     ...audited(
       {
         ...catalog.handlers.console,
@@ -252,7 +254,7 @@ export async function createPlatformApp(deps: AppDeps): Promise<Express> {
 export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const admin = await loadDocument('admin');
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
-  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry, accounts } = deps.services.modules;
+  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry, accounts, usage } = deps.services.modules;
   const adminHandlers = {
     ...accounts.handlers.admin,
     ...orgs.handlers.admin,
@@ -263,6 +265,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...subscriptions.handlers.admin,
     ...agentWallet.handlers.admin,
     ...telemetry.handlers.admin,
+    ...usage.handlers.admin,
   } satisfies AdminHandlers;
   const handlers = audited(adminHandlers, accounts.audit, { door: 'admin', skip: AUDITED_BY_SERVICE });
   const adminBearer: Authenticator = async (req) => {

@@ -322,6 +322,7 @@ export function createServices(deps: {
       db,
       uow,
       clock,
+      orgExists: async (orgId) => (await orgs.displayNameOf(orgId)) !== undefined,
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>
