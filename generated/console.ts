@@ -1807,8 +1807,9 @@ export interface paths {
          * Preview an unsaved meter over the last 30 days
          * @description What a meter definition (the merchant document's `createMeter` body without `name`,
          *     checked by the same rules: `400` names the field) would have measured, for every customer
-         *     together, in each UTC day of the last 30 days: from the start of the UTC day 29 days ago
-         *     to now (30 buckets, the last one cut at now). Nothing is stored. The console's meter form
+         *     together, in each of the last 30 UTC days, today's included: from the start of the UTC day
+         *     29 days ago to the end of today (30 whole-day buckets; today's holds what has arrived so
+         *     far, events stamped up to the accepted 5 minutes ahead included). Nothing is stored. The console's meter form
          *     calls it while the definition is typed (create and edit).
          *
          *     Bounded by construction: the range is fixed (30 days, never a parameter), the quantities
@@ -1890,7 +1891,7 @@ export interface components {
                 start: string;
                 /**
                  * Format: date-time
-                 * @description Now.
+                 * @description The end of today (UTC).
                  */
                 end: string;
                 /** @constant */
@@ -8684,7 +8685,7 @@ export interface operations {
                      *       "message": "OK",
                      *       "data": {
                      *         "start": "2026-11-07T00:00:00.000Z",
-                     *         "end": "2026-12-06T09:30:00.000Z",
+                     *         "end": "2026-12-07T00:00:00.000Z",
                      *         "interval": "day",
                      *         "read": "EVENTS",
                      *         "total": 4200,
@@ -8696,7 +8697,7 @@ export interface operations {
                      *           },
                      *           {
                      *             "start": "2026-12-06T00:00:00.000Z",
-                     *             "end": "2026-12-06T09:30:00.000Z",
+                     *             "end": "2026-12-07T00:00:00.000Z",
                      *             "quantity": 3000
                      *           }
                      *         ]

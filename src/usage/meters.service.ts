@@ -276,15 +276,16 @@ export class MeterService {
 
   /**
    * A console preview of an unsaved definition: its quantity for every customer together in each
-   * UTC day from the start of the day PREVIEW_DAYS − 1 days ago to now. Bounded: a fixed range,
+   * of the last PREVIEW_DAYS UTC days, today's included (to its end). Bounded: a fixed range,
    * aggregated by the database — the rollup of an active meter with the same definition, else one
    * SQL aggregation under a statement timeout (events), else telemetry's aggregate (spans).
    */
   async preview(orgId: string, input: Omit<MeterInput, 'name'>): Promise<MeterPreview> {
     const filter = await this.checkDefinition(orgId, input);
     const now = this.clock.now().getTime();
-    const start = bucketStart(now, 'day') - (PREVIEW_DAYS - 1) * DAY;
-    const end = Math.max(now, start + 1);
+    // Whole UTC days, today's included whole: an event stamped now (or up to the accepted 5 minutes ahead) is in it.
+    const end = bucketStart(now, 'day') + DAY;
+    const start = end - PREVIEW_DAYS * DAY;
     const buckets = bucketsOf(start, end, 'day');
     const range = { start: new Date(start), end: new Date(end), interval: 'day' as const };
     if (input.source === 'EVENTS') {

@@ -66,12 +66,12 @@ afterAll(async () => {
 const nonZero = (buckets: Array<{ start: string; quantity: number }>) => buckets.filter((b) => b.quantity !== 0).map((b) => [b.start.slice(0, 10), b.quantity]);
 
 describe('previewConsoleMeter', () => {
-  it('answers 30 UTC days ending now, from the rollup of an equal active meter and from the events otherwise, equal to the saved meter’s quantities', async () => {
+  it('answers the last 30 UTC days (today whole), from the rollup of an equal active meter and from the events otherwise, equal to the saved meter’s quantities', async () => {
     const same = await preview(viewerA, { source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
     expect(same.status, JSON.stringify(same.body)).toBe(200);
-    expect(same.body.data).toMatchObject({ start: '2026-11-07T00:00:00.000Z', end: '2026-12-06T09:30:00.000Z', interval: 'day', read: 'ROLLUP', total: 15_500 });
+    expect(same.body.data).toMatchObject({ start: '2026-11-07T00:00:00.000Z', end: '2026-12-07T00:00:00.000Z', interval: 'day', read: 'ROLLUP', total: 15_500 });
     expect(same.body.data.buckets).toHaveLength(30);
-    expect(same.body.data.buckets[29]).toEqual({ start: '2026-12-06T00:00:00.000Z', end: '2026-12-06T09:30:00.000Z', quantity: 8000 });
+    expect(same.body.data.buckets[29]).toEqual({ start: '2026-12-06T00:00:00.000Z', end: '2026-12-07T00:00:00.000Z', quantity: 8000 });
     expect(nonZero(same.body.data.buckets)).toEqual([['2026-11-21', 7500], ['2026-12-06', 8000]]);
 
     // The same meter's own quantities over the same range and interval.
