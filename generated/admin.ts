@@ -5363,6 +5363,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *             "name": "Tokens",
+                     *             "source": "EVENTS",
+                     *             "filter": {
+                     *               "eventName": "llm_tokens"
+                     *             },
+                     *             "aggregation": "sum",
+                     *             "property": "tokens",
+                     *             "customerAttribute": null,
+                     *             "status": "ACTIVE",
+                     *             "createdAt": "2026-12-01T09:00:00.000Z",
+                     *             "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *             "archivedAt": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterListResponse"];
                 };
             };
@@ -5393,6 +5418,27 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "Tokens",
+                     *         "source": "EVENTS",
+                     *         "filter": {
+                     *           "eventName": "llm_tokens"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "tokens",
+                     *         "customerAttribute": null,
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["MeterResponse"];
                 };
             };
@@ -5423,6 +5469,57 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *         "subscriptions": [
+                     *           {
+                     *             "subscriptionId": "SUB_Vu5PQwp0KW4GvnOxQa6gl0TW",
+                     *             "productName": "Pro",
+                     *             "currency": "USD",
+                     *             "periodStart": "2026-11-20T10:00:00.000Z",
+                     *             "periodEnd": "2026-12-20T10:00:00.000Z",
+                     *             "cancelAtPeriodEnd": false,
+                     *             "estimatedChargeAt": "2026-12-20T11:00:00.000Z",
+                     *             "lines": [
+                     *               {
+                     *                 "kind": "PRICE",
+                     *                 "description": "Pro",
+                     *                 "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *                 "quantity": "1",
+                     *                 "unitAmountDecimal": "2000",
+                     *                 "exactAmountDecimal": "2000",
+                     *                 "amountCents": 2000
+                     *               },
+                     *               {
+                     *                 "kind": "USAGE",
+                     *                 "description": "Tokens",
+                     *                 "quantity": "15500",
+                     *                 "unitAmountDecimal": "0.004",
+                     *                 "exactAmountDecimal": "22",
+                     *                 "amountCents": 22,
+                     *                 "usage": {
+                     *                   "meterId": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *                   "includedUnits": 10000,
+                     *                   "creditedUnits": 0,
+                     *                   "billableQuantity": "5500",
+                     *                   "pricing": {
+                     *                     "model": "PER_UNIT",
+                     *                     "unitAmountDecimal": "0.004"
+                     *                   },
+                     *                   "tiers": null
+                     *                 }
+                     *               }
+                     *             ],
+                     *             "estimatedTotalCents": 2022
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["CustomerUsageResponse"];
                 };
             };
