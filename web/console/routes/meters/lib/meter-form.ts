@@ -4,7 +4,7 @@
  * the merchant API's MeterCreate / MeterUpdate body and the console's preview body, with the
  * mistakes the form can tell before asking the server.
  */
-import type { components } from '../../../../../generated/merchant';
+import type { components } from '../../../../../generated/merchant.js';
 
 type Meter = components['schemas']['Meter'];
 type MeterFilter = components['schemas']['MeterFilter'];
