@@ -719,6 +719,85 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}/meters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List an organization's meters
+         * @description The merchant API's `listMeters` for the organization (the same service): newest first,
+         *     `ACTIVE` ones unless `status=ARCHIVED`. An unknown organization is `404`.
+         */
+        get: operations["listOrgMeters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/meters/{meterId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The meter's id (`MTR_…`). */
+                meterId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Read one meter of an organization
+         * @description The merchant API's `getMeter`. `404` when the organization does not exist, and when the
+         *     meter does not exist or belongs to another organization (the same answer).
+         */
+        get: operations["getOrgMeter"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/orgs/{id}/customers/{customerId}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The customer (`CUS_…`, or the customer's `externalId`). */
+                customerId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's usage this period and the estimated next charge
+         * @description The console's `getConsoleCustomerUsage` (the same service and answer): for each `ACTIVE`
+         *     subscription of the customer whose price has metered components, the current period, each
+         *     component's quantity so far, included and billable units, and the estimated next charge
+         *     (fee + usage, priced like the renewal). `404` when the organization does not exist, and
+         *     when the customer does not exist or belongs to another organization.
+         */
+        get: operations["getOrgCustomerUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/orgs/{id}/orders/{orderId}": {
         parameters: {
             query?: never;
@@ -2723,6 +2802,87 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["OrderPage"];
+        };
+        UsageEventName: string;
+        MeterScalar: string | number | boolean;
+        /**
+         * @description Source `EVENTS`: `eventName` (required) and `properties`. Source `SPANS`: `projectId`
+         *     (required), `model`, `vendor` and `attributes`. A field of the other source is `400`.
+         */
+        MeterFilter: {
+            eventName?: components["schemas"]["UsageEventName"];
+            properties?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+            projectId?: string;
+            model?: string;
+            vendor?: string;
+            attributes?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+        };
+        /** @enum {string} */
+        MeterAggregation: "count" | "sum" | "max" | "unique" | "last";
+        Meter: {
+            id: components["schemas"]["MeterId"];
+            name: string;
+            /** @enum {string} */
+            source: "EVENTS" | "SPANS";
+            filter: components["schemas"]["MeterFilter"];
+            aggregation: components["schemas"]["MeterAggregation"];
+            property: string | null;
+            customerAttribute: string | null;
+            /** @enum {string} */
+            status: "ACTIVE" | "ARCHIVED";
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /** Format: date-time */
+            archivedAt: string | null;
+        };
+        MeterListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["Meter"][];
+            };
+        };
+        MeterResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["Meter"];
+        };
+        SubscriptionUsage: {
+            subscriptionId: string;
+            productName: string;
+            currency: string;
+            /** Format: date-time */
+            periodStart: string;
+            /** Format: date-time */
+            periodEnd: string;
+            cancelAtPeriodEnd: boolean;
+            /**
+             * Format: date-time
+             * @description When the renewal job closes the period and charges it (1 hour after `periodEnd`, the usage grace window).
+             */
+            estimatedChargeAt: string;
+            /** @description The estimated next charge's lines, as an order carries them (the fee first, then one `USAGE` line per component, in the price's order). */
+            lines: components["schemas"]["OrderLine"][];
+            /** @description The sum of the lines' `amountCents`. */
+            estimatedTotalCents: number;
+        };
+        CustomerUsage: {
+            customerId: string;
+            subscriptions: components["schemas"]["SubscriptionUsage"][];
+        };
+        CustomerUsageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CustomerUsage"];
         };
         OrderResponse: {
             /** @constant */
@@ -5281,6 +5441,194 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["OrderPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgMeters: {
+        parameters: {
+            query?: {
+                /** @description Which meters to list (default `ACTIVE`). */
+                status?: "ACTIVE" | "ARCHIVED";
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The meters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *             "name": "Tokens",
+                     *             "source": "EVENTS",
+                     *             "filter": {
+                     *               "eventName": "llm_tokens"
+                     *             },
+                     *             "aggregation": "sum",
+                     *             "property": "tokens",
+                     *             "customerAttribute": null,
+                     *             "status": "ACTIVE",
+                     *             "createdAt": "2026-12-01T09:00:00.000Z",
+                     *             "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *             "archivedAt": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MeterListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrgMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The meter's id (`MTR_…`). */
+                meterId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The meter. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "id": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *         "name": "Tokens",
+                     *         "source": "EVENTS",
+                     *         "filter": {
+                     *           "eventName": "llm_tokens"
+                     *         },
+                     *         "aggregation": "sum",
+                     *         "property": "tokens",
+                     *         "customerAttribute": null,
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MeterResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrgCustomerUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+                /** @description The customer (`CUS_…`, or the customer's `externalId`). */
+                customerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The customer's metered subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *         "subscriptions": [
+                     *           {
+                     *             "subscriptionId": "SUB_Vu5PQwp0KW4GvnOxQa6gl0TW",
+                     *             "productName": "Pro",
+                     *             "currency": "USD",
+                     *             "periodStart": "2026-11-20T10:00:00.000Z",
+                     *             "periodEnd": "2026-12-20T10:00:00.000Z",
+                     *             "cancelAtPeriodEnd": false,
+                     *             "estimatedChargeAt": "2026-12-20T11:00:00.000Z",
+                     *             "lines": [
+                     *               {
+                     *                 "kind": "PRICE",
+                     *                 "description": "Pro",
+                     *                 "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *                 "quantity": "1",
+                     *                 "unitAmountDecimal": "2000",
+                     *                 "exactAmountDecimal": "2000",
+                     *                 "amountCents": 2000
+                     *               },
+                     *               {
+                     *                 "kind": "USAGE",
+                     *                 "description": "Tokens",
+                     *                 "quantity": "15500",
+                     *                 "unitAmountDecimal": "0.004",
+                     *                 "exactAmountDecimal": "22",
+                     *                 "amountCents": 22,
+                     *                 "usage": {
+                     *                   "meterId": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *                   "includedUnits": 10000,
+                     *                   "creditedUnits": 0,
+                     *                   "billableQuantity": "5500",
+                     *                   "pricing": {
+                     *                     "model": "PER_UNIT",
+                     *                     "unitAmountDecimal": "0.004"
+                     *                   },
+                     *                   "tiers": null
+                     *                 }
+                     *               }
+                     *             ],
+                     *             "estimatedTotalCents": 2022
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CustomerUsageResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

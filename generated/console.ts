@@ -1796,10 +1796,147 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/meter-previews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview an unsaved meter over the last 30 days
+         * @description What a meter definition (the merchant document's `createMeter` body without `name`,
+         *     checked by the same rules: `400` names the field) would have measured, for every customer
+         *     together, in each of the last 30 UTC days, today's included: from the start of the UTC day
+         *     29 days ago to the end of today (30 whole-day buckets; today's holds what has arrived so
+         *     far, events stamped up to the accepted 5 minutes ahead included). Nothing is stored. The console's meter form
+         *     calls it while the definition is typed (create and edit).
+         *
+         *     Bounded by construction: the range is fixed (30 days, never a parameter), the quantities
+         *     are aggregated by the database, never by reading events into the server:
+         *     - `EVENTS` whose definition (event name, properties, aggregation, property) equals an
+         *       active meter's: read from that meter's hourly rollup (docs/usage-billing.md, migration
+         *       0280): O(hours × customers), whatever the number of events (`read: ROLLUP`);
+         *     - any other `EVENTS` definition: one SQL aggregation per day over the organization's
+         *       events of that name in the 30 days (`read: EVENTS`);
+         *     - `SPANS`: the telemetry module's SQL aggregate per customer reference and day (the one
+         *       `getMeterQuantities` uses), mapped to customers by `externalId` (`read: SPANS`).
+         *     The two `EVENTS` reads run under a 5-second statement timeout; beyond it the answer is
+         *     `503 SERVICE_UNAVAILABLE` naming the reason (too many events to preview; save the meter,
+         *     whose rollup then answers), never a longer wait. The `SPANS` read is the quantities' own
+         *     (the server's statement timeout).
+         *     Permission: `meters:read` (a read: nothing changes; POST because the definition is a body).
+         */
+        post: operations["previewConsoleMeter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/customers/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The customer (`CUS_…`, or the customer's `externalId`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's usage this period and the estimated next charge
+         * @description For each `ACTIVE` subscription of the customer whose price has metered components: its
+         *     current period, the quantity of each component's meter so far in that period, and the
+         *     **estimated next charge** — the lines the renewal would charge if the period closed now:
+         *     the next period's fee (none when the subscription ends at the period end) and one `USAGE`
+         *     line per component (quantity, `includedUnits`, `billableQuantity`, tiers), priced by the
+         *     same function as the renewal (`pricePeriod`, one rounding per line, half up). Usage still
+         *     grows until the period closes (1 hour after its end), so this is an estimate; the renewal
+         *     order is the bill. Subscriptions without metered components are not listed (their next
+         *     charge is their fee). Prepaid credit is not drawn here (not offered yet).
+         *     Another organization's customer is `404`, like an unknown one. Permission: `customers:read`.
+         */
+        get: operations["getConsoleCustomerUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description A meter definition as `createMeter` takes it, without its name. */
+        MeterPreviewRequest: {
+            /** @enum {string} */
+            source: "EVENTS" | "SPANS";
+            filter: components["schemas"]["MeterFilter"];
+            aggregation: components["schemas"]["MeterAggregation"];
+            property?: string;
+            customerAttribute?: string;
+        };
+        MeterPreviewResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                /**
+                 * Format: date-time
+                 * @description The start of the UTC day 29 days ago.
+                 */
+                start: string;
+                /**
+                 * Format: date-time
+                 * @description The end of today (UTC).
+                 */
+                end: string;
+                /** @constant */
+                interval: "day";
+                /**
+                 * @description Where the quantities were read (see the operation).
+                 * @enum {string}
+                 */
+                read: "ROLLUP" | "EVENTS" | "SPANS";
+                /** @description The aggregation over the whole range (for `unique` and `last` not the sum of the days). */
+                total: number;
+                buckets: components["schemas"]["MeterQuantityBucket"][];
+            };
+        };
+        SubscriptionUsage: {
+            subscriptionId: string;
+            productName: string;
+            currency: string;
+            /** Format: date-time */
+            periodStart: string;
+            /** Format: date-time */
+            periodEnd: string;
+            cancelAtPeriodEnd: boolean;
+            /**
+             * Format: date-time
+             * @description When the renewal job closes the period and charges it (1 hour after `periodEnd`, the usage grace window).
+             */
+            estimatedChargeAt: string;
+            /** @description The estimated next charge's lines, as an order carries them (the fee first, then one `USAGE` line per component, in the price's order). */
+            lines: components["schemas"]["OrderLine"][];
+            /** @description The sum of the lines' `amountCents`. */
+            estimatedTotalCents: number;
+        };
+        CustomerUsage: {
+            customerId: string;
+            subscriptions: components["schemas"]["SubscriptionUsage"][];
+        };
+        CustomerUsageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CustomerUsage"];
+        };
         /**
          * @description A member's role (the permission table is in the document's description).
          * @enum {string}
@@ -3632,6 +3769,99 @@ export interface components {
             input_per_million: number;
             /** @description USD per million output tokens. */
             output_per_million: number;
+        };
+        UsageEventName: string;
+        MeterScalar: string | number | boolean;
+        /**
+         * @description Source `EVENTS`: `eventName` (required) and `properties`. Source `SPANS`: `projectId`
+         *     (required), `model`, `vendor` and `attributes`. A field of the other source is `400`.
+         */
+        MeterFilter: {
+            eventName?: components["schemas"]["UsageEventName"];
+            properties?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+            projectId?: string;
+            model?: string;
+            vendor?: string;
+            attributes?: {
+                [key: string]: components["schemas"]["MeterScalar"];
+            };
+        };
+        /** @enum {string} */
+        MeterAggregation: "count" | "sum" | "max" | "unique" | "last";
+        MeterQuantityBucket: {
+            /** Format: date-time */
+            start: string;
+            /** Format: date-time */
+            end: string;
+            quantity: number;
+        };
+        /**
+         * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
+         *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
+         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
+         *     (positive): lines of coupons, plan changes and tax rates.
+         * @enum {string}
+         */
+        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
+        AppliedTier: {
+            /** @description 1-based index of the tier in the price. */
+            tier: number;
+            upTo: number | null;
+            quantity: components["schemas"]["DecimalAmount"];
+            unitAmountDecimal: components["schemas"]["DecimalAmount"];
+            flatAmountCents: components["schemas"]["MinorUnits"];
+            /** @description The tier's exact amount in minor units, not rounded (only the line is). */
+            amountDecimal: components["schemas"]["DecimalAmount"];
+        };
+        /** @description The metered part of a `USAGE` line. */
+        OrderLineUsage: {
+            meterId: string;
+            /** @description Units the period includes at no charge. */
+            includedUnits: number;
+            /** @description Units drawn from the customer's prepaid credit. */
+            creditedUnits: number;
+            /** @description `quantity` − `includedUnits` − `creditedUnits`, never below 0: the units priced. */
+            billableQuantity: components["schemas"]["DecimalAmount"];
+            pricing: components["schemas"]["MeteredPricing"];
+            /** @description The tiers the quantity reached (`GRADUATED`, `VOLUME`); null for the other models. */
+            tiers: components["schemas"]["AppliedTier"][] | null;
+        };
+        /** @description An exact decimal of minor units, signed. */
+        SignedDecimalAmount: string;
+        /**
+         * @description One line of an order. The order's `amountCents` is the sum of its lines' `amountCents`,
+         *     always, to the minor unit.
+         *
+         *     Rounding (one rule, everywhere): unit prices are exact decimals of the minor unit
+         *     (`unitAmountDecimal` `"0.004"` = 0.004 cents, i.e. 0.04 USD per 1,000 units); a line's
+         *     amount is computed exactly and rounded once, half up (half away from zero), to the minor
+         *     unit (`exactAmountDecimal` is the value before that rounding); tiers inside a line are not
+         *     rounded; the total is the sum of the rounded lines. Lines are priced in this order:
+         *     charges (`PRICE`, `USAGE`, `PRORATION`), then `DISCOUNT`, then `TAX`, then `CREDIT`; a
+         *     discount or a credit covers at most what remains, so a total is never negative.
+         *
+         *     Orders made before lines existed read as one `PRICE` line: their product, quantity and
+         *     unit amount when their checkout session charged exactly the order's amount, else
+         *     quantity 1 at the order's amount.
+         */
+        OrderLine: {
+            kind: components["schemas"]["OrderLineKind"];
+            /** @description What the line charges, as the buyer reads it (the product's name, the meter's name, …). */
+            description: string;
+            /** @description `PRICE` lines of a catalog product. */
+            productId?: components["schemas"]["ProductId"];
+            /** @description `PRICE` lines: the catalog price charged, when known. */
+            priceId?: string;
+            /** @description `PRICE`: how many; `USAGE`: units consumed in the period; null on amount lines. */
+            quantity: components["schemas"]["DecimalAmount"] | null;
+            /** @description Minor units per unit (`PRICE`, `USAGE` priced per unit); null otherwise. */
+            unitAmountDecimal: components["schemas"]["DecimalAmount"] | null;
+            usage?: components["schemas"]["OrderLineUsage"];
+            exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
+            /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
+            amountCents: number;
         };
     };
     responses: {
@@ -8455,6 +8685,104 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ConsoleModelPriceDeletedResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    previewConsoleMeter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "source": "EVENTS",
+                 *       "filter": {
+                 *         "eventName": "llm_tokens",
+                 *         "properties": {
+                 *           "tier": "paid"
+                 *         }
+                 *       },
+                 *       "aggregation": "sum",
+                 *       "property": "tokens"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MeterPreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The definition's quantity per UTC day. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "start": "2026-11-07T00:00:00.000Z",
+                     *         "end": "2026-12-07T00:00:00.000Z",
+                     *         "interval": "day",
+                     *         "read": "EVENTS",
+                     *         "total": 4200,
+                     *         "buckets": [
+                     *           {
+                     *             "start": "2026-11-07T00:00:00.000Z",
+                     *             "end": "2026-11-08T00:00:00.000Z",
+                     *             "quantity": 1200
+                     *           },
+                     *           {
+                     *             "start": "2026-12-06T00:00:00.000Z",
+                     *             "end": "2026-12-07T00:00:00.000Z",
+                     *             "quantity": 3000
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["MeterPreviewResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleCustomerUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The customer (`CUS_…`, or the customer's `externalId`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The customer's metered subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CustomerUsageResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

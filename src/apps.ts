@@ -125,6 +125,8 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
   // write their own entries).
   const consoleHandlers = {
     ...accounts.handlers.console,
+    // A read sent as POST (the definition is a body): nothing to audit.
+    ...usage.handlers.console,
     ...audited(
       {
         ...catalog.handlers.console,
@@ -264,7 +266,7 @@ function testClockHandlers(clock: Clock): Pick<AdminHandlers, 'advanceTestClock'
 export async function createAdminApp(deps: AppDeps): Promise<Express> {
   const admin = await loadDocument('admin');
   const document = composeDocument('Kassa admin API', [{ doc: admin, include: () => true }]);
-  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry, accounts } = deps.services.modules;
+  const { orgs, webhooks, catalog, orders, cryptoPayments, subscriptions, agentWallet, telemetry, accounts, usage } = deps.services.modules;
   const adminHandlers = {
     ...accounts.handlers.admin,
     ...orgs.handlers.admin,
@@ -276,6 +278,7 @@ export async function createAdminApp(deps: AppDeps): Promise<Express> {
     ...agentWallet.handlers.admin,
     ...telemetry.handlers.admin,
     ...testClockHandlers(deps.clock),
+    ...usage.handlers.admin,
   } satisfies AdminHandlers;
   const handlers = audited(adminHandlers, accounts.audit, { door: 'admin', skip: AUDITED_BY_SERVICE });
   const adminBearer: Authenticator = async (req) => {

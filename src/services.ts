@@ -335,6 +335,7 @@ export function createServices(deps: {
       clock,
       balances: meterBalances,
       alerts: new BalanceAlerts(uow, meterBalances, clock),
+      orgExists: async (orgId) => (await orgs.displayNameOf(orgId)) !== undefined,
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>

@@ -346,6 +346,41 @@ describe('every admin CLI command, run as a child process', { timeout: 120_000 }
     ranSuccessfully.add('webhook listen');
   });
 
+  it('meter list / show and usage show: a metered subscription\'s usage this period and estimated next charge; --meter keeps that meter\'s line; another organization\'s meter is NOT_FOUND', async () => {
+    const meter = await asA(ctx.merchant.post('/v1/meters')).send({ name: 'CLI tokens', source: 'EVENTS', filter: { eventName: 'cli_tokens' }, aggregation: 'sum', property: 'tokens' });
+    expect(meter.status).toBe(201);
+    const meterId = meter.body.data.id as string;
+    const metered = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'CLI metered plan' });
+    const price = await ctx.admin.post(`/v1/products/${metered.id}/prices`).send({
+      amount: 900,
+      currency: 'USD',
+      pricingType: 'SUBSCRIPTION',
+      billingInterval: 'MONTH',
+      meteredComponents: [{ meterId, includedUnits: 100, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.5' } }],
+    });
+    expect(price.status, JSON.stringify(price.body)).toBe(201);
+    const { orderId } = await paidOrder(price.body.data.pricingId);
+    const customerId = (await asA(ctx.merchant.get(`/v1/orders/${orderId}`))).body.data.customerId as string;
+    const ingest = await asA(ctx.merchant.post('/v1/usage-events')).send({
+      events: [{ id: 'cli-1', customer: { customerId }, name: 'cli_tokens', timestamp: ctx.clock.now().toISOString(), properties: { tokens: 130 } }],
+    });
+    expect(ingest.body.data.results[0].status).toBe('ACCEPTED');
+
+    expect((await ok(['meter', 'list', '--org', ctx.orgA.orgId])).records.map((m: { id: string }) => m.id)).toContain(meterId);
+    expect(await ok(['meter', 'show', '--org', ctx.orgA.orgId, '--meter', meterId])).toMatchObject({ id: meterId, name: 'CLI tokens', aggregation: 'sum' });
+    const foreign = await cli(['meter', 'show', '--org', ctx.orgB.orgId, '--meter', meterId]);
+    expect(foreign.code).toBe(1);
+    expect(JSON.parse(foreign.stderr).error.code).toBe('NOT_FOUND');
+
+    const usage = await ok(['usage', 'show', '--org', ctx.orgA.orgId, '--customer', customerId]);
+    expect(usage.customerId).toBe(customerId);
+    // 130 used, 100 included: 30 × 0.5 = 15 cents, with the next period's 900.
+    expect(usage.subscriptions[0].estimatedTotalCents).toBe(915);
+    expect(await ok(['usage', 'show', '--org', ctx.orgA.orgId, '--customer', customerId, '--meter', meterId])).toEqual([
+      expect.objectContaining({ meterId, meter: 'CLI tokens', quantity: '130', includedUnits: 100, billableQuantity: '30', estimatedAmountCents: 15, currency: 'USD' }),
+    ]);
+  });
+
   it('product archive (last: checkout refuses an archived product)', async () => {
     expect(await ok(['product', 'archive', '--product', productId])).toMatchObject({ productId, status: 'ARCHIVED' });
   });

@@ -25,6 +25,8 @@ import * as signingKey from './signing-key.js';
 import * as webhook from './webhook.js';
 import * as x402 from './x402.js';
 import * as user from './user.js';
+import * as meter from './meter.js';
+import * as usage from './usage.js';
 
 export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext): void }> = [
   org,
@@ -44,6 +46,8 @@ export const NOUNS: ReadonlyArray<{ register(program: Command, ctx: CliContext):
   webhook,
   x402,
   user,
+  meter,
+  usage,
 ];
 
 export function buildProgram(ctx: CliContext): Command {

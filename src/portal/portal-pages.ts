@@ -8,7 +8,8 @@ import { lineDetail } from '../commerce/order-line-text.js';
 import type { Request, Response, Router } from 'express';
 import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
-import type { Order, Subscription } from '../commerce/model.js';
+import type { Order, OrderLine, Subscription } from '../commerce/model.js';
+import type { UsageEstimate } from '../commerce/usage-estimate.js';
 import { hostedForm } from '../pages/form.js';
 import { escapeHtml, layout, merchantName, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
@@ -66,15 +67,34 @@ function trialBlock(s: Subscription): string {
   return `<div class="muted" data-testid="trial">Free trial until ${escapeHtml(DATE.format(s.trialEnd))} · ${escapeHtml(charge)}</div>`;
 }
 
-/** The receipt's lines: what each charges and how (quantity × unit price, usage, included units), then its amount. */
-export function orderLinesTable(order: Order): string {
-  const rows = order.lines
+/** Lines in words: what each charges and how (quantity × unit price, usage, included units), then its amount. */
+function linesTable(lines: readonly OrderLine[], currency: string, caption: string, testId: string, footer = ''): string {
+  const rows = lines
     .map((l) => {
-      const detail = lineDetail(l, order.currency);
-      return `<tr data-testid="receipt-line"><td>${escapeHtml(l.description)}${detail ? `<div class="muted">${escapeHtml(detail)}</div>` : ''}</td><td class="num">${escapeHtml(formatMoney(l.amount, order.currency))}</td></tr>`;
+      const detail = lineDetail(l, currency);
+      return `<tr data-testid="${testId}-line"><td>${escapeHtml(l.description)}${detail ? `<div class="muted">${escapeHtml(detail)}</div>` : ''}</td><td class="num">${escapeHtml(formatMoney(l.amount, currency))}</td></tr>`;
     })
     .join('');
-  return `<table class="lines" data-testid="receipt-lines"><caption class="visually-hidden">What you paid for</caption><thead><tr><th scope="col">Item</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody></table>`;
+  return `<table class="lines" data-testid="${testId}-lines"><caption class="visually-hidden">${escapeHtml(caption)}</caption><thead><tr><th scope="col">Item</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody>${footer}</table>`;
+}
+
+/** The receipt's lines. */
+export function orderLinesTable(order: Order): string {
+  return linesTable(order.lines, order.currency, 'What you paid for', 'receipt');
+}
+
+/**
+ * A metered subscription's usage this period and its estimated next charge (issue 38 §9): the lines
+ * the renewal would charge if the period closed now (fee + usage, priced like the renewal).
+ */
+export function usageItem(e: UsageEstimate): string {
+  const s = e.subscription;
+  const id = escapeHtml(s.id);
+  const total = `<tfoot><tr><th scope="row">Estimated next charge</th><td class="num" data-testid="usage-estimate-total"><strong>${escapeHtml(formatMoney(e.total, s.currency))}</strong></td></tr></tfoot>`;
+  return `<li class="item" data-testid="usage-subscription" data-subscription="${id}"><h3>${escapeHtml(s.productName)}</h3>
+<div class="muted" data-testid="usage-period">Usage from ${escapeHtml(DATE.format(s.currentPeriodStart))} to ${escapeHtml(DATE.format(s.currentPeriodEnd))}, so far</div>
+${linesTable(e.lines, s.currency, `Estimated next charge of ${s.productName}`, 'usage', total)}
+<p class="muted">Charged on ${escapeHtml(DATE.format(e.estimatedChargeAt))}${s.cancelAtPeriodEnd ? ' (usage only: the subscription ends then)' : ''}. Usage keeps counting until the period ends; the amount is an estimate until then.</p></li>`;
 }
 
 function orderItem(o: Order, failedRefundCents?: number): string {
@@ -134,7 +154,7 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
   }
 
   async function overviewPage(session: PortalSession, token: string, merchant: PageMerchant | undefined, notice?: string): Promise<Page> {
-    const { customer, orders, subscriptions, products } = await portal.overview(session);
+    const { customer, orders, subscriptions, products, usage } = await portal.overview(session);
     const csrf = portal.csrfToken(token);
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
@@ -153,7 +173,7 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
         'Your account',
         `<h1>Your account</h1><div class="muted" data-testid="customer-email">Signed in as ${escapeHtml(customer.email)}</div>
 ${notice ? `<div class="ok" role="status" data-testid="notice">${escapeHtml(notice)}</div>` : ''}${scoped}
-${section('Subscriptions', 'subs', subs)}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
+${section('Subscriptions', 'subs', subs)}${usage.length ? section('Usage this period', 'usage', `<ul class="items">${usage.map(usageItem).join('')}</ul>`) : ''}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
 <form method="post" action="/portal/sign-out">${hidden(csrf)}<button type="submit" class="link" data-testid="sign-out">Sign out</button></form>${back}`,
         { merchant },
       ),

@@ -20,6 +20,7 @@ import { newId, randomToken } from '../kernel/ids.js';
 import { sha256Hex, constantTimeEqual } from '../kernel/secrets.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { CheckoutSession, Customer, Order, Subscription } from '../commerce/model.js';
+import type { UsageEstimate } from '../commerce/usage-estimate.js';
 import type { PortalOrigin, PortalSession, PortalSessionRepository } from './portal.repository.js';
 
 export const LINK_TTL_MS = 10 * 60_000;
@@ -35,6 +36,8 @@ export interface PortalSubscriptions {
   listOfCustomer(orgId: string, customerId: string): Promise<Subscription[]>;
   cancel(id: string, options: { atPeriodEnd: boolean }, owner: { orgId: string; customerId: string }): Promise<Subscription>;
   keepRenewing(id: string, owner: { orgId: string; customerId: string }): Promise<Subscription>;
+  /** The customer's metered subscriptions with their usage this period and estimated next charge. */
+  usageThisPeriod(orgId: string, customerRef: string): Promise<{ customerId: string; estimates: UsageEstimate[] }>;
 }
 
 /** The products a customer may use (the entitlement check). */
@@ -82,6 +85,8 @@ export interface PortalOverview {
   orders: Order[];
   subscriptions: Subscription[];
   products: Array<{ productId: string; productName: string; type: string }>;
+  /** Usage this period and the estimated next charge of the shown metered subscriptions. */
+  usage: UsageEstimate[];
 }
 
 interface PortalScope {
@@ -261,21 +266,23 @@ export class PortalService {
     const stores = this.uow.stores;
     const customer = await stores.customers.find(session.orgId, session.customerId);
     if (!customer) throw notFound('Customer');
-    const [orders, subscriptions, access] = await Promise.all([
+    const [orders, subscriptions, access, usage] = await Promise.all([
       stores.orders.list(session.orgId, { customerId: session.customerId }, { offset: 0, limit: 100 }),
       this.subscriptions.listOfCustomer(session.orgId, session.customerId),
       this.entitlements.check(session.orgId, { customerId: session.customerId }),
+      this.subscriptions.usageThisPeriod(session.orgId, session.customerId),
     ]);
     const scope = await this.scopeOf(session);
     // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
     const shown = orders.records.filter((o) => (o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID') && inScope(scope, o));
-    if (!scope) return { customer, orders: shown, subscriptions, products: access.products };
+    if (!scope) return { customer, orders: shown, subscriptions, products: access.products, usage: usage.estimates };
     const productIds = new Set(shown.map((o) => o.productId));
     return {
       customer,
       orders: shown,
       subscriptions: subscriptions.filter((sub) => sub.id === scope.subscriptionId),
       products: access.products.filter((p) => productIds.has(p.productId)),
+      usage: usage.estimates.filter((e) => e.subscription.id === scope.subscriptionId),
     };
   }
 

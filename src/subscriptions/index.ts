@@ -55,7 +55,7 @@ export function createSubscriptionsModule(deps: {
   return {
     subscriptions,
     entitlements,
-    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions), console: createSubscriptionConsoleHandlers(subscriptions) },
+    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants), console: createSubscriptionConsoleHandlers(subscriptions) },
     jobs: () => subscriptionJobs(subscriptions),
     pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };

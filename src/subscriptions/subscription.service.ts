@@ -21,6 +21,7 @@ import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
 import type { LineInput } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
+import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -386,6 +387,27 @@ export class SubscriptionService {
   }
 
   /** A buyer's subscriptions (the portal), newest first. */
+  /**
+   * A customer's usage this period (`CUS_…` id, else externalId; unknown or another
+   * organization's: 404): for each ACTIVE subscription whose price has metered components, the
+   * estimated next charge (src/commerce/usage-estimate.ts).
+   */
+  async usageThisPeriod(orgId: string, customerRef: string): Promise<{ customerId: string; estimates: UsageEstimate[] }> {
+    const customers = this.uow.stores.customers;
+    const customer = (await customers.find(orgId, customerRef)) ?? (await customers.findByExternalId(orgId, customerRef));
+    if (!customer) throw notFound('Customer');
+    const estimates: UsageEstimate[] = [];
+    if (!this.metered) return { customerId: customer.id, estimates };
+    for (const s of await this.listOfCustomer(orgId, customer.id)) {
+      if (s.status !== 'ACTIVE' || s.priceId === null) continue;
+      const components = await this.metered.componentsOf(orgId, s.priceId);
+      if (components.length === 0) continue;
+      const initial = await this.uow.stores.orders.find(orgId, s.initialOrderId);
+      estimates.push(await estimateNextCharge(this.metered, s, components, initial));
+    }
+    return { customerId: customer.id, estimates };
+  }
+
   listOfCustomer(orgId: string, customerId: string): Promise<Subscription[]> {
     return this.uow.stores.subscriptions.list(orgId, { customerId }, { offset: 0, limit: 100 }).then((page) => page.records);
   }

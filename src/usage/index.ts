@@ -5,7 +5,8 @@ import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import { MeterService, type SpanReader } from './meters.service.js';
-import { createUsageHandlers } from './usage.handlers.js';
+import { createUsageConsoleHandlers, createUsageHandlers } from './usage.handlers.js';
+import { createUsageAdminHandlers } from './admin.handlers.js';
 import { KnexMeterRepository, KnexUsageEventRepository } from './usage.repository.js';
 import { UsageEventService } from './usage-events.service.js';
 
@@ -14,19 +15,19 @@ export type { SpanReader, MeteredSpan } from './meters.service.js';
 export interface UsageModule {
   events: UsageEventService;
   meters: MeterService;
-  handlers: { merchant: ReturnType<typeof createUsageHandlers> };
+  handlers: { merchant: ReturnType<typeof createUsageHandlers>; console: ReturnType<typeof createUsageConsoleHandlers>; admin: ReturnType<typeof createUsageAdminHandlers> };
   /** The background build of meters' rollups (migration 0335). */
   jobs(): Job[];
 }
 
-export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock; balances: MeterBalances; alerts?: BalanceAlerts }): UsageModule {
+export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock; balances: MeterBalances; alerts?: BalanceAlerts; orgExists: (orgId: string) => Promise<boolean> }): UsageModule {
   const eventRepository = new KnexUsageEventRepository(deps.db);
   const events = new UsageEventService(eventRepository, deps.uow, deps.clock, deps.alerts);
   const meters = new MeterService(new KnexMeterRepository(deps.db), eventRepository, deps.uow, deps.spans, deps.clock);
   return {
     events,
     meters,
-    handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock) },
+    handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock), console: createUsageConsoleHandlers(meters), admin: createUsageAdminHandlers(meters, deps.orgExists) },
     jobs: () => [{ name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() }],
   };
 }

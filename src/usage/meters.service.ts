@@ -99,6 +99,21 @@ export interface Quantities {
 export const MAX_BUCKETS = 1000;
 /** Events per chunk of a meter's rollup build: well under a second of the database's time each. */
 export const ROLLUP_CHUNK_EVENTS = 20_000;
+/** The console's meter preview covers this many UTC days, ending now. */
+export const PREVIEW_DAYS = 30;
+
+export interface MeterPreview {
+  start: Date;
+  end: Date;
+  interval: 'day';
+  /** Where the quantities came from: an active meter's rollup, the raw events, the spans. */
+  read: 'ROLLUP' | 'EVENTS' | 'SPANS';
+  total: number;
+  buckets: QuantityBucket[];
+}
+
+/** JSON with sorted keys: two property filters that are equal as sets of pairs read the same. */
+const canonical = (o: Record<string, Scalar>): string => JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
@@ -161,9 +176,8 @@ export class MeterService {
     };
   }
 
-  async create(orgId: string, input: MeterInput): Promise<Meter> {
-    const name = input.name.trim();
-    if (name.length === 0) throw validationError('name must not be blank', { field: 'name' });
+  /** The rules of a definition (everything but the name), shared by create and the console's preview. */
+  private async checkDefinition(orgId: string, input: Omit<MeterInput, 'name'>): Promise<MeterFilter> {
     const aggregation = AGGREGATIONS[input.aggregation];
     if (aggregation.readsProperty && input.property === undefined) throw validationError(`property is required for aggregation ${input.aggregation}`, { field: 'property' });
     if (!aggregation.readsProperty && input.property !== undefined) throw validationError('count reads no property; leave property out', { field: 'property' });
@@ -173,7 +187,13 @@ export class MeterService {
     if (input.source === 'EVENTS' && input.customerAttribute !== undefined) {
       throw validationError('customerAttribute is for source SPANS; usage events name their customer', { field: 'customerAttribute' });
     }
-    const filter = await this.checkFilter(orgId, input.source, input.filter);
+    return this.checkFilter(orgId, input.source, input.filter);
+  }
+
+  async create(orgId: string, input: MeterInput): Promise<Meter> {
+    const name = input.name.trim();
+    if (name.length === 0) throw validationError('name must not be blank', { field: 'name' });
+    const filter = await this.checkDefinition(orgId, input);
     const now = this.clock.now();
     const meter: Meter = {
       id: newId('MTR'),
@@ -289,8 +309,62 @@ export class MeterService {
       ]);
       return { ...result, total, buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: byBucket.get(b.key) ?? 0 })) };
     }
-    // The database aggregates the spans per customer reference (and bucket); the references are mapped to customers here.
+    return { ...result, ...(await this.spanQuantities(orgId, meter, customer, query.start, query.end, query.interval, buckets)) };
+  }
+
+  /**
+   * A console preview of an unsaved definition: its quantity for every customer together in each
+   * of the last PREVIEW_DAYS UTC days, today's included (to its end). Bounded: a fixed range,
+   * aggregated by the database — the rollup of an active meter with the same definition, else one
+   * SQL aggregation under a statement timeout (events), else telemetry's aggregate (spans).
+   */
+  async preview(orgId: string, input: Omit<MeterInput, 'name'>): Promise<MeterPreview> {
+    const filter = await this.checkDefinition(orgId, input);
+    const now = this.clock.now().getTime();
+    // Whole UTC days, today's included whole: an event stamped now (or up to the accepted 5 minutes ahead) is in it.
+    const end = bucketStart(now, 'day') + DAY;
+    const start = end - PREVIEW_DAYS * DAY;
+    const buckets = bucketsOf(start, end, 'day');
+    const range = { start: new Date(start), end: new Date(end), interval: 'day' as const };
+    if (input.source === 'EVENTS') {
+      const property = input.property ?? null;
+      const same = (await this.meters.list(orgId, 'ACTIVE')).find(
+        (m) =>
+          m.source === 'EVENTS' &&
+          // A rollup still being built (background build, migration 0335) is incomplete: read the events.
+          m.rollupStatus === 'READY' &&
+          m.filter.eventName === filter.eventName &&
+          canonical(m.filter.properties ?? {}) === canonical(filter.properties ?? {}) &&
+          m.aggregation === input.aggregation &&
+          m.property === property,
+      );
+      const q: EventQuantityQuery = { orgId, eventName: filter.eventName!, properties: filter.properties ?? {}, aggregation: input.aggregation, property, start: range.start, end: range.end };
+      const read = same
+        ? await Promise.all([this.events.quantity({ ...q, meterId: same.id }), this.events.bucketQuantities({ ...q, meterId: same.id }, 'day')]).then(([total, byBucket]) => ({ total, buckets: byBucket }))
+        : await this.events.preview(q, 'day');
+      return {
+        ...range,
+        read: same ? 'ROLLUP' : 'EVENTS',
+        total: read.total,
+        buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: read.buckets.get(b.key) ?? 0 })),
+      };
+    }
+    const definition = { filter, aggregation: input.aggregation, property: input.property ?? null, customerAttribute: input.customerAttribute ?? null };
+    return { ...range, read: 'SPANS', ...(await this.spanQuantities(orgId, definition, undefined, range.start, range.end, 'day', buckets)) };
+  }
+
+  /** A span meter's quantities: the database aggregates the spans per customer reference (and bucket); the references are mapped to customers here. */
+  private async spanQuantities(
+    orgId: string,
+    meter: Pick<Meter, 'filter' | 'aggregation' | 'property' | 'customerAttribute'>,
+    customer: Customer | undefined,
+    start: Date,
+    end: Date,
+    interval: QuantityInterval | undefined,
+    buckets: Array<{ key: number; start: number; end: number }>,
+  ): Promise<{ total: number; buckets: QuantityBucket[] }> {
     const { filter } = meter;
+    const query = { start, end, interval };
     const parts = await this.spans.modelCallAggregates({
       projectId: filter.projectId!,
       start: query.start,
@@ -325,7 +399,6 @@ export class MeterService {
       else perBucket.set(p.bucket, [p]);
     }
     return {
-      ...result,
       total: mergeAggregates(meter.aggregation, mine),
       buckets: buckets.map((b) => ({ start: new Date(b.start), end: new Date(b.end), quantity: mergeAggregates(meter.aggregation, perBucket.get(b.key) ?? []) })),
     };

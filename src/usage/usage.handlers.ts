@@ -1,8 +1,8 @@
 import { presentMeterBalance, type MeterBalances } from '../commerce/meter-balances.js';
 import type { Clock } from '../kernel/clock.js';
-import type { MerchantHandlers } from '../handler-maps.js';
+import type { ConsoleHandlers, MerchantHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
-import type { MeterService, Quantities } from './meters.service.js';
+import type { MeterPreview, MeterService, Quantities } from './meters.service.js';
 import type { Meter } from './usage.model.js';
 import type { UsageEventService } from './usage-events.service.js';
 
@@ -80,5 +80,21 @@ export function createUsageHandlers(events: UsageEventService, meters: MeterServ
         ),
       },
     }),
+  };
+}
+
+export const presentPreview = (p: MeterPreview) => ({
+  start: iso(p.start),
+  end: iso(p.end),
+  interval: p.interval,
+  read: p.read,
+  total: p.total,
+  buckets: p.buckets.map((b) => ({ start: iso(b.start), end: iso(b.end), quantity: b.quantity })),
+});
+
+/** The console's live preview of a meter definition (openapi/console.yaml, previewConsoleMeter): a read, not audited. */
+export function createUsageConsoleHandlers(meters: MeterService): Pick<ConsoleHandlers, 'previewConsoleMeter'> {
+  return {
+    previewConsoleMeter: async ({ auth, body }) => ({ status: 200, body: { success: true, message: 'OK', data: presentPreview(await meters.preview(auth.orgId, body)) } }),
   };
 }

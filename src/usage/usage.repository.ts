@@ -1,5 +1,6 @@
 /** Usage events and meters in the database (the usage domain's only knex user). */
 import type { Knex } from 'knex';
+import { serviceUnavailable } from '../kernel/errors.js';
 import type { AggregationKind } from './aggregations/index.js';
 import type { Meter, MeterFilter, MeterStatus, QuantityInterval, RollupStatus, Scalar, UsageEvent } from './usage.model.js';
 
@@ -39,7 +40,15 @@ export interface UsageEventRepository {
   /** The aggregation over [start, end), and per bucket (epoch ms of the bucket's UTC start → quantity) when asked. */
   quantity(query: EventQuantityQuery): Promise<number>;
   bucketQuantities(query: EventQuantityQuery, interval: QuantityInterval): Promise<Map<number, number>>;
+  /**
+   * The total and the per-bucket quantities of an unsaved definition (the console's live preview),
+   * under a statement timeout of PREVIEW_TIMEOUT_MS: beyond it, 503 rather than a long wait.
+   */
+  preview(query: EventQuantityQuery, interval: QuantityInterval): Promise<{ total: number; buckets: Map<number, number> }>;
 }
+
+/** The console's meter preview waits at most this long for the database (docs/usage-billing.md). */
+export const PREVIEW_TIMEOUT_MS = 5000;
 
 export interface MeterRepository {
   insert(meter: Meter): Promise<void>;
@@ -349,6 +358,22 @@ export class KnexUsageEventRepository implements UsageEventRepository {
         .groupByRaw('1')) as typeof rows;
     }
     return new Map(rows.map((r) => [Math.round(Number(r.bucket) * 1000), Number(r.quantity)]));
+  }
+
+  async preview(query: EventQuantityQuery, interval: QuantityInterval): Promise<{ total: number; buckets: Map<number, number> }> {
+    try {
+      return await this.db.transaction(async (trx) => {
+        // SET LOCAL: the timeout ends with this transaction, the pooled connection keeps its own.
+        await trx.raw(`SET LOCAL statement_timeout = ${PREVIEW_TIMEOUT_MS}`);
+        const bound = new KnexUsageEventRepository(trx);
+        return { total: await bound.quantity(query), buckets: await bound.bucketQuantities(query, interval) };
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code === '57014') {
+        throw serviceUnavailable(`Too many events of ${query.eventName} to preview within ${PREVIEW_TIMEOUT_MS / 1000} s; save the meter and read its quantities (its rollup answers at any size)`);
+      }
+      throw error;
+    }
   }
 }
 

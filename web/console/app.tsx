@@ -26,6 +26,7 @@ import { DevelopersPage } from './routes/developers/developers-page';
 import { AgentsPage } from './routes/agents/agents-page';
 import { SettingsPage } from './routes/settings/settings-page';
 import { TelemetryPage } from './routes/telemetry/telemetry-page';
+import { MetersPage } from './routes/meters/meters-page';
 import { NotFoundPage } from './routes/not-found';
 
 /** Pages a signed-out visitor may see. */
@@ -54,6 +55,7 @@ function SignedIn() {
         <Route path="/console/customers" component={CustomersPage} />
         <Route path="/console/customers/:id" component={CustomerDetailPage} />
         <Route path="/console/catalog/:rest*" component={CatalogPage} />
+        <Route path="/console/meters/:rest*" component={MetersPage} />
         <Route path="/console/developers/:rest*" component={DevelopersPage} />
         <Route path="/console/agents/:rest*" component={AgentsPage} />
         <Route path="/console/telemetry/:rest*" component={TelemetryPage} />

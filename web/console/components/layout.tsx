@@ -16,6 +16,7 @@ export const NAVIGATION: ReadonlyArray<{ href: string; label: string }> = [
   { href: '/console/subscriptions', label: 'Subscriptions' },
   { href: '/console/customers', label: 'Customers' },
   { href: '/console/catalog', label: 'Catalog' },
+  { href: '/console/meters', label: 'Meters' },
   { href: '/console/developers', label: 'Developers' },
   { href: '/console/agents', label: 'Agent wallets' },
   { href: '/console/telemetry', label: 'Telemetry' },

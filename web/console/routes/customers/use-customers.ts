@@ -1,6 +1,6 @@
 /** Typed data hooks over the customers operations of the merchant API. */
 import type { components, operations } from '../../../../generated/merchant';
-import { merchantApi } from '../../shared/api';
+import { consoleApi, merchantApi } from '../../shared/api';
 import { useApi } from '../../shared/use-api';
 
 export type Customer = components['schemas']['Customer'];
@@ -17,4 +17,9 @@ export function useCustomer(id: string) {
 /** The catalog products the customer has access to now (one-time purchase or active subscription). */
 export function useCustomerEntitlements(id: string) {
   return useApi(() => merchantApi.GET('/v1/entitlements/check', { params: { query: { customer_id: id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}
+
+/** The customer's metered subscriptions: usage this period and the estimated next charge (console getConsoleCustomerUsage). */
+export function useCustomerUsage(id: string) {
+  return useApi(() => consoleApi.GET('/v1/console/customers/{id}/usage', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
 }

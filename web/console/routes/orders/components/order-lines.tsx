@@ -57,6 +57,11 @@ export function OrderLines(props: { order: Order }) {
                     {l.description} <span class="badge neutral">{KIND[l.kind]}</span>
                     {folded && <div class="muted small only-narrow">{folded}</div>}
                     {detail && <div class="muted small">{detail}</div>}
+                    {l.usage && (
+                      <div class="small">
+                        Meter <a class="mono" href={`/console/meters/${l.usage.meterId}`}>{l.usage.meterId}</a>
+                      </div>
+                    )}
                   </td>
                   <td class="num hide-narrow">{l.quantity === null ? '—' : formatQuantity(l.quantity)}</td>
                   <td class="num hide-narrow">{l.unitAmountDecimal === null ? '—' : formatUnitAmount(l.unitAmountDecimal, o.currency)}</td>
