@@ -393,6 +393,9 @@ export class PaymentFlow {
       priceId: session.pricing.pricingId,
       // The recurring charge is the session's total (unit amount × quantity).
       amountCents: session.amount,
+      // Seats: the session's quantity when its amount is unit × quantity (always, but for a pay-what-you-want amount).
+      quantity: session.quantity >= 1 && session.amount % session.quantity === 0 ? session.quantity : 1,
+      scheduledChange: null,
       currency: session.currency,
       currentPeriodStart: processor?.periodStart ?? now,
       currentPeriodEnd,

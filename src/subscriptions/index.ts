@@ -3,6 +3,7 @@ import type { Router } from 'express';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { MeteredBilling } from '../commerce/metered-billing.js';
+import type { PlanCatalog } from '../commerce/plan-change.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { MerchantNames } from '../pages/page.js';
@@ -46,8 +47,10 @@ export function createSubscriptionsModule(deps: {
   portalUrlOf?: (orgId: string) => string;
   /** Metered components and usage quantities, for renewals that bill usage in arrears. */
   metered?: MeteredBilling;
+  /** The catalog's prices, for plan changes (issue 39). */
+  plans?: PlanCatalog;
 }): SubscriptionsModule {
-  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered);
+  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered, deps.plans);
   const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db));
   return {
     subscriptions,
