@@ -852,10 +852,9 @@ export interface paths {
          *     `product` (or `scheduledChange`); the proration order's `order.paid` carries its lines.
          *     The buyer gets an e-mail "Your plan changed" when the deployment sends e-mail.
          *
-         *     **Stripe.** A subscription Stripe bills is changed in Stripe first: its item's price and
-         *     quantity (`proration_behavior: always_invoice`, `proration_date` the same second), so
-         *     Stripe charges the same two proration amounts on its invoice; Kassa records that
-         *     invoice's order with the same lines.
+         *     **Stripe.** Not yet: a subscription Stripe Billing renews (`providerSubscriptionId` set) is
+         *     `409` here (change it in the Stripe Dashboard; its proration invoice becomes an order, as
+         *     before). The sandbox rail and Kassa's renewal job are complete.
          */
         post: operations["changeSubscription"];
         delete?: never;
@@ -3274,8 +3273,10 @@ export interface components {
              *     billing portal `subscription_update.products[].prices`), of the same or other products:
              *     the portal offers those a subscription could change to (`changeSubscription`'s rules:
              *     same currency and interval, active, fixed amount, not metered), with the proration
-             *     preview before confirming. Omitted: no plan change offered. Needs `subscriptions:manage`
-             *     (`403` without it); an unknown price is `400` naming `planChangePriceIds`.
+             *     preview before confirming; a listed price the subscription cannot move to (another
+             *     interval or currency, inactive, unknown) is simply not offered. Omitted: no plan change
+             *     offered. Needs `subscriptions:manage` (`403` without it). Each change is audited as
+             *     `portal.subscription.plan_change`.
              */
             planChangePriceIds?: components["schemas"]["PricingId"][];
             /**
@@ -4860,8 +4861,6 @@ export interface operations {
                      *           {
                      *             "kind": "PRORATION",
                      *             "description": "Unused time on 1 × Basic until 2026-05-01",
-                     *             "productId": null,
-                     *             "priceId": null,
                      *             "quantity": null,
                      *             "unitAmountDecimal": null,
                      *             "exactAmountDecimal": "-500",
@@ -4870,8 +4869,6 @@ export interface operations {
                      *           {
                      *             "kind": "PRORATION",
                      *             "description": "Remaining time on 1 × Pro until 2026-05-01",
-                     *             "productId": null,
-                     *             "priceId": null,
                      *             "quantity": null,
                      *             "unitAmountDecimal": null,
                      *             "exactAmountDecimal": "1500",
@@ -4985,8 +4982,6 @@ export interface operations {
                      *             {
                      *               "kind": "PRORATION",
                      *               "description": "Unused time on 1 × Basic until 2026-05-01",
-                     *               "productId": null,
-                     *               "priceId": null,
                      *               "quantity": null,
                      *               "unitAmountDecimal": null,
                      *               "exactAmountDecimal": "-500",
@@ -4995,8 +4990,6 @@ export interface operations {
                      *             {
                      *               "kind": "PRORATION",
                      *               "description": "Remaining time on 1 × Pro until 2026-05-01",
-                     *               "productId": null,
-                     *               "priceId": null,
                      *               "quantity": null,
                      *               "unitAmountDecimal": null,
                      *               "exactAmountDecimal": "1500",
