@@ -332,7 +332,8 @@ export interface paths {
          *     | createCheckoutSession, getCheckoutSession, expireCheckoutSession | `checkout:write` |
          *     | listProducts, getProduct, listProductsDeprecated, getProductDeprecated | `catalog:read` |
          *     | listOrders, getOrder | `orders:read` |
-         *     | listSubscriptions, getSubscription | `subscriptions:read` |
+         *     | listSubscriptions, getSubscription, previewSubscriptionChange | `subscriptions:read` |
+         *     | changeSubscription | `subscriptions:manage` |
          *     | listCustomers, getCustomer | `customers:read` |
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
@@ -760,6 +761,105 @@ export interface paths {
         get: operations["listCustomers"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{id}/change/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview a plan or seat change
+         * @description Quotes `changeSubscription` without changing anything: what is charged now (`amountDueCents`
+         *     and its `lines`), when the change takes effect and what the next renewal charges.
+         *     Permission: `subscriptions:read`. Pass the answer's `prorationDate` and `amountDueCents` to
+         *     `changeSubscription` (`prorationDate`, `expectedAmountDueCents`) and it charges exactly this
+         *     preview, or changes nothing (`409`) when the subscription changed meanwhile (a renewal,
+         *     another change). The rules are `changeSubscription`'s; a change it would refuse is refused
+         *     here with the same answer.
+         */
+        post: operations["previewSubscriptionChange"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/subscriptions/{id}/change": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change a subscription's price or seats
+         * @description Moves an `ACTIVE` card subscription to another price (`priceId`: an upgrade or a downgrade,
+         *     within its product or to another product) and/or another quantity of seats (`quantity`;
+         *     the recurring amount is the price's unit amount × quantity). Permission:
+         *     `subscriptions:manage`. Preview it first with `previewSubscriptionChange`.
+         *
+         *     **Which prices.** Any active card (`STRIPE`) `SUBSCRIPTION` price of the organization with
+         *     the subscription's currency, billing interval and interval count, a fixed amount (not
+         *     pay-what-you-want) and no metered components; across products too: the merchant's server
+         *     (or a console member) decides. Buyers change plans only in the customer portal, and only to
+         *     the prices the merchant listed when opening it (`createCustomerPortalSession`,
+         *     `planChangePriceIds`). Other prices are `400` naming `priceId`.
+         *
+         *     **Proration** (Stripe's default, `proration_behavior: create_prorations`, invoiced at once):
+         *     time-based to the second over the current period. At `prorationDate` (default: now),
+         *     with `remaining` = `currentPeriodEnd` − `prorationDate` and `length` = the period's length,
+         *     two `PRORATION` lines: a credit of −(old amount × remaining / length) "Unused time on …" and
+         *     a charge of new amount × remaining / length "Remaining time on …", each computed exactly
+         *     and rounded once, half up, to the minor unit (docs/order-lines.md); the order's
+         *     `amountCents` is their sum.
+         *
+         *     **When it takes effect** (`effective`):
+         *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
+         *       subscription takes the new price and quantity now; when the proration is above 0, an
+         *       order of the two lines is charged at once to the saved card (`order.paid`, no
+         *       `billingPeriod`). A declined card changes nothing (`409`). The period and its end stay.
+         *     - `PERIOD_END` (default, and the only choice, when the new amount is lower — a downgrade):
+         *       nothing is charged or credited now; `scheduledChange` shows the price and quantity the
+         *       next renewal charges, and the renewal applies it. Kassa keeps no credit balance, so a
+         *       downgrade is never prorated (`IMMEDIATE` for a lower amount is `400` naming `effective`).
+         *       A later change replaces a scheduled one; a change back to the current plan clears it.
+         *     - During a free trial nothing has been paid: the change applies at once, with no
+         *       proration; the first charge at `trialEnd` is the new amount.
+         *
+         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried) or a metered
+         *     price: `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     change and a renewal, apply one after the other, each on the state the other left.
+         *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
+         *     when the locked subscription prices differently (it renewed, another change came first) it
+         *     is `409` and nothing is charged. `prorationDate` must lie within the last 10 minutes and in
+         *     the current period (`400` naming it otherwise): a preview stays exact for that long.
+         *
+         *     **Events.** `subscription.updated` with the new `priceId`, `quantity`, `amountCents`,
+         *     `product` (or `scheduledChange`); the proration order's `order.paid` carries its lines.
+         *     The buyer gets an e-mail "Your plan changed" when the deployment sends e-mail.
+         *
+         *     **Stripe.** Not yet: a subscription Stripe Billing renews (`providerSubscriptionId` set) is
+         *     `409` here (change it in the Stripe Dashboard; its proration invoice becomes an order, as
+         *     before). The sandbox rail and Kassa's renewal job are complete.
+         */
+        post: operations["changeSubscription"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3056,6 +3156,11 @@ export interface components {
             /** @description Same value as `subscriptionId`. */
             id: components["schemas"]["SubscriptionId"];
             status: components["schemas"]["SubscriptionStatus"];
+            /** @description The price the subscription charges (`PRC_…`; changed by `changeSubscription`); null for a price not in the catalog. */
+            priceId?: string | null;
+            /** @description Seats; `amountCents` is the price's unit amount × `quantity`. */
+            quantity?: number;
+            scheduledChange?: components["schemas"]["ScheduledPlanChange"];
             /** @description Amount per billing period in minor units. */
             amountCents: components["schemas"]["MinorUnits"];
             currency: components["schemas"]["Currency"];
@@ -3113,6 +3218,75 @@ export interface components {
             /** @description The first record's id when newer records precede it; pass it as `ending_before` for the previous page. */
             previousCursor: string | null;
         };
+        /** @description At least one of `priceId` and `quantity` (see `changeSubscription`). */
+        SubscriptionChangeRequest: {
+            /** @description The new price (`PRC_…`); omitted keeps the current one. */
+            priceId?: components["schemas"]["PricingId"];
+            /** @description Seats; omitted keeps the current quantity. */
+            quantity?: number;
+            /**
+             * @description When the change takes effect; default `IMMEDIATE` unless the new amount is lower (`PERIOD_END`).
+             * @enum {string}
+             */
+            effective?: "IMMEDIATE" | "PERIOD_END";
+            /** @description The instant the proration is computed at (whole seconds; default now), as Stripe's `proration_date`; within the last 10 minutes. */
+            prorationDate?: components["schemas"]["Timestamp"];
+            /** @description The preview's `amountDueCents`; the change is refused (`409`) when it would charge anything else. */
+            expectedAmountDueCents?: number;
+        };
+        SubscriptionPlanSide: {
+            priceId: string | null;
+            productId: string | null;
+            productName: string;
+            unitAmountCents: components["schemas"]["MinorUnits"];
+            quantity: number;
+            /** @description A period's recurring amount, unit × quantity. */
+            amountCents: components["schemas"]["MinorUnits"];
+        };
+        SubscriptionChangePreview: {
+            subscriptionId: components["schemas"]["SubscriptionId"];
+            /** @enum {string} */
+            effective: "IMMEDIATE" | "PERIOD_END";
+            /** @description The second the proration is computed at; pass it to `changeSubscription`. */
+            prorationDate: components["schemas"]["Timestamp"];
+            currentPeriodStart: components["schemas"]["Timestamp"];
+            currentPeriodEnd: components["schemas"]["Timestamp"];
+            currency: string;
+            from: components["schemas"]["SubscriptionPlanSide"];
+            to: components["schemas"]["SubscriptionPlanSide"];
+            /** @description Charged now (the sum of `lines`); 0 for a change at period end or during a trial. */
+            amountDueCents: number;
+            /** @description The order's lines charged now (two `PRORATION` lines), empty when nothing is charged now. */
+            lines: components["schemas"]["OrderLine"][];
+            /** @description What the next renewal charges (the new amount). */
+            nextRenewalAmountCents: components["schemas"]["MinorUnits"];
+        };
+        SubscriptionChangePreviewResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["SubscriptionChangePreview"];
+        };
+        SubscriptionChangeResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                subscription: components["schemas"]["Subscription"];
+                /** @description The order charged now (its lines are the preview's), null when nothing was charged. */
+                orderId: string | null;
+                preview: components["schemas"]["SubscriptionChangePreview"];
+            };
+        };
+        /** @description A change that takes effect at `currentPeriodEnd` (a downgrade); the next renewal charges `amountCents`. Null when none. */
+        ScheduledPlanChange: {
+            priceId: string | null;
+            productId: string | null;
+            productName: string;
+            amountCents: components["schemas"]["MinorUnits"];
+            quantity: number;
+            requestedAt: components["schemas"]["Timestamp"];
+        } | null;
         SubscriptionResponse: {
             /** @constant */
             success: true;
@@ -3534,6 +3708,22 @@ export interface components {
              * @default false
              */
             allowCancelNow?: boolean;
+            /**
+             * @description The prices the buyer may switch their subscriptions to in this portal session (Stripe's
+             *     billing portal `subscription_update.products[].prices`), of the same or other products:
+             *     the portal offers those a subscription could change to (`changeSubscription`'s rules:
+             *     same currency and interval, active, fixed amount, not metered), with the proration
+             *     preview before confirming; a listed price the subscription cannot move to (another
+             *     interval or currency, inactive, unknown) is simply not offered. Omitted: no plan change
+             *     offered. Needs `subscriptions:manage` (`403` without it). Each change is audited as
+             *     `portal.subscription.plan_change`.
+             */
+            planChangePriceIds?: components["schemas"]["PricingId"][];
+            /**
+             * @description Let the buyer change their subscriptions' seats (1–100 in the portal), with the preview. Needs `subscriptions:manage`.
+             * @default false
+             */
+            allowQuantityChange?: boolean;
         };
         CustomerPortalSession: {
             id: string;
@@ -3982,6 +4172,11 @@ export interface components {
             customerEmail: string | null;
             product?: components["schemas"]["WebhookProductRef"];
             billingInterval: components["schemas"]["BillingInterval"];
+            /** @description The price the subscription charges (`PRC_…`; changed by `changeSubscription`); null for a price not in the catalog. */
+            priceId: string | null;
+            /** @description Seats; `amountCents` is the price's unit amount × `quantity`. */
+            quantity: number;
+            scheduledChange: components["schemas"]["ScheduledPlanChange"];
             amountCents: components["schemas"]["MinorUnits"];
             currency: components["schemas"]["LowercaseCurrency"];
             /** @description Paid-through time, when available. */
@@ -5086,6 +5281,221 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    previewSubscriptionChange: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                 *       "quantity": 3
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionChangeRequest"];
+            };
+        };
+        responses: {
+            /** @description What the change would charge. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Change previewed",
+                     *       "data": {
+                     *         "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *         "effective": "IMMEDIATE",
+                     *         "prorationDate": "2026-04-16T00:00:00.000Z",
+                     *         "currentPeriodStart": "2026-04-01T00:00:00.000Z",
+                     *         "currentPeriodEnd": "2026-05-01T00:00:00.000Z",
+                     *         "currency": "USD",
+                     *         "from": {
+                     *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                     *           "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *           "productName": "Basic",
+                     *           "unitAmountCents": 1000,
+                     *           "quantity": 1,
+                     *           "amountCents": 1000
+                     *         },
+                     *         "to": {
+                     *           "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                     *           "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *           "productName": "Pro",
+                     *           "unitAmountCents": 3000,
+                     *           "quantity": 1,
+                     *           "amountCents": 3000
+                     *         },
+                     *         "amountDueCents": 1000,
+                     *         "lines": [
+                     *           {
+                     *             "kind": "PRORATION",
+                     *             "description": "Unused time on 1 × Basic until 2026-05-01",
+                     *             "quantity": null,
+                     *             "unitAmountDecimal": null,
+                     *             "exactAmountDecimal": "-500",
+                     *             "amountCents": -500
+                     *           },
+                     *           {
+                     *             "kind": "PRORATION",
+                     *             "description": "Remaining time on 1 × Pro until 2026-05-01",
+                     *             "quantity": null,
+                     *             "unitAmountDecimal": null,
+                     *             "exactAmountDecimal": "1500",
+                     *             "amountCents": 1500
+                     *           }
+                     *         ],
+                     *         "nextRenewalAmountCents": 3000
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SubscriptionChangePreviewResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    changeSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                 *       "prorationDate": "2026-04-16T00:00:00.000Z",
+                 *       "expectedAmountDueCents": 1000
+                 *     }
+                 */
+                "application/json": components["schemas"]["SubscriptionChangeRequest"];
+            };
+        };
+        responses: {
+            /** @description The subscription after the change, and the order charged (null when nothing was charged now). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Subscription changed",
+                     *       "data": {
+                     *         "subscription": {
+                     *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "id": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "status": "ACTIVE",
+                     *           "amountCents": 3000,
+                     *           "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                     *           "quantity": 1,
+                     *           "scheduledChange": null,
+                     *           "currency": "USD",
+                     *           "billingInterval": "MONTH",
+                     *           "billingIntervalCount": 1,
+                     *           "currentPeriodEnd": "2026-05-01T00:00:00.000Z",
+                     *           "trialEnd": null,
+                     *           "cancelAtPeriodEnd": false,
+                     *           "canceledAt": null,
+                     *           "endedAt": null,
+                     *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *           "customerEmail": "buyer@example.com",
+                     *           "initialOrderId": "ORD_7Yq2Lm9Xc4Vb1Nz8Kp3Rt6Ws",
+                     *           "latestOrderId": "ORD_7Yq2Lm9Xc4Vb1Nz8Kp3Rt6Ws",
+                     *           "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *           "productName": "Pro",
+                     *           "createdAt": "2026-04-01T00:00:00.000Z",
+                     *           "updatedAt": "2026-04-16T00:00:00.000Z"
+                     *         },
+                     *         "orderId": "ORD_3Tz8Kq1Lm6Xp9Vb2Nc5Rw7Hs",
+                     *         "preview": {
+                     *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "effective": "IMMEDIATE",
+                     *           "prorationDate": "2026-04-16T00:00:00.000Z",
+                     *           "currentPeriodStart": "2026-04-01T00:00:00.000Z",
+                     *           "currentPeriodEnd": "2026-05-01T00:00:00.000Z",
+                     *           "currency": "USD",
+                     *           "from": {
+                     *             "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                     *             "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *             "productName": "Basic",
+                     *             "unitAmountCents": 1000,
+                     *             "quantity": 1,
+                     *             "amountCents": 1000
+                     *           },
+                     *           "to": {
+                     *             "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                     *             "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *             "productName": "Pro",
+                     *             "unitAmountCents": 3000,
+                     *             "quantity": 1,
+                     *             "amountCents": 3000
+                     *           },
+                     *           "amountDueCents": 1000,
+                     *           "lines": [
+                     *             {
+                     *               "kind": "PRORATION",
+                     *               "description": "Unused time on 1 × Basic until 2026-05-01",
+                     *               "quantity": null,
+                     *               "unitAmountDecimal": null,
+                     *               "exactAmountDecimal": "-500",
+                     *               "amountCents": -500
+                     *             },
+                     *             {
+                     *               "kind": "PRORATION",
+                     *               "description": "Remaining time on 1 × Pro until 2026-05-01",
+                     *               "quantity": null,
+                     *               "unitAmountDecimal": null,
+                     *               "exactAmountDecimal": "1500",
+                     *               "amountCents": 1500
+                     *             }
+                     *           ],
+                     *           "nextRenewalAmountCents": 3000
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SubscriptionChangeResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -7061,6 +7471,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-22T09:30:00.000Z",
                  *           "trialEnd": null,
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -7163,6 +7576,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
                  *           "trialEnd": null,
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -7265,6 +7681,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
                  *           "trialEnd": null,
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": "2027-01-31T09:30:00.000Z",
@@ -7367,6 +7786,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2027-01-22T09:30:00.000Z",
                  *           "trialEnd": null,
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": true,
                  *           "canceledAt": "2027-01-02T17:04:11.250Z",
                  *           "endedAt": "2027-01-22T09:30:00.000Z",
@@ -7983,6 +8405,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-22T09:30:00.000Z",
                  *           "trialEnd": null,
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,
@@ -8090,6 +8515,9 @@ export interface operations {
                  *           "currency": "usd",
                  *           "currentPeriodEnd": "2026-12-06T09:30:00.000Z",
                  *           "trialEnd": "2026-12-06T09:30:00.000Z",
+                 *           "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                 *           "quantity": 1,
+                 *           "scheduledChange": null,
                  *           "cancelAtPeriodEnd": false,
                  *           "canceledAt": null,
                  *           "endedAt": null,

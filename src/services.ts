@@ -225,6 +225,27 @@ export function createServices(deps: {
     processorUsage: stripe?.usage,
     portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
     metered: meteredBilling,
+    plans: {
+      findPrice: async (orgId, priceId) => {
+        const found = await catalogModule.catalog.findPrice(orgId, priceId);
+        if (!found) return undefined;
+        const { price, product } = found;
+        return {
+          priceId: price.id,
+          productId: product.id,
+          productName: product.name,
+          unitAmount: price.amount,
+          currency: price.currency,
+          pricingType: price.pricingType,
+          billingInterval: price.billingInterval,
+          billingIntervalCount: price.billingIntervalCount,
+          provider: price.provider,
+          active: price.active,
+          flexibleAmount: price.flexibleAmount,
+          metered: price.meteredComponents.length > 0,
+        };
+      },
+    },
   });
   const portalModule = createPortalModule({
     db,

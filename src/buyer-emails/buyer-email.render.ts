@@ -136,6 +136,21 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         paragraphs: [`Your ${product} subscription with ${c.merchant} will not renew.`, s ? `You keep access until ${DATE.format(s.currentPeriodEnd)}, and you will not be charged again. Changed your mind? Keep it from your account before then.` : ''],
         facts: [],
       };
+    case 'plan_changed': {
+      const next = s?.scheduledChange;
+      return {
+        subject: `${product}: your plan changed`,
+        heading: 'Your plan changed',
+        paragraphs: [
+          s && next
+            ? `Your subscription with ${c.merchant} changes to ${next.quantity} × ${next.productName} (${formatMoney(next.amountCents, s.currency)}) on ${DATE.format(s.currentPeriodEnd)}, when it renews; until then it stays as it is.`
+            : s
+              ? `Your subscription with ${c.merchant} is now ${s.quantity} × ${s.productName}: ${price(s)}. Any amount charged for the rest of the current period is on your receipt in your account.`
+              : '',
+        ],
+        facts: s ? [['Next renewal', DATE.format(s.currentPeriodEnd)], ['Amount then', formatMoney(next?.amountCents ?? s.amountCents, s.currency)]] : [],
+      };
+    }
     case 'subscription_ended':
       return {
         subject: `${product}: your subscription has ended`,

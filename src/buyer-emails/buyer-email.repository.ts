@@ -12,6 +12,7 @@ export type BuyerEmailKind =
   | 'renewal_failed'
   | 'renewal_action_required'
   | 'subscription_canceled'
+  | 'plan_changed'
   | 'trial_will_end'
   | 'subscription_ended'
   | 'refund_issued'
@@ -136,7 +137,7 @@ export interface CommerceEventLike {
   /** Events of neither an order nor a subscription (`meter.*`) owe no e-mail. */
   data: { order?: { orderId: string }; refund?: { refundId: string; amountCents: number }; subscription?: { subscriptionId?: string; id?: string } } | { customer: unknown };
   /** The subscription's cancellation state before the change (src/commerce/stores.ts CommerceEvent). */
-  previous?: { cancelAtPeriodEnd: boolean };
+  previous?: { cancelAtPeriodEnd: boolean; plan?: { priceId: string | null; productName: string; quantity: number; amountCents: number } };
 }
 
 /**
@@ -154,6 +155,7 @@ export interface CommerceEventLike {
  *  - subscription.updated that scheduled a cancellation (cancel at period end; it was not scheduled
  *    before this change) → subscription_canceled, once per such change (keyed by the event: cancel,
  *    keep and cancel again within one second are two cancellations, Stripe's canceled_at one second);
+ *  - subscription.updated of a plan or seat change (`previous.plan`) → plan_changed, once per change;
  *  - subscription.ended / subscription.expired → subscription_ended;
  *  - subscription.trial_will_end → trial_will_end (once per trial: keyed by the trial's end).
  */
@@ -182,6 +184,8 @@ export async function owedByEvent(trx: Knex.Transaction, event: CommerceEventLik
     case 'subscription.created':
       return { ...base, orderId: s.latest_order_id as string, kind: 'subscription_started', dedupeKey: `started:${s.id}` };
     case 'subscription.updated':
+      // A plan or seat change (issue 39): one e-mail per change, keyed by its event.
+      if (event.previous?.plan) return { ...base, kind: 'plan_changed', dedupeKey: `plan_changed:${s.id}:${eventId}` };
       if (s.status === 'ACTIVE' && s.cancel_at_period_end && event.previous?.cancelAtPeriodEnd === false) {
         return { ...base, kind: 'subscription_canceled', dedupeKey: `canceled:${s.id}:${eventId}` };
       }

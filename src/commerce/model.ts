@@ -235,6 +235,17 @@ export interface SubscriptionPaymentAction {
   requiredAt: Date;
 }
 
+/** The price, product and seats a subscription moves to at its period's end (issue 39). */
+export interface ScheduledPlanChange {
+  priceId: string | null;
+  productId: string | null;
+  productName: string;
+  /** Unit amount × quantity. */
+  amountCents: number;
+  quantity: number;
+  requestedAt: Date;
+}
+
 export interface Subscription {
   id: string;
   orgId: string;
@@ -245,7 +256,12 @@ export interface Subscription {
   productId: string | null;
   productName: string;
   priceId: string | null;
+  /** What a period charges: the price's unit amount × `quantity`. */
   amountCents: number;
+  /** Seats (issue 39): the recurring amount is unit × quantity; 1 when the subscription was sold singly. */
+  quantity: number;
+  /** A change that takes effect at the period's end (a downgrade, or a change asked for then); null when none. */
+  scheduledChange?: ScheduledPlanChange | null;
   currency: string;
   billingInterval: BillingInterval;
   billingIntervalCount: number;

@@ -384,6 +384,9 @@ export class PaymentFlow {
     // A trial is period 0; the paid periods are counted from its end (period 1 starts at trialEnd).
     if (trial && !processor) Object.assign(base, { billingAnchor: trial.end, anchorPeriod: 1 });
     const currentPeriodEnd = processor?.periodEnd ?? trial?.end ?? periodEnd(base, 0);
+    // The recurring charge is the session's total (unit amount × quantity) before any discount:
+    // each renewal applies the checkout's coupon for its own periods (commerce/renewal-order.ts).
+    const recurring = session.pricing.discount ? pricePeriod(sessionChargeInputs(session)).total : session.amount;
     const subscription: Subscription = {
       ...base,
       id: newId('SUB'),
@@ -395,9 +398,10 @@ export class PaymentFlow {
       productId: session.product.productId,
       productName: session.product.name,
       priceId: session.pricing.pricingId,
-      // The recurring charge is the session's total (unit amount × quantity) before any discount:
-      // each renewal applies the checkout's coupon for its own periods (commerce/renewal-order.ts).
-      amountCents: session.pricing.discount ? pricePeriod(sessionChargeInputs(session)).total : session.amount,
+      amountCents: recurring,
+      // Seats: the session's quantity when its amount is unit × quantity (always, but for a pay-what-you-want amount).
+      quantity: session.quantity >= 1 && recurring % session.quantity === 0 ? session.quantity : 1,
+      scheduledChange: null,
       currency: session.currency,
       currentPeriodStart: processor?.periodStart ?? now,
       currentPeriodEnd,

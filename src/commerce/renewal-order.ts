@@ -12,6 +12,19 @@ import { discountCovers, discountInputs, lastDiscountedPeriod } from './discount
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
 
+/**
+ * A period's fee: the subscription's seats at its unit amount (quantity × unit, issue 39: a plan or
+ * seat change moves them) when that is what this period charges; otherwise the first order's lines
+ * or one line of the charged amount (renewalFeeInputs).
+ */
+function feeInputs(initial: Order | undefined, s: Subscription, charged: number): LineInput[] {
+  const quantity = s.quantity ?? 1;
+  if (charged === s.amountCents && quantity >= 1 && s.amountCents % quantity === 0) {
+    return [{ kind: 'PRICE', description: s.productName, productId: s.productId, priceId: s.priceId, quantity, unitAmount: String(s.amountCents / quantity) }];
+  }
+  return renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
+}
+
 export async function renewalOrder(
   stores: CommerceStores,
   s: Subscription,
@@ -27,7 +40,7 @@ export async function renewalOrder(
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
-  const fee = options.fee === false ? [] : renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
+  const fee = options.fee === false ? [] : feeInputs(initial, s, charged);
   const charges = [...fee, ...usage];
   const priced = pricePeriod([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))]);
   return {

@@ -39,7 +39,11 @@ export interface CommerceEvent {
    * buyer's "canceled" e-mail is owed by the change that scheduled it (issue 37 §29), not by a
    * timestamp (Stripe's canceled_at is in whole seconds).
    */
-  previous?: { cancelAtPeriodEnd: boolean };
+  previous?: {
+    cancelAtPeriodEnd: boolean;
+    /** A plan or seat change (issue 39): the price, seats and amount before it (the buyer's "plan changed" e-mail). */
+    plan?: { priceId: string | null; productName: string; quantity: number; amountCents: number };
+  };
 }
 
 /** What a checkout session shows of its order. */

@@ -10,6 +10,16 @@ function paymentAction(s: Subscription): { paymentAction?: ApiSubscription['paym
 }
 
 type ApiSubscription = components['schemas']['Subscription'];
+
+/** The price, seats and any change waiting for the period's end (issue 39). */
+function plan(s: Subscription) {
+  const c = s.scheduledChange ?? null;
+  return {
+    priceId: s.priceId,
+    quantity: s.quantity,
+    scheduledChange: c && { priceId: c.priceId, productId: c.productId, productName: c.productName, amountCents: c.amountCents, quantity: c.quantity, requestedAt: iso(c.requestedAt) },
+  };
+}
 type WebhookSubscription = components['schemas']['WebhookSubscription'];
 
 export function presentSubscription(s: Subscription): ApiSubscription {
@@ -18,6 +28,7 @@ export function presentSubscription(s: Subscription): ApiSubscription {
     id: s.id,
     status: s.status,
     amountCents: s.amountCents,
+    ...plan(s),
     currency: s.currency,
     billingInterval: s.billingInterval,
     billingIntervalCount: s.billingIntervalCount,
@@ -54,6 +65,7 @@ export function presentWebhookSubscription(s: Subscription): WebhookSubscription
     currency: s.currency.toLowerCase(),
     currentPeriodEnd: iso(s.currentPeriodEnd),
     trialEnd: isoOrNull(s.trialEnd ?? null),
+    ...plan(s),
     cancelAtPeriodEnd: s.cancelAtPeriodEnd,
     canceledAt: isoOrNull(s.canceledAt),
     endedAt: isoOrNull(s.endedAt),

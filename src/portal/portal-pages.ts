@@ -55,6 +55,10 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
   if (!session.canChangeSubscriptions) actions.push('<p class="muted" data-testid="no-changes">To change this subscription, ask the merchant.</p>');
   else if (s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) actions.push(`<a class="button secondary" data-testid="cancel-${escapeHtml(s.id)}" href="${base}/cancel">Cancel subscription…</a>`);
   else if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) actions.push(`<form method="post" action="${base}/resume">${hidden(csrf)}<button type="submit" data-testid="keep-${escapeHtml(s.id)}">Keep my subscription</button></form>`);
+  if (session.canChangeSubscriptions && (session.planChangePriceIds?.length || session.allowQuantityChange) && s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) {
+    actions.push(`<a class="button secondary" data-testid="change-${escapeHtml(s.id)}" href="${base}/change">Change plan…</a>`);
+  }
+  if (s.scheduledChange) actions.push(`<div class="muted" data-testid="scheduled-change">From ${escapeHtml(DATE.format(s.currentPeriodEnd))}: ${s.scheduledChange.quantity} × ${escapeHtml(s.scheduledChange.productName)}, ${escapeHtml(formatMoney(s.scheduledChange.amountCents, s.currency))}</div>`);
   if (session.canChangeSubscriptions && session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
 ${trialBlock(s)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
@@ -256,6 +260,76 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const s = form.when === 'now' ? await portal.cancelNow(found.session, req.params.token, req.ip ?? null) : await portal.cancelAtPeriodEnd(found.session, req.params.token, req.ip ?? null);
       const notice = s.status === 'CANCELED' ? `${s.productName} is canceled.` : `${s.productName} will end on ${DATE.format(s.currentPeriodEnd)}; you will not be charged again.`;
       sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  /** Plan change (issue 39): the merchant's listed prices and/or seats; a preview, then a confirmation that charges exactly it. */
+  router.get('/portal/subscriptions/:token/change', async (req, res) => {
+    try {
+      const found = await sessionOf(req, res);
+      if (!found) return;
+      const s = await portal.subscription(found.session, req.params.token);
+      const scope = portal.planScope(found.session);
+      if (!scope || s.status !== 'ACTIVE') return sendPage(res, await overviewPage(found.session, found.token, found.merchant));
+      const options = await portal.planOptions(found.session, s.id);
+      const radios = [
+        `<label class="choice"><input type="radio" name="priceId" value="" checked> Keep ${escapeHtml(s.productName)} (${escapeHtml(formatMoney(s.amountCents / (s.quantity || 1), s.currency))} each)</label>`,
+        ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> ${escapeHtml(q.to.productName)} (${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} each)</label>`),
+      ].join('');
+      const seats = scope.allowQuantity ? `<p><label for="quantity">Seats</label> <input id="quantity" name="quantity" type="number" min="1" max="100" step="1" value="${s.quantity}" inputmode="numeric" required></p>` : '';
+      sendPage(res, {
+        status: 200,
+        html: layout(
+          `Change ${s.productName}`,
+          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted">Now: ${s.quantity} × ${escapeHtml(s.productName)}, ${escapeHtml(subscriptionPrice(s))}</p>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>
+<p><a class="button secondary" href="/portal" data-testid="back">Back to your account</a></p>`,
+          { merchant: found.merchant },
+        ),
+      });
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
+
+  router.post('/portal/subscriptions/:token/change', hostedForm({ limit: '2kb', parameterLimit: 10 }), async (req, res) => {
+    try {
+      const found = await formSession(req, res);
+      if (!found) return;
+      const form = req.body as Record<string, string | undefined>;
+      const quantity = form.quantity ? Number(form.quantity) : undefined;
+      if (quantity !== undefined && (!Number.isInteger(quantity) || quantity < 1 || quantity > 100)) {
+        return sendPage(res, messagePage(400, 'Seats must be a whole number from 1 to 100', 'Go back and enter the number of seats again.', found.merchant));
+      }
+      const s = await portal.subscription(found.session, req.params.token);
+      const request = { ...(form.priceId ? { priceId: form.priceId } : {}), ...(quantity !== undefined && quantity !== s.quantity ? { quantity } : {}) };
+      if (form.step === 'confirm') {
+        const { subscription, quote } = await portal.changePlan(found.session, s.id, { ...request, prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) }, req.ip ?? null);
+        const notice =
+          quote.effective === 'PERIOD_END'
+            ? `From ${DATE.format(subscription.currentPeriodEnd)} your subscription is ${quote.to.quantity} × ${quote.to.productName}, ${formatMoney(quote.to.amount, s.currency)}.`
+            : `Your subscription is now ${subscription.quantity} × ${subscription.productName}${quote.amountDue > 0 ? `; ${formatMoney(quote.amountDue, s.currency)} was charged` : ''}.`;
+        return sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
+      }
+      const q = await portal.previewPlanChange(found.session, s.id, request);
+      const rows = q.lines.map((l) => `<tr data-testid="preview-line"><td>${escapeHtml(l.description)}</td><td class="num">${escapeHtml(formatMoney(l.amount, s.currency))}</td></tr>`).join('');
+      const when =
+        q.effective === 'PERIOD_END'
+          ? `<p data-testid="preview-when">This takes effect on ${escapeHtml(DATE.format(q.periodEnd))}, when your subscription renews. Nothing is charged now.</p>`
+          : `<table><caption>Charged now</caption><tbody>${rows}<tr><th scope="row">Total due now</th><td class="num" data-testid="preview-total">${escapeHtml(formatMoney(q.amountDue, s.currency))}</td></tr></tbody></table>`;
+      sendPage(res, {
+        status: 200,
+        html: layout(
+          'Confirm the change',
+          `<h1>Confirm the change</h1><p>${q.from.quantity} × ${escapeHtml(q.from.productName)} (${escapeHtml(formatMoney(q.from.amount, s.currency))}) → ${q.to.quantity} × ${escapeHtml(q.to.productName)} (${escapeHtml(formatMoney(q.to.amount, s.currency))}) per period</p>${when}
+<p>Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}"><input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">Confirm${q.amountDue > 0 ? ` and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : ''}</button></form>
+<p><a class="button secondary" href="/portal" data-testid="back">Cancel, keep my plan</a></p>`,
+          { merchant: found.merchant },
+        ),
+      });
     } catch (err) {
       fail(req, res, err);
     }

@@ -16,6 +16,10 @@ export interface PortalSession {
   canChangeSubscriptions: boolean;
   /** Who opened it for the buyer, for the audit log: `key:KEY_…`, `user:USR_…`; null when the buyer did (paid page, e-mailed link). */
   createdBy: string | null;
+  /** The prices the buyer may move their subscriptions to (issue 39); null: no plan change offered. */
+  planChangePriceIds?: string[] | null;
+  /** Whether the buyer may change their seats. */
+  allowQuantityChange?: boolean;
   linkExpiresAt: Date;
   enteredAt: Date | null;
   sessionExpiresAt: Date | null;
@@ -32,6 +36,8 @@ interface PortalSessionRow {
   scope_order_id: string | null;
   can_change_subscriptions: boolean;
   created_by: string | null;
+  plan_change_price_ids?: string[] | string | null;
+  allow_quantity_change?: boolean;
   link_token_hash: string;
   link_expires_at: Date;
   entered_at: Date | null;
@@ -50,6 +56,8 @@ const toSession = (r: PortalSessionRow): PortalSession => ({
   scopeOrderId: r.scope_order_id,
   canChangeSubscriptions: r.can_change_subscriptions,
   createdBy: r.created_by,
+  planChangePriceIds: typeof r.plan_change_price_ids === 'string' ? (JSON.parse(r.plan_change_price_ids) as string[]) : (r.plan_change_price_ids ?? null),
+  allowQuantityChange: r.allow_quantity_change ?? false,
   linkExpiresAt: new Date(r.link_expires_at),
   enteredAt: r.entered_at ? new Date(r.entered_at) : null,
   sessionExpiresAt: r.session_expires_at ? new Date(r.session_expires_at) : null,
@@ -88,6 +96,8 @@ export class KnexPortalSessionRepository implements PortalSessionRepository {
       scope_order_id: s.scopeOrderId,
       can_change_subscriptions: s.canChangeSubscriptions,
       created_by: s.createdBy,
+      plan_change_price_ids: s.planChangePriceIds ? JSON.stringify(s.planChangePriceIds) : null,
+      allow_quantity_change: s.allowQuantityChange ?? false,
       link_token_hash: linkTokenHash,
       link_expires_at: s.linkExpiresAt,
       created_at: s.createdAt,

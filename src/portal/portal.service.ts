@@ -22,6 +22,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { CheckoutSession, Customer, Order, Subscription } from '../commerce/model.js';
 import type { UsageEstimate } from '../commerce/usage-estimate.js';
 import type { PortalOrigin, PortalSession, PortalSessionRepository } from './portal.repository.js';
+import type { PlanChangeQuote, PlanChangeRequest, PlanChangeScope } from '../commerce/plan-change.js';
 
 export const LINK_TTL_MS = 10 * 60_000;
 export const EMAIL_LINK_TTL_MS = 30 * 60_000;
@@ -38,6 +39,8 @@ export interface PortalSubscriptions {
   keepRenewing(id: string, owner: { orgId: string; customerId: string }): Promise<Subscription>;
   /** The customer's metered subscriptions with their usage this period and estimated next charge. */
   usageThisPeriod(orgId: string, customerRef: string): Promise<{ customerId: string; estimates: UsageEstimate[] }>;
+  previewChange(id: string, request: PlanChangeRequest, owner: { orgId: string; customerId: string }, scope?: PlanChangeScope): Promise<PlanChangeQuote>;
+  changePlan(id: string, request: PlanChangeRequest, owner: { orgId: string; customerId: string }, scope?: PlanChangeScope): Promise<{ subscription: Subscription; quote: PlanChangeQuote }>;
 }
 
 /** The products a customer may use (the entitlement check). */
@@ -76,8 +79,8 @@ export interface PortalCreator {
 }
 
 /** The portal's subscription changes, as audit actions. */
-export type PortalChange = 'cancel_at_period_end' | 'cancel_now' | 'keep';
-const CHANGE_SAID: Record<PortalChange, string> = { cancel_at_period_end: 'canceled it at period end', cancel_now: 'canceled it now', keep: 'kept it renewing' };
+export type PortalChange = 'cancel_at_period_end' | 'cancel_now' | 'keep' | 'plan_change';
+const CHANGE_SAID: Record<PortalChange, string> = { cancel_at_period_end: 'canceled it at period end', cancel_now: 'canceled it now', keep: 'kept it renewing', plan_change: 'changed its plan or seats' };
 const ORIGIN_SAID: Record<PortalOrigin, string> = { api: 'the merchant API', checkout: 'the buyer (paid checkout page)', email: 'the buyer (e-mailed sign-in link)' };
 
 export interface PortalOverview {
@@ -138,7 +141,7 @@ export class PortalService {
     customer: Customer,
     origin: PortalOrigin,
     ttlMs: number,
-    options: { returnUrl?: string | null; allowCancelNow?: boolean; scopeOrderId?: string; canChangeSubscriptions?: boolean; createdBy?: string },
+    options: { returnUrl?: string | null; allowCancelNow?: boolean; scopeOrderId?: string; canChangeSubscriptions?: boolean; createdBy?: string; planChangePriceIds?: string[]; allowQuantityChange?: boolean },
   ): Promise<CreatedPortalLink & { token: string }> {
     const now = this.clock.now();
     const token = randomToken(32);
@@ -152,6 +155,8 @@ export class PortalService {
       scopeOrderId: options.scopeOrderId ?? null,
       canChangeSubscriptions: options.canChangeSubscriptions ?? true,
       createdBy: options.createdBy ?? null,
+      planChangePriceIds: options.planChangePriceIds ?? null,
+      allowQuantityChange: options.allowQuantityChange ?? false,
       linkExpiresAt: new Date(now.getTime() + ttlMs),
       enteredAt: null,
       sessionExpiresAt: null,
@@ -168,7 +173,7 @@ export class PortalService {
    */
   async createForMerchant(
     orgId: string,
-    input: { customerId?: string; customerEmail?: string; externalId?: string; returnUrl?: string; allowCancelNow?: boolean },
+    input: { customerId?: string; customerEmail?: string; externalId?: string; returnUrl?: string; allowCancelNow?: boolean; planChangePriceIds?: string[]; allowQuantityChange?: boolean },
     creator: PortalCreator,
   ): Promise<CreatedPortalLink> {
     const named = [input.customerId, input.customerEmail, input.externalId].filter((v) => v !== undefined).length;
@@ -176,6 +181,9 @@ export class PortalService {
     const canChangeSubscriptions = creator.permissions.includes('subscriptions:manage');
     if (input.allowCancelNow && !canChangeSubscriptions) {
       throw forbidden('allowCancelNow needs the permission "subscriptions:manage": this caller may open a portal that shows orders and subscriptions, not one that cancels them');
+    }
+    if ((input.planChangePriceIds?.length || input.allowQuantityChange) && !canChangeSubscriptions) {
+      throw forbidden('planChangePriceIds and allowQuantityChange need the permission "subscriptions:manage": this caller may open a portal that shows subscriptions, not one that changes them');
     }
     const customers = this.uow.stores.customers;
     const customer =
@@ -335,6 +343,45 @@ export class PortalService {
     const changed = await this.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }, session);
     await this.audit(session, subscriptionId, 'cancel_now', clientAddress);
     return changed;
+  }
+
+  /** What the merchant lets this session's buyer change (issue 39); undefined: no plan change offered. */
+  planScope(session: PortalSession): PlanChangeScope | undefined {
+    if (!session.canChangeSubscriptions || (!session.planChangePriceIds?.length && !session.allowQuantityChange)) return undefined;
+    return { priceIds: session.planChangePriceIds ?? [], allowQuantity: session.allowQuantityChange ?? false };
+  }
+
+  private scopeFor(session: PortalSession): PlanChangeScope {
+    const scope = this.planScope(session);
+    if (!scope) throw conflict('Changing the plan is not offered here; ask the merchant');
+    return scope;
+  }
+
+  /** The choices the buyer is offered: each listed price the subscription could move to, quoted (ineligible ones are left out). */
+  async planOptions(session: PortalSession, subscriptionId: string): Promise<PlanChangeQuote[]> {
+    await this.ownSubscription(session, subscriptionId, true);
+    const scope = this.scopeFor(session);
+    const quotes: PlanChangeQuote[] = [];
+    for (const priceId of scope.priceIds ?? []) {
+      try {
+        quotes.push(await this.subscriptions.previewChange(subscriptionId, { priceId }, session, scope));
+      } catch {
+        // Not a price this subscription can move to (another interval or currency, inactive, its own): not offered.
+      }
+    }
+    return quotes;
+  }
+
+  async previewPlanChange(session: PortalSession, subscriptionId: string, request: PlanChangeRequest): Promise<PlanChangeQuote> {
+    await this.ownSubscription(session, subscriptionId, true);
+    return this.subscriptions.previewChange(subscriptionId, request, session, this.scopeFor(session));
+  }
+
+  async changePlan(session: PortalSession, subscriptionId: string, request: PlanChangeRequest, clientAddress: string | null = null): Promise<{ subscription: Subscription; quote: PlanChangeQuote }> {
+    await this.ownSubscription(session, subscriptionId, true);
+    const { subscription, quote } = await this.subscriptions.changePlan(subscriptionId, request, session, this.scopeFor(session));
+    await this.audit(session, subscriptionId, 'plan_change', clientAddress);
+    return { subscription, quote };
   }
 
   async keepRenewing(session: PortalSession, subscriptionId: string, clientAddress: string | null = null): Promise<Subscription> {

@@ -4,6 +4,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { MeteredBilling } from '../commerce/metered-billing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
+import type { PlanCatalog } from '../commerce/plan-change.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { MerchantNames } from '../pages/page.js';
@@ -49,8 +50,10 @@ export function createSubscriptionsModule(deps: {
   metered?: MeteredBilling;
   /** Usage of Stripe-billed metered subscriptions on Stripe invoices (a cancel-now's partial period). */
   processorUsage?: ProcessorUsageFlow;
+  /** The catalog's prices, for plan changes (issue 39). */
+  plans?: PlanCatalog;
 }): SubscriptionsModule {
-  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered, deps.processorUsage);
+  const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered, deps.processorUsage, deps.plans);
   const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db), deps.metered && { quantities: deps.metered.quantities, clock: deps.clock });
   return {
     subscriptions,

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Subscription, SubscriptionStatus } from '../commerce/model.js';
+import type { ScheduledPlanChange, Subscription, SubscriptionStatus } from '../commerce/model.js';
 import type { SubscriptionRepository } from '../commerce/stores.js';
 import { readListPage } from '../db/list-page.js';
 import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
@@ -18,6 +18,8 @@ interface SubscriptionRow {
   product_name: string;
   price_id: string | null;
   amount_cents: number | string;
+  quantity: number;
+  scheduled_change: { priceId: string | null; productId: string | null; productName: string; amountCents: number; quantity: number; requestedAt: string } | string | null;
   currency: string;
   billing_interval: BillingInterval;
   billing_interval_count: number;
@@ -48,6 +50,12 @@ interface SubscriptionRow {
 
 const date = (d: Date | null) => (d ? new Date(d) : null);
 
+function scheduled(v: SubscriptionRow['scheduled_change']): ScheduledPlanChange | null {
+  if (v === null) return null;
+  const o = typeof v === 'string' ? (JSON.parse(v) as Exclude<SubscriptionRow['scheduled_change'], string | null>) : v;
+  return { ...o, amountCents: Number(o.amountCents), requestedAt: new Date(o.requestedAt) };
+}
+
 const toSubscription = (r: SubscriptionRow): Subscription => ({
   id: r.id,
   orgId: r.org_id,
@@ -59,6 +67,8 @@ const toSubscription = (r: SubscriptionRow): Subscription => ({
   productName: r.product_name,
   priceId: r.price_id,
   amountCents: Number(r.amount_cents),
+  quantity: r.quantity ?? 1,
+  scheduledChange: scheduled(r.scheduled_change ?? null),
   currency: r.currency,
   billingInterval: r.billing_interval,
   billingIntervalCount: r.billing_interval_count,
@@ -99,6 +109,8 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   product_name: s.productName,
   price_id: s.priceId,
   amount_cents: s.amountCents,
+  quantity: s.quantity,
+  scheduled_change: s.scheduledChange ? JSON.stringify({ ...s.scheduledChange, requestedAt: s.scheduledChange.requestedAt.toISOString() }) : null,
   currency: s.currency,
   billing_interval: s.billingInterval,
   billing_interval_count: s.billingIntervalCount,

@@ -22,6 +22,7 @@ import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling
 import type { LineInput } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
+import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -71,6 +72,8 @@ export class SubscriptionService {
     private readonly metered?: MeteredBilling,
     /** Stripe-billed metered subscriptions: a cancel-now's partial period invoiced on Stripe. */
     private readonly processorUsage?: ProcessorUsageFlow,
+    /** The catalog's prices, for plan changes (issue 39); without it a change to another price is refused. */
+    private readonly plans?: PlanCatalog,
   ) {}
 
   /**
@@ -108,7 +111,8 @@ export class SubscriptionService {
           const lines = usage?.lines ?? [];
           if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now, lines);
           else if (subscription.periodNumber === 0 && subscription.trialEnd && subscription.paymentMethod === 'none') await this.endTrialWithoutCard(stores, subscription, now);
-          else await this.attemptRenewal(stores, subscription, now, lines);
+          // A change scheduled for the period's end (a downgrade) is the plan the next period charges.
+          else await this.attemptRenewal(stores, applyScheduled(subscription), now, lines);
           return true;
         });
         if (done) handled++;
@@ -276,6 +280,10 @@ export class SubscriptionService {
 
   /** Applies a change under the subscription's row lock; `owner` (the portal's buyer) must own it, else 404. */
   private async change(owner: SubscriptionOwner | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<Subscription>): Promise<Subscription> {
+    return this.underLock(owner, id, apply);
+  }
+
+  private async underLock<T>(owner: SubscriptionOwner | undefined, id: string, apply: (s: Subscription, now: Date, stores: CommerceStores) => Promise<T>): Promise<T> {
     return this.uow.transaction(async (stores) => {
       const locked = await stores.subscriptions.lock(id);
       if (!locked || (owner && (locked.orgId !== owner.orgId || (owner.customerId !== undefined && locked.customerId !== owner.customerId)))) throw notFound('Subscription');
@@ -354,6 +362,82 @@ export class SubscriptionService {
     const range = { start: s.currentPeriodStart, end: now };
     const lines = await usageLineInputs(this.metered, { ...s, currentPeriodEnd: now }, components);
     return { subscription: s, fits, range, lines, processor: s.processorSubscriptionId !== null };
+  }
+
+  private get catalog(): PlanCatalog {
+    return this.plans ?? { findPrice: async () => undefined };
+  }
+
+  /** Quotes a plan or seat change without changing anything (src/commerce/plan-change.ts); the same rules as changePlan. */
+  async previewChange(id: string, request: PlanChangeRequest, owner: SubscriptionOwner, scope?: PlanChangeScope): Promise<PlanChangeQuote> {
+    const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
+    if (!s || (owner.customerId !== undefined && s.customerId !== owner.customerId)) throw notFound('Subscription');
+    if (s.processorSubscriptionId && !this.billing) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+    return quotePlanChange(s, request, this.catalog, this.clock.now(), scope);
+  }
+
+  /**
+   * Changes the price and/or seats (issue 39) under the subscription's row lock: the quote is made
+   * on the locked row, so two changes, or a change and a renewal (FOR NO KEY UPDATE … SKIP LOCKED),
+   * apply one after the other on the state the other left; `expectedAmountDueCents` turns a
+   * quote that moved since the preview into a 409 with nothing charged. An immediate change that
+   * costs something is charged to the saved card first (idempotency key: the subscription, the
+   * state it starts from and the proration second); declined, nothing changes (409). The order
+   * (PRORATION lines), its `order.paid`, the subscription and its `subscription.updated` commit
+   * together.
+   */
+  changePlan(id: string, request: PlanChangeRequest, owner?: SubscriptionOwner, scope?: PlanChangeScope): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote }> {
+    return this.pricesFor(id, request).then((prices) => this.underLock(owner, id, async (s, now, stores) => {
+      const quote = await quotePlanChange(s, request, prices, now, scope);
+      if (s.processorSubscriptionId) throw conflict('Plan changes of subscriptions Stripe bills are not supported yet; change it in the Stripe Dashboard');
+      let order: Order | null = null;
+      if (quote.amountDue > 0) {
+        if (s.paymentMethod === 'none') throw conflict('No card is saved for this subscription, so the change cannot be charged');
+        const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, quote.lines.map((l) => ({ kind: 'PRORATION' as const, description: l.description, amount: l.amount })), { fee: false });
+        const charge = await this.processor.chargeSavedMethod({
+          orgId: s.orgId,
+          paymentMethod: s.paymentMethod,
+          amount: draft.amountCents,
+          currency: s.currency,
+          idempotencyKey: `${s.id}:change:${s.updatedAt.getTime()}:${quote.prorationDate.getTime() / 1000}`,
+        });
+        order = { ...charged(draft, charge, now), billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
+        if (order.status !== 'PAID') throw conflict('The card was declined: the plan was not changed and nothing was charged');
+        await stores.orders.insert(order);
+        await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
+      }
+      const next = changedSubscription(s, quote, now);
+      assertWritten(await stores.subscriptions.update(next, s.status), 'subscription');
+      await stores.emit(
+        {
+          orgId: s.orgId,
+          type: 'subscription.updated',
+          data: { subscription: presentWebhookSubscription(next) },
+          previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd, plan: { priceId: s.priceId, productName: s.productName, quantity: s.quantity, amountCents: s.amountCents } },
+        },
+        now,
+      );
+      return { subscription: next, order, quote };
+    }));
+  }
+
+  /**
+   * The prices a change reads, read before the row lock (the catalog is another module's, and
+   * PGlite has one connection): a price's amount, interval and currency never change, so only its
+   * `active` flag could move meanwhile. A subscription whose price changed between this read and
+   * the lock finds no price here and is refused (409), never quoted on a guess.
+   */
+  private async pricesFor(id: string, request: PlanChangeRequest): Promise<PlanCatalog> {
+    const s = await this.uow.stores.subscriptions.findById(id);
+    const ids = [...new Set([s?.priceId, request.priceId].filter((x): x is string => typeof x === 'string'))];
+    const found = new Map<string, Awaited<ReturnType<PlanCatalog['findPrice']>>>();
+    for (const priceId of ids) found.set(priceId, s ? await this.catalog.findPrice(s.orgId, priceId) : undefined);
+    return {
+      findPrice: async (_orgId, priceId) => {
+        if (!found.has(priceId)) throw conflict('The subscription changed while this change was made; try again');
+        return found.get(priceId);
+      },
+    };
   }
 
   cancelByManageToken(token: string): Promise<Subscription> {

@@ -4,12 +4,52 @@ import type { EntitlementService } from './entitlement.service.js';
 import type { Subscription } from '../commerce/model.js';
 import { presentSubscription } from '../commerce/subscription.presenter.js';
 import type { SubscriptionService } from './subscription.service.js';
+import { presentOrderLine } from '../commerce/order.presenter.js';
+import type { PlanChangeQuote, PlanChangeRequest } from '../commerce/plan-change.js';
+import type { components } from '../../generated/merchant.js';
+
+/** A plan change's quote as the API shows it (SubscriptionChangePreview). */
+export function presentChangePreview(q: PlanChangeQuote): components['schemas']['SubscriptionChangePreview'] {
+  const side = (x: PlanChangeQuote['from']) => ({ priceId: x.priceId, productId: x.productId, productName: x.productName, unitAmountCents: x.unitAmount, quantity: x.quantity, amountCents: x.amount });
+  return {
+    subscriptionId: q.subscriptionId,
+    effective: q.effective,
+    prorationDate: iso(q.prorationDate),
+    currentPeriodStart: iso(q.periodStart),
+    currentPeriodEnd: iso(q.periodEnd),
+    currency: q.currency,
+    from: side(q.from),
+    to: side(q.to),
+    amountDueCents: q.amountDue,
+    lines: q.lines.map(presentOrderLine),
+    nextRenewalAmountCents: q.nextRenewalAmount,
+  };
+}
+
+/** The API's change request as the service takes it. */
+export function changeRequest(body: components['schemas']['SubscriptionChangeRequest']): PlanChangeRequest {
+  return {
+    ...(body.priceId !== undefined && { priceId: body.priceId }),
+    ...(body.quantity !== undefined && { quantity: body.quantity }),
+    ...(body.effective !== undefined && { effective: body.effective }),
+    ...(body.prorationDate !== undefined && { prorationDate: new Date(body.prorationDate) }),
+    ...(body.expectedAmountDueCents !== undefined && { expectedAmountDueCents: body.expectedAmountDueCents }),
+  };
+}
 
 export function createSubscriptionHandlers(
   subscriptions: SubscriptionService,
   entitlements: EntitlementService,
-): Pick<MerchantHandlers, 'listSubscriptions' | 'getSubscription' | 'checkEntitlement'> {
+): Pick<MerchantHandlers, 'listSubscriptions' | 'getSubscription' | 'checkEntitlement' | 'previewSubscriptionChange' | 'changeSubscription'> {
   return {
+    previewSubscriptionChange: async ({ auth, params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Change previewed', data: presentChangePreview(await subscriptions.previewChange(params.id, changeRequest(body), { orgId: auth.orgId })) },
+    }),
+    changeSubscription: async ({ auth, params, body }) => {
+      const { subscription, order, quote } = await subscriptions.changePlan(params.id, changeRequest(body), { orgId: auth.orgId });
+      return { status: 200, body: { success: true, message: quote.mode === 'scheduled' ? 'Change scheduled for the period end' : 'Subscription changed', data: { subscription: presentSubscription(subscription), orderId: order?.id ?? null, preview: presentChangePreview(quote) } } };
+    },
     listSubscriptions: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;
       const size = query.size ?? 20;

@@ -18,6 +18,7 @@ const subscription: Subscription = {
   customerEmail: 'ada@example.com',
   productId: 'PRD_1',
   productName: 'Pro plan',
+  quantity: 1,
   priceId: 'PRC_1',
   amountCents: 900,
   currency: 'EUR',

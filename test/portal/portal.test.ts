@@ -369,3 +369,43 @@ describe('a subscription in its free trial (issue 39)', () => {
     expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge \$9\.00</);
   });
 });
+
+describe('plan changes in the portal (issue 39)', () => {
+  it('offers only the listed prices and seats, previews the proration and charges exactly the preview', async () => {
+    const bigger = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Team plan' });
+    const team = (await ctx.services.catalog.createPrice(bigger.id, { amount: 2000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+    const yearly = (await ctx.services.catalog.createPrice(bigger.id, { amount: 20000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'YEAR' })).id;
+    ctx.clock.set('2026-11-22T09:00:00.000Z');
+    const { customerId, subscriptionId } = await buy('planner@example.com', subPrice);
+    // Without subscriptions:manage the key cannot offer plan changes.
+    const weak = await ctx.services.orgs.createApiKey(ctx.orgA.orgId, { name: 'checkout-only', permissions: ['checkout:write'] });
+    expect((await createPortal({ customerId, planChangePriceIds: [team] }, weak.key)).status).toBe(403);
+    // A portal without the setting offers no change.
+    const plain = await enter((await createPortal({ customerId })).body.data.url);
+    expect((await http().get('/portal').set('Cookie', plain)).text).not.toContain(`change-${subscriptionId}`);
+
+    const cookie = await enter((await createPortal({ customerId, planChangePriceIds: [team, yearly], allowQuantityChange: true })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toContain(`data-testid="change-${subscriptionId}"`);
+    const page = await http().get(`/portal/subscriptions/${subscriptionId}/change`).set('Cookie', cookie);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`value="${team}"`);
+    expect(page.text).not.toContain(`value="${yearly}"`); // another interval: not offered
+    const csrf = csrfOf(page.text)!;
+    ctx.clock.set('2026-11-22T09:20:00.000Z');
+    const preview = await http().post(`/portal/subscriptions/${subscriptionId}/change`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ csrf, priceId: team, quantity: '2', step: 'preview' });
+    expect(preview.status).toBe(200);
+    const quote = await ctx.services.subscriptions.previewChange(subscriptionId!, { priceId: team, quantity: 2 }, { orgId: ctx.orgA.orgId });
+    expect(preview.text).toContain(`data-testid="preview-total">${new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' }).format(quote.amountDue / 100)}`);
+    const hiddenOf = (name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(preview.text)![1]!;
+    ctx.clock.set('2026-11-22T09:20:05.000Z');
+    const confirmed = await http().post(`/portal/subscriptions/${subscriptionId}/change`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send({ csrf: csrfOf(preview.text), priceId: team, quantity: '2', prorationDate: hiddenOf('prorationDate'), expected: hiddenOf('expected'), step: 'confirm' });
+    expect(confirmed.status).toBe(200);
+    expect(confirmed.text).toContain('2 × Team plan');
+    const charged = await ctx.testDb.database.db('orders').where({ subscription_id: subscriptionId }).whereNull('billing_period');
+    expect(charged).toHaveLength(1);
+    expect(Number(charged[0].amount_cents)).toBe(quote.amountDue);
+    const s = (await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(s).toMatchObject({ priceId: team, quantity: 2, amountCents: 4000 });
+  });
+});

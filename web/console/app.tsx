@@ -15,6 +15,7 @@ import { HomePage } from './routes/home/home-page';
 import { OrdersPage } from './routes/orders/orders-page';
 import { OrderDetailPage } from './routes/orders/order-detail-page';
 import { SubscriptionDetailPage } from './routes/subscriptions/subscription-detail-page';
+import { PlanChange } from './routes/subscriptions/components/plan-change';
 import { CustomerDetailPage } from './routes/customers/customer-detail-page';
 import { LinkPasswordPage } from './routes/sign-in/link-password-page';
 import { RefundForm } from './routes/orders/components/refund-form';
@@ -40,7 +41,20 @@ function OrderDetailWithActions() {
 
 function SubscriptionDetailWithActions() {
   const { can } = useSession();
-  return <SubscriptionDetailPage extra={can('subscriptions:manage') ? (s, reload) => <SubscriptionActions subscription={s} onChanged={reload} /> : undefined} />;
+  return (
+    <SubscriptionDetailPage
+      extra={
+        can('subscriptions:manage')
+          ? (s, reload) => (
+              <>
+                <SubscriptionActions subscription={s} onChanged={reload} />
+                <PlanChange subscription={s} onChanged={reload} />
+              </>
+            )
+          : undefined
+      }
+    />
+  );
 }
 
 function SignedIn() {

@@ -29,6 +29,33 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
             <Fields
               items={[
                 ['Price', <><Money minor={s.amountCents} currency={s.currency} /> {every(s)}</>],
+                ['Seats', String(s.quantity ?? 1)],
+                ...(s.trialEnd
+                  ? ([
+                      [
+                        'Free trial',
+                        new Date(s.trialEnd).getTime() > Date.now() ? (
+                          <>
+                            until <Time iso={s.trialEnd} timeZone={timeZone} /> · first charge <Money minor={s.amountCents} currency={s.currency} /> then
+                          </>
+                        ) : (
+                          <>
+                            ended <Time iso={s.trialEnd} timeZone={timeZone} />
+                          </>
+                        ),
+                      ],
+                    ] as Array<[string, ComponentChildren]>)
+                  : []),
+                ...(s.scheduledChange
+                  ? ([
+                      [
+                        'Scheduled change',
+                        <>
+                          {s.scheduledChange.quantity} × {s.scheduledChange.productName} (<Money minor={s.scheduledChange.amountCents} currency={s.currency} />) from <Time iso={s.currentPeriodEnd} timeZone={timeZone} />
+                        </>,
+                      ],
+                    ] as Array<[string, ComponentChildren]>)
+                  : []),
                 ['Status', <SubscriptionStatus subscription={s} />],
                 ['Product', s.productName ?? '—'],
                 ['Customer', <a href={`/console/customers/${s.customerId}`}>{s.customerEmail}</a>],

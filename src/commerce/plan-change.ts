@@ -1,0 +1,190 @@
+/**
+ * Plan and seat changes of a subscription (issue 39, item 3): which prices a subscription may move
+ * to, when the change takes effect, and what it charges now — one quote used by the preview and,
+ * under the subscription's row lock, by the change itself (so a preview and the change made from
+ * it at the same `prorationDate` are the same lines). The proration arithmetic is proration.ts.
+ *
+ * Decisions (also in openapi/merchant.yaml `changeSubscription` and docs/plan-changes.md):
+ *  - upgrades and same-amount changes take effect at once, prorated and charged now (Stripe's
+ *    `create_prorations` invoiced at once, `always_invoice`);
+ *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated: Kassa keeps
+ *    no credit balance to carry a credit to the next renewal;
+ *  - during a free trial nothing was paid, so a change applies at once without proration.
+ */
+import { conflict, validationError } from '../kernel/errors.js';
+import type { Subscription, ScheduledPlanChange } from './model.js';
+import type { PricedLine } from './pricing.js';
+import { prorate, prorationOrderLines } from './proration.js';
+import type { BillingInterval } from './billing-period.js';
+
+/** A catalog price as a plan change sees it (read through the catalog module at composition). */
+export interface PlanPrice {
+  priceId: string;
+  productId: string;
+  productName: string;
+  unitAmount: number;
+  currency: string;
+  pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
+  billingInterval: BillingInterval | null;
+  billingIntervalCount: number;
+  provider: string;
+  active: boolean;
+  flexibleAmount: boolean;
+  metered: boolean;
+}
+
+export interface PlanCatalog {
+  findPrice(orgId: string, priceId: string): Promise<PlanPrice | undefined>;
+}
+
+export type ChangeEffective = 'IMMEDIATE' | 'PERIOD_END';
+
+export interface PlanChangeRequest {
+  priceId?: string;
+  quantity?: number;
+  effective?: ChangeEffective;
+  prorationDate?: Date;
+  expectedAmountDueCents?: number;
+}
+
+/** Who may move the subscription where: the merchant (any eligible price) or a portal buyer (the listed prices, seats if allowed). */
+export interface PlanChangeScope {
+  priceIds?: readonly string[];
+  allowQuantity?: boolean;
+}
+
+export interface PlanSideQuote {
+  priceId: string | null;
+  productId: string | null;
+  productName: string;
+  unitAmount: number;
+  quantity: number;
+  amount: number;
+}
+
+export interface PlanChangeQuote {
+  subscriptionId: string;
+  /** trial: applied now, nothing charged; immediate: applied now, `lines` charged; scheduled: at period end; unschedule: a scheduled change is dropped. */
+  mode: 'trial' | 'immediate' | 'scheduled' | 'unschedule';
+  effective: ChangeEffective;
+  prorationDate: Date;
+  periodStart: Date;
+  periodEnd: Date;
+  currency: string;
+  from: PlanSideQuote;
+  to: PlanSideQuote;
+  /** The order charged now (PRORATION lines); empty when nothing is charged now. */
+  lines: PricedLine[];
+  amountDue: number;
+  nextRenewalAmount: number;
+}
+
+/** How far back a preview's `prorationDate` is honoured. */
+export const PRORATION_DATE_WINDOW_MS = 10 * 60_000;
+export const MAX_SEATS = 10_000;
+
+const wholeSecond = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000);
+
+/** The subscription's current side: unit × quantity (the amount is unit × quantity by construction). */
+export function currentSide(s: Subscription): PlanSideQuote {
+  const quantity = s.quantity >= 1 && s.amountCents % s.quantity === 0 ? s.quantity : 1;
+  return { priceId: s.priceId, productId: s.productId, productName: s.productName, unitAmount: s.amountCents / quantity, quantity, amount: s.amountCents };
+}
+
+/** The price a scheduled change names, applied at the renewal that starts the next period. */
+export function applyScheduled(s: Subscription): Subscription {
+  const c = s.scheduledChange;
+  if (!c) return s;
+  return { ...s, priceId: c.priceId, productId: c.productId, productName: c.productName, amountCents: c.amountCents, quantity: c.quantity, scheduledChange: null };
+}
+
+export async function quotePlanChange(s: Subscription, request: PlanChangeRequest, catalog: PlanCatalog, now: Date, scope: PlanChangeScope = {}): Promise<PlanChangeQuote> {
+  if (request.priceId === undefined && request.quantity === undefined) throw validationError('Give priceId, quantity or both', { field: 'priceId' });
+  if (request.quantity !== undefined && (!Number.isSafeInteger(request.quantity) || request.quantity < 1 || request.quantity > MAX_SEATS)) {
+    throw validationError(`quantity must be an integer from 1 to ${MAX_SEATS}`, { field: 'quantity' });
+  }
+  if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot change its plan`);
+  if (s.failedAttempts > 0 || s.paymentAction) throw conflict('A renewal of this subscription is unpaid; its plan can change once it is paid');
+  if (scope.priceIds && request.priceId !== undefined && request.priceId !== s.priceId && !scope.priceIds.includes(request.priceId)) {
+    throw validationError('This plan cannot be chosen here', { field: 'priceId' });
+  }
+  if (scope.priceIds && request.quantity !== undefined && request.quantity !== s.quantity && !scope.allowQuantity) throw validationError('The quantity cannot be changed here', { field: 'quantity' });
+
+  const from = currentSide(s);
+  if (s.priceId) {
+    const current = await catalog.findPrice(s.orgId, s.priceId);
+    if (current?.metered) throw conflict('A subscription with metered usage cannot change its plan yet');
+  }
+  let to: PlanSideQuote;
+  const quantity = request.quantity ?? from.quantity;
+  if (request.priceId === undefined || request.priceId === s.priceId) {
+    to = { ...from, quantity, amount: from.unitAmount * quantity };
+  } else {
+    const p = await catalog.findPrice(s.orgId, request.priceId);
+    if (!p) throw validationError('priceId: no such price in this organization', { field: 'priceId' });
+    const why = !p.active
+      ? 'the price is inactive'
+      : p.pricingType !== 'SUBSCRIPTION' || p.provider !== 'STRIPE'
+        ? 'it is not a card subscription price'
+        : p.currency.toUpperCase() !== s.currency.toUpperCase()
+          ? `it is in ${p.currency}, the subscription in ${s.currency}`
+          : p.billingInterval !== s.billingInterval || p.billingIntervalCount !== s.billingIntervalCount
+            ? 'its billing interval differs from the subscription’s'
+            : p.flexibleAmount
+              ? 'it is a pay-what-you-want price'
+              : p.metered
+                ? 'it has metered components (not yet)'
+                : undefined;
+    if (why) throw validationError(`priceId: the subscription cannot move to this price: ${why}`, { field: 'priceId' });
+    to = { priceId: p.priceId, productId: p.productId, productName: p.productName, unitAmount: p.unitAmount, quantity, amount: p.unitAmount * quantity };
+  }
+  if (!Number.isSafeInteger(to.amount)) throw validationError('quantity: the amount is too large', { field: 'quantity' });
+
+  let at = wholeSecond(now);
+  if (request.prorationDate) {
+    const d = wholeSecond(request.prorationDate);
+    if (d.getTime() > now.getTime() || d.getTime() < now.getTime() - PRORATION_DATE_WINDOW_MS || d.getTime() < s.currentPeriodStart.getTime() || d.getTime() >= s.currentPeriodEnd.getTime()) {
+      throw validationError('prorationDate must be within the last 10 minutes and in the current period; preview again', { field: 'prorationDate' });
+    }
+    at = d;
+  }
+  const base = { subscriptionId: s.id, prorationDate: at, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, currency: s.currency, from, to };
+  const same = to.priceId === from.priceId && to.quantity === from.quantity;
+  let quote: PlanChangeQuote;
+  if (same) {
+    if (!s.scheduledChange) throw validationError('The subscription already has this price and quantity', { field: request.priceId !== undefined ? 'priceId' : 'quantity' });
+    quote = { ...base, mode: 'unschedule', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: from.amount };
+  } else if (s.periodNumber === 0 && s.trialEnd && s.trialEnd.getTime() > at.getTime()) {
+    quote = { ...base, mode: 'trial', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: to.amount };
+  } else {
+    const downgrade = to.amount < from.amount;
+    const effective = request.effective ?? (downgrade ? 'PERIOD_END' : 'IMMEDIATE');
+    if (downgrade && effective === 'IMMEDIATE') throw validationError('effective: a downgrade takes effect at the period end (Kassa keeps no credit balance for unused time)', { field: 'effective' });
+    if (effective === 'PERIOD_END') {
+      quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: to.amount };
+    } else {
+      const proration = prorate({ from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at });
+      const priced = proration.net > 0 ? prorationOrderLines(proration) : undefined;
+      quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: to.amount };
+    }
+  }
+  if (request.expectedAmountDueCents !== undefined && request.expectedAmountDueCents !== quote.amountDue) {
+    throw conflict(`The subscription changed since the preview: this change now costs ${quote.amountDue} (not ${request.expectedAmountDueCents}); nothing was charged. Preview again.`);
+  }
+  return quote;
+}
+
+/** The subscription as the quote leaves it (without the proration order: the caller charges and links it). */
+export function changedSubscription(s: Subscription, q: PlanChangeQuote, now: Date): Subscription {
+  switch (q.mode) {
+    case 'unschedule':
+      return { ...s, scheduledChange: null, updatedAt: now };
+    case 'scheduled': {
+      const change: ScheduledPlanChange = { priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.to.amount, quantity: q.to.quantity, requestedAt: now };
+      return { ...s, scheduledChange: change, updatedAt: now };
+    }
+    case 'trial':
+    case 'immediate':
+      return { ...s, priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.to.amount, quantity: q.to.quantity, scheduledChange: null, updatedAt: now };
+  }
+}

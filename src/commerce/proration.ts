@@ -1,0 +1,87 @@
+/**
+ * Proration of a plan or quantity change (issue 39, item 3), as Stripe prorates by default
+ * (`proration_behavior: create_prorations`, invoiced at once with `always_invoice`): time-based, to
+ * the second, over the current period. Pure: no clock, no database.
+ *
+ * For a change at second `t` of a period [start, end) (all in whole seconds):
+ *   remaining = end − t, length = end − start
+ *   credit  = −(old unit × old quantity) × remaining / length   ("Unused time on …")
+ *   charge  = (new unit × new quantity) × remaining / length    ("Remaining time on …")
+ * Each of the two is one PRORATION line, computed exactly and rounded ONCE, half up (half away from
+ * zero), to the minor unit — the rule of docs/order-lines.md; the order's total is their sum, and
+ * pricePeriod (src/commerce/pricing.ts) adds them up like any other lines. Stripe also writes the
+ * two lines (its invoice's "Unused time" credit and "Remaining time" charge), each rounded on its
+ * own, so Stripe's invoice for the same change and second is the same two integers.
+ */
+import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
+import { validationError } from '../kernel/errors.js';
+
+/** One side of a change: what a period of the subscription costs, unit × quantity. */
+export interface PlanSide {
+  /** The product's name, for the line's description. */
+  description: string;
+  /** Minor units per unit per period (an integer: catalog prices are whole minor units). */
+  unitAmount: number;
+  quantity: number;
+}
+
+export interface ProrationInput {
+  from: PlanSide;
+  to: PlanSide;
+  periodStart: Date;
+  periodEnd: Date;
+  /** When the change takes effect (Stripe's `proration_date`); truncated to the second. */
+  at: Date;
+}
+
+export interface Proration {
+  /** The two PRORATION lines (credit first, then charge); empty when nothing remains of the period. */
+  inputs: LineInput[];
+  /** The credit for the unused time of the old plan (≤ 0) and the charge of the new one for the rest (≥ 0). */
+  credit: number;
+  charge: number;
+  /** credit + charge: what the change costs now (negative for a downgrade). */
+  net: number;
+  /** Seconds left of the period at `at`, and the period's length in seconds. */
+  remainingSeconds: number;
+  periodSeconds: number;
+}
+
+const seconds = (d: Date) => Math.floor(d.getTime() / 1000);
+
+function checkSide(side: PlanSide, what: string): void {
+  if (!Number.isSafeInteger(side.unitAmount) || side.unitAmount < 0) throw validationError(`${what}: the unit amount must be a non-negative integer of minor units`);
+  if (!Number.isSafeInteger(side.quantity) || side.quantity < 1) throw validationError(`${what}: the quantity must be a positive integer`);
+}
+
+/** `amount × remaining / length`, rounded once half up; `sign` −1 for the credit. */
+function prorated(amount: bigint, remaining: number, length: number, sign: 1n | -1n): number {
+  return roundHalfUp({ n: sign * amount * BigInt(remaining), d: BigInt(length) });
+}
+
+export function prorate(input: ProrationInput): Proration {
+  checkSide(input.from, 'from');
+  checkSide(input.to, 'to');
+  const start = seconds(input.periodStart);
+  const end = seconds(input.periodEnd);
+  const at = Math.min(Math.max(seconds(input.at), start), end);
+  const length = end - start;
+  const remaining = end - at;
+  if (length <= 0 || remaining <= 0) return { inputs: [], credit: 0, charge: 0, net: 0, remainingSeconds: Math.max(0, remaining), periodSeconds: Math.max(0, length) };
+  const oldAmount = BigInt(input.from.unitAmount) * BigInt(input.from.quantity);
+  const newAmount = BigInt(input.to.unitAmount) * BigInt(input.to.quantity);
+  const credit = prorated(oldAmount, remaining, length, -1n);
+  const charge = prorated(newAmount, remaining, length, 1n);
+  const until = new Date(end * 1000).toISOString().slice(0, 10);
+  const inputs: LineInput[] = [
+    { kind: 'PRORATION', description: `Unused time on ${input.from.quantity} × ${input.from.description} until ${until}`, amount: credit },
+    { kind: 'PRORATION', description: `Remaining time on ${input.to.quantity} × ${input.to.description} until ${until}`, amount: charge },
+  ];
+  return { inputs, credit, charge, net: credit + charge, remainingSeconds: remaining, periodSeconds: length };
+}
+
+/** The order a change charges now: its PRORATION lines priced by pricePeriod (the total is their sum, never below 0). */
+export function prorationOrderLines(p: Proration): PricedPeriod {
+  if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
+  return pricePeriod(p.inputs);
+}

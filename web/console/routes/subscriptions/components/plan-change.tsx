@@ -1,0 +1,134 @@
+/**
+ * Change a subscription's price or seats (issue 39), with the proration preview: the merchant API's
+ * previewSubscriptionChange / changeSubscription (the session cookie; `subscriptions:manage` to
+ * confirm). The confirmation sends the preview's `prorationDate` and `amountDueCents`, so what is
+ * charged is what was shown, or nothing (409: preview again).
+ */
+import { useEffect, useState } from 'preact/hooks';
+import type { components } from '../../../../../generated/merchant';
+import { Money } from '../../../components/ui';
+import { consoleApi, errorMessage, merchantApi } from '../../../shared/api';
+import type { Subscription } from '../use-subscriptions';
+
+type Preview = components['schemas']['SubscriptionChangePreview'];
+interface Choice {
+  pricingId: string;
+  label: string;
+}
+
+/** The organization's prices this subscription may move to (same currency and interval, active, card subscription). */
+function useChoices(s: Subscription): Choice[] {
+  const [choices, setChoices] = useState<Choice[]>([]);
+  useEffect(() => {
+    let live = true;
+    void (async () => {
+      const products = (await consoleApi.GET('/v1/console/products', { params: { query: { size: 50 } } })).data?.data?.records ?? [];
+      const out: Choice[] = [];
+      for (const product of products) {
+        const prices = (await consoleApi.GET('/v1/console/products/{id}/prices', { params: { path: { id: product.productId } } })).data?.data ?? [];
+        for (const p of prices) {
+          if (!p.active || p.pricingType !== 'SUBSCRIPTION' || p.provider !== 'STRIPE' || p.flexibleAmount) continue;
+          if (p.currency !== s.currency || p.billingInterval !== s.billingInterval || p.billingIntervalCount !== s.billingIntervalCount) continue;
+          out.push({ pricingId: p.pricingId, label: `${product.name} — ${(p.amount / 100).toFixed(2)} ${p.currency}${p.pricingId === s.priceId ? ' (current)' : ''}` });
+        }
+      }
+      if (live) setChoices(out);
+    })();
+    return () => {
+      live = false;
+    };
+  }, [s.subscriptionId]);
+  return choices;
+}
+
+export function PlanChange(props: { subscription: Subscription; onChanged(): void }) {
+  const s = props.subscription;
+  const choices = useChoices(s);
+  const [priceId, setPriceId] = useState(s.priceId ?? '');
+  const [quantity, setQuantity] = useState(String(s.quantity ?? 1));
+  const [preview, setPreview] = useState<Preview>();
+  const [error, setError] = useState<string>();
+  const [done, setDone] = useState<string>();
+  if (s.status !== 'ACTIVE') return null;
+  const body = () => ({ ...(priceId && priceId !== s.priceId ? { priceId } : {}), ...(Number(quantity) !== s.quantity ? { quantity: Number(quantity) } : {}) });
+  const ask = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setDone(undefined);
+    const answer = await merchantApi.POST('/v1/subscriptions/{id}/change/preview', { params: { path: { id: s.subscriptionId } }, body: body() });
+    if (answer.error || !answer.data) return setError(errorMessage(answer.error, answer.response));
+    setPreview(answer.data.data);
+  };
+  const confirm = async () => {
+    if (!preview) return;
+    const answer = await merchantApi.POST('/v1/subscriptions/{id}/change', { params: { path: { id: s.subscriptionId } }, body: { ...body(), prorationDate: preview.prorationDate, expectedAmountDueCents: preview.amountDueCents } });
+    setPreview(undefined);
+    if (answer.error || !answer.data) return setError(errorMessage(answer.error, answer.response));
+    setDone(answer.data.data.preview.effective === 'PERIOD_END' ? 'The change is scheduled for the end of the period.' : 'The subscription was changed.');
+    props.onChanged();
+  };
+  return (
+    <div class="card">
+      <h2>Change plan or seats</h2>
+      <form onSubmit={ask}>
+        <label>
+          Price
+          <select value={priceId} onChange={(e) => setPriceId((e.target as HTMLSelectElement).value)}>
+            {s.priceId && !choices.some((c) => c.pricingId === s.priceId) && <option value={s.priceId}>{s.productName} (current)</option>}
+            {choices.map((c) => (
+              <option value={c.pricingId}>{c.label}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Seats
+          <input type="number" min={1} max={10000} step={1} required value={quantity} onInput={(e) => setQuantity((e.target as HTMLInputElement).value)} />
+        </label>
+        <button type="submit">Preview the change</button>
+      </form>
+      {error && (
+        <div class="notice error" role="alert">
+          <p>{error}</p>
+        </div>
+      )}
+      {done && (
+        <p class="notice" role="status">
+          {done}
+        </p>
+      )}
+      {preview && (
+        <section aria-label="Preview of the change" class="notice">
+          <p>
+            {preview.from.quantity} × {preview.from.productName} (<Money minor={preview.from.amountCents} currency={preview.currency} />) → {preview.to.quantity} × {preview.to.productName} (
+            <Money minor={preview.to.amountCents} currency={preview.currency} />)
+          </p>
+          {preview.effective === 'PERIOD_END' ? (
+            <p>Takes effect at the end of the period; nothing is charged now. The next renewal charges <Money minor={preview.nextRenewalAmountCents} currency={preview.currency} />.</p>
+          ) : (
+            <>
+              <table>
+                <caption>Charged now</caption>
+                <tbody>
+                  {preview.lines.map((l) => (
+                    <tr>
+                      <td>{l.description}</td>
+                      <td><Money minor={l.amountCents} currency={preview.currency} /></td>
+                    </tr>
+                  ))}
+                  <tr>
+                    <th scope="row">Total due now</th>
+                    <td><Money minor={preview.amountDueCents} currency={preview.currency} /></td>
+                  </tr>
+                </tbody>
+              </table>
+              <p>Then <Money minor={preview.nextRenewalAmountCents} currency={preview.currency} /> at each renewal.</p>
+            </>
+          )}
+          <button type="button" onClick={confirm}>
+            Confirm the change
+          </button>
+        </section>
+      )}
+    </div>
+  );
+}
