@@ -2834,6 +2834,18 @@ export interface components {
             customerAttribute: string | null;
             /** @enum {string} */
             status: "ACTIVE" | "ARCHIVED";
+            /**
+             * @description A usage-event meter keeps its quantities per customer and hour (its rollup). Creating
+             *     it, or changing its filter, builds that rollup from the stored events: the request
+             *     builds the first ~20,000 events, the rest is built **in the background** (the worker's
+             *     `usage-meter-rollups` job, a chunk of customers per transaction; a killed build goes
+             *     on from its last chunk). Meanwhile the meter is `BUILDING` and its quantities are
+             *     computed from the raw events — exact, only slower — so nothing waits on it, renewals
+             *     included; then `READY`. Span meters and archived meters are always `READY` (they have
+             *     no rollup: spans and archived meters are read from their source).
+             * @enum {string}
+             */
+            rollupStatus: "BUILDING" | "READY";
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
@@ -5488,6 +5500,7 @@ export interface operations {
                      *             "property": "tokens",
                      *             "customerAttribute": null,
                      *             "status": "ACTIVE",
+                     *             "rollupStatus": "READY",
                      *             "createdAt": "2026-12-01T09:00:00.000Z",
                      *             "updatedAt": "2026-12-01T09:00:00.000Z",
                      *             "archivedAt": null
@@ -5541,6 +5554,7 @@ export interface operations {
                      *         "property": "tokens",
                      *         "customerAttribute": null,
                      *         "status": "ACTIVE",
+                     *         "rollupStatus": "READY",
                      *         "createdAt": "2026-12-01T09:00:00.000Z",
                      *         "updatedAt": "2026-12-01T09:00:00.000Z",
                      *         "archivedAt": null

@@ -33,6 +33,7 @@ describe('meter form', () => {
       property: 'tokens',
       customerAttribute: null,
       status: 'ACTIVE' as const,
+      rollupStatus: 'READY' as const,
       createdAt: '',
       updatedAt: '',
       archivedAt: null,
