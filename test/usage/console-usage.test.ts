@@ -96,6 +96,25 @@ describe('previewConsoleMeter', () => {
     expect(meters.body.data.records).toHaveLength(1);
   });
 
+  it('reads the events, not the rollup, of an equal meter whose rollup is still being built (BUILDING: its hours are incomplete)', async () => {
+    const db = ctx.testDb.database.db;
+    const rows = await db('usage_meter_hours').where('meter_id', tokensMeter).select('*');
+    expect(rows.length).toBeGreaterThan(0);
+    // A build in progress: the rollup holds only what its chunks wrote so far (here: nothing yet).
+    await db('meters').where('id', tokensMeter).update({ rollup_status: 'BUILDING', rollup_cursor: '' });
+    await db('usage_meter_hours').where('meter_id', tokensMeter).del();
+    try {
+      const building = await preview(viewerA, { source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
+      expect(building.status).toBe(200);
+      expect(building.body.data).toMatchObject({ read: 'EVENTS', total: 15_500 });
+    } finally {
+      await db('usage_meter_hours').insert(rows);
+      await db('meters').where('id', tokensMeter).update({ rollup_status: 'READY', rollup_cursor: null });
+    }
+    const ready = await preview(viewerA, { source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
+    expect(ready.body.data).toMatchObject({ read: 'ROLLUP', total: 15_500 });
+  });
+
   it('checks the definition like createMeter (400 naming the field), including another organization’s project', async () => {
     const noProperty = await preview(ownerA, { source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum' });
     expect(noProperty.status).toBe(400);
