@@ -167,7 +167,7 @@ export function creditUnitsWanted(quantity: string | number, includedUnits: numb
  * rolls back draws nothing, a rerun of a committed one finds its draw.
  */
 export async function drawCredits(
-  stores: CommerceStores,
+  stores: Pick<CommerceStores, 'credits'>,
   s: { id: string; orgId: string; customerId: string | null; periodNumber: number },
   usage: readonly LineInput[],
   now: Date,

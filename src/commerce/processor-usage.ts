@@ -20,8 +20,8 @@ import type { Logger } from '../kernel/logger.js';
 import type { Subscription } from './model.js';
 import { lineDetail } from './order-line-text.js';
 import { pricePeriod, type LineInput } from './pricing.js';
-import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
-import type { CommerceUnitOfWork } from './stores.js';
+import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
+import type { CommerceUnitOfWork, CreditLedger } from './stores.js';
 
 /** A processor invoice that carries a metered subscription's usage. */
 export interface UsageInvoice {
@@ -51,8 +51,12 @@ export interface UsageInvoiceRepository {
   findFor(subscriptionId: string, kind: UsageInvoice['kind'], usagePeriod: number): Promise<UsageInvoice | undefined>;
   /** HELD invoices whose `dueAt` has passed, oldest first. */
   listDue(now: Date, limit: number): Promise<string[]>;
-  /** Writes the line inputs unless some are stored already; returns the stored ones (the first writer's). */
-  setLines(processorInvoiceId: string, lines: LineInput[], now: Date): Promise<LineInput[]>;
+  /**
+   * Writes the line inputs unless some are stored already; returns the stored ones (the first
+   * writer's). `lines` makes them in the same transaction, under the row's lock, with the ledger
+   * bound to it: the credits it draws commit with the lines that carry them, or not at all.
+   */
+  setLines(processorInvoiceId: string, lines: (credits: CreditLedger) => Promise<LineInput[]>, now: Date): Promise<LineInput[]>;
   /** HELD → `state`; nothing when it is not HELD any more. */
   settle(processorInvoiceId: string, state: 'FINALIZED' | 'MISSED', now: Date): Promise<void>;
 }
@@ -182,9 +186,13 @@ export class ProcessorUsageFlow {
     if (await this.invoices.findFor(s.id, 'RENEWAL', s.periodNumber)) return;
     let row = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
     if (!row) {
-      if (pricePeriod(lines).total === 0) return;
-      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`);
       const now = this.clock.now();
+      // Prepaid credits first, as the sandbox's cancel draws them (chargeFinalUsage): even when they
+      // cover it all (no invoice then). Once per (subscription, period, meter) in the ledger, so a
+      // retried cancel (a 503 before the invoice was recorded) finds its draw and draws nothing more.
+      const credited = await this.uow.transaction((stores) => drawCredits(stores, s, lines, now));
+      if (pricePeriod(credited).total === 0) return;
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`);
       await this.invoices.insert({
         processorInvoiceId: invoiceId,
         orgId: s.orgId,
@@ -195,7 +203,7 @@ export class ProcessorUsageFlow {
         usageEnd: range.end,
         dueAt: now,
         state: 'HELD',
-        lines,
+        lines: credited,
         createdAt: now,
         updatedAt: now,
       });
@@ -230,7 +238,13 @@ export class ProcessorUsageFlow {
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
       const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: row.usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
-      lines = await this.invoices.setLines(row.processorInvoiceId, read, this.clock.now());
+      // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
+      // subscription, period and meter), in the transaction that stores the lines. A renewal draft
+      // that follows a cancel-now's FINAL invoice of the same period (Stripe refused the cancel)
+      // draws nothing more: that period's draw is the FINAL's.
+      const draws = row.kind === 'FINAL' || !(await this.invoices.findFor(s.id, 'FINAL', row.usagePeriod));
+      const now = this.clock.now();
+      lines = await this.invoices.setLines(row.processorInvoiceId, (credits) => (draws ? drawCredits({ credits }, { ...s, periodNumber: row.usagePeriod }, read, now) : Promise.resolve(read)), now);
     }
     const priced = pricePeriod(lines);
     const items: UsageInvoiceItem[] = priced.lines.map((line, i) => {

@@ -2,6 +2,8 @@
 import type { Knex } from 'knex';
 import type { UsageInvoice, UsageInvoiceRepository } from '../commerce/processor-usage.js';
 import type { LineInput } from '../commerce/pricing.js';
+import type { CreditLedger } from '../commerce/stores.js';
+import { KnexCreditLedger } from '../usage/credits.repository.js';
 
 interface Row {
   processor_invoice_id: string;
@@ -62,11 +64,16 @@ export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
     return rows.map((r: { processor_invoice_id: string }) => r.processor_invoice_id);
   }
 
-  async setLines(processorInvoiceId: string, lines: LineInput[], now: Date): Promise<LineInput[]> {
-    // Conditional: of two concurrent closes, the first one's lines stay, and both bill those.
-    await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).whereNull('lines').update({ lines: JSON.stringify(lines), updated_at: now });
-    const row = (await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).first('lines')) as Pick<Row, 'lines'>;
-    return linesOf(row.lines)!;
+  async setLines(processorInvoiceId: string, lines: (credits: CreditLedger) => Promise<LineInput[]>, now: Date): Promise<LineInput[]> {
+    // Under the row's lock: of two concurrent closes, the first one's lines (and its credit draws) stay, and both bill those.
+    return this.db.transaction(async (trx) => {
+      const row = (await trx('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).forUpdate().first('lines')) as Pick<Row, 'lines'>;
+      const stored = linesOf(row.lines);
+      if (stored) return stored;
+      const written = await lines(new KnexCreditLedger(trx));
+      await trx('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).whereNull('lines').update({ lines: JSON.stringify(written), updated_at: now });
+      return written;
+    });
   }
 
   async settle(processorInvoiceId: string, state: 'FINALIZED' | 'MISSED', now: Date): Promise<void> {

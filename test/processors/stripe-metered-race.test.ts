@@ -7,7 +7,9 @@
  *   and Stripe collects fee + usage once;
  * - usage ingest racing the close of the held draft's period: every event answered ACCEPTED is
  *   billed (the invoice item's quantity and amount equal the accepted count), none answered
- *   PERIOD_CLOSED is.
+ *   PERIOD_CLOSED is;
+ * - the first race with a credit pack: the credits are drawn once (one DRAW entry) and the item
+ *   Stripe collects is the line net of them.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +29,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('races of metered 
   let db: Database;
   let worker: Services;
   let priceId: string;
+  let packPriceId: string;
   beforeAll(async () => {
     s = await createStripeContext();
     db = await openDatabase({ databaseUrl: s.ctx.testDb.url! });
@@ -43,6 +46,9 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('races of metered 
     });
     expect(price.status, JSON.stringify(price.body)).toBe(201);
     priceId = price.body.data.pricingId;
+    const pack = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: 300, currency: 'USD', grantsUnits: { meterId: meter.body.data.id, units: 3 } });
+    expect(pack.status, JSON.stringify(pack.body)).toBe(201);
+    packPriceId = pack.body.data.pricingId;
   });
   afterAll(async () => {
     await db?.close();
@@ -92,6 +98,35 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('races of metered 
       const items = usageItems(draft.id);
       const invoice = s.stripe.invoices.get(draft.id)!;
       if (items.length !== 1 || invoice.amount_paid !== 105 || invoice.status !== 'paid') failures.push(`round ${round}: ${items.length} usage items, ${invoice.status}, ${invoice.amount_paid} paid`);
+    }
+    expect(failures, `${failures.length} of ${ROUNDS} rounds`).toEqual([]);
+  }, 600_000);
+
+  it(`draws a credit pack once when the same invoice.created is delivered concurrently while two workers run (${ROUNDS} rounds)`, async () => {
+    const failures: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const start = Date.parse('2030-01-01T00:00:00.000Z') + round * 3 * DAY;
+      s.ctx.clock.set(new Date(start).toISOString());
+      const { stripeSub, periodEnd } = await subscribe(`pack${round}@example.com`, `pack_${round}`);
+      const bought = await s.create({ pricingId: packPriceId, customerEmail: `pack${round}@example.com` });
+      expect(bought.status).toBe(201);
+      const packSession = await s.stripeIdOf(bought.body.data.id);
+      s.stripe.complete(packSession, { email: `pack${round}@example.com` });
+      expect((await s.deliver(s.stripe.lastEvent('checkout.session.completed', packSession))).body.outcome).toBe('applied');
+      s.ctx.clock.set(new Date(start + 3600_000).toISOString());
+      await ingest(Array.from({ length: 5 }, (_, i) => ({ id: `pack_${round}_${i}`, customer: { externalId: `pack_${round}` }, name: 'call', timestamp: new Date(start + 60_000).toISOString() })));
+      s.ctx.clock.set(new Date(periodEnd + 3600_000 + 1000).toISOString());
+      const draft = s.stripe.renewDraft(stripeSub.id);
+      const event = s.stripe.lastEvent('invoice.created', draft.id);
+      await Promise.all([s.deliver(event), s.deliver(s.stripe.eventFor('invoice.created', { id: draft.id })), jobOf(worker).run(), jobOf(s.ctx.services).run()]);
+      // 5 calls, 3 from credit: 100 fee + 2; one DRAW of 3, the balance at 0.
+      const invoice = s.stripe.invoices.get(draft.id)!;
+      const subscriptionId = (await s.ctx.testDb.database.db('subscriptions').where({ processor_subscription_id: stripeSub.id }).first()).id as string;
+      const drawn = await s.ctx.testDb.database.db('usage_credit_entries').where({ subscription_id: subscriptionId, kind: 'DRAW' }).select('units');
+      const items = usageItems(draft.id);
+      if (items.length !== 1 || invoice.amount_paid !== 102 || drawn.length !== 1 || Number(drawn[0].units) !== -3) {
+        failures.push(`round ${round}: ${items.length} usage items, ${invoice.amount_paid} paid, draws ${JSON.stringify(drawn)}`);
+      }
     }
     expect(failures, `${failures.length} of ${ROUNDS} rounds`).toEqual([]);
   }, 600_000);

@@ -7,7 +7,9 @@
  * line (Kassa's amounts: tiers, included units, one rounding rule) and finalizes it; Stripe
  * charges it and `invoice.paid` writes the renewal order, whose lines add up to what Stripe
  * collected. A redelivered `invoice.created` adds nothing. Cancel now bills the partial period on
- * an invoice of its own before Stripe cancels the subscription.
+ * an invoice of its own before Stripe cancels the subscription. A credit pack's units are drawn
+ * into the usage lines (`creditedUnits`) on Stripe as on the sandbox: the invoice items Stripe
+ * collects are the lines net of credits, drawn once per (subscription, period, meter).
  */
 import type Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -218,6 +220,116 @@ describe('metered subscriptions billed by Stripe', () => {
     // A retried cancel is refused (already canceled) and opens no second invoice.
     expect((await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(409);
     expect([...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual')).toHaveLength(1);
+  });
+});
+
+/** A credit pack of `units` tokens bought through Stripe Checkout (a ONE_TIME price: payment mode). */
+async function buyTokenPack(email: string, units: number) {
+  const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: `Token pack ${units}` });
+  const price = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: 1000, currency: 'USD', grantsUnits: { meterId: meters.tokens, units } });
+  expect(price.status, JSON.stringify(price.body)).toBe(201);
+  const res = await s.create({ pricingId: price.body.data.pricingId, customerEmail: email });
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  const stripeSessionId = await s.stripeIdOf(res.body.data.id);
+  s.stripe.complete(stripeSessionId, { email });
+  expect((await s.deliver(s.stripe.lastEvent('checkout.session.completed', stripeSessionId))).body.outcome).toBe('applied');
+}
+
+const tokenBalance = async (externalId: string) => {
+  const res = await s.ctx.merchant.get(`/v1/customers/${externalId}/meter-balances`).set('X-API-Key', s.ctx.orgA.apiKey);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return (res.body.data.balances as Array<{ meterId: string; creditBalance: number }>).find((b) => b.meterId === meters.tokens)?.creditBalance;
+};
+const draws = (subscriptionId: string) => db()('usage_credit_entries').where({ subscription_id: subscriptionId, kind: 'DRAW' }).orderBy('billing_period').select('billing_period', 'meter_id', 'units');
+
+describe('credit packs on Stripe-billed metered subscriptions', () => {
+  it('the renewal draws the credits into the usage lines once: Stripe collects the lines net of credits, the order says so', async () => {
+    s.ctx.clock.set('2027-09-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('credits-stripe@example.com', 'user_credits_stripe');
+    await buyTokenPack('credits-stripe@example.com', 30_000);
+    expect(await tokenBalance('user_credits_stripe')).toBe(30_000);
+    const customer = { externalId: 'user_credits_stripe' };
+    s.ctx.clock.set('2027-09-10T00:00:00.000Z');
+    await ingest([
+      { id: 'cs-t', customer, name: 'llm_tokens', timestamp: '2027-09-02T00:00:00Z', properties: { tokens: 100_000 } },
+      ...Array.from({ length: 5 }, (_, i) => ({ id: `cs-r${i}`, customer, name: 'request', timestamp: '2027-09-03T00:00:00Z' })),
+    ]);
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+    s.ctx.clock.set(new Date(periodEnd + 3600_000 + 1000).toISOString());
+    expect(await usageJob().run()).toBe(true);
+
+    // 100,000 tokens: 10,000 included, then 30,000 from credit, 60,000 billed (without the draw: 90,000).
+    const invoice = s.stripe.invoices.get(draft.id)!;
+    expect(invoice.status).toBe('paid');
+    expect(usageItems(invoice).map((l) => l.amount)).toEqual([tokensCents(100_000 - 30_000), requestsCents(5)]);
+    expect(tokensCents(100_000 - 30_000)).toBe(240);
+    expect(usageItems(invoice)[0]!.description).toContain('30,000 from credit');
+    expect(invoice.amount_paid).toBe(2000 + 240 + 5);
+    expect(await tokenBalance('user_credits_stripe')).toBe(0);
+    const period = (await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first()).usage_period as number;
+    expect((await draws(subscriptionId)).map((d) => [d.billing_period, d.meter_id, Number(d.units)])).toEqual([[period, meters.tokens, -30_000]]);
+
+    // invoice.paid: the order's USAGE line carries the credited units, its total is what Stripe collected.
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+    const order = await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first();
+    const read = await s.readOrder(order.id);
+    expect(read.amountCents).toBe(invoice.amount_paid);
+    expect((read.lines as Array<{ kind: string; amountCents: number; usage?: { creditedUnits: number } }>).map((l) => [l.kind, l.usage?.creditedUnits ?? 0, l.amountCents])).toEqual([
+      ['PRICE', 0, 2000],
+      ['USAGE', 30_000, 240],
+      ['USAGE', 0, 5],
+    ]);
+
+    // A new pack, then a redelivered invoice.created and another job pass: nothing more is drawn or billed.
+    await buyTokenPack('credits-stripe@example.com', 1_000);
+    expect((await s.deliver(s.stripe.eventFor('invoice.created', { id: draft.id }))).body.outcome).toBe('applied');
+    await usageJob().run();
+    expect(await tokenBalance('user_credits_stripe')).toBe(1_000);
+    expect(await draws(subscriptionId)).toHaveLength(1);
+    expect(s.stripe.invoices.get(draft.id)!.amount_paid).toBe(invoice.amount_paid);
+  });
+
+  it('cancel now draws the credits of the partial period: the invoice carries the rest, and none is opened when the credits cover it all', async () => {
+    s.ctx.clock.set('2027-10-01T00:00:00.000Z');
+    const partly = await subscribe('credits-cancel@example.com', 'user_credits_cancel');
+    await buyTokenPack('credits-cancel@example.com', 100_000);
+    const covered = await subscribe('credits-covered@example.com', 'user_credits_covered');
+    await buyTokenPack('credits-covered@example.com', 100_000);
+    s.ctx.clock.set('2027-10-10T00:00:00.000Z');
+    await ingest([
+      { id: 'cc-t', customer: { externalId: 'user_credits_cancel' }, name: 'llm_tokens', timestamp: '2027-10-02T00:00:00Z', properties: { tokens: 60_000 } },
+      ...Array.from({ length: 3 }, (_, i) => ({ id: `cc-r${i}`, customer: { externalId: 'user_credits_cancel' }, name: 'request', timestamp: '2027-10-03T00:00:00Z' })),
+      { id: 'cv-t', customer: { externalId: 'user_credits_covered' }, name: 'llm_tokens', timestamp: '2027-10-02T00:00:00Z', properties: { tokens: 60_000 } },
+    ]);
+    const finals = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
+
+    // 60,000 tokens, 10,000 included, 50,000 from credit: only the 3 requests are billed (without the draw: 200 + 3).
+    expect((await s.ctx.admin.post(`/v1/subscriptions/${partly.subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(200);
+    expect(finals(partly.stripeSub.id)).toHaveLength(1);
+    const final = finals(partly.stripeSub.id)[0]!;
+    expect(usageItems(final).map((l) => l.amount)).toEqual([0, requestsCents(3)]);
+    expect(final.amount_paid).toBe(3);
+    expect(await tokenBalance('user_credits_cancel')).toBe(50_000);
+    expect((await draws(partly.subscriptionId)).map((d) => Number(d.units))).toEqual([-50_000]);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', final.id))).body.outcome).toBe('applied');
+    const order = await db()('orders').where({ subscription_id: partly.subscriptionId, processor_payment_id: final.payments!.data[0]!.payment.payment_intent as string }).first();
+    const read = await s.readOrder(order.id);
+    expect(read.amountCents).toBe(3);
+    expect((read.lines as Array<{ usage: { creditedUnits: number }; amountCents: number }>).map((l) => [l.usage.creditedUnits, l.amountCents])).toEqual([
+      [50_000, 0],
+      [0, 3],
+    ]);
+
+    // Credits cover all of it: drawn all the same (the usage was consumed), no invoice, the subscription canceled.
+    const res = await s.ctx.admin.post(`/v1/subscriptions/${covered.subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.status).toBe('CANCELED');
+    expect(s.stripe.subscriptions.get(covered.stripeSub.id)!.status).toBe('canceled');
+    expect(finals(covered.stripeSub.id)).toHaveLength(0);
+    expect(await tokenBalance('user_credits_covered')).toBe(50_000);
+    expect((await draws(covered.subscriptionId)).map((d) => Number(d.units))).toEqual([-50_000]);
   });
 });
 
