@@ -38,6 +38,7 @@ import { createTelemetryModule, type TelemetryModule } from './telemetry/index.j
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
+import { createTaxModule, type TaxModule } from './tax/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
 import { createAccountsModule, type AccountsModule } from './accounts/index.js';
@@ -57,6 +58,8 @@ export interface Modules {
   commerceMetrics: CommerceMetricsModule;
   /** Usage events and meters (issue 38). */
   usage: UsageModule;
+  /** Tax rates and settings (issue 39, item 4). */
+  tax: TaxModule;
   portal: PortalModule;
   /** Absent unless SMTP_URL is configured. */
   buyerEmails?: BuyerEmailsModule;
@@ -287,7 +290,9 @@ export function createServices(deps: {
       { kind: 'agents', permission: 'agents:manage', revokeCreatedBy: (orgId, createdBy) => agentWalletModule.admin.revokeAgentsKeyedBy(orgId, createdBy) },
     ],
   });
+  const taxModule = createTaxModule({ db, clock });
   const modules: Modules = {
+    tax: taxModule,
     orgs: orgsModule,
     catalog: catalogModule,
     processors: processorsModule,
@@ -306,6 +311,7 @@ export function createServices(deps: {
       publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
       stripeCheckout: stripe?.checkout,
       portal: portalModule.checkoutEntry,
+      tax: taxModule.tax,
     }),
     orders: createOrdersModule({
       uow,

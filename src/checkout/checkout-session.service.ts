@@ -20,7 +20,8 @@ import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processo
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
 import { sessionLineInputs } from '../commerce/order-lines.js';
-import { pricePeriod } from '../commerce/pricing.js';
+import { priceWithTax, type TaxContext } from '../commerce/tax.js';
+import type { TaxService } from '../tax/tax.service.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
 
@@ -51,6 +52,8 @@ export class CheckoutSessionService {
     private readonly crypto?: CryptoQuoteService,
     /** A card processor with its own checkout page (Stripe); absent → the sandbox takes cards on Kassa's page. */
     private readonly hosted?: HostedCardCheckout,
+    /** Tax rates (issue 39); absent → no session is taxed. */
+    private readonly tax?: TaxService,
   ) {}
 
   isPayable(session: CheckoutSession): boolean {
@@ -174,8 +177,10 @@ export class CheckoutSessionService {
     // The rail's bounds first, on the product of two integers: a price stored before the bounds (up to
     // 2^53 - 1) is refused with its figure before the pricing function sees an amount it does not take.
     assertAmountBounds(provider, pricing.currency, pricing.amount * quantity, what);
-    const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
-    assertAmountBounds(provider, pricing.currency, amount, what);
+    // The buyer's location, when the merchant gives it: the session's tax (issue 39, src/commerce/tax.ts).
+    const tax = body.customerTax ? await this.taxContext(orgId, body.customerTax, 'body.customerTax') : null;
+    const amount = priceWithTax(sessionLineInputs({ quantity, pricing, product }), tax).total;
+    assertAmountBounds(provider, pricing.currency, amount, tax?.rates.length ? `${what} with tax` : what);
     const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
 
     let customerId: string | null = null;
@@ -224,11 +229,41 @@ export class CheckoutSessionService {
       processorSessionId: null,
       processorUrl: null,
       processorAccountId: this.connectedAccountOf(org, provider),
+      tax,
       expiresAt: new Date(now.getTime() + expiresIn * 1000),
       createdAt: now,
       updatedAt: now,
     };
     return { session, crypto };
+  }
+
+  /** The tax of a buyer's location (`field` names the request's fields in a 400). */
+  private async taxContext(orgId: string, input: { country: string; region?: string | null; taxId?: string | null }, field: string): Promise<TaxContext | null> {
+    if (!this.tax) return null;
+    return this.tax.contextFor(orgId, this.tax.parseLocation(input, field));
+  }
+
+  /** Whether the hosted page must ask the buyer's country before the payment: a card session on Kassa's page without a location, of an organization with active tax rates. */
+  async needsTaxLocation(session: CheckoutSession): Promise<boolean> {
+    if (!this.tax || session.tax || session.provider !== 'STRIPE' || this.hosted) return false;
+    return this.tax.hasActiveRates(session.orgId);
+  }
+
+  /**
+   * The buyer's location from the hosted page (sandbox card sessions): the session's tax and
+   * amount, written while the session is payable and still at the amount read (a conditional
+   * UPDATE). 400 naming the field for a bad country, region or tax id; 409 when not payable.
+   */
+  async setTaxLocation(session: CheckoutSession, input: { country: string; region?: string | null; taxId?: string | null }): Promise<CheckoutSession> {
+    if (!this.tax || session.provider !== 'STRIPE' || this.hosted) throw conflict('This checkout cannot take a tax location on this page');
+    if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
+    const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
+    const amount = priceWithTax(sessionLineInputs(session), tax).total;
+    assertAmountBounds(session.provider, session.currency, amount, 'The amount with tax');
+    const now = this.clock.now();
+    const written = await this.uow.stores.sessions.setTax(session.id, tax, amount, session.amount, now);
+    if (!written) throw conflict('This checkout changed meanwhile; reload the page');
+    return { ...session, tax, amount, updatedAt: now };
   }
 
   /** 400 for a price crypto checkout cannot take; 403 when the org has no usable receiving wallet. */

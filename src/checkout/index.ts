@@ -9,6 +9,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { OrgService } from '../orgs/orgs.service.js';
+import type { TaxService } from '../tax/tax.service.js';
 import type { CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { CheckoutSessionService } from './checkout-session.service.js';
 import { checkoutJobs } from './checkout.jobs.js';
@@ -41,8 +42,10 @@ export function createCheckoutModule(deps: {
   stripeCheckout?: HostedCardCheckout;
   /** The paid page's way into the customer portal. */
   portal?: CheckoutPortalEntry;
+  /** Tax rates (issue 39): the session's tax for the buyer's location. */
+  tax?: TaxService;
 }): CheckoutModule {
-  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout);
+  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout, deps.tax);
   return {
     checkout,
     handlers: { merchant: createCheckoutHandlers(checkout, deps.publicBaseUrl) },

@@ -6,7 +6,8 @@ import type { Order, Subscription } from './model.js';
 import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
-import { pricePeriod, type LineInput } from './pricing.js';
+import type { LineInput } from './pricing.js';
+import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -26,8 +27,15 @@ export async function renewalOrder(
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
-  const fee = options.fee === false ? [] : renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
-  const priced = pricePeriod([...fee, ...usage]);
+  // A renewal carries the first order's tax (issue 39): the same rates (or reverse charge) on the
+  // period's fee and usage. `charged` includes the exclusive tax; the fee is priced before it.
+  // An amount that no untaxed fee taxes to exactly (a price changed at the processor) is one
+  // untaxed line of that amount, as before tax existed.
+  const foundTax = taxContextOfLines(initial?.lines);
+  const net = untaxedAmount(charged, foundTax);
+  const tax = net === null ? null : foundTax;
+  const fee = options.fee === false ? [] : renewalFeeInputs(initial, s.productName, net ?? charged, { productId: s.productId, priceId: s.priceId });
+  const priced = priceWithTax([...fee, ...usage], tax);
   return {
     id: newId('ORD'),
     orgId: s.orgId,

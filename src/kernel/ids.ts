@@ -32,6 +32,8 @@ export type IdPrefix =
   // accounts: users, console sessions, single-use links (invites, resets, sign-in links), audit entries
   | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY'
   // usage billing: meters
-  | 'MTR';
+  | 'MTR'
+  // tax rates (issue 39)
+  | 'TXR';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;

@@ -59,6 +59,7 @@ import * as m0280 from './0280_usage_meter_rollups.js';
 import * as m0285 from './0285_subscription_usage_close.js';
 import * as m0290 from './0290_telemetry_span_partitions.js';
 import * as m0300 from './0300_trials.js';
+import * as m0360 from './0360_tax_rates.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -124,6 +125,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0285_subscription_usage_close': m0285,
   '0290_telemetry_span_partitions': m0290,
   '0300_trials': m0300,
+  '0360_tax_rates': m0360,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
