@@ -243,10 +243,15 @@ export class CheckoutSessionService {
     return this.tax.contextFor(orgId, this.tax.parseLocation(input, field));
   }
 
+  /** Whether Kassa's own card page may take the buyer's location (the sandbox; Stripe Checkout's page is Stripe's). */
+  takesTaxLocation(session: CheckoutSession): boolean {
+    return this.tax !== undefined && session.provider === 'STRIPE' && !this.hosted;
+  }
+
   /** Whether the hosted page must ask the buyer's country before the payment: a card session on Kassa's page without a location, of an organization with active tax rates. */
   async needsTaxLocation(session: CheckoutSession): Promise<boolean> {
-    if (!this.tax || session.tax || session.provider !== 'STRIPE' || this.hosted) return false;
-    return this.tax.hasActiveRates(session.orgId);
+    if (session.tax || !this.takesTaxLocation(session)) return false;
+    return this.tax!.hasActiveRates(session.orgId);
   }
 
   /**
@@ -255,7 +260,7 @@ export class CheckoutSessionService {
    * UPDATE). 400 naming the field for a bad country, region or tax id; 409 when not payable.
    */
   async setTaxLocation(session: CheckoutSession, input: { country: string; region?: string | null; taxId?: string | null }): Promise<CheckoutSession> {
-    if (!this.tax || session.provider !== 'STRIPE' || this.hosted) throw conflict('This checkout cannot take a tax location on this page');
+    if (!this.takesTaxLocation(session)) throw conflict('This checkout cannot take a tax location on this page');
     if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
     const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
     const amount = priceWithTax(sessionLineInputs(session), tax).total;
