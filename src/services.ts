@@ -175,6 +175,7 @@ export function createServices(deps: {
   // Stripe's module asks the orgs module whether an organization is this deployment's (orphan
   // sessions) only when an event arrives, after both exist; orgs checks connected accounts with Stripe.
   const isOwnOrganization = async (orgId: string) => (await orgsModule.orgs.displayNameOf(orgId)) !== undefined;
+  const taxModule = createTaxModule({ db, clock });
   const stripe = createStripeModule({
     config: config.cardProcessor,
     db,
@@ -185,6 +186,7 @@ export function createServices(deps: {
     publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000',
     isOwnOrganization,
     recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
+    taxRates: taxModule.tax,
   });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
@@ -290,7 +292,6 @@ export function createServices(deps: {
       { kind: 'agents', permission: 'agents:manage', revokeCreatedBy: (orgId, createdBy) => agentWalletModule.admin.revokeAgentsKeyedBy(orgId, createdBy) },
     ],
   });
-  const taxModule = createTaxModule({ db, clock });
   const modules: Modules = {
     tax: taxModule,
     orgs: orgsModule,

@@ -6,7 +6,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { KnexStripeEventRepository } from './stripe-event.repository.js';
-import { createStripeClient, STRIPE_EVENT_TYPES, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
+import { createStripeClient, STRIPE_EVENT_TYPES, StripeCheckout, StripeEventService, StripeRefunds, type StripeTaxRates } from './stripe-processor.js';
 import { StripeConnectedAccounts } from './stripe-connect.js';
 import { StripeEventReconciler } from './stripe-reconciliation.js';
 import { StripeSubscriptionBilling, StripeSubscriptionEvents } from './stripe-subscription-events.js';
@@ -41,6 +41,8 @@ export function createStripeModule(deps: {
   isOwnOrganization: (orgId: string) => Promise<boolean>;
   /** Records what Stripe says of a connected account (Connect `account.updated`); false when no organization is bound to it. */
   recordConnectedAccount?: (state: ConnectedAccountState) => Promise<boolean>;
+  /** Kassa's tax rates, made into Stripe tax rates on first use (issue 39). */
+  taxRates?: StripeTaxRates;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret } = deps.config;
@@ -67,7 +69,7 @@ export function createStripeModule(deps: {
   );
   const events = eventService(webhookSecret);
   return {
-    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger),
+    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger, deps.taxRates),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts,
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),
