@@ -4,6 +4,7 @@ import { priceWithTax, taxContextOfLines, untaxedAmount, type TaxContext } from 
 import type { LineInput } from '../../src/commerce/pricing.js';
 import { euVatCountry, isReverseCharge, parseTaxLocation } from '../../src/tax/tax-location.js';
 import { AppError } from '../../src/kernel/errors.js';
+import { lineDetail } from '../../src/commerce/order-line-text.js';
 
 /**
  * An independent recomputation of the tax rule (docs/tax.md): percentages scaled to integers of
@@ -104,6 +105,16 @@ describe('tax lines (src/commerce/tax.ts)', () => {
     const inc = priceWithTax([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '119' }], tax(true));
     expect(inc.total).toBe(119);
     expect(inc.lines[1]).toMatchObject({ kind: 'TAX', description: 'VAT 19% (included)', amount: 0, tax: { taxAmount: 19, taxableAmount: 119, inclusive: true } });
+  });
+
+  it('receipts and e-mails say what a TAX line stands for', () => {
+    const ctx = (inclusive: boolean): TaxContext => ({ location: { country: 'DE', region: null, taxId: null }, rates: [{ rateId: 'TXR_1', displayName: 'VAT', percentage: '19', inclusive }], reverseCharge: false });
+    const ex = priceWithTax([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '3000' }], ctx(false)).lines[1]!;
+    expect(lineDetail(ex, 'EUR')).toBe('19% of €30.00');
+    const inc = priceWithTax([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '1190' }], ctx(true)).lines[1]!;
+    expect(lineDetail(inc, 'EUR')).toBe('€1.90 included in €11.90');
+    const rc = priceWithTax([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '1000' }], { location: { country: 'FR', region: null, taxId: 'FR40303265045' }, rates: [], reverseCharge: true }).lines[1]!;
+    expect(lineDetail(rc, 'EUR')).toBe('VAT id FR40303265045');
   });
 
   it('renewals: the context comes back from the lines, and untaxedAmount inverts the tax', () => {
