@@ -14,7 +14,7 @@ import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './s
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
 import { sessionChargeInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
-import { pricePeriod } from './pricing.js';
+import { priceWithTax } from './tax.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -392,9 +392,10 @@ export class PaymentFlow {
       productId: session.product.productId,
       productName: session.product.name,
       priceId: session.pricing.pricingId,
-      // The recurring charge is the session's total (unit amount × quantity) before any discount:
-      // each renewal applies the checkout's coupon for its own periods (commerce/renewal-order.ts).
-      amountCents: session.pricing.discount ? pricePeriod(sessionChargeInputs(session)).total : session.amount,
+      // The recurring charge is the session's total (unit amount × quantity) before any discount,
+      // with the session's tax on it: each renewal applies the checkout's coupon for its own periods
+      // and taxes the discounted amount (commerce/renewal-order.ts).
+      amountCents: session.pricing.discount ? priceWithTax(sessionChargeInputs(session), session.tax).total : session.amount,
       currency: session.currency,
       currentPeriodStart: processor?.periodStart ?? now,
       currentPeriodEnd,

@@ -61,6 +61,7 @@ import * as m0290 from './0290_telemetry_span_partitions.js';
 import * as m0300 from './0300_trials.js';
 import * as m0320 from './0320_processor_usage_invoices.js';
 import * as m0340 from './0340_discounts.js';
+import * as m0360 from './0360_tax_rates.js';
 import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
 
@@ -130,6 +131,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0300_trials': m0300,
   '0320_processor_usage_invoices': m0320,
   '0340_discounts': m0340,
+  '0360_tax_rates': m0360,
   '0370_commerce_local_days': m0370,
   '0371_order_wallet_statistics': m0371,
 };

@@ -1,0 +1,214 @@
+/**
+ * Tax rates end to end on the sandbox rail (issue 39, item 4): the console's rate operations and
+ * tax settings, the merchant API's list/read, sessions taxed at creation (exclusive, inclusive,
+ * region, reverse charge), the hosted page asking the buyer's country (human messages for bad
+ * input), orders with TAX lines (lines add up; the order of kinds), receipts' lines, renewals
+ * carrying the first order's tax, and 400s naming the field.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from '../harness/context.js';
+import { as, signUp, type Member } from '../accounts/helpers.js';
+
+let ctx: TestContext;
+let owner: Member;
+let viewer: Member;
+let ownerB: Member;
+let priceId: string;
+let planId: string;
+
+beforeAll(async () => {
+  ctx = await createTestContext({ env: { TRUST_PROXY: '1' } });
+  [owner, viewer, ownerB] = await Promise.all([signUp(ctx, ctx.orgA.orgId, 'owner'), signUp(ctx, ctx.orgA.orgId, 'viewer'), signUp(ctx, ctx.orgB.orgId, 'owner')]);
+  const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Ebook' });
+  priceId = (await ctx.services.catalog.createPrice(product.id, { amount: 1000, currency: 'EUR' })).id;
+  const plan = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Pro plan' });
+  planId = (await ctx.services.catalog.createPrice(plan.id, { amount: 2000, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+}, 180_000);
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const post = (m: Member, path: string, body?: object) => {
+  const req = as(m, ctx.merchant.post(path));
+  return body === undefined ? req : req.send(body);
+};
+const put = (m: Member, path: string, body: object) => as(m, ctx.merchant.put(path)).send(body);
+async function rate(body: object, m: Member = owner): Promise<string> {
+  const res = await post(m, '/v1/console/tax-rates', body);
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.data.id;
+}
+let keys = 0;
+const createSession = (body: object, apiKey = ctx.orgA.apiKey) =>
+  ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', apiKey).set('Idempotency-Key', `tax-${++keys}`).send({ pricingId: priceId, ...body });
+const pagePath = (url: string) => new URL(url).pathname;
+const pay = (url: string, form: Record<string, string> = {}) =>
+  ctx.merchant.post(`${pagePath(url)}/pay`).type('form').send({ email: 'buyer@example.com', cardNumber: '4242 4242 4242 4242', expiry: '12/30', cvc: '123', ...form });
+const orderOf = async (sessionId: string) => {
+  const s = (await ctx.merchant.get(`/v1/checkout-sessions/${sessionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+  return (await ctx.merchant.get(`/v1/orders/${s.orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+};
+type Line = { kind: string; amountCents: number; description: string; tax?: Record<string, unknown> };
+const sumOf = (lines: Line[]) => lines.reduce((s, l) => s + l.amountCents, 0);
+
+let deVat: string;
+let frVat: string;
+let usCa: string;
+describe('tax rates and settings', () => {
+  it('are created and archived in the console (catalog:write), read in the merchant API (catalog:read)', async () => {
+    deVat = await rate({ displayName: 'VAT', percentage: '19', country: 'de', description: 'German VAT' });
+    frVat = await rate({ displayName: 'TVA', percentage: '20.00', country: 'FR', inclusive: true });
+    usCa = await rate({ displayName: 'Sales tax', percentage: '7.25', country: 'US', region: 'US-CA' });
+    const list = await ctx.merchant.get('/v1/tax-rates').set('X-API-Key', ctx.orgA.apiKey);
+    expect(list.status).toBe(200);
+    const byId = Object.fromEntries(list.body.data.records.map((r: { id: string }) => [r.id, r]));
+    expect(byId[deVat]).toMatchObject({ country: 'DE', percentage: '19', inclusive: false, region: null, status: 'ACTIVE' });
+    expect(byId[frVat]).toMatchObject({ percentage: '20', inclusive: true });
+    expect(byId[usCa]).toMatchObject({ country: 'US', region: 'CA', percentage: '7.25' });
+    expect((await ctx.merchant.get(`/v1/tax-rates/${deVat}`).set('X-API-Key', ctx.orgB.apiKey)).status).toBe(404);
+    expect((await post(viewer, '/v1/console/tax-rates', { displayName: 'VAT', percentage: '5', country: 'AT' })).status).toBe(403);
+    // Audited like the catalog's changes.
+    const audit = await ctx.testDb.database.db('audit_log').where({ org_id: ctx.orgA.orgId, action: 'tax_rate.create' });
+    expect(audit.length).toBe(3);
+  });
+
+  it('refuses bad fields with a 400 naming the field', async () => {
+    const cases: [object, string][] = [
+      [{ displayName: 'VAT', percentage: '0', country: 'DE' }, 'body.percentage'],
+      [{ displayName: 'VAT', percentage: '100.5', country: 'DE' }, 'body.percentage'],
+      [{ displayName: 'VAT', percentage: '19', country: 'XX' }, 'body.country'],
+      [{ displayName: 'VAT', percentage: '19', country: 'US', region: 'California' }, 'body.region'],
+      [{ displayName: '   ', percentage: '19', country: 'DE' }, 'body.displayName'],
+      [{ displayName: 'VAT', percentage: '19', country: 'FR' }, 'body.inclusive'], // FR's rates are inclusive
+    ];
+    for (const [body, field] of cases) {
+      const res = await post(owner, '/v1/console/tax-rates', body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.message ?? JSON.stringify(res.body)).toContain(field);
+    }
+  });
+
+  it("keep the merchant's country (settings:manage) for reverse charge", async () => {
+    expect((await as(owner, ctx.merchant.get('/v1/console/tax-settings'))).body.data).toEqual({ merchantCountry: null });
+    expect((await put(owner, '/v1/console/tax-settings', { merchantCountry: 'DX' })).status).toBe(400);
+    expect((await put(viewer, '/v1/console/tax-settings', { merchantCountry: 'DE' })).status).toBe(403);
+    const res = await put(owner, '/v1/console/tax-settings', { merchantCountry: 'de' });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({ merchantCountry: 'DE' });
+    expect((await as(ownerB, ctx.merchant.get('/v1/console/tax-settings'))).body.data).toEqual({ merchantCountry: null });
+  });
+});
+
+describe('taxed checkouts and orders', () => {
+  it('exclusive: the session and the order carry a TAX line on top, the lines add up', async () => {
+    const res = await createSession({ quantity: 3, customerTax: { country: 'DE' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    // 3 × 10.00 = 30.00; 19 % = 5.70
+    expect(res.body.data.amount).toBe(3570);
+    expect(res.body.data.tax).toEqual({ country: 'DE', region: null, taxId: null, reverseCharge: false, rates: [{ rateId: deVat, displayName: 'VAT', percentage: '19', inclusive: false }] });
+    const page = await ctx.merchant.get(pagePath(res.body.data.url));
+    expect(page.text).toContain('data-testid="tax-lines"');
+    expect(page.text).toContain('VAT 19%');
+    expect(page.text).toContain('€35.70');
+    expect((await pay(res.body.data.url, { amount: '3570' })).status).toBe(303);
+    const order = await orderOf(res.body.data.id);
+    expect(order.amountCents).toBe(3570);
+    expect(order.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 3000], ['TAX', 570]]);
+    expect(order.lines[1]).toMatchObject({ description: 'VAT 19%', exactAmountDecimal: '570', tax: { rateId: deVat, inclusive: false, country: 'DE', taxableAmountCents: 3000, taxAmountCents: 570, reverseCharge: false, taxId: null } });
+    expect(sumOf(order.lines)).toBe(order.amountCents);
+  });
+
+  it('inclusive: the total stays the price, the TAX line adds 0 and shows the tax included', async () => {
+    const res = await createSession({ customerTax: { country: 'FR' } });
+    expect(res.body.data.amount).toBe(1000);
+    await pay(res.body.data.url);
+    const order = await orderOf(res.body.data.id);
+    expect(order.amountCents).toBe(1000);
+    // 1000 × 20 / 120 = 166.67 → 167
+    expect(order.lines[1]).toMatchObject({ kind: 'TAX', description: 'TVA 20% (included)', amountCents: 0, tax: { inclusive: true, taxAmountCents: 167, taxableAmountCents: 1000 } });
+  });
+
+  it("region: a state's rate applies in that state only", async () => {
+    const ca = await createSession({ customerTax: { country: 'US', region: 'ca' } });
+    expect(ca.body.data.amount).toBe(1073); // 72.5 → 73
+    const ny = await createSession({ customerTax: { country: 'US', region: 'NY' } });
+    expect(ny.body.data.amount).toBe(1000);
+    expect(ny.body.data.tax.rates).toEqual([]);
+  });
+
+  it('EU reverse charge: a well-formed VAT id of another member state pays no tax, with a Reverse charge line', async () => {
+    await rate({ displayName: 'VAT', percentage: '21', country: 'NL' });
+    const res = await createSession({ customerTax: { country: 'NL', taxId: 'NL004495445B01' } });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.data.amount).toBe(1000);
+    expect(res.body.data.tax).toMatchObject({ reverseCharge: true, taxId: 'NL004495445B01', rates: [] });
+    await pay(res.body.data.url);
+    const order = await orderOf(res.body.data.id);
+    expect(order.lines[1]).toMatchObject({ kind: 'TAX', amountCents: 0, tax: { reverseCharge: true, rateId: null, percentage: '0', taxId: 'NL004495445B01' } });
+    expect(order.lines[1].description).toContain('Reverse charge');
+    // A German buyer with a German VAT id pays German VAT (same state as the merchant).
+    const domestic = await createSession({ customerTax: { country: 'DE', taxId: 'DE136695976' } });
+    expect(domestic.body.data.amount).toBe(1190);
+  });
+
+  it('a bad location is a 400 naming the field, nothing stored', async () => {
+    const cases: [object, string][] = [
+      [{ country: 'ZZ' }, 'body.customerTax.country'],
+      [{ country: 'US', region: 'Calif.' }, 'body.customerTax.region'],
+      [{ country: 'DE', taxId: 'DE136695977' }, 'body.customerTax.taxId'],
+      [{ country: 'DE', taxId: 'FR40303265045' }, 'body.customerTax.taxId'],
+    ];
+    for (const [customerTax, field] of cases) {
+      const res = await createSession({ customerTax });
+      expect(res.status, JSON.stringify(customerTax)).toBe(400);
+      expect(res.body.message).toContain(field);
+    }
+  });
+
+  it('renewals carry the first order’s tax', async () => {
+    ctx.clock.set('2026-12-01T00:00:00.000Z');
+    const res = await createSession({ pricingId: planId, customerTax: { country: 'DE' } });
+    expect(res.body.data.amount).toBe(2380);
+    await pay(res.body.data.url);
+    const first = await orderOf(res.body.data.id);
+    ctx.clock.set('2027-01-01T00:00:01.000Z');
+    await ctx.services.subscriptions.processDue();
+    const orders = (await ctx.merchant.get(`/v1/orders?subscription_id=${first.subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    const records = (orders.records ?? orders) as { orderId: string; amountCents: number; lines: Line[]; billingPeriod?: number }[];
+    const renewal = records.find((o) => o.orderId !== first.orderId);
+    expect(renewal, JSON.stringify(records.map((o) => o.orderId))).toBeDefined();
+    expect(renewal!.amountCents).toBe(2380);
+    expect(renewal!.lines.map((l) => [l.kind, l.amountCents, l.description])).toEqual([['PRICE', 2000, 'Pro plan'], ['TAX', 380, 'VAT 19%']]);
+  });
+});
+
+describe('the hosted page asks the buyer', () => {
+  it('for the country first, with human messages; then shows the total with tax and charges it', async () => {
+    const res = await createSession({});
+    expect(res.body.data.amount).toBe(1000);
+    const url = pagePath(res.body.data.url);
+    const first = await ctx.merchant.get(url);
+    expect(first.text).toContain('Where are you buying from?');
+    expect(first.text).not.toContain('name="cardNumber"');
+    // Paying before choosing is refused, nothing charged.
+    expect((await pay(res.body.data.url)).status).toBe(400);
+    const badCountry = await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'ZZ' });
+    expect(badCountry.status).toBe(400);
+    expect(badCountry.text).toContain('Choose your country from the list.');
+    const badVat = await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'DE', taxId: 'DE123' });
+    expect(badVat.status).toBe(400);
+    expect(badVat.text).toContain('does not look right');
+    expect(badVat.text).toContain('value="DE123"');
+    const ok = await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'DE', region: '', taxId: '' });
+    expect(ok.status).toBe(303);
+    const page = await ctx.merchant.get(url);
+    expect(page.text).toContain('€11.90');
+    expect(page.text).toContain('name="cardNumber"');
+    // A page shown before a change of total does not charge the new total.
+    expect((await pay(res.body.data.url, { amount: '1000' })).status).toBe(409);
+    expect((await pay(res.body.data.url, { amount: '1190' })).status).toBe(303);
+    const order = await orderOf(res.body.data.id);
+    expect(order.amountCents).toBe(1190);
+    expect(order.lines.map((l: Line) => l.kind)).toEqual(['PRICE', 'TAX']);
+  });
+});
