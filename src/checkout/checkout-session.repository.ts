@@ -222,7 +222,10 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
 
   async setTax(id: string, tax: TaxContext, amount: number, expectedAmount: number, at: Date): Promise<boolean> {
     // Only while payable, and only over the amount the caller read: a stale page never writes back.
-    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount }).update({ tax: json(tax), amount, updated_at: at });
+    // Nor after the payment started (promotion codes, issue 39): the amount being charged is fixed.
+    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount })
+      .whereRaw("(pricing->>'paymentStarted') IS NULL")
+      .update({ tax: json(tax), amount, updated_at: at });
     return written === 1;
   }
 

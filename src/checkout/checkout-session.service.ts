@@ -359,9 +359,12 @@ export class CheckoutSessionService {
   async setTaxLocation(session: CheckoutSession, input: { country: string; region?: string | null; taxId?: string | null }): Promise<CheckoutSession> {
     if (!this.takesTaxLocation(session)) throw conflict('This checkout cannot take a tax location on this page');
     if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
+    // Once the payment has started (a promotion code redeemed, the amount fixed for the charge) the total no longer changes.
+    if (session.pricing.paymentStarted) throw conflict('The payment of this checkout has started; its total can no longer change');
     const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
+    // As at creation: the charges with tax are bounded; a discount may bring the total down to 0.
+    assertAmountBounds(session.provider, session.currency, priceWithTax(sessionChargeInputs(session), tax).total, 'The amount with tax');
     const amount = priceWithTax(sessionLineInputs(session), tax).total;
-    assertAmountBounds(session.provider, session.currency, amount, 'The amount with tax');
     const now = this.clock.now();
     const written = await this.uow.stores.sessions.setTax(session.id, tax, amount, session.amount, now);
     if (!written) throw conflict('This checkout changed meanwhile; reload the page');

@@ -186,7 +186,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
   /** Kassa's own card page asks the location when the organization has tax rates: first (required), then to change it. */
   const taxAsk = async (session: CheckoutSession): Promise<TaxAsk> => {
     if (await sessions.needsTaxLocation(session)) return 'required';
-    return session.tax && sessions.takesTaxLocation(session) ? 'changeable' : 'none';
+    // Once the payment has started the total is fixed: no form to change the country (as the promotion code's).
+    return session.tax && sessions.takesTaxLocation(session) && !session.pricing.paymentStarted ? 'changeable' : 'none';
   };
 
   /** The payment page with both the promotion-code form and the tax step, as the session stands. */

@@ -212,3 +212,120 @@ describe('the hosted page asks the buyer', () => {
     expect(order.lines.map((l: Line) => l.kind)).toEqual(['PRICE', 'TAX']);
   });
 });
+
+/**
+ * Coupons and tax together (merge of coupons39 and tax39): charges → DISCOUNT → TAX on the
+ * discounted amount; the hosted page takes both the promotion code and the country; renewals get
+ * the coupon while it lasts and the tax every period.
+ */
+describe('a promotion code and a taxed country together', () => {
+  const couponApi = async (path: string, body: object) => {
+    const res = await ctx.merchant.post(path).set('X-API-Key', ctx.orgA.apiKey).send(body);
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    return res.body.data as { id: string; code: string };
+  };
+
+  it('on the hosted page: code on the country step, then the country; DISCOUNT, then TAX on the discounted amount', async () => {
+    const c = await couponApi('/v1/coupons', { name: 'Spring', duration: 'ONCE', percentOff: '12.5' });
+    await couponApi('/v1/promotion-codes', { couponId: c.id, code: 'SPRING-TAX' });
+    const res = await createSession({ quantity: 3, customerEmail: 'both@example.com' });
+    expect(res.body.data.amount).toBe(3000);
+    const url = pagePath(res.body.data.url);
+    const first = await ctx.merchant.get(url);
+    // The country step offers the promotion-code form too, and no payment form yet.
+    expect(first.text).toContain('Where are you buying from?');
+    expect(first.text).toContain('Add a promotion code');
+    expect(first.text).not.toContain('name="cardNumber"');
+    const applied = await ctx.merchant.post(`${url}/promotion-code`).type('form').send({ code: 'spring-tax' });
+    expect(applied.status, applied.text).toBe(200);
+    expect(applied.text).toContain('SPRING-TAX applied.');
+    expect(applied.text).toContain('Where are you buying from?');
+    // 3 × 10.00 = 30.00; 12.5 % off = 3.75 → 26.25
+    expect(applied.text).toContain('€26.25');
+    expect((await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'DE' })).status).toBe(303);
+    const page = await ctx.merchant.get(url);
+    // Both on the payment page: the code (to remove), the tax lines, the changeable country.
+    expect(page.text).toContain('data-testid="remove-promotion-code"');
+    expect(page.text).toContain('data-testid="discount"');
+    expect(page.text).toContain('data-testid="tax-lines"');
+    expect(page.text).toContain('data-testid="tax-form"');
+    // 19 % of 26.25 = 4.9875 → 4.99 (half up once); total 31.24. The subtotal is after the discount.
+    expect(page.text).toMatch(/Subtotal<\/span><span>€26\.25/);
+    expect(page.text).toContain('€31.24');
+    // Removing and re-applying the code reprices with the tax: 30.00 + 5.70, then 31.24 again.
+    const removed = await ctx.merchant.post(`${url}/promotion-code`).type('form').send({ remove: '1' });
+    expect(removed.text).toContain('€35.70');
+    const again = await ctx.merchant.post(`${url}/promotion-code`).type('form').send({ code: 'SPRING-TAX' });
+    expect(again.text).toContain('€31.24');
+    // A page shown at the old total does not charge.
+    expect((await pay(res.body.data.url, { amount: '3570' })).status).toBe(409);
+    expect((await pay(res.body.data.url, { amount: '3124' })).status).toBe(303);
+    const order = await orderOf(res.body.data.id);
+    expect(order.amountCents).toBe(3124);
+    expect(order.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 3000], ['DISCOUNT', -375], ['TAX', 499]]);
+    expect(order.lines[2].tax).toMatchObject({ taxableAmountCents: 2625, taxAmountCents: 499, rateId: deVat });
+    expect(sumOf(order.lines)).toBe(order.amountCents);
+  });
+
+  it('a 100 % code then the country: a free order with a TAX line of 0, not an amount error', async () => {
+    const c = await couponApi('/v1/coupons', { name: 'Free', duration: 'ONCE', percentOff: '100' });
+    await couponApi('/v1/promotion-codes', { couponId: c.id, code: 'FREE-TAX' });
+    const res = await createSession({ customerEmail: 'free-tax@example.com' });
+    const url = pagePath(res.body.data.url);
+    expect((await ctx.merchant.post(`${url}/promotion-code`).type('form').send({ code: 'FREE-TAX' })).status).toBe(200);
+    const located = await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'DE' });
+    expect(located.status, located.text).toBe(303);
+    expect((await ctx.merchant.get(url)).text).toContain('€0.00');
+    expect((await pay(res.body.data.url, { amount: '0' })).status).toBe(303);
+    const order = await orderOf(res.body.data.id);
+    expect(order.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 1000], ['DISCOUNT', -1000], ['TAX', 0]]);
+  });
+
+  it('the country cannot change once the payment has started (the amount being charged is fixed)', async () => {
+    const c = await couponApi('/v1/coupons', { name: 'Ten', duration: 'ONCE', percentOff: '10' });
+    await couponApi('/v1/promotion-codes', { couponId: c.id, code: 'TEN-TAX' });
+    const res = await createSession({ customerEmail: 'started@example.com', customerTax: { country: 'DE' } });
+    const url = pagePath(res.body.data.url);
+    expect((await ctx.merchant.post(`${url}/promotion-code`).type('form').send({ code: 'TEN-TAX' })).status).toBe(200);
+    // The payment starts (redemption claimed, paymentStarted) and the card is declined: still payable.
+    expect((await pay(res.body.data.url, { amount: '1071', cardNumber: '4000 0000 0000 0002' })).status).toBe(402);
+    const before = await ctx.testDb.database.db('checkout_sessions').where({ id: res.body.data.id }).first();
+    expect(before.amount).toBe(1071);
+    expect((await ctx.merchant.get(url)).text).not.toContain('data-testid="tax-form"');
+    await ctx.merchant.post(`${url}/tax`).type('form').send({ country: 'FR' });
+    const after = await ctx.testDb.database.db('checkout_sessions').where({ id: res.body.data.id }).first();
+    expect(after.amount).toBe(1071);
+    expect(typeof after.tax === 'string' ? JSON.parse(after.tax) : after.tax).toMatchObject({ location: { country: 'DE' } });
+  });
+
+  it('renewals: the coupon for its periods, the tax every period (API discount + customerTax)', async () => {
+    const c = await couponApi('/v1/coupons', { name: 'Quarter off', duration: 'REPEATING', durationInPeriods: 2, percentOff: '25' });
+    ctx.clock.set('2027-03-01T00:00:00.000Z');
+    const res = await createSession({ pricingId: planId, customerEmail: 'renew-both@example.com', customerTax: { country: 'DE' }, discounts: [{ coupon: c.id }] });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    // 20.00 − 25 % = 15.00; + 19 % = 2.85 → 17.85
+    expect(res.body.data.amount).toBe(1785);
+    expect((await pay(res.body.data.url, { amount: '1785' })).status).toBe(303);
+    const first = await orderOf(res.body.data.id);
+    expect(first.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000], ['DISCOUNT', -500], ['TAX', 285]]);
+    const sub = (await ctx.merchant.get(`/v1/subscriptions/${first.subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    // The subscription's amount is the fee before the coupon, tax included.
+    expect(sub.amountCents).toBe(2380);
+    // The renewals in period order (billing_period is not in the API).
+    const renewals = async () => {
+      const rows = await ctx.testDb.database.db('orders').where({ subscription_id: first.subscriptionId }).whereNot({ id: first.orderId }).orderBy('billing_period');
+      return Promise.all(rows.map(async (r: { id: string }) => (await ctx.merchant.get(`/v1/orders/${r.id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data as { amountCents: number; lines: Line[] }));
+    };
+    ctx.clock.set('2027-04-01T00:00:01.000Z');
+    await ctx.services.subscriptions.processDue();
+    ctx.clock.set('2027-05-01T00:00:01.000Z');
+    await ctx.services.subscriptions.processDue();
+    const [second, third] = await renewals();
+    // Period 1: still discounted (2 periods), taxed on the discounted amount.
+    expect(second!.lines.map((l) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000], ['DISCOUNT', -500], ['TAX', 285]]);
+    expect(second!.amountCents).toBe(1785);
+    // Period 2: the coupon has ended; the full fee and its tax.
+    expect(third!.lines.map((l) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000], ['TAX', 380]]);
+    expect(third!.amountCents).toBe(2380);
+  });
+});
