@@ -2595,6 +2595,47 @@ export interface components {
             /** @description The tiers the quantity reached (`GRADUATED`, `VOLUME`); null for the other models. */
             tiers: components["schemas"]["AppliedTier"][] | null;
         };
+        /**
+         * @description A tax rate in percent as exact decimal text, above 0 and at most 100, at most 4 fraction
+         *     digits (Stripe's precision): `"19"`, `"8.875"`. Text, not a number, so no binary
+         *     floating point ever enters the computation.
+         * @example 19
+         */
+        TaxPercentage: string;
+        /**
+         * @description An ISO 3166-1 alpha-2 country code (`DE`, `US`); upper case. Unassigned codes are `400`.
+         * @example DE
+         */
+        CountryCode: string;
+        /**
+         * @description What a `TAX` line stands for. The taxable amount is the sum of the lines priced before
+         *     the tax (charges less discounts; credits come after tax), never below 0.
+         *
+         *     - **Exclusive** rate: the line's `amountCents` is the tax, `taxable × percentage / 100`
+         *       computed exactly and rounded once, half up (`exactAmountDecimal` is the value before
+         *       rounding); `taxAmountCents` equals it.
+         *     - **Inclusive** rate: the prices already contain the tax, so the line's `amountCents` is
+         *       0 (the total does not change and the lines still add up to it) and `taxAmountCents`
+         *       shows the tax included, `taxable × p / (100 + Σ inclusive p of the location)`, rounded
+         *       once, half up. The description ends with "(included)".
+         *     - **Reverse charge** (EU B2B across member states): one line of 0 with `reverseCharge`
+         *       true, `percentage` `"0"`, `rateId` null and the buyer's VAT id in `taxId`.
+         *
+         *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
+         *     first order.
+         */
+        OrderLineTax: {
+            rateId: string | null;
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            inclusive: boolean;
+            country: components["schemas"]["CountryCode"];
+            region: string | null;
+            taxableAmountCents: number;
+            taxAmountCents: number;
+            reverseCharge: boolean;
+            taxId: string | null;
+        };
         /** @description An exact decimal of minor units, signed. */
         SignedDecimalAmount: string;
         /**
@@ -2626,6 +2667,7 @@ export interface components {
             /** @description Minor units per unit (`PRICE`, `USAGE` priced per unit); null otherwise. */
             unitAmountDecimal: components["schemas"]["DecimalAmount"] | null;
             usage?: components["schemas"]["OrderLineUsage"];
+            tax?: components["schemas"]["OrderLineTax"];
             exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
             /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
             amountCents: number;

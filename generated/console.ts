@@ -1135,6 +1135,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/tax-rates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a tax rate
+         * @description Creates a tax rate (`TXR_…`, see the merchant API's `TaxRate`). `percentage` is decimal
+         *     text above 0 and at most 100 with at most 4 fraction digits; `country` an ISO 3166-1
+         *     alpha-2 code; `region` optional (ISO 3166-2 subdivision part); `inclusive` defaults to
+         *     false. A rate whose `inclusive` differs from an active rate of the same country is `400`
+         *     (one country's rates are all inclusive or all exclusive). Every bad field is a `400`
+         *     naming it. Recorded in the audit log as `tax_rate.create`.
+         */
+        post: operations["createConsoleTaxRate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/tax-rates/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Archive a tax rate
+         * @description Archives the rate: checkout sessions created afterwards no longer apply it. Sessions that
+         *     already took it (their `tax` snapshot), their orders and the renewals of their
+         *     subscriptions keep it. Archiving an archived rate changes nothing. Recorded as
+         *     `tax_rate.archive`.
+         */
+        post: operations["archiveConsoleTaxRate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/console/tax-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the tax settings
+         * @description The organization's own country for tax (`merchantCountry`, null until set). Every member reads it.
+         */
+        get: operations["getConsoleTaxSettings"];
+        /**
+         * Set the tax settings
+         * @description Sets the organization's own country (ISO 3166-1 alpha-2; null clears it). EU reverse
+         *     charge needs it: a buyer with a well-formed VAT id of another EU member state than this
+         *     one pays no tax (a "Reverse charge" line). Applies to checkout sessions created (or
+         *     located) afterwards. Recorded as `tax_settings.update`.
+         */
+        put: operations["updateConsoleTaxSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/console/products": {
         parameters: {
             query?: never;
@@ -1936,6 +2014,28 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["CustomerUsage"];
+        };
+        TaxRateCreate: {
+            /** @description What buyers read on the line (trimmed). */
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            /** @description ISO 3166-1 alpha-2 (case-insensitive). */
+            country: string;
+            /** @description Subdivision part of an ISO 3166-2 code (`CA` or `US-CA`); null or absent for the whole country. */
+            region?: string | null;
+            /** @default false */
+            inclusive?: boolean;
+            description?: string | null;
+        };
+        TaxSettings: {
+            /** @description The organization's own country (ISO 3166-1 alpha-2); null when not set. */
+            merchantCountry: string | null;
+        };
+        TaxSettingsResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TaxSettings"];
         };
         /**
          * @description A member's role (the permission table is in the document's description).
@@ -3193,6 +3293,59 @@ export interface components {
             failureMessage: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        /**
+         * @description A tax rate in percent as exact decimal text, above 0 and at most 100, at most 4 fraction
+         *     digits (Stripe's precision): `"19"`, `"8.875"`. Text, not a number, so no binary
+         *     floating point ever enters the computation.
+         * @example 19
+         */
+        TaxPercentage: string;
+        /**
+         * @description An ISO 3166-1 alpha-2 country code (`DE`, `US`); upper case. Unassigned codes are `400`.
+         * @example DE
+         */
+        CountryCode: string;
+        /**
+         * @description The region: the subdivision part of an ISO 3166-2 code, 1-3 letters or digits (`CA` for
+         *     `US-CA`; the full `US-CA` is accepted and stored as `CA`). Null: the whole country.
+         */
+        TaxRegion: string | null;
+        /**
+         * @description A merchant tax rate (`TXR_…`): a percentage charged to buyers in a country (and, when
+         *     `region` is set, only in that region). A checkout applies every ACTIVE rate of the buyer's
+         *     country whose region is null or the buyer's region, side by side (no tax on tax). Rates of
+         *     one country are all inclusive or all exclusive (a mixed set is refused at creation).
+         *     `percentage`, `country`, `region` and `inclusive` never change: orders keep a snapshot of
+         *     the rate; archive it and create another. Default `inclusive: false` (tax added on top, as
+         *     Stripe's tax rates).
+         */
+        TaxRate: {
+            /** @description The rate (`TXR_…`). */
+            id: string;
+            /** @description What the buyer reads on the line, e.g. `VAT`, `Sales tax`. */
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            /** @description True: the prices already include this tax (the TAX line adds 0 and shows the tax included); false: added on top. */
+            inclusive: boolean;
+            country: components["schemas"]["CountryCode"];
+            region: components["schemas"]["TaxRegion"];
+            /** @description For the merchant; never shown to buyers. */
+            description: string | null;
+            /** @enum {string} */
+            status: "ACTIVE" | "ARCHIVED";
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /** Format: date-time */
+            archivedAt: string | null;
+        };
+        TaxRateResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TaxRate"];
+        };
         /** @enum {string} */
         ProductStatus: "PUBLISHED" | "DRAFT" | "ARCHIVED";
         /** @example PRD_A5lXBCErn0qrd9xntgI5uTUP */
@@ -3828,6 +3981,35 @@ export interface components {
             /** @description The tiers the quantity reached (`GRADUATED`, `VOLUME`); null for the other models. */
             tiers: components["schemas"]["AppliedTier"][] | null;
         };
+        /**
+         * @description What a `TAX` line stands for. The taxable amount is the sum of the lines priced before
+         *     the tax (charges less discounts; credits come after tax), never below 0.
+         *
+         *     - **Exclusive** rate: the line's `amountCents` is the tax, `taxable × percentage / 100`
+         *       computed exactly and rounded once, half up (`exactAmountDecimal` is the value before
+         *       rounding); `taxAmountCents` equals it.
+         *     - **Inclusive** rate: the prices already contain the tax, so the line's `amountCents` is
+         *       0 (the total does not change and the lines still add up to it) and `taxAmountCents`
+         *       shows the tax included, `taxable × p / (100 + Σ inclusive p of the location)`, rounded
+         *       once, half up. The description ends with "(included)".
+         *     - **Reverse charge** (EU B2B across member states): one line of 0 with `reverseCharge`
+         *       true, `percentage` `"0"`, `rateId` null and the buyer's VAT id in `taxId`.
+         *
+         *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
+         *     first order.
+         */
+        OrderLineTax: {
+            rateId: string | null;
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            inclusive: boolean;
+            country: components["schemas"]["CountryCode"];
+            region: string | null;
+            taxableAmountCents: number;
+            taxAmountCents: number;
+            reverseCharge: boolean;
+            taxId: string | null;
+        };
         /** @description An exact decimal of minor units, signed. */
         SignedDecimalAmount: string;
         /**
@@ -3859,6 +4041,7 @@ export interface components {
             /** @description Minor units per unit (`PRICE`, `USAGE` priced per unit); null otherwise. */
             unitAmountDecimal: components["schemas"]["DecimalAmount"] | null;
             usage?: components["schemas"]["OrderLineUsage"];
+            tax?: components["schemas"]["OrderLineTax"];
             exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
             /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
             amountCents: number;
@@ -7174,6 +7357,190 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createConsoleTaxRate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "displayName": "VAT",
+                 *       "percentage": "19",
+                 *       "country": "DE",
+                 *       "inclusive": false,
+                 *       "description": "German VAT, standard rate"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TaxRateCreate"];
+            };
+        };
+        responses: {
+            /** @description The new tax rate. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Tax rate created",
+                     *       "data": {
+                     *         "id": "TXR_4bN8qLz2Rw7Yx0Vc5Kd1Mj3T",
+                     *         "displayName": "VAT",
+                     *         "percentage": "19",
+                     *         "inclusive": false,
+                     *         "country": "DE",
+                     *         "region": null,
+                     *         "description": "German VAT, standard rate",
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxRateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    archiveConsoleTaxRate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archived rate. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Tax rate archived",
+                     *       "data": {
+                     *         "id": "TXR_4bN8qLz2Rw7Yx0Vc5Kd1Mj3T",
+                     *         "displayName": "VAT",
+                     *         "percentage": "19",
+                     *         "inclusive": false,
+                     *         "country": "DE",
+                     *         "region": null,
+                     *         "description": "German VAT, standard rate",
+                     *         "status": "ARCHIVED",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-02T09:00:00.000Z",
+                     *         "archivedAt": "2026-12-02T09:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxRateResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getConsoleTaxSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tax settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "merchantCountry": "DE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxSettingsResponse"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateConsoleTaxSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "merchantCountry": "DE"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TaxSettings"];
+            };
+        };
+        responses: {
+            /** @description The tax settings after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Tax settings updated",
+                     *       "data": {
+                     *         "merchantCountry": "DE"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxSettingsResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

@@ -843,8 +843,10 @@ export interface paths {
          *     - During a free trial nothing has been paid: the change applies at once, with no
          *       proration; the first charge at `trialEnd` is the new amount.
          *
-         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried) or a metered
-         *     price: `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
+         *     price, or a subscription charged with an exclusive tax rate (its stored amount carries the
+         *     tax and the proration would not: not supported yet; inclusive rates and reverse charge
+         *     change normally): `409`. The change runs under the subscription's row lock, so two changes, or a
          *     change and a renewal, apply one after the other, each on the state the other left.
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it
@@ -1300,6 +1302,53 @@ export interface paths {
          *     Permission: `meters:read`.
          */
         get: operations["getMeterQuantities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tax-rates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List tax rates
+         * @description The organization's tax rates, newest first; archived ones only with `status=ARCHIVED`
+         *     (default `ACTIVE`). Not paginated: an organization has few rates. Rates are created and
+         *     archived in the console (`createConsoleTaxRate`, `archiveConsoleTaxRate`, permission
+         *     `catalog:write`, like products and prices). How a checkout applies them: `OrderLineTax`
+         *     and docs/tax.md. Permission: `catalog:read`.
+         */
+        get: operations["listTaxRates"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tax-rates/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a tax rate
+         * @description One tax rate of the organization (archived ones too). Permission `catalog:read`.
+         */
+        get: operations["getTaxRate"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2607,6 +2656,15 @@ export interface components {
             customerExternalId?: components["schemas"]["ExternalId"];
             /** @description Business correlation value copied to the order; at most 255 bytes of UTF-8; not unique. */
             merchantReference?: string;
+            /**
+             * @description The buyer's location for tax (issue 39). Given here, the session's `amount` includes
+             *     the tax of the organization's rates for it, and the hosted page shows it; omitted, the
+             *     sandbox's hosted page asks the buyer for their country when the organization has
+             *     active tax rates (and shows the total with tax before the payment). On the Stripe rail
+             *     the location must be given here (Stripe Checkout's page cannot ask Kassa again); the
+             *     rates are sent to Stripe as tax rates on the line item (docs/tax.md).
+             */
+            customerTax?: components["schemas"]["CustomerTaxLocation"];
             /** @description Up to 50 string pairs copied to the order's `merchantMetadata`. */
             metadata?: {
                 [key: string]: string;
@@ -2739,7 +2797,7 @@ export interface components {
             status: "CREATED" | "COMPLETE" | "EXPIRED" | "FAILED";
             /** @description Payable hosted checkout page on `{base_url}` (unguessable); null when not payable. Use exactly as returned. */
             url: string | null;
-            /** @description Purchase total in minor units (unit amount × `quantity`). */
+            /** @description Purchase total in minor units (unit amount × `quantity`, plus the exclusive tax of `tax` when the buyer's location is known). */
             amount: components["schemas"]["MinorUnits"];
             currency: components["schemas"]["Currency"];
             quantity: number;
@@ -2770,6 +2828,7 @@ export interface components {
             product: components["schemas"]["MerchantProduct"];
             lastError: components["schemas"]["ProviderFailure"] | null;
             crypto?: components["schemas"]["CheckoutSessionCrypto"];
+            tax?: components["schemas"]["CheckoutSessionTax"];
         };
         CheckoutSessionResponse: {
             /** @constant */
@@ -2942,9 +3001,135 @@ export interface components {
             /** @description Minor units per unit (`PRICE`, `USAGE` priced per unit); null otherwise. */
             unitAmountDecimal: components["schemas"]["DecimalAmount"] | null;
             usage?: components["schemas"]["OrderLineUsage"];
+            tax?: components["schemas"]["OrderLineTax"];
             exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
             /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
             amountCents: number;
+        };
+        /**
+         * @description A tax rate in percent as exact decimal text, above 0 and at most 100, at most 4 fraction
+         *     digits (Stripe's precision): `"19"`, `"8.875"`. Text, not a number, so no binary
+         *     floating point ever enters the computation.
+         * @example 19
+         */
+        TaxPercentage: string;
+        /**
+         * @description An ISO 3166-1 alpha-2 country code (`DE`, `US`); upper case. Unassigned codes are `400`.
+         * @example DE
+         */
+        CountryCode: string;
+        /**
+         * @description The region: the subdivision part of an ISO 3166-2 code, 1-3 letters or digits (`CA` for
+         *     `US-CA`; the full `US-CA` is accepted and stored as `CA`). Null: the whole country.
+         */
+        TaxRegion: string | null;
+        /**
+         * @description A merchant tax rate (`TXR_…`): a percentage charged to buyers in a country (and, when
+         *     `region` is set, only in that region). A checkout applies every ACTIVE rate of the buyer's
+         *     country whose region is null or the buyer's region, side by side (no tax on tax). Rates of
+         *     one country are all inclusive or all exclusive (a mixed set is refused at creation).
+         *     `percentage`, `country`, `region` and `inclusive` never change: orders keep a snapshot of
+         *     the rate; archive it and create another. Default `inclusive: false` (tax added on top, as
+         *     Stripe's tax rates).
+         */
+        TaxRate: {
+            /** @description The rate (`TXR_…`). */
+            id: string;
+            /** @description What the buyer reads on the line, e.g. `VAT`, `Sales tax`. */
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            /** @description True: the prices already include this tax (the TAX line adds 0 and shows the tax included); false: added on top. */
+            inclusive: boolean;
+            country: components["schemas"]["CountryCode"];
+            region: components["schemas"]["TaxRegion"];
+            /** @description For the merchant; never shown to buyers. */
+            description: string | null;
+            /** @enum {string} */
+            status: "ACTIVE" | "ARCHIVED";
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+            /** Format: date-time */
+            archivedAt: string | null;
+        };
+        TaxRateResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["TaxRate"];
+        };
+        TaxRateListResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                records: components["schemas"]["TaxRate"][];
+            };
+        };
+        /**
+         * @description Where the buyer is, for tax (issue 39). `country` is required; `region` narrows it (a
+         *     state, a province); `taxId` is the buyer's tax id. For a buyer in an EU member state a
+         *     `taxId` must be a well-formed VAT id of that state (its prefix — `EL` for Greece — then the
+         *     state's format and check digits, checked with the jsvat library); **no registry (VIES) is
+         *     consulted**, a well-formed id is taken as the buyer's word. Reverse charge applies when that
+         *     state is not the merchant's own (`merchantCountry` in the console's tax settings, itself
+         *     an EU state). Each bad field is a `400` naming it (`body.customerTax.country`, …).
+         */
+        CustomerTaxLocation: {
+            /** @description ISO 3166-1 alpha-2 (case-insensitive on input, stored upper case). */
+            country: string;
+            /** @description Subdivision part of an ISO 3166-2 code (`CA`, or `US-CA`); empty or null for none. */
+            region?: string | null;
+            /** @description The buyer's tax id (2-40 letters, digits, spaces, `.-/`); for an EU country a VAT id of that country. */
+            taxId?: string | null;
+        };
+        /**
+         * @description The session's tax: the buyer's location and the rates that apply there, as snapshotted
+         *     when the location was given (at creation, or on the hosted page). The session's `amount`
+         *     includes the exclusive tax of these rates.
+         */
+        CheckoutSessionTax: {
+            country: components["schemas"]["CountryCode"];
+            region: string | null;
+            taxId: string | null;
+            /** @description EU reverse charge: no tax charged (see `CustomerTaxLocation`). */
+            reverseCharge: boolean;
+            rates: {
+                rateId: string;
+                displayName: string;
+                percentage: components["schemas"]["TaxPercentage"];
+                inclusive: boolean;
+            }[];
+        };
+        /**
+         * @description What a `TAX` line stands for. The taxable amount is the sum of the lines priced before
+         *     the tax (charges less discounts; credits come after tax), never below 0.
+         *
+         *     - **Exclusive** rate: the line's `amountCents` is the tax, `taxable × percentage / 100`
+         *       computed exactly and rounded once, half up (`exactAmountDecimal` is the value before
+         *       rounding); `taxAmountCents` equals it.
+         *     - **Inclusive** rate: the prices already contain the tax, so the line's `amountCents` is
+         *       0 (the total does not change and the lines still add up to it) and `taxAmountCents`
+         *       shows the tax included, `taxable × p / (100 + Σ inclusive p of the location)`, rounded
+         *       once, half up. The description ends with "(included)".
+         *     - **Reverse charge** (EU B2B across member states): one line of 0 with `reverseCharge`
+         *       true, `percentage` `"0"`, `rateId` null and the buyer's VAT id in `taxId`.
+         *
+         *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
+         *     first order.
+         */
+        OrderLineTax: {
+            rateId: string | null;
+            displayName: string;
+            percentage: components["schemas"]["TaxPercentage"];
+            inclusive: boolean;
+            country: components["schemas"]["CountryCode"];
+            region: string | null;
+            taxableAmountCents: number;
+            taxAmountCents: number;
+            reverseCharge: boolean;
+            taxId: string | null;
         };
         /**
          * @description Canonical order status.
@@ -6303,6 +6488,107 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MeterQuantitiesResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listTaxRates: {
+        parameters: {
+            query?: {
+                /** @description Which rates to list (default `ACTIVE`). */
+                status?: "ACTIVE" | "ARCHIVED";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tax rates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "records": [
+                     *           {
+                     *             "id": "TXR_4bN8qLz2Rw7Yx0Vc5Kd1Mj3T",
+                     *             "displayName": "VAT",
+                     *             "percentage": "19",
+                     *             "inclusive": false,
+                     *             "country": "DE",
+                     *             "region": null,
+                     *             "description": "German VAT, standard rate",
+                     *             "status": "ACTIVE",
+                     *             "createdAt": "2026-12-01T09:00:00.000Z",
+                     *             "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *             "archivedAt": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxRateListResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getTaxRate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tax rate. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "id": "TXR_4bN8qLz2Rw7Yx0Vc5Kd1Mj3T",
+                     *         "displayName": "VAT",
+                     *         "percentage": "19",
+                     *         "inclusive": false,
+                     *         "country": "DE",
+                     *         "region": null,
+                     *         "description": "German VAT, standard rate",
+                     *         "status": "ACTIVE",
+                     *         "createdAt": "2026-12-01T09:00:00.000Z",
+                     *         "updatedAt": "2026-12-01T09:00:00.000Z",
+                     *         "archivedAt": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TaxRateResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

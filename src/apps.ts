@@ -50,6 +50,9 @@ const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
   updateConsoleOrganization: { action: 'organization.update', target: 'organization', idFrom: 'org' },
   setConsoleReceivingWallet: { action: 'receiving_wallet.set', target: 'receiving_wallet' },
   deleteConsoleReceivingWallet: { action: 'receiving_wallet.delete', target: 'receiving_wallet' },
+  createConsoleTaxRate: { action: 'tax_rate.create', target: 'tax_rate', idFrom: 'result' },
+  archiveConsoleTaxRate: { action: 'tax_rate.archive', target: 'tax_rate' },
+  updateConsoleTaxSettings: { action: 'tax_settings.update', target: 'organization', idFrom: 'org' },
 };
 /** Admin operations whose service writes its own, more telling, audit entry. */
 const AUDITED_BY_SERVICE = new Set(['createOrgInvite', 'reissueOrgInviteLink', 'createPasswordResetLink']);
@@ -119,6 +122,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
     ...commerceMetrics.handlers.merchant,
     ...usage.handlers.merchant,
     ...deps.services.modules.discounts.handlers.merchant,
+    ...deps.services.modules.tax.handlers.merchant,
   } satisfies MerchantHandlers;
   // The console's management operations of the other domains are audited like the merchant
   // API's state changes, with a telling action name where one is given (the accounts domain's
@@ -137,6 +141,7 @@ export async function createMerchantApp(deps: AppDeps, extras: MerchantAppExtras
         ...deps.services.modules.agentWallet.handlers.console,
         ...orgs.handlers.console,
         ...cryptoPayments.handlers.console,
+        ...deps.services.modules.tax.handlers.console,
       },
       accounts.audit,
       { door: 'console', actions: CONSOLE_AUDIT_ACTIONS },

@@ -39,6 +39,7 @@ import { createTelemetryModule, type TelemetryModule } from './telemetry/index.j
 import { createAgentWalletModule, type AgentWalletModule } from './agent-wallet/index.js';
 import { createCommerceMetricsModule, type CommerceMetricsModule } from './commerce-metrics/index.js';
 import { createUsageModule, type UsageModule } from './usage/index.js';
+import { createTaxModule, type TaxModule } from './tax/index.js';
 import type { MeterDirectory, MeteredBilling } from './commerce/metered-billing.js';
 import { BalanceAlerts, MeterBalances } from './commerce/meter-balances.js';
 import { createPortalModule, type PortalModule } from './portal/index.js';
@@ -60,6 +61,8 @@ export interface Modules {
   commerceMetrics: CommerceMetricsModule;
   /** Usage events and meters (issue 38). */
   usage: UsageModule;
+  /** Tax rates and settings (issue 39, item 4). */
+  tax: TaxModule;
   portal: PortalModule;
   /** Absent unless SMTP_URL is configured. */
   buyerEmails?: BuyerEmailsModule;
@@ -178,6 +181,7 @@ export function createServices(deps: {
   // Stripe's module asks the orgs module whether an organization is this deployment's (orphan
   // sessions) only when an event arrives, after both exist; orgs checks connected accounts with Stripe.
   const isOwnOrganization = async (orgId: string) => (await orgsModule.orgs.displayNameOf(orgId)) !== undefined;
+  const taxModule = createTaxModule({ db, clock });
   // Metered prices read meters and their quantities through commerce's ports; the usage module is built below.
   const meterDirectory: MeterDirectory = {
     find: (orgId, meterId) =>
@@ -205,6 +209,7 @@ export function createServices(deps: {
     isOwnOrganization,
     recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
     metered: meteredBilling,
+    taxRates: taxModule.tax,
   });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
@@ -319,6 +324,7 @@ export function createServices(deps: {
     ],
   });
   const modules: Modules = {
+    tax: taxModule,
     orgs: orgsModule,
     catalog: catalogModule,
     processors: processorsModule,
@@ -338,6 +344,7 @@ export function createServices(deps: {
       stripeCheckout: stripe?.checkout,
       portal: portalModule.checkoutEntry,
       discounts: discountsModule.discounts,
+      tax: taxModule.tax,
     }),
     orders: createOrdersModule({
       uow,

@@ -39,5 +39,10 @@ export function presentCheckoutSession(
   };
   // Crypto sessions only: the payment instructions (chain, token, recipient, exact amount).
   if (options.crypto) out.crypto = options.crypto;
+  // The buyer's tax location and the rates snapshotted for it (issue 39).
+  if (session.tax) {
+    const { location, rates, reverseCharge } = session.tax;
+    out.tax = { country: location.country, region: location.region, taxId: location.taxId, reverseCharge, rates: rates.map((r) => ({ ...r })) };
+  }
   return out;
 }

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { TaxContext } from '../commerce/tax.js';
 import type { CheckoutSession, IdempotencyRecord, OrderStatus, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
 import type { CheckoutSessionRepository, SessionOrder } from '../commerce/stores.js';
 import { jsonRowSql, type JsonRow } from '../db/json-row.js';
@@ -35,6 +36,8 @@ interface SessionRow {
   processor_session_id: string | null;
   processor_url: string | null;
   processor_account_id: string | null;
+  /** The buyer's tax location and the rates chosen for it (migration 0360). */
+  tax: TaxContext | null;
   expires_at: Date;
   created_at: Date;
   updated_at: Date;
@@ -47,7 +50,7 @@ interface SessionRow {
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
   'customer_email', 'customer_named', 'customer_external_id', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
-  'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'expires_at', 'created_at', 'updated_at',
+  'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'tax', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
 type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
@@ -93,6 +96,7 @@ const toSession = (r: SessionRow | JsonRow<SessionRow>): CheckoutSession => ({
   processorSessionId: r.processor_session_id,
   processorUrl: r.processor_url,
   processorAccountId: r.processor_account_id,
+  tax: r.tax ?? null,
   expiresAt: new Date(r.expires_at),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
@@ -127,6 +131,7 @@ function sessionRow(s: CheckoutSession) {
     processor_session_id: s.processorSessionId,
     processor_url: s.processorUrl,
     processor_account_id: s.processorAccountId,
+    tax: json(s.tax),
     expires_at: s.expiresAt,
     created_at: s.createdAt,
     updated_at: s.updatedAt,
@@ -169,7 +174,7 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     // The session row travels as one JSON document typed by the table's own row type, so every
     // column gets its type without a cast per parameter; jsonb columns take the nested values.
     const row = sessionRow(s);
-    const document = { ...row, pricing: s.pricing, product: s.product, metadata: s.metadata, last_error: s.lastError };
+    const document = { ...row, pricing: s.pricing, product: s.product, metadata: s.metadata, last_error: s.lastError, tax: s.tax ?? null };
     const rows = await runStatement(this.db, CREATE_WITH_IDEMPOTENCY_KEY_SQL, [
       r.orgId,
       r.key,
@@ -212,6 +217,15 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
       last_error: json(s.lastError),
       updated_at: s.updatedAt,
     });
+    return written === 1;
+  }
+
+  async setTax(id: string, tax: TaxContext, amount: number, expectedAmount: number, at: Date): Promise<boolean> {
+    // Only while payable, and only over the amount the caller read: a stale page never writes back.
+    // Nor after the payment started (promotion codes, issue 39): the amount being charged is fixed.
+    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount })
+      .whereRaw("(pricing->>'paymentStarted') IS NULL")
+      .update({ tax: json(tax), amount, updated_at: at });
     return written === 1;
   }
 

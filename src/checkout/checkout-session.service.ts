@@ -23,6 +23,8 @@ import { sessionChargeInputs, sessionLineInputs } from '../commerce/order-lines.
 import { DiscountRefusal, type DiscountService } from '../discounts/discount.service.js';
 import { formatMoney } from '../kernel/money.js';
 import { pricePeriod } from '../commerce/pricing.js';
+import { priceWithTax, type TaxContext } from '../commerce/tax.js';
+import type { TaxService } from '../tax/tax.service.js';
 
 export type CheckoutSessionCreate = components['schemas']['CheckoutSessionCreate'];
 
@@ -55,6 +57,8 @@ export class CheckoutSessionService {
     private readonly hosted?: HostedCardCheckout,
     /** Coupons and promotion codes (issue 39); absent → no discounts. */
     private readonly discounts?: DiscountService,
+    /** Tax rates (issue 39); absent → no session is taxed. */
+    private readonly tax?: TaxService,
   ) {}
 
   isPayable(session: CheckoutSession): boolean {
@@ -179,8 +183,12 @@ export class CheckoutSessionService {
     // 2^53 - 1) is refused with its figure before the pricing function sees an amount it does not take.
     assertAmountBounds(provider, pricing.currency, pricing.amount * quantity, what);
     assertAmountBounds(provider, pricing.currency, pricePeriod(sessionChargeInputs({ quantity, pricing, product })).total, what);
-    // A discount may bring the total down to 0 (a free order, as a trial's): only the charges are bounded.
-    const amount = pricePeriod(sessionLineInputs({ quantity, pricing, product })).total;
+    // The buyer's location, when the merchant gives it: the session's tax (issue 39, src/commerce/tax.ts).
+    const tax = body.customerTax ? await this.taxContext(orgId, body.customerTax, 'body.customerTax') : null;
+    // Charges → DISCOUNT → TAX on the discounted amount. A discount may bring the total down to 0 (a
+    // free order, as a trial's): the charges are bounded, and with tax the charges' taxed total.
+    if (tax?.rates.length) assertAmountBounds(provider, pricing.currency, priceWithTax(sessionChargeInputs({ quantity, pricing, product }), tax).total, `${what} with tax`);
+    const amount = priceWithTax(sessionLineInputs({ quantity, pricing, product }), tax).total;
     const crypto = provider === 'CRYPTO' ? await this.prepareCrypto(orgId, pricing, body.pricingId ? 'body.pricingId' : 'body.pricingData') : undefined;
 
     let customerId: string | null = null;
@@ -229,6 +237,7 @@ export class CheckoutSessionService {
       processorSessionId: null,
       processorUrl: null,
       processorAccountId: this.connectedAccountOf(org, provider),
+      tax,
       expiresAt: new Date(now.getTime() + expiresIn * 1000),
       createdAt: now,
       updatedAt: now,
@@ -286,7 +295,7 @@ export class CheckoutSessionService {
         throw err;
       }
     }
-    const amount = pricePeriod(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product })).total;
+    const amount = priceWithTax(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product }), session.tax).total;
     const now = this.clock.now();
     if (!(await this.uow.stores.sessions.setDiscount(session.id, pricing, amount, session.amount, now))) {
       return { session: (await this.findByPageToken(token)) ?? session, message: 'This checkout changed meanwhile; check the total and try again.' };
@@ -309,7 +318,7 @@ export class CheckoutSessionService {
       } catch (err) {
         if (!(err instanceof DiscountRefusal)) throw err;
         const { discount: _, ...pricing } = session.pricing;
-        const amount = pricePeriod(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product })).total;
+        const amount = priceWithTax(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product }), session.tax).total;
         const written = await this.uow.stores.sessions.setDiscount(session.id, pricing, amount, session.amount, now);
         const current = written ? { ...session, pricing, amount, updatedAt: now } : ((await this.findByPageToken(session.pageToken)) ?? session);
         return { session: current, message: `${err.message} It was removed: the total is now ${formatMoney(current.amount, current.currency)}.` };
@@ -323,6 +332,43 @@ export class CheckoutSessionService {
       return { session: current, message: 'This checkout changed meanwhile; check the total and pay again.' };
     }
     return { session: { ...session, pricing, updatedAt: now } };
+  }
+
+  /** The tax of a buyer's location (`field` names the request's fields in a 400). */
+  private async taxContext(orgId: string, input: { country: string; region?: string | null; taxId?: string | null }, field: string): Promise<TaxContext | null> {
+    if (!this.tax) return null;
+    return this.tax.contextFor(orgId, this.tax.parseLocation(input, field));
+  }
+
+  /** Whether Kassa's own card page may take the buyer's location (the sandbox; Stripe Checkout's page is Stripe's). */
+  takesTaxLocation(session: CheckoutSession): boolean {
+    return this.tax !== undefined && session.provider === 'STRIPE' && !this.hosted;
+  }
+
+  /** Whether the hosted page must ask the buyer's country before the payment: a card session on Kassa's page without a location, of an organization with active tax rates. */
+  async needsTaxLocation(session: CheckoutSession): Promise<boolean> {
+    if (session.tax || !this.takesTaxLocation(session)) return false;
+    return this.tax!.hasActiveRates(session.orgId);
+  }
+
+  /**
+   * The buyer's location from the hosted page (sandbox card sessions): the session's tax and
+   * amount, written while the session is payable and still at the amount read (a conditional
+   * UPDATE). 400 naming the field for a bad country, region or tax id; 409 when not payable.
+   */
+  async setTaxLocation(session: CheckoutSession, input: { country: string; region?: string | null; taxId?: string | null }): Promise<CheckoutSession> {
+    if (!this.takesTaxLocation(session)) throw conflict('This checkout cannot take a tax location on this page');
+    if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
+    // Once the payment has started (a promotion code redeemed, the amount fixed for the charge) the total no longer changes.
+    if (session.pricing.paymentStarted) throw conflict('The payment of this checkout has started; its total can no longer change');
+    const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
+    // As at creation: the charges with tax are bounded; a discount may bring the total down to 0.
+    assertAmountBounds(session.provider, session.currency, priceWithTax(sessionChargeInputs(session), tax).total, 'The amount with tax');
+    const amount = priceWithTax(sessionLineInputs(session), tax).total;
+    const now = this.clock.now();
+    const written = await this.uow.stores.sessions.setTax(session.id, tax, amount, session.amount, now);
+    if (!written) throw conflict('This checkout changed meanwhile; reload the page');
+    return { ...session, tax, amount, updatedAt: now };
   }
 
   /** 400 for a price crypto checkout cannot take; 403 when the org has no usable receiving wallet. */

@@ -14,6 +14,8 @@ import type { Clock } from '../kernel/clock.js';
 import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, retryLaterPage, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
+import { AppError } from '../kernel/errors.js';
+import { countryName, countryOptions } from '../tax/tax-location.js';
 
 /**
  * "Add a promotion code" (issue 39): its own small form above the payment form (forms cannot nest),
@@ -38,7 +40,58 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
 <div><input type="submit" class="secondary" data-testid="apply-promotion-code" value="Apply"></div></div>${message}</form>`;
 }
 
-function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, options: { promotionCodes?: boolean; codeMessage?: { text: string; ok: boolean } } = {}): string {
+/** What the hosted page asks about tax: nothing, or the buyer's location (required before paying, or changeable). */
+type TaxAsk = 'none' | 'required' | 'changeable';
+
+/** The buyer's country, region and tax id (issue 39): a form of its own, posted before the payment. */
+function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }): string {
+  if (ask === 'none') return '';
+  const current = { country: values?.country ?? session.tax?.location.country ?? '', region: values?.region ?? session.tax?.location.region ?? '', taxId: values?.taxId ?? session.tax?.location.taxId ?? '' };
+  const options = countryOptions()
+    .map((c) => `<option value="${c.code}"${c.code === current.country ? ' selected' : ''}>${escapeHtml(c.name)}</option>`)
+    .join('');
+  const where = session.tax ? `<p class="muted" data-testid="tax-location">Tax for ${escapeHtml(countryName(session.tax.location.country))}${session.tax.location.region ? ` (${escapeHtml(session.tax.location.region)})` : ''}${session.tax.reverseCharge ? ': reverse charge, no VAT charged' : ''}.</p>` : '';
+  return `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/tax" data-testid="tax-form" aria-labelledby="tax-heading">
+<h2 id="tax-heading">${ask === 'required' ? 'Where are you buying from?' : 'Billing country'}</h2>
+${ask === 'required' ? '<p class="muted" id="tax-why">Tax depends on your country; the total is shown before you pay.</p>' : where}
+<label for="country">Country</label><select id="country" name="country" autocomplete="country" required${ask === 'required' ? ' aria-describedby="tax-why"' : ''}><option value="">Choose your country</option>${options}</select>
+<label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}" aria-describedby="region-help"><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
+<label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}" aria-describedby="taxid-help"><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
+<button type="submit"${ask === 'changeable' ? ' class="secondary"' : ''}>${ask === 'required' ? 'Continue' : 'Update total'}</button>
+</form>`;
+}
+
+/** A bad location as the buyer reads it (the API's message names the request field). */
+function humanTaxError(err: AppError): string {
+  if (err.message.includes('.country')) return 'Choose your country from the list.';
+  if (err.message.includes('.region')) return 'Enter your state or region as its short code (for example CA for California), or leave it empty.';
+  if (err.message.includes('.taxId')) return 'This VAT or tax id does not look right for the country you chose. Check it (with its country prefix, e.g. DE136695976), or leave it empty.';
+  return 'Check your country, region and tax id.';
+}
+
+/** What the payment page shows besides the payment: the promotion-code form (issue 39) and the tax step (issue 39). */
+interface CheckoutPageOptions {
+  promotionCodes?: boolean;
+  codeMessage?: { text: string; ok: boolean };
+  ask?: TaxAsk;
+  values?: { country?: string; region?: string; taxId?: string };
+}
+
+function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, options: CheckoutPageOptions = {}): string {
+  const ask = options.ask ?? 'none';
+  const values = options.values;
+  // The country comes first when tax depends on it; a promotion code may be added on either step
+  // (the DISCOUNT is taken before TAX, src/commerce/tax.ts), so its form is on both.
+  if (ask === 'required') {
+    return layout(
+      `Pay ${session.product.name}`,
+      `${summary(session)}
+${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
+${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
+${taxLocationForm(session, ask, values)}`,
+      { merchant },
+    );
+  }
   const emailField = session.customerEmail
     ? `<div class="muted" style="margin-top:14px">Paying as ${escapeHtml(session.customerEmail)}</div>`
     : `<label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">`;
@@ -51,6 +104,7 @@ function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefin
 ${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
 ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
 <form method="post" action="/checkout/${escapeHtml(session.pageToken)}/pay" autocomplete="on">
+<input type="hidden" name="amount" value="${session.amount}">
 ${emailField}
 ${optionalCard ? '<p class="muted" id="card-optional" data-testid="card-optional">A card is optional: without one the trial ends without a charge.</p>' : ''}
 <label for="card">Card number</label><input id="card" name="cardNumber" inputmode="numeric" autocomplete="cc-number" placeholder="4242 4242 4242 4242"${required} maxlength="23">
@@ -58,6 +112,7 @@ ${optionalCard ? '<p class="muted" id="card-optional" data-testid="card-optional
 <div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123"${required} maxlength="4"></div></div>
 <button type="submit">${trialDaysOf(session) > 0 ? 'Start free trial' : `Pay ${escapeHtml(formatMoney(session.amount, session.currency))}`}</button>
 </form>
+${taxLocationForm(session, ask, values)}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
     { merchant },
@@ -128,8 +183,40 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
   const codeClock = clock ?? { now: () => new Date() };
   const codesPerSession = new FixedWindowRateLimiter(PROMOTION_CODE_LIMITS.perSession, PROMOTION_CODE_LIMITS.windowMs, codeClock, 'promotion codes on this checkout');
   const codesPerAddress = new FixedWindowRateLimiter(PROMOTION_CODE_LIMITS.perAddress, PROMOTION_CODE_LIMITS.windowMs, codeClock, 'promotion codes from your network address');
-  const page = (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: { text: string; ok: boolean }) =>
-    checkoutPage(session, merchant, error, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage });
+  /** Kassa's own card page asks the location when the organization has tax rates: first (required), then to change it. */
+  const taxAsk = async (session: CheckoutSession): Promise<TaxAsk> => {
+    if (await sessions.needsTaxLocation(session)) return 'required';
+    // Once the payment has started the total is fixed: no form to change the country (as the promotion code's).
+    return session.tax && sessions.takesTaxLocation(session) && !session.pricing.paymentStarted ? 'changeable' : 'none';
+  };
+
+  /** The payment page with both the promotion-code form and the tax step, as the session stands. */
+  const page = async (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: { text: string; ok: boolean }, values?: CheckoutPageOptions['values']) =>
+    checkoutPage(session, merchant, error, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage, ask: await taxAsk(session), values });
+
+  // The buyer's location (issue 39): the session's tax and total, then the page again (POST-redirect-GET).
+  router.post('/checkout/:token/tax', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
+    try {
+      const form = (req.body ?? {}) as Record<string, string | undefined>;
+      const current = await sessions.findByPageToken(req.params.token);
+      if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      const merchant = await pageMerchantOf(merchants, current.orgId);
+      if (!sessions.isPayable(current) || !sessions.takesTaxLocation(current)) return res.redirect(303, `/checkout/${req.params.token}`);
+      const values = { country: form.country ?? '', region: form.region ?? '', taxId: form.taxId ?? '' };
+      try {
+        await sessions.setTaxLocation(current, values);
+      } catch (err) {
+        if (err instanceof AppError && err.code === 'VALIDATION_ERROR') {
+          return sendPage(res, { status: 400, html: await page(current, merchant, humanTaxError(err), undefined, values) });
+        }
+        if (err instanceof AppError && err.code === 'CONFLICT') return res.redirect(303, `/checkout/${req.params.token}`);
+        throw err;
+      }
+      res.redirect(303, `/checkout/${req.params.token}`);
+    } catch (err) {
+      fail(req, res, err);
+    }
+  });
 
   router.get('/checkout/:token', async (req, res) => {
     try {
@@ -138,7 +225,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const merchant = await pageMerchantOf(merchants, session.orgId);
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
-      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: page(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
+      if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: await page(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
       const order = await sessions.orderOf(session);
       sendPage(res, statusPage(session, merchant, order, await subscriptions.findBySession(session.id), { portalOpen: portal?.isOpen(order) }));
     } catch (err) {
@@ -185,14 +272,20 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const merchant = await pageMerchantOf(merchants, current.orgId);
       // No card at all: a trial that may start without one (the service refuses it otherwise).
       const noCard = trialDaysOf(current) > 0 && current.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && !form.cardNumber?.trim() && !form.expiry?.trim() && !form.cvc?.trim();
-      if (!expiry && !noCard) return sendPage(res, { status: 400, html: page(current, merchant, 'Enter the card expiry as MM/YY.') });
+      const ask = await taxAsk(current);
+      if (ask === 'required') return sendPage(res, { status: 400, html: await page(current, merchant, 'Choose your country first: the total depends on it.') });
+      // The total changed since the page was shown (the location or the promotion code changed it in another tab): show it again, charge nothing.
+      if (sessions.isPayable(current) && form.amount !== undefined && form.amount !== String(current.amount)) {
+        return sendPage(res, { status: 409, html: await page(current, merchant, 'The total changed. Check it and pay again.') });
+      }
+      if (!expiry && !noCard) return sendPage(res, { status: 400, html: await page(current, merchant, 'Enter the card expiry as MM/YY.') });
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
         ...(expiry && !noCard ? { card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry } } : {}),
       });
       switch (attempt.kind) {
         case 'declined':
-          return sendPage(res, { status: 402, html: page(attempt.session, merchant, attempt.message) });
+          return sendPage(res, { status: 402, html: await page(attempt.session, merchant, attempt.message) });
         case 'not_payable':
           return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session)));
         case 'processing':
@@ -223,13 +316,13 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         } catch (err) {
           const limited = retryLaterPage(err);
           if (!limited) throw err;
-          return sendPage(res, { status: 429, html: page(current, merchant, undefined, { text: 'Too many promotion code attempts. Wait a few minutes, then try again.', ok: false }) });
+          return sendPage(res, { status: 429, html: await page(current, merchant, undefined, { text: 'Too many promotion code attempts. Wait a few minutes, then try again.', ok: false }) });
         }
       }
       const result = await sessions.setPromotionCode(req.params.token, remove ? null : (form.code ?? ''));
-      if (result.message) return sendPage(res, { status: 400, html: page(result.session, merchant, undefined, { text: result.message, ok: false }) });
+      if (result.message) return sendPage(res, { status: 400, html: await page(result.session, merchant, undefined, { text: result.message, ok: false }) });
       const applied = result.session.pricing.discount;
-      sendPage(res, { status: 200, html: page(result.session, merchant, undefined, { text: applied ? `${applied.code ?? applied.name} applied.` : 'Promotion code removed.', ok: true }) });
+      sendPage(res, { status: 200, html: await page(result.session, merchant, undefined, { text: applied ? `${applied.code ?? applied.name} applied.` : 'Promotion code removed.', ok: true }) });
     } catch (err) {
       fail(req, res, err);
     }

@@ -9,6 +9,7 @@ import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
 import type { Logger } from '../kernel/logger.js';
 import type { OrgService } from '../orgs/orgs.service.js';
+import type { TaxService } from '../tax/tax.service.js';
 import type { CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import type { DiscountService } from '../discounts/discount.service.js';
 import { CheckoutSessionService } from './checkout-session.service.js';
@@ -44,8 +45,10 @@ export function createCheckoutModule(deps: {
   portal?: CheckoutPortalEntry;
   /** Coupons and promotion codes (issue 39); absent → checkouts take no discount. */
   discounts?: DiscountService;
+  /** Tax rates (issue 39): the session's tax for the buyer's location. */
+  tax?: TaxService;
 }): CheckoutModule {
-  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout, deps.discounts);
+  const checkout = new CheckoutSessionService(deps.uow, deps.orgs, deps.catalog, deps.payments, deps.cardProcessor, deps.clock, deps.cryptoQuotes, deps.stripeCheckout, deps.discounts, deps.tax);
   return {
     checkout,
     handlers: { merchant: createCheckoutHandlers(checkout, deps.publicBaseUrl) },

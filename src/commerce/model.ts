@@ -5,6 +5,7 @@
 import type { BillingInterval } from './billing-period.js';
 import type { PricedLine } from './pricing.js';
 import type { AppliedDiscount } from './discounts.js';
+import type { TaxContext } from './tax.js';
 
 // ---- checkout sessions ----
 
@@ -81,6 +82,8 @@ export interface CheckoutSession {
    * Null: the platform's own account (and on the sandbox and crypto).
    */
   processorAccountId: string | null;
+  /** The buyer's tax location and the rates that apply there (issue 39); null: no tax known. The amount includes its exclusive tax. */
+  tax?: TaxContext | null;
   expiresAt: Date;
   createdAt: Date;
   updatedAt: Date;

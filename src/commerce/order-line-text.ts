@@ -4,7 +4,7 @@
  * $0.00004"), one signed amount
  * (formatMoney signs it: `−$5.00`), all in the one money format (src/kernel/money.ts). Text only; callers escape it.
  */
-import { formatUnitAmount } from '../kernel/money.js';
+import { formatMoney, formatUnitAmount } from '../kernel/money.js';
 import type { OrderLine } from './model.js';
 
 const grouped = (decimal: string): string => {
@@ -15,6 +15,12 @@ const grouped = (decimal: string): string => {
 
 /** What the line's amount is made of, or null when the amount says it all (quantity 1, amount lines). */
 export function lineDetail(line: OrderLine, currency: string): string | null {
+  // TAX (issue 39): what the rate was applied to; an inclusive line (amount 0) says how much tax the price holds.
+  if (line.kind === 'TAX' && line.tax) {
+    const t = line.tax;
+    if (t.reverseCharge) return t.taxId ? `VAT id ${t.taxId}` : null;
+    return t.inclusive ? `${formatMoney(t.taxAmount, currency)} included in ${formatMoney(t.taxableAmount, currency)}` : `${t.percentage}% of ${formatMoney(t.taxableAmount, currency)}`;
+  }
   if (line.kind === 'PRICE') return line.quantity && line.quantity !== '1' && line.unitAmount ? `${grouped(line.quantity)} × ${formatUnitAmount(line.unitAmount, currency)}` : null;
   if (line.kind !== 'USAGE' || line.quantity === null) return null;
   const parts = [`${grouped(line.quantity)} used`];

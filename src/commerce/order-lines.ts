@@ -5,6 +5,7 @@
 import type { CheckoutSession, Order } from './model.js';
 import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
 import { discountInputs } from './discounts.js';
+import { priceWithTax } from './tax.js';
 
 /** One fixed line of `amount` minor units (quantity 1). */
 export function singleCharge(description: string, amount: number, ids: { productId?: string | null; priceId?: string | null } = {}): PricedPeriod {
@@ -32,8 +33,8 @@ export function sessionChargeInputs(session: Pick<CheckoutSession, 'quantity' | 
 }
 
 /** A session's lines; a session whose stored amount is not its price × quantity (none is made so) is charged as one line of its amount. */
-export function sessionLines(session: Pick<CheckoutSession, 'amount' | 'quantity' | 'pricing' | 'product'>): PricedPeriod {
-  const priced = pricePeriod(sessionLineInputs(session));
+export function sessionLines(session: Pick<CheckoutSession, 'amount' | 'quantity' | 'pricing' | 'product' | 'tax'>): PricedPeriod {
+  const priced = priceWithTax(sessionLineInputs(session), session.tax);
   if (priced.total === session.amount) return priced;
   return singleCharge(session.product.name, session.amount, { productId: session.product.productId, priceId: session.pricing.pricingId });
 }
@@ -60,8 +61,9 @@ export function renewalFeeInputs(first: Pick<Order, 'lines'> | undefined, descri
  * The order of a checkout that starts a free trial (issue 39): nothing is charged, as Stripe's $0
  * first invoice; one PRICE line at unit amount 0 × the session's quantity names the trial.
  */
-export function trialLines(session: Pick<CheckoutSession, 'quantity' | 'product' | 'pricing'>, days: number): PricedPeriod {
-  return pricePeriod([
+export function trialLines(session: Pick<CheckoutSession, 'quantity' | 'product' | 'pricing' | 'tax'>, days: number): PricedPeriod {
+  // The session's tax rides along (a TAX line of 0 on 0): the renewals take their rates from it.
+  return priceWithTax([
     {
       kind: 'PRICE',
       description: `Free trial of ${session.product.name} (${days} day${days === 1 ? '' : 's'})`,
@@ -70,5 +72,5 @@ export function trialLines(session: Pick<CheckoutSession, 'quantity' | 'product'
       quantity: session.quantity,
       unitAmount: '0',
     },
-  ]);
+  ], session.tax);
 }

@@ -65,6 +65,21 @@ export function presentOrderLine(line: OrderLine): ApiOrderLine {
         : null,
     };
   }
+  if (line.kind === 'TAX' && line.tax) {
+    const t = line.tax;
+    out.tax = {
+      rateId: t.rateId,
+      displayName: t.displayName,
+      percentage: t.percentage,
+      inclusive: t.inclusive,
+      country: t.country,
+      region: t.region,
+      taxableAmountCents: t.taxableAmount,
+      taxAmountCents: t.taxAmount,
+      reverseCharge: t.reverseCharge,
+      taxId: t.taxId,
+    };
+  }
   return out;
 }
 

@@ -14,7 +14,7 @@ import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './s
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
 import { sessionChargeInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
-import { pricePeriod } from './pricing.js';
+import { priceWithTax } from './tax.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -384,9 +384,11 @@ export class PaymentFlow {
     // A trial is period 0; the paid periods are counted from its end (period 1 starts at trialEnd).
     if (trial && !processor) Object.assign(base, { billingAnchor: trial.end, anchorPeriod: 1 });
     const currentPeriodEnd = processor?.periodEnd ?? trial?.end ?? periodEnd(base, 0);
-    // The recurring charge is the session's total (unit amount × quantity) before any discount:
-    // each renewal applies the checkout's coupon for its own periods (commerce/renewal-order.ts).
-    const recurring = session.pricing.discount ? pricePeriod(sessionChargeInputs(session)).total : session.amount;
+    // The recurring charge is the session's total (unit amount × quantity) before any discount,
+    // with the session's tax on it: each renewal applies the checkout's coupon for its own periods
+    // and taxes the discounted amount (commerce/renewal-order.ts).
+    const recurring = session.pricing.discount ? priceWithTax(sessionChargeInputs(session), session.tax).total : session.amount;
+    const seatsBase = session.pricing.discount || session.tax ? priceWithTax(sessionChargeInputs(session), null).total : session.amount;
     const subscription: Subscription = {
       ...base,
       id: newId('SUB'),
@@ -399,8 +401,9 @@ export class PaymentFlow {
       productName: session.product.name,
       priceId: session.pricing.pricingId,
       amountCents: recurring,
-      // Seats: the session's quantity when its amount is unit × quantity (always, but for a pay-what-you-want amount).
-      quantity: session.quantity >= 1 && recurring % session.quantity === 0 ? session.quantity : 1,
+      // Seats: the session's quantity when its charges before discount and tax are unit × quantity
+      // (always, but for a pay-what-you-want amount).
+      quantity: session.quantity >= 1 && seatsBase % session.quantity === 0 ? session.quantity : 1,
       scheduledChange: null,
       currency: session.currency,
       currentPeriodStart: processor?.periodStart ?? now,

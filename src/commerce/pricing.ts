@@ -53,7 +53,30 @@ export type LineInput =
       pricing: UsagePricing;
     }
   /** Fixed amounts computed elsewhere (issue 39): a proration is signed, a discount and a credit are given positive and subtracted. */
-  | { kind: 'PRORATION' | 'TAX' | 'DISCOUNT' | 'CREDIT'; description: string; amount: number };
+  | { kind: 'PRORATION' | 'DISCOUNT' | 'CREDIT'; description: string; amount: number }
+  /** A tax rate's line (src/commerce/tax.ts): `amount` is what it adds (0 for inclusive or reverse-charged tax), `tax` what it shows. */
+  | { kind: 'TAX'; description: string; amount: number; exactAmount?: Decimal; tax?: LineTax };
+
+/** What a TAX line shows (issue 39): the rate applied and the tax it stands for. */
+export interface LineTax {
+  /** The merchant's tax rate (`TXR_…`); null on a reverse-charge line. */
+  rateId: string | null;
+  displayName: string;
+  /** Percent, decimal text (`"20"`, `"8.875"`); `"0"` on a reverse-charge line. */
+  percentage: string;
+  /** Included in the charges' prices (the line adds 0, `taxAmount` is the part of the price that is tax) or added on top. */
+  inclusive: boolean;
+  /** The buyer's country (ISO 3166-1 alpha-2) and region the rate was chosen for. */
+  country: string;
+  region: string | null;
+  /** Minor units the rate was applied to: the sum of the lines before the tax (charges less discounts). */
+  taxableAmount: number;
+  /** The tax in minor units, rounded once, half up; equal to the line's amount when exclusive. */
+  taxAmount: number;
+  /** EU reverse charge: no tax charged, the buyer accounts for it (their VAT id is `taxId`). */
+  reverseCharge: boolean;
+  taxId: string | null;
+}
 
 export interface AppliedTier {
   /** 1-based tier index, its bounds, the units priced in it and its exact amount (decimal minor units, unrounded). */
@@ -85,6 +108,8 @@ export interface PricedLine {
   exactAmount: Decimal;
   /** Rounded, signed minor units: credits and discounts are negative. */
   amount: number;
+  /** TAX lines (issue 39): the rate and the tax; absent on other lines. */
+  tax?: LineTax;
 }
 
 export interface PricedPeriod {
@@ -295,10 +320,14 @@ export function pricePeriod(inputs: readonly LineInput[]): PricedPeriod {
         };
         break;
       }
-      case 'PRORATION':
-      case 'TAX': {
-        if (!Number.isSafeInteger(line.amount) || (line.kind === 'TAX' && line.amount < 0)) throw validationError(`A ${line.kind} line's amount must be an integer${line.kind === 'TAX' ? ' ≥ 0' : ''}`);
+      case 'PRORATION': {
+        if (!Number.isSafeInteger(line.amount)) throw validationError(`A ${line.kind} line's amount must be an integer`);
         priced = { ...blank(line.kind, line.description), exactAmount: String(line.amount), amount: line.amount };
+        break;
+      }
+      case 'TAX': {
+        if (!Number.isSafeInteger(line.amount) || line.amount < 0) throw validationError(`A TAX line's amount must be an integer ≥ 0`);
+        priced = { ...blank('TAX', line.description), exactAmount: line.exactAmount ?? String(line.amount), amount: line.amount, ...(line.tax ? { tax: line.tax } : {}) };
         break;
       }
       case 'DISCOUNT':

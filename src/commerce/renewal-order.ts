@@ -6,8 +6,9 @@ import type { Order, Subscription } from './model.js';
 import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
-import { pricePeriod, type LineInput } from './pricing.js';
+import type { LineInput } from './pricing.js';
 import { discountCovers, discountInputs, lastDiscountedPeriod } from './discounts.js';
+import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -17,12 +18,13 @@ export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
  * seat change moves them) when that is what this period charges; otherwise the first order's lines
  * or one line of the charged amount (renewalFeeInputs).
  */
-function feeInputs(initial: Order | undefined, s: Subscription, charged: number): LineInput[] {
+function feeInputs(initial: Order | undefined, s: Subscription, charged: number, untaxed: number): LineInput[] {
   const quantity = s.quantity ?? 1;
-  if (charged === s.amountCents && quantity >= 1 && s.amountCents % quantity === 0) {
-    return [{ kind: 'PRICE', description: s.productName, productId: s.productId, priceId: s.priceId, quantity, unitAmount: String(s.amountCents / quantity) }];
+  // `untaxed` is the fee before exclusive tax (the same as `charged` without it).
+  if (charged === s.amountCents && quantity >= 1 && untaxed % quantity === 0) {
+    return [{ kind: 'PRICE', description: s.productName, productId: s.productId, priceId: s.priceId, quantity, unitAmount: String(untaxed / quantity) }];
   }
-  return renewalFeeInputs(initial, s.productName, charged, { productId: s.productId, priceId: s.priceId });
+  return renewalFeeInputs(initial, s.productName, untaxed, { productId: s.productId, priceId: s.priceId });
 }
 
 export async function renewalOrder(
@@ -40,9 +42,18 @@ export async function renewalOrder(
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
-  const fee = options.fee === false ? [] : feeInputs(initial, s, charged);
+  // A renewal carries the first order's tax (issue 39): the same rates (or reverse charge) on the
+  // period's fee and usage less the coupon's DISCOUNT (while it lasts): charges → DISCOUNT → TAX on
+  // the discounted amount (src/commerce/tax.ts). `charged` is the subscription's amount: the fee
+  // before any discount, exclusive tax included; the fee is found before that tax. An amount that
+  // no untaxed fee taxes to exactly (a price changed at the processor) is one untaxed line of that
+  // amount, as before tax existed.
+  const foundTax = taxContextOfLines(initial?.lines);
+  const net = untaxedAmount(charged, foundTax);
+  const tax = net === null ? null : foundTax;
+  const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
-  const priced = pricePeriod([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))]);
+  const priced = priceWithTax([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))], tax);
   return {
     id: newId('ORD'),
     orgId: s.orgId,

@@ -3,6 +3,7 @@
  * database, or a transaction so a state change, the rows it touches and its webhook event commit
  * together. Declared here, implemented by each domain's repository, composed in src/services.ts.
  */
+import type { TaxContext } from './tax.js';
 import type { components } from '../../generated/merchant.js';
 import type { UnitOfWork } from '../kernel/unit-of-work.js';
 import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
@@ -71,6 +72,8 @@ export interface CheckoutSessionRepository {
   setDiscount(id: string, pricing: CheckoutSession['pricing'], amount: number, expectedAmount: number, now: Date): Promise<boolean>;
   /** Records a declined attempt on a session that is still CREATED; false when it no longer is. */
   recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
+  /** The buyer's tax location given on the hosted page: tax and amount, while CREATED and still at `expectedAmount`. */
+  setTax(id: string, tax: TaxContext, amount: number, expectedAmount: number, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
   expireDue(now: Date, limit: number): Promise<number>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;

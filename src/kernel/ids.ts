@@ -34,6 +34,8 @@ export type IdPrefix =
   // usage billing: meters, credit ledger entries
   | 'MTR' | 'CRE'
   // discounts: coupons, promotion codes, redemptions
-  | 'CPN' | 'PROMO' | 'RDM';
+  | 'CPN' | 'PROMO' | 'RDM'
+  // tax rates (issue 39)
+  | 'TXR';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomToken()}`;

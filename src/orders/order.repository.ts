@@ -28,11 +28,13 @@ interface LineRow {
   tiers: OrderLine['tiers'];
   exact_amount: string;
   amount_cents: number | string;
+  /** TAX lines (migration 0360): the rate and the tax. */
+  tax?: OrderLine['tax'] | null;
 }
 
 const LINE_SELECT =
   'order_id, position, kind, description, product_id, price_id, meter_id, quantity::text AS quantity, included_units, credited_units, ' +
-  'billable_quantity::text AS billable_quantity, unit_amount::text AS unit_amount, pricing, tiers, exact_amount::text AS exact_amount, amount_cents';
+  'billable_quantity::text AS billable_quantity, unit_amount::text AS unit_amount, pricing, tiers, exact_amount::text AS exact_amount, amount_cents, tax';
 
 const numberOrNull = (v: number | string | null): number | null => (v === null ? null : Number(v));
 
@@ -51,6 +53,7 @@ const toLine = (r: Omit<LineRow, 'org_id'>): OrderLine => ({
   tiers: r.tiers,
   exactAmount: r.exact_amount,
   amount: Number(r.amount_cents),
+  ...(r.tax ? { tax: r.tax } : {}),
 });
 
 const toLineRow = (o: Order, l: OrderLine, position: number): LineRow => ({
@@ -71,6 +74,7 @@ const toLineRow = (o: Order, l: OrderLine, position: number): LineRow => ({
   tiers: l.tiers === null ? null : (JSON.stringify(l.tiers) as unknown as OrderLine['tiers']),
   exact_amount: l.exactAmount,
   amount_cents: l.amount,
+  tax: l.tax ? (JSON.stringify(l.tax) as unknown as OrderLine['tax']) : null,
 });
 
 /**
@@ -98,7 +102,7 @@ export const derivedLine = (o: Pick<Order, 'productId' | 'productName' | 'amount
 const LINES_JSON_SQL = `(SELECT json_agg(json_build_object('order_id', l.order_id, 'position', l.position, 'kind', l.kind, 'description', l.description,
   'product_id', l.product_id, 'price_id', l.price_id, 'meter_id', l.meter_id, 'quantity', l.quantity::text, 'included_units', l.included_units,
   'credited_units', l.credited_units, 'billable_quantity', l.billable_quantity::text, 'unit_amount', l.unit_amount::text, 'pricing', l.pricing,
-  'tiers', l.tiers, 'exact_amount', l.exact_amount::text, 'amount_cents', l.amount_cents) ORDER BY l.position) FROM order_lines l WHERE l.order_id = o.id)`;
+  'tiers', l.tiers, 'exact_amount', l.exact_amount::text, 'amount_cents', l.amount_cents, 'tax', l.tax) ORDER BY l.position) FROM order_lines l WHERE l.order_id = o.id)`;
 
 interface OrderRow {
   id: string;

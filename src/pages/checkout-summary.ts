@@ -11,6 +11,19 @@ function discountSummary(session: CheckoutSession): string {
   return `<div class="total" data-testid="discount"><span>${escapeHtml(line?.description ?? session.pricing.discount.name)}</span><span>${escapeHtml(amount)}</span></div>`;
 }
 
+/** A taxed session's subtotal and TAX lines above its total (issue 39): exclusive tax added, inclusive tax shown as included. */
+function taxRows(session: CheckoutSession): string {
+  if (!session.tax) return '';
+  const { lines } = sessionLines(session);
+  const taxLines = lines.filter((l) => l.kind === 'TAX');
+  if (taxLines.length === 0) return '';
+  const subtotal = lines.filter((l) => l.kind !== 'TAX' && l.kind !== 'CREDIT').reduce((s, l) => s + l.amount, 0);
+  const rows = taxLines
+    .map((l) => `<div class="line"><span>${escapeHtml(l.description)}</span><span>${escapeHtml(formatMoney(l.tax?.taxAmount ?? l.amount, session.currency))}</span></div>`)
+    .join('');
+  return `<div class="tax-lines" data-testid="tax-lines"><div class="line"><span>Subtotal</span><span>${escapeHtml(formatMoney(subtotal, session.currency))}</span></div>${rows}</div>`;
+}
+
 /** The session's free trial days (issue 39); 0 without one. */
 export const trialDaysOf = (session: CheckoutSession): number => (session.pricing.pricingType === 'SUBSCRIPTION' ? (session.pricing.trialDays ?? 0) : 0);
 
@@ -36,7 +49,7 @@ export function summary(session: CheckoutSession): string {
   return `<h1 data-testid="product-name">${escapeHtml(session.product.name)}</h1>
 ${session.product.description ? `<div class="muted">${escapeHtml(session.product.description)}</div>` : ''}
 <div class="muted" data-testid="quantity">${session.quantity} × ${escapeHtml(unit)}${escapeHtml(interval)}</div>
-${discountSummary(session)}${trial}${total}`;
+${discountSummary(session)}${trial}${days > 0 ? '' : taxRows(session)}${total}`;
 }
 
 /**

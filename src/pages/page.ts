@@ -82,9 +82,10 @@ h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem}
 .total>span{flex:none}.total strong{font-size:1.5rem}
 .total .amount{white-space:nowrap;margin-left:auto;font-size:clamp(1.125rem,5.5vw,1.5rem)}
 label{display:block;font-size:.85rem;font-weight:600;margin:14px 0 6px}
-input{width:100%;font:inherit;padding:12px;border:1px solid #d0d5dd;border-radius:10px;background:#fff}
-input:focus{outline:2px solid #6366f1;border-color:#6366f1}
+input,select{width:100%;font:inherit;padding:12px;border:1px solid #d0d5dd;border-radius:10px;background:#fff}
+input:focus,select:focus{outline:2px solid #6366f1;border-color:#6366f1}
 .row{display:flex;gap:12px}.row>div{flex:1}
+.tax-lines{margin-top:12px}.tax-lines .line{display:flex;justify-content:space-between;gap:12px;color:#475467}
 button{width:100%;margin-top:20px;padding:14px;font:inherit;font-weight:700;color:#fff;background:#4338ca;border:0;border-radius:10px;cursor:pointer}
 button:hover{background:#3730a3}
 a.button{display:block;text-align:center;margin-top:12px;padding:13px;font-weight:700;border-radius:10px;text-decoration:none}

@@ -6,7 +6,7 @@ import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import { KnexStripeEventRepository } from './stripe-event.repository.js';
-import { createStripeClient, STRIPE_EVENT_TYPES, StripeCheckout, StripeEventService, StripeRefunds } from './stripe-processor.js';
+import { createStripeClient, STRIPE_EVENT_TYPES, StripeCheckout, StripeEventService, StripeRefunds, type StripeTaxRates } from './stripe-processor.js';
 import { StripeConnectedAccounts } from './stripe-connect.js';
 import { StripeEventReconciler } from './stripe-reconciliation.js';
 import { StripeSubscriptionBilling, StripeSubscriptionEvents } from './stripe-subscription-events.js';
@@ -51,6 +51,8 @@ export function createStripeModule(deps: {
   recordConnectedAccount?: (state: ConnectedAccountState) => Promise<boolean>;
   /** Metered components and their quantities (issue 38): usage reaches Stripe as invoice items. */
   metered?: MeteredBilling;
+  /** Kassa's tax rates, made into Stripe tax rates on first use (issue 39). */
+  taxRates?: StripeTaxRates;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret } = deps.config;
@@ -78,7 +80,7 @@ export function createStripeModule(deps: {
   );
   const events = eventService(webhookSecret);
   return {
-    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger),
+    checkout: new StripeCheckout(stripe, deps.publicBaseUrl, deps.clock, deps.logger, deps.taxRates),
     refunds: new StripeRefunds(stripe, deps.logger),
     connectedAccounts,
     subscriptions: new StripeSubscriptionBilling(stripe, deps.logger),

@@ -59,6 +59,15 @@ export function stripeExpiresAt(kassaExpiresAt: Date, now: Date): number {
   return Math.max(Math.ceil(kassaExpiresAt.getTime() / 1000), Math.ceil(now.getTime() / 1000) + STRIPE_MIN_EXPIRY_SECONDS + STRIPE_EXPIRY_HEADROOM_SECONDS);
 }
 
+/** Kassa's tax rates as the Stripe rail needs them (src/tax/tax.service.ts): the Stripe tax rate of each, made once. */
+export interface StripeTaxRates {
+  stripeTaxRate(
+    orgId: string,
+    rateId: string,
+    make: (rate: { id: string; displayName: string; percentage: string; inclusive: boolean; country: string; region: string | null; description: string | null }) => Promise<string>,
+  ): Promise<string>;
+}
+
 export class StripeCheckout implements HostedCardCheckout {
   constructor(
     private readonly stripe: Stripe,
@@ -66,7 +75,49 @@ export class StripeCheckout implements HostedCardCheckout {
     private readonly publicBaseUrl: string,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    /** Tax rates (issue 39); absent → sessions are sent without tax rates. */
+    private readonly taxRates?: StripeTaxRates,
   ) {}
+
+  /**
+   * The Stripe tax rates (`txr_…`) of a session's Kassa rates (issue 39): each Kassa rate gets one
+   * Stripe tax rate, created once (idempotency key `kassa_tax_rate_{rate}`) and remembered on the
+   * rate. Stripe's `percentage` is the same decimal, `inclusive` the same flag, `country`/`state`
+   * the rate's country and region. Reverse charge sends none (nothing is charged).
+   */
+  private async stripeTaxRateIds(session: CheckoutSession): Promise<string[]> {
+    const tax = session.tax;
+    if (!tax || tax.reverseCharge || tax.rates.length === 0 || !this.taxRates) return [];
+    const ids: string[] = [];
+    for (const r of tax.rates) {
+      ids.push(
+        await this.taxRates.stripeTaxRate(session.orgId, r.rateId, async (rate) => {
+          try {
+            const created = await withStripeRetries(
+              () =>
+                this.stripe.taxRates.create(
+                  {
+                    display_name: rate.displayName,
+                    percentage: Number(rate.percentage),
+                    inclusive: rate.inclusive,
+                    country: rate.country,
+                    ...(rate.region ? { state: rate.region } : {}),
+                    ...(rate.description ? { description: rate.description } : {}),
+                    metadata: { [KASSA_ORG_KEY]: session.orgId, kassa_tax_rate_id: rate.id },
+                  },
+                  { idempotencyKey: `kassa_tax_rate_${rate.id}` },
+                ),
+              INTERACTIVE,
+            );
+            return created.id;
+          } catch (err) {
+            throw this.refused(err) ?? this.unreachable(err, 'create a tax rate', 'The card processor could not take the tax rate; retry with the same Idempotency-Key');
+          }
+        }),
+      );
+    }
+    return ids;
+  }
 
   /** `expiresAt`: when the Stripe Checkout Session expires, which the Kassa session takes (never earlier than it asked). */
   async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }> {
@@ -74,6 +125,9 @@ export class StripeCheckout implements HostedCardCheckout {
     const expiresAt = stripeExpiresAt(session.expiresAt, this.clock.now());
     const ids = { [KASSA_SESSION_KEY]: session.id, [KASSA_ORG_KEY]: session.orgId };
     const page = `${this.publicBaseUrl}/checkout/${session.pageToken}`;
+    // Tax (issue 39): the line item's tax_rates on a payment; on a subscription the subscription's
+    // default_tax_rates, so every invoice Stripe bills (renewals too) carries the same rates.
+    const taxRates = await this.stripeTaxRateIds(session);
     const params: Stripe.Checkout.SessionCreateParams = {
       mode: recurring ? 'subscription' : 'payment',
       line_items: [
@@ -85,13 +139,14 @@ export class StripeCheckout implements HostedCardCheckout {
             product_data: { name: session.product.name, ...(session.product.description && { description: session.product.description }) },
             ...(recurring && { recurring }),
           },
+          ...(!recurring && taxRates.length > 0 && { tax_rates: taxRates }),
         },
       ],
       ...(session.customerEmail && { customer_email: session.customerEmail }),
       client_reference_id: session.id,
       metadata: ids,
       ...(recurring
-        ? { subscription_data: { metadata: ids, ...destinationTransfer(session), ...stripeTrial(session) } }
+        ? { subscription_data: { metadata: ids, ...destinationTransfer(session), ...stripeTrial(session), ...(taxRates.length > 0 && { default_tax_rates: taxRates }) } }
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
       // A trial the buyer may start without a card (issue 39): Stripe asks for one only if it must.
       ...(recurring && session.pricing.trialDays && session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && { payment_method_collection: 'if_required' as const }),

@@ -89,8 +89,12 @@ export class FakeStripe {
       /** subscription_data.trial_period_days, and trial_settings' end behaviour for a missing payment method. */
       trialDays?: number;
       trialSettings?: Stripe.Subscription.TrialSettings;
+      /** subscription_data.default_tax_rates (ids). */
+      taxRates: string[];
     }
   >();
+  /** Tax rates (`POST /v1/tax_rates`), with the percentage as sent (decimal text) for exact arithmetic. */
+  readonly taxRates = new Map<string, { rate: Stripe.TaxRate; percentage: string }>();
   private server: Server | undefined;
   private baseUrl = 'http://stripe.invalid';
   /**
@@ -177,6 +181,12 @@ export class FakeStripe {
       next();
     });
     app.post('/v1/checkout/sessions', (req, res) => this.idempotent(req, res, () => this.createSession(req.body)));
+    app.post('/v1/tax_rates', (req, res) => this.idempotent(req, res, () => this.createTaxRate(req.body)));
+    app.get('/v1/tax_rates/:id', (req, res) => {
+      const found = this.taxRates.get(req.params.id);
+      if (!found) return void this.missing(res, req.params.id);
+      res.json(found.rate);
+    });
     app.get('/v1/checkout/sessions/:id', (req, res) => {
       const session = this.sessions.get(req.params.id);
       if (!session) return void this.missing(res, req.params.id);
@@ -824,6 +834,7 @@ export class FakeStripe {
       days_until_due: null,
       default_payment_method: id('pm'),
       default_source: null,
+      default_tax_rates: plan.taxRates.map((r) => this.taxRates.get(r)!.rate),
       description: null,
       discounts: [],
       ended_at: null,
@@ -871,6 +882,17 @@ export class FakeStripe {
   ): Stripe.Invoice {
     const item = sub.items.data[0]!;
     const amount = trialDescription ? 0 : (proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1));
+    // The subscription's default tax rates on the line (Stripe's tax on each invoice).
+    const tax = this.taxFor(amount, (sub.default_tax_rates ?? []).map((r) => r.id));
+    const lineTaxes: Stripe.InvoiceLineItem.Tax[] = tax.taxes.map((t) => ({
+      amount: t.amount,
+      tax_behavior: t.rate.inclusive ? 'inclusive' : 'exclusive',
+      tax_rate_details: { tax_rate: t.rate.id },
+      taxability_reason: 'standard_rated',
+      taxable_amount: t.rate.inclusive ? t.taxable - t.amount : t.taxable,
+      type: 'tax_rate_details',
+    }));
+    const due = amount + tax.added;
     const invoiceId = id('in');
     const now = this.seconds();
     const line: Stripe.InvoiceLineItem = {
@@ -897,7 +919,7 @@ export class FakeStripe {
       quantity_decimal: Stripe.Decimal.from(item.quantity ?? 1),
       subscription: sub.id,
       subtotal: amount,
-      taxes: [],
+      taxes: lineTaxes,
     };
     const invoice: Stripe.Invoice = {
       id: invoiceId,
@@ -905,10 +927,10 @@ export class FakeStripe {
       account_country: 'US',
       account_name: 'Kassa test merchant',
       account_tax_ids: null,
-      amount_due: amount,
+      amount_due: due,
       amount_overpaid: 0,
       amount_paid: 0,
-      amount_remaining: amount,
+      amount_remaining: due,
       amount_shipping: 0,
       application: null,
       attempt_count: 0,
@@ -965,18 +987,25 @@ export class FakeStripe {
       status: draft ? 'draft' : 'open',
       status_transitions: { finalized_at: draft ? null : now, marked_uncollectible_at: null, paid_at: null, voided_at: null },
       subtotal: amount,
-      subtotal_excluding_tax: amount,
+      subtotal_excluding_tax: amount - tax.taxes.filter((t) => t.rate.inclusive).reduce((sum, t) => sum + t.amount, 0),
       test_clock: null,
-      total: amount,
+      total: due,
       total_discount_amounts: [],
-      total_excluding_tax: amount,
+      total_excluding_tax: due - tax.taxes.reduce((sum, t) => sum + t.amount, 0),
       total_pretax_credit_amounts: [],
-      total_taxes: [],
+      total_taxes: tax.taxes.map((t) => ({
+        amount: t.amount,
+        tax_behavior: t.rate.inclusive ? ('inclusive' as const) : ('exclusive' as const),
+        tax_rate_details: { tax_rate: t.rate.id },
+        taxability_reason: 'standard_rated' as const,
+        taxable_amount: t.rate.inclusive ? t.taxable - t.amount : t.taxable,
+        type: 'tax_rate_details' as const,
+      })),
       webhooks_delivered_at: null,
     };
     this.invoices.set(invoiceId, invoice);
     if (draft) return invoice;
-    if (amount === 0) {
+    if (due === 0) {
       // Stripe marks a $0 invoice paid at finalization: no PaymentIntent, no charge.
       const paid: Stripe.Invoice = { ...invoice, status: 'paid', status_transitions: { ...invoice.status_transitions, paid_at: now } };
       this.invoices.set(invoiceId, paid);
@@ -1211,6 +1240,60 @@ export class FakeStripe {
     return sub;
   }
 
+  /**
+   * Stripe's tax on an amount for tax rates (as Stripe computes for tax_rates on a line): an
+   * exclusive rate adds amount × p / 100, an inclusive one is the part amount × p / (100 + Σ
+   * inclusive p) of it; each rounded to the minor unit, half up.
+   */
+  taxFor(amount: number, rateIds: readonly string[]): { added: number; taxes: { rate: Stripe.TaxRate; amount: number; taxable: number }[] } {
+    const scaled = (p: string) => {
+      const [w, f = ''] = p.split('.');
+      return BigInt(w!) * 10000n + BigInt((f + '0000').slice(0, 4));
+    };
+    const halfUp = (n: bigint, d: bigint) => Number((2n * n + d) / (2n * d));
+    const rates = rateIds.map((r) => this.taxRates.get(r)!);
+    const inclusiveSum = rates.filter((r) => r.rate.inclusive).reduce((sum, r) => sum + scaled(r.percentage), 0n);
+    let added = 0;
+    const taxes = rates.map((r) => {
+      const p = scaled(r.percentage);
+      const t = r.rate.inclusive ? halfUp(BigInt(amount) * p, 1000000n + inclusiveSum) : halfUp(BigInt(amount) * p, 1000000n);
+      if (!r.rate.inclusive) added += t;
+      return { rate: r.rate, amount: t, taxable: amount };
+    });
+    return { added, taxes };
+  }
+
+  private createTaxRate(params: Record<string, unknown>): { status: number; body: unknown } {
+    const p = params as { display_name?: string; percentage?: string; inclusive?: string; country?: string; state?: string; description?: string; metadata?: Record<string, string> };
+    const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
+    if (!p.display_name) return invalid('Missing required param: display_name.', 'display_name');
+    if (p.inclusive !== 'true' && p.inclusive !== 'false') return invalid('Missing required param: inclusive.', 'inclusive');
+    const percentage = Number(p.percentage);
+    if (!p.percentage || !/^\d{1,3}(\.\d{1,4})?$/.test(p.percentage) || !(percentage >= 0 && percentage <= 100)) return invalid('Invalid percentage: must be between 0 and 100 with at most 4 decimal places', 'percentage');
+    const rate: Stripe.TaxRate = {
+      id: id('txr'),
+      object: 'tax_rate',
+      active: true,
+      country: p.country ?? null,
+      created: this.seconds(),
+      description: p.description ?? null,
+      display_name: p.display_name,
+      effective_percentage: percentage,
+      flat_amount: null,
+      inclusive: p.inclusive === 'true',
+      jurisdiction: null,
+      jurisdiction_level: null,
+      livemode: false,
+      metadata: p.metadata ?? {},
+      percentage,
+      rate_type: 'percentage',
+      state: p.state ?? null,
+      tax_type: null,
+    };
+    this.taxRates.set(rate.id, { rate, percentage: p.percentage });
+    return { status: 200, body: rate };
+  }
+
   // ---- the API ----
 
   private createSession(params: Record<string, unknown>): { status: number; body: unknown } {
@@ -1219,8 +1302,10 @@ export class FakeStripe {
       line_items?: Array<{
         quantity?: string;
         price_data?: { currency?: string; unit_amount?: string; product_data?: { name?: string }; recurring?: { interval?: string; interval_count?: string } };
+        tax_rates?: string[];
       }>;
       subscription_data?: {
+        default_tax_rates?: string[];
         metadata?: Record<string, string>;
         transfer_data?: { destination?: string };
         trial_period_days?: string;
@@ -1271,6 +1356,13 @@ export class FakeStripe {
     if (['usd', 'eur'].includes(currency) && unitAmount * quantity < 50) {
       return { status: 400, body: { error: { type: 'invalid_request_error', code: 'amount_too_small', message: 'The Checkout Session\'s total amount due must add up to at least €0.50 eur', param: 'line_items[0][price_data][unit_amount]' } } };
     }
+    // Tax rates: the line item's, else (subscription mode) the subscription's defaults, as Stripe applies them.
+    const taxRateIds = item.tax_rates ?? p.subscription_data?.default_tax_rates ?? [];
+    for (const [i, r] of taxRateIds.entries()) {
+      if (!this.taxRates.has(r)) return invalid(`No such tax rate: '${r}'`, item.tax_rates ? `line_items[0][tax_rates][${i}]` : `subscription_data[default_tax_rates][${i}]`);
+    }
+    const subtotal = unitAmount * quantity;
+    const tax = this.taxFor(subtotal, taxRateIds);
     const now = this.seconds();
     const expiresAt = p.expires_at ? Number(p.expires_at) : now + 24 * 3600;
     if (!(expiresAt >= now + 1800 && expiresAt <= now + 24 * 3600)) return invalid('expires_at must be 30 minutes to 24 hours from now', 'expires_at');
@@ -1292,8 +1384,8 @@ export class FakeStripe {
       after_expiration: null,
       allow_promotion_codes: null,
       allowed_payment_method_types: null,
-      amount_subtotal: unitAmount * quantity,
-      amount_total: unitAmount * quantity,
+      amount_subtotal: subtotal,
+      amount_total: subtotal + tax.added,
       automatic_tax: { enabled: false, liability: null, provider: null, status: null },
       billing_address_collection: null,
       cancel_url: p.cancel_url ?? null,
@@ -1341,7 +1433,7 @@ export class FakeStripe {
       submit_type: null,
       subscription: null,
       success_url: p.success_url,
-      total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: 0 },
+      total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: tax.taxes.reduce((sum, t) => sum + t.amount, 0) },
       ui_mode: 'hosted',
       url: `${this.baseUrl}/c/pay/${sessionId}`,
       wallet_options: null,
@@ -1356,6 +1448,7 @@ export class FakeStripe {
         quantity,
         productName: item.price_data!.product_data!.name!,
         metadata: p.subscription_data?.metadata ?? {},
+        taxRates: taxRateIds,
         ...(trialDays !== undefined && {
           trialDays,
           trialSettings: { end_behavior: { billing_cycle_anchor: null, missing_payment_method: (missing ?? 'create_invoice') as Stripe.Subscription.TrialSettings.EndBehavior.MissingPaymentMethod } },
