@@ -60,7 +60,7 @@ async function openPortal(customerId: string, viewport: { width: number; height:
 const text = async (page: Page, testId: string) => (await page.getByTestId(testId).first().innerText()).replace(/\s+/g, ' ').trim();
 /** How many lines an element's text takes (an amount must take one: at 390 px "−$6.00" broke over three). */
 const textLines = (page: Page, selector: string) =>
-  page.$$eval(selector, (els) => els.map((e) => { const r = document.createRange(); r.selectNodeContents(e); return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; }));
+  page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => { const r = document.createRange(); r.selectNodeContents(e); return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; })`) as Promise<number[]>;
 
 describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a browser', 'chromium'), () => {
   beforeAll(async () => {
