@@ -96,6 +96,9 @@ input[type=submit]{font-weight:700;cursor:pointer}input.secondary:hover{backgrou
 button.link{width:auto;margin:0;padding:0;background:none;color:#4338ca;font-weight:600;text-decoration:underline}
 h2{font-size:1.05rem;margin:24px 0 8px}h3{font-size:1rem;margin:0 0 2px}
 .items{list-style:none;margin:0;padding:0}.item{border-top:1px solid #eaecf0;padding:12px 0}.item form button,.item a.button{margin-top:10px}
+fieldset{border:1px solid #d0d5dd;border-radius:10px;margin:16px 0 0;padding:4px 14px 8px;min-width:0}legend{font-size:.85rem;font-weight:600;padding:0 4px}
+label.choice{display:flex;align-items:baseline;gap:10px;font-size:1rem;font-weight:normal;margin:10px 0;cursor:pointer}label.choice input{width:auto;flex:none;margin:0;padding:0}label.choice .muted{display:block}
+input[type=radio]:focus-visible{outline:3px solid #6366f1;outline-offset:2px}.lines tfoot th,.lines tfoot td{color:inherit;font-weight:700}
 .visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 @media print{body{background:#fff}.card{box-shadow:none}.noprint,footer{display:none}}
 a:focus-visible,button:focus-visible{outline:3px solid #6366f1;outline-offset:2px}

@@ -58,10 +58,23 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
   if (session.canChangeSubscriptions && (session.planChangePriceIds?.length || session.allowQuantityChange) && s.status === 'ACTIVE' && !s.cancelAtPeriodEnd) {
     actions.push(`<a class="button secondary" data-testid="change-${escapeHtml(s.id)}" href="${base}/change">Change plan…</a>`);
   }
-  if (s.scheduledChange) actions.push(`<div class="muted" data-testid="scheduled-change">From ${escapeHtml(DATE.format(s.currentPeriodEnd))}: ${s.scheduledChange.quantity} × ${escapeHtml(s.scheduledChange.productName)}, ${escapeHtml(formatMoney(s.scheduledChange.amountCents, s.currency))}</div>`);
   if (session.canChangeSubscriptions && session.allowCancelNow && (s.status === 'ACTIVE' || s.status === 'PAUSED')) actions.push(`<a class="button secondary" data-testid="cancel-now-${escapeHtml(s.id)}" href="${base}/cancel?now=1">Cancel now…</a>`);
-  return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
-${trialBlock(s)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+  // A scheduled downgrade sits with the status it changes, above the buttons (issue 39).
+  const scheduled = s.scheduledChange
+    ? `<div data-testid="scheduled-change">Changes on ${escapeHtml(DATE.format(s.currentPeriodEnd))} to ${escapeHtml(planText(s.scheduledChange.quantity, s.scheduledChange.productName, s.scheduledChange.amountCents, s))}.</div>`
+    : '';
+  return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted" data-testid="subscription-price">${escapeHtml(seatsPrice(s))}</div>
+${trialBlock(s)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${scheduled}${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+}
+
+/** "every month", "every 3 months". */
+const everyText = (s: Pick<Subscription, 'billingInterval' | 'billingIntervalCount'>) => subscriptionPrice({ amountCents: 0, currency: 'USD', ...s }).replace(/^\S+ /, '');
+/** "2 × Team plan, $40.00 every month". */
+const planText = (quantity: number, productName: string, amount: number, s: Subscription) => `${quantity} × ${productName}, ${formatMoney(amount, s.currency)} ${everyText(s)}`;
+/** The price with its seats: "$9.00 every month", "2 seats × $20.00 = $40.00 every month" (issue 39: a buyer sees how many seats they pay for). */
+function seatsPrice(s: Subscription): string {
+  if (s.quantity <= 1) return subscriptionPrice(s);
+  return `${s.quantity} seats × ${formatMoney(Math.round(s.amountCents / s.quantity), s.currency)} = ${subscriptionPrice(s)}`;
 }
 
 /** A subscription still in its free trial (period 0 of a trial): when it ends and what is then charged (issue 39). */
@@ -275,15 +288,15 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       if (!scope || s.status !== 'ACTIVE') return sendPage(res, await overviewPage(found.session, found.token, found.merchant));
       const options = await portal.planOptions(found.session, s.id);
       const radios = [
-        `<label class="choice"><input type="radio" name="priceId" value="" checked> Keep ${escapeHtml(s.productName)} (${escapeHtml(formatMoney(s.amountCents / (s.quantity || 1), s.currency))} each)</label>`,
-        ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> ${escapeHtml(q.to.productName)} (${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} each)</label>`),
+        `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(Math.round(s.amountCents / (s.quantity || 1)), s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
+        ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(q.to.productName)} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
       ].join('');
       const seats = scope.allowQuantity ? `<p><label for="quantity">Seats</label> <input id="quantity" name="quantity" type="number" min="1" max="100" step="1" value="${s.quantity}" inputmode="numeric" required></p>` : '';
       sendPage(res, {
         status: 200,
         html: layout(
           `Change ${s.productName}`,
-          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted">Now: ${s.quantity} × ${escapeHtml(s.productName)}, ${escapeHtml(subscriptionPrice(s))}</p>
+          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(planText(s.quantity, s.productName, s.amountCents, s))}</p>
 <form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Back to your account</a></p>`,
           { merchant: found.merchant },
@@ -309,23 +322,24 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         const { subscription, quote } = await portal.changePlan(found.session, s.id, { ...request, prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) }, req.ip ?? null);
         const notice =
           quote.effective === 'PERIOD_END'
-            ? `From ${DATE.format(subscription.currentPeriodEnd)} your subscription is ${quote.to.quantity} × ${quote.to.productName}, ${formatMoney(quote.to.amount, s.currency)}.`
+            ? `From ${DATE.format(subscription.currentPeriodEnd)} your subscription is ${planText(quote.to.quantity, quote.to.productName, quote.to.amount, s)}; nothing was charged now.`
             : `Your subscription is now ${subscription.quantity} × ${subscription.productName}${quote.amountDue > 0 ? `; ${formatMoney(quote.amountDue, s.currency)} was charged` : ''}.`;
         return sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
       }
       const q = await portal.previewPlanChange(found.session, s.id, request);
       const rows = q.lines.map((l) => `<tr data-testid="preview-line"><td>${escapeHtml(l.description)}</td><td class="num">${escapeHtml(formatMoney(l.amount, s.currency))}</td></tr>`).join('');
+      // The receipt's table style: amounts never wrap (at 390 px "−$6.00" broke over three lines).
       const when =
         q.effective === 'PERIOD_END'
           ? `<p data-testid="preview-when">This takes effect on ${escapeHtml(DATE.format(q.periodEnd))}, when your subscription renews. Nothing is charged now.</p>`
-          : `<table><caption>Charged now</caption><tbody>${rows}<tr><th scope="row">Total due now</th><td class="num" data-testid="preview-total">${escapeHtml(formatMoney(q.amountDue, s.currency))}</td></tr></tbody></table>`;
+          : `<table class="lines" data-testid="preview-lines"><caption class="visually-hidden">Charged now</caption><thead><tr><th scope="col">Charged now</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody><tfoot><tr><th scope="row">Total due now</th><td class="num" data-testid="preview-total">${escapeHtml(formatMoney(q.amountDue, s.currency))}</td></tr></tfoot></table>`;
       sendPage(res, {
         status: 200,
         html: layout(
           'Confirm the change',
-          `<h1>Confirm the change</h1><p>${q.from.quantity} × ${escapeHtml(q.from.productName)} (${escapeHtml(formatMoney(q.from.amount, s.currency))}) → ${q.to.quantity} × ${escapeHtml(q.to.productName)} (${escapeHtml(formatMoney(q.to.amount, s.currency))}) per period</p>${when}
-<p>Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
-<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}"><input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">Confirm${q.amountDue > 0 ? ` and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : ''}</button></form>
+          `<h1>Confirm the change</h1><p data-testid="preview-summary">From ${escapeHtml(planText(q.from.quantity, q.from.productName, q.from.amount, s))}<br>to ${escapeHtml(planText(q.to.quantity, q.to.productName, q.to.amount, s))}</p>${when}
+<p data-testid="preview-next">Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}"><input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">${q.amountDue > 0 ? `Confirm and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : 'Confirm the change'}</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Cancel, keep my plan</a></p>`,
           { merchant: found.merchant },
         ),

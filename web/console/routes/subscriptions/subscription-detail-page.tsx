@@ -36,7 +36,7 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
                         'Free trial',
                         new Date(s.trialEnd).getTime() > Date.now() ? (
                           <>
-                            until <Time iso={s.trialEnd} timeZone={timeZone} /> · first charge <Money minor={s.amountCents} currency={s.currency} /> then
+                            until <Time iso={s.trialEnd} timeZone={timeZone} /> · first charge <Money minor={s.amountCents} currency={s.currency} />
                           </>
                         ) : (
                           <>
@@ -51,7 +51,7 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
                       [
                         'Scheduled change',
                         <>
-                          {s.scheduledChange.quantity} × {s.scheduledChange.productName} (<Money minor={s.scheduledChange.amountCents} currency={s.currency} />) from <Time iso={s.currentPeriodEnd} timeZone={timeZone} />
+                          {s.scheduledChange.quantity} × {s.scheduledChange.productName}, <Money minor={s.scheduledChange.amountCents} currency={s.currency} /> {every(s)}, from <Time iso={s.currentPeriodEnd} timeZone={timeZone} />
                         </>,
                       ],
                     ] as Array<[string, ComponentChildren]>)

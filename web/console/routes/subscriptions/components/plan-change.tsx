@@ -7,6 +7,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { components } from '../../../../../generated/merchant';
 import { Money } from '../../../components/ui';
+import { formatMoney } from '../../../shared/format';
+import { every } from './subscriptions-table';
 import { consoleApi, errorMessage, merchantApi } from '../../../shared/api';
 import type { Subscription } from '../use-subscriptions';
 
@@ -29,7 +31,8 @@ function useChoices(s: Subscription): Choice[] {
         for (const p of prices) {
           if (!p.active || p.pricingType !== 'SUBSCRIPTION' || p.provider !== 'STRIPE' || p.flexibleAmount) continue;
           if (p.currency !== s.currency || p.billingInterval !== s.billingInterval || p.billingIntervalCount !== s.billingIntervalCount) continue;
-          out.push({ pricingId: p.pricingId, label: `${product.name} — ${(p.amount / 100).toFixed(2)} ${p.currency}${p.pricingId === s.priceId ? ' (current)' : ''}` });
+          // Money as everywhere else (src/kernel/money.ts), per seat and per interval: "Team plan — $20.00 per seat every month".
+          out.push({ pricingId: p.pricingId, label: `${product.name} — ${formatMoney(p.amount, p.currency)} per seat ${every(s)}${p.pricingId === s.priceId ? ' (current)' : ''}` });
         }
       }
       if (live) setChoices(out);
@@ -64,13 +67,14 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
     const answer = await merchantApi.POST('/v1/subscriptions/{id}/change', { params: { path: { id: s.subscriptionId } }, body: { ...body(), prorationDate: preview.prorationDate, expectedAmountDueCents: preview.amountDueCents } });
     setPreview(undefined);
     if (answer.error || !answer.data) return setError(errorMessage(answer.error, answer.response));
-    setDone(answer.data.data.preview.effective === 'PERIOD_END' ? 'The change is scheduled for the end of the period.' : 'The subscription was changed.');
+    const charged = answer.data.data.preview;
+    setDone(charged.effective === 'PERIOD_END' ? 'The change is scheduled for the end of the period.' : `The subscription was changed${charged.amountDueCents > 0 ? `; ${formatMoney(charged.amountDueCents, charged.currency)} was charged` : ''}.`);
     props.onChanged();
   };
   return (
     <div class="card">
-      <h2>Change plan or seats</h2>
-      <form onSubmit={ask}>
+      <h2 id="plan-change-heading">Change plan or seats</h2>
+      <form onSubmit={ask} aria-labelledby="plan-change-heading">
         <label>
           Price
           <select value={priceId} onChange={(e) => setPriceId((e.target as HTMLSelectElement).value)}>
@@ -98,9 +102,10 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
       )}
       {preview && (
         <section aria-label="Preview of the change" class="notice">
-          <p>
-            {preview.from.quantity} × {preview.from.productName} (<Money minor={preview.from.amountCents} currency={preview.currency} />) → {preview.to.quantity} × {preview.to.productName} (
-            <Money minor={preview.to.amountCents} currency={preview.currency} />)
+          <p data-testid="change-summary">
+            From {preview.from.quantity} × {preview.from.productName}, <Money minor={preview.from.amountCents} currency={preview.currency} /> {every(s)}
+            <br />
+            to {preview.to.quantity} × {preview.to.productName}, <Money minor={preview.to.amountCents} currency={preview.currency} /> {every(s)}
           </p>
           {preview.effective === 'PERIOD_END' ? (
             <p>Takes effect at the end of the period; nothing is charged now. The next renewal charges <Money minor={preview.nextRenewalAmountCents} currency={preview.currency} />.</p>
@@ -108,24 +113,32 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
             <>
               <table>
                 <caption>Charged now</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Line</th>
+                    <th scope="col" class="num">Amount</th>
+                  </tr>
+                </thead>
                 <tbody>
                   {preview.lines.map((l) => (
                     <tr>
                       <td>{l.description}</td>
-                      <td><Money minor={l.amountCents} currency={preview.currency} /></td>
+                      <td class="num"><Money minor={l.amountCents} currency={preview.currency} /></td>
                     </tr>
                   ))}
+                </tbody>
+                <tfoot>
                   <tr>
                     <th scope="row">Total due now</th>
-                    <td><Money minor={preview.amountDueCents} currency={preview.currency} /></td>
+                    <td class="num"><strong><Money minor={preview.amountDueCents} currency={preview.currency} /></strong></td>
                   </tr>
-                </tbody>
+                </tfoot>
               </table>
               <p>Then <Money minor={preview.nextRenewalAmountCents} currency={preview.currency} /> at each renewal.</p>
             </>
           )}
           <button type="button" onClick={confirm}>
-            Confirm the change
+            {preview.amountDueCents > 0 ? `Confirm and charge ${formatMoney(preview.amountDueCents, preview.currency)}` : 'Confirm the change'}
           </button>
         </section>
       )}

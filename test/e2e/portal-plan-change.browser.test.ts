@@ -1,0 +1,196 @@
+/**
+ * The portal's plan change (issue 39, item 3) in headless Chromium: the merchant opens a portal
+ * session with `planChangePriceIds` and `allowQuantityChange`; the buyer goes to "Change plan…",
+ * picks the bigger price and two seats, reads the proration preview and confirms — keyboard only
+ * (Tab, arrow keys in the radio group, Enter, Space), on a desktop and a 390 px phone, every page
+ * axe-core clean with no horizontal overflow. The order with the two PRORATION lines is read back
+ * through the API and equals the preview; the portal shows the new plan and its seats. A downgrade
+ * by mouse is scheduled for the period's end. Screenshots: test/e2e/.artifacts/screenshots/portal-plan-*.png.
+ */
+import { mkdirSync } from 'node:fs';
+import supertest from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { chromiumAvailable, launchChromium, serveOnLoopback } from '../harness/browser.js';
+import { activate, axeViolations, tabTo } from '../harness/accessibility.js';
+import { skippedUnless } from '../harness/skip-reasons.js';
+import { createTestContext, type TestContext } from '../harness/context.js';
+
+const ARTIFACTS = process.env.KASSA_SHOTS_DIR ?? 'test/e2e/.artifacts/screenshots';
+
+let ctx: TestContext;
+let served: Awaited<ReturnType<typeof serveOnLoopback>>;
+let origin: string;
+let browser: Browser;
+let pro: string;
+let team: string;
+let starter: string;
+let n = 0;
+
+async function check(page: Page, name: string): Promise<void> {
+  expect(await axeViolations(page), `${name}: axe`).toEqual([]);
+  const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
+  expect(overflow, `${name}: horizontal overflow`).toBeLessThanOrEqual(0);
+  await page.screenshot({ path: `${ARTIFACTS}/portal-plan-${name}.png`, fullPage: true });
+}
+
+async function buy(email: string, pricingId: string) {
+  const created = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', `portal-plan-${++n}`).send({ pricingId, customerEmail: email, merchantReference: `plan-${n}` });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const path = new URL(created.body.data.url).pathname;
+  const paid = await supertest(ctx.apps.merchant).post(`${path}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' });
+  expect(paid.status).toBe(303);
+  const subscription = await ctx.testDb.database.db('subscriptions').where({ customer_email: email }).first();
+  return { subscriptionId: subscription.id as string, customerId: subscription.customer_id as string };
+}
+
+async function openPortal(customerId: string, viewport: { width: number; height: number }) {
+  const link = await ctx.merchant.post('/v1/customer-portal-sessions').set('X-API-Key', ctx.orgA.apiKey).send({ customerId, returnUrl: 'https://shop.example.com/account', planChangePriceIds: [team, starter], allowQuantityChange: true });
+  expect(link.status, JSON.stringify(link.body)).toBe(201);
+  const context = await browser.newContext({ viewport, bypassCSP: true });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(`${origin}${new URL(link.body.data.url).pathname}`);
+  await activate(page, '[data-testid=enter]');
+  expect(new URL(page.url()).pathname).toBe('/portal');
+  return { context, page, errors };
+}
+
+const text = async (page: Page, testId: string) => (await page.getByTestId(testId).first().innerText()).replace(/\s+/g, ' ').trim();
+/** How many lines an element's text takes (an amount must take one: at 390 px "−$6.00" broke over three). */
+const textLines = (page: Page, selector: string) =>
+  page.evaluate(`[...document.querySelectorAll(${JSON.stringify(selector)})].map((e) => { const r = document.createRange(); r.selectNodeContents(e); return new Set([...r.getClientRects()].map((b) => Math.round(b.top))).size; })`) as Promise<number[]>;
+
+describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a browser', 'chromium'), () => {
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    ctx = await createTestContext();
+    served = await serveOnLoopback(ctx.apps.merchant);
+    origin = served.origin;
+    browser = await launchChromium();
+    const monthly = { currency: 'USD', pricingType: 'SUBSCRIPTION' as const, billingInterval: 'MONTH' as const, billingIntervalCount: 1 };
+    pro = (await ctx.services.catalog.createPrice((await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Pro plan' })).id, { amount: 900, ...monthly })).id;
+    team = (await ctx.services.catalog.createPrice((await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Team plan' })).id, { amount: 2000, ...monthly })).id;
+    starter = (await ctx.services.catalog.createPrice((await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Starter plan' })).id, { amount: 500, ...monthly })).id;
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await served?.close();
+    await ctx?.close();
+  });
+
+  for (const viewport of [
+    { name: 'desktop', width: 1280, height: 900 },
+    { name: 'phone', width: 390, height: 844 },
+  ]) {
+    it(`a buyer upgrades to the bigger plan with two seats, keyboard only, and pays the proration (${viewport.name})`, async () => {
+      ctx.clock.set('2026-11-22T09:00:00.000Z');
+      const { subscriptionId, customerId } = await buy(`upgrade-${viewport.name}@example.com`, pro);
+      ctx.clock.set('2026-12-02T09:00:00.000Z'); // ten days into the month
+      const { context, page, errors } = await openPortal(customerId, viewport);
+      await check(page, `${viewport.name}-home`);
+
+      await activate(page, `[data-testid=change-${subscriptionId}]`);
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Change Pro plan');
+      expect(await text(page, 'plan-now')).toBe('Now: 1 × Pro plan, $9.00 every month');
+      // Each radio sits on the line of its plan's name, left of it (they were centred above their text).
+      for (const choice of await page.locator('label.choice').all()) {
+        const radio = (await choice.locator('input').boundingBox())!;
+        const name = (await choice.locator('span').first().boundingBox())!;
+        expect(radio.x + radio.width).toBeLessThanOrEqual(name.x);
+        expect(Math.abs(radio.y - name.y)).toBeLessThan(12);
+      }
+      expect(await page.getByLabel(/Team plan/).count()).toBe(1);
+      expect((await page.locator('label.choice').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim())).toEqual([
+        'Keep Pro plan $9.00 per seat every month',
+        'Team plan $20.00 per seat every month',
+        'Starter plan $5.00 per seat every month',
+      ]);
+      await check(page, `${viewport.name}-choose`);
+      // The radio group: Tab lands on the checked "Keep" radio, the arrow keys move the choice.
+      await tabTo(page, 'input[type=radio]');
+      expect(await page.evaluate('document.activeElement.value')).toBe('');
+      for (let i = 0; i < 3 && (await page.evaluate('document.activeElement.value')) !== team; i++) await page.keyboard.press('ArrowDown');
+      expect(await page.evaluate('document.activeElement.value')).toBe(team);
+      expect(await page.locator(`input[value="${team}"]`).isChecked()).toBe(true);
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate('document.activeElement.id')).toBe('quantity');
+      await page.keyboard.press('ControlOrMeta+A');
+      await page.keyboard.type('2');
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate('document.activeElement.dataset.testid')).toBe('preview-change');
+      await Promise.all([page.waitForNavigation(), page.keyboard.press('Space')]);
+
+      // The preview: the two proration lines, the total, what each renewal charges from now on.
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Confirm the change');
+      const quote = await ctx.services.subscriptions.previewChange(subscriptionId, { priceId: team, quantity: 2 }, { orgId: ctx.orgA.orgId });
+      expect(quote.lines).toHaveLength(2);
+      const lines = await page.getByTestId('preview-line').allTextContents();
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toContain('Unused time');
+      expect(lines[0]).toContain('−$');
+      expect(lines[1]).toContain('Remaining time');
+      const due = `$${(quote.amountDue / 100).toFixed(2)}`;
+      expect(await text(page, 'preview-total')).toBe(due);
+      expect(await text(page, 'confirm-change')).toBe(`Confirm and pay ${due}`);
+      expect(await text(page, 'preview-summary')).toBe('From 1 × Pro plan, $9.00 every month to 2 × Team plan, $40.00 every month');
+      expect(await text(page, 'preview-next')).toBe('Then $40.00 at each renewal.');
+      expect(await textLines(page, '[data-testid=preview-lines] .num')).toEqual([1, 1, 1, 1]);
+      await check(page, `${viewport.name}-preview`);
+      await activate(page, '[data-testid=confirm-change]');
+
+      // Charged as one order of PRORATION lines, equal to the preview; the page shows the new plan.
+      expect(await text(page, 'notice')).toBe(`Your subscription is now 2 × Team plan; ${due} was charged.`);
+      const orders = await ctx.merchant.get(`/v1/orders?subscription_id=${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey);
+      expect(orders.status).toBe(200);
+      const records = orders.body.data.records as Array<{ orderId: string }>;
+      expect(records).toHaveLength(2);
+      const full = await Promise.all(records.map(async (o) => (await ctx.merchant.get(`/v1/orders/${o.orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data));
+      const prorated = full.filter((o: { lines: Array<{ kind: string }> }) => o.lines.some((l) => l.kind === 'PRORATION'));
+      expect(prorated).toHaveLength(1);
+      const order = prorated[0];
+      expect(order.status).toBe('PAID');
+      expect(order.amountCents).toBe(quote.amountDue);
+      expect(order.lines.map((l: { kind: string; amountCents: number }) => [l.kind, l.amountCents])).toEqual(quote.lines.map((l) => ['PRORATION', l.amount]));
+      const subscription = (await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+      expect(subscription).toMatchObject({ priceId: team, quantity: 2, amountCents: 4000 });
+      expect(await page.locator('[data-testid=subscription] h3').textContent()).toBe('Team plan');
+      expect(await text(page, 'subscription-price')).toBe('2 seats × $20.00 = $40.00 every month');
+      expect(await page.getByTestId('scheduled-change').count()).toBe(0);
+      expect(await page.getByTestId('order').count()).toBe(2);
+      await check(page, `${viewport.name}-upgraded`);
+      expect(errors).toEqual([]);
+      await context.close();
+    });
+  }
+
+  it('a downgrade chosen with the mouse is scheduled for the end of the period, nothing charged now (phone)', async () => {
+    ctx.clock.set('2026-11-22T09:00:00.000Z');
+    const { subscriptionId, customerId } = await buy('downgrade@example.com', pro);
+    ctx.clock.set('2026-12-02T09:00:00.000Z');
+    const { context, page, errors } = await openPortal(customerId, { width: 390, height: 844 });
+    await page.getByTestId(`change-${subscriptionId}`).click();
+    await page.getByLabel(/Starter plan/).check();
+    await Promise.all([page.waitForNavigation(), page.getByTestId('preview-change').click()]);
+    expect(await text(page, 'preview-when')).toBe('This takes effect on 22 December 2026, when your subscription renews. Nothing is charged now.');
+    expect(await page.getByTestId('preview-line').count()).toBe(0);
+    expect(await text(page, 'confirm-change')).toBe('Confirm the change');
+    await check(page, 'downgrade-preview');
+    await Promise.all([page.waitForNavigation(), page.getByTestId('confirm-change').click()]);
+    expect(await text(page, 'notice')).toBe('From 22 December 2026 your subscription is 1 × Starter plan, $5.00 every month; nothing was charged now.');
+    // The scheduled change reads with the status it changes, above the buttons (it trailed after them).
+    expect(await text(page, 'scheduled-change')).toBe('Changes on 22 December 2026 to 1 × Starter plan, $5.00 every month.');
+    const [scheduledBox, changeBox] = [await page.getByTestId('scheduled-change').boundingBox(), await page.getByTestId(`change-${subscriptionId}`).boundingBox()];
+    expect(scheduledBox!.y).toBeLessThan(changeBox!.y);
+    expect(await text(page, 'subscription-price')).toBe('$9.00 every month');
+    expect(await page.locator('[data-testid=subscription] h3').textContent()).toBe('Pro plan');
+    const orders = await ctx.merchant.get(`/v1/orders?subscription_id=${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey);
+    expect(orders.body.data.records).toHaveLength(1);
+    const subscription = (await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(subscription).toMatchObject({ priceId: pro, quantity: 1, scheduledChange: { priceId: starter, quantity: 1 } });
+    await check(page, 'downgrade-scheduled');
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+});
