@@ -54,7 +54,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('meters, customer usage and th
     const page = await h.signedInPage('owner');
     await page.goto(`${h.origin}/console/meters`);
     await page.getByRole('heading', { name: 'Active meters' }).waitFor();
-    expect(await page.locator('[data-testid=meter-row]').count()).toBe(1);
+    // The heading renders before the list's data arrives: wait for the row rather than count at once.
+    await expect.poll(() => page.locator('[data-testid=meter-row]').count(), { timeout: 15_000 }).toBe(1);
     expect(await page.locator('[data-testid=meter-row]').innerText()).toContain('sum of tokens over llm_tokens events');
     await h.check(page, 'meters-list');
 
