@@ -7495,6 +7495,7 @@ export interface operations {
                     "application/json": components["schemas"]["TaxSettingsResponse"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -185,7 +185,7 @@ try {
   // --- 5. The subscription, bought on the sandbox checkout page ---------------------------------
   const session = await kassa.createCheckoutSession({ pricingId: String(price.pricingId), customerEmail: 'ada@example.com', customerExternalId: 'user_ada' } as never, { idempotencyKey: randomUUID() });
   const page = await fetch(session.url!);
-  const action = /<form method="post" action="([^"]+)"/.exec(await page.text())?.[1];
+  const action = /<form method="post" action="([^"]+\/pay)"/.exec(await page.text())?.[1];
   if (!action) throw new Error('the hosted page offered no payment form');
   const paid = await fetch(new URL(action, session.url!), {
     method: 'POST',

@@ -54,7 +54,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('hosted page errors in a brows
       const extra = document.createElement('input');
       extra.name = 'cvc';
       extra.value = '999';
-      document.querySelector('form').appendChild(extra);
+      document.querySelector('form[action$="/pay"]').appendChild(extra);
     })()`);
     const [answer] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/pay')), page.click('button[type=submit]')]);
     expect(answer.status()).toBe(400);
