@@ -67,9 +67,16 @@ describe('tax rates and settings', () => {
     expect(byId[usCa]).toMatchObject({ country: 'US', region: 'CA', percentage: '7.25' });
     expect((await ctx.merchant.get(`/v1/tax-rates/${deVat}`).set('X-API-Key', ctx.orgB.apiKey)).status).toBe(404);
     expect((await post(viewer, '/v1/console/tax-rates', { displayName: 'VAT', percentage: '5', country: 'AT' })).status).toBe(403);
+    // Archived: no longer listed as ACTIVE, refused to a viewer, 404 for another organization's rate.
+    const atVat = await rate({ displayName: 'USt', percentage: '20', country: 'AT' });
+    expect((await post(viewer, `/v1/console/tax-rates/${atVat}/archive`)).status).toBe(403);
+    const archived = await post(owner, `/v1/console/tax-rates/${atVat}/archive`);
+    expect(archived.status, JSON.stringify(archived.body)).toBe(200);
+    expect(archived.body.data).toMatchObject({ id: atVat, status: 'ARCHIVED' });
+    expect((await ctx.merchant.get(`/v1/tax-rates/${atVat}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.status).toBe('ARCHIVED');
     // Audited like the catalog's changes.
     const audit = await ctx.testDb.database.db('audit_log').where({ org_id: ctx.orgA.orgId, action: 'tax_rate.create' });
-    expect(audit.length).toBe(3);
+    expect(audit.length).toBe(4);
   });
 
   it('refuses bad fields with a 400 naming the field', async () => {
