@@ -116,14 +116,15 @@ describe('invites and sign-in', () => {
     await time(uniqueEmail('warm-up'));
     const known: number[] = [];
     const unknown: number[] = [];
-    for (let i = 0; i < 3; i += 1) {
+    for (let i = 0; i < 5; i += 1) {
       const member = await signUp(ctx, ctx.orgA.orgId, 'viewer');
       known.push(await time(member.email));
       unknown.push(await time(uniqueEmail('ghost')));
     }
-    const median = (xs: number[]) => xs.sort((a, b) => a - b)[1]!;
     // argon2id dominates both: an unknown address is never answered in a fraction of the time.
-    expect(median(unknown)).toBeGreaterThan(median(known) * 0.5);
+    // The fastest of each (load on a shared machine only ever adds time; the median of 3 failed
+    // under two parallel CI runs) still tells a skipped hash (~1 ms) from a verified one.
+    expect(Math.min(...unknown)).toBeGreaterThan(Math.min(...known) * 0.5);
   });
 
   it('signs in with the password; every sign-in is a new session', async () => {
