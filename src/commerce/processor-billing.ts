@@ -10,7 +10,7 @@ import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, renewalOrder } from './renewal-order.js';
-import type { LineInput } from './pricing.js';
+import { pricePeriod, type LineInput } from './pricing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
@@ -60,8 +60,9 @@ export interface ProcessorActionRequired {
 /**
  * A paid invoice of a processor-billed subscription that is not one of its billing periods: a
  * proration after a plan or quantity change made in the processor (Stripe's `subscription_update`),
- * or an invoice made by hand for the subscription (`manual`). Kassa has no plan-change API, so
- * these come from the processor's dashboard; they are revenue, so each becomes an order.
+ * or an invoice made by hand for the subscription (`manual`). A proration comes from Kassa's plan
+ * change (SubscriptionService.changePlan, which writes its order at once) or from the processor's
+ * dashboard; either is revenue, so each becomes an order.
  */
 export interface ProcessorExtraInvoice {
   processorSubscriptionId: string;
@@ -262,6 +263,11 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
   if (invoice.prorations && invoice.prorations.length > 0) {
     const itemized = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, invoice.prorations, { fee: false });
     if (itemized.amountCents === invoice.amountCents) order = { ...itemized, billingPeriod: null };
+    else {
+      // Without the first order's tax and coupon (the processor did not apply them to this invoice): the lines alone.
+      const plain = pricePeriod(invoice.prorations);
+      if (plain.total === invoice.amountCents) order = { ...itemized, amountCents: plain.total, lines: plain.lines, billingPeriod: null };
+    }
   }
   order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0)), billingPeriod: null };
   await stores.orders.insert(order);

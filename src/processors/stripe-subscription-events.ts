@@ -3,7 +3,8 @@
  * renewal schedule. A subscription checkout opens a Checkout Session in `mode: 'subscription'`;
  * Stripe's invoice and subscription events come back here and are applied from the objects read
  * back from Stripe (never the event's copy) through ProcessorBillingFlow. Cancel, pause and resume
- * by the operator or the buyer are made in Stripe first (StripeSubscriptionBilling).
+ * by the operator or the buyer, and plan and seat changes (issue 39), are made in Stripe first
+ * (StripeSubscriptionBilling).
  */
 import Stripe from 'stripe';
 import type { CheckoutSession } from '../commerce/model.js';
@@ -91,7 +92,7 @@ function unreachable(logger: Logger, err: unknown, what: string, message: string
   return serviceUnavailable(message);
 }
 
-/** Cancel, pause and resume made in Stripe Billing; Kassa then applies Stripe's answer. */
+/** Cancel, pause, resume and plan changes made in Stripe Billing; Kassa then applies Stripe’s answer. */
 export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
   constructor(
     private readonly stripe: Stripe,
@@ -281,8 +282,9 @@ export class StripeSubscriptionEvents {
    * `invoice.paid` / `invoice.payment_failed`, as the invoice is now:
    * - a renewal (`subscription_cycle`) becomes the period's renewal order, for the invoice's amount;
    * - the first invoice (`subscription_create`) is the checkout's order (checkout.session.completed);
-   * - any other invoice of the subscription (`subscription_update` prorations after a change in
-   *   Stripe's Dashboard, `manual`, `subscription_threshold`, …) becomes an order of its own once
+   * - any other invoice of the subscription (`subscription_update` prorations after a plan change,
+   *   Kassa's — whose order exists already — or one in Stripe's Dashboard, `manual`,
+   *   `subscription_threshold`, …) becomes an order of its own once
    *   it is paid with money (ProcessorBillingFlow.applyExtraInvoice); unpaid or zero ones are
    *   ignored with a log line (Stripe sends `invoice.paid` again when it collects one).
    * Invoices without a subscription (one-off Dashboard invoices) are not Kassa's and are ignored.

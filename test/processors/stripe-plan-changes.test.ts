@@ -240,6 +240,18 @@ describe('plan changes of Stripe-billed subscriptions', () => {
     expect((await events('subscription.updated')).filter((e) => e.subscription.subscriptionId === id)).toHaveLength(0);
   });
 
+  it('Stripe unreachable (its key refused): 503, nothing changed in Stripe or Kassa', async () => {
+    at('2026-08-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(basic);
+    at('2026-08-12T00:00:00.000Z');
+    stripe.failNext('unauthorized', 1, `/v1/subscriptions/${stripeSub.id}`);
+    const r = await change(id, { priceId: pro });
+    expect(r.status).toBe(503);
+    expect((await api('get', `/v1/subscriptions/${id}`)).body.data).toMatchObject({ priceId: basic, amountCents: 1000 });
+    expect(stripe.itemUpdates.filter((u) => u.subscriptionId === stripeSub.id)).toHaveLength(0);
+    expect(await changeOrders(id)).toHaveLength(0);
+  });
+
   it('the portal’s plan change works for a Stripe-billed subscription: the preview shown is what Stripe charges', async () => {
     const http = () => supertest(ctx.apps.merchant);
     at('2026-11-22T09:00:00.000Z');
