@@ -6,9 +6,11 @@
  * invoice's lines (what Stripe collects = the order's total); `invoice.paid` of it writes nothing
  * more; a downgrade is Stripe's unprorated item change, applied by Kassa at the renewal Stripe
  * bills; seats; a declined card changes nothing; the portal's plan change; on PostgreSQL, rounds
- * of four concurrent identical changes on two pools (one Stripe update, one charge).
+ * of four concurrent identical changes on two pools (one Stripe update, one charge); a property
+ * run of random prices, seats and seconds (preview = Stripe invoice = order); a trial; 503.
  */
 import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
 import supertest from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Stripe from 'stripe';
@@ -222,6 +224,26 @@ describe('plan changes of Stripe-billed subscriptions', () => {
     expect(await changeOrders(id)).toHaveLength(0);
   });
 
+  it('during a trial: Stripe’s item changes without proration, nothing charged; the first invoice after the trial is the new plan', async () => {
+    const trialProduct = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Trial plan' });
+    const trialPrice = (await ctx.services.catalog.createPrice(trialProduct.id, { amount: 1000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', trialDays: 14 })).id;
+    at('2026-07-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(trialPrice);
+    expect(stripe.subscriptions.get(stripeSub.id)!.status).toBe('trialing');
+    at('2026-07-05T00:00:00.000Z');
+    const c = await change(id, { priceId: pro, quantity: 2 });
+    expect(c.status).toBe(200);
+    expect(c.body.data.orderId).toBeNull();
+    expect(c.body.data.subscription).toMatchObject({ priceId: pro, quantity: 2, amountCents: 6000, scheduledChange: null });
+    expect(lastRequest(`/v1/subscriptions/${stripeSub.id}`).body).toMatchObject({ proration_behavior: 'none' });
+    at('2026-07-15T00:00:00.000Z');
+    const first = stripe.renew(stripeSub.id);
+    expect(first.amount_paid).toBe(6000);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', first))).status).toBe(200);
+    const period1 = await db()('orders').where({ subscription_id: id, billing_period: 1 }).first();
+    expect(Number(period1.amount_cents)).toBe(6000);
+  });
+
   it('a declined card: Stripe answers 402 (error_if_incomplete), nothing changes in Stripe or Kassa (409)', async () => {
     at('2026-08-01T00:00:00.000Z');
     const { id, stripeSub } = await subscribe(basic);
@@ -238,6 +260,40 @@ describe('plan changes of Stripe-billed subscriptions', () => {
     expect(stripe.subscriptions.get(stripeSub.id)!.items.data[0]!.price.unit_amount).toBe(1000);
     expect(await changeOrders(id)).toHaveLength(0);
     expect((await events('subscription.updated')).filter((e) => e.subscription.subscriptionId === id)).toHaveLength(0);
+  });
+
+  it('money check: for random prices, seats and seconds, Kassa’s preview = Stripe’s proration invoice = Kassa’s order, to the minor unit (15 runs)', async () => {
+    const product = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Scale' });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 5 }),
+        fc.integer({ min: 0, max: 20 }),
+        fc.integer({ min: 1000, max: 250_000 }),
+        fc.integer({ min: 1, max: 2_678_399 }),
+        async (q1, extra, unitAmount, offset) => {
+          const price = (await ctx.services.catalog.createPrice(product.id, { amount: unitAmount, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+          at('2026-10-01T00:00:00.000Z');
+          const { id, stripeSub } = await subscribe(basic, q1);
+          ctx.clock.set(new Date(Date.parse('2026-10-01T00:00:00.000Z') + offset * 1000).toISOString());
+          const p = (await preview(id, { priceId: price, quantity: q1 + extra })).body.data;
+          const c = await change(id, { priceId: price, quantity: q1 + extra, prorationDate: p.prorationDate, expectedAmountDueCents: p.amountDueCents });
+          expect(c.status).toBe(200);
+          const invoice = stripe.invoices.get(stripe.subscriptions.get(stripeSub.id)!.latest_invoice as string)!;
+          if (p.amountDueCents === 0) {
+            // The same amount (another price of equal cost): nothing to invoice, on either side.
+            expect(c.body.data.orderId).toBeNull();
+            expect(invoice.billing_reason).toBe('subscription_create');
+            return;
+          }
+          expect(invoice.billing_reason).toBe('subscription_update');
+          expect(invoice.lines.data.map((l) => l.amount)).toEqual(p.lines.map((l: any) => l.amountCents));
+          expect(invoice.amount_paid).toBe(p.amountDueCents);
+          const order = (await api('get', `/v1/orders/${c.body.data.orderId}`)).body.data;
+          expect(order.amountCents).toBe(invoice.amount_paid);
+        },
+      ),
+      { numRuns: 15 },
+    );
   });
 
   it('Stripe unreachable (its key refused): 503, nothing changed in Stripe or Kassa', async () => {
