@@ -849,7 +849,9 @@ export interface paths {
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
          *     price, or a subscription charged with an exclusive tax rate (its stored amount carries the
          *     tax and the proration would not: not supported yet; inclusive rates and reverse charge
-         *     change normally): `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     change normally), or past `currentPeriodEnd` before the renewal is recorded (the renewal
+         *     job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a change
+         *     then would prorate nothing while the new period is billed at the old price): `409`. The change runs under the subscription's row lock, so two changes, or a
          *     change and a renewal, apply one after the other, each on the state the other left.
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it

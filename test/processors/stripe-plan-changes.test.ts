@@ -244,6 +244,24 @@ describe('plan changes of Stripe-billed subscriptions', () => {
     expect(Number(period1.amount_cents)).toBe(6000);
   });
 
+  it('Stripe renewed but its invoice.paid has not reached Kassa: the change is refused (409), nothing changed; once the renewal is recorded it prorates in the new period', async () => {
+    at('2026-05-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(basic);
+    at('2026-06-01T00:00:05.000Z');
+    const renewal = stripe.renew(stripeSub.id);
+    const r = await change(id, { priceId: pro });
+    expect(r.status).toBe(409);
+    expect(r.body.error.message).toContain('renewing');
+    expect(stripe.itemUpdates.filter((u) => u.subscriptionId === stripeSub.id)).toHaveLength(0);
+    expect((await deliver(stripe.invoiceEvent('invoice.paid', renewal))).status).toBe(200);
+    at('2026-06-16T00:00:00.000Z');
+    const p = (await preview(id, { priceId: pro })).body.data;
+    expect(p).toMatchObject({ currentPeriodEnd: '2026-07-01T00:00:00.000Z', amountDueCents: 1000 });
+    const c = await change(id, { priceId: pro, prorationDate: p.prorationDate, expectedAmountDueCents: p.amountDueCents });
+    expect(c.status).toBe(200);
+    expect((await api('get', `/v1/orders/${c.body.data.orderId}`)).body.data.amountCents).toBe(1000);
+  });
+
   it('a declined card: Stripe answers 402 (error_if_incomplete), nothing changes in Stripe or Kassa (409)', async () => {
     at('2026-08-01T00:00:00.000Z');
     const { id, stripeSub } = await subscribe(basic);
