@@ -18,7 +18,10 @@
  * `POST /v1/invoices` opens a draft of a subscription. For Stripe Connect it keeps
  * connected accounts, checks a Checkout Session's transfer destination against them, moves each
  * paid destination charge to its account as a transfer, and records the transfer reversals of
- * refunds made with `reverse_transfer`.
+ * refunds made with `reverse_transfer`. Plan and seat changes (issue 39): `POST /v1/subscriptions/:id`
+ * with `items` (the one item's `price_data` and/or `quantity`; `proration_behavior` `none` or
+ * `always_invoice` at `proration_date`, `payment_behavior: error_if_incomplete`), see `updateItems`,
+ * and `POST /v1/products`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
