@@ -2799,9 +2799,10 @@ export interface components {
             /**
              * @description Present on orders of a recurring payment: the first, each renewal, and on Stripe each
              *     other invoice of the subscription paid with money (`billing_reason`
-             *     `subscription_update` prorations after a change made in Stripe's Dashboard, `manual`,
-             *     …), which becomes an order of its own for the invoice's amount, with no billing period
-             *     (Kassa has no plan-change API; that revenue is in Stripe, so it is in Kassa).
+             *     `subscription_update` prorations of a plan or seat change — made with
+             *     `changeSubscription` or in Stripe's Dashboard —, `manual`, …), which becomes an order
+             *     of its own for the invoice's amount, with no billing period (a proration's order has
+             *     the invoice's proration lines as `PRORATION` lines).
              */
             subscriptionId?: components["schemas"]["SubscriptionId"];
             /** @description Absent on the initial payment of a subscription; on each renewal (and each other invoice order of it) the initial order's ID. */

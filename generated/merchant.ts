@@ -787,7 +787,10 @@ export interface paths {
          *     `changeSubscription` (`prorationDate`, `expectedAmountDueCents`) and it charges exactly this
          *     preview, or changes nothing (`409`) when the subscription changed meanwhile (a renewal,
          *     another change). The rules are `changeSubscription`'s; a change it would refuse is refused
-         *     here with the same answer.
+         *     here with the same answer. For a subscription Stripe bills the preview is Kassa's own
+         *     computation of Stripe's proration (no call to Stripe; the same rule, to the second, one
+         *     rounding per line), and the change passes `prorationDate` to Stripe as `proration_date`,
+         *     so Stripe's proration invoice is these lines.
          */
         post: operations["previewSubscriptionChange"];
         delete?: never;
@@ -846,7 +849,9 @@ export interface paths {
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
          *     price, or a subscription charged with an exclusive tax rate (its stored amount carries the
          *     tax and the proration would not: not supported yet; inclusive rates and reverse charge
-         *     change normally): `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     change normally), or past `currentPeriodEnd` before the renewal is recorded (the renewal
+         *     job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a change
+         *     then would prorate nothing while the new period is billed at the old price): `409`. The change runs under the subscription's row lock, so two changes, or a
          *     change and a renewal, apply one after the other, each on the state the other left.
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it
@@ -857,9 +862,24 @@ export interface paths {
          *     `product` (or `scheduledChange`); the proration order's `order.paid` carries its lines.
          *     The buyer gets an e-mail "Your plan changed" when the deployment sends e-mail.
          *
-         *     **Stripe.** Not yet: a subscription Stripe Billing renews (`providerSubscriptionId` set) is
-         *     `409` here (change it in the Stripe Dashboard; its proration invoice becomes an order, as
-         *     before). The sandbox rail and Kassa's renewal job are complete.
+         *     **Stripe.** A subscription Stripe Billing renews (`providerSubscriptionId` set) changes the
+         *     same way, in Stripe first (docs/plan-changes.md): Stripe's subscription update of its one
+         *     item (`items[0][id]` with the new price as `price_data` and/or `quantity`).
+         *     - `IMMEDIATE` with an amount due: `proration_behavior: always_invoice` at `proration_date`
+         *       = `prorationDate` (so Stripe prorates the second the preview quoted) and
+         *       `payment_behavior: error_if_incomplete`. Stripe charges its proration invoice at once; a
+         *       declined card (Stripe's `402`) changes nothing (`409`). The order returned is that
+         *       invoice: its `PRORATION` lines are Stripe's lines (descriptions and amounts) and its
+         *       `amountCents` is what Stripe collected, equal to the preview's `amountDueCents` (the
+         *       same rule); the invoice's `invoice.paid` adds nothing more.
+         *     - `PERIOD_END` (a downgrade): Stripe's item changes now with `proration_behavior: none`, so
+         *       Stripe's next renewal bills the new amount and nothing is credited; Kassa shows
+         *       `scheduledChange` and applies it when that renewal's invoice is paid. A change back to
+         *       the current plan puts Stripe's item back, unprorated. While a change is scheduled, an
+         *       immediate change is `409` (Stripe would prorate from the scheduled plan): drop it first.
+         *     - A trial: Stripe's item changes without proration.
+         *     Stripe unreachable: `503`, nothing changed in Kassa (retry; the Stripe update's idempotency
+         *     key names the subscription's state and the proration second).
          */
         post: operations["changeSubscription"];
         delete?: never;
@@ -3213,9 +3233,10 @@ export interface components {
             /**
              * @description Present on orders of a recurring payment: the first, each renewal, and on Stripe each
              *     other invoice of the subscription paid with money (`billing_reason`
-             *     `subscription_update` prorations after a change made in Stripe's Dashboard, `manual`,
-             *     …), which becomes an order of its own for the invoice's amount, with no billing period
-             *     (Kassa has no plan-change API; that revenue is in Stripe, so it is in Kassa).
+             *     `subscription_update` prorations of a plan or seat change — made with
+             *     `changeSubscription` or in Stripe's Dashboard —, `manual`, …), which becomes an order
+             *     of its own for the invoice's amount, with no billing period (a proration's order has
+             *     the invoice's proration lines as `PRORATION` lines).
              */
             subscriptionId?: components["schemas"]["SubscriptionId"];
             /** @description Absent on the initial payment of a subscription; on each renewal (and each other invoice order of it) the initial order's ID. */

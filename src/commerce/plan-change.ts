@@ -105,6 +105,9 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   }
   if (s.status !== 'ACTIVE') throw conflict(`A ${s.status} subscription cannot change its plan`);
   if (s.failedAttempts > 0 || s.paymentAction) throw conflict('A renewal of this subscription is unpaid; its plan can change once it is paid');
+  // Past the period's end the renewal is due (or, on Stripe, billed but not yet reported): a change
+  // now would prorate nothing and the next period would be billed at the old price.
+  if (now.getTime() >= s.currentPeriodEnd.getTime()) throw conflict('This subscription is renewing (its period has ended); change its plan once the renewal is recorded');
   if (scope.priceIds && request.priceId !== undefined && request.priceId !== s.priceId && !scope.priceIds.includes(request.priceId)) {
     throw validationError('This plan cannot be chosen here', { field: 'priceId' });
   }

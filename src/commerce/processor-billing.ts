@@ -10,8 +10,9 @@ import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, renewalOrder } from './renewal-order.js';
-import type { LineInput } from './pricing.js';
+import { pricePeriod, type LineInput } from './pricing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
+import { applyScheduled } from './plan-change.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 
 /** What the processor's billing says of one subscription now. */
@@ -59,8 +60,9 @@ export interface ProcessorActionRequired {
 /**
  * A paid invoice of a processor-billed subscription that is not one of its billing periods: a
  * proration after a plan or quantity change made in the processor (Stripe's `subscription_update`),
- * or an invoice made by hand for the subscription (`manual`). Kassa has no plan-change API, so
- * these come from the processor's dashboard; they are revenue, so each becomes an order.
+ * or an invoice made by hand for the subscription (`manual`). A proration comes from Kassa's plan
+ * change (SubscriptionService.changePlan, which writes its order at once) or from the processor's
+ * dashboard; either is revenue, so each becomes an order.
  */
 export interface ProcessorExtraInvoice {
   processorSubscriptionId: string;
@@ -70,6 +72,12 @@ export interface ProcessorExtraInvoice {
   amountCents: number;
   /** The final usage Kassa invoiced at a cancel-now (processor-usage.ts): the order's USAGE lines, no fee. */
   usage?: readonly LineInput[];
+  /**
+   * A plan or seat change's proration (issue 39): the invoice's proration lines as the processor
+   * computed them (Stripe's "Unused time …" credit and "Remaining time …" charge), the order's
+   * PRORATION lines when they add up to what was charged.
+   */
+  prorations?: readonly LineInput[];
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -147,10 +155,13 @@ export class ProcessorBillingFlow {
       if (period === undefined || period < 1) return 'unchanged';
       const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
       const paid = renewal.outcome === 'paid';
+      // A plan change scheduled for the period's end (a downgrade, issue 39; the processor's item
+      // already has the new price) is the plan of the periods after it.
+      const planned = period > s.periodNumber ? applyScheduled(s) : s;
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await invoiceOrder(stores, s, period, paid, renewal, now, renewal.usage, renewal.feeCents);
+        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents);
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
@@ -173,7 +184,7 @@ export class ProcessorBillingFlow {
       const actionDone = paid && s.paymentAction !== null && (renewal.invoiceId === s.paymentAction.invoiceId || renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime());
       if (paid && renewal.periodEnd.getTime() > s.currentPeriodEnd.getTime() && !TERMINAL.has(s.status)) {
         next = {
-          ...s,
+          ...planned,
           periodNumber: period,
           currentPeriodStart: renewal.periodStart,
           currentPeriodEnd: renewal.periodEnd,
@@ -209,12 +220,7 @@ export class ProcessorBillingFlow {
     return this.uow.transaction(async (stores) => {
       const s = await this.lockByProcessorId(stores, invoice.processorSubscriptionId);
       if (!s) return 'unknown';
-      if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return 'unchanged';
-      const now = this.clock.now();
-      const order: Order = { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0)), billingPeriod: null };
-      await stores.orders.insert(order);
-      await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
-      return 'applied';
+      return (await insertExtraInvoiceOrder(stores, s, invoice, this.clock.now())) ? 'applied' : 'unchanged';
     });
   }
 
@@ -241,6 +247,32 @@ export class ProcessorBillingFlow {
     const found = await stores.subscriptions.findByProcessorSubscription(processorSubscriptionId);
     return found && (await stores.subscriptions.lock(found.id));
   }
+}
+
+/**
+ * The PAID order of a processor's invoice outside the billing periods (ProcessorExtraInvoice) and
+ * its `order.paid`, written on a subscription the caller locked; undefined when the payment has
+ * its order already (one order per payment: the plan change that made the invoice and the
+ * invoice's `invoice.paid` write it once between them). A proration's order has the invoice's
+ * proration lines as PRORATION lines when they add up to the amount paid; otherwise (an invoice
+ * edited in the processor's dashboard) one line of that amount.
+ */
+export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, invoice: ProcessorExtraInvoice, now: Date): Promise<Order | undefined> {
+  if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return undefined;
+  let order: Order | undefined;
+  if (invoice.prorations && invoice.prorations.length > 0) {
+    const itemized = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, invoice.prorations, { fee: false });
+    if (itemized.amountCents === invoice.amountCents) order = { ...itemized, billingPeriod: null };
+    else {
+      // Without the first order's tax and coupon (the processor did not apply them to this invoice): the lines alone.
+      const plain = pricePeriod(invoice.prorations);
+      if (plain.total === invoice.amountCents) order = { ...itemized, amountCents: plain.total, lines: plain.lines, billingPeriod: null };
+    }
+  }
+  order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0)), billingPeriod: null };
+  await stores.orders.insert(order);
+  await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
+  return order;
 }
 
 /**

@@ -4,7 +4,7 @@
  * in openapi/merchant.yaml (createCheckoutSession).
  */
 import type { CheckoutSession, RefundReason, RefundStatus } from '../commerce/model.js';
-import type { ProcessorSubscriptionState } from '../commerce/processor-billing.js';
+import type { ProcessorExtraInvoice, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
 
 export interface CardDetails {
   number: string;
@@ -106,4 +106,31 @@ export interface ProcessorSubscriptionBilling {
    * reached; CONFLICT when it refuses.
    */
   change(processorSubscriptionId: string, change: SubscriptionChange, idempotencyKey: string): Promise<ProcessorSubscriptionState>;
+  /**
+   * A plan or seat change (issue 39) made in the processor (Stripe's subscription update of its
+   * item): `invoice_now` prorates at `prorationDate` and charges the proration at once (Stripe's
+   * `always_invoice`, refused with nothing changed when the card is declined: CONFLICT); `none`
+   * changes the item without proration (the next renewal bills the new amount). Returns the
+   * processor's state and, for `invoice_now`, the paid proration invoice.
+   */
+  changePlan?(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice }>;
+}
+
+/** What a plan or seat change sets on a processor's subscription item. */
+export interface ProcessorPlanChange {
+  /** Minor units per seat per period, and the seats. */
+  unitAmount: number;
+  quantity: number;
+  currency: string;
+  interval: 'DAY' | 'MONTH' | 'YEAR';
+  intervalCount: number;
+  /** Whether the price changes (else only the quantity does). */
+  priceChanged: boolean;
+  /** The new price's product: its name (the processor's invoice lines) and Kassa's id; `sameProduct` keeps the processor's product. */
+  productName: string;
+  productId: string | null;
+  sameProduct: boolean;
+  proration: 'invoice_now' | 'none';
+  /** The proration's second (Stripe's `proration_date`): the preview's. */
+  prorationDate: Date;
 }

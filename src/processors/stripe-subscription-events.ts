@@ -3,16 +3,18 @@
  * renewal schedule. A subscription checkout opens a Checkout Session in `mode: 'subscription'`;
  * Stripe's invoice and subscription events come back here and are applied from the objects read
  * back from Stripe (never the event's copy) through ProcessorBillingFlow. Cancel, pause and resume
- * by the operator or the buyer are made in Stripe first (StripeSubscriptionBilling).
+ * by the operator or the buyer, and plan and seat changes (issue 39), are made in Stripe first
+ * (StripeSubscriptionBilling).
  */
 import Stripe from 'stripe';
 import type { CheckoutSession } from '../commerce/model.js';
 import type { PaymentResult } from '../commerce/payment-flow.js';
-import type { BillingApplied, ProcessorBillingFlow, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
+import type { BillingApplied, ProcessorBillingFlow, ProcessorExtraInvoice, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
-import { conflict, serviceUnavailable, validationError } from '../kernel/errors.js';
+import { AppError, conflict, serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
-import type { ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
+import type { ProcessorPlanChange, ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
+import type { LineInput } from '../commerce/pricing.js';
 import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 
@@ -90,7 +92,7 @@ function unreachable(logger: Logger, err: unknown, what: string, message: string
   return serviceUnavailable(message);
 }
 
-/** Cancel, pause and resume made in Stripe Billing; Kassa then applies Stripe's answer. */
+/** Cancel, pause, resume and plan changes made in Stripe Billing; Kassa then applies Stripe’s answer. */
 export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
   constructor(
     private readonly stripe: Stripe,
@@ -129,6 +131,72 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
         throw conflict(`Stripe refused the change: ${err.message}`);
       }
       throw unreachable(this.logger, err, `${change} a subscription`, 'Stripe could not be reached to change the subscription; nothing was changed in Kassa, retry');
+    }
+  }
+
+  /**
+   * A plan or seat change (issue 39) as Stripe's subscription update of its one item
+   * (`items[0][id]`): the new price as `price_data` (Kassa's prices are made inline, as Checkout
+   * made the first one; a price of another product gets a Stripe product of its own, created with
+   * the change's idempotency key) and/or `quantity`.
+   * - `invoice_now`: `proration_behavior: always_invoice` at `proration_date` (the preview's
+   *   second, so Stripe prorates exactly what was quoted) with `payment_behavior:
+   *   error_if_incomplete`: a declined card is Stripe's 402 and the subscription is not updated
+   *   (CONFLICT here). The proration invoice is read back (latest_invoice) with its payment.
+   * - `none`: no proration, nothing invoiced now (a downgrade at period end, a trial).
+   */
+  async changePlan(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice }> {
+    try {
+      const current = await withStripeRetries(() => this.stripe.subscriptions.retrieve(processorSubscriptionId), INTERACTIVE);
+      const item = current.items.data[0];
+      if (!item || current.items.data.length !== 1) throw conflict('This Stripe subscription does not have exactly one item; change it in the Stripe Dashboard');
+      let price: Stripe.SubscriptionUpdateParams.Item | undefined;
+      if (change.priceChanged) {
+        const product = change.sameProduct
+          ? idOf(item.price.product)!
+          : (
+              await withStripeRetries(
+                () => this.stripe.products.create({ name: change.productName, metadata: change.productId ? { kassa_product_id: change.productId } : {} }, { idempotencyKey: `${idempotencyKey}_product` }),
+                INTERACTIVE,
+              )
+            ).id;
+        const recurring = { interval: change.interval.toLowerCase() as 'day' | 'month' | 'year', interval_count: change.intervalCount };
+        price = { price_data: { currency: change.currency.toLowerCase(), product, unit_amount: change.unitAmount, recurring } };
+      }
+      const params: Stripe.SubscriptionUpdateParams = {
+        items: [{ id: item.id, ...price, quantity: change.quantity }],
+        ...(change.proration === 'invoice_now'
+          ? { proration_behavior: 'always_invoice', proration_date: Math.floor(change.prorationDate.getTime() / 1000), payment_behavior: 'error_if_incomplete' }
+          : { proration_behavior: 'none' }),
+      };
+      const answer = await withStripeRetries(() => this.stripe.subscriptions.update(processorSubscriptionId, params, { idempotencyKey }), INTERACTIVE);
+      const state = stripeSubscriptionState(answer);
+      if (change.proration !== 'invoice_now') return { state };
+      const invoiceId = idOf(answer.latest_invoice);
+      const invoice = invoiceId ? await withStripeRetries(() => this.stripe.invoices.retrieve(invoiceId, { expand: ['payments', 'payments.data.payment.payment_intent'] }), INTERACTIVE) : undefined;
+      if (!invoice || invoice.billing_reason !== 'subscription_update' || invoice.status !== 'paid') return { state };
+      const payment = paymentOf(invoice);
+      return {
+        state,
+        invoice: {
+          processorSubscriptionId,
+          processorPaymentId: payment?.processorPaymentId ?? invoice.id,
+          processorStatus: payment?.processorStatus ?? invoice.status,
+          amountCents: invoice.amount_paid,
+          prorations: prorationLines(invoice),
+        },
+      };
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeCardError) {
+        this.logger.info({ stripe: { type: err.type, code: err.code, declineCode: err.decline_code, requestId: err.requestId } }, 'Stripe declined a plan change’s proration; nothing changed');
+        throw conflict('The card was declined: the plan was not changed and nothing was charged');
+      }
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a plan change');
+        throw conflict(`Stripe refused the change: ${err.message}`);
+      }
+      if (err instanceof AppError) throw err;
+      throw unreachable(this.logger, err, 'change a subscription’s plan', 'Stripe could not be reached to change the plan; nothing was changed in Kassa, retry');
     }
   }
 
@@ -214,8 +282,9 @@ export class StripeSubscriptionEvents {
    * `invoice.paid` / `invoice.payment_failed`, as the invoice is now:
    * - a renewal (`subscription_cycle`) becomes the period's renewal order, for the invoice's amount;
    * - the first invoice (`subscription_create`) is the checkout's order (checkout.session.completed);
-   * - any other invoice of the subscription (`subscription_update` prorations after a change in
-   *   Stripe's Dashboard, `manual`, `subscription_threshold`, …) becomes an order of its own once
+   * - any other invoice of the subscription (`subscription_update` prorations after a plan change,
+   *   Kassa's — whose order exists already — or one in Stripe's Dashboard, `manual`,
+   *   `subscription_threshold`, …) becomes an order of its own once
    *   it is paid with money (ProcessorBillingFlow.applyExtraInvoice); unpaid or zero ones are
    *   ignored with a log line (Stripe sends `invoice.paid` again when it collects one).
    * Invoices without a subscription (one-off Dashboard invoices) are not Kassa's and are ignored.
@@ -237,6 +306,8 @@ export class StripeSubscriptionEvents {
         processorStatus: payment?.processorStatus ?? invoice.status,
         amountCents: invoice.amount_paid,
         ...(final?.kind === 'FINAL' && { usage: final.lines }),
+        // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
+        ...(invoice.billing_reason === 'subscription_update' && { prorations: prorationLines(invoice) }),
       };
       return this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
     }
@@ -309,6 +380,16 @@ export class StripeSubscriptionEvents {
       throw unreachable(this.logger, err, what, 'Stripe could not be reached to read the object back; redeliver the event');
     }
   }
+}
+
+/**
+ * A proration invoice's proration lines (`parent.subscription_item_details.proration`, Stripe's
+ * recommended way to find them) as PRORATION line inputs, Stripe's descriptions and amounts.
+ */
+export function prorationLines(invoice: Stripe.Invoice): LineInput[] {
+  return invoice.lines.data
+    .filter((l) => l.parent?.subscription_item_details?.proration === true)
+    .map((l) => ({ kind: 'PRORATION' as const, description: l.description ?? 'Proration', amount: l.amount }));
 }
 
 /** The invoice line of the subscription's item: its period is the billing period paid (the invoice's own period is not). */

@@ -8,7 +8,7 @@ import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
 import { conflict, notFound } from '../kernel/errors.js';
 import type { CardProcessor, ProcessorSubscriptionBilling, SavedMethodChargeResult, SubscriptionChange } from '../processors/card-processor.js';
-import { applyProcessorState } from '../commerce/processor-billing.js';
+import { applyProcessorState, insertExtraInvoiceOrder } from '../commerce/processor-billing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';
 import { presentWebhookOrder } from '../commerce/order.presenter.js';
@@ -373,9 +373,11 @@ export class SubscriptionService {
   async previewChange(id: string, request: PlanChangeRequest, owner: SubscriptionOwner, scope?: PlanChangeScope): Promise<PlanChangeQuote> {
     const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
     if (!s || (owner.customerId !== undefined && s.customerId !== owner.customerId)) throw notFound('Subscription');
-    if (s.processorSubscriptionId && !this.billing) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+    if (s.processorSubscriptionId && !this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
     await refuseExclusiveTaxChange(this.uow.stores, s);
-    return quotePlanChange(s, request, this.catalog, this.clock.now(), scope);
+    const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope);
+    if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
+    return quote;
   }
 
   /**
@@ -392,9 +394,11 @@ export class SubscriptionService {
     return this.pricesFor(id, request).then((prices) => this.underLock(owner, id, async (s, now, stores) => {
       await refuseExclusiveTaxChange(stores, s);
       const quote = await quotePlanChange(s, request, prices, now, scope);
-      if (s.processorSubscriptionId) throw conflict('Plan changes of subscriptions Stripe bills are not supported yet; change it in the Stripe Dashboard');
       let order: Order | null = null;
-      if (quote.amountDue > 0) {
+      let next = changedSubscription(s, quote, now);
+      if (s.processorSubscriptionId) {
+        order = await this.changeOnProcessor(stores, s, next, quote, now);
+      } else if (quote.amountDue > 0) {
         if (s.paymentMethod === 'none') throw conflict('No card is saved for this subscription, so the change cannot be charged');
         const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, quote.lines.map((l) => ({ kind: 'PRORATION' as const, description: l.description, amount: l.amount })), { fee: false });
         const charge = await this.processor.chargeSavedMethod({
@@ -409,7 +413,6 @@ export class SubscriptionService {
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       }
-      const next = changedSubscription(s, quote, now);
       assertWritten(await stores.subscriptions.update(next, s.status), 'subscription');
       await stores.emit(
         {
@@ -422,6 +425,49 @@ export class SubscriptionService {
       );
       return { subscription: next, order, quote };
     }));
+  }
+
+  /**
+   * A plan or seat change of a subscription Stripe bills (issue 39), made in Stripe first under the
+   * row lock (src/processors/stripe-subscription-events.ts `changePlan`): Stripe's one item moves
+   * to the plan the subscription will bill next — the new plan for an immediate or trial change
+   * and for a scheduled downgrade (without proration: Stripe's next renewal bills it, Kassa applies
+   * the scheduled change when that renewal's invoice is paid), the current plan again when a
+   * scheduled change is dropped. An immediate change that costs something is Stripe's
+   * `always_invoice` proration at the quote's second; its paid invoice becomes the PRORATION order
+   * here (the invoice's `invoice.paid` then finds it). Idempotency key: the subscription, the state
+   * it starts from and the proration second, as on the sandbox.
+   */
+  private async changeOnProcessor(stores: CommerceStores, s: Subscription, next: Subscription, quote: PlanChangeQuote, now: Date): Promise<Order | null> {
+    if (!this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+    refuseOverScheduledOnProcessor(s, quote);
+    // What Stripe's item holds now: the scheduled plan once a downgrade was scheduled, else the current one.
+    const held = s.scheduledChange ? { priceId: s.scheduledChange.priceId, productId: s.scheduledChange.productId } : { priceId: s.priceId, productId: s.productId };
+    const target = quote.mode === 'unschedule' ? quote.from : quote.to;
+    const result = await this.billing.changePlan(
+      s.processorSubscriptionId!,
+      {
+        unitAmount: target.unitAmount,
+        quantity: target.quantity,
+        currency: s.currency,
+        interval: s.billingInterval,
+        intervalCount: s.billingIntervalCount,
+        priceChanged: target.priceId !== held.priceId,
+        productName: target.productName,
+        productId: target.productId,
+        sameProduct: target.productId === held.productId,
+        proration: quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
+        prorationDate: quote.prorationDate,
+      },
+      `kassa_subscription_plan_${s.id}_${s.updatedAt.getTime()}_${quote.prorationDate.getTime() / 1000}`,
+    );
+    if (!result.invoice) return null;
+    const order = await insertExtraInvoiceOrder(stores, next, result.invoice, now);
+    if (order && order.amountCents !== quote.amountDue) {
+      // Stripe's invoice is what was charged, and the order says so; the preview was Kassa's arithmetic.
+      this.logger.warn({ subscriptionId: s.id, quoted: quote.amountDue, charged: order.amountCents }, 'Stripe charged a plan change differently from its preview');
+    }
+    return order ?? null;
   }
 
   /**
@@ -545,6 +591,17 @@ export class SubscriptionService {
   async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, request: ListRequest) {
     const subscriptions = this.uow.stores.subscriptions;
     return subscriptions.list(orgId, filter, await resolveWindow(request, (id) => subscriptions.keyset(orgId, id), 'subscription'));
+  }
+}
+
+/**
+ * On Stripe a scheduled downgrade is already Stripe's item (unprorated), so an immediate change
+ * on top of it would be prorated by Stripe from the scheduled plan, not from the plan paid for:
+ * refused (409) until the scheduled change is dropped (a change back to the current plan).
+ */
+function refuseOverScheduledOnProcessor(s: Subscription, quote: PlanChangeQuote): void {
+  if (s.scheduledChange && quote.mode === 'immediate') {
+    throw conflict('A change is scheduled for the period end of this Stripe-billed subscription; drop it first (change back to the current plan), then change again');
   }
 }
 

@@ -18,7 +18,10 @@
  * `POST /v1/invoices` opens a draft of a subscription. For Stripe Connect it keeps
  * connected accounts, checks a Checkout Session's transfer destination against them, moves each
  * paid destination charge to its account as a transfer, and records the transfer reversals of
- * refunds made with `reverse_transfer`.
+ * refunds made with `reverse_transfer`. Plan and seat changes (issue 39): `POST /v1/subscriptions/:id`
+ * with `items` (the one item's `price_data` and/or `quantity`; `proration_behavior` `none` or
+ * `always_invoice` at `proration_date`, `payment_behavior: error_if_incomplete`), see `updateItems`,
+ * and `POST /v1/products`.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -58,6 +61,8 @@ export class FakeStripe {
   /** Transfers of paid destination charges, by PaymentIntent, and the reversals refunds made of them. */
   readonly transfers = new Map<string, { destination: string; amount: number; reversed: number }>();
   readonly subscriptions = new Map<string, Stripe.Subscription>();
+  /** Products (`POST /v1/products`, and those Checkout made inline for a subscription's price_data). */
+  readonly products = new Map<string, Stripe.Product>();
   readonly invoices = new Map<string, Stripe.Invoice>();
   readonly invoiceItems = new Map<string, Stripe.InvoiceItem>();
   /** How the next finalized invoices' payment attempts end (default: paid). */
@@ -225,6 +230,7 @@ export class FakeStripe {
       res.json(sub);
     });
     app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
+    app.post('/v1/products', (req, res) => this.idempotent(req, res, () => this.createProduct(req.body)));
     // Cancel. Stripe ignores Idempotency-Key on DELETE (nothing is replayed), and answers a cancel
     // of a canceled subscription as if it did not exist (404 resource_missing), though GET still reads it.
     app.delete('/v1/subscriptions/:id', (req, res) => {
@@ -753,6 +759,7 @@ export class FakeStripe {
     // A trial is the first period: it ends at trial_end, which anchors the billing cycle.
     const trialEnd = plan.trialDays ? now + plan.trialDays * 86400 : undefined;
     const end = trialEnd ?? stripePeriodEnd(now, plan.interval, plan.intervalCount, 1);
+    this.products.set(productId, this.product(productId, plan.productName, {}));
     const price: Stripe.Price = {
       id: priceId,
       object: 'price',
@@ -1207,7 +1214,179 @@ export class FakeStripe {
       const pause = params.pause_collection as '' | { behavior?: string };
       changes.pause_collection = pause === '' ? null : { behavior: (pause.behavior ?? 'void') as Stripe.Subscription.PauseCollection.Behavior, resumes_at: null };
     }
+    if (params.items !== undefined) return this.updateItems(sub, params, changes);
     return { status: 200, body: this.setSubscription(subscriptionId, changes) };
+  }
+
+  /** `POST /v1/products`: a product (name, metadata). */
+  private createProduct(params: Record<string, unknown>): { status: number; body: unknown } {
+    if (typeof params.name !== 'string' || params.name === '') return { status: 400, body: { error: { type: 'invalid_request_error', message: 'Missing required param: name.', param: 'name' } } };
+    const product = this.product(id('prod'), params.name, (params.metadata as Record<string, string> | undefined) ?? {});
+    this.products.set(product.id, product);
+    return { status: 200, body: product };
+  }
+
+  private product(productId: string, name: string, metadata: Record<string, string>): Stripe.Product {
+    const now = this.seconds();
+    return {
+      id: productId,
+      object: 'product',
+      active: true,
+      created: now,
+      description: null,
+      images: [],
+      livemode: false,
+      marketing_features: [],
+      metadata,
+      name,
+      package_dimensions: null,
+      shippable: null,
+      tax_details: null,
+      type: 'service',
+      updated: now,
+      url: null,
+    };
+  }
+
+  /** Every subscription update Stripe made with `items` (a plan or seat change), in order, with the invoice it made now (if any). */
+  readonly itemUpdates: { subscriptionId: string; prorationBehavior: string; prorationDate: number; invoiceId: string | null }[] = [];
+
+  /**
+   * `POST /v1/subscriptions/:id` with `items[0][id]` (the one item) and its new `price` /
+   * `price_data` and/or `quantity`, as Stripe Billing applies it:
+   * - `proration_behavior` `none`: the item changes, nothing is prorated; the next renewal bills it.
+   * - `always_invoice`: prorated at `proration_date` (default now; it must fall in the current
+   *   period and not in the future) to the second over the current period: a credit line
+   *   "Unused time on [q × ]<old product> after <date>" of −old amount × remaining / period and a
+   *   line "Remaining time on [q × ]<new product> after <date>" of new amount × remaining / period,
+   *   each rounded on its own to the minor unit (half away from zero: Stripe does not document
+   *   its rounding mode; one rounding per line is what its invoices show), the subscription's
+   *   default tax rates on each line. The invoice (`subscription_update`) is finalized and charged
+   *   at once. With `payment_behavior: error_if_incomplete` a declined charge (`finalizeOutcome`)
+   *   is a 402 card_error and nothing changes (no invoice kept).
+   * - `create_prorations` (pending invoice items for the next invoice) is not modelled: 400.
+   * Changing the billing interval (Stripe would reset the cycle) is not modelled either: 400.
+   */
+  private updateItems(sub: Stripe.Subscription, params: Record<string, unknown>, changes: Partial<Stripe.Subscription>): { status: number; body: unknown } {
+    const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
+    const list = Object.values(params.items as Record<string, Record<string, unknown>>);
+    const item = sub.items.data[0]!;
+    if (list.length !== 1 || list[0]!.id !== item.id) return invalid('This fake changes the subscription’s one item, named by items[0][id]', 'items');
+    const given = list[0]!;
+    const behavior = (params.proration_behavior as string | undefined) ?? 'create_prorations';
+    if (behavior !== 'none' && behavior !== 'always_invoice') return invalid(`This fake models proration_behavior none and always_invoice, not ${behavior}`, 'proration_behavior');
+    const now = this.seconds();
+    let price = item.price;
+    if (given.price_data !== undefined) {
+      const data = given.price_data as { currency?: string; product?: string; unit_amount?: string; recurring?: { interval?: string; interval_count?: string } };
+      if (!data.product || !this.products.has(data.product)) return invalid(`No such product: '${data.product}'`, 'items[0][price_data][product]');
+      if (data.currency !== sub.currency) return invalid(`The price's currency must be the subscription's (${sub.currency})`, 'items[0][price_data][currency]');
+      const interval = data.recurring?.interval as Stripe.Price.Recurring.Interval | undefined;
+      const count = Number(data.recurring?.interval_count ?? 1);
+      if (interval !== item.price.recurring!.interval || count !== item.price.recurring!.interval_count) return invalid('This fake does not change the billing interval', 'items[0][price_data][recurring]');
+      const unitAmount = Number(data.unit_amount);
+      if (!Number.isSafeInteger(unitAmount) || unitAmount < 0) return invalid('unit_amount must be a non-negative integer', 'items[0][price_data][unit_amount]');
+      price = { ...item.price, id: id('price'), created: now, product: data.product, unit_amount: unitAmount, unit_amount_decimal: Stripe.Decimal.from(unitAmount) };
+    } else if (given.price !== undefined) {
+      return invalid('This fake takes a new price as price_data', 'items[0][price]');
+    }
+    const quantity = given.quantity === undefined ? (item.quantity ?? 1) : Number(given.quantity);
+    if (!Number.isSafeInteger(quantity) || quantity < 1) return invalid('quantity must be a positive integer', 'items[0][quantity]');
+    const plan: Stripe.Plan = { ...item.plan, id: price.id, amount: price.unit_amount, amount_decimal: price.unit_amount_decimal, product: price.product };
+    const newItem: Stripe.SubscriptionItem = { ...item, price, plan, quantity };
+    const moved: Stripe.Subscription = { ...sub, ...changes, items: { ...sub.items, data: [newItem] } };
+    if (behavior === 'none') {
+      this.subscriptions.set(sub.id, moved);
+      this.itemUpdates.push({ subscriptionId: sub.id, prorationBehavior: behavior, prorationDate: now, invoiceId: null });
+      this.record('customer.subscription.updated', moved);
+      return { status: 200, body: moved };
+    }
+    const at = params.proration_date === undefined ? now : Number(params.proration_date);
+    if (!Number.isSafeInteger(at) || at > now || at < item.current_period_start || at >= item.current_period_end) {
+      return invalid('proration_date must be within the current billing period and not in the future', 'proration_date');
+    }
+    const length = BigInt(item.current_period_end - item.current_period_start);
+    const remaining = BigInt(item.current_period_end - at);
+    // amount × remaining / length to the nearest integer, half away from zero.
+    const prorated = (amount: bigint) => {
+      const n = amount * remaining;
+      const sign = n < 0n ? -1n : 1n;
+      const abs = n * sign;
+      return Number(sign * ((2n * abs + length) / (2n * length)));
+    };
+    const nameOf = (p: Stripe.Price, q: number) => `${q > 1 ? `${q} × ` : ''}${this.products.get(p.product as string)?.name ?? 'item'}`;
+    const after = new Date(at * 1000).toLocaleDateString('en-GB', { day: '2-digit', month: 'short', year: 'numeric', timeZone: 'UTC' });
+    const lines = [
+      { amount: prorated(-BigInt(item.price.unit_amount ?? 0) * BigInt(item.quantity ?? 1)), description: `Unused time on ${nameOf(item.price, item.quantity ?? 1)} after ${after}`, quantity: item.quantity ?? 1, price: item.price },
+      { amount: prorated(BigInt(price.unit_amount ?? 0) * BigInt(quantity)), description: `Remaining time on ${nameOf(price, quantity)} after ${after}`, quantity, price },
+    ];
+    const invoice = this.prorationInvoice(moved, lines, { start: at, end: item.current_period_end });
+    if (params.payment_behavior === 'error_if_incomplete' && invoice.amount_due > 0 && this.finalizeOutcome === 'failed') {
+      this.invoices.delete(invoice.id);
+      return { status: 402, body: { error: { type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.' } } };
+    }
+    this.subscriptions.set(sub.id, { ...moved, latest_invoice: invoice.id });
+    this.record('invoice.created', invoice);
+    const settled = this.finalizeAndCharge(invoice.id, true);
+    this.itemUpdates.push({ subscriptionId: sub.id, prorationBehavior: behavior, prorationDate: at, invoiceId: settled.id });
+    const updated = this.mustGetSubscription(sub.id);
+    this.record('customer.subscription.updated', updated);
+    return { status: 200, body: updated };
+  }
+
+  /** A draft `subscription_update` invoice of proration lines (each with the subscription's default tax rates). */
+  private prorationInvoice(sub: Stripe.Subscription, lines: { amount: number; description: string; quantity: number; price: Stripe.Price }[], period: { start: number; end: number }): Stripe.Invoice {
+    const base = this.createInvoice(sub, 'subscription_update', period, 'paid', 0, undefined, true);
+    const rateIds = (sub.default_tax_rates ?? []).map((r) => r.id);
+    let added = 0;
+    let inclusiveTax = 0;
+    const item = sub.items.data[0]!;
+    const invoiceLines: Stripe.InvoiceLineItem[] = lines.map((l) => {
+      // Tax of a credit is the negative of the tax of its absolute amount.
+      const sign = l.amount < 0 ? -1 : 1;
+      const tax = this.taxFor(Math.abs(l.amount), rateIds);
+      added += sign * tax.added;
+      inclusiveTax += sign * tax.taxes.filter((t) => t.rate.inclusive).reduce((sum, t) => sum + t.amount, 0);
+      return {
+        ...base.lines.data[0]!,
+        id: id('il'),
+        amount: l.amount,
+        description: l.description,
+        parent: {
+          invoice_item_details: null,
+          subscription_item_details: { invoice_item: id('ii'), proration: true, proration_details: null, subscription: sub.id, subscription_item: item.id },
+          type: 'subscription_item_details',
+        },
+        period,
+        quantity: l.quantity,
+        quantity_decimal: Stripe.Decimal.from(l.quantity),
+        subtotal: l.amount,
+        taxes: tax.taxes.map((t) => ({
+          amount: sign * t.amount,
+          tax_behavior: t.rate.inclusive ? ('inclusive' as const) : ('exclusive' as const),
+          tax_rate_details: { tax_rate: t.rate.id },
+          taxability_reason: 'standard_rated' as const,
+          taxable_amount: sign * (t.rate.inclusive ? t.taxable - t.amount : t.taxable),
+          type: 'tax_rate_details' as const,
+        })),
+      };
+    });
+    const subtotal = lines.reduce((sum, l) => sum + l.amount, 0);
+    const due = subtotal + added;
+    const invoice: Stripe.Invoice = {
+      ...base,
+      auto_advance: true,
+      automatically_finalizes_at: null,
+      lines: { ...base.lines, data: invoiceLines },
+      amount_due: due,
+      amount_remaining: due,
+      subtotal,
+      subtotal_excluding_tax: subtotal - inclusiveTax,
+      total: due,
+      total_excluding_tax: subtotal - inclusiveTax,
+    };
+    this.invoices.set(invoice.id, invoice);
+    return invoice;
   }
 
   private endSubscription(subscriptionId: string, reason: Stripe.Subscription.CancellationDetails.Reason, endedAt = this.seconds()): Stripe.Subscription {
