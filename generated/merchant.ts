@@ -1406,6 +1406,14 @@ export interface paths {
          *     |---|---|
          *     | `successfulPayments`, `grossVolume` | orders created in the bucket that were paid (status `PAID` or `REFUNDED`), and the sum of their `amountCents` |
          *     | `refundedVolume`, `netVolume` | the sum of those orders' `amountRefundedCents` as it stands now, and `grossVolume − refundedVolume`: a refund counts against the bucket of the payment it refunds, so a past bucket's net volume can go down later |
+         *     | `taxVolume` | the tax those orders' amounts hold: the sum of their `TAX` lines' `tax.taxAmountCents` — an exclusive rate's tax (added to the amount), an inclusive rate's tax (included in it), 0 for reverse charge; orders before tax rates hold none. `grossVolume` includes it |
+         *     | `refundedTaxVolume` | the tax share of `refundedVolume`: per order, `taxVolume × amountRefundedCents ÷ amountCents`, rounded once, half up (all of its tax when fully refunded, none when not refunded), summed. Decision: one proportional rule for every rail — a partial refund is taken to return the tax in the proportion the order's amount held it (as Stripe Tax splits a refund of a taxed invoice between net and tax), whatever the refund's reason |
+         *     | `netTaxVolume`, `netRevenue` | `taxVolume − refundedTaxVolume`, the tax of `netVolume`; and `netVolume − netTaxVolume`, what the payments brought after refunds, without tax. So `netVolume = netRevenue + netTaxVolume` and `grossVolume = netRevenue + netTaxVolume + refundedVolume` |
+         *     | `discountVolume` | the discounts those orders were given (minus the sum of their `DISCOUNT` lines): not part of `grossVolume` (the amounts are after discounts), not reduced by refunds |
+         *
+         *     Disputes do not change these figures (an order's status and refunded amount do not change
+         *     when it is disputed, nor when a dispute is lost): a lost dispute stays in `grossVolume` and
+         *     its tax in `netTaxVolume`, as in `netVolume`.
          *     | `failedPayments` | orders created in the bucket with status `FAILED` (a card declined on the hosted page before any order exists is not an order) |
          *     | `newSubscriptions`, `churnedSubscriptions` | subscriptions that started (`createdAt`) or ended (`endedAt`: canceled now, ended at period end, expired after failed renewals) in the bucket |
          *     | `activeSubscriptions`, `mrr` | subscriptions started and not ended at the bucket's `end` (for the bucket in progress: now), whatever their state in between (a pause or a renewal being retried does not remove one), and the sum of their monthly recurring revenue: each subscription's amount per month, rounded half up to a minor unit (`MONTH`: amount ÷ count; `YEAR`: amount ÷ (12 × count); `DAY`: amount × 365 ÷ (12 × count)) |
@@ -3307,8 +3315,18 @@ export interface components {
             successfulPayments: number;
             grossVolume: components["schemas"]["MinorUnits"];
             refundedVolume: components["schemas"]["MinorUnits"];
-            /** @description grossVolume − refundedVolume, in minor units. */
+            /** @description grossVolume − refundedVolume, in minor units (tax included). */
             netVolume: number;
+            /** @description The tax held in `grossVolume` (exclusive and inclusive rates; reverse charge 0), from the orders' `TAX` lines. */
+            taxVolume: components["schemas"]["MinorUnits"];
+            /** @description The tax share of `refundedVolume`, per order `tax × refunded ÷ amount` rounded once, half up. */
+            refundedTaxVolume: components["schemas"]["MinorUnits"];
+            /** @description `taxVolume − refundedTaxVolume`: the tax held in `netVolume`. */
+            netTaxVolume: components["schemas"]["MinorUnits"];
+            /** @description `netVolume − netTaxVolume`: the payments after refunds, without tax, in minor units. Below 0 only if `CREDIT` lines (applied after tax) paid for more than an order's untaxed part. */
+            netRevenue: number;
+            /** @description The discounts given on those orders (their `DISCOUNT` lines, as a positive amount); not part of `grossVolume`, not reduced by refunds. */
+            discountVolume: components["schemas"]["MinorUnits"];
             failedPayments: number;
             newSubscriptions: number;
             churnedSubscriptions: number;

@@ -32,6 +32,10 @@ export const FIGURES = [
   'sessions_created',
   'sessions_completed',
   'new_customers',
+  // Migration 0372: the tax held in gross_volume, its share of refunded_volume, and the discounts given.
+  'tax_volume',
+  'refunded_tax_volume',
+  'discount_volume',
 ] as const;
 export type Figure = (typeof FIGURES)[number];
 
@@ -108,6 +112,9 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
       r.gross_volume += o.gross;
       r.refunded_volume += o.refunded;
       r.failed_payments += o.failed;
+      r.tax_volume += o.tax;
+      r.refunded_tax_volume += o.refunded_tax;
+      r.discount_volume += o.discount;
     }
     for (const d of await this.subscriptionDeltas(range, 'created_at')) {
       const r = row(d.currency, d.bucket);
@@ -149,17 +156,30 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
     return range.currency ? { sql: ' AND currency = ?', values: [range.currency] } : { sql: '', values: [] };
   }
 
+  /**
+   * Tax and discounts from the orders' lines themselves (not orders.tax_cents, which the rollups
+   * use): a TAX line's tax (`tax.taxAmount`: exclusive, inclusive or 0 for reverse charge), minus the
+   * DISCOUNT lines; a refund's tax share is proportional, rounded once half up per order.
+   */
   private async orderFigures(range: MetricsRange) {
     const c = this.currencyFilter(range);
+    const ok = "o.status IN ('PAID', 'REFUNDED')";
     const { rows } = await this.db.raw<{ rows: Record<string, string | number>[] }>(
-      `SELECT currency, ${BUCKET_TEXT} AS bucket, successful, gross, refunded, failed FROM (
-       SELECT currency, ${bucketOf('created_at')} AS b,
-              count(*) FILTER (WHERE status IN ('PAID', 'REFUNDED')) AS successful,
-              coalesce(sum(amount_cents) FILTER (WHERE status IN ('PAID', 'REFUNDED')), 0) AS gross,
-              coalesce(sum(amount_refunded_cents) FILTER (WHERE status IN ('PAID', 'REFUNDED')), 0) AS refunded,
-              count(*) FILTER (WHERE status = 'FAILED') AS failed
-         FROM orders
-        WHERE org_id = ? AND created_at >= ? AND created_at < ?${c.sql}
+      `SELECT currency, ${BUCKET_TEXT} AS bucket, successful, gross, refunded, failed, tax, refunded_tax, discount FROM (
+       SELECT o.currency, ${bucketOf('o.created_at')} AS b,
+              count(*) FILTER (WHERE ${ok}) AS successful,
+              coalesce(sum(o.amount_cents) FILTER (WHERE ${ok}), 0) AS gross,
+              coalesce(sum(o.amount_refunded_cents) FILTER (WHERE ${ok}), 0) AS refunded,
+              count(*) FILTER (WHERE o.status = 'FAILED') AS failed,
+              coalesce(sum(t.tax) FILTER (WHERE ${ok}), 0) AS tax,
+              coalesce(sum(round(t.tax::numeric * o.amount_refunded_cents / o.amount_cents)) FILTER (WHERE ${ok} AND o.amount_cents > 0), 0) AS refunded_tax,
+              coalesce(sum(t.discount) FILTER (WHERE ${ok}), 0) AS discount
+         FROM orders o
+         CROSS JOIN LATERAL (
+           SELECT coalesce(sum(CASE WHEN l.kind = 'TAX' THEN coalesce((l.tax->>'taxAmount')::bigint, l.amount_cents) ELSE 0 END), 0) AS tax,
+                  coalesce(sum(CASE WHEN l.kind = 'DISCOUNT' THEN -l.amount_cents ELSE 0 END), 0) AS discount
+             FROM order_lines l WHERE l.order_id = o.id AND l.kind IN ('TAX', 'DISCOUNT')) t
+        WHERE o.org_id = ? AND o.created_at >= ? AND o.created_at < ?${c.sql.replace('currency', 'o.currency')}
         GROUP BY 1, 2) g`,
       [range.unit, range.timeZone, range.orgId, range.start, range.end, ...c.values],
     );
@@ -170,6 +190,9 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
       gross: num(r.gross),
       refunded: num(r.refunded),
       failed: num(r.failed),
+      tax: num(r.tax),
+      refunded_tax: num(r.refunded_tax),
+      discount: num(r.discount),
     }));
   }
 

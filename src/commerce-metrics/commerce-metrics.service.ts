@@ -16,6 +16,16 @@ export interface CurrencyFigures {
   grossVolume: number;
   refundedVolume: number;
   netVolume: number;
+  /** The tax held in grossVolume (exclusive tax added, inclusive tax included; reverse charge 0). */
+  taxVolume: number;
+  /** The tax share of refundedVolume: per order, tax × refunded ÷ amount, rounded once, half up. */
+  refundedTaxVolume: number;
+  /** taxVolume − refundedTaxVolume: the tax of netVolume. */
+  netTaxVolume: number;
+  /** netVolume − netTaxVolume: what the payments brought after refunds, without tax. */
+  netRevenue: number;
+  /** The discounts given on those payments (not in grossVolume; not reduced by refunds). */
+  discountVolume: number;
   failedPayments: number;
   newSubscriptions: number;
   churnedSubscriptions: number;
@@ -72,6 +82,11 @@ const zero = (): CurrencyFigures => ({
   grossVolume: 0,
   refundedVolume: 0,
   netVolume: 0,
+  taxVolume: 0,
+  refundedTaxVolume: 0,
+  netTaxVolume: 0,
+  netRevenue: 0,
+  discountVolume: 0,
   failedPayments: 0,
   newSubscriptions: 0,
   churnedSubscriptions: 0,
@@ -87,6 +102,11 @@ const FLOWS = [
   'grossVolume',
   'refundedVolume',
   'netVolume',
+  'taxVolume',
+  'refundedTaxVolume',
+  'netTaxVolume',
+  'netRevenue',
+  'discountVolume',
   'failedPayments',
   'newSubscriptions',
   'churnedSubscriptions',
@@ -156,13 +176,18 @@ export class CommerceMetricsService {
       }
       const flows =
         r.successful_payments || r.gross_volume || r.refunded_volume || r.failed_payments || r.new_subscriptions || r.churned_subscriptions ||
-        r.sessions_created || r.sessions_completed || r.new_mrr || r.churned_mrr;
+        r.sessions_created || r.sessions_completed || r.new_mrr || r.churned_mrr || r.tax_volume || r.refunded_tax_volume || r.discount_volume;
       if (!flows) continue;
       const f = at(r.currency, r.bucket)!;
       f.successfulPayments += r.successful_payments;
       f.grossVolume += r.gross_volume;
       f.refundedVolume += r.refunded_volume;
       f.netVolume += r.gross_volume - r.refunded_volume;
+      f.taxVolume += r.tax_volume;
+      f.refundedTaxVolume += r.refunded_tax_volume;
+      f.netTaxVolume += r.tax_volume - r.refunded_tax_volume;
+      f.netRevenue += r.gross_volume - r.refunded_volume - (r.tax_volume - r.refunded_tax_volume);
+      f.discountVolume += r.discount_volume;
       f.failedPayments += r.failed_payments;
       f.checkoutSessionsCreated += r.sessions_created;
       f.checkoutSessionsCompleted += r.sessions_completed;

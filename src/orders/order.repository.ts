@@ -243,7 +243,17 @@ const noFilter = (f: OrderFilter): boolean => Object.values(f).every((v) => v ==
 export const escapeLike = (text: string): string => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
 
-const orderInsertRow = (order: Order) => ({ ...toRow(order), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
+/**
+ * The tax and discount an order's lines hold (migration 0372: the commerce metrics' figures). The
+ * order_lines trigger sets them from the stored lines by the same rule; written here with the row,
+ * so the trigger finds them equal and writes nothing more.
+ */
+export const lineFigures = (lines: readonly OrderLine[]) => ({
+  tax_cents: lines.reduce((s, l) => (l.kind === 'TAX' ? s + (l.tax ? l.tax.taxAmount : l.amount) : s), 0),
+  discount_cents: lines.reduce((s, l) => (l.kind === 'DISCOUNT' ? s - l.amount : s), 0),
+});
+
+const orderInsertRow = (order: Order) => ({ ...toRow(order), ...lineFigures(order.lines), merchant_metadata: order.merchantMetadata ? JSON.stringify(order.merchantMetadata) : null });
 
 async function insertLines(db: Knex, order: Order): Promise<void> {
   if (order.lines.length === 0) throw new Error(`order ${order.id} has no lines`);

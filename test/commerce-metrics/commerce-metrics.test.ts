@@ -2,6 +2,13 @@
  * getCommerceMetrics: the figures equal a straightforward recomputation from the rows (random
  * orders, refunds, subscriptions and sessions across time zones, DST changes and month ends), a
  * real paid checkout shows up, and the usual error and security cases.
+ *
+ * Tax and discounts (issue 39, item 4; migration 0372): the random orders carry lines — a price,
+ * sometimes a DISCOUNT, TAX lines of exclusive rates (on top), inclusive rates (0, the tax
+ * included) or reverse charge — written after the order as any writer could, then refunded in
+ * part or whole and disputed in later statements; the recomputation reads the lines (never
+ * orders.tax_cents) and splits each refund's tax proportionally, rounded half up, in integers.
+ * A taxed checkout paid on the hosted page and refunded through the admin API shows the same.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -61,7 +68,10 @@ const monthly = (s: SubRow) =>
         : (s.amount_cents * 365) / (12 * s.billing_interval_count),
   );
 
-interface OrderRow { status: string; amount_cents: number; amount_refunded_cents: number; currency: string; created_at: Date }
+interface OrderRow { id: string; status: string; amount_cents: number; amount_refunded_cents: number; currency: string; created_at: Date }
+interface LineRow { order_id: string; kind: string; amount_cents: number; tax: { taxAmount: number } | string | null }
+/** a × b ÷ c rounded half up, for non-negative integers (exact in doubles below 2^53). */
+const halfUp = (a: number, b: number, c: number) => Math.floor((2 * a * b + c) / (2 * c));
 interface SubRow { currency: string; amount_cents: number; billing_interval: string; billing_interval_count: number; created_at: Date; ended_at: Date | null }
 interface SessionRow { currency: string; status: string; created_at: Date }
 
@@ -69,6 +79,15 @@ async function recompute(orgId: string, q: { start: string; end: string; interva
   const db = ctx.testDb.database.db;
   const n = (v: unknown) => Number(v);
   const orders = ((await db('orders').where({ org_id: orgId })) as OrderRow[]).map((o) => ({ ...o, amount_cents: n(o.amount_cents), amount_refunded_cents: n(o.amount_refunded_cents) }));
+  // Each order's tax and discount from its lines: a TAX line's tax (its amount when exclusive, the
+  // tax included when inclusive, 0 for reverse charge), minus the DISCOUNT lines.
+  const taxOf = new Map<string, number>();
+  const discountOf = new Map<string, number>();
+  for (const l of (await db('order_lines').where({ org_id: orgId })) as LineRow[]) {
+    const tax = typeof l.tax === 'string' ? (JSON.parse(l.tax) as { taxAmount: number }) : l.tax;
+    if (l.kind === 'TAX') taxOf.set(l.order_id, (taxOf.get(l.order_id) ?? 0) + (tax ? tax.taxAmount : n(l.amount_cents)));
+    if (l.kind === 'DISCOUNT') discountOf.set(l.order_id, (discountOf.get(l.order_id) ?? 0) - n(l.amount_cents));
+  }
   const subs = ((await db('subscriptions').where({ org_id: orgId })) as SubRow[]).map((s) => ({ ...s, amount_cents: n(s.amount_cents) }));
   const sessions = (await db('checkout_sessions').where({ org_id: orgId })) as SessionRow[];
   const customers = (await db('customers').where({ org_id: orgId })) as { created_at: Date }[];
@@ -76,7 +95,7 @@ async function recompute(orgId: string, q: { start: string; end: string; interva
   const buckets: string[] = [];
   for (let b = bucketOf(q.start, q.interval); b <= bucketOf(q.end, q.interval); b = nextBucket(b, q.interval)) buckets.push(b);
   const bucket = (at: Date) => bucketOf(localDate(at, q.tz), q.interval);
-  const zero = (): Figures => ({ successfulPayments: 0, grossVolume: 0, refundedVolume: 0, netVolume: 0, failedPayments: 0, newSubscriptions: 0, churnedSubscriptions: 0, activeSubscriptions: 0, mrr: 0, checkoutSessionsCreated: 0, checkoutSessionsCompleted: 0 });
+  const zero = (): Figures => ({ successfulPayments: 0, grossVolume: 0, refundedVolume: 0, netVolume: 0, taxVolume: 0, refundedTaxVolume: 0, netTaxVolume: 0, netRevenue: 0, discountVolume: 0, failedPayments: 0, newSubscriptions: 0, churnedSubscriptions: 0, activeSubscriptions: 0, mrr: 0, checkoutSessionsCreated: 0, checkoutSessionsCompleted: 0 });
   const byCurrency = new Map<string, Figures[]>();
   const cell = (currency: string, b: string) => {
     const i = buckets.indexOf(b);
@@ -92,6 +111,13 @@ async function recompute(orgId: string, q: { start: string; end: string; interva
       f.grossVolume += o.amount_cents;
       f.refundedVolume += o.amount_refunded_cents;
       f.netVolume += o.amount_cents - o.amount_refunded_cents;
+      const tax = taxOf.get(o.id) ?? 0;
+      const refundedTax = o.amount_cents > 0 ? halfUp(tax, o.amount_refunded_cents, o.amount_cents) : 0;
+      f.taxVolume += tax;
+      f.refundedTaxVolume += refundedTax;
+      f.netTaxVolume += tax - refundedTax;
+      f.netRevenue += o.amount_cents - o.amount_refunded_cents - (tax - refundedTax);
+      f.discountVolume += discountOf.get(o.id) ?? 0;
     }
     if (o.status === 'FAILED') f.failedPayments++;
   }
@@ -143,13 +169,16 @@ async function insertRows(orgId: string, instants: Date[], rng: () => number) {
   const at = () => pick(instants);
   const currencies = ['USD', 'EUR', 'USDC'] as const;
   const rows = { customers: [] as object[], checkout_sessions: [] as object[], orders: [] as object[], subscriptions: [] as object[] };
+  const lines: object[] = [];
   for (let i = 0; i < 25; i++) {
     const customerId = id('CUS');
     const email = `buyer${seq}@example.com`;
     rows.customers.push({ id: customerId, org_id: orgId, email, created_at: at() });
     for (let j = 0; j < 3; j++) {
       const currency = pick(currencies);
-      const amount = 1 + Math.floor(rng() * 100_000);
+      const orderId = id('ORD');
+      const { amount, lines: orderLines } = randomLines(orgId, orderId, rng);
+      lines.push(...orderLines);
       const status = pick(['PAID', 'PAID', 'PAID', 'REFUNDED', 'FAILED', 'PENDING', 'UNDERPAID'] as const);
       const refunded = status === 'REFUNDED' ? amount : status === 'PAID' && rng() < 0.3 ? Math.floor(amount * rng()) : 0;
       const created = at();
@@ -161,7 +190,7 @@ async function insertRows(orgId: string, instants: Date[], rng: () => number) {
         expires_at: created, created_at: created, updated_at: created,
       });
       rows.orders.push({
-        id: id('ORD'), org_id: orgId, status, provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: refunded, currency,
+        id: orderId, org_id: orgId, status, provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: refunded, currency,
         customer_id: customerId, customer_email: email, checkout_session_id: sessionId, created_at: created, updated_at: created,
       });
     }
@@ -190,6 +219,54 @@ async function insertRows(orgId: string, instants: Date[], rng: () => number) {
     });
   }
   for (const [table, list] of Object.entries(rows)) if (list.length > 0) await db(table).insert(list);
+  // The lines after their orders, as the order repository writes them (and any other writer could).
+  if (lines.length > 0) await db('order_lines').insert(lines);
+  // Later statements: refunds in part or whole (a proportional share of the tax), a dispute (the
+  // flag only: the status and refunded amount stay), a pending order paid.
+  const later = (await db('orders').where({ org_id: orgId }).select('id', 'status', 'amount_cents').orderBy('id')) as Array<{ id: string; status: string; amount_cents: string | number }>;
+  for (const o of later) {
+    const r = rng();
+    const amount = Number(o.amount_cents);
+    if (r < 0.08 && o.status === 'PAID') await db('orders').where({ id: o.id }).update({ amount_refunded_cents: Math.floor(amount * rng()) });
+    else if (r < 0.12 && o.status === 'PAID') await db('orders').where({ id: o.id }).update({ amount_refunded_cents: amount, status: 'REFUNDED' });
+    else if (r < 0.16 && o.status === 'PAID') await db('orders').where({ id: o.id }).update({ disputed: true });
+    else if (r < 0.2 && o.status === 'PENDING') await db('orders').where({ id: o.id }).update({ status: 'PAID' });
+  }
+}
+
+/**
+ * An order's lines as Kassa prices them (docs/tax.md): a price, sometimes a DISCOUNT, then TAX
+ * lines on the discounted amount — exclusive (rounded half up, on top), inclusive (0, the tax
+ * included: taxable × p ÷ (100 + Σp)) or reverse charge (0) — summing to the order's amount.
+ */
+function randomLines(orgId: string, orderId: string, rng: () => number): { amount: number; lines: object[] } {
+  const price = 1 + Math.floor(rng() * 100_000);
+  const discount = rng() < 0.25 ? Math.floor(price * rng() * 0.5) : 0;
+  const taxable = price - discount;
+  const kind = ['none', 'exclusive', 'exclusive2', 'inclusive', 'reverse'][Math.floor(rng() * 5)]!;
+  const lines: Array<Record<string, unknown>> = [];
+  const line = (k: string, amount: number, tax: object | null = null) =>
+    lines.push({ order_id: orderId, position: lines.length, org_id: orgId, kind: k, description: k, exact_amount: String(amount), amount_cents: amount, tax: tax && JSON.stringify(tax) });
+  const detail = (percentage: string, inclusive: boolean, taxAmount: number, reverseCharge = false) => ({
+    rateId: reverseCharge ? null : 'TXR_x', displayName: 'VAT', percentage, inclusive, country: 'DE', region: null, taxableAmount: taxable, taxAmount, reverseCharge, taxId: null,
+  });
+  line('PRICE', price);
+  if (discount > 0) line('DISCOUNT', -discount);
+  if (kind === 'exclusive' || kind === 'exclusive2') {
+    // 19 %, and a second rate of 8.875 % side by side (no tax on tax).
+    const vat = halfUp(taxable, 19, 100);
+    line('TAX', vat, detail('19', false, vat));
+    if (kind === 'exclusive2') {
+      const district = halfUp(taxable, 8875, 100_000);
+      line('TAX', district, detail('8.875', false, district));
+    }
+  }
+  if (kind === 'inclusive') {
+    const included = halfUp(taxable, 20, 120);
+    line('TAX', 0, detail('20', true, included));
+  }
+  if (kind === 'reverse') line('TAX', 0, detail('0', false, 0, true));
+  return { amount: lines.reduce((s, l) => s + Number(l.amount_cents), 0), lines };
 }
 
 /** Instants around the buckets' bounds (exactly on them, a millisecond before) and spread inside. */
@@ -294,6 +371,42 @@ describe('getCommerceMetrics', () => {
     const b = await metrics({ start_date: '2026-11-21', end_date: '2026-11-22' }, ctx.orgB.apiKey);
     expect(b.currencies).toEqual([]);
     expect(b.customers.totals.newCustomers).toBe(0);
+  });
+
+  it('splits a taxed checkout paid on the hosted page into net, tax and gross, and a refund proportionally', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Taxed metrics' });
+    const key = await ctx.services.orgs.createApiKey(org.id, { name: 'm' });
+    await ctx.services.modules.tax.tax.create(org.id, { displayName: 'VAT', percentage: '19', country: 'DE' });
+    await ctx.services.modules.tax.tax.create(org.id, { displayName: 'TVA', percentage: '20', country: 'FR', inclusive: true });
+    const product = await ctx.services.catalog.createProduct(org.id, { name: 'Ebook' });
+    const price = await ctx.services.catalog.createPrice(product.id, { amount: 1000, currency: 'EUR' });
+    const buy = async (body: object) => {
+      const session = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', key.key).set('Idempotency-Key', `taxed-${++seq}`).send({ pricingId: price.id, ...body });
+      expect(session.status, JSON.stringify(session.body)).toBe(201);
+      const paid = await ctx.merchant
+        .post(`${new URL(session.body.data.url).pathname}/pay`)
+        .type('form')
+        .send({ cardNumber: '4242 4242 4242 4242', expiry: '12/30', cvc: '123', email: 'ada@example.com', amount: String(session.body.data.amount) });
+      expect(paid.status).toBe(303);
+      const s = (await ctx.merchant.get(`/v1/checkout-sessions/${session.body.data.id}`).set('X-API-Key', key.key)).body.data;
+      return s.orderId as string;
+    };
+    // 3 × 10.00 at 19 % exclusive: 30.00 + 5.70 = 35.70. 10.00 at 20 % inclusive: 1.67 included.
+    const german = await buy({ quantity: 3, customerTax: { country: 'DE' } });
+    await buy({ customerTax: { country: 'FR' } });
+    const query = { start_date: '2026-11-21', end_date: '2026-11-22' };
+    let eur = (await metrics(query, key.key)).currencies.find((c) => c.currency === 'EUR')!;
+    expect(eur.totals).toMatchObject({ successfulPayments: 2, grossVolume: 4570, taxVolume: 737, refundedVolume: 0, refundedTaxVolume: 0, netTaxVolume: 737, netVolume: 4570, netRevenue: 3833, discountVolume: 0 });
+    // The API's insert writes the order's tax with its row; the lines' trigger finds it equal.
+    expect(Number((await ctx.testDb.database.db('orders').where({ id: german }).first()).tax_cents)).toBe(570);
+    // 10.00 of the 35.70 refunded: its tax share is 570 × 1000 ÷ 3570 = 159.66 → 160.
+    expect((await ctx.admin.post(`/v1/orders/${german}/refund`).send({ amount: 1000 })).status).toBe(200);
+    eur = (await metrics(query, key.key)).currencies.find((c) => c.currency === 'EUR')!;
+    expect(eur.series[1]).toMatchObject({ grossVolume: 4570, taxVolume: 737, refundedVolume: 1000, refundedTaxVolume: 160, netTaxVolume: 577, netVolume: 3570, netRevenue: 2993 });
+    // The rest refunded: all of its tax.
+    expect((await ctx.admin.post(`/v1/orders/${german}/refund`).send({})).status).toBe(200);
+    eur = (await metrics(query, key.key)).currencies.find((c) => c.currency === 'EUR')!;
+    expect(eur.totals).toMatchObject({ refundedVolume: 3570, refundedTaxVolume: 570, netTaxVolume: 167, netVolume: 1000, netRevenue: 833 });
   });
 
   it('refuses a range that ends before it starts, spans more than 400 buckets, or names an unknown zone', async () => {

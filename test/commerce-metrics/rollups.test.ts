@@ -12,6 +12,12 @@
  * local midnight (America/Havana); before its local days are built the reads fall back to hours,
  * after they read the local days (checked on the statements sent), and equal the recomputation
  * either way. UTC reads the UTC day rollup. A zone PostgreSQL does not know is never built.
+ *
+ * Migration 0372 (tax and discounts): the orders carry lines (a price, a DISCOUNT, TAX lines of
+ * exclusive, inclusive or reverse-charge rates) written after the order, half of them with the
+ * order's tax_cents/discount_cents already set (as the API writes them), half left to the lines'
+ * trigger; refunds, disputes, status changes and deletions (the lines cascade) follow. The
+ * recomputation reads the lines. The backfill (0372 and 0260 down, then up) equals it too.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -24,6 +30,7 @@ import { KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, typ
 import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
 import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
+import * as m0372 from '../../src/db/migrations/0372_commerce_tax_figures.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -59,6 +66,32 @@ function mulberry32(seed: number) {
   };
 }
 
+const halfUp = (a: number, b: number, c: number) => Math.floor((2 * a * b + c) / (2 * c));
+
+/** An order's lines as Kassa prices them (docs/tax.md), its amount, tax and discount. */
+function linesOf(orgId: string, orderId: string, rng: () => number) {
+  const price = 1 + Math.floor(rng() * 100_000);
+  const discount = rng() < 0.3 ? Math.floor(price * rng() * 0.5) : 0;
+  const taxable = price - discount;
+  const kind = ['none', 'exclusive', 'exclusive2', 'inclusive', 'reverse'][Math.floor(rng() * 5)]!;
+  const lines: Array<Record<string, unknown>> = [];
+  let tax = 0;
+  const line = (k: string, amount: number, detail: { percentage: string; inclusive: boolean; taxAmount: number; reverseCharge?: boolean } | null = null) => {
+    if (detail) tax += detail.taxAmount;
+    lines.push({
+      order_id: orderId, position: lines.length, org_id: orgId, kind: k, description: k, exact_amount: String(amount), amount_cents: amount,
+      tax: detail && JSON.stringify({ rateId: detail.reverseCharge ? null : 'TXR_x', displayName: 'VAT', country: 'DE', region: null, taxableAmount: taxable, reverseCharge: false, taxId: null, ...detail }),
+    });
+  };
+  line('PRICE', price);
+  if (discount > 0) line('DISCOUNT', -discount);
+  if (kind === 'exclusive' || kind === 'exclusive2') line('TAX', halfUp(taxable, 19, 100), { percentage: '19', inclusive: false, taxAmount: halfUp(taxable, 19, 100) });
+  if (kind === 'exclusive2') line('TAX', halfUp(taxable, 8875, 100_000), { percentage: '8.875', inclusive: false, taxAmount: halfUp(taxable, 8875, 100_000) });
+  if (kind === 'inclusive') line('TAX', 0, { percentage: '20', inclusive: true, taxAmount: halfUp(taxable, 20, 120) });
+  if (kind === 'reverse') line('TAX', 0, { percentage: '0', inclusive: false, taxAmount: 0, reverseCharge: true });
+  return { amount: lines.reduce((sum, l) => sum + Number(l.amount_cents), 0), lines, tax, discount };
+}
+
 /** One round of writes: new rows, then refunds, disputes, status changes, ends, re-pricing and deletions of earlier ones. */
 async function write(orgId: string, rng: () => number) {
   const pick = <T,>(list: readonly T[]): T => list[Math.floor(rng() * list.length)]!;
@@ -87,9 +120,15 @@ async function write(orgId: string, rng: () => number) {
     await db('customers').insert({ id: customerId, org_id: orgId, email, created_at: at() });
     const orders: object[] = [];
     const sessions: object[] = [];
+    const lines: object[] = [];
     for (let j = 0; j < 4; j++) {
       const currency = pick(currencies);
-      const amount = 1 + Math.floor(rng() * 100_000);
+      const orderId = id('ORD');
+      const priced = linesOf(orgId, orderId, rng);
+      const amount = priced.amount;
+      lines.push(...priced.lines);
+      // Half as the API writes them (the figures with the row), half left to the lines' trigger.
+      const figures = rng() < 0.5 ? { tax_cents: priced.tax, discount_cents: priced.discount } : {};
       const status = pick(['PAID', 'PAID', 'REFUNDED', 'FAILED', 'PENDING'] as const);
       const created = at();
       const sessionId = id('CS');
@@ -99,12 +138,13 @@ async function write(orgId: string, rng: () => number) {
         expires_at: created, created_at: created, updated_at: created,
       });
       orders.push({
-        id: id('ORD'), org_id: orgId, status, provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: status === 'REFUNDED' ? amount : 0, currency,
-        customer_id: customerId, customer_email: email, checkout_session_id: sessionId, created_at: created, updated_at: created,
+        id: orderId, org_id: orgId, status, provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: status === 'REFUNDED' ? amount : 0, currency,
+        customer_id: customerId, customer_email: email, checkout_session_id: sessionId, created_at: created, updated_at: created, ...figures,
       });
     }
     await db('checkout_sessions').insert(sessions);
     await db('orders').insert(orders);
+    await db('order_lines').insert(lines);
     if (rng() < 0.7) {
       const [a, b] = [at(), at()].sort((x, y) => x.getTime() - y.getTime()) as [Date, Date];
       await db('subscriptions').insert({
@@ -121,7 +161,7 @@ async function write(orgId: string, rng: () => number) {
   for (const o of await some('orders', 4)) {
     const amount = Number(o.amount_cents);
     const kind = pick(['partial', 'full', 'dispute', 'paid', 'failed', 'delete'] as const);
-    if (kind === 'partial') await db('orders').where({ id: o.id }).update({ amount_refunded_cents: Math.floor(amount / 3), status: 'PAID' });
+    if (kind === 'partial') await db('orders').where({ id: o.id }).update({ amount_refunded_cents: Math.floor(amount * rng()), status: 'PAID' });
     if (kind === 'full') await db('orders').where({ id: o.id }).update({ amount_refunded_cents: amount, status: 'REFUNDED' });
     if (kind === 'dispute') await db('orders').where({ id: o.id }).update({ disputed: true, status: 'REFUNDED', amount_refunded_cents: amount });
     if (kind === 'paid') await db('orders').where({ id: o.id }).update({ status: 'PAID', amount_refunded_cents: 0 });
@@ -180,13 +220,22 @@ describe('commerce metrics from rollups', () => {
     await queue.drain(100);
     expect(Number((await db('commerce_metric_changes').count({ n: '*' }))[0]!.n)).toBe(0);
     await expectEqual(org.id, rng, 'all folded');
+    // Not equal by being empty: taxes, their refunded share and discounts are there.
+    const year = await rollups.metrics(org.id, { startDate: '2025-01-01', endDate: '2026-02-28', interval: 'month', timeZone: 'UTC' });
+    expect(year.currencies.some((c) => c.totals.taxVolume > 0 && c.totals.refundedTaxVolume > 0 && c.totals.discountVolume > 0)).toBe(true);
 
     // The backfill of an existing install (down, then up over the same rows) gives the same figures.
     await db.transaction(async (trx) => {
+      await m0372.down(trx);
       await m0260.down(trx);
       await m0260.up(trx);
+      await m0372.up(trx);
     });
-    expect(Number((await db('commerce_metric_changes').count({ n: '*' }))[0]!.n)).toBe(0);
+    // 0260's backfill wrote the rollups; 0372's queued the taxed and discounted orders' figures.
+    const queued = (await db('commerce_metric_changes').select('*')) as Array<Record<string, string | number>>;
+    expect(queued.length).toBeGreaterThan(0);
+    for (const q of queued) expect(q.gross_volume === 0 || q.gross_volume === '0', JSON.stringify(q)).toBe(true);
+    expect(queued.some((q) => Number(q.tax_volume) > 0) && queued.some((q) => Number(q.discount_volume) > 0)).toBe(true);
     await expectEqual(org.id, rng, 'after the backfill');
     // And the triggers are back: a new round of writes is counted.
     await write(org.id, rng);
@@ -258,8 +307,10 @@ describe('commerce metrics from rollups', () => {
     await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
     await queue.drain(100);
     await db.transaction(async (trx) => {
+      await m0372.down(trx);
       await m0370.down(trx);
       await m0370.up(trx);
+      await m0372.up(trx);
     });
     expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
     await write(org.id, rng);

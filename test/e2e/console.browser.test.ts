@@ -2,6 +2,8 @@
  * The browser console (issue 30), phase 1: served under /console/ with fingerprinted assets and a
  * strict CSP, deep links, sign-in with a password and with the one-time link `npm start`
  * prints, the navigation by keyboard alone, the home page at desktop and 390 px, axe-core clean.
+ * Home splits revenue into gross, tax and net (issue 39, item 4): cards, the figure picker and the
+ * table reached by keyboard.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
@@ -100,6 +102,58 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console: frame, sign-in, navi
       await page.getByRole('heading', { name: label === 'Agent wallets' ? 'Agent wallets' : label, level: 1 }).waitFor();
       expect(await page.locator('nav#nav a[aria-current=page]').textContent()).toBe(label);
     }
+    expect(h.pageErrors).toEqual([]);
+  });
+
+  it('home shows gross volume, tax, net revenue and discounts; the tax series is picked and read by keyboard', async () => {
+    const db = h.ctx.testDb.database.db;
+    const orgId = h.ctx.orgA.orgId;
+    const at = new Date(h.ctx.clock.now().getTime() - 60_000);
+    await db('customers').insert({ id: 'CUS_taxconsole000000000001', org_id: orgId, email: 'tax@console.test', created_at: at });
+    const order = (id: string, amount: number) => ({
+      id, org_id: orgId, status: 'PAID', provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: 0, currency: 'EUR',
+      customer_id: 'CUS_taxconsole000000000001', customer_email: 'tax@console.test', product_name: 'Ebook', created_at: at, updated_at: at,
+    });
+    const tax = (taxable: number, percentage: string, inclusive: boolean, taxAmount: number) =>
+      JSON.stringify({ rateId: 'TXR_x', displayName: 'VAT', percentage, inclusive, country: 'DE', region: null, taxableAmount: taxable, taxAmount, reverseCharge: false, taxId: null });
+    const line = (orderId: string, position: number, kind: string, amount: number, detail: string | null = null) =>
+      ({ order_id: orderId, position, org_id: orgId, kind, description: kind, exact_amount: String(amount), amount_cents: amount, tax: detail });
+    // 30.00 + 19 % VAT (5.70), 10.00 of it refunded (tax share 1.60); 10.00 − 2.50 off, 20 % included (1.25).
+    await db('orders').insert([order('ORD_taxconsole000000000001', 3570), order('ORD_taxconsole000000000002', 750)]);
+    await db('order_lines').insert([
+      line('ORD_taxconsole000000000001', 0, 'PRICE', 3000), line('ORD_taxconsole000000000001', 1, 'TAX', 570, tax(3000, '19', false, 570)),
+      line('ORD_taxconsole000000000002', 0, 'PRICE', 1000), line('ORD_taxconsole000000000002', 1, 'DISCOUNT', -250), line('ORD_taxconsole000000000002', 2, 'TAX', 0, tax(750, '20', true, 125)),
+    ]);
+    await db('orders').where({ id: 'ORD_taxconsole000000000001' }).update({ amount_refunded_cents: 1000 });
+
+    const page = await h.signedInPage('owner');
+    await page.getByRole('heading', { name: 'EUR', level: 3, exact: true }).waitFor();
+    const card = (label: string) => page.locator('section[aria-labelledby="today-title"] .card.figure').filter({ has: page.getByText(label, { exact: true }) }).locator('.figure-value');
+    expect(await card('Gross volume').textContent()).toBe('€43.20');
+    expect(await card('Net volume').textContent()).toBe('€33.20');
+    expect(await card('Tax').textContent()).toBe('€5.35');
+    expect(await card('Net revenue excl. tax').textContent()).toBe('€27.85');
+    expect(await card('Discounts').textContent()).toBe('€2.50');
+    await page.getByText('Gross volume includes tax.').waitFor();
+    await h.check(page, 'home-tax');
+
+    // Keyboard alone: Tab to the figure picker, choose Tax, open the table, read today's tax.
+    await page.evaluate('document.activeElement?.blur(); window.scrollTo(0, 0)');
+    let reached = false;
+    for (let i = 0; i < 40 && !reached; i++) {
+      await page.keyboard.press('Tab');
+      reached = (await page.evaluate(`document.activeElement?.tagName === 'SELECT' && document.activeElement.closest('label')?.textContent.startsWith('Figure')`)) as boolean;
+    }
+    expect(reached, 'the Figure picker reachable with Tab').toBe(true);
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    await page.waitForURL(/figure=tax/);
+    const tile = page.locator('.card').filter({ has: page.getByRole('heading', { name: 'Tax · EUR', level: 3 }) });
+    await tile.waitFor();
+    await tile.locator('summary').focus();
+    await page.keyboard.press('Enter');
+    expect(await tile.locator('tbody tr').last().locator('td').last().textContent()).toBe('€5.35');
+    await h.check(page, 'home-tax-series');
     expect(h.pageErrors).toEqual([]);
   });
 

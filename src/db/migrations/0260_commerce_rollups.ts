@@ -98,7 +98,7 @@ const SUMS = FIGURES.map((f) => `sum(${f})::bigint AS ${f}`).join(', ');
 const ANY_NONZERO = FIGURES.map((f) => `sum(${f}) <> 0`).join(' OR ');
 
 /** The queue rows of a statement: after (new_rows) minus before (old_rows), per quarter. */
-function triggerFunction(table: keyof typeof CONTRIBUTIONS): string {
+export function triggerFunction(table: keyof typeof CONTRIBUTIONS): string {
   const insert = (parts: string[]) => `INSERT INTO commerce_metric_changes (org_id, bucket, currency, ${FIGURES.join(', ')})
       SELECT org_id, ${quarterOf('at')}, currency, ${SUMS} FROM (${parts.join(' UNION ALL ')}) c
        GROUP BY 1, 2, 3 HAVING ${ANY_NONZERO};`;

@@ -4,9 +4,16 @@ import type { CommerceMetrics, CurrencyFigures } from '../use-commerce-metrics';
 
 type Figure = { key: string; label: string; value(f: CurrencyFigures): number; money?: boolean };
 
+/**
+ * Gross, tax and net side by side (issue 39, item 4): gross volume holds the tax; net volume is
+ * after refunds, tax included; tax and net revenue split it (net volume = net revenue + tax).
+ */
 export const FIGURES: Figure[] = [
   { key: 'gross', label: 'Gross volume', value: (f) => f.grossVolume, money: true },
   { key: 'net', label: 'Net volume', value: (f) => f.netVolume, money: true },
+  { key: 'tax', label: 'Tax', value: (f) => f.netTaxVolume, money: true },
+  { key: 'revenue', label: 'Net revenue excl. tax', value: (f) => f.netRevenue, money: true },
+  { key: 'discounts', label: 'Discounts', value: (f) => f.discountVolume, money: true },
   { key: 'ok', label: 'Successful payments', value: (f) => f.successfulPayments },
   { key: 'failed', label: 'Failed payments', value: (f) => f.failedPayments },
   { key: 'mrr', label: 'MRR', value: (f) => f.mrr, money: true },
@@ -25,6 +32,9 @@ export function TodayCards(props: { metrics: CommerceMetrics }) {
       <div class="cards">
         <Card label="New customers" current={String(customers[today]?.newCustomers ?? 0)} change={formatChange(customers[today]?.newCustomers ?? 0, customers[today - 1]?.newCustomers ?? 0)} />
       </div>
+      <p class="muted small" id="figures-note">
+        Gross volume includes tax. Net volume is after refunds; tax and net revenue split it, each refund taking back its share of the tax.
+      </p>
       {metrics.currencies.length === 0 && <p class="muted">No payments, subscriptions or checkouts yesterday or today.</p>}
       {metrics.currencies.map((currency) => {
         const now = currency.series[currency.series.length - 1];
