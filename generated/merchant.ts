@@ -827,8 +827,18 @@ export interface paths {
          *     with `remaining` = `currentPeriodEnd` − `prorationDate` and `length` = the period's length,
          *     two `PRORATION` lines: a credit of −(old amount × remaining / length) "Unused time on …" and
          *     a charge of new amount × remaining / length "Remaining time on …", each computed exactly
-         *     and rounded once, half up, to the minor unit (docs/order-lines.md); the order's
-         *     `amountCents` is their sum.
+         *     and rounded once, half up, to the minor unit (docs/order-lines.md). The order charges the
+         *     subscription's extras like a renewal does, in the same order of lines: the checkout's
+         *     coupon (`DISCOUNT`, when it covers the current period; a coupon limited to products takes
+         *     nothing off a proration), then the first order's tax (`TAX` lines: an **exclusive** rate
+         *     adds (proration − discount) × rate, rounded once, half up, as on every order; inclusive
+         *     rates and reverse charge add 0 and show the tax). The order's `amountCents` is the sum of
+         *     its lines, and equals the preview's `amountDueCents`.
+         *
+         *     **Stored amount.** The subscription's `amountCents` (and a `scheduledChange`'s) keeps its
+         *     meaning after a change: the new fee (unit × quantity) before any coupon, with the
+         *     exclusive tax on it (the preview's `nextRenewalAmountCents`). `from` and `to` show the fees
+         *     without tax.
          *
          *     **When it takes effect** (`effective`):
          *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
@@ -844,9 +854,8 @@ export interface paths {
          *       proration; the first charge at `trialEnd` is the new amount.
          *
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
-         *     price, or a subscription charged with an exclusive tax rate (its stored amount carries the
-         *     tax and the proration would not: not supported yet; inclusive rates and reverse charge
-         *     change normally): `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     price, or a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     rates (set at a processor): `409`. The change runs under the subscription's row lock, so two changes, or a
          *     change and a renewal, apply one after the other, each on the state the other left.
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it
@@ -3425,7 +3434,7 @@ export interface components {
             productName: string;
             unitAmountCents: components["schemas"]["MinorUnits"];
             quantity: number;
-            /** @description A period's recurring amount, unit × quantity. */
+            /** @description A period's recurring fee, unit × quantity, without exclusive tax. */
             amountCents: components["schemas"]["MinorUnits"];
         };
         SubscriptionChangePreview: {
@@ -3441,9 +3450,9 @@ export interface components {
             to: components["schemas"]["SubscriptionPlanSide"];
             /** @description Charged now (the sum of `lines`); 0 for a change at period end or during a trial. */
             amountDueCents: number;
-            /** @description The order's lines charged now (two `PRORATION` lines), empty when nothing is charged now. */
+            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines), empty when nothing is charged now. */
             lines: components["schemas"]["OrderLine"][];
-            /** @description What the next renewal charges (the new amount). */
+            /** @description The subscription's `amountCents` after the change (the new fee with its exclusive tax, before any coupon) — what the next renewal charges before its coupon. */
             nextRenewalAmountCents: components["schemas"]["MinorUnits"];
         };
         SubscriptionChangePreviewResponse: {

@@ -15,7 +15,7 @@ import { presentWebhookOrder } from '../commerce/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
 import { periodEnd } from '../commerce/billing-period.js';
 import { presentWebhookSubscription } from '../commerce/subscription.presenter.js';
-import { discountEndsBefore, renewalOrder } from '../commerce/renewal-order.js';
+import { changePricing, discountEndsBefore, renewalOrder } from '../commerce/renewal-order.js';
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
@@ -23,7 +23,6 @@ import type { LineInput } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
-import { taxContextOfLines } from '../commerce/tax.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -374,8 +373,7 @@ export class SubscriptionService {
     const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
     if (!s || (owner.customerId !== undefined && s.customerId !== owner.customerId)) throw notFound('Subscription');
     if (s.processorSubscriptionId && !this.billing) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
-    await refuseExclusiveTaxChange(this.uow.stores, s);
-    return quotePlanChange(s, request, this.catalog, this.clock.now(), scope);
+    return quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
   }
 
   /**
@@ -390,13 +388,13 @@ export class SubscriptionService {
    */
   changePlan(id: string, request: PlanChangeRequest, owner?: SubscriptionOwner, scope?: PlanChangeScope): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote }> {
     return this.pricesFor(id, request).then((prices) => this.underLock(owner, id, async (s, now, stores) => {
-      await refuseExclusiveTaxChange(stores, s);
-      const quote = await quotePlanChange(s, request, prices, now, scope);
+      const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
       if (s.processorSubscriptionId) throw conflict('Plan changes of subscriptions Stripe bills are not supported yet; change it in the Stripe Dashboard');
       let order: Order | null = null;
       if (quote.amountDue > 0) {
         if (s.paymentMethod === 'none') throw conflict('No card is saved for this subscription, so the change cannot be charged');
-        const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, quote.lines.map((l) => ({ kind: 'PRORATION' as const, description: l.description, amount: l.amount })), { fee: false });
+        // The quote's own lines (PRORATION, the coupon's DISCOUNT, TAX): the preview is the charge.
+        const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, [], { fee: false, priced: { lines: quote.lines, total: quote.amountDue } });
         const charge = await this.processor.chargeSavedMethod({
           orgId: s.orgId,
           paymentMethod: s.paymentMethod,
@@ -545,19 +543,5 @@ export class SubscriptionService {
   async list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, request: ListRequest) {
     const subscriptions = this.uow.stores.subscriptions;
     return subscriptions.list(orgId, filter, await resolveWindow(request, (id) => subscriptions.keyset(orgId, id), 'subscription'));
-  }
-}
-
-/**
- * A subscription charged with exclusive tax stores its fee with that tax on it and its renewals work
- * the fee back out of it (src/commerce/renewal-order.ts); a plan change would store an untaxed
- * amount and prorate without tax. Until changes carry the tax, they are refused (409), not
- * charged wrong.
- */
-async function refuseExclusiveTaxChange(stores: Pick<CommerceStores, 'orders'>, s: Subscription): Promise<void> {
-  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
-  const tax = taxContextOfLines(initial?.lines);
-  if (tax && !tax.reverseCharge && tax.rates.some((r) => !r.inclusive)) {
-    throw conflict('Plan and seat changes of a subscription charged with exclusive tax are not supported yet');
   }
 }
