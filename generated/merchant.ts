@@ -280,7 +280,8 @@ export interface paths {
         /**
          * Expire an unpaid checkout session
          * @description Closes the payment entry of an unpaid session. No request body. Success is `200` with the
-         *     session (status `EXPIRED`, `url` null) in `data`. Permission: `checkout:write`.
+         *     session (status `EXPIRED`, `url` null) in `data`. Permission: `checkout:write`. A promotion
+         *     code or coupon the session redeemed (a payment was attempted) is given back, once.
          *
          *     | state | condition | next state | response |
          *     |---|---|---|---|
@@ -3670,7 +3671,12 @@ export interface components {
             durationInPeriods: number | null;
             /** @description How many checkouts may redeem it in all (null: no limit). */
             maxRedemptions: number | null;
-            /** @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). */
+            /**
+             * @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). A checkout
+             *     that expires unpaid (a declined card, then the buyer left) gives its redemption back,
+             *     once, when it expires (expiry job, a read after `expiresAt`, or `expireCheckoutSession`);
+             *     a late payment of that checkout takes it back while the limits allow.
+             */
             timesRedeemed: number;
             /**
              * Format: date-time
@@ -3726,6 +3732,7 @@ export interface components {
             couponId: string;
             active: boolean;
             maxRedemptions: number | null;
+            /** @description As the coupon's: given back when the checkout that redeemed it expires unpaid. */
             timesRedeemed: number;
             /** Format: date-time */
             expiresAt: string | null;
