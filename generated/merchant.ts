@@ -861,7 +861,8 @@ export interface paths {
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it
          *     is `409` and nothing is charged. `prorationDate` must lie within the last 10 minutes and in
-         *     the current period (`400` naming it otherwise): a preview stays exact for that long.
+         *     the current period, counted in whole seconds (the second the period starts in belongs to
+         *     it) (`400` naming it otherwise): a preview stays exact for that long.
          *
          *     **Events.** `subscription.updated` with the new `priceId`, `quantity`, `amountCents`,
          *     `product` (or `scheduledChange`); the proration order's `order.paid` carries its lines.

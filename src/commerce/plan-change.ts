@@ -174,7 +174,10 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   let at = wholeSecond(now);
   if (request.prorationDate) {
     const d = wholeSecond(request.prorationDate);
-    if (d.getTime() > now.getTime() || d.getTime() < now.getTime() - PRORATION_DATE_WINDOW_MS || d.getTime() < s.currentPeriodStart.getTime() || d.getTime() >= s.currentPeriodEnd.getTime()) {
+    // The period's bounds in whole seconds, as the proration counts them (proration.ts): a period
+    // starting mid-second (00:00:00.250) begins at its second (00:00:00), so a preview in its first
+    // second — whose prorationDate is that second — stays in the period.
+    if (d.getTime() > now.getTime() || d.getTime() < now.getTime() - PRORATION_DATE_WINDOW_MS || d.getTime() < wholeSecond(s.currentPeriodStart).getTime() || d.getTime() >= s.currentPeriodEnd.getTime()) {
       throw validationError('prorationDate must be within the last 10 minutes and in the current period; preview again', { field: 'prorationDate' });
     }
     at = d;

@@ -108,6 +108,27 @@ describe('plan changes through the merchant API', () => {
     expect(smtp.received.some((m) => (m.subject ?? '').includes('your plan changed'))).toBe(true);
   });
 
+  it('a change in the period\'s first second (a period starting mid-second) is previewed and charged, not refused', async () => {
+    // Regression: the preview's prorationDate is the whole second, 00:00:00.000, which fell before a
+    // period starting at 00:00:00.250, so the change made from it was refused (400 prorationDate).
+    at('2026-06-01T00:00:00.250Z');
+    const id = await subscribe(basic);
+    at('2026-06-01T00:00:00.700Z');
+    const p = await preview(id, { priceId: pro });
+    expect(p.status, JSON.stringify(p.body)).toBe(200);
+    expect(p.body.data.prorationDate).toBe('2026-06-01T00:00:00.000Z');
+    // The whole period remains: −1000 + 3000 (June: 30 days, to the second).
+    expect(p.body.data.lines.map((l: any) => [l.kind, l.amountCents])).toEqual([['PRORATION', -1000], ['PRORATION', 3000]]);
+    const c = await change(id, { priceId: pro, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    expect((await api('get', `/v1/orders/${c.body.data.orderId}`)).body.data.lines).toEqual(p.body.data.lines);
+    // A second before the period's start is still refused.
+    const id2 = await subscribe(basic);
+    const early = await change(id2, { priceId: pro, prorationDate: '2026-05-31T23:59:59.000Z' });
+    expect(early.status).toBe(400);
+    expect(early.body.message).toContain('prorationDate');
+  });
+
   it('seats: 3 → 5 charges the two extra seats for the rest of the period; renewals bill 5 × unit', async () => {
     at('2026-01-01T00:00:00.000Z');
     const id = await subscribe(team, 3);
