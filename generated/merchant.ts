@@ -844,7 +844,7 @@ export interface paths {
          *     **When it takes effect** (`effective`):
          *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
          *       subscription takes the new price and quantity now; when the proration is above 0, an
-         *       order of the two lines is charged at once to the saved card (`order.paid`, no
+         *       order of those lines is charged at once to the saved card (`order.paid`, no
          *       `billingPeriod`). A declined card changes nothing (`409`). The period and its end stay.
          *     - `PERIOD_END` (default, and the only choice, when the new amount is lower — a downgrade):
          *       nothing is charged or credited now; `scheduledChange` shows the price and quantity the
