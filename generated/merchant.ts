@@ -280,7 +280,8 @@ export interface paths {
         /**
          * Expire an unpaid checkout session
          * @description Closes the payment entry of an unpaid session. No request body. Success is `200` with the
-         *     session (status `EXPIRED`, `url` null) in `data`. Permission: `checkout:write`.
+         *     session (status `EXPIRED`, `url` null) in `data`. Permission: `checkout:write`. A promotion
+         *     code or coupon the session redeemed (a payment was attempted) is given back, once.
          *
          *     | state | condition | next state | response |
          *     |---|---|---|---|
@@ -830,13 +831,23 @@ export interface paths {
          *     with `remaining` = `currentPeriodEnd` − `prorationDate` and `length` = the period's length,
          *     two `PRORATION` lines: a credit of −(old amount × remaining / length) "Unused time on …" and
          *     a charge of new amount × remaining / length "Remaining time on …", each computed exactly
-         *     and rounded once, half up, to the minor unit (docs/order-lines.md); the order's
-         *     `amountCents` is their sum.
+         *     and rounded once, half up, to the minor unit (docs/order-lines.md). The order charges the
+         *     subscription's extras like a renewal does, in the same order of lines: the checkout's
+         *     coupon (`DISCOUNT`, when it covers the current period; a coupon limited to products takes
+         *     nothing off a proration), then the first order's tax (`TAX` lines: an **exclusive** rate
+         *     adds (proration − discount) × rate, rounded once, half up, as on every order; inclusive
+         *     rates and reverse charge add 0 and show the tax). The order's `amountCents` is the sum of
+         *     its lines, and equals the preview's `amountDueCents`.
+         *
+         *     **Stored amount.** The subscription's `amountCents` (and a `scheduledChange`'s) keeps its
+         *     meaning after a change: the new fee (unit × quantity) before any coupon, with the
+         *     exclusive tax on it (the preview's `nextRenewalAmountCents`). `from` and `to` show the fees
+         *     without tax.
          *
          *     **When it takes effect** (`effective`):
          *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
          *       subscription takes the new price and quantity now; when the proration is above 0, an
-         *       order of the two lines is charged at once to the saved card (`order.paid`, no
+         *       order of those lines is charged at once to the saved card (`order.paid`, no
          *       `billingPeriod`). A declined card changes nothing (`409`). The period and its end stay.
          *     - `PERIOD_END` (default, and the only choice, when the new amount is lower — a downgrade):
          *       nothing is charged or credited now; `scheduledChange` shows the price and quantity the
@@ -847,16 +858,18 @@ export interface paths {
          *       proration; the first charge at `trialEnd` is the new amount.
          *
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
-         *     price, or a subscription charged with an exclusive tax rate (its stored amount carries the
-         *     tax and the proration would not: not supported yet; inclusive rates and reverse charge
-         *     change normally), or past `currentPeriodEnd` before the renewal is recorded (the renewal
-         *     job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a change
-         *     then would prorate nothing while the new period is billed at the old price): `409`. The change runs under the subscription's row lock, so two changes, or a
+         *     price, a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     rates (set at a processor), a Stripe-billed subscription charged with an exclusive tax
+         *     rate (Stripe's proration tax is not yet held equal to the preview's), or past `currentPeriodEnd` before the renewal is recorded (the
+         *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
+         *     change then would prorate nothing while the new period is billed at the old price): `409`.
+         *     The change runs under the subscription's row lock, so two changes, or a
          *     change and a renewal, apply one after the other, each on the state the other left.
          *     `expectedAmountDueCents` (the preview's `amountDueCents`) makes the change conditional:
          *     when the locked subscription prices differently (it renewed, another change came first) it
          *     is `409` and nothing is charged. `prorationDate` must lie within the last 10 minutes and in
-         *     the current period (`400` naming it otherwise): a preview stays exact for that long.
+         *     the current period, counted in whole seconds (the second the period starts in belongs to
+         *     it) (`400` naming it otherwise): a preview stays exact for that long.
          *
          *     **Events.** `subscription.updated` with the new `priceId`, `quantity`, `amountCents`,
          *     `product` (or `scheduledChange`); the proration order's `order.paid` carries its lines.
@@ -3464,7 +3477,7 @@ export interface components {
             productName: string;
             unitAmountCents: components["schemas"]["MinorUnits"];
             quantity: number;
-            /** @description A period's recurring amount, unit × quantity. */
+            /** @description A period's recurring fee, unit × quantity, without exclusive tax. */
             amountCents: components["schemas"]["MinorUnits"];
         };
         SubscriptionChangePreview: {
@@ -3480,9 +3493,9 @@ export interface components {
             to: components["schemas"]["SubscriptionPlanSide"];
             /** @description Charged now (the sum of `lines`); 0 for a change at period end or during a trial. */
             amountDueCents: number;
-            /** @description The order's lines charged now (two `PRORATION` lines), empty when nothing is charged now. */
+            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines), empty when nothing is charged now. */
             lines: components["schemas"]["OrderLine"][];
-            /** @description What the next renewal charges (the new amount). */
+            /** @description The subscription's `amountCents` after the change (the new fee with its exclusive tax, before any coupon) — what the next renewal charges before its coupon. */
             nextRenewalAmountCents: components["schemas"]["MinorUnits"];
         };
         SubscriptionChangePreviewResponse: {
@@ -3700,7 +3713,12 @@ export interface components {
             durationInPeriods: number | null;
             /** @description How many checkouts may redeem it in all (null: no limit). */
             maxRedemptions: number | null;
-            /** @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). */
+            /**
+             * @description Checkouts that redeemed it (counted when the buyer pays, once per checkout). A checkout
+             *     that expires unpaid (a declined card, then the buyer left) gives its redemption back,
+             *     once, when it expires (expiry job, a read after `expiresAt`, or `expireCheckoutSession`);
+             *     a late payment of that checkout takes it back while the limits allow.
+             */
             timesRedeemed: number;
             /**
              * Format: date-time
@@ -3756,6 +3774,7 @@ export interface components {
             couponId: string;
             active: boolean;
             maxRedemptions: number | null;
+            /** @description As the coupon's: given back when the checkout that redeemed it expires unpaid. */
             timesRedeemed: number;
             /** Format: date-time */
             expiresAt: string | null;

@@ -18,6 +18,7 @@ import { KnexDisputeRepository, KnexRefundRepository } from './orders/refund.rep
 import { KnexSubscriptionRepository } from './subscriptions/subscription.repository.js';
 import { KnexCryptoRepository } from './crypto-payments/crypto.repository.js';
 import { KnexCreditLedger } from './usage/credits.repository.js';
+import { KnexRedemptionLedger } from './discounts/redemption-ledger.repository.js';
 import { enqueueWebhookEvent } from './webhooks/outbox.repository.js';
 import { signX402Receipt } from './webhooks/signature.js';
 import { enqueueBuyerEmail, owedByEvent } from './buyer-emails/buyer-email.repository.js';
@@ -145,6 +146,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     disputes: new KnexDisputeRepository(executor),
     quotes: new KnexCryptoRepository(executor),
     credits: new KnexCreditLedger(executor),
+    redemptions: new KnexRedemptionLedger(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);

@@ -248,13 +248,14 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return changed === 1;
   }
 
-  async expireDue(now: Date, limit: number): Promise<number> {
+  async expireDue(now: Date, limit: number): Promise<string[]> {
     const result = await this.db.raw(
       `UPDATE checkout_sessions SET status = 'EXPIRED', updated_at = ?
-       WHERE id IN (SELECT id FROM checkout_sessions WHERE status = 'CREATED' AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)`,
+       WHERE id IN (SELECT id FROM checkout_sessions WHERE status = 'CREATED' AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING id`,
       [now, now, limit],
     );
-    return Number(result.rowCount ?? result.affectedRows ?? 0);
+    return (result.rows as { id: string }[]).map((r) => r.id);
   }
 
   async findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined> {

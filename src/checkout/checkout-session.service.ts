@@ -488,6 +488,8 @@ export class CheckoutSessionService {
       if (locked.status !== 'CREATED') return locked;
       const expired = { ...locked, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
       assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
+      // Expired unpaid: its promotion code or coupon redemption is given back (issue 39), once.
+      await tx.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
       return expired;
     });
   }
@@ -511,13 +513,22 @@ export class CheckoutSessionService {
       if (session.status !== 'CREATED') throw conflict(`A ${session.status} checkout session cannot be expired`);
       const expired = { ...session, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
       assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
+      await tx.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
       return expired;
     });
   }
 
-  /** Worker pass: sessions whose expiry has passed become EXPIRED even if nobody reads them. */
+  /**
+   * Worker pass: sessions whose expiry has passed become EXPIRED even if nobody reads them, and
+   * their redemptions are given back in the same transaction (the rows stay locked until it ends).
+   */
   expireDue(limit = 500): Promise<number> {
-    return this.uow.stores.sessions.expireDue(this.clock.now(), limit);
+    const now = this.clock.now();
+    return this.uow.transaction(async (tx) => {
+      const ids = await tx.sessions.expireDue(now, limit);
+      await tx.redemptions.releaseUnpaid(ids, now);
+      return ids.length;
+    });
   }
 
   orderOf(session: CheckoutSession): Promise<Order | undefined> {

@@ -144,6 +144,10 @@ export class PaymentFlow {
         paymentMethod: result.paymentMethod ?? null,
       });
       await stores.orders.insert(order);
+      // A late payment (the session expired while the card was charged) takes back the redemption
+      // the expiry gave back: the order carries the discount (issue 39). Under the session's lock,
+      // as the expiry's release, so one of the two comes first and the other sees it.
+      if (session.pricing.discount && session.status === 'EXPIRED') await stores.redemptions.takeBack(session.id, now);
       assertWritten(await stores.sessions.update({ ...session, status: 'COMPLETE', customerId: customer.id, customerEmail: customer.email, updatedAt: now }, session.status), 'checkout session');
       const { order: linked, subscription } = paid ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
       if (paid) await grantCredits(stores, session, linked, now);
@@ -192,6 +196,7 @@ export class PaymentFlow {
       if (session.status !== 'CREATED') return session;
       const expired: CheckoutSession = { ...session, status: 'EXPIRED', updatedAt: this.clock.now() };
       assertWritten(await stores.sessions.update(expired, 'CREATED'), 'checkout session');
+      await stores.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
       return expired;
     });
   }

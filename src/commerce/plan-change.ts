@@ -13,8 +13,9 @@
  */
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
-import type { PricedLine } from './pricing.js';
+import type { LineInput, PricedLine } from './pricing.js';
 import { prorate, prorationOrderLines } from './proration.js';
+import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
 
 /** A catalog price as a plan change sees it (read through the catalog module at composition). */
@@ -47,6 +48,19 @@ export interface PlanChangeRequest {
   expectedAmountDueCents?: number;
 }
 
+/**
+ * What the subscription's orders carry besides the fee (read by the caller from its first order and
+ * checkout session): the first order's tax, and its coupon's DISCOUNT while the coupon covers the
+ * current period — the same chain as a renewal (charges → DISCOUNT → TAX, src/commerce/tax.ts).
+ */
+export interface ChangePricing {
+  tax: TaxContext | null;
+  /** The coupon's DISCOUNT inputs for the current period's charges; empty when no coupon covers it. */
+  discount(charges: readonly LineInput[]): LineInput[];
+}
+
+export const UNTAXED_PRICING: ChangePricing = { tax: null, discount: () => [] };
+
 /** Who may move the subscription where: the merchant (any eligible price) or a portal buyer (the listed prices, seats if allowed). */
 export interface PlanChangeScope {
   priceIds?: readonly string[];
@@ -76,6 +90,10 @@ export interface PlanChangeQuote {
   /** The order charged now (PRORATION lines); empty when nothing is charged now. */
   lines: PricedLine[];
   amountDue: number;
+  /**
+   * The subscription's stored amount after the change (`amountCents`): the new fee before any
+   * coupon, with the first order's exclusive tax on it (docs/tax.md); `to.amount` without exclusive tax.
+   */
   nextRenewalAmount: number;
 }
 
@@ -85,10 +103,19 @@ export const MAX_SEATS = 10_000;
 
 const wholeSecond = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000);
 
-/** The subscription's current side: unit × quantity (the amount is unit × quantity by construction). */
-export function currentSide(s: Subscription): PlanSideQuote {
-  const quantity = s.quantity >= 1 && s.amountCents % s.quantity === 0 ? s.quantity : 1;
-  return { priceId: s.priceId, productId: s.productId, productName: s.productName, unitAmount: s.amountCents / quantity, quantity, amount: s.amountCents };
+/**
+ * The subscription's current side: unit × quantity of its fee (`fee`: the stored amount without its
+ * exclusive tax, which is unit × quantity by construction).
+ */
+export function currentSide(s: Subscription, fee: number = s.amountCents): PlanSideQuote {
+  const quantity = s.quantity >= 1 && fee % s.quantity === 0 ? s.quantity : 1;
+  return { priceId: s.priceId, productId: s.productId, productName: s.productName, unitAmount: fee / quantity, quantity, amount: fee };
+}
+
+/** A fee as the subscription stores it: with the exclusive tax of its context (one PRICE line taxed by the one rule). */
+function storedAmount(side: PlanSideQuote, tax: TaxContext | null): number {
+  if (!tax) return side.amount;
+  return priceWithTax([{ kind: 'PRICE', description: side.productName, quantity: side.quantity, unitAmount: String(side.unitAmount) }], tax).total;
 }
 
 /** The price a scheduled change names, applied at the renewal that starts the next period. */
@@ -98,7 +125,7 @@ export function applyScheduled(s: Subscription): Subscription {
   return { ...s, priceId: c.priceId, productId: c.productId, productName: c.productName, amountCents: c.amountCents, quantity: c.quantity, scheduledChange: null };
 }
 
-export async function quotePlanChange(s: Subscription, request: PlanChangeRequest, catalog: PlanCatalog, now: Date, scope: PlanChangeScope = {}): Promise<PlanChangeQuote> {
+export async function quotePlanChange(s: Subscription, request: PlanChangeRequest, catalog: PlanCatalog, now: Date, scope: PlanChangeScope = {}, pricing: ChangePricing = UNTAXED_PRICING): Promise<PlanChangeQuote> {
   if (request.priceId === undefined && request.quantity === undefined) throw validationError('Give priceId, quantity or both', { field: 'priceId' });
   if (request.quantity !== undefined && (!Number.isSafeInteger(request.quantity) || request.quantity < 1 || request.quantity > MAX_SEATS)) {
     throw validationError(`quantity must be an integer from 1 to ${MAX_SEATS}`, { field: 'quantity' });
@@ -113,7 +140,11 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   }
   if (scope.priceIds && request.quantity !== undefined && request.quantity !== s.quantity && !scope.allowQuantity) throw validationError('The quantity cannot be changed here', { field: 'quantity' });
 
-  const from = currentSide(s);
+  // The stored amount carries exclusive tax (docs/tax.md): the side is its fee without it. An amount
+  // no fee taxes to exactly (set at a processor) cannot be split into unit × quantity: refused.
+  const fee = untaxedAmount(s.amountCents, pricing.tax);
+  if (fee === null) throw conflict('The subscription’s amount does not match its tax rates, so its plan cannot change here');
+  const from = currentSide(s, fee);
   if (s.priceId) {
     const current = await catalog.findPrice(s.orgId, s.priceId);
     if (current?.metered) throw conflict('A subscription with metered usage cannot change its plan yet');
@@ -146,7 +177,10 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   let at = wholeSecond(now);
   if (request.prorationDate) {
     const d = wholeSecond(request.prorationDate);
-    if (d.getTime() > now.getTime() || d.getTime() < now.getTime() - PRORATION_DATE_WINDOW_MS || d.getTime() < s.currentPeriodStart.getTime() || d.getTime() >= s.currentPeriodEnd.getTime()) {
+    // The period's bounds in whole seconds, as the proration counts them (proration.ts): a period
+    // starting mid-second (00:00:00.250) begins at its second (00:00:00), so a preview in its first
+    // second — whose prorationDate is that second — stays in the period.
+    if (d.getTime() > now.getTime() || d.getTime() < now.getTime() - PRORATION_DATE_WINDOW_MS || d.getTime() < wholeSecond(s.currentPeriodStart).getTime() || d.getTime() >= s.currentPeriodEnd.getTime()) {
       throw validationError('prorationDate must be within the last 10 minutes and in the current period; preview again', { field: 'prorationDate' });
     }
     at = d;
@@ -156,19 +190,19 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   let quote: PlanChangeQuote;
   if (same) {
     if (!s.scheduledChange) throw validationError('The subscription already has this price and quantity', { field: request.priceId !== undefined ? 'priceId' : 'quantity' });
-    quote = { ...base, mode: 'unschedule', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: from.amount };
+    quote = { ...base, mode: 'unschedule', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: s.amountCents };
   } else if (s.periodNumber === 0 && s.trialEnd && s.trialEnd.getTime() > at.getTime()) {
-    quote = { ...base, mode: 'trial', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: to.amount };
+    quote = { ...base, mode: 'trial', effective: 'IMMEDIATE', lines: [], amountDue: 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
   } else {
     const downgrade = to.amount < from.amount;
     const effective = request.effective ?? (downgrade ? 'PERIOD_END' : 'IMMEDIATE');
     if (downgrade && effective === 'IMMEDIATE') throw validationError('effective: a downgrade takes effect at the period end (Kassa keeps no credit balance for unused time)', { field: 'effective' });
     if (effective === 'PERIOD_END') {
-      quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: to.amount };
+      quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
     } else {
       const proration = prorate({ from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at });
-      const priced = proration.net > 0 ? prorationOrderLines(proration) : undefined;
-      quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: to.amount };
+      const priced = proration.net > 0 ? prorationOrderLines(proration, pricing) : undefined;
+      quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
     }
   }
   if (request.expectedAmountDueCents !== undefined && request.expectedAmountDueCents !== quote.amountDue) {
@@ -183,11 +217,11 @@ export function changedSubscription(s: Subscription, q: PlanChangeQuote, now: Da
     case 'unschedule':
       return { ...s, scheduledChange: null, updatedAt: now };
     case 'scheduled': {
-      const change: ScheduledPlanChange = { priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.to.amount, quantity: q.to.quantity, requestedAt: now };
+      const change: ScheduledPlanChange = { priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.nextRenewalAmount, quantity: q.to.quantity, requestedAt: now };
       return { ...s, scheduledChange: change, updatedAt: now };
     }
     case 'trial':
     case 'immediate':
-      return { ...s, priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.to.amount, quantity: q.to.quantity, scheduledChange: null, updatedAt: now };
+      return { ...s, priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.nextRenewalAmount, quantity: q.to.quantity, scheduledChange: null, updatedAt: now };
   }
 }

@@ -13,7 +13,8 @@
  * two lines (its invoice's "Unused time" credit and "Remaining time" charge), each rounded on its
  * own, so Stripe's invoice for the same change and second is the same two integers.
  */
-import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
+import { roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
+import { priceWithTax, type TaxContext } from './tax.js';
 import { validationError } from '../kernel/errors.js';
 
 /** One side of a change: what a period of the subscription costs, unit × quantity. */
@@ -80,8 +81,13 @@ export function prorate(input: ProrationInput): Proration {
   return { inputs, credit, charge, net: credit + charge, remainingSeconds: remaining, periodSeconds: length };
 }
 
-/** The order a change charges now: its PRORATION lines priced by pricePeriod (the total is their sum, never below 0). */
-export function prorationOrderLines(p: Proration): PricedPeriod {
+/**
+ * The order a change charges now: its PRORATION lines, then the subscription's coupon's DISCOUNT
+ * (when one covers the period) and its TAX on the net (the proration less the discount), priced by
+ * the one hook (priceWithTax → pricePeriod): each TAX line is the net × rate, rounded once, half up
+ * (docs/tax.md) — the rule of every order. Without tax or coupon: the two lines, their sum.
+ */
+export function prorationOrderLines(p: Proration, extra: { tax?: TaxContext | null; discount?: (charges: readonly LineInput[]) => LineInput[] } = {}): PricedPeriod {
   if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
-  return pricePeriod(p.inputs);
+  return priceWithTax([...p.inputs, ...(extra.discount?.(p.inputs) ?? [])], extra.tax ?? null);
 }

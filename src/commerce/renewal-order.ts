@@ -6,7 +6,8 @@ import type { Order, Subscription } from './model.js';
 import type { CommerceStores } from './stores.js';
 import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
-import type { LineInput } from './pricing.js';
+import type { LineInput, PricedPeriod } from './pricing.js';
+import type { ChangePricing } from './plan-change.js';
 import { discountCovers, discountInputs, lastDiscountedPeriod } from './discounts.js';
 import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
 
@@ -37,8 +38,11 @@ export async function renewalOrder(
   now: Date,
   /** The closing period's USAGE lines (src/commerce/metered-billing.ts), charged with the new period's fee. */
   usage: readonly LineInput[] = [],
-  /** `fee: false`: the last usage of an ending subscription, no new period's fee. */
-  options: { fee?: boolean } = {},
+  /**
+   * `fee: false`: the last usage of an ending subscription, no new period's fee. `priced`: lines
+   * already priced with the subscription's tax and coupon (a plan change's quote, changePricing).
+   */
+  options: { fee?: boolean; priced?: PricedPeriod } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
@@ -53,7 +57,7 @@ export async function renewalOrder(
   const tax = net === null ? null : foundTax;
   const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
-  const priced = priceWithTax([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))], tax);
+  const priced = options.priced ?? priceWithTax([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))], tax);
   return {
     id: newId('ORD'),
     orgId: s.orgId,
@@ -104,6 +108,21 @@ export async function discountEndsBefore(stores: CommerceStores, s: Subscription
   if (!discount) return false;
   const last = lastDiscountedPeriod(discount, session.pricing.trialDays ? 1 : 0);
   return last !== null && period === last + 1;
+}
+
+/**
+ * What a plan change's order carries besides its PRORATION lines (src/commerce/plan-change.ts): the
+ * first order's tax, as a renewal carries it, and the checkout's coupon while it covers the current
+ * period (`periodNumber`). The quote prices its lines with this, and the change charges those lines.
+ */
+export async function changePricing(stores: CommerceStores, s: Subscription): Promise<ChangePricing> {
+  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+  const tax = taxContextOfLines(initial?.lines);
+  const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
+  const session = sessionId ? await stores.sessions.find(s.orgId, sessionId) : undefined;
+  const discount = session?.pricing.discount;
+  const covers = discount ? discountCovers(discount, s.periodNumber, session.pricing.trialDays ? 1 : 0) : false;
+  return { tax, discount: (charges) => (covers ? discountInputs(discount, charges) : []) };
 }
 
 async function renewalDiscountInputs(stores: CommerceStores, s: Subscription, initial: Order | undefined, period: number, charges: readonly LineInput[]): Promise<LineInput[]> {

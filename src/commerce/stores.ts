@@ -74,8 +74,8 @@ export interface CheckoutSessionRepository {
   recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
   /** The buyer's tax location given on the hosted page: tax and amount, while CREATED and still at `expectedAmount`. */
   setTax(id: string, tax: TaxContext, amount: number, expectedAmount: number, at: Date): Promise<boolean>;
-  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED; returns how many. */
-  expireDue(now: Date, limit: number): Promise<number>;
+  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping locked ones); returns their ids. */
+  expireDue(now: Date, limit: number): Promise<string[]>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
   /**
    * Inserts the record unless the key exists with a record created at or after `expiredBefore`
@@ -237,6 +237,24 @@ export interface CreditBalance {
  * once (unique per order and kind, per subscription period and meter) with the balance row it
  * moves, under that row's lock, in the caller's transaction.
  */
+/**
+ * Redemptions of coupons and promotion codes (issue 39), as the checkout's expiry and payment see
+ * them, in the caller's transaction under the session's row lock (src/discounts/redemption-ledger.repository.ts).
+ */
+export interface RedemptionLedger {
+  /**
+   * Gives back the redemptions claimed by these sessions that have no order other than FAILED:
+   * marks each released and lowers its coupon's and code's `times_redeemed`, once (a released one
+   * is never released again). Returns how many were given back.
+   */
+  releaseUnpaid(checkoutSessionIds: readonly string[], now: Date): Promise<number>;
+  /**
+   * A late payment of a session whose redemption was given back takes it back, within the limits
+   * (`refused` when the freed redemption was taken by another buyer meanwhile: nothing written).
+   */
+  takeBack(checkoutSessionId: string, now: Date): Promise<'held' | 'taken_back' | 'refused' | 'none'>;
+}
+
 export interface CreditLedger {
   /** Grants a paid credit pack's units; false, nothing written, when this order already granted. */
   grant(entry: { orgId: string; customerId: string; meterId: string; units: number; orderId: string; at: Date }): Promise<boolean>;
@@ -272,6 +290,8 @@ export interface CommerceStores {
   quotes: CryptoQuoteRepository;
   /** Prepaid credits of meters (credit packs), granted by payments and drawn by period closes. */
   credits: CreditLedger;
+  /** Coupon and promotion-code redemptions given back at expiry, taken back by a late payment. */
+  redemptions: RedemptionLedger;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
   /**

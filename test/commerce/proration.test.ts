@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { prorate, prorationOrderLines } from '../../src/commerce/proration.js';
+import { quotePlanChange, type PlanCatalog } from '../../src/commerce/plan-change.js';
+import { discountInputs, type AppliedDiscount } from '../../src/commerce/discounts.js';
+import type { TaxContext } from '../../src/commerce/tax.js';
+import type { Subscription } from '../../src/commerce/model.js';
 
 /**
  * An independent recomputation of Stripe's default proration: the period and the change in whole
@@ -87,5 +91,81 @@ describe('proration (Stripe default: time-based, to the second, one rounding per
     const end = new Date('2026-01-05T00:00:00Z');
     const p = prorate({ from: { description: 'Team', unitAmount: 1200, quantity: 3 }, to: { description: 'Team', unitAmount: 1200, quantity: 5 }, periodStart: start, periodEnd: end, at: new Date('2026-01-04T00:00:00Z') });
     expect([p.credit, p.charge, p.net]).toEqual([-900, 1500, 600]);
+  });
+});
+
+/**
+ * Exclusive tax (and a percent coupon) on a plan change, against an independent recomputation:
+ * percentages as integers scaled by 10^4, each rate's tax = net × p / 100 rounded half away from
+ * zero (halfUpDiv above), no code shared with src/commerce/tax.ts or pricing.ts. The quote must
+ * (a) split the stored amount (fee + its tax) back into the old fee, (b) charge PRORATION, the
+ * coupon's DISCOUNT on their sum, and one TAX line per rate on what remains, (c) store the new fee
+ * with its tax.
+ */
+const scaled = (p: string) => {
+  const [whole, fraction = ''] = p.split('.');
+  return BigInt(whole!) * 10000n + BigInt((fraction + '0000').slice(0, 4));
+};
+const refTax = (amount: number, percentages: string[]) => percentages.map((p) => halfUpDiv(BigInt(amount) * scaled(p), 100n * 10000n));
+
+describe('proration with exclusive tax and a coupon (the quote a change charges)', () => {
+  const percentage = fc
+    .tuple(fc.integer({ min: 0, max: 99 }), fc.integer({ min: 0, max: 9999 }))
+    .filter(([w, f]) => w > 0 || f > 0)
+    .map(([w, f]) => (f === 0 ? String(w) : `${w}.${String(f).padStart(4, '0').replace(/0+$/, '')}`));
+  it('matches an independent recomputation; preview lines add up; the stored amount keeps its tax', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 1_000_000 }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 0, max: 3_000_000 }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.array(percentage, { minLength: 1, maxLength: 3 }),
+        fc.option(fc.integer({ min: 1, max: 10000 }), { nil: null }),
+        fc.integer({ min: 1, max: 366 * 86400 }),
+        fc.double({ min: 0, max: 0.999999, noNaN: true }),
+        async (oldUnit, oldQty, extra, newQty, percentages, percentOffBasis, length, where) => {
+          const newUnit = oldUnit + extra;
+          const startS = BASE;
+          const endS = startS + length;
+          const atS = Math.floor(startS + where * length);
+          const oldFee = oldUnit * oldQty;
+          const newFee = newUnit * newQty;
+          if (newFee < oldFee) return; // downgrades are scheduled, not prorated
+          const tax: TaxContext = { location: { country: 'DE', region: null, taxId: null }, reverseCharge: false, rates: percentages.map((p, i) => ({ rateId: `TXR_${i}`, displayName: `T${i}`, percentage: p, inclusive: false })) };
+          const coupon: AppliedDiscount | null = percentOffBasis === null ? null : { couponId: 'CPN_1', name: 'C', promotionCodeId: null, code: null, percentOff: (percentOffBasis / 100).toFixed(2), amountOff: null, currency: null, duration: 'FOREVER', durationInPeriods: null, productIds: null };
+          const stored = oldFee + refTax(oldFee, percentages).reduce((a, b) => a + b, 0);
+          const s = {
+            id: 'SUB_1', orgId: 'ORG_1', status: 'ACTIVE', failedAttempts: 0, paymentAction: null, priceId: 'PRC_old', productId: 'PRD_1', productName: 'Plan',
+            amountCents: stored, quantity: oldQty, currency: 'EUR', billingInterval: 'MONTH', billingIntervalCount: 1,
+            currentPeriodStart: new Date(startS * 1000), currentPeriodEnd: new Date(endS * 1000), periodNumber: 3, trialEnd: null, scheduledChange: null,
+          } as unknown as Subscription;
+          const price = (priceId: string, unitAmount: number) => ({ priceId, productId: 'PRD_1', productName: 'Plan', unitAmount, currency: 'EUR', pricingType: 'SUBSCRIPTION' as const, billingInterval: 'MONTH' as const, billingIntervalCount: 1, provider: 'STRIPE', active: true, flexibleAmount: false, metered: false });
+          const catalog: PlanCatalog = { findPrice: async (_o, id) => (id === 'PRC_old' ? price('PRC_old', oldUnit) : price('PRC_new', newUnit)) };
+          if (newFee === oldFee && newQty === oldQty && newUnit === oldUnit) return;
+          const q = await quotePlanChange(s, { priceId: 'PRC_new', quantity: newQty }, catalog, new Date(atS * 1000 + 500), {}, { tax, discount: (charges) => discountInputs(coupon, charges) });
+          // (a) the old fee recovered from the taxed stored amount
+          expect([q.from.unitAmount, q.from.quantity, q.from.amount]).toEqual([oldUnit, oldQty, oldFee]);
+          // (c) the new stored amount: new fee + its tax
+          expect(q.nextRenewalAmount).toBe(newFee + refTax(newFee, percentages).reduce((a, b) => a + b, 0));
+          // (b) the charge now
+          const ref = reference(oldUnit, oldQty, newUnit, newQty, startS, endS, atS);
+          const net = ref.credit + ref.charge;
+          if (net <= 0) {
+            expect([q.lines, q.amountDue]).toEqual([[], 0]);
+            return;
+          }
+          const discount = coupon ? halfUpDiv(BigInt(net) * BigInt(percentOffBasis!), 10000n) : 0;
+          const taxable = net - discount;
+          const taxes = refTax(taxable, percentages);
+          const expected: [string, number][] = [['PRORATION', ref.credit], ['PRORATION', ref.charge], ...(discount > 0 ? [['DISCOUNT', -discount] as [string, number]] : []), ...taxes.map((t) => ['TAX', t] as [string, number])];
+          expect(q.lines.map((l) => [l.kind, l.amount])).toEqual(expected);
+          expect(q.amountDue).toBe(taxable + taxes.reduce((a, b) => a + b, 0));
+          expect(q.lines.reduce((sum, l) => sum + l.amount, 0)).toBe(q.amountDue);
+          expect(q.lines.filter((l) => l.kind === 'TAX').every((l) => l.tax?.taxableAmount === taxable)).toBe(true);
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -25,6 +25,20 @@ describe('humanErrorMessage', () => {
     expect(humanErrorMessage('VALIDATION_ERROR', 'body.name must NOT have fewer than 1 characters; body.permissions must NOT have fewer than 1 items')).toBe('Enter a name. Choose at least one permission.');
   });
 
+  it('shows a plan change refusal as the API wrote it, not the generic sentence (issue 39; regression)', () => {
+    // Before: "Part of what you entered was not accepted; check the form and try again. preview again"
+    const refusals = [
+      'prorationDate must be within the last 10 minutes and in the current period; preview again',
+      'quantity must be an integer from 1 to 10000',
+      'effective: a downgrade takes effect at the period end (Kassa keeps no credit balance for unused time)',
+      'priceId: the subscription cannot move to this price: its billing interval differs from the subscription’s',
+    ];
+    for (const message of refusals) expect(humanErrorMessage('VALIDATION_ERROR', message), message).toBe(message);
+    expect(humanErrorMessage('CONFLICT', 'The subscription changed since the preview: this change now costs 1615 (not 1000); nothing was charged. Preview again.')).toContain('now costs 1615');
+    // The validator's own text still becomes words.
+    expect(humanErrorMessage('VALIDATION_ERROR', 'body.quantity must be >= 1')).toBe('The quantity must be at least 1.');
+  });
+
   it('keeps the messages written for people', () => {
     expect(humanErrorMessage('FORBIDDEN', 'The role "viewer" cannot give a key the permission(s) "orders:read"')).toBe('The role "viewer" cannot give a key the permission(s) "orders:read"');
     expect(humanErrorMessage('CONFLICT', 'The order is already fully refunded')).toBe('The order is already fully refunded');

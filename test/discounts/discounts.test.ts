@@ -2,8 +2,10 @@
  * Coupons and promotion codes (issue 39, item 2) on the sandbox rail: the merchant API, a coupon
  * or code applied at checkout creation, the hosted page's "Add a promotion code" (refusals in
  * words, rate limit), the DISCOUNT order line, redemption limits (total, first order, once per
- * customer) and a REPEATING coupon on renewals (and `subscription.discount_ended`, once). On PostgreSQL: buyers racing for the last
- * redemptions through separate pools get exactly `maxRedemptions` of them, over rounds.
+ * customer) and a REPEATING coupon on renewals (and `subscription.discount_ended`, once); a
+ * redemption given back once when its session expires unpaid (job, read, merchant), taken back by a
+ * late payment. On PostgreSQL: buyers racing for the last redemptions through separate pools get
+ * exactly `maxRedemptions` of them, over rounds; expirers racing a late payment, over rounds.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -228,6 +230,124 @@ describe('a REPEATING coupon on a subscription', () => {
       .filter((p) => p.subscription.subscriptionId === first.subscriptionId);
     expect(ended).toHaveLength(1);
     expect(ended[0]!.subscription).toMatchObject({ amountCents: 1800, currentPeriodEnd: '2026-06-01T10:00:00.000Z' });
+  });
+});
+
+const card = (number: string) => ({ number, expMonth: 12, expYear: 2030, cvc: '123' });
+const redeemed = async (couponId: string) => {
+  const c = (await api('get', `/v1/coupons/${couponId}`)).body.data.timesRedeemed as number;
+  const p = (await api('get', `/v1/promotion-codes?couponId=${couponId}`)).body.data.records[0].timesRedeemed as number;
+  return [c, p];
+};
+/** A session with a one-use code whose payment started and was declined: the redemption is claimed, the session unpaid. */
+async function claimedUnpaid(extra: object = {}) {
+  const c = await coupon({ percentOff: '10', maxRedemptions: 1 });
+  const code = await promotionCode(c.id, extra);
+  const created = await createSession({ pricingId: oneTimePrice, discounts: [{ promotionCode: code.code }] });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const token = pagePath(created.body.data.url).split('/').pop()!;
+  const declined = await ctx.services.checkout.pay(token, { card: card('4000000000000002') });
+  expect(declined.kind).toBe('declined');
+  expect(await redeemed(c.id)).toEqual([1, 1]);
+  return { couponId: c.id, code: code.code, sessionId: created.body.data.id as string, expiresAt: new Date(created.body.data.expiresAt) };
+}
+const after = (d: Date) => ctx.clock.set(new Date(d.getTime() + 1000).toISOString());
+
+describe('a redemption claimed by a session that expires unpaid is given back (once)', () => {
+  it('by the expiry job: the code is free again for another buyer; later expiry passes and reads give nothing more back', async () => {
+    const { couponId, code, sessionId, expiresAt } = await claimedUnpaid();
+    after(expiresAt);
+    expect(await ctx.services.checkout.expireDue()).toBeGreaterThanOrEqual(1);
+    expect(await redeemed(couponId)).toEqual([0, 0]);
+    const row = await db()('discount_redemptions').where({ checkout_session_id: sessionId }).first();
+    expect(row.released_at).not.toBeNull();
+    await ctx.services.checkout.expireDue();
+    expect((await api('get', `/v1/checkout-sessions/${sessionId}`)).body.data.status).toBe('EXPIRED');
+    expect((await api('post', `/v1/checkout-sessions/${sessionId}/expire`)).status).toBe(200);
+    expect(await redeemed(couponId)).toEqual([0, 0]);
+    // Another buyer can use the one-use code now.
+    const next = await createSession({ pricingId: oneTimePrice, discounts: [{ promotionCode: code }] });
+    expect(next.status, JSON.stringify(next.body)).toBe(201);
+    expect((await pay(next.body.data.url)).status).toBe(303);
+    expect(await redeemed(couponId)).toEqual([1, 1]);
+  });
+
+  it('on read (the session read after its expiry) and by the merchant expiring it; a once-per-customer code is free for that buyer again', async () => {
+    const read = await claimedUnpaid();
+    after(read.expiresAt);
+    expect((await api('get', `/v1/checkout-sessions/${read.sessionId}`)).body.data.status).toBe('EXPIRED');
+    expect(await redeemed(read.couponId)).toEqual([0, 0]);
+    const byMerchant = await claimedUnpaid({ oncePerCustomer: true });
+    expect((await api('post', `/v1/checkout-sessions/${byMerchant.sessionId}/expire`)).status).toBe(200);
+    expect(await redeemed(byMerchant.couponId)).toEqual([0, 0]);
+    const email = (await db()('discount_redemptions').where({ checkout_session_id: byMerchant.sessionId }).first()).customer_email as string;
+    const again = await createSession({ pricingId: oneTimePrice, discounts: [{ promotionCode: byMerchant.code }] }, email);
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect((await pay(again.body.data.url)).status).toBe(303);
+    expect(await redeemed(byMerchant.couponId)).toEqual([1, 1]);
+  });
+
+  it('a paid session keeps its redemption at any later expiry pass', async () => {
+    const c = await coupon({ percentOff: '10', maxRedemptions: 2 });
+    await promotionCode(c.id);
+    const code = (await api('get', `/v1/promotion-codes?couponId=${c.id}`)).body.data.records[0].code;
+    const created = await createSession({ pricingId: oneTimePrice, discounts: [{ promotionCode: code }] });
+    expect((await pay(created.body.data.url)).status).toBe(303);
+    after(new Date(created.body.data.expiresAt));
+    await ctx.services.checkout.expireDue();
+    expect(await redeemed(c.id)).toEqual([1, 1]);
+  });
+
+  it('a late payment (the session expired while the card was charged) takes the redemption back: the order carries the discount and it counts', async () => {
+    const { couponId, sessionId, expiresAt } = await claimedUnpaid();
+    after(expiresAt);
+    await ctx.services.checkout.expireDue();
+    expect(await redeemed(couponId)).toEqual([0, 0]);
+    const { order } = await ctx.services.payments.applyPaymentResult({ checkoutSessionId: sessionId, outcome: 'succeeded', processorPaymentId: `late_${sessionId}`, customerEmail: 'late@example.com' });
+    expect(order.status).toBe('PAID');
+    expect(order.lines.map((l) => l.kind)).toEqual(['PRICE', 'DISCOUNT']);
+    expect(await redeemed(couponId)).toEqual([1, 1]);
+    expect((await db()('discount_redemptions').where({ checkout_session_id: sessionId }).first()).released_at).toBeNull();
+    // A later pass changes nothing.
+    await ctx.services.checkout.expireDue();
+    expect(await redeemed(couponId)).toEqual([1, 1]);
+  });
+});
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)('giving back a redemption races a late payment on PostgreSQL', () => {
+  it('expiry job, read, merchant expire and a late payment through 3 pools: paid ⇒ counted once, unpaid ⇒ given back once (20 rounds)', async () => {
+    const others = await Promise.all([0, 1].map(() => openDatabase({ databaseUrl: ctx.testDb.url! })));
+    const failures: string[] = [];
+    let paymentFirst = 0;
+    let expiryFirst = 0;
+    try {
+      const workers = [ctx.services, ...others.map((o) => createServices({ db: o.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config }))];
+      for (let round = 0; round < 20; round++) {
+        const withPayment = round % 2 === 0;
+        ctx.clock.set('2026-06-01T00:00:00.000Z');
+        const { couponId, sessionId, expiresAt } = await claimedUnpaid();
+        after(expiresAt);
+        const racers: Promise<unknown>[] = [
+          workers[0]!.checkout.expireDue(),
+          workers[1]!.checkout.get(ctx.orgA.orgId, sessionId),
+          workers[2]!.checkout.expire(ctx.orgA.orgId, sessionId),
+          workers[1]!.checkout.expireDue(),
+        ];
+        if (withPayment) racers.splice(round % 4, 0, workers[round % 3]!.payments.applyPaymentResult({ checkoutSessionId: sessionId, outcome: 'succeeded', processorPaymentId: `late_${sessionId}`, customerEmail: 'late@example.com' }));
+        const settled = await Promise.allSettled(racers);
+        // The merchant's expire after the late payment's commit is a 409 (a COMPLETE session): expected.
+        const errors = settled.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)).filter((e) => !/A COMPLETE checkout session cannot be expired/.test(e));
+        if (withPayment) (settled.some((r) => r.status === 'rejected') ? paymentFirst++ : expiryFirst++);
+        const paid = await db()('orders').where({ checkout_session_id: sessionId, status: 'PAID' }).first();
+        const counts = await redeemed(couponId);
+        const want = withPayment ? [1, 1] : [0, 0];
+        if (errors.length > 0 || Boolean(paid) !== withPayment || counts.join() !== want.join()) failures.push(`round ${round}: paid=${Boolean(paid)} counts=${counts} errors=${errors.join('; ')}`);
+      }
+    } finally {
+      await Promise.all(others.map((o) => o.close()));
+    }
+    console.log(`late payment rounds: payment committed before the merchant's expire ${paymentFirst}, after it ${expiryFirst}`);
+    expect(failures).toEqual([]);
   });
 });
 

@@ -108,6 +108,50 @@ describe('plan changes through the merchant API', () => {
     expect(smtp.received.some((m) => (m.subject ?? '').includes('your plan changed'))).toBe(true);
   });
 
+  it('a change in the period\'s first second (a period starting mid-second) is previewed and charged, not refused', async () => {
+    // Regression: the preview's prorationDate is the whole second, 00:00:00.000, which fell before a
+    // period starting at 00:00:00.250, so the change made from it was refused (400 prorationDate).
+    at('2026-06-01T00:00:00.250Z');
+    const id = await subscribe(basic);
+    at('2026-06-01T00:00:00.700Z');
+    const p = await preview(id, { priceId: pro });
+    expect(p.status, JSON.stringify(p.body)).toBe(200);
+    expect(p.body.data.prorationDate).toBe('2026-06-01T00:00:00.000Z');
+    // The whole period remains: −1000 + 3000 (June: 30 days, to the second).
+    expect(p.body.data.lines.map((l: any) => [l.kind, l.amountCents])).toEqual([['PRORATION', -1000], ['PRORATION', 3000]]);
+    const c = await change(id, { priceId: pro, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    expect((await api('get', `/v1/orders/${c.body.data.orderId}`)).body.data.lines).toEqual(p.body.data.lines);
+    // A second before the period's start is still refused.
+    const id2 = await subscribe(basic);
+    const early = await change(id2, { priceId: pro, prorationDate: '2026-05-31T23:59:59.000Z' });
+    expect(early.status).toBe(400);
+    expect(early.body.message).toContain('prorationDate');
+  });
+
+  it('with a FOREVER coupon the preview shows the DISCOUNT the change charges (preview = charge)', async () => {
+    // Regression: the charge re-derived the coupon's DISCOUNT (for period 0) while the preview showed
+    // none, so the order charged less than previewed and its lines differed from the preview's.
+    const coupon = await api('post', '/v1/coupons').send({ name: 'Half', percentOff: '50', duration: 'FOREVER' });
+    expect(coupon.status, JSON.stringify(coupon.body)).toBe(201);
+    at('2026-07-01T00:00:00.000Z');
+    const created = await api('post', '/v1/checkout-sessions').set('Idempotency-Key', `plan-${++n}`).send({ pricingId: basic, customerEmail: `plan${n}@example.com`, discounts: [{ coupon: coupon.body.data.id }] });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect((await ctx.merchant.post(`${new URL(created.body.data.url).pathname}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' })).status).toBe(303);
+    const id = (await db()('orders').where({ checkout_session_id: created.body.data.id }).first()).subscription_id as string;
+    at('2026-07-16T12:00:00.000Z');
+    const p = await preview(id, { priceId: pro });
+    expect(p.status, JSON.stringify(p.body)).toBe(200);
+    // July: 31 days, 15.5 left: −1000/2 = −500, 3000/2 = 1500; net 1000; 50 % off = 500.
+    expect(p.body.data.lines.map((l: any) => [l.kind, l.amountCents])).toEqual([['PRORATION', -500], ['PRORATION', 1500], ['DISCOUNT', -500]]);
+    expect(p.body.data).toMatchObject({ amountDueCents: 500, nextRenewalAmountCents: 3000 });
+    const c = await change(id, { priceId: pro, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: 500 });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    const order = (await api('get', `/v1/orders/${c.body.data.orderId}`)).body.data;
+    expect(order.amountCents).toBe(500);
+    expect(order.lines).toEqual(p.body.data.lines);
+  });
+
   it('seats: 3 → 5 charges the two extra seats for the rest of the period; renewals bill 5 × unit', async () => {
     at('2026-01-01T00:00:00.000Z');
     const id = await subscribe(team, 3);

@@ -188,19 +188,46 @@ describe('taxed checkouts and orders', () => {
     expect(renewal!.lines.map((l) => [l.kind, l.amountCents, l.description])).toEqual([['PRICE', 2000, 'Pro plan'], ['TAX', 380, 'VAT 19%']]);
   });
 
-  it('a plan or seat change of a subscription charged with exclusive tax is refused (409), not charged without its tax', async () => {
+  it('a plan or seat change of a subscription charged with exclusive tax carries the tax: preview = charge, the stored amount keeps its tax, the renewal bills the new seats', async () => {
+    // Before (session 15) this was refused with 409 ("not supported yet").
     ctx.clock.set('2027-02-01T00:00:00.000Z');
     const res = await createSession({ pricingId: planId, customerTax: { country: 'DE' } });
     await pay(res.body.data.url);
     const first = await orderOf(res.body.data.id);
+    const subId = first.subscriptionId as string;
     ctx.clock.set('2027-02-10T00:00:00.000Z');
-    const preview = await ctx.merchant.post(`/v1/subscriptions/${first.subscriptionId}/change/preview`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2 });
-    expect(preview.status, JSON.stringify(preview.body)).toBe(409);
-    expect(preview.body.message).toContain('exclusive tax');
-    const change = await ctx.merchant.post(`/v1/subscriptions/${first.subscriptionId}/change`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2 });
-    expect(change.status).toBe(409);
-    const sub = (await ctx.merchant.get(`/v1/subscriptions/${first.subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
-    expect([sub.amountCents, sub.quantity]).toEqual([2380, 1]);
+    const preview = await ctx.merchant.post(`/v1/subscriptions/${subId}/change/preview`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2 });
+    expect(preview.status, JSON.stringify(preview.body)).toBe(200);
+    const q = preview.body.data;
+    // 19 of February's 28 days remain: −2000·19/28 = −1357.14 → −1357; 4000·19/28 = 2714.29 → 2714;
+    // net 1357; VAT 19 % of the net = 257.83 → 258 (rounded once, half up); due 1615.
+    expect(q.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRORATION', -1357], ['PRORATION', 2714], ['TAX', 258]]);
+    expect(q.lines[2]).toMatchObject({ description: 'VAT 19%', tax: { taxableAmountCents: 1357, taxAmountCents: 258, percentage: '19', inclusive: false } });
+    expect(q.amountDueCents).toBe(1615);
+    expect(q.from).toMatchObject({ unitAmountCents: 2000, quantity: 1, amountCents: 2000 });
+    expect(q.to).toMatchObject({ unitAmountCents: 2000, quantity: 2, amountCents: 4000 });
+    expect(q.nextRenewalAmountCents).toBe(4760);
+    const change = await ctx.merchant.post(`/v1/subscriptions/${subId}/change`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2, prorationDate: q.prorationDate, expectedAmountDueCents: q.amountDueCents });
+    expect(change.status, JSON.stringify(change.body)).toBe(200);
+    const order = (await ctx.merchant.get(`/v1/orders/${change.body.data.orderId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(order.amountCents).toBe(1615);
+    expect(order.lines).toEqual(q.lines);
+    expect(sumOf(order.lines)).toBe(order.amountCents);
+    const sub = (await ctx.merchant.get(`/v1/subscriptions/${subId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    // The stored amount keeps its meaning: the fee before any coupon, with the exclusive tax on it.
+    expect([sub.amountCents, sub.quantity]).toEqual([4760, 2]);
+    ctx.clock.set('2027-03-01T00:00:01.000Z');
+    await ctx.services.subscriptions.processDue();
+    const orders = (await ctx.merchant.get(`/v1/orders?subscription_id=${subId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    const renewal = ((orders.records ?? orders) as { orderId: string; amountCents: number; lines: Line[] }[]).find((o) => o.orderId !== first.orderId && o.orderId !== order.orderId);
+    expect(renewal?.lines.map((l) => [l.kind, l.amountCents, (l as { quantity?: string | null }).quantity ?? null]), JSON.stringify(orders)).toEqual([['PRICE', 4000, '2'], ['TAX', 760, null]]);
+    expect(renewal?.amountCents).toBe(4760);
+    // A downgrade is scheduled with its tax: 1 seat again at the period end stores 2380.
+    ctx.clock.set('2027-03-05T00:00:00.000Z');
+    const down = await ctx.merchant.post(`/v1/subscriptions/${subId}/change`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 1 });
+    expect(down.status, JSON.stringify(down.body)).toBe(200);
+    expect(down.body.data.subscription.scheduledChange).toMatchObject({ quantity: 1, amountCents: 2380 });
+    expect(down.body.data.preview).toMatchObject({ amountDueCents: 0, nextRenewalAmountCents: 2380, to: { amountCents: 2000 } });
   });
 });
 

@@ -64,6 +64,7 @@ import * as m0320 from './0320_processor_usage_invoices.js';
 import * as m0335 from './0335_meter_rollup_builds.js';
 import * as m0340 from './0340_discounts.js';
 import * as m0350 from './0350_plan_changes.js';
+import * as m0356 from './0356_redemption_release.js';
 import * as m0360 from './0360_tax_rates.js';
 import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
@@ -138,6 +139,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0335_meter_rollup_builds': m0335,
   '0340_discounts': m0340,
   '0350_plan_changes': m0350,
+  '0356_redemption_release': m0356,
   '0360_tax_rates': m0360,
   '0370_commerce_local_days': m0370,
   '0371_order_wallet_statistics': m0371,

@@ -43,12 +43,19 @@ function humanize(part: string): string | undefined {
   return path.includes('.') ? `The ${field} was not accepted; check it and try again.` : undefined;
 }
 
+/** Phrases only the request validator writes (ajv); a service's sentence ("prorationDate must be within …") is not one. */
+const VALIDATOR_PHRASE = /\bmust (NOT have |be equal to |match (format|pattern)|have required property|be (integer|number|string|boolean|object|array|null)$|be [<>]=? -?[\d.]+$)/;
+const NOT_ACCEPTED = 'Part of what you entered was not accepted; check the form and try again.';
+
 /**
- * What a page shows for an API error: a validation error's parts in words (the API joins them
- * with `; `), any other error's own message (written for people already).
+ * What a page shows for an API error: a validator's parts in words (the API joins them with
+ * `; `); any other message as it is, since services write theirs for people — a plan change's
+ * "prorationDate must be within the last 10 minutes and in the current period; preview again"
+ * is shown as written, not replaced by the generic sentence (issue 39).
  */
-export function humanErrorMessage(code: string | undefined, message: string): string {
-  if (code !== 'VALIDATION_ERROR' && !/\bmust (NOT |be |match |have )/.test(message)) return message;
-  const parts = message.split('; ').map((part) => humanize(part) ?? (/\bmust (NOT |be |match |have )/.test(part) ? 'Part of what you entered was not accepted; check the form and try again.' : part));
-  return [...new Set(parts)].join(' ');
+export function humanErrorMessage(_code: string | undefined, message: string): string {
+  const parts = message.split('; ');
+  const shown = parts.map((part) => humanize(part) ?? (VALIDATOR_PHRASE.test(part) ? NOT_ACCEPTED : undefined));
+  if (shown.every((s) => s === undefined)) return message;
+  return [...new Set(shown.map((s, i) => s ?? parts[i]!))].join(' ');
 }
