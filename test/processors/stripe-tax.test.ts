@@ -120,5 +120,16 @@ describe('tax rates on Stripe', () => {
     const o = await order(renewal.id);
     expect(o.amountCents).toBe(invoice.amount_paid);
     expect(o.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 1250], ['TAX', 238]]);
+
+    // A seat change of this exclusively taxed Stripe subscription is refused (409), preview and
+    // change alike: Stripe taxes the proration invoice per line, not yet held equal to the preview.
+    ctx.clock.set('2027-01-10T10:00:00.000Z');
+    const updates = stripe.requests.filter((r) => r.path.startsWith('/v1/subscriptions/')).length;
+    for (const path of [`/v1/subscriptions/${row.id}/change/preview`, `/v1/subscriptions/${row.id}/change`]) {
+      const refused = await ctx.merchant.post(path).set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', `stripe-tax-change-${++keys}`).send({ quantity: 2 });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+      expect(refused.body.error.message).toMatch(/exclusive tax/);
+    }
+    expect(stripe.requests.filter((r) => r.path.startsWith('/v1/subscriptions/')).length).toBe(updates);
   });
 });
