@@ -39,6 +39,10 @@ const BATCHES = Number(process.env.BENCH_USAGE_BATCHES ?? (shortRun ? 40 : 200))
 const READS = Number(process.env.BENCH_USAGE_READS ?? (shortRun ? 200 : 1000));
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (shortRun ? 2 : 3));
 const SIZES = (process.env.BENCH_USAGE_SIZES ?? '1000000').split(',').map(Number);
+/** BENCH_USAGE_CLOSE=10000: that many metered subscriptions whose period ended 2 h ago, closed by the worker(s). */
+const CLOSE = Number(process.env.BENCH_USAGE_CLOSE ?? 0);
+/** Worker processes closing them (each takes due subscriptions with SKIP LOCKED). */
+const CLOSE_WORKERS = Number(process.env.BENCH_USAGE_CLOSE_WORKERS ?? 1);
 /** Seeded customers with a metered subscription (the access check's and the balances' reads). */
 const SUBSCRIBERS = Number(process.env.BENCH_USAGE_SUBSCRIBERS ?? 20);
 const customerOf = (i: number) => `CUS_${String(i).padStart(24, '0')}`;
@@ -312,6 +316,52 @@ async function main(): Promise<void> {
     }
 
     if (SEED_ONLY) return;
+
+    // Closing periods: CLOSE copies (SQL) of a subscriber's metered subscription, spread over the
+    // seeded customers, each period [end − 1 month, end) ended 2 h ago (past the 1-hour grace
+    // window), so each close reads a month of its customer's usage (~720 hour rows) and charges
+    // fee + usage on the sandbox card. One worker process (the production jobs) closes them all.
+    let close: { subscriptions: number; workers: number; seconds: number; renewed: number; orders: number; pgSeconds: number } | undefined;
+    if (CLOSE > 0) {
+      const tag = randomUUID().slice(0, 8);
+      const template = (await direct.query<{ id: string }>("SELECT id FROM subscriptions WHERE org_id = $1 AND status = 'ACTIVE' AND price_id IS NOT NULL ORDER BY created_at LIMIT 1", [merchant.orgId])).rows[0]!.id;
+      const periodEnd = new Date(Math.floor(Date.now() / 1000) * 1000 - 2 * HOUR);
+      await direct.query(
+        `INSERT INTO subscriptions
+         SELECT (jsonb_populate_record(NULL::subscriptions, to_jsonb(s) || jsonb_build_object(
+           'id', 'SUB_close_' || $2 || '_' || i, 'customer_id', 'CUS_' || lpad((i % $3)::text, 24, '0'),
+           'checkout_session_id', 'bench_close_' || $2 || '_' || i, 'manage_token', 'bench_close_' || $2 || '_' || i,
+           'current_period_start', $4::timestamptz - interval '1 month', 'current_period_end', $4::timestamptz, 'next_action_at', $4::timestamptz,
+           'period_number', 0, 'usage_closed_period', NULL, 'failed_attempts', 0, 'processor_subscription_id', NULL))).*
+         FROM subscriptions s, generate_series(0, $5::int - 1) i WHERE s.id = $1`,
+        [template, tag, CUSTOMERS, periodEnd.toISOString(), CLOSE],
+      );
+      await direct.query('ANALYZE subscriptions');
+      const renewedSql = `SELECT count(*) FILTER (WHERE period_number > 0) AS renewed FROM subscriptions WHERE id LIKE 'SUB_close_${tag}_%'`;
+      const pg0 = await postgresCpuSeconds(direct, databaseName);
+      const workers = await Promise.all(Array.from({ length: CLOSE_WORKERS }, (_, w) => startKassa(deployment, { role: 'worker', name: `bench-usage-worker-${w}`, echo: !shortRun })));
+      const started = performance.now();
+      let renewed = 0;
+      let polls = 0;
+      let pg1: number | null = null;
+      try {
+        while (performance.now() - started < 30 * 60_000) {
+          renewed = Number((await direct.query(renewedSql)).rows[0].renewed);
+          if (renewed >= CLOSE) break;
+          if (++polls % 10 === 0) process.stderr.write(`  close: ${renewed}/${CLOSE} after ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+        // Before the workers stop: their backends' CPU ends with their connections.
+        pg1 = await postgresCpuSeconds(direct, databaseName);
+      } finally {
+        await Promise.all(workers.map((w) => w.stop()));
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const orders = Number((await direct.query(`SELECT count(*) AS n FROM orders WHERE subscription_id LIKE 'SUB_close_${tag}_%'`)).rows[0].n);
+      close = { subscriptions: CLOSE, workers: CLOSE_WORKERS, seconds: round(seconds), renewed, orders, pgSeconds: pg0 === null || pg1 === null ? NaN : round(pg1 - pg0) };
+      process.stderr.write(`  close: ${renewed} of ${CLOSE} periods closed by ${CLOSE_WORKERS} worker(s) and renewed in ${seconds.toFixed(1)} s (${orders} orders), PostgreSQL CPU ${close.pgSeconds} s\n`);
+    }
+
     const { cpus } = machine();
     const lines = [
       '',
@@ -327,6 +377,7 @@ async function main(): Promise<void> {
         (a) =>
           `metered access check GET /v1/entitlements/check (a subscriber, product with a metered component, period of 29 days so far) at ${a.events.toLocaleString('en')} events: server CPU ${a.checkServerMs} ms/request, PostgreSQL ${a.checkPgMs} ms; balances GET /v1/customers/{id}/meter-balances: server CPU ${a.balancesServerMs} ms/request, PostgreSQL ${a.balancesPgMs} ms`,
       ),
+      ...(close ? [`closing ${close.subscriptions} metered periods (${close.workers} worker process(es), fee + usage on the sandbox card): ${close.renewed} renewed in ${close.seconds} s, ${close.orders} orders, PostgreSQL CPU ${close.pgSeconds} s`] : []),
       `${failures} failed requests`,
       '(the bench, the server and PostgreSQL share these CPUs; on a loaded machine every figure is pessimistic)',
     ];
@@ -335,11 +386,12 @@ async function main(): Promise<void> {
     for (const q of quantity) targets.push(target(`quantity at ${q.events} events: server CPU per request`, q.serverMsPerRequest, 'ms', 2, true));
     for (const a of access) targets.push(target(`metered access check at ${a.events} events: server CPU per request`, a.checkServerMs, 'ms', 2, true));
     for (const a of access) targets.push(target(`meter balances at ${a.events} events: server CPU per request`, a.balancesServerMs, 'ms', 2, true));
+    if (close) targets.push(target(`closing ${close.subscriptions} metered periods: wall time`, close.renewed >= close.subscriptions ? close.seconds : Infinity, 's', 60, true));
     if (quantity.length > 1) targets.push(target(`quantity: last size / first size, server CPU`, round(quantity.at(-1)!.serverMsPerRequest / quantity[0]!.serverMsPerRequest), 'ratio', 2, true));
     emit(
       summary('usage', {
         settings: { customers: CUSTOMERS, batch: BATCH, concurrency: CONCURRENCY, batches: BATCHES, reads: READS, rounds: ROUNDS, sizes: SIZES },
-        figures: { ingest: { eventsPerSecond: round(median(ingestRates)), serverCpuUsPerEvent: round(median(ingestPerEvent)), postgresCpuUsPerEvent: round(median(ingestPgPerEvent)) }, quantity, access, failures },
+        figures: { ingest: { eventsPerSecond: round(median(ingestRates)), serverCpuUsPerEvent: round(median(ingestPerEvent)), postgresCpuUsPerEvent: round(median(ingestPgPerEvent)) }, quantity, access, close, failures },
         floors: { floor: { what: 'one-row INSERT route, same server, pool and middleware', serverCpuMsPerRequest: round(median(floorPerRequest)) } },
         targets,
       }),
