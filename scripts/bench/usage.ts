@@ -16,6 +16,11 @@
  *   over millions of events the rebuild outlasts the API's statement timeout).
  * Targets: ingest ≤ 30 µs of server CPU per event; quantity ≤ 2 ms of server CPU per request, and
  * ≤ 2× from the first size to the last.
+ *
+ * BENCH_USAGE_DATABASE=name keeps the database (created when missing) and reuses it on the next
+ * run: the organization, its API key, the meters and the seeded events (table bench_usage_state),
+ * so 10M events are seeded and rolled up once (20–40 minutes here), then measured as often as
+ * needed. BENCH_USAGE_SEED_ONLY=1 seeds and rebuilds the rollups to the last size, then stops.
  */
 import { randomUUID } from 'node:crypto';
 import knex from 'knex';
@@ -34,6 +39,13 @@ const BATCHES = Number(process.env.BENCH_USAGE_BATCHES ?? (shortRun ? 40 : 200))
 const READS = Number(process.env.BENCH_USAGE_READS ?? (shortRun ? 200 : 1000));
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (shortRun ? 2 : 3));
 const SIZES = (process.env.BENCH_USAGE_SIZES ?? '1000000').split(',').map(Number);
+/** BENCH_USAGE_CLOSE=10000: that many metered subscriptions whose period ended 2 h ago, closed by the worker(s). */
+const CLOSE = Number(process.env.BENCH_USAGE_CLOSE ?? 0);
+/** Worker processes closing them (each takes due subscriptions with SKIP LOCKED). */
+const CLOSE_WORKERS = Number(process.env.BENCH_USAGE_CLOSE_WORKERS ?? 1);
+/** Seeded customers with a metered subscription (the access check's and the balances' reads). */
+const SUBSCRIBERS = Number(process.env.BENCH_USAGE_SUBSCRIBERS ?? 20);
+const customerOf = (i: number) => `CUS_${String(i).padStart(24, '0')}`;
 const HOUR = 3_600_000;
 
 /** `count` requests, `concurrency` at a time; returns how many failed. */
@@ -51,33 +63,111 @@ async function drive(count: number, concurrency: number, send: (i: number) => Pr
   return failed;
 }
 
+const KEPT = process.env.BENCH_USAGE_DATABASE;
+const SEED_ONLY = process.env.BENCH_USAGE_SEED_ONLY === '1';
+
+interface BenchState {
+  org_id: string;
+  api_key: string;
+  meter_sum: string;
+  meter_count: string;
+  /** Events in usage_events when both meters' rollups were last rebuilt (ingest keeps them since). */
+  rolled_up: string | null;
+  /** The deployment's ENCRYPTION_KEY: Kassa refuses a database sealed with another. */
+  encryption_key: string | null;
+}
+
+/** The kept database (created when missing), or a throw-away one. */
+async function openDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (!KEPT) return createDatabase(serverUrl, 'kassa_bench_usage');
+  if (!/^[a-z_][a-z0-9_]*$/.test(KEPT)) throw new Error('BENCH_USAGE_DATABASE: lower-case letters, digits and _ only');
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    const exists = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [KEPT]);
+    if (exists.rowCount === 0) await admin.query(`CREATE DATABASE ${KEPT}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${KEPT}`;
+  return { url: url.toString(), drop: async () => {} };
+}
+
 async function main(): Promise<void> {
-  const db = await createDatabase(serverUrl, 'kassa_bench_usage');
+  const db = await openDatabase();
   const direct = new pg.Client({ connectionString: db.url });
   await direct.connect();
   await direct.query(BENCH_FLOOR_TABLE_SQL);
+  await direct.query('CREATE TABLE IF NOT EXISTS bench_usage_state (org_id text, api_key text, meter_sum text, meter_count text, rolled_up bigint, encryption_key text)');
+  const kept = (await direct.query<BenchState>('SELECT * FROM bench_usage_state')).rows[0];
   const deployment = newDeployment(db.url, { LOG_LEVEL: 'warn', MERCHANT_RATE_LIMIT_PER_MINUTE: '0', DATABASE_POOL_MAX: '10' });
+  if (kept?.encryption_key) deployment.encryptionKey = kept.encryption_key;
+  else if (kept) await direct.query('UPDATE bench_usage_state SET encryption_key = $1', [deployment.encryptionKey]);
   // BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the server.
   const nodeArgs = process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean);
   const server = await startKassa(deployment, { role: 'api', name: 'bench-usage', echo: !shortRun, nodeArgs, entry: 'scripts/bench/checkout-server.ts' });
   const databaseName = new URL(db.url).pathname.slice(1);
   try {
-    const merchant = await provisionMerchant(server.adminUrl, deployment.adminToken, 'Usage bench');
-    await direct.query(
+    const merchant = kept ? { orgId: kept.org_id, apiKey: kept.api_key } : await provisionMerchant(server.adminUrl, deployment.adminToken, 'Usage bench');
+    if (!kept) await direct.query(
       `INSERT INTO customers (id, org_id, email, created_at, external_id)
        SELECT 'CUS_' || lpad(i::text, 24, '0'), $1, 'user' || i || '@example.com', now(), 'user_' || i FROM generate_series(0, $2 - 1) i`,
       [merchant.orgId, CUSTOMERS],
     );
     const headers = { 'X-API-Key': merchant.apiKey };
     const jsonHeaders = { ...headers, 'content-type': 'application/json' };
-    const meters: Record<'sum' | 'count', string> = { sum: '', count: '' };
-    for (const aggregation of ['sum', 'count'] as const) {
+    const meters: Record<'sum' | 'count', string> = { sum: kept?.meter_sum ?? '', count: kept?.meter_count ?? '' };
+    for (const aggregation of kept ? [] : (['sum', 'count'] as const)) {
       const res = await http('POST', `${server.merchantUrl}/v1/meters`, {
         headers,
         body: { name: `bench ${aggregation}`, source: 'EVENTS', filter: { eventName: 'llm' }, aggregation, ...(aggregation === 'sum' ? { property: 'tokens' } : {}) },
       });
       if (res.status !== 201) throw new Error(`meter create: ${res.status} ${res.text}`);
       meters[aggregation] = res.json.data.id as string;
+    }
+    if (!kept && KEPT) {
+      await direct.query('INSERT INTO bench_usage_state VALUES ($1, $2, $3, $4, NULL, $5)', [merchant.orgId, merchant.apiKey, meters.sum, meters.count, deployment.encryptionKey]);
+    }
+    let rolledUp = kept?.rolled_up === null || kept?.rolled_up === undefined ? null : Number(kept.rolled_up);
+
+    // The metered access check and the balances: a subscription price billing the sum meter, paid
+    // on the sandbox card by SUBSCRIBERS seeded customers (checkout with their customerId), each
+    // period moved back 29 days in SQL so that the read spans ~700 hour rows, as at a period's end.
+    const adminHeaders = { Authorization: `Bearer ${deployment.adminToken}` };
+    let productId = (
+      await direct.query<{ id: string }>(
+        "SELECT id FROM products p WHERE org_id = $1 AND name = $2 AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.org_id = p.org_id AND s.status = 'ACTIVE') ORDER BY created_at DESC LIMIT 1",
+        [merchant.orgId, 'Metered plan'],
+      )
+    ).rows[0]?.id;
+    if (!productId) {
+      const product = await http('POST', `${server.adminUrl}/v1/orgs/${merchant.orgId}/products`, { headers: adminHeaders, body: { name: 'Metered plan' } });
+      if (product.status !== 201) throw new Error(`product create: ${product.status} ${product.text}`);
+      productId = product.json.data.productId as string;
+      const price = await http('POST', `${server.adminUrl}/v1/products/${productId}/prices`, {
+        headers: adminHeaders,
+        body: { amount: 2000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', meteredComponents: [{ meterId: meters.sum, includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } }] },
+      });
+      if (price.status !== 201) throw new Error(`price create: ${price.status} ${price.text}`);
+      for (let i = 0; i < SUBSCRIBERS; i++) {
+        const session = await http('POST', `${server.merchantUrl}/v1/checkout-sessions`, {
+          headers: { ...headers, 'Idempotency-Key': `bench-usage-sub-${i}-${randomUUID()}` },
+          body: { pricingId: price.json.data.pricingId, customerId: customerOf(i) },
+        });
+        if (session.status !== 201) throw new Error(`checkout: ${session.status} ${session.text}`);
+        const paid = await fetch(`${session.json.data.url as string}/pay`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' }),
+        });
+        if (paid.status !== 303) throw new Error(`pay: ${paid.status} ${await paid.text()}`);
+      }
+      await direct.query(
+        `UPDATE subscriptions SET current_period_start = now() - interval '29 days', current_period_end = now() + interval '1 day' WHERE org_id = $1 AND status = 'ACTIVE'`,
+        [merchant.orgId],
+      );
     }
 
     const cpuSeconds = async () => {
@@ -122,7 +212,7 @@ async function main(): Promise<void> {
     const floorPerRequest: number[] = [];
     let failures = 0;
     const perRound = Math.max(1, Math.round(BATCHES / ROUNDS));
-    for (let r = 0; r < ROUNDS; r++) {
+    for (let r = 0; r < (SEED_ONLY ? 0 : ROUNDS); r++) {
       const bodies = Array.from({ length: perRound }, makeBody);
       const floor = await measure(() => drive(500, CONCURRENCY, () => post('/__bench/floor', '{}'), 201));
       floorPerRequest.push(floor.serverMs / 500);
@@ -139,6 +229,7 @@ async function main(): Promise<void> {
 
     // Quantities at each size of the organization.
     const quantity: Array<{ events: number; seedSeconds: number; rebuildSeconds: number; serverMsPerRequest: number; pgMsPerRequest: number; floorMsPerRequest: number }> = [];
+    const access: Array<{ events: number; checkServerMs: number; checkPgMs: number; balancesServerMs: number; balancesPgMs: number }> = [];
     const end = Math.floor(Date.now() / HOUR) * HOUR + 23 * 60_000 + 45_000;
     const start = end - 30 * 24 * HOUR;
     for (const size of SIZES) {
@@ -156,21 +247,29 @@ async function main(): Promise<void> {
              FROM generate_series($4::bigint, $5::bigint - 1) i`,
             [merchant.orgId, CUSTOMERS, end, from, to],
           );
+          process.stderr.write(`  seeded ${to} events (${((performance.now() - seedStarted) / 1000).toFixed(0)} s)\n`);
         }
         await direct.query('ANALYZE usage_events');
       }
       const seedSeconds = (performance.now() - seedStarted) / 1000;
       // The rollups of the events seeded behind the API's back: rebuilt as a filter change rebuilds
       // them, here without the API's statement timeout (a rebuild over millions of events outlasts it).
+      // A kept database whose rollups were rebuilt after its last seeding is complete (ingest keeps them).
       const rebuildStarted = performance.now();
-      const builder = knex({ client: 'pg', connection: db.url });
-      try {
-        for (const id of Object.values(meters)) await builder.transaction((trx) => rebuildMeterRollup(trx, merchant.orgId, id));
-      } finally {
-        await builder.destroy();
+      if (rolledUp === null || size > have) {
+        const builder = knex({ client: 'pg', connection: db.url });
+        try {
+          for (const id of Object.values(meters)) await builder.transaction((trx) => rebuildMeterRollup(trx, merchant.orgId, id));
+        } finally {
+          await builder.destroy();
+        }
+        await direct.query('ANALYZE usage_meter_hours');
+        rolledUp = Number((await direct.query('SELECT count(*) AS n FROM usage_events')).rows[0].n);
+        await direct.query('UPDATE bench_usage_state SET rolled_up = $1', [rolledUp]);
       }
-      await direct.query('ANALYZE usage_meter_hours');
       const rebuildSeconds = (performance.now() - rebuildStarted) / 1000;
+      process.stderr.write(`  ${size} events: seeded in ${seedSeconds.toFixed(0)} s, rollups rebuilt in ${rebuildSeconds.toFixed(0)} s\n`);
+      if (SEED_ONLY) continue;
       const path = (i: number) =>
         `/v1/meters/${meters.sum}/quantities?customer=user_${(i * 31) % CUSTOMERS}&start=${new Date(start).toISOString()}&end=${new Date(end).toISOString()}`;
       const get = (i: number) => fetch(`${server.merchantUrl}${path(i)}`, { headers }).then(async (r) => (await r.arrayBuffer(), r.status));
@@ -187,8 +286,80 @@ async function main(): Promise<void> {
         pgReads.push(read.pgMs / perRoundReads);
         failures += floor.failed + read.failed;
       }
-      quantity.push({ events: size, seedSeconds: round(seedSeconds), rebuildSeconds: round(rebuildSeconds), serverMsPerRequest: round(median(reads)), pgMsPerRequest: round(median(pgReads)), floorMsPerRequest: round(median(floors)) });
-      process.stderr.write(`  ${size} events: quantity server ${median(reads).toFixed(3)} ms/request, PostgreSQL ${median(pgReads).toFixed(3)} ms; floor ${median(floors).toFixed(3)} ms; seeded in ${seedSeconds.toFixed(0)} s, rollups rebuilt in ${rebuildSeconds.toFixed(0)} s\n`);
+      // The metered access check and the balances of a subscriber, each against the same run's floor.
+      const check = (i: number) =>
+        fetch(`${server.merchantUrl}/v1/entitlements/check?customer_id=${customerOf(i % SUBSCRIBERS)}&product_id=${productId}`, { headers }).then(async (r) => {
+          const body = (await r.json()) as { data?: { entitled?: boolean; meters?: unknown[] } };
+          return r.status === 200 && body.data?.entitled === true && body.data.meters?.length === 1 ? 200 : 500;
+        });
+      const balance = (i: number) => fetch(`${server.merchantUrl}/v1/customers/${customerOf(i % SUBSCRIBERS)}/meter-balances`, { headers }).then(async (r) => (await r.arrayBuffer(), r.status));
+      await drive(50, CONCURRENCY, check, 200);
+      await drive(50, CONCURRENCY, balance, 200);
+      const checks: number[] = [];
+      const balances: number[] = [];
+      const checkPg: number[] = [];
+      const balancePg: number[] = [];
+      for (let r = 0; r < ROUNDS; r++) {
+        const perRoundReads = Math.round(READS / ROUNDS);
+        const a = await measure(() => drive(perRoundReads, CONCURRENCY, (i) => check(i + r), 200));
+        const b = await measure(() => drive(perRoundReads, CONCURRENCY, (i) => balance(i + r), 200));
+        checks.push(a.serverMs / perRoundReads);
+        checkPg.push(a.pgMs / perRoundReads);
+        balances.push(b.serverMs / perRoundReads);
+        balancePg.push(b.pgMs / perRoundReads);
+        failures += a.failed + b.failed;
+      }
+      access.push({ events: Math.max(size, have), checkServerMs: round(median(checks)), checkPgMs: round(median(checkPg)), balancesServerMs: round(median(balances)), balancesPgMs: round(median(balancePg)) });
+      process.stderr.write(`  ${Math.max(size, have)} events: access check server ${median(checks).toFixed(3)} ms/request (PostgreSQL ${median(checkPg).toFixed(3)}), balances ${median(balances).toFixed(3)} ms (PostgreSQL ${median(balancePg).toFixed(3)})\n`);
+      quantity.push({ events: Math.max(size, have), seedSeconds: round(seedSeconds), rebuildSeconds: round(rebuildSeconds), serverMsPerRequest: round(median(reads)), pgMsPerRequest: round(median(pgReads)), floorMsPerRequest: round(median(floors)) });
+      process.stderr.write(`  ${Math.max(size, have)} events: quantity server ${median(reads).toFixed(3)} ms/request, PostgreSQL ${median(pgReads).toFixed(3)} ms; floor ${median(floors).toFixed(3)} ms; seeded in ${seedSeconds.toFixed(0)} s, rollups rebuilt in ${rebuildSeconds.toFixed(0)} s\n`);
+    }
+
+    if (SEED_ONLY) return;
+
+    // Closing periods: CLOSE copies (SQL) of a subscriber's metered subscription, spread over the
+    // seeded customers, each period [end − 1 month, end) ended 2 h ago (past the 1-hour grace
+    // window), so each close reads a month of its customer's usage (~720 hour rows) and charges
+    // fee + usage on the sandbox card. One worker process (the production jobs) closes them all.
+    let close: { subscriptions: number; workers: number; seconds: number; renewed: number; orders: number; pgSeconds: number } | undefined;
+    if (CLOSE > 0) {
+      const tag = randomUUID().slice(0, 8);
+      const template = (await direct.query<{ id: string }>("SELECT id FROM subscriptions WHERE org_id = $1 AND status = 'ACTIVE' AND price_id IS NOT NULL ORDER BY created_at LIMIT 1", [merchant.orgId])).rows[0]!.id;
+      const periodEnd = new Date(Math.floor(Date.now() / 1000) * 1000 - 2 * HOUR);
+      await direct.query(
+        `INSERT INTO subscriptions
+         SELECT (jsonb_populate_record(NULL::subscriptions, to_jsonb(s) || jsonb_build_object(
+           'id', 'SUB_close_' || $2 || '_' || i, 'customer_id', 'CUS_' || lpad((i % $3)::text, 24, '0'),
+           'checkout_session_id', 'bench_close_' || $2 || '_' || i, 'manage_token', 'bench_close_' || $2 || '_' || i,
+           'current_period_start', $4::timestamptz - interval '1 month', 'current_period_end', $4::timestamptz, 'next_action_at', $4::timestamptz,
+           'period_number', 0, 'usage_closed_period', NULL, 'failed_attempts', 0, 'processor_subscription_id', NULL))).*
+         FROM subscriptions s, generate_series(0, $5::int - 1) i WHERE s.id = $1`,
+        [template, tag, CUSTOMERS, periodEnd.toISOString(), CLOSE],
+      );
+      await direct.query('ANALYZE subscriptions');
+      const renewedSql = `SELECT count(*) FILTER (WHERE period_number > 0) AS renewed FROM subscriptions WHERE id LIKE 'SUB_close_${tag}_%'`;
+      const pg0 = await postgresCpuSeconds(direct, databaseName);
+      const workers = await Promise.all(Array.from({ length: CLOSE_WORKERS }, (_, w) => startKassa(deployment, { role: 'worker', name: `bench-usage-worker-${w}`, echo: !shortRun })));
+      const started = performance.now();
+      let renewed = 0;
+      let polls = 0;
+      let pg1: number | null = null;
+      try {
+        while (performance.now() - started < 30 * 60_000) {
+          renewed = Number((await direct.query(renewedSql)).rows[0].renewed);
+          if (renewed >= CLOSE) break;
+          if (++polls % 10 === 0) process.stderr.write(`  close: ${renewed}/${CLOSE} after ${((performance.now() - started) / 1000).toFixed(0)} s\n`);
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+        // Before the workers stop: their backends' CPU ends with their connections.
+        pg1 = await postgresCpuSeconds(direct, databaseName);
+      } finally {
+        await Promise.all(workers.map((w) => w.stop()));
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const orders = Number((await direct.query(`SELECT count(*) AS n FROM orders WHERE subscription_id LIKE 'SUB_close_${tag}_%'`)).rows[0].n);
+      close = { subscriptions: CLOSE, workers: CLOSE_WORKERS, seconds: round(seconds), renewed, orders, pgSeconds: pg0 === null || pg1 === null ? NaN : round(pg1 - pg0) };
+      process.stderr.write(`  close: ${renewed} of ${CLOSE} periods closed by ${CLOSE_WORKERS} worker(s) and renewed in ${seconds.toFixed(1)} s (${orders} orders), PostgreSQL CPU ${close.pgSeconds} s\n`);
     }
 
     const { cpus } = machine();
@@ -202,17 +373,25 @@ async function main(): Promise<void> {
         (q) =>
           `quantity GET /v1/meters/{id}/quantities (one customer, 30 days cut mid-hour) at ${q.events.toLocaleString('en')} events: server CPU ${q.serverMsPerRequest} ms/request, PostgreSQL ${q.pgMsPerRequest} ms; floor ${q.floorMsPerRequest} ms (seeded in SQL in ${q.seedSeconds} s, both meters' rollups rebuilt in ${q.rebuildSeconds} s)`,
       ),
+      ...access.map(
+        (a) =>
+          `metered access check GET /v1/entitlements/check (a subscriber, product with a metered component, period of 29 days so far) at ${a.events.toLocaleString('en')} events: server CPU ${a.checkServerMs} ms/request, PostgreSQL ${a.checkPgMs} ms; balances GET /v1/customers/{id}/meter-balances: server CPU ${a.balancesServerMs} ms/request, PostgreSQL ${a.balancesPgMs} ms`,
+      ),
+      ...(close ? [`closing ${close.subscriptions} metered periods (${close.workers} worker process(es), fee + usage on the sandbox card): ${close.renewed} renewed in ${close.seconds} s, ${close.orders} orders, PostgreSQL CPU ${close.pgSeconds} s`] : []),
       `${failures} failed requests`,
       '(the bench, the server and PostgreSQL share these CPUs; on a loaded machine every figure is pessimistic)',
     ];
     report(lines.join('\n'));
     const targets: Target[] = [target('ingest: server CPU per event', round(median(ingestPerEvent)), 'µs', 30, true, { rounds: ingestPerEvent.map(round) })];
     for (const q of quantity) targets.push(target(`quantity at ${q.events} events: server CPU per request`, q.serverMsPerRequest, 'ms', 2, true));
+    for (const a of access) targets.push(target(`metered access check at ${a.events} events: server CPU per request`, a.checkServerMs, 'ms', 2, true));
+    for (const a of access) targets.push(target(`meter balances at ${a.events} events: server CPU per request`, a.balancesServerMs, 'ms', 2, true));
+    if (close) targets.push(target(`closing ${close.subscriptions} metered periods: wall time`, close.renewed >= close.subscriptions ? close.seconds : Infinity, 's', 60, true));
     if (quantity.length > 1) targets.push(target(`quantity: last size / first size, server CPU`, round(quantity.at(-1)!.serverMsPerRequest / quantity[0]!.serverMsPerRequest), 'ratio', 2, true));
     emit(
       summary('usage', {
         settings: { customers: CUSTOMERS, batch: BATCH, concurrency: CONCURRENCY, batches: BATCHES, reads: READS, rounds: ROUNDS, sizes: SIZES },
-        figures: { ingest: { eventsPerSecond: round(median(ingestRates)), serverCpuUsPerEvent: round(median(ingestPerEvent)), postgresCpuUsPerEvent: round(median(ingestPgPerEvent)) }, quantity, failures },
+        figures: { ingest: { eventsPerSecond: round(median(ingestRates)), serverCpuUsPerEvent: round(median(ingestPerEvent)), postgresCpuUsPerEvent: round(median(ingestPgPerEvent)) }, quantity, access, close, failures },
         floors: { floor: { what: 'one-row INSERT route, same server, pool and middleware', serverCpuMsPerRequest: round(median(floorPerRequest)) } },
         targets,
       }),

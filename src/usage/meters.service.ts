@@ -284,6 +284,17 @@ export class MeterService {
   }
 
   async quantities(orgId: string, id: string, query: { customer?: string; start: Date; end: Date; interval?: QuantityInterval }): Promise<Quantities> {
+    if (query.customer !== undefined && !query.interval) {
+      // A customer's total (the quantity request, the balances, the metered access check): the
+      // meter, the customer and the quantity in one statement. A span meter's quantity is
+      // telemetry's to aggregate: it goes on below with the meter and customer found here.
+      const read = await this.events.customerQuantity(orgId, id, query.customer, query.start, query.end);
+      if (!read.meter) throw notFound('Meter');
+      if (!(query.end.getTime() > query.start.getTime())) throw validationError('end must be after start', { field: 'end' });
+      if (!read.customer) throw notFound('Customer');
+      const result = { meterId: read.meter.id, customerId: read.customer.id, start: query.start, end: query.end, interval: null, buckets: [] };
+      if (read.quantity !== null) return { ...result, total: read.quantity };
+    }
     const meter = await this.get(orgId, id);
     if (!(query.end.getTime() > query.start.getTime())) throw validationError('end must be after start', { field: 'end' });
     const buckets = query.interval ? bucketsOf(query.start.getTime(), query.end.getTime(), query.interval) : [];

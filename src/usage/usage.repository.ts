@@ -1,5 +1,6 @@
 /** Usage events and meters in the database (the usage domain's only knex user). */
 import type { Knex } from 'knex';
+import { runStatement } from '../db/knex.js';
 import { serviceUnavailable } from '../kernel/errors.js';
 import type { AggregationKind } from './aggregations/index.js';
 import type { Meter, MeterFilter, MeterStatus, QuantityInterval, RollupStatus, Scalar, UsageEvent } from './usage.model.js';
@@ -27,7 +28,23 @@ export interface EventPeriod {
   period: number;
 }
 
+/** What one statement answers for a customer's quantity read (see CUSTOMER_QUANTITY_SQL). */
+export interface CustomerQuantityRead {
+  /** Undefined: no such meter in the organization. */
+  meter: Meter | undefined;
+  /** The customer the reference names (CUS_… id first, else externalId); undefined when none. */
+  customer: { id: string; externalId: string | null } | undefined;
+  /** The quantity over [start, end); null for a span meter (telemetry aggregates those) or without customer. */
+  quantity: number | null;
+}
+
 export interface UsageEventRepository {
+  /**
+   * A customer's quantity of a usage-event meter over [start, end), with the meter and the
+   * customer found by the same statement: one round trip (the read every metered access check,
+   * balance and quantity request makes).
+   */
+  customerQuantity(orgId: string, meterId: string, customerRef: string, start: Date, end: Date): Promise<CustomerQuantityRead>;
   /**
    * Inserts the events whose id the organization has not stored yet; returns the ids inserted and
    * the ids refused because their period (`periods`, by event id) is closed for usage. The check
@@ -218,8 +235,86 @@ export function splitRange(start: number, end: number): { hours: [number, number
   return { hours: [first, last], edges };
 }
 
+/**
+ * A customer's quantity of a meter over [$4, $5) in one fixed statement, run prepared
+ * (runStatement): the meter ($2), the customer named by $3 (its CUS_… id first, else its
+ * externalId) and the quantity. Every aggregation and both read paths are in the one text, so it
+ * is one prepared statement whatever the meter; the meter's row decides which branch reads rows:
+ * - rollup (an ACTIVE meter whose rollup is READY): the hour rows of [$6, $7) by the key of
+ *   usage_meter_hours (usage_meter_hour_values for `unique`), and the events of the edges
+ *   [$4, $6) and [$7, $5) by usage_events_customer_name_ts (empty ranges when $6 = $7 = $5);
+ * - otherwise (archived, BUILDING): the events of [$4, $5) by the same index.
+ * Each branch is gated by a scalar subquery on the one-row meter (a one-time filter: a branch the
+ * meter fails reads nothing), and the customer's id, the event name and every bound are scalar
+ * parameters of the index scans, whatever the statistics: each range is an index range, never a
+ * filter over the meter's or the customer's other rows, so the read costs the same at 1M and 10M
+ * events in the organization (test/usage/rollup-plan.test.ts checks the generic plan).
+ * Aggregations combine the parts by the rules of src/usage/aggregations/ (as combine() below); the
+ * sorting ones (`unique`, `last`) are FILTERed to their own meters: every aggregate of a CASE is
+ * computed, and sorting ~720 hour rows for nothing was most of the statement's time.
+ */
+/** The events of one range of the customer read (a branch of CUSTOMER_QUANTITY_SQL), when `gate` holds. */
+const customerEvents = (gate: string, from: string, to: string) => `
+  SELECT 1, coalesce(n.num, 0), n.num, CASE WHEN n.num IS NOT NULL THEN e.ts END, CASE WHEN n.num IS NOT NULL THEN e.id END, n.num, e.properties -> (SELECT property FROM m)
+  FROM usage_events e
+    CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.properties -> (SELECT property FROM m)) = 'number' THEN (e.properties ->> (SELECT property FROM m))::numeric END AS num) n
+  WHERE (SELECT source = 'EVENTS' AND ${gate} FROM m) AND e.org_id = $1 AND e.customer_id = (SELECT id FROM c) AND e.name = (SELECT event_name FROM m)
+    AND e.ts >= ${from} AND e.ts < ${to} AND e.properties @> (SELECT event_properties FROM m)`;
+
+export const CUSTOMER_QUANTITY_SQL = `WITH m AS MATERIALIZED (
+  SELECT meters.*, (status = 'ACTIVE' AND rollup_status = 'READY') AS rolled, filter ->> 'eventName' AS event_name,
+    coalesce(filter -> 'properties', '{}'::jsonb) AS event_properties
+  FROM meters WHERE org_id = $1 AND id = $2
+), c AS MATERIALIZED (
+  SELECT id, external_id FROM (
+    SELECT id, external_id, 0 AS o FROM customers WHERE id = $3 AND org_id = $1
+    UNION ALL SELECT id, external_id, 1 FROM customers WHERE org_id = $1 AND external_id = $3
+  ) found ORDER BY o LIMIT 1
+), parts AS (
+  SELECT h.events, h.total, h.maximum, h.last_ts, h.last_id, h.last_value, NULL::jsonb AS v
+  FROM usage_meter_hours h
+  WHERE (SELECT source = 'EVENTS' AND rolled AND aggregation <> 'unique' FROM m)
+    AND h.org_id = $1 AND h.meter_id = $2 AND h.customer_id = (SELECT id FROM c) AND h.hour >= $6::timestamptz AND h.hour < $7::timestamptz
+  UNION ALL
+  SELECT 0, 0, NULL, NULL, NULL, NULL, hv.value
+  FROM usage_meter_hour_values hv
+  WHERE (SELECT source = 'EVENTS' AND rolled AND aggregation = 'unique' FROM m)
+    AND hv.org_id = $1 AND hv.meter_id = $2 AND hv.customer_id = (SELECT id FROM c) AND hv.hour >= $6::timestamptz AND hv.hour < $7::timestamptz
+  UNION ALL ${customerEvents('rolled', '$4::timestamptz', '$6::timestamptz')}
+  UNION ALL ${customerEvents('rolled', '$7::timestamptz', '$5::timestamptz')}
+  UNION ALL ${customerEvents('NOT rolled', '$4::timestamptz', '$5::timestamptz')}
+)
+SELECT to_jsonb(m.*) - 'rolled' - 'event_name' - 'event_properties' AS meter, c.id AS customer_id, c.external_id,
+  CASE WHEN c.id IS NULL OR m.source <> 'EVENTS' THEN NULL
+    ELSE (SELECT CASE m.aggregation
+      WHEN 'count' THEN coalesce(sum(events), 0)
+      WHEN 'sum' THEN coalesce(sum(total), 0)
+      WHEN 'max' THEN coalesce(max(maximum), 0)
+      WHEN 'unique' THEN count(DISTINCT v) FILTER (WHERE m.aggregation = 'unique')
+      ELSE coalesce((array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE m.aggregation = 'last' AND last_ts IS NOT NULL))[1], 0) END
+    FROM parts) END AS quantity
+FROM m LEFT JOIN c ON true`;
+
 export class KnexUsageEventRepository implements UsageEventRepository {
   constructor(private readonly db: Knex) {}
+
+  async customerQuantity(orgId: string, meterId: string, customerRef: string, start: Date, end: Date): Promise<CustomerQuantityRead> {
+    const { hours } = splitRange(start.getTime(), end.getTime());
+    // Without a whole hour the rollup's range and the second edge are empty: [start, end) is the first edge.
+    const [first, last] = hours ?? [end.getTime(), end.getTime()];
+    const rows = await runStatement<{ meter: MeterRow; customer_id: string | null; external_id: string | null; quantity: string | number | null }>(
+      this.db,
+      CUSTOMER_QUANTITY_SQL,
+      [orgId, meterId, customerRef, start.toISOString(), end.toISOString(), new Date(first).toISOString(), new Date(last).toISOString()],
+    );
+    const row = rows[0];
+    if (!row) return { meter: undefined, customer: undefined, quantity: null };
+    return {
+      meter: toMeter(row.meter),
+      customer: row.customer_id === null ? undefined : { id: row.customer_id, externalId: row.external_id },
+      quantity: row.quantity === null ? null : Number(row.quantity),
+    };
+  }
 
   async insertNew(events: UsageEvent[], periods: ReadonlyMap<string, EventPeriod> = new Map()): Promise<{ inserted: Set<string>; closed: Set<string> }> {
     if (events.length === 0) return { inserted: new Set(), closed: new Set() };

@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { KnexUsageEventRepository, splitRange, type EventQuantityQuery } from '../../src/usage/usage.repository.js';
+import { CUSTOMER_QUANTITY_SQL, KnexUsageEventRepository, splitRange, type EventQuantityQuery } from '../../src/usage/usage.repository.js';
 import { buy, oneTimePrice } from './helpers.js';
 
 const HOUR = 3_600_000;
@@ -80,6 +80,59 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('query plans of me
         expect(text).toContain('usage_events_customer_name_ts');
         expect(text).not.toMatch(/Seq Scan/);
       }
+    });
+  }
+
+  /**
+   * The one-statement customer read (CUSTOMER_QUANTITY_SQL: the quantity request, the balances and
+   * the metered access check), prepared as runStatement runs it and planned generically (what a
+   * prepared statement comes to after five executions): every range is an index range on all the
+   * key's columns, never a filter over the meter's or the customer's other rows — what kept the
+   * read flat from 1M to 10M events (docs/benchmarks.md). Before the scalar subqueries, the hour
+   * values' scan of a `unique` meter kept customer_id out of its Index Cond.
+   */
+  const generic = async (meterId: string, ref: string) =>
+    db.transaction(async (trx) => {
+      await trx.raw('SET LOCAL enable_seqscan = off');
+      await trx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+      await trx.raw(`PREPARE customer_quantity_plan AS ${CUSTOMER_QUANTITY_SQL}`);
+      try {
+        const values = [ctx.orgA.orgId, meterId, ref, '2026-10-03T10:23:45.000Z', '2026-11-03T10:23:45.000Z', '2026-10-03T11:00:00.000Z', '2026-11-03T10:00:00.000Z'];
+        const { rows } = await trx.raw(`EXPLAIN EXECUTE customer_quantity_plan(${values.map((v) => `'${v}'`).join(', ')})`);
+        return (rows as Array<{ 'QUERY PLAN': string }>).map((l) => l['QUERY PLAN']).join('\n');
+      } finally {
+        await trx.raw('DEALLOCATE customer_quantity_plan');
+      }
+    });
+
+  for (const aggregation of ['sum', 'unique'] as const) {
+    it(`${aggregation}: the customer read (meter, customer, quantity in one prepared statement) reads every range by its full index key`, async () => {
+      const meter = await ctx.services.modules.usage.meters.create(ctx.orgA.orgId, {
+        name: `one statement ${aggregation}`,
+        source: 'EVENTS',
+        filter: { eventName: 'llm' },
+        aggregation,
+        property: 'tokens',
+      });
+      const text = await generic(meter.id, customerId);
+      const conds = text.split('\n').filter((l) => l.includes('Index Cond'));
+      const hours = aggregation === 'unique' ? 'usage_meter_hour_values_pkey' : 'usage_meter_hours_pkey';
+      expect(text).toContain(hours);
+      expect(text).toContain('usage_events_customer_name_ts');
+      expect(text).not.toMatch(/Seq Scan/);
+      // The rollup: org, meter, customer and the hour range are all index conditions.
+      expect(conds.some((l) => /meter_id = \$2\) AND \(customer_id = \$\d+\) AND \(hour >= \$6\) AND \(hour < \$7\)/.test(l)), text).toBe(true);
+      // The events: org, customer, name and the ts range, for the edges and the read without rollup.
+      const events = conds.filter((l) => /customer_id = \$\d+\) AND \(name = \$\d+\)/.test(l));
+      expect(events, text).toHaveLength(3);
+      for (const l of events) expect(l, text).toMatch(/\(ts >= .*\) AND \(ts < /);
+      // The customer: by its id, else its externalId (unique per organization), each an index condition.
+      expect(conds.some((l) => /\(id = \$3\)/.test(l)), text).toBe(true);
+      expect(conds.some((l) => /\(org_id = \$1\) AND \(external_id = \$3\)/.test(l)), text).toBe(true);
+      const repository = new KnexUsageEventRepository(db);
+      const read = await repository.customerQuantity(ctx.orgA.orgId, meter.id, customerId, new Date('2026-10-03T10:23:45.000Z'), new Date('2026-11-03T10:23:45.000Z'));
+      expect(read.customer?.id).toBe(customerId);
+      expect(read.meter?.id).toBe(meter.id);
     });
   }
 });
