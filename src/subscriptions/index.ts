@@ -14,10 +14,14 @@ import { createSubscriptionConsoleHandlers } from './console.handlers.js';
 import { EntitlementService } from './entitlement.service.js';
 import { KnexEntitlementRepository } from './entitlement.repository.js';
 import type { Db } from '../db/knex.js';
+import { isEmbedded } from '../db/dialect.js';
 import { registerManagePages } from './manage-pages.js';
 import { subscriptionJobs } from './subscription.jobs.js';
 import { SubscriptionService } from './subscription.service.js';
 import { createSubscriptionHandlers } from './subscriptions.handlers.js';
+
+/** Renewals one worker's pass runs at once on PostgreSQL (docs/benchmarks.md: closing 10,000 metered periods). */
+const RENEWAL_CONCURRENCY_ON_POSTGRES = 4;
 
 export interface SubscriptionsModule {
   subscriptions: SubscriptionService;
@@ -59,7 +63,7 @@ export function createSubscriptionsModule(deps: {
     subscriptions,
     entitlements,
     handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants), console: createSubscriptionConsoleHandlers(subscriptions) },
-    jobs: () => subscriptionJobs(subscriptions),
+    jobs: () => subscriptionJobs(subscriptions, isEmbedded(deps.db) ? 1 : RENEWAL_CONCURRENCY_ON_POSTGRES),
     pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };
 }

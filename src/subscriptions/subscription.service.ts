@@ -91,37 +91,48 @@ export class SubscriptionService {
    * result. A pass killed before its commit leaves nothing: the next pass reads the same usage and
    * writes the same order (the charge's idempotency key is the same too).
    */
-  async processDue(limit = 100): Promise<number> {
+  async processDue(limit = 100, concurrency = 1): Promise<number> {
     const now = this.clock.now();
     const ids = await this.uow.stores.subscriptions.listDue(now, limit);
     let handled = 0;
-    for (const id of ids) {
-      try {
-        const usage = await this.closingUsage(id, now);
-        // Another pass renewed it meanwhile: nothing to do.
-        if (usage === 'busy') continue;
-        const done = await this.uow.transaction(async (stores) => {
-          const subscription = await stores.subscriptions.lockIfDue(id, now);
-          if (!subscription) return false;
-          if (usage && !usage.fits(subscription)) return false;
-          if (usage?.waitUntil) {
-            // Not yet: the period's late usage events are accepted until then.
-            assertWritten(await stores.subscriptions.update({ ...subscription, nextActionAt: usage.waitUntil, updatedAt: now }, subscription.status), 'subscription');
-            return false;
-          }
-          const lines = usage?.lines ?? [];
-          if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now, lines);
-          else if (subscription.periodNumber === 0 && subscription.trialEnd && subscription.paymentMethod === 'none') await this.endTrialWithoutCard(stores, subscription, now);
-          // A change scheduled for the period's end (a downgrade) is the plan the next period charges.
-          else await this.attemptRenewal(stores, applyScheduled(subscription), now, lines);
-          return true;
-        });
-        if (done) handled++;
-      } catch (err) {
-        this.logger.error({ err, subscriptionId: id }, 'subscription renewal failed; it stays due');
+    let next = 0;
+    // Subscriptions are independent (a transaction and a row lock each): on PostgreSQL a pass
+    // closes a few at once, so its ~20 statements' round trips overlap.
+    const lane = async () => {
+      while (next < ids.length) {
+        if (await this.processOne(ids[next++]!, now)) handled++;
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, ids.length)) }, lane));
     return handled;
+  }
+
+  private async processOne(id: string, now: Date): Promise<boolean> {
+    try {
+      const usage = await this.closingUsage(id, now);
+      // Another pass renewed it meanwhile: nothing to do.
+      if (usage === 'busy') return false;
+      const done = await this.uow.transaction(async (stores) => {
+        const subscription = await stores.subscriptions.lockIfDue(id, now);
+        if (!subscription) return false;
+        if (usage && !usage.fits(subscription)) return false;
+        if (usage?.waitUntil) {
+          // Not yet: the period's late usage events are accepted until then.
+          assertWritten(await stores.subscriptions.update({ ...subscription, nextActionAt: usage.waitUntil, updatedAt: now }, subscription.status), 'subscription');
+          return false;
+        }
+        const lines = usage?.lines ?? [];
+        if (subscription.cancelAtPeriodEnd) await this.endAtPeriodEnd(stores, subscription, now, lines);
+        else if (subscription.periodNumber === 0 && subscription.trialEnd && subscription.paymentMethod === 'none') await this.endTrialWithoutCard(stores, subscription, now);
+        // A change scheduled for the period's end (a downgrade) is the plan the next period charges.
+        else await this.attemptRenewal(stores, applyScheduled(subscription), now, lines);
+        return true;
+      });
+      return done;
+    } catch (err) {
+      this.logger.error({ err, subscriptionId: id }, 'subscription renewal failed; it stays due');
+      return false;
+    }
   }
 
   /**
