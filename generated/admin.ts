@@ -520,7 +520,9 @@ export interface paths {
          *     and with `flexibleAmount` `minAmount` ≤ `amount` ≤ `maxAmount` (each bound optional);
          *     `meteredComponents` only on `SUBSCRIPTION` card prices, each naming a meter of the
          *     product's organization that is not archived (another organization's meter reads as
-         *     missing: `400` naming `meteredComponents[i].meterId`, never `404`, which is the product's);
+         *     missing: `400` naming `meteredComponents[i].meterId`, never `404`, which is the product's),
+         *     its `thresholds` (usage alerts in percent of `includedUnits`, see `MeteredComponent`) whole
+         *     percents 1-1000, unique, at most 10, and only with `includedUnits` ≥ 1;
          *     `grantsUnits` (a credit pack, `MeterCreditGrant`) only on fixed-amount `ONE_TIME` prices, the
          *     same rule for its meter (`400` naming `grantsUnits.meterId`).
          *     Unknown product → `404`; an archived product → `409 CONFLICT`.
@@ -786,7 +788,9 @@ export interface paths {
          * @description The console's `getConsoleCustomerUsage` (the same service and answer): for each `ACTIVE`
          *     subscription of the customer whose price has metered components, the current period, each
          *     component's quantity so far, included and billable units, and the estimated next charge
-         *     (fee + usage, priced like the renewal). `404` when the organization does not exist, and
+         *     (fee + usage, priced like the renewal), and `balances`: the customer's balance per meter
+         *     (included units, prepaid credits, what remains; the merchant API's
+         *     `getCustomerMeterBalances`). `404` when the organization does not exist, and
          *     when the customer does not exist or belongs to another organization.
          */
         get: operations["getOrgCustomerUsage"];
@@ -2111,6 +2115,29 @@ export interface components {
              * @default 0
              */
             includedUnits?: number;
+            /**
+             * @description Usage alerts, in **percent of `includedUnits`** (like OpenMeter's percentage
+             *     thresholds of an entitlement, Stripe's usage alerts per meter): `[80, 100]` sends the
+             *     merchant API's `meter.threshold_crossed` webhook when a customer's consumption of the
+             *     meter in the subscription's current period reaches 80 % and again at 100 % of the units
+             *     the period includes. Above 100 warns of overage (`150`: half as much again). Whole
+             *     percents 1-1000, each at most once, at most 10; given in any order, stored and returned
+             *     ascending. Only with `includedUnits` ≥ 1 (a percentage of nothing is no threshold;
+             *     absolute-unit thresholds are not offered: set `includedUnits`). A broken rule is `400
+             *     VALIDATION_ERROR` naming `meteredComponents[i].thresholds`. Absent or empty: no alerts
+             *     (the price's answers show `[]`).
+             *
+             *     **Crossed** when the consumption `q` of the period (the meter's quantity over
+             *     `[currentPeriodStart, currentPeriodEnd)`, decimals included) satisfies `q × 100 ≥
+             *     includedUnits × percent`, compared exactly. Checked right after each usage-event batch
+             *     for the batch's customers whose `ACTIVE` subscription's price has thresholds; one batch
+             *     crossing several thresholds sends one event per threshold, lowest first. **Exactly once
+             *     per (subscription, period, meter, threshold)**: a retried batch, a later batch or a
+             *     concurrent one sends nothing more; the next period re-arms every threshold. Usage never
+             *     goes down, so a threshold is never "uncrossed". Meters of spans are not checked (spans
+             *     do not pass through usage-event ingest).
+             */
+            thresholds?: number[];
             pricing: components["schemas"]["MeteredPricing"];
         };
         /**
@@ -2929,9 +2956,55 @@ export interface components {
             /** @description The sum of the lines' `amountCents`. */
             estimatedTotalCents: number;
         };
+        /** @description One meter's balance for a customer (see `getCustomerMeterBalances` for the rules). */
+        MeterBalance: {
+            meterId: components["schemas"]["MeterId"];
+            meterName: string;
+            /**
+             * @description `SUBSCRIPTION`: a metered component of an `ACTIVE` subscription bills the meter; `PREPAID`: only credits.
+             * @enum {string}
+             */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description The subscription whose period is counted (`SUBSCRIPTION`); null for `PREPAID`. */
+            subscriptionId: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the counted range (the subscription's current period; `PREPAID`, the first credit grant).
+             */
+            periodStart: string;
+            /**
+             * Format: date-time
+             * @description End of the subscription's current period; null for `PREPAID` (counted until now).
+             */
+            periodEnd: string | null;
+            /** @description The meter's quantity over the range. */
+            consumedUnits: number;
+            /** @description Units the period includes (0 for `PREPAID`). */
+            includedUnits: number;
+            includedRemaining: number;
+            /** @description Credit units not yet drawn by a period close. */
+            creditBalance: number;
+            /** @description Credits this range's consumption takes (drawn at the close for `SUBSCRIPTION`). */
+            creditsPending: number;
+            /** @description `creditBalance − creditsPending`. */
+            creditsRemaining: number;
+            /** @description `includedRemaining + creditsRemaining`: what may still be consumed before overage or exhaustion. */
+            remainingUnits: number;
+            /** @description Consumption beyond the included units and the credits. */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains (the access check refuses, `CREDITS_EXHAUSTED`). */
+            exhausted: boolean;
+        };
         CustomerUsage: {
             customerId: string;
             subscriptions: components["schemas"]["SubscriptionUsage"][];
+            /**
+             * @description The customer's balance per meter, as the merchant API's `getCustomerMeterBalances`
+             *     answers it (the same function: included units, then prepaid credits, then overage): a
+             *     meter an `ACTIVE` subscription bills (`SUBSCRIPTION`) or one the customer holds credits
+             *     of (`PREPAID`), by meter id. Empty when neither.
+             */
+            balances: components["schemas"]["MeterBalance"][];
         };
         CustomerUsageResponse: {
             /** @constant */
@@ -5680,6 +5753,25 @@ export interface operations {
                      *               }
                      *             ],
                      *             "estimatedTotalCents": 2022
+                     *           }
+                     *         ],
+                     *         "balances": [
+                     *           {
+                     *             "meterId": "MTR_8sJc2LqzR5Xw0Vn7Kd4Ym1Tb",
+                     *             "meterName": "Tokens",
+                     *             "basis": "SUBSCRIPTION",
+                     *             "subscriptionId": "SUB_Vu5PQwp0KW4GvnOxQa6gl0TW",
+                     *             "periodStart": "2026-11-20T10:00:00.000Z",
+                     *             "periodEnd": "2026-12-20T10:00:00.000Z",
+                     *             "consumedUnits": 15500,
+                     *             "includedUnits": 10000,
+                     *             "includedRemaining": 0,
+                     *             "creditBalance": 2000,
+                     *             "creditsPending": 2000,
+                     *             "creditsRemaining": 0,
+                     *             "remainingUnits": 0,
+                     *             "overageUnits": 3500,
+                     *             "exhausted": false
                      *           }
                      *         ]
                      *       }

@@ -1934,7 +1934,11 @@ export interface paths {
          *     same function as the renewal (`pricePeriod`, one rounding per line, half up). Usage still
          *     grows until the period closes (1 hour after its end), so this is an estimate; the renewal
          *     order is the bill. Subscriptions without metered components are not listed (their next
-         *     charge is their fee). Prepaid credit is not drawn here (not offered yet).
+         *     charge is their fee). The estimate does not draw prepaid credit (the close draws it; the
+         *     `USAGE` line then shows `creditedUnits`); `balances` shows the credits per meter instead:
+         *     the merchant API's `getCustomerMeterBalances` answer (credit balance, what this period's
+         *     consumption will draw, what remains), so the console shows usage and credits from one
+         *     console operation.
          *     Another organization's customer is `404`, like an unknown one. Permission: `customers:read`.
          */
         get: operations["getConsoleCustomerUsage"];
@@ -2008,6 +2012,13 @@ export interface components {
         CustomerUsage: {
             customerId: string;
             subscriptions: components["schemas"]["SubscriptionUsage"][];
+            /**
+             * @description The customer's balance per meter, as the merchant API's `getCustomerMeterBalances`
+             *     answers it (the same function: included units, then prepaid credits, then overage): a
+             *     meter an `ACTIVE` subscription bills (`SUBSCRIPTION`) or one the customer holds credits
+             *     of (`PREPAID`), by meter id. Empty when neither.
+             */
+            balances: components["schemas"]["MeterBalance"][];
         };
         CustomerUsageResponse: {
             /** @constant */
@@ -3485,6 +3496,29 @@ export interface components {
              * @default 0
              */
             includedUnits?: number;
+            /**
+             * @description Usage alerts, in **percent of `includedUnits`** (like OpenMeter's percentage
+             *     thresholds of an entitlement, Stripe's usage alerts per meter): `[80, 100]` sends the
+             *     merchant API's `meter.threshold_crossed` webhook when a customer's consumption of the
+             *     meter in the subscription's current period reaches 80 % and again at 100 % of the units
+             *     the period includes. Above 100 warns of overage (`150`: half as much again). Whole
+             *     percents 1-1000, each at most once, at most 10; given in any order, stored and returned
+             *     ascending. Only with `includedUnits` ≥ 1 (a percentage of nothing is no threshold;
+             *     absolute-unit thresholds are not offered: set `includedUnits`). A broken rule is `400
+             *     VALIDATION_ERROR` naming `meteredComponents[i].thresholds`. Absent or empty: no alerts
+             *     (the price's answers show `[]`).
+             *
+             *     **Crossed** when the consumption `q` of the period (the meter's quantity over
+             *     `[currentPeriodStart, currentPeriodEnd)`, decimals included) satisfies `q × 100 ≥
+             *     includedUnits × percent`, compared exactly. Checked right after each usage-event batch
+             *     for the batch's customers whose `ACTIVE` subscription's price has thresholds; one batch
+             *     crossing several thresholds sends one event per threshold, lowest first. **Exactly once
+             *     per (subscription, period, meter, threshold)**: a retried batch, a later batch or a
+             *     concurrent one sends nothing more; the next period re-arms every threshold. Usage never
+             *     goes down, so a threshold is never "uncrossed". Meters of spans are not checked (spans
+             *     do not pass through usage-event ingest).
+             */
+            thresholds?: number[];
             pricing: components["schemas"]["MeteredPricing"];
         };
         /**
@@ -4045,6 +4079,45 @@ export interface components {
             exactAmountDecimal: components["schemas"]["SignedDecimalAmount"];
             /** @description The line's amount in minor units, rounded once; negative for credits and discounts. */
             amountCents: number;
+        };
+        /** @description One meter's balance for a customer (see `getCustomerMeterBalances` for the rules). */
+        MeterBalance: {
+            meterId: components["schemas"]["MeterId"];
+            meterName: string;
+            /**
+             * @description `SUBSCRIPTION`: a metered component of an `ACTIVE` subscription bills the meter; `PREPAID`: only credits.
+             * @enum {string}
+             */
+            basis: "SUBSCRIPTION" | "PREPAID";
+            /** @description The subscription whose period is counted (`SUBSCRIPTION`); null for `PREPAID`. */
+            subscriptionId: string | null;
+            /**
+             * Format: date-time
+             * @description Start of the counted range (the subscription's current period; `PREPAID`, the first credit grant).
+             */
+            periodStart: string;
+            /**
+             * Format: date-time
+             * @description End of the subscription's current period; null for `PREPAID` (counted until now).
+             */
+            periodEnd: string | null;
+            /** @description The meter's quantity over the range. */
+            consumedUnits: number;
+            /** @description Units the period includes (0 for `PREPAID`). */
+            includedUnits: number;
+            includedRemaining: number;
+            /** @description Credit units not yet drawn by a period close. */
+            creditBalance: number;
+            /** @description Credits this range's consumption takes (drawn at the close for `SUBSCRIPTION`). */
+            creditsPending: number;
+            /** @description `creditBalance − creditsPending`. */
+            creditsRemaining: number;
+            /** @description `includedRemaining + creditsRemaining`: what may still be consumed before overage or exhaustion. */
+            remainingUnits: number;
+            /** @description Consumption beyond the included units and the credits. */
+            overageUnits: number;
+            /** @description `PREPAID` only: no credit remains (the access check refuses, `CREDITS_EXHAUSTED`). */
+            exhausted: boolean;
         };
     };
     responses: {

@@ -2426,6 +2426,43 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "meter.threshold_crossed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A customer's usage reached a threshold of a metered component (`meter.threshold_crossed`)
+         * @description **`meter.threshold_crossed`** — A customer's consumption of a meter in their subscription's
+         *     current period reached one of the `thresholds` the merchant set on the price's metered
+         *     component (the admin API's `MeteredComponent.thresholds`: percents of `includedUnits`, e.g.
+         *     80 and 100). `data.threshold.percent` is the threshold, `data.threshold.units` the
+         *     consumption it stands for (`includedUnits × percent / 100`, possibly a decimal), and
+         *     `data.consumedUnits` the consumption read when it was detected (at least `units`; more when
+         *     a batch went past it). Nothing else happens: the subscription keeps billing overage at the
+         *     period close; what to do (e-mail the customer, offer a bigger plan, gate the app with the
+         *     access check) is the merchant's.
+         *
+         *     **Exactly once per (subscription, period, meter, threshold)**: detected right after each
+         *     usage-event batch is stored, for the batch's customers whose `ACTIVE` subscription's price
+         *     has thresholds, and claimed by a row keyed by (customer, meter, subscription period,
+         *     threshold) in the transaction that queues the event, so concurrent batches, a retried batch
+         *     or a later one emit it once. One batch crossing several thresholds emits one event per
+         *     threshold, lowest first. The next period (`data.period`) re-arms every threshold. A
+         *     threshold added by a new price applies from the next batch on; a crossing found then is
+         *     sent then. Meters of spans are not checked (spans do not pass through ingest).
+         */
+        post: operations["meterThresholdCrossedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "webhook.test": {
         parameters: {
             query?: never;
@@ -4110,7 +4147,7 @@ export interface components {
             requiredAt: components["schemas"]["Timestamp"];
         };
         /** @enum {string} */
-        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted";
+        WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted" | "meter.threshold_crossed";
         /**
          * Format: uri
          * @description Absolute `https` URL without credentials (no `user:password@`). Every address the host
@@ -4511,6 +4548,42 @@ export interface components {
                     externalId: string | null;
                 };
                 balance: components["schemas"]["MeterBalance"];
+            };
+        };
+        /** @description Envelope of `meter.threshold_crossed` deliveries. */
+        MeterThresholdWebhookEvent: {
+            /** @enum {string} */
+            type: "meter.threshold_crossed";
+            timestamp: components["schemas"]["Timestamp"];
+            /** @constant */
+            apiVersion: "2026-11-01";
+            endpoint: components["schemas"]["WebhookEndpointRef"];
+            data: {
+                customer: {
+                    customerId: string;
+                    externalId: string | null;
+                };
+                /** @description The subscription whose price's metered component set the threshold. */
+                subscriptionId: string;
+                meter: {
+                    meterId: components["schemas"]["MeterId"];
+                    meterName: string;
+                };
+                /** @description The subscription's current period, whose consumption crossed the threshold. */
+                period: {
+                    start: components["schemas"]["Timestamp"];
+                    end: components["schemas"]["Timestamp"];
+                };
+                threshold: {
+                    /** @description The threshold, in percent of `includedUnits`. */
+                    percent: number;
+                    /** @description `includedUnits × percent / 100`: the consumption at which it is crossed. */
+                    units: number;
+                };
+                /** @description The meter's quantity over the period when the crossing was detected (≥ `threshold.units`). */
+                consumedUnits: number;
+                /** @description The units the component includes each period. */
+                includedUnits: number;
             };
         };
         /** @description Envelope of `webhook.test` deliveries (operator-requested, one endpoint). */
@@ -9076,6 +9149,103 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["MeterWebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Signature verification failed (the receiver's answer); not retried. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver overloaded; retried, honouring `Retry-After` up to 1 hour. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Acknowledged; the event is not sent to this endpoint again. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Receiver error; retried with backoff. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    meterThresholdCrossedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Stable logical event ID (`EVT_…`), unchanged across retries of the same event; the receiver's
+                 *     idempotency key. First part of the signed message.
+                 * @example EVT_0dPxoL5gyLRj2MYnw3oioObo
+                 */
+                "webhook-id": components["parameters"]["WebhookIdHeader"];
+                /**
+                 * @description Unix time in seconds when this attempt was signed (changes between retries). Second part of
+                 *     the signed message, used verbatim. Reject values more than 300 seconds away from your clock.
+                 * @example 1795340050
+                 */
+                "webhook-timestamp": components["parameters"]["WebhookTimestampHeader"];
+                /**
+                 * @description Space-separated entries `v1a,<base64 Ed25519 signature>`, one per key published by the
+                 *     signing-key endpoint (two during a rotation). Ed25519 signature over
+                 *     `webhook-id + "." + webhook-timestamp + "." + raw body`. Valid if any entry verifies with any
+                 *     published key; ignore entries of unknown versions.
+                 * @example v1a,HEf4BYFnN8HOdR2mrzd5B4sGOlZ4fWtN0IDHt072LaHbEFh8xJFntsoOqvVk9H0K7yaqg3fp6yqYPs1TwjnwBQ==
+                 */
+                "webhook-signature": components["parameters"]["WebhookSignatureHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "type": "meter.threshold_crossed",
+                 *       "timestamp": "2026-11-30T12:00:00.000Z",
+                 *       "apiVersion": "2026-11-01",
+                 *       "endpoint": {
+                 *         "id": "WHE_e0Ft7WAFj7YvhTG7oN5xCPTG",
+                 *         "name": "Fulfilment",
+                 *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ"
+                 *       },
+                 *       "data": {
+                 *         "customer": {
+                 *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                 *           "externalId": "user_42"
+                 *         },
+                 *         "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                 *         "meter": {
+                 *           "meterId": "MTR_Qm3bZ8kV1xY7tR2wN5pL0sDe",
+                 *           "meterName": "Tokens"
+                 *         },
+                 *         "period": {
+                 *           "start": "2026-11-22T09:30:00.000Z",
+                 *           "end": "2026-12-22T09:30:00.000Z"
+                 *         },
+                 *         "threshold": {
+                 *           "percent": 80,
+                 *           "units": 8000
+                 *         },
+                 *         "consumedUnits": 8120,
+                 *         "includedUnits": 10000
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["MeterThresholdWebhookEvent"];
             };
         };
         responses: {

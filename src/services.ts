@@ -232,6 +232,7 @@ export function createServices(deps: {
     processorUsage: stripe?.usage,
     portalUrlOf: (orgId) => portalModule.portal.signInUrl(orgId),
     metered: meteredBilling,
+    balances: meterBalances,
     plans: {
       findPrice: async (orgId, priceId) => {
         const found = await catalogModule.catalog.findPrice(orgId, priceId);

@@ -31,7 +31,7 @@ export const presentPrice = (price: Price) => ({
   provider: price.provider,
   active: price.active,
   createdAt: iso(price.createdAt),
-  meteredComponents: price.meteredComponents.map((c) => ({ meterId: c.meterId, includedUnits: c.includedUnits, pricing: presentUsagePricing(c.pricing) })),
+  meteredComponents: price.meteredComponents.map((c) => ({ meterId: c.meterId, includedUnits: c.includedUnits, thresholds: c.thresholds ?? [], pricing: presentUsagePricing(c.pricing) })),
   // A credit pack only (absent otherwise, like trialDays).
   ...(price.grantsUnits !== null && { grantsUnits: { meterId: price.grantsUnits.meterId, units: price.grantsUnits.units } }),
 });

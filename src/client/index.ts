@@ -70,6 +70,8 @@ export {
   type RefundWebhookEvent,
   type DisputeWebhookEvent,
   type SubscriptionWebhookEvent,
+  type MeterWebhookEvent,
+  type MeterThresholdWebhookEvent,
   type TestWebhookEvent,
   type WebhookHeaders,
   type WebhookSigningKey,

@@ -34,8 +34,12 @@ export type TestWebhookEvent = components['schemas']['TestWebhookEvent'];
 export type RefundWebhookEvent = components['schemas']['RefundWebhookEvent'];
 /** `order.dispute_created` / `order.dispute_closed`: `data.order` and `data.dispute`. */
 export type DisputeWebhookEvent = components['schemas']['DisputeWebhookEvent'];
+/** `meter.credits_exhausted`: `data.customer` and `data.balance`. */
+export type MeterWebhookEvent = components['schemas']['MeterWebhookEvent'];
+/** `meter.threshold_crossed`: `data.customer`, the subscription, meter, period and the threshold reached. */
+export type MeterThresholdWebhookEvent = components['schemas']['MeterThresholdWebhookEvent'];
 /** Every envelope Kassa sends; switch on `type`. */
-export type WebhookEvent = OrderWebhookEvent | RefundWebhookEvent | DisputeWebhookEvent | SubscriptionWebhookEvent | TestWebhookEvent;
+export type WebhookEvent = OrderWebhookEvent | RefundWebhookEvent | DisputeWebhookEvent | SubscriptionWebhookEvent | MeterWebhookEvent | MeterThresholdWebhookEvent | TestWebhookEvent;
 
 export type WebhookSigningKey = components['schemas']['WebhookSigningKey'];
 /** The signing-key document, as its envelope or as the envelope's `data`. */

@@ -19,7 +19,7 @@
  */
 import type { Clock } from '../kernel/clock.js';
 import { iso, isoOrNull } from '../kernel/present.js';
-import { creditUnitsWanted, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
+import { creditUnitsWanted, thresholdReached, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { Subscription } from './model.js';
 import type { CommerceUnitOfWork, CreditBalance } from './stores.js';
 
@@ -81,7 +81,8 @@ export function balanceOf(input: { consumed: number; included: number; credits: 
 export class MeterBalances {
   constructor(
     private readonly uow: CommerceUnitOfWork,
-    private readonly metered: MeteredBilling,
+    /** The components, meters and quantities balances read (the threshold alerts read them too). */
+    readonly metered: MeteredBilling,
     private readonly clock: Clock,
   ) {}
 
@@ -177,8 +178,17 @@ export class BalanceAlerts {
     private readonly clock: Clock,
   ) {}
 
-  async afterIngest(orgId: string, customerIds: readonly string[]): Promise<number> {
+  /**
+   * After a batch: credits exhausted, then usage thresholds. `subscriptions`: the batch's
+   * customers' ACTIVE subscriptions, when ingest read them already (else read here).
+   */
+  async afterIngest(orgId: string, customerIds: readonly string[], known: { subscriptions?: Subscription[] } = {}): Promise<number> {
     if (customerIds.length === 0) return 0;
+    const sent = await this.creditsExhausted(orgId, customerIds);
+    return sent + (await this.thresholdsCrossed(orgId, known.subscriptions ?? (await this.uow.stores.subscriptions.listActiveForCustomers(orgId, [...customerIds]))));
+  }
+
+  private async creditsExhausted(orgId: string, customerIds: readonly string[]): Promise<number> {
     const credited = await this.uow.stores.credits.customersWithCredits(orgId, customerIds);
     let sent = 0;
     for (const customerId of credited) {
@@ -198,4 +208,79 @@ export class BalanceAlerts {
     }
     return sent;
   }
+
+  /**
+   * `meter.threshold_crossed` (issue 38 §6): for each ACTIVE subscription of the batch's customers
+   * whose price has a metered component with thresholds (percents of its included units), each
+   * threshold the consumption of the current period reached, once per (subscription, period,
+   * meter, threshold). The claim is the same as for credits: a primary-key insert into
+   * usage_balance_alerts (kind `threshold:<percent>`, period key the subscription and its period
+   * start) in the transaction that queues the event; concurrent batches each read a quantity
+   * that includes their own events, so the last to commit sees every crossing, and of those that
+   * see it one claims it. Before reading any quantity, one read of the claims drops components
+   * whose thresholds were all sent this period, so a customer past their last threshold costs no
+   * quantity read per batch. Subscriptions without thresholds cost nothing beyond their price's
+   * components (read through the catalog).
+   */
+  private async thresholdsCrossed(orgId: string, subscriptions: readonly Subscription[]): Promise<number> {
+    const metered = this.balances.metered;
+    const componentsOf = new Map<string, Promise<MeteredComponent[]>>();
+    const candidates: Array<{ s: Subscription & { customerId: string }; component: MeteredComponent & { thresholds: number[] }; periodKey: string }> = [];
+    for (const s of subscriptions) {
+      if (s.priceId === null || s.customerId === null || s.orgId !== orgId) continue;
+      let components = componentsOf.get(s.priceId);
+      if (!components) componentsOf.set(s.priceId, (components = metered.componentsOf(orgId, s.priceId)));
+      for (const component of await components) {
+        if (!component.thresholds || component.thresholds.length === 0 || component.includedUnits < 1) continue;
+        candidates.push({ s: s as Subscription & { customerId: string }, component: component as MeteredComponent & { thresholds: number[] }, periodKey: thresholdPeriodKey(s) });
+      }
+    }
+    if (candidates.length === 0) return 0;
+    const claimed = await this.uow.stores.credits.claimedAlerts(
+      orgId,
+      candidates.map((c) => ({ customerId: c.s.customerId, meterId: c.component.meterId, periodKey: c.periodKey })),
+    );
+    let sent = 0;
+    for (const { s, component, periodKey } of candidates) {
+      const key = `${s.customerId}|${component.meterId}|${periodKey}|`;
+      const open = component.thresholds.filter((t) => !claimed.has(key + thresholdKind(t)));
+      if (open.length === 0) continue;
+      const consumed = await metered.quantities.quantity(orgId, component.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
+      const crossed = open.filter((t) => consumed > 0 && thresholdReached(consumed, component.includedUnits, t));
+      if (crossed.length === 0) continue;
+      // Read outside the transaction: the meter is the usage module's, on the pool (PGlite has one connection).
+      const meter = await metered.meters.find(orgId, component.meterId);
+      const now = this.clock.now();
+      sent += await this.uow.transaction(async (stores) => {
+        let emitted = 0;
+        const customer = await stores.customers.find(orgId, s.customerId);
+        for (const percent of crossed) {
+          if (!(await stores.credits.claimAlert({ orgId, customerId: s.customerId, meterId: component.meterId, periodKey, kind: thresholdKind(percent), at: now }))) continue;
+          await stores.emit(
+            {
+              orgId,
+              type: 'meter.threshold_crossed',
+              data: {
+                customer: { customerId: s.customerId, externalId: customer?.externalId ?? null },
+                subscriptionId: s.id,
+                meter: { meterId: component.meterId, meterName: meter?.name ?? component.meterId },
+                period: { start: iso(s.currentPeriodStart), end: iso(s.currentPeriodEnd) },
+                threshold: { percent, units: (component.includedUnits * percent) / 100 },
+                consumedUnits: consumed,
+                includedUnits: component.includedUnits,
+              },
+            },
+            now,
+          );
+          emitted++;
+        }
+        return emitted;
+      });
+    }
+    return sent;
+  }
 }
+
+/** A subscription period's key in usage_balance_alerts (the credits alert of a SUBSCRIPTION meter uses the same). */
+const thresholdPeriodKey = (s: Subscription) => `sub:${s.id}:${s.currentPeriodStart.toISOString()}`;
+const thresholdKind = (percent: number) => `threshold:${percent}`;

@@ -25,6 +25,11 @@ export interface MeteredComponent {
   meterId: string;
   pricing: UsagePricing;
   includedUnits: number;
+  /**
+   * Usage alerts in percent of includedUnits, ascending (`meter.threshold_crossed`, see
+   * meter-balances.ts ThresholdAlerts). Absent on components stored before they existed: none.
+   */
+  thresholds?: number[];
 }
 
 /** A credit pack's grant (a ONE_TIME price's `grantsUnits`): each unit bought grants `units` of `meterId`. */
@@ -57,6 +62,38 @@ export const USAGE_CLOSE_DELAY_MS = 60 * 60_000;
 
 /** At most this many metered components per price. */
 export const MAX_METERED_COMPONENTS = 10;
+
+/** Usage thresholds per component: at most this many, each a whole percent of the included units from 1 to MAX_THRESHOLD_PERCENT. */
+export const MAX_THRESHOLDS = 10;
+export const MAX_THRESHOLD_PERCENT = 1000;
+
+/**
+ * Checks a component's thresholds (percents of its included units): whole numbers 1 to
+ * MAX_THRESHOLD_PERCENT, each once, at most MAX_THRESHOLDS, and only with included units to take a
+ * percentage of. Returned ascending (the order events of one jump are sent in).
+ */
+export function checkThresholds(input: readonly number[] | undefined, includedUnits: number, field: string): number[] {
+  if (input === undefined || input.length === 0) return [];
+  if (input.length > MAX_THRESHOLDS) throw validationError(`${field}: at most ${MAX_THRESHOLDS} thresholds`, { field });
+  if (includedUnits < 1) throw validationError(`${field}: thresholds are percents of includedUnits, which must then be at least 1`, { field });
+  const seen = new Set<number>();
+  for (const [i, t] of input.entries()) {
+    if (!Number.isInteger(t) || t < 1 || t > MAX_THRESHOLD_PERCENT) throw validationError(`${field}[${i}] must be a whole percent from 1 to ${MAX_THRESHOLD_PERCENT}`, { field: `${field}[${i}]` });
+    if (seen.has(t)) throw validationError(`${field}[${i}]: ${t} is given twice`, { field: `${field}[${i}]` });
+    seen.add(t);
+  }
+  return [...seen].sort((a, b) => a - b);
+}
+
+/**
+ * Is consumption `quantity` (a decimal, e.g. a sum of `llm.cost`) at or past `percent` % of
+ * `includedUnits`? Exact: quantity × 100 ≥ includedUnits × percent over integers (no float error
+ * at the boundary: 0.07 × 100 is 7.000000000000001 in floating point).
+ */
+export function thresholdReached(quantity: string | number, includedUnits: number, percent: number): boolean {
+  const q = parseDecimal(quantity, 'quantity');
+  return q.n * 100n >= BigInt(includedUnits) * BigInt(percent) * q.d;
+}
 
 type ApiComponent = AdminComponents['schemas']['MeteredComponent'];
 type ApiPricing = components['schemas']['MeteredPricing'];
@@ -109,7 +146,8 @@ export async function checkMeteredComponents(orgId: string, input: readonly ApiC
     if (meter.archived) throw validationError(`${field}.meterId: meter ${c.meterId} is archived; a new price cannot bill it`, { field: `${field}.meterId` });
     const includedUnits = c.includedUnits ?? 0;
     if (!Number.isSafeInteger(includedUnits) || includedUnits < 0) throw validationError(`${field}.includedUnits must be a non-negative integer`, { field: `${field}.includedUnits` });
-    const component: MeteredComponent = { meterId: c.meterId, pricing: usagePricingFrom(c.pricing, `${field}.pricing`), includedUnits };
+    const thresholds = checkThresholds(c.thresholds, includedUnits, `${field}.thresholds`);
+    const component: MeteredComponent = { meterId: c.meterId, pricing: usagePricingFrom(c.pricing, `${field}.pricing`), includedUnits, ...(thresholds.length > 0 && { thresholds }) };
     // The tiers and decimals are pricing.ts's to judge: price a sample quantity now, not at the first renewal.
     pricePeriod([{ kind: 'USAGE', description: meter.name, meterId: c.meterId, quantity: includedUnits + 1, includedUnits, pricing: component.pricing }]);
     out.push(component);

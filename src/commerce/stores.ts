@@ -34,7 +34,8 @@ export interface CommerceEvent {
     | { order: components['schemas']['WebhookOrder']; refund: components['schemas']['Refund'] }
     | { order: components['schemas']['WebhookOrder']; dispute: components['schemas']['Dispute'] }
     | { subscription: components['schemas']['WebhookSubscription'] }
-    | { customer: { customerId: string; externalId: string | null }; balance: components['schemas']['MeterBalance'] };
+    | { customer: { customerId: string; externalId: string | null }; balance: components['schemas']['MeterBalance'] }
+    | components['schemas']['MeterThresholdWebhookEvent']['data'];
   /**
    * Not sent in the webhook: the subscription's cancellation state before this change, so the
    * buyer's "canceled" e-mail is owed by the change that scheduled it (issue 37 §29), not by a
@@ -277,6 +278,11 @@ export interface CreditLedger {
    * insert stored it (exactly once under concurrency), false when it was sent before.
    */
   claimAlert(alert: { orgId: string; customerId: string; meterId: string; periodKey: string; kind: string; at: Date }): Promise<boolean>;
+  /**
+   * The alerts already claimed among these (customer, meter, period key) triples, every kind, as
+   * `customerId|meterId|periodKey|kind` (one read, to skip what is sent without reading usage).
+   */
+  claimedAlerts(orgId: string, keys: ReadonlyArray<{ customerId: string; meterId: string; periodKey: string }>): Promise<Set<string>>;
 }
 
 export interface CommerceStores {

@@ -2,7 +2,7 @@ import type { AdminHandlers } from '../handler-maps.js';
 import type { SubscriptionService } from './subscription.service.js';
 import { notFound } from '../kernel/errors.js';
 import type { MerchantNames } from '../pages/page.js';
-import { presentCustomerUsage } from './usage.presenter.js';
+import { customerUsageOf, type CustomerBalances } from './usage.presenter.js';
 import type { Subscription } from '../commerce/model.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 
@@ -20,12 +20,13 @@ export const presentAdminSubscription = (s: Subscription) => ({
 export function createSubscriptionAdminHandlers(
   subscriptions: SubscriptionService,
   merchants: MerchantNames,
+  balances?: CustomerBalances,
 ): Pick<AdminHandlers, 'cancelSubscription' | 'pauseSubscription' | 'resumeSubscription' | 'getOrgCustomerUsage'> {
   return {
     getOrgCustomerUsage: async ({ params }) => {
       // An unknown organization is told apart from an unknown customer.
       if ((await merchants.displayNameOf(params.id)) === undefined) throw notFound('Organization');
-      return { status: 200, body: { success: true, message: 'OK', data: presentCustomerUsage(await subscriptions.usageThisPeriod(params.id, params.customerId)) } };
+      return { status: 200, body: { success: true, message: 'OK', data: await customerUsageOf(subscriptions, balances, params.id, params.customerId) } };
     },
     cancelSubscription: async ({ params, body }) => {
       const atPeriodEnd = body?.atPeriodEnd ?? true;

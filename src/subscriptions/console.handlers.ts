@@ -4,17 +4,18 @@
  * organization (another organization's subscription is 404). Audited at composition.
  */
 import type { ConsoleHandlers } from '../handler-maps.js';
-import { presentCustomerUsage } from './usage.presenter.js';
+import { customerUsageOf, type CustomerBalances } from './usage.presenter.js';
 import { presentAdminSubscription } from './admin.handlers.js';
 import type { SubscriptionService } from './subscription.service.js';
 
 export function createSubscriptionConsoleHandlers(
   subscriptions: SubscriptionService,
+  balances?: CustomerBalances,
 ): Pick<ConsoleHandlers, 'cancelConsoleSubscription' | 'pauseConsoleSubscription' | 'resumeConsoleSubscription' | 'getConsoleCustomerUsage'> {
   return {
     getConsoleCustomerUsage: async ({ auth, params }) => ({
       status: 200,
-      body: { success: true, message: 'OK', data: presentCustomerUsage(await subscriptions.usageThisPeriod(auth.orgId, params.id)) },
+      body: { success: true, message: 'OK', data: await customerUsageOf(subscriptions, balances, auth.orgId, params.id) },
     }),
     cancelConsoleSubscription: async ({ auth, params, body }) => {
       const atPeriodEnd = body?.atPeriodEnd ?? true;

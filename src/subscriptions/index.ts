@@ -11,6 +11,7 @@ import type { MerchantNames } from '../pages/page.js';
 import type { CardProcessor, ProcessorSubscriptionBilling } from '../processors/card-processor.js';
 import { createSubscriptionAdminHandlers } from './admin.handlers.js';
 import { createSubscriptionConsoleHandlers } from './console.handlers.js';
+import type { CustomerBalances } from './usage.presenter.js';
 import { EntitlementService } from './entitlement.service.js';
 import { KnexEntitlementRepository } from './entitlement.repository.js';
 import type { Db } from '../db/knex.js';
@@ -56,13 +57,15 @@ export function createSubscriptionsModule(deps: {
   processorUsage?: ProcessorUsageFlow;
   /** The catalog's prices, for plan changes (issue 39). */
   plans?: PlanCatalog;
+  /** A customer's meter balances (included units, credits), shown with their usage (console and admin). */
+  balances?: CustomerBalances;
 }): SubscriptionsModule {
   const subscriptions = new SubscriptionService(deps.uow, deps.cardProcessor, deps.clock, deps.logger, deps.subscriptionBilling, deps.metered, deps.processorUsage, deps.plans);
   const entitlements = new EntitlementService(new KnexEntitlementRepository(deps.db), deps.metered && { quantities: deps.metered.quantities, clock: deps.clock });
   return {
     subscriptions,
     entitlements,
-    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants), console: createSubscriptionConsoleHandlers(subscriptions) },
+    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants, deps.balances), console: createSubscriptionConsoleHandlers(subscriptions, deps.balances) },
     jobs: () => subscriptionJobs(subscriptions, isEmbedded(deps.db) ? 1 : RENEWAL_CONCURRENCY_ON_POSTGRES),
     pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };

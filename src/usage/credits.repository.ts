@@ -104,4 +104,18 @@ export class KnexCreditLedger implements CreditLedger {
       .returning('org_id');
     return inserted.length > 0;
   }
+
+  async claimedAlerts(orgId: string, keys: ReadonlyArray<{ customerId: string; meterId: string; periodKey: string }>): Promise<Set<string>> {
+    if (keys.length === 0) return new Set();
+    // The primary key's prefix (org, customer) narrows; the rest is matched on the rows found.
+    const wanted = new Set(keys.map((k) => `${k.customerId}|${k.meterId}|${k.periodKey}`));
+    const rows = (await this.db('usage_balance_alerts')
+      .where({ org_id: orgId })
+      .whereIn('customer_id', [...new Set(keys.map((k) => k.customerId))])
+      .whereIn('period_key', [...new Set(keys.map((k) => k.periodKey))])
+      .select('customer_id', 'meter_id', 'period_key', 'kind')) as Array<{ customer_id: string; meter_id: string; period_key: string; kind: string }>;
+    const out = new Set<string>();
+    for (const r of rows) if (wanted.has(`${r.customer_id}|${r.meter_id}|${r.period_key}`)) out.add(`${r.customer_id}|${r.meter_id}|${r.period_key}|${r.kind}`);
+    return out;
+  }
 }

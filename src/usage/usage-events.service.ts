@@ -114,7 +114,7 @@ export class UsageEventService {
     private readonly commerce: CommerceUnitOfWork,
     private readonly clock: Clock,
     /** Balance webhooks (src/commerce/meter-balances.ts BalanceAlerts), checked after each batch for its customers. */
-    private readonly alerts?: { afterIngest(orgId: string, customerIds: readonly string[]): Promise<unknown> },
+    private readonly alerts?: { afterIngest(orgId: string, customerIds: readonly string[], known: { subscriptions: Subscription[] }): Promise<unknown> },
   ) {}
 
   async ingest(orgId: string, batch: ReadonlyArray<IncomingUsageEvent | IncomingCloudEvent>): Promise<IngestResult> {
@@ -186,7 +186,8 @@ export class UsageEventService {
     for (const r of results) if (r.status === 'ACCEPTED') accepted++;
     else if (r.status === 'DUPLICATE') duplicates++;
     // After the events are stored: a retried batch (DUPLICATE) checks again, so no crossing is lost.
-    if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, [...new Set([...customers.values()].map((c) => c.id))]);
+    // The subscriptions read above serve the usage thresholds (one read per batch, not two).
+    if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, [...new Set([...customers.values()].map((c) => c.id))], { subscriptions });
     return { accepted, duplicates, rejected: results.length - accepted - duplicates, results };
   }
 

@@ -14,8 +14,8 @@ import type { Delivery, DirectedEventType, StoredEvent, StoredEventType, Webhook
 export interface OutboxEvent {
   orgId: string;
   type: WebhookEventType;
-  /** `order.refund*` also carry `refund`, `order.dispute_*` also `dispute` (merchant.yaml). */
-  data: ({ order: WebhookOrder } & Record<string, unknown>) | { subscription: WebhookSubscription } | { customer: { customerId: string; externalId: string | null }; balance: Record<string, unknown> };
+  /** `order.refund*` also carry `refund`, `order.dispute_*` also `dispute`; `meter.*` a customer and what crossed (merchant.yaml). */
+  data: ({ order: WebhookOrder } & Record<string, unknown>) | { subscription: WebhookSubscription } | ({ customer: { customerId: string; externalId: string | null } } & Record<string, unknown>);
 }
 
 interface EventRow {

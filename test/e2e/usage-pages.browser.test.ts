@@ -2,9 +2,10 @@
  * Issue 38 §9 in Chromium, desktop and 390 px, axe-core: the console's Meters page (list; a new
  * meter made with the keyboard only, its live preview of the last 30 days updating as the filter
  * is typed; the meter's page edited and archived with the mouse), a customer's usage this period
- * (used, included, estimated amount, estimated next charge) and the portal's "Usage this period".
- * Screenshots: test/e2e/.artifacts/screenshots/console/meters-*.png, customer-usage-*.png,
- * portal-usage-*.png.
+ * (used, included, estimated amount, estimated next charge), their credits and balances per meter
+ * (a subscription's meter with credits and overage, a prepaid meter; keyboard, 390 px) and the
+ * portal's "Usage this period". Screenshots: test/e2e/.artifacts/screenshots/console/meters-*.png,
+ * customer-usage-*.png, customer-balances-390.png, portal-usage-*.png.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
@@ -45,6 +46,19 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('meters, customer usage and th
     ];
     const ingested = await ctx.merchant.post('/v1/usage-events').set('X-API-Key', key).send({ events });
     expect(ingested.body.data.results.map((r: { status: string }) => r.status)).toEqual(['ACCEPTED', 'ACCEPTED']);
+    // Credits: 3,000 tokens on top of the subscription's included units, and a prepaid Images
+    // meter (no subscription bills it) with 100 credits of which 30 are used.
+    const images = await ctx.merchant.post('/v1/meters').set('X-API-Key', key).send({ name: 'Images', source: 'EVENTS', filter: { eventName: 'image' }, aggregation: 'count' });
+    const packs = await Promise.all([
+      ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: 1000, currency: 'USD', pricingName: '3,000 tokens', grantsUnits: { meterId: tokensMeter, units: 3_000 } }),
+      ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: 500, currency: 'USD', pricingName: '100 images', grantsUnits: { meterId: images.body.data.id, units: 100 } }),
+    ]);
+    for (const pack of packs) {
+      expect(pack.status, JSON.stringify(pack.body)).toBe(201);
+      await buy(ctx, 'ada@example.com', pack.body.data.pricingId, key);
+    }
+    const imageEvents = Array.from({ length: 30 }, (_, i) => ({ id: `i${i}`, customer: { externalId: 'user_ada' }, name: 'image', timestamp: at(ctx.clock.now().getTime()), properties: {} }));
+    expect((await ctx.merchant.post('/v1/usage-events').set('X-API-Key', key).send({ events: imageEvents })).body.data.accepted).toBe(30);
   }, 180_000);
   afterAll(async () => {
     await h?.close();
@@ -55,8 +69,9 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('meters, customer usage and th
     await page.goto(`${h.origin}/console/meters`);
     await page.getByRole('heading', { name: 'Active meters' }).waitFor();
     // The heading renders before the list's data arrives: wait for the row rather than count at once.
-    await expect.poll(() => page.locator('[data-testid=meter-row]').count(), { timeout: 15_000 }).toBe(1);
-    expect(await page.locator('[data-testid=meter-row]').innerText()).toContain('sum of tokens over llm_tokens events');
+    // Tokens and Images (the prepaid meter of the balances below).
+    await expect.poll(() => page.locator('[data-testid=meter-row]').count(), { timeout: 15_000 }).toBe(2);
+    expect(await page.locator('[data-testid=meter-row]').filter({ hasText: 'Tokens' }).innerText()).toContain('sum of tokens over llm_tokens events');
     await h.check(page, 'meters-list');
 
     await activate(page, 'a[href="/console/meters/new"]');
@@ -103,7 +118,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('meters, customer usage and th
     expect(h.pageErrors).toEqual([]);
   });
 
-  it("a customer's page shows their usage this period per meter and the estimated next charge", async () => {
+  it("a customer's page shows their usage this period per meter, the estimated next charge, and their credits and balances per meter", async () => {
     const page = await h.signedInPage('viewer');
     await page.goto(`${h.origin}/console/customers/${customerId}`);
     await page.getByRole('heading', { name: 'Usage this period' }).waitFor();
@@ -115,7 +130,33 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('meters, customer usage and th
     expect(text).toContain('10,000 included · 5,500 billed × $0.00004');
     expect(text).toContain('$0.22');
     expect(await page.getByTestId('usage-estimate-total').innerText()).toBe('$20.22');
+
+    // Credits and balances per meter (getConsoleCustomerUsage's balances).
+    await page.getByRole('heading', { name: 'Credits and balances' }).waitFor();
+    const balances = page.locator('[data-testid=balance-row]');
+    await expect.poll(() => balances.count(), { timeout: 15_000 }).toBe(2);
+    const tokensRow = await balances.filter({ hasText: 'Tokens' }).innerText();
+    // 15,500 used: 10,000 included, then the 3,000 credits (drawn at the close), 2,500 over.
+    expect(tokensRow).toContain('This period, from');
+    expect(tokensRow).toContain('15,500');
+    expect(tokensRow).toContain('0 of 10,000');
+    expect(tokensRow).toContain('of 3,000 held, 3,000 drawn at the close');
+    expect(tokensRow).toContain('2,500 over: billed at the close');
+    const imagesRow = await balances.filter({ hasText: 'Images' }).innerText();
+    expect(imagesRow).toContain('Prepaid, since');
+    expect(imagesRow).toContain('70');
+    expect(imagesRow).toContain('of 100 held');
+    // Keyboard: the balances' meter links are reachable with Tab and open the meter.
+    await tabTo(page, '[data-testid=balance-row] a');
+    const focused = (await page.evaluate('document.activeElement?.textContent')) as string;
+    expect(['Tokens', 'Images']).toContain(focused);
     await h.check(page, 'customer-usage');
+    // At 390 px the included column folds away; the rest stays readable.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.locator('[data-testid=balances-table] th.hide-narrow').isVisible()).toBe(false);
+    expect(await balances.filter({ hasText: 'Images' }).locator('td').last().innerText()).toContain('70');
+    await page.getByTestId('customer-balances').screenshot({ path: 'test/e2e/.artifacts/screenshots/console/customer-balances-390.png' });
+    await Promise.all([page.waitForURL(/\/console\/meters\/MTR_/), page.keyboard.press('Enter')]);
     expect(h.pageErrors).toEqual([]);
   });
 

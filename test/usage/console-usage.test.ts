@@ -4,8 +4,8 @@
  * definition equals one, else from the events; the same quantities either way and as the saved
  * meter's getMeterQuantities; the creation rules' 400s; another organization's project 400; no
  * session 401; no CSRF 403) and a customer's usage this period with the estimated next charge
- * (getConsoleCustomerUsage, getOrgCustomerUsage: the renewal's pricing, another organization's
- * customer 404), and the admin API's meters (listOrgMeters, getOrgMeter).
+ * (getConsoleCustomerUsage, getOrgCustomerUsage: the renewal's pricing, the balances per meter as
+ * getCustomerMeterBalances answers them, another organization's customer 404), and the admin API's meters (listOrgMeters, getOrgMeter).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
@@ -169,6 +169,10 @@ describe('getConsoleCustomerUsage and getOrgCustomerUsage', () => {
     expect(sub.lines.map((l: { kind: string; amountCents: number }) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000], ['USAGE', 22]]);
     expect(sub.lines[1]).toMatchObject({ description: 'Tokens', quantity: '15500', usage: { meterId: tokensMeter, includedUnits: 10_000, billableQuantity: '5500' } });
     expect(sub.estimatedTotalCents).toBe(2022);
+    // The balances per meter: the merchant API's getCustomerMeterBalances, from the same function.
+    const merchant = await ctx.merchant.get(`/v1/customers/${customerId}/meter-balances`).set('X-API-Key', ctx.orgA.apiKey);
+    expect(res.body.data.balances).toEqual(merchant.body.data.balances);
+    expect(res.body.data.balances).toEqual([expect.objectContaining({ meterId: tokensMeter, basis: 'SUBSCRIPTION', consumedUnits: 15_500, includedUnits: 10_000, creditBalance: 0, overageUnits: 5_500 })]);
 
     const byExternalId = await as(viewerA, ctx.merchant.get('/v1/console/customers/user_console/usage'));
     expect(byExternalId.body.data).toEqual(res.body.data);

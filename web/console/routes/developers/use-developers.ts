@@ -23,6 +23,8 @@ export const EVENT_TYPES: WebhookEventType[] = [
   'subscription.action_required',
   'subscription.expired',
   'subscription.ended',
+  'meter.credits_exhausted',
+  'meter.threshold_crossed',
 ];
 
 export function useApiKeys() {
