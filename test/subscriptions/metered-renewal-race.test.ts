@@ -97,4 +97,32 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('concurrent renewa
       expect((await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(200);
     }
   }, 600_000);
+
+  it('a pass with 4 lanes on each of 4 workers closes 12 due metered periods once each (5 rounds)', async () => {
+    for (let round = 0; round < 5; round++) {
+      const start = Date.parse('2028-01-01T00:00:00.000Z') + round * 3 * DAY;
+      ctx.clock.set(new Date(start).toISOString());
+      const subscriptionIds: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const { customerId, orderId } = await buy(ctx, `lanes${round}_${i}@example.com`, priceId, ctx.orgA.apiKey);
+        await setExternalId(ctx, customerId, `lanes_${round}_${i}`, ctx.orgA.apiKey);
+        subscriptionIds.push((await ctx.testDb.database.db('orders').where({ id: orderId }).first()).subscription_id as string);
+      }
+      ctx.clock.set(new Date(start + DAY / 2).toISOString());
+      const events = subscriptionIds.map((_, i) => ({ id: `lanes_t_${round}_${i}`, customer: { externalId: `lanes_${round}_${i}` }, name: 'tok', timestamp: new Date(start + 3600_000).toISOString(), properties: { n: 5 + i } }));
+      expect((await ctx.merchant.post('/v1/usage-events').set('X-API-Key', ctx.orgA.apiKey).send({ events })).body.data.accepted).toBe(12);
+
+      ctx.clock.set(new Date(start + DAY + 3600_000).toISOString());
+      const handled = await Promise.all([ctx.services, ...workers].map((w) => w.subscriptions.processDue(100, 4)));
+      expect(handled.reduce((a, b) => a + b, 0), `round ${round}`).toBe(12);
+      for (const [i, subscriptionId] of subscriptionIds.entries()) {
+        const orders = await ctx.testDb.database.db('orders').where({ subscription_id: subscriptionId, billing_period: 1 });
+        expect(orders, `round ${round}, subscription ${i}`).toHaveLength(1);
+        // 5 + i tokens, 5 included, 0.5 each, half up; no calls.
+        expect(Number(orders[0].amount_cents), `round ${round}, subscription ${i}`).toBe(100 + Math.ceil(i / 2));
+        expect((await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first()).period_number).toBe(1);
+        expect((await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(200);
+      }
+    }
+  }, 600_000);
 });
