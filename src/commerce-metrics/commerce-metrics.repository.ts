@@ -324,12 +324,82 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     return this.rows(rows as Array<Record<string, string | number>>);
   }
 
+  /**
+   * Any zone whose boundaries are quarter hours, by whole local dates (issue 40: an API key asking
+   * in another zone than the organization's): each bucket [start, end) is read as the quarters up
+   * to its first whole UTC hour, the hours up to its first whole UTC day, the UTC days inside it,
+   * then hours and quarters up to its end (a local day of Asia/Kathmandu: 3 + 5 + 18 hours + 1
+   * quarter; a local month: about 30 day rows), each piece labelled by its bucket, never by row.
+   * Only where the range's instants and local dates agree (`byWholeDays`), so that every instant
+   * of [start, end) lies in the bucket that starts at `start`.
+   */
+  private async pieces(range: MetricsRange): Promise<FiguresRow[]> {
+    const kinds: string[] = [];
+    const los: Date[] = [];
+    const his: Date[] = [];
+    const of: Date[] = [];
+    const add = (kind: 'q' | 'h' | 'd' | 'c', lo: number, hi: number, bucket: Date) => {
+      if (hi <= lo) return;
+      kinds.push(kind);
+      los.push(new Date(lo));
+      his.push(new Date(hi));
+      of.push(bucket);
+    };
+    const ceil = (t: number, ms: number) => Math.ceil(t / ms) * ms;
+    const floor = (t: number, ms: number) => Math.floor(t / ms) * ms;
+    for (let i = 0; i + 1 < range.boundaries.length; i++) {
+      const bucket = range.boundaries[i]!;
+      const s = bucket.getTime();
+      const e = range.boundaries[i + 1]!.getTime();
+      add('c', s, e, bucket);
+      const sh = ceil(s, HOUR_MS);
+      const eh = floor(e, HOUR_MS);
+      if (sh > eh) {
+        add('q', s, e, bucket);
+        continue;
+      }
+      add('q', s, sh, bucket);
+      add('q', eh, e, bucket);
+      const sd = ceil(sh, DAY_MS);
+      const ed = floor(eh, DAY_MS);
+      if (sd >= ed) {
+        add('h', sh, eh, bucket);
+        continue;
+      }
+      add('h', sh, sd, bucket);
+      add('d', sd, ed, bucket);
+      add('h', ed, eh, bucket);
+    }
+    const currency = range.currency ? " AND r.currency IN (?, '')" : '';
+    const c = range.currency ? [range.currency] : [];
+    const figures = FIGURES.map((f) => `r.${f}`).join(', ');
+    const part = (kind: string, table: string) =>
+      `SELECT p.label, r.currency, ${figures} FROM p JOIN ${table} r ON r.org_id = ? AND r.bucket >= p.lo AND r.bucket < p.hi WHERE p.kind = '${kind}'${currency}`;
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
+      `WITH p AS MATERIALIZED (
+         SELECT kind, lo, hi, to_char(date_trunc(?, b AT TIME ZONE ?), 'YYYY-MM-DD') AS label
+           FROM unnest(?::text[], ?::timestamptz[], ?::timestamptz[], ?::timestamptz[]) AS p(kind, lo, hi, b)),
+       src AS (
+         ${part('d', 'commerce_rollup_day')}
+         UNION ALL ${part('h', 'commerce_rollup_hour')}
+         UNION ALL ${part('q', 'commerce_rollup_quarter')}
+         UNION ALL ${part('c', 'commerce_metric_changes')})
+       SELECT currency, label AS bucket, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2`,
+      [
+        range.unit, range.timeZone, `{${kinds.join(',')}}`, timestamps(los), timestamps(his), timestamps(of),
+        range.orgId, ...c, range.orgId, ...c, range.orgId, ...c, range.orgId, ...c,
+      ],
+    );
+    return this.rows(rows);
+  }
+
   override async figures(range: MetricsRange): Promise<FiguresRow[]> {
     if (!this.servable(range)) return super.figures(range);
     if (this.byWholeDays(range)) {
       if (range.timeZone === 'UTC') return this.utcDays(range);
       const days = await this.localDays(range);
       if (days) return days;
+      return this.pieces(range);
     }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));
     const currency = range.currency ? " AND currency IN (?, '')" : '';
