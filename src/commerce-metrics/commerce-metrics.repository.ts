@@ -247,9 +247,12 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * - in the organization's own time zone once its local days are built (commerce_rollup_zone
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
- * - otherwise every hour that lies inside one bucket from the hourly rollup, and the hours a
- *   boundary cuts (zones whose offset is not a whole hour: India, Nepal, Newfoundland…) from the
- *   quarter-hour rollup, four rows each.
+ * - in any other zone by whole local dates (an API key asking in another zone than the
+ *   organization's), UTC days plus and minus the hours and quarters of each boundary's UTC day
+ *   (`pieces`);
+ * - otherwise (a fall-back repeating local midnight, ranges before 1973) every hour that lies
+ *   inside one bucket from the hourly rollup, and the hours a boundary cuts (zones whose offset is
+ *   not a whole hour: India, Nepal, Newfoundland…) from the quarter-hour rollup, four rows each.
  * A range whose boundaries are not quarter hours (offsets of seconds, before 1972) is recomputed
  * from the tables. Day rows are used only where the range's instants and its local dates agree
  * (every boundary is the first instant of its local date; not so where a fall-back repeats a local
