@@ -2846,8 +2846,9 @@ export interface components {
         OrderPage: {
             records: components["schemas"]["Order"][];
             /**
-             * @description Records in the list (after the cursor, when one is given). Exact up to 1000; beyond
-             *     that an estimate from the database's statistics (at least 1001), and `totalExact` is
+             * @description Records in the list (after the cursor, when one is given). Exact up to 1000 (up to 5000
+             *     with `date_from` / `date_to` and no `merchant_reference`); beyond that an estimate from
+             *     the database's statistics (at least the bound + 1), and `totalExact` is
              *     false. See decision 18 (lists at scale).
              */
             total: number;

@@ -270,9 +270,12 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * - in the organization's own time zone once its local days are built (commerce_rollup_zone
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
- * - otherwise every hour that lies inside one bucket from the hourly rollup, and the hours a
- *   boundary cuts (zones whose offset is not a whole hour: India, Nepal, Newfoundland…) from the
- *   quarter-hour rollup, four rows each.
+ * - in any other zone by whole local dates (an API key asking in another zone than the
+ *   organization's), UTC days plus and minus the hours and quarters of each boundary's UTC day
+ *   (`pieces`);
+ * - otherwise (a fall-back repeating local midnight, ranges before 1973) every hour that lies
+ *   inside one bucket from the hourly rollup, and the hours a boundary cuts (zones whose offset is
+ *   not a whole hour: India, Nepal, Newfoundland…) from the quarter-hour rollup, four rows each.
  * A range whose boundaries are not quarter hours (offsets of seconds, before 1972) is recomputed
  * from the tables. Day rows are used only where the range's instants and its local dates agree
  * (every boundary is the first instant of its local date; not so where a fall-back repeats a local
@@ -347,12 +350,112 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     return this.rows(rows as Array<Record<string, string | number>>);
   }
 
+  /**
+   * Any zone whose boundaries are quarter hours, by whole local dates (issue 40: an API key asking
+   * in another zone than the organization's). A bucket [s, e) is the UTC days [day(s), day(e))
+   * minus the part of s's UTC day before s plus the part of e's UTC day before e; that part,
+   * `before(b)`, is read as hours and quarters up to b, or as b's whole UTC day minus the hours and
+   * quarters from b on, whichever is fewer rows (Asia/Kathmandu, 18:15 UTC: one day, 3 quarters
+   * and 5 hours instead of 18 hours and a quarter). Each boundary's part is read once and counted
+   * in both buckets it separates (+ in the one it ends, − in the one it starts): about 10 rows
+   * per local day and currency where reading hours inside each bucket took 27. Queued changes are
+   * read per bucket. Only where the range's instants and local dates agree (`byWholeDays`), so that
+   * every instant of [s, e) lies in the bucket that starts at s.
+   */
+  private async pieces(range: MetricsRange): Promise<FiguresRow[]> {
+    const kinds: string[] = [];
+    const los: Date[] = [];
+    const his: Date[] = [];
+    const key = new Map<string, number>();
+    const attrId: number[] = [];
+    const attrBucket: Date[] = [];
+    const attrSign: number[] = [];
+    /** Rows of `kind` in [lo, hi), counted with `sign` in the bucket starting at `bucket`. */
+    const add = (kind: 'q' | 'h' | 'd' | 'c', lo: number, hi: number, bucket: Date, sign: number) => {
+      if (hi <= lo) return;
+      const k = `${kind}${lo}-${hi}`;
+      let id = key.get(k);
+      if (id === undefined) {
+        id = kinds.length + 1;
+        key.set(k, id);
+        kinds.push(kind);
+        los.push(new Date(lo));
+        his.push(new Date(hi));
+      }
+      attrId.push(id);
+      attrBucket.push(bucket);
+      attrSign.push(sign);
+    };
+    const ceil = (t: number, ms: number) => Math.ceil(t / ms) * ms;
+    const floor = (t: number, ms: number) => Math.floor(t / ms) * ms;
+    /** [lo, hi) within one UTC day as hours and quarters. */
+    const span = (lo: number, hi: number, bucket: Date, sign: number) => {
+      const lh = ceil(lo, HOUR_MS);
+      const hh = floor(hi, HOUR_MS);
+      if (lh > hh) return add('q', lo, hi, bucket, sign);
+      add('q', lo, lh, bucket, sign);
+      add('h', lh, hh, bucket, sign);
+      add('q', hh, hi, bucket, sign);
+    };
+    const rowsOf = (lo: number, hi: number) => {
+      const lh = ceil(lo, HOUR_MS);
+      const hh = floor(hi, HOUR_MS);
+      return lh > hh ? (hi - lo) / QUARTER_MS : (lh - lo) / QUARTER_MS + (hh - lh) / HOUR_MS + (hi - hh) / QUARTER_MS;
+    };
+    /** The part of b's UTC day before b. */
+    const before = (b: number, bucket: Date, sign: number) => {
+      const d = floor(b, DAY_MS);
+      if (b === d) return;
+      if (rowsOf(d, b) <= 1 + rowsOf(b, d + DAY_MS)) return span(d, b, bucket, sign);
+      add('d', d, d + DAY_MS, bucket, sign);
+      span(b, d + DAY_MS, bucket, -sign);
+    };
+    for (let i = 0; i + 1 < range.boundaries.length; i++) {
+      const bucket = range.boundaries[i]!;
+      const s = bucket.getTime();
+      const e = range.boundaries[i + 1]!.getTime();
+      add('c', s, e, bucket, 1);
+      add('d', floor(s, DAY_MS), floor(e, DAY_MS), bucket, 1);
+      before(s, bucket, -1);
+      before(e, bucket, 1);
+    }
+    const currency = range.currency ? " AND r.currency IN (?, '')" : '';
+    const c = range.currency ? [range.currency] : [];
+    const figures = FIGURES.map((f) => `r.${f}`).join(', ');
+    // LATERAL with OFFSET 0 (not pulled up into a join): one probe of the rollup's key per piece.
+    // As a join the planner scanned all of the organization's hours against every piece (6 s).
+    const part = (kind: string, table: string) =>
+      `SELECT p.id, r.* FROM p CROSS JOIN LATERAL (SELECT r.currency, ${figures} FROM ${table} r
+          WHERE r.org_id = ? AND r.bucket >= p.lo AND r.bucket < p.hi${currency} OFFSET 0) r WHERE p.kind = '${kind}'`;
+    const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
+      `WITH p AS MATERIALIZED (
+         SELECT kind, lo, hi, id FROM unnest(?::text[], ?::timestamptz[], ?::timestamptz[]) WITH ORDINALITY AS p(kind, lo, hi, id)),
+       a AS (
+         SELECT id, sign, to_char(date_trunc(?, b AT TIME ZONE ?), 'YYYY-MM-DD') AS label
+           FROM unnest(?::bigint[], ?::timestamptz[], ?::int[]) AS a(id, b, sign)),
+       src AS (
+         ${part('d', 'commerce_rollup_day')}
+         UNION ALL ${part('h', 'commerce_rollup_hour')}
+         UNION ALL ${part('q', 'commerce_rollup_quarter')}
+         UNION ALL ${part('c', 'commerce_metric_changes')})
+       SELECT src.currency, a.label AS bucket, ${FIGURES.map((f) => `sum(a.sign * src.${f}) AS ${f}`).join(', ')}
+         FROM src JOIN a ON a.id = src.id GROUP BY 1, 2`,
+      [
+        `{${kinds.join(',')}}`, timestamps(los), timestamps(his),
+        range.unit, range.timeZone, `{${attrId.join(',')}}`, timestamps(attrBucket), `{${attrSign.join(',')}}`,
+        range.orgId, ...c, range.orgId, ...c, range.orgId, ...c, range.orgId, ...c,
+      ],
+    );
+    return this.rows(rows);
+  }
+
   override async figures(range: MetricsRange): Promise<FiguresRow[]> {
     if (!this.servable(range)) return super.figures(range);
     if (this.byWholeDays(range)) {
       if (range.timeZone === 'UTC') return this.utcDays(range);
       const days = await this.localDays(range);
       if (days) return days;
+      return this.pieces(range);
     }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));
     const currency = range.currency ? " AND currency IN (?, '')" : '';

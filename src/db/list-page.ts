@@ -31,6 +31,8 @@ export interface ListQuery {
    * misjudges `filtered` (a semi-join): same alias and columns. Default: `filtered`.
    */
   estimated?: () => Knex.QueryBuilder;
+  /** Count exactly up to this many rows (default EXACT_TOTAL_BOUND; date ranges count further). */
+  exactBound?: number;
 }
 
 function withCursor(q: Knex.QueryBuilder, query: ListQuery, window: ListWindow): Knex.QueryBuilder {
@@ -88,15 +90,16 @@ export async function readListPage<R extends Record<string, unknown>>(db: Knex, 
     .limit(window.limit + 1) as Promise<R[]>;
   const firstPage = window.offset === 0;
   const estimate = () => withCursor((query.estimated ?? query.filtered)(), query, window);
+  const bound = query.exactBound ?? EXACT_TOTAL_BOUND;
   const [fetched, counted] = await Promise.all([
     rowsQuery,
     // The first page that holds every row is its own count.
-    firstPage ? undefined : boundedCount(db, query, () => withCursor(query.filtered(), query, window), EXACT_TOTAL_BOUND, estimate),
+    firstPage ? undefined : boundedCount(db, query, () => withCursor(query.filtered(), query, window), bound, estimate),
   ]);
   const hasMore = fetched.length > window.limit;
   const rows = hasMore ? fetched.slice(0, window.limit) : fetched;
   if (backwards) rows.reverse();
-  const total = counted ?? (hasMore ? await boundedCount(db, query, () => withCursor(query.filtered(), query, window), EXACT_TOTAL_BOUND, estimate) : { total: rows.length, exact: true });
+  const total = counted ?? (hasMore ? await boundedCount(db, query, () => withCursor(query.filtered(), query, window), bound, estimate) : { total: rows.length, exact: true });
   // The other direction: rows skipped by the offset are there; past a cursor, the cursor's own row
   // need not match the filters, so one probe asks.
   const cursor = backwards ? window.endingBefore : window.startingAfter;

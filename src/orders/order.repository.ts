@@ -4,7 +4,7 @@ import type { OrderRepository } from '../commerce/stores.js';
 import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
 import { estimatedCount, readListPage } from '../db/list-page.js';
-import { EXACT_TOTAL_BOUND, type Keyset, type ListPage, type ListWindow } from '../kernel/list.js';
+import { DATE_RANGE_EXACT_TOTAL_BOUND, EXACT_TOTAL_BOUND, type Keyset, type ListPage, type ListWindow } from '../kernel/list.js';
 
 
 
@@ -391,7 +391,10 @@ export class KnexOrderRepository implements OrderRepository {
       const total = Math.max(EXACT_TOTAL_BOUND + 1, await estimatedCount(this.db, this.filtered(orgId, filter)));
       return { records, total, totalExact: false, ...sides };
     }
-    const page = await readListPage<OrderRow & Record<string, unknown>>(this.db, { filtered: () => this.filtered(orgId, filter), createdAt: 'created_at', id: 'id', select: ORDER_COLUMNS_SQL }, window);
+    // A date range counts exactly further (its estimate is weakest at the newest end): an
+    // index-only range scan, except with the contains-match of merchant_reference (a GIN index).
+    const exactBound = (filter.createdFrom || filter.createdBefore) && !filter.merchantReference ? DATE_RANGE_EXACT_TOTAL_BOUND : EXACT_TOTAL_BOUND;
+    const page = await readListPage<OrderRow & Record<string, unknown>>(this.db, { filtered: () => this.filtered(orgId, filter), createdAt: 'created_at', id: 'id', select: ORDER_COLUMNS_SQL, exactBound }, window);
     return { ...page, records: await this.withLines(page.records.map((r) => toOrder(r))) };
   }
 

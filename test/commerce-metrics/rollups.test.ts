@@ -198,6 +198,13 @@ async function expectEqual(orgId: string, rng: () => number, label: string, orgZ
   queries.push({ timeZone: orgZone, interval: 'month', startDay: 30, length: 330, currency: undefined });
   queries.push({ timeZone: orgZone, interval: 'day', startDay: 280, length: 59, currency: undefined });
   queries.push({ timeZone: orgZone, interval: 'week', startDay: 250, length: 90, currency: 'usd' });
+  // Zones other than the organization's, by whole local dates (quarters, hours and UTC days per
+  // bucket): quarter-, half- and whole-hour offsets, with and without daylight saving.
+  const others = ZONES.filter((z) => z !== orgZone && z !== 'UTC');
+  const other = () => others[Math.floor(rng() * others.length)]!;
+  queries.push({ timeZone: other(), interval: 'day', startDay: Math.floor(rng() * 360), length: 45, currency: undefined });
+  queries.push({ timeZone: other(), interval: 'week', startDay: Math.floor(rng() * 300), length: 120, currency: 'EUR' });
+  queries.push({ timeZone: other(), interval: 'month', startDay: 0, length: 420, currency: undefined });
   for (const q of queries) {
     const startDate = new Date(T0 + q.startDay * DAY).toISOString().slice(0, 10);
     const endDate = new Date(T0 + (q.startDay + q.length) * DAY).toISOString().slice(0, 10);
@@ -298,10 +305,13 @@ describe('commerce metrics from rollups', () => {
     const june = { startDate: '2025-06-01', endDate: '2025-06-30', interval: 'day' as const, timeZone: 'America/Havana' };
     expect(await sent(() => rollups.metrics(org.id, june))).toEqual(await recomputed.metrics(org.id, june));
     expect(statements.some((q) => q.includes('commerce_rollup_local_day'))).toBe(true);
-    // Another zone than the organization's: hours.
-    const kolkata = twelveMonths('Asia/Kolkata');
-    expect(await sent(() => rollups.metrics(org.id, kolkata))).toEqual(await recomputed.metrics(org.id, kolkata));
-    expect(statements.some((q) => q.includes('commerce_rollup_hour') && q.includes('commerce_rollup_quarter'))).toBe(true);
+    // Another zone than the organization's, by whole local dates: UTC days, hours and quarters per bucket.
+    for (const zone of ['Asia/Kolkata', 'Asia/Kathmandu', 'Pacific/Chatham', 'America/St_Johns']) {
+      for (const query of [twelveMonths(zone), { startDate: '2025-03-01', endDate: '2025-04-30', interval: 'day' as const, timeZone: zone }]) {
+        expect(await sent(() => rollups.metrics(org.id, query)), JSON.stringify(query)).toEqual(await recomputed.metrics(org.id, query));
+        expect(statements.some((q) => q.includes('commerce_rollup_day') && q.includes('commerce_rollup_hour') && q.includes('commerce_rollup_quarter'))).toBe(true);
+      }
+    }
 
     // An install upgraded to 0370 (down, then up): the organization's zone is pending, then built.
     await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
@@ -395,6 +405,19 @@ describe('commerce metrics from rollups', () => {
       const text = await plan((r) => repository().figures(r), months(5.5 * 3600_000));
       expect(text).toContain('commerce_rollup_hour_pkey');
       expect(text).toContain('commerce_rollup_quarter_pkey');
+      expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+    });
+
+    it("12 months by day in a quarter-hour zone not the organization's: UTC days, hours and quarters by their keys, no commerce table", async () => {
+      // Asia/Kathmandu (+05:45): each local day is 3 quarters, 5 + 18 hours and a quarter of UTC rollups.
+      const boundaries = Array.from({ length: 366 }, (_, i) => new Date(Date.UTC(2025, 0, 1 + i) - 5.75 * 3600_000));
+      const range: MetricsRange = { orgId: ctx.orgA.orgId, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
+      let text = await plan((r) => repository().figures(r), range);
+      for (const index of ['commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
+      expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+      // By month the UTC days inside each month serve: the day rollup by its key.
+      text = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), timeZone: 'Asia/Kathmandu' });
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey']) expect(text).toContain(index);
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
