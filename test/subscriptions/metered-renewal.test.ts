@@ -59,9 +59,9 @@ describe('metered prices', () => {
     const listed = await ctx.admin.get(`/v1/products/${productId}/prices`);
     const price = listed.body.data.find((p: { pricingId: string }) => p.pricingId === priceId);
     expect(price.meteredComponents).toEqual([
-      { meterId: meters.tokens, includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
-      { meterId: meters.requests, includedUnits: 0, pricing: { model: 'GRADUATED', tiers: [{ upTo: 100, unitAmountDecimal: '1' }, { upTo: null, unitAmountDecimal: '0.5', flatAmountCents: 10 }] } },
-      { meterId: meters.images, includedUnits: 0, pricing: { model: 'PACKAGE', packageSize: 10, packageAmountDecimal: '25' } },
+      { meterId: meters.tokens, includedUnits: 10_000, thresholds: [], pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
+      { meterId: meters.requests, includedUnits: 0, thresholds: [], pricing: { model: 'GRADUATED', tiers: [{ upTo: 100, unitAmountDecimal: '1' }, { upTo: null, unitAmountDecimal: '0.5', flatAmountCents: 10 }] } },
+      { meterId: meters.images, includedUnits: 0, thresholds: [], pricing: { model: 'PACKAGE', packageSize: 10, packageAmountDecimal: '25' } },
     ]);
     const plain = await createPrice({ amount: 500, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' });
     expect(plain.body.data.meteredComponents).toEqual([]);
