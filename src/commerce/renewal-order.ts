@@ -37,8 +37,11 @@ export async function renewalOrder(
   now: Date,
   /** The closing period's USAGE lines (src/commerce/metered-billing.ts), charged with the new period's fee. */
   usage: readonly LineInput[] = [],
-  /** `fee: false`: the last usage of an ending subscription, no new period's fee. */
-  options: { fee?: boolean } = {},
+  /**
+   * `fee: false`: the last usage of an ending subscription, no new period's fee. `discount: false`:
+   * no coupon (a processor's invoice of an amount Kassa's lines do not give: one line of it).
+   */
+  options: { fee?: boolean; discount?: boolean } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
@@ -53,7 +56,8 @@ export async function renewalOrder(
   const tax = net === null ? null : foundTax;
   const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
-  const priced = priceWithTax([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))], tax);
+  const discount = options.discount === false ? [] : await renewalDiscountInputs(stores, s, initial, period, charges);
+  const priced = priceWithTax([...charges, ...discount], tax);
   return {
     id: newId('ORD'),
     orgId: s.orgId,
