@@ -287,3 +287,18 @@ describe('what Stripe cannot take: a clear 400, nothing made in Stripe', () => {
     expect(res.status).toBe(400);
   });
 });
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)('concurrent Stripe checkouts for the last redemptions on PostgreSQL', () => {
+  it('6 creates racing for 2 redemptions: exactly 2 open a Stripe session, the rest are 400 and open nothing (8 rounds)', async () => {
+    for (let round = 0; round < 8; round++) {
+      const coupon = await discounts.createCoupon(ctx.orgA.orgId, { name: `Race ${round}`, percentOff: '10', duration: 'ONCE', maxRedemptions: 2 });
+      const sessionsBefore = stripe.sessions.size;
+      const results = await Promise.all(Array.from({ length: 6 }, () => create({ discounts: [{ coupon: coupon.id }] })));
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses, `round ${round}`).toEqual([201, 201, 400, 400, 400, 400]);
+      expect(await timesRedeemed(coupon.id)).toBe(2);
+      expect(stripe.sessions.size - sessionsBefore).toBe(2);
+      expect((await db()('discount_redemptions').where({ coupon_id: coupon.id })).length).toBe(2);
+    }
+  });
+});
