@@ -242,6 +242,19 @@ describe('redemptions on Stripe', () => {
     expect(await timesRedeemed(coupon.id)).toBe(1);
   });
 
+  it('a merchant’s expire closes Stripe’s session; Stripe’s checkout.session.expired then gives the claim back', async () => {
+    const coupon = await discounts.createCoupon(ctx.orgA.orgId, { name: 'Expired by merchant', percentOff: '10', duration: 'ONCE', maxRedemptions: 1 });
+    const res = await create({ discounts: [{ coupon: coupon.id }] });
+    expect(res.status).toBe(201);
+    expect(await timesRedeemed(coupon.id)).toBe(1);
+    const expire = await ctx.merchant.post(`/v1/checkout-sessions/${res.body.data.id}/expire`).set('X-API-Key', ctx.orgA.apiKey);
+    expect(expire.status).toBe(200);
+    expect(expire.body.data.status).toBe('EXPIRED');
+    const stripeSessionId = await stripeIdOf(res.body.data.id);
+    expect((await deliver(stripe.lastEvent('checkout.session.expired', stripeSessionId))).body.outcome).toBe('applied');
+    expect(await timesRedeemed(coupon.id)).toBe(0);
+  });
+
   it('a create Stripe refuses gives the claim back (nothing was handed over)', async () => {
     const coupon = await discounts.createCoupon(ctx.orgA.orgId, { name: 'Refused', percentOff: '10', duration: 'ONCE', maxRedemptions: 1 });
     stripe.failNext('unauthorized', 1, '/v1/checkout/sessions');
