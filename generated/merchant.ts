@@ -2779,8 +2779,24 @@ export interface components {
              *     than the price is `400` naming the field — and redeemed when the buyer pays (limits
              *     hold then too). The session's `amount` is the discounted total; the order gets a
              *     `DISCOUNT` line. Without `discounts` the buyer may enter a promotion code on the hosted
-             *     page (sandbox card checkouts). Card checkouts on the sandbox only: on the Stripe rail
-             *     and on crypto `discounts` is `400` for now (see docs/discounts.md).
+             *     page (sandbox card checkouts). Crypto checkouts take none (`400`: exact amounts are
+             *     quoted).
+             *
+             *     **On the Stripe card processor** the coupon (a promotion code's coupon too) is made
+             *     once into a Stripe coupon and passed in the Checkout Session's `discounts`, so Stripe
+             *     collects exactly the session's `amount` (payment) and, for a subscription, each
+             *     covered invoice's order total with its `DISCOUNT` line. Kassa's limits stay the only
+             *     ones: the redemption is claimed when Kassa hands the session to Stripe (at this
+             *     request: a limit reached is `400`) and given back when Stripe's session expires unpaid
+             *     (`checkout.session.expired`). Stripe's page offers no code field (Kassa's limits could
+             *     not apply there). Stripe counts a coupon's duration in months, Kassa in billing
+             *     periods; Kassa sends the month count that covers exactly the same invoices, and refuses
+             *     with `400` (`body.discounts: …`) what has none: a `REPEATING` coupon (more than 1
+             *     period) on a `DAY` price, a `ONCE`/`REPEATING` coupon with a `DAY` price's trial or
+             *     after a free trial longer than 27 days (`FOREVER` is always accepted). A promotion code
+             *     limited per buyer (`firstTimeTransaction`, `oncePerCustomer`) needs `customerEmail`
+             *     (or `customerId`) on Stripe, `400` otherwise: Stripe's page asks the e-mail after the
+             *     claim. See docs/discounts.md, "Stripe rail".
              */
             discounts?: ({
                 coupon?: string;

@@ -212,6 +212,10 @@ export function createServices(deps: {
     recordConnectedAccount: (state) => orgsModule.orgs.recordStripeAccountState(state),
     metered: meteredBilling,
     taxRates: taxModule.tax,
+    // A Stripe session that expired unpaid gives its coupon's redemption back (issue 39).
+    releaseDiscount: async (session) => {
+      if (session.pricing.discount) await discountsModule.discounts.release(session.id);
+    },
   });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });

@@ -17,6 +17,7 @@ import { assertWritten, type CommerceUnitOfWork, type SessionOrder } from '../co
 import { trialOf, type PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
+import { stripeCouponDuration } from '../processors/stripe-coupons.js';
 import { CRYPTO_EXPIRES_IN, type CryptoQuoteService, type PreparedQuote, type QuoteView, presentQuote } from '../crypto-payments/crypto-quote.service.js';
 import type { CheckoutSession, IdempotencyRecord, PricingSnapshot, ProductSnapshot } from '../commerce/model.js';
 import { sessionChargeInputs, sessionLineInputs } from '../commerce/order-lines.js';
@@ -102,12 +103,19 @@ export class CheckoutSessionService {
     const { crypto } = built;
     let session = built.session;
     const record = { orgId, key: idempotencyKey, requestHash, checkoutSessionId: session.id, createdAt: now };
+    let claimed = false;
     if (this.hosted && session.provider === 'STRIPE') {
       // The processor's checkout is opened before anything is stored (a create that cannot reach
       // it leaves nothing behind), so a retry of a stored key must not open a second one.
       const existing = await liveRecord();
       if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
-      session = await this.openHosted(session);
+      claimed = await this.claimBeforeHandOff(session, body);
+      try {
+        session = await this.openHosted(session);
+      } catch (err) {
+        if (claimed) await this.discounts!.release(session.id);
+        throw err;
+      }
     }
     // A card session is the key and the session row: one statement. A crypto session also
     // reserves its exact amount, so it needs the transaction.
@@ -123,6 +131,7 @@ export class CheckoutSessionService {
     if (created) return { session, replayed: false };
     // A concurrent request with the same key won: the checkout opened for this one is closed unused.
     if (session.processorSessionId) await this.hosted!.close(session.processorSessionId).catch(() => undefined);
+    if (claimed) await this.discounts!.release(session.id);
     const winner = await liveRecord();
     if (!winner) throw new AppError('SERVICE_UNAVAILABLE', 'Concurrent creation with this Idempotency-Key did not settle; retry with the same key');
     return { session: await this.replay(winner, requestHash), replayed: true };
@@ -138,6 +147,27 @@ export class CheckoutSessionService {
     const problem = OrgService.stripeAccountProblem(org);
     if (problem) throw forbidden(`${problem}; card checkout is unavailable for this organization until Stripe reports the account usable again`);
     return org.stripeAccountId;
+  }
+
+  /**
+   * On Stripe the buyer pays on Stripe's page, where Kassa cannot refuse a coupon any more: the
+   * redemption is claimed when Kassa hands the session to Stripe, before Stripe's session is
+   * opened (issue 39). A limit reached (a concurrent buyer took the last one) is a 400 naming the
+   * field, with nothing opened; a create that then fails gives it back, and so does Stripe's
+   * session expiring unpaid (`checkout.session.expired`, src/services.ts). A code limited per buyer
+   * (first order, once per customer) needs `customerEmail`: Stripe asks the e-mail after the claim.
+   */
+  private async claimBeforeHandOff(session: CheckoutSession, body: CheckoutSessionCreate): Promise<boolean> {
+    const discount = session.pricing.discount;
+    if (!discount || !this.discounts) return false;
+    const field = body.discounts?.[0]?.coupon !== undefined ? 'body.discounts[0].coupon' : 'body.discounts[0].promotionCode';
+    try {
+      await this.discounts.claim(session.orgId, session.id, discount, session.customerEmail ?? '');
+    } catch (err) {
+      if (err instanceof DiscountRefusal) throw validationError(`${field}: ${err.message}`);
+      throw err;
+    }
+    return true;
   }
 
   private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {
@@ -247,18 +277,22 @@ export class CheckoutSessionService {
 
   /**
    * The merchant's `discounts` (issue 39): one coupon or promotion code, checked against the
-   * purchase (400 naming the field). Card checkouts on the sandbox only for now: Stripe Checkout
-   * would need the coupon mapped to Stripe's (docs/discounts.md), and crypto quotes exact amounts.
+   * purchase (400 naming the field). Card checkouts on the sandbox and on Stripe (a Stripe coupon,
+   * src/processors/stripe-coupons.ts; docs/discounts.md); crypto quotes exact amounts: none.
    */
   private async withDiscount(orgId: string, pricing: PricingSnapshot, product: ProductSnapshot, provider: 'STRIPE' | 'CRYPTO', body: CheckoutSessionCreate): Promise<PricingSnapshot> {
     const ref = body.discounts?.[0];
     if (!ref) return pricing;
     if (!this.discounts) throw validationError('body.discounts: discounts are not enabled on this deployment');
     if (provider === 'CRYPTO') throw validationError('body.discounts: crypto checkouts take no discount (their exact amounts are quoted); sell at the discounted price instead');
-    if (this.hosted) throw validationError('body.discounts: discounts are not available on the Stripe card processor yet (docs/discounts.md)');
     const field = ref.coupon !== undefined ? 'body.discounts[0].coupon' : 'body.discounts[0].promotionCode';
     try {
       const discount = await this.discounts.resolve(orgId, ref, { currency: pricing.currency, productId: product.productId, email: body.customerEmail ?? null });
+      // Stripe Checkout takes it as a Stripe coupon whose duration counts months (src/processors/stripe-coupons.ts).
+      if (this.hosted) {
+        const onStripe = stripeCouponDuration(discount, pricing);
+        if ('refusal' in onStripe) throw validationError(`body.discounts: ${onStripe.refusal}`);
+      }
       return { ...pricing, discount };
     } catch (err) {
       if (err instanceof DiscountRefusal) throw validationError(`${field}: ${err.message}`);

@@ -9,7 +9,7 @@ import type { Clock } from '../kernel/clock.js';
 import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
-import { CARD_SETTLEMENT_DELAY_MS, renewalOrder } from './renewal-order.js';
+import { CARD_SETTLEMENT_DELAY_MS, discountEndsBefore, renewalOrder } from './renewal-order.js';
 import { pricePeriod, type LineInput } from './pricing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
@@ -199,11 +199,18 @@ export class ProcessorBillingFlow {
       } else if (!paid && existing?.status !== 'PAID' && period > s.periodNumber && renewal.attemptCount > s.failedAttempts) {
         next = { ...s, failedAttempts: renewal.attemptCount };
       }
+      let current: Subscription = s;
       if (next !== s) {
         const written = { ...next, updatedAt: now };
         assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
         if (paid) await stores.emit({ orgId: s.orgId, type: 'subscription.updated', data: { subscription: presentWebhookSubscription(written) } }, now);
+        current = written;
         changed = true;
+      }
+      // The period's order became PAID here (once per period): the first period after the
+      // checkout's coupon ended announces it, as Kassa's own renewals do (issue 39).
+      if (paid && changed && existing?.status !== 'PAID' && (await discountEndsBefore(stores, s, period))) {
+        await stores.emit({ orgId: s.orgId, type: 'subscription.discount_ended', data: { subscription: presentWebhookSubscription(current) } }, now);
       }
       return changed ? 'applied' : 'unchanged';
     });
@@ -296,7 +303,28 @@ async function invoiceOrder(
     const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, { fee: feeCents > 0 });
     if (itemized.amountCents === payment.amountCents) return itemized;
   }
-  return renewalOrder(stores, s, period, paid, payment, now);
+  const own = period >= 1 ? await discountedRenewal(stores, s, period, paid, payment, now) : undefined;
+  if (own) return own;
+  return renewalOrder(stores, s, period, paid, payment, now, [], { discount: false });
+}
+
+/**
+ * A renewal whose invoice the processor discounted (issue 39: the checkout's coupon, a Stripe
+ * coupon on Stripe): Kassa's own lines for the period — the subscription's fee, the coupon's
+ * DISCOUNT while it covers the period, the tax — when they add up to what the processor charged.
+ * Undefined otherwise (no coupon on this period, or another amount): the caller makes one line of
+ * the charged amount, without a DISCOUNT, so an order's total is always what was charged.
+ */
+async function discountedRenewal(
+  stores: CommerceStores,
+  s: Subscription,
+  period: number,
+  paid: boolean,
+  payment: { processorPaymentId: string | null; processorStatus: string | null; amountCents: number },
+  now: Date,
+): Promise<Order | undefined> {
+  const own = await renewalOrder(stores, s, period, paid, { processorPaymentId: payment.processorPaymentId, processorStatus: payment.processorStatus }, now);
+  return own.lines.some((l) => l.kind === 'DISCOUNT') && own.amountCents === payment.amountCents ? own : undefined;
 }
 
 /**

@@ -41,8 +41,10 @@ export async function renewalOrder(
   /**
    * `fee: false`: the last usage of an ending subscription, no new period's fee. `priced`: lines
    * already priced with the subscription's tax and coupon (a plan change's quote, changePricing).
+   * `discount: false`: no coupon (a processor's invoice of an amount Kassa's lines do not give:
+   * one line of it).
    */
-  options: { fee?: boolean; priced?: PricedPeriod } = {},
+  options: { fee?: boolean; priced?: PricedPeriod; discount?: boolean } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
@@ -57,7 +59,8 @@ export async function renewalOrder(
   const tax = net === null ? null : foundTax;
   const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
-  const priced = options.priced ?? priceWithTax([...charges, ...(await renewalDiscountInputs(stores, s, initial, period, charges))], tax);
+  const discount = options.discount === false ? [] : options.priced ? [] : await renewalDiscountInputs(stores, s, initial, period, charges);
+  const priced = options.priced ?? priceWithTax([...charges, ...discount], tax);
   return {
     id: newId('ORD'),
     orgId: s.orgId,

@@ -94,6 +94,11 @@ export interface DiscountStores {
   incrementCoupon(id: string, now: Date): Promise<boolean>;
   /** times_redeemed + 1 while active, under the limit and not expired: false when refused. */
   incrementPromotionCode(id: string, now: Date): Promise<boolean>;
+  /** Deletes the session's redemption and returns it; undefined when it has none or it was released already (migration 0356's `released_at`: its counters are down). */
+  deleteRedemption(checkoutSessionId: string): Promise<Redemption | undefined>;
+  /** times_redeemed − 1 (never below 0): a redemption given back. */
+  decrementCoupon(id: string, now: Date): Promise<void>;
+  decrementPromotionCode(id: string, now: Date): Promise<void>;
 }
 
 export class KnexDiscountRepository implements DiscountStores {
@@ -208,6 +213,19 @@ export class KnexDiscountRepository implements DiscountStores {
       .andWhere((w) => w.whereNull('redeem_by').orWhere('redeem_by', '>', now))
       .update({ times_redeemed: this.db.raw('times_redeemed + 1'), updated_at: now });
     return n === 1;
+  }
+
+  async deleteRedemption(checkoutSessionId: string): Promise<Redemption | undefined> {
+    const rows = (await this.db('discount_redemptions').where({ checkout_session_id: checkoutSessionId }).whereNull('released_at').delete().returning('*')) as RedemptionRow[];
+    return rows[0] ? toRedemption(rows[0]) : undefined;
+  }
+
+  async decrementCoupon(id: string, now: Date): Promise<void> {
+    await this.db('coupons').where({ id }).andWhere('times_redeemed', '>', 0).update({ times_redeemed: this.db.raw('times_redeemed - 1'), updated_at: now });
+  }
+
+  async decrementPromotionCode(id: string, now: Date): Promise<void> {
+    await this.db('promotion_codes').where({ id }).andWhere('times_redeemed', '>', 0).update({ times_redeemed: this.db.raw('times_redeemed - 1'), updated_at: now });
   }
 
   async incrementPromotionCode(id: string, now: Date): Promise<boolean> {

@@ -190,6 +190,23 @@ export class DiscountService {
   }
 
   /**
+   * Gives back the redemption of a checkout session that will never be paid (on Stripe: its
+   * Checkout Session expired unpaid, or Kassa could not hand it to Stripe): the row is deleted and
+   * the coupon's and the code's counters go down, in one transaction. The delete is the guard: a
+   * second call (a redelivered event) finds nothing and changes nothing. True when one was given back.
+   */
+  async release(checkoutSessionId: string): Promise<boolean> {
+    const now = this.clock.now();
+    return this.uow.transaction(async (tx) => {
+      const redemption = await tx.deleteRedemption(checkoutSessionId);
+      if (!redemption) return false;
+      await tx.decrementCoupon(redemption.couponId, now);
+      if (redemption.promotionCodeId) await tx.decrementPromotionCode(redemption.promotionCodeId, now);
+      return true;
+    });
+  }
+
+  /**
    * Redeems the session's discount before its payment: one redemption per session (a retry of
    * the same session finds its own), counted on the coupon and the code by conditional increments
    * in one transaction — a limit reached meanwhile (a concurrent buyer took the last one), an
@@ -204,6 +221,10 @@ export class DiscountService {
       if (discount.promotionCodeId) {
         const promotion = await tx.findPromotionCodeByCode(orgId, discount.code ?? '');
         if (!promotion || promotion.id !== discount.promotionCodeId) throw new DiscountRefusal(`The promotion code ${discount.code} is not valid.`);
+        // No e-mail yet (a Stripe checkout without customerEmail): a code limited per buyer cannot be checked.
+        if (!email.trim() && (promotion.firstTimeTransaction || promotion.oncePerCustomer)) {
+          throw new DiscountRefusal(`The promotion code ${promotion.code} is limited per buyer (${promotion.firstTimeTransaction ? 'first order only' : 'once per customer'}); on the Stripe card processor it needs the buyer's e-mail (customerEmail or customerId), because Stripe's page asks for it after Kassa has redeemed the code.`);
+        }
         await this.checkBuyer(orgId, promotion, email, tx);
         if (promotion.oncePerCustomer) onceKey = email.trim().toLowerCase();
       }

@@ -2,6 +2,7 @@
 import type { Db } from '../db/knex.js';
 import type { CardProcessorConfig } from '../config.js';
 import type { PaymentFlow } from '../commerce/payment-flow.js';
+import type { CheckoutSession } from '../commerce/model.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
@@ -53,6 +54,8 @@ export function createStripeModule(deps: {
   metered?: MeteredBilling;
   /** Kassa's tax rates, made into Stripe tax rates on first use (issue 39). */
   taxRates?: StripeTaxRates;
+  /** Gives back the coupon redemption of a session whose Stripe Checkout Session expired unpaid (issue 39). */
+  releaseDiscount?: (session: CheckoutSession) => Promise<void>;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret } = deps.config;
@@ -77,6 +80,7 @@ export function createStripeModule(deps: {
     deps.isOwnOrganization,
     new RefundFlow(deps.uow, deps.clock),
     accountUpdated,
+    deps.releaseDiscount,
   );
   const events = eventService(webhookSecret);
   return {

@@ -21,6 +21,7 @@ import { StripePaymentEvents } from './stripe-payment-events.js';
 import { INTERACTIVE, retryAfterMs, withStripeRetries } from './stripe-retry.js';
 import { verifiedStripeEvent } from './stripe-event-intake.js';
 import { refundStatus } from './stripe-refund-status.js';
+import { stripeCouponFor } from './stripe-coupons.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -119,6 +120,16 @@ export class StripeCheckout implements HostedCardCheckout {
     return ids;
   }
 
+  /** The session's Stripe coupon (stripe-coupons.ts); 400 for a duration Stripe cannot express, 503 when Stripe cannot be reached. */
+  private async stripeCoupon(session: CheckoutSession): Promise<string | undefined> {
+    try {
+      return await stripeCouponFor(this.stripe, session);
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      throw this.refused(err) ?? this.unreachable(err, 'create a coupon', 'The card processor could not take the coupon; retry with the same Idempotency-Key');
+    }
+  }
+
   /** `expiresAt`: when the Stripe Checkout Session expires, which the Kassa session takes (never earlier than it asked). */
   async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }> {
     const recurring = stripeRecurring(session);
@@ -128,6 +139,8 @@ export class StripeCheckout implements HostedCardCheckout {
     // Tax (issue 39): the line item's tax_rates on a payment; on a subscription the subscription's
     // default_tax_rates, so every invoice Stripe bills (renewals too) carries the same rates.
     const taxRates = await this.stripeTaxRateIds(session);
+    // A coupon (issue 39): Kassa's, made once into Stripe's, taken off by Stripe (stripe-coupons.ts).
+    const coupon = await this.stripeCoupon(session);
     const params: Stripe.Checkout.SessionCreateParams = {
       mode: recurring ? 'subscription' : 'payment',
       line_items: [
@@ -150,6 +163,7 @@ export class StripeCheckout implements HostedCardCheckout {
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
       // A trial the buyer may start without a card (issue 39): Stripe asks for one only if it must.
       ...(recurring && session.pricing.trialDays && session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && { payment_method_collection: 'if_required' as const }),
+      ...(coupon && { discounts: [{ coupon }] }),
       expires_at: expiresAt,
       success_url: `${page}/complete`,
       cancel_url: `${page}/canceled`,
@@ -301,6 +315,8 @@ export class StripeEventService {
     refunds: RefundFlow,
     /** Connect's `account.updated`: what Stripe now says of a connected account (stripe-connect.ts). */
     private readonly accountUpdated: (accountId: string) => Promise<StripeEventOutcome> = async () => 'ignored',
+    /** A Kassa session whose Stripe Checkout Session expired unpaid: its coupon's redemption is given back (issue 39). */
+    private readonly expiredUnpaid: (session: CheckoutSession) => Promise<void> = async () => undefined,
   ) {
     this.paymentEvents = new StripePaymentEvents(stripe, uow, refunds, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
   }
@@ -356,6 +372,19 @@ export class StripeEventService {
     }
   }
 
+  /**
+   * Stripe's `amount_total` is Kassa's session amount (its lines: charges, DISCOUNT, TAX): the
+   * order is written from Kassa's lines, so a difference (a coupon or tax rounded otherwise by
+   * Stripe) is logged for the operator, with both figures.
+   */
+  private checkAmount(session: CheckoutSession, current: Stripe.Checkout.Session): void {
+    if (current.amount_total === null || current.amount_total === session.amount) return;
+    this.logger.warn(
+      { checkoutSessionId: session.id, stripeSessionId: current.id, kassaAmount: session.amount, stripeAmountTotal: current.amount_total, stripeDiscount: current.total_details?.amount_discount ?? null },
+      "Stripe: the Checkout Session's amount_total differs from Kassa's session amount; the order carries Kassa's lines",
+    );
+  }
+
   /** Applies what the Checkout Session is now, whichever of its events arrived. */
   private async applyCheckoutSession(stripeSessionId: string): Promise<StripeEventOutcome> {
     let current: Stripe.Checkout.Session;
@@ -379,10 +408,12 @@ export class StripeEventService {
     if (!session || session.processorSessionId !== current.id) return this.paymentEvents.refundOrphan(current);
 
     if (current.status === 'expired') {
-      await this.payments.expireUnpaid(session.id);
+      const expired = await this.payments.expireUnpaid(session.id);
+      if (expired.status === 'EXPIRED') await this.expiredUnpaid(expired);
       return 'applied';
     }
     if (current.status !== 'complete') return 'ignored';
+    this.checkAmount(session, current);
     const intent = typeof current.payment_intent === 'object' ? current.payment_intent : null;
     const paymentId = intent?.id ?? (typeof current.payment_intent === 'string' ? current.payment_intent : null) ?? current.id;
     // A subscription checkout: its first invoice's payment, and the Stripe subscription Kassa's starts from.

@@ -22,6 +22,14 @@
  * with `items` (the one item's `price_data` and/or `quantity`; `proration_behavior` `none` or
  * `always_invoice` at `proration_date`, `payment_behavior: error_if_incomplete`), see `updateItems`,
  * and `POST /v1/products`.
+ * Coupons (issue 39): `POST /v1/coupons` (own id; a taken id
+ * is `resource_already_exists`), `GET /v1/coupons/:id`, a Checkout Session's `discounts` (taken off
+ * the line before tax: `total_details.amount_discount`, `amount_total`), and in subscription mode
+ * the subscription's Discount (`start`, `end` = start + `duration_in_months` for `repeating`),
+ * applied to every invoice created before its end (`once`: the first invoice only, the $0 trial
+ * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
+ * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
+ * amount off at most the line; tax on the discounted amount.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -96,8 +104,14 @@ export class FakeStripe {
       trialSettings?: Stripe.Subscription.TrialSettings;
       /** subscription_data.default_tax_rates (ids). */
       taxRates: string[];
+      /** The session's `discounts[0][coupon]`: it becomes the subscription's discount. */
+      couponId?: string;
     }
   >();
+  /** Coupons (`POST /v1/coupons`), with the percent as sent (decimal text) for exact arithmetic. */
+  readonly coupons = new Map<string, { coupon: Stripe.Coupon; percent: string | null }>();
+  /** Discounts applied to subscriptions (from a Checkout Session's `discounts`), by id. */
+  readonly discounts = new Map<string, Stripe.Discount>();
   /** Tax rates (`POST /v1/tax_rates`), with the percentage as sent (decimal text) for exact arithmetic. */
   readonly taxRates = new Map<string, { rate: Stripe.TaxRate; percentage: string }>();
   private server: Server | undefined;
@@ -187,6 +201,12 @@ export class FakeStripe {
     });
     app.post('/v1/checkout/sessions', (req, res) => this.idempotent(req, res, () => this.createSession(req.body)));
     app.post('/v1/tax_rates', (req, res) => this.idempotent(req, res, () => this.createTaxRate(req.body)));
+    app.post('/v1/coupons', (req, res) => this.idempotent(req, res, () => this.createCoupon(req.body)));
+    app.get('/v1/coupons/:id', (req, res) => {
+      const found = this.coupons.get(req.params.id);
+      if (!found) return void res.status(404).json(missingObject('coupon', req.params.id));
+      res.json(found.coupon);
+    });
     app.get('/v1/tax_rates/:id', (req, res) => {
       const found = this.taxRates.get(req.params.id);
       if (!found) return void this.missing(res, req.params.id);
@@ -868,6 +888,28 @@ export class FakeStripe {
       trial_start: trialEnd ? now : null,
     };
     void email;
+    if (plan.couponId) {
+      const found = this.coupons.get(plan.couponId)!;
+      const discount: Stripe.Discount = {
+        id: id('di'),
+        object: 'discount',
+        checkout_session: session.id,
+        customer: customerId,
+        customer_account: null,
+        // A repeating coupon lasts duration_in_months from when it is applied (the subscription's start, its trial included).
+        end: found.coupon.duration === 'repeating' ? stripePeriodEnd(now, 'month', found.coupon.duration_in_months!, 1) : null,
+        invoice: null,
+        invoice_item: null,
+        promotion_code: null,
+        source: { coupon: found.coupon, type: 'coupon' },
+        start: now,
+        subscription: subscriptionId,
+        subscription_item: null,
+      };
+      this.discounts.set(discount.id, discount);
+      subscription.discounts = [discount.id];
+      this.coupons.set(found.coupon.id, { ...found, coupon: { ...found.coupon, times_redeemed: found.coupon.times_redeemed + 1 } });
+    }
     this.subscriptions.set(subscriptionId, subscription);
     // A trial's first invoice is Stripe's $0 "Trial period for …" invoice, paid without a payment.
     const invoice = this.createInvoice(subscription, 'subscription_create', { start: now, end }, 'paid', trialEnd ? 0 : undefined, trialEnd ? `Trial period for ${plan.productName}` : undefined);
@@ -889,8 +931,13 @@ export class FakeStripe {
   ): Stripe.Invoice {
     const item = sub.items.data[0]!;
     const amount = trialDescription ? 0 : (proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1));
-    // The subscription's default tax rates on the line (Stripe's tax on each invoice).
-    const tax = this.taxFor(amount, (sub.default_tax_rates ?? []).map((r) => r.id));
+    // The subscription's discount, while it lasts, off the item's line (not off a proration here).
+    const invoiceId = id('in');
+    const discount = proratedAmount !== undefined && !trialDescription ? undefined : this.subscriptionDiscount(sub, invoiceId);
+    const discountAmount = discount ? this.discountOff(discount.coupon, amount) : 0;
+    const discountAmounts = discount ? [{ amount: discountAmount, discount: discount.id }] : [];
+    // The subscription's default tax rates on the line (Stripe's tax on each invoice), on the discounted amount.
+    const tax = this.taxFor(amount - discountAmount, (sub.default_tax_rates ?? []).map((r) => r.id));
     const lineTaxes: Stripe.InvoiceLineItem.Tax[] = tax.taxes.map((t) => ({
       amount: t.amount,
       tax_behavior: t.rate.inclusive ? 'inclusive' : 'exclusive',
@@ -899,8 +946,7 @@ export class FakeStripe {
       taxable_amount: t.rate.inclusive ? t.taxable - t.amount : t.taxable,
       type: 'tax_rate_details',
     }));
-    const due = amount + tax.added;
-    const invoiceId = id('in');
+    const due = amount - discountAmount + tax.added;
     const now = this.seconds();
     const line: Stripe.InvoiceLineItem = {
       id: id('il'),
@@ -908,9 +954,9 @@ export class FakeStripe {
       amount,
       currency: sub.currency,
       description: trialDescription ?? null,
-      discount_amounts: [],
+      discount_amounts: discountAmounts,
       discountable: true,
-      discounts: [],
+      discounts: discount ? [discount.id] : [],
       invoice: invoiceId,
       livemode: false,
       metadata: {},
@@ -962,7 +1008,7 @@ export class FakeStripe {
       default_source: null,
       default_tax_rates: [],
       description: null,
-      discounts: [],
+      discounts: discount ? [discount.id] : [],
       due_date: null,
       effective_at: now,
       ending_balance: 0,
@@ -997,7 +1043,7 @@ export class FakeStripe {
       subtotal_excluding_tax: amount - tax.taxes.filter((t) => t.rate.inclusive).reduce((sum, t) => sum + t.amount, 0),
       test_clock: null,
       total: due,
-      total_discount_amounts: [],
+      total_discount_amounts: discountAmounts,
       total_excluding_tax: due - tax.taxes.reduce((sum, t) => sum + t.amount, 0),
       total_pretax_credit_amounts: [],
       total_taxes: tax.taxes.map((t) => ({
@@ -1420,6 +1466,70 @@ export class FakeStripe {
   }
 
   /**
+   * The subscription's discount for an invoice created now, if it still applies: `forever`, a
+   * `repeating` one before its `end`, a `once` one on its first invoice only (then it ends, and is
+   * no longer the subscription's, as Stripe removes it).
+   */
+  private subscriptionDiscount(sub: Stripe.Subscription, invoiceId: string): { id: string; coupon: Stripe.Coupon } | undefined {
+    const discountId = sub.discounts.find((d): d is string => typeof d === 'string');
+    const discount = discountId ? this.discounts.get(discountId) : undefined;
+    if (!discount) return undefined;
+    const coupon = this.coupons.get((discount.source.coupon as Stripe.Coupon).id)!.coupon;
+    const now = this.seconds();
+    if (discount.end !== null && now >= discount.end) return undefined;
+    if (coupon.duration === 'once') {
+      this.discounts.set(discount.id, { ...discount, end: now, invoice: invoiceId });
+      this.subscriptions.set(sub.id, { ...this.subscriptions.get(sub.id)!, discounts: [] });
+    }
+    return { id: discount.id, coupon };
+  }
+
+  /** What a coupon takes off an amount: percent off rounded half up to the minor unit, or amount off at most the amount. */
+  discountOff(coupon: Stripe.Coupon, amount: number): number {
+    if (amount <= 0) return 0;
+    if (coupon.amount_off !== null) return Math.min(coupon.amount_off, amount);
+    const [w, f = ''] = this.coupons.get(coupon.id)!.percent!.split('.');
+    const scaled = BigInt(w!) * 100n + BigInt((f + '00').slice(0, 2));
+    return Number((2n * BigInt(amount) * scaled + 10000n) / 20000n);
+  }
+
+  private createCoupon(params: Record<string, unknown>): { status: number; body: unknown } {
+    const p = params as { id?: string; name?: string; percent_off?: string; amount_off?: string; currency?: string; duration?: string; duration_in_months?: string; metadata?: Record<string, string> };
+    const invalid = (message: string, param: string, code?: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param, ...(code && { code }) } } });
+    if (p.id && this.coupons.has(p.id)) return invalid('Coupon already exists.', 'id', 'resource_already_exists');
+    if ((p.percent_off === undefined) === (p.amount_off === undefined)) return invalid('You must pass exactly one of percent_off or amount_off.', 'percent_off');
+    if (p.percent_off !== undefined && !(/^\d{1,3}(\.\d{1,2})?$/.test(p.percent_off) && Number(p.percent_off) > 0 && Number(p.percent_off) <= 100)) return invalid('Invalid percent_off: must be greater than 0 and at most 100, with at most 2 decimal places', 'percent_off');
+    if (p.amount_off !== undefined && !(Number.isSafeInteger(Number(p.amount_off)) && Number(p.amount_off) > 0)) return invalid('Invalid amount_off: must be a positive integer', 'amount_off');
+    if (p.amount_off !== undefined && !p.currency) return invalid('You must pass currency when passing amount_off', 'currency');
+    const duration = p.duration ?? 'once';
+    if (!['once', 'repeating', 'forever'].includes(duration)) return invalid('Invalid duration: must be one of forever, once, or repeating', 'duration');
+    const months = p.duration_in_months === undefined ? null : Number(p.duration_in_months);
+    if ((duration === 'repeating') !== (months !== null) || (months !== null && !(Number.isInteger(months) && months >= 1))) {
+      return invalid('duration_in_months is required with (and only with) duration=repeating, a positive integer', 'duration_in_months');
+    }
+    if (p.name !== undefined && p.name.length > 40) return invalid('Invalid name: must be at most 40 characters', 'name');
+    const coupon: Stripe.Coupon = {
+      id: p.id ?? randomBytes(4).toString('hex'),
+      object: 'coupon',
+      amount_off: p.amount_off === undefined ? null : Number(p.amount_off),
+      created: this.seconds(),
+      currency: p.currency ?? null,
+      duration: duration as Stripe.Coupon.Duration,
+      duration_in_months: months,
+      livemode: false,
+      max_redemptions: null,
+      metadata: p.metadata ?? {},
+      name: p.name ?? null,
+      percent_off: p.percent_off === undefined ? null : Number(p.percent_off),
+      redeem_by: null,
+      times_redeemed: 0,
+      valid: true,
+    };
+    this.coupons.set(coupon.id, { coupon, percent: p.percent_off ?? null });
+    return { status: 200, body: coupon };
+  }
+
+  /**
    * Stripe's tax on an amount for tax rates (as Stripe computes for tax_rates on a line): an
    * exclusive rate adds amount × p / 100, an inclusive one is the part amount × p / (100 + Σ
    * inclusive p) of it; each rounded to the minor unit, half up.
@@ -1498,6 +1608,8 @@ export class FakeStripe {
       success_url?: string;
       cancel_url?: string;
       payment_intent_data?: { transfer_data?: { destination?: string } };
+      discounts?: Array<{ coupon?: string; promotion_code?: string }>;
+      allow_promotion_codes?: string;
     };
     const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
     if (p.mode !== 'payment' && p.mode !== 'subscription') return invalid('This fake takes mode=payment or mode=subscription', 'mode');
@@ -1541,7 +1653,15 @@ export class FakeStripe {
       if (!this.taxRates.has(r)) return invalid(`No such tax rate: '${r}'`, item.tax_rates ? `line_items[0][tax_rates][${i}]` : `subscription_data[default_tax_rates][${i}]`);
     }
     const subtotal = unitAmount * quantity;
-    const tax = this.taxFor(subtotal, taxRateIds);
+    // A discount (one coupon, as Stripe takes on a session) off the line, before its tax.
+    if (p.discounts && p.allow_promotion_codes === 'true') return invalid('You may only specify one of these parameters: allow_promotion_codes, discounts.', 'discounts');
+    if (p.discounts && p.discounts.length > 1) return invalid('You may only specify one discount on a Checkout Session.', 'discounts');
+    const couponId = p.discounts?.[0]?.coupon;
+    const found = couponId ? this.coupons.get(couponId) : undefined;
+    if (couponId && !found) return invalid(`No such coupon: '${couponId}'`, 'discounts[0][coupon]');
+    if (found?.coupon.currency && found.coupon.currency !== currency) return invalid(`The coupon's currency (${found.coupon.currency}) does not match the session's (${currency}).`, 'discounts[0][coupon]');
+    const discount = found ? this.discountOff(found.coupon, subtotal) : 0;
+    const tax = this.taxFor(subtotal - discount, taxRateIds);
     const now = this.seconds();
     const expiresAt = p.expires_at ? Number(p.expires_at) : now + 24 * 3600;
     if (!(expiresAt >= now + 1800 && expiresAt <= now + 24 * 3600)) return invalid('expires_at must be 30 minutes to 24 hours from now', 'expires_at');
@@ -1564,7 +1684,7 @@ export class FakeStripe {
       allow_promotion_codes: null,
       allowed_payment_method_types: null,
       amount_subtotal: subtotal,
-      amount_total: subtotal + tax.added,
+      amount_total: subtotal - discount + tax.added,
       automatic_tax: { enabled: false, liability: null, provider: null, status: null },
       billing_address_collection: null,
       cancel_url: p.cancel_url ?? null,
@@ -1583,7 +1703,7 @@ export class FakeStripe {
       customer_creation: 'if_required',
       customer_details: null,
       customer_email: p.customer_email ?? null,
-      discounts: [],
+      discounts: couponId ? [{ coupon: couponId, promotion_code: null }] : [],
       expires_at: expiresAt,
       integration_identifier: null,
       invoice: null,
@@ -1612,7 +1732,7 @@ export class FakeStripe {
       submit_type: null,
       subscription: null,
       success_url: p.success_url,
-      total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: tax.taxes.reduce((sum, t) => sum + t.amount, 0) },
+      total_details: { amount_discount: discount, amount_shipping: 0, amount_tax: tax.taxes.reduce((sum, t) => sum + t.amount, 0) },
       ui_mode: 'hosted',
       url: `${this.baseUrl}/c/pay/${sessionId}`,
       wallet_options: null,
@@ -1628,6 +1748,7 @@ export class FakeStripe {
         productName: item.price_data!.product_data!.name!,
         metadata: p.subscription_data?.metadata ?? {},
         taxRates: taxRateIds,
+        ...(couponId && { couponId }),
         ...(trialDays !== undefined && {
           trialDays,
           trialSettings: { end_behavior: { billing_cycle_anchor: null, missing_payment_method: (missing ?? 'create_invoice') as Stripe.Subscription.TrialSettings.EndBehavior.MissingPaymentMethod } },
