@@ -232,13 +232,28 @@ describe('redemptions on Stripe', () => {
     const event = stripe.event('checkout.session.expired', expired);
     expect((await deliver(event)).body.outcome).toBe('applied');
     expect(await timesRedeemed(coupon.id)).toBe(0);
-    expect((await db()('discount_redemptions').where({ checkout_session_id: first.body.data.id })).length).toBe(0);
+    // Released in the expiry's transaction (kept, `released_at` set: migration 0356), so
+    // DiscountService.release, which deletes only an unreleased row, gives nothing back twice.
+    expect((await db()('discount_redemptions').where({ checkout_session_id: first.body.data.id }).whereNull('released_at')).length).toBe(0);
     // Redelivered: nothing more is given back.
     await deliver(event);
     expect(await timesRedeemed(coupon.id)).toBe(0);
 
     const again = await create({ discounts: [{ coupon: coupon.id }] });
     expect(again.status).toBe(201);
+    expect(await timesRedeemed(coupon.id)).toBe(1);
+  });
+
+  it('an expiry gives back one redemption, not two: the other session keeps its claim counted', async () => {
+    const coupon = await discounts.createCoupon(ctx.orgA.orgId, { name: 'Two of them', percentOff: '20', duration: 'ONCE', maxRedemptions: 2 });
+    const kept = await create({ discounts: [{ coupon: coupon.id }] });
+    const expiring = await create({ discounts: [{ coupon: coupon.id }] });
+    expect([kept.status, expiring.status]).toEqual([201, 201]);
+    expect(await timesRedeemed(coupon.id)).toBe(2);
+    const event = stripe.event('checkout.session.expired', stripe.expireNow(await stripeIdOf(expiring.body.data.id)));
+    expect((await deliver(event)).body.outcome).toBe('applied');
+    await deliver(event);
+    // Both give-back paths run on this event (the expiry's release and DiscountService.release).
     expect(await timesRedeemed(coupon.id)).toBe(1);
   });
 
