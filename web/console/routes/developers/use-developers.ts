@@ -10,22 +10,27 @@ export type WebhookEndpoint = MerchantComponents['schemas']['WebhookEndpoint'];
 export type WebhookEventType = MerchantComponents['schemas']['WebhookEventType'];
 
 export const KEY_PERMISSIONS: KeyPermission[] = ['checkout:write', 'catalog:read', 'orders:read', 'subscriptions:read', 'customers:read', 'webhooks:write', 'entitlements:read', 'x402:settle', 'customers:write', 'usage:write', 'meters:read', 'meters:write', 'subscriptions:manage'];
-export const EVENT_TYPES: WebhookEventType[] = [
-  'order.pending',
-  'order.paid',
-  'order.failed',
-  'order.refunded',
-  'order.refund_failed',
-  'order.dispute_created',
-  'order.dispute_closed',
-  'subscription.created',
-  'subscription.updated',
-  'subscription.action_required',
-  'subscription.expired',
-  'subscription.ended',
-  'meter.credits_exhausted',
-  'meter.threshold_crossed',
-];
+// Every event type of the contract, in the order the form lists them: a type the contract adds
+// and this list misses fails the type check (the record must name every member).
+const EVENT_TYPE_ORDER: Record<WebhookEventType, number> = {
+  'order.pending': 0,
+  'order.paid': 1,
+  'order.failed': 2,
+  'order.refunded': 3,
+  'order.refund_failed': 4,
+  'order.dispute_created': 5,
+  'order.dispute_closed': 6,
+  'subscription.created': 7,
+  'subscription.updated': 8,
+  'subscription.action_required': 9,
+  'subscription.trial_will_end': 10,
+  'subscription.discount_ended': 11,
+  'subscription.expired': 12,
+  'subscription.ended': 13,
+  'meter.credits_exhausted': 14,
+  'meter.threshold_crossed': 15,
+};
+export const EVENT_TYPES = (Object.keys(EVENT_TYPE_ORDER) as WebhookEventType[]).sort((a, b) => EVENT_TYPE_ORDER[a] - EVENT_TYPE_ORDER[b]);
 
 export function useApiKeys() {
   return useApi(() => consoleApi.GET('/v1/console/api-keys').then((r) => ({ ...r, data: r.data?.data })), []);
