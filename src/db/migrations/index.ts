@@ -67,6 +67,7 @@ import * as m0350 from './0350_plan_changes.js';
 import * as m0360 from './0360_tax_rates.js';
 import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
+import * as m0380 from './0380_usage_event_partitions.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -140,6 +141,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0360_tax_rates': m0360,
   '0370_commerce_local_days': m0370,
   '0371_order_wallet_statistics': m0371,
+  '0380_usage_event_partitions': m0380,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,8 +1,9 @@
 /**
- * Time partitions of the telemetry span rows (issue 40 item 6; migration 0290).
+ * Time partitions of the tables that grow fastest (issue 40 item 6): the telemetry span rows
+ * (migration 0290) and the usage events (migration 0380, src/usage/event-storage.repository.ts).
  *
  * `telemetry_model_calls` (one row per model-call span) is range-partitioned on `start_time` by
- * UTC week (Monday 00:00 to Monday 00:00), with:
+ * UTC week (Monday 00:00 to Monday 00:00), `usage_events` on `ts` the same way, each with:
  * - `<table>_pYYYYMMDD`: one partition per week, named by its Monday;
  * - `<table>_legacy`: on an install migrated with data, the table as it was, attached as the
  *   partition `FROM (MINVALUE) TO (<a Monday>)` (no copy, no rewrite); it ages out like any other;
@@ -22,8 +23,10 @@
  */
 import type { Knex } from 'knex';
 
-export const PARTITIONED_TABLES = ['telemetry_model_calls'] as const;
+export const PARTITIONED_TABLES = ['telemetry_model_calls', 'usage_events'] as const;
 export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
+/** Each table's partition key (a timestamptz column). */
+export const PARTITION_COLUMN: Record<PartitionedTable, string> = { telemetry_model_calls: 'start_time', usage_events: 'ts' };
 
 const DAY_MS = 86_400_000;
 export const WEEK_MS = 7 * DAY_MS;
@@ -103,7 +106,7 @@ export async function createWeekPartitions(trx: Knex.Transaction, table: Partiti
     await trx.raw(`CREATE TABLE ${quote(name)} (LIKE ${quote(table)} INCLUDING DEFAULTS)`);
     if (hasDefault) {
       await trx.raw(
-        `WITH moved AS (DELETE FROM ${quote(`${table}_default`)} WHERE start_time >= ? AND start_time < ? RETURNING *)
+        `WITH moved AS (DELETE FROM ${quote(`${table}_default`)} WHERE ${PARTITION_COLUMN[table]} >= ? AND ${PARTITION_COLUMN[table]} < ? RETURNING *)
          INSERT INTO ${quote(name)} SELECT * FROM moved`,
         [from, to],
       );
@@ -157,6 +160,16 @@ export class PartitionEnsurer {
       this.partitioned.set(table, partitioned);
     }
     if (partitioned) await createWeekPartitions(trx, table, weeks);
-    for (const w of weeks) this.known.add(`${table}:${w}`);
+    // Remembered once the transaction has committed: until then a concurrent batch of the same
+    // process must still wait for the creator (the advisory lock in createWeekPartitions) rather
+    // than insert into a parent whose partition is not visible yet (its rows would be routed to
+    // the default partition, which the creator's ATTACH holds, and fail: 500 under concurrent
+    // first batches of a week — test/usage/ingest-close-race.test.ts). A rollback forgets them.
+    trx.executionPromise.then(
+      () => {
+        for (const w of weeks) this.known.add(`${table}:${w}`);
+      },
+      () => undefined,
+    );
   }
 }
