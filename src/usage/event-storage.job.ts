@@ -3,12 +3,12 @@
  * (src/telemetry/retention.job.ts):
  * - `usage-event-partitions` (hourly): this week's partition and the next two exist before the
  *   week's first event (ingest creates a missing one on demand too);
- * - `usage-event-retention` (every minute, only with USAGE_EVENT_RETENTION_DAYS): drops the weeks
- *   that end before the cutoff, deletes the older rows of the legacy and default partitions in
- *   chunks, and prunes the deduplication ids stamped more than a day before the cutoff. Ingest
- *   refuses events stamped before the cutoff (PERIOD_CLOSED), so an id is kept as long as its event
- *   could be accepted: exactly once holds. The day of margin covers a batch whose clock read was
- *   taken just before the cutoff moved on (midnight UTC).
+ * - `usage-event-retention` (every minute, only with USAGE_EVENT_RETENTION_DAYS): up to one day
+ *   behind the cutoff, drops the weeks that end before it (their deduplication ids deleted first)
+ *   and deletes the older rows of the legacy and default partitions with their ids, in chunks.
+ *   Ingest refuses events stamped before the cutoff (PERIOD_CLOSED), so an id is gone only when
+ *   an event stamped like it is refused anyway: exactly once holds. The day of margin covers a
+ *   batch whose clock was read just before the cutoff moved on (midnight UTC).
  */
 import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';
@@ -50,9 +50,8 @@ export class UsageEventRetentionJob implements Job {
 
   async run(): Promise<boolean> {
     const cutoff = usageRetentionCutoff(this.clock.now(), this.retentionDays);
-    await this.storage.dropPartitionsBefore(cutoff);
-    const deleted = await this.storage.deleteExpired(cutoff, CHUNK);
-    const pruned = await this.storage.pruneIds(new Date(cutoff.getTime() - DAY_MS), CHUNK);
-    return deleted === CHUNK || pruned === CHUNK;
+    const bound = new Date(cutoff.getTime() - DAY_MS);
+    await this.storage.dropPartitionsBefore(bound);
+    return (await this.storage.deleteExpired(bound, CHUNK)) === CHUNK;
   }
 }

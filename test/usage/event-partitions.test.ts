@@ -6,9 +6,9 @@
  *   boundary, 100 more written by "the previous version" while the ids are copied): every event and
  *   id kept, the old table attached as the MINVALUE partition, quantities unchanged, old ids
  *   DUPLICATE afterwards;
- * - retention (USAGE_EVENT_RETENTION_DAYS): refused before the cutoff, whole weeks dropped, the
- *   default partition's old rows deleted, ids pruned a day behind the cutoff, whole-hour quantities
- *   kept by the rollups.
+ * - retention (USAGE_EVENT_RETENTION_DAYS): refused before the cutoff, whole weeks dropped with
+ *   their ids, the default partition's old rows deleted with theirs (a day behind the cutoff),
+ *   whole-hour quantities kept by the rollups.
  * The concurrent-retry guarantee is test/usage/ingest-race.test.ts (PostgreSQL).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -167,15 +167,15 @@ describe('usage events in partitions: retention', () => {
     const month = ['2026-11-01T00:00:00.000Z', '2026-12-01T00:00:00.000Z'] as const;
     expect(await quantity(ctx, meterId, ...month)).toBe(30);
 
-    // 63 days after 2027-01-14: the cutoff is 2026-11-12T00:00Z.
+    // 63 days before 2027-01-14: the cutoff is 2026-11-12T00:00Z; the job works up to 2026-11-11.
     ctx.clock.set('2027-01-14T12:00:00.000Z');
     await job(ctx, 'usage-event-retention').run();
     const names = await partitionNames(ctx);
     expect(names).not.toContain('usage_events_p20261026'); // 'a': its week ended 2026-11-02
     expect(names).toContain('usage_events_p20261109'); // 'b': its week ends after the cutoff
     expect((await rowsOf(ctx, `SELECT id FROM usage_events ORDER BY ts`)).map((r) => r.id)).toEqual(['b', 'c']);
-    // Ids before 2026-11-11 are pruned ('ancient', 'a', 'b'); 'c' is kept.
-    expect((await rowsOf(ctx, `SELECT id FROM usage_event_ids ORDER BY ts`)).map((r) => r.id)).toEqual(['c']);
+    // The ids go with their events: 'ancient' (the default partition's row) and 'a' (its week dropped).
+    expect((await rowsOf(ctx, `SELECT id FROM usage_event_ids ORDER BY ts`)).map((r) => r.id)).toEqual(['b', 'c']);
     // Whole hours come from the meter's rollup, which outlives the events.
     expect(await quantity(ctx, meterId, ...month)).toBe(30);
 

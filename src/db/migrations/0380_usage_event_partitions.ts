@@ -9,9 +9,9 @@
  * the event (`ON CONFLICT DO NOTHING`: a concurrent insert of the same id waits for the first one's
  * transaction and then skips, exactly as the old primary key did). Its rows live as long as ingest
  * could accept their event again: for ever by default; with a retention, ingest refuses events
- * stamped before the cutoff and the retention job prunes the ids older than the cutoff (BRIN index
- * on ts: ids arrive roughly in time order, so the index is a few pages and costs ingest next to
- * nothing). The events table keeps no index on (org_id, id) any more: nothing reads it by id.
+ * stamped before the cutoff and the retention job deletes a week's ids just before dropping the
+ * week (found through the partition's rows and the primary key: no index on ts, which cost
+ * ingest). The events table keeps no index on (org_id, id) any more: nothing reads it by id.
  *
  * Online, for an install with events — no copy of the events, one short exclusive lock:
  * 1. create `usage_event_ids` and a trigger on `usage_events` that records each new event's id
@@ -61,7 +61,6 @@ async function createIds(db: Knex | Knex.Transaction): Promise<void> {
     ts timestamptz(3) NOT NULL,
     PRIMARY KEY (org_id, id)
   )`);
-  await db.raw(`CREATE INDEX IF NOT EXISTS ${IDS}_ts ON ${IDS} USING brin (ts)`);
 }
 
 interface Connection {
