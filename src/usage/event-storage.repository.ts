@@ -48,10 +48,15 @@ export class KnexUsageEventStorage implements UsageEventStorage {
       const size = (await this.db.raw(`SELECT pg_relation_size(?::regclass) / current_setting('block_size')::int AS blocks`, [p.name])).rows as Array<{ blocks: string | number }>;
       const blocks = Number(size[0]!.blocks);
       for (let b = 0; b < blocks; b += ID_CHUNK_BLOCKS) {
-        await this.db.raw(
-          `DELETE FROM usage_event_ids i USING ?? e WHERE e.ctid >= ?::tid AND e.ctid < ?::tid AND i.org_id = e.org_id AND i.id = e.id`,
-          [p.name, `(${b},0)`, `(${b + ID_CHUNK_BLOCKS},0)`],
-        );
+        await this.db.transaction(async (trx) => {
+          // One primary-key probe per id: a hash or merge join would read the whole id table per chunk.
+          await trx.raw('SET LOCAL enable_hashjoin = off');
+          await trx.raw('SET LOCAL enable_mergejoin = off');
+          await trx.raw(
+            `DELETE FROM usage_event_ids i USING ?? e WHERE e.ctid >= ?::tid AND e.ctid < ?::tid AND i.org_id = e.org_id AND i.id = e.id`,
+            [p.name, `(${b},0)`, `(${b + ID_CHUNK_BLOCKS},0)`],
+          );
+        });
       }
     }
     return dropPartitionsBefore(this.db, TABLE, bound);
