@@ -11,11 +11,12 @@
  *   far in the past or future). No span is lost or refused for its time; creating a week's
  *   partition later moves that week's rows out of the default first.
  *
- * Partitions are created ahead by TelemetryPartitionJob (this week and the next two) and on demand
- * by ingest for a week within ON_DEMAND_PAST_DAYS before now to ON_DEMAND_FUTURE_DAYS after it;
- * outside that window rows go to the default partition (so a client cannot make one table per week
- * over centuries). Retention drops whole partitions older than every project's cutoff and deletes
- * the remainder row by row (RetentionJob).
+ * Partitions are created ahead by TelemetryPartitionJob and UsageEventPartitionJob (this week and
+ * the next two) and on demand by ingest for a week within ON_DEMAND_PAST_DAYS before now to
+ * ON_DEMAND_FUTURE_DAYS after it; outside that window rows go to the default partition (so a
+ * client cannot make one table per week over centuries). Retention drops whole partitions older
+ * than every project's cutoff and deletes the remainder row by row (RetentionJob); the usage
+ * events' retention is src/usage/event-storage.job.ts.
  *
  * Identity: a model-call row is found by (project, start time, trace id, span id) — OTLP re-sends a
  * span with the same start time, and a re-send with another start time finds the old row by the
