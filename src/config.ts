@@ -96,6 +96,11 @@ export interface Config {
   webhookPollMs: number;
   /** Settled webhook events (and their deliveries and attempts) are deleted after this many days. */
   webhookRetentionDays: number;
+  /**
+   * USAGE_EVENT_RETENTION_DAYS: usage events stamped before 00:00 UTC this many days ago are refused
+   * and their weeks dropped (migration 0380); undefined (the default): kept for ever.
+   */
+  usageEventRetentionDays?: number;
   /** How long the sandbox processor's asynchronous test cards stay pending. */
   sandboxSettleDelayMs: number;
   /** Which card processor takes card checkouts (docs/card-processors.md). */
@@ -186,6 +191,15 @@ function port(env: Env, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0 || value > 65535) throw new ConfigError(`${name} must be a port number 0-65535, got "${raw}"`);
+  return value;
+}
+
+/** At least two monthly periods and the grace hour (MIN_USAGE_RETENTION_DAYS in src/usage/usage-events.service.ts). */
+function usageEventRetentionDays(env: Env): number | undefined {
+  const raw = env.USAGE_EVENT_RETENTION_DAYS;
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 63) throw new ConfigError(`USAGE_EVENT_RETENTION_DAYS must be a whole number of days, at least 63 (a monthly billing period and the one before it), got "${raw}"`);
   return value;
 }
 
@@ -421,6 +435,7 @@ export function loadConfig(env: Env = process.env, argv: string[] = process.argv
     webhookBatchSize: positiveInt(env, 'WEBHOOK_DELIVERY_BATCH_SIZE', 50),
     webhookPollMs: positiveInt(env, 'WEBHOOK_DELIVERY_POLL_MS', 100),
     webhookRetentionDays: positiveInt(env, 'WEBHOOK_RETENTION_DAYS', 30),
+    usageEventRetentionDays: usageEventRetentionDays(env),
     crypto: cryptoConfig(env),
     // Last: a configuration error elsewhere is named before the card processor's production check.
     cardProcessor: cardProcessor(env),

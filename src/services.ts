@@ -108,6 +108,7 @@ export type ServicesConfig = Partial<
     | 'webhookBatchSize'
     | 'webhookPollMs'
     | 'webhookRetentionDays'
+    | 'usageEventRetentionDays'
     | 'cardProcessor'
     | 'publicBaseUrl'
     | 'publicApiUrl'
@@ -371,6 +372,7 @@ export function createServices(deps: {
       balances: meterBalances,
       alerts: new BalanceAlerts(uow, meterBalances, clock),
       orgExists: async (orgId) => (await orgs.displayNameOf(orgId)) !== undefined,
+      eventRetentionDays: config.usageEventRetentionDays,
       // Meters read spans through the telemetry module's services, which know nothing of billing.
       spans: {
         projectBelongsTo: (orgId, projectId) =>

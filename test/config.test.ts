@@ -17,6 +17,14 @@ describe('config', () => {
     });
   });
 
+  it('keeps usage events for ever unless USAGE_EVENT_RETENTION_DAYS says otherwise (at least 63 days)', () => {
+    expect(loadConfig({}, []).usageEventRetentionDays).toBeUndefined();
+    expect(loadConfig({ USAGE_EVENT_RETENTION_DAYS: '400' }, []).usageEventRetentionDays).toBe(400);
+    for (const bad of ['62', '0', '-1', '90.5', 'forever']) {
+      expect(() => loadConfig({ USAGE_EVENT_RETENTION_DAYS: bad }, [])).toThrow(ConfigError);
+    }
+  });
+
   it('derives public URLs from the ports unless PUBLIC_* say otherwise', () => {
     expect(loadConfig({ MERCHANT_PORT: '8080' }, []).publicBaseUrl).toBe('http://localhost:8080');
     expect(loadConfig({ PUBLIC_API_URL: 'https://api.kassa.example/' }, []).publicApiUrl).toBe('https://api.kassa.example');

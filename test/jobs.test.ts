@@ -31,6 +31,8 @@ describe('job registry', () => {
       'portal-session-cleanup': 15 * 60_000,
       'account-retention': 3_600_000,
       'usage-meter-rollups': 1_000,
+      // usage-event-retention runs only with USAGE_EVENT_RETENTION_DAYS (test/usage/event-partitions.test.ts).
+      'usage-event-partitions': 3_600_000,
     });
     expect(new Set(jobs.map((job) => job.name)).size).toBe(jobs.length);
   });

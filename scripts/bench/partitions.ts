@@ -18,7 +18,7 @@
 import pg from 'pg';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { down as unpartition, partitionModelCalls } from '../../src/db/migrations/0290_telemetry_span_partitions.js';
-import { createWeekPartitions, WEEK_MS, weekStart } from '../../src/telemetry/partitions.repository.js';
+import { createWeekPartitions, WEEK_MS, weekStart } from '../../src/db/partitions.js';
 import { createDatabase, percentile } from './common.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
 

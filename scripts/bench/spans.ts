@@ -33,7 +33,7 @@ import { drainQueuedTraceChanges } from '../../src/telemetry/groups.repository.j
 import { KnexTraceWriter, type TraceWrite } from '../../src/telemetry/traces.repository.js';
 import { KnexRollupWriter, type CellKey, type ModelCallRow } from '../../src/telemetry/rollups.repository.js';
 import { CellStats } from '../../src/telemetry/cell-stats.js';
-import { PartitionEnsurer } from '../../src/telemetry/partitions.repository.js';
+import { PartitionEnsurer } from '../../src/db/partitions.js';
 import { RESOLUTION_MS, floorTo, vendorKey, type Resolution } from '../../src/telemetry/rollups.js';
 import { prng } from './common.js';
 

@@ -25,6 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import knex from 'knex';
 import pg from 'pg';
+import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../../src/db/partitions.js';
 import { rebuildMeterRollup } from '../../src/usage/usage.repository.js';
 import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
 import { DEFAULT_SERVER_URL, createDatabase, http, newDeployment, provisionMerchant, startKassa } from '../../tools/cluster.js';
@@ -236,6 +237,15 @@ async function main(): Promise<void> {
       const have = Number((await direct.query('SELECT count(*) AS n FROM usage_events')).rows[0].n);
       const seedStarted = performance.now();
       if (size > have) {
+        // The weekly partitions of the 30 days (migration 0380), as ingest would have made them.
+        const builder = knex({ client: 'pg', connection: db.url });
+        try {
+          if (await isPartitioned(builder, 'usage_events')) {
+            await builder.transaction((trx) => createWeekPartitions(trx, 'usage_events', Array.from({ length: 6 }, (_, w) => weekStart(end - 30 * 24 * HOUR) + w * WEEK_MS)));
+          }
+        } finally {
+          await builder.destroy();
+        }
         // Spread over the 30 days and the customers, in chunks (one statement per million).
         for (let from = have; from < size; from += 1_000_000) {
           const to = Math.min(size, from + 1_000_000);

@@ -1,7 +1,7 @@
 /** The ingest transaction: trace writes and rollup writes over one database transaction. */
 import { isPostgres, type Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
-import { PartitionEnsurer } from './partitions.repository.js';
+import { PartitionEnsurer } from '../db/partitions.js';
 import { KnexRollupWriter, type RollupWriter } from './rollups.repository.js';
 import { KnexTraceWriter, type TraceWriter } from './traces.repository.js';
 

@@ -1,7 +1,7 @@
 /** Deletion of telemetry past a project's retention, in bounded chunks (RetentionJob). */
 import type { Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
-import { createWeekPartitions, dropPartitionsBefore, isPartitioned, listPartitions, WEEK_MS, weekStart } from './partitions.repository.js';
+import { createWeekPartitions, dropPartitionsBefore, isPartitioned, listPartitions, WEEK_MS, weekStart } from '../db/partitions.js';
 import { enqueueTraceChanges } from './groups.repository.js';
 import { toContribution, type GroupSourceRow } from './traces.repository.js';
 

@@ -3,7 +3,7 @@
  * points — the writes of an ingest transaction and the reads of GET /v1/metrics.
  */
 import type { Knex } from 'knex';
-import type { PartitionEnsurer } from './partitions.repository.js';
+import type { PartitionEnsurer } from '../db/partitions.js';
 import { copyIn, copyText, idArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
 import { DISTRIBUTIONS, type DistributionName } from './cell-stats.js';

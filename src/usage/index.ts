@@ -9,6 +9,8 @@ import { createUsageConsoleHandlers, createUsageHandlers } from './usage.handler
 import { createUsageAdminHandlers } from './admin.handlers.js';
 import { KnexMeterRepository, KnexUsageEventRepository } from './usage.repository.js';
 import { UsageEventService } from './usage-events.service.js';
+import { KnexUsageEventStorage } from './event-storage.repository.js';
+import { UsageEventPartitionJob, UsageEventRetentionJob } from './event-storage.job.js';
 
 export type { SpanReader, MeteredSpan } from './meters.service.js';
 
@@ -16,18 +18,33 @@ export interface UsageModule {
   events: UsageEventService;
   meters: MeterService;
   handlers: { merchant: ReturnType<typeof createUsageHandlers>; console: ReturnType<typeof createUsageConsoleHandlers>; admin: ReturnType<typeof createUsageAdminHandlers> };
-  /** The background build of meters' rollups (migration 0335). */
+  /** The background build of meters' rollups (migration 0335), the events' partitions and retention (0380). */
   jobs(): Job[];
 }
 
-export function createUsageModule(deps: { db: Db; uow: CommerceUnitOfWork; spans: SpanReader; clock: Clock; balances: MeterBalances; alerts?: BalanceAlerts; orgExists: (orgId: string) => Promise<boolean> }): UsageModule {
+export function createUsageModule(deps: {
+  db: Db;
+  uow: CommerceUnitOfWork;
+  spans: SpanReader;
+  clock: Clock;
+  balances: MeterBalances;
+  alerts?: BalanceAlerts;
+  orgExists: (orgId: string) => Promise<boolean>;
+  /** USAGE_EVENT_RETENTION_DAYS (undefined: kept for ever). */
+  eventRetentionDays?: number;
+}): UsageModule {
   const eventRepository = new KnexUsageEventRepository(deps.db);
-  const events = new UsageEventService(eventRepository, deps.uow, deps.clock, deps.alerts);
+  const events = new UsageEventService(eventRepository, deps.uow, deps.clock, deps.alerts, deps.eventRetentionDays);
+  const storage = new KnexUsageEventStorage(deps.db);
   const meters = new MeterService(new KnexMeterRepository(deps.db), eventRepository, deps.uow, deps.spans, deps.clock);
   return {
     events,
     meters,
     handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock), console: createUsageConsoleHandlers(meters), admin: createUsageAdminHandlers(meters, deps.orgExists) },
-    jobs: () => [{ name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() }],
+    jobs: () => [
+      { name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() },
+      new UsageEventPartitionJob(storage, deps.clock),
+      ...(deps.eventRetentionDays === undefined ? [] : [new UsageEventRetentionJob(storage, deps.clock, deps.eventRetentionDays)]),
+    ],
   };
 }

@@ -15,6 +15,18 @@ import type { Scalar, UsageEvent } from './usage.model.js';
 export const FUTURE_SKEW_MS = 5 * 60_000;
 /** How long after a billing period's end its late events are still accepted. */
 export const PERIOD_GRACE_MS = 60 * 60_000;
+/** The smallest USAGE_EVENT_RETENTION_DAYS (src/config.ts): a monthly period and the one before it, with the grace hour. */
+export const MIN_USAGE_RETENTION_DAYS = 63;
+
+/**
+ * With USAGE_EVENT_RETENTION_DAYS (migration 0380): 00:00 UTC of the day `days` before now.
+ * Events stamped before it are refused (PERIOD_CLOSED), older weeks are dropped, and the
+ * deduplication ids before it are pruned (src/usage/event-storage.job.ts).
+ */
+export const usageRetentionCutoff = (now: Date, days: number): Date => {
+  const d = new Date(now.getTime() - days * 86_400_000);
+  return new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate()));
+};
 
 export type CustomerRef = { customerId: string } | { externalId: string };
 
@@ -115,6 +127,8 @@ export class UsageEventService {
     private readonly clock: Clock,
     /** Balance webhooks (src/commerce/meter-balances.ts BalanceAlerts), checked after each batch for its customers. */
     private readonly alerts?: { afterIngest(orgId: string, customerIds: readonly string[], known: { subscriptions: Subscription[] }): Promise<unknown> },
+    /** USAGE_EVENT_RETENTION_DAYS; undefined: events are kept for ever. */
+    private readonly retentionDays?: number,
   ) {}
 
   async ingest(orgId: string, batch: ReadonlyArray<IncomingUsageEvent | IncomingCloudEvent>): Promise<IngestResult> {
@@ -129,6 +143,7 @@ export class UsageEventService {
       return b;
     };
 
+    const cutoff = this.retentionDays === undefined ? undefined : usageRetentionCutoff(now, this.retentionDays).getTime();
     const results: UsageEventResult[] = [];
     const toStore: UsageEvent[] = [];
     const periods = new Map<string, EventPeriod>();
@@ -143,6 +158,11 @@ export class UsageEventService {
       const at = Date.parse(e.timestamp);
       if (at > now.getTime() + FUTURE_SKEW_MS) {
         reject('FUTURE_TIMESTAMP', `The timestamp ${e.timestamp} is more than 5 minutes ahead of the server's clock`);
+        continue;
+      }
+      if (cutoff !== undefined && at < cutoff) {
+        // Its week may be dropped and its id pruned already: accepting it could store it twice.
+        reject('PERIOD_CLOSED', `The timestamp ${e.timestamp} is before ${new Date(cutoff).toISOString()}: this installation keeps usage events for ${this.retentionDays} days`);
         continue;
       }
       const closed = periodRejection(at, bounds(customer.id), now.getTime());

@@ -1,6 +1,7 @@
 /** Usage events and meters in the database (the usage domain's only knex user). */
 import type { Knex } from 'knex';
 import { runStatement } from '../db/knex.js';
+import { PartitionEnsurer } from '../db/partitions.js';
 import { serviceUnavailable } from '../kernel/errors.js';
 import type { AggregationKind } from './aggregations/index.js';
 import type { Meter, MeterFilter, MeterStatus, QuantityInterval, RollupStatus, Scalar, UsageEvent } from './usage.model.js';
@@ -296,6 +297,8 @@ SELECT to_jsonb(m.*) - 'rolled' - 'event_name' - 'event_properties' AS meter, c.
 FROM m LEFT JOIN c ON true`;
 
 export class KnexUsageEventRepository implements UsageEventRepository {
+  private readonly partitions = new PartitionEnsurer();
+
   constructor(private readonly db: Knex) {}
 
   async customerQuantity(orgId: string, meterId: string, customerRef: string, start: Date, end: Date): Promise<CustomerQuantityRead> {
@@ -339,15 +342,27 @@ export class KnexUsageEventRepository implements UsageEventRepository {
           if (through !== null && through !== undefined && p.period <= through) closed.add(eventId);
         }
       }
-      const open = closed.size > 0 ? events.filter((e) => !closed.has(e.id)) : events;
+      // One row per id (the service sends each id once; a repeat would be stored twice below).
+      const open = [...new Map((closed.size > 0 ? events.filter((e) => !closed.has(e.id)) : events).map((e) => [e.id, e])).values()];
       if (open.length === 0) return { inserted: new Set<string>(), closed };
+      // The weekly partitions of the batch's weeks (migration 0380), created here when missing.
+      await this.partitions.ensure(trx, 'usage_events', open.map((e) => e.timestamp.getTime()), events[0]!.receivedAt);
       const payload = JSON.stringify(open.map((e) => ({ id: e.id, customer_id: e.customerId, name: e.name, ts: e.timestamp.toISOString(), properties: e.properties })));
+      // Exactly once (migration 0380): the id is claimed in usage_event_ids first — an id stored
+      // before, or being stored by a concurrent batch (whose transaction this waits for), is not
+      // claimed — and only the claimed events are inserted and reach the rollups.
       const result = await trx.raw(
-        `WITH inserted AS (
-           INSERT INTO usage_events (org_id, id, customer_id, name, ts, properties, received_at)
-           SELECT ?, r.id, r.customer_id, r.name, r.ts, r.properties, ?
+        `WITH batch AS (
+           SELECT r.id, r.customer_id, r.name, r.ts, r.properties
            FROM jsonb_to_recordset(?::jsonb) AS r(id text, customer_id text, name text, ts timestamptz, properties jsonb)
+         ), claimed AS (
+           INSERT INTO usage_event_ids (org_id, id, ts) SELECT ?, id, ts FROM batch
            ON CONFLICT (org_id, id) DO NOTHING
+           RETURNING id
+         ), inserted AS (
+           INSERT INTO usage_events (org_id, id, customer_id, name, ts, properties, received_at)
+           SELECT ?, b.id, b.customer_id, b.name, b.ts, b.properties, ?
+           FROM batch b JOIN claimed c ON c.id = b.id
            RETURNING org_id, id, customer_id, name, ts, properties
          ), hours AS (
            INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS}) ${hours} ${MERGE_HOURS}
@@ -355,14 +370,14 @@ export class KnexUsageEventRepository implements UsageEventRepository {
            INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values} ON CONFLICT DO NOTHING
          )
          SELECT id FROM inserted`,
-        [orgId, events[0]!.receivedAt, payload],
+        [payload, orgId, orgId, events[0]!.receivedAt],
       );
       return { inserted: new Set((result.rows as Array<{ id: string }>).map((r) => r.id)), closed };
     });
   }
 
   async storedIds(orgId: string, ids: string[]): Promise<Set<string>> {
-    const rows = (await this.db('usage_events').where('org_id', orgId).whereIn('id', ids).select('id')) as Array<{ id: string }>;
+    const rows = (await this.db('usage_event_ids').where('org_id', orgId).whereIn('id', ids).select('id')) as Array<{ id: string }>;
     return new Set(rows.map((r) => r.id));
   }
 

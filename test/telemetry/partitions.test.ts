@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { down as unpartition, partitionModelCalls } from '../../src/db/migrations/0290_telemetry_span_partitions.js';
-import { listPartitions } from '../../src/telemetry/partitions.repository.js';
+import { listPartitions } from '../../src/db/partitions.js';
 import { bearer, createProjectWithKey, span, traceId, type TelemetryKeyFixture } from './helpers.js';
 
 let ctx: TestContext;

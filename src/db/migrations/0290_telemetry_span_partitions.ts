@@ -19,7 +19,7 @@
  * An empty table (a new install) is simply replaced by the partitioned one.
  */
 import type { Knex } from 'knex';
-import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../../telemetry/partitions.repository.js';
+import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../partitions.js';
 
 export const config = { transaction: false };
 

@@ -1,8 +1,9 @@
 /**
- * Time partitions of the telemetry span rows (issue 40 item 6; migration 0290).
+ * Time partitions of the tables that grow fastest (issue 40 item 6): the telemetry span rows
+ * (migration 0290) and the usage events (migration 0380, src/usage/event-storage.repository.ts).
  *
  * `telemetry_model_calls` (one row per model-call span) is range-partitioned on `start_time` by
- * UTC week (Monday 00:00 to Monday 00:00), with:
+ * UTC week (Monday 00:00 to Monday 00:00), `usage_events` on `ts` the same way, each with:
  * - `<table>_pYYYYMMDD`: one partition per week, named by its Monday;
  * - `<table>_legacy`: on an install migrated with data, the table as it was, attached as the
  *   partition `FROM (MINVALUE) TO (<a Monday>)` (no copy, no rewrite); it ages out like any other;
@@ -10,11 +11,12 @@
  *   far in the past or future). No span is lost or refused for its time; creating a week's
  *   partition later moves that week's rows out of the default first.
  *
- * Partitions are created ahead by TelemetryPartitionJob (this week and the next two) and on demand
- * by ingest for a week within ON_DEMAND_PAST_DAYS before now to ON_DEMAND_FUTURE_DAYS after it;
- * outside that window rows go to the default partition (so a client cannot make one table per week
- * over centuries). Retention drops whole partitions older than every project's cutoff and deletes
- * the remainder row by row (RetentionJob).
+ * Partitions are created ahead by TelemetryPartitionJob and UsageEventPartitionJob (this week and
+ * the next two) and on demand by ingest for a week within ON_DEMAND_PAST_DAYS before now to
+ * ON_DEMAND_FUTURE_DAYS after it; outside that window rows go to the default partition (so a
+ * client cannot make one table per week over centuries). Retention drops whole partitions older
+ * than every project's cutoff and deletes the remainder row by row (RetentionJob); the usage
+ * events' retention is src/usage/event-storage.job.ts.
  *
  * Identity: a model-call row is found by (project, start time, trace id, span id) — OTLP re-sends a
  * span with the same start time, and a re-send with another start time finds the old row by the
@@ -22,8 +24,10 @@
  */
 import type { Knex } from 'knex';
 
-export const PARTITIONED_TABLES = ['telemetry_model_calls'] as const;
+export const PARTITIONED_TABLES = ['telemetry_model_calls', 'usage_events'] as const;
 export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
+/** Each table's partition key (a timestamptz column). */
+export const PARTITION_COLUMN: Record<PartitionedTable, string> = { telemetry_model_calls: 'start_time', usage_events: 'ts' };
 
 const DAY_MS = 86_400_000;
 export const WEEK_MS = 7 * DAY_MS;
@@ -103,7 +107,7 @@ export async function createWeekPartitions(trx: Knex.Transaction, table: Partiti
     await trx.raw(`CREATE TABLE ${quote(name)} (LIKE ${quote(table)} INCLUDING DEFAULTS)`);
     if (hasDefault) {
       await trx.raw(
-        `WITH moved AS (DELETE FROM ${quote(`${table}_default`)} WHERE start_time >= ? AND start_time < ? RETURNING *)
+        `WITH moved AS (DELETE FROM ${quote(`${table}_default`)} WHERE ${PARTITION_COLUMN[table]} >= ? AND ${PARTITION_COLUMN[table]} < ? RETURNING *)
          INSERT INTO ${quote(name)} SELECT * FROM moved`,
         [from, to],
       );
@@ -157,6 +161,16 @@ export class PartitionEnsurer {
       this.partitioned.set(table, partitioned);
     }
     if (partitioned) await createWeekPartitions(trx, table, weeks);
-    for (const w of weeks) this.known.add(`${table}:${w}`);
+    // Remembered once the transaction has committed: until then a concurrent batch of the same
+    // process must still wait for the creator (the advisory lock in createWeekPartitions) rather
+    // than insert into a parent whose partition is not visible yet (its rows would be routed to
+    // the default partition, which the creator's ATTACH holds, and fail: 500 under concurrent
+    // first batches of a week — test/usage/ingest-close-race.test.ts). A rollback forgets them.
+    trx.executionPromise.then(
+      () => {
+        for (const w of weeks) this.known.add(`${table}:${w}`);
+      },
+      () => undefined,
+    );
   }
 }
