@@ -119,13 +119,15 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('query plans of me
       const conds = text.split('\n').filter((l) => l.includes('Index Cond'));
       const hours = aggregation === 'unique' ? 'usage_meter_hour_values_pkey' : 'usage_meter_hours_pkey';
       expect(text).toContain(hours);
-      expect(text).toContain('usage_events_customer_name_ts');
+      expect(text).toMatch(/usage_events_\w+_org_id_customer_id_name_ts_idx|usage_events_customer_name_ts/);
       expect(text).not.toMatch(/Seq Scan/);
       // The rollup: org, meter, customer and the hour range are all index conditions.
       expect(conds.some((l) => /meter_id = \$2\) AND \(customer_id = \$\d+\) AND \(hour >= \$6\) AND \(hour < \$7\)/.test(l)), text).toBe(true);
       // The events: org, customer, name and the ts range, for the edges and the read without rollup.
       const events = conds.filter((l) => /customer_id = \$\d+\) AND \(name = \$\d+\)/.test(l));
-      expect(events, text).toHaveLength(3);
+      // Three ranges, each over every weekly partition (migration 0380; a generic plan prunes at run time).
+      expect(events.length, text).toBeGreaterThanOrEqual(3);
+      expect(events.length % 3, text).toBe(0);
       for (const l of events) expect(l, text).toMatch(/\(ts >= .*\) AND \(ts < /);
       // The customer: by its id, else its externalId (unique per organization), each an index condition.
       expect(conds.some((l) => /\(id = \$3\)/.test(l)), text).toBe(true);
