@@ -848,7 +848,9 @@ export interface paths {
          *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
          *       subscription takes the new price and quantity now; when the proration is above 0, an
          *       order of those lines is charged at once to the saved card (`order.paid`, no
-         *       `billingPeriod`). A declined card changes nothing (`409`). The period and its end stay.
+         *       `billingPeriod`); when the coupon's `DISCOUNT` covers the whole proration the order's
+         *       total is 0 and it is paid without a charge (as a checkout a coupon makes free). A
+         *       proration of 0 (equal amounts) writes no order. A declined card changes nothing (`409`). The period and its end stay.
          *     - `PERIOD_END` (default, and the only choice, when the new amount is lower — a downgrade):
          *       nothing is charged or credited now; `scheduledChange` shows the price and quantity the
          *       next renewal charges, and the renewal applies it. Kassa keeps no credit balance, so a

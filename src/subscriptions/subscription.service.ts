@@ -409,19 +409,26 @@ export class SubscriptionService {
       let next = changedSubscription(s, quote, now);
       if (s.processorSubscriptionId) {
         order = await this.changeOnProcessor(stores, s, next, quote, now);
-      } else if (quote.amountDue > 0) {
-        if (s.paymentMethod === 'none') throw conflict('No card is saved for this subscription, so the change cannot be charged');
+      } else if (quote.lines.length > 0) {
         // The quote's own lines (PRORATION, the coupon's DISCOUNT, TAX): the preview is the charge.
         const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, [], { fee: false, priced: { lines: quote.lines, total: quote.amountDue } });
-        const charge = await this.processor.chargeSavedMethod({
-          orgId: s.orgId,
-          paymentMethod: s.paymentMethod,
-          amount: draft.amountCents,
-          currency: s.currency,
-          idempotencyKey: `${s.id}:change:${s.updatedAt.getTime()}:${quote.prorationDate.getTime() / 1000}`,
-        });
-        order = { ...charged(draft, charge, now), billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
-        if (order.status !== 'PAID') throw conflict('The card was declined: the plan was not changed and nothing was charged');
+        if (quote.amountDue > 0) {
+          if (s.paymentMethod === 'none') throw conflict('No card is saved for this subscription, so the change cannot be charged');
+          const charge = await this.processor.chargeSavedMethod({
+            orgId: s.orgId,
+            paymentMethod: s.paymentMethod,
+            amount: draft.amountCents,
+            currency: s.currency,
+            idempotencyKey: `${s.id}:change:${s.updatedAt.getTime()}:${quote.prorationDate.getTime() / 1000}`,
+          });
+          order = { ...charged(draft, charge, now), billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
+          if (order.status !== 'PAID') throw conflict('The card was declined: the plan was not changed and nothing was charged');
+        } else {
+          // A proration above 0 that the coupon covers whole: an order of 0, paid without a charge (as a
+          // checkout a coupon makes free), so the previewed lines are recorded and `order.paid` says so.
+          // (Before, no order was written: the upgrade applied with no record of its proration.)
+          order = { ...draft, status: 'PAID', processorStatus: outcomeProcessorStatus('succeeded'), settledAvailableOn: null, billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
+        }
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       }
