@@ -178,6 +178,8 @@ export interface ModelCallAggregateQuery {
   distinct: boolean;
   /** UTC buckets (epoch ms of their start); absent: one group per key. */
   interval?: 'hour' | 'day' | 'month';
+  /** Only these group keys (one customer's id and externalId): the other groups are neither sorted nor aggregated. */
+  keys?: readonly string[];
 }
 
 /** One group of model-call spans: counted, the property's numeric values summed and maxed, the latest one by (start, traceId:spanId). */
@@ -536,6 +538,7 @@ export class KnexTraceRepository implements TraceRepository {
     if (q.model !== undefined) (filters.push("x.a -> 'llm.model' = to_jsonb(?::text)"), bindings.push(q.model));
     if (q.vendor !== undefined) (filters.push("x.a -> 'llm.vendor' = to_jsonb(?::text)"), bindings.push(q.vendor));
     if (Object.keys(q.attributes).length > 0) (filters.push('x.a @> ?::jsonb'), bindings.push(JSON.stringify(q.attributes)));
+    if (q.keys !== undefined) (filters.push('y.key = ANY(?::text[])'), bindings.push(q.keys as string[]));
     const value = q.property === null ? 'NULL::jsonb' : q.property === 'duration_ms' ? 'to_jsonb(x.et - x.st)' : 'x.a -> ?';
     const valueBindings = q.property !== null && q.property !== 'duration_ms' ? [q.property] : [];
     const bucket =

@@ -387,6 +387,7 @@ export class MeterService {
       property: meter.property,
       distinct: meter.aggregation === 'unique',
       ...(query.interval ? { interval: query.interval } : {}),
+      ...(customer ? { keys: customer.externalId !== null ? [customer.externalId, customer.id] : [customer.id] } : {}),
     });
     let belongs: (ref: string) => boolean;
     if (customer) {
