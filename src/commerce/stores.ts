@@ -183,6 +183,12 @@ export interface SubscriptionRepository {
   findByProcessorSubscription(processorSubscriptionId: string): Promise<Subscription | undefined>;
   /** Locks a subscription for an admin or buyer change (waits for a running renewal). */
   lock(id: string): Promise<Subscription | undefined>;
+  /**
+   * Locks a subscription for closing its usage period: undefined at once when another worker's
+   * close or renewal holds it (SKIP LOCKED on NO KEY UPDATE, which ingest's KEY SHARE does not
+   * conflict with), else the row FOR UPDATE, waiting for ingest's short KEY SHARE holds.
+   */
+  lockForClose(id: string): Promise<Subscription | undefined>;
   /** Ids of ACTIVE subscriptions with work due, oldest first (never those a processor's billing renews). */
   listDue(now: Date, limit: number): Promise<string[]>;
   /** A subscription by id alone, unlocked (the renewal job's read before its lock). */

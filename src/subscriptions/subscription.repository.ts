@@ -177,6 +177,11 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     return row ? toSubscription(row) : undefined;
   }
 
+  async lockForClose(id: string): Promise<Subscription | undefined> {
+    const claimed = await this.db<SubscriptionRow>('subscriptions').where({ id }).forNoKeyUpdate().skipLocked().first('id');
+    return claimed ? this.lock(id) : undefined;
+  }
+
   async listDue(now: Date, limit: number): Promise<string[]> {
     // Subscriptions a processor's billing renews (Stripe) are never due here.
     const rows = await this.db('subscriptions')

@@ -157,9 +157,11 @@ export class SubscriptionService {
     if (now < closeAt) return { fits, waitUntil: closeAt, lines: [] };
     if (await this.uow.stores.orders.findSubscriptionPeriod(s.id, s.periodNumber + 1)) return { fits, waitUntil: null, lines: [] };
     const marked = await this.uow.transaction(async (stores) => {
-      // A waiting lock (not SKIP LOCKED): overlapping ingests hold the row KEY SHARE in turn and
-      // must not starve the close; each holds it for one short statement.
-      const locked = await stores.subscriptions.lock(id);
+      // Another worker closing or renewing it: skipped at once (it is 'busy'), so worker processes
+      // split the due set instead of queueing on the same oldest ids. Otherwise a waiting lock:
+      // overlapping ingests hold the row KEY SHARE in turn and must not starve the close; each
+      // holds it for one short statement.
+      const locked = await stores.subscriptions.lockForClose(id);
       if (!locked || locked.status !== 'ACTIVE' || locked.nextActionAt > now || !fits(locked)) return false;
       await stores.subscriptions.closeUsagePeriod(id, locked.periodNumber);
       return true;
