@@ -9,10 +9,11 @@
  * Each run, on the sandbox rail through the merchant API and the hosted page, on the manual clock:
  * one product with 2–3 monthly prices (random amounts, sometimes two equal), a checkout of 1–5
  * seats, optionally a coupon (percent with two decimals or amount off; ONCE, REPEATING n or
- * FOREVER) and optionally a buyer location taxed exclusively (19 %, 7.5 %, or 5 % + 9.975 % side by
- * side); then 1–6 steps, each either a renewal (clock to the period's end, processDue) or a change
- * of price and/or seats at a random instant inside the current period (preview, then change with
- * the preview's `prorationDate` and `expectedAmountDueCents`, a second or two later).
+ * FOREVER), optionally a buyer location taxed exclusively (19 %, 7.5 %, or 5 % + 9.975 % side by
+ * side) or inclusively (20 %, or 9 % + 9 %), and optionally a free trial of 1–20 days; then 1–6
+ * steps, each either a renewal (clock to the period's end, processDue) or a change of price and/or
+ * seats at a random instant inside the current period (preview, then change with the preview's
+ * `prorationDate` and `expectedAmountDueCents`, a second or two later).
  *
  * The rules recomputed:
  *  - periods: the anchor (the payment's instant) + k calendar months, clamped to the month's last day;
@@ -26,6 +27,13 @@
  *  - coupon: covers periods 0 … n−1 (ONCE: n = 1; FOREVER: all), a change in a covered period too;
  *    percent of the order's charge lines rounded once half up; amount off capped at them;
  *  - tax: each exclusive rate on (charges − discount), rounded once half up; a TAX line per rate;
+ *    an inclusive rate's TAX line adds 0 and holds (charges − discount) × p / (100 + Σ p), rounded
+ *    once half up (`tax.taxAmountCents`, compared for every TAX line);
+ *  - a trial (docs/trials.md): period 0 ends `trialDays` days after the checkout, whose order is one
+ *    PRICE line of 0 (and TAX lines of 0); paid periods are `trialEnd` + k calendar months; a change
+ *    during the trial applies at once (a downgrade too), unprorated, with no order; a coupon counts
+ *    only the periods that charge the fee (period 1 is its first); the session's `amount` is the
+ *    first paid period's charge;
  *  - a renewal bills the scheduled plan if any: PRICE (seats × unit), DISCOUNT, TAX.
  */
 import fc from 'fast-check';
@@ -61,9 +69,9 @@ function plusMonths(anchor: Date, k: number): Date {
 const sec = (ms: number) => BigInt(Math.floor(ms / 1000));
 
 type Coupon = { percent: string | null; amountOff: number | null; duration: 'ONCE' | 'REPEATING' | 'FOREVER'; periods: number | null };
-type TaxChoice = { country: string; region?: string; percents: string[] } | null;
-/** [kind, amount, TAX: its percentage]. */
-type L = [string, number, string?];
+type TaxChoice = { country: string; region?: string; percents: string[]; inclusive?: boolean } | null;
+/** [kind, amount, TAX: its percentage, TAX: the tax it holds (`tax.taxAmountCents`)]. */
+type L = [string, number, string?, number?];
 
 function covers(c: Coupon | null, period: number): boolean {
   if (!c) return false;
@@ -81,11 +89,22 @@ function extras(charges: number, coupon: Coupon | null, period: number, tax: Tax
     if (discount > 0) out.push(['DISCOUNT', -discount]);
   }
   const taxable = Math.max(0, charges - discount);
-  for (const p of tax?.percents ?? []) out.push(['TAX', halfUp(BigInt(taxable) * decimal(p, 4), 100n * 10_000n), p]);
+  if (tax?.inclusive) {
+    // Inclusive: the line adds 0 and shows the tax the amount holds, taxable × p / (100 + Σ p).
+    const sum = tax.percents.reduce((s, p) => s + decimal(p, 4), 0n);
+    for (const p of tax.percents) out.push(['TAX', 0, p, halfUp(BigInt(taxable) * decimal(p, 4), 100n * 10_000n + sum)]);
+    return out;
+  }
+  for (const p of tax?.percents ?? []) {
+    const amount = halfUp(BigInt(taxable) * decimal(p, 4), 100n * 10_000n);
+    out.push(['TAX', amount, p, amount]);
+  }
   return out;
 }
 const total = (lines: L[]) => lines.reduce((s, l) => s + l[1], 0);
-const taxOn = (fee: number, tax: TaxChoice) => (tax?.percents ?? []).reduce((s, p) => s + halfUp(BigInt(fee) * decimal(p, 4), 1_000_000n), 0);
+const taxOn = (fee: number, tax: TaxChoice) => (tax?.inclusive ? [] : tax?.percents ?? []).reduce((s, p) => s + halfUp(BigInt(fee) * decimal(p, 4), 1_000_000n), 0);
+/** An API order line as [kind, amount, TAX: percentage and the tax it holds]. */
+const asL = (l: { kind: string; amountCents: number; tax?: { percentage: string; taxAmountCents: number } }): L => (l.kind === 'TAX' ? [l.kind, l.amountCents, l.tax!.percentage, l.tax!.taxAmountCents] : [l.kind, l.amountCents]);
 /** Tax lines in a stable order (several rates apply side by side). */
 const normal = (lines: L[]) => [...lines.filter((l) => l[0] !== 'TAX'), ...lines.filter((l) => l[0] === 'TAX').sort((a, b) => a[2]!.localeCompare(b[2]!))];
 
@@ -102,7 +121,15 @@ const couponArb: fc.Arbitrary<Coupon | null> = fc.option(
   }).map(({ off, duration, periods }) => ({ ...off, duration, periods: duration === 'REPEATING' ? periods : null })),
   { freq: 3 },
 );
-const TAXES: TaxChoice[] = [null, { country: 'DE', percents: ['19'] }, { country: 'NG', percents: ['7.5'] }, { country: 'CA', region: 'QC', percents: ['5', '9.975'] }];
+const TAXES: TaxChoice[] = [
+  null,
+  { country: 'DE', percents: ['19'] },
+  { country: 'NG', percents: ['7.5'] },
+  { country: 'CA', region: 'QC', percents: ['5', '9.975'] },
+  // Inclusive: the prices hold the tax (one rate, and two side by side).
+  { country: 'GB', percents: ['20'], inclusive: true },
+  { country: 'IN', region: 'KA', percents: ['9', '9'], inclusive: true },
+];
 const stepArb = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'renew' as const }) },
   {
@@ -124,6 +151,8 @@ const lifeArb = fc.record({
   startDay: fc.integer({ min: 0, max: 60 }),
   startMs: fc.integer({ min: 0, max: 86_399_999 }),
   steps: fc.array(stepArb, { minLength: 1, maxLength: 6 }),
+  /** A free trial of the checkout (days), sometimes. */
+  trialDays: fc.option(fc.integer({ min: 1, max: 20 }), { freq: 3 }),
 });
 type Life = typeof lifeArb extends fc.Arbitrary<infer T> ? T : never;
 
@@ -137,6 +166,9 @@ beforeAll(async () => {
     { displayName: 'VAT', percentage: '7.5', country: 'NG' },
     { displayName: 'GST', percentage: '5', country: 'CA' },
     { displayName: 'QST', percentage: '9.975', country: 'CA', region: 'CA-QC' },
+    { displayName: 'VAT', percentage: '20', country: 'GB', inclusive: true },
+    { displayName: 'CGST', percentage: '9', country: 'IN', inclusive: true },
+    { displayName: 'SGST', percentage: '9', country: 'IN', region: 'IN-KA', inclusive: true },
   ]) {
     const res = await as(owner, ctx.merchant.post('/v1/console/tax-rates')).send(body);
     expect(res.status, JSON.stringify(res.body)).toBe(201);
@@ -184,6 +216,7 @@ async function live(life: Life): Promise<void> {
       customerEmail: `life${run}-${anchor.getTime()}@example.com`,
       quantity: life.quantity,
       ...(couponId ? { discounts: [{ coupon: couponId }] } : {}),
+      ...(life.trialDays ? { trialDays: life.trialDays } : {}),
       // Untaxed: a country without rates (the organization has rates, so the page would ask for one).
       customerTax: tax ? { country: tax.country, ...(tax.region ? { region: tax.region } : {}) } : { country: 'JP' },
     });
@@ -194,20 +227,30 @@ async function live(life: Life): Promise<void> {
 
   const state = { price: 0, quantity: life.quantity, scheduled: null as null | { price: number; quantity: number }, period: 0, last: anchor.getTime() };
   const fee = (price: number, quantity: number) => amounts[price]! * quantity;
+  // A trial is period 0, ending `trialDays` days after the checkout; paid periods are anchored on its
+  // end (docs/trials.md), and a coupon counts only the periods that charge the fee (docs/discounts.md).
+  const trialEnd = life.trialDays ? new Date(anchor.getTime() + life.trialDays * 86_400_000) : null;
+  const periodStart = (k: number) => (trialEnd ? (k === 0 ? anchor : plusMonths(trialEnd, k - 1)) : plusMonths(anchor, k));
+  const periodEnd = (k: number) => (trialEnd ? plusMonths(trialEnd, k) : plusMonths(anchor, k + 1));
+  const couponPeriod = (k: number) => (trialEnd ? k - 1 : k);
+  const inTrial = () => trialEnd !== null && state.period === 0;
   const renewalLines = (): L[] => {
     const f = fee(state.price, state.quantity);
-    return [['PRICE', f], ...extras(f, c, state.period, tax)];
+    return [['PRICE', f], ...extras(f, c, couponPeriod(state.period), tax)];
   };
   const expected: Expected[] = [];
-  const first = renewalLines();
+  // The trial's order: one PRICE line at unit 0 (and its taxes of 0) — nothing is charged.
+  const first = inTrial() ? [['PRICE', 0] as L, ...extras(0, null, 0, tax)] : renewalLines();
   expected.push({ what: 'checkout', amount: total(first), lines: first });
-  expect(created.body.data.amount).toBe(total(first));
-  const log: string[] = [`amounts ${amounts.join('/')}, ${life.quantity} seats, coupon ${JSON.stringify(c)}, tax ${JSON.stringify(tax)}, start ${anchor.toISOString()}`];
+  // With a trial the session's `amount` is the first paid period's charge (openapi: "stays the recurring charge").
+  const firstFee = fee(0, life.quantity);
+  expect(created.body.data.amount).toBe(trialEnd ? total([['PRICE', firstFee], ...extras(firstFee, c, 0, tax)]) : total(first));
+  const log: string[] = [`amounts ${amounts.join('/')}, ${life.quantity} seats, coupon ${JSON.stringify(c)}, tax ${JSON.stringify(tax)}, trial ${life.trialDays ?? 0} days, start ${anchor.toISOString()}`];
 
   try {
     for (const step of life.steps) {
-      const start = plusMonths(anchor, state.period);
-      const end = plusMonths(anchor, state.period + 1);
+      const start = periodStart(state.period);
+      const end = periodEnd(state.period);
       // The subscription as the API shows it: the documented period and the stored amount.
       const s = (await api('get', `/v1/subscriptions/${subscriptionId}`)).body.data;
       expect(s, log.join('\n')).toMatchObject({
@@ -256,6 +299,10 @@ async function live(life: Life): Promise<void> {
       let lines: L[] = [];
       if (toPrice === state.price && toQuantity === state.quantity) {
         state.scheduled = null; // back to the current plan: the scheduled change is dropped
+      } else if (inTrial()) {
+        // Nothing was paid: any change (a downgrade too) applies at once, unprorated, no order.
+        Object.assign(state, { price: toPrice, quantity: toQuantity, scheduled: null });
+        expect(p.body.data.effective).toBe('IMMEDIATE');
       } else if (newFee < oldFee) {
         state.scheduled = { price: toPrice, quantity: toQuantity };
         expect(p.body.data.effective).toBe('PERIOD_END');
@@ -264,11 +311,11 @@ async function live(life: Life): Promise<void> {
         const length = sec(end.getTime()) - sec(start.getTime());
         const credit = halfUp(-BigInt(oldFee) * remaining, length);
         const charge = halfUp(BigInt(newFee) * remaining, length);
-        if (credit + charge > 0) lines = [['PRORATION', credit], ['PRORATION', charge], ...extras(credit + charge, c, state.period, tax)];
+        if (credit + charge > 0) lines = [['PRORATION', credit], ['PRORATION', charge], ...extras(credit + charge, c, couponPeriod(state.period), tax)];
         Object.assign(state, { price: toPrice, quantity: toQuantity, scheduled: null });
         expect(p.body.data.effective).toBe('IMMEDIATE');
       }
-      const previewLines = normal(p.body.data.lines.map((l: any) => [l.kind, l.amountCents, ...(l.kind === 'TAX' ? [l.tax.percentage] : [])]));
+      const previewLines = normal(p.body.data.lines.map(asL));
       expect({ amountDue: p.body.data.amountDueCents, lines: previewLines }, `preview of ${what}\n${log.join('\n')}`).toEqual({ amountDue: total(lines), lines: normal(lines) });
       ctx.clock.set(new Date(changeAt).toISOString());
       const done = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
@@ -285,12 +332,12 @@ async function live(life: Life): Promise<void> {
       expect(o.status).toBe('PAID');
       expect(o.lines.reduce((sum: number, l: { amountCents: number }) => sum + l.amountCents, 0), `order ${o.orderId}`).toBe(o.amountCents);
     }
-    const got = orders.map((o) => ({ amount: o.amountCents as number, lines: normal(o.lines.map((l: any) => [l.kind, l.amountCents, ...(l.kind === 'TAX' ? [l.tax.percentage] : [])])) }));
+    const got = orders.map((o) => ({ amount: o.amountCents as number, lines: normal(o.lines.map(asL)) }));
     expect(got, log.join('\n')).toEqual(expected.map((e) => ({ amount: e.amount, lines: normal(e.lines) })));
   } finally {
     // Ends the run's subscription so later runs' renewal passes leave it alone; the next run starts after it.
     await ctx.services.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }).catch(() => undefined);
-    cursor = Math.max(cursor, state.last, plusMonths(anchor, state.period + 1).getTime()) + 86_400_000;
+    cursor = Math.max(cursor, state.last, periodEnd(state.period).getTime()) + 86_400_000;
   }
 }
 
@@ -301,7 +348,7 @@ describe('a subscription’s life, money to the minor unit', () => {
     // (53 → 8 × 53 with 16.81 off FOREVER: −53 + 424 − 371 = 0; Kassa applied the upgrade and wrote
     // no order, against the documented "an order of those lines"; seed 1222569045, path 6).
     const examples: [Life][] = [
-      [{ amounts: [53, 4547], sameAmounts: false, quantity: 1, coupon: { percent: null, amountOff: 1681, duration: 'FOREVER', periods: null }, tax: null, startDay: 2, startMs: 79_079_674, steps: [{ kind: 'change', fraction: 840, price: null, quantity: 8, wait: 2 }, { kind: 'renew' }, { kind: 'change', fraction: 564_926, price: 0, quantity: 2, wait: 0 }, { kind: 'renew' }] }],
+      [{ amounts: [53, 4547], sameAmounts: false, quantity: 1, coupon: { percent: null, amountOff: 1681, duration: 'FOREVER', periods: null }, tax: null, startDay: 2, startMs: 79_079_674, steps: [{ kind: 'change', fraction: 840, price: null, quantity: 8, wait: 2 }, { kind: 'renew' }, { kind: 'change', fraction: 564_926, price: 0, quantity: 2, wait: 0 }, { kind: 'renew' }], trialDays: null }],
     ];
     await fc.assert(fc.asyncProperty(lifeArb, live), { numRuns: runs, examples, endOnFailure: true, ...(process.env.KASSA_LIFECYCLE_SEED ? { seed: Number(process.env.KASSA_LIFECYCLE_SEED) } : {}) });
   }, 240_000);
