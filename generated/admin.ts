@@ -2106,7 +2106,11 @@ export interface components {
          *       amount; idempotency key and metadata `kassa_usage_item`, so a redelivered
          *       `invoice.created` or a second worker adds nothing) and finalizes the draft; Stripe
          *       charges it, and `invoice.paid` makes the renewal order, whose lines (fee + usage) add
-         *       up to what Stripe collected. Crypto: no metered prices.
+         *       up to what Stripe collected. A draft Stripe finalized without Kassa's items (Kassa
+         *       unreachable past Stripe's finalization grace) is billed the fee alone, and the
+         *       period's usage goes on an invoice of its own that Kassa opens, itemizes and finalizes
+         *       (one per subscription and period; its order holds the `USAGE` lines alone).
+         *       Crypto: no metered prices.
          */
         MeteredComponent: {
             meterId: components["schemas"]["MeterId"];

@@ -14,6 +14,10 @@
  * Exactly once: one row per (subscription, kind, period) (migration 0320), the line inputs stored
  * once (every retry adds the same items), each item added with an idempotency key and skipped
  * when the invoice already carries it (its metadata), the finalization with its own key.
+ *
+ * A renewal draft Stripe finalized without Kassa's items (Kassa down past Stripe's finalization
+ * grace, or its `invoice.created` missed) is MISSED; its period's usage then goes on a MAKEUP
+ * invoice of its own (migration 0415), opened and billed as a cancel-now's FINAL one is.
  */
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
@@ -28,8 +32,11 @@ export interface UsageInvoice {
   processorInvoiceId: string;
   orgId: string;
   subscriptionId: string;
-  /** RENEWAL: the cycle's draft (`invoice.created`); FINAL: opened by Kassa at a cancel-now. */
-  kind: 'RENEWAL' | 'FINAL';
+  /**
+   * RENEWAL: the cycle's draft (`invoice.created`); FINAL: opened by Kassa at a cancel-now; MAKEUP:
+   * opened by Kassa for the usage of a RENEWAL the processor finalized without it (MISSED).
+   */
+  kind: 'RENEWAL' | 'FINAL' | 'MAKEUP';
   /** Kassa's period number whose usage it bills. */
   usagePeriod: number;
   usageStart: Date;
@@ -77,7 +84,7 @@ export interface UsageInvoiceItem {
 export interface ProcessorUsageInvoicing {
   /** Keeps a draft from being finalized without Kassa (`auto_advance: false`); `finalized` when it is no draft any more. */
   hold(invoiceId: string): Promise<'held' | 'finalized'>;
-  /** Opens a draft invoice of the subscription for its final usage (cancel now), once per key. */
+  /** Opens a draft invoice of the subscription for usage of its own (cancel now, make-up), once per key. */
   openFinal(processorSubscriptionId: string, idempotencyKey: string): Promise<string>;
   /**
    * Adds each item the invoice does not carry yet and finalizes it (the processor then charges it).
@@ -149,7 +156,8 @@ export class ProcessorUsageFlow {
         return 'applied';
       }
       await this.invoices.settle(row.processorInvoiceId, 'MISSED', now);
-      this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a renewal draft before Kassa could hold it: its usage is not billed');
+      this.logger.warn({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a renewal draft before Kassa could hold it: its usage goes on an invoice of its own');
+      await this.makeUp({ ...row, state: 'MISSED' });
       return 'applied';
     }
     if (row.dueAt <= now) await this.bill(row);
@@ -260,7 +268,47 @@ export class ProcessorUsageFlow {
       };
     });
     const result = await this.processor.bill(row.processorInvoiceId, items);
-    if (result === 'missed') this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a usage invoice without Kassa\'s items: its usage is not billed');
     await this.invoices.settle(row.processorInvoiceId, result === 'finalized' ? 'FINALIZED' : 'MISSED', this.clock.now());
+    if (result === 'missed') {
+      if (row.kind === 'RENEWAL') {
+        this.logger.warn({ subscriptionId: s.id, invoiceId: row.processorInvoiceId }, 'Stripe finalized a renewal draft without Kassa\'s items: its usage goes on an invoice of its own');
+        await this.makeUp({ ...row, lines, state: 'MISSED' });
+      } else {
+        // Kassa's own invoices are held (auto_advance: false) until billed: only an edit in Stripe's Dashboard gets here.
+        this.logger.error({ subscriptionId: s.id, invoiceId: row.processorInvoiceId, kind: row.kind }, 'Stripe finalized a usage invoice without Kassa\'s items: its usage is not billed');
+      }
+    }
+  }
+
+  /**
+   * The usage of a MISSED renewal draft on an invoice of its own (MAKEUP), once per (subscription,
+   * period): the same range and grace window, and the line inputs the draft stored, if it stored
+   * any (their credits are drawn already); otherwise the close computes them as for the draft.
+   * Billed at once when the grace window has passed, else by the job's pass at `dueAt`.
+   */
+  private async makeUp(missed: UsageInvoice): Promise<void> {
+    const s = await this.uow.stores.subscriptions.findById(missed.subscriptionId);
+    if (!s?.processorSubscriptionId) return;
+    let row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
+    if (!row) {
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_makeup_${s.id}_${missed.usagePeriod}`);
+      const now = this.clock.now();
+      await this.invoices.insert({
+        processorInvoiceId: invoiceId,
+        orgId: s.orgId,
+        subscriptionId: s.id,
+        kind: 'MAKEUP',
+        usagePeriod: missed.usagePeriod,
+        usageStart: missed.usageStart,
+        usageEnd: missed.usageEnd,
+        dueAt: missed.dueAt,
+        state: 'HELD',
+        lines: missed.lines,
+        createdAt: now,
+        updatedAt: now,
+      });
+      row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
+    }
+    if (row?.state === 'HELD' && row.dueAt <= this.clock.now()) await this.bill(row);
   }
 }

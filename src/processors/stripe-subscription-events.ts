@@ -305,7 +305,8 @@ export class StripeSubscriptionEvents {
         processorPaymentId: payment?.processorPaymentId ?? invoice.id,
         processorStatus: payment?.processorStatus ?? invoice.status,
         amountCents: invoice.amount_paid,
-        ...(final?.kind === 'FINAL' && { usage: final.lines }),
+        // Usage Kassa invoiced on its own: a cancel-now's final usage, or a MISSED renewal draft's make-up.
+        ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines }),
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
         ...(invoice.billing_reason === 'subscription_update' && { prorations: prorationLines(invoice) }),
       };
@@ -316,7 +317,14 @@ export class StripeSubscriptionEvents {
     const line = subscriptionLine(invoice);
     if (!outcome || !line) return 'ignored';
     // The closing period's usage Kassa added to this invoice (ProcessorUsageFlow), for the order's lines.
-    const usage = await this.usage?.linesOf(invoice.id);
+    let usage = await this.usage?.linesOf(invoice.id);
+    if (this.usage && !usage) {
+      // A metered subscription's renewal finalized without Kassa's items (its invoice.created never
+      // handled, or handled after Stripe's finalization): recorded MISSED before the period moves on,
+      // and the closing period's usage goes on an invoice of its own (ProcessorUsageFlow.makeUp).
+      await this.usage.renewalDraft({ processorSubscriptionId: subscriptionId, invoiceId: invoice.id, periodStart: new Date(line.period.start * 1000) });
+      usage = await this.usage.linesOf(invoice.id);
+    }
     const renewal = {
       processorSubscriptionId: subscriptionId,
       outcome,

@@ -221,6 +221,64 @@ describe('metered subscriptions billed by Stripe', () => {
     expect((await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(409);
     expect([...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual')).toHaveLength(1);
   });
+
+  it('a renewal draft Stripe finalized without Kassa’s items (invoice.created lost, or handled too late) bills its period’s usage on a make-up invoice of its own, once', async () => {
+    const makeups = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
+    for (const order of ['invoice.paid first', 'invoice.created late'] as const) {
+      const n = order === 'invoice.paid first' ? 'a' : 'b';
+      s.ctx.clock.set(n === 'a' ? '2028-01-01T00:00:00.000Z' : '2028-03-01T00:00:00.000Z');
+      const { subscriptionId, stripeSub, periodEnd } = await subscribe(`makeup-${n}@example.com`, `user_makeup_${n}`);
+      const customer = { externalId: `user_makeup_${n}` };
+      s.ctx.clock.set(new Date(periodEnd - 86_400_000).toISOString());
+      await ingest([
+        { id: `mk-${n}-t`, customer, name: 'llm_tokens', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString(), properties: { tokens: 35_000 } },
+        ...Array.from({ length: 4 }, (_, i) => ({ id: `mk-${n}-r${i}`, customer, name: 'request', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString() })),
+      ]);
+      // The period ends and Stripe drafts the renewal; Kassa never holds it (its invoice.created is
+      // not handled in time), so Stripe finalizes it at its own grace and charges the fee alone.
+      s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+      const draft = s.stripe.renewDraft(stripeSub.id);
+      s.ctx.clock.set(new Date(periodEnd + 3600_000 + 2000).toISOString());
+      expect(s.stripe.finalizeDue().map((i) => i.id)).toContain(draft.id);
+      expect(s.stripe.invoices.get(draft.id)!.amount_paid).toBe(2000);
+
+      if (order === 'invoice.created late') expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+      const renewal = await s.readOrder((await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first()).id);
+      expect((renewal.lines as Array<{ kind: string; amountCents: number }>).map((l) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000]]);
+      expect((await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first()).state).toBe('MISSED');
+
+      // The period's usage on an invoice of its own: Kassa's items, finalized and charged at once (the grace window has passed).
+      expect(makeups(stripeSub.id)).toHaveLength(1);
+      const makeup = makeups(stripeSub.id)[0]!;
+      expect(makeup.status).toBe('paid');
+      expect(usageItems(makeup).map((l) => l.amount)).toEqual([tokensCents(35_000), requestsCents(4)]);
+      expect(makeup.amount_paid).toBe(100 + 4);
+      expect(s.stripe.requests.filter((r) => r.method === 'POST' && r.path === '/v1/invoices').at(-1)?.idempotencyKey).toBe(`kassa_usage_makeup_${subscriptionId}_0`);
+      // The period is closed for usage: a late event of it is refused, not silently unbilled.
+      expect(await ingest([{ id: `mk-${n}-late`, customer, name: 'request', timestamp: new Date(periodEnd - 1000).toISOString() }])).toEqual(['REJECTED']);
+
+      // Its invoice.paid: an order of the USAGE lines alone, adding up to what Stripe collected.
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', makeup.id))).body.outcome).toBe('applied');
+      const paymentIntent = makeup.payments!.data[0]!.payment.payment_intent as string;
+      const usageOrder = await s.readOrder((await db()('orders').where({ subscription_id: subscriptionId, processor_payment_id: paymentIntent }).first()).id);
+      expect(usageOrder.amountCents).toBe(makeup.amount_paid);
+      expect((usageOrder.lines as Array<{ kind: string; quantity: string; amountCents: number }>).map((l) => [l.kind, l.quantity, l.amountCents])).toEqual([
+        ['USAGE', '35000', 100],
+        ['USAGE', '4', 4],
+      ]);
+
+      // Redeliveries (both invoices) and the job's pass add nothing: one make-up, one order each.
+      const items = s.stripe.invoiceItems.size;
+      expect((await s.deliver(s.stripe.eventFor('invoice.created', { id: draft.id }))).body.outcome).toBe('applied');
+      expect((await s.deliver(s.stripe.eventFor('invoice.paid', { id: draft.id }))).body.outcome).toBe('applied');
+      expect((await s.deliver(s.stripe.eventFor('invoice.paid', { id: makeup.id }))).body.outcome).toBe('applied');
+      await usageJob().run();
+      expect(makeups(stripeSub.id)).toHaveLength(1);
+      expect(s.stripe.invoiceItems.size).toBe(items);
+      expect(await db()('orders').where({ subscription_id: subscriptionId })).toHaveLength(3);
+    }
+  });
 });
 
 /** A credit pack of `units` tokens bought through Stripe Checkout (a ONE_TIME price: payment mode). */
