@@ -271,8 +271,8 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
  * - in any other zone by whole local dates (an API key asking in another zone than the
- *   organization's), UTC days plus and minus the hours and quarters of each boundary's UTC day
- *   (`pieces`);
+ *   organization's), UTC days, each counted in one bucket, and the hours and quarters a boundary
+ *   cuts off it moved to their own (`otherZone`): one statement, each rollup read once;
  * - otherwise (a fall-back repeating local midnight, ranges before 1973) every hour that lies
  *   inside one bucket from the hourly rollup, and the hours a boundary cuts (zones whose offset is
  *   not a whole hour: India, Nepal, Newfoundland…) from the quarter-hour rollup, four rows each.
@@ -352,98 +352,139 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
 
   /**
    * Any zone whose boundaries are quarter hours, by whole local dates (issue 40: an API key asking
-   * in another zone than the organization's). A bucket [s, e) is the UTC days [day(s), day(e))
-   * minus the part of s's UTC day before s plus the part of e's UTC day before e; that part,
-   * `before(b)`, is read as hours and quarters up to b, or as b's whole UTC day minus the hours and
-   * quarters from b on, whichever is fewer rows (Asia/Kathmandu, 18:15 UTC: one day, 3 quarters
-   * and 5 hours instead of 18 hours and a quarter). Each boundary's part is read once and counted
-   * in both buckets it separates (+ in the one it ends, − in the one it starts): about 10 rows
-   * per local day and currency where reading hours inside each bucket took 27. Queued changes are
-   * read per bucket. Only where the range's instants and local dates agree (`byWholeDays`), so that
-   * every instant of [s, e) lies in the bucket that starts at s.
+   * in another zone than the organization's). Each rollup row is counted in the bucket holding its
+   * instants, where it lies inside one; a UTC day that a boundary cuts is counted whole in the
+   * bucket of one of its ends (its anchor), and the hours and quarters on the other side of the
+   * cuts are moved from that bucket to their own (− in the anchor's, + in theirs), the end with
+   * fewer of them (Asia/Kathmandu, cut at 18:15 UTC: the day in the bucket of its start, and 3
+   * quarters and 5 hours moved to the next; America/St_Johns, cut at 03:30: the day in the bucket
+   * of its end, 3 hours and 2 quarters moved to the previous). Which bucket each row goes to is
+   * worked out here from the boundaries (the bucket of an instant is the one whose bounds hold it,
+   * which is its local date's because every boundary is the first instant of its local date:
+   * `byWholeDays`); the statement then reads each rollup once by its key — the UTC days over one
+   * key range, the hours and quarters to move as consecutive runs (Kathmandu: two runs a day) —
+   * sums each run's rows before counting them twice, and the queued changes by their key range,
+   * each in the bucket of its quarter (`width_bucket` over the boundaries). 12 months by day in
+   * Kathmandu: ~367 day rows and ~730 runs of ~8 rows per currency, ~2,200 rows summed at the end.
    */
-  private async pieces(range: MetricsRange): Promise<FiguresRow[]> {
-    const kinds: string[] = [];
-    const los: Date[] = [];
-    const his: Date[] = [];
-    const key = new Map<string, number>();
-    const attrId: number[] = [];
-    const attrBucket: Date[] = [];
-    const attrSign: number[] = [];
-    /** Rows of `kind` in [lo, hi), counted with `sign` in the bucket starting at `bucket`. */
-    const add = (kind: 'q' | 'h' | 'd' | 'c', lo: number, hi: number, bucket: Date, sign: number) => {
-      if (hi <= lo) return;
-      const k = `${kind}${lo}-${hi}`;
-      let id = key.get(k);
-      if (id === undefined) {
-        id = kinds.length + 1;
-        key.set(k, id);
-        kinds.push(kind);
-        los.push(new Date(lo));
-        his.push(new Date(hi));
+  private async otherZone(range: MetricsRange): Promise<FiguresRow[]> {
+    const b = range.boundaries.map((d) => d.getTime());
+    const n = b.length - 1;
+    /** The bucket holding instant t: 1..n, or 0 outside the range. */
+    const bucketAt = (t: number) => {
+      if (t < b[0]! || t >= b[n]!) return 0;
+      let lo = 0;
+      let hi = n;
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if (b[mid]! <= t) lo = mid;
+        else hi = mid;
       }
-      attrId.push(id);
-      attrBucket.push(bucket);
-      attrSign.push(sign);
+      return lo + 1;
     };
     const ceil = (t: number, ms: number) => Math.ceil(t / ms) * ms;
     const floor = (t: number, ms: number) => Math.floor(t / ms) * ms;
-    /** [lo, hi) within one UTC day as hours and quarters. */
-    const span = (lo: number, hi: number, bucket: Date, sign: number) => {
-      const lh = ceil(lo, HOUR_MS);
+    const days: Date[] = [];
+    const dayBucket: number[] = [];
+    const runs = { kind: [] as string[], lo: [] as Date[], hi: [] as Date[], plus: [] as number[], minus: [] as number[] };
+    /**
+     * [lo, hi), inside one bucket, moved from bucket `minus` to its own: a run of quarters up to
+     * the hour, one of hours, one of quarters after; three quarters before the hour (a start at
+     * :15, Kathmandu's 18:15) are read as their hour less its first quarter (a run moved the
+     * other way), two rows instead of three.
+     */
+    const move = (lo: number, hi: number, minus: number) => {
+      const plus = bucketAt(lo);
+      if (plus === minus || hi <= lo) return;
+      const run = (kind: 'q' | 'h', from: number, to: number, sign = 1) => {
+        if (to <= from) return;
+        runs.kind.push(kind);
+        runs.lo.push(new Date(from));
+        runs.hi.push(new Date(to));
+        runs.plus.push(sign > 0 ? plus : minus);
+        runs.minus.push(sign > 0 ? minus : plus);
+      };
+      let lh = ceil(lo, HOUR_MS);
       const hh = floor(hi, HOUR_MS);
-      if (lh > hh) return add('q', lo, hi, bucket, sign);
-      add('q', lo, lh, bucket, sign);
-      add('h', lh, hh, bucket, sign);
-      add('q', hh, hi, bucket, sign);
+      if (lh > hh) return run('q', lo, hi);
+      // (A segment ends at a local midnight; none falls at :45 UTC, so only its start can gain by this.)
+      if (lh - lo === 3 * QUARTER_MS) {
+        lh -= HOUR_MS;
+        run('q', lh, lo, -1);
+      } else run('q', lo, lh);
+      run('h', lh, hh);
+      run('q', hh, hi);
     };
-    const rowsOf = (lo: number, hi: number) => {
-      const lh = ceil(lo, HOUR_MS);
-      const hh = floor(hi, HOUR_MS);
-      return lh > hh ? (hi - lo) / QUARTER_MS : (lh - lo) / QUARTER_MS + (hh - lh) / HOUR_MS + (hi - hh) / QUARTER_MS;
+    /** Rows of [lo, hi) split at `cuts` (each piece inside one bucket). */
+    const rowsOf = (points: number[]) => {
+      let rows = 0;
+      for (let i = 0; i + 1 < points.length; i++) {
+        const lo = points[i]!;
+        const hi = points[i + 1]!;
+        const lh = ceil(lo, HOUR_MS);
+        const hh = floor(hi, HOUR_MS);
+        rows += lh > hh ? (hi - lo) / QUARTER_MS : (lh - lo) / QUARTER_MS + (hh - lh) / HOUR_MS + (hi - hh) / QUARTER_MS;
+      }
+      return rows;
     };
-    /** The part of b's UTC day before b. */
-    const before = (b: number, bucket: Date, sign: number) => {
-      const d = floor(b, DAY_MS);
-      if (b === d) return;
-      if (rowsOf(d, b) <= 1 + rowsOf(b, d + DAY_MS)) return span(d, b, bucket, sign);
-      add('d', d, d + DAY_MS, bucket, sign);
-      span(b, d + DAY_MS, bucket, -sign);
-    };
-    for (let i = 0; i + 1 < range.boundaries.length; i++) {
-      const bucket = range.boundaries[i]!;
-      const s = bucket.getTime();
-      const e = range.boundaries[i + 1]!.getTime();
-      add('c', s, e, bucket, 1);
-      add('d', floor(s, DAY_MS), floor(e, DAY_MS), bucket, 1);
-      before(s, bucket, -1);
-      before(e, bucket, 1);
+    let next = 0;
+    for (let day = floor(b[0]!, DAY_MS); day < b[n]!; day += DAY_MS) {
+      while (next <= n && b[next]! <= day) next++;
+      const cuts: number[] = [];
+      for (let i = next; i <= n && b[i]! < day + DAY_MS; i++) cuts.push(b[i]!);
+      if (cuts.length === 0) {
+        const bucket = bucketAt(day);
+        if (bucket) {
+          days.push(new Date(day));
+          dayBucket.push(bucket);
+        }
+        continue;
+      }
+      // Anchored at its start, the day moves [first cut, end); at its end, [start, last cut).
+      const after = [...cuts, day + DAY_MS];
+      const before = [day, ...cuts];
+      const atStart = rowsOf(after) <= rowsOf(before);
+      const anchor = bucketAt(atStart ? day : day + DAY_MS - 1);
+      if (anchor) {
+        days.push(new Date(day));
+        dayBucket.push(anchor);
+      }
+      const points = atStart ? after : before;
+      for (let i = 0; i + 1 < points.length; i++) move(points[i]!, points[i + 1]!, anchor);
     }
     const currency = range.currency ? " AND r.currency IN (?, '')" : '';
     const c = range.currency ? [range.currency] : [];
     const figures = FIGURES.map((f) => `r.${f}`).join(', ');
-    // LATERAL with OFFSET 0 (not pulled up into a join): one probe of the rollup's key per piece.
-    // As a join the planner scanned all of the organization's hours against every piece (6 s).
-    const part = (kind: string, table: string) =>
-      `SELECT p.id, r.* FROM p CROSS JOIN LATERAL (SELECT r.currency, ${figures} FROM ${table} r
-          WHERE r.org_id = ? AND r.bucket >= p.lo AND r.bucket < p.hi${currency} OFFSET 0) r WHERE p.kind = '${kind}'`;
+    // A run's rows through LATERAL with OFFSET 0 (not pulled up into a join): one probe of the
+    // rollup's key per run; as a join the planner scanned all of the organization's hours against every run.
+    const moved = (kind: string, table: string) =>
+      `SELECT m.plus, m.minus, r.currency, ${FIGURES.map((f) => `sum(r.${f})::bigint AS ${f}`).join(', ')}
+         FROM m CROSS JOIN LATERAL (SELECT r.currency, ${figures} FROM ${table} r
+          WHERE r.org_id = ? AND r.bucket >= m.lo AND r.bucket < m.hi${currency} OFFSET 0) r
+        WHERE m.kind = '${kind}' GROUP BY 1, 2, 3`;
     const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
-      `WITH p AS MATERIALIZED (
-         SELECT kind, lo, hi, id FROM unnest(?::text[], ?::timestamptz[], ?::timestamptz[]) WITH ORDINALITY AS p(kind, lo, hi, id)),
-       a AS (
-         SELECT id, sign, to_char(date_trunc(?, b AT TIME ZONE ?), 'YYYY-MM-DD') AS label
-           FROM unnest(?::bigint[], ?::timestamptz[], ?::int[]) AS a(id, b, sign)),
+      `WITH bk AS (
+         SELECT i::int AS i, to_char(date_trunc(?, t AT TIME ZONE ?), 'YYYY-MM-DD') AS label FROM unnest(?::timestamptz[]) WITH ORDINALITY AS bk(t, i)),
+       d AS (SELECT day, i FROM unnest(?::timestamptz[], ?::int[]) AS d(day, i)),
+       m AS MATERIALIZED (SELECT kind, lo, hi, plus, minus FROM unnest(?::text[], ?::timestamptz[], ?::timestamptz[], ?::int[], ?::int[]) AS m(kind, lo, hi, plus, minus)),
+       mv AS (${moved('h', 'commerce_rollup_hour')} UNION ALL ${moved('q', 'commerce_rollup_quarter')}),
        src AS (
-         ${part('d', 'commerce_rollup_day')}
-         UNION ALL ${part('h', 'commerce_rollup_hour')}
-         UNION ALL ${part('q', 'commerce_rollup_quarter')}
-         UNION ALL ${part('c', 'commerce_metric_changes')})
-       SELECT src.currency, a.label AS bucket, ${FIGURES.map((f) => `sum(a.sign * src.${f}) AS ${f}`).join(', ')}
-         FROM src JOIN a ON a.id = src.id GROUP BY 1, 2`,
+         SELECT d.i, r.currency, ${figures} FROM commerce_rollup_day r JOIN d ON d.day = r.bucket
+          WHERE r.org_id = ? AND r.bucket >= ? AND r.bucket < ?${currency}
+         UNION ALL
+         SELECT s.i, mv.currency, ${FIGURES.map((f) => `s.sign * mv.${f}`).join(', ')} FROM mv CROSS JOIN LATERAL (VALUES (mv.plus, 1::bigint), (mv.minus, -1::bigint)) AS s(i, sign)
+         UNION ALL
+         SELECT width_bucket(r.bucket, ?::timestamptz[]), r.currency, ${figures} FROM commerce_metric_changes r
+          WHERE r.org_id = ? AND r.bucket >= ? AND r.bucket < ?${currency})
+       SELECT src.currency, bk.label AS bucket, ${FIGURES.map((f) => `sum(src.${f}) AS ${f}`).join(', ')}
+         FROM src JOIN bk ON bk.i = src.i GROUP BY 1, 2`,
       [
-        `{${kinds.join(',')}}`, timestamps(los), timestamps(his),
-        range.unit, range.timeZone, `{${attrId.join(',')}}`, timestamps(attrBucket), `{${attrSign.join(',')}}`,
-        range.orgId, ...c, range.orgId, ...c, range.orgId, ...c, range.orgId, ...c,
+        range.unit, range.timeZone, timestamps(range.boundaries.slice(0, n)),
+        timestamps(days), `{${dayBucket.join(',')}}`,
+        `{${runs.kind.join(',')}}`, timestamps(runs.lo), timestamps(runs.hi), `{${runs.plus.join(',')}}`, `{${runs.minus.join(',')}}`,
+        range.orgId, ...c, range.orgId, ...c,
+        range.orgId, days[0] ?? range.start, new Date((days[days.length - 1] ?? range.start).getTime() + DAY_MS), ...c,
+        timestamps(range.boundaries), range.orgId, range.start, range.end, ...c,
       ],
     );
     return this.rows(rows);
@@ -455,7 +496,7 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
       if (range.timeZone === 'UTC') return this.utcDays(range);
       const days = await this.localDays(range);
       if (days) return days;
-      return this.pieces(range);
+      return this.otherZone(range);
     }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));
     const currency = range.currency ? " AND currency IN (?, '')" : '';

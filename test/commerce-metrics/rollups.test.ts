@@ -409,12 +409,21 @@ describe('commerce metrics from rollups', () => {
     });
 
     it("12 months by day in a quarter-hour zone not the organization's: UTC days, hours and quarters by their keys, no commerce table", async () => {
-      // Asia/Kathmandu (+05:45): each local day is 3 quarters, 5 + 18 hours and a quarter of UTC rollups.
+      // Asia/Kathmandu (+05:45): each local day is its UTC day less 18:15–24:00, plus the previous
+      // day's 18:15–24:00 (the hours 18–23 less the quarter 18:00).
       const boundaries = Array.from({ length: 366 }, (_, i) => new Date(Date.UTC(2025, 0, 1 + i) - 5.75 * 3600_000));
       const range: MetricsRange = { orgId: ctx.orgA.orgId, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
       let text = await plan((r) => repository().figures(r), range);
-      for (const index of ['commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+      // Each rollup read once (issue 40: 1,500 key probes per request before): the UTC days and the
+      // queue over one range of their keys (constant bounds, not one probe per day), the hours and
+      // the quarters each by one scan node probing the runs to move.
+      for (const table of ['commerce_rollup_day', 'commerce_rollup_hour', 'commerce_rollup_quarter', 'commerce_metric_changes']) {
+        expect(text.match(new RegExp(`\\bon ${table}\\b`, 'g')) ?? [], table).toHaveLength(1);
+      }
+      expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2025-01-01 00:00:00\+00'::timestamp with time zone\) AND \(bucket < '2026-01-01 00:00:00\+00'::timestamp with time zone\)\)/);
+      expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2024-12-31 18:15:00\+00'::timestamp with time zone\) AND \(bucket < '2025-12-31 18:15:00\+00'::timestamp with time zone\)\)/);
       // By month the UTC days inside each month serve: the day rollup by its key.
       text = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), timeZone: 'Asia/Kathmandu' });
       for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey']) expect(text).toContain(index);
