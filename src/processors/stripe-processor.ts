@@ -255,12 +255,14 @@ export class StripeCheckout implements HostedCardCheckout {
       return { processorSessionId: created.id, url: created.url, expiresAt: new Date(expiresAt * 1000) };
     } catch (err) {
       if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
-      // Not the merchant's input (expiresIn was checked): the create reached Stripe later than the
-      // headroom covers, or this server's clock is off. A retry computes the expiry afresh.
+      // An account Stripe does not take dynamic tax rates from (a limited-use parameter): no retry
+      // can succeed; the merchant gives the buyer's location instead.
       if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param?.includes('dynamic_tax_rates')) {
         this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused dynamic tax rates on a Checkout Session');
         throw validationError(`body.customerTax is required: the card processor refused to choose the tax from the buyer's address (${err.message}); pass the buyer's country as body.customerTax.country`);
       }
+      // Not the merchant's input (expiresIn was checked): the create reached Stripe later than the
+      // headroom covers, or this server's clock is off. A retry computes the expiry afresh.
       if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param === 'expires_at') {
         this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId }, expiresAt }, "Stripe refused the Checkout Session's expires_at: the create took longer than the headroom, or this server's clock is off");
         throw serviceUnavailable("The card processor measured the checkout's expiry from a later time than this server's (a slow request or a clock off); retry with the same Idempotency-Key");
