@@ -2740,9 +2740,22 @@ export interface components {
              * @description The buyer's location for tax (issue 39). Given here, the session's `amount` includes
              *     the tax of the organization's rates for it, and the hosted page shows it; omitted, the
              *     sandbox's hosted page asks the buyer for their country when the organization has
-             *     active tax rates (and shows the total with tax before the payment). On the Stripe rail
-             *     the location must be given here (Stripe Checkout's page cannot ask Kassa again); the
-             *     rates are sent to Stripe as tax rates on the line item (docs/tax.md).
+             *     active tax rates (and shows the total with tax before the payment). On the Stripe rail,
+             *     given here, the location's rates are sent to Stripe as fixed tax rates on the line item
+             *     (a subscription's `default_tax_rates`); this is the only way to EU reverse charge on
+             *     Stripe (a `taxId` typed on Stripe's page cannot change a manual rate). Omitted on the
+             *     Stripe rail while the organization has active rates, Kassa sends all of them as
+             *     Stripe's `dynamic_tax_rates` and requires a billing address on Stripe's page: Stripe
+             *     applies the rate of the address's country (state, in the US), or none, and the
+             *     session's `amount` is before tax until the buyer pays; the completed session then has
+             *     the `tax` (the address's country, the rate Stripe applied) and the `amount` Stripe
+             *     collected, and the order's TAX lines equal Stripe's tax. A subscription's renewals
+             *     carry the same rate. Stripe chooses at most one rate per address and only in the US
+             *     (by state), GB, AU and the EU (by country), so an organization with a rate elsewhere,
+             *     a US rate without a state, a non-US rate with a region, or two rates for one place
+             *     gets `400` naming `body.customerTax` (pass the location then), as does a Stripe
+             *     account that refuses `dynamic_tax_rates` (Stripe marked it limited-use in 2026).
+             *     Payment-link sessions on Stripe stay untaxed (docs/tax.md).
              */
             customerTax?: components["schemas"]["CustomerTaxLocation"];
             /** @description Up to 50 string pairs copied to the order's `merchantMetadata`. */
@@ -3182,8 +3195,10 @@ export interface components {
         };
         /**
          * @description The session's tax: the buyer's location and the rates that apply there, as snapshotted
-         *     when the location was given (at creation, or on the hosted page). The session's `amount`
-         *     includes the exclusive tax of these rates.
+         *     when the location was given (at creation, or on the hosted page), or, for a Stripe
+         *     session created without one, the billing address's country and the rate Stripe applied
+         *     (set when the payment is recorded; `rates` empty when no rate matched). The session's
+         *     `amount` includes the exclusive tax of these rates.
          */
         CheckoutSessionTax: {
             country: components["schemas"]["CountryCode"];

@@ -229,6 +229,12 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return written === 1;
   }
 
+  async setProcessorTax(id: string, tax: TaxContext, amount: number, at: Date): Promise<boolean> {
+    // Once: a session that has a tax (given at creation, or already recorded) keeps it.
+    const written = await this.db('checkout_sessions').where({ id }).whereNull('tax').update({ tax: json(tax), amount, updated_at: at });
+    return written === 1;
+  }
+
   async recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean> {
     const written = await this.db('checkout_sessions').where({ id, status: 'CREATED' }).update({ last_error: json(failure), updated_at: at });
     return written === 1;

@@ -13,8 +13,8 @@ import { presentWebhookOrder } from './order.presenter.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
-import { sessionChargeInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
-import { priceWithTax } from './tax.js';
+import { sessionChargeInputs, sessionLineInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
+import { priceWithTax, type TaxContext } from './tax.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -33,6 +33,13 @@ export interface PaymentResult {
   customerEmail?: string;
   /** A subscription the processor's billing renews (Stripe): its id and first billing period. */
   processorSubscription?: { id: string; periodStart: Date; periodEnd: Date };
+  /**
+   * The tax the processor chose from the buyer's address (Stripe's `dynamic_tax_rates`, issue 39),
+   * for a session created without a location: recorded on the session (its `tax` and `amount`)
+   * before its order is written, so the order's TAX lines are what the processor collected.
+   * Ignored when the session already has a tax or an order.
+   */
+  tax?: TaxContext;
 }
 
 /** What the chain watcher saw of a transfer matched to a crypto session (see applyCryptoTransfer). */
@@ -114,9 +121,17 @@ export class PaymentFlow {
     });
   }
 
-  private async applyLocked(stores: CommerceStores, session: CheckoutSession, result: PaymentResult): Promise<PaymentApplied> {
+  private async applyLocked(stores: CommerceStores, locked: CheckoutSession, result: PaymentResult): Promise<PaymentApplied> {
     const now = this.clock.now();
-    const existing = await stores.orders.findBySession(session.id);
+    const existing = await stores.orders.findBySession(locked.id);
+    let session = locked;
+    if (!existing && result.tax && !session.tax) {
+      // The buyer's location and the rate the processor chose (issue 39): the session's tax from
+      // now on, under its lock, before the order is priced from it.
+      const amount = priceWithTax(sessionLineInputs(session), result.tax).total;
+      assertWritten(await stores.sessions.setProcessorTax(session.id, result.tax, amount, now), 'checkout session');
+      session = { ...session, tax: result.tax, amount, updatedAt: now };
+    }
     if (!existing) {
       if (result.outcome === 'failed') {
         throw new Error('a failed payment without an accepted one has no order; record it as the session lastError');

@@ -75,6 +75,11 @@ export interface CheckoutSessionRepository {
   recordAttemptFailure(id: string, failure: ProviderFailure, at: Date): Promise<boolean>;
   /** The buyer's tax location given on the hosted page: tax and amount, while CREATED and still at `expectedAmount`. */
   setTax(id: string, tax: TaxContext, amount: number, expectedAmount: number, at: Date): Promise<boolean>;
+  /**
+   * The tax the card processor chose from the buyer's address (Stripe's dynamic tax rates), with
+   * the amount it makes: only while the session has no tax yet (the caller holds its lock).
+   */
+  setProcessorTax(id: string, tax: TaxContext, amount: number, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping locked ones); returns their ids. */
   expireDue(now: Date, limit: number): Promise<string[]>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;

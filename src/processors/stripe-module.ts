@@ -81,6 +81,7 @@ export function createStripeModule(deps: {
     new RefundFlow(deps.uow, deps.clock),
     accountUpdated,
     deps.releaseDiscount,
+    deps.taxRates,
   );
   const events = eventService(webhookSecret);
   return {

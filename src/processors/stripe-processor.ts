@@ -22,6 +22,8 @@ import { INTERACTIVE, retryAfterMs, withStripeRetries } from './stripe-retry.js'
 import { verifiedStripeEvent } from './stripe-event-intake.js';
 import { refundStatus } from './stripe-refund-status.js';
 import { stripeCouponFor } from './stripe-coupons.js';
+import { priceWithTax, type TaxContext, type TaxRateSnapshot } from '../commerce/tax.js';
+import { sessionLineInputs } from '../commerce/order-lines.js';
 
 export type StripeConfig = Extract<CardProcessorConfig, { kind: 'stripe' }>;
 
@@ -60,13 +62,59 @@ export function stripeExpiresAt(kassaExpiresAt: Date, now: Date): number {
   return Math.max(Math.ceil(kassaExpiresAt.getTime() / 1000), Math.ceil(now.getTime() / 1000) + STRIPE_MIN_EXPIRY_SECONDS + STRIPE_EXPIRY_HEADROOM_SECONDS);
 }
 
+/** A Kassa tax rate as the Stripe rail reads it. */
+export interface StripeRailTaxRate {
+  id: string;
+  displayName: string;
+  percentage: string;
+  inclusive: boolean;
+  country: string;
+  region: string | null;
+  description: string | null;
+  stripeTaxRateId: string | null;
+}
+
 /** Kassa's tax rates as the Stripe rail needs them (src/tax/tax.service.ts): the Stripe tax rate of each, made once. */
 export interface StripeTaxRates {
-  stripeTaxRate(
-    orgId: string,
-    rateId: string,
-    make: (rate: { id: string; displayName: string; percentage: string; inclusive: boolean; country: string; region: string | null; description: string | null }) => Promise<string>,
-  ): Promise<string>;
+  stripeTaxRate(orgId: string, rateId: string, make: (rate: StripeRailTaxRate) => Promise<string>): Promise<string>;
+  /** The organization's rates of a status (ACTIVE: the candidates of Stripe's dynamic tax rates). */
+  list(orgId: string, status?: 'ACTIVE' | 'ARCHIVED'): Promise<StripeRailTaxRate[]>;
+  /** One rate (archived ones too); 404 AppError when the organization has none of that id. */
+  get(orgId: string, id: string): Promise<StripeRailTaxRate>;
+}
+
+/**
+ * The countries whose tax rates Stripe Checkout's `dynamic_tax_rates` can choose from the buyer's
+ * address, as Stripe documents the parameter: "US, GB, AU, and all countries in the EU"; a US rate
+ * needs a state.
+ */
+export const STRIPE_DYNAMIC_TAX_COUNTRIES: ReadonlySet<string> = new Set([
+  'US', 'GB', 'AU',
+  'AT', 'BE', 'BG', 'HR', 'CY', 'CZ', 'DK', 'EE', 'FI', 'FR', 'DE', 'GR', 'HU', 'IE', 'IT', 'LV', 'LT', 'LU', 'MT', 'NL', 'PL', 'PT', 'RO', 'SK', 'SI', 'ES', 'SE',
+]);
+
+/** Metadata on a Checkout Session sent with dynamic tax rates: its tax is read back from Stripe when it completes. */
+export const KASSA_DYNAMIC_TAX_KEY = 'kassa_dynamic_tax';
+
+/**
+ * Why Stripe cannot choose a buyer's tax from these rates by address (undefined: it can). Stripe
+ * picks at most one of the dynamic rates for an address and matches a country (a state in the
+ * US), so every location must have at most one Kassa rate, each in a country Stripe matches:
+ * a US rate with a state, another country's rate without a region, one rate per country (per
+ * state in the US).
+ */
+export function dynamicTaxRefusal(rates: readonly Pick<StripeRailTaxRate, 'id' | 'country' | 'region'>[]): string | undefined {
+  const seen = new Map<string, string>();
+  for (const r of rates) {
+    if (!STRIPE_DYNAMIC_TAX_COUNTRIES.has(r.country)) return `rate ${r.id} is for ${r.country}, and Stripe chooses rates by address only in the US, GB, AU and the EU`;
+    if (r.country === 'US' && !r.region) return `rate ${r.id} is for the whole US, and Stripe needs a state to choose a US rate`;
+    if (r.country !== 'US' && r.region) return `rate ${r.id} is for region ${r.region} of ${r.country}, and Stripe chooses rates outside the US by country only`;
+    const where = r.country === 'US' ? `US-${r.region}` : r.country;
+    const other = seen.get(where);
+    if (other) return `rates ${other} and ${r.id} both apply in ${where}, and Stripe applies one rate per address`;
+    seen.set(where, r.id);
+  }
+  return undefined;
 }
 
 export class StripeCheckout implements HostedCardCheckout {
@@ -89,10 +137,35 @@ export class StripeCheckout implements HostedCardCheckout {
   private async stripeTaxRateIds(session: CheckoutSession): Promise<string[]> {
     const tax = session.tax;
     if (!tax || tax.reverseCharge || tax.rates.length === 0 || !this.taxRates) return [];
+    return this.stripeTaxRatesOf(session, tax.rates.map((r) => r.rateId));
+  }
+
+  /**
+   * Stripe's dynamic tax rates for a session created without the buyer's location (issue 39):
+   * every ACTIVE rate of the organization, as Stripe tax rates, from which Stripe chooses the one
+   * of the buyer's billing address (see dynamicTaxRefusal for the rates it cannot choose from:
+   * 400, the merchant passes `customerTax` instead). None without rates, for a session given a
+   * location, and for payment-link sessions (not taxed on the Stripe rail, as before).
+   */
+  private async dynamicTaxRateIds(session: CheckoutSession): Promise<string[]> {
+    if (session.tax || session.paymentLinkId || !this.taxRates) return [];
+    const rates = await this.taxRates.list(session.orgId, 'ACTIVE');
+    if (rates.length === 0) return [];
+    const refusal = dynamicTaxRefusal(rates);
+    if (refusal) {
+      throw validationError(
+        `body.customerTax is required: the organization's tax rates cannot be chosen by Stripe from the buyer's address on its checkout page (${refusal}); pass the buyer's country as body.customerTax.country`,
+      );
+    }
+    return this.stripeTaxRatesOf(session, rates.map((r) => r.id));
+  }
+
+  private async stripeTaxRatesOf(session: CheckoutSession, rateIds: readonly string[]): Promise<string[]> {
+    if (!this.taxRates) return [];
     const ids: string[] = [];
-    for (const r of tax.rates) {
+    for (const rateId of rateIds) {
       ids.push(
-        await this.taxRates.stripeTaxRate(session.orgId, r.rateId, async (rate) => {
+        await this.taxRates.stripeTaxRate(session.orgId, rateId, async (rate) => {
           try {
             const created = await withStripeRetries(
               () =>
@@ -139,6 +212,9 @@ export class StripeCheckout implements HostedCardCheckout {
     // Tax (issue 39): the line item's tax_rates on a payment; on a subscription the subscription's
     // default_tax_rates, so every invoice Stripe bills (renewals too) carries the same rates.
     const taxRates = await this.stripeTaxRateIds(session);
+    // Without the buyer's location: the candidates Stripe chooses from by the billing address the
+    // buyer enters on Stripe's page (required then); read back at checkout.session.completed.
+    const dynamicTaxRates = await this.dynamicTaxRateIds(session);
     // A coupon (issue 39): Kassa's, made once into Stripe's, taken off by Stripe (stripe-coupons.ts).
     const coupon = await this.stripeCoupon(session);
     const params: Stripe.Checkout.SessionCreateParams = {
@@ -153,11 +229,15 @@ export class StripeCheckout implements HostedCardCheckout {
             ...(recurring && { recurring }),
           },
           ...(!recurring && taxRates.length > 0 && { tax_rates: taxRates }),
+          // Not in the SDK's types since stripe-node 22.4.0 (Stripe calls it limited-use): sent as
+          // Stripe's API documents it; an account without it gets Stripe's 400 (see open's catch).
+          ...(dynamicTaxRates.length > 0 && ({ dynamic_tax_rates: dynamicTaxRates } as object)),
         },
       ],
+      ...(dynamicTaxRates.length > 0 && { billing_address_collection: 'required' as const }),
       ...(session.customerEmail && { customer_email: session.customerEmail }),
       client_reference_id: session.id,
-      metadata: ids,
+      metadata: dynamicTaxRates.length > 0 ? { ...ids, [KASSA_DYNAMIC_TAX_KEY]: 'true' } : ids,
       ...(recurring
         ? { subscription_data: { metadata: ids, ...destinationTransfer(session), ...stripeTrial(session), ...(taxRates.length > 0 && { default_tax_rates: taxRates }) } }
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
@@ -175,6 +255,12 @@ export class StripeCheckout implements HostedCardCheckout {
       return { processorSessionId: created.id, url: created.url, expiresAt: new Date(expiresAt * 1000) };
     } catch (err) {
       if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
+      // An account Stripe does not take dynamic tax rates from (a limited-use parameter): no retry
+      // can succeed; the merchant gives the buyer's location instead.
+      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param?.includes('dynamic_tax_rates')) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused dynamic tax rates on a Checkout Session');
+        throw validationError(`body.customerTax is required: the card processor refused to choose the tax from the buyer's address (${err.message}); pass the buyer's country as body.customerTax.country`);
+      }
       // Not the merchant's input (expiresIn was checked): the create reached Stripe later than the
       // headroom covers, or this server's clock is off. A retry computes the expiry afresh.
       if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param === 'expires_at') {
@@ -317,6 +403,8 @@ export class StripeEventService {
     private readonly accountUpdated: (accountId: string) => Promise<StripeEventOutcome> = async () => 'ignored',
     /** A Kassa session whose Stripe Checkout Session expired unpaid: its coupon's redemption is given back (issue 39). */
     private readonly expiredUnpaid: (session: CheckoutSession) => Promise<void> = async () => undefined,
+    /** Tax rates (issue 39): the rate Stripe chose by address is read back into Kassa's (dynamic tax rates). */
+    private readonly taxRates?: StripeTaxRates,
   ) {
     this.paymentEvents = new StripePaymentEvents(stripe, uow, refunds, clock, logger, isOwnOrganization, (id) => this.applyCheckoutSession(id));
   }
@@ -385,11 +473,40 @@ export class StripeEventService {
     );
   }
 
+  /**
+   * The tax Stripe chose from the buyer's billing address for a session sent with dynamic tax
+   * rates (issue 39): the location is the address's country (and state, in the US), the rates
+   * are the Kassa rates of the Stripe tax rates in `total_details.breakdown.taxes` (each Stripe
+   * rate names its Kassa rate in its metadata, checked against the id Kassa recorded for it).
+   * No matching rate: the location with no rates (no TAX line). Undefined for a session created
+   * with a location (its tax is Kassa's own) or one already given its tax.
+   */
+  private async dynamicTax(session: CheckoutSession, current: Stripe.Checkout.Session): Promise<TaxContext | undefined> {
+    if (session.tax || current.metadata?.[KASSA_DYNAMIC_TAX_KEY] !== 'true' || !this.taxRates) return undefined;
+    const address = current.customer_details?.address;
+    if (!address?.country) {
+      this.logger.warn({ checkoutSessionId: session.id, stripeSessionId: current.id }, 'Stripe: a Checkout Session sent with dynamic tax rates completed without a billing address; no tax recorded');
+      return undefined;
+    }
+    const country = address.country.toUpperCase();
+    const rates: TaxRateSnapshot[] = [];
+    for (const t of current.total_details?.breakdown?.taxes ?? []) {
+      const kassaId = t.rate.metadata?.kassa_tax_rate_id;
+      const rate = kassaId ? await this.taxRates.get(session.orgId, kassaId).catch(() => undefined) : undefined;
+      if (!rate || rate.stripeTaxRateId !== t.rate.id) {
+        this.logger.error({ checkoutSessionId: session.id, stripeSessionId: current.id, stripeTaxRateId: t.rate.id }, "Stripe: a Checkout Session's tax rate is not one Kassa made for this organization; the order is written without it");
+        continue;
+      }
+      rates.push({ rateId: rate.id, displayName: rate.displayName, percentage: rate.percentage, inclusive: rate.inclusive });
+    }
+    return { location: { country, region: country === 'US' && address.state ? address.state.toUpperCase() : null, taxId: null }, rates, reverseCharge: false };
+  }
+
   /** Applies what the Checkout Session is now, whichever of its events arrived. */
   private async applyCheckoutSession(stripeSessionId: string): Promise<StripeEventOutcome> {
     let current: Stripe.Checkout.Session;
     try {
-      current = await withStripeRetries(() => this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent'] }), INTERACTIVE);
+      current = await withStripeRetries(() => this.stripe.checkout.sessions.retrieve(stripeSessionId, { expand: ['payment_intent', 'total_details.breakdown'] }), INTERACTIVE);
     } catch (err) {
       // Not on this account (another account's or mode's event, or one Stripe no longer has): a
       // redelivery cannot change that, so it is acknowledged, as unknown charges and disputes are.
@@ -413,7 +530,8 @@ export class StripeEventService {
       return 'applied';
     }
     if (current.status !== 'complete') return 'ignored';
-    this.checkAmount(session, current);
+    const tax = await this.dynamicTax(session, current);
+    this.checkAmount(tax ? { ...session, amount: priceWithTax(sessionLineInputs(session), tax).total } : session, current);
     const intent = typeof current.payment_intent === 'object' ? current.payment_intent : null;
     const paymentId = intent?.id ?? (typeof current.payment_intent === 'string' ? current.payment_intent : null) ?? current.id;
     // A subscription checkout: its first invoice's payment, and the Stripe subscription Kassa's starts from.
@@ -421,6 +539,7 @@ export class StripeEventService {
     const base = {
       checkoutSessionId: session.id,
       processorPaymentId: paymentId,
+      ...(tax && { tax }),
       ...(intent && { processorStatus: intent.status }),
       customerEmail: current.customer_details?.email ?? undefined,
       ...subscription,

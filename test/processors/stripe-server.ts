@@ -30,6 +30,16 @@
  * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
  * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
  * amount off at most the line; tax on the discounted amount.
+ * Dynamic tax rates (issue 39): `line_items[0][dynamic_tax_rates]` with `billing_address_collection`,
+ * as Stripe's "Use manual tax rates" guide documents them: each rate needs a country Stripe
+ * supports for them (US, GB, AU, the EU; a US rate a state), `tax_rates` and `dynamic_tax_rates`
+ * exclude each other, the session is created without tax, and when the buyer completes it with an
+ * address (`complete(…, { address })`) Stripe applies the rate matching the address's country
+ * (and state, for a rate with one), or none. The session's `total_details.breakdown` (returned
+ * only when expanded, as Stripe does) lists the taxes by rate; a subscription's item takes the
+ * chosen rate as its `tax_rates`, which its invoices apply instead of the subscription's
+ * `default_tax_rates`. `dynamicTaxRatesAvailable = false` answers as Stripe answers an account
+ * without the parameter (stripe-node 22.4.0 dropped it as "limited-use"): 400 unknown parameter.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -104,6 +114,8 @@ export class FakeStripe {
       trialSettings?: Stripe.Subscription.TrialSettings;
       /** subscription_data.default_tax_rates (ids). */
       taxRates: string[];
+      /** The dynamic tax rate Stripe chose for the buyer's address: the subscription item's tax_rates. */
+      itemTaxRates?: string[];
       /** The session's `discounts[0][coupon]`: it becomes the subscription's discount. */
       couponId?: string;
     }
@@ -114,6 +126,12 @@ export class FakeStripe {
   readonly discounts = new Map<string, Stripe.Discount>();
   /** Tax rates (`POST /v1/tax_rates`), with the percentage as sent (decimal text) for exact arithmetic. */
   readonly taxRates = new Map<string, { rate: Stripe.TaxRate; percentage: string }>();
+  /** Whether this account may send `dynamic_tax_rates` (false: Stripe's 400 for an unknown parameter). */
+  dynamicTaxRatesAvailable = true;
+  /** A session's dynamic tax rates (ids) and what its tax is computed on, until the buyer gives an address. */
+  private readonly dynamicTaxRates = new Map<string, { rateIds: string[]; taxable: number }>();
+  /** A session's `total_details.breakdown` (Stripe returns it only when expanded). */
+  private readonly breakdowns = new Map<string, Stripe.Checkout.Session.TotalDetails.Breakdown>();
   private server: Server | undefined;
   private baseUrl = 'http://stripe.invalid';
   /**
@@ -142,7 +160,9 @@ export class FakeStripe {
     app.get('/c/pay/:id', (req, res) => {
       const session = this.sessions.get(req.params.id);
       if (!session || session.status !== 'open') return void res.status(404).type('html').send('<h1>This checkout is no longer available</h1>');
-      const email = session.customer_email ? `<p>Paying as ${session.customer_email}</p>` : '<input id="email" name="email" type="email" required>';
+      const email =
+        (session.customer_email ? `<p>Paying as ${session.customer_email}</p>` : '<input id="email" name="email" type="email" required>') +
+        (session.billing_address_collection === 'required' ? '<input id="country" name="country" required><input id="state" name="state">' : '');
       res.type('html').send(
         `<!doctype html><title>Stripe Checkout (test)</title><h1 data-testid="stripe-amount">${session.currency?.toUpperCase()} ${((session.amount_total ?? 0) / 100).toFixed(2)}</h1>` +
           `<form method="post">${email}<button type="submit">Pay</button></form><a href="${session.cancel_url}">Back</a>`,
@@ -151,7 +171,8 @@ export class FakeStripe {
     app.post('/c/pay/:id', async (req, res) => {
       const session = this.sessions.get(req.params.id);
       if (!session || session.status !== 'open') return void res.status(404).send('gone');
-      const paid = this.complete(session.id, { email: session.customer_email ?? String(req.body.email) });
+      const address = session.billing_address_collection === 'required' ? { country: String(req.body.country), ...(req.body.state && { state: String(req.body.state) }) } : undefined;
+      const paid = this.complete(session.id, { email: session.customer_email ?? String(req.body.email), ...(address && { address }) });
       res.redirect(303, paid.success_url!);
       // Like Stripe, the event is sent on its own, after the buyer was sent back.
       void this.send(this.log[this.log.length - 1]!).catch(() => undefined);
@@ -217,7 +238,9 @@ export class FakeStripe {
       if (!session) return void this.missing(res, req.params.id);
       const expand = ([] as unknown[]).concat((req.query.expand as unknown) ?? []);
       const intent = typeof session.payment_intent === 'string' ? this.intents.get(session.payment_intent) : undefined;
-      const body: Stripe.Checkout.Session = expand.includes('payment_intent') && intent ? { ...session, payment_intent: intent } : session;
+      let body: Stripe.Checkout.Session = expand.includes('payment_intent') && intent ? { ...session, payment_intent: intent } : session;
+      const breakdown = this.breakdowns.get(session.id);
+      if (expand.includes('total_details.breakdown') && body.total_details && breakdown) body = { ...body, total_details: { ...body.total_details, breakdown } };
       res.json(body);
     });
     app.post('/v1/checkout/sessions/:id/expire', (req, res) =>
@@ -364,9 +387,14 @@ export class FakeStripe {
    * The buyer pays on Stripe's page: `paid` at once (a card), or `processing` (an asynchronous
    * method, settled later by settleAsync). Returns the session as Stripe now has it.
    */
-  complete(sessionId: string, buyer: { email: string; outcome?: 'paid' | 'processing' }): Stripe.Checkout.Session {
-    const session = this.mustGet(sessionId);
+  complete(sessionId: string, buyer: { email: string; outcome?: 'paid' | 'processing'; address?: { country: string; state?: string; postal_code?: string } }): Stripe.Checkout.Session {
+    let session = this.mustGet(sessionId);
     if (session.status !== 'open') throw new Error(`cannot complete a ${session.status} session`);
+    if (session.billing_address_collection === 'required' && !buyer.address) throw new Error('this session requires a billing address: complete it with buyer.address');
+    const address: Stripe.Address | null = buyer.address
+      ? { city: null, country: buyer.address.country, line1: null, line2: null, postal_code: buyer.address.postal_code ?? null, state: buyer.address.state ?? null }
+      : null;
+    session = this.applyDynamicTax(session, address);
     const paid = (buyer.outcome ?? 'paid') === 'paid';
     if (session.mode === 'subscription') {
       if (!paid) throw new Error('this fake pays subscription checkouts by card only');
@@ -377,7 +405,7 @@ export class FakeStripe {
         subscription: subscription.id,
         invoice: invoice.id,
         customer: subscription.customer as string,
-        customer_details: { address: null, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
+        customer_details: { address, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
       });
       this.record('checkout.session.completed', completed);
       return completed;
@@ -389,10 +417,32 @@ export class FakeStripe {
       status: 'complete',
       payment_status: paid ? 'paid' : 'unpaid',
       payment_intent: intent.id,
-      customer_details: { address: null, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
+      customer_details: { address, business_name: null, email: buyer.email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: [] },
     });
     this.record('checkout.session.completed', completed);
     return completed;
+  }
+
+  /**
+   * Stripe's choice among a session's dynamic tax rates for the buyer's address: the rate of the
+   * address's country (and state, for a rate that has one), else none; the session's totals and
+   * breakdown then carry its tax, and a subscription's item takes it as its `tax_rates`.
+   */
+  private applyDynamicTax(session: Stripe.Checkout.Session, address: Stripe.Address | null): Stripe.Checkout.Session {
+    const dynamic = this.dynamicTaxRates.get(session.id);
+    if (!dynamic || !address?.country) return session;
+    const chosen = dynamic.rateIds.find((r) => {
+      const rate = this.taxRates.get(r)!.rate;
+      return rate.country === address.country && (!rate.state || rate.state === address.state);
+    });
+    const tax = this.taxFor(dynamic.taxable, chosen ? [chosen] : []);
+    this.breakdowns.set(session.id, { ...this.breakdowns.get(session.id)!, taxes: breakdownTaxes(tax.taxes) });
+    const plan = this.pendingSubscriptions.get(session.id);
+    if (plan) this.pendingSubscriptions.set(session.id, { ...plan, itemTaxRates: chosen ? [chosen] : [] });
+    return this.update(session.id, {
+      amount_total: dynamic.taxable + tax.added,
+      total_details: { ...session.total_details!, amount_tax: tax.taxes.reduce((sum, t) => sum + t.amount, 0) },
+    });
   }
 
   /** A card declined on Stripe's page: the session stays open; its PaymentIntent records the error. */
@@ -836,7 +886,7 @@ export class FakeStripe {
       price,
       quantity: plan.quantity,
       subscription: subscriptionId,
-      tax_rates: [],
+      tax_rates: (plan.itemTaxRates ?? []).map((r) => this.taxRates.get(r)!.rate),
     };
     const subscription: Stripe.Subscription = {
       id: subscriptionId,
@@ -937,7 +987,7 @@ export class FakeStripe {
     const discountAmount = discount ? this.discountOff(discount.coupon, amount) : 0;
     const discountAmounts = discount ? [{ amount: discountAmount, discount: discount.id }] : [];
     // The subscription's default tax rates on the line (Stripe's tax on each invoice), on the discounted amount.
-    const tax = this.taxFor(amount - discountAmount, (sub.default_tax_rates ?? []).map((r) => r.id));
+    const tax = this.taxFor(amount - discountAmount, invoiceTaxRates(sub));
     const lineTaxes: Stripe.InvoiceLineItem.Tax[] = tax.taxes.map((t) => ({
       amount: t.amount,
       tax_behavior: t.rate.inclusive ? 'inclusive' : 'exclusive',
@@ -1383,7 +1433,7 @@ export class FakeStripe {
   /** A draft `subscription_update` invoice of proration lines (each with the subscription's default tax rates). */
   private prorationInvoice(sub: Stripe.Subscription, lines: { amount: number; description: string; quantity: number; price: Stripe.Price }[], period: { start: number; end: number }): Stripe.Invoice {
     const base = this.createInvoice(sub, 'subscription_update', period, 'paid', 0, undefined, true);
-    const rateIds = (sub.default_tax_rates ?? []).map((r) => r.id);
+    const rateIds = invoiceTaxRates(sub);
     let added = 0;
     let inclusiveTax = 0;
     const item = sub.items.data[0]!;
@@ -1592,7 +1642,9 @@ export class FakeStripe {
         quantity?: string;
         price_data?: { currency?: string; unit_amount?: string; product_data?: { name?: string }; recurring?: { interval?: string; interval_count?: string } };
         tax_rates?: string[];
+        dynamic_tax_rates?: string[];
       }>;
+      billing_address_collection?: string;
       subscription_data?: {
         default_tax_rates?: string[];
         metadata?: Record<string, string>;
@@ -1652,6 +1704,22 @@ export class FakeStripe {
     for (const [i, r] of taxRateIds.entries()) {
       if (!this.taxRates.has(r)) return invalid(`No such tax rate: '${r}'`, item.tax_rates ? `line_items[0][tax_rates][${i}]` : `subscription_data[default_tax_rates][${i}]`);
     }
+    // Dynamic tax rates: chosen by the buyer's address when the session completes (applyDynamicTax).
+    const dynamicIds = item.dynamic_tax_rates;
+    if (dynamicIds !== undefined) {
+      if (!this.dynamicTaxRatesAvailable) return invalid('Received unknown parameter: line_items[0][dynamic_tax_rates]', 'line_items[0][dynamic_tax_rates]');
+      if (item.tax_rates) return invalid('You may only specify one of these parameters: dynamic_tax_rates, tax_rates.', 'line_items[0][dynamic_tax_rates]');
+      for (const [i, r] of dynamicIds.entries()) {
+        const found = this.taxRates.get(r);
+        const param = `line_items[0][dynamic_tax_rates][${i}]`;
+        if (!found) return invalid(`No such tax rate: '${r}'`, param);
+        if (!found.rate.country || !DYNAMIC_TAX_COUNTRIES.has(found.rate.country)) return invalid(`Tax rate ${r} must have a country supported for dynamic tax rates (US, GB, AU or an EU member state).`, param);
+        if (found.rate.country === 'US' && !found.rate.state) return invalid(`Tax rate ${r} must have a state to be used as a dynamic tax rate in the US.`, param);
+      }
+    }
+    if (p.billing_address_collection !== undefined && !['auto', 'required'].includes(p.billing_address_collection)) {
+      return invalid('Invalid billing_address_collection: must be one of auto or required', 'billing_address_collection');
+    }
     const subtotal = unitAmount * quantity;
     // A discount (one coupon, as Stripe takes on a session) off the line, before its tax.
     if (p.discounts && p.allow_promotion_codes === 'true') return invalid('You may only specify one of these parameters: allow_promotion_codes, discounts.', 'discounts');
@@ -1686,7 +1754,7 @@ export class FakeStripe {
       amount_subtotal: subtotal,
       amount_total: subtotal - discount + tax.added,
       automatic_tax: { enabled: false, liability: null, provider: null, status: null },
-      billing_address_collection: null,
+      billing_address_collection: (p.billing_address_collection as Stripe.Checkout.Session.BillingAddressCollection | undefined) ?? null,
       cancel_url: p.cancel_url ?? null,
       client_reference_id: p.client_reference_id ?? null,
       client_secret: null,
@@ -1738,6 +1806,8 @@ export class FakeStripe {
       wallet_options: null,
     };
     this.sessions.set(sessionId, session);
+    this.breakdowns.set(sessionId, { discounts: [], taxes: breakdownTaxes(tax.taxes) });
+    if (dynamicIds?.length) this.dynamicTaxRates.set(sessionId, { rateIds: dynamicIds, taxable: subtotal - discount });
     if (destination) this.destinations.set(sessionId, destination);
     if (p.mode === 'subscription') {
       this.pendingSubscriptions.set(sessionId, {
@@ -1987,4 +2057,27 @@ interface EventListQuery {
 
 function missingBody(sessionId: string) {
   return { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such checkout.session: '${sessionId}'`, param: 'id' } };
+}
+
+/** The countries Stripe documents for `dynamic_tax_rates`: "US, GB, AU, and all countries in the EU". */
+const DYNAMIC_TAX_COUNTRIES: ReadonlySet<string> = new Set([
+  'US', 'GB', 'AU',
+  'AT', 'BE', 'BG', 'HR', 'CY', 'CZ', 'DK', 'EE', 'FI', 'FR', 'DE', 'GR', 'HU', 'IE', 'IT', 'LV', 'LT', 'LU', 'MT', 'NL', 'PL', 'PT', 'RO', 'SK', 'SI', 'ES', 'SE',
+]);
+
+/** The tax rates an invoice of the subscription applies: its item's own, else the subscription's defaults (Stripe's precedence). */
+function invoiceTaxRates(sub: Stripe.Subscription): string[] {
+  const item = sub.items.data[0];
+  const own = (item?.tax_rates ?? []).map((r) => r.id);
+  return own.length > 0 ? own : (sub.default_tax_rates ?? []).map((r) => r.id);
+}
+
+/** A session's taxes by rate, as `total_details.breakdown.taxes` lists them. */
+function breakdownTaxes(taxes: { rate: Stripe.TaxRate; amount: number; taxable: number }[]): Stripe.Checkout.Session.TotalDetails.Breakdown.Tax[] {
+  return taxes.map((t) => ({
+    amount: t.amount,
+    rate: t.rate,
+    taxability_reason: 'standard_rated' as const,
+    taxable_amount: t.rate.inclusive ? t.taxable - t.amount : t.taxable,
+  }));
 }
