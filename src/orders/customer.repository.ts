@@ -52,9 +52,10 @@ export class KnexCustomerRepository implements CustomerRepository {
     if (refs.ids.length === 0 && refs.externalIds.length === 0) return [];
     const rows = await this.db<CustomerRow>('customers')
       .where('org_id', orgId)
+      // One array parameter per list (not one per customer): an ingest batch names up to 1,000.
       .andWhere((q) => {
-        if (refs.ids.length > 0) q.orWhereIn('id', refs.ids);
-        if (refs.externalIds.length > 0) q.orWhereIn('external_id', refs.externalIds);
+        if (refs.ids.length > 0) q.orWhereRaw('id = ANY(?::text[])', [refs.ids]);
+        if (refs.externalIds.length > 0) q.orWhereRaw('external_id = ANY(?::text[])', [refs.externalIds]);
       });
     return rows.map(toCustomer);
   }

@@ -260,7 +260,8 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     if (customerIds.length === 0) return [];
     const rows = await this.db<SubscriptionRow>('subscriptions')
       .where({ org_id: orgId, status: 'ACTIVE' })
-      .whereIn('customer_id', customerIds)
+      // One array parameter (not one per customer): an ingest batch names up to 1,000 customers.
+      .whereRaw('customer_id = ANY(?::text[])', [customerIds])
       .whereNotNull('product_id');
     return rows.map(toSubscription);
   }

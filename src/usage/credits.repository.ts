@@ -87,7 +87,8 @@ export class KnexCreditLedger implements CreditLedger {
 
   async customersWithCredits(orgId: string, customerIds: readonly string[]): Promise<string[]> {
     if (customerIds.length === 0) return [];
-    const rows = (await this.db('usage_credit_balances').where({ org_id: orgId }).whereIn('customer_id', [...customerIds]).distinct('customer_id').orderBy('customer_id')) as Array<{ customer_id: string }>;
+    // One array parameter (not one per customer): an ingest batch names up to 1,000 customers.
+    const rows = (await this.db('usage_credit_balances').where({ org_id: orgId }).whereRaw('customer_id = ANY(?::text[])', [[...customerIds]]).distinct('customer_id').orderBy('customer_id')) as Array<{ customer_id: string }>;
     return rows.map((r) => r.customer_id);
   }
 

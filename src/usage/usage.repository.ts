@@ -145,6 +145,10 @@ const METER_LOCK = (orgId: string) => `usage-meters:${orgId}`;
  * The rollup rows of the events in `source` (columns org_id, id, customer_id, name, ts,
  * properties) that the meters in `meters` (an alias m, already restricted) match; grouped per
  * (meter, customer, hour), in key order so concurrent batches lock shared rows in one order.
+ * The latest numeric value of each group (for `last`) is the row a window ranks first among the
+ * group's numeric rows by (ts, id) descending: one sort of the batch, which the grouping reuses
+ * (array_agg(… ORDER BY …) sorted each group on its own, three times: a sort set up per group and
+ * aggregate, most of the aggregation's time when a batch names each customer once).
  */
 function rollupSelect(source: string, meters: string): { matched: string; hours: string; values: string } {
   const matched = `FROM ${source} e
@@ -152,13 +156,17 @@ function rollupSelect(source: string, meters: string): { matched: string; hours:
       AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters}
     CROSS JOIN LATERAL (SELECT e.properties -> m.property AS v) p
     CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(p.v) = 'number' THEN (p.v #>> '{}')::numeric END AS num) n`;
-  const latest = (column: string) => `(array_agg(${column} ORDER BY e.ts DESC, e.id DESC) FILTER (WHERE n.num IS NOT NULL))[1]`;
+  const latest = (column: string) => `max(${column}) FILTER (WHERE r.rank = 1 AND r.num IS NOT NULL)`;
   return {
     matched,
-    hours: `SELECT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, count(*), coalesce(sum(n.num), 0), max(n.num), ${latest('e.ts')}, ${latest('e.id')}, ${latest('n.num')}
-      ${matched}
-      GROUP BY m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}
-      ORDER BY 2, 3, 4`,
+    hours: `SELECT r.org_id, r.meter_id, r.customer_id, r.hour, count(*), coalesce(sum(r.num), 0), max(r.num), ${latest('r.ts')}, ${latest('r.id')}, ${latest('r.num')}
+      FROM (
+        SELECT m.org_id, m.id AS meter_id, e.customer_id, ${HOUR_OF('e.ts')} AS hour, e.ts, e.id, n.num,
+          row_number() OVER (PARTITION BY m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, n.num IS NULL ORDER BY e.ts DESC, e.id DESC) AS rank
+        ${matched}
+      ) r
+      GROUP BY r.org_id, r.meter_id, r.customer_id, r.hour
+      ORDER BY 1, 2, 3, 4`,
     values: `SELECT DISTINCT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, p.v
       ${matched}
       WHERE m.aggregation = 'unique' AND p.v IS NOT NULL

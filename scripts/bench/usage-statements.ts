@@ -1,0 +1,141 @@
+/**
+ * `npx tsx scripts/bench/usage-statements.ts`: where PostgreSQL's CPU goes when one usage-event
+ * batch is ingested (issue 38, ingest ≥ 30,000 events/s) — per statement, not per request.
+ *
+ * It runs the production ingest path (UsageEventService.ingest, the services as the API builds
+ * them) in this process on a pool of ONE connection, so every statement runs on one PostgreSQL
+ * backend, one after another. Around each statement (knex's `query` and `query-response` events)
+ * it reads the backend's CPU time from /proc/<pid>/schedstat (nanoseconds, on-CPU time), and sums
+ * it per statement text. The backend's idle time between statements costs nothing, so the sum of
+ * the statements is the backend's CPU per batch; the background writers (WAL writer, background
+ * writer, checkpointer, autovacuum) are read as a whole over the run, as bench:usage reads them.
+ *
+ * The data set is bench:usage's, in a database kept for the purpose (BENCH_USAGE_DATABASE,
+ * default kassa_bench_usage_statements, seeded by `BENCH_USAGE_DATABASE=… BENCH_USAGE_SEED_ONLY=1
+ * BENCH_USAGE_SIZES=0 npm run bench:usage` when missing): 1,000 customers with an externalId, two
+ * meters over `llm` (sum of `tokens`, count), 20 subscribers of a metered price. The batches are
+ * bench:usage's: 1,000 events, every customer named once by externalId, timestamps over the last
+ * 50 minutes. BENCH_STATEMENT_BATCHES (default 40) batches are measured after 5 of warm-up.
+ * PostgreSQL must run on this machine (/proc).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { migrateLatest, openDatabase } from '../../src/db/knex.js';
+import { SecretBox } from '../../src/kernel/secrets.js';
+import { systemClock } from '../../src/kernel/clock.js';
+import { createServices } from '../../src/services.js';
+import { DEFAULT_SERVER_URL } from '../../tools/cluster.js';
+import { postgresCpuSeconds } from './postgres-cpu.js';
+import { machine } from './summary.js';
+
+const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
+const DATABASE = process.env.BENCH_USAGE_DATABASE ?? 'kassa_bench_usage_statements';
+const BATCHES = Number(process.env.BENCH_STATEMENT_BATCHES ?? 40);
+const BATCH = 1000;
+const CUSTOMERS = 1000;
+
+const onCpuNs = (pid: number): number => Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+
+/** A statement's text with its literal lists folded, so each statement of a batch is one line. */
+const shape = (sql: string): string =>
+  sql
+    .replace(/\s+/g, ' ')
+    .replace(/\(\$\d+(, \$\d+)*\)/g, '(…)')
+    .replace(/\$\d+/g, '?')
+    .trim()
+    .slice(0, 110);
+
+async function main(): Promise<void> {
+  const url = new URL(serverUrl);
+  url.pathname = `/${DATABASE}`;
+  const direct = new pg.Client({ connectionString: url.toString() });
+  await direct.connect();
+  const state = (await direct.query<{ org_id: string }>('SELECT org_id FROM bench_usage_state').catch(() => ({ rows: [] }))).rows[0];
+  if (!state) throw new Error(`${DATABASE} holds no bench:usage data set: seed it with BENCH_USAGE_DATABASE=${DATABASE} BENCH_USAGE_SEED_ONLY=1 BENCH_USAGE_SIZES=0 npm run bench:usage`);
+  // Migrations (this checkout's, e.g. a new index) on a pool of their own: migrateLatest holds a connection for its lock.
+  const migrator = await openDatabase({ databaseUrl: url.toString(), poolMax: 2 });
+  await migrateLatest(migrator.db);
+  await migrator.close();
+  const database = await openDatabase({ databaseUrl: url.toString(), poolMax: 1 });
+  const services = createServices({ db: database.db, clock: systemClock, secretBox: new SecretBox(randomBytes(32)) });
+  const pid = Number((await database.db.raw('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+
+  const perShape = new Map<string, { ns: number; calls: number }>();
+  let started: { sql: string; at: number } | undefined;
+  let measuring = false;
+  /** The batch's insert statement, kept to be EXPLAINed once more with fresh ids. */
+  let largest: { sql: string; bindings: unknown[]; ns: number } | undefined;
+  database.db.on('query', (q: { sql: string; bindings?: unknown[] }) => {
+    if (measuring) started = { sql: q.sql, at: onCpuNs(pid) };
+    if (measuring && q.sql.startsWith('WITH batch')) largest = { sql: q.sql, bindings: q.bindings ?? [], ns: 0 };
+  });
+  const finished = () => {
+    if (!measuring || !started) return;
+    const key = shape(started.sql);
+    const s = perShape.get(key) ?? { ns: 0, calls: 0 };
+    s.ns += onCpuNs(pid) - started.at;
+    s.calls++;
+    perShape.set(key, s);
+    started = undefined;
+  };
+  database.db.on('query-response', finished);
+  database.db.on('query-error', finished);
+
+  let n = 0;
+  const makeBatch = () => {
+    const now = Date.now();
+    return Array.from({ length: BATCH }, () => {
+      const i = n++;
+      return {
+        id: `st_${i}_${randomUUID().slice(0, 8)}`,
+        customer: { externalId: `user_${(i * 7919) % CUSTOMERS}` },
+        name: 'llm',
+        timestamp: new Date(now - (i % 3_000_000)).toISOString(),
+        properties: { tokens: (i % 977) + 1, model: i % 3 === 0 ? 'gpt-4o' : 'gpt-4o-mini' },
+      };
+    });
+  };
+  for (let i = 0; i < 5; i++) await services.modules.usage.events.ingest(state.org_id, makeBatch());
+  const batches = Array.from({ length: BATCHES }, makeBatch);
+  const wal0 = (await direct.query<{ lsn: string }>('SELECT pg_current_wal_lsn() AS lsn')).rows[0]!.lsn;
+  const backend0 = onCpuNs(pid);
+  const all0 = await postgresCpuSeconds(direct, DATABASE);
+  const t0 = performance.now();
+  measuring = true;
+  let accepted = 0;
+  for (const batch of batches) accepted += (await services.modules.usage.events.ingest(state.org_id, batch)).accepted;
+  measuring = false;
+  const seconds = (performance.now() - t0) / 1000;
+  const backendNs = onCpuNs(pid) - backend0;
+  const all1 = await postgresCpuSeconds(direct, DATABASE);
+  const walBytes = Number((await direct.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS bytes', [wal0])).rows[0]!.bytes);
+  const events = BATCHES * BATCH;
+  const us = (ns: number) => (ns / 1000 / events).toFixed(2);
+
+  const lines = [
+    `usage ingest, PostgreSQL CPU per statement — ${BATCHES} batches of ${BATCH} events (${accepted} accepted), one connection, ${machine().cpus} CPUs, load average ${machine().loadAverage.map((x) => x.toFixed(1)).join(' / ')}`,
+    '',
+    '| statement | calls per batch | backend CPU µs/event |',
+    '|---|---|---|',
+    ...[...perShape.entries()].sort((a, b) => b[1].ns - a[1].ns).map(([sql, s]) => `| \`${sql}\` | ${(s.calls / BATCHES).toFixed(1)} | ${us(s.ns)} |`),
+    '',
+    `backend: ${us(backendNs)} µs/event (statements: ${us([...perShape.values()].reduce((a, s) => a + s.ns, 0))}); all of the database's processes with the writers: ${all0 === null || all1 === null ? 'n/a' : (((all1 - all0) * 1e6) / events).toFixed(2)} µs/event; WAL ${(walBytes / events).toFixed(0)} B/event; ${(events / seconds).toFixed(0)} events/s on one connection`,
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  if (process.env.BENCH_STATEMENT_EXPLAIN === '1' && largest) {
+    // The same statement once more, its ids made new (the batch's JSON parameter is the first binding).
+    const bindings = largest.bindings.map((b, i) => (i === 0 && typeof b === 'string' ? b.replace(/"id":"st_/g, '"id":"ex_') : b));
+    const trx = await database.db.transaction();
+    const { rows } = (await trx.raw(`EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) ${largest.sql.replace(/\$\d+/g, '?')}`, bindings as never)) as { rows: Array<{ 'QUERY PLAN': string }> };
+    await trx.rollback();
+    process.stdout.write(`\n${rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
+  }
+  await direct.end();
+  await database.close();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
