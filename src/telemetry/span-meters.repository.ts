@@ -230,27 +230,33 @@ export interface SpanMeterRollups {
   buildChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
 }
 
+/** The statement of a span meter's rollup read (KnexSpanMeterRollups.hours): the rows of [from, to), grouped per key (and bucket). */
+export function spanMeterHoursSql(q: SpanMeterHoursQuery): { sql: string; bindings: Knex.Value[] } {
+  const bucket =
+    q.interval === undefined
+      ? 'NULL::bigint'
+      : q.interval === 'month'
+        ? "(extract(epoch FROM date_trunc('month', to_timestamp(hour_ms / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint"
+        : `(hour_ms / ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}) * ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}`;
+  const keys = q.keys !== undefined ? ' AND key = ANY(?::text[])' : '';
+  const bindings: Knex.Value[] = [q.meterId, q.from, q.to, ...(q.keys !== undefined ? [q.keys as string[]] : [])];
+  const latest = (column: string) => `(array_agg(${column} ORDER BY last_at DESC, last_id DESC) FILTER (WHERE last_at IS NOT NULL))[1]`;
+  const sql = q.distinct
+    ? `SELECT key, ${bucket} AS bucket, 0 AS count, 0 AS sum, NULL AS max, NULL AS last_at, NULL AS last_id, NULL AS last_value,
+         array_agg(DISTINCT value)::text[] AS "values"
+       FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`
+    : `SELECT key, ${bucket} AS bucket, sum(spans) AS count, sum(total) AS sum, max(maximum) AS max,
+         ${latest('last_at')} AS last_at, ${latest('last_id')} AS last_id, ${latest('last_value')} AS last_value, '{}'::text[] AS "values"
+       FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`;
+  return { sql, bindings };
+}
+
 export class KnexSpanMeterRollups implements SpanMeterRollups {
   constructor(private readonly db: Knex) {}
 
   /** The rollup rows of [from, to) grouped per key (and bucket). */
   async hours(q: SpanMeterHoursQuery): Promise<SpanMeterHourAggregate[]> {
-    const bucket =
-      q.interval === undefined
-        ? 'NULL::bigint'
-        : q.interval === 'month'
-          ? "(extract(epoch FROM date_trunc('month', to_timestamp(hour_ms / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint"
-          : `(hour_ms / ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}) * ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}`;
-    const keys = q.keys !== undefined ? ' AND key = ANY(?::text[])' : '';
-    const bindings: Knex.Value[] = [q.meterId, q.from, q.to, ...(q.keys !== undefined ? [q.keys as string[]] : [])];
-    const latest = (column: string) => `(array_agg(${column} ORDER BY last_at DESC, last_id DESC) FILTER (WHERE last_at IS NOT NULL))[1]`;
-    const sql = q.distinct
-      ? `SELECT key, ${bucket} AS bucket, 0 AS count, 0 AS sum, NULL AS max, NULL AS last_at, NULL AS last_id, NULL AS last_value,
-           array_agg(DISTINCT value)::text[] AS "values"
-         FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`
-      : `SELECT key, ${bucket} AS bucket, sum(spans) AS count, sum(total) AS sum, max(maximum) AS max,
-           ${latest('last_at')} AS last_at, ${latest('last_id')} AS last_id, ${latest('last_value')} AS last_value, '{}'::text[] AS "values"
-         FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`;
+    const { sql, bindings } = spanMeterHoursSql(q);
     const { rows } = (await this.db.raw(sql, bindings)) as {
       rows: Array<{ key: string; bucket: string | number | null; count: string | number; sum: string | number; max: string | number | null; last_at: string | number | null; last_id: string | null; last_value: string | number | null; values: string[] }>;
     };
