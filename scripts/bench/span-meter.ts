@@ -76,8 +76,9 @@ async function main(): Promise<void> {
   await direct.query('CREATE TABLE IF NOT EXISTS bench_span_meter_state (api_key text, encryption_key text, meter_large text, meter_small text)');
   const kept = (await direct.query<State>('SELECT * FROM bench_span_meter_state')).rows[0];
   // The generator's users: user_0 … user_{max(100, spans/200) − 1} per project (scripts/bench/spans.ts).
-  const users = Math.max(100, Math.round(set.large.spans / 200));
-  const smallUsers = Math.max(100, Math.round(set.small.spans / 200));
+  // BENCH_SPAN_METER_USERS: the users the spans name, when the data set was copied in SQL (docs/benchmarks.md).
+  const users = Number(process.env.BENCH_SPAN_METER_USERS ?? Math.max(100, Math.round(set.large.spans / 200)));
+  const smallUsers = Number(process.env.BENCH_SPAN_METER_USERS ?? Math.max(100, Math.round(set.small.spans / 200)));
   await direct.query(
     `INSERT INTO customers (id, org_id, email, created_at, external_id)
      SELECT 'CUS_' || lpad(i::text, 24, '0'), $1, 'user' || i || '@example.com', now(), 'user_' || i FROM generate_series(0, $2 - 1) i

@@ -193,13 +193,13 @@ async function recomputeCells(db: Db, projectId: string, cells: Cell[]): Promise
   await db.raw(`DELETE FROM span_meter_hour_values h USING (${cellSet}) c WHERE h.meter_id = c.meter_id AND h.key = c.key AND h.hour_ms = c.hour`, [payload]);
   const matched = matchedSpans(
     "m.status = 'ACTIVE' AND m.filter ->> 'projectId' = ? AND m.id IN (SELECT meter_id FROM cells)",
-    't.start_time < ? AND t.end_time >= ?',
+    "t.start_time < ? AND t.end_time >= ? AND t.start_time >= ?::timestamptz - (SELECT coalesce(max(d.duration_ms), 0) FROM telemetry_traces d WHERE d.project_id = t.project_id) * interval '1 millisecond'",
     'x.st >= ? AND x.st < ?',
   );
   const { rows } = (await db.raw(
     `WITH cells AS (${cellSet})
      SELECT a.* FROM (${cellAggregates(matched)}) a JOIN cells c ON c.meter_id = a.meter_id AND c.key = a.key AND c.hour = a.hour`,
-    [payload, new Date(to), new Date(from), projectId, from, to],
+    [payload, new Date(to), new Date(from), new Date(from), projectId, from, to],
   )) as { rows: CellRow[] };
   await writeCells(db, rows, false);
 }
