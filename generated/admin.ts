@@ -2910,14 +2910,28 @@ export interface components {
             /** @enum {string} */
             status: "ACTIVE" | "ARCHIVED";
             /**
-             * @description A usage-event meter keeps its quantities per customer and hour (its rollup). Creating
-             *     it, or changing its filter, builds that rollup from the stored events: the request
-             *     builds the first ~20,000 events, the rest is built **in the background** (the worker's
-             *     `usage-meter-rollups` job, a chunk of customers per transaction; a killed build goes
-             *     on from its last chunk). Meanwhile the meter is `BUILDING` and its quantities are
-             *     computed from the raw events — exact, only slower — so nothing waits on it, renewals
-             *     included; then `READY`. Span meters and archived meters are always `READY` (they have
-             *     no rollup: spans and archived meters are read from their source).
+             * @description A meter keeps its quantities per customer and UTC hour (its rollup). Creating it, or
+             *     changing its filter, builds that rollup from the stored events or spans: the request
+             *     builds the first chunk (~20,000 events, or the spans of ~20,000 traces), the rest is
+             *     built **in the background** (the worker's `usage-meter-rollups` job, a chunk per
+             *     transaction — customers for events, hours for spans; a killed build goes on from its
+             *     last chunk). Meanwhile the meter is `BUILDING` and its quantities are computed from
+             *     the raw events or spans — exact, only slower — so nothing waits on it, renewals
+             *     included; then `READY`. Archived meters are always `READY` and read from their source
+             *     (ingest no longer keeps their rollup).
+             *
+             *     **Span meters.** The rollup is kept per (meter, customer key, hour), the key being the
+             *     raw value of `customerAttribute` on the span, else on its trace's root span; a read
+             *     maps the customer to its keys (its id and its `externalId`), so an `externalId` set
+             *     after the spans arrived still counts them. Span ingest adds each new trace's spans to
+             *     the hours they start in; when spans join a stored trace that already counted (a late
+             *     root span carrying the attribute, a re-sent span replacing its earlier version), the
+             *     hours that trace touched before and after are recomputed from the spans, so the
+             *     quantity always equals one computed from the stored spans. `unique` is exact: the
+             *     rollup keeps each hour's distinct values (not a per-hour count, which would not add
+             *     up) and a period counts the distinct values over its hours. Telemetry retention
+             *     deletes old spans, not the rollup's hours: a `READY` meter keeps counting them, a
+             *     rebuild (a filter change) does not — bill periods inside the project's retention.
              * @enum {string}
              */
             rollupStatus: "BUILDING" | "READY";

@@ -1220,9 +1220,9 @@ export interface paths {
         /**
          * Create a meter
          * @description A meter turns usage into a quantity per customer and period. Permission: `meters:write`.
-         *     A usage-event meter answers `rollupStatus: BUILDING` while its rollup is built in the
-         *     background over the organization's stored events (`READY` at once when they are few); its
-         *     quantities are exact meanwhile (see `Meter.rollupStatus`).
+         *     A meter answers `rollupStatus: BUILDING` while its rollup is built in the background over
+         *     the organization's stored events or the project's stored spans (`READY` at once when they
+         *     are few); its quantities are exact meanwhile (see `Meter.rollupStatus`).
          *
          *     **Source `EVENTS`**: the organization's usage events (`ingestUsageEvents`) whose `name` is
          *     `filter.eventName` and whose `properties` equal every pair of `filter.properties`.
@@ -1281,9 +1281,9 @@ export interface paths {
          * @description Changes the meter's `name` and/or `filter` (at least one; the filter follows the creation
          *     rules of the meter's source and replaces the old one whole). The source, aggregation and
          *     property cannot change: create another meter. Quantities are computed from the raw events
-         *     or spans when asked, so a new filter applies to past periods too (a usage-event meter's
-         *     rollup is rebuilt in the background: `rollupStatus: BUILDING` until it is `READY`, its
-         *     quantities exact meanwhile). An archived meter is `409 CONFLICT`. Permission: `meters:write`.
+         *     or spans when asked, so a new filter applies to past periods too (the meter's rollup is
+         *     rebuilt in the background: `rollupStatus: BUILDING` until it is `READY`, its quantities
+         *     exact meanwhile). An archived meter is `409 CONFLICT`. Permission: `meters:write`.
          */
         patch: operations["updateMeter"];
         trace?: never;
@@ -1331,9 +1331,9 @@ export interface paths {
          *     and `last` not the sum of the buckets); with `interval` (`hour`, `day`, `month`, buckets
          *     aligned in UTC, the first and last cut to the range) `buckets` holds each bucket's
          *     quantity, at most 1,000 buckets (`400` beyond). A bucket or range without contributing
-         *     events is `0`. Computed on each request: a usage-event meter `READY` reads its hourly
-         *     rollup and the raw events of the partial hours at either end; one `BUILDING` (or archived)
-         *     reads the raw events; a span meter reads the spans. The answer is the same either way.
+         *     events is `0`. Computed on each request: a meter `READY` reads its hourly rollup and the
+         *     raw events or spans of the partial hours at either end; one `BUILDING` (or archived) reads
+         *     the raw events or spans. The answer is the same either way.
          *     Permission: `meters:read`.
          */
         get: operations["getMeterQuantities"];
@@ -3722,14 +3722,28 @@ export interface components {
             /** @enum {string} */
             status: "ACTIVE" | "ARCHIVED";
             /**
-             * @description A usage-event meter keeps its quantities per customer and hour (its rollup). Creating
-             *     it, or changing its filter, builds that rollup from the stored events: the request
-             *     builds the first ~20,000 events, the rest is built **in the background** (the worker's
-             *     `usage-meter-rollups` job, a chunk of customers per transaction; a killed build goes
-             *     on from its last chunk). Meanwhile the meter is `BUILDING` and its quantities are
-             *     computed from the raw events — exact, only slower — so nothing waits on it, renewals
-             *     included; then `READY`. Span meters and archived meters are always `READY` (they have
-             *     no rollup: spans and archived meters are read from their source).
+             * @description A meter keeps its quantities per customer and UTC hour (its rollup). Creating it, or
+             *     changing its filter, builds that rollup from the stored events or spans: the request
+             *     builds the first chunk (~20,000 events, or the spans of ~20,000 traces), the rest is
+             *     built **in the background** (the worker's `usage-meter-rollups` job, a chunk per
+             *     transaction — customers for events, hours for spans; a killed build goes on from its
+             *     last chunk). Meanwhile the meter is `BUILDING` and its quantities are computed from
+             *     the raw events or spans — exact, only slower — so nothing waits on it, renewals
+             *     included; then `READY`. Archived meters are always `READY` and read from their source
+             *     (ingest no longer keeps their rollup).
+             *
+             *     **Span meters.** The rollup is kept per (meter, customer key, hour), the key being the
+             *     raw value of `customerAttribute` on the span, else on its trace's root span; a read
+             *     maps the customer to its keys (its id and its `externalId`), so an `externalId` set
+             *     after the spans arrived still counts them. Span ingest adds each new trace's spans to
+             *     the hours they start in; when spans join a stored trace that already counted (a late
+             *     root span carrying the attribute, a re-sent span replacing its earlier version), the
+             *     hours that trace touched before and after are recomputed from the spans, so the
+             *     quantity always equals one computed from the stored spans. `unique` is exact: the
+             *     rollup keeps each hour's distinct values (not a per-hour count, which would not add
+             *     up) and a period counts the distinct values over its hours. Telemetry retention
+             *     deletes old spans, not the rollup's hours: a `READY` meter keeps counting them, a
+             *     rebuild (a filter change) does not — bill periods inside the project's retention.
              * @enum {string}
              */
             rollupStatus: "BUILDING" | "READY";

@@ -385,6 +385,8 @@ export function createServices(deps: {
           ),
         modelCallSpans: (projectId, start, end) => modules.telemetry.traces.modelCallSpans(projectId, start, end),
         modelCallAggregates: (query) => modules.telemetry.traces.modelCallAggregates(query),
+        meterHours: (query) => modules.telemetry.traces.spanMeterHours(query),
+        buildMeterChunk: (orgId, meterId, chunkTraces, beforeCommit) => modules.telemetry.traces.buildSpanMeterChunk(orgId, meterId, chunkTraces, beforeCommit),
       },
     }),
     portal: portalModule,

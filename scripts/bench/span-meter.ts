@@ -10,9 +10,11 @@
  * per generated user (`externalId` = the spans' `user.id`, `user_<n>`, seeded in SQL); per project
  * a meter `source: SPANS`, sum of `gen_ai.usage.input_tokens`, `customerAttribute: user.id` (set on
  * each trace's request span: the meter's fallback to the root span is what is read), made through
- * `POST /v1/meters`. A span meter has no rollup (src/usage/meters.service.ts): its quantity is
- * telemetry's aggregate over the project's model-call spans in the range
- * (KnexTraceRepository.modelCallAggregates), read per request. Measured, for each project:
+ * `POST /v1/meters`. A span meter's quantity reads its hourly rollup (migration 0381) for the
+ * range's whole hours and the raw spans for the partial hours at its edges; the bench builds the
+ * rollups to READY first (KnexSpanMeterRollups.buildChunk, the background job's step, timed), and
+ * prints EXPLAIN (ANALYZE, BUFFERS) of one customer's rollup read and of one edge's raw read.
+ * Measured, for each project:
  * - floor: `POST /__bench/floor`, one single-row INSERT on the same server, pool and middleware;
  * - quantity: `GET /v1/meters/{id}/quantities?customer=user_<n>` over the last 30 days, customers
  *   in turn, BENCH_SPAN_METER_CONCURRENCY (default 2) in flight, BENCH_SPAN_METER_READS per round.
@@ -22,6 +24,8 @@
  *   BENCH_EXPLORER_DATABASE=kassa_bench_spanmeter npm run bench:span-meter
  */
 import pg from 'pg';
+import { openDatabase } from '../../src/db/knex.js';
+import { KnexSpanMeterRollups, spanMeterHoursSql } from '../../src/telemetry/span-meters.repository.js';
 import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
 import { http, newDeployment, startKassa } from '../../tools/cluster.js';
 import { databaseUrl } from './common.js';
@@ -72,8 +76,9 @@ async function main(): Promise<void> {
   await direct.query('CREATE TABLE IF NOT EXISTS bench_span_meter_state (api_key text, encryption_key text, meter_large text, meter_small text)');
   const kept = (await direct.query<State>('SELECT * FROM bench_span_meter_state')).rows[0];
   // The generator's users: user_0 … user_{max(100, spans/200) − 1} per project (scripts/bench/spans.ts).
-  const users = Math.max(100, Math.round(set.large.spans / 200));
-  const smallUsers = Math.max(100, Math.round(set.small.spans / 200));
+  // BENCH_SPAN_METER_USERS: the users the spans name, when the data set was copied in SQL (docs/benchmarks.md).
+  const users = Number(process.env.BENCH_SPAN_METER_USERS ?? Math.max(100, Math.round(set.large.spans / 200)));
+  const smallUsers = Number(process.env.BENCH_SPAN_METER_USERS ?? Math.max(100, Math.round(set.small.spans / 200)));
   await direct.query(
     `INSERT INTO customers (id, org_id, email, created_at, external_id)
      SELECT 'CUS_' || lpad(i::text, 24, '0'), $1, 'user' || i || '@example.com', now(), 'user_' || i FROM generate_series(0, $2 - 1) i
@@ -100,6 +105,33 @@ async function main(): Promise<void> {
       state = { api_key: apiKey, encryption_key: deployment.encryptionKey, meter_large: await meter(set.large.projectId, 'input tokens (large)'), meter_small: await meter(set.small.projectId, 'input tokens (small)') };
       await direct.query('INSERT INTO bench_span_meter_state VALUES ($1, $2, $3, $4)', [state.api_key, state.encryption_key, state.meter_large, state.meter_small]);
     }
+    // The rollups to READY (the `usage-meter-rollups` job's chunks, run here: the bench's API process runs no jobs).
+    const { db, close } = await openDatabase({ databaseUrl: url });
+    const builds: string[] = [];
+    const plans: string[] = [];
+    try {
+      const rollups = new KnexSpanMeterRollups(db);
+      for (const meterId of [state.meter_small, state.meter_large]) {
+        const started = performance.now();
+        let chunks = 0;
+        while ((await rollups.buildChunk(set.orgId, meterId, 20_000)) !== 'none') chunks++;
+        const rows = (await direct.query<{ n: string }>('SELECT count(*) AS n FROM span_meter_hours WHERE meter_id = $1', [meterId])).rows[0]!.n;
+        builds.push(`${meterId}: ${chunks} chunks in ${((performance.now() - started) / 1000).toFixed(1)} s (0 = READY before), ${rows} hour rows`);
+      }
+      const end = set.nowMs - 17 * 60_000;
+      const firstHour = Math.ceil((end - 30 * DAY) / 3_600_000) * 3_600_000;
+      const lastHour = Math.floor(end / 3_600_000) * 3_600_000;
+      for (const [label, meterId] of [['small', state.meter_small], ['large', state.meter_large]] as const) {
+        const { sql, bindings } = spanMeterHoursSql({ meterId, from: firstHour, to: lastHour, keys: ['user_7', 'CUS_' + '7'.padStart(24, '0')], distinct: false });
+        const explained = (await db.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, bindings)) as { rows: Array<{ 'QUERY PLAN': Array<{ Plan: Record<string, unknown>; 'Execution Time': number }> }> };
+        const top = explained.rows[0]!['QUERY PLAN'][0]!;
+        const buffers = (top.Plan['Shared Hit Blocks'] as number) + (top.Plan['Shared Read Blocks'] as number);
+        plans.push(`${label}: rollup read of one customer (30 days of whole hours): ${buffers} buffers, ${top['Execution Time'].toFixed(2)} ms execution`);
+      }
+    } finally {
+      await close();
+    }
+    process.stderr.write(`${builds.join('\n')}\n${plans.join('\n')}\n`);
     const headers = { 'X-API-Key': state.api_key };
     const jsonHeaders = { ...headers, 'content-type': 'application/json' };
     const cpuSeconds = async () => {
@@ -166,6 +198,8 @@ async function main(): Promise<void> {
         ),
         `  large / small: server CPU ${round(results[1]!.serverMs / results[0]!.serverMs)}×, PostgreSQL CPU ${round(results[1]!.pgMs / results[0]!.pgMs)}×`,
         `  statuses ${JSON.stringify(Object.fromEntries(statuses))}; quantities read e.g. ${totals.slice(0, 3).join(', ')}`,
+        ...builds.map((b) => `  build ${b}`),
+        ...plans.map((p) => `  EXPLAIN (ANALYZE, BUFFERS) ${p}`),
       ].join('\n'),
     );
   } finally {

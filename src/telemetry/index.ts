@@ -26,6 +26,7 @@ import { GroupChangesJob } from './group-changes.job.js';
 import { KnexGroupChangeRepository } from './groups.repository.js';
 import { KnexRetentionRepository } from './retention.repository.js';
 import { KnexRollupRepository } from './rollups.repository.js';
+import { KnexSpanMeterRollups } from './span-meters.repository.js';
 import { KnexTraceRepository } from './traces.repository.js';
 import { TraceService } from './traces.service.js';
 
@@ -76,7 +77,7 @@ export function createTelemetryModule(deps: { db: Db; reads?: ReadRouter; clock:
     keys,
     prices,
     ingest: new IngestService(new KnexIngestUnitOfWork(db, clock), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
-    traces: new TraceService(new KnexTraceRepository(db)),
+    traces: new TraceService(new KnexTraceRepository(db), new KnexSpanMeterRollups(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo, deps.reads?.reads((handle) => new KnexRollupRepository(handle))),
   };
   const retentionRepo = new KnexRetentionRepository(db, clock);

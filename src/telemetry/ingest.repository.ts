@@ -3,11 +3,14 @@ import { isPostgres, type Db } from '../db/knex.js';
 import type { Clock } from '../kernel/clock.js';
 import { PartitionEnsurer } from '../db/partitions.js';
 import { KnexRollupWriter, type RollupWriter } from './rollups.repository.js';
+import { KnexSpanMeterWriter, type SpanMeterWriter } from './span-meters.repository.js';
 import { KnexTraceWriter, type TraceWriter } from './traces.repository.js';
 
 export interface IngestTx {
   traces: TraceWriter;
   rollups: RollupWriter;
+  /** The hourly rollups of the project's span meters (migration 0381). */
+  spanMeters: SpanMeterWriter;
 }
 
 export interface IngestUnitOfWork {
@@ -29,6 +32,6 @@ export class KnexIngestUnitOfWork implements IngestUnitOfWork {
   }
 
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
-    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy, { ensurer: this.partitions, now: this.clock?.now() ?? new Date() }) }));
+    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy, { ensurer: this.partitions, now: this.clock?.now() ?? new Date() }), spanMeters: new KnexSpanMeterWriter(trx) }));
   }
 }

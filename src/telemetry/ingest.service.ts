@@ -25,6 +25,7 @@ import type { IngestTx, IngestUnitOfWork } from './ingest.repository.js';
 import { RESOLUTION_MS, cellLockKey, floorTo, vendorKey, type Resolution } from './rollups.js';
 import type { CellKey, CellRow, ModelCallRow } from './rollups.repository.js';
 import { keepTrace, samplingThreshold } from './sampling.js';
+import type { Cell } from './span-meters.repository.js';
 import { ConcurrentInsertError, type StoredSpan, type TraceChange, type TraceSummary, type TraceWrite } from './traces.repository.js';
 
 type IngestRequest = components['schemas']['IngestRequest'];
@@ -254,6 +255,8 @@ export class IngestService {
     // A normalized span is a stored span with extra fields, which the span document leaves out.
     const write = (t: NormalizedTrace): TraceWrite => ({ ...summarize(t), spans: t.spans });
     const writes = traces.map(write);
+    // Span meters (migration 0381): the project's meter lock first, shared (a build chunk holds it exclusively).
+    const metered = await tx.spanMeters.lockShared(projectId);
     const { inserted, existing } = await tx.traces.claimTraces(projectId, writes, now, { optimistic });
     // The session and user rollups: what the new traces add, and what the extended ones change.
     const changes: TraceChange[] = writes.filter((w) => inserted.has(w.traceId)).map((w) => ({ before: null, after: w }));
@@ -262,6 +265,8 @@ export class IngestService {
     // replaces the stored span) and rewrite the trace with its recomputed summary.
     const previous = new Map<string, { startMs: number; isModelCall: boolean }>();
     const merged: TraceWrite[] = [];
+    // What the stored traces contribute to span meters before they change.
+    const before = metered && existing.size > 0 ? await tx.spanMeters.cellsOf(projectId, [...existing.keys()]) : new Map<string, Cell[]>();
     for (const [traceId, stored] of existing) {
       const incoming = byId.get(traceId)!;
       const spans = new Map(stored.spans.map((s) => [s.spanId, fromStoredSpan(traceId, s)]));
@@ -275,6 +280,13 @@ export class IngestService {
       changes.push({ before: stored.summary, after: rewritten });
     }
     await tx.traces.updateTraces(projectId, merged, now);
+    if (metered) {
+      // New traces (and stored ones that contributed nothing) add to the span meters' hours; a
+      // stored trace that contributed has its cells, old and new, recomputed from the spans.
+      const changed = [...existing.keys()].filter((id) => before.has(id));
+      const added = [...inserted, ...[...existing.keys()].filter((id) => !before.has(id))];
+      await tx.spanMeters.apply(projectId, added, changed, changed.flatMap((id) => before.get(id)!));
+    }
 
     const spans: NormalizedSpan[] = [];
     for (const t of traces) for (const s of t.spans) spans.push(s);

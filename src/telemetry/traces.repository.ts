@@ -562,6 +562,9 @@ export class KnexTraceRepository implements TraceRepository {
          ${bucket} AS bucket, (t.trace_id || ':' || x.span_id) COLLATE "C" AS id, ${value} AS v) y0
        CROSS JOIN LATERAL (SELECT y0.key, y0.bucket, y0.id, y0.v, CASE WHEN jsonb_typeof(y0.v) = 'number' THEN (y0.v #>> '{}')::numeric END AS num) y
        WHERE t.project_id = ? AND t.start_time < ? AND t.end_time >= ? AND cardinality(t.models) > 0
+         -- A trace ending at or after start began at most the project's longest trace before it:
+         -- the lower bound keeps the (project_id, start_time) scan to the range (not every older trace).
+         AND t.start_time >= ?::timestamptz - (SELECT coalesce(max(d.duration_ms), 0) FROM telemetry_traces d WHERE d.project_id = ?) * interval '1 millisecond'
          AND jsonb_typeof(x.a -> 'llm.model') = 'string' AND x.st >= ? AND x.st < ? AND y.key IS NOT NULL
          ${filters.map((f) => `AND ${f}`).join(' ')}
        GROUP BY y.key, y.bucket`,
@@ -573,6 +576,8 @@ export class KnexTraceRepository implements TraceRepository {
         q.projectId,
         q.end,
         q.start,
+        q.start,
+        q.projectId,
         startMs,
         endMs,
         ...bindings,

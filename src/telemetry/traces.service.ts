@@ -1,5 +1,6 @@
 /** Trace search (keyset pagination) and trace detail, within the key's project. */
 import { notFound, validationError } from '../kernel/errors.js';
+import type { SpanMeterHourAggregate, SpanMeterHoursQuery, SpanMeterRollups } from './span-meters.repository.js';
 import type { ModelCallAggregate, ModelCallAggregateQuery, ModelCallSpan, SessionSummary, StoredSpan, StoredTrace, TraceRepository, TraceSort, UserSummary } from './traces.repository.js';
 
 export interface TraceQuery {
@@ -99,7 +100,22 @@ function range(query: { start_time?: string; end_time?: string }): { startTime?:
 }
 
 export class TraceService {
-  constructor(private readonly traces: TraceRepository) {}
+  constructor(
+    private readonly traces: TraceRepository,
+    private readonly spanMeters?: SpanMeterRollups,
+  ) {}
+
+  /** A span meter's rollup rows over whole hours, per key (and bucket): usage meters (migration 0381). */
+  spanMeterHours(query: SpanMeterHoursQuery): Promise<SpanMeterHourAggregate[]> {
+    if (!this.spanMeters) throw new Error('span meter rollups are not wired');
+    return this.spanMeters.hours(query);
+  }
+
+  /** One chunk of a span meter's background rollup build (see KnexSpanMeterRollups.buildChunk). */
+  buildSpanMeterChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
+    if (!this.spanMeters) throw new Error('span meter rollups are not wired');
+    return this.spanMeters.buildChunk(orgId, meterId, chunkTraces, beforeCommit);
+  }
 
   /** The project's model-call spans starting in [start, end): what other modules (usage meters) read of telemetry. */
   modelCallSpans(projectId: string, start: Date, end: Date): Promise<ModelCallSpan[]> {

@@ -48,11 +48,25 @@ export interface SpanAggregateQuery {
   interval?: QuantityInterval;
 }
 
+/** A span meter's rollup over whole UTC hours [from, to) (epoch ms), per key (and bucket). */
+export interface SpanMeterHoursQuery {
+  meterId: string;
+  from: number;
+  to: number;
+  keys?: readonly string[];
+  distinct: boolean;
+  interval?: QuantityInterval;
+}
+
 /** What meters read of telemetry, through its module's interface (never its tables). */
 export interface SpanReader {
   projectBelongsTo(orgId: string, projectId: string): Promise<boolean>;
   modelCallSpans(projectId: string, start: Date, end: Date): Promise<MeteredSpan[]>;
   modelCallAggregates(query: SpanAggregateQuery): Promise<SpanAggregate[]>;
+  /** The hourly rollup of a span meter (migration 0381), kept by span ingest for ACTIVE meters. */
+  meterHours(query: SpanMeterHoursQuery): Promise<SpanAggregate[]>;
+  /** One chunk of a span meter's background rollup build; 'none' when it is not BUILDING. */
+  buildMeterChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
 }
 
 /** Aggregates of one customer (or everyone) merged into a quantity, by the aggregation's own rule. */
@@ -116,6 +130,17 @@ export interface MeterPreview {
 const canonical = (o: Record<string, Scalar>): string => JSON.stringify(Object.keys(o).sort().map((k) => [k, o[k]]));
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
+
+/** The whole UTC hours in [start, end) (null: none), and the partial edges the rollup does not hold. */
+export function splitHours(start: number, end: number): { hours: [number, number] | null; edges: Array<[number, number]> } {
+  const first = Math.ceil(start / HOUR) * HOUR;
+  const last = Math.floor(end / HOUR) * HOUR;
+  if (first >= last) return { hours: null, edges: [[start, end]] };
+  const edges: Array<[number, number]> = [];
+  if (start < first) edges.push([start, first]);
+  if (last < end) edges.push([last, end]);
+  return { hours: [first, last], edges };
+}
 
 /** The UTC start of the bucket holding `at`, and the start of the next. */
 export function bucketStart(at: number, interval: QuantityInterval): number {
@@ -205,14 +230,14 @@ export class MeterService {
       property: input.property ?? null,
       customerAttribute: input.customerAttribute ?? null,
       status: 'ACTIVE',
-      // A usage-event meter's rollup is built in the background; a span meter has none.
-      rollupStatus: input.source === 'EVENTS' ? 'BUILDING' : 'READY',
+      // A meter's rollup (usage-event hours, migration 0280; span hours, 0381) is built in the background.
+      rollupStatus: 'BUILDING',
       createdAt: now,
       updatedAt: now,
       archivedAt: null,
     };
     await this.meters.insert(meter);
-    return meter.source === 'EVENTS' ? this.buildFirstChunk(meter) : meter;
+    return this.buildFirstChunk(meter);
   }
 
   /**
@@ -222,7 +247,7 @@ export class MeterService {
    */
   private async buildFirstChunk(meter: Meter): Promise<Meter> {
     try {
-      const step = await this.meters.buildChunk(meter.orgId, meter.id, this.chunkEvents);
+      const step = await this.buildChunk(meter.source, meter.orgId, meter.id);
       return step === 'ready' ? { ...meter, rollupStatus: 'READY' } : meter;
     } catch {
       return meter;
@@ -236,10 +261,15 @@ export class MeterService {
    */
   async buildRollups(): Promise<boolean> {
     let worked = false;
-    for (const { orgId, id } of await this.meters.building(20)) {
-      if ((await this.meters.buildChunk(orgId, id, this.chunkEvents)) !== 'none') worked = true;
+    for (const { orgId, id, source } of await this.meters.building(20)) {
+      if ((await this.buildChunk(source, orgId, id)) !== 'none') worked = true;
     }
     return worked;
+  }
+
+  /** One chunk of a meter's build: usage events by customer, spans by hour (telemetry builds those, under its project's meter lock). */
+  private buildChunk(source: MeterSource, orgId: string, id: string): Promise<'none' | 'chunk' | 'ready'> {
+    return source === 'EVENTS' ? this.meters.buildChunk(orgId, id, this.chunkEvents) : this.spans.buildMeterChunk(orgId, id, this.chunkEvents);
   }
 
   async get(orgId: string, id: string): Promise<Meter> {
@@ -261,7 +291,7 @@ export class MeterService {
     const filter = change.filter !== undefined ? await this.checkFilter(orgId, meter.source, change.filter) : meter.filter;
     const updated: Meter = { ...meter, name, filter, updatedAt: this.clock.now() };
     if (!(await this.meters.update(updated))) throw conflict('An archived meter cannot change');
-    if (meter.source === 'EVENTS' && JSON.stringify(meter.filter) !== JSON.stringify(filter)) return this.buildFirstChunk({ ...updated, rollupStatus: 'BUILDING' });
+    if (JSON.stringify(meter.filter) !== JSON.stringify(filter)) return this.buildFirstChunk({ ...updated, rollupStatus: 'BUILDING' });
     return this.get(orgId, id);
   }
 
@@ -294,6 +324,8 @@ export class MeterService {
       if (!read.customer) throw notFound('Customer');
       const result = { meterId: read.meter.id, customerId: read.customer.id, start: query.start, end: query.end, interval: null, buckets: [] };
       if (read.quantity !== null) return { ...result, total: read.quantity };
+      // A span meter: the meter and the customer found above, the quantity from its rollup (and the edges' spans).
+      if (read.meter.source === 'SPANS') return { ...result, total: (await this.spanQuantities(orgId, read.meter, read.customer, query.start, query.end, undefined, [])).total };
     }
     const meter = await this.get(orgId, id);
     if (!(query.end.getTime() > query.start.getTime())) throw validationError('end must be after start', { field: 'end' });
@@ -367,28 +399,43 @@ export class MeterService {
   /** A span meter's quantities: the database aggregates the spans per customer reference (and bucket); the references are mapped to customers here. */
   private async spanQuantities(
     orgId: string,
-    meter: Pick<Meter, 'filter' | 'aggregation' | 'property' | 'customerAttribute'>,
-    customer: Customer | undefined,
+    meter: Pick<Meter, 'filter' | 'aggregation' | 'property' | 'customerAttribute'> & Partial<Pick<Meter, 'id' | 'status' | 'rollupStatus'>>,
+    customer: Pick<Customer, 'id' | 'externalId'> | undefined,
     start: Date,
     end: Date,
     interval: QuantityInterval | undefined,
     buckets: Array<{ key: number; start: number; end: number }>,
   ): Promise<{ total: number; buckets: QuantityBucket[] }> {
     const { filter } = meter;
-    const query = { start, end, interval };
-    const parts = await this.spans.modelCallAggregates({
-      projectId: filter.projectId!,
-      start: query.start,
-      end: query.end,
-      ...(filter.model !== undefined ? { model: filter.model } : {}),
-      ...(filter.vendor !== undefined ? { vendor: filter.vendor } : {}),
-      attributes: filter.attributes ?? {},
-      groupAttribute: meter.customerAttribute!,
-      property: meter.property,
-      distinct: meter.aggregation === 'unique',
-      ...(query.interval ? { interval: query.interval } : {}),
-      ...(customer ? { keys: customer.externalId !== null ? [customer.externalId, customer.id] : [customer.id] } : {}),
-    });
+    const keys = customer ? (customer.externalId !== null ? [customer.externalId, customer.id] : [customer.id]) : undefined;
+    const raw = (from: number, to: number) =>
+      this.spans.modelCallAggregates({
+        projectId: filter.projectId!,
+        start: new Date(from),
+        end: new Date(to),
+        ...(filter.model !== undefined ? { model: filter.model } : {}),
+        ...(filter.vendor !== undefined ? { vendor: filter.vendor } : {}),
+        attributes: filter.attributes ?? {},
+        groupAttribute: meter.customerAttribute!,
+        property: meter.property,
+        distinct: meter.aggregation === 'unique',
+        ...(interval ? { interval } : {}),
+        ...(keys ? { keys } : {}),
+      });
+    // An ACTIVE meter whose rollup is READY (migration 0381): its hour rows for the whole UTC hours
+    // of the range, the raw spans for the partial hours at its edges. Otherwise (a preview, an
+    // archived meter, a build under way): the raw spans of the whole range.
+    let parts: SpanAggregate[];
+    const { hours, edges } = splitHours(start.getTime(), end.getTime());
+    if (meter.id !== undefined && meter.status === 'ACTIVE' && meter.rollupStatus === 'READY' && hours) {
+      const read = await Promise.all([
+        this.spans.meterHours({ meterId: meter.id, from: hours[0], to: hours[1], distinct: meter.aggregation === 'unique', ...(keys ? { keys } : {}), ...(interval ? { interval } : {}) }),
+        ...edges.map(([from, to]) => raw(from, to)),
+      ]);
+      parts = read.flat();
+    } else {
+      parts = await raw(start.getTime(), end.getTime());
+    }
     let belongs: (ref: string) => boolean;
     if (customer) {
       belongs = (ref) => ref === customer.externalId || ref === customer.id;

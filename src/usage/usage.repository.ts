@@ -76,8 +76,8 @@ export interface MeterRepository {
   update(meter: Meter): Promise<boolean>;
   /** ACTIVE → ARCHIVED; false when it was not ACTIVE. */
   archive(orgId: string, id: string, at: Date): Promise<boolean>;
-  /** The BUILDING meters (ACTIVE, usage events), oldest change first, at most `limit`. */
-  building(limit: number): Promise<Array<{ orgId: string; id: string }>>;
+  /** The BUILDING meters (ACTIVE), oldest change first, at most `limit`. */
+  building(limit: number): Promise<Array<{ orgId: string; id: string; source: Meter['source'] }>>;
   /** One chunk of a meter's rollup build (see buildRollupChunk); 'none' when it is not BUILDING. */
   buildChunk(orgId: string, id: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
 }
@@ -538,7 +538,7 @@ export class KnexMeterRepository implements MeterRepository {
       // A changed filter applies to the past too: the rollup is rebuilt from the events, in the
       // background (buildChunk), from the first customer on — a build under way starts over.
       const previous = typeof before.filter === 'string' ? (JSON.parse(before.filter) as MeterFilter) : before.filter;
-      const rebuild = m.source === 'EVENTS' && JSON.stringify(previous) !== JSON.stringify(m.filter);
+      const rebuild = JSON.stringify(previous) !== JSON.stringify(m.filter);
       await trx('meters')
         .where({ org_id: m.orgId, id: m.id })
         .update({ name: m.name, filter: JSON.stringify(m.filter), updated_at: m.updatedAt, ...(rebuild ? { rollup_status: 'BUILDING', rollup_cursor: '' } : {}) });
@@ -552,9 +552,9 @@ export class KnexMeterRepository implements MeterRepository {
     return written === 1;
   }
 
-  async building(limit: number): Promise<Array<{ orgId: string; id: string }>> {
-    const rows = (await this.db('meters').where('rollup_status', 'BUILDING').orderBy([{ column: 'updated_at' }, { column: 'id' }]).limit(limit).select('org_id', 'id')) as Array<{ org_id: string; id: string }>;
-    return rows.map((r) => ({ orgId: r.org_id, id: r.id }));
+  async building(limit: number): Promise<Array<{ orgId: string; id: string; source: Meter['source'] }>> {
+    const rows = (await this.db('meters').where('rollup_status', 'BUILDING').orderBy([{ column: 'updated_at' }, { column: 'id' }]).limit(limit).select('org_id', 'id', 'source')) as Array<{ org_id: string; id: string; source: Meter['source'] }>;
+    return rows.map((r) => ({ orgId: r.org_id, id: r.id, source: r.source }));
   }
 
   buildChunk(orgId: string, id: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {

@@ -70,6 +70,7 @@ import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
 import * as m0372 from './0372_commerce_tax_figures.js';
 import * as m0380 from './0380_usage_event_partitions.js';
+import * as m0381 from './0381_span_meter_rollups.js';
 import * as m0385 from './0385_usage_ingest_costs.js';
 import * as m0415 from './0415_usage_makeup_invoices.js';
 
@@ -148,6 +149,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0371_order_wallet_statistics': m0371,
   '0372_commerce_tax_figures': m0372,
   '0380_usage_event_partitions': m0380,
+  '0381_span_meter_rollups': m0381,
   '0385_usage_ingest_costs': m0385,
   '0415_usage_makeup_invoices': m0415,
 };

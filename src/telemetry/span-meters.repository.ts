@@ -1,0 +1,322 @@
+/**
+ * Span meter rollups (migration 0381): the hourly rows of the usage meters whose source is a
+ * project's model-call spans, kept by ingest and built in the background; read for a meter's
+ * whole hours. Telemetry owns the spans, so it owns these rows; it reads the meter definitions
+ * (filter, aggregation, property, customer attribute) from `meters` inside its own transactions,
+ * as usage-event ingest does, so no span falls between a meter's creation and its build.
+ *
+ * Rules (the same as the raw read, TraceRepository.modelCallAggregates):
+ * - a span counts when it is a model call (`llm.model` is a string), matches the meter's filter,
+ *   and its key — the customer attribute on the span, else on its trace's root span (a non-empty
+ *   string, or a number as float8 text) — is present;
+ * - cell = (meter, key, UTC hour of the span's start).
+ *
+ * Ingest (apply): new traces add their cells' aggregates (counts and sums add, maxima and the
+ * latest (start, "trace:span") win, distinct values are inserted). A stored trace that gets more
+ * spans may change what it contributed (a re-sent span replaces its old version, a new root span
+ * may carry the customer attribute), and max/last cannot be subtracted: when the trace already
+ * contributed, every cell it touched before or touches now is recomputed from the raw spans.
+ * Both paths take a transaction-scoped advisory lock per cell (sorted, one statement) before
+ * reading the raw spans, so a recompute sees every committed contribution and a concurrent add
+ * waits for it (no double count, no loss).
+ *
+ * The project's meter lock: ingest holds it shared for its transaction, a build chunk exclusively
+ * (as usage-event ingest and its rollup build do with the organization's lock).
+ */
+import type { Knex } from 'knex';
+
+type Db = Knex | Knex.Transaction;
+
+const HOUR_MS = 3_600_000;
+/** The project's span-meter lock (shared by ingest, exclusive for a build chunk). */
+const PROJECT_LOCK = (projectId: string) => `span-meters:${projectId}`;
+const CELL_LOCK = (c: Cell) => `span-meter-cell:${c.meterId}|${c.key}|${c.hour}`;
+
+export interface Cell {
+  meterId: string;
+  key: string;
+  hour: number;
+}
+const cellId = (c: Cell) => `${c.meterId}|${c.key}|${c.hour}`;
+
+interface CellRow {
+  meter_id: string;
+  key: string;
+  hour: string | number;
+  spans: string | number;
+  total: string | number;
+  maximum: string | number | null;
+  last_at: string | number | null;
+  last_id: string | null;
+  last_value: string | number | null;
+  vals: string[] | null;
+}
+
+/**
+ * The matched model-call spans of the traces `traces` selects (a condition on alias t, besides
+ * the project) for the meters `meters` selects (a condition on alias m), the spans `spans`
+ * selects (a condition on x.st): columns meter_id, aggregation, key, hour, st, id, v, num.
+ * Bindings in text order: those of `traces`, then `meters`, then `spans`.
+ */
+function matchedSpans(meters: string, traces: string, spans = 'true'): string {
+  return `SELECT m.id AS meter_id, m.aggregation, y.key, y.hour, x.st, y.id, y.v, y.num
+    FROM meters m
+    JOIN telemetry_traces t ON t.project_id = m.filter ->> 'projectId' AND cardinality(t.models) > 0 AND ${traces}
+    CROSS JOIN LATERAL jsonb_array_elements(t.spans::jsonb) s
+    CROSS JOIN LATERAL (SELECT coalesce(s -> 'attributes', s -> 'a') AS a, coalesce(s -> 'start_ms', s -> 'st')::bigint AS st,
+      coalesce(s -> 'end_ms', s -> 'et')::bigint AS et, coalesce(s ->> 'span_id', s ->> 's') AS span_id) x
+    CROSS JOIN LATERAL (SELECT CASE WHEN coalesce(x.a -> m.customer_attribute, 'null'::jsonb) <> 'null'::jsonb THEN x.a -> m.customer_attribute
+      ELSE t.root_attributes::jsonb -> m.customer_attribute END AS ref) r
+    CROSS JOIN LATERAL (SELECT
+      CASE jsonb_typeof(r.ref) WHEN 'string' THEN nullif(r.ref #>> '{}', '') WHEN 'number' THEN (r.ref #>> '{}')::float8::text END AS key,
+      (x.st / ${HOUR_MS}) * ${HOUR_MS} AS hour, (t.trace_id || ':' || x.span_id) COLLATE "C" AS id,
+      CASE WHEN m.property IS NULL THEN NULL::jsonb WHEN m.property = 'duration_ms' THEN to_jsonb(x.et - x.st) ELSE x.a -> m.property END AS v) y0
+    CROSS JOIN LATERAL (SELECT y0.key, y0.hour, y0.id, y0.v, CASE WHEN jsonb_typeof(y0.v) = 'number' THEN (y0.v #>> '{}')::numeric END AS num) y
+    WHERE m.source = 'SPANS' AND ${meters}
+      AND jsonb_typeof(x.a -> 'llm.model') = 'string' AND y.key IS NOT NULL
+      AND ((m.filter -> 'model') IS NULL OR x.a -> 'llm.model' = m.filter -> 'model')
+      AND ((m.filter -> 'vendor') IS NULL OR x.a -> 'llm.vendor' = m.filter -> 'vendor')
+      AND x.a @> coalesce(m.filter -> 'attributes', '{}'::jsonb) AND ${spans}`;
+}
+
+/** Per cell: the rollup row's aggregates and, for `unique` meters, the distinct values (JSON texts). */
+function cellAggregates(matched: string): string {
+  const latest = (column: string) => `(array_agg(${column} ORDER BY st DESC, id DESC) FILTER (WHERE num IS NOT NULL))[1]`;
+  return `SELECT meter_id, key, hour, count(*) AS spans, coalesce(sum(num), 0) AS total, max(num) AS maximum,
+      ${latest('st')} AS last_at, ${latest('id')} AS last_id, ${latest('num')} AS last_value,
+      (array_agg(DISTINCT v) FILTER (WHERE aggregation = 'unique' AND v IS NOT NULL AND v <> 'null'::jsonb))::text[] AS vals
+    FROM (${matched}) matched
+    GROUP BY meter_id, key, hour`;
+}
+
+const HOURS_COLUMNS = 'meter_id, key, hour_ms, spans, total, maximum, last_at, last_id, last_value';
+const MERGE_HOURS = `ON CONFLICT (meter_id, key, hour_ms) DO UPDATE SET
+  spans = h.spans + excluded.spans,
+  total = h.total + excluded.total,
+  maximum = greatest(h.maximum, excluded.maximum),
+  last_at = CASE WHEN excluded.last_at IS NOT NULL AND (h.last_at IS NULL OR (excluded.last_at, excluded.last_id) > (h.last_at, h.last_id)) THEN excluded.last_at ELSE h.last_at END,
+  last_id = CASE WHEN excluded.last_at IS NOT NULL AND (h.last_at IS NULL OR (excluded.last_at, excluded.last_id) > (h.last_at, h.last_id)) THEN excluded.last_id ELSE h.last_id END,
+  last_value = CASE WHEN excluded.last_at IS NOT NULL AND (h.last_at IS NULL OR (excluded.last_at, excluded.last_id) > (h.last_at, h.last_id)) THEN excluded.last_value ELSE h.last_value END`;
+
+/** Writes cell rows (from cellAggregates) given as JSON: merged into existing rows (`merge`) or as fresh rows. */
+async function writeCells(db: Db, rows: CellRow[], merge: boolean): Promise<void> {
+  if (rows.length === 0) return;
+  rows.sort((a, b) => (cellId({ meterId: a.meter_id, key: a.key, hour: Number(a.hour) }) < cellId({ meterId: b.meter_id, key: b.key, hour: Number(b.hour) }) ? -1 : 1));
+  const payload = JSON.stringify(rows.map((r) => ({ ...r, hour: Number(r.hour), vals: r.vals ?? [] })));
+  await db.raw(
+    `WITH r AS (
+       SELECT * FROM jsonb_to_recordset(?::jsonb) AS r(meter_id text, key text, hour bigint, spans bigint, total numeric, maximum numeric,
+         last_at bigint, last_id text, last_value numeric, vals text[])
+     ), hours AS (
+       INSERT INTO span_meter_hours AS h (${HOURS_COLUMNS})
+       SELECT meter_id, key, hour, spans, total, maximum, last_at, last_id, last_value FROM r
+       ${merge ? MERGE_HOURS : ''}
+     )
+     INSERT INTO span_meter_hour_values (meter_id, key, hour_ms, value)
+     SELECT DISTINCT r.meter_id, r.key, r.hour, v::jsonb FROM r CROSS JOIN LATERAL unnest(r.vals) v
+     ON CONFLICT DO NOTHING`,
+    [payload],
+  );
+}
+
+const toCell = (r: { meter_id: string; key: string; hour: string | number }): Cell => ({ meterId: r.meter_id, key: r.key, hour: Number(r.hour) });
+
+/** The span meter rollup writes of one ingest transaction (see the file's comment). */
+export interface SpanMeterWriter {
+  /**
+   * The project's meter lock, shared, taken before the batch's traces are read or written; then
+   * whether the project has an ACTIVE span meter (read after the lock: a meter whose build ran
+   * before it is seen).
+   */
+  lockShared(projectId: string): Promise<boolean>;
+  cellsOf(projectId: string, traceIds: string[]): Promise<Map<string, Cell[]>>;
+  apply(projectId: string, added: string[], changed: string[], before: Cell[]): Promise<void>;
+}
+
+export class KnexSpanMeterWriter implements SpanMeterWriter {
+  constructor(private readonly trx: Knex.Transaction) {}
+
+  async lockShared(projectId: string): Promise<boolean> {
+    await this.trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [PROJECT_LOCK(projectId)]);
+    const { rows } = (await this.trx.raw("SELECT EXISTS (SELECT 1 FROM meters WHERE source = 'SPANS' AND status = 'ACTIVE' AND filter ->> 'projectId' = ?) AS metered", [projectId])) as {
+      rows: Array<{ metered: boolean }>;
+    };
+    return rows[0]?.metered === true;
+  }
+
+  /** The cells the stored traces contribute to now (call before rewriting them), per trace id. */
+  async cellsOf(projectId: string, traceIds: string[]): Promise<Map<string, Cell[]>> {
+    const out = new Map<string, Cell[]>();
+    if (traceIds.length === 0) return out;
+    const { rows } = (await this.trx.raw(
+      `SELECT DISTINCT trace_id, meter_id, key, hour FROM (${matchedSpans("m.status = 'ACTIVE' AND m.filter ->> 'projectId' = ?", 't.trace_id = ANY(?::text[])').replace('SELECT m.id AS meter_id,', 'SELECT t.trace_id, m.id AS meter_id,')}) c`,
+      [traceIds, projectId],
+    )) as { rows: Array<{ trace_id: string; meter_id: string; key: string; hour: string | number }> };
+    for (const r of rows) {
+      const list = out.get(r.trace_id);
+      if (list) list.push(toCell(r));
+      else out.set(r.trace_id, [toCell(r)]);
+    }
+    return out;
+  }
+
+  /**
+   * After the batch's traces are written: `added` (new traces, and stored ones that contributed
+   * nothing before) add their aggregates; `changed` (stored traces that contributed before, with
+   * `before` their cells then) have their cells, old and new, recomputed from the raw spans.
+   */
+  async apply(projectId: string, added: string[], changed: string[], before: Cell[]): Promise<void> {
+    if (added.length === 0 && changed.length === 0) return;
+    const meters = "m.status = 'ACTIVE' AND m.filter ->> 'projectId' = ?";
+    const adds =
+      added.length === 0
+        ? []
+        : ((await this.trx.raw(cellAggregates(matchedSpans(meters, 't.trace_id = ANY(?::text[])')), [added, projectId])) as { rows: CellRow[] }).rows;
+    const recompute = new Map(before.map((c) => [cellId(c), c]));
+    if (changed.length > 0) for (const cells of (await this.cellsOf(projectId, changed)).values()) for (const c of cells) recompute.set(cellId(c), c);
+    const addRows = adds.filter((r) => !recompute.has(cellId(toCell(r))));
+    const locks = [...new Set([...addRows.map((r) => CELL_LOCK(toCell(r))), ...[...recompute.values()].map(CELL_LOCK)])].sort();
+    if (locks.length === 0) return;
+    await this.trx.raw('SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM (SELECT k FROM unnest(?::text[]) k ORDER BY k COLLATE "C" OFFSET 0) s', [locks]);
+    await writeCells(this.trx, addRows, true);
+    if (recompute.size > 0) await recomputeCells(this.trx, projectId, [...recompute.values()]);
+  }
+}
+
+/** Rewrites these cells of one project from the raw spans (the caller holds their locks). */
+async function recomputeCells(db: Db, projectId: string, cells: Cell[]): Promise<void> {
+  const payload = JSON.stringify(cells.map((c) => ({ meter_id: c.meterId, key: c.key, hour: c.hour })));
+  const from = Math.min(...cells.map((c) => c.hour));
+  const to = Math.max(...cells.map((c) => c.hour)) + HOUR_MS;
+  const cellSet = 'SELECT * FROM jsonb_to_recordset(?::jsonb) AS c(meter_id text, key text, hour bigint)';
+  await db.raw(`DELETE FROM span_meter_hours h USING (${cellSet}) c WHERE h.meter_id = c.meter_id AND h.key = c.key AND h.hour_ms = c.hour`, [payload]);
+  await db.raw(`DELETE FROM span_meter_hour_values h USING (${cellSet}) c WHERE h.meter_id = c.meter_id AND h.key = c.key AND h.hour_ms = c.hour`, [payload]);
+  const matched = matchedSpans(
+    "m.status = 'ACTIVE' AND m.filter ->> 'projectId' = ? AND m.id IN (SELECT meter_id FROM cells)",
+    "t.start_time < ? AND t.end_time >= ? AND t.start_time >= ?::timestamptz - (SELECT coalesce(max(d.duration_ms), 0) FROM telemetry_traces d WHERE d.project_id = t.project_id) * interval '1 millisecond'",
+    'x.st >= ? AND x.st < ?',
+  );
+  const { rows } = (await db.raw(
+    `WITH cells AS (${cellSet})
+     SELECT a.* FROM (${cellAggregates(matched)}) a JOIN cells c ON c.meter_id = a.meter_id AND c.key = a.key AND c.hour = a.hour`,
+    [payload, new Date(to), new Date(from), new Date(from), projectId, from, to],
+  )) as { rows: CellRow[] };
+  await writeCells(db, rows, false);
+}
+
+/** What a span meter's rollup read answers: per key (and bucket), as TraceRepository.modelCallAggregates. */
+export interface SpanMeterHourAggregate {
+  key: string;
+  bucket: number | null;
+  count: number;
+  sum: number;
+  max: number | null;
+  last: { at: number; id: string; value: number } | null;
+  values: string[];
+}
+
+export interface SpanMeterHoursQuery {
+  meterId: string;
+  /** Whole UTC hours [from, to), epoch ms. */
+  from: number;
+  to: number;
+  keys?: readonly string[];
+  distinct: boolean;
+  interval?: 'hour' | 'day' | 'month';
+}
+
+export interface SpanMeterRollups {
+  hours(q: SpanMeterHoursQuery): Promise<SpanMeterHourAggregate[]>;
+  buildChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
+}
+
+/** The statement of a span meter's rollup read (KnexSpanMeterRollups.hours): the rows of [from, to), grouped per key (and bucket). */
+export function spanMeterHoursSql(q: SpanMeterHoursQuery): { sql: string; bindings: Knex.Value[] } {
+  const bucket =
+    q.interval === undefined
+      ? 'NULL::bigint'
+      : q.interval === 'month'
+        ? "(extract(epoch FROM date_trunc('month', to_timestamp(hour_ms / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint"
+        : `(hour_ms / ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}) * ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}`;
+  const keys = q.keys !== undefined ? ' AND key = ANY(?::text[])' : '';
+  const bindings: Knex.Value[] = [q.meterId, q.from, q.to, ...(q.keys !== undefined ? [q.keys as string[]] : [])];
+  const latest = (column: string) => `(array_agg(${column} ORDER BY last_at DESC, last_id DESC) FILTER (WHERE last_at IS NOT NULL))[1]`;
+  const sql = q.distinct
+    ? `SELECT key, ${bucket} AS bucket, 0 AS count, 0 AS sum, NULL AS max, NULL AS last_at, NULL AS last_id, NULL AS last_value,
+         array_agg(DISTINCT value)::text[] AS "values"
+       FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`
+    : `SELECT key, ${bucket} AS bucket, sum(spans) AS count, sum(total) AS sum, max(maximum) AS max,
+         ${latest('last_at')} AS last_at, ${latest('last_id')} AS last_id, ${latest('last_value')} AS last_value, '{}'::text[] AS "values"
+       FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`;
+  return { sql, bindings };
+}
+
+export class KnexSpanMeterRollups implements SpanMeterRollups {
+  constructor(private readonly db: Knex) {}
+
+  /** The rollup rows of [from, to) grouped per key (and bucket). */
+  async hours(q: SpanMeterHoursQuery): Promise<SpanMeterHourAggregate[]> {
+    const { sql, bindings } = spanMeterHoursSql(q);
+    const { rows } = (await this.db.raw(sql, bindings)) as {
+      rows: Array<{ key: string; bucket: string | number | null; count: string | number; sum: string | number; max: string | number | null; last_at: string | number | null; last_id: string | null; last_value: string | number | null; values: string[] }>;
+    };
+    return rows.map((r) => ({
+      key: r.key,
+      bucket: r.bucket === null ? null : Number(r.bucket),
+      count: Number(r.count),
+      sum: Number(r.sum),
+      max: r.max === null ? null : Number(r.max),
+      last: r.last_at === null ? null : { at: Number(r.last_at), id: r.last_id!, value: Number(r.last_value) },
+      values: r.values,
+    }));
+  }
+
+  /**
+   * One chunk of a span meter's background build, in one transaction under the project's meter
+   * lock (exclusive: no ingest is in flight, every committed span is visible): the hours from the
+   * meter's cursor (the next hour to build, epoch ms as text; '' = from the start) to the hour
+   * after the trace `chunkTraces` further in (project_id, start_time), or to the end, are deleted
+   * and rewritten from the spans, and the cursor moves on in the same transaction — READY after
+   * the last chunk. Hours before the cursor are complete and ingest keeps them so (it adds to
+   * BUILDING meters too); hours after it are rewritten when their chunk comes. A killed chunk
+   * leaves nothing and the next run does it again. 'none': not a BUILDING span meter.
+   */
+  buildChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
+    return this.db.transaction(async (trx) => {
+      const found = (await trx('meters').where({ org_id: orgId, id: meterId, source: 'SPANS' }).first(trx.raw("filter ->> 'projectId' AS project_id"))) as { project_id: string } | undefined;
+      if (!found) return 'none';
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [PROJECT_LOCK(found.project_id)]);
+      // The row lock orders this chunk with a change of the filter (which resets the cursor).
+      const meter = (await trx('meters').where({ org_id: orgId, id: meterId }).forUpdate().first('status', 'rollup_status', 'rollup_cursor', trx.raw("filter ->> 'projectId' AS project_id"))) as
+        | { status: string; rollup_status: string; rollup_cursor: string | null; project_id: string }
+        | undefined;
+      if (!meter || meter.status !== 'ACTIVE' || meter.rollup_status !== 'BUILDING' || meter.project_id !== found.project_id) return 'none';
+      const from = meter.rollup_cursor ? Number(meter.rollup_cursor) : null;
+      const next = (await trx('telemetry_traces')
+        .where('project_id', meter.project_id)
+        .modify((q) => (from !== null ? q.andWhere('start_time', '>=', new Date(from)) : q))
+        .orderBy('start_time')
+        .offset(chunkTraces)
+        .first('start_time')) as { start_time: Date | string } | undefined;
+      const to = next ? Math.floor(new Date(next.start_time).getTime() / HOUR_MS) * HOUR_MS + HOUR_MS : null;
+      const lower = from ?? Number.MIN_SAFE_INTEGER;
+      const upper = to ?? Number.MAX_SAFE_INTEGER;
+      await trx.raw('DELETE FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, lower, upper]);
+      await trx.raw('DELETE FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, lower, upper]);
+      const traces = [...(to !== null ? ['t.start_time < ?'] : []), ...(from !== null ? ['t.end_time >= ?'] : []), 'true'].join(' AND ');
+      const { rows } = (await trx.raw(cellAggregates(matchedSpans('m.id = ?', traces, 'x.st >= ? AND x.st < ?')), [
+        ...(to !== null ? [new Date(to)] : []),
+        ...(from !== null ? [new Date(from)] : []),
+        meterId,
+        lower,
+        upper,
+      ])) as { rows: CellRow[] };
+      await writeCells(trx, rows, false);
+      await trx('meters')
+        .where({ org_id: orgId, id: meterId })
+        .update(to === null ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: String(to) });
+      if (beforeCommit) await beforeCommit();
+      return to === null ? 'ready' : 'chunk';
+    });
+  }
+}
