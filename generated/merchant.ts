@@ -3484,6 +3484,7 @@ export interface components {
             productId: components["schemas"]["ProductId"] | null;
             productName: string;
             paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
+            processorMismatch?: components["schemas"]["SubscriptionProcessorMismatch"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -4165,6 +4166,31 @@ export interface components {
             /** @description When Kassa learnt the buyer must act. */
             requiredAt: components["schemas"]["Timestamp"];
         };
+        /**
+         * @description Present only while Stripe bills this subscription at a price Kassa does not know: one
+         *     made in the Stripe Dashboard (or by another integration), not one of the Stripe prices
+         *     Kassa made for this subscription's plans (at checkout and at each `changeSubscription`).
+         *     Kassa does not invent a catalog price for it: `priceId`, `quantity` and `amountCents` stay
+         *     Kassa's last known plan, Stripe's renewal invoices are recorded as orders of what Stripe
+         *     charged (one line of the amount paid), and `changeSubscription` / its preview answer `409`
+         *     until the Stripe item is set back to a Kassa plan (in the Dashboard, or Kassa's price again).
+         *     `subscription.updated` is sent when it appears and when it clears. Changes made in the
+         *     Dashboard to a Stripe price Kassa made (another of its plans, or the seats) are applied
+         *     to `priceId` / `quantity` / `amountCents` instead (docs/plan-changes.md).
+         */
+        SubscriptionProcessorMismatch: {
+            /**
+             * @description `UNKNOWN_PROCESSOR_PRICE`: Stripe's item has a price Kassa did not make.
+             * @enum {string}
+             */
+            reason: "UNKNOWN_PROCESSOR_PRICE";
+            /** @description Stripe's price (`price_…`) on the subscription's item. */
+            processorPriceId: string;
+            /** @description The quantity on Stripe's item. */
+            quantity: number;
+            /** @description When Kassa first read this price on Stripe's item. */
+            detectedAt: components["schemas"]["Timestamp"];
+        };
         /** @enum {string} */
         WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted" | "meter.threshold_crossed";
         /**
@@ -4486,6 +4512,7 @@ export interface components {
             canceledAt: components["schemas"]["Timestamp"] | null;
             endedAt: components["schemas"]["Timestamp"] | null;
             paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
+            processorMismatch?: components["schemas"]["SubscriptionProcessorMismatch"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };

@@ -32,7 +32,8 @@ export interface PaymentResult {
   /** The buyer's e-mail when the session did not carry one. */
   customerEmail?: string;
   /** A subscription the processor's billing renews (Stripe): its id and first billing period. */
-  processorSubscription?: { id: string; periodStart: Date; periodEnd: Date };
+  /** `processorPriceId`: the processor's price on its one item, made by Kassa for this plan (Stripe `price_…`). */
+  processorSubscription?: { id: string; periodStart: Date; periodEnd: Date; processorPriceId?: string };
 }
 
 /** What the chain watcher saw of a transfer matched to a crypto session (see applyCryptoTransfer). */
@@ -428,6 +429,9 @@ export class PaymentFlow {
       manageToken: randomToken(32),
       processorSubscriptionId: processor?.id ?? null,
       paymentAction: null,
+      // The processor's price Kassa made for this plan (issue 39): its item naming it is Kassa's plan.
+      processorPrices: processor?.processorPriceId ? { [processor.processorPriceId]: { priceId: session.pricing.pricingId, productId: session.product.productId, productName: session.product.name } } : null,
+      processorMismatch: null,
       createdAt: now,
       updatedAt: now,
     };

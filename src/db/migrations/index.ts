@@ -70,6 +70,8 @@ import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
 import * as m0372 from './0372_commerce_tax_figures.js';
 import * as m0380 from './0380_usage_event_partitions.js';
+import * as m0410 from './0410_processor_plan_sync.js';
+import * as m0411 from './0411_redemption_orphan_sweep.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -146,6 +148,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '0371_order_wallet_statistics': m0371,
   '0372_commerce_tax_figures': m0372,
   '0380_usage_event_partitions': m0380,
+  '0410_processor_plan_sync': m0410,
+  '0411_redemption_orphan_sweep': m0411,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
