@@ -2078,7 +2078,7 @@ export interface webhooks {
         put?: never;
         /**
          * Subscription updated (`subscription.updated`)
-         * @description **`subscription.updated`** — The current period or the scheduled-cancellation details changed: a renewal was paid (new `currentPeriodEnd`), a period-end cancellation was scheduled (`cancelAtPeriodEnd` true, `canceledAt` set, before the final `subscription.ended`), the subscription was paused or resumed, or it was canceled immediately (`CANCELED`).
+         * @description **`subscription.updated`** — The current period or the scheduled-cancellation details changed: a renewal was paid (new `currentPeriodEnd`), a period-end cancellation was scheduled (`cancelAtPeriodEnd` true, `canceledAt` set, before the final `subscription.ended`), the subscription was paused or resumed, or it was canceled immediately (`CANCELED`). Also the plan or seats changed: through `changeSubscription`, or in the Stripe Dashboard for a Stripe-billed subscription (Kassa follows the Stripe item when its price is one Kassa made; a price made in the Dashboard sets `processorMismatch` instead and changes no price; the event is sent when that flag appears and when it clears).
          *
          *     Carries `data.subscription` (`WebhookSubscription`).
          *

@@ -54,7 +54,7 @@ export interface StripeRequest {
  * `answerThenHang` (the call takes effect, the answer never leaves: a timeout after Stripe acted),
  * `unauthorized` (Stripe refuses the key), `rateLimit:<seconds>` (429 with that Retry-After).
  */
-export type Failure = 'error500' | 'hang' | 'answerThenHang' | 'unauthorized' | `rateLimit:${number}`;
+export type Failure = 'error500' | 'hang' | 'answerThenHang' | 'unauthorized' | `rateLimit:${number}` | `delay:${number}`;
 
 const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
@@ -194,6 +194,8 @@ export class FakeStripe {
         res.set('Retry-After', failure.slice('rateLimit:'.length));
         return void this.error(res, 429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' });
       }
+      // A slow Stripe: the request is handled (the object made) only after this many ms.
+      if (failure?.startsWith('delay:')) return void setTimeout(next, Number(failure.slice('delay:'.length)));
       if (failure === 'answerThenHang') {
         // The handler runs (and Stripe stores its idempotent answer); the answer is never sent.
         this.hanging.add(res);
@@ -213,6 +215,20 @@ export class FakeStripe {
       const found = this.taxRates.get(req.params.id);
       if (!found) return void this.missing(res, req.params.id);
       res.json(found.rate);
+    });
+    // Stripe's list: newest first, `created` filters, paged with starting_after.
+    app.get('/v1/checkout/sessions', (req, res) => {
+      const q = req.query as { created?: Record<string, string>; limit?: string; starting_after?: string };
+      const bound = (k: string) => (q.created?.[k] === undefined ? undefined : Number(q.created[k]));
+      const [gt, gte, lt, lte] = [bound('gt'), bound('gte'), bound('lt'), bound('lte')];
+      let all = [...this.sessions.values()]
+        .map((s, seq) => ({ s, seq }))
+        .filter(({ s }) => (gt === undefined || s.created > gt) && (gte === undefined || s.created >= gte) && (lt === undefined || s.created < lt) && (lte === undefined || s.created <= lte))
+        .sort((a, b) => b.s.created - a.s.created || b.seq - a.seq)
+        .map(({ s }) => s);
+      if (q.starting_after) all = all.slice(all.findIndex((s) => s.id === q.starting_after) + 1);
+      const limit = Math.min(Number(q.limit ?? 10), 100);
+      res.json({ object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/checkout/sessions' });
     });
     app.get('/v1/checkout/sessions/:id', (req, res) => {
       const session = this.sessions.get(req.params.id);
