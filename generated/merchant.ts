@@ -2078,7 +2078,7 @@ export interface webhooks {
         put?: never;
         /**
          * Subscription updated (`subscription.updated`)
-         * @description **`subscription.updated`** — The current period or the scheduled-cancellation details changed: a renewal was paid (new `currentPeriodEnd`), a period-end cancellation was scheduled (`cancelAtPeriodEnd` true, `canceledAt` set, before the final `subscription.ended`), the subscription was paused or resumed, or it was canceled immediately (`CANCELED`).
+         * @description **`subscription.updated`** — The current period or the scheduled-cancellation details changed: a renewal was paid (new `currentPeriodEnd`), a period-end cancellation was scheduled (`cancelAtPeriodEnd` true, `canceledAt` set, before the final `subscription.ended`), the subscription was paused or resumed, or it was canceled immediately (`CANCELED`). Also the plan or seats changed: through `changeSubscription`, or in the Stripe Dashboard for a Stripe-billed subscription (Kassa follows the Stripe item when its price is one Kassa made; a price made in the Dashboard sets `processorMismatch` instead and changes no price; the event is sent when that flag appears and when it clears).
          *
          *     Carries `data.subscription` (`WebhookSubscription`).
          *
@@ -3499,6 +3499,7 @@ export interface components {
             productId: components["schemas"]["ProductId"] | null;
             productName: string;
             paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
+            processorMismatch?: components["schemas"]["SubscriptionProcessorMismatch"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -4194,6 +4195,31 @@ export interface components {
             /** @description When Kassa learnt the buyer must act. */
             requiredAt: components["schemas"]["Timestamp"];
         };
+        /**
+         * @description Present only while Stripe bills this subscription at a price Kassa does not know: one
+         *     made in the Stripe Dashboard (or by another integration), not one of the Stripe prices
+         *     Kassa made for this subscription's plans (at checkout and at each `changeSubscription`).
+         *     Kassa does not invent a catalog price for it: `priceId`, `quantity` and `amountCents` stay
+         *     Kassa's last known plan, Stripe's renewal invoices are recorded as orders of what Stripe
+         *     charged (one line of the amount paid), and `changeSubscription` / its preview answer `409`
+         *     until the Stripe item is set back to a Kassa plan (in the Dashboard, or Kassa's price again).
+         *     `subscription.updated` is sent when it appears and when it clears. Changes made in the
+         *     Dashboard to a Stripe price Kassa made (another of its plans, or the seats) are applied
+         *     to `priceId` / `quantity` / `amountCents` instead (docs/plan-changes.md).
+         */
+        SubscriptionProcessorMismatch: {
+            /**
+             * @description `UNKNOWN_PROCESSOR_PRICE`: Stripe's item has a price Kassa did not make.
+             * @enum {string}
+             */
+            reason: "UNKNOWN_PROCESSOR_PRICE";
+            /** @description Stripe's price (`price_…`) on the subscription's item. */
+            processorPriceId: string;
+            /** @description The quantity on Stripe's item. */
+            quantity: number;
+            /** @description When Kassa first read this price on Stripe's item. */
+            detectedAt: components["schemas"]["Timestamp"];
+        };
         /** @enum {string} */
         WebhookEventType: "order.pending" | "order.paid" | "order.failed" | "order.refunded" | "order.refund_failed" | "order.dispute_created" | "order.dispute_closed" | "subscription.created" | "subscription.updated" | "subscription.action_required" | "subscription.trial_will_end" | "subscription.discount_ended" | "subscription.expired" | "subscription.ended" | "meter.credits_exhausted" | "meter.threshold_crossed";
         /**
@@ -4515,6 +4541,7 @@ export interface components {
             canceledAt: components["schemas"]["Timestamp"] | null;
             endedAt: components["schemas"]["Timestamp"] | null;
             paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
+            processorMismatch?: components["schemas"]["SubscriptionProcessorMismatch"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };

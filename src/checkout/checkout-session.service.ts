@@ -127,7 +127,15 @@ export class CheckoutSessionService {
           await this.crypto!.store(tx, session, crypto);
           return true;
         })
-      : await stores.sessions.insertWithIdempotencyRecord(record, session, expiredBefore);
+      : claimed
+        ? await this.storeClaimed(record, session, expiredBefore)
+        : await stores.sessions.insertWithIdempotencyRecord(record, session, expiredBefore);
+    if (created === 'swept') {
+      // The orphan-claim sweep gave the claim back while Stripe was being called (the create took
+      // longer than the sweep's delay), and the limit no longer allows it: nothing is stored.
+      if (session.processorSessionId) await this.hosted!.close(session.processorSessionId).catch(() => undefined);
+      throw conflict('The discount could not be kept for this checkout (opening it took too long and the redemption was given back); nothing was opened, create the checkout again with a new Idempotency-Key');
+    }
     if (created) return { session, replayed: false };
     // A concurrent request with the same key won: the checkout opened for this one is closed unused.
     if (session.processorSessionId) await this.hosted!.close(session.processorSessionId).catch(() => undefined);
@@ -168,6 +176,21 @@ export class CheckoutSessionService {
       throw err;
     }
     return true;
+  }
+
+  /**
+   * Stores a session whose redemption was claimed before Stripe's session was opened: in one
+   * transaction that first locks the redemption (RedemptionLedger.takeBack: 'held' when it is still
+   * counted), so the orphan-claim sweep (src/processors/stripe-redemption-sweep.ts), which locks
+   * it too before giving it back, and this store serialize. A claim the sweep gave back meanwhile
+   * is taken back within the limits; refused: 'swept', nothing stored.
+   */
+  private storeClaimed(record: IdempotencyRecord, session: CheckoutSession, expiredBefore: Date): Promise<boolean | 'swept'> {
+    return this.uow.transaction(async (tx) => {
+      const held = await tx.redemptions.takeBack(session.id, this.clock.now());
+      if (held === 'refused' || held === 'none') return 'swept';
+      return tx.sessions.insertWithIdempotencyRecord(record, session, expiredBefore);
+    });
   }
 
   private async openHosted(session: CheckoutSession): Promise<CheckoutSession> {

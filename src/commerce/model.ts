@@ -293,8 +293,31 @@ export interface Subscription {
    * the invoice and the processor's hosted page where the buyer completes it; null otherwise.
    */
   paymentAction: SubscriptionPaymentAction | null;
+  /**
+   * The processor's prices (Stripe `price_…`) Kassa made for this subscription's plans, at checkout
+   * and at each of its own plan changes, with the Kassa plan each stands for: how a change made in
+   * the processor's dashboard is told from Kassa's own (processor-billing.ts `applyProcessorItem`).
+   */
+  processorPrices?: Readonly<Record<string, ProcessorPlanRef>> | null;
+  /** Set while the processor bills a price Kassa does not know (made in its dashboard); null otherwise. */
+  processorMismatch?: ProcessorMismatch | null;
   createdAt: Date;
   updatedAt: Date;
+}
+
+/** The Kassa plan a processor's price stands for. */
+export interface ProcessorPlanRef {
+  priceId: string | null;
+  productId: string | null;
+  productName: string;
+}
+
+/** Why Kassa's plan is not the processor's: the processor's item, as last read. */
+export interface ProcessorMismatch {
+  reason: 'UNKNOWN_PROCESSOR_PRICE';
+  processorPriceId: string;
+  quantity: number;
+  detectedAt: Date;
 }
 
 // ---- crypto quotes (the crypto rail's part of a session) ----

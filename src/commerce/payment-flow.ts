@@ -32,7 +32,8 @@ export interface PaymentResult {
   /** The buyer's e-mail when the session did not carry one. */
   customerEmail?: string;
   /** A subscription the processor's billing renews (Stripe): its id and first billing period. */
-  processorSubscription?: { id: string; periodStart: Date; periodEnd: Date };
+  /** `processorPriceId`: the processor's price on its one item, made by Kassa for this plan (Stripe `price_…`). */
+  processorSubscription?: { id: string; periodStart: Date; periodEnd: Date; processorPriceId?: string };
   /**
    * The tax the processor chose from the buyer's address (Stripe's `dynamic_tax_rates`, issue 39),
    * for a session created without a location: recorded on the session (its `tax` and `amount`)
@@ -443,6 +444,9 @@ export class PaymentFlow {
       manageToken: randomToken(32),
       processorSubscriptionId: processor?.id ?? null,
       paymentAction: null,
+      // The processor's price Kassa made for this plan (issue 39): its item naming it is Kassa's plan.
+      processorPrices: processor?.processorPriceId ? { [processor.processorPriceId]: { priceId: session.pricing.pricingId, productId: session.product.productId, productName: session.product.name } } : null,
+      processorMismatch: null,
       createdAt: now,
       updatedAt: now,
     };

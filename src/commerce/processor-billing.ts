@@ -9,7 +9,8 @@ import type { Clock } from '../kernel/clock.js';
 import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
-import { CARD_SETTLEMENT_DELAY_MS, discountEndsBefore, renewalOrder } from './renewal-order.js';
+import { CARD_SETTLEMENT_DELAY_MS, changePricing, discountEndsBefore, renewalOrder } from './renewal-order.js';
+import { priceWithTax } from './tax.js';
 import { pricePeriod, type LineInput } from './pricing.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
@@ -22,6 +23,17 @@ export interface ProcessorSubscriptionState {
   cancelAtPeriodEnd: boolean;
   canceledAt: Date | null;
   endedAt: Date | null;
+  /** The processor's one item (its price and seats), when it has exactly one: see applyProcessorItem. */
+  item?: ProcessorItem;
+}
+
+/** The price and quantity on a processor subscription's one item (Stripe's `items.data[0]`). */
+export interface ProcessorItem {
+  /** The processor's price (Stripe `price_…`). */
+  processorPriceId: string;
+  quantity: number;
+  /** The price's unit amount in minor units; null for a price without one (tiers, custom units). */
+  unitAmount: number | null;
 }
 
 /** One renewal invoice of a processor-billed subscription, as the processor has it now. */
@@ -115,6 +127,65 @@ export async function applyProcessorState(stores: CommerceStores, s: Subscriptio
   return written;
 }
 
+/**
+ * A plan or seat change made in the processor (issue 39: the Stripe Dashboard), read from its item
+ * on a subscription locked by the caller, as it is now (the caller read it back under the lock, so
+ * an older or repeated event reads the same current item and changes nothing):
+ * - the item is the plan Kassa holds (the scheduled change's, once one is scheduled: the processor's
+ *   item already has it) — Kassa's own change, already applied, or nothing changed: nothing is
+ *   written (a mismatch flag set before is cleared);
+ * - the item's price is one Kassa made (`processorPrices`) for another plan, and/or its quantity
+ *   differs: the subscription takes that plan and quantity now — `amountCents` is the item's unit
+ *   amount × quantity with the first order's tax, as Kassa's own change computes it — a scheduled
+ *   change is dropped (the processor's item no longer holds it), and `subscription.updated` is sent
+ *   with the plan before (the buyer's "plan changed" e-mail). What the processor charged for the
+ *   change arrives as its own invoice (ProcessorExtraInvoice: Stripe's proration lines);
+ * - the item's price is one Kassa did not make: no catalog price is invented; the plan stays, the
+ *   subscription is flagged (`processorMismatch`, `subscription.updated` once per price read).
+ * A subscription started before Kassa recorded its processor prices adopts the item's price as the
+ * plan it holds at its first read.
+ */
+export async function applyProcessorItem(stores: CommerceStores, s: Subscription, item: ProcessorItem, now: Date): Promise<Subscription> {
+  if (TERMINAL.has(s.status)) return s;
+  const held = s.scheduledChange ?? s;
+  let prices = s.processorPrices ?? {};
+  if (Object.keys(prices).length === 0) prices = { [item.processorPriceId]: { priceId: held.priceId, productId: held.productId, productName: held.productName } };
+  const plan = prices[item.processorPriceId];
+  let next: Subscription;
+  let previousPlan = false;
+  if (!plan || item.unitAmount === null) {
+    const same = s.processorMismatch?.processorPriceId === item.processorPriceId && s.processorMismatch.quantity === item.quantity;
+    if (same && prices === s.processorPrices) return s;
+    next = { ...s, processorPrices: prices, processorMismatch: same ? s.processorMismatch : { reason: 'UNKNOWN_PROCESSOR_PRICE', processorPriceId: item.processorPriceId, quantity: item.quantity, detectedAt: now } };
+  } else if (plan.priceId === held.priceId && item.quantity === held.quantity) {
+    if (!s.processorMismatch && prices === s.processorPrices) return s;
+    next = { ...s, processorPrices: prices, processorMismatch: null };
+  } else {
+    const { tax } = await changePricing(stores, s);
+    const fee = item.unitAmount * item.quantity;
+    if (!Number.isSafeInteger(fee)) return s;
+    const amountCents = tax ? priceWithTax([{ kind: 'PRICE', description: plan.productName, quantity: item.quantity, unitAmount: String(item.unitAmount) }], tax).total : fee;
+    next = { ...s, priceId: plan.priceId, productId: plan.productId, productName: plan.productName, quantity: item.quantity, amountCents, scheduledChange: null, processorPrices: prices, processorMismatch: null };
+    previousPlan = true;
+  }
+  const written: Subscription = { ...next, updatedAt: now };
+  assertWritten(await stores.subscriptions.update(written, s.status), 'subscription');
+  // The adoption alone (a subscription from before the mapping) is bookkeeping: no event.
+  const visible = previousPlan || (s.processorMismatch ?? null) !== (written.processorMismatch ?? null);
+  if (visible) {
+    await stores.emit(
+      {
+        orgId: s.orgId,
+        type: 'subscription.updated',
+        data: { subscription: presentWebhookSubscription(written) },
+        previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd, ...(previousPlan && { plan: { priceId: s.priceId, productName: s.productName, quantity: s.quantity, amountCents: s.amountCents } }) },
+      },
+      now,
+    );
+  }
+  return written;
+}
+
 export class ProcessorBillingFlow {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -130,8 +201,11 @@ export class ProcessorBillingFlow {
     return this.uow.transaction(async (stores) => {
       const s = await this.lockByProcessorId(stores, processorSubscriptionId);
       if (!s) return 'unknown';
-      const applied = await applyProcessorState(stores, s, await read(), this.clock.now());
-      return applied === s ? 'unchanged' : 'applied';
+      const state = await read();
+      const now = this.clock.now();
+      const applied = await applyProcessorState(stores, s, state, now);
+      const planned = state.item ? await applyProcessorItem(stores, applied, state.item, now) : applied;
+      return planned === s ? 'unchanged' : 'applied';
     });
   }
 

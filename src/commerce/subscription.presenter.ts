@@ -11,6 +11,13 @@ function paymentAction(s: Subscription): { paymentAction?: ApiSubscription['paym
 
 type ApiSubscription = components['schemas']['Subscription'];
 
+/** Stripe billing a price Kassa does not know (issue 39), when it does (omitted otherwise). */
+function mismatch(s: Subscription): { processorMismatch?: ApiSubscription['processorMismatch'] } {
+  const m = s.processorMismatch;
+  if (!m) return {};
+  return { processorMismatch: { reason: m.reason, processorPriceId: m.processorPriceId, quantity: m.quantity, detectedAt: iso(m.detectedAt) } };
+}
+
 /** The price, seats and any change waiting for the period's end (issue 39). */
 function plan(s: Subscription) {
   const c = s.scheduledChange ?? null;
@@ -44,6 +51,7 @@ export function presentSubscription(s: Subscription): ApiSubscription {
     productId: s.productId,
     productName: s.productName,
     ...paymentAction(s),
+    ...mismatch(s),
     createdAt: iso(s.createdAt),
     updatedAt: iso(s.updatedAt),
   };
@@ -70,6 +78,7 @@ export function presentWebhookSubscription(s: Subscription): WebhookSubscription
     canceledAt: isoOrNull(s.canceledAt),
     endedAt: isoOrNull(s.endedAt),
     ...paymentAction(s),
+    ...mismatch(s),
     createdAt: iso(s.createdAt),
     updatedAt: iso(s.updatedAt),
   };

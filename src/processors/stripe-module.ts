@@ -19,6 +19,8 @@ import type { MeteredBilling } from '../commerce/metered-billing.js';
 import { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { KnexUsageInvoiceRepository } from './usage-invoice.repository.js';
 import { StripeUsageInvoicing } from './stripe-usage-invoices.js';
+import { KnexRedemptionSweepRepository } from './redemption-sweep.repository.js';
+import { redemptionSweepDelayMs, StripeRedemptionSweep } from './stripe-redemption-sweep.js';
 
 export interface StripeModule {
   checkout: StripeCheckout;
@@ -35,6 +37,8 @@ export interface StripeModule {
   reconciliationJob(): Job;
   /** Held renewal drafts whose grace window has passed: itemized and finalized (with metering). */
   usageJobs(): Job[];
+  /** Claims of checkout sessions never stored (a crash between the claim and the store), given back after asking Stripe. */
+  redemptionSweep(): StripeRedemptionSweep;
 }
 
 /** Undefined unless Stripe is the configured card processor. */
@@ -58,7 +62,7 @@ export function createStripeModule(deps: {
   releaseDiscount?: (session: CheckoutSession) => Promise<void>;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
-  const { reconcileIntervalMs, webhookSecret } = deps.config;
+  const { reconcileIntervalMs, webhookSecret, timeoutMs } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
   const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger), deps.metered, deps.clock, deps.logger);
@@ -94,6 +98,7 @@ export function createStripeModule(deps: {
     ...(deps.config.connectWebhookSecret && { connectEvents: eventService(deps.config.connectWebhookSecret) }),
     ...(usage && { usage }),
     usageJobs: () => (usage ? [{ name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 }] : []),
+    redemptionSweep: () => new StripeRedemptionSweep(stripe, new KnexRedemptionSweepRepository(deps.db), repo, deps.clock, deps.logger, { delayMs: redemptionSweepDelayMs(timeoutMs) }),
     reconciliationJob: () => {
       const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });
       return { name: 'stripe-reconciliation', intervalMs: reconcileIntervalMs, run: () => reconciler.run() };

@@ -62,7 +62,14 @@ function periodOf(sub: Stripe.Subscription): { periodStart: Date; periodEnd: Dat
  * | `incomplete` (first payment pending) | nothing yet |
  */
 export function stripeSubscriptionState(sub: Stripe.Subscription): ProcessorSubscriptionState {
-  const base = { cancelAtPeriodEnd: sub.cancel_at_period_end, canceledAt: at(sub.canceled_at), endedAt: at(sub.ended_at) };
+  // The one item's price and quantity (issue 39: a change made in the Dashboard); none with several items.
+  const item = sub.items.data.length === 1 ? sub.items.data[0]! : undefined;
+  const base = {
+    cancelAtPeriodEnd: sub.cancel_at_period_end,
+    canceledAt: at(sub.canceled_at),
+    endedAt: at(sub.ended_at),
+    ...(item && { item: { processorPriceId: item.price.id, quantity: item.quantity ?? 1, unitAmount: item.price.unit_amount } }),
+  };
   switch (sub.status) {
     case 'incomplete':
       return { ...base, status: 'INCOMPLETE' };
@@ -274,7 +281,7 @@ export class StripeSubscriptionEvents {
     return {
       processorPaymentId: payment?.processorPaymentId ?? invoiceId ?? subscriptionId,
       ...(processorStatus && { processorStatus }),
-      processorSubscription: { id: sub.id, ...period },
+      processorSubscription: { id: sub.id, ...period, ...(sub.items.data.length === 1 && { processorPriceId: sub.items.data[0]!.price.id }) },
     };
   }
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { ScheduledPlanChange, Subscription, SubscriptionStatus } from '../commerce/model.js';
+import type { ProcessorMismatch, ProcessorPlanRef, ScheduledPlanChange, Subscription, SubscriptionStatus } from '../commerce/model.js';
 import type { SubscriptionRepository } from '../commerce/stores.js';
 import { readListPage } from '../db/list-page.js';
 import type { Keyset, ListPage, ListWindow } from '../kernel/list.js';
@@ -44,6 +44,8 @@ interface SubscriptionRow {
   action_invoice_id: string | null;
   action_url: string | null;
   action_required_at: Date | null;
+  processor_prices?: Record<string, ProcessorPlanRef> | string | null;
+  processor_mismatch?: { reason: ProcessorMismatch['reason']; processorPriceId: string; quantity: number; detectedAt: string } | string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -54,6 +56,13 @@ function scheduled(v: SubscriptionRow['scheduled_change']): ScheduledPlanChange 
   if (v === null) return null;
   const o = typeof v === 'string' ? (JSON.parse(v) as Exclude<SubscriptionRow['scheduled_change'], string | null>) : v;
   return { ...o, amountCents: Number(o.amountCents), requestedAt: new Date(o.requestedAt) };
+}
+
+const json = <T>(v: T | string | null | undefined): T | null => (v == null ? null : typeof v === 'string' ? (JSON.parse(v) as T) : v);
+
+function mismatch(v: SubscriptionRow['processor_mismatch']): ProcessorMismatch | null {
+  const o = json(v);
+  return o && { ...o, detectedAt: new Date(o.detectedAt) };
 }
 
 const toSubscription = (r: SubscriptionRow): Subscription => ({
@@ -94,6 +103,8 @@ const toSubscription = (r: SubscriptionRow): Subscription => ({
     r.action_invoice_id && r.action_url && r.action_required_at
       ? { invoiceId: r.action_invoice_id, url: r.action_url, requiredAt: new Date(r.action_required_at) }
       : null,
+  processorPrices: json(r.processor_prices),
+  processorMismatch: mismatch(r.processor_mismatch),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
 });
@@ -135,6 +146,8 @@ const toRow = (s: Subscription): SubscriptionRow => ({
   action_invoice_id: s.paymentAction?.invoiceId ?? null,
   action_url: s.paymentAction?.url ?? null,
   action_required_at: s.paymentAction?.requiredAt ?? null,
+  processor_prices: s.processorPrices ? JSON.stringify(s.processorPrices) : null,
+  processor_mismatch: s.processorMismatch ? JSON.stringify({ ...s.processorMismatch, detectedAt: s.processorMismatch.detectedAt.toISOString() }) : null,
   created_at: s.createdAt,
   updated_at: s.updatedAt,
 });

@@ -389,6 +389,7 @@ export class SubscriptionService {
     if (s.processorSubscriptionId && !this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
     if (s.processorSubscriptionId) await refuseExclusiveTaxOnProcessor(this.uow.stores, s);
     const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
+    if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
     return quote;
   }
@@ -410,7 +411,9 @@ export class SubscriptionService {
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
       if (s.processorSubscriptionId) {
-        order = await this.changeOnProcessor(stores, s, next, quote, now);
+        const made = await this.changeOnProcessor(stores, s, next, quote, now);
+        order = made.order;
+        next = made.next;
       } else if (quote.lines.length > 0) {
         // The quote's own lines (PRORATION, the coupon's DISCOUNT, TAX): the preview is the charge.
         const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, [], { fee: false, priced: { lines: quote.lines, total: quote.amountDue } });
@@ -459,9 +462,10 @@ export class SubscriptionService {
    * here (the invoice's `invoice.paid` then finds it). Idempotency key: the subscription, the state
    * it starts from and the proration second, as on the sandbox.
    */
-  private async changeOnProcessor(stores: CommerceStores, s: Subscription, next: Subscription, quote: PlanChangeQuote, now: Date): Promise<Order | null> {
+  private async changeOnProcessor(stores: CommerceStores, s: Subscription, changed: Subscription, quote: PlanChangeQuote, now: Date): Promise<{ order: Order | null; next: Subscription }> {
     if (!this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
     refuseOverScheduledOnProcessor(s, quote);
+    refuseProcessorMismatch(s, quote);
     // What Stripe's item holds now: the scheduled plan once a downgrade was scheduled, else the current one.
     const held = s.scheduledChange ? { priceId: s.scheduledChange.priceId, productId: s.scheduledChange.productId } : { priceId: s.priceId, productId: s.productId };
     const target = quote.mode === 'unschedule' ? quote.from : quote.to;
@@ -473,7 +477,8 @@ export class SubscriptionService {
         currency: s.currency,
         interval: s.billingInterval,
         intervalCount: s.billingIntervalCount,
-        priceChanged: target.priceId !== held.priceId,
+        // Stripe's item has a price Kassa does not know (issue 39): Kassa's own is sent again.
+        priceChanged: target.priceId !== held.priceId || Boolean(s.processorMismatch),
         productName: target.productName,
         productId: target.productId,
         sameProduct: target.productId === held.productId,
@@ -482,13 +487,19 @@ export class SubscriptionService {
       },
       `kassa_subscription_plan_${s.id}_${s.updatedAt.getTime()}_${quote.prorationDate.getTime() / 1000}`,
     );
-    if (!result.invoice) return null;
+    // The Stripe price Stripe's item now has is Kassa's for the target plan (issue 39): the
+    // `customer.subscription.updated` this change makes is then read as Kassa's own, not applied twice.
+    const stripePrice = result.state.item?.processorPriceId;
+    const next: Subscription = stripePrice
+      ? { ...changed, processorPrices: { ...(changed.processorPrices ?? {}), [stripePrice]: { priceId: target.priceId, productId: target.productId, productName: target.productName } }, processorMismatch: null }
+      : changed;
+    if (!result.invoice) return { order: null, next };
     const order = await insertExtraInvoiceOrder(stores, next, result.invoice, now);
     if (order && order.amountCents !== quote.amountDue) {
       // Stripe's invoice is what was charged, and the order says so; the preview was Kassa's arithmetic.
       this.logger.warn({ subscriptionId: s.id, quoted: quote.amountDue, charged: order.amountCents }, 'Stripe charged a plan change differently from its preview');
     }
-    return order ?? null;
+    return { order: order ?? null, next };
   }
 
   /**
@@ -631,6 +642,18 @@ function refuseOverScheduledOnProcessor(s: Subscription, quote: PlanChangeQuote)
  * own lines are charged). On Stripe the proration invoice's tax is Stripe's, per line, and no
  * test yet holds it equal to the preview's: refused (409) there rather than charged unlike it.
  */
+/**
+ * Stripe bills a price Kassa does not know (made in the Dashboard, issue 39): Kassa cannot quote a
+ * proration from it (Stripe would prorate from its own price), so only a change at the period's end
+ * is taken (`effective: PERIOD_END`, nothing prorated): it sets Stripe's item back to a Kassa price,
+ * which clears the mismatch; the current period stays billed as Stripe billed it.
+ */
+function refuseProcessorMismatch(s: Subscription, quote: PlanChangeQuote): void {
+  if (s.processorMismatch && quote.mode !== 'scheduled') {
+    throw conflict(`Stripe bills this subscription at a price Kassa does not know (${s.processorMismatch.processorPriceId}, set outside Kassa), so no proration can be quoted: change it with effective PERIOD_END (Stripe's item then has Kassa's price again) or set it in the Stripe Dashboard`);
+  }
+}
+
 async function refuseExclusiveTaxOnProcessor(stores: Pick<CommerceStores, 'orders'>, s: Subscription): Promise<void> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const tax = taxContextOfLines(initial?.lines);

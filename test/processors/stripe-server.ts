@@ -64,7 +64,7 @@ export interface StripeRequest {
  * `answerThenHang` (the call takes effect, the answer never leaves: a timeout after Stripe acted),
  * `unauthorized` (Stripe refuses the key), `rateLimit:<seconds>` (429 with that Retry-After).
  */
-export type Failure = 'error500' | 'hang' | 'answerThenHang' | 'unauthorized' | `rateLimit:${number}`;
+export type Failure = 'error500' | 'hang' | 'answerThenHang' | 'unauthorized' | `rateLimit:${number}` | `delay:${number}`;
 
 const id = (prefix: string) => `${prefix}_${randomBytes(12).toString('hex')}`;
 
@@ -81,6 +81,8 @@ export class FakeStripe {
   readonly subscriptions = new Map<string, Stripe.Subscription>();
   /** Products (`POST /v1/products`, and those Checkout made inline for a subscription's price_data). */
   readonly products = new Map<string, Stripe.Product>();
+  /** Prices: those made inline (`price_data`, archived: `active: false`, as Stripe makes them) and `POST /v1/prices` (active). */
+  readonly prices = new Map<string, Stripe.Price>();
   readonly invoices = new Map<string, Stripe.Invoice>();
   readonly invoiceItems = new Map<string, Stripe.InvoiceItem>();
   /** How the next finalized invoices' payment attempts end (default: paid). */
@@ -213,6 +215,8 @@ export class FakeStripe {
         res.set('Retry-After', failure.slice('rateLimit:'.length));
         return void this.error(res, 429, { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' });
       }
+      // A slow Stripe: the request is handled (the object made) only after this many ms.
+      if (failure?.startsWith('delay:')) return void setTimeout(next, Number(failure.slice('delay:'.length)));
       if (failure === 'answerThenHang') {
         // The handler runs (and Stripe stores its idempotent answer); the answer is never sent.
         this.hanging.add(res);
@@ -232,6 +236,20 @@ export class FakeStripe {
       const found = this.taxRates.get(req.params.id);
       if (!found) return void this.missing(res, req.params.id);
       res.json(found.rate);
+    });
+    // Stripe's list: newest first, `created` filters, paged with starting_after.
+    app.get('/v1/checkout/sessions', (req, res) => {
+      const q = req.query as { created?: Record<string, string>; limit?: string; starting_after?: string };
+      const bound = (k: string) => (q.created?.[k] === undefined ? undefined : Number(q.created[k]));
+      const [gt, gte, lt, lte] = [bound('gt'), bound('gte'), bound('lt'), bound('lte')];
+      let all = [...this.sessions.values()]
+        .map((s, seq) => ({ s, seq }))
+        .filter(({ s }) => (gt === undefined || s.created > gt) && (gte === undefined || s.created >= gte) && (lt === undefined || s.created < lt) && (lte === undefined || s.created <= lte))
+        .sort((a, b) => b.s.created - a.s.created || b.seq - a.seq)
+        .map(({ s }) => s);
+      if (q.starting_after) all = all.slice(all.findIndex((s) => s.id === q.starting_after) + 1);
+      const limit = Math.min(Number(q.limit ?? 10), 100);
+      res.json({ object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/checkout/sessions' });
     });
     app.get('/v1/checkout/sessions/:id', (req, res) => {
       const session = this.sessions.get(req.params.id);
@@ -274,6 +292,7 @@ export class FakeStripe {
     });
     app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
     app.post('/v1/products', (req, res) => this.idempotent(req, res, () => this.createProduct(req.body)));
+    app.post('/v1/prices', (req, res) => this.idempotent(req, res, () => this.createPrice(req.body)));
     // Cancel. Stripe ignores Idempotency-Key on DELETE (nothing is replayed), and answers a cancel
     // of a canceled subscription as if it did not exist (404 resource_missing), though GET still reads it.
     app.delete('/v1/subscriptions/:id', (req, res) => {
@@ -627,7 +646,7 @@ export class FakeStripe {
   }
 
   /** A Stripe event of any type about an object (not recorded: see `record`). */
-  eventFor(type: Stripe.Event.Type, object: { id: string }): Stripe.Event {
+  eventFor(type: Stripe.Event.Type, object: { id: string }, previousAttributes?: Record<string, unknown>): Stripe.Event {
     const base = {
       id: id('evt'),
       object: 'event' as const,
@@ -637,13 +656,13 @@ export class FakeStripe {
       pending_webhooks: 1,
       request: { id: null, idempotency_key: null },
     };
-    return { ...base, type, data: { object } } as unknown as Stripe.Event;
+    return { ...base, type, data: { object, ...(previousAttributes && { previous_attributes: previousAttributes }) } } as unknown as Stripe.Event;
   }
 
   /** Records the event Stripe sends for a change on its side (listed by `GET /v1/events`). */
-  private record(type: Stripe.Event.Type, object: { id: string }): Stripe.Event {
+  private record(type: Stripe.Event.Type, object: { id: string }, previousAttributes?: Record<string, unknown>): Stripe.Event {
     // A copy as Stripe would send it (JSON: the SDK's Decimal amounts as their strings), not a live reference.
-    const event = this.eventFor(type, JSON.parse(JSON.stringify(object)) as { id: string });
+    const event = this.eventFor(type, JSON.parse(JSON.stringify(object)) as { id: string }, previousAttributes && (JSON.parse(JSON.stringify(previousAttributes)) as Record<string, unknown>));
     this.log.push(event);
     return event;
   }
@@ -851,6 +870,7 @@ export class FakeStripe {
       unit_amount: plan.unitAmount,
       unit_amount_decimal: Stripe.Decimal.from(plan.unitAmount),
     };
+    this.prices.set(priceId, price);
     const stripePlan: Stripe.Plan = {
       id: priceId,
       object: 'plan',
@@ -1314,6 +1334,41 @@ export class FakeStripe {
     return { status: 200, body: this.setSubscription(subscriptionId, changes) };
   }
 
+  /** `POST /v1/prices`: a recurring price of a product (the Dashboard's "Add another price"), active. */
+  private createPrice(params: Record<string, unknown>): { status: number; body: unknown } {
+    const invalid = (message: string, param: string) => ({ status: 400, body: { error: { type: 'invalid_request_error', message, param } } });
+    const product = params.product as string | undefined;
+    if (!product || !this.products.has(product)) return invalid(`No such product: '${product}'`, 'product');
+    const unitAmount = Number(params.unit_amount);
+    if (!Number.isSafeInteger(unitAmount) || unitAmount < 0) return invalid('unit_amount must be a non-negative integer', 'unit_amount');
+    const recurring = params.recurring as { interval?: string; interval_count?: string } | undefined;
+    if (!recurring?.interval) return invalid('This fake makes recurring prices only', 'recurring');
+    const now = this.seconds();
+    const price: Stripe.Price = {
+      id: id('price'),
+      object: 'price',
+      active: true,
+      billing_scheme: 'per_unit',
+      created: now,
+      currency: String(params.currency),
+      custom_unit_amount: null,
+      livemode: false,
+      lookup_key: null,
+      metadata: (params.metadata as Record<string, string> | undefined) ?? {},
+      nickname: null,
+      product,
+      recurring: { interval: recurring.interval as Stripe.Price.Recurring.Interval, interval_count: Number(recurring.interval_count ?? 1), meter: null, trial_period_days: null, usage_type: 'licensed' },
+      tax_behavior: 'unspecified',
+      tiers_mode: null,
+      transform_quantity: null,
+      type: 'recurring',
+      unit_amount: unitAmount,
+      unit_amount_decimal: Stripe.Decimal.from(unitAmount),
+    };
+    this.prices.set(price.id, price);
+    return { status: 200, body: price };
+  }
+
   /** `POST /v1/products`: a product (name, metadata). */
   private createProduct(params: Record<string, unknown>): { status: number; body: unknown } {
     if (typeof params.name !== 'string' || params.name === '') return { status: 400, body: { error: { type: 'invalid_request_error', message: 'Missing required param: name.', param: 'name' } } };
@@ -1382,19 +1437,29 @@ export class FakeStripe {
       if (interval !== item.price.recurring!.interval || count !== item.price.recurring!.interval_count) return invalid('This fake does not change the billing interval', 'items[0][price_data][recurring]');
       const unitAmount = Number(data.unit_amount);
       if (!Number.isSafeInteger(unitAmount) || unitAmount < 0) return invalid('unit_amount must be a non-negative integer', 'items[0][price_data][unit_amount]');
-      price = { ...item.price, id: id('price'), created: now, product: data.product, unit_amount: unitAmount, unit_amount_decimal: Stripe.Decimal.from(unitAmount) };
-    } else if (given.price !== undefined) {
-      return invalid('This fake takes a new price as price_data', 'items[0][price]');
+      price = { ...item.price, id: id('price'), created: now, active: false, product: data.product, unit_amount: unitAmount, unit_amount_decimal: Stripe.Decimal.from(unitAmount) };
+      this.prices.set(price.id, price);
+    } else if (given.price !== undefined && given.price !== item.price.id) {
+      // Another existing price (the Dashboard's price picker): it must exist and be active (Stripe
+      // refuses archived prices, which inline `price_data` prices are) and bill on the same interval.
+      const chosen = this.prices.get(given.price as string);
+      if (!chosen) return { status: 400, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such price: '${given.price}'`, param: 'items[0][price]' } } };
+      if (!chosen.active) return invalid('The price specified is inactive. This field only accepts active prices.', 'items[0][price]');
+      if (chosen.currency !== sub.currency) return invalid(`The price's currency must be the subscription's (${sub.currency})`, 'items[0][price]');
+      if (chosen.recurring?.interval !== item.price.recurring!.interval || chosen.recurring?.interval_count !== item.price.recurring!.interval_count) return invalid('This fake does not change the billing interval', 'items[0][price]');
+      price = chosen;
     }
     const quantity = given.quantity === undefined ? (item.quantity ?? 1) : Number(given.quantity);
     if (!Number.isSafeInteger(quantity) || quantity < 1) return invalid('quantity must be a positive integer', 'items[0][quantity]');
     const plan: Stripe.Plan = { ...item.plan, id: price.id, amount: price.unit_amount, amount_decimal: price.unit_amount_decimal, product: price.product };
     const newItem: Stripe.SubscriptionItem = { ...item, price, plan, quantity };
     const moved: Stripe.Subscription = { ...sub, ...changes, items: { ...sub.items, data: [newItem] } };
+    // Stripe's `previous_attributes` of the update: the items as they were (and the latest invoice, when one is made).
+    const previous = { items: JSON.parse(JSON.stringify(sub.items)) as Stripe.ApiList<Stripe.SubscriptionItem> };
     if (behavior === 'none') {
       this.subscriptions.set(sub.id, moved);
       this.itemUpdates.push({ subscriptionId: sub.id, prorationBehavior: behavior, prorationDate: now, invoiceId: null });
-      this.record('customer.subscription.updated', moved);
+      this.record('customer.subscription.updated', moved, previous);
       return { status: 200, body: moved };
     }
     const at = params.proration_date === undefined ? now : Number(params.proration_date);
@@ -1426,7 +1491,7 @@ export class FakeStripe {
     const settled = this.finalizeAndCharge(invoice.id, true);
     this.itemUpdates.push({ subscriptionId: sub.id, prorationBehavior: behavior, prorationDate: at, invoiceId: settled.id });
     const updated = this.mustGetSubscription(sub.id);
-    this.record('customer.subscription.updated', updated);
+    this.record('customer.subscription.updated', updated, { ...previous, latest_invoice: sub.latest_invoice });
     return { status: 200, body: updated };
   }
 
