@@ -70,6 +70,7 @@ import * as m0370 from './0370_commerce_local_days.js';
 import * as m0371 from './0371_order_wallet_statistics.js';
 import * as m0372 from './0372_commerce_tax_figures.js';
 import * as m0380 from './0380_usage_event_partitions.js';
+import * as m0390 from './0390_telemetry_trace_partitions.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -146,6 +147,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0371_order_wallet_statistics': m0371,
   '0372_commerce_tax_figures': m0372,
   '0380_usage_event_partitions': m0380,
+  '0390_telemetry_trace_partitions': m0390,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
