@@ -93,7 +93,9 @@ export class KnexRetentionRepository implements RetentionRepository {
           );
           const byProject = new Map<string, GroupSourceRow[]>();
           for (const r of grouped.rows as Array<GroupSourceRow & { project_id: string }>) {
-            byProject.set(r.project_id, [...(byProject.get(r.project_id) ?? []), r]);
+            const list = byProject.get(r.project_id);
+            if (list) list.push(r);
+            else byProject.set(r.project_id, [r]);
           }
           for (const [projectId, rows] of byProject) {
             await enqueueTraceChanges(trx, projectId, rows.map((r) => ({ before: toContribution(r), after: null })), this.clock.now());
