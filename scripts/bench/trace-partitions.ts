@@ -14,15 +14,22 @@
  *    DROP of the week's trace and span-row partitions (with the traces' ids and session-total
  *    changes, as the job does it): duration, PostgreSQL CPU, WAL bytes.
  *
- * Usage: tsx scripts/bench/trace-partitions.ts [--spans 10000000] [--small 200000] [--keep]
+ * 3. With `--migration`, instead of 1 and 2: the seeded traces put back into one plain table (as
+ *    before migration 0390), then migration 0390's online conversion while a writer inserts a
+ *    trace every 5 ms as the previous release does (stopped before the swap, as the migration
+ *    requires): the conversion's duration and the writer's longest insert.
+ *
+ * Usage: tsx scripts/bench/trace-partitions.ts [--spans 10000000] [--small 200000] [--keep] [--migration]
  */
 import { loadavg } from 'node:os';
 import pg from 'pg';
+import knexFactory from 'knex';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
 import { createWeekPartitions, WEEK_MS, weekStart } from '../../src/db/partitions.js';
 import { KnexTraceRepository, type TraceSearch } from '../../src/telemetry/traces.repository.js';
 import { KnexRetentionRepository } from '../../src/telemetry/retention.repository.js';
-import { createDatabase } from './common.js';
+import { down as unpartitionTraces, partitionTraces } from '../../src/db/migrations/0390_telemetry_trace_partitions.js';
+import { createDatabase, percentile } from './common.js';
 import { postgresCpuSeconds } from './postgres-cpu.js';
 
 const arg = (name: string, fallback: number) => {
@@ -129,6 +136,53 @@ try {
       `traces ${(tracesSize / 1e6).toFixed(0)} MB, span rows ${(callsSize / 1e6).toFixed(0)} MB, trace ids ${(idsSize / 1e6).toFixed(0)} MB (${((tracesSize + callsSize + idsSize) / total).toFixed(0)} B/span)`,
   );
 
+  if (process.argv.includes('--migration')) {
+    // The copy back into one table runs without the pool's statement timeout (a bench-only step).
+    const untimed = knexFactory({ client: 'pg', connection: target.url, pool: { min: 1, max: 1 } });
+    await unpartitionTraces(untimed);
+    await untimed.destroy();
+    await meter.query('VACUUM ANALYZE telemetry_traces');
+    const writer = new pg.Client({ connectionString: target.url });
+    await writer.connect();
+    let writing = true;
+    const latencies: number[] = [];
+    let n = 0;
+    const writes = (async () => {
+      while (writing) {
+        const s = process.hrtime.bigint();
+        await writer.query(
+          `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes, model, models,
+             tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at)
+           VALUES ('proj_large', md5($1), now(), now(), 1, 1, 'old', '{}', NULL, '{}', 0, 0, 0, false, '[]', now(), now())`,
+          [`w${n++}`],
+        );
+        latencies.push(ms(s));
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    t = process.hrtime.bigint();
+    const c0 = await cpu();
+    let beforeSwap = 0;
+    await partitionTraces(db, NOW, {
+      beforeSwap: async () => {
+        writing = false;
+        await writes;
+        beforeSwap = ms(t);
+      },
+    });
+    const conversion = ms(t);
+    await writer.end();
+    latencies.sort((a, b) => a - b);
+    const count = Number((await meter.query(`SELECT count(*) AS n FROM telemetry_traces`)).rows[0].n);
+    const ids = Number((await meter.query(`SELECT count(*) AS n FROM telemetry_trace_ids`)).rows[0].n);
+    say(
+      `migration 0390 on ${(total / SPANS_PER_TRACE).toLocaleString('en')} traces (${total.toLocaleString('en')} spans, ${(tracesSize / 1e6).toFixed(0)} MB): ${(conversion / 1000).toFixed(2)} s ` +
+        `(PostgreSQL CPU ${((await cpu()) - c0).toFixed(2)} s; the swap ${((conversion - beforeSwap) / 1000).toFixed(2)} s); a writer inserting every 5 ms until the swap: ${latencies.length} inserts, ` +
+        `median ${percentile(latencies, 0.5).toFixed(1)} ms, longest ${latencies.at(-1)!.toFixed(0)} ms; traces after ${count.toLocaleString('en')} (expected ${(total / SPANS_PER_TRACE + latencies.length).toLocaleString('en')}), ids ${ids.toLocaleString('en')}; load average ${load()}`,
+    );
+    process.exitCode = count === total / SPANS_PER_TRACE + latencies.length && ids === count ? 0 : 1;
+  } else {
   // 1. The explorer's trace queries, large against small.
   const repo = new KnexTraceRepository(db);
   const lastDay = { startTime: new Date(TO - DAY), endTime: new Date(TO) };
@@ -221,6 +275,7 @@ try {
     `DROP of the week's partitions (${dropped.join(', ')}; the traces' ids deleted and their session changes queued first): ${(ms(t) / 1000).toFixed(2)} s, ` +
       `PostgreSQL CPU ${((await cpu()) - c1).toFixed(2)} s, WAL ${((await walBytes(w)) / 1e6).toFixed(1)} MB; load average ${load()}`,
   );
+  }
 } finally {
   await meter.end();
   await db.destroy();
