@@ -265,7 +265,8 @@ export async function generateSpans(db: Knex, options: SpanSetOptions): Promise<
     // Stored as if ingested as the slice ended (created_at: what project statistics count by).
     const now = new Date(to);
     await db.transaction(async (trx) => {
-      const traceWriter = new KnexTraceWriter(trx, true);
+      // Each week's partition of the traces too, as ingest creates it (migration 0390).
+      const traceWriter = new KnexTraceWriter(trx, true, { ensurer: partitions, now: new Date() });
       await traceWriter.claimTraces(options.projectId, writes, now, { optimistic: true });
       // The session and user rollups, as ingest writes them (every trace of a chunk is new).
       await traceWriter.updateGroups(options.projectId, writes.map((w) => ({ before: null, after: w })), now);

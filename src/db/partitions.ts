@@ -1,6 +1,8 @@
 /**
  * Time partitions of the tables that grow fastest (issue 40 item 6): the telemetry span rows
- * (migration 0290) and the usage events (migration 0380, src/usage/event-storage.repository.ts).
+ * (migration 0290), the usage events (migration 0380, src/usage/event-storage.repository.ts) and
+ * the traces (migration 0390: by `partition_start`, the trace's start when first stored, with
+ * identity in telemetry_trace_ids).
  *
  * `telemetry_model_calls` (one row per model-call span) is range-partitioned on `start_time` by
  * UTC week (Monday 00:00 to Monday 00:00), `usage_events` on `ts` the same way, each with:
@@ -24,10 +26,15 @@
  */
 import type { Knex } from 'knex';
 
-export const PARTITIONED_TABLES = ['telemetry_model_calls', 'usage_events'] as const;
+export const PARTITIONED_TABLES = ['telemetry_model_calls', 'usage_events', 'telemetry_traces'] as const;
 export type PartitionedTable = (typeof PARTITIONED_TABLES)[number];
 /** Each table's partition key (a timestamptz column). */
-export const PARTITION_COLUMN: Record<PartitionedTable, string> = { telemetry_model_calls: 'start_time', usage_events: 'ts' };
+export const PARTITION_COLUMN: Record<PartitionedTable, string> = {
+  telemetry_model_calls: 'start_time',
+  usage_events: 'ts',
+  // The trace's start when first stored, never moved (migration 0390); start_time <= it.
+  telemetry_traces: 'partition_start',
+};
 
 const DAY_MS = 86_400_000;
 export const WEEK_MS = 7 * DAY_MS;
@@ -104,7 +111,7 @@ export async function createWeekPartitions(trx: Knex.Transaction, table: Partiti
     const name = partitionName(table, week);
     const from = new Date(week).toISOString();
     const to = new Date(week + WEEK_MS).toISOString();
-    await trx.raw(`CREATE TABLE ${quote(name)} (LIKE ${quote(table)} INCLUDING DEFAULTS)`);
+    await trx.raw(`CREATE TABLE ${quote(name)} (LIKE ${quote(table)} INCLUDING DEFAULTS INCLUDING COMPRESSION)`);
     if (hasDefault) {
       await trx.raw(
         `WITH moved AS (DELETE FROM ${quote(`${table}_default`)} WHERE ${PARTITION_COLUMN[table]} >= ? AND ${PARTITION_COLUMN[table]} < ? RETURNING *)
@@ -123,18 +130,27 @@ export async function createWeekPartitions(trx: Knex.Transaction, table: Partiti
  * short transaction with a lock timeout: DROP takes ACCESS EXCLUSIVE on the parent for a moment. A
  * partition whose lock is not granted in time is left for the next pass. Returns the names dropped.
  */
-export async function dropPartitionsBefore(db: Knex, table: PartitionedTable, bound: Date): Promise<string[]> {
+export async function dropPartitionsBefore(
+  db: Knex,
+  table: PartitionedTable,
+  bound: Date,
+  /** Runs in the drop's transaction first (the traces' ids and session totals go with their week). */
+  before?: (trx: Knex.Transaction, partition: string) => Promise<void>,
+): Promise<string[]> {
   const dropped: string[] = [];
   for (const p of await listPartitions(db, table)) {
     if (p.isDefault || p.to === null || p.to.getTime() > bound.getTime()) continue;
     try {
       await db.transaction(async (trx) => {
         await trx.raw(`SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'`);
+        await before?.(trx, p.name);
         await trx.raw(`DROP TABLE ${quote(p.name)}`);
       });
       dropped.push(p.name);
     } catch (err) {
-      if ((err as { code?: string }).code !== '55P03') throw err; // lock_not_available: next pass
+      // lock_not_available or a deadlock with an ingest of the week (it holds the parent, we its partition): next pass.
+      const code = (err as { code?: string }).code;
+      if (code !== '55P03' && code !== '40P01') throw err;
     }
   }
   return dropped;

@@ -21,7 +21,7 @@ export class KnexIngestUnitOfWork implements IngestUnitOfWork {
   /** COPY FROM STDIN needs node-postgres; PGlite takes the JSON path. */
   private readonly copy: boolean;
 
-  /** Per database: the weekly partitions of span rows already known to exist. */
+  /** Per database: the weekly partitions of span rows and traces already known to exist. */
   private readonly partitions = new PartitionEnsurer();
 
   constructor(
@@ -32,6 +32,9 @@ export class KnexIngestUnitOfWork implements IngestUnitOfWork {
   }
 
   transaction<T>(work: (tx: IngestTx) => Promise<T>): Promise<T> {
-    return this.db.transaction((trx) => work({ traces: new KnexTraceWriter(trx, this.copy), rollups: new KnexRollupWriter(trx, this.copy, { ensurer: this.partitions, now: this.clock?.now() ?? new Date() }), spanMeters: new KnexSpanMeterWriter(trx) }));
+    return this.db.transaction((trx) => {
+      const partitions = { ensurer: this.partitions, now: this.clock?.now() ?? new Date() };
+      return work({ traces: new KnexTraceWriter(trx, this.copy, partitions), rollups: new KnexRollupWriter(trx, this.copy, partitions), spanMeters: new KnexSpanMeterWriter(trx) });
+    });
   }
 }

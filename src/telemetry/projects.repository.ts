@@ -193,7 +193,7 @@ export class KnexProjectRepository implements ProjectRepository {
       const activeKeys = Number(row?.count ?? 0);
       if (activeKeys > 0) return { activeKeys };
       // Children first: the cascade would do the same, but explicit deletes keep it one plan each.
-      for (const table of ['telemetry_group_changes', 'telemetry_rollups', 'telemetry_metric_points', 'telemetry_model_calls', 'telemetry_users', 'telemetry_sessions', 'telemetry_traces', 'telemetry_api_keys']) {
+      for (const table of ['telemetry_group_changes', 'telemetry_rollups', 'telemetry_metric_points', 'telemetry_model_calls', 'telemetry_users', 'telemetry_sessions', 'telemetry_traces', 'telemetry_trace_ids', 'telemetry_api_keys']) {
         await trx(table).where({ project_id: id }).delete();
       }
       await trx('telemetry_projects').where({ id }).delete();

@@ -9,7 +9,9 @@
  * Span rows (telemetry_model_calls) are partitioned by week (migration 0290): a week that ends
  * before the earliest cutoff of all projects is dropped whole first; what remains before a
  * project's cutoff (the boundary week, a project with a shorter retention, the default partition)
- * is deleted row by row as before.
+ * is deleted row by row as before. Traces (migration 0390) are partitioned by week too, on the start
+ * they were first stored with: their weeks go by DROP first, at the same bound, with their ids
+ * and session-total changes (KnexRetentionRepository.dropExpiredPartitions).
  */
 import type { Clock } from '../kernel/clock.js';
 import type { Job } from '../kernel/job.js';

@@ -9,6 +9,7 @@
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
+import type { PartitionEnsurer } from '../db/partitions.js';
 import { enqueueTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
 import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
 
@@ -429,7 +430,13 @@ export class KnexTraceRepository implements TraceRepository {
     if (search.after) {
       q.andWhere(this.db.raw(`(${column}, trace_id) ${descending ? '<' : '>'} (?, ?)`, [search.after.value, search.after.traceId]));
     }
-    if (search.startTime) q.andWhere('start_time', '>=', search.startTime);
+    if (search.startTime) {
+      q.andWhere('start_time', '>=', search.startTime);
+      // Implied (a trace's start only moves earlier than the start it was first stored with, the
+      // partition key: migration 0390), and it prunes the weeks before the range.
+      q.andWhere('partition_start', '>=', search.startTime);
+    }
+    if (search.after && column === 'start_time' && !descending) q.andWhere('partition_start', '>=', search.after.value);
     if (search.endTime) {
       q.andWhere('end_time', '<=', search.endTime);
       // Implied (a trace starts before it ends), and it lets the index scan start at end_time
@@ -597,10 +604,15 @@ export class KnexTraceRepository implements TraceRepository {
   }
 
   async findTrace(projectId: string, traceId: string) {
-    const row = (await this.db('telemetry_traces')
-      .select(this.db.raw(`${TRACE_COLUMNS}, spans`))
-      .where({ project_id: projectId, trace_id: traceId })
-      .first()) as (TraceRow & { spans: string }) | undefined;
+    // Through the id table, which holds the trace's partition key: one partition is read (run-time pruning).
+    const result = await this.db.raw(
+      `SELECT t.* FROM telemetry_trace_ids i
+        CROSS JOIN LATERAL (SELECT ${TRACE_COLUMNS}, spans FROM telemetry_traces
+                             WHERE project_id = i.project_id AND trace_id = i.trace_id AND partition_start = i.partition_start OFFSET 0) t
+        WHERE i.project_id = ? AND i.trace_id = ?`,
+      [projectId, traceId],
+    );
+    const row = (result.rows as Array<TraceRow & { spans: string }>)[0];
     if (!row) return undefined;
     return { trace: toTrace(row), spans: parseSpans(row.spans) };
   }
@@ -611,12 +623,56 @@ export class KnexTraceWriter implements TraceWriter {
     private readonly trx: Knex.Transaction,
     /** Whether COPY FROM STDIN is available (node-postgres, not PGlite). */
     private readonly copy: boolean,
+    /** Creates the weekly partitions new traces need (src/db/partitions.ts), relative to `now`. */
+    private readonly partitions?: { ensurer: PartitionEnsurer; now: Date },
   ) {}
 
+  /**
+   * Claims the new traces' ids in telemetry_trace_ids (the identity across partitions, migration
+   * 0390), with each trace's partition key: its start as first stored. Another transaction holding
+   * one of the ids makes this one wait for it, then fail (ConcurrentInsertError): the retried batch
+   * finds the trace stored.
+   */
+  private async claimIds(projectId: string, fresh: TraceWrite[]): Promise<void> {
+    if (this.copy) {
+      try {
+        await copyIn(
+          this.trx,
+          'COPY telemetry_trace_ids (project_id, trace_id, partition_start) FROM STDIN',
+          fresh.map((t) => `${projectId}\t${t.traceId}\t${iso(t.startMs)}\n`),
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === '23505') throw new ConcurrentInsertError();
+        throw err;
+      }
+      return;
+    }
+    const result = await this.trx.raw(
+      `INSERT INTO telemetry_trace_ids (project_id, trace_id, partition_start)
+       SELECT ?, x.id, x.s FROM json_to_recordset(?::json) AS x(id text, s timestamptz) ORDER BY x.id
+       ON CONFLICT DO NOTHING RETURNING trace_id`,
+      [projectId, JSON.stringify(fresh.map((t) => ({ id: t.traceId, s: iso(t.startMs) })))],
+    );
+    if (result.rows.length !== fresh.length) throw new ConcurrentInsertError();
+  }
+
   async claimTraces(projectId: string, traces: TraceWrite[], now: Date, options: { optimistic?: boolean } = {}) {
+    // The weeks' partitions first, before this transaction reads or locks any trace: creating one
+    // (ATTACH) waits for the transactions holding a lock on the default partition, and a lookup
+    // (lockTraces) locks every partition; the other order deadlocked two first batches of one
+    // trace on PostgreSQL (test/telemetry/trace-partitions.test.ts, 1 round in 8 before the fix).
+    if (this.partitions) {
+      await this.partitions.ensurer.ensure(
+        this.trx,
+        'telemetry_traces',
+        traces.map((t) => t.startMs),
+        this.partitions.now,
+      );
+    }
     const existing = options.optimistic && this.copy ? new Map<string, LockedTrace>() : await this.lockTraces(projectId, traces.map((t) => t.traceId));
     const fresh = traces.filter((t) => !existing.has(t.traceId));
     if (fresh.length === 0) return { inserted: new Set<string>(), existing };
+    await this.claimIds(projectId, fresh);
     if (this.copy) {
       const at = now.toISOString();
       const lines = fresh.map(
@@ -624,46 +680,45 @@ export class KnexTraceWriter implements TraceWriter {
           `${projectId}\t${t.traceId}\t${iso(t.startMs)}\t${iso(t.endMs)}\t${t.endMs - t.startMs}\t${t.spanCount}\t` +
           `${copyText(t.rootName)}\t${copyText(JSON.stringify(t.rootAttributes))}\t${copyText(t.model)}\t` +
           `${copyText(textArray(t.models))}\t${t.tokensInput}\t${t.tokensOutput}\t${t.cost}\t${t.hasError ? 't' : 'f'}\t` +
-          `${copyText(spansJson(t.spans))}\t${at}\t${at}\t${copyText(t.sessionId)}\t${copyText(t.userId)}\t${copyText(textArray(t.attributePairs))}\n`,
+          `${copyText(spansJson(t.spans))}\t${at}\t${at}\t${copyText(t.sessionId)}\t${copyText(t.userId)}\t${copyText(textArray(t.attributePairs))}\t${iso(t.startMs)}\n`,
       );
-      try {
-        await copyIn(
-          this.trx,
-          `COPY telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
-             root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at,
-             session_id, user_id, attribute_pairs)
-           FROM STDIN`,
-          lines,
-        );
-      } catch (err) {
-        if ((err as { code?: string }).code === '23505') throw new ConcurrentInsertError();
-        throw err;
-      }
+      await copyIn(
+        this.trx,
+        `COPY telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
+           root_attributes, model, models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at,
+           session_id, user_id, attribute_pairs, partition_start)
+         FROM STDIN`,
+        lines,
+      );
       return { inserted: new Set(fresh.map((t) => t.traceId)), existing };
     }
     const result = await this.trx.raw(
       `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name,
                                      root_attributes, model, models, tokens_input, tokens_output, cost, has_error,
-                                     spans, created_at, updated_at, session_id, user_id, attribute_pairs)
-       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?, x.sid, x.uid, x.ap
+                                     spans, created_at, updated_at, session_id, user_id, attribute_pairs, partition_start)
+       SELECT ?, x.id, x.s, x.e, x.d, x.c, x.rn, x.ra, x.m, x.ms, x.ti, x."to", x.cost, x.err, x.sp, ?, ?, x.sid, x.uid, x.ap, x.s
          FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text, ra text,
                                               m text, ms text[], ti bigint, "to" bigint, cost float8, err boolean, sp text,
                                               sid text, uid text, ap text[])
         ORDER BY x.id
-       ON CONFLICT (project_id, trace_id) DO NOTHING
        RETURNING trace_id`,
       [projectId, now, now, traceJson(fresh)],
     );
     const inserted = new Set((result.rows as Array<{ trace_id: string }>).map((r) => r.trace_id));
-    if (inserted.size !== fresh.length) throw new ConcurrentInsertError();
     return { inserted, existing };
   }
 
   private async lockTraces(projectId: string, traceIds: string[]): Promise<Map<string, LockedTrace>> {
     if (traceIds.length === 0) return new Map();
+    // Each trace's partition key from the id table, then its row in that one partition (run-time
+    // pruning per trace), locked in trace-id order.
     const result = await this.trx.raw(
-      `SELECT trace_id, spans, session_id, user_id, start_time, end_time, tokens_input, tokens_output, cost, has_error
-         FROM telemetry_traces WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id FOR UPDATE`,
+      `SELECT t.* FROM (SELECT project_id, trace_id, partition_start FROM telemetry_trace_ids
+                         WHERE project_id = ? AND trace_id = ANY(?::text[]) ORDER BY trace_id) i
+        CROSS JOIN LATERAL (SELECT trace_id, spans, session_id, user_id, start_time, end_time, tokens_input, tokens_output, cost, has_error
+                              FROM telemetry_traces
+                             WHERE project_id = i.project_id AND trace_id = i.trace_id AND partition_start = i.partition_start
+                               FOR UPDATE) t`,
       [projectId, idArray(traceIds)],
     );
     return new Map(
@@ -678,19 +733,24 @@ export class KnexTraceWriter implements TraceWriter {
   async updateTraces(projectId: string, traces: TraceWrite[], now: Date): Promise<void> {
     if (traces.length === 0) return;
     await this.trx.raw(
-      // Rows are found by primary key one by one (LATERAL … OFFSET 0), then updated by ctid: the
-      // plan stays an index lookup per trace even when the table's statistics are stale.
+      // Rows are found one by one through the id table's key and partition key (LATERAL … OFFSET 0:
+      // one partition's index per trace), then updated by (tableoid, ctid) — a ctid names a row only
+      // within its partition: the plan stays a lookup per trace even when statistics are stale.
       `UPDATE telemetry_traces t SET
           start_time = x.s, end_time = x.e, duration_ms = x.d, span_count = x.c, root_name = x.rn,
           root_attributes = x.ra, model = x.m, models = x.ms, tokens_input = x.ti, tokens_output = x."to",
           cost = x.cost, has_error = x.err, spans = x.sp, updated_at = ?,
           session_id = x.sid, user_id = x.uid, attribute_pairs = x.ap
-         FROM (SELECT x.*, r.ctid AS row_ctid
+         FROM (SELECT x.*, r.toid AS row_tableoid, r.tid AS row_ctid
                  FROM json_to_recordset(?::json) AS x(id text, s timestamptz, e timestamptz, d bigint, c int, rn text,
                                                       ra text, m text, ms text[], ti bigint, "to" bigint, cost float8,
                                                       err boolean, sp text, sid text, uid text, ap text[])
-                CROSS JOIN LATERAL (SELECT ctid FROM telemetry_traces WHERE project_id = ? AND trace_id = x.id OFFSET 0) r) x
-        WHERE t.ctid = x.row_ctid`,
+                CROSS JOIN LATERAL (SELECT tr.tableoid AS toid, tr.ctid AS tid FROM telemetry_trace_ids i
+                                     CROSS JOIN LATERAL (SELECT tableoid, ctid FROM telemetry_traces
+                                                          WHERE project_id = i.project_id AND trace_id = i.trace_id
+                                                            AND partition_start = i.partition_start OFFSET 0) tr
+                                     WHERE i.project_id = ? AND i.trace_id = x.id OFFSET 0) r) x
+        WHERE t.tableoid = x.row_tableoid AND t.ctid = x.row_ctid`,
       [now, traceJson(traces), projectId],
     );
   }

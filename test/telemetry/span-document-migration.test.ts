@@ -58,7 +58,10 @@ async function insertCompactTrace(tid: string, spansText: string, startMs: numbe
     spans: spansText,
     created_at: new Date(startMs),
     updated_at: new Date(startMs),
+    // Since migration 0390: the partition key and the trace's id, as ingest writes them.
+    partition_start: new Date(startMs),
   });
+  await db()('telemetry_trace_ids').insert({ project_id: p.projectId, trace_id: tid, partition_start: new Date(startMs) });
 }
 
 describe(`migration ${MIGRATION}`, () => {
@@ -96,7 +99,7 @@ describe(`migration ${MIGRATION}`, () => {
           project_id: p.projectId, trace_id: tid, start_time: new Date(T0), end_time: new Date(T0 + 1), duration_ms: 1, span_count: 1,
           root_name: 'bulk', root_attributes: '{}', model: null, models: [], tokens_input: 0, tokens_output: 0, cost: 0, has_error: false,
           spans: `[{"s":"${tid.slice(0, 16)}","p":null,"n":"bulk","k":null,"st":${T0},"et":${T0 + 1},"c":"UNSET","m":null,"a":{}}]`,
-          created_at: new Date(T0), updated_at: new Date(T0),
+          created_at: new Date(T0), updated_at: new Date(T0), partition_start: new Date(T0),
         })),
         400,
       );
