@@ -29,7 +29,10 @@
  * applied to every invoice created before its end (`once`: the first invoice only, the $0 trial
  * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
  * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
- * amount off at most the line; tax on the discounted amount.
+ * amount off at most the line; tax on the discounted amount. A draft's invoice items
+ * (`discountable`: true unless negative or sent false) share the invoice's discount with the
+ * subscription line, spread as `discountAllocation` says (Stripe does not document its rounding of
+ * the shares; two models), recomputed on every item added (`withDiscounts`).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';

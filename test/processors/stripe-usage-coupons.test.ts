@@ -211,6 +211,33 @@ describe('usage renewals with a coupon on Stripe: the order equals Stripe’s in
     expect(ended).toHaveLength(1);
   });
 
+  it('cancel now: the usage invoice Stripe did not discount is an order of its USAGE lines without a DISCOUNT, equal to amount_paid', async () => {
+    // Before the fix Kassa added its own DISCOUNT for period 0, the lines missed amount_paid and the order was one line.
+    s.stripe.discountAllocation = 'per-line';
+    s.ctx.clock.set('2027-10-03T10:00:00.000Z');
+    const price = await meteredPrice(1005, ['5', '5', '5']);
+    const coupon = await discounts.createCoupon(s.ctx.orgA.orgId, { name: 'Always ten', percentOff: '10', duration: 'FOREVER' });
+    const sub = await subscribe(price.pricingId, coupon.id);
+    s.ctx.clock.set('2027-10-05T10:00:00.000Z');
+    const res = await s.ctx.merchant
+      .post('/v1/usage-events')
+      .set('X-API-Key', s.ctx.orgA.apiKey)
+      .send({ events: [1, 3, 5].map((n, i) => ({ id: `uc-cancel-${i}`, customer: { externalId: sub.externalId }, name: `units_${['alpha', 'beta', 'gamma'][i]}`, timestamp: '2027-10-04T00:00:00Z', properties: { n } })) });
+    expect(res.status).toBe(200);
+    expect((await s.ctx.admin.post(`/v1/subscriptions/${sub.subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(200);
+    const final = [...s.stripe.invoices.values()].find((i) => i.parent?.subscription_details?.subscription === sub.stripeSub.id && i.billing_reason === 'manual')!;
+    expect(final.amount_paid).toBe(45);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', final.id))).body.outcome).toBe('applied');
+    const row = await db()('orders').where({ subscription_id: sub.subscriptionId, processor_payment_id: final.payments!.data[0]!.payment.payment_intent as string }).first();
+    const order = (await s.readOrder(row.id)) as { amountCents: number; lines: Line[] };
+    expect(kinds(order.lines)).toEqual([
+      ['USAGE', 5],
+      ['USAGE', 15],
+      ['USAGE', 25],
+    ]);
+    expect(order.amountCents).toBe(45);
+  });
+
   it('property: random fees, unit prices, quantities and coupons, either rounding model — no line lost, the order’s lines add up to amount_paid', async () => {
     const unit = fc.constantFrom('0.5', '1', '3', '5', '7', '9.99', '13', '0.125');
     const couponArb = fc.oneof(
