@@ -2684,6 +2684,14 @@ export interface components {
          *     Orders made before lines existed read as one `PRICE` line: their product, quantity and
          *     unit amount when their checkout session charged exactly the order's amount, else
          *     quantity 1 at the order's amount.
+         *
+         *     Renewals of metered subscriptions Stripe bills: the fee (`PRICE`, Stripe's subscription
+         *     line), one `USAGE` line per metered component (quantity, included and credited units,
+         *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
+         *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
+         *     the sum of Stripe's per-line shares, each rounded by Stripe), then the first order's tax.
+         *     The lines add up to Stripe's `amount_paid`; an invoice they do not match (edited in
+         *     Stripe's Dashboard, a customer balance applied) is one line of the amount paid.
          */
         OrderLine: {
             kind: components["schemas"]["OrderLineKind"];

@@ -3096,6 +3096,14 @@ export interface components {
          *     Orders made before lines existed read as one `PRICE` line: their product, quantity and
          *     unit amount when their checkout session charged exactly the order's amount, else
          *     quantity 1 at the order's amount.
+         *
+         *     Renewals of metered subscriptions Stripe bills: the fee (`PRICE`, Stripe's subscription
+         *     line), one `USAGE` line per metered component (quantity, included and credited units,
+         *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
+         *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
+         *     the sum of Stripe's per-line shares, each rounded by Stripe), then the first order's tax.
+         *     The lines add up to Stripe's `amount_paid`; an invoice they do not match (edited in
+         *     Stripe's Dashboard, a customer balance applied) is one line of the amount paid.
          */
         OrderLine: {
             kind: components["schemas"]["OrderLineKind"];
@@ -3786,6 +3794,14 @@ export interface components {
          *     of the period's charge lines of the products in `productIds` (all when null); a percent is
          *     computed exactly and rounded once, half up; an amount takes at most the base. The order's
          *     `DISCOUNT` line never makes a total negative. One discount per checkout.
+         *
+         *     Where Stripe bills a metered subscription, its renewal invoice carries the fee and Kassa's
+         *     usage as invoice items, and Stripe spreads the coupon over those lines, rounding each
+         *     line's share: the renewal order's `DISCOUNT` line is then what Stripe's invoice took off
+         *     (its `total_discount_amounts`), which can differ from the once-rounded figure by up to a
+         *     cent per line. The buyer paid Stripe's invoice, so the order equals it, line for line. A
+         *     coupon limited to products takes nothing off `USAGE` lines on either rail (the usage items
+         *     are sent to Stripe as not discountable).
          */
         Coupon: {
             /** @description `CPN_…` */

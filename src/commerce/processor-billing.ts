@@ -59,6 +59,12 @@ export interface ProcessorRenewal {
    */
   usage?: readonly LineInput[];
   feeCents?: number;
+  /**
+   * What the processor's invoice took off for its discount (Stripe's `total_discount_amounts`,
+   * the sum of its lines' `discount_amounts`): with `usage`, the order's DISCOUNT line is this
+   * amount, whatever per-line rounding the processor used (docs/discounts.md).
+   */
+  discountCents?: number;
 }
 
 /** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
@@ -84,6 +90,8 @@ export interface ProcessorExtraInvoice {
   amountCents: number;
   /** The final usage Kassa invoiced at a cancel-now (processor-usage.ts): the order's USAGE lines, no fee. */
   usage?: readonly LineInput[];
+  /** With `usage`: what the processor's invoice took off for a discount (ProcessorRenewal.discountCents). */
+  discountCents?: number;
   /**
    * A plan or seat change's proration (issue 39): the invoice's proration lines as the processor
    * computed them (Stripe's "Unused time …" credit and "Remaining time …" charge), the order's
@@ -235,7 +243,7 @@ export class ProcessorBillingFlow {
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents);
+        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents, renewal.discountCents);
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
@@ -350,7 +358,7 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
       if (plain.total === invoice.amountCents) order = { ...itemized, amountCents: plain.total, lines: plain.lines, billingPeriod: null };
     }
   }
-  order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0)), billingPeriod: null };
+  order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0, invoice.discountCents)), billingPeriod: null };
   await stores.orders.insert(order);
   await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
   return order;
@@ -358,10 +366,14 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
 
 /**
  * The order of a processor's invoice. With Kassa's usage lines on it: the fee line (`feeCents`,
- * none when 0) and the USAGE lines priced by pricePeriod — the amounts Kassa added as invoice items,
- * so the lines add up to what the processor charged. Should they not (the invoice was edited in
- * the processor's dashboard), the order is one line of the invoice's amount, as without usage:
- * an order's total is always what was charged.
+ * none when 0), the USAGE lines priced by pricePeriod — the amounts Kassa added as invoice items —
+ * and, when the processor discounted the invoice, one DISCOUNT line of what it took off
+ * (`discountCents`: Stripe spreads a coupon over the invoice's lines and rounds each line's share,
+ * so Kassa's own once-rounded figure may differ by a cent per line; the buyer paid Stripe's), then
+ * the first order's tax. So the lines add up to what the processor charged. Should they not (the
+ * invoice was edited in the processor's dashboard, a customer balance was applied, or the
+ * processor's per-line tax rounding differs), the order is one line of the invoice's amount, as
+ * without usage: an order's total is always what was charged.
  */
 async function invoiceOrder(
   stores: CommerceStores,
@@ -372,9 +384,10 @@ async function invoiceOrder(
   now: Date,
   usage: readonly LineInput[] | undefined,
   feeCents: number | undefined,
+  discountCents?: number,
 ): Promise<Order> {
   if (usage && usage.length > 0 && feeCents !== undefined) {
-    const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, { fee: feeCents > 0 });
+    const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, { fee: feeCents > 0, ...(discountCents !== undefined && { discountAmount: discountCents }) });
     if (itemized.amountCents === payment.amountCents) return itemized;
   }
   const own = period >= 1 ? await discountedRenewal(stores, s, period, paid, payment, now) : undefined;

@@ -78,6 +78,12 @@ export interface UsageInvoiceItem {
   periodStart: Date;
   periodEnd: Date;
   meterId: string;
+  /**
+   * Whether the subscription's processor-side coupon may take something off it (Stripe's
+   * `discountable`): false when Kassa's coupon is limited to products, since a USAGE line names no
+   * product and such a coupon takes nothing off it (src/commerce/discounts.ts).
+   */
+  discountable: boolean;
 }
 
 /** What Kassa asks of the processor's invoices (Stripe: src/processors/stripe-usage-invoices.ts). */
@@ -231,6 +237,19 @@ export class ProcessorUsageFlow {
   }
 
   /**
+   * Whether the checkout's coupon (the Stripe coupon on the subscription) may discount the usage
+   * items: not when it is limited to products (USAGE lines name none, so Kassa's rule takes nothing
+   * off them); otherwise Stripe discounts them as it discounts the fee, and the order's DISCOUNT is
+   * what Stripe took (docs/discounts.md, "Usage renewals on Stripe").
+   */
+  private async usageDiscountable(s: Subscription): Promise<boolean> {
+    const initial = await this.uow.stores.orders.find(s.orgId, s.initialOrderId);
+    const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
+    const session = sessionId ? await this.uow.stores.sessions.find(s.orgId, sessionId) : undefined;
+    return (session?.pricing.discount?.productIds ?? null) === null;
+  }
+
+  /**
    * Closes the invoice's range for usage (a RENEWAL's period, under the subscription's row lock,
    * as the sandbox renewal does; a FINAL's was closed by the cancel), reads and stores its line
    * inputs once, and adds them as invoice items before finalizing.
@@ -255,6 +274,7 @@ export class ProcessorUsageFlow {
       lines = await this.invoices.setLines(row.processorInvoiceId, (credits) => (draws ? drawCredits({ credits }, { ...s, periodNumber: row.usagePeriod }, read, now) : Promise.resolve(read)), now);
     }
     const priced = pricePeriod(lines);
+    const discountable = await this.usageDiscountable(s);
     const items: UsageInvoiceItem[] = priced.lines.map((line, i) => {
       const detail = lineDetail(line, s.currency);
       return {
@@ -265,6 +285,7 @@ export class ProcessorUsageFlow {
         periodStart: row.usageStart,
         periodEnd: row.usageEnd,
         meterId: line.meterId ?? '',
+        discountable,
       };
     });
     const result = await this.processor.bill(row.processorInvoiceId, items);

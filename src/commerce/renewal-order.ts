@@ -8,7 +8,7 @@ import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
 import type { LineInput, PricedPeriod } from './pricing.js';
 import type { ChangePricing } from './plan-change.js';
-import { discountCovers, discountInputs, lastDiscountedPeriod } from './discounts.js';
+import { discountCovers, discountDescription, discountInputs, lastDiscountedPeriod } from './discounts.js';
 import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
@@ -42,9 +42,11 @@ export async function renewalOrder(
    * `fee: false`: the last usage of an ending subscription, no new period's fee. `priced`: lines
    * already priced with the subscription's tax and coupon (a plan change's quote, changePricing).
    * `discount: false`: no coupon (a processor's invoice of an amount Kassa's lines do not give:
-   * one line of it).
+   * one line of it). `discountAmount`: the DISCOUNT the processor's invoice took off (Stripe's
+   * `total_discount_amounts`), as one DISCOUNT line named after the checkout's coupon, instead of
+   * Kassa's own computation (none when 0).
    */
-  options: { fee?: boolean; priced?: PricedPeriod; discount?: boolean } = {},
+  options: { fee?: boolean; priced?: PricedPeriod; discount?: boolean; discountAmount?: number } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
@@ -59,7 +61,12 @@ export async function renewalOrder(
   const tax = net === null ? null : foundTax;
   const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
-  const discount = options.discount === false ? [] : options.priced ? [] : await renewalDiscountInputs(stores, s, initial, period, charges);
+  const discount =
+    options.discount === false || options.priced
+      ? []
+      : options.discountAmount !== undefined
+        ? await processorDiscountInputs(stores, s, initial, options.discountAmount)
+        : await renewalDiscountInputs(stores, s, initial, period, charges);
   const priced = options.priced ?? priceWithTax([...charges, ...discount], tax);
   return {
     id: newId('ORD'),
@@ -126,6 +133,19 @@ export async function changePricing(stores: CommerceStores, s: Subscription): Pr
   const discount = session?.pricing.discount;
   const covers = discount ? discountCovers(discount, s.periodNumber, session.pricing.trialDays ? 1 : 0) : false;
   return { tax, discount: (charges) => (covers ? discountInputs(discount, charges) : []) };
+}
+
+/**
+ * The DISCOUNT line of a processor's invoice (Stripe's `total_discount_amounts`): the amount it took
+ * off, described as the checkout's coupon (the Stripe coupon is made from it), or plainly
+ * "Discount" for one Kassa does not know (added in the processor's dashboard).
+ */
+async function processorDiscountInputs(stores: CommerceStores, s: Subscription, initial: Order | undefined, amount: number): Promise<LineInput[]> {
+  if (amount <= 0) return [];
+  const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
+  const session = sessionId ? await stores.sessions.find(s.orgId, sessionId) : undefined;
+  const discount = session?.pricing.discount;
+  return [{ kind: 'DISCOUNT', description: discount ? discountDescription(discount) : 'Discount', amount }];
 }
 
 async function renewalDiscountInputs(stores: CommerceStores, s: Subscription, initial: Order | undefined, period: number, charges: readonly LineInput[]): Promise<LineInput[]> {

@@ -313,7 +313,7 @@ export class StripeSubscriptionEvents {
         processorStatus: payment?.processorStatus ?? invoice.status,
         amountCents: invoice.amount_paid,
         // Usage Kassa invoiced on its own: a cancel-now's final usage, or a MISSED renewal draft's make-up.
-        ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines }),
+        ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines, discountCents: discountTaken(invoice) }),
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
         ...(invoice.billing_reason === 'subscription_update' && { prorations: prorationLines(invoice) }),
       };
@@ -342,7 +342,12 @@ export class StripeSubscriptionEvents {
       amountCents: outcome === 'paid' ? invoice.amount_paid : invoice.amount_due,
       attemptCount: invoice.attempt_count,
       invoiceId: invoice.id,
-      ...(usage?.kind === 'RENEWAL' && { usage: usage.lines, feeCents: invoice.lines.data.filter((l) => l.parent?.subscription_item_details).reduce((sum, l) => sum + l.amount, 0) }),
+      ...(usage?.kind === 'RENEWAL' && {
+        usage: usage.lines,
+        feeCents: invoice.lines.data.filter((l) => l.parent?.subscription_item_details).reduce((sum, l) => sum + l.amount, 0),
+        // What Stripe took off, spread over the fee and usage lines and rounded per line: the order's DISCOUNT.
+        discountCents: discountTaken(invoice),
+      }),
     } as const;
     return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
   }
@@ -423,4 +428,12 @@ function paymentOf(invoice: Stripe.Invoice): { processorPaymentId: string; proce
   const intent = chosen?.payment.payment_intent;
   if (!intent) return undefined;
   return typeof intent === 'string' ? { processorPaymentId: intent, processorStatus: null } : { processorPaymentId: intent.id, processorStatus: intent.status };
+}
+
+/**
+ * What an invoice's discounts took off in all: `total_discount_amounts` (Stripe's sum of every
+ * line's `discount_amounts`, each line's share rounded by Stripe), the order's DISCOUNT line.
+ */
+function discountTaken(invoice: Stripe.Invoice): number {
+  return (invoice.total_discount_amounts ?? []).reduce((sum, d) => sum + d.amount, 0);
 }

@@ -69,6 +69,7 @@ export class StripeUsageInvoicing implements ProcessorUsageInvoicing {
         currency: item.currency.toLowerCase(),
         description: item.description.slice(0, 500),
         period: { start: seconds(item.periodStart), end: seconds(item.periodEnd) },
+        discountable: item.discountable,
         metadata: { [KASSA_USAGE_ITEM_KEY]: item.key, kassa_meter_id: item.meterId },
       };
       await this.call(() => this.stripe.invoiceItems.create(params, { idempotencyKey: item.key }), 'add a usage invoice item');

@@ -29,7 +29,10 @@
  * applied to every invoice created before its end (`once`: the first invoice only, the $0 trial
  * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
  * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
- * amount off at most the line; tax on the discounted amount.
+ * amount off at most the line; tax on the discounted amount. A draft's invoice items
+ * (`discountable`: true unless negative or sent false) share the invoice's discount with the
+ * subscription line, spread as `discountAllocation` says (Stripe does not document its rounding of
+ * the shares; two models), recomputed on every item added (`withDiscounts`).
  * Dynamic tax rates (issue 39): `line_items[0][dynamic_tax_rates]` with `billing_address_collection`,
  * as Stripe's "Use manual tax rates" guide documents them: each rate needs a country Stripe
  * supports for them (US, GB, AU, the EU; a US rate a state), `tax_rates` and `dynamic_tax_rates`
@@ -87,6 +90,16 @@ export class FakeStripe {
   readonly invoiceItems = new Map<string, Stripe.InvoiceItem>();
   /** How the next finalized invoices' payment attempts end (default: paid). */
   finalizeOutcome: 'paid' | 'failed' = 'paid';
+  /**
+   * How an invoice's discount is spread over its discountable lines (`discount_amounts`). Stripe
+   * documents that a discount applies to the discountable lines and reports each line's share, not
+   * its exact rounding, so the fake offers two plausible models and Kassa must be right in both:
+   * `per-line` (default): percent off each line, rounded half up per line; amount off split in
+   * proportion to the lines' amounts, whole cents by largest remainder (ties: the earlier line).
+   * `invoice`: percent off the discountable subtotal, rounded half up once, then split as amount
+   * off is.
+   */
+  discountAllocation: 'per-line' | 'invoice' = 'per-line';
   readonly charges = new Map<string, Stripe.Charge>();
   readonly disputes = new Map<string, Stripe.Dispute>();
   /** Invoices the buyer confirmed on the hosted invoice page, in order. */
@@ -1222,6 +1235,8 @@ export class FakeStripe {
     if (!Number.isSafeInteger(amount)) return invalid('amount must be an integer', 'amount');
     if (params.currency !== invoice.currency) return invalid(`The currency must be the invoice's (${invoice.currency})`, 'currency');
     const period = params.period as { start?: string; end?: string } | undefined;
+    // Stripe: "Defaults to false for prorations or negative invoice items, and true for all other invoice items."
+    const discountable = params.discountable === undefined ? amount >= 0 : params.discountable === 'true';
     const now = this.seconds();
     const item: Stripe.InvoiceItem = {
       id: id('ii'),
@@ -1232,7 +1247,7 @@ export class FakeStripe {
       customer_account: null,
       date: now,
       description: (params.description as string | undefined) ?? null,
-      discountable: true,
+      discountable,
       discounts: [],
       invoice: invoice.id,
       livemode: false,
@@ -1254,7 +1269,7 @@ export class FakeStripe {
       currency: invoice.currency,
       description: item.description,
       discount_amounts: [],
-      discountable: true,
+      discountable,
       discounts: [],
       invoice: invoice.id,
       livemode: false,
@@ -1270,18 +1285,96 @@ export class FakeStripe {
       subtotal: amount,
       taxes: [],
     };
-    const total = invoice.total + amount;
-    this.invoices.set(invoice.id, {
+    this.invoices.set(invoice.id, this.withDiscounts({ ...invoice, lines: { ...invoice.lines, data: [...invoice.lines.data, line] } }));
+    return { status: 200, body: item };
+  }
+
+  /**
+   * A draft's amounts after its lines changed, as Stripe recomputes them: the invoice's discount
+   * (the subscription's, recorded in `invoice.discounts` when the draft was made) spread over the
+   * discountable lines of a positive amount (`discountAllocation`), each line's `discount_amounts`,
+   * the subscription line's tax on its discounted amount, `total_discount_amounts` and the totals.
+   */
+  private withDiscounts(invoice: Stripe.Invoice): Stripe.Invoice {
+    const discountId = invoice.discounts.find((d): d is string => typeof d === 'string');
+    const discount = discountId ? this.discounts.get(discountId) : undefined;
+    const coupon = discount ? this.coupons.get((discount.source.coupon as Stripe.Coupon).id)!.coupon : undefined;
+    const eligible = invoice.lines.data.map((l) => l.discountable && l.amount > 0 && (l.parent?.subscription_item_details?.proration ?? false) === false);
+    const shares = coupon ? this.allocate(coupon, invoice.lines.data.map((l, i) => (eligible[i] ? l.amount : 0))) : invoice.lines.data.map(() => 0);
+    const sub = invoice.parent?.subscription_details?.subscription ? this.subscriptions.get(invoice.parent.subscription_details.subscription as string) : undefined;
+    const rateIds = (sub?.default_tax_rates ?? []).map((r) => (typeof r === 'string' ? r : r.id));
+    let added = 0;
+    let inclusive = 0;
+    const totalTaxes = new Map<string, { amount: number; taxable: number; inclusive: boolean }>();
+    const lines = invoice.lines.data.map((l, i) => {
+      const off = shares[i]!;
+      const subscriptionLine = l.parent?.subscription_item_details !== null && l.parent?.subscription_item_details !== undefined;
+      // The fake taxes the subscription's own line (its default tax rates), as createInvoice does; invoice items stay untaxed here.
+      const tax = subscriptionLine ? this.taxFor(l.amount - off, rateIds) : { added: 0, taxes: [] };
+      added += tax.added;
+      for (const t of tax.taxes) {
+        if (t.rate.inclusive) inclusive += t.amount;
+        const seen = totalTaxes.get(t.rate.id) ?? { amount: 0, taxable: 0, inclusive: t.rate.inclusive };
+        totalTaxes.set(t.rate.id, { ...seen, amount: seen.amount + t.amount, taxable: seen.taxable + (t.rate.inclusive ? t.taxable - t.amount : t.taxable) });
+      }
+      return {
+        ...l,
+        discount_amounts: discount && eligible[i] ? [{ amount: off, discount: discount.id }] : [],
+        discounts: discount && eligible[i] ? [discount.id] : [],
+        taxes: tax.taxes.map((t) => ({
+          amount: t.amount,
+          tax_behavior: t.rate.inclusive ? ('inclusive' as const) : ('exclusive' as const),
+          tax_rate_details: { tax_rate: t.rate.id },
+          taxability_reason: 'standard_rated' as const,
+          taxable_amount: t.rate.inclusive ? t.taxable - t.amount : t.taxable,
+          type: 'tax_rate_details' as const,
+        })),
+      };
+    });
+    const subtotal = lines.reduce((sum, l) => sum + l.amount, 0);
+    const off = shares.reduce((sum, x) => sum + x, 0);
+    const total = subtotal - off + added;
+    const taxSum = [...totalTaxes.values()].reduce((sum, t) => sum + t.amount, 0);
+    return {
       ...invoice,
-      lines: { ...invoice.lines, data: [...invoice.lines.data, line] },
+      lines: { ...invoice.lines, data: lines },
       amount_due: total,
       amount_remaining: total,
-      subtotal: total,
-      subtotal_excluding_tax: total,
+      subtotal,
+      subtotal_excluding_tax: subtotal - inclusive,
       total,
-      total_excluding_tax: total,
-    });
-    return { status: 200, body: item };
+      total_excluding_tax: total - taxSum,
+      total_discount_amounts: discount ? [{ amount: off, discount: discount.id }] : [],
+      total_taxes: [...totalTaxes.entries()].map(([rate, t]) => ({
+        amount: t.amount,
+        tax_behavior: t.inclusive ? ('inclusive' as const) : ('exclusive' as const),
+        tax_rate_details: { tax_rate: rate },
+        taxability_reason: 'standard_rated' as const,
+        taxable_amount: t.taxable,
+        type: 'tax_rate_details' as const,
+      })),
+    };
+  }
+
+  /** Each line's share of a coupon (`discountAllocation`); 0 for lines of amount 0 (not discountable). */
+  allocate(coupon: Stripe.Coupon, amounts: readonly number[]): number[] {
+    const base = amounts.reduce((sum, a) => sum + a, 0);
+    if (base <= 0) return amounts.map(() => 0);
+    if (coupon.percent_off !== null && this.discountAllocation === 'per-line') return amounts.map((a) => this.discountOff(coupon, a));
+    const total = this.discountOff(coupon, base);
+    // Largest remainder: floor of each proportional share, the cents left to the largest fractions (earlier line on a tie).
+    const exact = amounts.map((a) => ({ floor: Math.floor((total * a) / base), rest: (total * a) % base }));
+    let left = total - exact.reduce((sum, e) => sum + e.floor, 0);
+    const order = exact.map((e, i) => ({ ...e, i })).sort((x, y) => y.rest - x.rest || x.i - y.i);
+    const shares = exact.map((e) => e.floor);
+    for (const e of order) {
+      if (left === 0) break;
+      if (amounts[e.i]! > 0) {
+        shares[e.i] = shares[e.i]! + 1;
+        left--;
+      }
+    }
+    return shares;
   }
 
   /** `POST /v1/invoices/:id/finalize`: the draft is open, and charged at once when it may advance. */
