@@ -1360,11 +1360,15 @@ export class FakeStripe {
       const abs = n * sign;
       return Number(sign * ((2n * abs + length) / (2n * length)));
     };
+    // Stripe's proration items are not discountable: a discount the subscription holds now is
+    // reflected in their amounts (the discounted period amount, prorated), not in discount_amounts.
+    const active = this.activeDiscount(sub);
+    const discounted = (amount: bigint) => (active ? amount - BigInt(this.discountOff(active.coupon, Number(amount))) : amount);
     const nameOf = (p: Stripe.Price, q: number) => `${q > 1 ? `${q} × ` : ''}${this.products.get(p.product as string)?.name ?? 'item'}`;
     const after = new Date(at * 1000).toLocaleDateString('en-GB', { day: '2-digit', month: 'short', year: 'numeric', timeZone: 'UTC' });
     const lines = [
-      { amount: prorated(-BigInt(item.price.unit_amount ?? 0) * BigInt(item.quantity ?? 1)), description: `Unused time on ${nameOf(item.price, item.quantity ?? 1)} after ${after}`, quantity: item.quantity ?? 1, price: item.price },
-      { amount: prorated(BigInt(price.unit_amount ?? 0) * BigInt(quantity)), description: `Remaining time on ${nameOf(price, quantity)} after ${after}`, quantity, price },
+      { amount: prorated(-discounted(BigInt(item.price.unit_amount ?? 0) * BigInt(item.quantity ?? 1))), description: `Unused time on ${nameOf(item.price, item.quantity ?? 1)} after ${after}`, quantity: item.quantity ?? 1, price: item.price },
+      { amount: prorated(discounted(BigInt(price.unit_amount ?? 0) * BigInt(quantity))), description: `Remaining time on ${nameOf(price, quantity)} after ${after}`, quantity, price },
     ];
     const invoice = this.prorationInvoice(moved, lines, { start: at, end: item.current_period_end });
     if (params.payment_behavior === 'error_if_incomplete' && invoice.amount_due > 0 && this.finalizeOutcome === 'failed') {
@@ -1398,6 +1402,9 @@ export class FakeStripe {
         id: id('il'),
         amount: l.amount,
         description: l.description,
+        discount_amounts: [],
+        discountable: false,
+        discounts: [],
         parent: {
           invoice_item_details: null,
           subscription_item_details: { invoice_item: id('ii'), proration: true, proration_details: null, subscription: sub.id, subscription_item: item.id },
@@ -1419,6 +1426,11 @@ export class FakeStripe {
     });
     const subtotal = lines.reduce((sum, l) => sum + l.amount, 0);
     const due = subtotal + added;
+    // The invoice's tax per rate: the sum of its lines' (each rounded on its line).
+    const totalTaxes = rateIds.map((rateId) => {
+      const of = invoiceLines.flatMap((l) => (l.taxes ?? []).filter((t) => t.tax_rate_details?.tax_rate === rateId));
+      return { ...of[0]!, amount: of.reduce((sum, t) => sum + t.amount, 0), taxable_amount: of.reduce((sum, t) => sum + (t.taxable_amount ?? 0), 0) };
+    });
     const invoice: Stripe.Invoice = {
       ...base,
       auto_advance: true,
@@ -1430,6 +1442,9 @@ export class FakeStripe {
       subtotal_excluding_tax: subtotal - inclusiveTax,
       total: due,
       total_excluding_tax: subtotal - inclusiveTax,
+      discounts: [],
+      total_discount_amounts: [],
+      total_taxes: totalTaxes,
     };
     this.invoices.set(invoice.id, invoice);
     return invoice;
@@ -1482,6 +1497,17 @@ export class FakeStripe {
       this.subscriptions.set(sub.id, { ...this.subscriptions.get(sub.id)!, discounts: [] });
     }
     return { id: discount.id, coupon };
+  }
+
+  /**
+   * The subscription's discount now, without spending it (a `once` discount is no longer the
+   * subscription's after its first invoice; a `repeating` one ends at its `end`).
+   */
+  private activeDiscount(sub: Stripe.Subscription): { id: string; coupon: Stripe.Coupon } | undefined {
+    const discountId = sub.discounts.find((d): d is string => typeof d === 'string');
+    const discount = discountId ? this.discounts.get(discountId) : undefined;
+    if (!discount || (discount.end !== null && this.seconds() >= discount.end)) return undefined;
+    return { id: discount.id, coupon: this.coupons.get((discount.source.coupon as Stripe.Coupon).id)!.coupon };
   }
 
   /** What a coupon takes off an amount: percent off rounded half up to the minor unit, or amount off at most the amount. */
