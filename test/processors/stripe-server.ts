@@ -29,7 +29,13 @@
  * applied to every invoice created before its end (`once`: the first invoice only, the $0 trial
  * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
  * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
- * amount off at most the line; tax on the discounted amount.
+ * amount off at most the line; tax on the discounted amount, per invoice line and per rate, each
+ * rounded on its line to the nearest minor unit, half up (Stripe's support article on rounding:
+ * nearest unit, 0.025 → 0.03, and its worked example taxing each line item then summing), a
+ * credit line's tax negative; the invoice's `total_taxes` per rate is the sum of its lines'.
+ * Proration items are not discountable (Stripe, "Prorations and discounts"): a discount the
+ * subscription holds when the proration is made is reflected in their amounts (the discounted
+ * period amount, prorated and rounded once per line), not in `discount_amounts` (classic mode).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -1307,7 +1313,8 @@ export class FakeStripe {
    *   line "Remaining time on [q × ]<new product> after <date>" of new amount × remaining / period,
    *   each rounded on its own to the minor unit (half away from zero: Stripe does not document
    *   its rounding mode; one rounding per line is what its invoices show), the subscription's
-   *   default tax rates on each line. The invoice (`subscription_update`) is finalized and charged
+   *   default tax rates on each line (each rate rounded on its line), a discount the subscription
+   *   holds now reflected in both lines' amounts (the discounted period amount prorated). The invoice (`subscription_update`) is finalized and charged
    *   at once. With `payment_behavior: error_if_incomplete` a declined charge (`finalizeOutcome`)
    *   is a 402 card_error and nothing changes (no invoice kept).
    * - `create_prorations` (pending invoice items for the next invoice) is not modelled: 400.
