@@ -789,9 +789,13 @@ export interface paths {
          *     preview, or changes nothing (`409`) when the subscription changed meanwhile (a renewal,
          *     another change). The rules are `changeSubscription`'s; a change it would refuse is refused
          *     here with the same answer. For a subscription Stripe bills the preview is Kassa's own
-         *     computation of Stripe's proration (no call to Stripe; the same rule, to the second, one
-         *     rounding per line), and the change passes `prorationDate` to Stripe as `proration_date`,
-         *     so Stripe's proration invoice is these lines.
+         *     computation of Stripe's proration invoice (no call to Stripe; the same rule, to the second,
+         *     one rounding per line), and the change passes `prorationDate` to Stripe as
+         *     `proration_date`, so Stripe's proration invoice is these lines. **The two rails price the
+         *     extras differently** (see `changeSubscription`, "Tax and coupon: sandbox vs Stripe"): the
+         *     sandbox taxes the proration's net once; Stripe taxes each proration line on its own, rate
+         *     by rate, rounded per line, and holds the coupon in the proration lines' amounts. Each
+         *     preview is exact for its rail.
          */
         post: operations["previewSubscriptionChange"];
         delete?: never;
@@ -861,8 +865,7 @@ export interface paths {
          *
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
          *     price, a stored amount that no fee taxes to exactly under the subscription's exclusive
-         *     rates (set at a processor), a Stripe-billed subscription charged with an exclusive tax
-         *     rate (Stripe's proration tax is not yet held equal to the preview's), or past `currentPeriodEnd` before the renewal is recorded (the
+         *     rates (set at a processor), or past `currentPeriodEnd` before the renewal is recorded (the
          *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
          *     change then would prorate nothing while the new period is billed at the old price): `409`.
          *     The change runs under the subscription's row lock, so two changes, or a
@@ -887,6 +890,27 @@ export interface paths {
          *       invoice: its `PRORATION` lines are Stripe's lines (descriptions and amounts) and its
          *       `amountCents` is what Stripe collected, equal to the preview's `amountDueCents` (the
          *       same rule); the invoice's `invoice.paid` adds nothing more.
+         *     - **Tax and coupon: sandbox vs Stripe.** On the sandbox the extras follow the order rule
+         *       above (DISCOUNT on the proration's net, TAX on the net less the discount, each rounded
+         *       once). On Stripe the order is Stripe's proration invoice, priced as Stripe prices it:
+         *       (1) Stripe's proration items are not discountable; the subscription's discount, while
+         *       Stripe still holds it, is reflected in each proration line's amount: the discounted
+         *       period amount (amount − amount × percent, rounded half up) prorated and rounded once per
+         *       line. The order shows Kassa's two undiscounted `PRORATION` lines (with Stripe's
+         *       descriptions) and one `DISCOUNT` of the difference. A `ONCE` coupon is Stripe's `once`,
+         *       spent on the first invoice, so it never discounts a change on Stripe (it does on the
+         *       sandbox in the first period). (2) Stripe taxes each invoice line with the subscription's
+         *       tax rates, each rate's tax computed on that line (the credit's negative) and rounded per
+         *       line, half up; each `TAX` line is a rate's sum over the lines, computed on the
+         *       discounted lines. It may differ by a minor unit or two from the sandbox's one rounding
+         *       of the net (e.g. 19 % on −887 + 1774: −169 + 337 = 168 on Stripe, 169 on the sandbox).
+         *       Still `409` on Stripe for an `IMMEDIATE` change that costs something: an amount-off
+         *       coupon Stripe still holds (Stripe does not document how an amount off is spread over
+         *       proration lines) and a coupon whose Stripe discount ends inside the current period
+         *       (its last period after a trial, or on a price billed every 2 months or more); a
+         *       `PERIOD_END` change is accepted. Should a real Stripe invoice differ from the preview,
+         *       the order is Stripe's invoice (Kassa logs "Stripe charged a plan change differently
+         *       from its preview").
          *     - `PERIOD_END` (a downgrade): Stripe's item changes now with `proration_behavior: none`, so
          *       Stripe's next renewal bills the new amount and nothing is credited; Kassa shows
          *       `scheduledChange` and applies it when that renewal's invoice is paid. A change back to

@@ -89,3 +89,24 @@ export function lastDiscountedPeriod(d: Pick<AppliedDiscount, 'duration' | 'dura
   if (d.duration === 'FOREVER') return null;
   return firstCharged + (d.duration === 'ONCE' ? 1 : (d.durationInPeriods ?? 0)) - 1;
 }
+
+/**
+ * How a subscription's discount stands on the Stripe rail during billing period `period` (issue 39,
+ * plan changes on Stripe): Stripe reflects the subscription's discount in a proration line's amount
+ * while the discount lasts, so a change's proration is discounted when Stripe's discount (the
+ * checkout's coupon, docs/discounts.md "Stripe rail") is still the subscription's at the change.
+ * `monthsPerPeriod`: months of one billing period (null for a DAY price). Returns
+ * - `whole`: the discount lasts through the whole period (FOREVER; a period before the last one it covers);
+ * - `none`: it ended (a ONCE coupon without a trial is Stripe's `once`, spent on the first invoice;
+ *   a period after the ones it covers);
+ * - `part`: it ends inside this period (the last period it covers, when Stripe's `repeating` months
+ *   end after the period's start: after a trial, or on a price billed every 2 months or more).
+ */
+export function processorDiscountDuring(d: Pick<AppliedDiscount, 'duration' | 'durationInPeriods'>, period: number, firstCharged: number, monthsPerPeriod: number | null): 'whole' | 'none' | 'part' {
+  if (d.duration === 'FOREVER') return 'whole';
+  if (d.duration === 'ONCE' && firstCharged === 0) return 'none';
+  if (!discountCovers(d, period, firstCharged)) return 'none';
+  const last = lastDiscountedPeriod(d, firstCharged)!;
+  if (period < last) return 'whole';
+  return firstCharged === 0 && monthsPerPeriod === 1 ? 'whole' : 'part';
+}

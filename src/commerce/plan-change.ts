@@ -14,7 +14,8 @@
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
 import type { LineInput, PricedLine } from './pricing.js';
-import { prorate, prorationOrderLines } from './proration.js';
+import { processorProrationOrderLines, prorate, prorationOrderLines, type ProrationInput } from './proration.js';
+import type { AppliedDiscount } from './discounts.js';
 import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
 
@@ -57,6 +58,12 @@ export interface ChangePricing {
   tax: TaxContext | null;
   /** The coupon's DISCOUNT inputs for the current period's charges; empty when no coupon covers it. */
   discount(charges: readonly LineInput[]): LineInput[];
+  /**
+   * Set for a subscription a processor bills (Stripe): the change's order is the processor's
+   * proration invoice, priced line by line (processorProrationOrderLines) — the percent coupon
+   * Stripe's subscription discount reflects in the proration lines (null: none), the tax per line.
+   */
+  perLine?: { discount: AppliedDiscount | null; refusal?: string };
 }
 
 export const UNTAXED_PRICING: ChangePricing = { tax: null, discount: () => [] };
@@ -200,8 +207,10 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
     if (effective === 'PERIOD_END') {
       quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
     } else {
-      const proration = prorate({ from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at });
-      const priced = proration.net > 0 ? prorationOrderLines(proration, pricing) : undefined;
+      const input: ProrationInput = { from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at };
+      const proration = prorate(input);
+      if (proration.net > 0 && pricing.perLine?.refusal) throw conflict(pricing.perLine.refusal);
+      const priced = proration.net > 0 ? (pricing.perLine ? processorProrationOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : prorationOrderLines(proration, pricing)) : undefined;
       quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
     }
   }

@@ -10,8 +10,8 @@ import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, changePricing, discountEndsBefore, renewalOrder } from './renewal-order.js';
-import { priceWithTax } from './tax.js';
-import { pricePeriod, type LineInput } from './pricing.js';
+import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
+import { perLineTaxInputs, priceWithTax, taxContextOfLines } from './tax.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
@@ -346,10 +346,31 @@ export class ProcessorBillingFlow {
  * proration lines as PRORATION lines when they add up to the amount paid; otherwise (an invoice
  * edited in the processor's dashboard) one line of that amount.
  */
-export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, invoice: ProcessorExtraInvoice, now: Date): Promise<Order | undefined> {
+export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, invoice: ProcessorExtraInvoice, now: Date, quoted?: PricedPeriod): Promise<Order | undefined> {
   if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return undefined;
   let order: Order | undefined;
-  if (invoice.prorations && invoice.prorations.length > 0) {
+  if (quoted && invoice.prorations && invoice.prorations.length > 0 && quoted.total === invoice.amountCents) {
+    // The plan change's quote (PRORATION, DISCOUNT, TAX priced as Stripe prices its invoice) when
+    // Stripe collected exactly it: the order is the preview, with Stripe's descriptions of its proration lines.
+    const stripeTexts = invoice.prorations.map((l) => l.description);
+    let i = 0;
+    const lines = quoted.lines.map((l) => (l.kind === 'PRORATION' ? { ...l, description: stripeTexts[i++] ?? l.description } : l));
+    const own = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced: { lines, total: quoted.total } });
+    order = { ...own, billingPeriod: null };
+  }
+  if (!order && invoice.prorations && invoice.prorations.length > 0) {
+    // Stripe's proration lines as Stripe taxed them: each rate per line, rounded per line (the
+    // first order's rates; Stripe's lines already hold any discount): an invoice Kassa did not make
+    // (a change in the Dashboard), or whose answer was lost.
+    const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+    const amounts = invoice.prorations.map((l) => (l as { amount: number }).amount);
+    const perLine = pricePeriod([...invoice.prorations, ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts)]);
+    if (perLine.total === invoice.amountCents) {
+      const own = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced: perLine });
+      order = { ...own, billingPeriod: null };
+    }
+  }
+  if (!order && invoice.prorations && invoice.prorations.length > 0) {
     const itemized = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, invoice.prorations, { fee: false });
     if (itemized.amountCents === invoice.amountCents) order = { ...itemized, billingPeriod: null };
     else {

@@ -13,8 +13,9 @@
  * two lines (its invoice's "Unused time" credit and "Remaining time" charge), each rounded on its
  * own, so Stripe's invoice for the same change and second is the same two integers.
  */
-import { roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
-import { priceWithTax, type TaxContext } from './tax.js';
+import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
+import { perLineTaxInputs, priceWithTax, type TaxContext } from './tax.js';
+import { discountDescription, type AppliedDiscount } from './discounts.js';
 import { validationError } from '../kernel/errors.js';
 
 /** One side of a change: what a period of the subscription costs, unit × quantity. */
@@ -90,4 +91,37 @@ export function prorate(input: ProrationInput): Proration {
 export function prorationOrderLines(p: Proration, extra: { tax?: TaxContext | null; discount?: (charges: readonly LineInput[]) => LineInput[] } = {}): PricedPeriod {
   if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
   return priceWithTax([...p.inputs, ...(extra.discount?.(p.inputs) ?? [])], extra.tax ?? null);
+}
+
+/**
+ * The order a change charges now on the Stripe rail (issue 39): Stripe's proration invoice, line by
+ * line, so the preview equals what Stripe collects to the minor unit.
+ * - Stripe reflects a subscription's discount in the proration lines' own amounts (proration items
+ *   are not discountable; the discount is in their amount). With a percent coupon each line is the
+ *   proration of the discounted period amount (amount − amount × percent, that rounded once half
+ *   up), rounded once half up. The order shows Kassa's two undiscounted PRORATION lines and one
+ *   DISCOUNT of the difference, so its lines read as on the sandbox and add up to Stripe's.
+ * - Stripe taxes each invoice line with the subscription's tax rates, each rate's amount rounded
+ *   per line, half up (perLineTaxInputs): one TAX line per rate of the per-line sums, on the
+ *   discounted lines.
+ * `discount`: the percent coupon Stripe's subscription discount holds during the whole remaining
+ * period, or null (the caller refuses the cases Stripe's documentation leaves open).
+ */
+export function processorProrationOrderLines(input: ProrationInput, p: Proration, tax: TaxContext | null, discount: AppliedDiscount | null): PricedPeriod {
+  if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
+  let net = p;
+  if (discount) {
+    if (discount.percentOff === null) throw validationError('Only a percent coupon is reflected in a Stripe proration here');
+    const [whole, fraction = ''] = discount.percentOff.split('.');
+    const percent = { n: BigInt(`${whole}${fraction}`), d: 10n ** BigInt(fraction.length) * 100n };
+    const discounted = (side: PlanSide): PlanSide => {
+      const amount = BigInt(side.unitAmount) * BigInt(side.quantity);
+      return { description: side.description, unitAmount: Number(amount) - roundHalfUp({ n: amount * percent.n, d: percent.d }), quantity: 1 };
+    };
+    net = prorate({ ...input, from: discounted(input.from), to: discounted(input.to) });
+  }
+  const off = p.net - net.net;
+  const charges: LineInput[] =
+    off > 0 ? [...p.inputs, { kind: 'DISCOUNT', description: discountDescription(discount!), amount: off }] : off === 0 ? p.inputs : net.inputs.map((l, i) => ({ ...l, description: p.inputs[i]!.description }));
+  return pricePeriod([...charges, ...perLineTaxInputs(tax, [net.credit, net.charge])]);
 }

@@ -8,7 +8,7 @@ import { newId } from '../kernel/ids.js';
 import { renewalFeeInputs } from './order-lines.js';
 import type { LineInput, PricedPeriod } from './pricing.js';
 import type { ChangePricing } from './plan-change.js';
-import { discountCovers, discountDescription, discountInputs, lastDiscountedPeriod } from './discounts.js';
+import { discountCovers, discountDescription, discountInputs, lastDiscountedPeriod, processorDiscountDuring, type AppliedDiscount } from './discounts.js';
 import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
@@ -131,7 +131,9 @@ export async function changePricing(stores: CommerceStores, s: Subscription): Pr
   const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
   const session = sessionId ? await stores.sessions.find(s.orgId, sessionId) : undefined;
   const discount = session?.pricing.discount;
-  const covers = discount ? discountCovers(discount, s.periodNumber, session.pricing.trialDays ? 1 : 0) : false;
+  const firstCharged = session?.pricing.trialDays ? 1 : 0;
+  if (s.processorSubscriptionId) return { tax, discount: () => [], perLine: discount ? processorProrationDiscount(s, discount, firstCharged) : { discount: null } };
+  const covers = discount ? discountCovers(discount, s.periodNumber, firstCharged) : false;
   return { tax, discount: (charges) => (covers ? discountInputs(discount, charges) : []) };
 }
 
@@ -156,4 +158,21 @@ async function renewalDiscountInputs(stores: CommerceStores, s: Subscription, in
   if (!discount) return [];
   const firstCharged = session.pricing.trialDays ? 1 : 0;
   return discountCovers(discount, period, firstCharged) ? discountInputs(discount, charges) : [];
+}
+
+/**
+ * The coupon Stripe reflects in a plan change's proration lines on the Stripe rail (issue 39): the
+ * checkout's coupon while Stripe's subscription discount lasts through the current period
+ * (processorDiscountDuring), null when it has ended. Refused (409) where Kassa cannot hold its
+ * preview equal to Stripe's invoice: an amount-off coupon (Stripe does not document how an amount
+ * off is spread over proration lines) and a discount that ends inside the current period (Stripe
+ * would reflect it or not depending on the change's second).
+ */
+function processorProrationDiscount(s: Subscription, discount: AppliedDiscount, firstCharged: number): NonNullable<ChangePricing['perLine']> {
+  const months = s.billingInterval === 'MONTH' ? s.billingIntervalCount : s.billingInterval === 'YEAR' ? 12 * s.billingIntervalCount : null;
+  const during = processorDiscountDuring(discount, s.periodNumber, firstCharged, months);
+  if (during === 'none') return { discount: null };
+  if (during === 'part') return { discount: null, refusal: 'The coupon of this Stripe-billed subscription ends inside the current period, so Stripe’s proration of a change now cannot be previewed exactly; change the plan after the next renewal, or schedule it for the period end' };
+  if (discount.percentOff === null) return { discount: null, refusal: 'A prorated change of a Stripe-billed subscription with an amount-off coupon is not supported yet (Stripe does not document how an amount off is spread over proration lines); schedule it for the period end' };
+  return { discount };
 }

@@ -83,6 +83,29 @@ export function taxLineInputs(tax: TaxContext | null | undefined, taxableAmount:
 }
 
 /**
+ * The TAX line inputs of an invoice taxed line by line, as Stripe taxes an invoice with tax rates
+ * (issue 39, Stripe rail): each rate's tax is computed on each line's own amount and rounded per
+ * line, half up (half away from zero: a credit line's tax is minus the tax of its absolute amount),
+ * and the rate's TAX line is the sum of those rounded amounts. `taxableAmount` is the lines' sum.
+ * One line gives the same as taxLineInputs; two or more may differ from it by the roundings.
+ * Reverse charge: the one line of 0, as taxLineInputs.
+ */
+export function perLineTaxInputs(tax: TaxContext | null | undefined, lineAmounts: readonly number[]): LineInput[] {
+  if (!tax) return [];
+  const taxable = lineAmounts.reduce((s, a) => s + a, 0);
+  if (tax.reverseCharge || tax.rates.length === 0) return taxLineInputs(tax, taxable);
+  const perLine = lineAmounts.map((a) => ({ sign: a < 0 ? -1 : 1, lines: taxLineInputs(tax, Math.abs(a)) }));
+  const where = { country: tax.location.country, region: tax.location.region };
+  return tax.rates.map((r, i) => {
+    const taxAmount = perLine.reduce((s, l) => s + l.sign * (l.lines[i] as { tax: LineTax }).tax.taxAmount, 0);
+    const detail: LineTax = { rateId: r.rateId, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive, ...where, taxableAmount: Math.max(0, taxable), taxAmount, reverseCharge: false, taxId: tax.location.taxId };
+    return r.inclusive
+      ? { kind: 'TAX' as const, description: label(r, true), amount: 0, exactAmount: '0', tax: detail }
+      : { kind: 'TAX' as const, description: label(r, false), amount: taxAmount, exactAmount: String(taxAmount), tax: detail };
+  });
+}
+
+/**
  * THE hook: prices a period's lines with its tax. The lines before tax (charges, then discounts,
  * whoever adds them) are priced first; their total is the taxable amount; the TAX lines are
  * added and the whole is priced again by the one pricing function (same lines, same rounding).

@@ -387,7 +387,6 @@ export class SubscriptionService {
     const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
     if (!s || (owner.customerId !== undefined && s.customerId !== owner.customerId)) throw notFound('Subscription');
     if (s.processorSubscriptionId && !this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
-    if (s.processorSubscriptionId) await refuseExclusiveTaxOnProcessor(this.uow.stores, s);
     const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
     if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
@@ -406,7 +405,6 @@ export class SubscriptionService {
    */
   changePlan(id: string, request: PlanChangeRequest, owner?: SubscriptionOwner, scope?: PlanChangeScope): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote }> {
     return this.pricesFor(id, request).then((prices) => this.underLock(owner, id, async (s, now, stores) => {
-      if (s.processorSubscriptionId) await refuseExclusiveTaxOnProcessor(stores, s);
       const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
@@ -494,7 +492,7 @@ export class SubscriptionService {
       ? { ...changed, processorPrices: { ...(changed.processorPrices ?? {}), [stripePrice]: { priceId: target.priceId, productId: target.productId, productName: target.productName } }, processorMismatch: null }
       : changed;
     if (!result.invoice) return { order: null, next };
-    const order = await insertExtraInvoiceOrder(stores, next, result.invoice, now);
+    const order = await insertExtraInvoiceOrder(stores, next, result.invoice, now, { lines: quote.lines, total: quote.amountDue });
     if (order && order.amountCents !== quote.amountDue) {
       // Stripe's invoice is what was charged, and the order says so; the preview was Kassa's arithmetic.
       this.logger.warn({ subscriptionId: s.id, quoted: quote.amountDue, charged: order.amountCents }, 'Stripe charged a plan change differently from its preview');
@@ -638,11 +636,6 @@ function refuseOverScheduledOnProcessor(s: Subscription, quote: PlanChangeQuote)
 }
 
 /**
- * On the sandbox a change of an exclusively taxed subscription carries its TAX line (the quote's
- * own lines are charged). On Stripe the proration invoice's tax is Stripe's, per line, and no
- * test yet holds it equal to the preview's: refused (409) there rather than charged unlike it.
- */
-/**
  * Stripe bills a price Kassa does not know (made in the Dashboard, issue 39): Kassa cannot quote a
  * proration from it (Stripe would prorate from its own price), so only a change at the period's end
  * is taken (`effective: PERIOD_END`, nothing prorated): it sets Stripe's item back to a Kassa price,
@@ -654,10 +647,3 @@ function refuseProcessorMismatch(s: Subscription, quote: PlanChangeQuote): void 
   }
 }
 
-async function refuseExclusiveTaxOnProcessor(stores: Pick<CommerceStores, 'orders'>, s: Subscription): Promise<void> {
-  const initial = await stores.orders.find(s.orgId, s.initialOrderId);
-  const tax = taxContextOfLines(initial?.lines);
-  if (tax && !tax.reverseCharge && tax.rates.some((r) => !r.inclusive)) {
-    throw conflict('Plan and seat changes of a Stripe-billed subscription charged with exclusive tax are not supported yet');
-  }
-}

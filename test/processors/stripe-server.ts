@@ -29,7 +29,14 @@
  * applied to every invoice created before its end (`once`: the first invoice only, the $0 trial
  * invoice included), with `discount_amounts`, `invoice.discounts` and `total_discount_amounts`.
  * Stripe's rounding as modelled: percent off of the line's amount, rounded half up to the minor unit;
- * amount off at most the line; tax on the discounted amount. A draft's invoice items
+ * amount off at most the line; tax on the discounted amount, per invoice line and per rate, each
+ * rounded on its line to the nearest minor unit, half up (Stripe's support article on rounding:
+ * nearest unit, 0.025 → 0.03, and its worked example taxing each line item then summing), a
+ * credit line's tax negative; the invoice's `total_taxes` per rate is the sum of its lines'.
+ * Proration items are not discountable (Stripe, "Prorations and discounts"): a discount the
+ * subscription holds when the proration is made is reflected in their amounts (the discounted
+ * period amount, prorated and rounded once per line), not in `discount_amounts` (classic mode).
+ * A draft's invoice items
  * (`discountable`: true unless negative or sent false) share the invoice's discount with the
  * subscription line, spread as `discountAllocation` says (Stripe does not document its rounding of
  * the shares; two models), recomputed on every item added (`withDiscounts`).
@@ -1505,7 +1512,8 @@ export class FakeStripe {
    *   line "Remaining time on [q × ]<new product> after <date>" of new amount × remaining / period,
    *   each rounded on its own to the minor unit (half away from zero: Stripe does not document
    *   its rounding mode; one rounding per line is what its invoices show), the subscription's
-   *   default tax rates on each line. The invoice (`subscription_update`) is finalized and charged
+   *   default tax rates on each line (each rate rounded on its line), a discount the subscription
+   *   holds now reflected in both lines' amounts (the discounted period amount prorated). The invoice (`subscription_update`) is finalized and charged
    *   at once. With `payment_behavior: error_if_incomplete` a declined charge (`finalizeOutcome`)
    *   is a 402 card_error and nothing changes (no invoice kept).
    * - `create_prorations` (pending invoice items for the next invoice) is not modelled: 400.
@@ -1568,11 +1576,15 @@ export class FakeStripe {
       const abs = n * sign;
       return Number(sign * ((2n * abs + length) / (2n * length)));
     };
+    // Stripe's proration items are not discountable: a discount the subscription holds now is
+    // reflected in their amounts (the discounted period amount, prorated), not in discount_amounts.
+    const active = this.activeDiscount(sub);
+    const discounted = (amount: bigint) => (active ? amount - BigInt(this.discountOff(active.coupon, Number(amount))) : amount);
     const nameOf = (p: Stripe.Price, q: number) => `${q > 1 ? `${q} × ` : ''}${this.products.get(p.product as string)?.name ?? 'item'}`;
     const after = new Date(at * 1000).toLocaleDateString('en-GB', { day: '2-digit', month: 'short', year: 'numeric', timeZone: 'UTC' });
     const lines = [
-      { amount: prorated(-BigInt(item.price.unit_amount ?? 0) * BigInt(item.quantity ?? 1)), description: `Unused time on ${nameOf(item.price, item.quantity ?? 1)} after ${after}`, quantity: item.quantity ?? 1, price: item.price },
-      { amount: prorated(BigInt(price.unit_amount ?? 0) * BigInt(quantity)), description: `Remaining time on ${nameOf(price, quantity)} after ${after}`, quantity, price },
+      { amount: prorated(-discounted(BigInt(item.price.unit_amount ?? 0) * BigInt(item.quantity ?? 1))), description: `Unused time on ${nameOf(item.price, item.quantity ?? 1)} after ${after}`, quantity: item.quantity ?? 1, price: item.price },
+      { amount: prorated(discounted(BigInt(price.unit_amount ?? 0) * BigInt(quantity))), description: `Remaining time on ${nameOf(price, quantity)} after ${after}`, quantity, price },
     ];
     const invoice = this.prorationInvoice(moved, lines, { start: at, end: item.current_period_end });
     if (params.payment_behavior === 'error_if_incomplete' && invoice.amount_due > 0 && this.finalizeOutcome === 'failed') {
@@ -1606,6 +1618,9 @@ export class FakeStripe {
         id: id('il'),
         amount: l.amount,
         description: l.description,
+        discount_amounts: [],
+        discountable: false,
+        discounts: [],
         parent: {
           invoice_item_details: null,
           subscription_item_details: { invoice_item: id('ii'), proration: true, proration_details: null, subscription: sub.id, subscription_item: item.id },
@@ -1627,6 +1642,11 @@ export class FakeStripe {
     });
     const subtotal = lines.reduce((sum, l) => sum + l.amount, 0);
     const due = subtotal + added;
+    // The invoice's tax per rate: the sum of its lines' (each rounded on its line).
+    const totalTaxes = rateIds.map((rateId) => {
+      const of = invoiceLines.flatMap((l) => (l.taxes ?? []).filter((t) => t.tax_rate_details?.tax_rate === rateId));
+      return { ...of[0]!, amount: of.reduce((sum, t) => sum + t.amount, 0), taxable_amount: of.reduce((sum, t) => sum + (t.taxable_amount ?? 0), 0) };
+    });
     const invoice: Stripe.Invoice = {
       ...base,
       auto_advance: true,
@@ -1638,6 +1658,9 @@ export class FakeStripe {
       subtotal_excluding_tax: subtotal - inclusiveTax,
       total: due,
       total_excluding_tax: subtotal - inclusiveTax,
+      discounts: [],
+      total_discount_amounts: [],
+      total_taxes: totalTaxes,
     };
     this.invoices.set(invoice.id, invoice);
     return invoice;
@@ -1690,6 +1713,17 @@ export class FakeStripe {
       this.subscriptions.set(sub.id, { ...this.subscriptions.get(sub.id)!, discounts: [] });
     }
     return { id: discount.id, coupon };
+  }
+
+  /**
+   * The subscription's discount now, without spending it (a `once` discount is no longer the
+   * subscription's after its first invoice; a `repeating` one ends at its `end`).
+   */
+  private activeDiscount(sub: Stripe.Subscription): { id: string; coupon: Stripe.Coupon } | undefined {
+    const discountId = sub.discounts.find((d): d is string => typeof d === 'string');
+    const discount = discountId ? this.discounts.get(discountId) : undefined;
+    if (!discount || (discount.end !== null && this.seconds() >= discount.end)) return undefined;
+    return { id: discount.id, coupon: this.coupons.get((discount.source.coupon as Stripe.Coupon).id)!.coupon };
   }
 
   /** What a coupon takes off an amount: percent off rounded half up to the minor unit, or amount off at most the amount. */

@@ -121,15 +121,20 @@ describe('tax rates on Stripe', () => {
     expect(o.amountCents).toBe(invoice.amount_paid);
     expect(o.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 1250], ['TAX', 238]]);
 
-    // A seat change of this exclusively taxed Stripe subscription is refused (409), preview and
-    // change alike: Stripe taxes the proration invoice per line, not yet held equal to the preview.
+    // A seat change of this exclusively taxed Stripe subscription (it was refused, 409, before
+    // Stripe's per-line tax was held equal to the preview): preview = Stripe's invoice = order.
     ctx.clock.set('2027-01-10T10:00:00.000Z');
-    const updates = stripe.requests.filter((r) => r.path.startsWith('/v1/subscriptions/')).length;
-    for (const path of [`/v1/subscriptions/${row.id}/change/preview`, `/v1/subscriptions/${row.id}/change`]) {
-      const refused = await ctx.merchant.post(path).set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', `stripe-tax-change-${++keys}`).send({ quantity: 2 });
-      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
-      expect(refused.body.error.message).toMatch(/exclusive tax/);
-    }
-    expect(stripe.requests.filter((r) => r.path.startsWith('/v1/subscriptions/')).length).toBe(updates);
+    const p = await ctx.merchant.post(`/v1/subscriptions/${row.id}/change/preview`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2 });
+    expect(p.status, JSON.stringify(p.body)).toBe(200);
+    // 22 of 31 days remain: −1250 × 22/31 = −887, +2500 × 22/31 = 1774; 19 % per line: −169 + 337.
+    expect(p.body.data.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRORATION', -887], ['PRORATION', 1774], ['TAX', 168]]);
+    const c = await ctx.merchant.post(`/v1/subscriptions/${row.id}/change`).set('X-API-Key', ctx.orgA.apiKey).send({ quantity: 2, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    const prorationInvoice = stripe.invoices.get(stripe.subscriptions.get(stripeSub.id)!.latest_invoice as string)!;
+    expect(prorationInvoice.amount_paid).toBe(887 * -1 + 1774 + 168);
+    expect(prorationInvoice.lines.data.map((l) => l.taxes![0]!.amount)).toEqual([-169, 337]);
+    const changeOrder = await order(c.body.data.orderId);
+    expect(changeOrder.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual(p.body.data.lines.map((l: Line) => [l.kind, l.amountCents]));
+    expect(changeOrder.amountCents).toBe(prorationInvoice.amount_paid);
   });
 });
