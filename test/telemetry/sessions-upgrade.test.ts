@@ -27,9 +27,9 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
     for (let from = 1; from <= TRACES; from += TRACES / 10) {
       await db().raw(
         `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
-                                       models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
+                                       models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id, partition_start)
          SELECT ?, lpad(to_hex(i), 32, '0'), now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '1 second', 1000, 1,
-                'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997)
+                'root', '{}', '{}', 10, 5, 0.001, i % 50 = 0, '[]', now(), now(), 'sess-' || (i / 4), 'user-' || (i % 997), now() - make_interval(secs => i)
            FROM generate_series(?::int, ?::int) AS i`,
         [project.projectId, from, from + TRACES / 10 - 1],
       );
@@ -87,8 +87,8 @@ describe.skipIf(!onPostgres)(skippedUnless('migration 0210 on a large telemetry 
     // the client), which a loaded machine's backfill can outlast.
     const written = untimed(
       `INSERT INTO telemetry_traces (project_id, trace_id, start_time, end_time, duration_ms, span_count, root_name, root_attributes,
-                                     models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id)
-       VALUES ($1, 'f0000000000000000000000000000001', now(), now(), 0, 1, 'late', '{}', '{}', 0, 0, 0, false, '[]', now(), now(), 'late', 'late')`,
+                                     models, tokens_input, tokens_output, cost, has_error, spans, created_at, updated_at, session_id, user_id, partition_start)
+       VALUES ($1, 'f0000000000000000000000000000001', now(), now(), 0, 1, 'late', '{}', '{}', 0, 0, 0, false, '[]', now(), now(), 'late', 'late', now())`,
       [project.projectId],
     ).then(() => performance.now());
     await migration;
