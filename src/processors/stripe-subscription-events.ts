@@ -329,7 +329,13 @@ export class StripeSubscriptionEvents {
       // A metered subscription's renewal finalized without Kassa's items (its invoice.created never
       // handled, or handled after Stripe's finalization): recorded MISSED before the period moves on,
       // and the closing period's usage goes on an invoice of its own (ProcessorUsageFlow.makeUp).
-      await this.usage.renewalDraft({ processorSubscriptionId: subscriptionId, invoiceId: invoice.id, periodStart: new Date(line.period.start * 1000) });
+      // The renewal itself is recorded whatever happens to the make-up (Stripe collected it): a
+      // make-up Stripe refuses (a subscription canceled meanwhile) is logged, not retried forever.
+      try {
+        await this.usage.renewalDraft({ processorSubscriptionId: subscriptionId, invoiceId: invoice.id, periodStart: new Date(line.period.start * 1000) });
+      } catch (err) {
+        this.logger.error({ err, invoiceId: invoice.id, subscriptionId }, 'Stripe: the usage of a renewal finalized without Kassa\'s items could not be invoiced on its own; the renewal is recorded without it');
+      }
       usage = await this.usage.linesOf(invoice.id);
     }
     const renewal = {

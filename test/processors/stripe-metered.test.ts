@@ -279,6 +279,27 @@ describe('metered subscriptions billed by Stripe', () => {
       expect(await db()('orders').where({ subscription_id: subscriptionId })).toHaveLength(3);
     }
   });
+
+  it('a renewal finalized without Kassa’s items is recorded even when its make-up cannot be opened (Stripe failing): the error is logged, the order is the fee', async () => {
+    s.ctx.clock.set('2028-05-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('makeup-fails@example.com', 'user_makeup_fails');
+    s.ctx.clock.set(new Date(periodEnd - 86_400_000).toISOString());
+    await ingest([{ id: 'mkf-r', customer: { externalId: 'user_makeup_fails' }, name: 'request', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString() }]);
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    s.ctx.clock.set(new Date(periodEnd + 3600_000 + 2000).toISOString());
+    expect(s.stripe.finalizeDue().map((i) => i.id)).toContain(draft.id);
+    // Opening the make-up reads the subscription first: those reads fail (Stripe's 500s outlast the SDK's retries).
+    s.stripe.failNext('error500', 50, '/v1/subscriptions/');
+    try {
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+    } finally {
+      (s.stripe as unknown as { failures: unknown[] }).failures.length = 0;
+    }
+    expect((await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first()).state).toBe('MISSED');
+    const renewal = await s.readOrder((await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first()).id);
+    expect(renewal.amountCents).toBe(2000);
+  });
 });
 
 /** A credit pack of `units` tokens bought through Stripe Checkout (a ONE_TIME price: payment mode). */
