@@ -91,7 +91,7 @@ export interface ProcessorUsageInvoicing {
   /** Keeps a draft from being finalized without Kassa (`auto_advance: false`); `finalized` when it is no draft any more. */
   hold(invoiceId: string): Promise<'held' | 'finalized'>;
   /** Opens a draft invoice of the subscription for usage of its own (cancel now, make-up), once per key. */
-  openFinal(processorSubscriptionId: string, idempotencyKey: string): Promise<string>;
+  openFinal(processorSubscriptionId: string, idempotencyKey: string, kind: 'FINAL' | 'MAKEUP'): Promise<string>;
   /**
    * Adds each item the invoice does not carry yet and finalizes it (the processor then charges it).
    * `missed`: it was finalized without them (nothing added).
@@ -206,7 +206,7 @@ export class ProcessorUsageFlow {
       // retried cancel (a 503 before the invoice was recorded) finds its draw and draws nothing more.
       const credited = await this.uow.transaction((stores) => drawCredits(stores, s, lines, now));
       if (pricePeriod(credited).total === 0) return;
-      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`);
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`, 'FINAL');
       await this.invoices.insert({
         processorInvoiceId: invoiceId,
         orgId: s.orgId,
@@ -312,7 +312,7 @@ export class ProcessorUsageFlow {
     if (!s?.processorSubscriptionId) return;
     let row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
     if (!row) {
-      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_makeup_${s.id}_${missed.usagePeriod}`);
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_makeup_${s.id}_${missed.usagePeriod}`, 'MAKEUP');
       const now = this.clock.now();
       await this.invoices.insert({
         processorInvoiceId: invoiceId,

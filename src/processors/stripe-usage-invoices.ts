@@ -31,7 +31,7 @@ export class StripeUsageInvoicing implements ProcessorUsageInvoicing {
     return held.status === 'draft' ? 'held' : 'finalized';
   }
 
-  async openFinal(processorSubscriptionId: string, idempotencyKey: string): Promise<string> {
+  async openFinal(processorSubscriptionId: string, idempotencyKey: string, kind: 'FINAL' | 'MAKEUP'): Promise<string> {
     const sub = await this.call(() => this.stripe.subscriptions.retrieve(processorSubscriptionId), 'read a subscription');
     const customer = typeof sub.customer === 'string' ? sub.customer : sub.customer.id;
     const params: Stripe.InvoiceCreateParams = {
@@ -39,7 +39,7 @@ export class StripeUsageInvoicing implements ProcessorUsageInvoicing {
       subscription: processorSubscriptionId,
       auto_advance: false,
       pending_invoice_items_behavior: 'exclude',
-      metadata: { kassa_usage: 'final' },
+      metadata: { kassa_usage: kind === 'FINAL' ? 'final' : 'makeup' },
     };
     const invoice = await this.call(() => this.stripe.invoices.create(params, { idempotencyKey }), 'open a usage invoice');
     return invoice.id;

@@ -255,6 +255,7 @@ describe('metered subscriptions billed by Stripe', () => {
       expect(usageItems(makeup).map((l) => l.amount)).toEqual([tokensCents(35_000), requestsCents(4)]);
       expect(makeup.amount_paid).toBe(100 + 4);
       expect(s.stripe.requests.filter((r) => r.method === 'POST' && r.path === '/v1/invoices').at(-1)?.idempotencyKey).toBe(`kassa_usage_makeup_${subscriptionId}_0`);
+      expect(makeup.metadata).toMatchObject({ kassa_usage: 'makeup' });
       // The period is closed for usage: a late event of it is refused, not silently unbilled.
       expect(await ingest([{ id: `mk-${n}-late`, customer, name: 'request', timestamp: new Date(periodEnd - 1000).toISOString() }])).toEqual(['REJECTED']);
 
