@@ -12,6 +12,8 @@ const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
  */
 /** Browser tests of pages run once, on PGlite (test/pages-once.json says why). */
 const pagesOnce = Object.keys(JSON.parse(readFileSync(new URL('./test/pages-once.json', import.meta.url), 'utf8')).files);
+/** Files whose subject sits above the database run once, on PGlite (test/engine-once.json says why). */
+const engineOnce = Object.keys(JSON.parse(readFileSync(new URL('./test/engine-once.json', import.meta.url), 'utf8')).files);
 const ownProcess = Object.keys(JSON.parse(readFileSync(new URL('./test/own-process.json', import.meta.url), 'utf8')).files);
 
 export default defineConfig({
@@ -31,7 +33,7 @@ export default defineConfig({
     projects: [
       // One worker process runs file after file: src/ and its dependencies are imported once per
       // worker instead of once per file. Each file still gets its own database and apps.
-      { extends: true, test: { name: 'shared', isolate: false, globalSetup: ['test/harness/global-setup.ts'], include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ownProcess, ...(onPostgres ? [...Object.keys(databaseFree), ...pagesOnce] : [])] } },
+      { extends: true, test: { name: 'shared', isolate: false, globalSetup: ['test/harness/global-setup.ts'], include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ownProcess, ...(onPostgres ? [...Object.keys(databaseFree), ...pagesOnce, ...engineOnce] : [])] } },
       { extends: true, test: { name: 'own-process', isolate: true, globalSetup: ['test/harness/global-setup.ts'], include: ownProcess } },
     ],
   },

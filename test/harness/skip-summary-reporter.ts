@@ -33,6 +33,9 @@ export default class SkipSummaryReporter implements Reporter {
       const pages: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('../pages-once.json', import.meta.url), 'utf8')).files;
       process.stdout.write(`   ${Object.keys(pages).length} browser test files of pages not run on PostgreSQL (test/pages-once.json): the operations behind them are tested on both databases; the PGlite run runs them\n`);
       for (const [file, { reason }] of Object.entries(pages)) process.stdout.write(`     ${file}: ${reason}\n`);
+      const once: Record<string, { reason: string }> = JSON.parse(readFileSync(new URL('../engine-once.json', import.meta.url), 'utf8')).files;
+      process.stdout.write(`   ${Object.keys(once).length} test files whose subject sits above the database not run on PostgreSQL (test/engine-once.json); the PGlite run runs them\n`);
+      for (const [file, { reason }] of Object.entries(once)) process.stdout.write(`     ${file}: ${reason}\n`);
     }
   }
 }
