@@ -794,8 +794,11 @@ export interface paths {
          *     `proration_date`, so Stripe's proration invoice is these lines. **The two rails price the
          *     extras differently** (see `changeSubscription`, "Tax and coupon: sandbox vs Stripe"): the
          *     sandbox taxes the proration's net once; Stripe taxes each proration line on its own, rate
-         *     by rate, rounded per line, and holds the coupon in the proration lines' amounts. Each
-         *     preview is exact for its rail.
+         *     by rate, rounded per line, and holds the coupon in the proration lines' amounts. With an
+         *     amount-off coupon, or a coupon whose Stripe discount ends inside the current period, Kassa
+         *     prorates the change itself (the sandbox's `PRORATION` and `DISCOUNT` lines, `TAX` per
+         *     invoice item) and sends Stripe exactly those amounts as invoice items (see
+         *     `changeSubscription`, "Prorated by Kassa on Stripe"). Each preview is exact for its rail.
          */
         post: operations["previewSubscriptionChange"];
         delete?: never;
@@ -904,13 +907,27 @@ export interface paths {
          *       line, half up; each `TAX` line is a rate's sum over the lines, computed on the
          *       discounted lines. It may differ by a minor unit or two from the sandbox's one rounding
          *       of the net (e.g. 19 % on −887 + 1774: −169 + 337 = 168 on Stripe, 169 on the sandbox).
-         *       Still `409` on Stripe for an `IMMEDIATE` change that costs something: an amount-off
-         *       coupon Stripe still holds (Stripe does not document how an amount off is spread over
-         *       proration lines) and a coupon whose Stripe discount ends inside the current period
-         *       (its last period after a trial, or on a price billed every 2 months or more); a
-         *       `PERIOD_END` change is accepted. Should a real Stripe invoice differ from the preview,
-         *       the order is Stripe's invoice (Kassa logs "Stripe charged a plan change differently
-         *       from its preview").
+         *       Should a real Stripe invoice differ from the preview, the order is Stripe's invoice
+         *       (Kassa logs "Stripe charged a plan change differently from its preview").
+         *     - **Prorated by Kassa on Stripe** (an `IMMEDIATE` change of a subscription holding an
+         *       amount-off coupon Stripe still applies — Stripe does not document how it spreads an
+         *       amount off over proration lines — or a coupon whose Stripe discount ends inside the
+         *       current period: its last period after a trial, or on a price billed every 2 months or
+         *       more). Kassa's rule, the sandbox's: the two `PRORATION` lines, then the coupon's
+         *       `DISCOUNT` on their net while Kassa's coupon covers the period (percent rounded once
+         *       half up; amount off at most the net; a coupon limited to products takes nothing off).
+         *       Stripe gets exactly these amounts: an invoice of the subscription (`auto_advance:
+         *       false`, no inherited discount) with two invoice items, `discountable: false`, each with
+         *       the subscription's tax rates — (1) the credit for the unused time, (2) the charge for
+         *       the rest of the period less the `DISCOUNT` — finalized and paid at once; only then does
+         *       Stripe's item change, with `proration_behavior: none`. Stripe taxes each item per
+         *       rate, rounded per item, so each `TAX` line is the sum over the two items, and Stripe's
+         *       `amount_paid` equals `amountDueCents` by construction (an invoice whose total is not
+         *       the preview's is voided and the change is `409`, nothing charged). An amount off that
+         *       covers the whole proration gives an invoice of 0, paid without a charge, and an order
+         *       of 0. A declined card: Stripe's `402` at payment, the invoice is voided, nothing changes
+         *       (`409`). Example: 12.50 → 33.33 EUR with 26 of 30 days left, 5.00 off, 19 %: −1083 +
+         *       2889, `DISCOUNT` −500, items −1083 and 2389, tax −206 + 454 = 248, 1554 charged.
          *     - `PERIOD_END` (a downgrade): Stripe's item changes now with `proration_behavior: none`, so
          *       Stripe's next renewal bills the new amount and nothing is credited; Kassa shows
          *       `scheduledChange` and applies it when that renewal's invoice is paid. A change back to

@@ -14,7 +14,7 @@
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
 import type { LineInput, PricedLine } from './pricing.js';
-import { processorProrationOrderLines, prorate, prorationOrderLines, type ProrationInput } from './proration.js';
+import { explicitProrationOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
 import type { AppliedDiscount } from './discounts.js';
 import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
@@ -62,8 +62,11 @@ export interface ChangePricing {
    * Set for a subscription a processor bills (Stripe): the change's order is the processor's
    * proration invoice, priced line by line (processorProrationOrderLines) — the percent coupon
    * Stripe's subscription discount reflects in the proration lines (null: none), the tax per line.
+   * `explicit`: Kassa prorates the change itself and sends Stripe the amounts as invoice items
+   * (explicitProrationOrderLines) — an amount-off coupon, or a coupon ending inside the period;
+   * `discount` is then the coupon Kassa's own rule applies (null: none).
    */
-  perLine?: { discount: AppliedDiscount | null; refusal?: string };
+  perLine?: { discount: AppliedDiscount | null; refusal?: string; explicit?: boolean };
 }
 
 export const UNTAXED_PRICING: ChangePricing = { tax: null, discount: () => [] };
@@ -102,6 +105,12 @@ export interface PlanChangeQuote {
    * coupon, with the first order's exclusive tax on it (docs/tax.md); `to.amount` without exclusive tax.
    */
   nextRenewalAmount: number;
+  /**
+   * Set when Kassa prorated the change itself on a processor's rail (ChangePricing.perLine.explicit):
+   * the invoice items the processor is told to charge (credit, then the charge less the discount),
+   * whose per-line tax gives `lines` and `amountDue`.
+   */
+  processorItems?: ProcessorInvoiceItem[];
 }
 
 /** How far back a preview's `prorationDate` is honoured. */
@@ -210,8 +219,9 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
       const input: ProrationInput = { from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at };
       const proration = prorate(input);
       if (proration.net > 0 && pricing.perLine?.refusal) throw conflict(pricing.perLine.refusal);
-      const priced = proration.net > 0 ? (pricing.perLine ? processorProrationOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : prorationOrderLines(proration, pricing)) : undefined;
-      quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
+      const explicit = proration.net > 0 && pricing.perLine?.explicit ? explicitProrationOrderLines(proration, pricing.tax, pricing.perLine.discount) : undefined;
+      const priced = explicit?.priced ?? (proration.net > 0 ? (pricing.perLine ? processorProrationOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : prorationOrderLines(proration, pricing)) : undefined);
+      quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax), ...(explicit && { processorItems: explicit.items }) };
     }
   }
   if (request.expectedAmountDueCents !== undefined && request.expectedAmountDueCents !== quote.amountDue) {

@@ -98,6 +98,8 @@ export interface ProcessorExtraInvoice {
    * PRORATION lines when they add up to what was charged.
    */
   prorations?: readonly LineInput[];
+  /** The proration lines are the invoice items Kassa sent (Kassa prorated the change itself): its quote's lines stand as written. */
+  kassaItems?: boolean;
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -354,7 +356,7 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
     // Stripe collected exactly it: the order is the preview, with Stripe's descriptions of its proration lines.
     const stripeTexts = invoice.prorations.map((l) => l.description);
     let i = 0;
-    const lines = quoted.lines.map((l) => (l.kind === 'PRORATION' ? { ...l, description: stripeTexts[i++] ?? l.description } : l));
+    const lines = invoice.kassaItems ? quoted.lines : quoted.lines.map((l) => (l.kind === 'PRORATION' ? { ...l, description: stripeTexts[i++] ?? l.description } : l));
     const own = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced: { lines, total: quoted.total } });
     order = { ...own, billingPeriod: null };
   }

@@ -15,7 +15,7 @@
  */
 import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
 import { perLineTaxInputs, priceWithTax, type TaxContext } from './tax.js';
-import { discountDescription, type AppliedDiscount } from './discounts.js';
+import { discountDescription, discountInputs, type AppliedDiscount } from './discounts.js';
 import { validationError } from '../kernel/errors.js';
 
 /** One side of a change: what a period of the subscription costs, unit × quantity. */
@@ -105,7 +105,7 @@ export function prorationOrderLines(p: Proration, extra: { tax?: TaxContext | nu
  *   per line, half up (perLineTaxInputs): one TAX line per rate of the per-line sums, on the
  *   discounted lines.
  * `discount`: the percent coupon Stripe's subscription discount holds during the whole remaining
- * period, or null (the caller refuses the cases Stripe's documentation leaves open).
+ * period, or null (the cases Stripe's documentation leaves open Kassa prorates itself: explicitProrationOrderLines).
  */
 export function processorProrationOrderLines(input: ProrationInput, p: Proration, tax: TaxContext | null, discount: AppliedDiscount | null): PricedPeriod {
   if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
@@ -124,4 +124,38 @@ export function processorProrationOrderLines(input: ProrationInput, p: Proration
   const charges: LineInput[] =
     off > 0 ? [...p.inputs, { kind: 'DISCOUNT', description: discountDescription(discount!), amount: off }] : off === 0 ? p.inputs : net.inputs.map((l, i) => ({ ...l, description: p.inputs[i]!.description }));
   return pricePeriod([...charges, ...perLineTaxInputs(tax, [net.credit, net.charge])]);
+}
+
+/** One invoice item Kassa sends the processor for a change it prorates itself (explicitProrationOrderLines). */
+export interface ProcessorInvoiceItem {
+  description: string;
+  /** Minor units; negative for the credit. */
+  amount: number;
+}
+
+/**
+ * The order a change charges now on the Stripe rail when Kassa prorates it itself (issue 39): an
+ * amount-off coupon Stripe still holds, or a coupon whose Stripe discount ends inside the current
+ * period — cases where Stripe's own proration of a discount is not documented exactly. Kassa's rule
+ * (the sandbox's): the two PRORATION lines (prorate), the coupon's DISCOUNT on their net while the
+ * coupon covers the period (discountInputs: percent rounded once half up, amount off at most the
+ * net; a coupon limited to products takes nothing off), then TAX. Stripe is told the exact amounts
+ * as two invoice items, `discountable: false`, each with the subscription's tax rates:
+ *   1. the credit for the unused time (≤ 0),
+ *   2. the charge for the rest of the period less the DISCOUNT (≥ the credit's absolute value, as
+ *      the discount is at most the net, so the invoice is never below 0).
+ * Stripe taxes each invoice line per rate, rounded per line (perLineTaxInputs), so the TAX lines
+ * are the per-line sums over these two items, and Stripe's `amount_paid` = this total by
+ * construction: the invoice holds no amount Stripe computed itself.
+ */
+export function explicitProrationOrderLines(p: Proration, tax: TaxContext | null, discount: AppliedDiscount | null): { priced: PricedPeriod; items: ProcessorInvoiceItem[] } {
+  if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
+  const discountLines = discount ? discountInputs(discount, p.inputs) : [];
+  const off = discountLines.reduce((s, l) => s + (l as { amount: number }).amount, 0);
+  const [credit, charge] = [p.inputs[0]!, p.inputs[1]!];
+  const items: ProcessorInvoiceItem[] = [
+    { description: credit.description, amount: p.credit },
+    { description: off > 0 ? `${charge.description}, less ${discountLines[0]!.description}` : charge.description, amount: p.charge - off },
+  ];
+  return { priced: pricePeriod([...p.inputs, ...discountLines, ...perLineTaxInputs(tax, items.map((i) => i.amount))]), items };
 }

@@ -161,18 +161,21 @@ async function renewalDiscountInputs(stores: CommerceStores, s: Subscription, in
 }
 
 /**
- * The coupon Stripe reflects in a plan change's proration lines on the Stripe rail (issue 39): the
- * checkout's coupon while Stripe's subscription discount lasts through the current period
- * (processorDiscountDuring), null when it has ended. Refused (409) where Kassa cannot hold its
- * preview equal to Stripe's invoice: an amount-off coupon (Stripe does not document how an amount
- * off is spread over proration lines) and a discount that ends inside the current period (Stripe
- * would reflect it or not depending on the change's second).
+ * The coupon of a plan change's proration on the Stripe rail (issue 39), by how Stripe's
+ * subscription discount stands during the current period (processorDiscountDuring):
+ * - a percent coupon lasting the whole period: Stripe reflects it in its proration lines, and
+ *   Kassa quotes that (processorProrationOrderLines);
+ * - ended (`none`): no discount, Stripe's proration as it is;
+ * - an amount-off coupon (Stripe does not document how an amount off is spread over proration
+ *   lines) or a discount ending inside the period (Stripe would reflect it or not depending on the
+ *   second): Kassa prorates the change itself, by its own rule (the coupon's DISCOUNT while it
+ *   covers the period, as on the sandbox), and tells Stripe the exact amounts as invoice items
+ *   (`explicit`, explicitProrationOrderLines), so what Stripe collects is Kassa's quote by construction.
  */
 function processorProrationDiscount(s: Subscription, discount: AppliedDiscount, firstCharged: number): NonNullable<ChangePricing['perLine']> {
   const months = s.billingInterval === 'MONTH' ? s.billingIntervalCount : s.billingInterval === 'YEAR' ? 12 * s.billingIntervalCount : null;
   const during = processorDiscountDuring(discount, s.periodNumber, firstCharged, months);
   if (during === 'none') return { discount: null };
-  if (during === 'part') return { discount: null, refusal: 'The coupon of this Stripe-billed subscription ends inside the current period, so Stripe’s proration of a change now cannot be previewed exactly; change the plan after the next renewal, or schedule it for the period end' };
-  if (discount.percentOff === null) return { discount: null, refusal: 'A prorated change of a Stripe-billed subscription with an amount-off coupon is not supported yet (Stripe does not document how an amount off is spread over proration lines); schedule it for the period end' };
+  if (during === 'part' || discount.percentOff === null) return { discount: discountCovers(discount, s.periodNumber, firstCharged) ? discount : null, explicit: true };
   return { discount };
 }

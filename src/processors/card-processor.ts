@@ -130,7 +130,17 @@ export interface ProcessorPlanChange {
   productName: string;
   productId: string | null;
   sameProduct: boolean;
-  proration: 'invoice_now' | 'none';
+  /**
+   * `invoice_now`: the processor prorates and charges now (Stripe's `always_invoice`); `none`: no
+   * proration; `explicit_items`: Kassa prorated the change itself — the item changes without
+   * proration and `items` are invoiced and charged now, exactly (issue 39, amount-off coupons and
+   * coupons ending inside the period).
+   */
+  proration: 'invoice_now' | 'none' | 'explicit_items';
   /** The proration's second (Stripe's `proration_date`): the preview's. */
   prorationDate: Date;
+  /** For `explicit_items`: the invoice items (Kassa's amounts), the current period's end, and the total Kassa quoted (the invoice must come to it, else nothing is charged). */
+  items?: readonly { description: string; amount: number }[];
+  periodEnd?: Date;
+  amountDue?: number;
 }

@@ -21,6 +21,9 @@ import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 /** Metadata on Stripe's objects naming Kassa's (the same keys as stripe-processor.ts). */
 const KASSA_SESSION_KEY = 'kassa_checkout_session_id';
 const KASSA_ORG_KEY = 'kassa_org_id';
+/** Metadata of the invoice Kassa makes for a change it prorates itself (its idempotency key), and of each of its items (its index). */
+export const KASSA_PLAN_CHANGE_KEY = 'kassa_plan_change';
+export const KASSA_PLAN_CHANGE_LINE_KEY = 'kassa_plan_change_line';
 
 /** Stripe bills at most every three years (3 years, 36 months, 1095 days). */
 const MAX_INTERVAL_COUNT = { DAY: 1095, MONTH: 36, YEAR: 3 } as const;
@@ -170,6 +173,28 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
         const recurring = { interval: change.interval.toLowerCase() as 'day' | 'month' | 'year', interval_count: change.intervalCount };
         price = { price_data: { currency: change.currency.toLowerCase(), product, unit_amount: change.unitAmount, recurring } };
       }
+      if (change.proration === 'explicit_items') {
+        // Kassa's own proration: charged first as an invoice of Kassa's exact amounts; only once it
+        // is paid does the item change (without proration). Declined: the invoice is voided and the
+        // subscription was never touched.
+        const invoice = await this.invoiceExplicitly(current, item, change, idempotencyKey);
+        const answer = await withStripeRetries(
+          () => this.stripe.subscriptions.update(processorSubscriptionId, { items: [{ id: item.id, ...price, quantity: change.quantity }], proration_behavior: 'none' }, { idempotencyKey }),
+          INTERACTIVE,
+        );
+        const payment = paymentOf(invoice);
+        return {
+          state: stripeSubscriptionState(answer),
+          invoice: {
+            processorSubscriptionId,
+            processorPaymentId: payment?.processorPaymentId ?? invoice.id,
+            processorStatus: payment?.processorStatus ?? invoice.status,
+            amountCents: invoice.amount_paid,
+            prorations: prorationLines(invoice),
+            kassaItems: true,
+          },
+        };
+      }
       const params: Stripe.SubscriptionUpdateParams = {
         items: [{ id: item.id, ...price, quantity: change.quantity }],
         ...(change.proration === 'invoice_now'
@@ -204,6 +229,76 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
       }
       if (err instanceof AppError) throw err;
       throw unreachable(this.logger, err, 'change a subscription’s plan', 'Stripe could not be reached to change the plan; nothing was changed in Kassa, retry');
+    }
+  }
+
+  /**
+   * Kassa's own proration of a change (issue 39: an amount-off coupon, a coupon ending inside the
+   * period) as a Stripe invoice of the subscription holding exactly Kassa's amounts:
+   * `POST /v1/invoices` (`subscription`, `auto_advance: false`, `pending_invoice_items_behavior:
+   * exclude` so no other pending item joins, `discounts: ''` so no discount is inherited), one
+   * `POST /v1/invoiceitems` per amount (`discountable: false`, the item's tax rates or else the
+   * subscription's default ones, so Stripe taxes each line as the quote did), finalize, then
+   * `POST /v1/invoices/{id}/pay` (an invoice of 0 is paid at its finalization). An invoice whose
+   * total is not Kassa's quote is voided and nothing is charged (CONFLICT); a declined card voids
+   * it too (CONFLICT). Every call has its idempotency key, derived from the change's: a retry of
+   * the same change replays the same invoice.
+   */
+  private async invoiceExplicitly(sub: Stripe.Subscription, item: Stripe.SubscriptionItem, change: ProcessorPlanChange, key: string): Promise<Stripe.Invoice> {
+    const customer = idOf(sub.customer)!;
+    const rates = (item.tax_rates && item.tax_rates.length > 0 ? item.tax_rates : (sub.default_tax_rates ?? [])).map((r) => idOf(r)!);
+    const seconds = (d: Date) => Math.floor(d.getTime() / 1000);
+    const created = await withStripeRetries(
+      () =>
+        this.stripe.invoices.create(
+          { customer, subscription: sub.id, auto_advance: false, collection_method: 'charge_automatically', pending_invoice_items_behavior: 'exclude', discounts: '', metadata: { [KASSA_PLAN_CHANGE_KEY]: key } },
+          { idempotencyKey: `${key}_invoice` },
+        ),
+      INTERACTIVE,
+    );
+    let invoice = created;
+    if (invoice.status === 'draft') {
+      for (const [i, line] of (change.items ?? []).entries()) {
+        const params: Stripe.InvoiceItemCreateParams = {
+          customer,
+          invoice: invoice.id,
+          amount: line.amount,
+          currency: change.currency.toLowerCase(),
+          description: line.description.slice(0, 500),
+          discountable: false,
+          period: { start: seconds(change.prorationDate), end: seconds(change.periodEnd ?? change.prorationDate) },
+          metadata: { [KASSA_PLAN_CHANGE_LINE_KEY]: String(i) },
+          ...(rates.length > 0 && { tax_rates: rates }),
+        };
+        await withStripeRetries(() => this.stripe.invoiceItems.create(params, { idempotencyKey: `${key}_item_${i}` }), INTERACTIVE);
+      }
+      invoice = await withStripeRetries(() => this.stripe.invoices.finalizeInvoice(invoice.id, { auto_advance: false }, { idempotencyKey: `${key}_finalize` }), INTERACTIVE);
+    }
+    if (invoice.total !== change.amountDue) {
+      await this.voidQuietly(invoice, key);
+      this.logger.warn({ invoiceId: invoice.id, quoted: change.amountDue, invoiced: invoice.total }, 'Stripe invoiced a plan change differently from Kassa’s amounts; voided, nothing charged');
+      throw conflict('Stripe’s invoice for this change did not come to the previewed amount; nothing was charged. Preview again');
+    }
+    if (invoice.status === 'open') {
+      try {
+        await withStripeRetries(() => this.stripe.invoices.pay(invoice.id, {}, { idempotencyKey: `${key}_pay` }), INTERACTIVE);
+      } catch (err) {
+        if (err instanceof Stripe.errors.StripeCardError) await this.voidQuietly(invoice, key);
+        throw err;
+      }
+    }
+    invoice = await withStripeRetries(() => this.stripe.invoices.retrieve(invoice.id, { expand: ['payments', 'payments.data.payment.payment_intent'] }), INTERACTIVE);
+    if (invoice.status !== 'paid') throw conflict('Stripe did not collect this change’s invoice; the plan was not changed');
+    return invoice;
+  }
+
+  /** Voids an unpaid invoice of a change that will not be made (so Stripe never collects it later); a failure is logged. */
+  private async voidQuietly(invoice: Stripe.Invoice, key: string): Promise<void> {
+    try {
+      if (invoice.status === 'draft') await withStripeRetries(() => this.stripe.invoices.del(invoice.id), INTERACTIVE);
+      else if (invoice.status === 'open') await withStripeRetries(() => this.stripe.invoices.voidInvoice(invoice.id, {}, { idempotencyKey: `${key}_void` }), INTERACTIVE);
+    } catch (err) {
+      this.logger.warn({ invoiceId: invoice.id, stripe: err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, requestId: err.requestId } : undefined }, 'Stripe: could not void a plan change’s unpaid invoice');
     }
   }
 
@@ -315,7 +410,7 @@ export class StripeSubscriptionEvents {
         // Usage Kassa invoiced on its own: a cancel-now's final usage, or a MISSED renewal draft's make-up.
         ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines, discountCents: discountTaken(invoice) }),
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
-        ...(invoice.billing_reason === 'subscription_update' && { prorations: prorationLines(invoice) }),
+        ...((invoice.billing_reason === 'subscription_update' || invoice.metadata?.[KASSA_PLAN_CHANGE_KEY] !== undefined) && { prorations: prorationLines(invoice) }),
       };
       return this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
     }
@@ -414,7 +509,8 @@ export class StripeSubscriptionEvents {
  */
 export function prorationLines(invoice: Stripe.Invoice): LineInput[] {
   return invoice.lines.data
-    .filter((l) => l.parent?.subscription_item_details?.proration === true)
+    // Stripe's own proration lines, or the invoice items of a change Kassa prorated itself.
+    .filter((l) => l.parent?.subscription_item_details?.proration === true || l.metadata?.[KASSA_PLAN_CHANGE_LINE_KEY] !== undefined)
     .map((l) => ({ kind: 'PRORATION' as const, description: l.description ?? 'Proration', amount: l.amount }));
 }
 

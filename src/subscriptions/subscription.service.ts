@@ -480,8 +480,11 @@ export class SubscriptionService {
         productName: target.productName,
         productId: target.productId,
         sameProduct: target.productId === held.productId,
-        proration: quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
+        // Kassa's own proration (an amount-off coupon, a coupon ending inside the period): its exact
+        // amounts are invoiced, even when the coupon brings them to 0, so the order has its invoice.
+        proration: quote.mode === 'immediate' && quote.processorItems && quote.lines.length > 0 ? 'explicit_items' : quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
         prorationDate: quote.prorationDate,
+        ...(quote.processorItems && { items: quote.processorItems, periodEnd: quote.periodEnd, amountDue: quote.amountDue }),
       },
       `kassa_subscription_plan_${s.id}_${s.updatedAt.getTime()}_${quote.prorationDate.getTime() / 1000}`,
     );

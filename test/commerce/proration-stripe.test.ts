@@ -4,11 +4,13 @@
  * amounts prorated and rounded per line, each tax rate on each line rounded per line (a credit's
  * tax negative); Kassa's lines are the undiscounted PRORATION lines, one DISCOUNT of the
  * difference and one TAX line per rate, adding up to Stripe's amount due. 2,000 runs. And where
- * the subscription's coupon stands on Stripe during a period (processorDiscountDuring).
+ * the subscription's coupon stands on Stripe during a period (processorDiscountDuring). And the
+ * change Kassa prorates itself on Stripe (explicitProrationOrderLines: amount-off coupons, coupons
+ * ending inside the period): its two invoice items and per-line tax against a recomputation (2,000 runs).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { processorProrationOrderLines, prorate } from '../../src/commerce/proration.js';
+import { explicitProrationOrderLines, processorProrationOrderLines, prorate } from '../../src/commerce/proration.js';
 import { processorDiscountDuring, type AppliedDiscount } from '../../src/commerce/discounts.js';
 import { perLineTaxInputs, taxLineInputs, type TaxContext } from '../../src/commerce/tax.js';
 
@@ -67,6 +69,60 @@ describe('the Stripe rail’s proration order', () => {
     // −887 + 1774 (a seat added with 22 of 31 days left): −169 + 337 = 168 per line; 887 × 19 % = 168.53 → 169 on the sum.
     expect(perLineTaxInputs(tax, [-887, 1774]).map((l) => (l as { amount: number }).amount)).toEqual([168]);
     expect(taxLineInputs(tax, 887).map((l) => (l as { amount: number }).amount)).toEqual([169]);
+  });
+});
+
+describe('a change Kassa prorates itself on Stripe (explicitProrationOrderLines)', () => {
+  const amountOff = (amountOff: number, productIds: string[] | null = null): AppliedDiscount => ({ ...coupon('0'), percentOff: null, amountOff, currency: 'EUR', productIds });
+  it('equals an independent recomputation: items = [credit, charge − discount], TAX per item per rate, total never below 0 (2,000 runs)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 500_000 }),
+        fc.integer({ min: 0, max: 500_000 }),
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 0, max: 9 }),
+        fc.integer({ min: 1, max: 3 * 2_678_400 }),
+        fc.integer({ min: 0, max: 3 * 2_678_400 }),
+        fc.constantFrom<string[]>([], ['19'], ['7.5'], ['5', '9.975'], ['8.875', '0.0001', '25']),
+        fc.oneof(fc.constant(null), fc.integer({ min: 1, max: 10_000 }).map((h) => ({ percent: (h / 100).toFixed(2) })), fc.integer({ min: 1, max: 600_000 }).map((a) => ({ amount: a })), fc.constant({ amount: 500, limited: true })),
+        (unitFrom, unitTo, q1, extra, length, elapsedRaw, percents, off) => {
+          const elapsed = elapsedRaw % length;
+          const input = { from: { description: 'A', unitAmount: unitFrom, quantity: q1 }, to: { description: 'B', unitAmount: Math.max(unitFrom, unitTo), quantity: q1 + extra }, periodStart: new Date(0), periodEnd: new Date(length * 1000), at: new Date(elapsed * 1000) };
+          const p = prorate(input);
+          if (p.net <= 0) return;
+          const discount = off === null ? null : 'percent' in off ? coupon(off.percent) : amountOff(off.amount, 'limited' in off ? ['PRD_other'] : null);
+          const { priced, items } = explicitProrationOrderLines(p, taxOf(percents), discount);
+          // Independent: the two prorations rounded once each; the coupon on their net (percent half
+          // up, amount off at most the net, nothing for a coupon limited to products); items; tax per item.
+          const remaining = BigInt(length - elapsed);
+          const credit = nearest(-BigInt(unitFrom * q1) * remaining, BigInt(length));
+          const charge = nearest(BigInt(input.to.unitAmount * input.to.quantity) * remaining, BigInt(length));
+          const net = credit + charge;
+          const taken = off === null || 'limited' in off ? 0n : 'percent' in off ? nearest(net * scaled(off.percent), 1000000n) : BigInt(Math.min(off.amount, Number(net)));
+          const wantItems = [credit, charge - taken];
+          const taxes = percents.map((r) => wantItems.reduce((s, a) => s + nearest(a * scaled(r), 1000000n), 0n));
+          const due = Number(net - taken + taxes.reduce((s, t) => s + t, 0n));
+          expect(items.map((i) => i.amount)).toEqual(wantItems.map(Number));
+          expect(priced.total).toBe(due);
+          expect(due).toBeGreaterThanOrEqual(0);
+          expect(items.reduce((s, i) => s + i.amount, 0) + Number(taxes.reduce((s, t) => s + t, 0n))).toBe(due);
+          expect(priced.lines.reduce((s, l) => s + l.amount, 0)).toBe(priced.total);
+          expect(priced.lines.filter((l) => l.kind === 'PRORATION').map((l) => l.amount)).toEqual([Number(credit), Number(charge)]);
+          expect(priced.lines.find((l) => l.kind === 'DISCOUNT')?.amount ?? 0).toBe(0 - Number(taken) + 0);
+          expect(priced.lines.filter((l) => l.kind === 'TAX').map((l) => l.amount)).toEqual(taxes.map(Number));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('an amount off larger than the proration takes the whole net; the two items then cancel and their taxes too (0 due)', () => {
+    const input = { from: { description: 'Basic', unitAmount: 1250, quantity: 2 }, to: { description: 'Basic', unitAmount: 1250, quantity: 4 }, periodStart: new Date(0), periodEnd: new Date(31 * 86400_000), at: new Date(9 * 86400_000) };
+    const p = prorate(input);
+    const { priced, items } = explicitProrationOrderLines(p, taxOf(['19']), amountOff(100_000));
+    expect(items.map((i) => i.amount)).toEqual([p.credit, -p.credit]);
+    expect(priced.total).toBe(0);
+    expect(priced.lines.map((l) => [l.kind, l.amount])).toEqual([['PRORATION', p.credit], ['PRORATION', p.charge], ['DISCOUNT', -p.net], ['TAX', 0]]);
   });
 });
 

@@ -322,6 +322,12 @@ export class FakeStripe {
     });
     app.post('/v1/invoices', (req, res) => this.idempotent(req, res, () => this.createDraftInvoice(req.body)));
     app.post('/v1/invoices/:id/finalize', (req, res) => this.idempotent(req, res, () => this.finalizeInvoice(req.params.id as string, req.body)));
+    app.post('/v1/invoices/:id/pay', (req, res) => this.idempotent(req, res, () => this.payInvoice(req.params.id as string)));
+    app.post('/v1/invoices/:id/void', (req, res) => this.idempotent(req, res, () => this.voidInvoice(req.params.id as string)));
+    app.delete('/v1/invoices/:id', (req, res) => {
+      const r = this.deleteDraftInvoice(req.params.id as string);
+      res.status(r.status).json(r.body);
+    });
     app.post('/v1/invoices/:id', (req, res) => this.idempotent(req, res, () => this.updateInvoice(req.params.id as string, req.body)));
     app.get('/v1/invoices/:id/lines', (req, res) => {
       const invoice = this.invoices.get(req.params.id);
@@ -1018,12 +1024,14 @@ export class FakeStripe {
     trialDescription?: string,
     /** A draft (renewDraft): not finalized nor charged yet. */
     draft = false,
+    /** False: `discounts: ''` at `POST /v1/invoices` (no discount inherited, nothing of a `once` coupon spent). */
+    inheritDiscount = true,
   ): Stripe.Invoice {
     const item = sub.items.data[0]!;
     const amount = trialDescription ? 0 : (proratedAmount ?? (item.price.unit_amount ?? 0) * (item.quantity ?? 1));
     // The subscription's discount, while it lasts, off the item's line (not off a proration here).
     const invoiceId = id('in');
-    const discount = proratedAmount !== undefined && !trialDescription ? undefined : this.subscriptionDiscount(sub, invoiceId);
+    const discount = (proratedAmount !== undefined && !trialDescription) || !inheritDiscount ? undefined : this.subscriptionDiscount(sub, invoiceId);
     const discountAmount = discount ? this.discountOff(discount.coupon, amount) : 0;
     const discountAmounts = discount ? [{ amount: discountAmount, discount: discount.id }] : [];
     // The subscription's default tax rates on the line (Stripe's tax on each invoice), on the discounted amount.
@@ -1201,7 +1209,9 @@ export class FakeStripe {
     if (!sub) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake opens invoices of a subscription only', param: 'subscription' } } };
     if (params.customer !== sub.customer) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'The subscription belongs to another customer', param: 'customer' } } };
     const now = this.seconds();
-    const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true);
+    if (params.collection_method !== undefined && params.collection_method !== 'charge_automatically') return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake opens charge_automatically invoices only', param: 'collection_method' } } };
+    // `discounts: ''`: "Pass an empty string to avoid inheriting any discounts" (Stripe's API reference).
+    const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true, params.discounts !== '');
     const invoice: Stripe.Invoice = {
       ...base,
       auto_advance: params.auto_advance === 'true',
@@ -1244,6 +1254,9 @@ export class FakeStripe {
     const period = params.period as { start?: string; end?: string } | undefined;
     // Stripe: "Defaults to false for prorations or negative invoice items, and true for all other invoice items."
     const discountable = params.discountable === undefined ? amount >= 0 : params.discountable === 'true';
+    const taxRateIds = params.tax_rates === undefined || params.tax_rates === '' ? [] : Object.values(params.tax_rates as Record<string, string>);
+    const unknownRate = taxRateIds.find((r) => !this.taxRates.has(r));
+    if (unknownRate) return { status: 400, body: { error: { type: 'invalid_request_error', code: 'resource_missing', message: `No such tax rate: '${unknownRate}'`, param: 'tax_rates' } } };
     const now = this.seconds();
     const item: Stripe.InvoiceItem = {
       id: id('ii'),
@@ -1265,7 +1278,8 @@ export class FakeStripe {
       proration: false,
       quantity: 1,
       quantity_decimal: Stripe.Decimal.from(1),
-      tax_rates: [],
+      // "The tax rates which apply to the invoice item. When set, the default_tax_rates on the invoice do not apply to this invoice item."
+      tax_rates: taxRateIds.map((r) => this.taxRates.get(r)!.rate),
       test_clock: null,
     };
     this.invoiceItems.set(item.id, item);
@@ -1316,8 +1330,14 @@ export class FakeStripe {
     const lines = invoice.lines.data.map((l, i) => {
       const off = shares[i]!;
       const subscriptionLine = l.parent?.subscription_item_details !== null && l.parent?.subscription_item_details !== undefined;
-      // The fake taxes the subscription's own line (its default tax rates), as createInvoice does; invoice items stay untaxed here.
-      const tax = subscriptionLine ? this.taxFor(l.amount - off, rateIds) : { added: 0, taxes: [] };
+      // The subscription's own line: its default tax rates, as createInvoice does. An invoice item's
+      // line: the item's own tax_rates, each rate on the line's amount rounded on its line (a
+      // credit's tax is minus the tax of its absolute amount); without tax_rates it stays untaxed here.
+      const itemId = l.parent?.invoice_item_details?.invoice_item;
+      const itemRates = itemId ? (this.invoiceItems.get(itemId)?.tax_rates ?? []).map((r) => r.id) : [];
+      const sign = l.amount - off < 0 ? -1 : 1;
+      const unsigned = subscriptionLine ? this.taxFor(l.amount - off, rateIds) : this.taxFor(Math.abs(l.amount - off), itemRates);
+      const tax = { added: sign * unsigned.added, taxes: unsigned.taxes.map((t) => ({ ...t, amount: sign * t.amount, taxable: sign * t.taxable })) };
       added += tax.added;
       for (const t of tax.taxes) {
         if (t.rate.inclusive) inclusive += t.amount;
@@ -1401,7 +1421,7 @@ export class FakeStripe {
     const open: Stripe.Invoice = { ...draft, status: 'open', auto_advance: advance, automatically_finalizes_at: null, status_transitions: { ...draft.status_transitions, finalized_at: now } };
     this.invoices.set(invoiceId, open);
     this.record('invoice.finalized', open);
-    if (!advance) return open;
+    if (!advance && open.amount_due !== 0) return open;
     if (open.amount_due === 0) {
       const paid: Stripe.Invoice = { ...open, status: 'paid', status_transitions: { ...open.status_transitions, paid_at: now } };
       this.invoices.set(invoiceId, paid);
@@ -1413,6 +1433,43 @@ export class FakeStripe {
     if (subscriptionId && this.subscriptions.get(subscriptionId)?.status !== 'canceled') this.setSubscription(subscriptionId, { status: this.finalizeOutcome === 'paid' ? 'active' : 'past_due' });
     this.record(this.finalizeOutcome === 'paid' ? 'invoice.paid' : 'invoice.payment_failed', settled);
     return settled;
+  }
+
+  /**
+   * `POST /v1/invoices/:id/pay`: one payment attempt now (a draft is finalized first, as Stripe
+   * does). Paid: `invoice.paid`. Declined (`finalizeOutcome`): Stripe's 402 card_error, the invoice
+   * stays open with the failed attempt (`invoice.payment_failed`). Already paid or void: 400.
+   */
+  private payInvoice(invoiceId: string): { status: number; body: unknown } {
+    let invoice = this.invoices.get(invoiceId);
+    if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
+    if (invoice.status === 'draft') invoice = this.finalizeAndCharge(invoiceId, false);
+    if (invoice.status === 'paid') return { status: 400, body: { error: { type: 'invalid_request_error', code: 'invoice_already_paid', message: 'Invoice is already paid' } } };
+    if (invoice.status !== 'open') return { status: 400, body: { error: { type: 'invalid_request_error', code: 'invoice_not_editable', message: `You can only pay an open invoice (this one is ${invoice.status}).` } } };
+    const settled = this.settleInvoice(invoice, this.finalizeOutcome);
+    this.record(this.finalizeOutcome === 'paid' ? 'invoice.paid' : 'invoice.payment_failed', settled);
+    if (this.finalizeOutcome !== 'paid') return { status: 402, body: { error: { type: 'card_error', code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.' } } };
+    return { status: 200, body: settled };
+  }
+
+  /** `POST /v1/invoices/:id/void`: an open (or uncollectible) invoice is void, never collected. */
+  private voidInvoice(invoiceId: string): { status: number; body: unknown } {
+    const invoice = this.invoices.get(invoiceId);
+    if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
+    if (invoice.status !== 'open' && invoice.status !== 'uncollectible') return { status: 400, body: { error: { type: 'invalid_request_error', message: `You can only void an open or uncollectible invoice (this one is ${invoice.status}).` } } };
+    const voided: Stripe.Invoice = { ...invoice, status: 'void', amount_remaining: 0, status_transitions: { ...invoice.status_transitions, voided_at: this.seconds() } };
+    this.invoices.set(invoiceId, voided);
+    this.record('invoice.voided', voided);
+    return { status: 200, body: voided };
+  }
+
+  /** `DELETE /v1/invoices/:id`: only a draft can be deleted. */
+  private deleteDraftInvoice(invoiceId: string): { status: number; body: unknown } {
+    const invoice = this.invoices.get(invoiceId);
+    if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
+    if (invoice.status !== 'draft') return { status: 400, body: { error: { type: 'invalid_request_error', message: 'You can only delete draft invoices.' } } };
+    this.invoices.delete(invoiceId);
+    return { status: 200, body: { id: invoiceId, object: 'invoice', deleted: true } };
   }
 
   private updateSubscription(subscriptionId: string, params: Record<string, unknown>): { status: number; body: unknown } {
