@@ -26,7 +26,7 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { CommerceMetricsService } from '../../src/commerce-metrics/commerce-metrics.service.js';
 import { primaryReads } from '../../src/kernel/lag-tolerant-reads.js';
-import { KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
+import { FIGURES, KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
 import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
 import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
@@ -341,7 +341,8 @@ describe('commerce metrics from rollups', () => {
   });
 
   describe.skipIf(!onPostgres)(skippedUnless('query plans', 'postgresOnly'), () => {
-    const plan = async (run: (range: MetricsRange) => Promise<unknown>, range: MetricsRange) => {
+    /** The plan of the statement that read the figures; with `noSeqScan`, sequential scans are off (the test's few rows). */
+    const plan = async (run: (range: MetricsRange) => Promise<unknown>, range: MetricsRange, noSeqScan = true) => {
       const captured: Array<{ sql: string; bindings: unknown[] }> = [];
       const listener = (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] });
       db.on('query', listener);
@@ -357,7 +358,7 @@ describe('commerce metrics from rollups', () => {
       captured.splice(0, captured.length - 1);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
-        await trx.raw('SET LOCAL enable_seqscan = off');
+        if (noSeqScan) await trx.raw('SET LOCAL enable_seqscan = off');
         // knex reports the statement with the driver's placeholders ($1, $2, … in order).
         const { rows } = await trx.raw(`EXPLAIN ${captured[0]!.sql.replace(/\$\d+/g, '?')}`, captured[0]!.bindings as Knex.RawBinding[]);
         return (rows as Array<{ 'QUERY PLAN': string }>).map((l) => l['QUERY PLAN']).join('\n');
@@ -408,26 +409,44 @@ describe('commerce metrics from rollups', () => {
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
-    it("12 months by day in a quarter-hour zone not the organization's: UTC days, hours and quarters by their keys, no commerce table", async () => {
+    it("12 months by day in a quarter-hour zone not the organization's: UTC days by their key, the moved hours and quarters by time of day (index-only), no commerce table", async () => {
+      // A merchant's two years of rollups (every quarter, hour and day in three currencies and
+      // the customers' ''), written directly: the planner chooses by the sizes it sees.
+      const org = await ctx.services.orgs.createOrganization({ name: 'Two years of rollups' });
+      const columns = `org_id, bucket, currency, ${FIGURES.join(', ')}`;
+      const values = FIGURES.map(() => '1').join(', ');
+      for (const [table, step, count] of [['commerce_rollup_quarter', '15 minutes', 2 * 366 * 96], ['commerce_rollup_hour', '1 hour', 2 * 366 * 24], ['commerce_rollup_day', '1 day', 2 * 366]] as const) {
+        await db.raw(
+          `INSERT INTO ${table} (${columns}) SELECT ?, timestamptz '2024-07-01 00:00:00+00' + g * interval '${step}', c, ${values}
+             FROM generate_series(0, ?) g CROSS JOIN unnest(array['USD', 'EUR', 'USDC', '']) c`,
+          [org.id, count - 1],
+        );
+      }
+      await db.raw('VACUUM ANALYZE commerce_rollup_quarter, commerce_rollup_hour, commerce_rollup_day');
       // Asia/Kathmandu (+05:45): each local day is its UTC day less 18:15–24:00, plus the previous
       // day's 18:15–24:00 (the hours 18–23 less the quarter 18:00).
       const boundaries = Array.from({ length: 366 }, (_, i) => new Date(Date.UTC(2025, 0, 1 + i) - 5.75 * 3600_000));
-      const range: MetricsRange = { orgId: ctx.orgA.orgId, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
-      let text = await plan((r) => repository().figures(r), range);
-      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
+      const range: MetricsRange = { orgId: org.id, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
+      const text = await plan((r) => repository().figures(r), range);
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
-      // Each rollup read once (issue 40: 1,500 key probes per request before): the UTC days and the
-      // queue over one range of their keys (constant bounds, not one probe per day), the hours and
-      // the quarters each by one scan node probing the runs to move.
+      // Each rollup read once (issue 40: 1,500 key probes per request before 0370's reader, ~730
+      // runs probed by it): the UTC days and the queue over one range of their keys, the hours and
+      // the quarters to move by migration 0404's index — one range per time of day (six hours,
+      // one quarter), read from the index alone.
       for (const table of ['commerce_rollup_day', 'commerce_rollup_hour', 'commerce_rollup_quarter', 'commerce_metric_changes']) {
         expect(text.match(new RegExp(`\\bon ${table}\\b`, 'g')) ?? [], table).toHaveLength(1);
       }
+      expect(text).toMatch(/Index Only Scan using commerce_rollup_hour_time_of_day on commerce_rollup_hour/);
+      expect(text).toMatch(/Index Only Scan using commerce_rollup_quarter_time_of_day on commerce_rollup_quarter/);
+      expect(text).toContain("= ANY ('{18:00:00,19:00:00,20:00:00,21:00:00,22:00:00,23:00:00}'::interval[])");
+      expect(text).toContain("= ANY ('{18:00:00}'::interval[])");
       expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2025-01-01 00:00:00\+00'::timestamp with time zone\) AND \(bucket < '2026-01-01 00:00:00\+00'::timestamp with time zone\)\)/);
       expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2024-12-31 18:15:00\+00'::timestamp with time zone\) AND \(bucket < '2025-12-31 18:15:00\+00'::timestamp with time zone\)\)/);
-      // By month the UTC days inside each month serve: the day rollup by its key.
-      text = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), timeZone: 'Asia/Kathmandu' });
-      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey']) expect(text).toContain(index);
-      expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+      // By month the UTC days inside each month serve: the day rollup by its key, no commerce table.
+      const monthly = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), orgId: org.id, timeZone: 'Asia/Kathmandu' });
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_time_of_day', 'commerce_rollup_quarter_time_of_day']) expect(monthly).toContain(index);
+      expect(monthly).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
     it('subscriptions active at the start: day, hour and quarter rollups, not the subscriptions', async () => {
