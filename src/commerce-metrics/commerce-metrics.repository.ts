@@ -15,6 +15,8 @@ export interface BucketRow {
   date: string;
   start: Date;
   end: Date;
+  /** Whether start and end are each the first instant of their local date (not so where a fall-back repeats a local midnight). */
+  wholeLocalDates?: boolean;
 }
 
 /** The figures the rollups carry (migration 0260), in its order. */
@@ -60,6 +62,8 @@ export interface MetricsRange {
   end: Date;
   /** Every bucket's start, then the last bucket's end (start and end among them). */
   boundaries: Date[];
+  /** Whether every boundary is the first instant of its local date (from the buckets; worked out with Intl when absent). */
+  wholeLocalDates?: boolean;
   currency?: string;
 }
 
@@ -138,18 +142,20 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
   async buckets(unit: BucketUnit, timeZone: string, startDate: string, endDate: string): Promise<BucketRow[]> {
     // One date past the last bucket gives every bucket's end; local midnights become instants in the zone.
     const { rows } = await this.db
-      .raw<{ rows: { date: string; start: Date; end: Date }[] }>(
-      `SELECT to_char(d, 'YYYY-MM-DD') AS date, d AT TIME ZONE ? AS start, (d + ('1 ' || ?)::interval) AT TIME ZONE ? AS "end"
-         FROM generate_series(date_trunc(?, ?::timestamp), date_trunc(?, ?::timestamp), ('1 ' || ?)::interval) AS d
+      .raw<{ rows: { date: string; start: Date; end: Date; whole: boolean }[] }>(
+      `SELECT to_char(d, 'YYYY-MM-DD') AS date, s AS start, e AS "end",
+              ((s - interval '1 millisecond') AT TIME ZONE z)::date < d::date AND ((e - interval '1 millisecond') AT TIME ZONE z)::date < (d + u)::date AS whole
+         FROM (SELECT d, d AT TIME ZONE ?::text AS s, (d + ('1 ' || ?)::interval) AT TIME ZONE ?::text AS e, ?::text AS z, ('1 ' || ?)::interval AS u
+                 FROM generate_series(date_trunc(?, ?::timestamp), date_trunc(?, ?::timestamp), ('1 ' || ?)::interval) AS d) b
         ORDER BY d`,
-      [timeZone, unit, timeZone, unit, startDate, unit, endDate, unit],
+      [timeZone, unit, timeZone, timeZone, unit, unit, startDate, unit, endDate, unit],
       )
       .catch((error: { code?: string }) => {
         // A name the runtime knows but this database's time zone table does not.
         if (error.code === '22023') throw validationError(`Unknown time zone "${timeZone}": use an IANA name such as Europe/Paris`);
         throw error;
       });
-    return rows.map((r) => ({ date: r.date, start: new Date(r.start), end: new Date(r.end) }));
+    return rows.map((r) => ({ date: r.date, start: new Date(r.start), end: new Date(r.end), wholeLocalDates: r.whole }));
   }
 
   private currencyFilter(range: MetricsRange): { sql: string; values: string[] } {
@@ -259,7 +265,11 @@ const localDate = (timeZone: string) => {
 const HOUR_MS = 60 * 60_000;
 const floorTo = (at: Date, ms: number) => new Date(Math.floor(at.getTime() / ms) * ms);
 const timestamps = (list: Date[]) => `{${list.map((d) => d.toISOString()).join(',')}}`;
+/** Instants (ms) as an array of whole seconds since 1970 (quarter hours here: exact), cheaper to write and read than ISO text. */
+const seconds = (list: number[]) => `{${list.map((t) => t / 1000).join(',')}}`;
 const ROLLUP_COLUMNS = FIGURES.join(', ');
+/** An instant's time of day in UTC, written as migration 0404's index of the hour and quarter rollups is (or the index is not used). */
+const timeOfDay = (column: string) => `(${column} - date_bin('1 day', ${column}, timestamptz '2000-01-01 00:00:00+00'))`;
 const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
 
 /**
@@ -291,12 +301,17 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
   private byWholeDays(range: MetricsRange): boolean {
     if (range.start.getTime() < LOCAL_DAYS_FROM) return false;
     if (range.timeZone === 'UTC') return range.boundaries.every((b) => b.getTime() % DAY_MS === 0);
+    if (range.wholeLocalDates !== undefined) return range.wholeLocalDates;
     const date = localDate(range.timeZone);
     return range.boundaries.every((b) => date(new Date(b.getTime() - 1)) < date(b));
   }
 
   private rows(rows: Array<Record<string, string | number>>): FiguresRow[] {
-    return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), ...Object.fromEntries(FIGURES.map((f) => [f, num(r[f])])) }) as FiguresRow);
+    return rows.map((r) => {
+      const row = { currency: String(r.currency), bucket: String(r.bucket) } as FiguresRow;
+      for (const f of FIGURES) row[f] = num(r[f]);
+      return row;
+    });
   }
 
   /** UTC: the day rollup (migration 0260), days keyed by their UTC start. */
@@ -361,11 +376,12 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
    * of its end, 3 hours and 2 quarters moved to the previous). Which bucket each row goes to is
    * worked out here from the boundaries (the bucket of an instant is the one whose bounds hold it,
    * which is its local date's because every boundary is the first instant of its local date:
-   * `byWholeDays`); the statement then reads each rollup once by its key — the UTC days over one
-   * key range, the hours and quarters to move as consecutive runs (Kathmandu: two runs a day) —
-   * sums each run's rows before counting them twice, and the queued changes by their key range,
-   * each in the bucket of its quarter (`width_bucket` over the boundaries). 12 months by day in
-   * Kathmandu: ~367 day rows and ~730 runs of ~8 rows per currency, ~2,200 rows summed at the end.
+   * `byWholeDays`); the statement then reads each rollup once — the UTC days over one key range,
+   * the hours and quarters to move by their time of day (migration 0404's indexes, index-only: one
+   * range per time of day, Kathmandu six hours and one quarter), hash-joined to the instants to
+   * move and summed per (to, from) pair before counting them twice — and the queued changes by their
+   * key range, each in the bucket of its quarter (`width_bucket` over the boundaries). 12 months by
+   * day in Kathmandu: ~366 day rows and ~2,600 hour and quarter rows per currency.
    */
   private async otherZone(range: MetricsRange): Promise<FiguresRow[]> {
     const b = range.boundaries.map((d) => d.getTime());
@@ -384,9 +400,10 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     };
     const ceil = (t: number, ms: number) => Math.ceil(t / ms) * ms;
     const floor = (t: number, ms: number) => Math.floor(t / ms) * ms;
-    const days: Date[] = [];
+    const days: number[] = [];
     const dayBucket: number[] = [];
-    const runs = { kind: [] as string[], lo: [] as Date[], hi: [] as Date[], plus: [] as number[], minus: [] as number[] };
+    /** The hours and quarters to move, one entry each: its instant and the buckets it goes to (plus) and from (minus). */
+    const moves = { h: { at: [] as number[], plus: [] as number[], minus: [] as number[] }, q: { at: [] as number[], plus: [] as number[], minus: [] as number[] } };
     /**
      * [lo, hi), inside one bucket, moved from bucket `minus` to its own: a run of quarters up to
      * the hour, one of hours, one of quarters after; three quarters before the hour (a start at
@@ -397,12 +414,12 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
       const plus = bucketAt(lo);
       if (plus === minus || hi <= lo) return;
       const run = (kind: 'q' | 'h', from: number, to: number, sign = 1) => {
-        if (to <= from) return;
-        runs.kind.push(kind);
-        runs.lo.push(new Date(from));
-        runs.hi.push(new Date(to));
-        runs.plus.push(sign > 0 ? plus : minus);
-        runs.minus.push(sign > 0 ? minus : plus);
+        const list = moves[kind];
+        for (let t = from; t < to; t += kind === 'h' ? HOUR_MS : QUARTER_MS) {
+          list.at.push(t);
+          list.plus.push(sign > 0 ? plus : minus);
+          list.minus.push(sign > 0 ? minus : plus);
+        }
       };
       let lh = ceil(lo, HOUR_MS);
       const hh = floor(hi, HOUR_MS);
@@ -435,7 +452,7 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
       if (cuts.length === 0) {
         const bucket = bucketAt(day);
         if (bucket) {
-          days.push(new Date(day));
+          days.push(day);
           dayBucket.push(bucket);
         }
         continue;
@@ -446,7 +463,7 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
       const atStart = rowsOf(after) <= rowsOf(before);
       const anchor = bucketAt(atStart ? day : day + DAY_MS - 1);
       if (anchor) {
-        days.push(new Date(day));
+        days.push(day);
         dayBucket.push(anchor);
       }
       const points = atStart ? after : before;
@@ -455,36 +472,48 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     const currency = range.currency ? " AND r.currency IN (?, '')" : '';
     const c = range.currency ? [range.currency] : [];
     const figures = FIGURES.map((f) => `r.${f}`).join(', ');
-    // A run's rows through LATERAL with OFFSET 0 (not pulled up into a join): one probe of the
-    // rollup's key per run; as a join the planner scanned all of the organization's hours against every run.
-    const moved = (kind: string, table: string) =>
-      `SELECT m.plus, m.minus, r.currency, ${FIGURES.map((f) => `sum(r.${f})::bigint AS ${f}`).join(', ')}
-         FROM m CROSS JOIN LATERAL (SELECT r.currency, ${figures} FROM ${table} r
-          WHERE r.org_id = ? AND r.bucket >= m.lo AND r.bucket < m.hi${currency} OFFSET 0) r
-        WHERE m.kind = '${kind}' GROUP BY 1, 2, 3`;
+    // The moved rows by their time of day (migration 0404's index, index-only): one range of
+    // instants per time of day, rows of other days (a zone's other offset) left by the join.
+    const moved = (kind: 'h' | 'q', table: string) => {
+      const list = moves[kind];
+      const times = [...new Set(list.at.map((t) => t % DAY_MS))].map((ms) => `${ms / 1000} seconds`);
+      const from = new Date(list.at.length ? Math.min(...list.at) : range.start.getTime());
+      const to = new Date(list.at.length ? Math.max(...list.at) + 1 : range.start.getTime());
+      // The rows in a subquery the planner cannot push the join into (OFFSET 0): read by the
+      // ranges, then hashed against the instants — not one probe of the key per instant.
+      return {
+        sql: `SELECT m.plus, m.minus, r.currency, ${FIGURES.map((f) => `sum(r.${f})::bigint AS ${f}`).join(', ')}
+           FROM unnest(?::bigint[], ?::int[], ?::int[]) AS m(at, plus, minus)
+           JOIN (SELECT r.bucket, r.currency, ${figures} FROM ${table} r
+                  WHERE r.org_id = ? AND ${timeOfDay('r.bucket')} = ANY(?::interval[]) AND r.bucket >= ? AND r.bucket < ?${currency} OFFSET 0) r ON r.bucket = to_timestamp(m.at)
+          GROUP BY 1, 2, 3`,
+        bindings: [seconds(list.at), `{${list.plus.join(',')}}`, `{${list.minus.join(',')}}`, range.orgId, `{${times.map((t) => `"${t}"`).join(',')}}`, from, to, ...c],
+      };
+    };
+    const hours = moved('h', 'commerce_rollup_hour');
+    const quarters = moved('q', 'commerce_rollup_quarter');
     const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number>> }>(
       `WITH bk AS (
-         SELECT i::int AS i, to_char(date_trunc(?, t AT TIME ZONE ?), 'YYYY-MM-DD') AS label FROM unnest(?::timestamptz[]) WITH ORDINALITY AS bk(t, i)),
-       d AS (SELECT day, i FROM unnest(?::timestamptz[], ?::int[]) AS d(day, i)),
-       m AS MATERIALIZED (SELECT kind, lo, hi, plus, minus FROM unnest(?::text[], ?::timestamptz[], ?::timestamptz[], ?::int[], ?::int[]) AS m(kind, lo, hi, plus, minus)),
-       mv AS (${moved('h', 'commerce_rollup_hour')} UNION ALL ${moved('q', 'commerce_rollup_quarter')}),
+         SELECT i::int AS i, to_char(date_trunc(?, to_timestamp(t) AT TIME ZONE ?), 'YYYY-MM-DD') AS label FROM unnest(?::bigint[]) WITH ORDINALITY AS bk(t, i)),
+       d AS (SELECT to_timestamp(day) AS day, i FROM unnest(?::bigint[], ?::int[]) AS d(day, i)),
+       mv AS (${hours.sql} UNION ALL ${quarters.sql}),
        src AS (
          SELECT d.i, r.currency, ${figures} FROM commerce_rollup_day r JOIN d ON d.day = r.bucket
           WHERE r.org_id = ? AND r.bucket >= ? AND r.bucket < ?${currency}
          UNION ALL
          SELECT s.i, mv.currency, ${FIGURES.map((f) => `s.sign * mv.${f}`).join(', ')} FROM mv CROSS JOIN LATERAL (VALUES (mv.plus, 1::bigint), (mv.minus, -1::bigint)) AS s(i, sign)
          UNION ALL
-         SELECT width_bucket(r.bucket, ?::timestamptz[]), r.currency, ${figures} FROM commerce_metric_changes r
-          WHERE r.org_id = ? AND r.bucket >= ? AND r.bucket < ?${currency})
-       SELECT src.currency, bk.label AS bucket, ${FIGURES.map((f) => `sum(src.${f}) AS ${f}`).join(', ')}
-         FROM src JOIN bk ON bk.i = src.i GROUP BY 1, 2`,
+         SELECT width_bucket(r.bucket, (SELECT array_agg(to_timestamp(t) ORDER BY t) FROM unnest(?::bigint[]) AS b(t))), r.currency, ${figures} FROM commerce_metric_changes r
+          WHERE r.org_id = ? AND r.bucket >= ? AND r.bucket < ?${currency}),
+       -- Summed per bucket number first, then named: one label per group, not one per row.
+       g AS (SELECT src.i, src.currency, ${FIGURES.map((f) => `sum(src.${f}) AS ${f}`).join(', ')} FROM src GROUP BY 1, 2)
+       SELECT g.currency, bk.label AS bucket, ${FIGURES.map((f) => `g.${f}`).join(', ')} FROM g JOIN bk ON bk.i = g.i`,
       [
-        range.unit, range.timeZone, timestamps(range.boundaries.slice(0, n)),
-        timestamps(days), `{${dayBucket.join(',')}}`,
-        `{${runs.kind.join(',')}}`, timestamps(runs.lo), timestamps(runs.hi), `{${runs.plus.join(',')}}`, `{${runs.minus.join(',')}}`,
-        range.orgId, ...c, range.orgId, ...c,
-        range.orgId, days[0] ?? range.start, new Date((days[days.length - 1] ?? range.start).getTime() + DAY_MS), ...c,
-        timestamps(range.boundaries), range.orgId, range.start, range.end, ...c,
+        range.unit, range.timeZone, seconds(b.slice(0, n)),
+        seconds(days), `{${dayBucket.join(',')}}`,
+        ...hours.bindings, ...quarters.bindings,
+        range.orgId, new Date(days[0] ?? range.start.getTime()), new Date((days[days.length - 1] ?? range.start.getTime()) + DAY_MS), ...c,
+        seconds(b), range.orgId, range.start, range.end, ...c,
       ],
     );
     return this.rows(rows);
@@ -522,7 +551,7 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
         range.unit, range.timeZone,
       ],
     );
-    return rows.map((r) => ({ currency: String(r.currency), bucket: String(r.bucket), ...Object.fromEntries(FIGURES.map((f) => [f, num(r[f])])) }) as FiguresRow);
+    return this.rows(rows);
   }
 
   /**

@@ -143,6 +143,7 @@ export class CommerceMetricsService {
       start: first.start,
       end: last.end,
       boundaries: [...buckets.map((b) => b.start), last.end],
+      wholeLocalDates: buckets.every((b) => b.wholeLocalDates === true) ? true : buckets.some((b) => b.wholeLocalDates === false) ? false : undefined,
       currency: query.currency?.toUpperCase(),
     };
     const rows = await repository.figures(range);

@@ -13,6 +13,9 @@
  * after they read the local days (checked on the statements sent), and equal the recomputation
  * either way. UTC reads the UTC day rollup. A zone PostgreSQL does not know is never built.
  *
+ * Migration 0404 (time of day): another zone's moved hours and quarters are read by time of day
+ * from covering indexes; the plan test checks it on two years of rollup rows.
+ *
  * Migration 0372 (tax and discounts): the orders carry lines (a price, a DISCOUNT, TAX lines of
  * exclusive, inclusive or reverse-charge rates) written after the order, half of them with the
  * order's tax_cents/discount_cents already set (as the API writes them), half left to the lines'
@@ -26,11 +29,12 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { CommerceMetricsService } from '../../src/commerce-metrics/commerce-metrics.service.js';
 import { primaryReads } from '../../src/kernel/lag-tolerant-reads.js';
-import { KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
+import { FIGURES, KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
 import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
 import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
 import * as m0372 from '../../src/db/migrations/0372_commerce_tax_figures.js';
+import * as m0404 from '../../src/db/migrations/0404_commerce_rollup_time_of_day.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -232,12 +236,15 @@ describe('commerce metrics from rollups', () => {
     expect(year.currencies.some((c) => c.totals.taxVolume > 0 && c.totals.refundedTaxVolume > 0 && c.totals.discountVolume > 0)).toBe(true);
 
     // The backfill of an existing install (down, then up over the same rows) gives the same figures.
+    // 0404's indexes are built outside a transaction (CONCURRENTLY on PostgreSQL), as the migration runs.
+    await m0404.down(db);
     await db.transaction(async (trx) => {
       await m0372.down(trx);
       await m0260.down(trx);
       await m0260.up(trx);
       await m0372.up(trx);
     });
+    await m0404.up(db);
     // 0260's backfill wrote the rollups; 0372's queued the taxed and discounted orders' figures.
     const queued = (await db('commerce_metric_changes').select('*')) as Array<Record<string, string | number>>;
     expect(queued.length).toBeGreaterThan(0);
@@ -316,12 +323,15 @@ describe('commerce metrics from rollups', () => {
     // An install upgraded to 0370 (down, then up): the organization's zone is pending, then built.
     await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
     await queue.drain(100);
+    // 0372's down drops the figures 0404's indexes include (and so the indexes): undone first, redone after.
+    await m0404.down(db);
     await db.transaction(async (trx) => {
       await m0372.down(trx);
       await m0370.down(trx);
       await m0370.up(trx);
       await m0372.up(trx);
     });
+    await m0404.up(db);
     expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
     await write(org.id, rng);
     await queue.drain(100);
@@ -341,7 +351,8 @@ describe('commerce metrics from rollups', () => {
   });
 
   describe.skipIf(!onPostgres)(skippedUnless('query plans', 'postgresOnly'), () => {
-    const plan = async (run: (range: MetricsRange) => Promise<unknown>, range: MetricsRange) => {
+    /** The plan of the statement that read the figures; with `noSeqScan`, sequential scans are off (the test's few rows). */
+    const plan = async (run: (range: MetricsRange) => Promise<unknown>, range: MetricsRange, noSeqScan = true) => {
       const captured: Array<{ sql: string; bindings: unknown[] }> = [];
       const listener = (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] });
       db.on('query', listener);
@@ -357,7 +368,7 @@ describe('commerce metrics from rollups', () => {
       captured.splice(0, captured.length - 1);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
-        await trx.raw('SET LOCAL enable_seqscan = off');
+        if (noSeqScan) await trx.raw('SET LOCAL enable_seqscan = off');
         // knex reports the statement with the driver's placeholders ($1, $2, … in order).
         const { rows } = await trx.raw(`EXPLAIN ${captured[0]!.sql.replace(/\$\d+/g, '?')}`, captured[0]!.bindings as Knex.RawBinding[]);
         return (rows as Array<{ 'QUERY PLAN': string }>).map((l) => l['QUERY PLAN']).join('\n');
@@ -408,31 +419,57 @@ describe('commerce metrics from rollups', () => {
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
-    it("12 months by day in a quarter-hour zone not the organization's: UTC days, hours and quarters by their keys, no commerce table", async () => {
+    it("12 months by day in a quarter-hour zone not the organization's: UTC days by their key, the moved hours and quarters by time of day (index-only), no commerce table", async () => {
+      // A merchant's rollups (every quarter of 400 days, every hour and day of two years, in three
+      // currencies and the customers' ''), written directly: the planner chooses by the sizes it sees.
+      const org = await ctx.services.orgs.createOrganization({ name: 'Two years of rollups' });
+      const columns = `org_id, bucket, currency, ${FIGURES.join(', ')}`;
+      const values = FIGURES.map(() => '1').join(', ');
+      await db.transaction(async (trx) => {
+        // A few hundred thousand rows: not under the pool's statement timeout on a loaded machine.
+        await trx.raw('SET LOCAL statement_timeout = 0');
+        for (const [table, step, count] of [['commerce_rollup_quarter', '15 minutes', 400 * 96], ['commerce_rollup_hour', '1 hour', 2 * 366 * 24], ['commerce_rollup_day', '1 day', 2 * 366]] as const) {
+          await trx.raw(
+            `INSERT INTO ${table} (${columns}) SELECT ?, timestamptz '2024-12-01 00:00:00+00' + g * interval '${step}', c, ${values}
+               FROM generate_series(0, ?) g CROSS JOIN unnest(array['USD', 'EUR', 'USDC', '']) c`,
+            [org.id, count - 1],
+          );
+        }
+      });
+      await db.raw('VACUUM ANALYZE commerce_rollup_quarter, commerce_rollup_hour, commerce_rollup_day');
       // Asia/Kathmandu (+05:45): each local day is its UTC day less 18:15–24:00, plus the previous
       // day's 18:15–24:00 (the hours 18–23 less the quarter 18:00).
       const boundaries = Array.from({ length: 366 }, (_, i) => new Date(Date.UTC(2025, 0, 1 + i) - 5.75 * 3600_000));
-      const range: MetricsRange = { orgId: ctx.orgA.orgId, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
-      let text = await plan((r) => repository().figures(r), range);
-      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
+      const range: MetricsRange = { orgId: org.id, unit: 'day', timeZone: 'Asia/Kathmandu', start: boundaries[0]!, end: boundaries[365]!, boundaries };
+      const text = await plan((r) => repository().figures(r), range);
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_metric_changes_org_bucket']) expect(text).toContain(index);
       expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
-      // Each rollup read once (issue 40: 1,500 key probes per request before): the UTC days and the
-      // queue over one range of their keys (constant bounds, not one probe per day), the hours and
-      // the quarters each by one scan node probing the runs to move.
+      // Each rollup read once (issue 40: 1,500 key probes per request before 0370's reader, ~730
+      // runs probed by it): the UTC days and the queue over one range of their keys, the hours and
+      // the quarters to move by migration 0404's index — one range per time of day (six hours,
+      // one quarter), read from the index alone.
       for (const table of ['commerce_rollup_day', 'commerce_rollup_hour', 'commerce_rollup_quarter', 'commerce_metric_changes']) {
         expect(text.match(new RegExp(`\\bon ${table}\\b`, 'g')) ?? [], table).toHaveLength(1);
       }
+      expect(text).toMatch(/Index Only Scan using commerce_rollup_hour_time_of_day on commerce_rollup_hour/);
+      expect(text).toMatch(/Index Only Scan using commerce_rollup_quarter_time_of_day on commerce_rollup_quarter/);
+      expect(text).toContain("= ANY ('{18:00:00,19:00:00,20:00:00,21:00:00,22:00:00,23:00:00}'::interval[])");
+      expect(text).toContain("= ANY ('{18:00:00}'::interval[])");
       expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2025-01-01 00:00:00\+00'::timestamp with time zone\) AND \(bucket < '2026-01-01 00:00:00\+00'::timestamp with time zone\)\)/);
       expect(text).toMatch(/Index Cond: \(\(org_id = '[^']+'::text\) AND \(bucket >= '2024-12-31 18:15:00\+00'::timestamp with time zone\) AND \(bucket < '2025-12-31 18:15:00\+00'::timestamp with time zone\)\)/);
-      // By month the UTC days inside each month serve: the day rollup by its key.
-      text = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), timeZone: 'Asia/Kathmandu' });
-      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey']) expect(text).toContain(index);
-      expect(text).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+      // By month the UTC days inside each month serve: the day rollup by its key, no commerce table.
+      const monthly = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), orgId: org.id, timeZone: 'Asia/Kathmandu' });
+      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_time_of_day', 'commerce_rollup_quarter_time_of_day']) expect(monthly).toContain(index);
+      expect(monthly).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
     it('subscriptions active at the start: day, hour and quarter rollups, not the subscriptions', async () => {
       const text = await plan((r) => repository().subscriptionsActiveAtStart(r), months(5.5 * 3600_000));
-      for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_pkey', 'commerce_rollup_quarter_pkey']) expect(text).toContain(index);
+      expect(text).toContain('commerce_rollup_day_pkey');
+      // The hours and quarters of the start's day: by the key, or (this test's few rows of the
+      // organization; the 10k bench organization's plan takes the key) by 0404's index alone.
+      expect(text).toMatch(/commerce_rollup_hour_(pkey|time_of_day)/);
+      expect(text).toMatch(/commerce_rollup_quarter_(pkey|time_of_day)/);
       expect(text).not.toMatch(/ on subscriptions\b/);
     });
   });
