@@ -65,7 +65,7 @@ export function createStripeModule(deps: {
   const { reconcileIntervalMs, webhookSecret, timeoutMs } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
-  const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger), deps.metered, deps.clock, deps.logger);
+  const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger, deps.clock), deps.metered, deps.clock, deps.logger);
   const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger, usage);
   const connectedAccounts = new StripeConnectedAccounts(stripe, deps.logger);
   const accountUpdated = async (accountId: string) => {

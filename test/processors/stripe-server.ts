@@ -308,7 +308,10 @@ export class FakeStripe {
     app.get('/v1/subscriptions/:id', (req, res) => {
       const sub = this.subscriptions.get(req.params.id);
       if (!sub) return void res.status(404).json(missingObject('subscription', req.params.id));
-      res.json(sub);
+      // `discounts` is expandable: the Discount objects instead of their ids.
+      const expand = ([] as unknown[]).concat((req.query.expand as unknown) ?? []);
+      if (!expand.includes('discounts')) return void res.json(sub);
+      res.json({ ...sub, discounts: sub.discounts.map((d) => (typeof d === 'string' ? (this.discounts.get(d) ?? d) : d)) });
     });
     app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
     app.post('/v1/products', (req, res) => this.idempotent(req, res, () => this.createProduct(req.body)));
@@ -1096,7 +1099,8 @@ export class FakeStripe {
       customer_tax_exempt: 'none',
       default_payment_method: null,
       default_source: null,
-      default_tax_rates: [],
+      // Stripe copies the subscription's default tax rates onto the invoices it makes for it.
+      default_tax_rates: sub.default_tax_rates ?? [],
       description: null,
       discounts: discount ? [discount.id] : [],
       due_date: null,
@@ -1201,9 +1205,18 @@ export class FakeStripe {
     if (!sub) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake opens invoices of a subscription only', param: 'subscription' } } };
     if (params.customer !== sub.customer) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'The subscription belongs to another customer', param: 'customer' } } };
     const now = this.seconds();
+    // `discounts[0][discount]`: an existing discount of the subscription, reused (its end still applies).
+    const reused = (params.discounts as { discount?: string }[] | undefined)?.map((d) => d.discount);
+    if (reused && reused.some((d) => !d || !sub.discounts.includes(d))) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake reuses discounts of the invoice\'s subscription only', param: 'discounts' } } };
+    const defaultRates = ((params.default_tax_rates as string[] | undefined) ?? []).map((r) => this.taxRates.get(r)?.rate);
+    if (defaultRates.some((r) => !r)) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'No such tax rate', param: 'default_tax_rates' } } };
     const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true);
     const invoice: Stripe.Invoice = {
       ...base,
+      // An invoice opened by POST /v1/invoices has only the tax rates and discounts it is given
+      // (Stripe documents copying the subscription's defaults for the invoices the subscription makes).
+      default_tax_rates: defaultRates as Stripe.TaxRate[],
+      discounts: (reused as string[] | undefined) ?? [],
       auto_advance: params.auto_advance === 'true',
       automatically_finalizes_at: params.auto_advance === 'true' ? now + FakeStripe.FINALIZATION_GRACE_SECONDS : null,
       metadata: (params.metadata as Record<string, string> | undefined) ?? {},
@@ -1244,6 +1257,8 @@ export class FakeStripe {
     const period = params.period as { start?: string; end?: string } | undefined;
     // Stripe: "Defaults to false for prorations or negative invoice items, and true for all other invoice items."
     const discountable = params.discountable === undefined ? amount >= 0 : params.discountable === 'true';
+    const taxRates = ((params.tax_rates as string[] | undefined) ?? []).map((r) => this.taxRates.get(r)?.rate);
+    if (taxRates.some((r) => !r)) return invalid('No such tax rate', 'tax_rates');
     const now = this.seconds();
     const item: Stripe.InvoiceItem = {
       id: id('ii'),
@@ -1265,7 +1280,7 @@ export class FakeStripe {
       proration: false,
       quantity: 1,
       quantity_decimal: Stripe.Decimal.from(1),
-      tax_rates: [],
+      tax_rates: taxRates as Stripe.TaxRate[],
       test_clock: null,
     };
     this.invoiceItems.set(item.id, item);
@@ -1309,15 +1324,24 @@ export class FakeStripe {
     const eligible = invoice.lines.data.map((l) => l.discountable && l.amount > 0 && (l.parent?.subscription_item_details?.proration ?? false) === false);
     const shares = coupon ? this.allocate(coupon, invoice.lines.data.map((l, i) => (eligible[i] ? l.amount : 0))) : invoice.lines.data.map(() => 0);
     const sub = invoice.parent?.subscription_details?.subscription ? this.subscriptions.get(invoice.parent.subscription_details.subscription as string) : undefined;
-    const rateIds = (sub?.default_tax_rates ?? []).map((r) => (typeof r === 'string' ? r : r.id));
+    const idsOf = (rates: readonly (string | Stripe.TaxRate)[] | null | undefined) => (rates ?? []).map((r) => (typeof r === 'string' ? r : r.id));
+    // Each line's rates (Stripe): the subscription line the item's or the subscription's; an invoice
+    // item its own `tax_rates`, else the invoice's `default_tax_rates`.
+    const ratesOf = (l: Stripe.InvoiceLineItem): string[] => {
+      if (l.parent?.subscription_item_details) return sub ? invoiceTaxRates(sub) : [];
+      const itemId = l.parent?.invoice_item_details?.invoice_item;
+      const own = idsOf(itemId ? this.invoiceItems.get(itemId)?.tax_rates : []);
+      return own.length > 0 ? own : idsOf(invoice.default_tax_rates);
+    };
     let added = 0;
     let inclusive = 0;
     const totalTaxes = new Map<string, { amount: number; taxable: number; inclusive: boolean }>();
     const lines = invoice.lines.data.map((l, i) => {
       const off = shares[i]!;
-      const subscriptionLine = l.parent?.subscription_item_details !== null && l.parent?.subscription_item_details !== undefined;
-      // The fake taxes the subscription's own line (its default tax rates), as createInvoice does; invoice items stay untaxed here.
-      const tax = subscriptionLine ? this.taxFor(l.amount - off, rateIds) : { added: 0, taxes: [] };
+      // Tax per line on its discounted amount, each rate rounded on the line (a credit's tax negative).
+      const sign = l.amount - off < 0 ? -1 : 1;
+      const own = this.taxFor(Math.abs(l.amount - off), ratesOf(l));
+      const tax = { added: sign * own.added, taxes: own.taxes.map((t) => ({ ...t, amount: sign * t.amount, taxable: sign * t.taxable })) };
       added += tax.added;
       for (const t of tax.taxes) {
         if (t.rate.inclusive) inclusive += t.amount;
