@@ -97,7 +97,14 @@ export function createStripeModule(deps: {
     // Stripe signs each endpoint's deliveries with its own secret: Connect's endpoint posts to its own path.
     ...(deps.config.connectWebhookSecret && { connectEvents: eventService(deps.config.connectWebhookSecret) }),
     ...(usage && { usage }),
-    usageJobs: () => (usage ? [{ name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 }] : []),
+    usageJobs: () =>
+      usage
+        ? [
+            { name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 },
+            // MISSED renewals whose usage make-up could not be opened, retried with backoff (ProcessorUsageFlow.retryMakeups).
+            { name: 'stripe-usage-makeups', intervalMs: 60_000, run: async () => (await usage.retryMakeups()) > 0 },
+          ]
+        : [],
     redemptionSweep: () => new StripeRedemptionSweep(stripe, new KnexRedemptionSweepRepository(deps.db), repo, deps.clock, deps.logger, { delayMs: redemptionSweepDelayMs(timeoutMs) }),
     reconciliationJob: () => {
       const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });
