@@ -4070,9 +4070,15 @@ export interface components {
          *     line), one `USAGE` line per metered component (quantity, included and credited units,
          *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
          *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
-         *     the sum of Stripe's per-line shares, each rounded by Stripe), then the first order's tax.
-         *     The lines add up to Stripe's `amount_paid`; an invoice they do not match (edited in
-         *     Stripe's Dashboard, a customer balance applied) is one line of the amount paid.
+         *     the sum of Stripe's per-line shares, each rounded by Stripe), then one `TAX` line per rate
+         *     of the first order's tax whose amount is what Stripe collected for that rate
+         *     (`total_taxes`: Stripe taxes each line on its discounted amount and rounds per line, so it
+         *     may differ from the once-rounded figure the sandbox charges by a cent per line). The same
+         *     holds for the usage invoices Kassa opens on Stripe (a cancel-now's partial period, a
+         *     make-up for a renewal Stripe finalized without the usage): `USAGE`, `DISCOUNT` (the
+         *     subscription's discount, reused while it lasts), `TAX`. The lines add up to Stripe's
+         *     `amount_paid`; an invoice they do not match (edited in Stripe's Dashboard, a customer
+         *     balance applied, a tax rate Kassa did not make) is one line of the amount paid.
          */
         OrderLine: {
             kind: components["schemas"]["OrderLineKind"];

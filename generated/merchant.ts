@@ -3142,9 +3142,15 @@ export interface components {
          *     line), one `USAGE` line per metered component (quantity, included and credited units,
          *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
          *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
-         *     the sum of Stripe's per-line shares, each rounded by Stripe), then the first order's tax.
-         *     The lines add up to Stripe's `amount_paid`; an invoice they do not match (edited in
-         *     Stripe's Dashboard, a customer balance applied) is one line of the amount paid.
+         *     the sum of Stripe's per-line shares, each rounded by Stripe), then one `TAX` line per rate
+         *     of the first order's tax whose amount is what Stripe collected for that rate
+         *     (`total_taxes`: Stripe taxes each line on its discounted amount and rounds per line, so it
+         *     may differ from the once-rounded figure the sandbox charges by a cent per line). The same
+         *     holds for the usage invoices Kassa opens on Stripe (a cancel-now's partial period, a
+         *     make-up for a renewal Stripe finalized without the usage): `USAGE`, `DISCOUNT` (the
+         *     subscription's discount, reused while it lasts), `TAX`. The lines add up to Stripe's
+         *     `amount_paid`; an invoice they do not match (edited in Stripe's Dashboard, a customer
+         *     balance applied, a tax rate Kassa did not make) is one line of the amount paid.
          */
         OrderLine: {
             kind: components["schemas"]["OrderLineKind"];
@@ -3840,7 +3846,9 @@ export interface components {
          *     usage as invoice items, and Stripe spreads the coupon over those lines, rounding each
          *     line's share: the renewal order's `DISCOUNT` line is then what Stripe's invoice took off
          *     (its `total_discount_amounts`), which can differ from the once-rounded figure by up to a
-         *     cent per line. The buyer paid Stripe's invoice, so the order equals it, line for line. A
+         *     cent per line. The buyer paid Stripe's invoice, so the order equals it, line for line. The
+         *     usage invoices Kassa opens on Stripe (cancel now, make-up) reuse the subscription's Stripe
+         *     discount while it lasts, so they are discounted as its renewals are. A
          *     coupon limited to products takes nothing off `USAGE` lines on either rail (the usage items
          *     are sent to Stripe as not discountable).
          */

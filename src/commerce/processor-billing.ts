@@ -11,7 +11,7 @@ import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, changePricing, discountEndsBefore, renewalOrder } from './renewal-order.js';
 import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
-import { perLineTaxInputs, priceWithTax, taxContextOfLines } from './tax.js';
+import { perLineTaxInputs, priceWithTax, taxContextOfLines, type ProcessorTaxAmount } from './tax.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
 import { presentWebhookSubscription } from './subscription.presenter.js';
@@ -65,6 +65,12 @@ export interface ProcessorRenewal {
    * amount, whatever per-line rounding the processor used (docs/discounts.md).
    */
   discountCents?: number;
+  /**
+   * With `usage`: the tax the processor's invoice collected per rate (Stripe's `total_taxes`, each
+   * line's tax rounded half up and summed): the order's TAX lines are these amounts and
+   * `feeCents` is the fee before exclusive tax (docs/tax.md, "Usage invoices on Stripe").
+   */
+  taxes?: readonly ProcessorTaxAmount[];
 }
 
 /** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
@@ -92,6 +98,8 @@ export interface ProcessorExtraInvoice {
   usage?: readonly LineInput[];
   /** With `usage`: what the processor's invoice took off for a discount (ProcessorRenewal.discountCents). */
   discountCents?: number;
+  /** With `usage`: the tax the processor's invoice collected per rate (ProcessorRenewal.taxes). */
+  taxes?: readonly ProcessorTaxAmount[];
   /**
    * A plan or seat change's proration (issue 39): the invoice's proration lines as the processor
    * computed them (Stripe's "Unused time …" credit and "Remaining time …" charge), the order's
@@ -245,7 +253,7 @@ export class ProcessorBillingFlow {
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents, renewal.discountCents);
+        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents, renewal.discountCents, renewal.taxes);
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
@@ -381,7 +389,7 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
       if (plain.total === invoice.amountCents) order = { ...itemized, amountCents: plain.total, lines: plain.lines, billingPeriod: null };
     }
   }
-  order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0, invoice.discountCents)), billingPeriod: null };
+  order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0, invoice.discountCents, invoice.taxes)), billingPeriod: null };
   await stores.orders.insert(order);
   await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
   return order;
@@ -393,7 +401,8 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
  * and, when the processor discounted the invoice, one DISCOUNT line of what it took off
  * (`discountCents`: Stripe spreads a coupon over the invoice's lines and rounds each line's share,
  * so Kassa's own once-rounded figure may differ by a cent per line; the buyer paid Stripe's), then
- * the first order's tax. So the lines add up to what the processor charged. Should they not (the
+ * the first order's tax rates with the amounts the processor collected per rate (`taxes`: Stripe
+ * taxes each line and rounds per line). So the lines add up to what the processor charged. Should they not (the
  * invoice was edited in the processor's dashboard, a customer balance was applied, or the
  * processor's per-line tax rounding differs), the order is one line of the invoice's amount, as
  * without usage: an order's total is always what was charged.
@@ -408,9 +417,14 @@ async function invoiceOrder(
   usage: readonly LineInput[] | undefined,
   feeCents: number | undefined,
   discountCents?: number,
+  taxes?: readonly ProcessorTaxAmount[],
 ): Promise<Order> {
   if (usage && usage.length > 0 && feeCents !== undefined) {
-    const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, { fee: feeCents > 0, ...(discountCents !== undefined && { discountAmount: discountCents }) });
+    const itemized = await renewalOrder(stores, s, period, paid, { ...payment, amountCents: feeCents }, now, usage, {
+      fee: feeCents > 0,
+      ...(discountCents !== undefined && { discountAmount: discountCents }),
+      ...(taxes !== undefined && { processorTaxes: taxes }),
+    });
     if (itemized.amountCents === payment.amountCents) return itemized;
   }
   const own = period >= 1 ? await discountedRenewal(stores, s, period, paid, payment, now) : undefined;

@@ -49,6 +49,17 @@ export interface UsageInvoice {
   lines: LineInput[] | null;
   createdAt: Date;
   updatedAt: Date;
+  /** A MISSED RENEWAL's make-up attempts by the retry job so far (read back; 0 when none). */
+  makeupAttempts?: number;
+}
+
+/** How long a retry job's worker holds a MISSED renewal while it tries its make-up (then another may). */
+export const MAKEUP_LEASE_MS = 10 * 60_000;
+/** Make-up attempts of one MISSED renewal before the job gives up (logged as an error; about 4 days with the backoff). */
+export const MAKEUP_MAX_ATTEMPTS = 24;
+/** The wait after the n-th failed attempt (n ≥ 1): 1 minute, doubling, at most 6 hours. */
+export function makeupBackoffMs(attempts: number): number {
+  return Math.min(60_000 * 2 ** Math.max(0, attempts - 1), 6 * 3600_000);
 }
 
 export interface UsageInvoiceRepository {
@@ -64,8 +75,21 @@ export interface UsageInvoiceRepository {
    * bound to it: the credits it draws commit with the lines that carry them, or not at all.
    */
   setLines(processorInvoiceId: string, lines: (credits: CreditLedger) => Promise<LineInput[]>, now: Date): Promise<LineInput[]>;
-  /** HELD → `state`; nothing when it is not HELD any more. */
+  /**
+   * HELD → `state`; nothing when it is not HELD any more. A RENEWAL settled MISSED is due for its
+   * make-up at `now` (the retry job finds it there until `makeupDone`).
+   */
   settle(processorInvoiceId: string, state: 'FINALIZED' | 'MISSED', now: Date): Promise<void>;
+  /**
+   * Up to `limit` MISSED renewals whose make-up is due at `now`, oldest first, each leased: its next
+   * attempt moved to `leaseUntil` and its attempts counted, in one statement that skips rows another
+   * worker is leasing (so two workers never try one row at once).
+   */
+  leaseMakeups(now: Date, leaseUntil: Date, limit: number): Promise<UsageInvoice[]>;
+  /** No make-up attempt pending any more for this MISSED renewal (opened, or nothing to open). */
+  makeupDone(processorInvoiceId: string): Promise<void>;
+  /** The next make-up attempt of this MISSED renewal at `at`; null: given up. */
+  makeupRetryAt(processorInvoiceId: string, at: Date | null): Promise<void>;
 }
 
 /** One USAGE line as an invoice item: its rounded amount, once (the key). */
@@ -154,6 +178,12 @@ export class ProcessorUsageFlow {
         return 'ignored';
       }
     }
+    if (row.state === 'MISSED' && row.kind === 'RENEWAL' && !(await this.invoices.findFor(s.id, 'MAKEUP', row.usagePeriod))) {
+      // Its make-up was never opened (Stripe failed then): a redelivered or late event tries again,
+      // as the retry job does (retryMakeups); the idempotency key and the period's row keep it one.
+      await this.makeUp(row);
+      return 'applied';
+    }
     if (row.state !== 'HELD') return 'applied';
     if ((await this.processor.hold(row.processorInvoiceId)) === 'finalized') {
       // Kassa finalized it itself and has not recorded it yet (a concurrent or interrupted bill): bill() sees its items.
@@ -186,6 +216,36 @@ export class ProcessorUsageFlow {
       }
     }
     return billed;
+  }
+
+  /**
+   * The retry job's pass (`stripe-usage-makeups`): MISSED renewals whose make-up could not be
+   * opened (the processor failing, or refusing while the renewal's `invoice.paid` was applied) are
+   * leased and tried again — the same make-up (idempotency key `kassa_usage_makeup_{sub}_{period}`,
+   * one MAKEUP row per period), so a retry racing a late event opens one invoice. A failed attempt
+   * waits makeupBackoffMs; after MAKEUP_MAX_ATTEMPTS the job gives up (logged as an error; that
+   * period's usage is then unbilled, docs/usage-billing.md). Returns the make-ups opened.
+   */
+  async retryMakeups(limit = 50): Promise<number> {
+    const now = this.clock.now();
+    const leased = await this.invoices.leaseMakeups(now, new Date(now.getTime() + MAKEUP_LEASE_MS), limit);
+    let opened = 0;
+    for (const row of leased) {
+      try {
+        await this.makeUp(row);
+        opened++;
+      } catch (err) {
+        const attempts = row.makeupAttempts ?? 1;
+        if (attempts >= MAKEUP_MAX_ATTEMPTS) {
+          await this.invoices.makeupRetryAt(row.processorInvoiceId, null);
+          this.logger.error({ err, invoiceId: row.processorInvoiceId, subscriptionId: row.subscriptionId, period: row.usagePeriod, attempts }, 'usage make-up invoice could not be opened; given up: that period\'s usage is not billed');
+        } else {
+          await this.invoices.makeupRetryAt(row.processorInvoiceId, new Date(this.clock.now().getTime() + makeupBackoffMs(attempts)));
+          this.logger.warn({ err, invoiceId: row.processorInvoiceId, subscriptionId: row.subscriptionId, period: row.usagePeriod, attempts }, 'usage make-up invoice could not be opened; retried later');
+        }
+      }
+    }
+    return opened;
   }
 
   /**
@@ -309,7 +369,10 @@ export class ProcessorUsageFlow {
    */
   private async makeUp(missed: UsageInvoice): Promise<void> {
     const s = await this.uow.stores.subscriptions.findById(missed.subscriptionId);
-    if (!s?.processorSubscriptionId) return;
+    if (!s?.processorSubscriptionId) {
+      await this.invoices.makeupDone(missed.processorInvoiceId);
+      return;
+    }
     let row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
     if (!row) {
       const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_makeup_${s.id}_${missed.usagePeriod}`, 'MAKEUP');
@@ -330,6 +393,8 @@ export class ProcessorUsageFlow {
       });
       row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
     }
+    // Opened: no retry pending (billing it, if that fails now, is the HELD row's: closeDue retries it).
+    await this.invoices.makeupDone(missed.processorInvoiceId);
     if (row?.state === 'HELD' && row.dueAt <= this.clock.now()) await this.bill(row);
   }
 }

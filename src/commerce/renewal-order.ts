@@ -9,7 +9,8 @@ import { renewalFeeInputs } from './order-lines.js';
 import type { LineInput, PricedPeriod } from './pricing.js';
 import type { ChangePricing } from './plan-change.js';
 import { discountCovers, discountDescription, discountInputs, lastDiscountedPeriod, processorDiscountDuring, type AppliedDiscount } from './discounts.js';
-import { priceWithTax, taxContextOfLines, untaxedAmount } from './tax.js';
+import { pricePeriod } from './pricing.js';
+import { priceWithTax, processorTaxInputs, taxContextOfLines, untaxedAmount, type ProcessorTaxAmount } from './tax.js';
 
 /** When a card payment's funds become available to the merchant (sandbox and Stripe alike). */
 export const CARD_SETTLEMENT_DELAY_MS = 2 * 24 * 3600 * 1000;
@@ -44,9 +45,12 @@ export async function renewalOrder(
    * `discount: false`: no coupon (a processor's invoice of an amount Kassa's lines do not give:
    * one line of it). `discountAmount`: the DISCOUNT the processor's invoice took off (Stripe's
    * `total_discount_amounts`), as one DISCOUNT line named after the checkout's coupon, instead of
-   * Kassa's own computation (none when 0).
+   * Kassa's own computation (none when 0). `processorTaxes`: the tax the processor's invoice
+   * collected per rate (Stripe's `total_taxes`): `charged` is then the fee before exclusive tax
+   * (Stripe's line amount) and the TAX lines are those amounts, not Kassa's once-rounded ones
+   * (src/commerce/tax.ts processorTaxInputs; docs/tax.md).
    */
-  options: { fee?: boolean; priced?: PricedPeriod; discount?: boolean; discountAmount?: number } = {},
+  options: { fee?: boolean; priced?: PricedPeriod; discount?: boolean; discountAmount?: number; processorTaxes?: readonly ProcessorTaxAmount[] } = {},
 ): Promise<Order> {
   const initial = await stores.orders.find(s.orgId, s.initialOrderId);
   const charged = payment.amountCents ?? s.amountCents;
@@ -57,7 +61,7 @@ export async function renewalOrder(
   // no untaxed fee taxes to exactly (a price changed at the processor) is one untaxed line of that
   // amount, as before tax existed.
   const foundTax = taxContextOfLines(initial?.lines);
-  const net = untaxedAmount(charged, foundTax);
+  const net = options.processorTaxes ? charged : untaxedAmount(charged, foundTax);
   const tax = net === null ? null : foundTax;
   const fee = options.fee === false ? [] : feeInputs(initial, s, charged, net ?? charged);
   const charges = [...fee, ...usage];
@@ -67,7 +71,7 @@ export async function renewalOrder(
       : options.discountAmount !== undefined
         ? await processorDiscountInputs(stores, s, initial, options.discountAmount)
         : await renewalDiscountInputs(stores, s, initial, period, charges);
-  const priced = options.priced ?? priceWithTax([...charges, ...discount], tax);
+  const priced = options.priced ?? (options.processorTaxes ? processorPriced([...charges, ...discount], tax, options.processorTaxes) : priceWithTax([...charges, ...discount], tax));
   return {
     id: newId('ORD'),
     orgId: s.orgId,
@@ -178,4 +182,15 @@ function processorProrationDiscount(s: Subscription, discount: AppliedDiscount, 
   if (during === 'none') return { discount: null };
   if (during === 'part' || discount.percentOff === null) return { discount: discountCovers(discount, s.periodNumber, firstCharged) ? discount : null, explicit: true };
   return { discount };
+}
+
+/**
+ * Lines priced with the tax the processor collected (processorTaxInputs). Should the processor have
+ * charged a rate Kassa's tax does not hold, the TAX lines are left out and the total then misses
+ * the charge: the caller (processor-billing.ts invoiceOrder) makes one line of the charged amount.
+ */
+function processorPriced(inputs: readonly LineInput[], tax: ReturnType<typeof taxContextOfLines>, collected: readonly ProcessorTaxAmount[]): PricedPeriod {
+  const own = inputs.filter((l) => l.kind !== 'TAX');
+  const beforeTax = pricePeriod(own.filter((l) => l.kind !== 'CREDIT'));
+  return pricePeriod([...own, ...(processorTaxInputs(tax, beforeTax.total, collected) ?? [])]);
 }

@@ -105,6 +105,34 @@ export function perLineTaxInputs(tax: TaxContext | null | undefined, lineAmounts
   });
 }
 
+/** One rate's tax as a processor's invoice collected it (Stripe's `total_taxes`: per rate, the sum of each line's rounded tax). */
+export interface ProcessorTaxAmount {
+  /** The Kassa tax rate the processor's rate stands for (Stripe: its metadata `kassa_tax_rate_id`); null when unknown. */
+  kassaRateId: string | null;
+  amount: number;
+}
+
+/**
+ * The TAX line inputs of an invoice the processor taxed itself (Stripe's usage invoices, issue 38
+ * §7): one per rate of the order's tax context, its amount what the processor collected for that
+ * rate (Stripe rounds each line's tax, half up, and sums them: Kassa does not recompute it, so the
+ * order equals the charge). `taxableAmount` is the lines' sum before tax. Reverse charge, or no
+ * rate: as taxLineInputs. Null when the processor charged a rate the context does not hold (the
+ * caller then makes one line of the charged amount).
+ */
+export function processorTaxInputs(tax: TaxContext | null | undefined, taxableAmount: number, collected: readonly ProcessorTaxAmount[]): LineInput[] | null {
+  if (!tax || tax.reverseCharge || tax.rates.length === 0) return collected.some((t) => t.amount !== 0) ? null : taxLineInputs(tax, taxableAmount);
+  if (collected.some((t) => !tax.rates.some((r) => r.rateId === t.kassaRateId))) return null;
+  const where = { country: tax.location.country, region: tax.location.region };
+  return tax.rates.map((r) => {
+    const taxAmount = collected.filter((t) => t.kassaRateId === r.rateId).reduce((s, t) => s + t.amount, 0);
+    const detail: LineTax = { rateId: r.rateId, displayName: r.displayName, percentage: r.percentage, inclusive: r.inclusive, ...where, taxableAmount: Math.max(0, taxableAmount), taxAmount, reverseCharge: false, taxId: tax.location.taxId };
+    return r.inclusive
+      ? { kind: 'TAX' as const, description: label(r, true), amount: 0, exactAmount: '0', tax: detail }
+      : { kind: 'TAX' as const, description: label(r, false), amount: taxAmount, exactAmount: String(taxAmount), tax: detail };
+  });
+}
+
 /**
  * THE hook: prices a period's lines with its tax. The lines before tax (charges, then discounts,
  * whoever adds them) are priced first; their total is the taxable amount; the TAX lines are

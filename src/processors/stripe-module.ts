@@ -65,7 +65,7 @@ export function createStripeModule(deps: {
   const { reconcileIntervalMs, webhookSecret, timeoutMs } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
-  const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger), deps.metered, deps.clock, deps.logger);
+  const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger, deps.clock), deps.metered, deps.clock, deps.logger);
   const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger, usage);
   const connectedAccounts = new StripeConnectedAccounts(stripe, deps.logger);
   const accountUpdated = async (accountId: string) => {
@@ -97,7 +97,14 @@ export function createStripeModule(deps: {
     // Stripe signs each endpoint's deliveries with its own secret: Connect's endpoint posts to its own path.
     ...(deps.config.connectWebhookSecret && { connectEvents: eventService(deps.config.connectWebhookSecret) }),
     ...(usage && { usage }),
-    usageJobs: () => (usage ? [{ name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 }] : []),
+    usageJobs: () =>
+      usage
+        ? [
+            { name: 'stripe-usage-invoices', intervalMs: 60_000, run: async () => (await usage.closeDue()) > 0 },
+            // MISSED renewals whose usage make-up could not be opened, retried with backoff (ProcessorUsageFlow.retryMakeups).
+            { name: 'stripe-usage-makeups', intervalMs: 60_000, run: async () => (await usage.retryMakeups()) > 0 },
+          ]
+        : [],
     redemptionSweep: () => new StripeRedemptionSweep(stripe, new KnexRedemptionSweepRepository(deps.db), repo, deps.clock, deps.logger, { delayMs: redemptionSweepDelayMs(timeoutMs) }),
     reconciliationJob: () => {
       const reconciler = new StripeEventReconciler(stripe, events, repo, deps.clock, deps.logger, { types: STRIPE_EVENT_TYPES });

@@ -15,6 +15,7 @@ import { AppError, conflict, serviceUnavailable, validationError } from '../kern
 import type { Logger } from '../kernel/logger.js';
 import type { ProcessorPlanChange, ProcessorSubscriptionBilling, SubscriptionChange } from './card-processor.js';
 import type { LineInput } from '../commerce/pricing.js';
+import type { ProcessorTaxAmount } from '../commerce/tax.js';
 import { INTERACTIVE, withStripeRetries } from './stripe-retry.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 
@@ -408,7 +409,7 @@ export class StripeSubscriptionEvents {
         processorStatus: payment?.processorStatus ?? invoice.status,
         amountCents: invoice.amount_paid,
         // Usage Kassa invoiced on its own: a cancel-now's final usage, or a MISSED renewal draft's make-up.
-        ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines, discountCents: discountTaken(invoice) }),
+        ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines, discountCents: discountTaken(invoice), taxes: await this.taxesCollected(invoice) }),
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
         ...((invoice.billing_reason === 'subscription_update' || invoice.metadata?.[KASSA_PLAN_CHANGE_KEY] !== undefined) && { prorations: prorationLines(invoice) }),
       };
@@ -448,6 +449,8 @@ export class StripeSubscriptionEvents {
         feeCents: invoice.lines.data.filter((l) => l.parent?.subscription_item_details).reduce((sum, l) => sum + l.amount, 0),
         // What Stripe took off, spread over the fee and usage lines and rounded per line: the order's DISCOUNT.
         discountCents: discountTaken(invoice),
+        // What Stripe taxed, per rate (each line's tax rounded on its line): the order's TAX lines.
+        taxes: await this.taxesCollected(invoice),
       }),
     } as const;
     return this.known(await this.billing.applyRenewal(renewal), subscriptionId, applyCheckout, () => this.billing.applyRenewal(renewal));
@@ -465,6 +468,31 @@ export class StripeSubscriptionEvents {
     if (!subscriptionId || invoice.billing_reason === 'subscription_create' || invoice.status !== 'open' || !invoice.hosted_invoice_url) return 'ignored';
     const action = { processorSubscriptionId: subscriptionId, invoiceId: invoice.id, url: invoice.hosted_invoice_url };
     return this.known(await this.billing.applyActionRequired(action), subscriptionId, applyCheckout, () => this.billing.applyActionRequired(action));
+  }
+
+  /**
+   * The tax an invoice collected per rate (`total_taxes`: Stripe's sum of each line's tax, each
+   * rounded on its line), each Stripe rate read back for the Kassa rate it stands for (its
+   * metadata `kassa_tax_rate_id`, set when Kassa made it). A rate Kassa did not make (added in the
+   * Dashboard) names none: the order is then one line of the amount paid.
+   */
+  private async taxesCollected(invoice: Stripe.Invoice): Promise<ProcessorTaxAmount[]> {
+    const kassaIds = new Map<string, string | null>();
+    const out: ProcessorTaxAmount[] = [];
+    for (const t of invoice.total_taxes ?? []) {
+      const ref = t.tax_rate_details?.tax_rate;
+      const rateId = typeof ref === 'string' ? ref : (ref as { id?: string } | null | undefined)?.id;
+      if (!rateId) {
+        out.push({ kassaRateId: null, amount: t.amount });
+        continue;
+      }
+      if (!kassaIds.has(rateId)) {
+        const rate = await this.read(() => this.stripe.taxRates.retrieve(rateId), 'read a tax rate back');
+        kassaIds.set(rateId, rate.metadata?.kassa_tax_rate_id ?? null);
+      }
+      out.push({ kassaRateId: kassaIds.get(rateId)!, amount: t.amount });
+    }
+    return out;
   }
 
   /** An invoice as Stripe has it now, with its payments and their PaymentIntents (the order's payment and its status). */

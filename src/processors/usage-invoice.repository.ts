@@ -18,6 +18,7 @@ interface Row {
   lines: LineInput[] | string | null;
   created_at: Date;
   updated_at: Date;
+  makeup_attempts?: number;
 }
 
 const linesOf = (value: Row['lines']): LineInput[] | null => (typeof value === 'string' ? (JSON.parse(value) as LineInput[]) : value);
@@ -35,6 +36,7 @@ const toInvoice = (r: Row): UsageInvoice => ({
   lines: linesOf(r.lines),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
+  makeupAttempts: r.makeup_attempts ?? 0,
 });
 
 export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
@@ -77,6 +79,34 @@ export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
   }
 
   async settle(processorInvoiceId: string, state: 'FINALIZED' | 'MISSED', now: Date): Promise<void> {
-    await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId, state: 'HELD' }).update({ state, updated_at: now });
+    // A RENEWAL settled MISSED is due for its make-up now, in the same write (no window where it is MISSED and not due).
+    await this.db.raw(
+      `UPDATE processor_usage_invoices SET state = ?, updated_at = ?,
+         makeup_retry_at = CASE WHEN ? = 'MISSED' AND kind = 'RENEWAL' THEN ?::timestamptz ELSE makeup_retry_at END
+       WHERE processor_invoice_id = ? AND state = 'HELD'`,
+      [state, now, state, now, processorInvoiceId],
+    );
+  }
+
+  async leaseMakeups(now: Date, leaseUntil: Date, limit: number): Promise<UsageInvoice[]> {
+    const result = await this.db.raw(
+      `UPDATE processor_usage_invoices SET makeup_retry_at = ?, makeup_attempts = makeup_attempts + 1
+       WHERE processor_invoice_id IN (
+         SELECT processor_invoice_id FROM processor_usage_invoices
+         WHERE makeup_retry_at IS NOT NULL AND makeup_retry_at <= ? AND kind = 'RENEWAL' AND state = 'MISSED'
+         ORDER BY makeup_retry_at LIMIT ? FOR UPDATE SKIP LOCKED)
+         AND makeup_retry_at <= ?
+       RETURNING *`,
+      [leaseUntil, now, limit, now],
+    );
+    return ((result.rows ?? []) as Row[]).map(toInvoice).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
+  }
+
+  async makeupDone(processorInvoiceId: string): Promise<void> {
+    await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).whereNotNull('makeup_retry_at').update({ makeup_retry_at: null });
+  }
+
+  async makeupRetryAt(processorInvoiceId: string, at: Date | null): Promise<void> {
+    await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).whereNotNull('makeup_retry_at').update({ makeup_retry_at: at });
   }
 }

@@ -9,7 +9,10 @@
  *   billed (the invoice item's quantity and amount equal the accepted count), none answered
  *   PERIOD_CLOSED is;
  * - the first race with a credit pack: the credits are drawn once (one DRAW entry) and the item
- *   Stripe collects is the line net of them.
+ *   Stripe collects is the line net of them;
+ * - the make-up retry job (two workers) racing a late `invoice.paid` (and its redelivery) of a
+ *   renewal Stripe finalized without Kassa's items, whose make-up could not be opened before: one
+ *   make-up invoice, its usage item once, charged once, nothing left pending.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,6 +129,47 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('races of metered 
       const items = usageItems(draft.id);
       if (items.length !== 1 || invoice.amount_paid !== 102 || drawn.length !== 1 || Number(drawn[0].units) !== -3) {
         failures.push(`round ${round}: ${items.length} usage items, ${invoice.amount_paid} paid, draws ${JSON.stringify(drawn)}`);
+      }
+    }
+    expect(failures, `${failures.length} of ${ROUNDS} rounds`).toEqual([]);
+  }, 600_000);
+
+  it(`opens one make-up when the retry job of two workers races a late invoice.paid of the missed renewal (${ROUNDS} rounds)`, async () => {
+    const makeupJobOf = (services: Services) => workerJobs({ services }).find((j) => j.name === 'stripe-usage-makeups')!;
+    const failures: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const start = Date.parse('2031-01-01T00:00:00.000Z') + round * 3 * DAY;
+      s.ctx.clock.set(new Date(start).toISOString());
+      const { stripeSub, periodEnd } = await subscribe(`mkrace${round}@example.com`, `mkrace_${round}`);
+      s.ctx.clock.set(new Date(start + 3600_000).toISOString());
+      await ingest(Array.from({ length: 5 }, (_, i) => ({ id: `mkrace_${round}_${i}`, customer: { externalId: `mkrace_${round}` }, name: 'call', timestamp: new Date(start + 60_000).toISOString() })));
+      s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+      const draft = s.stripe.renewDraft(stripeSub.id);
+      s.ctx.clock.set(new Date(periodEnd + 3600_000 + 2000).toISOString());
+      s.stripe.finalizeDue();
+      // Its invoice.created comes late, while Stripe fails to open the make-up: MISSED, make-up due, none opened.
+      s.stripe.failNext('error500', 50, '/v1/subscriptions/');
+      try {
+        expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).status).toBe(503);
+      } finally {
+        (s.stripe as unknown as { failures: unknown[] }).failures.length = 0;
+      }
+      const paid = s.stripe.lastEvent('invoice.paid', draft.id);
+      await Promise.all([
+        s.deliver(paid),
+        s.deliver(s.stripe.eventFor('invoice.paid', { id: draft.id })),
+        makeupJobOf(worker).run(),
+        makeupJobOf(s.ctx.services).run(),
+      ]);
+      const knex = s.ctx.testDb.database.db;
+      const subscriptionId = (await knex('subscriptions').where({ processor_subscription_id: stripeSub.id }).first()).id as string;
+      const rows = await knex('processor_usage_invoices').where({ subscription_id: subscriptionId, kind: 'MAKEUP' });
+      const opened = [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+      const missed = await knex('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first();
+      const items = opened[0] ? usageItems(opened[0].id) : [];
+      const renewals = await knex('orders').where({ subscription_id: subscriptionId, billing_period: 1 });
+      if (rows.length !== 1 || opened.length !== 1 || opened[0]!.status !== 'paid' || opened[0]!.amount_paid !== 5 || items.length !== 1 || missed.makeup_retry_at !== null || renewals.length !== 1) {
+        failures.push(`round ${round}: ${rows.length} MAKEUP rows, ${opened.length} invoices (${opened.map((i) => `${i.status} ${i.amount_paid}`).join(', ')}), ${items.length} items, retry ${missed.makeup_retry_at}, ${renewals.length} renewal orders`);
       }
     }
     expect(failures, `${failures.length} of ${ROUNDS} rounds`).toEqual([]);

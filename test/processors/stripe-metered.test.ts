@@ -303,6 +303,97 @@ describe('metered subscriptions billed by Stripe', () => {
   });
 });
 
+describe('make-up invoices retried by the stripe-usage-makeups job', () => {
+  const makeupJob = () => workerJobs({ services: s.ctx.services }).find((j) => j.name === 'stripe-usage-makeups');
+  const makeups = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
+  const clearFailures = () => ((s.stripe as unknown as { failures: unknown[] }).failures.length = 0);
+
+  it('a make-up that could not be opened while the renewal’s invoice.paid was applied is retried with backoff until opened: the period’s usage is billed once', async () => {
+    // Before: nothing retried it — no job, no make-up invoice, the period's usage never billed.
+    s.ctx.clock.set('2028-07-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('makeup-retry@example.com', 'user_makeup_retry');
+    s.ctx.clock.set(new Date(periodEnd - 86_400_000).toISOString());
+    await ingest([
+      { id: 'mkr-t', customer: { externalId: 'user_makeup_retry' }, name: 'llm_tokens', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString(), properties: { tokens: 60_000 } },
+      { id: 'mkr-r', customer: { externalId: 'user_makeup_retry' }, name: 'request', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString() },
+    ]);
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    const missedAt = periodEnd + 3600_000 + 2000;
+    s.ctx.clock.set(new Date(missedAt).toISOString());
+    expect(s.stripe.finalizeDue().map((i) => i.id)).toContain(draft.id);
+    s.stripe.failNext('error500', 50, '/v1/subscriptions/');
+    try {
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+      expect(makeups(stripeSub.id)).toHaveLength(0);
+      const job = makeupJob();
+      expect(job, 'the stripe-usage-makeups job').toBeDefined();
+      // Still failing: the first retry fails and waits 1 minute, the next 2 minutes.
+      expect(await job!.run()).toBe(false);
+      let row = await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first();
+      expect([row.state, row.makeup_attempts, new Date(row.makeup_retry_at).getTime()]).toEqual(['MISSED', 1, missedAt + 60_000]);
+      expect(await job!.run()).toBe(false); // not due yet: nothing leased
+      s.ctx.clock.set(new Date(missedAt + 60_000).toISOString());
+      expect(await job!.run()).toBe(false);
+      row = await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first();
+      expect([row.makeup_attempts, new Date(row.makeup_retry_at).getTime()]).toEqual([2, missedAt + 60_000 + 120_000]);
+    } finally {
+      clearFailures();
+    }
+    expect(makeups(stripeSub.id)).toHaveLength(0);
+    // Stripe answers again: the next due pass opens the make-up, bills it (the grace window has passed) and Stripe charges it.
+    s.ctx.clock.set(new Date(missedAt + 180_000).toISOString());
+    expect(await makeupJob()!.run()).toBe(true);
+    expect(makeups(stripeSub.id)).toHaveLength(1);
+    const makeup = makeups(stripeSub.id)[0]!;
+    expect(makeup.status).toBe('paid');
+    expect(usageItems(makeup).map((l) => l.amount)).toEqual([tokensCents(60_000), requestsCents(1)]);
+    expect(s.stripe.requests.filter((r) => r.method === 'POST' && r.path === '/v1/invoices').at(-1)?.idempotencyKey).toBe(`kassa_usage_makeup_${subscriptionId}_0`);
+    const row = await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first();
+    expect([row.state, row.makeup_retry_at]).toEqual(['MISSED', null]);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', makeup.id))).body.outcome).toBe('applied');
+    const usageOrder = await s.readOrder((await db()('orders').where({ subscription_id: subscriptionId, processor_payment_id: makeup.payments!.data[0]!.payment.payment_intent as string }).first()).id);
+    expect(usageOrder.amountCents).toBe(tokensCents(60_000) + requestsCents(1));
+    // Nothing pending: later passes and a redelivered invoice.paid open nothing more.
+    s.ctx.clock.set(new Date(missedAt + 86_400_000).toISOString());
+    expect(await makeupJob()!.run()).toBe(false);
+    expect((await s.deliver(s.stripe.eventFor('invoice.paid', { id: draft.id }))).body.outcome).toBe('applied');
+    expect(makeups(stripeSub.id)).toHaveLength(1);
+    expect(await db()('processor_usage_invoices').where({ subscription_id: subscriptionId, kind: 'MAKEUP' })).toHaveLength(1);
+  });
+
+  it('gives up after MAKEUP_MAX_ATTEMPTS failed attempts (logged as an error): nothing is leased any more', async () => {
+    const { MAKEUP_MAX_ATTEMPTS, makeupBackoffMs } = await import('../../src/commerce/processor-usage.js');
+    expect([1, 2, 3, 9, 10, 24].map(makeupBackoffMs)).toEqual([60_000, 120_000, 240_000, 256 * 60_000, 6 * 3600_000, 6 * 3600_000]);
+    s.ctx.clock.set('2028-09-01T00:00:00.000Z');
+    const { stripeSub, periodEnd } = await subscribe('makeup-giveup@example.com', 'user_makeup_giveup');
+    s.ctx.clock.set(new Date(periodEnd - 86_400_000).toISOString());
+    await ingest([{ id: 'mkg-r', customer: { externalId: 'user_makeup_giveup' }, name: 'request', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString() }]);
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    let now = periodEnd + 3600_000 + 2000;
+    s.ctx.clock.set(new Date(now).toISOString());
+    s.stripe.finalizeDue();
+    s.stripe.failNext('error500', 200, '/v1/subscriptions/');
+    try {
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+      expect(await makeupJob()!.run()).toBe(false);
+      // Fast-forward the count (each real attempt waits out the SDK's retries): the next failure is the last.
+      await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).update({ makeup_attempts: MAKEUP_MAX_ATTEMPTS - 1 });
+      now += makeupBackoffMs(1);
+      s.ctx.clock.set(new Date(now).toISOString());
+      expect(await makeupJob()!.run()).toBe(false);
+      const row = await db()('processor_usage_invoices').where({ processor_invoice_id: draft.id }).first();
+      expect([row.makeup_attempts, row.makeup_retry_at]).toEqual([MAKEUP_MAX_ATTEMPTS, null]);
+    } finally {
+      clearFailures();
+    }
+    s.ctx.clock.set(new Date(now + 30 * 86_400_000).toISOString());
+    expect(await makeupJob()!.run()).toBe(false);
+    expect(makeups(stripeSub.id)).toHaveLength(0);
+  }, 120_000);
+});
+
 /** A credit pack of `units` tokens bought through Stripe Checkout (a ONE_TIME price: payment mode). */
 async function buyTokenPack(email: string, units: number) {
   const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: `Token pack ${units}` });

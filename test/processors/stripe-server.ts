@@ -308,7 +308,10 @@ export class FakeStripe {
     app.get('/v1/subscriptions/:id', (req, res) => {
       const sub = this.subscriptions.get(req.params.id);
       if (!sub) return void res.status(404).json(missingObject('subscription', req.params.id));
-      res.json(sub);
+      // `discounts` is expandable: the Discount objects instead of their ids.
+      const expand = ([] as unknown[]).concat((req.query.expand as unknown) ?? []);
+      if (!expand.includes('discounts')) return void res.json(sub);
+      res.json({ ...sub, discounts: sub.discounts.map((d) => (typeof d === 'string' ? (this.discounts.get(d) ?? d) : d)) });
     });
     app.post('/v1/subscriptions/:id', (req, res) => this.idempotent(req, res, () => this.updateSubscription(req.params.id as string, req.body)));
     app.post('/v1/products', (req, res) => this.idempotent(req, res, () => this.createProduct(req.body)));
@@ -1104,7 +1107,8 @@ export class FakeStripe {
       customer_tax_exempt: 'none',
       default_payment_method: null,
       default_source: null,
-      default_tax_rates: [],
+      // Stripe copies the subscription's default tax rates onto the invoices it makes for it.
+      default_tax_rates: sub.default_tax_rates ?? [],
       description: null,
       discounts: discount ? [discount.id] : [],
       due_date: null,
@@ -1210,10 +1214,20 @@ export class FakeStripe {
     if (params.customer !== sub.customer) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'The subscription belongs to another customer', param: 'customer' } } };
     const now = this.seconds();
     if (params.collection_method !== undefined && params.collection_method !== 'charge_automatically') return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake opens charge_automatically invoices only', param: 'collection_method' } } };
-    // `discounts: ''`: "Pass an empty string to avoid inheriting any discounts" (Stripe's API reference).
-    const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true, params.discounts !== '');
+    // `discounts` (Stripe's API reference): not given, the customer's discount is inherited (this
+    // fake's customers hold none); '' inherits nothing; `discounts[0][discount]` reuses an existing
+    // discount of the subscription (its end still applies). No subscription discount is spent here.
+    const reused = params.discounts === undefined || params.discounts === '' ? [] : Object.values(params.discounts as Record<string, { discount?: string }>).map((d) => d.discount);
+    if (reused.some((d) => !d || !sub.discounts.includes(d))) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'This fake reuses discounts of the invoice\'s subscription only', param: 'discounts' } } };
+    const defaultRates = (params.default_tax_rates === undefined || params.default_tax_rates === '' ? [] : Object.values(params.default_tax_rates as Record<string, string>)).map((r) => this.taxRates.get(r)?.rate);
+    if (defaultRates.some((r) => !r)) return { status: 400, body: { error: { type: 'invalid_request_error', message: 'No such tax rate', param: 'default_tax_rates' } } };
+    const base = this.createInvoice(sub, 'manual', { start: now, end: now }, 'paid', 0, undefined, true, false);
     const invoice: Stripe.Invoice = {
       ...base,
+      // An invoice opened by POST /v1/invoices has only the tax rates and discounts it is given
+      // (Stripe documents copying the subscription's defaults for the invoices the subscription makes).
+      default_tax_rates: defaultRates as Stripe.TaxRate[],
+      discounts: reused as string[],
       auto_advance: params.auto_advance === 'true',
       automatically_finalizes_at: params.auto_advance === 'true' ? now + FakeStripe.FINALIZATION_GRACE_SECONDS : null,
       metadata: (params.metadata as Record<string, string> | undefined) ?? {},
@@ -1323,21 +1337,24 @@ export class FakeStripe {
     const eligible = invoice.lines.data.map((l) => l.discountable && l.amount > 0 && (l.parent?.subscription_item_details?.proration ?? false) === false);
     const shares = coupon ? this.allocate(coupon, invoice.lines.data.map((l, i) => (eligible[i] ? l.amount : 0))) : invoice.lines.data.map(() => 0);
     const sub = invoice.parent?.subscription_details?.subscription ? this.subscriptions.get(invoice.parent.subscription_details.subscription as string) : undefined;
-    const rateIds = (sub?.default_tax_rates ?? []).map((r) => (typeof r === 'string' ? r : r.id));
+    const idsOf = (rates: readonly (string | Stripe.TaxRate)[] | null | undefined) => (rates ?? []).map((r) => (typeof r === 'string' ? r : r.id));
+    // Each line's rates (Stripe): the subscription line the item's or the subscription's; an invoice
+    // item its own `tax_rates`, else the invoice's `default_tax_rates`.
+    const ratesOf = (l: Stripe.InvoiceLineItem): string[] => {
+      if (l.parent?.subscription_item_details) return sub ? invoiceTaxRates(sub) : [];
+      const itemId = l.parent?.invoice_item_details?.invoice_item;
+      const own = idsOf(itemId ? this.invoiceItems.get(itemId)?.tax_rates : []);
+      return own.length > 0 ? own : idsOf(invoice.default_tax_rates);
+    };
     let added = 0;
     let inclusive = 0;
     const totalTaxes = new Map<string, { amount: number; taxable: number; inclusive: boolean }>();
     const lines = invoice.lines.data.map((l, i) => {
       const off = shares[i]!;
-      const subscriptionLine = l.parent?.subscription_item_details !== null && l.parent?.subscription_item_details !== undefined;
-      // The subscription's own line: its default tax rates, as createInvoice does. An invoice item's
-      // line: the item's own tax_rates, each rate on the line's amount rounded on its line (a
-      // credit's tax is minus the tax of its absolute amount); without tax_rates it stays untaxed here.
-      const itemId = l.parent?.invoice_item_details?.invoice_item;
-      const itemRates = itemId ? (this.invoiceItems.get(itemId)?.tax_rates ?? []).map((r) => r.id) : [];
+      // Tax per line on its discounted amount, each rate rounded on the line (a credit's tax negative).
       const sign = l.amount - off < 0 ? -1 : 1;
-      const unsigned = subscriptionLine ? this.taxFor(l.amount - off, rateIds) : this.taxFor(Math.abs(l.amount - off), itemRates);
-      const tax = { added: sign * unsigned.added, taxes: unsigned.taxes.map((t) => ({ ...t, amount: sign * t.amount, taxable: sign * t.taxable })) };
+      const own = this.taxFor(Math.abs(l.amount - off), ratesOf(l));
+      const tax = { added: sign * own.added, taxes: own.taxes.map((t) => ({ ...t, amount: sign * t.amount, taxable: sign * t.taxable })) };
       added += tax.added;
       for (const t of tax.taxes) {
         if (t.rate.inclusive) inclusive += t.amount;

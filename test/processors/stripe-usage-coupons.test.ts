@@ -211,8 +211,8 @@ describe('usage renewals with a coupon on Stripe: the order equals Stripe’s in
     expect(ended).toHaveLength(1);
   });
 
-  it('cancel now: the usage invoice Stripe did not discount is an order of its USAGE lines without a DISCOUNT, equal to amount_paid', async () => {
-    // Before the fix Kassa added its own DISCOUNT for period 0, the lines missed amount_paid and the order was one line.
+  it('cancel now: the usage invoice reuses the subscription’s discount, as Stripe discounts the subscription’s own invoices; the order is its USAGE lines and the DISCOUNT Stripe took, equal to amount_paid', async () => {
+    // Before: Kassa opened the invoice without the subscription's discount and the buyer paid 45 undiscounted.
     s.stripe.discountAllocation = 'per-line';
     s.ctx.clock.set('2027-10-03T10:00:00.000Z');
     const price = await meteredPrice(1005, ['5', '5', '5']);
@@ -226,7 +226,10 @@ describe('usage renewals with a coupon on Stripe: the order equals Stripe’s in
     expect(res.status).toBe(200);
     expect((await s.ctx.admin.post(`/v1/subscriptions/${sub.subscriptionId}/cancel`).send({ atPeriodEnd: false })).status).toBe(200);
     const final = [...s.stripe.invoices.values()].find((i) => i.parent?.subscription_details?.subscription === sub.stripeSub.id && i.billing_reason === 'manual')!;
-    expect(final.amount_paid).toBe(45);
+    // 10 % of each line, rounded on its line: 0.5 + 1.5 + 2.5 → 1 + 2 + 3 = 6.
+    expect(s.stripe.requests.find((r) => r.path === '/v1/invoices' && r.body.subscription === sub.stripeSub.id)!.body.discounts).toEqual([{ discount: s.stripe.subscriptions.get(sub.stripeSub.id)!.discounts[0] }]);
+    expect(final.lines.data.map(lineDiscount)).toEqual([1, 2, 3]);
+    expect(final.amount_paid).toBe(39);
     expect((await s.deliver(s.stripe.lastEvent('invoice.paid', final.id))).body.outcome).toBe('applied');
     const row = await db()('orders').where({ subscription_id: sub.subscriptionId, processor_payment_id: final.payments!.data[0]!.payment.payment_intent as string }).first();
     const order = (await s.readOrder(row.id)) as { amountCents: number; lines: Line[] };
@@ -234,8 +237,10 @@ describe('usage renewals with a coupon on Stripe: the order equals Stripe’s in
       ['USAGE', 5],
       ['USAGE', 15],
       ['USAGE', 25],
+      ['DISCOUNT', -6],
     ]);
-    expect(order.amountCents).toBe(45);
+    expect(order.lines.at(-1)!.description).toBe('Always ten (10% off)');
+    expect(order.amountCents).toBe(39);
   });
 
   // Each run is a whole sale and renewal through the API and the Stripe-shaped server (about 1.5 s on a quiet machine, up to 8 s at load 30).
