@@ -8,7 +8,8 @@
  * 1. The explorer's trace queries, built by the repository itself (KnexTraceRepository, captured
  *    and run again under EXPLAIN (ANALYZE, BUFFERS)): shared buffers hit + read and rows returned
  *    by each, large against small — deterministic, unlike wall time on a shared machine; plus
- *    PostgreSQL CPU per request (from /proc) against a floor (SELECT 1), with the load average.
+ *    PostgreSQL CPU per request (from /proc) and the bench process's own CPU (the repository's
+ *    row mapping) against a floor (SELECT 1 through the same pool), with the load average.
  * 2. Retention of the oldest week at the large size: today's row-by-row DELETE (the retention
  *    job's own statements, chunks of 5,000, run in a transaction that is rolled back) against
  *    DROP of the week's trace and span-row partitions (with the traces' ids and session-total
@@ -280,7 +281,12 @@ try {
   await seed('proj_small', SMALL);
   const problems = await checkSeedShape('proj_small');
   say(problems.length === 0 ? 'seed checked against ingest (5 traces sent again through normalizeIngest, summarize and the trace writer): every column equal, span documents byte-equal, span rows equal' : `seed differs from ingest:\n  ${problems.join('\n  ')}`);
-  if (process.argv.includes('--check-seed')) process.exit(problems.length === 0 ? 0 : 1);
+  if (process.argv.includes('--check-seed')) {
+    await meter.end();
+    await db.destroy();
+    if (!KEEP) await target.drop();
+    process.exit(problems.length === 0 ? 0 : 1);
+  }
   await seed('proj_large', SPANS);
   await meter.query('VACUUM ANALYZE telemetry_traces, telemetry_trace_ids, telemetry_model_calls');
   if (process.argv.includes('--seed-only')) {
