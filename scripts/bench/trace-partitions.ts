@@ -34,7 +34,7 @@ import { loadavg } from 'node:os';
 import pg from 'pg';
 import knexFactory from 'knex';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
-import { createWeekPartitions, WEEK_MS, weekStart } from '../../src/db/partitions.js';
+import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../../src/db/partitions.js';
 import { KnexTraceRepository, KnexTraceWriter, type TraceSearch } from '../../src/telemetry/traces.repository.js';
 import { normalizeIngest } from '../../src/telemetry/normalize.js';
 import { summarize } from '../../src/telemetry/ingest.service.js';
@@ -297,9 +297,11 @@ try {
   }
   }
   const size = async (sql: string) => Number((await meter.query(sql)).rows[0].n);
-  const tracesSize = await size(`SELECT sum(pg_total_relation_size(inhrelid)) AS n FROM pg_inherits WHERE inhparent = 'telemetry_traces'::regclass`);
+  const tracesSize = await size(
+    `SELECT coalesce((SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'telemetry_traces'::regclass), pg_total_relation_size('telemetry_traces')) AS n`,
+  );
   const callsSize = await size(`SELECT sum(pg_total_relation_size(inhrelid)) AS n FROM pg_inherits WHERE inhparent = 'telemetry_model_calls'::regclass`);
-  const idsSize = await size(`SELECT pg_total_relation_size('telemetry_trace_ids') AS n`);
+  const idsSize = await size(`SELECT coalesce(pg_total_relation_size(to_regclass('telemetry_trace_ids')), 0) AS n`);
   const total = SPANS + SMALL;
   say(
     `${REUSE ? 'data set' : 'seeded'} ${SPANS.toLocaleString('en')} + ${SMALL.toLocaleString('en')} spans (${(total / SPANS_PER_TRACE).toLocaleString('en')} traces, ${((3 * total) / SPANS_PER_TRACE).toLocaleString('en')} span rows) over ${WEEKS} weeks in ${(ms(t) / 1000).toFixed(0)} s: ` +
@@ -416,17 +418,23 @@ try {
     }
     return { small, large };
   };
-  await table('weekly partitions');
+  const partitioned = await isPartitioned(db, 'telemetry_traces');
+  if (partitioned) await table('weekly partitions');
   if (process.argv.includes('--plain')) {
     // The same traces in one plain table, as before migration 0390 (its `down`): the partitions' cost.
-    const untimed = knexFactory({ client: 'pg', connection: target.url, pool: { min: 1, max: 1 } });
-    t = process.hrtime.bigint();
-    await unpartitionTraces(untimed);
-    await untimed.destroy();
-    // The repository's queries name partition_start (their pruning clause): a copy of start_time here.
-    await meter.query('ALTER TABLE telemetry_traces ADD COLUMN partition_start timestamptz(3) GENERATED ALWAYS AS (start_time) STORED');
-    await meter.query('VACUUM ANALYZE telemetry_traces');
-    say(`traces copied back into one plain table in ${(ms(t) / 1000).toFixed(0)} s`);
+    if (partitioned) {
+      const untimed = knexFactory({ client: 'pg', connection: target.url, pool: { min: 1, max: 1 } });
+      t = process.hrtime.bigint();
+      await unpartitionTraces(untimed);
+      await untimed.destroy();
+      // The repository's queries name partition_start (their pruning clause): a copy of start_time here.
+      await meter.query('ALTER TABLE telemetry_traces ADD COLUMN partition_start timestamptz(3) GENERATED ALWAYS AS (start_time) STORED');
+      say(`traces copied back into one plain table in ${(ms(t) / 1000).toFixed(0)} s`);
+    }
+    // The detail's lookup goes through the id table (dropped by the down): rebuilt from the traces.
+    await meter.query(`CREATE TABLE IF NOT EXISTS telemetry_trace_ids AS SELECT project_id, trace_id, partition_start FROM telemetry_traces`);
+    await meter.query(`DO $$ BEGIN ALTER TABLE telemetry_trace_ids ADD PRIMARY KEY (project_id, trace_id); EXCEPTION WHEN invalid_table_definition THEN NULL; END $$`);
+    await meter.query('VACUUM ANALYZE telemetry_traces, telemetry_trace_ids');
     await table('one plain table (before 0390)');
   }
 
