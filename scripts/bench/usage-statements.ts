@@ -97,6 +97,8 @@ async function main(): Promise<void> {
     });
   };
   for (let i = 0; i < 5; i++) await services.modules.usage.events.ingest(state.org_id, makeBatch());
+  // Nothing queued before the measured batches: the fold below folds exactly their deltas (migration 0395).
+  while (await services.modules.usage.events.foldRollups());
   const batches = Array.from({ length: BATCHES }, makeBatch);
   const wal0 = (await direct.query<{ lsn: string }>('SELECT pg_current_wal_lsn() AS lsn')).rows[0]!.lsn;
   const backend0 = onCpuNs(pid);
@@ -112,6 +114,15 @@ async function main(): Promise<void> {
   const walBytes = Number((await direct.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS bytes', [wal0])).rows[0]!.bytes);
   const events = BATCHES * BATCH;
   const us = (ns: number) => (ns / 1000 / events).toFixed(2);
+  // The rollup's share, off the ingest path: the usage-meter-fold job's passes over the measured
+  // batches' queued deltas, on the same backend (its CPU per ingested event, and the passes' count).
+  const queuedRows = Number((await direct.query<{ n: string }>('SELECT (SELECT count(*) FROM usage_meter_hour_deltas) + (SELECT count(*) FROM usage_meter_hour_value_deltas) AS n')).rows[0]!.n);
+  const fold0 = onCpuNs(pid);
+  const foldAll0 = await postgresCpuSeconds(direct, DATABASE);
+  let passes = 0;
+  while (await services.modules.usage.events.foldRollups()) passes++;
+  const foldNs = onCpuNs(pid) - fold0;
+  const foldAll1 = await postgresCpuSeconds(direct, DATABASE);
 
   const lines = [
     `usage ingest, PostgreSQL CPU per statement — ${BATCHES} batches of ${BATCH} events (${accepted} accepted), one connection, ${machine().cpus} CPUs, load average ${machine().loadAverage.map((x) => x.toFixed(1)).join(' / ')}`,
@@ -120,6 +131,7 @@ async function main(): Promise<void> {
     '|---|---|---|',
     ...[...perShape.entries()].sort((a, b) => b[1].ns - a[1].ns).map(([sql, s]) => `| \`${sql}\` | ${(s.calls / BATCHES).toFixed(1)} | ${us(s.ns)} |`),
     '',
+    `fold (usage-meter-fold, ${queuedRows} queued delta rows in ${passes} passes): backend ${us(foldNs)} µs/event; all of the database's processes ${foldAll0 === null || foldAll1 === null ? 'n/a' : (((foldAll1 - foldAll0) * 1e6) / events).toFixed(2)} µs/event`,
     `backend: ${us(backendNs)} µs/event (statements: ${us([...perShape.values()].reduce((a, s) => a + s.ns, 0))}); all of the database's processes with the writers: ${all0 === null || all1 === null ? 'n/a' : (((all1 - all0) * 1e6) / events).toFixed(2)} µs/event; WAL ${(walBytes / events).toFixed(0)} B/event; ${(events / seconds).toFixed(0)} events/s on one connection`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

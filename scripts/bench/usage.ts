@@ -14,6 +14,8 @@
  *   SQL (generate_series, not HTTP) to each size of BENCH_USAGE_SIZES (default 1M; 1M,10M for the
  *   flatness target), the meters' rollups rebuilt from the events as a filter change does (directly:
  *   over millions of events the rebuild outlasts the API's statement timeout).
+ * The reads follow BENCH_USAGE_TAIL_BATCHES (default 30) batches that no fold merged (migration 0395:
+ * the bench runs no worker), so each read also takes that tail of queued rollup deltas.
  * Targets: ingest ≤ 30 µs of server CPU per event; quantity ≤ 2 ms of server CPU per request, and
  * ≤ 2× from the first size to the last.
  *
@@ -52,6 +54,8 @@ const CLOSE = Number(process.env.BENCH_USAGE_CLOSE ?? 0);
 const CLOSE_WORKERS = Number(process.env.BENCH_USAGE_CLOSE_WORKERS ?? 1);
 /** Seeded customers with a metered subscription (the access check's and the balances' reads). */
 const SUBSCRIBERS = Number(process.env.BENCH_USAGE_SUBSCRIBERS ?? 20);
+/** Batches ingested right before the reads and not folded (a fold every few seconds leaves about that many at 30k events/s). */
+const TAIL = Number(process.env.BENCH_USAGE_TAIL_BATCHES ?? 30);
 const customerOf = (i: number) => `CUS_${String(i).padStart(24, '0')}`;
 const HOUR = 3_600_000;
 
@@ -298,6 +302,11 @@ async function main(): Promise<void> {
       const rebuildSeconds = (performance.now() - rebuildStarted) / 1000;
       process.stderr.write(`  ${size} events: seeded in ${seedSeconds.toFixed(0)} s, rollups rebuilt in ${rebuildSeconds.toFixed(0)} s\n`);
       if (SEED_ONLY) continue;
+      // A realistic unfolded tail (migration 0395): TAIL batches ingested after the rebuild, which no
+      // fold merges here (no worker runs): each customer's reads take that many queued delta rows per meter.
+      for (let t = 0; t < TAIL; t++) await post('/v1/usage-events', makeBody());
+      const queued = await direct.query<{ n: string }>('SELECT count(*) AS n FROM usage_meter_hour_deltas').then((r) => Number(r.rows[0]!.n), () => 0);
+      process.stderr.write(`  read tail: ${TAIL} batches ingested after the rebuild, ${queued} delta rows queued\n`);
       const path = (i: number) =>
         `/v1/meters/${meters.sum}/quantities?customer=user_${(i * 31) % CUSTOMERS}&start=${new Date(start).toISOString()}&end=${new Date(end).toISOString()}`;
       const get = (i: number) => fetch(`${server.merchantUrl}${path(i)}`, { headers }).then(async (r) => (await r.arrayBuffer(), r.status));

@@ -18,7 +18,7 @@ export interface UsageModule {
   events: UsageEventService;
   meters: MeterService;
   handlers: { merchant: ReturnType<typeof createUsageHandlers>; console: ReturnType<typeof createUsageConsoleHandlers>; admin: ReturnType<typeof createUsageAdminHandlers> };
-  /** The background build of meters' rollups (migration 0335), the events' partitions and retention (0380). */
+  /** The background build of meters' rollups (migration 0335), the fold of ingest's rollup deltas (0395), the events' partitions and retention (0380). */
   jobs(): Job[];
 }
 
@@ -43,6 +43,8 @@ export function createUsageModule(deps: {
     handlers: { merchant: createUsageHandlers(events, meters, deps.balances, deps.clock), console: createUsageConsoleHandlers(meters), admin: createUsageAdminHandlers(meters, deps.orgExists) },
     jobs: () => [
       { name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() },
+      // Several workers may run it: each pass takes its rows FOR UPDATE SKIP LOCKED.
+      { name: 'usage-meter-fold', intervalMs: 500, run: () => events.foldRollups() },
       new UsageEventPartitionJob(storage, deps.clock),
       ...(deps.eventRetentionDays === undefined ? [] : [new UsageEventRetentionJob(storage, deps.clock, deps.eventRetentionDays)]),
     ],

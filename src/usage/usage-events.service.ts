@@ -11,6 +11,8 @@ import type { Clock } from '../kernel/clock.js';
 import type { EventPeriod, UsageEventRepository } from './usage.repository.js';
 import type { Scalar, UsageEvent } from './usage.model.js';
 
+/** Queued rollup delta rows one fold pass merges (one transaction; a batch of 1,000 events queues up to ~1,000 per meter). */
+export const FOLD_ROWS = 20_000;
 /** How far ahead of Kassa's clock an event may be stamped (client clocks drift). */
 export const FUTURE_SKEW_MS = 5 * 60_000;
 /** How long after a billing period's end its late events are still accepted. */
@@ -209,6 +211,15 @@ export class UsageEventService {
     // The subscriptions read above serve the usage thresholds (one read per batch, not two).
     if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, [...new Set([...customers.values()].map((c) => c.id))], { subscriptions });
     return { accepted, duplicates, rejected: results.length - accepted - duplicates, results };
+  }
+
+  /**
+   * One pass of the `usage-meter-fold` job: up to FOLD_ROWS queued rollup deltas merged into the
+   * meters' rollups (migration 0395); true when it folded anything (the next pass starts at once). Reads are exact
+   * whether or not it ran (rollup + queued deltas); it keeps the queue, and so each read's tail, short.
+   */
+  async foldRollups(): Promise<boolean> {
+    return (await this.events.foldRollupDeltas(FOLD_ROWS)) > 0;
   }
 
   private async customersOf(orgId: string, events: readonly IncomingUsageEvent[]): Promise<Map<string, Customer>> {

@@ -53,6 +53,13 @@ export interface UsageEventRepository {
    * which the renewal job's close (FOR UPDATE, then the mark of migration 0285) conflicts with.
    */
   insertNew(events: UsageEvent[], periods?: ReadonlyMap<string, EventPeriod>): Promise<{ inserted: Set<string>; closed: Set<string> }>;
+  /**
+   * One pass of the fold (migration 0395): up to `limit` queued delta rows of one organization
+   * merged into the rollup and deleted, in one transaction; returns how many rows it took (0: the
+   * queues were empty, or every row was being folded by another worker). `beforeCommit` is the
+   * tests' crash point.
+   */
+  foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number>;
   /** Which of these ids the organization has stored. */
   storedIds(orgId: string, ids: string[]): Promise<Set<string>>;
   /** The aggregation over [start, end), and per bucket (epoch ms of the bucket's UTC start → quantity) when asked. */
@@ -150,7 +157,7 @@ const METER_LOCK = (orgId: string) => `usage-meters:${orgId}`;
  * (array_agg(… ORDER BY …) sorted each group on its own, three times: a sort set up per group and
  * aggregate, most of the aggregation's time when a batch names each customer once).
  */
-function rollupSelect(source: string, meters: string): { matched: string; hours: string; values: string } {
+function rollupSelect(source: string, meters: string, ordered = true): { matched: string; hours: string; values: string } {
   const matched = `FROM ${source} e
     JOIN meters m ON m.org_id = e.org_id AND m.source = 'EVENTS' AND m.filter ->> 'eventName' = e.name
       AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters}
@@ -165,12 +172,10 @@ function rollupSelect(source: string, meters: string): { matched: string; hours:
           row_number() OVER (PARTITION BY m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, n.num IS NULL ORDER BY e.ts DESC, e.id DESC) AS rank
         ${matched}
       ) r
-      GROUP BY r.org_id, r.meter_id, r.customer_id, r.hour
-      ORDER BY 1, 2, 3, 4`,
+      GROUP BY r.org_id, r.meter_id, r.customer_id, r.hour${ordered ? '\n      ORDER BY 1, 2, 3, 4' : ''}`,
     values: `SELECT DISTINCT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, p.v
       ${matched}
-      WHERE m.aggregation = 'unique' AND p.v IS NOT NULL
-      ORDER BY 2, 3, 4, 5`,
+      WHERE m.aggregation = 'unique' AND p.v IS NOT NULL${ordered ? '\n      ORDER BY 2, 3, 4, 5' : ''}`,
   };
 }
 const HOURS_COLUMNS = 'org_id, meter_id, customer_id, hour, events, total, maximum, last_ts, last_id, last_value';
@@ -189,6 +194,8 @@ const MERGE_HOURS = `ON CONFLICT (org_id, meter_id, customer_id, hour) DO UPDATE
 export async function rebuildMeterRollup(trx: Knex.Transaction, orgId: string, meterId: string): Promise<void> {
   await trx.raw('DELETE FROM usage_meter_hours WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
   await trx.raw('DELETE FROM usage_meter_hour_values WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
+  await trx.raw('DELETE FROM usage_meter_hour_deltas WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
+  await trx.raw('DELETE FROM usage_meter_hour_value_deltas WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
   const { hours, values } = rollupSelect("(SELECT * FROM usage_events WHERE org_id = ?)", "m.id = ? AND m.status = 'ACTIVE'");
   await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, meterId]);
   await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, meterId]);
@@ -223,6 +230,9 @@ export async function buildRollupChunk(trx: Knex.Transaction, orgId: string, met
   const rangeBindings = upTo === undefined ? [after] : [after, upTo];
   await trx.raw(`DELETE FROM usage_meter_hours WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
   await trx.raw(`DELETE FROM usage_meter_hour_values WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
+  // Queued deltas of the range too (migration 0395): the rewrite below counts their events.
+  await trx.raw(`DELETE FROM usage_meter_hour_deltas WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
+  await trx.raw(`DELETE FROM usage_meter_hour_value_deltas WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
   const { hours, values } = rollupSelect(`(SELECT * FROM usage_events WHERE org_id = ? AND ${range})`, "m.id = ? AND m.status = 'ACTIVE'");
   await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, ...rangeBindings, meterId]);
   await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, ...rangeBindings, meterId]);
@@ -289,6 +299,16 @@ export const CUSTOMER_QUANTITY_SQL = `WITH m AS MATERIALIZED (
   FROM usage_meter_hour_values hv
   WHERE (SELECT source = 'EVENTS' AND rolled AND aggregation = 'unique' FROM m)
     AND hv.org_id = $1 AND hv.meter_id = $2 AND hv.customer_id = (SELECT id FROM c) AND hv.hour >= $6::timestamptz AND hv.hour < $7::timestamptz
+  UNION ALL
+  SELECT d.events, d.total, d.maximum, d.last_ts, d.last_id, d.last_value, NULL::jsonb
+  FROM usage_meter_hour_deltas d
+  WHERE (SELECT source = 'EVENTS' AND rolled AND aggregation <> 'unique' FROM m)
+    AND d.org_id = $1 AND d.meter_id = $2 AND d.customer_id = (SELECT id FROM c) AND d.hour >= $6::timestamptz AND d.hour < $7::timestamptz
+  UNION ALL
+  SELECT 0, 0, NULL, NULL, NULL, NULL, vd.value
+  FROM usage_meter_hour_value_deltas vd
+  WHERE (SELECT source = 'EVENTS' AND rolled AND aggregation = 'unique' FROM m)
+    AND vd.org_id = $1 AND vd.meter_id = $2 AND vd.customer_id = (SELECT id FROM c) AND vd.hour >= $6::timestamptz AND vd.hour < $7::timestamptz
   UNION ALL ${customerEvents('rolled', '$4::timestamptz', '$6::timestamptz')}
   UNION ALL ${customerEvents('rolled', '$7::timestamptz', '$5::timestamptz')}
   UNION ALL ${customerEvents('NOT rolled', '$4::timestamptz', '$5::timestamptz')}
@@ -333,8 +353,9 @@ export class KnexUsageEventRepository implements UsageEventRepository {
     if (events.some((e) => e.orgId !== orgId)) throw new Error('insertNew takes one organization\'s events');
     // One JSON parameter for the batch (cheaper to build than 7 bindings per row), one statement:
     // the events whose id is new are inserted (an id already stored, by an earlier or a concurrent
-    // batch, is skipped) and only those reach the rollups of the meters they match.
-    const { hours, values } = rollupSelect('inserted', "m.status = 'ACTIVE'");
+    // batch, is skipped) and only those reach the rollups of the meters they match — as deltas
+    // queued for the fold (migration 0395): appended, no shared row updated or locked here.
+    const { hours, values } = rollupSelect('inserted', "m.status = 'ACTIVE'", false);
     return this.db.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
       // The close of a metered period (subscription.service.ts closingUsage) marks it under the
@@ -373,14 +394,61 @@ export class KnexUsageEventRepository implements UsageEventRepository {
            FROM batch b JOIN claimed c ON c.id = b.id
            RETURNING org_id, id, customer_id, name, ts, properties
          ), hours AS (
-           INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS}) ${hours} ${MERGE_HOURS}
+           INSERT INTO usage_meter_hour_deltas (${HOURS_COLUMNS}) ${hours}
          ), distinct_values AS (
-           INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values} ON CONFLICT DO NOTHING
+           INSERT INTO usage_meter_hour_value_deltas (${VALUES_COLUMNS}) ${values}
          )
          SELECT id FROM inserted`,
         [payload, orgId, orgId, events[0]!.receivedAt],
       );
       return { inserted: new Set((result.rows as Array<{ id: string }>).map((r) => r.id)), closed };
+    });
+  }
+
+  async foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number> {
+    // An organization with queued deltas (not locked: the meter lock comes first, see below).
+    const { rows } = (await this.db.raw('(SELECT org_id FROM usage_meter_hour_deltas LIMIT 1) UNION ALL (SELECT org_id FROM usage_meter_hour_value_deltas LIMIT 1) LIMIT 1')) as { rows: Array<{ org_id: string }> };
+    const orgId = rows[0]?.org_id;
+    if (orgId === undefined) return 0;
+    return this.db.transaction(async (trx) => {
+      // Shared, as ingest: a meter's build (exclusive) deletes queued deltas of its range and must
+      // not wait on delta rows this fold holds while the fold waits on its lock.
+      await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
+      // SKIP LOCKED: concurrent folds take disjoint rows; a row is deleted by the transaction that
+      // merges it, so it is counted by the queue or by the rollup, in any snapshot, never both.
+      // The merged rows are written in key order, so two folds meeting on a rollup row lock alike.
+      const hours = (await trx.raw(
+        `WITH taken AS (
+           DELETE FROM usage_meter_hour_deltas WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM usage_meter_hour_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+           RETURNING ${HOURS_COLUMNS}
+         ), merged AS (
+           INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS})
+           SELECT org_id, meter_id, customer_id, hour, sum(events), sum(total), max(maximum),
+             (array_agg(last_ts ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
+             (array_agg(last_id ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
+             (array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1]
+           FROM taken GROUP BY org_id, meter_id, customer_id, hour ORDER BY 1, 2, 3, 4
+           ${MERGE_HOURS}
+         )
+         SELECT count(*)::int AS n FROM taken`,
+        [orgId, limit],
+      )) as { rows: Array<{ n: number }> };
+      const values = (await trx.raw(
+        `WITH taken AS (
+           DELETE FROM usage_meter_hour_value_deltas WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM usage_meter_hour_value_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+           RETURNING ${VALUES_COLUMNS}
+         ), merged AS (
+           INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS})
+           SELECT DISTINCT ${VALUES_COLUMNS} FROM taken ORDER BY 1, 2, 3, 4, 5
+           ON CONFLICT DO NOTHING
+         )
+         SELECT count(*)::int AS n FROM taken`,
+        [orgId, limit],
+      )) as { rows: Array<{ n: number }> };
+      await beforeCommit?.();
+      return Number(hours.rows[0]?.n ?? 0) + Number(values.rows[0]?.n ?? 0);
     });
   }
 
@@ -410,10 +478,13 @@ export class KnexUsageEventRepository implements UsageEventRepository {
     const bindings: Knex.Value[] = [];
     if (hours) {
       const customer = query.customerId !== undefined ? ' AND customer_id = ?' : '';
-      const table = unique ? 'usage_meter_hour_values' : 'usage_meter_hours';
+      // The folded rows and the deltas still queued for the fold (migration 0395), in one statement: one snapshot.
+      const tables = unique ? ['usage_meter_hour_values', 'usage_meter_hour_value_deltas'] : ['usage_meter_hours', 'usage_meter_hour_deltas'];
       const columns = unique ? 'hour AS at, value AS v' : 'hour AS at, events, total, maximum, last_ts, last_id, last_value';
-      selects.push(`SELECT ${columns} FROM ${table} WHERE org_id = ? AND meter_id = ?${customer} AND hour >= ? AND hour < ?`);
-      bindings.push(query.orgId, query.meterId, ...(query.customerId !== undefined ? [query.customerId] : []), new Date(hours[0]), new Date(hours[1]));
+      for (const table of tables) {
+        selects.push(`SELECT ${columns} FROM ${table} WHERE org_id = ? AND meter_id = ?${customer} AND hour >= ? AND hour < ?`);
+        bindings.push(query.orgId, query.meterId, ...(query.customerId !== undefined ? [query.customerId] : []), new Date(hours[0]), new Date(hours[1]));
+      }
     }
     for (const [from, to] of edges) {
       const raw = this.filtered(query, new Date(from), new Date(to));

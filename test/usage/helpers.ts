@@ -35,3 +35,9 @@ export async function monthlyPrice(ctx: TestContext, orgId: string, amount = 900
   const price = await ctx.services.catalog.createPrice(product.id, { amount, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', billingIntervalCount: 1 });
   return { priceId: price.id, productId: product.id };
 }
+
+/** Runs the `usage-meter-fold` job until the rollup delta queues are empty (migration 0395): the rollup tables then hold every stored event. */
+export async function foldRollups(ctx: TestContext): Promise<void> {
+  const job = ctx.services.modules.usage.jobs().find((j) => j.name === 'usage-meter-fold')!;
+  while (await job.run());
+}

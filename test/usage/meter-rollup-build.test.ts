@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnexMeterRepository, rebuildMeterRollup } from '../../src/usage/usage.repository.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { buy, oneTimePrice, setExternalId } from './helpers.js';
+import { buy, foldRollups, oneTimePrice, setExternalId } from './helpers.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -54,7 +54,9 @@ async function ingest(count: number, repeat: string[] = []): Promise<string[]> {
   return events.map((e) => e.id);
 }
 
+/** The rollup's rows once ingest's queued deltas are folded in (migration 0395). */
 const rows = async (meterId: string) => {
+  await foldRollups(ctx);
   const hours = await db('usage_meter_hours').where('meter_id', meterId).orderBy(['customer_id', 'hour']).select('customer_id', 'hour', 'events', 'total', 'maximum', 'last_ts', 'last_id', 'last_value');
   const values = await db('usage_meter_hour_values').where('meter_id', meterId).orderBy(['customer_id', 'hour', 'value']).select('customer_id', 'hour', 'value');
   return JSON.parse(JSON.stringify({ hours: hours.map((r) => ({ ...r, total: Number(r.total), maximum: Number(r.maximum), last_value: Number(r.last_value) })), values }));
