@@ -47,8 +47,13 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
 type TaxAsk = 'none' | 'required' | 'changeable' | 'handoff';
 
 /** The buyer's country, region and tax id (issue 39): a form of its own, posted before the payment. */
-function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }): string {
+function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }): string {
   if (ask === 'none') return '';
+  // The field a refusal names is marked invalid and described by the message too.
+  const mark = (field: 'country' | 'region' | 'taxId', describedBy: string | undefined) => {
+    const ids = [describedBy, invalid?.field === field ? invalid.messageId : undefined].filter(Boolean).join(' ');
+    return `${invalid?.field === field ? ' aria-invalid="true"' : ''}${ids ? ` aria-describedby="${ids}"` : ''}`;
+  };
   const current = { country: values?.country ?? session.tax?.location.country ?? '', region: values?.region ?? session.tax?.location.region ?? '', taxId: values?.taxId ?? session.tax?.location.taxId ?? '' };
   const options = countryOptions()
     .map((c) => `<option value="${c.code}"${c.code === current.country ? ' selected' : ''}>${escapeHtml(c.name)}</option>`)
@@ -62,9 +67,9 @@ function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { count
   return `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/tax" data-testid="tax-form" aria-labelledby="tax-heading">
 <h2 id="tax-heading">${ask === 'changeable' ? 'Billing country' : 'Where are you buying from?'}</h2>
 ${why}
-<label for="country">Country</label><select id="country" name="country" autocomplete="country" required${described ? ' aria-describedby="tax-why"' : ''}><option value="">Choose your country</option>${options}</select>
-<label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}" aria-describedby="region-help"><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
-<label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}" aria-describedby="taxid-help"><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
+<label for="country">Country</label><select id="country" name="country" autocomplete="country" required${mark('country', described ? 'tax-why' : undefined)}><option value="">Choose your country</option>${options}</select>
+<label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}"${mark('region', 'region-help')}><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
+<label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}"${mark('taxId', 'taxid-help')}><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
 <button type="submit"${ask === 'changeable' ? ' class="secondary"' : ''} data-testid="tax-submit">${button}</button>
 </form>`;
 }
@@ -74,15 +79,23 @@ ${why}
  * the country chosen last, when the buyer comes back), the country form, the way back to the
  * merchant. No card field: the card is taken on Stripe's page.
  */
-function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values']): string {
+function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId'): string {
   return layout(
     `Pay ${session.product.name}`,
     `${summary(session)}
-${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
-${taxLocationForm(session, 'handoff', values)}
+${error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : ''}
+${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined)}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}`,
     { merchant },
   );
+}
+
+/** The form field a refused location names (the API's message names the request field). */
+function taxErrorField(err: AppError): 'country' | 'region' | 'taxId' | undefined {
+  if (err.message.includes('.country')) return 'country';
+  if (err.message.includes('.region')) return 'region';
+  if (err.message.includes('.taxId')) return 'taxId';
+  return undefined;
 }
 
 /** A bad location as the buyer reads it (the API's message names the request field). */
@@ -234,8 +247,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         } catch (err) {
           if (err instanceof AppError && err.code === 'VALIDATION_ERROR') {
             // A refusal by the card processor is not the buyer's input: it names no field of the form.
-            const message = err.message.startsWith('The card processor refused') ? 'The card payment page could not be opened for this checkout. Contact the merchant.' : humanTaxError(err);
-            return sendPage(res, { status: 400, html: locationStepPage(current, merchant, message, values) });
+            const processor = err.message.startsWith('The card processor refused');
+            const message = processor ? 'The card payment page could not be opened for this checkout. Contact the merchant.' : humanTaxError(err);
+            return sendPage(res, { status: 400, html: locationStepPage(current, merchant, message, values, processor ? undefined : taxErrorField(err)) });
           }
           if (err instanceof AppError && err.code === 'CONFLICT') {
             const now = await sessions.findByPageToken(req.params.token);
@@ -318,6 +332,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const expiry = parseExpiry(form.expiry ?? '');
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      // A Stripe-rail session takes no card here: its page is the location step.
+      if (sessions.takesLocationStep(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const merchant = await pageMerchantOf(merchants, current.orgId);
       // No card at all: a trial that may start without one (the service refuses it otherwise).
       const noCard = trialDaysOf(current) > 0 && current.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && !form.cardNumber?.trim() && !form.expiry?.trim() && !form.cvc?.trim();
@@ -357,6 +373,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, current.orgId);
       if (!sessions.isPayable(current)) return sendPage(res, statusPage(current, merchant, await sessions.orderOf(current)));
+      // No promotion code on the Stripe rail's location step (Stripe's session fixes its coupon).
+      if (sessions.takesLocationStep(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const remove = form.remove === '1';
       if (!remove) {
         try {

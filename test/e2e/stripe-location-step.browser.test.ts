@@ -99,6 +99,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless("Kassa's location step before 
     await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
     expect(await page.getByTestId('error').innerText()).toContain('does not look right');
     expect(await page.locator('#taxId').inputValue()).toBe('DE123');
+    expect(await page.locator('#taxId').getAttribute('aria-invalid')).toBe('true');
+    expect(await page.locator('#taxId').getAttribute('aria-describedby')).toBe('taxid-help step-error');
     expect(await page.locator('#country').inputValue()).toBe('DE');
     expect(stripe.sessions.size).toBe(0);
     await check(page, 'bad-vat');
@@ -149,7 +151,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless("Kassa's location step before 
     expect(order.amountCents).toBe(stripe.sessions.get(second)!.amount_total);
     expect(order.lines.map((l: { kind: string; amountCents: number }) => [l.kind, l.amountCents])).toEqual([['PRICE', 1999], ['TAX', 0]]);
     expect(pageErrors).toEqual([]);
-  });
+  }, 300_000);
 
   it('by mouse at desktop: the country, "Continue to payment", Stripe at the total with tax, paid', async () => {
     const session = await newSession();
