@@ -49,6 +49,23 @@ export interface paths {
          *     price's interval and interval count as Stripe's `recurring`); Stripe bills at most every three
          *     years, so a longer period (over 36 months, 3 years or 1095 days) is `400` on Stripe.
          *
+         *     **Tax on Stripe without `customerTax`** (issue 39; docs/tax.md) — when the organization has
+         *     active tax rates and the session is created without `customerTax`, no Stripe Checkout
+         *     Session is opened at creation: `url` (always Kassa's page, the only URL to send the buyer
+         *     to) first asks the buyer's country, an optional state or region and an optional VAT or tax
+         *     id (EU reverse charge, format check only), then opens Stripe Checkout with **fixed** tax
+         *     rates for that location and sends the buyer there. From then the session's `tax` and
+         *     `amount` are that location's, and they are what Stripe collects (the order's TAX lines
+         *     equal Stripe's `total_details`). Coming back to `url` (the browser's back button, or
+         *     leaving Stripe's page) shows the step again with the country chosen: the same location
+         *     continues to the same Stripe session; another location closes that one (expired in
+         *     Stripe, so it can no longer be paid — if the buyer paid it meanwhile, that payment stands
+         *     and nothing changes) and opens a new one, so the session's `amount` changes with the
+         *     country until the buyer pays. Two concurrent submissions leave one Stripe session (the
+         *     other is closed). Opening Stripe's page for a location may move `expiresAt` later (Stripe
+         *     keeps a Checkout Session open at least 30 minutes). Bad input on the step is a 4xx page
+         *     for the buyer, never a 5xx. Kassa no longer sends Stripe's `dynamic_tax_rates`.
+         *
          *     **Card processor failures** (Stripe) — Stripe's `429` is retried after its `Retry-After`
          *     (at most three attempts, waiting at most 2 s each), `5xx` and timeouts by the Stripe SDK
          *     (two retries), all with one idempotency key so Stripe never makes two sessions. A
@@ -2783,19 +2800,11 @@ export interface components {
              *     sandbox's hosted page asks the buyer for their country when the organization has
              *     active tax rates (and shows the total with tax before the payment). On the Stripe rail,
              *     given here, the location's rates are sent to Stripe as fixed tax rates on the line item
-             *     (a subscription's `default_tax_rates`); this is the only way to EU reverse charge on
-             *     Stripe (a `taxId` typed on Stripe's page cannot change a manual rate). Omitted on the
-             *     Stripe rail while the organization has active rates, Kassa sends all of them as
-             *     Stripe's `dynamic_tax_rates` and requires a billing address on Stripe's page: Stripe
-             *     applies the rate of the address's country (state, in the US), or none, and the
-             *     session's `amount` is before tax until the buyer pays; the completed session then has
-             *     the `tax` (the address's country, the rate Stripe applied) and the `amount` Stripe
-             *     collected, and the order's TAX lines equal Stripe's tax. A subscription's renewals
-             *     carry the same rate. Stripe chooses at most one rate per address and only in the US
-             *     (by state), GB, AU and the EU (by country), so an organization with a rate elsewhere,
-             *     a US rate without a state, a non-US rate with a region, or two rates for one place
-             *     gets `400` naming `body.customerTax` (pass the location then), as does a Stripe
-             *     account that refuses `dynamic_tax_rates` (Stripe marked it limited-use in 2026).
+             *     (a subscription's `default_tax_rates`). Omitted on the Stripe rail while the
+             *     organization has active rates, Kassa's page (`url`) asks the buyer's location (and
+             *     tax id, for EU reverse charge) before it opens Stripe Checkout with fixed rates for
+             *     it (see "Tax on Stripe without `customerTax`" on the operation): until then the
+             *     session's `amount` is before tax and `tax` is absent.
              *     Payment-link sessions on Stripe stay untaxed (docs/tax.md).
              */
             customerTax?: components["schemas"]["CustomerTaxLocation"];

@@ -38,6 +38,8 @@ interface SessionRow {
   processor_account_id: string | null;
   /** The buyer's tax location and the rates chosen for it (migration 0360). */
   tax: TaxContext | null;
+  /** The location is asked on Kassa's page before Stripe's opens (migration 0399). */
+  location_step: boolean;
   expires_at: Date;
   created_at: Date;
   updated_at: Date;
@@ -50,7 +52,7 @@ interface SessionRow {
 const SESSION_COLUMNS = [
   'id', 'org_id', 'status', 'provider', 'amount', 'currency', 'quantity', 'pricing', 'product', 'price_id', 'customer_id',
   'customer_email', 'customer_named', 'customer_external_id', 'merchant_reference', 'metadata', 'success_url', 'cancel_url', 'payment_link_id', 'page_token',
-  'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'tax', 'expires_at', 'created_at', 'updated_at',
+  'last_error', 'processor_session_id', 'processor_url', 'processor_account_id', 'tax', 'location_step', 'expires_at', 'created_at', 'updated_at',
 ] as const;
 type SessionColumn = (typeof SESSION_COLUMNS)[number];
 type Unlisted = Exclude<keyof SessionRow | keyof ReturnType<typeof sessionRow>, SessionColumn>;
@@ -97,6 +99,7 @@ const toSession = (r: SessionRow | JsonRow<SessionRow>): CheckoutSession => ({
   processorUrl: r.processor_url,
   processorAccountId: r.processor_account_id,
   tax: r.tax ?? null,
+  locationStep: r.location_step === true,
   expiresAt: new Date(r.expires_at),
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
@@ -132,6 +135,7 @@ function sessionRow(s: CheckoutSession) {
     processor_url: s.processorUrl,
     processor_account_id: s.processorAccountId,
     tax: json(s.tax),
+    location_step: s.locationStep ?? false,
     expires_at: s.expiresAt,
     created_at: s.createdAt,
     updated_at: s.updatedAt,
@@ -226,6 +230,30 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount })
       .whereRaw("(pricing->>'paymentStarted') IS NULL")
       .update({ tax: json(tax), amount, updated_at: at });
+    return written === 1;
+  }
+
+  async markProcessorClosing(id: string, processorSessionId: string, at: Date): Promise<boolean> {
+    const written = await this.db('checkout_sessions').where({ id, status: 'CREATED', processor_session_id: processorSessionId, location_step: true })
+      .update({ processor_url: null, updated_at: at });
+    return written === 1;
+  }
+
+  async handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date): Promise<boolean> {
+    // Over the processor session the caller read (none, or the one it closed): of two concurrent
+    // steps, one writes; the other finds a session it did not open and closes its own.
+    const query = this.db('checkout_sessions').where({ id, status: 'CREATED', location_step: true });
+    if (previous === null) query.whereNull('processor_session_id');
+    else query.where({ processor_session_id: previous });
+    const written = await query.update({
+      tax: json(next.tax),
+      amount: next.amount,
+      processor_session_id: next.processorSessionId,
+      processor_url: next.processorUrl,
+      // Never earlier: Stripe's session lasts at least 30 minutes from its creation (stripeExpiresAt).
+      expires_at: this.db.raw('GREATEST(expires_at, ?)', [next.expiresAt]),
+      updated_at: at,
+    });
     return written === 1;
   }
 

@@ -111,7 +111,9 @@ export class CheckoutSessionService {
       if (existing) return { session: await this.replay(existing, requestHash), replayed: true };
       claimed = await this.claimBeforeHandOff(session, body);
       try {
-        session = await this.openHosted(session);
+        // Without the buyer's location (and with rates), Stripe's page opens from Kassa's location
+        // step once the buyer gave the country (handOffWithLocation), with fixed rates for it.
+        if (!session.locationStep) session = await this.openHosted(session);
       } catch (err) {
         if (claimed) await this.discounts!.release(session.id);
         throw err;
@@ -238,6 +240,8 @@ export class CheckoutSessionService {
     assertAmountBounds(provider, pricing.currency, pricePeriod(sessionChargeInputs({ quantity, pricing, product })).total, what);
     // The buyer's location, when the merchant gives it: the session's tax (issue 39, src/commerce/tax.ts).
     const tax = body.customerTax ? await this.taxContext(orgId, body.customerTax, 'body.customerTax') : null;
+    // On Stripe Checkout's page Kassa cannot ask the location: its own page asks it first.
+    const locationStep = !tax && provider === 'STRIPE' && this.hosted !== undefined && this.tax !== undefined && (await this.tax.hasActiveRates(orgId));
     // Charges → DISCOUNT → TAX on the discounted amount. A discount may bring the total down to 0 (a
     // free order, as a trial's): the charges are bounded, and with tax the charges' taxed total.
     if (tax?.rates.length) assertAmountBounds(provider, pricing.currency, priceWithTax(sessionChargeInputs({ quantity, pricing, product }), tax).total, `${what} with tax`);
@@ -291,6 +295,7 @@ export class CheckoutSessionService {
       processorUrl: null,
       processorAccountId: this.connectedAccountOf(org, provider),
       tax,
+      locationStep,
       expiresAt: new Date(now.getTime() + expiresIn * 1000),
       createdAt: now,
       updatedAt: now,
@@ -325,7 +330,8 @@ export class CheckoutSessionService {
 
   /** Whether the hosted page offers "Add a promotion code" for this session. */
   acceptsPromotionCodes(session: CheckoutSession): boolean {
-    return this.discounts !== undefined && session.provider === 'STRIPE' && !session.processorUrl && this.isPayable(session) && !session.pricing.paymentStarted;
+    // Not on Stripe Checkout (its session's coupon is fixed when it opens), the location step included.
+    return this.discounts !== undefined && !this.hosted && session.provider === 'STRIPE' && this.isPayable(session) && !session.pricing.paymentStarted;
   }
 
   /**
@@ -406,6 +412,58 @@ export class CheckoutSessionService {
   async needsTaxLocation(session: CheckoutSession): Promise<boolean> {
     if (session.tax || !this.takesTaxLocation(session)) return false;
     return this.tax!.hasActiveRates(session.orgId);
+  }
+
+  /** A Stripe-rail session whose location Kassa's page asks before Stripe Checkout opens (docs/tax.md). */
+  takesLocationStep(session: CheckoutSession): boolean {
+    return session.locationStep === true && this.hosted !== undefined && this.tax !== undefined && session.provider === 'STRIPE';
+  }
+
+  /**
+   * Kassa's location step on the Stripe rail (issue 39, docs/tax.md "On Stripe: the buyer's
+   * country on Kassa's page"): the buyer's country (region, tax id) gives the session its tax and
+   * amount, and a Stripe Checkout Session is opened with fixed rates for them; the buyer goes on
+   * there. The same location again (a double submit, "Continue" after coming back) gets the
+   * session already opened for it. Another location: the open one is closed first (paid
+   * meanwhile → `paid`, nothing changes), then a new one is opened, and the session moves to it
+   * only while it is still on the one read (a conditional write): of two concurrent steps one
+   * wins, the other closes the Checkout Session it opened. 400 (naming `customerTax.…`) for a bad
+   * location, 409 when the session cannot take it (not payable, changed meanwhile).
+   */
+  async handOffWithLocation(
+    session: CheckoutSession,
+    input: { country: string; region?: string | null; taxId?: string | null },
+  ): Promise<{ kind: 'opened'; session: CheckoutSession; url: string } | { kind: 'paid'; session: CheckoutSession }> {
+    if (!this.takesLocationStep(session)) throw conflict('This checkout takes no location on this page');
+    if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
+    const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
+    if (session.processorUrl && session.tax && sameLocation(session.tax.location, tax.location)) return { kind: 'opened', session, url: session.processorUrl };
+    assertAmountBounds(session.provider, session.currency, priceWithTax(sessionChargeInputs(session), tax).total, 'The amount with tax');
+    const amount = priceWithTax(sessionLineInputs(session), tax).total;
+    const stores = this.uow.stores.sessions;
+    const previous = session.processorSessionId;
+    if (previous) {
+      // The url goes first, so the `expired` event of the session closed here is not the Kassa session's.
+      if (session.processorUrl !== null && !(await stores.markProcessorClosing(session.id, previous, this.clock.now()))) {
+        throw conflict('This checkout changed meanwhile; check it and continue again');
+      }
+      if ((await this.hosted!.close(previous)) === 'completed') return { kind: 'paid', session };
+    }
+    const located = { ...session, tax, amount };
+    const { country, region, taxId } = tax.location;
+    const handOff = sha256Hex(JSON.stringify([previous, country, region, taxId])).slice(0, 24);
+    const opened = await this.hosted!.open(located, handOff);
+    const now = this.clock.now();
+    const next = { tax, amount, processorSessionId: opened.processorSessionId, processorUrl: opened.url, expiresAt: opened.expiresAt };
+    if (!(await stores.handOffWithLocation(session.id, previous, next, now))) {
+      const current = await stores.find(session.orgId, session.id);
+      // The same step submitted twice at once: Stripe gave both the same Checkout Session.
+      if (current?.processorSessionId === opened.processorSessionId && current.processorUrl) return { kind: 'opened', session: current, url: current.processorUrl };
+      await this.hosted!.close(opened.processorSessionId).catch(() => undefined);
+      throw conflict('This checkout changed meanwhile; check it and continue again');
+    }
+    const expiresAt = opened.expiresAt.getTime() > session.expiresAt.getTime() ? opened.expiresAt : session.expiresAt;
+    return { kind: 'opened', session: { ...located, processorSessionId: opened.processorSessionId, processorUrl: opened.url, expiresAt, updatedAt: now }, url: opened.url };
   }
 
   /**
@@ -606,7 +664,7 @@ export class CheckoutSessionService {
     // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
     if (session.provider === 'CRYPTO') throw validationError('This checkout is paid with crypto: send the transfer shown on the checkout page');
     // Card data never reaches Kassa when the processor has its own checkout page.
-    if (session.processorUrl) throw validationError("This checkout is paid on the card processor's page, not with a card posted here");
+    if (session.processorUrl || this.hosted) throw validationError("This checkout is paid on the card processor's page, not with a card posted here");
     if (!this.isPayable(session)) return { kind: 'not_payable', session };
     const email = session.customerEmail ?? input.email?.trim();
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
@@ -746,4 +804,9 @@ function withTrial(pricing: PricingSnapshot, body: CheckoutSessionCreate): Prici
     return base;
   }
   return { ...base, trialDays: days, trialPaymentMethodCollection: collection };
+}
+
+/** Whether two locations are the same place and tax id (the location step's "same again"). */
+function sameLocation(a: TaxContext['location'], b: TaxContext['location']): boolean {
+  return a.country === b.country && (a.region ?? null) === (b.region ?? null) && (a.taxId ?? null) === (b.taxId ?? null);
 }

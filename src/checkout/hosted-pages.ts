@@ -40,25 +40,62 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
 <div><input type="submit" class="secondary" data-testid="apply-promotion-code" value="Apply"></div></div>${message}</form>`;
 }
 
-/** What the hosted page asks about tax: nothing, or the buyer's location (required before paying, or changeable). */
-type TaxAsk = 'none' | 'required' | 'changeable';
+/**
+ * What the hosted page asks about tax: nothing, or the buyer's location (required before paying,
+ * or changeable), or — on the Stripe rail — the location step before Stripe's page (`handoff`).
+ */
+type TaxAsk = 'none' | 'required' | 'changeable' | 'handoff';
 
 /** The buyer's country, region and tax id (issue 39): a form of its own, posted before the payment. */
-function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }): string {
+function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }): string {
   if (ask === 'none') return '';
+  // The field a refusal names is marked invalid and described by the message too.
+  const mark = (field: 'country' | 'region' | 'taxId', describedBy: string | undefined) => {
+    const ids = [describedBy, invalid?.field === field ? invalid.messageId : undefined].filter(Boolean).join(' ');
+    return `${invalid?.field === field ? ' aria-invalid="true"' : ''}${ids ? ` aria-describedby="${ids}"` : ''}`;
+  };
   const current = { country: values?.country ?? session.tax?.location.country ?? '', region: values?.region ?? session.tax?.location.region ?? '', taxId: values?.taxId ?? session.tax?.location.taxId ?? '' };
   const options = countryOptions()
     .map((c) => `<option value="${c.code}"${c.code === current.country ? ' selected' : ''}>${escapeHtml(c.name)}</option>`)
     .join('');
   const where = session.tax ? `<p class="muted" data-testid="tax-location">Tax for ${escapeHtml(countryName(session.tax.location.country))}${session.tax.location.region ? ` (${escapeHtml(session.tax.location.region)})` : ''}${session.tax.reverseCharge ? ': reverse charge, no VAT charged' : ''}.</p>` : '';
+  const why = ask === 'handoff'
+    ? `<p class="muted" id="tax-why">Tax depends on your country. You pay on the card payment page next, which charges the total shown here for the country you choose.</p>${where}`
+    : ask === 'required' ? '<p class="muted" id="tax-why">Tax depends on your country; the total is shown before you pay.</p>' : where;
+  const described = ask === 'required' || ask === 'handoff';
+  const button = ask === 'handoff' ? 'Continue to payment' : ask === 'required' ? 'Continue' : 'Update total';
   return `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/tax" data-testid="tax-form" aria-labelledby="tax-heading">
-<h2 id="tax-heading">${ask === 'required' ? 'Where are you buying from?' : 'Billing country'}</h2>
-${ask === 'required' ? '<p class="muted" id="tax-why">Tax depends on your country; the total is shown before you pay.</p>' : where}
-<label for="country">Country</label><select id="country" name="country" autocomplete="country" required${ask === 'required' ? ' aria-describedby="tax-why"' : ''}><option value="">Choose your country</option>${options}</select>
-<label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}" aria-describedby="region-help"><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
-<label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}" aria-describedby="taxid-help"><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
-<button type="submit"${ask === 'changeable' ? ' class="secondary"' : ''}>${ask === 'required' ? 'Continue' : 'Update total'}</button>
+<h2 id="tax-heading">${ask === 'changeable' ? 'Billing country' : 'Where are you buying from?'}</h2>
+${why}
+<label for="country">Country</label><select id="country" name="country" autocomplete="country" required${mark('country', described ? 'tax-why' : undefined)}><option value="">Choose your country</option>${options}</select>
+<label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}"${mark('region', 'region-help')}><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
+<label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}"${mark('taxId', 'taxid-help')}><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
+<button type="submit"${ask === 'changeable' ? ' class="secondary"' : ''} data-testid="tax-submit">${button}</button>
 </form>`;
+}
+
+/**
+ * The location step of a Stripe-rail session (docs/tax.md): the summary (with the TAX lines of
+ * the country chosen last, when the buyer comes back), the country form, the way back to the
+ * merchant. No card field: the card is taken on Stripe's page.
+ */
+function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId'): string {
+  return layout(
+    `Pay ${session.product.name}`,
+    `${summary(session)}
+${error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : ''}
+${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined)}
+${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}`,
+    { merchant },
+  );
+}
+
+/** The form field a refused location names (the API's message names the request field). */
+function taxErrorField(err: AppError): 'country' | 'region' | 'taxId' | undefined {
+  if (err.message.includes('.country')) return 'country';
+  if (err.message.includes('.region')) return 'region';
+  if (err.message.includes('.taxId')) return 'taxId';
+  return undefined;
 }
 
 /** A bad location as the buyer reads it (the API's message names the request field). */
@@ -201,8 +238,30 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, current.orgId);
-      if (!sessions.isPayable(current) || !sessions.takesTaxLocation(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const values = { country: form.country ?? '', region: form.region ?? '', taxId: form.taxId ?? '' };
+      // The Stripe rail: the location, then Stripe's page opened for it.
+      if (sessions.isPayable(current) && sessions.takesLocationStep(current)) {
+        let handedOff: Awaited<ReturnType<CheckoutSessionService['handOffWithLocation']>>;
+        try {
+          handedOff = await sessions.handOffWithLocation(current, values);
+        } catch (err) {
+          if (err instanceof AppError && err.code === 'VALIDATION_ERROR') {
+            // A refusal by the card processor is not the buyer's input: it names no field of the form.
+            const processor = err.message.startsWith('The card processor refused');
+            const message = processor ? 'The card payment page could not be opened for this checkout. Contact the merchant.' : humanTaxError(err);
+            return sendPage(res, { status: 400, html: locationStepPage(current, merchant, message, values, processor ? undefined : taxErrorField(err)) });
+          }
+          if (err instanceof AppError && err.code === 'CONFLICT') {
+            const now = await sessions.findByPageToken(req.params.token);
+            if (!now || !sessions.isPayable(now)) return res.redirect(303, `/checkout/${req.params.token}`);
+            return sendPage(res, { status: 409, html: locationStepPage(now, merchant, 'This checkout changed meanwhile (in another tab?). Check the country and total, then continue again.', values) });
+          }
+          throw err;
+        }
+        if (handedOff.kind === 'paid') return res.redirect(303, `/checkout/${req.params.token}/complete`);
+        return res.redirect(303, handedOff.url);
+      }
+      if (!sessions.isPayable(current) || !sessions.takesTaxLocation(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       try {
         await sessions.setTaxLocation(current, values);
       } catch (err) {
@@ -223,6 +282,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, session.orgId);
+      // Kassa asks the country before Stripe's page (docs/tax.md): the step, also when the buyer
+      // comes back to it (the browser's back button, "Return to payment"), to continue or change it.
+      if (sessions.isPayable(session) && sessions.takesLocationStep(session)) return sendPage(res, { status: 200, html: locationStepPage(session, merchant) });
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
       if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: await page(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
@@ -238,7 +300,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
       // Back from the processor's page before its event arrived: processing, not "expired".
-      const awaitingEvent = sessions.isPayable(session) && session.processorUrl !== null;
+      // (A Checkout Session the buyer paid while the location step was closing it has no url any more.)
+      const awaitingEvent = sessions.isPayable(session) && session.processorSessionId !== null;
       const order = await sessions.orderOf(session);
       sendPage(res, statusPage(session, await pageMerchantOf(merchants, session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order) }));
     } catch (err) {
@@ -269,6 +332,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const expiry = parseExpiry(form.expiry ?? '');
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
+      // A Stripe-rail session takes no card here: its page is the location step.
+      if (sessions.takesLocationStep(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const merchant = await pageMerchantOf(merchants, current.orgId);
       // No card at all: a trial that may start without one (the service refuses it otherwise).
       const noCard = trialDaysOf(current) > 0 && current.pricing.trialPaymentMethodCollection === 'IF_REQUIRED' && !form.cardNumber?.trim() && !form.expiry?.trim() && !form.cvc?.trim();
@@ -308,6 +373,8 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, current.orgId);
       if (!sessions.isPayable(current)) return sendPage(res, statusPage(current, merchant, await sessions.orderOf(current)));
+      // No promotion code on the Stripe rail's location step (Stripe's session fixes its coupon).
+      if (sessions.takesLocationStep(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const remove = form.remove === '1';
       if (!remove) {
         try {

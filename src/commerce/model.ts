@@ -84,6 +84,13 @@ export interface CheckoutSession {
   processorAccountId: string | null;
   /** The buyer's tax location and the rates that apply there (issue 39); null: no tax known. The amount includes its exclusive tax. */
   tax?: TaxContext | null;
+  /**
+   * The buyer gives the location on Kassa's hosted page before the processor's page opens
+   * (Stripe rail, created without `customerTax` for an organization with tax rates; docs/tax.md).
+   * Such a session has no processor session until that step; `processorUrl` null with a
+   * `processorSessionId` means Kassa closed that one for a change of location.
+   */
+  locationStep?: boolean;
   expiresAt: Date;
   createdAt: Date;
   updatedAt: Date;

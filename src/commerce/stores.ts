@@ -80,6 +80,18 @@ export interface CheckoutSessionRepository {
    * the amount it makes: only while the session has no tax yet (the caller holds its lock).
    */
   setProcessorTax(id: string, tax: TaxContext, amount: number, at: Date): Promise<boolean>;
+  /**
+   * Kassa's location step on the Stripe rail (docs/tax.md): the processor session about to be
+   * closed for a change of location loses its url (the page asks again, its `expired` event is
+   * not the session's), only while CREATED and still that processor session; false otherwise.
+   */
+  markProcessorClosing(id: string, processorSessionId: string, at: Date): Promise<boolean>;
+  /**
+   * Kassa's location step: the location's tax and amount with the processor session opened for
+   * it, in one write, only while CREATED and still on `previous` (null: none yet); the expiry
+   * moves to `expiresAt` if later. False, with nothing written, otherwise.
+   */
+  handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping locked ones); returns their ids. */
   expireDue(now: Date, limit: number): Promise<string[]>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;

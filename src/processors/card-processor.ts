@@ -60,8 +60,11 @@ export interface HostedCardCheckout {
    * processor cannot be reached; FORBIDDEN for a purchase this deployment cannot sell there.
    * `expiresAt`: when the processor's checkout expires, never earlier than the session's own
    * (a processor may need a longer minimum); the session takes it, so both expire together.
+   * `handOff`: a session given its location on Kassa's page (docs/tax.md) is opened once per
+   * (previous processor session, location), so the same step submitted twice gets the same
+   * processor session back, and each change of location a new one.
    */
-  open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }>;
+  open(session: CheckoutSession, handOff?: string): Promise<{ processorSessionId: string; url: string; expiresAt: Date }>;
   /** Closes it so it can no longer be paid: `closed`, or `completed` when the buyer already paid. */
   close(processorSessionId: string): Promise<'closed' | 'completed'>;
 }

@@ -77,45 +77,16 @@ export interface StripeRailTaxRate {
 /** Kassa's tax rates as the Stripe rail needs them (src/tax/tax.service.ts): the Stripe tax rate of each, made once. */
 export interface StripeTaxRates {
   stripeTaxRate(orgId: string, rateId: string, make: (rate: StripeRailTaxRate) => Promise<string>): Promise<string>;
-  /** The organization's rates of a status (ACTIVE: the candidates of Stripe's dynamic tax rates). */
-  list(orgId: string, status?: 'ACTIVE' | 'ARCHIVED'): Promise<StripeRailTaxRate[]>;
   /** One rate (archived ones too); 404 AppError when the organization has none of that id. */
   get(orgId: string, id: string): Promise<StripeRailTaxRate>;
 }
 
 /**
- * The countries whose tax rates Stripe Checkout's `dynamic_tax_rates` can choose from the buyer's
- * address, as Stripe documents the parameter: "US, GB, AU, and all countries in the EU"; a US rate
- * needs a state.
+ * Metadata of a Checkout Session an earlier release sent with Stripe's `dynamic_tax_rates` (Stripe
+ * chose the rate from the buyer's address): its tax is read back when it completes. Kassa no
+ * longer sends them (docs/tax.md); the read-back stays for sessions opened before the upgrade.
  */
-export const STRIPE_DYNAMIC_TAX_COUNTRIES: ReadonlySet<string> = new Set([
-  'US', 'GB', 'AU',
-  'AT', 'BE', 'BG', 'HR', 'CY', 'CZ', 'DK', 'EE', 'FI', 'FR', 'DE', 'GR', 'HU', 'IE', 'IT', 'LV', 'LT', 'LU', 'MT', 'NL', 'PL', 'PT', 'RO', 'SK', 'SI', 'ES', 'SE',
-]);
-
-/** Metadata on a Checkout Session sent with dynamic tax rates: its tax is read back from Stripe when it completes. */
 export const KASSA_DYNAMIC_TAX_KEY = 'kassa_dynamic_tax';
-
-/**
- * Why Stripe cannot choose a buyer's tax from these rates by address (undefined: it can). Stripe
- * picks at most one of the dynamic rates for an address and matches a country (a state in the
- * US), so every location must have at most one Kassa rate, each in a country Stripe matches:
- * a US rate with a state, another country's rate without a region, one rate per country (per
- * state in the US).
- */
-export function dynamicTaxRefusal(rates: readonly Pick<StripeRailTaxRate, 'id' | 'country' | 'region'>[]): string | undefined {
-  const seen = new Map<string, string>();
-  for (const r of rates) {
-    if (!STRIPE_DYNAMIC_TAX_COUNTRIES.has(r.country)) return `rate ${r.id} is for ${r.country}, and Stripe chooses rates by address only in the US, GB, AU and the EU`;
-    if (r.country === 'US' && !r.region) return `rate ${r.id} is for the whole US, and Stripe needs a state to choose a US rate`;
-    if (r.country !== 'US' && r.region) return `rate ${r.id} is for region ${r.region} of ${r.country}, and Stripe chooses rates outside the US by country only`;
-    const where = r.country === 'US' ? `US-${r.region}` : r.country;
-    const other = seen.get(where);
-    if (other) return `rates ${other} and ${r.id} both apply in ${where}, and Stripe applies one rate per address`;
-    seen.set(where, r.id);
-  }
-  return undefined;
-}
 
 export class StripeCheckout implements HostedCardCheckout {
   constructor(
@@ -138,26 +109,6 @@ export class StripeCheckout implements HostedCardCheckout {
     const tax = session.tax;
     if (!tax || tax.reverseCharge || tax.rates.length === 0 || !this.taxRates) return [];
     return this.stripeTaxRatesOf(session, tax.rates.map((r) => r.rateId));
-  }
-
-  /**
-   * Stripe's dynamic tax rates for a session created without the buyer's location (issue 39):
-   * every ACTIVE rate of the organization, as Stripe tax rates, from which Stripe chooses the one
-   * of the buyer's billing address (see dynamicTaxRefusal for the rates it cannot choose from:
-   * 400, the merchant passes `customerTax` instead). None without rates, for a session given a
-   * location, and for payment-link sessions (not taxed on the Stripe rail, as before).
-   */
-  private async dynamicTaxRateIds(session: CheckoutSession): Promise<string[]> {
-    if (session.tax || session.paymentLinkId || !this.taxRates) return [];
-    const rates = await this.taxRates.list(session.orgId, 'ACTIVE');
-    if (rates.length === 0) return [];
-    const refusal = dynamicTaxRefusal(rates);
-    if (refusal) {
-      throw validationError(
-        `body.customerTax is required: the organization's tax rates cannot be chosen by Stripe from the buyer's address on its checkout page (${refusal}); pass the buyer's country as body.customerTax.country`,
-      );
-    }
-    return this.stripeTaxRatesOf(session, rates.map((r) => r.id));
   }
 
   private async stripeTaxRatesOf(session: CheckoutSession, rateIds: readonly string[]): Promise<string[]> {
@@ -204,17 +155,16 @@ export class StripeCheckout implements HostedCardCheckout {
   }
 
   /** `expiresAt`: when the Stripe Checkout Session expires, which the Kassa session takes (never earlier than it asked). */
-  async open(session: CheckoutSession): Promise<{ processorSessionId: string; url: string; expiresAt: Date }> {
+  async open(session: CheckoutSession, handOff?: string): Promise<{ processorSessionId: string; url: string; expiresAt: Date }> {
     const recurring = stripeRecurring(session);
     const expiresAt = stripeExpiresAt(session.expiresAt, this.clock.now());
     const ids = { [KASSA_SESSION_KEY]: session.id, [KASSA_ORG_KEY]: session.orgId };
     const page = `${this.publicBaseUrl}/checkout/${session.pageToken}`;
     // Tax (issue 39): the line item's tax_rates on a payment; on a subscription the subscription's
     // default_tax_rates, so every invoice Stripe bills (renewals too) carries the same rates.
+    // A session without a location (and an organization with rates) is never opened: Kassa's own
+    // page asks the country first (CheckoutSessionService.handOffWithLocation, docs/tax.md).
     const taxRates = await this.stripeTaxRateIds(session);
-    // Without the buyer's location: the candidates Stripe chooses from by the billing address the
-    // buyer enters on Stripe's page (required then); read back at checkout.session.completed.
-    const dynamicTaxRates = await this.dynamicTaxRateIds(session);
     // A coupon (issue 39): Kassa's, made once into Stripe's, taken off by Stripe (stripe-coupons.ts).
     const coupon = await this.stripeCoupon(session);
     const params: Stripe.Checkout.SessionCreateParams = {
@@ -229,15 +179,11 @@ export class StripeCheckout implements HostedCardCheckout {
             ...(recurring && { recurring }),
           },
           ...(!recurring && taxRates.length > 0 && { tax_rates: taxRates }),
-          // Not in the SDK's types since stripe-node 22.4.0 (Stripe calls it limited-use): sent as
-          // Stripe's API documents it; an account without it gets Stripe's 400 (see open's catch).
-          ...(dynamicTaxRates.length > 0 && ({ dynamic_tax_rates: dynamicTaxRates } as object)),
         },
       ],
-      ...(dynamicTaxRates.length > 0 && { billing_address_collection: 'required' as const }),
       ...(session.customerEmail && { customer_email: session.customerEmail }),
       client_reference_id: session.id,
-      metadata: dynamicTaxRates.length > 0 ? { ...ids, [KASSA_DYNAMIC_TAX_KEY]: 'true' } : ids,
+      metadata: ids,
       ...(recurring
         ? { subscription_data: { metadata: ids, ...destinationTransfer(session), ...stripeTrial(session), ...(taxRates.length > 0 && { default_tax_rates: taxRates }) } }
         : { payment_intent_data: { metadata: ids, ...destinationTransfer(session) } }),
@@ -249,18 +195,15 @@ export class StripeCheckout implements HostedCardCheckout {
       cancel_url: `${page}/canceled`,
     };
     try {
-      const idempotencyKey = `kassa_checkout_${session.orgId}_${session.id}`;
+      // A hand-off from the location step (docs/tax.md) is keyed by it and by the expiry it asks
+      // (computed from now): the SDK's retries reuse the key, a later step never meets Stripe's
+      // refusal of a key reused with other parameters.
+      const idempotencyKey = `kassa_checkout_${session.orgId}_${session.id}${handOff ? `_${handOff}_${expiresAt}` : ''}`;
       const created = await withStripeRetries(() => this.stripe.checkout.sessions.create(params, { idempotencyKey }), INTERACTIVE);
       if (!created.url) throw new Error(`Stripe returned Checkout Session ${created.id} without a url`);
       return { processorSessionId: created.id, url: created.url, expiresAt: new Date(expiresAt * 1000) };
     } catch (err) {
       if (session.processorAccountId && isDestinationRefusal(err)) throw forbidden("The organization's Stripe connected account cannot receive payments now (Stripe refused it as the destination); check the account in Stripe or unbind it");
-      // An account Stripe does not take dynamic tax rates from (a limited-use parameter): no retry
-      // can succeed; the merchant gives the buyer's location instead.
-      if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param?.includes('dynamic_tax_rates')) {
-        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused dynamic tax rates on a Checkout Session');
-        throw validationError(`body.customerTax is required: the card processor refused to choose the tax from the buyer's address (${err.message}); pass the buyer's country as body.customerTax.country`);
-      }
       // Not the merchant's input (expiresIn was checked): the create reached Stripe later than the
       // headroom covers, or this server's clock is off. A retry computes the expiry afresh.
       if (err instanceof Stripe.errors.StripeInvalidRequestError && err.param === 'expires_at') {
@@ -474,8 +417,9 @@ export class StripeEventService {
   }
 
   /**
-   * The tax Stripe chose from the buyer's billing address for a session sent with dynamic tax
-   * rates (issue 39): the location is the address's country (and state, in the US), the rates
+   * The tax Stripe chose from the buyer's billing address for a Checkout Session an earlier
+   * release sent with dynamic tax rates (issue 39; kept for sessions opened before the upgrade,
+   * at most Stripe's 24 hours, then to be removed): the location is the address's country (and state, in the US), the rates
    * are the Kassa rates of the Stripe tax rates in `total_details.breakdown.taxes` (each Stripe
    * rate names its Kassa rate in its metadata, checked against the id Kassa recorded for it).
    * No matching rate: the location with no rates (no TAX line). Undefined for a session created
@@ -525,6 +469,9 @@ export class StripeEventService {
     if (!session || session.processorSessionId !== current.id) return this.paymentEvents.refundOrphan(current);
 
     if (current.status === 'expired') {
+      // Closed by Kassa for the buyer's change of country on its page (docs/tax.md): the Kassa
+      // session goes on with the Checkout Session opened for the new country.
+      if (session.locationStep && session.processorUrl === null) return 'ignored';
       const expired = await this.payments.expireUnpaid(session.id);
       if (expired.status === 'EXPIRED') await this.expiredUnpaid(expired);
       return 'applied';

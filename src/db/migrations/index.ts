@@ -74,6 +74,7 @@ import * as m0381 from './0381_span_meter_rollups.js';
 import * as m0385 from './0385_usage_ingest_costs.js';
 import * as m0390 from './0390_telemetry_trace_partitions.js';
 import * as m0395 from './0395_usage_rollup_deltas.js';
+import * as m0399 from './0399_checkout_location_step.js';
 import * as m0402 from './0402_usage_makeup_retries.js';
 import * as m0404 from './0404_commerce_rollup_time_of_day.js';
 import * as m0410 from './0410_processor_plan_sync.js';
@@ -159,6 +160,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0385_usage_ingest_costs': m0385,
   '0390_telemetry_trace_partitions': m0390,
   '0395_usage_rollup_deltas': m0395,
+  '0399_checkout_location_step': m0399,
   '0402_usage_makeup_retries': m0402,
   '0404_commerce_rollup_time_of_day': m0404,
   '0410_processor_plan_sync': m0410,
