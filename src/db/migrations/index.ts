@@ -73,6 +73,7 @@ import * as m0380 from './0380_usage_event_partitions.js';
 import * as m0381 from './0381_span_meter_rollups.js';
 import * as m0385 from './0385_usage_ingest_costs.js';
 import * as m0390 from './0390_telemetry_trace_partitions.js';
+import * as m0391 from './0391_span_meter_points.js';
 import * as m0410 from './0410_processor_plan_sync.js';
 import * as m0411 from './0411_redemption_orphan_sweep.js';
 import * as m0415 from './0415_usage_makeup_invoices.js';
@@ -155,6 +156,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0381_span_meter_rollups': m0381,
   '0385_usage_ingest_costs': m0385,
   '0390_telemetry_trace_partitions': m0390,
+  '0391_span_meter_points': m0391,
   '0410_processor_plan_sync': m0410,
   '0411_redemption_orphan_sweep': m0411,
   '0415_usage_makeup_invoices': m0415,
