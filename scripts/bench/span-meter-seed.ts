@@ -13,6 +13,9 @@
  * so the meter's fallback to the root is what is read. Only what span meters read is written: no
  * model-call rows, telemetry rollups, sessions or users (the explorer's data set has those). The
  * meters' rollups are then built by the bench with the real build (KnexSpanMeterRollups.buildChunk).
+ *
+ *   npx tsx scripts/bench/span-meter-seed.ts kassa_bench_spanmeter_1m 1000000
+ *   BENCH_EXPLORER_DATABASE=kassa_bench_spanmeter_1m npm run bench:span-meter
  */
 import pg from 'pg';
 import { migrateLatest, openDatabase } from '../../src/db/knex.js';
@@ -76,7 +79,7 @@ async function main(): Promise<void> {
            SELECT $8, trace_id, to_timestamp(s / 1000.0), to_timestamp((s + 2500) / 1000.0), 2500, 3, 'request', root::text, 'gpt-4o-mini', '{gpt-4o-mini}',
              a + b, 80, 0.0001, false, doc::text, now(), now(), NULL, u, '{}', to_timestamp(s / 1000.0)
            FROM docs`,
-[users, tag, fromMs, step, first, last, projectId, projectId],
+          [users, tag, fromMs, step, first, last, projectId, projectId],
         );
         process.stderr.write(`  ${projectId}: ${((last + 1) * 3).toLocaleString('en')} spans (${((performance.now() - started) / 1000).toFixed(0)} s)\n`);
       }
