@@ -11,9 +11,11 @@
  * a meter `source: SPANS`, sum of `gen_ai.usage.input_tokens`, `customerAttribute: user.id` (set on
  * each trace's request span: the meter's fallback to the root span is what is read), made through
  * `POST /v1/meters`. A span meter's quantity reads its hourly rollup (migration 0381) for the
- * range's whole hours and the raw spans for the partial hours at its edges; the bench builds the
- * rollups to READY first (KnexSpanMeterRollups.buildChunk, the background job's step, timed), and
- * prints EXPLAIN (ANALYZE, BUFFERS) of one customer's rollup read and of one edge's raw read.
+ * range's whole hours and its points (0391) for the partial hours at its edges, in one prepared
+ * statement with the meter and the customer (CUSTOMER_QUANTITY_SQL); the bench builds the rollups
+ * to READY first (KnexSpanMeterRollups.buildChunk, the background job's step, timed; chunk size
+ * BENCH_SPAN_METER_BUILD_CHUNK), and prints the rows' sizes and EXPLAIN (ANALYZE, BUFFERS) of that
+ * statement. A data set of any size in SQL: scripts/bench/span-meter-seed.ts.
  * Measured, for each project:
  * - floor: `POST /__bench/floor`, one single-row INSERT on the same server, pool and middleware;
  * - quantity: `GET /v1/meters/{id}/quantities?customer=user_<n>` over the last 30 days, customers

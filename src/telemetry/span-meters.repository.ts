@@ -1,7 +1,7 @@
 /**
  * Span meter rollups (migration 0381): the hourly rows of the usage meters whose source is a
- * project's model-call spans, kept by ingest and built in the background; read for a meter's
- * whole hours. Telemetry owns the spans, so it owns these rows; it reads the meter definitions
+ * project's model-call spans, and their points (0391: one row per matched span, for the partial
+ * hours at a range's edges), kept by ingest and built in the background. Telemetry owns the spans, so it owns these rows; it reads the meter definitions
  * (filter, aggregation, property, customer attribute) from `meters` inside its own transactions,
  * as usage-event ingest does, so no span falls between a meter's creation and its build.
  *
