@@ -11,9 +11,11 @@
  * a meter `source: SPANS`, sum of `gen_ai.usage.input_tokens`, `customerAttribute: user.id` (set on
  * each trace's request span: the meter's fallback to the root span is what is read), made through
  * `POST /v1/meters`. A span meter's quantity reads its hourly rollup (migration 0381) for the
- * range's whole hours and the raw spans for the partial hours at its edges; the bench builds the
- * rollups to READY first (KnexSpanMeterRollups.buildChunk, the background job's step, timed), and
- * prints EXPLAIN (ANALYZE, BUFFERS) of one customer's rollup read and of one edge's raw read.
+ * range's whole hours and its points (0391) for the partial hours at its edges, in one prepared
+ * statement with the meter and the customer (CUSTOMER_QUANTITY_SQL); the bench builds the rollups
+ * to READY first (KnexSpanMeterRollups.buildChunk, the background job's step, timed; chunk size
+ * BENCH_SPAN_METER_BUILD_CHUNK), and prints the rows' sizes and EXPLAIN (ANALYZE, BUFFERS) of that
+ * statement. A data set of any size in SQL: scripts/bench/span-meter-seed.ts.
  * Measured, for each project:
  * - floor: `POST /__bench/floor`, one single-row INSERT on the same server, pool and middleware;
  * - quantity: `GET /v1/meters/{id}/quantities?customer=user_<n>` over the last 30 days, customers
@@ -25,7 +27,8 @@
  */
 import pg from 'pg';
 import { openDatabase } from '../../src/db/knex.js';
-import { KnexSpanMeterRollups, spanMeterHoursSql } from '../../src/telemetry/span-meters.repository.js';
+import { KnexSpanMeterRollups } from '../../src/telemetry/span-meters.repository.js';
+import { CUSTOMER_QUANTITY_SQL } from '../../src/usage/usage.repository.js';
 import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
 import { http, newDeployment, startKassa } from '../../tools/cluster.js';
 import { databaseUrl } from './common.js';
@@ -37,6 +40,8 @@ const READS = Number(process.env.BENCH_SPAN_METER_READS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_SPAN_METER_CONCURRENCY ?? 2);
 const DAY = 86_400_000;
+/** Traces per build chunk (the job's is 20,000; larger for a 10M data set seeded in SQL). */
+const BUILD_CHUNK = Number(process.env.BENCH_SPAN_METER_BUILD_CHUNK ?? 20_000);
 
 interface ExplorerSet {
   orgId: string;
@@ -114,19 +119,29 @@ async function main(): Promise<void> {
       for (const meterId of [state.meter_small, state.meter_large]) {
         const started = performance.now();
         let chunks = 0;
-        while ((await rollups.buildChunk(set.orgId, meterId, 20_000)) !== 'none') chunks++;
+        while ((await rollups.buildChunk(set.orgId, meterId, BUILD_CHUNK)) !== 'none') chunks++;
         const rows = (await direct.query<{ n: string }>('SELECT count(*) AS n FROM span_meter_hours WHERE meter_id = $1', [meterId])).rows[0]!.n;
-        builds.push(`${meterId}: ${chunks} chunks in ${((performance.now() - started) / 1000).toFixed(1)} s (0 = READY before), ${rows} hour rows`);
+        const points = (await direct.query<{ n: string }>('SELECT count(*) AS n FROM span_meter_points WHERE meter_id = $1', [meterId])).rows[0]!.n;
+        builds.push(`${meterId}: ${chunks} chunks of ${BUILD_CHUNK} traces in ${((performance.now() - started) / 1000).toFixed(1)} s (0 = READY before), ${rows} hour rows, ${points} points`);
       }
+      if (builds.some((b) => !b.includes('(0 = READY'))) await direct.query('VACUUM ANALYZE span_meter_hours, span_meter_points');
+      const sizes = (await direct.query<{ t: string; bytes: string }>("SELECT t, pg_total_relation_size(t::regclass) AS bytes FROM unnest(ARRAY['span_meter_hours', 'span_meter_points']) t")).rows;
+      builds.push(`sizes (tables + indexes, both meters): ${sizes.map((r) => `${r.t} ${(Number(r.bytes) / 1e6).toFixed(1)} MB`).join(', ')}`);
+      // The customer read as the API runs it (CUSTOMER_QUANTITY_SQL, one statement), for the bench's range.
       const end = set.nowMs - 17 * 60_000;
-      const firstHour = Math.ceil((end - 30 * DAY) / 3_600_000) * 3_600_000;
+      const start = end - 30 * DAY;
+      const firstHour = Math.ceil(start / 3_600_000) * 3_600_000;
       const lastHour = Math.floor(end / 3_600_000) * 3_600_000;
+      const iso = (ms: number) => new Date(ms).toISOString();
       for (const [label, meterId] of [['small', state.meter_small], ['large', state.meter_large]] as const) {
-        const { sql, bindings } = spanMeterHoursSql({ meterId, from: firstHour, to: lastHour, keys: ['user_7', 'CUS_' + '7'.padStart(24, '0')], distinct: false });
-        const explained = (await db.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, bindings)) as { rows: Array<{ 'QUERY PLAN': Array<{ Plan: Record<string, unknown>; 'Execution Time': number }> }> };
-        const top = explained.rows[0]!['QUERY PLAN'][0]!;
+        const values = [set.orgId, meterId, 'user_7', iso(start), iso(end), iso(firstHour), iso(lastHour), firstHour, lastHour, start, end];
+        const explained = (await direct.query<{ 'QUERY PLAN': Array<{ Plan: Record<string, unknown>; 'Execution Time': number }> }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${CUSTOMER_QUANTITY_SQL}`, values)).rows;
+        const top = explained[0]!['QUERY PLAN'][0]!;
         const buffers = (top.Plan['Shared Hit Blocks'] as number) + (top.Plan['Shared Read Blocks'] as number);
-        plans.push(`${label}: rollup read of one customer (30 days of whole hours): ${buffers} buffers, ${top['Execution Time'].toFixed(2)} ms execution`);
+        const text = JSON.stringify(top);
+        plans.push(
+          `${label}: customer read (meter, customer, 30 days of hours and the two edges' points, one statement): ${buffers} buffers, ${top['Execution Time'].toFixed(2)} ms execution; reads telemetry_traces: ${text.includes('telemetry_traces')}`,
+        );
       }
     } finally {
       await close();

@@ -1,7 +1,7 @@
 /**
  * Span meter rollups (migration 0381): the hourly rows of the usage meters whose source is a
- * project's model-call spans, kept by ingest and built in the background; read for a meter's
- * whole hours. Telemetry owns the spans, so it owns these rows; it reads the meter definitions
+ * project's model-call spans, and their points (0391: one row per matched span, for the partial
+ * hours at a range's edges), kept by ingest and built in the background. Telemetry owns the spans, so it owns these rows; it reads the meter definitions
  * (filter, aggregation, property, customer attribute) from `meters` inside its own transactions,
  * as usage-event ingest does, so no span falls between a meter's creation and its build.
  *
@@ -98,8 +98,12 @@ const MERGE_HOURS = `ON CONFLICT (meter_id, key, hour_ms) DO UPDATE SET
   last_id = CASE WHEN excluded.last_at IS NOT NULL AND (h.last_at IS NULL OR (excluded.last_at, excluded.last_id) > (h.last_at, h.last_id)) THEN excluded.last_id ELSE h.last_id END,
   last_value = CASE WHEN excluded.last_at IS NOT NULL AND (h.last_at IS NULL OR (excluded.last_at, excluded.last_id) > (h.last_at, h.last_id)) THEN excluded.last_value ELSE h.last_value END`;
 
-/** Writes cell rows (from cellAggregates) given as JSON: merged into existing rows (`merge`) or as fresh rows. */
-async function writeCells(db: Db, rows: CellRow[], merge: boolean): Promise<void> {
+/**
+ * Writes cell rows (from cellAggregates) given as JSON: merged into existing rows (`merge`) or as
+ * fresh rows; and, in the same statement, the cells' points (migration 0391): the rows `points`
+ * selects (columns meter_id, key, st, id, v; its bindings follow the payload's).
+ */
+async function writeCells(db: Db, rows: CellRow[], merge: boolean, points?: { sql: string; bindings: Knex.Value[] }): Promise<void> {
   if (rows.length === 0) return;
   rows.sort((a, b) => (cellId({ meterId: a.meter_id, key: a.key, hour: Number(a.hour) }) < cellId({ meterId: b.meter_id, key: b.key, hour: Number(b.hour) }) ? -1 : 1));
   const payload = JSON.stringify(rows.map((r) => ({ ...r, hour: Number(r.hour), vals: r.vals ?? [] })));
@@ -112,12 +116,15 @@ async function writeCells(db: Db, rows: CellRow[], merge: boolean): Promise<void
        SELECT meter_id, key, hour, spans, total, maximum, last_at, last_id, last_value FROM r
        ${merge ? MERGE_HOURS : ''}
      )
+${points ? `, points AS (INSERT INTO span_meter_points (${POINTS_COLUMNS}) SELECT meter_id, key, st, id, v FROM (${points.sql}) p)` : ''}
      INSERT INTO span_meter_hour_values (meter_id, key, hour_ms, value)
      SELECT DISTINCT r.meter_id, r.key, r.hour, v::jsonb FROM r CROSS JOIN LATERAL unnest(r.vals) v
      ON CONFLICT DO NOTHING`,
-    [payload],
+    [payload, ...(points?.bindings ?? [])],
   );
 }
+
+const POINTS_COLUMNS = 'meter_id, key, st, id, v';
 
 const toCell = (r: { meter_id: string; key: string; hour: string | number }): Cell => ({ meterId: r.meter_id, key: r.key, hour: Number(r.hour) });
 
@@ -178,7 +185,11 @@ export class KnexSpanMeterWriter implements SpanMeterWriter {
     const locks = [...new Set([...addRows.map((r) => CELL_LOCK(toCell(r))), ...[...recompute.values()].map(CELL_LOCK)])].sort();
     if (locks.length === 0) return;
     await this.trx.raw('SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM (SELECT k FROM unnest(?::text[]) k ORDER BY k COLLATE "C" OFFSET 0) s', [locks]);
-    await writeCells(this.trx, addRows, true);
+    // The added traces' points go with their cells; a cell also recomputed below gets its points rewritten there.
+    await writeCells(this.trx, addRows, true, {
+      sql: `SELECT a.* FROM (${matchedSpans(meters, 't.trace_id = ANY(?::text[])')}) a WHERE NOT (a.meter_id || '|' || a.key || '|' || a.hour) = ANY(?::text[])`,
+      bindings: [added, projectId, [...recompute.keys()]],
+    });
     if (recompute.size > 0) await recomputeCells(this.trx, projectId, [...recompute.values()]);
   }
 }
@@ -191,14 +202,18 @@ async function recomputeCells(db: Db, projectId: string, cells: Cell[]): Promise
   const cellSet = 'SELECT * FROM jsonb_to_recordset(?::jsonb) AS c(meter_id text, key text, hour bigint)';
   await db.raw(`DELETE FROM span_meter_hours h USING (${cellSet}) c WHERE h.meter_id = c.meter_id AND h.key = c.key AND h.hour_ms = c.hour`, [payload]);
   await db.raw(`DELETE FROM span_meter_hour_values h USING (${cellSet}) c WHERE h.meter_id = c.meter_id AND h.key = c.key AND h.hour_ms = c.hour`, [payload]);
+  await db.raw(`DELETE FROM span_meter_points p USING (${cellSet}) c WHERE p.meter_id = c.meter_id AND p.key = c.key AND p.st >= c.hour AND p.st < c.hour + ${HOUR_MS}`, [payload]);
   const matched = matchedSpans(
     "m.status = 'ACTIVE' AND m.filter ->> 'projectId' = ? AND m.id IN (SELECT meter_id FROM cells)",
     "t.start_time < ? AND t.end_time >= ? AND t.start_time >= ?::timestamptz - (SELECT coalesce(max(d.duration_ms), 0) FROM telemetry_traces d WHERE d.project_id = t.project_id) * interval '1 millisecond'",
     'x.st >= ? AND x.st < ?',
   );
+  // The cells' matched spans once: their points written here, their aggregates returned for writeCells.
   const { rows } = (await db.raw(
-    `WITH cells AS (${cellSet})
-     SELECT a.* FROM (${cellAggregates(matched)}) a JOIN cells c ON c.meter_id = a.meter_id AND c.key = a.key AND c.hour = a.hour`,
+    `WITH cells AS (${cellSet}),
+     kept AS MATERIALIZED (SELECT a.* FROM (${matched}) a JOIN cells c ON c.meter_id = a.meter_id AND c.key = a.key AND c.hour = a.hour),
+     points AS (INSERT INTO span_meter_points (${POINTS_COLUMNS}) SELECT meter_id, key, st, id, v FROM kept)
+     ${cellAggregates('SELECT * FROM kept')}`,
     [payload, new Date(to), new Date(from), new Date(from), projectId, from, to],
   )) as { rows: CellRow[] };
   await writeCells(db, rows, false);
@@ -217,9 +232,14 @@ export interface SpanMeterHourAggregate {
 
 export interface SpanMeterHoursQuery {
   meterId: string;
-  /** Whole UTC hours [from, to), epoch ms. */
+  /** Whole UTC hours [from, to), epoch ms (from = to: none). */
   from: number;
   to: number;
+  /**
+   * Ranges [from, to) of epoch ms within partial hours (a range's edges), read from the meter's
+   * points (migration 0391) by (meter, key, start): only with `keys`.
+   */
+  edges?: ReadonlyArray<readonly [number, number]>;
   keys?: readonly string[];
   distinct: boolean;
   interval?: 'hour' | 'day' | 'month';
@@ -230,24 +250,53 @@ export interface SpanMeterRollups {
   buildChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'>;
 }
 
-/** The statement of a span meter's rollup read (KnexSpanMeterRollups.hours): the rows of [from, to), grouped per key (and bucket). */
+const bucketOf = (column: string, interval: SpanMeterHoursQuery['interval']) =>
+  interval === undefined
+    ? 'NULL::bigint'
+    : interval === 'month'
+      ? `(extract(epoch FROM date_trunc('month', to_timestamp(${column} / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint`
+      : `(${column} / ${interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}) * ${interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}`;
+
+/**
+ * The statement of a span meter's rollup read (KnexSpanMeterRollups.hours): the hour rows of
+ * [from, to) and the points of the edges, grouped per key (and bucket). A point is a cell's part
+ * at its own millisecond: counted once, its numeric value summed, maxed and a candidate for the
+ * latest by (start, "traceId:spanId"), as the raw read does.
+ */
 export function spanMeterHoursSql(q: SpanMeterHoursQuery): { sql: string; bindings: Knex.Value[] } {
-  const bucket =
-    q.interval === undefined
-      ? 'NULL::bigint'
-      : q.interval === 'month'
-        ? "(extract(epoch FROM date_trunc('month', to_timestamp(hour_ms / 1000.0) AT TIME ZONE 'UTC')) * 1000)::bigint"
-        : `(hour_ms / ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}) * ${q.interval === 'hour' ? HOUR_MS : 24 * HOUR_MS}`;
-  const keys = q.keys !== undefined ? ' AND key = ANY(?::text[])' : '';
-  const bindings: Knex.Value[] = [q.meterId, q.from, q.to, ...(q.keys !== undefined ? [q.keys as string[]] : [])];
+  if (q.edges !== undefined && q.edges.length > 0 && q.keys === undefined) throw new Error('span meter points are read by key: edges need keys');
+  const edges = (q.edges ?? []).filter(([a, b]) => b > a);
+  // One branch per key (a scalar `key = ?`, always an index condition; `key = ANY(…)` was planned
+  // as a filter over every key's rows when the statistics made that look cheap), or one for all keys.
+  const keys: Array<string | null> = q.keys !== undefined ? [...new Set(q.keys)] : [null];
+  const distinct = q.distinct;
+  const hoursColumns = distinct ? `key, ${bucketOf('hour_ms', q.interval)} AS bucket, value` : `key, ${bucketOf('hour_ms', q.interval)} AS bucket, spans, total, maximum, last_at, last_id, last_value`;
+  const pointColumns = distinct
+    ? `key, ${bucketOf('st', q.interval)}, v`
+    : `key, ${bucketOf('st', q.interval)}, 1, coalesce(n.num, 0), n.num, CASE WHEN n.num IS NOT NULL THEN st END, CASE WHEN n.num IS NOT NULL THEN id END, n.num`;
+  const branches: string[] = [];
+  const bindings: Knex.Value[] = [];
+  for (const key of keys) {
+    const byKey = key === null ? '' : ' AND key = ?';
+    branches.push(`SELECT ${hoursColumns} FROM ${distinct ? 'span_meter_hour_values' : 'span_meter_hours'} WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${byKey}`);
+    bindings.push(q.meterId, q.from, q.to, ...(key === null ? [] : [key]));
+    if (key === null) continue;
+    for (const [a, b] of edges) {
+      branches.push(`SELECT ${pointColumns} FROM span_meter_points p
+        CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(p.v) = 'number' THEN (p.v #>> '{}')::numeric END AS num) n
+        WHERE meter_id = ? AND key = ? AND st >= ? AND st < ?`);
+      bindings.push(q.meterId, key, a, b);
+    }
+  }
+  const parts = branches.join('\n  UNION ALL ');
   const latest = (column: string) => `(array_agg(${column} ORDER BY last_at DESC, last_id DESC) FILTER (WHERE last_at IS NOT NULL))[1]`;
-  const sql = q.distinct
-    ? `SELECT key, ${bucket} AS bucket, 0 AS count, 0 AS sum, NULL AS max, NULL AS last_at, NULL AS last_id, NULL AS last_value,
-         array_agg(DISTINCT value)::text[] AS "values"
-       FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`
-    : `SELECT key, ${bucket} AS bucket, sum(spans) AS count, sum(total) AS sum, max(maximum) AS max,
+  const sql = distinct
+    ? `SELECT key, bucket, 0 AS count, 0 AS sum, NULL AS max, NULL AS last_at, NULL AS last_id, NULL AS last_value,
+         coalesce(array_agg(DISTINCT value) FILTER (WHERE value IS NOT NULL AND value <> 'null'::jsonb), '{}')::text[] AS "values"
+       FROM (${parts}) parts GROUP BY 1, 2`
+    : `SELECT key, bucket, sum(spans) AS count, sum(total) AS sum, max(maximum) AS max,
          ${latest('last_at')} AS last_at, ${latest('last_id')} AS last_id, ${latest('last_value')} AS last_value, '{}'::text[] AS "values"
-       FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?${keys} GROUP BY 1, 2`;
+       FROM (${parts}) parts GROUP BY 1, 2`;
   return { sql, bindings };
 }
 
@@ -301,16 +350,26 @@ export class KnexSpanMeterRollups implements SpanMeterRollups {
       const to = next ? Math.floor(new Date(next.start_time).getTime() / HOUR_MS) * HOUR_MS + HOUR_MS : null;
       const lower = from ?? Number.MIN_SAFE_INTEGER;
       const upper = to ?? Number.MAX_SAFE_INTEGER;
-      await trx.raw('DELETE FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, lower, upper]);
+      // A point lives in a cell that has an hour row: the range's deleted hour rows name the keys whose points go (by the key's index range).
+      await trx.raw(
+        `WITH gone AS (DELETE FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ? RETURNING key)
+         DELETE FROM span_meter_points p USING (SELECT DISTINCT key FROM gone) k WHERE p.meter_id = ? AND p.key = k.key AND p.st >= ? AND p.st < ?`,
+        [meterId, lower, upper, meterId, lower, upper],
+      );
       await trx.raw('DELETE FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, lower, upper]);
       const traces = [...(to !== null ? ['t.start_time < ?'] : []), ...(from !== null ? ['t.end_time >= ?'] : []), 'true'].join(' AND ');
-      const { rows } = (await trx.raw(cellAggregates(matchedSpans('m.id = ?', traces, 'x.st >= ? AND x.st < ?')), [
+      const { rows } = (await trx.raw(
+        `WITH kept AS MATERIALIZED (${matchedSpans('m.id = ?', traces, 'x.st >= ? AND x.st < ?')}),
+         points AS (INSERT INTO span_meter_points (${POINTS_COLUMNS}) SELECT meter_id, key, st, id, v FROM kept)
+         ${cellAggregates('SELECT * FROM kept')}`,
+        [
         ...(to !== null ? [new Date(to)] : []),
         ...(from !== null ? [new Date(from)] : []),
         meterId,
         lower,
         upper,
-      ])) as { rows: CellRow[] };
+      ],
+      )) as { rows: CellRow[] };
       await writeCells(trx, rows, false);
       await trx('meters')
         .where({ org_id: orgId, id: meterId })

@@ -48,11 +48,12 @@ export interface SpanAggregateQuery {
   interval?: QuantityInterval;
 }
 
-/** A span meter's rollup over whole UTC hours [from, to) (epoch ms), per key (and bucket). */
+/** A span meter's rollup over whole UTC hours [from, to) (epoch ms) and its points over `edges` (with `keys` only), per key (and bucket). */
 export interface SpanMeterHoursQuery {
   meterId: string;
   from: number;
   to: number;
+  edges?: ReadonlyArray<readonly [number, number]>;
   keys?: readonly string[];
   distinct: boolean;
   interval?: QuantityInterval;
@@ -316,15 +317,16 @@ export class MeterService {
   async quantities(orgId: string, id: string, query: { customer?: string; start: Date; end: Date; interval?: QuantityInterval }): Promise<Quantities> {
     if (query.customer !== undefined && !query.interval) {
       // A customer's total (the quantity request, the balances, the metered access check): the
-      // meter, the customer and the quantity in one statement. A span meter's quantity is
-      // telemetry's to aggregate: it goes on below with the meter and customer found here.
+      // meter, the customer and the quantity in one statement, a span meter's from its rollup and
+      // points too. A span meter still building (or archived) answers no quantity there: its raw
+      // spans are read below with the meter and customer found here.
       const read = await this.events.customerQuantity(orgId, id, query.customer, query.start, query.end);
       if (!read.meter) throw notFound('Meter');
       if (!(query.end.getTime() > query.start.getTime())) throw validationError('end must be after start', { field: 'end' });
       if (!read.customer) throw notFound('Customer');
       const result = { meterId: read.meter.id, customerId: read.customer.id, start: query.start, end: query.end, interval: null, buckets: [] };
       if (read.quantity !== null) return { ...result, total: read.quantity };
-      // A span meter: the meter and the customer found above, the quantity from its rollup (and the edges' spans).
+      // A span meter without a READY rollup: the meter and the customer found above, the quantity from the raw spans.
       if (read.meter.source === 'SPANS') return { ...result, total: (await this.spanQuantities(orgId, read.meter, read.customer, query.start, query.end, undefined, [])).total };
     }
     const meter = await this.get(orgId, id);
@@ -423,13 +425,18 @@ export class MeterService {
         ...(keys ? { keys } : {}),
       });
     // An ACTIVE meter whose rollup is READY (migration 0381): its hour rows for the whole UTC hours
-    // of the range, the raw spans for the partial hours at its edges. Otherwise (a preview, an
-    // archived meter, a build under way): the raw spans of the whole range.
+    // of the range and, for one customer, its points (0391) for the partial hours at the edges, in
+    // one statement; for every customer together the edges' raw spans (points are read by key).
+    // Otherwise (a preview, an archived meter, a build under way): the raw spans of the whole range.
     let parts: SpanAggregate[];
     const { hours, edges } = splitHours(start.getTime(), end.getTime());
-    if (meter.id !== undefined && meter.status === 'ACTIVE' && meter.rollupStatus === 'READY' && hours) {
+    const rolled = meter.id !== undefined && meter.status === 'ACTIVE' && meter.rollupStatus === 'READY';
+    if (rolled && keys) {
+      const [from, to] = hours ?? [end.getTime(), end.getTime()];
+      parts = await this.spans.meterHours({ meterId: meter.id!, from, to, edges, keys, distinct: meter.aggregation === 'unique', ...(interval ? { interval } : {}) });
+    } else if (rolled && hours) {
       const read = await Promise.all([
-        this.spans.meterHours({ meterId: meter.id, from: hours[0], to: hours[1], distinct: meter.aggregation === 'unique', ...(keys ? { keys } : {}), ...(interval ? { interval } : {}) }),
+        this.spans.meterHours({ meterId: meter.id!, from: hours[0], to: hours[1], distinct: meter.aggregation === 'unique', ...(keys ? { keys } : {}), ...(interval ? { interval } : {}) }),
         ...edges.map(([from, to]) => raw(from, to)),
       ]);
       parts = read.flat();

@@ -262,7 +262,13 @@ export function splitRange(start: number, end: number): { hours: [number, number
  * - rollup (an ACTIVE meter whose rollup is READY): the hour rows of [$6, $7) by the key of
  *   usage_meter_hours (usage_meter_hour_values for `unique`), and the events of the edges
  *   [$4, $6) and [$7, $5) by usage_events_customer_name_ts (empty ranges when $6 = $7 = $5);
- * - otherwise (archived, BUILDING): the events of [$4, $5) by the same index.
+ * - otherwise (archived, BUILDING): the events of [$4, $5) by the same index;
+ * - a span meter whose rollup is READY (migrations 0381, 0391): the same ranges in epoch ms
+ *   ($8–$11 = $6, $7, $4, $5): span_meter_hours (span_meter_hour_values for `unique`) and the
+ *   edges' span_meter_points, each by (meter, key, time) for the customer's id and externalId
+ *   (the raw attribute value the spans carry); otherwise its quantity is NULL and the service
+ *   reads the raw spans (exact, only slower). The span tables are telemetry's: read here so that
+ *   the access check is one statement (a crossing of table ownership, docs/usage-billing.md).
  * Each branch is gated by a scalar subquery on the one-row meter (a one-time filter: a branch the
  * meter fails reads nothing), and the customer's id, the event name and every bound are scalar
  * parameters of the index scans, whatever the statistics: each range is an index range, never a
@@ -279,6 +285,47 @@ const customerEvents = (gate: string, from: string, to: string) => `
     CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.properties -> (SELECT property FROM m)) = 'number' THEN (e.properties ->> (SELECT property FROM m))::numeric END AS num) n
   WHERE (SELECT source = 'EVENTS' AND ${gate} FROM m) AND e.org_id = $1 AND e.customer_id = (SELECT id FROM c) AND e.name = (SELECT event_name FROM m)
     AND e.ts >= ${from} AND e.ts < ${to} AND e.properties @> (SELECT event_properties FROM m)`;
+
+/**
+ * The customer's keys in span meter rows: its id, and its externalId when it has one (and it
+ * differs). Each is a scalar of its own, so each read is an index range on (meter, key, time) —
+ * `key = ANY(id, externalId)`, or a join on the pair, was planned as a filter over every key's
+ * rows of the range when the statistics made that look cheap.
+ */
+const CUSTOMER_SPAN_KEYS = [
+  { key: '(SELECT id FROM c) COLLATE "C"', gate: 'true' },
+  { key: '(SELECT external_id FROM c) COLLATE "C"', gate: '(SELECT external_id IS NOT NULL AND external_id <> id FROM c)' },
+];
+
+/**
+ * A span meter's parts for one key of the customer: the hour rows of [$8, $9)
+ * (span_meter_hours, or span_meter_hour_values for `unique`) and the points (migration 0391) of
+ * the edges [$10, $8) and [$9, $11), each point a part of its own (counted once; its numeric
+ * value summed, maxed, a candidate for the latest by (start, id)).
+ */
+const spanKeyParts = ({ key, gate }: { key: string; gate: string }) => `
+  SELECT h.spans, h.total, h.maximum, h.last_at, h.last_id, h.last_value, NULL::jsonb AS v
+  FROM span_meter_hours h
+  WHERE (SELECT source = 'SPANS' AND rolled AND aggregation <> 'unique' FROM m) AND ${gate}
+    AND h.meter_id = $2 AND h.key = ${key} AND h.hour_ms >= $8::bigint AND h.hour_ms < $9::bigint
+  UNION ALL
+  SELECT 0, 0, NULL, NULL, NULL, NULL, hv.value
+  FROM span_meter_hour_values hv
+  WHERE (SELECT source = 'SPANS' AND rolled AND aggregation = 'unique' FROM m) AND ${gate}
+    AND hv.meter_id = $2 AND hv.key = ${key} AND hv.hour_ms >= $8::bigint AND hv.hour_ms < $9::bigint
+  UNION ALL ${[
+    ['$10', '$8'],
+    ['$9', '$11'],
+  ]
+    .map(
+      ([from, to]) => `
+  SELECT 1, coalesce(n.num, 0), n.num, CASE WHEN n.num IS NOT NULL THEN p.st END, CASE WHEN n.num IS NOT NULL THEN p.id END, n.num, p.v
+  FROM span_meter_points p
+    CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(p.v) = 'number' THEN (p.v #>> '{}')::numeric END AS num) n
+  WHERE (SELECT source = 'SPANS' AND rolled FROM m) AND ${gate}
+    AND p.meter_id = $2 AND p.key = ${key} AND p.st >= ${from}::bigint AND p.st < ${to}::bigint`,
+    )
+    .join('\n  UNION ALL')}`;
 
 export const CUSTOMER_QUANTITY_SQL = `WITH m AS MATERIALIZED (
   SELECT meters.*, (status = 'ACTIVE' AND rollup_status = 'READY') AS rolled, filter ->> 'eventName' AS event_name,
@@ -312,16 +359,25 @@ export const CUSTOMER_QUANTITY_SQL = `WITH m AS MATERIALIZED (
   UNION ALL ${customerEvents('rolled', '$4::timestamptz', '$6::timestamptz')}
   UNION ALL ${customerEvents('rolled', '$7::timestamptz', '$5::timestamptz')}
   UNION ALL ${customerEvents('NOT rolled', '$4::timestamptz', '$5::timestamptz')}
+), span_parts AS (${CUSTOMER_SPAN_KEYS.map(spanKeyParts).join('\n  UNION ALL')}
 )
 SELECT to_jsonb(m.*) - 'rolled' - 'event_name' - 'event_properties' AS meter, c.id AS customer_id, c.external_id,
-  CASE WHEN c.id IS NULL OR m.source <> 'EVENTS' THEN NULL
-    ELSE (SELECT CASE m.aggregation
+  CASE WHEN c.id IS NULL THEN NULL
+    WHEN m.source = 'EVENTS' THEN (SELECT CASE m.aggregation
       WHEN 'count' THEN coalesce(sum(events), 0)
       WHEN 'sum' THEN coalesce(sum(total), 0)
       WHEN 'max' THEN coalesce(max(maximum), 0)
       WHEN 'unique' THEN count(DISTINCT v) FILTER (WHERE m.aggregation = 'unique')
       ELSE coalesce((array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE m.aggregation = 'last' AND last_ts IS NOT NULL))[1], 0) END
-    FROM parts) END AS quantity
+    FROM parts)
+    WHEN m.source = 'SPANS' AND m.rolled THEN (SELECT CASE m.aggregation
+      WHEN 'count' THEN coalesce(sum(spans), 0)
+      WHEN 'sum' THEN coalesce(sum(total), 0)
+      WHEN 'max' THEN coalesce(max(maximum), 0)
+      WHEN 'unique' THEN count(DISTINCT v) FILTER (WHERE m.aggregation = 'unique' AND v IS NOT NULL AND v <> 'null'::jsonb)
+      ELSE coalesce((array_agg(last_value ORDER BY last_at DESC, last_id DESC) FILTER (WHERE m.aggregation = 'last' AND last_at IS NOT NULL))[1], 0) END
+    FROM span_parts)
+    ELSE NULL END AS quantity
 FROM m LEFT JOIN c ON true`;
 
 export class KnexUsageEventRepository implements UsageEventRepository {
@@ -336,7 +392,7 @@ export class KnexUsageEventRepository implements UsageEventRepository {
     const rows = await runStatement<{ meter: MeterRow; customer_id: string | null; external_id: string | null; quantity: string | number | null }>(
       this.db,
       CUSTOMER_QUANTITY_SQL,
-      [orgId, meterId, customerRef, start.toISOString(), end.toISOString(), new Date(first).toISOString(), new Date(last).toISOString()],
+      [orgId, meterId, customerRef, start.toISOString(), end.toISOString(), new Date(first).toISOString(), new Date(last).toISOString(), first, last, start.getTime(), end.getTime()],
     );
     const row = rows[0];
     if (!row) return { meter: undefined, customer: undefined, quantity: null };

@@ -99,6 +99,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('query plans of me
       await trx.raw(`PREPARE customer_quantity_plan AS ${CUSTOMER_QUANTITY_SQL}`);
       try {
         const values = [ctx.orgA.orgId, meterId, ref, '2026-10-03T10:23:45.000Z', '2026-11-03T10:23:45.000Z', '2026-10-03T11:00:00.000Z', '2026-11-03T10:00:00.000Z'];
+        // The span branches' bounds in epoch ms ($8–$11: the same instants as $6, $7, $4, $5).
+        values.push(...[values[5]!, values[6]!, values[3]!, values[4]!].map((v) => String(Date.parse(v))));
         const { rows } = await trx.raw(`EXPLAIN EXECUTE customer_quantity_plan(${values.map((v) => `'${v}'`).join(', ')})`);
         return (rows as Array<{ 'QUERY PLAN': string }>).map((l) => l['QUERY PLAN']).join('\n');
       } finally {

@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KnexSpanMeterRollups, spanMeterHoursSql } from '../../src/telemetry/span-meters.repository.js';
+import { CUSTOMER_QUANTITY_SQL } from '../../src/usage/usage.repository.js';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { bearer, createProjectWithKey } from '../telemetry/helpers.js';
@@ -141,6 +142,8 @@ const quantity = async (meterId: string, query: Record<string, string>) => {
   return res.body.data as { total: number; buckets: Array<{ start: string; end: string; quantity: number }> };
 };
 
+/** Every customer key (a non-empty string), known customer or not. */
+const ANY_KEY = { has: (k: string) => k !== '' } as Set<string>;
 const keysOf = (c: { id: string; externalId: string } | undefined) => new Set(c ? [c.id, c.externalId] : customers.flatMap((x) => [x.id, x.externalId]));
 
 describe('span meter quantities equal a recomputation from the raw spans', () => {
@@ -231,6 +234,11 @@ describe('span meter quantities equal a recomputation from the raw spans', () =>
             const whole = await quantity(meterId, { customer: c.id, start: new Date(hourStart).toISOString(), end: new Date(hourEnd).toISOString() });
             expect(whole.total, context).toBe(recompute(sent, def, keys, hourStart, hourEnd));
           }
+          // Every span the meter matched (any customer key) is one point, besides its hour cell (migration 0391).
+          if (d.made !== 'archived') {
+            const points = Number(((await db('span_meter_points').where('meter_id', meterId).count({ n: '*' })) as Array<{ n: string | number }>)[0]!.n);
+            expect(points, context).toBe(recompute(sent, { ...def, kind: 'count' }, ANY_KEY, -Infinity, Infinity));
+          }
           meterId = '';
         }
       }),
@@ -271,6 +279,48 @@ describe('span meter quantities equal a recomputation from the raw spans', () =>
     await send(project.key, [{ traceId: hex(++traceSeq, 32), spanId: hex(2, 16), parent: null, start: BASE + 20 * HOUR, duration: 5, attributes: { [USER]: customers[0]!.externalId, 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-4o', 'app.units': 5 } }], sent);
     expect(await db('span_meter_hours').where('meter_id', meter.id).count({ n: '*' })).toEqual(rowsBefore);
   }, 300_000);
+
+  it('the metered access check of a span-metered subscription counts its current period, cut at the purchase\'s millisecond, as the raw spans do', async () => {
+    const project = await createProjectWithKey(ctx, ctx.orgA.orgId, 'Span access check');
+    const meter = await createMeter(project.projectId, { kind: 'sum', property: 'app.units' });
+    expect(meter.rollupStatus).toBe('READY');
+    const product = (await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Span-metered plan' })).id;
+    const price = await ctx.admin.post(`/v1/products/${product}/prices`).send({
+      amount: 2000,
+      currency: 'USD',
+      pricingType: 'SUBSCRIPTION',
+      billingInterval: 'MONTH',
+      meteredComponents: [{ meterId: meter.id, includedUnits: 30, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.01' } }],
+    });
+    expect(price.status, JSON.stringify(price.body)).toBe(201);
+    // Bought mid-hour: the period's first hour is partial, read from the meter's points.
+    const bought = BASE + 23 * 60_000 + 17_345;
+    ctx.clock.set(new Date(bought).toISOString());
+    const { customerId } = await buy(ctx, 'span-check@example.com', price.body.data.pricingId, ctx.orgA.apiKey);
+    expect((await setExternalId(ctx, customerId, 'sp_check', ctx.orgA.apiKey)).status).toBe(200);
+    ctx.clock.set(NOW);
+    const period = (await db('subscriptions').where({ customer_id: customerId }).first('current_period_start', 'current_period_end')) as { current_period_start: Date | string; current_period_end: Date | string };
+    const [periodStart, periodEnd] = [new Date(period.current_period_start).getTime(), new Date(period.current_period_end).getTime()];
+    expect(periodStart % HOUR).not.toBe(0);
+    const sent = new Map<string, SentSpan>();
+    const spans: SentSpan[] = [];
+    // Model calls from 40 minutes before the purchase to two hours after, some a millisecond either side of it.
+    const starts = [periodStart - 40 * 60_000, periodStart - 1, periodStart, periodStart + 1, periodStart + 20 * 60_000, ...Array.from({ length: 8 }, (_, i) => periodStart + (i + 1) * 15 * 60_000 + i)];
+    for (const [i, start] of starts.entries()) {
+      const traceId = hex(++traceSeq, 24) + hex(7777, 8);
+      spans.push({ traceId, spanId: hex(1, 16), parent: null, start: start - 5, duration: 100, attributes: { [USER]: i % 2 === 0 ? 'sp_check' : customerId } });
+      spans.push({ traceId, spanId: hex(2, 16), parent: hex(1, 16), start, duration: 50, attributes: { 'gen_ai.system': 'openai', 'gen_ai.request.model': 'gpt-4o', 'app.units': i + 1 } });
+    }
+    await send(project.key, spans, sent);
+    const expected = recompute(sent, { kind: 'sum', property: 'app.units' }, new Set([customerId, 'sp_check']), periodStart, periodEnd);
+    expect(expected).toBeGreaterThan(0);
+    expect(expected).toBeLessThan(recompute(sent, { kind: 'sum', property: 'app.units' }, new Set([customerId, 'sp_check']), -Infinity, Infinity));
+    for (const q of [`customer_id=${customerId}`, 'external_id=sp_check']) {
+      const res = await ctx.merchant.get(`/v1/entitlements/check?${q}&product_id=${product}`).set('X-API-Key', ctx.orgA.apiKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data, JSON.stringify(res.body)).toMatchObject({ entitled: true, meters: [{ meterId: meter.id, basis: 'SUBSCRIPTION', consumedUnits: expected, includedUnits: 30 }] });
+    }
+  }, 300_000);
 });
 
 describe.skipIf(!postgres)(skippedUnless('span meter rollups on PostgreSQL', 'postgresOnly'), () => {
@@ -302,6 +352,7 @@ describe.skipIf(!postgres)(skippedUnless('span meter rollups on PostgreSQL', 'po
       await Promise.all(meters.map((id) => db('meters').where('id', id).update({ rollup_status: 'BUILDING', rollup_cursor: '' })));
       await db('span_meter_hours').whereIn('meter_id', meters).del();
       await db('span_meter_hour_values').whereIn('meter_id', meters).del();
+      await db('span_meter_points').whereIn('meter_id', meters).del();
       // Concurrently: the build in small chunks, late roots, re-sent spans with new values, new traces.
       const rollups = new KnexSpanMeterRollups(db);
       const batches: SentSpan[][] = [];
@@ -343,16 +394,69 @@ describe.skipIf(!postgres)(skippedUnless('span meter rollups on PostgreSQL', 'po
     const keys = [customers[0]!.id, customers[0]!.externalId];
     for (const distinct of [false, true]) {
       for (const interval of [undefined, 'day'] as const) {
-        const { sql, bindings } = spanMeterHoursSql({ meterId: meter.id, from: BASE, to: BASE + 720 * HOUR, keys, distinct, ...(interval ? { interval } : {}) });
+        const edges = [[BASE - HOUR + 17_345, BASE], [BASE + 720 * HOUR, BASE + 720 * HOUR + 1_234]] as const;
+        const { sql, bindings } = spanMeterHoursSql({ meterId: meter.id, from: BASE, to: BASE + 720 * HOUR, edges, keys, distinct, ...(interval ? { interval } : {}) });
         const text = await db.transaction(async (trx) => {
           await trx.raw('SET LOCAL enable_seqscan = off');
           const { rows } = (await trx.raw(`EXPLAIN (FORMAT JSON) ${sql}`, bindings)) as { rows: Array<{ 'QUERY PLAN': unknown }> };
           return JSON.stringify(rows[0]!['QUERY PLAN']);
         });
         expect(text).toContain(distinct ? 'span_meter_hour_values_pkey' : 'span_meter_hours_pkey');
-        expect(text).toContain('Index Cond');
+        expect(text).toContain('span_meter_points_pkey');
+        // The customer's keys are index conditions of every scan (not a filter over the meter's other keys).
+        const conds = [...text.matchAll(/"Index Cond":\s*"([^"]*)"/g)].map((x) => x[1]!);
+        expect(conds.length, text).toBe(6); // per key: the hours and the two edges
+        for (const c of conds) expect(c, text).toMatch(/key = /);
         expect(text).not.toContain('telemetry_traces');
       }
     }
   }, 120_000);
+
+  /**
+   * The customer read of the quantity request, the balances and the access check: one prepared
+   * statement (CUSTOMER_QUANTITY_SQL, as runStatement runs it), planned generically. For a span
+   * meter it reads span_meter_hours (or its values) and span_meter_points by (meter, key, time),
+   * never the raw spans; and no other statement runs (knex issues none).
+   */
+  for (const kind of ['sum', 'unique'] as const) {
+    it(`${kind}: a span meter's customer read is one prepared statement over the rollup and the points, never the spans`, async () => {
+      const project = await createProjectWithKey(ctx, ctx.orgA.orgId, `Span one statement ${kind}`);
+      const meter = await createMeter(project.projectId, { kind, property: 'app.units' });
+      const text = await db.transaction(async (trx) => {
+        await trx.raw('SET LOCAL enable_seqscan = off');
+        await trx.raw('SET LOCAL plan_cache_mode = force_generic_plan');
+        await trx.raw(`PREPARE span_customer_quantity AS ${CUSTOMER_QUANTITY_SQL}`);
+        try {
+          const [from, first, last, to] = [BASE - HOUR + 17_345, BASE, BASE + 720 * HOUR, BASE + 720 * HOUR + 1_234];
+          const iso = (ms: number) => `'${new Date(ms).toISOString()}'`;
+          const values = [`'${ctx.orgA.orgId}'`, `'${meter.id}'`, `'${customers[0]!.id}'`, iso(from), iso(to), iso(first), iso(last), first, last, from, to];
+          const { rows } = await trx.raw(`EXPLAIN EXECUTE span_customer_quantity(${values.join(', ')})`);
+          return (rows as Array<{ 'QUERY PLAN': string }>).map((l) => l['QUERY PLAN']).join('\n');
+        } finally {
+          await trx.raw('DEALLOCATE span_customer_quantity');
+        }
+      });
+      const conds = text.split('\n').filter((l) => l.includes('Index Cond'));
+      expect(text).toContain(kind === 'unique' ? 'span_meter_hour_values_pkey' : 'span_meter_hours_pkey');
+      expect(text).toContain('span_meter_points_pkey');
+      expect(text).not.toContain('telemetry_traces');
+      expect(text).not.toMatch(/Seq Scan/);
+      // The meter, the customer's keys and the time range are all index conditions.
+      // (EXPLAIN names the initplans' results $N too: the key's is whatever number it got.)
+      // Per key: span_meter_hours and span_meter_hour_values (one of them gated off at run time).
+      expect(conds.filter((l) => /meter_id = \$2\) AND \(key = \(?\$\d+\)?(::text)?\) AND \(hour_ms >= \$8\) AND \(hour_ms < \$9\)/.test(l)).length, text).toBe(4);
+      expect(conds.filter((l) => /meter_id = \$2\) AND \(key = \(?\$\d+\)?(::text)?\) AND \(st >= \$(10|9)\) AND \(st < \$(8|11)\)/.test(l)).length, text).toBe(4);
+      // Through the service: no statement but the prepared one (runStatement issues no knex query).
+      const captured: string[] = [];
+      const listener = (q: { sql: string }) => captured.push(q.sql);
+      db.on('query', listener);
+      try {
+        const read = await ctx.services.modules.usage.meters.quantities(ctx.orgA.orgId, meter.id, { customer: customers[0]!.externalId, start: new Date(BASE - HOUR + 17_345), end: new Date(BASE + 30 * HOUR + 5) });
+        expect(read.total).toBe(0);
+      } finally {
+        db.off('query', listener);
+      }
+      expect(captured).toEqual([]);
+    }, 120_000);
+  }
 });

@@ -73,6 +73,7 @@ import * as m0380 from './0380_usage_event_partitions.js';
 import * as m0381 from './0381_span_meter_rollups.js';
 import * as m0385 from './0385_usage_ingest_costs.js';
 import * as m0390 from './0390_telemetry_trace_partitions.js';
+import * as m0391 from './0391_span_meter_points.js';
 import * as m0395 from './0395_usage_rollup_deltas.js';
 import * as m0399 from './0399_checkout_location_step.js';
 import * as m0402 from './0402_usage_makeup_retries.js';
@@ -159,6 +160,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0381_span_meter_rollups': m0381,
   '0385_usage_ingest_costs': m0385,
   '0390_telemetry_trace_partitions': m0390,
+  '0391_span_meter_points': m0391,
   '0395_usage_rollup_deltas': m0395,
   '0399_checkout_location_step': m0399,
   '0402_usage_makeup_retries': m0402,
