@@ -64,7 +64,8 @@ export interface paths {
          *     country until the buyer pays. Two concurrent submissions leave one Stripe session (the
          *     other is closed). Opening Stripe's page for a location may move `expiresAt` later (Stripe
          *     keeps a Checkout Session open at least 30 minutes). Bad input on the step is a 4xx page
-         *     for the buyer, never a 5xx. Kassa no longer sends Stripe's `dynamic_tax_rates`.
+         *     for the buyer, never a 5xx. Kassa no longer sends Stripe's `dynamic_tax_rates`. A payment
+         *     link's session takes the same step (a link never knows the buyer's location).
          *
          *     **Card processor failures** (Stripe) — Stripe's `429` is retried after its `Retry-After`
          *     (at most three attempts, waiting at most 2 s each), `5xx` and timeouts by the Stripe SDK
@@ -2805,7 +2806,7 @@ export interface components {
              *     tax id, for EU reverse charge) before it opens Stripe Checkout with fixed rates for
              *     it (see "Tax on Stripe without `customerTax`" on the operation): until then the
              *     session's `amount` is before tax and `tax` is absent.
-             *     Payment-link sessions on Stripe stay untaxed (docs/tax.md).
+             *     A payment link's session takes the same step (a link never knows the location).
              */
             customerTax?: components["schemas"]["CustomerTaxLocation"];
             /** @description Up to 50 string pairs copied to the order's `merchantMetadata`. */

@@ -780,7 +780,10 @@ export class CheckoutSessionService {
       updatedAt: now,
     };
     const crypto = session.provider === 'CRYPTO' ? await this.prepareCrypto(link.orgId, session.pricing, "The payment link's price") : undefined;
-    const opened = this.hosted && session.provider === 'STRIPE' ? await this.openHosted(session) : session;
+    // A link never knows the buyer's location: on Stripe, with rates, Kassa's step asks it before
+    // Stripe's page opens (as for a session created without customerTax).
+    session.locationStep = session.provider === 'STRIPE' && this.hosted !== undefined && this.tax !== undefined && (await this.tax.hasActiveRates(link.orgId));
+    const opened = this.hosted && session.provider === 'STRIPE' && !session.locationStep ? await this.openHosted(session) : session;
     await this.uow.transaction(async (tx) => {
       await tx.sessions.insert(opened);
       if (crypto) await this.crypto!.store(tx, session, crypto);

@@ -248,6 +248,30 @@ describe('Kassa asks the country, then opens Stripe Checkout with fixed rates', 
     expect(o.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 1250], ['TAX', 238]]);
   });
 
+  it('a payment link (which never knows the location): the link opens the step, no Stripe session before it; the order equals what Stripe collected', async () => {
+    const { link } = await ctx.services.catalog.createPaymentLink(priceId, {});
+    const before = createCalls();
+    const open = await ctx.merchant.get(`${pathOf(ctx.services.catalog.paymentLinkUrl(link))}?merchant_reference=link-tax-1`);
+    expect(open.status).toBe(303);
+    expect(createCalls()).toBe(before);
+    const row = await db()('checkout_sessions').where({ payment_link_id: link.id }).first();
+    expect(row).toMatchObject({ location_step: true, processor_session_id: null, merchant_reference: 'link-tax-1', amount: 1999 });
+    const page = await ctx.merchant.get(open.headers.location as string);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('Where are you buying from?');
+
+    const went = await step(`http://kassa.test${open.headers.location as string}`, { country: 'DE', region: '', taxId: '' });
+    expect(went.status, went.text).toBe(303);
+    const opened = stripeSessionAt(went.headers.location!);
+    const sent = stripe.requests.filter((r) => r.path === '/v1/checkout/sessions').at(-1)!.body as Record<string, unknown>;
+    expect((sent.line_items as Record<string, unknown>[])[0]!.tax_rates).toEqual([await stripeRateOf(deRate)]);
+    // 19.99 × 19 % = 3.7981 → 3.80.
+    expect(opened.amount_total).toBe(2379);
+    const { paid, order: o } = await pay(row.id, opened.id);
+    expect(o.lines.map((l: Line) => [l.kind, l.amountCents])).toEqual([['PRICE', 1999], ['TAX', 380]]);
+    expect(sum(o.lines)).toBe(paid.amount_total);
+  });
+
   it('with customerTax, or for an organization without rates, Stripe’s session opens at creation as before', async () => {
     const before = createCalls();
     const res = await create({ customerTax: { country: 'DE' } });
