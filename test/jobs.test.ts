@@ -31,6 +31,7 @@ describe('job registry', () => {
       'portal-session-cleanup': 15 * 60_000,
       'account-retention': 3_600_000,
       'usage-meter-rollups': 1_000,
+      'usage-meter-fold': 500,
       // usage-event-retention runs only with USAGE_EVENT_RETENTION_DAYS (test/usage/event-partitions.test.ts).
       'usage-event-partitions': 3_600_000,
     });
