@@ -241,7 +241,7 @@ export class CheckoutSessionService {
     // The buyer's location, when the merchant gives it: the session's tax (issue 39, src/commerce/tax.ts).
     const tax = body.customerTax ? await this.taxContext(orgId, body.customerTax, 'body.customerTax') : null;
     // On Stripe Checkout's page Kassa cannot ask the location: its own page asks it first.
-    const locationStep = !tax && provider === 'STRIPE' && this.hosted !== undefined && this.tax !== undefined && (await this.tax.hasActiveRates(orgId));
+    const locationStep = !tax && (await this.asksLocationFirst(orgId, provider));
     // Charges → DISCOUNT → TAX on the discounted amount. A discount may bring the total down to 0 (a
     // free order, as a trial's): the charges are bounded, and with tax the charges' taxed total.
     if (tax?.rates.length) assertAmountBounds(provider, pricing.currency, priceWithTax(sessionChargeInputs({ quantity, pricing, product }), tax).total, `${what} with tax`);
@@ -412,6 +412,11 @@ export class CheckoutSessionService {
   async needsTaxLocation(session: CheckoutSession): Promise<boolean> {
     if (session.tax || !this.takesTaxLocation(session)) return false;
     return this.tax!.hasActiveRates(session.orgId);
+  }
+
+  /** Whether a new session without the buyer's location takes Kassa's location step: on Stripe Checkout's rail, for an organization with rates. */
+  private async asksLocationFirst(orgId: string, provider: CheckoutSession['provider']): Promise<boolean> {
+    return provider === 'STRIPE' && this.hosted !== undefined && this.tax !== undefined && (await this.tax.hasActiveRates(orgId));
   }
 
   /** A Stripe-rail session whose location Kassa's page asks before Stripe Checkout opens (docs/tax.md). */
@@ -782,7 +787,7 @@ export class CheckoutSessionService {
     const crypto = session.provider === 'CRYPTO' ? await this.prepareCrypto(link.orgId, session.pricing, "The payment link's price") : undefined;
     // A link never knows the buyer's location: on Stripe, with rates, Kassa's step asks it before
     // Stripe's page opens (as for a session created without customerTax).
-    session.locationStep = session.provider === 'STRIPE' && this.hosted !== undefined && this.tax !== undefined && (await this.tax.hasActiveRates(link.orgId));
+    session.locationStep = await this.asksLocationFirst(link.orgId, session.provider);
     const opened = this.hosted && session.provider === 'STRIPE' && !session.locationStep ? await this.openHosted(session) : session;
     await this.uow.transaction(async (tx) => {
       await tx.sessions.insert(opened);
