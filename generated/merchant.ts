@@ -946,14 +946,31 @@ export interface paths {
          *       of 0. A declined card: Stripe's `402` at payment, the invoice is voided, nothing changes
          *       (`409`). Example: 12.50 → 33.33 EUR with 26 of 30 days left, 5.00 off, 19 %: −1083 +
          *       2889, `DISCOUNT` −500, items −1083 and 2389, tax −206 + 454 = 248, 1554 charged.
+         *       Inclusive rates: the items are the tax-inclusive amounts; Stripe carves each item's tax
+         *       out of it (rounded per item), the `TAX` lines show that tax and add 0, and Stripe
+         *       collects exactly `amountDueCents` (the items' sum).
+         *     - **Paid, not yet applied (`202`).** When Stripe has collected that invoice but the
+         *       subscription item update then fails (Stripe unreachable or refusing), the buyer has paid
+         *       for the new plan: the answer is `202` with the same body — `orderId` is the change's
+         *       `PAID` order (its `order.paid` is sent), `subscription` still shows the plan before, and
+         *       `preview` the change paid for. The change is recorded with that order and completes on
+         *       its own: the invoice's `invoice.paid` or the `stripe-plan-change-items` job (every
+         *       minute; a failed attempt waits 1 minute, doubling up to 6 hours) makes the item update
+         *       with the same Stripe idempotency key, and only then does the subscription take the new
+         *       plan and `subscription.updated` fire (once). Retrying the same request (same `priceId`,
+         *       `quantity`, and `prorationDate` when given) tries the update at once and answers `200`
+         *       with the changed subscription and the same `orderId` (or `202` again); it never makes a
+         *       second invoice, also after the change was applied. Any other change or preview of the
+         *       subscription is `409` until it is applied. A subscription that ends first drops it
+         *       (logged; the order stays, refund it if due).
          *     - `PERIOD_END` (a downgrade): Stripe's item changes now with `proration_behavior: none`, so
          *       Stripe's next renewal bills the new amount and nothing is credited; Kassa shows
          *       `scheduledChange` and applies it when that renewal's invoice is paid. A change back to
          *       the current plan puts Stripe's item back, unprorated. While a change is scheduled, an
          *       immediate change is `409` (Stripe would prorate from the scheduled plan): drop it first.
          *     - A trial: Stripe's item changes without proration.
-         *     Stripe unreachable: `503`, nothing changed in Kassa (retry; the Stripe update's idempotency
-         *     key names the subscription's state and the proration second).
+         *     Stripe unreachable before anything was charged: `503`, nothing changed in Kassa (retry; the
+         *     Stripe update's idempotency key names the subscription's state and the proration second).
          */
         post: operations["changeSubscription"];
         delete?: never;
@@ -5952,6 +5969,20 @@ export interface operations {
                      *       }
                      *     }
                      */
+                    "application/json": components["schemas"]["SubscriptionChangeResponse"];
+                };
+            };
+            /**
+             * @description Stripe only, a change Kassa prorates itself: its invoice is paid (`orderId`, `PAID`) but
+             *     Stripe's subscription item is not updated yet. `subscription` is still the plan before;
+             *     the change completes on its own (`subscription.updated` when it does). Retrying the
+             *     same request answers `200` once it is applied.
+             */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
                     "application/json": components["schemas"]["SubscriptionChangeResponse"];
                 };
             };

@@ -32,6 +32,8 @@ import { createOrgsModule, type OrgsModule } from './orgs/index.js';
 import { createCatalogModule, type CatalogModule } from './catalog/index.js';
 import { createProcessorsModule, type ProcessorsModule } from './processors/index.js';
 import { createSubscriptionsModule, type SubscriptionsModule } from './subscriptions/index.js';
+import { KnexPendingPlanChangeRepository } from './subscriptions/pending-plan-change.repository.js';
+import { pendingPlanChangeJob } from './subscriptions/subscription.jobs.js';
 import { createCryptoPaymentsModule, type CryptoPaymentsModule } from './crypto-payments/index.js';
 import { createCheckoutModule, type CheckoutModule } from './checkout/index.js';
 import { createOrdersModule, type OrdersModule } from './orders/index.js';
@@ -148,6 +150,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     quotes: new KnexCryptoRepository(executor),
     credits: new KnexCreditLedger(executor),
     redemptions: new KnexRedemptionLedger(executor),
+    planChanges: new KnexPendingPlanChangeRepository(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);
@@ -217,6 +220,8 @@ export function createServices(deps: {
     releaseDiscount: async (session) => {
       if (session.pricing.discount) await discountsModule.discounts.release(session.id);
     },
+    // A plan change paid in Stripe whose item update failed is applied when its invoice's invoice.paid arrives (issue 39).
+    applyPendingPlanChange: (processorSubscriptionId) => subscriptionsModule.subscriptions.applyPendingPlanChangeOf(processorSubscriptionId),
   });
 
   const orgsModule = createOrgsModule({ db, clock, connectedAccounts: stripe?.connectedAccounts, cardProcessor: stripe ? 'stripe' : 'sandbox' });
@@ -224,7 +229,7 @@ export function createServices(deps: {
   const catalogModule = createCatalogModule({ db, clock, orgs, publicBaseUrl: config.publicBaseUrl ?? 'http://localhost:3000', meters: meterDirectory });
   const discountsModule = createDiscountsModule({ db, clock, products: catalogModule.catalog });
   const meterBalances = new MeterBalances(uow, meteredBilling, clock);
-  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob, stripeUsageJobs: stripe && (() => [...stripe.usageJobs(), stripe.redemptionSweep().job()]) });
+  const processorsModule = createProcessorsModule({ db, clock, payments, sandboxSettleDelayMs: config.sandboxSettleDelayMs ?? 5000, stripeReconciliationJob: stripe?.reconciliationJob, stripeUsageJobs: stripe && (() => [...stripe.usageJobs(), stripe.redemptionSweep().job(), pendingPlanChangeJob(subscriptionsModule.subscriptions)]) });
   const publicBaseUrl = config.publicBaseUrl ?? 'http://localhost:3000';
   const subscriptionsModule = createSubscriptionsModule({
     uow,

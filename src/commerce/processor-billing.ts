@@ -108,6 +108,8 @@ export interface ProcessorExtraInvoice {
   prorations?: readonly LineInput[];
   /** The proration lines are the invoice items Kassa sent (Kassa prorated the change itself): its quote's lines stand as written. */
   kassaItems?: boolean;
+  /** The processor's invoice (Stripe `in_…`), when known. */
+  invoiceId?: string;
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -222,7 +224,11 @@ export class ProcessorBillingFlow {
       const state = await read();
       const now = this.clock.now();
       const applied = await applyProcessorState(stores, s, state, now);
-      const planned = state.item ? await applyProcessorItem(stores, applied, state.item, now) : applied;
+      // A plan change paid and waiting for its item update (issue 39): the item is Kassa's to set;
+      // one already updated whose answer was lost is taken when the change is applied, never as a
+      // change made in the Dashboard.
+      const waiting = state.item ? await stores.planChanges.find(s.id) : undefined;
+      const planned = state.item && !(waiting && !waiting.appliedAt) ? await applyProcessorItem(stores, applied, state.item, now) : applied;
       return planned === s ? 'unchanged' : 'applied';
     });
   }

@@ -231,6 +231,48 @@ export interface SubscriptionRepository {
 }
 
 /** The quote half of the crypto rail's storage: what a checkout transaction writes with its session. */
+/**
+ * A plan change paid in the processor but not yet applied there (issue 39, docs/plan-changes.md
+ * "Paid, not yet applied"): Stripe collected the invoice of a change Kassa prorated itself, then
+ * its subscription item update failed. Written with the change's PAID order; applied (and
+ * removed) under the subscription's row lock by the caller's retry, the invoice's `invoice.paid`
+ * or the retry job, always with the same processor idempotency key.
+ */
+export interface PendingPlanChange {
+  subscriptionId: string;
+  orgId: string;
+  processorSubscriptionId: string;
+  /** The change's processor idempotency key (the item update is retried with it). */
+  idempotencyKey: string;
+  /** What the processor's item is set to (the processor's change, as JSON; its dates as ISO strings). */
+  processorChange: Record<string, unknown>;
+  /** The change's quote (PlanChangeQuote as JSON; its dates as ISO strings): the plan applied and the caller's answer. */
+  quote: Record<string, unknown>;
+  /** The request that made it (a retry of the same request answers it; another change is 409). */
+  request: { priceId: string | null; quantity: number | null; prorationDate: string };
+  processorInvoiceId: string;
+  orderId: string | null;
+  attempts: number;
+  retryAt: Date | null;
+  /** When the item update was made (null: still pending). */
+  appliedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface PendingPlanChangeRepository {
+  /** Records it (replacing the subscription's change applied before, if any). */
+  insert(change: PendingPlanChange): Promise<void>;
+  find(subscriptionId: string): Promise<PendingPlanChange | undefined>;
+  /** Marks it applied (no more attempts); false when it was not pending. */
+  markApplied(subscriptionId: string, at: Date): Promise<boolean>;
+  /** Removes it (a change that can no longer be made). */
+  remove(subscriptionId: string): Promise<boolean>;
+  /** Due rows (`retry_at` ≤ now), `FOR UPDATE SKIP LOCKED`, moved to `leaseUntil` with one more attempt counted. */
+  lease(now: Date, leaseUntil: Date, limit: number): Promise<PendingPlanChange[]>;
+  /** The next attempt's time after a failed one. */
+  retryAt(subscriptionId: string, at: Date): Promise<void>;
+}
+
 export interface CryptoQuoteRepository {
   insertQuote(quote: CryptoQuote): Promise<void>;
   findQuote(checkoutSessionId: string): Promise<CryptoQuote | undefined>;
@@ -321,6 +363,8 @@ export interface CommerceStores {
   credits: CreditLedger;
   /** Coupon and promotion-code redemptions given back at expiry, taken back by a late payment. */
   redemptions: RedemptionLedger;
+  /** Plan changes paid in the processor whose item update is still to be made (issue 39). */
+  planChanges: PendingPlanChangeRepository;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
   /**

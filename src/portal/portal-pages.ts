@@ -319,9 +319,10 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const s = await portal.subscription(found.session, req.params.token);
       const request = { ...(form.priceId ? { priceId: form.priceId } : {}), ...(quantity !== undefined && quantity !== s.quantity ? { quantity } : {}) };
       if (form.step === 'confirm') {
-        const { subscription, quote } = await portal.changePlan(found.session, s.id, { ...request, prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) }, req.ip ?? null);
-        const notice =
-          quote.effective === 'PERIOD_END'
+        const { subscription, quote, pending } = await portal.changePlan(found.session, s.id, { ...request, prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) }, req.ip ?? null);
+        const notice = pending
+          ? `${formatMoney(quote.amountDue, s.currency)} was charged; your change to ${quote.to.quantity} × ${quote.to.productName} is being applied and shows here shortly.`
+          : quote.effective === 'PERIOD_END'
             ? `From ${DATE.format(subscription.currentPeriodEnd)} your subscription is ${planText(quote.to.quantity, quote.to.productName, quote.to.amount, s)}; nothing was charged now.`
             : `Your subscription is now ${subscription.quantity} × ${subscription.productName}${quote.amountDue > 0 ? `; ${formatMoney(quote.amountDue, s.currency)} was charged` : ''}.`;
         return sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));

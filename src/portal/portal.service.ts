@@ -40,7 +40,7 @@ export interface PortalSubscriptions {
   /** The customer's metered subscriptions with their usage this period and estimated next charge. */
   usageThisPeriod(orgId: string, customerRef: string): Promise<{ customerId: string; estimates: UsageEstimate[] }>;
   previewChange(id: string, request: PlanChangeRequest, owner: { orgId: string; customerId: string }, scope?: PlanChangeScope): Promise<PlanChangeQuote>;
-  changePlan(id: string, request: PlanChangeRequest, owner: { orgId: string; customerId: string }, scope?: PlanChangeScope): Promise<{ subscription: Subscription; quote: PlanChangeQuote }>;
+  changePlan(id: string, request: PlanChangeRequest, owner: { orgId: string; customerId: string }, scope?: PlanChangeScope): Promise<{ subscription: Subscription; quote: PlanChangeQuote; pending: boolean }>;
 }
 
 /** The products a customer may use (the entitlement check). */
@@ -377,11 +377,11 @@ export class PortalService {
     return this.subscriptions.previewChange(subscriptionId, request, session, this.scopeFor(session));
   }
 
-  async changePlan(session: PortalSession, subscriptionId: string, request: PlanChangeRequest, clientAddress: string | null = null): Promise<{ subscription: Subscription; quote: PlanChangeQuote }> {
+  async changePlan(session: PortalSession, subscriptionId: string, request: PlanChangeRequest, clientAddress: string | null = null): Promise<{ subscription: Subscription; quote: PlanChangeQuote; pending: boolean }> {
     await this.ownSubscription(session, subscriptionId, true);
-    const { subscription, quote } = await this.subscriptions.changePlan(subscriptionId, request, session, this.scopeFor(session));
+    const { subscription, quote, pending } = await this.subscriptions.changePlan(subscriptionId, request, session, this.scopeFor(session));
     await this.audit(session, subscriptionId, 'plan_change', clientAddress);
-    return { subscription, quote };
+    return { subscription, quote, pending };
   }
 
   async keepRenewing(session: PortalSession, subscriptionId: string, clientAddress: string | null = null): Promise<Subscription> {

@@ -114,9 +114,17 @@ export interface ProcessorSubscriptionBilling {
    * item): `invoice_now` prorates at `prorationDate` and charges the proration at once (Stripe's
    * `always_invoice`, refused with nothing changed when the card is declined: CONFLICT); `none`
    * changes the item without proration (the next renewal bills the new amount). Returns the
-   * processor's state and, for `invoice_now`, the paid proration invoice.
+   * processor's state and, for `invoice_now`, the paid proration invoice. `explicit_items`: when
+   * the item update fails after the invoice was paid, `state` is null and `invoice` is the paid
+   * invoice (the change is paid, not yet applied: applyPlanItem makes it later).
    */
-  changePlan?(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice }>;
+  changePlan?(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice } | { state: null; invoice: ProcessorExtraInvoice }>;
+  /**
+   * The item update alone of an `explicit_items` change whose invoice is paid (issue 39, "paid,
+   * not yet applied"), with the change's idempotency key: the same request as changePlan's own
+   * update, so a retry after a lost answer is replayed. SERVICE_UNAVAILABLE / CONFLICT as above.
+   */
+  applyPlanItem?(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<ProcessorSubscriptionState>;
 }
 
 /** What a plan or seat change sets on a processor's subscription item. */

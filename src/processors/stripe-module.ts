@@ -60,13 +60,15 @@ export function createStripeModule(deps: {
   taxRates?: StripeTaxRates;
   /** Gives back the coupon redemption of a session whose Stripe Checkout Session expired unpaid (issue 39). */
   releaseDiscount?: (session: CheckoutSession) => Promise<void>;
+  /** Applies a plan change paid in Stripe whose item update is still to be made (issue 39): on its invoice's `invoice.paid`. */
+  applyPendingPlanChange?: (processorSubscriptionId: string) => Promise<unknown>;
 }): StripeModule | undefined {
   if (deps.config?.kind !== 'stripe') return undefined;
   const { reconcileIntervalMs, webhookSecret, timeoutMs } = deps.config;
   const stripe = createStripeClient(deps.config);
   const repo = new KnexStripeEventRepository(deps.db);
   const usage = deps.metered && new ProcessorUsageFlow(deps.uow, new KnexUsageInvoiceRepository(deps.db), new StripeUsageInvoicing(stripe, deps.logger, deps.clock), deps.metered, deps.clock, deps.logger);
-  const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger, usage);
+  const subscriptionEvents = new StripeSubscriptionEvents(stripe, deps.uow, new ProcessorBillingFlow(deps.uow, deps.clock), deps.logger, usage, deps.applyPendingPlanChange);
   const connectedAccounts = new StripeConnectedAccounts(stripe, deps.logger);
   const accountUpdated = async (accountId: string) => {
     const state = await connectedAccounts.read(accountId);

@@ -156,45 +156,42 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
    *   (CONFLICT here). The proration invoice is read back (latest_invoice) with its payment.
    * - `none`: no proration, nothing invoiced now (a downgrade at period end, a trial).
    */
-  async changePlan(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice }> {
+  async changePlan(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<{ state: ProcessorSubscriptionState; invoice?: ProcessorExtraInvoice } | { state: null; invoice: ProcessorExtraInvoice }> {
     try {
       const current = await withStripeRetries(() => this.stripe.subscriptions.retrieve(processorSubscriptionId), INTERACTIVE);
       const item = current.items.data[0];
       if (!item || current.items.data.length !== 1) throw conflict('This Stripe subscription does not have exactly one item; change it in the Stripe Dashboard');
-      let price: Stripe.SubscriptionUpdateParams.Item | undefined;
-      if (change.priceChanged) {
-        const product = change.sameProduct
-          ? idOf(item.price.product)!
-          : (
-              await withStripeRetries(
-                () => this.stripe.products.create({ name: change.productName, metadata: change.productId ? { kassa_product_id: change.productId } : {} }, { idempotencyKey: `${idempotencyKey}_product` }),
-                INTERACTIVE,
-              )
-            ).id;
-        const recurring = { interval: change.interval.toLowerCase() as 'day' | 'month' | 'year', interval_count: change.intervalCount };
-        price = { price_data: { currency: change.currency.toLowerCase(), product, unit_amount: change.unitAmount, recurring } };
-      }
+      const price = await this.itemPrice(item, change, idempotencyKey);
       if (change.proration === 'explicit_items') {
         // Kassa's own proration: charged first as an invoice of Kassa's exact amounts; only once it
         // is paid does the item change (without proration). Declined: the invoice is voided and the
         // subscription was never touched.
         const invoice = await this.invoiceExplicitly(current, item, change, idempotencyKey);
-        const answer = await withStripeRetries(
-          () => this.stripe.subscriptions.update(processorSubscriptionId, { items: [{ id: item.id, ...price, quantity: change.quantity }], proration_behavior: 'none' }, { idempotencyKey }),
-          INTERACTIVE,
-        );
         const payment = paymentOf(invoice);
-        return {
-          state: stripeSubscriptionState(answer),
-          invoice: {
-            processorSubscriptionId,
-            processorPaymentId: payment?.processorPaymentId ?? invoice.id,
-            processorStatus: payment?.processorStatus ?? invoice.status,
-            amountCents: invoice.amount_paid,
-            prorations: prorationLines(invoice),
-            kassaItems: true,
-          },
+        const paid: ProcessorExtraInvoice = {
+          processorSubscriptionId,
+          processorPaymentId: payment?.processorPaymentId ?? invoice.id,
+          processorStatus: payment?.processorStatus ?? invoice.status,
+          amountCents: invoice.amount_paid,
+          prorations: prorationLines(invoice),
+          kassaItems: true,
+          invoiceId: invoice.id,
         };
+        let answer: Stripe.Subscription;
+        try {
+          answer = await withStripeRetries(
+            () => this.stripe.subscriptions.update(processorSubscriptionId, { items: [{ id: item.id, ...price, quantity: change.quantity }], proration_behavior: 'none' }, { idempotencyKey }),
+            INTERACTIVE,
+          );
+        } catch (err) {
+          // The buyer has paid: the change is recorded as paid and not yet applied, and the item
+          // update is made later with the same key (applyPlanItem: the caller's retry, the invoice's
+          // `invoice.paid`, the retry job), never answered as "nothing changed".
+          const stripe = err instanceof Stripe.errors.StripeError ? { type: err.type, code: err.code, statusCode: err.statusCode, requestId: err.requestId } : undefined;
+          this.logger.warn({ err: stripe ? undefined : err, stripe, invoiceId: invoice.id }, 'Stripe: a plan change’s invoice is paid but its item update failed; it is applied later');
+          return { state: null, invoice: paid };
+        }
+        return { state: stripeSubscriptionState(answer), invoice: paid };
       }
       const params: Stripe.SubscriptionUpdateParams = {
         items: [{ id: item.id, ...price, quantity: change.quantity }],
@@ -231,6 +228,48 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
       if (err instanceof AppError) throw err;
       throw unreachable(this.logger, err, 'change a subscription’s plan', 'Stripe could not be reached to change the plan; nothing was changed in Kassa, retry');
     }
+  }
+
+  /**
+   * The item update of an `explicit_items` change whose invoice is paid (ProcessorSubscriptionBilling
+   * .applyPlanItem): the subscription read back, the same `items[0]` (the same `price_data`; a new
+   * product is the same `${key}_product` replay) and `proration_behavior: none`, with the change's
+   * idempotency key, so an update Stripe made whose answer was lost is replayed, not made twice.
+   */
+  async applyPlanItem(processorSubscriptionId: string, change: ProcessorPlanChange, idempotencyKey: string): Promise<ProcessorSubscriptionState> {
+    try {
+      const current = await withStripeRetries(() => this.stripe.subscriptions.retrieve(processorSubscriptionId), INTERACTIVE);
+      const item = current.items.data[0];
+      if (!item || current.items.data.length !== 1) throw conflict('This Stripe subscription does not have exactly one item; change it in the Stripe Dashboard');
+      const price = await this.itemPrice(item, change, idempotencyKey);
+      const answer = await withStripeRetries(
+        () => this.stripe.subscriptions.update(processorSubscriptionId, { items: [{ id: item.id, ...price, quantity: change.quantity }], proration_behavior: 'none' }, { idempotencyKey }),
+        INTERACTIVE,
+      );
+      return stripeSubscriptionState(answer);
+    } catch (err) {
+      if (err instanceof Stripe.errors.StripeInvalidRequestError || err instanceof Stripe.errors.StripeIdempotencyError) {
+        this.logger.warn({ stripe: { type: err.type, code: err.code, requestId: err.requestId } }, 'Stripe refused a paid plan change’s item update');
+        throw conflict(`Stripe refused the change: ${err.message}`);
+      }
+      if (err instanceof AppError) throw err;
+      throw unreachable(this.logger, err, 'apply a paid plan change to the subscription item', 'Stripe could not be reached to apply the paid plan change; it is retried');
+    }
+  }
+
+  /** `items[0]`'s new price (`price_data`; a price of another product gets its product, made with `${key}_product`), or none when only the quantity changes. */
+  private async itemPrice(item: Stripe.SubscriptionItem, change: ProcessorPlanChange, idempotencyKey: string): Promise<Stripe.SubscriptionUpdateParams.Item | undefined> {
+    if (!change.priceChanged) return undefined;
+    const product = change.sameProduct
+      ? idOf(item.price.product)!
+      : (
+          await withStripeRetries(
+            () => this.stripe.products.create({ name: change.productName, metadata: change.productId ? { kassa_product_id: change.productId } : {} }, { idempotencyKey: `${idempotencyKey}_product` }),
+            INTERACTIVE,
+          )
+        ).id;
+    const recurring = { interval: change.interval.toLowerCase() as 'day' | 'month' | 'year', interval_count: change.intervalCount };
+    return { price_data: { currency: change.currency.toLowerCase(), product, unit_amount: change.unitAmount, recurring } };
   }
 
   /**
@@ -334,6 +373,11 @@ export class StripeSubscriptionEvents {
     private readonly logger: Logger,
     /** Metered subscriptions' usage on their invoices (invoice items on the renewal draft). */
     private readonly usage?: ProcessorUsageFlow,
+    /**
+     * Applies a plan change of this Stripe subscription that is paid and not yet applied (issue 39,
+     * SubscriptionService.applyPendingPlanChangeOf): called when Kassa's change invoice is paid.
+     */
+    private readonly applyPendingPlanChange?: (processorSubscriptionId: string) => Promise<unknown>,
   ) {}
 
   /**
@@ -413,7 +457,11 @@ export class StripeSubscriptionEvents {
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
         ...((invoice.billing_reason === 'subscription_update' || invoice.metadata?.[KASSA_PLAN_CHANGE_KEY] !== undefined) && { prorations: prorationLines(invoice) }),
       };
-      return this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
+      const applied = await this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
+      // Kassa's own change invoice, paid: a change still waiting for its item update is applied now
+      // (it never throws: a failure leaves it to the retry job).
+      if (invoice.metadata?.[KASSA_PLAN_CHANGE_KEY] !== undefined && this.applyPendingPlanChange) await this.applyPendingPlanChange(subscriptionId);
+      return applied;
     }
     // Open after an attempt: Stripe is retrying; uncollectible: Stripe's dunning gave up on it.
     const outcome = invoice.status === 'paid' ? 'paid' : (invoice.status === 'open' && invoice.attempted) || invoice.status === 'uncollectible' ? 'failed' : undefined;

@@ -11,3 +11,12 @@ export function subscriptionJobs(subscriptions: SubscriptionService, renewalConc
     { name: 'subscription-trial-reminders', intervalMs: 60_000, run: async () => (await subscriptions.remindTrialsEnding()) > 0 },
   ];
 }
+
+/**
+ * `stripe-plan-change-items` (issue 39, docs/plan-changes.md "Paid, not yet applied"): plan changes
+ * paid in Stripe whose item update failed, leased (`FOR UPDATE SKIP LOCKED`) and applied with the
+ * change's idempotency key; a failure waits longer each time. Listed with the Stripe jobs.
+ */
+export function pendingPlanChangeJob(subscriptions: SubscriptionService): Job {
+  return { name: 'stripe-plan-change-items', intervalMs: 60_000, run: async () => (await subscriptions.applyPendingPlanChanges()) > 0 };
+}

@@ -6,10 +6,10 @@
 import { resolveWindow, type ListRequest } from '../kernel/list.js';
 import type { Clock } from '../kernel/clock.js';
 import { randomToken } from '../kernel/ids.js';
-import { conflict, notFound } from '../kernel/errors.js';
-import type { CardProcessor, ProcessorSubscriptionBilling, SavedMethodChargeResult, SubscriptionChange } from '../processors/card-processor.js';
-import { applyProcessorState, insertExtraInvoiceOrder } from '../commerce/processor-billing.js';
-import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from '../commerce/stores.js';
+import { AppError, conflict, notFound } from '../kernel/errors.js';
+import type { CardProcessor, ProcessorPlanChange, ProcessorSubscriptionBilling, SavedMethodChargeResult, SubscriptionChange } from '../processors/card-processor.js';
+import { applyProcessorState, insertExtraInvoiceOrder, type ProcessorSubscriptionState } from '../commerce/processor-billing.js';
+import { assertWritten, type CommerceStores, type CommerceUnitOfWork, type PendingPlanChange } from '../commerce/stores.js';
 import type { Order, Subscription, SubscriptionStatus } from '../commerce/model.js';
 import { presentWebhookOrder } from '../commerce/order.presenter.js';
 import type { Logger } from '../kernel/logger.js';
@@ -387,6 +387,8 @@ export class SubscriptionService {
     const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
     if (!s || (owner.customerId !== undefined && s.customerId !== owner.customerId)) throw notFound('Subscription');
     if (s.processorSubscriptionId && !this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
+    const waiting = s.processorSubscriptionId ? await this.uow.stores.planChanges.find(s.id) : undefined;
+    if (waiting && !waiting.appliedAt) throw pendingConflict(waiting);
     const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
     if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
@@ -403,13 +405,25 @@ export class SubscriptionService {
    * (PRORATION lines), its `order.paid`, the subscription and its `subscription.updated` commit
    * together.
    */
-  changePlan(id: string, request: PlanChangeRequest, owner?: SubscriptionOwner, scope?: PlanChangeScope): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote }> {
+  changePlan(id: string, request: PlanChangeRequest, owner?: SubscriptionOwner, scope?: PlanChangeScope): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote; pending: boolean }> {
     return this.pricesFor(id, request).then((prices) => this.underLock(owner, id, async (s, now, stores) => {
+      // A change paid in Stripe and not yet applied: its retry applies it; any other change waits (409).
+      const waiting = s.processorSubscriptionId ? await stores.planChanges.find(s.id) : undefined;
+      if (waiting && !waiting.appliedAt) return this.retryPending(stores, s, waiting, request, now);
+      // The same request again after it was applied (by the job or the webhook): the change made, not a second one.
+      const paidFor = waiting && reviveQuote(waiting.quote);
+      if (waiting && paidFor && sameRequest(waiting, request) && s.priceId === paidFor.to.priceId && s.quantity === paidFor.to.quantity && !s.scheduledChange) {
+        const order = waiting.orderId ? ((await stores.orders.find(s.orgId, waiting.orderId)) ?? null) : null;
+        return { subscription: s, order, quote: paidFor, pending: false };
+      }
       const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
       if (s.processorSubscriptionId) {
-        const made = await this.changeOnProcessor(stores, s, next, quote, now);
+        const made = await this.changeOnProcessor(stores, s, next, quote, now, request);
+        // Paid, not yet applied: the order is recorded with the change waiting for its item update;
+        // the subscription is unchanged (and says nothing) until it is applied.
+        if (made.pending) return { subscription: s, order: made.order, quote, pending: true };
         order = made.order;
         next = made.next;
       } else if (quote.lines.length > 0) {
@@ -435,18 +449,124 @@ export class SubscriptionService {
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       }
-      assertWritten(await stores.subscriptions.update(next, s.status), 'subscription');
-      await stores.emit(
-        {
-          orgId: s.orgId,
-          type: 'subscription.updated',
-          data: { subscription: presentWebhookSubscription(next) },
-          previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd, plan: { priceId: s.priceId, productName: s.productName, quantity: s.quantity, amountCents: s.amountCents } },
-        },
-        now,
-      );
-      return { subscription: next, order, quote };
+      await this.writePlanChange(stores, s, next, now);
+      return { subscription: next, order, quote, pending: false };
     }));
+  }
+
+  /** The changed subscription written on the locked row, and its one `subscription.updated` (with the plan before). */
+  private async writePlanChange(stores: CommerceStores, s: Subscription, next: Subscription, now: Date): Promise<void> {
+    assertWritten(await stores.subscriptions.update(next, s.status), 'subscription');
+    await stores.emit(
+      {
+        orgId: s.orgId,
+        type: 'subscription.updated',
+        data: { subscription: presentWebhookSubscription(next) },
+        previous: { cancelAtPeriodEnd: s.cancelAtPeriodEnd, plan: { priceId: s.priceId, productName: s.productName, quantity: s.quantity, amountCents: s.amountCents } },
+      },
+      now,
+    );
+  }
+
+  /**
+   * A change request while a change of this subscription is paid in Stripe and not yet applied
+   * (docs/plan-changes.md, "Paid, not yet applied"): the same request (price, seats, and the
+   * proration second when given) is its retry — the item update is tried now with the change's
+   * key, and the answer is the change with its order (applied, or still pending: 202), never a
+   * second invoice; any other change is 409 until it is applied.
+   */
+  private async retryPending(stores: CommerceStores, s: Subscription, waiting: PendingPlanChange, request: PlanChangeRequest, now: Date): Promise<{ subscription: Subscription; order: Order | null; quote: PlanChangeQuote; pending: boolean }> {
+    if (!sameRequest(waiting, request)) throw pendingConflict(waiting);
+    const applied = await this.applyPending(stores, s, waiting, now);
+    const order = waiting.orderId ? ((await stores.orders.find(s.orgId, waiting.orderId)) ?? null) : null;
+    return { subscription: applied ?? s, order, quote: reviveQuote(waiting.quote), pending: applied === undefined };
+  }
+
+  /**
+   * Makes the item update of a change paid and not yet applied, on the subscription the caller
+   * locked, with the change's idempotency key (Stripe replays an update it made whose answer was
+   * lost): the subscription takes the change (`subscription.updated`, once: the row is removed in
+   * the same transaction). Undefined when the processor failed again (the row stays for the job).
+   * A subscription ended meanwhile drops it (nothing left to change; logged).
+   */
+  private async applyPending(stores: CommerceStores, s: Subscription, waiting: PendingPlanChange, now: Date): Promise<Subscription | undefined> {
+    if (waiting.appliedAt) return s;
+    if (s.status === 'CANCELED' || s.status === 'ENDED' || s.status === 'EXPIRED') {
+      await stores.planChanges.remove(s.id);
+      this.logger.warn({ subscriptionId: s.id, invoiceId: waiting.processorInvoiceId, orderId: waiting.orderId }, 'a paid plan change was never applied: the subscription ended first');
+      return s;
+    }
+    if (!this.billing?.applyPlanItem) return undefined;
+    const change = reviveProcessorChange(waiting.processorChange);
+    let state: ProcessorSubscriptionState;
+    try {
+      state = await this.billing.applyPlanItem(waiting.processorSubscriptionId, change, waiting.idempotencyKey);
+    } catch (err) {
+      this.logger.warn({ err, subscriptionId: s.id, invoiceId: waiting.processorInvoiceId, attempts: waiting.attempts }, 'a paid plan change could not be applied in Stripe yet; retried');
+      return undefined;
+    }
+    const quote = reviveQuote(waiting.quote);
+    const next = withProcessorPrice(changedSubscription(s, quote, now), quote.to, state);
+    if (!(await stores.planChanges.markApplied(s.id, now))) return undefined;
+    await this.writePlanChange(stores, s, next, now);
+    return next;
+  }
+
+  /**
+   * The invoice of Kassa's own change of this Stripe subscription is paid (`invoice.paid`): a change
+   * still waiting for its item update is applied now, under the row lock. Never throws (the webhook
+   * has recorded its order; the job retries what is left). True when one was applied.
+   */
+  async applyPendingPlanChangeOf(processorSubscriptionId: string): Promise<boolean> {
+    try {
+      const found = await this.uow.stores.subscriptions.findByProcessorSubscription(processorSubscriptionId);
+      const seen = found && (await this.uow.stores.planChanges.find(found.id));
+      if (!found || !seen || seen.appliedAt) return false;
+      return await this.uow.transaction(async (stores) => {
+        const locked = await stores.subscriptions.lock(found.id);
+        const waiting = locked && (await stores.planChanges.find(found.id));
+        if (!locked || !waiting || waiting.appliedAt) return false;
+        return (await this.applyPending(stores, locked, waiting, this.clock.now())) !== undefined;
+      });
+    } catch (err) {
+      this.logger.warn({ err, processorSubscriptionId }, 'a paid plan change could not be applied on its invoice.paid; the job retries it');
+      return false;
+    }
+  }
+
+  /**
+   * The `stripe-plan-change-items` job's pass: changes paid and not yet applied whose next attempt
+   * is due, leased (moved PENDING_LEASE_MS ahead, `FOR UPDATE SKIP LOCKED`, so two workers never
+   * try the same row at once) and applied under the subscription's row lock (applyPending). A
+   * failed attempt waits pendingBackoffMs (1 minute doubling, at most 6 hours; never given up:
+   * the buyer paid for it — from the 24th attempt each failure is logged as an error). Returns the
+   * changes applied.
+   */
+  async applyPendingPlanChanges(limit = 20): Promise<number> {
+    if (!this.billing?.applyPlanItem) return 0;
+    const now = this.clock.now();
+    const leased = await this.uow.stores.planChanges.lease(now, new Date(now.getTime() + PENDING_LEASE_MS), limit);
+    let applied = 0;
+    for (const row of leased) {
+      let done = false;
+      try {
+        done = await this.uow.transaction(async (stores) => {
+          const locked = await stores.subscriptions.lock(row.subscriptionId);
+          const waiting = locked && (await stores.planChanges.find(row.subscriptionId));
+          if (!locked || !waiting || waiting.appliedAt) return true;
+          return (await this.applyPending(stores, locked, waiting, this.clock.now())) !== undefined;
+        });
+      } catch (err) {
+        this.logger.warn({ err, subscriptionId: row.subscriptionId }, 'a paid plan change could not be applied; retried');
+      }
+      if (done) {
+        applied++;
+        continue;
+      }
+      await this.uow.stores.planChanges.retryAt(row.subscriptionId, new Date(this.clock.now().getTime() + pendingBackoffMs(row.attempts)));
+      if (row.attempts >= PENDING_ERROR_AFTER) this.logger.error({ subscriptionId: row.subscriptionId, invoiceId: row.processorInvoiceId, attempts: row.attempts }, 'a plan change paid in Stripe is still not applied there; retried');
+    }
+    return applied;
   }
 
   /**
@@ -460,42 +580,60 @@ export class SubscriptionService {
    * here (the invoice's `invoice.paid` then finds it). Idempotency key: the subscription, the state
    * it starts from and the proration second, as on the sandbox.
    */
-  private async changeOnProcessor(stores: CommerceStores, s: Subscription, changed: Subscription, quote: PlanChangeQuote, now: Date): Promise<{ order: Order | null; next: Subscription }> {
+  private async changeOnProcessor(stores: CommerceStores, s: Subscription, changed: Subscription, quote: PlanChangeQuote, now: Date, request: PlanChangeRequest): Promise<{ order: Order | null; next: Subscription; pending?: true }> {
     if (!this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
     refuseOverScheduledOnProcessor(s, quote);
     refuseProcessorMismatch(s, quote);
     // What Stripe's item holds now: the scheduled plan once a downgrade was scheduled, else the current one.
     const held = s.scheduledChange ? { priceId: s.scheduledChange.priceId, productId: s.scheduledChange.productId } : { priceId: s.priceId, productId: s.productId };
     const target = quote.mode === 'unschedule' ? quote.from : quote.to;
-    const result = await this.billing.changePlan(
-      s.processorSubscriptionId!,
-      {
-        unitAmount: target.unitAmount,
-        quantity: target.quantity,
-        currency: s.currency,
-        interval: s.billingInterval,
-        intervalCount: s.billingIntervalCount,
-        // Stripe's item has a price Kassa does not know (issue 39): Kassa's own is sent again.
-        priceChanged: target.priceId !== held.priceId || Boolean(s.processorMismatch),
-        productName: target.productName,
-        productId: target.productId,
-        sameProduct: target.productId === held.productId,
-        // Kassa's own proration (an amount-off coupon, a coupon ending inside the period): its exact
-        // amounts are invoiced, even when the coupon brings them to 0, so the order has its invoice.
-        proration: quote.mode === 'immediate' && quote.processorItems && quote.lines.length > 0 ? 'explicit_items' : quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
-        prorationDate: quote.prorationDate,
-        ...(quote.processorItems && { items: quote.processorItems, periodEnd: quote.periodEnd, amountDue: quote.amountDue }),
-      },
-      `kassa_subscription_plan_${s.id}_${s.updatedAt.getTime()}_${quote.prorationDate.getTime() / 1000}`,
-    );
+    const key = `kassa_subscription_plan_${s.id}_${s.updatedAt.getTime()}_${quote.prorationDate.getTime() / 1000}`;
+    const processorChange: ProcessorPlanChange = {
+      unitAmount: target.unitAmount,
+      quantity: target.quantity,
+      currency: s.currency,
+      interval: s.billingInterval,
+      intervalCount: s.billingIntervalCount,
+      // Stripe's item has a price Kassa does not know (issue 39): Kassa's own is sent again.
+      priceChanged: target.priceId !== held.priceId || Boolean(s.processorMismatch),
+      productName: target.productName,
+      productId: target.productId,
+      sameProduct: target.productId === held.productId,
+      // Kassa's own proration (an amount-off coupon, a coupon ending inside the period): its exact
+      // amounts are invoiced, even when the coupon brings them to 0, so the order has its invoice.
+      proration: quote.mode === 'immediate' && quote.processorItems && quote.lines.length > 0 ? 'explicit_items' : quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
+      prorationDate: quote.prorationDate,
+      ...(quote.processorItems && { items: quote.processorItems, periodEnd: quote.periodEnd, amountDue: quote.amountDue }),
+    };
+    const result = await this.billing.changePlan(s.processorSubscriptionId!, processorChange, key);
+    if (result.state === null) {
+      // Paid, not yet applied (Kassa's own proration: the invoice is paid, the item update failed):
+      // the PAID order and the change waiting for its item update, in this one transaction.
+      const order = (await insertExtraInvoiceOrder(stores, changed, result.invoice, now, { lines: quote.lines, total: quote.amountDue })) ?? (await stores.orders.findByProcessorPaymentId(result.invoice.processorPaymentId)) ?? null;
+      await stores.planChanges.insert({
+        subscriptionId: s.id,
+        orgId: s.orgId,
+        processorSubscriptionId: s.processorSubscriptionId!,
+        idempotencyKey: key,
+        processorChange: JSON.parse(JSON.stringify(processorChange)) as Record<string, unknown>,
+        quote: JSON.parse(JSON.stringify(quote)) as Record<string, unknown>,
+        request: { priceId: request.priceId ?? null, quantity: request.quantity ?? null, prorationDate: quote.prorationDate.toISOString() },
+        processorInvoiceId: result.invoice.invoiceId ?? result.invoice.processorPaymentId,
+        orderId: order?.id ?? null,
+        attempts: 0,
+        retryAt: new Date(now.getTime() + pendingBackoffMs(0)),
+        appliedAt: null,
+        createdAt: now,
+      });
+      this.logger.warn({ subscriptionId: s.id, invoiceId: result.invoice.invoiceId, orderId: order?.id }, 'a plan change is paid in Stripe and waits for its item update');
+      return { order, next: s, pending: true };
+    }
     // The Stripe price Stripe's item now has is Kassa's for the target plan (issue 39): the
     // `customer.subscription.updated` this change makes is then read as Kassa's own, not applied twice.
-    const stripePrice = result.state.item?.processorPriceId;
-    const next: Subscription = stripePrice
-      ? { ...changed, processorPrices: { ...(changed.processorPrices ?? {}), [stripePrice]: { priceId: target.priceId, productId: target.productId, productName: target.productName } }, processorMismatch: null }
-      : changed;
+    const next = withProcessorPrice(changed, target, result.state);
     if (!result.invoice) return { order: null, next };
-    const order = await insertExtraInvoiceOrder(stores, next, result.invoice, now, { lines: quote.lines, total: quote.amountDue });
+    // The invoice's `invoice.paid` may have recorded the order first (an earlier attempt whose answer was lost).
+    const order = (await insertExtraInvoiceOrder(stores, next, result.invoice, now, { lines: quote.lines, total: quote.amountDue })) ?? (await stores.orders.findByProcessorPaymentId(result.invoice.processorPaymentId));
     if (order && order.amountCents !== quote.amountDue) {
       // Stripe's invoice is what was charged, and the order says so; the preview was Kassa's arithmetic.
       this.logger.warn({ subscriptionId: s.id, quoted: quote.amountDue, charged: order.amountCents }, 'Stripe charged a plan change differently from its preview');
@@ -650,3 +788,48 @@ function refuseProcessorMismatch(s: Subscription, quote: PlanChangeQuote): void 
   }
 }
 
+/** A job's lease of a pending plan change (longer than an attempt's Stripe calls with their retries). */
+const PENDING_LEASE_MS = 10 * 60_000;
+/** From this attempt on, a plan change still not applied is logged as an error. */
+const PENDING_ERROR_AFTER = 24;
+
+/** The wait after `attempts` failed attempts of a pending plan change: 1 minute, doubling, at most 6 hours. */
+export function pendingBackoffMs(attempts: number): number {
+  return Math.min(60_000 * 2 ** Math.max(0, attempts - 1), 6 * 3600_000);
+}
+
+/** The request a pending change was made by, again: the same price and seats, the same proration second when given, not scheduled. */
+function sameRequest(waiting: PendingPlanChange, request: PlanChangeRequest): boolean {
+  return (
+    (request.priceId ?? null) === waiting.request.priceId &&
+    (request.quantity ?? null) === waiting.request.quantity &&
+    (request.prorationDate === undefined || Math.floor(request.prorationDate.getTime() / 1000) * 1000 === Date.parse(waiting.request.prorationDate)) &&
+    (request.effective === undefined || request.effective === 'IMMEDIATE')
+  );
+}
+
+function pendingConflict(waiting: PendingPlanChange): AppError {
+  const to = (waiting.quote as { to?: { productName?: string; quantity?: number } }).to;
+  return conflict(
+    `A plan change of this subscription${to?.productName ? ` (to ${to.quantity ?? 1} × ${to.productName})` : ''} is paid and still being applied in Stripe; it completes on its own. Retry that same change to see it applied, or make another change once it is applied`,
+  );
+}
+
+/** A stored quote (JSON) as the service's quote: its dates back as dates. */
+function reviveQuote(q: Record<string, unknown>): PlanChangeQuote {
+  const o = q as unknown as PlanChangeQuote & { prorationDate: string; periodStart: string; periodEnd: string };
+  return { ...o, prorationDate: new Date(o.prorationDate), periodStart: new Date(o.periodStart), periodEnd: new Date(o.periodEnd) };
+}
+
+function reviveProcessorChange(c: Record<string, unknown>): ProcessorPlanChange {
+  const o = c as unknown as ProcessorPlanChange & { prorationDate: string; periodEnd?: string };
+  return { ...o, prorationDate: new Date(o.prorationDate), ...(o.periodEnd !== undefined && { periodEnd: new Date(o.periodEnd) }) };
+}
+
+/** The subscription with the processor price its item now has mapped to the plan (processorPrices), and no mismatch. */
+function withProcessorPrice(changed: Subscription, target: { priceId: string | null; productId: string | null; productName: string }, state: ProcessorSubscriptionState): Subscription {
+  const stripePrice = state.item?.processorPriceId;
+  return stripePrice
+    ? { ...changed, processorPrices: { ...(changed.processorPrices ?? {}), [stripePrice]: { priceId: target.priceId, productId: target.productId, productName: target.productName } }, processorMismatch: null }
+    : changed;
+}

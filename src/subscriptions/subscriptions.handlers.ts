@@ -47,8 +47,11 @@ export function createSubscriptionHandlers(
       body: { success: true, message: 'Change previewed', data: presentChangePreview(await subscriptions.previewChange(params.id, changeRequest(body), { orgId: auth.orgId })) },
     }),
     changeSubscription: async ({ auth, params, body }) => {
-      const { subscription, order, quote } = await subscriptions.changePlan(params.id, changeRequest(body), { orgId: auth.orgId });
-      return { status: 200, body: { success: true, message: quote.mode === 'scheduled' ? 'Change scheduled for the period end' : 'Subscription changed', data: { subscription: presentSubscription(subscription), orderId: order?.id ?? null, preview: presentChangePreview(quote) } } };
+      const { subscription, order, quote, pending } = await subscriptions.changePlan(params.id, changeRequest(body), { orgId: auth.orgId });
+      const data = { subscription: presentSubscription(subscription), orderId: order?.id ?? null, preview: presentChangePreview(quote) };
+      // Paid in Stripe, the item update still to be made (docs/plan-changes.md): 202, applied on its own.
+      if (pending) return { status: 202, body: { success: true, message: 'Change paid; it is being applied in Stripe', data } };
+      return { status: 200, body: { success: true, message: quote.mode === 'scheduled' ? 'Change scheduled for the period end' : 'Subscription changed', data } };
     },
     listSubscriptions: async ({ auth, query }) => {
       const pageNumber = query.page ?? 1;

@@ -116,7 +116,7 @@ export class FakeStripe {
   /** Every request received, in order (retries included); `at`: when (ms since the epoch, real time). */
   readonly requests: (StripeRequest & { at: number })[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
-  private readonly failures: { failure: Failure; path?: string }[] = [];
+  private readonly failures: { failure: Failure; path?: string; method?: string }[] = [];
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   /** What a subscription checkout's Subscription is made from when it completes. */
@@ -226,7 +226,7 @@ export class FakeStripe {
         return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
       this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {}, query: req.query as Record<string, unknown>, at: Date.now() });
-      const queued = this.failures.findIndex((f) => !f.path || req.path.startsWith(f.path));
+      const queued = this.failures.findIndex((f) => (!f.path || req.path.startsWith(f.path)) && (!f.method || f.method === req.method));
       const failure = queued >= 0 ? this.failures.splice(queued, 1)[0]!.failure : undefined;
       if (failure === 'hang') return void this.hanging.add(res);
       if (failure === 'error500') return void this.error(res, 500, { type: 'api_error', message: 'An unknown error occurred' });
@@ -392,9 +392,14 @@ export class FakeStripe {
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
-  /** The next `count` requests (to paths starting with `path`, when given) fail this way; then answers resume. */
-  failNext(failure: Failure, count = 1, path?: string): void {
-    for (let i = 0; i < count; i++) this.failures.push({ failure, path });
+  /** The next `count` requests (to paths starting with `path`, and of `method`, when given) fail this way; then answers resume. */
+  failNext(failure: Failure, count = 1, path?: string, method?: 'GET' | 'POST' | 'DELETE'): void {
+    for (let i = 0; i < count; i++) this.failures.push({ failure, path, method });
+  }
+
+  /** Failures queued by failNext and not used yet are dropped. */
+  clearFailures(): void {
+    this.failures.length = 0;
   }
 
   // ---- what happens on Stripe's side ----
