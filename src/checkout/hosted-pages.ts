@@ -47,7 +47,7 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
 type TaxAsk = 'none' | 'required' | 'changeable' | 'handoff';
 
 /** The buyer's country, region and tax id (issue 39): a form of its own, posted before the payment. */
-function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }): string {
+function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }, errorHtml = ''): string {
   if (ask === 'none') return '';
   // The field a refusal names is marked invalid and described by the message too.
   const mark = (field: 'country' | 'region' | 'taxId', describedBy: string | undefined) => {
@@ -66,7 +66,7 @@ function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { count
   const button = ask === 'handoff' ? 'Continue to payment' : ask === 'required' ? 'Continue' : 'Update total';
   return `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/tax" data-testid="tax-form" aria-labelledby="tax-heading">
 <h2 id="tax-heading">${ask === 'changeable' ? 'Billing country' : 'Where are you buying from?'}</h2>
-${why}
+${why}${errorHtml}
 <label for="country">Country</label><select id="country" name="country" autocomplete="country" required${mark('country', described ? 'tax-why' : undefined)}><option value="">Choose your country</option>${options}</select>
 <label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}"${mark('region', 'region-help')}><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
 <label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}"${mark('taxId', 'taxid-help')}><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
@@ -86,8 +86,7 @@ function locationStepPage(session: CheckoutSession, merchant: PageMerchant | und
     `Pay ${session.product.name}`,
     `${summary(session, { beforeTax: !session.tax })}
 ${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
-${error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : ''}
-${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined)}
+${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined, error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : '')}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}`,
     { merchant, rail: 'stripe' },
   );
