@@ -63,9 +63,30 @@ export interface paths {
          *     and nothing changes) and opens a new one, so the session's `amount` changes with the
          *     country until the buyer pays. Two concurrent submissions leave one Stripe session (the
          *     other is closed). Opening Stripe's page for a location may move `expiresAt` later (Stripe
-         *     keeps a Checkout Session open at least 30 minutes). Bad input on the step is a 4xx page
-         *     for the buyer, never a 5xx. Kassa no longer sends Stripe's `dynamic_tax_rates`. A payment
-         *     link's session takes the same step (a link never knows the buyer's location).
+         *     keeps a Checkout Session open at least 30 minutes). Bad input on the step is answered with
+         *     a `303` to the step's page, which shows a human message (`400`, or `409` when the checkout
+         *     changed meanwhile) — redirect-after-POST, so the browser's back button never asks to
+         *     resubmit a form; the tax id typed is never put in that URL — never a 5xx. Kassa no longer sends Stripe's `dynamic_tax_rates`. A payment
+         *     link's session takes the same step (a link never knows the buyer's location). Until a
+         *     country is chosen the step shows the amount as "Subtotal, before tax".
+         *
+         *     **Promotion codes on the location step** (issue 39; docs/discounts.md) — the step also has
+         *     the sandbox page's "Add a promotion code" (the same form, messages and limits: 10 attempts
+         *     per checkout and 30 per client address per 15 minutes, then a `429` page; one message for a
+         *     code that does not exist or is switched off). Kassa checks the code with its own rules
+         *     (limits, expiry, products, currency; a code limited per customer — first order, once per
+         *     customer — needs the session's `customerEmail` or `customerId`, because Stripe's page asks
+         *     the e-mail after the code is redeemed). The session's `amount` and `pricing`'s discount
+         *     change at once (the DISCOUNT line is taken before TAX), and the Stripe Checkout Session the
+         *     step then opens carries the discount exactly as a code given at creation (a Stripe coupon,
+         *     `discounts: [{ coupon }]`), so the amount Stripe collects equals the order's lines. The
+         *     redemption is counted when the step opens Stripe's page, once per session however often
+         *     the buyer goes back and changes the code (a code replaced or removed gives its redemption
+         *     back then; one left held is given back when the session expires). Changing the code after
+         *     a Stripe session was opened is like changing the country: that session is expired in
+         *     Stripe first (paid meanwhile: nothing changes), the next "Continue to payment" opens a
+         *     new one; the same code again changes nothing and calls no one. A code used up between
+         *     typing it and continuing is taken off with the new total shown (`400` page).
          *
          *     **Card processor failures** (Stripe) — Stripe's `429` is retried after its `Retry-After`
          *     (at most three attempts, waiting at most 2 s each), `5xx` and timeouts by the Stripe SDK
@@ -164,7 +185,10 @@ export interface paths {
          *     field when the session has no customer, and a card form. It uses no script and no external
          *     asset, and is served with a strict Content-Security-Policy. Every hosted page is headed by
          *     the organization's display name (whom the buyer pays; set by the operator, the organization
-         *     name by default) and says "Secured by Kassa" in its footer. After a successful payment the
+         *     name by default) and says "Secured by Kassa" in its footer, followed by the rail the
+         *     checkout is paid on ("sandbox" on the sandbox card processor's page, "card payment by
+         *     Stripe" on the Stripe rail's pages, "crypto payment"; pages that take no payment name
+         *     none). After a successful payment the
          *     buyer is redirected (`303`) to `successUrl`, or to a Kassa confirmation page when there is
          *     none; an asynchronous payment shows a "processing" page that refreshes itself until the
          *     confirmation page. The confirmation page is the same whichever way the buyer reaches it

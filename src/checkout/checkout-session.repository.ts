@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { TaxContext } from '../commerce/tax.js';
 import type { CheckoutSession, IdempotencyRecord, OrderStatus, PricingSnapshot, ProductSnapshot, ProviderFailure, Rail, SessionStatus } from '../commerce/model.js';
-import type { CheckoutSessionRepository, SessionOrder } from '../commerce/stores.js';
+import type { CheckoutSessionRepository, DiscountIds, SessionOrder } from '../commerce/stores.js';
 import { jsonRowSql, type JsonRow } from '../db/json-row.js';
 import { runStatement } from '../db/knex.js';
 
@@ -239,12 +239,17 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return written === 1;
   }
 
-  async handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date): Promise<boolean> {
+  async handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date, discount?: DiscountIds | null): Promise<boolean> {
     // Over the processor session the caller read (none, or the one it closed): of two concurrent
     // steps, one writes; the other finds a session it did not open and closes its own.
     const query = this.db('checkout_sessions').where({ id, status: 'CREATED', location_step: true });
     if (previous === null) query.whereNull('processor_session_id');
     else query.where({ processor_session_id: previous });
+    // And over the discount the caller opened the processor session with (a code changed on the step meanwhile: nothing written).
+    if (discount !== undefined) {
+      query.whereRaw("(pricing->'discount'->>'couponId') IS NOT DISTINCT FROM ?", [discount?.couponId ?? null]);
+      query.whereRaw("(pricing->'discount'->>'promotionCodeId') IS NOT DISTINCT FROM ?", [discount?.promotionCodeId ?? null]);
+    }
     const written = await query.update({
       tax: json(next.tax),
       amount: next.amount,
@@ -255,6 +260,14 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
       updated_at: at,
     });
     return written === 1;
+  }
+
+  async setStepDiscount(id: string, pricing: PricingSnapshot, amount: number, expectedAmount: number, processorSessionId: string | null, at: Date): Promise<boolean> {
+    const query = this.db('checkout_sessions').where({ id, status: 'CREATED', amount: expectedAmount, location_step: true }).whereNull('processor_url')
+      .whereRaw("(pricing->>'paymentStarted') IS NULL");
+    if (processorSessionId === null) query.whereNull('processor_session_id');
+    else query.where({ processor_session_id: processorSessionId });
+    return (await query.update({ pricing: json(pricing), amount, updated_at: at })) === 1;
   }
 
   async setProcessorTax(id: string, tax: TaxContext, amount: number, at: Date): Promise<boolean> {

@@ -13,7 +13,7 @@ import { AppError, conflict, forbidden, notFound, validationError } from '../ker
 import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
-import { assertWritten, type CommerceUnitOfWork, type SessionOrder } from '../commerce/stores.js';
+import { assertWritten, type CommerceUnitOfWork, type DiscountIds, type SessionOrder } from '../commerce/stores.js';
 import { trialOf, type PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
@@ -61,6 +61,12 @@ export class CheckoutSessionService {
     /** Tax rates (issue 39); absent → no session is taxed. */
     private readonly tax?: TaxService,
   ) {}
+
+  /** The rail a session is paid on, as its pages name it (footer): Kassa's sandbox card page, Stripe Checkout, or a crypto transfer. */
+  railOf(session: CheckoutSession): 'sandbox' | 'stripe' | 'crypto' {
+    if (session.provider === 'CRYPTO') return 'crypto';
+    return this.hosted ? 'stripe' : 'sandbox';
+  }
 
   isPayable(session: CheckoutSession): boolean {
     return session.status === 'CREATED' && session.expiresAt.getTime() > this.clock.now().getTime();
@@ -330,19 +336,23 @@ export class CheckoutSessionService {
 
   /** Whether the hosted page offers "Add a promotion code" for this session. */
   acceptsPromotionCodes(session: CheckoutSession): boolean {
-    // Not on Stripe Checkout (its session's coupon is fixed when it opens), the location step included.
-    return this.discounts !== undefined && !this.hosted && session.provider === 'STRIPE' && this.isPayable(session) && !session.pricing.paymentStarted;
+    if (this.discounts === undefined || session.provider !== 'STRIPE' || !this.isPayable(session) || session.pricing.paymentStarted) return false;
+    // Kassa's card page (the sandbox), and on Stripe the location step, where Kassa redeems the code
+    // before Stripe's page opens; never Stripe Checkout's page itself (its coupon is fixed when it opens).
+    return !this.hosted || this.takesLocationStep(session);
   }
 
   /**
    * The hosted page's "Add a promotion code" (or, with `code` null, "Remove"): the session's
    * discount and amount change together, while it is open, no payment has started and its amount
-   * is still the one read (a conditional write). Returns the session, or a human message.
+   * is still the one read (a conditional write). Returns the session, or a human message. On the
+   * Stripe rail's location step, see `setStepPromotionCode` (`paid`: the buyer paid meanwhile).
    */
-  async setPromotionCode(token: string, code: string | null): Promise<{ session: CheckoutSession; message?: string }> {
+  async setPromotionCode(token: string, code: string | null): Promise<{ session: CheckoutSession; message?: string; paid?: boolean }> {
     const session = await this.findByPageToken(token);
     if (!session) throw notFound('Checkout session');
     if (!this.acceptsPromotionCodes(session)) return { session, message: 'The promotion code of this checkout can no longer change.' };
+    const step = this.takesLocationStep(session);
     let pricing: PricingSnapshot;
     if (code === null) {
       const { discount: _, ...rest } = session.pricing;
@@ -351,7 +361,10 @@ export class CheckoutSessionService {
       const text = code.trim();
       if (!/^[A-Za-z0-9_-]{1,40}$/.test(text)) return { session, message: 'Enter a promotion code of letters, digits, - or _.' };
       try {
-        const discount = await this.discounts!.resolve(session.orgId, { promotionCode: text }, { currency: session.currency, productId: session.product.productId, email: session.customerEmail });
+        // On the step the code is redeemed before Stripe's page asks the e-mail: a code limited per buyer needs the session's.
+        const discount = await this.discounts!.resolve(session.orgId, { promotionCode: text }, { currency: session.currency, productId: session.product.productId, email: session.customerEmail, buyerBeforeRedemption: step });
+        // Stripe Checkout takes it as a Stripe coupon whose duration counts months (as at creation).
+        if (step && 'refusal' in stripeCouponDuration(discount, session.pricing)) return { session, message: `The promotion code ${discount.code ?? text} cannot be used for this purchase.` };
         pricing = { ...session.pricing, discount };
       } catch (err) {
         if (err instanceof DiscountRefusal) return { session, message: err.message };
@@ -359,11 +372,35 @@ export class CheckoutSessionService {
       }
     }
     const amount = priceWithTax(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product }), session.tax).total;
+    if (step) return this.setStepPromotionCode(session, pricing, amount);
     const now = this.clock.now();
     if (!(await this.uow.stores.sessions.setDiscount(session.id, pricing, amount, session.amount, now))) {
       return { session: (await this.findByPageToken(token)) ?? session, message: 'This checkout changed meanwhile; check the total and try again.' };
     }
     return { session: { ...session, pricing, amount, updatedAt: now } };
+  }
+
+  /**
+   * A promotion code typed or removed on the Stripe rail's location step (issue 39,
+   * docs/discounts.md): as a change of country. The same discount again changes nothing and calls
+   * no one. Another: a Stripe Checkout Session opened for the old one is closed first (its url
+   * goes first, so its `expired` event is not the session's; paid meanwhile → `paid`, nothing
+   * changes), then the discount and amount are written while the session is still on that
+   * Checkout Session with none open (a conditional write). The next "Continue to payment" opens a
+   * new one (handOffWithLocation), which is where the redemption is counted.
+   */
+  private async setStepPromotionCode(session: CheckoutSession, pricing: PricingSnapshot, amount: number): Promise<{ session: CheckoutSession; message?: string; paid?: boolean }> {
+    if (sameDiscount(session.pricing.discount, pricing.discount)) return { session };
+    const stores = this.uow.stores.sessions;
+    const changed = async () => ({ session: (await this.findByPageToken(session.pageToken)) ?? session, message: 'This checkout changed meanwhile; check the total and try again.' });
+    const previous = session.processorSessionId;
+    if (previous) {
+      if (session.processorUrl !== null && !(await stores.markProcessorClosing(session.id, previous, this.clock.now()))) return changed();
+      if ((await this.hosted!.close(previous)) === 'completed') return { session, paid: true };
+    }
+    const now = this.clock.now();
+    if (!(await stores.setStepDiscount(session.id, pricing, amount, session.amount, previous, now))) return changed();
+    return { session: { ...session, pricing, amount, processorUrl: null, updatedAt: now } };
   }
 
   /**
@@ -438,7 +475,7 @@ export class CheckoutSessionService {
   async handOffWithLocation(
     session: CheckoutSession,
     input: { country: string; region?: string | null; taxId?: string | null },
-  ): Promise<{ kind: 'opened'; session: CheckoutSession; url: string } | { kind: 'paid'; session: CheckoutSession }> {
+  ): Promise<{ kind: 'opened'; session: CheckoutSession; url: string } | { kind: 'paid'; session: CheckoutSession } | { kind: 'discount_refused'; session: CheckoutSession; message: string }> {
     if (!this.takesLocationStep(session)) throw conflict('This checkout takes no location on this page');
     if (!this.isPayable(session)) throw conflict('This checkout can no longer be paid');
     const tax = (await this.taxContext(session.orgId, input, 'customerTax'))!;
@@ -447,6 +484,26 @@ export class CheckoutSessionService {
     const amount = priceWithTax(sessionLineInputs(session), tax).total;
     const stores = this.uow.stores.sessions;
     const previous = session.processorSessionId;
+    const discount = discountIds(session.pricing.discount);
+    if (this.discounts) {
+      // The redemption is the discount's this Checkout Session is opened with (issue 39): kept when it
+      // is already (back and forth counts once), else the old one given back and this one claimed,
+      // under the session's row lock and only while the session still has the discount read.
+      let held: 'kept' | 'changed';
+      try {
+        held = await this.discounts.reclaim(session.orgId, session.id, session.pricing.discount ?? null, session.customerEmail ?? '');
+      } catch (err) {
+        if (!(err instanceof DiscountRefusal)) throw err;
+        // Used up (or expired) since it was typed: taken off, the buyer sees the new total and continues again.
+        const { discount: _, ...pricing } = session.pricing;
+        const without = priceWithTax(sessionLineInputs({ quantity: session.quantity, pricing, product: session.product }), session.tax).total;
+        const now = this.clock.now();
+        if (session.processorUrl !== null || !(await stores.setStepDiscount(session.id, pricing, without, session.amount, previous, now))) throw conflict('This checkout changed meanwhile; check it and continue again');
+        const current = { ...session, pricing, amount: without, updatedAt: now };
+        return { kind: 'discount_refused', session: current, message: `${err.message} It was removed: the total is now ${formatMoney(current.amount, current.currency)}${current.tax ? '' : ' before tax'}.` };
+      }
+      if (held === 'changed') throw conflict('This checkout changed meanwhile; check it and continue again');
+    }
     if (previous) {
       // The url goes first, so the `expired` event of the session closed here is not the Kassa session's.
       if (session.processorUrl !== null && !(await stores.markProcessorClosing(session.id, previous, this.clock.now()))) {
@@ -456,11 +513,11 @@ export class CheckoutSessionService {
     }
     const located = { ...session, tax, amount };
     const { country, region, taxId } = tax.location;
-    const handOff = sha256Hex(JSON.stringify([previous, country, region, taxId])).slice(0, 24);
+    const handOff = sha256Hex(JSON.stringify([previous, country, region, taxId, discount?.couponId ?? null, discount?.promotionCodeId ?? null])).slice(0, 24);
     const opened = await this.hosted!.open(located, handOff);
     const now = this.clock.now();
     const next = { tax, amount, processorSessionId: opened.processorSessionId, processorUrl: opened.url, expiresAt: opened.expiresAt };
-    if (!(await stores.handOffWithLocation(session.id, previous, next, now))) {
+    if (!(await stores.handOffWithLocation(session.id, previous, next, now, discount))) {
       const current = await stores.find(session.orgId, session.id);
       // The same step submitted twice at once: Stripe gave both the same Checkout Session.
       if (current?.processorSessionId === opened.processorSessionId && current.processorUrl) return { kind: 'opened', session: current, url: current.processorUrl };
@@ -812,6 +869,18 @@ function withTrial(pricing: PricingSnapshot, body: CheckoutSessionCreate): Prici
     return base;
   }
   return { ...base, trialDays: days, trialPaymentMethodCollection: collection };
+}
+
+/** The ids a conditional write compares a session's discount by (null: none). */
+function discountIds(discount: PricingSnapshot['discount']): DiscountIds | null {
+  return discount ? { couponId: discount.couponId, promotionCodeId: discount.promotionCodeId ?? null } : null;
+}
+
+/** Whether two discounts are the same coupon through the same code (or both none). */
+function sameDiscount(a: PricingSnapshot['discount'], b: PricingSnapshot['discount']): boolean {
+  const x = discountIds(a);
+  const y = discountIds(b);
+  return x === null || y === null ? x === y : x.couponId === y.couponId && x.promotionCodeId === y.promotionCodeId;
 }
 
 /** Whether two locations are the same place and tax id (the location step's "same again"). */

@@ -11,7 +11,7 @@ import type { CheckoutSession, Order, Subscription } from '../commerce/model.js'
 import { hostedForm } from '../pages/form.js';
 import { FixedWindowRateLimiter, clientAddressKey } from '../http/rate-limit.js';
 import type { Clock } from '../kernel/clock.js';
-import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, retryLaterPage, sendPage, type MerchantNames, type PageMerchant, pageMerchantOf } from '../pages/page.js';
+import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, retryLaterPage, sendPage, type MerchantNames, type PageMerchant, type PageRail, pageMerchantOf } from '../pages/page.js';
 import { receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 import { AppError } from '../kernel/errors.js';
@@ -47,7 +47,7 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
 type TaxAsk = 'none' | 'required' | 'changeable' | 'handoff';
 
 /** The buyer's country, region and tax id (issue 39): a form of its own, posted before the payment. */
-function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }): string {
+function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { country?: string; region?: string; taxId?: string }, invalid?: { field: 'country' | 'region' | 'taxId'; messageId: string }, errorHtml = ''): string {
   if (ask === 'none') return '';
   // The field a refusal names is marked invalid and described by the message too.
   const mark = (field: 'country' | 'region' | 'taxId', describedBy: string | undefined) => {
@@ -66,7 +66,7 @@ function taxLocationForm(session: CheckoutSession, ask: TaxAsk, values?: { count
   const button = ask === 'handoff' ? 'Continue to payment' : ask === 'required' ? 'Continue' : 'Update total';
   return `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/tax" data-testid="tax-form" aria-labelledby="tax-heading">
 <h2 id="tax-heading">${ask === 'changeable' ? 'Billing country' : 'Where are you buying from?'}</h2>
-${why}
+${why}${errorHtml}
 <label for="country">Country</label><select id="country" name="country" autocomplete="country" required${mark('country', described ? 'tax-why' : undefined)}><option value="">Choose your country</option>${options}</select>
 <label for="region">State or region (optional)</label><input id="region" name="region" autocomplete="address-level1" maxlength="6" placeholder="e.g. CA" value="${escapeHtml(current.region)}"${mark('region', 'region-help')}><p class="muted" id="region-help">The code of your state or province, if tax depends on it.</p>
 <label for="taxId">VAT or tax id (optional)</label><input id="taxId" name="taxId" maxlength="40" autocomplete="off" value="${escapeHtml(current.taxId)}"${mark('taxId', 'taxid-help')}><p class="muted" id="taxid-help">Businesses in the EU: your VAT number, e.g. DE136695976.</p>
@@ -75,18 +75,20 @@ ${why}
 }
 
 /**
- * The location step of a Stripe-rail session (docs/tax.md): the summary (with the TAX lines of
- * the country chosen last, when the buyer comes back), the country form, the way back to the
- * merchant. No card field: the card is taken on Stripe's page.
+ * The location step of a Stripe-rail session (docs/tax.md): the summary (the amount before tax
+ * until a country is chosen; with the TAX lines of the country chosen last, when the buyer comes
+ * back), "Add a promotion code" (issue 39, docs/discounts.md: the sandbox page's form, redeemed
+ * when Stripe's page opens), the country form, the way back to the merchant. No card field: the
+ * card is taken on Stripe's page.
  */
-function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId'): string {
+function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId', options: { promotionCodes?: boolean; codeMessage?: { text: string; ok: boolean } } = {}): string {
   return layout(
     `Pay ${session.product.name}`,
-    `${summary(session)}
-${error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : ''}
-${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined)}
+    `${summary(session, { beforeTax: !session.tax })}
+${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
+${taxLocationForm(session, 'handoff', values, error && field ? { field, messageId: 'step-error' } : undefined, error ? `<div class="error" role="alert" id="step-error" data-testid="error">${escapeHtml(error)}</div>` : '')}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}`,
-    { merchant },
+    { merchant, rail: 'stripe' },
   );
 }
 
@@ -106,8 +108,37 @@ function humanTaxError(err: AppError): string {
   return 'Check your country, region and tax id.';
 }
 
+/**
+ * A refusal of the Stripe rail's location step, as its redirect names it (`?step_error=`): the
+ * step answers a refused POST with a 303 to its own page, which shows the message (no POST result
+ * in the browser's history, so its back button never asks to resubmit a form).
+ */
+const STEP_ERRORS = {
+  country: { status: 400, text: 'Choose your country from the list.' },
+  region: { status: 400, text: 'Enter your state or region as its short code (for example CA for California), or leave it empty.' },
+  taxId: { status: 400, text: 'This VAT or tax id does not look right for the country you chose. Check it (with its country prefix, e.g. DE136695976), or leave it empty.' },
+  location: { status: 400, text: 'Check your country, region and tax id.' },
+  processor: { status: 400, text: 'The card payment page could not be opened for this checkout. Contact the merchant.' },
+  changed: { status: 409, text: 'This checkout changed meanwhile (in another tab?). Check the country and total, then continue again.' },
+} as const;
+type StepError = keyof typeof STEP_ERRORS;
+
+/**
+ * The step's page showing a refusal: the kind and, to fill the form again, the country and region
+ * typed when they are well-formed (never the tax id: a buyer's id stays out of URLs and logs; a
+ * refused one is typed again).
+ */
+function stepErrorUrl(token: string, kind: StepError, values: { country?: string; region?: string }): string {
+  const query = new URLSearchParams({ step_error: kind });
+  if (values.country && /^[A-Za-z]{2}$/.test(values.country)) query.set('country', values.country.toUpperCase());
+  if (values.region && /^[A-Za-z0-9-]{1,6}$/.test(values.region)) query.set('region', values.region);
+  return `/checkout/${token}?${query.toString()}`;
+}
+
 /** What the payment page shows besides the payment: the promotion-code form (issue 39) and the tax step (issue 39). */
 interface CheckoutPageOptions {
+  /** The rail named in the footer (Kassa's own card page: the sandbox). */
+  rail?: PageRail;
   promotionCodes?: boolean;
   codeMessage?: { text: string; ok: boolean };
   ask?: TaxAsk;
@@ -122,11 +153,11 @@ function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefin
   if (ask === 'required') {
     return layout(
       `Pay ${session.product.name}`,
-      `${summary(session)}
+      `${summary(session, { beforeTax: true })}
 ${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
 ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
 ${taxLocationForm(session, ask, values)}`,
-      { merchant },
+      { merchant, rail: options.rail },
     );
   }
   const emailField = session.customerEmail
@@ -152,7 +183,7 @@ ${optionalCard ? '<p class="muted" id="card-optional" data-testid="card-optional
 ${taxLocationForm(session, ask, values)}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
-    { merchant },
+    { merchant, rail: options.rail },
   );
 }
 
@@ -166,8 +197,9 @@ function statusPage(
   merchant: PageMerchant | undefined,
   order: Order | undefined,
   subscription?: Pick<Subscription, 'manageToken'>,
-  options: { processing?: boolean; portalOpen?: boolean } = {},
+  options: { processing?: boolean; portalOpen?: boolean; rail?: PageRail } = {},
 ): { status: number; html: string } {
+  const rail = options.rail;
   const manage = subscription ? `<p class="note"><a data-testid="manage" href="/subscriptions/manage/${escapeHtml(subscription.manageToken)}">Manage your subscription</a></p>` : '';
   // A form, not a link: the portal session starts on this page's POST, never from a URL that could travel.
   const portal = options.portalOpen
@@ -176,7 +208,7 @@ function statusPage(
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
     return {
       status: 200,
-      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant')}${manage}${portal}`, { merchant }),
+      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant')}${manage}${portal}`, { merchant, rail }),
     };
   }
   // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
@@ -184,13 +216,13 @@ function statusPage(
   if (order?.status === 'PENDING' || options.processing) {
     return {
       status: 200,
-      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2, refreshUrl: `/checkout/${session.pageToken}/complete`, merchant }),
+      html: layout('Processing payment', `${summary(session)}<div class="ok" data-testid="status">Your payment is processing. This page refreshes by itself.</div>`, { refreshSeconds: 2, refreshUrl: `/checkout/${session.pageToken}/complete`, merchant, rail }),
     };
   }
   if (order?.status === 'FAILED' || session.status === 'FAILED') {
-    return { status: 200, html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">The payment failed. Please contact the merchant.</div>`, { merchant }) };
+    return { status: 200, html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">The payment failed. Please contact the merchant.</div>`, { merchant, rail }) };
   }
-  return { status: 410, html: layout('Checkout closed', `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid.</div>`, { merchant }) };
+  return { status: 410, html: layout('Checkout closed', `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid.</div>`, { merchant, rail }) };
 }
 
 function parseExpiry(text: string): { expMonth: number; expYear: number } | undefined {
@@ -227,9 +259,14 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
     return session.tax && sessions.takesTaxLocation(session) && !session.pricing.paymentStarted ? 'changeable' : 'none';
   };
 
-  /** The payment page with both the promotion-code form and the tax step, as the session stands. */
+  /**
+   * The payment page with both the promotion-code form and the tax step, as the session stands;
+   * on the Stripe rail's location step, the step with its promotion-code form.
+   */
   const page = async (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: { text: string; ok: boolean }, values?: CheckoutPageOptions['values']) =>
-    checkoutPage(session, merchant, error, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage, ask: await taxAsk(session), values });
+    sessions.takesLocationStep(session)
+      ? locationStepPage(session, merchant, error, values, undefined, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage })
+      : checkoutPage(session, merchant, error, { rail: sessions.railOf(session), promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage, ask: await taxAsk(session), values });
 
   // The buyer's location (issue 39): the session's tax and total, then the page again (POST-redirect-GET).
   router.post('/checkout/:token/tax', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
@@ -245,20 +282,24 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         try {
           handedOff = await sessions.handOffWithLocation(current, values);
         } catch (err) {
+          // Refusals are shown by the step's own page (redirect-after-POST, STEP_ERRORS).
           if (err instanceof AppError && err.code === 'VALIDATION_ERROR') {
             // A refusal by the card processor is not the buyer's input: it names no field of the form.
             const processor = err.message.startsWith('The card processor refused');
-            const message = processor ? 'The card payment page could not be opened for this checkout. Contact the merchant.' : humanTaxError(err);
-            return sendPage(res, { status: 400, html: locationStepPage(current, merchant, message, values, processor ? undefined : taxErrorField(err)) });
+            return res.redirect(303, stepErrorUrl(req.params.token, processor ? 'processor' : (taxErrorField(err) ?? 'location'), values));
           }
           if (err instanceof AppError && err.code === 'CONFLICT') {
             const now = await sessions.findByPageToken(req.params.token);
             if (!now || !sessions.isPayable(now)) return res.redirect(303, `/checkout/${req.params.token}`);
-            return sendPage(res, { status: 409, html: locationStepPage(now, merchant, 'This checkout changed meanwhile (in another tab?). Check the country and total, then continue again.', values) });
+            return res.redirect(303, stepErrorUrl(req.params.token, 'changed', values));
           }
           throw err;
         }
         if (handedOff.kind === 'paid') return res.redirect(303, `/checkout/${req.params.token}/complete`);
+        // The promotion code was used up (or expired) since it was typed: taken off, the new total shown.
+        if (handedOff.kind === 'discount_refused') {
+          return sendPage(res, { status: 400, html: locationStepPage(handedOff.session, merchant, undefined, values, undefined, { promotionCodes: sessions.acceptsPromotionCodes(handedOff.session), codeMessage: { text: handedOff.message, ok: false } }) });
+        }
         return res.redirect(303, handedOff.url);
       }
       if (!sessions.isPayable(current) || !sessions.takesTaxLocation(current)) return res.redirect(303, `/checkout/${req.params.token}`);
@@ -284,12 +325,32 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const merchant = await pageMerchantOf(merchants, session.orgId);
       // Kassa asks the country before Stripe's page (docs/tax.md): the step, also when the buyer
       // comes back to it (the browser's back button, "Return to payment"), to continue or change it.
-      if (sessions.isPayable(session) && sessions.takesLocationStep(session)) return sendPage(res, { status: 200, html: locationStepPage(session, merchant) });
+      if (sessions.isPayable(session) && sessions.takesLocationStep(session)) {
+        // After "Apply"/"Remove" (redirect-after-POST, so the back button from Stripe's page lands
+        // on this GET): the status is said from the session itself, never from text in the URL.
+        const promotion = req.query.promotion;
+        const discount = session.pricing.discount;
+        const codeMessage = promotion === 'applied' && discount ? { text: `${discount.code ?? discount.name} applied.`, ok: true } : promotion === 'removed' && !discount ? { text: 'Promotion code removed.', ok: true } : undefined;
+        // A refused step (STEP_ERRORS): the message by its kind, the form with what was typed (country, region).
+        const asked = req.query.step_error;
+        const kind = typeof asked === 'string' && (Object.keys(STEP_ERRORS) as string[]).includes(asked) ? (asked as StepError) : undefined;
+        if (kind) {
+          // Absent: the location stored last (a refused tax id is typed again).
+          const values = {
+            country: typeof req.query.country === 'string' ? req.query.country : undefined,
+            region: typeof req.query.region === 'string' ? req.query.region : undefined,
+            taxId: kind === 'taxId' ? '' : undefined,
+          };
+          const field = kind === 'country' || kind === 'region' || kind === 'taxId' ? kind : undefined;
+          return sendPage(res, { status: STEP_ERRORS[kind].status, html: locationStepPage(session, merchant, STEP_ERRORS[kind].text, values, field, { promotionCodes: sessions.acceptsPromotionCodes(session) }) });
+        }
+        return sendPage(res, { status: 200, html: locationStepPage(session, merchant, undefined, undefined, undefined, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage }) });
+      }
       // The card processor's own page takes the card (Stripe Checkout): Kassa never sees it.
       if (sessions.isPayable(session) && session.processorUrl) return res.redirect(303, session.processorUrl);
       if (sessions.isPayable(session)) return sendPage(res, { status: 200, html: await page(session, merchant, session.lastError ? 'Your last payment attempt was declined. Try another card.' : undefined) });
       const order = await sessions.orderOf(session);
-      sendPage(res, statusPage(session, merchant, order, await subscriptions.findBySession(session.id), { portalOpen: portal?.isOpen(order) }));
+      sendPage(res, statusPage(session, merchant, order, await subscriptions.findBySession(session.id), { portalOpen: portal?.isOpen(order), rail: sessions.railOf(session) }));
     } catch (err) {
       fail(req, res, err);
     }
@@ -303,7 +364,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       // (A Checkout Session the buyer paid while the location step was closing it has no url any more.)
       const awaitingEvent = sessions.isPayable(session) && session.processorSessionId !== null;
       const order = await sessions.orderOf(session);
-      sendPage(res, statusPage(session, await pageMerchantOf(merchants, session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order) }));
+      sendPage(res, statusPage(session, await pageMerchantOf(merchants, session.orgId), order, await subscriptions.findBySession(session.id), { processing: awaitingEvent, portalOpen: portal?.isOpen(order), rail: sessions.railOf(session) }));
     } catch (err) {
       fail(req, res, err);
     }
@@ -315,11 +376,11 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const session = await sessions.findByPageToken(req.params.token);
       if (!session) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, session.orgId);
-      if (!sessions.isPayable(session)) return sendPage(res, statusPage(session, merchant, await sessions.orderOf(session)));
+      if (!sessions.isPayable(session)) return sendPage(res, statusPage(session, merchant, await sessions.orderOf(session), undefined, { rail: sessions.railOf(session) }));
       const back = session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
       sendPage(res, {
         status: 200,
-        html: layout('Payment not completed', `${summary(session)}<div class="muted" data-testid="status">You left the payment page without paying.</div><p class="note"><a data-testid="resume" href="/checkout/${escapeHtml(session.pageToken)}">Return to payment</a></p>${back}`, { merchant }),
+        html: layout('Payment not completed', `${summary(session)}<div class="muted" data-testid="status">You left the payment page without paying.</div><p class="note"><a data-testid="resume" href="/checkout/${escapeHtml(session.pageToken)}">Return to payment</a></p>${back}`, { merchant, rail: sessions.railOf(session) }),
       });
     } catch (err) {
       fail(req, res, err);
@@ -352,9 +413,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         case 'declined':
           return sendPage(res, { status: 402, html: await page(attempt.session, merchant, attempt.message) });
         case 'not_payable':
-          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session)));
+          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session), undefined, { rail: sessions.railOf(attempt.session) }));
         case 'processing':
-          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session), undefined, { processing: true }));
+          return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session), undefined, { processing: true, rail: sessions.railOf(attempt.session) }));
         case 'paid':
           // The browser return is a convenience: merchants confirm payment through the API or webhooks.
           return res.redirect(303, attempt.session.successUrl ?? `/checkout/${req.params.token}/complete`);
@@ -372,9 +433,9 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const current = await sessions.findByPageToken(req.params.token);
       if (!current) return sendPage(res, notFoundPage('This checkout does not exist.'));
       const merchant = await pageMerchantOf(merchants, current.orgId);
-      if (!sessions.isPayable(current)) return sendPage(res, statusPage(current, merchant, await sessions.orderOf(current)));
-      // No promotion code on the Stripe rail's location step (Stripe's session fixes its coupon).
-      if (sessions.takesLocationStep(current)) return res.redirect(303, `/checkout/${req.params.token}`);
+      if (!sessions.isPayable(current)) return sendPage(res, statusPage(current, merchant, await sessions.orderOf(current), undefined, { rail: sessions.railOf(current) }));
+      // On the Stripe rail only on Kassa's location step (docs/discounts.md); Stripe's page fixes its coupon.
+      if (sessions.takesLocationStep(current) && !sessions.acceptsPromotionCodes(current)) return res.redirect(303, `/checkout/${req.params.token}`);
       const remove = form.remove === '1';
       if (!remove) {
         try {
@@ -387,8 +448,12 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         }
       }
       const result = await sessions.setPromotionCode(req.params.token, remove ? null : (form.code ?? ''));
+      // The buyer paid the Stripe Checkout Session opened for the old code meanwhile (another tab): nothing changed.
+      if (result.paid) return res.redirect(303, `/checkout/${req.params.token}/complete`);
       if (result.message) return sendPage(res, { status: 400, html: await page(result.session, merchant, undefined, { text: result.message, ok: false }) });
       const applied = result.session.pricing.discount;
+      // The location step answers with a redirect to its page (the buyer goes on to Stripe's page and may come back with the back button).
+      if (sessions.takesLocationStep(result.session)) return res.redirect(303, `/checkout/${req.params.token}?promotion=${applied ? 'applied' : 'removed'}`);
       sendPage(res, { status: 200, html: await page(result.session, merchant, undefined, { text: applied ? `${applied.code ?? applied.name} applied.` : 'Promotion code removed.', ok: true }) });
     } catch (err) {
       fail(req, res, err);

@@ -25,6 +25,12 @@ import type {
   SubscriptionStatus,
 } from './model.js';
 
+/** The ids of a session's discount, as a conditional write compares them. */
+export interface DiscountIds {
+  couponId: string;
+  promotionCodeId: string | null;
+}
+
 /** A webhook event queued with the state change that caused it (the transactional outbox). */
 export interface CommerceEvent {
   orgId: string;
@@ -89,9 +95,17 @@ export interface CheckoutSessionRepository {
   /**
    * Kassa's location step: the location's tax and amount with the processor session opened for
    * it, in one write, only while CREATED and still on `previous` (null: none yet); the expiry
-   * moves to `expiresAt` if later. False, with nothing written, otherwise.
+   * moves to `expiresAt` if later. Also only while the session's discount is still `discount` (the
+   * ids of the one the caller read; null: none), so a promotion code changed meanwhile on the
+   * step is never handed off with the old one. False, with nothing written, otherwise.
    */
-  handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date): Promise<boolean>;
+  handOffWithLocation(id: string, previous: string | null, next: { tax: TaxContext; amount: number; processorSessionId: string; processorUrl: string; expiresAt: Date }, at: Date, discount?: DiscountIds | null): Promise<boolean>;
+  /**
+   * Kassa's location step: a promotion code typed (or removed) there — the pricing snapshot and the
+   * amount, only while CREATED, at `expectedAmount`, on `processorSessionId` (null: none yet) and
+   * with no processor session open for the buyer (`processor_url` null; the caller closed it).
+   */
+  setStepDiscount(id: string, pricing: CheckoutSession['pricing'], amount: number, expectedAmount: number, processorSessionId: string | null, at: Date): Promise<boolean>;
   /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping locked ones); returns their ids. */
   expireDue(now: Date, limit: number): Promise<string[]>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;

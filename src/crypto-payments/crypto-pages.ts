@@ -58,7 +58,7 @@ ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(erro
 <label for="email">E-mail</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="255">
 <button type="submit">Continue</button>
 </form>`,
-      { merchant },
+      { merchant, rail: 'crypto' },
     ),
   };
 }
@@ -85,7 +85,7 @@ ${notice ? `<div class="error" role="alert" data-testid="notice">${escapeHtml(no
 <label>Token contract (${escapeHtml(quote.tokenSymbol)})</label><div data-testid="crypto-token"><code style="word-break:break-all">${escapeHtml(quote.tokenAddress)}</code></div>
 <p class="note">The exact amount identifies your payment: send it from a wallet or an exchange that does not deduct fees from it. Only ${escapeHtml(quote.tokenSymbol)} on ${escapeHtml(chainName)} is accepted. This page refreshes by itself and shows your payment as soon as it is seen on chain.</p>
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Return to ${escapeHtml(merchant ?? 'the merchant')}</a></p>` : ''}`,
-      { refreshSeconds: REFRESH_WAITING_S, merchant },
+      { refreshSeconds: REFRESH_WAITING_S, merchant, rail: 'crypto' },
     ),
   };
 }
@@ -98,7 +98,7 @@ function progressPage(session: CheckoutSession, merchant: string | undefined, or
     case 'REFUNDED':
       return {
         status: 200,
-        html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received (${escapeHtml(received)}). Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${tx}`, { merchant }),
+        html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received (${escapeHtml(received)}). Thank you!</div>${receipt(session, order, merchant ?? 'the merchant')}${tx}`, { merchant, rail: 'crypto' }),
       };
     case 'UNDERPAID':
       return {
@@ -106,7 +106,7 @@ function progressPage(session: CheckoutSession, merchant: string | undefined, or
         html: layout(
           'Payment incomplete',
           `${summary(session)}<div class="error" data-testid="status">We received ${escapeHtml(received)}, less than the amount due. Please contact the merchant to settle the difference.</div>${tx}`,
-          { merchant },
+          { merchant, rail: 'crypto' },
         ),
       };
     case 'PENDING': {
@@ -117,14 +117,14 @@ function progressPage(session: CheckoutSession, merchant: string | undefined, or
         html: layout(
           'Payment detected',
           `${summary(session)}<div class="ok" data-testid="status">Payment of ${escapeHtml(received)} detected. Waiting for confirmations: ${have} of ${needed}. This page refreshes by itself.</div>${tx}`,
-          { refreshSeconds: REFRESH_CONFIRMING_S, merchant },
+          { refreshSeconds: REFRESH_CONFIRMING_S, merchant, rail: 'crypto' },
         ),
       };
     }
     default:
       return {
         status: 200,
-        html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">Your transfer is no longer on the chain and this checkout has closed. Please contact the merchant.</div>${tx}`, { merchant }),
+        html: layout('Payment failed', `${summary(session)}<div class="error" data-testid="status">Your transfer is no longer on the chain and this checkout has closed. Please contact the merchant.</div>${tx}`, { merchant, rail: 'crypto' }),
       };
   }
 }
@@ -135,7 +135,7 @@ function closedPage(session: CheckoutSession, merchant: string | undefined): Pag
     html: layout(
       'Checkout closed',
       `${summary(session)}<div class="error" data-testid="status">This checkout has expired and can no longer be paid. A transfer you already sent is still recorded for the merchant; contact them if needed.</div>`,
-      { merchant },
+      { merchant, rail: 'crypto' },
     ),
   };
 }

@@ -43,6 +43,8 @@ export interface Redemption {
   /** The buyer's e-mail lowercased, for codes limited to once per customer; else null. */
   onceKey: string | null;
   createdAt: Date;
+  /** When it was given back (migration 0356: counters lowered, no longer counted); absent or null while counted. */
+  releasedAt?: Date | null;
 }
 
 /** The case-insensitive key of a promotion code. */

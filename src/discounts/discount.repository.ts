@@ -96,6 +96,15 @@ export interface DiscountStores {
   incrementPromotionCode(id: string, now: Date): Promise<boolean>;
   /** Deletes the session's redemption and returns it; undefined when it has none or it was released already (migration 0356's `released_at`: its counters are down). */
   deleteRedemption(checkoutSessionId: string): Promise<Redemption | undefined>;
+  /**
+   * Locks a checkout session's row (FOR UPDATE) and reads the ids of its discount: null without
+   * one, undefined when the session does not exist or is no longer open (CREATED).
+   */
+  lockSessionDiscount(checkoutSessionId: string): Promise<{ couponId: string; promotionCodeId: string | null } | null | undefined>;
+  /** Locks coupon rows, then promotion code rows, each in id order (FOR UPDATE). */
+  lockCounters(couponIds: readonly string[], promotionCodeIds: readonly string[]): Promise<void>;
+  /** Deletes the session's redemption that was given back already (its counters are down): nothing else changes. */
+  deleteReleasedRedemption(checkoutSessionId: string): Promise<void>;
   /** times_redeemed − 1 (never below 0): a redemption given back. */
   decrementCoupon(id: string, now: Date): Promise<void>;
   decrementPromotionCode(id: string, now: Date): Promise<void>;
@@ -220,6 +229,23 @@ export class KnexDiscountRepository implements DiscountStores {
     return rows[0] ? toRedemption(rows[0]) : undefined;
   }
 
+  async lockSessionDiscount(checkoutSessionId: string): Promise<{ couponId: string; promotionCodeId: string | null } | null | undefined> {
+    // The checkout's table, read here so the redemption and the session's discount change under one lock (the location step, issue 39).
+    const row = (await this.db('checkout_sessions').where({ id: checkoutSessionId, status: 'CREATED' }).forUpdate().first('pricing')) as { pricing: unknown } | undefined;
+    if (!row) return undefined;
+    const pricing = (typeof row.pricing === 'string' ? JSON.parse(row.pricing) : row.pricing) as { discount?: { couponId: string; promotionCodeId?: string | null } };
+    return pricing.discount ? { couponId: pricing.discount.couponId, promotionCodeId: pricing.discount.promotionCodeId ?? null } : null;
+  }
+
+  async lockCounters(couponIds: readonly string[], promotionCodeIds: readonly string[]): Promise<void> {
+    if (couponIds.length > 0) await this.db('coupons').whereIn('id', [...new Set(couponIds)]).orderBy('id').forUpdate().select('id');
+    if (promotionCodeIds.length > 0) await this.db('promotion_codes').whereIn('id', [...new Set(promotionCodeIds)]).orderBy('id').forUpdate().select('id');
+  }
+
+  async deleteReleasedRedemption(checkoutSessionId: string): Promise<void> {
+    await this.db('discount_redemptions').where({ checkout_session_id: checkoutSessionId }).whereNotNull('released_at').delete();
+  }
+
   async decrementCoupon(id: string, now: Date): Promise<void> {
     await this.db('coupons').where({ id }).andWhere('times_redeemed', '>', 0).update({ times_redeemed: this.db.raw('times_redeemed - 1'), updated_at: now });
   }
@@ -247,6 +273,7 @@ interface RedemptionRow {
   customer_email: string;
   once_key: string | null;
   created_at: Date;
+  released_at?: Date | null;
 }
 
 const toRedemption = (r: RedemptionRow): Redemption => ({
@@ -258,4 +285,5 @@ const toRedemption = (r: RedemptionRow): Redemption => ({
   customerEmail: r.customer_email,
   onceKey: r.once_key,
   createdAt: new Date(r.created_at),
+  releasedAt: r.released_at ? new Date(r.released_at) : null,
 });

@@ -44,6 +44,11 @@ export interface DiscountTarget {
   productId: string | null;
   /** The buyer's e-mail when known (first-order and once-per-customer checks). */
   email?: string | null;
+  /**
+   * The code is redeemed before the buyer's e-mail can be known (a code the buyer types on the
+   * Stripe rail's location step): a code limited per buyer is refused when `email` is absent.
+   */
+  buyerBeforeRedemption?: boolean;
 }
 
 export interface ProductDirectory {
@@ -170,6 +175,9 @@ export class DiscountService {
       throw new DiscountRefusal(`${label} is ${formatMoney(coupon.amountOff!, coupon.currency)} off, in ${coupon.currency}; this price is in ${target.currency.toUpperCase()}.`);
     }
     if (promotion && target.email) await this.checkBuyer(orgId, promotion, target.email);
+    else if (promotion && target.buyerBeforeRedemption && (promotion.firstTimeTransaction || promotion.oncePerCustomer)) {
+      throw new DiscountRefusal(`The promotion code ${promotion.code} is limited per customer and cannot be used on this checkout: ask the merchant for a checkout in your name.`);
+    }
     return {
       couponId: coupon.id,
       name: coupon.name,
@@ -213,38 +221,78 @@ export class DiscountService {
    * expiry passed or a buyer check failing refuses it, with nothing written.
    */
   async claim(orgId: string, checkoutSessionId: string, discount: AppliedDiscount, email: string): Promise<void> {
-    const now = this.clock.now();
     await this.uow.transaction(async (tx) => {
       const own = await tx.findRedemption(checkoutSessionId);
       if (own) return;
-      let onceKey: string | null = null;
-      if (discount.promotionCodeId) {
-        const promotion = await tx.findPromotionCodeByCode(orgId, discount.code ?? '');
-        if (!promotion || promotion.id !== discount.promotionCodeId) throw new DiscountRefusal(`The promotion code ${discount.code} is not valid.`);
-        // No e-mail yet (a Stripe checkout without customerEmail): a code limited per buyer cannot be checked.
-        if (!email.trim() && (promotion.firstTimeTransaction || promotion.oncePerCustomer)) {
-          throw new DiscountRefusal(`The promotion code ${promotion.code} is limited per buyer (${promotion.firstTimeTransaction ? 'first order only' : 'once per customer'}); on the Stripe card processor it needs the buyer's e-mail (customerEmail or customerId), because Stripe's page asks for it after Kassa has redeemed the code.`);
-        }
-        await this.checkBuyer(orgId, promotion, email, tx);
-        if (promotion.oncePerCustomer) onceKey = email.trim().toLowerCase();
-      }
-      const inserted = await tx.insertRedemption({
-        id: newId('RDM'),
-        orgId,
-        couponId: discount.couponId,
-        promotionCodeId: discount.promotionCodeId,
-        checkoutSessionId,
-        customerEmail: email.trim(),
-        onceKey,
-        createdAt: now,
-      });
-      if (!inserted) {
-        if (await tx.findRedemption(checkoutSessionId)) return;
-        throw new DiscountRefusal(`You have already used the promotion code ${discount.code}.`);
-      }
-      const label = discount.code ? `The promotion code ${discount.code}` : `The coupon ${discount.name}`;
-      if (!(await tx.incrementCoupon(discount.couponId, now))) throw new DiscountRefusal(`${label} has been used up or has expired.`);
-      if (discount.promotionCodeId && !(await tx.incrementPromotionCode(discount.promotionCodeId, now))) throw new DiscountRefusal(`${label} has been used up or has expired.`);
+      await this.redeem(tx, orgId, checkoutSessionId, discount, email);
     });
+  }
+
+  /**
+   * Makes the session's redemption the one of `discount` (none: no redemption), in one
+   * transaction: a redemption of the same coupon and code is kept (counted once however often the
+   * buyer goes back and forth); one of another discount is given back (deleted, counters down) and
+   * the new one claimed as `claim` does, with its checks. The Stripe rail's location step, before
+   * each Stripe Checkout Session it opens (issue 39, docs/discounts.md). DiscountRefusal when the
+   * new one is refused: the transaction is rolled back, the old redemption stays as it was.
+   */
+  async reclaim(orgId: string, checkoutSessionId: string, discount: AppliedDiscount | null, email: string): Promise<'kept' | 'changed'> {
+    const now = this.clock.now();
+    return this.uow.transaction(async (tx) => {
+      // Under the checkout session's row lock, and only while it still has the discount read: a
+      // step that read an older discount (the code changed in another tab) touches nothing.
+      const current = await tx.lockSessionDiscount(checkoutSessionId);
+      if (current === undefined || (current?.couponId ?? null) !== (discount?.couponId ?? null) || (current?.promotionCodeId ?? null) !== (discount?.promotionCodeId ?? null)) return 'changed';
+      const own = await tx.findRedemption(checkoutSessionId);
+      if (own && !own.releasedAt && discount && own.couponId === discount.couponId && own.promotionCodeId === discount.promotionCodeId) return 'kept';
+      // The counters this may lower and raise, locked in one order (coupons, then codes, each by id):
+      // two buyers swapping codes the opposite way at once never wait on each other in a cycle.
+      await tx.lockCounters([own?.couponId, discount?.couponId].filter((id): id is string => Boolean(id)), [own?.promotionCodeId, discount?.promotionCodeId].filter((id): id is string => Boolean(id)));
+      if (own) {
+        // Deleted whether counted or given back already (a given-back row's counters are down).
+        const counted = await tx.deleteRedemption(checkoutSessionId);
+        if (counted) {
+          await tx.decrementCoupon(counted.couponId, now);
+          if (counted.promotionCodeId) await tx.decrementPromotionCode(counted.promotionCodeId, now);
+        } else {
+          await tx.deleteReleasedRedemption(checkoutSessionId);
+        }
+      }
+      if (discount) await this.redeem(tx, orgId, checkoutSessionId, discount, email);
+      return 'kept';
+    });
+  }
+
+  /** The claim's checks and counted insert, in the caller's transaction. */
+  private async redeem(tx: DiscountStores, orgId: string, checkoutSessionId: string, discount: AppliedDiscount, email: string): Promise<void> {
+    const now = this.clock.now();
+    let onceKey: string | null = null;
+    if (discount.promotionCodeId) {
+      const promotion = await tx.findPromotionCodeByCode(orgId, discount.code ?? '');
+      if (!promotion || promotion.id !== discount.promotionCodeId) throw new DiscountRefusal(`The promotion code ${discount.code} is not valid.`);
+      // No e-mail yet (a Stripe checkout without customerEmail): a code limited per buyer cannot be checked.
+      if (!email.trim() && (promotion.firstTimeTransaction || promotion.oncePerCustomer)) {
+        throw new DiscountRefusal(`The promotion code ${promotion.code} is limited per buyer (${promotion.firstTimeTransaction ? 'first order only' : 'once per customer'}); on the Stripe card processor it needs the buyer's e-mail (customerEmail or customerId), because Stripe's page asks for it after Kassa has redeemed the code.`);
+      }
+      await this.checkBuyer(orgId, promotion, email, tx);
+      if (promotion.oncePerCustomer) onceKey = email.trim().toLowerCase();
+    }
+    const inserted = await tx.insertRedemption({
+      id: newId('RDM'),
+      orgId,
+      couponId: discount.couponId,
+      promotionCodeId: discount.promotionCodeId,
+      checkoutSessionId,
+      customerEmail: email.trim(),
+      onceKey,
+      createdAt: now,
+    });
+    if (!inserted) {
+      if (await tx.findRedemption(checkoutSessionId)) return;
+      throw new DiscountRefusal(`You have already used the promotion code ${discount.code}.`);
+    }
+    const label = discount.code ? `The promotion code ${discount.code}` : `The coupon ${discount.name}`;
+    if (!(await tx.incrementCoupon(discount.couponId, now))) throw new DiscountRefusal(`${label} has been used up or has expired.`);
+    if (discount.promotionCodeId && !(await tx.incrementPromotionCode(discount.promotionCodeId, now))) throw new DiscountRefusal(`${label} has been used up or has expired.`);
   }
 }

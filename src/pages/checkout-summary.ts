@@ -29,9 +29,11 @@ export const trialDaysOf = (session: CheckoutSession): number => (session.pricin
 
 /**
  * What every checkout page shows first: product, quantity × unit price (and interval), total. With
- * a free trial: "N days free, then <total>/<interval>" and a total due today of zero.
+ * a free trial: "N days free, then <total>/<interval>" and a total due today of zero. `beforeTax`:
+ * the buyer's country is still to be chosen (the tax step), so the amount is labelled
+ * "Subtotal, before tax", not "Total".
  */
-export function summary(session: CheckoutSession): string {
+export function summary(session: CheckoutSession, options: { beforeTax?: boolean } = {}): string {
   const unit = formatMoney(session.pricing.amount, session.currency);
   const { billingInterval, billingIntervalCount } = session.pricing;
   const subscription = session.pricing.pricingType === 'SUBSCRIPTION' && billingInterval;
@@ -45,7 +47,10 @@ export function summary(session: CheckoutSession): string {
     : '';
   const total = days > 0
     ? `<div class="total"><span>Due today</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(0, session.currency))}</strong></div>`
-    : `<div class="total"><span>Total</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
+    : options.beforeTax
+      ? // Before the buyer's country is known (the tax step): the amount is not the total yet.
+        `<div class="total"><span>Subtotal, before tax</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div><p class="muted" data-testid="tax-pending">Tax is calculated after you choose your country.</p>`
+      : `<div class="total"><span>Total</span><strong class="amount" data-testid="amount">${escapeHtml(formatMoney(session.amount, session.currency))}</strong></div>`;
   return `<h1 data-testid="product-name">${escapeHtml(session.product.name)}</h1>
 ${session.product.description ? `<div class="muted">${escapeHtml(session.product.description)}</div>` : ''}
 <div class="muted" data-testid="quantity">${session.quantity} × ${escapeHtml(unit)}${escapeHtml(interval)}</div>

@@ -113,6 +113,25 @@ export interface LayoutOptions {
   refreshUrl?: string;
   /** The organization's display name (and branding), the page's heading line; pages that know no merchant say "Kassa". */
   merchant?: PageMerchant;
+  /** The rail the page's checkout is paid on, named in the footer; pages that take no payment name none. */
+  rail?: PageRail;
+}
+
+/** The rails a hosted page may name: Kassa's sandbox card page, Stripe Checkout, a crypto transfer. */
+export type PageRail = 'sandbox' | 'stripe' | 'crypto';
+
+/** The footer's words: "Secured by Kassa", with the checkout's rail ("sandbox" only on the sandbox's). */
+export function footerText(rail: PageRail | undefined): string {
+  switch (rail) {
+    case 'sandbox':
+      return 'Secured by Kassa · sandbox';
+    case 'stripe':
+      return 'Secured by Kassa · card payment by Stripe';
+    case 'crypto':
+      return 'Secured by Kassa · crypto payment';
+    default:
+      return 'Secured by Kassa';
+  }
 }
 
 export function layout(title: string, body: string, options: LayoutOptions = {}): string {
@@ -125,7 +144,7 @@ export function layout(title: string, body: string, options: LayoutOptions = {})
     : '';
   const brand = name ? `${logo}<div class="brand" data-testid="merchant">${escapeHtml(name)}</div>` : '<div class="brand">Kassa</div>';
   const refresh = options.refreshSeconds ? `<meta http-equiv="refresh" content="${options.refreshSeconds}${target}">` : '';
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style>${brandStyle(branding)}</head><body><main><div class="card">${brand}${body}</div><footer>Secured by Kassa · sandbox</footer></main></body></html>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">${refresh}<title>${escapeHtml(title)}</title><style>${STYLE}</style>${brandStyle(branding)}</head><body><main><div class="card">${brand}${body}</div><footer>${escapeHtml(footerText(options.rail))}</footer></main></body></html>`;
 }
 
 export function sendPage(res: Response, page: Page): void {

@@ -1,6 +1,7 @@
 /**
  * Whom the buyer pays, and what they keep: the organization's display name (admin API field,
- * defaulting to its name) heads every hosted page, HTML-escaped, above "Secured by Kassa"; the
+ * defaulting to its name) heads every hosted page, HTML-escaped, above "Secured by Kassa" (with the
+ * checkout's rail: "sandbox" only on the sandbox's pages); the
  * page after paying shows the order id, the merchant's reference and the way back to its site,
  * whichever path led there (no successUrl, an asynchronous payment, the checkout link reopened).
  */
@@ -126,6 +127,19 @@ describe('the display name on every hosted page', () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('id="email"');
     expectMerchantHeading(page.text);
+    // The footer names the rail: crypto, never "sandbox".
+    expect(page.text).toContain('<footer>Secured by Kassa · crypto payment</footer>');
+  });
+
+  it('the footer names the rail: "sandbox" on the sandbox card processor’s pages, none on pages that take no payment', async () => {
+    const session = await newSession();
+    expect((await ctx.merchant.get(pagePath(session.url))).text).toContain('<footer>Secured by Kassa · sandbox</footer>');
+    expect((await pay(session.url)).status).toBe(303);
+    expect((await ctx.merchant.get(`${pagePath(session.url)}/complete`)).text).toContain('<footer>Secured by Kassa · sandbox</footer>');
+    const unknown = await ctx.merchant.get(`/checkout/${'A'.repeat(32)}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.text).toContain('<footer>Secured by Kassa</footer>');
+    // (The Stripe rail's pages: test/processors/stripe-location-promotion-code.test.ts.)
   });
 
   it('payment link errors: an inactive link and a refused query say whose link it is', async () => {

@@ -292,22 +292,36 @@ describe('Kassa asks the country, then opens Stripe Checkout with fixed rates', 
 });
 
 describe('the step refuses bad input with a page, never a 500', () => {
-  it('a bad country, region or tax id: 400 with a human message, nothing opened; the form keeps what was typed', async () => {
+  it('a bad country, region or tax id: a 303 to the step’s page, which is a 400 with a human message; nothing opened; the form keeps the country typed', async () => {
     const res = await create({});
     const calls = createCalls();
-    for (const [form, message] of [
-      [{ country: 'XX' }, 'Choose your country from the list.'],
-      [{}, 'Choose your country from the list.'],
-      [{ country: 'US', region: 'C@' }, 'Enter your state or region as its short code'],
-      [{ country: 'DE', taxId: 'DE123' }, 'does not look right for the country you chose'],
+    for (const [form, kind, message, selected] of [
+      [{ country: 'XX' }, 'country', 'Choose your country from the list.', null],
+      [{}, 'country', 'Choose your country from the list.', null],
+      [{ country: 'US', region: 'C@' }, 'region', 'Enter your state or region as its short code', 'US'],
+      [{ country: 'DE', taxId: 'DE123' }, 'taxId', 'does not look right for the country you chose', 'DE'],
     ] as const) {
-      const page = await step(res.body.data.url, form as Record<string, string>);
+      // Redirect-after-POST: the browser's back button never lands on a POST result ("Confirm Form Resubmission").
+      const posted = await step(res.body.data.url, form as Record<string, string>);
+      expect(posted.status, posted.text).toBe(303);
+      const location = new URL(posted.headers.location!, 'http://kassa.test');
+      expect(location.pathname).toBe(pathOf(res.body.data.url));
+      expect(location.searchParams.get('step_error')).toBe(kind);
+      // The tax id never goes into the URL.
+      expect(location.searchParams.has('taxId')).toBe(false);
+      const page = await ctx.merchant.get(posted.headers.location!);
       expect(page.status, page.text).toBe(400);
       expect(page.headers['content-type']).toMatch(/text\/html/);
       expect(page.text).toContain(message);
       expect(page.text).toContain('role="alert"');
       expect(page.text).toMatch(/aria-invalid="true" aria-describedby="[^"]*step-error"/);
+      if (selected) expect(page.text).toContain(`<option value="${selected}" selected>`);
     }
+    // A kind the page does not know, and text in the query: the plain step, nothing reflected.
+    const odd = await ctx.merchant.get(`${pathOf(res.body.data.url)}?step_error=<b>hi</b>&country=<x>`);
+    expect(odd.status).toBe(200);
+    expect(odd.text).not.toContain('<b>hi</b>');
+    expect(odd.text).not.toContain('role="alert"');
     expect(createCalls()).toBe(calls);
     expect((await readSession(res.body.data.id)).tax ?? null).toBeNull();
   });
@@ -318,8 +332,9 @@ describe('the step refuses bad input with a page, never a 500', () => {
     expect(many.status).toBeGreaterThanOrEqual(400);
     expect(many.status).toBeLessThan(500);
     expect((await ctx.merchant.post('/checkout/nope/tax').type('form').send({ country: 'DE' })).status).toBe(404);
-    // The sandbox's forms do not apply here: back to the step, nothing charged or changed.
-    for (const [path, form] of [['pay', { cardNumber: '4242424242424242', expiry: '12/30', cvc: '123', email: 'a@example.com' }], ['promotion-code', { code: 'SAVE10' }]] as const) {
+    // The sandbox's card form does not apply here: back to the step, nothing charged or changed.
+    // (Promotion codes do: test/processors/stripe-location-promotion-code.test.ts.)
+    for (const [path, form] of [['pay', { cardNumber: '4242424242424242', expiry: '12/30', cvc: '123', email: 'a@example.com' }]] as const) {
       const other = await ctx.merchant.post(`${pathOf(res.body.data.url)}/${path}`).type('form').send(form);
       expect(other.status).toBe(303);
       expect(other.headers.location).toBe(pathOf(res.body.data.url));
