@@ -64,6 +64,10 @@ const queuedOf = async (orgId: string) => {
   return Number(h[0]!.n) + Number(v[0]!.n);
 };
 
+/** The tokens of every event accepted so far, per organization (both tests ingest into both). */
+const accepted = new Map<string, number[]>();
+const acceptedOf = (o: Org) => accepted.get(o.org.orgId) ?? accepted.set(o.org.orgId, []).get(o.org.orgId)!;
+
 let sent = 0;
 /** A batch of `n` events of `o`'s customer, each `tokens` 1..7, one per hour from `hour0`; returns the accepted events' tokens. */
 async function ingest(o: Org, n: number, hour0: number, tag: string): Promise<number[]> {
@@ -90,8 +94,8 @@ async function expectTotals(o: Org, tokens: number[], context: string): Promise<
 describe('the fold\'s pick of an organization', () => {
   it('folds a quiet organization\'s queue within two passes while a busy organization\'s queue is refilled faster than a pass folds it', async () => {
     const repository = new KnexUsageEventRepository(db);
-    const busy: number[] = [];
-    const quiet: number[] = [];
+    const busy = acceptedOf(a);
+    const quiet = acceptedOf(b);
     // The busy organization queues first: its rows take the queue table's first slots.
     busy.push(...(await ingest(a, 10, 0, 'busy')));
     // 2 events × 2 meters: 4 rows, one pass's worth.
@@ -131,11 +135,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('two fold workers 
     other = await openDatabase({ databaseUrl: ctx.testDb.url! });
     const workers = [new KnexUsageEventRepository(db), new KnexUsageEventRepository(other.db)];
     await foldRollups(ctx);
-    const tokens = new Map<string, number[]>([
-      [a.org.orgId, []],
-      [b.org.orgId, []],
-    ]);
-    const remember = (o: Org, accepted: number[]) => tokens.get(o.org.orgId)!.push(...accepted);
+    const remember = (o: Org, accepted: number[]) => acceptedOf(o).push(...accepted);
     // The same hour four times per organization: four queued rows on one rollup key each, so two
     // folds of one organization would meet on that key's rollup row.
     for (let i = 0; i < 4; i++) {
@@ -167,7 +167,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('two fold workers 
     // It folded the other organization's queue, all of it; the held organization's rows are worker 0's 2 (committed now) and 2 left.
     expect(await queuedOf((otherOrg === 'a' ? a : b).org.orgId)).toBe(0);
     expect(await queuedOf((heldOrg === 'a' ? a : b).org.orgId)).toBe(before[heldOrg] - 2);
-    for (const o of [a, b]) await expectTotals(o, tokens.get(o.org.orgId)!, 'after the paused fold');
+    for (const o of [a, b]) await expectTotals(o, acceptedOf(o), 'after the paused fold');
 
     let passes = 0;
     for (let round = 0; round < ROUNDS; round++) {
@@ -186,13 +186,13 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('two fold workers 
       await Promise.all(sends);
       ingesting = false;
       await Promise.all(folds);
-      for (const o of [a, b]) await expectTotals(o, tokens.get(o.org.orgId)!, `round ${round}`);
+      for (const o of [a, b]) await expectTotals(o, acceptedOf(o), `round ${round}`);
     }
     expect(passes, 'fold passes that took rows while ingests ran').toBeGreaterThan(0);
     await foldRollups(ctx);
     for (const o of [a, b]) {
       expect(await queuedOf(o.org.orgId)).toBe(0);
-      await expectTotals(o, tokens.get(o.org.orgId)!, 'folded');
+      await expectTotals(o, acceptedOf(o), 'folded');
     }
   }, 300_000);
 });
