@@ -1097,9 +1097,11 @@ export interface paths {
          *     subscription's Stripe discount while it lasts) and finalizes it (Stripe charges the saved
          *     card; its `invoice.paid` is an order of those `USAGE` lines, the `DISCOUNT` and `TAX`
          *     Stripe applied), then cancels. A retry after a `503`
-         *     finds that invoice and opens no second one. When the period's renewal draft already
-         *     carries its usage (a cancel in the grace hour after the period's end), nothing more is
-         *     invoiced.
+         *     finds that invoice and opens no second one. A cancel in the grace hour after the period's
+         *     end, once the period's renewal draft is recorded: the draft bills the period
+         *     (`[currentPeriodStart, currentPeriodEnd)`) and the cancel's invoice the rest,
+         *     `[currentPeriodEnd, now)` (the usage of the period Stripe started, its included units and
+         *     credits that period's), so each event is on one invoice (docs/usage-billing.md, *Cancel now*).
          */
         post: operations["cancelSubscription"];
         delete?: never;

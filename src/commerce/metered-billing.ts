@@ -179,7 +179,9 @@ export async function usageLineInputs(
   const lines: LineInput[] = [];
   for (const c of components) {
     const meter = await billing.meters.find(s.orgId, c.meterId);
-    const quantity = s.customerId === null ? 0 : await billing.quantities.quantity(s.orgId, c.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
+    // An empty range (a renewal draft whose period a cancel-now's invoice billed already) holds nothing.
+    const empty = s.currentPeriodEnd.getTime() <= s.currentPeriodStart.getTime();
+    const quantity = s.customerId === null || empty ? 0 : await billing.quantities.quantity(s.orgId, c.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
     lines.push({ kind: 'USAGE', description: meter?.name ?? c.meterId, meterId: c.meterId, quantity, includedUnits: c.includedUnits, pricing: c.pricing });
   }
   return lines;

@@ -156,7 +156,9 @@ export class ProcessorUsageFlow {
         this.logger.warn({ subscriptionId: s.id, invoiceId: draft.invoiceId, periodStart: draft.periodStart, currentPeriodEnd: s.currentPeriodEnd }, 'Stripe: a renewal draft that does not follow the current period carries no usage');
         return 'ignored';
       }
-      // A cancel-now whose invoice went out but whose cancel Stripe then refused billed the period up to then.
+      // A cancel-now whose invoice went out but whose cancel Stripe then refused billed the period
+      // up to then; a cancel-now in the grace hour before this draft was recorded billed the whole
+      // period (and the hour after it): the draft then carries no usage (an empty range).
       const final = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
       await this.invoices.insert({
         processorInvoiceId: draft.invoiceId,
@@ -164,7 +166,7 @@ export class ProcessorUsageFlow {
         subscriptionId: s.id,
         kind: 'RENEWAL',
         usagePeriod: s.periodNumber,
-        usageStart: final?.usageEnd ?? s.currentPeriodStart,
+        usageStart: final ? new Date(Math.min(final.usageEnd.getTime(), s.currentPeriodEnd.getTime())) : s.currentPeriodStart,
         usageEnd: s.currentPeriodEnd,
         dueAt: new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS),
         state: 'HELD',
@@ -249,39 +251,62 @@ export class ProcessorUsageFlow {
   }
 
   /**
-   * Cancel now of a metered subscription the processor bills: its partial period's usage
-   * (`lines`, read by the caller after it closed the range) on an invoice of its own, opened and
-   * finalized before the cancel (the processor charges the saved card), once: a retry finds the
-   * period's FINAL invoice and adds nothing. Nothing is invoiced when that usage costs nothing, or
-   * when the period's renewal draft already carries it (a cancel in the grace hour).
+   * Cancel now of a metered subscription the processor bills: the usage up to the cancel (`read`
+   * gives the line inputs of a range, read by the caller after it closed the range) on an invoice of
+   * its own, opened and finalized before the cancel (the processor charges the saved card), once: a
+   * retry finds that invoice and adds nothing. Nothing is invoiced when that usage costs nothing.
+   *
+   * Which range (every accepted event in exactly one invoice):
+   * - no renewal draft recorded for the current period (the usual case: a cancel inside the
+   *   period): [currentPeriodStart, the cancel), FINAL of the current period;
+   * - a cancel in the grace hour after the period's end, the period's renewal draft recorded
+   *   (`invoice.created`): the draft bills the period, [currentPeriodStart, currentPeriodEnd), after
+   *   the grace window as always; this invoice bills the rest, [currentPeriodEnd, the cancel) — the
+   *   usage of the period the processor started at the period's end — as FINAL of the next period
+   *   (its own idempotency key, credits drawn for that period, that period's included units).
+   *   Before, nothing was invoiced then, and the events of that hour were billed nowhere.
+   * - a FINAL of the current period opened by an earlier attempt (a retry) is that invoice, whatever
+   *   was recorded since; a draft recorded after it carries no usage (renewalDraft).
    */
-  async billFinal(s: Subscription, range: { start: Date; end: Date }, lines: LineInput[]): Promise<void> {
+  async billFinal(s: Subscription, range: { start: Date; end: Date }, read: (range: { start: Date; end: Date }) => Promise<LineInput[]>): Promise<void> {
     if (!s.processorSubscriptionId) return;
-    if (await this.invoices.findFor(s.id, 'RENEWAL', s.periodNumber)) return;
-    let row = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
+    let period = s.periodNumber;
+    let usage = range;
+    let row = await this.invoices.findFor(s.id, 'FINAL', period);
+    if (!row) {
+      const renewal = await this.invoices.findFor(s.id, 'RENEWAL', s.periodNumber);
+      if (renewal) {
+        // The draft bills up to the period's end: only a cancel after it has usage left to bill.
+        if (range.end.getTime() <= renewal.usageEnd.getTime()) return;
+        period = s.periodNumber + 1;
+        usage = { start: renewal.usageEnd, end: range.end };
+        row = await this.invoices.findFor(s.id, 'FINAL', period);
+      }
+    }
     if (!row) {
       const now = this.clock.now();
+      const lines = await read(usage);
       // Prepaid credits first, as the sandbox's cancel draws them (chargeFinalUsage): even when they
       // cover it all (no invoice then). Once per (subscription, period, meter) in the ledger, so a
       // retried cancel (a 503 before the invoice was recorded) finds its draw and draws nothing more.
-      const credited = await this.uow.transaction((stores) => drawCredits(stores, s, lines, now));
+      const credited = await this.uow.transaction((stores) => drawCredits(stores, { ...s, periodNumber: period }, lines, now));
       if (pricePeriod(credited).total === 0) return;
-      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${s.periodNumber}`, 'FINAL');
+      const invoiceId = await this.processor.openFinal(s.processorSubscriptionId, `kassa_usage_final_${s.id}_${period}`, 'FINAL');
       await this.invoices.insert({
         processorInvoiceId: invoiceId,
         orgId: s.orgId,
         subscriptionId: s.id,
         kind: 'FINAL',
-        usagePeriod: s.periodNumber,
-        usageStart: range.start,
-        usageEnd: range.end,
+        usagePeriod: period,
+        usageStart: usage.start,
+        usageEnd: usage.end,
         dueAt: now,
         state: 'HELD',
         lines: credited,
         createdAt: now,
         updatedAt: now,
       });
-      row = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
+      row = await this.invoices.findFor(s.id, 'FINAL', period);
     }
     if (row?.state === 'HELD') await this.bill(row);
   }
@@ -317,6 +342,12 @@ export class ProcessorUsageFlow {
   private async bill(row: UsageInvoice): Promise<void> {
     const s = await this.uow.stores.subscriptions.findById(row.subscriptionId);
     if (!s) return;
+    // A renewal draft (or its make-up) of a period that a cancel-now's FINAL invoice billed up to
+    // some point carries only what follows it. renewalDraft sets that range when the FINAL came
+    // first; this covers a draft recorded while the cancel was opening its invoice (between its
+    // check for a draft and its FINAL row): the FINAL row, once written, decides.
+    const final = row.kind === 'FINAL' ? undefined : await this.invoices.findFor(s.id, 'FINAL', row.usagePeriod);
+    const usageStart = final ? new Date(Math.min(Math.max(final.usageEnd.getTime(), row.usageStart.getTime()), row.usageEnd.getTime())) : row.usageStart;
     let lines = row.lines;
     if (!lines) {
       await this.uow.transaction(async (stores) => {
@@ -324,12 +355,12 @@ export class ProcessorUsageFlow {
         await stores.subscriptions.lock(row.subscriptionId);
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
-      const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: row.usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
+      const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
       // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
       // subscription, period and meter), in the transaction that stores the lines. A renewal draft
       // that follows a cancel-now's FINAL invoice of the same period (Stripe refused the cancel)
       // draws nothing more: that period's draw is the FINAL's.
-      const draws = row.kind === 'FINAL' || !(await this.invoices.findFor(s.id, 'FINAL', row.usagePeriod));
+      const draws = row.kind === 'FINAL' || !final;
       const now = this.clock.now();
       lines = await this.invoices.setLines(row.processorInvoiceId, (credits) => (draws ? drawCredits({ credits }, { ...s, periodNumber: row.usagePeriod }, read, now) : Promise.resolve(read)), now);
     }
@@ -342,7 +373,7 @@ export class ProcessorUsageFlow {
         description: detail ? `${line.description}: ${detail}` : line.description,
         amountCents: line.amount,
         currency: s.currency,
-        periodStart: row.usageStart,
+        periodStart: usageStart,
         periodEnd: row.usageEnd,
         meterId: line.meterId ?? '',
         discountable,

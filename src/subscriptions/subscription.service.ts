@@ -324,7 +324,7 @@ export class SubscriptionService {
    */
   async cancel(id: string, options: { atPeriodEnd: boolean }, owner?: SubscriptionOwner): Promise<Subscription> {
     const usage = options.atPeriodEnd ? undefined : await this.cancelUsage(id, owner);
-    if (usage?.processor) await this.processorUsage!.billFinal(usage.subscription, usage.range, usage.lines);
+    if (usage?.processor) await this.processorUsage!.billFinal(usage.subscription, usage.range, usage.read);
     return this.change(owner, id, async (s, now, stores) => {
       if (s.status !== 'ACTIVE' && s.status !== 'PAUSED') throw conflict(`A ${s.status} subscription cannot be canceled`);
       if (options.atPeriodEnd) {
@@ -355,7 +355,9 @@ export class SubscriptionService {
    * first, in a transaction of its own under the row lock, as a renewal's close: from its commit
    * ingest refuses its events (PERIOD_CLOSED; no grace window: the subscription ends now), so every
    * event ACCEPTED before is in the read that follows. A cancel in the grace hour after the period's
-   * end closes the next period too (its events up to now are in the range).
+   * end closes the next period too (its events up to now are in the range). On the sandbox one
+   * order bills the whole range; on a processor (`read`) billFinal chooses the range: the period's
+   * renewal draft may bill [currentPeriodStart, currentPeriodEnd) and the cancel's invoice the rest.
    */
   private async cancelUsage(id: string, owner: SubscriptionOwner | undefined) {
     if (!this.metered) return undefined;
@@ -374,8 +376,11 @@ export class SubscriptionService {
       await stores.subscriptions.closeUsagePeriod(id, closes);
     });
     const range = { start: s.currentPeriodStart, end: now };
-    const lines = await usageLineInputs(this.metered, { ...s, currentPeriodEnd: now }, components);
-    return { subscription: s, fits, range, lines, processor: s.processorSubscriptionId !== null };
+    const metered = this.metered;
+    const read = (r: { start: Date; end: Date }) => usageLineInputs(metered, { ...s, currentPeriodStart: r.start, currentPeriodEnd: r.end }, components);
+    const processor = s.processorSubscriptionId !== null;
+    // The sandbox's lines are read here, outside the cancel's transaction (the usage module's read).
+    return { subscription: s, fits, range, read, lines: processor ? [] : await read(range), processor };
   }
 
   private get catalog(): PlanCatalog {

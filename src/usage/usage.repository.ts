@@ -54,10 +54,11 @@ export interface UsageEventRepository {
    */
   insertNew(events: UsageEvent[], periods?: ReadonlyMap<string, EventPeriod>): Promise<{ inserted: Set<string>; closed: Set<string> }>;
   /**
-   * One pass of the fold (migration 0395): up to `limit` queued delta rows of one organization
-   * merged into the rollup and deleted, in one transaction; returns how many rows it took (0: the
-   * queues were empty, or every row was being folded by another worker). `beforeCommit` is the
-   * tests' crash point.
+   * One pass of the fold (migration 0395): up to `limit` queued delta rows of one organization —
+   * the next one with a queue after the organization this instance folded last, round-robin,
+   * skipping any another worker is folding — merged into the rollup and deleted, in one
+   * transaction; returns how many rows it took (0: the queues were empty, or every organization
+   * with a queue was being folded by another worker). `beforeCommit` is the tests' crash point.
    */
   foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number>;
   /** Which of these ids the organization has stored. */
@@ -147,6 +148,8 @@ const HOUR_MS = 3_600_000;
 
 /** The organization's meter lock: ingest holds it shared, a meter's rebuild exclusively (see migration 0280). */
 const METER_LOCK = (orgId: string) => `usage-meters:${orgId}`;
+/** The prefix of an organization's fold lock (pickFoldOrganization): one fold pass per organization at a time. */
+const FOLD_LOCK_PREFIX = 'usage-meter-fold:';
 
 /**
  * The rollup rows of the events in `source` (columns org_id, id, customer_id, name, ts,
@@ -383,6 +386,12 @@ FROM m LEFT JOIN c ON true`;
 export class KnexUsageEventRepository implements UsageEventRepository {
   private readonly partitions = new PartitionEnsurer();
 
+  /**
+   * The organization this instance (one worker's fold) folded last: its next pass starts after it
+   * (pickFoldOrganization). In memory: a restarted worker starts again from the first organization.
+   */
+  private foldCursor = '';
+
   constructor(private readonly db: Knex) {}
 
   async customerQuantity(orgId: string, meterId: string, customerRef: string, start: Date, end: Date): Promise<CustomerQuantityRead> {
@@ -462,11 +471,10 @@ export class KnexUsageEventRepository implements UsageEventRepository {
   }
 
   async foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number> {
-    // An organization with queued deltas (not locked: the meter lock comes first, see below).
-    const { rows } = (await this.db.raw('(SELECT org_id FROM usage_meter_hour_deltas LIMIT 1) UNION ALL (SELECT org_id FROM usage_meter_hour_value_deltas LIMIT 1) LIMIT 1')) as { rows: Array<{ org_id: string }> };
-    const orgId = rows[0]?.org_id;
-    if (orgId === undefined) return 0;
     return this.db.transaction(async (trx) => {
+      const orgId = await this.pickFoldOrganization(trx);
+      if (orgId === undefined) return 0;
+      this.foldCursor = orgId;
       // Shared, as ingest: a meter's build (exclusive) deletes queued deltas of its range and must
       // not wait on delta rows this fold holds while the fold waits on its lock.
       await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
@@ -506,6 +514,48 @@ export class KnexUsageEventRepository implements UsageEventRepository {
       await beforeCommit?.();
       return Number(hours.rows[0]?.n ?? 0) + Number(values.rows[0]?.n ?? 0);
     });
+  }
+
+  /**
+   * The organization a fold pass takes (issue 38, the fold's fair pick): the next organization
+   * with queued deltas after the one this worker folded last, in org id order, wrapping around
+   * (round-robin), whose fold lock is free — taken here, `pg_try_advisory_xact_lock`, for the
+   * pass's transaction. An organization another worker is folding is skipped, never waited for;
+   * undefined when no organization has queued deltas or every one of them is being folded.
+   *
+   * So an organization with a queue is folded within as many passes of any worker as there are
+   * organizations with a queue, however fast another organization's queue refills (before, the
+   * pick was the first queued row's organization, which a busy organization could hold for ever),
+   * and two workers fold two organizations at once instead of meeting on one organization's
+   * rollup rows. Each step is two index probes (the queues' keys start with org_id). Why not
+   * "oldest queued row first": the queues carry no time column, and adding one would put a write
+   * on the ingest path for the order alone; round-robin needs nothing from ingest.
+   */
+  private async pickFoldOrganization(trx: Knex.Transaction): Promise<string | undefined> {
+    const start = this.foldCursor;
+    let after = start;
+    let wrapped = start === '';
+    for (;;) {
+      const { rows } = (await trx.raw(
+        `SELECT n.org_id, pg_try_advisory_xact_lock(hashtextextended(? || n.org_id, 0)) AS mine
+         FROM (SELECT least(
+           (SELECT org_id FROM usage_meter_hour_deltas WHERE org_id > ? ORDER BY org_id LIMIT 1),
+           (SELECT org_id FROM usage_meter_hour_value_deltas WHERE org_id > ? ORDER BY org_id LIMIT 1)) AS org_id) n
+         WHERE n.org_id IS NOT NULL`,
+        [FOLD_LOCK_PREFIX, after, after],
+      )) as { rows: Array<{ org_id: string; mine: boolean }> };
+      const next = rows[0];
+      // Past the end, or (after wrapping) past where this pass started: every organization was tried.
+      // (Org ids are ASCII: JavaScript's order is the "C" collation's.)
+      if (!next || (wrapped && start !== '' && next.org_id > start)) {
+        if (wrapped) return undefined;
+        wrapped = true;
+        after = '';
+        continue;
+      }
+      if (next.mine) return next.org_id;
+      after = next.org_id;
+    }
   }
 
   async storedIds(orgId: string, ids: string[]): Promise<Set<string>> {

@@ -222,6 +222,66 @@ describe('metered subscriptions billed by Stripe', () => {
     expect([...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual')).toHaveLength(1);
   });
 
+  it('a cancel now in the grace hour after the period’s end bills that hour on its own invoice and the held renewal draft the period: every accepted event once', async () => {
+    s.ctx.clock.set('2027-08-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('cancel-grace@example.com', 'user_cancel_grace');
+    const customer = { externalId: 'user_cancel_grace' };
+    const at = (ms: number) => new Date(ms).toISOString();
+    const finals = () => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    s.ctx.clock.set(at(periodEnd - 86_400_000));
+    expect(
+      await ingest([
+        { id: 'cg-t', customer, name: 'llm_tokens', timestamp: at(periodEnd - 2 * 86_400_000), properties: { tokens: 60_000 } },
+        ...Array.from({ length: 3 }, (_, i) => ({ id: `cg-r${i}`, customer, name: 'request', timestamp: at(periodEnd - 2 * 86_400_000) })),
+      ]),
+    ).not.toContain('REJECTED');
+    // The period ends: Stripe moves the subscription on and drafts the renewal (the next period's fee); Kassa holds it.
+    s.ctx.clock.set(at(periodEnd + 1000));
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+    // In the grace hour: a late event of the closing period, and events after its end (the period Stripe started).
+    s.ctx.clock.set(at(periodEnd + 20 * 60_000));
+    expect(
+      await ingest([
+        { id: 'cg-late', customer, name: 'request', timestamp: at(periodEnd - 1000) },
+        { id: 'cg-next-t', customer, name: 'llm_tokens', timestamp: at(periodEnd + 5 * 60_000), properties: { tokens: 25_000 } },
+        ...Array.from({ length: 2 }, (_, i) => ({ id: `cg-next-r${i}`, customer, name: 'request', timestamp: at(periodEnd + 10 * 60_000) })),
+      ]),
+    ).toEqual(['ACCEPTED', 'ACCEPTED', 'ACCEPTED', 'ACCEPTED']);
+    const cancelAt = periodEnd + 30 * 60_000;
+    s.ctx.clock.set(at(cancelAt));
+    const res = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(s.stripe.subscriptions.get(stripeSub.id)!.status).toBe('canceled');
+    // The cancel's invoice: the usage from the period's end to the cancel (before the fix: none, and
+    // these events were billed nowhere). 25,000 tokens with the new period's 10,000 included; 2 requests.
+    expect(finals(), 'the cancel-now invoice').toHaveLength(1);
+    const final = finals()[0]!;
+    expect(final.status).toBe('paid');
+    expect(usageItems(final).map((l) => [l.amount, l.period])).toEqual([
+      [tokensCents(25_000), { start: periodEnd / 1000, end: Math.floor(cancelAt / 1000) }],
+      [requestsCents(2), { start: periodEnd / 1000, end: Math.floor(cancelAt / 1000) }],
+    ]);
+    expect(s.stripe.requests.find((r) => r.method === 'POST' && r.path === '/v1/invoices' && r.idempotencyKey?.includes(subscriptionId))?.idempotencyKey).toBe(`kassa_usage_final_${subscriptionId}_1`);
+    // The held draft, after the grace window: the closed period's usage (the late event included), none of the hour after it.
+    s.ctx.clock.set(at(periodEnd + 3600_000 + 1000));
+    expect(await usageJob().run()).toBe(true);
+    const renewal = s.stripe.invoices.get(draft.id)!;
+    expect(renewal.status).toBe('paid');
+    expect(usageItems(renewal).map((l) => [l.amount, l.period])).toEqual([
+      [tokensCents(60_000), { start: Math.floor(Date.parse('2027-08-01T00:00:00.000Z') / 1000), end: periodEnd / 1000 }],
+      [requestsCents(4), { start: Math.floor(Date.parse('2027-08-01T00:00:00.000Z') / 1000), end: periodEnd / 1000 }],
+    ]);
+    // Every accepted event in exactly one invoice: the orders' USAGE quantities add up to what was accepted.
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', final.id))).body.outcome).toBe('applied');
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+    const orders = await db()('orders').where({ subscription_id: subscriptionId });
+    const lines = await db()('order_lines').whereIn('order_id', orders.map((o: { id: string }) => o.id)).andWhere({ kind: 'USAGE' });
+    const used = (name: string) => lines.filter((l: { description: string }) => l.description.startsWith(name)).reduce((sum: number, l: { quantity: string }) => sum + Number(l.quantity), 0);
+    expect([used('Tokens'), used('Requests')]).toEqual([60_000 + 25_000, 3 + 1 + 2]);
+    expect(finals()).toHaveLength(1);
+  });
+
   it('a renewal draft Stripe finalized without Kassa’s items (invoice.created lost, or handled too late) bills its period’s usage on a make-up invoice of its own, once', async () => {
     const makeups = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
     for (const order of ['invoice.paid first', 'invoice.created late'] as const) {

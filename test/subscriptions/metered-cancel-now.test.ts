@@ -3,7 +3,9 @@
  * usage — [currentPeriodStart, the cancel) — is closed (the period refuses later events while the
  * subscription is still ACTIVE) and charged at once as an order of USAGE lines alone (no fee: no
  * period starts), announced by `order.paid` after `subscription.ended`; nothing is ordered when
- * that usage costs nothing; a declined charge leaves a FAILED order and the cancel stands.
+ * that usage costs nothing; a declined charge leaves a FAILED order and the cancel stands. A cancel
+ * in the grace hour after the period's end bills the period and that hour in its one order (the
+ * renewal waits for the grace window, so no renewal bills the period): every event once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
@@ -90,5 +92,42 @@ describe('cancel now of a metered subscription (sandbox)', () => {
     expect(res.body.data.status).toBe('CANCELED');
     const usage = await db()('orders').where({ subscription_id: id, billing_period: 1 }).first();
     expect([usage.status, Number(usage.amount_cents)]).toEqual(['FAILED', 400]);
+  });
+
+  it('a cancel in the grace hour after the period’s end bills the period and that hour in one order, every event once; no renewal follows', async () => {
+    ctx.clock.set('2027-03-10T09:00:00.000Z');
+    const id = await subscribed('cancel-grace@example.com', 'user_cn_grace');
+    const customer = { externalId: 'user_cn_grace' };
+    const end = new Date((await db()('subscriptions').where({ id }).first()).current_period_end).getTime();
+    const at = (ms: number) => new Date(ms).toISOString();
+    ctx.clock.set(at(end - 86_400_000));
+    expect(await ingest([{ id: 'cng-in', customer, name: 'llm_tokens', timestamp: at(end - 2 * 86_400_000), properties: { tokens: 60_000 } }])).toEqual(['ACCEPTED']);
+    // 20 minutes after the period's end: the renewal waits for the grace window.
+    ctx.clock.set(at(end + 20 * 60_000));
+    await ctx.services.subscriptions.processDue();
+    expect(await db()('orders').where({ subscription_id: id })).toHaveLength(1);
+    expect(
+      await ingest([
+        // The closing period's late event (grace window), and one after the period's end (the next period's).
+        { id: 'cng-late', customer, name: 'llm_tokens', timestamp: at(end - 1000), properties: { tokens: 5_000 } },
+        { id: 'cng-next', customer, name: 'llm_tokens', timestamp: at(end + 10 * 60_000), properties: { tokens: 30_000 } },
+      ]),
+    ).toEqual(['ACCEPTED', 'ACCEPTED']);
+    ctx.clock.set(at(end + 30 * 60_000));
+    const res = await cancelNow(id);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    // The grace window passes: the canceled subscription is not renewed, nothing more is billed.
+    ctx.clock.set(at(end + 2 * 3600_000));
+    await ctx.services.subscriptions.processDue();
+    const orders = await db()('orders').where({ subscription_id: id }).orderBy('billing_period');
+    // 60,000 + 5,000 + 30,000 tokens, 10,000 included: 85,000 × 0.004 ¢ = 340 ¢.
+    expect(orders.map((o: { billing_period: number; status: string; amount_cents: number }) => [o.billing_period, o.status, Number(o.amount_cents)])).toEqual([
+      [0, 'PAID', 2000],
+      [1, 'PAID', 340],
+    ]);
+    const order = (await ctx.merchant.get(`/v1/orders/${orders[1].id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(order.lines.map((l: { kind: string; quantity: string; amountCents: number }) => [l.kind, l.quantity, l.amountCents])).toEqual([['USAGE', '95000', 340]]);
+    // Both periods closed by the cancel: an event stamped before it was accepted and billed, or refused.
+    expect((await db()('subscriptions').where({ id }).first()).usage_closed_period).toBe(1);
   });
 });

@@ -84,7 +84,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)(skippedUnless('usage ingest raci
           await new Promise((r) => setTimeout(r, 2));
         }
       };
-      // One pass killed before its commit, as soon as it finds deltas (a pass over an empty queue opens no transaction).
+      // One pass killed before its commit, as soon as it finds deltas (a pass that finds no organization to fold — an empty queue, or one another worker is folding — returns before the crash point).
       const killed = (async () => {
         while (racing) {
           const crashed = await folds[1]!.foldRollupDeltas(100, async () => {
