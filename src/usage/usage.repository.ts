@@ -147,6 +147,8 @@ const HOUR_MS = 3_600_000;
 
 /** The organization's meter lock: ingest holds it shared, a meter's rebuild exclusively (see migration 0280). */
 const METER_LOCK = (orgId: string) => `usage-meters:${orgId}`;
+/** The organization's fold lock: one usage-meter-fold pass of an organization at a time (foldRollupDeltas). */
+const FOLD_LOCK = (orgId: string) => `usage-fold:${orgId}`;
 
 /**
  * The rollup rows of the events in `source` (columns org_id, id, customer_id, name, ts,
@@ -462,29 +464,36 @@ export class KnexUsageEventRepository implements UsageEventRepository {
   }
 
   async foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number> {
-    // An organization with queued deltas (not locked: the meter lock comes first, see below).
+    // An organization with queued deltas (not locked: the locks come first, see below).
     const { rows } = (await this.db.raw('(SELECT org_id FROM usage_meter_hour_deltas LIMIT 1) UNION ALL (SELECT org_id FROM usage_meter_hour_value_deltas LIMIT 1) LIMIT 1')) as { rows: Array<{ org_id: string }> };
     const orgId = rows[0]?.org_id;
     if (orgId === undefined) return 0;
     return this.db.transaction(async (trx) => {
-      // Shared, as ingest: a meter's build (exclusive) deletes queued deltas of its range and must
-      // not wait on delta rows this fold holds while the fold waits on its lock.
+      // One fold of an organization at a time (another worker waits here, then takes what is still
+      // queued): the rows are then taken without a row lock each (FOR UPDATE wrote a lock record
+      // per queued row before the DELETE wrote its own), and a row is deleted by the transaction
+      // that merges it, so it is counted by the queue or by the rollup, in any snapshot, never both.
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [FOLD_LOCK(orgId)]);
+      // Shared, as ingest: a meter's build (exclusive) deletes queued deltas of its range, so no
+      // fold takes them meanwhile; ingest only appends.
       await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
-      // SKIP LOCKED: concurrent folds take disjoint rows; a row is deleted by the transaction that
-      // merges it, so it is counted by the queue or by the rollup, in any snapshot, never both.
-      // The merged rows are written in key order, so two folds meeting on a rollup row lock alike.
+      // The latest (ts, id) of each rollup row from one window sort of the taken rows, which the
+      // grouping reuses (three ordered array_agg sorted each group three times); merged in key order.
       const hours = (await trx.raw(
         `WITH taken AS (
            DELETE FROM usage_meter_hour_deltas WHERE ctid = ANY(ARRAY(
-             SELECT ctid FROM usage_meter_hour_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+             SELECT ctid FROM usage_meter_hour_deltas WHERE org_id = ? LIMIT ?))
            RETURNING ${HOURS_COLUMNS}
+         ), ranked AS (
+           SELECT t.*, row_number() OVER (PARTITION BY org_id, meter_id, customer_id, hour ORDER BY last_ts DESC NULLS LAST, last_id DESC) AS rank
+           FROM taken t
          ), merged AS (
            INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS})
            SELECT org_id, meter_id, customer_id, hour, sum(events), sum(total), max(maximum),
-             (array_agg(last_ts ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
-             (array_agg(last_id ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
-             (array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1]
-           FROM taken GROUP BY org_id, meter_id, customer_id, hour ORDER BY 1, 2, 3, 4
+             max(last_ts) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL),
+             max(last_id) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL),
+             max(last_value) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL)
+           FROM ranked GROUP BY org_id, meter_id, customer_id, hour ORDER BY 1, 2, 3, 4
            ${MERGE_HOURS}
          )
          SELECT count(*)::int AS n FROM taken`,
@@ -493,7 +502,7 @@ export class KnexUsageEventRepository implements UsageEventRepository {
       const values = (await trx.raw(
         `WITH taken AS (
            DELETE FROM usage_meter_hour_value_deltas WHERE ctid = ANY(ARRAY(
-             SELECT ctid FROM usage_meter_hour_value_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+             SELECT ctid FROM usage_meter_hour_value_deltas WHERE org_id = ? LIMIT ?))
            RETURNING ${VALUES_COLUMNS}
          ), merged AS (
            INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS})
