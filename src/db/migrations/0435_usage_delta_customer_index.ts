@@ -1,7 +1,7 @@
 /**
  * A narrower index on the rollup delta queues (issue 38: usage-event ingest ≥ 30,000 events/s, where
- * PostgreSQL's CPU per event caps the rate; figures in docs/benchmarks.md, "Ingest: a narrower
- * queue index").
+ * PostgreSQL's CPU per event caps the rate; figures in docs/benchmarks.md, "Ingest: where
+ * PostgreSQL's CPU per event goes; a cheaper fold and queue index").
  *
  * Ingest appends one delta row per (meter, customer, hour) a batch touches (migration 0395): in the
  * worst case — each customer once per batch — two rows per event with two meters, each with an
