@@ -4,7 +4,7 @@
  *
  * It runs the production ingest path (UsageEventService.ingest, the services as the API builds
  * them) in this process on a pool of ONE connection, so every statement runs on one PostgreSQL
- * backend, one after another. Around each statement (knex's `query` and `query-response` events)
+ * backend, one after another. Around each statement (at the driver: knex's and the named prepared ones)
  * it reads the backend's CPU time from /proc/<pid>/schedstat (nanoseconds, on-CPU time), and sums
  * it per statement text. The backend's idle time between statements costs nothing, so the sum of
  * the statements is the backend's CPU per batch; the background writers (WAL writer, background
@@ -62,25 +62,34 @@ async function main(): Promise<void> {
   const pid = Number((await database.db.raw('SELECT pg_backend_pid() AS pid')).rows[0].pid);
 
   const perShape = new Map<string, { ns: number; calls: number }>();
-  let started: { sql: string; at: number } | undefined;
   let measuring = false;
   /** The batch's insert statement, kept to be EXPLAINed once more with fresh ids. */
-  let largest: { sql: string; bindings: unknown[]; ns: number } | undefined;
-  database.db.on('query', (q: { sql: string; bindings?: unknown[] }) => {
-    if (measuring) started = { sql: q.sql, at: onCpuNs(pid) };
-    if (measuring && q.sql.startsWith('WITH batch')) largest = { sql: q.sql, bindings: q.bindings ?? [], ns: 0 };
-  });
-  const finished = () => {
-    if (!measuring || !started) return;
-    const key = shape(started.sql);
+  let largest: { sql: string; bindings: unknown[] } | undefined;
+  const record = (sql: string, at: number) => {
+    const key = shape(sql);
     const s = perShape.get(key) ?? { ns: 0, calls: 0 };
-    s.ns += onCpuNs(pid) - started.at;
+    s.ns += onCpuNs(pid) - at;
     s.calls++;
     perShape.set(key, s);
-    started = undefined;
   };
-  database.db.on('query-response', finished);
-  database.db.on('query-error', finished);
+  // Every statement of the pool's one connection, whether knex sends it or a named prepared
+  // statement (src/db/knex.ts runStatement, which knex's query events do not see): timed at the
+  // driver, from the call to the answer.
+  type Query = (this: pg.Client, config: unknown, values?: unknown, callback?: unknown) => unknown;
+  const query = pg.Client.prototype.query as unknown as Query;
+  (pg.Client.prototype as unknown as { query: Query }).query = function (this: pg.Client, config, values, callback) {
+    if (!measuring || this === direct) return query.call(this, config, values, callback);
+    const sql = typeof config === 'string' ? config : (config as { text: string }).text;
+    const bindings = Array.isArray(values) ? values : ((config as { values?: unknown[] }).values ?? []);
+    if (sql.includes('INSERT INTO usage_event_ids')) largest = { sql, bindings };
+    const at = onCpuNs(pid);
+    const finish = () => record(sql, at);
+    if (typeof values === 'function') return query.call(this, config, (err: unknown, res: unknown) => (finish(), (values as (e: unknown, r: unknown) => void)(err, res)));
+    if (typeof callback === 'function') return query.call(this, config, values, (err: unknown, res: unknown) => (finish(), (callback as (e: unknown, r: unknown) => void)(err, res)));
+    const result = query.call(this, config, values) as Promise<unknown> | undefined;
+    result?.then(finish, finish);
+    return result;
+  };
 
   let n = 0;
   const makeBatch = () => {
@@ -138,9 +147,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_STATEMENT_EXPLAIN === '1' && largest) {
     // The same statement once more, its ids made new (the batch's JSON parameter is the first binding).
     const bindings = largest.bindings.map((b, i) => (i === 0 && typeof b === 'string' ? b.replace(/"id":"st_/g, '"id":"ex_') : b));
-    const trx = await database.db.transaction();
-    const { rows } = (await trx.raw(`EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) ${largest.sql.replace(/\$\d+/g, '?')}`, bindings as never)) as { rows: Array<{ 'QUERY PLAN': string }> };
-    await trx.rollback();
+    await direct.query('SET jit = off');
+    await direct.query('BEGIN');
+    const { rows } = await direct.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, WAL, VERBOSE) ${largest.sql}`, bindings);
+    await direct.query('ROLLBACK');
     process.stdout.write(`\n${rows.map((r) => r['QUERY PLAN']).join('\n')}\n`);
   }
   await direct.end();

@@ -475,24 +475,29 @@ export class KnexUsageEventRepository implements UsageEventRepository {
       const orgId = await this.pickFoldOrganization(trx);
       if (orgId === undefined) return 0;
       this.foldCursor = orgId;
-      // Shared, as ingest: a meter's build (exclusive) deletes queued deltas of its range and must
-      // not wait on delta rows this fold holds while the fold waits on its lock.
+      // The organization's fold lock (taken by the pick) keeps any other fold off its queue, so the
+      // rows are taken without a row lock each (FOR UPDATE wrote a lock record per queued row before
+      // the DELETE wrote its own); a row is deleted by the transaction that merges it, so it is
+      // counted by the queue or by the rollup, in any snapshot, never both. Shared, as ingest: a
+      // meter's build (exclusive) deletes queued deltas of its range, so no fold takes them meanwhile.
       await trx.raw('SELECT pg_advisory_xact_lock_shared(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
-      // SKIP LOCKED: concurrent folds take disjoint rows; a row is deleted by the transaction that
-      // merges it, so it is counted by the queue or by the rollup, in any snapshot, never both.
-      // The merged rows are written in key order, so two folds meeting on a rollup row lock alike.
+      // The latest (ts, id) of each rollup row from one window sort of the taken rows, which the
+      // grouping reuses (three ordered array_agg sorted each group three times); merged in key order.
       const hours = (await trx.raw(
         `WITH taken AS (
            DELETE FROM usage_meter_hour_deltas WHERE ctid = ANY(ARRAY(
-             SELECT ctid FROM usage_meter_hour_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+             SELECT ctid FROM usage_meter_hour_deltas WHERE org_id = ? LIMIT ?))
            RETURNING ${HOURS_COLUMNS}
+         ), ranked AS (
+           SELECT t.*, row_number() OVER (PARTITION BY org_id, meter_id, customer_id, hour ORDER BY last_ts DESC NULLS LAST, last_id DESC) AS rank
+           FROM taken t
          ), merged AS (
            INSERT INTO usage_meter_hours AS h (${HOURS_COLUMNS})
            SELECT org_id, meter_id, customer_id, hour, sum(events), sum(total), max(maximum),
-             (array_agg(last_ts ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
-             (array_agg(last_id ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1],
-             (array_agg(last_value ORDER BY last_ts DESC, last_id DESC) FILTER (WHERE last_ts IS NOT NULL))[1]
-           FROM taken GROUP BY org_id, meter_id, customer_id, hour ORDER BY 1, 2, 3, 4
+             max(last_ts) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL),
+             max(last_id) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL),
+             max(last_value) FILTER (WHERE rank = 1 AND last_ts IS NOT NULL)
+           FROM ranked GROUP BY org_id, meter_id, customer_id, hour ORDER BY 1, 2, 3, 4
            ${MERGE_HOURS}
          )
          SELECT count(*)::int AS n FROM taken`,
@@ -501,7 +506,7 @@ export class KnexUsageEventRepository implements UsageEventRepository {
       const values = (await trx.raw(
         `WITH taken AS (
            DELETE FROM usage_meter_hour_value_deltas WHERE ctid = ANY(ARRAY(
-             SELECT ctid FROM usage_meter_hour_value_deltas WHERE org_id = ? LIMIT ? FOR UPDATE SKIP LOCKED))
+             SELECT ctid FROM usage_meter_hour_value_deltas WHERE org_id = ? LIMIT ?))
            RETURNING ${VALUES_COLUMNS}
          ), merged AS (
            INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS})
@@ -527,35 +532,24 @@ export class KnexUsageEventRepository implements UsageEventRepository {
    * organizations with a queue, however fast another organization's queue refills (before, the
    * pick was the first queued row's organization, which a busy organization could hold for ever),
    * and two workers fold two organizations at once instead of meeting on one organization's
-   * rollup rows. Each step is two index probes (the queues' keys start with org_id). Why not
+   * rollup rows. Why not
    * "oldest queued row first": the queues carry no time column, and adding one would put a write
    * on the ingest path for the order alone; round-robin needs nothing from ingest.
    */
   private async pickFoldOrganization(trx: Knex.Transaction): Promise<string | undefined> {
-    const start = this.foldCursor;
-    let after = start;
-    let wrapped = start === '';
-    for (;;) {
-      const { rows } = (await trx.raw(
-        `SELECT n.org_id, pg_try_advisory_xact_lock(hashtextextended(? || n.org_id, 0)) AS mine
-         FROM (SELECT least(
-           (SELECT org_id FROM usage_meter_hour_deltas WHERE org_id > ? ORDER BY org_id LIMIT 1),
-           (SELECT org_id FROM usage_meter_hour_value_deltas WHERE org_id > ? ORDER BY org_id LIMIT 1)) AS org_id) n
-         WHERE n.org_id IS NOT NULL`,
-        [FOLD_LOCK_PREFIX, after, after],
-      )) as { rows: Array<{ org_id: string; mine: boolean }> };
-      const next = rows[0];
-      // Past the end, or (after wrapping) past where this pass started: every organization was tried.
-      // (Org ids are ASCII: JavaScript's order is the "C" collation's.)
-      if (!next || (wrapped && start !== '' && next.org_id > start)) {
-        if (wrapped) return undefined;
-        wrapped = true;
-        after = '';
-        continue;
-      }
-      if (next.mine) return next.org_id;
-      after = next.org_id;
+    // The organizations with a queue, those after this worker's last first (then wrapping around):
+    // one scan of each queue (they hold what the last half second appended; the queues are indexed
+    // by customer for their readers, migration 0435, not by organization).
+    const { rows } = (await trx.raw(
+      `SELECT org_id FROM (SELECT org_id FROM usage_meter_hour_deltas UNION SELECT org_id FROM usage_meter_hour_value_deltas) o
+       ORDER BY org_id COLLATE "C" <= ? COLLATE "C", org_id COLLATE "C"`,
+      [this.foldCursor],
+    )) as { rows: Array<{ org_id: string }> };
+    for (const { org_id: orgId } of rows) {
+      const { rows: lock } = (await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS mine', [FOLD_LOCK_PREFIX + orgId])) as { rows: Array<{ mine: boolean }> };
+      if (lock[0]?.mine) return orgId;
     }
+    return undefined;
   }
 
   async storedIds(orgId: string, ids: string[]): Promise<Set<string>> {

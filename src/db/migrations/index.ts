@@ -82,6 +82,7 @@ import * as m0410 from './0410_processor_plan_sync.js';
 import * as m0411 from './0411_redemption_orphan_sweep.js';
 import * as m0415 from './0415_usage_makeup_invoices.js';
 import * as m0425 from './0425_pending_plan_changes.js';
+import * as m0435 from './0435_usage_delta_customer_index.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -170,6 +171,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0411_redemption_orphan_sweep': m0411,
   '0415_usage_makeup_invoices': m0415,
   '0425_pending_plan_changes': m0425,
+  '0435_usage_delta_customer_index': m0435,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
