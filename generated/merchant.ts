@@ -6007,6 +6007,84 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Change paid; it is being applied in Stripe",
+                     *       "data": {
+                     *         "subscription": {
+                     *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "id": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "status": "ACTIVE",
+                     *           "amountCents": 1000,
+                     *           "priceId": "PRC_2bW7nE4rT9yU1iO6pA3sD8fG",
+                     *           "quantity": 1,
+                     *           "scheduledChange": null,
+                     *           "currency": "USD",
+                     *           "billingInterval": "MONTH",
+                     *           "billingIntervalCount": 1,
+                     *           "currentPeriodEnd": "2026-05-01T00:00:00.000Z",
+                     *           "trialEnd": null,
+                     *           "cancelAtPeriodEnd": false,
+                     *           "canceledAt": null,
+                     *           "endedAt": null,
+                     *           "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *           "customerEmail": "buyer@example.com",
+                     *           "initialOrderId": "ORD_7Yq2Lm9Xc4Vb1Nz8Kp3Rt6Ws",
+                     *           "latestOrderId": "ORD_3Tz8Kq1Lm6Xp9Vb2Nc5Rw7Hs",
+                     *           "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *           "productName": "Pro",
+                     *           "createdAt": "2026-04-01T00:00:00.000Z",
+                     *           "updatedAt": "2026-04-01T00:00:00.000Z"
+                     *         },
+                     *         "orderId": "ORD_3Tz8Kq1Lm6Xp9Vb2Nc5Rw7Hs",
+                     *         "preview": {
+                     *           "subscriptionId": "SUB_1FgLxGBRkS5pUWbs0iMK3fhF",
+                     *           "effective": "IMMEDIATE",
+                     *           "prorationDate": "2026-04-16T00:00:00.000Z",
+                     *           "currentPeriodStart": "2026-04-01T00:00:00.000Z",
+                     *           "currentPeriodEnd": "2026-05-01T00:00:00.000Z",
+                     *           "currency": "USD",
+                     *           "from": {
+                     *             "priceId": "PRC_Mf3K9qLw2Xp7Rt5Vb8Nc1Dz4",
+                     *             "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *             "productName": "Basic",
+                     *             "unitAmountCents": 1000,
+                     *             "quantity": 1,
+                     *             "amountCents": 1000
+                     *           },
+                     *           "to": {
+                     *             "priceId": "PRC_Xk4N0pQ2rS6tU8vW1yZ3aB5c",
+                     *             "productId": "PRD_9hQ2mV7xKp3Lr5Tn8Wc1Bz6D",
+                     *             "productName": "Pro",
+                     *             "unitAmountCents": 3000,
+                     *             "quantity": 1,
+                     *             "amountCents": 3000
+                     *           },
+                     *           "amountDueCents": 1000,
+                     *           "lines": [
+                     *             {
+                     *               "kind": "PRORATION",
+                     *               "description": "Unused time on 1 × Basic until 2026-05-01",
+                     *               "quantity": null,
+                     *               "unitAmountDecimal": null,
+                     *               "exactAmountDecimal": "-500",
+                     *               "amountCents": -500
+                     *             },
+                     *             {
+                     *               "kind": "PRORATION",
+                     *               "description": "Remaining time on 1 × Pro until 2026-05-01",
+                     *               "quantity": null,
+                     *               "unitAmountDecimal": null,
+                     *               "exactAmountDecimal": "1500",
+                     *               "amountCents": 1500
+                     *             }
+                     *           ],
+                     *           "nextRenewalAmountCents": 3000
+                     *         }
+                     *       }
+                     *     }
+                     */
                     "application/json": components["schemas"]["SubscriptionChangeResponse"];
                 };
             };
