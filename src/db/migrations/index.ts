@@ -81,6 +81,7 @@ import * as m0404 from './0404_commerce_rollup_time_of_day.js';
 import * as m0410 from './0410_processor_plan_sync.js';
 import * as m0411 from './0411_redemption_orphan_sweep.js';
 import * as m0415 from './0415_usage_makeup_invoices.js';
+import * as m0440 from './0440_commerce_kept_zones.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -168,6 +169,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0410_processor_plan_sync': m0410,
   '0411_redemption_orphan_sweep': m0411,
   '0415_usage_makeup_invoices': m0415,
+  '0440_commerce_kept_zones': m0440,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
