@@ -400,6 +400,9 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
          ON CONFLICT (org_id, time_zone) DO NOTHING`,
         [timeZone, orgId, timeZone, KEPT_ZONES],
       );
+    }).catch((error: { code?: string }) => {
+      // The organization deleted meanwhile: nothing to keep (the answer is read all the same).
+      if (error.code !== '23503') throw error;
     });
   }
 

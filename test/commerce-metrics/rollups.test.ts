@@ -375,20 +375,28 @@ describe('commerce metrics from rollups', () => {
       // Changes arrive and are partly folded before the build; more arrive after it, queued.
       await write(org.id, rng);
       await queue.applyQueued(1 + Math.floor(rng() * 40));
-      expect(await queue.buildKeptZones(1)).toBe(1);
+      // (Other tests' organizations asked for zones too: every pending one is built, oldest first.)
+      while ((await queue.buildKeptZones(5)) > 0);
       expect((await kept()).find((k) => k.time_zone === zone)?.state).toBe('ready');
       await write(org.id, rng);
       expect(await sent(() => rollups.metrics(org.id, year(zone)))).toEqual(await recomputed.metrics(org.id, year(zone)));
       expect(readsKept()).toBe(true);
-      await expectEqual(org.id, rng, `kept ${zone}, round ${round}, changes queued`, 'Asia/Kolkata');
       await queue.applyQueued(1 + Math.floor(rng() * 40));
-      await expectEqual(org.id, rng, `kept ${zone}, round ${round}, partly folded`, 'Asia/Kolkata');
       for (const query of [year(zone), { ...year(zone), interval: 'week' as const, currency: 'usd' }, { startDate: '2025-01-01', endDate: '2026-02-28', interval: 'month' as const, timeZone: zone }]) {
         expect(await sent(() => rollups.metrics(org.id, query)), JSON.stringify(query)).toEqual(await recomputed.metrics(org.id, query));
         expect(readsKept()).toBe(true);
       }
     }
-    // The bound: three kept (whatever expectEqual's random zones asked), a fourth read from hours and quarters, its own zone never kept.
+    expect((await kept()).map((k) => k.time_zone)).toEqual(['America/St_Johns', 'Asia/Kathmandu', 'Pacific/Chatham']);
+    // Random ranges in every zone (the kept ones from their days, the others from hours and
+    // quarters), with changes queued and partly folded.
+    for (let round = 0; round < 2; round++) {
+      await write(org.id, rng);
+      await expectEqual(org.id, rng, `three kept, round ${round}, changes queued`, 'Asia/Kolkata');
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      await expectEqual(org.id, rng, `three kept, round ${round}, partly folded`, 'Asia/Kolkata');
+    }
+    // The bound: a fourth zone is read from hours and quarters, and its own zone is never kept.
     await queue.drain(100);
     expect(await kept()).toHaveLength(3);
     for (const zone of ['Europe/Paris', 'Australia/Lord_Howe', 'Asia/Kolkata']) {
