@@ -282,6 +282,8 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * - in the organization's own time zone once its local days are built (commerce_rollup_zone
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
+ * - in another zone kept for the organization (migration 0440: up to KEPT_ZONES its callers asked
+ *   for, built by the job the first time each is asked), from that zone's local days, the same way;
  * - in any other zone by whole local dates (an API key asking in another zone than the
  *   organization's), UTC days, each counted in one bucket, and the hours and quarters a boundary
  *   cuts off it moved to their own (`otherZone`): one statement, each rollup read once;
