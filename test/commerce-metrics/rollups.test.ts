@@ -462,6 +462,12 @@ describe('commerce metrics from rollups', () => {
       return { orgId: ctx.orgA.orgId, unit: 'month', timeZone: offsetMs ? 'Asia/Kolkata' : 'UTC', start: boundaries[0]!, end: boundaries[12]!, boundaries };
     };
     const repository = () => new KnexCommerceMetricsRepository(db);
+    /** The range the service would pass for a query (its buckets from the repository). */
+    const rangeOf = async (on: Knex, orgId: string, q: { startDate: string; endDate: string; interval: 'day'; timeZone: string }): Promise<MetricsRange> => {
+      const buckets = await new KnexCommerceMetricsRepository(on).buckets(q.interval, q.timeZone, q.startDate, q.endDate);
+      const boundaries = [...buckets.map((b) => b.start), buckets[buckets.length - 1]!.end];
+      return { orgId, unit: q.interval, timeZone: q.timeZone, start: boundaries[0]!, end: boundaries[boundaries.length - 1]!, boundaries, wholeLocalDates: true };
+    };
 
     it('12 months in UTC: the day rollup and the queue by their keys, no hours, no commerce table', async () => {
       const text = await plan((r) => repository().figures(r), months(0));
@@ -554,6 +560,30 @@ describe('commerce metrics from rollups', () => {
       for (const index of ['commerce_rollup_kept_zone_pkey', 'commerce_rollup_zone_day_pkey', 'commerce_metric_changes_org_bucket']) expect(kept).toContain(index);
       expect(kept).not.toMatch(/commerce_rollup_(day|hour|quarter)\b/);
       expect(kept).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+    });
+
+    it('a first ask in another zone read on a read-only connection (a replica) is answered there and recorded on the primary', async () => {
+      const org = await ctx.services.orgs.createOrganization({ name: 'Asked on a replica' });
+      const config = db.client.config as Knex.Config;
+      const readOnly = (await import('knex')).default({
+        ...config,
+        pool: {
+          min: 0,
+          max: 1,
+          afterCreate: (conn: { query: (sql: string, done: (error: Error | null) => void) => void }, done: (error: Error | null, conn: unknown) => void) =>
+            conn.query('SET default_transaction_read_only = on', (error) => done(error, conn)),
+        },
+      });
+      try {
+        const onReplica = new CommerceMetricsService(primaryReads(new KnexCommerceMetricsRepository(readOnly, db)));
+        const query = { startDate: '2025-02-01', endDate: '2026-01-31', interval: 'day' as const, timeZone: 'Asia/Kathmandu' };
+        // Without the primary the ask itself would fail on the replica (read-only transaction).
+        await expect(new KnexCommerceMetricsRepository(readOnly).figures({ ...(await rangeOf(readOnly, org.id, query)) })).rejects.toThrow(/read-only/);
+        expect(await onReplica.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
+        expect((await db('commerce_rollup_kept_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
+      } finally {
+        await readOnly.destroy();
+      }
     });
 
     it('subscriptions active at the start: day, hour and quarter rollups, not the subscriptions', async () => {
