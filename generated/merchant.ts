@@ -1548,8 +1548,11 @@ export interface paths {
          *     has used since 1972 is a whole number of quarter hours, so local buckets are exact in any zone.
          *     In `UTC` a range is read by whole days; in the organization's own time zone (its settings'
          *     `timeZone`, what the console passes) too, from days kept by local date in that zone (built
-         *     by the worker from the quarter hours within seconds of a change of zone; until then, and in
-         *     any other zone, as below). Otherwise hours that lie inside one bucket are read whole, the
+         *     by the worker from the quarter hours within seconds of a change of zone; until then, as
+         *     below). Days are also kept for up to 3 other zones per organization, the first its callers
+         *     ask for (an API key reading in its own zone): the first request in such a zone is answered as
+         *     below and asks the worker to build that zone's days (seconds), later ones read them; a zone
+         *     beyond the three is always read as below. Otherwise hours that lie inside one bucket are read whole, the
          *     hours a local midnight cuts (zones such as `Asia/Kolkata`, `Asia/Kathmandu`,
          *     `America/St_Johns`) by quarter hour. A range whose bounds are not quarter hours (an offset in
          *     seconds, before 1972) is computed from the rows. The figures are the same whichever way is

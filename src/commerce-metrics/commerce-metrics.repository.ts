@@ -254,6 +254,8 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
 }
 
 const QUARTER_MS = 15 * 60_000;
+/** Zones besides its own whose local days are kept per organization (migration 0440), the first asked. */
+export const KEPT_ZONES = 3;
 const DAY_MS = 24 * 60 * 60_000;
 /** Local days serve ranges from here on: every zone's offset is a whole number of quarter hours since 1972. */
 const LOCAL_DAYS_FROM = Date.parse('1973-01-01T00:00:00Z');
@@ -280,6 +282,8 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * - in the organization's own time zone once its local days are built (commerce_rollup_zone
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
+ * - in another zone kept for the organization (migration 0440: up to KEPT_ZONES its callers asked
+ *   for, built by the job the first time each is asked), from that zone's local days, the same way;
  * - in any other zone by whole local dates (an API key asking in another zone than the
  *   organization's), UTC days, each counted in one bucket, and the hours and quarters a boundary
  *   cuts off it moved to their own (`otherZone`): one statement, each rollup read once;
@@ -293,6 +297,11 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * midnight).
  */
 export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepository {
+  /** `primary`: where a first ask for another zone's local days is recorded (the reads may be a replica's). */
+  constructor(db: Knex, private readonly primary: Knex = db) {
+    super(db);
+  }
+
   private servable(range: MetricsRange): boolean {
     return range.boundaries.every((b) => b.getTime() % QUARTER_MS === 0);
   }
@@ -333,19 +342,30 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
   }
 
   /**
-   * The organization's zone: its local days (migration 0370) when built for this zone, else
-   * undefined. The zone's state is read in the same statement as the days (a marker row with a
-   * null currency says "not ready"), so a time zone changed meanwhile is never read half-built.
+   * Local days kept for the zone asked (migration 0370: the organization's own zone; 0440: another
+   * zone its callers asked for), else undefined with the kept zone's state (`absent` when not asked
+   * for yet) and how many other zones the organization keeps. The zone's state is read in the same
+   * statement as the days (a marker row with a null currency says "not ready"), so a zone changed
+   * or built meanwhile is never read half-built.
    */
-  private async localDays(range: MetricsRange): Promise<FiguresRow[] | undefined> {
+  private async localDays(range: MetricsRange, kept: boolean): Promise<FiguresRow[] | { state: string; kept: number }> {
     const currency = range.currency ? " AND currency IN (?, '')" : '';
     const c = range.currency ? [range.currency] : [];
     const zone = range.timeZone;
+    const ready = kept
+      ? "SELECT 1 FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'"
+      : "SELECT 1 FROM commerce_rollup_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'";
+    const days = kept ? 'commerce_rollup_zone_day' : 'commerce_rollup_local_day';
+    const keptZone = kept ? ' AND time_zone = ?' : '';
+    // Not ready: the kept zone's state and the organization's number of kept zones (to ask for it).
+    const marker = kept
+      ? `coalesce((SELECT state FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ?), 'absent'), (SELECT count(*) FROM commerce_rollup_kept_zone WHERE org_id = ?)`
+      : "'absent', '0'";
     const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number | null>> }>(
-      `WITH z AS (SELECT 1 FROM commerce_rollup_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'),
+      `WITH z AS (${ready}),
        src AS (
-         SELECT day, currency, ${ROLLUP_COLUMNS} FROM commerce_rollup_local_day
-          WHERE org_id = ? AND day >= (?::timestamptz AT TIME ZONE ?)::date AND day < (?::timestamptz AT TIME ZONE ?)::date${currency}
+         SELECT day, currency, ${ROLLUP_COLUMNS} FROM ${days}
+          WHERE org_id = ?${keptZone} AND day >= (?::timestamptz AT TIME ZONE ?)::date AND day < (?::timestamptz AT TIME ZONE ?)::date${currency}
          UNION ALL
          SELECT (bucket AT TIME ZONE ?)::date, currency, ${ROLLUP_COLUMNS} FROM commerce_metric_changes
           WHERE org_id = ? AND bucket >= ? AND bucket < ?${currency})
@@ -353,16 +373,39 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
          SELECT currency, date_trunc(?, day::timestamp) AS b, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2) g
         WHERE EXISTS (SELECT 1 FROM z)
        UNION ALL
-       SELECT NULL, NULL, ${FIGURES.map(() => '0').join(', ')} WHERE NOT EXISTS (SELECT 1 FROM z)`,
+       SELECT NULL, ${marker}, ${FIGURES.slice(1).map(() => '0').join(', ')} WHERE NOT EXISTS (SELECT 1 FROM z)`,
       [
         range.orgId, zone,
-        range.orgId, range.start, zone, range.end, zone, ...c,
+        range.orgId, ...(kept ? [zone] : []), range.start, zone, range.end, zone, ...c,
         zone, range.orgId, range.start, range.end, ...c,
         range.unit,
+        ...(kept ? [range.orgId, zone, range.orgId] : []),
       ],
     );
-    if (rows.some((r) => r.currency === null)) return undefined;
+    const notReady = rows.find((r) => r.currency === null);
+    if (notReady) return { state: String(notReady.bucket), kept: Number(notReady[FIGURES[0]]) };
     return this.rows(rows as Array<Record<string, string | number>>);
+  }
+
+  /**
+   * Asks the commerce-rollups job to keep local days for another zone (migration 0440), on the
+   * primary (this reader may be a replica's): at most KEPT_ZONES per organization, never its own
+   * zone, counted under a lock per organization so two first askers cannot pass the bound.
+   */
+  private async keepZone(orgId: string, timeZone: string): Promise<void> {
+    await this.primary.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`kassa:commerce-kept-zones:${orgId}`]);
+      await trx.raw(
+        `INSERT INTO commerce_rollup_kept_zone (org_id, time_zone, state)
+         SELECT o.id, ?, 'pending' FROM organizations o
+          WHERE o.id = ? AND o.time_zone <> ? AND (SELECT count(*) FROM commerce_rollup_kept_zone k WHERE k.org_id = o.id) < ?
+         ON CONFLICT (org_id, time_zone) DO NOTHING`,
+        [timeZone, orgId, timeZone, KEPT_ZONES],
+      );
+    }).catch((error: { code?: string }) => {
+      // The organization deleted meanwhile: nothing to keep (the answer is read all the same).
+      if (error.code !== '23503') throw error;
+    });
   }
 
   /**
@@ -523,8 +566,12 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     if (!this.servable(range)) return super.figures(range);
     if (this.byWholeDays(range)) {
       if (range.timeZone === 'UTC') return this.utcDays(range);
-      const days = await this.localDays(range);
-      if (days) return days;
+      const own = await this.localDays(range, false);
+      if (Array.isArray(own)) return own;
+      const kept = await this.localDays(range, true);
+      if (Array.isArray(kept)) return kept;
+      // Asked for the first time (and room left): kept from now on; this answer from hours and quarters.
+      if (kept.state === 'absent' && kept.kept < KEPT_ZONES) await this.keepZone(range.orgId, range.timeZone);
       return this.otherZone(range);
     }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));

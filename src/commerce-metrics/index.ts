@@ -18,7 +18,7 @@ export interface CommerceMetricsModule {
 
 export function createCommerceMetricsModule(deps: { db: Db; reads?: ReadRouter }): CommerceMetricsModule {
   // The console's home page: a read that may lag, so a replica may answer it.
-  const repositories = deps.reads ? deps.reads.reads((db) => new KnexCommerceMetricsRepository(db)) : primaryReads(new KnexCommerceMetricsRepository(deps.db));
+  const repositories = deps.reads ? deps.reads.reads((db) => new KnexCommerceMetricsRepository(db, deps.db)) : primaryReads(new KnexCommerceMetricsRepository(deps.db));
   const metrics = new CommerceMetricsService(repositories);
   const rollups = new CommerceRollupsJob(new KnexCommerceRollupRepository(deps.db));
   return { metrics, rollups, handlers: { merchant: createCommerceMetricsHandlers(metrics) }, jobs: () => [new CommerceRollupsJob(new KnexCommerceRollupRepository(deps.db))] };

@@ -11,6 +11,10 @@
  * to its local date. A zone asked for ('pending': a new organization's or a changed time zone) is
  * built from the quarter rows, under the same lock, so no fold runs meanwhile: its days are then
  * exactly the quarters folded so far, and later folds add the rest.
+ *
+ * Migration 0440 keeps local days the same way for up to 3 other zones per organization that its
+ * callers asked for (commerce_rollup_kept_zone, commerce_rollup_zone_day): built from the quarters
+ * under the same lock when asked ('pending' → 'ready'), folded by the same statement afterwards.
  */
 import type { Knex } from 'knex';
 import { FIGURES } from './commerce-metrics.repository.js';
@@ -37,13 +41,22 @@ const APPLY = `WITH batch AS (
   local_day AS (INSERT INTO commerce_rollup_local_day AS t (org_id, day, currency, ${COLUMNS})
     SELECT m.org_id, (m.bucket AT TIME ZONE z.time_zone)::date, m.currency, ${FIGURES.map((f) => `sum(m.${f})::bigint`).join(', ')}
       FROM merged m JOIN commerce_rollup_zone z ON z.org_id = m.org_id AND z.state = 'ready' GROUP BY 1, 2, 3
-    ON CONFLICT (org_id, day, currency) DO UPDATE SET ${ADD} RETURNING 1)
+    ON CONFLICT (org_id, day, currency) DO UPDATE SET ${ADD} RETURNING 1),
+  zone_day AS (INSERT INTO commerce_rollup_zone_day AS t (org_id, time_zone, day, currency, ${COLUMNS})
+    SELECT m.org_id, z.time_zone, (m.bucket AT TIME ZONE z.time_zone)::date, m.currency, ${FIGURES.map((f) => `sum(m.${f})::bigint`).join(', ')}
+      FROM merged m JOIN commerce_rollup_kept_zone z ON z.org_id = m.org_id AND z.state = 'ready' GROUP BY 1, 2, 3, 4
+    ON CONFLICT (org_id, time_zone, day, currency) DO UPDATE SET ${ADD} RETURNING 1)
   SELECT (SELECT count(*) FROM batch) AS applied,
-         (SELECT count(*) FROM quarter) + (SELECT count(*) FROM hour) + (SELECT count(*) FROM day) + (SELECT count(*) FROM local_day) AS written`;
+         (SELECT count(*) FROM quarter) + (SELECT count(*) FROM hour) + (SELECT count(*) FROM day) + (SELECT count(*) FROM local_day)
+           + (SELECT count(*) FROM zone_day) AS written`;
 
 /** A pending zone's local days, from every quarter folded so far (the old days deleted first). */
 const BUILD = `INSERT INTO commerce_rollup_local_day (org_id, day, currency, ${COLUMNS})
     SELECT org_id, (bucket AT TIME ZONE ?)::date, currency, ${SUMS} FROM commerce_rollup_quarter WHERE org_id = ? GROUP BY 1, 2, 3`;
+
+/** A kept zone's local days (migration 0440), from every quarter folded so far. */
+const BUILD_KEPT = `INSERT INTO commerce_rollup_zone_day (org_id, time_zone, day, currency, ${COLUMNS})
+    SELECT org_id, ?::text, (bucket AT TIME ZONE ?)::date, currency, ${SUMS} FROM commerce_rollup_quarter WHERE org_id = ? GROUP BY 1, 2, 3, 4`;
 
 /** The queue's applier, for the job (src/commerce-metrics/rollups.job.ts). */
 export interface CommerceRollupRepository {
@@ -51,6 +64,8 @@ export interface CommerceRollupRepository {
   applyQueued(limit: number): Promise<number>;
   /** Builds the local days of up to `limit` organizations whose zone is pending: the number built or found unknown, -1 when another applier holds the lock. */
   buildZones(limit: number): Promise<number>;
+  /** Builds up to `limit` pending kept zones (another zone an organization's callers asked for, migration 0440): the number built or found unknown, -1 when another applier holds the lock. */
+  buildKeptZones(limit: number): Promise<number>;
   /** Everything queued now, and every pending zone (tests, data generators). */
   drain(chunk: number): Promise<number>;
 }
@@ -92,6 +107,29 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
     });
   }
 
+  buildKeptZones(limit: number): Promise<number> {
+    return this.db.transaction(async (trx) => {
+      const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS ok', [APPLIER_LOCK]);
+      if (!(locked.rows as Array<{ ok: boolean }>)[0]?.ok) return -1;
+      const { rows } = await trx.raw(
+        "SELECT org_id, time_zone FROM commerce_rollup_kept_zone WHERE state = 'pending' ORDER BY requested_at LIMIT ? FOR UPDATE SKIP LOCKED",
+        [limit],
+      );
+      for (const zone of rows as Array<{ org_id: string; time_zone: string }>) {
+        const known = await trx
+          .transaction(async (sp) => {
+            await sp.raw("SELECT timestamptz '2000-01-01 00:00:00+00' AT TIME ZONE ?", [zone.time_zone]);
+            return true;
+          })
+          .catch(() => false);
+        await trx('commerce_rollup_zone_day').where({ org_id: zone.org_id, time_zone: zone.time_zone }).del();
+        if (known) await trx.raw(BUILD_KEPT, [zone.time_zone, zone.time_zone, zone.org_id]);
+        await trx('commerce_rollup_kept_zone').where({ org_id: zone.org_id, time_zone: zone.time_zone }).update({ state: known ? 'ready' : 'unknown' });
+      }
+      return rows.length as number;
+    });
+  }
+
   async drain(chunk: number): Promise<number> {
     let total = 0;
     const retry = () => new Promise((resolve) => setTimeout(resolve, 20));
@@ -106,6 +144,11 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
     }
     for (;;) {
       const z = await this.buildZones(10);
+      if (z === -1) await retry();
+      else if (z === 0) break;
+    }
+    for (;;) {
+      const z = await this.buildKeptZones(10);
       if (z === -1) await retry();
       else if (z === 0) return total;
     }

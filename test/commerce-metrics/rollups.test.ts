@@ -35,6 +35,7 @@ import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
 import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
 import * as m0372 from '../../src/db/migrations/0372_commerce_tax_figures.js';
 import * as m0404 from '../../src/db/migrations/0404_commerce_rollup_time_of_day.js';
+import * as m0440 from '../../src/db/migrations/0440_commerce_kept_zones.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -237,6 +238,8 @@ describe('commerce metrics from rollups', () => {
 
     // The backfill of an existing install (down, then up over the same rows) gives the same figures.
     // 0404's indexes are built outside a transaction (CONCURRENTLY on PostgreSQL), as the migration runs.
+    // 0440 (the kept zones' days, here of the zones expectEqual asked in) is undone first and redone last.
+    await m0440.down(db);
     await m0404.down(db);
     await db.transaction(async (trx) => {
       await m0372.down(trx);
@@ -245,6 +248,7 @@ describe('commerce metrics from rollups', () => {
       await m0372.up(trx);
     });
     await m0404.up(db);
+    await m0440.up(db);
     // 0260's backfill wrote the rollups; 0372's queued the taxed and discounted orders' figures.
     const queued = (await db('commerce_metric_changes').select('*')) as Array<Record<string, string | number>>;
     expect(queued.length).toBeGreaterThan(0);
@@ -316,7 +320,8 @@ describe('commerce metrics from rollups', () => {
     for (const zone of ['Asia/Kolkata', 'Asia/Kathmandu', 'Pacific/Chatham', 'America/St_Johns']) {
       for (const query of [twelveMonths(zone), { startDate: '2025-03-01', endDate: '2025-04-30', interval: 'day' as const, timeZone: zone }]) {
         expect(await sent(() => rollups.metrics(org.id, query)), JSON.stringify(query)).toEqual(await recomputed.metrics(org.id, query));
-        expect(statements.some((q) => q.includes('commerce_rollup_day') && q.includes('commerce_rollup_hour') && q.includes('commerce_rollup_quarter'))).toBe(true);
+        // From the hours and quarters, or from the zone's kept local days once a drain built them (0440).
+        expect(statements.some((q) => q.includes('commerce_rollup_zone_day') || (q.includes('commerce_rollup_day') && q.includes('commerce_rollup_hour') && q.includes('commerce_rollup_quarter')))).toBe(true);
       }
     }
 
@@ -324,6 +329,7 @@ describe('commerce metrics from rollups', () => {
     await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
     await queue.drain(100);
     // 0372's down drops the figures 0404's indexes include (and so the indexes): undone first, redone after.
+    await m0440.down(db);
     await m0404.down(db);
     await db.transaction(async (trx) => {
       await m0372.down(trx);
@@ -332,11 +338,87 @@ describe('commerce metrics from rollups', () => {
       await m0372.up(trx);
     });
     await m0404.up(db);
+    await m0440.up(db);
     expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
     await write(org.id, rng);
     await queue.drain(100);
     expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('ready');
     await expectEqual(org.id, rng, 'Kathmandu after the upgrade', 'Asia/Kathmandu');
+  });
+
+  it("keeps local days for other zones its callers ask for (at most 3, never its own): built while changes arrive, folded after, equal the recomputation", async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Kept zones' });
+    await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kolkata' });
+    const rng = mulberry32(Number(process.env.KASSA_METRICS_SEED ?? 20261208));
+    const statements: string[] = [];
+    const listener = (q: { sql: string }) => statements.push(q.sql);
+    const sent = async <T,>(run: () => Promise<T>) => {
+      statements.length = 0;
+      db.on('query', listener);
+      try {
+        return await run();
+      } finally {
+        db.off('query', listener);
+      }
+    };
+    const kept = async () => (await db('commerce_rollup_kept_zone').where({ org_id: org.id }).orderBy('time_zone').select('time_zone', 'state')) as Array<{ time_zone: string; state: string }>;
+    const year = (timeZone: string) => ({ startDate: '2025-02-01', endDate: '2026-01-31', interval: 'day' as const, timeZone });
+    // The kept days read (and not the hours-and-quarters reader, whose statement places the queue by width_bucket).
+    const readsKept = () => statements.some((q) => q.includes('commerce_rollup_zone_day')) && !statements.some((q) => q.includes('width_bucket'));
+    for (const [round, zone] of ['Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham'].entries()) {
+      await write(org.id, rng);
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      // First ask: answered from hours and quarters, the zone asked for.
+      expect(await sent(() => rollups.metrics(org.id, year(zone)))).toEqual(await recomputed.metrics(org.id, year(zone)));
+      expect(readsKept()).toBe(false);
+      expect((await kept()).find((k) => k.time_zone === zone)?.state).toBe('pending');
+      // Changes arrive and are partly folded before the build; more arrive after it, queued.
+      await write(org.id, rng);
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      // (Other tests' organizations asked for zones too: every pending one is built, oldest first.)
+      while ((await queue.buildKeptZones(5)) > 0);
+      expect((await kept()).find((k) => k.time_zone === zone)?.state).toBe('ready');
+      await write(org.id, rng);
+      expect(await sent(() => rollups.metrics(org.id, year(zone)))).toEqual(await recomputed.metrics(org.id, year(zone)));
+      expect(readsKept()).toBe(true);
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      for (const query of [year(zone), { ...year(zone), interval: 'week' as const, currency: 'usd' }, { startDate: '2025-01-01', endDate: '2026-02-28', interval: 'month' as const, timeZone: zone }]) {
+        expect(await sent(() => rollups.metrics(org.id, query)), JSON.stringify(query)).toEqual(await recomputed.metrics(org.id, query));
+        expect(readsKept()).toBe(true);
+      }
+    }
+    expect((await kept()).map((k) => k.time_zone)).toEqual(['America/St_Johns', 'Asia/Kathmandu', 'Pacific/Chatham']);
+    // Random ranges in every zone (the kept ones from their days, the others from hours and
+    // quarters), with changes queued and partly folded.
+    for (let round = 0; round < 2; round++) {
+      await write(org.id, rng);
+      await expectEqual(org.id, rng, `three kept, round ${round}, changes queued`, 'Asia/Kolkata');
+      await queue.applyQueued(1 + Math.floor(rng() * 40));
+      await expectEqual(org.id, rng, `three kept, round ${round}, partly folded`, 'Asia/Kolkata');
+    }
+    // The bound: a fourth zone is read from hours and quarters, and its own zone is never kept.
+    await queue.drain(100);
+    expect(await kept()).toHaveLength(3);
+    for (const zone of ['Europe/Paris', 'Australia/Lord_Howe', 'Asia/Kolkata']) {
+      const query = year(zone);
+      expect(await rollups.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
+    }
+    expect(await kept()).toHaveLength(3);
+    expect((await kept()).some((k) => k.time_zone === 'Asia/Kolkata')).toBe(false);
+    // The organization moves its books to a kept zone: its own days (built) serve; both stay exact.
+    const keptZone = (await kept())[0]!.time_zone;
+    await ctx.services.orgs.updateSettings(org.id, { timeZone: keptZone });
+    await write(org.id, rng);
+    await expectEqual(org.id, rng, `books moved to ${keptZone}, not built`, keptZone);
+    await queue.drain(100);
+    await write(org.id, rng);
+    await expectEqual(org.id, rng, `books moved to ${keptZone}, built`, keptZone);
+    // The organization deleted: its kept zones and their days go with it.
+    await queue.drain(100);
+    for (const table of ['subscriptions', 'orders', 'checkout_sessions', 'customers']) await db(table).where({ org_id: org.id }).del();
+    await db('organizations').where({ id: org.id }).del();
+    expect(Number((await db('commerce_rollup_zone_day').where({ org_id: org.id }).count({ n: '*' }))[0]!.n)).toBe(0);
+    expect(await kept()).toHaveLength(0);
   });
 
   it('never builds a zone PostgreSQL does not know, and keeps folding', async () => {
@@ -361,10 +443,11 @@ describe('commerce metrics from rollups', () => {
       } finally {
         db.off('query', listener);
       }
-      // One statement; two when the organization's local days were asked for and not kept in this
-      // zone (the first answers "not ready"): the plan of the one that read the figures.
-      expect(captured.length).toBeLessThanOrEqual(2);
-      if (captured.length === 2) expect(captured[0]!.sql).toContain('commerce_rollup_zone');
+      // One statement; more when local days were asked for and not kept in this zone (the
+      // organization's own, then another zone's kept days answer "not ready"; a first ask records
+      // the zone): the plan of the last, the one that read the figures.
+      expect(captured.length).toBeLessThanOrEqual(7);
+      if (captured.length > 1) expect(captured[0]!.sql).toContain('commerce_rollup_zone');
       captured.splice(0, captured.length - 1);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
@@ -379,6 +462,12 @@ describe('commerce metrics from rollups', () => {
       return { orgId: ctx.orgA.orgId, unit: 'month', timeZone: offsetMs ? 'Asia/Kolkata' : 'UTC', start: boundaries[0]!, end: boundaries[12]!, boundaries };
     };
     const repository = () => new KnexCommerceMetricsRepository(db);
+    /** The range the service would pass for a query (its buckets from the repository). */
+    const rangeOf = async (on: Knex, orgId: string, q: { startDate: string; endDate: string; interval: 'day'; timeZone: string }): Promise<MetricsRange> => {
+      const buckets = await new KnexCommerceMetricsRepository(on).buckets(q.interval, q.timeZone, q.startDate, q.endDate);
+      const boundaries = [...buckets.map((b) => b.start), buckets[buckets.length - 1]!.end];
+      return { orgId, unit: q.interval, timeZone: q.timeZone, start: boundaries[0]!, end: boundaries[boundaries.length - 1]!, boundaries, wholeLocalDates: true };
+    };
 
     it('12 months in UTC: the day rollup and the queue by their keys, no hours, no commerce table', async () => {
       const text = await plan((r) => repository().figures(r), months(0));
@@ -461,6 +550,40 @@ describe('commerce metrics from rollups', () => {
       const monthly = await plan((r) => repository().figures(r), { ...months(5.75 * 3600_000), orgId: org.id, timeZone: 'Asia/Kathmandu' });
       for (const index of ['commerce_rollup_day_pkey', 'commerce_rollup_hour_time_of_day', 'commerce_rollup_quarter_time_of_day']) expect(monthly).toContain(index);
       expect(monthly).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+
+      // Asked for, Kathmandu is kept for this organization (migration 0440): once the job built its
+      // days, 12 months by day read them and the queue by their keys — no UTC days, hours or quarters.
+      expect((await db('commerce_rollup_kept_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
+      while ((await queue.buildKeptZones(5)) !== 0);
+      await db.raw('ANALYZE commerce_rollup_zone_day, commerce_rollup_kept_zone');
+      const kept = await plan((r) => repository().figures(r), range);
+      for (const index of ['commerce_rollup_kept_zone_pkey', 'commerce_rollup_zone_day_pkey', 'commerce_metric_changes_org_bucket']) expect(kept).toContain(index);
+      expect(kept).not.toMatch(/commerce_rollup_(day|hour|quarter)\b/);
+      expect(kept).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
+    });
+
+    it('a first ask in another zone read on a read-only connection (a replica) is answered there and recorded on the primary', async () => {
+      const org = await ctx.services.orgs.createOrganization({ name: 'Asked on a replica' });
+      const config = db.client.config as Knex.Config;
+      const readOnly = (await import('knex')).default({
+        ...config,
+        pool: {
+          min: 0,
+          max: 1,
+          afterCreate: (conn: { query: (sql: string, done: (error: Error | null) => void) => void }, done: (error: Error | null, conn: unknown) => void) =>
+            conn.query('SET default_transaction_read_only = on', (error) => done(error, conn)),
+        },
+      });
+      try {
+        const onReplica = new CommerceMetricsService(primaryReads(new KnexCommerceMetricsRepository(readOnly, db)));
+        const query = { startDate: '2025-02-01', endDate: '2026-01-31', interval: 'day' as const, timeZone: 'Asia/Kathmandu' };
+        // Without the primary the ask itself would fail on the replica (read-only transaction).
+        await expect(new KnexCommerceMetricsRepository(readOnly).figures({ ...(await rangeOf(readOnly, org.id, query)) })).rejects.toThrow(/read-only/);
+        expect(await onReplica.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
+        expect((await db('commerce_rollup_kept_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
+      } finally {
+        await readOnly.destroy();
+      }
     });
 
     it('subscriptions active at the start: day, hour and quarter rollups, not the subscriptions', async () => {
