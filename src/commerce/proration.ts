@@ -17,6 +17,7 @@ import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './p
 import { perLineTaxInputs, priceWithTax, type TaxContext } from './tax.js';
 import { discountDescription, discountInputs, type AppliedDiscount } from './discounts.js';
 import { validationError } from '../kernel/errors.js';
+import { longDateUtc } from '../kernel/time-zone.js';
 
 /** One side of a change: what a period of the subscription costs, unit × quantity. */
 export interface PlanSide {
@@ -74,7 +75,8 @@ export function prorate(input: ProrationInput): Proration {
   const newAmount = BigInt(input.to.unitAmount) * BigInt(input.to.quantity);
   const credit = prorated(oldAmount, remaining, length, -1n);
   const charge = prorated(newAmount, remaining, length, 1n);
-  const until = new Date(end * 1000).toISOString().slice(0, 10);
+  // The period's end as people read it, in UTC ("22 December 2026", docs/order-lines.md): the line is stored once and read everywhere.
+  const until = longDateUtc(new Date(end * 1000));
   const inputs: LineInput[] = [
     { kind: 'PRORATION', description: `Unused time on ${input.from.quantity} × ${input.from.description} until ${until}`, amount: credit },
     { kind: 'PRORATION', description: `Remaining time on ${input.to.quantity} × ${input.to.description} until ${until}`, amount: charge },

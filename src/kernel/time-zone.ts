@@ -24,3 +24,15 @@ export function isKnownTimeZone(name: string): boolean {
     return false;
   }
 }
+
+const LONG_DATE_UTC = new Intl.DateTimeFormat('en-GB', { dateStyle: 'long', timeZone: 'UTC' });
+
+/**
+ * A day as people read it, in UTC: "22 December 2026" (en-GB, long). The form of the dates that are
+ * stored in text once and read on every page, receipt, e-mail and webhook (a proration line's
+ * "… until 22 December 2026", a trial order's note): no organization's zone, no ambiguous 12/01,
+ * and the same day the portal, the hosted pages and the buyer e-mails print for the same instant.
+ */
+export function longDateUtc(d: Date): string {
+  return LONG_DATE_UTC.format(d);
+}

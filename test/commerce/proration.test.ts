@@ -81,6 +81,8 @@ describe('proration (Stripe default: time-based, to the second, one rounding per
     const end = new Date('2026-05-01T00:00:00Z');
     const p = prorate({ from: { description: 'Basic', unitAmount: 1000, quantity: 1 }, to: { description: 'Pro', unitAmount: 3000, quantity: 1 }, periodStart: start, periodEnd: end, at: new Date('2026-04-16T00:00:00Z') });
     expect([p.credit, p.charge, p.net]).toEqual([-500, 1500, 1000]);
+    // The period's end as the pages print it (UTC, "1 May 2026"), not ISO (docs/order-lines.md).
+    expect(p.inputs.map((l) => l.description)).toEqual(['Unused time on 1 × Basic until 1 May 2026', 'Remaining time on 1 × Pro until 1 May 2026']);
     // One third of a second short of half: 1000 × 1,296,001 / 2,592,000 = 500.000385… → 500 either way; 1 cent × 1/3 rounds to 0.
     const q = prorate({ from: { description: 'A', unitAmount: 1, quantity: 1 }, to: { description: 'B', unitAmount: 3, quantity: 1 }, periodStart: start, periodEnd: end, at: new Date(start.getTime() + (2_592_000 / 2) * 1000) });
     expect([q.credit, q.charge]).toEqual([-1, 2]); // −0.5 → −1 (half away from zero), 1.5 → 2
@@ -91,6 +93,12 @@ describe('proration (Stripe default: time-based, to the second, one rounding per
     const end = new Date('2026-01-05T00:00:00Z');
     const p = prorate({ from: { description: 'Team', unitAmount: 1200, quantity: 3 }, to: { description: 'Team', unitAmount: 1200, quantity: 5 }, periodStart: start, periodEnd: end, at: new Date('2026-01-04T00:00:00Z') });
     expect([p.credit, p.charge, p.net]).toEqual([-900, 1500, 600]);
+  });
+
+  it("the line's date is the period end's day in UTC, whatever the zone of the process", () => {
+    // 23:30 UTC on 22 December is already the 23rd in Tokyo and still the 22nd in Honolulu: the line says the 22nd.
+    const p = prorate({ from: { description: 'Pro', unitAmount: 900, quantity: 1 }, to: { description: 'Team', unitAmount: 2000, quantity: 2 }, periodStart: new Date('2026-11-22T23:30:00Z'), periodEnd: new Date('2026-12-22T23:30:00Z'), at: new Date('2026-12-01T00:00:00Z') });
+    expect(p.inputs.map((l) => l.description)).toEqual(['Unused time on 1 × Pro until 22 December 2026', 'Remaining time on 2 × Team until 22 December 2026']);
   });
 });
 

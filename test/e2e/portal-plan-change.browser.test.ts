@@ -131,6 +131,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
       expect(lines[0]).toContain('Unused time');
       expect(lines[0]).toContain('−$');
       expect(lines[1]).toContain('Remaining time');
+      // The period's end as the pages print dates ("22 December 2026"), not ISO.
+      for (const line of lines) expect(line).toMatch(/ until \d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December) \d{4}/);
       const due = `$${(quote.amountDue / 100).toFixed(2)}`;
       expect(await text(page, 'preview-total')).toBe(due);
       expect(await text(page, 'confirm-change')).toBe(`Confirm and pay ${due}`);
