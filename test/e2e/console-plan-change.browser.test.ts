@@ -4,7 +4,8 @@
  * its proration preview and confirmation (the merchant API's previewSubscriptionChange and
  * changeSubscription, through the generated client). An upgrade with seats by keyboard on a
  * 390 px phone, a downgrade by mouse on a desktop (scheduled at the period's end); every state
- * axe-core clean with no horizontal overflow at both widths. Screenshots:
+ * axe-core clean with no horizontal overflow at both widths; the price picker's chosen option shown
+ * whole at 390 px (wrapped, not cut off). Screenshots:
  * test/e2e/.artifacts/screenshots/console/subscription-plan-*.png.
  */
 import supertest from 'supertest';
@@ -30,6 +31,26 @@ async function buy(email: string, pricingId: string, extra: Record<string, unkno
 }
 
 const field = async (page: Page, name: string) => ((await page.locator('dl.fields > div').filter({ has: page.getByRole('term').filter({ hasText: new RegExp(`^${name}$`) }) }).locator('dd').innerText()) ?? '').replace(/\s+/g, ' ').trim();
+/**
+ * The price picker's chosen option, as drawn (a native select cuts its closed text off — "… per seat
+ * every month" was clipped at 390 px — so plan-change.tsx draws it in a wrapping box the transparent
+ * select covers): the box's text is the select's chosen option, none of it overflows its box, and the
+ * select covers the box exactly (clicks and taps reach the select).
+ */
+const shownPrice = (page: Page) =>
+  page.evaluate(() => {
+    const shown = document.querySelector<HTMLElement>('[data-testid=price-shown]')!;
+    const select = shown.parentElement!.querySelector('select')!;
+    const [a, b] = [shown.getBoundingClientRect(), select.getBoundingClientRect()];
+    return {
+      text: shown.textContent!.trim(),
+      chosen: select.selectedOptions[0]?.textContent?.trim(),
+      fits: shown.scrollWidth <= shown.clientWidth && shown.scrollHeight <= shown.clientHeight && a.right <= document.documentElement.clientWidth,
+      covered: [a.left - b.left, a.top - b.top, a.width - b.width, a.height - b.height].every((d) => Math.abs(d) < 0.5),
+      hidden: shown.getAttribute('aria-hidden') === 'true' && getComputedStyle(select).opacity === '0',
+      height: a.height,
+    };
+  });
 const focused = (page: Page) => page.evaluate('`${document.activeElement?.tagName.toLowerCase()}:${document.activeElement?.textContent?.trim().slice(0, 40) ?? ""}`') as Promise<string>;
 
 describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'chromium'), () => {
@@ -64,12 +85,18 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     await page.getByRole('heading', { name: `Subscription ${id}`, level: 1 }).waitFor();
     const form = page.getByRole('form', { name: 'Change plan or seats' });
     await expect.poll(async () => (await form.getByLabel('Price').locator('option').allTextContents()).sort()).toEqual(['Pro plan — $9.00 per seat every month (current)', 'Starter plan — $5.00 per seat every month', 'Team plan — $20.00 per seat every month']);
+    // At 390 px the chosen price is shown whole, on two lines.
+    const current = await shownPrice(page);
+    expect(current).toMatchObject({ text: 'Pro plan — $9.00 per seat every month (current)', chosen: 'Pro plan — $9.00 per seat every month (current)', fits: true, covered: true, hidden: true });
+    expect(current.height).toBeGreaterThan(50);
     await h.check(page, 'subscription-plan-form');
 
     await tabTo(page, 'select', 80);
     expect(await page.evaluate('document.activeElement?.closest("form")?.getAttribute("aria-labelledby")')).toBe('plan-change-heading');
     await page.keyboard.press('t'); // type-ahead: the closed select jumps to "Team plan …"
     expect(await form.getByLabel('Price').inputValue()).toBe(team);
+    expect(await shownPrice(page)).toMatchObject({ text: 'Team plan — $20.00 per seat every month', chosen: 'Team plan — $20.00 per seat every month', fits: true, covered: true });
+    await h.check(page, 'subscription-plan-form-focused');
     await page.keyboard.press('Tab');
     expect(await focused(page)).toBe('input:');
     await page.keyboard.press('ControlOrMeta+A');
@@ -108,7 +135,12 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     await page.goto(`${h.origin}/console/subscriptions/${id}`);
     const form = page.getByRole('form', { name: 'Change plan or seats' });
     await expect.poll(() => form.getByLabel('Price').locator('option').count()).toBe(3);
+    expect(await shownPrice(page)).toMatchObject({ text: 'Pro plan — $9.00 per seat every month (current)', fits: true, covered: true });
+    await form.getByLabel('Price').click(); // the mouse reaches the select through the box it covers
+    expect(await page.evaluate('document.activeElement?.tagName')).toBe('SELECT');
+    await page.keyboard.press('Escape');
     await form.getByLabel('Price').selectOption(starter);
+    expect((await shownPrice(page)).text).toBe('Starter plan — $5.00 per seat every month');
     await form.getByRole('button', { name: 'Preview the change' }).click();
     const preview = page.getByRole('region', { name: 'Preview of the change' });
     await preview.getByText(/^Takes effect at the end of the period/).waitFor();

@@ -53,6 +53,8 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
   const [error, setError] = useState<string>();
   const [done, setDone] = useState<string>();
   if (s.status !== 'ACTIVE') return null;
+  const fallback = s.priceId && !choices.some((c) => c.pricingId === s.priceId) ? `${s.productName} (current)` : undefined;
+  const shown = choices.find((c) => c.pricingId === priceId)?.label ?? (priceId === s.priceId ? fallback : undefined);
   const body = () => ({ ...(priceId && priceId !== s.priceId ? { priceId } : {}), ...(Number(quantity) !== s.quantity ? { quantity: Number(quantity) } : {}) });
   const ask = async (e: Event) => {
     e.preventDefault();
@@ -77,12 +79,20 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
       <form onSubmit={ask} aria-labelledby="plan-change-heading">
         <label>
           Price
-          <select value={priceId} onChange={(e) => setPriceId((e.target as HTMLSelectElement).value)}>
-            {s.priceId && !choices.some((c) => c.pricingId === s.priceId) && <option value={s.priceId}>{s.productName} (current)</option>}
-            {choices.map((c) => (
-              <option value={c.pricingId}>{c.label}</option>
-            ))}
-          </select>
+          {/* A native select cannot wrap its closed text ("… per seat every month" was cut off at 390 px):
+              the chosen option is drawn, wrapped, by the aria-hidden box under it, and the select itself,
+              transparent, covers that box. Keyboard, mouse, type-ahead and screen readers still use the select. */}
+          <span class="wrapping-select">
+            <span class="wrapping-select-shown" aria-hidden="true" data-testid="price-shown">
+              {shown || '\u00a0'}
+            </span>
+            <select value={priceId} onChange={(e) => setPriceId((e.target as HTMLSelectElement).value)}>
+              {fallback && <option value={s.priceId!}>{fallback}</option>}
+              {choices.map((c) => (
+                <option value={c.pricingId}>{c.label}</option>
+              ))}
+            </select>
+          </span>
         </label>
         <label>
           Seats
