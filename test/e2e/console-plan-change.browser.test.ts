@@ -38,19 +38,19 @@ const field = async (page: Page, name: string) => ((await page.locator('dl.field
  * select covers the box exactly (clicks and taps reach the select).
  */
 const shownPrice = (page: Page) =>
-  page.evaluate(() => {
-    const shown = document.querySelector<HTMLElement>('[data-testid=price-shown]')!;
-    const select = shown.parentElement!.querySelector('select')!;
+  page.evaluate(`(() => {
+    const shown = document.querySelector('[data-testid=price-shown]');
+    const select = shown.parentElement.querySelector('select');
     const [a, b] = [shown.getBoundingClientRect(), select.getBoundingClientRect()];
     return {
-      text: shown.textContent!.trim(),
+      text: shown.textContent.trim(),
       chosen: select.selectedOptions[0]?.textContent?.trim(),
       fits: shown.scrollWidth <= shown.clientWidth && shown.scrollHeight <= shown.clientHeight && a.right <= document.documentElement.clientWidth,
       covered: [a.left - b.left, a.top - b.top, a.width - b.width, a.height - b.height].every((d) => Math.abs(d) < 0.5),
       hidden: shown.getAttribute('aria-hidden') === 'true' && getComputedStyle(select).opacity === '0',
       height: a.height,
     };
-  });
+  })()`) as Promise<{ text: string; chosen?: string; fits: boolean; covered: boolean; hidden: boolean; height: number }>;
 const focused = (page: Page) => page.evaluate('`${document.activeElement?.tagName.toLowerCase()}:${document.activeElement?.textContent?.trim().slice(0, 40) ?? ""}`') as Promise<string>;
 
 describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'chromium'), () => {
