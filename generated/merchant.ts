@@ -113,7 +113,8 @@ export interface paths {
          *     (0: none). Decisions:
          *     * At checkout nothing is charged. As Stripe makes a $0 invoice, Kassa makes a `PAID` order
          *       of `amountCents` 0 (period 0) with one `PRICE` line "Free trial of <product> (N days)"
-         *       at unit amount 0 × the session's quantity, and the note `Free trial until <date>`; it is
+         *       at unit amount 0 × the session's quantity (the order's `note` stays the buyer's, as for
+         *       any order: Kassa writes nothing there; the trial's end is the subscription's `trialEnd`); it is
          *       the subscription's `initialOrderId` (the webhook `order.paid` and the receipt show it).
          *       The session's `amount` stays the recurring charge (unit amount × `quantity`).
          *     * The subscription is `ACTIVE` at once with `trialEnd` = checkout + `trialDays` days; its

@@ -15,7 +15,6 @@ import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
 import { sessionChargeInputs, sessionLineInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
 import { priceWithTax, type TaxContext } from './tax.js';
-import { longDateUtc } from '../kernel/time-zone.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -506,7 +505,6 @@ function orderForSession(session: CheckoutSession, customer: Customer, now: Date
     createdAt: now,
     updatedAt: now,
     ...fields,
-    ...(trial ? { note: `Free trial until ${longDateUtc(trial.end)}` } : {}),
   };
 }
 
