@@ -70,6 +70,16 @@ export interface CommerceRollupRepository {
   drain(chunk: number): Promise<number>;
 }
 
+/** A name Intl accepted but this database's time zone table does not know: never built, never read (tried in a savepoint). */
+function zoneKnown(trx: Knex.Transaction, timeZone: string): Promise<boolean> {
+  return trx
+    .transaction(async (sp) => {
+      await sp.raw("SELECT timestamptz '2000-01-01 00:00:00+00' AT TIME ZONE ?", [timeZone]);
+      return true;
+    })
+    .catch(() => false);
+}
+
 export class KnexCommerceRollupRepository implements CommerceRollupRepository {
   constructor(private readonly db: Knex) {}
 
@@ -92,13 +102,7 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
         [limit],
       );
       for (const zone of rows as Array<{ org_id: string; time_zone: string }>) {
-        // A name Intl accepted but this database's time zone table does not know: never built, never read.
-        const known = await trx
-          .transaction(async (sp) => {
-            await sp.raw("SELECT timestamptz '2000-01-01 00:00:00+00' AT TIME ZONE ?", [zone.time_zone]);
-            return true;
-          })
-          .catch(() => false);
+        const known = await zoneKnown(trx, zone.time_zone);
         await trx.raw('DELETE FROM commerce_rollup_local_day WHERE org_id = ?', [zone.org_id]);
         if (known) await trx.raw(BUILD, [zone.time_zone, zone.org_id]);
         await trx('commerce_rollup_zone').where({ org_id: zone.org_id }).update({ state: known ? 'ready' : 'unknown' });
@@ -116,12 +120,7 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
         [limit],
       );
       for (const zone of rows as Array<{ org_id: string; time_zone: string }>) {
-        const known = await trx
-          .transaction(async (sp) => {
-            await sp.raw("SELECT timestamptz '2000-01-01 00:00:00+00' AT TIME ZONE ?", [zone.time_zone]);
-            return true;
-          })
-          .catch(() => false);
+        const known = await zoneKnown(trx, zone.time_zone);
         await trx('commerce_rollup_zone_day').where({ org_id: zone.org_id, time_zone: zone.time_zone }).del();
         if (known) await trx.raw(BUILD_KEPT, [zone.time_zone, zone.time_zone, zone.org_id]);
         await trx('commerce_rollup_kept_zone').where({ org_id: zone.org_id, time_zone: zone.time_zone }).update({ state: known ? 'ready' : 'unknown' });
