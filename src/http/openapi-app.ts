@@ -17,6 +17,7 @@ import type { AnyHandler } from './typed-handler.js';
 import { checkByteLimits } from './byte-limits.js';
 import { contractRecorder } from './contract-log.js';
 import { installRouteMatcherCache } from './route-matcher-cache.js';
+import { installSchemaCompileScope } from './schema-compile-scope.js';
 import { OperationTable, type RoutedRequest } from './operation-table.js';
 import { parameterFastPath, type FastPathCheck } from './parameter-fast-path.js';
 import type { HttpMetrics } from '../observability/metrics.js';
@@ -182,12 +183,52 @@ function validateDecodedQueries(document: OpenApiDocument): OpenApiDocument {
 export const REQUEST_STAGES = new Set(['securityMiddleware', 'multipartMiddleware', 'requestMiddleware']);
 export const LOOKUP_STAGES = new Set(['pathParamsMiddleware', 'metadataMiddleware']);
 
+type DocumentValidator = ReturnType<typeof OpenApiValidator.middleware>;
+
+/**
+ * One validator per document and response mode, kept for the process: express-openapi-validator
+ * compiles an ajv schema per route and status on first use, each a walk of the whole dereferenced
+ * document, so apps made from the same document (the test harness makes them per file) share what
+ * was compiled instead of compiling it again. Nothing in it belongs to one app.
+ */
+const documentValidators = new WeakMap<OpenApiDocument, Map<boolean, DocumentValidator>>();
+
+function documentValidator(document: OpenApiDocument, validateResponses: boolean): DocumentValidator {
+  let byMode = documentValidators.get(document);
+  if (!byMode) documentValidators.set(document, (byMode = new Map()));
+  let validator = byMode.get(validateResponses);
+  if (!validator) {
+    validator = OpenApiValidator.middleware({
+      apiSpec: validateDecodedQueries(structuredClone(document)) as never,
+      validateApiSpec: true,
+      // coerceTypes applies to bodies only (query and path parameters are always coerced by the
+      // library): a body is taken as sent, so `null` or `"12"` never silently become `""` or 12.
+      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
+      validateResponses: validateResponses
+        ? {
+            removeAdditional: false,
+            onError: (error, body, req) => {
+              (req as Request).log?.error({ err: error, body }, 'response does not match the OpenAPI document');
+              throw error;
+            },
+          }
+        : false,
+      validateSecurity: false,
+      validateFormats: true,
+      ignoreUndocumented: false,
+    });
+    byMode.set(validateResponses, validator);
+  }
+  return validator;
+}
+
 export function createOpenApiApp(options: OpenApiAppOptions): Express {
   const { logger, clock } = options;
   // Response validation wraps res.json, so with it on every answer goes through res.json.
   const sendJson = options.validateResponses ? (res: Response, status: number, body: unknown) => void res.status(status).json(body) : writeJson;
   const recordContract = contractRecorder();
   installRouteMatcherCache();
+  installSchemaCompileScope();
   const app = express();
   app.disable('x-powered-by');
   // No ETag: the contract has no conditional requests, and Express would hash every body to make one.
@@ -354,25 +395,7 @@ export function createOpenApiApp(options: OpenApiAppOptions): Express {
     next();
   });
 
-  const validator = OpenApiValidator.middleware({
-      apiSpec: validateDecodedQueries(structuredClone(options.document)) as never,
-      validateApiSpec: true,
-      // coerceTypes applies to bodies only (query and path parameters are always coerced by the
-      // library): a body is taken as sent, so `null` or `"12"` never silently become `""` or 12.
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false, removeAdditional: false },
-      validateResponses: options.validateResponses
-        ? {
-            removeAdditional: false,
-            onError: (error, body, req) => {
-              (req as Request).log?.error({ err: error, body }, 'response does not match the OpenAPI document');
-              throw error;
-            },
-          }
-        : false,
-      validateSecurity: false,
-      validateFormats: true,
-      ignoreUndocumented: false,
-    });
+  const validator = documentValidator(options.document, options.validateResponses);
   // A request whose parameters the fast path checked skips the validator's request stages; with
   // response validation on (tests), the route lookup stays, as the response stage needs it.
   const skipped = options.validateResponses ? REQUEST_STAGES : new Set([...REQUEST_STAGES, ...LOOKUP_STAGES]);

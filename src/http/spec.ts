@@ -67,11 +67,35 @@ export function listOperations(doc: OpenApiDocument): OperationInfo[] {
   return out;
 }
 
+/** Numbers the loaded documents, for the key of a composition. */
+const documentNumbers = new WeakMap<OpenApiDocument, number>();
+let nextDocumentNumber = 0;
+const composed = new Map<string, OpenApiDocument>();
+
 /**
  * Composes the document one listener validates against: the chosen operations of several
- * documents, with the servers reset to `/` (each listener serves its paths at its root).
+ * documents, with the servers reset to `/` (each listener serves its paths at its root). The same
+ * composition (title, documents, operations) returns the same object, so what is built once per
+ * document (its request and response validators) is built once per process, not once per app.
  */
 export function composeDocument(
+  title: string,
+  parts: Array<{ doc: OpenApiDocument; include: (op: OperationInfo) => boolean }>,
+): OpenApiDocument {
+  const key = JSON.stringify([
+    title,
+    ...parts.map(({ doc, include }) => {
+      let number = documentNumbers.get(doc);
+      if (number === undefined) documentNumbers.set(doc, (number = nextDocumentNumber++));
+      return [number, listOperations(doc).filter(include).map((op) => `${op.method} ${op.path}`)];
+    }),
+  ]);
+  let document = composed.get(key);
+  if (!document) composed.set(key, (document = composeFresh(title, parts)));
+  return document;
+}
+
+function composeFresh(
   title: string,
   parts: Array<{ doc: OpenApiDocument; include: (op: OperationInfo) => boolean }>,
 ): OpenApiDocument {
