@@ -33,7 +33,8 @@ const upsert = (table: string, bucket: string) => `INSERT INTO ${table} AS t (or
     SELECT org_id, ${bucket}, currency, ${SUMS} FROM merged GROUP BY 1, 2, 3
     ON CONFLICT (org_id, bucket, currency) DO UPDATE SET ${ADD}`;
 
-const APPLY = `WITH batch AS (
+/** The fold of the oldest `limit` queued changes (exported for scripts/bench/kept-zone-writes.ts). */
+export const APPLY = `WITH batch AS (
     DELETE FROM commerce_metric_changes WHERE id IN (SELECT id FROM commerce_metric_changes ORDER BY id LIMIT ?)
     RETURNING org_id, bucket, currency, ${COLUMNS}),
   merged AS (
