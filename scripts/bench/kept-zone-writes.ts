@@ -55,7 +55,7 @@ async function main() {
         await trx.raw(
           `INSERT INTO orders (id, org_id, status, provider, amount_cents, amount_refunded_cents, currency, customer_id, customer_email, created_at, updated_at)
            SELECT 'ORD_h' || g, ?, 'PAID', 'STRIPE', 100 + g % 9000, 0, (array['USD', 'EUR', 'GBP'])[1 + g % 3], 'CUS_keptzonewrites', 'buyer@example.com', t, t
-             FROM (SELECT g, to_timestamp(? / 1000.0) - random() * interval '365 days' AS t FROM generate_series(?, ?) g) x`,
+             FROM (SELECT g, to_timestamp(?::bigint / 1000.0) - random() * interval '365 days' AS t FROM generate_series(?::int, ?::int) g) x`,
           [ORG, now, from + 1, Math.min(HISTORY, from + 20_000)],
         );
       });
