@@ -608,9 +608,11 @@ describe('commerce metrics from rollups', () => {
       // One statement; more when local days were asked for and not kept in this zone (the
       // organization's own, then another zone's kept days answer "not ready"; a first ask records
       // the zone): the plan of the last, the one that read the figures.
-      expect(captured.length).toBeLessThanOrEqual(7);
-      if (captured.length > 1) expect(captured[0]!.sql).toContain('commerce_rollup_zone');
-      captured.splice(0, captured.length - 1);
+      // (A kept zone's first read of a UTC date also writes that date, after the read: not the one planned.)
+      const reads = captured.filter((q) => !q.sql.startsWith('UPDATE commerce_rollup_kept_zone SET last_asked_on'));
+      expect(reads.length).toBeLessThanOrEqual(7);
+      if (reads.length > 1) expect(reads[0]!.sql).toContain('commerce_rollup_zone');
+      captured.splice(0, captured.length, reads[reads.length - 1]!);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
         if (noSeqScan) await trx.raw('SET LOCAL enable_seqscan = off');
