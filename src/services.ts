@@ -369,7 +369,7 @@ export function createServices(deps: {
     webhooks: createWebhooksModule({ db, clock, secretBox, logger, orgs, config, onAttempt: metrics && ((outcome) => metrics.webhookAttempt(outcome)) }),
     telemetry: telemetryModule,
     agentWallet: agentWalletModule,
-    commerceMetrics: createCommerceMetricsModule({ db, reads }),
+    commerceMetrics: createCommerceMetricsModule({ db, reads, clock }),
     usage: createUsageModule({
       db,
       uow,

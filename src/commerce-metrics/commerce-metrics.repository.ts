@@ -7,6 +7,7 @@
  */
 import type { Knex } from 'knex';
 import { validationError } from '../kernel/errors.js';
+import { systemClock, type Clock } from '../kernel/clock.js';
 
 export type BucketUnit = 'day' | 'week' | 'month';
 
@@ -254,8 +255,17 @@ export class RecomputedCommerceMetricsRepository implements CommerceMetricsRepos
 }
 
 const QUARTER_MS = 15 * 60_000;
-/** Zones besides its own whose local days are kept per organization (migration 0440), the first asked. */
+/** Zones besides its own whose local days are kept per organization (migration 0440). */
 export const KEPT_ZONES = 3;
+/** Zones asked while KEPT_ZONES are kept, waiting for one to fall idle (migration 0460). */
+export const WAITING_ZONES = 3;
+/**
+ * A kept zone is replaced by a waiting one only when no request read it for more than this many
+ * days (a zone read weekly stays; four zones read in turn do not rebuild each other every day).
+ */
+export const KEPT_ZONE_IDLE_DAYS = 7;
+/** The UTC date of an instant, as YYYY-MM-DD: the day a kept zone was last asked. */
+export const utcDate = (at: Date) => at.toISOString().slice(0, 10);
 const DAY_MS = 24 * 60 * 60_000;
 /** Local days serve ranges from here on: every zone's offset is a whole number of quarter hours since 1972. */
 const LOCAL_DAYS_FROM = Date.parse('1973-01-01T00:00:00Z');
@@ -283,7 +293,8 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  *   'ready', checked in the same statement), from the local day rollup: one row per local date and
  *   currency (12 months: 365 rows per currency at any size);
  * - in another zone kept for the organization (migration 0440: up to KEPT_ZONES its callers asked
- *   for, built by the job the first time each is asked), from that zone's local days, the same way;
+ *   for, built by the job the first time each is asked; 0460: an idle one replaced by one waiting),
+ *   from that zone's local days, the same way;
  * - in any other zone by whole local dates (an API key asking in another zone than the
  *   organization's), UTC days, each counted in one bucket, and the hours and quarters a boundary
  *   cuts off it moved to their own (`otherZone`): one statement, each rollup read once;
@@ -297,8 +308,11 @@ const ROLLUP_SUMS = FIGURES.map((f) => `sum(${f}) AS ${f}`).join(', ');
  * midnight).
  */
 export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepository {
-  /** `primary`: where a first ask for another zone's local days is recorded (the reads may be a replica's). */
-  constructor(db: Knex, private readonly primary: Knex = db) {
+  /**
+   * `primary`: where a first ask for another zone's local days, and the day a kept zone was last
+   * asked, are recorded (the reads may be a replica's); `clock`: that day.
+   */
+  constructor(db: Knex, private readonly primary: Knex = db, private readonly clock: Clock = systemClock) {
     super(db);
   }
 
@@ -343,24 +357,33 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
 
   /**
    * Local days kept for the zone asked (migration 0370: the organization's own zone; 0440: another
-   * zone its callers asked for), else undefined with the kept zone's state (`absent` when not asked
-   * for yet) and how many other zones the organization keeps. The zone's state is read in the same
-   * statement as the days (a marker row with a null currency says "not ready"), so a zone changed
-   * or built meanwhile is never read half-built.
+   * zone its callers asked for): `rows` when ready, else the kept zone's state (`absent` when not
+   * asked for yet) and how many other zones the organization keeps and has waiting; `stale` when
+   * the kept zone was last asked before today (migration 0460). The zone's state is read in the
+   * same statement as the days (marker rows with a null currency), so a zone changed or built
+   * meanwhile is never read half-built.
    */
-  private async localDays(range: MetricsRange, kept: boolean): Promise<FiguresRow[] | { state: string; kept: number }> {
+  private async localDays(range: MetricsRange, kept: boolean): Promise<{ rows?: FiguresRow[]; state: string; kept: number; waiting: number; stale: boolean }> {
     const currency = range.currency ? " AND currency IN (?, '')" : '';
     const c = range.currency ? [range.currency] : [];
     const zone = range.timeZone;
+    const today = utcDate(this.clock.now());
     const ready = kept
-      ? "SELECT 1 FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'"
+      ? "SELECT last_asked_on FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'"
       : "SELECT 1 FROM commerce_rollup_zone WHERE org_id = ? AND time_zone = ? AND state = 'ready'";
     const days = kept ? 'commerce_rollup_zone_day' : 'commerce_rollup_local_day';
     const keptZone = kept ? ' AND time_zone = ?' : '';
-    // Not ready: the kept zone's state and the organization's number of kept zones (to ask for it).
+    const zeros = (n: number) => FIGURES.slice(n).map(() => '0').join(', ');
+    // Not ready: the kept zone's state, the organization's kept and waiting zones (to ask for it),
+    // and whether it was last asked before today (to record today).
     const marker = kept
-      ? `coalesce((SELECT state FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ?), 'absent'), (SELECT count(*) FROM commerce_rollup_kept_zone WHERE org_id = ?)`
-      : "'absent', '0'";
+      ? `coalesce((SELECT state FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ?), 'absent'),
+         (SELECT count(*) FROM commerce_rollup_kept_zone WHERE org_id = ? AND state <> 'waiting'),
+         (SELECT count(*) FROM commerce_rollup_kept_zone WHERE org_id = ? AND state = 'waiting'),
+         coalesce((SELECT (last_asked_on < ?::date)::int FROM commerce_rollup_kept_zone WHERE org_id = ? AND time_zone = ?), 0), ${zeros(3)}`
+      : `'absent', ${zeros(0)}`;
+    // Ready and last asked before today: one more marker row, 'ready'.
+    const asked = kept ? `\n       UNION ALL\n       SELECT NULL, 'ready', 0, 0, 1, ${zeros(3)} WHERE EXISTS (SELECT 1 FROM z WHERE z.last_asked_on < ?::date)` : '';
     const { rows } = await this.db.raw<{ rows: Array<Record<string, string | number | null>> }>(
       `WITH z AS (${ready}),
        src AS (
@@ -373,39 +396,58 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
          SELECT currency, date_trunc(?, day::timestamp) AS b, ${ROLLUP_SUMS} FROM src GROUP BY 1, 2) g
         WHERE EXISTS (SELECT 1 FROM z)
        UNION ALL
-       SELECT NULL, ${marker}, ${FIGURES.slice(1).map(() => '0').join(', ')} WHERE NOT EXISTS (SELECT 1 FROM z)`,
+       SELECT NULL, ${marker} WHERE NOT EXISTS (SELECT 1 FROM z)${asked}`,
       [
         range.orgId, zone,
         range.orgId, ...(kept ? [zone] : []), range.start, zone, range.end, zone, ...c,
         zone, range.orgId, range.start, range.end, ...c,
         range.unit,
-        ...(kept ? [range.orgId, zone, range.orgId] : []),
+        ...(kept ? [range.orgId, zone, range.orgId, range.orgId, today, range.orgId, zone, today] : []),
       ],
     );
-    const notReady = rows.find((r) => r.currency === null);
-    if (notReady) return { state: String(notReady.bucket), kept: Number(notReady[FIGURES[0]]) };
-    return this.rows(rows as Array<Record<string, string | number>>);
+    const markers = rows.filter((r) => r.currency === null);
+    const stale = markers.some((r) => Number(r[FIGURES[2]]) === 1);
+    const notReady = markers.find((r) => r.bucket !== 'ready');
+    if (notReady) return { state: String(notReady.bucket), kept: Number(notReady[FIGURES[0]]), waiting: Number(notReady[FIGURES[1]]), stale };
+    return { rows: this.rows(rows.filter((r) => r.currency !== null) as Array<Record<string, string | number>>), state: 'ready', kept: 0, waiting: 0, stale };
   }
 
   /**
    * Asks the commerce-rollups job to keep local days for another zone (migration 0440), on the
-   * primary (this reader may be a replica's): at most KEPT_ZONES per organization, never its own
-   * zone, counted under a lock per organization so two first askers cannot pass the bound.
+   * primary (this reader may be a replica's): kept ('pending') while the organization keeps fewer
+   * than KEPT_ZONES, else 'waiting' for one to fall idle (migration 0460, at most WAITING_ZONES);
+   * never its own zone; counted under a lock per organization (the job's admission takes it too)
+   * so two first askers cannot pass the bounds.
    */
   private async keepZone(orgId: string, timeZone: string): Promise<void> {
+    const today = utcDate(this.clock.now());
     await this.primary.transaction(async (trx) => {
       await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`kassa:commerce-kept-zones:${orgId}`]);
       await trx.raw(
-        `INSERT INTO commerce_rollup_kept_zone (org_id, time_zone, state)
-         SELECT o.id, ?, 'pending' FROM organizations o
-          WHERE o.id = ? AND o.time_zone <> ? AND (SELECT count(*) FROM commerce_rollup_kept_zone k WHERE k.org_id = o.id) < ?
+        `INSERT INTO commerce_rollup_kept_zone (org_id, time_zone, state, last_asked_on)
+         SELECT o.id, ?, CASE WHEN k.kept < ? THEN 'pending' ELSE 'waiting' END, ?::date FROM organizations o
+          CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE state <> 'waiting') AS kept, count(*) FILTER (WHERE state = 'waiting') AS waiting
+                                FROM commerce_rollup_kept_zone WHERE org_id = o.id) k
+          WHERE o.id = ? AND o.time_zone <> ? AND (k.kept < ? OR k.waiting < ?)
          ON CONFLICT (org_id, time_zone) DO NOTHING`,
-        [timeZone, orgId, timeZone, KEPT_ZONES],
+        [timeZone, KEPT_ZONES, today, orgId, timeZone, KEPT_ZONES, WAITING_ZONES],
       );
     }).catch((error: { code?: string }) => {
       // The organization deleted meanwhile: nothing to keep (the answer is read all the same).
       if (error.code !== '23503') throw error;
     });
+  }
+
+  /**
+   * Records that a kept or waiting zone was asked today (migration 0460), on the primary: one row
+   * write per zone per day at most — conditional, so a replica that has not seen today's write yet
+   * sends a statement that changes nothing.
+   */
+  private async askedToday(orgId: string, timeZone: string): Promise<void> {
+    const today = utcDate(this.clock.now());
+    await this.primary.raw('UPDATE commerce_rollup_kept_zone SET last_asked_on = ?::date WHERE org_id = ? AND time_zone = ? AND last_asked_on < ?::date', [
+      today, orgId, timeZone, today,
+    ]);
   }
 
   /**
@@ -567,11 +609,12 @@ export class KnexCommerceMetricsRepository extends RecomputedCommerceMetricsRepo
     if (this.byWholeDays(range)) {
       if (range.timeZone === 'UTC') return this.utcDays(range);
       const own = await this.localDays(range, false);
-      if (Array.isArray(own)) return own;
+      if (own.rows) return own.rows;
       const kept = await this.localDays(range, true);
-      if (Array.isArray(kept)) return kept;
-      // Asked for the first time (and room left): kept from now on; this answer from hours and quarters.
-      if (kept.state === 'absent' && kept.kept < KEPT_ZONES) await this.keepZone(range.orgId, range.timeZone);
+      if (kept.stale) await this.askedToday(range.orgId, range.timeZone);
+      if (kept.rows) return kept.rows;
+      // Asked for the first time (and room left): kept or waiting from now on; this answer from hours and quarters.
+      if (kept.state === 'absent' && (kept.kept < KEPT_ZONES || kept.waiting < WAITING_ZONES)) await this.keepZone(range.orgId, range.timeZone);
       return this.otherZone(range);
     }
     const cut = [...new Set(range.boundaries.filter((b) => b.getTime() % HOUR_MS !== 0).map((b) => floorTo(b, HOUR_MS).getTime()))].map((t) => new Date(t));

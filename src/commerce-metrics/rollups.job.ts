@@ -21,9 +21,11 @@ export class CommerceRollupsJob implements Job {
     const applied = await this.queue.applyQueued(CHUNK);
     // An organization's new time zone: its local days built from the quarters (migration 0370).
     const built = await this.queue.buildZones(ZONES_PER_PASS);
+    // A zone asked while 3 are kept: it replaces an idle kept zone (migration 0460), then is built.
+    const admitted = await this.queue.admitWaitingZones(ZONES_PER_PASS);
     // Another zone an organization's callers asked for: its local days built the same way (migration 0440).
     const kept = await this.queue.buildKeptZones(ZONES_PER_PASS);
-    return applied === CHUNK || built === ZONES_PER_PASS || kept === ZONES_PER_PASS;
+    return applied === CHUNK || built === ZONES_PER_PASS || admitted === ZONES_PER_PASS || kept === ZONES_PER_PASS;
   }
 
   /** Applies everything queued now (tests, data generators). */

@@ -15,9 +15,13 @@
  * Migration 0440 keeps local days the same way for up to 3 other zones per organization that its
  * callers asked for (commerce_rollup_kept_zone, commerce_rollup_zone_day): built from the quarters
  * under the same lock when asked ('pending' → 'ready'), folded by the same statement afterwards.
+ * Migration 0460: a zone asked while 3 are kept waits ('waiting'); under the same lock the job
+ * replaces the least recently asked kept zone by it once that one is idle (not asked for more than
+ * KEPT_ZONE_IDLE_DAYS), and forgets waiting zones idle as long.
  */
 import type { Knex } from 'knex';
-import { FIGURES } from './commerce-metrics.repository.js';
+import { systemClock, type Clock } from '../kernel/clock.js';
+import { FIGURES, KEPT_ZONE_IDLE_DAYS, KEPT_ZONES, utcDate } from './commerce-metrics.repository.js';
 
 const APPLIER_LOCK = 'kassa:commerce-rollups';
 const ORIGIN = "timestamptz '2000-01-01 00:00:00+00'";
@@ -29,7 +33,8 @@ const upsert = (table: string, bucket: string) => `INSERT INTO ${table} AS t (or
     SELECT org_id, ${bucket}, currency, ${SUMS} FROM merged GROUP BY 1, 2, 3
     ON CONFLICT (org_id, bucket, currency) DO UPDATE SET ${ADD}`;
 
-const APPLY = `WITH batch AS (
+/** The fold of the oldest `limit` queued changes (exported for scripts/bench/kept-zone-writes.ts). */
+export const APPLY = `WITH batch AS (
     DELETE FROM commerce_metric_changes WHERE id IN (SELECT id FROM commerce_metric_changes ORDER BY id LIMIT ?)
     RETURNING org_id, bucket, currency, ${COLUMNS}),
   merged AS (
@@ -66,6 +71,12 @@ export interface CommerceRollupRepository {
   buildZones(limit: number): Promise<number>;
   /** Builds up to `limit` pending kept zones (another zone an organization's callers asked for, migration 0440): the number built or found unknown, -1 when another applier holds the lock. */
   buildKeptZones(limit: number): Promise<number>;
+  /**
+   * Admits waiting zones (migration 0460) of up to `limit` organizations that have room or an idle
+   * kept zone, replacing the least recently asked idle ones: the number of organizations, -1 when
+   * another applier holds the lock.
+   */
+  admitWaitingZones(limit: number): Promise<number>;
   /** Everything queued now, and every pending zone (tests, data generators). */
   drain(chunk: number): Promise<number>;
 }
@@ -81,7 +92,8 @@ function zoneKnown(trx: Knex.Transaction, timeZone: string): Promise<boolean> {
 }
 
 export class KnexCommerceRollupRepository implements CommerceRollupRepository {
-  constructor(private readonly db: Knex) {}
+  /** `clock`: today, against which a kept zone's last ask is idle. */
+  constructor(private readonly db: Knex, private readonly clock: Clock = systemClock) {}
 
   applyQueued(limit: number): Promise<number> {
     return this.db.transaction(async (trx) => {
@@ -129,6 +141,50 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
     });
   }
 
+  admitWaitingZones(limit: number): Promise<number> {
+    return this.db.transaction(async (trx) => {
+      const locked = await trx.raw('SELECT pg_try_advisory_xact_lock(hashtextextended(?, 0)) AS ok', [APPLIER_LOCK]);
+      if (!(locked.rows as Array<{ ok: boolean }>)[0]?.ok) return -1;
+      const today = utcDate(this.clock.now());
+      // Idle: last asked before this date (asked on a Monday, still kept all the next Monday).
+      const idleBefore = utcDate(new Date(Date.parse(`${today}T00:00:00Z`) - KEPT_ZONE_IDLE_DAYS * 86_400_000));
+      await trx.raw("DELETE FROM commerce_rollup_kept_zone WHERE state = 'waiting' AND last_asked_on < ?::date", [idleBefore]);
+      const { rows: orgs } = await trx.raw(
+        `SELECT DISTINCT w.org_id FROM commerce_rollup_kept_zone w
+          WHERE w.state = 'waiting'
+            AND ((SELECT count(*) FROM commerce_rollup_kept_zone k WHERE k.org_id = w.org_id AND k.state <> 'waiting') < ?
+                 OR EXISTS (SELECT 1 FROM commerce_rollup_kept_zone k WHERE k.org_id = w.org_id AND k.state <> 'waiting' AND k.last_asked_on < ?::date))
+          ORDER BY 1 LIMIT ?`,
+        [KEPT_ZONES, idleBefore, limit],
+      );
+      for (const { org_id: orgId } of orgs as Array<{ org_id: string }>) {
+        // The readers' lock on the organization's zones (they count them before asking for one).
+        await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`kassa:commerce-kept-zones:${orgId}`]);
+        const { rows: zones } = await trx.raw(
+          "SELECT time_zone, state, to_char(last_asked_on, 'YYYY-MM-DD') AS asked FROM commerce_rollup_kept_zone WHERE org_id = ? ORDER BY time_zone COLLATE \"C\" FOR UPDATE",
+          [orgId],
+        );
+        const all = zones as Array<{ time_zone: string; state: string; asked: string }>;
+        // Kept, least recently asked first; waiting, most recently asked first (a day's ties by name).
+        const kept = all.filter((z) => z.state !== 'waiting').sort((a, b) => (a.asked < b.asked ? -1 : a.asked > b.asked ? 1 : 0));
+        const waiting = all.filter((z) => z.state === 'waiting').sort((a, b) => (a.asked > b.asked ? -1 : a.asked < b.asked ? 1 : 0));
+        for (const zone of waiting) {
+          if (kept.length >= KEPT_ZONES) {
+            if (!(kept[0]!.asked < idleBefore)) break;
+            // Its days go with it (ON DELETE CASCADE); no fold runs meanwhile (the applier's lock).
+            await trx('commerce_rollup_kept_zone').where({ org_id: orgId, time_zone: kept.shift()!.time_zone }).del();
+          }
+          // Admitted counts as asked today: a slot changes at most once per idle period.
+          await trx.raw("UPDATE commerce_rollup_kept_zone SET state = 'pending', last_asked_on = ?::date, requested_at = now() WHERE org_id = ? AND time_zone = ?", [
+            today, orgId, zone.time_zone,
+          ]);
+          kept.push({ ...zone, state: 'pending', asked: today });
+        }
+      }
+      return orgs.length as number;
+    });
+  }
+
   async drain(chunk: number): Promise<number> {
     let total = 0;
     const retry = () => new Promise((resolve) => setTimeout(resolve, 20));
@@ -143,6 +199,11 @@ export class KnexCommerceRollupRepository implements CommerceRollupRepository {
     }
     for (;;) {
       const z = await this.buildZones(10);
+      if (z === -1) await retry();
+      else if (z === 0) break;
+    }
+    for (;;) {
+      const z = await this.admitWaitingZones(10);
       if (z === -1) await retry();
       else if (z === 0) break;
     }

@@ -29,6 +29,7 @@ import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { CommerceMetricsService } from '../../src/commerce-metrics/commerce-metrics.service.js';
 import { primaryReads } from '../../src/kernel/lag-tolerant-reads.js';
+import { ManualClock } from '../../src/kernel/clock.js';
 import { FIGURES, KnexCommerceMetricsRepository, RecomputedCommerceMetricsRepository, type MetricsRange } from '../../src/commerce-metrics/commerce-metrics.repository.js';
 import { KnexCommerceRollupRepository } from '../../src/commerce-metrics/rollups.repository.js';
 import * as m0260 from '../../src/db/migrations/0260_commerce_rollups.js';
@@ -36,6 +37,7 @@ import * as m0370 from '../../src/db/migrations/0370_commerce_local_days.js';
 import * as m0372 from '../../src/db/migrations/0372_commerce_tax_figures.js';
 import * as m0404 from '../../src/db/migrations/0404_commerce_rollup_time_of_day.js';
 import * as m0440 from '../../src/db/migrations/0440_commerce_kept_zones.js';
+import * as m0460 from '../../src/db/migrations/0460_commerce_kept_zone_eviction.js';
 
 let ctx: TestContext;
 let db: Knex;
@@ -238,7 +240,8 @@ describe('commerce metrics from rollups', () => {
 
     // The backfill of an existing install (down, then up over the same rows) gives the same figures.
     // 0404's indexes are built outside a transaction (CONCURRENTLY on PostgreSQL), as the migration runs.
-    // 0440 (the kept zones' days, here of the zones expectEqual asked in) is undone first and redone last.
+    // 0440 and 0460 (the kept zones' days, here of the zones expectEqual asked in) are undone first and redone last.
+    await m0460.down(db);
     await m0440.down(db);
     await m0404.down(db);
     await db.transaction(async (trx) => {
@@ -249,6 +252,7 @@ describe('commerce metrics from rollups', () => {
     });
     await m0404.up(db);
     await m0440.up(db);
+    await m0460.up(db);
     // 0260's backfill wrote the rollups; 0372's queued the taxed and discounted orders' figures.
     const queued = (await db('commerce_metric_changes').select('*')) as Array<Record<string, string | number>>;
     expect(queued.length).toBeGreaterThan(0);
@@ -329,6 +333,7 @@ describe('commerce metrics from rollups', () => {
     await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kathmandu' });
     await queue.drain(100);
     // 0372's down drops the figures 0404's indexes include (and so the indexes): undone first, redone after.
+    await m0460.down(db);
     await m0440.down(db);
     await m0404.down(db);
     await db.transaction(async (trx) => {
@@ -339,6 +344,7 @@ describe('commerce metrics from rollups', () => {
     });
     await m0404.up(db);
     await m0440.up(db);
+    await m0460.up(db);
     expect((await db('commerce_rollup_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
     await write(org.id, rng);
     await queue.drain(100);
@@ -361,7 +367,9 @@ describe('commerce metrics from rollups', () => {
         db.off('query', listener);
       }
     };
-    const kept = async () => (await db('commerce_rollup_kept_zone').where({ org_id: org.id }).orderBy('time_zone').select('time_zone', 'state')) as Array<{ time_zone: string; state: string }>;
+    const zones = async () => (await db('commerce_rollup_kept_zone').where({ org_id: org.id }).orderBy('time_zone').select('time_zone', 'state')) as Array<{ time_zone: string; state: string }>;
+    // The kept ones (a zone asked while 3 are kept waits: migration 0460).
+    const kept = async () => (await zones()).filter((k) => k.state !== 'waiting');
     const year = (timeZone: string) => ({ startDate: '2025-02-01', endDate: '2026-01-31', interval: 'day' as const, timeZone });
     // The kept days read (and not the hours-and-quarters reader, whose statement places the queue by width_bucket).
     const readsKept = () => statements.some((q) => q.includes('commerce_rollup_zone_day')) && !statements.some((q) => q.includes('width_bucket'));
@@ -396,15 +404,23 @@ describe('commerce metrics from rollups', () => {
       await queue.applyQueued(1 + Math.floor(rng() * 40));
       await expectEqual(org.id, rng, `three kept, round ${round}, partly folded`, 'Asia/Kolkata');
     }
-    // The bound: a fourth zone is read from hours and quarters, and its own zone is never kept.
+    // The bound: a fourth zone is read from hours and quarters (it waits: the three were asked
+    // today, none is idle), and its own zone is never kept.
+    await db('commerce_rollup_kept_zone').where({ org_id: org.id, state: 'waiting' }).del();
     await queue.drain(100);
     expect(await kept()).toHaveLength(3);
-    for (const zone of ['Europe/Paris', 'Australia/Lord_Howe', 'Asia/Kolkata']) {
+    // (Its zone as stored: Intl's canonical name, Asia/Calcutta here; an alias is another name.)
+    const ownZone = ((await db('organizations').where({ id: org.id }).first()) as { time_zone: string }).time_zone;
+    for (const zone of ['Europe/Paris', 'Australia/Lord_Howe', ownZone]) {
       const query = year(zone);
       expect(await rollups.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
     }
-    expect(await kept()).toHaveLength(3);
-    expect((await kept()).some((k) => k.time_zone === 'Asia/Kolkata')).toBe(false);
+    await queue.drain(100);
+    expect(await kept()).toEqual([
+      { time_zone: 'America/St_Johns', state: 'ready' }, { time_zone: 'Asia/Kathmandu', state: 'ready' }, { time_zone: 'Pacific/Chatham', state: 'ready' },
+    ]);
+    expect(await zones()).toContainEqual({ time_zone: 'Europe/Paris', state: 'waiting' });
+    expect((await zones()).some((k) => k.time_zone === ownZone)).toBe(false);
     // The organization moves its books to a kept zone: its own days (built) serve; both stay exact.
     const keptZone = (await kept())[0]!.time_zone;
     await ctx.services.orgs.updateSettings(org.id, { timeZone: keptZone });
@@ -418,7 +434,153 @@ describe('commerce metrics from rollups', () => {
     for (const table of ['subscriptions', 'orders', 'checkout_sessions', 'customers']) await db(table).where({ org_id: org.id }).del();
     await db('organizations').where({ id: org.id }).del();
     expect(Number((await db('commerce_rollup_zone_day').where({ org_id: org.id }).count({ n: '*' }))[0]!.n)).toBe(0);
-    expect(await kept()).toHaveLength(0);
+    expect(await zones()).toHaveLength(0);
+  });
+
+  it('replaces the least recently asked kept zone by a waiting one only once it is idle for more than 7 days (a model of asks over days), and the kept days equal the recomputation', async () => {
+    const org = await ctx.services.orgs.createOrganization({ name: 'Zones replaced' });
+    await ctx.services.orgs.updateSettings(org.id, { timeZone: 'Asia/Kolkata' });
+    // Its zone as stored (Intl's canonical name), the name its own days answer to.
+    const own = ((await db('organizations').where({ id: org.id }).first()) as { time_zone: string }).time_zone;
+    const rng = mulberry32(Number(process.env.KASSA_METRICS_SEED ?? 20261209));
+    await write(org.id, rng);
+    await queue.drain(100);
+    const clock = new ManualClock('2027-01-04T10:00:00Z');
+    const reader = new CommerceMetricsService(primaryReads(new KnexCommerceMetricsRepository(db, db, clock)));
+    const jobQueue = new KnexCommerceRollupRepository(db, clock);
+    const POOL = ['Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham', 'Australia/Lord_Howe', 'Europe/Paris', 'America/New_York', 'Asia/Tokyo', own];
+    const today = () => clock.now().toISOString().slice(0, 10);
+    const daysBefore = (date: string, n: number) => new Date(Date.parse(`${date}T00:00:00Z`) - n * DAY).toISOString().slice(0, 10);
+    /** The model: each zone's row, kept (built or not) or waiting, and the day it was last asked. */
+    type Row = { kind: 'kept' | 'waiting'; asked: string; built: boolean };
+    let model = new Map<string, Row>();
+    const byName = (a: [string, Row], b: [string, Row]) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+    const modelAsk = (zone: string) => {
+      if (zone === own) return;
+      const row = model.get(zone);
+      if (row) {
+        row.asked = today();
+        return;
+      }
+      const rows = [...model.values()];
+      if (rows.filter((r) => r.kind === 'kept').length < 3) model.set(zone, { kind: 'kept', asked: today(), built: false });
+      else if (rows.filter((r) => r.kind === 'waiting').length < 3) model.set(zone, { kind: 'waiting', asked: today(), built: false });
+    };
+    /** The job's pass: idle waiting zones forgotten, the most recently asked waiting one replacing the least recently asked idle kept one, then built. */
+    const evicted: Array<{ zone: string; asked: string; today: string }> = [];
+    const modelPass = () => {
+      const idleBefore = daysBefore(today(), 7);
+      for (const [zone, row] of model) if (row.kind === 'waiting' && row.asked < idleBefore) model.delete(zone);
+      const entries = [...model.entries()].sort(byName);
+      const kept = entries.filter(([, r]) => r.kind === 'kept').sort((a, b) => (a[1].asked < b[1].asked ? -1 : a[1].asked > b[1].asked ? 1 : 0));
+      const waiting = entries.filter(([, r]) => r.kind === 'waiting').sort((a, b) => (a[1].asked > b[1].asked ? -1 : a[1].asked < b[1].asked ? 1 : 0));
+      for (const [zone, row] of waiting) {
+        if (kept.length >= 3) {
+          if (!(kept[0]![1].asked < idleBefore)) break;
+          const [gone, goneRow] = kept.shift()!;
+          evicted.push({ zone: gone, asked: goneRow.asked, today: today() });
+          model.delete(gone);
+        }
+        Object.assign(row, { kind: 'kept', asked: today(), built: false });
+        kept.push([zone, row]);
+      }
+      for (const row of model.values()) if (row.kind === 'kept') row.built = true;
+    };
+    const stored = async () => {
+      const rows = (await db('commerce_rollup_kept_zone').where({ org_id: org.id }).select('time_zone', 'state', db.raw("to_char(last_asked_on, 'YYYY-MM-DD') AS asked"))) as Array<{ time_zone: string; state: string; asked: string }>;
+      return new Map(rows.map((r) => [r.time_zone, { kind: r.state === 'waiting' ? 'waiting' : 'kept', asked: r.asked, built: r.state === 'ready' } as Row]));
+    };
+    const range = (timeZone: string) => ({ startDate: '2025-03-01', endDate: '2025-04-29', interval: 'day' as const, timeZone });
+    const statements: string[] = [];
+    const listener = (q: { sql: string }) => statements.push(q.sql);
+    let asks = 0;
+    let keptReads = 0;
+    const ask = async (zone: string) => {
+      statements.length = 0;
+      db.on('query', listener);
+      let answer;
+      try {
+        answer = await reader.metrics(org.id, range(zone));
+      } finally {
+        db.off('query', listener);
+      }
+      // Read from the kept days exactly when the model says the zone is kept and built.
+      const fromKept = statements.some((q) => q.includes('commerce_rollup_zone_day')) && !statements.some((q) => q.includes('width_bucket'));
+      const row = model.get(zone);
+      if (zone !== own) expect(fromKept, `${zone} on ${today()}`).toBe(Boolean(row?.kind === 'kept' && row.built));
+      if (fromKept) keptReads++;
+      // At most one write of the day it was asked per zone and day.
+      const touches = statements.filter((q) => q.startsWith('UPDATE commerce_rollup_kept_zone SET last_asked_on')).length;
+      expect(touches).toBe(row && row.asked < today() ? 1 : 0);
+      expect(answer, `${zone} on ${today()}`).toEqual(await recomputed.metrics(org.id, range(zone)));
+      asks++;
+      modelAsk(zone);
+    };
+    const step = fc.record({
+      days: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 10 })),
+      asks: fc.array(fc.constantFrom(...POOL), { maxLength: 4 }),
+      pass: fc.boolean(),
+      write: fc.integer({ min: 0, max: 9 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 3, maxLength: 9 }), async (steps) => {
+        await db('commerce_rollup_kept_zone').where({ org_id: org.id }).del();
+        model = new Map();
+        for (const s of steps) {
+          clock.advance(s.days * DAY);
+          // Changes arrive now and then, partly folded: the kept days folded after a build stay exact.
+          if (s.write === 0) {
+            await write(org.id, rng);
+            await jobQueue.applyQueued(1 + Math.floor(rng() * 40));
+          }
+          for (const zone of s.asks) await ask(zone);
+          expect(await stored()).toEqual(model);
+          if (s.pass) {
+            while ((await jobQueue.admitWaitingZones(10)) > 0);
+            while ((await jobQueue.buildKeptZones(10)) > 0);
+            modelPass();
+            expect(await stored()).toEqual(model);
+          }
+          const rows = [...model.values()];
+          expect(rows.filter((r) => r.kind === 'kept').length).toBeLessThanOrEqual(3);
+          expect(rows.filter((r) => r.kind === 'waiting').length).toBeLessThanOrEqual(3);
+          expect(model.has(own)).toBe(false);
+        }
+      }),
+      { numRuns: 10, seed: Number(process.env.KASSA_METRICS_SEED ?? 20261209) },
+    );
+    // The thrash guard: a replaced zone was idle for more than 7 days (asked 8 or more days before).
+    for (const e of evicted) expect(e.asked < daysBefore(e.today, 7), JSON.stringify(e)).toBe(true);
+    expect(evicted.length).toBeGreaterThan(0);
+    expect(keptReads).toBeGreaterThan(0);
+    expect(asks).toBeGreaterThan(keptReads);
+
+    // Four zones read in turn every day for four weeks: three kept, the fourth waits, nothing is rebuilt.
+    await db('commerce_rollup_kept_zone').where({ org_id: org.id }).del();
+    model = new Map();
+    const four = ['Asia/Kathmandu', 'America/St_Johns', 'Pacific/Chatham', 'Australia/Lord_Howe'];
+    let builds = 0;
+    for (let day = 0; day < 28; day++) {
+      clock.advance(DAY);
+      await ask(four[day % 4]!);
+      while ((await jobQueue.admitWaitingZones(10)) > 0);
+      for (let n; (n = await jobQueue.buildKeptZones(10)) > 0; ) builds += n;
+      modelPass();
+      expect(await stored()).toEqual(model);
+    }
+    expect(builds).toBe(3);
+    expect((await stored()).get('Australia/Lord_Howe')?.kind).toBe('waiting');
+    // Once one is left idle for more than 7 days, the waiting zone replaces it (and is built).
+    for (let day = 0; day < 8; day++) {
+      clock.advance(DAY);
+      for (const zone of ['Asia/Kathmandu', 'America/St_Johns', 'Australia/Lord_Howe']) await ask(zone);
+      await jobQueue.drain(100);
+      modelPass();
+    }
+    expect([...(await stored()).entries()].sort(byName).map(([zone, r]) => [zone, r.kind, r.built])).toEqual([
+      ['America/St_Johns', 'kept', true], ['Asia/Kathmandu', 'kept', true], ['Australia/Lord_Howe', 'kept', true],
+    ]);
+    await ask('Australia/Lord_Howe');
   });
 
   it('never builds a zone PostgreSQL does not know, and keeps folding', async () => {
@@ -446,9 +608,11 @@ describe('commerce metrics from rollups', () => {
       // One statement; more when local days were asked for and not kept in this zone (the
       // organization's own, then another zone's kept days answer "not ready"; a first ask records
       // the zone): the plan of the last, the one that read the figures.
-      expect(captured.length).toBeLessThanOrEqual(7);
-      if (captured.length > 1) expect(captured[0]!.sql).toContain('commerce_rollup_zone');
-      captured.splice(0, captured.length - 1);
+      // (A kept zone's first read of a UTC date also writes that date, after the read: not the one planned.)
+      const reads = captured.filter((q) => !q.sql.startsWith('UPDATE commerce_rollup_kept_zone SET last_asked_on'));
+      expect(reads.length).toBeLessThanOrEqual(7);
+      if (reads.length > 1) expect(reads[0]!.sql).toContain('commerce_rollup_zone');
+      captured.splice(0, captured.length, reads[reads.length - 1]!);
       return db.transaction(async (trx) => {
         // The test's few rows would be read by a sequential scan; the question is whether an index can serve.
         if (noSeqScan) await trx.raw('SET LOCAL enable_seqscan = off');
@@ -562,7 +726,7 @@ describe('commerce metrics from rollups', () => {
       expect(kept).not.toMatch(/ on (orders|checkout_sessions|subscriptions|customers)\b/);
     });
 
-    it('a first ask in another zone read on a read-only connection (a replica) is answered there and recorded on the primary', async () => {
+    it('a first ask in another zone read on a read-only connection (a replica) is answered there and recorded on the primary, and so is a later day it is read', async () => {
       const org = await ctx.services.orgs.createOrganization({ name: 'Asked on a replica' });
       const config = db.client.config as Knex.Config;
       const readOnly = (await import('knex')).default({
@@ -575,12 +739,19 @@ describe('commerce metrics from rollups', () => {
         },
       });
       try {
-        const onReplica = new CommerceMetricsService(primaryReads(new KnexCommerceMetricsRepository(readOnly, db)));
+        const clock = new ManualClock('2027-02-01T08:00:00Z');
+        const onReplica = new CommerceMetricsService(primaryReads(new KnexCommerceMetricsRepository(readOnly, db, clock)));
         const query = { startDate: '2025-02-01', endDate: '2026-01-31', interval: 'day' as const, timeZone: 'Asia/Kathmandu' };
         // Without the primary the ask itself would fail on the replica (read-only transaction).
         await expect(new KnexCommerceMetricsRepository(readOnly).figures({ ...(await rangeOf(readOnly, org.id, query)) })).rejects.toThrow(/read-only/);
         expect(await onReplica.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
-        expect((await db('commerce_rollup_kept_zone').where({ org_id: org.id }).first())?.state).toBe('pending');
+        const row = () => db('commerce_rollup_kept_zone').where({ org_id: org.id }).first(db.raw("state, to_char(last_asked_on, 'YYYY-MM-DD') AS asked")) as Promise<{ state: string; asked: string }>;
+        expect(await row()).toEqual({ state: 'pending', asked: '2027-02-01' });
+        // Built, then read on a later day from the kept days: the day it was asked is written on the primary (migration 0460).
+        while ((await queue.buildKeptZones(5)) !== 0);
+        clock.advance(3 * 86_400_000);
+        expect(await onReplica.metrics(org.id, query)).toEqual(await recomputed.metrics(org.id, query));
+        expect(await row()).toEqual({ state: 'ready', asked: '2027-02-04' });
       } finally {
         await readOnly.destroy();
       }
