@@ -49,7 +49,7 @@ async function seed(): Promise<{ orgId: string; projectId: string; hour: number 
     // Starts spread over the hour (the last ones' model calls end in the next); 1,000 users.
     await raw.query(
       `WITH g AS (
-         SELECT i, $1::bigint + (i::bigint * 3_599_000) / $2 AS s, 'user_' || ((i::bigint * 7919) % 1000) AS u, 100 + (i * 37) % 900 AS a, 50 + (i * 13) % 500 AS b,
+         SELECT i, $1::bigint + (i::bigint * 3599000) / $2 AS s, 'user_' || ((i::bigint * 7919) % 1000) AS u, 100 + (i * 37) % 900 AS a, 50 + (i * 13) % 500 AS b,
            lpad(to_hex(i), 32, '0') AS trace_id
          FROM generate_series(0, $2 - 1) i
        ), docs AS (
