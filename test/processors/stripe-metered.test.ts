@@ -324,6 +324,37 @@ describe('metered subscriptions billed by Stripe', () => {
     expect(collected).toBe(lines.reduce((sum: number, l: { amount_cents: string | number }) => sum + Number(l.amount_cents), 0));
   });
 
+  it('a grace-hour cancel that failed after closing usage, the draft recorded before its retry: the retried cancel bills the whole range, the draft nothing', async () => {
+    s.ctx.clock.set('2029-08-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('cancel-retry-grace@example.com', 'user_cancel_retry_grace');
+    const customer = { externalId: 'user_cancel_retry_grace' };
+    const at = (ms: number) => new Date(ms).toISOString();
+    const finals = () => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    s.ctx.clock.set(at(periodEnd - 86_400_000));
+    await ingest([{ id: 'retry-grace-t', customer, name: 'llm_tokens', timestamp: at(periodEnd - 2 * 86_400_000), properties: { tokens: 40_000 } }, { id: 'retry-grace-r', customer, name: 'request', timestamp: at(periodEnd - 86_400_000) }]);
+    s.ctx.clock.set(at(periodEnd + 1000));
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    s.ctx.clock.set(at(periodEnd + 20 * 60_000));
+    await ingest([{ id: 'retry-grace-next', customer, name: 'request', timestamp: at(periodEnd + 5 * 60_000) }]);
+    // The cancel closes usage, then Stripe refuses its invoice: the cancel fails.
+    s.ctx.clock.set(at(periodEnd + 30 * 60_000));
+    s.stripe.failNext('unauthorized', 1, '/v1/invoices', 'POST');
+    const failed = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(failed.status).toBeGreaterThanOrEqual(500);
+    expect(finals()).toHaveLength(0);
+    // The draft arrives meanwhile (held: an empty range), then the cancel is retried.
+    s.ctx.clock.set(at(periodEnd + 40 * 60_000));
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+    s.ctx.clock.set(at(periodEnd + 45 * 60_000));
+    const retried = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+    s.ctx.clock.set(at(periodEnd + 3600_000 + 1000));
+    await usageJob().run();
+    expect(finals()).toHaveLength(1);
+    expect(usageItems(finals()[0]!).map((l) => l.amount)).toEqual([tokensCents(40_000), requestsCents(2)]);
+    expect(usageItems(s.stripe.invoices.get(draft.id)!).reduce((sum, l) => sum + l.amount, 0)).toBe(0);
+  });
+
   it('a renewal draft Stripe finalized without Kassa’s items (invoice.created lost, or handled too late) bills its period’s usage on a make-up invoice of its own, once', async () => {
     const makeups = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
     for (const order of ['invoice.paid first', 'invoice.created late'] as const) {
