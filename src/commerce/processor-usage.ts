@@ -65,6 +65,12 @@ export function makeupBackoffMs(attempts: number): number {
 export interface UsageInvoiceRepository {
   /** Inserts unless the invoice, or the (subscription, kind, period), has one already. */
   insert(invoice: UsageInvoice): Promise<void>;
+  /**
+   * Inserts a RENEWAL as `insert` does, under its subscription's row lock (the lock under which a
+   * cancel-now closes usage): when a cancel-now in the grace hour has already closed the period
+   * after the draft's (it then bills the draft's period itself, billFinal), with an empty range.
+   */
+  insertRenewal(invoice: UsageInvoice): Promise<void>;
   find(processorInvoiceId: string): Promise<UsageInvoice | undefined>;
   findFor(subscriptionId: string, kind: UsageInvoice['kind'], usagePeriod: number): Promise<UsageInvoice | undefined>;
   /** HELD invoices whose `dueAt` has passed, oldest first. */
@@ -157,10 +163,11 @@ export class ProcessorUsageFlow {
         return 'ignored';
       }
       // A cancel-now whose invoice went out but whose cancel Stripe then refused billed the period
-      // up to then; a cancel-now in the grace hour before this draft was recorded billed the whole
-      // period (and the hour after it): the draft then carries no usage (an empty range).
+      // up to then; a cancel-now in the grace hour that closed usage before this draft is recorded
+      // bills the whole period (and the hour after it), whether or not its invoice is recorded yet
+      // (insertRenewal decides under the row lock): the draft then carries no usage (an empty range).
       const final = await this.invoices.findFor(s.id, 'FINAL', s.periodNumber);
-      await this.invoices.insert({
+      await this.invoices.insertRenewal({
         processorInvoiceId: draft.invoiceId,
         orgId: s.orgId,
         subscriptionId: s.id,
@@ -266,7 +273,10 @@ export class ProcessorUsageFlow {
    *   (its own idempotency key, credits drawn for that period, that period's included units).
    *   Before, nothing was invoiced then, and the events of that hour were billed nowhere.
    * - a FINAL of the current period opened by an earlier attempt (a retry) is that invoice, whatever
-   *   was recorded since; a draft recorded after it carries no usage (renewalDraft).
+   *   was recorded since; a draft recorded after it carries no usage (renewalDraft);
+   * - the draft recorded after this cancel closed usage (the cancel's Stripe calls straddling the end
+   *   of the grace window, the draft recorded and billed meanwhile): it carries an empty range
+   *   (insertRenewal, under the row lock the close took), and this invoice bills the whole range.
    */
   async billFinal(s: Subscription, range: { start: Date; end: Date }, read: (range: { start: Date; end: Date }) => Promise<LineInput[]>): Promise<void> {
     if (!s.processorSubscriptionId) return;
@@ -274,8 +284,10 @@ export class ProcessorUsageFlow {
     let usage = range;
     let row = await this.invoices.findFor(s.id, 'FINAL', period);
     if (!row) {
+      // A draft recorded after this cancel closed usage has an empty range (insertRenewal): this
+      // invoice bills the period then, even when that draft is billed before this invoice is recorded.
       const renewal = await this.invoices.findFor(s.id, 'RENEWAL', s.periodNumber);
-      if (renewal) {
+      if (renewal && renewal.usageStart.getTime() < renewal.usageEnd.getTime()) {
         // The draft bills up to the period's end: only a cancel after it has usage left to bill.
         if (range.end.getTime() <= renewal.usageEnd.getTime()) return;
         period = s.periodNumber + 1;

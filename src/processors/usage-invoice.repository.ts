@@ -51,6 +51,15 @@ export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
     );
   }
 
+  async insertRenewal(i: UsageInvoice): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      // NO KEY UPDATE: waits for a cancel's close (FOR UPDATE), not for usage ingest (FOR KEY SHARE).
+      const sub = (await trx('subscriptions').where({ id: i.subscriptionId }).forNoKeyUpdate().first('usage_closed_period')) as { usage_closed_period: number | string | null } | undefined;
+      const claimed = sub?.usage_closed_period != null && Number(sub.usage_closed_period) > i.usagePeriod;
+      await new KnexUsageInvoiceRepository(trx).insert(claimed ? { ...i, usageStart: i.usageEnd } : i);
+    });
+  }
+
   async find(processorInvoiceId: string): Promise<UsageInvoice | undefined> {
     const row = (await this.db('processor_usage_invoices').where({ processor_invoice_id: processorInvoiceId }).first()) as Row | undefined;
     return row && toInvoice(row);

@@ -53,14 +53,48 @@ interface CellRow {
 }
 
 /**
+ * A span meter build's cursor (meters.rollup_cursor, text): '' = nothing built yet; `hour` = the
+ * hours before it are built, none after; `hour|start|traceId` = besides, inside that hour the spans
+ * of the traces up to that position (start_time, trace_id) are built, the later traces' not yet
+ * (a chunk stops after a number of traces, mid-hour if need be).
+ */
+interface BuildCursor {
+  hour: number | null;
+  after: { at: Date; traceId: string } | null;
+}
+
+function parseCursor(text: string | null): BuildCursor {
+  if (!text) return { hour: null, after: null };
+  const first = text.indexOf('|');
+  if (first < 0) return { hour: Number(text), after: null };
+  const second = text.indexOf('|', first + 1);
+  return { hour: Number(text.slice(0, first)), after: { at: new Date(text.slice(first + 1, second)), traceId: text.slice(second + 1) } };
+}
+
+const formatCursor = (hour: number, at: Date, traceId: string) => `${hour}|${at.toISOString()}|${traceId}`;
+
+/**
+ * For a BUILDING meter whose cursor stops inside an hour: that hour and the position built to
+ * (columns b.hour, b.at, b.trace_id; NULL otherwise). Ingest leaves out the spans of that hour
+ * from traces after the position: the build adds them when it gets there (see buildChunk).
+ */
+const BUILD_POSITION = `CROSS JOIN LATERAL (SELECT
+      CASE WHEN m.rollup_status = 'BUILDING' AND strpos(m.rollup_cursor, '|') > 0 THEN split_part(m.rollup_cursor, '|', 1)::bigint END AS hour,
+      CASE WHEN m.rollup_status = 'BUILDING' AND strpos(m.rollup_cursor, '|') > 0 THEN split_part(m.rollup_cursor, '|', 2)::timestamptz END AS at,
+      CASE WHEN m.rollup_status = 'BUILDING' AND strpos(m.rollup_cursor, '|') > 0 THEN regexp_replace(m.rollup_cursor, '^[^|]*[|][^|]*[|]', '') END COLLATE "C" AS trace_id) b`;
+const NOT_YET_BUILT = 'NOT coalesce(y.hour = b.hour AND (t.start_time, t.trace_id) > (b.at, b.trace_id), false)';
+
+/**
  * The matched model-call spans of the traces `traces` selects (a condition on alias t, besides
  * the project) for the meters `meters` selects (a condition on alias m), the spans `spans`
- * selects (a condition on x.st): columns meter_id, aggregation, key, hour, st, id, v, num.
- * Bindings in text order: those of `traces`, then `meters`, then `spans`.
+ * selects (a condition on x.st and t): columns meter_id, aggregation, key, hour, st, id, v, num.
+ * Bindings in text order: those of `traces`, then `meters`, then `spans`. Ingest's reads leave
+ * out what a build under way has still to add (`ingest`, BUILD_POSITION); the build's do not.
  */
-function matchedSpans(meters: string, traces: string, spans = 'true'): string {
+function matchedSpans(meters: string, traces: string, spans = 'true', ingest = true): string {
   return `SELECT m.id AS meter_id, m.aggregation, y.key, y.hour, x.st, y.id, y.v, y.num
     FROM meters m
+    ${ingest ? BUILD_POSITION : ''}
     JOIN telemetry_traces t ON t.project_id = m.filter ->> 'projectId' AND cardinality(t.models) > 0 AND ${traces}
     CROSS JOIN LATERAL jsonb_array_elements(t.spans::jsonb) s
     CROSS JOIN LATERAL (SELECT coalesce(s -> 'attributes', s -> 'a') AS a, coalesce(s -> 'start_ms', s -> 'st')::bigint AS st,
@@ -76,7 +110,7 @@ function matchedSpans(meters: string, traces: string, spans = 'true'): string {
       AND jsonb_typeof(x.a -> 'llm.model') = 'string' AND y.key IS NOT NULL
       AND ((m.filter -> 'model') IS NULL OR x.a -> 'llm.model' = m.filter -> 'model')
       AND ((m.filter -> 'vendor') IS NULL OR x.a -> 'llm.vendor' = m.filter -> 'vendor')
-      AND x.a @> coalesce(m.filter -> 'attributes', '{}'::jsonb) AND ${spans}`;
+      AND x.a @> coalesce(m.filter -> 'attributes', '{}'::jsonb) AND ${spans}${ingest ? ` AND ${NOT_YET_BUILT}` : ''}`;
 }
 
 /** Per cell: the rollup row's aggregates and, for `unique` meters, the distinct values (JSON texts). */
@@ -322,13 +356,18 @@ export class KnexSpanMeterRollups implements SpanMeterRollups {
 
   /**
    * One chunk of a span meter's background build, in one transaction under the project's meter
-   * lock (exclusive: no ingest is in flight, every committed span is visible): the hours from the
-   * meter's cursor (the next hour to build, epoch ms as text; '' = from the start) to the hour
-   * after the trace `chunkTraces` further in (project_id, start_time), or to the end, are deleted
-   * and rewritten from the spans, and the cursor moves on in the same transaction — READY after
-   * the last chunk. Hours before the cursor are complete and ingest keeps them so (it adds to
-   * BUILDING meters too); hours after it are rewritten when their chunk comes. A killed chunk
-   * leaves nothing and the next run does it again. 'none': not a BUILDING span meter.
+   * lock (exclusive: no ingest is in flight, every committed span is visible). The unit is a number
+   * of traces, whatever the hours: the chunk takes the project's traces after the meter's cursor
+   * (BuildCursor) in (start_time, trace_id) order up to the `chunkTraces`-th, Q, and builds the
+   * hours from the cursor's to Q's: the cursor's hour gets the spans of the traces after the
+   * position built to (merged into its rows; a set of distinct values merges by union), the hours
+   * after it are deleted and rewritten from the spans, and Q's hour gets the spans of the traces up
+   * to Q. The cursor moves to (Q's hour, Q) in the same transaction — READY after the last chunk.
+   * Hours before the cursor are complete and ingest keeps them so (it adds to BUILDING meters too);
+   * in the cursor's hour ingest keeps the part of the traces up to the position (BUILD_POSITION);
+   * hours after it are rewritten when their chunk comes. A trace's spans in later hours than the
+   * cursor's are read again by the chunk that builds those hours (traces span hours). A killed
+   * chunk leaves nothing and the next run does it again. 'none': not a BUILDING span meter.
    */
   buildChunk(orgId: string, meterId: string, chunkTraces: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
     return this.db.transaction(async (trx) => {
@@ -340,42 +379,66 @@ export class KnexSpanMeterRollups implements SpanMeterRollups {
         | { status: string; rollup_status: string; rollup_cursor: string | null; project_id: string }
         | undefined;
       if (!meter || meter.status !== 'ACTIVE' || meter.rollup_status !== 'BUILDING' || meter.project_id !== found.project_id) return 'none';
-      const from = meter.rollup_cursor ? Number(meter.rollup_cursor) : null;
-      const next = (await trx('telemetry_traces')
-        .where('project_id', meter.project_id)
-        .modify((q) => (from !== null ? q.andWhere('start_time', '>=', new Date(from)) : q))
-        .orderBy('start_time')
-        .offset(chunkTraces)
-        .first('start_time')) as { start_time: Date | string } | undefined;
-      const to = next ? Math.floor(new Date(next.start_time).getTime() / HOUR_MS) * HOUR_MS + HOUR_MS : null;
+      const { hour: from, after } = parseCursor(meter.rollup_cursor);
+      // Q: the chunkTraces-th trace after the cursor (partition_start >= start_time prunes the earlier weeks).
+      const since = after ? after.at : from !== null ? new Date(from) : null;
+      const { rows: found2 } = (await trx.raw(
+        `SELECT start_time, trace_id FROM telemetry_traces WHERE project_id = ?
+           ${after ? 'AND (start_time, trace_id) > (?, ? COLLATE "C")' : from !== null ? 'AND start_time >= ?' : ''}
+           ${since ? 'AND partition_start >= ?' : ''}
+         ORDER BY start_time, trace_id OFFSET ? LIMIT 1`,
+        [meter.project_id, ...(after ? [after.at, after.traceId] : from !== null ? [new Date(from)] : []), ...(since ? [since] : []), Math.max(0, chunkTraces - 1)],
+      )) as { rows: Array<{ start_time: Date | string; trace_id: string }> };
+      const last = found2[0] ? { at: new Date(found2[0].start_time), traceId: found2[0].trace_id } : null;
+      const lastHour = last ? Math.max(from ?? Number.MIN_SAFE_INTEGER, Math.floor(last.at.getTime() / HOUR_MS) * HOUR_MS) : null;
       const lower = from ?? Number.MIN_SAFE_INTEGER;
-      const upper = to ?? Number.MAX_SAFE_INTEGER;
-      // A point lives in a cell that has an hour row: the range's deleted hour rows name the keys whose points go (by the key's index range).
-      await trx.raw(
-        `WITH gone AS (DELETE FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ? RETURNING key)
-         DELETE FROM span_meter_points p USING (SELECT DISTINCT key FROM gone) k WHERE p.meter_id = ? AND p.key = k.key AND p.st >= ? AND p.st < ?`,
-        [meterId, lower, upper, meterId, lower, upper],
-      );
-      await trx.raw('DELETE FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, lower, upper]);
-      const traces = [...(to !== null ? ['t.start_time < ?'] : []), ...(from !== null ? ['t.end_time >= ?'] : []), 'true'].join(' AND ');
+      const upper = lastHour !== null ? lastHour + HOUR_MS : Number.MAX_SAFE_INTEGER;
+      // The cursor's hour keeps its built part; the hours after it hold only what ingest wrote ahead of the build.
+      const rewriteFrom = after && from !== null ? from + HOUR_MS : lower;
+      if (rewriteFrom < upper) {
+        // A point lives in a cell that has an hour row: the range's deleted hour rows name the keys whose points go (by the key's index range).
+        await trx.raw(
+          `WITH gone AS (DELETE FROM span_meter_hours WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ? RETURNING key)
+           DELETE FROM span_meter_points p USING (SELECT DISTINCT key FROM gone) k WHERE p.meter_id = ? AND p.key = k.key AND p.st >= ? AND p.st < ?`,
+          [meterId, rewriteFrom, upper, meterId, rewriteFrom, upper],
+        );
+        await trx.raw('DELETE FROM span_meter_hour_values WHERE meter_id = ? AND hour_ms >= ? AND hour_ms < ?', [meterId, rewriteFrom, upper]);
+      }
+      // The traces with spans in [lower, upper): none after Q; those up to the position built to only for their later hours.
+      const traces: string[] = [];
+      const traceBindings: Knex.Value[] = [];
+      if (last) {
+        traces.push('(t.start_time, t.trace_id) <= (?, ? COLLATE "C")');
+        traceBindings.push(last.at, last.traceId);
+      }
+      if (from !== null) {
+        const longest = (await trx('telemetry_traces').where('project_id', meter.project_id).max({ d: 'duration_ms' }).first()) as { d: string | number | null } | undefined;
+        const earliest = new Date(from - Number(longest?.d ?? 0));
+        traces.push('t.end_time >= ?', 't.start_time >= ?', 't.partition_start >= ?');
+        traceBindings.push(new Date(from), earliest, earliest);
+      }
+      if (after && from !== null) {
+        traces.push('((t.start_time, t.trace_id) > (?, ? COLLATE "C") OR t.end_time >= ?)');
+        traceBindings.push(after.at, after.traceId, new Date(from + HOUR_MS));
+      }
+      const spans = ['x.st >= ? AND x.st < ?'];
+      const spanBindings: Knex.Value[] = [lower, upper];
+      if (after && from !== null) {
+        spans.push('NOT (x.st < ? AND (t.start_time, t.trace_id) <= (?, ? COLLATE "C"))');
+        spanBindings.push(from + HOUR_MS, after.at, after.traceId);
+      }
       const { rows } = (await trx.raw(
-        `WITH kept AS MATERIALIZED (${matchedSpans('m.id = ?', traces, 'x.st >= ? AND x.st < ?')}),
+        `WITH kept AS MATERIALIZED (${matchedSpans('m.id = ?', [...traces, 'true'].join(' AND '), spans.join(' AND '), false)}),
          points AS (INSERT INTO span_meter_points (${POINTS_COLUMNS}) SELECT meter_id, key, st, id, v FROM kept)
          ${cellAggregates('SELECT * FROM kept')}`,
-        [
-        ...(to !== null ? [new Date(to)] : []),
-        ...(from !== null ? [new Date(from)] : []),
-        meterId,
-        lower,
-        upper,
-      ],
+        [...traceBindings, meterId, ...spanBindings],
       )) as { rows: CellRow[] };
-      await writeCells(trx, rows, false);
+      await writeCells(trx, rows, true);
       await trx('meters')
         .where({ org_id: orgId, id: meterId })
-        .update(to === null ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: String(to) });
+        .update(last === null || lastHour === null ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: formatCursor(lastHour, last.at, last.traceId) });
       if (beforeCommit) await beforeCommit();
-      return to === null ? 'ready' : 'chunk';
+      return last === null ? 'ready' : 'chunk';
     });
   }
 }

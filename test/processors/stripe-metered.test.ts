@@ -282,6 +282,79 @@ describe('metered subscriptions billed by Stripe', () => {
     expect(finals()).toHaveLength(1);
   });
 
+  it('a grace-hour cancel whose Stripe calls straddle the end of the grace window, the renewal draft recorded and billed in between: every accepted event on one invoice, none on two', async () => {
+    s.ctx.clock.set('2029-05-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('cancel-straddle@example.com', 'user_cancel_straddle');
+    const customer = { externalId: 'user_cancel_straddle' };
+    const at = (ms: number) => new Date(ms).toISOString();
+    const finals = () => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    s.ctx.clock.set(at(periodEnd - 86_400_000));
+    await ingest([
+      { id: 'straddle-t', customer, name: 'llm_tokens', timestamp: at(periodEnd - 2 * 86_400_000), properties: { tokens: 60_000 } },
+      ...Array.from({ length: 3 }, (_, i) => ({ id: `straddle-r${i}`, customer, name: 'request', timestamp: at(periodEnd - 2 * 86_400_000) })),
+    ]);
+    // The period ends and Stripe drafts the renewal; its invoice.created is not handled yet.
+    s.ctx.clock.set(at(periodEnd + 1000));
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    s.ctx.clock.set(at(periodEnd + 20 * 60_000));
+    expect(await ingest([{ id: 'straddle-next-t', customer, name: 'llm_tokens', timestamp: at(periodEnd + 5 * 60_000), properties: { tokens: 25_000 } }, { id: 'straddle-next-r', customer, name: 'request', timestamp: at(periodEnd + 10 * 60_000) }])).toEqual(['ACCEPTED', 'ACCEPTED']);
+    // The cancel, in the grace hour, has decided its range and is opening its invoice on Stripe when
+    // the grace window ends and the draft's invoice.created is handled: the draft is billed at once.
+    s.ctx.clock.set(at(periodEnd + 30 * 60_000));
+    let drafted: number | undefined;
+    s.stripe.beforeNext('POST', '/v1/invoices', async () => {
+      s.ctx.clock.set(at(periodEnd + 3600_000 + 1000));
+      drafted = (await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).status;
+    });
+    const res = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(drafted).toBe(200);
+    await usageJob().run();
+    const renewal = s.stripe.invoices.get(draft.id)!;
+    expect(renewal.status).toBe('paid');
+    expect(finals()).toHaveLength(1);
+    for (const invoice of [finals()[0]!, renewal]) expect((await s.deliver(s.stripe.lastEvent('invoice.paid', invoice.id))).body.outcome).toBe('applied');
+    // Every accepted event on exactly one invoice: the orders' USAGE quantities add up to what was accepted,
+    // and Stripe collected those lines (before: the draft billed the period and the cancel's invoice it again).
+    const orders = await db()('orders').where({ subscription_id: subscriptionId });
+    const lines = await db()('order_lines').whereIn('order_id', orders.map((o: { id: string }) => o.id)).andWhere({ kind: 'USAGE' });
+    const used = (name: string) => lines.filter((l: { description: string }) => l.description.startsWith(name)).reduce((sum: number, l: { quantity: string }) => sum + Number(l.quantity), 0);
+    expect([used('Tokens'), used('Requests')]).toEqual([60_000 + 25_000, 3 + 1]);
+    const collected = [finals()[0]!, renewal].flatMap(usageItems).reduce((sum, l) => sum + l.amount, 0);
+    expect(collected).toBe(lines.reduce((sum: number, l: { amount_cents: string | number }) => sum + Number(l.amount_cents), 0));
+  });
+
+  it('a grace-hour cancel that failed after closing usage, the draft recorded before its retry: the retried cancel bills the whole range, the draft nothing', async () => {
+    s.ctx.clock.set('2029-08-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('cancel-retry-grace@example.com', 'user_cancel_retry_grace');
+    const customer = { externalId: 'user_cancel_retry_grace' };
+    const at = (ms: number) => new Date(ms).toISOString();
+    const finals = () => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    s.ctx.clock.set(at(periodEnd - 86_400_000));
+    await ingest([{ id: 'retry-grace-t', customer, name: 'llm_tokens', timestamp: at(periodEnd - 2 * 86_400_000), properties: { tokens: 40_000 } }, { id: 'retry-grace-r', customer, name: 'request', timestamp: at(periodEnd - 86_400_000) }]);
+    s.ctx.clock.set(at(periodEnd + 1000));
+    const draft = s.stripe.renewDraft(stripeSub.id);
+    s.ctx.clock.set(at(periodEnd + 20 * 60_000));
+    await ingest([{ id: 'retry-grace-next', customer, name: 'request', timestamp: at(periodEnd + 5 * 60_000) }]);
+    // The cancel closes usage, then Stripe refuses its invoice: the cancel fails.
+    s.ctx.clock.set(at(periodEnd + 30 * 60_000));
+    s.stripe.failNext('unauthorized', 1, '/v1/invoices', 'POST');
+    const failed = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(failed.status).toBeGreaterThanOrEqual(500);
+    expect(finals()).toHaveLength(0);
+    // The draft arrives meanwhile (held: an empty range), then the cancel is retried.
+    s.ctx.clock.set(at(periodEnd + 40 * 60_000));
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
+    s.ctx.clock.set(at(periodEnd + 45 * 60_000));
+    const retried = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+    s.ctx.clock.set(at(periodEnd + 3600_000 + 1000));
+    await usageJob().run();
+    expect(finals()).toHaveLength(1);
+    expect(usageItems(finals()[0]!).map((l) => l.amount)).toEqual([tokensCents(40_000), requestsCents(2)]);
+    expect(usageItems(s.stripe.invoices.get(draft.id)!).reduce((sum, l) => sum + l.amount, 0)).toBe(0);
+  });
+
   it('a renewal draft Stripe finalized without Kassa’s items (invoice.created lost, or handled too late) bills its period’s usage on a make-up invoice of its own, once', async () => {
     const makeups = (stripeSubId: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === 'manual');
     for (const order of ['invoice.paid first', 'invoice.created late'] as const) {

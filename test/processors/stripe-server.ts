@@ -117,6 +117,8 @@ export class FakeStripe {
   readonly requests: (StripeRequest & { at: number })[] = [];
   private readonly idempotency = new Map<string, { paramsHash: string; status: number; body: unknown }>();
   private readonly failures: { failure: Failure; path?: string; method?: string }[] = [];
+  /** Work run before the next matching request is handled (interleavings a test chooses). */
+  private readonly interludes: { run: () => Promise<void>; path: string; method: string }[] = [];
   private readonly hanging = new Set<Response>();
   private readonly sdk = new Stripe('sk_test_signing_only');
   /** What a subscription checkout's Subscription is made from when it completes. */
@@ -226,6 +228,11 @@ export class FakeStripe {
         return void this.error(res, 401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${req.header('authorization')?.slice(7)}` });
       }
       this.requests.push({ method: req.method, path: req.path, idempotencyKey: req.header('idempotency-key'), body: req.body ?? {}, query: req.query as Record<string, unknown>, at: Date.now() });
+      const interlude = this.interludes.findIndex((i) => req.path === i.path && req.method === i.method);
+      if (interlude >= 0) {
+        const { run } = this.interludes.splice(interlude, 1)[0]!;
+        return void run().then(() => next(), next);
+      }
       const queued = this.failures.findIndex((f) => (!f.path || req.path.startsWith(f.path)) && (!f.method || f.method === req.method));
       const failure = queued >= 0 ? this.failures.splice(queued, 1)[0]!.failure : undefined;
       if (failure === 'hang') return void this.hanging.add(res);
@@ -395,6 +402,14 @@ export class FakeStripe {
   /** The next `count` requests (to paths starting with `path`, and of `method`, when given) fail this way; then answers resume. */
   failNext(failure: Failure, count = 1, path?: string, method?: 'GET' | 'POST' | 'DELETE'): void {
     for (let i = 0; i < count; i++) this.failures.push({ failure, path, method });
+  }
+
+  /**
+   * Before the next `method` request to `path` is handled, `run` runs (and is awaited): what else
+   * happens while that request is in flight, in an order the test chooses (no timing).
+   */
+  beforeNext(method: 'GET' | 'POST' | 'DELETE', path: string, run: () => Promise<void>): void {
+    this.interludes.push({ run, path, method });
   }
 
   /** Failures queued by failNext and not used yet are dropped. */
