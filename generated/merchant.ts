@@ -3363,6 +3363,11 @@ export interface components {
          *
          *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
          *     first order.
+         *
+         *     On the order of an immediate downgrade (`changeSubscription`) the tax is credited back:
+         *     `taxableAmountCents` and `taxAmountCents` are ≤ 0 (minus the tax of the credit's
+         *     absolute value, rounded the same way), and an exclusive line's `amountCents` is that
+         *     negative tax. Every other order's are ≥ 0.
          */
         OrderLineTax: {
             rateId: string | null;
