@@ -242,8 +242,9 @@ export class SubscriptionService {
     // Prepaid credits are drawn with the order's first pricing, in its transaction (once per period).
     const priced = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, await drawCredits(stores, s, usage, now));
     // The customer's credit balance (immediate downgrades) pays what it can, drawn once with the order's first pricing.
-    const draft = priced && (await withAppliedBalance(stores, s, priced, now));
-    const coveredByBalance = draft !== undefined && draft.amountCents === 0 && draft.lines.some((l) => l.kind === 'CREDIT' && l.description === APPLIED_BALANCE_DESCRIPTION);
+    const applied = priced && (await withAppliedBalance(stores, s, priced, now));
+    const draft = applied?.order;
+    const coveredByBalance = applied !== undefined && applied.drawn > 0 && applied.order.amountCents === 0;
     const charge = coveredByBalance
       ? undefined
       : await this.processor.chargeSavedMethod({
@@ -881,10 +882,10 @@ export const APPLIED_BALANCE_DESCRIPTION = 'Applied balance';
  * lock, as one CREDIT line after the others (lines are priced charges → DISCOUNT → TAX → CREDIT, so
  * the tax is on the whole fee, and the total never goes below 0). Unchanged without a balance.
  */
-async function withAppliedBalance(stores: CommerceStores, s: Subscription, order: Order, now: Date): Promise<Order> {
-  if (order.amountCents <= 0) return order;
+async function withAppliedBalance(stores: CommerceStores, s: Subscription, order: Order, now: Date): Promise<{ order: Order; drawn: number }> {
+  if (order.amountCents <= 0) return { order, drawn: 0 };
   const drawn = await stores.balances.apply({ orgId: s.orgId, customerId: s.customerId, currency: s.currency, wanted: order.amountCents, orderId: order.id, subscriptionId: s.id, at: now });
-  if (drawn <= 0) return order;
+  if (drawn <= 0) return { order, drawn: 0 };
   const line: PricedLine = {
     kind: 'CREDIT',
     description: APPLIED_BALANCE_DESCRIPTION,
@@ -901,5 +902,5 @@ async function withAppliedBalance(stores: CommerceStores, s: Subscription, order
     exactAmount: String(-drawn),
     amount: -drawn,
   };
-  return { ...order, lines: [...order.lines, line], amountCents: order.amountCents - drawn };
+  return { order: { ...order, lines: [...order.lines, line], amountCents: order.amountCents - drawn }, drawn };
 }
