@@ -2602,11 +2602,16 @@ export interface components {
         /**
          * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
          *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
-         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
-         *     (positive): lines of coupons, plan changes and tax rates.
+         *     or customer credit applied (negative), e.g. "Applied balance": the customer's credit
+         *     balance drawn by a renewal. `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
+         *     (positive): lines of coupons, plan changes and tax rates. On the order of an immediate
+         *     downgrade (`changeSubscription`, `IMMEDIATE` to a lower amount) the coupon and tax lines
+         *     are the mirror of an upgrade's: `DISCOUNT` ≥ 0 (the coupon's share is not credited back)
+         *     and `TAX` ≤ 0 (the tax on the credit is), and `BALANCE` (≥ 0, that order only) is the
+         *     credit carried to the customer's credit balance, so that order's total is 0.
          * @enum {string}
          */
-        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
+        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX" | "BALANCE";
         AppliedTier: {
             /** @description 1-based index of the tier in the price. */
             tier: number;
@@ -2658,6 +2663,11 @@ export interface components {
          *
          *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
          *     first order.
+         *
+         *     On the order of an immediate downgrade (`changeSubscription`) the tax is credited back:
+         *     `taxableAmountCents` and `taxAmountCents` are ≤ 0 (minus the tax of the credit's
+         *     absolute value, rounded the same way), and an exclusive line's `amountCents` is that
+         *     negative tax. Every other order's are ≥ 0.
          */
         OrderLineTax: {
             rateId: string | null;

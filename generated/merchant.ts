@@ -901,11 +901,30 @@ export interface paths {
          *       `billingPeriod`); when the coupon's `DISCOUNT` covers the whole proration the order's
          *       total is 0 and it is paid without a charge (as a checkout a coupon makes free). A
          *       proration of 0 (equal amounts) writes no order. A declined card changes nothing (`409`). The period and its end stay.
-         *     - `PERIOD_END` (default, and the only choice, when the new amount is lower — a downgrade):
-         *       nothing is charged or credited now; `scheduledChange` shows the price and quantity the
-         *       next renewal charges, and the renewal applies it. Kassa keeps no credit balance, so a
-         *       downgrade is never prorated (`IMMEDIATE` for a lower amount is `400` naming `effective`).
-         *       A later change replaces a scheduled one; a change back to the current plan clears it.
+         *     - `PERIOD_END` (default when the new amount is lower — a downgrade): nothing is charged
+         *       or credited now; `scheduledChange` shows the price and quantity the next renewal
+         *       charges, and the renewal applies it. A later change replaces a scheduled one; a change
+         *       back to the current plan clears it.
+         *     - `IMMEDIATE` for a lower amount (an immediate downgrade, Stripe's default proration with
+         *       a credit): the subscription takes the new plan now and an order of total 0 records the
+         *       proration (`order.paid`, no `billingPeriod`, nothing charged): the two `PRORATION` lines
+         *       (their net below 0), then the coupon and tax as the mirror of an upgrade's — the
+         *       upgrade's rule applied to the net's absolute value with every sign reversed (a
+         *       `DISCOUNT` ≥ 0: the coupon's share of the unused time was never paid, so it is not
+         *       credited; `TAX` ≤ 0: the exclusive tax on the credit is), so a change and its reverse at
+         *       the same second cancel to the minor unit — and one `BALANCE` line of the rest, carried
+         *       to the **customer's credit balance** (`balanceCreditCents`, like Stripe's invoice of a
+         *       total below 0 whose credit goes to the customer balance). The balance is the
+         *       customer's, per currency (as Stripe's customer balance), and the customer's next
+         *       renewal orders in that currency (any of their subscriptions) draw it as a `CREDIT` line
+         *       "Applied balance" after tax, until it is used up; a renewal it covers whole is a `PAID`
+         *       order of 0 with no charge. It is not paid out: it stays with the customer when a
+         *       subscription is canceled or ends (refund the orders instead when money is owed back). A
+         *       renewal whose charge finally fails (the subscription expires) gives back what it drew.
+         *       The subscription shows it as `customerBalanceCents`. Pass the preview's
+         *       `balanceCreditCents` as `expectedBalanceCreditCents` to make the change conditional. Not
+         *       on Stripe yet (`400` naming `effective`: Stripe's customer balance is not kept in step).
+         *       Example: 30.00 → 10.00 USD half-way through the period: −1500 + 500, `BALANCE` 1000.
          *     - During a free trial nothing has been paid: the change applies at once, with no
          *       proration; the first charge at `trialEnd` is the new amount.
          *
@@ -3126,11 +3145,16 @@ export interface components {
         /**
          * @description `PRICE`: a fixed fee × quantity. `USAGE`: a meter's quantity in the period, priced per
          *     unit, per package or by tiers, after its included and credited units. `CREDIT`: prepaid
-         *     or customer credit applied (negative). `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
-         *     (positive): lines of coupons, plan changes and tax rates.
+         *     or customer credit applied (negative), e.g. "Applied balance": the customer's credit
+         *     balance drawn by a renewal. `DISCOUNT` (negative), `PRORATION` (signed) and `TAX`
+         *     (positive): lines of coupons, plan changes and tax rates. On the order of an immediate
+         *     downgrade (`changeSubscription`, `IMMEDIATE` to a lower amount) the coupon and tax lines
+         *     are the mirror of an upgrade's: `DISCOUNT` ≥ 0 (the coupon's share is not credited back)
+         *     and `TAX` ≤ 0 (the tax on the credit is), and `BALANCE` (≥ 0, that order only) is the
+         *     credit carried to the customer's credit balance, so that order's total is 0.
          * @enum {string}
          */
-        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX";
+        OrderLineKind: "PRICE" | "USAGE" | "CREDIT" | "DISCOUNT" | "PRORATION" | "TAX" | "BALANCE";
         PriceTier: {
             /** @description Inclusive upper bound of the tier in units; null on the last tier only. */
             upTo: number | null;
@@ -3339,6 +3363,11 @@ export interface components {
          *
          *     Renewals of a subscription carry the same rates (and the same reverse charge) as its
          *     first order.
+         *
+         *     On the order of an immediate downgrade (`changeSubscription`) the tax is credited back:
+         *     `taxableAmountCents` and `taxAmountCents` are ≤ 0 (minus the tax of the credit's
+         *     absolute value, rounded the same way), and an exclusive line's `amountCents` is that
+         *     negative tax. Every other order's are ≥ 0.
          */
         OrderLineTax: {
             rateId: string | null;
@@ -3610,6 +3639,13 @@ export interface components {
             productName: string;
             paymentAction?: components["schemas"]["SubscriptionPaymentAction"];
             processorMismatch?: components["schemas"]["SubscriptionProcessorMismatch"];
+            /**
+             * @description The customer's credit balance in the subscription's currency (issue 39: immediate
+             *     downgrades add to it, renewals draw it; see `changeSubscription`). Shown by
+             *     `getSubscription` and in `changeSubscription`'s answer; absent elsewhere (lists and
+             *     webhooks).
+             */
+            customerBalanceCents?: number;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3652,6 +3688,8 @@ export interface components {
             prorationDate?: components["schemas"]["Timestamp"];
             /** @description The preview's `amountDueCents`; the change is refused (`409`) when it would charge anything else. */
             expectedAmountDueCents?: number;
+            /** @description The preview's `balanceCreditCents` (an immediate downgrade); the change is refused (`409`) when it would credit anything else to the customer's balance. */
+            expectedBalanceCreditCents?: number;
         };
         SubscriptionPlanSide: {
             priceId: string | null;
@@ -3673,9 +3711,11 @@ export interface components {
             currency: string;
             from: components["schemas"]["SubscriptionPlanSide"];
             to: components["schemas"]["SubscriptionPlanSide"];
-            /** @description Charged now (the sum of `lines`); 0 for a change at period end or during a trial. */
+            /** @description Charged now (the sum of `lines`); 0 for a change at period end, during a trial, or an immediate downgrade. */
             amountDueCents: number;
-            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines), empty when nothing is charged now. */
+            /** @description An immediate downgrade's credit carried to the customer's credit balance (its order's `BALANCE` line); 0 otherwise. The next renewals draw it (`changeSubscription`). */
+            balanceCreditCents: number;
+            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines; for an immediate downgrade these as the mirror of an upgrade's, then the `BALANCE` line, adding up to 0), empty when nothing is charged now. */
             lines: components["schemas"]["OrderLine"][];
             /** @description The subscription's `amountCents` after the change (the new fee with its exclusive tax, before any coupon) — what the next renewal charges before its coupon. */
             nextRenewalAmountCents: components["schemas"]["MinorUnits"];
@@ -5853,6 +5893,7 @@ export interface operations {
                      *           "amountCents": 3000
                      *         },
                      *         "amountDueCents": 1000,
+                     *         "balanceCreditCents": 0,
                      *         "lines": [
                      *           {
                      *             "kind": "PRORATION",
@@ -5974,6 +6015,7 @@ export interface operations {
                      *             "amountCents": 3000
                      *           },
                      *           "amountDueCents": 1000,
+                     *           "balanceCreditCents": 0,
                      *           "lines": [
                      *             {
                      *               "kind": "PRORATION",
@@ -6066,6 +6108,7 @@ export interface operations {
                      *             "amountCents": 3000
                      *           },
                      *           "amountDueCents": 1000,
+                     *           "balanceCreditCents": 0,
                      *           "lines": [
                      *             {
                      *               "kind": "PRORATION",

@@ -145,7 +145,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
           s && next
             ? `Your subscription with ${c.merchant} changes to ${next.quantity} × ${next.productName} (${formatMoney(next.amountCents, s.currency)}) on ${DATE.format(s.currentPeriodEnd)}, when it renews; until then it stays as it is.`
             : s
-              ? `Your subscription with ${c.merchant} is now ${s.quantity} × ${s.productName}: ${price(s)}. Any amount charged for the rest of the current period is on your receipt in your account.`
+              ? `Your subscription with ${c.merchant} is now ${s.quantity} × ${s.productName}: ${price(s)}. Any amount charged for the rest of the current period, or credited to your balance for the next renewals, is on your receipt in your account.`
               : '',
         ],
         facts: s ? [['Next renewal', DATE.format(s.currentPeriodEnd)], ['Amount then', formatMoney(next?.amountCents ?? s.amountCents, s.currency)]] : [],

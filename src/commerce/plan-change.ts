@@ -7,14 +7,15 @@
  * Decisions (also in openapi/merchant.yaml `changeSubscription` and docs/plan-changes.md):
  *  - upgrades and same-amount changes take effect at once, prorated and charged now (Stripe's
  *    `create_prorations` invoiced at once, `always_invoice`);
- *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated: Kassa keeps
- *    no credit balance to carry a credit to the next renewal;
+ *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated, by default;
+ *    `IMMEDIATE` prorates them at once and carries the credit to the customer's balance, which
+ *    the next renewals draw (sandbox only; downgradeOrderLines);
  *  - during a free trial nothing was paid, so a change applies at once without proration.
  */
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
 import type { LineInput, PricedLine } from './pricing.js';
-import { explicitProrationOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
+import { downgradeOrderLines, explicitProrationOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
 import type { AppliedDiscount } from './discounts.js';
 import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
@@ -47,6 +48,8 @@ export interface PlanChangeRequest {
   effective?: ChangeEffective;
   prorationDate?: Date;
   expectedAmountDueCents?: number;
+  /** The preview's `balanceCreditCents` (an immediate downgrade's credit); 409 when the change would credit anything else. */
+  expectedBalanceCreditCents?: number;
 }
 
 /**
@@ -100,6 +103,11 @@ export interface PlanChangeQuote {
   /** The order charged now (PRORATION lines); empty when nothing is charged now. */
   lines: PricedLine[];
   amountDue: number;
+  /**
+   * An immediate downgrade (issue 39): what its order (total 0, `lines` ending with the BALANCE
+   * line) adds to the customer's credit balance; absent or 0 otherwise.
+   */
+  balanceCredit?: number;
   /**
    * The subscription's stored amount after the change (`amountCents`): the new fee before any
    * coupon, with the first order's exclusive tax on it (docs/tax.md); `to.amount` without exclusive tax.
@@ -212,20 +220,37 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   } else {
     const downgrade = to.amount < from.amount;
     const effective = request.effective ?? (downgrade ? 'PERIOD_END' : 'IMMEDIATE');
-    if (downgrade && effective === 'IMMEDIATE') throw validationError('effective: a downgrade takes effect at the period end (Kassa keeps no credit balance for unused time)', { field: 'effective' });
+    // Stripe's own customer balance is not kept in step with Kassa's yet: on Stripe a downgrade waits for the period end.
+    if (downgrade && effective === 'IMMEDIATE' && pricing.perLine) {
+      throw validationError('effective: an immediate downgrade of a subscription Stripe bills is not supported yet (its credit would go to Stripe’s customer balance, which Kassa does not track); use PERIOD_END', { field: 'effective' });
+    }
     if (effective === 'PERIOD_END') {
       quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
     } else {
       const input: ProrationInput = { from: { description: from.productName, unitAmount: from.unitAmount, quantity: from.quantity }, to: { description: to.productName, unitAmount: to.unitAmount, quantity: to.quantity }, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, at };
       const proration = prorate(input);
+      if (proration.net < 0) {
+        // An immediate downgrade: an order of 0 whose net goes to the customer's credit balance (downgradeOrderLines).
+        const credited = downgradeOrderLines(proration, pricing);
+        quote = { ...base, mode: 'immediate', effective, lines: credited.priced.lines, amountDue: 0, balanceCredit: credited.credit, nextRenewalAmount: storedAmount(to, pricing.tax) };
+        return expectAmount(quote, request);
+      }
       if (proration.net > 0 && pricing.perLine?.refusal) throw conflict(pricing.perLine.refusal);
       const explicit = proration.net > 0 && pricing.perLine?.explicit ? explicitProrationOrderLines(proration, pricing.tax, pricing.perLine.discount) : undefined;
       const priced = explicit?.priced ?? (proration.net > 0 ? (pricing.perLine ? processorProrationOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : prorationOrderLines(proration, pricing)) : undefined);
       quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax), ...(explicit && { processorItems: explicit.items }) };
     }
   }
+  return expectAmount(quote, request);
+}
+
+/** `expectedAmountDueCents` (the preview's amount due) and, for a downgrade, `expectedBalanceCreditCents` must match the quote: else 409, nothing changed. */
+function expectAmount(quote: PlanChangeQuote, request: PlanChangeRequest): PlanChangeQuote {
   if (request.expectedAmountDueCents !== undefined && request.expectedAmountDueCents !== quote.amountDue) {
     throw conflict(`The subscription changed since the preview: this change now costs ${quote.amountDue} (not ${request.expectedAmountDueCents}); nothing was charged. Preview again.`);
+  }
+  if (request.expectedBalanceCreditCents !== undefined && request.expectedBalanceCreditCents !== (quote.balanceCredit ?? 0)) {
+    throw conflict(`The subscription changed since the preview: this change now credits ${quote.balanceCredit ?? 0} (not ${request.expectedBalanceCreditCents}) to the balance; nothing was changed. Preview again.`);
   }
   return quote;
 }

@@ -16,8 +16,9 @@ import { validationError } from '../kernel/errors.js';
 /** A non-negative decimal of minor units (or of units), e.g. `"1500"`, `"0.004"`; at most 12 fraction digits. */
 export type Decimal = string;
 
-export type LineKind = 'PRICE' | 'USAGE' | 'CREDIT' | 'DISCOUNT' | 'PRORATION' | 'TAX';
-export const LINE_KINDS: readonly LineKind[] = ['PRICE', 'USAGE', 'CREDIT', 'DISCOUNT', 'PRORATION', 'TAX'];
+/** `BALANCE` (issue 39): the part of an immediate downgrade's order carried to the customer's credit balance (≥ 0; never an input of pricePeriod). */
+export type LineKind = 'PRICE' | 'USAGE' | 'CREDIT' | 'DISCOUNT' | 'PRORATION' | 'TAX' | 'BALANCE';
+export const LINE_KINDS: readonly LineKind[] = ['PRICE', 'USAGE', 'CREDIT', 'DISCOUNT', 'PRORATION', 'TAX', 'BALANCE'];
 
 export interface PriceTier {
   /** Inclusive upper bound of the tier in units; null: no bound (the last tier). */
@@ -257,7 +258,7 @@ export function priceUsage(billable: Rational, pricing: UsagePricing): { amount:
   }
 }
 
-const ORDER: Record<LineKind, number> = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3 };
+const ORDER: Record<LineKind, number> = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3, BALANCE: 4 };
 
 const blank = (kind: LineKind, description: string): Omit<PricedLine, 'exactAmount' | 'amount'> => ({
   kind,

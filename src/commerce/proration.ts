@@ -13,7 +13,7 @@
  * two lines (its invoice's "Unused time" credit and "Remaining time" charge), each rounded on its
  * own, so Stripe's invoice for the same change and second is the same two integers.
  */
-import { pricePeriod, roundHalfUp, type LineInput, type PricedPeriod } from './pricing.js';
+import { pricePeriod, roundHalfUp, type LineInput, type PricedLine, type PricedPeriod } from './pricing.js';
 import { perLineTaxInputs, priceWithTax, type TaxContext } from './tax.js';
 import { discountDescription, discountInputs, type AppliedDiscount } from './discounts.js';
 import { validationError } from '../kernel/errors.js';
@@ -93,6 +93,55 @@ export function prorate(input: ProrationInput): Proration {
 export function prorationOrderLines(p: Proration, extra: { tax?: TaxContext | null; discount?: (charges: readonly LineInput[]) => LineInput[] } = {}): PricedPeriod {
   if (p.net < 0) throw validationError('A change that costs less than nothing is not charged now (see scheduleChange)');
   return priceWithTax([...p.inputs, ...(extra.discount?.(p.inputs) ?? [])], extra.tax ?? null);
+}
+
+/** The BALANCE line's description: the downgrade's credit moved to the customer's balance. */
+export const BALANCE_LINE_DESCRIPTION = 'Credit added to your balance';
+
+const negatedDecimal = (d: string): string => (d.startsWith('-') ? d.slice(1) : /^0(\.0*)?$/.test(d) ? d : `-${d}`);
+
+function negatedLine(l: PricedLine): PricedLine {
+  const out: PricedLine = { ...l, exactAmount: negatedDecimal(l.exactAmount), amount: l.amount === 0 ? 0 : -l.amount };
+  if (l.tax) out.tax = { ...l.tax, taxableAmount: l.tax.taxableAmount === 0 ? 0 : -l.tax.taxableAmount, taxAmount: l.tax.taxAmount === 0 ? 0 : -l.tax.taxAmount };
+  return out;
+}
+
+/**
+ * The order an immediate downgrade leaves (issue 39; Stripe's invoice of a total below 0, amount
+ * due 0, its credit moved to the customer balance): the two PRORATION lines (net < 0), then the
+ * coupon and the tax as the **mirror** of an upgrade's — the upgrade's rule (prorationOrderLines:
+ * DISCOUNT on the net, TAX on the net less the discount, each rounded once, half up) applied to
+ * the net's absolute value, every line's sign reversed. So the credit gives back what the buyer
+ * paid for the unused time: a coupon's share is not credited (the DISCOUNT line is ≥ 0) and the
+ * exclusive tax on it is (the TAX lines are ≤ 0); a change and its reverse at the same second
+ * cancel to the minor unit. Last, one BALANCE line moves the net to the customer's balance, so
+ * the order's total is 0 and `credit` (> 0) is what the balance gains.
+ */
+export function downgradeOrderLines(p: Proration, extra: { tax?: TaxContext | null; discount?: (charges: readonly LineInput[]) => LineInput[] } = {}): { priced: PricedPeriod; credit: number } {
+  if (p.net >= 0) throw validationError('Only a change that costs less than nothing leaves a credit');
+  const mirrored: LineInput[] = p.inputs.map((l) => ({ ...(l as { kind: 'PRORATION'; description: string; amount: number }), amount: -(l as { amount: number }).amount }));
+  const up = priceWithTax([...mirrored, ...(extra.discount?.(mirrored) ?? [])], extra.tax ?? null);
+  const credit = up.total;
+  const lines = up.lines.map(negatedLine);
+  if (credit > 0) {
+    lines.push({
+      kind: 'BALANCE',
+      description: BALANCE_LINE_DESCRIPTION,
+      productId: null,
+      priceId: null,
+      meterId: null,
+      quantity: null,
+      includedUnits: null,
+      creditedUnits: null,
+      billableQuantity: null,
+      unitAmount: null,
+      pricing: null,
+      tiers: null,
+      exactAmount: String(credit),
+      amount: credit,
+    });
+  }
+  return { priced: { lines, total: 0 }, credit };
 }
 
 /**

@@ -364,6 +364,22 @@ export interface CreditLedger {
   claimedAlerts(orgId: string, keys: ReadonlyArray<{ customerId: string; meterId: string; periodKey: string }>): Promise<Set<string>>;
 }
 
+/**
+ * The customer's credit balance (issue 39, migration 0445): one amount per customer and currency,
+ * as Stripe's customer balance. Every change locks the balance row in the caller's transaction
+ * (a downgrade adding to it and a renewal drawing it serialize there) and writes one ledger entry.
+ */
+export interface CustomerBalanceLedger {
+  /** Adds a downgrade's credit (`amount` > 0) carried by `orderId`; returns the balance after. */
+  carry(entry: { orgId: string; customerId: string; currency: string; amount: number; orderId: string; subscriptionId: string; at: Date }): Promise<number>;
+  /** Draws up to `wanted` for `orderId` (min(balance, wanted)); returns what was drawn (0 without a balance). */
+  apply(entry: { orgId: string; customerId: string; currency: string; wanted: number; orderId: string; subscriptionId: string; at: Date }): Promise<number>;
+  /** Gives back what `orderId` drew (an order never paid), once; returns the amount given back. */
+  restore(orderId: string, at: Date): Promise<number>;
+  /** The customer's balance in a currency (0 when none). */
+  balance(orgId: string, customerId: string, currency: string): Promise<number>;
+}
+
 export interface CommerceStores {
   sessions: CheckoutSessionRepository;
   orders: OrderRepository;
@@ -379,6 +395,8 @@ export interface CommerceStores {
   redemptions: RedemptionLedger;
   /** Plan changes paid in the processor whose item update is still to be made (issue 39). */
   planChanges: PendingPlanChangeRepository;
+  /** The customers' credit balances (immediate downgrades' credit, drawn by renewals; issue 39). */
+  balances: CustomerBalanceLedger;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
   /**

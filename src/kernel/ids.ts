@@ -33,6 +33,8 @@ export type IdPrefix =
   | 'USR' | 'SES' | 'LNK' | 'AUD' | 'PKY'
   // usage billing: meters, credit ledger entries
   | 'MTR' | 'CRE'
+  // customer credit balance entries (issue 39)
+  | 'CBE'
   // discounts: coupons, promotion codes, redemptions
   | 'CPN' | 'PROMO' | 'RDM'
   // tax rates (issue 39)

@@ -19,7 +19,7 @@ import { changePricing, discountEndsBefore, renewalOrder } from '../commerce/ren
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
-import type { LineInput } from '../commerce/pricing.js';
+import type { LineInput, PricedLine } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
@@ -240,21 +240,28 @@ export class SubscriptionService {
     const existing = await stores.orders.findSubscriptionPeriod(s.id, period);
     // The period's order is priced once, before its first charge: a retry charges what it holds.
     // Prepaid credits are drawn with the order's first pricing, in its transaction (once per period).
-    const draft = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, await drawCredits(stores, s, usage, now));
-    const charge = await this.processor.chargeSavedMethod({
-      orgId: s.orgId,
-      paymentMethod: s.paymentMethod,
-      amount: existing?.amountCents ?? draft!.amountCents,
-      currency: s.currency,
-      idempotencyKey: `${s.id}:${period}:${s.failedAttempts}`,
-    });
-    const paid = charge.status === 'succeeded';
+    const priced = existing ? undefined : await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, await drawCredits(stores, s, usage, now));
+    // The customer's credit balance (immediate downgrades) pays what it can, drawn once with the order's first pricing.
+    const applied = priced && (await withAppliedBalance(stores, s, priced, now));
+    const draft = applied?.order;
+    const coveredByBalance = applied !== undefined && applied.drawn > 0 && applied.order.amountCents === 0;
+    const charge = coveredByBalance
+      ? undefined
+      : await this.processor.chargeSavedMethod({
+          orgId: s.orgId,
+          paymentMethod: s.paymentMethod,
+          amount: existing?.amountCents ?? draft!.amountCents,
+          currency: s.currency,
+          idempotencyKey: `${s.id}:${period}:${s.failedAttempts}`,
+        });
+    const paid = charge === undefined || charge.status === 'succeeded';
     let order: Order;
     if (existing) {
-      order = paid ? { ...existing, status: 'PAID', processorPaymentId: charge.paymentId, processorStatus: outcomeProcessorStatus('succeeded'), updatedAt: now } : existing;
+      order = paid ? { ...existing, status: 'PAID', processorPaymentId: charge?.status === 'succeeded' ? charge.paymentId : null, processorStatus: outcomeProcessorStatus('succeeded'), updatedAt: now } : existing;
       if (paid) assertWritten(await stores.orders.update(order, existing.status), 'order');
     } else {
-      order = charged(draft!, charge, now);
+      // Paid whole by the balance: no card payment, nothing to settle (as an order a coupon makes free).
+      order = charge ? charged(draft!, charge, now) : { ...draft!, status: 'PAID', processorPaymentId: null, processorStatus: outcomeProcessorStatus('succeeded'), settledAvailableOn: null };
       await stores.orders.insert(order);
     }
     if (paid) {
@@ -284,6 +291,8 @@ export class SubscriptionService {
     const attempts = s.failedAttempts + 1;
     const retryInDays = DUNNING_RETRY_DAYS[attempts - 1];
     if (retryInDays === undefined) {
+      // The period's order is never paid: the credit balance it drew goes back to the customer.
+      await stores.balances.restore(order.id, now);
       const expired: Subscription = { ...s, status: 'EXPIRED', failedAttempts: attempts, endedAt: now, updatedAt: now };
       assertWritten(await stores.subscriptions.update(expired, s.status), 'subscription');
       await stores.emit({ orgId: s.orgId, type: 'subscription.expired', data: { subscription: presentWebhookSubscription(expired) } }, now);
@@ -387,6 +396,11 @@ export class SubscriptionService {
     return this.plans ?? { findPrice: async () => undefined };
   }
 
+  /** The customer's credit balance in the subscription's currency (issue 39: immediate downgrades' credit, drawn by renewals). */
+  customerBalance(s: Subscription): Promise<number> {
+    return this.uow.stores.balances.balance(s.orgId, s.customerId, s.currency);
+  }
+
   /** Quotes a plan or seat change without changing anything (src/commerce/plan-change.ts); the same rules as changePlan. */
   async previewChange(id: string, request: PlanChangeRequest, owner: SubscriptionOwner, scope?: PlanChangeScope): Promise<PlanChangeQuote> {
     const s = await this.uow.stores.subscriptions.find(owner.orgId, id);
@@ -431,6 +445,8 @@ export class SubscriptionService {
         if (made.pending) return { subscription: s, order: made.order, quote, pending: true };
         order = made.order;
         next = made.next;
+      } else if (quote.balanceCredit !== undefined) {
+        order = await this.recordDowngradeCredit(stores, s, quote, now);
       } else if (quote.lines.length > 0) {
         // The quote's own lines (PRORATION, the coupon's DISCOUNT, TAX): the preview is the charge.
         const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, [], { fee: false, priced: { lines: quote.lines, total: quote.amountDue } });
@@ -457,6 +473,24 @@ export class SubscriptionService {
       await this.writePlanChange(stores, s, next, now);
       return { subscription: next, order, quote, pending: false };
     }));
+  }
+
+  /**
+   * An immediate downgrade on the sandbox (issue 39), on the locked row: its order of total 0 (the
+   * quote's lines: PRORATION, the mirrored DISCOUNT and TAX, the BALANCE line), PAID without a
+   * charge, and its credit added to the customer's balance in the same transaction (the balance
+   * row locked: a renewal drawing it meanwhile waits). `order.paid` carries the lines.
+   */
+  private async recordDowngradeCredit(stores: CommerceStores, s: Subscription, quote: PlanChangeQuote, now: Date): Promise<Order | null> {
+    if (quote.lines.length === 0) return null;
+    const draft = await renewalOrder(stores, s, 0, false, { processorPaymentId: null, processorStatus: null }, now, [], { fee: false, priced: { lines: quote.lines, total: 0 } });
+    const order: Order = { ...draft, status: 'PAID', processorStatus: outcomeProcessorStatus('succeeded'), settledAvailableOn: null, billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
+    await stores.orders.insert(order);
+    if ((quote.balanceCredit ?? 0) > 0) {
+      await stores.balances.carry({ orgId: s.orgId, customerId: s.customerId, currency: s.currency, amount: quote.balanceCredit!, orderId: order.id, subscriptionId: s.id, at: now });
+    }
+    await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
+    return order;
   }
 
   /** The changed subscription written on the locked row, and its one `subscription.updated` (with the plan before). */
@@ -837,4 +871,36 @@ function withProcessorPrice(changed: Subscription, target: { priceId: string | n
   return stripePrice
     ? { ...changed, processorPrices: { ...(changed.processorPrices ?? {}), [stripePrice]: { priceId: target.priceId, productId: target.productId, productName: target.productName } }, processorMismatch: null }
     : changed;
+}
+
+/** The CREDIT line of a renewal paid (in part) by the customer's credit balance. */
+export const APPLIED_BALANCE_DESCRIPTION = 'Applied balance';
+
+/**
+ * A renewal order with the customer's credit balance applied (issue 39; Stripe applies its customer
+ * balance to the next invoice): min(balance, total) drawn for this order under the balance row's
+ * lock, as one CREDIT line after the others (lines are priced charges → DISCOUNT → TAX → CREDIT, so
+ * the tax is on the whole fee, and the total never goes below 0). Unchanged without a balance.
+ */
+async function withAppliedBalance(stores: CommerceStores, s: Subscription, order: Order, now: Date): Promise<{ order: Order; drawn: number }> {
+  if (order.amountCents <= 0) return { order, drawn: 0 };
+  const drawn = await stores.balances.apply({ orgId: s.orgId, customerId: s.customerId, currency: s.currency, wanted: order.amountCents, orderId: order.id, subscriptionId: s.id, at: now });
+  if (drawn <= 0) return { order, drawn: 0 };
+  const line: PricedLine = {
+    kind: 'CREDIT',
+    description: APPLIED_BALANCE_DESCRIPTION,
+    productId: null,
+    priceId: null,
+    meterId: null,
+    quantity: null,
+    includedUnits: null,
+    creditedUnits: null,
+    billableQuantity: null,
+    unitAmount: null,
+    pricing: null,
+    tiers: null,
+    exactAmount: String(-drawn),
+    amount: -drawn,
+  };
+  return { order: { ...order, lines: [...order.lines, line], amountCents: order.amountCents - drawn }, drawn };
 }

@@ -21,6 +21,7 @@ export function presentChangePreview(q: PlanChangeQuote): components['schemas'][
     from: side(q.from),
     to: side(q.to),
     amountDueCents: q.amountDue,
+    balanceCreditCents: q.balanceCredit ?? 0,
     lines: q.lines.map(presentOrderLine),
     nextRenewalAmountCents: q.nextRenewalAmount,
   };
@@ -34,6 +35,7 @@ export function changeRequest(body: components['schemas']['SubscriptionChangeReq
     ...(body.effective !== undefined && { effective: body.effective }),
     ...(body.prorationDate !== undefined && { prorationDate: new Date(body.prorationDate) }),
     ...(body.expectedAmountDueCents !== undefined && { expectedAmountDueCents: body.expectedAmountDueCents }),
+    ...(body.expectedBalanceCreditCents !== undefined && { expectedBalanceCreditCents: body.expectedBalanceCreditCents }),
   };
 }
 
@@ -48,7 +50,7 @@ export function createSubscriptionHandlers(
     }),
     changeSubscription: async ({ auth, params, body }) => {
       const { subscription, order, quote, pending } = await subscriptions.changePlan(params.id, changeRequest(body), { orgId: auth.orgId });
-      const data = { subscription: presentSubscription(subscription), orderId: order?.id ?? null, preview: presentChangePreview(quote) };
+      const data = { subscription: { ...presentSubscription(subscription), customerBalanceCents: await subscriptions.customerBalance(subscription) }, orderId: order?.id ?? null, preview: presentChangePreview(quote) };
       // Paid in Stripe, the item update still to be made (docs/plan-changes.md): 202, applied on its own.
       if (pending) return { status: 202, body: { success: true, message: 'Change paid; it is being applied in Stripe', data } };
       return { status: 200, body: { success: true, message: quote.mode === 'scheduled' ? 'Change scheduled for the period end' : 'Subscription changed', data } };
@@ -59,10 +61,10 @@ export function createSubscriptionHandlers(
       const result = await subscriptions.list(auth.orgId, { status: query.status, customerId: query.customer_id }, { page: pageNumber, size, startingAfter: query.starting_after, endingBefore: query.ending_before });
       return { status: 200, body: { success: true, message: 'OK', data: listPage(result, presentSubscription, pageNumber, size) } };
     },
-    getSubscription: async ({ auth, params }) => ({
-      status: 200,
-      body: { success: true, message: 'OK', data: presentSubscription(await subscriptions.get(auth.orgId, params.id)) },
-    }),
+    getSubscription: async ({ auth, params }) => {
+      const subscription = await subscriptions.get(auth.orgId, params.id);
+      return { status: 200, body: { success: true, message: 'OK', data: { ...presentSubscription(subscription), customerBalanceCents: await subscriptions.customerBalance(subscription) } } };
+    },
     checkEntitlement: async ({ auth, query }) => ({
       status: 200,
       body: {

@@ -72,7 +72,7 @@ describe('discount + tax (charges → DISCOUNT → TAX on the discounted amount)
         const taxLines = first.lines.filter((l) => l.kind === 'TAX');
         expect(taxLines.reduce((sum, l) => sum + l.amount, 0)).toBe(want.tax);
         for (const l of taxLines) expect(l.tax!.taxableAmount).toBe(want.taxable);
-        const rank = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3 } as const;
+        const rank = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3, BALANCE: 4 } as const;
         const ranks = first.lines.map((l) => rank[l.kind]);
         expect([...ranks].sort((a, b) => a - b)).toEqual(ranks);
 

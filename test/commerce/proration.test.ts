@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { prorate, prorationOrderLines } from '../../src/commerce/proration.js';
+import { downgradeOrderLines, prorate, prorationOrderLines } from '../../src/commerce/proration.js';
 import { quotePlanChange, type PlanCatalog } from '../../src/commerce/plan-change.js';
 import { discountInputs, type AppliedDiscount } from '../../src/commerce/discounts.js';
 import type { TaxContext } from '../../src/commerce/tax.js';
@@ -171,6 +171,45 @@ describe('proration with exclusive tax and a coupon (the quote a change charges)
           expect(q.amountDue).toBe(taxable + taxes.reduce((a, b) => a + b, 0));
           expect(q.lines.reduce((sum, l) => sum + l.amount, 0)).toBe(q.amountDue);
           expect(q.lines.filter((l) => l.kind === 'TAX').every((l) => l.tax?.taxableAmount === taxable)).toBe(true);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+});
+
+describe('an immediate downgrade’s order (issue 39: the credit to the customer balance)', () => {
+  const rate = (p: string): TaxContext => ({ location: { country: 'DE', region: null, taxId: null }, rates: [{ rateId: 'TXR_x', displayName: 'VAT', percentage: p, inclusive: false }], reverseCharge: false });
+  it('is the mirror of the reverse upgrade: lines add up to 0, the BALANCE line is the reverse upgrade’s total (2,000 runs)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.integer({ min: 0, max: 99_999 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 1, max: 31 * 86_400 }),
+        fc.integer({ min: 0, max: 31 * 86_400 - 1 }),
+        fc.option(fc.integer({ min: 1, max: 10_000 }), { freq: 2 }),
+        fc.option(fc.constantFrom('19', '7.5', '9.975'), { freq: 2 }),
+        (big, smallRaw, qty, length, atRaw, percentHundredths, percentage) => {
+          const small = smallRaw % big;
+          const at = atRaw % length;
+          const discount = percentHundredths === null ? null : ({ couponId: 'CPN_x', promotionCodeId: null, name: 'C', percentOff: String(percentHundredths / 100), amountOff: null, currency: null, duration: 'FOREVER', durationInPeriods: null, productIds: null } as unknown as AppliedDiscount);
+          const extra = { tax: percentage ? rate(percentage) : null, discount: (charges: readonly never[]) => discountInputs(discount, charges) };
+          const period = { periodStart: new Date(BASE * 1000), periodEnd: new Date((BASE + length) * 1000), at: new Date((BASE + at) * 1000) };
+          const down = prorate({ from: { description: 'Big', unitAmount: big, quantity: qty }, to: { description: 'Small', unitAmount: small, quantity: qty }, ...period });
+          fc.pre(down.net < 0);
+          const up = prorate({ from: { description: 'Small', unitAmount: small, quantity: qty }, to: { description: 'Big', unitAmount: big, quantity: qty }, ...period });
+          const { priced, credit } = downgradeOrderLines(down, extra as never);
+          expect(priced.total).toBe(0);
+          expect(priced.lines.reduce((s, l) => s + l.amount, 0)).toBe(0);
+          expect(credit).toBe(prorationOrderLines(up, extra as never).total);
+          expect(credit).toBeGreaterThanOrEqual(0);
+          expect(priced.lines.slice(0, 2).map((l) => l.amount)).toEqual([down.credit, down.charge]);
+          if (credit > 0) expect(priced.lines.at(-1)).toMatchObject({ kind: 'BALANCE', amount: credit });
+          for (const l of priced.lines) {
+            if (l.kind === 'DISCOUNT') expect(l.amount).toBeGreaterThanOrEqual(0);
+            if (l.kind === 'TAX') expect(l.amount).toBeLessThanOrEqual(0);
+          }
         },
       ),
       { numRuns: 2000 },

@@ -75,7 +75,7 @@ describe('tax lines (src/commerce/tax.ts)', () => {
           expect(priced.total).toBe(want.total);
           expect(priced.lines.reduce((s, l) => s + l.amount, 0)).toBe(priced.total);
           // Lines in the contract's order: charges, DISCOUNT, TAX, CREDIT.
-          const order = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3 } as const;
+          const order = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3, BALANCE: 4 } as const;
           const ranks = priced.lines.map((l) => order[l.kind]);
           expect([...ranks].sort((a, b) => a - b)).toEqual(ranks);
           const taxLines = priced.lines.filter((l) => l.kind === 'TAX');

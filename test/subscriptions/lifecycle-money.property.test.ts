@@ -34,7 +34,13 @@
  *    during the trial applies at once (a downgrade too), unprorated, with no order; a coupon counts
  *    only the periods that charge the fee (period 1 is its first); the session's `amount` is the
  *    first paid period's charge;
- *  - a renewal bills the scheduled plan if any: PRICE (seats × unit), DISCOUNT, TAX.
+ *  - a renewal bills the scheduled plan if any: PRICE (seats × unit), DISCOUNT, TAX, then the
+ *    customer's credit balance: CREDIT −min(balance, total) (docs/plan-changes.md "Credit balance");
+ *  - a lower fee with `effective: IMMEDIATE` (sent at random on changes) applies now: the two
+ *    PRORATION lines (net < 0), then the upgrade's extras computed on |net| with every sign
+ *    reversed (DISCOUNT ≥ 0, TAX ≤ 0; inclusive TAX lines hold minus the included tax), then a
+ *    BALANCE line of what the mirrored lines total, carried to the balance; the order's total is 0
+ *    (no order when the net is 0). The balance (`customerBalanceCents`) is checked at every step.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -135,7 +141,7 @@ const stepArb = fc.oneof(
   {
     weight: 2,
     arbitrary: fc
-      .record({ fraction: fc.integer({ min: 0, max: 1_000_000 }), price: fc.option(fc.integer({ min: 0, max: 2 }), { freq: 3 }), quantity: fc.option(fc.integer({ min: 1, max: 8 }), { freq: 2 }), wait: fc.integer({ min: 0, max: 3 }) })
+      .record({ fraction: fc.integer({ min: 0, max: 1_000_000 }), price: fc.option(fc.integer({ min: 0, max: 2 }), { freq: 3 }), quantity: fc.option(fc.integer({ min: 1, max: 8 }), { freq: 2 }), wait: fc.integer({ min: 0, max: 3 }), immediate: fc.boolean() })
       .filter((s) => s.price !== null || s.quantity !== null)
       .map((s) => ({ kind: 'change' as const, ...s })),
   },
@@ -225,7 +231,7 @@ async function live(life: Life): Promise<void> {
   expect(paid.status, paid.text.replace(/<style>[\s\S]*?<\/style>/, "").replace(/<[^>]+>/g, " ").replace(/\s+/g, " ").slice(0, 600)).toBe(303);
   const subscriptionId = (await db()('orders').where({ checkout_session_id: created.body.data.id }).first()).subscription_id as string;
 
-  const state = { price: 0, quantity: life.quantity, scheduled: null as null | { price: number; quantity: number }, period: 0, last: anchor.getTime() };
+  const state = { price: 0, quantity: life.quantity, scheduled: null as null | { price: number; quantity: number }, period: 0, last: anchor.getTime(), balance: 0 };
   const fee = (price: number, quantity: number) => amounts[price]! * quantity;
   // A trial is period 0, ending `trialDays` days after the checkout; paid periods are anchored on its
   // end (docs/trials.md), and a coupon counts only the periods that charge the fee (docs/discounts.md).
@@ -260,6 +266,7 @@ async function live(life: Life): Promise<void> {
         amountCents: fee(state.price, state.quantity) + taxOn(fee(state.price, state.quantity), tax),
       });
       expect(s.scheduledChange?.priceId ?? null).toBe(state.scheduled ? prices[state.scheduled.price] : null);
+      expect(s.customerBalanceCents, log.join('\n')).toBe(state.balance);
 
       if (step.kind === 'renew') {
         ctx.clock.set(end.toISOString());
@@ -268,6 +275,10 @@ async function live(life: Life): Promise<void> {
         state.period++;
         state.last = end.getTime();
         const lines = renewalLines();
+        // The customer's credit balance pays what it can, after tax (a CREDIT line).
+        const drawn = Math.min(state.balance, total(lines));
+        if (drawn > 0) lines.push(['CREDIT', -drawn]);
+        state.balance -= drawn;
         expected.push({ what: `renewal ${state.period}`, amount: total(lines), lines });
         log.push(`renew → period ${state.period}: ${JSON.stringify(lines)}`);
         continue;
@@ -279,7 +290,11 @@ async function live(life: Life): Promise<void> {
       if (room < 0) continue;
       const at = from + Math.floor((room * step.fraction) / 1_000_000);
       const changeAt = at + step.wait * 1000;
-      const body = { ...(step.price !== null ? { priceId: prices[Math.min(step.price, amounts.length - 1)] } : {}), ...(step.quantity !== null ? { quantity: step.quantity } : {}) };
+      const body = {
+        ...(step.price !== null ? { priceId: prices[Math.min(step.price, amounts.length - 1)] } : {}),
+        ...(step.quantity !== null ? { quantity: step.quantity } : {}),
+        ...(step.immediate ? { effective: 'IMMEDIATE' } : {}),
+      };
       const toPrice = step.price !== null ? Math.min(step.price, amounts.length - 1) : state.price;
       const toQuantity = step.quantity ?? state.quantity;
       const oldFee = fee(state.price, state.quantity);
@@ -303,9 +318,25 @@ async function live(life: Life): Promise<void> {
         // Nothing was paid: any change (a downgrade too) applies at once, unprorated, no order.
         Object.assign(state, { price: toPrice, quantity: toQuantity, scheduled: null });
         expect(p.body.data.effective).toBe('IMMEDIATE');
-      } else if (newFee < oldFee) {
+      } else if (newFee < oldFee && !step.immediate) {
         state.scheduled = { price: toPrice, quantity: toQuantity };
         expect(p.body.data.effective).toBe('PERIOD_END');
+      } else if (newFee < oldFee) {
+        // An immediate downgrade: the credit to the balance, its order of 0.
+        const remaining = sec(end.getTime()) - sec(at);
+        const length = sec(end.getTime()) - sec(start.getTime());
+        const credit = halfUp(-BigInt(oldFee) * remaining, length);
+        const charge = halfUp(BigInt(newFee) * remaining, length);
+        const net = credit + charge;
+        if (net < 0) {
+          const mirrored = extras(-net, c, couponPeriod(state.period), tax);
+          const negated: L[] = mirrored.map(([kind, amount, percent, held]) => (kind === 'TAX' ? [kind, -amount || 0, percent, -held! || 0] : [kind, -amount || 0]));
+          const toBalance = -net + total(mirrored);
+          lines = [['PRORATION', credit], ['PRORATION', charge], ...negated, ...(toBalance > 0 ? [['BALANCE', toBalance] as L] : [])];
+          state.balance += toBalance;
+        }
+        Object.assign(state, { price: toPrice, quantity: toQuantity, scheduled: null });
+        expect(p.body.data.effective).toBe('IMMEDIATE');
       } else {
         const remaining = sec(end.getTime()) - sec(at);
         const length = sec(end.getTime()) - sec(start.getTime());
@@ -316,9 +347,10 @@ async function live(life: Life): Promise<void> {
         expect(p.body.data.effective).toBe('IMMEDIATE');
       }
       const previewLines = normal(p.body.data.lines.map(asL));
-      expect({ amountDue: p.body.data.amountDueCents, lines: previewLines }, `preview of ${what}\n${log.join('\n')}`).toEqual({ amountDue: total(lines), lines: normal(lines) });
+      const toBalance = lines.find((l) => l[0] === 'BALANCE')?.[1] ?? 0;
+      expect({ amountDue: p.body.data.amountDueCents, credit: p.body.data.balanceCreditCents, lines: previewLines }, `preview of ${what}\n${log.join('\n')}`).toEqual({ amountDue: total(lines), credit: toBalance, lines: normal(lines) });
       ctx.clock.set(new Date(changeAt).toISOString());
-      const done = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
+      const done = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents, expectedBalanceCreditCents: p.body.data.balanceCreditCents });
       expect(done.status, `${what}: ${JSON.stringify(done.body)}\n${log.join('\n')}`).toBe(200);
       if (lines.length > 0) expected.push({ what, amount: total(lines), lines });
       log.push(`  → ${JSON.stringify(lines)}`);
@@ -334,6 +366,9 @@ async function live(life: Life): Promise<void> {
     }
     const got = orders.map((o) => ({ amount: o.amountCents as number, lines: normal(o.lines.map(asL)) }));
     expect(got, log.join('\n')).toEqual(expected.map((e) => ({ amount: e.amount, lines: normal(e.lines) })));
+    // The balance is the ledger's sum, and what the recomputation carried less what it drew.
+    const s = (await api('get', `/v1/subscriptions/${subscriptionId}`)).body.data;
+    expect(s.customerBalanceCents, log.join('\n')).toBe(state.balance);
   } finally {
     // Ends the run's subscription so later runs' renewal passes leave it alone; the next run starts after it.
     await ctx.services.subscriptions.cancel(subscriptionId, { atPeriodEnd: false }).catch(() => undefined);
@@ -348,7 +383,11 @@ describe('a subscription’s life, money to the minor unit', () => {
     // (53 → 8 × 53 with 16.81 off FOREVER: −53 + 424 − 371 = 0; Kassa applied the upgrade and wrote
     // no order, against the documented "an order of those lines"; seed 1222569045, path 6).
     const examples: [Life][] = [
-      [{ amounts: [53, 4547], sameAmounts: false, quantity: 1, coupon: { percent: null, amountOff: 1681, duration: 'FOREVER', periods: null }, tax: null, startDay: 2, startMs: 79_079_674, steps: [{ kind: 'change', fraction: 840, price: null, quantity: 8, wait: 2 }, { kind: 'renew' }, { kind: 'change', fraction: 564_926, price: 0, quantity: 2, wait: 0 }, { kind: 'renew' }], trialDays: null }],
+      [{ amounts: [53, 4547], sameAmounts: false, quantity: 1, coupon: { percent: null, amountOff: 1681, duration: 'FOREVER', periods: null }, tax: null, startDay: 2, startMs: 79_079_674, steps: [{ kind: 'change', fraction: 840, price: null, quantity: 8, wait: 2, immediate: false }, { kind: 'renew' }, { kind: 'change', fraction: 564_926, price: 0, quantity: 2, wait: 0, immediate: false }, { kind: 'renew' }], trialDays: null }],
+      // Immediate downgrades (issue 39's credit balance): a percent coupon and 19 % exclusive, the
+      // credit drawn over renewals; an amount off and inclusive 9 % + 9 %, a downgrade and back up.
+      [{ amounts: [4000, 1500], sameAmounts: false, quantity: 2, coupon: { percent: '25', amountOff: null, duration: 'FOREVER', periods: null }, tax: { country: 'DE', percents: ['19'] }, startDay: 3, startMs: 1_234_567, steps: [{ kind: 'change', fraction: 300_000, price: 1, quantity: 1, wait: 1, immediate: true }, { kind: 'renew' }, { kind: 'renew' }], trialDays: null }],
+      [{ amounts: [2999, 999, 4999], sameAmounts: false, quantity: 3, coupon: { percent: null, amountOff: 700, duration: 'REPEATING', periods: 2 }, tax: { country: 'IN', region: 'KA', percents: ['9', '9'], inclusive: true }, startDay: 5, startMs: 7_654_321, steps: [{ kind: 'change', fraction: 100_000, price: 1, quantity: null, wait: 0, immediate: true }, { kind: 'change', fraction: 500_000, price: 2, quantity: 1, wait: 2, immediate: true }, { kind: 'renew' }, { kind: 'change', fraction: 900_000, price: 1, quantity: 1, wait: 0, immediate: true }, { kind: 'renew' }], trialDays: null }],
     ];
     await fc.assert(fc.asyncProperty(lifeArb, live), { numRuns: runs, examples, endOnFailure: true, ...(process.env.KASSA_LIFECYCLE_SEED ? { seed: Number(process.env.KASSA_LIFECYCLE_SEED) } : {}) });
   }, 240_000);

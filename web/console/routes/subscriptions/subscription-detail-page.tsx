@@ -56,6 +56,10 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
                       ],
                     ] as Array<[string, ComponentChildren]>)
                   : []),
+                // The customer's credit from immediate downgrades (issue 39), drawn by the next renewals.
+                ...(s.customerBalanceCents
+                  ? ([['Credit balance', <><Money minor={s.customerBalanceCents} currency={s.currency} /> (the customer’s, used by the next renewals)</>]] as Array<[string, ComponentChildren]>)
+                  : []),
                 ['Status', <SubscriptionStatus subscription={s} />],
                 ['Product', s.productName ?? '—'],
                 ['Customer', <a href={`/console/customers/${s.customerId}`}>{s.customerEmail}</a>],

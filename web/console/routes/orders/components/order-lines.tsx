@@ -11,6 +11,7 @@ const KIND: Record<Line['kind'], string> = {
   DISCOUNT: 'Discount',
   PRORATION: 'Proration',
   TAX: 'Tax',
+  BALANCE: 'Credit balance',
 };
 
 /** How a usage line was priced, in a few words (per unit price, package, tiers), with its included and credited units. */
