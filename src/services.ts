@@ -33,6 +33,7 @@ import { createCatalogModule, type CatalogModule } from './catalog/index.js';
 import { createProcessorsModule, type ProcessorsModule } from './processors/index.js';
 import { createSubscriptionsModule, type SubscriptionsModule } from './subscriptions/index.js';
 import { KnexPendingPlanChangeRepository } from './subscriptions/pending-plan-change.repository.js';
+import { KnexUsageSegmentRepository } from './subscriptions/usage-segment.repository.js';
 import { pendingPlanChangeJob } from './subscriptions/subscription.jobs.js';
 import { createCryptoPaymentsModule, type CryptoPaymentsModule } from './crypto-payments/index.js';
 import { createCheckoutModule, type CheckoutModule } from './checkout/index.js';
@@ -151,6 +152,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     credits: new KnexCreditLedger(executor),
     redemptions: new KnexRedemptionLedger(executor),
     planChanges: new KnexPendingPlanChangeRepository(executor),
+    usageSegments: new KnexUsageSegmentRepository(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);

@@ -23,6 +23,7 @@ export function presentChangePreview(q: PlanChangeQuote): components['schemas'][
     amountDueCents: q.amountDue,
     lines: q.lines.map(presentOrderLine),
     nextRenewalAmountCents: q.nextRenewalAmount,
+    usageBilledAtRenewal: Boolean(q.metered?.from || q.metered?.to),
   };
 }
 

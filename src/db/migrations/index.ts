@@ -84,6 +84,7 @@ import * as m0415 from './0415_usage_makeup_invoices.js';
 import * as m0425 from './0425_pending_plan_changes.js';
 import * as m0435 from './0435_usage_delta_customer_index.js';
 import * as m0440 from './0440_commerce_kept_zones.js';
+import * as m0450 from './0450_subscription_usage_segments.js';
 
 export interface Migration {
   up(db: Knex): Promise<void>;
@@ -174,6 +175,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0425_pending_plan_changes': m0425,
   '0435_usage_delta_customer_index': m0435,
   '0440_commerce_kept_zones': m0440,
+  '0450_subscription_usage_segments': m0450,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
