@@ -9,7 +9,9 @@
  *    `create_prorations` invoiced at once, `always_invoice`);
  *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated: Kassa keeps
  *    no credit balance to carry a credit to the next renewal;
- *  - during a free trial nothing was paid, so a change applies at once without proration.
+ *  - during a free trial nothing was paid, so a change applies at once without proration;
+ *  - metered components are billed in arrears at the renewal, split at the change's second
+ *    (metered-plan-change.ts): the quote says so (`metered`) and charges the fee's proration only.
  */
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';

@@ -169,7 +169,8 @@ export class SubscriptionService {
       return true;
     });
     if (!marked) return 'busy';
-    return { fits, waitUntil: null, lines: await periodUsageLineInputs(this.metered, s, parts) };
+    // The parts again, after the mark's commit: a plan change holding the row lock before it has committed its segment.
+    return { fits, waitUntil: null, lines: await periodUsageLineInputs(this.metered, s, await this.periodParts(s, s.currentPeriodEnd)) };
   }
 
   /** The parts of a subscription's current period up to `end`, each with its price's metered components. */
@@ -390,7 +391,8 @@ export class SubscriptionService {
     const read = (r: { start: Date; end: Date }) => usageLineInputs(metered, { ...s, currentPeriodStart: r.start, currentPeriodEnd: r.end }, components);
     const processor = s.processorSubscriptionId !== null;
     // The sandbox's lines are read here, outside the cancel's transaction (the usage module's read).
-    return { subscription: s, fits, range, read, lines: processor ? [] : await periodUsageLineInputs(metered, s, parts), processor };
+    // The parts read again after the close's commit (a change committed before it is in them).
+    return { subscription: s, fits, range, read, lines: processor ? [] : await periodUsageLineInputs(metered, s, await this.periodParts(s, now)), processor };
   }
 
   private get catalog(): PlanCatalog {
