@@ -146,7 +146,7 @@ afterAll(async () => {
 
 describe('plan changes of metered subscriptions (sandbox)', () => {
   it('an upgrade mid-period: the fee prorates now; the renewal bills the usage before the change at Basic’s rates and after it at Pro’s, included units prorated', async () => {
-    const { subscriptionId, externalId } = await subscribe('basic', '2026-04-01T00:00:00.000Z');
+    const { subscriptionId, customerId, externalId } = await subscribe('basic', '2026-04-01T00:00:00.000Z');
     await use(externalId, '2026-04-05T00:00:00Z', { tokens: 12_000 });
     await use(externalId, '2026-04-10T00:00:00Z', { requests: 120 });
     await use(externalId, '2026-04-15T23:59:59Z', { tokens: 3000 });
@@ -162,6 +162,16 @@ describe('plan changes of metered subscriptions (sandbox)', () => {
     await use(externalId, '2026-04-16T00:00:00Z', { tokens: 1000 });
     await use(externalId, '2026-04-20T00:00:00Z', { tokens: 40_000, requests: 30 });
     await use(externalId, '2026-04-30T23:00:00Z', { tokens: 5000, requests: 1 });
+
+    // The estimated next charge (console, admin API, portal) follows the split: the renewal's lines before it is charged.
+    const estimate = (await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/customers/${customerId}/usage`)).body.data.subscriptions[0];
+    expect(estimate.lines.filter((l: { kind: string }) => l.kind === 'USAGE').map((l: { description: string; amountCents: number }) => [l.description, l.amountCents])).toEqual([
+      ['Tokens on Basic until 16 April 2026', 40],
+      ['Requests on Basic until 16 April 2026', 120],
+      ['Tokens on Pro from 16 April 2026', 42],
+      ['Requests on Pro from 16 April 2026', 8],
+    ]);
+    expect(estimate.estimatedTotalCents).toBe(3210);
 
     // The grace hour first, then the renewal.
     expect(await ctx.services.subscriptions.processDue()).toBe(0);
