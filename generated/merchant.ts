@@ -870,8 +870,8 @@ export interface paths {
          *     `subscriptions:manage`. Preview it first with `previewSubscriptionChange`.
          *
          *     **Which prices.** Any active card (`STRIPE`) `SUBSCRIPTION` price of the organization with
-         *     the subscription's currency, billing interval and interval count, a fixed amount (not
-         *     pay-what-you-want) and no metered components; across products too: the merchant's server
+         *     the subscription's currency, billing interval and interval count and a fixed amount (not
+         *     pay-what-you-want), with or without metered components (below); across products too: the merchant's server
          *     (or a console member) decides. Buyers change plans only in the customer portal, and only to
          *     the prices the merchant listed when opening it (`createCustomerPortalSession`,
          *     `planChangePriceIds`). Other prices are `400` naming `priceId`.
@@ -928,8 +928,26 @@ export interface paths {
          *     - During a free trial nothing has been paid: the change applies at once, with no
          *       proration; the first charge at `trialEnd` is the new amount.
          *
-         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
-         *     price, a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     **Metered prices** (a price with metered components, docs/plan-changes.md "Metered
+         *     prices"). The fee prorates as above; the usage is billed in arrears by the renewal that
+         *     closes the period, as Stripe bills a metered item whose price changes mid-period. An
+         *     `IMMEDIATE` change to another price (or during a trial), when the old or the new price is
+         *     metered, splits the period at `prorationDate`: the renewal's `USAGE` lines bill the usage of
+         *     [the period's start, or its previous such change, `prorationDate`) with the old price's
+         *     components ("Tokens on Basic until 16 April 2026") and of [`prorationDate`, the period's
+         *     end) with the new price's ("Tokens on Pro from 16 April 2026"), one line per component and
+         *     part: each part's tiers (graduated, volume, packages) apply over that part's own usage,
+         *     and each part gets its time share of its price's `includedUnits` (includedUnits × the
+         *     part's seconds / the period's seconds, rounded once, half up, to whole units); prepaid
+         *     credits are drawn for a meter once, for all its lines, in their order. A period without
+         *     such a change bills as before (full included units, one line per component). A change
+         *     between a metered and a non-metered price works the same way (the non-metered part bills no
+         *     usage). A `PERIOD_END` change bills the closing period on the old price, the next on the
+         *     new; a seat change of the same price does not split the period. A cancel at once after a
+         *     change bills the parts up to the cancel. Stripe-billed subscriptions: not yet (`409`).
+         *
+         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a
+         *     Stripe-billed subscription whose old or new price has metered components, a stored amount that no fee taxes to exactly under the subscription's exclusive
          *     rates (set at a processor), or past `currentPeriodEnd` before the renewal is recorded (the
          *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
          *     change then would prorate nothing while the new period is billed at the old price): `409`.
@@ -3719,6 +3737,19 @@ export interface components {
             lines: components["schemas"]["OrderLine"][];
             /** @description The subscription's `amountCents` after the change (the new fee with its exclusive tax, before any coupon) — what the next renewal charges before its coupon. */
             nextRenewalAmountCents: components["schemas"]["MinorUnits"];
+            /**
+             * @description True when the price left or the price taken has metered components. Their usage is
+             *     never part of `amountDueCents`: it is billed in arrears by the renewal at
+             *     `currentPeriodEnd` (`USAGE` lines), as without a change. A change to another price
+             *     that takes effect at once splits the period at `prorationDate`: the usage before it
+             *     (since the period's start, or its last such change) at the old price's rates, the
+             *     usage after it at the new price's, each price's tiers applied over its own part and
+             *     its included units prorated by time (see `changeSubscription`, "Metered prices"). At
+             *     `PERIOD_END` the whole period is billed on the old price and the next on the new.
+             *     No estimate of that usage is given here (a read per meter; the console's and the
+             *     portal's usage pages estimate the next charge).
+             */
+            usageBilledAtRenewal: boolean;
         };
         SubscriptionChangePreviewResponse: {
             /** @constant */
@@ -5912,7 +5943,8 @@ export interface operations {
                      *             "amountCents": 1500
                      *           }
                      *         ],
-                     *         "nextRenewalAmountCents": 3000
+                     *         "nextRenewalAmountCents": 3000,
+                     *         "usageBilledAtRenewal": false
                      *       }
                      *     }
                      */
@@ -6034,7 +6066,8 @@ export interface operations {
                      *               "amountCents": 1500
                      *             }
                      *           ],
-                     *           "nextRenewalAmountCents": 3000
+                     *           "nextRenewalAmountCents": 3000,
+                     *           "usageBilledAtRenewal": false
                      *         }
                      *       }
                      *     }
@@ -6127,7 +6160,8 @@ export interface operations {
                      *               "amountCents": 1500
                      *             }
                      *           ],
-                     *           "nextRenewalAmountCents": 3000
+                     *           "nextRenewalAmountCents": 3000,
+                     *           "usageBilledAtRenewal": false
                      *         }
                      *       }
                      *     }

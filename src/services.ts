@@ -34,6 +34,7 @@ import { createProcessorsModule, type ProcessorsModule } from './processors/inde
 import { createSubscriptionsModule, type SubscriptionsModule } from './subscriptions/index.js';
 import { KnexCustomerBalanceLedger } from './subscriptions/customer-balance.repository.js';
 import { KnexPendingPlanChangeRepository } from './subscriptions/pending-plan-change.repository.js';
+import { KnexUsageSegmentRepository } from './subscriptions/usage-segment.repository.js';
 import { pendingPlanChangeJob } from './subscriptions/subscription.jobs.js';
 import { createCryptoPaymentsModule, type CryptoPaymentsModule } from './crypto-payments/index.js';
 import { createCheckoutModule, type CheckoutModule } from './checkout/index.js';
@@ -153,6 +154,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     redemptions: new KnexRedemptionLedger(executor),
     planChanges: new KnexPendingPlanChangeRepository(executor),
     balances: new KnexCustomerBalanceLedger(executor),
+    usageSegments: new KnexUsageSegmentRepository(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');
       const id = await enqueueWebhookEvent(trx, event, now);

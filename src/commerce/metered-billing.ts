@@ -204,7 +204,9 @@ export function creditUnitsWanted(quantity: string | number, includedUnits: numb
  * Draws the closing period's prepaid credits into its USAGE lines (`creditedUnits`), in the
  * renewal's transaction, before the order is priced: included units first, then credits, each
  * line min(balance, what the period asks for). Once per (subscription, period, meter): a pass that
- * rolls back draws nothing, a rerun of a committed one finds its draw.
+ * rolls back draws nothing, a rerun of a committed one finds its draw. A period split by a plan
+ * change may bill one meter on several lines (one per part, metered-plan-change.ts): the meter is
+ * drawn once for what its lines ask together, and the draw is given to its lines in order.
  */
 export async function drawCredits(
   stores: Pick<CommerceStores, 'credits'>,
@@ -212,15 +214,20 @@ export async function drawCredits(
   usage: readonly LineInput[],
   now: Date,
 ): Promise<LineInput[]> {
-  const out: LineInput[] = [];
-  for (const line of usage) {
-    if (line.kind !== 'USAGE' || s.customerId === null) {
-      out.push(line);
-      continue;
+  const wantedOf = (line: LineInput) => (line.kind === 'USAGE' ? creditUnitsWanted(line.quantity, line.includedUnits ?? 0) : 0);
+  const left = new Map<string, number>();
+  if (s.customerId !== null) {
+    const wanted = new Map<string, number>();
+    for (const line of usage) if (line.kind === 'USAGE') wanted.set(line.meterId, (wanted.get(line.meterId) ?? 0) + wantedOf(line));
+    for (const [meterId, units] of wanted) {
+      left.set(meterId, units === 0 ? 0 : await stores.credits.draw({ orgId: s.orgId, customerId: s.customerId, meterId, subscriptionId: s.id, period: s.periodNumber, wanted: units, at: now }));
     }
-    const wanted = creditUnitsWanted(line.quantity, line.includedUnits ?? 0);
-    const drawn = wanted === 0 ? 0 : await stores.credits.draw({ orgId: s.orgId, customerId: s.customerId, meterId: line.meterId, subscriptionId: s.id, period: s.periodNumber, wanted, at: now });
-    out.push(drawn > 0 ? { ...line, creditedUnits: drawn } : line);
   }
-  return out;
+  return usage.map((line) => {
+    if (line.kind !== 'USAGE' || s.customerId === null) return line;
+    const available = left.get(line.meterId) ?? 0;
+    const drawn = Math.min(available, wantedOf(line));
+    left.set(line.meterId, available - drawn);
+    return drawn > 0 ? { ...line, creditedUnits: drawn } : line;
+  });
 }

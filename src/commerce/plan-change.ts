@@ -10,7 +10,9 @@
  *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated, by default;
  *    `IMMEDIATE` prorates them at once and carries the credit to the customer's balance, which
  *    the next renewals draw (sandbox only; downgradeOrderLines);
- *  - during a free trial nothing was paid, so a change applies at once without proration.
+ *  - during a free trial nothing was paid, so a change applies at once without proration;
+ *  - metered components are billed in arrears at the renewal, split at the change's second
+ *    (metered-plan-change.ts): the quote says so (`metered`) and charges the fee's proration only.
  */
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
@@ -114,6 +116,12 @@ export interface PlanChangeQuote {
    */
   nextRenewalAmount: number;
   /**
+   * Whether the price left and the price taken have metered components: their usage is not in
+   * `amountDue` but billed in arrears at the renewal, split at `prorationDate` when the price changes
+   * at once (metered-plan-change.ts). Absent on quotes stored before it (read: none).
+   */
+  metered?: { from: boolean; to: boolean };
+  /**
    * Set when Kassa prorated the change itself on a processor's rail (ChangePricing.perLine.explicit):
    * the invoice items the processor is told to charge (credit, then the charge less the discount),
    * whose per-line tax gives `lines` and `amountDue`.
@@ -169,10 +177,9 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   const fee = untaxedAmount(s.amountCents, pricing.tax);
   if (fee === null) throw conflict('The subscription’s amount does not match its tax rates, so its plan cannot change here');
   const from = currentSide(s, fee);
-  if (s.priceId) {
-    const current = await catalog.findPrice(s.orgId, s.priceId);
-    if (current?.metered) throw conflict('A subscription with metered usage cannot change its plan yet');
-  }
+  // Metered components bill usage in arrears at the renewal (metered-plan-change.ts): not refused.
+  const meteredFrom = s.priceId ? Boolean((await catalog.findPrice(s.orgId, s.priceId))?.metered) : false;
+  let meteredTo = meteredFrom;
   let to: PlanSideQuote;
   const quantity = request.quantity ?? from.quantity;
   if (request.priceId === undefined || request.priceId === s.priceId) {
@@ -190,10 +197,9 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
             ? 'its billing interval differs from the subscription’s'
             : p.flexibleAmount
               ? 'it is a pay-what-you-want price'
-              : p.metered
-                ? 'it has metered components (not yet)'
-                : undefined;
+              : undefined;
     if (why) throw validationError(`priceId: the subscription cannot move to this price: ${why}`, { field: 'priceId' });
+    meteredTo = p.metered;
     to = { priceId: p.priceId, productId: p.productId, productName: p.productName, unitAmount: p.unitAmount, quantity, amount: p.unitAmount * quantity };
   }
   if (!Number.isSafeInteger(to.amount)) throw validationError('quantity: the amount is too large', { field: 'quantity' });
@@ -209,7 +215,7 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
     }
     at = d;
   }
-  const base = { subscriptionId: s.id, prorationDate: at, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, currency: s.currency, from, to };
+  const base = { subscriptionId: s.id, prorationDate: at, periodStart: s.currentPeriodStart, periodEnd: s.currentPeriodEnd, currency: s.currency, from, to, metered: { from: meteredFrom, to: meteredTo } };
   const same = to.priceId === from.priceId && to.quantity === from.quantity;
   let quote: PlanChangeQuote;
   if (same) {

@@ -287,6 +287,31 @@ export interface PendingPlanChangeRepository {
   retryAt(subscriptionId: string, at: Date): Promise<void>;
 }
 
+/**
+ * A part of a metered subscription's period billed on a price it left (migration 0450,
+ * src/commerce/metered-plan-change.ts): usage in [start, end) is priced by `priceId`'s metered
+ * components at the renewal that closes the period.
+ */
+export interface UsageSegment {
+  subscriptionId: string;
+  orgId: string;
+  periodNumber: number;
+  /** 1, 2, … in the order of the period's changes. */
+  seq: number;
+  priceId: string | null;
+  productName: string;
+  start: Date;
+  end: Date;
+  createdAt: Date;
+}
+
+export interface UsageSegmentRepository {
+  /** A period's segments, in order (none: the whole period is on the current price). */
+  list(subscriptionId: string, periodNumber: number): Promise<UsageSegment[]>;
+  /** Records one; the caller holds the subscription's row lock (a second insert of the same seq fails). */
+  insert(segment: UsageSegment): Promise<void>;
+}
+
 export interface CryptoQuoteRepository {
   insertQuote(quote: CryptoQuote): Promise<void>;
   findQuote(checkoutSessionId: string): Promise<CryptoQuote | undefined>;
@@ -397,6 +422,8 @@ export interface CommerceStores {
   planChanges: PendingPlanChangeRepository;
   /** The customers' credit balances (immediate downgrades' credit, drawn by renewals; issue 39). */
   balances: CustomerBalanceLedger;
+  /** Parts of a metered subscription's period billed on a price it left by a plan change (issue 39). */
+  usageSegments: UsageSegmentRepository;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */
   emit(event: CommerceEvent, now: Date): Promise<string>;
   /**

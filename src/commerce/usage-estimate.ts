@@ -8,7 +8,7 @@
 import type { Order, Subscription } from './model.js';
 import { USAGE_CLOSE_DELAY_MS, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import { renewalFeeInputs } from './order-lines.js';
-import { pricePeriod, type PricedLine } from './pricing.js';
+import { pricePeriod, type LineInput, type PricedLine } from './pricing.js';
 
 export interface UsageEstimate {
   subscription: Subscription;
@@ -24,8 +24,10 @@ export async function estimateNextCharge(
   components: readonly MeteredComponent[],
   /** The subscription's first order: the renewal repeats its fee lines (order-lines.ts renewalFeeInputs). */
   initial: Pick<Order, 'lines'> | undefined,
+  /** The period's USAGE lines when a plan change split it (metered-plan-change.ts); else read here. */
+  splitUsage?: readonly LineInput[],
 ): Promise<UsageEstimate> {
-  const usage = await usageLineInputs(billing, s, components);
+  const usage = splitUsage ?? (await usageLineInputs(billing, s, components));
   const fee = s.cancelAtPeriodEnd ? [] : renewalFeeInputs(initial, s.productName, s.amountCents, { productId: s.productId, priceId: s.priceId });
   const priced = pricePeriod([...fee, ...usage]);
   return { subscription: s, estimatedChargeAt: new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS), lines: priced.lines, total: priced.total };

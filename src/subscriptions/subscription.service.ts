@@ -24,6 +24,7 @@ import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
 import { taxContextOfLines } from '../commerce/tax.js';
+import { hasMeteredPart, nextUsageSegment, periodUsageLineInputs, refuseMeteredOnProcessor, usageParts } from '../commerce/metered-plan-change.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -150,8 +151,9 @@ export class SubscriptionService {
     if (!this.metered) return undefined;
     const s = await this.uow.stores.subscriptions.findById(id);
     if (!s || s.priceId === null) return undefined;
-    const components = await this.metered.componentsOf(s.orgId, s.priceId);
-    if (components.length === 0) return undefined;
+    // The period's parts: a plan change during it may have moved the subscription between prices (metered-plan-change.ts).
+    const parts = await this.periodParts(s, s.currentPeriodEnd);
+    if (!hasMeteredPart(parts)) return undefined;
     const fits = (locked: Subscription) => locked.periodNumber === s.periodNumber && locked.currentPeriodEnd.getTime() === s.currentPeriodEnd.getTime() && locked.failedAttempts === s.failedAttempts;
     const closeAt = new Date(s.currentPeriodEnd.getTime() + USAGE_CLOSE_DELAY_MS);
     if (now < closeAt) return { fits, waitUntil: closeAt, lines: [] };
@@ -167,7 +169,14 @@ export class SubscriptionService {
       return true;
     });
     if (!marked) return 'busy';
-    return { fits, waitUntil: null, lines: await usageLineInputs(this.metered, s, components) };
+    // The parts again, after the mark's commit: a plan change holding the row lock before it has committed its segment.
+    return { fits, waitUntil: null, lines: await periodUsageLineInputs(this.metered, s, await this.periodParts(s, s.currentPeriodEnd)) };
+  }
+
+  /** The parts of a subscription's current period up to `end`, each with its price's metered components. */
+  private async periodParts(s: Subscription, end: Date) {
+    const segments = await this.uow.stores.usageSegments.list(s.id, s.periodNumber);
+    return usageParts(this.metered!, s, s.priceId === null ? [] : await this.metered!.componentsOf(s.orgId, s.priceId), segments, end);
   }
 
   /** Ends the subscription at its period's end; a metered one's last period of usage is charged first, as an order of its own. */
@@ -374,9 +383,11 @@ export class SubscriptionService {
     if (!s || s.priceId === null || (s.status !== 'ACTIVE' && s.status !== 'PAUSED')) return undefined;
     if (owner && (s.orgId !== owner.orgId || (owner.customerId !== undefined && s.customerId !== owner.customerId))) return undefined;
     if (s.processorSubscriptionId && !this.processorUsage) return undefined;
-    const components = await this.metered.componentsOf(s.orgId, s.priceId);
-    if (components.length === 0) return undefined;
     const now = this.clock.now();
+    // On the sandbox the period may be split by plan changes (metered-plan-change.ts); Stripe records none.
+    const parts = await this.periodParts(s, now);
+    if (!hasMeteredPart(parts)) return undefined;
+    const components = parts[parts.length - 1]!.components;
     const fits = (locked: Subscription) => locked.periodNumber === s.periodNumber && locked.currentPeriodEnd.getTime() === s.currentPeriodEnd.getTime();
     const closes = now >= s.currentPeriodEnd ? s.periodNumber + 1 : s.periodNumber;
     await this.uow.transaction(async (stores) => {
@@ -389,7 +400,8 @@ export class SubscriptionService {
     const read = (r: { start: Date; end: Date }) => usageLineInputs(metered, { ...s, currentPeriodStart: r.start, currentPeriodEnd: r.end }, components);
     const processor = s.processorSubscriptionId !== null;
     // The sandbox's lines are read here, outside the cancel's transaction (the usage module's read).
-    return { subscription: s, fits, range, read, lines: processor ? [] : await read(range), processor };
+    // The parts read again after the close's commit (a change committed before it is in them).
+    return { subscription: s, fits, range, read, lines: processor ? [] : await periodUsageLineInputs(metered, s, await this.periodParts(s, now)), processor };
   }
 
   private get catalog(): PlanCatalog {
@@ -409,6 +421,7 @@ export class SubscriptionService {
     const waiting = s.processorSubscriptionId ? await this.uow.stores.planChanges.find(s.id) : undefined;
     if (waiting && !waiting.appliedAt) throw pendingConflict(waiting);
     const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
+    if (s.processorSubscriptionId) refuseMeteredOnProcessor(quote);
     if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
     return quote;
@@ -438,6 +451,9 @@ export class SubscriptionService {
       const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
+      if (s.processorSubscriptionId) refuseMeteredOnProcessor(quote);
+      // A metered subscription moved to another price at once: the part of the period the old price bills.
+      const segment = quote.metered?.from || quote.metered?.to ? nextUsageSegment(s, quote, await stores.usageSegments.list(s.id, s.periodNumber), now) : undefined;
       if (s.processorSubscriptionId) {
         const made = await this.changeOnProcessor(stores, s, next, quote, now, request);
         // Paid, not yet applied: the order is recorded with the change waiting for its item update;
@@ -470,6 +486,7 @@ export class SubscriptionService {
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
       }
+      if (segment) await stores.usageSegments.insert(segment);
       await this.writePlanChange(stores, s, next, now);
       return { subscription: next, order, quote, pending: false };
     }));
@@ -743,10 +760,11 @@ export class SubscriptionService {
     if (!this.metered) return { customerId: customer.id, estimates };
     for (const s of await this.listOfCustomer(orgId, customer.id)) {
       if (s.status !== 'ACTIVE' || s.priceId === null) continue;
-      const components = await this.metered.componentsOf(orgId, s.priceId);
-      if (components.length === 0) continue;
+      const parts = await this.periodParts(s, s.currentPeriodEnd);
+      if (!hasMeteredPart(parts)) continue;
       const initial = await this.uow.stores.orders.find(orgId, s.initialOrderId);
-      estimates.push(await estimateNextCharge(this.metered, s, components, initial));
+      const split = parts.length > 1 ? await periodUsageLineInputs(this.metered, s, parts) : undefined;
+      estimates.push(await estimateNextCharge(this.metered, s, parts[parts.length - 1]!.components, initial, split));
     }
     return { customerId: customer.id, estimates };
   }

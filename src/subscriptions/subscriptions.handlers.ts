@@ -24,6 +24,7 @@ export function presentChangePreview(q: PlanChangeQuote): components['schemas'][
     balanceCreditCents: q.balanceCredit ?? 0,
     lines: q.lines.map(presentOrderLine),
     nextRenewalAmountCents: q.nextRenewalAmount,
+    usageBilledAtRenewal: Boolean(q.metered?.from || q.metered?.to),
   };
 }
 
