@@ -260,6 +260,9 @@ export function priceUsage(billable: Rational, pricing: UsagePricing): { amount:
 
 const ORDER: Record<LineKind, number> = { PRICE: 0, USAGE: 0, PRORATION: 0, DISCOUNT: 1, TAX: 2, CREDIT: 3, BALANCE: 4 };
 
+/** A line that is only an amount: no product, price, meter, quantity or pricing (DISCOUNT, TAX, CREDIT, BALANCE). */
+export const amountLine = (kind: LineKind, description: string, amount: number): PricedLine => ({ ...blank(kind, description), exactAmount: String(amount), amount });
+
 const blank = (kind: LineKind, description: string): Omit<PricedLine, 'exactAmount' | 'amount'> => ({
   kind,
   description,

@@ -13,7 +13,7 @@
  * two lines (its invoice's "Unused time" credit and "Remaining time" charge), each rounded on its
  * own, so Stripe's invoice for the same change and second is the same two integers.
  */
-import { pricePeriod, roundHalfUp, type LineInput, type PricedLine, type PricedPeriod } from './pricing.js';
+import { amountLine, pricePeriod, roundHalfUp, type LineInput, type PricedLine, type PricedPeriod } from './pricing.js';
 import { perLineTaxInputs, priceWithTax, type TaxContext } from './tax.js';
 import { discountDescription, discountInputs, type AppliedDiscount } from './discounts.js';
 import { validationError } from '../kernel/errors.js';
@@ -124,22 +124,7 @@ export function downgradeOrderLines(p: Proration, extra: { tax?: TaxContext | nu
   const credit = up.total;
   const lines = up.lines.map(negatedLine);
   if (credit > 0) {
-    lines.push({
-      kind: 'BALANCE',
-      description: BALANCE_LINE_DESCRIPTION,
-      productId: null,
-      priceId: null,
-      meterId: null,
-      quantity: null,
-      includedUnits: null,
-      creditedUnits: null,
-      billableQuantity: null,
-      unitAmount: null,
-      pricing: null,
-      tiers: null,
-      exactAmount: String(credit),
-      amount: credit,
-    });
+    lines.push(amountLine('BALANCE', BALANCE_LINE_DESCRIPTION, credit));
   }
   return { priced: { lines, total: 0 }, credit };
 }

@@ -19,7 +19,7 @@ import { changePricing, discountEndsBefore, renewalOrder } from '../commerce/ren
 import { outcomeProcessorStatus } from '../commerce/payment-flow.js';
 import { CARD_SETTLEMENT_DELAY_MS } from '../commerce/renewal-order.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling } from '../commerce/metered-billing.js';
-import type { LineInput, PricedLine } from '../commerce/pricing.js';
+import { amountLine, type LineInput } from '../commerce/pricing.js';
 import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
@@ -904,21 +904,6 @@ async function withAppliedBalance(stores: CommerceStores, s: Subscription, order
   if (order.amountCents <= 0) return { order, drawn: 0 };
   const drawn = await stores.balances.apply({ orgId: s.orgId, customerId: s.customerId, currency: s.currency, wanted: order.amountCents, orderId: order.id, subscriptionId: s.id, at: now });
   if (drawn <= 0) return { order, drawn: 0 };
-  const line: PricedLine = {
-    kind: 'CREDIT',
-    description: APPLIED_BALANCE_DESCRIPTION,
-    productId: null,
-    priceId: null,
-    meterId: null,
-    quantity: null,
-    includedUnits: null,
-    creditedUnits: null,
-    billableQuantity: null,
-    unitAmount: null,
-    pricing: null,
-    tiers: null,
-    exactAmount: String(-drawn),
-    amount: -drawn,
-  };
+  const line = amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -drawn);
   return { order: { ...order, lines: [...order.lines, line], amountCents: order.amountCents - drawn }, drawn };
 }
