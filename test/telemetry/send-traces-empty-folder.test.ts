@@ -5,11 +5,13 @@
  * the page tells the reader to save it as; then the traces must be in Kassa (the platform app on
  * a loopback port, the page's `http://localhost:3001` pointed at it).
  *
- * npm runs with `prefer-offline` (npm_config_prefer_offline, so the page's commands stay as
- * written): the tarballs `npm ci` cached are reused. The registry is still asked for what the cache
- * lacks (`npm ci` caches tarballs, not the package metadata an `npm install <name>` resolves
- * versions from), so this test needs the npm registry unless an earlier run filled the cache.
- * The repository's node_modules/.bin is taken off PATH, so only what the steps installed runs.
+ * The page's `npm install <packages>` lines are the one step not run as written: an install
+ * resolves versions from the npm registry and unpacks hundreds of files, which is the network and
+ * most of the CPU of this test. Instead each named package must be a dependency of the repository
+ * (so its lockfile pins it and `npm ci` installed it), and the folder gets a `node_modules` link to
+ * the repository's: the same packages the examples' own tests run on. Every other line runs with
+ * bash as written; the repository's node_modules/.bin is taken off PATH, so `npx tsx` runs the tsx
+ * the folder's node_modules holds.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -122,10 +124,29 @@ function userEnvironment(): NodeJS.ProcessEnv {
   };
 }
 
+/**
+ * A line `npm install <names>` of the page, replaced by a shell command that links the repository's
+ * node_modules into the folder it runs in (see the header); fails when a name is not a dependency.
+ */
+export function installFromRepository(line: string, dependencies: Record<string, string>): string {
+  const names = line.trim().split(/\s+/).slice(2);
+  expect(names.length, `an install with packages: ${line}`).toBeGreaterThan(0);
+  for (const name of names) expect(dependencies, `the page installs ${name}; the repository must depend on it`).toHaveProperty([name]);
+  const modules = JSON.stringify(path.join(ROOT, 'node_modules'));
+  return `[ -e node_modules ] || ln -s ${modules} node_modules`;
+}
+
+let repositoryDependencies: Record<string, string> | undefined;
+
 /** Runs one `sh` block with bash in `cwd`; returns its stdout and the directory it ended in. */
 async function runShell(code: string, cwd: string): Promise<{ stdout: string; cwd: string }> {
   const cwdFile = path.join(tmp, '.cwd');
-  const script = `set -e\n${code.replaceAll(DOCUMENTED_API_URL, kassa.origin)}\npwd > ${JSON.stringify(cwdFile)}\n`;
+  if (!repositoryDependencies) {
+    const pkg = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
+    repositoryDependencies = { ...pkg.dependencies, ...pkg.devDependencies };
+  }
+  const lines = code.split('\n').map((line) => (/^npm install\s/.test(line.trim()) ? installFromRepository(line, repositoryDependencies!) : line));
+  const script = `set -e\n${lines.join('\n').replaceAll(DOCUMENTED_API_URL, kassa.origin)}\npwd > ${JSON.stringify(cwdFile)}\n`;
   const child = spawn('bash', ['-c', script], { cwd, env: userEnvironment(), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
