@@ -16,14 +16,23 @@ const pagesOnce = Object.keys(JSON.parse(readFileSync(new URL('./test/pages-once
 const engineOnce = Object.keys(JSON.parse(readFileSync(new URL('./test/engine-once.json', import.meta.url), 'utf8')).files);
 const ownProcess = Object.keys(JSON.parse(readFileSync(new URL('./test/own-process.json', import.meta.url), 'utf8')).files);
 
+/** Test files run at once in this run: KASSA_TEST_WORKERS (a whole number ≥ 1), 2 by default. */
+function testWorkers(): number {
+  const raw = process.env.KASSA_TEST_WORKERS;
+  if (raw === undefined || raw === '') return 2;
+  if (!/^[1-9][0-9]?$/.test(raw)) throw new Error(`KASSA_TEST_WORKERS must be a whole number from 1 to 99, not ${JSON.stringify(raw)}`);
+  return Number(raw);
+}
+
 export default defineConfig({
   test: {
     // The default output, then one line per reason why tests did not run here.
     reporters: ['default', './test/harness/skip-summary-reporter.ts'],
     environment: 'node',
     pool: 'forks',
-    // Two cores here; each file boots its own database.
-    maxWorkers: 2,
+    // Two cores here; each file boots its own database. KASSA_TEST_WORKERS raises it where files
+    // mostly wait (browsers, child processes): .ci/run's PGlite run.
+    maxWorkers: testWorkers(),
     // Generous on purpose: a 2-core machine under load must not fail a correct test. Speed is
     // measured by the `npm run bench:*` scripts, never by timed tests.
     testTimeout: 120_000,
