@@ -2845,8 +2845,9 @@ export interface components {
             /**
              * @description An IANA time zone name (`Europe/Paris`, `America/New_York`, `UTC`), checked against the
              *     server's Intl data (`Intl.supportedValuesOf('timeZone')` lists the canonical names;
-             *     aliases such as `Asia/Calcutta` and any letter case are accepted and stored in the
-             *     canonical spelling Intl gives). An unknown name, or an offset such as `+01:00`, is
+             *     aliases and any letter case are accepted and stored in the canonical spelling Intl
+             *     gives: with Node 20's ICU `Asia/Kolkata` is stored as `Asia/Calcutta`, the name the
+             *     commerce metrics also read it under). An unknown name, or an offset such as `+01:00`, is
              *     `400 VALIDATION_ERROR` naming `timeZone`.
              * @example Europe/Paris
              */

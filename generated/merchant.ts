@@ -3598,6 +3598,7 @@ export interface components {
             endDate: string;
             /** @enum {string} */
             interval: "day" | "week" | "month";
+            /** @description The zone read, in its canonical spelling (see the `time_zone` parameter): `Asia/Kolkata` asked is `Asia/Calcutta` here. */
             timeZone: string;
             buckets: components["schemas"]["CommerceMetricsBucket"][];
             customers: {
@@ -7114,7 +7115,7 @@ export interface operations {
                  */
                 interval?: "day" | "week" | "month";
                 /**
-                 * @description IANA time zone of the dates and buckets (default `UTC`), e.g. `Europe/Paris`. An unknown name is `400 VALIDATION_ERROR`.
+                 * @description IANA time zone of the dates and buckets (default `UTC`), e.g. `Europe/Paris`. An unknown name is `400 VALIDATION_ERROR`. Any letter case and any alias of a zone are accepted and read as one zone, under the canonical spelling the server's Intl gives, the one organizations' zones are stored under (decision; with Node 20's ICU the older names: `Asia/Kolkata` and `Asia/Calcutta` are both `Asia/Calcutta`, `Asia/Kathmandu` is `Asia/Katmandu`, `Etc/UTC` is `UTC`). So asking the organization's zone under an alias reads its own local days, and the response's `timeZone` is that canonical spelling.
                  * @example Europe/Paris
                  */
                 time_zone?: string;

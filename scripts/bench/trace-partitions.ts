@@ -21,14 +21,15 @@
  *    requires): the conversion's duration and the writer's longest insert.
  *
  * 4. With `--plain`, instead of 2: the queries of 1 again on the same traces copied back into one
- *    plain table (migration 0390's `down`): what the partitions cost or save at that size.
+ *    plain table (migration 0390's `down`), each list in one read: what the partitions cost or save.
+ *    `--unbounded` measures 1 with every list in one read over all weeks (no newest-first split).
  *
  * The seed is checked against ingest before the large project is written (`checkSeedShape`);
  * `--check-seed` stops there. `--keep` keeps the database, `--reuse NAME` measures a kept one
  * again without seeding, `--no-retention` skips 2, `--progress` prints the seed's chunks.
  *
  * Usage: tsx scripts/bench/trace-partitions.ts [--spans 10000000] [--small 200000] [--rounds 20] [--keep]
- *        [--reuse NAME] [--no-retention] [--plain] [--migration] [--check-seed] [--seed-only] [--progress]
+ *        [--reuse NAME] [--no-retention] [--plain] [--unbounded] [--migration] [--check-seed] [--seed-only] [--progress]
  */
 import { loadavg } from 'node:os';
 import pg from 'pg';
@@ -356,7 +357,9 @@ try {
     process.exitCode = count === total / SPANS_PER_TRACE + latencies.length && ids === count ? 0 : 1;
   } else {
   // 1. The explorer's trace queries, large against small.
-  const repo = new KnexTraceRepository(db);
+  // Newest-first lists split on the partition key from the seed's "now" (`--unbounded`: one read over every week, as before).
+  const splitRepo = new KnexTraceRepository(db, process.argv.includes('--unbounded') ? undefined : { now: () => NOW });
+  const unboundedRepo = new KnexTraceRepository(db);
   const lastDay = { startTime: new Date(TO - DAY), endTime: new Date(TO) };
   const midWeek = { startTime: new Date(FROM + 2 * WEEK_MS), endTime: new Date(FROM + 2 * WEEK_MS + DAY) };
   const searches: Record<string, Omit<TraceSearch, 'projectId'>> = {
@@ -380,46 +383,52 @@ try {
     const n1 = process.cpuUsage(n0);
     return { pg: ((await cpu()) - c0) / (ROUNDS * 4), node: (n1.user + n1.system) / 1e6 / (ROUNDS * 4) };
   };
-  const measure = async (projectId: string) => {
+  const measure = async (projectId: string, repo: KnexTraceRepository) => {
     const sample = await sampleTrace(projectId);
     const calls: Record<string, () => Promise<unknown>> = {};
     for (const [name, s] of Object.entries(searches)) calls[name] = () => repo.searchTraces({ projectId, ...s });
     calls['filter session'] = () => repo.searchTraces({ projectId, limit: 51, sort: '-start_time', sessionId: sample.session_id });
     calls['trace detail'] = () => repo.findTrace(projectId, sample.trace_id);
-    const figures: Record<string, { buffers: number; rows: number; cpuMs: number; nodeMs: number }> = {};
+    const figures: Record<string, { buffers: number; rows: number; statements: number; cpuMs: number; nodeMs: number }> = {};
     for (const [name, fn] of Object.entries(calls)) {
-      const [q] = await captured(fn);
+      const statements = await captured(fn);
       for (let i = 0; i < 3; i++) await fn();
-      const { rows } = await db.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q!.sql}`, q!.bindings as never);
-      const plan = (rows[0]['QUERY PLAN'] as Array<{ Plan: Plan }>)[0]!.Plan;
+      // Every statement the call sent (a split list sends one or two), buffers summed.
+      let buffers = 0;
+      for (const q of statements) {
+        const { rows } = await db.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${q.sql}`, q.bindings as never);
+        const plan = (rows[0]['QUERY PLAN'] as Array<{ Plan: Plan }>)[0]!.Plan;
+        buffers += plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+      }
+      const result = await fn();
       const c0 = await cpu();
       const n0 = process.cpuUsage();
       for (let i = 0; i < ROUNDS; i++) await fn();
       const n1 = process.cpuUsage(n0);
-      figures[name] = { buffers: plan['Shared Hit Blocks'] + plan['Shared Read Blocks'], rows: plan['Actual Rows'], cpuMs: (((await cpu()) - c0) / ROUNDS) * 1000, nodeMs: (n1.user + n1.system) / 1000 / ROUNDS };
+      figures[name] = { buffers, rows: Array.isArray(result) ? result.length : result ? 1 : 0, statements: statements.length, cpuMs: (((await cpu()) - c0) / ROUNDS) * 1000, nodeMs: (n1.user + n1.system) / 1000 / ROUNDS };
     }
     return figures;
   };
-  const table = async (label: string) => {
+  const table = async (label: string, repo: KnexTraceRepository) => {
     say(`${label}: load average before measuring: ${load()}`);
     const floor = await floorCpu();
-    const small = await measure('proj_small');
-    const large = await measure('proj_large');
+    const small = await measure('proj_small', repo);
+    const large = await measure('proj_large', repo);
     const floorAfter = await floorCpu();
     say(
       `floors (SELECT 1 through the pool): PostgreSQL CPU ${(floor.pg * 1000).toFixed(2)} / ${(floorAfter.pg * 1000).toFixed(2)} ms, Node CPU ${(floor.node * 1000).toFixed(2)} / ${(floorAfter.node * 1000).toFixed(2)} ms per query; load average ${load()}`,
     );
-    say(`| query | buffers small | buffers large | large/small | rows small / large | PG CPU small / large (ms) | Node CPU small / large (ms) |`);
-    say(`|---|---|---|---|---|---|---|`);
+    say(`| query | buffers small | buffers large | large/small | rows small / large | statements small / large | PG CPU small / large (ms) | Node CPU small / large (ms) |`);
+    say(`|---|---|---|---|---|---|---|---|`);
     for (const name of Object.keys(large)) {
       const s = small[name]!;
       const l = large[name]!;
-      say(`| ${name} | ${s.buffers} | ${l.buffers} | ${(l.buffers / s.buffers).toFixed(2)}× | ${s.rows} / ${l.rows} | ${s.cpuMs.toFixed(2)} / ${l.cpuMs.toFixed(2)} | ${s.nodeMs.toFixed(2)} / ${l.nodeMs.toFixed(2)} |`);
+      say(`| ${name} | ${s.buffers} | ${l.buffers} | ${(l.buffers / s.buffers).toFixed(2)}× | ${s.rows} / ${l.rows} | ${s.statements} / ${l.statements} | ${s.cpuMs.toFixed(2)} / ${l.cpuMs.toFixed(2)} | ${s.nodeMs.toFixed(2)} / ${l.nodeMs.toFixed(2)} |`);
     }
     return { small, large };
   };
   const partitioned = await isPartitioned(db, 'telemetry_traces');
-  if (partitioned) await table('weekly partitions');
+  if (partitioned) await table(process.argv.includes('--unbounded') ? 'weekly partitions, one read over every week' : 'weekly partitions, newest-first lists split on the partition key', splitRepo);
   if (process.argv.includes('--plain')) {
     // The same traces in one plain table, as before migration 0390 (its `down`): the partitions' cost.
     if (partitioned) {
@@ -435,7 +444,7 @@ try {
     await meter.query(`CREATE TABLE IF NOT EXISTS telemetry_trace_ids AS SELECT project_id, trace_id, partition_start FROM telemetry_traces`);
     await meter.query(`DO $$ BEGIN ALTER TABLE telemetry_trace_ids ADD PRIMARY KEY (project_id, trace_id); EXCEPTION WHEN invalid_table_definition THEN NULL; END $$`);
     await meter.query('VACUUM ANALYZE telemetry_traces, telemetry_trace_ids');
-    await table('one plain table (before 0390)');
+    await table('one plain table (before 0390), one read', unboundedRepo);
   }
 
   // 2. Retention of the oldest week at the large size.

@@ -6,7 +6,7 @@
 import { validationError } from '../kernel/errors.js';
 import type { LagTolerantReads } from '../kernel/lag-tolerant-reads.js';
 import type { BucketRow, BucketUnit, CommerceMetricsRepository, MetricsRange } from './commerce-metrics.repository.js';
-import { isKnownTimeZone } from '../kernel/time-zone.js';
+import { canonicalTimeZone } from '../kernel/time-zone.js';
 
 /** At most this many buckets in one answer (13 months of days, 7 years of weeks, 33 years of months). */
 export const MAX_BUCKETS = 400;
@@ -123,14 +123,17 @@ export class CommerceMetricsService {
   }
 
   private async metricsOn(repository: CommerceMetricsRepository, orgId: string, query: CommerceMetricsQuery): Promise<CommerceMetrics> {
-    const { startDate, endDate, interval, timeZone } = query;
+    const { startDate, endDate, interval } = query;
     for (const [name, date] of [['start_date', startDate], ['end_date', endDate]] as const)
       if (!isCalendarDate(date)) throw validationError(`${name} must be a calendar date (YYYY-MM-DD): ${date} does not exist`);
     if (startDate < '1970-01-01') throw validationError('start_date must be 1970-01-01 or later');
     if (endDate < startDate) throw validationError('end_date must not be before start_date');
     const count = bucketCount(startDate, endDate, interval);
     if (count > MAX_BUCKETS) throw validationError(`The range spans ${count} buckets of a ${interval}; at most ${MAX_BUCKETS} are allowed`);
-    if (!isKnownTimeZone(timeZone)) throw validationError(`Unknown time zone "${timeZone}": use an IANA name such as Europe/Paris`);
+    // One spelling per zone, the one the organization's own zone is stored under (aliases such as
+    // Asia/Kolkata and Asia/Calcutta name the same days and the same kept zone).
+    const timeZone = canonicalTimeZone(query.timeZone);
+    if (timeZone === undefined) throw validationError(`Unknown time zone "${query.timeZone}": use an IANA name such as Europe/Paris`);
 
     const buckets = await repository.buckets(interval, timeZone, startDate, endDate);
     const first = buckets[0];

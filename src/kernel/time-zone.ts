@@ -5,23 +5,18 @@
  */
 const NAME = /^[A-Za-z][A-Za-z0-9_+\-/]{0,63}$/;
 
-/** The canonical spelling of a known zone (`europe/paris` → `Europe/Paris`, `utc` → `UTC`), or undefined. */
+/**
+ * The canonical spelling of a known zone, or undefined: the name the runtime's ICU resolves it to
+ * (`europe/paris` → `Europe/Paris`, `Etc/UTC` → `UTC`, and aliases to one of them: on Node 20
+ * `Asia/Kolkata` → `Asia/Calcutta`). Organizations' zones are stored under it and commerce metrics
+ * look zones up by it, so an alias never counts as a zone of its own.
+ */
 export function canonicalTimeZone(name: string): string | undefined {
   if (!NAME.test(name)) return undefined;
   try {
     return new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
   } catch {
     return undefined;
-  }
-}
-
-/** Whether Intl knows the zone at all (the commerce metrics' `time_zone` check; its pattern bounds the spelling). */
-export function isKnownTimeZone(name: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
-  } catch {
-    return false;
   }
 }
 

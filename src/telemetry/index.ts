@@ -77,7 +77,7 @@ export function createTelemetryModule(deps: { db: Db; reads?: ReadRouter; clock:
     keys,
     prices,
     ingest: new IngestService(new KnexIngestUnitOfWork(db, clock), projectRepo, (projectId) => prices.tableFor(projectId), clock, { monthlyTraceQuota: config.monthlyTraceQuota }),
-    traces: new TraceService(new KnexTraceRepository(db), new KnexSpanMeterRollups(db)),
+    traces: new TraceService(new KnexTraceRepository(db, clock), new KnexSpanMeterRollups(db)),
     metrics: new MetricsService(new KnexRollupRepository(db), projectRepo, deps.reads?.reads((handle) => new KnexRollupRepository(handle))),
   };
   const retentionRepo = new KnexRetentionRepository(db, clock);

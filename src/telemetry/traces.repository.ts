@@ -9,7 +9,8 @@
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
 import type { Db } from '../db/knex.js';
-import type { PartitionEnsurer } from '../db/partitions.js';
+import { weekStart, type PartitionEnsurer } from '../db/partitions.js';
+import type { Clock } from '../kernel/clock.js';
 import { enqueueTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
 import type { Attributes, SpanEvent, SpanStatusCode } from './normalize.js';
 
@@ -420,10 +421,50 @@ export const toContribution = (r: GroupSourceRow): GroupContribution => ({
   hasError: r.has_error,
 });
 
-export class KnexTraceRepository implements TraceRepository {
-  constructor(private readonly db: Db) {}
+const newerFirst = (a: TraceRow, b: TraceRow): number =>
+  new Date(b.start_time).getTime() - new Date(a.start_time).getTime() || (a.trace_id < b.trace_id ? 1 : a.trace_id > b.trace_id ? -1 : 0);
 
+export class KnexTraceRepository implements TraceRepository {
+  /** `clock`: where a newest-first list not bounded in time starts reading (without it, every week at once). */
+  constructor(
+    private readonly db: Db,
+    private readonly clock?: Clock,
+  ) {}
+
+  /**
+   * The page of a newest-first list in at most two reads split on `partition_start` (the partition
+   * key), so a page found in the recent week never descends the older weeks' indexes: first the
+   * traces stored since `recent`. Every other trace starts before `recent` (start_time <=
+   * partition_start), so when that page's rows all start at or after `recent` they come first:
+   * a full page stands, a short one is completed by the older traces' first rows. Otherwise (a
+   * trace's start moved back across the split) both pages are read whole and merged in order.
+   */
   async searchTraces(search: TraceSearch): Promise<StoredTrace[]> {
+    const recent = this.recentBound(search);
+    if (recent === undefined) return (await this.searchRows(search)).map(toTrace);
+    const newer = await this.searchRows(search, (q) => q.andWhere('partition_start', '>=', recent));
+    const ahead = newer.length === 0 || new Date(newer[newer.length - 1]!.start_time).getTime() >= recent.getTime();
+    if (ahead && newer.length === search.limit) return newer.map(toTrace);
+    const older = await this.searchRows({ ...search, limit: ahead ? search.limit - newer.length : search.limit }, (q) => q.andWhere('partition_start', '<', recent));
+    return (ahead ? [...newer, ...older] : [...newer, ...older].sort(newerFirst).slice(0, search.limit)).map(toTrace);
+  }
+
+  /**
+   * Where a newest-first list splits: the Monday (a partition's lower bound) of the week of the
+   * page's newest possible start (the cursor, the range's end, or now). None when the list is in
+   * another order, names one trace, or its range starts in that week already.
+   */
+  private recentBound(search: TraceSearch): Date | undefined {
+    if (search.sort !== '-start_time' || search.traceId !== undefined || !this.clock) return undefined;
+    let newest = this.clock.now().getTime();
+    if (search.endTime) newest = Math.min(newest, search.endTime.getTime());
+    if (search.after) newest = Math.min(newest, (search.after.value as Date).getTime());
+    const recent = weekStart(newest);
+    if (search.startTime && search.startTime.getTime() >= recent) return undefined;
+    return new Date(recent);
+  }
+
+  private async searchRows(search: TraceSearch, part?: (q: Knex.QueryBuilder) => void): Promise<TraceRow[]> {
     const q = this.db('telemetry_traces').select(this.db.raw(TRACE_COLUMNS)).where('project_id', search.projectId);
     const descending = search.sort.startsWith('-');
     const column = descending ? search.sort.slice(1) : search.sort;
@@ -451,9 +492,9 @@ export class KnexTraceRepository implements TraceRepository {
     if (search.attributePair !== undefined) q.andWhere(this.db.raw('attribute_pairs @> ?::text[]', [textArray([search.attributePair])]));
     if (search.sessionId !== undefined) q.andWhere('session_id', search.sessionId);
     if (search.userId !== undefined) q.andWhere('user_id', search.userId);
+    part?.(q);
     const order = descending ? 'desc' : 'asc';
-    const rows = (await q.orderBy([{ column, order }, { column: 'trace_id', order }]).limit(search.limit)) as TraceRow[];
-    return rows.map(toTrace);
+    return (await q.orderBy([{ column, order }, { column: 'trace_id', order }]).limit(search.limit)) as TraceRow[];
   }
 
   /**
