@@ -2,9 +2,10 @@
  * A usage-event meter's build chunk is bounded inside one customer (issue 38): it ends on an hour
  * of a customer, so it takes at most its event count plus one customer-hour. Before, a chunk ended
  * on a customer boundary: one customer with millions of events was one unbounded chunk (here: the
- * first chunk of 30 took all 200 events of the heavy customer). Ingest between chunks, into hours
- * of the half-built customer on both sides of the cursor, and a cursor of the old form (a plain
- * customer id) still end in the rows a full rebuild writes.
+ * first chunk of 30 took all 200 events of the heavy customer, or 220 when the light one sorts
+ * first). Ingest between chunks, into hours of the half-built customer on both sides of the
+ * cursor, and a cursor of the old form (a plain customer id) still end in the rows a full rebuild
+ * writes.
  */
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
