@@ -154,26 +154,32 @@ const FOLD_LOCK_PREFIX = 'usage-meter-fold:';
 /**
  * The rollup rows of the events in `source` (columns org_id, id, customer_id, name, ts,
  * properties) that the meters in `meters` (an alias m, already restricted) match; grouped per
- * (meter, customer, hour), in key order so concurrent batches lock shared rows in one order.
- * The latest numeric value of each group (for `last`) is the row a window ranks first among the
- * group's numeric rows by (ts, id) descending: one sort of the batch, which the grouping reuses
- * (array_agg(… ORDER BY …) sorted each group on its own, three times: a sort set up per group and
- * aggregate, most of the aggregation's time when a batch names each customer once).
+ * (meter, customer, hour), in key order when `ordered` (a rebuild upserts shared rows in one order).
+ * Only a `last` meter's rows carry the latest numeric value (last_ts, last_id, last_value): no read
+ * of any other aggregation uses them (a meter's aggregation never changes), so its events are
+ * grouped without a sort. For a `last` meter it is the row a window ranks first among the group's
+ * numeric rows by (ts, id) descending: one sort of its events, which the grouping reuses.
  */
 function rollupSelect(source: string, meters: string, ordered = true): { matched: string; hours: string; values: string } {
-  const matched = `FROM ${source} e
+  const matchedWhere = (aggregation: string) => `FROM ${source} e
     JOIN meters m ON m.org_id = e.org_id AND m.source = 'EVENTS' AND m.filter ->> 'eventName' = e.name
-      AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters}
+      AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters} AND ${aggregation}
     CROSS JOIN LATERAL (SELECT e.properties -> m.property AS v) p
     CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(p.v) = 'number' THEN (p.v #>> '{}')::numeric END AS num) n`;
+  const matched = matchedWhere('true');
   const latest = (column: string) => `max(${column}) FILTER (WHERE r.rank = 1 AND r.num IS NOT NULL)`;
   return {
     matched,
-    hours: `SELECT r.org_id, r.meter_id, r.customer_id, r.hour, count(*), coalesce(sum(r.num), 0), max(r.num), ${latest('r.ts')}, ${latest('r.id')}, ${latest('r.num')}
+    hours: `SELECT m.org_id, m.id AS meter_id, e.customer_id, ${HOUR_OF('e.ts')} AS hour, count(*), coalesce(sum(n.num), 0), max(n.num),
+        NULL::timestamptz, NULL::text COLLATE "C", NULL::numeric
+      ${matchedWhere("m.aggregation <> 'last'")}
+      GROUP BY 1, 2, 3, 4
+      UNION ALL
+      SELECT r.org_id, r.meter_id, r.customer_id, r.hour, count(*), coalesce(sum(r.num), 0), max(r.num), ${latest('r.ts')}, ${latest('r.id')}, ${latest('r.num')}
       FROM (
         SELECT m.org_id, m.id AS meter_id, e.customer_id, ${HOUR_OF('e.ts')} AS hour, e.ts, e.id, n.num,
           row_number() OVER (PARTITION BY m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, n.num IS NULL ORDER BY e.ts DESC, e.id DESC) AS rank
-        ${matched}
+        ${matchedWhere("m.aggregation = 'last'")}
       ) r
       GROUP BY r.org_id, r.meter_id, r.customer_id, r.hour${ordered ? '\n      ORDER BY 1, 2, 3, 4' : ''}`,
     values: `SELECT DISTINCT m.org_id, m.id, e.customer_id, ${HOUR_OF('e.ts')}, p.v
@@ -200,48 +206,76 @@ export async function rebuildMeterRollup(trx: Knex.Transaction, orgId: string, m
   await trx.raw('DELETE FROM usage_meter_hour_deltas WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
   await trx.raw('DELETE FROM usage_meter_hour_value_deltas WHERE org_id = ? AND meter_id = ?', [orgId, meterId]);
   const { hours, values } = rollupSelect("(SELECT * FROM usage_events WHERE org_id = ?)", "m.id = ? AND m.status = 'ACTIVE'");
-  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, meterId]);
+  // The hours' select names the source and the meter twice (its `last` and other branches).
+  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, meterId, orgId, meterId]);
   await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, meterId]);
 }
 
 /**
+ * A usage-event meter build's position (meters.rollup_cursor): the (customer, hour) keys up to it
+ * are built. `customer|hour` (the hour's ISO start) since a chunk may end inside a customer; a
+ * plain customer id (a cursor written before) is that customer's last hour; '' is nothing built.
+ */
+export function parseEventBuildCursor(cursor: string | null): { customerId: string; nextHour: Date } {
+  const at = (cursor ?? '').lastIndexOf('|');
+  if (at < 0) return { customerId: cursor ?? '', nextHour: END_OF_TIME };
+  return { customerId: cursor!.slice(0, at), nextHour: new Date(Date.parse(cursor!.slice(at + 1)) + HOUR_MS) };
+}
+export const formatEventBuildCursor = (customerId: string, hour: Date) => `${customerId}|${hour.toISOString()}`;
+/** Later than any event's hour: a customer whose every hour is built. */
+const END_OF_TIME = new Date(Date.UTC(9999, 0, 1));
+
+/**
  * One chunk of a meter's background rollup build (migration 0335), in the caller's transaction:
  * under the organization's meter lock (exclusive: no ingest is in flight, every committed event is
- * visible), the rows of the customers after the meter's cursor up to the customer reached
- * `chunkEvents` events further in the index usage_events_customer_name_ts (all of that customer's
- * events: a chunk ends on a customer boundary), or to the end, are deleted and rewritten from the
- * events, and the cursor moves on in the same transaction — READY after the last chunk. Rows of
- * customers before the cursor are complete, and ingest keeps them so (it adds to BUILDING meters);
- * rows after it are rewritten when their chunk comes. A killed chunk leaves nothing (the
- * transaction) and the next run does it again. `beforeCommit` is the tests' crash point.
+ * visible), the rows of the (customer, hour) keys after the meter's cursor up to the key of the
+ * event `chunkEvents` events further (in the index usage_events_customer_name_ts, the meter's
+ * event name: by customer, then time), or to the end, are deleted and rewritten from the events,
+ * and the cursor moves on in the same transaction — READY after the last chunk. A chunk ends on an
+ * hour of a customer, so it takes at most `chunkEvents` plus one customer-hour of events (before,
+ * all of a customer's events: one customer with millions was one unbounded chunk). The rollup rows
+ * and the queued deltas are keyed by (meter, customer, hour), so each key is wholly before the
+ * cursor — complete, and ingest keeps it so (it adds to BUILDING meters) — or wholly after it,
+ * rewritten when its chunk comes. A killed chunk leaves nothing (the transaction) and the next run
+ * does it again. `beforeCommit` is the tests' crash point.
  */
 export async function buildRollupChunk(trx: Knex.Transaction, orgId: string, meterId: string, chunkEvents: number, beforeCommit?: () => Promise<void>): Promise<'none' | 'chunk' | 'ready'> {
   await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [METER_LOCK(orgId)]);
   const meter = (await trx('meters')
     .where({ org_id: orgId, id: meterId, status: 'ACTIVE', source: 'EVENTS', rollup_status: 'BUILDING' })
     .forUpdate()
-    .first('rollup_cursor')) as { rollup_cursor: string | null } | undefined;
+    .first('rollup_cursor', trx.raw("filter ->> 'eventName' AS event_name"))) as { rollup_cursor: string | null; event_name: string } | undefined;
   if (!meter) return 'none';
-  const after = meter.rollup_cursor ?? '';
-  // The customer chunkEvents entries further in the index (an index-only scan of the chunk), if any.
+  const after = parseEventBuildCursor(meter.rollup_cursor);
+  // Keys after the cursor: a later customer, or the cursor's customer from its next hour on.
+  const afterEvents = '(customer_id > ? OR (customer_id = ? AND ts >= ?))';
+  const afterHours = '(customer_id > ? OR (customer_id = ? AND hour >= ?))';
+  const afterBindings = [after.customerId, after.customerId, after.nextHour];
+  // The event chunkEvents entries further among the meter's name (an index-only scan of the chunk), if any.
   const { rows } = (await trx.raw(
-    'SELECT customer_id FROM usage_events WHERE org_id = ? AND customer_id > ? ORDER BY customer_id OFFSET ? LIMIT 1',
-    [orgId, after, Math.max(0, chunkEvents - 1)],
-  )) as { rows: Array<{ customer_id: string }> };
-  const upTo = rows[0]?.customer_id;
-  const range = upTo === undefined ? 'customer_id > ?' : 'customer_id > ? AND customer_id <= ?';
-  const rangeBindings = upTo === undefined ? [after] : [after, upTo];
-  await trx.raw(`DELETE FROM usage_meter_hours WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
-  await trx.raw(`DELETE FROM usage_meter_hour_values WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
-  // Queued deltas of the range too (migration 0395): the rewrite below counts their events.
-  await trx.raw(`DELETE FROM usage_meter_hour_deltas WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
-  await trx.raw(`DELETE FROM usage_meter_hour_value_deltas WHERE org_id = ? AND meter_id = ? AND ${range}`, [orgId, meterId, ...rangeBindings]);
-  const { hours, values } = rollupSelect(`(SELECT * FROM usage_events WHERE org_id = ? AND ${range})`, "m.id = ? AND m.status = 'ACTIVE'");
-  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [orgId, ...rangeBindings, meterId]);
-  await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [orgId, ...rangeBindings, meterId]);
+    `SELECT customer_id, ${HOUR_OF('ts')} AS hour FROM usage_events WHERE org_id = ? AND customer_id >= ? AND name = ? AND ${afterEvents}
+     ORDER BY customer_id, ts OFFSET ? LIMIT 1`,
+    [orgId, after.customerId, meter.event_name, ...afterBindings, Math.max(0, chunkEvents - 1)],
+  )) as { rows: Array<{ customer_id: string; hour: Date | string }> };
+  const upTo = rows[0] ? { customerId: rows[0].customer_id, hour: new Date(rows[0].hour) } : undefined;
+  // Up to that key: an earlier customer, or its customer up to the end of its hour.
+  const upToBindings = upTo ? [upTo.customerId, upTo.customerId, new Date(upTo.hour.getTime() + HOUR_MS)] : [];
+  const rangeEvents = upTo ? `${afterEvents} AND (customer_id < ? OR (customer_id = ? AND ts < ?))` : afterEvents;
+  const rangeHours = upTo ? `${afterHours} AND (customer_id < ? OR (customer_id = ? AND hour < ?))` : afterHours;
+  const rangeBindings = [...afterBindings, ...upToBindings];
+  for (const table of ['usage_meter_hours', 'usage_meter_hour_values', 'usage_meter_hour_deltas', 'usage_meter_hour_value_deltas']) {
+    // Queued deltas of the range too (migration 0395): the rewrite below counts their events.
+    await trx.raw(`DELETE FROM ${table} WHERE org_id = ? AND meter_id = ? AND customer_id >= ? AND ${rangeHours}`, [orgId, meterId, after.customerId, ...rangeBindings]);
+  }
+  const source = `(SELECT * FROM usage_events WHERE org_id = ? AND customer_id >= ? AND name = ? AND ${rangeEvents})`;
+  const sourceBindings = [orgId, after.customerId, meter.event_name, ...rangeBindings];
+  const { hours, values } = rollupSelect(source, "m.id = ? AND m.status = 'ACTIVE'");
+  // The hours' select names the source and the meter twice (its `last` and other branches).
+  await trx.raw(`INSERT INTO usage_meter_hours (${HOURS_COLUMNS}) ${hours}`, [...sourceBindings, meterId, ...sourceBindings, meterId]);
+  await trx.raw(`INSERT INTO usage_meter_hour_values (${VALUES_COLUMNS}) ${values}`, [...sourceBindings, meterId]);
   await trx('meters')
     .where({ org_id: orgId, id: meterId })
-    .update(upTo === undefined ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: upTo });
+    .update(upTo === undefined ? { rollup_status: 'READY', rollup_cursor: null } : { rollup_cursor: formatEventBuildCursor(upTo.customerId, upTo.hour) });
   await beforeCommit?.();
   return upTo === undefined ? 'ready' : 'chunk';
 }
