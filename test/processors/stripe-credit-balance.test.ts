@@ -210,7 +210,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
   it('an immediate downgrade racing the renewal that draws the credit: one outcome, Kassa’s mirror = Stripe’s balance = its ledger (20 rounds)', async () => {
     const ROUNDS = 20;
     const failed: string[] = [];
-    const outcomes = { both: 0, renewalFirstOnly: 0 };
+    const outcomes = { renewalThenChange: 0, changeRefusedRenewing: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       at('2026-10-01T00:00:00.000Z');
       const { id, stripeSub } = await subscribe(pro);
@@ -231,9 +231,9 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       const stripeCredit = -(stripe.customerBalances.get(customer) ?? 0);
       const ok = delivered.status === 'fulfilled' && delivered.value.status === 200;
       const applied = changed.status === 'fulfilled';
-      if (applied) outcomes.both++;
-      else outcomes.renewalFirstOnly++;
-      const refusedClearly = applied || (changed.reason as { status?: number }).status === 409;
+      if (applied) outcomes.renewalThenChange++;
+      else outcomes.changeRefusedRenewing++;
+      const refusedClearly = applied || (changed.reason as { code?: string }).code === 'CONFLICT';
       if (!ok || !refusedClearly || renewals.length !== 1 || changes.length !== (applied ? 2 : 1) || mirror.balance !== mirror.ledger || mirror.balance !== stripeCredit || Number(renewals[0].amount_cents) !== invoice.amount_paid) {
         failed.push(`round ${round}: delivered ${ok}, change ${applied ? 'applied' : String((changed as PromiseRejectedResult).reason)}, renewals ${renewals.length}, change orders ${changes.length}, mirror ${JSON.stringify(mirror)}, Stripe credit ${stripeCredit}`);
       }
