@@ -28,6 +28,8 @@ let sdk: Stripe;
 let lite: string;
 let basic: string;
 let pro: string;
+let euroBasic: string;
+let euroPro: string;
 beforeAll(async () => {
   stripe = new FakeStripe({ secretKey: SECRET_KEY, webhookSecret: WEBHOOK_SECRET, now: () => ctx.clock.now() });
   const base = await stripe.start();
@@ -40,6 +42,10 @@ beforeAll(async () => {
   basic = (await ctx.services.catalog.createPrice(basicProduct.id, { amount: 1000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
   pro = (await ctx.services.catalog.createPrice(proProduct.id, { amount: 3000, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
   lite = (await ctx.services.catalog.createPrice(liteProduct.id, { amount: 500, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+  const team = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Team plan' });
+  euroBasic = (await ctx.services.catalog.createPrice(team.id, { amount: 1250, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+  euroPro = (await ctx.services.catalog.createPrice(team.id, { amount: 3333, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+  await ctx.services.modules.tax.tax.create(ctx.orgA.orgId, { displayName: 'VAT', percentage: '19', country: 'DE' });
 });
 afterAll(async () => {
   await stripe?.stop();
@@ -60,8 +66,8 @@ const linesOf = async (orderId: string) => ((await api('get', `/v1/orders/${orde
 const customerOf = (sub: Stripe.Subscription) => sub.customer as string;
 
 /** A subscription bought through Stripe Checkout: Kassa's id and Stripe's subscription. */
-async function subscribe(pricingId: string) {
-  const created = await api('post', '/v1/checkout-sessions').set('Idempotency-Key', `stripe-credit-${++n}-${randomBytes(4).toString('hex')}`).send({ pricingId, customerEmail: `stripecredit${n}@example.com` });
+async function subscribe(pricingId: string, extra: object = {}) {
+  const created = await api('post', '/v1/checkout-sessions').set('Idempotency-Key', `stripe-credit-${++n}-${randomBytes(4).toString('hex')}`).send({ pricingId, customerEmail: `stripecredit${n}@example.com`, ...extra });
   expect(created.status).toBe(201);
   const stripeSessionId = (await db()('checkout_sessions').where({ id: created.body.data.id }).first()).processor_session_id as string;
   const paid = stripe.complete(stripeSessionId, { email: `stripecredit${n}@example.com` });
@@ -71,8 +77,8 @@ async function subscribe(pricingId: string) {
 }
 
 /** Kassa's mirror of a Stripe customer's credit, and the sum of its ledger. */
-async function mirrorOf(customer: string) {
-  const row = await db()('processor_customer_balances').where({ org_id: ctx.orgA.orgId, processor_customer_id: customer, currency: 'USD' }).first();
+async function mirrorOf(customer: string, currency = 'USD') {
+  const row = await db()('processor_customer_balances').where({ org_id: ctx.orgA.orgId, processor_customer_id: customer, currency }).first();
   const sum = await db()('processor_customer_balance_entries').where({ org_id: ctx.orgA.orgId, processor_customer_id: customer }).sum({ s: 'amount_cents' }).first();
   return { balance: row ? Number(row.amount_cents) : 0, ledger: Number(sum?.s ?? 0) };
 }
@@ -181,6 +187,44 @@ describe('immediate downgrades on Stripe: Stripe’s customer balance, mirrored'
     const collected = [...stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.status === 'paid').reduce((sum, i) => sum + i.amount_paid, 0);
     const ordered = (await db()('orders').where({ subscription_id: id, status: 'PAID' })).reduce((sum: number, o: any) => sum + Number(o.amount_cents), 0);
     expect(ordered).toBe(collected);
+  });
+
+  it('with 19 % VAT and a 20 % coupon: Stripe reflects the coupon in the proration lines and taxes each line; the credit is the mirror of the upgrade (DISCOUNT ≥ 0, TAX ≤ 0); preview = Stripe’s invoice = Kassa’s order', async () => {
+    const coupon = await ctx.services.modules.discounts.discounts.createCoupon(ctx.orgA.orgId, { name: 'Partner', percentOff: '20', duration: 'FOREVER' });
+    at('2027-01-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(euroPro, { customerTax: { country: 'DE' }, discounts: [{ coupon: coupon.id }] });
+    at('2027-01-12T07:13:05.000Z');
+    const p = (await preview(id, { priceId: euroBasic, effective: 'IMMEDIATE' })).body.data;
+    // An independent recomputation of Stripe's invoice: each line the discounted period amount prorated, halves away from zero; VAT per line.
+    const remaining = BigInt(Date.parse('2027-02-01T00:00:00Z') / 1000 - Date.parse('2027-01-12T07:13:05Z') / 1000);
+    const length = 31n * 86400n;
+    const near = (num: bigint, d: bigint) => Number(num < 0n ? -((-2n * num + d) / (2n * d)) : (2n * num + d) / (2n * d));
+    const off20 = (a: bigint) => a - BigInt(near(a * 20n, 100n));
+    const gross = [near(-3333n * remaining, length), near(1250n * remaining, length)];
+    const net = [near(-off20(3333n) * remaining, length), near(off20(1250n) * remaining, length)];
+    const vat = net.reduce((sum, a) => sum + near(BigInt(a) * 19n, 100n), 0);
+    const credit = -(net[0]! + net[1]! + vat);
+    expect(p.lines.map((l: any) => [l.kind, l.amountCents])).toEqual([['PRORATION', gross[0]], ['PRORATION', gross[1]], ['DISCOUNT', net[0]! + net[1]! - gross[0]! - gross[1]!], ['TAX', vat], ['BALANCE', credit]]);
+    expect(p.lines[2].amountCents).toBeGreaterThan(0);
+    expect(p.lines[3].amountCents).toBeLessThan(0);
+    expect(p).toMatchObject({ amountDueCents: 0, balanceCreditCents: credit });
+    const c = await change(id, { priceId: euroBasic, effective: 'IMMEDIATE', prorationDate: p.prorationDate, expectedBalanceCreditCents: credit });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    const invoice = stripe.invoices.get(stripe.subscriptions.get(stripeSub.id)!.latest_invoice as string)!;
+    expect(invoice).toMatchObject({ total: -credit, amount_due: 0, amount_paid: 0, ending_balance: -credit });
+    expect(invoice.lines.data.map((l) => l.amount)).toEqual(net);
+    expect(invoice.total_taxes!.map((t) => t.amount)).toEqual([vat]);
+    expect(await linesOf(c.body.data.orderId)).toEqual(p.lines.map((l: any) => [l.kind, l.amountCents]));
+    expect(await mirrorOf(customerOf(stripeSub), 'EUR')).toEqual({ balance: credit, ledger: credit });
+    // The renewal: Stripe bills Basic less 20 % with VAT (1000 + 190) and applies the credit; Kassa's order is its lines.
+    at('2027-02-01T00:00:00.000Z');
+    const renewal = await renew(stripeSub.id);
+    const drawn = Math.min(credit, renewal.total);
+    expect(renewal).toMatchObject({ total: 1190, amount_paid: 1190 - drawn });
+    const o1 = await db()('orders').where({ subscription_id: id, billing_period: 1 }).first();
+    expect(await linesOf(o1.id)).toEqual([['PRICE', 1250], ['DISCOUNT', -250], ['TAX', 190], ['CREDIT', -drawn]]);
+    expect(Number(o1.amount_cents)).toBe(renewal.amount_paid);
+    expect(await mirrorOf(customerOf(stripeSub), 'EUR')).toEqual({ balance: credit - drawn, ledger: credit - drawn });
   });
 
   it('what Stripe still cannot take is a clear 4xx, nothing sent: an unchanged PERIOD_END default for downgrades', async () => {
