@@ -17,7 +17,7 @@ import { openDatabase, type Database } from '../../src/db/knex.js';
 import { SecretBox } from '../../src/kernel/secrets.js';
 import { createServices } from '../../src/services.js';
 
-const SECRET_KEY = 'sk_test_kassa4243';
+const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
 const EVENTS = '/v1/processors/stripe/events';
 
@@ -65,9 +65,9 @@ const change = (id: string, body: object) => api('post', `/v1/subscriptions/${id
 const linesOf = async (orderId: string) => ((await api('get', `/v1/orders/${orderId}`)).body.data.lines as any[]).map((l) => [l.kind, l.amountCents]);
 const customerOf = (sub: Stripe.Subscription) => sub.customer as string;
 
-/** A subscription bought through Stripe Checkout: Kassa's id and Stripe's subscription. */
+/** A subscription bought through Stripe Checkout (the buyer's country given: the organization has a tax rate): Kassa's id and Stripe's subscription. */
 async function subscribe(pricingId: string, extra: object = {}) {
-  const created = await api('post', '/v1/checkout-sessions').set('Idempotency-Key', `stripe-credit-${++n}-${randomBytes(4).toString('hex')}`).send({ pricingId, customerEmail: `stripecredit${n}@example.com`, ...extra });
+  const created = await api('post', '/v1/checkout-sessions').set('Idempotency-Key', `stripe-credit-${++n}-${randomBytes(4).toString('hex')}`).send({ pricingId, customerEmail: `stripecredit${n}@example.com`, customerTax: { country: 'JP' }, ...extra });
   expect(created.status).toBe(201);
   const stripeSessionId = (await db()('checkout_sessions').where({ id: created.body.data.id }).first()).processor_session_id as string;
   const paid = stripe.complete(stripeSessionId, { email: `stripecredit${n}@example.com` });
