@@ -947,7 +947,9 @@ export interface paths {
          *     change bills the parts up to the cancel. Stripe-billed subscriptions: not yet (`409`).
          *
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a
-         *     Stripe-billed subscription whose old or new price has metered components, a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     Stripe-billed subscription whose old or new price has metered components, an `IMMEDIATE`
+         *     downgrade of a Stripe-billed subscription whose coupon Kassa prorates itself (amount off,
+         *     or ending inside the period), a stored amount that no fee taxes to exactly under the subscription's exclusive
          *     rates (set at a processor), or past `currentPeriodEnd` before the renewal is recorded (the
          *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
          *     change then would prorate nothing while the new period is billed at the old price): `409`.
