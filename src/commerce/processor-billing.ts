@@ -11,7 +11,7 @@ import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, changePricing, discountEndsBefore, renewalOrder } from './renewal-order.js';
 import { amountLine, pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
-import { APPLIED_BALANCE_DESCRIPTION, BALANCE_LINE_DESCRIPTION } from './proration.js';
+import { APPLIED_BALANCE_DESCRIPTION, BALANCE_LINE_DESCRIPTION, negatedPeriod } from './proration.js';
 import { perLineTaxInputs, priceWithTax, taxContextOfLines, type ProcessorTaxAmount } from './tax.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
@@ -388,6 +388,7 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
   // Priced for the invoice's total (what was charged + the balance it moved); the balance line is added last.
   const invoice: ProcessorExtraInvoice = { ...charged, amountCents: charged.amountCents + (charged.balance?.move ?? 0) };
   const quoted = quotedWithBalance && withoutBalanceLines(quotedWithBalance);
+  const credit = invoice.amountCents < 0;
   let order: Order | undefined;
   if (quoted && invoice.prorations && invoice.prorations.length > 0 && quoted.total === invoice.amountCents) {
     // The plan change's quote (PRORATION, DISCOUNT, TAX priced as Stripe prices its invoice) when
@@ -404,11 +405,20 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
     // (a change in the Dashboard), or whose answer was lost.
     const initial = await stores.orders.find(s.orgId, s.initialOrderId);
     const amounts = invoice.prorations.map((l) => (l as { amount: number }).amount);
-    const perLine = pricePeriod([...invoice.prorations, ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts)]);
+    // An invoice below 0 (a downgrade's credit) is priced as its opposite, then negated: a period's total is never below 0.
+    const perLine = credit
+      ? negatedPeriod(pricePeriod([...negatedInputs(invoice.prorations), ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts.map((a) => -a))]))
+      : pricePeriod([...invoice.prorations, ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts)]);
     if (perLine.total === invoice.amountCents) {
       const own = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced: perLine });
       order = { ...own, billingPeriod: null };
     }
+  }
+  if (!order && credit) {
+    // Stripe's proration lines alone, or (an invoice edited in Stripe) one line of its total.
+    const plain = invoice.prorations && invoice.prorations.length > 0 ? negatedPeriod(pricePeriod(negatedInputs(invoice.prorations))) : undefined;
+    const priced = plain && plain.total === invoice.amountCents ? plain : { lines: [amountLine('PRORATION', 'Credit for a plan change', invoice.amountCents)], total: invoice.amountCents };
+    order = { ...(await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced })), billingPeriod: null };
   }
   if (!order && invoice.prorations && invoice.prorations.length > 0) {
     const itemized = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, invoice.prorations, { fee: false });
@@ -425,6 +435,11 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
   await recordBalanceMove(stores, s, order, charged.balance, now);
   await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
   return order;
+}
+
+/** Line inputs with their amounts' signs reversed (negatedPeriod prices them back). */
+function negatedInputs(inputs: readonly LineInput[]): LineInput[] {
+  return inputs.map((l) => ({ ...l, amount: -(l as { amount: number }).amount }) as LineInput);
 }
 
 /** A quote's lines without its BALANCE line (the processor's invoice reports that move itself), and their total. */

@@ -109,6 +109,11 @@ function negatedLine(l: PricedLine): PricedLine {
   return out;
 }
 
+/** A priced period with every line's sign reversed (rounding is symmetric): lines of a total below 0 are priced as their opposite, then negated. */
+export function negatedPeriod(p: PricedPeriod): PricedPeriod {
+  return { lines: p.lines.map(negatedLine), total: p.total === 0 ? 0 : -p.total };
+}
+
 /**
  * The order an immediate downgrade leaves (issue 39; Stripe's invoice of a total below 0, amount
  * due 0, its credit moved to the customer balance): the two PRORATION lines (net < 0), then the

@@ -227,6 +227,32 @@ describe('immediate downgrades on Stripe: Stripe’s customer balance, mirrored'
     expect(await mirrorOf(customerOf(stripeSub), 'EUR')).toEqual({ balance: credit - drawn, ledger: credit - drawn });
   });
 
+  it('the change’s answer lost (503 after Stripe made it): invoice.paid writes the order with its BALANCE line and moves the mirror; the same change retried applies the plan, with no second order or move', async () => {
+    at('2027-03-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(pro);
+    const customer = customerOf(stripeSub);
+    at('2027-03-16T00:00:00.000Z');
+    const p = (await preview(id, { priceId: basic, effective: 'IMMEDIATE' })).body.data;
+    const request = { priceId: basic, effective: 'IMMEDIATE', prorationDate: p.prorationDate, expectedBalanceCreditCents: p.balanceCreditCents };
+    stripe.failNext('answerThenHang', 1, `/v1/subscriptions/${stripeSub.id}`, 'POST');
+    stripe.failNext('hang', 2, `/v1/subscriptions/${stripeSub.id}`, 'POST');
+    const lost = await change(id, request);
+    expect(lost.status).toBe(503);
+    expect(stripe.customerBalances.get(customer)).toBe(-p.balanceCreditCents);
+    const invoice = stripe.invoices.get(stripe.subscriptions.get(stripeSub.id)!.latest_invoice as string)!;
+    const delivered = await deliver(stripe.invoiceEvent('invoice.paid', invoice));
+    expect(delivered.status, JSON.stringify(delivered.body)).toBe(200);
+    const [written] = await db()('orders').where({ subscription_id: id }).whereNull('billing_period');
+    expect(await linesOf(written.id)).toEqual(p.lines.map((l: any) => [l.kind, l.amountCents]));
+    expect(await mirrorOf(customer)).toEqual({ balance: p.balanceCreditCents, ledger: p.balanceCreditCents });
+    const retry = await change(id, request);
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    expect(retry.body.data).toMatchObject({ orderId: written.id, subscription: { priceId: basic, customerBalanceCents: p.balanceCreditCents } });
+    expect(await db()('orders').where({ subscription_id: id }).whereNull('billing_period')).toHaveLength(1);
+    expect(await mirrorOf(customer)).toEqual({ balance: p.balanceCreditCents, ledger: p.balanceCreditCents });
+    expect(stripe.customerBalances.get(customer)).toBe(-p.balanceCreditCents);
+  });
+
   it('what Stripe still cannot take is a clear 4xx, nothing sent: an unchanged PERIOD_END default for downgrades', async () => {
     at('2026-09-01T00:00:00.000Z');
     const { id } = await subscribe(pro);
