@@ -922,9 +922,9 @@ export interface paths {
          *       subscription is canceled or ends (refund the orders instead when money is owed back). A
          *       renewal whose charge finally fails (the subscription expires) gives back what it drew.
          *       The subscription shows it as `customerBalanceCents`. Pass the preview's
-         *       `balanceCreditCents` as `expectedBalanceCreditCents` to make the change conditional. Not
-         *       on Stripe yet (`400` naming `effective`: Stripe's customer balance is not kept in step).
+         *       `balanceCreditCents` as `expectedBalanceCreditCents` to make the change conditional.
          *       Example: 30.00 → 10.00 USD half-way through the period: −1500 + 500, `BALANCE` 1000.
+         *       On Stripe the credit is Stripe's customer balance (see **Stripe**, below).
          *     - During a free trial nothing has been paid: the change applies at once, with no
          *       proration; the first charge at `trialEnd` is the new amount.
          *
@@ -947,7 +947,9 @@ export interface paths {
          *     change bills the parts up to the cancel. Stripe-billed subscriptions: not yet (`409`).
          *
          *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a
-         *     Stripe-billed subscription whose old or new price has metered components, a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     Stripe-billed subscription whose old or new price has metered components, an `IMMEDIATE`
+         *     downgrade of a Stripe-billed subscription whose coupon Kassa prorates itself (amount off,
+         *     or ending inside the period), a stored amount that no fee taxes to exactly under the subscription's exclusive
          *     rates (set at a processor), or past `currentPeriodEnd` before the renewal is recorded (the
          *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
          *     change then would prorate nothing while the new period is billed at the old price): `409`.
@@ -973,6 +975,31 @@ export interface paths {
          *       invoice: its `PRORATION` lines are Stripe's lines (descriptions and amounts) and its
          *       `amountCents` is what Stripe collected, equal to the preview's `amountDueCents` (the
          *       same rule); the invoice's `invoice.paid` adds nothing more.
+         *     - **Immediate downgrade on Stripe** (`IMMEDIATE` to a lower amount): the same Stripe
+         *       update (`always_invoice` at `prorationDate`); Stripe's proration invoice has a total
+         *       below 0, which Stripe finalizes with `amount_due` 0 and moves to the **Stripe
+         *       customer's balance** (a credit, `ending_balance` = `starting_balance` + total). The
+         *       order is the sandbox's kinds of lines, priced as Stripe prices the invoice: the two
+         *       `PRORATION` lines (Stripe's descriptions), the coupon and tax as the mirror of the
+         *       reverse upgrade on Stripe (the subscription's percent coupon reflected in each line's
+         *       amount: a `DISCOUNT` ≥ 0, the coupon's share of the unused time is not credited; each
+         *       rate's tax per line, rounded per line: `TAX` ≤ 0), then the `BALANCE` line of the
+         *       credit; total 0, equal to what Stripe collected (nothing). **Which balance counts:**
+         *       Stripe's. Stripe applies its customer balance to **any** invoice it finalizes for that
+         *       customer (renewals, a later upgrade's proration invoice), so Kassa does not draw a
+         *       credit itself on Stripe: it mirrors Stripe's balance per Stripe customer and currency,
+         *       moving the mirror by each invoice's `ending_balance − starting_balance` in the
+         *       transaction of the order it writes for that invoice (once per order: a redelivered
+         *       `invoice.paid` moves nothing twice). An invoice that drew credit is an order priced for
+         *       the invoice's total with a last `CREDIT` line "Applied balance" (−the amount drawn), so
+         *       its `amountCents` is what Stripe charged — a renewal the credit covers is an order of 0
+         *       (no charge), a larger credit is drawn over several renewals; a preview's
+         *       `amountDueCents` is before any credit Stripe applies. `customerBalanceCents` of a
+         *       Stripe-billed subscription is that mirror (its Stripe customer's credit), never the
+         *       sandbox balance, and Kassa's sandbox renewals never draw it. Not on Stripe yet (`409`,
+         *       nothing sent): an immediate downgrade of a subscription whose coupon Kassa prorates
+         *       itself (amount off, or ending inside the period, below); credit granted or removed in
+         *       Stripe's Dashboard reaches the mirror only when an invoice Kassa records draws it.
          *     - **Tax and coupon: sandbox vs Stripe.** On the sandbox the extras follow the order rule
          *       above (DISCOUNT on the proration's net, TAX on the net less the discount, each rounded
          *       once). On Stripe the order is Stripe's proration invoice, priced as Stripe prices it:
@@ -3662,7 +3689,8 @@ export interface components {
              * @description The customer's credit balance in the subscription's currency (issue 39: immediate
              *     downgrades add to it, renewals draw it; see `changeSubscription`). Shown by
              *     `getSubscription` and in `changeSubscription`'s answer; absent elsewhere (lists and
-             *     webhooks).
+             *     webhooks). For a Stripe-billed subscription: Stripe's customer balance of its Stripe
+             *     customer (the credit, as Kassa mirrors it from the invoices it records; 0 before any).
              */
             customerBalanceCents?: number;
             createdAt: components["schemas"]["Timestamp"];

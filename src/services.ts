@@ -33,6 +33,7 @@ import { createCatalogModule, type CatalogModule } from './catalog/index.js';
 import { createProcessorsModule, type ProcessorsModule } from './processors/index.js';
 import { createSubscriptionsModule, type SubscriptionsModule } from './subscriptions/index.js';
 import { KnexCustomerBalanceLedger } from './subscriptions/customer-balance.repository.js';
+import { KnexProcessorBalanceMirror } from './subscriptions/processor-balance.repository.js';
 import { KnexPendingPlanChangeRepository } from './subscriptions/pending-plan-change.repository.js';
 import { KnexUsageSegmentRepository } from './subscriptions/usage-segment.repository.js';
 import { pendingPlanChangeJob } from './subscriptions/subscription.jobs.js';
@@ -154,6 +155,7 @@ export function createCommerceUnitOfWork(db: Db, options: { buyerEmails?: boolea
     redemptions: new KnexRedemptionLedger(executor),
     planChanges: new KnexPendingPlanChangeRepository(executor),
     balances: new KnexCustomerBalanceLedger(executor),
+    processorBalances: new KnexProcessorBalanceMirror(executor),
     usageSegments: new KnexUsageSegmentRepository(executor),
     emit: async (event, now) => {
       const trx = inTransaction(transaction, 'webhook events');

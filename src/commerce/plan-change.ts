@@ -9,7 +9,8 @@
  *    `create_prorations` invoiced at once, `always_invoice`);
  *  - downgrades (a lower recurring amount) take effect at the period's end, unprorated, by default;
  *    `IMMEDIATE` prorates them at once and carries the credit to the customer's balance, which
- *    the next renewals draw (sandbox only; downgradeOrderLines);
+ *    the next renewals draw (downgradeOrderLines; on Stripe, Stripe's customer balance, mirrored:
+ *    processorDowngradeOrderLines);
  *  - during a free trial nothing was paid, so a change applies at once without proration;
  *  - metered components are billed in arrears at the renewal, split at the change's second
  *    (metered-plan-change.ts): the quote says so (`metered`) and charges the fee's proration only.
@@ -17,7 +18,7 @@
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
 import type { LineInput, PricedLine } from './pricing.js';
-import { downgradeOrderLines, explicitProrationOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
+import { downgradeOrderLines, explicitProrationOrderLines, processorDowngradeOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
 import type { AppliedDiscount } from './discounts.js';
 import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
@@ -226,9 +227,10 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   } else {
     const downgrade = to.amount < from.amount;
     const effective = request.effective ?? (downgrade ? 'PERIOD_END' : 'IMMEDIATE');
-    // Stripe's own customer balance is not kept in step with Kassa's yet: on Stripe a downgrade waits for the period end.
-    if (downgrade && effective === 'IMMEDIATE' && pricing.perLine) {
-      throw validationError('effective: an immediate downgrade of a subscription Stripe bills is not supported yet (its credit would go to Stripe’s customer balance, which Kassa does not track); use PERIOD_END', { field: 'effective' });
+    // On Stripe Kassa prorates a downgrade as Stripe does (processorDowngradeOrderLines); a coupon Kassa
+    // would prorate itself (amount off, ending inside the period) has no credit rule on Stripe yet.
+    if (downgrade && effective === 'IMMEDIATE' && pricing.perLine && (pricing.perLine.explicit || pricing.perLine.refusal)) {
+      throw conflict('An immediate downgrade of a subscription Stripe bills with an amount-off coupon, or a coupon ending inside this period, is not supported yet; use effective PERIOD_END');
     }
     if (effective === 'PERIOD_END') {
       quote = { ...base, mode: 'scheduled', effective, lines: [], amountDue: 0, nextRenewalAmount: storedAmount(to, pricing.tax) };
@@ -237,7 +239,7 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
       const proration = prorate(input);
       if (proration.net < 0) {
         // An immediate downgrade: an order of 0 whose net goes to the customer's credit balance (downgradeOrderLines).
-        const credited = downgradeOrderLines(proration, pricing);
+        const credited = pricing.perLine ? processorDowngradeOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : downgradeOrderLines(proration, pricing);
         quote = { ...base, mode: 'immediate', effective, lines: credited.priced.lines, amountDue: 0, balanceCredit: credited.credit, nextRenewalAmount: storedAmount(to, pricing.tax) };
         return expectAmount(quote, request);
       }

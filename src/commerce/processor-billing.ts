@@ -10,7 +10,8 @@ import { addIntervals } from './billing-period.js';
 import type { Order, Subscription } from './model.js';
 import { presentWebhookOrder } from './order.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS, changePricing, discountEndsBefore, renewalOrder } from './renewal-order.js';
-import { pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
+import { amountLine, pricePeriod, type LineInput, type PricedPeriod } from './pricing.js';
+import { APPLIED_BALANCE_DESCRIPTION, BALANCE_LINE_DESCRIPTION, negatedPeriod } from './proration.js';
 import { perLineTaxInputs, priceWithTax, taxContextOfLines, type ProcessorTaxAmount } from './tax.js';
 import { assertWritten, type CommerceStores, type CommerceUnitOfWork } from './stores.js';
 import { applyScheduled } from './plan-change.js';
@@ -71,6 +72,21 @@ export interface ProcessorRenewal {
    * `feeCents` is the fee before exclusive tax (docs/tax.md, "Usage invoices on Stripe").
    */
   taxes?: readonly ProcessorTaxAmount[];
+  /** How the invoice moved the processor customer's balance (ProcessorBalance); absent: not at all. */
+  balance?: ProcessorBalance;
+}
+
+/**
+ * How an invoice moved its processor customer's balance (issue 39; Stripe's `ending_balance −
+ * starting_balance`, a credit being below 0): `move` > 0 the invoice drew that much credit
+ * (`amount_due` = total − move), < 0 its total was below 0 and the credit went to the balance
+ * (`amount_due` 0). So the invoice's total is the amount charged (or due) + `move`.
+ */
+export interface ProcessorBalance {
+  /** The processor's customer (Stripe `cus_…`), whose balance it is. */
+  processorCustomerId: string;
+  move: number;
+  invoiceId: string | null;
 }
 
 /** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
@@ -110,6 +126,8 @@ export interface ProcessorExtraInvoice {
   kassaItems?: boolean;
   /** The processor's invoice (Stripe `in_…`), when known. */
   invoiceId?: string;
+  /** How the invoice moved the processor customer's balance (ProcessorBalance). */
+  balance?: ProcessorBalance;
 }
 
 export type BillingApplied = 'applied' | 'unchanged' | 'unknown';
@@ -259,8 +277,11 @@ export class ProcessorBillingFlow {
       let order = existing;
       let changed = false;
       if (!existing) {
-        order = await invoiceOrder(stores, planned, period, paid, renewal, now, renewal.usage, renewal.feeCents, renewal.discountCents, renewal.taxes);
+        // The order is priced for the invoice's total (what was charged + the credit it drew), then the balance line.
+        const total = renewal.amountCents + (renewal.balance?.move ?? 0);
+        order = withBalanceLine(await invoiceOrder(stores, planned, period, paid, { ...renewal, amountCents: total }, now, renewal.usage, renewal.feeCents, renewal.discountCents, renewal.taxes), renewal.balance);
         await stores.orders.insert(order);
+        await recordBalanceMove(stores, s, order, renewal.balance, now);
         await stores.emit({ orgId: s.orgId, type: paid ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
         changed = true;
       } else if (paid && (existing.status === 'FAILED' || existing.status === 'PENDING')) {
@@ -362,8 +383,12 @@ export class ProcessorBillingFlow {
  * proration lines as PRORATION lines when they add up to the amount paid; otherwise (an invoice
  * edited in the processor's dashboard) one line of that amount.
  */
-export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, invoice: ProcessorExtraInvoice, now: Date, quoted?: PricedPeriod): Promise<Order | undefined> {
-  if (await stores.orders.findByProcessorPaymentId(invoice.processorPaymentId)) return undefined;
+export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, charged: ProcessorExtraInvoice, now: Date, quotedWithBalance?: PricedPeriod): Promise<Order | undefined> {
+  if (await stores.orders.findByProcessorPaymentId(charged.processorPaymentId)) return undefined;
+  // Priced for the invoice's total (what was charged + the balance it moved); the balance line is added last.
+  const invoice: ProcessorExtraInvoice = { ...charged, amountCents: charged.amountCents + (charged.balance?.move ?? 0) };
+  const quoted = quotedWithBalance && withoutBalanceLines(quotedWithBalance);
+  const credit = invoice.amountCents < 0;
   let order: Order | undefined;
   if (quoted && invoice.prorations && invoice.prorations.length > 0 && quoted.total === invoice.amountCents) {
     // The plan change's quote (PRORATION, DISCOUNT, TAX priced as Stripe prices its invoice) when
@@ -380,11 +405,20 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
     // (a change in the Dashboard), or whose answer was lost.
     const initial = await stores.orders.find(s.orgId, s.initialOrderId);
     const amounts = invoice.prorations.map((l) => (l as { amount: number }).amount);
-    const perLine = pricePeriod([...invoice.prorations, ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts)]);
+    // An invoice below 0 (a downgrade's credit) is priced as its opposite, then negated: a period's total is never below 0.
+    const perLine = credit
+      ? negatedPeriod(pricePeriod([...negatedInputs(invoice.prorations), ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts.map((a) => -a))]))
+      : pricePeriod([...invoice.prorations, ...perLineTaxInputs(taxContextOfLines(initial?.lines), amounts)]);
     if (perLine.total === invoice.amountCents) {
       const own = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced: perLine });
       order = { ...own, billingPeriod: null };
     }
+  }
+  if (!order && credit) {
+    // Stripe's proration lines alone, or (an invoice edited in Stripe) one line of its total.
+    const plain = invoice.prorations && invoice.prorations.length > 0 ? negatedPeriod(pricePeriod(negatedInputs(invoice.prorations))) : undefined;
+    const priced = plain && plain.total === invoice.amountCents ? plain : { lines: [amountLine('PRORATION', 'Credit for a plan change', invoice.amountCents)], total: invoice.amountCents };
+    order = { ...(await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, [], { fee: false, priced })), billingPeriod: null };
   }
   if (!order && invoice.prorations && invoice.prorations.length > 0) {
     const itemized = await renewalOrder(stores, s, 0, true, { ...invoice, amountCents: 0 }, now, invoice.prorations, { fee: false });
@@ -396,9 +430,39 @@ export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscri
     }
   }
   order ??= { ...(await invoiceOrder(stores, s, 0, true, invoice, now, invoice.usage, 0, invoice.discountCents, invoice.taxes)), billingPeriod: null };
+  order = withBalanceLine(order, charged.balance);
   await stores.orders.insert(order);
+  await recordBalanceMove(stores, s, order, charged.balance, now);
   await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
   return order;
+}
+
+/** Line inputs with their amounts' signs reversed (negatedPeriod prices them back). */
+function negatedInputs(inputs: readonly LineInput[]): LineInput[] {
+  return inputs.map((l) => ({ ...l, amount: -(l as { amount: number }).amount }) as LineInput);
+}
+
+/** A quote's lines without its BALANCE line (the processor's invoice reports that move itself), and their total. */
+function withoutBalanceLines(quoted: PricedPeriod): PricedPeriod {
+  const carried = quoted.lines.filter((l) => l.kind === 'BALANCE').reduce((sum, l) => sum + l.amount, 0);
+  return carried === 0 ? quoted : { lines: quoted.lines.filter((l) => l.kind !== 'BALANCE'), total: quoted.total - carried };
+}
+
+/**
+ * An order priced for its invoice's total, with the line of the processor balance's move (issue 39):
+ * a credit drawn is a CREDIT "Applied balance" line, a credit added (a total below 0) a BALANCE
+ * line; the order's total is then what the processor charged.
+ */
+function withBalanceLine(order: Order, balance: ProcessorBalance | undefined): Order {
+  if (!balance || balance.move === 0) return order;
+  const line = balance.move > 0 ? amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -balance.move) : amountLine('BALANCE', BALANCE_LINE_DESCRIPTION, -balance.move);
+  return { ...order, lines: [...order.lines, line], amountCents: order.amountCents - balance.move };
+}
+
+/** The move recorded in Kassa's mirror of the processor customer's balance, in the order's transaction (once per order). */
+async function recordBalanceMove(stores: CommerceStores, s: Subscription, order: Order, balance: ProcessorBalance | undefined, now: Date): Promise<void> {
+  if (!balance || balance.move === 0) return;
+  await stores.processorBalances.record({ orgId: s.orgId, customerId: s.customerId, processorCustomerId: balance.processorCustomerId, currency: s.currency, move: balance.move, orderId: order.id, subscriptionId: s.id, processorInvoiceId: balance.invoiceId, at: now });
 }
 
 /**

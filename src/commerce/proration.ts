@@ -98,12 +98,20 @@ export function prorationOrderLines(p: Proration, extra: { tax?: TaxContext | nu
 /** The BALANCE line's description: the downgrade's credit moved to the customer's balance. */
 export const BALANCE_LINE_DESCRIPTION = 'Credit added to your balance';
 
+/** The CREDIT line of an order paid (in part) by the customer's credit balance (a renewal; on Stripe any invoice). */
+export const APPLIED_BALANCE_DESCRIPTION = 'Applied balance';
+
 const negatedDecimal = (d: string): string => (d.startsWith('-') ? d.slice(1) : /^0(\.0*)?$/.test(d) ? d : `-${d}`);
 
 function negatedLine(l: PricedLine): PricedLine {
   const out: PricedLine = { ...l, exactAmount: negatedDecimal(l.exactAmount), amount: l.amount === 0 ? 0 : -l.amount };
   if (l.tax) out.tax = { ...l.tax, taxableAmount: l.tax.taxableAmount === 0 ? 0 : -l.tax.taxableAmount, taxAmount: l.tax.taxAmount === 0 ? 0 : -l.tax.taxAmount };
   return out;
+}
+
+/** A priced period with every line's sign reversed (rounding is symmetric): lines of a total below 0 are priced as their opposite, then negated. */
+export function negatedPeriod(p: PricedPeriod): PricedPeriod {
+  return { lines: p.lines.map(negatedLine), total: p.total === 0 ? 0 : -p.total };
 }
 
 /**
@@ -160,6 +168,30 @@ export function processorProrationOrderLines(input: ProrationInput, p: Proration
   const charges: LineInput[] =
     off > 0 ? [...p.inputs, { kind: 'DISCOUNT', description: discountDescription(discount!), amount: off }] : off === 0 ? p.inputs : net.inputs.map((l, i) => ({ ...l, description: p.inputs[i]!.description }));
   return pricePeriod([...charges, ...perLineTaxInputs(tax, [net.credit, net.charge])]);
+}
+
+/**
+ * An immediate downgrade on the Stripe rail (issue 39): Stripe's proration invoice of a total below
+ * 0, line by line — the credit for the unused time and the charge for the rest, each the discounted
+ * period amount prorated (a percent coupon Stripe holds is reflected in both amounts), taxed per line
+ * — which Stripe finalizes with `amount_due` 0 and moves to the customer's balance. It is the
+ * reverse upgrade's invoice (processorProrationOrderLines; its rounding is symmetric) with every
+ * sign reversed, so the coupon's share of the unused time is a DISCOUNT ≥ 0 (not credited) and the
+ * tax on the credit TAX ≤ 0, as on the sandbox; then one BALANCE line of the credit, total 0.
+ */
+export function processorDowngradeOrderLines(input: ProrationInput, p: Proration, tax: TaxContext | null, discount: AppliedDiscount | null): { priced: PricedPeriod; credit: number } {
+  if (p.net >= 0) throw validationError('Only a change that costs less than nothing leaves a credit');
+  const reverse: ProrationInput = { ...input, from: input.to, to: input.from };
+  const up = processorProrationOrderLines(reverse, prorate(reverse), tax, discount);
+  // The reverse's lines are [unused time on the new plan, remaining time on the old]; negated they
+  // are this change's charge and credit: credit first, with this change's descriptions.
+  const negated = up.lines.map(negatedLine);
+  const prorations = negated.filter((l) => l.kind === 'PRORATION');
+  const rest = negated.filter((l) => l.kind !== 'PRORATION');
+  const [charge, credit] = prorations;
+  const ordered = [{ ...credit!, description: p.inputs[0]!.description }, { ...charge!, description: p.inputs[1]!.description }, ...rest];
+  const lines = up.total > 0 ? [...ordered, amountLine('BALANCE', BALANCE_LINE_DESCRIPTION, up.total)] : ordered;
+  return { priced: { lines, total: 0 }, credit: up.total };
 }
 
 /** One invoice item Kassa sends the processor for a change it prorates itself (explicitProrationOrderLines). */

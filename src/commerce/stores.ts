@@ -405,6 +405,37 @@ export interface CustomerBalanceLedger {
   balance(orgId: string, customerId: string, currency: string): Promise<number>;
 }
 
+/**
+ * One move of a processor customer's balance that an invoice reported (Stripe: `ending_balance −
+ * starting_balance` in Stripe's sign, where a credit is below 0): > 0 the invoice drew credit, < 0 it
+ * added credit (an invoice whose total is below 0).
+ */
+export interface ProcessorBalanceMove {
+  orgId: string;
+  customerId: string;
+  processorCustomerId: string;
+  currency: string;
+  move: number;
+  orderId: string;
+  subscriptionId: string;
+  processorInvoiceId: string | null;
+  at: Date;
+}
+
+/**
+ * Kassa's mirror of processor customer balances (issue 39, migration 0441): the processor's balance
+ * is authoritative; each move it reported on an invoice Kassa wrote an order for is recorded once
+ * per order, under the balance row's lock, so the mirror is minus the processor's balance.
+ */
+export interface ProcessorBalanceMirror {
+  /** Records a move for `orderId` (once); returns the credit after it. */
+  record(move: ProcessorBalanceMove): Promise<number>;
+  /** The credit of a processor customer in a currency (0 when none). */
+  balance(orgId: string, processorCustomerId: string, currency: string): Promise<number>;
+  /** The credit of the processor customer a subscription's invoices moved (undefined: none recorded yet). */
+  balanceOfSubscription(orgId: string, subscriptionId: string, currency: string): Promise<number | undefined>;
+}
+
 export interface CommerceStores {
   sessions: CheckoutSessionRepository;
   orders: OrderRepository;
@@ -422,6 +453,8 @@ export interface CommerceStores {
   planChanges: PendingPlanChangeRepository;
   /** The customers' credit balances (immediate downgrades' credit, drawn by renewals; issue 39). */
   balances: CustomerBalanceLedger;
+  /** Kassa's mirror of processor (Stripe) customer balances, moved by the invoices it records (issue 39). */
+  processorBalances: ProcessorBalanceMirror;
   /** Parts of a metered subscription's period billed on a price it left by a plan change (issue 39). */
   usageSegments: UsageSegmentRepository;
   /** Queues a webhook event; only inside `transaction`, so it commits with the change. */

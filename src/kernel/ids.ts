@@ -34,7 +34,7 @@ export type IdPrefix =
   // usage billing: meters, credit ledger entries
   | 'MTR' | 'CRE'
   // customer credit balance entries (issue 39)
-  | 'CBE'
+  | 'CBE' | 'PBE'
   // discounts: coupons, promotion codes, redemptions
   | 'CPN' | 'PROMO' | 'RDM'
   // tax rates (issue 39)

@@ -9,7 +9,7 @@
 import Stripe from 'stripe';
 import type { CheckoutSession } from '../commerce/model.js';
 import type { PaymentResult } from '../commerce/payment-flow.js';
-import type { BillingApplied, ProcessorBillingFlow, ProcessorExtraInvoice, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
+import type { BillingApplied, ProcessorBalance, ProcessorBillingFlow, ProcessorExtraInvoice, ProcessorSubscriptionState } from '../commerce/processor-billing.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import { AppError, conflict, serviceUnavailable, validationError } from '../kernel/errors.js';
 import type { Logger } from '../kernel/logger.js';
@@ -176,6 +176,7 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
           prorations: prorationLines(invoice),
           kassaItems: true,
           invoiceId: invoice.id,
+          ...balanceMoveOf(invoice),
         };
         let answer: Stripe.Subscription;
         try {
@@ -214,6 +215,8 @@ export class StripeSubscriptionBilling implements ProcessorSubscriptionBilling {
           processorStatus: payment?.processorStatus ?? invoice.status,
           amountCents: invoice.amount_paid,
           prorations: prorationLines(invoice),
+          invoiceId: invoice.id,
+          ...balanceMoveOf(invoice),
         },
       };
     } catch (err) {
@@ -442,7 +445,8 @@ export class StripeSubscriptionEvents {
     if (!subscriptionId || invoice.billing_reason === 'subscription_create') return 'ignored';
     const payment = paymentOf(invoice);
     if (invoice.billing_reason !== 'subscription_cycle') {
-      if (invoice.status !== 'paid' || invoice.amount_paid <= 0) {
+      // An invoice paid by the customer's balance, or whose credit went to it, is an order too (its balance line says so).
+      if (invoice.status !== 'paid' || (invoice.amount_paid <= 0 && !balanceMoveOf(invoice).balance)) {
         this.logger.info({ invoiceId, billingReason: invoice.billing_reason, invoiceStatus: invoice.status }, 'Stripe: an invoice outside the billing cycle with nothing paid is not an order');
         return 'ignored';
       }
@@ -456,6 +460,7 @@ export class StripeSubscriptionEvents {
         ...((final?.kind === 'FINAL' || final?.kind === 'MAKEUP') && { usage: final.lines, discountCents: discountTaken(invoice), taxes: await this.taxesCollected(invoice) }),
         // A plan or seat change's proration (Kassa's change, or one made in the Dashboard): its lines.
         ...((invoice.billing_reason === 'subscription_update' || invoice.metadata?.[KASSA_PLAN_CHANGE_KEY] !== undefined) && { prorations: prorationLines(invoice) }),
+        ...balanceMoveOf(invoice),
       };
       const applied = await this.known(await this.billing.applyExtraInvoice(extra), subscriptionId, applyCheckout, () => this.billing.applyExtraInvoice(extra));
       // Kassa's own change invoice, paid: a change still waiting for its item update is applied now
@@ -492,6 +497,7 @@ export class StripeSubscriptionEvents {
       amountCents: outcome === 'paid' ? invoice.amount_paid : invoice.amount_due,
       attemptCount: invoice.attempt_count,
       invoiceId: invoice.id,
+      ...balanceMoveOf(invoice),
       ...(usage?.kind === 'RENEWAL' && {
         usage: usage.lines,
         feeCents: invoice.lines.data.filter((l) => l.parent?.subscription_item_details).reduce((sum, l) => sum + l.amount, 0),
@@ -588,6 +594,18 @@ export function prorationLines(invoice: Stripe.Invoice): LineInput[] {
     // Stripe's own proration lines, or the invoice items of a change Kassa prorated itself.
     .filter((l) => l.parent?.subscription_item_details?.proration === true || l.metadata?.[KASSA_PLAN_CHANGE_LINE_KEY] !== undefined)
     .map((l) => ({ kind: 'PRORATION' as const, description: l.description ?? 'Proration', amount: l.amount }));
+}
+
+/**
+ * How a finalized invoice moved its customer's balance (issue 39): Stripe applies a customer's
+ * credit to any invoice it finalizes and puts a total below 0 into the balance, and reports both as
+ * `ending_balance − starting_balance` (a credit being below 0). Nothing before finalization (null).
+ */
+export function balanceMoveOf(invoice: Stripe.Invoice): { balance?: ProcessorBalance } {
+  const customer = idOf(invoice.customer);
+  if (!customer || invoice.ending_balance === null || invoice.ending_balance === undefined) return {};
+  const move = invoice.ending_balance - (invoice.starting_balance ?? 0);
+  return move === 0 ? {} : { balance: { processorCustomerId: customer, move, invoiceId: invoice.id } };
 }
 
 /** The invoice line of the subscription's item: its period is the billing period paid (the invoice's own period is not). */

@@ -24,6 +24,7 @@ import type { ProcessorUsageFlow } from '../commerce/processor-usage.js';
 import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estimate.js';
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
 import { taxContextOfLines } from '../commerce/tax.js';
+import { APPLIED_BALANCE_DESCRIPTION } from '../commerce/proration.js';
 import { hasMeteredPart, nextUsageSegment, periodUsageLineInputs, refuseMeteredOnProcessor, usageParts } from '../commerce/metered-plan-change.js';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -409,7 +410,9 @@ export class SubscriptionService {
   }
 
   /** The customer's credit balance in the subscription's currency (issue 39: immediate downgrades' credit, drawn by renewals). */
-  customerBalance(s: Subscription): Promise<number> {
+  async customerBalance(s: Subscription): Promise<number> {
+    // Stripe-billed: Stripe's customer balance is the one that pays, shown as Kassa mirrors it (docs/plan-changes.md).
+    if (s.processorSubscriptionId) return (await this.uow.stores.processorBalances.balanceOfSubscription(s.orgId, s.id, s.currency)) ?? 0;
     return this.uow.stores.balances.balance(s.orgId, s.customerId, s.currency);
   }
 
@@ -657,7 +660,8 @@ export class SubscriptionService {
       sameProduct: target.productId === held.productId,
       // Kassa's own proration (an amount-off coupon, a coupon ending inside the period): its exact
       // amounts are invoiced, even when the coupon brings them to 0, so the order has its invoice.
-      proration: quote.mode === 'immediate' && quote.processorItems && quote.lines.length > 0 ? 'explicit_items' : quote.mode === 'immediate' && quote.amountDue > 0 ? 'invoice_now' : 'none',
+      // An immediate downgrade is Stripe's proration too: its invoice's total is below 0 and Stripe moves the credit to the customer's balance.
+      proration: quote.mode === 'immediate' && quote.processorItems && quote.lines.length > 0 ? 'explicit_items' : quote.mode === 'immediate' && (quote.amountDue > 0 || (quote.balanceCredit ?? 0) > 0) ? 'invoice_now' : 'none',
       prorationDate: quote.prorationDate,
       ...(quote.processorItems && { items: quote.processorItems, periodEnd: quote.periodEnd, amountDue: quote.amountDue }),
     };
@@ -690,7 +694,9 @@ export class SubscriptionService {
     if (!result.invoice) return { order: null, next };
     // The invoice's `invoice.paid` may have recorded the order first (an earlier attempt whose answer was lost).
     const order = (await insertExtraInvoiceOrder(stores, next, result.invoice, now, { lines: quote.lines, total: quote.amountDue })) ?? (await stores.orders.findByProcessorPaymentId(result.invoice.processorPaymentId));
-    if (order && order.amountCents !== quote.amountDue) {
+    // Stripe's customer balance may pay part of it (a CREDIT line on the order): compared before it.
+    const drawn = Math.max(0, result.invoice.balance?.move ?? 0);
+    if (order && order.amountCents + drawn !== quote.amountDue) {
       // Stripe's invoice is what was charged, and the order says so; the preview was Kassa's arithmetic.
       this.logger.warn({ subscriptionId: s.id, quoted: quote.amountDue, charged: order.amountCents }, 'Stripe charged a plan change differently from its preview');
     }
@@ -891,8 +897,7 @@ function withProcessorPrice(changed: Subscription, target: { priceId: string | n
     : changed;
 }
 
-/** The CREDIT line of a renewal paid (in part) by the customer's credit balance. */
-export const APPLIED_BALANCE_DESCRIPTION = 'Applied balance';
+export { APPLIED_BALANCE_DESCRIPTION };
 
 /**
  * A renewal order with the customer's credit balance applied (issue 39; Stripe applies its customer

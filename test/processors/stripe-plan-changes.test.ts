@@ -182,13 +182,7 @@ describe('plan changes of Stripe-billed subscriptions', () => {
     at('2026-03-10T00:00:00.000Z');
     const p = (await preview(id, { priceId: basic })).body.data;
     expect(p).toMatchObject({ effective: 'PERIOD_END', amountDueCents: 0, lines: [] });
-    // An immediate downgrade (a credit for Stripe's customer balance) is not made on Stripe yet: 400, no call to Stripe.
-    const updatesBefore = stripe.itemUpdates.length;
-    const immediate = await change(id, { priceId: basic, effective: 'IMMEDIATE' });
-    expect(immediate.status).toBe(400);
-    expect(immediate.body.error.message).toMatch(/^effective: an immediate downgrade of a subscription Stripe bills is not supported yet/);
-    expect((await preview(id, { priceId: basic, effective: 'IMMEDIATE' })).status).toBe(400);
-    expect(stripe.itemUpdates.length).toBe(updatesBefore);
+    // (An immediate downgrade, a credit in Stripe's customer balance: stripe-credit-balance.test.ts.)
     const c = await change(id, { priceId: basic });
     expect(c.status).toBe(200);
     expect(c.body.data.orderId).toBeNull();

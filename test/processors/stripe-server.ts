@@ -15,7 +15,13 @@
  * (`POST /v1/invoiceitems` with `invoice`, only while it is a draft), is updated
  * (`POST /v1/invoices/:id`, `auto_advance`), listed (`GET /v1/invoices/:id/lines`) and finalized
  * (`POST /v1/invoices/:id/finalize`: open, then charged at once when `auto_advance`), and
- * `POST /v1/invoices` opens a draft of a subscription. For Stripe Connect it keeps
+ * `POST /v1/invoices` opens a draft of a subscription. Customer balances (issue 39): every invoice
+ * it finalizes applies the customer's balance (`applyCustomerBalance`: a credit, below 0, lowers
+ * `amount_due` to total − credit; a total below 0 is due 0 and its credit goes to the balance),
+ * with `starting_balance` / `ending_balance` and an `applied_to_invoice` customer balance
+ * transaction; voiding an invoice gives its move back (`unapplied_from_invoice`);
+ * `GET /v1/customers/:id` (with `balance`) and `GET /v1/customers/:id/balance_transactions`.
+ * For Stripe Connect it keeps
  * connected accounts, checks a Checkout Session's transfer destination against them, moves each
  * paid destination charge to its account as a transfer, and records the transfer reversals of
  * refunds made with `reverse_transfer`. Plan and seat changes (issue 39): `POST /v1/subscriptions/:id`
@@ -95,6 +101,10 @@ export class FakeStripe {
   readonly prices = new Map<string, Stripe.Price>();
   readonly invoices = new Map<string, Stripe.Invoice>();
   readonly invoiceItems = new Map<string, Stripe.InvoiceItem>();
+  /** Customers' balances in Stripe's sign (below 0: credit the customer's next invoices draw), by customer id. */
+  readonly customerBalances = new Map<string, number>();
+  /** Each customer's balance transactions, oldest first. */
+  readonly balanceTransactions = new Map<string, Stripe.CustomerBalanceTransaction[]>();
   /** How the next finalized invoices' payment attempts end (default: paid). */
   finalizeOutcome: 'paid' | 'failed' = 'paid';
   /**
@@ -348,6 +358,15 @@ export class FakeStripe {
       res.json({ object: 'list', url: `/v1/invoices/${invoice.id}/lines`, has_more: after + limit < all.length, data: all.slice(after, after + limit) } satisfies Stripe.ApiList<Stripe.InvoiceLineItem>);
     });
     app.post('/v1/invoiceitems', (req, res) => this.idempotent(req, res, () => this.createInvoiceItem(req.body)));
+    app.get('/v1/customers/:id', (req, res) => {
+      const customer = this.customer(req.params.id as string);
+      if (!customer) return res.status(404).json(missingObject('customer', req.params.id as string));
+      return res.json(customer);
+    });
+    app.get('/v1/customers/:id/balance_transactions', (req, res) => {
+      const list = [...(this.balanceTransactions.get(req.params.id as string) ?? [])].reverse();
+      res.json({ object: 'list', data: list, has_more: false, url: `/v1/customers/${req.params.id as string}/balance_transactions` } satisfies Stripe.ApiList<Stripe.CustomerBalanceTransaction>);
+    });
     app.get('/v1/invoices/:id', (req, res) => {
       const invoice = this.invoices.get(req.params.id);
       if (!invoice) return void res.status(404).json(missingObject('invoice', req.params.id));
@@ -1180,13 +1199,15 @@ export class FakeStripe {
     };
     this.invoices.set(invoiceId, invoice);
     if (draft) return invoice;
-    if (due === 0) {
+    const finalized = this.applyCustomerBalance(invoice);
+    this.invoices.set(invoiceId, finalized);
+    if (finalized.amount_due === 0) {
       // Stripe marks a $0 invoice paid at finalization: no PaymentIntent, no charge.
-      const paid: Stripe.Invoice = { ...invoice, status: 'paid', status_transitions: { ...invoice.status_transitions, paid_at: now } };
+      const paid: Stripe.Invoice = { ...finalized, status: 'paid', status_transitions: { ...finalized.status_transitions, paid_at: now } };
       this.invoices.set(invoiceId, paid);
       return paid;
     }
-    return this.settleInvoice(invoice, outcome);
+    return this.settleInvoice(finalized, outcome);
   }
 
   /** One payment attempt of an open invoice: a PaymentIntent that succeeded or was declined. */
@@ -1222,6 +1243,86 @@ export class FakeStripe {
     };
     this.invoices.set(invoice.id, next);
     return next;
+  }
+
+  // ---- customer balances ----
+
+  /**
+   * The customer's balance applied to an invoice being finalized, as Stripe documents it
+   * (`starting_balance`: the balance before; `ending_balance`: after; `amount_due`: "if there is
+   * account credit that can be applied to the invoice, the amount_due may be 0"): a credit (below 0)
+   * pays up to the invoice's total; a total below 0 is due 0 and its credit joins the balance; a
+   * debt (above 0) is added to what is due. Each move is an `applied_to_invoice` transaction.
+   */
+  private applyCustomerBalance(invoice: Stripe.Invoice): Stripe.Invoice {
+    const customer = invoice.customer as string;
+    const starting = this.customerBalances.get(customer) ?? 0;
+    let due = invoice.total;
+    let ending = starting;
+    if (invoice.total < 0) {
+      due = 0;
+      ending = starting + invoice.total;
+    } else if (starting < 0) {
+      const applied = Math.min(invoice.total, -starting);
+      due = invoice.total - applied;
+      ending = starting + applied;
+    } else if (starting > 0) {
+      due = invoice.total + starting;
+      ending = 0;
+    }
+    if (ending !== starting) this.moveCustomerBalance(customer, ending - starting, 'applied_to_invoice', invoice);
+    return { ...invoice, starting_balance: starting, ending_balance: ending, amount_due: due, amount_remaining: due };
+  }
+
+  /** A voided invoice's balance move given back (`unapplied_from_invoice`). */
+  private unapplyCustomerBalance(invoice: Stripe.Invoice): void {
+    const move = (invoice.ending_balance ?? invoice.starting_balance) - invoice.starting_balance;
+    if (move !== 0) this.moveCustomerBalance(invoice.customer as string, -move, 'unapplied_from_invoice', invoice);
+  }
+
+  private moveCustomerBalance(customer: string, amount: number, type: Stripe.CustomerBalanceTransaction.Type, invoice: Stripe.Invoice): void {
+    const before = this.customerBalances.get(customer) ?? 0;
+    const after = before + amount;
+    this.customerBalances.set(customer, after);
+    const transaction: Stripe.CustomerBalanceTransaction = {
+      id: id('cbtxn'),
+      object: 'customer_balance_transaction',
+      amount,
+      checkout_session: null,
+      created: this.seconds(),
+      credit_note: null,
+      currency: invoice.currency,
+      customer,
+      customer_account: null,
+      description: null,
+      ending_balance: after,
+      invoice: invoice.id,
+      livemode: false,
+      metadata: {},
+      type,
+    };
+    this.balanceTransactions.set(customer, [...(this.balanceTransactions.get(customer) ?? []), transaction]);
+  }
+
+  /** A customer as `GET /v1/customers/:id` answers (one of a subscription's customers), with its balance. */
+  private customer(customerId: string): Stripe.Customer | undefined {
+    const sub = [...this.subscriptions.values()].find((x) => x.customer === customerId);
+    if (!sub) return undefined;
+    return {
+      id: customerId,
+      object: 'customer',
+      balance: this.customerBalances.get(customerId) ?? 0,
+      created: sub.created,
+      currency: sub.currency,
+      customer_account: null,
+      default_source: null,
+      description: null,
+      email: null,
+      invoice_settings: { custom_fields: null, default_payment_method: null, footer: null, rendering_options: null },
+      livemode: false,
+      metadata: {},
+      shipping: null,
+    };
   }
 
   // ---- invoices: drafts, invoice items, finalization ----
@@ -1455,7 +1556,7 @@ export class FakeStripe {
   private finalizeAndCharge(invoiceId: string, advance: boolean): Stripe.Invoice {
     const now = this.seconds();
     const draft = this.invoices.get(invoiceId)!;
-    const open: Stripe.Invoice = { ...draft, status: 'open', auto_advance: advance, automatically_finalizes_at: null, status_transitions: { ...draft.status_transitions, finalized_at: now } };
+    const open: Stripe.Invoice = this.applyCustomerBalance({ ...draft, status: 'open', auto_advance: advance, automatically_finalizes_at: null, status_transitions: { ...draft.status_transitions, finalized_at: now } });
     this.invoices.set(invoiceId, open);
     this.record('invoice.finalized', open);
     if (!advance && open.amount_due !== 0) return open;
@@ -1494,6 +1595,7 @@ export class FakeStripe {
     const invoice = this.invoices.get(invoiceId);
     if (!invoice) return { status: 404, body: missingObject('invoice', invoiceId) };
     if (invoice.status !== 'open' && invoice.status !== 'uncollectible') return { status: 400, body: { error: { type: 'invalid_request_error', message: `You can only void an open or uncollectible invoice (this one is ${invoice.status}).` } } };
+    this.unapplyCustomerBalance(invoice);
     const voided: Stripe.Invoice = { ...invoice, status: 'void', amount_remaining: 0, status_transitions: { ...invoice.status_transitions, voided_at: this.seconds() } };
     this.invoices.set(invoiceId, voided);
     this.record('invoice.voided', voided);

@@ -84,6 +84,7 @@ import * as m0415 from './0415_usage_makeup_invoices.js';
 import * as m0425 from './0425_pending_plan_changes.js';
 import * as m0435 from './0435_usage_delta_customer_index.js';
 import * as m0440 from './0440_commerce_kept_zones.js';
+import * as m0441 from './0441_processor_customer_balances.js';
 import * as m0445 from './0445_customer_balances.js';
 import * as m0450 from './0450_subscription_usage_segments.js';
 import * as m0460 from './0460_commerce_kept_zone_eviction.js';
@@ -178,6 +179,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0425_pending_plan_changes': m0425,
   '0435_usage_delta_customer_index': m0435,
   '0440_commerce_kept_zones': m0440,
+  '0441_processor_customer_balances': m0441,
   '0445_customer_balances': m0445,
   '0450_subscription_usage_segments': m0450,
   '0460_commerce_kept_zone_eviction': m0460,
