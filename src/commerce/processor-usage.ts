@@ -26,6 +26,7 @@ import { lineDetail } from './order-line-text.js';
 import { pricePeriod, type LineInput } from './pricing.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { CommerceUnitOfWork, CreditLedger } from './stores.js';
+import { hasMeteredPart, partsWithin, periodUsageLineInputs, usageParts, type UsagePart } from './metered-plan-change.js';
 
 /** A processor invoice that carries a metered subscription's usage. */
 export interface UsageInvoice {
@@ -144,6 +145,16 @@ export class ProcessorUsageFlow {
   }
 
   /**
+   * The parts of a period a plan change split (metered-plan-change.ts), up to `end`: each recorded
+   * segment at its price, the rest at the subscription's price. Without segments, one part.
+   */
+  private async parts(s: Subscription, period: number, periodStart: Date, end: Date): Promise<UsagePart[]> {
+    const segments = await this.uow.stores.usageSegments.list(s.id, period);
+    const start = segments[0]?.start ?? periodStart;
+    return usageParts(this.metered, { ...s, currentPeriodStart: start, currentPeriodEnd: end }, await this.components(s), segments, end);
+  }
+
+  /**
    * `invoice.created` of a renewal draft (billing_reason `subscription_cycle`), read back from the
    * processor: for a metered subscription, the draft is recorded and held until the grace window
    * of the period it follows has passed (billed at once when it already has). `unknown`: no Kassa
@@ -153,7 +164,8 @@ export class ProcessorUsageFlow {
   async renewalDraft(draft: { processorSubscriptionId: string; invoiceId: string; periodStart: Date }): Promise<'applied' | 'ignored' | 'unknown'> {
     const s = await this.uow.stores.subscriptions.findByProcessorSubscription(draft.processorSubscriptionId);
     if (!s) return 'unknown';
-    if ((await this.components(s)).length === 0) return 'ignored';
+    // A period whose part before a plan change was metered is billed for it, whatever the price now.
+    if (!hasMeteredPart(await this.parts(s, s.periodNumber, s.currentPeriodStart, s.currentPeriodEnd))) return 'ignored';
     const now = this.clock.now();
     let row = await this.invoices.find(draft.invoiceId);
     if (!row) {
@@ -367,7 +379,13 @@ export class ProcessorUsageFlow {
         await stores.subscriptions.lock(row.subscriptionId);
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
-      const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
+      // The parts are read after the close's commit: a plan change committed before it (under the
+      // same row lock) is in them; none can follow (a change past the period's end is refused).
+      const parts = await this.parts(s, row.usagePeriod, row.usageStart, row.usageEnd);
+      const read =
+        parts.length === 1
+          ? await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, parts[0]!.components)
+          : await periodUsageLineInputs(this.metered, { ...s, currentPeriodStart: parts[0]!.start, currentPeriodEnd: row.usageEnd }, partsWithin(parts, { start: usageStart, end: row.usageEnd }), true);
       // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
       // subscription, period and meter), in the transaction that stores the lines. A renewal draft
       // that follows a cancel-now's FINAL invoice of the same period (Stripe refused the cancel)
