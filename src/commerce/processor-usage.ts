@@ -374,18 +374,20 @@ export class ProcessorUsageFlow {
     const usageStart = final ? new Date(Math.min(Math.max(final.usageEnd.getTime(), row.usageStart.getTime()), row.usageEnd.getTime())) : row.usageStart;
     let lines = row.lines;
     if (!lines) {
+      // The plan as the close found it: a change committed before the close is in it and in its segments.
+      let atClose = s;
       await this.uow.transaction(async (stores) => {
         // Waits for ingests holding the row FOR KEY SHARE; from its commit on, the period's late events are PERIOD_CLOSED.
-        await stores.subscriptions.lock(row.subscriptionId);
+        atClose = (await stores.subscriptions.lock(row.subscriptionId)) ?? s;
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
       // The parts are read after the close's commit: a plan change committed before it (under the
       // same row lock) is in them; none can follow (a change past the period's end is refused).
-      const parts = await this.parts(s, row.usagePeriod, row.usageStart, row.usageEnd);
+      const parts = await this.parts(atClose, row.usagePeriod, row.usageStart, row.usageEnd);
       const read =
         parts.length === 1
           ? await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, parts[0]!.components)
-          : await periodUsageLineInputs(this.metered, { ...s, currentPeriodStart: parts[0]!.start, currentPeriodEnd: row.usageEnd }, partsWithin(parts, { start: usageStart, end: row.usageEnd }), true);
+          : await periodUsageLineInputs(this.metered, { ...atClose, currentPeriodStart: parts[0]!.start, currentPeriodEnd: row.usageEnd }, partsWithin(parts, { start: usageStart, end: row.usageEnd }), true);
       // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
       // subscription, period and meter), in the transaction that stores the lines. A renewal draft
       // that follows a cancel-now's FINAL invoice of the same period (Stripe refused the cancel)

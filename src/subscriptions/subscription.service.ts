@@ -462,6 +462,12 @@ export class SubscriptionService {
       // A metered subscription moved to another price at once: the part of the period the old price bills
       // (on Stripe too: Kassa prices the usage items of Stripe's renewal draft, per part).
       const segment = quote.metered?.from || quote.metered?.to ? nextUsageSegment(s, quote, await stores.usageSegments.list(s.id, s.periodNumber), now) : undefined;
+      // The period's usage is closed (Stripe's renewal draft billed, or a cancel-now's invoice): a
+      // split now would come after its read and the part after the change would be billed at the old price.
+      const closedThrough = segment ? await stores.subscriptions.usageClosedPeriod(s.id) : null;
+      if (closedThrough !== null && closedThrough >= s.periodNumber) {
+        throw conflict('This period’s usage is already closed for billing; the plan can change in the next period');
+      }
       if (s.processorSubscriptionId) {
         const made = await this.changeOnProcessor(stores, s, next, quote, now, request);
         // Paid, not yet applied: the order is recorded with the change waiting for its item update;
