@@ -292,4 +292,34 @@ describe('plan changes of metered subscriptions on Stripe', () => {
     expect(order.amountCents).toBe(invoice.amount_paid);
     expect(sum(order)).toBe(order.amountCents);
   });
+
+  it('a cancel at once after a change: the cancel’s own invoice carries both parts up to the cancel (the last part keeps its share to the period’s end)', async () => {
+    const { subscriptionId, stripeSub, externalId, periodEnd } = await subscribe('basic', '2027-03-01T00:00:00.000Z');
+    expect(periodEnd).toBe('2027-04-01T00:00:00.000Z');
+    await use(externalId, '2027-03-05T00:00:00Z', { tokens: 12_000, requests: 2 });
+    await changeAt(subscriptionId, '2027-03-11T00:00:00.000Z', { priceId: prices.pro });
+    await use(externalId, '2027-03-12T00:00:00Z', { tokens: 40_000, requests: 5 });
+    s.ctx.clock.set('2027-03-21T00:00:00.000Z');
+    const cancel = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+    expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
+    const finals = [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+    expect(finals).toHaveLength(1);
+    const expected = expectedUsage(
+      [
+        { plan: 'basic', from: '2027-03-01T00:00:00.000Z', to: '2027-03-11T00:00:00.000Z', usage: { tokens: 12_000, requests: 2 } },
+        { plan: 'pro', from: '2027-03-11T00:00:00.000Z', to: '2027-03-21T00:00:00.000Z', usage: { tokens: 40_000, requests: 5 } },
+      ],
+      '2027-03-01T00:00:00.000Z',
+      periodEnd,
+    );
+    // Basic: 10,000 × 10/31 → 3,226 included, 8,774 × 0.004 = 35.096 → 35; 2 requests = 2. Pro: 50,000 × 21/31 → 33,871, 6,129 × 0.002 → 12; 5 × 0.25 = 1.25 → 1.
+    expect(expected.map((l) => l.amountCents)).toEqual([35, 2, 12, 1]);
+    expect(usageItems(finals[0]!).map((l) => l.amount)).toEqual([35, 2, 12, 1]);
+    expect(finals[0]!.amount_paid).toBe(50);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', finals[0]!.id))).body.outcome).toBe('applied');
+    const row = await db()('orders').where({ subscription_id: subscriptionId }).orderBy('created_at', 'desc').first();
+    const order = (await s.readOrder(row.id)) as Record<string, any>;
+    expect(orderUsage(order)).toEqual(expected);
+    expect(order.amountCents).toBe(finals[0]!.amount_paid);
+  });
 });
