@@ -8,7 +8,8 @@
  * renewal order, and both equal an independent recomputation written here (BigInt). Also: a
  * downgrade at the period end (the closing period on the old price, Stripe's next fee the new one),
  * a seat change (no split), a change from a metered to a plain price (the part before is still
- * billed), and on PostgreSQL a change racing the renewal's close (every event billed once).
+ * billed), a cancel at once after a change (both parts on the cancel's invoice). The race with the
+ * renewal's close: stripe-metered-plan-change-race.test.ts (PostgreSQL).
  */
 import type Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
