@@ -149,9 +149,6 @@ export class MeterBalances {
     private readonly clock: Clock,
   ) {}
 
-  private partsOf(s: Subscription, meterId: string): Promise<MeterPart[]> {
-    return subscriptionMeterParts(this.uow, this.metered, s, meterId);
-  }
 
   /**
    * The customer's balances, by meter id. `only`: the meters asked about (the access check's
@@ -182,6 +179,13 @@ export class MeterBalances {
     for (const c of credits) if (!options.only || options.only.has(c.meterId)) meterIds.add(c.meterId);
     const now = this.clock.now();
     const out: MeterBalance[] = [];
+    // A subscription's period parts are read once, whatever the number of its meters.
+    const periodParts = new Map<string, Promise<PeriodParts>>();
+    const partsOf = (s: Subscription) => {
+      let parts = periodParts.get(s.id);
+      if (!parts) periodParts.set(s.id, (parts = subscriptionPeriodParts(this.uow, this.metered, s)));
+      return parts;
+    };
     for (const meterId of [...meterIds].sort()) {
       const meter = await this.metered.meters.find(orgId, meterId);
       const credit = creditOf.get(meterId);
@@ -192,7 +196,7 @@ export class MeterBalances {
       const end = periodEnd ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
       const creditBalance = credit?.units ?? 0;
       // A period a metered plan change split: each part against its share of the included units.
-      const parts = billed ? await this.partsOf(billed.subscription, meterId) : [{ start: periodStart, end, included: 0 }];
+      const parts = billed ? meterParts(await partsOf(billed.subscription), meterId, billed.subscription.currentPeriodStart, billed.subscription.currentPeriodEnd) : [{ start: periodStart, end, included: 0 }];
       const read: Array<{ consumed: number; included: number }> = [];
       for (const p of parts) read.push({ consumed: p.end > p.start ? await this.metered.quantities.quantity(orgId, meterId, customerId, p.start, p.end) : 0, included: p.included });
       const { consumed, included, ...b } = balanceOfParts({ parts: read, credits: creditBalance, basis });
@@ -213,15 +217,16 @@ export class MeterBalances {
   }
 }
 
-/** The current period's parts of a subscription that bill the meter (its usage segments, then the current price). */
-async function subscriptionMeterParts(uow: CommerceUnitOfWork, metered: MeteredBilling, s: Subscription, meterId: string): Promise<MeterPart[]> {
+type PeriodParts = Array<{ start: Date; end: Date; components: readonly MeteredComponent[] }>;
+
+/** A subscription's current period in parts: its usage segments at their prices, then the current price (one part without a change). */
+async function subscriptionPeriodParts(uow: CommerceUnitOfWork, metered: MeteredBilling, s: Subscription): Promise<PeriodParts> {
   const segments = await uow.stores.usageSegments.list(s.id, s.periodNumber);
   const current = s.priceId === null ? [] : await metered.componentsOf(s.orgId, s.priceId);
-  if (segments.length === 0) return meterParts([{ start: s.currentPeriodStart, end: s.currentPeriodEnd, components: current }], meterId, s.currentPeriodStart, s.currentPeriodEnd);
-  const parts: Array<{ start: Date; end: Date; components: readonly MeteredComponent[] }> = [];
+  const parts: PeriodParts = [];
   for (const seg of segments) parts.push({ start: seg.start, end: seg.end, components: seg.priceId === null ? [] : await metered.componentsOf(s.orgId, seg.priceId) });
-  parts.push({ start: segments[segments.length - 1]!.end, end: s.currentPeriodEnd, components: current });
-  return meterParts(parts, meterId, s.currentPeriodStart, s.currentPeriodEnd);
+  parts.push({ start: segments.length > 0 ? segments[segments.length - 1]!.end : s.currentPeriodStart, end: s.currentPeriodEnd, components: current });
+  return parts;
 }
 
 /** A balance as the API shows it (`MeterBalance` in openapi/merchant.yaml). */
