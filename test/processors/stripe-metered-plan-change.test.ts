@@ -16,12 +16,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerJobs } from '../../src/jobs.js';
 import { setExternalId } from '../usage/helpers.js';
 import { createStripeContext, type StripeContext } from './stripe-context.js';
+import { day, halfUp, usageCents, type Pricing } from '../subscriptions/metered-recompute.js';
 
 let s: StripeContext;
 const meters = { tokens: '', requests: '' };
 const prices = { basic: '', pro: '', plain: '' };
 
-type Pricing = { model: 'PER_UNIT'; unitAmountDecimal: string } | { model: 'GRADUATED'; tiers: Array<{ upTo: number | null; unitAmountDecimal: string; flatAmountCents?: number }> };
 type Component = { meter: 'tokens' | 'requests'; includedUnits: number; pricing: Pricing };
 /** Basic: 10.00 a month, tokens 0.004 ¢ each over 10,000, requests graduated. Pro: 30.00, tokens 0.002 ¢ over 50,000, requests 0.25 ¢. Plain: 50.00, no meters. */
 const COMPONENTS: Record<keyof typeof prices, Component[]> = {
@@ -38,31 +38,8 @@ const COMPONENTS: Record<keyof typeof prices, Component[]> = {
 const FEES = { basic: 1000, pro: 3000, plain: 5000 };
 const NAMES = { basic: 'Basic', pro: 'Pro', plain: 'Plain' };
 
-// ---- the independent recomputation (BigInt; amounts in 10^-12 ¢) ----
-const SCALE = 10n ** 12n;
-const fixed = (text: string): bigint => {
-  const [w, f = ''] = text.split('.');
-  return BigInt(w!) * SCALE + BigInt((f + '0'.repeat(12)).slice(0, 12));
-};
-const halfUp = (n: bigint, d: bigint): number => Number((2n * n + d) / (2n * d));
-function usageCents(quantity: bigint, included: bigint, pricing: Pricing): number {
-  const billable = quantity > included ? quantity - included : 0n;
-  let exact = 0n;
-  if (pricing.model === 'PER_UNIT') exact = billable * fixed(pricing.unitAmountDecimal);
-  else {
-    let lower = 0n;
-    for (const t of pricing.tiers) {
-      const upper = t.upTo === null ? billable : BigInt(t.upTo);
-      const inTier = (billable < upper ? billable : upper) - lower;
-      if (inTier > 0n) exact += inTier * fixed(t.unitAmountDecimal) + BigInt(t.flatAmountCents ?? 0) * SCALE;
-      if (t.upTo === null || billable <= upper) break;
-      lower = upper;
-    }
-  }
-  return halfUp(exact, SCALE);
-}
+// ---- the independent recomputation (BigInt; its pricing in ../subscriptions/metered-recompute.ts) ----
 const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
-const day = (iso: string) => new Intl.DateTimeFormat('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' }).format(new Date(iso));
 interface Part {
   plan: keyof typeof prices;
   from: string;

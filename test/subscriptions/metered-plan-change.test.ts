@@ -12,13 +12,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { buy, setExternalId } from '../usage/helpers.js';
+import { day, halfUp, usageCents, type Pricing } from './metered-recompute.js';
 
 let ctx: TestContext;
 const meters = { tokens: '', requests: '' };
 const prices = { basic: '', pro: '', plain: '', business: '' };
 const products = { basic: '', pro: '', plain: '', business: '' };
 
-type Pricing = { model: 'PER_UNIT'; unitAmountDecimal: string } | { model: 'GRADUATED'; tiers: Array<{ upTo: number | null; unitAmountDecimal: string; flatAmountCents?: number }> };
 /** Basic: 10.00 a month, tokens 0.004 ¢ each over 10,000, requests graduated. Pro: 30.00, tokens 0.002 ¢ over 50,000, requests 0.25 ¢. */
 const basicComponents = (): Array<{ meter: 'tokens' | 'requests'; includedUnits: number; pricing: Pricing }> => [
   { meter: 'tokens', includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
@@ -32,29 +32,7 @@ const FEES = { basic: 1000, pro: 3000, plain: 5000, business: 2000 };
 const NAMES = { basic: 'Basic', pro: 'Pro', plain: 'Plain', business: 'Business' };
 const componentsOf = { basic: basicComponents, pro: proComponents, plain: () => [], business: () => [] } as Record<keyof typeof prices, () => ReturnType<typeof basicComponents>>;
 
-// ---- the independent recomputation (BigInt; amounts in 10^-12 ¢) ----
-const SCALE = 10n ** 12n;
-const fixed = (text: string): bigint => {
-  const [w, f = ''] = text.split('.');
-  return BigInt(w!) * SCALE + BigInt((f + '0'.repeat(12)).slice(0, 12));
-};
-const halfUp = (n: bigint, d: bigint): number => Number((2n * n + d) / (2n * d));
-function usageCents(quantity: bigint, included: bigint, pricing: Pricing): number {
-  const billable = quantity > included ? quantity - included : 0n;
-  let exact = 0n;
-  if (pricing.model === 'PER_UNIT') exact = billable * fixed(pricing.unitAmountDecimal);
-  else {
-    let lower = 0n;
-    for (const t of pricing.tiers) {
-      const upper = t.upTo === null ? billable : BigInt(t.upTo);
-      const inTier = (billable < upper ? billable : upper) - lower;
-      if (inTier > 0n) exact += inTier * fixed(t.unitAmountDecimal) + BigInt(t.flatAmountCents ?? 0) * SCALE;
-      if (t.upTo === null || billable <= upper) break;
-      lower = upper;
-    }
-  }
-  return halfUp(exact, SCALE);
-}
+// ---- the independent recomputation (BigInt; its pricing in ./metered-recompute.ts) ----
 /** includedUnits × part seconds / period seconds, half up. */
 const share = (included: number, partSeconds: number, periodSeconds: number): bigint => BigInt(halfUp(BigInt(included) * BigInt(partSeconds), BigInt(periodSeconds)));
 const secondsBetween = (a: string, b: string) => (Date.parse(b) - Date.parse(a)) / 1000;
@@ -79,7 +57,6 @@ function expectedUsageLines(parts: Part[], start: string, end: string, dayOf: (i
   }
   return lines;
 }
-const day = (iso: string) => new Intl.DateTimeFormat('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' }).format(new Date(iso));
 
 // ---- API helpers ----
 const api = (method: 'get' | 'post', path: string) => ctx.merchant[method](path).set('X-API-Key', ctx.orgA.apiKey);
