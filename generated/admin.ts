@@ -2700,7 +2700,8 @@ export interface components {
          *     quantity 1 at the order's amount.
          *
          *     Renewals of metered subscriptions Stripe bills: the fee (`PRICE`, Stripe's subscription
-         *     line), one `USAGE` line per metered component (quantity, included and credited units,
+         *     line), one `USAGE` line per metered component (per component and part of a period a plan
+         *     change split: `changeSubscription`, "Metered prices"; quantity, included and credited units,
          *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
          *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
          *     the sum of Stripe's per-line shares, each rounded by Stripe), then one `TAX` line per rate
@@ -3026,8 +3027,9 @@ export interface components {
             periodEnd: string | null;
             /** @description The meter's quantity over the range. */
             consumedUnits: number;
-            /** @description Units the period includes (0 for `PREPAID`). */
+            /** @description Units the period includes (0 for `PREPAID`); after a plan change in the period, the sum of its parts' prorated shares (`getCustomerMeterBalances`). */
             includedUnits: number;
+            /** @description Included units not yet consumed; after a plan change in the period, of the current part's share only. */
             includedRemaining: number;
             /** @description Credit units not yet drawn by a period close. */
             creditBalance: number;

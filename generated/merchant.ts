@@ -775,7 +775,8 @@ export interface paths {
          *     never change again. A metered subscription's usage reaches Stripe as invoice items that
          *     Kassa adds to the renewal's draft invoice once the usage grace window has passed (the admin
          *     API's `MeteredComponent`, **Rails**): the renewal order then carries the fee line and one
-         *     `USAGE` line per component, adding up to the invoice Stripe collected.
+         *     `USAGE` line per component (per component and part when a plan change split the period,
+         *     `changeSubscription`), adding up to the invoice Stripe collected.
          */
         get: operations["getSubscription"];
         put?: never;
@@ -944,12 +945,17 @@ export interface paths {
          *     between a metered and a non-metered price works the same way (the non-metered part bills no
          *     usage). A `PERIOD_END` change bills the closing period on the old price, the next on the
          *     new; a seat change of the same price does not split the period. A cancel at once after a
-         *     change bills the parts up to the cancel. Stripe-billed subscriptions: not yet (`409`).
+         *     change bills the parts up to the cancel. Stripe-billed subscriptions the same way: the fee
+         *     prorates in Stripe (as any change on Stripe, below), and Kassa adds the usage to Stripe's
+         *     renewal draft as invoice items, one item per component and part, each of the line's
+         *     amount, so Stripe's renewal collects the fee plus exactly the order's `USAGE` lines. A
+         *     metered change of a period whose usage is already closed for billing (Stripe's renewal
+         *     draft was itemized, or a cancel at once closed it) is `409`: the period was read already.
          *
-         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a
-         *     Stripe-billed subscription whose old or new price has metered components, an `IMMEDIATE`
-         *     downgrade of a Stripe-billed subscription whose coupon Kassa prorates itself (amount off,
-         *     or ending inside the period), a stored amount that no fee taxes to exactly under the subscription's exclusive
+         *     **Conditions.** `PAUSED`, ended, in dunning (a failed renewal being retried), a metered
+         *     change of a period whose usage is closed, an `IMMEDIATE` downgrade of a Stripe-billed
+         *     subscription whose coupon Kassa prorates itself (amount off, or ending inside the period),
+         *     a stored amount that no fee taxes to exactly under the subscription's exclusive
          *     rates (set at a processor), or past `currentPeriodEnd` before the renewal is recorded (the
          *     renewal job's turn on the sandbox; on Stripe, Stripe's renewal invoice not reported yet — a
          *     change then would prorate nothing while the new period is billed at the old price): `409`.
@@ -1206,6 +1212,19 @@ export interface paths {
          *       of the meter (`periodStart`; `periodEnd` null) until now.
          *     * **No expiry**; included units do not carry over; a full refund of a credit pack takes
          *       back what is left of its units (never more than `creditBalance`).
+         *     * **After a plan change in the period** (`changeSubscription`, "Metered prices"): the
+         *       renewal bills each part of the period on its own, so the balance does too. Each part
+         *       whose price bills the meter counts its own consumption against its time share of that
+         *       price's included units (includedUnits × the part's seconds / the period's seconds,
+         *       rounded once, half up; the last part's share runs to the period's end); credits are
+         *       taken once for what the parts ask together, earlier parts first. `includedUnits` and
+         *       `consumedUnits` add up the parts; `includedRemaining` is the **current part's** share
+         *       not yet consumed (an earlier part's leftover is not carried over: the renewal bills that
+         *       part on its own); `overageUnits` adds up each part's consumption beyond its share, less
+         *       the credits. The access check's meters follow the same rule. So right after an upgrade
+         *       from 10,000 to 50,000 included tokens half-way through, 12,000 tokens used before it and
+         *       30,000 after, the period includes 5,000 + 25,000: 7,000 beyond Basic's share, 0 beyond
+         *       Pro's, 5,000 still included — not 50,000 − 42,000.
          */
         get: operations["getCustomerMeterBalances"];
         put?: never;
@@ -3263,7 +3282,8 @@ export interface components {
          *     quantity 1 at the order's amount.
          *
          *     Renewals of metered subscriptions Stripe bills: the fee (`PRICE`, Stripe's subscription
-         *     line), one `USAGE` line per metered component (quantity, included and credited units,
+         *     line), one `USAGE` line per metered component (per component and part of a period a plan
+         *     change split: `changeSubscription`, "Metered prices"; quantity, included and credited units,
          *     tiers: Kassa's line, whose rounded amount is the invoice item Stripe charged), and one
          *     `DISCOUNT` line of what Stripe's invoice took off for the coupon (`total_discount_amounts`,
          *     the sum of Stripe's per-line shares, each rounded by Stripe), then one `TAX` line per rate
@@ -4159,8 +4179,9 @@ export interface components {
             periodEnd: string | null;
             /** @description The meter's quantity over the range. */
             consumedUnits: number;
-            /** @description Units the period includes (0 for `PREPAID`). */
+            /** @description Units the period includes (0 for `PREPAID`); after a plan change in the period, the sum of its parts' prorated shares (`getCustomerMeterBalances`). */
             includedUnits: number;
+            /** @description Included units not yet consumed; after a plan change in the period, of the current part's share only. */
             includedRemaining: number;
             /** @description Credit units not yet drawn by a period close. */
             creditBalance: number;
@@ -4557,9 +4578,10 @@ export interface components {
             basis: "SUBSCRIPTION" | "PREPAID";
             /** @description Consumed in the current period (`PREPAID`: since the first credit grant). */
             consumedUnits: number;
+            /** @description As `MeterBalance.includedUnits` (after a plan change in the period, the parts' prorated shares). */
             includedUnits: number;
             creditsRemaining: number;
-            /** @description Included units and credits still unused. */
+            /** @description Included units and credits still unused (after a plan change in the period, the current part's included units). */
             remainingUnits: number;
             /** @description Beyond both (`SUBSCRIPTION`: billed at the period close). */
             overageUnits: number;

@@ -20,6 +20,7 @@
 import type { Clock } from '../kernel/clock.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import { creditUnitsWanted, thresholdReached, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
+import { includedUnitsShare } from './metered-plan-change.js';
 import type { Subscription } from './model.js';
 import type { CommerceUnitOfWork, CreditBalance } from './stores.js';
 
@@ -78,6 +79,68 @@ export function balanceOf(input: { consumed: number; included: number; credits: 
   };
 }
 
+/** One part of a period for one meter: [start, end) and its share of the meter's included units. */
+export interface MeterPart {
+  start: Date;
+  end: Date;
+  included: number;
+}
+
+/**
+ * The parts of the current period that bill `meterId` (a period a metered plan change split:
+ * metered-plan-change.ts), each with its share of its price's included units by the renewal's rule
+ * (includedUnitsShare: time share, rounded once, half up; the last part's share runs to the
+ * period's end). A part whose price does not bill the meter is left out (its usage of the meter is
+ * billed by nobody). One part (no change): the whole period and the full included units.
+ */
+export function meterParts(parts: ReadonlyArray<{ start: Date; end: Date; components: readonly MeteredComponent[] }>, meterId: string, periodStart: Date, periodEnd: Date): MeterPart[] {
+  const out: MeterPart[] = [];
+  for (const [i, p] of parts.entries()) {
+    const c = p.components.find((k) => k.meterId === meterId);
+    if (!c) continue;
+    const shareEnd = i === parts.length - 1 ? periodEnd : p.end;
+    out.push({ start: p.start, end: p.end, included: parts.length === 1 ? c.includedUnits : includedUnitsShare(c.includedUnits, p.start, shareEnd, periodStart, periodEnd) });
+  }
+  return out;
+}
+
+/**
+ * The balance of a period split into parts (meterParts), as the renewal bills it: each part's
+ * consumption against its own share of the included units, the credits drawn once for what the
+ * parts ask together (drawCredits). What may still be consumed is the last part's included units
+ * left (an earlier part's leftover is not carried: the renewal bills each part on its own) plus
+ * the credits left. `consumed` and `included` sum the parts. One part: exactly balanceOf.
+ */
+export function balanceOfParts(input: { parts: ReadonlyArray<{ consumed: number; included: number }>; credits: number; basis: BalanceBasis }): ReturnType<typeof balanceOf> & { consumed: number; included: number } {
+  const { parts, credits } = input;
+  if (parts.length === 1) return { consumed: parts[0]!.consumed, included: parts[0]!.included, ...balanceOf({ ...parts[0]!, credits, basis: input.basis }) };
+  let wanted = 0;
+  let over = 0;
+  let consumed = 0;
+  let included = 0;
+  for (const p of parts) {
+    wanted += creditUnitsWanted(p.consumed, p.included);
+    if (p.consumed > p.included) over += p.consumed - p.included;
+    consumed += p.consumed;
+    included += p.included;
+  }
+  const last = parts[parts.length - 1];
+  const includedRemaining = last ? Math.max(0, last.included - Math.ceil(last.consumed)) : 0;
+  const creditsPending = Math.min(credits, wanted);
+  const creditsRemaining = credits - creditsPending;
+  const overage = over - creditsPending;
+  return {
+    consumed: Number(consumed.toFixed(12)),
+    included,
+    includedRemaining,
+    creditsPending,
+    creditsRemaining,
+    remainingUnits: includedRemaining + creditsRemaining,
+    overageUnits: overage > 0 ? Number(overage.toFixed(12)) : 0,
+    exhausted: input.basis === 'PREPAID' && creditsRemaining === 0,
+  };
+}
+
 export class MeterBalances {
   constructor(
     private readonly uow: CommerceUnitOfWork,
@@ -85,6 +148,7 @@ export class MeterBalances {
     readonly metered: MeteredBilling,
     private readonly clock: Clock,
   ) {}
+
 
   /**
    * The customer's balances, by meter id. `only`: the meters asked about (the access check's
@@ -115,6 +179,13 @@ export class MeterBalances {
     for (const c of credits) if (!options.only || options.only.has(c.meterId)) meterIds.add(c.meterId);
     const now = this.clock.now();
     const out: MeterBalance[] = [];
+    // A subscription's period parts are read once, whatever the number of its meters.
+    const periodParts = new Map<string, Promise<PeriodParts>>();
+    const partsOf = (s: Subscription) => {
+      let parts = periodParts.get(s.id);
+      if (!parts) periodParts.set(s.id, (parts = subscriptionPeriodParts(this.uow, this.metered, s)));
+      return parts;
+    };
     for (const meterId of [...meterIds].sort()) {
       const meter = await this.metered.meters.find(orgId, meterId);
       const credit = creditOf.get(meterId);
@@ -123,9 +194,12 @@ export class MeterBalances {
       const periodStart = billed ? billed.subscription.currentPeriodStart : credit!.since;
       const periodEnd = billed ? billed.subscription.currentPeriodEnd : null;
       const end = periodEnd ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
-      const consumed = end > periodStart ? await this.metered.quantities.quantity(orgId, meterId, customerId, periodStart, end) : 0;
-      const included = billed?.component.includedUnits ?? 0;
       const creditBalance = credit?.units ?? 0;
+      // A period a metered plan change split: each part against its share of the included units.
+      const parts = billed ? meterParts(await partsOf(billed.subscription), meterId, billed.subscription.currentPeriodStart, billed.subscription.currentPeriodEnd) : [{ start: periodStart, end, included: 0 }];
+      const read: Array<{ consumed: number; included: number }> = [];
+      for (const p of parts) read.push({ consumed: p.end > p.start ? await this.metered.quantities.quantity(orgId, meterId, customerId, p.start, p.end) : 0, included: p.included });
+      const { consumed, included, ...b } = balanceOfParts({ parts: read, credits: creditBalance, basis });
       out.push({
         meterId,
         meterName: meter?.name ?? meterId,
@@ -136,11 +210,23 @@ export class MeterBalances {
         consumedUnits: consumed,
         includedUnits: included,
         creditBalance,
-        ...balanceOf({ consumed, included, credits: creditBalance, basis }),
+        ...b,
       });
     }
     return out;
   }
+}
+
+type PeriodParts = Array<{ start: Date; end: Date; components: readonly MeteredComponent[] }>;
+
+/** A subscription's current period in parts: its usage segments at their prices, then the current price (one part without a change). */
+async function subscriptionPeriodParts(uow: CommerceUnitOfWork, metered: MeteredBilling, s: Subscription): Promise<PeriodParts> {
+  const segments = await uow.stores.usageSegments.list(s.id, s.periodNumber);
+  const current = s.priceId === null ? [] : await metered.componentsOf(s.orgId, s.priceId);
+  const parts: PeriodParts = [];
+  for (const seg of segments) parts.push({ start: seg.start, end: seg.end, components: seg.priceId === null ? [] : await metered.componentsOf(s.orgId, seg.priceId) });
+  parts.push({ start: segments.length > 0 ? segments[segments.length - 1]!.end : s.currentPeriodStart, end: s.currentPeriodEnd, components: current });
+  return parts;
 }
 
 /** A balance as the API shows it (`MeterBalance` in openapi/merchant.yaml). */

@@ -87,8 +87,9 @@ export async function periodUsageLineInputs(
   billing: MeteredBilling,
   s: Pick<Subscription, 'orgId' | 'customerId' | 'priceId' | 'productName' | 'currentPeriodStart' | 'currentPeriodEnd'>,
   parts: readonly UsagePart[],
+  split = parts.length > 1,
 ): Promise<LineInput[]> {
-  if (parts.length === 1) return usageLineInputs(billing, { ...s, currentPeriodEnd: parts[0]!.end }, parts[0]!.components);
+  if (!split && parts.length === 1) return usageLineInputs(billing, { ...s, currentPeriodStart: parts[0]!.start, currentPeriodEnd: parts[0]!.end }, parts[0]!.components);
   const lines: LineInput[] = [];
   for (const [i, part] of parts.entries()) {
     const read = await usageLineInputs(billing, { ...s, currentPeriodStart: part.start, currentPeriodEnd: part.end }, part.components);
@@ -122,11 +123,13 @@ export function nextUsageSegment(s: Subscription, quote: PlanChangeQuote, segmen
   return { subscriptionId: s.id, orgId: s.orgId, periodNumber: s.periodNumber, seq: segments.length + 1, priceId: s.priceId, productName: s.productName, start, end, createdAt: now };
 }
 
-/** A Stripe-billed subscription cannot change a metered price yet (docs/plan-changes.md): 409. */
-export function refuseMeteredOnProcessor(quote: PlanChangeQuote): void {
-  if (quote.metered?.from || quote.metered?.to) {
-    throw conflict(
-      'A Stripe-billed subscription cannot change plan yet when its price or the new one has metered components (Kassa adds the usage to Stripe’s renewal invoice priced on one price for the whole period); cancel it at period end and subscribe to the new price',
-    );
-  }
+/**
+ * The parts cut to [range.start, range.end), the empty ones dropped (a processor's invoice may bill
+ * only a piece of a split period: the rest of it after a cancel-now's invoice, or the cancel's own
+ * range). Each keeps its share's end, so a part cut at a cancel keeps its share, as on the sandbox.
+ */
+export function partsWithin(parts: readonly UsagePart[], range: { start: Date; end: Date }): UsagePart[] {
+  return parts
+    .map((p) => ({ ...p, start: new Date(Math.max(p.start.getTime(), range.start.getTime())), end: new Date(Math.min(p.end.getTime(), range.end.getTime())) }))
+    .filter((p) => p.start.getTime() < p.end.getTime());
 }

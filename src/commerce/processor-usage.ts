@@ -26,6 +26,7 @@ import { lineDetail } from './order-line-text.js';
 import { pricePeriod, type LineInput } from './pricing.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { CommerceUnitOfWork, CreditLedger } from './stores.js';
+import { hasMeteredPart, partsWithin, periodUsageLineInputs, usageParts, type UsagePart } from './metered-plan-change.js';
 
 /** A processor invoice that carries a metered subscription's usage. */
 export interface UsageInvoice {
@@ -144,6 +145,16 @@ export class ProcessorUsageFlow {
   }
 
   /**
+   * The parts of a period a plan change split (metered-plan-change.ts), up to `end`: each recorded
+   * segment at its price, the rest at the subscription's price. Without segments, one part.
+   */
+  private async parts(s: Subscription, period: number, periodStart: Date, end: Date): Promise<UsagePart[]> {
+    const segments = await this.uow.stores.usageSegments.list(s.id, period);
+    const start = segments[0]?.start ?? periodStart;
+    return usageParts(this.metered, { ...s, currentPeriodStart: start, currentPeriodEnd: end }, await this.components(s), segments, end);
+  }
+
+  /**
    * `invoice.created` of a renewal draft (billing_reason `subscription_cycle`), read back from the
    * processor: for a metered subscription, the draft is recorded and held until the grace window
    * of the period it follows has passed (billed at once when it already has). `unknown`: no Kassa
@@ -153,7 +164,8 @@ export class ProcessorUsageFlow {
   async renewalDraft(draft: { processorSubscriptionId: string; invoiceId: string; periodStart: Date }): Promise<'applied' | 'ignored' | 'unknown'> {
     const s = await this.uow.stores.subscriptions.findByProcessorSubscription(draft.processorSubscriptionId);
     if (!s) return 'unknown';
-    if ((await this.components(s)).length === 0) return 'ignored';
+    // A period whose part before a plan change was metered is billed for it, whatever the price now.
+    if (!hasMeteredPart(await this.parts(s, s.periodNumber, s.currentPeriodStart, s.currentPeriodEnd))) return 'ignored';
     const now = this.clock.now();
     let row = await this.invoices.find(draft.invoiceId);
     if (!row) {
@@ -362,12 +374,20 @@ export class ProcessorUsageFlow {
     const usageStart = final ? new Date(Math.min(Math.max(final.usageEnd.getTime(), row.usageStart.getTime()), row.usageEnd.getTime())) : row.usageStart;
     let lines = row.lines;
     if (!lines) {
+      // The plan as the close found it: a change committed before the close is in it and in its segments.
+      let atClose = s;
       await this.uow.transaction(async (stores) => {
         // Waits for ingests holding the row FOR KEY SHARE; from its commit on, the period's late events are PERIOD_CLOSED.
-        await stores.subscriptions.lock(row.subscriptionId);
+        atClose = (await stores.subscriptions.lock(row.subscriptionId)) ?? s;
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
-      const read = await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, await this.components(s));
+      // The parts are read after the close's commit: a plan change committed before it (under the
+      // same row lock) is in them; none can follow (a change past the period's end is refused).
+      const parts = await this.parts(atClose, row.usagePeriod, row.usageStart, row.usageEnd);
+      const read =
+        parts.length === 1
+          ? await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, parts[0]!.components)
+          : await periodUsageLineInputs(this.metered, { ...atClose, currentPeriodStart: parts[0]!.start, currentPeriodEnd: row.usageEnd }, partsWithin(parts, { start: usageStart, end: row.usageEnd }), true);
       // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
       // subscription, period and meter), in the transaction that stores the lines. A renewal draft
       // that follows a cancel-now's FINAL invoice of the same period (Stripe refused the cancel)

@@ -238,6 +238,8 @@ export interface SubscriptionRepository {
    * 0285): from its commit on, ingest refuses the period's events (PERIOD_CLOSED).
    */
   closeUsagePeriod(id: string, period: number): Promise<void>;
+  /** The last period closed for usage (closeUsagePeriod), null when none: a plan change must not split a period already billed. */
+  usageClosedPeriod(id: string): Promise<number | null>;
   list(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }, window: ListWindow): Promise<ListPage<Subscription>>;
   keyset(orgId: string, id: string): Promise<Keyset | undefined>;
   /** ACTIVE subscriptions to catalog products of these customers. */

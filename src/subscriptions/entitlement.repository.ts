@@ -27,7 +27,7 @@ export interface MeteredRead {
   /** The resolved customer's credit balances (every meter). */
   credits: CreditBalance[];
   /** The customer's ACTIVE subscriptions with metered components, the earliest period first. */
-  subscriptions: Array<{ id: string; start: Date; end: Date; components: MeteredComponent[] }>;
+  subscriptions: Array<{ id: string; start: Date; end: Date; components: MeteredComponent[]; segments: Array<{ start: Date; end: Date; components: MeteredComponent[] }> }>;
 }
 
 export interface EntitlementRepository {
@@ -99,7 +99,11 @@ WITH RECURSIVE
          'credits', (SELECT json_agg(json_build_object('meter_id', b.meter_id, 'units', b.units, 'since', b.since))
                        FROM usage_credit_balances b, subject s
                       WHERE NOT s.unknown AND b.org_id = $1 AND b.customer_id = s.customer_id),
-         'subscriptions', (SELECT json_agg(json_build_object('id', x.id, 'start', x.current_period_start, 'end', x.current_period_end, 'components', p.metered_components)
+         -- A period a metered plan change split (migration 0450): its parts before the change, with their prices' components.
+         'subscriptions', (SELECT json_agg(json_build_object('id', x.id, 'start', x.current_period_start, 'end', x.current_period_end, 'components', p.metered_components,
+                                     'segments', (SELECT json_agg(json_build_object('start', g.start_at, 'end', g.end_at, 'components', gp.metered_components) ORDER BY g.seq)
+                                                    FROM subscription_usage_segments g LEFT JOIN prices gp ON gp.org_id = g.org_id AND gp.id = g.price_id
+                                                   WHERE g.subscription_id = x.id AND g.period_number = x.period_number))
                                    ORDER BY x.current_period_start, x.id)
                              FROM subscriptions x JOIN prices p ON p.org_id = x.org_id AND p.id = x.price_id, subject s
                             WHERE NOT s.unknown AND x.org_id = $1 AND x.customer_id = s.customer_id AND x.status = 'ACTIVE'
@@ -133,7 +137,7 @@ interface AccessRow {
 interface MeteredRow {
   prices: Array<{ components: MeteredComponent[] | null; grant: CreditGrant | null }>;
   credits: Array<{ meter_id: string; units: number | string; since: string }> | null;
-  subscriptions: Array<{ id: string; start: string; end: string; components: MeteredComponent[] }> | null;
+  subscriptions: Array<{ id: string; start: string; end: string; components: MeteredComponent[]; segments: Array<{ start: string; end: string; components: MeteredComponent[] | null }> | null }> | null;
 }
 
 /** json_build_object's timestamps are ISO text without the zone's colon-less variants PGlite and PostgreSQL both parse with Date. */
@@ -143,7 +147,13 @@ function toMetered(value: MeteredRow | string | null): MeteredRead | null {
   return {
     prices: row.prices,
     credits: (row.credits ?? []).map((c) => ({ meterId: c.meter_id, units: Number(c.units), since: new Date(c.since) })),
-    subscriptions: (row.subscriptions ?? []).map((x) => ({ id: x.id, start: new Date(x.start), end: new Date(x.end), components: x.components })),
+    subscriptions: (row.subscriptions ?? []).map((x) => ({
+      id: x.id,
+      start: new Date(x.start),
+      end: new Date(x.end),
+      components: x.components,
+      segments: (x.segments ?? []).map((g) => ({ start: new Date(g.start), end: new Date(g.end), components: g.components ?? [] })),
+    })),
   };
 }
 

@@ -5,7 +5,7 @@
  */
 import type { components } from '../../generated/merchant.js';
 import { validationError } from '../kernel/errors.js';
-import { balanceOf, type BalanceBasis } from '../commerce/meter-balances.js';
+import { balanceOfParts, meterParts, type BalanceBasis, type MeterPart } from '../commerce/meter-balances.js';
 import type { UsageQuantities } from '../commerce/metered-billing.js';
 import type { Clock } from '../kernel/clock.js';
 import type { EntitlementRepository, MeteredRead } from './entitlement.repository.js';
@@ -60,11 +60,12 @@ export class EntitlementService {
     const meters: EntitlementMeter[] = [];
     const prepaid = new Set<string>();
     for (const meterId of [...ids].sort()) {
-      let billed: { id: string; start: Date; end: Date; included: number } | undefined;
+      let billed: { id: string; start: Date; end: Date; parts: MeterPart[] } | undefined;
       for (const x of metered.subscriptions) {
-        const c = x.components.find((k) => k.meterId === meterId);
-        if (c) {
-          billed = { id: x.id, start: x.start, end: x.end, included: c.includedUnits };
+        if (x.components.some((k) => k.meterId === meterId)) {
+          // A period a metered plan change split: each part against its share of the included units (the renewal's rule).
+          const parts = x.segments.length === 0 ? [{ start: x.start, end: x.end, components: x.components }] : [...x.segments, { start: x.segments[x.segments.length - 1]!.end, end: x.end, components: x.components }];
+          billed = { id: x.id, start: x.start, end: x.end, parts: meterParts(parts, meterId, x.start, x.end) };
           break;
         }
       }
@@ -75,9 +76,11 @@ export class EntitlementService {
       if (basis === 'PREPAID') prepaid.add(meterId);
       const start = billed?.start ?? credit?.since;
       const end = billed?.end ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
-      const consumed = start && end > start ? await quantities.quantity(orgId, meterId, customerId, start, end) : 0;
-      const included = billed?.included ?? 0;
-      const b = balanceOf({ consumed, included, credits: credit?.units ?? 0, basis });
+      const read: Array<{ consumed: number; included: number }> = [];
+      for (const p of billed?.parts ?? [{ start, end, included: 0 }]) {
+        read.push({ consumed: p.start && p.end > p.start ? await quantities.quantity(orgId, meterId, customerId, p.start, p.end) : 0, included: p.included });
+      }
+      const { consumed, included, ...b } = balanceOfParts({ parts: read, credits: credit?.units ?? 0, basis });
       meters.push({
         meterId,
         basis,

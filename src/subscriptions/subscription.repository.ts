@@ -251,6 +251,11 @@ export class KnexSubscriptionRepository implements SubscriptionRepository {
     await this.db('subscriptions').where({ id }).andWhere((q) => q.whereNull('usage_closed_period').orWhere('usage_closed_period', '<', period)).update({ usage_closed_period: period });
   }
 
+  async usageClosedPeriod(id: string): Promise<number | null> {
+    const row = (await this.db('subscriptions').where({ id }).first('usage_closed_period')) as { usage_closed_period: number | string | null } | undefined;
+    return row?.usage_closed_period == null ? null : Number(row.usage_closed_period);
+  }
+
   private filtered(orgId: string, filter: { status?: SubscriptionStatus; customerId?: string }) {
     const q = this.db<SubscriptionRow>('subscriptions').where({ org_id: orgId });
     if (filter.status) q.andWhere('status', filter.status);

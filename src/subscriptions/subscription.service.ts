@@ -25,7 +25,7 @@ import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estima
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
 import { taxContextOfLines } from '../commerce/tax.js';
 import { APPLIED_BALANCE_DESCRIPTION } from '../commerce/proration.js';
-import { hasMeteredPart, nextUsageSegment, periodUsageLineInputs, refuseMeteredOnProcessor, usageParts } from '../commerce/metered-plan-change.js';
+import { hasMeteredPart, nextUsageSegment, partsWithin, periodUsageLineInputs, usageParts } from '../commerce/metered-plan-change.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -385,24 +385,33 @@ export class SubscriptionService {
     if (owner && (s.orgId !== owner.orgId || (owner.customerId !== undefined && s.customerId !== owner.customerId))) return undefined;
     if (s.processorSubscriptionId && !this.processorUsage) return undefined;
     const now = this.clock.now();
-    // On the sandbox the period may be split by plan changes (metered-plan-change.ts); Stripe records none.
+    // The period may be split by plan changes (metered-plan-change.ts), on either rail.
     const parts = await this.periodParts(s, now);
     if (!hasMeteredPart(parts)) return undefined;
-    const components = parts[parts.length - 1]!.components;
     const fits = (locked: Subscription) => locked.periodNumber === s.periodNumber && locked.currentPeriodEnd.getTime() === s.currentPeriodEnd.getTime();
     const closes = now >= s.currentPeriodEnd ? s.periodNumber + 1 : s.periodNumber;
+    // The plan as the close found it (a change committed before the close is in it and in its segments).
+    let atClose = s;
     await this.uow.transaction(async (stores) => {
       const locked = await stores.subscriptions.lock(id);
       if (!locked || !fits(locked)) throw conflict('The subscription renewed while it was being canceled; retry the cancel');
       await stores.subscriptions.closeUsagePeriod(id, closes);
+      atClose = locked;
     });
     const range = { start: s.currentPeriodStart, end: now };
     const metered = this.metered;
-    const read = (r: { start: Date; end: Date }) => usageLineInputs(metered, { ...s, currentPeriodStart: r.start, currentPeriodEnd: r.end }, components);
+    // The processor's invoice bills a range billFinal chooses: within the current period, its parts;
+    // from the period's end on (a grace-hour cancel), the next period's usage at the current price
+    // with its full included units.
+    const read = async (r: { start: Date; end: Date }) => {
+      const within = await this.periodParts(atClose, r.end);
+      if (r.start.getTime() >= atClose.currentPeriodEnd.getTime()) return usageLineInputs(metered, { ...atClose, currentPeriodStart: r.start, currentPeriodEnd: r.end }, within[within.length - 1]!.components);
+      return periodUsageLineInputs(metered, atClose, partsWithin(within, r), within.length > 1);
+    };
     const processor = s.processorSubscriptionId !== null;
     // The sandbox's lines are read here, outside the cancel's transaction (the usage module's read).
     // The parts read again after the close's commit (a change committed before it is in them).
-    return { subscription: s, fits, range, read, lines: processor ? [] : await periodUsageLineInputs(metered, s, await this.periodParts(s, now)), processor };
+    return { subscription: s, fits, range, read, lines: processor ? [] : await periodUsageLineInputs(metered, atClose, await this.periodParts(atClose, now)), processor };
   }
 
   private get catalog(): PlanCatalog {
@@ -424,7 +433,6 @@ export class SubscriptionService {
     const waiting = s.processorSubscriptionId ? await this.uow.stores.planChanges.find(s.id) : undefined;
     if (waiting && !waiting.appliedAt) throw pendingConflict(waiting);
     const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
-    if (s.processorSubscriptionId) refuseMeteredOnProcessor(quote);
     if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
     return quote;
@@ -454,14 +462,24 @@ export class SubscriptionService {
       const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
-      if (s.processorSubscriptionId) refuseMeteredOnProcessor(quote);
-      // A metered subscription moved to another price at once: the part of the period the old price bills.
+      // A metered subscription moved to another price at once: the part of the period the old price bills
+      // (on Stripe too: Kassa prices the usage items of Stripe's renewal draft, per part).
       const segment = quote.metered?.from || quote.metered?.to ? nextUsageSegment(s, quote, await stores.usageSegments.list(s.id, s.periodNumber), now) : undefined;
+      // The period's usage is closed (Stripe's renewal draft billed, or a cancel-now's invoice): a
+      // split now would come after its read and the part after the change would be billed at the old price.
+      const closedThrough = segment ? await stores.subscriptions.usageClosedPeriod(s.id) : null;
+      if (closedThrough !== null && closedThrough >= s.periodNumber) {
+        throw conflict('This period’s usage is already closed for billing; the plan can change in the next period');
+      }
       if (s.processorSubscriptionId) {
         const made = await this.changeOnProcessor(stores, s, next, quote, now, request);
         // Paid, not yet applied: the order is recorded with the change waiting for its item update;
         // the subscription is unchanged (and says nothing) until it is applied.
-        if (made.pending) return { subscription: s, order: made.order, quote, pending: true };
+        // The usage still splits at the second the fee was prorated from (what the buyer paid for).
+        if (made.pending) {
+          if (segment) await stores.usageSegments.insert(segment);
+          return { subscription: s, order: made.order, quote, pending: true };
+        }
         order = made.order;
         next = made.next;
       } else if (quote.balanceCredit !== undefined) {

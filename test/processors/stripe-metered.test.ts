@@ -436,25 +436,7 @@ describe('metered subscriptions billed by Stripe', () => {
   });
 });
 
-describe('plan changes of Stripe-billed metered subscriptions (docs/plan-changes.md, Metered prices)', () => {
-  it('are refused (409, saying why; nothing changed in Stripe or Kassa) for the metered price and to it, at once or at the period end', async () => {
-    s.ctx.clock.set('2028-01-01T00:00:00.000Z');
-    const { subscriptionId, stripeSub } = await subscribe('metered-change@example.com', 'user_metered_change');
-    const plain = await plainSubscriptionPrice();
-    const api = (path: string, body: object) => s.ctx.merchant.post(`/v1/subscriptions/${subscriptionId}${path}`).set('X-API-Key', s.ctx.orgA.apiKey).send(body);
-    s.ctx.clock.set('2028-01-10T00:00:00.000Z');
-    const itemBefore = JSON.stringify(s.stripe.subscriptions.get(stripeSub.id)!.items.data[0]);
-    for (const body of [{ priceId: plain }, { priceId: plain, effective: 'PERIOD_END' }, { quantity: 2 }]) {
-      for (const path of ['/change/preview', '/change']) {
-        const res = await api(path, body);
-        expect(res.status, `${path} ${JSON.stringify(body)}`).toBe(409);
-        expect(res.body.error.message).toContain('cannot change plan yet when its price or the new one has metered components');
-      }
-    }
-    expect(JSON.stringify(s.stripe.subscriptions.get(stripeSub.id)!.items.data[0])).toBe(itemBefore);
-    expect((await db()('subscriptions').where({ id: subscriptionId }).first()).price_id).toBe(meteredPriceId);
-  });
-});
+// Plan changes of Stripe-billed metered subscriptions (before: 409): stripe-metered-plan-change.test.ts.
 
 describe('make-up invoices retried by the stripe-usage-makeups job', () => {
   const makeupJob = () => workerJobs({ services: s.ctx.services }).find((j) => j.name === 'stripe-usage-makeups');

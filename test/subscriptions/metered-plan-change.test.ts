@@ -12,13 +12,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { buy, setExternalId } from '../usage/helpers.js';
+import { day, halfUp, usageCents, type Pricing } from './metered-recompute.js';
 
 let ctx: TestContext;
 const meters = { tokens: '', requests: '' };
 const prices = { basic: '', pro: '', plain: '', business: '' };
 const products = { basic: '', pro: '', plain: '', business: '' };
 
-type Pricing = { model: 'PER_UNIT'; unitAmountDecimal: string } | { model: 'GRADUATED'; tiers: Array<{ upTo: number | null; unitAmountDecimal: string; flatAmountCents?: number }> };
 /** Basic: 10.00 a month, tokens 0.004 ¢ each over 10,000, requests graduated. Pro: 30.00, tokens 0.002 ¢ over 50,000, requests 0.25 ¢. */
 const basicComponents = (): Array<{ meter: 'tokens' | 'requests'; includedUnits: number; pricing: Pricing }> => [
   { meter: 'tokens', includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
@@ -32,29 +32,7 @@ const FEES = { basic: 1000, pro: 3000, plain: 5000, business: 2000 };
 const NAMES = { basic: 'Basic', pro: 'Pro', plain: 'Plain', business: 'Business' };
 const componentsOf = { basic: basicComponents, pro: proComponents, plain: () => [], business: () => [] } as Record<keyof typeof prices, () => ReturnType<typeof basicComponents>>;
 
-// ---- the independent recomputation (BigInt; amounts in 10^-12 ¢) ----
-const SCALE = 10n ** 12n;
-const fixed = (text: string): bigint => {
-  const [w, f = ''] = text.split('.');
-  return BigInt(w!) * SCALE + BigInt((f + '0'.repeat(12)).slice(0, 12));
-};
-const halfUp = (n: bigint, d: bigint): number => Number((2n * n + d) / (2n * d));
-function usageCents(quantity: bigint, included: bigint, pricing: Pricing): number {
-  const billable = quantity > included ? quantity - included : 0n;
-  let exact = 0n;
-  if (pricing.model === 'PER_UNIT') exact = billable * fixed(pricing.unitAmountDecimal);
-  else {
-    let lower = 0n;
-    for (const t of pricing.tiers) {
-      const upper = t.upTo === null ? billable : BigInt(t.upTo);
-      const inTier = (billable < upper ? billable : upper) - lower;
-      if (inTier > 0n) exact += inTier * fixed(t.unitAmountDecimal) + BigInt(t.flatAmountCents ?? 0) * SCALE;
-      if (t.upTo === null || billable <= upper) break;
-      lower = upper;
-    }
-  }
-  return halfUp(exact, SCALE);
-}
+// ---- the independent recomputation (BigInt; its pricing in ./metered-recompute.ts) ----
 /** includedUnits × part seconds / period seconds, half up. */
 const share = (included: number, partSeconds: number, periodSeconds: number): bigint => BigInt(halfUp(BigInt(included) * BigInt(partSeconds), BigInt(periodSeconds)));
 const secondsBetween = (a: string, b: string) => (Date.parse(b) - Date.parse(a)) / 1000;
@@ -79,7 +57,6 @@ function expectedUsageLines(parts: Part[], start: string, end: string, dayOf: (i
   }
   return lines;
 }
-const day = (iso: string) => new Intl.DateTimeFormat('en-GB', { day: 'numeric', month: 'long', year: 'numeric', timeZone: 'UTC' }).format(new Date(iso));
 
 // ---- API helpers ----
 const api = (method: 'get' | 'post', path: string) => ctx.merchant[method](path).set('X-API-Key', ctx.orgA.apiKey);
@@ -331,5 +308,70 @@ describe('plan changes of metered subscriptions (sandbox)', () => {
     expect(draws.map((d: { units: number | string }) => Number(d.units))).toEqual([-10_000]);
     expect(lines.map((l) => l.amountCents)).toEqual([0, 0, usageCents(40_000n - 1226n, 33_871n, { model: 'PER_UNIT', unitAmountDecimal: '0.002' }), 0]);
     expect(sum(order)).toBe(order.amountCents);
+  });
+
+  it('after a change, the balances and the access check count each part against its prorated included units (the renewal’s rule), equal to the renewal’s lines', async () => {
+    // Before: the current price's full included units for the whole period (50,000 here, 8,000 of them "left").
+    const { subscriptionId, customerId, externalId } = await subscribe('basic', '2027-05-01T00:00:00.000Z');
+    const packProduct = (await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Token pack' })).id;
+    const pack = await ctx.admin.post(`/v1/products/${packProduct}/prices`).send({ amount: 300, currency: 'USD', grantsUnits: { meterId: meters.tokens, units: 10_000 } });
+    expect(pack.status, JSON.stringify(pack.body)).toBe(201);
+    expect((await buy(ctx, `metered-change-${customers}@example.com`, pack.body.data.pricingId, ctx.orgA.apiKey)).customerId).toBe(customerId);
+    await use(externalId, '2027-05-05T00:00:00Z', { tokens: 12_000 });
+    await changeAt(subscriptionId, '2027-05-11T00:00:00.000Z', { priceId: prices.pro });
+    await use(externalId, '2027-05-12T00:00:00Z', { tokens: 30_000 });
+
+    // The recomputation: each part's share (half up), each part's own overage, credits drawn once for both, in order.
+    const period = secondsBetween('2027-05-01T00:00:00.000Z', '2027-06-01T00:00:00.000Z');
+    const basicShare = Number(share(10_000, secondsBetween('2027-05-01T00:00:00.000Z', '2027-05-11T00:00:00.000Z'), period));
+    const proShare = Number(share(50_000, secondsBetween('2027-05-11T00:00:00.000Z', '2027-06-01T00:00:00.000Z'), period));
+    expect([basicShare, proShare]).toEqual([3226, 33_871]);
+    const expectTokens = (used: { basic: number; pro: number }) => {
+      const wanted = Math.max(0, used.basic - basicShare) + Math.max(0, used.pro - proShare);
+      const pending = Math.min(10_000, wanted);
+      const includedRemaining = Math.max(0, proShare - used.pro);
+      return {
+        consumedUnits: used.basic + used.pro,
+        includedUnits: basicShare + proShare,
+        includedRemaining,
+        creditsPending: pending,
+        creditsRemaining: 10_000 - pending,
+        remainingUnits: includedRemaining + 10_000 - pending,
+        overageUnits: wanted - pending,
+      };
+    };
+    const balances = async () => {
+      const res = await api('get', `/v1/customers/${externalId}/meter-balances`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return (res.body.data.balances as Array<Record<string, any>>).find((b) => b.meterId === meters.tokens)!;
+    };
+    const access = async () => {
+      const res = await api('get', `/v1/entitlements/check?external_id=${externalId}&product_id=${products.pro}`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data.entitled).toBe(true);
+      return (res.body.data.meters as Array<Record<string, any>>).find((m) => m.meterId === meters.tokens)!;
+    };
+    ctx.clock.set('2027-05-20T00:00:00.000Z');
+    const mid = expectTokens({ basic: 12_000, pro: 30_000 });
+    // 12,000 − 3,226 = 8,774 from credits (1,226 left); Pro's 33,871 − 30,000 = 3,871 still included: 5,097 before overage.
+    expect(mid).toMatchObject({ includedRemaining: 3871, creditsRemaining: 1226, remainingUnits: 5097, overageUnits: 0 });
+    expect(await balances()).toMatchObject({ basis: 'SUBSCRIPTION', subscriptionId, ...mid });
+    const { creditsPending: _p, includedRemaining: _i, ...shown } = mid;
+    expect(await access()).toMatchObject({ basis: 'SUBSCRIPTION', ...shown });
+
+    await use(externalId, '2027-05-25T00:00:00Z', { tokens: 10_000 });
+    const late = expectTokens({ basic: 12_000, pro: 40_000 });
+    expect(late).toMatchObject({ remainingUnits: 0, overageUnits: 4903 });
+    expect(await balances()).toMatchObject(late);
+    const { creditsPending: _p2, includedRemaining: _i2, ...shownLate } = late;
+    expect(await access()).toMatchObject(shownLate);
+
+    // The renewal bills exactly that: the token lines' included units add up to the balance's, their overage to its overage.
+    const renewal = await renewAt(subscriptionId, 1, '2027-06-01T01:00:00.000Z');
+    const tokenLines = (renewal.lines as Array<Record<string, any>>).filter((l) => l.kind === 'USAGE' && l.usage.meterId === meters.tokens);
+    expect(tokenLines.map((l) => l.usage.includedUnits)).toEqual([basicShare, proShare]);
+    expect(tokenLines.reduce((t, l) => t + l.usage.includedUnits, 0)).toBe(late.includedUnits);
+    expect(tokenLines.reduce((t, l) => t + Number(l.usage.billableQuantity), 0)).toBe(late.overageUnits);
+    expect(tokenLines.reduce((t, l) => t + l.usage.creditedUnits, 0)).toBe(late.creditsPending);
   });
 });

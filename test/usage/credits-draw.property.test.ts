@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { balanceOf } from '../../src/commerce/meter-balances.js';
+import { balanceOf, balanceOfParts } from '../../src/commerce/meter-balances.js';
 import { creditUnitsWanted } from '../../src/commerce/metered-billing.js';
 import { pricePeriod } from '../../src/commerce/pricing.js';
 
@@ -42,6 +42,37 @@ describe('credit draw', () => {
         expect(creditUnitsWanted(consumed, included)).toBe(Math.max(0, Math.ceil(milli / SCALE) - included));
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it('balanceOfParts (a period a metered plan change split) equals a walk of each part against its own included units, credits shared in order; one part is balanceOf', () => {
+    const part = fc.record({ milli: fc.integer({ min: 0, max: 200_000 }), included: fc.integer({ min: 0, max: 150 }) });
+    fc.assert(
+      fc.property(fc.array(part, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 300 }), (parts, credits) => {
+        let left = credits;
+        let overMilli = 0;
+        let fromCreditsTotal = 0;
+        let includedLeftLast = 0;
+        for (const p of parts) {
+          const units = Math.ceil(p.milli / SCALE);
+          const fromIncluded = Math.min(units, p.included);
+          const fromCredits = Math.min(left, units - fromIncluded);
+          left -= fromCredits;
+          fromCreditsTotal += fromCredits;
+          overMilli += Math.max(0, p.milli - p.included * SCALE);
+          includedLeftLast = p.included - fromIncluded;
+        }
+        const b = balanceOfParts({ parts: parts.map((p) => ({ consumed: p.milli / SCALE, included: p.included })), credits, basis: 'SUBSCRIPTION' });
+        expect(b.creditsPending).toBe(fromCreditsTotal);
+        expect(b.creditsRemaining).toBe(credits - fromCreditsTotal);
+        expect(b.includedRemaining).toBe(includedLeftLast);
+        expect(b.remainingUnits).toBe(includedLeftLast + credits - fromCreditsTotal);
+        expect(Math.round(b.overageUnits * SCALE)).toBe(Math.max(0, overMilli - fromCreditsTotal * SCALE));
+        expect(b.included).toBe(parts.reduce((t, p) => t + p.included, 0));
+        expect(Math.round(b.consumed * SCALE)).toBe(parts.reduce((t, p) => t + p.milli, 0));
+        if (parts.length === 1) expect(b).toEqual({ consumed: parts[0]!.milli / SCALE, included: parts[0]!.included, ...balanceOf({ consumed: parts[0]!.milli / SCALE, included: parts[0]!.included, credits, basis: 'SUBSCRIPTION' }) });
+      }),
+      { numRuns: 1000 },
     );
   });
 
