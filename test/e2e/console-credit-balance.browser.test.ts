@@ -137,4 +137,27 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console customer credit b
     expect(await text(page, 'credit-balance-amounts')).toBe(`${usd(start - 300)} USD`);
     await h.check(page, 'customer-balance-debited');
   });
+
+  it("the subscription page's credit balance and the downgrade order's lines, desktop and 390 px", async () => {
+    const id = await downgradedCustomer('pages@console.test');
+    const credit = await balanceOf(id);
+    const s = await h.ctx.testDb.database.db('subscriptions').where({ customer_id: id }).first();
+    const page = await h.signedInPage('owner');
+    await page.goto(`${h.origin}/console/subscriptions/${s.id}`);
+    await page.getByRole('heading', { name: `Subscription ${s.id}`, level: 1 }).waitFor();
+    const field = page.locator('dl.fields > div').filter({ has: page.getByRole('term').filter({ hasText: /^Credit balance$/ }) }).locator('dd');
+    expect((await field.innerText()).replace(/\s+/g, ' ')).toBe(`${usd(credit)} (the customer’s, used by the next renewals; history and adjustments)`);
+    await h.check(page, 'customer-balance-subscription-page');
+    const downgrade = await h.ctx.testDb.database.db('orders').where({ subscription_id: s.id }).whereNull('billing_period').first();
+    await page.goto(`${h.origin}/console/orders/${downgrade.id}`);
+    await page.getByRole('heading', { name: 'Lines' }).waitFor();
+    expect(await page.getByTestId('order-line').filter({ hasText: 'Credit balance' }).count()).toBe(1);
+    expect(await page.getByText('None: nothing to charge (total 0)').count()).toBe(1);
+    await h.check(page, 'customer-balance-order-page');
+    // The link leads to the customer's balance.
+    await page.goto(`${h.origin}/console/subscriptions/${s.id}`);
+    await field.getByRole('link', { name: 'history and adjustments' }).click();
+    await page.getByRole('heading', { name: 'Credit balance' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/console/customers/${id}`);
+  });
 });
