@@ -378,11 +378,11 @@ export interface paths {
          *     | listOrders, getOrder | `orders:read` |
          *     | listSubscriptions, getSubscription, previewSubscriptionChange | `subscriptions:read` |
          *     | changeSubscription | `subscriptions:manage` |
-         *     | listCustomers, getCustomer | `customers:read` |
+         *     | listCustomers, getCustomer, getCustomerBalance, listCustomerBalanceTransactions | `customers:read` |
          *     | listWebhookEndpoints, createWebhookEndpoint, getWebhookEndpoint, updateWebhookEndpoint, updateWebhookEndpointByQuery, deleteWebhookEndpoint, deleteWebhookEndpointByQuery | `webhooks:write` |
          *     | checkEntitlement | `entitlements:read` |
          *     | getX402Supported, verifyX402Payment, settleX402Payment, getX402Settlement, putX402Paywall, deleteX402Paywall | `x402:settle` |
-         *     | updateCustomer | `customers:write` |
+         *     | updateCustomer, createCustomerBalanceTransaction | `customers:write` |
          *     | ingestUsageEvents | `usage:write` |
          *     | listMeters, getMeter, getMeterQuantities, getCustomerMeterBalances | `meters:read` |
          *     | createMeter, updateMeter, archiveMeter | `meters:write` |
@@ -1229,6 +1229,110 @@ export interface paths {
         get: operations["getCustomerMeterBalances"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customers/{id}/balance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's credit balance
+         * @description The customer's **credit balance**, one amount per currency (Stripe's customer balance):
+         *     what Kassa owes the customer, in minor units, to be taken off their next renewals. It grows
+         *     with an immediate downgrade's credit for unused time (`changeSubscription`,
+         *     `effective: IMMEDIATE`) and with a merchant's credit (`createCustomerBalanceTransaction`);
+         *     the next renewal orders in that currency (any of the customer's subscriptions) draw it as a
+         *     `CREDIT` line "Applied balance" after tax, until it is used up. Every change is a
+         *     transaction of `listCustomerBalanceTransactions`.
+         *
+         *     **Sign**: `amountCents` is **positive for a credit** (money held for the customer), the
+         *     sign `customerBalanceCents` of `getSubscription` already has; Stripe's `balance` has the
+         *     opposite sign (negative = credit). **Never below 0**: Kassa keeps no amount owed by the
+         *     customer (money owed is collected by an order, not carried to the next renewal).
+         *     **Currencies**: every currency the customer ever had a balance in, including those now at 0,
+         *     ordered by currency; an empty list when none. Never paid out: it stays with the customer
+         *     when their subscriptions end.
+         *
+         *     A customer of another organization (or nobody) is `404`. Permission: `customers:read`.
+         */
+        get: operations["getCustomerBalance"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/customers/{id}/balance-transactions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A customer's credit balance ledger
+         * @description The changes of the customer's credit balance, newest first (in the order they were written), in pages of
+         *     `limit` (default 20, at most 100): pass a page's `nextCursor` as `starting_after` for the
+         *     next one (`hasMore` says whether one follows; the cost of a page does not grow with its
+         *     depth). `currency` keeps only that currency's. A `starting_after` that is not one of this
+         *     customer's transactions is `400`. A customer of another organization (or nobody) is `404`.
+         *     Permission: `customers:read`.
+         *
+         *     Types: `CARRIED` (an immediate downgrade's order carried its credit here, `orderId` and
+         *     `subscriptionId` set), `APPLIED` (a renewal order drew it, negative), `RESTORED` (a
+         *     renewal that drew it was never paid: given back), `ADJUSTMENT` (a merchant's credit or
+         *     debit, with its `description`). `amountCents` is the change (positive adds to the
+         *     balance), `endingBalanceCents` the balance right after it, as Stripe's
+         *     `ending_balance`.
+         */
+        get: operations["listCustomerBalanceTransactions"];
+        put?: never;
+        /**
+         * Adjust a customer's credit balance
+         * @description A merchant's credit (`amountCents` > 0) or debit (`amountCents` < 0) of the customer's
+         *     credit balance in `currency`, with a `description` shown in the ledger and the console
+         *     (Stripe's "create a customer balance transaction", with the opposite sign: positive is a
+         *     credit here). Written as an `ADJUSTMENT` transaction under the balance's row lock, in one
+         *     transaction with the balance: concurrent adjustments and renewals never lose each other's
+         *     change.
+         *
+         *     **Rules**:
+         *     * A debit takes at most the balance: one that would take it below 0 is
+         *       `409 CONFLICT` (Kassa keeps no amount owed; nothing is written).
+         *     * `expectedBalanceCents` (optional) makes the adjustment conditional: when the balance is
+         *       not that amount at the moment of writing (another change came first), it is `409
+         *       CONFLICT` and nothing is written — read the balance again and decide.
+         *     * **Idempotency**: `Idempotency-Key` is required, as for other creations. The same key
+         *       with the same customer and body answers the transaction made the first time (`201`,
+         *       `Idempotent-Replayed: true`), without adjusting again; with anything else it is `409
+         *       IDEMPOTENCY_KEY_REUSED`. An adjustment's key is kept as long as its transaction (never
+         *       reused for another adjustment).
+         *     * **Effect on the next renewal**: a credit is drawn by the customer's next renewal orders
+         *       in that currency exactly as a downgrade's credit (`CREDIT` line "Applied balance", after
+         *       tax; a renewal covered whole is `PAID` at 0 without a charge); a debit leaves less for
+         *       them. Orders already made are not changed, and nothing is paid out.
+         *     * Any currency of 3 to 5 letters is accepted (stored uppercase); only renewals in that
+         *       currency draw it. The sandbox rail's ledger: a Stripe customer's balance is not kept in
+         *       step with it.
+         *
+         *     A customer of another organization (or nobody) is `404`. Permission: `customers:write`.
+         */
+        post: operations["createCustomerBalanceTransaction"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4325,6 +4429,73 @@ export interface components {
             message: string;
             data: components["schemas"]["CustomerPage"];
         };
+        CustomerCreditBalance: {
+            currency: components["schemas"]["Currency"];
+            /** @description The credit held for the customer in this currency (never below 0). */
+            amountCents: components["schemas"]["MinorUnits"];
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        CustomerBalanceResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                customerId: string;
+                balances: components["schemas"]["CustomerCreditBalance"][];
+            };
+        };
+        /** @description One change of a customer's credit balance (see `listCustomerBalanceTransactions`). */
+        CustomerBalanceTransaction: {
+            /** @example CBE_4kQ9mXc2Lp7Rt1Wv6Yz3Ab8D */
+            transactionId: string;
+            customerId: string;
+            currency: components["schemas"]["Currency"];
+            /** @enum {string} */
+            type: "CARRIED" | "APPLIED" | "RESTORED" | "ADJUSTMENT";
+            /** @description The change, positive when it adds to the balance (a credit), negative when it takes from it. */
+            amountCents: number;
+            /** @description The balance in this currency right after this transaction. */
+            endingBalanceCents: components["schemas"]["MinorUnits"];
+            /** @description The merchant's description of an `ADJUSTMENT`; null for the other types. */
+            description: string | null;
+            /** @description The order that carried, drew or gave back the credit; null for an `ADJUSTMENT`. */
+            orderId: string | null;
+            /** @description That order's subscription; null for an `ADJUSTMENT`. */
+            subscriptionId: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        CustomerBalanceTransactionResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: components["schemas"]["CustomerBalanceTransaction"];
+        };
+        CustomerBalanceTransactionPageResponse: {
+            /** @constant */
+            success: true;
+            message: string;
+            data: {
+                items: components["schemas"]["CustomerBalanceTransaction"][];
+                hasMore: boolean;
+                /** @description The last transaction's id when older ones follow; pass it as `starting_after`. */
+                nextCursor: string | null;
+            };
+        };
+        CustomerBalanceAdjustment: {
+            /**
+             * @description ISO 4217 (or `USDC`/`USDT`), any case; stored uppercase.
+             * @example USD
+             */
+            currency: string;
+            /** @description Positive credits the customer, negative debits their balance (at most what it holds). Not 0. */
+            amountCents: number;
+            /** @description Why (shown in the ledger and the console). */
+            description: string;
+            /** @description When given, the adjustment is made only if the balance is this amount now (else `409`). */
+            expectedBalanceCents?: components["schemas"]["MinorUnits"];
+        };
         /** @example RFD_7hQ2mXc9Lp4Rt6Wv1Yz3Ab5D */
         RefundId: string;
         /**
@@ -6410,6 +6581,184 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCustomerBalance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The customer's balances. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *         "balances": [
+                     *           {
+                     *             "currency": "USD",
+                     *             "amountCents": 1000,
+                     *             "updatedAt": "2026-11-30T12:00:00.000Z"
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CustomerBalanceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listCustomerBalanceTransactions: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only this currency's transactions (ISO 4217, any case).
+                 * @example USD
+                 */
+                currency?: string;
+                /** @description Transactions per page, 1 to 100. Default 20. */
+                limit?: number;
+                /** @description The `nextCursor` of the previous page (a transaction id `CBE_…`). */
+                starting_after?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the ledger. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "OK",
+                     *       "data": {
+                     *         "items": [
+                     *           {
+                     *             "transactionId": "CBE_4kQ9mXc2Lp7Rt1Wv6Yz3Ab8D",
+                     *             "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *             "currency": "USD",
+                     *             "type": "ADJUSTMENT",
+                     *             "amountCents": 500,
+                     *             "endingBalanceCents": 1500,
+                     *             "description": "Goodwill credit for the outage",
+                     *             "orderId": null,
+                     *             "subscriptionId": null,
+                     *             "createdAt": "2026-11-30T12:00:00.000Z"
+                     *           }
+                     *         ],
+                     *         "hasMore": false,
+                     *         "nextCursor": null
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CustomerBalanceTransactionPageResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createCustomerBalanceTransaction: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description One key per intended creation: 1-255 ASCII characters 0x21-0x7E (no spaces or control
+                 *     characters). Scoped per organization and kept 24 hours. Retry after a timeout or `503` with
+                 *     the same key and unchanged parameters; different parameters under the same key are
+                 *     `409 IDEMPOTENCY_KEY_REUSED`.
+                 * @example order-10042-attempt-1
+                 */
+                "Idempotency-Key": components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomerBalanceAdjustment"];
+            };
+        };
+        responses: {
+            /**
+             * @description The adjustment's transaction (or, for a repeated `Idempotency-Key` with the same
+             *     parameters, the one made the first time, with `Idempotent-Replayed: true`).
+             */
+            201: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Customer balance adjusted",
+                     *       "data": {
+                     *         "transactionId": "CBE_4kQ9mXc2Lp7Rt1Wv6Yz3Ab8D",
+                     *         "customerId": "CUS_hk60G7KOFpB5lxQ84MRIHi9l",
+                     *         "currency": "USD",
+                     *         "type": "ADJUSTMENT",
+                     *         "amountCents": 500,
+                     *         "endingBalanceCents": 1500,
+                     *         "description": "Goodwill credit for the outage",
+                     *         "orderId": null,
+                     *         "subscriptionId": null,
+                     *         "createdAt": "2026-11-30T12:00:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CustomerBalanceTransactionResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["responses-UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

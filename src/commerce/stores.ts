@@ -396,6 +396,24 @@ export interface CreditLedger {
  * as Stripe's customer balance. Every change locks the balance row in the caller's transaction
  * (a downgrade adding to it and a renewal drawing it serialize there) and writes one ledger entry.
  */
+/** One change of a customer's credit balance (the ledger). */
+export interface CustomerBalanceEntry {
+  id: string;
+  orgId: string;
+  customerId: string;
+  currency: string;
+  kind: 'CARRIED' | 'APPLIED' | 'RESTORED' | 'ADJUSTMENT';
+  amountCents: number;
+  endingBalanceCents: number;
+  description: string | null;
+  orderId: string | null;
+  subscriptionId: string | null;
+  createdAt: Date;
+  /** An adjustment's Idempotency-Key and the hash of its request; null for the other kinds. */
+  idempotencyKey: string | null;
+  requestHash: string | null;
+}
+
 export interface CustomerBalanceLedger {
   /** Adds a downgrade's credit (`amount` > 0) carried by `orderId`; returns the balance after. */
   carry(entry: { orgId: string; customerId: string; currency: string; amount: number; orderId: string; subscriptionId: string; at: Date }): Promise<number>;
@@ -405,6 +423,19 @@ export interface CustomerBalanceLedger {
   restore(orderId: string, at: Date): Promise<number>;
   /** The customer's balance in a currency (0 when none). */
   balance(orgId: string, customerId: string, currency: string): Promise<number>;
+  /** Every currency the customer has a balance row in, by currency. */
+  balancesOf(orgId: string, customerId: string): Promise<Array<{ currency: string; amountCents: number; updatedAt: Date }>>;
+  /** The ledger newest first; undefined when `startingAfter` is not one of this customer's entries. */
+  entries(orgId: string, customerId: string, page: { currency?: string; limit: number; startingAfter?: string }): Promise<{ items: CustomerBalanceEntry[]; hasMore: boolean } | undefined>;
+  /** The adjustment made under an Idempotency-Key of the organization, if any. */
+  findByIdempotencyKey(orgId: string, key: string): Promise<CustomerBalanceEntry | undefined>;
+  /** The balance (0 when none) with its row created if missing and locked for the rest of the transaction. */
+  lockForChange(k: { orgId: string; customerId: string; currency: string }, at: Date): Promise<number>;
+  /**
+   * Writes a merchant adjustment of a balance locked by `lockForChange` (`balanceBefore` as read
+   * under that lock) and moves the balance; undefined when another adjustment holds the key.
+   */
+  recordAdjustment(a: { orgId: string; customerId: string; currency: string; amount: number; balanceBefore: number; description: string; idempotencyKey: string; requestHash: string; at: Date }): Promise<CustomerBalanceEntry | undefined>;
 }
 
 /**

@@ -10,6 +10,7 @@ import { formatMoney } from '../kernel/money.js';
 import type { Logger } from '../kernel/logger.js';
 import type { Order, OrderLine, Subscription } from '../commerce/model.js';
 import type { UsageEstimate } from '../commerce/usage-estimate.js';
+import type { PlanChangeRequest } from '../commerce/plan-change.js';
 import { hostedForm } from '../pages/form.js';
 import { escapeHtml, layout, merchantName, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page, type PageMerchant, pageMerchantOf } from '../pages/page.js';
 import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
@@ -171,7 +172,7 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
   }
 
   async function overviewPage(session: PortalSession, token: string, merchant: PageMerchant | undefined, notice?: string): Promise<Page> {
-    const { customer, orders, subscriptions, products, usage } = await portal.overview(session);
+    const { customer, orders, subscriptions, products, usage, creditBalances } = await portal.overview(session);
     const csrf = portal.csrfToken(token);
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
     const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
@@ -190,7 +191,7 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
         'Your account',
         `<h1>Your account</h1><div class="muted" data-testid="customer-email">Signed in as ${escapeHtml(customer.email)}</div>
 ${notice ? `<div class="ok" role="status" data-testid="notice">${escapeHtml(notice)}</div>` : ''}${scoped}
-${section('Subscriptions', 'subs', subs)}${usage.length ? section('Usage this period', 'usage', `<ul class="items">${usage.map(usageItem).join('')}</ul>`) : ''}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
+${section('Subscriptions', 'subs', subs)}${creditBalances.length ? section('Credit balance', 'credit', `<ul class="items">${creditBalances.map((b) => `<li class="item" data-testid="credit-balance">${escapeHtml(formatMoney(b.amountCents, b.currency))} <span class="muted">taken off your next renewals in ${escapeHtml(b.currency)}</span></li>`).join('')}</ul>`) : ''}${usage.length ? section('Usage this period', 'usage', `<ul class="items">${usage.map(usageItem).join('')}</ul>`) : ''}${section('Orders and receipts', 'orders', ords)}${section('Your products', 'products', prods)}
 <form method="post" action="/portal/sign-out">${hidden(csrf)}<button type="submit" class="link" data-testid="sign-out">Sign out</button></form>${back}`,
         { merchant },
       ),
@@ -291,13 +292,17 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(Math.round(s.amountCents / (s.quantity || 1)), s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
         ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(q.to.productName)} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
       ].join('');
+      // A downgrade takes effect at the period's end unless the buyer asks for it now, with credit for the unused time (sandbox rail only: Stripe's customer balance is not kept in step).
+      const when = s.processorSubscriptionId
+        ? ''
+        : `<fieldset data-testid="downgrade-when"><legend>If the new plan costs less, change</legend><label class="choice"><input type="radio" name="when" value="period_end" checked> <span>At the end of the period, on ${escapeHtml(DATE.format(s.currentPeriodEnd))} <span class="muted">nothing is charged or credited now</span></span></label><label class="choice"><input type="radio" name="when" value="now"> <span>Now, with credit for the unused time <span class="muted">added to your credit balance and taken off your next renewals</span></span></label></fieldset>`;
       const seats = scope.allowQuantity ? `<p><label for="quantity">Seats</label> <input id="quantity" name="quantity" type="number" min="1" max="100" step="1" value="${s.quantity}" inputmode="numeric" required></p>` : '';
       sendPage(res, {
         status: 200,
         html: layout(
           `Change ${s.productName}`,
           `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(planText(s.quantity, s.productName, s.amountCents, s))}</p>
-<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}${when}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Back to your account</a></p>`,
           { merchant: found.merchant },
         ),
@@ -307,7 +312,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
     }
   });
 
-  router.post('/portal/subscriptions/:token/change', hostedForm({ limit: '2kb', parameterLimit: 10 }), async (req, res) => {
+  router.post('/portal/subscriptions/:token/change', hostedForm({ limit: '2kb', parameterLimit: 12 }), async (req, res) => {
     try {
       const found = await formSession(req, res);
       if (!found) return;
@@ -317,30 +322,42 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         return sendPage(res, messagePage(400, 'Seats must be a whole number from 1 to 100', 'Go back and enter the number of seats again.', found.merchant));
       }
       const s = await portal.subscription(found.session, req.params.token);
-      const request = { ...(form.priceId ? { priceId: form.priceId } : {}), ...(quantity !== undefined && quantity !== s.quantity ? { quantity } : {}) };
+      const request: PlanChangeRequest = { ...(form.priceId ? { priceId: form.priceId } : {}), ...(quantity !== undefined && quantity !== s.quantity ? { quantity } : {}) };
+      const now = form.when === 'now' && !s.processorSubscriptionId;
       if (form.step === 'confirm') {
-        const { subscription, quote, pending } = await portal.changePlan(found.session, s.id, { ...request, prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) }, req.ip ?? null);
+        const immediate = now && form.effective === 'IMMEDIATE';
+        const expectedCredit = Number(form.expectedCredit ?? '0');
+        const { subscription, quote, pending } = await portal.changePlan(
+          found.session,
+          s.id,
+          { ...request, ...(immediate && { effective: 'IMMEDIATE' as const, expectedBalanceCreditCents: Number.isSafeInteger(expectedCredit) ? expectedCredit : -1 }), prorationDate: new Date(Number(form.prorationDate) * 1000), expectedAmountDueCents: Number(form.expected) },
+          req.ip ?? null,
+        );
+        const credited = quote.balanceCredit ?? 0;
         const notice = pending
           ? `${formatMoney(quote.amountDue, s.currency)} was charged; your change to ${quote.to.quantity} × ${quote.to.productName} is being applied and shows here shortly.`
           : quote.effective === 'PERIOD_END'
             ? `From ${DATE.format(subscription.currentPeriodEnd)} your subscription is ${planText(quote.to.quantity, quote.to.productName, quote.to.amount, s)}; nothing was charged now.`
-            : `Your subscription is now ${subscription.quantity} × ${subscription.productName}${quote.amountDue > 0 ? `; ${formatMoney(quote.amountDue, s.currency)} was charged` : ''}.`;
+            : `Your subscription is now ${subscription.quantity} × ${subscription.productName}${quote.amountDue > 0 ? `; ${formatMoney(quote.amountDue, s.currency)} was charged` : ''}${credited > 0 ? `; ${formatMoney(credited, s.currency)} was added to your credit balance` : ''}.`;
         return sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
       }
-      const q = await portal.previewPlanChange(found.session, s.id, request);
+      // Only a downgrade asks when: its default is the period's end; "now" quotes it again taking effect at once.
+      const first = await portal.previewPlanChange(found.session, s.id, request);
+      const q = now && first.effective === 'PERIOD_END' ? await portal.previewPlanChange(found.session, s.id, { ...request, effective: 'IMMEDIATE' }) : first;
+      const credit = q.balanceCredit ?? 0;
       const rows = q.lines.map((l) => `<tr data-testid="preview-line"><td>${escapeHtml(l.description)}</td><td class="num">${escapeHtml(formatMoney(l.amount, s.currency))}</td></tr>`).join('');
       // The receipt's table style: amounts never wrap (at 390 px "−$6.00" broke over three lines).
       const when =
         q.effective === 'PERIOD_END'
           ? `<p data-testid="preview-when">This takes effect on ${escapeHtml(DATE.format(q.periodEnd))}, when your subscription renews. Nothing is charged now.</p>`
-          : `<table class="lines" data-testid="preview-lines"><caption class="visually-hidden">Charged now</caption><thead><tr><th scope="col">Charged now</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody><tfoot><tr><th scope="row">Total due now</th><td class="num" data-testid="preview-total">${escapeHtml(formatMoney(q.amountDue, s.currency))}</td></tr></tfoot></table>`;
+          : `<table class="lines" data-testid="preview-lines"><caption class="visually-hidden">${credit > 0 ? 'This change now' : 'Charged now'}</caption><thead><tr><th scope="col">${credit > 0 ? 'This change now' : 'Charged now'}</th><th scope="col" class="num">Amount</th></tr></thead><tbody>${rows}</tbody><tfoot><tr><th scope="row">Total due now</th><td class="num" data-testid="preview-total">${escapeHtml(formatMoney(q.amountDue, s.currency))}</td></tr></tfoot></table>`;
       sendPage(res, {
         status: 200,
         html: layout(
           'Confirm the change',
           `<h1>Confirm the change</h1><p data-testid="preview-summary">From ${escapeHtml(planText(q.from.quantity, q.from.productName, q.from.amount, s))}<br>to ${escapeHtml(planText(q.to.quantity, q.to.productName, q.to.amount, s))}</p>${when}
-<p data-testid="preview-next">Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
-<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}"><input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">${q.amountDue > 0 ? `Confirm and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : 'Confirm the change'}</button></form>
+${credit > 0 ? `<p data-testid="preview-credit">${escapeHtml(formatMoney(credit, s.currency))} is added to your credit balance and taken off your next renewals. It is not paid out.</p>` : ''}<p data-testid="preview-next">Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
+<form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}">${q.effective === 'IMMEDIATE' && now ? `<input type="hidden" name="when" value="now"><input type="hidden" name="effective" value="IMMEDIATE"><input type="hidden" name="expectedCredit" value="${credit}">` : ''}<input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">${q.amountDue > 0 ? `Confirm and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : 'Confirm the change'}</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Cancel, keep my plan</a></p>`,
           { merchant: found.merchant },
         ),

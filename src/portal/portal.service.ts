@@ -90,6 +90,11 @@ export interface PortalOverview {
   products: Array<{ productId: string; productName: string; type: string }>;
   /** Usage this period and the estimated next charge of the shown metered subscriptions. */
   usage: UsageEstimate[];
+  /**
+   * The customer's credit balance in each currency where it is above 0 (immediate downgrades'
+   * credit, merchant credits); none in a checkout-scoped session, which shows one purchase only.
+   */
+  creditBalances: Array<{ currency: string; amountCents: number }>;
 }
 
 interface PortalScope {
@@ -274,16 +279,18 @@ export class PortalService {
     const stores = this.uow.stores;
     const customer = await stores.customers.find(session.orgId, session.customerId);
     if (!customer) throw notFound('Customer');
-    const [orders, subscriptions, access, usage] = await Promise.all([
+    const [orders, subscriptions, access, usage, balances] = await Promise.all([
       stores.orders.list(session.orgId, { customerId: session.customerId }, { offset: 0, limit: 100 }),
       this.subscriptions.listOfCustomer(session.orgId, session.customerId),
       this.entitlements.check(session.orgId, { customerId: session.customerId }),
       this.subscriptions.usageThisPeriod(session.orgId, session.customerId),
+      stores.balances.balancesOf(session.orgId, session.customerId),
     ]);
+    const creditBalances = balances.filter((b) => b.amountCents > 0).map((b) => ({ currency: b.currency, amountCents: b.amountCents }));
     const scope = await this.scopeOf(session);
     // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
     const shown = orders.records.filter((o) => (o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID') && inScope(scope, o));
-    if (!scope) return { customer, orders: shown, subscriptions, products: access.products, usage: usage.estimates };
+    if (!scope) return { customer, orders: shown, subscriptions, products: access.products, usage: usage.estimates, creditBalances };
     const productIds = new Set(shown.map((o) => o.productId));
     return {
       customer,
@@ -291,6 +298,7 @@ export class PortalService {
       subscriptions: subscriptions.filter((sub) => sub.id === scope.subscriptionId),
       products: access.products.filter((p) => productIds.has(p.productId)),
       usage: usage.estimates.filter((e) => e.subscription.id === scope.subscriptionId),
+      creditBalances: [],
     };
   }
 

@@ -20,6 +20,8 @@ import { registerManagePages } from './manage-pages.js';
 import { subscriptionJobs } from './subscription.jobs.js';
 import { SubscriptionService } from './subscription.service.js';
 import { createSubscriptionHandlers } from './subscriptions.handlers.js';
+import { createCustomerBalanceHandlers } from './customer-balance.handlers.js';
+import { CustomerBalanceService } from './customer-balance.service.js';
 
 /** Renewals one worker's pass runs at once on PostgreSQL (docs/benchmarks.md: closing 10,000 metered periods). */
 const RENEWAL_CONCURRENCY_ON_POSTGRES = 4;
@@ -28,7 +30,7 @@ export interface SubscriptionsModule {
   subscriptions: SubscriptionService;
   entitlements: EntitlementService;
   handlers: {
-    merchant: ReturnType<typeof createSubscriptionHandlers>;
+    merchant: ReturnType<typeof createSubscriptionHandlers> & ReturnType<typeof createCustomerBalanceHandlers>;
     admin: ReturnType<typeof createSubscriptionAdminHandlers>;
     console: ReturnType<typeof createSubscriptionConsoleHandlers>;
   };
@@ -65,7 +67,9 @@ export function createSubscriptionsModule(deps: {
   return {
     subscriptions,
     entitlements,
-    handlers: { merchant: createSubscriptionHandlers(subscriptions, entitlements), admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants, deps.balances), console: createSubscriptionConsoleHandlers(subscriptions, deps.balances) },
+    handlers: {
+      merchant: { ...createSubscriptionHandlers(subscriptions, entitlements), ...createCustomerBalanceHandlers(new CustomerBalanceService(deps.uow, deps.clock)) },
+      admin: createSubscriptionAdminHandlers(subscriptions, deps.merchants, deps.balances), console: createSubscriptionConsoleHandlers(subscriptions, deps.balances) },
     jobs: () => subscriptionJobs(subscriptions, isEmbedded(deps.db) ? 1 : RENEWAL_CONCURRENCY_ON_POSTGRES),
     pages: (router) => registerManagePages(router, subscriptions, deps.merchants, deps.logger, deps.portalUrlOf),
   };

@@ -230,18 +230,24 @@ export class SubscriptionService {
   /**
    * The last period's usage of an ending subscription: one order of USAGE lines (no fee: no new
    * period starts), charged once; when the usage costs nothing, or the charge is declined, no
-   * retry follows (the order says FAILED and the subscription ends all the same).
+   * retry follows (the order says FAILED and the subscription ends all the same). The customer's
+   * credit balance pays what it can, as on a renewal (Stripe applies it to the final invoice); an
+   * order it covers whole is PAID without a charge, and a declined one gives its draw back.
    */
   private async chargeFinalUsage(stores: CommerceStores, s: Subscription, now: Date, usage: readonly LineInput[]): Promise<void> {
     const period = s.periodNumber + 1;
     if (await stores.orders.findSubscriptionPeriod(s.id, period)) return;
     // Credits are drawn even when they cover everything (no order then): the usage was consumed.
     const credited = await drawCredits(stores, s, usage, now);
-    const draft = await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, credited, { fee: false });
-    if (draft.amountCents === 0) return;
-    const charge = await this.processor.chargeSavedMethod({ orgId: s.orgId, paymentMethod: s.paymentMethod, amount: draft.amountCents, currency: s.currency, idempotencyKey: `${s.id}:${period}:final` });
-    const order = charged(draft, charge, now);
+    const priced = await renewalOrder(stores, s, period, false, { processorPaymentId: null, processorStatus: null }, now, credited, { fee: false });
+    if (priced.amountCents === 0) return;
+    const { order: draft, drawn } = await withAppliedBalance(stores, s, priced, now);
+    const order =
+      draft.amountCents === 0
+        ? { ...draft, status: 'PAID' as const, processorPaymentId: null, processorStatus: outcomeProcessorStatus('succeeded'), settledAvailableOn: null }
+        : charged(draft, await this.processor.chargeSavedMethod({ orgId: s.orgId, paymentMethod: s.paymentMethod, amount: draft.amountCents, currency: s.currency, idempotencyKey: `${s.id}:${period}:final` }), now);
     await stores.orders.insert(order);
+    if (order.status !== 'PAID' && drawn > 0) await stores.balances.restore(order.id, now);
     await stores.emit({ orgId: s.orgId, type: order.status === 'PAID' ? 'order.paid' : 'order.failed', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
   }
 

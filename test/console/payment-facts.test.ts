@@ -17,6 +17,11 @@ describe('cardPaymentFacts', () => {
     expect(facts.fundsNote).toMatch(/no money/);
   });
 
+  it('an order of total 0 with no payment (an immediate downgrade, a renewal the credit balance paid) names no card rail', () => {
+    const facts = cardPaymentFacts({ ...paid, providerPaymentId: null, amountCents: 0 });
+    expect(facts).toEqual({ sandbox: false, rail: 'None: nothing to charge (total 0)', processorStatus: '—', fundsNote: 'None: nothing was charged', linkToStripe: false });
+  });
+
   it('a refunded order says so beside "succeeded", and no funds are available', () => {
     const full = cardPaymentFacts({ ...paid, amountRefundedCents: 1500, refunded: true, status: 'REFUNDED' });
     expect(full.processorStatus).toBe('Payment succeeded, then refunded in full');

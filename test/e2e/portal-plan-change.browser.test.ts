@@ -5,7 +5,9 @@
  * (Tab, arrow keys in the radio group, Enter, Space), on a desktop and a 390 px phone, every page
  * axe-core clean with no horizontal overflow. The order with the two PRORATION lines is read back
  * through the API and equals the preview; the portal shows the new plan and its seats. A downgrade
- * by mouse is scheduled for the period's end. Screenshots: test/e2e/.artifacts/screenshots/portal-plan-*.png.
+ * by mouse is scheduled for the period's end; an immediate downgrade ("now, with credit for the
+ * unused time") by keyboard at 390 px and by mouse on a desktop shows its credit before confirming,
+ * and the credit balance on the account page. Screenshots: test/e2e/.artifacts/screenshots/portal-plan-*.png.
  */
 import { mkdirSync } from 'node:fs';
 import supertest from 'supertest';
@@ -102,7 +104,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
         expect(Math.abs(radio.y - name.y)).toBeLessThan(12);
       }
       expect(await page.getByLabel(/Team plan/).count()).toBe(1);
-      expect((await page.locator('label.choice').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim())).toEqual([
+      expect((await page.locator('label.choice:has(input[name=priceId])').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim())).toEqual([
         'Keep Pro plan $9.00 per seat every month',
         'Team plan $20.00 per seat every month',
         'Starter plan $5.00 per seat every month',
@@ -118,6 +120,9 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
       expect(await page.evaluate('document.activeElement.id')).toBe('quantity');
       await page.keyboard.press('ControlOrMeta+A');
       await page.keyboard.type('2');
+      // The downgrade's "when" (an upgrade is charged now either way): left at the period's end.
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate('document.activeElement.value')).toBe('period_end');
       await page.keyboard.press('Tab');
       expect(await page.evaluate('document.activeElement.dataset.testid')).toBe('preview-change');
       await Promise.all([page.waitForNavigation(), page.keyboard.press('Space')]);
@@ -195,4 +200,61 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
     expect(errors).toEqual([]);
     await context.close();
   });
+
+  for (const viewport of [
+    { name: 'phone', width: 390, height: 844, keyboard: true },
+    { name: 'desktop', width: 1280, height: 900, keyboard: false },
+  ]) {
+    it(`a downgrade now, with credit for the unused time: previewed with its credit, confirmed, the balance shown (${viewport.name}, ${viewport.keyboard ? 'keyboard' : 'mouse'})`, async () => {
+      ctx.clock.set('2026-11-22T09:00:00.000Z');
+      const { subscriptionId, customerId } = await buy(`downgrade-now-${viewport.name}@example.com`, pro);
+      ctx.clock.set('2026-12-02T09:00:00.000Z');
+      const { context, page, errors } = await openPortal(customerId, viewport);
+      expect(await page.getByTestId('credit-balance').count()).toBe(0);
+      if (viewport.keyboard) {
+        await activate(page, `[data-testid=change-${subscriptionId}]`);
+        await tabTo(page, 'input[name=priceId]');
+        for (let i = 0; i < 3 && (await page.evaluate('document.activeElement.value')) !== starter; i++) await page.keyboard.press('ArrowDown');
+        expect(await page.locator(`input[value="${starter}"]`).isChecked()).toBe(true);
+        await tabTo(page, 'input[name=when]');
+        await page.keyboard.press('ArrowDown');
+        expect(await page.locator('input[name=when][value=now]').isChecked()).toBe(true);
+        await check(page, `downgrade-now-${viewport.name}-choose`);
+        await tabTo(page, '[data-testid=preview-change]');
+        await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+      } else {
+        await Promise.all([page.waitForNavigation(), page.getByTestId(`change-${subscriptionId}`).click()]);
+        await page.getByLabel(/Starter plan/).check();
+        await page.getByLabel(/Now, with credit for the unused time/).check();
+        await check(page, `downgrade-now-${viewport.name}-choose`);
+        await Promise.all([page.waitForNavigation(), page.getByTestId('preview-change').click()]);
+      }
+      // The preview is the order the change leaves: the two PRORATION lines and the BALANCE line, nothing due.
+      const quote = await ctx.services.subscriptions.previewChange(subscriptionId, { priceId: starter, effective: 'IMMEDIATE' }, { orgId: ctx.orgA.orgId });
+      const credit = quote.balanceCredit!;
+      expect(credit).toBeGreaterThan(0);
+      const usd = (minor: number) => `$${(minor / 100).toFixed(2)}`;
+      const lines = (await page.getByTestId('preview-line').allTextContents()).map((l) => l.replace(/\s+/g, ' '));
+      expect(lines).toHaveLength(3);
+      expect(lines[0]).toContain('Unused time');
+      expect(lines[2]).toContain('Credit added to your balance');
+      expect(await text(page, 'preview-total')).toBe('$0.00');
+      expect(await text(page, 'preview-credit')).toBe(`${usd(credit)} is added to your credit balance and taken off your next renewals. It is not paid out.`);
+      expect(await text(page, 'preview-next')).toBe('Then $5.00 at each renewal.');
+      expect(await text(page, 'confirm-change')).toBe('Confirm the change');
+      expect(await textLines(page, '[data-testid=preview-lines] .num')).toEqual([1, 1, 1, 1, 1]);
+      await check(page, `downgrade-now-${viewport.name}-preview`);
+      if (viewport.keyboard) await activate(page, '[data-testid=confirm-change]');
+      else await Promise.all([page.waitForNavigation(), page.getByTestId('confirm-change').click()]);
+
+      expect(await text(page, 'notice')).toBe(`Your subscription is now 1 × Starter plan; ${usd(credit)} was added to your credit balance.`);
+      expect(await text(page, 'credit-balance')).toBe(`${usd(credit)} taken off your next renewals in USD`);
+      expect(await page.locator('[data-testid=subscription] h3').textContent()).toBe('Starter plan');
+      const balance = await ctx.merchant.get(`/v1/customers/${customerId}/balance`).set('X-API-Key', ctx.orgA.apiKey);
+      expect(balance.body.data.balances).toEqual([expect.objectContaining({ currency: 'USD', amountCents: credit })]);
+      await check(page, `downgrade-now-${viewport.name}-done`);
+      expect(errors).toEqual([]);
+      await context.close();
+    });
+  }
 });

@@ -408,4 +408,43 @@ describe('plan changes in the portal (issue 39)', () => {
     const s = (await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
     expect(s).toMatchObject({ priceId: team, quantity: 2, amountCents: 4000 });
   });
+
+  it('a downgrade now, with credit for the unused time: the preview shows the credit, a stale credit is refused, the balance is shown', async () => {
+    const smaller = await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Mini plan' });
+    const mini = (await ctx.services.catalog.createPrice(smaller.id, { amount: 300, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+    ctx.clock.set('2026-11-22T09:00:00.000Z');
+    const { customerId, subscriptionId } = await buy('downsizer@example.com', subPrice);
+    const cookie = await enter((await createPortal({ customerId, planChangePriceIds: [mini] })).body.data.url);
+    const page = await http().get(`/portal/subscriptions/${subscriptionId}/change`).set('Cookie', cookie);
+    expect(page.text).toContain('name="when" value="period_end" checked');
+    expect(page.text).toContain('name="when" value="now"');
+    ctx.clock.set('2026-11-22T09:20:00.000Z');
+    const send = (form: Record<string, string>) => http().post(`/portal/subscriptions/${subscriptionId}/change`).set('Cookie', cookie).set('Origin', ORIGIN).type('form').send(form);
+    // Without "now" the downgrade is scheduled: nothing credited.
+    const later = await send({ csrf: csrfOf(page.text)!, priceId: mini, when: 'period_end', step: 'preview' });
+    expect(later.status).toBe(200);
+    expect(later.text).toContain('data-testid="preview-when"');
+    expect(later.text).not.toContain('preview-credit');
+    const preview = await send({ csrf: csrfOf(page.text)!, priceId: mini, when: 'now', step: 'preview' });
+    expect(preview.status).toBe(200);
+    const quote = await ctx.services.subscriptions.previewChange(subscriptionId!, { priceId: mini, effective: 'IMMEDIATE' }, { orgId: ctx.orgA.orgId });
+    const credit = quote.balanceCredit!;
+    const usd = (minor: number) => new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' }).format(minor / 100);
+    expect(preview.text).toContain(`data-testid="preview-credit">${usd(credit)} is added to your credit balance`);
+    const hiddenOf = (name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(preview.text)![1]!;
+    expect(hiddenOf('expectedCredit')).toBe(String(credit));
+    const confirm = { csrf: csrfOf(preview.text)!, priceId: mini, prorationDate: hiddenOf('prorationDate'), expected: hiddenOf('expected'), when: 'now', effective: 'IMMEDIATE', step: 'confirm' };
+    // A credit other than the one previewed (a tampered or stale form) changes nothing.
+    const stale = await send({ ...confirm, expectedCredit: String(credit + 1) });
+    // The portal's refusal page (its status as for every refused change) names what changed.
+    expect(stale.status).toBeGreaterThanOrEqual(400);
+    expect(stale.text).toContain(`this change now credits ${credit} (not ${credit + 1}) to the balance; nothing was changed`);
+    expect((await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data.priceId).toBe(subPrice);
+    const done = await send({ ...confirm, expectedCredit: String(credit) });
+    expect(done.status).toBe(200);
+    expect(done.text).toContain(`${usd(credit)} was added to your credit balance`);
+    expect(done.text).toContain(`data-testid="credit-balance">${usd(credit)} <span class="muted">taken off your next renewals in USD`);
+    const s = (await ctx.merchant.get(`/v1/subscriptions/${subscriptionId}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(s).toMatchObject({ priceId: mini, customerBalanceCents: credit, scheduledChange: null });
+  });
 });

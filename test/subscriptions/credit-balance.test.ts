@@ -204,7 +204,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       // A balance of 400 to draw from (an earlier downgrade's credit).
       at('2026-10-20T00:00:00.000Z');
       await db()('customer_balances').insert({ org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD', amount_cents: 400, updated_at: new Date() });
-      await db()('customer_balance_entries').insert({ id: `CBE_seed${round}${randomBytes(6).toString('hex')}`, org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD', kind: 'CARRIED', amount_cents: 400, order_id: `seed-${round}-${email}`, subscription_id: null, created_at: new Date() });
+      await db()('customer_balance_entries').insert({ id: `CBE_seed${round}${randomBytes(6).toString('hex')}`, org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD', kind: 'CARRIED', amount_cents: 400, ending_balance_cents: 400, order_id: `seed-${round}-${email}`, subscription_id: null, created_at: new Date() });
       at('2026-11-01T00:00:00.000Z');
       const [renewed, changed] = await Promise.allSettled([
         otherServices.subscriptions.processDue(),

@@ -259,6 +259,47 @@ describe('metered prices', () => {
     expect(ended.status).toBe('ENDED');
   });
 
+  it('the last usage order of an ending subscription draws the credit balance: in part, whole (no charge), and a declined one gives it back', async () => {
+    const cases = [
+      { name: 'part', balance: 2, card: 'ok', expect: { status: 'PAID', amountCents: 1, applied: -2, balanceAfter: 0 } },
+      { name: 'whole', balance: 10, card: 'ok', expect: { status: 'PAID', amountCents: 0, applied: -3, balanceAfter: 7 } },
+      { name: 'declined', balance: 2, card: 'decline', expect: { status: 'FAILED', amountCents: 1, applied: -2, balanceAfter: 2 } },
+    ] as const;
+    for (const c of cases) {
+      ctx.clock.set('2027-08-01T00:00:00.000Z');
+      const { customerId, orderId } = await buy(ctx, `ending-balance-${c.name}@example.com`, priceId, ctx.orgA.apiKey);
+      await setExternalId(ctx, customerId, `user_ending_${c.name}`, ctx.orgA.apiKey);
+      const subscriptionId = await subscriptionOf(orderId);
+      ctx.clock.set('2027-08-05T00:00:00.000Z');
+      expect(await ingest(Array.from({ length: 3 }, (_, i) => ({ id: `eb-${c.name}-${i}`, customer: { externalId: `user_ending_${c.name}` }, name: 'request', timestamp: '2027-08-02T00:00:00Z', properties: {} })))).not.toContain('REJECTED');
+      const credited = await ctx.merchant.post(`/v1/customers/${customerId}/balance-transactions`).set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', `ending-${c.name}`).send({ currency: 'USD', amountCents: c.balance, description: 'Credit' });
+      expect(credited.status).toBe(201);
+      expect((await ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: true })).status).toBe(200);
+      if (c.card === 'decline') await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).update({ payment_method: 'sbx_pm_renewal_decline_0341' });
+      ctx.clock.set('2027-09-01T01:00:00.000Z');
+      expect(await ctx.services.subscriptions.processDue()).toBe(1);
+      const orders = await ordersOf(subscriptionId);
+      expect(orders).toHaveLength(2);
+      const last = await getOrder(orders[1].id);
+      expect(last, c.name).toMatchObject({ status: c.expect.status, amountCents: c.expect.amountCents });
+      expect(last.lines.map((l: { kind: string; description: string; amountCents: number }) => [l.kind, l.description, l.amountCents])).toEqual([
+        ['USAGE', 'Tokens', 0],
+        ['USAGE', 'Requests', 3],
+        ['USAGE', 'Images', 0],
+        ['CREDIT', 'Applied balance', c.expect.applied],
+      ]);
+      // Paid by the balance alone: nothing was charged to the card.
+      if (c.name === 'whole') expect(orders[1].processor_payment_id).toBeNull();
+      const balance = await ctx.merchant.get(`/v1/customers/${customerId}/balance`).set('X-API-Key', ctx.orgA.apiKey);
+      expect(balance.body.data.balances[0].amountCents, c.name).toBe(c.expect.balanceAfter);
+      const ledger = (await ctx.merchant.get(`/v1/customers/${customerId}/balance-transactions`).set('X-API-Key', ctx.orgA.apiKey)).body.data.items;
+      expect(ledger.map((e: { type: string; amountCents: number }) => [e.type, e.amountCents])).toEqual(
+        c.card === 'decline' ? [['RESTORED', 2], ['APPLIED', -2], ['ADJUSTMENT', 2]] : [['APPLIED', c.expect.applied], ['ADJUSTMENT', c.balance]],
+      );
+      expect((await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first()).status).toBe('ENDED');
+    }
+  });
+
   it('a closed period takes no more events while its declined renewal is retried: accepted means billed', async () => {
     ctx.clock.set('2027-08-01T00:00:00.000Z');
     // A card that pays the checkout and declines the renewal (sandbox).

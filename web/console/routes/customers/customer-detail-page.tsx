@@ -1,4 +1,4 @@
-/** One customer: their orders, subscriptions, usage this period and current entitlements. */
+/** One customer: their orders, subscriptions, credit balance, usage this period and current entitlements. */
 import { useRoute } from 'preact-iso';
 import { Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { consoleTimeZone } from '../../shared/time-zone';
@@ -6,6 +6,7 @@ import { OrdersTable } from '../orders/components/orders-table';
 import { useOrders } from '../orders/use-orders';
 import { SubscriptionsTable } from '../subscriptions/components/subscriptions-table';
 import { useSubscriptions } from '../subscriptions/use-subscriptions';
+import { CustomerCreditBalance } from './components/customer-credit-balance';
 import { CustomerUsage } from './components/customer-usage';
 import { useCustomer, useCustomerEntitlements } from './use-customers';
 
@@ -34,6 +35,7 @@ export function CustomerDetailPage() {
           <h2>Subscriptions</h2>
           <ErrorNotice message={subscriptions.error} retry={subscriptions.reload} />
           {subscriptions.data && <SubscriptionsTable subscriptions={subscriptions.data.records} timeZone={timeZone} />}
+          <CustomerCreditBalance id={id} timeZone={timeZone} />
           <CustomerUsage id={id} timeZone={timeZone} />
           <h2>Entitlements</h2>
           <ErrorNotice message={entitlements.error} retry={entitlements.reload} />

@@ -23,3 +23,16 @@ export function useCustomerEntitlements(id: string) {
 export function useCustomerUsage(id: string) {
   return useApi(() => consoleApi.GET('/v1/console/customers/{id}/usage', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
 }
+
+/** The customer's credit balance per currency (merchant getCustomerBalance). */
+export function useCustomerBalance(id: string) {
+  return useApi(() => merchantApi.GET('/v1/customers/{id}/balance', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data })), [id]);
+}
+
+/** A page of the customer's balance ledger, newest first, after `startingAfter` (merchant listCustomerBalanceTransactions). */
+export function useCustomerBalanceTransactions(id: string, startingAfter?: string) {
+  return useApi(
+    () => merchantApi.GET('/v1/customers/{id}/balance-transactions', { params: { path: { id }, query: { limit: 10, ...(startingAfter && { starting_after: startingAfter }) } } }).then((r) => ({ ...r, data: r.data?.data })),
+    [id, startingAfter],
+  );
+}

@@ -58,7 +58,7 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
                   : []),
                 // The customer's credit from immediate downgrades (issue 39), drawn by the next renewals.
                 ...(s.customerBalanceCents
-                  ? ([['Credit balance', <><Money minor={s.customerBalanceCents} currency={s.currency} /> (the customer’s, used by the next renewals)</>]] as Array<[string, ComponentChildren]>)
+                  ? ([['Credit balance', <><Money minor={s.customerBalanceCents} currency={s.currency} /> (the customer’s, used by the next renewals; <a href={`/console/customers/${s.customerId}`}>history and adjustments</a>)</>]] as Array<[string, ComponentChildren]>)
                   : []),
                 ['Status', <SubscriptionStatus subscription={s} />],
                 ['Product', s.productName ?? '—'],

@@ -31,6 +31,10 @@ export interface CardPaymentFacts {
 export const isSandboxPayment = (id: string | null | undefined): boolean => Boolean(id?.startsWith('sbx_'));
 
 export function cardPaymentFacts(order: CardPaymentOrder): CardPaymentFacts {
+  // Nothing was charged (a total of 0: an immediate downgrade's order, a renewal the credit balance or a coupon paid whole): no rail to name.
+  if (!order.providerPaymentId && order.amountCents === 0) {
+    return { sandbox: false, rail: 'None: nothing to charge (total 0)', processorStatus: '—', fundsNote: 'None: nothing was charged', linkToStripe: false };
+  }
   const sandbox = isSandboxPayment(order.providerPaymentId);
   const after: string[] = [];
   if (order.refunded || (order.amountRefundedCents > 0 && order.amountRefundedCents >= order.amountCents)) after.push('refunded in full');
