@@ -49,6 +49,7 @@ const CANDIDATES: Record<string, string[]> = {
 const CANNOT_HOLD_RESERVED = [
   'merchant listOrders from_address',
   'merchant listOrders tx_hash',
+  'merchant listCustomerBalanceTransactions currency',
   'merchant getCommerceMetrics start_date',
   'merchant getCommerceMetrics end_date',
   'merchant getCommerceMetrics time_zone',
