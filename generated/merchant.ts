@@ -2736,8 +2736,11 @@ export interface webhooks {
          *     80 and 100). `data.threshold.percent` is the threshold, `data.threshold.units` the
          *     consumption it stands for (`includedUnits × percent / 100`, possibly a decimal), and
          *     `data.consumedUnits` the consumption read when it was detected (at least `units`; more when
-         *     a batch went past it). Nothing else happens: the subscription keeps billing overage at the
-         *     period close; what to do (e-mail the customer, offer a bigger plan, gate the app with the
+         *     a batch went past it). After a metered plan change in the period, `includedUnits` is the
+         *     period's as the renewal bills it: each part's time share of its price's included units,
+         *     summed (the same as the meter balance's `includedUnits`), `consumedUnits` the consumption of
+         *     the parts whose price bills the meter, and the thresholds those of the current price.
+         *     Nothing else happens: the subscription keeps billing overage at the period close; what to do (e-mail the customer, offer a bigger plan, gate the app with the
          *     access check) is the merchant's.
          *
          *     **Exactly once per (subscription, period, meter, threshold)**: detected right after each

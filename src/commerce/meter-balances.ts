@@ -331,8 +331,17 @@ export class BalanceAlerts {
       const key = `${s.customerId}|${component.meterId}|${periodKey}|`;
       const open = component.thresholds.filter((t) => !claimed.has(key + thresholdKind(t)));
       if (open.length === 0) continue;
-      const consumed = await metered.quantities.quantity(orgId, component.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
-      const crossed = open.filter((t) => consumed > 0 && thresholdReached(consumed, component.includedUnits, t));
+      // A period a metered plan change split: the parts' consumption against the included units the
+      // renewal grants them (meterParts), as the balances count them; one part otherwise.
+      const parts = meterParts(await subscriptionPeriodParts(this.uow, metered, s), component.meterId, s.currentPeriodStart, s.currentPeriodEnd);
+      let consumed = 0;
+      let includedUnits = 0;
+      for (const p of parts) {
+        includedUnits += p.included;
+        if (p.end > p.start) consumed += await metered.quantities.quantity(orgId, component.meterId, s.customerId, p.start, p.end);
+      }
+      if (includedUnits < 1) continue;
+      const crossed = open.filter((t) => consumed > 0 && thresholdReached(consumed, includedUnits, t));
       if (crossed.length === 0) continue;
       // Read outside the transaction: the meter is the usage module's, on the pool (PGlite has one connection).
       const meter = await metered.meters.find(orgId, component.meterId);
@@ -351,9 +360,9 @@ export class BalanceAlerts {
                 subscriptionId: s.id,
                 meter: { meterId: component.meterId, meterName: meter?.name ?? component.meterId },
                 period: { start: iso(s.currentPeriodStart), end: iso(s.currentPeriodEnd) },
-                threshold: { percent, units: (component.includedUnits * percent) / 100 },
+                threshold: { percent, units: (includedUnits * percent) / 100 },
                 consumedUnits: consumed,
-                includedUnits: component.includedUnits,
+                includedUnits,
               },
             },
             now,

@@ -374,4 +374,47 @@ describe('plan changes of metered subscriptions (sandbox)', () => {
     expect(tokenLines.reduce((t, l) => t + Number(l.usage.billableQuantity), 0)).toBe(late.overageUnits);
     expect(tokenLines.reduce((t, l) => t + l.usage.creditedUnits, 0)).toBe(late.creditsPending);
   });
+  it('after a change, usage thresholds are percents of the period’s prorated included units, as the balances count them', async () => {
+    // Before: percents of the current price's full included units (50,000 here: 19,000 tokens were 38 %, no alert).
+    const priceWithThreshold = async (name: string, includedUnits: number, unitAmountDecimal: string, amount: number) => {
+      const product = (await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name })).id;
+      const res = await ctx.admin.post(`/v1/products/${product}/prices`).send({
+        amount,
+        currency: 'USD',
+        pricingType: 'SUBSCRIPTION',
+        billingInterval: 'MONTH',
+        meteredComponents: [{ meterId: meters.tokens, includedUnits, pricing: { model: 'PER_UNIT', unitAmountDecimal }, thresholds: [50] }],
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      return res.body.data.pricingId as string;
+    };
+    const small = await priceWithThreshold('Small with alerts', 10_000, '0.004', 1000);
+    const large = await priceWithThreshold('Large with alerts', 50_000, '0.002', 3000);
+    ctx.clock.set('2027-07-01T00:00:00.000Z');
+    const n = ++customers;
+    const { customerId, orderId } = await buy(ctx, `metered-change-${n}@example.com`, small, ctx.orgA.apiKey);
+    expect((await setExternalId(ctx, customerId, `mc_${n}`, ctx.orgA.apiKey)).status).toBe(200);
+    const subscriptionId = (await db()('orders').where({ id: orderId }).first()).subscription_id as string;
+    const alerts = async () =>
+      (await db()('webhook_events').where({ type: 'meter.threshold_crossed' }).orderBy('seq'))
+        .map((e: { payload: unknown }) => (typeof e.payload === 'string' ? JSON.parse(e.payload) : e.payload) as Record<string, any>)
+        .filter((p) => p.data?.subscriptionId === subscriptionId || p.subscriptionId === subscriptionId);
+
+    await use(`mc_${n}`, '2027-07-02T00:00:00Z', { tokens: 1000 });
+    await changeAt(subscriptionId, '2027-07-11T00:00:00.000Z', { priceId: large });
+    // The recomputation: 10,000 × 10/31 days and 50,000 × 21/31, each half up: 3,226 + 33,871.
+    const period = secondsBetween('2027-07-01T00:00:00.000Z', '2027-08-01T00:00:00.000Z');
+    const included = Number(share(10_000, secondsBetween('2027-07-01T00:00:00.000Z', '2027-07-11T00:00:00.000Z'), period)) + Number(share(50_000, secondsBetween('2027-07-11T00:00:00.000Z', '2027-08-01T00:00:00.000Z'), period));
+    expect(included).toBe(37_097);
+    await use(`mc_${n}`, '2027-07-12T00:00:00Z', { tokens: 17_000 });
+    expect(await alerts(), '18,000 of 37,097: below 50 %').toEqual([]);
+    await use(`mc_${n}`, '2027-07-13T00:00:00Z', { tokens: 1000 });
+    const sent = await alerts();
+    expect(sent).toHaveLength(1);
+    const data = (sent[0]!.data ?? sent[0]) as Record<string, any>;
+    expect(data).toMatchObject({ subscriptionId, includedUnits: included, consumedUnits: 19_000, threshold: { percent: 50, units: included / 2 } });
+    // The balance counts the same included units.
+    const balance = (await api('get', `/v1/customers/mc_${n}/meter-balances`)).body.data.balances.find((b: { meterId: string }) => b.meterId === meters.tokens);
+    expect(balance).toMatchObject({ includedUnits: included, consumedUnits: 19_000 });
+  });
 });
