@@ -292,10 +292,8 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(Math.round(s.amountCents / (s.quantity || 1)), s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
         ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(q.to.productName)} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
       ].join('');
-      // A downgrade takes effect at the period's end unless the buyer asks for it now, with credit for the unused time (sandbox rail only: Stripe's customer balance is not kept in step).
-      const when = s.processorSubscriptionId
-        ? ''
-        : `<fieldset data-testid="downgrade-when"><legend>If the new plan costs less, change</legend><label class="choice"><input type="radio" name="when" value="period_end" checked> <span>At the end of the period, on ${escapeHtml(DATE.format(s.currentPeriodEnd))} <span class="muted">nothing is charged or credited now</span></span></label><label class="choice"><input type="radio" name="when" value="now"> <span>Now, with credit for the unused time <span class="muted">added to your credit balance and taken off your next renewals</span></span></label></fieldset>`;
+      // A downgrade takes effect at the period's end unless the buyer asks for it now, with credit for the unused time (on Stripe, Stripe's customer balance: docs/plan-changes.md).
+      const when = `<fieldset data-testid="downgrade-when"><legend>If the new plan costs less, change</legend><label class="choice"><input type="radio" name="when" value="period_end" checked> <span>At the end of the period, on ${escapeHtml(DATE.format(s.currentPeriodEnd))} <span class="muted">nothing is charged or credited now</span></span></label><label class="choice"><input type="radio" name="when" value="now"> <span>Now, with credit for the unused time <span class="muted">added to your credit balance and taken off your next renewals</span></span></label></fieldset>`;
       const seats = scope.allowQuantity ? `<p><label for="quantity">Seats</label> <input id="quantity" name="quantity" type="number" min="1" max="100" step="1" value="${s.quantity}" inputmode="numeric" required></p>` : '';
       sendPage(res, {
         status: 200,
@@ -323,7 +321,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       }
       const s = await portal.subscription(found.session, req.params.token);
       const request: PlanChangeRequest = { ...(form.priceId ? { priceId: form.priceId } : {}), ...(quantity !== undefined && quantity !== s.quantity ? { quantity } : {}) };
-      const now = form.when === 'now' && !s.processorSubscriptionId;
+      const now = form.when === 'now';
       if (form.step === 'confirm') {
         const immediate = now && form.effective === 'IMMEDIATE';
         const expectedCredit = Number(form.expectedCredit ?? '0');

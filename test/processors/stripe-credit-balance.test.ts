@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Stripe from 'stripe';
+import supertest from 'supertest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { FakeStripe } from './stripe-server.js';
 import { openDatabase, type Database } from '../../src/db/knex.js';
@@ -262,6 +263,50 @@ describe('immediate downgrades on Stripe: Stripe’s customer balance, mirrored'
     const stale = await change(id, { priceId: basic, effective: 'IMMEDIATE', expectedBalanceCreditCents: 1 });
     expect(stale.status).toBe(409);
     expect(stripe.requests.filter((r) => r.method === 'POST').length).toBe(stripe.requests.slice(0, requests).filter((r) => r.method === 'POST').length);
+  });
+});
+
+describe('the customer portal on the Stripe rail', () => {
+  const PORTAL_ORIGIN = 'http://merchant.test';
+  const http = () => supertest(ctx.apps.merchant);
+  const csrfOf = (html: string) => /name="csrf" value="([0-9a-f]{64})"/.exec(html)?.[1];
+  /** Follows a portal link as a browser does (the continue page, then its POST); returns the session cookie. */
+  async function enter(url: string): Promise<string> {
+    const path = new URL(url).pathname;
+    expect((await http().get(path)).status).toBe(200);
+    const entered = await http().post(path).set('Origin', PORTAL_ORIGIN).type('form').send({});
+    expect(entered.status).toBe(303);
+    return [entered.headers['set-cookie']].flat().find((c) => c?.startsWith('__Host-kassa_portal='))!.split(';')[0]!;
+  }
+
+  it('a buyer downgrades now, with credit for the unused time: the preview is Stripe’s credit, Stripe credits the customer’s balance, the portal shows it', async () => {
+    at('2026-10-01T00:00:00.000Z');
+    const { id, stripeSub } = await subscribe(pro);
+    at('2026-10-16T12:00:00.000Z');
+    const customerId = (await api('get', `/v1/subscriptions/${id}`)).body.data.customerId as string;
+    const portal = await api('post', '/v1/customer-portal-sessions').send({ customerId, planChangePriceIds: [basic] });
+    expect(portal.status, JSON.stringify(portal.body)).toBe(201);
+    const cookie = await enter(portal.body.data.url);
+    const page = await http().get(`/portal/subscriptions/${id}/change`).set('Cookie', cookie);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain('name="when" value="now"');
+    const send = (form: Record<string, string>) => http().post(`/portal/subscriptions/${id}/change`).set('Cookie', cookie).set('Origin', PORTAL_ORIGIN).type('form').send(form);
+    const shown = await send({ csrf: csrfOf(page.text)!, priceId: basic, when: 'now', step: 'preview' });
+    expect(shown.status).toBe(200);
+    const quote = (await preview(id, { priceId: basic, effective: 'IMMEDIATE' })).body.data;
+    const usd = (minor: number) => new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' }).format(minor / 100);
+    expect(quote.balanceCreditCents).toBeGreaterThan(0);
+    expect(shown.text).toContain(`data-testid="preview-credit">${usd(quote.balanceCreditCents)} is added to your credit balance`);
+    const hiddenOf = (name: string) => new RegExp(`name="${name}" value="([^"]*)"`).exec(shown.text)![1]!;
+    expect(hiddenOf('expectedCredit')).toBe(String(quote.balanceCreditCents));
+    const done = await send({ csrf: csrfOf(shown.text)!, priceId: basic, prorationDate: hiddenOf('prorationDate'), expected: hiddenOf('expected'), when: 'now', effective: 'IMMEDIATE', expectedCredit: hiddenOf('expectedCredit'), step: 'confirm' });
+    expect(done.status, done.text.slice(0, 500)).toBe(200);
+    expect(done.text).toContain(`${usd(quote.balanceCreditCents)} was added to your credit balance`);
+    // Stripe holds the credit (its sign: negative is owed to the customer); Kassa's mirror equals it.
+    const live = stripe.subscriptions.get(stripeSub.id)!;
+    expect((await sdk.customers.retrieve(customerOf(live))) as Stripe.Customer).toMatchObject({ balance: -quote.balanceCreditCents });
+    expect(await mirrorOf(customerOf(live))).toEqual({ balance: quote.balanceCreditCents, ledger: quote.balanceCreditCents });
+    expect((await api('get', `/v1/subscriptions/${id}`)).body.data).toMatchObject({ priceId: basic, customerBalanceCents: quote.balanceCreditCents, scheduledChange: null });
   });
 });
 
