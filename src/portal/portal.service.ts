@@ -92,7 +92,8 @@ export interface PortalOverview {
   usage: UsageEstimate[];
   /**
    * The customer's credit balance in each currency where it is above 0 (immediate downgrades'
-   * credit, merchant credits); none in a checkout-scoped session, which shows one purchase only.
+   * credit, merchant credits; Stripe's customer balance for Stripe-billed subscriptions); none in a
+   * checkout-scoped session, which shows one purchase only.
    */
   creditBalances: Array<{ currency: string; amountCents: number }>;
 }
@@ -286,7 +287,15 @@ export class PortalService {
       this.subscriptions.usageThisPeriod(session.orgId, session.customerId),
       stores.balances.balancesOf(session.orgId, session.customerId),
     ]);
-    const creditBalances = balances.filter((b) => b.amountCents > 0).map((b) => ({ currency: b.currency, amountCents: b.amountCents }));
+    // Stripe-billed subscriptions: Stripe's customer balance pays them, shown as Kassa mirrors it
+    // (checkout makes one Stripe customer per subscription, so no credit is counted twice).
+    const totals = new Map(balances.map((b) => [b.currency, b.amountCents]));
+    for (const sub of subscriptions) {
+      if (!sub.processorSubscriptionId) continue;
+      const mirrored = (await stores.processorBalances.balanceOfSubscription(session.orgId, sub.id, sub.currency)) ?? 0;
+      totals.set(sub.currency, (totals.get(sub.currency) ?? 0) + mirrored);
+    }
+    const creditBalances = [...totals].filter(([, amountCents]) => amountCents > 0).map(([currency, amountCents]) => ({ currency, amountCents }));
     const scope = await this.scopeOf(session);
     // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
     const shown = orders.records.filter((o) => (o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID') && inScope(scope, o));

@@ -302,6 +302,8 @@ describe('the customer portal on the Stripe rail', () => {
     const done = await send({ csrf: csrfOf(shown.text)!, priceId: basic, prorationDate: hiddenOf('prorationDate'), expected: hiddenOf('expected'), when: 'now', effective: 'IMMEDIATE', expectedCredit: hiddenOf('expectedCredit'), step: 'confirm' });
     expect(done.status, done.text.slice(0, 500)).toBe(200);
     expect(done.text).toContain(`${usd(quote.balanceCreditCents)} was added to your credit balance`);
+    // The account page shows it, as Stripe holds it (before: the sandbox ledger only, so nothing).
+    expect(done.text).toContain(`data-testid="credit-balance">${usd(quote.balanceCreditCents)} <span class="muted">taken off your next renewals in USD`);
     // Stripe holds the credit (its sign: negative is owed to the customer); Kassa's mirror equals it.
     const live = stripe.subscriptions.get(stripeSub.id)!;
     expect((await sdk.customers.retrieve(customerOf(live))) as Stripe.Customer).toMatchObject({ balance: -quote.balanceCreditCents });
