@@ -160,7 +160,11 @@ export function parseDecimal(value: Decimal | number, what: string): Rational {
 
 function numberText(n: number): string {
   if (!Number.isFinite(n) || n < 0) return String(n);
-  // Up to 12 fraction digits, without the exponent notation toString uses for small numbers.
+  // The shortest decimal that reads back as n, i.e. what was written (11734.738), not toFixed's
+  // binary expansion (11734.737999999999, which rounds a half down).
+  const shortest = String(n);
+  if (/^\d+(?:\.\d{1,12})?$/.test(shortest)) return shortest;
+  // A float sum's tail past 12 fraction digits (0.30000000000000004), or exponent notation: 12 digits.
   return n.toFixed(12).replace(/\.?0+$/, '');
 }
 

@@ -179,6 +179,16 @@ describe('pricePeriod', () => {
     ]);
   });
 
+  it('reads a quantity given as a number as the decimal it was written as, not its binary expansion', () => {
+    // 11734.738 is 11734.73799999999937… as a double: toFixed(12) read it as 11734.737999999999 and
+    // 11734.738 × 3750 = 44,005,267.5 rounded down (found by metered-billing.test.ts's property).
+    const line = pricePeriod([{ kind: 'USAGE', description: 'Req', meterId: 'M', quantity: 11734.738, pricing: { model: 'PER_UNIT', unitAmount: '3750' } }]).lines[0]!;
+    expect(line).toMatchObject({ quantity: '11734.738', billableQuantity: '11734.738', amount: 44_005_268 });
+    // A sum that floating point left with more than 12 fraction digits is still read to 12.
+    expect(pricePeriod([{ kind: 'USAGE', description: 'Req', meterId: 'M', quantity: 0.1 + 0.2, pricing: { model: 'PER_UNIT', unitAmount: '10' } }]).lines[0]).toMatchObject({ quantity: '0.3', amount: 3 });
+    expect(pricePeriod([{ kind: 'USAGE', description: 'Req', meterId: 'M', quantity: 5e-7, pricing: { model: 'PER_UNIT', unitAmount: '1' } }]).lines[0]).toMatchObject({ quantity: '0.0000005' });
+  });
+
   it('refuses malformed prices with a clear error', () => {
     expect(() => pricePeriod([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '-1' }])).toThrow(/non-negative decimal/);
     expect(() => pricePeriod([{ kind: 'PRICE', description: 'x', quantity: 1, unitAmount: '0.0000000000001' }])).toThrow(/12 fraction digits/);
