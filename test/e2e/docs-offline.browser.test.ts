@@ -57,6 +57,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
       return route.abort('internetdisconnected');
     });
     page.on('requestfailed', (request) => failed.push(`${request.url()} (${request.failure()?.errorText})`));
+    // Redoc renders a large document on load: a loaded 2-core machine took over Playwright's 30 s.
+    page.setDefaultTimeout(180_000);
     const response = await page.goto(url, { waitUntil: 'load' });
     await page.waitForLoadState('networkidle');
     // Telemetry is sent in batches a few seconds after the page loads: leave it the time to try.
@@ -67,15 +69,24 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
   }
 
   /**
-   * Every page opened at once, each in its own tab: the seconds each one waits for late requests
-   * overlap instead of adding up. Started on first use, read by the tests below.
+   * The pages opened two at a time, each in its own tab: the seconds each one waits for late
+   * requests overlap, while six Redoc renders at once starved a loaded machine (a 30 s load
+   * timeout in CI). Started on first use, read by the tests below.
    */
   let opened: Promise<Map<string, Awaited<ReturnType<typeof openOffline>>>> | undefined;
   function openAll() {
     opened ??= (async () => {
       const pages = [...DOCUMENT_NAMES.map((name) => [`/docs/${name}`, `docs-${name}`] as const), ['/docs', 'docs-index'] as const];
-      const results = await Promise.all(pages.map(([url, shot]) => openOffline(`${origin}${url}`, shot)));
-      return new Map(pages.map(([url], i) => [url, results[i]!]));
+      const results = new Map<string, Awaited<ReturnType<typeof openOffline>>>();
+      let next = 0;
+      const tab = async () => {
+        while (next < pages.length) {
+          const [url, shot] = pages[next++]!;
+          results.set(url, await openOffline(`${origin}${url}`, shot));
+        }
+      };
+      await Promise.all([tab(), tab()]);
+      return results;
     })();
     return opened;
   }
@@ -85,13 +96,13 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
     expect(result.status).toBe(200);
     expect(result.blocked).toEqual([]);
     expect(result.failed).toEqual([]);
-  });
+  }, 900_000);
 
   it('/docs (the index) loads with no failed request', async () => {
     const result = (await openAll()).get('/docs')!;
     expect(result.status).toBe(200);
     expect(result.failed).toEqual([]);
-  });
+  }, 900_000);
 
   it('every page is served under a Content-Security-Policy that lets the reference run and nothing else (issue 37 §15)', async () => {
     for (const url of [`${origin}/docs`, `${origin}/docs/merchant`]) {
@@ -100,6 +111,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the API reference with the ne
       page.on('console', (message) => {
         if (/Content[- ]Security[- ]Policy/i.test(message.text())) violations.push(message.text());
       });
+      page.setDefaultTimeout(180_000);
       const response = await page.goto(url, { waitUntil: 'load' });
       const policy = response!.headers()['content-security-policy'] ?? '';
       expect(policy).toContain("default-src 'none'");
