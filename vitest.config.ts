@@ -37,6 +37,9 @@ export default defineConfig({
     // measured by the `npm run bench:*` scripts, never by timed tests.
     testTimeout: 120_000,
     hookTimeout: 180_000,
+    // expect.poll's own default (1 s) failed correct browser tests when a loaded machine took longer
+    // to render a page after a click; the condition is still polled every 50 ms.
+    expect: { poll: { timeout: 20_000 } },
     env: { NODE_ENV: 'test' },
     sequence: { sequencer: LongestFirstSequencer },
     projects: [

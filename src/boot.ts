@@ -158,6 +158,22 @@ async function migrate(config: Config, database: Database, logger: Logger): Prom
 /** What the start opened so far, closed in reverse order when a later step fails. */
 const opened: Array<() => Promise<unknown>> = [];
 
+/**
+ * SIGTERM or SIGINT during the start (before the shutdown below is installed): the step under way
+ * (a migration, PGlite writing its files) is let finish, then the start stops at the next step,
+ * closes what it opened (listeners, the database, the DATA_DIR lock) and exits 0. Node's default
+ * (killed by the signal mid-write) would leave an embedded database to recover on its next start.
+ */
+let stopRequested: string | undefined;
+/** The started process's clean shutdown, once installed. */
+let stopStarted: ((signal: string) => void) | undefined;
+class StopDuringStart extends Error {}
+/** Ends the start here when a stop was asked for during the step before. */
+function unlessStopped<T>(value: T): T {
+  if (stopRequested) throw new StopDuringStart(stopRequested);
+  return value;
+}
+
 export interface BootOptions {
   /** Routes mounted on the merchant listener besides the product's (the benchmark's floor route). */
   merchantRoutes?: (router: Router, deps: AppDeps) => void;
@@ -184,6 +200,7 @@ async function start(options: BootOptions): Promise<void> {
     });
     lock = held;
     opened.push(() => held.release());
+    unlessStopped(undefined);
   }
   const database: Database = await openDatabase(
     config.databaseUrl
@@ -199,13 +216,14 @@ async function start(options: BootOptions): Promise<void> {
       : { dataDir: path.join(config.dataDir, 'pgdata'), logger },
   );
   opened.push(() => database.close());
-  await migrate(config, database, logger);
-  const encryptionKey = await encryptionKeyFor(config.dataDir, config.encryptionKey);
+  unlessStopped(undefined);
+  unlessStopped(await migrate(config, database, logger));
+  const encryptionKey = unlessStopped(await encryptionKeyFor(config.dataDir, config.encryptionKey));
   secretValues.add(encryptionKey.key.toString('base64'));
   secretValues.add(encryptionKey.key.toString('hex'));
   const secretBox = new SecretBox(encryptionKey.key);
   // Before anything is sealed with the key (the first signing key below).
-  const keyCheck = await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source });
+  const keyCheck = unlessStopped(await verifyEncryptionKey({ repo: new KnexKeyCheckRepository(database.db), box: secretBox, clock, keySource: encryptionKey.source }));
   if (keyCheck === 'recorded') logger.info('recorded the encryption key check value: later starts with another key are refused');
   const metrics = new Metrics({
     repo: new KnexMetricsRepository(database.db),
@@ -214,8 +232,8 @@ async function start(options: BootOptions): Promise<void> {
     database: { pool: () => database.pool(), replicas: () => database.reads.status() },
   });
   const services = createServices({ db: database.db, reads: database.reads, clock, secretBox, config, logger, metrics });
-  await services.signingKeys.ensureKey();
-  const adminToken = await adminTokenFor(config.dataDir, config.adminToken);
+  unlessStopped(await services.signingKeys.ensureKey());
+  const adminToken = unlessStopped(await adminTokenFor(config.dataDir, config.adminToken));
   secretValues.add(adminToken);
   // Ready means ready: /readyz says 503 "starting" until every listener is up and the operator
   // has been greeted (the demo organization exists), not as soon as the first listener opens.
@@ -230,6 +248,7 @@ async function start(options: BootOptions): Promise<void> {
       server.close(resolve);
       server.closeAllConnections();
     }));
+    unlessStopped(undefined);
   };
   const publicAddress = (port: number, portVariable: 'MERCHANT_PORT' | 'API_PORT'): Address => ({ port, portVariable, host: config.host, hostVariable: 'HOST' });
   const adminAddress: Address = { port: config.adminPort, portVariable: 'ADMIN_PORT', host: config.adminHost, hostVariable: 'ADMIN_HOST' };
@@ -240,6 +259,7 @@ async function start(options: BootOptions): Promise<void> {
       (built) => built.built && logger.info({ script: built.script }, 'built the console (its sources changed)'),
       (err: Error) => logger.error({ err: err.message }, 'could not build the console (npm run build:console says why)'),
     );
+    unlessStopped(undefined);
     const merchantRoutes = options.merchantRoutes;
     await serve(
       await createMerchantApp(deps, merchantRoutes && { extraRoutes: (router) => merchantRoutes(router, deps) }),
@@ -256,7 +276,7 @@ async function start(options: BootOptions): Promise<void> {
       },
       'Kassa is listening',
     );
-    await greet(config, services, logger);
+    unlessStopped(await greet(config, services, logger));
     started = true;
   } else {
     // A worker has no API listener; its admin port answers /healthz, /readyz and /metrics only.
@@ -293,13 +313,25 @@ async function start(options: BootOptions): Promise<void> {
     await lock?.release();
     process.exit(0);
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  stopStarted = (signal) => void shutdown(signal);
+  // A stop asked for after the last step of the start: the shutdown, now.
+  if (stopRequested) stopStarted(stopRequested);
 }
 
 /** Starts Kassa, or explains on stderr why it cannot and exits 1. */
 export function boot(options: BootOptions = {}): void {
+  const onSignal = (signal: string) => {
+    if (stopStarted) stopStarted(signal);
+    else stopRequested ??= signal;
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   start(options).catch(async (err) => {
+    if (err instanceof StopDuringStart) {
+      for (const close of opened.reverse()) await close().catch(() => {});
+      process.stdout.write(`Kassa stopped during its start (${err.message}): closed what it had opened\n`);
+      process.exit(0);
+    }
     if (err instanceof ConfigError) {
       process.stderr.write(`Configuration error: ${err.message}\n`);
     } else if (err instanceof StartupError) {

@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAdminClient, createContext } from '../scripts/admin/cli.js';
 import { buildProgram } from '../scripts/admin/program.js';
 import { createTestContext, type TestContext } from './harness/context.js';
-import { nodeEntryArgs } from '../tools/node-entry.js';
+import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -58,7 +58,7 @@ function cli(args: string[]): Promise<RunResult> {
   const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
   for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
   return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
       if (code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
       resolve({ code, stdout, stderr });

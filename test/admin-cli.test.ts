@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_TOKEN_FILE } from '../src/kernel/local-secrets.js';
 import { createTestContext, type TestContext } from './harness/context.js';
+import { CHILD_COMMAND_TIMEOUT_MS } from '../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -38,7 +39,7 @@ function run(args: string[], env: Record<string, string> = {}): Promise<RunResul
     execFile(
       process.execPath,
       ['--import', 'tsx', 'scripts/admin.ts', ...args],
-      { cwd: repoRoot, env: { ...base, ...env }, timeout: 20_000 },
+      { cwd: repoRoot, env: { ...base, ...env }, timeout: CHILD_COMMAND_TIMEOUT_MS },
       (error, stdout, stderr) => {
         const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
         resolve({ code, stdout, stderr });

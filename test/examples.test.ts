@@ -5,12 +5,12 @@
  * then each example run as its own process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import net, { type AddressInfo } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skippedUnless } from './harness/skip-reasons.js';
+import { migratedDataDir } from './harness/migrated-data-dir.js';
 import { ADMIN_TOKEN_FILE } from '../src/kernel/local-secrets.js';
 import { nodeEntryArgs } from '../tools/node-entry.js';
 
@@ -86,7 +86,8 @@ const embeddedOnly = process.env.TEST_DATABASE_URL !== undefined;
 
 beforeAll(async () => {
   if (embeddedOnly) return;
-  dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-examples-'));
+  // The run's migrated database: the examples are the subject here, not the first start.
+  dataDir = await migratedDataDir('kassa-examples-');
   ports = { merchant: await freePort(), api: await freePort(), admin: await freePort() };
   server = spawn(process.execPath, nodeEntryArgs('src/main.ts'), {
     cwd: ROOT,

@@ -221,6 +221,7 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
     stop: () => until('SIGTERM'),
     kill: () => until('SIGKILL'),
   };
+  const logsInfo = ['trace', 'debug', 'info'].includes(env.LOG_LEVEL || 'info');
   if (options.waitReady !== false) {
     // A process that exits while starting fails the wait at once, not at its timeout.
     const exitedEarly = exited.then((code) => {
@@ -234,6 +235,9 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
         waitFor(
           `${name} to be ready`,
           async () => {
+            // The child's own line first (logged at info): until it says it listens, a 200 comes
+            // from someone else. Quieter log levels leave the token check below (role api/all).
+            if (logsInfo && !/Kassa is listening|Kassa worker started/.test(proc.output())) return false;
             const res = await fetch(`${adminUrl}/readyz`);
             await res.body?.cancel();
             if (!res.ok) return false;

@@ -25,3 +25,10 @@ export function nodeEntryArgs(entry: string, env: NodeJS.ProcessEnv = process.en
   }
   return ['--import', 'tsx', entry];
 }
+
+/**
+ * How long a test lets one short-lived child command (the admin CLI, an example script) run before
+ * killing it: long enough for a loaded 2-core machine to start Node and load the entry point
+ * (20–30 s was not, in CI runs under load), short enough that a hung command still fails its test.
+ */
+export const CHILD_COMMAND_TIMEOUT_MS = 120_000;

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createAgentClient } from '../../src/client/agent.js';
 import { listenPlatform, PUBLIC_API_URL, usdcTransfer } from './helpers.js';
-import { nodeEntryArgs } from '../../tools/node-entry.js';
+import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -33,7 +33,7 @@ function run(args: string[]): Promise<RunResult> {
     execFile(
       process.execPath,
       [...nodeEntryArgs('scripts/admin.ts'), ...args],
-      { cwd: repoRoot, env: { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken }, timeout: 30_000 },
+      { cwd: repoRoot, env: { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken }, timeout: CHILD_COMMAND_TIMEOUT_MS },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }),
     );
   });

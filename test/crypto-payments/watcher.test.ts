@@ -587,10 +587,14 @@ describe('cursor lease', () => {
       hookedClient(async (method) => {
         if (method !== 'transferLogs' || stalled) return;
         stalled = true;
-        // One eth_getLogs answer takes 9 s of the watcher's clock (no checkpoint in between) and
-        // 4 s of real time, long enough for the renewal timer (every 3.3 s) to fire.
+        // One eth_getLogs answer takes 9 s of the watcher's clock (no checkpoint in between) and,
+        // in real time, until the renewal timer (every 3.3 s) has extended the lease: a fixed wait
+        // of 4 s failed when a loaded machine ran the timer's write later.
+        const leasedAtStart = new Date((await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first('leased_until')).leased_until).getTime();
         ctx.clock.advance(9_000);
-        await new Promise((resolve) => setTimeout(resolve, 4_000));
+        await expect
+          .poll(async () => new Date((await ctx.testDb.database.db('crypto_chain_cursors').where({ chain_id: chain.chainId }).first('leased_until')).leased_until).getTime(), { timeout: 30_000 })
+          .toBeGreaterThan(leasedAtStart);
         ctx.clock.advance(3_000); // 12 s in all: past the lease the pass took at its start
         intruderScanned = await intruder.pass(chainConfig);
       }),
@@ -601,7 +605,7 @@ describe('cursor lease', () => {
     expect(intruderCalls).toEqual([]);
     expect(await transfersOf(tx)).toHaveLength(1);
     expect((await cursorRow()).lease_owner).toBeNull();
-  }, 20_000);
+  }, 60_000);
 
   it('renewing is a compare-and-set on the owner: only the holder extends it, and only until another worker takes it over', async () => {
     const repo = new KnexCryptoRepository(ctx.testDb.database.db);

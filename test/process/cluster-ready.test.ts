@@ -4,17 +4,22 @@
  * server answered /readyz and the admin API, the start "succeeded", and the next call met
  * ECONNREFUSED with the child still starting (stripe-secrets-in-logs, secrets-in-logs).
  */
+import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, freePort, newDeployment, startKassa, type ThrowAwayDatabase } from '../../tools/cluster.js';
+import { migratedDataDir, migratedDatabase } from '../harness/migrated-data-dir.js';
+import { freePort, newDeployment, startKassa, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 let impostor: http.Server;
 let port: number;
 let db: ThrowAwayDatabase | undefined;
+let dataDir: string | undefined;
 
 beforeAll(async () => {
   const serverUrl = process.env.TEST_DATABASE_URL;
-  db = serverUrl ? await createDatabase(serverUrl, 'kassa_cluster_ready') : undefined;
+  // The run's migrated database: the child reaches its bind without migrating from scratch.
+  db = serverUrl ? await migratedDatabase(serverUrl, 'kassa_cluster_ready') : undefined;
+  dataDir = serverUrl ? undefined : await migratedDataDir('kassa-cluster-ready-');
   port = await freePort();
   impostor = http.createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"data":[]}'));
   await new Promise<void>((resolve) => impostor.listen(port, '127.0.0.1', resolve));
@@ -23,11 +28,12 @@ beforeAll(async () => {
 afterAll(async () => {
   await new Promise<void>((resolve) => impostor?.close(() => resolve()));
   await db?.drop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 describe('startKassa', () => {
   it('does not take a catch-all server on its admin port for the child: the child loses the port and the start says so', async () => {
-    const deployment = newDeployment(db?.url ?? '', { LOG_LEVEL: 'warn' });
+    const deployment = newDeployment(db?.url ?? '', { ...(dataDir ? { DATA_DIR: dataDir } : {}), LOG_LEVEL: 'warn' });
     const started = startKassa(deployment, { role: 'all', name: 'impostor-port', adminPort: port, readyTimeoutMs: 120_000 });
     await expect(started).rejects.toThrow(/a port was taken before it could bind/);
   }, 150_000);

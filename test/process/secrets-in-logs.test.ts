@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
+import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -16,7 +17,6 @@ import {
   ONE_TIME,
   createCheckout,
   cryptoOneTime,
-  createDatabase,
   http,
   newDeployment,
   payOnHostedPage,
@@ -28,9 +28,11 @@ import {
   type ThrowAwayDatabase,
 } from '../../tools/cluster.js';
 import { createAgentClient } from '../../src/client/agent.js';
+import { migratedDataDir, migratedDatabase } from '../harness/migrated-data-dir.js';
 
 let server: KassaProcess;
 let db: ThrowAwayDatabase | undefined;
+let dataDir: string | undefined;
 let adminToken: string;
 let encryptionKey: string;
 let output = '';
@@ -54,7 +56,9 @@ async function startRefusingNode(pathKey: string, queryKey: string): Promise<voi
 
 beforeAll(async () => {
   const serverUrl = process.env.TEST_DATABASE_URL;
-  db = serverUrl ? await createDatabase(serverUrl, 'kassa_logs') : undefined;
+  // The run's migrated database (the first start is not this file's subject).
+  db = serverUrl ? await migratedDatabase(serverUrl, 'kassa_logs') : undefined;
+  dataDir = serverUrl ? undefined : await migratedDataDir('kassa-logs-');
   secrets['RPC key in the URL path'] = `rpcPathKey${randomBytes(12).toString('hex')}`;
   secrets['RPC key in the URL query'] = `rpcQueryKey${randomBytes(12).toString('hex')}`;
   await startRefusingNode(secrets['RPC key in the URL path'], secrets['RPC key in the URL query']);
@@ -62,19 +66,20 @@ beforeAll(async () => {
     chainId: CHAIN, name: 'Local', rpcUrl: `http://${rpcHost}/v2/${secrets['RPC key in the URL path']}?apikey=${secrets['RPC key in the URL query']}`,
     confirmations: 1, explorerUrl: 'https://local.test', blockRange: 10, initialLookback: 0, tokens: { USDC: '0x5FbDB2315678afecb367f032d93F642f64180aa3' },
   }];
-  // Without DATABASE_URL the process opens its own embedded database in a temporary DATA_DIR.
+  // Without DATABASE_URL the process opens its own embedded database in that DATA_DIR.
   const deployment = newDeployment(db?.url ?? '', {
+    ...(dataDir ? { DATA_DIR: dataDir } : {}),
     LOG_LEVEL: 'debug', MERCHANT_RATE_LIMIT_PER_MINUTE: '5', CRYPTO_CHAINS: JSON.stringify(chains), CRYPTO_POLL_INTERVAL_MS: '200',
   });
   adminToken = deployment.adminToken;
   encryptionKey = deployment.encryptionKey;
-  // The embedded database migrates from scratch in the child: slow on a busy CI machine.
   server = await startKassa(deployment, { role: 'all', name: 'logs', readyTimeoutMs: 170_000 });
 }, 180_000);
 
 afterAll(async () => {
   await server?.stop();
   await db?.drop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
   await new Promise((resolve) => rpcNode?.close(resolve));
 });
 

@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { createDatabase, newDeployment, provisionMerchant, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
+import { migratedDataDir, migratedDatabase } from '../harness/migrated-data-dir.js';
+import { newDeployment, provisionMerchant, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
@@ -59,7 +60,8 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up guidance on the
   }, 300_000);
 
   it('with KASSA_SEED_DEMO=false on an empty database, says how to create an organization', async () => {
-    const emptyDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-greet-empty-'));
+    // No organization in it; migrated already (the first start is the case above).
+    const emptyDir = await migratedDataDir('kassa-greet-empty-');
     try {
       const output = await startUntil(() => startKassa(deployment, { role: 'all', waitReady: false, env: { DATABASE_URL: '', ENCRYPTION_KEY: '', DATA_DIR: emptyDir, KASSA_SEED_DEMO: 'false' } }), /no organization yet/);
       expect(output).toContain('Kassa has no organization yet (KASSA_SEED_DEMO=false)');
@@ -74,7 +76,8 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up guidance on the
 describe.skipIf(!serverUrl)(skippedUnless('start-up guidance on PostgreSQL', 'postgresOnly'), () => {
   let database: ThrowAwayDatabase;
   beforeAll(async () => {
-    database = await createDatabase(serverUrl!, 'kassa_greet');
+    // Migrated, no organization: what the guidance reads.
+    database = await migratedDatabase(serverUrl!, 'kassa_greet');
   });
   afterAll(async () => {
     await database?.drop();

@@ -6,6 +6,7 @@
  * as if Kassa were up (no "Kassa is listening", no demo key).
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -15,6 +16,8 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skippedUnless } from '../harness/skip-reasons.js';
+import { LOCK_DIR_NAME } from '../../src/db/data-dir-lock.js';
+import { migratedDataDir } from '../harness/migrated-data-dir.js';
 import { REPO_ROOT, createDatabase, freePort, newDeployment, startKassa, waitFor, type KassaProcess, type StartOptions, type ThrowAwayDatabase } from '../../tools/cluster.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL;
@@ -34,11 +37,18 @@ async function outcome(proc: KassaProcess): Promise<number | string> {
   );
 }
 
-/** Resolves once `proc` answers /readyz (it listened for real). */
+/**
+ * Resolves once `proc` answers /readyz and said it listens. Both: the ports are chosen free, not
+ * held, so another test's server can take the admin port and answer /readyz while `proc` is still
+ * starting (a SIGTERM then lands mid-start), and the line alone comes before the greeting.
+ */
 async function ready(proc: KassaProcess): Promise<void> {
   await waitFor(`${proc.name} to be ready`, async () => {
-    if (proc.child.exitCode !== null) throw new Error(`${proc.name} exited with ${proc.child.exitCode}: ${proc.output().slice(-2000)}`);
-    return (await fetch(`${proc.adminUrl}/readyz`)).ok;
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null) throw new Error(`${proc.name} exited with ${await proc.exited}: ${proc.output().slice(-2000)}`);
+    if (!/Kassa is listening|Kassa worker started/.test(proc.output())) return false;
+    const res = await fetch(`${proc.adminUrl}/readyz`);
+    await res.body?.cancel();
+    return res.ok;
   }, 120_000, 200);
 }
 
@@ -77,7 +87,9 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up on the embedded
   };
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-startup-'));
+    // The run's migrated database: these cases are about ports, the lock and the key, not the
+    // first start (the readiness case and the stop during the start take fresh folders of their own).
+    dataDir = await migratedDataDir('kassa-startup-');
   });
   afterAll(async () => {
     await Promise.all(running.map((proc) => proc.kill()));
@@ -162,7 +174,28 @@ describe.skipIf(serverUrl !== undefined)(skippedUnless('start-up on the embedded
     await ready(third);
     await third.stop();
     expect(await third.exited).toBe(0);
-  });
+  }, 240_000);
+
+  it('SIGTERM during the start (a fresh DATA_DIR, PGlite being made): the step under way ends, the start stops, closes the database and the DATA_DIR lock, exits 0', async () => {
+    const fresh = await mkdtemp(path.join(os.tmpdir(), 'kassa-stop-starting-'));
+    try {
+      const proc = await start({ DATA_DIR: fresh });
+      // The lock is the first thing the start takes; the database is made and migrated after it.
+      await waitFor('the start to take the DATA_DIR lock', async () => existsSync(path.join(fresh, LOCK_DIR_NAME)) || proc.child.exitCode !== null, 120_000, 20);
+      proc.child.kill('SIGTERM');
+      // Before: Node's default for SIGTERM, the process killed by the signal mid-start.
+      expect(await proc.exited, proc.output()).toBe(0);
+      expect(proc.output()).toContain('Kassa stopped during its start (SIGTERM)');
+      expect(proc.output()).not.toContain('Kassa is listening');
+      expect(existsSync(path.join(fresh, LOCK_DIR_NAME)), 'the DATA_DIR lock is released').toBe(false);
+      // PGlite was closed, not cut off: its folder opens.
+      const db = new PGlite(path.join(fresh, 'pgdata'));
+      expect((await db.query<{ one: number }>('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      await db.close();
+    } finally {
+      await rm(fresh, { recursive: true, force: true });
+    }
+  }, 240_000);
 
   it('refuses an encryption key other than the one that sealed the database, naming its source and printing neither key', async () => {
     const keyFile = path.join(dataDir, 'encryption-key');

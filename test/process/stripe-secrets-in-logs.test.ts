@@ -6,22 +6,27 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase, http, newDeployment, provisionMerchant, startKassa, type KassaProcess, type ThrowAwayDatabase } from '../../tools/cluster.js';
+import { rm } from 'node:fs/promises';
+import { http, newDeployment, provisionMerchant, startKassa, type KassaProcess, type ThrowAwayDatabase } from '../../tools/cluster.js';
 import { FakeStripe } from '../processors/stripe-server.js';
+import { migratedDataDir, migratedDatabase } from '../harness/migrated-data-dir.js';
 
 const secretKey = `sk_test_${randomBytes(16).toString('hex')}`;
 const webhookSecret = `whsec_${randomBytes(16).toString('hex')}`;
 let stripe: FakeStripe;
 let server: KassaProcess;
 let db: ThrowAwayDatabase | undefined;
+let dataDir: string | undefined;
 
 beforeAll(async () => {
   const serverUrl = process.env.TEST_DATABASE_URL;
-  db = serverUrl ? await createDatabase(serverUrl, 'kassa_stripe_logs') : undefined;
+  // The run's migrated database (the first start is not this file's subject).
+  db = serverUrl ? await migratedDatabase(serverUrl, 'kassa_stripe_logs') : undefined;
+  dataDir = serverUrl ? undefined : await migratedDataDir('kassa-stripe-logs-');
   // This Stripe expects another key, so it refuses Kassa's and repeats it in its error.
   stripe = new FakeStripe({ secretKey: 'sk_test_theotherone', webhookSecret, now: () => new Date() });
   const stripeBase = await stripe.start();
-  const deployment = newDeployment(db?.url ?? '', { LOG_LEVEL: 'debug', STRIPE_SECRET_KEY: secretKey, STRIPE_WEBHOOK_SECRET: webhookSecret, STRIPE_API_BASE_URL: stripeBase });
+  const deployment = newDeployment(db?.url ?? '', { ...(dataDir ? { DATA_DIR: dataDir } : {}), LOG_LEVEL: 'debug', STRIPE_SECRET_KEY: secretKey, STRIPE_WEBHOOK_SECRET: webhookSecret, STRIPE_API_BASE_URL: stripeBase });
   server = await startKassa(deployment, { role: 'all', name: 'stripe-logs', readyTimeoutMs: 170_000 });
   // Once seen on PostgreSQL in CI: ECONNREFUSED on the admin port right after /readyz answered.
   // The server's own output says why, so a failure here carries it.
@@ -47,6 +52,7 @@ afterAll(async () => {
   await server?.stop();
   await stripe?.stop();
   await db?.drop();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 describe('Stripe secrets in logs', () => {

@@ -240,10 +240,12 @@ describe('every metric and aggregation at every interval, against the raw input'
 
   for (const interval of Object.keys(RANGES) as Array<keyof typeof RANGES>) {
     for (const metric of METRICS) {
+      // 600 s: in one CI run (PGlite run, load ~11) four of these waited ~8 minutes in all behind
+      // one stalled read, then passed; a stall is reported, not timed here (the benches time reads).
       it(`${metric} at ${interval}`, async () => {
         const [start, end] = RANGES[interval];
         for (const aggregation of AGGREGATIONS) await check({ metric, aggregation, interval, start, end });
-      });
+      }, 600_000);
     }
   }
 

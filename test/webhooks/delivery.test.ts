@@ -580,20 +580,22 @@ describe('crash safety', () => {
 describe('the delivery job', () => {
   it('keeps claiming new events while a slow delivery holds a slot', async () => {
     const slow = await endpoint(receiver.url('/slow'));
-    receiver.respond = (r) => (r.path === '/slow' ? { status: 200, delayMs: 1500 } : { status: 200 });
+    // The slow answer takes 8 s: a bound of 1 s beside 1.5 s failed on a loaded machine (CI), and
+    // what is asserted is only that the next event does not wait for the slow one.
+    receiver.respond = (r) => (r.path === '/slow' ? { status: 200, delayMs: 8000 } : { status: 200 });
     await emit();
-    const w = worker({ batchSize: 4, idleIntervalMs: 50, busyPollMs: 20, timeoutMs: 5000 });
+    const w = worker({ batchSize: 4, idleIntervalMs: 50, busyPollMs: 20, timeoutMs: 15_000 });
     const { startWorker } = await import('../../src/worker.js');
     const running = startWorker([w.job()], createLogger({ level: 'silent' }));
     try {
-      await expect.poll(() => receiver.received.length, { timeout: 5000, interval: 10 }).toBe(1);
+      await expect.poll(() => receiver.received.length, { interval: 10 }).toBe(1);
       await deleteEndpoint(slow);
       const fast = await endpoint(receiver.url('/fast'));
       const started = performance.now();
       const id = await emit();
       // Delivered long before the slow one is answered.
-      await expect.poll(() => receiver.received.some((r) => r.headers['webhook-id'] === id), { timeout: 1000, interval: 10 }).toBe(true);
-      expect(performance.now() - started).toBeLessThan(1000);
+      await expect.poll(() => receiver.received.some((r) => r.headers['webhook-id'] === id), { timeout: 6000, interval: 10 }).toBe(true);
+      expect(performance.now() - started).toBeLessThan(6000);
       await running.stop();
       await deleteEndpoint(fast);
     } finally {

@@ -4,13 +4,13 @@
  * stopped and started again on the same data; the same listener forwards the next order.paid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skippedUnless } from '../harness/skip-reasons.js';
+import { migratedDataDir } from '../harness/migrated-data-dir.js';
 import { RECONNECT_CAP_MS, reconnectDelayMs } from '../../scripts/admin/webhook.js';
 import { nodeEntryArgs } from '../../tools/node-entry.js';
 
@@ -103,7 +103,8 @@ const embeddedOnly = process.env.TEST_DATABASE_URL !== undefined;
 
 beforeAll(async () => {
   if (embeddedOnly) return;
-  dataDir = await mkdtemp(path.join(os.tmpdir(), 'kassa-listen-'));
+  // The run's migrated database: the restart is this file's subject, not the first start.
+  dataDir = await migratedDataDir('kassa-listen-');
   ports = { merchant: await freePort(), api: await freePort(), admin: await freePort() };
   await startServer();
 }, 150_000);
