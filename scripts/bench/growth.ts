@@ -483,7 +483,8 @@ async function whileWriting(db: Knex, org: Org, work: () => Promise<void>): Prom
   let writing = true;
   let longest = 0;
   let writes = 0;
-  const template = (await db('orders').where({ org_id: org.orgId }).first())!;
+  // A one-time order: a subscription's order is unique per (subscription, billing period).
+  const template = (await db('orders').where({ org_id: org.orgId }).whereNull('subscription_id').first())!;
   const writer = (async () => {
     while (writing) {
       const t = performance.now();

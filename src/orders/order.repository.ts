@@ -228,6 +228,8 @@ const FIND_ORDER_SQL = `SELECT ${jsonRowSql('o', ORDER_COLUMNS, new Set(['settle
  * (org_id, created_at, id); LIMIT is the page size + 1 (the extra row says more follow).
  */
 export const LIST_ORDERS_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`;
+/** A page past the first: the offset skipped over the index alone, then only the page's rows read (list-page.ts). */
+export const LIST_ORDERS_DEEP_SQL = `SELECT ${ORDER_COLUMNS_SQL} FROM orders WHERE org_id = $1 AND id IN (SELECT id FROM orders WHERE org_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3) ORDER BY created_at DESC, id DESC`;
 /**
  * Its total, counted up to a bound (src/db/list-page.ts): an index-only scan that stops there. The
  * ORDER BY (the index's) keeps it one: without it the planner took a LIMITed sequential scan of
@@ -381,7 +383,7 @@ export class KnexOrderRepository implements OrderRepository {
 
   async list(orgId: string, filter: OrderFilter, window: ListWindow): Promise<ListPage<Order>> {
     if (noFilter(filter) && !window.startingAfter && !window.endingBefore) {
-      const fetched = await runStatement<OrderRow>(this.db, LIST_ORDERS_SQL, [orgId, window.offset, window.limit + 1]);
+      const fetched = await runStatement<OrderRow>(this.db, window.offset === 0 ? LIST_ORDERS_SQL : LIST_ORDERS_DEEP_SQL, [orgId, window.offset, window.limit + 1]);
       const hasMore = fetched.length > window.limit;
       const records = await this.withLines((hasMore ? fetched.slice(0, window.limit) : fetched).map((r) => toOrder(r)));
       const sides = { hasMore, hasOlder: hasMore, hasNewer: window.offset > 0 && records.length > 0 };

@@ -8,7 +8,7 @@
  */
 import type { Knex } from 'knex';
 import { copyIn, copyText, idArray, textArray } from '../db/bulk.js';
-import type { Db } from '../db/knex.js';
+import { PREPARED, type Db } from '../db/knex.js';
 import { weekStart, type PartitionEnsurer } from '../db/partitions.js';
 import type { Clock } from '../kernel/clock.js';
 import { enqueueTraceChanges, type GroupContribution, type TraceChange } from './groups.repository.js';
@@ -424,6 +424,24 @@ export const toContribution = (r: GroupSourceRow): GroupContribution => ({
 const newerFirst = (a: TraceRow, b: TraceRow): number =>
   new Date(b.start_time).getTime() - new Date(a.start_time).getTime() || (a.trace_id < b.trace_id ? 1 : a.trace_id > b.trace_id ? -1 : 0);
 
+/**
+ * Whether a list statement has one right plan whatever its values and statistics: no filter but
+ * the project, so each week is read down the index of its order, from the project's first entry
+ * (project_id leads every index), for exactly the page. Such a statement runs prepared
+ * (PREPARED): on weekly partitions planning it costs several times its execution (every week's
+ * partition and its indexes are planned), and PostgreSQL's generic plan, made once per
+ * connection, is the plan each call would get. A filter is not prepared: a generic plan costs
+ * `user_id = $2` at the column's average frequency, so on an install with few users it would walk
+ * the start-time index and filter — reading every trace of the project for a rare user — where a
+ * custom plan takes the user index (the same holds for a session, a range or a value filter).
+ */
+/** The LIMITs a prepared list is written with: the API's default page (50 + 1), its largest (100 + 1), and two below. */
+const PREPARED_LIMITS = [11, 26, 51, 101];
+
+const fixedPlan = (s: TraceSearch): boolean =>
+  !s.startTime && !s.endTime && s.traceId === undefined && s.model === undefined && s.minLatencyMs === undefined && s.minCost === undefined &&
+  s.status === undefined && s.attributePair === undefined && s.sessionId === undefined && s.userId === undefined;
+
 export class KnexTraceRepository implements TraceRepository {
   /** `clock`: where a newest-first list not bounded in time starts reading (without it, every week at once). */
   constructor(
@@ -456,6 +474,10 @@ export class KnexTraceRepository implements TraceRepository {
    */
   private recentBound(search: TraceSearch): Date | undefined {
     if (search.sort !== '-start_time' || search.traceId !== undefined || !this.clock) return undefined;
+    // A user's or a session's traces seldom fill a page from one week: the split then sends a
+    // second statement (planned again over the older weeks) to save a few buffers; one read costs
+    // half the CPU (docs/benchmarks.md, round 22).
+    if (search.userId !== undefined || search.sessionId !== undefined) return undefined;
     let newest = this.clock.now().getTime();
     if (search.endTime) newest = Math.min(newest, search.endTime.getTime());
     if (search.after) newest = Math.min(newest, (search.after.value as Date).getTime());
@@ -494,7 +516,17 @@ export class KnexTraceRepository implements TraceRepository {
     if (search.userId !== undefined) q.andWhere('user_id', search.userId);
     part?.(q);
     const order = descending ? 'desc' : 'asc';
-    return (await q.orderBy([{ column, order }, { column: 'trace_id', order }]).limit(search.limit)) as TraceRow[];
+    q.orderBy([{ column, order }, { column: 'trace_id', order }]);
+    const bucket = PREPARED_LIMITS.find((n) => n >= search.limit);
+    if (!part && bucket !== undefined && fixedPlan(search)) {
+      // The page size in the text: with LIMIT as a parameter the generic plan is costed for a
+      // tenth of the rows, and PostgreSQL keeps planning each call. A few sizes only (the page
+      // cut from the next one up), so a connection keeps a few statements per order, not one
+      // per page size a client asks for.
+      q.limit(bucket, { skipBinding: true }).options(PREPARED);
+      return ((await q) as TraceRow[]).slice(0, search.limit);
+    }
+    return (await q.limit(search.limit)) as TraceRow[];
   }
 
   /**
