@@ -29,3 +29,28 @@ export async function postgresCpuSeconds(client: pg.Client, database: string): P
   }
   return ticks / 100; // USER_HZ
 }
+
+/**
+ * The same CPU seconds split in two: the backends connected to `database` (its statements, its
+ * autovacuum workers), and the server's shared writers (WAL writer, background writer,
+ * checkpointer), which work for every database of the server — on a shared server their share
+ * is not this database's alone. null when PostgreSQL runs on another machine.
+ */
+export async function postgresCpuSplit(client: pg.Client, database: string): Promise<{ backends: number; writers: number } | null> {
+  const { rows } = await client.query<{ pid: number; writer: boolean }>(
+    `SELECT pid, backend_type IN ('walwriter', 'background writer', 'checkpointer') AS writer FROM pg_stat_activity
+      WHERE (datname = $1 AND pid <> pg_backend_pid()) OR backend_type IN ('walwriter', 'background writer', 'checkpointer')`,
+    [database],
+  );
+  const split = { backends: 0, writers: 0 };
+  try {
+    for (const { pid, writer } of rows) {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      split[writer ? 'writers' : 'backends'] += (Number(fields[11]) + Number(fields[12])) / 100;
+    }
+  } catch {
+    return null;
+  }
+  return split;
+}

@@ -113,16 +113,74 @@ async function main(): Promise<void> {
   const backend0 = onCpuNs(pid);
   const all0 = await postgresCpuSeconds(direct, DATABASE);
   const t0 = performance.now();
+  const node0 = process.cpuUsage();
   measuring = true;
   let accepted = 0;
   for (const batch of batches) accepted += (await services.modules.usage.events.ingest(state.org_id, batch)).accepted;
   measuring = false;
+  // This process's CPU over the measured batches: the service, the repositories and the driver
+  // (no HTTP, no request validation), with the harness's /proc read per statement.
+  const nodeCpu = process.cpuUsage(node0);
   const seconds = (performance.now() - t0) / 1000;
   const backendNs = onCpuNs(pid) - backend0;
   const all1 = await postgresCpuSeconds(direct, DATABASE);
   const walBytes = Number((await direct.query<{ bytes: string }>('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1) AS bytes', [wal0])).rows[0]!.bytes);
   const events = BATCHES * BATCH;
   const us = (ns: number) => (ns / 1000 / events).toFixed(2);
+  // BENCH_STATEMENT_ROUNDS=n: n more rounds of BATCHES batches after the measured one, each with
+  // its own line (the insert statement's and the backend's CPU per event, the queue's rows, the
+  // server's WAL and full-page images, checkpoints, the queue's autovacuums): whether PostgreSQL's
+  // cost per event grows as the run goes on. BENCH_STATEMENT_FOLD=1 folds the queue between rounds
+  // (what a worker does beside ingest), its CPU on its own line.
+  const ROUNDS = Number(process.env.BENCH_STATEMENT_ROUNDS ?? 0);
+  const FOLD_BETWEEN = process.env.BENCH_STATEMENT_FOLD === '1';
+  const roundLines: string[] = [];
+  const walStats = async () =>
+    (
+      await direct.query<{ lsn: string; fpi: string; ckpt: string; vac: string; ana: string; queued: string }>(
+        `SELECT pg_current_wal_lsn() AS lsn, (SELECT wal_fpi FROM pg_stat_wal) AS fpi,
+           (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) AS ckpt,
+           (SELECT sum(autovacuum_count) FROM pg_stat_user_tables WHERE relname LIKE 'usage_meter_hour%deltas') AS vac,
+           (SELECT sum(autoanalyze_count) FROM pg_stat_user_tables WHERE relname LIKE 'usage_meter_hour%deltas') AS ana,
+           (SELECT count(*) FROM usage_meter_hour_deltas) AS queued`,
+      )
+    ).rows[0]!;
+  for (let r = 0; r < ROUNDS; r++) {
+    let foldUs = '';
+    if (FOLD_BETWEEN) {
+      const f0 = onCpuNs(pid);
+      while (await services.modules.usage.events.foldRollups());
+      foldUs = `, fold before it ${((onCpuNs(pid) - f0) / 1000 / events).toFixed(2)} µs/event`;
+    }
+    const roundBatches = Array.from({ length: BATCHES }, makeBatch);
+    const s0 = await walStats();
+    perShape.clear();
+    const b0 = onCpuNs(pid);
+    const a0 = await postgresCpuSeconds(direct, DATABASE);
+    const r0 = performance.now();
+    measuring = true;
+    for (const batch of roundBatches) await services.modules.usage.events.ingest(state.org_id, batch);
+    measuring = false;
+    const rs = (performance.now() - r0) / 1000;
+    const bNs = onCpuNs(pid) - b0;
+    const a1 = await postgresCpuSeconds(direct, DATABASE);
+    const s1 = await walStats();
+    const wal = Number((await direct.query<{ bytes: string }>('SELECT pg_wal_lsn_diff($1, $2) AS bytes', [s1.lsn, s0.lsn])).rows[0]!.bytes);
+    const insertNs = [...perShape.entries()].filter(([k]) => k.startsWith('WITH batch AS')).reduce((a, [, v]) => a + v.ns, 0);
+    roundLines.push(
+      `round ${r + 2}: insert statement ${us(insertNs)} µs/event, backend ${us(bNs)}, all processes ${a0 === null || a1 === null ? 'n/a' : (((a1 - a0) * 1e6) / events).toFixed(2)}; queue ${s0.queued} → ${s1.queued} rows; WAL ${(wal / events).toFixed(0)} B/event, FPI ${((Number(s1.fpi) - Number(s0.fpi)) / events).toFixed(3)}/event (cluster), checkpoints +${Number(s1.ckpt) - Number(s0.ckpt)}, queue autovacuums +${Number(s1.vac) - Number(s0.vac)}, autoanalyzes +${Number(s1.ana) - Number(s0.ana)}; ${(events / rs).toFixed(0)} events/s${foldUs}; load ${machine().loadAverage[0]!.toFixed(1)}`,
+    );
+    process.stderr.write(`${roundLines.at(-1)}\n`);
+    if (process.env.BENCH_STATEMENT_EXPLAIN === 'rounds' && largest) {
+      // One more batch's insert, EXPLAINed (its own WAL and full-page images, per plan node) and rolled back.
+      const bindings = largest.bindings.map((b, i) => (i === 0 && typeof b === 'string' ? b.replace(/"id":"st_/g, `"id":"ex${r}_`) : b));
+      await direct.query('SET jit = off');
+      await direct.query('BEGIN');
+      const { rows } = await direct.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, WAL) ${largest.sql}`, bindings);
+      await direct.query('ROLLBACK');
+      process.stderr.write(`${rows.map((x) => x['QUERY PLAN']).filter((l) => /Insert on|WAL:|Execution|Planning Time|Buffers: shared/.test(l)).join('\n')}\n`);
+    }
+  }
   // The rollup's share, off the ingest path: the usage-meter-fold job's passes over the measured
   // batches' queued deltas, on the same backend (its CPU per ingested event, and the passes' count).
   const queuedRows = Number((await direct.query<{ n: string }>('SELECT (SELECT count(*) FROM usage_meter_hour_deltas) + (SELECT count(*) FROM usage_meter_hour_value_deltas) AS n')).rows[0]!.n);
@@ -131,6 +189,8 @@ async function main(): Promise<void> {
   let passes = 0;
   while (await services.modules.usage.events.foldRollups()) passes++;
   const foldNs = onCpuNs(pid) - fold0;
+  // The events whose deltas that fold took: the last round's, or every round's when none folded between.
+  const foldEvents = FOLD_BETWEEN ? events : events * (ROUNDS + 1);
   const foldAll1 = await postgresCpuSeconds(direct, DATABASE);
 
   const lines = [
@@ -140,7 +200,9 @@ async function main(): Promise<void> {
     '|---|---|---|',
     ...[...perShape.entries()].sort((a, b) => b[1].ns - a[1].ns).map(([sql, s]) => `| \`${sql}\` | ${(s.calls / BATCHES).toFixed(1)} | ${us(s.ns)} |`),
     '',
-    `fold (usage-meter-fold, ${queuedRows} queued delta rows in ${passes} passes): backend ${us(foldNs)} µs/event; all of the database's processes ${foldAll0 === null || foldAll1 === null ? 'n/a' : (((foldAll1 - foldAll0) * 1e6) / events).toFixed(2)} µs/event`,
+    `fold (usage-meter-fold, ${queuedRows} queued delta rows in ${passes} passes): backend ${(foldNs / 1000 / foldEvents).toFixed(2)} µs/event; all of the database's processes ${foldAll0 === null || foldAll1 === null ? 'n/a' : (((foldAll1 - foldAll0) * 1e6) / foldEvents).toFixed(2)} µs/event`,
+    ...roundLines,
+    `Node (this process: service, repositories, driver): ${((nodeCpu.user + nodeCpu.system) / events).toFixed(2)} µs/event`,
     `backend: ${us(backendNs)} µs/event (statements: ${us([...perShape.values()].reduce((a, s) => a + s.ns, 0))}); all of the database's processes with the writers: ${all0 === null || all1 === null ? 'n/a' : (((all1 - all0) * 1e6) / events).toFixed(2)} µs/event; WAL ${(walBytes / events).toFixed(0)} B/event; ${(events / seconds).toFixed(0)} events/s on one connection`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -14,7 +14,7 @@
  *   SQL (generate_series, not HTTP) to each size of BENCH_USAGE_SIZES (default 1M; 1M,10M for the
  *   flatness target), the meters' rollups rebuilt from the events as a filter change does (directly:
  *   over millions of events the rebuild outlasts the API's statement timeout).
- * The reads follow BENCH_USAGE_TAIL_BATCHES (default 30) batches that no fold merged (migration 0395:
+ * The ingest rounds run the fold beside them (BENCH_USAGE_FOLD, below); the reads follow BENCH_USAGE_TAIL_BATCHES (default 30) batches that no fold merged (migration 0395:
  * the bench runs no worker), so each read also takes that tail of queued rollup deltas.
  * Targets: ingest ≤ 30 µs of server CPU per event; quantity ≤ 2 ms of server CPU per request, and
  * ≤ 2× from the first size to the last.
@@ -34,10 +34,12 @@ import { randomUUID } from 'node:crypto';
 import knex from 'knex';
 import pg from 'pg';
 import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../../src/db/partitions.js';
-import { rebuildMeterRollup } from '../../src/usage/usage.repository.js';
+import { QUEUE_VACUUM_ROWS, UsageEventService } from '../../src/usage/usage-events.service.js';
+import { systemClock } from '../../src/kernel/clock.js';
+import { KnexUsageEventRepository, rebuildMeterRollup } from '../../src/usage/usage.repository.js';
 import { BENCH_FLOOR_TABLE_SQL } from '../../tools/bench-floor.js';
 import { DEFAULT_SERVER_URL, createDatabase, databaseUrlOn, http, newDeployment, provisionMerchant, startKassa } from '../../tools/cluster.js';
-import { postgresCpuSeconds } from './postgres-cpu.js';
+import { postgresCpuSeconds, postgresCpuSplit } from './postgres-cpu.js';
 import { emit, machine, median, report, round, shortRun, summary, target, type Target } from './summary.js';
 
 const serverUrl = process.env.BENCH_POSTGRES_URL ?? DEFAULT_SERVER_URL;
@@ -56,6 +58,15 @@ const CLOSE_WORKERS = Number(process.env.BENCH_USAGE_CLOSE_WORKERS ?? 1);
 const SUBSCRIBERS = Number(process.env.BENCH_USAGE_SUBSCRIBERS ?? 20);
 /** Batches ingested right before the reads and not folded (a fold every few seconds leaves about that many at 30k events/s). */
 const TAIL = Number(process.env.BENCH_USAGE_TAIL_BATCHES ?? 30);
+/**
+ * The usage-meter-fold job runs beside ingest (default since round 22), as in an installation (a
+ * worker folds the queue every 500 ms, at once again while it finds rows, and vacuums the queues):
+ * here a loop in the bench process on a connection of its own, whose PostgreSQL CPU is counted
+ * with ingest's (a backend of the database), and each round ends when its queue is folded; its
+ * Node CPU (one statement per pass) is the bench process's, not the server's.
+ * BENCH_USAGE_FOLD=0: no fold, the queue only grows during the ingest rounds (the bench before round 22).
+ */
+const FOLD = process.env.BENCH_USAGE_FOLD !== '0';
 const customerOf = (i: number) => `CUS_${String(i).padStart(24, '0')}`;
 const HOUR = 3_600_000;
 
@@ -229,18 +240,100 @@ async function main(): Promise<void> {
     await drive(10, CONCURRENCY, () => post('/v1/usage-events', makeBody()), 200);
     await drive(200, CONCURRENCY, () => post('/__bench/floor', '{}'), 201);
 
+    // The usage-meter-fold job's loop (BENCH_USAGE_FOLD=1), as src/usage/index.ts schedules it.
+    const foldDb = FOLD ? knex({ client: 'pg', connection: db.url, pool: { min: 1, max: 1 } }) : undefined;
+    const ingestFold: Array<{ passes: number; rows: number }> = [];
+    const startFold = () => {
+      const service = foldService!;
+      let running = true;
+      const totals = { passes: 0, rows: 0 };
+      const loop = (async () => {
+        while (running) {
+          const rows = (await service.foldRollups()) ? 1 : 0;
+          totals.passes++;
+          totals.rows += rows;
+          for (let waited = 0; rows === 0 && running && waited < 500; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      })();
+      // Stopped when the round's batches are in: the rest of the queue is folded then, so the round
+      // counts the fold of every event it ingested.
+      const stop = async () => {
+        running = false;
+        await loop;
+        for (let rows = 1; rows > 0; ) {
+          rows = (await service.foldRollups()) ? 1 : 0;
+          totals.passes++;
+        }
+        return totals;
+      };
+      return { stop };
+    };
+    // The job's service as a worker builds it (its fold needs only the repository);
+    // BENCH_USAGE_FOLD_VACUUM=0: the fold without its VACUUM of the queues (before round 22).
+    const foldService = foldDb
+      ? new UsageEventService(new KnexUsageEventRepository(foldDb), undefined as never, systemClock, undefined, undefined, process.env.BENCH_USAGE_FOLD_VACUUM === '0' ? Infinity : QUEUE_VACUUM_ROWS)
+      : undefined;
+    // The warm-up's queue folded before the first round, and the fold's connection opened.
+    if (foldService) while (await foldService.foldRollups());
     const ingestPerEvent: number[] = [];
     const ingestPgPerEvent: number[] = [];
     const ingestRates: number[] = [];
     const floorPerRequest: number[] = [];
     let failures = 0;
     const perRound = Math.max(1, Math.round(BATCHES / ROUNDS));
+    // What each round's PostgreSQL did besides running statements (does its cost per event grow
+    // as the tables do?): blocks read into shared buffers (not found there) and hit, per event, in
+    // this database; the server's checkpoints, buffers its backends had to write out themselves, and
+    // its WAL and full-page images (cluster-wide: other databases' writers count too); the queue.
+    const ioStats = async () =>
+      (
+        await direct.query<Record<string, string>>(
+          `SELECT (SELECT sum(heap_blks_read + coalesce(idx_blks_read, 0)) FROM pg_statio_user_tables) AS read,
+             (SELECT sum(heap_blks_hit + coalesce(idx_blks_hit, 0)) FROM pg_statio_user_tables) AS hit,
+             (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) AS ckpt,
+             (SELECT buffers_backend FROM pg_stat_bgwriter) AS backend_writes,
+             (SELECT wal_fpi FROM pg_stat_wal) AS fpi, (SELECT wal_bytes FROM pg_stat_wal) AS wal,
+             (SELECT count(*) FROM usage_meter_hour_deltas) AS queued`,
+        )
+      ).rows[0]!;
+    /** Blocks read and hit per table of this database (those that changed by at least 0.05 per event). */
+    const tableIo = async () =>
+      new Map(
+        (
+          await direct.query<{ relname: string; read: string; hit: string }>(
+            `SELECT relname, heap_blks_read + coalesce(idx_blks_read, 0) AS read, heap_blks_hit + coalesce(idx_blks_hit, 0) AS hit FROM pg_statio_user_tables`,
+          )
+        ).rows.map((r) => [r.relname, { read: Number(r.read), hit: Number(r.hit) }]),
+      );
+    const tableIoLine = (a: Map<string, { read: number; hit: number }>, b: Map<string, { read: number; hit: number }>, events: number) =>
+      [...b.entries()]
+        .map(([name, v]) => ({ name, read: (v.read - (a.get(name)?.read ?? 0)) / events, hit: (v.hit - (a.get(name)?.hit ?? 0)) / events }))
+        .filter((x) => x.read + x.hit >= 0.05)
+        .sort((x, y) => y.hit + y.read - x.hit - x.read)
+        .map((x) => `${x.name} ${x.hit.toFixed(2)} hit + ${x.read.toFixed(2)} read`)
+        .join(', ');
+    const ioLine = (a: Record<string, string>, b: Record<string, string>, events: number) => {
+      const per = (k: string, digits = 2) => ((Number(b[k]) - Number(a[k])) / events).toFixed(digits);
+      return `blocks read ${per('read')}/event, hit ${per('hit', 1)}/event; checkpoints +${Number(b.ckpt) - Number(a.ckpt)}, backend buffer writes ${per('backend_writes')}/event, WAL ${per('wal', 0)} B/event, FPI ${per('fpi', 3)}/event (cluster); queue ${a.queued} → ${b.queued} rows`;
+    };
     for (let r = 0; r < (SEED_ONLY ? 0 : ROUNDS); r++) {
       const bodies = Array.from({ length: perRound }, makeBody);
       const floor = await measure(() => drive(500, CONCURRENCY, () => post('/__bench/floor', '{}'), 201));
       floorPerRequest.push(floor.serverMs / 500);
-      const ingest = await measure(() => drive(bodies.length, CONCURRENCY, (i) => post('/v1/usage-events', bodies[i]!), 200));
+      const io0 = await ioStats();
+      const tables0 = await tableIo();
+      const split0 = await postgresCpuSplit(direct, databaseName);
+      const fold = FOLD ? startFold() : undefined;
+      const ingest = await measure(async () => {
+        const failed = await drive(bodies.length, CONCURRENCY, (i) => post('/v1/usage-events', bodies[i]!), 200);
+        // The fold's last pass ends inside the measure (its backend's CPU is counted): the queue as a worker leaves it.
+        if (fold) ingestFold.push(await fold.stop());
+        return failed;
+      });
+      const split1 = await postgresCpuSplit(direct, databaseName);
       const events = bodies.length * BATCH;
+      const splitLine = split0 && split1 ? `backends of the database ${(((split1.backends - split0.backends) * 1e6) / events).toFixed(1)} µs/event, the server's shared writers ${(((split1.writers - split0.writers) * 1e6) / events).toFixed(1)} µs/event; ` : '';
+      process.stderr.write(`  round ${r + 1}: PostgreSQL ${splitLine}${ioLine(io0, await ioStats(), events)}${fold ? `; fold ${ingestFold.at(-1)!.passes} passes, ${ingestFold.at(-1)!.rows} of them with rows` : ''}\n    per table: ${tableIoLine(tables0, await tableIo(), events)}\n`);
       ingestPerEvent.push((ingest.serverMs * 1000) / events);
       ingestPgPerEvent.push((ingest.pgMs * 1000) / events);
       ingestRates.push(events / ingest.seconds);
@@ -250,6 +343,7 @@ async function main(): Promise<void> {
       );
     }
 
+    await foldDb?.destroy();
     // Quantities at each size of the organization.
     const quantity: Array<{ events: number; seedSeconds: number; rebuildSeconds: number; serverMsPerRequest: number; pgMsPerRequest: number; floorMsPerRequest: number }> = [];
     const access: Array<{ events: number; checkServerMs: number; checkPgMs: number; balancesServerMs: number; balancesPgMs: number }> = [];

@@ -161,10 +161,34 @@ function isExplainedBranch(item: ValidatorErrorItem, explainedOneOfs: Set<string
 }
 
 /**
+ * A `oneOf` of two shapes (a usage event in Kassa's shape or in CloudEvents'): ajv reports the
+ * branch the value was not meant for too — "specversion must have required property
+ * 'specversion'" beside the real mistake of a Kassa-shaped event, and "must match exactly one
+ * schema in oneOf". A branch's own required fields (required there, defined in no other branch)
+ * that are missing say only "not this shape": those lines and the oneOf line are left out when
+ * another line explains the value. Without another line everything stays.
+ */
+function shapeNoise(items: ValidatorErrorItem[], operation: unknown): Set<ValidatorErrorItem> {
+  const dropped = new Set<ValidatorErrorItem>();
+  for (const oneOf of items.filter((i) => i.errorCode?.startsWith('oneOf'))) {
+    const at = oneOf.path ?? '';
+    const branches = bodySchemaAt(operation, at)?.oneOf;
+    if (!branches || branches.length < 2 || !branches.every((b) => b.properties)) continue;
+    const own = new Set(branches.flatMap((b, i) => (b.required ?? []).filter((f) => !branches.some((other, j) => j !== i && other.properties?.[f]))));
+    const under = items.filter((i) => i !== oneOf && (i.path === at || i.path?.startsWith(`${at}/`) || i.path?.startsWith(`${at}.`)));
+    const noise = under.filter((i) => i.errorCode?.startsWith('required') && own.has((i.path ?? '').slice(at.length + 1)));
+    if (under.length > noise.length) for (const i of [oneOf, ...noise]) dropped.add(i);
+  }
+  return dropped;
+}
+
+/**
  * The request's fields (body, path, query) come before its headers: a wrong field is what the
  * caller must rethink, a missing Idempotency-Key is one line to add (rule written in openapi/).
  */
-function describeValidatorErrors(items: ValidatorErrorItem[], operation: unknown): string {
+function describeValidatorErrors(all: ValidatorErrorItem[], operation: unknown): string {
+  const noise = shapeNoise(all, operation);
+  const items = all.filter((i) => !noise.has(i));
   const explained = items.map((item) => ({ item, composite: explainComposite(item, operation) }));
   const explainedOneOfs = new Set(explained.filter((e) => e.composite && e.item.errorCode?.startsWith('oneOf')).map((e) => e.item.path ?? ''));
   const fieldLines: string[] = [];

@@ -50,14 +50,24 @@ export class KnexCustomerRepository implements CustomerRepository {
 
   async findByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Customer[]> {
     if (refs.ids.length === 0 && refs.externalIds.length === 0) return [];
-    const rows = await this.db<CustomerRow>('customers')
+    return (await this.byRefs(orgId, refs)).map(toCustomer);
+  }
+
+  async idsByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Array<{ id: string; externalId: string | null }>> {
+    if (refs.ids.length === 0 && refs.externalIds.length === 0) return [];
+    const rows = (await this.byRefs(orgId, refs).select('id', 'external_id')) as Array<{ id: string; external_id: string | null }>;
+    return rows.map((r) => ({ id: r.id, externalId: r.external_id ?? null }));
+  }
+
+  /** The organization's customers named by these ids or external ids. */
+  private byRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }) {
+    return this.db<CustomerRow>('customers')
       .where('org_id', orgId)
       // One array parameter per list (not one per customer): an ingest batch names up to 1,000.
       .andWhere((q) => {
         if (refs.ids.length > 0) q.orWhereRaw('id = ANY(?::text[])', [refs.ids]);
         if (refs.externalIds.length > 0) q.orWhereRaw('external_id = ANY(?::text[])', [refs.externalIds]);
       });
-    return rows.map(toCustomer);
   }
 
   async setExternalId(orgId: string, id: string, externalId: string | null): Promise<boolean> {

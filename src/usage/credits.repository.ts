@@ -7,7 +7,53 @@
  */
 import type { Knex } from 'knex';
 import { newId } from '../kernel/ids.js';
-import type { CreditBalance, CreditLedger } from '../commerce/stores.js';
+import { runStatement } from '../db/knex.js';
+import type { BasisComponent, CreditBalance, CreditLedger, MeterBalanceBasis } from '../commerce/stores.js';
+
+/**
+ * A customer's meter balances' basis in one fixed statement, run prepared (runStatement): $1 org,
+ * $2 the customer's CUS_… id or externalId (the id first, as CUSTOMER_QUANTITY_SQL). Before, the
+ * balances read was ~8 statements (customer, subscriptions, credits, each price and its product,
+ * the usage segments, each meter's name) before its quantities. It reads the tables of the credit
+ * ledger (this module's), subscriptions, prices and meters: one read across the modules' tables,
+ * as the access check's READ_ACCESS_SQL does (src/subscriptions/entitlement.repository.ts), the
+ * same rows the stores' reads gave (a subscription with a product, ACTIVE, its current price's
+ * metered components; the segments of its current period by seq, a segment's price's components).
+ * The result is one row of json columns (node-postgres sets up each column again per execution).
+ */
+export const BALANCE_BASIS_SQL = `WITH c AS MATERIALIZED (
+  SELECT id, external_id FROM (
+    SELECT id, external_id, 0 AS o FROM customers WHERE id = $2 AND org_id = $1
+    UNION ALL SELECT id, external_id, 1 FROM customers WHERE org_id = $1 AND external_id = $2
+  ) found ORDER BY o LIMIT 1
+), subs AS MATERIALIZED (
+  SELECT x.id, x.current_period_start, x.current_period_end, x.period_number, p.metered_components
+  FROM subscriptions x JOIN prices p ON p.org_id = x.org_id AND p.id = x.price_id
+  WHERE x.org_id = $1 AND x.customer_id = (SELECT id FROM c) AND x.status = 'ACTIVE' AND x.product_id IS NOT NULL
+    AND p.metered_components IS NOT NULL
+), credits AS MATERIALIZED (
+  SELECT b.meter_id, b.units, b.since FROM usage_credit_balances b WHERE b.org_id = $1 AND b.customer_id = (SELECT id FROM c)
+)
+SELECT c.id, c.external_id,
+  (SELECT json_agg(json_build_object('meter_id', k.meter_id, 'units', k.units, 'since', k.since) ORDER BY k.meter_id COLLATE "C") FROM credits k) AS credits,
+  (SELECT json_agg(json_build_object('id', s.id, 'start', s.current_period_start, 'end', s.current_period_end, 'components', s.metered_components,
+     'segments', (SELECT json_agg(json_build_object('start', g.start_at, 'end', g.end_at, 'components', gp.metered_components) ORDER BY g.seq)
+                  FROM subscription_usage_segments g LEFT JOIN prices gp ON gp.org_id = g.org_id AND gp.id = g.price_id
+                  WHERE g.subscription_id = s.id AND g.period_number = s.period_number))
+     ORDER BY s.current_period_start, s.id COLLATE "C") FROM subs s) AS subscriptions,
+  (SELECT json_object_agg(mt.id, mt.name) FROM meters mt WHERE mt.org_id = $1 AND mt.id IN (
+     SELECT k.meter_id FROM credits k UNION SELECT jsonb_array_elements(s.metered_components) ->> 'meterId' FROM subs s)) AS meter_names
+FROM c`;
+
+type Json<T> = T | string | null;
+const parsed = <T>(v: Json<T>): T | null => (typeof v === 'string' ? (JSON.parse(v) as T) : v);
+interface BasisRow {
+  id: string;
+  external_id: string | null;
+  credits: Json<Array<{ meter_id: string; units: number | string; since: string }>>;
+  subscriptions: Json<Array<{ id: string; start: string; end: string; components: BasisComponent[]; segments: Array<{ start: string; end: string; components: BasisComponent[] | null }> | null }>>;
+  meter_names: Json<Record<string, string>>;
+}
 
 interface BalanceRow {
   meter_id: string;
@@ -95,6 +141,23 @@ export class KnexCreditLedger implements CreditLedger {
   async balances(orgId: string, customerId: string): Promise<CreditBalance[]> {
     const rows = (await this.db('usage_credit_balances').where({ org_id: orgId, customer_id: customerId }).orderBy('meter_id').select('meter_id', 'units', 'since')) as BalanceRow[];
     return rows.map((r) => ({ meterId: r.meter_id, units: Number(r.units), since: new Date(r.since) }));
+  }
+
+  async balanceBasis(orgId: string, customerRef: string): Promise<MeterBalanceBasis> {
+    const row = (await runStatement<BasisRow>(this.db, BALANCE_BASIS_SQL, [orgId, customerRef]))[0];
+    if (!row) return { customer: undefined, credits: [], subscriptions: [], meterNames: new Map() };
+    return {
+      customer: { id: row.id, externalId: row.external_id },
+      credits: (parsed(row.credits) ?? []).map((c) => ({ meterId: c.meter_id, units: Number(c.units), since: new Date(c.since) })),
+      subscriptions: (parsed(row.subscriptions) ?? []).map((x) => ({
+        id: x.id,
+        currentPeriodStart: new Date(x.start),
+        currentPeriodEnd: new Date(x.end),
+        components: x.components,
+        segments: (x.segments ?? []).map((g) => ({ start: new Date(g.start), end: new Date(g.end), components: g.components ?? [] })),
+      })),
+      meterNames: new Map(Object.entries(parsed(row.meter_names) ?? {})),
+    };
   }
 
   async claimAlert(alert: { orgId: string; customerId: string; meterId: string; periodKey: string; kind: string; at: Date }): Promise<boolean> {

@@ -448,7 +448,7 @@ export class MeterService {
       belongs = (ref) => ref === customer.externalId || ref === customer.id;
     } else {
       const refs = [...new Set(parts.map((p) => p.key))];
-      const known = refs.length === 0 ? [] : await this.commerce.stores.customers.findByRefs(orgId, { ids: refs.filter((r) => r.startsWith('CUS_')), externalIds: refs });
+      const known = refs.length === 0 ? [] : await this.commerce.stores.customers.idsByRefs(orgId, { ids: refs.filter((r) => r.startsWith('CUS_')), externalIds: refs });
       const names = new Set<string>();
       for (const c of known) {
         names.add(c.id);

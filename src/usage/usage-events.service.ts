@@ -5,7 +5,7 @@
  * their subscriptions, one insert.
  */
 import { periodEnd } from '../commerce/billing-period.js';
-import type { Customer, Subscription } from '../commerce/model.js';
+import type { Subscription } from '../commerce/model.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
 import type { EventPeriod, UsageEventRepository } from './usage.repository.js';
@@ -13,6 +13,11 @@ import type { Scalar, UsageEvent } from './usage.model.js';
 
 /** Queued rollup delta rows one fold pass merges (one transaction; a batch of 1,000 events queues up to ~1,000 per meter). */
 export const FOLD_ROWS = 20_000;
+/**
+ * Rows a fold worker deletes from the queues between two VACUUMs of them (UsageEventService.foldRollups):
+ * ~1.7 s of a 30,000 events/s ingest naming each customer once per batch, two meters.
+ */
+export const QUEUE_VACUUM_ROWS = 100_000;
 /** How far ahead of Kassa's clock an event may be stamped (client clocks drift). */
 export const FUTURE_SKEW_MS = 5 * 60_000;
 /** How long after a billing period's end its late events are still accepted. */
@@ -131,19 +136,25 @@ export class UsageEventService {
     private readonly alerts?: { afterIngest(orgId: string, customerIds: readonly string[], known: { subscriptions: Subscription[] }): Promise<unknown> },
     /** USAGE_EVENT_RETENTION_DAYS; undefined: events are kept for ever. */
     private readonly retentionDays?: number,
+    /** The fold's rows between two VACUUMs of the queues (tests set it lower). */
+    private readonly queueVacuumRows = QUEUE_VACUUM_ROWS,
   ) {}
 
   async ingest(orgId: string, batch: ReadonlyArray<IncomingUsageEvent | IncomingCloudEvent>): Promise<IngestResult> {
     const now = this.clock.now();
+    const nowMs = now.getTime();
     const incoming = batch.map((e) => (isCloudEvent(e) ? fromCloudEvent(e) : e));
     const customers = await this.customersOf(orgId, incoming);
-    const subscriptions = await this.commerce.stores.subscriptions.listActiveForCustomers(orgId, [...new Set([...customers.values()].map((c) => c.id))]);
-    const boundsOf = new Map<string, PeriodBounds>();
-    const bounds = (customerId: string) => {
-      let b = boundsOf.get(customerId);
-      if (!b) boundsOf.set(customerId, (b = periodBounds(subscriptions.filter((s) => s.customerId === customerId), now)));
-      return b;
-    };
+    const customerIds = customers.ids;
+    const subscriptions = await this.commerce.stores.subscriptions.listActiveForCustomers(orgId, customerIds);
+    const subscriptionsOf = new Map<string, Subscription[]>();
+    for (const s of subscriptions) {
+      if (s.customerId === null) continue;
+      const list = subscriptionsOf.get(s.customerId);
+      if (list) list.push(s);
+      else subscriptionsOf.set(s.customerId, [s]);
+    }
+    const bounds = (customer: BatchCustomer) => (customer.bounds ??= periodBounds(subscriptionsOf.get(customer.id) ?? [], now));
 
     const cutoff = this.retentionDays === undefined ? undefined : usageRetentionCutoff(now, this.retentionDays).getTime();
     const results: UsageEventResult[] = [];
@@ -151,25 +162,26 @@ export class UsageEventService {
     const periods = new Map<string, EventPeriod>();
     const firstOfId = new Map<string, number>();
     for (const e of incoming) {
-      const reject = (code: RejectionCode, message: string) => results.push({ id: e.id, status: 'REJECTED', reason: { code, message } });
-      const customer = customers.get(refKey(e.customer));
+      const ref = e.customer;
+      const customer = 'customerId' in ref ? customers.byId.get(ref.customerId) : customers.byExternalId.get(ref.externalId);
       if (!customer) {
-        reject('UNKNOWN_CUSTOMER', 'customerId' in e.customer ? `No customer ${e.customer.customerId} in this organization` : `No customer with externalId ${e.customer.externalId}`);
+        results.push(rejected(e.id, 'UNKNOWN_CUSTOMER', 'customerId' in ref ? `No customer ${ref.customerId} in this organization` : `No customer with externalId ${ref.externalId}`));
         continue;
       }
       const at = Date.parse(e.timestamp);
-      if (at > now.getTime() + FUTURE_SKEW_MS) {
-        reject('FUTURE_TIMESTAMP', `The timestamp ${e.timestamp} is more than 5 minutes ahead of the server's clock`);
+      if (at > nowMs + FUTURE_SKEW_MS) {
+        results.push(rejected(e.id, 'FUTURE_TIMESTAMP', `The timestamp ${e.timestamp} is more than 5 minutes ahead of the server's clock`));
         continue;
       }
       if (cutoff !== undefined && at < cutoff) {
         // Its week may be dropped and its id pruned already: accepting it could store it twice.
-        reject('PERIOD_CLOSED', `The timestamp ${e.timestamp} is before ${new Date(cutoff).toISOString()}: this installation keeps usage events for ${this.retentionDays} days`);
+        results.push(rejected(e.id, 'PERIOD_CLOSED', `The timestamp ${e.timestamp} is before ${new Date(cutoff).toISOString()}: this installation keeps usage events for ${this.retentionDays} days`));
         continue;
       }
-      const closed = periodRejection(at, bounds(customer.id), now.getTime());
+      const b = bounds(customer);
+      const closed = periodRejection(at, b, nowMs);
       if (closed) {
-        reject('PERIOD_CLOSED', closed);
+        results.push(rejected(e.id, 'PERIOD_CLOSED', closed));
         continue;
       }
       if (firstOfId.has(e.id)) {
@@ -180,17 +192,23 @@ export class UsageEventService {
       firstOfId.set(e.id, results.length);
       results.push({ id: e.id, status: 'ACCEPTED', reason: null });
       toStore.push({ orgId, id: e.id, customerId: customer.id, name: e.name, timestamp: new Date(at), properties: e.properties ?? {}, receivedAt: now });
-      const b = bounds(customer.id);
       const period = eventPeriod(at, b);
-      if (period !== undefined) periods.set(e.id, { subscriptionId: b.subscription!.id, period });
+      // One EventPeriod per (customer, period) of the batch, shared by its events.
+      if (period !== undefined) periods.set(e.id, (customer.periods ??= new Map()).get(period) ?? setPeriod(customer.periods, period, b.subscription!.id));
     }
-    const { inserted, closed } = await this.events.insertNew(toStore, periods);
-    for (const [id, index] of firstOfId) if (!inserted.has(id) && !closed.has(id)) results[index] = { id, status: 'DUPLICATE', reason: null };
+    const { stored, closed } = await this.events.insertNew(toStore, periods);
+    for (const id of stored) {
+      const index = firstOfId.get(id);
+      if (index !== undefined) results[index] = { id, status: 'DUPLICATE', reason: null };
+    }
     // The renewal job closed the event's period (to bill its usage) after this batch read the
     // subscription: refused, as every copy of it in the batch.
-    results.forEach((r, i) => {
-      if (closed.has(r.id)) results[i] = { id: r.id, status: 'REJECTED', reason: { code: 'PERIOD_CLOSED', message: 'The billing period of this event has been closed for billing; late events are accepted until 1 hour after a period\'s end, while it is open' } };
-    });
+    if (closed.size > 0) {
+      results.forEach((r, i) => {
+        if (closed.has(r.id)) results[i] = rejected(r.id, 'PERIOD_CLOSED', 'The billing period of this event has been closed for billing; late events are accepted until 1 hour after a period\'s end, while it is open');
+      });
+    }
+    const insertedHere = (id: string) => firstOfId.has(id) && !stored.has(id) && !closed.has(id);
     // An id already stored (before this batch, or by an earlier event of it) is a duplicate whatever
     // else is wrong with the event: a retry after its period closed is not refused.
     const rejectedIds = results.filter((r) => r.status === 'REJECTED').map((r) => r.id);
@@ -198,7 +216,7 @@ export class UsageEventService {
       const stored = await this.events.storedIds(orgId, rejectedIds);
       results.forEach((r, i) => {
         if (r.status !== 'REJECTED' || !stored.has(r.id)) return;
-        const storedBefore = !inserted.has(r.id) || (firstOfId.get(r.id) ?? Infinity) < i;
+        const storedBefore = !insertedHere(r.id) || (firstOfId.get(r.id) ?? Infinity) < i;
         if (storedBefore) results[i] = { id: r.id, status: 'DUPLICATE', reason: null };
       });
     }
@@ -209,7 +227,7 @@ export class UsageEventService {
     else if (r.status === 'DUPLICATE') duplicates++;
     // After the events are stored: a retried batch (DUPLICATE) checks again, so no crossing is lost.
     // The subscriptions read above serve the usage thresholds (one read per batch, not two).
-    if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, [...new Set([...customers.values()].map((c) => c.id))], { subscriptions });
+    if (this.alerts && accepted + duplicates > 0) await this.alerts.afterIngest(orgId, customerIds, { subscriptions });
     return { accepted, duplicates, rejected: results.length - accepted - duplicates, results };
   }
 
@@ -219,24 +237,56 @@ export class UsageEventService {
    * whether or not it ran (rollup + queued deltas); it keeps the queue, and so each read's tail, short.
    */
   async foldRollups(): Promise<boolean> {
-    return (await this.events.foldRollupDeltas(FOLD_ROWS)) > 0;
+    const rows = await this.events.foldRollupDeltas(FOLD_ROWS);
+    // The queues are append-and-delete tables, and a pass finds its rows by a scan from the
+    // table's start: every row deleted since the last VACUUM lies in that scan's path (the
+    // prune of a page keeps its dead items until a VACUUM), and the heap grows instead of
+    // reusing their space. Autovacuum visits a database at most once per autovacuum_naptime
+    // (1 min by default; not at all when it is off) — at 30,000 events/s a queue deletes ~3.6M rows
+    // a minute, and each pass scanned more of them than the last (docs/benchmarks.md, round 22).
+    // So the worker that deleted them vacuums the queues itself after every QUEUE_VACUUM_ROWS.
+    this.foldedSinceVacuum += rows;
+    if (this.foldedSinceVacuum >= this.queueVacuumRows) {
+      this.foldedSinceVacuum = 0;
+      await this.events.vacuumRollupQueues();
+    }
+    return rows > 0;
   }
 
-  private async customersOf(orgId: string, events: readonly IncomingUsageEvent[]): Promise<Map<string, Customer>> {
+  /** Rows this instance's fold passes deleted since its last VACUUM of the queues. */
+  private foldedSinceVacuum = 0;
+
+  /** The batch's customers by the id or the externalId that names them (one read of both). */
+  private async customersOf(orgId: string, events: readonly IncomingUsageEvent[]): Promise<{ ids: string[]; byId: Map<string, BatchCustomer>; byExternalId: Map<string, BatchCustomer> }> {
     const ids = new Set<string>();
     const externalIds = new Set<string>();
     for (const e of events) {
       if ('customerId' in e.customer) ids.add(e.customer.customerId);
       else externalIds.add(e.customer.externalId);
     }
-    const found = await this.commerce.stores.customers.findByRefs(orgId, { ids: [...ids], externalIds: [...externalIds] });
-    const byRef = new Map<string, Customer>();
+    const found = await this.commerce.stores.customers.idsByRefs(orgId, { ids: [...ids], externalIds: [...externalIds] });
+    const byId = new Map<string, BatchCustomer>();
+    const byExternalId = new Map<string, BatchCustomer>();
     for (const c of found) {
-      if (ids.has(c.id)) byRef.set(refKey({ customerId: c.id }), c);
-      if (c.externalId !== null && externalIds.has(c.externalId)) byRef.set(refKey({ externalId: c.externalId }), c);
+      const customer: BatchCustomer = { id: c.id };
+      if (ids.has(c.id)) byId.set(c.id, customer);
+      if (c.externalId !== null && externalIds.has(c.externalId)) byExternalId.set(c.externalId, customer);
     }
-    return byRef;
+    return { ids: found.map((c) => c.id), byId, byExternalId };
   }
 }
 
-const refKey = (ref: CustomerRef) => ('customerId' in ref ? `id:${ref.customerId}` : `ext:${ref.externalId}`);
+/** A customer a batch names, with what its events share: its billing periods, found on first use. */
+interface BatchCustomer {
+  id: string;
+  bounds?: PeriodBounds;
+  periods?: Map<number, EventPeriod>;
+}
+
+const rejected = (id: string, code: RejectionCode, message: string): UsageEventResult => ({ id, status: 'REJECTED', reason: { code, message } });
+
+function setPeriod(periods: Map<number, EventPeriod>, period: number, subscriptionId: string): EventPeriod {
+  const p = { subscriptionId, period };
+  periods.set(period, p);
+  return p;
+}

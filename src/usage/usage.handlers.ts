@@ -1,5 +1,6 @@
 import { presentMeterBalance, type MeterBalances } from '../commerce/meter-balances.js';
 import type { Clock } from '../kernel/clock.js';
+import { notFound } from '../kernel/errors.js';
 import type { ConsoleHandlers, MerchantHandlers } from '../handler-maps.js';
 import { iso, isoOrNull } from '../kernel/present.js';
 import type { MeterPreview, MeterService, Quantities } from './meters.service.js';
@@ -40,10 +41,12 @@ export const presentQuantities = (q: Quantities) => ({
 export function createUsageHandlers(events: UsageEventService, meters: MeterService, balances: MeterBalances, clock: Clock): UsageHandlers {
   return {
     getCustomerMeterBalances: async ({ auth, params }) => {
-      // By CUS_… id, else externalId; another organization's customer is 404.
-      const customer = await meters.resolveCustomer(auth.orgId, params.id);
+      // By CUS_… id, else externalId; another organization's customer is 404. One statement finds
+      // the customer with its credits, subscriptions and meters' names (MeterBalances.forCustomerRef).
       const asOf = clock.now();
-      const list = await balances.forCustomer(auth.orgId, customer.id);
+      const read = await balances.forCustomerRef(auth.orgId, params.id);
+      if (!read) throw notFound('Customer');
+      const { customer, balances: list } = read;
       return {
         status: 200,
         body: { success: true, message: 'OK', data: { customerId: customer.id, externalId: customer.externalId, asOf: iso(asOf), balances: list.map(presentMeterBalance) } },

@@ -1,5 +1,6 @@
 /** Usage events and meters in the database (the usage domain's only knex user). */
 import type { Knex } from 'knex';
+import { isEmbedded } from '../db/dialect.js';
 import { runStatement } from '../db/knex.js';
 import { PartitionEnsurer } from '../db/partitions.js';
 import { serviceUnavailable } from '../kernel/errors.js';
@@ -47,12 +48,14 @@ export interface UsageEventRepository {
    */
   customerQuantity(orgId: string, meterId: string, customerRef: string, start: Date, end: Date): Promise<CustomerQuantityRead>;
   /**
-   * Inserts the events whose id the organization has not stored yet; returns the ids inserted and
-   * the ids refused because their period (`periods`, by event id) is closed for usage. The check
+   * Inserts the events whose id the organization has not stored yet; returns the ids not inserted
+   * because the organization had stored them (before, or by a concurrent batch) — every other id
+   * not refused is inserted — and the ids refused because their period (`periods`, by event id) is
+   * closed for usage. The check
    * and the insert run in one transaction under a FOR KEY SHARE lock of the subscriptions' rows,
    * which the renewal job's close (FOR UPDATE, then the mark of migration 0285) conflicts with.
    */
-  insertNew(events: UsageEvent[], periods?: ReadonlyMap<string, EventPeriod>): Promise<{ inserted: Set<string>; closed: Set<string> }>;
+  insertNew(events: UsageEvent[], periods?: ReadonlyMap<string, EventPeriod>): Promise<{ stored: Set<string>; closed: Set<string> }>;
   /**
    * One pass of the fold (migration 0395): up to `limit` queued delta rows of one organization —
    * the next one with a queue after the organization this instance folded last, round-robin,
@@ -61,6 +64,12 @@ export interface UsageEventRepository {
    * with a queue was being folded by another worker). `beforeCommit` is the tests' crash point.
    */
   foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number>;
+  /**
+   * VACUUM of the two delta queues (PostgreSQL; SKIP_LOCKED: skipped when a vacuum of a queue is
+   * under way): the rows the fold deleted become free space that ingest's appends reuse, and no
+   * longer lie in the path of the fold's next scan (see UsageEventService.foldRollups).
+   */
+  vacuumRollupQueues(): Promise<void>;
   /** Which of these ids the organization has stored. */
   storedIds(orgId: string, ids: string[]): Promise<Set<string>>;
   /** The aggregation over [start, end), and per bucket (epoch ms of the bucket's UTC start → quantity) when asked. */
@@ -159,8 +168,9 @@ const FOLD_LOCK_PREFIX = 'usage-meter-fold:';
  * of any other aggregation uses them (a meter's aggregation never changes), so its events are
  * grouped without a sort. For a `last` meter it is the row a window ranks first among the group's
  * numeric rows by (ts, id) descending: one sort of its events, which the grouping reuses.
+ * Exported with the columns and the merge below for scripts/bench/usage-xid-prototype.ts.
  */
-function rollupSelect(source: string, meters: string, ordered = true): { matched: string; hours: string; values: string } {
+export function rollupSelect(source: string, meters: string, ordered = true): { matched: string; hours: string; values: string } {
   const matchedWhere = (aggregation: string) => `FROM ${source} e
     JOIN meters m ON m.org_id = e.org_id AND m.source = 'EVENTS' AND m.filter ->> 'eventName' = e.name
       AND e.properties @> coalesce(m.filter -> 'properties', '{}'::jsonb) AND ${meters} AND ${aggregation}
@@ -187,11 +197,11 @@ function rollupSelect(source: string, meters: string, ordered = true): { matched
       WHERE m.aggregation = 'unique' AND p.v IS NOT NULL${ordered ? '\n      ORDER BY 2, 3, 4, 5' : ''}`,
   };
 }
-const HOURS_COLUMNS = 'org_id, meter_id, customer_id, hour, events, total, maximum, last_ts, last_id, last_value';
-const VALUES_COLUMNS = 'org_id, meter_id, customer_id, hour, value';
+export const HOURS_COLUMNS = 'org_id, meter_id, customer_id, hour, events, total, maximum, last_ts, last_id, last_value';
+export const VALUES_COLUMNS = 'org_id, meter_id, customer_id, hour, value';
 
 /** An hour row meeting the events of a batch: counts and sums add, the max and the latest (ts, id) win. */
-const MERGE_HOURS = `ON CONFLICT (org_id, meter_id, customer_id, hour) DO UPDATE SET
+export const MERGE_HOURS = `ON CONFLICT (org_id, meter_id, customer_id, hour) DO UPDATE SET
   events = h.events + excluded.events,
   total = h.total + excluded.total,
   maximum = greatest(h.maximum, excluded.maximum),
@@ -446,8 +456,8 @@ export class KnexUsageEventRepository implements UsageEventRepository {
     };
   }
 
-  async insertNew(events: UsageEvent[], periods: ReadonlyMap<string, EventPeriod> = new Map()): Promise<{ inserted: Set<string>; closed: Set<string> }> {
-    if (events.length === 0) return { inserted: new Set(), closed: new Set() };
+  async insertNew(events: UsageEvent[], periods: ReadonlyMap<string, EventPeriod> = new Map()): Promise<{ stored: Set<string>; closed: Set<string> }> {
+    if (events.length === 0) return { stored: new Set(), closed: new Set() };
     const orgId = events[0]!.orgId;
     if (events.some((e) => e.orgId !== orgId)) throw new Error('insertNew takes one organization\'s events');
     // One JSON parameter for the batch (cheaper to build than 7 bindings per row), one statement:
@@ -471,14 +481,21 @@ export class KnexUsageEventRepository implements UsageEventRepository {
         }
       }
       // One row per id (the service sends each id once; a repeat would be stored twice below).
-      const open = [...new Map((closed.size > 0 ? events.filter((e) => !closed.has(e.id)) : events).map((e) => [e.id, e])).values()];
-      if (open.length === 0) return { inserted: new Set<string>(), closed };
+      const open: UsageEvent[] = [];
+      const openIds = new Set<string>();
+      for (const e of events) {
+        if (closed.has(e.id) || openIds.has(e.id)) continue;
+        openIds.add(e.id);
+        open.push(e);
+      }
+      if (open.length === 0) return { stored: new Set<string>(), closed };
       // The weekly partitions of the batch's weeks (migration 0380), created here when missing.
       await this.partitions.ensure(trx, 'usage_events', open.map((e) => e.timestamp.getTime()), events[0]!.receivedAt);
       const payload = JSON.stringify(open.map((e) => ({ id: e.id, customer_id: e.customerId, name: e.name, ts: e.timestamp.toISOString(), properties: e.properties })));
       // Exactly once (migration 0380): the id is claimed in usage_event_ids first — an id stored
       // before, or being stored by a concurrent batch (whose transaction this waits for), is not
-      // claimed — and only the claimed events are inserted and reach the rollups.
+      // claimed — and only the claimed events are inserted and reach the rollups. The answer is
+      // the ids not claimed (usually none): a row per inserted event cost a row to parse in Node.
       const result = await trx.raw(
         `WITH batch AS (
            SELECT r.id, r.customer_id, r.name, r.ts, r.properties
@@ -497,10 +514,10 @@ export class KnexUsageEventRepository implements UsageEventRepository {
          ), distinct_values AS (
            INSERT INTO usage_meter_hour_value_deltas (${VALUES_COLUMNS}) ${values}
          )
-         SELECT id FROM inserted`,
+         SELECT b.id FROM batch b WHERE NOT EXISTS (SELECT FROM inserted i WHERE i.id = b.id)`,
         [payload, orgId, orgId, events[0]!.receivedAt],
       );
-      return { inserted: new Set((result.rows as Array<{ id: string }>).map((r) => r.id)), closed };
+      return { stored: new Set((result.rows as Array<{ id: string }>).map((r) => r.id)), closed };
     });
   }
 
@@ -584,6 +601,14 @@ export class KnexUsageEventRepository implements UsageEventRepository {
       if (lock[0]?.mine) return orgId;
     }
     return undefined;
+  }
+
+  async vacuumRollupQueues(): Promise<void> {
+    // Outside any transaction (VACUUM refuses to run in one): the pool's connection in autocommit.
+    // TRUNCATE false: no exclusive lock to cut an empty tail off (ingest would queue behind it);
+    // the freed pages stay in the free space map for ingest's next appends.
+    const options = isEmbedded(this.db) ? 'TRUNCATE false' : 'SKIP_LOCKED, TRUNCATE false';
+    await this.db.raw(`VACUUM (${options}) usage_meter_hour_deltas, usage_meter_hour_value_deltas`);
   }
 
   async storedIds(orgId: string, ids: string[]): Promise<Set<string>> {

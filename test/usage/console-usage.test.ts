@@ -207,3 +207,40 @@ describe('listOrgMeters and getOrgMeter (admin)', () => {
     expect((await ctx.admin.get(`/v1/orgs/${ctx.orgB.orgId}/meters`)).body.data.records).toEqual([]);
   });
 });
+
+// Last in the file: it moves the clock past the period's end (members' sessions end then).
+describe('the estimated next charge of a taxed, discounted subscription with seats', () => {
+  it('equals the renewal order that bills the period: the seats’ fee, the coupon’s DISCOUNT, the first order’s TAX on fee and usage', async () => {
+    // Before: one fee line of the stored amount (19 % folded in) and no DISCOUNT: 2 × 2000 × 1.19 + usage,
+    // where the renewal charges (4000 − 20 %) + usage, then 19 % on that.
+    const rate = await as(ownerA, ctx.merchant.post('/v1/console/tax-rates')).send({ displayName: 'VAT', percentage: '19', country: 'DE' });
+    expect(rate.status, JSON.stringify(rate.body)).toBe(201);
+    const coupon = await ctx.merchant.post('/v1/coupons').set('X-API-Key', ctx.orgA.apiKey).send({ name: 'Launch', percentOff: '20', duration: 'FOREVER' });
+    expect(coupon.status, JSON.stringify(coupon.body)).toBe(201);
+    const { customerId: taxed } = await buy(ctx, 'estimate-taxed@example.com', priceId, ctx.orgA.apiKey, {
+      quantity: 2,
+      customerTax: { country: 'DE' },
+      customerExternalId: 'user_taxed',
+      discounts: [{ coupon: coupon.body.data.id }],
+    });
+    await ingest([{ id: 'taxed-1', customer: { externalId: 'user_taxed' }, name: 'llm_tokens', timestamp: '2026-12-06T09:32:00Z', properties: { tokens: 12_345 } }]);
+    const estimate = await ctx.admin.get(`/v1/orgs/${ctx.orgA.orgId}/customers/${taxed}/usage`);
+    expect(estimate.status, JSON.stringify(estimate.body)).toBe(200);
+    const [sub] = estimate.body.data.subscriptions;
+    const kinds = (lines: { kind: string; amountCents: number }[]) => lines.map((l) => [l.kind, l.amountCents]);
+    // 2 × 2000; 2,345 billable × 0.004 = 9.38 → 9; 20 % of 4009 = 801.8 → 802; 19 % of 3207 = 609.33 → 609.
+    expect(kinds(sub.lines)).toEqual([['PRICE', 4000], ['USAGE', 9], ['DISCOUNT', -802], ['TAX', 609]]);
+    expect(sub.estimatedTotalCents).toBe(3816);
+
+    ctx.clock.set('2026-12-06T12:00:00.000Z');
+    const subscriptionId = (await ctx.testDb.database.db('subscriptions').where({ customer_id: taxed }).first()).id;
+    const period = await ctx.testDb.database.db('subscriptions').where({ id: subscriptionId }).first();
+    ctx.clock.set(new Date(new Date(period.current_period_end).getTime() + 3_600_000 + 1000).toISOString());
+    await ctx.services.subscriptions.processDue();
+    const renewal = await ctx.testDb.database.db('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first();
+    expect(renewal, 'the renewal order').toBeTruthy();
+    const order = (await ctx.merchant.get(`/v1/orders/${renewal.id}`).set('X-API-Key', ctx.orgA.apiKey)).body.data;
+    expect(kinds(order.lines)).toEqual(kinds(sub.lines));
+    expect(order.amountCents).toBe(sub.estimatedTotalCents);
+  });
+});

@@ -98,13 +98,13 @@ describe('the customer named by externalId elsewhere', () => {
     expect(check.status).toBe(200);
     expect(check.body.data).toMatchObject({ entitled: true, customerId: ivy.customerId, type: 'SUBSCRIPTION' });
     const unknown = await ctx.merchant.get('/v1/entitlements/check').query({ external_id: 'nobody', product_id: plan.productId }).set('X-API-Key', key());
-    expect(unknown.body.data).toMatchObject({ entitled: false, customerId: null, email: null, productId: plan.productId });
+    expect(unknown.body.data).toMatchObject({ entitled: false, customerId: null, email: null, productId: plan.productId, reason: 'UNKNOWN_CUSTOMER' });
     // Two names for two different customers: nobody.
     const other = await buy(ctx, 'jon@example.com', priceA, key());
     const mixed = await ctx.merchant.get('/v1/entitlements/check').query({ external_id: 'user_ivy', customer_id: other.customerId }).set('X-API-Key', key());
-    expect(mixed.body.data).toMatchObject({ entitled: false, customerId: null });
+    expect(mixed.body.data).toMatchObject({ entitled: false, customerId: null, reason: 'UNKNOWN_CUSTOMER' });
     const foreign = await ctx.merchant.get('/v1/entitlements/check').query({ external_id: 'user_ivy' }).set('X-API-Key', ctx.orgB.apiKey);
-    expect(foreign.body.data).toMatchObject({ entitled: false, customerId: null });
+    expect(foreign.body.data).toMatchObject({ entitled: false, customerId: null, reason: 'UNKNOWN_CUSTOMER' });
   });
 
   it('createCustomerPortalSession takes externalId (exactly one way of naming the customer)', async () => {

@@ -137,6 +137,21 @@ describe('limits and permissions', () => {
     expect((await stored()).length).toBe(before);
   });
 
+  it('names the mistake of the shape the event is in, not the other shape’s missing fields', async () => {
+    // Before: "body.events.0.timestamp must match format \"date-time\"; body.events.0.specversion must
+    // have required property 'specversion'; body.events.0 must match exactly one schema in oneOf".
+    const kassa = await send([event({ timestamp: 'yesterday' })]);
+    expect(kassa.status).toBe(400);
+    expect(kassa.body.error.message).toBe('body.events.0.timestamp must match format "date-time"');
+    const cloud = await send([{ specversion: '1.0', id: 'ce_bad', source: 'app', type: 'llm_tokens', subject: 'user_lena', time: 'yesterday', data: { tokens: 1 } }]);
+    expect(cloud.status).toBe(400);
+    expect(cloud.body.error.message).toBe('body.events.0.time must match format "date-time"');
+    // Neither shape: every line stays.
+    const neither = await send([{ id: 'x' }]);
+    expect(neither.status).toBe(400);
+    expect(neither.body.error.message).toContain('must match exactly one schema in oneOf');
+  });
+
   it('takes 1,000 events in one batch (up to 1 MiB), refuses a larger body (413)', async () => {
     ctx.clock.set(START);
     const batch = Array.from({ length: 1000 }, (_, i) => ({ id: `bulk_${i}`, customer: { externalId: 'user_lena' }, name: 'bulk', timestamp: START, properties: { i, note: 'x'.repeat(500) } }));
