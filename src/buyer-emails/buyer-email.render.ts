@@ -25,6 +25,8 @@ export interface EmailContext {
   brand?: Brand;
   order?: Order;
   subscription?: Subscription;
+  /** A trial's first charge as the renewal at its end prices it (coupon and tax included); default the stored amount. */
+  firstChargeCents?: number;
   /** refund_issued, refund_failed: this refund. */
   refundCents?: number | null;
   portalUrl: string;
@@ -70,7 +72,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
       return { subject: `Your receipt from ${c.merchant}`, heading: 'Thank you for your payment', paragraphs: [`${c.merchant} received your payment for ${product}.`], facts: orderFacts };
     case 'trial_will_end': {
       const end = s?.trialEnd ?? s?.currentPeriodEnd;
-      const charge = s ? formatMoney(s.amountCents, s.currency) : '';
+      const charge = s ? formatMoney(c.firstChargeCents ?? s.amountCents, s.currency) : '';
       return {
         subject: `${product}: your free trial ends${end ? ` on ${DATE.format(end)}` : ' soon'}`,
         heading: 'Your free trial ends soon',
@@ -90,7 +92,7 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
         paragraphs: [
           `You are subscribed to ${product} (${s ? price(s) : ''}).`,
           s?.trialEnd
-            ? `Your free trial runs until ${DATE.format(s.trialEnd)}; the first charge of ${formatMoney(s.amountCents, s.currency)} is then. You can cancel at any time from your account, and nothing is charged if you cancel before then.`
+            ? `Your free trial runs until ${DATE.format(s.trialEnd)}; the first charge of ${formatMoney(c.firstChargeCents ?? s.amountCents, s.currency)} is then. You can cancel at any time from your account, and nothing is charged if you cancel before then.`
             : s ? `It renews on ${DATE.format(s.currentPeriodEnd)}. You can cancel at any time from your account.` : '',
         ],
         facts: orderFacts,
@@ -133,7 +135,11 @@ function content(c: EmailContext): { subject: string; heading: string; paragraph
       return {
         subject: `${product}: canceled`,
         heading: 'Your subscription is canceled',
-        paragraphs: [`Your ${product} subscription with ${c.merchant} will not renew.`, s ? `You keep access until ${DATE.format(s.currentPeriodEnd)}, and you will not be charged again. Changed your mind? Keep it from your account before then.` : ''],
+        paragraphs: [`Your ${product} subscription with ${c.merchant} will not renew.`, s
+            ? s.trialEnd && s.periodNumber === 0
+              ? `Your free trial ends on ${DATE.format(s.currentPeriodEnd)} and you will not be charged. Changed your mind? Keep it from your account before then.`
+              : `You keep access until ${DATE.format(s.currentPeriodEnd)}, and you will not be charged again. Changed your mind? Keep it from your account before then.`
+            : ''],
         facts: [],
       };
     case 'plan_changed': {

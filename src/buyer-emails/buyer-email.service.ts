@@ -11,6 +11,7 @@
 import type { Clock } from '../kernel/clock.js';
 import type { Logger } from '../kernel/logger.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
+import { renewalOrder } from '../commerce/renewal-order.js';
 import { merchantName, pageMerchantOf, type MerchantNames } from '../pages/page.js';
 import type { BuyerEmail, BuyerEmailRepository } from './buyer-email.repository.js';
 import { renderBuyerEmail, renderInviteEmail, renderSignInEmail, type RenderedEmail } from './buyer-email.render.js';
@@ -52,12 +53,19 @@ export class BuyerEmailService {
       email.subscriptionId ? stores.subscriptions.find(email.orgId, email.subscriptionId) : undefined,
       pageMerchantOf(this.merchants, email.orgId),
     ]);
+    // A trial's first charge as the renewal at its end prices it (seats × unit, the checkout's
+    // coupon, the first order's tax), not the stored amount (no coupon): "€47.60" where €38.08 is charged.
+    const firstChargeCents =
+      subscription?.trialEnd && subscription.periodNumber === 0 && (email.kind === 'trial_will_end' || email.kind === 'subscription_started')
+        ? (await renewalOrder(stores, subscription, 1, false, { processorPaymentId: null, processorStatus: null }, this.clock.now())).amountCents
+        : undefined;
     return renderBuyerEmail({
       kind: email.kind,
       merchant: merchantName(merchant) ?? 'the merchant',
       brand: typeof merchant === 'object' ? merchant.brand : undefined,
       order,
       subscription,
+      firstChargeCents,
       refundCents: email.amountCents,
       portalUrl: this.portalUrlOf(email.orgId),
     });

@@ -13,7 +13,9 @@ export function presentCheckoutSession(
   options: { publicBaseUrl: string; payable: boolean; crypto?: ApiCheckoutSession['crypto'] },
 ): ApiCheckoutSession {
   // The payment lock (issue 39: the discount is fixed once a payment starts) is not the API's.
-  const { paymentStarted: _, ...pricing } = session.pricing;
+  // The usage terms are the hosted page's (the price's `meteredComponents` are the API's).
+  // The balance drawn at the payment's start is the order's CREDIT line (the hosted page's), not the session's pricing.
+  const { paymentStarted: _, usage: _usage, balance: _balance, ...pricing } = session.pricing;
   const out: ApiCheckoutSession = {
     id: session.id,
     status: session.status,

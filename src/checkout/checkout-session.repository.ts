@@ -295,14 +295,14 @@ export class KnexCheckoutSessionRepository implements CheckoutSessionRepository 
     return changed === 1;
   }
 
-  async expireDue(now: Date, limit: number): Promise<string[]> {
+  async expireDue(now: Date, limit: number): Promise<Array<{ id: string; drawOrderId: string | null }>> {
     const result = await this.db.raw(
       `UPDATE checkout_sessions SET status = 'EXPIRED', updated_at = ?
        WHERE id IN (SELECT id FROM checkout_sessions WHERE status = 'CREATED' AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
-       RETURNING id`,
+       RETURNING id, pricing->'balance'->>'orderId' AS draw_order_id`,
       [now, now, limit],
     );
-    return (result.rows as { id: string }[]).map((r) => r.id);
+    return (result.rows as { id: string; draw_order_id: string | null }[]).map((r) => ({ id: r.id, drawOrderId: r.draw_order_id ?? null }));
   }
 
   async findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined> {

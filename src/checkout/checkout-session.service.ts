@@ -14,7 +14,7 @@ import { OrgService } from '../orgs/orgs.service.js';
 import type { Organization } from '../orgs/orgs.repository.js';
 import type { CatalogService } from '../catalog/catalog.service.js';
 import { assertWritten, type CommerceUnitOfWork, type DiscountIds, type SessionOrder } from '../commerce/stores.js';
-import { trialOf, type PaymentFlow } from '../commerce/payment-flow.js';
+import { restoreUnpaidDraw, trialOf, type PaymentFlow } from '../commerce/payment-flow.js';
 import type { Order } from '../commerce/model.js';
 import type { CardDetails, CardProcessor, HostedCardCheckout } from '../processors/card-processor.js';
 import { stripeCouponDuration } from '../processors/stripe-coupons.js';
@@ -40,6 +40,8 @@ const MAX_REFERENCE_BYTES = 255;
 export type PaymentAttempt =
   | { kind: 'paid' | 'pending'; session: CheckoutSession; order: Order }
   | { kind: 'declined'; session: CheckoutSession; message: string }
+  /** The amount due moved since the page was shown (the customer's balance changed): nothing charged, the page shown again (409). */
+  | { kind: 'changed'; session: CheckoutSession; message: string }
   | { kind: 'not_payable'; session: CheckoutSession }
   /** The processor already accepted a payment for this session (a concurrent second attempt). */
   | { kind: 'processing'; session: CheckoutSession };
@@ -408,11 +410,18 @@ export class CheckoutSessionService {
    * reached meanwhile refuses it and the discount is taken off, the buyer sees the new total) and
    * fixes the discount for the payment (`paymentStarted`), so the amount charged is the order's.
    */
-  private async startPayment(session: CheckoutSession, email: string): Promise<{ session: CheckoutSession } | { message: string; session: CheckoutSession }> {
-    if (session.pricing.paymentStarted || !this.discounts) return { session };
+  private async startPayment(session: CheckoutSession, email: string, expectedDue?: number): Promise<{ session: CheckoutSession } | { message: string; session: CheckoutSession } | { changed: string; session: CheckoutSession }> {
+    const changedMessage = 'The total changed: your credit balance moved since this page was shown. Check the amount due and pay again.';
+    if (session.pricing.paymentStarted) {
+      // A later attempt (after a decline): the draw stays reserved; the page showed what is left to pay.
+      const due = session.amount - (session.pricing.balance?.amountCents ?? 0);
+      return expectedDue !== undefined && expectedDue !== due ? { changed: changedMessage, session } : { session };
+    }
+    const drawsBalance = this.drawsBalance(session);
+    if (!this.discounts && !drawsBalance) return { session };
     const now = this.clock.now();
     const discount = session.pricing.discount;
-    if (discount) {
+    if (discount && this.discounts) {
       try {
         await this.discounts.claim(session.orgId, session.id, discount, email);
       } catch (err) {
@@ -424,6 +433,7 @@ export class CheckoutSessionService {
         return { session: current, message: `${err.message} It was removed: the total is now ${formatMoney(current.amount, current.currency)}.` };
       }
     }
+    if (drawsBalance) return this.startPaymentWithBalance(session, expectedDue, changedMessage);
     const pricing = { ...session.pricing, paymentStarted: true };
     if (!(await this.uow.stores.sessions.setDiscount(session.id, pricing, session.amount, session.amount, now))) {
       const current = (await this.findByPageToken(session.pageToken)) ?? session;
@@ -432,6 +442,42 @@ export class CheckoutSessionService {
       return { session: current, message: 'This checkout changed meanwhile; check the total and pay again.' };
     }
     return { session: { ...session, pricing, updatedAt: now } };
+  }
+
+  /**
+   * The payment's start of a session that draws its customer's balance (issue 39): in one
+   * transaction, under the session's row lock and then the balance row's (`lockedBalance`, as an
+   * upgrade and a renewal take it), min(balance, total) is drawn as an `APPLIED` entry of the order
+   * id reserved for the session and written with `paymentStarted` (a conditional write over the
+   * amount read). The due the page showed is compared with the one under the lock: moved → nothing
+   * drawn, `changed`. The draw stays reserved across declined attempts and is given back
+   * (`RESTORED`) when the session expires unpaid.
+   */
+  private async startPaymentWithBalance(session: CheckoutSession, expectedDue: number | undefined, changedMessage: string): Promise<{ session: CheckoutSession } | { message: string; session: CheckoutSession } | { changed: string; session: CheckoutSession }> {
+    const outcome = await this.uow.transaction(async (tx) => {
+      const now = this.clock.now();
+      const locked = await tx.sessions.findForUpdate(session.id);
+      if (!locked || !this.isPayable(locked) || locked.amount !== session.amount) return { kind: 'moved' as const };
+      if (locked.pricing.paymentStarted) return { kind: 'started' as const, session: locked };
+      const key = { orgId: locked.orgId, customerId: locked.customerId!, currency: locked.currency };
+      const balance = locked.amount > 0 ? await tx.balances.lockedBalance(key) : 0;
+      const wanted = Math.min(Math.max(balance, 0), locked.amount);
+      if (expectedDue !== undefined && expectedDue !== locked.amount - wanted) return { kind: 'changed' as const, session: locked };
+      const orderId = newId('ORD');
+      const drawn = wanted > 0 ? await tx.balances.apply({ ...key, wanted, orderId, subscriptionId: null, at: now }) : 0;
+      const pricing: PricingSnapshot = { ...locked.pricing, paymentStarted: true, ...(drawn > 0 ? { balance: { orderId, amountCents: drawn } } : {}) };
+      assertWritten(await tx.sessions.setDiscount(locked.id, pricing, locked.amount, locked.amount, now), 'checkout session');
+      return { kind: 'drawn' as const, session: { ...locked, pricing, updatedAt: now } };
+    });
+    if (outcome.kind === 'drawn') return { session: outcome.session };
+    if (outcome.kind === 'changed') return { changed: changedMessage, session: outcome.session };
+    const current = (await this.findByPageToken(session.pageToken)) ?? session;
+    if (outcome.kind === 'started') {
+      // Another attempt of this page started the payment meanwhile: go on with it if it is the due shown.
+      const due = current.amount - (current.pricing.balance?.amountCents ?? 0);
+      return expectedDue !== undefined && expectedDue !== due ? { changed: changedMessage, session: current } : { session: current };
+    }
+    return { session: current, message: 'This checkout changed meanwhile; check the total and pay again.' };
   }
 
   /** The tax of a buyer's location (`field` names the request's fields in a 400). */
@@ -590,6 +636,8 @@ export class CheckoutSessionService {
           pricingType: price.pricingType,
           ...(price.trialDays ? { trialDays: price.trialDays } : {}),
           ...(price.grantsUnits ? { grantsUnits: price.grantsUnits } : {}),
+          // The usage charges the renewals bill in arrears, stated on the hosted page before paying (issue 38).
+          ...(price.pricingType === 'SUBSCRIPTION' && price.meteredComponents.length > 0 ? { usage: await this.catalog.usageTermsOf(orgId, price) } : {}),
         },
         product: { productId: product.id, name: product.name, description: product.description ?? '' },
       };
@@ -665,8 +713,10 @@ export class CheckoutSessionService {
       if (locked.status !== 'CREATED') return locked;
       const expired = { ...locked, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
       assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
-      // Expired unpaid: its promotion code or coupon redemption is given back (issue 39), once.
+      // Expired unpaid: its promotion code or coupon redemption is given back (issue 39), once, and
+      // so is the customer's balance its payment start drew (RESTORED).
       await tx.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
+      await restoreUnpaidDraw(tx, expired, expired.updatedAt);
       return expired;
     });
   }
@@ -691,6 +741,7 @@ export class CheckoutSessionService {
       const expired = { ...session, status: 'EXPIRED' as const, updatedAt: this.clock.now() };
       assertWritten(await tx.sessions.update(expired, 'CREATED'), 'checkout session');
       await tx.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
+      await restoreUnpaidDraw(tx, expired, expired.updatedAt);
       return expired;
     });
   }
@@ -702,9 +753,11 @@ export class CheckoutSessionService {
   expireDue(limit = 500): Promise<number> {
     const now = this.clock.now();
     return this.uow.transaction(async (tx) => {
-      const ids = await tx.sessions.expireDue(now, limit);
-      await tx.redemptions.releaseUnpaid(ids, now);
-      return ids.length;
+      const expired = await tx.sessions.expireDue(now, limit);
+      await tx.redemptions.releaseUnpaid(expired.map((e) => e.id), now);
+      // The balances their payment start drew (issue 39): given back, RESTORED (no order: they were CREATED).
+      for (const e of expired) if (e.drawOrderId) await tx.balances.restore(e.drawOrderId, now);
+      return expired.length;
     });
   }
 
@@ -719,8 +772,46 @@ export class CheckoutSessionService {
     return session ? this.expireIfDue(session) : undefined;
   }
 
-  /** The Pay button. Declines leave the session payable with `lastError` recorded. */
-  async pay(token: string, input: { email?: string; card?: CardDetails }): Promise<PaymentAttempt> {
+  /**
+   * Whether a session draws its customer's credit balance when its payment starts (issue 39,
+   * docs/plan-changes.md "A new checkout draws it"): a card session on Kassa's own page (the
+   * sandbox; on Stripe, Stripe applies its own balance), that **named its customer** at creation
+   * (a balance is never shown to whoever types an e-mail address), for a subscription without a
+   * free trial (a trial's first charge is a renewal, which draws it then).
+   */
+  drawsBalance(session: CheckoutSession): boolean {
+    return (
+      !this.hosted &&
+      session.provider === 'STRIPE' &&
+      session.customerNamed &&
+      session.customerId !== null &&
+      session.pricing.pricingType === 'SUBSCRIPTION' &&
+      session.pricing.billingInterval !== null &&
+      !trialOf(session, this.clock.now())
+    );
+  }
+
+  /**
+   * What the hosted page shows of the customer's balance before the buyer confirms: the draw
+   * reserved when the payment started (kept across declined attempts), else min(balance, total) as
+   * the balance reads now (unlocked: the payment's start reads it again under its lock and refuses
+   * a due that moved). `due`: what the card is charged.
+   */
+  async balanceQuote(session: CheckoutSession): Promise<{ applied: number; due: number }> {
+    const reserved = session.pricing.balance?.amountCents;
+    if (reserved !== undefined) return { applied: reserved, due: session.amount - reserved };
+    if (session.pricing.paymentStarted || !this.drawsBalance(session) || session.amount <= 0) return { applied: 0, due: session.amount };
+    const balance = await this.uow.stores.balances.balance(session.orgId, session.customerId!, session.currency);
+    const applied = Math.min(Math.max(balance, 0), session.amount);
+    return { applied, due: session.amount - applied };
+  }
+
+  /**
+   * The Pay button. Declines leave the session payable with `lastError` recorded. `expectedDue`:
+   * the amount due the page showed (the hosted form sends it); a due that moved since (the
+   * customer's balance changed) is `changed`, nothing charged.
+   */
+  async pay(token: string, input: { email?: string; card?: CardDetails; expectedDue?: number }): Promise<PaymentAttempt> {
     let session = await this.findByPageToken(token);
     if (!session) throw notFound('Checkout session');
     // A crypto session is paid by an on-chain transfer, never by a card posted to its page.
@@ -732,9 +823,12 @@ export class CheckoutSessionService {
     if (!email || !/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email) || Buffer.byteLength(email) > 255) {
       return { kind: 'declined', session, message: 'Enter a valid e-mail address.' };
     }
-    const started = await this.startPayment(session, email);
+    const started = await this.startPayment(session, email, input.expectedDue);
+    if ('changed' in started) return { kind: 'changed', session: started.session, message: started.changed };
     if ('message' in started) return { kind: 'declined', session: started.session, message: started.message };
     session = started.session;
+    // The rest after the customer's balance drawn at the payment's start (issue 39).
+    const due = session.amount - (session.pricing.balance?.amountCents ?? 0);
     // A free trial charges nothing now: the card is checked and saved (amount 0), or — when the
     // session lets the trial start without one — not asked for at all (issue 39).
     const trial = trialOf(session, this.clock.now());
@@ -743,7 +837,8 @@ export class CheckoutSessionService {
       const { order } = await this.payments.applyPaymentResult({ checkoutSessionId: session.id, outcome: 'succeeded', processorPaymentId: `trial_${session.id}`, customerEmail: email });
       return { kind: 'paid', session: (await this.findByPageToken(token))!, order };
     }
-    const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: trial ? 0 : session.amount, currency: session.currency, card: input.card });
+    // Covered whole by the balance: the card is checked for 0 and saved for the renewals (as a trial's).
+    const result = await this.processor.charge({ orgId: session.orgId, checkoutSessionId: session.id, amount: trial ? 0 : due, currency: session.currency, card: input.card });
     if (result.status === 'declined') {
       const failure = { code: result.code, occurredAt: this.clock.now().toISOString(), operation: 'charge', requestId: result.requestId };
       // Written only while the session is still open: a concurrent attempt may have paid it meanwhile.
@@ -756,9 +851,11 @@ export class CheckoutSessionService {
     if (result.status === 'already_accepted') {
       return { kind: 'processing', session: (await this.findByPageToken(token))! };
     }
+    // A check of 0 (the balance pays it all) moves no money: the order is paid at once.
+    const coveredWhole = !trial && due === 0 && session.pricing.balance !== undefined;
     const { order } = await this.payments.applyPaymentResult({
       checkoutSessionId: session.id,
-      outcome: result.status === 'succeeded' ? 'succeeded' : 'pending',
+      outcome: result.status === 'succeeded' || coveredWhole ? 'succeeded' : 'pending',
       processorPaymentId: result.paymentId,
       paymentMethod: result.paymentMethod,
       customerEmail: email,

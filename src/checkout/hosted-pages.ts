@@ -12,7 +12,8 @@ import { hostedForm } from '../pages/form.js';
 import { FixedWindowRateLimiter, clientAddressKey } from '../http/rate-limit.js';
 import type { Clock } from '../kernel/clock.js';
 import { escapeHtml, layout, merchantName, notFoundPage, pageFailure, retryLaterPage, sendPage, type MerchantNames, type PageMerchant, type PageRail, pageMerchantOf } from '../pages/page.js';
-import { receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
+import { firstChargeText, receipt, summary, trialDaysOf } from '../pages/checkout-summary.js';
+import { longDateUtc } from '../kernel/time-zone.js';
 import type { CheckoutSessionService, PaymentAttempt } from './checkout-session.service.js';
 import { AppError } from '../kernel/errors.js';
 import { countryName, countryOptions } from '../tax/tax-location.js';
@@ -23,7 +24,10 @@ import { countryName, countryOptions } from '../tax/tax-location.js';
  * refused code is named in a message tied to the field (aria-describedby, role=alert). Its buttons
  * are `<input type=submit>`, so the page's one `<button>` stays the payment's.
  */
-function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: string; ok: boolean }): string {
+/** What the code form says after an attempt; `typed`: the refused code, kept in the field to correct. */
+type CodeMessage = { text: string; ok: boolean; typed?: string };
+
+function promotionCodeForm(session: CheckoutSession, codeMessage?: CodeMessage): string {
   const action = `/checkout/${escapeHtml(session.pageToken)}/promotion-code`;
   const message = codeMessage
     ? `<div id="promotion-code-message" class="${codeMessage.ok ? 'ok' : 'error'}" role="${codeMessage.ok ? 'status' : 'alert'}" data-testid="promotion-code-message">${escapeHtml(codeMessage.text)}</div>`
@@ -33,7 +37,12 @@ function promotionCodeForm(session: CheckoutSession, codeMessage?: { text: strin
     return `<form method="post" action="${action}" class="promotion-code">${message}
 <input type="hidden" name="remove" value="1"><input type="submit" class="secondary" data-testid="remove-promotion-code" value="Remove ${escapeHtml(discount.code ?? discount.name)}"></form>`;
   }
-  const invalid = codeMessage && !codeMessage.ok ? ' aria-invalid="true" aria-describedby="promotion-code-message"' : '';
+  // A refused code stays in the field, focused, so the buyer corrects a typo without typing it
+  // all again (before: an empty field and the focus on the page's top, for keyboard users too).
+  const invalid =
+    codeMessage && !codeMessage.ok
+      ? ` aria-invalid="true" aria-describedby="promotion-code-message" autofocus${codeMessage.typed ? ` value="${escapeHtml(codeMessage.typed.slice(0, 40))}"` : ''}`
+      : '';
   return `<form method="post" action="${action}" class="promotion-code">
 <label for="promotion-code">Add a promotion code</label>
 <div class="row"><div><input id="promotion-code" name="code" autocomplete="off" autocapitalize="characters" spellcheck="false" maxlength="40" required${invalid}></div>
@@ -81,7 +90,7 @@ ${why}${errorHtml}
  * when Stripe's page opens), the country form, the way back to the merchant. No card field: the
  * card is taken on Stripe's page.
  */
-function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId', options: { promotionCodes?: boolean; codeMessage?: { text: string; ok: boolean } } = {}): string {
+function locationStepPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, values?: CheckoutPageOptions['values'], field?: 'country' | 'region' | 'taxId', options: { promotionCodes?: boolean; codeMessage?: CodeMessage } = {}): string {
   return layout(
     `Pay ${session.product.name}`,
     `${summary(session, { beforeTax: !session.tax })}
@@ -140,16 +149,20 @@ interface CheckoutPageOptions {
   /** The rail named in the footer (Kassa's own card page: the sandbox). */
   rail?: PageRail;
   promotionCodes?: boolean;
-  codeMessage?: { text: string; ok: boolean };
+  codeMessage?: CodeMessage;
   ask?: TaxAsk;
   values?: { country?: string; region?: string; taxId?: string };
+  /** The customer's credit balance this checkout draws (issue 39): shown as "Applied balance", the card pays the rest. */
+  appliedBalance?: number;
 }
 
 function checkoutPage(session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, options: CheckoutPageOptions = {}): string {
   const ask = options.ask ?? 'none';
   const values = options.values;
-  // The country comes first when tax depends on it; a promotion code may be added on either step
-  // (the DISCOUNT is taken before TAX, src/commerce/tax.ts), so its form is on both.
+  // The billing country decides the tax, so it is read (and tabbed to) before the pay button: on
+  // the first visit it is the only form (`required`); once chosen, its "Update total" form stays
+  // above the payment form (`changeable`; it was below the pay button). A promotion code may be
+  // added on either step (the DISCOUNT is taken before TAX, src/commerce/tax.ts), so its form is on both.
   if (ask === 'required') {
     return layout(
       `Pay ${session.product.name}`,
@@ -166,21 +179,28 @@ ${taxLocationForm(session, ask, values)}`,
   // A trial that may start without a card (IF_REQUIRED): the card fields are optional.
   const optionalCard = trialDaysOf(session) > 0 && session.pricing.trialPaymentMethodCollection === 'IF_REQUIRED';
   const required = optionalCard ? ' aria-describedby="card-optional"' : ' required';
+  const applied = options.appliedBalance ?? 0;
+  const due = session.amount - applied;
+  // Covered whole by the balance: the card is still asked, checked for 0 and saved for the renewals.
+  const payLabel = trialDaysOf(session) > 0 ? 'Start free trial' : applied > 0 && due === 0 ? 'Subscribe' : `Pay ${escapeHtml(formatMoney(due, session.currency))}`;
+  const coveredNote = applied > 0 && due === 0 ? '<p class="muted" id="card-saved" data-testid="card-saved">Your credit balance pays today’s amount. Your card is saved for the renewals; nothing is charged today.</p>' : '';
   return layout(
     `Pay ${session.product.name}`,
-    `${summary(session)}
+    `${summary(session, { appliedBalance: applied })}
 ${options.promotionCodes ? promotionCodeForm(session, options.codeMessage) : ''}
+${taxLocationForm(session, ask, values)}
 ${error ? `<div class="error" role="alert" data-testid="error">${escapeHtml(error)}</div>` : ''}
 <form method="post" action="/checkout/${escapeHtml(session.pageToken)}/pay" autocomplete="on">
 <input type="hidden" name="amount" value="${session.amount}">
+<input type="hidden" name="due" value="${due}">
 ${emailField}
+${coveredNote}
 ${optionalCard ? '<p class="muted" id="card-optional" data-testid="card-optional">A card is optional: without one the trial ends without a charge.</p>' : ''}
 <label for="card">Card number</label><input id="card" name="cardNumber" inputmode="numeric" autocomplete="cc-number" placeholder="4242 4242 4242 4242"${required} maxlength="23">
 <div class="row"><div><label for="exp">Expiry (MM/YY)</label><input id="exp" name="expiry" autocomplete="cc-exp" placeholder="12/30"${required} maxlength="7"></div>
 <div><label for="cvc">CVC</label><input id="cvc" name="cvc" inputmode="numeric" autocomplete="cc-csc" placeholder="123"${required} maxlength="4"></div></div>
-<button type="submit">${trialDaysOf(session) > 0 ? 'Start free trial' : `Pay ${escapeHtml(formatMoney(session.amount, session.currency))}`}</button>
+<button type="submit">${payLabel}</button>
 </form>
-${taxLocationForm(session, ask, values)}
 ${session.cancelUrl ? `<p class="note"><a href="${escapeHtml(session.cancelUrl)}">Cancel and return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : ''}
 <p class="note">Sandbox: pay with <code>4242 4242 4242 4242</code>, any future expiry and any CVC. <code>4000 0000 0000 0002</code> is declined; <code>4000 0000 0000 0077</code> settles a few seconds later.</p>`,
     { merchant, rail: options.rail },
@@ -196,7 +216,7 @@ function statusPage(
   session: CheckoutSession,
   merchant: PageMerchant | undefined,
   order: Order | undefined,
-  subscription?: Pick<Subscription, 'manageToken'>,
+  subscription?: Pick<Subscription, 'manageToken' | 'trialEnd' | 'paymentMethod'>,
   options: { processing?: boolean; portalOpen?: boolean; rail?: PageRail } = {},
 ): { status: number; html: string } {
   const rail = options.rail;
@@ -205,10 +225,22 @@ function statusPage(
   const portal = options.portalOpen
     ? `<form method="post" action="/checkout/${escapeHtml(session.pageToken)}/portal"><button type="submit" class="secondary" data-testid="open-portal">Your orders and receipts</button></form>`
     : '';
+  // A free trial's start (issue 39): nothing was paid; the page says the trial started, when it
+  // ends and what its first charge is (as the renewal prices it), or that it ends without a charge.
+  if (order?.status === 'PAID' && order.amountCents === 0 && trialDaysOf(session) > 0) {
+    const ends = subscription?.trialEnd ? longDateUtc(subscription.trialEnd) : undefined;
+    const charge = subscription?.paymentMethod === 'none'
+      ? `No card was given: the trial ends${ends ? ` on ${ends}` : ''} without a charge.`
+      : `Your first charge${ends ? `, on ${ends},` : ''} is ${firstChargeText(session)}. Nothing was charged today.`;
+    return {
+      status: 200,
+      html: layout('Trial started', `${summary(session)}<div class="ok" data-testid="status">Your free trial has started. ${escapeHtml(charge)}</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant', { trial: true })}${manage}${portal}`, { merchant, rail }),
+    };
+  }
   if (order?.status === 'PAID' || order?.status === 'REFUNDED') {
     return {
       status: 200,
-      html: layout('Payment received', `${summary(session)}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant')}${manage}${portal}`, { merchant, rail }),
+      html: layout('Payment received', `${summary(session, { appliedBalance: session.pricing.balance?.amountCents })}<div class="ok" data-testid="status">Payment received. Thank you!</div>${receipt(session, order, merchantName(merchant) ?? 'the merchant')}${manage}${portal}`, { merchant, rail }),
     };
   }
   // PENDING, or (`processing`) a payment the processor accepted a moment ago whose order is still
@@ -241,7 +273,7 @@ export interface CheckoutPortalEntry {
 
 /** The subscription a paid checkout started (its manage link on the paid page). */
 export interface SubscriptionOfSession {
-  findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken'> | undefined>;
+  findBySession(checkoutSessionId: string): Promise<Pick<Subscription, 'manageToken' | 'trialEnd' | 'paymentMethod'> | undefined>;
 }
 
 /** Promotion-code attempts (issue 39): per checkout and per client address, so codes cannot be guessed by brute force. */
@@ -263,10 +295,10 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
    * The payment page with both the promotion-code form and the tax step, as the session stands;
    * on the Stripe rail's location step, the step with its promotion-code form.
    */
-  const page = async (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: { text: string; ok: boolean }, values?: CheckoutPageOptions['values']) =>
+  const page = async (session: CheckoutSession, merchant: PageMerchant | undefined, error?: string, codeMessage?: CodeMessage, values?: CheckoutPageOptions['values']) =>
     sessions.takesLocationStep(session)
       ? locationStepPage(session, merchant, error, values, undefined, { promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage })
-      : checkoutPage(session, merchant, error, { rail: sessions.railOf(session), promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage, ask: await taxAsk(session), values });
+      : checkoutPage(session, merchant, error, { rail: sessions.railOf(session), promotionCodes: sessions.acceptsPromotionCodes(session), codeMessage, ask: await taxAsk(session), values, appliedBalance: (await sessions.balanceQuote(session)).applied });
 
   // The buyer's location (issue 39): the session's tax and total, then the page again (POST-redirect-GET).
   router.post('/checkout/:token/tax', hostedForm({ limit: '2kb', parameterLimit: 5 }), async (req, res) => {
@@ -405,13 +437,18 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
         return sendPage(res, { status: 409, html: await page(current, merchant, 'The total changed. Check it and pay again.') });
       }
       if (!expiry && !noCard) return sendPage(res, { status: 400, html: await page(current, merchant, 'Enter the card expiry as MM/YY.') });
+      // The amount due the page showed (the total less the customer's balance, issue 39): compared under the balance's lock.
+      const expectedDue = form.due !== undefined && /^\d{1,16}$/.test(form.due) ? Number(form.due) : form.due !== undefined ? -1 : undefined;
       const attempt: PaymentAttempt = await sessions.pay(req.params.token, {
         email: form.email,
+        ...(expectedDue !== undefined ? { expectedDue } : {}),
         ...(expiry && !noCard ? { card: { number: form.cardNumber ?? '', cvc: (form.cvc ?? '').trim(), ...expiry } } : {}),
       });
       switch (attempt.kind) {
         case 'declined':
           return sendPage(res, { status: 402, html: await page(attempt.session, merchant, attempt.message) });
+        case 'changed':
+          return sendPage(res, { status: 409, html: await page(attempt.session, merchant, attempt.message) });
         case 'not_payable':
           return sendPage(res, statusPage(attempt.session, merchant, await sessions.orderOf(attempt.session), undefined, { rail: sessions.railOf(attempt.session) }));
         case 'processing':
@@ -450,7 +487,7 @@ export function registerHostedPages(router: Router, sessions: CheckoutSessionSer
       const result = await sessions.setPromotionCode(req.params.token, remove ? null : (form.code ?? ''));
       // The buyer paid the Stripe Checkout Session opened for the old code meanwhile (another tab): nothing changed.
       if (result.paid) return res.redirect(303, `/checkout/${req.params.token}/complete`);
-      if (result.message) return sendPage(res, { status: 400, html: await page(result.session, merchant, undefined, { text: result.message, ok: false }) });
+      if (result.message) return sendPage(res, { status: 400, html: await page(result.session, merchant, undefined, { text: result.message, ok: false, typed: form.code }) });
       const applied = result.session.pricing.discount;
       // The location step answers with a redirect to its page (the buyer goes on to Stripe's page and may come back with the back button).
       if (sessions.takesLocationStep(result.session)) return res.redirect(303, `/checkout/${req.params.token}?promotion=${applied ? 'applied' : 'removed'}`);

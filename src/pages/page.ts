@@ -76,7 +76,7 @@ main{max-width:440px;margin:0 auto;padding:24px 16px}
 .brand{font-weight:700;letter-spacing:.02em;color:#4338ca;margin-bottom:16px}
 .lines{width:100%;border-collapse:collapse;margin:16px 0 0;font-size:.9rem}.lines th,.lines td{text-align:left;padding:6px 0;border-top:1px solid #eaecf0;vertical-align:top}.lines th{color:#667085;font-weight:normal}.lines .num{text-align:right;white-space:nowrap;padding-left:12px}
 .receipt{display:grid;grid-template-columns:auto 1fr;gap:4px 12px;margin:16px 0 0;font-size:.9rem}.receipt dt{color:#667085}.receipt dd{margin:0;min-width:0}
-h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem}
+h1{font-size:1.25rem;margin:0 0 4px}.muted{color:#667085;font-size:.9rem} .usage-terms{margin:6px 0 0;padding-left:18px}
 .card,footer{overflow-wrap:anywhere}
 .total{display:flex;flex-wrap:wrap;justify-content:space-between;align-items:baseline;column-gap:12px;border-top:1px solid #eaecf0;margin-top:16px;padding-top:16px}
 .total>span{flex:none}.total strong{font-size:1.5rem}

@@ -253,6 +253,16 @@ describe('the hosted page asks the buyer', () => {
     const page = await ctx.merchant.get(url);
     expect(page.text).toContain('€11.90');
     expect(page.text).toContain('name="cardNumber"');
+    // The billing country (and tax id), which decides the tax, comes before the card and the pay
+    // button in the page's reading order (it came after the pay button).
+    const at = (needle: string) => {
+      const i = page.text.indexOf(needle);
+      expect(i, needle).toBeGreaterThan(-1);
+      return i;
+    };
+    expect(at('id="country"')).toBeLessThan(at('name="cardNumber"'));
+    expect(at('id="taxId"')).toBeLessThan(at(`action="${url}/pay"`));
+    expect(at('data-testid="tax-form"')).toBeLessThan(at('Pay €11.90</button>'));
     // A page shown before a change of total does not charge the new total.
     expect((await pay(res.body.data.url, { amount: '1000' })).status).toBe(409);
     expect((await pay(res.body.data.url, { amount: '1190' })).status).toBe(303);
