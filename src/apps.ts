@@ -40,6 +40,7 @@ const CONSOLE_AUDIT_ACTIONS: Readonly<Record<string, AuditAction>> = {
   updateConsoleProduct: { action: 'product.update', target: 'product' },
   archiveConsoleProduct: { action: 'product.archive', target: 'product' },
   createConsolePrice: { action: 'price.create', target: 'price', idFrom: 'result' },
+  updateConsolePrice: { action: 'price.update', target: 'price' },
   deactivateConsolePrice: { action: 'price.deactivate', target: 'price' },
   createConsolePaymentLink: { action: 'payment_link.create', target: 'payment_link', idFrom: 'result' },
   deactivateConsolePaymentLink: { action: 'payment_link.deactivate', target: 'payment_link' },

@@ -258,6 +258,7 @@ export function createServices(deps: {
           priceId: price.id,
           productId: product.id,
           productName: product.name,
+          priceName: price.pricingName,
           unitAmount: price.amount,
           currency: price.currency,
           pricingType: price.pricingType,

@@ -8,7 +8,7 @@ import type { CatalogService } from './catalog.service.js';
 type CatalogAdminHandlers = Pick<
   AdminHandlers,
   | 'listOrgProducts' | 'createProduct' | 'updateProduct' | 'archiveProduct'
-  | 'listProductPrices' | 'createPrice' | 'deactivatePrice'
+  | 'listProductPrices' | 'createPrice' | 'updatePrice' | 'deactivatePrice'
   | 'createPaymentLink' | 'deactivatePaymentLink'
 >;
 
@@ -43,6 +43,10 @@ export function createCatalogAdminHandlers(catalog: CatalogService, orgs: OrgSer
     createPrice: async ({ params, body }) => ({
       status: 201,
       body: { success: true, message: 'Price created', data: presentPrice(await catalog.createPrice(params.id, body)) },
+    }),
+    updatePrice: async ({ params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Price updated', data: presentPrice(await catalog.renamePrice(params.id, body.pricingName)) },
     }),
     deactivatePrice: async ({ params }) => ({
       status: 200,

@@ -86,6 +86,8 @@ export interface CatalogRepository {
   listPricesOfProduct(orgId: string, productId: string): Promise<Price[]>;
   /** Deactivates the price and, in the same transaction, every payment link of it. */
   deactivatePrice(id: string, now: Date): Promise<Price | undefined>;
+  /** Renames the price (its only mutable field); undefined when it does not exist. */
+  renamePrice(id: string, pricingName: string): Promise<Price | undefined>;
 
   insertPaymentLink(link: PaymentLink): Promise<void>;
   findPaymentLinkAnyOrg(id: string): Promise<PaymentLink | undefined>;
@@ -306,6 +308,11 @@ export class KnexCatalogRepository implements CatalogRepository {
       .where({ org_id: orgId, product_id: productId })
       .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }]);
     return rows.map(toPrice);
+  }
+
+  async renamePrice(id: string, pricingName: string): Promise<Price | undefined> {
+    const [row] = await this.db<PriceRow>('prices').where({ id }).update({ pricing_name: pricingName }).returning('*');
+    return row ? toPrice(row as PriceRow) : undefined;
   }
 
   async deactivatePrice(id: string, now: Date): Promise<Price | undefined> {

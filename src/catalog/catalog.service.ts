@@ -21,6 +21,7 @@ import type {
 } from './catalog.repository.js';
 import { assertAmountBounds, assertPriceRules } from './price-rules.js';
 import { checkCreditGrant, checkMeteredComponents, type MeterDirectory } from '../commerce/metered-billing.js';
+import type { UsageTerm } from '../commerce/model.js';
 import type { components as AdminComponents } from '../../generated/admin.js';
 
 export interface ProductCreateInput {
@@ -92,6 +93,19 @@ export class CatalogService {
 
   findProduct(orgId: string, productId: string): Promise<Product | undefined> {
     return this.repo.findProduct(orgId, productId);
+  }
+
+  /**
+   * A price's metered components as the hosted checkout page states them (issue 38): each with its
+   * meter's name (the meter's id when the meter is gone), in the price's order.
+   */
+  async usageTermsOf(orgId: string, price: Pick<Price, 'meteredComponents'>): Promise<UsageTerm[]> {
+    const terms: UsageTerm[] = [];
+    for (const c of price.meteredComponents) {
+      const meter = this.meters ? await this.meters.find(orgId, c.meterId) : undefined;
+      terms.push({ meterId: c.meterId, meterName: meter?.name ?? c.meterId, includedUnits: c.includedUnits, pricing: c.pricing });
+    }
+    return terms;
   }
 
   async findPrice(orgId: string, priceId: string): Promise<{ price: Price; product: Product } | undefined> {
@@ -225,6 +239,21 @@ export class CatalogService {
 
   async getPrice(priceId: string, orgId?: string): Promise<Price> {
     const price = orgId === undefined ? await this.repo.findPriceAnyOrg(priceId) : await this.repo.findPrice(orgId, priceId);
+    if (!price) throw notFound('Price');
+    return price;
+  }
+
+  /**
+   * A new name (`PriceUpdate`): the one field of a price that may change, a label only — what it
+   * charges stays as checkouts and subscriptions were made on it, and sessions, payment links and
+   * orders keep the names they were made with.
+   */
+  async renamePrice(priceId: string, pricingName: string, orgId?: string): Promise<Price> {
+    assertOneLineName('pricingName', pricingName);
+    const name = pricingName.trim();
+    if (name.length === 0 || name.length > 255) throw validationError('pricingName must be 1-255 characters, not only spaces', { field: 'pricingName' });
+    if (orgId !== undefined) await this.getPrice(priceId, orgId);
+    const price = await this.repo.renamePrice(priceId, name);
     if (!price) throw notFound('Price');
     return price;
   }

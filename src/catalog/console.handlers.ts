@@ -13,7 +13,7 @@ import type { CatalogService } from './catalog.service.js';
 export type CatalogConsoleHandlers = Pick<
   ConsoleHandlers,
   | 'listConsoleProducts' | 'createConsoleProduct' | 'updateConsoleProduct' | 'archiveConsoleProduct'
-  | 'listConsoleProductPrices' | 'createConsolePrice' | 'deactivateConsolePrice'
+  | 'listConsoleProductPrices' | 'createConsolePrice' | 'updateConsolePrice' | 'deactivateConsolePrice'
   | 'listConsolePaymentLinks' | 'createConsolePaymentLink' | 'deactivateConsolePaymentLink'
 >;
 
@@ -24,6 +24,9 @@ export function createCatalogConsoleHandlers(catalog: CatalogService): CatalogCo
     amount: found.price.amount,
     currency: found.price.currency,
     pricingType: found.price.pricingType,
+    pricingName: found.price.pricingName,
+    billingInterval: found.price.billingInterval,
+    billingIntervalCount: found.price.billingIntervalCount,
   });
   /** A link the service just changed, with its product's name. */
   const withProduct = async (orgId: string, found: { link: PaymentLink; price: Price }) =>
@@ -55,6 +58,10 @@ export function createCatalogConsoleHandlers(catalog: CatalogService): CatalogCo
     createConsolePrice: async ({ auth, params, body }) => ({
       status: 201,
       body: { success: true, message: 'Price created', data: presentPrice(await catalog.createPrice(params.id, body, auth.orgId)) },
+    }),
+    updateConsolePrice: async ({ auth, params, body }) => ({
+      status: 200,
+      body: { success: true, message: 'Price updated', data: presentPrice(await catalog.renamePrice(params.id, body.pricingName, auth.orgId)) },
     }),
     deactivateConsolePrice: async ({ auth, params }) => ({
       status: 200,

@@ -171,6 +171,46 @@ describe('prices', () => {
     const still = await get(ownerA, `/v1/console/payment-links?pricingId=${priceId}`);
     expect(still.status).toBe(200);
   });
+
+  // The walk-through's finding: two prices of one product could not be told apart in the console
+  // (the form had no name field, so both were named after the product). The name is their label,
+  // the one field of a price that may change (PriceUpdate).
+  it('an admin renames a price (only the name changes; audited); bad names are 400, a viewer 403, another organization 404', async () => {
+    const id = await product(ownerA, 'Renamed plan');
+    const made = await post(adminA, `/v1/console/products/${id}/prices`, { amount: 900, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' });
+    expect(made.body.data.pricingName).toBe('Renamed plan');
+    const link = await post(ownerA, `/v1/console/prices/${made.body.data.pricingId}/payment-links`, {});
+    expect(link.body.data.name).toBe('Renamed plan');
+
+    const renamed = await patch(adminA, `/v1/console/prices/${made.body.data.pricingId}`, { pricingName: '  Monthly ' });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    const { pricingName, ...rest } = renamed.body.data;
+    expect(pricingName).toBe('Monthly');
+    const { pricingName: before, ...unchanged } = made.body.data;
+    expect(before).toBe('Renamed plan');
+    expect(rest).toEqual(unchanged);
+    // The list shows it; the payment link keeps its own name and shows the price's name and terms.
+    expect((await get(viewerA, `/v1/console/products/${id}/prices`)).body.data).toEqual([expect.objectContaining({ pricingId: made.body.data.pricingId, pricingName: 'Monthly' })]);
+    const links = await get(viewerA, `/v1/console/payment-links?pricingId=${made.body.data.pricingId}`);
+    expect(links.body.data.records).toEqual([expect.objectContaining({ name: 'Renamed plan', pricingName: 'Monthly', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', billingIntervalCount: 1 })]);
+
+    for (const body of [{ pricingName: '' }, { pricingName: '   ' }, { pricingName: 'x'.repeat(256) }, { pricingName: 'Two\nlines' }, {}, { pricingName: 'Yearly', amount: 100 }]) {
+      const bad = await patch(ownerA, `/v1/console/prices/${made.body.data.pricingId}`, body);
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(bad.body.error.code).toBe('VALIDATION_ERROR');
+    }
+    expect((await patch(viewerA, `/v1/console/prices/${made.body.data.pricingId}`, { pricingName: 'Viewer' })).status).toBe(403);
+    expect((await patch(ownerB, `/v1/console/prices/${made.body.data.pricingId}`, { pricingName: 'Theirs' })).status).toBe(404);
+    expect((await patch(ownerA, '/v1/console/prices/PRC_000000000000000000000000', { pricingName: 'Nobody' })).status).toBe(404);
+    // An inactive price may still be renamed (its name labels it in lists).
+    await post(ownerA, `/v1/console/prices/${made.body.data.pricingId}/deactivate`);
+    expect((await patch(ownerA, `/v1/console/prices/${made.body.data.pricingId}`, { pricingName: 'Monthly (old)' })).body.data).toMatchObject({ pricingName: 'Monthly (old)', active: false });
+    const records = await auditActions(ownerA);
+    // The admin's rename and the owner's of the inactive price (the test clock stands still: in any order); refused ones are not recorded.
+    const renames = records.filter((r) => r.action === 'price.update' && r.targetId === made.body.data.pricingId);
+    expect(renames.map((r) => r.targetType)).toEqual(['price', 'price']);
+    expect(renames.map((r) => r.actorId).sort()).toEqual([ownerA.userId, adminA.userId].sort());
+  });
 });
 
 describe('payment links', () => {

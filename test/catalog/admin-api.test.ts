@@ -250,6 +250,36 @@ describe('admin prices', () => {
     expect(res.body.data.map((p: any) => [p.pricingId, p.active])).toEqual([[second.pricingId, true], [first.pricingId, false]]);
     expect((await ctx.admin.get(`/v1/products/${UNKNOWN_PRODUCT}/prices`)).status).toBe(404);
   });
+
+  it('renames a price (PriceUpdate): only the name changes, sessions already made keep theirs; bad bodies 400, unknown 404, no token 401', async () => {
+    const fresh = await createProduct(ctx, ctx.orgA.orgId, { name: 'Nicknamed' });
+    const made = await createPrice(ctx, fresh.productId, { amount: 900, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' });
+    expect(made.pricingName).toBe('Nicknamed');
+    const session = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', 'rename-before').send({ pricingId: made.pricingId });
+    expect(session.status, JSON.stringify(session.body)).toBe(201);
+
+    const res = await ctx.admin.patch(`/v1/prices/${made.pricingId}`).send({ pricingName: ' Monthly ' });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ success: true, message: 'Price updated' });
+    expect(res.body.data).toEqual({ ...made, pricingName: 'Monthly' });
+    expect((await ctx.admin.get(`/v1/products/${fresh.productId}/prices`)).body.data[0].pricingName).toBe('Monthly');
+    // Not retroactive: the session made before keeps the name it was made with; a new one takes the new name.
+    const old = await ctx.merchant.get(`/v1/checkout-sessions/${session.body.data.id}`).set('X-API-Key', ctx.orgA.apiKey);
+    expect(old.body.data.pricing.pricingName).toBe('Nicknamed');
+    const after = await ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', ctx.orgA.apiKey).set('Idempotency-Key', 'rename-after').send({ pricingId: made.pricingId });
+    expect(after.body.data.pricing.pricingName).toBe('Monthly');
+    expect(after.body.data.amount).toBe(900);
+
+    for (const body of [{}, { pricingName: '' }, { pricingName: ' ' }, { pricingName: 'a'.repeat(256) }, { pricingName: 'Tab\there' }, { pricingName: 'Yearly', amount: 9000 }, { pricingName: 'Yearly', billingInterval: 'YEAR' }]) {
+      const bad = await ctx.admin.patch(`/v1/prices/${made.pricingId}`).send(body);
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(bad.body.error.code).toBe('VALIDATION_ERROR');
+    }
+    expect((await ctx.admin.get(`/v1/products/${fresh.productId}/prices`)).body.data[0]).toMatchObject({ pricingName: 'Monthly', amount: 900, billingInterval: 'MONTH' });
+    expect((await ctx.admin.patch('/v1/prices/PRC_000000000000000000000000').send({ pricingName: 'Nobody' })).status).toBe(404);
+    const { default: supertest } = await import('supertest');
+    expect((await supertest(ctx.apps.admin).patch(`/v1/prices/${made.pricingId}`).send({ pricingName: 'No token' })).status).toBe(401);
+  });
 });
 
 describe('admin payment links', () => {

@@ -13,6 +13,7 @@ import {
   localMidnightUnix,
   minorToInput,
   parseMoney,
+  usageUnitAmountDecimal,
   queryToFilters,
   rangeFor,
   formatUnitAmount,
@@ -176,5 +177,20 @@ describe('formatAxisValue (issue 37, item 25: the home chart names its currency)
     expect(formatAxisValue(20_000, 'EUR')).toBe('€200');
     expect(formatAxisValue(25_000_000, 'USDC')).toBe('25 USDC');
     expect(formatAxisValue(1500)).toBe('1.5K');
+  });
+});
+
+describe('usageUnitAmountDecimal (the console price form\'s usage price)', () => {
+  it('turns an amount per 1, 100, 1,000 or 1,000,000 units into minor units per unit, exactly', () => {
+    expect(usageUnitAmountDecimal('0.04', 'USD', 1000)).toBe('0.004'); // docs/usage-billing.md's 0.04 USD per 1,000 tokens
+    expect(usageUnitAmountDecimal('2', 'USD', 1)).toBe('200');
+    expect(usageUnitAmountDecimal('1.5', 'EUR', 1_000_000)).toBe('0.00015');
+    expect(usageUnitAmountDecimal('0.000001', 'USD', 1)).toBe('0.0001');
+    expect(usageUnitAmountDecimal('3', 'JPY', 100)).toBe('0.03');
+    expect(usageUnitAmountDecimal('1,000', 'USD', 1000)).toBe('100');
+  });
+  it('refuses what is not a positive amount or needs more than 12 fraction digits', () => {
+    for (const text of ['', '0', '0.00', '-1', 'abc', '1.2.3']) expect(usageUnitAmountDecimal(text, 'USD', 1)).toBeUndefined();
+    expect(usageUnitAmountDecimal('0.0000000000001', 'USD', 1_000_000)).toBeUndefined();
   });
 });

@@ -62,8 +62,12 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the promotion-code field in a
       expect(await axeViolations(page)).toEqual([]);
       await page.screenshot({ path: `${ARTIFACTS}/promotion-code-refused-${viewport.name}.png`, fullPage: true });
 
-      // The right code in lower case, through the Apply button reached with Tab.
-      await tabTo(page, '#promotion-code');
+      // The refused code stays in the field, which has the focus: the buyer corrects it there
+      // (before: an empty field and the focus at the page's top).
+      expect(await page.locator('#promotion-code').inputValue()).toBe('NOTACODE');
+      expect(await page.evaluate('document.activeElement?.id')).toBe('promotion-code');
+      // The right code in lower case over it, through the Apply button reached with Tab.
+      await page.keyboard.press('ControlOrMeta+A');
       await page.keyboard.type(code.toLowerCase());
       await tabTo(page, '[data-testid=apply-promotion-code]');
       await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);

@@ -163,6 +163,27 @@ export function parseMoney(text: string, currency: string): number | undefined {
   return Number.isSafeInteger(minor) && minor > 0 ? minor : undefined;
 }
 
+/**
+ * A usage price as a person types it (`0.04` USD per 1,000 units) as the exact decimal of the
+ * minor unit per unit that `MeteredPricing.unitAmountDecimal` takes (`"0.004"`: 0.004 cents a
+ * unit), or undefined when it is not a positive amount or needs more than 12 fraction digits.
+ * `per` is a power of ten, so the division is exact.
+ */
+export function usageUnitAmountDecimal(text: string, currency: string, per: 1 | 100 | 1000 | 1_000_000): string | undefined {
+  const match = /^(\d+)(?:\.(\d*))?$/.exec(text.trim().replace(/[\s,_]/g, ''));
+  if (!match) return undefined;
+  const digits = `${match[1]!}${match[2] ?? ''}`.replace(/^0+(?=\d)/, '');
+  if (!/[1-9]/.test(digits)) return undefined;
+  // The value is digits × 10^-scale in minor units: the typed fraction, less the currency's decimals, plus per's zeros.
+  const scale = (match[2] ?? '').length - currencyDecimals(currency) + String(per).length - 1;
+  if (scale <= 0) return `${digits}${'0'.repeat(-scale)}`.replace(/^0+(?=\d)/, '');
+  const padded = digits.padStart(scale + 1, '0');
+  const whole = padded.slice(0, padded.length - scale).replace(/^0+(?=\d)/, '');
+  const fraction = padded.slice(padded.length - scale).replace(/0+$/, '');
+  if (fraction.length > 12) return undefined;
+  return fraction ? `${whole}.${fraction}` : whole;
+}
+
 /** Minor units as the plain number a form field shows (`1050`, USD → `10.50`). */
 export function minorToInput(minor: number, currency: string): string {
   const decimals = currencyDecimals(currency);

@@ -3,12 +3,13 @@ import { useState } from 'preact/hooks';
 import { useLocation, useRoute } from 'preact-iso';
 import { ConfirmButton } from '../../components/confirm';
 import { Tabs } from '../../components/tabs';
-import { Badge, CopyButton, Empty, ErrorNotice, Loading, Money, PageHeader } from '../../components/ui';
+import { Badge, CopyButton, Empty, ErrorNotice, Loading, PageHeader } from '../../components/ui';
 import { errorMessage } from '../../shared/api';
 import { filtersToQuery } from '../../shared/format';
 import { useAction } from '../../shared/use-api';
 import { useSession } from '../../shared/session';
 import { ProductPrices } from './components/product-prices';
+import { priceLabel } from '../../shared/price-label';
 import { CouponsSection } from './components/coupons';
 import { archiveProduct, createProduct, deactivatePaymentLink, usePaymentLinks, useProducts } from './use-catalog';
 
@@ -133,7 +134,7 @@ function ProductSection(props: { id: string }) {
           <p>It can no longer be bought; past orders and running subscriptions stay.</p>
         </ConfirmButton>
       )}
-      <ProductPrices productId={props.id} />
+      <ProductPrices productId={props.id} productName={product?.name} />
     </section>
   );
 }
@@ -174,8 +175,9 @@ function PaymentLinksSection() {
                       </code>
                     </div>
                   </td>
-                  <td class="num">
-                    <Money minor={l.amount} currency={l.currency} />
+                  <td class="num" data-testid="link-price">
+                    {/* The price by its name and terms, so links to two prices of one product read apart. */}
+                    {priceLabel(l, { productName: l.productName })}
                   </td>
                   <td>{l.isActive ? <Badge tone="good">Active</Badge> : <Badge tone="neutral">Inactive</Badge>}</td>
                   <td>

@@ -14,8 +14,10 @@ export const usePaymentLinks = () => useApi(() => consoleApi.GET('/v1/console/pa
 export const createProduct = (name: string, description: string) =>
   consoleApi.POST('/v1/console/products', { body: { name, ...(description.trim() ? { description } : {}) } }).then((r) => ({ ...r, data: r.data?.data }));
 export const archiveProduct = (id: string) => consoleApi.POST('/v1/console/products/{id}/archive', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
-export const createPrice = (productId: string, body: { amount: number; currency: string; pricingType: 'ONE_TIME' | 'SUBSCRIPTION'; billingInterval?: 'DAY' | 'MONTH' | 'YEAR'; provider: 'STRIPE' | 'CRYPTO' }) =>
+export const createPrice = (productId: string, body: components['schemas']['PriceCreate']) =>
   consoleApi.POST('/v1/console/products/{id}/prices', { params: { path: { id: productId } }, body }).then((r) => ({ ...r, data: r.data?.data }));
+export const renamePrice = (id: string, pricingName: string) =>
+  consoleApi.PATCH('/v1/console/prices/{id}', { params: { path: { id } }, body: { pricingName } }).then((r) => ({ ...r, data: r.data?.data }));
 export const deactivatePrice = (id: string) => consoleApi.POST('/v1/console/prices/{id}/deactivate', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));
 export const createPaymentLink = (priceId: string) => consoleApi.POST('/v1/console/prices/{id}/payment-links', { params: { path: { id: priceId } }, body: {} }).then((r) => ({ ...r, data: r.data?.data }));
 export const deactivatePaymentLink = (id: string) => consoleApi.POST('/v1/console/payment-links/{id}/deactivate', { params: { path: { id } } }).then((r) => ({ ...r, data: r.data?.data }));

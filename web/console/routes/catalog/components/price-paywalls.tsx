@@ -3,25 +3,22 @@
  * own x402 URL, set (a signed receipt, or a redirect to the merchant's content) or removed.
  */
 import { ConfirmButton } from '../../../components/confirm';
-import { Badge, CopyButton, ErrorNotice, Loading, Money } from '../../../components/ui';
+import { Badge, CopyButton, ErrorNotice, Loading } from '../../../components/ui';
+import { priceLabels, type LabeledPrice } from '../../../shared/price-label';
 import { errorMessage } from '../../../shared/api';
 import { useKeyedForms } from '../../../shared/use-keyed-forms';
 import { removePaywall, setPaywall, usePaywalls } from '../use-catalog';
 
-interface PriceRow {
-  pricingId: string;
-  amount: number;
-  currency: string;
-  pricingType: string;
+interface PriceRow extends LabeledPrice {
   active: boolean;
-  flexibleAmount?: boolean | null;
 }
 
-export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) {
+export function PricePaywalls(props: { productId: string; productName?: string; prices: PriceRow[] }) {
   const paywalls = usePaywalls(props.productId, true);
   const forms = useKeyedForms<string>();
   const eligible = props.prices.filter((p) => p.active && p.pricingType === 'ONE_TIME' && !p.flexibleAmount && (p.currency === 'USD' || p.currency === 'USDC'));
   const byPrice = new Map((paywalls.data ?? []).map((w) => [w.pricingId, w]));
+  const labels = priceLabels(eligible, { productName: props.productName });
   return (
     <section aria-labelledby="paywalls-title">
       <h2 id="paywalls-title">x402 paywalls</h2>
@@ -49,7 +46,7 @@ export function PricePaywalls(props: { productId: string; prices: PriceRow[] }) 
               }}
             >
               <p>
-                <Money minor={p.amount} currency={p.currency} /> <span class="mono small">{p.pricingId}</span> {wall ? <Badge tone="good">Paywall on</Badge> : <Badge tone="neutral">No paywall</Badge>}
+                <span data-testid="paywall-price">{labels.get(p.pricingId)}</span> <span class="mono small">{p.pricingId}</span> {wall ? <Badge tone="good">Paywall on</Badge> : <Badge tone="neutral">No paywall</Badge>}
               </p>
               {wall && (
                 <div class="secret">
