@@ -1357,6 +1357,33 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/console/prices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Rename a price
+         * @description Changes the price's name (`pricingName`: `Monthly`, `Yearly`), and nothing else — the same
+         *     rules as the admin API's `PATCH /v1/prices/{id}` (see `PriceUpdate`: what the price charges
+         *     stays immutable; sessions already created, payment links, orders and subscriptions keep
+         *     what they have). An inactive price may be renamed. Another organization's price is `404`,
+         *     like a missing one. Recorded as `price.update`.
+         */
+        patch: operations["updateConsolePrice"];
+        trace?: never;
+    };
     "/v1/console/prices/{id}/deactivate": {
         parameters: {
             query?: never;
@@ -2004,7 +2031,7 @@ export interface components {
              * @description When the renewal job closes the period and charges it (1 hour after `periodEnd`, the usage grace window).
              */
             estimatedChargeAt: string;
-            /** @description The estimated next charge's lines, as an order carries them (the fee first, then one `USAGE` line per component, in the price's order). */
+            /** @description The estimated next charge's lines, as an order carries them (the fee first, then one `USAGE` line per component, in the price's order). During a free trial (the subscription's `trialEnd` after now) there is no `USAGE` line — usage before `trialEnd` is counted (see the customer's balances) but never billed — so the estimate is the first paid period's fee. */
             lines: components["schemas"]["OrderLine"][];
             /** @description The sum of the lines' `amountCents`. */
             estimatedTotalCents: number;
@@ -2765,7 +2792,11 @@ export interface components {
                 updatedAt: string;
             }[];
         };
-        /** @description A payment link with what it sells, for lists that need no second request. */
+        /**
+         * @description A payment link with what it sells, for lists that need no second request: its price's name
+         *     and terms (`pricingName`, amount, interval), so two links of one product's prices (monthly,
+         *     yearly) read apart.
+         */
         ConsolePaymentLink: {
             paymentLinkId: string;
             /** @description `{base_url}/pay/<token>`, the buyer URL (the token is 32 random base62 characters). */
@@ -2782,6 +2813,12 @@ export interface components {
             currency: string;
             /** @enum {string} */
             pricingType: "ONE_TIME" | "SUBSCRIPTION";
+            /** @description The price's name (`Price.pricingName`, as it is now: a rename shows here; the link's own `name` stays). */
+            pricingName: string;
+            /** @description The price's interval; null for `ONE_TIME`. */
+            billingInterval: components["schemas"]["BillingInterval"] | null;
+            /** @description 1 for `ONE_TIME`. */
+            billingIntervalCount: number;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -3442,7 +3479,9 @@ export interface components {
          *     started package of `packageSize` units: packages are rounded up), `GRADUATED` (each unit
          *     at the price of the tier it falls in, plus each reached tier's flat amount) or `VOLUME`
          *     (every unit at the price of the tier the whole quantity falls in, plus its flat amount).
-         *     The line's exact amount is rounded once (see `OrderLine`).
+         *     The line's exact amount is rounded once (see `OrderLine`). Usage during a free trial
+         *     (before the subscription's `trialEnd`) is never billed: the trial-end order has no
+         *     `USAGE` line (see `Subscription.trialEnd`).
          */
         MeteredPricing: {
             /** @enum {string} */
@@ -3471,6 +3510,13 @@ export interface components {
          *       lists the tiers applied (like one Stripe invoice line per price, its tier breakdown in
          *       the detail), and the line is rounded once, half up, to the minor unit (see `OrderLine`).
          *     * **Included units** are per period and do not carry over.
+         *     * **Free trials.** Usage during a free trial (before the subscription's `trialEnd`) is
+         *       counted and shown (meters, balances, the access check) but **never billed** (Stripe's
+         *       rule for trials with usage-based billing): the order that ends the trial carries the fee
+         *       only (with its discount and tax lines) and no `USAGE` line; no prepaid credit is drawn
+         *       for it; the next renewal bills the usage from `trialEnd` on, with the full included
+         *       units; a cancel during the trial charges no usage. The same on Stripe: the trial-end
+         *       invoice carries no usage item.
          *     * **Meter.** A meter of the organization, not archived when the price is made (another
          *       organization's meter is `400` as if it did not exist); a meter archived later is still
          *       billed by the prices that name it. A meter appears at most once per price.
@@ -3535,7 +3581,7 @@ export interface components {
          *     * **When.** Granted once, in the transaction that makes the order `PAID` (sandbox card,
          *       Stripe, crypto: the one payment flow), whatever the duplicates of the payment result;
          *       an order that never becomes `PAID` grants nothing. The grant is the one the checkout
-         *       session was created with (prices never change).
+         *       session was created with (what a price grants never changes).
          *     * **Consumed** in this order: the period's included units of a subscription's metered
          *       component on the meter first, then the credits. A subscription's usage draws on them at
          *       its period close (the `USAGE` line's `creditedUnits`, the billable rest priced as
@@ -3564,6 +3610,7 @@ export interface components {
             billingInterval: components["schemas"]["BillingInterval"] | null;
             /** @description 1 for `ONE_TIME`. */
             billingIntervalCount: number;
+            /** @description The price's name (see `PriceCreate.pricingName`; changed by `updatePrice`). */
             pricingName: string;
             flexibleAmount: boolean;
             minAmount: number | null;
@@ -3626,7 +3673,11 @@ export interface components {
              * @default 1
              */
             billingIntervalCount?: number;
-            /** @description Defaults to the product name. */
+            /**
+             * @description The price's name (trimmed), what tells it from the product's other prices wherever a
+             *     price is listed or chosen (`Monthly`, `Yearly`, `With tokens`; Stripe's price
+             *     `nickname`). Defaults to the product name; can be changed later (`updatePrice`).
+             */
             pricingName?: string;
             /** @default false */
             flexibleAmount?: boolean;
@@ -3660,6 +3711,22 @@ export interface components {
             success: true;
             message: string;
             data: components["schemas"]["Price"];
+        };
+        /**
+         * @description A price's new name. **Only the name changes**: everything a price charges (amount,
+         *     currency, interval, trial, metered components, credits, rail) stays immutable — create a
+         *     new price for that — because checkout sessions and subscriptions were made on what it
+         *     charged. The name is a label, like Stripe's price `nickname` (which Stripe also lets change):
+         *     the console lists and pickers show it (`Monthly — €9.00 / month`); the buyer's checkout
+         *     page shows the product's name. A rename is not retroactive: checkout sessions already
+         *     created keep the `pricing.pricingName` they were made with, a payment link keeps its own
+         *     `name` (it defaulted to the price's name when made), orders and subscriptions are
+         *     untouched, and nothing is sent to Stripe (Stripe Checkout is given the product's name,
+         *     never the price's).
+         *     Trimmed; 1-255 characters, not only spaces.
+         */
+        PriceUpdate: {
+            pricingName: string;
         };
         PaymentLinkCreate: {
             /** @description Defaults to the price's `pricingName`. */
@@ -8018,6 +8085,69 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    updateConsolePrice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Resource identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pricingName": "Monthly"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PriceUpdate"];
+            };
+        };
+        responses: {
+            /** @description The price with its new name. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "success": true,
+                     *       "message": "Price updated",
+                     *       "data": {
+                     *         "pricingId": "PRC_XakHWRqtH2p9qP01RoP1T9os",
+                     *         "orgId": "ORG_2f8QkM1wXy7Lr0aBcDeFgHiJ",
+                     *         "productId": "PRD_A5lXBCErn0qrd9xntgI5uTUP",
+                     *         "amount": 1500,
+                     *         "currency": "USD",
+                     *         "pricingType": "SUBSCRIPTION",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
+                     *         "pricingName": "Monthly",
+                     *         "flexibleAmount": false,
+                     *         "minAmount": null,
+                     *         "maxAmount": null,
+                     *         "provider": "STRIPE",
+                     *         "active": true,
+                     *         "createdAt": "2026-11-22T09:30:00.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PriceResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     deactivateConsolePrice: {
         parameters: {
             query?: never;
@@ -8114,6 +8244,9 @@ export interface operations {
                      *             "amount": 1500,
                      *             "currency": "USD",
                      *             "pricingType": "SUBSCRIPTION",
+                     *             "pricingName": "Pro monthly",
+                     *             "billingInterval": "MONTH",
+                     *             "billingIntervalCount": 1,
                      *             "createdAt": "2026-11-22T09:30:00.000Z",
                      *             "updatedAt": "2026-11-22T09:30:00.000Z"
                      *           }
@@ -8179,6 +8312,9 @@ export interface operations {
                      *         "amount": 1500,
                      *         "currency": "USD",
                      *         "pricingType": "SUBSCRIPTION",
+                     *         "pricingName": "Pro monthly",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
                      *         "createdAt": "2026-11-22T09:30:00.000Z",
                      *         "updatedAt": "2026-11-22T09:30:00.000Z"
                      *       }
@@ -8232,6 +8368,9 @@ export interface operations {
                      *         "amount": 1500,
                      *         "currency": "USD",
                      *         "pricingType": "SUBSCRIPTION",
+                     *         "pricingName": "Pro monthly",
+                     *         "billingInterval": "MONTH",
+                     *         "billingIntervalCount": 1,
                      *         "createdAt": "2026-11-22T09:30:00.000Z",
                      *         "updatedAt": "2026-11-23T10:00:00.000Z"
                      *       }

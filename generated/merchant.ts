@@ -899,7 +899,9 @@ export interface paths {
          *     - `IMMEDIATE` (default when the new recurring amount is at least the old one): the
          *       subscription takes the new price and quantity now; when the proration is above 0, an
          *       order of those lines is charged at once to the saved card (`order.paid`, no
-         *       `billingPeriod`); when the coupon's `DISCOUNT` covers the whole proration the order's
+         *       `billingPeriod`), less what the customer's credit balance pays (a last `CREDIT` line
+         *       "Applied balance", `appliedBalanceCents` in the preview; sandbox subscriptions); when
+         *       the coupon's `DISCOUNT` or the balance covers the whole proration the order's
          *       total is 0 and it is paid without a charge (as a checkout a coupon makes free). A
          *       proration of 0 (equal amounts) writes no order. A declined card changes nothing (`409`). The period and its end stay.
          *     - `PERIOD_END` (default when the new amount is lower — a downgrade): nothing is charged
@@ -916,9 +918,11 @@ export interface paths {
          *       the same second cancel to the minor unit — and one `BALANCE` line of the rest, carried
          *       to the **customer's credit balance** (`balanceCreditCents`, like Stripe's invoice of a
          *       total below 0 whose credit goes to the customer balance). The balance is the
-         *       customer's, per currency (as Stripe's customer balance), and the customer's next
-         *       renewal orders in that currency (any of their subscriptions) draw it as a `CREDIT` line
-         *       "Applied balance" after tax, until it is used up; a renewal it covers whole is a `PAID`
+         *       customer's, per currency (as Stripe's customer balance, which Stripe applies to any
+         *       invoice), and the customer's next orders in that currency that charge something — the
+         *       renewals of any of their subscriptions and the proration order of an upgrade or a seat
+         *       increase (`appliedBalanceCents` in the preview) — draw it as a `CREDIT` line
+         *       "Applied balance" after tax, until it is used up; an order it covers whole is a `PAID`
          *       order of 0 with no charge. It is not paid out: it stays with the customer when a
          *       subscription is canceled or ends (refund the orders instead when money is owed back). A
          *       renewal whose charge finally fails (the subscription expires) gives back what it drew.
@@ -1902,7 +1906,12 @@ export interface paths {
          *     the customer's credit balances and metered subscriptions), plus one quantity read per
          *     meter of a metered product (the meter's hourly rollup, docs/usage-billing.md).
          *
-         *     An unknown subject is not an error: the answer is `200` with `entitled` false.
+         *     **Reason**: every `entitled: false` answer says why in `reason` (`UNKNOWN_CUSTOMER`,
+         *     `NO_ACCESS` or `CREDITS_EXHAUSTED`, see `EntitlementCheck.reason`); an entitled answer has
+         *     none.
+         *
+         *     An unknown subject is not an error: the answer is `200` with `entitled` false and
+         *     `reason: UNKNOWN_CUSTOMER`.
          */
         get: operations["checkEntitlement"];
         put?: never;
@@ -3012,7 +3021,29 @@ export interface components {
             provider?: components["schemas"]["Provider"];
             /** @default 1 */
             quantity?: number;
-            /** @description Existing customer (`CUS_…`) of the organization; unknown → `400`. */
+            /**
+             * @description Existing customer (`CUS_…`) of the organization; unknown → `400`.
+             *
+             *     **Credit balance** (sandbox card rail, issue 39): a `SUBSCRIPTION` checkout without a
+             *     free trial that names its customer here (or by a `customerExternalId` a customer
+             *     already holds) draws the customer's credit balance in its currency, as Stripe applies
+             *     a customer balance to a subscription's first invoice. The hosted page shows "Applied
+             *     balance −X" and "Due today" before the buyer pays; the payment form sends the amount
+             *     due shown, and a balance that moved since is refused (the page again, `409`, "the total
+             *     changed"), nothing charged. When the payment starts, min(balance, `amount`) is drawn
+             *     under the balance's lock (ledger entry `APPLIED` naming the order id reserved for the
+             *     session); it stays drawn across declined attempts and is given back (`RESTORED`) when
+             *     the session expires unpaid (or its accepted payment fails later). The order ends with a
+             *     `CREDIT` line "Applied balance" (lines: charges → `DISCOUNT` → `TAX` → `CREDIT`; its
+             *     `amountCents` is what the card is charged; the session's `amount` stays the total
+             *     before it). Covered whole: an order of 0, `PAID`, no card payment and no payment id;
+             *     the card is checked for 0 and saved for the renewals. A payment that lands after the
+             *     session expired (the draw given back meanwhile) keeps the `CREDIT` line the buyer was
+             *     shown and charged for, and the draw is taken again (as far as the balance still holds
+             *     it) for the order, which then gets a new id. A session with only `customerEmail`, a
+             *     trial, a one-time purchase, and Stripe-rail sessions (Stripe applies its own customer
+             *     balance) draw nothing here.
+             */
             customerId?: string;
             /**
              * Format: email
@@ -3339,7 +3370,9 @@ export interface components {
          *     started package of `packageSize` units: packages are rounded up), `GRADUATED` (each unit
          *     at the price of the tier it falls in, plus each reached tier's flat amount) or `VOLUME`
          *     (every unit at the price of the tier the whole quantity falls in, plus its flat amount).
-         *     The line's exact amount is rounded once (see `OrderLine`).
+         *     The line's exact amount is rounded once (see `OrderLine`). Usage during a free trial
+         *     (before the subscription's `trialEnd`) is never billed: the trial-end order has no
+         *     `USAGE` line (see `Subscription.trialEnd`).
          */
         MeteredPricing: {
             /** @enum {string} */
@@ -3794,7 +3827,13 @@ export interface components {
              *     maps to `ACTIVE` too), its first period (period 0) is the trial and ends at
              *     `trialEnd`, when the renewal job makes the first charge (`amountCents`, order of
              *     period 1). The value stays after the trial, as Stripe's `trial_end` does; the trial
-             *     is running while `trialEnd` is after now.
+             *     is running while `trialEnd` is after now. A free trial is free, usage included (Stripe:
+             *     usage accrued during the trial does not count toward the total charged): usage events
+             *     before `trialEnd` of a price with metered components are accepted, counted by meters,
+             *     balances and `GET /v1/entitlements/check` as in any period, but never billed — the
+             *     order of period 1 carries the fee (with its discount and tax lines) and no `USAGE`
+             *     line, no prepaid credit is drawn for the trial, and the next renewal bills only the
+             *     usage from `trialEnd` on. On Stripe the trial-end invoice carries no usage item.
              */
             trialEnd?: components["schemas"]["Timestamp"] | null;
             /** @description Final cancellation scheduled for `currentPeriodEnd`. */
@@ -3885,11 +3924,22 @@ export interface components {
             currency: string;
             from: components["schemas"]["SubscriptionPlanSide"];
             to: components["schemas"]["SubscriptionPlanSide"];
-            /** @description Charged now (the sum of `lines`); 0 for a change at period end, during a trial, or an immediate downgrade. */
+            /** @description Charged now (the sum of `lines`, after the customer's credit balance drew its share, `appliedBalanceCents`); 0 for a change at period end, during a trial, an immediate downgrade, or an upgrade the balance (or the coupon) covers whole. */
             amountDueCents: number;
             /** @description An immediate downgrade's credit carried to the customer's credit balance (its order's `BALANCE` line); 0 otherwise. The next renewals draw it (`changeSubscription`). */
             balanceCreditCents: number;
-            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines; for an immediate downgrade these as the mirror of an upgrade's, then the `BALANCE` line, adding up to 0), empty when nothing is charged now. */
+            /**
+             * @description What the customer's credit balance pays of an immediate change that charges something
+             *     (an upgrade or more seats): min(balance, the order's total after its `DISCOUNT` and
+             *     `TAX` lines), shown as the order's last line, `CREDIT` "Applied balance", and not
+             *     charged to the card; 0 otherwise. Sandbox subscriptions only: on a subscription Stripe
+             *     bills, Stripe applies its own customer balance to the proration invoice and the
+             *     order shows it after the change (`changeSubscription`, **Stripe**). The balance is read
+             *     again under its lock when the change is made: pass the preview's `amountDueCents` as
+             *     `expectedAmountDueCents` to refuse (`409`) a change whose draw moved meanwhile.
+             */
+            appliedBalanceCents: number;
+            /** @description The order's lines charged now (two `PRORATION` lines, the coupon's `DISCOUNT` while it covers the period, the `TAX` lines, then the `CREDIT` "Applied balance" line when the customer's credit balance pays part or all of it; for an immediate downgrade these as the mirror of an upgrade's, then the `BALANCE` line, adding up to 0), empty when nothing is charged now. */
             lines: components["schemas"]["OrderLine"][];
             /** @description The subscription's `amountCents` after the change (the new fee with its exclusive tax, before any coupon) — what the next renewal charges before its coupon. */
             nextRenewalAmountCents: components["schemas"]["MinorUnits"];
@@ -4739,11 +4789,23 @@ export interface components {
              */
             meters?: components["schemas"]["EntitlementMeter"][];
             /**
-             * @description Present only when `entitled` is false because the access was bought as prepaid credit
-             *     (a credit pack's one-time order) and a prepaid meter of the product has no credit left.
+             * @description Why `entitled` is false: present exactly when it is false, absent when it is true
+             *     (issue 38's follow-up: an unknown customer used to answer `entitled: false` with no
+             *     reason, the same as a known customer who bought nothing). The first that applies:
+             *     * `UNKNOWN_CUSTOMER`: the subject names no customer of the organization — a
+             *       `customer_id` no customer of it has (another organization's included), an
+             *       `external_id` no customer holds, an `email` no customer has, or identifiers naming
+             *       different customers. `customerId` and `email` are then null. An app typically
+             *       creates or links the customer (`externalId`) before gating again. A `wallet` alone
+             *       names no customer (wallets are not customers): it never gives this reason.
+             *     * `CREDITS_EXHAUSTED`: the access was bought as prepaid credit (a credit pack's
+             *       one-time order) and a prepaid meter of the product has no credit left.
+             *     * `NO_ACCESS`: the subject is known (or is a wallet) but no `PAID` unrefunded one-time
+             *       order and no `ACTIVE` subscription grants the product asked about (or, without
+             *       `product_id`, any product) — including a `product_id` unknown to the organization.
              * @enum {string}
              */
-            reason?: "CREDITS_EXHAUSTED";
+            reason?: "UNKNOWN_CUSTOMER" | "NO_ACCESS" | "CREDITS_EXHAUSTED";
         };
         /** @description One meter's usage in the access check (see `MeterBalance` for the rules). */
         EntitlementMeter: {
@@ -6150,6 +6212,7 @@ export interface operations {
                      *         },
                      *         "amountDueCents": 1000,
                      *         "balanceCreditCents": 0,
+                     *         "appliedBalanceCents": 0,
                      *         "lines": [
                      *           {
                      *             "kind": "PRORATION",
@@ -6273,6 +6336,7 @@ export interface operations {
                      *           },
                      *           "amountDueCents": 1000,
                      *           "balanceCreditCents": 0,
+                     *           "appliedBalanceCents": 0,
                      *           "lines": [
                      *             {
                      *               "kind": "PRORATION",
@@ -6367,6 +6431,7 @@ export interface operations {
                      *           },
                      *           "amountDueCents": 1000,
                      *           "balanceCreditCents": 0,
+                     *           "appliedBalanceCents": 0,
                      *           "lines": [
                      *             {
                      *               "kind": "PRORATION",

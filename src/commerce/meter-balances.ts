@@ -22,7 +22,7 @@ import { iso, isoOrNull } from '../kernel/present.js';
 import { creditUnitsWanted, thresholdReached, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import { includedUnitsShare } from './metered-plan-change.js';
 import type { Subscription } from './model.js';
-import type { CommerceUnitOfWork, CreditBalance } from './stores.js';
+import type { CommerceUnitOfWork, MeterBalanceBasis } from './stores.js';
 
 /** Events up to this far ahead of the clock are accepted by ingest (src/usage), so a prepaid range reaches that far. */
 const FUTURE_TOLERANCE_MS = 5 * 60_000;
@@ -93,7 +93,7 @@ export interface MeterPart {
  * period's end). A part whose price does not bill the meter is left out (its usage of the meter is
  * billed by nobody). One part (no change): the whole period and the full included units.
  */
-export function meterParts(parts: ReadonlyArray<{ start: Date; end: Date; components: readonly MeteredComponent[] }>, meterId: string, periodStart: Date, periodEnd: Date): MeterPart[] {
+export function meterParts(parts: ReadonlyArray<{ start: Date; end: Date; components: ReadonlyArray<Pick<MeteredComponent, 'meterId' | 'includedUnits'>> }>, meterId: string, periodStart: Date, periodEnd: Date): MeterPart[] {
   const out: MeterPart[] = [];
   for (const [i, p] of parts.entries()) {
     const c = p.components.find((k) => k.meterId === meterId);
@@ -150,60 +150,50 @@ export class MeterBalances {
   ) {}
 
 
+  /** The customer's balances, by meter id (see forCustomerRef). */
+  async forCustomer(orgId: string, customerId: string): Promise<MeterBalance[]> {
+    return (await this.forCustomerRef(orgId, customerId))?.balances ?? [];
+  }
+
   /**
-   * The customer's balances, by meter id. `only`: the meters asked about (the access check's
-   * product); others are not read. `subscriptions` and `credits` may be given by a caller that
-   * read them already.
+   * The customer named by `customerRef` (its CUS_… id first, else its externalId) and its
+   * balances, by meter id; undefined when no such customer. One statement reads the customer, its
+   * credits, its metered subscriptions with their period's segments and the meters' names
+   * (CreditLedger.balanceBasis), then one quantity statement per meter and period part (one part
+   * unless a metered plan change split the period): two statements for a customer of one meter,
+   * where it was ~8.
    */
-  async forCustomer(
-    orgId: string,
-    customerId: string,
-    options: { only?: ReadonlySet<string>; subscriptions?: Subscription[]; credits?: CreditBalance[] } = {},
-  ): Promise<MeterBalance[]> {
-    const stores = this.uow.stores;
-    const [subscriptions, credits] = await Promise.all([
-      options.subscriptions ?? stores.subscriptions.listActiveForCustomers(orgId, [customerId]),
-      options.credits ?? stores.credits.balances(orgId, customerId),
-    ]);
-    // A meter billed by several subscriptions counts the one whose period started first (as ingest does).
-    const billing = new Map<string, { subscription: Subscription; component: MeteredComponent }>();
-    const ordered = [...subscriptions].sort((a, b) => a.currentPeriodStart.getTime() - b.currentPeriodStart.getTime() || (a.id < b.id ? -1 : 1));
-    for (const s of ordered) {
-      if (s.priceId === null) continue;
-      for (const component of await this.metered.componentsOf(orgId, s.priceId)) {
-        if (!billing.has(component.meterId) && (!options.only || options.only.has(component.meterId))) billing.set(component.meterId, { subscription: s, component });
-      }
+  async forCustomerRef(orgId: string, customerRef: string): Promise<{ customer: { id: string; externalId: string | null }; balances: MeterBalance[] } | undefined> {
+    const basis = await this.uow.stores.credits.balanceBasis(orgId, customerRef);
+    if (!basis.customer) return undefined;
+    const customerId = basis.customer.id;
+    // A meter billed by several subscriptions counts the one whose period started first (as ingest does): the basis comes in that order.
+    const billing = new Map<string, { subscription: MeterBalanceBasis['subscriptions'][number] }>();
+    for (const s of basis.subscriptions) {
+      for (const component of s.components) if (!billing.has(component.meterId)) billing.set(component.meterId, { subscription: s });
     }
-    const creditOf = new Map(credits.map((c) => [c.meterId, c]));
+    const creditOf = new Map(basis.credits.map((c) => [c.meterId, c]));
     const meterIds = new Set<string>(billing.keys());
-    for (const c of credits) if (!options.only || options.only.has(c.meterId)) meterIds.add(c.meterId);
+    for (const c of basis.credits) meterIds.add(c.meterId);
     const now = this.clock.now();
     const out: MeterBalance[] = [];
-    // A subscription's period parts are read once, whatever the number of its meters.
-    const periodParts = new Map<string, Promise<PeriodParts>>();
-    const partsOf = (s: Subscription) => {
-      let parts = periodParts.get(s.id);
-      if (!parts) periodParts.set(s.id, (parts = subscriptionPeriodParts(this.uow, this.metered, s)));
-      return parts;
-    };
     for (const meterId of [...meterIds].sort()) {
-      const meter = await this.metered.meters.find(orgId, meterId);
       const credit = creditOf.get(meterId);
       const billed = billing.get(meterId);
-      const basis: BalanceBasis = billed ? 'SUBSCRIPTION' : 'PREPAID';
+      const basisKind: BalanceBasis = billed ? 'SUBSCRIPTION' : 'PREPAID';
       const periodStart = billed ? billed.subscription.currentPeriodStart : credit!.since;
       const periodEnd = billed ? billed.subscription.currentPeriodEnd : null;
       const end = periodEnd ?? new Date(now.getTime() + FUTURE_TOLERANCE_MS);
       const creditBalance = credit?.units ?? 0;
       // A period a metered plan change split: each part against its share of the included units.
-      const parts = billed ? meterParts(await partsOf(billed.subscription), meterId, billed.subscription.currentPeriodStart, billed.subscription.currentPeriodEnd) : [{ start: periodStart, end, included: 0 }];
+      const parts = billed ? meterParts(basisParts(billed.subscription), meterId, billed.subscription.currentPeriodStart, billed.subscription.currentPeriodEnd) : [{ start: periodStart, end, included: 0 }];
       const read: Array<{ consumed: number; included: number }> = [];
       for (const p of parts) read.push({ consumed: p.end > p.start ? await this.metered.quantities.quantity(orgId, meterId, customerId, p.start, p.end) : 0, included: p.included });
-      const { consumed, included, ...b } = balanceOfParts({ parts: read, credits: creditBalance, basis });
+      const { consumed, included, ...b } = balanceOfParts({ parts: read, credits: creditBalance, basis: basisKind });
       out.push({
         meterId,
-        meterName: meter?.name ?? meterId,
-        basis,
+        meterName: basis.meterNames.get(meterId) ?? meterId,
+        basis: basisKind,
         subscriptionId: billed?.subscription.id ?? null,
         periodStart,
         periodEnd,
@@ -213,8 +203,15 @@ export class MeterBalances {
         ...b,
       });
     }
-    return out;
+    return { customer: basis.customer, balances: out };
   }
+}
+
+/** A basis subscription's current period in parts: its usage segments at their prices, then the current price (one part without a change). */
+function basisParts(s: MeterBalanceBasis['subscriptions'][number]): Parameters<typeof meterParts>[0] {
+  const parts: Array<Parameters<typeof meterParts>[0][number]> = s.segments.map((g) => ({ start: g.start, end: g.end, components: g.components }));
+  parts.push({ start: s.segments.length > 0 ? s.segments[s.segments.length - 1]!.end : s.currentPeriodStart, end: s.currentPeriodEnd, components: s.components });
+  return parts;
 }
 
 type PeriodParts = Array<{ start: Date; end: Date; components: readonly MeteredComponent[] }>;

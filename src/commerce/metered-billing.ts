@@ -170,18 +170,28 @@ export async function checkCreditGrant(orgId: string, input: { meterId: string; 
 /**
  * The USAGE line inputs of a closing period: one per component, in the price's order, a period
  * without usage included (quantity 0, amount 0) so the order says what was measured.
+ *
+ * A free trial is free (issue 39 item 1 × issue 38 §5; Stripe: "During the trial period, any usage
+ * accrued doesn't count toward the total charged to the customer"): usage before the
+ * subscription's `trialEnd` is never billed. A range wholly inside the trial (the trial's own
+ * period, closed by the order that ends it; a cancel during it) has no USAGE line at all, so that
+ * order carries only the fee (with its discount and tax); a range that starts before the trial's
+ * end is read from it. Every rail and the estimate read usage through here (docs/trials.md).
  */
 export async function usageLineInputs(
   billing: MeteredBilling,
-  s: { orgId: string; customerId: string | null; currentPeriodStart: Date; currentPeriodEnd: Date },
+  s: { orgId: string; customerId: string | null; currentPeriodStart: Date; currentPeriodEnd: Date; trialEnd?: Date | null },
   components: readonly MeteredComponent[],
 ): Promise<LineInput[]> {
+  const trialEnd = s.trialEnd?.getTime();
+  if (trialEnd !== undefined && s.currentPeriodEnd.getTime() <= trialEnd) return [];
+  const start = trialEnd !== undefined && trialEnd > s.currentPeriodStart.getTime() ? new Date(trialEnd) : s.currentPeriodStart;
   const lines: LineInput[] = [];
   for (const c of components) {
     const meter = await billing.meters.find(s.orgId, c.meterId);
     // An empty range (a renewal draft whose period a cancel-now's invoice billed already) holds nothing.
-    const empty = s.currentPeriodEnd.getTime() <= s.currentPeriodStart.getTime();
-    const quantity = s.customerId === null || empty ? 0 : await billing.quantities.quantity(s.orgId, c.meterId, s.customerId, s.currentPeriodStart, s.currentPeriodEnd);
+    const empty = s.currentPeriodEnd.getTime() <= start.getTime();
+    const quantity = s.customerId === null || empty ? 0 : await billing.quantities.quantity(s.orgId, c.meterId, s.customerId, start, s.currentPeriodEnd);
     lines.push({ kind: 'USAGE', description: meter?.name ?? c.meterId, meterId: c.meterId, quantity, includedUnits: c.includedUnits, pricing: c.pricing });
   }
   return lines;

@@ -22,7 +22,7 @@ import { roundHalfUp, type LineInput } from './pricing.js';
 import { usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { Subscription } from './model.js';
 import type { PlanChangeQuote } from './plan-change.js';
-import type { UsageSegment } from './stores.js';
+import type { PendingPlanChange, UsageSegment } from './stores.js';
 
 /** One part of a period and the price whose metered components bill its usage. */
 export interface UsagePart {
@@ -85,7 +85,7 @@ export function hasMeteredPart(parts: readonly UsagePart[]): boolean {
  */
 export async function periodUsageLineInputs(
   billing: MeteredBilling,
-  s: Pick<Subscription, 'orgId' | 'customerId' | 'priceId' | 'productName' | 'currentPeriodStart' | 'currentPeriodEnd'>,
+  s: Pick<Subscription, 'orgId' | 'customerId' | 'priceId' | 'productName' | 'currentPeriodStart' | 'currentPeriodEnd' | 'trialEnd'>,
   parts: readonly UsagePart[],
   split = parts.length > 1,
 ): Promise<LineInput[]> {
@@ -121,6 +121,21 @@ export function nextUsageSegment(s: Subscription, quote: PlanChangeQuote, segmen
   }
   const end = new Date(Math.max(quote.prorationDate.getTime(), start.getTime()));
   return { subscriptionId: s.id, orgId: s.orgId, periodNumber: s.periodNumber, seq: segments.length + 1, priceId: s.priceId, productName: s.productName, start, end, createdAt: now };
+}
+
+/**
+ * The plan whose metered components bill the usage after the last recorded segment. Usually the
+ * subscription's own; but a change paid in the processor whose item update is still pending
+ * (`202`, docs/plan-changes.md "Paid, not yet applied") recorded its segment at once while the
+ * subscription keeps the old price until it is applied: the usage from the change's second on is
+ * the plan the buyer paid for, so a period closed (or cancelled now) meanwhile bills that part at
+ * the new price, not the old one. Before, it was billed at the old price.
+ */
+export function paidForPlan<S extends Pick<Subscription, 'priceId' | 'productName'>>(s: S, pending: PendingPlanChange | undefined): S {
+  if (!pending || pending.appliedAt) return s;
+  const to = (pending.quote as { to?: { priceId?: string | null; productName?: string } }).to;
+  if (!to || to.priceId === undefined) return s;
+  return { ...s, priceId: to.priceId, productName: to.productName ?? s.productName };
 }
 
 /**

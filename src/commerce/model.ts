@@ -3,7 +3,7 @@
  * Plain data, owned by no repository; the stores that persist it are declared in ./stores.ts.
  */
 import type { BillingInterval } from './billing-period.js';
-import type { PricedLine } from './pricing.js';
+import type { PricedLine, UsagePricing } from './pricing.js';
 import type { AppliedDiscount } from './discounts.js';
 import type { TaxContext } from './tax.js';
 
@@ -31,8 +31,29 @@ export interface PricingSnapshot {
   discount?: AppliedDiscount;
   /** Set when the hosted page's payment starts: the discount can no longer change (the amount being charged is fixed). */
   paymentStarted?: boolean;
+  /**
+   * The customer's credit balance drawn for this checkout when its payment started (issue 39,
+   * docs/plan-changes.md "A new checkout draws it"): the order id reserved for the session (its
+   * `APPLIED` ledger entry names it; the order gets that id) and the amount drawn. Absent when
+   * nothing was drawn. Not the API's.
+   */
+  balance?: { orderId: string; amountCents: number };
   /** A credit pack's grant (issue 38): units of a meter per unit bought, granted when the order is paid. */
   grantsUnits?: { meterId: string; units: number };
+  /**
+   * The price's metered components when the session was created (issue 38), for the hosted page to
+   * state the usage charges before the buyer pays; absent without any (and on earlier sessions).
+   * Not the API's (the price's `meteredComponents` are).
+   */
+  usage?: UsageTerm[];
+}
+
+/** One metered component of a subscription price as a checkout states it: the meter's name, included units, pricing. */
+export interface UsageTerm {
+  meterId: string;
+  meterName: string;
+  includedUnits: number;
+  pricing: UsagePricing;
 }
 
 export type TrialPaymentMethodCollection = 'ALWAYS' | 'IF_REQUIRED';

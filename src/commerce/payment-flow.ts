@@ -15,6 +15,8 @@ import { presentWebhookSubscription } from './subscription.presenter.js';
 import { CARD_SETTLEMENT_DELAY_MS } from './renewal-order.js';
 import { sessionChargeInputs, sessionLineInputs, sessionLines, singleCharge, trialLines } from './order-lines.js';
 import { priceWithTax, type TaxContext } from './tax.js';
+import { amountLine } from './pricing.js';
+import { APPLIED_BALANCE_DESCRIPTION } from './proration.js';
 
 export type PaymentOutcome = 'pending' | 'succeeded' | 'failed';
 
@@ -152,13 +154,25 @@ export class PaymentFlow {
           );
       if (!customer || !customer.email) throw validationError('An e-mail address is required to pay');
       const paid = result.outcome === 'succeeded';
-      const order = orderForSession(session, customer, now, {
+      const drawn = session.pricing.balance;
+      // A checkout the customer's balance covers whole (issue 39): PAID at 0 with no card payment and
+      // no payment id (the card was only checked, for 0, and is saved for the renewals).
+      const coveredWhole = drawn !== undefined && drawn.amountCents > 0 && drawn.amountCents === session.amount;
+      let order = orderForSession(session, customer, now, {
         status: paid ? 'PAID' : 'PENDING',
-        settledAvailableOn: paid && session.provider === 'STRIPE' ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
-        processorPaymentId: result.processorPaymentId,
+        settledAvailableOn: paid && session.provider === 'STRIPE' && !coveredWhole ? new Date(now.getTime() + CARD_SETTLEMENT_DELAY_MS) : null,
+        processorPaymentId: coveredWhole ? null : result.processorPaymentId,
         processorStatus: result.processorStatus ?? outcomeProcessorStatus(result.outcome),
         paymentMethod: result.paymentMethod ?? null,
       });
+      // A late payment (the session expired while the card was charged, and the expiry gave the
+      // balance's draw back, RESTORED): the draw is taken again under the balance row's lock, for the
+      // order under a new id (the reserved one already holds its APPLIED and RESTORED entries). The
+      // order keeps the CREDIT line the buyer was shown and charged for (docs/plan-changes.md).
+      if (drawn && session.status === 'EXPIRED') {
+        order = { ...order, id: newId('ORD') };
+        await stores.balances.apply({ orgId: session.orgId, customerId: customer.id, currency: session.currency, wanted: drawn.amountCents, orderId: order.id, subscriptionId: null, at: now });
+      }
       await stores.orders.insert(order);
       // A late payment (the session expired while the card was charged) takes back the redemption
       // the expiry gave back: the order carries the discount (issue 39). Under the session's lock,
@@ -190,6 +204,8 @@ export class PaymentFlow {
       updatedAt: now,
     };
     assertWritten(await stores.orders.update(order, existing.status), 'order');
+    // A checkout's payment that failed after it was accepted (issue 39): the balance it drew is given back.
+    if (next === 'FAILED') await stores.balances.restore(order.id, now);
     const sessionStatus = next === 'FAILED' ? 'FAILED' : 'COMPLETE';
     if (session.status !== sessionStatus) assertWritten(await stores.sessions.update({ ...session, status: sessionStatus, updatedAt: now }, session.status), 'checkout session');
     const { order: linked, subscription } = next === 'PAID' ? await this.startSubscription(stores, session, order, now, result.processorSubscription) : { order };
@@ -213,6 +229,7 @@ export class PaymentFlow {
       const expired: CheckoutSession = { ...session, status: 'EXPIRED', updatedAt: this.clock.now() };
       assertWritten(await stores.sessions.update(expired, 'CREATED'), 'checkout session');
       await stores.redemptions.releaseUnpaid([expired.id], expired.updatedAt);
+      await restoreUnpaidDraw(stores, expired, expired.updatedAt);
       return expired;
     });
   }
@@ -470,16 +487,35 @@ async function grantCredits(stores: CommerceStores, session: CheckoutSession, or
   await stores.credits.grant({ orgId: order.orgId, customerId: order.customerId, meterId: grant.meterId, units: grant.units * session.quantity, orderId: order.id, at: now });
 }
 
-/** A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts. */
+/**
+ * The customer's balance a checkout drew when its payment started (issue 39), given back when the
+ * session ends unpaid (expired): `RESTORED`, once, in the caller's transaction under the session's
+ * row lock — unless an order other than FAILED holds the session (its payment used the draw).
+ */
+export async function restoreUnpaidDraw(stores: CommerceStores, session: Pick<CheckoutSession, 'id' | 'pricing'>, at: Date): Promise<void> {
+  const drawOrderId = session.pricing.balance?.orderId;
+  if (!drawOrderId) return;
+  const order = await stores.orders.findBySession(session.id);
+  if (order && order.status !== 'FAILED') return;
+  await stores.balances.restore(drawOrderId, at);
+}
+
+/**
+ * A new order paying a checkout session's purchase snapshot; `fields` sets the rail-specific parts.
+ * A session that drew the customer's balance (issue 39) gets the order id reserved for the draw and
+ * ends with the `CREDIT` "Applied balance" line (charges → DISCOUNT → TAX → CREDIT, as renewals).
+ */
 function orderForSession(session: CheckoutSession, customer: Customer, now: Date, fields: Pick<Order, 'status'> & Partial<Order>): Order {
   const trial = trialOf(session, now);
   const priced = trial ? trialLines(session, trial.days) : sessionLines(session);
+  const drawn = trial ? undefined : session.pricing.balance;
+  const lines = drawn ? [...priced.lines, amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -drawn.amountCents)] : priced.lines;
   return {
-    id: newId('ORD'),
+    id: drawn?.orderId ?? newId('ORD'),
     orgId: session.orgId,
     provider: session.provider,
-    amountCents: priced.total,
-    lines: priced.lines,
+    amountCents: priced.total - (drawn?.amountCents ?? 0),
+    lines,
     amountRefundedCents: 0,
     currency: session.currency,
     customerId: customer.id,

@@ -17,8 +17,8 @@
  */
 import { conflict, validationError } from '../kernel/errors.js';
 import type { Subscription, ScheduledPlanChange } from './model.js';
-import type { LineInput, PricedLine } from './pricing.js';
-import { downgradeOrderLines, explicitProrationOrderLines, processorDowngradeOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
+import { amountLine, type LineInput, type PricedLine } from './pricing.js';
+import { APPLIED_BALANCE_DESCRIPTION, downgradeOrderLines, explicitProrationOrderLines, processorDowngradeOrderLines, processorProrationOrderLines, prorate, prorationOrderLines, type ProcessorInvoiceItem, type ProrationInput } from './proration.js';
 import type { AppliedDiscount } from './discounts.js';
 import { priceWithTax, untaxedAmount, type TaxContext } from './tax.js';
 import type { BillingInterval } from './billing-period.js';
@@ -28,6 +28,8 @@ export interface PlanPrice {
   priceId: string;
   productId: string;
   productName: string;
+  /** The price's own name (`pricingName`, Stripe's nickname): tells two prices of one product apart where a buyer chooses. */
+  priceName?: string;
   unitAmount: number;
   currency: string;
   pricingType: 'ONE_TIME' | 'SUBSCRIPTION';
@@ -87,6 +89,8 @@ export interface PlanSideQuote {
   priceId: string | null;
   productId: string | null;
   productName: string;
+  /** The target price's own name, when one was chosen (the portal's plan choices). */
+  priceName?: string;
   unitAmount: number;
   quantity: number;
   amount: number;
@@ -111,6 +115,12 @@ export interface PlanChangeQuote {
    * line) adds to the customer's credit balance; absent or 0 otherwise.
    */
   balanceCredit?: number;
+  /**
+   * An immediate change that charges something, on the sandbox: what the customer's credit balance
+   * pays of it (the CREDIT "Applied balance" line ending `lines`; `amountDue` is what is left for the
+   * card). Absent or 0 otherwise (docs/plan-changes.md "Credit balance", "Where it is drawn").
+   */
+  appliedBalance?: number;
   /**
    * The subscription's stored amount after the change (`amountCents`): the new fee before any
    * coupon, with the first order's exclusive tax on it (docs/tax.md); `to.amount` without exclusive tax.
@@ -158,7 +168,13 @@ export function applyScheduled(s: Subscription): Subscription {
   return { ...s, priceId: c.priceId, productId: c.productId, productName: c.productName, amountCents: c.amountCents, quantity: c.quantity, scheduledChange: null };
 }
 
-export async function quotePlanChange(s: Subscription, request: PlanChangeRequest, catalog: PlanCatalog, now: Date, scope: PlanChangeScope = {}, pricing: ChangePricing = UNTAXED_PRICING): Promise<PlanChangeQuote> {
+/**
+ * `balance`: the customer's credit balance in the subscription's currency that an immediate change
+ * charging something draws (the sandbox; on Stripe Stripe applies its own): min(balance, total) as
+ * one CREDIT "Applied balance" line after the TAX lines, as a renewal draws it. The caller reads it
+ * under the balance row's lock when the change is made, and draws exactly `appliedBalance`.
+ */
+export async function quotePlanChange(s: Subscription, request: PlanChangeRequest, catalog: PlanCatalog, now: Date, scope: PlanChangeScope = {}, pricing: ChangePricing = UNTAXED_PRICING, balance = 0): Promise<PlanChangeQuote> {
   if (request.priceId === undefined && request.quantity === undefined) throw validationError('Give priceId, quantity or both', { field: 'priceId' });
   if (request.quantity !== undefined && (!Number.isSafeInteger(request.quantity) || request.quantity < 1 || request.quantity > MAX_SEATS)) {
     throw validationError(`quantity must be an integer from 1 to ${MAX_SEATS}`, { field: 'quantity' });
@@ -201,7 +217,7 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
               : undefined;
     if (why) throw validationError(`priceId: the subscription cannot move to this price: ${why}`, { field: 'priceId' });
     meteredTo = p.metered;
-    to = { priceId: p.priceId, productId: p.productId, productName: p.productName, unitAmount: p.unitAmount, quantity, amount: p.unitAmount * quantity };
+    to = { priceId: p.priceId, productId: p.productId, productName: p.productName, ...(p.priceName ? { priceName: p.priceName } : {}), unitAmount: p.unitAmount, quantity, amount: p.unitAmount * quantity };
   }
   if (!Number.isSafeInteger(to.amount)) throw validationError('quantity: the amount is too large', { field: 'quantity' });
 
@@ -247,9 +263,17 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
       const explicit = proration.net > 0 && pricing.perLine?.explicit ? explicitProrationOrderLines(proration, pricing.tax, pricing.perLine.discount) : undefined;
       const priced = explicit?.priced ?? (proration.net > 0 ? (pricing.perLine ? processorProrationOrderLines(input, proration, pricing.tax, pricing.perLine.discount) : prorationOrderLines(proration, pricing)) : undefined);
       quote = { ...base, mode: 'immediate', effective, lines: priced?.lines ?? [], amountDue: priced?.total ?? 0, nextRenewalAmount: storedAmount(to, pricing.tax), ...(explicit && { processorItems: explicit.items }) };
+      if (!pricing.perLine) quote = withAppliedBalance(quote, balance);
     }
   }
   return expectAmount(quote, request);
+}
+
+/** The quote with the customer's credit balance paying what it can of its total (a last CREDIT line; never below 0). */
+function withAppliedBalance(quote: PlanChangeQuote, balance: number): PlanChangeQuote {
+  const drawn = Math.min(Math.max(0, balance), quote.amountDue);
+  if (drawn <= 0) return quote;
+  return { ...quote, lines: [...quote.lines, amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -drawn)], amountDue: quote.amountDue - drawn, appliedBalance: drawn };
 }
 
 /** `expectedAmountDueCents` (the preview's amount due) and, for a downgrade, `expectedBalanceCreditCents` must match the quote: else 409, nothing changed. */

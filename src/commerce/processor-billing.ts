@@ -87,7 +87,24 @@ export interface ProcessorBalance {
   processorCustomerId: string;
   move: number;
   invoiceId: string | null;
+  /**
+   * Of `move`, a debit the invoice collected (> 0; Stripe's `starting_balance` above 0, an earlier
+   * invoice's amount below the minimum charge): `move` = the credit part − `debit`. Not mirrored.
+   */
+  debit?: number;
+  /**
+   * A paid invoice whose amount due was below the processor's minimum charge (> 0): marked paid
+   * with nothing charged, the amount due carried to the next invoice as a debit. The invoice's
+   * total is then the amount charged + `move` + `carried`.
+   */
+  carried?: number;
 }
+
+/** The total of an invoice whose amount charged is `charged` (issue 39): + the credit it drew (or − the credit it added) + what it carried to the next invoice. */
+export const invoiceTotalOf = (charged: number, balance: ProcessorBalance | undefined): number => charged + (balance?.move ?? 0) + (balance?.carried ?? 0);
+
+export const MINIMUM_CARRIED_DESCRIPTION = 'Carried to the next invoice (below Stripe’s minimum charge)';
+export const MINIMUM_DEBIT_DESCRIPTION = 'Balance from an earlier invoice (below Stripe’s minimum charge)';
 
 /** A renewal the buyer must complete on the processor's page (Stripe's `invoice.payment_action_required`). */
 export interface ProcessorActionRequired {
@@ -278,7 +295,7 @@ export class ProcessorBillingFlow {
       let changed = false;
       if (!existing) {
         // The order is priced for the invoice's total (what was charged + the credit it drew), then the balance line.
-        const total = renewal.amountCents + (renewal.balance?.move ?? 0);
+        const total = invoiceTotalOf(renewal.amountCents, renewal.balance);
         order = withBalanceLine(await invoiceOrder(stores, planned, period, paid, { ...renewal, amountCents: total }, now, renewal.usage, renewal.feeCents, renewal.discountCents, renewal.taxes), renewal.balance);
         await stores.orders.insert(order);
         await recordBalanceMove(stores, s, order, renewal.balance, now);
@@ -386,7 +403,7 @@ export class ProcessorBillingFlow {
 export async function insertExtraInvoiceOrder(stores: CommerceStores, s: Subscription, charged: ProcessorExtraInvoice, now: Date, quotedWithBalance?: PricedPeriod): Promise<Order | undefined> {
   if (await stores.orders.findByProcessorPaymentId(charged.processorPaymentId)) return undefined;
   // Priced for the invoice's total (what was charged + the balance it moved); the balance line is added last.
-  const invoice: ProcessorExtraInvoice = { ...charged, amountCents: charged.amountCents + (charged.balance?.move ?? 0) };
+  const invoice: ProcessorExtraInvoice = { ...charged, amountCents: invoiceTotalOf(charged.amountCents, charged.balance) };
   const quoted = quotedWithBalance && withoutBalanceLines(quotedWithBalance);
   const credit = invoice.amountCents < 0;
   let order: Order | undefined;
@@ -454,15 +471,27 @@ function withoutBalanceLines(quoted: PricedPeriod): PricedPeriod {
  * line; the order's total is then what the processor charged.
  */
 function withBalanceLine(order: Order, balance: ProcessorBalance | undefined): Order {
-  if (!balance || balance.move === 0) return order;
-  const line = balance.move > 0 ? amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -balance.move) : amountLine('BALANCE', BALANCE_LINE_DESCRIPTION, -balance.move);
-  return { ...order, lines: [...order.lines, line], amountCents: order.amountCents - balance.move };
+  if (!balance) return order;
+  const debit = balance.debit ?? 0;
+  const credit = balance.move + debit;
+  const carried = balance.carried ?? 0;
+  const lines = [
+    ...(credit > 0 ? [amountLine('CREDIT', APPLIED_BALANCE_DESCRIPTION, -credit)] : credit < 0 ? [amountLine('BALANCE', BALANCE_LINE_DESCRIPTION, -credit)] : []),
+    // Stripe's minimum charge (docs/plan-changes.md): a debit an earlier small invoice left, collected here …
+    ...(debit > 0 ? [amountLine('BALANCE', MINIMUM_DEBIT_DESCRIPTION, debit)] : []),
+    // … and this invoice's own amount below the minimum, carried to the next one (nothing charged now).
+    ...(carried > 0 ? [amountLine('CREDIT', MINIMUM_CARRIED_DESCRIPTION, -carried)] : []),
+  ];
+  if (lines.length === 0) return order;
+  return { ...order, lines: [...order.lines, ...lines], amountCents: order.amountCents - credit + debit - carried };
 }
 
 /** The move recorded in Kassa's mirror of the processor customer's balance, in the order's transaction (once per order). */
 async function recordBalanceMove(stores: CommerceStores, s: Subscription, order: Order, balance: ProcessorBalance | undefined, now: Date): Promise<void> {
-  if (!balance || balance.move === 0) return;
-  await stores.processorBalances.record({ orgId: s.orgId, customerId: s.customerId, processorCustomerId: balance.processorCustomerId, currency: s.currency, move: balance.move, orderId: order.id, subscriptionId: s.id, processorInvoiceId: balance.invoiceId, at: now });
+  // The mirror holds credits only: a debit (Stripe's minimum charge) is not mirrored.
+  const credit = balance ? balance.move + (balance.debit ?? 0) : 0;
+  if (!balance || credit === 0) return;
+  await stores.processorBalances.record({ orgId: s.orgId, customerId: s.customerId, processorCustomerId: balance.processorCustomerId, currency: s.currency, move: credit, orderId: order.id, subscriptionId: s.id, processorInvoiceId: balance.invoiceId, at: now });
 }
 
 /**

@@ -26,7 +26,7 @@ import { lineDetail } from './order-line-text.js';
 import { pricePeriod, type LineInput } from './pricing.js';
 import { USAGE_CLOSE_DELAY_MS, drawCredits, usageLineInputs, type MeteredBilling, type MeteredComponent } from './metered-billing.js';
 import type { CommerceUnitOfWork, CreditLedger } from './stores.js';
-import { hasMeteredPart, partsWithin, periodUsageLineInputs, usageParts, type UsagePart } from './metered-plan-change.js';
+import { hasMeteredPart, paidForPlan, partsWithin, periodUsageLineInputs, usageParts, type UsagePart } from './metered-plan-change.js';
 
 /** A processor invoice that carries a metered subscription's usage. */
 export interface UsageInvoice {
@@ -52,6 +52,19 @@ export interface UsageInvoice {
   updatedAt: Date;
   /** A MISSED RENEWAL's make-up attempts by the retry job so far (read back; 0 when none). */
   makeupAttempts?: number;
+  /**
+   * The plan in force when its usage range's draft was recorded, whose metered components bill the
+   * part after the range's last plan change once the subscription has moved past that period
+   * (migration 0446): a RENEWAL's is recorded with the draft (at the period's end: a change after
+   * it is refused until the renewal is recorded), a MAKEUP copies its RENEWAL's. Read only when
+   * the close comes after the renewal's `invoice.paid` moved the subscription on (a MISSED draft's
+   * make-up opened late) — it applied a `PERIOD_END` change, or a change of the next period was
+   * made: the subscription's plan then is not the one the range was used under. While the
+   * subscription is still in the period, its locked row's plan decides (a change whose commit
+   * follows the draft's record, clocks apart, is in it). Absent (rows from before 0446, FINAL
+   * rows whose lines are read at once): the subscription's plan at the close.
+   */
+  plan?: { priceId: string | null; productName: string } | null;
 }
 
 /** How long a retry job's worker holds a MISSED renewal while it tries its make-up (then another may). */
@@ -162,8 +175,10 @@ export class ProcessorUsageFlow {
    * not follow Kassa's current period (logged).
    */
   async renewalDraft(draft: { processorSubscriptionId: string; invoiceId: string; periodStart: Date }): Promise<'applied' | 'ignored' | 'unknown'> {
-    const s = await this.uow.stores.subscriptions.findByProcessorSubscription(draft.processorSubscriptionId);
-    if (!s) return 'unknown';
+    const found = await this.uow.stores.subscriptions.findByProcessorSubscription(draft.processorSubscriptionId);
+    if (!found) return 'unknown';
+    // The plan the buyer paid for: a change paid and still waiting for its item update is the plan after its segment.
+    const s = paidForPlan(found, await this.uow.stores.planChanges.find(found.id));
     // A period whose part before a plan change was metered is billed for it, whatever the price now.
     if (!hasMeteredPart(await this.parts(s, s.periodNumber, s.currentPeriodStart, s.currentPeriodEnd))) return 'ignored';
     const now = this.clock.now();
@@ -192,6 +207,7 @@ export class ProcessorUsageFlow {
         lines: null,
         createdAt: now,
         updatedAt: now,
+        plan: { priceId: s.priceId, productName: s.productName },
       });
       row = await this.invoices.find(draft.invoiceId);
       if (!row) {
@@ -381,12 +397,21 @@ export class ProcessorUsageFlow {
         atClose = (await stores.subscriptions.lock(row.subscriptionId)) ?? s;
         await stores.subscriptions.closeUsagePeriod(row.subscriptionId, row.usagePeriod);
       });
+      // The plan the range was used under. Still in its period: the locked row's (a change committed
+      // before the close is in it, even one committed after the draft was recorded), or the plan of
+      // a change paid in Stripe still waiting for its item update (paidForPlan). Moved on since (a
+      // make-up billed after the renewal applied a PERIOD_END change, or after a change of the next
+      // period): the plan recorded with the draft (UsageInvoice.plan). Before, the part after the
+      // range's last change was priced at the subscription's plan at the close in both cases.
+      const movedOn = atClose.periodNumber > row.usagePeriod && row.plan;
+      const plan = movedOn ? row.plan! : paidForPlan(atClose, await this.uow.stores.planChanges.find(atClose.id));
+      atClose = { ...atClose, priceId: plan.priceId, productName: plan.productName };
       // The parts are read after the close's commit: a plan change committed before it (under the
       // same row lock) is in them; none can follow (a change past the period's end is refused).
       const parts = await this.parts(atClose, row.usagePeriod, row.usageStart, row.usageEnd);
       const read =
         parts.length === 1
-          ? await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd }, parts[0]!.components)
+          ? await usageLineInputs(this.metered, { orgId: s.orgId, customerId: s.customerId, currentPeriodStart: usageStart, currentPeriodEnd: row.usageEnd, trialEnd: s.trialEnd ?? null }, parts[0]!.components)
           : await periodUsageLineInputs(this.metered, { ...atClose, currentPeriodStart: parts[0]!.start, currentPeriodEnd: row.usageEnd }, partsWithin(parts, { start: usageStart, end: row.usageEnd }), true);
       // Prepaid credits are drawn as the sandbox renewal draws them (the same ledger, once per
       // subscription, period and meter), in the transaction that stores the lines. A renewal draft
@@ -453,6 +478,7 @@ export class ProcessorUsageFlow {
         lines: missed.lines,
         createdAt: now,
         updatedAt: now,
+        plan: missed.plan ?? null,
       });
       row = await this.invoices.findFor(s.id, 'MAKEUP', missed.usagePeriod);
     }

@@ -106,8 +106,12 @@ export interface CheckoutSessionRepository {
    * with no processor session open for the buyer (`processor_url` null; the caller closed it).
    */
   setStepDiscount(id: string, pricing: CheckoutSession['pricing'], amount: number, expectedAmount: number, processorSessionId: string | null, at: Date): Promise<boolean>;
-  /** Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping locked ones); returns their ids. */
-  expireDue(now: Date, limit: number): Promise<string[]>;
+  /**
+   * Moves up to `limit` open sessions whose expiry has passed to EXPIRED (rows locked, skipping
+   * locked ones); returns their ids and, for each that drew the customer's balance when its payment
+   * started, the order id the draw was reserved under (to give it back).
+   */
+  expireDue(now: Date, limit: number): Promise<Array<{ id: string; drawOrderId: string | null }>>;
   findIdempotencyRecord(orgId: string, key: string): Promise<IdempotencyRecord | undefined>;
   /**
    * Inserts the record unless the key exists with a record created at or after `expiredBefore`
@@ -187,6 +191,11 @@ export interface CustomerRepository {
   findByExternalId(orgId: string, externalId: string): Promise<Customer | undefined>;
   /** The customers named by these ids and external ids (one read), for usage ingest. */
   findByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Customer[]>;
+  /**
+   * The same customers' ids and external ids only (usage ingest: a batch names up to 1,000, and
+   * only these two columns are used; a whole row each cost a Date and an object per customer).
+   */
+  idsByRefs(orgId: string, refs: { ids: string[]; externalIds: string[] }): Promise<Array<{ id: string; externalId: string | null }>>;
   /**
    * Sets (or with null removes) the external id. False when another customer of the organization
    * holds it (nothing written).
@@ -339,6 +348,30 @@ export interface CreditBalance {
   since: Date;
 }
 
+/** A metered component as the balances read it (metered-billing.ts MeteredComponent has more). */
+export interface BasisComponent {
+  meterId: string;
+  includedUnits: number;
+}
+
+/** What a customer's meter balances are computed from, besides the quantities (CreditLedger.balanceBasis). */
+export interface MeterBalanceBasis {
+  customer: { id: string; externalId: string | null } | undefined;
+  credits: CreditBalance[];
+  /** ACTIVE subscriptions (with a product) whose current price has metered components, by period start then id. */
+  subscriptions: Array<{
+    id: string;
+    currentPeriodStart: Date;
+    currentPeriodEnd: Date;
+    /** The price's metered components (metered-billing.ts MeteredComponent, of which the balances read these two fields). */
+    components: BasisComponent[];
+    /** The current period's parts before a metered plan change (migration 0450), in order; a segment without a price has no components. */
+    segments: Array<{ start: Date; end: Date; components: BasisComponent[] }>;
+  }>;
+  /** Meter id → name, for the meters the subscriptions' components and the credits name. */
+  meterNames: Map<string, string>;
+}
+
 /**
  * The prepaid-credit ledger (issue 38, migration 0310): every change is a ledger entry written
  * once (unique per order and kind, per subscription period and meter) with the balance row it
@@ -380,6 +413,14 @@ export interface CreditLedger {
   /** The customer's balances (every meter with a balance row), by meter id. */
   balances(orgId: string, customerId: string): Promise<CreditBalance[]>;
   /**
+   * Everything a customer's meter balances read besides the quantities, in one statement
+   * (src/commerce/meter-balances.ts): the customer named by `customerRef` (its CUS_… id first,
+   * else its externalId), its credit balances, its ACTIVE subscriptions whose price has metered
+   * components (the earliest period first) with the current period's usage segments, and the
+   * names of the meters those name. `customer` undefined: no such customer (nothing else read).
+   */
+  balanceBasis(orgId: string, customerRef: string): Promise<MeterBalanceBasis>;
+  /**
    * Claims a balance webhook of (customer, meter, period key, kind): true for the one caller whose
    * insert stored it (exactly once under concurrency), false when it was sent before.
    */
@@ -418,7 +459,7 @@ export interface CustomerBalanceLedger {
   /** Adds a downgrade's credit (`amount` > 0) carried by `orderId`; returns the balance after. */
   carry(entry: { orgId: string; customerId: string; currency: string; amount: number; orderId: string; subscriptionId: string; at: Date }): Promise<number>;
   /** Draws up to `wanted` for `orderId` (min(balance, wanted)); returns what was drawn (0 without a balance). */
-  apply(entry: { orgId: string; customerId: string; currency: string; wanted: number; orderId: string; subscriptionId: string; at: Date }): Promise<number>;
+  apply(entry: { orgId: string; customerId: string; currency: string; wanted: number; orderId: string; subscriptionId: string | null; at: Date }): Promise<number>;
   /** Gives back what `orderId` drew (an order never paid), once; returns the amount given back. */
   restore(orderId: string, at: Date): Promise<number>;
   /** The customer's balance in a currency (0 when none). */
@@ -429,6 +470,8 @@ export interface CustomerBalanceLedger {
   entries(orgId: string, customerId: string, page: { currency?: string; limit: number; startingAfter?: string }): Promise<{ items: CustomerBalanceEntry[]; hasMore: boolean } | undefined>;
   /** The adjustment made under an Idempotency-Key of the organization, if any. */
   findByIdempotencyKey(orgId: string, key: string): Promise<CustomerBalanceEntry | undefined>;
+  /** The balance (0 when none) with its row, if any, locked for the rest of the transaction (a draw that follows takes no more than this). */
+  lockedBalance(k: { orgId: string; customerId: string; currency: string }): Promise<number>;
   /** The balance (0 when none) with its row created if missing and locked for the rest of the transaction. */
   lockForChange(k: { orgId: string; customerId: string; currency: string }, at: Date): Promise<number>;
   /**

@@ -13,7 +13,7 @@ import type { UsageEstimate } from '../commerce/usage-estimate.js';
 import type { PlanChangeRequest } from '../commerce/plan-change.js';
 import { hostedForm } from '../pages/form.js';
 import { escapeHtml, layout, merchantName, messagePage, notFoundPage, pageFailure, sendPage, type MerchantNames, type Page, type PageMerchant, pageMerchantOf } from '../pages/page.js';
-import { cancelConfirmation, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
+import { cancelConfirmation, inTrial, paymentActionBlock, subscriptionPrice, subscriptionState } from '../subscriptions/manage-pages.js';
 import type { PortalSession } from './portal.repository.js';
 import { SESSION_TTL_MS, type PortalService } from './portal.service.js';
 
@@ -49,7 +49,7 @@ const orderStatusText = (o: Order, failedRefundCents = 0) =>
 
 const hidden = (csrf: string) => `<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">`;
 
-function subscriptionItem(s: Subscription, session: PortalSession, csrf: string): string {
+function subscriptionItem(s: Subscription, session: PortalSession, csrf: string, firstCharge?: number): string {
   const base = `/portal/subscriptions/${escapeHtml(s.id)}`;
   const actions: string[] = [];
   // A merchant's session whose creator may not manage subscriptions shows them without the buttons (issue 37 §6).
@@ -65,11 +65,14 @@ function subscriptionItem(s: Subscription, session: PortalSession, csrf: string)
     ? `<div data-testid="scheduled-change">Changes on ${escapeHtml(DATE.format(s.currentPeriodEnd))} to ${escapeHtml(planText(s.scheduledChange.quantity, s.scheduledChange.productName, s.scheduledChange.amountCents, s))}.</div>`
     : '';
   return `<li class="item" data-testid="subscription"><h3>${escapeHtml(s.productName)}</h3><div class="muted" data-testid="subscription-price">${escapeHtml(seatsPrice(s))}</div>
-${trialBlock(s)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${scheduled}${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
+${trialBlock(s, firstCharge)}<div data-testid="subscription-status">${escapeHtml(subscriptionState(s))}</div>${scheduled}${paymentActionBlock(s, `confirm-payment-${s.id}`)}${actions.join('')}</li>`;
 }
 
 /** "every month", "every 3 months". */
 const everyText = (s: Pick<Subscription, 'billingInterval' | 'billingIntervalCount'>) => subscriptionPrice({ amountCents: 0, currency: 'USD', ...s }).replace(/^\S+ /, '');
+/** A plan choice's name: the product's, and the price's own name when it says more (two prices of one product told apart). */
+const planChoiceName = (side: { productName: string; priceName?: string }): string =>
+  side.priceName && side.priceName.trim() !== '' && side.priceName !== side.productName ? `${side.productName} — ${side.priceName}` : side.productName;
 /** "2 × Team plan, $40.00 every month". */
 const planText = (quantity: number, productName: string, amount: number, s: Subscription) => `${quantity} × ${productName}, ${formatMoney(amount, s.currency)} ${everyText(s)}`;
 /** The price with its seats: "$9.00 every month", "2 seats × $20.00 = $40.00 every month" (issue 39: a buyer sees how many seats they pay for). */
@@ -78,10 +81,12 @@ function seatsPrice(s: Subscription): string {
   return `${s.quantity} seats × ${formatMoney(Math.round(s.amountCents / s.quantity), s.currency)} = ${subscriptionPrice(s)}`;
 }
 
+/** Whether the subscription is still in its free trial (period 0 of a trial): its usage is counted, never billed (docs/trials.md). */
+
 /** A subscription still in its free trial (period 0 of a trial): when it ends and what is then charged (issue 39). */
-function trialBlock(s: Subscription): string {
+function trialBlock(s: Subscription, firstCharge = s.amountCents): string {
   if (!s.trialEnd || s.periodNumber !== 0 || s.status !== 'ACTIVE') return '';
-  const charge = s.cancelAtPeriodEnd ? 'nothing will be charged' : `first charge ${formatMoney(s.amountCents, s.currency)}`;
+  const charge = s.cancelAtPeriodEnd ? 'nothing will be charged' : `first charge ${formatMoney(firstCharge, s.currency)}`;
   return `<div class="muted" data-testid="trial">Free trial until ${escapeHtml(DATE.format(s.trialEnd))} · ${escapeHtml(charge)}</div>`;
 }
 
@@ -112,7 +117,7 @@ export function usageItem(e: UsageEstimate): string {
   return `<li class="item" data-testid="usage-subscription" data-subscription="${id}"><h3>${escapeHtml(s.productName)}</h3>
 <div class="muted" data-testid="usage-period">Usage from ${escapeHtml(DATE.format(s.currentPeriodStart))} to ${escapeHtml(DATE.format(s.currentPeriodEnd))}, so far</div>
 ${linesTable(e.lines, s.currency, `Estimated next charge of ${s.productName}`, 'usage', total)}
-<p class="muted">Charged on ${escapeHtml(DATE.format(e.estimatedChargeAt))}${s.cancelAtPeriodEnd ? ' (usage only: the subscription ends then)' : ''}. Usage keeps counting until the period ends; the amount is an estimate until then.</p></li>`;
+${inTrial(s) ? `<p class="muted" data-testid="usage-trial">Usage during your free trial (until ${escapeHtml(DATE.format(s.trialEnd!))}) is counted but not billed.</p>\n` : ''}<p class="muted">Charged on ${escapeHtml(DATE.format(e.estimatedChargeAt))}${s.cancelAtPeriodEnd ? ' (usage only: the subscription ends then)' : ''}. Usage keeps counting until the period ends; the amount is an estimate until then.</p></li>`;
 }
 
 function orderItem(o: Order, failedRefundCents?: number): string {
@@ -172,10 +177,10 @@ export function registerPortalPages(router: Router, portal: PortalService, merch
   }
 
   async function overviewPage(session: PortalSession, token: string, merchant: PageMerchant | undefined, notice?: string): Promise<Page> {
-    const { customer, orders, subscriptions, products, usage, creditBalances } = await portal.overview(session);
+    const { customer, orders, subscriptions, products, usage, creditBalances, firstCharges } = await portal.overview(session);
     const csrf = portal.csrfToken(token);
     const back = session.returnUrl ? `<p class="note"><a data-testid="return" href="${escapeHtml(session.returnUrl)}">Return to ${escapeHtml(merchantName(merchant) ?? 'the merchant')}</a></p>` : '';
-    const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf)).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
+    const subs = subscriptions.length ? `<ul class="items">${subscriptions.map((s) => subscriptionItem(s, session, csrf, firstCharges[s.id])).join('')}</ul>` : '<p class="muted">No subscriptions.</p>';
     const failed = await portal.failedRefunds(session, orders);
     const ords = orders.length ? `<ul class="items">${orders.map((o) => orderItem(o, failed.get(o.id))).join('')}</ul>` : '<p class="muted">No purchases yet.</p>';
     // A session opened from a checkout page for an address the buyer typed shows that purchase only (issue 37 §2).
@@ -251,7 +256,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
           status: 200,
           html: layout(
             `Cancel ${s.productName} now?`,
-            `<h1>Cancel ${escapeHtml(s.productName)} now?</h1><p data-testid="confirm-text">Your subscription ends immediately and you lose access now. The current period is not refunded.</p>
+            `<h1>Cancel ${escapeHtml(s.productName)} now?</h1><p data-testid="confirm-text">${inTrial(s) ? 'Your free trial ends now and you lose access. You will not be charged.' : 'Your subscription ends immediately and you lose access now. The current period is not refunded.'}</p>
 <form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/cancel">${csrf}<input type="hidden" name="when" value="now"><input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" data-testid="confirm-cancel">Yes, cancel now</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">No, keep my subscription</a></p>`,
             { merchant: found.merchant },
@@ -272,12 +277,27 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const form = req.body as Record<string, string | undefined>;
       if (form.confirm !== 'yes') return res.redirect(303, `/portal/subscriptions/${encodeURIComponent(req.params.token)}/cancel`);
       const s = form.when === 'now' ? await portal.cancelNow(found.session, req.params.token, req.ip ?? null) : await portal.cancelAtPeriodEnd(found.session, req.params.token, req.ip ?? null);
-      const notice = s.status === 'CANCELED' ? `${s.productName} is canceled.` : `${s.productName} will end on ${DATE.format(s.currentPeriodEnd)}; you will not be charged again.`;
+      // During a free trial nothing was charged (issue 39): "not charged", never "not charged again".
+      const trial = inTrial(s);
+      const notice =
+        s.status === 'CANCELED'
+          ? trial ? `Your free trial of ${s.productName} is canceled; you were not charged.` : `${s.productName} is canceled.`
+          : trial ? `Your free trial of ${s.productName} ends on ${DATE.format(s.currentPeriodEnd)}; you will not be charged.` : `${s.productName} will end on ${DATE.format(s.currentPeriodEnd)}; you will not be charged again.`;
       sendPage(res, await overviewPage(found.session, found.token, found.merchant, notice));
     } catch (err) {
       fail(req, res, err);
     }
   });
+
+  /**
+   * The renewals after a change in words: "Then €38.08 at each renewal", or with a coupon that ends
+   * "Then €38.08 at the next 2 renewals (your discount), then €47.60 at each renewal".
+   */
+  const renewalsText = (r: { next: number; full: number; discounted: number | null }, currency: string): string => {
+    if (r.next === r.full || r.discounted === null) return `Then ${formatMoney(r.next, currency)} at each renewal.`;
+    const span = r.discounted === 1 ? 'the next renewal' : `the next ${r.discounted} renewals`;
+    return `Then ${formatMoney(r.next, currency)} at ${span} (your discount), then ${formatMoney(r.full, currency)} at each renewal.`;
+  };
 
   /** Plan change (issue 39): the merchant's listed prices and/or seats; a preview, then a confirmation that charges exactly it. */
   router.get('/portal/subscriptions/:token/change', async (req, res) => {
@@ -288,9 +308,15 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const scope = portal.planScope(found.session);
       if (!scope || s.status !== 'ACTIVE') return sendPage(res, await overviewPage(found.session, found.token, found.merchant));
       const options = await portal.planOptions(found.session, s.id);
+      // The plans side by side on one basis: the quotes' fees, before tax (a subscription's stored
+      // amount holds its exclusive tax: before, "Keep" said 23.80 a seat with 19 % VAT beside the
+      // other plans' 40.00 before tax). Without a listed price, the stored amount as before.
+      const from = options[0]?.from;
+      const taxed = from !== undefined && from.amount !== s.amountCents;
+      const keepUnit = from ? Math.round(from.amount / (from.quantity || 1)) : Math.round(s.amountCents / (s.quantity || 1));
       const radios = [
-        `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(Math.round(s.amountCents / (s.quantity || 1)), s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
-        ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(q.to.productName)} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
+        `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(keepUnit, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
+        ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(planChoiceName(q.to))} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
       ].join('');
       // A downgrade takes effect at the period's end unless the buyer asks for it now, with credit for the unused time (on Stripe, Stripe's customer balance: docs/plan-changes.md).
       const when = `<fieldset data-testid="downgrade-when"><legend>If the new plan costs less, change</legend><label class="choice"><input type="radio" name="when" value="period_end" checked> <span>At the end of the period, on ${escapeHtml(DATE.format(s.currentPeriodEnd))} <span class="muted">nothing is charged or credited now</span></span></label><label class="choice"><input type="radio" name="when" value="now"> <span>Now, with credit for the unused time <span class="muted">added to your credit balance and taken off your next renewals</span></span></label></fieldset>`;
@@ -299,7 +325,9 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         status: 200,
         html: layout(
           `Change ${s.productName}`,
-          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(planText(s.quantity, s.productName, s.amountCents, s))}</p>
+          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(from ? planText(from.quantity, from.productName, from.amount, s) : planText(s.quantity, s.productName, s.amountCents, s))}${taxed ? ' before tax' : ''}</p>${
+            taxed ? '<p class="muted" data-testid="plan-tax">Prices before tax: the review shows the tax of the change, as your receipts do.</p>' : ''
+          }
 <form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}${when}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Back to your account</a></p>`,
           { merchant: found.merchant },
@@ -354,7 +382,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         html: layout(
           'Confirm the change',
           `<h1>Confirm the change</h1><p data-testid="preview-summary">From ${escapeHtml(planText(q.from.quantity, q.from.productName, q.from.amount, s))}<br>to ${escapeHtml(planText(q.to.quantity, q.to.productName, q.to.amount, s))}</p>${when}
-${credit > 0 ? `<p data-testid="preview-credit">${escapeHtml(formatMoney(credit, s.currency))} is added to your credit balance and taken off your next renewals. It is not paid out.</p>` : ''}<p data-testid="preview-next">Then ${escapeHtml(formatMoney(q.nextRenewalAmount, s.currency))} at each renewal.</p>
+${credit > 0 ? `<p data-testid="preview-credit">${escapeHtml(formatMoney(credit, s.currency))} is added to your credit balance and taken off your next renewals. It is not paid out.</p>` : ''}<p data-testid="preview-next">${escapeHtml(renewalsText(await portal.renewalsAfterChange(found.session, s.id, q), s.currency))}</p>
 <form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<input type="hidden" name="priceId" value="${escapeHtml(form.priceId ?? '')}">${quantity !== undefined ? `<input type="hidden" name="quantity" value="${quantity}">` : ''}<input type="hidden" name="prorationDate" value="${q.prorationDate.getTime() / 1000}"><input type="hidden" name="expected" value="${q.amountDue}">${q.effective === 'IMMEDIATE' && now ? `<input type="hidden" name="when" value="now"><input type="hidden" name="effective" value="IMMEDIATE"><input type="hidden" name="expectedCredit" value="${credit}">` : ''}<input type="hidden" name="step" value="confirm"><button type="submit" data-testid="confirm-change">${q.amountDue > 0 ? `Confirm and pay ${escapeHtml(formatMoney(q.amountDue, s.currency))}` : 'Confirm the change'}</button></form>
 <p><a class="button secondary" href="/portal" data-testid="back">Cancel, keep my plan</a></p>`,
           { merchant: found.merchant },

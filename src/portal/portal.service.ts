@@ -21,6 +21,8 @@ import { sha256Hex, constantTimeEqual } from '../kernel/secrets.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { CheckoutSession, Customer, Order, Subscription } from '../commerce/model.js';
 import type { UsageEstimate } from '../commerce/usage-estimate.js';
+import { renewalOrder } from '../commerce/renewal-order.js';
+import { lastDiscountedPeriod } from '../commerce/discounts.js';
 import type { PortalOrigin, PortalSession, PortalSessionRepository } from './portal.repository.js';
 import type { PlanChangeQuote, PlanChangeRequest, PlanChangeScope } from '../commerce/plan-change.js';
 
@@ -90,6 +92,12 @@ export interface PortalOverview {
   products: Array<{ productId: string; productName: string; type: string }>;
   /** Usage this period and the estimated next charge of the shown metered subscriptions. */
   usage: UsageEstimate[];
+  /**
+   * Per subscription in its free trial (not ending): the first charge at the trial's end, priced
+   * as the renewal will price it (seats × unit, the checkout's coupon while it covers period 1,
+   * the first order's tax); a metered price's usage comes on top (the usage estimate shows it).
+   */
+  firstCharges: Record<string, number>;
   /**
    * The customer's credit balance in each currency where it is above 0 (immediate downgrades'
    * credit, merchant credits; Stripe's customer balance for Stripe-billed subscriptions); none in a
@@ -297,9 +305,17 @@ export class PortalService {
     }
     const creditBalances = [...totals].filter(([, amountCents]) => amountCents > 0).map(([currency, amountCents]) => ({ currency, amountCents }));
     const scope = await this.scopeOf(session);
+    // Before, the portal said "first charge" of the stored amount (exclusive tax included, no
+    // coupon): €47.60 for a trial whose first renewal charges €38.08 with a 20 % code.
+    const firstCharges: Record<string, number> = {};
+    for (const sub of subscriptions) {
+      if (sub.status !== 'ACTIVE' || !sub.trialEnd || sub.periodNumber !== 0 || sub.cancelAtPeriodEnd) continue;
+      const first = await renewalOrder(stores, sub, 1, false, { processorPaymentId: null, processorStatus: null }, this.clock.now());
+      firstCharges[sub.id] = first.amountCents;
+    }
     // An order that was never paid (an abandoned crypto quote, a declined renewal) is no purchase.
     const shown = orders.records.filter((o) => (o.status === 'PAID' || o.status === 'REFUNDED' || o.status === 'UNDERPAID') && inScope(scope, o));
-    if (!scope) return { customer, orders: shown, subscriptions, products: access.products, usage: usage.estimates, creditBalances };
+    if (!scope) return { customer, orders: shown, subscriptions, products: access.products, usage: usage.estimates, creditBalances, firstCharges };
     const productIds = new Set(shown.map((o) => o.productId));
     return {
       customer,
@@ -308,6 +324,7 @@ export class PortalService {
       products: access.products.filter((p) => productIds.has(p.productId)),
       usage: usage.estimates.filter((e) => e.subscription.id === scope.subscriptionId),
       creditBalances: [],
+      firstCharges,
     };
   }
 
@@ -392,6 +409,31 @@ export class PortalService {
   async previewPlanChange(session: PortalSession, subscriptionId: string, request: PlanChangeRequest): Promise<PlanChangeQuote> {
     await this.ownSubscription(session, subscriptionId, true);
     return this.subscriptions.previewChange(subscriptionId, request, session, this.scopeFor(session));
+  }
+
+  /**
+   * What the renewals charge after a previewed change (issue 39), priced by the renewal's own
+   * function (renewalOrder: the new seats × unit, the checkout's coupon while it covers the period,
+   * the first order's tax): `next` the first renewal after the change, `full` one without the
+   * coupon, `discounted` how many renewals from the next one the coupon still covers (null: every one).
+   * Before, the confirm page said the stored amount "at each renewal", ignoring the coupon.
+   */
+  async renewalsAfterChange(session: PortalSession, subscriptionId: string, q: PlanChangeQuote): Promise<{ next: number; full: number; discounted: number | null }> {
+    const s = await this.subscription(session, subscriptionId);
+    const stores = this.uow.stores;
+    const changed: Subscription = { ...s, priceId: q.to.priceId, productId: q.to.productId, productName: q.to.productName, amountCents: q.nextRenewalAmount, quantity: q.to.quantity };
+    const period = s.periodNumber + 1;
+    const payment = { processorPaymentId: null, processorStatus: null };
+    const now = this.clock.now();
+    const next = (await renewalOrder(stores, changed, period, false, payment, now)).amountCents;
+    const full = (await renewalOrder(stores, changed, period, false, payment, now, [], { discount: false })).amountCents;
+    if (next === full) return { next, full, discounted: null };
+    const initial = await stores.orders.find(s.orgId, s.initialOrderId);
+    const sessionId = initial?.checkoutSessionId ?? s.checkoutSessionId;
+    const checkout = sessionId ? await stores.sessions.find(s.orgId, sessionId) : undefined;
+    const discount = checkout?.pricing.discount;
+    const last = discount ? lastDiscountedPeriod(discount, checkout.pricing.trialDays ? 1 : 0) : null;
+    return { next, full, discounted: last === null ? null : Math.max(1, last - period + 1) };
   }
 
   async changePlan(session: PortalSession, subscriptionId: string, request: PlanChangeRequest, clientAddress: string | null = null): Promise<{ subscription: Subscription; quote: PlanChangeQuote; pending: boolean }> {

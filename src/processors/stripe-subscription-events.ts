@@ -604,8 +604,15 @@ export function prorationLines(invoice: Stripe.Invoice): LineInput[] {
 export function balanceMoveOf(invoice: Stripe.Invoice): { balance?: ProcessorBalance } {
   const customer = idOf(invoice.customer);
   if (!customer || invoice.ending_balance === null || invoice.ending_balance === undefined) return {};
-  const move = invoice.ending_balance - (invoice.starting_balance ?? 0);
-  return move === 0 ? {} : { balance: { processorCustomerId: customer, move, invoiceId: invoice.id } };
+  const starting = invoice.starting_balance ?? 0;
+  const move = invoice.ending_balance - starting;
+  // Stripe's minimum charge (docs/plan-changes.md): a debit collected (a starting balance above 0,
+  // left by an earlier invoice below the minimum), and a paid invoice that charged less than it
+  // was due with nothing remaining — marked paid below the minimum, its amount due carried on.
+  const debit = Math.max(0, starting) - Math.max(0, invoice.ending_balance);
+  const carried = invoice.status === 'paid' && invoice.amount_remaining === 0 && invoice.amount_paid < invoice.amount_due ? invoice.amount_due - invoice.amount_paid : 0;
+  if (move === 0 && carried === 0) return {};
+  return { balance: { processorCustomerId: customer, move, invoiceId: invoice.id, ...(debit > 0 && { debit }), ...(carried > 0 && { carried }) } };
 }
 
 /** The invoice line of the subscription's item: its period is the billing period paid (the invoice's own period is not). */

@@ -19,6 +19,9 @@ interface Row {
   created_at: Date;
   updated_at: Date;
   makeup_attempts?: number;
+  plan_recorded?: boolean;
+  plan_price_id?: string | null;
+  plan_product_name?: string | null;
 }
 
 const linesOf = (value: Row['lines']): LineInput[] | null => (typeof value === 'string' ? (JSON.parse(value) as LineInput[]) : value);
@@ -37,6 +40,8 @@ const toInvoice = (r: Row): UsageInvoice => ({
   createdAt: new Date(r.created_at),
   updatedAt: new Date(r.updated_at),
   makeupAttempts: r.makeup_attempts ?? 0,
+  // Migration 0446: the plan the range was used under, when recorded.
+  plan: r.plan_recorded ? { priceId: r.plan_price_id ?? null, productName: r.plan_product_name ?? '' } : null,
 });
 
 export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
@@ -45,9 +50,9 @@ export class KnexUsageInvoiceRepository implements UsageInvoiceRepository {
   async insert(i: UsageInvoice): Promise<void> {
     // Either unique key (the invoice, or the subscription's period) makes a second insert a no-op.
     await this.db.raw(
-      `INSERT INTO processor_usage_invoices (processor_invoice_id, org_id, subscription_id, kind, usage_period, usage_start, usage_end, due_at, state, lines, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?) ON CONFLICT DO NOTHING`,
-      [i.processorInvoiceId, i.orgId, i.subscriptionId, i.kind, i.usagePeriod, i.usageStart, i.usageEnd, i.dueAt, i.state, i.lines ? JSON.stringify(i.lines) : null, i.createdAt, i.updatedAt],
+      `INSERT INTO processor_usage_invoices (processor_invoice_id, org_id, subscription_id, kind, usage_period, usage_start, usage_end, due_at, state, lines, created_at, updated_at, plan_recorded, plan_price_id, plan_product_name)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      [i.processorInvoiceId, i.orgId, i.subscriptionId, i.kind, i.usagePeriod, i.usageStart, i.usageEnd, i.dueAt, i.state, i.lines ? JSON.stringify(i.lines) : null, i.createdAt, i.updatedAt, Boolean(i.plan), i.plan?.priceId ?? null, i.plan?.productName ?? null],
     );
   }
 

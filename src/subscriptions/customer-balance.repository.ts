@@ -79,7 +79,7 @@ export class KnexCustomerBalanceLedger implements CustomerBalanceLedger {
     return before + e.amount;
   }
 
-  async apply(e: Key & { wanted: number; orderId: string; subscriptionId: string; at: Date }): Promise<number> {
+  async apply(e: Key & { wanted: number; orderId: string; subscriptionId: string | null; at: Date }): Promise<number> {
     if (e.wanted <= 0) return 0;
     const balance = await this.lock(e);
     const drawn = Math.min(balance ?? 0, e.wanted);
@@ -127,6 +127,10 @@ export class KnexCustomerBalanceLedger implements CustomerBalanceLedger {
   async findByIdempotencyKey(orgId: string, key: string): Promise<CustomerBalanceEntry | undefined> {
     const row = (await this.db('customer_balance_entries').where({ org_id: orgId, idempotency_key: key }).first()) as EntryRow | undefined;
     return row && toEntry(row);
+  }
+
+  async lockedBalance(k: Key): Promise<number> {
+    return (await this.lock(k)) ?? 0;
   }
 
   lockForChange(k: Key, at: Date): Promise<number> {

@@ -122,7 +122,9 @@ export class EntitlementService {
     const email = unknown ? null : (customer?.email ?? null);
     const wallet = query.wallet ?? null;
     if (!query.productId) {
-      return { customerId, email, wallet, products, entitled: products.length > 0, productId: null, productName: null, type: null };
+      const answer: EntitlementCheck = { customerId, email, wallet, products, entitled: products.length > 0, productId: null, productName: null, type: null };
+      if (!answer.entitled) answer.reason = unknown ? 'UNKNOWN_CUSTOMER' : 'NO_ACCESS';
+      return answer;
     }
     let grant = granted.get(query.productId);
     const productName = access.queriedProductName;
@@ -137,6 +139,9 @@ export class EntitlementService {
         metered.reason = 'CREDITS_EXHAUSTED';
       }
     }
+    // Every refusal says why (EntitlementCheck.reason): a subject naming nobody first, then the
+    // credits the metered read found exhausted, else no purchase grants the product.
+    if (grant === undefined) metered.reason = unknown ? 'UNKNOWN_CUSTOMER' : (metered.reason ?? 'NO_ACCESS');
     return {
       customerId,
       email,

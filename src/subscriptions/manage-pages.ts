@@ -40,7 +40,7 @@ export function paymentActionBlock(s: Subscription, testId: string): string {
 /** One line on where the subscription stands ("Active: renews on 1 December 2026."). */
 export function subscriptionState(s: Subscription): string {
   if (s.status === 'ACTIVE' && paymentActionUrl(s)) return 'Active: the renewal payment needs your confirmation.';
-  if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) return `Canceled: access ends on ${DATE.format(s.currentPeriodEnd)}.`;
+  if (s.status === 'ACTIVE' && s.cancelAtPeriodEnd) return inTrial(s) ? `Canceled: the free trial ends on ${DATE.format(s.currentPeriodEnd)}, with no charge.` : `Canceled: access ends on ${DATE.format(s.currentPeriodEnd)}.`;
   if (s.status === 'ACTIVE') return `Active: renews on ${DATE.format(s.currentPeriodEnd)}.`;
   if (s.status === 'PAUSED') return 'Paused.';
   return `${s.status.charAt(0)}${s.status.slice(1).toLowerCase()}${s.endedAt ? ` on ${DATE.format(s.endedAt)}` : ''}.`;
@@ -70,13 +70,25 @@ ${options.notice ? `<div class="ok" role="status">${escapeHtml(options.notice)}<
   );
 }
 
+/**
+ * Whether the subscription is in its free trial (issue 39): period 0 of a subscription started with
+ * one. Nothing has been charged yet, so cancelling says "you will not be charged", not "again".
+ */
+export function inTrial(s: Pick<Subscription, 'trialEnd' | 'periodNumber'>): boolean {
+  return !!s.trialEnd && s.periodNumber === 0;
+}
+
 /** The confirmation step of a cancellation: what ends when, and a way back that changes nothing. */
 export function cancelConfirmation(s: Subscription, merchant: PageMerchant | undefined, form: { action: string; back: string; hidden?: string }): string {
+  const trial = inTrial(s);
+  const text = trial
+    ? `Your free trial ends on <strong>${escapeHtml(DATE.format(s.currentPeriodEnd))}</strong> and your subscription will not start. You will not be charged.`
+    : `Your subscription will not renew. You keep access until <strong>${escapeHtml(DATE.format(s.currentPeriodEnd))}</strong>, and you will not be charged again.`;
   return layout(
     `Cancel ${s.productName}?`,
     `<h1>Cancel ${escapeHtml(s.productName)}?</h1><div class="muted">${escapeHtml(subscriptionPrice(s))}</div>
-<p data-testid="confirm-text">Your subscription will not renew. You keep access until <strong>${escapeHtml(DATE.format(s.currentPeriodEnd))}</strong>, and you will not be charged again.</p>
-<form method="post" action="${escapeHtml(form.action)}">${form.hidden ?? ''}<input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" data-testid="confirm-cancel">Yes, cancel at the end of the period</button></form>
+<p data-testid="confirm-text">${text}</p>
+<form method="post" action="${escapeHtml(form.action)}">${form.hidden ?? ''}<input type="hidden" name="confirm" value="yes"><button type="submit" class="danger" data-testid="confirm-cancel">${trial ? 'Yes, cancel at the end of the trial' : 'Yes, cancel at the end of the period'}</button></form>
 <p><a class="button secondary" data-testid="back" href="${escapeHtml(form.back)}">No, keep my subscription</a></p>`,
     { merchant },
   );

@@ -25,7 +25,7 @@ import { estimateNextCharge, type UsageEstimate } from '../commerce/usage-estima
 import { applyScheduled, changedSubscription, quotePlanChange, type PlanCatalog, type PlanChangeQuote, type PlanChangeRequest, type PlanChangeScope } from '../commerce/plan-change.js';
 import { taxContextOfLines } from '../commerce/tax.js';
 import { APPLIED_BALANCE_DESCRIPTION } from '../commerce/proration.js';
-import { hasMeteredPart, nextUsageSegment, partsWithin, periodUsageLineInputs, usageParts } from '../commerce/metered-plan-change.js';
+import { hasMeteredPart, nextUsageSegment, paidForPlan, partsWithin, periodUsageLineInputs, usageParts } from '../commerce/metered-plan-change.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** Dunning: after a failed renewal at period end, retry 1, 3 and 5 days after the period end; then EXPIRED. */
@@ -177,7 +177,9 @@ export class SubscriptionService {
   /** The parts of a subscription's current period up to `end`, each with its price's metered components. */
   private async periodParts(s: Subscription, end: Date) {
     const segments = await this.uow.stores.usageSegments.list(s.id, s.periodNumber);
-    return usageParts(this.metered!, s, s.priceId === null ? [] : await this.metered!.componentsOf(s.orgId, s.priceId), segments, end);
+    // A change paid in Stripe whose item update still waits (202): the part after its segment is the plan paid for.
+    const plan = s.processorSubscriptionId ? paidForPlan(s, await this.uow.stores.planChanges.find(s.id)) : s;
+    return usageParts(this.metered!, plan, plan.priceId === null ? [] : await this.metered!.componentsOf(plan.orgId, plan.priceId), segments, end);
   }
 
   /** Ends the subscription at its period's end; a metered one's last period of usage is charged first, as an order of its own. */
@@ -438,7 +440,9 @@ export class SubscriptionService {
     if (s.processorSubscriptionId && !this.billing?.changePlan) throw conflict('This subscription is billed by Stripe; it can be changed only while Stripe is the card processor (STRIPE_SECRET_KEY)');
     const waiting = s.processorSubscriptionId ? await this.uow.stores.planChanges.find(s.id) : undefined;
     if (waiting && !waiting.appliedAt) throw pendingConflict(waiting);
-    const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s));
+    // The sandbox's credit balance pays what it can of an immediate change's charge (Stripe applies its own).
+    const balance = s.processorSubscriptionId ? 0 : await this.uow.stores.balances.balance(s.orgId, s.customerId, s.currency);
+    const quote = await quotePlanChange(s, request, this.catalog, this.clock.now(), scope, await changePricing(this.uow.stores, s), balance);
     if (s.processorSubscriptionId) refuseProcessorMismatch(s, quote);
     if (s.processorSubscriptionId) refuseOverScheduledOnProcessor(s, quote);
     return quote;
@@ -465,7 +469,10 @@ export class SubscriptionService {
         const order = waiting.orderId ? ((await stores.orders.find(s.orgId, waiting.orderId)) ?? null) : null;
         return { subscription: s, order, quote: paidFor, pending: false };
       }
-      const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s));
+      // The sandbox's credit balance, read under its row's lock (held to the commit): the quote's CREDIT
+      // line is what this change draws, and a renewal or another change drawing it meanwhile waits.
+      const balance = s.processorSubscriptionId ? 0 : await stores.balances.lockedBalance({ orgId: s.orgId, customerId: s.customerId, currency: s.currency });
+      const quote = await quotePlanChange(s, request, prices, now, scope, await changePricing(stores, s), balance);
       let order: Order | null = null;
       let next = changedSubscription(s, quote, now);
       // A metered subscription moved to another price at once: the part of the period the old price bills
@@ -509,6 +516,12 @@ export class SubscriptionService {
           // checkout a coupon makes free), so the previewed lines are recorded and `order.paid` says so.
           // (Before, no order was written: the upgrade applied with no record of its proration.)
           order = { ...draft, status: 'PAID', processorStatus: outcomeProcessorStatus('succeeded'), settledAvailableOn: null, billingPeriod: null, productId: quote.to.productId, productName: quote.to.productName };
+        }
+        // The quote's CREDIT line, drawn from the balance locked above in this transaction (a declined
+        // card threw before: nothing drawn).
+        if ((quote.appliedBalance ?? 0) > 0) {
+          const drawn = await stores.balances.apply({ orgId: s.orgId, customerId: s.customerId, currency: s.currency, wanted: quote.appliedBalance!, orderId: order.id, subscriptionId: s.id, at: now });
+          if (drawn !== quote.appliedBalance) throw new Error(`The credit balance moved under its lock: drew ${drawn}, quoted ${quote.appliedBalance}`);
         }
         await stores.orders.insert(order);
         await stores.emit({ orgId: s.orgId, type: 'order.paid', data: { order: presentWebhookOrder(order, { subscription: s }) } }, now);
@@ -792,9 +805,8 @@ export class SubscriptionService {
       if (s.status !== 'ACTIVE' || s.priceId === null) continue;
       const parts = await this.periodParts(s, s.currentPeriodEnd);
       if (!hasMeteredPart(parts)) continue;
-      const initial = await this.uow.stores.orders.find(orgId, s.initialOrderId);
       const split = parts.length > 1 ? await periodUsageLineInputs(this.metered, s, parts) : undefined;
-      estimates.push(await estimateNextCharge(this.metered, s, parts[parts.length - 1]!.components, initial, split));
+      estimates.push(await estimateNextCharge(this.metered, this.uow.stores, s, parts[parts.length - 1]!.components, split));
     }
     return { customerId: customer.id, estimates };
   }

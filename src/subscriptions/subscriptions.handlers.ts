@@ -22,6 +22,7 @@ export function presentChangePreview(q: PlanChangeQuote): components['schemas'][
     to: side(q.to),
     amountDueCents: q.amountDue,
     balanceCreditCents: q.balanceCredit ?? 0,
+    appliedBalanceCents: q.appliedBalance ?? 0,
     lines: q.lines.map(presentOrderLine),
     nextRenewalAmountCents: q.nextRenewalAmount,
     usageBilledAtRenewal: Boolean(q.metered?.from || q.metered?.to),

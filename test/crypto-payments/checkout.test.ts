@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createLink, createPrice, createProduct } from '../catalog/fixtures.js';
-import { nodeEntryArgs } from '../../tools/node-entry.js';
+import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const CHAIN_A = 31337; // USDC and USDT
@@ -97,7 +97,7 @@ describe('receiving wallets (admin API)', () => {
       for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
       const run = (args: string[]) =>
         new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-          execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) =>
+          execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) =>
             resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }),
           );
         });

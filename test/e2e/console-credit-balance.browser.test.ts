@@ -160,4 +160,25 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console customer credit b
     await page.getByRole('heading', { name: 'Credit balance' }).waitFor();
     expect(new URL(page.url()).pathname).toBe(`/console/customers/${id}`);
   });
+  it('defaults the adjustment to the currency the customer pays in (EUR), not USD; a typed currency stays (390 px, keyboard)', async () => {
+    const eur = (await h.ctx.services.catalog.createPrice((await h.ctx.services.catalog.createProduct(h.ctx.orgA.orgId, { name: 'Euro plan' })).id, { amount: 2000, currency: 'EUR', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH' })).id;
+    const created = await h.ctx.merchant.post('/v1/checkout-sessions').set('X-API-Key', h.ctx.orgA.apiKey).set('Idempotency-Key', `console-bal-${++n}`).send({ pricingId: eur, customerEmail: 'euro@console.test' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect((await supertest(h.ctx.apps.merchant).post(`${new URL(created.body.data.url).pathname}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' })).status).toBe(303);
+    const id = (await h.ctx.testDb.database.db('subscriptions').where({ customer_email: 'euro@console.test' }).first()).customer_id as string;
+    const page = await h.signedInPage('owner', PHONE);
+    await page.goto(`${h.origin}/console/customers/${id}`);
+    await page.getByRole('heading', { name: 'Credit balance' }).waitFor();
+    const form = page.getByRole('form', { name: 'Adjust balance' });
+    const currency = form.getByLabel('Currency');
+    // Before: "USD" for a customer whose orders and subscription are in EUR (no balance yet).
+    await expect.poll(() => currency.inputValue()).toBe('EUR');
+    await h.check(page, 'customer-balance-eur');
+    // Keyboard: to the field, replace it; the typed currency is kept (the default does not come back).
+    await tabTo(page, 'input[maxlength="5"]', 120);
+    await page.keyboard.press('ControlOrMeta+A');
+    await page.keyboard.type('GBP');
+    await page.keyboard.press('Tab');
+    expect(await currency.inputValue()).toBe('GBP');
+  });
 });

@@ -40,7 +40,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console management', 'chromiu
     await owner.getByRole('heading', { name: 'Espresso beans', level: 2 }).waitFor();
     await owner.getByLabel('Amount').fill('24.50');
     await owner.getByRole('button', { name: 'Add price' }).click();
-    await owner.getByRole('cell', { name: /\$24\.50/ }).waitFor();
+    await owner.getByRole('cell', { name: /^\$24\.50/ }).waitFor();
     await owner.getByRole('button', { name: 'Create payment link' }).click();
     paymentLink = (await owner.getByTestId('payment-link-url').textContent())!;
     expect(paymentLink).toContain('/pay/');

@@ -73,6 +73,8 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     await page.getByRole('heading', { name: `Subscription ${id}`, level: 1 }).waitFor();
     expect(await field(page, 'Free trial')).toMatch(/^until .+ · first charge \$9\.00$/);
     expect(await field(page, 'Seats')).toBe('1');
+    // Which of the product's prices it is, by name and terms (shared/price-label.ts).
+    expect(await field(page, 'Plan')).toBe('Pro plan — $9.00 per seat / month');
     await page.getByRole('heading', { name: 'Change plan or seats' }).waitFor();
     await h.check(page, 'subscription-plan-trial');
   });
@@ -84,10 +86,10 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     await page.goto(`${h.origin}/console/subscriptions/${id}`);
     await page.getByRole('heading', { name: `Subscription ${id}`, level: 1 }).waitFor();
     const form = page.getByRole('form', { name: 'Change plan or seats' });
-    await expect.poll(async () => (await form.getByLabel('Price').locator('option').allTextContents()).sort()).toEqual(['Pro plan — $9.00 per seat every month (current)', 'Starter plan — $5.00 per seat every month', 'Team plan — $20.00 per seat every month']);
+    await expect.poll(async () => (await form.getByLabel('Price').locator('option').allTextContents()).sort(), { timeout: 15_000 }).toEqual(['Pro plan — $9.00 per seat / month (current)', 'Starter plan — $5.00 per seat / month', 'Team plan — $20.00 per seat / month']);
     // At 390 px the chosen price is shown whole, on two lines.
     const current = await shownPrice(page);
-    expect(current).toMatchObject({ text: 'Pro plan — $9.00 per seat every month (current)', chosen: 'Pro plan — $9.00 per seat every month (current)', fits: true, covered: true, hidden: true });
+    expect(current).toMatchObject({ text: 'Pro plan — $9.00 per seat / month (current)', chosen: 'Pro plan — $9.00 per seat / month (current)', fits: true, covered: true, hidden: true });
     expect(current.height).toBeGreaterThan(50);
     await h.check(page, 'subscription-plan-form');
 
@@ -95,7 +97,7 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     expect(await page.evaluate('document.activeElement?.closest("form")?.getAttribute("aria-labelledby")')).toBe('plan-change-heading');
     await page.keyboard.press('t'); // type-ahead: the closed select jumps to "Team plan …"
     expect(await form.getByLabel('Price').inputValue()).toBe(team);
-    expect(await shownPrice(page)).toMatchObject({ text: 'Team plan — $20.00 per seat every month', chosen: 'Team plan — $20.00 per seat every month', fits: true, covered: true });
+    expect(await shownPrice(page)).toMatchObject({ text: 'Team plan — $20.00 per seat / month', chosen: 'Team plan — $20.00 per seat / month', fits: true, covered: true });
     await h.check(page, 'subscription-plan-form-focused');
     await page.keyboard.press('Tab');
     expect(await focused(page)).toBe('input:');
@@ -134,13 +136,14 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     const page = await h.signedInPage('owner');
     await page.goto(`${h.origin}/console/subscriptions/${id}`);
     const form = page.getByRole('form', { name: 'Change plan or seats' });
-    await expect.poll(() => form.getByLabel('Price').locator('option').count()).toBe(3);
-    expect(await shownPrice(page)).toMatchObject({ text: 'Pro plan — $9.00 per seat every month (current)', fits: true, covered: true });
+    // The picker reads every product's prices: on a loaded 2-core machine that took over the default second.
+    await expect.poll(() => form.getByLabel('Price').locator('option').count(), { timeout: 15_000 }).toBe(3);
+    expect(await shownPrice(page)).toMatchObject({ text: 'Pro plan — $9.00 per seat / month (current)', fits: true, covered: true });
     await form.getByLabel('Price').click(); // the mouse reaches the select through the box it covers
     expect(await page.evaluate('document.activeElement?.tagName')).toBe('SELECT');
     await page.keyboard.press('Escape');
     await form.getByLabel('Price').selectOption(starter);
-    expect((await shownPrice(page)).text).toBe('Starter plan — $5.00 per seat every month');
+    expect((await shownPrice(page)).text).toBe('Starter plan — $5.00 per seat / month');
     await form.getByRole('button', { name: 'Preview the change' }).click();
     const preview = page.getByRole('region', { name: 'Preview of the change' });
     await preview.getByText(/^Takes effect at the end of the period/).waitFor();
@@ -150,6 +153,35 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the console plan change', 'ch
     await expect.poll(() => field(page, 'Scheduled change')).toMatch(/^1 × Starter plan, \$5\.00 every month, from .+$/);
     expect((await h.ctx.merchant.get(`/v1/orders?subscription_id=${id}`).set('X-API-Key', h.ctx.orgA.apiKey)).body.data.records).toHaveLength(1);
     await h.check(page, 'subscription-plan-scheduled');
+    expect(h.pageErrors).toEqual([]);
+  });
+
+  // The walk-through's finding: two prices of one product read the same in the picker ("Scale plan —
+  // $30.00 per seat every month" twice). Their names tell them apart, and the preview says which.
+  it('two prices of one product read apart in the picker and the preview, by their names', async () => {
+    const catalog = h.ctx.services.catalog;
+    const scale = (await catalog.createProduct(h.ctx.orgA.orgId, { name: 'Scale plan' })).id;
+    const monthly = { currency: 'USD', pricingType: 'SUBSCRIPTION' as const, billingInterval: 'MONTH' as const, billingIntervalCount: 1 };
+    const plain = (await catalog.createPrice(scale, { amount: 3000, ...monthly })).id;
+    const priority = (await catalog.createPrice(scale, { amount: 3000, pricingName: 'Priority support', ...monthly })).id;
+    const id = await buy('two-prices@console.test', plain);
+    const page = await h.signedInPage('owner', PHONE);
+    await page.goto(`${h.origin}/console/subscriptions/${id}`);
+    const form = page.getByRole('form', { name: 'Change plan or seats' });
+    await expect.poll(async () => (await form.getByLabel('Price').locator('option').allTextContents()).filter((t) => t.startsWith('Scale plan')).sort(), { timeout: 15_000 }).toEqual([
+      'Scale plan — $30.00 per seat / month (current)',
+      'Scale plan — Priority support — $30.00 per seat / month',
+    ]);
+    const all = await form.getByLabel('Price').locator('option').allTextContents();
+    expect(new Set(all).size).toBe(all.length);
+    expect(await field(page, 'Plan')).toBe('Scale plan — $30.00 per seat / month');
+    await form.getByLabel('Price').selectOption(priority);
+    expect((await shownPrice(page)).text).toBe('Scale plan — Priority support — $30.00 per seat / month');
+    await form.getByRole('button', { name: 'Preview the change' }).click();
+    const summary = page.getByTestId('change-summary');
+    await summary.waitFor();
+    expect((await summary.innerText()).replace(/\s+/g, ' ')).toMatch(/^From 1 × Scale plan, \$30\.00 every month to 1 × Scale plan — Priority support, \$30\.00 every month$/);
+    await h.check(page, 'subscription-plan-two-prices');
     expect(h.pageErrors).toEqual([]);
   });
 });

@@ -46,8 +46,8 @@ async function buy(email: string, pricingId: string) {
   return { subscriptionId: subscription.id as string, customerId: subscription.customer_id as string };
 }
 
-async function openPortal(customerId: string, viewport: { width: number; height: number }) {
-  const link = await ctx.merchant.post('/v1/customer-portal-sessions').set('X-API-Key', ctx.orgA.apiKey).send({ customerId, returnUrl: 'https://shop.example.com/account', planChangePriceIds: [team, starter], allowQuantityChange: true });
+async function openPortal(customerId: string, viewport: { width: number; height: number }, planChangePriceIds = [team, starter]) {
+  const link = await ctx.merchant.post('/v1/customer-portal-sessions').set('X-API-Key', ctx.orgA.apiKey).send({ customerId, returnUrl: 'https://shop.example.com/account', planChangePriceIds, allowQuantityChange: true });
   expect(link.status, JSON.stringify(link.body)).toBe(201);
   const context = await browser.newContext({ viewport, bypassCSP: true });
   const page = await context.newPage();
@@ -257,4 +257,49 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
       await context.close();
     });
   }
+
+  it('a taxed subscription’s plans are compared before tax: "Keep" and "Now" on the same basis as the other plans (phone)', async () => {
+    // Before: "Keep Pro plan $10.71 per seat" (9.00 with 19 % VAT, the stored amount) beside "Team plan $20.00" before tax.
+    const rate = await ctx.services.modules.tax.tax.create(ctx.orgA.orgId, { displayName: 'VAT', percentage: '19', country: 'DE' });
+    const created = await ctx.merchant
+      .post('/v1/checkout-sessions')
+      .set('X-API-Key', ctx.orgA.apiKey)
+      .set('Idempotency-Key', `portal-plan-${++n}`)
+      .send({ pricingId: pro, quantity: 2, customerEmail: 'taxed@example.com', customerTax: { country: 'DE' } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect((await supertest(ctx.apps.merchant).post(`${new URL(created.body.data.url).pathname}/pay`).type('form').send({ cardNumber: '4242424242424242', expiry: '12/30', cvc: '123' })).status).toBe(303);
+    const subscription = await ctx.testDb.database.db('subscriptions').where({ customer_email: 'taxed@example.com' }).first();
+    expect(subscription.amount_cents).toBe(2142);
+    const { context, page, errors } = await openPortal(subscription.customer_id, { width: 390, height: 844 });
+    await Promise.all([page.waitForNavigation(), page.locator(`a[href="/portal/subscriptions/${subscription.id}/change"]`).click()]);
+    expect(await text(page, 'plan-now')).toBe('Now: 2 × Pro plan, $18.00 every month before tax');
+    expect(await text(page, 'plan-tax')).toBe('Prices before tax: the review shows the tax of the change, as your receipts do.');
+    const choices = (await page.locator('fieldset label.choice').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+    expect(choices.slice(0, 2)).toEqual(['Keep Pro plan $9.00 per seat every month', 'Team plan $20.00 per seat every month']);
+    await check(page, 'taxed-change');
+    expect(errors).toEqual([]);
+    await context.close();
+    await ctx.services.modules.tax.tax.archive(ctx.orgA.orgId, rate.id);
+  });
+
+  it('two prices of one product read apart where the buyer chooses, by keyboard on a 390 px phone and on a desktop', async () => {
+    const monthly = { currency: 'USD', pricingType: 'SUBSCRIPTION' as const, billingInterval: 'MONTH' as const, billingIntervalCount: 1 };
+    const studio = (await ctx.services.catalog.createProduct(ctx.orgA.orgId, { name: 'Studio' })).id;
+    const basic = (await ctx.services.catalog.createPrice(studio, { amount: 1000, ...monthly, pricingName: 'Basic' })).id;
+    const plus = (await ctx.services.catalog.createPrice(studio, { amount: 1000, ...monthly, pricingName: 'Plus (priority support)' })).id;
+    const { subscriptionId, customerId } = await buy('studio-choices@example.com', basic);
+    for (const viewport of [{ name: 'phone', width: 390, height: 844 }, { name: 'desktop', width: 1280, height: 900 }]) {
+      const { context, page, errors } = await openPortal(customerId, viewport, [plus, team]);
+      await activate(page, `[data-testid=change-${subscriptionId}]`);
+      const choices = (await page.locator('label.choice:has(input[name=priceId])').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+      expect(choices).toEqual(['Keep Studio $10.00 per seat every month', 'Studio — Plus (priority support) $10.00 per seat every month', 'Team plan $20.00 per seat every month']);
+      await tabTo(page, 'input[type=radio]');
+      await page.keyboard.press('ArrowDown');
+      expect(await page.evaluate('document.activeElement.value')).toBe(plus);
+      expect(await page.getByLabel('Studio — Plus (priority support)').isChecked()).toBe(true);
+      await check(page, `named-prices-${viewport.name}`);
+      expect(errors).toEqual([]);
+      await context.close();
+    }
+  });
 });

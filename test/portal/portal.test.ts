@@ -368,6 +368,16 @@ describe('a subscription in its free trial (issue 39)', () => {
     const home = await http().get('/portal').set('Cookie', cookie);
     expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge \$9\.00</);
   });
+
+  it('says the first charge the renewal will make: the seats, the checkout’s coupon (it covers period 1 after a trial)', async () => {
+    // Before: "first charge $18.00" (the stored amount: 2 × 9.00, no coupon) where the renewal charges 14.40.
+    const coupon = await ctx.merchant.post('/v1/coupons').set('X-API-Key', ctx.orgA.apiKey).send({ name: 'Launch', percentOff: '20', duration: 'ONCE' });
+    expect(coupon.status, JSON.stringify(coupon.body)).toBe(201);
+    const { customerId } = await buy('trial-coupon@example.com', subPrice, ctx.orgA.apiKey, { trialDays: 14, quantity: 2, discounts: [{ coupon: coupon.body.data.id }] });
+    const cookie = await enter((await createPortal({ customerId })).body.data.url);
+    const home = await http().get('/portal').set('Cookie', cookie);
+    expect(home.text).toMatch(/data-testid="trial">Free trial until \d{1,2} \w+ \d{4} · first charge \$14\.40</);
+  });
 });
 
 describe('plan changes in the portal (issue 39)', () => {

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { skippedUnless } from '../harness/skip-reasons.js';
 import { FakeStripe } from './stripe-server.js';
-import { nodeEntryArgs } from '../../tools/node-entry.js';
+import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
 
 const SECRET_KEY = 'sk_test_kassaconnect';
 const WEBHOOK_SECRET = 'whsec_kassaconnectsecret';
@@ -275,7 +275,7 @@ describe('the admin CLI on Stripe', () => {
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
       for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
-      execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: 30_000 }, (error, stdout, stderr) => {
+      execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) => {
         resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
       });
     });

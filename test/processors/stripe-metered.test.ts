@@ -58,8 +58,8 @@ const ingest = async (events: object[]) => {
 };
 
 /** A metered subscription bought through Stripe Checkout, its customer named `externalId`. */
-async function subscribe(email: string, externalId: string) {
-  const res = await s.create({ pricingId: meteredPriceId, customerEmail: email });
+async function subscribe(email: string, externalId: string, pricingId = meteredPriceId) {
+  const res = await s.create({ pricingId, customerEmail: email });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   const stripeSessionId = await s.stripeIdOf(res.body.data.id);
   s.stripe.complete(stripeSessionId, { email });
@@ -153,6 +153,68 @@ describe('metered subscriptions billed by Stripe', () => {
     expect(await usageJob().run()).toBe(false);
     expect(s.stripe.invoiceItems.size).toBe(items);
     expect(s.stripe.invoices.get(draft.id)!.amount_paid).toBe(invoice.amount_paid);
+  });
+
+  it('a free trial bills no usage: the trial-end invoice carries no usage item (the fee only), the next renewal only the usage after the trial', async () => {
+    const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: 'Metered trial' });
+    const price = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({
+      amount: 2000,
+      currency: 'USD',
+      pricingType: 'SUBSCRIPTION',
+      billingInterval: 'MONTH',
+      trialDays: 7,
+      meteredComponents: [{ meterId: meters.tokens, includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } }],
+    });
+    expect(price.status, JSON.stringify(price.body)).toBe(201);
+    s.ctx.clock.set('2027-05-01T00:00:00.000Z');
+    const { subscriptionId, stripeSub, periodEnd } = await subscribe('trial-metered@example.com', 'user_trial_metered', price.body.data.pricingId);
+    expect(stripeSub.status).toBe('trialing');
+    expect(periodEnd).toBe(Date.parse('2027-05-08T00:00:00.000Z'));
+    const customer = { externalId: 'user_trial_metered' };
+    s.ctx.clock.set('2027-05-05T00:00:00.000Z');
+    expect(await ingest([{ id: 'tr-1', customer, name: 'llm_tokens', timestamp: '2027-05-02T00:00:00Z', properties: { tokens: 500_000 } }])).toEqual(['ACCEPTED']);
+
+    // The trial ends: Stripe drafts its first paid invoice; Kassa holds it, closes the trial's usage after the grace hour: no item.
+    s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+    const first = s.stripe.renewDraft(stripeSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', first.id))).body.outcome).toBe('applied');
+    s.ctx.clock.set(new Date(periodEnd + 1800_000).toISOString());
+    // An event in the grace hour, stamped after the trial's end: the first paid period's.
+    expect(await ingest([{ id: 'tr-2', customer, name: 'llm_tokens', timestamp: new Date(periodEnd + 60_000).toISOString(), properties: { tokens: 7_000 } }])).toEqual(['ACCEPTED']);
+    s.ctx.clock.set(new Date(periodEnd + 3600_000 + 1000).toISOString());
+    expect(await usageJob().run()).toBe(true);
+    const trialEnd = s.stripe.invoices.get(first.id)!;
+    expect(trialEnd.status).toBe('paid');
+    expect(usageItems(trialEnd)).toEqual([]);
+    expect(trialEnd.amount_paid).toBe(2000);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', first.id))).body.outcome).toBe('applied');
+    const firstOrder = await s.readOrder((await db()('orders').where({ subscription_id: subscriptionId, billing_period: 1 }).first()).id);
+    expect((firstOrder.lines as Array<{ kind: string; amountCents: number }>).map((l) => [l.kind, l.amountCents])).toEqual([['PRICE', 2000]]);
+    expect(firstOrder.amountCents).toBe(trialEnd.amount_paid);
+
+    // The first paid period: 7,000 + 8,000 tokens; its renewal bills those alone (independent arithmetic).
+    const next = (await db()('subscriptions').where({ id: subscriptionId }).first()) as { current_period_end: string | Date };
+    const nextEnd = new Date(next.current_period_end).getTime();
+    s.ctx.clock.set(new Date(nextEnd - 3600_000).toISOString());
+    expect(await ingest([{ id: 'tr-3', customer, name: 'llm_tokens', timestamp: new Date(nextEnd - 7200_000).toISOString(), properties: { tokens: 8_000 } }])).toEqual(['ACCEPTED']);
+    s.ctx.clock.set(new Date(nextEnd + 1000).toISOString());
+    const second = s.stripe.renewDraft(stripeSub.id);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.created', second.id))).body.outcome).toBe('applied');
+    s.ctx.clock.set(new Date(nextEnd + 3600_000 + 1000).toISOString());
+    expect(await usageJob().run()).toBe(true);
+    const renewal = s.stripe.invoices.get(second.id)!;
+    expect(usageItems(renewal).map((l) => l.amount)).toEqual([tokensCents(15_000)]);
+    expect(tokensCents(15_000)).toBe(20);
+    expect(renewal.amount_paid).toBe(2000 + 20);
+    expect((await s.deliver(s.stripe.lastEvent('invoice.paid', second.id))).body.outcome).toBe('applied');
+    const periods = (await db()('orders').where({ subscription_id: subscriptionId }).orderBy('created_at')) as Array<{ id: string; billing_period: number }>;
+    expect(periods.map((o) => o.billing_period)).toEqual([0, 1, 2]);
+    const order = await s.readOrder(periods[2]!.id);
+    expect((order.lines as Array<{ kind: string; quantity: string; amountCents: number }>).map((l) => [l.kind, l.quantity, l.amountCents])).toEqual([
+      ['PRICE', '1', 2000],
+      ['USAGE', '15000', 20],
+    ]);
+    expect(order.amountCents).toBe(renewal.amount_paid);
   });
 
   it('a draft whose invoice.created arrives after the grace window is closed and billed at once; a subscription without metered components is left to Stripe', async () => {

@@ -178,6 +178,89 @@ describe('immediate downgrades with a credit balance', () => {
   });
 });
 
+/** A credit of `amount` on the subscription's customer (as a merchant adjustment through the API). */
+async function credit(subscriptionId: string, amount: number) {
+  const customerId = (await db()('subscriptions').where({ id: subscriptionId }).first()).customer_id as string;
+  const r = await api('post', `/v1/customers/${customerId}/balance-transactions`).set('Idempotency-Key', `credit-adj-${++n}`).send({ amountCents: amount, currency: 'USD', description: 'Goodwill' });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  return customerId;
+}
+
+describe('an upgrade’s proration order draws the credit balance (as Stripe applies it to any invoice)', () => {
+  it('a downgrade’s credit pays part of a later upgrade: the preview shows the CREDIT line, the order is that preview', async () => {
+    at('2026-04-01T00:00:00.000Z');
+    const id = await subscribe(pro);
+    at('2026-04-16T00:00:00.000Z');
+    const down = await change(id, { priceId: basic, effective: 'IMMEDIATE' });
+    expect(down.body.data.preview.balanceCreditCents).toBe(1000);
+    // 6 days before the end: 10.00 → 30.00 prorates −200 + 600 = 400, all paid by the balance.
+    at('2026-04-25T00:00:00.000Z');
+    const p = await preview(id, { priceId: pro });
+    expect(p.status).toBe(200);
+    expect(p.body.data).toMatchObject({ amountDueCents: 0, appliedBalanceCents: 400, balanceCreditCents: 0 });
+    expect(p.body.data.lines).toEqual([
+      expect.objectContaining({ kind: 'PRORATION', amountCents: -200 }),
+      expect.objectContaining({ kind: 'PRORATION', amountCents: 600 }),
+      expect.objectContaining({ kind: 'CREDIT', description: 'Applied balance', amountCents: -400 }),
+    ]);
+    const c = await change(id, { priceId: pro, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: 0 });
+    expect(c.status, JSON.stringify(c.body)).toBe(200);
+    expect(c.body.data.subscription).toMatchObject({ priceId: pro, customerBalanceCents: 600 });
+    const o = await order(c.body.data.orderId);
+    // Covered whole: PAID at 0, no card payment (as a renewal the balance covers).
+    expect(o).toMatchObject({ status: 'PAID', amountCents: 0 });
+    expect(o.lines).toEqual(p.body.data.lines);
+    expect((await db()('orders').where({ id: o.orderId }).first()).processor_payment_id).toBeNull();
+    const entry = await db()('customer_balance_entries').where({ order_id: o.orderId }).first();
+    expect(entry).toMatchObject({ kind: 'APPLIED' });
+    expect(Number(entry.amount_cents)).toBe(-400);
+    expect(Number(entry.ending_balance_cents)).toBe(600);
+
+    // In part: the 600 left against a bigger upgrade (1 → 5 seats of 30.00 four days before the
+    // end: −3000 × 4/30 + 15000 × 4/30 = −400 + 2000 = 1600, 600 of it from the balance).
+    at('2026-04-27T00:00:00.000Z');
+    const q = await preview(id, { quantity: 5 });
+    const credit = -400;
+    const charge = 2000;
+    expect(q.body.data.lines.map((l: { kind: string; amountCents: number }) => [l.kind, l.amountCents])).toEqual([
+      ['PRORATION', credit],
+      ['PRORATION', charge],
+      ['CREDIT', -600],
+    ]);
+    expect(q.body.data).toMatchObject({ appliedBalanceCents: 600, amountDueCents: credit + charge - 600 });
+    const c2 = await change(id, { quantity: 5, prorationDate: q.body.data.prorationDate, expectedAmountDueCents: q.body.data.amountDueCents });
+    expect(c2.status).toBe(200);
+    const o2 = await order(c2.body.data.orderId);
+    expect(o2).toMatchObject({ status: 'PAID', amountCents: credit + charge - 600 });
+    expect(sum(o2.lines)).toBe(o2.amountCents);
+    expect(await balanceOf(id)).toBe(0);
+    // The renewal then finds no balance: the whole fee.
+    at('2026-05-01T00:00:00.000Z');
+    await ctx.services.subscriptions.processDue();
+    expect(await periodOrder(id, 1)).toMatchObject({ amountCents: 15000 });
+  });
+
+  it('a balance moved since the preview: 409 with expectedAmountDueCents, nothing drawn; a declined card draws nothing', async () => {
+    at('2026-04-01T00:00:00.000Z');
+    const id = await subscribe(basic);
+    await credit(id, 300);
+    at('2026-04-16T00:00:00.000Z');
+    const p = await preview(id, { priceId: pro });
+    expect(p.body.data).toMatchObject({ appliedBalanceCents: 300, amountDueCents: 1000 - 300 });
+    // The balance grows meanwhile (another credit): the quote would draw 500, not 300.
+    await credit(id, 200);
+    const stale = await change(id, { priceId: pro, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
+    expect(stale.status).toBe(409);
+    expect(await balanceOf(id)).toBe(500);
+    // A declined card: nothing charged, nothing drawn, the plan unchanged.
+    await db()('subscriptions').where({ id }).update({ payment_method: 'sbx_pm_renewal_decline_0341' });
+    const declined = await change(id, { priceId: pro });
+    expect(declined.status).toBe(409);
+    expect((await api('get', `/v1/subscriptions/${id}`)).body.data).toMatchObject({ priceId: basic, customerBalanceCents: 500 });
+    expect(await db()('orders').where({ subscription_id: id }).whereNull('billing_period')).toHaveLength(0);
+  });
+});
+
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
   let second: Database;
@@ -218,6 +301,56 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       const bad = renewed.status === 'rejected' || changed.status === 'rejected' || !renewal || balance !== ledger || balance !== 400 + credit - drawn || credit <= 0 || drawn < 400;
       if (bad) failures++;
     }
+    expect(failures).toBe(0);
+  });
+
+  it('an upgrade and a renewal drawing the same balance at once: the credit is spent once (20 rounds)', async () => {
+    const ROUNDS = 20;
+    let failures = 0;
+    const splits = { upgrade: 0, renewal: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      const email = `race-up${round}-${randomBytes(4).toString('hex')}@example.com`;
+      at('2026-10-01T00:00:00.000Z');
+      const renewing = await subscribe(basic, 1, email);
+      at('2026-10-15T00:00:00.000Z');
+      const upgrading = await subscribe(basic, 1, email);
+      const s = await db()('subscriptions').where({ id: renewing }).first();
+      at('2026-10-20T00:00:00.000Z');
+      await credit(renewing, 400);
+      // The renewal (1000) and the upgrade (10.00 → 30.00 with 14 of 31 days left: −452 + 1355) each want more than 400.
+      at('2026-11-01T00:00:00.000Z');
+      const [renewed, changed] = await Promise.allSettled([
+        otherServices.subscriptions.processDue(),
+        // Started 0–45 ms later in turn, so that either reaches the balance first in some rounds.
+        new Promise((resolve) => setTimeout(resolve, (round % 4) * 15)).then(() => ctx.services.subscriptions.changePlan(upgrading, { priceId: pro }, { orgId: ctx.orgA.orgId })),
+      ]);
+      const balance = Number((await db()('customer_balances').where({ org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD' }).first()).amount_cents);
+      const entries = await db()('customer_balance_entries').where({ org_id: ctx.orgA.orgId, customer_id: s.customer_id });
+      const ledger = entries.reduce((t: number, e: { amount_cents: string | number }) => t + Number(e.amount_cents), 0);
+      const renewal = await db()('orders').where({ subscription_id: renewing, billing_period: 1 }).first();
+      const upgradeOrder = changed.status === 'fulfilled' ? changed.value.order : null;
+      const creditOf = (lines: Array<{ kind: string; amount: number }> | undefined) => -(lines ?? []).filter((l) => l.kind === 'CREDIT').reduce((t, l) => t + l.amount, 0);
+      const renewalLines = renewal ? await db()('order_lines').where({ order_id: renewal.id }) : [];
+      const renewalSum = renewalLines.reduce((t: number, l: { amount_cents: string | number }) => t + Number(l.amount_cents), 0);
+      const drawnByRenewal = renewal ? 1000 - Number(renewal.amount_cents) : 0;
+      const drawnByUpgrade = creditOf(upgradeOrder?.lines);
+      if (drawnByUpgrade === 400) splits.upgrade++;
+      if (drawnByRenewal === 400) splits.renewal++;
+      const bad =
+        renewed.status === 'rejected' ||
+        changed.status === 'rejected' ||
+        !renewal ||
+        balance !== 0 ||
+        ledger !== 0 ||
+        drawnByRenewal + drawnByUpgrade !== 400 ||
+        (upgradeOrder !== null && upgradeOrder.lines.reduce((t, l) => t + l.amount, 0) !== upgradeOrder.amountCents) ||
+        renewalSum !== Number(renewal.amount_cents);
+      if (bad) {
+        failures++;
+        console.log('round', round, { renewed: renewed.status, changed: changed.status === 'rejected' ? String(changed.reason) : 'ok', balance, ledger, drawnByRenewal, drawnByUpgrade });
+      }
+    }
+    console.log('upgrade/renewal race: the balance drawn by', splits);
     expect(failures).toBe(0);
   });
 });

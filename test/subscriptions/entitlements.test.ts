@@ -38,7 +38,7 @@ describe('GET /v1/entitlements/check', () => {
   it('answers entitled false for an unknown buyer', async () => {
     const res = await check(`email=nobody@example.com&product_id=${ebook.productId}`);
     expect(res.status).toBe(200);
-    expect(res.body.data).toEqual({ entitled: false, customerId: null, email: null, wallet: null, productId: ebook.productId, productName: 'Ebook', type: null, products: [] });
+    expect(res.body.data).toEqual({ entitled: false, customerId: null, email: null, wallet: null, productId: ebook.productId, productName: 'Ebook', type: null, products: [], reason: 'UNKNOWN_CUSTOMER' });
   });
 
   it('grants ONE_TIME access after a paid order, and takes it away after a refund', async () => {
@@ -81,7 +81,7 @@ describe('GET /v1/entitlements/check', () => {
     const order = await buy({ pricingId: ebook.priceId }, 'namer@example.com');
     const unknownBuyer = await check(`customer_id=CUS_${'x'.repeat(24)}&product_id=${ebook.productId}`);
     expect(unknownBuyer.status).toBe(200);
-    expect(unknownBuyer.body.data).toEqual({ entitled: false, customerId: null, email: null, wallet: null, productId: ebook.productId, productName: 'Ebook', type: null, products: [] });
+    expect(unknownBuyer.body.data).toEqual({ entitled: false, customerId: null, email: null, wallet: null, productId: ebook.productId, productName: 'Ebook', type: null, products: [], reason: 'UNKNOWN_CUSTOMER' });
     const elsewhere = await ctx.services.catalog.createProduct(ctx.orgB.orgId, { name: 'Not yours' });
     expect((await check(`customer_id=${order.customerId}&product_id=${elsewhere.id}`)).body.data).toMatchObject({
       entitled: false,
@@ -94,6 +94,43 @@ describe('GET /v1/entitlements/check', () => {
     });
     // The same buyer named twice (id and e-mail, in another case) is one buyer.
     expect((await check(`customer_id=${order.customerId}&email=NAMER@example.com&product_id=${ebook.productId}`)).body.data).toMatchObject({ entitled: true, type: 'ONE_TIME' });
+  });
+
+  // Issue 38's follow-up: an unknown customer answered `entitled: false` with no reason, like a
+  // known one who bought nothing; every refusal now says why (EntitlementCheck.reason).
+  it('says why access is refused: UNKNOWN_CUSTOMER, NO_ACCESS; an entitled answer has no reason', async () => {
+    const order = await buy({ pricingId: ebook.priceId }, 'why@example.com');
+    const reason = async (q: string, apiKey?: string) => {
+      const res = await check(q, apiKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return { entitled: res.body.data.entitled as boolean, reason: res.body.data.reason as string | undefined, customerId: res.body.data.customerId as string | null };
+    };
+    // Subjects that name no customer of the organization, with and without product_id.
+    for (const q of [
+      `email=nobody-here@example.com&product_id=${ebook.productId}`,
+      `email=nobody-here@example.com`,
+      `customer_id=CUS_${'y'.repeat(24)}`,
+      `external_id=never_linked&product_id=${ebook.productId}`,
+      `external_id=never_linked`,
+    ]) {
+      expect(await reason(q), q).toEqual({ entitled: false, reason: 'UNKNOWN_CUSTOMER', customerId: null });
+    }
+    // Another organization's customer, and two identifiers naming different customers.
+    expect(await reason(`customer_id=${order.customerId}`, ctx.orgB.apiKey)).toEqual({ entitled: false, reason: 'UNKNOWN_CUSTOMER', customerId: null });
+    const other = await buy({ pricingId: plan.priceId }, 'why-other@example.com');
+    expect(await reason(`customer_id=${other.customerId}&email=why@example.com`)).toEqual({ entitled: false, reason: 'UNKNOWN_CUSTOMER', customerId: null });
+    // A known customer without the product (or a product unknown to the organization): NO_ACCESS.
+    expect(await reason(`customer_id=${order.customerId}&product_id=${plan.productId}`)).toEqual({ entitled: false, reason: 'NO_ACCESS', customerId: order.customerId });
+    const elsewhere = await ctx.services.catalog.createProduct(ctx.orgB.orgId, { name: 'Theirs' });
+    expect(await reason(`customer_id=${order.customerId}&product_id=${elsewhere.id}`)).toEqual({ entitled: false, reason: 'NO_ACCESS', customerId: order.customerId });
+    // A wallet names no customer: a wallet that bought nothing is NO_ACCESS, never UNKNOWN_CUSTOMER.
+    expect(await reason(`wallet=0x${'ab'.repeat(20)}&product_id=${ebook.productId}`)).toEqual({ entitled: false, reason: 'NO_ACCESS', customerId: null });
+    // Entitled: no reason, with or without product_id.
+    expect(await reason(`customer_id=${order.customerId}&product_id=${ebook.productId}`)).toEqual({ entitled: true, reason: undefined, customerId: order.customerId });
+    expect(await reason(`customer_id=${order.customerId}`)).toEqual({ entitled: true, reason: undefined, customerId: order.customerId });
+    // Refunded: known, no longer granted.
+    await ctx.admin.post(`/v1/orders/${order.orderId}/refund`).send({});
+    expect(await reason(`email=why@example.com&product_id=${ebook.productId}`)).toEqual({ entitled: false, reason: 'NO_ACCESS', customerId: order.customerId });
   });
 
   it('never grants access for inline products, even after payment', async () => {

@@ -40,7 +40,9 @@
  *    PRORATION lines (net < 0), then the upgrade's extras computed on |net| with every sign
  *    reversed (DISCOUNT ≥ 0, TAX ≤ 0; inclusive TAX lines hold minus the included tax), then a
  *    BALANCE line of what the mirrored lines total, carried to the balance; the order's total is 0
- *    (no order when the net is 0). The balance (`customerBalanceCents`) is checked at every step.
+ *    (no order when the net is 0). The balance (`customerBalanceCents`) is checked at every step;
+ *  - an upgrade's order (net > 0) draws the balance too, as a renewal does: CREDIT −min(balance,
+ *    total) after its TAX lines (`appliedBalanceCents` in the preview; an order it covers whole is 0).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -342,13 +344,20 @@ async function live(life: Life): Promise<void> {
         const length = sec(end.getTime()) - sec(start.getTime());
         const credit = halfUp(-BigInt(oldFee) * remaining, length);
         const charge = halfUp(BigInt(newFee) * remaining, length);
-        if (credit + charge > 0) lines = [['PRORATION', credit], ['PRORATION', charge], ...extras(credit + charge, c, couponPeriod(state.period), tax)];
+        if (credit + charge > 0) {
+          lines = [['PRORATION', credit], ['PRORATION', charge], ...extras(credit + charge, c, couponPeriod(state.period), tax)];
+          // The customer's credit balance pays what it can of the upgrade's order, after tax (a CREDIT line).
+          const drawn = Math.min(state.balance, total(lines));
+          if (drawn > 0) lines.push(['CREDIT', -drawn]);
+          state.balance -= drawn;
+        }
         Object.assign(state, { price: toPrice, quantity: toQuantity, scheduled: null });
         expect(p.body.data.effective).toBe('IMMEDIATE');
       }
       const previewLines = normal(p.body.data.lines.map(asL));
       const toBalance = lines.find((l) => l[0] === 'BALANCE')?.[1] ?? 0;
-      expect({ amountDue: p.body.data.amountDueCents, credit: p.body.data.balanceCreditCents, lines: previewLines }, `preview of ${what}\n${log.join('\n')}`).toEqual({ amountDue: total(lines), credit: toBalance, lines: normal(lines) });
+      const applied = -(lines.find((l) => l[0] === 'CREDIT')?.[1] ?? 0) || 0;
+      expect({ amountDue: p.body.data.amountDueCents, credit: p.body.data.balanceCreditCents, applied: p.body.data.appliedBalanceCents, lines: previewLines }, `preview of ${what}\n${log.join('\n')}`).toEqual({ amountDue: total(lines), credit: toBalance, applied, lines: normal(lines) });
       ctx.clock.set(new Date(changeAt).toISOString());
       const done = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents, expectedBalanceCreditCents: p.body.data.balanceCreditCents });
       expect(done.status, `${what}: ${JSON.stringify(done.body)}\n${log.join('\n')}`).toBe(200);

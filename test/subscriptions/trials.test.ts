@@ -206,6 +206,28 @@ describe('subscription.trial_will_end', () => {
     expect(mails[0]!.raw).toContain('charged $9.00');
   });
 
+  it("with a coupon, the started and trial-ending e-mails quote the first charge the renewal makes (the coupon taken off)", async () => {
+    // Before, both quoted the stored amount ($9.00) where the trial's end charges $7.20 with a 20 % coupon.
+    at('2026-08-01T12:00:00.000Z');
+    const coupon = await ctx.merchant.post('/v1/coupons').set('X-API-Key', ctx.orgA.apiKey).send({ name: 'Launch', percentOff: '20', duration: 'REPEATING', durationInPeriods: 3 });
+    expect(coupon.status, JSON.stringify(coupon.body)).toBe(201);
+    const { subscription } = await start({ pricingId: trialPrice, discounts: [{ coupon: coupon.body.data.id }] });
+    const started = (await sendMail()).filter((m) => m.to.includes(subscription.customerEmail) && /^Subject: Your Pro plan subscription with /m.test(m.raw));
+    expect(started).toHaveLength(1);
+    expect(started[0]!.raw).toContain('the first charge of $7.20 is then');
+    smtp.received.length = 0;
+    at(new Date(Date.parse('2026-08-15T12:00:00.000Z') - 3 * DAY));
+    expect(await ctx.services.subscriptions.remindTrialsEnding()).toBe(1);
+    const reminder = (await sendMail()).filter((m) => m.to.includes(subscription.customerEmail));
+    expect(reminder).toHaveLength(1);
+    expect(reminder[0]!.raw).toContain('charged $7.20');
+    // What the trial's end then charges.
+    at('2026-08-15T13:00:00.000Z');
+    await ctx.services.subscriptions.processDue();
+    const orders = await ordersOf(subscription.subscriptionId);
+    expect(orders.map((o: { amount_cents: number | string }) => Number(o.amount_cents))).toEqual([0, 720]);
+  });
+
   it('a trial shorter than 3 days is reminded at the next pass', async () => {
     at('2026-07-01T00:00:00.000Z');
     const { subscription } = await start({ pricingId: plainPrice, trialDays: 2 });

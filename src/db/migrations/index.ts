@@ -86,6 +86,7 @@ import * as m0435 from './0435_usage_delta_customer_index.js';
 import * as m0440 from './0440_commerce_kept_zones.js';
 import * as m0441 from './0441_processor_customer_balances.js';
 import * as m0445 from './0445_customer_balances.js';
+import * as m0446 from './0446_usage_invoice_plan.js';
 import * as m0450 from './0450_subscription_usage_segments.js';
 import * as m0451 from './0451_customer_balance_adjustments.js';
 import * as m0460 from './0460_commerce_kept_zone_eviction.js';
@@ -182,6 +183,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0440_commerce_kept_zones': m0440,
   '0441_processor_customer_balances': m0441,
   '0445_customer_balances': m0445,
+  '0446_usage_invoice_plan': m0446,
   '0450_subscription_usage_segments': m0450,
   '0451_customer_balance_adjustments': m0451,
   '0460_commerce_kept_zone_eviction': m0460,

@@ -10,6 +10,11 @@ import { CustomerCreditBalance } from './components/customer-credit-balance';
 import { CustomerUsage } from './components/customer-usage';
 import { useCustomer, useCustomerEntitlements } from './use-customers';
 
+/** The currency the customer pays in: their active subscription's, else their newest order's (the lists are newest first). */
+function customerCurrency(subscriptions: Array<{ status: string; currency: string }> | undefined, orders: Array<{ currency: string }> | undefined): string | undefined {
+  return (subscriptions?.find((s) => s.status === 'ACTIVE') ?? subscriptions?.[0])?.currency ?? orders?.[0]?.currency;
+}
+
 export function CustomerDetailPage() {
   const { params } = useRoute();
   const id = params.id!;
@@ -35,7 +40,7 @@ export function CustomerDetailPage() {
           <h2>Subscriptions</h2>
           <ErrorNotice message={subscriptions.error} retry={subscriptions.reload} />
           {subscriptions.data && <SubscriptionsTable subscriptions={subscriptions.data.records} timeZone={timeZone} />}
-          <CustomerCreditBalance id={id} timeZone={timeZone} />
+          <CustomerCreditBalance id={id} timeZone={timeZone} currency={customerCurrency(subscriptions.data?.records, orders.data?.records)} />
           <CustomerUsage id={id} timeZone={timeZone} />
           <h2>Entitlements</h2>
           <ErrorNotice message={entitlements.error} retry={entitlements.reload} />

@@ -6,7 +6,9 @@ import { consoleTimeZone } from '../../shared/time-zone';
 import { OrdersTable } from '../orders/components/orders-table';
 import { useOrders } from '../orders/use-orders';
 import { SubscriptionStatus, every } from './components/subscriptions-table';
-import { useSubscription, type Subscription } from './use-subscriptions';
+import { useSubscription, useSubscriptionPrice, type Subscription } from './use-subscriptions';
+import { priceLabel } from '../../shared/price-label';
+import { useMeters } from '../meters/use-meters';
 
 export function SubscriptionDetailPage(props: { extra?: (subscription: Subscription, reload: () => void) => ComponentChildren }) {
   const { params } = useRoute();
@@ -15,6 +17,9 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
   const subscription = useSubscription(id);
   const orders = useOrders({ subscription_id: id, size: 50 });
   const s = subscription.data;
+  const price = useSubscriptionPrice(s);
+  const meters = useMeters('ACTIVE');
+  const meterName = (meterId: string) => meters.data?.records.find((m) => m.id === meterId)?.name ?? meterId;
   return (
     <>
       <PageHeader title={s ? `Subscription ${s.subscriptionId}` : 'Subscription'} />
@@ -28,6 +33,8 @@ export function SubscriptionDetailPage(props: { extra?: (subscription: Subscript
           <div class="card">
             <Fields
               items={[
+                // The catalog price by its name and terms ("Pro plan — Yearly — $90.00 per seat / year"): which of the product's prices it is.
+                ...(price.data ? ([['Plan', <span data-testid="subscription-plan">{priceLabel(price.data, { productName: s.productName, withProduct: true, perSeat: true, meterName })}</span>]] as Array<[string, ComponentChildren]>) : []),
                 ['Price', <><Money minor={s.amountCents} currency={s.currency} /> {every(s)}</>],
                 ['Seats', String(s.quantity ?? 1)],
                 ...(s.trialEnd

@@ -20,7 +20,11 @@ const TYPE_LABEL = {
 
 const signed = (minor: number, currency: string) => (minor > 0 ? `+${formatMoney(minor, currency)}` : formatMoney(minor, currency).replace('-', '−'));
 
-export function CustomerCreditBalance(props: { id: string; timeZone: string }) {
+/**
+ * `currency`: the customer's own currency when they hold no balance yet (their subscription's or
+ * last order's), the adjustment form's default — not USD for a customer who pays in EUR.
+ */
+export function CustomerCreditBalance(props: { id: string; timeZone: string; currency?: string }) {
   const [cursors, setCursors] = useState<string[]>([]);
   const balance = useCustomerBalance(props.id);
   const ledger = useCustomerBalanceTransactions(props.id, cursors[cursors.length - 1]);
@@ -44,7 +48,7 @@ export function CustomerCreditBalance(props: { id: string; timeZone: string }) {
           ))}
         </ul>
       )}
-      {balance.data && <AdjustBalanceForm id={props.id} balances={balance.data.balances} onAdjusted={reload} />}
+      {balance.data && <AdjustBalanceForm id={props.id} balances={balance.data.balances} currency={props.currency} onAdjusted={reload} />}
       <h3 id="credit-ledger-title">Balance history</h3>
       <ErrorNotice message={ledger.error} retry={ledger.reload} />
       {ledger.data && ledger.data.items.length === 0 && cursors.length === 0 && <Empty>No balance changes yet.</Empty>}
@@ -100,8 +104,11 @@ export function CustomerCreditBalance(props: { id: string; timeZone: string }) {
   );
 }
 
-function AdjustBalanceForm(props: { id: string; balances: Array<{ currency: string; amountCents: number }>; onAdjusted(): void }) {
-  const [currency, setCurrency] = useState(props.balances[0]?.currency ?? 'USD');
+function AdjustBalanceForm(props: { id: string; balances: Array<{ currency: string; amountCents: number }>; currency?: string; onAdjusted(): void }) {
+  // The default follows the customer's currency (a balance's, else their subscription's or last
+  // order's, which may load after this form) until the merchant types one; USD only without any.
+  const [typed, setCurrency] = useState<string | undefined>();
+  const currency = typed ?? props.balances[0]?.currency ?? props.currency ?? 'USD';
   const [direction, setDirection] = useState<'credit' | 'debit'>('credit');
   const [amount, setAmount] = useState('');
   const [description, setDescription] = useState('');

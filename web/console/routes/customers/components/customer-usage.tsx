@@ -60,7 +60,10 @@ export function CustomerUsage(props: { id: string; timeZone: string }) {
                     ))}
                     {fee.map((l, i) => (
                       <tr key={`fee-${i}`}>
-                        <td>{l.description} (next period's fee)</td>
+                        <td>
+                          {l.description}
+                          {l.kind === 'PRICE' ? " (next period's fee)" : ''}
+                        </td>
                         <td class="num">—</td>
                         <td class="num hide-narrow">—</td>
                         <td class="num">

@@ -6,16 +6,21 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import type { components } from '../../../../../generated/merchant';
+import type { components as ConsoleComponents } from '../../../../../generated/console';
 import { Money } from '../../../components/ui';
 import { formatMoney } from '../../../shared/format';
+import { distinctLabels, priceLabel, priceName } from '../../../shared/price-label';
 import { every } from './subscriptions-table';
 import { consoleApi, errorMessage, merchantApi } from '../../../shared/api';
 import type { Subscription } from '../use-subscriptions';
 
 type Preview = components['schemas']['SubscriptionChangePreview'];
+type Price = ConsoleComponents['schemas']['Price'];
 interface Choice {
   pricingId: string;
   label: string;
+  /** The product and the price's own name when it has one ("Pro plan — Yearly"): what the preview calls it. */
+  name: string;
 }
 
 /** The organization's prices this subscription may move to (same currency and interval, active, card subscription). */
@@ -25,17 +30,25 @@ function useChoices(s: Subscription): Choice[] {
     let live = true;
     void (async () => {
       const products = (await consoleApi.GET('/v1/console/products', { params: { query: { size: 50 } } })).data?.data?.records ?? [];
-      const out: Choice[] = [];
-      for (const product of products) {
-        const prices = (await consoleApi.GET('/v1/console/products/{id}/prices', { params: { path: { id: product.productId } } })).data?.data ?? [];
+      const eligible: Array<{ price: Price; productName: string }> = [];
+      // The products' prices read side by side (one after the other took over a second for a few products).
+      const lists = await Promise.all(products.map(async (product) => ({ product, prices: (await consoleApi.GET('/v1/console/products/{id}/prices', { params: { path: { id: product.productId } } })).data?.data ?? [] })));
+      for (const { product, prices } of lists) {
         for (const p of prices) {
           if (!p.active || p.pricingType !== 'SUBSCRIPTION' || p.provider !== 'STRIPE' || p.flexibleAmount) continue;
           if (p.currency !== s.currency || p.billingInterval !== s.billingInterval || p.billingIntervalCount !== s.billingIntervalCount) continue;
-          // Money as everywhere else (src/kernel/money.ts), per seat and per interval: "Team plan — $20.00 per seat every month".
-          out.push({ pricingId: p.pricingId, label: `${product.name} — ${formatMoney(p.amount, p.currency)} per seat ${every(s)}${p.pricingId === s.priceId ? ' (current)' : ''}` });
+          eligible.push({ price: p, productName: product.name });
         }
       }
-      if (live) setChoices(out);
+      // Two metered prices differ by their meters: named when the session may read them (else their ids).
+      const meters = eligible.some((e) => (e.price.meteredComponents ?? []).length > 0) ? ((await merchantApi.GET('/v1/meters', { params: { query: { status: 'ACTIVE' } } })).data?.data.records ?? []) : [];
+      const meterName = (id: string) => meters.find((m) => m.id === id)?.name ?? id;
+      // The product, the price's own name (two prices of one product: "Monthly", "With tokens"), per seat
+      // and per interval: "Team plan — $20.00 per seat / month" (shared/price-label.ts).
+      const out = eligible.map((e) => ({ id: e.price.pricingId, label: priceLabel(e.price, { productName: e.productName, withProduct: true, perSeat: true, meterName }) }));
+      const labels = distinctLabels(out);
+      const names = new Map(eligible.map((e) => [e.price.pricingId, priceName(e.price, { productName: e.productName, withProduct: true })]));
+      if (live) setChoices(out.map((c) => ({ pricingId: c.id, label: `${labels.get(c.id)!}${c.id === s.priceId ? ' (current)' : ''}`, name: names.get(c.id) || '' })));
     })();
     return () => {
       live = false;
@@ -55,6 +68,7 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
   if (s.status !== 'ACTIVE') return null;
   const fallback = s.priceId && !choices.some((c) => c.pricingId === s.priceId) ? `${s.productName} (current)` : undefined;
   const shown = choices.find((c) => c.pricingId === priceId)?.label ?? (priceId === s.priceId ? fallback : undefined);
+  const nameOf = (side: Preview['from']) => choices.find((c) => c.pricingId === side.priceId)?.name || side.productName;
   const body = () => ({ ...(priceId && priceId !== s.priceId ? { priceId } : {}), ...(Number(quantity) !== s.quantity ? { quantity: Number(quantity) } : {}) });
   const ask = async (e: Event) => {
     e.preventDefault();
@@ -113,9 +127,9 @@ export function PlanChange(props: { subscription: Subscription; onChanged(): voi
       {preview && (
         <section aria-label="Preview of the change" class="notice">
           <p data-testid="change-summary">
-            From {preview.from.quantity} × {preview.from.productName}, <Money minor={preview.from.amountCents} currency={preview.currency} /> {every(s)}
+            From {preview.from.quantity} × {nameOf(preview.from)}, <Money minor={preview.from.amountCents} currency={preview.currency} /> {every(s)}
             <br />
-            to {preview.to.quantity} × {preview.to.productName}, <Money minor={preview.to.amountCents} currency={preview.currency} /> {every(s)}
+            to {preview.to.quantity} × {nameOf(preview.to)}, <Money minor={preview.to.amountCents} currency={preview.currency} /> {every(s)}
           </p>
           {preview.effective === 'PERIOD_END' ? (
             <p>Takes effect at the end of the period; nothing is charged now. The next renewal charges <Money minor={preview.nextRenewalAmountCents} currency={preview.currency} />.</p>
