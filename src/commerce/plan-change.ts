@@ -89,7 +89,7 @@ export interface PlanSideQuote {
   priceId: string | null;
   productId: string | null;
   productName: string;
-  /** The target price's own name, when one was chosen (the portal's plan choices). */
+  /** The price's own name, when it has one (the portal's plan choices: "Keep Studio — Basic"). */
   priceName?: string;
   unitAmount: number;
   quantity: number;
@@ -193,9 +193,11 @@ export async function quotePlanChange(s: Subscription, request: PlanChangeReques
   // no fee taxes to exactly (set at a processor) cannot be split into unit × quantity: refused.
   const fee = untaxedAmount(s.amountCents, pricing.tax);
   if (fee === null) throw conflict('The subscription’s amount does not match its tax rates, so its plan cannot change here');
-  const from = currentSide(s, fee);
   // Metered components bill usage in arrears at the renewal (metered-plan-change.ts): not refused.
-  const meteredFrom = s.priceId ? Boolean((await catalog.findPrice(s.orgId, s.priceId))?.metered) : false;
+  const current = s.priceId ? await catalog.findPrice(s.orgId, s.priceId) : undefined;
+  const meteredFrom = Boolean(current?.metered);
+  // The current price's own name too, so a buyer choosing between two prices of one product sees which one they keep.
+  const from: PlanSideQuote = { ...currentSide(s, fee), ...(current?.priceName ? { priceName: current.priceName } : {}) };
   let meteredTo = meteredFrom;
   let to: PlanSideQuote;
   const quantity = request.quantity ?? from.quantity;

@@ -315,7 +315,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
       const taxed = from !== undefined && from.amount !== s.amountCents;
       const keepUnit = from ? Math.round(from.amount / (from.quantity || 1)) : Math.round(s.amountCents / (s.quantity || 1));
       const radios = [
-        `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(s.productName)} <span class="muted">${escapeHtml(formatMoney(keepUnit, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
+        `<label class="choice"><input type="radio" name="priceId" value="" checked> <span>Keep ${escapeHtml(planChoiceName(from ?? s))} <span class="muted">${escapeHtml(formatMoney(keepUnit, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`,
         ...options.map((q) => `<label class="choice"><input type="radio" name="priceId" value="${escapeHtml(q.to.priceId ?? '')}"> <span>${escapeHtml(planChoiceName(q.to))} <span class="muted">${escapeHtml(formatMoney(q.to.unitAmount, s.currency))} per seat ${escapeHtml(everyText(s))}</span></span></label>`),
       ].join('');
       // A downgrade takes effect at the period's end unless the buyer asks for it now, with credit for the unused time (on Stripe, Stripe's customer balance: docs/plan-changes.md).
@@ -325,7 +325,7 @@ ${order.lines.some((l) => l.kind === 'TAX') ? '' : '<dt>Tax</dt><dd>None charged
         status: 200,
         html: layout(
           `Change ${s.productName}`,
-          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(from ? planText(from.quantity, from.productName, from.amount, s) : planText(s.quantity, s.productName, s.amountCents, s))}${taxed ? ' before tax' : ''}</p>${
+          `<h1>Change ${escapeHtml(s.productName)}</h1><p class="muted" data-testid="plan-now">Now: ${escapeHtml(from ? planText(from.quantity, planChoiceName(from), from.amount, s) : planText(s.quantity, s.productName, s.amountCents, s))}${taxed ? ' before tax' : ''}</p>${
             taxed ? '<p class="muted" data-testid="plan-tax">Prices before tax: the review shows the tax of the change, as your receipts do.</p>' : ''
           }
 <form method="post" action="/portal/subscriptions/${escapeHtml(s.id)}/change">${hidden(portal.csrfToken(found.token))}<fieldset><legend>Plan</legend>${radios}</fieldset>${seats}${when}<input type="hidden" name="step" value="preview"><button type="submit" data-testid="preview-change">Review the change</button></form>

@@ -292,7 +292,9 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('the portal plan change in a b
       const { context, page, errors } = await openPortal(customerId, viewport, [plus, team]);
       await activate(page, `[data-testid=change-${subscriptionId}]`);
       const choices = (await page.locator('label.choice:has(input[name=priceId])').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
-      expect(choices).toEqual(['Keep Studio $10.00 per seat every month', 'Studio — Plus (priority support) $10.00 per seat every month', 'Team plan $20.00 per seat every month']);
+      // The price kept is named too (before: "Keep Studio", which of the two?).
+      expect(await text(page, 'plan-now')).toBe('Now: 1 × Studio — Basic, $10.00 every month');
+      expect(choices).toEqual(['Keep Studio — Basic $10.00 per seat every month', 'Studio — Plus (priority support) $10.00 per seat every month', 'Team plan $20.00 per seat every month']);
       await tabTo(page, 'input[type=radio]');
       await page.keyboard.press('ArrowDown');
       expect(await page.evaluate('document.activeElement.value')).toBe(plus);
