@@ -1,11 +1,15 @@
 /**
- * Every command the admin CLI registers, run as users run it: `scripts/admin.ts` as a child process
- * against the admin app listening on an ephemeral port, with its effects read back. The command
- * list comes from commander's program object (scripts/admin/program.ts), so the last tests fail
- * when a registered command was not run successfully here, and when docs/cli.md documents a command
- * the program does not register (or the other way round).
+ * Every command the admin CLI registers, run through the CLI's own entry (scripts/admin/run.ts, what
+ * `scripts/admin.ts` runs with the process's argv and streams) against the admin app listening on
+ * an ephemeral port, over HTTP, with its effects read back. In-process: the child-process contract
+ * (one JSON document on stdout, JSON errors on stderr, exit codes 1 and 2, the token file) is
+ * test/admin-cli.test.ts's; here a child per command cost CI minutes and proved nothing more.
+ * `webhook listen`, which runs until stopped, still runs as a child process. The command list
+ * comes from commander's program object (scripts/admin/program.ts), so the last tests fail when a
+ * registered command was not run successfully here, and when docs/cli.md documents a command the
+ * program does not register (or the other way round).
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http, { type Server } from 'node:http';
@@ -14,10 +18,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAdminClient, createContext } from '../scripts/admin/cli.js';
+import { connectionFromEnv, createAdminClient, createContext } from '../scripts/admin/cli.js';
+import { runAdmin } from '../scripts/admin/run.js';
 import { buildProgram } from '../scripts/admin/program.js';
 import { createTestContext, type TestContext } from './harness/context.js';
-import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../tools/node-entry.js';
+import { nodeEntryArgs } from '../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -54,16 +59,16 @@ function documentedCommands(): string[] {
 /** Commands that ran and exited 0 in this file. */
 const ranSuccessfully = new Set<string>();
 
-function cli(args: string[]): Promise<RunResult> {
-  const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
-  for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
-      if (code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
-      resolve({ code, stdout, stderr });
-    });
+async function cli(args: string[]): Promise<RunResult> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runAdmin(args, {
+    client: createAdminClient(connectionFromEnv({ ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken })),
+    out: (text) => void (stdout += text),
+    err: (text) => void (stderr += text),
   });
+  if (code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
+  return { code, stdout, stderr };
 }
 
 /** Runs a command that must succeed and returns its JSON document. */
@@ -105,7 +110,7 @@ afterAll(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-describe('every admin CLI command, run as a child process', { timeout: 120_000 }, () => {
+describe('every admin CLI command, run through the CLI\'s entry', { timeout: 120_000 }, () => {
   let orgId: string;
   let productId: string;
   let oneTimePriceId: string;
