@@ -18,19 +18,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectionFromEnv, createAdminClient, createContext } from '../scripts/admin/cli.js';
-import { runAdmin } from '../scripts/admin/run.js';
+import { createAdminClient, createContext } from '../scripts/admin/cli.js';
+import { runAdminCli, type AdminCliResult } from './harness/admin-cli.js';
 import { buildProgram } from '../scripts/admin/program.js';
 import { createTestContext, type TestContext } from './harness/context.js';
 import { nodeEntryArgs } from '../tools/node-entry.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-
-interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let ctx: TestContext;
 let server: Server;
@@ -59,16 +53,10 @@ function documentedCommands(): string[] {
 /** Commands that ran and exited 0 in this file. */
 const ranSuccessfully = new Set<string>();
 
-async function cli(args: string[]): Promise<RunResult> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runAdmin(args, {
-    client: createAdminClient(connectionFromEnv({ ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken })),
-    out: (text) => void (stdout += text),
-    err: (text) => void (stderr += text),
-  });
-  if (code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
-  return { code, stdout, stderr };
+async function cli(args: string[]): Promise<AdminCliResult> {
+  const result = await runAdminCli(adminUrl, ctx.adminToken, args);
+  if (result.code === 0) ranSuccessfully.add(args.slice(0, 2).join(' '));
+  return result;
 }
 
 /** Runs a command that must succeed and returns its JSON document. */

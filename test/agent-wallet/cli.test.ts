@@ -1,8 +1,8 @@
 /**
- * The admin CLI's wallet, agent, policy and credit nouns as users run them (subprocesses against
- * the admin app), and the Agent Wallet Key it prints driving the agent client.
+ * The admin CLI's wallet, agent, policy and credit nouns, run through the CLI's own entry in-process
+ * (test/harness/admin-cli.ts) against the admin app over HTTP, and the Agent Wallet Key it prints
+ * driving the agent client. The child-process contract is test/admin-cli.test.ts's.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { createAgentClient } from '../../src/client/agent.js';
 import { listenPlatform, PUBLIC_API_URL, usdcTransfer } from './helpers.js';
-import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
+import { runAdminCli, type AdminCliResult } from '../harness/admin-cli.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -22,22 +22,9 @@ let server: Server;
 let adminUrl: string;
 let tmp: string;
 
-interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+type RunResult = AdminCliResult;
 
-function run(args: string[]): Promise<RunResult> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [...nodeEntryArgs('scripts/admin.ts'), ...args],
-      { cwd: repoRoot, env: { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken }, timeout: CHILD_COMMAND_TIMEOUT_MS },
-      (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr }),
-    );
-  });
-}
+const run = (args: string[]): Promise<RunResult> => runAdminCli(adminUrl, ctx.adminToken, args);
 
 async function ok(args: string[]) {
   const result = await run(args);

@@ -1,37 +1,21 @@
 /**
- * The catalog nouns of the admin CLI, run as users run them (a subprocess against the admin app on
- * an ephemeral port), once per command; their effects are checked through the merchant API.
+ * The catalog nouns of the admin CLI, run through the CLI's own entry in-process
+ * (test/harness/admin-cli.ts) against the admin app on an ephemeral port, once per command; their
+ * effects are checked through the merchant API. The child-process contract is test/admin-cli.test.ts's.
  */
-import { execFile } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
+import { runAdminCli, type AdminCliResult } from '../harness/admin-cli.js';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+type RunResult = AdminCliResult;
 
 let ctx: TestContext;
 let server: Server;
 let adminUrl: string;
 
-function cli(args: string[]): Promise<RunResult> {
-  const env: NodeJS.ProcessEnv = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
-  for (const name of ['ADMIN_HOST', 'ADMIN_PORT', 'DATA_DIR']) delete env[name];
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
-    });
-  });
-}
+const cli = (args: string[]): Promise<RunResult> => runAdminCli(adminUrl, ctx.adminToken, args);
 
 function jsonOut(result: RunResult): any {
   expect(result.stderr).toBe('');

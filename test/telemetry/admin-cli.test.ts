@@ -1,31 +1,20 @@
 /**
- * `project` and `telemetry-key` of the admin CLI, as users run it: a subprocess against the admin
- * app on an ephemeral port. The key it prints authenticates the telemetry API; revoking stops it.
+ * `project` and `telemetry-key` of the admin CLI, run through the CLI's own entry in-process
+ * (test/harness/admin-cli.ts) against the admin app on an ephemeral port (the child-process
+ * contract is test/admin-cli.test.ts's). The key it prints authenticates the telemetry API; revoking stops it.
  */
-import { execFile } from 'node:child_process';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
 import { bearer } from './helpers.js';
-import { nodeEntryArgs, CHILD_COMMAND_TIMEOUT_MS } from '../../tools/node-entry.js';
-
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { runAdminCli } from '../harness/admin-cli.js';
 
 let ctx: TestContext;
 let server: Server;
 let adminUrl: string;
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env, ADMIN_URL: adminUrl, ADMIN_TOKEN: ctx.adminToken };
-  return new Promise((resolve) => {
-    execFile(process.execPath, [...nodeEntryArgs('scripts/admin.ts'), ...args], { cwd: repoRoot, env, timeout: CHILD_COMMAND_TIMEOUT_MS }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, stdout, stderr });
-    });
-  });
-}
+const run = (args: string[]) => runAdminCli(adminUrl, ctx.adminToken, args);
 
 async function json(args: string[]): Promise<any> {
   const result = await run(args);
