@@ -284,6 +284,46 @@ describe('metered subscriptions billed by Stripe', () => {
     expect([...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual')).toHaveLength(1);
   });
 
+  it('cancel now whose usage invoice is below Stripe’s minimum charge: Stripe marks it paid with nothing charged and debits the customer; Kassa’s order keeps the usage lines and carries the amount (total 0 = amount_paid), once', async () => {
+    s.stripe.minimumCharge = true;
+    try {
+      s.ctx.clock.set('2028-03-01T00:00:00.000Z');
+      const { subscriptionId, stripeSub } = await subscribe('cancel-small@example.com', 'user_cancel_small');
+      const customer = { externalId: 'user_cancel_small' };
+      s.ctx.clock.set('2028-03-05T00:00:00.000Z');
+      // 3 requests (3 ¢) and tokens within the included 10,000: 3 ¢ due, below Stripe's 50 ¢.
+      await ingest([
+        { id: 'cnsmall-t', customer, name: 'llm_tokens', timestamp: '2028-03-02T00:00:00Z', properties: { tokens: 4_000 } },
+        ...Array.from({ length: 3 }, (_, i) => ({ id: `cnsmall-r${i}`, customer, name: 'request', timestamp: '2028-03-03T00:00:00Z' })),
+      ]);
+      const res = await s.ctx.admin.post(`/v1/subscriptions/${subscriptionId}/cancel`).send({ atPeriodEnd: false });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(s.stripe.subscriptions.get(stripeSub.id)!.status).toBe('canceled');
+      const finals = [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+      expect(finals).toHaveLength(1);
+      const final = finals[0]!;
+      expect(usageItems(final).map((l) => l.amount)).toEqual([tokensCents(4_000), requestsCents(3)]);
+      expect(final).toMatchObject({ status: 'paid', total: 3, amount_due: 3, amount_paid: 0, amount_remaining: 0 });
+      const stripeCustomer = s.stripe.subscriptions.get(stripeSub.id)!.customer as string;
+      expect(s.stripe.customerBalances.get(stripeCustomer)).toBe(3);
+
+      const paid = s.stripe.invoiceEvent('invoice.paid', s.stripe.invoices.get(final.id)!);
+      expect((await s.deliver(paid)).body.outcome).toBe('applied');
+      expect((await s.deliver(paid)).status).toBe(200);
+      const orders = await db()('orders').where({ subscription_id: subscriptionId, processor_payment_id: final.id });
+      expect(orders).toHaveLength(1);
+      const read = await s.readOrder(orders[0].id);
+      expect((read.lines as Array<{ kind: string; description: string; amountCents: number }>).map((l) => [l.kind, l.description, l.amountCents])).toEqual([
+        ['USAGE', 'Tokens', 0],
+        ['USAGE', 'Requests', 3],
+        ['CREDIT', 'Carried to the next invoice (below Stripe’s minimum charge)', -3],
+      ]);
+      expect(read).toMatchObject({ status: 'PAID', amountCents: final.amount_paid });
+    } finally {
+      s.stripe.minimumCharge = false;
+    }
+  });
+
   it('a cancel now in the grace hour after the period’s end bills that hour on its own invoice and the held renewal draft the period: every accepted event once', async () => {
     s.ctx.clock.set('2027-08-01T00:00:00.000Z');
     const { subscriptionId, stripeSub, periodEnd } = await subscribe('cancel-grace@example.com', 'user_cancel_grace');
@@ -473,6 +513,48 @@ describe('metered subscriptions billed by Stripe', () => {
       expect(makeups(stripeSub.id)).toHaveLength(1);
       expect(s.stripe.invoiceItems.size).toBe(items);
       expect(await db()('orders').where({ subscription_id: subscriptionId })).toHaveLength(3);
+    }
+  });
+
+  it('a make-up invoice below Stripe’s minimum charge: marked paid with nothing charged, the customer debited; Kassa’s order keeps the usage lines and carries the amount (total 0 = amount_paid)', async () => {
+    s.stripe.minimumCharge = true;
+    try {
+      s.ctx.clock.set('2029-01-01T00:00:00.000Z');
+      const { subscriptionId, stripeSub, periodEnd } = await subscribe('makeup-small@example.com', 'user_makeup_small');
+      const customer = { externalId: 'user_makeup_small' };
+      s.ctx.clock.set(new Date(periodEnd - 86_400_000).toISOString());
+      await ingest([
+        { id: 'mks-t', customer, name: 'llm_tokens', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString(), properties: { tokens: 9_000 } },
+        ...Array.from({ length: 7 }, (_, i) => ({ id: `mks-r${i}`, customer, name: 'request', timestamp: new Date(periodEnd - 2 * 86_400_000).toISOString() })),
+      ]);
+      // Kassa never holds the renewal draft: Stripe finalizes it with the fee alone.
+      s.ctx.clock.set(new Date(periodEnd + 1000).toISOString());
+      const draft = s.stripe.renewDraft(stripeSub.id);
+      s.ctx.clock.set(new Date(periodEnd + 3600_000 + 2000).toISOString());
+      expect(s.stripe.finalizeDue().map((i) => i.id)).toContain(draft.id);
+      expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
+      const makeups = [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'manual');
+      expect(makeups).toHaveLength(1);
+      const makeup = s.stripe.invoices.get(makeups[0]!.id)!;
+      // 7 ¢ of requests, the tokens within the included 10,000: below Stripe's 50 ¢.
+      expect(usageItems(makeup).map((l) => l.amount)).toEqual([tokensCents(9_000), requestsCents(7)]);
+      expect(makeup).toMatchObject({ status: 'paid', total: 7, amount_due: 7, amount_paid: 0, amount_remaining: 0 });
+      expect(s.stripe.customerBalances.get(s.stripe.subscriptions.get(stripeSub.id)!.customer as string)).toBe(7);
+
+      const paid = s.stripe.invoiceEvent('invoice.paid', makeup);
+      expect((await s.deliver(paid)).body.outcome).toBe('applied');
+      expect((await s.deliver(paid)).status).toBe(200);
+      const orders = await db()('orders').where({ subscription_id: subscriptionId, processor_payment_id: makeup.id });
+      expect(orders).toHaveLength(1);
+      const read = await s.readOrder(orders[0].id);
+      expect((read.lines as Array<{ kind: string; description: string; amountCents: number }>).map((l) => [l.kind, l.description, l.amountCents])).toEqual([
+        ['USAGE', 'Tokens', 0],
+        ['USAGE', 'Requests', 7],
+        ['CREDIT', 'Carried to the next invoice (below Stripe’s minimum charge)', -7],
+      ]);
+      expect(read).toMatchObject({ status: 'PAID', amountCents: makeup.amount_paid });
+    } finally {
+      s.stripe.minimumCharge = false;
     }
   });
 
