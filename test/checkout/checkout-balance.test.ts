@@ -12,9 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createServices } from '../../src/services.js';
+import { onSecondPool } from '../harness/second-pool.js';
 
 let ctx: TestContext;
 let basic: string;
@@ -344,15 +342,7 @@ describe('a new checkout draws the customer’s credit balance (sandbox)', () =>
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('race on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('a checkout’s payment start and a renewal of another subscription of the same customer draw one balance: spent once (20 rounds)', async () => {
     const ROUNDS = Number(process.env.KASSA_CHECKOUT_BALANCE_ROUNDS ?? 20);
@@ -370,7 +360,7 @@ describe.skipIf(!onPostgres)('race on PostgreSQL (separate pools)', () => {
       const shown = await pageOf(s.path);
       expect(shown.due).toBe(2600);
       const [renewed, paid] = await Promise.allSettled([
-        otherServices.subscriptions.processDue(),
+        second.services.subscriptions.processDue(),
         new Promise((resolve) => setTimeout(resolve, (round % 4) * 10)).then(() => ctx.services.checkout.pay(s.path.split('/').pop()!, { card: { number: '4242424242424242', cvc: '123', expMonth: 12, expYear: 2030 }, expectedDue: shown.due })),
       ]);
       const balance = await balanceOf(c.customerId);

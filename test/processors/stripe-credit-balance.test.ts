@@ -13,10 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Stripe from 'stripe';
 import supertest from 'supertest';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { onSecondPool } from '../harness/second-pool.js';
 import { FakeStripe } from './stripe-server.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createServices } from '../../src/services.js';
 
 const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
@@ -314,15 +312,7 @@ describe('the customer portal on the Stripe rail', () => {
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('an immediate downgrade racing the renewal that draws the credit: one outcome, Kassa’s mirror = Stripe’s balance = its ledger (20 rounds)', async () => {
     const ROUNDS = 20;
@@ -340,7 +330,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       at('2026-11-01T00:10:00.000Z');
       const [delivered, changed] = await Promise.allSettled([
         deliver(stripe.invoiceEvent('invoice.paid', invoice)),
-        otherServices.subscriptions.changePlan(id, { priceId: lite, effective: 'IMMEDIATE' }, { orgId: ctx.orgA.orgId }),
+        second.services.subscriptions.changePlan(id, { priceId: lite, effective: 'IMMEDIATE' }, { orgId: ctx.orgA.orgId }),
       ]);
       const renewals = await db()('orders').where({ subscription_id: id, billing_period: 1 });
       const changes = await db()('orders').where({ subscription_id: id }).whereNull('billing_period');

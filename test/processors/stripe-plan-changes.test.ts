@@ -9,16 +9,13 @@
  * of four concurrent identical changes on two pools (one Stripe update, one charge); a property
  * run of random prices, seats and seconds (preview = Stripe invoice = order); a trial; 503.
  */
-import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import supertest from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type Stripe from 'stripe';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { onSecondPool } from '../harness/second-pool.js';
 import { FakeStripe } from './stripe-server.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createServices } from '../../src/services.js';
 
 const SECRET_KEY = 'sk_test_kassa4242';
 const WEBHOOK_SECRET = 'whsec_kassatestsecret';
@@ -363,15 +360,7 @@ describe('plan changes of Stripe-billed subscriptions', () => {
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('four concurrent identical changes from one preview: one Stripe update, one charge, one order (15 rounds)', async () => {
     const ROUNDS = 15;
@@ -382,7 +371,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       at('2026-09-11T00:00:00.000Z');
       const q = await ctx.services.subscriptions.previewChange(id, { quantity: 2 }, { orgId: ctx.orgA.orgId });
       const request = { quantity: 2, prorationDate: q.prorationDate, expectedAmountDueCents: q.amountDue };
-      const results = await Promise.allSettled([0, 1, 2, 3].map((i) => (i % 2 ? otherServices : ctx.services).subscriptions.changePlan(id, request)));
+      const results = await Promise.allSettled([0, 1, 2, 3].map((i) => (i % 2 ? second.services : ctx.services).subscriptions.changePlan(id, request)));
       const ok = results.filter((r) => r.status === 'fulfilled').length;
       const updates = stripe.itemUpdates.filter((u) => u.subscriptionId === stripeSub.id);
       const charges = [...stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSub.id && i.billing_reason === 'subscription_update' && i.status === 'paid');

@@ -9,9 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createServices } from '../../src/services.js';
+import { onSecondPool } from '../harness/second-pool.js';
 
 let ctx: TestContext;
 let basic: string;
@@ -263,15 +261,7 @@ describe('an upgrade’s proration order draws the credit balance (as Stripe app
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('a renewal drawing the balance racing a downgrade adding to it: no update lost (20 rounds)', async () => {
     const ROUNDS = 20;
@@ -290,7 +280,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       await db()('customer_balance_entries').insert({ id: `CBE_seed${round}${randomBytes(6).toString('hex')}`, org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD', kind: 'CARRIED', amount_cents: 400, ending_balance_cents: 400, order_id: `seed-${round}-${email}`, subscription_id: null, created_at: new Date() });
       at('2026-11-01T00:00:00.000Z');
       const [renewed, changed] = await Promise.allSettled([
-        otherServices.subscriptions.processDue(),
+        second.services.subscriptions.processDue(),
         ctx.services.subscriptions.changePlan(downgrading, { priceId: basic, effective: 'IMMEDIATE' }, { orgId: ctx.orgA.orgId }),
       ]);
       const balance = Number((await db()('customer_balances').where({ org_id: ctx.orgA.orgId, customer_id: s.customer_id, currency: 'USD' }).first()).amount_cents);
@@ -320,7 +310,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       // The renewal (1000) and the upgrade (10.00 → 30.00 with 14 of 31 days left: −452 + 1355) each want more than 400.
       at('2026-11-01T00:00:00.000Z');
       const [renewed, changed] = await Promise.allSettled([
-        otherServices.subscriptions.processDue(),
+        second.services.subscriptions.processDue(),
         // Started 0–45 ms later in turn, so that either reaches the balance first in some rounds.
         new Promise((resolve) => setTimeout(resolve, (round % 4) * 15)).then(() => ctx.services.subscriptions.changePlan(upgrading, { priceId: pro }, { orgId: ctx.orgA.orgId })),
       ]);

@@ -9,9 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createCommerceUnitOfWork, createServices } from '../../src/services.js';
+import { onSecondPool } from '../harness/second-pool.js';
+import { createCommerceUnitOfWork } from '../../src/services.js';
 import { CustomerBalanceService } from '../../src/subscriptions/customer-balance.service.js';
 
 let ctx: TestContext;
@@ -208,21 +207,13 @@ describe('customer credit balance API', () => {
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('adjustments racing each other and a renewal, and one key sent twice at once: no update lost, one adjustment per key (20 rounds)', async () => {
     const ROUNDS = 20;
     let failures = 0;
     const mine = new CustomerBalanceService(createCommerceUnitOfWork(db()), ctx.clock);
-    const theirs = new CustomerBalanceService(createCommerceUnitOfWork(second.db), ctx.clock);
+    const theirs = new CustomerBalanceService(createCommerceUnitOfWork(second.database.db), ctx.clock);
     for (let round = 0; round < ROUNDS; round++) {
       at('2026-10-01T00:00:00.000Z');
       const { subscriptionId, customerId } = await subscribe(basic, `race${round}-${randomBytes(4).toString('hex')}@example.com`);
@@ -232,7 +223,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       at('2026-11-01T00:00:00.000Z');
       const key = `twice-${round}-${customerId}`;
       const results = await Promise.allSettled([
-        otherServices.subscriptions.processDue(),
+        second.services.subscriptions.processDue(),
         mine.adjust(ctx.orgA.orgId, customerId, `credit-${round}-${customerId}`, { currency: 'USD', amountCents: 300, description: 'Credit' }),
         theirs.adjust(ctx.orgA.orgId, customerId, `debit-${round}-${customerId}`, { currency: 'USD', amountCents: -150, description: 'Debit' }),
         mine.adjust(ctx.orgA.orgId, customerId, key, { currency: 'USD', amountCents: 70, description: 'Once' }),

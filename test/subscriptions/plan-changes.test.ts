@@ -7,13 +7,10 @@
  * buyer's e-mail. On PostgreSQL: rounds of two concurrent changes and of a change racing the
  * renewal job (separate pools).
  */
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from '../harness/context.js';
+import { onSecondPool } from '../harness/second-pool.js';
 import { startSmtp } from '../buyer-emails/smtp.js';
-import { openDatabase, type Database } from '../../src/db/knex.js';
-import { SecretBox } from '../../src/kernel/secrets.js';
-import { createServices } from '../../src/services.js';
 
 let smtp: Awaited<ReturnType<typeof startSmtp>>;
 let ctx: TestContext;
@@ -255,15 +252,7 @@ describe('plan changes through the merchant API', () => {
 
 const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
-  let second: Database;
-  let otherServices: ReturnType<typeof createServices>;
-  beforeAll(async () => {
-    second = await openDatabase({ databaseUrl: ctx.testDb.url! });
-    otherServices = createServices({ db: second.db, clock: ctx.clock, secretBox: new SecretBox(randomBytes(32)), config: ctx.config });
-  });
-  afterAll(async () => {
-    await second?.close();
-  });
+  const second = onSecondPool(() => ctx);
 
   it('four concurrent changes from the same preview: one applies and charges once, the others are refused (20 rounds)', async () => {
     const ROUNDS = 20;
@@ -276,7 +265,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       const request = { quantity: 2, prorationDate: q.prorationDate, expectedAmountDueCents: q.amountDue };
       // Four changers on two pools, each started only once all have read the subscription.
       // Four identical changes (a double-clicked button, a retried request) on two pools.
-      const results = await Promise.allSettled([0, 1, 2, 3].map((i) => (i % 2 ? otherServices : ctx.services).subscriptions.changePlan(id, request)));
+      const results = await Promise.allSettled([0, 1, 2, 3].map((i) => (i % 2 ? second.services : ctx.services).subscriptions.changePlan(id, request)));
       const ok = results.filter((r) => r.status === 'fulfilled');
       const charges = await db()('orders').where({ subscription_id: id }).whereNull('billing_period');
       const s = await db()('subscriptions').where({ id }).first();
@@ -295,7 +284,7 @@ describe.skipIf(!onPostgres)('races on PostgreSQL (separate pools)', () => {
       at('2026-10-31T23:59:59.000Z');
       const q = await ctx.services.subscriptions.previewChange(id, { priceId: pro }, { orgId: ctx.orgA.orgId });
       at('2026-11-01T00:00:00.000Z');
-      const [renewed, changed] = await Promise.allSettled([otherServices.subscriptions.processDue(), ctx.services.subscriptions.changePlan(id, { priceId: pro, expectedAmountDueCents: q.amountDue })]);
+      const [renewed, changed] = await Promise.allSettled([second.services.subscriptions.processDue(), ctx.services.subscriptions.changePlan(id, { priceId: pro, expectedAmountDueCents: q.amountDue })]);
       const s = await db()('subscriptions').where({ id }).first();
       const renewals = await db()('orders').where({ subscription_id: id, billing_period: 1 });
       const prorations = await db()('orders').where({ subscription_id: id }).whereNull('billing_period');
