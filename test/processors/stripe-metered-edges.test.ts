@@ -14,144 +14,19 @@
  * - a metered plan change during a free trial: the trial's usage (both parts) is never billed, the
  *   first paid period bills the new plan's usage with its full included units.
  */
-import type Stripe from 'stripe';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workerJobs } from '../../src/jobs.js';
-import { setExternalId } from '../usage/helpers.js';
-import { createStripeContext, type StripeContext } from './stripe-context.js';
-import { day, halfUp, usageCents, type Pricing } from '../subscriptions/metered-recompute.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { StripeContext } from './stripe-context.js';
+import { expectedUsage, feeLines, meteredPlansOnStripe, orderUsage, sum, total, usageItems } from './stripe-metered-plans.js';
 
+const plans = meteredPlansOnStripe({ tag: 'sme', plans: ['basic', 'pro'], basicTrial: true });
+const { prices, db, api, job, subscribe, use, changeAt, renew } = plans;
 let s: StripeContext;
-const meters = { tokens: '', requests: '' };
-const prices = { basic: '', pro: '', basicTrial: '' };
-
-type Component = { meter: 'tokens' | 'requests'; includedUnits: number; pricing: Pricing };
-/** Basic: 10.00 a month, tokens 0.004 ¢ each over 10,000, requests graduated. Pro: 30.00, tokens 0.002 ¢ over 50,000, requests 0.25 ¢. */
-const COMPONENTS: Record<'basic' | 'pro', Component[]> = {
-  basic: [
-    { meter: 'tokens', includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
-    { meter: 'requests', includedUnits: 0, pricing: { model: 'GRADUATED', tiers: [{ upTo: 100, unitAmountDecimal: '1' }, { upTo: null, unitAmountDecimal: '0.5', flatAmountCents: 10 }] } },
-  ],
-  pro: [
-    { meter: 'tokens', includedUnits: 50_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.002' } },
-    { meter: 'requests', includedUnits: 0, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.25' } },
-  ],
-};
-const FEES = { basic: 1000, pro: 3000 };
-const NAMES = { basic: 'Basic', pro: 'Pro' };
-
-// ---- the independent recomputation (BigInt; its pricing in ../subscriptions/metered-recompute.ts) ----
-const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
-interface Part {
-  plan: 'basic' | 'pro';
-  from: string;
-  to: string;
-  usage: { tokens: number; requests: number };
-}
-/** The USAGE lines of a period [start, end) split into parts (one part: full included units, plain descriptions). */
-function expectedUsage(parts: Part[], start: string, end: string) {
-  const period = BigInt(seconds(end) - seconds(start));
-  return parts.flatMap((part, i) =>
-    COMPONENTS[part.plan].map((c) => {
-      const partSeconds = () => BigInt(seconds(i === parts.length - 1 ? end : part.to) - seconds(part.from));
-      const included = parts.length === 1 ? BigInt(c.includedUnits) : BigInt(halfUp(BigInt(c.includedUnits) * partSeconds(), period));
-      const name = c.meter === 'tokens' ? 'Tokens' : 'Requests';
-      const description = parts.length === 1 ? name : `${name} on ${NAMES[part.plan]} ${i < parts.length - 1 ? `until ${day(part.to)}` : `from ${day(part.from)}`}`;
-      return { description, quantity: String(part.usage[c.meter]), includedUnits: Number(included), amountCents: usageCents(BigInt(part.usage[c.meter]), included, c.pricing) };
-    }),
-  );
-}
-const total = (lines: Array<{ amountCents: number }>) => lines.reduce((t, l) => t + l.amountCents, 0);
-
-// ---- helpers ----
-const db = () => s.ctx.testDb.database.db;
-const api = (method: 'get' | 'post', path: string) => s.ctx.merchant[method](path).set('X-API-Key', s.ctx.orgA.apiKey);
-const job = (name: string) => workerJobs({ services: s.ctx.services }).find((j) => j.name === name)!;
-const usageItems = (invoice: Stripe.Invoice) => invoice.lines.data.filter((l) => l.parent?.invoice_item_details);
-const feeLines = (invoice: Stripe.Invoice) => invoice.lines.data.filter((l) => !l.parent?.invoice_item_details);
+beforeAll(() => {
+  s = plans.s;
+});
 const invoicesOf = (stripeSubId: string, reason: string) => [...s.stripe.invoices.values()].filter((i) => i.parent?.subscription_details?.subscription === stripeSubId && i.billing_reason === reason);
-
-let customers = 0;
-async function subscribe(pricingId: string, start: string, extra: object = {}) {
-  s.ctx.clock.set(start);
-  const n = ++customers;
-  const email = `stripe-metered-edge-${n}@example.com`;
-  const res = await s.create({ pricingId, customerEmail: email, quantity: 1, ...extra });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  const stripeSessionId = await s.stripeIdOf(res.body.data.id);
-  s.stripe.complete(stripeSessionId, { email });
-  expect((await s.deliver(s.stripe.lastEvent('checkout.session.completed', stripeSessionId))).body.outcome).toBe('applied');
-  const order = await s.readOrder((await s.readSession(res.body.data.id)).orderId);
-  const externalId = `sme_${n}`;
-  expect((await setExternalId(s.ctx, order.customerId as string, externalId, s.ctx.orgA.apiKey)).status).toBe(200);
-  const subscriptionId = (await db()('subscriptions').where({ checkout_session_id: res.body.data.id }).first()).id as string;
-  const stripeSub = s.stripe.subscriptionOf(stripeSessionId);
-  return { subscriptionId, stripeSub, externalId, periodEnd: new Date(stripeSub.items.data[0]!.current_period_end * 1000).toISOString() };
-}
-let eventN = 0;
-/** Ingests `tokens` and `requests` events at `ts` (the clock set just after it). */
-async function use(externalId: string, ts: string, usage: { tokens?: number; requests?: number }) {
-  s.ctx.clock.set(new Date(Date.parse(ts) + 1000).toISOString());
-  const events: object[] = [];
-  if (usage.tokens) events.push({ id: `smee-${++eventN}`, customer: { externalId }, name: 'llm_tokens', timestamp: ts, properties: { tokens: usage.tokens } });
-  for (let i = 0; i < (usage.requests ?? 0); i++) events.push({ id: `smee-${++eventN}`, customer: { externalId }, name: 'request', timestamp: ts, properties: {} });
-  const res = await api('post', '/v1/usage-events').send({ events });
-  expect(res.status).toBe(200);
-  expect(res.body.data.results.map((r: { status: string }) => r.status)).not.toContain('REJECTED');
-}
-async function changeAt(subscriptionId: string, at: string, body: object, status = 200) {
-  s.ctx.clock.set(at);
-  const p = await api('post', `/v1/subscriptions/${subscriptionId}/change/preview`).send(body);
-  expect(p.status, JSON.stringify(p.body)).toBe(200);
-  const c = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
-  expect(c.status, JSON.stringify(c.body)).toBe(status);
-  return { preview: p.body.data as Record<string, any>, change: c.body.data as Record<string, any> };
-}
-/** Stripe's renewal at the period's end: the draft held, the grace hour, Kassa's items, finalized, `invoice.paid` → Kassa's order. */
-async function renew(stripeSubId: string, subscriptionId: string, periodEnd: string, period: number) {
-  s.ctx.clock.set(new Date(Date.parse(periodEnd) + 1000).toISOString());
-  const draft = s.stripe.renewDraft(stripeSubId);
-  expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
-  s.ctx.clock.set(new Date(Date.parse(periodEnd) + 3600_000 + 1000).toISOString());
-  expect(await job('stripe-usage-invoices').run()).toBe(true);
-  const invoice = s.stripe.invoices.get(draft.id)!;
-  expect(invoice.status).toBe('paid');
-  expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
-  const row = await db()('orders').where({ subscription_id: subscriptionId, billing_period: period }).first();
-  expect(row, `the order of period ${period}`).toBeDefined();
-  return { invoice, order: (await s.readOrder(row.id)) as Record<string, any> };
-}
-const orderUsage = (order: Record<string, any>) =>
-  (order.lines as Array<Record<string, any>>).filter((l) => l.kind === 'USAGE').map((l) => ({ description: l.description, quantity: l.quantity, includedUnits: l.usage.includedUnits, amountCents: l.amountCents }));
 const kinds = (order: Record<string, any>) => (order.lines as Array<{ kind: string; amountCents: number }>).map((l) => [l.kind, l.amountCents]);
-const sum = (order: Record<string, any>) => total(order.lines as Array<{ amountCents: number }>);
 const subscription = async (id: string) => (await api('get', `/v1/subscriptions/${id}`)).body.data as Record<string, any>;
-
-beforeAll(async () => {
-  s = await createStripeContext();
-  const meter = async (body: object) => {
-    const res = await api('post', '/v1/meters').send(body);
-    expect(res.status).toBe(201);
-    return res.body.data.id as string;
-  };
-  meters.tokens = await meter({ name: 'Tokens', source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
-  meters.requests = await meter({ name: 'Requests', source: 'EVENTS', filter: { eventName: 'request' }, aggregation: 'count' });
-  for (const plan of ['basic', 'pro'] as const) {
-    const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: NAMES[plan] });
-    const meteredComponents = COMPONENTS[plan].map((c) => ({ meterId: meters[c.meter], includedUnits: c.includedUnits, pricing: c.pricing }));
-    const res = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: FEES[plan], currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', meteredComponents });
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    prices[plan] = res.body.data.pricingId;
-    if (plan === 'basic') {
-      const trial = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: FEES.basic, currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', trialDays: 7, meteredComponents });
-      expect(trial.status, JSON.stringify(trial.body)).toBe(201);
-      prices.basicTrial = trial.body.data.pricingId;
-    }
-  }
-});
-afterAll(async () => {
-  await s?.close();
-});
 
 describe('metered subscriptions on Stripe: plan-change edge cases', () => {
   it('a change paid in Stripe whose item update still waits (202) when the period closes: the usage after the change is billed at the plan paid for; Stripe collects exactly Kassa’s order', async () => {

@@ -11,136 +11,18 @@
  * billed), a cancel at once after a change (both parts on the cancel's invoice). The race with the
  * renewal's close: stripe-metered-plan-change-race.test.ts (PostgreSQL).
  */
-import type Stripe from 'stripe';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workerJobs } from '../../src/jobs.js';
-import { setExternalId } from '../usage/helpers.js';
-import { createStripeContext, type StripeContext } from './stripe-context.js';
-import { day, halfUp, usageCents, type Pricing } from '../subscriptions/metered-recompute.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { StripeContext } from './stripe-context.js';
+import { expectedUsage, feeLines, meteredPlansOnStripe, orderUsage, sum, usageItems, type Plan } from './stripe-metered-plans.js';
 
+const plans = meteredPlansOnStripe({ tag: 'smc', plans: ['basic', 'pro', 'plain'] });
+const { prices, db, api, use, renew } = plans;
 let s: StripeContext;
-const meters = { tokens: '', requests: '' };
-const prices = { basic: '', pro: '', plain: '' };
-
-type Component = { meter: 'tokens' | 'requests'; includedUnits: number; pricing: Pricing };
-/** Basic: 10.00 a month, tokens 0.004 ¢ each over 10,000, requests graduated. Pro: 30.00, tokens 0.002 ¢ over 50,000, requests 0.25 ¢. Plain: 50.00, no meters. */
-const COMPONENTS: Record<keyof typeof prices, Component[]> = {
-  basic: [
-    { meter: 'tokens', includedUnits: 10_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.004' } },
-    { meter: 'requests', includedUnits: 0, pricing: { model: 'GRADUATED', tiers: [{ upTo: 100, unitAmountDecimal: '1' }, { upTo: null, unitAmountDecimal: '0.5', flatAmountCents: 10 }] } },
-  ],
-  pro: [
-    { meter: 'tokens', includedUnits: 50_000, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.002' } },
-    { meter: 'requests', includedUnits: 0, pricing: { model: 'PER_UNIT', unitAmountDecimal: '0.25' } },
-  ],
-  plain: [],
-};
-const FEES = { basic: 1000, pro: 3000, plain: 5000 };
-const NAMES = { basic: 'Basic', pro: 'Pro', plain: 'Plain' };
-
-// ---- the independent recomputation (BigInt; its pricing in ../subscriptions/metered-recompute.ts) ----
-const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
-interface Part {
-  plan: keyof typeof prices;
-  from: string;
-  to: string;
-  usage: { tokens: number; requests: number };
-}
-/** The USAGE lines of a period [start, end) split into parts (one part: full included units, plain descriptions). */
-function expectedUsage(parts: Part[], start: string, end: string) {
-  const period = BigInt(seconds(end) - seconds(start));
-  return parts.flatMap((part, i) =>
-    COMPONENTS[part.plan].map((c) => {
-      const partSeconds = () => BigInt(seconds(i === parts.length - 1 ? end : part.to) - seconds(part.from));
-      const included = parts.length === 1 ? BigInt(c.includedUnits) : BigInt(halfUp(BigInt(c.includedUnits) * partSeconds(), period));
-      const name = c.meter === 'tokens' ? 'Tokens' : 'Requests';
-      const description = parts.length === 1 ? name : `${name} on ${NAMES[part.plan]} ${i < parts.length - 1 ? `until ${day(part.to)}` : `from ${day(part.from)}`}`;
-      return { description, quantity: String(part.usage[c.meter]), includedUnits: Number(included), amountCents: usageCents(BigInt(part.usage[c.meter]), included, c.pricing) };
-    }),
-  );
-}
-
-// ---- helpers ----
-const db = () => s.ctx.testDb.database.db;
-const api = (method: 'get' | 'post', path: string) => s.ctx.merchant[method](path).set('X-API-Key', s.ctx.orgA.apiKey);
-const usageJob = () => workerJobs({ services: s.ctx.services }).find((j) => j.name === 'stripe-usage-invoices')!;
-const usageItems = (invoice: Stripe.Invoice) => invoice.lines.data.filter((l) => l.parent?.invoice_item_details);
-const feeLines = (invoice: Stripe.Invoice) => invoice.lines.data.filter((l) => !l.parent?.invoice_item_details);
-
-let customers = 0;
-async function subscribe(plan: keyof typeof prices, start: string, quantity = 1) {
-  s.ctx.clock.set(start);
-  const n = ++customers;
-  const email = `stripe-metered-change-${n}@example.com`;
-  const res = await s.create({ pricingId: prices[plan], customerEmail: email, quantity });
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  const stripeSessionId = await s.stripeIdOf(res.body.data.id);
-  s.stripe.complete(stripeSessionId, { email });
-  expect((await s.deliver(s.stripe.lastEvent('checkout.session.completed', stripeSessionId))).body.outcome).toBe('applied');
-  const order = await s.readOrder((await s.readSession(res.body.data.id)).orderId);
-  const externalId = `smc_${n}`;
-  expect((await setExternalId(s.ctx, order.customerId as string, externalId, s.ctx.orgA.apiKey)).status).toBe(200);
-  const subscriptionId = (await db()('subscriptions').where({ checkout_session_id: res.body.data.id }).first()).id as string;
-  const stripeSub = s.stripe.subscriptionOf(stripeSessionId);
-  return { subscriptionId, stripeSub, externalId, periodEnd: new Date(stripeSub.items.data[0]!.current_period_end * 1000).toISOString() };
-}
-let eventN = 0;
-/** Ingests `tokens` and `requests` events at `ts` (the clock set just after it). */
-async function use(externalId: string, ts: string, usage: { tokens?: number; requests?: number }) {
-  s.ctx.clock.set(new Date(Date.parse(ts) + 1000).toISOString());
-  const events: object[] = [];
-  if (usage.tokens) events.push({ id: `smce-${++eventN}`, customer: { externalId }, name: 'llm_tokens', timestamp: ts, properties: { tokens: usage.tokens } });
-  for (let i = 0; i < (usage.requests ?? 0); i++) events.push({ id: `smce-${++eventN}`, customer: { externalId }, name: 'request', timestamp: ts, properties: {} });
-  const res = await api('post', '/v1/usage-events').send({ events });
-  expect(res.status).toBe(200);
-  expect(res.body.data.results.map((r: { status: string }) => r.status)).not.toContain('REJECTED');
-}
-async function changeAt(subscriptionId: string, at: string, body: object) {
-  s.ctx.clock.set(at);
-  const p = await api('post', `/v1/subscriptions/${subscriptionId}/change/preview`).send(body);
-  expect(p.status, JSON.stringify(p.body)).toBe(200);
-  const c = await api('post', `/v1/subscriptions/${subscriptionId}/change`).send({ ...body, prorationDate: p.body.data.prorationDate, expectedAmountDueCents: p.body.data.amountDueCents });
-  expect(c.status, JSON.stringify(c.body)).toBe(200);
-  return { preview: p.body.data as Record<string, any>, change: c.body.data as Record<string, any> };
-}
-/** Stripe's renewal at the period's end: the draft held, the grace hour, Kassa's items, finalized, `invoice.paid` → Kassa's order. */
-async function renew(stripeSubId: string, subscriptionId: string, periodEnd: string, period: number) {
-  s.ctx.clock.set(new Date(Date.parse(periodEnd) + 1000).toISOString());
-  const draft = s.stripe.renewDraft(stripeSubId);
-  expect((await s.deliver(s.stripe.lastEvent('invoice.created', draft.id))).body.outcome).toBe('applied');
-  s.ctx.clock.set(new Date(Date.parse(periodEnd) + 3600_000 + 1000).toISOString());
-  expect(await usageJob().run()).toBe(true);
-  const invoice = s.stripe.invoices.get(draft.id)!;
-  expect(invoice.status).toBe('paid');
-  expect((await s.deliver(s.stripe.lastEvent('invoice.paid', draft.id))).body.outcome).toBe('applied');
-  const row = await db()('orders').where({ subscription_id: subscriptionId, billing_period: period }).first();
-  expect(row, `the order of period ${period}`).toBeDefined();
-  return { invoice, order: (await s.readOrder(row.id)) as Record<string, any> };
-}
-const orderUsage = (order: Record<string, any>) =>
-  (order.lines as Array<Record<string, any>>).filter((l) => l.kind === 'USAGE').map((l) => ({ description: l.description, quantity: l.quantity, includedUnits: l.usage.includedUnits, amountCents: l.amountCents }));
-const sum = (order: Record<string, any>) => (order.lines as Array<{ amountCents: number }>).reduce((t, l) => t + l.amountCents, 0);
-
-beforeAll(async () => {
-  s = await createStripeContext();
-  const meter = async (body: object) => {
-    const res = await api('post', '/v1/meters').send(body);
-    expect(res.status).toBe(201);
-    return res.body.data.id as string;
-  };
-  meters.tokens = await meter({ name: 'Tokens', source: 'EVENTS', filter: { eventName: 'llm_tokens' }, aggregation: 'sum', property: 'tokens' });
-  meters.requests = await meter({ name: 'Requests', source: 'EVENTS', filter: { eventName: 'request' }, aggregation: 'count' });
-  for (const plan of Object.keys(prices) as Array<keyof typeof prices>) {
-    const product = await s.ctx.services.catalog.createProduct(s.ctx.orgA.orgId, { name: NAMES[plan] });
-    const meteredComponents = COMPONENTS[plan].map((c) => ({ meterId: meters[c.meter], includedUnits: c.includedUnits, pricing: c.pricing }));
-    const res = await s.ctx.admin.post(`/v1/products/${product.id}/prices`).send({ amount: FEES[plan], currency: 'USD', pricingType: 'SUBSCRIPTION', billingInterval: 'MONTH', ...(meteredComponents.length > 0 && { meteredComponents }) });
-    expect(res.status, JSON.stringify(res.body)).toBe(201);
-    prices[plan] = res.body.data.pricingId;
-  }
+beforeAll(() => {
+  s = plans.s;
 });
-afterAll(async () => {
-  await s?.close();
-});
+const subscribe = (plan: Plan, start: string, quantity = 1) => plans.subscribe(prices[plan], start, { quantity });
+const changeAt = (subscriptionId: string, at: string, body: object) => plans.changeAt(subscriptionId, at, body);
 
 describe('plan changes of metered subscriptions on Stripe', () => {
   it('an upgrade mid-period: Stripe prorates the fee now; the renewal draft carries the usage before the change at Basic’s rates and after it at Pro’s; Stripe collects exactly Kassa’s order', async () => {
