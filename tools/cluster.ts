@@ -33,13 +33,25 @@ export interface ThrowAwayDatabase {
   drop(): Promise<void>;
 }
 
-/** An empty database on `serverUrl` (Kassa migrates it when it starts), dropped by `drop()`. */
-export async function createDatabase(serverUrl: string, prefix: string): Promise<ThrowAwayDatabase> {
+/**
+ * A database on `serverUrl`, dropped by `drop()`: empty (Kassa migrates it when it starts), or a
+ * copy of `template`.
+ */
+export async function createDatabase(serverUrl: string, prefix: string, options: { template?: string } = {}): Promise<ThrowAwayDatabase> {
   const name = `${prefix}_${randomBytes(5).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    // CREATE DATABASE … TEMPLATE needs the template to have no other sessions; retry briefly when callers race.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`CREATE DATABASE ${name}${options.template ? ` TEMPLATE ${options.template}` : ''}`);
+        break;
+      } catch (err) {
+        if (!options.template || attempt >= 20 || (err as { code?: string }).code !== '55006') throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100 + Math.random() * 200));
+      }
+    }
   } finally {
     await admin.end();
   }

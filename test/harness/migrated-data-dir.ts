@@ -7,15 +7,13 @@
  * start itself (readme-quick-start, startup's readiness, startup-guidance's first start, the
  * migrations) keep an empty one.
  */
-import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { inject } from 'vitest';
-import { createDatabase, databaseUrlOn, type ThrowAwayDatabase } from '../../tools/cluster.js';
+import { createDatabase, type ThrowAwayDatabase } from '../../tools/cluster.js';
 const run = promisify(execFile);
 
 /**
@@ -42,35 +40,5 @@ export async function migratedDataDir(prefix: string): Promise<string> {
  */
 export async function migratedDatabase(serverUrl: string, prefix: string): Promise<ThrowAwayDatabase> {
   const template = inject('postgresTemplate');
-  if (!template) return createDatabase(serverUrl, prefix);
-  const name = `${prefix}_${randomBytes(5).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  try {
-    // CREATE DATABASE … TEMPLATE needs the template to have no other sessions; retry briefly when files race.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
-        break;
-      } catch (err) {
-        if (attempt >= 20 || (err as { code?: string }).code !== '55006') throw err;
-        await new Promise((resolve) => setTimeout(resolve, 100 + Math.random() * 200));
-      }
-    }
-  } finally {
-    await admin.end();
-  }
-  return {
-    name,
-    url: databaseUrlOn(serverUrl, name),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: serverUrl });
-      await c.connect();
-      try {
-        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await c.end();
-      }
-    },
-  };
+  return createDatabase(serverUrl, prefix, template ? { template } : {});
 }
