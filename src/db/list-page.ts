@@ -86,7 +86,7 @@ export async function readListPage<R extends Record<string, unknown>>(db: Knex, 
   const sort = [{ column: query.createdAt, order }, { column: query.id, order }];
   // A page by number past the first skips its offset over the index alone (an index-only scan of
   // the sort key) and reads only the page's rows: skipping whole rows read every skipped row's heap
-  // page (18 s for page 50,001 of a 1M-order organization, against 2.4–4 s this way).
+  // page (figures in docs/benchmarks.md, "last page by number").
   const rowsQuery = (
     window.offset === 0
       ? withCursor(query.filtered(), query, window).select(db.raw(query.select)).orderBy(sort).limit(window.limit + 1)
