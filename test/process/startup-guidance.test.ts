@@ -14,18 +14,29 @@ import { newDeployment, provisionMerchant, startKassa, waitFor, type KassaProces
 
 const serverUrl = process.env.TEST_DATABASE_URL;
 
-/** Starts Kassa, waits until it printed `expected`, stops it and returns everything it printed. */
+/**
+ * Starts Kassa, waits until it printed `expected`, stops it and returns everything it printed.
+ * These starts do not wait for readiness (startKassa's retry on a lost port needs it): a child that
+ * exits because another process took its port (ports are chosen free, not held) is started again
+ * on fresh ports; any other exit fails at once, with its output.
+ */
 async function startUntil(start: () => Promise<KassaProcess>, expected: RegExp): Promise<string> {
-  const proc = await start();
-  try {
-    await waitFor(`the start to print ${expected}`, async () => {
-      if (proc.child.exitCode !== null) throw new Error(`exited with ${proc.child.exitCode}: ${proc.output().slice(-2000)}`);
-      return expected.test(proc.output());
-    }, 120_000, 100);
-  } finally {
-    await proc.stop();
+  for (let attempt = 1; ; attempt++) {
+    const proc = await start();
+    let exited = false;
+    try {
+      await waitFor(`the start to print ${expected}`, async () => {
+        if (expected.test(proc.output())) return true;
+        exited = proc.child.exitCode !== null;
+        return exited;
+      }, 120_000, 100);
+    } finally {
+      await proc.stop();
+    }
+    if (!exited) return proc.output();
+    if (attempt < 5 && /is already in use by another process/.test(proc.output())) continue;
+    throw new Error(`exited with ${proc.child.exitCode}: ${proc.output().slice(-2000)}`);
   }
-  return proc.output();
 }
 
 // The embedded database is used by the child processes whatever the suite runs on: once is enough.
