@@ -268,6 +268,10 @@ async function startKassaOnce(deployment: Deployment, options: StartOptions): Pr
       ]);
     } catch (err) {
       await proc.kill();
+      // A start that never became ready says where it stopped: its own output's tail.
+      if (err instanceof Error && !(err instanceof PortTaken) && !err.message.includes(' exited with ')) {
+        err.message += `; ${name}'s output: ${proc.output().slice(-2000) || '(none)'}`;
+      }
       throw err;
     }
     exitedEarly.catch(() => {}); // once ready, a later exit is the caller's business

@@ -4,6 +4,8 @@
  * a nonce of their own, on automine and on interval mining. Before the relayer's nonces were
  * allocated under the database row lock, most of them failed (`invalid_exact_evm_transaction_failed`).
  * Rounds: KASSA_RELAYER_ROUNDS (default 6 per mining mode). Runs only with TEST_DATABASE_URL.
+ * The processes start on a copy of the run's migrated database: two starts migrating an empty one
+ * under CI's load took longer than the 90 s readiness wait (the first start is scale-out's subject).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -11,7 +13,8 @@ import { createPublicClient, createWalletClient, getAddress, http as viemHttp, t
 import type { PrivateKeyAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { skippedUnless } from '../harness/skip-reasons.js';
-import { REPO_ROOT, createDatabase, http, newDeployment, provisionMerchant, setReceivingWallet, startKassa, type KassaProcess, type ThrowAwayDatabase } from '../../tools/cluster.js';
+import { migratedDatabase } from '../harness/migrated-data-dir.js';
+import { REPO_ROOT, http, newDeployment, provisionMerchant, setReceivingWallet, startKassa, type KassaProcess, type ThrowAwayDatabase } from '../../tools/cluster.js';
 import { cryptoChainsEnv, startLocalChain, USDC, type LocalChain } from '../crypto-payments/chain.js';
 import { fundedPayers, signedPayment, type PaymentTerms } from '../x402/payers.js';
 
@@ -32,7 +35,7 @@ describe.skipIf(!serverUrl)(skippedUnless('two API processes sharing one x402 re
   let balanceOf: (owner: `0x${string}`) => Promise<bigint>;
 
   beforeAll(async () => {
-    [db, chain] = await Promise.all([createDatabase(serverUrl!, 'kassa_relayer'), startLocalChain({ initialDate: new Date().toISOString() })]);
+    [db, chain] = await Promise.all([migratedDatabase(serverUrl!, 'kassa_relayer'), startLocalChain({ initialDate: new Date().toISOString() })]);
     const transport = viemHttp(chain.url, { retryCount: 0 });
     const chainDef = { id: chain.chainId, name: 'hardhat', nativeCurrency: { name: 'ETH', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [chain.url] } } };
     const pub = createPublicClient({ transport, chain: chainDef });

@@ -104,12 +104,15 @@ describe.skipIf(!serverUrl)(skippedUnless('two API processes and two workers on 
       CRYPTO_CHAINS: cryptoChainsEnv(chain, usdc, { confirmations: CONFIRMATIONS, blockRange: 3 }),
       CRYPTO_POLL_INTERVAL_MS: '200',
     });
-    // All four at once on an empty database: whoever gets the advisory lock migrates.
+    // All four at once on an empty database: whoever gets the advisory lock migrates; the others
+    // wait for it, so each readiness wait covers the whole migration (~18 s of CPU, several times
+    // that under CI's load).
+    const readyTimeoutMs = 240_000;
     [api1, api2, ...workers] = await Promise.all([
-      startKassa(deployment, { role: 'api', name: 'api-1' }),
-      startKassa(deployment, { role: 'api', name: 'api-2' }),
-      startKassa(deployment, { role: 'worker', name: 'worker-1' }),
-      startKassa(deployment, { role: 'worker', name: 'worker-2' }),
+      startKassa(deployment, { role: 'api', name: 'api-1', readyTimeoutMs }),
+      startKassa(deployment, { role: 'api', name: 'api-2', readyTimeoutMs }),
+      startKassa(deployment, { role: 'worker', name: 'worker-1', readyTimeoutMs }),
+      startKassa(deployment, { role: 'worker', name: 'worker-2', readyTimeoutMs }),
     ]);
     direct = new pg.Client({ connectionString: db.url });
     await direct.connect();
@@ -120,7 +123,7 @@ describe.skipIf(!serverUrl)(skippedUnless('two API processes and two workers on 
     });
     expect(endpoint.status).toBe(201);
     await setReceivingWallet(api2.adminUrl, deployment.adminToken, merchant.orgId, chain.chainId, chain.accounts[1]!);
-  }, 180_000);
+  }, 360_000);
 
   afterAll(async () => {
     rendezvous?.release?.();
