@@ -31,6 +31,7 @@
  * needed. BENCH_USAGE_SEED_ONLY=1 seeds and rebuilds the rollups to the last size, then stops.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import knex from 'knex';
 import pg from 'pg';
 import { createWeekPartitions, isPartitioned, WEEK_MS, weekStart } from '../../src/db/partitions.js';
@@ -208,6 +209,16 @@ async function main(): Promise<void> {
       const text = await (await fetch(`${server.adminUrl}/metrics`)).text();
       return Number(/^kassa_process_cpu_seconds_total\{[^}]*\} (\S+)$/m.exec(text)?.[1] ?? NaN);
     };
+    // The machine's CPU time (all cores) and its idle part, from /proc/stat (Linux; zeros elsewhere):
+    // where the 2 cores went during a round, the bench's client included.
+    const machineTicks = () => {
+      try {
+        const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+        return { total: fields.reduce((a, b) => a + b, 0), idle: fields[3]! + fields[4]! };
+      } catch {
+        return { total: 0, idle: 0 };
+      }
+    };
     const measure = async (work: () => Promise<number>) => {
       const cpu0 = await cpuSeconds();
       const pg0 = await postgresCpuSeconds(direct, databaseName);
@@ -324,14 +335,20 @@ async function main(): Promise<void> {
       const tables0 = await tableIo();
       const split0 = await postgresCpuSplit(direct, databaseName);
       const fold = FOLD ? startFold() : undefined;
+      const ticks0 = machineTicks();
+      const client0 = process.cpuUsage();
       const ingest = await measure(async () => {
         const failed = await drive(bodies.length, CONCURRENCY, (i) => post('/v1/usage-events', bodies[i]!), 200);
         // The fold's last pass ends inside the measure (its backend's CPU is counted): the queue as a worker leaves it.
         if (fold) ingestFold.push(await fold.stop());
         return failed;
       });
+      const ticks1 = machineTicks();
+      const client1 = process.cpuUsage(client0);
       const split1 = await postgresCpuSplit(direct, databaseName);
       const events = bodies.length * BATCH;
+      const idleShare = ticks1.total > ticks0.total ? (ticks1.idle - ticks0.idle) / (ticks1.total - ticks0.total) : NaN;
+      const clientPerEvent = ((client1.user + client1.system) / events).toFixed(1);
       const splitLine = split0 && split1 ? `backends of the database ${(((split1.backends - split0.backends) * 1e6) / events).toFixed(1)} µs/event, the server's shared writers ${(((split1.writers - split0.writers) * 1e6) / events).toFixed(1)} µs/event; ` : '';
       process.stderr.write(`  round ${r + 1}: PostgreSQL ${splitLine}${ioLine(io0, await ioStats(), events)}${fold ? `; fold ${ingestFold.at(-1)!.passes} passes, ${ingestFold.at(-1)!.rows} of them with rows` : ''}\n    per table: ${tableIoLine(tables0, await tableIo(), events)}\n`);
       ingestPerEvent.push((ingest.serverMs * 1000) / events);
@@ -339,7 +356,7 @@ async function main(): Promise<void> {
       ingestRates.push(events / ingest.seconds);
       failures += floor.failed + ingest.failed;
       process.stderr.write(
-        `  round ${r + 1}/${ROUNDS}: ingest ${(events / ingest.seconds).toFixed(0)} events/s, server ${((ingest.serverMs * 1000) / events).toFixed(1)} µs/event, PostgreSQL ${((ingest.pgMs * 1000) / events).toFixed(1)} µs/event; floor ${(floor.serverMs / 500).toFixed(3)} ms/request\n`,
+        `  round ${r + 1}/${ROUNDS}: ingest ${(events / ingest.seconds).toFixed(0)} events/s, server ${((ingest.serverMs * 1000) / events).toFixed(1)} µs/event, PostgreSQL ${((ingest.pgMs * 1000) / events).toFixed(1)} µs/event, the bench's client ${clientPerEvent} µs/event, the machine idle ${(idleShare * 100).toFixed(0)} %; floor ${(floor.serverMs / 500).toFixed(3)} ms/request\n`,
       );
     }
 
