@@ -251,7 +251,7 @@ async function main(): Promise<void> {
     await drive(10, CONCURRENCY, () => post('/v1/usage-events', makeBody()), 200);
     await drive(200, CONCURRENCY, () => post('/__bench/floor', '{}'), 201);
 
-    // The usage-meter-fold job's loop (BENCH_USAGE_FOLD=1), as src/usage/index.ts schedules it.
+    // The usage-meter-fold job's loop (BENCH_USAGE_FOLD=1), as src/usage/index.ts and src/worker.ts run it.
     const foldDb = FOLD ? knex({ client: 'pg', connection: db.url, pool: { min: 1, max: 1 } }) : undefined;
     const ingestFold: Array<{ passes: number; rows: number }> = [];
     const startFold = () => {
@@ -260,10 +260,10 @@ async function main(): Promise<void> {
       const totals = { passes: 0, rows: 0 };
       const loop = (async () => {
         while (running) {
-          const rows = (await service.foldRollups()) ? 1 : 0;
+          const busy = await service.foldRound();
           totals.passes++;
-          totals.rows += rows;
-          for (let waited = 0; rows === 0 && running && waited < 500; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+          if (busy) totals.rows++;
+          for (let waited = 0; !busy && running && waited < 500; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
         }
       })();
       // Stopped when the round's batches are in: the rest of the queue is folded then, so the round
@@ -350,7 +350,7 @@ async function main(): Promise<void> {
       const idleShare = ticks1.total > ticks0.total ? (ticks1.idle - ticks0.idle) / (ticks1.total - ticks0.total) : NaN;
       const clientPerEvent = ((client1.user + client1.system) / events).toFixed(1);
       const splitLine = split0 && split1 ? `backends of the database ${(((split1.backends - split0.backends) * 1e6) / events).toFixed(1)} µs/event, the server's shared writers ${(((split1.writers - split0.writers) * 1e6) / events).toFixed(1)} µs/event; ` : '';
-      process.stderr.write(`  round ${r + 1}: PostgreSQL ${splitLine}${ioLine(io0, await ioStats(), events)}${fold ? `; fold ${ingestFold.at(-1)!.passes} passes, ${ingestFold.at(-1)!.rows} of them with rows` : ''}\n    per table: ${tableIoLine(tables0, await tableIo(), events)}\n`);
+      process.stderr.write(`  round ${r + 1}: PostgreSQL ${splitLine}${ioLine(io0, await ioStats(), events)}${fold ? `; fold ${ingestFold.at(-1)!.passes} rounds and passes, ${ingestFold.at(-1)!.rows} rounds with a full pass` : ''}\n    per table: ${tableIoLine(tables0, await tableIo(), events)}\n`);
       ingestPerEvent.push((ingest.serverMs * 1000) / events);
       ingestPgPerEvent.push((ingest.pgMs * 1000) / events);
       ingestRates.push(events / ingest.seconds);

@@ -44,7 +44,7 @@ export function createUsageModule(deps: {
     jobs: () => [
       { name: 'usage-meter-rollups', intervalMs: 1000, run: () => meters.buildRollups() },
       // Several workers may run it: each pass folds one organization, round-robin, skipping one another worker holds (its fold lock).
-      { name: 'usage-meter-fold', intervalMs: 500, run: () => events.foldRollups() },
+      { name: 'usage-meter-fold', intervalMs: 500, run: () => events.foldRound() },
       new UsageEventPartitionJob(storage, deps.clock),
       ...(deps.eventRetentionDays === undefined ? [] : [new UsageEventRetentionJob(storage, deps.clock, deps.eventRetentionDays)]),
     ],

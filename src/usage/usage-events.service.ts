@@ -8,11 +8,16 @@ import { periodEnd } from '../commerce/billing-period.js';
 import type { Subscription } from '../commerce/model.js';
 import type { CommerceUnitOfWork } from '../commerce/stores.js';
 import type { Clock } from '../kernel/clock.js';
-import type { EventPeriod, UsageEventRepository } from './usage.repository.js';
+import type { EventPeriod, FoldPass, UsageEventRepository } from './usage.repository.js';
 import type { Scalar, UsageEvent } from './usage.model.js';
 
-/** Queued rollup delta rows one fold pass merges (one transaction; a batch of 1,000 events queues up to ~1,000 per meter). */
-export const FOLD_ROWS = 20_000;
+/**
+ * Queued rollup delta rows one fold pass merges per queue (one transaction; a batch of 1,000 events
+ * queues up to ~1,000 per meter). The more rows of one (meter, customer, hour) a pass merges, the
+ * fewer rollup upserts per event: 50,000 (was 20,000) with the job's wait (foldRound) cut the fold's
+ * PostgreSQL CPU per ingested event (docs/benchmarks.md, issue 38, round 26).
+ */
+export const FOLD_ROWS = 50_000;
 /**
  * Rows a fold worker deletes from the queues between two VACUUMs of them (UsageEventService.foldRollups):
  * ~1.7 s of a 30,000 events/s ingest naming each customer once per batch, two meters.
@@ -232,12 +237,39 @@ export class UsageEventService {
   }
 
   /**
-   * One pass of the `usage-meter-fold` job: up to FOLD_ROWS queued rollup deltas merged into the
-   * meters' rollups (migration 0395); true when it folded anything (the next pass starts at once). Reads are exact
-   * whether or not it ran (rollup + queued deltas); it keeps the queue, and so each read's tail, short.
+   * One fold pass: up to FOLD_ROWS queued rollup deltas of one organization merged into the
+   * meters' rollups (migration 0395); true when it folded anything (the tests' and the bench's
+   * drain loop; the job runs foldRound). Reads are exact whether or not it ran (rollup + queued
+   * deltas); it keeps the queue, and so each read's tail, short.
    */
   async foldRollups(): Promise<boolean> {
-    const rows = await this.events.foldRollupDeltas(FOLD_ROWS);
+    return (await this.foldPass()).rows > 0;
+  }
+
+  /**
+   * The `usage-meter-fold` job's run: one pass for each organization with a queue (round-robin,
+   * until a pass finds none or comes back to one it folded); true — run again at once — only when
+   * a pass was full. Otherwise the job waits for its interval and the queues fill meanwhile: a
+   * pass that starts again as soon as the last ended merges a few batches each, one rollup upsert
+   * per (meter, customer, hour) for every few delta rows, and cost ingest ~10 µs of PostgreSQL CPU
+   * per event more (docs/benchmarks.md, issue 38, round 26). Reads stay exact (rollup + queue);
+   * a customer's queued tail is at most the interval's batches.
+   */
+  async foldRound(): Promise<boolean> {
+    const folded = new Set<string>();
+    let full = false;
+    for (;;) {
+      const pass = await this.foldPass();
+      if (pass.orgId === undefined || pass.rows === 0) return full;
+      full ||= pass.full;
+      if (folded.has(pass.orgId)) return full;
+      folded.add(pass.orgId);
+    }
+  }
+
+  private async foldPass(): Promise<FoldPass> {
+    const pass = await this.events.foldRollupPass(FOLD_ROWS);
+    const rows = pass.rows;
     // The queues are append-and-delete tables, and a pass finds its rows by a scan from the
     // table's start: every row deleted since the last VACUUM lies in that scan's path (the
     // prune of a page keeps its dead items until a VACUUM), and the heap grows instead of
@@ -250,7 +282,7 @@ export class UsageEventService {
       this.foldedSinceVacuum = 0;
       await this.events.vacuumRollupQueues();
     }
-    return rows > 0;
+    return pass;
   }
 
   /** Rows this instance's fold passes deleted since its last VACUUM of the queues. */

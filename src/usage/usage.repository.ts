@@ -64,6 +64,8 @@ export interface UsageEventRepository {
    * with a queue was being folded by another worker). `beforeCommit` is the tests' crash point.
    */
   foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number>;
+  /** foldRollupDeltas, saying which organization it folded and whether a queue held `limit` rows or more of it (the pass was full). */
+  foldRollupPass(limit: number, beforeCommit?: () => Promise<void>): Promise<FoldPass>;
   /**
    * VACUUM of the two delta queues (PostgreSQL; SKIP_LOCKED: skipped when a vacuum of a queue is
    * under way): the rows the fold deleted become free space that ingest's appends reuse, and no
@@ -84,6 +86,13 @@ export interface UsageEventRepository {
 
 /** The console's meter preview waits at most this long for the database (docs/usage-billing.md). */
 export const PREVIEW_TIMEOUT_MS = 5000;
+
+/** One fold pass: the organization it folded (none: no queue it could take), the rows it merged, and whether it left rows behind (a queue gave `limit`). */
+export interface FoldPass {
+  orgId: string | undefined;
+  rows: number;
+  full: boolean;
+}
 
 export interface MeterRepository {
   insert(meter: Meter): Promise<void>;
@@ -522,9 +531,13 @@ export class KnexUsageEventRepository implements UsageEventRepository {
   }
 
   async foldRollupDeltas(limit: number, beforeCommit?: () => Promise<void>): Promise<number> {
+    return (await this.foldRollupPass(limit, beforeCommit)).rows;
+  }
+
+  async foldRollupPass(limit: number, beforeCommit?: () => Promise<void>): Promise<FoldPass> {
     return this.db.transaction(async (trx) => {
       const orgId = await this.pickFoldOrganization(trx);
-      if (orgId === undefined) return 0;
+      if (orgId === undefined) return { orgId, rows: 0, full: false };
       this.foldCursor = orgId;
       // The organization's fold lock (taken by the pick) keeps any other fold off its queue, so the
       // rows are taken without a row lock each (FOR UPDATE wrote a lock record per queued row before
@@ -568,7 +581,8 @@ export class KnexUsageEventRepository implements UsageEventRepository {
         [orgId, limit],
       )) as { rows: Array<{ n: number }> };
       await beforeCommit?.();
-      return Number(hours.rows[0]?.n ?? 0) + Number(values.rows[0]?.n ?? 0);
+      const [hourRows, valueRows] = [Number(hours.rows[0]?.n ?? 0), Number(values.rows[0]?.n ?? 0)];
+      return { orgId, rows: hourRows + valueRows, full: hourRows >= limit || valueRows >= limit };
     });
   }
 

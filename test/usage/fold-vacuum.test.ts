@@ -23,10 +23,10 @@ describe('the fold worker vacuums the queues after every QUEUE_VACUUM_ROWS rows 
     const calls: string[] = [];
     const passes = [40, 40, 40, 0, 40, 40, 40];
     const repository = {
-      foldRollupDeltas: async () => {
+      foldRollupPass: async () => {
         const rows = passes.shift() ?? 0;
         calls.push(`fold ${rows}`);
-        return rows;
+        return { orgId: 'ORG_a', rows, full: false };
       },
       vacuumRollupQueues: async () => {
         calls.push('vacuum');

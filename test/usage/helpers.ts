@@ -36,8 +36,11 @@ export async function monthlyPrice(ctx: TestContext, orgId: string, amount = 900
   return { priceId: price.id, productId: product.id };
 }
 
-/** Runs the `usage-meter-fold` job until the rollup delta queues are empty (migration 0395): the rollup tables then hold every stored event. */
+/**
+ * Runs the `usage-meter-fold` job's passes until the rollup delta queues are empty (migration 0395):
+ * the rollup tables then hold every stored event. Pass by pass, not the job's run, which waits for
+ * its interval after a round of passes that were not full.
+ */
 export async function foldRollups(ctx: TestContext): Promise<void> {
-  const job = ctx.services.modules.usage.jobs().find((j) => j.name === 'usage-meter-fold')!;
-  while (await job.run());
+  while (await ctx.services.modules.usage.events.foldRollups());
 }
