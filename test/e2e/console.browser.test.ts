@@ -108,7 +108,17 @@ describe.skipIf(!chromiumAvailable)(skippedUnless('console: frame, sign-in, navi
   it('home shows gross volume, tax, net revenue and discounts; the tax series is picked and read by keyboard', async () => {
     const db = h.ctx.testDb.database.db;
     const orgId = h.ctx.orgA.orgId;
-    const at = new Date(h.ctx.clock.now().getTime() - 60_000);
+    // The page's "today" is the browser's, in real time (UTC here); the harness set the server's
+    // clock at the file's start. A run crossing midnight in between dated these orders yesterday
+    // and read €0.00 for today (a clean-clone CI did, at 00:0x UTC). So: wait out a day's last
+    // 30 s, move the server's clock to now, and date the orders a minute ago or at the day's
+    // start, whichever is later.
+    const DAY_MS = 86_400_000;
+    const toMidnight = DAY_MS - (Date.now() % DAY_MS);
+    if (toMidnight < 30_000) await new Promise((resolve) => setTimeout(resolve, toMidnight + 200));
+    h.ctx.clock.set(new Date());
+    const now = h.ctx.clock.now().getTime();
+    const at = new Date(Math.max(now - 60_000, now - (now % DAY_MS)));
     await db('customers').insert({ id: 'CUS_taxconsole000000000001', org_id: orgId, email: 'tax@console.test', created_at: at });
     const order = (id: string, amount: number) => ({
       id, org_id: orgId, status: 'PAID', provider: 'STRIPE', amount_cents: amount, amount_refunded_cents: 0, currency: 'EUR',
