@@ -251,8 +251,8 @@ export class UsageEventService {
    * until a pass finds none or comes back to one it folded); true — run again at once — only when
    * a pass was full. Otherwise the job waits for its interval and the queues fill meanwhile: a
    * pass that starts again as soon as the last ended merges a few batches each, one rollup upsert
-   * per (meter, customer, hour) for every few delta rows, and cost ingest ~10 µs of PostgreSQL CPU
-   * per event more (docs/benchmarks.md, issue 38, round 26). Reads stay exact (rollup + queue);
+   * per (meter, customer, hour) for every few delta rows (figures in docs/benchmarks.md, issue
+   * 38, round 26). Reads stay exact (rollup + queue);
    * a customer's queued tail is at most the interval's batches.
    */
   async foldRound(): Promise<boolean> {
